@@ -1,0 +1,152 @@
+"""The canonical, provider-neutral transcript.
+
+OpenAI-chat shaped: four roles, an assistant message carries ``tool_calls``, a tool message carries
+``tool_call_id``. Every value is a frozen msgspec Struct, so a transcript is a plain list of immutable
+messages whose JSON bytes are stable for equal inputs (prompt caches depend on that).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias
+
+import msgspec
+
+__all__ = (
+    "AssistantMessage",
+    "Content",
+    "ContentPart",
+    "FilePart",
+    "ImagePart",
+    "Message",
+    "ReasoningPart",
+    "Role",
+    "SystemMessage",
+    "TextPart",
+    "ToolCall",
+    "ToolDefinition",
+    "ToolMessage",
+    "UserMessage",
+    "content_text",
+)
+
+Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
+
+
+class TextPart(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="text",
+               omit_defaults=True):
+    """Plain text."""
+
+    text: str
+
+
+class ImagePart(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="image",
+                omit_defaults=True):
+    """An image, by URL or inline base64 ``data`` with its ``media_type``. Exactly one of ``url`` /
+    ``data`` is expected; adapters refuse a part that has neither."""
+
+    url: str | None = None
+    data: str | None = None
+    media_type: str | None = None
+    detail: Literal["auto", "low", "high"] | None = None
+
+
+class FilePart(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="file",
+               omit_defaults=True):
+    """A document (e.g. a PDF), by URL, inline base64 ``data``, or a provider ``file_id``."""
+
+    url: str | None = None
+    data: str | None = None
+    file_id: str | None = None
+    media_type: str | None = None
+    filename: str | None = None
+
+
+class ReasoningPart(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="reasoning",
+                    omit_defaults=True):
+    """A reasoning (thinking) block with its provenance.
+
+    ``provider`` names the wire that produced it (``"anthropic"``, ``"openai"``, ``"google"``) and
+    ``model`` the model, because a signature is only valid where it was minted. ``signature`` is the
+    provider's integrity token; ``redacted`` blocks carry opaque ``data`` instead of text;
+    ``encrypted_content`` holds OpenAI Responses' encrypted reasoning.
+    """
+
+    text: str = ""
+    provider: str | None = None
+    model: str | None = None
+    signature: str | None = None
+    redacted: bool = False
+    data: str | None = None
+    encrypted_content: str | None = None
+    id: str | None = None
+
+
+ContentPart: TypeAlias = TextPart | ImagePart | FilePart | ReasoningPart
+Content: TypeAlias = str | tuple[ContentPart, ...]
+
+
+class ToolCall(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A tool call the model asked for. ``arguments`` is the raw JSON text exactly as the model sent it
+    (parsing is the dispatcher's job, so a malformed payload can be answered rather than lost)."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+
+class SystemMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role", tag="system",
+                    omit_defaults=True):
+    content: Content
+
+
+class UserMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role", tag="user",
+                  omit_defaults=True):
+    content: Content
+    name: str | None = None
+
+
+class AssistantMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role",
+                       tag="assistant", omit_defaults=True):
+    """``content`` is ``None`` for a turn that only called tools; reasoning parts, when kept, sit in a
+    content tuple ahead of the text."""
+
+    content: Content | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    name: str | None = None
+
+
+class ToolMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role", tag="tool",
+                  omit_defaults=True):
+    """The answer to one tool call. ``is_error`` marks a failed or refused call (Anthropic's
+    ``is_error``); the content then holds the error encoding of :func:`encode_tool_error`."""
+
+    tool_call_id: str
+    content: Content
+    name: str | None = None
+    is_error: bool = False
+
+
+Message: TypeAlias = SystemMessage | UserMessage | AssistantMessage | ToolMessage
+
+
+class ToolDefinition(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What the model is shown for one tool: a name, a description and a JSON Schema object."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, object] = msgspec.field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+    strict: bool | None = None
+
+
+def content_text(content: Content | None) -> str:
+    """The concatenated text of a content value: the string itself, or every :class:`TextPart` joined.
+
+    Reasoning, images and files contribute nothing.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "".join(part.text for part in content if isinstance(part, TextPart))

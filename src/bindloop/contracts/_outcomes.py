@@ -1,0 +1,85 @@
+"""What a tool call can come back as, and how each outcome is written into the transcript.
+
+A tool call ends in exactly one of three ways: a result the model reads, an error the model reads
+(the run goes on), or a suspend (the run pauses; the result is withheld until an answer arrives).
+A result may also ask the loop to widen the tool surface (activate plugins or skills).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias
+
+import msgspec
+
+from ._messages import Content, ToolMessage
+
+__all__ = (
+    "ErrorKind",
+    "SuspendMode",
+    "ToolError",
+    "ToolOutcome",
+    "ToolResult",
+    "ToolSuspend",
+    "encode_tool_error",
+    "tool_error_message",
+    "tool_outcome_message",
+)
+
+SuspendMode: TypeAlias = Literal["waiting_for_reply", "resuming_later"]
+ErrorKind: TypeAlias = str
+"""Well-known kinds: ``error`` (the tool failed), ``not_run`` (an aborted batch never started it),
+``validation`` (bad arguments), ``not_found`` (no such tool), ``rejected`` (refused by policy)."""
+
+
+class ToolResult(msgspec.Struct, frozen=True, kw_only=True, tag_field="outcome", tag="result",
+                 omit_defaults=True):
+    """A successful call. ``activate_plugins`` / ``activate_skills`` ask the loop to widen the tool
+    surface before the next call that depends on it (pair with ``runs_serially``)."""
+
+    content: Content
+    activate_plugins: tuple[str, ...] = ()
+    activate_skills: tuple[str, ...] = ()
+
+
+class ToolError(msgspec.Struct, frozen=True, kw_only=True, tag_field="outcome", tag="error",
+                omit_defaults=True):
+    """A failed or refused call the model can read and recover from."""
+
+    error: str
+    kind: ErrorKind = "error"
+
+
+class ToolSuspend(msgspec.Struct, frozen=True, kw_only=True, tag_field="outcome", tag="suspend",
+                  omit_defaults=True):
+    """The call cannot finish now. ``waiting_for_reply``: a person must answer (``detail`` is the
+    question). ``resuming_later``: the tool scheduled its own resume. Either way the result is withheld;
+    the answer arrives later as a tool message carrying this call's id."""
+
+    mode: SuspendMode
+    detail: str | None = None
+
+
+ToolOutcome: TypeAlias = ToolResult | ToolError | ToolSuspend
+
+_ERROR_ENCODER = msgspec.json.Encoder()
+
+
+def encode_tool_error(error: str, kind: ErrorKind = "error") -> str:
+    """The one encoding of a failed or refused call the model ever sees: ``{"error": ..., "kind": ...}``
+    as compact JSON, so a transcript never teaches the model two error formats."""
+    return _ERROR_ENCODER.encode({"error": error, "kind": kind}).decode()
+
+
+def tool_error_message(tool_call_id: str, error: str, kind: ErrorKind = "error",
+                       name: str | None = None) -> ToolMessage:
+    """The tool message for a failed or refused call."""
+    return ToolMessage(tool_call_id=tool_call_id, content=encode_tool_error(error, kind), name=name,
+                       is_error=True)
+
+
+def tool_outcome_message(tool_call_id: str, outcome: ToolResult | ToolError,
+                         name: str | None = None) -> ToolMessage:
+    """The tool message for a result or an error (a suspend has none: its result is withheld)."""
+    if isinstance(outcome, ToolResult):
+        return ToolMessage(tool_call_id=tool_call_id, content=outcome.content, name=name)
+    return tool_error_message(tool_call_id, outcome.error, outcome.kind, name)

@@ -1,0 +1,198 @@
+"""One model turn, its spend, the run's stop reason, and the run-statistics folds.
+
+Money is an integer in a unit the host chooses (cents, micro-dollars, credits): floats drift when
+summed and a bill must not. Times are milliseconds as read from the injected clock.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias
+
+import msgspec
+
+from ._messages import AssistantMessage, Content, ContentPart, ReasoningPart, TextPart, ToolCall
+
+__all__ = (
+    "STOP_REASONS",
+    "AuxiliarySpend",
+    "ModelTurnResult",
+    "RunStats",
+    "StopReason",
+    "ToolTime",
+    "TurnTimings",
+    "TurnUsage",
+    "accumulate_auxiliary_spend",
+    "accumulate_run",
+    "accumulate_tool_call",
+    "accumulate_turn",
+    "empty_run_stats",
+)
+
+StopReason: TypeAlias = Literal[
+    "done", "waiting_for_reply", "resuming_later", "iteration_limit", "aborted", "deadline"
+]
+"""Why a run ended.
+
+``deadline`` is never returned by the loop: the wall-clock port raises
+:class:`~bindloop.errors.RunTimeoutError`, and a host that classifies that exception maps it here.
+A fired signal returns ``aborted``: once a deadline and a cancellation share one signal the loop cannot
+tell which fired.
+"""
+
+STOP_REASONS: tuple[StopReason, ...] = (
+    "done", "waiting_for_reply", "resuming_later", "iteration_limit", "aborted", "deadline",
+)
+
+
+class TurnUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Tokens one model call consumed. ``cached_input_tokens`` is the provider-reported part of
+    ``input_tokens`` served from a prompt cache (a subset, not an addition)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+
+
+class TurnTimings(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Where one turn's wall time went, in milliseconds of the injected clock."""
+
+    model_ms: float = 0.0
+    tool_ms: float = 0.0
+
+
+class ModelTurnResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What ``call_model`` returns for one completion.
+
+    ``accept_message=False`` keeps a tolerated empty completion out of the transcript while its spend
+    is still folded; the loop refuses the discard for a turn that requested tools.
+    """
+
+    text: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    reasoning: tuple[ReasoningPart, ...] = ()
+    usage: TurnUsage = TurnUsage()
+    cost: int = 0
+    finish_reason: str | None = None
+    accept_message: bool = True
+
+    def to_message(self) -> AssistantMessage:
+        """The assistant message this turn appends: reasoning parts ahead of the text when present."""
+        content: Content | None
+        if self.reasoning:
+            parts: list[ContentPart] = list(self.reasoning)
+            if self.text:
+                parts.append(TextPart(text=self.text))
+            content = tuple(parts)
+        else:
+            content = self.text if self.text else None
+        return AssistantMessage(content=content, tool_calls=self.tool_calls)
+
+
+class AuxiliarySpend(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Spend that is not a turn (a compaction summary, a classifier call): tokens, cost, model time."""
+
+    usage: TurnUsage = TurnUsage()
+    cost: int = 0
+    model_ms: float = 0.0
+
+
+class ToolTime(msgspec.Struct, frozen=True, kw_only=True):
+    """Per-tool breakdown: how many calls of this tool ran and the milliseconds they took."""
+
+    calls: int = 0
+    ms: float = 0.0
+
+
+class RunStats(msgspec.Struct, frozen=True, kw_only=True):
+    """What a run (or one invocation of it) did. Immutable; the ``accumulate_*`` folds return new values.
+
+    ``turns`` counts model turns (never compactions), so it stays comparable with ``max_iterations``;
+    ``tool_calls`` counts calls that ran (not ones an aborted batch prevented).
+    """
+
+    turns: int = 0
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cost: int = 0
+    model_ms: float = 0.0
+    tool_ms: float = 0.0
+    tools: dict[str, ToolTime] = msgspec.field(default_factory=dict)
+
+
+
+def empty_run_stats() -> RunStats:
+    """Statistics of a run that has done nothing."""
+    return RunStats()
+
+
+def accumulate_turn(stats: RunStats, usage: TurnUsage, *, cost: int = 0,
+                    model_ms: float = 0.0) -> RunStats:
+    """Fold one model turn: a turn, its tokens, its cost and its model time."""
+    return RunStats(
+        turns=stats.turns + 1,
+        tool_calls=stats.tool_calls,
+        input_tokens=stats.input_tokens + usage.input_tokens,
+        output_tokens=stats.output_tokens + usage.output_tokens,
+        cached_input_tokens=stats.cached_input_tokens + usage.cached_input_tokens,
+        cost=stats.cost + cost,
+        model_ms=stats.model_ms + model_ms,
+        tool_ms=stats.tool_ms,
+        tools=stats.tools,
+    )
+
+
+def accumulate_auxiliary_spend(stats: RunStats, spend: AuxiliarySpend) -> RunStats:
+    """Fold spend that is not a turn: tokens, cost and model time, but ``turns`` is unchanged."""
+    usage = spend.usage
+    return RunStats(
+        turns=stats.turns,
+        tool_calls=stats.tool_calls,
+        input_tokens=stats.input_tokens + usage.input_tokens,
+        output_tokens=stats.output_tokens + usage.output_tokens,
+        cached_input_tokens=stats.cached_input_tokens + usage.cached_input_tokens,
+        cost=stats.cost + spend.cost,
+        model_ms=stats.model_ms + spend.model_ms,
+        tool_ms=stats.tool_ms,
+        tools=stats.tools,
+    )
+
+
+def accumulate_tool_call(stats: RunStats, name: str, ms: float) -> RunStats:
+    """Fold one tool call that ran: a call, its time in total and in the per-tool breakdown."""
+    tools = dict(stats.tools)
+    prev = tools.get(name)
+    tools[name] = (ToolTime(calls=1, ms=ms) if prev is None
+                   else ToolTime(calls=prev.calls + 1, ms=prev.ms + ms))
+    return RunStats(
+        turns=stats.turns,
+        tool_calls=stats.tool_calls + 1,
+        input_tokens=stats.input_tokens,
+        output_tokens=stats.output_tokens,
+        cached_input_tokens=stats.cached_input_tokens,
+        cost=stats.cost,
+        model_ms=stats.model_ms,
+        tool_ms=stats.tool_ms + ms,
+        tools=tools,
+    )
+
+
+def accumulate_run(a: RunStats, b: RunStats) -> RunStats:
+    """The statistics of two runs (or legs of one run) taken together. Associative, with
+    :func:`empty_run_stats` as identity."""
+    tools = dict(a.tools)
+    for name, t in b.tools.items():
+        prev = tools.get(name)
+        tools[name] = t if prev is None else ToolTime(calls=prev.calls + t.calls, ms=prev.ms + t.ms)
+    return RunStats(
+        turns=a.turns + b.turns,
+        tool_calls=a.tool_calls + b.tool_calls,
+        input_tokens=a.input_tokens + b.input_tokens,
+        output_tokens=a.output_tokens + b.output_tokens,
+        cached_input_tokens=a.cached_input_tokens + b.cached_input_tokens,
+        cost=a.cost + b.cost,
+        model_ms=a.model_ms + b.model_ms,
+        tool_ms=a.tool_ms + b.tool_ms,
+        tools=dict(sorted(tools.items())),
+    )

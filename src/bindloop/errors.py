@@ -1,0 +1,102 @@
+"""One exception tree for bindloop.
+
+Everything bindloop raises on purpose derives from :class:`BindloopError`. Two branches matter to
+callers: :class:`UsageError` (the caller or one of its ports broke a contract — a bug to fix, never
+retried) and :class:`ProviderError` (something outside the process failed — routing decides what to do).
+Errors that are *reported* rather than raised (through ``on_tool_call_rejected``) are still exceptions so
+a host can log them uniformly, but the loop never raises them itself.
+"""
+
+from __future__ import annotations
+
+__all__ = (
+    "AbortedToolCallError",
+    "BindloopError",
+    "DiscardedTurnWithToolCallsError",
+    "InputBlockedBySuspendError",
+    "InvalidModelTurnError",
+    "MissingActivationPortError",
+    "PortContractError",
+    "ProtocolError",
+    "ProviderError",
+    "RunCancelledError",
+    "RunTimeoutError",
+    "TranscriptFormatError",
+    "UsageError",
+)
+
+
+class BindloopError(Exception):
+    """Root of every exception bindloop raises or reports."""
+
+
+class UsageError(BindloopError, ValueError):
+    """The caller broke a documented contract (bad argument, malformed value, misuse of an API)."""
+
+
+class ProtocolError(UsageError):
+    """A state machine was driven out of order (an event it cannot accept in its current phase)."""
+
+
+class TranscriptFormatError(UsageError):
+    """A message or transcript could not be read: wrong shape, unknown role, bad JSON."""
+
+
+class InvalidModelTurnError(UsageError):
+    """``call_model`` returned a turn the loop cannot act on (a tool call without an id, arguments that
+    are not a JSON string, a duplicate id within the turn, ...)."""
+
+
+class PortContractError(UsageError, TypeError):
+    """A port (an injected callable) returned a value of the wrong type."""
+
+
+class ProviderError(BindloopError):
+    """A failure outside the process: a provider or transport error. Routing classifies these."""
+
+
+class RunTimeoutError(BindloopError):
+    """The run's wall-clock budget expired. The loop never returns ``deadline``; it raises this."""
+
+    def __init__(self, message: str = "run timed out", *, label: str | None = None) -> None:
+        super().__init__(message)
+        self.label = label
+
+
+class RunCancelledError(BindloopError):
+    """The run was cancelled by its caller. Always fatal inside a tool: it must abort, not be answered."""
+
+
+class MissingActivationPortError(BindloopError):
+    """A tool asked the loop to activate plugins or skills while the matching port is unwired.
+
+    Reported through ``on_tool_call_rejected``; the run continues.
+    """
+
+    def __init__(self, kind: str, names: tuple[str, ...]) -> None:
+        super().__init__(
+            f"a tool requested {kind} activation of {list(names)!r} but activate_{kind} is not wired"
+        )
+        self.kind = kind
+        self.names = names
+
+
+class DiscardedTurnWithToolCallsError(BindloopError):
+    """``accept_message=False`` was returned for a turn that requested tools; the discard was refused
+    (the results would have no request to pair with) and the turn was kept. Reported, not raised."""
+
+
+class InputBlockedBySuspendError(BindloopError):
+    """Input other than the answering tool message was delivered while a suspend is open; it was not
+    appended. Reported through ``on_tool_call_rejected`` with the open suspend's tool-call id."""
+
+
+class AbortedToolCallError(BindloopError):
+    """A queued tool call was never started because the batch's signal fired. The model sees it as a
+    ``not_run`` tool error; ``stats.tool_calls`` does not count it."""
+
+    def __init__(self, tool_call_id: str, reason: str | None = None) -> None:
+        super().__init__(f"tool call {tool_call_id!r} was not run: the batch was aborted"
+                         + (f" ({reason})" if reason else ""))
+        self.tool_call_id = tool_call_id
+        self.reason = reason

@@ -1,0 +1,172 @@
+"""``run_tool_loop``: the anyio driver that carries the machine's effects out through the ports.
+
+The driver owns no decisions. It pops an effect, performs it with the host's ports, and feeds the
+outcome back; the only logic here is how a port is called (sync or async), how long it took, and how
+a raise is classified (fatal, or a tool error the model reads).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from inspect import isawaitable
+from typing import Any, TypeVar
+
+from ..contracts import ToolCall, ToolDefinition, ToolError, ToolOutcome
+from ..errors import AbortedToolCallError, PortContractError, RunCancelledError
+from ..run import run_tool_calls_pooled_by_tool
+from ._machine import (
+    AcceptToolMessage,
+    Activate,
+    AskNudge,
+    CallModel,
+    CheckBoundary,
+    Compact,
+    Finish,
+    LoopMachine,
+    NotifyAssistant,
+    NotifyProgress,
+    Reject,
+    RunPooled,
+    RunSerial,
+    Settle,
+    ToolFinished,
+)
+from ._types import ToolLoopParams, ToolLoopResult
+
+__all__ = ("run_tool_loop",)
+
+T = TypeVar("T")
+
+
+async def _resolve(value: Any) -> Any:
+    return await value if isawaitable(value) else value
+
+
+def _index_of(item: tuple[int, ToolCall]) -> str:
+    return item[1].id
+
+
+def _name_of(item: tuple[int, ToolCall]) -> str:
+    return item[1].name
+
+
+async def run_tool_loop(params: ToolLoopParams) -> ToolLoopResult:
+    """Run the loop to a stop reason.
+
+    Returns the stop reason and this invocation's :class:`~bindloop.contracts.RunStats`; ``state`` is
+    updated in place throughout. Raises whatever a raise-based port raises
+    (:class:`~bindloop.errors.RunTimeoutError` from ``throw_if_timed_out``, a fatal tool error, a
+    failing ``before_tool_message_accepted`` or ``on_step_settled``) — ``state`` is then the only
+    accounting that survives. Contract violations raise :class:`~bindloop.errors.UsageError` subclasses.
+    """
+    if not isinstance(params, ToolLoopParams):
+        raise PortContractError(f"run_tool_loop expects ToolLoopParams, got {type(params).__name__}")
+    p = params
+    machine = LoopMachine(
+        p.state,
+        p.max_iterations,
+        runs_serially=p.runs_serially,
+        has_activate_plugins=p.activate_plugins is not None,
+        has_activate_skills=p.activate_skills is not None,
+        has_compact=p.compact is not None,
+        has_settle=p.on_step_settled is not None,
+        has_nudge=p.on_turn_would_end is not None,
+        has_accept_hook=p.before_tool_message_accepted is not None,
+        has_notify_assistant=p.on_assistant_message is not None,
+        has_progress=p.on_progress_update is not None,
+    )
+    now = p.now
+    signal = p.signal
+    is_fatal = p.is_fatal_tool_error
+    run_tool_call = p.run_tool_call
+    state = p.state
+
+    async def run_one(index: int, call: ToolCall) -> ToolFinished:
+        started = now()
+        try:
+            outcome: ToolOutcome = await _resolve(run_tool_call(call))
+        except Exception as exc:
+            if isinstance(exc, RunCancelledError) or (is_fatal is not None and is_fatal(exc)):
+                raise
+            message = str(exc) or type(exc).__name__
+            return ToolFinished(index, ToolError(error=f"{type(exc).__name__}: {message}"),
+                                now() - started, True, exc)
+        return ToolFinished(index, outcome, now() - started)
+
+    def not_run(index: int, error: AbortedToolCallError) -> ToolFinished:
+        return ToolFinished(index, ToolError(error=str(error), kind="not_run"), 0.0, False, error)
+
+    async def run_pooled_item(item: tuple[int, ToolCall]) -> ToolFinished:
+        return await run_one(item[0], item[1])
+
+    machine.start()
+    while True:
+        effect = machine.next_effect()
+        kind = type(effect)
+        if kind is CallModel:
+            tools: Sequence[ToolDefinition]
+            tools = [] if p.build_tools is None else await _resolve(p.build_tools())
+            started = now()
+            result = await p.call_model(state.messages, list(tools))
+            machine.model_replied(result, now() - started)
+        elif kind is RunPooled:
+            assert isinstance(effect, RunPooled)
+            answers = await run_tool_calls_pooled_by_tool(
+                effect.items, run_pooled_item, tool_name=_name_of, item_id=_index_of,
+                signal=signal, options=p.batch_options,
+            )
+            machine.pooled_finished([
+                a if isinstance(a, ToolFinished) else not_run(item[0], a)
+                for item, a in zip(effect.items, answers)
+            ])
+        elif kind is CheckBoundary:
+            if p.ensure_not_cancelled is not None:
+                await _resolve(p.ensure_not_cancelled())
+            if p.throw_if_timed_out is not None:
+                p.throw_if_timed_out()
+            stop = signal is not None and signal.aborted
+            if not stop and p.should_stop is not None:
+                stop = bool(await _resolve(p.should_stop()))
+            machine.boundary_checked(stop)
+        elif kind is NotifyProgress:
+            assert isinstance(effect, NotifyProgress) and p.on_progress_update is not None
+            p.on_progress_update(effect.output_tokens, effect.tool_calls)
+        elif kind is NotifyAssistant:
+            assert isinstance(effect, NotifyAssistant) and p.on_assistant_message is not None
+            await _resolve(p.on_assistant_message(effect.message))
+        elif kind is RunSerial:
+            assert isinstance(effect, RunSerial)
+            if signal is not None and signal.aborted:
+                reason = None if signal.reason is None else str(signal.reason)
+                machine.tool_finished(not_run(effect.index,
+                                              AbortedToolCallError(effect.call.id, reason)))
+            else:
+                machine.tool_finished(await run_one(effect.index, effect.call))
+        elif kind is Reject:
+            assert isinstance(effect, Reject)
+            if p.on_tool_call_rejected is not None:
+                p.on_tool_call_rejected(effect.tool_call_id, effect.error)
+        elif kind is Activate:
+            assert isinstance(effect, Activate)
+            port = p.activate_plugins if effect.kind == "plugins" else p.activate_skills
+            assert port is not None
+            await _resolve(port(effect.names))
+        elif kind is AcceptToolMessage:
+            assert isinstance(effect, AcceptToolMessage)
+            assert p.before_tool_message_accepted is not None
+            await _resolve(p.before_tool_message_accepted(effect.message, effect.ordinal))
+            machine.tool_message_accepted()
+        elif kind is Settle:
+            assert isinstance(effect, Settle) and p.on_step_settled is not None
+            machine.settled(await _resolve(p.on_step_settled(effect.would_end)))
+        elif kind is AskNudge:
+            assert p.on_turn_would_end is not None
+            machine.nudged(await _resolve(p.on_turn_would_end()))
+        elif kind is Compact:
+            assert p.compact is not None
+            started = now()
+            applied = await _resolve(p.compact(state.messages))
+            machine.compacted(applied, now() - started)
+        else:
+            assert isinstance(effect, Finish)
+            return ToolLoopResult(stop_reason=effect.stop_reason, stats=machine.stats)

@@ -1,0 +1,150 @@
+"""The loop's data: live state, parameters (the ports), settlement and result values."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeAlias, TypeVar
+
+import msgspec
+
+from ..clock import Clock, monotonic_ms
+from ..contracts import (
+    AssistantMessage,
+    Message,
+    ModelTurnResult,
+    RunStats,
+    StopReason,
+    SuspendMode,
+    ToolCall,
+    ToolDefinition,
+    ToolMessage,
+    ToolOutcome,
+    TurnUsage,
+)
+from ..run import ToolBatchOptions
+from ..signal import AbortSignal
+
+__all__ = (
+    "CompactionApplied",
+    "MaybeAwaitable",
+    "OpenSuspend",
+    "StepSettlement",
+    "ToolLoopParams",
+    "ToolLoopResult",
+    "ToolLoopState",
+)
+
+T = TypeVar("T")
+MaybeAwaitable: TypeAlias = T | Awaitable[T]
+
+
+class OpenSuspend(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A tool call whose result is withheld until an answer (a tool message with this id) arrives."""
+
+    tool_call_id: str
+    tool_name: str
+    mode: SuspendMode
+    detail: str | None = None
+
+
+class ToolLoopState(msgspec.Struct, kw_only=True):
+    """The run's live state, mutated in place so a heartbeat can read totals mid-run.
+
+    Seed it with the stored totals when resuming: the loop adds this invocation's spend to whatever is
+    here. ``tool_calls`` counts calls the model *requested* (``RunStats.tool_calls`` counts calls that
+    *ran*). ``last_prompt_tokens`` / ``last_output_tokens`` are the latest turn's figures;
+    ``has_fresh_token_count`` says the latest turn reported usage and no compaction has replaced the
+    transcript since. ``open_suspends`` lists calls whose results are withheld; a run started with
+    open suspends ends at once with their stop reason and makes no model call.
+    """
+
+    messages: list[Message] = msgspec.field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cost: int = 0
+    last_prompt_tokens: int = 0
+    last_output_tokens: int = 0
+    has_fresh_token_count: bool = False
+    tool_calls: int = 0
+    open_suspends: list[OpenSuspend] = msgspec.field(default_factory=list)
+
+
+class StepSettlement(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``on_step_settled`` hands back: committed ``messages`` to append (in order), and ``stop``
+    to end the run as ``aborted`` once they are appended."""
+
+    messages: tuple[Message, ...] = ()
+    stop: bool = False
+
+
+class CompactionApplied(msgspec.Struct, frozen=True, kw_only=True):
+    """A compaction's outcome: the transcript that replaces ``state.messages`` and what producing it
+    cost. It contributes tokens, cost and model time to the stats, but never a turn."""
+
+    messages: tuple[Message, ...]
+    usage: TurnUsage = TurnUsage()
+    cost: int = 0
+
+
+class ToolLoopResult(msgspec.Struct, frozen=True, kw_only=True):
+    """A finished run: why it stopped and what *this invocation* did (``state`` holds seed + this)."""
+
+    stop_reason: StopReason
+    stats: RunStats
+
+
+CallModel: TypeAlias = Callable[
+    [list[Message], list[ToolDefinition]], Awaitable[ModelTurnResult]
+]
+RunToolCall: TypeAlias = Callable[[ToolCall], MaybeAwaitable[ToolOutcome]]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolLoopParams:
+    """Everything a run needs. Only ``state``, ``call_model``, ``run_tool_call`` and
+    ``max_iterations`` are required; an unwired optional port changes nothing.
+
+    Ports may be plain functions or coroutine functions, except ``call_model`` (always awaited),
+    ``runs_serially``, ``is_fatal_tool_error``, ``on_tool_call_rejected``, ``on_progress_update`` and
+    ``throw_if_timed_out`` (always synchronous). ``call_model`` receives the live ``state.messages``
+    list: read it, copy it if you keep it, never mutate it.
+
+    - ``runs_serially(call)``: such calls run first, alone, in model order, each outcome (including
+      activations) applied before the next; the rest run concurrently, pooled per tool name.
+    - ``is_fatal_tool_error(exc)``: a raise that must end the run instead of becoming a tool error the
+      model reads. :class:`~bindloop.errors.RunCancelledError` is always fatal.
+    - ``signal``: bounds the batch and is checked between iterations; a fired signal ends as
+      ``aborted`` and queued calls come back ``not_run``.
+    - ``before_tool_message_accepted(message, ordinal)``: awaited before each tool result this loop
+      produced is appended; ``ordinal`` is dense over accepted results within the batch. A raise means
+      the message is not appended and the run fails.
+    - ``on_step_settled(would_end)``: at most once per iteration, where input may join the transcript.
+    - ``on_turn_would_end()``: a nudge; returning messages continues the run.
+    - ``compact(messages)``: before each model call; returning :class:`CompactionApplied` replaces the
+      transcript.
+    """
+
+    state: ToolLoopState
+    call_model: CallModel
+    run_tool_call: RunToolCall
+    max_iterations: int
+    build_tools: Callable[[], MaybeAwaitable[Sequence[ToolDefinition]]] | None = None
+    now: Clock = monotonic_ms
+    runs_serially: Callable[[ToolCall], bool] | None = None
+    activate_plugins: Callable[[tuple[str, ...]], MaybeAwaitable[None]] | None = None
+    activate_skills: Callable[[tuple[str, ...]], MaybeAwaitable[None]] | None = None
+    is_fatal_tool_error: Callable[[BaseException], bool] | None = None
+    on_tool_call_rejected: Callable[[str, BaseException], None] | None = None
+    should_stop: Callable[[], MaybeAwaitable[bool]] | None = None
+    signal: AbortSignal | None = None
+    throw_if_timed_out: Callable[[], None] | None = None
+    ensure_not_cancelled: Callable[[], MaybeAwaitable[None]] | None = None
+    on_assistant_message: Callable[[AssistantMessage], MaybeAwaitable[None]] | None = None
+    on_progress_update: Callable[[int, int], None] | None = None
+    on_turn_would_end: Callable[[], MaybeAwaitable[Sequence[Message] | None]] | None = None
+    before_tool_message_accepted: Callable[[ToolMessage, int], MaybeAwaitable[None]] | None = None
+    on_step_settled: Callable[[bool], MaybeAwaitable[StepSettlement | None]] | None = None
+    compact: Callable[[list[Message]], MaybeAwaitable[CompactionApplied | None]] | None = None
+    batch_options: ToolBatchOptions = field(default_factory=ToolBatchOptions)

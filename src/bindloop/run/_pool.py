@@ -1,0 +1,123 @@
+"""Run a batch of tool calls concurrently, pooled per tool name, answers in input order.
+
+Each tool name gets its own pool; pools run side by side and ``max_per_tool`` bounds how many calls of
+one tool are in flight at once (``None``: unbounded). With a ``signal``, a pool stops claiming queued
+calls once it fires; those come back as :class:`~bindloop.errors.AbortedToolCallError` values in their
+slot, so every input position always gets exactly one answer. Calls already running are not
+interrupted: a tool that can stop early watches the signal itself.
+
+An exception from ``run`` propagates (the other in-flight calls are cancelled): deciding which failures
+are answers rather than crashes is the caller's job, done inside ``run``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, TypeVar
+
+import anyio
+import msgspec
+
+from ..errors import AbortedToolCallError, UsageError
+from ..signal import AbortSignal
+
+__all__ = ("ToolBatchOptions", "run_tool_calls_pooled_by_tool")
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class ToolBatchOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """``max_per_tool``: in-flight calls per tool name (``None`` = unbounded)."""
+
+    max_per_tool: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_per_tool is not None and (
+            not isinstance(self.max_per_tool, int) or self.max_per_tool < 1
+        ):
+            raise UsageError(f"max_per_tool must be a positive int or None, got {self.max_per_tool!r}")
+
+
+class _Slot(Generic[R]):
+    __slots__ = ("filled", "value")
+
+    def __init__(self) -> None:
+        self.filled = False
+        self.value: R | AbortedToolCallError | None = None
+
+    def fill(self, value: R | AbortedToolCallError) -> None:
+        self.filled = True
+        self.value = value
+
+
+async def run_tool_calls_pooled_by_tool(
+    items: Sequence[T],
+    run: Callable[[T], Awaitable[R]],
+    *,
+    tool_name: Callable[[T], str],
+    item_id: Callable[[T], str],
+    signal: AbortSignal | None = None,
+    options: ToolBatchOptions = ToolBatchOptions(),
+) -> list[R | AbortedToolCallError]:
+    """Run ``run(item)`` for every item; return the answers in ``items`` order."""
+    n = len(items)
+    if n == 0:
+        return []
+    slots: list[_Slot[R]] = [_Slot() for _ in range(n)]
+
+    def reason() -> str | None:
+        return None if signal is None or signal.reason is None else str(signal.reason)
+
+    if n == 1:
+        # The common case (one call per turn) skips the task group entirely.
+        if signal is not None and signal.aborted:
+            return [AbortedToolCallError(item_id(items[0]), reason())]
+        return [await run(items[0])]
+
+    pools: dict[str, list[int]] = {}
+    for i, item in enumerate(items):
+        pools.setdefault(tool_name(item), []).append(i)
+    width = options.max_per_tool
+
+    async def lane(indices: list[int], cursor: list[int]) -> None:
+        # Lanes of one pool share `cursor`, so each queued call is claimed exactly once.
+        while cursor[0] < len(indices):
+            i = indices[cursor[0]]
+            cursor[0] += 1
+            if signal is not None and signal.aborted:
+                slots[i].fill(AbortedToolCallError(item_id(items[i]), reason()))
+                continue
+            slots[i].fill(await run(items[i]))
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for indices in pools.values():
+                cursor = [0]
+                lanes = len(indices) if width is None else min(width, len(indices))
+                for _ in range(lanes):
+                    tg.start_soon(lane, indices, cursor)
+    except BaseExceptionGroup as group:
+        # The first failure cancels its siblings, so the group normally holds exactly that one:
+        # re-raise it as itself so callers can catch the type they know.
+        leaves = _leaves(group)
+        if len(leaves) == 1:
+            raise leaves[0] from None
+        raise
+
+    out: list[R | AbortedToolCallError] = []
+    for slot in slots:
+        if not slot.filled:  # pragma: no cover - the group only exits normally once all lanes ran
+            raise RuntimeError("a pooled tool call was never answered")
+        out.append(slot.value)  # type: ignore[arg-type]
+    return out
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            out.extend(_leaves(exc))
+        else:
+            out.append(exc)
+    return out

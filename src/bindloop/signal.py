@@ -1,0 +1,90 @@
+"""Cancellation signals that a pure core can poll and a host can bridge.
+
+:class:`AbortController` / :class:`AbortSignal` mirror the JavaScript pair on purpose: in Pyodide and
+Workers the host bridges a JS ``AbortSignal`` by calling :meth:`AbortController.abort` from its
+listener, and on CPython a host aborts from any task. The core only polls ``signal.aborted`` at
+documented points and reads ``reason``; listeners let a driver wake up (e.g. set an anyio event).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+__all__ = ("AbortController", "AbortSignal", "any_signal")
+
+
+class AbortSignal:
+    """Fires at most once; once aborted it stays aborted. Listeners run synchronously, in the order
+    they were added, when the signal fires (or immediately if it already has)."""
+
+    __slots__ = ("_aborted", "_listeners", "_reason")
+
+    def __init__(self) -> None:
+        self._aborted = False
+        self._reason: object = None
+        self._listeners: list[Callable[[object], None]] = []
+
+    @property
+    def aborted(self) -> bool:
+        return self._aborted
+
+    @property
+    def reason(self) -> object:
+        """What the aborter passed (``None`` if nothing); meaningful only once aborted."""
+        return self._reason
+
+    def add_listener(self, listener: Callable[[object], None]) -> Callable[[], None]:
+        """Call ``listener(reason)`` when the signal fires. Returns a function that removes it."""
+        if self._aborted:
+            listener(self._reason)
+            return lambda: None
+        self._listeners.append(listener)
+
+        def remove() -> None:
+            try:
+                self._listeners.remove(listener)
+            except ValueError:
+                pass
+
+        return remove
+
+    def _fire(self, reason: object) -> None:
+        if self._aborted:
+            return
+        self._aborted = True
+        self._reason = reason
+        listeners, self._listeners = self._listeners, []
+        for listener in listeners:
+            listener(reason)
+
+    @staticmethod
+    def aborted_with(reason: object = None) -> AbortSignal:
+        """A signal that has already fired."""
+        signal = AbortSignal()
+        signal._fire(reason)
+        return signal
+
+
+class AbortController:
+    """Owns one :class:`AbortSignal` and is the only thing that can fire it."""
+
+    __slots__ = ("signal",)
+
+    def __init__(self) -> None:
+        self.signal = AbortSignal()
+
+    def abort(self, reason: object = None) -> None:
+        """Fire the signal (idempotent: the first reason wins)."""
+        self.signal._fire(reason)
+
+
+def any_signal(*signals: AbortSignal | None) -> AbortSignal:
+    """A signal that fires when any of ``signals`` fires, with that signal's reason. ``None`` entries
+    are ignored; with a single real signal that signal itself is returned."""
+    real = [s for s in signals if s is not None]
+    if len(real) == 1:
+        return real[0]
+    combined = AbortController()
+    for s in real:
+        s.add_listener(combined.abort)
+    return combined.signal

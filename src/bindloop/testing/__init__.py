@@ -1,0 +1,39 @@
+"""The testing kit: scripted models, a loop harness, deterministic clocks and a recording sink.
+
+Credential-free, multi-turn, multi-tool tests without mocking a chat client. Not re-exported from the
+package root: import it as ``bindloop.testing``.
+"""
+
+from ._clock import (
+    RecordingSink as RecordingSink,
+    SteppingClock as SteppingClock,
+    recording_sink as recording_sink,
+    stepping_clock as stepping_clock,
+)
+from ._harness import LoopHarness as LoopHarness, ToolFn as ToolFn, loop_harness as loop_harness
+from ._script import (
+    ScriptedModel as ScriptedModel,
+    ScriptExhaustedError as ScriptExhaustedError,
+    final_answer as final_answer,
+    fresh_state as fresh_state,
+    scripted_model as scripted_model,
+    tool_call as tool_call,
+    tool_call_turn as tool_call_turn,
+)
+
+__all__ = (
+    "LoopHarness",
+    "RecordingSink",
+    "ScriptExhaustedError",
+    "ScriptedModel",
+    "SteppingClock",
+    "ToolFn",
+    "final_answer",
+    "fresh_state",
+    "loop_harness",
+    "recording_sink",
+    "scripted_model",
+    "stepping_clock",
+    "tool_call",
+    "tool_call_turn",
+)
