@@ -418,10 +418,12 @@ def measure(fn: RunOnce, n: int, repeats: int) -> float:
 
 
 @contextlib.contextmanager
-def no_network() -> Iterator[None]:
-    """Make any outgoing connection or DNS lookup fail fast instead of silently reaching out."""
+def no_network() -> Iterator[list[str]]:
+    """Make outgoing connections and DNS lookups fail fast; yields the list of attempts made."""
+    attempts: list[str] = []
 
     def refuse(*args: Any, **kwargs: Any) -> Any:
+        attempts.append(repr(args[1:] if args and isinstance(args[0], socket.socket) else args)[:100])
         raise OSError("network disabled by bench/peers.py")
 
     saved = (socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo, socket.create_connection)
@@ -430,9 +432,10 @@ def no_network() -> Iterator[None]:
     socket.getaddrinfo = refuse
     socket.create_connection = refuse
     try:
-        yield
+        yield attempts
     finally:
-        socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo, socket.create_connection = saved  # type: ignore[method-assign]
+        socket.socket.connect, socket.socket.connect_ex = saved[0], saved[1]  # type: ignore[method-assign]
+        socket.getaddrinfo, socket.create_connection = saved[2], saved[3]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -604,8 +607,10 @@ def main(argv: list[str] | None = None) -> int:
     }
 
     began = time.perf_counter()
-    with no_network():
+    with no_network() as attempts:
         rows = [measure_one(name, ns, **options) for name in selected]
+    if attempts:
+        print(f"# WARNING: {len(attempts)} blocked network attempt(s), e.g. {attempts[0]}", file=sys.stderr)
     if args.json:
         print(json.dumps([asdict(row) for row in rows]))
         return 0

@@ -1,0 +1,119 @@
+"""The normalized stream-event union every wire adapter produces and everything downstream consumes.
+
+One shape for every provider: an adapter translates its wire chunks into these events and nothing
+after it knows which provider streamed them. The events are frozen msgspec Structs tagged on
+``type``, so they are immutable values that encode to plain JSON (a recorded fixture, a conformance
+scenario) and decode back with ``msgspec.json.decode(data, type=list[StreamEvent])``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeAlias
+
+import msgspec
+
+from ..contracts import TurnUsage
+
+__all__ = (
+    "FINISH_REASONS",
+    "ErrorEvent",
+    "ExtraEvent",
+    "FinishEvent",
+    "FinishReason",
+    "ReasoningEvent",
+    "StreamEvent",
+    "TextEvent",
+    "ToolCallChunk",
+    "ToolCallEvent",
+    "UsageEvent",
+)
+
+FinishReason: TypeAlias = Literal["stop", "length", "tool_calls", "content_filter", "error", "unknown"]
+"""Why the provider ended the completion. An adapter maps a wire value it does not recognise to
+``"unknown"`` rather than inventing a new one, so a consumer can switch on this set exhaustively."""
+
+FINISH_REASONS: tuple[FinishReason, ...] = (
+    "stop", "length", "tool_calls", "content_filter", "error", "unknown",
+)
+
+
+class ToolCallChunk(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One streamed fragment of a tool call, OpenAI-shaped: merged with the other fragments that
+    carry the same ``index``.
+
+    ``index`` is the provider's slot number and the only merge key. ``id`` may arrive on any fragment
+    (not only the first); ``name`` and ``arguments`` are fragments to concatenate, never values to
+    assign. ``extra`` carries provider metadata the accumulator does not interpret.
+    """
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str | None = None
+    extra: dict[str, Any] | None = None
+
+
+class TextEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="text"):
+    """A fragment of the answer text."""
+
+    content: str
+
+
+class ReasoningEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="reasoning",
+                     omit_defaults=True):
+    """A fragment of a reasoning (thinking) block.
+
+    ``index`` numbers the block within the turn (a provider may stream several); ``content`` of
+    events sharing an index is concatenated. The provenance fields (``signature``, ``data``,
+    ``encrypted_content``, ``provider``, ``model``) arrive whole, so the last non-``None`` value per
+    block wins; ``redacted`` is sticky once any fragment says so.
+    """
+
+    content: str = ""
+    index: int = 0
+    signature: str | None = None
+    redacted: bool = False
+    data: str | None = None
+    encrypted_content: str | None = None
+    provider: str | None = None
+    model: str | None = None
+
+
+class ToolCallEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="tool_call"):
+    """A tool-call fragment; see :class:`ToolCallChunk`."""
+
+    tool_call: ToolCallChunk
+
+
+class UsageEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="usage"):
+    """Token usage so far. May appear several times; each is a cumulative snapshot (a provider
+    reports input tokens at the start and output tokens at the end), never an increment."""
+
+    usage: TurnUsage
+
+
+class FinishEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="finish",
+                  omit_defaults=True):
+    """The provider ended the completion. Usually last, but a usage snapshot may still follow
+    (OpenAI sends its usage chunk after the finish chunk), so it does not end the fold."""
+
+    finish_reason: FinishReason
+    usage: TurnUsage | None = None
+
+
+class ExtraEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="extra"):
+    """Adapter or model metadata with no place in the canonical turn (request ids, safety ratings)."""
+
+    extra: dict[str, Any]
+
+
+class ErrorEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="error"):
+    """The stream failed. ``error`` is normally the exception the adapter classified; anything else
+    is wrapped by the consumer. Folding stops here: a turn that errored has no result."""
+
+    error: Any
+
+
+StreamEvent: TypeAlias = (
+    TextEvent | ReasoningEvent | ToolCallEvent | UsageEvent | FinishEvent | ExtraEvent | ErrorEvent
+)

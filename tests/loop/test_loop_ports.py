@@ -1,0 +1,543 @@
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from bindloop import (
+    AbortController,
+    AbortedToolCallError,
+    AssistantMessage,
+    CompactionApplied,
+    DiscardedTurnWithToolCallsError,
+    InputBlockedBySuspendError,
+    InvalidModelTurnError,
+    MissingActivationPortError,
+    ModelTurnResult,
+    PortContractError,
+    RunCancelledError,
+    RunTimeoutError,
+    StepSettlement,
+    ToolBatchOptions,
+    ToolCall,
+    ToolError,
+    ToolLoopResult,
+    ToolMessage,
+    ToolResult,
+    ToolSuspend,
+    TurnUsage,
+    UsageError,
+    UserMessage,
+    run_tool_loop,
+)
+from bindloop.testing import (
+    ScriptExhaustedError,
+    final_answer,
+    fresh_state,
+    loop_harness,
+    tool_call,
+    tool_call_turn,
+)
+
+
+def run(h: Any) -> ToolLoopResult:
+    return anyio.run(run_tool_loop, h.params)
+
+
+def roles(h: Any) -> list[str]:
+    return [type(m).__name__.removesuffix("Message").lower() for m in h.state.messages]
+
+
+def test_seed_example_runs_three_turns() -> None:
+    h = loop_harness([
+        tool_call_turn([tool_call("search", {"q": "bind"}), tool_call("read_file")]),
+        tool_call_turn([tool_call("write_file", {"path": "out.md"})]),
+        final_answer("Done."),
+    ])
+    r = run(h)
+    assert r.stop_reason == "done"
+    assert r.stats.turns == 3 and r.stats.tool_calls == 3
+    assert h.ran == ["search", "read_file", "write_file"]
+    assert roles(h) == ["user", "assistant", "tool", "tool", "assistant", "tool", "assistant"]
+
+
+def test_stats_and_state_fold_exactly_with_a_seed() -> None:
+    state = fresh_state()
+    state.input_tokens, state.cost, state.tool_calls = 1000, 50, 7
+    h = loop_harness([
+        tool_call_turn([tool_call("a")], usage=TurnUsage(input_tokens=10, output_tokens=3,
+                                                         cached_input_tokens=8), cost=2),
+        final_answer("x", usage=TurnUsage(input_tokens=20, output_tokens=4), cost=5),
+    ], state=state)
+    r = run(h)
+    s = r.stats
+    assert (s.input_tokens, s.output_tokens, s.cached_input_tokens, s.cost) == (30, 7, 8, 7)
+    assert (state.input_tokens, state.output_tokens, state.cached_input_tokens, state.cost) == (
+        1030, 7, 8, 57)
+    assert state.tool_calls == 8 and s.tool_calls == 1
+    assert state.last_prompt_tokens == 20 and state.last_output_tokens == 4
+    # stepping clock: each reading advances 1 ms → each model call and tool call takes 1 ms
+    assert s.model_ms == 2.0 and s.tool_ms == 1.0 and s.tools["a"].calls == 1
+
+
+def test_iteration_limit_and_zero() -> None:
+    h = loop_harness([tool_call_turn([tool_call("a")]), tool_call_turn([tool_call("b")])],
+                     max_iterations=2)
+    r = run(h)
+    assert r.stop_reason == "iteration_limit" and r.stats.turns == 2
+    h0 = loop_harness([final_answer("never")], max_iterations=0)
+    assert run(h0).stop_reason == "iteration_limit" and h0.model.position == 0
+
+
+def test_final_answer_at_the_ceiling_is_done() -> None:
+    h = loop_harness([tool_call_turn([tool_call("a")]), final_answer("ok")], max_iterations=2)
+    assert run(h).stop_reason == "done"
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "3", True])
+def test_bad_max_iterations_is_a_usage_error(bad: Any) -> None:
+    h = loop_harness([final_answer("x")], max_iterations=bad)
+    with pytest.raises(UsageError, match="max_iterations"):
+        run(h)
+
+
+def test_script_exhaustion_raises() -> None:
+    h = loop_harness([tool_call_turn([tool_call("a")])])
+    with pytest.raises(ScriptExhaustedError):
+        run(h)
+
+
+def test_duplicate_script_ids_raise_at_construction() -> None:
+    with pytest.raises(UsageError, match="twice"):
+        loop_harness([tool_call_turn([tool_call("a", id="x")]),
+                      tool_call_turn([tool_call("b", id="x")])])
+
+
+def test_thrown_tool_becomes_a_readable_error_and_is_reported() -> None:
+    rejected: list[tuple[str, BaseException]] = []
+
+    def boom(args: dict[str, Any]) -> Any:
+        raise ValueError("disk full")
+
+    h = loop_harness([tool_call_turn([tool_call("w")]), final_answer("sorry")],
+                     tools={"w": boom}, on_tool_call_rejected=lambda i, e: rejected.append((i, e)))
+    r = run(h)
+    assert r.stop_reason == "done"
+    msg = h.state.messages[2]
+    assert isinstance(msg, ToolMessage) and msg.is_error
+    assert msg.content == '{"error":"ValueError: disk full","kind":"error"}'
+    assert [(i, type(e)) for i, e in rejected] == [("call_1_0", ValueError)]
+    assert h.ran == ["w"] and h.side_effects == []
+
+
+def test_fatal_tool_error_propagates() -> None:
+    class PersistenceError(Exception):
+        pass
+
+    def fail(args: dict[str, Any]) -> Any:
+        raise PersistenceError("could not record")
+
+    h = loop_harness([tool_call_turn([tool_call("w")]), final_answer("x")], tools={"w": fail},
+                     is_fatal_tool_error=lambda e: isinstance(e, PersistenceError))
+    with pytest.raises(PersistenceError):
+        run(h)
+
+
+@pytest.mark.parametrize("pooled", [False, True])
+def test_cancellation_is_always_fatal(pooled: bool) -> None:
+    def cancel(args: dict[str, Any]) -> Any:
+        raise RunCancelledError("user cancelled")
+
+    calls = [tool_call("c")] + ([tool_call("other")] if pooled else [])
+    h = loop_harness([tool_call_turn(calls), final_answer("x")], tools={"c": cancel})
+    with pytest.raises(RunCancelledError):
+        run(h)
+
+
+def test_serial_calls_run_first_alone_and_activation_applies_before_the_next() -> None:
+    log: list[str] = []
+    active: set[str] = set()
+
+    async def activate(args: dict[str, Any]) -> Any:
+        log.append("activate-tool")
+        return ToolResult(content="loaded", activate_plugins=("files",))
+
+    async def needs_files(args: dict[str, Any]) -> Any:
+        log.append(f"read sees {sorted(active)}")
+        return "content"
+
+    def activate_plugins(names: tuple[str, ...]) -> None:
+        log.append(f"activate {list(names)}")
+        active.update(names)
+
+    h = loop_harness(
+        [tool_call_turn([tool_call("read"), tool_call("load_plugin"), tool_call("read")]),
+         final_answer("x")],
+        tools={"load_plugin": activate, "read": needs_files},
+        runs_serially=lambda c: c.name == "load_plugin",
+        activate_plugins=activate_plugins,
+    )
+    run(h)
+    assert log == ["activate-tool", "activate ['files']", "read sees ['files']",
+                   "read sees ['files']"]
+    # results still in the model's order
+    assert [m.tool_call_id for m in h.state.messages if isinstance(m, ToolMessage)] == [
+        "call_1_0", "call_1_1", "call_1_2"]
+
+
+def test_activation_with_unwired_port_is_reported_not_dropped() -> None:
+    rejected: list[BaseException] = []
+    h = loop_harness(
+        [tool_call_turn([tool_call("load")]), final_answer("x")],
+        tools={"load": lambda a: ToolResult(content="ok", activate_skills=("pdf",))},
+        on_tool_call_rejected=lambda i, e: rejected.append(e),
+    )
+    assert run(h).stop_reason == "done"
+    assert len(rejected) == 1 and isinstance(rejected[0], MissingActivationPortError)
+    assert rejected[0].names == ("pdf",)
+
+
+def test_pooled_calls_run_concurrently_and_answer_in_model_order() -> None:
+    started: list[str] = []
+    peak = [0, 0]
+
+    async def slow(args: dict[str, Any]) -> Any:
+        started.append(args["n"])
+        peak[0] += 1
+        peak[1] = max(peak[1], peak[0])
+        await anyio.sleep(0.01 if args["n"] == "1" else 0)
+        peak[0] -= 1
+        return args["n"]
+
+    h = loop_harness(
+        [tool_call_turn([tool_call("s", {"n": "1"}), tool_call("s", {"n": "2"}),
+                         tool_call("t", {"n": "3"})]), final_answer("x")],
+        tools={"s": slow, "t": slow},
+    )
+    run(h)
+    assert peak[1] == 3
+    assert [m.content for m in h.state.messages if isinstance(m, ToolMessage)] == ['1', '2', '3']
+
+
+def test_max_per_tool_bounds_a_pool() -> None:
+    live = [0, 0]
+
+    async def tool(args: dict[str, Any]) -> Any:
+        live[0] += 1
+        live[1] = max(live[1], live[0])
+        await anyio.sleep(0.001)
+        live[0] -= 1
+        return "ok"
+
+    h = loop_harness([tool_call_turn([tool_call("s") for _ in range(4)]), final_answer("x")],
+                     tools={"s": tool}, batch_options=ToolBatchOptions(max_per_tool=2))
+    run(h)
+    assert live[1] == 2
+
+
+def test_abort_mid_batch_answers_queued_calls_as_not_run() -> None:
+    controller = AbortController()
+    rejected: list[BaseException] = []
+
+    def first(args: dict[str, Any]) -> Any:
+        controller.abort("budget")
+        return "did it"
+
+    h = loop_harness(
+        [tool_call_turn([tool_call("a"), tool_call("a"), tool_call("a")]), final_answer("x")],
+        tools={"a": first}, signal=controller.signal,
+        batch_options=ToolBatchOptions(max_per_tool=1),
+        on_tool_call_rejected=lambda i, e: rejected.append(e),
+    )
+    r = run(h)
+    assert r.stop_reason == "aborted"
+    assert h.ran == ["a"]
+    assert h.state.tool_calls == 3 and r.stats.tool_calls == 1
+    tool_msgs = [m for m in h.state.messages if isinstance(m, ToolMessage)]
+    assert len(tool_msgs) == 3
+    assert tool_msgs[1].is_error and '"kind":"not_run"' in str(tool_msgs[1].content)
+    assert all(isinstance(e, AbortedToolCallError) for e in rejected) and len(rejected) == 2
+
+
+def test_pre_aborted_signal_makes_no_model_call() -> None:
+    c = AbortController()
+    c.abort()
+    h = loop_harness([final_answer("x")], signal=c.signal)
+    assert run(h).stop_reason == "aborted" and h.model.position == 0
+
+
+def test_should_stop_and_boundary_ports() -> None:
+    seen: list[str] = []
+    h = loop_harness(
+        [tool_call_turn([tool_call("a")]), tool_call_turn([tool_call("b")]), final_answer("x")],
+        should_stop=lambda: len(seen) >= 2,
+        ensure_not_cancelled=lambda: seen.append("c"),
+    )
+    r = run(h)
+    # boundary 1: one check, go on; boundary 2: stop before the second model call
+    assert r.stop_reason == "aborted" and r.stats.turns == 1 and seen == ["c", "c"]
+
+
+def test_throw_if_timed_out_propagates_between_iterations() -> None:
+    n = [0]
+
+    def check() -> None:
+        n[0] += 1
+        if n[0] == 2:
+            raise RunTimeoutError(label="agent run")
+
+    h = loop_harness([tool_call_turn([tool_call("a")]), final_answer("x")],
+                     throw_if_timed_out=check)
+    with pytest.raises(RunTimeoutError):
+        run(h)
+    assert h.ran == ["a"]
+
+
+def test_waiting_for_reply_withholds_the_result_and_later_calls_close_the_gap() -> None:
+    ordinals: list[tuple[str, int]] = []
+    h = loop_harness(
+        [tool_call_turn([tool_call("a"), tool_call("ask"), tool_call("b")]), final_answer("x")],
+        tools={"ask": lambda a: ToolSuspend(mode="waiting_for_reply", detail="Which file?")},
+        before_tool_message_accepted=lambda m, o: ordinals.append((m.tool_call_id, o)),
+    )
+    r = run(h)
+    assert r.stop_reason == "waiting_for_reply"
+    assert ordinals == [("call_1_0", 0), ("call_1_2", 1)]
+    assert [s.tool_call_id for s in h.state.open_suspends] == ["call_1_1"]
+    assert h.state.open_suspends[0].detail == "Which file?"
+
+
+def test_answer_delivered_at_settle_clears_the_suspend_and_continues() -> None:
+    def settle(would_end: bool) -> StepSettlement | None:
+        if not would_end:
+            return StepSettlement(messages=(
+                ToolMessage(tool_call_id="call_1_0", content="yes"),
+                UserMessage(content="and also this"),
+            ))
+        return None
+
+    h = loop_harness(
+        [tool_call_turn([tool_call("ask")]), final_answer("thanks")],
+        tools={"ask": lambda a: ToolSuspend(mode="waiting_for_reply")},
+        on_step_settled=settle,
+    )
+    r = run(h)
+    assert r.stop_reason == "done"
+    assert roles(h) == ["user", "assistant", "tool", "user", "assistant"]
+    assert h.state.open_suspends == []
+
+
+def test_user_input_while_suspended_is_blocked_and_reported() -> None:
+    rejected: list[tuple[str, BaseException]] = []
+    h = loop_harness(
+        [tool_call_turn([tool_call("ask")]), final_answer("x")],
+        tools={"ask": lambda a: ToolSuspend(mode="waiting_for_reply")},
+        on_step_settled=lambda w: StepSettlement(messages=(UserMessage(content="hello?"),)),
+        on_tool_call_rejected=lambda i, e: rejected.append((i, e)),
+    )
+    r = run(h)
+    assert r.stop_reason == "waiting_for_reply"
+    assert roles(h) == ["user", "assistant"]
+    assert rejected[0][0] == "call_1_0" and isinstance(rejected[0][1], InputBlockedBySuspendError)
+
+
+def test_wake_suspend_still_ends_the_run_after_another_answer() -> None:
+    h = loop_harness(
+        [tool_call_turn([tool_call("ask"), tool_call("sleep")]), final_answer("x")],
+        tools={"ask": lambda a: ToolSuspend(mode="waiting_for_reply"),
+               "sleep": lambda a: ToolSuspend(mode="resuming_later")},
+        on_step_settled=lambda w: StepSettlement(
+            messages=(ToolMessage(tool_call_id="call_1_0", content="answer"),)),
+    )
+    assert run(h).stop_reason == "resuming_later"
+
+
+def test_state_with_open_suspend_makes_no_model_call() -> None:
+    h = loop_harness(
+        [tool_call_turn([tool_call("sleep")]), final_answer("x")],
+        tools={"sleep": lambda a: ToolSuspend(mode="resuming_later")},
+    )
+    assert run(h).stop_reason == "resuming_later"
+    position = h.model.position
+    assert run(h).stop_reason == "resuming_later" and h.model.position == position
+
+
+def test_settle_runs_before_nudge_and_input_outranks_it() -> None:
+    order: list[str] = []
+    delivered = [False]
+
+    def settle(would_end: bool) -> StepSettlement | None:
+        order.append(f"settle {would_end}")
+        if would_end and not delivered[0]:
+            delivered[0] = True
+            return StepSettlement(messages=(UserMessage(content="one more thing"),))
+        return None
+
+    def nudge() -> list[Any] | None:
+        order.append("nudge")
+        return None
+
+    h = loop_harness([final_answer("a"), final_answer("b")], on_step_settled=settle,
+                     on_turn_would_end=nudge)
+    assert run(h).stop_reason == "done"
+    assert order == ["settle True", "settle True", "nudge"]
+
+
+def test_nudge_continues_the_run() -> None:
+    nudges = [0]
+
+    def nudge() -> list[Any] | None:
+        nudges[0] += 1
+        return [UserMessage(content="keep going")] if nudges[0] == 1 else None
+
+    h = loop_harness([final_answer("stalled"), final_answer("finished")], on_turn_would_end=nudge)
+    r = run(h)
+    assert r.stop_reason == "done" and r.stats.turns == 2
+
+
+def test_should_stop_outranks_delivered_input_which_is_kept() -> None:
+    h = loop_harness(
+        [tool_call_turn([tool_call("a")]), final_answer("x")],
+        on_step_settled=lambda w: StepSettlement(messages=(UserMessage(content="late"),)),
+        should_stop=lambda: True if h.state.tool_calls else False,
+    )
+    r = run(h)
+    assert r.stop_reason == "aborted"
+    assert roles(h)[-1] == "user"
+
+
+def test_settle_stop_ends_aborted_with_messages_appended() -> None:
+    h = loop_harness([final_answer("x"), final_answer("y")],
+                     on_step_settled=lambda w: StepSettlement(
+                         messages=(UserMessage(content="bye"),), stop=True))
+    assert run(h).stop_reason == "aborted"
+    assert roles(h) == ["user", "assistant", "user"]
+
+
+def test_discarded_empty_turn_folds_spend_but_is_not_appended() -> None:
+    h = loop_harness([
+        ModelTurnResult(usage=TurnUsage(input_tokens=5, output_tokens=0), cost=1,
+                        accept_message=False),
+    ])
+    r = run(h)
+    assert r.stop_reason == "done" and r.stats.turns == 1 and r.stats.cost == 1
+    assert roles(h) == ["user"]
+
+
+def test_discard_refused_for_a_turn_with_tool_calls() -> None:
+    rejected: list[BaseException] = []
+    turn = tool_call_turn([tool_call("a")])
+    turn = ModelTurnResult(tool_calls=turn.tool_calls, accept_message=False)
+    h = loop_harness([turn, final_answer("x")], on_tool_call_rejected=lambda i, e: rejected.append(e))
+    run(h)
+    assert isinstance(rejected[0], DiscardedTurnWithToolCallsError)
+    assert roles(h) == ["user", "assistant", "tool", "assistant"]
+
+
+def test_before_tool_message_accepted_raise_fails_the_run_without_appending() -> None:
+    def commit(message: ToolMessage, ordinal: int) -> None:
+        if ordinal == 1:
+            raise OSError("db down")
+
+    h = loop_harness([tool_call_turn([tool_call("a"), tool_call("b")]), final_answer("x")],
+                     before_tool_message_accepted=commit)
+    with pytest.raises(OSError):
+        run(h)
+    assert roles(h) == ["user", "assistant", "tool"]
+
+
+def test_compaction_contributes_spend_but_not_a_turn() -> None:
+    def compact(messages: list[Any]) -> CompactionApplied | None:
+        if len(messages) > 2:
+            return CompactionApplied(messages=(UserMessage(content="summary"),),
+                                     usage=TurnUsage(input_tokens=100, output_tokens=10), cost=3)
+        return None
+
+    h = loop_harness([tool_call_turn([tool_call("a")]), final_answer("x")], compact=compact)
+    r = run(h)
+    assert r.stats.turns == 2 and r.stats.input_tokens == 100 and r.stats.cost == 3
+    assert roles(h) == ["user", "assistant"]
+    assert h.state.messages[0] == UserMessage(content="summary")
+
+
+def test_on_assistant_message_fires_per_message_including_narration() -> None:
+    seen: list[AssistantMessage] = []
+    h = loop_harness([tool_call_turn([tool_call("a")], text="Let me look."), final_answer("Done")],
+                     on_assistant_message=seen.append)
+    run(h)
+    assert [m.content for m in seen] == ["Let me look.", "Done"]
+
+
+def test_progress_updates_report_live_totals() -> None:
+    seen: list[tuple[int, int]] = []
+    h = loop_harness([tool_call_turn([tool_call("a")], usage=TurnUsage(output_tokens=5)),
+                      final_answer("x", usage=TurnUsage(output_tokens=2))],
+                     on_progress_update=lambda o, t: seen.append((o, t)))
+    run(h)
+    assert seen == [(5, 1), (5, 1), (7, 1)]
+
+
+@pytest.mark.parametrize(
+    ("turn", "fragment"),
+    [
+        (ModelTurnResult(tool_calls=(ToolCall(id="", name="a"),)), "no id"),
+        (ModelTurnResult(tool_calls=(ToolCall(id="x", name="a", arguments={"a": 1}),)),  # type: ignore[arg-type]
+         "raw JSON string"),
+        (ModelTurnResult(tool_calls=(ToolCall(id="x", name="a"), ToolCall(id="x", name="b"))),
+         "repeats id"),
+        (ModelTurnResult(usage=TurnUsage(input_tokens=-1)), "usage.input_tokens"),
+    ],
+)
+def test_malformed_model_turn_is_a_typed_error(turn: ModelTurnResult, fragment: str) -> None:
+    async def model(messages: Any, tools: Any) -> ModelTurnResult:
+        return turn
+
+    h = loop_harness([], call_model=model)
+    with pytest.raises(InvalidModelTurnError, match=fragment):
+        run(h)
+
+
+def test_port_returning_the_wrong_type() -> None:
+    async def model(messages: Any, tools: Any) -> Any:
+        return {"text": "hi"}
+
+    with pytest.raises(PortContractError, match="call_model returned dict"):
+        run(loop_harness([], call_model=model))
+
+    h = loop_harness([tool_call_turn([tool_call("a")])], tools={"a": lambda a: None},
+                     run_tool_call=lambda c: "not an outcome")
+    with pytest.raises(PortContractError, match="run_tool_call returned str"):
+        run(h)
+
+
+def test_tool_definitions_are_rebuilt_each_turn() -> None:
+    from bindloop import ToolDefinition
+
+    active = {"base"}
+
+    def build() -> list[ToolDefinition]:
+        return [ToolDefinition(name=n) for n in sorted(active)]
+
+    h = loop_harness([tool_call_turn([tool_call("load")]), final_answer("x")],
+                     build_tools=build,
+                     tools={"load": lambda a: ToolResult(content="ok", activate_plugins=("extra",))},
+                     activate_plugins=lambda names: active.update(names))
+    run(h)
+    assert [c[1] for c in h.model.calls] == [("base",), ("base", "extra")]
+
+
+def test_runs_on_trio_too() -> None:
+    h = loop_harness([tool_call_turn([tool_call("a"), tool_call("b")]), final_answer("x")])
+    r = anyio.run(run_tool_loop, h.params, backend="trio")
+    assert r.stop_reason == "done" and r.stats.tool_calls == 2
+
+
+def test_tool_error_outcome_is_not_a_rejection() -> None:
+    rejected: list[Any] = []
+    h = loop_harness([tool_call_turn([tool_call("a")]), final_answer("x")],
+                     tools={"a": lambda a: ToolError(error="nope", kind="validation")},
+                     on_tool_call_rejected=lambda i, e: rejected.append(e))
+    run(h)
+    assert rejected == []
+    assert h.state.messages[2].content == '{"error":"nope","kind":"validation"}'
