@@ -253,7 +253,7 @@ def openai_agents_run_once(n_turns: int) -> float:
     script = _Script(n_turns)
 
     class ScriptedModel(Model):
-        async def get_response(  # type: ignore[override]
+        async def get_response(
             self, system_instructions: str | None, input: str | list[Any], *args: Any, **kwargs: Any
         ) -> ModelResponse:
             turn = script.next_turn()
@@ -312,19 +312,19 @@ def openai_agents_run_once(n_turns: int) -> float:
 
 def smolagents_run_once(n_turns: int) -> float:
     _prepare("smolagents")
-    from smolagents import LogLevel, ToolCallingAgent, tool
-    from smolagents.models import (
+    from smolagents import LogLevel, ToolCallingAgent, tool  # type: ignore[import-untyped]
+    from smolagents.models import (  # type: ignore[import-untyped]
         ChatMessage,
         ChatMessageToolCall,
         ChatMessageToolCallFunction,
         MessageRole,
         Model,
     )
-    from smolagents.monitoring import TokenUsage
+    from smolagents.monitoring import TokenUsage  # type: ignore[import-untyped]
 
     script = _Script(n_turns)
 
-    class ScriptedModel(Model):
+    class ScriptedModel(Model):  # type: ignore[misc]
         def generate(self, messages: list[Any], *args: Any, **kwargs: Any) -> ChatMessage:
             turn = script.next_turn()
             if turn > 1:
@@ -347,7 +347,7 @@ def smolagents_run_once(n_turns: int) -> float:
                 token_usage=TokenUsage(input_tokens=1, output_tokens=1),
             )
 
-    @tool
+    @tool  # type: ignore[untyped-decorator]
     def add(a: int, b: int) -> int:
         """Add two integers.
 
@@ -556,14 +556,20 @@ def format_table(ns: list[int], rows: list[Row]) -> str:
     """A Markdown table: one row per runner, one column per N, cells in µs/turn."""
     header = ["framework", *(f"N={n} µs/turn" for n in ns)]
     body = [
-        [row.label, row.problem, *[""] * (len(ns) - 1)] if row.problem else [row.label, *(c.render() for c in row.cells)]
+        [row.label, row.problem, *[""] * (len(ns) - 1)]
+        if row.problem
+        else [row.label, *(c.render() for c in row.cells)]
         for row in rows
     ]
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
 
     def line(cells: list[str]) -> str:
         first, *rest = cells
-        return "| " + " | ".join([first.ljust(widths[0]), *(c.rjust(w) for c, w in zip(rest, widths[1:]))]) + " |"
+        return (
+            "| "
+            + " | ".join([first.ljust(widths[0]), *(c.rjust(w) for c, w in zip(rest, widths[1:], strict=True))])
+            + " |"
+        )
 
     rule = "|" + "|".join("-" * (w + 2) if i == 0 else "-" * (w + 1) + ":" for i, w in enumerate(widths)) + "|"
     return "\n".join([line(header), rule, *(line(cells) for cells in body)])
@@ -615,7 +621,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps([asdict(row) for row in rows]))
         return 0
     print(format_table(ns, rows))
-    print(f"\ntotal {time.perf_counter() - began:.1f}s; python {sys.version.split()[0]}; median wall time of one run / N")
+    print(
+        f"\ntotal {time.perf_counter() - began:.1f}s; python {sys.version.split()[0]}; median wall time of one run / N"
+    )
     return 0
 
 

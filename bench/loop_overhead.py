@@ -1,0 +1,123 @@
+"""Harness overhead per turn: bindloop's loop over a scripted model asking for one ``add`` call per
+turn, for N = 10, 100, 1000 turns (flat in N is the target: the loop must not do work that grows with
+the transcript). ``--peers`` measures the same workload on pydantic-ai, openai-agents and smolagents
+(extra ``bench``) and a bare Python loop, each in its own interpreter, side by side in one table.
+
+    python bench/loop_overhead.py [--ns 10,100,1000] [--peers]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import sys
+import time
+
+import anyio
+import msgspec
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bindloop import (  # noqa: E402
+    Message,
+    ModelTurnResult,
+    ToolCall,
+    ToolDefinition,
+    ToolLoopParams,
+    ToolLoopState,
+    ToolOutcome,
+    ToolResult,
+    UserMessage,
+    run_tool_loop,
+)
+
+_ARGS = msgspec.json.Decoder(dict[str, int])
+ADD = ToolDefinition(name="add", description="Add two integers.",
+                     parameters={"type": "object", "required": ["a", "b"],
+                                 "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}})
+
+
+def bindloop_run_once(n_turns: int) -> float:
+    """One run of ``n_turns`` turns; returns wall seconds. Asserts the workload really happened."""
+    added = [0]
+    turn = [0]
+
+    async def call_model(messages: list[Message], tools: list[ToolDefinition]) -> ModelTurnResult:
+        turn[0] += 1
+        i = turn[0]
+        if i < n_turns:
+            return ModelTurnResult(tool_calls=(ToolCall(id=f"call_{i}", name="add",
+                                                        arguments=f'{{"a":{i},"b":1}}'),))
+        return ModelTurnResult(text="done")
+
+    def add(call: ToolCall) -> ToolOutcome:
+        args = _ARGS.decode(call.arguments)
+        added[0] += 1
+        return ToolResult(content=str(args["a"] + args["b"]))
+
+    tools = [ADD]
+    state = ToolLoopState(messages=[UserMessage(content="add things")])
+    params = ToolLoopParams(state=state, call_model=call_model, run_tool_call=add,
+                            max_iterations=n_turns + 1, build_tools=lambda: tools)
+
+    async def main() -> float:
+        started = time.perf_counter()
+        result = await run_tool_loop(params)
+        elapsed = time.perf_counter() - started
+        assert result.stop_reason == "done" and result.stats.turns == n_turns
+        assert added[0] == n_turns - 1 and len(state.messages) == 1 + 2 * (n_turns - 1) + 1
+        return elapsed
+
+    return anyio.run(main)
+
+
+def measure(n: int, *, budget_s: float = 2.0, max_repeats: int = 200) -> tuple[float, int]:
+    """Median µs/turn over as many runs as fit in ``budget_s`` (at least 5)."""
+    bindloop_run_once(min(n, 10))  # warm-up
+    first = bindloop_run_once(n)
+    repeats = max(5, min(max_repeats, int(budget_s / max(first, 1e-9))))
+    gc.collect()
+    samples = [first] + [bindloop_run_once(n) for _ in range(repeats - 1)]
+    return statistics.median(samples) / n * 1e6, len(samples)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--ns", default="10,100,1000")
+    parser.add_argument("--peers", action="store_true",
+                        help="also run pydantic-ai, openai-agents, smolagents and a bare loop")
+    parser.add_argument("--max-seconds", type=float, default=90.0,
+                        help="peers: skip a cell whose first run exceeds this")
+    args = parser.parse_args(argv)
+    ns = [int(x) for x in args.ns.split(",") if x.strip()]
+
+    cells = [measure(n) for n in ns]
+    header = ["harness", *(f"N={n} µs/turn" for n in ns), "N=max / N=min"]
+    rows = [["bindloop", *(f"{us:,.1f}" for us, _ in cells), f"{cells[-1][0] / cells[0][0]:.2f}×"]]
+    if args.peers:
+        import peers
+
+        for name in [*peers.REFERENCE, *peers.PEERS]:
+            row = peers.measure_row_isolated(name, ns, max_seconds=args.max_seconds)
+            if row.problem:
+                rows.append([row.label, row.problem, *[""] * len(ns)])
+                continue
+            values = [c.us_per_turn for c in row.cells]
+            ratio = (f"{values[-1] / values[0]:.2f}×" if values[0] and values[-1] else "")
+            rows.append([row.label, *(c.render() for c in row.cells), ratio])
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    fmt = lambda r: "| " + " | ".join(  # noqa: E731
+        [r[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(r[1:], widths[1:]))]) + " |"
+    print(fmt(header))
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for r in rows:
+        print(fmt(r))
+    print(f"\n(bindloop runs per cell: {', '.join(str(k) for _, k in cells)}; "
+          f"python {sys.version.split()[0]})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""Reading the arguments of a tool call the model asked for.
+
+Every outcome is a value, never an exception: whatever happens, the caller must still answer the call
+with a tool message carrying its id (a transcript with an unanswered tool call is rejected by the
+provider on the next request), so "give up on this call" is not an option the API should offer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Literal, TypeAlias
+
+import msgspec
+
+from ..contracts import ToolCall
+
+__all__ = (
+    "ParsedArguments",
+    "ToolCallArguments",
+    "UnparseableArguments",
+    "UnsupportedToolCallType",
+    "parse_tool_call_arguments",
+)
+
+
+class ParsedArguments(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="parsed"):
+    """The arguments are a JSON object (``""`` and whitespace read as ``{}``)."""
+
+    arguments: dict[str, Any]
+
+
+class UnsupportedToolCallType(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind",
+                              tag="unsupported_type"):
+    """The call is not a function call (e.g. OpenAI's ``"custom"`` tools); ``type`` is what it was."""
+
+    type: str
+
+
+class UnparseableArguments(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind",
+                           tag="unparseable"):
+    """The arguments cannot be used. ``detail`` is written for the *model*: put it in the tool
+    message, because the model's next turn is the only thing that can correct the arguments."""
+
+    detail: str
+
+
+ToolCallArguments: TypeAlias = ParsedArguments | UnsupportedToolCallType | UnparseableArguments
+
+_JSON_TYPE_NAMES: Mapping[type, str] = MappingProxyType({
+    list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean",
+})
+
+
+def _refuse_constant(name: str) -> Any:
+    # Python's json accepts NaN/Infinity; strict JSON does not, and a provider re-validating the
+    # transcript would reject the call later, far from here.
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _describe(value: object) -> str:
+    if value is None:
+        return "null"
+    return _JSON_TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+def _parse_text(text: str) -> ToolCallArguments:
+    if not text.strip():
+        # Providers send "" for a zero-argument call as readily as "{}".
+        return ParsedArguments(arguments={})
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        return UnparseableArguments(
+            detail=(f"the arguments are not valid JSON ({exc.msg} at line {exc.lineno} column "
+                    f"{exc.colno}); send the arguments as one JSON object")
+        )
+    except (ValueError, RecursionError) as exc:
+        return UnparseableArguments(
+            detail=f"the arguments are not valid JSON ({exc}); send the arguments as one JSON object"
+        )
+    if not isinstance(value, dict):
+        # A tool takes a named parameter bag; an array or scalar would fail inside the tool, after
+        # whatever it did before validating, instead of failing clearly here.
+        return UnparseableArguments(
+            detail=(f"the arguments must be a JSON object of named parameters, got {_describe(value)}")
+        )
+    return ParsedArguments(arguments=value)
+
+
+def parse_tool_call_arguments(call: ToolCall | Mapping[str, Any]) -> ToolCallArguments:
+    """Read a tool call's arguments into a parameter dict, or say why that is impossible.
+
+    ``call`` is a canonical :class:`~bindloop.contracts.ToolCall` or an OpenAI-shaped wire dict
+    (``{"id", "type", "function": {"name", "arguments"}}``). Returns :class:`ParsedArguments` for a
+    JSON object (empty or whitespace-only text, and a missing ``arguments``, mean ``{}``; a dict that a
+    provider already decoded is taken as is), :class:`UnsupportedToolCallType` for a non-function
+    call, and :class:`UnparseableArguments` otherwise — including valid JSON that is not an object
+    (``null``, ``[]``, ``42``). Never raises.
+    """
+    if isinstance(call, ToolCall):
+        return _parse_text(call.arguments)
+    if not isinstance(call, Mapping):
+        return UnparseableArguments(detail=f"the tool call is not an object (got {_describe(call)})")
+    kind = call.get("type", "function")
+    if kind != "function":
+        return UnsupportedToolCallType(type=kind if isinstance(kind, str) else repr(kind))
+    function = call.get("function")
+    if not isinstance(function, Mapping):
+        return UnparseableArguments(detail="the tool call has no function name and arguments")
+    raw = function.get("arguments")
+    if raw is None:
+        return ParsedArguments(arguments={})
+    if isinstance(raw, str):
+        return _parse_text(raw)
+    if isinstance(raw, Mapping):
+        return ParsedArguments(arguments=dict(raw))
+    return UnparseableArguments(
+        detail=f"the arguments must be a JSON object of named parameters, got {_describe(raw)}"
+    )

@@ -1,0 +1,172 @@
+"""Folding a normalized event stream into the loop's :class:`~bindloop.contracts.ModelTurnResult`."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, Callable, Iterable
+
+from ..contracts import ModelTurnResult, ReasoningPart, TurnUsage
+from ..errors import PortContractError, ProviderError
+from ._accumulator import ToolCallAccumulator
+from ._events import (
+    ErrorEvent,
+    ExtraEvent,
+    FinishEvent,
+    FinishReason,
+    ReasoningEvent,
+    StreamEvent,
+    TextEvent,
+    ToolCallEvent,
+    UsageEvent,
+)
+
+__all__ = ("ModelStreamError", "TurnCollector", "collect_turn", "collect_turn_async")
+
+
+class ModelStreamError(ProviderError):
+    """The stream reported an :class:`ErrorEvent` whose ``error`` was not an exception. (An
+    exception is re-raised as it is, so the adapter's classification reaches routing intact.)"""
+
+    def __init__(self, error: object) -> None:
+        super().__init__(f"the model stream failed: {error!r}")
+        self.error = error
+
+
+class _ReasoningBlock:
+    __slots__ = ("data", "encrypted_content", "model", "provider", "redacted", "signature", "text")
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.signature: str | None = None
+        self.redacted = False
+        self.data: str | None = None
+        self.encrypted_content: str | None = None
+        self.provider: str | None = None
+        self.model: str | None = None
+
+    def merge(self, event: ReasoningEvent) -> None:
+        if event.content:
+            self.text.append(event.content)
+        self.redacted = self.redacted or event.redacted
+        # Provenance arrives whole (a signature is minted once per block): last one wins.
+        if event.signature is not None:
+            self.signature = event.signature
+        if event.data is not None:
+            self.data = event.data
+        if event.encrypted_content is not None:
+            self.encrypted_content = event.encrypted_content
+        if event.provider is not None:
+            self.provider = event.provider
+        if event.model is not None:
+            self.model = event.model
+
+    def part(self) -> ReasoningPart | None:
+        text = "".join(self.text)
+        if not (text or self.signature or self.data or self.encrypted_content or self.redacted):
+            return None
+        return ReasoningPart(text=text, provider=self.provider, model=self.model,
+                             signature=self.signature, redacted=self.redacted, data=self.data,
+                             encrypted_content=self.encrypted_content)
+
+
+def _max_usage(a: TurnUsage, b: TurnUsage) -> TurnUsage:
+    # Usage events are cumulative snapshots that may each carry only some fields (input at the
+    # start, output at the end); the field-wise maximum is their union and ignores a repeat.
+    return TurnUsage(
+        input_tokens=max(a.input_tokens, b.input_tokens),
+        output_tokens=max(a.output_tokens, b.output_tokens),
+        cached_input_tokens=max(a.cached_input_tokens, b.cached_input_tokens),
+    )
+
+
+class TurnCollector:
+    """An incremental :func:`collect_turn`: ``observe`` each event as it arrives (forwarding it
+    elsewhere meanwhile), then read ``result()``.
+
+    ``observe`` raises on an :class:`ErrorEvent` (the event's exception itself, or
+    :class:`ModelStreamError`), on a tool-call delta that cannot be merged
+    (:class:`ToolCallDeltaError`), and on a value that is not a stream event
+    (:class:`~bindloop.errors.PortContractError`). Extra events are ignored: the canonical turn has no
+    place for them.
+    """
+
+    __slots__ = ("_finish_reason", "_price", "_reasoning", "_text", "_tool_calls", "_usage")
+
+    def __init__(self, *, price: Callable[[TurnUsage], int] | None = None,
+                 mint_id: Callable[[int], str] | None = None) -> None:
+        self._text: list[str] = []
+        self._reasoning: dict[int, _ReasoningBlock] = {}
+        self._tool_calls = ToolCallAccumulator(mint_id=mint_id)
+        self._usage = TurnUsage()
+        self._finish_reason: FinishReason | None = None
+        self._price = price
+
+    def observe(self, event: StreamEvent) -> None:
+        """Fold one event."""
+        # Ordered by frequency: text and tool-call deltas are nearly every event of a stream.
+        if isinstance(event, TextEvent):
+            if event.content:
+                self._text.append(event.content)
+        elif isinstance(event, ToolCallEvent):
+            self._tool_calls.observe(event.tool_call)
+        elif isinstance(event, ReasoningEvent):
+            block = self._reasoning.get(event.index)
+            if block is None:
+                block = self._reasoning[event.index] = _ReasoningBlock()
+            block.merge(event)
+        elif isinstance(event, UsageEvent):
+            self._usage = _max_usage(self._usage, event.usage)
+        elif isinstance(event, FinishEvent):
+            self._finish_reason = event.finish_reason
+            if event.usage is not None:
+                self._usage = _max_usage(self._usage, event.usage)
+        elif isinstance(event, ExtraEvent):
+            pass
+        elif isinstance(event, ErrorEvent):
+            if isinstance(event.error, Exception):
+                raise event.error
+            raise ModelStreamError(event.error)
+        else:
+            raise PortContractError(
+                f"a model stream yielded {type(event).__name__}, which is not a stream event"
+            )
+
+    def result(self) -> ModelTurnResult:
+        """The turn so far: text (``None`` when empty), reasoning parts ordered by block index,
+        tool calls ordered by provider index, usage, ``price(usage)`` as cost, finish reason."""
+        reasoning = tuple(
+            part for index in sorted(self._reasoning)
+            if (part := self._reasoning[index].part()) is not None
+        )
+        text = "".join(self._text)
+        return ModelTurnResult(
+            text=text or None,
+            tool_calls=self._tool_calls.assembled(),
+            reasoning=reasoning,
+            usage=self._usage,
+            cost=self._price(self._usage) if self._price is not None else 0,
+            finish_reason=self._finish_reason,
+        )
+
+
+def collect_turn(events: Iterable[StreamEvent], *, price: Callable[[TurnUsage], int] | None = None,
+                 mint_id: Callable[[int], str] | None = None) -> ModelTurnResult:
+    """Fold a whole stream into one :class:`~bindloop.contracts.ModelTurnResult`.
+
+    ``price`` turns the final usage into the turn's integer cost (0 without it); ``mint_id`` is
+    passed to the tool-call accumulator. Raises as :meth:`TurnCollector.observe` does.
+    """
+    collector = TurnCollector(price=price, mint_id=mint_id)
+    for event in events:
+        collector.observe(event)
+    return collector.result()
+
+
+async def collect_turn_async(
+    events: AsyncIterable[StreamEvent], *, price: Callable[[TurnUsage], int] | None = None,
+    mint_id: Callable[[int], str] | None = None,
+) -> ModelTurnResult:
+    """:func:`collect_turn` over an async stream (an adapter's ``stream()``)."""
+    collector = TurnCollector(price=price, mint_id=mint_id)
+    async for event in events:
+        collector.observe(event)
+    return collector.result()

@@ -1,0 +1,284 @@
+"""A stall watchdog for streamed completions.
+
+An SDK's timeout bounds establishing the request, not the silence between streamed chunks, so a
+provider that stops mid-stream hangs the turn forever. The watchdog owns three budgets and an abort
+signal for the transport:
+
+- a generous *first-token* budget, armed by :meth:`StreamWatchdog.open` and re-armed by every
+  reasoning chunk: the wait for answer output, which covers a reasoning model's hidden thinking and
+  the pause between its visible thinking and its first answer token;
+- a tight *inter-chunk* budget, armed only by answer output (text, refusal, tool-call deltas): once
+  the answer flows, a long silence means the stream is dead;
+- an absolute *total* cap from ``open()``.
+
+The core is sans-I/O: :meth:`StreamWatchdog.check` compares the budgets with the injected clock and
+fires the signal, so tests drive it with a stepping clock and no sleeps. :meth:`StreamWatchdog.supervise`
+is the anyio task that calls ``check`` at the next deadline for a live stream.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Literal, TypeAlias
+
+import anyio
+import anyio.lowlevel
+import msgspec
+
+from ..clock import Clock, monotonic_ms
+from ..errors import ProtocolError, ProviderError, UsageError
+from ..signal import AbortController, AbortSignal
+
+__all__ = (
+    "ChunkKind",
+    "StallKind",
+    "StreamStall",
+    "StreamStalledError",
+    "StreamWatchdog",
+    "create_stream_watchdog",
+)
+
+ChunkKind: TypeAlias = Literal["answer", "reasoning", "none"]
+"""What one streamed chunk carried: answer output (content, refusal, tool-call deltas), reasoning
+only, or nothing (a role-only, usage-only or keep-alive chunk)."""
+
+StallKind: TypeAlias = Literal["first_token", "inter_chunk", "total"]
+"""Which budget ran out: the wait for answer output, the gap inside the answer, or the overall cap."""
+
+_CHUNK_KINDS = frozenset(("answer", "reasoning", "none"))
+
+
+class StreamStall(msgspec.Struct, frozen=True, kw_only=True):
+    """What stalled. ``elapsed_ms`` is the silence (or, for ``total``, the time since ``open()``)
+    measured when the stall was detected; it is at least ``budget_ms``."""
+
+    kind: StallKind
+    budget_ms: float
+    elapsed_ms: float
+    answer_chunks: int
+    reasoning_chunks: int
+
+
+class StreamStalledError(ProviderError):
+    """The abort reason the watchdog's signal carries when it tears a stream down. A transport that
+    raises its signal's reason raises this; routing can treat it as retriable."""
+
+    def __init__(self, stall: StreamStall) -> None:
+        super().__init__(
+            f"the model stream stalled: {stall.kind} budget of {stall.budget_ms:g} ms exceeded "
+            f"({stall.elapsed_ms:g} ms)"
+        )
+        self.stall = stall
+
+
+def _budget(name: str, value: float | None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UsageError(f"{name} must be a number of milliseconds or None, got {value!r}")
+    # NaN compares false with everything, so it would read as "never"; infinity is not a way to
+    # disable a budget either (None is). Zero or less would tear down every stream at once.
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{name} must be a finite positive number of milliseconds, got {value!r}")
+    return float(value)
+
+
+class StreamWatchdog:
+    """Watches one streamed completion; build one per attempt with :func:`create_stream_watchdog`.
+
+    Lifecycle: create before the request (hand ``signal`` to the transport), ``open()`` once the
+    stream is established, ``observed_chunk(kind)`` for every chunk, and in the failure path call
+    :meth:`stall` *before* ``dispose()``. ``observed_chunk`` only records progress; deadlines are
+    evaluated by :meth:`check` (called by :meth:`supervise`, or by the host).
+    """
+
+    __slots__ = (
+        "_answer_chunks", "_answer_mode", "_clock", "_controller_abort", "_disposed", "_external",
+        "_first_token_ms",
+        "_idle_since", "_inter_chunk_ms", "_opened_at", "_reasoning_chunks", "_remove_listener",
+        "_stall", "_total_ms", "_wake", "signal",
+    )
+
+    def __init__(self, *, first_token_ms: float | None, inter_chunk_ms: float | None,
+                 total_ms: float | None, external: AbortSignal | None, clock: Clock) -> None:
+        self._first_token_ms = _budget("first_token_ms", first_token_ms)
+        self._inter_chunk_ms = _budget("inter_chunk_ms", inter_chunk_ms)
+        self._total_ms = _budget("total_ms", total_ms)
+        self._external = external
+        self._clock = clock
+        self._opened_at: float | None = None
+        self._idle_since = 0.0
+        self._answer_mode = False
+        self._answer_chunks = 0
+        self._reasoning_chunks = 0
+        self._stall: StreamStall | None = None
+        self._disposed = False
+        self._wake: Callable[[], None] | None = None
+        controller = AbortController()
+        self.signal: AbortSignal = controller.signal
+        """Fires when a budget runs out (reason: :class:`StreamStalledError`) or when ``external``
+        fires (its reason). Hand it to the transport."""
+        self._remove_listener: Callable[[], None] | None = None
+        self._controller_abort: Callable[[object], None] = controller.abort
+        if external is not None:
+            self._remove_listener = external.add_listener(controller.abort)
+        # Wake a sleeping supervisor when the stream ends for any reason.
+        self.signal.add_listener(lambda _reason: self._poke())
+
+    @property
+    def opened(self) -> bool:
+        return self._opened_at is not None
+
+    @property
+    def next_deadline_ms(self) -> float | None:
+        """The clock reading at which :meth:`check` would next fire, or ``None`` when nothing is armed
+        (not opened, already fired, or disposed)."""
+        if self._opened_at is None or self._disposed or self.signal.aborted:
+            return None
+        deadlines = []
+        idle = self._inter_chunk_ms if self._answer_mode else self._first_token_ms
+        if idle is not None:
+            deadlines.append(self._idle_since + idle)
+        if self._total_ms is not None:
+            deadlines.append(self._opened_at + self._total_ms)
+        return min(deadlines) if deadlines else None
+
+    def open(self) -> None:
+        """The stream is established: arm the first-token budget and the total cap. Once only."""
+        if self._disposed or self.signal.aborted:
+            return
+        if self._opened_at is not None:
+            raise ProtocolError("StreamWatchdog.open() called twice; build one watchdog per attempt")
+        self._opened_at = self._idle_since = self._clock()
+        self._poke()
+
+    def observed_chunk(self, kind: ChunkKind) -> None:
+        """Record what a chunk carried. ``"answer"`` arms (and re-arms) the inter-chunk budget;
+        ``"reasoning"`` puts the stream back on the first-token budget from now; ``"none"`` is not
+        progress and re-arms nothing. A no-op once the watchdog fired or was disposed."""
+        if kind not in _CHUNK_KINDS:
+            raise UsageError(f"chunk kind must be 'answer', 'reasoning' or 'none', got {kind!r}")
+        if self._disposed or self.signal.aborted:
+            return
+        if self._opened_at is None:
+            # Without open() no budget is armed, and the stream would run unwatched while looking
+            # watched.
+            raise ProtocolError("StreamWatchdog.observed_chunk() before open()")
+        if kind == "none":
+            return
+        before = self.next_deadline_ms
+        self._idle_since = self._clock()
+        if kind == "answer":
+            self._answer_chunks += 1
+            self._answer_mode = True
+        else:
+            self._reasoning_chunks += 1
+            self._answer_mode = False
+        after = self.next_deadline_ms
+        # Only a deadline that moved earlier (the first answer chunk after a generous wait) needs
+        # a sleeping supervisor woken; a later one is found when it wakes anyway.
+        if after is not None and (before is None or after < before):
+            self._poke()
+
+    def check(self) -> StreamStall | None:
+        """Compare the armed budgets with the clock now; on the first one exceeded, record the stall
+        and fire :attr:`signal`. Returns the stall recorded so far (``None`` while healthy, and always
+        ``None`` after the external signal fired or the watchdog was disposed without a stall)."""
+        if self._stall is not None or self._disposed or self.signal.aborted:
+            return self._stall
+        deadline = self.next_deadline_ms
+        if deadline is None:
+            return None
+        now = self._clock()
+        if now < deadline:
+            return None
+        assert self._opened_at is not None
+        candidates: list[tuple[float, StreamStall]] = []
+        idle = self._inter_chunk_ms if self._answer_mode else self._first_token_ms
+        if idle is not None and now >= self._idle_since + idle:
+            kind: StallKind = "inter_chunk" if self._answer_mode else "first_token"
+            candidates.append((self._idle_since + idle,
+                               self._make_stall(kind, idle, now - self._idle_since)))
+        if self._total_ms is not None and now >= self._opened_at + self._total_ms:
+            candidates.append((self._opened_at + self._total_ms,
+                               self._make_stall("total", self._total_ms, now - self._opened_at)))
+        # Report the budget that ran out first.
+        self._stall = min(candidates, key=lambda c: c[0])[1]
+        self._controller_abort(StreamStalledError(self._stall))
+        return self._stall
+
+    def _make_stall(self, kind: StallKind, budget: float, elapsed: float) -> StreamStall:
+        return StreamStall(kind=kind, budget_ms=budget, elapsed_ms=elapsed,
+                           answer_chunks=self._answer_chunks,
+                           reasoning_chunks=self._reasoning_chunks)
+
+    def stall(self) -> StreamStall | None:
+        """Whether the watchdog tore the stream down, and why. ``None`` when it did not — and also
+        when the caller's own external signal fired, so a cancellation is never reported as a
+        retriable upstream stall. Call it in the failure path, before :meth:`dispose`."""
+        if self._external is not None and self._external.aborted:
+            return None
+        return self._stall
+
+    def dispose(self) -> None:
+        """Stop watching: detach from the external signal (a long-lived signal would otherwise keep
+        one listener per attempt) and end :meth:`supervise`. Idempotent. :meth:`stall` still answers."""
+        if self._disposed:
+            return
+        self._disposed = True
+        if self._remove_listener is not None:
+            self._remove_listener()
+            self._remove_listener = None
+        self._poke()
+
+    def _poke(self) -> None:
+        wake = self._wake
+        if wake is not None:
+            wake()
+
+    async def supervise(self) -> None:
+        """Run as a task beside the stream: sleep until the next deadline, :meth:`check`, repeat.
+        Returns once the watchdog fired, the external signal fired, or :meth:`dispose` was called.
+
+        Sleeps on the event loop's clock and re-checks on the injected one, so the two need only agree
+        on the passage of time (a mock clock for tests: trio's ``MockClock`` with the injected clock
+        reading it).
+        """
+        while not (self._disposed or self.signal.aborted):
+            event = anyio.Event()
+            self._wake = event.set
+            try:
+                deadline = self.next_deadline_ms
+                if deadline is None:
+                    await event.wait()
+                else:
+                    delay = (deadline - self._clock()) / 1000.0
+                    if delay > 0:
+                        with anyio.move_on_after(delay):
+                            await event.wait()
+                    else:
+                        await anyio.lowlevel.checkpoint()
+            finally:
+                self._wake = None
+            self.check()
+
+
+def create_stream_watchdog(
+    *,
+    first_token_ms: float | None = 120_000.0,
+    inter_chunk_ms: float | None = 30_000.0,
+    total_ms: float | None = 600_000.0,
+    external: AbortSignal | None = None,
+    clock: Clock = monotonic_ms,
+) -> StreamWatchdog:
+    """A :class:`StreamWatchdog` for one attempt.
+
+    Budgets are milliseconds of ``clock``; ``None`` disables one. Anything else that is not a finite
+    positive number (NaN, infinity, zero, negative, a bool) raises
+    :class:`~bindloop.errors.UsageError` here rather than silently tearing down or never guarding
+    healthy streams. ``external`` is the caller's cancellation: it aborts :attr:`StreamWatchdog.signal`
+    too, but is never reported as a stall.
+    """
+    return StreamWatchdog(first_token_ms=first_token_ms, inter_chunk_ms=inter_chunk_ms,
+                          total_ms=total_ms, external=external, clock=clock)
