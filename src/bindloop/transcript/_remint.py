@@ -9,7 +9,7 @@ the fresh id.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 
@@ -19,7 +19,9 @@ from ._common import Rewriter
 __all__ = ("remint_colliding_tool_call_ids",)
 
 
-def remint_colliding_tool_call_ids(messages: Sequence[Message]) -> Sequence[Message]:
+def remint_colliding_tool_call_ids(
+    messages: Sequence[Message], *, on_remint: Callable[[str, str, int], None] | None = None
+) -> Sequence[Message]:
     """Give every tool call whose id already appeared (in an earlier turn, or earlier in the same
     turn) a fresh id ``{old}_r{n}``, with ``n`` counting up from 1 until the id is unused anywhere in
     the transcript.
@@ -30,7 +32,8 @@ def remint_colliding_tool_call_ids(messages: Sequence[Message]) -> Sequence[Mess
     block are left to the pairing pass. The first occurrence of an id keeps it, so re-running this
     (e.g. on every resume) changes nothing and never grows ids.
 
-    Pure and linear; returns the input object itself when no id collides.
+    ``on_remint(old_id, new_id, index)`` is told about each re-minted call (``index`` is the position
+    of its assistant turn). Pure and linear; returns the input object itself when no id collides.
     """
     n = len(messages)
     taken: set[str] | None = None  # every id in the transcript; built only if a collision appears
@@ -64,6 +67,8 @@ def remint_colliding_tool_call_ids(messages: Sequence[Message]) -> Sequence[Mess
             taken.add(new_id)
             seen.add(new_id)
             renames.setdefault(cid, []).append(new_id)
+            if on_remint is not None:
+                on_remint(cid, new_id, i)
             if fresh_calls is None:
                 fresh_calls = list(m.tool_calls[:k])
             fresh_calls.append(msgspec.structs.replace(call, id=new_id))

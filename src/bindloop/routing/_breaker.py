@@ -1,0 +1,198 @@
+"""A circuit breaker per endpoint key, with one half-open probe at a time.
+
+States per key: *closed* (calls pass; consecutive failures are counted), *open* (calls are refused
+until the cooldown ends), *half-open* (the cooldown ended: exactly one caller gets the probe; its
+outcome closes or re-opens the circuit). Time comes from the injected ``now``; nothing sleeps.
+
+Keys are (provider, invocation model, credential source, optional credential scope). The scope is how
+one tenant's revoked bring-your-own key stays that tenant's problem: with different scopes, failures
+never cross. It lands in telemetry, so it must be an opaque, non-secret tag.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal, TypeAlias
+
+import msgspec
+
+from ..clock import Clock, monotonic_ms
+from ..errors import UsageError
+from ._plan import RouteCandidate
+
+__all__ = (
+    "BreakerAdmission",
+    "BreakerKey",
+    "BreakerSnapshot",
+    "CircuitBreaker",
+    "CircuitState",
+    "create_circuit_breaker",
+)
+
+CircuitState: TypeAlias = Literal["closed", "open", "half_open"]
+BreakerAdmission: TypeAlias = Literal["pass", "probe", "reject"]
+
+
+class BreakerKey(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, order=True):
+    """One endpoint as the breaker sees it. Hashable and orderable."""
+
+    provider_id: str
+    invocation_model: str
+    credential_source: str
+    credential_scope: str | None = None
+
+    @classmethod
+    def for_candidate(cls, candidate: RouteCandidate) -> BreakerKey:
+        """The key a route candidate's attempts are recorded under."""
+        return cls(
+            provider_id=candidate.provider_id,
+            invocation_model=candidate.provider_invocation_model,
+            credential_source=candidate.credential_source,
+            credential_scope=candidate.credential_scope,
+        )
+
+
+class BreakerSnapshot(msgspec.Struct, frozen=True, kw_only=True):
+    """A read-out for telemetry. ``state`` is the effective state at the time of reading (an open
+    circuit whose cooldown has ended reads ``half_open``); ``open_until_ms`` is on the breaker's
+    clock."""
+
+    key: BreakerKey
+    state: CircuitState
+    consecutive_failures: int
+    open_until_ms: float | None
+    probe_in_flight: bool
+    times_opened: int
+
+
+class _Entry:
+    __slots__ = ("failures", "open_until", "opened", "probe", "state")
+
+    def __init__(self) -> None:
+        self.state: CircuitState = "closed"
+        self.failures = 0
+        self.open_until: float | None = None
+        self.probe = False
+        self.opened = 0
+
+
+class CircuitBreaker:
+    """See the module docstring. Make one with :func:`create_circuit_breaker`; share it across
+    completions (its whole value is memory across calls), never across processes."""
+
+    __slots__ = ("_entries", "_now", "cooldown_ms", "failure_threshold", "max_cooldown_ms")
+
+    def __init__(
+        self, *, now: Clock, failure_threshold: int, cooldown_ms: float, max_cooldown_ms: float
+    ) -> None:
+        self._now = now
+        self.failure_threshold = failure_threshold
+        self.cooldown_ms = cooldown_ms
+        self.max_cooldown_ms = max_cooldown_ms
+        self._entries: dict[BreakerKey, _Entry] = {}
+
+    def try_acquire(self, key: BreakerKey) -> BreakerAdmission:
+        """Ask to call ``key``. ``pass``: the circuit is closed. ``probe``: you hold the single
+        half-open probe and must end it with :meth:`record_success`, :meth:`record_failure` or
+        :meth:`release_probe`. ``reject``: open, or another probe is in flight."""
+        entry = self._entries.get(key)
+        if entry is None or entry.state == "closed":
+            return "pass"
+        if entry.state == "open":
+            assert entry.open_until is not None
+            if self._now() < entry.open_until:
+                return "reject"
+            entry.state = "half_open"
+        if entry.probe:
+            return "reject"
+        entry.probe = True
+        return "probe"
+
+    def record_success(self, key: BreakerKey) -> None:
+        """The endpoint answered: close the circuit, forget its failures, free any probe."""
+        self._entries.pop(key, None)
+
+    def record_failure(
+        self,
+        key: BreakerKey,
+        *,
+        retry_after_ms: float | None = None,
+        open_now: bool = False,
+        probe: bool = False,
+    ) -> None:
+        """Count a failure. ``probe=True`` says the caller holds the half-open probe (the executor
+        passes it when :meth:`try_acquire` said ``probe``); it frees the slot.
+
+        The circuit opens at ``failure_threshold`` consecutive failures, at once with ``open_now`` (a
+        refused credential), and on any failure while half-open. Opening sets the cooldown to
+        ``max(cooldown_ms, retry_after_ms)`` with the retry-after capped at ``max_cooldown_ms``; a
+        failure reported while already open can only extend it. A probe still held by someone else
+        stays held, so re-opening can never let a second probe start beside it.
+        """
+        if retry_after_ms is not None and (
+            isinstance(retry_after_ms, bool) or not isinstance(retry_after_ms, (int, float))
+            or not math.isfinite(retry_after_ms) or retry_after_ms < 0
+        ):
+            raise UsageError(f"retry_after_ms must be a finite number >= 0, got {retry_after_ms!r}")
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._entries[key] = _Entry()
+        entry.failures += 1
+        if probe:
+            entry.probe = False
+        now = self._now()
+        extra = 0.0 if retry_after_ms is None else min(float(retry_after_ms), self.max_cooldown_ms)
+        if entry.state == "open":
+            assert entry.open_until is not None
+            entry.open_until = max(entry.open_until, now + extra)
+            return
+        if entry.state == "half_open" or open_now or entry.failures >= self.failure_threshold:
+            entry.state = "open"
+            entry.open_until = now + max(self.cooldown_ms, extra)
+            entry.opened += 1
+
+    def release_probe(self, key: BreakerKey) -> None:
+        """End a half-open probe that produced no recordable outcome (an abort, a propagated client
+        error), so the slot cannot stick. No-op when no probe is held."""
+        entry = self._entries.get(key)
+        if entry is not None and entry.state == "half_open":
+            entry.probe = False
+
+    def state(self, key: BreakerKey) -> BreakerSnapshot:
+        """The key's current state, without changing it."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return BreakerSnapshot(key=key, state="closed", consecutive_failures=0,
+                                   open_until_ms=None, probe_in_flight=False, times_opened=0)
+        state = entry.state
+        if state == "open" and entry.open_until is not None and self._now() >= entry.open_until:
+            state = "half_open"
+        return BreakerSnapshot(key=key, state=state, consecutive_failures=entry.failures,
+                               open_until_ms=entry.open_until if entry.state != "closed" else None,
+                               probe_in_flight=entry.probe, times_opened=entry.opened)
+
+    def snapshot(self) -> tuple[BreakerSnapshot, ...]:
+        """Every key with a non-default state, sorted by key (stable output for telemetry)."""
+        return tuple(self.state(key) for key in sorted(self._entries))
+
+
+def create_circuit_breaker(
+    *,
+    now: Clock = monotonic_ms,
+    failure_threshold: int = 3,
+    cooldown_ms: float = 30_000.0,
+    max_cooldown_ms: float = 600_000.0,
+) -> CircuitBreaker:
+    """A :class:`CircuitBreaker`. ``failure_threshold`` consecutive recorded failures open a
+    closed circuit for ``cooldown_ms`` (extended by a ``retry_after_ms`` up to ``max_cooldown_ms``)."""
+    if isinstance(failure_threshold, bool) or not isinstance(failure_threshold, int) \
+            or failure_threshold < 1:
+        raise UsageError(f"failure_threshold must be a positive int, got {failure_threshold!r}")
+    for name, value in (("cooldown_ms", cooldown_ms), ("max_cooldown_ms", max_cooldown_ms)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value) or value < 0:
+            raise UsageError(f"{name} must be a finite number >= 0, got {value!r}")
+    if max_cooldown_ms < cooldown_ms:
+        raise UsageError("max_cooldown_ms must be >= cooldown_ms")
+    return CircuitBreaker(now=now, failure_threshold=failure_threshold,
+                          cooldown_ms=float(cooldown_ms), max_cooldown_ms=float(max_cooldown_ms))
