@@ -541,3 +541,12 @@ def test_tool_error_outcome_is_not_a_rejection() -> None:
     run(h)
     assert rejected == []
     assert h.state.messages[2].content == '{"error":"nope","kind":"validation"}'
+
+
+def test_build_tools_returning_the_wrong_type() -> None:
+    h = loop_harness([final_answer("x")], build_tools=lambda: [{"name": "add"}])
+    with pytest.raises(PortContractError, match=r"build_tools\(\)\[0\] is dict"):
+        run(h)
+    h = loop_harness([final_answer("x")], build_tools=lambda: None)
+    with pytest.raises(PortContractError, match="build_tools returned NoneType"):
+        run(h)

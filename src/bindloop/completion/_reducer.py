@@ -39,9 +39,6 @@ ReduceOutcome: TypeAlias = Literal["applied", "held", "duplicate", "stale", "res
 - ``ended``: the turn already received its final signal (:meth:`TurnStreamReducer.end_turn`).
 """
 
-_EVENT_DECODER: Any = None  # placeholder name kept out of module state; see _coerce
-
-
 class TurnView(msgspec.Struct, frozen=True, kw_only=True):
     """A snapshot of one turn's rendering: a fresh value after every change, so a UI store that
     compares by identity re-renders. Key the rendered element by ``turn_id``, never by ``epoch``

@@ -50,6 +50,20 @@ def _name_of(item: tuple[int, ToolCall]) -> str:
     return item[1].name
 
 
+def _check_tools(tools: object) -> list[ToolDefinition]:
+    if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
+        raise PortContractError(
+            f"build_tools returned {type(tools).__name__}; expected a sequence of ToolDefinition"
+        )
+    out = list(tools)
+    for k, tool in enumerate(out):
+        if not isinstance(tool, ToolDefinition):
+            raise PortContractError(
+                f"build_tools()[{k}] is {type(tool).__name__}; expected ToolDefinition"
+            )
+    return out
+
+
 async def run_tool_loop(params: ToolLoopParams) -> ToolLoopResult:
     """Run the loop to a stop reason.
 
@@ -104,10 +118,9 @@ async def run_tool_loop(params: ToolLoopParams) -> ToolLoopResult:
         effect = machine.next_effect()
         kind = type(effect)
         if kind is CallModel:
-            tools: Sequence[ToolDefinition]
-            tools = [] if p.build_tools is None else await _resolve(p.build_tools())
+            tools = [] if p.build_tools is None else _check_tools(await _resolve(p.build_tools()))
             started = now()
-            result = await p.call_model(state.messages, list(tools))
+            result = await p.call_model(state.messages, tools)
             machine.model_replied(result, now() - started)
         elif kind is RunPooled:
             assert isinstance(effect, RunPooled)

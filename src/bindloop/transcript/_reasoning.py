@@ -13,7 +13,7 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-from ..contracts import AssistantMessage, ContentPart, Message, ReasoningPart
+from ..contracts import AssistantMessage, Content, ContentPart, Message, ReasoningPart
 from ..errors import UsageError
 from ._common import EMPTY_TURN_PLACEHOLDER, Rewriter
 
@@ -99,7 +99,7 @@ def sanitize_history_for_provider(messages: Sequence[Message],
         if parts is None:
             rw.keep(i)
             continue
-        content = tuple(parts) if parts else None
+        content: Content | None = tuple(parts) if parts else None
         if content is None and not m.tool_calls:
             content = EMPTY_TURN_PLACEHOLDER
         rw.edit(i, (msgspec.structs.replace(m, content=content),))
