@@ -13,8 +13,11 @@ inside the coroutine, so event-loop start-up is not counted. There is no ``gc.co
 run: collections triggered by earlier runs' garbage count, as they would in a long-lived process, and
 a forced collection would cold-start the caches (it tripled the bare loop's N=10 figure). Fake models
 do not convert the transcript to any wire format and report a constant token usage, so no framework
-has to estimate tokens. Run each row in its own interpreter (the default of ``main``): sharing a
-process with the frameworks' ~240k GC-tracked objects slows the bare loop by 1.6-3x.
+has to estimate tokens. Each row runs in its own interpreter (the default of ``main``): after the
+three frameworks are imported a process tracks ~240k objects, so any full GC collection that lands in
+a run is expensive (seen: bare loop at N=1000, median 2.9 -> 7.0 µs/turn). Microsecond-scale figures
+also drift by up to ~1.5x between interpreter launches on a 2-core VM; compare bindloop with the bare
+loop measured in the same process, not across launches.
 
 Fake-model mechanisms used (each framework's sanctioned one):
 
@@ -30,6 +33,7 @@ Fake-model mechanisms used (each framework's sanctioned one):
 Usage::
 
     .venv/bin/python bench/peers.py --ns 10,100,1000 --max-seconds 60
+    .venv/bin/python -m bench.peers --only smolagents --ns 10 --in-process --json
 """
 
 from __future__ import annotations
@@ -517,7 +521,8 @@ def measure_row(
             row.cells.append(cell)
             print(f"# {row.label} N={n}: {cell.runs} run(s) in {cell.seconds:.2f}s", file=sys.stderr, flush=True)
     except Exception as exc:  # a broken runner is a row of the report, not the end of it
-        row.problem = f"error: {type(exc).__name__}: {exc}"[:200]
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        row.problem = f"error: {type(exc).__name__}: {first_line}"[:120]
     return row
 
 
@@ -526,8 +531,7 @@ def measure_row_isolated(
 ) -> Row:
     """``measure_row`` in a fresh interpreter, so no runner pays for another framework's heap.
 
-    Importing all three frameworks into one process (~240k GC-tracked objects) makes the bare loop
-    about 1.6x (N>=100) to 3x (N=10) slower, so rows must not share a process.
+    The child's progress lines go to this process's stderr; its row comes back as JSON on stdout.
     """
     command = [
         sys.executable,

@@ -17,6 +17,7 @@ __all__ = (
     "InvalidModelTurnError",
     "MissingActivationPortError",
     "PortContractError",
+    "PromptTooLongError",
     "ProtocolError",
     "ProviderError",
     "RunCancelledError",
@@ -53,6 +54,13 @@ class PortContractError(UsageError, TypeError):
 
 class ProviderError(BindloopError):
     """A failure outside the process: a provider or transport error. Routing classifies these."""
+
+
+class PromptTooLongError(ProviderError):
+    """A provider refused a request because the prompt exceeds the context window.
+
+    Wire adapters classify it; compaction's prompt-too-long retry recognises it.
+    """
 
 
 class RunTimeoutError(BindloopError):

@@ -80,7 +80,7 @@ def _coerce(event: TurnStreamEvent | Mapping[str, Any]) -> TurnStreamEvent:
         return event
     if isinstance(event, Mapping):
         try:
-            return msgspec.convert(event, TurnTextEvent | TurnResetEvent)  # type: ignore[arg-type]
+            return msgspec.convert(event, TurnTextEvent | TurnResetEvent)
         except msgspec.ValidationError as exc:
             raise UsageError(f"not a turn stream event: {exc}") from exc
     raise UsageError(f"not a turn stream event: {type(event).__name__}")

@@ -60,6 +60,11 @@ class TurnTextEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind",
     seq: int
     text: str
 
+    @property
+    def kind(self) -> Literal["text"]:
+        """The wire tag, readable like the JavaScript client reads it."""
+        return "text"
+
 
 class TurnResetEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="reset"):
     """Discard everything rendered for ``turn_id``; ``epoch`` is the attempt whose text follows."""
@@ -68,6 +73,11 @@ class TurnResetEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"
     epoch: int
     seq: int
     reason: TurnResetReason
+
+    @property
+    def kind(self) -> Literal["reset"]:
+        """The wire tag, readable like the JavaScript client reads it."""
+        return "reset"
 
 
 TurnStreamEvent: TypeAlias = TurnTextEvent | TurnResetEvent

@@ -41,6 +41,7 @@ from ._outcomes import (
 from ._turn import (
     STOP_REASONS as STOP_REASONS,
     AuxiliarySpend as AuxiliarySpend,
+    CompactionApplied as CompactionApplied,
     ModelTurnResult as ModelTurnResult,
     RunStats as RunStats,
     StopReason as StopReason,
@@ -58,6 +59,7 @@ __all__ = (
     "STOP_REASONS",
     "AssistantMessage",
     "AuxiliarySpend",
+    "CompactionApplied",
     "Content",
     "ContentPart",
     "ErrorKind",

@@ -10,11 +10,20 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-from ._messages import AssistantMessage, Content, ContentPart, ReasoningPart, TextPart, ToolCall
+from ._messages import (
+    AssistantMessage,
+    Content,
+    ContentPart,
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolCall,
+)
 
 __all__ = (
     "STOP_REASONS",
     "AuxiliarySpend",
+    "CompactionApplied",
     "ModelTurnResult",
     "RunStats",
     "StopReason",
@@ -94,6 +103,15 @@ class AuxiliarySpend(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     usage: TurnUsage = TurnUsage()
     cost: int = 0
     model_ms: float = 0.0
+
+
+class CompactionApplied(msgspec.Struct, frozen=True, kw_only=True):
+    """A compaction's outcome: the transcript that replaces ``state.messages`` and what producing it
+    cost. It contributes tokens, cost and model time to the stats, but never a turn."""
+
+    messages: tuple[Message, ...]
+    usage: TurnUsage = TurnUsage()
+    cost: int = 0
 
 
 class ToolTime(msgspec.Struct, frozen=True, kw_only=True):

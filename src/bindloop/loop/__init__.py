@@ -20,8 +20,8 @@ from ._machine import (
     Settle as Settle,
     ToolFinished as ToolFinished,
 )
+from ..contracts import CompactionApplied as CompactionApplied
 from ._types import (
-    CompactionApplied as CompactionApplied,
     MaybeAwaitable as MaybeAwaitable,
     OpenSuspend as OpenSuspend,
     StepSettlement as StepSettlement,

@@ -24,6 +24,7 @@ import msgspec
 from ..contracts import (
     AssistantMessage,
     AuxiliarySpend,
+    CompactionApplied,
     Message,
     ModelTurnResult,
     RunStats,
@@ -51,7 +52,7 @@ from ..errors import (
     ProtocolError,
     UsageError,
 )
-from ._types import CompactionApplied, OpenSuspend, StepSettlement, ToolLoopState
+from ._types import OpenSuspend, StepSettlement, ToolLoopState
 
 __all__ = (
     "AcceptToolMessage",

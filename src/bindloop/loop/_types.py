@@ -11,6 +11,7 @@ import msgspec
 from ..clock import Clock, monotonic_ms
 from ..contracts import (
     AssistantMessage,
+    CompactionApplied,
     Message,
     ModelTurnResult,
     RunStats,
@@ -26,7 +27,6 @@ from ..run import ToolBatchOptions
 from ..signal import AbortSignal
 
 __all__ = (
-    "CompactionApplied",
     "MaybeAwaitable",
     "OpenSuspend",
     "StepSettlement",
@@ -77,15 +77,6 @@ class StepSettlement(msgspec.Struct, frozen=True, kw_only=True):
 
     messages: tuple[Message, ...] = ()
     stop: bool = False
-
-
-class CompactionApplied(msgspec.Struct, frozen=True, kw_only=True):
-    """A compaction's outcome: the transcript that replaces ``state.messages`` and what producing it
-    cost. It contributes tokens, cost and model time to the stats, but never a turn."""
-
-    messages: tuple[Message, ...]
-    usage: TurnUsage = TurnUsage()
-    cost: int = 0
 
 
 class ToolLoopResult(msgspec.Struct, frozen=True, kw_only=True):

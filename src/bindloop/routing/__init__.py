@@ -8,6 +8,7 @@ against an attempt function that reports facts, and let :func:`failure_dispositi
 from ._breaker import (
     BreakerAdmission as BreakerAdmission,
     BreakerKey as BreakerKey,
+    BreakerPermit as BreakerPermit,
     BreakerSnapshot as BreakerSnapshot,
     CircuitBreaker as CircuitBreaker,
     CircuitState as CircuitState,
@@ -86,8 +87,6 @@ from ._retry_after import (
 )
 
 __all__ = (
-    "FAILURE_CATEGORIES",
-    "FAILURE_DISPOSITIONS",
     "AttemptClassification",
     "AttemptError",
     "AttemptFailure",
@@ -100,11 +99,14 @@ __all__ = (
     "BreakerAdmission",
     "BreakerEffect",
     "BreakerKey",
+    "BreakerPermit",
     "BreakerSnapshot",
     "CanonicalModelId",
     "CircuitBreaker",
     "CircuitState",
     "DispositionAction",
+    "FAILURE_CATEGORIES",
+    "FAILURE_DISPOSITIONS",
     "FailureCategory",
     "FailureDisposition",
     "FallbackKind",

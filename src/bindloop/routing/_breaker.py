@@ -23,6 +23,7 @@ from ._plan import RouteCandidate
 __all__ = (
     "BreakerAdmission",
     "BreakerKey",
+    "BreakerPermit",
     "BreakerSnapshot",
     "CircuitBreaker",
     "CircuitState",
@@ -52,6 +53,25 @@ class BreakerKey(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, 
         )
 
 
+class BreakerPermit(msgspec.Struct, frozen=True, kw_only=True):
+    """:meth:`CircuitBreaker.try_acquire`'s answer. ``kind``: ``pass`` (closed), ``probe`` (you hold
+    the single half-open probe — end it by passing this permit to :meth:`~CircuitBreaker.record_success`,
+    :meth:`~CircuitBreaker.record_failure` or :meth:`~CircuitBreaker.release_probe`), ``reject``.
+    ``probe_id`` identifies the probe, so a late report from an older probe can never free a newer
+    one's slot."""
+
+    kind: BreakerAdmission
+    probe_id: int | None = None
+
+    @property
+    def admitted(self) -> bool:
+        return self.kind != "reject"
+
+
+_PASS = BreakerPermit(kind="pass")
+_REJECT = BreakerPermit(kind="reject")
+
+
 class BreakerSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     """A read-out for telemetry. ``state`` is the effective state at the time of reading (an open
     circuit whose cooldown has ended reads ``half_open``); ``open_until_ms`` is on the breaker's
@@ -72,7 +92,7 @@ class _Entry:
         self.state: CircuitState = "closed"
         self.failures = 0
         self.open_until: float | None = None
-        self.probe = False
+        self.probe: int | None = None  # the probe_id holding the half-open slot
         self.opened = 0
 
 
@@ -80,7 +100,8 @@ class CircuitBreaker:
     """See the module docstring. Make one with :func:`create_circuit_breaker`; share it across
     completions (its whole value is memory across calls), never across processes."""
 
-    __slots__ = ("_entries", "_now", "cooldown_ms", "failure_threshold", "max_cooldown_ms")
+    __slots__ = ("_entries", "_now", "_probe_ids", "cooldown_ms", "failure_threshold",
+                 "max_cooldown_ms")
 
     def __init__(
         self, *, now: Clock, failure_threshold: int, cooldown_ms: float, max_cooldown_ms: float
@@ -90,26 +111,28 @@ class CircuitBreaker:
         self.cooldown_ms = cooldown_ms
         self.max_cooldown_ms = max_cooldown_ms
         self._entries: dict[BreakerKey, _Entry] = {}
+        self._probe_ids = 0
 
-    def try_acquire(self, key: BreakerKey) -> BreakerAdmission:
-        """Ask to call ``key``. ``pass``: the circuit is closed. ``probe``: you hold the single
-        half-open probe and must end it with :meth:`record_success`, :meth:`record_failure` or
-        :meth:`release_probe`. ``reject``: open, or another probe is in flight."""
+    def try_acquire(self, key: BreakerKey) -> BreakerPermit:
+        """Ask to call ``key``; see :class:`BreakerPermit`. Refused while open, and while another
+        probe holds the half-open slot."""
         entry = self._entries.get(key)
         if entry is None or entry.state == "closed":
-            return "pass"
+            return _PASS
         if entry.state == "open":
             assert entry.open_until is not None
             if self._now() < entry.open_until:
-                return "reject"
+                return _REJECT
             entry.state = "half_open"
-        if entry.probe:
-            return "reject"
-        entry.probe = True
-        return "probe"
+        if entry.probe is not None:
+            return _REJECT
+        self._probe_ids += 1
+        entry.probe = self._probe_ids
+        return BreakerPermit(kind="probe", probe_id=self._probe_ids)
 
-    def record_success(self, key: BreakerKey) -> None:
-        """The endpoint answered: close the circuit, forget its failures, free any probe."""
+    def record_success(self, key: BreakerKey, *, permit: BreakerPermit | None = None) -> None:
+        """The endpoint answered: close the circuit, forget its failures, free the probe slot.
+        (``permit`` is accepted for symmetry; any success closes the circuit.)"""
         self._entries.pop(key, None)
 
     def record_failure(
@@ -118,16 +141,15 @@ class CircuitBreaker:
         *,
         retry_after_ms: float | None = None,
         open_now: bool = False,
-        probe: bool = False,
+        permit: BreakerPermit | None = None,
     ) -> None:
-        """Count a failure. ``probe=True`` says the caller holds the half-open probe (the executor
-        passes it when :meth:`try_acquire` said ``probe``); it frees the slot.
+        """Count a failure; with the caller's probe ``permit`` it also frees that probe's slot.
 
         The circuit opens at ``failure_threshold`` consecutive failures, at once with ``open_now`` (a
         refused credential), and on any failure while half-open. Opening sets the cooldown to
         ``max(cooldown_ms, retry_after_ms)`` with the retry-after capped at ``max_cooldown_ms``; a
-        failure reported while already open can only extend it. A probe still held by someone else
-        stays held, so re-opening can never let a second probe start beside it.
+        failure reported while already open can only extend it. A probe held by someone else stays
+        held, so re-opening never lets a second probe start beside it.
         """
         if retry_after_ms is not None and (
             isinstance(retry_after_ms, bool) or not isinstance(retry_after_ms, (int, float))
@@ -138,8 +160,7 @@ class CircuitBreaker:
         if entry is None:
             entry = self._entries[key] = _Entry()
         entry.failures += 1
-        if probe:
-            entry.probe = False
+        self._free(entry, permit)
         now = self._now()
         extra = 0.0 if retry_after_ms is None else min(float(retry_after_ms), self.max_cooldown_ms)
         if entry.state == "open":
@@ -151,12 +172,22 @@ class CircuitBreaker:
             entry.open_until = now + max(self.cooldown_ms, extra)
             entry.opened += 1
 
-    def release_probe(self, key: BreakerKey) -> None:
+    def release_probe(self, key: BreakerKey, permit: BreakerPermit | None = None) -> None:
         """End a half-open probe that produced no recordable outcome (an abort, a propagated client
-        error), so the slot cannot stick. No-op when no probe is held."""
+        error), so the slot cannot stick. With ``permit``, only that probe's slot is freed; without
+        it, whichever probe holds the slot. No-op when none does."""
         entry = self._entries.get(key)
-        if entry is not None and entry.state == "half_open":
-            entry.probe = False
+        if entry is None:
+            return
+        if permit is None:
+            entry.probe = None
+        else:
+            self._free(entry, permit)
+
+    @staticmethod
+    def _free(entry: _Entry, permit: BreakerPermit | None) -> None:
+        if permit is not None and permit.probe_id is not None and entry.probe == permit.probe_id:
+            entry.probe = None
 
     def state(self, key: BreakerKey) -> BreakerSnapshot:
         """The key's current state, without changing it."""
@@ -169,7 +200,8 @@ class CircuitBreaker:
             state = "half_open"
         return BreakerSnapshot(key=key, state=state, consecutive_failures=entry.failures,
                                open_until_ms=entry.open_until if entry.state != "closed" else None,
-                               probe_in_flight=entry.probe, times_opened=entry.opened)
+                               probe_in_flight=entry.probe is not None,
+                               times_opened=entry.opened)
 
     def snapshot(self) -> tuple[BreakerSnapshot, ...]:
         """Every key with a non-default state, sorted by key (stable output for telemetry)."""

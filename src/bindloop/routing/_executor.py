@@ -164,20 +164,19 @@ async def execute_route_plan(
                 cursor = RouteCursor(stage=si, candidate=ci, attempt=retries)
                 if signal is not None and signal.aborted:
                     return RouteFailure(reason="cancelled", error=last_error, attempts=tuple(log))
-                admission = "pass" if breaker is None else breaker.try_acquire(key)
-                if admission == "reject":
+                permit = None if breaker is None else breaker.try_acquire(key)
+                if permit is not None and not permit.admitted:
                     log.append(_record(cursor, candidate, "circuit_open"))
                     break
-                probe = admission == "probe"
                 try:
                     outcome = await attempt(candidate, cursor)
                 except BaseException:
-                    if probe and breaker is not None:
-                        breaker.release_probe(key)
+                    if breaker is not None:
+                        breaker.release_probe(key, permit)
                     raise
                 if isinstance(outcome, AttemptSuccess):
                     if breaker is not None:
-                        breaker.record_success(key)
+                        breaker.record_success(key, permit=permit)
                     log.append(_record(cursor, candidate, "succeeded"))
                     kind: FallbackKind = "model" if si > 0 else ("provider" if ci > 0 else "none")
                     return RouteSuccess(value=outcome.value, served=candidate, cursor=cursor,
@@ -185,8 +184,8 @@ async def execute_route_plan(
                 if not isinstance(outcome, AttemptFailure) or not isinstance(
                     outcome.error, AttemptError
                 ):
-                    if probe and breaker is not None:
-                        breaker.release_probe(key)
+                    if breaker is not None:
+                        breaker.release_probe(key, permit)
                     raise PortContractError(
                         f"attempt returned {outcome!r}; expected AttemptSuccess or AttemptFailure"
                     )
@@ -195,11 +194,10 @@ async def execute_route_plan(
                 disposition = failure_disposition(error, produced_output=outcome.produced_output)
                 if breaker is not None:
                     if disposition.breaker == "none":
-                        if probe:
-                            breaker.release_probe(key)
+                        breaker.release_probe(key, permit)
                     else:
                         breaker.record_failure(key, retry_after_ms=error.retry_after_ms,
-                                               open_now=disposition.breaker == "open", probe=probe)
+                                               open_now=disposition.breaker == "open", permit=permit)
                 log.append(_record(cursor, candidate, "failed", error=error,
                                    action=disposition.action,
                                    produced_output=outcome.produced_output))

@@ -22,11 +22,11 @@ _DAYS = "Mon|Tue|Wed|Thu|Fri|Sat|Sun"
 _LONG_DAYS = "Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday"
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _MON = "|".join(_MONTHS)
-_IMF = re.compile(rf"(?:{_DAYS}), (\d\d) ({_MON}) (\d{{4}}) (\d\d):(\d\d):(\d\d) GMT")
-_RFC850 = re.compile(rf"(?:{_LONG_DAYS}), (\d\d)-({_MON})-(\d\d) (\d\d):(\d\d):(\d\d) GMT")
-_ASCTIME = re.compile(rf"(?:{_DAYS}) ({_MON}) ([ \d]\d) (\d\d):(\d\d):(\d\d) (\d{{4}})")
-_DIGITS = re.compile(r"\d+")
-_MS_VALUE = re.compile(r"\d+(?:\.\d+)?")
+_IMF = re.compile(rf"(?:{_DAYS}), (\d\d) ({_MON}) (\d{{4}}) (\d\d):(\d\d):(\d\d) GMT", re.ASCII)
+_RFC850 = re.compile(rf"(?:{_LONG_DAYS}), (\d\d)-({_MON})-(\d\d) (\d\d):(\d\d):(\d\d) GMT", re.ASCII)
+_ASCTIME = re.compile(rf"(?:{_DAYS}) ({_MON}) ([ \d]\d) (\d\d):(\d\d):(\d\d) (\d{{4}})", re.ASCII)
+_DIGITS = re.compile(r"[0-9]+")
+_MS_VALUE = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 # Saturate instead of overflowing a float on an absurd delay; clamp before use anyway.
 _MAX_SECONDS = 10**12
 

@@ -1,8 +1,83 @@
-"""Run control: pooled tool batches (deadlines, receipts and heartbeats build on this)."""
+"""Run control: deadlines, cancellation scopes, idempotency receipts over RFC 8785 canonical JSON,
+coalesced heartbeats, and pooled tool batches. See docs/run.md."""
 
+from ..errors import AbortedToolCallError as AbortedToolCallError
+from ._canonical_json import (
+    CanonicalJsonError as CanonicalJsonError,
+    canonical_json as canonical_json,
+    canonical_json_bytes as canonical_json_bytes,
+    format_number as format_number,
+)
+from ._deadline import (
+    RunDeadline as RunDeadline,
+    RunFailureStatus as RunFailureStatus,
+    classify_run_failure as classify_run_failure,
+    create_run_deadline as create_run_deadline,
+)
+from ._heartbeat import (
+    CoalescedHeartbeat as CoalescedHeartbeat,
+    HeartbeatStatistics as HeartbeatStatistics,
+    create_coalesced_heartbeat as create_coalesced_heartbeat,
+)
 from ._pool import (
     ToolBatchOptions as ToolBatchOptions,
     run_tool_calls_pooled_by_tool as run_tool_calls_pooled_by_tool,
 )
+from ._receipts import (
+    DigestFn as DigestFn,
+    ReceiptAmbiguous as ReceiptAmbiguous,
+    ReceiptCompleted as ReceiptCompleted,
+    ReceiptDecision as ReceiptDecision,
+    ReceiptExecute as ReceiptExecute,
+    ReceiptFailed as ReceiptFailed,
+    ReceiptReplay as ReceiptReplay,
+    ReceiptRunning as ReceiptRunning,
+    ReceiptState as ReceiptState,
+    ReceiptWait as ReceiptWait,
+    ToolCallReceiptKey as ToolCallReceiptKey,
+    ToolCallReceiptStore as ToolCallReceiptStore,
+    ToolEffect as ToolEffect,
+    decide_tool_call_receipt as decide_tool_call_receipt,
+    sha256_hex as sha256_hex,
+    tool_call_args_hash as tool_call_args_hash,
+)
+from ._scopes import (
+    call_with_deadline as call_with_deadline,
+    cancel_on_signal as cancel_on_signal,
+    watch_deadline as watch_deadline,
+)
 
-__all__ = ("ToolBatchOptions", "run_tool_calls_pooled_by_tool")
+__all__ = (
+    "AbortedToolCallError",
+    "CanonicalJsonError",
+    "CoalescedHeartbeat",
+    "DigestFn",
+    "HeartbeatStatistics",
+    "ReceiptAmbiguous",
+    "ReceiptCompleted",
+    "ReceiptDecision",
+    "ReceiptExecute",
+    "ReceiptFailed",
+    "ReceiptReplay",
+    "ReceiptRunning",
+    "ReceiptState",
+    "ReceiptWait",
+    "RunDeadline",
+    "RunFailureStatus",
+    "ToolBatchOptions",
+    "ToolCallReceiptKey",
+    "ToolCallReceiptStore",
+    "ToolEffect",
+    "call_with_deadline",
+    "canonical_json",
+    "canonical_json_bytes",
+    "classify_run_failure",
+    "create_coalesced_heartbeat",
+    "create_run_deadline",
+    "decide_tool_call_receipt",
+    "format_number",
+    "run_tool_calls_pooled_by_tool",
+    "sha256_hex",
+    "tool_call_args_hash",
+    "watch_deadline",
+)

@@ -8,6 +8,9 @@ interrupted: a tool that can stop early watches the signal itself.
 
 An exception from ``run`` propagates (the other in-flight calls are cancelled): deciding which failures
 are answers rather than crashes is the caller's job, done inside ``run``.
+
+``concurrency`` (optional) caps the calls in flight across *all* pools. A call waiting for that
+capacity has not started, so it still honours the signal: it is checked again once capacity frees up.
 """
 
 from __future__ import annotations
@@ -55,12 +58,26 @@ async def run_tool_calls_pooled_by_tool(
     items: Sequence[T],
     run: Callable[[T], Awaitable[R]],
     *,
-    tool_name: Callable[[T], str],
-    item_id: Callable[[T], str],
+    tool_name: Callable[[T], str] | None = None,
+    item_id: Callable[[T], str] | None = None,
     signal: AbortSignal | None = None,
     options: ToolBatchOptions = ToolBatchOptions(),
+    concurrency: int | None = None,
 ) -> list[R | AbortedToolCallError]:
-    """Run ``run(item)`` for every item; return the answers in ``items`` order."""
+    """Run ``run(item)`` for every item; return the answers in ``items`` order.
+
+    ``tool_name`` / ``item_id`` default to the items' ``name`` / ``id`` attributes (a
+    :class:`~bindloop.contracts.ToolCall`'s). ``concurrency``: total in-flight cap (``None``:
+    only the per-tool bound applies).
+    """
+    if concurrency is not None and (
+        isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+    ):
+        raise UsageError(f"concurrency must be a positive int or None, got {concurrency!r}")
+    if tool_name is None:
+        tool_name = _attr_name
+    if item_id is None:
+        item_id = _attr_id
     n = len(items)
     if n == 0:
         return []
@@ -79,6 +96,8 @@ async def run_tool_calls_pooled_by_tool(
     for i, item in enumerate(items):
         pools.setdefault(tool_name(item), []).append(i)
     width = options.max_per_tool
+    limiter = None if concurrency is None else anyio.CapacityLimiter(concurrency)
+    ids = item_id
 
     async def lane(indices: list[int], cursor: list[int]) -> None:
         # Lanes of one pool share `cursor`, so each queued call is claimed exactly once.
@@ -86,9 +105,16 @@ async def run_tool_calls_pooled_by_tool(
             i = indices[cursor[0]]
             cursor[0] += 1
             if signal is not None and signal.aborted:
-                slots[i].fill(AbortedToolCallError(item_id(items[i]), reason()))
+                slots[i].fill(AbortedToolCallError(ids(items[i]), reason()))
                 continue
-            slots[i].fill(await run(items[i]))
+            if limiter is None:
+                slots[i].fill(await run(items[i]))
+                continue
+            async with limiter:
+                if signal is not None and signal.aborted:
+                    slots[i].fill(AbortedToolCallError(ids(items[i]), reason()))
+                    continue
+                slots[i].fill(await run(items[i]))
 
     try:
         async with anyio.create_task_group() as tg:
@@ -111,6 +137,20 @@ async def run_tool_calls_pooled_by_tool(
             raise RuntimeError("a pooled tool call was never answered")
         out.append(slot.value)  # type: ignore[arg-type]
     return out
+
+
+def _attr_name(item: object) -> str:
+    name = getattr(item, "name", None)
+    if not isinstance(name, str):
+        raise UsageError(f"{type(item).__name__} has no str 'name'; pass tool_name=")
+    return name
+
+
+def _attr_id(item: object) -> str:
+    ident = getattr(item, "id", None)
+    if not isinstance(ident, str):
+        raise UsageError(f"{type(item).__name__} has no str 'id'; pass item_id=")
+    return ident
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:

@@ -11,6 +11,7 @@ from ._clock import (
     stepping_clock as stepping_clock,
 )
 from ._harness import LoopHarness as LoopHarness, ToolFn as ToolFn, loop_harness as loop_harness
+from ._receipts import InMemoryReceiptStore as InMemoryReceiptStore
 from ._script import (
     ScriptedModel as ScriptedModel,
     ScriptExhaustedError as ScriptExhaustedError,
@@ -22,6 +23,7 @@ from ._script import (
 )
 
 __all__ = (
+    "InMemoryReceiptStore",
     "LoopHarness",
     "RecordingSink",
     "ScriptExhaustedError",

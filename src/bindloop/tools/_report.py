@@ -11,10 +11,10 @@ from ..errors import UsageError
 
 __all__ = (
     "RELAXING_CHANGES",
+    "SanitizedSchema",
     "SchemaChange",
     "SchemaChangeKind",
     "SchemaSanitizeError",
-    "SanitizedSchema",
 )
 
 SchemaChangeKind: TypeAlias = Literal[

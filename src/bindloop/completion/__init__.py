@@ -1,0 +1,114 @@
+"""Streaming and completion: the normalized stream events and their fold into a turn, tool-call
+accumulation and argument parsing, the stall watchdog, the retractable turn text stream with its
+client reducer, and partial JSON for live structured output."""
+
+from ._accumulator import (
+    ToolCallAccumulator as ToolCallAccumulator,
+    ToolCallDelta as ToolCallDelta,
+    ToolCallDeltaError as ToolCallDeltaError,
+    create_tool_call_accumulator as create_tool_call_accumulator,
+)
+from ._arguments import (
+    ParsedArguments as ParsedArguments,
+    ToolCallArguments as ToolCallArguments,
+    UnparseableArguments as UnparseableArguments,
+    UnsupportedToolCallType as UnsupportedToolCallType,
+    parse_tool_call_arguments as parse_tool_call_arguments,
+)
+from ._collect import (
+    ModelStreamError as ModelStreamError,
+    TurnCollector as TurnCollector,
+    collect_turn as collect_turn,
+    collect_turn_async as collect_turn_async,
+)
+from ._events import (
+    FINISH_REASONS as FINISH_REASONS,
+    ErrorEvent as ErrorEvent,
+    ExtraEvent as ExtraEvent,
+    FinishEvent as FinishEvent,
+    FinishReason as FinishReason,
+    ReasoningEvent as ReasoningEvent,
+    StreamEvent as StreamEvent,
+    TextEvent as TextEvent,
+    ToolCallChunk as ToolCallChunk,
+    ToolCallEvent as ToolCallEvent,
+    UsageEvent as UsageEvent,
+)
+from ._partial_json import (
+    PartialJson as PartialJson,
+    PartialJsonParser as PartialJsonParser,
+    PartialJsonState as PartialJsonState,
+    parse_partial_json as parse_partial_json,
+)
+from ._reducer import (
+    ReduceOutcome as ReduceOutcome,
+    TurnStreamReducer as TurnStreamReducer,
+    TurnView as TurnView,
+)
+from ._text_stream import (
+    TURN_RESET_REASONS as TURN_RESET_REASONS,
+    TurnOutcome as TurnOutcome,
+    TurnResetEvent as TurnResetEvent,
+    TurnResetReason as TurnResetReason,
+    TurnStreamEvent as TurnStreamEvent,
+    TurnStreamSink as TurnStreamSink,
+    TurnTextEvent as TurnTextEvent,
+    TurnTextStream as TurnTextStream,
+    create_turn_text_stream as create_turn_text_stream,
+)
+from ._watchdog import (
+    ChunkKind as ChunkKind,
+    StallKind as StallKind,
+    StreamStall as StreamStall,
+    StreamStalledError as StreamStalledError,
+    StreamWatchdog as StreamWatchdog,
+    create_stream_watchdog as create_stream_watchdog,
+)
+
+__all__ = (
+    "FINISH_REASONS",
+    "TURN_RESET_REASONS",
+    "ChunkKind",
+    "ErrorEvent",
+    "ExtraEvent",
+    "FinishEvent",
+    "FinishReason",
+    "ModelStreamError",
+    "ParsedArguments",
+    "PartialJson",
+    "PartialJsonParser",
+    "PartialJsonState",
+    "ReasoningEvent",
+    "ReduceOutcome",
+    "StallKind",
+    "StreamEvent",
+    "StreamStall",
+    "StreamStalledError",
+    "StreamWatchdog",
+    "TextEvent",
+    "ToolCallAccumulator",
+    "ToolCallArguments",
+    "ToolCallChunk",
+    "ToolCallDelta",
+    "ToolCallDeltaError",
+    "ToolCallEvent",
+    "TurnCollector",
+    "TurnOutcome",
+    "TurnResetEvent",
+    "TurnResetReason",
+    "TurnStreamEvent",
+    "TurnStreamReducer",
+    "TurnStreamSink",
+    "TurnTextEvent",
+    "TurnTextStream",
+    "TurnView",
+    "UnparseableArguments",
+    "UnsupportedToolCallType",
+    "UsageEvent",
+    "collect_turn",
+    "collect_turn_async",
+    "create_stream_watchdog",
+    "create_tool_call_accumulator",
+    "parse_partial_json",
+    "parse_tool_call_arguments",
+)

@@ -1,0 +1,56 @@
+"""Plugins: tools authored from msgspec Structs, bundles dispatched by name, and progressive tool
+disclosure (a registry instance, the catalog partition, restoring a persisted activation set)."""
+
+from ._plugin import (
+    PluginSummary as PluginSummary,
+    ToolPlugin as ToolPlugin,
+    ToolsPlugin as ToolsPlugin,
+    plugin_from_tools as plugin_from_tools,
+    summarize_plugin as summarize_plugin,
+)
+from ._registry import (
+    PluginCatalog as PluginCatalog,
+    ToolRegistry as ToolRegistry,
+    create_tool_registry as create_tool_registry,
+    initial_active_plugins as initial_active_plugins,
+    partition_plugin_catalog as partition_plugin_catalog,
+)
+from ._rehydrate import (
+    DropReason as DropReason,
+    DroppedActivation as DroppedActivation,
+    RehydratedActivation as RehydratedActivation,
+    ResolveOutcome as ResolveOutcome,
+    rehydrate_activation as rehydrate_activation,
+)
+from ._tool import (
+    RawArguments as RawArguments,
+    Tool as Tool,
+    ToolExecute as ToolExecute,
+    define_tool as define_tool,
+    tool_result_message as tool_result_message,
+    tool_wire_definition as tool_wire_definition,
+)
+
+__all__ = (
+    "DropReason",
+    "DroppedActivation",
+    "PluginCatalog",
+    "PluginSummary",
+    "RawArguments",
+    "RehydratedActivation",
+    "ResolveOutcome",
+    "Tool",
+    "ToolExecute",
+    "ToolPlugin",
+    "ToolRegistry",
+    "ToolsPlugin",
+    "create_tool_registry",
+    "define_tool",
+    "initial_active_plugins",
+    "partition_plugin_catalog",
+    "plugin_from_tools",
+    "rehydrate_activation",
+    "summarize_plugin",
+    "tool_result_message",
+    "tool_wire_definition",
+)

@@ -1,0 +1,178 @@
+"""``define_tool``: a tool whose msgspec Struct is the single source of truth for its arguments."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from inspect import isawaitable
+from typing import Any, Generic, TypeAlias, TypeVar
+
+import msgspec
+
+from ..contracts import (
+    ToolDefinition,
+    ToolError,
+    ToolMessage,
+    ToolOutcome,
+    ToolResult,
+    ToolSuspend,
+    tool_outcome_message,
+)
+from ..errors import PortContractError, UsageError
+from ..tools import SchemaSanitizeError, sanitize_tool_schema
+
+__all__ = (
+    "RawArguments",
+    "Tool",
+    "ToolExecute",
+    "define_tool",
+    "tool_result_message",
+    "tool_wire_definition",
+)
+
+ArgsT = TypeVar("ArgsT", bound=msgspec.Struct)
+CtxT = TypeVar("CtxT")
+T = TypeVar("T")
+
+RawArguments: TypeAlias = str | bytes | Mapping[str, Any] | None
+"""What a dispatcher hands a tool: the call's raw JSON text (``""`` and ``None`` mean no arguments,
+as providers send either for a zero-argument call) or an already-parsed JSON object."""
+
+ToolExecute: TypeAlias = Callable[[ArgsT, CtxT], Awaitable[ToolOutcome] | ToolOutcome]
+
+# Provider tool-name rule shared by OpenAI, Anthropic and Gemini function declarations.
+_WIRE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_JSON = msgspec.json.Encoder()
+_OUTCOMES = (ToolResult, ToolError, ToolSuspend)
+
+
+class Tool(Generic[ArgsT, CtxT]):
+    """A tool made by :func:`define_tool`. Immutable once built.
+
+    ``parameters`` is the sanitized JSON Schema of ``args_type``; :meth:`parse_arguments` validates
+    against the same type, so what the model is shown and what is accepted cannot drift.
+    """
+
+    __slots__ = ("_execute", "args_type", "description", "name", "parameters")
+
+    name: str
+    description: str
+    args_type: type[ArgsT]
+    parameters: dict[str, object]
+
+    def __init__(self, *, name: str, description: str, args_type: type[ArgsT],
+                 parameters: dict[str, object], execute: ToolExecute[ArgsT, CtxT]) -> None:
+        self.name = name
+        self.description = description
+        self.args_type = args_type
+        self.parameters = parameters
+        self._execute = execute
+
+    def __repr__(self) -> str:
+        return f"Tool(name={self.name!r}, args_type={self.args_type.__name__})"
+
+    def parse_arguments(self, raw: RawArguments) -> ArgsT | ToolError:
+        """Validate ``raw`` into a typed instance (defaults applied), or return a ``validation``
+        :class:`ToolError` naming the offending path. Never raises for bad input."""
+        try:
+            if raw is None:
+                data: bytes | str = b"{}"
+            elif isinstance(raw, (str, bytes)):
+                data = raw if raw.strip() else b"{}"
+            else:
+                data = _JSON.encode(raw)
+            return msgspec.json.decode(data, type=self.args_type)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            return ToolError(error=f"Invalid arguments for {self.name}: {exc}", kind="validation")
+        except (TypeError, ValueError, OverflowError) as exc:  # a Mapping holding non-JSON values
+            return ToolError(error=f"Invalid arguments for {self.name}: not JSON ({exc})",
+                             kind="validation")
+
+    async def execute(self, raw: RawArguments, ctx: CtxT) -> ToolOutcome:
+        """Parse ``raw`` and run the tool with a typed instance.
+
+        A bad argument comes back as a ``validation`` :class:`ToolError` — returned, not raised —
+        whether this is called by a plugin or directly by a host's own dispatcher. Exceptions raised
+        by the tool body propagate (the loop turns them into tool errors, or ends the run for a fatal
+        one). No argument normalization happens here: that is the dispatcher's step, done once.
+
+        Raises
+        ------
+        PortContractError
+            When the tool body returns something other than a ToolResult / ToolError / ToolSuspend.
+        """
+        parsed = self.parse_arguments(raw)
+        if isinstance(parsed, ToolError):
+            return parsed
+        value = self._execute(parsed, ctx)
+        outcome = await value if isawaitable(value) else value
+        if not isinstance(outcome, _OUTCOMES):
+            raise PortContractError(
+                f"tool {self.name!r} returned {type(outcome).__name__}; expected ToolResult, "
+                "ToolError or ToolSuspend"
+            )
+        return outcome
+
+
+def define_tool(
+    *,
+    name: str,
+    description: str,
+    args: type[ArgsT],
+    execute: ToolExecute[ArgsT, CtxT],
+) -> Tool[ArgsT, CtxT]:
+    """Define a tool from a msgspec Struct.
+
+    ``args`` is the single source of truth: its JSON Schema (``msgspec.json.schema``, then
+    :func:`~bindloop.tools.sanitize_tool_schema`) is what the model sees, and the same type validates
+    what comes back — defaults, ``Meta`` constraints, optionals, unions, enums and nested Structs
+    included. ``execute(args, ctx)`` receives a typed ``args`` instance and the host's context; it may
+    be a plain or a coroutine function and must return a tool outcome.
+
+    Raises
+    ------
+    UsageError
+        ``name`` is empty, ``args`` is not a msgspec Struct type, or its schema is not an object.
+    """
+    if not isinstance(name, str) or not name or name != name.strip():
+        raise UsageError(f"tool name must be a non-empty string without surrounding spaces: {name!r}")
+    if not (isinstance(args, type) and issubclass(args, msgspec.Struct)):
+        raise UsageError(f"define_tool(args=...) must be a msgspec.Struct subclass, got {args!r}")
+    if not callable(execute):
+        raise UsageError("define_tool(execute=...) must be callable")
+    try:
+        parameters = sanitize_tool_schema(msgspec.json.schema(args))
+    except SchemaSanitizeError as exc:
+        raise UsageError(f"tool {name!r}: the args Struct has no object schema: {exc}") from exc
+    return Tool(name=name, description=description, args_type=args, parameters=parameters,
+                execute=execute)
+
+
+def tool_wire_definition(tool: Tool[Any, Any], wire_name: str | None = None) -> ToolDefinition:
+    """What the provider is shown for ``tool``: its sanitized parameters under ``wire_name`` (tool
+    naming is host policy — e.g. ``plugin__tool`` to route a call back to its plugin) or its own name.
+
+    Raises
+    ------
+    UsageError
+        The name is not a valid provider tool name (``[A-Za-z0-9_-]{1,64}``).
+    """
+    name = tool.name if wire_name is None else wire_name
+    if not _WIRE_NAME.match(name):
+        raise UsageError(f"{name!r} is not a valid provider tool name ([A-Za-z0-9_-], 1-64 chars)")
+    return ToolDefinition(name=name, description=tool.description, parameters=tool.parameters)
+
+
+def tool_result_message(call_id: str, result: ToolResult | ToolError,
+                        name: str | None = None) -> ToolMessage:
+    """The ``tool`` message for an outcome — the very encoding the loop writes for a failed or refused
+    call (:func:`~bindloop.contracts.encode_tool_error`), so a transcript holds one error format.
+
+    Raises
+    ------
+    UsageError
+        For a :class:`~bindloop.contracts.ToolSuspend`: its result is withheld, there is no message.
+    """
+    if not isinstance(result, (ToolResult, ToolError)):
+        raise UsageError(f"no tool message for {type(result).__name__}: a suspend withholds its result")
+    return tool_outcome_message(call_id, result, name)

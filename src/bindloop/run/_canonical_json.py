@@ -1,0 +1,206 @@
+"""RFC 8785 JSON Canonicalization Scheme (JCS).
+
+Equal JSON values give identical text: object members sorted by the UTF-16 code units of their names,
+no whitespace, strings with minimal escaping, numbers as ECMAScript ``Number.prototype.toString``
+prints an IEEE-754 double. Hashing that text is how a receipt recognises "the same call".
+
+It refuses, with :class:`CanonicalJsonError`, every value it cannot represent faithfully: NaN and the
+infinities, integers that a double cannot hold exactly, strings with lone surrogates, non-``str``
+keys, sets, bytes, arbitrary objects, and cycles. A silent coercion here would make two different
+calls hash alike and skip a write that never happened.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from json.encoder import encode_basestring
+
+from ..errors import UsageError
+
+__all__ = ("CanonicalJsonError", "canonical_json", "canonical_json_bytes", "format_number")
+
+
+class CanonicalJsonError(UsageError):
+    """A value cannot be canonicalized faithfully. ``path`` is a JSON-pointer-like location
+    (``""`` for the root, ``"/args/0"`` inside)."""
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(f"{message} at {path or '<root>'!s}")
+        self.path = path
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_MAX_EXACT = 2**53
+
+
+def format_number(value: float | int) -> str:
+    """An IEEE-754 double as ECMAScript ``Number.prototype.toString`` prints it (RFC 8785 §3.2.2.3).
+
+    ``int`` values are accepted when a double holds them exactly. Raises :class:`CanonicalJsonError`
+    for NaN, infinities, and inexact integers.
+    """
+    try:
+        return _number(value)
+    except _Unrepresentable as exc:
+        raise CanonicalJsonError(str(exc), "") from None
+
+
+class _Unrepresentable(Exception):
+    pass
+
+
+def _number(value: object) -> str:
+    if isinstance(value, bool):
+        raise _Unrepresentable("a bool is not a number")
+    if isinstance(value, int):
+        if -_MAX_EXACT <= value <= _MAX_EXACT:
+            return str(int(value))  # exact, and below 1e21 ECMAScript prints integers plainly
+        try:
+            as_float = float(value)
+        except OverflowError:
+            raise _Unrepresentable(f"integer {value} exceeds the double range") from None
+        if int(as_float) != value:
+            raise _Unrepresentable(
+                f"integer {value} is not exactly representable as an IEEE-754 double"
+            )
+        return _format_double(as_float)
+    if not isinstance(value, float):
+        raise _Unrepresentable(f"{type(value).__name__} is not a number")
+    if not math.isfinite(value):
+        raise _Unrepresentable(f"{value!r} has no JSON representation")
+    return _format_double(value)
+
+
+def _format_double(x: float) -> str:
+    if x == 0.0:
+        return "0"  # also -0.0: ECMAScript prints it without the sign
+    if x < 0.0:
+        return "-" + _format_double(-x)
+    # repr() gives the shortest digit string that round-trips, nearest to x on ties: the same
+    # digits ECMAScript's algorithm selects. Only the layout differs.
+    text = repr(x)
+    mantissa, _, exp_text = text.partition("e")
+    exponent = int(exp_text) if exp_text else 0
+    whole, _, frac = mantissa.partition(".")
+    digits = whole + frac
+    point = len(whole) + exponent  # the decimal point sits after `point` digits of `digits`
+    stripped = digits.lstrip("0")
+    point -= len(digits) - len(stripped)
+    s = stripped.rstrip("0")
+    k, n = len(s), point
+    if k <= n <= 21:
+        return s + "0" * (n - k)
+    if 0 < n <= 21:
+        return s[:n] + "." + s[n:]
+    if -6 < n <= 0:
+        return "0." + "0" * (-n) + s
+    e = n - 1
+    sign = "+" if e >= 0 else "-"
+    head = s if k == 1 else s[0] + "." + s[1:]
+    return f"{head}e{sign}{abs(e)}"
+
+
+def _utf16_key(name: str) -> bytes:
+    # Big-endian UTF-16 bytes compare exactly like sequences of UTF-16 code units.
+    return name.encode("utf-16-be", "surrogatepass")
+
+
+def _string(value: str, path: str) -> str:
+    if not value.isascii() and _LONE_SURROGATE.search(value) is not None:
+        raise CanonicalJsonError("string holds a lone surrogate (not valid Unicode)", path)
+    # encode_basestring escapes exactly what JCS escapes: '"', '\\', and U+0000-U+001F, using the
+    # two-character forms for \b \t \n \f \r and lower-case \u00xx otherwise. All else is literal.
+    return encode_basestring(value)
+
+
+def canonical_json(value: object) -> str:
+    """The RFC 8785 canonical JSON text of ``value``.
+
+    Accepted: ``None``, ``bool``, ``int`` (exact as a double), finite ``float``, ``str``, ``list`` /
+    ``tuple`` (arrays), and mappings with ``str`` keys (objects). Everything else raises
+    :class:`CanonicalJsonError`. Nesting depth is bounded only by memory: the walk is iterative.
+    """
+    out: list[str] = []
+    # The stack holds pending work: either a value to write (with its path) or a literal string.
+    stack: list[tuple[object, str] | str] = [(value, "")]
+    active: set[int] = set()  # ids of containers on the current path, for cycle detection
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+            continue
+        node, path = item
+        if isinstance(node, _ExitMarker):
+            active.discard(node.ident)
+            continue
+        if node is None:
+            out.append("null")
+        elif node is True:
+            out.append("true")
+        elif node is False:
+            out.append("false")
+        elif isinstance(node, str):
+            out.append(_string(node, path))
+        elif isinstance(node, (int, float)):
+            try:
+                out.append(_number(node))
+            except _Unrepresentable as exc:
+                raise CanonicalJsonError(str(exc), path) from None
+        elif isinstance(node, (list, tuple)):
+            ident = id(node)
+            if ident in active:
+                raise CanonicalJsonError("cycle", path)
+            active.add(ident)
+            stack.append((_ExitMarker(ident), path))
+            stack.append("]")
+            for i in range(len(node) - 1, -1, -1):
+                stack.append((node[i], f"{path}/{i}"))
+                if i:
+                    stack.append(",")
+            out.append("[")
+        elif isinstance(node, Mapping):
+            ident = id(node)
+            if ident in active:
+                raise CanonicalJsonError("cycle", path)
+            for key in node:
+                if not isinstance(key, str):
+                    raise CanonicalJsonError(
+                        f"object key {key!r} is a {type(key).__name__}, not a str", path
+                    )
+            keys = sorted(node, key=_utf16_key)
+            active.add(ident)
+            stack.append((_ExitMarker(ident), path))
+            stack.append("}")
+            for i in range(len(keys) - 1, -1, -1):
+                key = keys[i]
+                child = f"{path}/{_pointer(key)}"
+                stack.append((node[key], child))
+                stack.append(_string(key, child) + ":")
+                if i:
+                    stack.append(",")
+            out.append("{")
+        else:
+            raise CanonicalJsonError(
+                f"{type(node).__name__} has no faithful JSON representation", path
+            )
+    return "".join(out)
+
+
+def canonical_json_bytes(value: object) -> bytes:
+    """:func:`canonical_json` encoded as UTF-8 (what RFC 8785 hashes)."""
+    return canonical_json(value).encode("utf-8")
+
+
+def _pointer(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+class _ExitMarker:
+    """Pushed after a container's children: popping it takes the container off the active path."""
+
+    __slots__ = ("ident",)
+
+    def __init__(self, ident: int) -> None:
+        self.ident = ident

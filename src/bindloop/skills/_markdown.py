@@ -1,0 +1,175 @@
+"""SKILL.md: YAML frontmatter plus a markdown body, over a YAML implementation the host injects."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import msgspec
+
+from ..errors import PortContractError, UsageError
+from ._model import SkillSpec
+
+__all__ = (
+    "ParsedSkillMarkdown",
+    "SkillFormatError",
+    "YamlPort",
+    "parse_skill_markdown",
+    "serialize_skill_markdown",
+)
+
+
+class YamlPort(Protocol):
+    """The YAML implementation you bring (e.g. PyYAML's ``safe_load`` / ``safe_dump``)."""
+
+    def parse(self, text: str) -> Any: ...
+
+    def stringify(self, value: Mapping[str, Any]) -> str: ...
+
+
+class SkillFormatError(UsageError):
+    """A SKILL.md that cannot be read: its frontmatter is not YAML (even after repair) or not a
+    mapping, or it has no description."""
+
+
+class ParsedSkillMarkdown(msgspec.Struct, frozen=True, kw_only=True):
+    """The skill, the frontmatter keys it does not model (``license``, ``metadata``,
+    ``allowed-tools``, ...) and the warnings about what was repaired or defaulted."""
+
+    skill: SkillSpec
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+
+_FENCE = re.compile(r"^---[ \t]*$")
+_CLOSE = re.compile(r"^(---|\.\.\.)[ \t]*$")
+_PLAIN = re.compile(r"^(?P<key>\s*[A-Za-z0-9_.-]+):[ \t]+(?P<value>.*\S)[ \t]*$")
+_WHEN_KEYS = ("when_to_use", "when-to-use", "whenToUse")
+_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
+
+
+def _split(text: str) -> tuple[str, str] | None:
+    lines = text.split("\n")
+    if not lines or not _FENCE.match(lines[0]):
+        return None
+    for i in range(1, len(lines)):
+        if _CLOSE.match(lines[i]):
+            body = "\n".join(lines[i + 1:])
+            # The blank line after the fence is layout, not content (serialize writes one).
+            return "\n".join(lines[1:i]), body[1:] if body.startswith("\n") else body
+    return None
+
+
+def _repair_colons(front: str) -> tuple[str, list[str]]:
+    """Quote plain scalars that contain ``": "`` — the commonest hand-written frontmatter mistake
+    (``description: Use when: the user asks``)."""
+    fixed: list[str] = []
+    keys: list[str] = []
+    for line in front.split("\n"):
+        match = _PLAIN.match(line)
+        value = match.group("value") if match else ""
+        if match and value[0] not in "\"'[{|>&*!#%@`" and (": " in value or value.endswith(":")):
+            escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+            fixed.append(f'{match.group("key")}: "{escaped}"')
+            keys.append(match.group("key").strip())
+        else:
+            fixed.append(line)
+    return "\n".join(fixed), keys
+
+
+def _slug(text: str) -> str:
+    return "-".join(re.findall(r"[a-z0-9]+", text.lower()))[:64].strip("-")
+
+
+def parse_skill_markdown(raw: str, *, yaml: YamlPort,
+                         fallback_name: str | None = None) -> ParsedSkillMarkdown:
+    """Read a SKILL.md leniently.
+
+    Repairs (each with a warning): unquoted values containing ``": "``; a missing ``name`` (taken
+    from ``fallback_name``, else the first heading, else the description); a non-string scalar
+    ``name`` / ``description`` / ``when_to_use``. ``when-to-use`` and ``whenToUse`` are read as
+    ``when_to_use``. Everything else in the frontmatter is returned in ``extra``.
+
+    Raises
+    ------
+    SkillFormatError
+        No frontmatter, frontmatter that is not YAML (after repair) or not a mapping, or no
+        description — the one field with no sensible default.
+    """
+    text = raw.removeprefix("\ufeff").replace("\r\n", "\n")
+    split = _split(text)
+    if split is None:
+        raise SkillFormatError("SKILL.md has no frontmatter, so no description")
+    front, body = split
+    warnings: list[str] = []
+    try:
+        data = yaml.parse(front)
+    except Exception as first:
+        repaired, keys = _repair_colons(front)
+        if not keys:
+            raise SkillFormatError(f"SKILL.md frontmatter is not YAML: {first}") from first
+        try:
+            data = yaml.parse(repaired)
+        except Exception as exc:
+            raise SkillFormatError(f"SKILL.md frontmatter is not YAML: {first}") from exc
+        warnings.append(f"quoted unquoted values containing ': ' in {', '.join(keys)}")
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise SkillFormatError(f"SKILL.md frontmatter is a {type(data).__name__}, not a mapping")
+    fields = dict(data)
+
+    def text_field(key: str) -> str | None:
+        value = fields.pop(key, None)
+        if value is None or isinstance(value, str):
+            return value
+        if isinstance(value, (int, float, bool)):
+            warnings.append(f"{key} was not a string; converted")
+            return str(value)
+        raise SkillFormatError(f"SKILL.md {key} must be text, got {type(value).__name__}")
+
+    description = text_field("description")
+    if description is None or not description.strip():
+        raise SkillFormatError("SKILL.md has no description")
+    name = text_field("name")
+    when: str | None = None
+    for key in _WHEN_KEYS:
+        if key in fields:
+            value = text_field(key)
+            when = when if when is not None else value
+    if not name:
+        heading = _HEADING.search(body)
+        candidates = [fallback_name, _slug(heading.group(1)) if heading else None,
+                      _slug(description)]
+        name = next(c for c in candidates if c) if any(candidates) else "skill"
+        warnings.append(f"name was missing; using {name!r}")
+    skill = SkillSpec(name=name, description=description.strip(), body=body, when_to_use=when)
+    return ParsedSkillMarkdown(skill=skill, extra={str(k): v for k, v in fields.items()},
+                               warnings=tuple(warnings))
+
+
+def serialize_skill_markdown(skill: SkillSpec, *, yaml: YamlPort,
+                             extra: Mapping[str, Any] | None = None) -> str:
+    """Write ``skill`` as SKILL.md: ``name``, ``description``, ``when_to_use`` (when set) and then
+    ``extra`` keys in the frontmatter, a blank line, the body. :func:`parse_skill_markdown` reads the
+    result back to an equal skill.
+
+    Raises
+    ------
+    UsageError
+        ``extra`` tries to override a field the skill owns.
+    PortContractError
+        ``yaml.stringify`` returned something other than text.
+    """
+    front: dict[str, Any] = {"name": skill.name, "description": skill.description}
+    if skill.when_to_use is not None:
+        front["when_to_use"] = skill.when_to_use
+    for key, value in (extra or {}).items():
+        if key in front or key in _WHEN_KEYS:
+            raise UsageError(f"extra frontmatter key {key!r} would override the skill's own field")
+        front[key] = value
+    rendered = yaml.stringify(front)
+    if not isinstance(rendered, str):
+        raise PortContractError("yaml.stringify must return str")
+    return f"---\n{rendered.rstrip(chr(10))}\n---\n\n{skill.body}"

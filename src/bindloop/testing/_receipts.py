@@ -1,0 +1,87 @@
+"""An in-memory :class:`~bindloop.run.ToolCallReceiptStore` that honours the attempt fence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..clock import Clock, monotonic_ms
+from ..errors import UsageError
+from ..run import (
+    ReceiptCompleted,
+    ReceiptFailed,
+    ReceiptRunning,
+    ReceiptState,
+    ToolCallReceiptKey,
+)
+
+__all__ = ("InMemoryReceiptStore",)
+
+
+class InMemoryReceiptStore:
+    """The reference receipt store. ``now`` is the *store's* clock (leases are measured on it).
+
+    Beyond the protocol it keeps a fenced per-receipt trail for resumable effects
+    (:meth:`record_step` / :meth:`steps`) and counts rejected writes in ``fenced_writes``.
+    """
+
+    def __init__(self, *, now: Clock = monotonic_ms) -> None:
+        self.now = now
+        self.rows: dict[ToolCallReceiptKey, ReceiptState] = {}
+        self.trails: dict[ToolCallReceiptKey, dict[str, Any]] = {}
+        self.fenced_writes = 0
+
+    async def read(self, key: ToolCallReceiptKey) -> ReceiptState | None:
+        return self.rows.get(key)
+
+    async def claim(self, key: ToolCallReceiptKey, attempt: int, lease_ms: float) -> bool:
+        if attempt < 1 or lease_ms <= 0:
+            raise UsageError("attempt must be >= 1 and lease_ms > 0")
+        row = self.rows.get(key)
+        current = 0 if row is None else row.attempt
+        claimable = row is None or isinstance(row, ReceiptFailed) or (
+            isinstance(row, ReceiptRunning) and self.now() >= row.lease_expires_at_ms
+        )
+        if not claimable or current != attempt - 1:
+            self.fenced_writes += 1
+            return False
+        self.rows[key] = ReceiptRunning(attempt=attempt, lease_expires_at_ms=self.now() + lease_ms)
+        return True
+
+    async def renew(self, key: ToolCallReceiptKey, attempt: int, lease_ms: float) -> bool:
+        """Extend a lease the caller still owns (not part of the protocol)."""
+        if not self._owns(key, attempt):
+            return False
+        self.rows[key] = ReceiptRunning(attempt=attempt, lease_expires_at_ms=self.now() + lease_ms)
+        return True
+
+    async def complete(self, key: ToolCallReceiptKey, attempt: int, result: Any) -> bool:
+        if not self._owns(key, attempt):
+            return False
+        self.rows[key] = ReceiptCompleted(attempt=attempt, result=result)
+        return True
+
+    async def fail(self, key: ToolCallReceiptKey, attempt: int, error: str | None) -> bool:
+        if not self._owns(key, attempt):
+            return False
+        self.rows[key] = ReceiptFailed(attempt=attempt, error=error)
+        return True
+
+    def record_step(self, key: ToolCallReceiptKey, attempt: int, step: str, value: Any = None) -> bool:
+        """Record one sub-operation of a resumable effect, fenced like every write. Synchronous on
+        purpose: a simulation applies the sub-operation and this record as one atomic step, the way
+        a store that allows it would in one transaction."""
+        if not self._owns(key, attempt):
+            return False
+        self.trails.setdefault(key, {})[step] = value
+        return True
+
+    def steps(self, key: ToolCallReceiptKey) -> dict[str, Any]:
+        """The sub-operations recorded so far for ``key`` (a copy)."""
+        return dict(self.trails.get(key, {}))
+
+    def _owns(self, key: ToolCallReceiptKey, attempt: int) -> bool:
+        row = self.rows.get(key)
+        if isinstance(row, ReceiptRunning) and row.attempt == attempt:
+            return True
+        self.fenced_writes += 1
+        return False

@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import anyio
+
+from bindloop.compaction import (
+    SUMMARY_PREFIX,
+    AutoCompactDecision,
+    compaction_port,
+)
+from bindloop.contracts import (
+    AssistantMessage,
+    Message,
+    ModelTurnResult,
+    SystemMessage,
+    ToolDefinition,
+    TurnUsage,
+    UserMessage,
+)
+from bindloop.loop import ToolLoopParams, run_tool_loop
+from bindloop.testing import final_answer, fresh_state, scripted_model, tool_call, tool_call_turn
+
+
+def test_port_compacts_once_over_threshold_and_spend_is_not_a_turn() -> None:
+    history: list[Message] = [SystemMessage(content="sys")]
+    for r in range(6):
+        history += [UserMessage(content=f"u{r}"), AssistantMessage(content=f"a{r}")]
+    history.append(UserMessage(content="now"))
+    state = fresh_state(history)
+    big = TurnUsage(input_tokens=95_000, output_tokens=10)
+    script = scripted_model([
+        tool_call_turn([tool_call("read")], usage=big),
+        tool_call_turn([tool_call("read")], usage=TurnUsage(input_tokens=96_000)),
+        final_answer("done", usage=TurnUsage(input_tokens=97_000)),
+    ])
+    summaries: list[list[Message]] = []
+
+    async def summarizer(messages: list[Message], tools: list[ToolDefinition]) -> ModelTurnResult:
+        summaries.append(messages)
+        return ModelTurnResult(text="SUMMARY", usage=TurnUsage(input_tokens=500, output_tokens=50),
+                               cost=3)
+
+    decisions: list[AutoCompactDecision] = []
+    port = compaction_port(state=state, model=summarizer, context_window=120_000, keep_turns=3,
+                           on_decision=decisions.append)
+
+    async def tool(call):  # type: ignore[no-untyped-def]
+        from bindloop.contracts import ToolResult
+        return ToolResult(content="ok")
+
+    params = ToolLoopParams(state=state, call_model=script, run_tool_call=tool, max_iterations=10,
+                            compact=port)
+    result = anyio.run(run_tool_loop, params)
+    assert result.stop_reason == "done"
+    assert len(summaries) == 1                                # hysteresis: no second compaction
+    assert result.stats.turns == 3                            # the compaction is not a turn
+    assert result.stats.input_tokens == 95_000 + 96_000 + 97_000 + 500
+    assert result.stats.cost == 3
+    assert [d.reason for d in decisions] == ["no-usage", "threshold-exceeded",
+                                             "insufficient-growth"]
+    msgs = state.messages
+    assert msgs[0] == SystemMessage(content="sys")
+    assert msgs[1] == UserMessage(content=SUMMARY_PREFIX + "SUMMARY")
+    assert UserMessage(content="u0") not in msgs
+
+
+def test_port_leaves_short_transcripts_alone() -> None:
+    state = fresh_state([UserMessage(content="hi")])
+    state.last_prompt_tokens = 119_000
+    state.has_fresh_token_count = True
+
+    async def never(messages, tools):  # type: ignore[no-untyped-def]
+        raise AssertionError("must not be called")
+
+    port = compaction_port(state=state, model=never, context_window=120_000, keep_turns=6)
+    assert anyio.run(port, list(state.messages)) is None

@@ -1,0 +1,153 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import anyio
+import pytest
+
+from bindloop.compaction import (
+    DEFAULT_SUMMARY_INSTRUCTIONS,
+    SUMMARY_REQUEST,
+    CompactEmptySummaryError,
+    CompactInvalidInputError,
+    CompactPromptTooLongError,
+    PromptTooLongError,
+    TailScope,
+    compact_conversation,
+)
+from bindloop.contracts import (
+    AssistantMessage,
+    ImagePart,
+    Message,
+    ModelTurnResult,
+    SystemMessage,
+    TextPart,
+    ToolDefinition,
+    TurnUsage,
+    UserMessage,
+)
+from bindloop.errors import ProviderError
+from bindloop.signal import AbortController
+
+from transcript.checkers import all_violations
+
+
+class FakeModel:
+    """Answers each call with the next scripted item: a result or an exception to raise."""
+
+    def __init__(self, script: Sequence[ModelTurnResult | BaseException]) -> None:
+        self.script = list(script)
+        self.prompts: list[list[Message]] = []
+
+    async def __call__(self, messages: list[Message], tools: list[ToolDefinition]) -> ModelTurnResult:
+        assert tools == []
+        self.prompts.append(messages)
+        item = self.script.pop(0)
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+
+def ok(text: str = "the summary", tokens: int = 10) -> ModelTurnResult:
+    return ModelTurnResult(text=text, usage=TurnUsage(input_tokens=tokens, output_tokens=1), cost=2)
+
+
+def convo(rounds: int) -> list[Message]:
+    out: list[Message] = [SystemMessage(content="sys")]
+    for r in range(rounds):
+        out += [UserMessage(content=f"question {r} " + "x" * 50), AssistantMessage(content=f"a{r}")]
+    return out
+
+
+def run(coro_fn, *args, **kw):  # type: ignore[no-untyped-def]
+    return anyio.run(lambda: coro_fn(*args, **kw))
+
+
+def test_summarizes_the_scope_with_a_provider_valid_prompt() -> None:
+    msgs = convo(3)
+    msgs[1] = UserMessage(content=(TextPart(text="look"), ImagePart(url="u")))
+    model = FakeModel([ok()])
+    snapshot = list(msgs)
+    res = run(compact_conversation, model=model, messages=msgs, scope=TailScope(keep_turns=2))
+    assert msgs == snapshot
+    assert (res.summary, res.start, res.stop, res.attempts, res.cost) == ("the summary", 0, 5, 1, 2)
+    prompt = model.prompts[0]
+    assert prompt[0] == SystemMessage(content=DEFAULT_SUMMARY_INSTRUCTIONS)
+    assert prompt[-1] == UserMessage(content=SUMMARY_REQUEST)
+    assert UserMessage(content=(TextPart(text="look"), TextPart(text="[image]"))) in prompt
+    assert SystemMessage(content="sys") not in prompt
+    assert all_violations(prompt) == []
+
+
+def test_prompt_too_long_retries_with_a_halved_head_then_gives_up() -> None:
+    msgs = convo(8)
+    model = FakeModel([PromptTooLongError("too long"), ok()])
+    res = run(compact_conversation, model=model, messages=msgs)
+    assert res.attempts == 2 and res.start > 0 and res.stop == len(msgs)
+    assert len(model.prompts[1]) < len(model.prompts[0])
+    model = FakeModel([PromptTooLongError("x")] * 10)
+    with pytest.raises(CompactPromptTooLongError) as info:
+        run(compact_conversation, model=model, messages=msgs, max_retries=2)
+    assert info.value.attempts == 3
+
+
+def test_prompt_too_long_with_one_round_left_fails_at_once() -> None:
+    model = FakeModel([PromptTooLongError("x")])
+    with pytest.raises(CompactPromptTooLongError):
+        run(compact_conversation, model=model, messages=[UserMessage(content="only")])
+
+
+def test_transient_errors_retry_a_bounded_number_of_times() -> None:
+    model = FakeModel([ProviderError("503"), ok(tokens=7)])
+    res = run(compact_conversation, model=model, messages=convo(2))
+    assert res.attempts == 2 and res.usage.input_tokens == 7
+    boom = ProviderError("still down")
+    model = FakeModel([ProviderError("1"), ProviderError("2"), boom])
+    with pytest.raises(ProviderError) as info:
+        run(compact_conversation, model=model, messages=convo(2), max_transient_retries=2)
+    assert info.value is boom
+
+
+def test_non_transient_errors_propagate_unchanged() -> None:
+    err = KeyError("bug")
+    with pytest.raises(KeyError) as info:
+        run(compact_conversation, model=FakeModel([err]), messages=convo(2))
+    assert info.value is err
+
+
+def test_empty_summary_counts_as_a_failure_and_usage_accumulates() -> None:
+    model = FakeModel([ok(text="  ", tokens=3), ok(text="real", tokens=4)])
+    res = run(compact_conversation, model=model, messages=convo(2))
+    assert res.summary == "real" and res.usage.input_tokens == 7 and res.cost == 4
+    model = FakeModel([ok(text="")] * 3)
+    with pytest.raises(CompactEmptySummaryError):
+        run(compact_conversation, model=model, messages=convo(2))
+
+
+def test_aborts_are_reraised_unchanged() -> None:
+    ctl = AbortController()
+    reason = RuntimeError("user pressed stop")
+    ctl.abort(reason)
+    model = FakeModel([ok()])
+    with pytest.raises(RuntimeError) as info:
+        run(compact_conversation, model=model, messages=convo(2), signal=ctl.signal)
+    assert info.value is reason and model.prompts == []
+
+    ctl2 = AbortController()
+    err = ProviderError("connection reset by abort")
+
+    class Aborting(FakeModel):
+        async def __call__(self, messages, tools):  # type: ignore[no-untyped-def]
+            ctl2.abort()
+            raise err
+
+    with pytest.raises(ProviderError) as info2:
+        run(compact_conversation, model=Aborting([]), messages=convo(2), signal=ctl2.signal)
+    assert info2.value is err
+
+
+def test_invalid_input_raises_before_calling_the_model() -> None:
+    model = FakeModel([])
+    with pytest.raises(CompactInvalidInputError):
+        run(compact_conversation, model=model, messages=[])
+    assert model.prompts == []

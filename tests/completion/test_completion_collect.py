@@ -1,0 +1,169 @@
+"""collect_turn: the normalized stream folds into the loop's ModelTurnResult."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bindloop.completion import (
+    ErrorEvent,
+    ExtraEvent,
+    FinishEvent,
+    ModelStreamError,
+    ReasoningEvent,
+    StreamEvent,
+    TextEvent,
+    ToolCallChunk,
+    ToolCallDeltaError,
+    ToolCallEvent,
+    TurnCollector,
+    UsageEvent,
+    collect_turn,
+    collect_turn_async,
+)
+from bindloop.contracts import ModelTurnResult, ReasoningPart, ToolCall, TurnUsage
+from bindloop.errors import PortContractError, ProviderError
+
+
+def tc(index: int, **kw: Any) -> ToolCallEvent:
+    return ToolCallEvent(tool_call=ToolCallChunk(index=index, **kw))
+
+
+def test_empty_stream_is_an_empty_turn() -> None:
+    assert collect_turn([]) == ModelTurnResult()
+
+
+def test_text_reasoning_tools_usage_and_finish() -> None:
+    events: list[StreamEvent] = [
+        ReasoningEvent(content="Let me ", provider="anthropic", model="m"),
+        ReasoningEvent(content="think."),
+        ReasoningEvent(signature="sig-1"),
+        UsageEvent(usage=TurnUsage(input_tokens=100, cached_input_tokens=40)),
+        TextEvent(content="Reading "),
+        tc(1, id="b", name="list", arguments="{}"),
+        TextEvent(content="two files."),
+        tc(0, id="a", name="read", arguments='{"p":'),
+        tc(0, name="_file", arguments=' "x"}'),
+        ExtraEvent(extra={"request_id": "r1"}),
+        FinishEvent(finish_reason="tool_calls", usage=TurnUsage(output_tokens=12)),
+        UsageEvent(usage=TurnUsage(input_tokens=100, output_tokens=15, cached_input_tokens=40)),
+    ]
+    result = collect_turn(events, price=lambda u: u.input_tokens + 10 * u.output_tokens)
+    assert isinstance(result, ModelTurnResult)
+    assert result == ModelTurnResult(
+        text="Reading two files.",
+        tool_calls=(ToolCall(id="a", name="read_file", arguments='{"p": "x"}'),
+                    ToolCall(id="b", name="list", arguments="{}")),
+        reasoning=(ReasoningPart(text="Let me think.", provider="anthropic", model="m",
+                                 signature="sig-1"),),
+        usage=TurnUsage(input_tokens=100, output_tokens=15, cached_input_tokens=40),
+        cost=250,
+        finish_reason="tool_calls",
+    )
+
+
+def test_usage_snapshots_merge_fieldwise_not_summed() -> None:
+    result = collect_turn([
+        UsageEvent(usage=TurnUsage(input_tokens=30, output_tokens=1)),
+        UsageEvent(usage=TurnUsage(output_tokens=9)),
+        UsageEvent(usage=TurnUsage(output_tokens=9)),  # a repeated snapshot counts once
+    ])
+    assert result.usage == TurnUsage(input_tokens=30, output_tokens=9)
+
+
+def test_reasoning_blocks_by_index_and_redacted() -> None:
+    result = collect_turn([
+        ReasoningEvent(content="second", index=1),
+        ReasoningEvent(content="first", index=0),
+        ReasoningEvent(index=2, redacted=True, data="opaque"),
+        ReasoningEvent(index=3, content=""),  # nothing at all: no part
+    ])
+    assert result.reasoning == (
+        ReasoningPart(text="first"), ReasoningPart(text="second"),
+        ReasoningPart(redacted=True, data="opaque"),
+    )
+    assert result.text is None
+
+
+def test_text_only_turn_keeps_no_finish_reason_when_none_sent() -> None:
+    result = collect_turn([TextEvent(content="hi"), TextEvent(content="")])
+    assert result.text == "hi" and result.finish_reason is None and result.tool_calls == ()
+
+
+def test_error_event_reraises_the_adapters_exception() -> None:
+    boom = ProviderError("upstream 500")
+    with pytest.raises(ProviderError) as info:
+        collect_turn([TextEvent(content="partial"), ErrorEvent(error=boom)])
+    assert info.value is boom
+
+
+def test_error_event_with_a_non_exception_is_wrapped() -> None:
+    with pytest.raises(ModelStreamError) as info:
+        collect_turn([ErrorEvent(error={"code": 529})])
+    assert info.value.error == {"code": 529}
+    assert isinstance(info.value, ProviderError)
+
+
+def test_a_non_event_is_a_port_contract_error() -> None:
+    with pytest.raises(PortContractError):
+        collect_turn(["text"])  # type: ignore[list-item]
+
+
+def test_unmergeable_tool_delta_propagates() -> None:
+    with pytest.raises(ToolCallDeltaError):
+        collect_turn([tc(0, name="f")])  # no id ever arrived
+    assert collect_turn([tc(0, name="f")], mint_id=lambda i: f"m{i}").tool_calls[0].id == "m0"
+
+
+def test_collector_reads_partial_results() -> None:
+    collector = TurnCollector()
+    collector.observe(TextEvent(content="a"))
+    assert collector.result().text == "a"
+    collector.observe(TextEvent(content="b"))
+    assert collector.result().text == "ab"
+
+
+def test_async_stream() -> None:
+    async def stream() -> AsyncIterator[StreamEvent]:
+        yield TextEvent(content="hello")
+        yield FinishEvent(finish_reason="stop")
+
+    result = anyio.run(collect_turn_async, stream())
+    assert result == ModelTurnResult(text="hello", finish_reason="stop")
+
+
+def test_events_round_trip_through_json() -> None:
+    events: list[StreamEvent] = [
+        TextEvent(content="x"), ReasoningEvent(content="r", signature="s"),
+        tc(0, id="c", name="f", arguments="{}"), UsageEvent(usage=TurnUsage(input_tokens=1)),
+        FinishEvent(finish_reason="stop"), ExtraEvent(extra={"k": [1]}),
+    ]
+    data = msgspec.json.encode(events)
+    assert msgspec.json.decode(data, type=list[StreamEvent]) == events
+    assert b'"type":"tool_call"' in data
+
+
+def test_events_are_frozen() -> None:
+    event = TextEvent(content="x")
+    with pytest.raises(AttributeError):
+        event.content = "y"  # type: ignore[misc]
+
+
+@given(st.lists(st.one_of(st.text(max_size=5).map(lambda s: ("t", s)),
+                          st.text(max_size=5).map(lambda s: ("r", s))), max_size=30))
+def test_text_and_reasoning_are_the_concatenation_of_their_deltas(
+    deltas: list[tuple[str, str]],
+) -> None:
+    events: list[StreamEvent] = [TextEvent(content=s) if k == "t" else ReasoningEvent(content=s)
+                                 for k, s in deltas]
+    result = collect_turn(events)
+    text = "".join(s for k, s in deltas if k == "t")
+    reasoning = "".join(s for k, s in deltas if k == "r")
+    assert result.text == (text or None)
+    assert result.reasoning == ((ReasoningPart(text=reasoning),) if reasoning else ())

@@ -1,0 +1,316 @@
+"""The stream watchdog under an injected clock: no real sleeps anywhere."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import anyio
+import pytest
+import trio
+import trio.testing
+
+from bindloop.completion import (
+    StreamStall,
+    StreamStalledError,
+    StreamWatchdog,
+    create_stream_watchdog,
+)
+from bindloop.errors import ProtocolError, UsageError
+from bindloop.signal import AbortController
+from bindloop.testing import SteppingClock, stepping_clock
+
+
+def manual_clock() -> SteppingClock:
+    return stepping_clock(start=0.0, step=0.0)
+
+
+def watchdog(clock: SteppingClock, **kw: Any) -> StreamWatchdog:
+    options: dict[str, Any] = {"first_token_ms": 100.0, "inter_chunk_ms": 10.0, "total_ms": 1000.0}
+    options.update(kw)
+    return create_stream_watchdog(clock=clock, **options)
+
+
+@pytest.mark.parametrize("name", ["first_token_ms", "inter_chunk_ms", "total_ms"])
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, -1, 0, True, "10"])
+def test_budgets_are_validated_at_construction(name: str, bad: Any) -> None:
+    with pytest.raises(UsageError, match=name):
+        create_stream_watchdog(**{name: bad})
+
+
+def test_none_disables_a_budget() -> None:
+    clock = manual_clock()
+    wd = watchdog(clock, first_token_ms=None, total_ms=None)
+    wd.open()
+    clock.advance(10**9)
+    assert wd.check() is None and wd.next_deadline_ms is None
+    wd.observed_chunk("answer")
+    clock.advance(10)
+    assert wd.check() is not None
+
+
+def test_nothing_is_armed_before_open() -> None:
+    clock = manual_clock()
+    wd = watchdog(clock)
+    clock.advance(10_000)
+    assert wd.next_deadline_ms is None
+    assert wd.check() is None
+    assert not wd.signal.aborted
+    with pytest.raises(ProtocolError):
+        wd.observed_chunk("answer")
+
+
+def test_open_twice_is_a_protocol_error() -> None:
+    wd = watchdog(manual_clock())
+    wd.open()
+    with pytest.raises(ProtocolError):
+        wd.open()
+
+
+def test_first_token_budget_fires_and_aborts_the_signal() -> None:
+    clock = manual_clock()
+    wd = watchdog(clock)
+    wd.open()
+    clock.advance(99)
+    assert wd.check() is None and not wd.signal.aborted
+    clock.advance(1)
+    stall = wd.check()
+    assert stall == StreamStall(kind="first_token", budget_ms=100.0, elapsed_ms=100.0,
+                                answer_chunks=0, reasoning_chunks=0)
+    assert wd.signal.aborted
+    assert isinstance(wd.signal.reason, StreamStalledError)
+    assert wd.signal.reason.stall == stall
+    assert wd.stall() == stall
+    assert wd.next_deadline_ms is None
+
+
+def test_answer_output_arms_the_tight_budget() -> None:
+    clock = manual_clock()
+    wd = watchdog(clock)
+    wd.open()
+    clock.advance(20)
+    wd.observed_chunk("answer")
+    assert wd.next_deadline_ms == 30
+    clock.advance(9)
+    assert wd.check() is None
+    wd.observed_chunk("answer")  # re-armed from now
+    clock.advance(9)
+    assert wd.check() is None
+    clock.advance(1)
+    stall = wd.check()
+    assert stall is not None and stall.kind == "inter_chunk" and stall.elapsed_ms == 10
+    assert stall.answer_chunks == 2
+
+
+def test_reasoning_stays_on_the_generous_budget() -> None:
+    clock = manual_clock()
+    wd = watchdog(clock)
+    wd.open()
+    for _ in range(5):  # a long visible think, gaps far above the tight budget
+        clock.advance(60)
+        assert wd.check() is None
+        wd.observed_chunk("reasoning")
+    clock.advance(99)
+    assert wd.check() is None
+    clock.advance(1)
+    stall = wd.check()
+    assert stall is not None and stall.kind == "first_token" and stall.reasoning_chunks == 5
+
+
+def test_think_then_answer_gap_after_answer_output_stays_generous() -> None:
+    clock = manual_clock()
+    wd = watchdog(clock)
+    wd.open()
+    wd.observed_chunk("answer")
+    clock.advance(5)
+    wd.observed_chunk("reasoning")  # interleaved thinking: back on the generous budget
+    clock.advance(50)
+    assert wd.check() is None
+    wd.observed_chunk("answer")
+    clock.advance(10)
+    assert wd.check() is not None
+
+
+def test_empty_chunks_are_not_progress() -> None:
+    clock = manual_clock()
+    wd = watchdog(clock)
+    wd.open()
+    wd.observed_chunk("answer")
+    clock.advance(9)
+    wd.observed_chunk("none")
+    clock.advance(1)
+    stall = wd.check()
+    assert stall is not None and stall.kind == "inter_chunk"
+
+
+def test_total_cap_bounds_a_stream_that_keeps_trickling() -> None:
+    clock = manual_clock()
+    wd = watchdog(clock, total_ms=100.0)
+    wd.open()
+    for _ in range(19):
+        clock.advance(5)
+        wd.observed_chunk("answer")
+        assert wd.check() is None
+    clock.advance(5)
+    stall = wd.check()
+    assert stall is not None and stall.kind == "total" and stall.elapsed_ms == 100
+
+
+def test_the_budget_that_ran_out_first_is_reported() -> None:
+    clock = manual_clock()
+    wd = watchdog(clock, first_token_ms=100.0, total_ms=50.0)
+    wd.open()
+    clock.advance(500)  # both exceeded by the time anyone checks
+    stall = wd.check()
+    assert stall is not None and stall.kind == "total"
+
+
+def test_external_abort_is_never_a_stall() -> None:
+    external = AbortController()
+    clock = manual_clock()
+    wd = watchdog(clock, external=external.signal)
+    wd.open()
+    external.abort("user cancelled")
+    assert wd.signal.aborted and wd.signal.reason == "user cancelled"
+    clock.advance(1000)
+    assert wd.check() is None
+    assert wd.stall() is None
+
+
+def test_external_abort_after_a_stall_still_reads_as_cancellation() -> None:
+    external = AbortController()
+    clock = manual_clock()
+    wd = watchdog(clock, external=external.signal)
+    wd.open()
+    clock.advance(100)
+    assert wd.check() is not None
+    external.abort()
+    assert wd.stall() is None
+
+
+def test_an_already_aborted_external_signal_aborts_at_once() -> None:
+    external = AbortController()
+    external.abort("early")
+    wd = watchdog(manual_clock(), external=external.signal)
+    assert wd.signal.aborted and wd.stall() is None
+
+
+def test_dispose_detaches_from_the_external_signal() -> None:
+    external = AbortController()
+    clock = manual_clock()
+    wd = watchdog(clock, external=external.signal)
+    wd.open()
+    wd.dispose()
+    wd.dispose()  # idempotent
+    external.abort()
+    assert not wd.signal.aborted
+    clock.advance(10_000)
+    assert wd.check() is None
+    wd.observed_chunk("answer")  # a straggling chunk after dispose is ignored
+
+
+def test_stall_survives_dispose() -> None:
+    clock = manual_clock()
+    wd = watchdog(clock)
+    wd.open()
+    clock.advance(100)
+    stall = wd.check()
+    wd.dispose()
+    assert wd.stall() == stall
+
+
+def test_chunks_after_a_stall_are_ignored() -> None:
+    clock = manual_clock()
+    wd = watchdog(clock)
+    wd.open()
+    clock.advance(100)
+    stall = wd.check()
+    wd.observed_chunk("answer")
+    assert wd.check() == stall
+
+
+def test_bad_chunk_kind() -> None:
+    wd = watchdog(manual_clock())
+    wd.open()
+    with pytest.raises(UsageError):
+        wd.observed_chunk("content")  # type: ignore[arg-type]
+
+
+# -- supervise(): trio's MockClock jumps virtual time, the injected clock reads it ---------------
+
+
+def run_virtual(fn: Any) -> Any:
+    return anyio.run(fn, backend="trio",
+                     backend_options={"clock": trio.testing.MockClock(autojump_threshold=0)})
+
+
+def virtual_ms() -> float:
+    return trio.current_time() * 1000.0
+
+
+def test_supervise_fires_the_first_token_budget_in_virtual_time() -> None:
+    async def main() -> tuple[StreamStall | None, float]:
+        wd = create_stream_watchdog(first_token_ms=5000, inter_chunk_ms=100, total_ms=None,
+                                    clock=virtual_ms)
+        start = virtual_ms()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wd.supervise)
+            await anyio.sleep(1)  # connecting: nothing armed yet
+            wd.open()
+            with anyio.CancelScope() as scope:
+                wd.signal.add_listener(lambda _r: scope.cancel())
+                await anyio.sleep_forever()  # the "transport", torn down by the signal
+        stall = wd.stall()
+        wd.dispose()
+        return stall, virtual_ms() - start
+
+    stall, elapsed = run_virtual(main)
+    assert stall is not None and stall.kind == "first_token"
+    assert elapsed == pytest.approx(6000)
+
+
+def test_supervise_wakes_when_answer_output_shortens_the_deadline() -> None:
+    async def main() -> float:
+        wd = create_stream_watchdog(first_token_ms=60_000, inter_chunk_ms=100, total_ms=None,
+                                    clock=virtual_ms)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wd.supervise)
+            wd.open()
+            await anyio.sleep(0.5)
+            wd.observed_chunk("answer")  # deadline moves from 60 s to 0.6 s
+            fired = anyio.Event()
+            wd.signal.add_listener(lambda _r: fired.set())
+            await fired.wait()
+        wd.dispose()
+        return virtual_ms()
+
+    assert run_virtual(main) == pytest.approx(600)
+
+
+def test_supervise_returns_on_dispose_without_firing() -> None:
+    async def main() -> bool:
+        wd = create_stream_watchdog(first_token_ms=1000, inter_chunk_ms=100, clock=virtual_ms)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wd.supervise)
+            wd.open()
+            for _ in range(20):
+                await anyio.sleep(0.05)
+                wd.observed_chunk("answer")
+            wd.dispose()
+        return wd.signal.aborted
+
+    assert run_virtual(main) is False
+
+
+def test_supervise_returns_on_external_abort() -> None:
+    async def main() -> StreamStall | None:
+        external = AbortController()
+        wd = create_stream_watchdog(first_token_ms=1000, clock=virtual_ms, external=external.signal)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wd.supervise)
+            wd.open()
+            await anyio.sleep(0.2)
+            external.abort()
+        return wd.stall()
+
+    assert run_virtual(main) is None

@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import given, strategies as st
+
+from bindloop.contracts import ToolCall
+from bindloop.errors import AbortedToolCallError, UsageError
+from bindloop.run import ToolBatchOptions, run_tool_calls_pooled_by_tool
+from bindloop.signal import AbortController
+
+
+def calls(*names: str) -> list[ToolCall]:
+    return [ToolCall(id=f"c{i}", name=n, arguments="{}") for i, n in enumerate(names)]
+
+
+def test_defaults_read_tool_call_name_and_id_and_keep_input_order() -> None:
+    async def run(c: ToolCall) -> str:
+        await anyio.sleep(0.02 if c.id == "c0" else 0)
+        return c.id
+
+    out = anyio.run(run_tool_calls_pooled_by_tool, calls("a", "b", "a"), run)
+    assert out == ["c0", "c1", "c2"]
+
+
+def test_explicit_accessors_still_work() -> None:
+    async def main() -> list[Any]:
+        async def run(x: tuple[str, str]) -> str:
+            return x[1]
+
+        return await run_tool_calls_pooled_by_tool(
+            [("t", "1"), ("u", "2")], run, tool_name=lambda x: x[0], item_id=lambda x: x[1])
+
+    assert anyio.run(main) == ["1", "2"]
+    with pytest.raises(UsageError, match="tool_name"):
+        anyio.run(run_tool_calls_pooled_by_tool, [1, 2], lambda x: x)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("concurrency", [1, 2, 3])
+def test_concurrency_caps_total_in_flight(concurrency: int) -> None:
+    active = [0]
+    peak = [0]
+
+    async def run(c: ToolCall) -> str:
+        active[0] += 1
+        peak[0] = max(peak[0], active[0])
+        await anyio.sleep(0.005)
+        active[0] -= 1
+        return c.id
+
+    async def main() -> list[Any]:
+        return await run_tool_calls_pooled_by_tool(calls("a", "b", "c", "d", "a", "b"), run,
+                                                   concurrency=concurrency)
+
+    assert anyio.run(main) == [f"c{i}" for i in range(6)]
+    assert peak[0] == concurrency
+
+
+def test_per_tool_bound_and_concurrency_combine() -> None:
+    active: dict[str, int] = {}
+    peak: dict[str, int] = {}
+
+    async def run(c: ToolCall) -> str:
+        active[c.name] = active.get(c.name, 0) + 1
+        peak[c.name] = max(peak.get(c.name, 0), active[c.name])
+        await anyio.sleep(0.005)
+        active[c.name] -= 1
+        return c.id
+
+    async def main() -> None:
+        await run_tool_calls_pooled_by_tool(calls("a", "a", "a", "b", "b"), run,
+                                            options=ToolBatchOptions(max_per_tool=1), concurrency=5)
+
+    anyio.run(main)
+    assert peak == {"a": 1, "b": 1}
+
+
+def test_abort_while_waiting_for_capacity_returns_not_run() -> None:
+    controller = AbortController()
+    ran: list[str] = []
+
+    async def run(c: ToolCall) -> str:
+        ran.append(c.id)
+        controller.abort("deadline")
+        await anyio.sleep(0)
+        return c.id
+
+    async def main() -> list[Any]:
+        return await run_tool_calls_pooled_by_tool(calls("a", "b", "c"), run,
+                                                   signal=controller.signal, concurrency=1)
+
+    out = anyio.run(main)
+    assert ran == ["c0"] and out[0] == "c0"
+    assert all(isinstance(o, AbortedToolCallError) and o.reason == "deadline" for o in out[1:])
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5])
+def test_bad_concurrency(bad: object) -> None:
+    with pytest.raises(UsageError):
+        anyio.run(lambda: run_tool_calls_pooled_by_tool(calls("a"), _echo, concurrency=bad))  # type: ignore[arg-type]
+
+
+async def _echo(c: ToolCall) -> str:
+    return c.id
+
+
+@given(names=st.lists(st.sampled_from("abc"), min_size=1, max_size=8),
+       abort_after=st.none() | st.integers(0, 8), concurrency=st.none() | st.integers(1, 3),
+       width=st.none() | st.integers(1, 2))
+def test_every_slot_answered_once_in_order(names: list[str], abort_after: int | None,
+                                           concurrency: int | None, width: int | None) -> None:
+    controller = AbortController()
+    started: list[str] = []
+    items = calls(*names)
+
+    async def run(c: ToolCall) -> str:
+        started.append(c.id)
+        if abort_after is not None and len(started) > abort_after:
+            controller.abort()
+        await anyio.sleep(0)
+        return c.id
+
+    async def main() -> list[Any]:
+        return await run_tool_calls_pooled_by_tool(
+            items, run, signal=controller.signal if abort_after is not None else None,
+            options=ToolBatchOptions(max_per_tool=width), concurrency=concurrency)
+
+    out = anyio.run(main)
+    assert len(out) == len(items)
+    for item, answer in zip(items, out):
+        if isinstance(answer, AbortedToolCallError):
+            assert answer.tool_call_id == item.id and item.id not in started
+        else:
+            assert answer == item.id
+    assert sorted(started) == sorted(set(started))
+    if abort_after is None:
+        assert len(started) == len(items)  # without a signal every call runs
