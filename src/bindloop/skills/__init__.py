@@ -22,7 +22,6 @@ from ._catalog import (
     SkillCatalog as SkillCatalog,
     SkillCost as SkillCost,
     default_skill_line_cost as default_skill_line_cost,
-    estimate_tokens as estimate_tokens,
     partition_skill_catalog as partition_skill_catalog,
 )
 from ._discovery import (
@@ -49,7 +48,6 @@ from ._model import (
     UnresolvedReason as UnresolvedReason,
     UnresolvedSkill as UnresolvedSkill,
     platform_ref as platform_ref,
-    sha256_hex as sha256_hex,
 )
 from ._registry import (
     OnWarn as OnWarn,
@@ -101,10 +99,8 @@ __all__ = (
     "create_skill_registry",
     "default_skill_line_cost",
     "estimate_skill_body_tokens",
-    "estimate_tokens",
     "parse_skill_markdown",
     "platform_ref",
     "serialize_skill_markdown",
-    "sha256_hex",
     "skill_name_problem",
 )
