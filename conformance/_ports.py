@@ -82,6 +82,8 @@ class ScenarioRun:
     # -- the model ---------------------------------------------------------------------------------
 
     def model(self) -> Callable[[list[Message], list[ToolDefinition]], Awaitable[ModelTurnResult]]:
+        """The scripted ``call_model``. Built eagerly: the kit's ScriptedModel checks the script at
+        construction (an id used twice raises ``UsageError``)."""
         turns = self.sc.model
         # Ordinary turns go through the testing kit's ScriptedModel (its contracts are part of what
         # is checked); `raw` turns and raising calls are served here, untouched.
@@ -115,6 +117,7 @@ class ScenarioRun:
     # -- tools -------------------------------------------------------------------------------------
 
     def tool(self) -> Callable[[ToolCall], Any]:
+        """The scripted ``run_tool_call`` (the harness wraps it to record ``ran`` / ``side_effects``)."""
         sc = self.sc
         default = ToolSpec()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from inspect import isawaitable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast, overload
 
 from ..contracts import ToolCall, ToolDefinition, ToolError, ToolOutcome
 from ..errors import AbortedToolCallError, PortContractError, RunCancelledError
@@ -18,6 +18,7 @@ from ._machine import (
     AcceptToolMessage,
     Activate,
     AskNudge,
+    Boundary,
     CallModel,
     CheckBoundary,
     Compact,
@@ -31,7 +32,13 @@ from ._machine import (
     Settle,
     ToolFinished,
 )
-from ._types import ToolLoopParams, ToolLoopResult
+from ._types import (
+    ControlledToolLoopResult,
+    LoopBoundary,
+    LoopControl,
+    ToolLoopParams,
+    ToolLoopResult,
+)
 
 __all__ = ("run_tool_loop",)
 
@@ -64,8 +71,22 @@ def _check_tools(tools: object) -> list[ToolDefinition]:
     return out
 
 
-async def run_tool_loop(params: ToolLoopParams) -> ToolLoopResult:
+@overload
+async def run_tool_loop(params: ToolLoopParams) -> ToolLoopResult: ...
+
+
+@overload
+async def run_tool_loop(params: ToolLoopParams,
+                        control: LoopControl) -> ControlledToolLoopResult: ...
+
+
+async def run_tool_loop(
+    params: ToolLoopParams, control: LoopControl | None = None
+) -> ToolLoopResult | ControlledToolLoopResult:
     """Run the loop to a stop reason.
+
+    With ``control``, its hook is awaited at every settled boundary and may end the run as
+    ``checkpointed``; the result is then a :class:`ControlledToolLoopResult`.
 
     Returns the stop reason and this invocation's :class:`~bindloop.contracts.RunStats`; ``state`` is
     updated in place throughout. Raises whatever a raise-based port raises
@@ -88,7 +109,10 @@ async def run_tool_loop(params: ToolLoopParams) -> ToolLoopResult:
         has_accept_hook=p.before_tool_message_accepted is not None,
         has_notify_assistant=p.on_assistant_message is not None,
         has_progress=p.on_progress_update is not None,
+        has_control=control is not None,
     )
+    if control is not None and not isinstance(control, LoopControl):
+        raise PortContractError(f"control must be a LoopControl, got {type(control).__name__}")
     now = p.now
     signal = p.signal
     is_fatal = p.is_fatal_tool_error
@@ -180,6 +204,21 @@ async def run_tool_loop(params: ToolLoopParams) -> ToolLoopResult:
             started = now()
             applied = await _resolve(p.compact(state.messages))
             machine.compacted(applied, now() - started)
+        elif kind is Boundary:
+            assert control is not None
+            decision = await _resolve(control.on_boundary(LoopBoundary(
+                state=state, stats=machine.stats, iterations=machine.iterations)))
+            if decision not in ("continue", "checkpoint"):
+                raise PortContractError(
+                    f"on_boundary returned {decision!r}; expected 'continue' or 'checkpoint'")
+            machine.boundary_decided(decision == "checkpoint")
         else:
             assert isinstance(effect, Finish)
-            return ToolLoopResult(stop_reason=effect.stop_reason, stats=machine.stats)
+            if control is None:
+                # Without a control hook the machine cannot reach "checkpointed".
+                return ToolLoopResult(stop_reason=cast(Any, effect.stop_reason), stats=machine.stats)
+            await _resolve(control.on_boundary(LoopBoundary(
+                state=state, stats=machine.stats, iterations=machine.iterations, final=True,
+                stop_reason=effect.stop_reason if effect.stop_reason != "deadline" else None)))
+            return ControlledToolLoopResult(stop_reason=cast(Any, effect.stop_reason),
+                                            stats=machine.stats, iterations=machine.iterations)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Final, TypeAlias
+from typing import Final, Literal, TypeAlias
 
 import msgspec
 
@@ -58,9 +58,11 @@ __all__ = (
     "AcceptToolMessage",
     "Activate",
     "AskNudge",
+    "Boundary",
     "CallModel",
     "CheckBoundary",
     "Compact",
+    "ControlledStopReason",
     "Effect",
     "Finish",
     "LoopMachine",
@@ -72,6 +74,13 @@ __all__ = (
     "Settle",
     "ToolFinished",
 )
+
+
+ControlledStopReason: TypeAlias = Literal[
+    "done", "waiting_for_reply", "resuming_later", "iteration_limit", "aborted", "deadline",
+    "checkpointed",
+]
+""":data:`~bindloop.contracts.StopReason` plus ``checkpointed`` (only with a control hook)."""
 
 
 # ---- effects: what the driver must do next ----------------------------------------------------
@@ -147,14 +156,19 @@ class AskNudge(msgspec.Struct, frozen=True):
     """Await ``on_turn_would_end()``; answer :meth:`LoopMachine.nudged`."""
 
 
+class Boundary(msgspec.Struct, frozen=True):
+    """A settled boundary before the next model call (only with a control hook): the transcript is
+    provider-valid and no call is pending. Answer :meth:`LoopMachine.boundary_decided`."""
+
+
 class Finish(msgspec.Struct, frozen=True):
     """The run is over."""
 
-    stop_reason: StopReason
+    stop_reason: ControlledStopReason
 
 
 Effect: TypeAlias = (
-    CheckBoundary | Compact | CallModel | NotifyAssistant | NotifyProgress | Reject | Activate
+    CheckBoundary | Boundary | Compact | CallModel | NotifyAssistant | NotifyProgress | Reject | Activate
     | RunSerial | RunPooled | AcceptToolMessage | Settle | AskNudge | Finish
 )
 
@@ -171,6 +185,7 @@ class ToolFinished(msgspec.Struct, frozen=True):
 
 
 _CHECK: Final = CheckBoundary()
+_BOUNDARY_EFFECT: Final = Boundary()
 _COMPACT: Final = Compact()
 _CALL: Final = CallModel()
 _NUDGE: Final = AskNudge()
@@ -178,9 +193,11 @@ _SETTLE_END: Final = Settle(would_end=True)
 _SETTLE_BATCH: Final = Settle(would_end=False)
 
 # phases
-_IDLE, _BOUNDARY, _COMPACTING, _MODEL, _SERIAL, _POOLED, _ACCEPT, _SETTLE, _NUDGING, _DONE = range(10)
-_PHASE_NAMES: Final = ("idle", "boundary", "compacting", "model", "serial", "pooled", "accepting",
-                       "settling", "nudging", "done")
+(_IDLE, _BOUNDARY, _COMPACTING, _CONTROL, _MODEL, _SERIAL, _POOLED, _ACCEPT, _SETTLE, _NUDGING,
+ _DONE) = range(11)
+_PHASE_NAMES: Final = ("idle", "boundary", "compacting", "control", "model", "serial", "pooled",
+                       "accepting", "settling", "nudging", "done")
+
 
 
 class LoopMachine:
@@ -190,6 +207,7 @@ class LoopMachine:
 
     __slots__ = (
         "_accept_queue", "_answers", "_batch_aborted", "_calls", "_effects", "_has_accept_hook",
+        "_has_control",
         "_has_compact", "_has_notify_assistant", "_has_nudge", "_has_plugins", "_has_progress",
         "_has_settle", "_has_skills", "_ordinal", "_phase", "_pooled", "_runs_serially",
         "_serial", "_settle_would_end", "iterations", "max_iterations", "state", "stats",
@@ -210,6 +228,7 @@ class LoopMachine:
         has_accept_hook: bool = False,
         has_notify_assistant: bool = False,
         has_progress: bool = False,
+        has_control: bool = False,
     ) -> None:
         if not isinstance(state, ToolLoopState):
             raise UsageError(f"state must be a ToolLoopState, got {type(state).__name__}")
@@ -221,7 +240,7 @@ class LoopMachine:
         self.max_iterations = max_iterations
         self.iterations = 0
         self.stats: RunStats = empty_run_stats()
-        self.stop_reason: StopReason | None = None
+        self.stop_reason: ControlledStopReason | None = None
         self._runs_serially = runs_serially
         self._has_plugins = has_activate_plugins
         self._has_skills = has_activate_skills
@@ -231,6 +250,7 @@ class LoopMachine:
         self._has_accept_hook = has_accept_hook
         self._has_notify_assistant = has_notify_assistant
         self._has_progress = has_progress
+        self._has_control = has_control
         self._effects: deque[Effect] = deque()
         self._phase = _IDLE
         self._calls: tuple[ToolCall, ...] = ()
@@ -263,7 +283,7 @@ class LoopMachine:
         if self._phase != phase:
             raise ProtocolError(f"{what} is not valid in phase {self.phase!r}")
 
-    def _finish(self, reason: StopReason) -> None:
+    def _finish(self, reason: ControlledStopReason) -> None:
         self.stop_reason = reason
         self._phase = _DONE
         self._effects.append(Finish(reason))
@@ -298,6 +318,26 @@ class LoopMachine:
             self._phase = _COMPACTING
             self._effects.append(_COMPACT)
         else:
+            self._before_model()
+
+    def _before_model(self) -> None:
+        # The settled boundary a custom driver may checkpoint at: after nudge, suspension and
+        # compaction decisions, before the next model call. The run's first one is skipped — it is
+        # the input the driver already holds.
+        if self._has_control and self.iterations > 0:
+            self._phase = _CONTROL
+            self._effects.append(_BOUNDARY_EFFECT)
+        else:
+            self._phase = _MODEL
+            self._effects.append(_CALL)
+
+    def boundary_decided(self, checkpoint: bool) -> None:
+        """The control hook answered a :class:`Boundary`: ``checkpoint`` ends the run as
+        ``checkpointed`` (no model call is made), otherwise the model is called."""
+        self._expect(_CONTROL, "boundary_decided()")
+        if checkpoint:
+            self._finish("checkpointed")
+        else:
             self._phase = _MODEL
             self._effects.append(_CALL)
 
@@ -320,8 +360,7 @@ class LoopMachine:
             self.stats = accumulate_auxiliary_spend(
                 self.stats, AuxiliarySpend(usage=usage, cost=applied.cost, model_ms=ms)
             )
-        self._phase = _MODEL
-        self._effects.append(_CALL)
+        self._before_model()
 
     def model_replied(self, result: ModelTurnResult, ms: float) -> None:
         """The model returned one turn, which took ``ms``."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeAlias, TypeVar
+from typing import Literal, TypeAlias, TypeVar
 
 import msgspec
 
@@ -27,6 +27,10 @@ from ..run import ToolBatchOptions
 from ..signal import AbortSignal
 
 __all__ = (
+    "BoundaryDecision",
+    "ControlledToolLoopResult",
+    "LoopBoundary",
+    "LoopControl",
     "MaybeAwaitable",
     "OpenSuspend",
     "StepSettlement",
@@ -139,3 +143,40 @@ class ToolLoopParams:
     on_step_settled: Callable[[bool], MaybeAwaitable[StepSettlement | None]] | None = None
     compact: Callable[[list[Message]], MaybeAwaitable[CompactionApplied | None]] | None = None
     batch_options: ToolBatchOptions = field(default_factory=ToolBatchOptions)
+
+
+BoundaryDecision: TypeAlias = Literal["continue", "checkpoint"]
+
+
+class LoopBoundary(msgspec.Struct, frozen=True, kw_only=True):
+    """A settled point a custom driver may checkpoint at.
+
+    ``final=False``: before a model call, after the nudge, suspension and compaction decisions — the
+    transcript is provider-valid and nothing is pending. ``final=True``: the run has ended with
+    ``stop_reason`` (the hook's answer is then ignored). ``stats`` is this invocation's so far,
+    ``iterations`` the model turns it has used; ``state`` is the live state (copy what you persist).
+    """
+
+    state: ToolLoopState
+    stats: RunStats
+    iterations: int
+    final: bool = False
+    stop_reason: StopReason | Literal["checkpointed"] | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LoopControl:
+    """The second argument of ``run_tool_loop(params, control)``: an awaited hook at every settled
+    boundary. Returning ``"checkpoint"`` from a non-final boundary ends the run as ``checkpointed``
+    before the next model call; ``"continue"`` goes on."""
+
+    on_boundary: Callable[[LoopBoundary], MaybeAwaitable[BoundaryDecision]]
+
+
+class ControlledToolLoopResult(msgspec.Struct, frozen=True, kw_only=True):
+    """What the controlled form returns: a stop reason that may also be ``checkpointed``, this
+    invocation's stats and the model turns it used."""
+
+    stop_reason: StopReason | Literal["checkpointed"]
+    stats: RunStats
+    iterations: int

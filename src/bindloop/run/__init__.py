@@ -69,6 +69,7 @@ __all__ = (
     "ToolCallReceiptStore",
     "ToolEffect",
     "call_with_deadline",
+    "cancel_on_signal",
     "canonical_json",
     "canonical_json_bytes",
     "classify_run_failure",

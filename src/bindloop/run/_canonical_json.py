@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from typing import Any
 from json.encoder import encode_basestring
 
 from ..errors import UsageError
@@ -123,78 +124,98 @@ def canonical_json(value: object) -> str:
     :class:`CanonicalJsonError`. Nesting depth is bounded only by memory: the walk is iterative.
     """
     out: list[str] = []
-    # The stack holds pending work: either a value to write (with its path) or a literal string.
-    stack: list[tuple[object, str] | str] = [(value, "")]
+    append = out.append
+    # Pending work, popped from the end: a literal to write (str), a container exit marker, or a
+    # (value, where) pair. `where` is a cheap (parent_where, key) chain, turned into a path only
+    # when an error needs one.
+    stack: list[Any] = [(value, None)]
+    pop = stack.pop
+    push = stack.append
     active: set[int] = set()  # ids of containers on the current path, for cycle detection
     while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            out.append(item)
+        item = pop()
+        if type(item) is str:
+            append(item)
             continue
-        node, path = item
-        if isinstance(node, _ExitMarker):
-            active.discard(node.ident)
+        if type(item) is _ExitMarker:
+            active.discard(item.ident)
             continue
-        if node is None:
-            out.append("null")
+        node, where = item
+        kind = type(node)
+        if kind is str:
+            if not node.isascii() and _LONE_SURROGATE.search(node) is not None:
+                raise CanonicalJsonError("string holds a lone surrogate (not valid Unicode)",
+                                         _path(where))
+            append(encode_basestring(node))
+        elif kind is int and -_MAX_EXACT <= node <= _MAX_EXACT:
+            append(str(node))
+        elif node is None:
+            append("null")
         elif node is True:
-            out.append("true")
+            append("true")
         elif node is False:
-            out.append("false")
-        elif isinstance(node, str):
-            out.append(_string(node, path))
+            append("false")
         elif isinstance(node, (int, float)):
             try:
-                out.append(_number(node))
+                append(_number(node))
             except _Unrepresentable as exc:
-                raise CanonicalJsonError(str(exc), path) from None
+                raise CanonicalJsonError(str(exc), _path(where)) from None
+        elif isinstance(node, str):
+            append(_string(node, _path(where)))
         elif isinstance(node, (list, tuple)):
             ident = id(node)
             if ident in active:
-                raise CanonicalJsonError("cycle", path)
+                raise CanonicalJsonError("cycle", _path(where))
             active.add(ident)
-            stack.append((_ExitMarker(ident), path))
-            stack.append("]")
+            push(_ExitMarker(ident))
+            push("]")
             for i in range(len(node) - 1, -1, -1):
-                stack.append((node[i], f"{path}/{i}"))
+                push((node[i], (where, i)))
                 if i:
-                    stack.append(",")
-            out.append("[")
+                    push(",")
+            append("[")
         elif isinstance(node, Mapping):
             ident = id(node)
             if ident in active:
-                raise CanonicalJsonError("cycle", path)
+                raise CanonicalJsonError("cycle", _path(where))
             for key in node:
-                if not isinstance(key, str):
+                if type(key) is not str and not isinstance(key, str):
                     raise CanonicalJsonError(
-                        f"object key {key!r} is a {type(key).__name__}, not a str", path
+                        f"object key {key!r} is a {type(key).__name__}, not a str", _path(where)
                     )
-            keys = sorted(node, key=_utf16_key)
+            keys = sorted(node) if all(k.isascii() for k in node) else sorted(node, key=_utf16_key)
             active.add(ident)
-            stack.append((_ExitMarker(ident), path))
-            stack.append("}")
+            push(_ExitMarker(ident))
+            push("}")
             for i in range(len(keys) - 1, -1, -1):
                 key = keys[i]
-                child = f"{path}/{_pointer(key)}"
-                stack.append((node[key], child))
-                stack.append(_string(key, child) + ":")
+                child = (where, key)
+                push((node[key], child))
+                if not key.isascii() and _LONE_SURROGATE.search(key) is not None:
+                    raise CanonicalJsonError("key holds a lone surrogate (not valid Unicode)",
+                                             _path(child))
+                push(encode_basestring(key) + ":")
                 if i:
-                    stack.append(",")
-            out.append("{")
+                    push(",")
+            append("{")
         else:
             raise CanonicalJsonError(
-                f"{type(node).__name__} has no faithful JSON representation", path
+                f"{type(node).__name__} has no faithful JSON representation", _path(where)
             )
     return "".join(out)
+
+
+def _path(where: Any) -> str:
+    parts: list[str] = []
+    while where is not None:
+        where, key = where
+        parts.append(str(key).replace("~", "~0").replace("/", "~1"))
+    return "".join("/" + p for p in reversed(parts))
 
 
 def canonical_json_bytes(value: object) -> bytes:
     """:func:`canonical_json` encoded as UTF-8 (what RFC 8785 hashes)."""
     return canonical_json(value).encode("utf-8")
-
-
-def _pointer(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
 
 
 class _ExitMarker:

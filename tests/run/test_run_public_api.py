@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+
+@pytest.mark.parametrize("name", ["bindloop.run", "bindloop.routing"])
+def test_curated_all_is_sorted_complete_and_importable(name: str) -> None:
+    module = importlib.import_module(name)
+    exported = module.__all__
+    assert isinstance(exported, tuple) and list(exported) == sorted(set(exported))
+    for symbol in exported:
+        assert hasattr(module, symbol), symbol
+    public = {n for n in vars(module) if not n.startswith("_")}
+    assert public == set(exported)
+
+
+def test_pool_keeps_its_exports_for_the_loop() -> None:
+    from bindloop.run import AbortedToolCallError, ToolBatchOptions, run_tool_calls_pooled_by_tool
+    from bindloop.errors import AbortedToolCallError as Canonical
+
+    assert AbortedToolCallError is Canonical and callable(run_tool_calls_pooled_by_tool)
+    assert ToolBatchOptions().max_per_tool is None
