@@ -39,7 +39,7 @@ js-test:
 conformance: conformance-compare
 
 include wasm/wasm.mk
--include conformance/conformance.mk
+include conformance/conformance.mk
 
 ## Benchmarks print tables; they are not part of `make test`.
 bench: venv

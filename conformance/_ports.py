@@ -117,7 +117,7 @@ class ScenarioRun:
     # -- tools -------------------------------------------------------------------------------------
 
     def tool(self) -> Callable[[ToolCall], Any]:
-        """The scripted ``run_tool_call`` (the harness wraps it to record ``ran`` / ``side_effects``)."""
+        """The scripted ``run_tool_call`` (the harness wraps it to record ran / side_effects)."""
         sc = self.sc
         default = ToolSpec()
 
