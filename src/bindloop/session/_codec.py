@@ -1,0 +1,272 @@
+"""Reading and writing checkpoints: strict parsing, stable bytes, and the invariants a stored
+checkpoint must satisfy.
+
+Parsing is two passes. msgspec checks the shape and every type (unknown fields in the checkpoint's
+own Structs are errors); then :func:`check_invariants` refuses states no bindloop run can produce —
+counters below zero, an open suspend on a finished checkpoint, a suspend whose call is not in the
+transcript. Either way the error is a :class:`CheckpointFormatError` naming the field, and nothing
+half-read is returned.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+import msgspec
+
+from ..contracts import AssistantMessage, RunStats, ToolMessage
+from ._errors import CheckpointFormatError, UnsupportedCheckpointVersionError
+from ._schema import CHECKPOINT_VERSION, LoopBindings, LoopCheckpoint
+
+__all__ = (
+    "check_invariants",
+    "json_copy",
+    "parse_loop_checkpoint",
+    "require_checkpoint",
+    "serialize_loop_checkpoint",
+)
+
+_SUPPORTED: Final = (CHECKPOINT_VERSION,)
+# "deterministic" sorts dict keys (bindings, per-tool stats) but keeps Struct field order, so equal
+# checkpoints give equal bytes whatever order their dicts were built in.
+_ENCODER: Final = msgspec.json.Encoder(order="deterministic")
+_JSON_DECODER: Final = msgspec.json.Decoder()
+_AT: Final = re.compile(r" - at `\$(?P<path>[^`]*)`$")
+_MISSING: Final = re.compile(r"^Object (?:missing required|contains unknown) field `(?P<name>[^`]+)`")
+_INT_MIN: Final = -(2**63)
+_INT_MAX: Final = 2**64 - 1
+_MAX_DEPTH: Final = 64
+
+
+# ---- JSON values (bindings) --------------------------------------------------------------------
+
+def json_copy(value: object, where: str, depth: int = 0) -> Any:
+    """A fresh deep copy of a JSON value, or :class:`CheckpointFormatError` naming ``where``.
+
+    Tuples become lists and ``-0.0`` becomes ``0.0``, so equal values encode to equal bytes; NaN,
+    infinities, non-string keys, integers msgspec cannot encode and anything that is not JSON are
+    refused rather than silently changed on the way to storage.
+    """
+    if depth > _MAX_DEPTH:
+        raise CheckpointFormatError(where, f"nested deeper than {_MAX_DEPTH} levels")
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        if not _INT_MIN <= value <= _INT_MAX:
+            raise CheckpointFormatError(where, f"integer {value} is outside the 64-bit range")
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise CheckpointFormatError(where, f"{value!r} is not a JSON number")
+        return value + 0.0
+    if isinstance(value, (list, tuple)):
+        return [json_copy(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, v in value.items():
+            if not isinstance(key, str):
+                raise CheckpointFormatError(where, f"object key {key!r} is not a string")
+            out[key] = json_copy(v, f"{where}.{key}", depth + 1)
+        return out
+    raise CheckpointFormatError(where, f"{type(value).__name__} is not a JSON value")
+
+
+def copy_bindings(bindings: object, where: str = "bindings") -> LoopBindings:
+    """Validate ``bindings`` and return a copy that shares nothing mutable with it."""
+    if not isinstance(bindings, LoopBindings):
+        raise CheckpointFormatError(where, f"expected LoopBindings, got {type(bindings).__name__}")
+    config = json_copy(bindings.config, f"{where}.config")
+    environment = json_copy(bindings.environment, f"{where}.environment")
+    for name, value in (("config", config), ("environment", environment)):
+        if not isinstance(value, dict):
+            raise CheckpointFormatError(f"{where}.{name}", "must be a JSON object")
+    return LoopBindings(config=config, environment=environment)
+
+
+def copy_stats(stats: RunStats) -> RunStats:
+    """``stats`` with its own per-tool dict (RunStats is frozen but that dict is not)."""
+    return msgspec.structs.replace(stats, tools=dict(stats.tools))
+
+
+# ---- invariants --------------------------------------------------------------------------------
+
+def _count(value: object, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CheckpointFormatError(field, f"expected an integer, got {type(value).__name__}")
+    if value < 0:
+        raise CheckpointFormatError(field, f"must be >= 0, got {value}")
+    return value
+
+
+def _ms(value: object, field: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise CheckpointFormatError(field, f"expected a number, got {type(value).__name__}")
+    if not math.isfinite(value) or value < 0:
+        raise CheckpointFormatError(field, f"must be a finite number >= 0, got {value!r}")
+
+
+def _check_stats(stats: RunStats, field: str) -> None:
+    for name in ("turns", "tool_calls", "input_tokens", "output_tokens", "cached_input_tokens"):
+        _count(getattr(stats, name), f"{field}.{name}")
+    if isinstance(stats.cost, bool) or not isinstance(stats.cost, int):
+        raise CheckpointFormatError(f"{field}.cost", "expected an integer in the host's unit")
+    _ms(stats.model_ms, f"{field}.model_ms")
+    _ms(stats.tool_ms, f"{field}.tool_ms")
+    ran = 0
+    for name, t in stats.tools.items():
+        ran += _count(t.calls, f"{field}.tools.{name}.calls")
+        _ms(t.ms, f"{field}.tools.{name}.ms")
+    if ran != stats.tool_calls:
+        raise CheckpointFormatError(
+            f"{field}.tools", f"per-tool calls add up to {ran}, but tool_calls is {stats.tool_calls}")
+
+
+def check_invariants(cp: LoopCheckpoint) -> None:
+    """Refuse a well-typed checkpoint that no run can produce. Raises :class:`CheckpointFormatError`
+    naming the first offending field."""
+    if cp.version != CHECKPOINT_VERSION:
+        raise UnsupportedCheckpointVersionError(cp.version, _SUPPORTED)
+    if not cp.execution_id:
+        raise CheckpointFormatError("execution_id", "must be a non-empty string")
+    _count(cp.revision, "revision")
+    budget = _count(cp.max_iterations, "max_iterations")
+    used = _count(cp.iterations, "iterations")
+    if used > budget:
+        raise CheckpointFormatError(
+            "iterations", f"{used} iterations consumed exceed max_iterations {budget}")
+    if cp.status == "iteration_limit" and used != budget:
+        raise CheckpointFormatError(
+            "status", f"iteration_limit with {used} of {budget} iterations consumed")
+    _check_stats(cp.stats, "stats")
+    if cp.stats.turns != used:
+        raise CheckpointFormatError(
+            "stats.turns", f"{cp.stats.turns} model turns recorded but {used} iterations consumed")
+    counters = cp.counters
+    requested = _count(counters.requested_tool_calls, "counters.requested_tool_calls")
+    _count(counters.last_prompt_tokens, "counters.last_prompt_tokens")
+    _count(counters.last_output_tokens, "counters.last_output_tokens")
+    if requested < cp.stats.tool_calls:
+        raise CheckpointFormatError(
+            "counters.requested_tool_calls",
+            f"{requested} calls requested but stats.tool_calls says {cp.stats.tool_calls} ran")
+    _check_suspends(cp)
+    copy_bindings(cp.bindings)
+    lineage = cp.lineage
+    if lineage is not None:
+        if not lineage.parent_execution_id:
+            raise CheckpointFormatError("lineage.parent_execution_id", "must be a non-empty string")
+        if lineage.parent_execution_id == cp.execution_id:
+            raise CheckpointFormatError("lineage.parent_execution_id",
+                                        "a fork cannot be its own parent")
+        _count(lineage.parent_revision, "lineage.parent_revision")
+        _count(lineage.parent_iterations, "lineage.parent_iterations")
+        _count(lineage.message_count, "lineage.message_count")
+
+
+def _check_suspends(cp: LoopCheckpoint) -> None:
+    suspends = cp.open_suspends
+    status = cp.status
+    if suspends and status in ("ready", "finished", "iteration_limit"):
+        raise CheckpointFormatError(
+            "open_suspends", f"a {status} checkpoint has no open suspends, found {len(suspends)}")
+    if status == "waiting_for_reply" and not any(s.mode == "waiting_for_reply" for s in suspends):
+        raise CheckpointFormatError("open_suspends",
+                                    "waiting_for_reply needs an open waiting_for_reply suspend")
+    if status == "resuming_later" and (
+            not suspends or any(s.mode != "resuming_later" for s in suspends)):
+        raise CheckpointFormatError(
+            "open_suspends", "resuming_later needs open suspends, all of mode resuming_later")
+    if not suspends:
+        return
+    requested: dict[str, str] = {}
+    answered: set[str] = set()
+    for m in cp.messages:
+        if isinstance(m, AssistantMessage):
+            for call in m.tool_calls:
+                requested[call.id] = call.name
+        elif isinstance(m, ToolMessage):
+            answered.add(m.tool_call_id)
+    seen: set[str] = set()
+    for k, s in enumerate(suspends):
+        where = f"open_suspends[{k}].tool_call_id"
+        if s.tool_call_id in seen:
+            raise CheckpointFormatError(where, f"{s.tool_call_id!r} is listed twice")
+        seen.add(s.tool_call_id)
+        name = requested.get(s.tool_call_id)
+        if name is None:
+            raise CheckpointFormatError(where, f"no tool call {s.tool_call_id!r} in the transcript")
+        if name != s.tool_name:
+            raise CheckpointFormatError(f"open_suspends[{k}].tool_name",
+                                        f"{s.tool_name!r} but the call was to {name!r}")
+        if s.tool_call_id in answered:
+            raise CheckpointFormatError(where, f"{s.tool_call_id!r} is already answered")
+
+
+# ---- parse / serialize -------------------------------------------------------------------------
+
+def _field_of(exc: msgspec.ValidationError) -> str:
+    text = str(exc)
+    at = _AT.search(text)
+    path = at.group("path") if at else ""
+    named = _MISSING.match(text)
+    if named:
+        path = f"{path}.{named.group('name')}"
+    return path.lstrip(".")
+
+
+def _problem_of(exc: msgspec.ValidationError) -> str:
+    return _AT.sub("", str(exc))
+
+
+def parse_loop_checkpoint(value: object) -> LoopCheckpoint:
+    """Read a stored checkpoint: the parsed JSON value (a dict) or the JSON text/bytes themselves.
+
+    Validates strictly: an unknown ``version`` raises :class:`UnsupportedCheckpointVersionError`;
+    a wrong shape or type, an unknown field or an impossible state raises
+    :class:`CheckpointFormatError` naming the field. The result passes :func:`check_invariants`.
+    """
+    if isinstance(value, (bytes, bytearray, memoryview, str)):
+        try:
+            value = _JSON_DECODER.decode(value)
+        except msgspec.DecodeError as exc:
+            raise CheckpointFormatError("", f"not JSON: {exc}") from exc
+    if not isinstance(value, Mapping):
+        raise CheckpointFormatError("", f"expected a JSON object, got {type(value).__name__}")
+    if "version" not in value:
+        raise CheckpointFormatError("version", "missing: is this a bindloop loop checkpoint?")
+    version = value["version"]
+    if isinstance(version, bool) or version not in _SUPPORTED:
+        raise UnsupportedCheckpointVersionError(version, _SUPPORTED)
+    try:
+        cp = msgspec.convert(value, LoopCheckpoint, strict=True)
+    except msgspec.ValidationError as exc:
+        raise CheckpointFormatError(_field_of(exc), _problem_of(exc)) from exc
+    check_invariants(cp)
+    return cp
+
+
+def require_checkpoint(value: object, what: str = "checkpoint") -> LoopCheckpoint:
+    """``value`` if it is a :class:`LoopCheckpoint` that :func:`parse_loop_checkpoint` would accept
+    (types and invariants), else :class:`CheckpointFormatError` — so a hand-built checkpoint cannot
+    carry a wrong type into a run or into storage."""
+    if not isinstance(value, LoopCheckpoint):
+        raise CheckpointFormatError("", f"{what} must be a LoopCheckpoint, got {type(value).__name__}")
+    copy_bindings(value.bindings)  # before to_builtins, which would quietly turn a set into a list
+    try:
+        msgspec.convert(msgspec.to_builtins(value), LoopCheckpoint, strict=True)
+    except msgspec.ValidationError as exc:
+        raise CheckpointFormatError(_field_of(exc), _problem_of(exc)) from exc
+    except TypeError as exc:
+        raise CheckpointFormatError("", f"{what} holds a value JSON cannot carry: {exc}") from exc
+    check_invariants(value)
+    return value
+
+
+def serialize_loop_checkpoint(checkpoint: LoopCheckpoint) -> bytes:
+    """The checkpoint's JSON bytes: equal checkpoints give equal bytes (Struct fields in declaration
+    order, dict keys sorted, every checkpoint field written). Refuses a checkpoint
+    :func:`parse_loop_checkpoint` would refuse, so storage never holds one that cannot be read back."""
+    return _ENCODER.encode(require_checkpoint(checkpoint))

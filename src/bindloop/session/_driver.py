@@ -1,0 +1,205 @@
+"""``run_from_checkpoint``: run the existing loop from a checkpoint, committing every settled one."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from inspect import isawaitable
+from typing import Any, Literal
+
+import msgspec
+
+from ..clock import Clock, monotonic_ms
+from ..contracts import (
+    AssistantMessage,
+    CompactionApplied,
+    Message,
+    ModelTurnResult,
+    RunStats,
+    StopReason,
+    ToolCall,
+    ToolDefinition,
+    ToolMessage,
+    ToolOutcome,
+    accumulate_run,
+    empty_run_stats,
+)
+from ..errors import PortContractError
+from ..loop import (
+    BoundaryDecision,
+    LoopBoundary,
+    LoopControl,
+    MaybeAwaitable,
+    StepSettlement,
+    ToolLoopParams,
+    ToolLoopState,
+    run_tool_loop,
+)
+from ..run import ToolBatchOptions
+from ..signal import AbortSignal
+from ._codec import copy_bindings, require_checkpoint
+from ._schema import CheckpointCounters, LoopBindings, LoopCheckpoint, status_of_stop, stop_of_status
+
+__all__ = ("CheckpointRunResult", "CommitFn", "RestoreFn", "RestoredLoop", "run_from_checkpoint")
+
+CallModelFn = Callable[[list[Message], list[ToolDefinition]], Awaitable[ModelTurnResult]]
+RunToolCallFn = Callable[[ToolCall], MaybeAwaitable[ToolOutcome]]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RestoredLoop:
+    """What ``restore`` hands back: the executable side of an execution, re-created by the host.
+
+    ``call_model``, ``run_tool_call`` and ``capture_bindings`` are required; every other field is the
+    :class:`~bindloop.loop.ToolLoopParams` port of the same name (``state`` and ``max_iterations``
+    come from the checkpoint). ``capture_bindings()`` is called at every commit and its answer is
+    stored as the new checkpoint's bindings — report what the execution is pinned to *now* (a tool
+    may have changed the environment).
+
+    A resumed run enters the loop at a boundary, so the boundary ports and ``compact`` are offered
+    the checkpoint's transcript again before its first model call: a compaction port must leave an
+    already-compacted transcript alone (threshold policies do), or a resume compacts twice.
+    """
+
+    call_model: CallModelFn
+    run_tool_call: RunToolCallFn
+    capture_bindings: Callable[[], MaybeAwaitable[LoopBindings]]
+    build_tools: Callable[[], MaybeAwaitable[Sequence[ToolDefinition]]] | None = None
+    now: Clock = monotonic_ms
+    runs_serially: Callable[[ToolCall], bool] | None = None
+    activate_plugins: Callable[[tuple[str, ...]], MaybeAwaitable[None]] | None = None
+    activate_skills: Callable[[tuple[str, ...]], MaybeAwaitable[None]] | None = None
+    is_fatal_tool_error: Callable[[BaseException], bool] | None = None
+    on_tool_call_rejected: Callable[[str, BaseException], None] | None = None
+    should_stop: Callable[[], MaybeAwaitable[bool]] | None = None
+    signal: AbortSignal | None = None
+    throw_if_timed_out: Callable[[], None] | None = None
+    ensure_not_cancelled: Callable[[], MaybeAwaitable[None]] | None = None
+    on_assistant_message: Callable[[AssistantMessage], MaybeAwaitable[None]] | None = None
+    on_progress_update: Callable[[int, int], None] | None = None
+    on_turn_would_end: Callable[[], MaybeAwaitable[Sequence[Message] | None]] | None = None
+    before_tool_message_accepted: Callable[[ToolMessage, int], MaybeAwaitable[None]] | None = None
+    on_step_settled: Callable[[bool], MaybeAwaitable[StepSettlement | None]] | None = None
+    compact: Callable[[list[Message]], MaybeAwaitable[CompactionApplied | None]] | None = None
+    batch_options: ToolBatchOptions = field(default_factory=ToolBatchOptions)
+
+
+RestoreFn = Callable[[LoopCheckpoint], MaybeAwaitable[RestoredLoop]]
+"""Re-create the executable ports for a checkpoint (verify or provision its bindings first)."""
+
+CommitFn = Callable[[LoopCheckpoint], MaybeAwaitable[BoundaryDecision]]
+"""Persist one settled checkpoint, then answer ``"continue"`` or ``"checkpoint"`` (stop here)."""
+
+
+class CheckpointRunResult(msgspec.Struct, frozen=True, kw_only=True):
+    """What :func:`run_from_checkpoint` returns.
+
+    ``checkpoint`` is the latest one (the last committed, or the input when nothing ran);
+    ``stop_reason`` is ``checkpointed`` when ``commit`` asked to stop. ``stats`` and ``iterations``
+    are this invocation's; ``cumulative_stats`` is the execution's (``checkpoint.stats``).
+    """
+
+    checkpoint: LoopCheckpoint
+    stop_reason: StopReason | Literal["checkpointed"]
+    stats: RunStats
+    cumulative_stats: RunStats
+    iterations: int
+
+
+async def _resolve(value: Any) -> Any:
+    return await value if isawaitable(value) else value
+
+
+def _params(restored: RestoredLoop, state: ToolLoopState, budget: int) -> ToolLoopParams:
+    r = restored
+    return ToolLoopParams(
+        state=state, call_model=r.call_model, run_tool_call=r.run_tool_call, max_iterations=budget,
+        build_tools=r.build_tools, now=r.now, runs_serially=r.runs_serially,
+        activate_plugins=r.activate_plugins, activate_skills=r.activate_skills,
+        is_fatal_tool_error=r.is_fatal_tool_error, on_tool_call_rejected=r.on_tool_call_rejected,
+        should_stop=r.should_stop, signal=r.signal, throw_if_timed_out=r.throw_if_timed_out,
+        ensure_not_cancelled=r.ensure_not_cancelled, on_assistant_message=r.on_assistant_message,
+        on_progress_update=r.on_progress_update, on_turn_would_end=r.on_turn_would_end,
+        before_tool_message_accepted=r.before_tool_message_accepted,
+        on_step_settled=r.on_step_settled, compact=r.compact, batch_options=r.batch_options,
+    )
+
+
+def _state_of(cp: LoopCheckpoint) -> ToolLoopState:
+    s, c = cp.stats, cp.counters
+    return ToolLoopState(
+        messages=list(cp.messages),
+        input_tokens=s.input_tokens, output_tokens=s.output_tokens,
+        cached_input_tokens=s.cached_input_tokens, cost=s.cost,
+        last_prompt_tokens=c.last_prompt_tokens, last_output_tokens=c.last_output_tokens,
+        has_fresh_token_count=c.has_fresh_token_count, tool_calls=c.requested_tool_calls,
+        open_suspends=list(cp.open_suspends),
+    )
+
+
+async def run_from_checkpoint(*, checkpoint: LoopCheckpoint, restore: RestoreFn,
+                              commit: CommitFn) -> CheckpointRunResult:
+    """Run the loop from ``checkpoint`` and commit every settled checkpoint it passes.
+
+    Only a ``ready`` checkpoint runs. Any other status returns at once with that status's stop
+    reason — no ``restore``, no inference, no commit: apply input first
+    (:func:`apply_checkpoint_input`). Otherwise ``restore(checkpoint)`` supplies the ports, the loop
+    runs with the budget the checkpoint has left, and at each settled boundary (before every model
+    call after the first, and once at the end) a new checkpoint — one revision later, its bindings
+    from ``capture_bindings()`` — is passed to ``commit``. ``commit`` must persist it before it
+    returns: ``"checkpoint"`` ends this invocation there (``stop_reason="checkpointed"``), and the
+    answer at the final commit is ignored.
+
+    A raise from any port (a crash) propagates; the last committed checkpoint is then where the
+    execution resumes, and the work since it is done again — make tool effects idempotent with
+    receipts (``bindloop.run``) if repeating them matters. Raises :class:`CheckpointFormatError` for
+    a checkpoint that does not validate and :class:`~bindloop.errors.PortContractError` when
+    ``restore``, ``capture_bindings`` or ``commit`` answer with the wrong type.
+    """
+    start = require_checkpoint(checkpoint)
+    if start.status != "ready":
+        return CheckpointRunResult(
+            checkpoint=start, stop_reason=stop_of_status(start.status), stats=empty_run_stats(),
+            cumulative_stats=start.stats, iterations=0)
+    restored = await _resolve(restore(start))
+    if not isinstance(restored, RestoredLoop):
+        raise PortContractError(f"restore returned {type(restored).__name__}; expected RestoredLoop")
+    state = _state_of(start)
+    latest = start
+
+    async def on_boundary(b: LoopBoundary) -> BoundaryDecision:
+        nonlocal latest
+        if b.final and b.stop_reason == "checkpointed":
+            return "checkpoint"  # committed at the boundary that asked to stop; nothing changed since
+        captured = await _resolve(restored.capture_bindings())
+        if not isinstance(captured, LoopBindings):
+            raise PortContractError(
+                f"capture_bindings returned {type(captured).__name__}; expected LoopBindings")
+        st = b.state
+        cp = LoopCheckpoint(
+            execution_id=start.execution_id,
+            revision=latest.revision + 1,
+            status="ready" if not b.final else status_of_stop(str(b.stop_reason)),
+            max_iterations=start.max_iterations,
+            iterations=start.iterations + b.iterations,
+            messages=tuple(st.messages),
+            open_suspends=tuple(st.open_suspends),
+            stats=accumulate_run(start.stats, b.stats),
+            counters=CheckpointCounters(
+                requested_tool_calls=st.tool_calls, last_prompt_tokens=st.last_prompt_tokens,
+                last_output_tokens=st.last_output_tokens,
+                has_fresh_token_count=st.has_fresh_token_count),
+            bindings=copy_bindings(captured, "capture_bindings()"),
+            lineage=start.lineage,
+        )
+        decision = await _resolve(commit(cp))
+        if decision not in ("continue", "checkpoint"):
+            raise PortContractError(f"commit returned {decision!r}; expected 'continue' or 'checkpoint'")
+        latest = cp
+        return "checkpoint" if decision == "checkpoint" else "continue"
+
+    result = await run_tool_loop(_params(restored, state, start.max_iterations - start.iterations),
+                                 LoopControl(on_boundary=on_boundary))
+    return CheckpointRunResult(
+        checkpoint=latest, stop_reason=result.stop_reason, stats=result.stats,
+        cumulative_stats=latest.stats, iterations=result.iterations)

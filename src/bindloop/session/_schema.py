@@ -1,0 +1,122 @@
+"""The checkpoint schema (version 1): what a settled loop position is, as plain JSON through msgspec.
+
+Every Struct here is frozen and refuses unknown fields, so a typo in storage fails instead of being
+dropped. The nested contract types (messages, ``RunStats``, ``OpenSuspend``) are the loop's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Final, Literal, TypeAlias
+
+import msgspec
+
+from ..contracts import Message, RunStats, StopReason
+from ..loop import OpenSuspend
+
+__all__ = (
+    "CHECKPOINT_VERSION",
+    "CheckpointCounters",
+    "CheckpointLineage",
+    "CheckpointStatus",
+    "LoopBindings",
+    "LoopCheckpoint",
+    "status_of_stop",
+    "stop_of_status",
+)
+
+CHECKPOINT_VERSION: Final = 1
+"""The schema version :func:`serialize_loop_checkpoint` writes and the only one
+:func:`parse_loop_checkpoint` reads."""
+
+CheckpointStatus: TypeAlias = Literal[
+    "ready", "waiting_for_reply", "resuming_later", "finished", "aborted", "iteration_limit"
+]
+"""Where a checkpoint stands.
+
+``ready``: settled before a model call; running it infers. ``waiting_for_reply`` /
+``resuming_later``: open suspends await a reply or a wake. ``finished``: the model answered; it takes a
+new user message. ``aborted``: the host stopped the run (open suspends may remain). ``iteration_limit``:
+the execution's budget is spent; fork it with a new budget to go on.
+"""
+
+_STATUS_OF_STOP: Final[Mapping[str, CheckpointStatus]] = MappingProxyType({
+    "done": "finished", "waiting_for_reply": "waiting_for_reply",
+    "resuming_later": "resuming_later", "iteration_limit": "iteration_limit", "aborted": "aborted",
+})
+_STOP_OF_STATUS: Final[Mapping[str, StopReason]] = MappingProxyType({
+    "finished": "done", "waiting_for_reply": "waiting_for_reply",
+    "resuming_later": "resuming_later", "iteration_limit": "iteration_limit", "aborted": "aborted",
+})
+
+
+def status_of_stop(stop_reason: str) -> CheckpointStatus:
+    """The status a run that ended with ``stop_reason`` leaves its checkpoint in (``deadline`` and
+    ``checkpointed`` have none: the loop raises for the one and the other leaves it ``ready``)."""
+    return _STATUS_OF_STOP[stop_reason]
+
+
+def stop_of_status(status: CheckpointStatus) -> StopReason:
+    """The stop reason that left a checkpoint in ``status`` (``ready`` has none)."""
+    return _STOP_OF_STATUS[status]
+
+
+class LoopBindings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What the host pins an execution to, as JSON objects: ``config`` (model id, prompt and tool
+    versions, any setting a replay must reuse) and ``environment`` (a descriptor of the workspace or
+    sandbox the tools act on). bindloop only stores them; ``restore`` verifies or re-creates them
+    before it hands back tools, and ``capture_bindings`` reports them at each commit."""
+
+    config: dict[str, Any] = msgspec.field(default_factory=dict)
+    environment: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class CheckpointCounters(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The loop-state figures that are not in ``RunStats``: tool calls the model *requested*
+    (``RunStats.tool_calls`` counts calls that ran) and the latest turn's token figures, which a
+    compaction policy reads."""
+
+    requested_tool_calls: int = 0
+    last_prompt_tokens: int = 0
+    last_output_tokens: int = 0
+    has_fresh_token_count: bool = False
+
+
+class CheckpointLineage(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Where a fork came from: its parent's identity and revision, and the parent's consumed
+    iterations and transcript length at the fork point."""
+
+    parent_execution_id: str
+    parent_revision: int
+    parent_iterations: int
+    message_count: int
+
+
+class LoopCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A settled loop position: everything needed to resume an execution, nothing executable.
+
+    ``revision`` grows by one with every checkpoint derived from this one (a commit, an applied
+    input); the host's storage enforces single-writer order with it (compare-and-set on the stored
+    revision). ``iterations`` counts model turns consumed across every invocation and is never reset by
+    a resume; ``max_iterations`` is the execution's whole budget. ``stats`` is cumulative over every
+    invocation of this execution — its tokens and cost are the execution's spend. A fork starts a new
+    ``execution_id`` with zero spend and iterations, and ``lineage`` pointing at its parent.
+
+    Build these with :func:`create_loop_checkpoint`, :func:`fork_loop_checkpoint`,
+    :func:`apply_checkpoint_input` or :func:`run_from_checkpoint`; read stored ones with
+    :func:`parse_loop_checkpoint`, which enforces the invariants a constructor call cannot.
+    """
+
+    version: int = CHECKPOINT_VERSION
+    execution_id: str
+    revision: int
+    status: CheckpointStatus
+    max_iterations: int
+    iterations: int
+    messages: tuple[Message, ...]
+    open_suspends: tuple[OpenSuspend, ...] = ()
+    stats: RunStats = msgspec.field(default_factory=RunStats)
+    counters: CheckpointCounters = msgspec.field(default_factory=CheckpointCounters)
+    bindings: LoopBindings = msgspec.field(default_factory=LoopBindings)
+    lineage: CheckpointLineage | None = None

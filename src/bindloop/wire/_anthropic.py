@@ -1,0 +1,459 @@
+"""Anthropic Messages (``POST /v1/messages``).
+
+System messages are lifted into ``system`` (the wire has no system role; their order is kept, their
+position in the conversation is not). Consecutive tool results — and a user message that follows
+them — are grouped into one user message, since every ``tool_result`` must sit in the user turn right
+after its ``tool_use``. Thinking and redacted thinking blocks are echoed with their signatures, as
+the reasoning policy allows. Usage: ``input_tokens`` counts cache reads and writes too (Anthropic
+reports them apart), and ``cached_input_tokens`` is the cache reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import MappingProxyType
+from typing import Any
+
+import msgspec
+
+from ..clock import Clock
+from ..completion import (
+    ErrorEvent,
+    FinishEvent,
+    FinishReason,
+    ReasoningEvent,
+    StreamEvent,
+    TextEvent,
+    ToolCallChunk,
+    ToolCallEvent,
+    UsageEvent,
+    collect_turn,
+)
+from ..contracts import (
+    AssistantMessage,
+    ContentPart,
+    FilePart,
+    ImagePart,
+    Message,
+    ModelTurnResult,
+    ReasoningPart,
+    SystemMessage,
+    TextPart,
+    ToolDefinition,
+    ToolMessage,
+    TurnUsage,
+    UserMessage,
+)
+from ._common import (
+    JSON_HEADERS,
+    SSE_ACCEPT,
+    body_snippet,
+    classify,
+    decode_error_body,
+    decode_json,
+    encode_body,
+    finish_reason,
+    parts_of,
+    prepare_history,
+    str_field,
+    text_of,
+    tool_parameters,
+)
+from ._errors import IncompleteStreamError, ProviderHttpError, WireRequestError
+from ._sse import SseDecoder
+from ._types import ForcedTool, Headers, HttpRequest, WireName, WireOptions
+
+__all__ = ("AnthropicAdapter", "classify_anthropic_error")
+
+ANTHROPIC_VERSION = "2023-06-01"
+
+_FINISH: MappingProxyType[str, FinishReason] = MappingProxyType({
+    "end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls",
+    "refusal": "content_filter", "model_context_window_exceeded": "length",
+})
+_ANY_JSON = msgspec.json.Decoder()
+_ENCODE = msgspec.json.Encoder()
+
+
+class _Block(msgspec.Struct):
+    type: str = ""
+    text: str | None = None
+    thinking: str | None = None
+    signature: str | None = None
+    data: str | None = None
+    id: str | None = None
+    name: str | None = None
+    input: Any = None
+
+
+class _Delta(msgspec.Struct):
+    type: str | None = None
+    text: str | None = None
+    partial_json: str | None = None
+    thinking: str | None = None
+    signature: str | None = None
+    stop_reason: str | None = None
+
+
+class _Usage(msgspec.Struct):
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+
+
+class _Message(msgspec.Struct):
+    model: str | None = None
+    usage: _Usage | None = None
+    content: list[_Block] | None = None
+    stop_reason: str | None = None
+
+
+class _Event(msgspec.Struct):
+    type: str
+    index: int = 0
+    content_block: _Block | None = None
+    delta: _Delta | None = None
+    usage: _Usage | None = None
+    message: _Message | None = None
+    error: dict[str, Any] | None = None
+
+
+_EVENT = msgspec.json.Decoder(_Event)
+_MESSAGE = msgspec.json.Decoder(_Message)
+
+
+def _usage(u: _Usage) -> TurnUsage:
+    read = u.cache_read_input_tokens or 0
+    created = u.cache_creation_input_tokens or 0
+    inp = u.input_tokens
+    return TurnUsage(input_tokens=(inp + read + created) if inp is not None else 0,
+                     output_tokens=u.output_tokens or 0, cached_input_tokens=read)
+
+
+class AnthropicAdapter:
+    """The Messages wire. ``max_tokens`` is required by the API, so ``default_max_tokens`` fills in
+    when the options give none. ``beta`` values go into ``anthropic-beta``. Schemas are sent as
+    given unless ``sanitize_schemas`` (Anthropic accepts full JSON Schema)."""
+
+    __slots__ = ("_beta", "_default_max_tokens", "_sanitize")
+
+    def __init__(self, *, default_max_tokens: int = 4096, beta: Sequence[str] = (),
+                 sanitize_schemas: bool = False) -> None:
+        self._default_max_tokens = default_max_tokens
+        self._beta = tuple(beta)
+        self._sanitize = sanitize_schemas
+
+    @property
+    def wire(self) -> WireName:
+        return "anthropic"
+
+    def auth_headers(self, api_key: str) -> tuple[tuple[str, str], ...]:
+        return (("x-api-key", api_key),)
+
+    def build_request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
+                      options: WireOptions) -> HttpRequest:
+        system: list[dict[str, Any]] = []
+        turns: list[dict[str, Any]] = []
+        for m in prepare_history(messages, "anthropic"):
+            if isinstance(m, SystemMessage):
+                text = text_of(parts_of(m.content), "a system message")
+                if text:
+                    system.append({"type": "text", "text": text})
+                continue
+            role, blocks = _blocks(m)
+            if not blocks:
+                continue
+            if turns and turns[-1]["role"] == role:
+                turns[-1]["content"].extend(blocks)
+            else:
+                turns.append({"role": role, "content": blocks})
+        body: dict[str, Any] = {
+            "model": options.model,
+            "max_tokens": options.max_tokens if options.max_tokens is not None
+            else self._default_max_tokens,
+        }
+        if system:
+            body["system"] = system
+        body["messages"] = turns
+        if tools:
+            body["tools"] = [self._tool(t) for t in tools]
+        choice = _tool_choice(options)
+        if choice is not None and (tools or choice["type"] == "none"):
+            body["tool_choice"] = choice
+        if options.reasoning is not None:
+            r = options.reasoning
+            if r.budget_tokens is not None:
+                body["thinking"] = {"type": "enabled", "budget_tokens": r.budget_tokens}
+            elif r.effort is not None:
+                body["thinking"] = {"type": "adaptive"}
+        output: dict[str, Any] = {}
+        if options.reasoning is not None and options.reasoning.effort is not None \
+                and options.reasoning.budget_tokens is None:
+            output["effort"] = "low" if options.reasoning.effort == "minimal" \
+                else options.reasoning.effort
+        if options.response_format is not None:
+            output["format"] = {"type": "json_schema", "schema": options.response_format.schema}
+        if output:
+            body["output_config"] = output
+        if options.temperature is not None:
+            body["temperature"] = options.temperature
+        if options.top_p is not None:
+            body["top_p"] = options.top_p
+        if options.stop:
+            body["stop_sequences"] = list(options.stop)
+        headers = JSON_HEADERS + (("anthropic-version", ANTHROPIC_VERSION),)
+        if self._beta:
+            headers = headers + (("anthropic-beta", ",".join(self._beta)),)
+        if options.stream:
+            body["stream"] = True
+            headers = headers + SSE_ACCEPT
+        return HttpRequest(method="POST", path="/v1/messages", headers=headers,
+                           body=encode_body(body, options), stream=options.stream)
+
+    def _tool(self, tool: ToolDefinition) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": tool.name}
+        if tool.description:
+            out["description"] = tool.description
+        out["input_schema"] = tool_parameters(tool, sanitize=self._sanitize)
+        if tool.strict:
+            out["strict"] = True
+        return out
+
+    def parse_response(self, body: bytes) -> ModelTurnResult:
+        msg: _Message = decode_json(body, _MESSAGE, "a message")
+        events: list[StreamEvent] = []
+        for index, block in enumerate(msg.content or ()):
+            if block.type == "text" and block.text:
+                events.append(TextEvent(content=block.text))
+            elif block.type in ("thinking", "redacted_thinking"):
+                events.append(_reasoning(index, block, msg.model))
+            elif block.type == "tool_use":
+                events.append(ToolCallEvent(tool_call=ToolCallChunk(
+                    index=index, id=block.id, name=block.name or "",
+                    arguments=_ENCODE.encode(block.input if block.input is not None else {}).decode(),
+                )))
+        if msg.usage is not None:
+            events.append(UsageEvent(usage=_usage(msg.usage)))
+        reason = finish_reason(msg.stop_reason, _FINISH)
+        if reason is not None:
+            events.append(FinishEvent(finish_reason=reason))
+        return collect_turn(events)
+
+    def stream_decoder(self) -> _AnthropicStreamDecoder:
+        return _AnthropicStreamDecoder()
+
+    def classify_error(self, status: int, headers: Headers, body: bytes, *,
+                       now: Clock | None = None) -> ProviderHttpError:
+        return classify_anthropic_error(status, headers, decode_error_body(body), body, now=now)
+
+
+def _reasoning(index: int, block: _Block, model: str | None) -> ReasoningEvent:
+    if block.type == "redacted_thinking":
+        return ReasoningEvent(index=index, redacted=True, data=block.data, provider="anthropic",
+                              model=model)
+    return ReasoningEvent(content=block.thinking or "", index=index, signature=block.signature,
+                          provider="anthropic", model=model)
+
+
+class _AnthropicStreamDecoder:
+    __slots__ = ("_args", "_done", "_model", "_sse", "_tools")
+
+    def __init__(self) -> None:
+        self._sse = SseDecoder()
+        self._done = False
+        self._model: str | None = None
+        self._tools: set[int] = set()
+        self._args: set[int] = set()
+
+    def feed(self, data: bytes) -> list[StreamEvent]:
+        out: list[StreamEvent] = []
+        for sse in self._sse.feed(data):
+            if self._done or not sse.data:
+                continue
+            ev: _Event = decode_json(sse.data, _EVENT, "an Anthropic stream event")
+            kind = ev.type
+            if kind == "content_block_delta":
+                d = ev.delta
+                if d is None:
+                    continue
+                if d.type == "text_delta":
+                    if d.text:
+                        out.append(TextEvent(content=d.text))
+                elif d.type == "input_json_delta":
+                    if d.partial_json:
+                        self._args.add(ev.index)
+                        out.append(ToolCallEvent(tool_call=ToolCallChunk(
+                            index=ev.index, arguments=d.partial_json)))
+                elif d.type == "thinking_delta":
+                    if d.thinking:
+                        out.append(ReasoningEvent(content=d.thinking, index=ev.index,
+                                                  provider="anthropic", model=self._model))
+                elif d.type == "signature_delta":
+                    out.append(ReasoningEvent(index=ev.index, signature=d.signature,
+                                              provider="anthropic", model=self._model))
+            elif kind == "content_block_start" and ev.content_block is not None:
+                block = ev.content_block
+                if block.type == "text" and block.text:
+                    out.append(TextEvent(content=block.text))
+                elif block.type in ("thinking", "redacted_thinking"):
+                    out.append(_reasoning(ev.index, block, self._model))
+                elif block.type == "tool_use":
+                    self._tools.add(ev.index)
+                    out.append(ToolCallEvent(tool_call=ToolCallChunk(
+                        index=ev.index, id=block.id, name=block.name)))
+            elif kind == "content_block_stop":
+                if ev.index in self._tools and ev.index not in self._args:
+                    # A tool without parameters streams no JSON at all; its input is {}.
+                    out.append(ToolCallEvent(tool_call=ToolCallChunk(index=ev.index,
+                                                                      arguments="{}")))
+            elif kind == "message_start" and ev.message is not None:
+                self._model = ev.message.model
+                if ev.message.usage is not None:
+                    out.append(UsageEvent(usage=_usage(ev.message.usage)))
+            elif kind == "message_delta":
+                if ev.usage is not None:
+                    out.append(UsageEvent(usage=_usage(ev.usage)))
+                if ev.delta is not None and ev.delta.stop_reason is not None:
+                    reason = finish_reason(ev.delta.stop_reason, _FINISH)
+                    assert reason is not None
+                    out.append(FinishEvent(finish_reason=reason))
+            elif kind == "message_stop":
+                self._done = True
+            elif kind == "error":
+                self._done = True
+                out.append(ErrorEvent(error=classify_anthropic_error(
+                    None, (), {"error": ev.error}, sse.data.encode())))
+        return out
+
+    def end(self) -> list[StreamEvent]:
+        self._sse.end()
+        if not self._done:
+            raise IncompleteStreamError("the Anthropic stream ended before message_stop")
+        return []
+
+
+# -- requests: messages --------------------------------------------------------------------------
+
+def _tool_choice(options: WireOptions) -> dict[str, Any] | None:
+    choice = options.tool_choice
+    out: dict[str, Any]
+    if choice is None:
+        if options.parallel_tool_calls is False:
+            return {"type": "auto", "disable_parallel_tool_use": True}
+        return None
+    if isinstance(choice, ForcedTool):
+        out = {"type": "tool", "name": choice.name}
+    elif choice == "required":
+        out = {"type": "any"}
+    else:
+        out = {"type": choice}
+    if options.parallel_tool_calls is False and out["type"] != "none":
+        out["disable_parallel_tool_use"] = True
+    return out
+
+
+def _tool_input(arguments: str) -> object:
+    try:
+        value = _ANY_JSON.decode(arguments) if arguments.strip() else {}
+    except msgspec.DecodeError:
+        value = None
+    if isinstance(value, dict):
+        return value
+    # The wire needs an object; keep what the model actually sent visible rather than dropping it.
+    return {"_raw_arguments": arguments}
+
+
+def _blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
+    if isinstance(m, UserMessage):
+        return "user", [_content_block(p) for p in parts_of(m.content)
+                        if not isinstance(p, ReasoningPart)]
+    if isinstance(m, AssistantMessage):
+        blocks: list[dict[str, Any]] = []
+        for p in parts_of(m.content):
+            if isinstance(p, ReasoningPart):
+                if p.redacted:
+                    blocks.append({"type": "redacted_thinking", "data": p.data or ""})
+                else:
+                    blocks.append({"type": "thinking", "thinking": p.text,
+                                   "signature": p.signature or ""})
+            elif isinstance(p, TextPart):
+                if p.text:  # the API refuses empty text blocks
+                    blocks.append({"type": "text", "text": p.text})
+            else:
+                raise WireRequestError(
+                    f"an assistant message carries only text here, got {type(p).__name__}")
+        for call in m.tool_calls:
+            blocks.append({"type": "tool_use", "id": call.id, "name": call.name,
+                           "input": _tool_input(call.arguments)})
+        return "assistant", blocks
+    if isinstance(m, ToolMessage):
+        parts = parts_of(m.content)
+        content: str | list[dict[str, Any]]
+        if all(isinstance(p, TextPart) for p in parts):
+            content = "".join(p.text for p in parts if isinstance(p, TextPart))
+        else:
+            content = [_content_block(p) for p in parts if not isinstance(p, ReasoningPart)]
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id,
+                                 "content": content}
+        if m.is_error:
+            block["is_error"] = True
+        return "user", [block]
+    raise WireRequestError(f"not a message: {m!r}")
+
+
+def _content_block(p: ContentPart) -> dict[str, Any]:
+    if isinstance(p, TextPart):
+        return {"type": "text", "text": p.text}
+    if isinstance(p, ImagePart):
+        if p.data is not None:
+            source = {"type": "base64", "media_type": p.media_type or "image/png", "data": p.data}
+        elif p.url is not None:
+            source = {"type": "url", "url": p.url}
+        else:
+            raise WireRequestError("an image part needs a url or inline data")
+        return {"type": "image", "source": source}
+    if isinstance(p, FilePart):
+        if p.file_id is not None:
+            doc = {"type": "file", "file_id": p.file_id}
+        elif p.data is not None:
+            doc = {"type": "base64", "media_type": p.media_type or "application/pdf",
+                   "data": p.data}
+        elif p.url is not None:
+            doc = {"type": "url", "url": p.url}
+        else:
+            raise WireRequestError("a file part needs a file_id, inline data or a url")
+        out: dict[str, Any] = {"type": "document", "source": doc}
+        if p.filename:
+            out["title"] = p.filename
+        return out
+    raise WireRequestError(f"cannot send a {type(p).__name__} in a user turn")
+
+
+# -- errors --------------------------------------------------------------------------------------
+
+_TYPE_CATEGORY: MappingProxyType[str, str] = MappingProxyType({
+    "authentication_error": "auth",
+    "permission_error": "auth",
+    "billing_error": "auth",
+    "not_found_error": "model_not_found",
+    "rate_limit_error": "rate_limited",
+    "api_error": "server_error",
+    "overloaded_error": "server_error",
+    "timeout_error": "timeout",
+})
+
+
+def classify_anthropic_error(status: int | None, headers: Headers, payload: object, body: bytes,
+                             *, now: Clock | None = None) -> ProviderHttpError:
+    """Classify ``{"type": "error", "error": {"type", "message"}}``. ``overloaded_error`` (529) is a
+    server error; ``prompt is too long`` and ``request_too_large`` are prompt-too-long."""
+    err = payload.get("error") if isinstance(payload, dict) else None
+    message = str_field(err, "message") or body_snippet(body)
+    kind = str_field(err, "type")
+    lowered = message.lower()
+    too_long = kind == "request_too_large" or status == 413 or (
+        kind == "invalid_request_error" and ("prompt is too long" in lowered
+                                             or "context window" in lowered))
+    return classify("anthropic", status, headers, message=message, error_type=kind,
+                    category=_TYPE_CATEGORY.get(kind or ""), prompt_too_long=too_long, now=now)

@@ -1,0 +1,175 @@
+"""Helpers every adapter shares: JSON in and out, tool schemas, content parts, error classification."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from ..clock import Clock, epoch_ms
+from ..completion import FinishReason
+from ..contracts import (
+    Content,
+    ContentPart,
+    FilePart,
+    ImagePart,
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolDefinition,
+)
+from ..routing import neutral_status_category, retry_after_ms_from_headers
+from ..tools import sanitize_tool_schema
+from ..transcript import ReasoningTarget, sanitize_history_for_provider
+from ._errors import (
+    ProviderHttpError,
+    ProviderPromptTooLongError,
+    WireDecodeError,
+    WireRequestError,
+)
+from ._types import Headers, WireOptions
+
+__all__ = (
+    "JSON_HEADERS",
+    "classify",
+    "decode_error_body",
+    "decode_json",
+    "encode_body",
+    "file_data_url",
+    "image_data_url",
+    "SSE_ACCEPT",
+    "body_snippet",
+    "finish_reason",
+    "mint_ids",
+    "parts_of",
+    "prepare_history",
+    "str_field",
+    "text_of",
+    "tool_parameters",
+)
+
+_ENCODER = msgspec.json.Encoder()
+_ANY = msgspec.json.Decoder()
+JSON_HEADERS: tuple[tuple[str, str], ...] = (("content-type", "application/json"),)
+SSE_ACCEPT: tuple[tuple[str, str], ...] = (("accept", "text/event-stream"),)
+
+
+def encode_body(body: dict[str, Any], options: WireOptions) -> bytes:
+    """The JSON body, with ``options.extra_body`` merged over the top level last."""
+    if options.extra_body:
+        body = {**body, **options.extra_body}
+    return _ENCODER.encode(body)
+
+
+def decode_json(data: bytes | str, decoder: msgspec.json.Decoder[Any], what: str) -> Any:
+    try:
+        return decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise WireDecodeError(f"{what} is not the documented JSON shape: {exc}") from exc
+
+
+def decode_error_body(body: bytes) -> object:
+    """An error body as JSON if it is JSON, else ``None`` (a proxy's HTML page, an empty body)."""
+    try:
+        return _ANY.decode(body)
+    except msgspec.DecodeError:
+        return None
+
+
+def tool_parameters(tool: ToolDefinition, *, sanitize: bool) -> dict[str, object]:
+    """The one call site where a tool's JSON Schema passes the strict-provider sanitizer."""
+    if not sanitize:
+        return tool.parameters
+    return sanitize_tool_schema(tool.parameters)
+
+
+def prepare_history(messages: Sequence[Message], target: ReasoningTarget) -> Sequence[Message]:
+    """The reasoning-forwarding policy, applied once per request for every adapter."""
+    return sanitize_history_for_provider(messages, target)
+
+
+def parts_of(content: Content | None) -> tuple[ContentPart, ...]:
+    if content is None:
+        return ()
+    if isinstance(content, str):
+        return (TextPart(text=content),) if content else ()
+    return content
+
+
+def image_data_url(part: ImagePart) -> str:
+    if part.url is not None:
+        return part.url
+    if part.data is not None:
+        return f"data:{part.media_type or 'image/png'};base64,{part.data}"
+    raise WireRequestError("an image part needs a url or inline data")
+
+
+def file_data_url(part: FilePart) -> str:
+    if part.data is None:
+        raise WireRequestError("this wire needs inline file data (or a file_id)")
+    return f"data:{part.media_type or 'application/pdf'};base64,{part.data}"
+
+
+def text_of(parts: Sequence[ContentPart], where: str) -> str:
+    """The text of parts that must be text only on this wire (reasoning parts are skipped)."""
+    out = []
+    for p in parts:
+        if isinstance(p, TextPart):
+            out.append(p.text)
+        elif not isinstance(p, ReasoningPart):
+            raise WireRequestError(f"{where} carries only text on this wire, got a {type(p).__name__}")
+    return "".join(out)
+
+
+def finish_reason(value: str | None, table: Mapping[str, FinishReason]) -> FinishReason | None:
+    if value is None:
+        return None
+    return table.get(value, "unknown")
+
+
+def classify(
+    wire: str,
+    status: int | None,
+    headers: Headers,
+    *,
+    message: str,
+    error_type: str | None = None,
+    error_code: str | None = None,
+    category: str | None = None,
+    prompt_too_long: bool = False,
+    body_retry_after_ms: float | None = None,
+    now: Clock | None = None,
+) -> ProviderHttpError:
+    """Build the classified error: ``category`` wins when given, else the neutral HTTP mapping (and
+    ``server_error`` for an in-stream error without a status)."""
+    retry = retry_after_ms_from_headers(headers, now=now or epoch_ms)
+    if retry is None:
+        retry = body_retry_after_ms
+    if prompt_too_long:
+        return ProviderPromptTooLongError(message, wire=wire, category="context_length",
+                                          status_code=status, retry_after_ms=retry,
+                                          error_type=error_type, error_code=error_code)
+    if category is None:
+        category = "server_error" if status is None else neutral_status_category(status)
+    return ProviderHttpError(message, wire=wire, category=category, status_code=status,
+                             retry_after_ms=retry, error_type=error_type, error_code=error_code)
+
+
+def str_field(obj: object, key: str) -> str | None:
+    if isinstance(obj, dict):
+        value = obj.get(key)
+        if isinstance(value, str):
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+    return None
+
+
+def body_snippet(body: bytes, limit: int = 300) -> str:
+    return body[:limit].decode("utf-8", "replace").strip() or "(empty body)"
+
+
+def mint_ids(prefix: str) -> Callable[[int], str]:
+    """Deterministic ids for calls a provider sent without one (Gemini before ``id`` existed)."""
+    return lambda index: f"{prefix}_{index}"

@@ -1,0 +1,412 @@
+"""OpenAI Chat Completions (``POST /chat/completions``) and the OpenAI-compatible servers that speak it.
+
+Reasoning: the Chat Completions request has no field for reasoning blocks, so none are sent; on the
+way back the non-standard ``reasoning_content`` (DeepSeek, vLLM) and ``reasoning`` (OpenRouter,
+Ollama) deltas are read as reasoning. A refusal is surfaced as the turn's text with finish reason
+``content_filter``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import MappingProxyType
+from typing import Any, Literal
+
+import msgspec
+
+from ..clock import Clock
+from ..completion import (
+    ErrorEvent,
+    ExtraEvent,
+    FinishEvent,
+    FinishReason,
+    ReasoningEvent,
+    StreamEvent,
+    TextEvent,
+    ToolCallChunk,
+    ToolCallEvent,
+    UsageEvent,
+    collect_turn,
+)
+from ..contracts import (
+    AssistantMessage,
+    FilePart,
+    ImagePart,
+    Message,
+    ModelTurnResult,
+    SystemMessage,
+    TextPart,
+    ToolDefinition,
+    ToolMessage,
+    TurnUsage,
+    UserMessage,
+)
+from ._common import (
+    JSON_HEADERS,
+    SSE_ACCEPT,
+    body_snippet,
+    classify,
+    decode_error_body,
+    decode_json,
+    encode_body,
+    file_data_url,
+    finish_reason,
+    image_data_url,
+    parts_of,
+    prepare_history,
+    str_field,
+    text_of,
+    tool_parameters,
+)
+from ._errors import IncompleteStreamError, ProviderHttpError, WireRequestError
+from ._sse import SseDecoder
+from ._types import ForcedTool, Headers, HttpRequest, WireName, WireOptions
+
+__all__ = ("OpenAIChatAdapter", "classify_openai_error")
+
+_FINISH: MappingProxyType[str, FinishReason] = MappingProxyType({
+    "stop": "stop", "length": "length", "tool_calls": "tool_calls", "function_call": "tool_calls",
+    "content_filter": "content_filter",
+})
+
+
+class _Fn(msgspec.Struct):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class _ToolCallDelta(msgspec.Struct):
+    index: int | None = None
+    id: str | None = None
+    function: _Fn | None = None
+
+
+class _Delta(msgspec.Struct):
+    content: str | None = None
+    refusal: str | None = None
+    reasoning_content: str | None = None
+    reasoning: str | None = None
+    tool_calls: list[_ToolCallDelta] | None = None
+
+
+class _ChunkChoice(msgspec.Struct):
+    index: int = 0
+    delta: _Delta | None = None
+    finish_reason: str | None = None
+
+
+class _PromptDetails(msgspec.Struct):
+    cached_tokens: int | None = None
+
+
+class _Usage(msgspec.Struct):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    prompt_tokens_details: _PromptDetails | None = None
+
+
+class _Chunk(msgspec.Struct):
+    choices: list[_ChunkChoice] | None = None
+    usage: _Usage | None = None
+    model: str | None = None
+    error: dict[str, Any] | None = None
+
+
+class _ToolCall(msgspec.Struct):
+    id: str
+    function: _Fn
+    type: str = "function"
+
+
+class _Message(msgspec.Struct):
+    content: str | None = None
+    refusal: str | None = None
+    reasoning_content: str | None = None
+    reasoning: str | None = None
+    tool_calls: list[_ToolCall] | None = None
+
+
+class _Choice(msgspec.Struct):
+    message: _Message
+    index: int = 0
+    finish_reason: str | None = None
+
+
+class _Response(msgspec.Struct):
+    choices: list[_Choice]
+    usage: _Usage | None = None
+    model: str | None = None
+
+
+_CHUNK = msgspec.json.Decoder(_Chunk)
+_RESPONSE = msgspec.json.Decoder(_Response)
+
+
+def _usage(u: _Usage) -> TurnUsage:
+    cached = u.prompt_tokens_details.cached_tokens if u.prompt_tokens_details else None
+    return TurnUsage(input_tokens=u.prompt_tokens or 0, output_tokens=u.completion_tokens or 0,
+                     cached_input_tokens=cached or 0)
+
+
+class OpenAIChatAdapter:
+    """The Chat Completions wire.
+
+    ``max_tokens_field`` picks ``max_completion_tokens`` (OpenAI today) or the older ``max_tokens``
+    many compatible servers still want; ``sanitize_schemas`` passes tool schemas through
+    :func:`~bindloop.tools.sanitize_tool_schema` (strict mode rejects the whole request otherwise).
+    """
+
+    __slots__ = ("_max_tokens_field", "_sanitize")
+
+    def __init__(self, *, max_tokens_field: Literal["max_completion_tokens", "max_tokens"] =
+                 "max_completion_tokens", sanitize_schemas: bool = True) -> None:
+        self._max_tokens_field = max_tokens_field
+        self._sanitize = sanitize_schemas
+
+    @property
+    def wire(self) -> WireName:
+        return "openai_chat"
+
+    def auth_headers(self, api_key: str) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {api_key}"),)
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def build_request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
+                      options: WireOptions) -> HttpRequest:
+        body: dict[str, Any] = {
+            "model": options.model,
+            "messages": [_message(m) for m in prepare_history(messages, "openai")],
+        }
+        if tools:
+            body["tools"] = [self._tool(t) for t in tools]
+        if options.tool_choice is not None:
+            body["tool_choice"] = (
+                {"type": "function", "function": {"name": options.tool_choice.name}}
+                if isinstance(options.tool_choice, ForcedTool) else options.tool_choice
+            )
+        if options.parallel_tool_calls is not None and tools:
+            body["parallel_tool_calls"] = options.parallel_tool_calls
+        if options.response_format is not None:
+            fmt = options.response_format
+            schema: dict[str, Any] = {"name": fmt.name, "schema": fmt.schema, "strict": fmt.strict}
+            if fmt.description:
+                schema["description"] = fmt.description
+            body["response_format"] = {"type": "json_schema", "json_schema": schema}
+        if options.max_tokens is not None:
+            body[self._max_tokens_field] = options.max_tokens
+        if options.temperature is not None:
+            body["temperature"] = options.temperature
+        if options.top_p is not None:
+            body["top_p"] = options.top_p
+        if options.stop:
+            body["stop"] = list(options.stop)
+        if options.reasoning is not None and options.reasoning.effort is not None:
+            body["reasoning_effort"] = options.reasoning.effort
+        headers = JSON_HEADERS
+        if options.stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+            headers = headers + SSE_ACCEPT
+        return HttpRequest(method="POST", path="/chat/completions", headers=headers,
+                           body=encode_body(body, options), stream=options.stream)
+
+    def _tool(self, tool: ToolDefinition) -> dict[str, Any]:
+        fn: dict[str, Any] = {"name": tool.name}
+        if tool.description:
+            fn["description"] = tool.description
+        fn["parameters"] = tool_parameters(tool, sanitize=self._sanitize)
+        if tool.strict is not None:
+            fn["strict"] = tool.strict
+        return {"type": "function", "function": fn}
+
+    # -- responses -----------------------------------------------------------------------------
+
+    def parse_response(self, body: bytes) -> ModelTurnResult:
+        resp: _Response = decode_json(body, _RESPONSE, "a chat completion")
+        if not resp.choices:
+            raise IncompleteStreamError("the chat completion has no choices")
+        events = _message_events(resp.choices[0], resp.model)
+        if resp.usage is not None:
+            events.append(UsageEvent(usage=_usage(resp.usage)))
+        return collect_turn(events)
+
+    def stream_decoder(self) -> _ChatStreamDecoder:
+        return _ChatStreamDecoder()
+
+    def classify_error(self, status: int, headers: Headers, body: bytes, *,
+                       now: Clock | None = None) -> ProviderHttpError:
+        return classify_openai_error("openai_chat", status, headers, decode_error_body(body),
+                                     body, now=now)
+
+
+def _message_events(choice: _Choice, model: str | None) -> list[StreamEvent]:
+    m = choice.message
+    events: list[StreamEvent] = []
+    reasoning = m.reasoning_content or m.reasoning
+    if reasoning:
+        events.append(ReasoningEvent(content=reasoning, provider="openai", model=model))
+    if m.content:
+        events.append(TextEvent(content=m.content))
+    if m.refusal:
+        events.append(TextEvent(content=m.refusal))
+    for i, call in enumerate(m.tool_calls or ()):
+        events.append(ToolCallEvent(tool_call=ToolCallChunk(
+            index=i, id=call.id, name=call.function.name or "",
+            arguments=call.function.arguments or "")))
+    reason = finish_reason(choice.finish_reason, _FINISH)
+    if m.refusal and reason in (None, "stop"):
+        reason = "content_filter"
+    if reason is not None:
+        events.append(FinishEvent(finish_reason=reason))
+    return events
+
+
+class _ChatStreamDecoder:
+    __slots__ = ("_done", "_finished", "_refused", "_sse")
+
+    def __init__(self) -> None:
+        self._sse = SseDecoder()
+        self._done = False
+        self._finished = False
+        self._refused = False
+
+    def feed(self, data: bytes) -> list[StreamEvent]:
+        out: list[StreamEvent] = []
+        for sse in self._sse.feed(data):
+            payload = sse.data
+            if payload == "[DONE]":
+                self._done = True
+                continue
+            if self._done or not payload:
+                continue
+            chunk: _Chunk = decode_json(payload, _CHUNK, "a chat completion chunk")
+            if chunk.error is not None:
+                out.append(ErrorEvent(error=classify_openai_error(
+                    "openai_chat", None, (), {"error": chunk.error}, payload.encode())))
+                continue
+            for choice in chunk.choices or ():
+                if choice.index != 0:
+                    continue  # n > 1 is not a turn the loop can act on; choice 0 is the answer
+                delta = choice.delta
+                if delta is not None:
+                    self._delta(delta, chunk.model, out)
+                if choice.finish_reason is not None:
+                    self._finished = True
+                    reason = finish_reason(choice.finish_reason, _FINISH)
+                    if self._refused and reason == "stop":
+                        reason = "content_filter"
+                    assert reason is not None
+                    out.append(FinishEvent(finish_reason=reason))
+            if chunk.usage is not None:
+                out.append(UsageEvent(usage=_usage(chunk.usage)))
+        return out
+
+    def _delta(self, delta: _Delta, model: str | None, out: list[StreamEvent]) -> None:
+        reasoning = delta.reasoning_content or delta.reasoning
+        if reasoning:
+            out.append(ReasoningEvent(content=reasoning, provider="openai", model=model))
+        if delta.content:
+            out.append(TextEvent(content=delta.content))
+        if delta.refusal:
+            if not self._refused:
+                self._refused = True
+                out.append(ExtraEvent(extra={"refusal": True}))
+            out.append(TextEvent(content=delta.refusal))
+        if delta.tool_calls:
+            for position, tc in enumerate(delta.tool_calls):
+                fn = tc.function
+                out.append(ToolCallEvent(tool_call=ToolCallChunk(
+                    index=tc.index if tc.index is not None else position, id=tc.id,
+                    name=fn.name if fn else None, arguments=fn.arguments if fn else None)))
+
+    def end(self) -> list[StreamEvent]:
+        self._sse.end()
+        if not (self._done or self._finished):
+            raise IncompleteStreamError("the chat completion stream ended before [DONE]")
+        return []
+
+
+# -- requests: messages --------------------------------------------------------------------------
+
+def _message(m: Message) -> dict[str, Any]:
+    if isinstance(m, SystemMessage):
+        return {"role": "system", "content": text_of(parts_of(m.content), "a system message")}
+    if isinstance(m, UserMessage):
+        out: dict[str, Any] = {"role": "user", "content": _user_content(m)}
+        if m.name:
+            out["name"] = m.name
+        return out
+    if isinstance(m, AssistantMessage):
+        text = text_of(parts_of(m.content), "an assistant message")
+        out = {"role": "assistant", "content": text if text or not m.tool_calls else None}
+        if m.tool_calls:
+            out["tool_calls"] = [
+                {"id": c.id, "type": "function",
+                 "function": {"name": c.name, "arguments": c.arguments}}
+                for c in m.tool_calls
+            ]
+        if m.name:
+            out["name"] = m.name
+        return out
+    if isinstance(m, ToolMessage):
+        return {"role": "tool", "tool_call_id": m.tool_call_id,
+                "content": text_of(parts_of(m.content), "a tool result")}
+    raise WireRequestError(f"not a message: {m!r}")
+
+
+def _user_content(m: UserMessage) -> str | list[dict[str, Any]]:
+    if isinstance(m.content, str):
+        return m.content
+    parts: list[dict[str, Any]] = []
+    for p in m.content:
+        if isinstance(p, TextPart):
+            parts.append({"type": "text", "text": p.text})
+        elif isinstance(p, ImagePart):
+            image: dict[str, Any] = {"url": image_data_url(p)}
+            if p.detail:
+                image["detail"] = p.detail
+            parts.append({"type": "image_url", "image_url": image})
+        elif isinstance(p, FilePart):
+            file: dict[str, Any] = {}
+            if p.file_id is not None:
+                file["file_id"] = p.file_id
+            else:
+                file["file_data"] = file_data_url(p)
+                if p.filename:
+                    file["filename"] = p.filename
+            parts.append({"type": "file", "file": file})
+    return parts
+
+
+# -- errors --------------------------------------------------------------------------------------
+
+_CODE_CATEGORY: MappingProxyType[str, str] = MappingProxyType({
+    "context_length_exceeded": "context_length",
+    "string_above_max_length": "context_length",
+    "insufficient_quota": "rate_limited",
+    "rate_limit_exceeded": "rate_limited",
+    "invalid_api_key": "auth",
+    "model_not_found": "model_not_found",
+    "content_policy_violation": "content_filter",
+    "content_filter": "content_filter",
+    "unsupported_parameter": "provider_bad_request",
+    "unsupported_value": "provider_bad_request",
+    "server_error": "server_error",
+    "server_is_overloaded": "server_error",
+})
+
+
+def classify_openai_error(wire: str, status: int | None, headers: Headers, payload: object,
+                          body: bytes, *, now: Clock | None = None) -> ProviderHttpError:
+    """Classify an OpenAI-shaped error ``{"error": {"message", "type", "param", "code"}}`` (Chat
+    Completions, Responses, and most compatible servers)."""
+    err = payload.get("error") if isinstance(payload, dict) else None
+    message = str_field(err, "message") or body_snippet(body)
+    code = str_field(err, "code")
+    kind = str_field(err, "type")
+    category = _CODE_CATEGORY.get(code or "") or _CODE_CATEGORY.get(kind or "")
+    too_long = category == "context_length" or (
+        status in (400, 413) and "maximum context length" in message.lower())
+    return classify(wire, status, headers, message=message, error_type=kind, error_code=code,
+                    category=category, prompt_too_long=too_long, now=now)

@@ -1,0 +1,424 @@
+"""OpenAI Responses (``POST /responses``), stateless: ``store`` is ``false`` by default, so reasoning
+travels as items carrying ``encrypted_content`` (requested through ``include``) rather than as
+server-side references.
+
+A reasoning block is sent back as a ``reasoning`` input item only when it has the item ``id`` the API
+minted and, without server storage, its ``encrypted_content``; a block from another wire (the policy
+keeps unsigned ones) has no such item to be, so it is not sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from ..clock import Clock
+from ..completion import (
+    ErrorEvent,
+    ExtraEvent,
+    FinishEvent,
+    FinishReason,
+    ReasoningEvent,
+    StreamEvent,
+    TextEvent,
+    ToolCallChunk,
+    ToolCallEvent,
+    UsageEvent,
+)
+from ..contracts import (
+    AssistantMessage,
+    FilePart,
+    ImagePart,
+    Message,
+    ModelTurnResult,
+    ReasoningPart,
+    SystemMessage,
+    TextPart,
+    ToolDefinition,
+    ToolMessage,
+    TurnUsage,
+    UserMessage,
+)
+from ._collect import REASONING_ID_KEY, collect_wire_turn
+from ._common import (
+    JSON_HEADERS,
+    SSE_ACCEPT,
+    decode_error_body,
+    decode_json,
+    encode_body,
+    image_data_url,
+    parts_of,
+    prepare_history,
+    text_of,
+    tool_parameters,
+)
+from ._errors import IncompleteStreamError, ProviderHttpError, WireRequestError
+from ._openai_chat import classify_openai_error
+from ._sse import SseDecoder
+from ._types import ForcedTool, Headers, HttpRequest, WireName, WireOptions
+
+__all__ = ("OpenAIResponsesAdapter",)
+
+
+class _Part(msgspec.Struct):
+    type: str = ""
+    text: str | None = None
+    refusal: str | None = None
+
+
+class _Item(msgspec.Struct):
+    type: str = ""
+    id: str | None = None
+    call_id: str | None = None
+    name: str | None = None
+    arguments: str | None = None
+    content: list[_Part] | None = None
+    summary: list[_Part] | None = None
+    encrypted_content: str | None = None
+
+
+class _InDetails(msgspec.Struct):
+    cached_tokens: int | None = None
+
+
+class _Usage(msgspec.Struct):
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    input_tokens_details: _InDetails | None = None
+
+
+class _Incomplete(msgspec.Struct):
+    reason: str | None = None
+
+
+class _Error(msgspec.Struct):
+    code: str | None = None
+    message: str | None = None
+
+
+class _Response(msgspec.Struct):
+    status: str | None = None
+    output: list[_Item] | None = None
+    usage: _Usage | None = None
+    incomplete_details: _Incomplete | None = None
+    error: _Error | None = None
+    model: str | None = None
+
+
+class _Event(msgspec.Struct):
+    type: str
+    delta: str | None = None
+    output_index: int = 0
+    summary_index: int = 0
+    item: _Item | None = None
+    response: _Response | None = None
+    code: str | None = None
+    message: str | None = None
+
+
+_RESPONSE = msgspec.json.Decoder(_Response)
+_EVENT = msgspec.json.Decoder(_Event)
+
+
+def _usage(u: _Usage) -> TurnUsage:
+    cached = u.input_tokens_details.cached_tokens if u.input_tokens_details else None
+    return TurnUsage(input_tokens=u.input_tokens or 0, output_tokens=u.output_tokens or 0,
+                     cached_input_tokens=cached or 0)
+
+
+def _finish(resp: _Response, called: bool, refused: bool) -> FinishReason:
+    if resp.status == "incomplete":
+        reason = resp.incomplete_details.reason if resp.incomplete_details else None
+        return {"max_output_tokens": "length", "content_filter": "content_filter"}.get(
+            reason or "", "unknown")  # type: ignore[return-value]
+    if resp.status not in (None, "completed"):
+        return "unknown"
+    if refused:
+        return "content_filter"
+    return "tool_calls" if called else "stop"
+
+
+def _response_error(resp: _Response, status: int | None = None) -> ProviderHttpError:
+    err = resp.error
+    payload = {"error": {"code": err.code, "message": err.message or "the response failed"}} \
+        if err else {"error": {"message": "the response failed"}}
+    return classify_openai_error("openai_responses", status, (), payload, b"")
+
+
+class OpenAIResponsesAdapter:
+    """The Responses wire. ``store`` is sent as given (``None`` omits it);
+    ``sanitize_schemas`` as for :class:`OpenAIChatAdapter`."""
+
+    __slots__ = ("_sanitize", "_store")
+
+    def __init__(self, *, store: bool | None = False, sanitize_schemas: bool = True) -> None:
+        self._store = store
+        self._sanitize = sanitize_schemas
+
+    @property
+    def wire(self) -> WireName:
+        return "openai_responses"
+
+    def auth_headers(self, api_key: str) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {api_key}"),)
+
+    def build_request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
+                      options: WireOptions) -> HttpRequest:
+        if options.stop:
+            raise WireRequestError("the Responses API has no stop sequences")
+        items: list[dict[str, Any]] = []
+        for m in prepare_history(messages, "openai"):
+            self._items(m, items)
+        body: dict[str, Any] = {"model": options.model, "input": items}
+        if tools:
+            body["tools"] = [self._tool(t) for t in tools]
+        if options.tool_choice is not None:
+            body["tool_choice"] = (
+                {"type": "function", "name": options.tool_choice.name}
+                if isinstance(options.tool_choice, ForcedTool) else options.tool_choice
+            )
+        if options.parallel_tool_calls is not None and tools:
+            body["parallel_tool_calls"] = options.parallel_tool_calls
+        if options.response_format is not None:
+            fmt = options.response_format
+            spec: dict[str, Any] = {"type": "json_schema", "name": fmt.name, "schema": fmt.schema,
+                                    "strict": fmt.strict}
+            if fmt.description:
+                spec["description"] = fmt.description
+            body["text"] = {"format": spec}
+        if options.max_tokens is not None:
+            body["max_output_tokens"] = options.max_tokens
+        if options.temperature is not None:
+            body["temperature"] = options.temperature
+        if options.top_p is not None:
+            body["top_p"] = options.top_p
+        if options.reasoning is not None:
+            reasoning: dict[str, Any] = {}
+            if options.reasoning.effort is not None:
+                reasoning["effort"] = options.reasoning.effort
+            if options.reasoning.summary is not None:
+                reasoning["summary"] = options.reasoning.summary
+            body["reasoning"] = reasoning
+            if self._store is False:
+                body["include"] = ["reasoning.encrypted_content"]
+        if self._store is not None:
+            body["store"] = self._store
+        headers = JSON_HEADERS
+        if options.stream:
+            body["stream"] = True
+            headers = headers + SSE_ACCEPT
+        return HttpRequest(method="POST", path="/responses", headers=headers,
+                           body=encode_body(body, options), stream=options.stream)
+
+    def _tool(self, tool: ToolDefinition) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "function", "name": tool.name}
+        if tool.description:
+            out["description"] = tool.description
+        out["parameters"] = tool_parameters(tool, sanitize=self._sanitize)
+        # The Responses API defaults strict to true; say what the definition says.
+        out["strict"] = bool(tool.strict)
+        return out
+
+    def _items(self, m: Message, items: list[dict[str, Any]]) -> None:
+        if isinstance(m, SystemMessage):
+            items.append({"role": "system", "content": text_of(parts_of(m.content),
+                                                                "a system message")})
+        elif isinstance(m, UserMessage):
+            items.append({"role": "user", "content": _user_content(m)})
+        elif isinstance(m, AssistantMessage):
+            text: list[str] = []
+            for part in parts_of(m.content):
+                if isinstance(part, ReasoningPart):
+                    item = self._reasoning_item(part)
+                    if item is not None:
+                        items.append(item)
+                elif isinstance(part, TextPart):
+                    text.append(part.text)
+                else:
+                    raise WireRequestError(
+                        f"an assistant message carries only text here, got {type(part).__name__}")
+            if text:
+                items.append({"role": "assistant", "content": "".join(text)})
+            for call in m.tool_calls:
+                items.append({"type": "function_call", "call_id": call.id, "name": call.name,
+                              "arguments": call.arguments})
+        elif isinstance(m, ToolMessage):
+            items.append({"type": "function_call_output", "call_id": m.tool_call_id,
+                          "output": text_of(parts_of(m.content), "a tool result")})
+        else:
+            raise WireRequestError(f"not a message: {m!r}")
+
+    def _reasoning_item(self, part: ReasoningPart) -> dict[str, Any] | None:
+        if part.id is None or (self._store is False and not part.encrypted_content):
+            return None
+        item: dict[str, Any] = {
+            "type": "reasoning", "id": part.id,
+            "summary": [{"type": "summary_text", "text": part.text}] if part.text else [],
+        }
+        if part.encrypted_content:
+            item["encrypted_content"] = part.encrypted_content
+        return item
+
+    def parse_response(self, body: bytes) -> ModelTurnResult:
+        resp: _Response = decode_json(body, _RESPONSE, "a response")
+        if resp.status == "failed":
+            raise _response_error(resp)
+        events: list[StreamEvent] = []
+        called = refused = False
+        for index, item in enumerate(resp.output or ()):
+            if item.type == "reasoning":
+                events.extend(_reasoning_events(index, item, resp.model))
+            elif item.type == "message":
+                for part in item.content or ():
+                    if part.type == "output_text" and part.text:
+                        events.append(TextEvent(content=part.text))
+                    elif part.type == "refusal" and part.refusal:
+                        refused = True
+                        events.append(TextEvent(content=part.refusal))
+            elif item.type == "function_call":
+                called = True
+                events.append(ToolCallEvent(tool_call=ToolCallChunk(
+                    index=index, id=item.call_id, name=item.name or "",
+                    arguments=item.arguments or "")))
+        if resp.usage is not None:
+            events.append(UsageEvent(usage=_usage(resp.usage)))
+        events.append(FinishEvent(finish_reason=_finish(resp, called, refused)))
+        return collect_wire_turn(events)
+
+    def stream_decoder(self) -> _ResponsesStreamDecoder:
+        return _ResponsesStreamDecoder()
+
+    def classify_error(self, status: int, headers: Headers, body: bytes, *,
+                       now: Clock | None = None) -> ProviderHttpError:
+        return classify_openai_error("openai_responses", status, headers,
+                                     decode_error_body(body), body, now=now)
+
+
+def _reasoning_events(index: int, item: _Item, model: str | None) -> list[StreamEvent]:
+    text = "\n\n".join(p.text or "" for p in item.summary or () if p.text)
+    if not text:
+        text = "".join(p.text or "" for p in item.content or () if p.type == "reasoning_text")
+    out: list[StreamEvent] = []
+    if item.id:
+        out.append(ExtraEvent(extra={REASONING_ID_KEY: {"index": index, "id": item.id}}))
+    out.append(ReasoningEvent(content=text, index=index, encrypted_content=item.encrypted_content,
+                              provider="openai", model=model))
+    return out
+
+
+class _ResponsesStreamDecoder:
+    __slots__ = ("_called", "_done", "_model", "_refused", "_sse", "_streamed_reasoning")
+
+    def __init__(self) -> None:
+        self._sse = SseDecoder()
+        self._done = False
+        self._called = False
+        self._refused = False
+        self._model: str | None = None
+        self._streamed_reasoning: set[int] = set()
+
+    def feed(self, data: bytes) -> list[StreamEvent]:
+        out: list[StreamEvent] = []
+        for sse in self._sse.feed(data):
+            if self._done or not sse.data or sse.data == "[DONE]":
+                continue
+            ev: _Event = decode_json(sse.data, _EVENT, "a Responses stream event")
+            kind = ev.type
+            if kind == "response.output_text.delta":
+                if ev.delta:
+                    out.append(TextEvent(content=ev.delta))
+            elif kind == "response.function_call_arguments.delta":
+                if ev.delta:
+                    out.append(ToolCallEvent(tool_call=ToolCallChunk(index=ev.output_index,
+                                                                      arguments=ev.delta)))
+            elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+                if ev.delta:
+                    self._streamed_reasoning.add(ev.output_index)
+                    out.append(ReasoningEvent(content=ev.delta, index=ev.output_index,
+                                              provider="openai", model=self._model))
+            elif kind == "response.reasoning_summary_part.added":
+                if ev.summary_index > 0:
+                    out.append(ReasoningEvent(content="\n\n", index=ev.output_index,
+                                              provider="openai", model=self._model))
+            elif kind == "response.refusal.delta":
+                if ev.delta:
+                    if not self._refused:
+                        self._refused = True
+                        out.append(ExtraEvent(extra={"refusal": True}))
+                    out.append(TextEvent(content=ev.delta))
+            elif kind == "response.output_item.added" and ev.item is not None:
+                self._item_added(ev.output_index, ev.item, out)
+            elif kind == "response.output_item.done" and ev.item is not None:
+                self._item_done(ev.output_index, ev.item, out)
+            elif kind == "response.created" and ev.response is not None:
+                self._model = ev.response.model
+            elif kind in ("response.completed", "response.incomplete"):
+                self._done = True
+                resp = ev.response or _Response()
+                if resp.usage is not None:
+                    out.append(UsageEvent(usage=_usage(resp.usage)))
+                out.append(FinishEvent(finish_reason=_finish(resp, self._called, self._refused)))
+            elif kind == "response.failed":
+                self._done = True
+                out.append(ErrorEvent(error=_response_error(ev.response or _Response())))
+            elif kind == "error":
+                self._done = True
+                out.append(ErrorEvent(error=classify_openai_error(
+                    "openai_responses", None, (),
+                    {"error": {"code": ev.code, "message": ev.message or "stream error"}}, b"")))
+        return out
+
+    def _item_added(self, index: int, item: _Item, out: list[StreamEvent]) -> None:
+        if item.type == "function_call":
+            self._called = True
+            out.append(ToolCallEvent(tool_call=ToolCallChunk(
+                index=index, id=item.call_id, name=item.name, arguments=item.arguments or None)))
+        elif item.type == "reasoning" and item.id:
+            out.append(ExtraEvent(extra={REASONING_ID_KEY: {"index": index, "id": item.id}}))
+
+    def _item_done(self, index: int, item: _Item, out: list[StreamEvent]) -> None:
+        if item.type != "reasoning":
+            return
+        if item.id:
+            out.append(ExtraEvent(extra={REASONING_ID_KEY: {"index": index, "id": item.id}}))
+        if index in self._streamed_reasoning:
+            # The text already streamed; the finished item adds what arrives whole.
+            out.append(ReasoningEvent(index=index, encrypted_content=item.encrypted_content,
+                                      provider="openai", model=self._model))
+        else:
+            out.extend(e for e in _reasoning_events(index, item, self._model)
+                       if isinstance(e, ReasoningEvent))
+
+    def end(self) -> list[StreamEvent]:
+        self._sse.end()
+        if not self._done:
+            raise IncompleteStreamError("the Responses stream ended before response.completed")
+        return []
+
+
+def _user_content(m: UserMessage) -> str | list[dict[str, Any]]:
+    if isinstance(m.content, str):
+        return m.content
+    parts: list[dict[str, Any]] = []
+    for p in m.content:
+        if isinstance(p, TextPart):
+            parts.append({"type": "input_text", "text": p.text})
+        elif isinstance(p, ImagePart):
+            parts.append({"type": "input_image", "image_url": image_data_url(p),
+                          "detail": p.detail or "auto"})
+        elif isinstance(p, FilePart):
+            file: dict[str, Any] = {"type": "input_file"}
+            if p.file_id is not None:
+                file["file_id"] = p.file_id
+            elif p.data is not None:
+                file["file_data"] = f"data:{p.media_type or 'application/pdf'};base64,{p.data}"
+                if p.filename:
+                    file["filename"] = p.filename
+            elif p.url is not None:
+                file["file_url"] = p.url
+            else:
+                raise WireRequestError("a file part needs a file_id, inline data or a url")
+            parts.append(file)
+    return parts

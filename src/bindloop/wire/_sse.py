@@ -1,0 +1,172 @@
+"""Incremental Server-Sent Events decoding (WHATWG HTML, "Parsing an event stream").
+
+Bytes in, :class:`SseEvent` values out, in any chunking: a CR, LF or CRLF line end may be split
+across two feeds (a CR that ends one feed and the LF that starts the next are one line end), and so
+may a multi-byte UTF-8 character (lines are split on bytes first; CR and LF never occur inside a
+multi-byte sequence, so decoding whole lines is exact). A leading BOM is dropped once.
+
+Memory is bounded: an unterminated line longer than ``max_line_bytes``, or an event whose ``data``
+grows past ``max_event_bytes``, raises :class:`SseLimitError` instead of buffering more.
+"""
+
+from __future__ import annotations
+
+import re
+
+import msgspec
+
+from ..errors import UsageError
+from ._errors import SseLimitError
+
+__all__ = ("SseDecoder", "SseEvent")
+
+_BOM = b"\xef\xbb\xbf"
+_EOL = re.compile(rb"\r\n|\r|\n")
+
+
+class SseEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One dispatched event.
+
+    ``event`` is the type (``"message"`` when the block named none); ``data`` the ``data`` lines
+    joined with LF; ``id`` the stream's last event id at dispatch (it persists across events, as the
+    spec says); ``retry`` the reconnection time in ms if this event's block set one.
+    """
+
+    event: str = "message"
+    data: str = ""
+    id: str | None = None
+    retry: int | None = None
+
+
+class SseDecoder:
+    """Feed bytes with :meth:`feed`, get the events completed so far; call :meth:`end` at EOF.
+
+    Not thread-safe; one decoder per stream. After :class:`SseLimitError` the decoder is unusable
+    (the stream cannot be resynchronised safely).
+    """
+
+    __slots__ = (
+        "_after_cr", "_bom_pending", "_buf", "_data", "_data_size", "_event", "_failed",
+        "_last_id", "_max_event", "_max_line", "_retry", "retry_ms",
+    )
+
+    def __init__(self, *, max_line_bytes: int = 4 * 1024 * 1024,
+                 max_event_bytes: int = 16 * 1024 * 1024) -> None:
+        for name, value in (("max_line_bytes", max_line_bytes), ("max_event_bytes", max_event_bytes)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UsageError(f"{name} must be a positive int, got {value!r}")
+        self._max_line = max_line_bytes
+        self._max_event = max_event_bytes
+        self._buf = b""
+        self._after_cr = False
+        self._bom_pending = True
+        self._data: list[bytes] | None = None
+        self._data_size = 0
+        self._event: bytes | None = None
+        self._last_id: str | None = None
+        self._retry: int | None = None
+        self._failed = False
+        self.retry_ms: int | None = None
+        """The stream's reconnection time: the last valid ``retry`` field seen, else ``None``."""
+
+    @property
+    def last_event_id(self) -> str | None:
+        return self._last_id
+
+    def feed(self, chunk: bytes) -> list[SseEvent]:
+        """Consume ``chunk`` and return the events it completed, in order."""
+        if self._failed:
+            raise UsageError("this SseDecoder raised SseLimitError and cannot continue")
+        if not chunk:
+            return []
+        if self._bom_pending:
+            head = self._buf + chunk
+            if len(head) < 3 and _BOM.startswith(head):
+                self._buf = head
+                return []
+            self._bom_pending = False
+            self._buf = b""
+            chunk = head[3:] if head.startswith(_BOM) else head
+            if not chunk:
+                return []
+        if self._after_cr:
+            self._after_cr = False
+            if chunk[0] == 10:  # the LF of a CRLF split across feeds
+                chunk = chunk[1:]
+                if not chunk:
+                    return []
+        buf = self._buf + chunk if self._buf else chunk
+        if 13 in buf:
+            lines = _EOL.split(buf)
+            self._after_cr = buf[-1] == 13
+        else:
+            lines = buf.split(b"\n")
+        pending = lines.pop()
+        if len(pending) > self._max_line:
+            self._failed = True
+            raise SseLimitError("line", self._max_line)
+        self._buf = pending
+        if not lines:
+            return []
+        return self._lines(lines)
+
+    def _lines(self, lines: list[bytes]) -> list[SseEvent]:
+        out: list[SseEvent] = []
+        data = self._data
+        size = self._data_size
+        max_event = self._max_event
+        max_line = self._max_line
+        for line in lines:
+            if not line:
+                if data is not None:
+                    event = self._event
+                    out.append(SseEvent(
+                        event=event.decode("utf-8", "replace") if event else "message",
+                        data=b"\n".join(data).decode("utf-8", "replace"),
+                        id=self._last_id, retry=self._retry,
+                    ))
+                data = None
+                size = 0
+                self._event = None
+                self._retry = None
+                continue
+            if len(line) > max_line:
+                self._failed = True
+                raise SseLimitError("line", max_line)
+            if line[0] == 58:  # ':' starts a comment
+                continue
+            name, sep, value = line.partition(b":")
+            if sep and value[:1] == b" ":
+                value = value[1:]
+            if name == b"data":
+                if data is None:
+                    data = [value]
+                    size = len(value)
+                else:
+                    data.append(value)
+                    size += len(value) + 1
+                if size > max_event:
+                    self._failed = True
+                    raise SseLimitError("event", max_event)
+            elif name == b"event":
+                self._event = value
+            elif name == b"id":
+                if b"\x00" not in value:
+                    self._last_id = value.decode("utf-8", "replace")
+            elif name == b"retry":
+                if value and value.isdigit():  # bytes.isdigit is ASCII-only, as the spec wants
+                    self._retry = self.retry_ms = int(value)
+            # any other field name is ignored, as the spec says
+        self._data = data
+        self._data_size = size
+        return out
+
+    def end(self) -> bool:
+        """Signal EOF. Per the spec an event not terminated by a blank line is discarded; returns
+        ``True`` when that happened (a truncated stream), ``False`` on a clean end."""
+        discarded = bool(self._buf) or self._data is not None
+        self._buf = b""
+        self._data = None
+        self._data_size = 0
+        self._event = None
+        return discarded
