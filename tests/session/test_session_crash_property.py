@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 import msgspec
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from bindloop import (
@@ -168,15 +168,16 @@ class Host:
         while True:
             cp = parse_loop_checkpoint(msgspec.json.decode(self.stored[-1]))
             if cp.status == "ready":
+                result = None
                 try:
                     result = await run_from_checkpoint(checkpoint=cp, restore=self.restore,
                                                        commit=self.commit)
-                except Crash:
+                except* Crash:  # two pooled tools may crash together
                     self.stops += 1
-                    continue
-                if result.stop_reason == "checkpointed":
-                    self.stops += 1
-                assert result.cumulative_stats == result.checkpoint.stats
+                if result is not None:
+                    if result.stop_reason == "checkpointed":
+                        self.stops += 1
+                    assert result.cumulative_stats == result.checkpoint.stats
                 continue
             given_input = next_input(cp, len(self.turns))
             if given_input is None:
@@ -184,7 +185,7 @@ class Host:
             self.save(apply_checkpoint_input(cp, given_input))
 
 
-points = st.frozensets(st.integers(1, 24), max_size=4)
+points = st.frozensets(st.integers(1, 12), max_size=3)
 
 
 @settings(max_examples=150, deadline=None)
@@ -210,6 +211,9 @@ def test_crash_anywhere_then_resume_equals_the_uninterrupted_execution(
     final_broken = anyio.run(broken.drive, first)
 
     assert whole.stops == 0
+    event(f"final status: {final_whole.status}")
+    event(f"interrupted: {broken.stops if broken.stops <= 3 else 'more than 3'} times")
+    event(f"stored revisions: {'<= 3' if len(whole.stored) <= 3 else '> 3'}")
     # The same history, revision by revision, byte for byte: the final transcript, cumulative
     # stats (timings included), spend, open suspends and status all follow.
     assert broken.stored == whole.stored

@@ -1,0 +1,494 @@
+"""Google Gemini API (``generateContent`` / ``streamGenerateContent?alt=sse``).
+
+Reasoning: Gemini attaches thought signatures to response *parts* rather than to a separate block.
+Each thought text part becomes a reasoning block (with its signature), and a signature on a
+function-call or answer part becomes a signature-only block. On the way back thought text is sent as
+``thought`` parts, and signature-only blocks are reattached to the turn's first function call (where
+Gemini validates them) or, in a turn without calls, to its last text part.
+
+Tool-call ids: Gemini may send ``functionCall.id``; when it does not, an id is minted from the
+response's ``responseId`` (``<responseId>_<n>``), so ids stay unique across turns, deterministically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+import msgspec
+
+from ..clock import Clock
+from ..completion import (
+    ErrorEvent,
+    FinishEvent,
+    FinishReason,
+    ReasoningEvent,
+    StreamEvent,
+    TextEvent,
+    ToolCallChunk,
+    ToolCallEvent,
+    UsageEvent,
+    collect_turn,
+)
+from ..contracts import (
+    AssistantMessage,
+    FilePart,
+    ImagePart,
+    Message,
+    ModelTurnResult,
+    ReasoningPart,
+    SystemMessage,
+    TextPart,
+    ToolDefinition,
+    ToolMessage,
+    TurnUsage,
+    UserMessage,
+)
+from ._common import (
+    JSON_HEADERS,
+    body_snippet,
+    classify,
+    decode_error_body,
+    decode_json,
+    encode_body,
+    parts_of,
+    prepare_history,
+    str_field,
+    text_of,
+    tool_parameters,
+)
+from ._errors import IncompleteStreamError, ProviderHttpError, WireRequestError
+from ._sse import SseDecoder
+from ._types import ForcedTool, Headers, HttpRequest, WireName, WireOptions
+
+__all__ = ("GeminiAdapter", "classify_gemini_error", "gemini_schema")
+
+_FINISH: MappingProxyType[str, FinishReason] = MappingProxyType({
+    "STOP": "stop", "MAX_TOKENS": "length", "SAFETY": "content_filter",
+    "RECITATION": "content_filter", "BLOCKLIST": "content_filter",
+    "PROHIBITED_CONTENT": "content_filter", "SPII": "content_filter",
+    "IMAGE_SAFETY": "content_filter", "MALFORMED_FUNCTION_CALL": "error",
+    "UNEXPECTED_TOOL_CALL": "error",
+})
+_ANY_JSON = msgspec.json.Decoder()
+_ENCODE = msgspec.json.Encoder()
+
+# The OpenAPI-3.0 subset Gemini's ``Schema`` accepts.
+_SCHEMA_KEYS = frozenset({
+    "type", "format", "title", "description", "nullable", "enum", "maxItems", "minItems",
+    "properties", "required", "minProperties", "maxProperties", "minLength", "maxLength",
+    "pattern", "example", "anyOf", "propertyOrdering", "default", "items", "minimum", "maximum",
+})
+
+
+def gemini_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``schema`` reduced to Gemini's ``Schema`` subset: unknown keywords dropped, ``const`` as a
+    one-value ``enum``, ``anyOf: [X, {"type": "null"}]`` as ``X`` with ``nullable: true``. Expects
+    an already sanitized schema (no ``$ref``)."""
+    out: dict[str, Any] = {}
+    any_of = schema.get("anyOf")
+    if isinstance(any_of, list):
+        branches = [b for b in any_of if isinstance(b, Mapping)]
+        non_null = [b for b in branches if b.get("type") != "null"]
+        if len(non_null) == 1 and len(branches) == 2:
+            merged = gemini_schema(non_null[0])
+            merged["nullable"] = True
+            for key in ("description", "title"):
+                if key in schema and key not in merged:
+                    merged[key] = schema[key]
+            return merged
+    for key, value in schema.items():
+        if key == "const":
+            out["enum"] = [value]
+        elif key not in _SCHEMA_KEYS:
+            continue
+        elif key == "properties" and isinstance(value, Mapping):
+            out[key] = {name: gemini_schema(sub) for name, sub in value.items()
+                        if isinstance(sub, Mapping)}
+        elif key == "items" and isinstance(value, Mapping):
+            out[key] = gemini_schema(value)
+        elif key == "anyOf" and isinstance(value, list):
+            out[key] = [gemini_schema(b) for b in value if isinstance(b, Mapping)]
+        elif key == "enum" and isinstance(value, list):
+            out[key] = [v if isinstance(v, str) else _ENCODE.encode(v).decode() for v in value]
+        else:
+            out[key] = value
+    return out
+
+
+class _FunctionCall(msgspec.Struct):
+    name: str = ""
+    args: Any = None
+    id: str | None = None
+
+
+class _Part(msgspec.Struct):
+    text: str | None = None
+    thought: bool = False
+    thoughtSignature: str | None = None  # noqa: N815 - wire name
+    functionCall: _FunctionCall | None = None  # noqa: N815
+
+
+class _Content(msgspec.Struct):
+    parts: list[_Part] | None = None
+    role: str | None = None
+
+
+class _Candidate(msgspec.Struct):
+    content: _Content | None = None
+    finishReason: str | None = None  # noqa: N815
+    index: int = 0
+
+
+class _UsageMeta(msgspec.Struct):
+    promptTokenCount: int | None = None  # noqa: N815
+    candidatesTokenCount: int | None = None  # noqa: N815
+    cachedContentTokenCount: int | None = None  # noqa: N815
+    thoughtsTokenCount: int | None = None  # noqa: N815
+
+
+class _Feedback(msgspec.Struct):
+    blockReason: str | None = None  # noqa: N815
+
+
+class _Response(msgspec.Struct):
+    candidates: list[_Candidate] | None = None
+    usageMetadata: _UsageMeta | None = None  # noqa: N815
+    modelVersion: str | None = None  # noqa: N815
+    responseId: str | None = None  # noqa: N815
+    promptFeedback: _Feedback | None = None  # noqa: N815
+    error: dict[str, Any] | None = None
+
+
+_RESPONSE = msgspec.json.Decoder(_Response)
+
+
+def _usage(u: _UsageMeta) -> TurnUsage:
+    return TurnUsage(input_tokens=u.promptTokenCount or 0,
+                     output_tokens=(u.candidatesTokenCount or 0) + (u.thoughtsTokenCount or 0),
+                     cached_input_tokens=u.cachedContentTokenCount or 0)
+
+
+class _TurnState:
+    """What a Gemini turn's parts fold into, shared by the whole-body and streamed paths."""
+
+    __slots__ = ("block", "calls", "id_seed", "model")
+
+    def __init__(self, id_seed: str | None) -> None:
+        self.calls = 0
+        self.block = 0
+        self.model: str | None = None
+        self.id_seed = id_seed
+
+    def parts(self, parts: Sequence[_Part], out: list[StreamEvent]) -> None:
+        for part in parts:
+            if part.functionCall is not None:
+                call = part.functionCall
+                index = self.calls
+                self.calls += 1
+                args = call.args if call.args is not None else {}
+                out.append(ToolCallEvent(tool_call=ToolCallChunk(
+                    index=index, id=call.id or f"{self.id_seed or 'call'}_{index}",
+                    name=call.name, arguments=_ENCODE.encode(args).decode())))
+                if part.thoughtSignature:
+                    self._block(out, signature=part.thoughtSignature)
+            elif part.thought:
+                self._block(out, content=part.text or "", signature=part.thoughtSignature)
+            elif part.text is not None:
+                if part.text:
+                    out.append(TextEvent(content=part.text))
+                if part.thoughtSignature:
+                    self._block(out, signature=part.thoughtSignature)
+
+    def _block(self, out: list[StreamEvent], *, content: str = "",
+               signature: str | None = None) -> None:
+        out.append(ReasoningEvent(content=content, index=self.block, signature=signature,
+                                  provider="google", model=self.model))
+        self.block += 1
+
+
+class GeminiAdapter:
+    """The Gemini API wire. ``api_version`` is the path prefix (``v1beta``)."""
+
+    __slots__ = ("_api_version", "_sanitize")
+
+    def __init__(self, *, api_version: str = "v1beta", sanitize_schemas: bool = True) -> None:
+        self._api_version = api_version
+        self._sanitize = sanitize_schemas
+
+    @property
+    def wire(self) -> WireName:
+        return "gemini"
+
+    def auth_headers(self, api_key: str) -> tuple[tuple[str, str], ...]:
+        return (("x-goog-api-key", api_key),)
+
+    def build_request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
+                      options: WireOptions) -> HttpRequest:
+        system: list[dict[str, Any]] = []
+        contents: list[dict[str, Any]] = []
+        names: dict[str, str] = {}
+        for m in prepare_history(messages, "google"):
+            if isinstance(m, SystemMessage):
+                text = text_of(parts_of(m.content), "a system message")
+                if text:
+                    system.append({"text": text})
+                continue
+            role, parts = _parts(m, names)
+            if not parts:
+                continue
+            if contents and contents[-1]["role"] == role:
+                contents[-1]["parts"].extend(parts)
+            else:
+                contents.append({"role": role, "parts": parts})
+        body: dict[str, Any] = {"contents": contents}
+        if system:
+            body["systemInstruction"] = {"parts": system}
+        if tools:
+            body["tools"] = [{"functionDeclarations": [self._tool(t) for t in tools]}]
+        if options.tool_choice is not None:
+            choice = options.tool_choice
+            config: dict[str, Any]
+            if isinstance(choice, ForcedTool):
+                config = {"mode": "ANY", "allowedFunctionNames": [choice.name]}
+            else:
+                config = {"mode": {"auto": "AUTO", "none": "NONE", "required": "ANY"}[choice]}
+            body["toolConfig"] = {"functionCallingConfig": config}
+        generation: dict[str, Any] = {}
+        if options.max_tokens is not None:
+            generation["maxOutputTokens"] = options.max_tokens
+        if options.temperature is not None:
+            generation["temperature"] = options.temperature
+        if options.top_p is not None:
+            generation["topP"] = options.top_p
+        if options.stop:
+            generation["stopSequences"] = list(options.stop)
+        if options.response_format is not None:
+            generation["responseMimeType"] = "application/json"
+            generation["responseSchema"] = gemini_schema(options.response_format.schema)
+        if options.reasoning is not None:
+            r = options.reasoning
+            thinking: dict[str, Any] = {"includeThoughts": r.include_thoughts}
+            if r.budget_tokens is not None:
+                thinking["thinkingBudget"] = r.budget_tokens
+            elif r.effort is not None:
+                thinking["thinkingLevel"] = "low" if r.effort in ("minimal", "low") else "high"
+            generation["thinkingConfig"] = thinking
+        if generation:
+            body["generationConfig"] = generation
+        if options.parallel_tool_calls is not None:
+            raise WireRequestError("the Gemini API has no parallel_tool_calls switch")
+        method = "streamGenerateContent?alt=sse" if options.stream else "generateContent"
+        headers = JSON_HEADERS + ((("accept", "text/event-stream"),) if options.stream else ())
+        return HttpRequest(method="POST",
+                           path=f"/{self._api_version}/models/{options.model}:{method}",
+                           headers=headers, body=encode_body(body, options),
+                           stream=options.stream)
+
+    def _tool(self, tool: ToolDefinition) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": tool.name}
+        if tool.description:
+            out["description"] = tool.description
+        params = gemini_schema(tool_parameters(tool, sanitize=self._sanitize))
+        if params.get("properties"):
+            out["parameters"] = params
+        return out
+
+    def parse_response(self, body: bytes) -> ModelTurnResult:
+        resp: _Response = decode_json(body, _RESPONSE, "a generateContent response")
+        if resp.error is not None:
+            raise classify_gemini_error(None, (), {"error": resp.error}, body)
+        state = _TurnState(resp.responseId or _digest(body))
+        state.model = resp.modelVersion
+        events: list[StreamEvent] = []
+        reason = _fold(resp, state, events)
+        if reason is None:
+            raise IncompleteStreamError("the Gemini response has no finish reason")
+        events.append(FinishEvent(finish_reason=reason))
+        return collect_turn(events)
+
+    def stream_decoder(self) -> _GeminiStreamDecoder:
+        return _GeminiStreamDecoder()
+
+    def classify_error(self, status: int, headers: Headers, body: bytes, *,
+                       now: Clock | None = None) -> ProviderHttpError:
+        return classify_gemini_error(status, headers, decode_error_body(body), body, now=now)
+
+
+def _digest(body: bytes) -> str:
+    return "call_" + hashlib.sha256(body).hexdigest()[:12]
+
+
+def _fold(resp: _Response, state: _TurnState, out: list[StreamEvent]) -> FinishReason | None:
+    """Append a response (or stream chunk)'s events; return its finish reason, if it has one."""
+    reason: FinishReason | None = None
+    candidates = resp.candidates or ()
+    for cand in candidates:
+        if cand.index != 0:
+            continue
+        if cand.content is not None and cand.content.parts:
+            state.parts(cand.content.parts, out)
+        if cand.finishReason is not None:
+            reason = _FINISH.get(cand.finishReason, "unknown")
+    if resp.usageMetadata is not None:
+        out.append(UsageEvent(usage=_usage(resp.usageMetadata)))
+    if not candidates and resp.promptFeedback is not None and resp.promptFeedback.blockReason:
+        reason = "content_filter"  # the prompt itself was blocked
+    if reason == "stop" and state.calls:
+        reason = "tool_calls"
+    return reason
+
+
+class _GeminiStreamDecoder:
+    __slots__ = ("_finished", "_sse", "_state")
+
+    def __init__(self) -> None:
+        self._sse = SseDecoder()
+        self._state: _TurnState | None = None
+        self._finished = False
+
+    def feed(self, data: bytes) -> list[StreamEvent]:
+        out: list[StreamEvent] = []
+        for sse in self._sse.feed(data):
+            if not sse.data:
+                continue
+            resp: _Response = decode_json(sse.data, _RESPONSE, "a Gemini stream chunk")
+            if resp.error is not None:
+                self._finished = True
+                out.append(ErrorEvent(error=classify_gemini_error(
+                    None, (), {"error": resp.error}, sse.data.encode())))
+                continue
+            if self._state is None:
+                self._state = _TurnState(resp.responseId or _digest(sse.data.encode()))
+                self._state.model = resp.modelVersion
+            reason = _fold(resp, self._state, out)
+            if reason is not None:
+                self._finished = True
+                out.append(FinishEvent(finish_reason=reason))
+        return out
+
+    def end(self) -> list[StreamEvent]:
+        self._sse.end()
+        if not self._finished:
+            raise IncompleteStreamError("the Gemini stream ended without a finish reason")
+        return []
+
+
+# -- requests: contents --------------------------------------------------------------------------
+
+def _args_object(arguments: str) -> dict[str, Any]:
+    try:
+        value = _ANY_JSON.decode(arguments) if arguments.strip() else {}
+    except msgspec.DecodeError:
+        value = None
+    return value if isinstance(value, dict) else {"_raw_arguments": arguments}
+
+
+def _parts(m: Message, names: dict[str, str]) -> tuple[str, list[dict[str, Any]]]:
+    if isinstance(m, UserMessage):
+        return "user", [_user_part(p) for p in parts_of(m.content)
+                        if not isinstance(p, ReasoningPart)]
+    if isinstance(m, AssistantMessage):
+        parts: list[dict[str, Any]] = []
+        loose: list[str] = []  # signatures minted on call/answer parts, to reattach
+        for p in parts_of(m.content):
+            if isinstance(p, ReasoningPart):
+                if p.text:
+                    thought: dict[str, Any] = {"text": p.text, "thought": True}
+                    if p.signature:
+                        thought["thoughtSignature"] = p.signature
+                    parts.append(thought)
+                elif p.signature:
+                    loose.append(p.signature)
+            elif isinstance(p, TextPart):
+                if p.text:
+                    parts.append({"text": p.text})
+            else:
+                raise WireRequestError(
+                    f"an assistant message carries only text here, got {type(p).__name__}")
+        calls = []
+        for call in m.tool_calls:
+            names[call.id] = call.name
+            calls.append({"functionCall": {"id": call.id, "name": call.name,
+                                           "args": _args_object(call.arguments)}})
+        if loose:
+            target = calls[0] if calls else next(
+                (q for q in reversed(parts) if not q.get("thought")), None)
+            if target is None:
+                target = {"text": ""}
+                parts.append(target)
+            target["thoughtSignature"] = loose[0]
+        return "model", parts + calls
+    if isinstance(m, ToolMessage):
+        name = m.name or names.get(m.tool_call_id)
+        if name is None:
+            raise WireRequestError(
+                f"tool result {m.tool_call_id!r} answers no earlier call; Gemini needs its name")
+        text = text_of(parts_of(m.content), "a tool result")
+        key = "error" if m.is_error else "result"
+        return "user", [{"functionResponse": {"id": m.tool_call_id, "name": name,
+                                              "response": {key: text}}}]
+    raise WireRequestError(f"not a message: {m!r}")
+
+
+def _user_part(p: object) -> dict[str, Any]:
+    if isinstance(p, TextPart):
+        return {"text": p.text}
+    if isinstance(p, (ImagePart, FilePart)):
+        default = "image/png" if isinstance(p, ImagePart) else "application/pdf"
+        if p.data is not None:
+            return {"inlineData": {"mimeType": p.media_type or default, "data": p.data}}
+        if p.url is not None:
+            return {"fileData": {"mimeType": p.media_type or default, "fileUri": p.url}}
+        raise WireRequestError("Gemini needs inline data or a file URI for an image or file part")
+    raise WireRequestError(f"cannot send a {type(p).__name__} in a user turn")
+
+
+# -- errors --------------------------------------------------------------------------------------
+
+_STATUS_CATEGORY: MappingProxyType[str, str] = MappingProxyType({
+    "INVALID_ARGUMENT": "invalid_request",
+    "FAILED_PRECONDITION": "provider_bad_request",
+    "UNAUTHENTICATED": "auth",
+    "PERMISSION_DENIED": "auth",
+    "NOT_FOUND": "model_not_found",
+    "RESOURCE_EXHAUSTED": "rate_limited",
+    "INTERNAL": "server_error",
+    "UNAVAILABLE": "server_error",
+    "DEADLINE_EXCEEDED": "timeout",
+})
+
+
+def _retry_delay_ms(err: object) -> float | None:
+    details = err.get("details") if isinstance(err, dict) else None
+    for d in details if isinstance(details, list) else ():
+        if isinstance(d, dict) and str(d.get("@type", "")).endswith("google.rpc.RetryInfo"):
+            delay = d.get("retryDelay")
+            if isinstance(delay, str) and delay.endswith("s"):
+                try:
+                    seconds = float(delay[:-1])
+                except ValueError:
+                    return None
+                if seconds >= 0 and seconds == seconds and seconds != float("inf"):
+                    return seconds * 1000.0
+    return None
+
+
+def classify_gemini_error(status: int | None, headers: Headers, payload: object, body: bytes,
+                          *, now: Clock | None = None) -> ProviderHttpError:
+    """Classify ``{"error": {"code", "message", "status", "details"}}`` (also inside a one-element
+    list, as the non-SSE stream sends it). ``RetryInfo.retryDelay`` backs up ``Retry-After``."""
+    if isinstance(payload, list) and payload and isinstance(payload[0], dict):
+        payload = payload[0]
+    err = payload.get("error") if isinstance(payload, dict) else None
+    message = str_field(err, "message") or body_snippet(body)
+    kind = str_field(err, "status")
+    lowered = message.lower()
+    too_long = kind == "INVALID_ARGUMENT" and (
+        "exceeds the maximum number of tokens" in lowered or "input token count" in lowered
+        or "too many tokens" in lowered)
+    return classify("gemini", status, headers, message=message, error_type=kind,
+                    error_code=str_field(err, "code"), category=_STATUS_CATEGORY.get(kind or ""),
+                    prompt_too_long=too_long, body_retry_after_ms=_retry_delay_ms(err), now=now)

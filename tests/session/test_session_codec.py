@@ -1,0 +1,349 @@
+"""Stored checkpoints: strict parsing that names the field, stable bytes, and a fuzzed parser that
+never hands back a checkpoint breaking the schema's invariants."""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bindloop import AssistantMessage, RunStats, ToolCall, ToolMessage, ToolTime, UserMessage
+from bindloop.loop import OpenSuspend
+from bindloop.session import (
+    CHECKPOINT_VERSION,
+    CheckpointCounters,
+    CheckpointFormatError,
+    CheckpointLineage,
+    LoopBindings,
+    LoopCheckpoint,
+    UnsupportedCheckpointVersionError,
+    create_loop_checkpoint,
+    fork_loop_checkpoint,
+    parse_loop_checkpoint,
+    serialize_loop_checkpoint,
+)
+from bindloop.testing.strategies import transcripts
+
+ASK = AssistantMessage(tool_calls=(ToolCall(id="c1", name="ask"), ToolCall(id="c2", name="add")))
+
+
+def waiting() -> LoopCheckpoint:
+    """A hand-built, valid waiting checkpoint (as a run would leave it)."""
+    return LoopCheckpoint(
+        execution_id="e", revision=3, status="waiting_for_reply", max_iterations=5, iterations=1,
+        messages=(UserMessage(content="hi"), ASK,
+                  ToolMessage(tool_call_id="c2", content="3", name="add")),
+        open_suspends=(OpenSuspend(tool_call_id="c1", tool_name="ask", mode="waiting_for_reply",
+                                   detail="which?"),),
+        stats=RunStats(turns=1, tool_calls=2, input_tokens=10, model_ms=1.0, tool_ms=2.0,
+                       tools={"add": ToolTime(calls=1, ms=1.0), "ask": ToolTime(calls=1, ms=1.0)}),
+        counters=CheckpointCounters(requested_tool_calls=2, last_prompt_tokens=10),
+        bindings=LoopBindings(config={"model": "m1", "temps": [0.5, 1]}, environment={"dir": "/w"}),
+    )
+
+
+def stored(cp: LoopCheckpoint) -> dict[str, Any]:
+    value: dict[str, Any] = msgspec.json.decode(serialize_loop_checkpoint(cp))
+    return value
+
+
+def test_round_trip_is_exact_and_bytes_are_stable() -> None:
+    cp = waiting()
+    data = serialize_loop_checkpoint(cp)
+    back = parse_loop_checkpoint(msgspec.json.decode(data))
+    assert back == cp
+    assert serialize_loop_checkpoint(back) == data
+    # text and bytes are read too
+    assert parse_loop_checkpoint(data) == cp and parse_loop_checkpoint(data.decode()) == cp
+    assert stored(cp)["version"] == CHECKPOINT_VERSION == 1
+
+
+def test_equal_checkpoints_give_equal_bytes_whatever_their_dict_order() -> None:
+    a = create_loop_checkpoint(execution_id="e", messages=[UserMessage(content="x")],
+                               max_iterations=3,
+                               bindings=LoopBindings(config={"b": 1, "a": {"y": 2, "x": 1}}))
+    b = create_loop_checkpoint(execution_id="e", messages=[UserMessage(content="x")],
+                               max_iterations=3,
+                               bindings=LoopBindings(config={"a": {"x": 1, "y": 2}, "b": 1}))
+    assert a == b
+    assert serialize_loop_checkpoint(a) == serialize_loop_checkpoint(b)
+    assert b'"config":{"a":{"x":1,"y":2},"b":1}' in serialize_loop_checkpoint(a)
+    s1 = msgspec.structs.replace(waiting(), stats=RunStats(
+        turns=1, tool_calls=2, tools={"b": ToolTime(calls=1), "a": ToolTime(calls=1)}))
+    s2 = msgspec.structs.replace(waiting(), stats=RunStats(
+        turns=1, tool_calls=2, tools={"a": ToolTime(calls=1), "b": ToolTime(calls=1)}))
+    assert serialize_loop_checkpoint(s1) == serialize_loop_checkpoint(s2)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=6), children, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(messages=transcripts(), config=st.dictionaries(st.text(max_size=6), json_values, max_size=4),
+       env=st.dictionaries(st.text(max_size=6), json_values, max_size=4),
+       budget=st.integers(0, 10**6))
+def test_created_checkpoints_round_trip_to_the_same_bytes(messages: list[Any], config: dict[str, Any],
+                                                          env: dict[str, Any], budget: int) -> None:
+    cp = create_loop_checkpoint(execution_id="e", messages=messages, max_iterations=budget,
+                                bindings=LoopBindings(config=config, environment=env))
+    data = serialize_loop_checkpoint(cp)
+    back = parse_loop_checkpoint(data)
+    assert serialize_loop_checkpoint(back) == data
+    assert back.messages == tuple(messages)
+    # a rebuilt-from-scratch equal checkpoint has the same bytes (no hidden order or identity)
+    again = create_loop_checkpoint(execution_id="e", messages=list(messages), max_iterations=budget,
+                                   bindings=LoopBindings(config=copy.deepcopy(config),
+                                                         environment=copy.deepcopy(env)))
+    assert serialize_loop_checkpoint(again) == data
+
+
+# ---- strict parsing: each refusal names its field ----------------------------------------------
+
+def _set(doc: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    out = copy.deepcopy(doc)
+    target = out
+    for key in path[:-1]:
+        target = target[key]
+    if value is _DELETE:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return out
+
+
+_DELETE = object()
+
+BAD = [
+    (("execution_id",), 7, "execution_id", "Expected `str`"),
+    (("execution_id",), "", "execution_id", "non-empty"),
+    (("revision",), -1, "revision", ">= 0"),
+    (("iterations",), 9, "iterations", "exceed max_iterations"),
+    (("max_iterations",), True, "max_iterations", "Expected `int`"),
+    (("status",), "paused", "status", "Invalid enum value 'paused'"),
+    (("status",), "finished", "open_suspends", "finished checkpoint has no open suspends"),
+    (("status",), "resuming_later", "open_suspends", "all of mode resuming_later"),
+    (("status",), "iteration_limit", "status", "iteration_limit with 1 of 5"),
+    (("stats", "turns"), 2, "stats.turns", "2 model turns recorded but 1 iterations"),
+    (("stats", "input_tokens"), -4, "stats.input_tokens", ">= 0"),
+    (("stats", "tool_calls"), 3, "stats.tools", "add up to 2"),
+    (("stats", "tools", "add", "calls"), "1", "stats.tools[...].calls", "Expected `int`"),
+    (("stats", "tools", "add", "ms"), -1.0, "stats.tools.add.ms", ">= 0"),
+    (("counters", "requested_tool_calls"), 1, "counters.requested_tool_calls", "2 ran"),
+    (("counters", "surprise"), 1, "counters.surprise", "unknown field"),
+    (("open_suspends", 0, "tool_call_id"), "zz", "open_suspends[0].tool_call_id",
+     "no tool call 'zz'"),
+    (("open_suspends", 0, "tool_call_id"), "c2", "open_suspends[0].tool_call_id",
+     "already answered"),
+    (("open_suspends", 0, "tool_name"), "add", "open_suspends[0].tool_name", "call was to 'ask'"),
+    (("open_suspends", 0, "mode"), "maybe", "open_suspends[0].mode", "Invalid enum value"),
+    (("messages", 1, "role"), "robot", "messages[1].role", "Invalid value 'robot'"),
+    (("messages", 0, "content"), None, "messages[0].content", "Expected `str | array`"),
+    (("bindings", "config"), [], "bindings.config", "Expected `object`"),
+    (("lineage",), {"parent_execution_id": "e", "parent_revision": 0, "parent_iterations": 0,
+                    "message_count": 1}, "lineage.parent_execution_id", "its own parent"),
+    (("lineage",), {"parent_execution_id": "p"}, "lineage.parent_revision", "missing required"),
+    (("messages",), _DELETE, "messages", "missing required field"),
+    (("extra",), 1, "extra", "unknown field"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "field", "words"), BAD,
+                         ids=[f"{'.'.join(map(str, b[0]))}={b[1]!r}"[:40] for b in BAD])
+def test_each_impossible_or_malformed_field_is_refused_by_name(
+        path: tuple[Any, ...], value: Any, field: str, words: str) -> None:
+    doc = _set(stored(waiting()), path, value)
+    with pytest.raises(CheckpointFormatError) as info:
+        parse_loop_checkpoint(doc)
+    assert info.value.field == field
+    assert str(info.value).startswith(f"{field}: ")
+    assert words in str(info.value)
+
+
+@pytest.mark.parametrize("version", [2, 0, "1", None, True, 1.5])
+def test_unknown_versions_are_refused(version: Any) -> None:
+    with pytest.raises(UnsupportedCheckpointVersionError) as info:
+        parse_loop_checkpoint(_set(stored(waiting()), ("version",), version))
+    assert info.value.field == "version" and info.value.version == version
+    assert info.value.supported == (1,)
+
+
+@pytest.mark.parametrize(("value", "words"), [
+    (b"{not json", "not JSON"), ([1, 2], "expected a JSON object, got list"), (None, "got NoneType"),
+    ({"execution_id": "e"}, "version: missing"),
+])
+def test_documents_that_are_not_checkpoints(value: Any, words: str) -> None:
+    with pytest.raises(CheckpointFormatError, match=words):
+        parse_loop_checkpoint(value)
+
+
+def test_hand_built_checkpoints_are_checked_before_they_reach_storage() -> None:
+    bad = msgspec.structs.replace(waiting(), status="finished")
+    with pytest.raises(CheckpointFormatError, match="open_suspends"):
+        serialize_loop_checkpoint(bad)
+    wrong_type = msgspec.structs.replace(waiting(), iterations="1")  # type: ignore[arg-type]
+    with pytest.raises(CheckpointFormatError) as info:
+        serialize_loop_checkpoint(wrong_type)
+    assert info.value.field == "iterations"
+    with pytest.raises(CheckpointFormatError, match="must be a LoopCheckpoint"):
+        serialize_loop_checkpoint({"version": 1})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("config", "field"), [
+    ({"x": math.nan}, "bindings.config.x"), ({"x": {1: "a"}}, "bindings.config.x"),
+    ({"x": {"y": {1, 2}}}, "bindings.config.x.y"), ({"x": [0, math.inf]}, "bindings.config.x[1]"),
+    ({"x": 2**64}, "bindings.config.x"), ({"x": object()}, "bindings.config.x"),
+])
+def test_bindings_must_be_json(config: dict[str, Any], field: str) -> None:
+    with pytest.raises(CheckpointFormatError) as info:
+        create_loop_checkpoint(execution_id="e", messages=[], max_iterations=1,
+                               bindings=LoopBindings(config=config))
+    assert info.value.field == field
+    hand_built = msgspec.structs.replace(waiting(), bindings=LoopBindings(config=config))
+    with pytest.raises(CheckpointFormatError):
+        serialize_loop_checkpoint(hand_built)
+
+
+def test_negative_zero_is_stored_as_zero_so_equal_bindings_stay_equal_bytes() -> None:
+    a = create_loop_checkpoint(execution_id="e", messages=[], max_iterations=1,
+                               bindings=LoopBindings(config={"t": -0.0}))
+    b = create_loop_checkpoint(execution_id="e", messages=[], max_iterations=1,
+                               bindings=LoopBindings(config={"t": 0.0}))
+    assert serialize_loop_checkpoint(a) == serialize_loop_checkpoint(b)
+
+
+# ---- fuzz: whatever parses satisfies the invariants ---------------------------------------------
+
+def independent_invariants(cp: LoopCheckpoint) -> None:
+    """The schema's promises, restated without the parser's code."""
+    assert cp.version == 1 and isinstance(cp.execution_id, str) and cp.execution_id
+    for n in (cp.revision, cp.iterations, cp.max_iterations, cp.stats.turns, cp.stats.tool_calls,
+              cp.stats.input_tokens, cp.stats.output_tokens, cp.stats.cached_input_tokens,
+              cp.counters.requested_tool_calls, cp.counters.last_prompt_tokens,
+              cp.counters.last_output_tokens):
+        assert type(n) is int and n >= 0
+    assert cp.iterations <= cp.max_iterations and cp.stats.turns == cp.iterations
+    assert cp.stats.model_ms >= 0 and cp.stats.tool_ms >= 0
+    assert math.isfinite(cp.stats.model_ms) and math.isfinite(cp.stats.tool_ms)
+    assert sum(t.calls for t in cp.stats.tools.values()) == cp.stats.tool_calls
+    assert cp.counters.requested_tool_calls >= cp.stats.tool_calls
+    if cp.status in ("ready", "finished", "iteration_limit"):
+        assert cp.open_suspends == ()
+    if cp.status == "iteration_limit":
+        assert cp.iterations == cp.max_iterations
+    if cp.status == "waiting_for_reply":
+        assert any(s.mode == "waiting_for_reply" for s in cp.open_suspends)
+    if cp.status == "resuming_later":
+        assert cp.open_suspends and all(s.mode == "resuming_later" for s in cp.open_suspends)
+    calls = {c.id: c.name for m in cp.messages if isinstance(m, AssistantMessage)
+             for c in m.tool_calls}
+    answered = {m.tool_call_id for m in cp.messages if isinstance(m, ToolMessage)}
+    ids = [s.tool_call_id for s in cp.open_suspends]
+    assert len(ids) == len(set(ids))
+    for s in cp.open_suspends:
+        assert calls.get(s.tool_call_id) == s.tool_name and s.tool_call_id not in answered
+    if cp.lineage is not None:
+        assert cp.lineage.parent_execution_id not in ("", cp.execution_id)
+    # and it can be stored and read back unchanged
+    assert parse_loop_checkpoint(serialize_loop_checkpoint(cp)) == cp
+
+
+def _seeds() -> list[dict[str, Any]]:
+    base = create_loop_checkpoint(execution_id="root", messages=[UserMessage(content="q")],
+                                  max_iterations=4)
+    fork = fork_loop_checkpoint(waiting(), execution_id="fork")
+    return [stored(waiting()), stored(base), stored(fork)]
+
+
+SEEDS = _seeds()
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix] if prefix else []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out += _paths(v, (*prefix, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += _paths(v, (*prefix, i))
+    return out
+
+
+@st.composite
+def mutated(draw: st.DrawFn) -> Any:
+    doc = copy.deepcopy(draw(st.sampled_from(SEEDS)))
+    for _ in range(draw(st.integers(1, 3))):
+        paths = _paths(doc)
+        path = draw(st.sampled_from(paths))
+        parent = doc
+        for key in path[:-1]:
+            parent = parent[key]
+        action = draw(st.sampled_from(["replace", "delete", "number", "add"]))
+        last = path[-1]
+        if action == "delete":
+            if isinstance(parent, dict):
+                del parent[last]
+            else:
+                parent.pop(last)
+        elif action == "number":
+            parent[last] = draw(st.integers(-3, 12) | st.floats(allow_nan=True))
+        elif action == "add" and isinstance(parent, dict):
+            parent[draw(st.text(max_size=6))] = draw(json_values)
+        else:
+            parent[last] = draw(json_values)
+    return doc
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(mutated(), json_values, st.binary(max_size=40)))
+def test_fuzzed_documents_parse_to_valid_checkpoints_or_raise_a_format_error(doc: Any) -> None:
+    try:
+        cp = parse_loop_checkpoint(doc)
+    except CheckpointFormatError as exc:
+        assert isinstance(exc.field, str)
+        return
+    independent_invariants(cp)
+
+
+@settings(max_examples=100, deadline=None)
+@given(mutated())
+def test_fuzz_from_json_text_behaves_like_the_parsed_value(doc: Any) -> None:
+    try:
+        text = msgspec.json.encode(doc)
+    except (TypeError, OverflowError, msgspec.EncodeError):
+        return
+    outcomes = []
+    for value in (doc, text):
+        try:
+            outcomes.append(serialize_loop_checkpoint(parse_loop_checkpoint(value)))
+        except CheckpointFormatError as exc:
+            outcomes.append(type(exc))
+    if not isinstance(outcomes[0], type) or not any(
+            isinstance(v, float) and not math.isfinite(v) for v in _leaves(doc)):
+        assert outcomes[0] == outcomes[1]
+
+
+def _leaves(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _leaves(v)]
+    if isinstance(value, list):
+        return [x for v in value for x in _leaves(v)]
+    return [value]
+
+
+def test_lineage_is_stored() -> None:
+    fork = fork_loop_checkpoint(waiting(), execution_id="f")
+    assert stored(fork)["lineage"] == {"parent_execution_id": "e", "parent_revision": 3,
+                                       "parent_iterations": 1, "message_count": 3}
+    assert parse_loop_checkpoint(stored(fork)).lineage == CheckpointLineage(
+        parent_execution_id="e", parent_revision=3, parent_iterations=1, message_count=3)
