@@ -29,6 +29,7 @@ from bindloop import (
 )
 
 __all__ = (
+    "CheckpointSpec",
     "CommitError",
     "ExpectSpec",
     "PersistenceError",
@@ -236,6 +237,19 @@ class ExpectSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     side_effects: list[str] | None = None
 
 
+class CheckpointSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Run the scenario through ``bindloop.session`` instead: create a checkpoint from the starting
+    messages, stop at the commit whose checkpoint has consumed ``stop_at_iterations`` model turns,
+    and resume from ``stored`` — the checkpoint as CPython wrote it there — so every runtime resumes
+    what CPython checkpointed. ``expect`` is the uninterrupted run's."""
+
+    execution_id: str
+    stop_at_iterations: int
+    stored: dict[str, Any]
+    config: dict[str, Any] = msgspec.field(default_factory=dict)
+    environment: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
 class Scenario(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One conformance scenario (see ``conformance/README.md``)."""
 
@@ -247,6 +261,7 @@ class Scenario(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     tools: ToolsSpec = ToolsSpec()
     ports: PortsSpec = PortsSpec()
     clock: ClockSpec = ClockSpec()
+    checkpoint: CheckpointSpec | None = None
 
 
 _SCENARIO_DECODER = msgspec.json.Decoder(Scenario)
@@ -339,6 +354,9 @@ def check(sc: Scenario) -> None:
     for settlement in sc.ports.on_step_settled or ():
         if settlement is not None and settlement.raise_ is not None:
             make_exception(settlement.raise_)
+    if sc.checkpoint is not None and (sc.state.totals != TotalsSpec() or sc.state.open_suspends):
+        raise ScenarioError("checkpoint: a checkpoint is created from messages alone; "
+                            "state.totals and state.open_suspends must be left out")
     for name in sc.ports.is_fatal or ():
         if name not in _RAISABLE:
             raise ScenarioError(f"ports.is_fatal: unknown exception type {name!r}")

@@ -35,6 +35,7 @@ from bindloop.testing import loop_harness
 
 from ._ports import ScenarioRun
 from ._schema import ExpectSpec, ScenarioError, decode_scenario
+from ._session import run_checkpointed
 
 __all__ = ("main", "report_for", "run_scenario")
 
@@ -126,12 +127,18 @@ async def run_scenario(name: str, data: bytes) -> dict[str, Any]:
     stats: dict[str, Any] | None = None
     ran: list[str] = []
     side_effects: list[str] = []
+    checkpoint: dict[str, Any] | None = None
+    checkpoint_mismatches: list[dict[str, Any]] = []
     try:
         # Building the ports builds the kit's ScriptedModel, whose own contract (a duplicate
         # tool-call id raises at construction) is part of what a scenario may observe.
         harness = loop_harness([], **run.params(state))
         ran, side_effects = harness.ran, harness.side_effects
-        result = await bindloop.run_tool_loop(harness.params)
+        if sc.checkpoint is not None:
+            result, state, checkpoint, checkpoint_mismatches = await run_checkpointed(
+                sc.checkpoint, harness.params)
+        else:
+            result = await bindloop.run_tool_loop(harness.params)
     except Exception as exc:
         outcome: dict[str, Any] = {"error": type(exc).__name__, "message": str(exc)}
     else:
@@ -146,7 +153,9 @@ async def run_scenario(name: str, data: bytes) -> dict[str, Any]:
         "side_effects": list(side_effects),
         "events": run.events,
     }
-    mismatches = _judge(sc.expect, observed)
+    if checkpoint is not None:
+        observed["checkpoint"] = checkpoint
+    mismatches = checkpoint_mismatches + _judge(sc.expect, observed)
     entry.update(observed)
     entry.update(description=sc.description, passed=not mismatches, mismatches=mismatches)
     return entry

@@ -550,3 +550,20 @@ def test_build_tools_returning_the_wrong_type() -> None:
     h = loop_harness([final_answer("x")], build_tools=lambda: None)
     with pytest.raises(PortContractError, match="build_tools returned NoneType"):
         run(h)
+
+
+def test_two_fatal_errors_at_once_raise_the_first_as_itself() -> None:
+    class Fatal(Exception):
+        pass
+
+    async def fail(args: dict[str, Any]) -> Any:
+        await anyio.sleep(0)
+        raise Fatal(args["n"])
+
+    h = loop_harness([tool_call_turn([tool_call("a", {"n": "1"}), tool_call("b", {"n": "2"})]),
+                      final_answer("x")],
+                     tools={"a": fail, "b": fail}, is_fatal_tool_error=lambda e: isinstance(e, Fatal))
+    with pytest.raises(Fatal) as info:
+        run(h)
+    assert str(info.value) == "1"
+    assert any("also raised concurrently: Fatal: 2" in n for n in getattr(info.value, "__notes__", []))

@@ -1,11 +1,13 @@
 """Crash anywhere, resume from storage, end where an uninterrupted execution ends.
 
-A host runs a scripted execution through ``run_from_checkpoint``, storing every committed checkpoint
-as bytes. The interrupted host also stops or crashes at random points: ``commit`` asks to stop
-(``"checkpoint"``), crashes before or after its write lands, the model call crashes, or a tool crashes
-mid-batch. After every stop the host parses the latest stored bytes and goes on from there (replying,
-waking or adding a user message when the execution pauses). The stored history — every revision, byte
-for byte — and so the final transcript and cumulative stats equal the uninterrupted host's.
+A host runs a scripted execution through ``run_from_checkpoint`` (the testing kit's scripted model
+and stepping clock; tools that answer, fail, or suspend for a reply or a wake; optionally a
+threshold compaction and a nudge), storing every committed checkpoint as bytes. The interrupted host
+also stops or crashes at random points: ``commit`` asks to stop (``"checkpoint"``), crashes before or
+after its write lands, the model call crashes, or a tool crashes mid-batch. After every stop the host
+parses the latest stored bytes and goes on from there (replying, waking or adding a user message when
+the execution pauses). The stored history — every revision, byte for byte — and so the final
+transcript and cumulative stats equal the uninterrupted host's.
 """
 
 from __future__ import annotations
@@ -19,16 +21,18 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from bindloop import (
+    AssistantMessage,
+    BoundaryDecision,
     CompactionApplied,
     Message,
     ModelTurnResult,
     ToolCall,
-    ToolError,
     ToolOutcome,
     ToolResult,
     ToolSuspend,
     TurnUsage,
     UserMessage,
+    content_text,
 )
 from bindloop.session import (
     CheckpointInput,
@@ -109,6 +113,7 @@ class Host:
     """Storage plus the crash plan (each point fires once: the counters never rewind)."""
 
     def __init__(self, turns: Sequence[ModelTurnResult], *, with_compaction: bool,
+                 with_nudge: bool = False,
                  checkpoint_at: frozenset[int] = frozenset(),
                  crash_before_write: frozenset[int] = frozenset(),
                  crash_after_write: frozenset[int] = frozenset(),
@@ -116,6 +121,7 @@ class Host:
                  crash_tool: frozenset[int] = frozenset()) -> None:
         self.turns = tuple(turns)
         self.with_compaction = with_compaction
+        self.with_nudge = with_nudge
         self.checkpoint_at = checkpoint_at
         self.crash_before_write = crash_before_write
         self.crash_after_write = crash_after_write
@@ -147,14 +153,29 @@ class Host:
                 raise Crash(f"tool call {self.tool_calls}")
             return await run_tool(call)
 
+        # The nudge decides from the latest assistant text, which the host re-reads from the
+        # checkpoint on restore: a decision that survives a crash.
+        said = [content_text(m.content) for m in cp.messages if isinstance(m, AssistantMessage)]
+        latest = [said[-1] if said else ""]
+
+        def heard(message: AssistantMessage) -> None:
+            latest[0] = content_text(message.content)
+
+        def nudge() -> list[Message] | None:
+            if latest[0].startswith("interim"):
+                return [UserMessage(content=f"go on from {latest[0]!r}")]
+            return None
+
         return RestoredLoop(
             call_model=call_model, run_tool_call=tool, now=stepping_clock(),
             capture_bindings=lambda: cp.bindings,
             compact=compact if self.with_compaction else None,
             is_fatal_tool_error=lambda exc: isinstance(exc, Crash),
+            on_assistant_message=heard if self.with_nudge else None,
+            on_turn_would_end=nudge if self.with_nudge else None,
         )
 
-    def commit(self, cp: LoopCheckpoint) -> str:
+    def commit(self, cp: LoopCheckpoint) -> BoundaryDecision:
         self.commits += 1
         if self.commits in self.crash_before_write:
             raise Crash(f"commit {self.commits} lost")
@@ -190,10 +211,11 @@ points = st.frozensets(st.integers(1, 12), max_size=3)
 
 @settings(max_examples=150, deadline=None)
 @given(turns=scripts(), budget_slack=st.integers(-3, 2), with_compaction=st.booleans(),
+       with_nudge=st.booleans(),
        checkpoint_at=points, crash_before_write=points, crash_after_write=points,
        crash_model=points, crash_tool=points)
 def test_crash_anywhere_then_resume_equals_the_uninterrupted_execution(
-        turns: list[ModelTurnResult], budget_slack: int, with_compaction: bool,
+        turns: list[ModelTurnResult], budget_slack: int, with_compaction: bool, with_nudge: bool,
         checkpoint_at: frozenset[int], crash_before_write: frozenset[int],
         crash_after_write: frozenset[int], crash_model: frozenset[int],
         crash_tool: frozenset[int]) -> None:
@@ -202,10 +224,11 @@ def test_crash_anywhere_then_resume_equals_the_uninterrupted_execution(
         max_iterations=max(0, len(turns) + budget_slack),
         bindings=LoopBindings(config={"model": "scripted"}, environment={"sandbox": "s1"}))
 
-    whole = Host(turns, with_compaction=with_compaction)
+    whole = Host(turns, with_compaction=with_compaction, with_nudge=with_nudge)
     final_whole = anyio.run(whole.drive, first)
 
-    broken = Host(turns, with_compaction=with_compaction, checkpoint_at=checkpoint_at,
+    broken = Host(turns, with_compaction=with_compaction, with_nudge=with_nudge,
+                  checkpoint_at=checkpoint_at,
                   crash_before_write=crash_before_write, crash_after_write=crash_after_write,
                   crash_model=crash_model, crash_tool=crash_tool)
     final_broken = anyio.run(broken.drive, first)

@@ -28,11 +28,13 @@ from ..signal import AbortSignal
 
 __all__ = (
     "BoundaryDecision",
+    "CallModelFn",
     "ControlledToolLoopResult",
     "LoopBoundary",
     "LoopControl",
     "MaybeAwaitable",
     "OpenSuspend",
+    "RunToolCallFn",
     "StepSettlement",
     "ToolLoopParams",
     "ToolLoopResult",
@@ -90,10 +92,10 @@ class ToolLoopResult(msgspec.Struct, frozen=True, kw_only=True):
     stats: RunStats
 
 
-CallModel: TypeAlias = Callable[
+CallModelFn: TypeAlias = Callable[
     [list[Message], list[ToolDefinition]], Awaitable[ModelTurnResult]
 ]
-RunToolCall: TypeAlias = Callable[[ToolCall], MaybeAwaitable[ToolOutcome]]
+RunToolCallFn: TypeAlias = Callable[[ToolCall], MaybeAwaitable[ToolOutcome]]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -122,8 +124,8 @@ class ToolLoopParams:
     """
 
     state: ToolLoopState
-    call_model: CallModel
-    run_tool_call: RunToolCall
+    call_model: CallModelFn
+    run_tool_call: RunToolCallFn
     max_iterations: int
     build_tools: Callable[[], MaybeAwaitable[Sequence[ToolDefinition]]] | None = None
     now: Clock = monotonic_ms

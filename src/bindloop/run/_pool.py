@@ -125,11 +125,15 @@ async def run_tool_calls_pooled_by_tool(
                     tg.start_soon(lane, indices, cursor)
     except BaseExceptionGroup as group:
         # The first failure cancels its siblings, so the group normally holds exactly that one:
-        # re-raise it as itself so callers can catch the type they know.
+        # re-raise it as itself so callers can catch the type they know. When several calls failed
+        # in the same instant, the first (in task order) is raised and the others are named in a note.
         leaves = _leaves(group)
-        if len(leaves) == 1:
-            raise leaves[0] from None
-        raise
+        # An ordinary failure explains the exit better than the cancellations it caused.
+        leaves = [e for e in leaves if isinstance(e, Exception)] or leaves
+        first = leaves[0]
+        for other in leaves[1:]:
+            first.add_note(f"also raised concurrently: {type(other).__name__}: {other}")
+        raise first from None
 
     out: list[R | AbortedToolCallError] = []
     for slot in slots:

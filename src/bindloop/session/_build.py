@@ -10,7 +10,6 @@ from ..contracts import AssistantMessage, Message, RunStats, SystemMessage, Tool
 from ..errors import UsageError
 from ._codec import copy_bindings, require_checkpoint
 from ._schema import (
-    CheckpointCounters,
     CheckpointLineage,
     CheckpointStatus,
     LoopBindings,

@@ -23,6 +23,7 @@ from ._schema import CHECKPOINT_VERSION, LoopBindings, LoopCheckpoint
 
 __all__ = (
     "check_invariants",
+    "copy_bindings",
     "json_copy",
     "parse_loop_checkpoint",
     "require_checkpoint",
@@ -84,11 +85,6 @@ def copy_bindings(bindings: object, where: str = "bindings") -> LoopBindings:
         if not isinstance(value, dict):
             raise CheckpointFormatError(f"{where}.{name}", "must be a JSON object")
     return LoopBindings(config=config, environment=environment)
-
-
-def copy_stats(stats: RunStats) -> RunStats:
-    """``stats`` with its own per-tool dict (RunStats is frozen but that dict is not)."""
-    return msgspec.structs.replace(stats, tools=dict(stats.tools))
 
 
 # ---- invariants --------------------------------------------------------------------------------
@@ -198,11 +194,11 @@ def _check_suspends(cp: LoopCheckpoint) -> None:
         name = requested.get(s.tool_call_id)
         if name is None:
             raise CheckpointFormatError(where, f"no tool call {s.tool_call_id!r} in the transcript")
+        if s.tool_call_id in answered:
+            raise CheckpointFormatError(where, f"{s.tool_call_id!r} is already answered")
         if name != s.tool_name:
             raise CheckpointFormatError(f"open_suspends[{k}].tool_name",
                                         f"{s.tool_name!r} but the call was to {name!r}")
-        if s.tool_call_id in answered:
-            raise CheckpointFormatError(where, f"{s.tool_call_id!r} is already answered")
 
 
 # ---- parse / serialize -------------------------------------------------------------------------
@@ -249,20 +245,22 @@ def parse_loop_checkpoint(value: object) -> LoopCheckpoint:
 
 
 def require_checkpoint(value: object, what: str = "checkpoint") -> LoopCheckpoint:
-    """``value`` if it is a :class:`LoopCheckpoint` that :func:`parse_loop_checkpoint` would accept
-    (types and invariants), else :class:`CheckpointFormatError` — so a hand-built checkpoint cannot
-    carry a wrong type into a run or into storage."""
+    """A clean copy of ``value`` if it is a :class:`LoopCheckpoint` that
+    :func:`parse_loop_checkpoint` would accept (types and invariants), else
+    :class:`CheckpointFormatError`. Rebuilding it through msgspec means a hand-built checkpoint
+    cannot carry a wrong type (a dict where a message belongs, a list where a tuple does) into a run
+    or into storage, and the copy shares nothing mutable with the caller's value."""
     if not isinstance(value, LoopCheckpoint):
         raise CheckpointFormatError("", f"{what} must be a LoopCheckpoint, got {type(value).__name__}")
-    copy_bindings(value.bindings)  # before to_builtins, which would quietly turn a set into a list
+    bindings = copy_bindings(value.bindings)  # before to_builtins, which turns a set into a list
     try:
-        msgspec.convert(msgspec.to_builtins(value), LoopCheckpoint, strict=True)
+        clean = msgspec.convert(msgspec.to_builtins(value), LoopCheckpoint, strict=True)
     except msgspec.ValidationError as exc:
         raise CheckpointFormatError(_field_of(exc), _problem_of(exc)) from exc
-    except TypeError as exc:
+    except (TypeError, OverflowError) as exc:
         raise CheckpointFormatError("", f"{what} holds a value JSON cannot carry: {exc}") from exc
-    check_invariants(value)
-    return value
+    check_invariants(clean)
+    return msgspec.structs.replace(clean, bindings=bindings)
 
 
 def serialize_loop_checkpoint(checkpoint: LoopCheckpoint) -> bytes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from inspect import isawaitable
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 import msgspec
 
@@ -42,8 +42,8 @@ from ._schema import CheckpointCounters, LoopBindings, LoopCheckpoint, status_of
 
 __all__ = ("CheckpointRunResult", "CommitFn", "RestoreFn", "RestoredLoop", "run_from_checkpoint")
 
-CallModelFn = Callable[[list[Message], list[ToolDefinition]], Awaitable[ModelTurnResult]]
-RunToolCallFn = Callable[[ToolCall], MaybeAwaitable[ToolOutcome]]
+CallModelFn: TypeAlias = Callable[[list[Message], list[ToolDefinition]], Awaitable[ModelTurnResult]]
+RunToolCallFn: TypeAlias = Callable[[ToolCall], MaybeAwaitable[ToolOutcome]]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -84,10 +84,10 @@ class RestoredLoop:
     batch_options: ToolBatchOptions = field(default_factory=ToolBatchOptions)
 
 
-RestoreFn = Callable[[LoopCheckpoint], MaybeAwaitable[RestoredLoop]]
+RestoreFn: TypeAlias = Callable[[LoopCheckpoint], MaybeAwaitable[RestoredLoop]]
 """Re-create the executable ports for a checkpoint (verify or provision its bindings first)."""
 
-CommitFn = Callable[[LoopCheckpoint], MaybeAwaitable[BoundaryDecision]]
+CommitFn: TypeAlias = Callable[[LoopCheckpoint], MaybeAwaitable[BoundaryDecision]]
 """Persist one settled checkpoint, then answer ``"continue"`` or ``"checkpoint"`` (stop here)."""
 
 

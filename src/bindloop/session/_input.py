@@ -17,7 +17,7 @@ from ..contracts import (
 )
 from ..errors import UsageError
 from ..loop import OpenSuspend
-from ._codec import copy_bindings, copy_stats, require_checkpoint
+from ._codec import require_checkpoint
 from ._errors import CheckpointInputError
 from ._schema import CheckpointStatus, LoopCheckpoint
 
@@ -125,6 +125,6 @@ def apply_checkpoint_input(checkpoint: LoopCheckpoint, input: CheckpointInput) -
         raise CheckpointInputError(
             status, f"input must be a CheckpointReply, CheckpointWake or UserMessage, got "
                     f"{type(input).__name__}")
-    return msgspec.structs.replace(
-        cp, revision=cp.revision + 1, status=new_status, messages=messages,
-        open_suspends=remaining, stats=copy_stats(cp.stats), bindings=copy_bindings(cp.bindings))
+    # ``cp`` is already a private copy (require_checkpoint rebuilt it), so its dicts can be reused.
+    return msgspec.structs.replace(cp, revision=cp.revision + 1, status=new_status,
+                                   messages=messages, open_suspends=remaining)

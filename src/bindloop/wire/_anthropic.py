@@ -196,10 +196,10 @@ class AnthropicAdapter:
             output["format"] = {"type": "json_schema", "schema": options.response_format.schema}
         if output:
             body["output_config"] = output
-        if options.temperature is not None:
-            body["temperature"] = options.temperature
-        if options.top_p is not None:
-            body["top_p"] = options.top_p
+        if options.temperature is not None or options.top_p is not None:
+            # The current published Messages schema has neither; extra_body can still force them.
+            raise WireRequestError("the Anthropic Messages API takes no temperature or top_p "
+                                   "(send them through extra_body if your endpoint accepts them)")
         if options.stop:
             body["stop_sequences"] = list(options.stop)
         headers = JSON_HEADERS + (("anthropic-version", ANTHROPIC_VERSION),)

@@ -408,13 +408,13 @@ def _parts(m: Message, names: dict[str, str]) -> tuple[str, list[dict[str, Any]]
             else:
                 raise WireRequestError(
                     f"an assistant message carries only text here, got {type(p).__name__}")
-        calls = []
+        calls: list[dict[str, Any]] = []
         for call in m.tool_calls:
             names[call.id] = call.name
             calls.append({"functionCall": {"id": call.id, "name": call.name,
                                            "args": _args_object(call.arguments)}})
         if loose:
-            target = calls[0] if calls else next(
+            target: dict[str, Any] | None = calls[0] if calls else next(
                 (q for q in reversed(parts) if not q.get("thought")), None)
             if target is None:
                 target = {"text": ""}

@@ -219,13 +219,15 @@ class ModelAdapter:
                 raise RunCancelledError("the model call was cancelled")
             deadline = watchdog.next_deadline_ms
             delay = math.inf if deadline is None else max(0.0, (deadline - self._clock()) / 1000.0)
-            with anyio.move_on_after(delay):
+            with anyio.move_on_after(delay) as scope:
                 # The watchdog's signal cancels this scope (external abort or a budget firing).
-                scope_box.append(anyio.CancelScope()) if False else None
+                scope_box.append(scope)
                 try:
                     return await chunks.__anext__()
                 except StopAsyncIteration:
                     return None
+                finally:
+                    scope_box.pop()
             # Interrupted: a budget may have run out (check fires the signal), or woke early.
             watchdog.check()
 

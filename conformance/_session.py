@@ -1,0 +1,75 @@
+"""Checkpointed scenarios: the loop run through ``bindloop.session``, stopped at a committed
+checkpoint and resumed from the checkpoint the scenario stores (the bytes CPython wrote), so a
+Pyodide run resumes what CPython checkpointed and both reports carry the bytes each one wrote."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import msgspec
+
+from bindloop import BoundaryDecision, ToolLoopParams, ToolLoopResult, ToolLoopState
+from bindloop.session import (
+    LoopBindings,
+    LoopCheckpoint,
+    RestoredLoop,
+    create_loop_checkpoint,
+    parse_loop_checkpoint,
+    run_from_checkpoint,
+    serialize_loop_checkpoint,
+)
+
+from ._schema import CheckpointSpec
+
+__all__ = ("run_checkpointed",)
+
+# Every ToolLoopParams port (all fields but state and max_iterations, which the checkpoint holds).
+_PORTS = (
+    "call_model", "run_tool_call", "build_tools", "now", "runs_serially", "activate_plugins",
+    "activate_skills", "is_fatal_tool_error", "on_tool_call_rejected", "should_stop", "signal",
+    "throw_if_timed_out", "ensure_not_cancelled", "on_assistant_message", "on_progress_update",
+    "on_turn_would_end", "before_tool_message_accepted", "on_step_settled", "compact",
+    "batch_options",
+)
+
+
+def _state_of(cp: LoopCheckpoint) -> ToolLoopState:
+    s, c = cp.stats, cp.counters
+    return ToolLoopState(
+        messages=list(cp.messages), input_tokens=s.input_tokens, output_tokens=s.output_tokens,
+        cached_input_tokens=s.cached_input_tokens, cost=s.cost, tool_calls=c.requested_tool_calls,
+        last_prompt_tokens=c.last_prompt_tokens, last_output_tokens=c.last_output_tokens,
+        has_fresh_token_count=c.has_fresh_token_count, open_suspends=list(cp.open_suspends))
+
+
+async def run_checkpointed(spec: CheckpointSpec, params: ToolLoopParams) -> tuple[
+        ToolLoopResult, ToolLoopState, dict[str, Any], list[dict[str, Any]]]:
+    """Both legs. Returns the final stop reason with the *cumulative* stats, the final state, the
+    report's ``checkpoint`` entry (leg 1's stop reason and the bytes it wrote) and mismatches."""
+    bindings = LoopBindings(config=spec.config, environment=spec.environment)
+    first = create_loop_checkpoint(execution_id=spec.execution_id, messages=params.state.messages,
+                                   max_iterations=params.max_iterations, bindings=bindings)
+    restored = RestoredLoop(capture_bindings=lambda: bindings,
+                            **{name: getattr(params, name) for name in _PORTS})
+    written: list[bytes] = []
+
+    def stop_there(cp: LoopCheckpoint) -> BoundaryDecision:
+        written.append(serialize_loop_checkpoint(cp))
+        return "checkpoint" if cp.iterations == spec.stop_at_iterations else "continue"
+
+    leg1 = await run_from_checkpoint(checkpoint=first, restore=lambda cp: restored,
+                                     commit=stop_there)
+    saved = written[-1].decode() if written else ""
+    mismatches: list[dict[str, Any]] = []
+    if leg1.stop_reason != "checkpointed":
+        mismatches.append({"at": "checkpoint.stopped", "expected": "checkpointed",
+                           "observed": leg1.stop_reason})
+    stored = parse_loop_checkpoint(spec.stored)
+    if saved != serialize_loop_checkpoint(stored).decode():
+        mismatches.append({"at": "checkpoint.stored", "expected": spec.stored,
+                           "observed": msgspec.json.decode(saved) if saved else None})
+    leg2 = await run_from_checkpoint(checkpoint=stored, restore=lambda cp: restored,
+                                     commit=lambda cp: "continue")
+    result = ToolLoopResult(stop_reason=cast(Any, leg2.stop_reason), stats=leg2.cumulative_stats)
+    entry = {"stopped": leg1.stop_reason, "saved": saved, "resumed_iterations": leg2.iterations}
+    return result, _state_of(leg2.checkpoint), entry, mismatches

@@ -1,0 +1,89 @@
+"""An httpx transport for CPython (optional extra ``bindloop[httpx]``).
+
+Implements :class:`bindloop.wire.Transport`: joins the base URL and the adapter's path, adds the
+host's headers (credentials live here, never in the core), and streams the body. httpx's own
+failures become :class:`bindloop.wire.TransportError` so routing can classify them. Leaving
+``open()`` — normally, by an error, or by cancellation — closes the response.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from bindloop.wire import HttpRequest, TransportError
+
+__all__ = ("HttpxTransport",)
+
+
+def _httpx() -> Any:
+    try:
+        import httpx
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("HttpxTransport needs httpx: pip install 'bindloop[httpx]'") from exc
+    return httpx
+
+
+class _Response:
+    __slots__ = ("_httpx", "_resp")
+
+    def __init__(self, resp: Any, httpx: Any) -> None:
+        self._resp = resp
+        self._httpx = httpx
+
+    @property
+    def status(self) -> int:
+        return int(self._resp.status_code)
+
+    @property
+    def headers(self) -> Sequence[tuple[str, str]]:
+        return list(self._resp.headers.multi_items())
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._resp.aiter_raw():
+                yield chunk
+        except self._httpx.TimeoutException as exc:
+            raise TransportError(f"timed out reading the response: {exc}", kind="timeout") from exc
+        except self._httpx.TransportError as exc:
+            raise TransportError(f"the connection failed mid-response: {exc!r}") from exc
+
+
+class HttpxTransport:
+    """``base_url`` is the provider's base (``https://api.openai.com/v1``, ``https://api.anthropic.com``,
+    ``https://generativelanguage.googleapis.com``); ``headers`` are added to every request (use the
+    adapter's ``auth_headers(key)``). Pass ``client`` to share a connection pool; otherwise one is
+    created per transport (close it with :meth:`aclose`). ``connect_timeout`` bounds connecting only:
+    the stream watchdog bounds the body."""
+
+    def __init__(self, base_url: str, *, headers: Sequence[tuple[str, str]] = (),
+                 client: Any = None, connect_timeout: float = 30.0) -> None:
+        httpx = _httpx()
+        self._httpx = httpx
+        self._base = base_url.rstrip("/")
+        self._headers = tuple(headers)
+        self._own = client is None
+        self._client = client if client is not None else httpx.AsyncClient(
+            timeout=httpx.Timeout(None, connect=connect_timeout))
+
+    @asynccontextmanager
+    async def open(self, request: HttpRequest) -> AsyncIterator[_Response]:
+        httpx = self._httpx
+        req = self._client.build_request(request.method, self._base + request.path,
+                                         headers=[*request.headers, *self._headers],
+                                         content=request.body)
+        try:
+            resp = await self._client.send(req, stream=True)
+        except httpx.TimeoutException as exc:
+            raise TransportError(f"timed out connecting: {exc}", kind="timeout") from exc
+        except httpx.TransportError as exc:
+            raise TransportError(f"could not reach {self._base}: {exc!r}") from exc
+        try:
+            yield _Response(resp, httpx)
+        finally:
+            await resp.aclose()
+
+    async def aclose(self) -> None:
+        if self._own:
+            await self._client.aclose()

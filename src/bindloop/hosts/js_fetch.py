@@ -1,0 +1,89 @@
+"""A JS ``fetch`` transport for Pyodide (browser, Node) and Cloudflare Python Workers.
+
+Importable everywhere, usable only where ``js`` and ``pyodide.ffi`` exist (they are imported when a
+request is sent). The response body is streamed through its ``ReadableStream`` reader, one chunk
+at a time; leaving ``open()`` — normally, by an error, or by cancellation — cancels the reader and
+aborts the request through an ``AbortController``, so the connection is closed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from bindloop.wire import HttpRequest, TransportError
+
+__all__ = ("FetchTransport",)
+
+
+def _js() -> tuple[Any, Any]:
+    try:
+        import js  # type: ignore[import-not-found]
+        from pyodide import ffi  # type: ignore[import-not-found]
+    except ImportError as exc:
+        raise ImportError("FetchTransport runs only under Pyodide or Python Workers") from exc
+    return js, ffi
+
+
+class _Response:
+    __slots__ = ("_ffi", "_headers", "_reader", "status")
+
+    def __init__(self, resp: Any, reader: Any, ffi: Any) -> None:
+        self.status = int(resp.status)
+        self._headers = [(str(pair[0]), str(pair[1])) for pair in resp.headers.entries()]
+        self._reader = reader
+        self._ffi = ffi
+
+    @property
+    def headers(self) -> Sequence[tuple[str, str]]:
+        return self._headers
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        if self._reader is None:
+            return
+        while True:
+            try:
+                result = await self._reader.read()
+            except self._ffi.JsException as exc:
+                raise TransportError(f"the connection failed mid-response: {exc}") from exc
+            if result.done:
+                return
+            yield bytes(result.value.to_bytes())
+
+
+class FetchTransport:
+    """``base_url`` and ``headers`` as for :class:`~bindloop.hosts.httpx_transport.HttpxTransport`.
+    ``fetch`` defaults to the global ``fetch`` (inject a Worker binding's ``fetch`` or a test double)."""
+
+    def __init__(self, base_url: str, *, headers: Sequence[tuple[str, str]] = (),
+                 fetch: Any = None) -> None:
+        self._base = base_url.rstrip("/")
+        self._headers = tuple(headers)
+        self._fetch = fetch
+
+    @asynccontextmanager
+    async def open(self, request: HttpRequest) -> AsyncIterator[_Response]:
+        js, ffi = _js()
+        controller = js.AbortController.new()
+        headers = js.Headers.new()
+        for name, value in (*request.headers, *self._headers):
+            headers.append(name, value)
+        init = ffi.to_js({"method": request.method, "headers": headers,
+                          "body": ffi.to_js(request.body), "signal": controller.signal},
+                         dict_converter=js.Object.fromEntries)
+        fetch = self._fetch if self._fetch is not None else js.fetch
+        try:
+            resp = await fetch(self._base + request.path, init)
+        except ffi.JsException as exc:
+            raise TransportError(f"could not reach {self._base}: {exc}") from exc
+        reader = resp.body.getReader() if resp.body is not None else None
+        try:
+            yield _Response(resp, reader, ffi)
+        finally:
+            if reader is not None:
+                try:
+                    await reader.cancel()
+                except ffi.JsException:
+                    pass  # already closed or errored: nothing left to release
+            controller.abort()

@@ -1,0 +1,206 @@
+"""A scripted provider server: real HTTP/1.1 on 127.0.0.1, replies taken from a script.
+
+For integration tests and the provider demo. Each request's path starts with a route prefix
+(``/openai/...``); the server pops the next :class:`ScriptedReply` queued for that prefix. A reply can
+stream its chunks (chunked transfer encoding, optional delay), stall after some chunks (the
+connection stays open until the client gives up), or drop the connection after some chunks.
+It runs its own asyncio loop on a background thread, so a client on any event loop (asyncio, trio)
+can use it. Every request is recorded for assertions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+
+from bindloop.contracts import ModelTurnResult
+
+from .provider_replies import render_body, render_sse
+
+__all__ = ("RecordedRequest", "ScriptedProviderServer", "ScriptedReply", "error_reply", "turn_reply")
+
+
+@dataclass(frozen=True)
+class ScriptedReply:
+    """One response. ``stall_after`` / ``drop_after`` count chunks sent before stalling / dropping."""
+
+    status: int = 200
+    headers: tuple[tuple[str, str], ...] = ()
+    chunks: tuple[bytes, ...] = ()
+    delay_s: float = 0.0
+    stall_after: int | None = None
+    drop_after: int | None = None
+    streamed: bool = True
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    method: str
+    path: str
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+
+def turn_reply(wire: str, turn: ModelTurnResult, *, stream: bool, model: str = "scripted-model",
+               **options: object) -> ScriptedReply:
+    """The reply ``wire`` would send for ``turn``, streamed as SSE or as one JSON body."""
+    if stream:
+        return ScriptedReply(headers=(("content-type", "text/event-stream"),),
+                             chunks=tuple(render_sse(wire, turn, model=model)),
+                             **options)  # type: ignore[arg-type]
+    return ScriptedReply(headers=(("content-type", "application/json"),),
+                         chunks=(render_body(wire, turn, model=model),), streamed=False,
+                         **options)  # type: ignore[arg-type]
+
+
+def error_reply(status: int, body: bytes, *, retry_after: str | None = None) -> ScriptedReply:
+    headers = [("content-type", "application/json")]
+    if retry_after is not None:
+        headers.append(("retry-after", retry_after))
+    return ScriptedReply(status=status, headers=tuple(headers), chunks=(body,), streamed=False)
+
+
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
+            413: "Payload Too Large", 429: "Too Many Requests", 500: "Internal Server Error",
+            503: "Service Unavailable", 529: "Overloaded"}
+
+
+@dataclass
+class ScriptedProviderServer:
+    """Use as a context manager; ``base_url(prefix)`` gives the URL a transport should use."""
+
+    host: str = "127.0.0.1"
+    requests: list[RecordedRequest] = field(default_factory=list)
+    _queues: dict[str, deque[ScriptedReply]] = field(default_factory=dict)
+    _responders: dict[str, Callable[[RecordedRequest], ScriptedReply]] = field(default_factory=dict)
+    _loop: asyncio.AbstractEventLoop | None = None
+    _thread: threading.Thread | None = None
+    _server: asyncio.base_events.Server | None = None
+    _stop: asyncio.Event | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    port: int = 0
+
+    def enqueue(self, prefix: str, *replies: ScriptedReply) -> None:
+        with self._lock:
+            self._queues.setdefault(prefix.strip("/"), deque()).extend(replies)
+
+    def set_responder(self, prefix: str,
+                      responder: Callable[[RecordedRequest], ScriptedReply]) -> None:
+        """Answer requests under ``prefix`` with ``responder(request)`` once its queue is empty
+        (a scripted provider that reads the transcript it was sent). Runs on the server thread."""
+        with self._lock:
+            self._responders[prefix.strip("/")] = responder
+
+    def pending(self, prefix: str) -> int:
+        with self._lock:
+            return len(self._queues.get(prefix.strip("/"), ()))
+
+    def base_url(self, prefix: str) -> str:
+        return f"http://{self.host}:{self.port}/{prefix.strip('/')}"
+
+    def start(self) -> ScriptedProviderServer:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
+                                        name="scripted-provider-server")
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._serve(), self._loop).result(timeout=10)
+        return self
+
+    async def _serve(self) -> None:
+        self._stop = asyncio.Event()
+        self._server = await asyncio.start_server(self._handle, self.host, 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    def stop(self) -> None:
+        loop = self._loop
+        if loop is None:
+            return
+
+        async def shutdown() -> None:
+            assert self._server is not None and self._stop is not None
+            self._stop.set()
+            self._server.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(shutdown(), loop).result(timeout=10)
+        loop.call_soon_threadsafe(loop.stop)
+        assert self._thread is not None
+        self._thread.join(timeout=10)
+        loop.close()
+        self._loop = None
+
+    def __enter__(self) -> ScriptedProviderServer:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            method, path, _ = lines[0].split(" ", 2)
+            headers = tuple((k.strip().lower(), v.strip()) for k, _, v in
+                            (line.partition(":") for line in lines[1:] if line))
+            length = int(dict(headers).get("content-length", "0"))
+            body = await reader.readexactly(length) if length else b""
+            request = RecordedRequest(method, path, headers, body)
+            self.requests.append(request)
+            prefix = path.lstrip("/").split("/", 1)[0]
+            with self._lock:
+                queue = self._queues.get(prefix)
+                responder = self._responders.get(prefix)
+                reply = queue.popleft() if queue else None
+            if reply is None:
+                reply = responder(request) if responder is not None else ScriptedReply(
+                    status=500, chunks=(b'{"error":{"message":"script exhausted"}}',),
+                    streamed=False)
+            await self._reply(reply, reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    async def _reply(self, reply: ScriptedReply, reader: asyncio.StreamReader,
+                     writer: asyncio.StreamWriter) -> None:
+        status = f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Status')}\r\n"
+        head = [status, "connection: close\r\n"]
+        head += [f"{k}: {v}\r\n" for k, v in reply.headers]
+        if reply.streamed:
+            head.append("transfer-encoding: chunked\r\n")
+        else:
+            head.append(f"content-length: {sum(len(c) for c in reply.chunks)}\r\n")
+        writer.write(("".join(head) + "\r\n").encode("latin-1"))
+        await writer.drain()
+        for n, chunk in enumerate(reply.chunks):
+            if reply.stall_after is not None and n >= reply.stall_after:
+                # Hold the connection open, silent, until the client hangs up or we stop.
+                assert self._stop is not None
+                stop = asyncio.ensure_future(self._stop.wait())
+                eof = asyncio.ensure_future(reader.read())
+                await asyncio.wait({stop, eof}, return_when=asyncio.FIRST_COMPLETED)
+                stop.cancel()
+                eof.cancel()
+                return
+            if reply.drop_after is not None and n >= reply.drop_after:
+                writer.transport.abort()
+                return
+            if reply.delay_s:
+                await asyncio.sleep(reply.delay_s)
+            writer.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n" if reply.streamed
+                         else chunk)
+            await writer.drain()
+        if reply.drop_after is not None and reply.drop_after >= len(reply.chunks):
+            writer.transport.abort()
+            return
+        if reply.streamed:
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()

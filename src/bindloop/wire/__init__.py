@@ -1,0 +1,87 @@
+"""JSON-only wire adapters: SSE decoding and the OpenAI Chat Completions, OpenAI Responses,
+Anthropic Messages and Gemini wires, plus their composition with a host transport.
+
+The adapters are pure (bytes and JSON in, bytes and JSON out); the host performs HTTP through the
+:class:`Transport` port (``bindloop.hosts`` ships httpx and JS ``fetch`` transports). See docs/wire.md.
+"""
+
+from ._anthropic import AnthropicAdapter as AnthropicAdapter
+from ._collect import (
+    REASONING_ID_KEY as REASONING_ID_KEY,
+    WireTurnCollector as WireTurnCollector,
+    collect_wire_turn as collect_wire_turn,
+)
+from ._errors import (
+    IncompleteStreamError as IncompleteStreamError,
+    ProviderHttpError as ProviderHttpError,
+    ProviderPromptTooLongError as ProviderPromptTooLongError,
+    SseError as SseError,
+    SseLimitError as SseLimitError,
+    TransportError as TransportError,
+    WireDecodeError as WireDecodeError,
+    WireRequestError as WireRequestError,
+)
+from ._gemini import GeminiAdapter as GeminiAdapter, gemini_schema as gemini_schema
+from ._model import (
+    ModelAdapter as ModelAdapter,
+    RoutedModel as RoutedModel,
+    StreamBudgets as StreamBudgets,
+    Transport as Transport,
+    TransportResponse as TransportResponse,
+    attempt_error_from as attempt_error_from,
+)
+from ._openai_chat import OpenAIChatAdapter as OpenAIChatAdapter
+from ._openai_responses import OpenAIResponsesAdapter as OpenAIResponsesAdapter
+from ._registry import WIRE_NAMES as WIRE_NAMES, create_wire_adapter as create_wire_adapter
+from ._sse import SseDecoder as SseDecoder, SseEvent as SseEvent
+from ._types import (
+    ForcedTool as ForcedTool,
+    Headers as Headers,
+    HttpRequest as HttpRequest,
+    JsonSchemaFormat as JsonSchemaFormat,
+    ReasoningOptions as ReasoningOptions,
+    StreamDecoder as StreamDecoder,
+    ToolChoice as ToolChoice,
+    WireAdapter as WireAdapter,
+    WireName as WireName,
+    WireOptions as WireOptions,
+)
+
+__all__ = (
+    "REASONING_ID_KEY",
+    "WIRE_NAMES",
+    "AnthropicAdapter",
+    "ForcedTool",
+    "GeminiAdapter",
+    "Headers",
+    "HttpRequest",
+    "IncompleteStreamError",
+    "JsonSchemaFormat",
+    "ModelAdapter",
+    "OpenAIChatAdapter",
+    "OpenAIResponsesAdapter",
+    "ProviderHttpError",
+    "ProviderPromptTooLongError",
+    "ReasoningOptions",
+    "RoutedModel",
+    "SseDecoder",
+    "SseError",
+    "SseEvent",
+    "SseLimitError",
+    "StreamBudgets",
+    "StreamDecoder",
+    "ToolChoice",
+    "Transport",
+    "TransportError",
+    "TransportResponse",
+    "WireAdapter",
+    "WireDecodeError",
+    "WireName",
+    "WireOptions",
+    "WireRequestError",
+    "WireTurnCollector",
+    "attempt_error_from",
+    "collect_wire_turn",
+    "create_wire_adapter",
+    "gemini_schema",
+)

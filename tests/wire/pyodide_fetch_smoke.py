@@ -1,0 +1,41 @@
+# Runs under Pyodide: the JS fetch transport streams an SSE body through a ReadableStream reader.
+from pyodide.code import run_js
+from pyodide.ffi import to_js
+
+from bindloop.contracts import ModelTurnResult, ToolCall, TurnUsage, UserMessage
+from bindloop.hosts.js_fetch import FetchTransport
+from bindloop.hosts.provider_replies import render_sse
+from bindloop.wire import ModelAdapter, OpenAIChatAdapter, ProviderHttpError, WireOptions
+
+turn = ModelTurnResult(text="héllo from fetch", tool_calls=(ToolCall(id="c1", name="f", arguments='{"a":1}'),),
+                       usage=TurnUsage(input_tokens=5, output_tokens=3), finish_reason="tool_calls")
+blob = b"".join(render_sse("openai_chat", turn))
+chunks = [blob[i:i + 7] for i in range(0, len(blob), 7)]  # 7-byte chunks split UTF-8 characters
+make_fetch = run_js("""
+(chunks, status, seen) => async (url, init) => {
+  seen.push([url, init.method, [...init.headers.entries()], new TextDecoder().decode(init.body)]);
+  const body = new ReadableStream({start(c) { for (const x of chunks) c.enqueue(x); c.close(); }});
+  return new Response(body, {status, headers: {"content-type": "text/event-stream", "retry-after": "3"}});
+}
+""")
+seen = run_js("[]")
+fetch = make_fetch(to_js(chunks), 200, seen)
+chat = OpenAIChatAdapter()
+model = ModelAdapter(chat, FetchTransport("https://example.test/v1", headers=chat.auth_headers("k"), fetch=fetch),
+                     WireOptions(model="m", stream=True))
+got = await model.complete([UserMessage(content="hi")])
+assert got == turn, got
+url, method, headers, body = seen[0]
+assert url == "https://example.test/v1/chat/completions" and method == "POST", (url, method)
+assert ["authorization", "Bearer k"] in headers.to_py(), headers.to_py()
+assert '"stream":true' in body
+
+err = b'{"error":{"message":"slow down","type":"tokens","code":"rate_limit_exceeded"}}'
+model2 = ModelAdapter(chat, FetchTransport("https://example.test/v1", fetch=make_fetch(to_js([err]), 429, run_js("[]"))),
+                      WireOptions(model="m", stream=True))
+try:
+    await model2.complete([UserMessage(content="hi")])
+    raise AssertionError("expected a rate limit")
+except ProviderHttpError as e:
+    assert e.category == "rate_limited" and e.retry_after_ms == 3000.0, e
+"fetch transport ok: " + got.text
