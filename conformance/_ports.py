@@ -34,6 +34,7 @@ from bindloop import (
     content_text,
     messages_from_openai,
 )
+from bindloop.compaction import persist_tool_output
 from bindloop.loop import OpenSuspend
 from bindloop.testing import ScriptedModel, SteppingClock, stepping_clock
 
@@ -156,9 +157,28 @@ class ScenarioRun:
             spec = begin(call)
             for _ in range(spec.yields):
                 await anyio.lowlevel.checkpoint()
-            return finish(call, spec)
+            outcome = finish(call, spec)
+            if spec.persist is not None and isinstance(outcome, ToolResult) \
+                    and isinstance(outcome.content, str):
+                outcome = await self.persist(call, spec, outcome.content)
+            return outcome
 
         return run_async
+
+    async def persist(self, call: ToolCall, spec: ToolSpec, text: str) -> ToolResult:
+        """Route a large result through the persisted-output stub, writing to memory."""
+        assert spec.persist is not None
+        written: list[tuple[str, int]] = []
+
+        def write(path: str, blob: str) -> None:
+            written.append((path, len(blob.encode("utf-8"))))
+
+        message = ToolMessage(tool_call_id=call.id, content=text * spec.persist.repeat, name=call.name)
+        sent = await persist_tool_output(message, path=spec.persist.path, write=write,
+                                         threshold_bytes=spec.persist.threshold_bytes)
+        self.events.append({"event": "persisted", "id": call.id, "stubbed": sent is not message,
+                            "writes": [{"path": p, "bytes": n} for p, n in written]})
+        return ToolResult(content=sent.content)
 
     # -- the run's inputs --------------------------------------------------------------------------
 

@@ -116,6 +116,16 @@ class TurnSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     raw: bool = False
 
 
+class PersistSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Send the tool's text result (repeated ``repeat`` times) through
+    ``bindloop.compaction.persist_tool_output`` with an in-memory write port: a result over
+    ``threshold_bytes`` reaches the transcript as the byte-stable ``<persisted-output>`` stub."""
+
+    path: str
+    repeat: int = 1
+    threshold_bytes: int = 32 * 1024
+
+
 class ToolSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """What one tool call does. At most one of result / error / suspend / raise; none means the
     default result ``"<name> ok"``."""
@@ -131,6 +141,7 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     delay_ms: float = 0.0
     yields: int = 0
     abort_signal: str | None = None
+    persist: PersistSpec | None = None
 
 
 class ToolsSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -341,6 +352,10 @@ def check(sc: Scenario) -> None:
             raise ScenarioError(f"{where}: abort_signal needs ports.signal")
         if spec.yields and sc.ports.style == "sync":
             raise ScenarioError(f"{where}: a sync-style tool cannot yield")
+        if spec.persist is not None and sc.ports.style == "sync":
+            raise ScenarioError(f"{where}: persist writes through an async port; use async style")
+        if spec.persist is not None and spec.persist.repeat < 1:
+            raise ScenarioError(f"{where}: persist.repeat must be >= 1")
         if spec.raise_ is not None:
             make_exception(spec.raise_)
     for k, turn in enumerate(sc.model, start=1):

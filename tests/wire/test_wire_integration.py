@@ -265,3 +265,30 @@ def test_attempt_error_mapping() -> None:
     assert attempt_error_from(KeyError("bug"), target).category == "client_error"
     already = AttemptError("auth", target)
     assert attempt_error_from(already, target) is already
+
+
+async def test_output_already_shown_stops_fallback(server: ScriptedProviderServer) -> None:
+    # The first provider streams visible text, then the connection drops: routing must not
+    # silently retry elsewhere (the user already saw part of an answer).
+    server.enqueue("shown1", turn_reply("openai_chat", ANSWER, stream=True, drop_after=3))
+    server.enqueue("shown2", turn_reply("openai_chat", ANSWER, stream=True))
+    model_id = canonical_model_id("acme/m")
+    plan = RoutePlan(stages=(RouteStage(
+        role="primary", model=model_id,
+        policy=OrderedPolicy(providers=(provider_id("shown1"), provider_id("shown2"))),
+        candidates=tuple(RouteCandidate(provider_id=provider_id(p), canonical_model_id=model_id,
+                                        provider_invocation_model="m",
+                                        credential_source="platform")
+                         for p in ("shown1", "shown2"))),))
+    shown: list[object] = []
+    routed = RoutedModel(plan=plan, models={
+        "shown1": _model(server, "openai_chat", "shown1", on_event=shown.append),
+        "shown2": _model(server, "openai_chat", "shown2", on_event=shown.append)})
+    with pytest.raises(AttemptError) as info:
+        await routed.call_model([UserMessage(content="x")], [])
+    assert info.value.category == "connection"
+    assert routed.last_result is not None
+    assert [(a.provider_id, a.produced_output) for a in routed.last_result.attempts] == [
+        ("shown1", True)]
+    assert server.pending("shown2") == 1
+    assert any(isinstance(e, TextEvent) for e in shown)

@@ -144,17 +144,20 @@ class ModelAdapter:
         Closing the generator early closes the connection.
         """
         opts = msgspec.structs.replace(options or self.options, stream=True)
-        async for event in self._events(messages, tools, opts, signal):
+        async for event in self._events(messages, tools, opts, signal, self.on_event):
             yield event
 
     async def complete(self, messages: Sequence[Message], tools: Sequence[ToolDefinition] = (),
                        *, options: WireOptions | None = None,
-                       signal: AbortSignal | None = None) -> ModelTurnResult:
+                       signal: AbortSignal | None = None,
+                       on_event: Callable[[StreamEvent], None] | None = None) -> ModelTurnResult:
         """One turn, streamed or not as ``options.stream`` says, folded into a result. An
-        :class:`~bindloop.completion.ErrorEvent` inside the stream raises its error."""
+        :class:`~bindloop.completion.ErrorEvent` inside the stream raises its error. ``on_event``
+        replaces the adapter's sink for this call."""
         opts = options or self.options
         collector = WireTurnCollector(price=self.price)
-        async for event in self._events(messages, tools, opts, signal):
+        sink = on_event if on_event is not None else self.on_event
+        async for event in self._events(messages, tools, opts, signal, sink):
             collector.observe(event)
         return collector.result()
 
@@ -164,8 +167,8 @@ class ModelAdapter:
         return await self.complete(messages, tools)
 
     async def _events(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
-                      options: WireOptions,
-                      signal: AbortSignal | None) -> AsyncIterator[StreamEvent]:
+                      options: WireOptions, signal: AbortSignal | None,
+                      sink: Callable[[StreamEvent], None] | None) -> AsyncIterator[StreamEvent]:
         if signal is not None and signal.aborted:
             raise RunCancelledError("the model call was cancelled before it started")
         request = self.adapter.build_request(messages, tools, options)
@@ -189,8 +192,8 @@ class ModelAdapter:
                         events = decoder.feed(chunk)
                         watchdog.observed_chunk(_chunk_kind(events))  # type: ignore[arg-type]
                         for event in events:
-                            if self.on_event is not None:
-                                self.on_event(event)
+                            if sink is not None:
+                                sink(event)
                             yield event
                     for event in decoder.end():
                         yield event
@@ -201,8 +204,8 @@ class ModelAdapter:
                         parts.append(chunk)
                     turn = self.adapter.parse_response(b"".join(parts))
                     for event in _turn_events(turn):
-                        if self.on_event is not None:
-                            self.on_event(event)
+                        if sink is not None:
+                            sink(event)
                         yield event
         finally:
             remove()
@@ -341,15 +344,12 @@ class RoutedModel:
                 assert sink is not None
                 sink(event)
 
-            if sink is not None:
-                model.on_event = watch
             try:
-                turn = await model.complete(messages, tools, options=options, signal=self._signal)
+                turn = await model.complete(messages, tools, options=options, signal=self._signal,
+                                            on_event=watch if sink is not None else None)
             except Exception as exc:  # classified into facts; routing decides
                 return AttemptFailure(error=attempt_error_from(exc, target),
                                       produced_output=shown[0])
-            finally:
-                model.on_event = sink
             return AttemptSuccess(turn)
 
         result = await execute_route_plan(plan=self._plan, attempt=attempt,
