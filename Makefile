@@ -7,7 +7,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: all venv demo test pytest typecheck js-test conformance bench bench-peers clean
+.PHONY: all venv demo demo-providers demo-openai test pytest typecheck js-test wasm-smoke conformance \
+	bench bench-peers clean
 
 all: test
 
@@ -23,9 +24,19 @@ venv: $(STAMP)
 demo: venv
 	$(PY) -m bindloop.hosts.demo
 
+## The same agent through real provider wires over loopback HTTP: an Anthropic-wire provider that
+## answers 503, then fallback to an OpenAI-chat-wire provider streaming SSE (route log in the trace).
+demo-providers: venv
+	$(PY) -m bindloop.hosts.provider_demo
+
+## Against a real OpenAI-compatible endpoint: make demo-openai BASE_URL=... MODEL=... (key from
+## $$OPENAI_API_KEY, read by the CLI only).
+demo-openai: venv
+	$(PY) -m bindloop.hosts.provider_demo openai --base-url $(BASE_URL) --model $(MODEL)
+
 ## make test: pytest (unit, property, fences, API), mypy --strict, JS tests, conformance on
 ## CPython and on Pyodide 314 in Node, and a byte-for-byte comparison of the two reports.
-test: pytest typecheck js-test conformance-compare
+test: pytest typecheck js-test conformance-compare wasm-smoke
 
 pytest: venv
 	$(PY) -m pytest
@@ -37,6 +48,10 @@ js-test:
 	@if ls wasm/demo/*.test.mjs >/dev/null 2>&1; then node --test wasm/demo/; else echo "no JS tests"; fi
 
 conformance: conformance-compare
+
+## The JS fetch transport under Pyodide: a real JS Response body streamed into the wire decoders.
+wasm-smoke: wasm/node_modules/.package-lock.json wasm-wheels
+	node wasm/run_smoke.mjs tests/wire/pyodide_fetch_smoke.py
 
 include wasm/wasm.mk
 include conformance/conformance.mk
