@@ -7,7 +7,7 @@ is the host's business, through an injected port.
 
 from __future__ import annotations
 
-import inspect
+from .._awaitable import isawaitable
 from collections.abc import Awaitable, Callable
 from typing import Final
 
@@ -109,7 +109,7 @@ async def persist_tool_output(
         return message
     try:
         pending = write(plan.path, plan.text)
-        if inspect.isawaitable(pending):
+        if isawaitable(pending):
             await pending
     except Exception as exc:
         if on_write_error is not None:

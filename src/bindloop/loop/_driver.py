@@ -8,7 +8,7 @@ a raise is classified (fatal, or a tool error the model reads).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from inspect import isawaitable
+from .._awaitable import isawaitable
 from typing import Any, TypeVar, cast, overload
 
 from ..contracts import ToolCall, ToolDefinition, ToolError, ToolOutcome

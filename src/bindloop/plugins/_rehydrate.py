@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
-from inspect import isawaitable
-from typing import Literal, TypeAlias
+from .._awaitable import isawaitable
+from typing import Literal, TypeAlias, cast
 
 import msgspec
 
@@ -79,7 +79,7 @@ async def rehydrate_activation(
         if outcome is True:
             active.append(canonical)
         elif isinstance(outcome, str) and outcome in _REASONS:
-            dropped.append(DroppedActivation(name=canonical, reason=outcome,
+            dropped.append(DroppedActivation(name=canonical, reason=cast(DropReason, outcome),
                                              names=originals))
         else:
             raise PortContractError(

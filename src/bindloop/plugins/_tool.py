@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from inspect import isawaitable
+from .._awaitable import isawaitable
 from typing import Any, Generic, TypeAlias, TypeVar
 
 import msgspec

@@ -9,7 +9,7 @@ is swallowed: a transient storage hiccup must not abort the run. Cancellation is
 
 from __future__ import annotations
 
-import inspect
+from .._awaitable import isawaitable
 import math
 from collections.abc import Awaitable, Callable
 
@@ -70,7 +70,7 @@ class CoalescedHeartbeat:
             self._flushes += 1
             try:
                 result = self._flush()
-                if inspect.isawaitable(result):
+                if isawaitable(result):
                     await result
             except Exception as exc:  # noqa: BLE001 - swallowed by contract, reported to on_error
                 self._failures += 1

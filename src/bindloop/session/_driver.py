@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from inspect import isawaitable
+from .._awaitable import isawaitable
 from typing import Any, Literal, TypeAlias
 
 import msgspec

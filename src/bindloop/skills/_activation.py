@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping, MutableSet
-from inspect import isawaitable
+from .._awaitable import isawaitable
 from typing import TypeAlias
 
 import msgspec

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from inspect import isawaitable
+from .._awaitable import isawaitable
 from typing import TypeAlias
 
 import msgspec

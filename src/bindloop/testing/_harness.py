@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from inspect import isawaitable
+from .._awaitable import isawaitable
 from typing import Any
 
 import msgspec
