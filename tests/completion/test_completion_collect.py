@@ -167,3 +167,72 @@ def test_text_and_reasoning_are_the_concatenation_of_their_deltas(
     reasoning = "".join(s for k, s in deltas if k == "r")
     assert result.text == (text or None)
     assert result.reasoning == ((ReasoningPart(text=reasoning),) if reasoning else ())
+
+
+def test_reasoning_id_reaches_the_part_and_the_last_one_wins() -> None:
+    result = collect_turn([
+        ReasoningEvent(index=0, id="rs_first", provider="openai"),
+        ReasoningEvent(index=0, content="plan"),
+        ReasoningEvent(index=0, id=None, encrypted_content="enc"),  # None never clears
+        ReasoningEvent(index=0, id="rs_final"),
+        ReasoningEvent(index=1, content="other block", id="rs_other"),
+    ])
+    assert result.reasoning == (
+        ReasoningPart(text="plan", provider="openai", encrypted_content="enc", id="rs_final"),
+        ReasoningPart(text="other block", id="rs_other"),
+    )
+
+
+def test_a_block_with_only_an_id_is_kept_but_provenance_alone_is_not() -> None:
+    # A stored Responses reasoning item without a summary is continued by sending its id back.
+    result = collect_turn([
+        ReasoningEvent(index=0, id="rs_stored", provider="openai", model="o4"),
+        ReasoningEvent(index=1, provider="openai", model="o4"),
+    ])
+    assert result.reasoning == (ReasoningPart(provider="openai", model="o4", id="rs_stored"),)
+
+
+def test_reasoning_id_through_the_async_fold_and_json() -> None:
+    events: list[StreamEvent] = [ReasoningEvent(content="r", id="rs_1"),
+                                 FinishEvent(finish_reason="stop")]
+    data = msgspec.json.encode(events)
+    assert b'"id":"rs_1"' in data
+    assert b'"id"' not in msgspec.json.encode(ReasoningEvent(content="r"))  # omitted when None
+    decoded = msgspec.json.decode(data, type=list[StreamEvent])
+    assert decoded == events
+
+    async def stream() -> AsyncIterator[StreamEvent]:
+        for event in decoded:
+            yield event
+
+    result = anyio.run(collect_turn_async, stream())
+    assert result.reasoning == (ReasoningPart(text="r", id="rs_1"),)
+
+
+_maybe = st.one_of(st.none(), st.sampled_from(["a", "b", "c"]))
+_reasoning_events = st.builds(
+    ReasoningEvent, content=st.sampled_from(["", "x", "yz"]), index=st.integers(0, 2),
+    signature=_maybe, redacted=st.booleans(),
+    data=_maybe, encrypted_content=_maybe, provider=_maybe, model=_maybe, id=_maybe)
+
+
+@given(st.lists(_reasoning_events, max_size=12))
+def test_reasoning_blocks_fold_by_the_documented_rules(events: list[ReasoningEvent]) -> None:
+    """Per block: text concatenated, each provenance field the last non-None value, redacted
+    sticky, and the block dropped only when it has nothing worth sending back."""
+    want = []
+    for index in sorted({e.index for e in events}):
+        block = [e for e in events if e.index == index]
+
+        def last(field: str, block: list[ReasoningEvent] = block) -> Any:
+            values = [getattr(e, field) for e in block if getattr(e, field) is not None]
+            return values[-1] if values else None
+
+        part = ReasoningPart(
+            text="".join(e.content for e in block), redacted=any(e.redacted for e in block),
+            **{f: last(f) for f in ("signature", "data", "encrypted_content", "provider", "model",
+                                    "id")})
+        if part.text or part.signature or part.data or part.encrypted_content or part.redacted \
+                or part.id:
+            want.append(part)
+    assert collect_turn(events).reasoning == tuple(want)

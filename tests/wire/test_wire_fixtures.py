@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bindloop.completion import ErrorEvent, StreamEvent, ToolCallDeltaError
+from bindloop.completion import ErrorEvent, StreamEvent, ToolCallDeltaError, collect_turn
 from bindloop.contracts import ModelTurnResult, ReasoningPart, ToolCall, TurnUsage
 from bindloop.errors import PromptTooLongError
 from bindloop.wire import (
@@ -15,7 +15,6 @@ from bindloop.wire import (
     ProviderHttpError,
     SseError,
     WireDecodeError,
-    collect_wire_turn,
     create_wire_adapter,
 )
 
@@ -126,7 +125,7 @@ def _stream_events(wire: str, data: bytes, cuts: list[int] | None = None) -> lis
 def test_fixture_decodes_to_expected_turn(wire: str, name: str) -> None:
     data = fixture(wire, name)
     if name.endswith(".sse"):
-        turn = collect_wire_turn(_stream_events(wire, data))
+        turn = collect_turn(_stream_events(wire, data))
     else:
         turn = create_wire_adapter(wire).parse_response(data)
     assert turn == EXPECTED[(wire, name)]
@@ -149,7 +148,7 @@ def test_stream_error_events_are_classified(wire: str, name: str, category: str,
     assert errors[0].category == category and errors[0].status_code is None
     assert errors[0].error_type == kind
     with pytest.raises(ProviderHttpError):
-        collect_wire_turn(events)
+        collect_turn(events)
 
 
 @pytest.mark.parametrize(("wire", "name", "status", "headers", "category", "kind", "retry",
@@ -234,7 +233,7 @@ def test_mutated_captures_raise_only_documented_errors(key: tuple[str, str],
         else:
             raw[i:i] = data.draw(st.binary(max_size=20))
     try:
-        collect_wire_turn(_stream_events(wire, bytes(raw), [len(raw) // 3]))
+        collect_turn(_stream_events(wire, bytes(raw), [len(raw) // 3]))
     except DOCUMENTED:
         pass
 
@@ -244,7 +243,7 @@ def test_mutated_captures_raise_only_documented_errors(key: tuple[str, str],
 @settings(max_examples=150, deadline=None)
 def test_random_bytes_raise_only_documented_errors(wire: str, data: bytes) -> None:
     try:
-        collect_wire_turn(_stream_events(wire, data))
+        collect_turn(_stream_events(wire, data))
     except DOCUMENTED:
         pass
     try:

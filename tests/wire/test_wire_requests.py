@@ -146,7 +146,9 @@ def _reasoning_fact(p: ReasoningPart, wire: str) -> tuple[Any, ...] | None:
     if wire == "openai_chat":
         return None
     if wire == "openai_responses":
-        return ("reasoning", p.text, p.encrypted_content) if p.id and p.encrypted_content else None
+        # The item id is part of the fact: without it the provider cannot continue the reasoning.
+        return (("reasoning", p.text, p.encrypted_content, p.id) if p.id and p.encrypted_content
+                else None)
     if wire == "anthropic":
         return ("redacted", p.data) if p.redacted else ("reasoning", p.text, p.signature)
     return ("reasoning", p.text, p.signature) if p.text else ("signature", p.signature)
@@ -175,7 +177,7 @@ def echo(wire: str, body: dict[str, Any]) -> list[tuple[Any, ...]]:
             kind = item.get("type")
             if kind == "reasoning":
                 out.append(("reasoning", "".join(s["text"] for s in item["summary"]),
-                            item.get("encrypted_content")))
+                            item.get("encrypted_content"), item["id"]))
             elif kind == "function_call":
                 out.append(("call", item["call_id"], item["name"], _val(item["arguments"])))
             elif kind == "function_call_output":

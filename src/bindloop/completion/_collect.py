@@ -32,7 +32,8 @@ class ModelStreamError(ProviderError):
 
 
 class _ReasoningBlock:
-    __slots__ = ("data", "encrypted_content", "model", "provider", "redacted", "signature", "text")
+    __slots__ = ("data", "encrypted_content", "id", "model", "provider", "redacted", "signature",
+                 "text")
 
     def __init__(self) -> None:
         self.text: list[str] = []
@@ -42,6 +43,7 @@ class _ReasoningBlock:
         self.encrypted_content: str | None = None
         self.provider: str | None = None
         self.model: str | None = None
+        self.id: str | None = None
 
     def merge(self, event: ReasoningEvent) -> None:
         if event.content:
@@ -58,14 +60,19 @@ class _ReasoningBlock:
             self.provider = event.provider
         if event.model is not None:
             self.model = event.model
+        if event.id is not None:
+            self.id = event.id
 
     def part(self) -> ReasoningPart | None:
         text = "".join(self.text)
-        if not (text or self.signature or self.data or self.encrypted_content or self.redacted):
+        # An id alone is worth keeping: a stored Responses reasoning item without a summary is
+        # continued by sending its id back. Provider and model alone describe nothing.
+        if not (text or self.signature or self.data or self.encrypted_content or self.redacted
+                or self.id):
             return None
         return ReasoningPart(text=text, provider=self.provider, model=self.model,
                              signature=self.signature, redacted=self.redacted, data=self.data,
-                             encrypted_content=self.encrypted_content)
+                             encrypted_content=self.encrypted_content, id=self.id)
 
 
 def _max_usage(a: TurnUsage, b: TurnUsage) -> TurnUsage:
@@ -132,7 +139,11 @@ class TurnCollector:
 
     def result(self) -> ModelTurnResult:
         """The turn so far: text (``None`` when empty), reasoning parts ordered by block index,
-        tool calls ordered by provider index, usage, ``price(usage)`` as cost, finish reason."""
+        tool calls ordered by provider index, usage, ``price(usage)`` as cost, finish reason.
+
+        A reasoning block becomes a part (carrying its ``id`` and other provenance) when it has
+        text, a signature, redacted data, encrypted content or an id; a block with nothing but
+        ``provider``/``model`` is dropped."""
         reasoning = tuple(
             part for index in sorted(self._reasoning)
             if (part := self._reasoning[index].part()) is not None

@@ -65,8 +65,11 @@ class ReasoningEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"
 
     ``index`` numbers the block within the turn (a provider may stream several); ``content`` of
     events sharing an index is concatenated. The provenance fields (``signature``, ``data``,
-    ``encrypted_content``, ``provider``, ``model``) arrive whole, so the last non-``None`` value per
-    block wins; ``redacted`` is sticky once any fragment says so.
+    ``encrypted_content``, ``provider``, ``model``, ``id``) arrive whole, so the last non-``None``
+    value per block wins; ``redacted`` is sticky once any fragment says so.
+
+    ``id`` is the provider's handle for the block (an OpenAI Responses reasoning item id), which the
+    next request must send back to continue the reasoning; providers without one leave it ``None``.
     """
 
     content: str = ""
@@ -77,6 +80,7 @@ class ReasoningEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"
     encrypted_content: str | None = None
     provider: str | None = None
     model: str | None = None
+    id: str | None = None
 
 
 class ToolCallEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="tool_call"):

@@ -6,11 +6,6 @@ The adapters are pure (bytes and JSON in, bytes and JSON out); the host performs
 """
 
 from ._anthropic import AnthropicAdapter as AnthropicAdapter
-from ._collect import (
-    REASONING_ID_KEY as REASONING_ID_KEY,
-    WireTurnCollector as WireTurnCollector,
-    collect_wire_turn as collect_wire_turn,
-)
 from ._errors import (
     IncompleteStreamError as IncompleteStreamError,
     ProviderHttpError as ProviderHttpError,
@@ -48,7 +43,6 @@ from ._types import (
 )
 
 __all__ = (
-    "REASONING_ID_KEY",
     "WIRE_NAMES",
     "AnthropicAdapter",
     "ForcedTool",
@@ -79,9 +73,7 @@ __all__ = (
     "WireName",
     "WireOptions",
     "WireRequestError",
-    "WireTurnCollector",
     "attempt_error_from",
-    "collect_wire_turn",
     "create_wire_adapter",
     "gemini_schema",
 )

@@ -18,7 +18,6 @@ import msgspec
 
 from ..clock import Clock, monotonic_ms
 from ..completion import (
-    ExtraEvent,
     FinishEvent,
     ReasoningEvent,
     StreamEvent,
@@ -28,6 +27,7 @@ from ..completion import (
     ToolCallChunk,
     ToolCallDeltaError,
     ToolCallEvent,
+    TurnCollector,
     UsageEvent,
     create_stream_watchdog,
 )
@@ -49,7 +49,6 @@ from ..routing import (
     is_cancellation,
 )
 from ..signal import AbortSignal
-from ._collect import REASONING_ID_KEY, WireTurnCollector
 from ._errors import (
     IncompleteStreamError,
     ProviderHttpError,
@@ -155,7 +154,7 @@ class ModelAdapter:
         :class:`~bindloop.completion.ErrorEvent` inside the stream raises its error. ``on_event``
         replaces the adapter's sink for this call."""
         opts = options or self.options
-        collector = WireTurnCollector(price=self.price)
+        collector = TurnCollector(price=self.price)
         sink = on_event if on_event is not None else self.on_event
         async for event in self._events(messages, tools, opts, signal, sink):
             collector.observe(event)
@@ -246,16 +245,15 @@ class ModelAdapter:
 
 
 def _turn_events(turn: ModelTurnResult) -> list[StreamEvent]:
-    """A parsed whole-body turn as events, so both paths share one fold (ids survive via
-    :class:`WireTurnCollector`'s extra events)."""
+    """A parsed whole-body turn as events, so both paths share one fold. Every field of a
+    reasoning part has a :class:`~bindloop.completion.ReasoningEvent` counterpart, so the fold
+    gives the parts back unchanged."""
     events: list[StreamEvent] = []
     for index, part in enumerate(turn.reasoning):
-        if part.id is not None:
-            events.append(ExtraEvent(extra={REASONING_ID_KEY: {"index": index, "id": part.id}}))
         events.append(ReasoningEvent(content=part.text, index=index, signature=part.signature,
                                      redacted=part.redacted, data=part.data,
                                      encrypted_content=part.encrypted_content,
-                                     provider=part.provider, model=part.model))
+                                     provider=part.provider, model=part.model, id=part.id))
     if turn.text:
         events.append(TextEvent(content=turn.text))
     for index, call in enumerate(turn.tool_calls):

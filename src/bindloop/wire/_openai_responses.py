@@ -26,6 +26,7 @@ from ..completion import (
     ToolCallChunk,
     ToolCallEvent,
     UsageEvent,
+    collect_turn,
 )
 from ..contracts import (
     AssistantMessage,
@@ -41,7 +42,6 @@ from ..contracts import (
     TurnUsage,
     UserMessage,
 )
-from ._collect import REASONING_ID_KEY, collect_wire_turn
 from ._common import (
     JSON_HEADERS,
     SSE_ACCEPT,
@@ -269,7 +269,7 @@ class OpenAIResponsesAdapter:
         called = refused = False
         for index, item in enumerate(resp.output or ()):
             if item.type == "reasoning":
-                events.extend(_reasoning_events(index, item, resp.model))
+                events.append(_reasoning_event(index, item, resp.model))
             elif item.type == "message":
                 for part in item.content or ():
                     if part.type == "output_text" and part.text:
@@ -285,7 +285,7 @@ class OpenAIResponsesAdapter:
         if resp.usage is not None:
             events.append(UsageEvent(usage=_usage(resp.usage)))
         events.append(FinishEvent(finish_reason=_finish(resp, called, refused)))
-        return collect_wire_turn(events)
+        return collect_turn(events)
 
     def stream_decoder(self) -> _ResponsesStreamDecoder:
         return _ResponsesStreamDecoder()
@@ -296,16 +296,12 @@ class OpenAIResponsesAdapter:
                                      decode_error_body(body), body, now=now)
 
 
-def _reasoning_events(index: int, item: _Item, model: str | None) -> list[StreamEvent]:
+def _reasoning_event(index: int, item: _Item, model: str | None) -> ReasoningEvent:
     text = "\n\n".join(p.text or "" for p in item.summary or () if p.text)
     if not text:
         text = "".join(p.text or "" for p in item.content or () if p.type == "reasoning_text")
-    out: list[StreamEvent] = []
-    if item.id:
-        out.append(ExtraEvent(extra={REASONING_ID_KEY: {"index": index, "id": item.id}}))
-    out.append(ReasoningEvent(content=text, index=index, encrypted_content=item.encrypted_content,
-                              provider="openai", model=model))
-    return out
+    return ReasoningEvent(content=text, index=index, encrypted_content=item.encrypted_content,
+                          provider="openai", model=model, id=item.id or None)
 
 
 class _ResponsesStreamDecoder:
@@ -376,20 +372,19 @@ class _ResponsesStreamDecoder:
             out.append(ToolCallEvent(tool_call=ToolCallChunk(
                 index=index, id=item.call_id, name=item.name, arguments=item.arguments or None)))
         elif item.type == "reasoning" and item.id:
-            out.append(ExtraEvent(extra={REASONING_ID_KEY: {"index": index, "id": item.id}}))
+            # Sent here and again with the finished item, so either event alone is enough.
+            out.append(ReasoningEvent(index=index, provider="openai", model=self._model,
+                                      id=item.id))
 
     def _item_done(self, index: int, item: _Item, out: list[StreamEvent]) -> None:
         if item.type != "reasoning":
             return
-        if item.id:
-            out.append(ExtraEvent(extra={REASONING_ID_KEY: {"index": index, "id": item.id}}))
         if index in self._streamed_reasoning:
             # The text already streamed; the finished item adds what arrives whole.
             out.append(ReasoningEvent(index=index, encrypted_content=item.encrypted_content,
-                                      provider="openai", model=self._model))
+                                      provider="openai", model=self._model, id=item.id or None))
         else:
-            out.extend(e for e in _reasoning_events(index, item, self._model)
-                       if isinstance(e, ReasoningEvent))
+            out.append(_reasoning_event(index, item, self._model))
 
     def end(self) -> list[StreamEvent]:
         self._sse.end()
