@@ -19,6 +19,7 @@ from bindloop.wire import (
 )
 
 from .wire_fixtures import fixture, stream_fixtures
+from .wire_real_fixtures import REAL_EXPECTED
 
 ENC = "gAAAAABoISQ24OyVRYbkYfukuDPxsa1ZdcTfxvV8FTIh3fr8nB4m1"
 
@@ -108,6 +109,9 @@ EXPECTED: dict[tuple[str, str], ModelTurnResult] = {
         text="Partial answer", usage=TurnUsage(input_tokens=5, output_tokens=4),
         finish_reason="length"),
 }
+# Payloads published by the providers or their SDKs' test suites (tests/fixtures/README.md);
+# merged here so the split, truncation and mutation properties below cover them as well.
+EXPECTED.update(REAL_EXPECTED)
 
 
 def _stream_events(wire: str, data: bytes, cuts: list[int] | None = None) -> list[StreamEvent]:

@@ -461,6 +461,21 @@ _STATUS_CATEGORY: MappingProxyType[str, str] = MappingProxyType({
 })
 
 
+# google.rpc.ErrorInfo reasons that mean "your credential is bad", whatever the status says: the
+# Gemini API answers a bad key with 400 INVALID_ARGUMENT, which must not read as a bad request.
+_AUTH_REASONS: frozenset[str] = frozenset({
+    "API_KEY_INVALID", "API_KEY_EXPIRED", "API_KEY_SERVICE_BLOCKED", "ACCESS_TOKEN_EXPIRED",
+    "ACCESS_TOKEN_SCOPE_INSUFFICIENT", "SERVICE_DISABLED",
+})
+
+
+def _error_info_reasons(err: object) -> list[str]:
+    details = err.get("details") if isinstance(err, dict) else None
+    return [str(d.get("reason")) for d in (details if isinstance(details, list) else ())
+            if isinstance(d, dict) and str(d.get("@type", "")).endswith("google.rpc.ErrorInfo")
+            and isinstance(d.get("reason"), str)]
+
+
 def _retry_delay_ms(err: object) -> float | None:
     details = err.get("details") if isinstance(err, dict) else None
     for d in details if isinstance(details, list) else ():
@@ -489,6 +504,9 @@ def classify_gemini_error(status: int | None, headers: Headers, payload: object,
     too_long = kind == "INVALID_ARGUMENT" and (
         "exceeds the maximum number of tokens" in lowered or "input token count" in lowered
         or "too many tokens" in lowered)
+    category = _STATUS_CATEGORY.get(kind or "")
+    if any(reason in _AUTH_REASONS for reason in _error_info_reasons(err)):
+        category = "auth"
     return classify("gemini", status, headers, message=message, error_type=kind,
-                    error_code=str_field(err, "code"), category=_STATUS_CATEGORY.get(kind or ""),
+                    error_code=str_field(err, "code"), category=category,
                     prompt_too_long=too_long, body_retry_after_ms=_retry_delay_ms(err), now=now)
