@@ -316,3 +316,18 @@ def test_receipts_keep_a_replayed_span_from_repeating_a_side_effect() -> None:
     assert result.stop_reason == "done" and result.iterations == 2
     assert ledger == ['{"cents":5}']  # charged once, though the charging turn ran twice
     assert result.checkpoint.messages[2].content == 'charged {"cents":5}'
+
+
+def test_restored_loop_offers_every_loop_port() -> None:
+    """RestoredLoop mirrors ToolLoopParams' ports: a port added to the loop must be restorable."""
+    import dataclasses
+
+    from bindloop import RestoredLoop, ToolLoopParams
+
+    loop_ports = {f.name for f in dataclasses.fields(ToolLoopParams)} - {"state", "max_iterations"}
+    restored = {f.name for f in dataclasses.fields(RestoredLoop)} - {"capture_bindings"}
+    assert restored == loop_ports
+    for name in loop_ports:
+        a = next(f for f in dataclasses.fields(ToolLoopParams) if f.name == name)
+        b = next(f for f in dataclasses.fields(RestoredLoop) if f.name == name)
+        assert str(a.type) == str(b.type), name
