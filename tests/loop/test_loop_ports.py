@@ -567,3 +567,75 @@ def test_two_fatal_errors_at_once_raise_the_first_as_itself() -> None:
         run(h)
     assert str(info.value) == "1"
     assert any("also raised concurrently: Fatal: 2" in n for n in getattr(info.value, "__notes__", []))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragment"),
+    [
+        ({"tools": {"a": lambda a: ToolResult(content=5)}},  # type: ignore[arg-type]
+         r"run_tool_call\('call_1_0'\).content must be a str"),
+        ({"tools": {"a": lambda a: ToolResult(content=("x",))}},  # type: ignore[arg-type]
+         r"content\[0\] is str, not a content part"),
+        ({"tools": {"a": lambda a: ToolResult(content="ok", activate_plugins=["p"])}},  # type: ignore[arg-type]
+         "activate_plugins must be a tuple"),
+        ({"tools": {"a": lambda a: ToolSuspend(mode="later")}},  # type: ignore[arg-type]
+         "ToolSuspend.mode must be one of"),
+        ({"compact": lambda m: CompactionApplied(messages=("hello",))},  # type: ignore[arg-type]
+         r"compact\(\).messages\[0\] is str, not a Message"),
+        ({"compact": lambda m: CompactionApplied(messages=(UserMessage(content="s"),),
+                                                 usage=TurnUsage(input_tokens=-5))},
+         r"compact\(\).usage.input_tokens must be a non-negative int"),
+        ({"compact": lambda m: CompactionApplied(messages=(UserMessage(content="s"),), cost=1.5)},  # type: ignore[arg-type]
+         r"compact\(\).cost must be an int"),
+        ({"on_turn_would_end": lambda: UserMessage(content="go on")},
+         r"on_turn_would_end\(\) must be a list or tuple of messages"),
+        ({"on_step_settled": lambda w: StepSettlement(messages=({"role": "user"},))},  # type: ignore[arg-type]
+         r"on_step_settled\(\).messages\[0\] is dict, not a Message"),
+        ({"should_stop": lambda: "no"}, "should_stop must return a bool"),
+        ({"runs_serially": lambda c: 1}, "runs_serially must return a bool"),
+    ],
+)
+def test_port_values_of_the_wrong_shape_are_typed_errors(overrides: dict[str, Any],
+                                                         fragment: str) -> None:
+    h = loop_harness([tool_call_turn([tool_call("a")]), final_answer("x"), final_answer("y")],
+                     **overrides)
+    with pytest.raises(PortContractError, match=fragment):
+        run(h)
+
+
+@pytest.mark.parametrize(
+    ("turn", "fragment"),
+    [
+        (ModelTurnResult(usage=None), "usage must be a TurnUsage"),  # type: ignore[arg-type]
+        (ModelTurnResult(text=5), "text must be a str or None"),  # type: ignore[arg-type]
+        (ModelTurnResult(text="x", accept_message="no"), "accept_message must be a bool"),  # type: ignore[arg-type]
+        (ModelTurnResult(reasoning=["r"]), "reasoning must be a tuple"),  # type: ignore[arg-type]
+    ],
+)
+def test_malformed_turn_fields(turn: ModelTurnResult, fragment: str) -> None:
+    async def model(messages: Any, tools: Any) -> ModelTurnResult:
+        return turn
+
+    with pytest.raises(InvalidModelTurnError, match=fragment):
+        run(loop_harness([], call_model=model))
+
+
+@pytest.mark.parametrize("port", ["throw_if_timed_out", "is_fatal_tool_error", "runs_serially",
+                                  "on_tool_call_rejected", "on_progress_update"])
+def test_async_function_on_a_synchronous_port_is_refused(port: str) -> None:
+    async def wrong(*args: Any) -> Any:
+        raise AssertionError("never awaited")
+
+    def boom(args: dict[str, Any]) -> Any:
+        raise ValueError("x")
+
+    h = loop_harness([tool_call_turn([tool_call("a")]), final_answer("x")], tools={"a": boom},
+                     **{port: wrong})
+    with pytest.raises(PortContractError, match=f"{port}"):
+        run(h)
+
+
+def test_sync_call_model_is_a_clear_error() -> None:
+    h = loop_harness([], call_model=lambda m, t: final_answer("x"))
+    with pytest.raises(PortContractError, match="call_model returned ModelTurnResult instead of an awaitable"):
+        run(h)

@@ -32,7 +32,6 @@ from bindloop import (
     ToolOutcome,
     ToolResult,
     UserMessage,
-    content_text,
     run_tool_loop,
 )
 from bindloop.completion import TextEvent

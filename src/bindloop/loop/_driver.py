@@ -14,6 +14,7 @@ from typing import Any, TypeVar, cast, overload
 from ..contracts import ToolCall, ToolDefinition, ToolError, ToolOutcome
 from ..errors import AbortedToolCallError, PortContractError, RunCancelledError
 from ..run import run_tool_calls_pooled_by_tool
+from ._checks import check_bool, check_sync_result
 from ._machine import (
     AcceptToolMessage,
     Activate,
@@ -49,7 +50,7 @@ async def _resolve(value: Any) -> Any:
     return await value if isawaitable(value) else value
 
 
-def _index_of(item: tuple[int, ToolCall]) -> str:
+def _id_of(item: tuple[int, ToolCall]) -> str:
     return item[1].id
 
 
@@ -124,7 +125,8 @@ async def run_tool_loop(
         try:
             outcome: ToolOutcome = await _resolve(run_tool_call(call))
         except Exception as exc:
-            if isinstance(exc, RunCancelledError) or (is_fatal is not None and is_fatal(exc)):
+            if isinstance(exc, RunCancelledError) or (
+                    is_fatal is not None and check_bool(is_fatal(exc), "is_fatal_tool_error")):
                 raise
             message = str(exc) or type(exc).__name__
             return ToolFinished(index, ToolError(error=f"{type(exc).__name__}: {message}"),
@@ -144,12 +146,16 @@ async def run_tool_loop(
         if kind is CallModel:
             tools = [] if p.build_tools is None else _check_tools(await _resolve(p.build_tools()))
             started = now()
-            result = await p.call_model(state.messages, tools)
-            machine.model_replied(result, now() - started)
+            pending = p.call_model(state.messages, tools)
+            if not isawaitable(pending):
+                raise PortContractError(
+                    f"call_model returned {type(pending).__name__} instead of an awaitable: "
+                    "wire an async function")
+            machine.model_replied(await pending, now() - started)
         elif kind is RunPooled:
             assert isinstance(effect, RunPooled)
             answers = await run_tool_calls_pooled_by_tool(
-                effect.items, run_pooled_item, tool_name=_name_of, item_id=_index_of,
+                effect.items, run_pooled_item, tool_name=_name_of, item_id=_id_of,
                 signal=signal, options=p.batch_options,
             )
             machine.pooled_finished([
@@ -160,14 +166,15 @@ async def run_tool_loop(
             if p.ensure_not_cancelled is not None:
                 await _resolve(p.ensure_not_cancelled())
             if p.throw_if_timed_out is not None:
-                p.throw_if_timed_out()
+                check_sync_result(p.throw_if_timed_out(), "throw_if_timed_out")
             stop = signal is not None and signal.aborted
             if not stop and p.should_stop is not None:
-                stop = bool(await _resolve(p.should_stop()))
+                stop = check_bool(await _resolve(p.should_stop()), "should_stop")
             machine.boundary_checked(stop)
         elif kind is NotifyProgress:
             assert isinstance(effect, NotifyProgress) and p.on_progress_update is not None
-            p.on_progress_update(effect.output_tokens, effect.tool_calls)
+            check_sync_result(p.on_progress_update(effect.output_tokens, effect.tool_calls),
+                              "on_progress_update")
         elif kind is NotifyAssistant:
             assert isinstance(effect, NotifyAssistant) and p.on_assistant_message is not None
             await _resolve(p.on_assistant_message(effect.message))
@@ -182,7 +189,8 @@ async def run_tool_loop(
         elif kind is Reject:
             assert isinstance(effect, Reject)
             if p.on_tool_call_rejected is not None:
-                p.on_tool_call_rejected(effect.tool_call_id, effect.error)
+                check_sync_result(p.on_tool_call_rejected(effect.tool_call_id, effect.error),
+                                  "on_tool_call_rejected")
         elif kind is Activate:
             assert isinstance(effect, Activate)
             port = p.activate_plugins if effect.kind == "plugins" else p.activate_skills

@@ -27,16 +27,14 @@ from ..contracts import (
     CompactionApplied,
     Message,
     ModelTurnResult,
+    ReasoningPart,
     RunStats,
     StopReason,
-    SystemMessage,
     ToolCall,
-    ToolError,
     ToolMessage,
     ToolOutcome,
     ToolResult,
     ToolSuspend,
-    UserMessage,
     accumulate_auxiliary_spend,
     accumulate_tool_call,
     accumulate_turn,
@@ -52,6 +50,7 @@ from ..errors import (
     ProtocolError,
     UsageError,
 )
+from ._checks import check_bool, check_messages, check_outcome, check_usage
 from ._types import OpenSuspend, StepSettlement, ToolLoopState
 
 __all__ = (
@@ -349,6 +348,10 @@ class LoopMachine:
                 raise PortContractError(
                     f"compact returned {type(applied).__name__}; expected CompactionApplied or None"
                 )
+            check_messages(applied.messages, "compact().messages")
+            check_usage(applied.usage, "compact().usage")
+            if isinstance(applied.cost, bool) or not isinstance(applied.cost, int):
+                raise PortContractError(f"compact().cost must be an int, got {applied.cost!r}")
             st = self.state
             st.messages[:] = applied.messages
             usage = applied.usage
@@ -413,7 +416,7 @@ class LoopMachine:
             serial: deque[int] = deque()
             pooled: list[int] = []
             for i, call in enumerate(calls):
-                (serial if predicate(call) else pooled).append(i)
+                (serial if check_bool(predicate(call), "runs_serially") else pooled).append(i)
             self._serial, self._pooled = serial, pooled
         self._next_tool_step()
 
@@ -436,11 +439,7 @@ class LoopMachine:
         if not 0 <= i < len(self._answers) or self._answers[i] is not None:
             raise ProtocolError(f"tool result for index {i} is unexpected or duplicated")
         outcome = finished.outcome
-        if not isinstance(outcome, (ToolResult, ToolError, ToolSuspend)):
-            raise PortContractError(
-                f"run_tool_call returned {type(outcome).__name__} for call {self._calls[i].id!r}; "
-                "expected ToolResult, ToolError or ToolSuspend"
-            )
+        check_outcome(outcome, self._calls[i].id)
         self._answers[i] = finished
         call = self._calls[i]
         if finished.ran:
@@ -536,7 +535,8 @@ class LoopMachine:
             raise PortContractError(
                 f"on_step_settled returned {type(settlement).__name__}; expected StepSettlement or None"
             )
-        delivered = self._deliver(settlement.messages)
+        delivered = self._deliver(check_messages(settlement.messages,
+                                                 "on_step_settled().messages"))
         if settlement.stop:
             self._finish("aborted")
         elif self._settle_would_end:
@@ -548,10 +548,6 @@ class LoopMachine:
         st = self.state
         delivered = False
         for message in messages:
-            if not _is_message(message):
-                raise PortContractError(
-                    f"on_step_settled delivered {type(message).__name__}; expected a Message"
-                )
             if st.open_suspends:
                 if isinstance(message, ToolMessage):
                     for k, s in enumerate(st.open_suspends):
@@ -595,12 +591,9 @@ class LoopMachine:
     def nudged(self, messages: Sequence[Message] | None) -> None:
         """``on_turn_would_end`` answered: messages continue the run, nothing ends it as ``done``."""
         self._expect(_NUDGING, "nudged()")
+        if messages is not None:
+            check_messages(messages, "on_turn_would_end()")
         if messages:
-            for message in messages:
-                if not _is_message(message):
-                    raise PortContractError(
-                        f"on_turn_would_end returned {type(message).__name__}; expected Messages"
-                    )
             self.state.messages.extend(messages)
             self._to_boundary()
         else:
@@ -611,13 +604,6 @@ class LoopMachine:
         if any(s.mode == "waiting_for_reply" for s in self.state.open_suspends):
             return "waiting_for_reply"
         return "resuming_later"
-
-
-_MESSAGE_TYPES: Final = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
-
-
-def _is_message(value: object) -> bool:
-    return isinstance(value, _MESSAGE_TYPES)
 
 
 def _validate_turn(result: object) -> tuple[ToolCall, ...]:
@@ -647,11 +633,15 @@ def _validate_turn(result: object) -> tuple[ToolCall, ...]:
             if call.id in seen:
                 raise InvalidModelTurnError(f"tool_calls[{k}] repeats id {call.id!r} within the turn")
             seen.add(call.id)
-    usage = result.usage
-    for field in ("input_tokens", "output_tokens", "cached_input_tokens"):
-        value = getattr(usage, field)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InvalidModelTurnError(f"usage.{field} must be a non-negative int, got {value!r}")
+    check_usage(result.usage, "usage", InvalidModelTurnError)
+    if result.text is not None and not isinstance(result.text, str):
+        raise InvalidModelTurnError(f"text must be a str or None, got {type(result.text).__name__}")
+    if not isinstance(result.accept_message, bool):
+        raise InvalidModelTurnError(
+            f"accept_message must be a bool, got {type(result.accept_message).__name__}")
+    if not isinstance(result.reasoning, tuple) or not all(
+            isinstance(r, ReasoningPart) for r in result.reasoning):
+        raise InvalidModelTurnError("reasoning must be a tuple of ReasoningPart")
     if isinstance(result.cost, bool) or not isinstance(result.cost, int):
         raise InvalidModelTurnError(f"cost must be an int in the host's unit, got {result.cost!r}")
     return calls

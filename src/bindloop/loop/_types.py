@@ -21,7 +21,6 @@ from ..contracts import (
     ToolDefinition,
     ToolMessage,
     ToolOutcome,
-    TurnUsage,
 )
 from ..run import ToolBatchOptions
 from ..signal import AbortSignal

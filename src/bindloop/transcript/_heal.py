@@ -85,7 +85,6 @@ def normalize_turn_structure(messages: Sequence[Message],
     Found problems are appended to ``issues`` when given. Pure, linear, idempotent; returns the input
     object itself when nothing changed.
     """
-    n = len(messages)
     replace: dict[int, Message | None] = {}   # None: drop
     insert_before: dict[int, Message] = {}
     first_non_system = -1

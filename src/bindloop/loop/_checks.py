@@ -1,0 +1,134 @@
+"""Shape checks for what ports hand the loop.
+
+msgspec Structs do not type-check their constructor arguments, so a port can build a
+``ToolResult(content=5)`` or a ``TurnUsage(input_tokens=-1)`` that would only fail later, when the
+transcript is persisted or a provider refuses it. The loop checks every value at the port boundary
+instead and raises a typed error naming the port and the field. Each check is O(size of the value),
+never O(transcript).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..contracts import (
+    AssistantMessage,
+    FilePart,
+    ImagePart,
+    ReasoningPart,
+    SystemMessage,
+    TextPart,
+    ToolError,
+    ToolMessage,
+    ToolResult,
+    ToolSuspend,
+    TurnUsage,
+    UserMessage,
+)
+from ..errors import PortContractError, UsageError
+
+__all__ = (
+    "check_bool",
+    "check_content",
+    "check_messages",
+    "check_outcome",
+    "check_sync_result",
+    "check_usage",
+    "is_message",
+)
+
+_PART_TYPES = (TextPart, ImagePart, FilePart, ReasoningPart)
+_MESSAGE_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
+_SUSPEND_MODES = ("waiting_for_reply", "resuming_later")
+
+
+def is_message(value: object) -> bool:
+    return isinstance(value, _MESSAGE_TYPES)
+
+
+def check_content(value: object, where: str, error: type[UsageError] = PortContractError) -> None:
+    """A ``Content``: a str, or a tuple of content parts."""
+    if isinstance(value, str):
+        return
+    if not isinstance(value, tuple):
+        raise error(f"{where} must be a str or a tuple of content parts, got {type(value).__name__}")
+    for k, part in enumerate(value):
+        if not isinstance(part, _PART_TYPES):
+            raise error(f"{where}[{k}] is {type(part).__name__}, not a content part")
+
+
+def _str_tuple(value: object, where: str) -> None:
+    if not isinstance(value, tuple) or not all(isinstance(v, str) and v for v in value):
+        raise PortContractError(f"{where} must be a tuple of non-empty str, got {value!r}")
+
+
+def check_outcome(outcome: object, call_id: str) -> None:
+    """What ``run_tool_call`` returned for ``call_id``."""
+    where = f"run_tool_call({call_id!r})"
+    if isinstance(outcome, ToolResult):
+        check_content(outcome.content, f"{where}.content")
+        _str_tuple(outcome.activate_plugins, f"{where}.activate_plugins")
+        _str_tuple(outcome.activate_skills, f"{where}.activate_skills")
+    elif isinstance(outcome, ToolError):
+        if not isinstance(outcome.error, str) or not isinstance(outcome.kind, str):
+            raise PortContractError(f"{where}: ToolError.error and .kind must be str")
+    elif isinstance(outcome, ToolSuspend):
+        if outcome.mode not in _SUSPEND_MODES:
+            raise PortContractError(
+                f"{where}: ToolSuspend.mode must be one of {_SUSPEND_MODES}, got {outcome.mode!r}")
+        if outcome.detail is not None and not isinstance(outcome.detail, str):
+            raise PortContractError(f"{where}: ToolSuspend.detail must be a str or None")
+    else:
+        raise PortContractError(
+            f"run_tool_call returned {type(outcome).__name__} for call {call_id!r}; "
+            "expected ToolResult, ToolError or ToolSuspend"
+        )
+
+
+def check_usage(usage: object, where: str, error: type[UsageError] = PortContractError) -> None:
+    """A ``TurnUsage`` of non-negative ints."""
+    if not isinstance(usage, TurnUsage):
+        raise error(f"{where} must be a TurnUsage, got {type(usage).__name__}")
+    for field in ("input_tokens", "output_tokens", "cached_input_tokens"):
+        value = getattr(usage, field)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise error(f"{where}.{field} must be a non-negative int, got {value!r}")
+
+
+def check_messages(value: object, where: str) -> Sequence[Any]:
+    """A list or tuple of canonical messages whose contents are well-formed."""
+    if not isinstance(value, (list, tuple)):
+        raise PortContractError(
+            f"{where} must be a list or tuple of messages, got {type(value).__name__}")
+    for k, message in enumerate(value):
+        if not isinstance(message, _MESSAGE_TYPES):
+            raise PortContractError(f"{where}[{k}] is {type(message).__name__}, not a Message")
+        content = message.content
+        if content is not None or not isinstance(message, AssistantMessage):
+            check_content(content, f"{where}[{k}].content")
+    return value
+
+
+def check_bool(value: object, port: str) -> bool:
+    """The answer of a synchronous predicate port. A coroutine means an ``async def`` was wired
+    where the loop calls synchronously: it is closed (no "never awaited" warning) and refused."""
+    if isinstance(value, bool):
+        return value
+    _refuse_awaitable(value, port)
+    raise PortContractError(f"{port} must return a bool, got {type(value).__name__}")
+
+
+def _refuse_awaitable(value: object, port: str) -> None:
+    close = getattr(value, "close", None)
+    if hasattr(value, "__await__"):
+        if callable(close):
+            close()
+        raise PortContractError(
+            f"{port} returned an awaitable; it is called synchronously, so wire a plain function")
+
+
+def check_sync_result(value: object, port: str) -> None:
+    """A synchronous observer port must not return an awaitable (it would never run)."""
+    _refuse_awaitable(value, port)
+
