@@ -130,3 +130,28 @@ def test_one_error_encoding() -> None:
     assert msg.is_error and msg.content == '{"error":"boom","kind":"error"}'
     ok = tool_outcome_message("c1", ToolResult(content="fine"))
     assert not ok.is_error and ok.content == "fine"
+
+
+@pytest.mark.parametrize(
+    ("part", "fragment"),
+    [
+        (ImagePart(), "exactly one of url / data"),
+        (ImagePart(url="https://x.test/i.png", data="AAAA", media_type="image/png"),
+         "exactly one of url / data"),
+        (ImagePart(data="AAAA"), "needs its media_type"),
+        (ImagePart(url="https://x.test/i.png", media_type="image/png"), "cannot carry media_type"),
+    ],
+)
+def test_parts_that_cannot_round_trip_are_refused(part: ImagePart, fragment: str) -> None:
+    with pytest.raises(TranscriptFormatError, match=fragment):
+        messages_to_openai([UserMessage(content=(part,))])
+
+
+def test_file_parts_that_cannot_round_trip_are_refused() -> None:
+    from bindloop.contracts import FilePart
+
+    for part, fragment in [(FilePart(), "needs a url"), (FilePart(data="AA"), "needs its media_type"),
+                           (FilePart(url="https://x", media_type="application/pdf"),
+                            "travels only with inline data")]:
+        with pytest.raises(TranscriptFormatError, match=fragment):
+            messages_to_openai([UserMessage(content=(part,))])

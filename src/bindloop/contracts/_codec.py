@@ -77,21 +77,38 @@ def _part_to_openai(part: ContentPart) -> dict[str, Any]:
     if isinstance(part, TextPart):
         return {"type": "text", "text": part.text}
     if isinstance(part, ImagePart):
-        url = part.url if part.url is not None else f"data:{part.media_type or 'image/png'};base64,{part.data or ''}"
+        # OpenAI carries an image as one URL (a data URL for inline bytes), so a part must say which
+        # it is, and inline bytes need their media type: anything else could not be read back as
+        # the same part.
+        if (part.url is None) == (part.data is None):
+            raise TranscriptFormatError("an image part needs exactly one of url / data")
+        if part.data is not None and not part.media_type:
+            raise TranscriptFormatError("an inline image part (data) needs its media_type")
+        if part.url is not None and part.media_type is not None:
+            raise TranscriptFormatError(
+                "an image part by url cannot carry media_type in OpenAI chat form")
+        url = part.url if part.url is not None else f"data:{part.media_type};base64,{part.data}"
         image: dict[str, Any] = {"url": url}
         if part.detail is not None:
             image["detail"] = part.detail
         return {"type": "image_url", "image_url": image}
     if isinstance(part, FilePart):
+        if part.data is not None and not part.media_type:
+            raise TranscriptFormatError("an inline file part (data) needs its media_type")
+        if part.data is None and part.media_type is not None:
+            raise TranscriptFormatError(
+                "a file part's media_type travels only with inline data in OpenAI chat form")
         file: dict[str, Any] = {}
         if part.file_id is not None:
             file["file_id"] = part.file_id
         if part.data is not None:
-            file["file_data"] = f"data:{part.media_type or 'application/octet-stream'};base64,{part.data}"
+            file["file_data"] = f"data:{part.media_type};base64,{part.data}"
         if part.url is not None:
             file["file_url"] = part.url
         if part.filename is not None:
             file["filename"] = part.filename
+        if not file:
+            raise TranscriptFormatError("a file part needs a url, inline data or a file_id")
         return {"type": "file", "file": file}
     # Reasoning has no place in chat-completions dicts; keep it losslessly under our own type so a
     # host that stores these dicts does not lose a signature (adapters decide what the wire sees).
@@ -105,7 +122,12 @@ def _content_to_openai(content: Content) -> str | list[dict[str, Any]]:
 
 
 def message_to_openai(message: Message) -> dict[str, Any]:
-    """The OpenAI-chat-shaped dict for a message (what most hosts already store)."""
+    """The OpenAI-chat-shaped dict for a message (what most hosts already store).
+
+    Lossless: :func:`message_from_openai` reads the result back as an equal message. A part that
+    could not survive the trip (an image with both or neither of url / data, inline data without
+    its media type) raises :class:`TranscriptFormatError` rather than being silently altered.
+    """
     if isinstance(message, AssistantMessage):
         out: dict[str, Any] = {
             "role": "assistant",

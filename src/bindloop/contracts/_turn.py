@@ -125,7 +125,8 @@ class RunStats(msgspec.Struct, frozen=True, kw_only=True):
     """What a run (or one invocation of it) did. Immutable; the ``accumulate_*`` folds return new values.
 
     ``turns`` counts model turns (never compactions), so it stays comparable with ``max_iterations``;
-    ``tool_calls`` counts calls that ran (not ones an aborted batch prevented).
+    ``tool_calls`` counts calls that ran (not ones an aborted batch prevented). ``tools`` is shared
+    between successive folds: treat it as read-only.
     """
 
     turns: int = 0
@@ -197,8 +198,9 @@ def accumulate_tool_call(stats: RunStats, name: str, ms: float) -> RunStats:
 
 
 def accumulate_run(a: RunStats, b: RunStats) -> RunStats:
-    """The statistics of two runs (or legs of one run) taken together. Associative, with
-    :func:`empty_run_stats` as identity."""
+    """The statistics of two runs (or legs of one run) taken together. Associative on the integer
+    fields, with :func:`empty_run_stats` as identity; float times are summed in order (fractional
+    milliseconds may differ in the last bit between groupings)."""
     tools = dict(a.tools)
     for name, t in b.tools.items():
         prev = tools.get(name)

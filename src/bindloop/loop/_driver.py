@@ -227,6 +227,6 @@ async def run_tool_loop(
                 return ToolLoopResult(stop_reason=cast(Any, effect.stop_reason), stats=machine.stats)
             await _resolve(control.on_boundary(LoopBoundary(
                 state=state, stats=machine.stats, iterations=machine.iterations, final=True,
-                stop_reason=effect.stop_reason if effect.stop_reason != "deadline" else None)))
+                stop_reason=effect.stop_reason)))
             return ControlledToolLoopResult(stop_reason=cast(Any, effect.stop_reason),
                                             stats=machine.stats, iterations=machine.iterations)

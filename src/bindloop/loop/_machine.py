@@ -29,7 +29,6 @@ from ..contracts import (
     ModelTurnResult,
     ReasoningPart,
     RunStats,
-    StopReason,
     ToolCall,
     ToolMessage,
     ToolOutcome,
@@ -51,7 +50,7 @@ from ..errors import (
     UsageError,
 )
 from ._checks import check_bool, check_messages, check_outcome, check_usage
-from ._types import OpenSuspend, StepSettlement, ToolLoopState
+from ._types import ControlledStopReason, OpenSuspend, StepSettlement, ToolLoopState
 
 __all__ = (
     "AcceptToolMessage",
@@ -75,11 +74,7 @@ __all__ = (
 )
 
 
-ControlledStopReason: TypeAlias = Literal[
-    "done", "waiting_for_reply", "resuming_later", "iteration_limit", "aborted", "deadline",
-    "checkpointed",
-]
-""":data:`~bindloop.contracts.StopReason` plus ``checkpointed`` (only with a control hook)."""
+
 
 
 # ---- effects: what the driver must do next ----------------------------------------------------
@@ -599,7 +594,7 @@ class LoopMachine:
         else:
             self._finish("done")
 
-    def _suspend_reason(self) -> StopReason:
+    def _suspend_reason(self) -> Literal["waiting_for_reply", "resuming_later"]:
         # A person having to act is the more urgent thing for a host to surface.
         if any(s.mode == "waiting_for_reply" for s in self.state.open_suspends):
             return "waiting_for_reply"

@@ -148,6 +148,12 @@ class ToolLoopParams:
 
 BoundaryDecision: TypeAlias = Literal["continue", "checkpoint"]
 
+ControlledStopReason: TypeAlias = Literal[
+    "done", "waiting_for_reply", "resuming_later", "iteration_limit", "aborted", "checkpointed",
+]
+"""What the loop itself can return: every :data:`~bindloop.contracts.StopReason` except
+``deadline`` (raised, never returned), plus ``checkpointed`` (only with a control hook)."""
+
 
 class LoopBoundary(msgspec.Struct, frozen=True, kw_only=True):
     """A settled point a custom driver may checkpoint at.
@@ -162,7 +168,7 @@ class LoopBoundary(msgspec.Struct, frozen=True, kw_only=True):
     stats: RunStats
     iterations: int
     final: bool = False
-    stop_reason: StopReason | Literal["checkpointed"] | None = None
+    stop_reason: ControlledStopReason | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -178,6 +184,6 @@ class ControlledToolLoopResult(msgspec.Struct, frozen=True, kw_only=True):
     """What the controlled form returns: a stop reason that may also be ``checkpointed``, this
     invocation's stats and the model turns it used."""
 
-    stop_reason: StopReason | Literal["checkpointed"]
+    stop_reason: ControlledStopReason
     stats: RunStats
     iterations: int

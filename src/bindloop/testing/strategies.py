@@ -7,6 +7,7 @@ return.
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from hypothesis import strategies as st
@@ -55,13 +56,19 @@ def _json_args() -> st.SearchStrategy[str]:
 
 
 def content_parts(*, reasoning: bool = True) -> st.SearchStrategy[ContentPart]:
+    detail = st.sampled_from([None, "auto", "low", "high"])
+    b64 = st.binary(max_size=12).map(lambda b: base64.b64encode(b).decode())
+    media = st.sampled_from(["image/png", "image/jpeg", "image/webp", "application/pdf",
+                             "text/plain"])
+    url = st.sampled_from(["https://example.test/i.png", "https://example.test/a?b=c&d=é",
+                           "gs://bucket/x.pdf"])
     parts: list[st.SearchStrategy[Any]] = [
         st.builds(TextPart, text=_text),
-        st.builds(ImagePart, url=st.just("https://example.test/i.png"),
-                  detail=st.sampled_from([None, "auto", "low", "high"])),
-        st.builds(ImagePart, data=st.just("aGVsbG8="), media_type=st.just("image/png")),
-        st.builds(FilePart, data=st.just("JVBERi0="), media_type=st.just("application/pdf"),
-                  filename=st.none() | st.just("a.pdf")),
+        st.builds(ImagePart, url=url, detail=detail),
+        st.builds(ImagePart, data=b64, media_type=media, detail=detail),
+        st.builds(FilePart, data=b64, media_type=media, filename=st.none() | _ident),
+        st.builds(FilePart, file_id=_ident, filename=st.none() | _ident),
+        st.builds(FilePart, url=url, file_id=st.none() | _ident),
     ]
     if reasoning:
         parts.append(st.builds(ReasoningPart, text=_text,
