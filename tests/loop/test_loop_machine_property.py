@@ -24,6 +24,7 @@ from bindloop.loop import (
     AcceptToolMessage,
     Activate,
     AskNudge,
+    Boundary,
     CallModel,
     CheckBoundary,
     Compact,
@@ -52,7 +53,8 @@ def worlds(draw: st.DrawFn) -> dict[str, Any]:
         "serial": draw(st.frozensets(st.sampled_from(NAMES))),
         "flags": {k: draw(st.booleans()) for k in (
             "has_activate_plugins", "has_activate_skills", "has_compact", "has_settle",
-            "has_nudge", "has_accept_hook", "has_notify_assistant", "has_progress")},
+            "has_nudge", "has_accept_hook", "has_notify_assistant", "has_progress",
+            "has_control")},
         "seed_tokens": draw(st.integers(0, 1000)),
         "seed_cost": draw(st.integers(0, 100)),
     }
@@ -74,6 +76,9 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
     rejections = 0
     aborted_batch = False
     stop_reason = None
+    compactions = 0
+    ran_by_name: dict[str, int] = {}
+    boundaries = 0
 
     m.start()
     for _ in range(500):
@@ -88,6 +93,7 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
                 u = TurnUsage(input_tokens=data.draw(st.integers(0, 50)))
                 aux_in += u.input_tokens
                 aux_cost += 2
+                compactions += 1
                 # a compaction that keeps the transcript (so the structural checks still apply)
                 m.compacted(CompactionApplied(messages=tuple(state.messages), usage=u, cost=2), 1.0)
             else:
@@ -125,6 +131,7 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
                     expected_rejections += 1
                     continue
                 ran += 1
+                ran_by_name[call.name] = ran_by_name.get(call.name, 0) + 1
                 if kind == "result":
                     outcome: Any = ToolResult(content="ok")
                 elif kind == "error":
@@ -155,6 +162,11 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
                 if len(open_ids) > (1 if choice == "answer_user" else 0):
                     expected_rejections += 1
             m.settled(StepSettlement(messages=tuple(msgs), stop=choice == "stop"))
+        elif isinstance(effect, Boundary):
+            boundaries += 1
+            # a settled boundary: nothing pending, nothing suspended
+            assert not state.open_suspends
+            m.boundary_decided(data.draw(st.integers(0, 7)) == 0)
         elif isinstance(effect, AskNudge):
             m.nudged([UserMessage(content="nudge")] if data.draw(st.booleans()) else None)
         elif isinstance(effect, Reject):
@@ -180,6 +192,13 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
     assert state.cost == world["seed_cost"] + s.cost
     assert state.tool_calls == 3 + requested
     assert rejections == expected_rejections
+    # timings: every model call took 2 ms, every applied compaction 1 ms, every tool that ran 1 ms
+    assert s.model_ms == 2.0 * turns + 1.0 * compactions
+    assert s.tool_ms == 1.0 * ran
+    assert {k: v.calls for k, v in s.tools.items()} == ran_by_name
+    assert all(v.ms == float(v.calls) for v in s.tools.values())
+    if not world["flags"]["has_control"]:
+        assert boundaries == 0 and stop_reason != "checkpointed"
 
     # -- ordinals are dense per batch --
     for batch in batch_ordinals:
@@ -225,6 +244,8 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
         assert not state.open_suspends
     if aborted_batch:
         assert stop_reason == "aborted"
+    if stop_reason == "checkpointed":
+        assert not state.open_suspends
     # once finished, the machine refuses further input
     try:
         m.boundary_checked(False)
