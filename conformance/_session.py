@@ -14,6 +14,7 @@ from bindloop.session import (
     LoopCheckpoint,
     RestoredLoop,
     create_loop_checkpoint,
+    loop_state_from_checkpoint,
     parse_loop_checkpoint,
     run_from_checkpoint,
     serialize_loop_checkpoint,
@@ -31,15 +32,6 @@ _PORTS = (
     "on_turn_would_end", "before_tool_message_accepted", "on_step_settled", "compact",
     "batch_options",
 )
-
-
-def _state_of(cp: LoopCheckpoint) -> ToolLoopState:
-    s, c = cp.stats, cp.counters
-    return ToolLoopState(
-        messages=list(cp.messages), input_tokens=s.input_tokens, output_tokens=s.output_tokens,
-        cached_input_tokens=s.cached_input_tokens, cost=s.cost, tool_calls=c.requested_tool_calls,
-        last_prompt_tokens=c.last_prompt_tokens, last_output_tokens=c.last_output_tokens,
-        has_fresh_token_count=c.has_fresh_token_count, open_suspends=list(cp.open_suspends))
 
 
 async def run_checkpointed(spec: CheckpointSpec, params: ToolLoopParams) -> tuple[
@@ -72,4 +64,4 @@ async def run_checkpointed(spec: CheckpointSpec, params: ToolLoopParams) -> tupl
                                      commit=lambda cp: "continue")
     result = ToolLoopResult(stop_reason=cast(Any, leg2.stop_reason), stats=leg2.cumulative_stats)
     entry = {"stopped": leg1.stop_reason, "saved": saved, "resumed_iterations": leg2.iterations}
-    return result, _state_of(leg2.checkpoint), entry, mismatches
+    return result, loop_state_from_checkpoint(leg2.checkpoint), entry, mismatches

@@ -222,6 +222,86 @@ def test_negative_zero_is_stored_as_zero_so_equal_bindings_stay_equal_bytes() ->
     assert serialize_loop_checkpoint(a) == serialize_loop_checkpoint(b)
 
 
+def test_negative_zero_times_in_stats_are_stored_as_zero() -> None:
+    zero = RunStats(turns=1, tool_calls=2, model_ms=0.0, tool_ms=0.0,
+                    tools={"add": ToolTime(calls=1, ms=0.0), "ask": ToolTime(calls=1, ms=0.0)})
+    negative = RunStats(turns=1, tool_calls=2, model_ms=-0.0, tool_ms=-0.0,
+                        tools={"add": ToolTime(calls=1, ms=-0.0), "ask": ToolTime(calls=1, ms=-0.0)})
+    a = msgspec.structs.replace(waiting(), stats=zero)
+    b = msgspec.structs.replace(waiting(), stats=negative)
+    assert a == b
+    assert serialize_loop_checkpoint(a) == serialize_loop_checkpoint(b)
+    assert b"-0.0" not in serialize_loop_checkpoint(b)
+    # read back from storage, a -0.0 is a 0.0 too
+    doc = stored(a)
+    doc["stats"]["model_ms"] = -0.0
+    doc["stats"]["tools"]["add"]["ms"] = -0.0
+    parsed = parse_loop_checkpoint(msgspec.json.encode(doc))
+    assert math.copysign(1.0, parsed.stats.model_ms) == 1.0
+    assert math.copysign(1.0, parsed.stats.tools["add"].ms) == 1.0
+
+
+# ---- tool-call pairing: the last tool-call turn is answered or suspended ----------------------
+
+def _ready(*messages: Any, **kw: Any) -> LoopCheckpoint:
+    return LoopCheckpoint(execution_id="e", revision=1, status=kw.pop("status", "ready"),
+                          max_iterations=5, iterations=0, messages=messages, **kw)
+
+
+CALL_X = AssistantMessage(tool_calls=(ToolCall(id="x", name="add"), ToolCall(id="y", name="add")))
+ANSWER_X = ToolMessage(tool_call_id="x", content="1", name="add")
+ANSWER_Y = ToolMessage(tool_call_id="y", content="2", name="add")
+HI = UserMessage(content="hi")
+
+
+@pytest.mark.parametrize(("messages", "suspends", "status", "field", "words"), [
+    ((HI, CALL_X), (), "ready", "messages[1].tool_calls[0]", "'x' is neither answered"),
+    ((HI, CALL_X, ANSWER_Y), (), "ready", "messages[1].tool_calls[0]", "'x' is neither answered"),
+    ((HI, CALL_X, ANSWER_X), (), "ready", "messages[1].tool_calls[1]", "'y' is neither answered"),
+    ((HI, CALL_X, ANSWER_X, UserMessage(content="more")), (), "ready",
+     "messages[1].tool_calls[1]", "'y'"),
+    ((HI, CALL_X, ANSWER_X, AssistantMessage(content="done")), (), "finished",
+     "messages[1].tool_calls[1]", "'y'"),
+    ((HI, CALL_X), (), "aborted", "messages[1].tool_calls[0]", "'x'"),
+    ((HI, CALL_X), ("x",), "waiting_for_reply", "messages[1].tool_calls[1]", "'y'"),
+    ((HI, CALL_X, ANSWER_X), ("x", "y"), "waiting_for_reply", "open_suspends[0].tool_call_id",
+     "already answered"),
+    # a suspend on an earlier turn's call: only the last tool-call turn can have one open
+    ((HI, AssistantMessage(tool_calls=(ToolCall(id="old", name="add"),)), CALL_X, ANSWER_X),
+     ("y", "old"), "waiting_for_reply", "open_suspends[1].tool_call_id", "no tool call 'old'"),
+    ((HI, AssistantMessage(tool_calls=(ToolCall(id="x", name="add"), ToolCall(id="x", name="add"))),
+      ANSWER_X), (), "ready", "messages[1].tool_calls[1].id", "repeats id 'x'"),
+])
+def test_the_last_tool_call_turn_is_answered_or_suspended(
+        messages: tuple[Any, ...], suspends: tuple[str, ...], status: str, field: str,
+        words: str) -> None:
+    cp = _ready(*messages, status=status, open_suspends=tuple(
+        OpenSuspend(tool_call_id=i, tool_name="add", mode="waiting_for_reply") for i in suspends))
+    for read in (lambda: parse_loop_checkpoint(msgspec.to_builtins(cp)),
+                 lambda: serialize_loop_checkpoint(cp)):
+        with pytest.raises(CheckpointFormatError) as info:
+            read()
+        assert info.value.field == field
+        assert words in str(info.value)
+
+
+@pytest.mark.parametrize(("messages", "suspends", "status"), [
+    ((HI,), (), "ready"),
+    ((HI, CALL_X, ANSWER_Y, ANSWER_X), (), "ready"),
+    ((HI, CALL_X, ANSWER_X, ANSWER_Y, UserMessage(content="more")), (), "ready"),
+    ((HI, CALL_X, ANSWER_Y), ("x",), "waiting_for_reply"),
+    ((HI, CALL_X), ("y", "x"), "aborted"),
+    # an earlier turn may reuse an id: only the last tool-call turn's answers count
+    ((HI, AssistantMessage(tool_calls=(ToolCall(id="x", name="add"),)), ANSWER_X, CALL_X, ANSWER_Y),
+     ("x",), "waiting_for_reply"),
+])
+def test_paired_transcripts_still_parse(messages: tuple[Any, ...], suspends: tuple[str, ...],
+                                        status: str) -> None:
+    cp = _ready(*messages, status=status, open_suspends=tuple(
+        OpenSuspend(tool_call_id=i, tool_name="add", mode="waiting_for_reply") for i in suspends))
+    assert parse_loop_checkpoint(serialize_loop_checkpoint(cp)) == cp
+
+
 # ---- fuzz: whatever parses satisfies the invariants ---------------------------------------------
 
 def independent_invariants(cp: LoopCheckpoint) -> None:
@@ -245,13 +325,21 @@ def independent_invariants(cp: LoopCheckpoint) -> None:
         assert any(s.mode == "waiting_for_reply" for s in cp.open_suspends)
     if cp.status == "resuming_later":
         assert cp.open_suspends and all(s.mode == "resuming_later" for s in cp.open_suspends)
-    calls = {c.id: c.name for m in cp.messages if isinstance(m, AssistantMessage)
-             for c in m.tool_calls}
-    answered = {m.tool_call_id for m in cp.messages if isinstance(m, ToolMessage)}
+    turns = [k for k, m in enumerate(cp.messages) if isinstance(m, AssistantMessage) and m.tool_calls]
+    calls: dict[str, str] = {}
+    answered: set[str] = set()
+    if turns:
+        last = cp.messages[turns[-1]]
+        assert isinstance(last, AssistantMessage)
+        calls = {c.id: c.name for c in last.tool_calls}
+        assert len(calls) == len(last.tool_calls)
+        answered = {m.tool_call_id for m in cp.messages[turns[-1] + 1:] if isinstance(m, ToolMessage)}
     ids = [s.tool_call_id for s in cp.open_suspends]
     assert len(ids) == len(set(ids))
+    # every call of the last tool-call turn is answered after it or open, and nothing else is open
+    assert set(calls) - answered == set(ids)
     for s in cp.open_suspends:
-        assert calls.get(s.tool_call_id) == s.tool_name and s.tool_call_id not in answered
+        assert calls.get(s.tool_call_id) == s.tool_name
     if cp.lineage is not None:
         assert cp.lineage.parent_execution_id not in ("", cp.execution_id)
     # and it can be stored and read back unchanged

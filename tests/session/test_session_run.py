@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, get_type_hints
 
 import anyio
 import msgspec
@@ -20,12 +20,14 @@ from bindloop import (
     RunStats,
     ToolCall,
     ToolLoopParams,
+    ToolMessage,
     ToolOutcome,
     ToolResult,
     ToolSuspend,
     TurnUsage,
     UserMessage,
     accumulate_run,
+    run_tool_loop,
 )
 from bindloop.loop import OpenSuspend
 from bindloop.run import (
@@ -43,6 +45,7 @@ from bindloop.session import (
     RestoredLoop,
     apply_checkpoint_input,
     create_loop_checkpoint,
+    loop_state_from_checkpoint,
     parse_loop_checkpoint,
     run_from_checkpoint,
     serialize_loop_checkpoint,
@@ -84,8 +87,8 @@ class Host:
         model = scripted_model(self.turns[cp.iterations:])
         self.models.append(model)
         capture = self.bindings or (lambda: cp.bindings)
-        return RestoredLoop(call_model=model, run_tool_call=add, capture_bindings=capture,
-                            now=stepping_clock(), **self.ports)
+        ports = {"now": stepping_clock(), "run_tool_call": add, **self.ports}
+        return RestoredLoop(call_model=model, capture_bindings=capture, **ports)
 
     def commit(self, cp: LoopCheckpoint) -> Any:
         self.committed.append(cp)
@@ -141,13 +144,16 @@ def test_checkpoint_stops_before_the_next_model_call_and_resume_keeps_the_count(
     ("iteration_limit", "iteration_limit"),
 ])
 def test_only_ready_checkpoints_run(status: str, stop: str) -> None:
-    calls = AssistantMessage(tool_calls=(ToolCall(id="s", name="ask"),))
+    messages: tuple[Message, ...] = (UserMessage(content="x"),
+                                     AssistantMessage(tool_calls=(ToolCall(id="s", name="ask"),)))
     suspends = ()
     if status in ("waiting_for_reply", "resuming_later"):
         suspends = (OpenSuspend(tool_call_id="s", tool_name="ask", mode=status),)  # type: ignore[assignment,arg-type]
+    else:  # with nothing suspended, every call the run made was answered
+        messages += (ToolMessage(tool_call_id="s", content="", name="ask"),)
     cp = LoopCheckpoint(execution_id="e", revision=2, status=status,  # type: ignore[arg-type]
                         max_iterations=1, iterations=1,
-                        messages=(UserMessage(content="x"), calls), open_suspends=suspends,
+                        messages=messages, open_suspends=suspends,
                         stats=RunStats(turns=1), )
     host = Host(script(1))
     result = host.run(cp)
@@ -258,12 +264,6 @@ def test_a_resume_offers_compaction_again_so_the_port_must_be_idempotent() -> No
     assert serialize_loop_checkpoint(second.checkpoint) == serialize_loop_checkpoint(full.checkpoint)
 
 
-def test_restored_loop_offers_every_loop_port() -> None:
-    ports = {f.name for f in dataclasses.fields(ToolLoopParams)} - {"state", "max_iterations"}
-    restored = {f.name for f in dataclasses.fields(RestoredLoop)} - {"capture_bindings"}
-    assert restored == ports
-
-
 def test_receipts_keep_a_replayed_span_from_repeating_a_side_effect() -> None:
     """A crash after a tool ran but before the next commit landed replays that turn on resume; a
     receipt keyed by the execution makes the replay read the recorded result instead of charging
@@ -319,15 +319,96 @@ def test_receipts_keep_a_replayed_span_from_repeating_a_side_effect() -> None:
 
 
 def test_restored_loop_offers_every_loop_port() -> None:
-    """RestoredLoop mirrors ToolLoopParams' ports: a port added to the loop must be restorable."""
-    import dataclasses
-
-    from bindloop import RestoredLoop, ToolLoopParams
-
+    """RestoredLoop mirrors ToolLoopParams' ports, with the loop's own types: a port added to the
+    loop must be restorable, and a port type the loop changes must change here too."""
     loop_ports = {f.name for f in dataclasses.fields(ToolLoopParams)} - {"state", "max_iterations"}
     restored = {f.name for f in dataclasses.fields(RestoredLoop)} - {"capture_bindings"}
     assert restored == loop_ports
+    loop_hints, restored_hints = get_type_hints(ToolLoopParams), get_type_hints(RestoredLoop)
     for name in loop_ports:
         a = next(f for f in dataclasses.fields(ToolLoopParams) if f.name == name)
         b = next(f for f in dataclasses.fields(RestoredLoop) if f.name == name)
         assert str(a.type) == str(b.type), name
+        assert loop_hints[name] == restored_hints[name], name
+
+
+# ---- the loop's output is checked before it reaches commit -------------------------------------
+
+def test_a_clock_going_backwards_is_reported_as_the_now_port_before_any_commit() -> None:
+    ticks = iter(range(1000, -1000, -7))
+    host = Host(script(2), now=lambda: float(next(ticks)))
+    with pytest.raises(PortContractError) as info:
+        host.run(start())
+    assert "now" in str(info.value) and "stats.model_ms" in str(info.value)
+    assert isinstance(info.value.__cause__, CheckpointFormatError)
+    assert host.committed == []
+
+
+def test_negative_compaction_usage_is_reported_as_compact_before_any_commit() -> None:
+    def compact(messages: list[Message]) -> CompactionApplied:
+        return CompactionApplied(messages=tuple(messages), usage=TurnUsage(input_tokens=-30))
+
+    host = Host(script(2), compact=compact)
+    with pytest.raises(PortContractError) as info:
+        host.run(start())
+    assert "compact" in str(info.value) and "input_tokens" in str(info.value)
+    assert host.committed == []
+
+
+DANGLING = AssistantMessage(tool_calls=(ToolCall(id="x", name="add"),))
+
+
+@pytest.mark.parametrize("port", ["on_turn_would_end", "compact"])
+def test_a_port_leaving_an_unanswered_tool_call_is_named_before_its_commit(port: str) -> None:
+    """The loop checks each message's shape, not the transcript's pairing; a transcript whose last
+    tool call has no answer would be refused by the parser, so it never reaches ``commit``."""
+    used: list[int] = []
+
+    def nudge() -> list[Message] | None:
+        used.append(1)
+        return [DANGLING] if len(used) == 1 else None
+
+    def compact(messages: list[Message]) -> CompactionApplied | None:
+        used.append(1)
+        return CompactionApplied(messages=(*messages, DANGLING)) if len(used) == 2 else None
+
+    host = Host(script(1), **({"on_turn_would_end": nudge} if port == "on_turn_would_end"
+                              else {"compact": compact}))
+    with pytest.raises(PortContractError) as info:
+        host.run(start())
+    assert port in str(info.value) and "'x'" in str(info.value)
+    assert all(DANGLING not in cp.messages for cp in host.committed)  # the bad one never reached it
+
+
+def test_tool_content_that_cannot_be_stored_is_reported_as_run_tool_call() -> None:
+    host = Host(script(1), run_tool_call=lambda call: ToolResult(content=5))  # type: ignore[arg-type]
+    with pytest.raises(PortContractError, match="run_tool_call"):
+        host.run(start())
+    assert host.committed == []
+
+
+def test_every_committed_checkpoint_serializes() -> None:
+    host = Host(script(3), decide=lambda cp: (serialize_loop_checkpoint(cp), "continue")[1])
+    assert host.run(start()).stop_reason == "done" and len(host.committed) == 4
+
+
+def test_loop_state_from_checkpoint_seeds_the_loop_where_the_checkpoint_stands() -> None:
+    host = Host(script(2), decide=lambda cp: "checkpoint" if cp.iterations == 1 else "continue")
+    cp = host.run(start()).checkpoint
+    state = loop_state_from_checkpoint(cp)
+    assert state.messages == list(cp.messages) and state.open_suspends == list(cp.open_suspends)
+    assert (state.input_tokens, state.output_tokens, state.cached_input_tokens, state.cost) == (
+        cp.stats.input_tokens, cp.stats.output_tokens, cp.stats.cached_input_tokens, cp.stats.cost)
+    assert (state.tool_calls, state.last_prompt_tokens, state.last_output_tokens,
+            state.has_fresh_token_count) == (
+        cp.counters.requested_tool_calls, cp.counters.last_prompt_tokens,
+        cp.counters.last_output_tokens, cp.counters.has_fresh_token_count)
+    state.messages.append(UserMessage(content="mine"))  # the loop mutates its state in place
+    assert len(cp.messages) == 3
+    # driving the loop from it ends where run_from_checkpoint does
+    resumed = anyio.run(lambda: run_tool_loop(ToolLoopParams(
+        state=state, call_model=scripted_model(script(2)[1:]), run_tool_call=add,
+        max_iterations=cp.max_iterations - cp.iterations, now=stepping_clock())))
+    assert resumed.stop_reason == "done" and state.tool_calls == 2
+    with pytest.raises(CheckpointFormatError, match="stats.turns"):
+        loop_state_from_checkpoint(msgspec.structs.replace(cp, iterations=0))

@@ -14,6 +14,7 @@ from ._driver import (
     CommitFn as CommitFn,
     RestoredLoop as RestoredLoop,
     RestoreFn as RestoreFn,
+    loop_state_from_checkpoint as loop_state_from_checkpoint,
     run_from_checkpoint as run_from_checkpoint,
 )
 from ._errors import (
@@ -56,6 +57,7 @@ __all__ = (
     "apply_checkpoint_input",
     "create_loop_checkpoint",
     "fork_loop_checkpoint",
+    "loop_state_from_checkpoint",
     "parse_loop_checkpoint",
     "run_from_checkpoint",
     "serialize_loop_checkpoint",

@@ -3,9 +3,9 @@ checkpoint must satisfy.
 
 Parsing is two passes. msgspec checks the shape and every type (unknown fields in the checkpoint's
 own Structs are errors); then :func:`check_invariants` refuses states no bindloop run can produce —
-counters below zero, an open suspend on a finished checkpoint, a suspend whose call is not in the
-transcript. Either way the error is a :class:`CheckpointFormatError` naming the field, and nothing
-half-read is returned.
+counters below zero, an open suspend on a finished checkpoint, a tool call of the last tool-call turn
+that is neither answered nor an open suspend. Either way the error is a
+:class:`CheckpointFormatError` naming the field, and nothing half-read is returned.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import msgspec
 
-from ..contracts import AssistantMessage, RunStats, ToolMessage
+from ..contracts import AssistantMessage, RunStats, ToolCall, ToolMessage
 from ._errors import CheckpointFormatError, UnsupportedCheckpointVersionError
 from ._schema import CHECKPOINT_VERSION, LoopBindings, LoopCheckpoint
 
@@ -148,7 +148,7 @@ def check_invariants(cp: LoopCheckpoint) -> None:
         raise CheckpointFormatError(
             "counters.requested_tool_calls",
             f"{requested} calls requested but stats.tool_calls says {cp.stats.tool_calls} ran")
-    _check_suspends(cp)
+    _check_tool_calls(cp)
     copy_bindings(cp.bindings)
     lineage = cp.lineage
     if lineage is not None:
@@ -162,7 +162,11 @@ def check_invariants(cp: LoopCheckpoint) -> None:
         _count(lineage.message_count, "lineage.message_count")
 
 
-def _check_suspends(cp: LoopCheckpoint) -> None:
+def _check_tool_calls(cp: LoopCheckpoint) -> None:
+    """The pairing a settled loop leaves: every call of the transcript's last tool-call turn is
+    answered by a tool message after it or listed in ``open_suspends``, and every open suspend is an
+    unanswered call of that turn. (Earlier turns were settled before the model was called again, so
+    only the last one can hold an unanswered call.) One pass over the tail of the transcript."""
     suspends = cp.open_suspends
     status = cp.status
     if suspends and status in ("ready", "finished", "iteration_limit"):
@@ -175,30 +179,54 @@ def _check_suspends(cp: LoopCheckpoint) -> None:
             not suspends or any(s.mode != "resuming_later" for s in suspends)):
         raise CheckpointFormatError(
             "open_suspends", "resuming_later needs open suspends, all of mode resuming_later")
-    if not suspends:
-        return
-    requested: dict[str, str] = {}
-    answered: set[str] = set()
-    for m in cp.messages:
-        if isinstance(m, AssistantMessage):
-            for call in m.tool_calls:
-                requested[call.id] = call.name
-        elif isinstance(m, ToolMessage):
-            answered.add(m.tool_call_id)
-    seen: set[str] = set()
+    messages = cp.messages
+    last = len(messages) - 1
+    calls: tuple[ToolCall, ...] = ()
+    while last >= 0:
+        m = messages[last]
+        if isinstance(m, AssistantMessage) and m.tool_calls:
+            calls = m.tool_calls
+            break
+        last -= 1
+    pending: dict[str, str] = {}  # id -> tool name, for the last turn's calls without an answer
+    for j, call in enumerate(calls):
+        if call.id in pending:
+            raise CheckpointFormatError(f"messages[{last}].tool_calls[{j}].id",
+                                        f"repeats id {call.id!r} within the turn")
+        pending[call.id] = call.name
+    in_turn = frozenset(pending)
+    for m in messages[last + 1:] if calls else ():
+        if isinstance(m, ToolMessage):
+            pending.pop(m.tool_call_id, None)
+    open_ids: set[str] = set()
     for k, s in enumerate(suspends):
         where = f"open_suspends[{k}].tool_call_id"
-        if s.tool_call_id in seen:
+        if s.tool_call_id in open_ids:
             raise CheckpointFormatError(where, f"{s.tool_call_id!r} is listed twice")
-        seen.add(s.tool_call_id)
-        name = requested.get(s.tool_call_id)
+        open_ids.add(s.tool_call_id)
+        name = pending.get(s.tool_call_id)
         if name is None:
-            raise CheckpointFormatError(where, f"no tool call {s.tool_call_id!r} in the transcript")
-        if s.tool_call_id in answered:
-            raise CheckpointFormatError(where, f"{s.tool_call_id!r} is already answered")
+            if s.tool_call_id in in_turn:
+                raise CheckpointFormatError(where, f"{s.tool_call_id!r} is already answered")
+            raise CheckpointFormatError(
+                where, f"no tool call {s.tool_call_id!r} in the transcript's last tool-call turn")
         if name != s.tool_name:
             raise CheckpointFormatError(f"open_suspends[{k}].tool_name",
                                         f"{s.tool_name!r} but the call was to {name!r}")
+    if len(open_ids) != len(pending):
+        j, call = next((j, c) for j, c in enumerate(calls)
+                       if c.id in pending and c.id not in open_ids)
+        raise CheckpointFormatError(
+            f"messages[{last}].tool_calls[{j}]",
+            f"tool call {call.id!r} is neither answered by a tool message nor an open suspend")
+
+
+def _plain_zero(stats: RunStats) -> RunStats:
+    """``stats`` with ``-0.0`` times as ``0.0`` (``x + 0.0`` does exactly that), so equal stats
+    encode to equal bytes."""
+    return msgspec.structs.replace(
+        stats, model_ms=stats.model_ms + 0.0, tool_ms=stats.tool_ms + 0.0,
+        tools={name: msgspec.structs.replace(t, ms=t.ms + 0.0) for name, t in stats.tools.items()})
 
 
 # ---- parse / serialize -------------------------------------------------------------------------
@@ -241,7 +269,7 @@ def parse_loop_checkpoint(value: object) -> LoopCheckpoint:
     except msgspec.ValidationError as exc:
         raise CheckpointFormatError(_field_of(exc), _problem_of(exc)) from exc
     check_invariants(cp)
-    return cp
+    return msgspec.structs.replace(cp, stats=_plain_zero(cp.stats))
 
 
 def require_checkpoint(value: object, what: str = "checkpoint") -> LoopCheckpoint:
@@ -260,7 +288,7 @@ def require_checkpoint(value: object, what: str = "checkpoint") -> LoopCheckpoin
     except (TypeError, OverflowError) as exc:
         raise CheckpointFormatError("", f"{what} holds a value JSON cannot carry: {exc}") from exc
     check_invariants(clean)
-    return msgspec.structs.replace(clean, bindings=bindings)
+    return msgspec.structs.replace(clean, bindings=bindings, stats=_plain_zero(clean.stats))
 
 
 def serialize_loop_checkpoint(checkpoint: LoopCheckpoint) -> bytes:

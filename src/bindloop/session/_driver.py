@@ -2,34 +2,35 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from .._awaitable import isawaitable
-from typing import Any, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
+from .._awaitable import isawaitable
 from ..clock import Clock, monotonic_ms
 from ..contracts import (
     AssistantMessage,
     CompactionApplied,
     Message,
-    ModelTurnResult,
     RunStats,
     StopReason,
     ToolCall,
     ToolDefinition,
     ToolMessage,
-    ToolOutcome,
     accumulate_run,
     empty_run_stats,
 )
 from ..errors import PortContractError
 from ..loop import (
     BoundaryDecision,
+    CallModelFn,
     LoopBoundary,
     LoopControl,
     MaybeAwaitable,
+    RunToolCallFn,
     StepSettlement,
     ToolLoopParams,
     ToolLoopState,
@@ -38,12 +39,21 @@ from ..loop import (
 from ..run import ToolBatchOptions
 from ..signal import AbortSignal
 from ._codec import copy_bindings, require_checkpoint
+from ._errors import CheckpointFormatError
 from ._schema import CheckpointCounters, LoopBindings, LoopCheckpoint, status_of_stop, stop_of_status
 
-__all__ = ("CheckpointRunResult", "CommitFn", "RestoreFn", "RestoredLoop", "run_from_checkpoint")
+__all__ = (
+    "CheckpointRunResult",
+    "CommitFn",
+    "RestoreFn",
+    "RestoredLoop",
+    "loop_state_from_checkpoint",
+    "run_from_checkpoint",
+)
 
-CallModelFn: TypeAlias = Callable[[list[Message], list[ToolDefinition]], Awaitable[ModelTurnResult]]
-RunToolCallFn: TypeAlias = Callable[[ToolCall], MaybeAwaitable[ToolOutcome]]
+_TIME_FIELD: Final = re.compile(r"stats\.(?:model_ms|tool_ms|tools\..*\.ms)$")
+_USAGE_FIELD: Final = re.compile(r"(?:stats\.(?:input|output|cached_input)_tokens|counters\.)")
+_MESSAGE_FIELD: Final = re.compile(r"messages\[(?P<k>\d+)\]")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -137,6 +147,42 @@ def _state_of(cp: LoopCheckpoint) -> ToolLoopState:
     )
 
 
+def loop_state_from_checkpoint(checkpoint: LoopCheckpoint) -> ToolLoopState:
+    """The :class:`~bindloop.loop.ToolLoopState` a run from ``checkpoint`` starts with: its
+    transcript and open suspends (as fresh lists), its cumulative spend, and the counters the loop
+    keeps. For hosts that drive ``run_tool_loop`` themselves, and for reading a checkpoint's
+    position as loop state. Raises :class:`CheckpointFormatError` for a checkpoint that does not
+    validate."""
+    return _state_of(require_checkpoint(checkpoint))
+
+
+def _culprit(cp: LoopCheckpoint, field: str) -> str:
+    # The loop checks each port value's shape; what is left for a checkpoint to refuse is a
+    # relation between values, so name the ports that feed the offending field.
+    if _TIME_FIELD.match(field):
+        return "now (the clock went backwards: a duration came out negative)"
+    if _USAGE_FIELD.match(field):
+        return "compact or call_model (the usage they reported drove a total below zero)"
+    at = _MESSAGE_FIELD.match(field)
+    if at and int(at["k"]) < len(cp.messages) and isinstance(cp.messages[int(at["k"])], ToolMessage):
+        return "run_tool_call (or on_step_settled, which delivers tool messages)"
+    if field.startswith(("messages", "open_suspends")):
+        return ("compact, on_turn_would_end or on_step_settled (the ports that add or replace "
+                "messages)")
+    return "a loop port"
+
+
+def _storable(cp: LoopCheckpoint) -> LoopCheckpoint:
+    """``cp`` as :func:`serialize_loop_checkpoint` would store it, or :class:`PortContractError`:
+    a run must never hand ``commit`` a checkpoint that cannot be stored and read back."""
+    try:
+        return require_checkpoint(cp)
+    except CheckpointFormatError as exc:
+        raise PortContractError(
+            f"the run produced a checkpoint that cannot be stored ({exc}); likely culprit: "
+            f"{_culprit(cp, exc.field)}") from exc
+
+
 async def run_from_checkpoint(*, checkpoint: LoopCheckpoint, restore: RestoreFn,
                               commit: CommitFn) -> CheckpointRunResult:
     """Run the loop from ``checkpoint`` and commit every settled checkpoint it passes.
@@ -153,8 +199,11 @@ async def run_from_checkpoint(*, checkpoint: LoopCheckpoint, restore: RestoreFn,
     A raise from any port (a crash) propagates; the last committed checkpoint is then where the
     execution resumes, and the work since it is done again — make tool effects idempotent with
     receipts (``bindloop.run``) if repeating them matters. Raises :class:`CheckpointFormatError` for
-    a checkpoint that does not validate and :class:`~bindloop.errors.PortContractError` when
-    ``restore``, ``capture_bindings`` or ``commit`` answer with the wrong type.
+    a checkpoint (or captured bindings) that does not validate, and
+    :class:`~bindloop.errors.PortContractError` when ``restore``, ``capture_bindings`` or ``commit``
+    answer with the wrong type, or when the run reaches a boundary whose checkpoint
+    :func:`parse_loop_checkpoint` would refuse (a clock that went backwards, a transcript left with
+    an unanswered tool call) — raised before ``commit`` sees it, naming the likely port.
     """
     start = require_checkpoint(checkpoint)
     if start.status != "ready":
@@ -192,6 +241,7 @@ async def run_from_checkpoint(*, checkpoint: LoopCheckpoint, restore: RestoreFn,
             bindings=copy_bindings(captured, "capture_bindings()"),
             lineage=start.lineage,
         )
+        cp = _storable(cp)
         decision = await _resolve(commit(cp))
         if decision not in ("continue", "checkpoint"):
             raise PortContractError(f"commit returned {decision!r}; expected 'continue' or 'checkpoint'")
