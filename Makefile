@@ -7,7 +7,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: all venv demo demo-providers demo-openai test pytest typecheck js-test wasm-smoke conformance \
+.PHONY: all venv demo demo-providers demo-openai test lint pytest typecheck js-test wasm-smoke conformance \
 	bench bench-peers clean
 
 all: test
@@ -43,6 +43,9 @@ pytest: venv
 
 typecheck: venv
 	$(PY) -m mypy
+
+lint: venv
+	$(PY) -m ruff check src tests conformance bench
 
 js-test:
 	@if ls wasm/demo/*.test.mjs >/dev/null 2>&1; then node --test wasm/demo/; else echo "no JS tests"; fi
