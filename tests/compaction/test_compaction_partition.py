@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bindloop.compaction import (
     CompactInvalidInputError,
@@ -43,6 +44,43 @@ def test_full_and_tail_and_snapping() -> None:
     p = partition_for_compaction(msgs, TailScope(keep_turns=3))  # cut would fall on T: snap to A_CALL
     assert (p.start, p.stop) == (0, 1)
     assert p.tail[0] is A_CALL and p.to_summarize[0] is U
+
+
+def test_tail_counts_turns_not_messages() -> None:
+    # Turns: U | A | U | A_CALL+T | A  — a tool block belongs to its assistant turn.
+    msgs = [U, A, U, A_CALL, T, A]
+    p = partition_for_compaction(msgs, TailScope(keep_turns=3))
+    assert (p.start, p.stop) == (0, 2) and list(p.tail) == [U, A_CALL, T, A]
+    p = partition_for_compaction(msgs, TailScope(keep_turns=2))
+    assert list(p.tail) == [A_CALL, T, A]
+    with pytest.raises(CompactInvalidInputError, match="5 turns"):
+        partition_for_compaction(msgs, TailScope(keep_turns=5))
+
+
+def test_tail_keeping_zero_turns_summarizes_everything() -> None:
+    msgs = [U, A_CALL, T]
+    p = partition_for_compaction(msgs, TailScope(keep_turns=0))
+    assert (p.start, p.stop, list(p.tail)) == (0, 3, [])
+
+
+@pytest.mark.parametrize("keep", [True, False, 1.5, "2", None])
+def test_tail_keep_turns_must_be_an_int(keep: object) -> None:
+    with pytest.raises(CompactInvalidInputError, match="keep_turns"):
+        partition_for_compaction([U, A, U, A], TailScope(keep_turns=keep))  # type: ignore[arg-type]
+
+
+@SETTINGS
+@given(well_formed_transcripts(max_rounds=6), st.integers(0, 12))
+def test_tail_keeps_exactly_k_turns_and_whole_tool_blocks(msgs: list, keep: int) -> None:
+    turns = sum(isinstance(m, (UserMessage, AssistantMessage)) for m in msgs)
+    try:
+        p = partition_for_compaction(msgs, TailScope(keep_turns=keep))
+    except CompactInvalidInputError as exc:
+        assert (keep > 0 and keep >= turns) or "text-bearing" in str(exc) or not msgs
+        return
+    assert keep < turns or keep == 0
+    assert sum(isinstance(m, (UserMessage, AssistantMessage)) for m in p.tail) == keep
+    assert not p.tail or isinstance(p.tail[0], (UserMessage, AssistantMessage))
 
 
 def test_from_and_up_to_keep_tool_blocks_whole() -> None:

@@ -61,6 +61,10 @@ def test_port_compacts_once_over_threshold_and_spend_is_not_a_turn() -> None:
     assert msgs[0] == SystemMessage(content="sys")
     assert msgs[1] == UserMessage(content=SUMMARY_PREFIX + "SUMMARY")
     assert UserMessage(content="u0") not in msgs
+    # keep_turns=3 keeps three turns — a5, "now", and the tool-calling turn with its result — not
+    # three messages.
+    assert msgs[2:4] == [AssistantMessage(content="a5"), UserMessage(content="now")]
+    assert UserMessage(content="u5") not in msgs
 
 
 def test_port_leaves_short_transcripts_alone() -> None:

@@ -13,6 +13,7 @@ from bindloop.compaction import (
     CompactPromptTooLongError,
     PromptTooLongError,
     TailScope,
+    build_summary_prompt,
     compact_conversation,
 )
 from bindloop.contracts import (
@@ -22,9 +23,12 @@ from bindloop.contracts import (
     ModelTurnResult,
     SystemMessage,
     TextPart,
+    ToolCall,
     ToolDefinition,
+    ToolMessage,
     TurnUsage,
     UserMessage,
+    content_text,
 )
 from bindloop.errors import ProviderError
 from bindloop.signal import AbortController
@@ -61,6 +65,36 @@ def convo(rounds: int) -> list[Message]:
 
 def run(coro_fn, *args, **kw):  # type: ignore[no-untyped-def]
     return anyio.run(lambda: coro_fn(*args, **kw))
+
+
+def _consecutive_users(prompt: Sequence[Message]) -> list[int]:
+    return [i for i in range(1, len(prompt))
+            if isinstance(prompt[i], UserMessage) and isinstance(prompt[i - 1], UserMessage)]
+
+
+@pytest.mark.parametrize("tail", ["assistant", "user", "tool", "parts"])
+def test_summary_prompt_never_sends_two_user_messages_in_a_row(tail: str) -> None:
+    chunk: list[Message] = [UserMessage(content="q"), AssistantMessage(content="a")]
+    if tail == "user":
+        chunk.append(UserMessage(content="and then?"))
+    elif tail == "parts":
+        chunk.append(UserMessage(content=(TextPart(text="see"), ImagePart(url="u"))))
+    elif tail == "tool":
+        chunk += [AssistantMessage(tool_calls=(ToolCall(id="c", name="t"),)),
+                  ToolMessage(tool_call_id="c", content="r")]
+    prompt = build_summary_prompt(chunk)
+    assert _consecutive_users(prompt) == []
+    last = prompt[-1]
+    assert isinstance(last, UserMessage)
+    assert content_text(last.content).endswith(SUMMARY_REQUEST)
+    assert sum(SUMMARY_REQUEST in content_text(m.content) for m in prompt
+               if isinstance(m, UserMessage)) == 1
+    if tail == "user":  # the person's words are kept, the request follows them
+        assert content_text(last.content) == f"and then?\n\n{SUMMARY_REQUEST}"
+    if tail == "parts":
+        assert last.content == (TextPart(text="see"), TextPart(text="[image]"),
+                                TextPart(text=SUMMARY_REQUEST))
+    assert all_violations(prompt) == []
 
 
 def test_summarizes_the_scope_with_a_provider_valid_prompt() -> None:

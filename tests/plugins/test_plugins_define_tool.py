@@ -43,6 +43,7 @@ class Args(msgspec.Struct):
     target: int | str = 0
     point: Point | None = None
     tags: Annotated[list[str], msgspec.Meta(max_length=2)] = []
+    bbox: tuple[float, float] = (0.0, 0.0)
 
 
 class Ctx(msgspec.Struct):
@@ -147,6 +148,22 @@ def test_the_schema_is_sanitized_and_inlined() -> None:
     assert sorted(props["color"]["anyOf"][0]["enum"]) == ["blue", "red"]
     assert props["mode"]["enum"] == ["fast", "slow"] and props["mode"]["type"] == "string"
     assert params["required"] == ["query"]
+    assert props["bbox"] == {"type": "array", "minItems": 2, "maxItems": 2,
+                             "items": {"type": "number"}, "default": [0.0, 0.0]}
+
+
+class Pair(msgspec.Struct):
+    at: tuple[int, str]
+
+
+def test_a_mixed_tuple_field_is_accepted_and_still_validated_by_position() -> None:
+    tool = define_tool(name="pair", description="", args=Pair,
+                       execute=lambda a, c: ToolResult(content=repr(a.at)))
+    at: Any = tool.parameters["properties"]
+    assert at["at"]["items"] == {"anyOf": [{"type": "integer"}, {"type": "string"}]}
+    assert "prefixItems" not in at["at"]
+    assert isinstance(tool.parse_arguments('{"at": ["x", 1]}'), ToolError)
+    assert tool.parse_arguments('{"at": [1, "x"]}') == Pair(at=(1, "x"))
 
 
 def test_wire_definition_uses_the_wire_name_when_given() -> None:
@@ -155,6 +172,12 @@ def test_wire_definition_uses_the_wire_name_when_given() -> None:
     assert tool_wire_definition(SEARCH, "corpus__search").name == "corpus__search"
     with pytest.raises(UsageError, match="provider tool name"):
         tool_wire_definition(SEARCH, "has space")
+
+
+@pytest.mark.parametrize("name", ["search\n", "a\nb", "x" * 65, ""])
+def test_wire_name_must_match_in_full(name: str) -> None:
+    with pytest.raises(UsageError, match="provider tool name"):
+        tool_wire_definition(SEARCH, name)
 
 
 def test_tool_result_message_uses_the_loops_error_encoding() -> None:
@@ -187,6 +210,7 @@ FIELD_VALUES = {
     "point": st.one_of(st.none(), st.fixed_dictionaries(
         {"x": st.one_of(st.integers(0, 3), ANY_JSON)}, optional={"y": st.integers(0, 3)}), ANY_JSON),
     "tags": st.one_of(st.lists(st.sampled_from(["a", "b"]), max_size=4), ANY_JSON),
+    "bbox": st.one_of(st.lists(st.sampled_from([0, 1.5, "a"]), max_size=3), ANY_JSON),
     "extra": ANY_JSON,
 }
 ARG_OBJECTS = st.fixed_dictionaries({}, optional=FIELD_VALUES)

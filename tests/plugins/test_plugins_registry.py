@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bindloop.contracts import ToolCall, ToolError, ToolOutcome, ToolResult
-from bindloop.errors import PortContractError, RunCancelledError, UsageError
+from bindloop.errors import RunCancelledError, UsageError
 from bindloop.plugins import (
     DroppedActivation,
     PluginSummary,
@@ -219,8 +219,16 @@ async def test_rehydrate_propagates_cancellation_and_refuses_nonsense() -> None:
 
     with pytest.raises(RunCancelledError):
         await rehydrate_activation(["a"], canonicalize_name=str, resolve=cancelled)
-    with pytest.raises(PortContractError):
-        await rehydrate_activation(["a"], canonicalize_name=str, resolve=lambda n: "maybe")  # type: ignore[arg-type,return-value]
+
+
+@pytest.mark.parametrize("returned", [False, None, "maybe", 1, 0])
+async def test_rehydrate_drops_an_unrecognised_resolve_answer_as_unknown(returned: Any) -> None:
+    # Rehydration never raises over a port's answer: anything but True or a reason is a drop.
+    result = await rehydrate_activation(["a", "b"], canonicalize_name=str,
+                                        resolve=lambda n: returned if n == "a" else True)
+    assert result.active == ("b",)
+    assert result.dropped == (DroppedActivation(
+        name="a", reason="unknown", detail=f"resolve returned {returned!r}"),)
 
 
 def test_permutations_helper_is_exhaustive() -> None:

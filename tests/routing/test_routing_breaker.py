@@ -61,6 +61,18 @@ def test_failed_probe_reopens_and_release_frees_the_slot() -> None:
     assert b.state(KEY).probe_in_flight is False
 
 
+def test_failure_after_the_cooldown_but_before_any_acquire_reopens() -> None:
+    clock = ManualClock()
+    b = create_circuit_breaker(now=clock, failure_threshold=1, cooldown_ms=100)
+    b.record_failure(KEY)
+    clock.t = 150  # the cooldown ended; nobody has asked for the probe yet
+    assert b.state(KEY).state == "half_open"
+    b.record_failure(KEY)  # e.g. a late report from a call admitted before the circuit opened
+    snap = b.state(KEY)
+    assert (snap.state, snap.open_until_ms, snap.times_opened) == ("open", 250.0, 2)
+    assert b.try_acquire(KEY).kind == "reject"
+
+
 def test_stale_failure_while_probe_in_flight_never_allows_a_second_probe() -> None:
     clock = ManualClock()
     b = create_circuit_breaker(now=clock, failure_threshold=1, cooldown_ms=100)
@@ -180,11 +192,15 @@ class BreakerMachine(RuleBasedStateMachine):
                 self.live_probe[key] = None
         else:
             self.failed.add(key)
+            before = self.breaker.state(key).state
             self.breaker.record_failure(key, retry_after_ms=retry_after, permit=permit,
                                         open_now=open_now)
             if mine:
                 self.live_probe[key] = None
             snap = self.breaker.state(key)
+            if before == "half_open":  # any failure while (effectively) half-open re-opens
+                assert snap.state == "open" and snap.open_until_ms is not None
+                assert snap.open_until_ms >= self.clock.t + 50
             if snap.state == "open" and retry_after is not None:
                 want = self.clock.t + min(retry_after, 400)
                 assert snap.open_until_ms is not None and snap.open_until_ms >= want

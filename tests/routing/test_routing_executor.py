@@ -103,6 +103,19 @@ def test_model_fallback_and_context_length_skips_rest_of_stage() -> None:
     assert calls == [("a", MODEL, 0), ("a", FALLBACK, 0)]  # b was never tried for MODEL
 
 
+def test_fallback_success_is_a_model_fallback_even_when_the_primary_stage_is_absent() -> None:
+    # No transport serves the primary model, so the plan's only stage is the fallback's.
+    build = build_route_plan(
+        primary_model=MODEL, fallback_model=FALLBACK,
+        policy_for=lambda m: OrderedPolicy(providers=(provider_id("a"),)),
+        transports=transports("a", models=frozenset({FALLBACK})),
+    )
+    assert [s.role for s in build.plan.stages] == ["fallback"]
+    calls: list[tuple[str, str, int]] = []
+    result = run(build.plan, scripted({("a", FALLBACK): ["from fallback"]}, calls))
+    assert result.ok and result.cursor.stage == 0 and result.fallback_kind == "model"
+
+
 @pytest.mark.parametrize("category", ["invalid_request", "client_error", "content_filter", "cancelled"])
 def test_propagating_categories_stop_at_once(category: str) -> None:
     calls: list[tuple[str, str, int]] = []
@@ -266,7 +279,9 @@ def test_executor_properties(plan: RoutePlan, outcomes: list[Any], use_breaker: 
     if result.ok:
         last_c, last_cursor, last_step = called[-1]
         assert last_step == "success" and result.served == last_c and result.cursor == last_cursor
-        expected = "model" if last_cursor.stage else ("provider" if last_cursor.candidate else "none")
+        role = plan.stages[last_cursor.stage].role
+        expected = ("model" if role == "fallback"
+                    else "provider" if last_cursor.candidate else "none")
         assert result.fallback_kind == expected
     else:
         assert all(step != "success" for _, _, step in called)

@@ -164,6 +164,16 @@ def test_an_attempt_error_passes_through() -> None:
     assert classify_attempt_error(err, TARGET, CLASSIFY) is err
 
 
+def test_cancellation_is_checked_before_the_attempt_error_pass_through() -> None:
+    c = AbortController()
+    c.abort("user")
+    err = AttemptError("timeout", TARGET)
+    got = classify_attempt_error(err, TARGET, CLASSIFY, signal=c.signal)
+    assert got.category == "cancelled" and got.cause is err
+    already = AttemptError("cancelled", TARGET)
+    assert classify_attempt_error(already, TARGET, CLASSIFY, signal=c.signal) is already
+
+
 @pytest.mark.parametrize("port", [
     AttemptClassification(as_transport_failure=lambda e: "http"),  # type: ignore[arg-type,return-value]
     AttemptClassification(as_transport_failure=lambda e: TransportFailure(kind="http")),
@@ -241,6 +251,17 @@ def test_retry_after_never_raises_and_is_never_negative(value: str) -> None:
 def test_huge_delay_saturates_instead_of_overflowing() -> None:
     got = parse_retry_after("9" * 400, now=clock)
     assert got is not None and got > 0 and got != float("inf")
+
+
+@pytest.mark.parametrize("digits", [5_000, 100_000])
+def test_a_digit_string_past_the_int_conversion_limit_saturates(digits: int) -> None:
+    # int() refuses more than 4300 digits; the parser must not depend on it.
+    cap = parse_retry_after("9" * 400, now=clock)
+    assert parse_retry_after("9" * digits, now=clock) == cap
+    assert parse_retry_after("0" * digits + "7", now=clock) == 7000.0  # leading zeros are not size
+    assert retry_after_ms_from_headers({"retry-after": "1" * digits}, now=clock) == cap
+    assert retry_after_ms_from_headers({"retry-after-ms": "9" * digits}, now=clock) == cap
+    assert parse_retry_after("9" * digits + "x", now=clock) is None
 
 
 def test_clamp_retry_after() -> None:

@@ -23,6 +23,7 @@ from bindloop.skills import (
     default_skill_line_cost,
     estimate_skill_body_tokens,
     partition_skill_catalog,
+    skill_name_problem,
     resolve_active_skill_instructions,
 )
 
@@ -114,6 +115,23 @@ def test_catalog_is_order_independent_and_within_budget_when_possible(
     assert len(one.loadable) == len(available)
     floor = sum(default_skill_line_cost(s, "name_only") for s in available)
     assert one.tokens <= max(budget, floor)
+
+
+@pytest.mark.parametrize("name", ["drafting\n", "a-b\n"])
+def test_skill_name_rule_matches_the_whole_name(name: str) -> None:
+    assert skill_name_problem(name) is not None
+    assert skill_name_problem(name.rstrip("\n")) is None
+
+
+def test_catalog_refuses_two_different_summaries_for_one_ref() -> None:
+    first, second = summary("a", desc="one"), summary("a", desc="two")
+    with pytest.raises(UsageError, match="platform:a"):
+        partition_skill_catalog((), [first, second])
+    with pytest.raises(UsageError, match="platform:a"):
+        partition_skill_catalog((), [second, first])
+    # An exact repeat is harmless: the output cannot depend on which copy was kept.
+    twice = partition_skill_catalog((), [first, first], budget=None)
+    assert [e.summary for e in twice.loadable] == [first]
 
 
 def test_catalog_validates_budget_and_cost() -> None:

@@ -208,3 +208,80 @@ def test_non_finite_number_is_refused() -> None:
 def test_bounds_must_be_positive() -> None:
     with pytest.raises(ValueError):
         sanitize_tool_schema({}, max_depth=0)
+
+
+# -- tuples and closing `false` schemas (strict providers reject prefixItems and `false`) --------
+
+def test_fixed_homogeneous_tuple_becomes_a_bounded_array() -> None:
+    schema = obj(x={"type": "array", "minItems": 2, "maxItems": 2,
+                    "prefixItems": [{"type": "number"}, {"type": "number"}], "items": False})
+    report = sanitize_tool_schema_report(schema)
+    assert report.schema["properties"]["x"] == {
+        "type": "array", "minItems": 2, "maxItems": 2, "items": {"type": "number"}}
+    assert not report.relaxed
+    assert "tuple_items_unified" in {c.kind for c in report.changes}
+
+
+def test_fixed_mixed_tuple_becomes_a_described_array_of_a_union() -> None:
+    schema = obj(x={"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}],
+                    "items": False})
+    report = sanitize_tool_schema_report(schema)
+    x = report.schema["properties"]["x"]
+    assert x["items"] == {"anyOf": [{"type": "integer"}, {"type": "string"}]}
+    assert x["maxItems"] == 2 and "prefixItems" not in x
+    assert "1. integer" in x["description"] and "2. string" in x["description"]
+    assert report.relaxed  # positions are no longer enforced
+    assert sanitize_tool_schema(report.schema) == report.schema
+
+
+def test_tuple_closed_by_max_items_alone_keeps_its_position_types() -> None:
+    # pydantic's form: prefixItems + minItems/maxItems, no `items`.
+    typed = {"type": "array", "minItems": 2, "maxItems": 2}
+    report = sanitize_tool_schema_report(obj(
+        bbox={**typed, "prefixItems": [{"type": "number"}, {"type": "number"}]},
+        pair={**typed, "prefixItems": [{"type": "integer"}, {"type": "string"}]}))
+    props = report.schema["properties"]
+    assert props["bbox"] == {**typed, "items": {"type": "number"}}
+    assert props["pair"]["items"] == {"anyOf": [{"type": "integer"}, {"type": "string"}]}
+    assert props["pair"]["description"] == "Items in order: 1. integer, 2. string."
+
+
+def test_open_tuple_tail_is_part_of_the_union() -> None:
+    x = prop({"type": "array", "prefixItems": [{"type": "string"}], "items": {"type": "integer"}})
+    assert x["items"] == {"anyOf": [{"type": "string"}, {"type": "integer"}]}
+    assert x["description"] == "Items in order: 1. string, then any further items."
+    assert prop({"type": "array", "prefixItems": [{"type": "string"}]})["items"] == {}
+
+
+def test_draft7_tuple_with_additional_items_false_is_converted_too() -> None:
+    x = prop({"type": "array", "items": [{"type": "string"}, {"type": "string"}],
+              "additionalItems": False})
+    assert x == {"type": "array", "items": {"type": "string"}, "maxItems": 2}
+
+
+def test_items_false_alone_bounds_the_array_to_empty() -> None:
+    x = prop({"type": "array", "items": False})
+    assert x == {"type": "array", "maxItems": 0}
+
+
+@pytest.mark.parametrize("key", ["unevaluatedItems", "unevaluatedProperties", "additionalItems"])
+def test_false_in_a_closing_slot_is_dropped_with_a_note(key: str) -> None:
+    report = sanitize_tool_schema_report(obj(x={"type": "array", "items": {}, key: False}))
+    assert key not in report.schema["properties"]["x"]
+    assert any(c.kind == "false_schema_dropped" and c.path == f"/properties/x/{key}"
+               for c in report.changes)
+
+
+def test_false_as_a_value_schema_is_still_refused() -> None:
+    with pytest.raises(SchemaSanitizeError, match="false"):
+        sanitize_tool_schema(obj(x={"type": "array", "items": {"not": False}}))
+
+
+# -- anyOf of plain typed branches is exempt from the type-array collapse (docs/tools.md) --------
+
+def test_any_of_of_plain_scalar_types_passes_through_while_a_type_array_collapses() -> None:
+    union = {"anyOf": [{"type": "integer"}, {"type": "string"}, {"type": "null"}]}
+    report = sanitize_tool_schema_report(obj(x=union))
+    assert report.schema["properties"]["x"] == union and report.changes == ()
+    assert prop({"type": ["integer", "string", "null"]}) == {
+        "anyOf": [{"type": "integer"}, {"type": "null"}], "description": "Accepts integer or string."}

@@ -70,8 +70,24 @@ def _extend(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 
     @st.composite
     def arr(draw: st.DrawFn) -> dict[str, Any]:
-        node = {"type": draw(st.sampled_from(["array", ["array", "null"]])),
-                "items": draw(children)}
+        node: dict[str, Any] = {"type": draw(st.sampled_from(["array", ["array", "null"]]))}
+        shape = draw(st.integers(0, 5))
+        if shape == 0:  # a fixed tuple, as msgspec / pydantic emit it
+            positions = draw(st.lists(children, max_size=3))
+            node.update(prefixItems=positions, items=False)
+            if draw(st.booleans()):
+                node.update(minItems=len(positions), maxItems=len(positions))
+        elif shape == 1:  # a tuple with a schema (or absent) tail
+            node["prefixItems"] = draw(st.lists(children, min_size=1, max_size=2))
+            if draw(st.booleans()):
+                node["items"] = draw(children)
+        elif shape == 2:
+            node["items"] = False
+        else:
+            node["items"] = draw(children)
+        if draw(st.integers(0, 4)) == 0:
+            node[draw(st.sampled_from(["unevaluatedItems", "unevaluatedProperties",
+                                       "additionalItems"]))] = False
         return node
 
     @st.composite

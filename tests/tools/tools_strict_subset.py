@@ -4,7 +4,8 @@ Restrictions: every schema node is an object; ``type`` is one known JSON type na
 nullability is spelled ``anyOf: [{...}, {"type": "null"}]``); ``enum`` / ``const`` appear only on
 string nodes and hold only strings; every ``required`` entry names a property of the node (or, on a
 composition branch, of the enclosing node); ``additionalProperties: false`` appears only at the root;
-no ``$schema``, no ``nullable``; the root is an object schema that is not nullable.
+no ``$schema``, no ``nullable``, no ``prefixItems`` and no array-form ``items`` (tuples), no boolean
+schema anywhere; the root is an object schema that is not nullable.
 """
 
 from __future__ import annotations
@@ -72,12 +73,11 @@ def _check(node: object, path: str, root: bool, enclosing: frozenset[str], found
             _check(node[key], f"{path}/{key}", False, frozenset(), found, allow_refs)
     items = node.get("items")
     if isinstance(items, list):
-        for i, sub in enumerate(items):
-            _check(sub, f"{path}/items/{i}", False, frozenset(), found, allow_refs)
+        found.append(f"{path}: items is an array (tuple form)")
     elif items is not None:
         _check(items, f"{path}/items", False, frozenset(), found, allow_refs)
-    for i, sub in enumerate(node.get("prefixItems", ())):
-        _check(sub, f"{path}/prefixItems/{i}", False, frozenset(), found, allow_refs)
+    if "prefixItems" in node:
+        found.append(f"{path}: prefixItems present")
     extra = node.get("additionalProperties")
     if isinstance(extra, Mapping):
         _check(extra, f"{path}/additionalProperties", False, frozenset(), found, allow_refs)

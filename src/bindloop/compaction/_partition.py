@@ -37,8 +37,9 @@ __all__ = (
 
 
 class TailScope(msgspec.Struct, frozen=True, kw_only=True, tag="tail"):
-    """Summarize everything before the last ``keep_turns`` messages (moved earlier, if needed, so a
-    tool block stays with its assistant turn)."""
+    """Summarize everything before the last ``keep_turns`` turns. A turn is a user message, or an
+    assistant message with the tool results that answer it (see ``_turn_starts``), so a tool
+    block always stays with its assistant turn. ``keep_turns=0`` summarizes everything."""
 
     keep_turns: int
 
@@ -82,7 +83,7 @@ def partition_for_compaction(messages: Sequence[Message], scope: CompactScope) -
 
     Cuts never separate a tool block from its assistant turn. Raises
     :class:`CompactInvalidInputError` (before any model call) for an empty transcript, a tail scope
-    keeping every message (or a negative count), an anchor index out of range, or a slice with no
+    keeping every turn (or a count that is not a non-negative int), an anchor index out of range, or a slice with no
     text-bearing message (only system messages or empty content). Pure.
     """
     n = len(messages)
@@ -92,15 +93,14 @@ def partition_for_compaction(messages: Sequence[Message], scope: CompactScope) -
         start, stop = 0, n
     elif isinstance(scope, TailScope):
         keep = scope.keep_turns
-        if keep < 0 or keep >= n:
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
             raise CompactInvalidInputError(
-                f"tail scope keeps {keep} of {n} messages: nothing older to summarize")
-        stop = n - keep
-        while stop > 0 and isinstance(messages[stop], ToolMessage):
-            stop -= 1
-        start = 0
-        if stop == 0:
-            raise CompactInvalidInputError("tail scope leaves nothing before the kept tool block")
+                f"tail scope keep_turns must be a non-negative int, got {keep!r}")
+        starts = _turn_starts(messages)
+        if keep and keep >= len(starts):
+            raise CompactInvalidInputError(
+                f"tail scope keeps {keep} of {len(starts)} turns: nothing older to summarize")
+        start, stop = 0, (starts[-keep] if keep else n)
     elif isinstance(scope, (FromScope, UpToScope)):
         if not 0 <= scope.index < n:
             raise CompactInvalidInputError(f"anchor index {scope.index} is not in 0..{n - 1}")
@@ -118,6 +118,15 @@ def partition_for_compaction(messages: Sequence[Message], scope: CompactScope) -
     if not any(_text_bearing(m) for m in chunk):
         raise CompactInvalidInputError("the slice to summarize has no text-bearing content")
     return Partition(messages[:start], chunk, messages[stop:], start, stop)
+
+
+def _turn_starts(messages: Sequence[Message]) -> list[int]:
+    """Positions where a turn begins: every user message and every assistant message. A tool result
+    belongs to the assistant turn before it and a system message to the turn it follows (leading
+    ones to the first turn), so cutting at a turn start never splits a tool block from its call.
+    Every :func:`round_starts` position except a leading non-turn message is also a turn start;
+    a round is coarser (a user message and the assistant reply to it are one round)."""
+    return [i for i, m in enumerate(messages) if isinstance(m, (UserMessage, AssistantMessage))]
 
 
 def round_starts(messages: Sequence[Message]) -> list[int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Final, Literal, TypeAlias
 
 import msgspec
@@ -80,7 +81,8 @@ def should_auto_compact(inp: AutoCompactInput) -> AutoCompactDecision:
 
     Checks run cheapest and most common first: ``disabled`` (one flag), ``unknown-window`` (the
     predictable miss for custom models), ``no-usage`` (no fresh token count), then ``invalid-input``
-    (a threshold outside ``(0, 1]``, negative counts or growth), then the arithmetic:
+    (a threshold outside ``(0, 1]``, negative counts, a growth fraction that is negative, NaN or
+    infinite), then the arithmetic:
     ``below-threshold``, then ``insufficient-growth`` (hysteresis), and ``already-compacting`` last so
     the diagnostic is right when asked from inside a compaction. Otherwise ``threshold-exceeded``.
     Pure.
@@ -93,9 +95,10 @@ def should_auto_compact(inp: AutoCompactInput) -> AutoCompactDecision:
     tokens = inp.last_input_tokens
     if tokens is None:
         return AutoCompactDecision(compact=False, reason="no-usage")
-    growth = inp.min_growth_fraction or 0.0
+    growth = 0.0 if inp.min_growth_fraction is None else inp.min_growth_fraction
+    # ``not 0 <= growth`` (not ``growth < 0``) so NaN is invalid too, as it is for the threshold.
     if (not 0.0 < inp.threshold <= 1.0 or tokens < 0 or inp.context_window is not None
-            and inp.context_window <= 0 or growth < 0
+            and inp.context_window <= 0 or not 0.0 <= growth < math.inf
             or (inp.baseline_input_tokens is not None and inp.baseline_input_tokens < 0)):
         return AutoCompactDecision(compact=False, reason="invalid-input")
     limit = int(inp.threshold * window)

@@ -66,7 +66,7 @@ def compaction_port(
 
     Before each model call it asks :func:`should_auto_compact` with the latest fresh prompt size from
     ``state`` (the run's live state). When it fires, everything older than the last ``keep_turns``
-    messages is summarized and the transcript becomes: the head a prompt-too-long retry left
+    turns (see :class:`~bindloop.compaction.TailScope`) is summarized and the transcript becomes: the head a prompt-too-long retry left
     verbatim, the summarized slice's system messages, the summary as user text, the kept tail. The
     loop folds the summary call's usage and cost into the run's spend but not its turn count. The first
     prompt size measured after a compaction becomes the hysteresis baseline. A transcript too short to

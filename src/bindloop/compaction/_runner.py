@@ -8,9 +8,11 @@ from typing import Final
 import msgspec
 
 from ..contracts import (
+    Content,
     Message,
     ModelTurnResult,
     SystemMessage,
+    TextPart,
     ToolDefinition,
     TurnUsage,
     UserMessage,
@@ -63,10 +65,30 @@ class CompactResult(msgspec.Struct, frozen=True, kw_only=True):
 def build_summary_prompt(to_summarize: Sequence[Message],
                          instructions: str = DEFAULT_SUMMARY_INSTRUCTIONS) -> list[Message]:
     """The messages sent for a summary: the instructions as a system message, the slice without its
-    own system messages and attachments, healed so any provider accepts it, and a closing request."""
+    own system messages and attachments, healed so any provider accepts it, and a closing request.
+
+    The request is the only user turn after the slice, never a second one in a row: it is the
+    healer's directive when the slice ends with an assistant turn (instead of a generic "Continue."),
+    and it is appended to the slice's last message when that is a user message."""
     body = [m for m in to_summarize if not isinstance(m, SystemMessage)]
-    healed = validate_and_heal_messages(strip_attachments(body)).messages
-    return [SystemMessage(content=instructions), *healed, UserMessage(content=SUMMARY_REQUEST)]
+    healed = validate_and_heal_messages(strip_attachments(body), directive=SUMMARY_REQUEST)
+    messages = list(healed.messages)
+    if any(issue.kind == "trailing_assistant" for issue in healed.issues):
+        pass  # the healer's user tail is the request itself
+    elif messages and isinstance(messages[-1], UserMessage):
+        messages[-1] = _with_request(messages[-1])
+    else:
+        messages.append(UserMessage(content=SUMMARY_REQUEST))
+    return [SystemMessage(content=instructions), *messages]
+
+
+def _with_request(message: UserMessage) -> UserMessage:
+    content = message.content
+    if isinstance(content, str):
+        merged: Content = f"{content}\n\n{SUMMARY_REQUEST}" if content else SUMMARY_REQUEST
+    else:
+        merged = (*content, TextPart(text=SUMMARY_REQUEST))
+    return msgspec.structs.replace(message, content=merged)
 
 
 def _default_prompt_too_long(exc: BaseException) -> bool:

@@ -8,7 +8,7 @@ from typing import Literal, TypeAlias, cast
 
 import msgspec
 
-from ..errors import PortContractError, RunCancelledError
+from ..errors import RunCancelledError
 
 __all__ = (
     "DropReason",
@@ -25,7 +25,8 @@ _REASONS: frozenset[str] = frozenset({"unknown", "unavailable", "unreachable"})
 
 class DroppedActivation(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """A persisted entry that no longer resolves. ``names`` are the persisted spellings that
-    canonicalized to ``name``; ``detail`` carries the message when ``resolve`` raised."""
+    canonicalized to ``name``; ``detail`` carries the message when ``resolve`` raised, or what it
+    returned when that was neither ``True`` nor a reason."""
 
     name: str
     reason: DropReason
@@ -55,10 +56,9 @@ async def rehydrate_activation(
     ``unreachable`` with the message in ``detail`` — the walk never fails the run — except for
     :class:`~bindloop.errors.RunCancelledError` and non-``Exception`` cancellations, which propagate.
 
-    Raises
-    ------
-    PortContractError
-        ``resolve`` returned something other than ``True`` or a known reason.
+    Any other answer from ``resolve`` (``False``, ``None``, an unknown reason string) drops the name
+    as ``unknown`` with ``detail`` naming what was returned: like an exception, it never fails the
+    walk.
     """
     spellings: dict[str, list[str]] = {}
     for name in names:
@@ -82,8 +82,13 @@ async def rehydrate_activation(
             dropped.append(DroppedActivation(name=canonical, reason=cast(DropReason, outcome),
                                              names=originals))
         else:
-            raise PortContractError(
-                f"resolve({canonical!r}) returned {outcome!r}; expected True, 'unknown', "
-                "'unavailable' or 'unreachable'"
-            )
+            # Anything else (``False``, ``None``, a typo'd reason) says "not resolvable" without
+            # saying why: drop it as unknown, naming the answer, rather than fail the run.
+            dropped.append(DroppedActivation(name=canonical, reason="unknown", names=originals,
+                                             detail=f"resolve returned {_bounded_repr(outcome)}"))
     return RehydratedActivation(active=tuple(active), dropped=tuple(dropped))
+
+
+def _bounded_repr(value: object, limit: int = 200) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -41,7 +41,8 @@ as providers send either for a zero-argument call) or an already-parsed JSON obj
 ToolExecute: TypeAlias = Callable[[ArgsT, CtxT], Awaitable[ToolOutcome] | ToolOutcome]
 
 # Provider tool-name rule shared by OpenAI, Anthropic and Gemini function declarations.
-_WIRE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# Always ``fullmatch``: ``$`` also matches before a trailing newline.
+_WIRE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _JSON = msgspec.json.Encoder()
 _OUTCOMES = (ToolResult, ToolError, ToolSuspend)
 
@@ -158,7 +159,7 @@ def tool_wire_definition(tool: Tool[Any, Any], wire_name: str | None = None) -> 
         The name is not a valid provider tool name (``[A-Za-z0-9_-]{1,64}``).
     """
     name = tool.name if wire_name is None else wire_name
-    if not _WIRE_NAME.match(name):
+    if not _WIRE_NAME.fullmatch(name):
         raise UsageError(f"{name!r} is not a valid provider tool name ([A-Za-z0-9_-], 1-64 chars)")
     return ToolDefinition(name=name, description=tool.description, parameters=tool.parameters)
 

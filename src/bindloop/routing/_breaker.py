@@ -119,11 +119,9 @@ class CircuitBreaker:
         entry = self._entries.get(key)
         if entry is None or entry.state == "closed":
             return _PASS
+        self._settle(entry, self._now())
         if entry.state == "open":
-            assert entry.open_until is not None
-            if self._now() < entry.open_until:
-                return _REJECT
-            entry.state = "half_open"
+            return _REJECT
         if entry.probe is not None:
             return _REJECT
         self._probe_ids += 1
@@ -146,7 +144,8 @@ class CircuitBreaker:
         """Count a failure; with the caller's probe ``permit`` it also frees that probe's slot.
 
         The circuit opens at ``failure_threshold`` consecutive failures, at once with ``open_now`` (a
-        refused credential), and on any failure while half-open. Opening sets the cooldown to
+        refused credential), and on any failure while half-open — including an open circuit whose
+        cooldown has ended but whose probe nobody has taken yet. Opening sets the cooldown to
         ``max(cooldown_ms, retry_after_ms)`` with the retry-after capped at ``max_cooldown_ms``; a
         failure reported while already open can only extend it. A probe held by someone else stays
         held, so re-opening never lets a second probe start beside it.
@@ -162,6 +161,9 @@ class CircuitBreaker:
         entry.failures += 1
         self._free(entry, permit)
         now = self._now()
+        # A cooldown that ended is half-open whether or not anyone asked for the probe yet, so this
+        # failure re-opens rather than being folded into a cooldown already in the past.
+        self._settle(entry, now)
         extra = 0.0 if retry_after_ms is None else min(float(retry_after_ms), self.max_cooldown_ms)
         if entry.state == "open":
             assert entry.open_until is not None
@@ -183,6 +185,14 @@ class CircuitBreaker:
             entry.probe = None
         else:
             self._free(entry, permit)
+
+    @staticmethod
+    def _settle(entry: _Entry, now: float) -> None:
+        """Move an open entry whose cooldown has ended to half-open (the state it reads as)."""
+        if entry.state == "open":
+            assert entry.open_until is not None
+            if now >= entry.open_until:
+                entry.state = "half_open"
 
     @staticmethod
     def _free(entry: _Entry, permit: BreakerPermit | None) -> None:

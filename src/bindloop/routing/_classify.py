@@ -113,15 +113,20 @@ def classify_attempt_error(
 ) -> AttemptError:
     """Classify ``error`` raised while calling ``target``.
 
-    An :class:`AttemptError` passes through unchanged. With ``signal`` given and aborted, any error is
-    ``cancelled``. A port that returns the wrong type, an unknown category, an ``http`` failure
+    Cancellation is checked first: with ``signal`` given and aborted, or for a cancellation error,
+    the result is ``cancelled`` — even for an :class:`AttemptError` of another category. Otherwise an
+    :class:`AttemptError` passes through unchanged. A port that returns the wrong type, an unknown category, an ``http`` failure
     without a valid status, or a negative/non-finite ``retry_after_ms`` raises
     :class:`~bindloop.errors.PortContractError`.
     """
+    # Cancellation first: an already-classified error still becomes ``cancelled`` once the run
+    # stopped, so a stopped run never traverses to the next candidate on a stale category.
+    if (signal is not None and signal.aborted) or is_cancellation(error):
+        if isinstance(error, AttemptError) and error.category == "cancelled":
+            return error
+        return AttemptError("cancelled", target, cause=error)
     if isinstance(error, AttemptError):
         return error
-    if (signal is not None and signal.aborted) or is_cancellation(error):
-        return AttemptError("cancelled", target, cause=error)
     port = classification.as_transport_failure
     failure = None if port is None else port(error)
     if failure is None:

@@ -83,8 +83,9 @@ class AttemptRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
 
 class RouteSuccess(msgspec.Struct, Generic[T], frozen=True, kw_only=True):
     """``value`` came from ``served`` at ``cursor``. ``fallback_kind``: ``none`` (the first
-    candidate of the first stage, possibly after a defect retry), ``provider`` (a later candidate of
-    the first stage), ``model`` (a fallback stage)."""
+    candidate of the primary stage, possibly after a defect retry), ``provider`` (a later candidate
+    of the primary stage), ``model`` (a fallback stage — also when the primary model had no
+    candidate and so no stage)."""
 
     value: T
     served: RouteCandidate
@@ -178,7 +179,9 @@ async def execute_route_plan(
                     if breaker is not None:
                         breaker.record_success(key, permit=permit)
                     log.append(_record(cursor, candidate, "succeeded"))
-                    kind: FallbackKind = "model" if si > 0 else ("provider" if ci > 0 else "none")
+                    # By role, not index: an unserved primary leaves the fallback stage first.
+                    kind: FallbackKind = ("model" if stage.role == "fallback"
+                                          else "provider" if ci > 0 else "none")
                     return RouteSuccess(value=outcome.value, served=candidate, cursor=cursor,
                                         fallback_kind=kind, attempts=tuple(log))
                 if not isinstance(outcome, AttemptFailure) or not isinstance(

@@ -41,11 +41,20 @@ def parse_retry_after(value: str, *, now: Clock = epoch_ms) -> float | None:
         return None
     text = value.strip(" \t")
     if _DIGITS.fullmatch(text):
-        return float(min(int(text), _MAX_SECONDS) * 1000)
+        return float(_saturating_int(text, _MAX_SECONDS) * 1000)
     at = _http_date_ms(text, now)
     if at is None:
         return None
     return max(0.0, at - now())
+
+
+def _saturating_int(digits: str, cap: int) -> int:
+    """``min(int(digits), cap)`` without calling ``int`` on a long string: CPython refuses more than
+    4300 digits (and the conversion is quadratic below that), and the header is hostile."""
+    significant = digits.lstrip("0")
+    if len(significant) > len(str(cap)):
+        return cap
+    return min(int(significant or "0"), cap)
 
 
 def _http_date_ms(text: str, now: Clock) -> float | None:
@@ -102,9 +111,11 @@ def retry_after_ms_from_headers(
     for raw in ms_values:
         text = raw.strip(" \t")
         if _MS_VALUE.fullmatch(text):
-            parsed = float(text)
-            if math.isfinite(parsed):
-                return min(parsed, float(_MAX_SECONDS) * 1000.0)
+            whole, _, fraction = text.partition(".")
+            cap_ms = _MAX_SECONDS * 1000
+            if _saturating_int(whole, cap_ms) >= cap_ms:  # huge saturates (never float('inf'))
+                return float(cap_ms)
+            return float(f"{whole.lstrip('0') or '0'}.{fraction[:32] or '0'}")
     for raw in standard:
         delay = parse_retry_after(raw, now=now)
         if delay is not None:

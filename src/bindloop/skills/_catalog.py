@@ -85,16 +85,21 @@ def partition_skill_catalog(
     Raises
     ------
     UsageError
-        ``budget`` is negative or not an int.
+        ``budget`` is negative or not an int, or two different summaries share a ``ref`` (an exact
+        repeat is folded into one).
     PortContractError
         ``cost`` returned something other than a non-negative int.
     """
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)
                                or budget < 0):
         raise UsageError(f"budget must be a non-negative int or None, got {budget!r}")
+    by_ref: dict[str, SkillSummary] = {}
+    for summary in available:
+        seen = by_ref.setdefault(summary.ref, summary)
+        if seen != summary:  # keeping either would make the output depend on input order
+            raise UsageError(f"two different skill summaries have the ref {summary.ref!r}")
     wanted = set(active)
-    ordered = sorted({s.ref: s for s in available}.values(),
-                     key=lambda s: (s.origin, s.name, s.ref))
+    ordered = sorted(by_ref.values(), key=lambda s: (s.origin, s.name, s.ref))
     loaded = tuple(s for s in ordered if s.ref in wanted)
     rest = [s for s in ordered if s.ref not in wanted]
     full = [_cost(cost, s, "full") for s in rest]

@@ -20,7 +20,7 @@ __all__ = ("OnWarn", "SkillRegistry", "create_skill_registry", "skill_name_probl
 
 OnWarn = Callable[[str, Mapping[str, Any]], None]
 
-_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+_NAME = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")  # used with fullmatch: ``$`` admits a trailing "\n"
 MAX_NAME_CHARS = 64
 MAX_DESCRIPTION_CHARS = 1024
 
@@ -30,7 +30,7 @@ def skill_name_problem(name: str) -> str | None:
     hyphens), or ``None``."""
     if not 1 <= len(name) <= MAX_NAME_CHARS:
         return f"must be 1-{MAX_NAME_CHARS} characters"
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         return "must be lowercase letters, digits and single inner hyphens"
     return None
 

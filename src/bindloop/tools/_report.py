@@ -39,6 +39,10 @@ SchemaChangeKind: TypeAlias = Literal[
     "defs_removed",
     "root_type_added",
     "root_properties_added",
+    "tuple_items_unified",
+    "tuple_positions_merged",
+    "closed_items_bounded",
+    "false_schema_dropped",
 ]
 
 RELAXING_CHANGES: frozenset[str] = frozenset(
@@ -53,6 +57,8 @@ RELAXING_CHANGES: frozenset[str] = frozenset(
         "required_dropped",
         "additional_properties_dropped",
         "ref_cycle_cut",
+        "tuple_positions_merged",  # each position now accepts any position's schema
+        "false_schema_dropped",  # the slot no longer refuses extra items / properties
     }
 )
 

@@ -39,6 +39,9 @@ ANNOTATIONS: frozenset[str] = frozenset(
 _SCHEMA_MAPS = ("properties", "patternProperties", "dependentSchemas")
 _SCHEMA_SINGLES = ("not", "contains", "propertyNames", "if", "then", "else", "additionalItems",
                    "unevaluatedItems", "unevaluatedProperties")
+# Slots where ``false`` means "nothing more" rather than "nothing at all": strict providers refuse a
+# boolean schema, so the ``false`` is dropped (bounded by ``maxItems`` where that is exact).
+_CLOSING_SLOTS = frozenset({"additionalItems", "unevaluatedItems", "unevaluatedProperties"})
 _COMPOSITIONS = ("anyOf", "oneOf", "allOf")
 _HANDLED = frozenset({"type", "enum", "const", "nullable", "required", "description", "$ref",
                       "$schema", "$defs", "definitions", "items", "prefixItems",
@@ -104,7 +107,12 @@ def sanitize_tool_schema_report(
     - ``required`` keeps only names that exist in ``properties`` (a composition branch may also name
       the enclosing node's properties).
     - ``additionalProperties: false`` is removed below the root.
-    - ``true`` as a schema becomes ``{}``; ``false`` is refused.
+    - ``true`` as a schema becomes ``{}``; ``false`` is refused, except where it closes a sequence
+      or an object: ``items: false`` / a tuple's ``false`` tail become ``maxItems``, and ``false``
+      in ``additionalItems`` / ``unevaluatedItems`` / ``unevaluatedProperties`` is dropped.
+    - A tuple (``prefixItems``, or the draft-7 array form of ``items``) becomes a plain array: its
+      ``items`` is the positions' common schema, or an ``anyOf`` of the distinct position schemas
+      with the order named in the description.
     - ``$ref`` (``refs="inline"``, the default): every local reference is inlined (siblings of the
       ``$ref`` override the target's keywords) and ``$defs`` / ``definitions`` are removed; a
       reference that would recurse into itself is cut to ``{"type": <its type>}`` with a note.
@@ -297,23 +305,14 @@ class _Walker:
                                 _Ctx.NESTED, frozenset())
                 for name, sub in mapping.items()
             }
+        tail_key = self.array_items(raw, out, path, depth, notes)
         for key in _SCHEMA_SINGLES:
-            if key in raw:
-                out[key] = self.node(raw[key], f"{path}/{key}", depth + 1, _Ctx.NESTED, frozenset())
-        if "items" in raw:
-            items = raw["items"]
-            if isinstance(items, (list, tuple)):
-                out["items"] = [self.node(s, f"{path}/items/{i}", depth + 1, _Ctx.NESTED,
-                                          frozenset()) for i, s in enumerate(items)]
-            else:
-                out["items"] = self.node(items, f"{path}/items", depth + 1, _Ctx.NESTED,
-                                         frozenset())
-        if "prefixItems" in raw:
-            prefix = raw["prefixItems"]
-            if not isinstance(prefix, (list, tuple)):
-                raise SchemaSanitizeError("prefixItems must be an array", path=f"{path}/prefixItems")
-            out["prefixItems"] = [self.node(s, f"{path}/prefixItems/{i}", depth + 1, _Ctx.NESTED,
-                                            frozenset()) for i, s in enumerate(prefix)]
+            if key not in raw or key == tail_key:
+                continue
+            if key in _CLOSING_SLOTS and raw[key] is False:
+                self.note(f"{path}/{key}", "false_schema_dropped")
+                continue
+            out[key] = self.node(raw[key], f"{path}/{key}", depth + 1, _Ctx.NESTED, frozenset())
         if "additionalProperties" in raw:
             extra = raw["additionalProperties"]
             if extra is False and ctx is not _Ctx.ROOT:
@@ -372,6 +371,67 @@ class _Walker:
             wrapper.update((k, v) for k, v in out.items() if k in ANNOTATIONS)
             return wrapper
         return out
+
+    def array_items(self, raw: Mapping[str, object], out: dict[str, object], path: str,
+                    depth: int, notes: list[str]) -> str | None:
+        """Settle ``items`` / ``prefixItems`` into one ``items`` schema; returns the keyword that
+        served as the tuple's tail (consumed here), if any.
+
+        Strict providers reject ``prefixItems`` (OpenAI: "array schema missing items"; Gemini: an
+        unknown field), the draft-7 array form of ``items``, and ``false`` as a schema. A tuple
+        becomes an array whose ``items`` is the positions' schema when they agree (exact), or an
+        ``anyOf`` of the distinct position schemas with the order in the description (relaxing:
+        positions are no longer enforced by the schema). A ``false`` tail becomes ``maxItems``.
+        """
+        items = raw.get("items")
+        if "prefixItems" in raw:
+            positions_key, tail_key = "prefixItems", "items"
+            positions = raw["prefixItems"]
+            if not isinstance(positions, (list, tuple)):
+                raise SchemaSanitizeError("prefixItems must be an array", path=f"{path}/prefixItems")
+        elif isinstance(items, (list, tuple)):
+            positions_key, tail_key, positions = "items", "additionalItems", items
+        else:
+            if "items" not in raw:
+                return None
+            if items is False:  # no element is allowed: exactly an empty array
+                self.note(f"{path}/items", "closed_items_bounded")
+                out["maxItems"] = _tighter_max(raw.get("maxItems"), 0)
+            else:
+                out["items"] = self.node(items, f"{path}/items", depth + 1, _Ctx.NESTED,
+                                         frozenset())
+            return None
+
+        branches = [self.node(s, f"{path}/{positions_key}/{i}", depth + 1, _Ctx.NESTED,
+                              frozenset()) for i, s in enumerate(positions)]
+        shape = _join_positions(branches)
+        tail = raw.get(tail_key, True)
+        bound = raw.get("maxItems")
+        # pydantic closes a tuple with maxItems alone (no tail keyword); msgspec with ``false``.
+        closed = tail is False or (isinstance(bound, int) and not isinstance(bound, bool)
+                                   and bound <= len(branches))
+        if tail is False:
+            out["maxItems"] = _tighter_max(bound, len(branches))
+        if not closed:
+            # An absent tail admits anything after the positions.
+            branches.append({} if tail_key not in raw else self.node(
+                tail, f"{path}/{tail_key}", depth + 1, _Ctx.NESTED, frozenset()))
+        distinct: list[dict[str, object]] = []
+        for branch in branches:
+            if branch not in distinct:
+                distinct.append(branch)
+        if len(distinct) == 1:  # every position (and any reachable tail) is one schema: exact
+            self.note(f"{path}/{positions_key}", "tuple_items_unified")
+            out["items"] = distinct[0]
+        elif distinct:
+            self.note(f"{path}/{positions_key}", "tuple_positions_merged")
+            # An unconstrained position or tail makes the union unconstrained too.
+            out["items"] = {} if {} in distinct else {"anyOf": distinct}
+            notes.append(f"Items in order: {shape}" + ("." if closed else
+                                                        ", then any further items."))
+        else:  # an empty closed tuple
+            self.note(f"{path}/{positions_key}", "closed_items_bounded")
+        return tail_key
 
     def resolve_type(self, raw: Mapping[str, object], out: dict[str, object], path: str,
                      depth: int, ctx: _Ctx, notes: list[str]) -> bool:
@@ -472,6 +532,27 @@ class _Walker:
         if kind == "object" and "properties" not in out and not composed:
             out["properties"] = {}
             self.note(path, "root_properties_added")
+
+
+def _tighter_max(existing: object, bound: int) -> int:
+    if isinstance(existing, int) and not isinstance(existing, bool) and existing < bound:
+        return existing
+    return bound
+
+
+def _join_positions(branches: list[dict[str, object]]) -> str:
+    def shape(branch: dict[str, object]) -> str:
+        kind = branch.get("type")
+        if isinstance(kind, str):
+            return kind
+        union = branch.get("anyOf")
+        if isinstance(union, list):
+            kinds = [b.get("type") for b in union if isinstance(b, Mapping)]
+            if all(isinstance(k, str) for k in kinds):
+                return " or ".join(str(k) for k in kinds)
+        return "any value"
+
+    return ", ".join(f"{i}. {shape(b)}" for i, b in enumerate(branches, start=1))
 
 
 def _escape(token: str) -> str:
