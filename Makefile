@@ -36,7 +36,7 @@ demo-openai: venv
 
 ## make test: pytest (unit, property, fences, API), mypy --strict, JS tests, conformance on
 ## CPython and on Pyodide 314 in Node, and a byte-for-byte comparison of the two reports.
-test: pytest typecheck js-test conformance-compare wasm-smoke
+test: lint pytest typecheck js-test conformance-compare wasm-smoke
 
 pytest: venv
 	$(PY) -m pytest

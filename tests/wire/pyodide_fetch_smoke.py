@@ -1,11 +1,17 @@
-# Runs under Pyodide: the JS fetch transport streams an SSE body through a ReadableStream reader.
+# Runs under Pyodide: the JS fetch transport streams an SSE body through a ReadableStream reader,
+# and aborts the request when it is cancelled before the headers arrive.
+import asyncio
+
 from pyodide.code import run_js
 from pyodide.ffi import to_js
 
 from bindloop.contracts import ModelTurnResult, ToolCall, TurnUsage, UserMessage
 from bindloop.hosts.js_fetch import FetchTransport
 from bindloop.hosts.provider_replies import render_sse
-from bindloop.wire import ModelAdapter, OpenAIChatAdapter, ProviderHttpError, WireOptions
+from bindloop.completion import StreamStalledError
+from bindloop.errors import RunCancelledError
+from bindloop.signal import AbortController
+from bindloop.wire import ModelAdapter, OpenAIChatAdapter, ProviderHttpError, StreamBudgets, WireOptions
 
 turn = ModelTurnResult(text="héllo from fetch", tool_calls=(ToolCall(id="c1", name="f", arguments='{"a":1}'),),
                        usage=TurnUsage(input_tokens=5, output_tokens=3), finish_reason="tool_calls")
@@ -38,4 +44,40 @@ try:
     raise AssertionError("expected a rate limit")
 except ProviderHttpError as e:
     assert e.category == "rate_limited" and e.retry_after_ms == 3000.0, e
+
+# Cancelled before the headers arrive: a fetch that answers only by rejecting once its signal aborts.
+# The request must be aborted whether the watchdog's first-token budget (armed before the request
+# is sent) or the caller's own signal ends the wait.
+make_silent_fetch = run_js("""
+(log) => (url, init) => new Promise((resolve, reject) => {
+  log.push("sent");
+  init.signal.addEventListener("abort", () => {
+    log.push("aborted");
+    reject(new DOMException("the request was aborted", "AbortError"));
+  });
+})
+""")
+budgets = StreamBudgets(first_token_ms=50, inter_chunk_ms=50, total_ms=5000)
+log = run_js("[]")
+silent = ModelAdapter(chat, FetchTransport("https://example.test/v1", fetch=make_silent_fetch(log)),
+                      WireOptions(model="m", stream=True), budgets=budgets)
+try:
+    await silent.complete([UserMessage(content="hi")])
+    raise AssertionError("expected a first-token stall")
+except StreamStalledError as e:
+    assert e.stall.kind == "first_token", e
+assert log.to_py() == ["sent", "aborted"], log.to_py()
+
+log = run_js("[]")
+silent = ModelAdapter(chat, FetchTransport("https://example.test/v1", fetch=make_silent_fetch(log)),
+                      WireOptions(model="m", stream=True))  # default budgets: minutes
+stop = AbortController()
+asyncio.get_running_loop().call_later(0.05, stop.abort, "user pressed stop")
+try:
+    await silent.complete([UserMessage(content="hi")], signal=stop.signal)
+    raise AssertionError("expected a cancellation")
+except RunCancelledError:
+    pass
+assert log.to_py() == ["sent", "aborted"], log.to_py()
+
 "fetch transport ok: " + got.text

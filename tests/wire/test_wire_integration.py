@@ -11,7 +11,6 @@ import pytest
 
 from bindloop.completion import StreamStalledError, TextEvent
 from bindloop.contracts import (
-    Message,
     ModelTurnResult,
     ToolCall,
     ToolDefinition,
@@ -203,6 +202,28 @@ async def test_cancellation_closes_the_stream(server: ScriptedProviderServer) ->
                                                 signal=controller.signal):
                     seen.append(event)
     assert seen and all(not isinstance(e, TextEvent) or e.content for e in seen)
+    # The server, stalled mid-body, saw the client hang up: the connection was really closed.
+    with anyio.fail_after(3):
+        while server.hung_up("cancel") < 1:
+            await anyio.sleep(0.01)
+    assert server.hung_up("cancel") == 1
+
+
+async def test_leaving_the_stream_early_closes_the_connection(
+        server: ScriptedProviderServer) -> None:
+    # No read is in flight when the consumer stops, so no cancellation closes the connection:
+    # closing the generator must (the server holds it open until the client hangs up).
+    server.enqueue("leave", turn_reply("openai_chat", ANSWER, stream=True, stall_after=2))
+    model = _model(server, "openai_chat", "leave")
+    with anyio.fail_after(5):
+        events = model.stream([UserMessage(content="x")])
+        async for event in events:
+            if isinstance(event, TextEvent):
+                break
+        await events.aclose()  # type: ignore[attr-defined]
+        while server.hung_up("leave") < 1:
+            await anyio.sleep(0.01)
+    assert server.hung_up("leave") == 1
 
 
 async def test_stream_yields_events_live_with_a_sink(server: ScriptedProviderServer) -> None:
@@ -268,8 +289,10 @@ def test_attempt_error_mapping() -> None:
 
 
 async def test_output_already_shown_stops_fallback(server: ScriptedProviderServer) -> None:
-    # The first provider streams visible text, then the connection drops: routing must not
-    # silently retry elsewhere (the user already saw part of an answer).
+    # The first provider streams answer text into the adapter's on_event sink, then the
+    # connection drops. Without a (retractable) turn text stream that text cannot be taken back,
+    # so routing must not silently retry elsewhere. Tool-call and reasoning deltas do not count:
+    # see test_wire_routed_text_stream.py.
     server.enqueue("shown1", turn_reply("openai_chat", ANSWER, stream=True, drop_after=3))
     server.enqueue("shown2", turn_reply("openai_chat", ANSWER, stream=True))
     model_id = canonical_model_id("acme/m")
@@ -291,4 +314,4 @@ async def test_output_already_shown_stops_fallback(server: ScriptedProviderServe
     assert [(a.provider_id, a.produced_output) for a in routed.last_result.attempts] == [
         ("shown1", True)]
     assert server.pending("shown2") == 1
-    assert any(isinstance(e, TextEvent) for e in shown)
+    assert any(isinstance(e, TextEvent) and e.content for e in shown)

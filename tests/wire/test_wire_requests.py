@@ -139,6 +139,28 @@ def expected_flow(messages: list[Message], wire: str) -> list[tuple[Any, ...]]:
             out.append(("result", m.tool_call_id, m.content, error))
     if wire in ("anthropic", "gemini"):  # system is lifted out of the conversation
         out = [f for f in out if f[0] != "system"] + [f for f in out if f[0] == "system"]
+    if wire == "anthropic":
+        out = _results_lead_user_turns(out)
+    return out
+
+
+def _user_side(fact: tuple[Any, ...]) -> bool:
+    return fact[0] in ("result", "image") or fact[:2] == ("text", "user")
+
+
+def _results_lead_user_turns(facts: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Anthropic merges a run of user-side messages into one user turn, whose tool results must
+    come first: within each run, results move to the front, keeping their order."""
+    out: list[tuple[Any, ...]] = []
+    run: list[tuple[Any, ...]] = []
+    for fact in [*facts, ("end",)]:
+        if _user_side(fact):
+            run.append(fact)
+            continue
+        out += [f for f in run if f[0] == "result"] + [f for f in run if f[0] != "result"]
+        run = []
+        if fact != ("end",):
+            out.append(fact)
     return out
 
 
@@ -228,7 +250,7 @@ def echo(wire: str, body: dict[str, Any]) -> list[tuple[Any, ...]]:
                     out.append(("call", fc["id"], fc["name"], fc["args"]))
                 elif "functionResponse" in p:
                     fr = p["functionResponse"]
-                    key = "error" if "error" in fr["response"] else "result"
+                    key = "error" if "error" in fr["response"] else "output"
                     out.append(("result", fr["id"], fr["response"][key], key == "error"))
         out += [("system", s["text"]) for s in body.get("systemInstruction", {}).get("parts", ())]
     return out
@@ -248,6 +270,20 @@ def test_provider_reads_back_what_we_sent(wire: str, messages: list[Message]) ->
         got = [f for f in got if f[0] != "signature"]
         want = [f for f in want if f[0] != "signature"]
     assert got == want
+
+
+@given(messages=transcripts())
+@settings(max_examples=120, deadline=None)
+def test_anthropic_user_turns_open_with_their_tool_results(messages: list[Message]) -> None:
+    """The Messages API refuses a user turn in which a tool_result follows other content; the
+    transcripts include user text sent between a tool_use and its result, which lands there."""
+    body = msgspec.json.decode(AnthropicAdapter().build_request(
+        messages, TOOLS, WireOptions(model="m")).body)
+    for turn in body["messages"]:
+        kinds = [b["type"] for b in turn["content"]]
+        if turn["role"] == "user" and "tool_result" in kinds:
+            first_other = next((i for i, k in enumerate(kinds) if k != "tool_result"), len(kinds))
+            assert "tool_result" not in kinds[first_other:], kinds
 
 
 # -- wire-specific shapes -----------------------------------------------------------------------
@@ -320,7 +356,7 @@ def test_gemini_contents_system_instruction_and_function_responses() -> None:
                                         "args": {"location": "Paris"}}
     responses = body["contents"][2]["parts"]
     assert responses[0]["functionResponse"] == {"id": "c1", "name": "get_weather",
-                                                "response": {"result": "sunny"}}
+                                                "response": {"output": "sunny"}}
     assert responses[1]["functionResponse"]["response"] == {"error": "boom"}
     decl = body["tools"][0]["functionDeclarations"]
     assert decl[0]["parameters"]["properties"]["location"] == {"type": "string", "nullable": True}

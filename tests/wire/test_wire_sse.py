@@ -90,6 +90,38 @@ def test_line_limit_raises_instead_of_buffering() -> None:
         d.feed(b"\n\n")
 
 
+@pytest.mark.parametrize("eol", [b"\n", b"\r", b"\r\n"])
+@pytest.mark.parametrize("chunk", [1, 7, 1024])
+def test_long_line_in_small_chunks_with_the_line_end_on_a_boundary(eol: bytes, chunk: int) -> None:
+    # The pending line is buffered without rescanning; the line end may land anywhere, including
+    # a CRLF whose CR ends one feed and whose LF starts the next.
+    payload = b"x" * 5000
+    stream = b"data: " + payload + eol + b"data: y" + eol + eol + b"data: z" + eol + eol
+    for start in (0, 1, chunk - 1):
+        d = SseDecoder()
+        got = d.feed(stream[:start]) if start > 0 else []
+        for i in range(start, len(stream), chunk):
+            got += d.feed(stream[i:i + chunk])
+        assert d.end() is False
+        assert got == [SseEvent(data=payload.decode() + "\ny"), SseEvent(data="z")]
+
+
+def test_line_limit_is_exact_across_feeds_without_a_line_end() -> None:
+    d = SseDecoder(max_line_bytes=100)
+    for _ in range(10):
+        assert d.feed(b"d" * 10) == []  # exactly at the limit: still fine
+    assert d.feed(b"\n") == []
+    d2 = SseDecoder(max_line_bytes=100)
+    for _ in range(10):
+        d2.feed(b"d" * 10)
+    with pytest.raises(SseLimitError):
+        d2.feed(b"d")
+    d3 = SseDecoder(max_line_bytes=100)
+    d3.feed(b"d" * 95)
+    with pytest.raises(SseLimitError):
+        d3.feed(b"d" * 10 + b"\n")  # the line ends in this feed but is already over the limit
+
+
 def test_event_limit_counts_joined_data() -> None:
     d = SseDecoder(max_event_bytes=10)
     with pytest.raises(SseLimitError) as info:

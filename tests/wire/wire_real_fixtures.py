@@ -69,12 +69,12 @@ REAL_EXPECTED: dict[tuple[str, str], ModelTurnResult] = {
         reasoning=(_thought(_G_UNARY[0], "gemini-2.5-pro"),
                    _signature(_G_UNARY[1], "gemini-2.5-pro")),
         usage=TurnUsage(input_tokens=38, output_tokens=509), finish_reason="tool_calls"),
-    # Two thought-summary chunks (each its own part on the wire, so its own block), then the call
-    # carrying the signature; usage is a snapshot, the last one wins: 6 + 168.
+    # Two thought-summary chunks (one part each on the wire, consecutive, so one block), then the
+    # call carrying the signature; usage is a snapshot, the last one wins: 6 + 168.
     ("gemini", "real_firebase_thinking_function_call_stream.sse"): ModelTurnResult(
         tool_calls=(ToolCall(id="48SHaPHpHKbG-8YPtZCawAk_0", name="now", arguments="{}"),),
-        reasoning=(_thought(_G_STREAM[0], "gemini-2.5-flash"),
-                   _thought(_G_STREAM[1], "gemini-2.5-flash"),
+        reasoning=(ReasoningPart(text=_G_STREAM[0]["text"] + _G_STREAM[1]["text"],
+                                 provider="google", model="gemini-2.5-flash"),
                    _signature(_G_STREAM[2], "gemini-2.5-flash")),
         usage=TurnUsage(input_tokens=38, output_tokens=174), finish_reason="tool_calls"),
     # No responseId, no candidate index: index 0 is the default.

@@ -67,7 +67,12 @@ def transcripts(draw: st.DrawFn) -> list[Message]:
                 counter += 1
             parts = (*reasoning, *([TextPart(text=text)] if text else []))
             out.append(AssistantMessage(content=parts or None, tool_calls=tuple(calls)))
-            for c in calls:
+            # Sometimes the user speaks before the results are in (a steering message sent while
+            # the tools ran): the text lands between the tool_use and (some of) its results.
+            interject = draw(st.one_of(st.none(), st.integers(0, len(calls) - 1)))
+            for k, c in enumerate(calls):
+                if k == interject:
+                    out.append(UserMessage(content=draw(texts)))
                 out.append(ToolMessage(tool_call_id=c.id, name=c.name, content=draw(texts),
                                        is_error=draw(st.booleans())))
         out.append(AssistantMessage(content=draw(texts)))

@@ -8,6 +8,7 @@ provider on the next request), so "give up on this call" is not an option the AP
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, TypeAlias
@@ -59,6 +60,15 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _finite_float(text: str) -> float:
+    # json.loads turns 1e999 into inf: the same non-JSON value as Infinity, arrived by overflow.
+    value = float(text)
+    if not math.isfinite(value):
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise ValueError(f"the number {shown} is too large to be a finite number")
+    return value
+
+
 def _describe(value: object) -> str:
     if value is None:
         return "null"
@@ -70,7 +80,7 @@ def _parse_text(text: str) -> ToolCallArguments:
         # Providers send "" for a zero-argument call as readily as "{}".
         return ParsedArguments(arguments={})
     try:
-        value = json.loads(text, parse_constant=_refuse_constant)
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except json.JSONDecodeError as exc:
         return UnparseableArguments(
             detail=(f"the arguments are not valid JSON ({exc.msg} at line {exc.lineno} column "
@@ -97,7 +107,8 @@ def parse_tool_call_arguments(call: ToolCall | Mapping[str, Any]) -> ToolCallArg
     JSON object (empty or whitespace-only text, and a missing ``arguments``, mean ``{}``; a dict that a
     provider already decoded is taken as is), :class:`UnsupportedToolCallType` for a non-function
     call, and :class:`UnparseableArguments` otherwise — including valid JSON that is not an object
-    (``null``, ``[]``, ``42``). Never raises.
+    (``null``, ``[]``, ``42``) and a number that is not finite (``NaN``, ``Infinity``, or ``1e999``,
+    which overflows to infinity). Never raises.
     """
     if isinstance(call, ToolCall):
         return _parse_text(call.arguments)

@@ -10,19 +10,19 @@ or a high surrogate waiting for its pair is held back; ``t``/``f``/``n`` already
 
 One pass, no backtracking: :func:`parse_partial_json` is linear in the text, and
 :class:`PartialJsonParser` is linear over a whole stream however it is chunked (re-parsing every
-prefix would be quadratic). The grammar is strict JSON (RFC 8259): no ``NaN``/``Infinity``, no
-trailing commas, no raw control characters in strings; a complete document parses to exactly what
-``json.loads`` returns.
+prefix would be quadratic), a long string still open included: its text is kept as fragments and
+joined only when :attr:`PartialJson.value` is read. The grammar is strict JSON (RFC 8259): no
+``NaN``/``Infinity``, no leading zeros, no trailing commas, no raw control characters in strings;
+a complete document parses to exactly what ``json.loads`` returns. A prefix no continuation can
+make valid (``01``, ``1.2.3``) is ``invalid`` as soon as the offending character arrives.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
-
-import msgspec
 
 from ..errors import UsageError
 
@@ -33,14 +33,57 @@ PartialJsonState: TypeAlias = Literal["complete", "partial", "invalid"]
 ``partial``: a valid prefix of one; ``invalid``: no continuation can make it JSON."""
 
 
-class PartialJson(msgspec.Struct, frozen=True, kw_only=True):
+class PartialJson:
     """The best value so far. ``value`` is ``None`` when nothing has been read yet (check
     ``state``; a document ``null`` reads the same). For ``invalid``, ``value`` is what was read
-    before the error and ``error`` says where it went wrong."""
+    before the error and ``error`` says where it went wrong.
 
-    value: Any
-    state: PartialJsonState
-    error: str | None = None
+    Read-only. ``value`` is computed on first read when a string is still open at the end of the
+    text fed so far (joining that string is the only cost that grows with the document, so a
+    caller that does not look pays nothing); later reads return the same object. Equality
+    compares ``value``, ``state`` and ``error``.
+    """
+
+    __slots__ = ("_error", "_materialize", "_state", "_value")
+
+    def __init__(self, *, value: Any, state: PartialJsonState, error: str | None = None) -> None:
+        self._value = value
+        self._state: PartialJsonState = state
+        self._error = error
+        self._materialize: Callable[[], Any] | None = None
+
+    @classmethod
+    def _deferred(cls, materialize: Callable[[], Any], state: PartialJsonState) -> PartialJson:
+        out = cls(value=None, state=state)
+        out._materialize = materialize
+        return out
+
+    @property
+    def value(self) -> Any:
+        if self._materialize is not None:
+            self._value = self._materialize()
+            self._materialize = None
+        return self._value
+
+    @property
+    def state(self) -> PartialJsonState:
+        return self._state
+
+    @property
+    def error(self) -> str | None:
+        return self._error
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PartialJson):
+            return NotImplemented
+        return (self._state == other._state and self._error == other._error
+                and self.value == other.value)
+
+    __hash__ = None  # type: ignore[assignment]  # the value is mutable (and live)
+
+    def __repr__(self) -> str:
+        error = "" if self._error is None else f", error={self._error!r}"
+        return f"PartialJson(value={self.value!r}, state={self._state!r}{error})"
 
 
 # What the parser expects next.
@@ -50,7 +93,6 @@ _IN_STRING, _IN_NUMBER, _IN_LITERAL, _INVALID = range(7, 11)
 _WS = re.compile(r"[ \t\n\r]*")
 _STR_RUN = re.compile(r'[^"\\\x00-\x1f]+')
 _NUM_RUN = re.compile(r"[0-9eE.+\-]+")
-_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _HEX4 = re.compile(r"[0-9a-fA-F]{4}")
 _SIMPLE_ESCAPES: Mapping[str, str] = MappingProxyType({
     '"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t",
@@ -59,6 +101,39 @@ _LITERALS: Mapping[str, tuple[str, Any]] = MappingProxyType({
     "t": ("true", True), "f": ("false", False), "n": ("null", None),
 })
 _NOTHING: Any = object()  # no top-level value yet (distinct from a parsed null)
+
+# The RFC 8259 number grammar as a DFA, so a prefix no continuation can repair (a leading zero, a
+# second '.', a sign after digits) is refused at the character that breaks it.
+_N_START, _N_MINUS, _N_ZERO, _N_INT, _N_DOT, _N_FRAC, _N_E, _N_ESIGN, _N_EXP = range(9)
+_N_ACCEPT = frozenset({_N_ZERO, _N_INT, _N_FRAC, _N_EXP})
+_N_DIGITS_LOOP = frozenset({_N_INT, _N_FRAC, _N_EXP})  # states a run of digits keeps
+_D = "0123456789"
+
+
+def _edges(**groups: int) -> Mapping[str, int]:
+    out: dict[str, int] = {}
+    for chars, target in groups.items():
+        for c in {"minus": "-", "sign": "+-", "zero": "0", "nonzero": _D[1:], "digit": _D,
+                  "dot": ".", "exp": "eE"}[chars]:
+            out[c] = target
+    return MappingProxyType(out)
+
+
+_NUM_NEXT: tuple[Mapping[str, int], ...] = (
+    _edges(minus=_N_MINUS, zero=_N_ZERO, nonzero=_N_INT),        # start
+    _edges(zero=_N_ZERO, nonzero=_N_INT),                        # after '-'
+    _edges(dot=_N_DOT, exp=_N_E),                                # after a leading 0
+    _edges(digit=_N_INT, dot=_N_DOT, exp=_N_E),                  # integer digits
+    _edges(digit=_N_FRAC),                                       # after '.'
+    _edges(digit=_N_FRAC, exp=_N_E),                             # fraction digits
+    _edges(sign=_N_ESIGN, digit=_N_EXP),                         # after 'e'
+    _edges(digit=_N_EXP),                                        # after the exponent sign
+    _edges(digit=_N_EXP),                                        # exponent digits
+)
+# A string's fragments are joined in groups of this many, so a long string fed a few characters
+# at a time holds a few thousand chunks rather than one object per feed; each character is copied
+# once here and once when the value is read.
+_COMPACT = 64
 
 
 def _number(text: str) -> int | float:
@@ -73,13 +148,16 @@ class PartialJsonParser:
 
     The returned ``value`` is **live**: its containers are the parser's own and later ``feed``
     calls extend them in place (that is what keeps a stream linear). Copy it to keep a snapshot.
-    Cost per ``feed``: the chunk's length plus the length of a string still open at its end.
-    Once ``invalid``, further chunks are ignored.
+    (A top-level string is the exception: being immutable, it is the prefix fed when ``feed``
+    returned.) Cost per ``feed``: amortised O(len(chunk)). Reading ``value`` while a string is
+    open joins that string: O(its length), so read it per rendered frame rather than per chunk
+    when one string grows large. Once ``invalid``, further chunks are ignored.
     """
 
     __slots__ = (
-        "_error", "_esc", "_expect", "_high", "_lit", "_lit_target", "_num", "_offset", "_root",
-        "_slot", "_stack", "_str_is_key", "_str_parts",
+        "_error", "_esc", "_expect", "_high", "_lit", "_lit_target", "_num", "_num_state",
+        "_offset", "_root", "_slot", "_stack", "_str_is_key", "_str_len", "_str_loose",
+        "_str_parts",
     )
 
     def __init__(self) -> None:
@@ -90,12 +168,15 @@ class PartialJsonParser:
         self._offset = 0
         self._error: str | None = None
         self._str_parts: list[str] = []
+        self._str_loose = 0  # fragments at the end of _str_parts not yet joined into a chunk
+        self._str_len = 0  # characters in the open string so far
         self._str_is_key = False
         self._esc = ""
         self._high: int | None = None
         # Where the open string value lives: (container, key or index), or None for the root.
         self._slot: tuple[Any, Any] | None = None
         self._num: list[str] = []
+        self._num_state = _N_START
         self._lit = ""
         self._lit_target = ""
 
@@ -115,13 +196,12 @@ class PartialJsonParser:
         if self._expect == _INVALID:
             return PartialJson(value=self._value(), state="invalid", error=self._error)
         if self._expect == _IN_STRING and not self._str_is_key:
-            self._store(self._joined())
+            return PartialJson._deferred(
+                self._open_string(self._str_len, self._slot is None), "partial")
         if self._expect == _DONE:
             return PartialJson(value=self._root, state="complete")
-        if self._expect == _IN_NUMBER and not self._stack:
-            text = "".join(self._num)
-            if _NUMBER.fullmatch(text):
-                return PartialJson(value=_number(text), state="complete")
+        if self._expect == _IN_NUMBER and not self._stack and self._num_state in _N_ACCEPT:
+            return PartialJson(value=_number("".join(self._num)), state="complete")
         return PartialJson(value=self._value(), state="partial")
 
     # -- internals ---------------------------------------------------------------------------------
@@ -130,15 +210,46 @@ class PartialJsonParser:
         return None if self._root is _NOTHING else self._root
 
     def _fail(self, message: str, at: int) -> int:
+        if self._expect == _IN_STRING and not self._str_is_key:
+            self._store(self._joined())  # invalid keeps what was read, the open string included
         self._error = f"{message} at offset {self._offset + at}"
         self._expect = _INVALID
         return -1
+
+    def _open_string(self, length: int, at_root: bool) -> Callable[[], Any]:
+        """What a result taken while a string value is open reads as its value, when read."""
+        def materialize() -> Any:
+            if self._expect == _IN_STRING and not self._str_is_key:
+                self._store(self._joined())  # the containers are live: give them the text
+            if at_root:
+                root = self._root
+                # A root string is immutable: return the prefix this result stood for.
+                return root[:length] if isinstance(root, str) and len(root) > length else root
+            return self._value()
+        return materialize
+
+    def _str_add(self, text: str) -> None:
+        parts = self._str_parts
+        parts.append(text)
+        self._str_len += len(text)
+        self._str_loose += 1
+        if self._str_loose >= _COMPACT:
+            parts[-_COMPACT:] = ["".join(parts[-_COMPACT:])]
+            self._str_loose = 0
 
     def _joined(self) -> str:
         parts = self._str_parts
         if len(parts) > 1:
             parts[:] = ["".join(parts)]
+            self._str_loose = 0
         return parts[0] if parts else ""
+
+    def _start_string(self, is_key: bool) -> None:
+        self._str_parts = []
+        self._str_loose = 0
+        self._str_len = 0
+        self._str_is_key = is_key
+        self._expect = _IN_STRING
 
     def _place(self, value: Any) -> tuple[Any, Any] | None:
         """Put a (possibly still growing) value where the grammar says it goes; return its slot."""
@@ -178,8 +289,9 @@ class PartialJsonParser:
             elif expect == _IN_NUMBER:
                 m = _NUM_RUN.match(chunk, i)
                 if m is not None:
-                    self._num.append(m.group())
-                    i = m.end()
+                    i = self._number_run(m.group(), i)
+                    if i < 0:
+                        return
                 if i < n:  # a delimiter ends the number; it is consumed by the structural step
                     i = self._end_number(i)
             elif expect == _IN_LITERAL:
@@ -191,10 +303,22 @@ class PartialJsonParser:
             if i < 0:
                 return
 
+    def _number_run(self, run: str, i: int) -> int:
+        state = self._num_state
+        if not (state in _N_DIGITS_LOOP and run.isdigit()):
+            for k, c in enumerate(run):
+                state = _NUM_NEXT[state].get(c, -1)
+                if state < 0:
+                    text = "".join(self._num) + run[:k + 1]
+                    return self._fail(f"invalid number {text!r}", i + k)
+        self._num_state = state
+        self._num.append(run)
+        return i + len(run)
+
     def _end_number(self, i: int) -> int:
         text = "".join(self._num)
         self._num = []
-        if not _NUMBER.fullmatch(text):
+        if self._num_state not in _N_ACCEPT:
             return self._fail(f"invalid number {text!r}", i - len(text))
         self._place(_number(text))
         self._after_value()
@@ -214,10 +338,8 @@ class PartialJsonParser:
 
     def _start_value(self, c: str, i: int) -> int:
         if c == '"':
-            self._str_parts = []
-            self._str_is_key = False
             self._slot = self._place("")
-            self._expect = _IN_STRING
+            self._start_string(is_key=False)
             return i + 1
         if c == "{" or c == "[":
             container: dict[str, Any] | list[Any] = {} if c == "{" else []
@@ -227,6 +349,7 @@ class PartialJsonParser:
             return i + 1
         if c == "-" or "0" <= c <= "9":
             self._num = []
+            self._num_state = _N_START
             self._expect = _IN_NUMBER
             return i
         literal = _LITERALS.get(c)
@@ -256,9 +379,7 @@ class PartialJsonParser:
             return self._close(c, i) if c == "]" else self._start_value(c, i)
         if expect == _KEY_OR_CLOSE or expect == _KEY:
             if c == '"':
-                self._str_parts = []
-                self._str_is_key = True
-                self._expect = _IN_STRING
+                self._start_string(is_key=True)
                 return i + 1
             if c == "}" and expect == _KEY_OR_CLOSE:
                 return self._close(c, i)
@@ -281,12 +402,11 @@ class PartialJsonParser:
     def _flush_high(self) -> None:
         if self._high is not None:
             # A high surrogate not followed by its pair stays a lone code point, as in json.loads.
-            self._str_parts.append(chr(self._high))
+            self._str_add(chr(self._high))
             self._high = None
 
     def _scan_string(self, chunk: str, i: int) -> int:
         n = len(chunk)
-        parts = self._str_parts
         while i < n:
             if self._esc:
                 i = self._scan_escape(chunk, i)
@@ -296,7 +416,7 @@ class PartialJsonParser:
             m = _STR_RUN.match(chunk, i)
             if m is not None:
                 self._flush_high()
-                parts.append(m.group())
+                self._str_add(m.group())
                 i = m.end()
                 continue
             c = chunk[i]
@@ -331,7 +451,7 @@ class PartialJsonParser:
             if decoded is None:
                 return self._fail(f"invalid escape {esc!r}", i - 2)
             self._flush_high()
-            self._str_parts.append(decoded)
+            self._str_add(decoded)
             return i
         if not _HEX4.fullmatch(esc, 2):
             return self._fail(f"invalid escape {esc!r}", i - 6)
@@ -340,16 +460,17 @@ class PartialJsonParser:
             self._flush_high()
             self._high = code  # held back: the next escape may be its pair
         elif 0xDC00 <= code <= 0xDFFF and self._high is not None:
-            self._str_parts.append(chr(0x10000 + ((self._high - 0xD800) << 10) + (code - 0xDC00)))
+            self._str_add(chr(0x10000 + ((self._high - 0xD800) << 10) + (code - 0xDC00)))
             self._high = None
         else:
             self._flush_high()
-            self._str_parts.append(chr(code))
+            self._str_add(chr(code))
         return i
 
     def _end_string(self) -> None:
         text = self._joined()
         self._str_parts = []
+        self._str_loose = self._str_len = 0
         if self._str_is_key:
             self._stack[-1][1] = text
             self._expect = _COLON

@@ -54,8 +54,10 @@ class HttpxTransport:
     """``base_url`` is the provider's base (``https://api.openai.com/v1``, ``https://api.anthropic.com``,
     ``https://generativelanguage.googleapis.com``); ``headers`` are added to every request (use the
     adapter's ``auth_headers(key)``). Pass ``client`` to share a connection pool; otherwise one is
-    created per transport (close it with :meth:`aclose`). ``connect_timeout`` bounds connecting only:
-    the stream watchdog bounds the body."""
+    created per transport (close it with :meth:`aclose`). ``connect_timeout`` bounds connecting only;
+    the rest (the wait for headers and every read) is deliberately unbounded here, because
+    :class:`~bindloop.wire.ModelAdapter`'s stream watchdog bounds it, cancelling ``open()`` itself
+    when the headers never come (httpx then drops the connection)."""
 
     def __init__(self, base_url: str, *, headers: Sequence[tuple[str, str]] = (),
                  client: Any = None, connect_timeout: float = 30.0) -> None:

@@ -2,8 +2,9 @@
 
 Importable everywhere, usable only where ``js`` and ``pyodide.ffi`` exist (they are imported when a
 request is sent). The response body is streamed through its ``ReadableStream`` reader, one chunk
-at a time; leaving ``open()`` — normally, by an error, or by cancellation — cancels the reader and
-aborts the request through an ``AbortController``, so the connection is closed.
+at a time; leaving ``open()`` — normally, by an error, or by cancellation, including a cancellation
+while the headers are still awaited — aborts the request through an ``AbortController`` (first,
+synchronously) and then cancels the reader, so the connection is closed.
 """
 
 from __future__ import annotations
@@ -73,17 +74,22 @@ class FetchTransport:
                           "body": ffi.to_js(request.body), "signal": controller.signal},
                          dict_converter=js.Object.fromEntries)
         fetch = self._fetch if self._fetch is not None else js.fetch
+        reader = None
         try:
-            resp = await fetch(self._base + request.path, init)
-        except ffi.JsException as exc:
-            raise TransportError(f"could not reach {self._base}: {exc}") from exc
-        reader = resp.body.getReader() if resp.body is not None else None
-        try:
+            try:
+                resp = await fetch(self._base + request.path, init)
+            except ffi.JsException as exc:
+                raise TransportError(f"could not reach {self._base}: {exc}") from exc
+            reader = resp.body.getReader() if resp.body is not None else None
             yield _Response(resp, reader, ffi)
         finally:
+            # Synchronous and first: this is the one step that must happen however we leave —
+            # cancelled while awaiting headers (``reader`` is still None) or while awaiting
+            # ``reader.cancel()`` below, which cancellation can interrupt.
+            controller.abort()
             if reader is not None:
                 try:
+                    # A fetch double or binding may ignore the signal: release the body too.
                     await reader.cancel()
                 except ffi.JsException:
-                    pass  # already closed or errored: nothing left to release
-            controller.abort()
+                    pass  # already aborted, closed or errored: nothing left to release

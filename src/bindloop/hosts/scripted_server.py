@@ -2,8 +2,9 @@
 
 For integration tests and the provider demo. Each request's path starts with a route prefix
 (``/openai/...``); the server pops the next :class:`ScriptedReply` queued for that prefix. A reply can
-stream its chunks (chunked transfer encoding, optional delay), stall after some chunks (the
-connection stays open until the client gives up), or drop the connection after some chunks.
+stream its chunks (chunked transfer encoding, optional delay), stall before sending its headers or
+after some chunks (the connection stays open until the client gives up, which is recorded in
+:attr:`ScriptedProviderServer.hangups`), or drop the connection after some chunks.
 It runs its own asyncio loop on a background thread, so a client on any event loop (asyncio, trio)
 can use it. Every request is recorded for assertions.
 """
@@ -26,7 +27,8 @@ __all__ = ("RecordedRequest", "ScriptedProviderServer", "ScriptedReply", "error_
 
 @dataclass(frozen=True)
 class ScriptedReply:
-    """One response. ``stall_after`` / ``drop_after`` count chunks sent before stalling / dropping."""
+    """One response. ``stall_after`` / ``drop_after`` count chunks sent before stalling / dropping;
+    ``stall_before_headers`` reads the request and then sends nothing at all."""
 
     status: int = 200
     headers: tuple[tuple[str, str], ...] = ()
@@ -35,6 +37,7 @@ class ScriptedReply:
     stall_after: int | None = None
     drop_after: int | None = None
     streamed: bool = True
+    stall_before_headers: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,8 @@ class ScriptedProviderServer:
 
     host: str = "127.0.0.1"
     requests: list[RecordedRequest] = field(default_factory=list)
+    hangups: list[str] = field(default_factory=list)
+    """Paths of requests whose client closed the connection while the server was stalling."""
     _queues: dict[str, deque[ScriptedReply]] = field(default_factory=dict)
     _responders: dict[str, Callable[[RecordedRequest], ScriptedReply]] = field(default_factory=dict)
     _loop: asyncio.AbstractEventLoop | None = None
@@ -98,6 +103,12 @@ class ScriptedProviderServer:
     def pending(self, prefix: str) -> int:
         with self._lock:
             return len(self._queues.get(prefix.strip("/"), ()))
+
+    def hung_up(self, prefix: str) -> int:
+        """How many stalled requests under ``prefix`` the client has hung up on so far."""
+        key = "/" + prefix.strip("/") + "/"
+        with self._lock:
+            return sum(1 for path in self.hangups if path.startswith(key))
 
     def base_url(self, prefix: str) -> str:
         return f"http://{self.host}:{self.port}/{prefix.strip('/')}"
@@ -163,14 +174,32 @@ class ScriptedProviderServer:
                 reply = responder(request) if responder is not None else ScriptedReply(
                     status=500, chunks=(b'{"error":{"message":"script exhausted"}}',),
                     streamed=False)
-            await self._reply(reply, reader, writer)
+            await self._reply(reply, request, reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
             writer.close()
 
-    async def _reply(self, reply: ScriptedReply, reader: asyncio.StreamReader,
-                     writer: asyncio.StreamWriter) -> None:
+    async def _stall(self, request: RecordedRequest, reader: asyncio.StreamReader) -> None:
+        """Hold the connection open, silent, until the client hangs up (recorded) or we stop."""
+        assert self._stop is not None
+        stop = asyncio.ensure_future(self._stop.wait())
+        eof = asyncio.ensure_future(reader.read())
+        try:
+            await asyncio.wait({stop, eof}, return_when=asyncio.FIRST_COMPLETED)
+            if eof.done() and not eof.cancelled():  # EOF or a reset: either way, the client left
+                eof.exception()  # retrieved, so asyncio does not log it as never retrieved
+                with self._lock:
+                    self.hangups.append(request.path)
+        finally:
+            stop.cancel()
+            eof.cancel()
+
+    async def _reply(self, reply: ScriptedReply, request: RecordedRequest,
+                     reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if reply.stall_before_headers:
+            await self._stall(request, reader)
+            return
         status = f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Status')}\r\n"
         head = [status, "connection: close\r\n"]
         head += [f"{k}: {v}\r\n" for k, v in reply.headers]
@@ -182,13 +211,7 @@ class ScriptedProviderServer:
         await writer.drain()
         for n, chunk in enumerate(reply.chunks):
             if reply.stall_after is not None and n >= reply.stall_after:
-                # Hold the connection open, silent, until the client hangs up or we stop.
-                assert self._stop is not None
-                stop = asyncio.ensure_future(self._stop.wait())
-                eof = asyncio.ensure_future(reader.read())
-                await asyncio.wait({stop, eof}, return_when=asyncio.FIRST_COMPLETED)
-                stop.cancel()
-                eof.cancel()
+                await self._stall(request, reader)
                 return
             if reply.drop_after is not None and n >= reply.drop_after:
                 writer.transport.abort()

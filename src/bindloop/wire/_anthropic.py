@@ -1,9 +1,9 @@
 """Anthropic Messages (``POST /v1/messages``).
 
 System messages are lifted into ``system`` (the wire has no system role; their order is kept, their
-position in the conversation is not). Consecutive tool results — and a user message that follows
+position in the conversation is not). Consecutive tool results — and user messages among or after
 them — are grouped into one user message, since every ``tool_result`` must sit in the user turn right
-after its ``tool_use``. Thinking and redacted thinking blocks are echoed with their signatures, as
+after its ``tool_use``; the results go first in that turn, as the API requires. Thinking and redacted thinking blocks are echoed with their signatures, as
 the reasoning policy allows. Usage: ``input_tokens`` counts cache reads and writes too (Anthropic
 reports them apart), and ``cached_input_tokens`` is the cache reads.
 """
@@ -168,6 +168,9 @@ class AnthropicAdapter:
                 turns[-1]["content"].extend(blocks)
             else:
                 turns.append({"role": role, "content": blocks})
+        for turn in turns:
+            if turn["role"] == "user":
+                turn["content"] = _results_first(turn["content"])
         body: dict[str, Any] = {
             "model": options.model,
             "max_tokens": options.max_tokens if options.max_tokens is not None
@@ -351,6 +354,16 @@ def _tool_choice(options: WireOptions) -> dict[str, Any] | None:
     if options.parallel_tool_calls is False and out["type"] != "none":
         out["disable_parallel_tool_use"] = True
     return out
+
+
+def _results_first(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A merged user turn with its ``tool_result`` blocks moved to the front, each group in its
+    own order: the API refuses a turn where text or an image precedes a tool result (user text
+    sent between a ``tool_use`` and its result lands in the same turn)."""
+    results = [b for b in blocks if b["type"] == "tool_result"]
+    if not results or len(results) == len(blocks):
+        return blocks
+    return results + [b for b in blocks if b["type"] != "tool_result"]
 
 
 def _tool_input(arguments: str) -> object:

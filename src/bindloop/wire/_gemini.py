@@ -1,10 +1,11 @@
 """Google Gemini API (``generateContent`` / ``streamGenerateContent?alt=sse``).
 
 Reasoning: Gemini attaches thought signatures to response *parts* rather than to a separate block.
-Each thought text part becomes a reasoning block (with its signature), and a signature on a
-function-call or answer part becomes a signature-only block. On the way back thought text is sent as
-``thought`` parts, and signature-only blocks are reattached to the turn's first function call (where
-Gemini validates them) or, in a turn without calls, to its last text part.
+Consecutive thought text parts become one reasoning block (with its signature; a signature seals
+the block), and a signature on a function-call or answer part becomes a signature-only block. On
+the way back thought text is sent as ``thought`` parts, and signature-only blocks are reattached to
+the turn's first function call (where Gemini validates them) or, in a turn without calls, to its
+last text part.
 
 Tool-call ids: Gemini may send ``functionCall.id``; when it does not, an id is minted from the
 response's ``responseId`` (``<responseId>_<n>``), so ids stay unique across turns, deterministically.
@@ -172,18 +173,28 @@ def _usage(u: _UsageMeta) -> TurnUsage:
 
 
 class _TurnState:
-    """What a Gemini turn's parts fold into, shared by the whole-body and streamed paths."""
+    """What a Gemini turn's parts fold into, shared by the whole-body and streamed paths.
 
-    __slots__ = ("block", "calls", "id_seed", "model")
+    Consecutive thought parts are one reasoning block (a streamed thought summary arrives as one
+    part per chunk), until a signature seals the block: a block carries at most one signature,
+    so the thought after a signed one starts a new block. Any other part ends the block."""
+
+    __slots__ = ("block", "calls", "id_seed", "model", "thought", "thought_signed")
 
     def __init__(self, id_seed: str | None) -> None:
         self.calls = 0
         self.block = 0
         self.model: str | None = None
         self.id_seed = id_seed
+        self.thought: int | None = None  # the open thought block's index
+        self.thought_signed = False
 
     def parts(self, parts: Sequence[_Part], out: list[StreamEvent]) -> None:
         for part in parts:
+            if part.thought and part.functionCall is None:
+                self._thought(part, out)
+                continue
+            self.thought = None
             if part.functionCall is not None:
                 call = part.functionCall
                 index = self.calls
@@ -194,13 +205,21 @@ class _TurnState:
                     name=call.name, arguments=_ENCODE.encode(args).decode())))
                 if part.thoughtSignature:
                     self._block(out, signature=part.thoughtSignature)
-            elif part.thought:
-                self._block(out, content=part.text or "", signature=part.thoughtSignature)
             elif part.text is not None:
                 if part.text:
                     out.append(TextEvent(content=part.text))
                 if part.thoughtSignature:
                     self._block(out, signature=part.thoughtSignature)
+
+    def _thought(self, part: _Part, out: list[StreamEvent]) -> None:
+        signature = part.thoughtSignature or None
+        if self.thought is not None and not self.thought_signed:
+            out.append(ReasoningEvent(content=part.text or "", index=self.thought,
+                                      signature=signature, provider="google", model=self.model))
+        else:
+            self.thought = self.block
+            self._block(out, content=part.text or "", signature=signature)
+        self.thought_signed = signature is not None
 
     def _block(self, out: list[StreamEvent], *, content: str = "",
                signature: str | None = None) -> None:
@@ -248,7 +267,7 @@ class GeminiAdapter:
             body["systemInstruction"] = {"parts": system}
         if tools:
             body["tools"] = [{"functionDeclarations": [self._tool(t) for t in tools]}]
-        if options.tool_choice is not None:
+        if options.tool_choice is not None and tools:
             choice = options.tool_choice
             config: dict[str, Any]
             if isinstance(choice, ForcedTool):
@@ -278,8 +297,9 @@ class GeminiAdapter:
             generation["thinkingConfig"] = thinking
         if generation:
             body["generationConfig"] = generation
-        if options.parallel_tool_calls is not None:
-            raise WireRequestError("the Gemini API has no parallel_tool_calls switch")
+        if options.parallel_tool_calls is False:
+            # Parallel calls are Gemini's only behaviour (True asks for what it does anyway).
+            raise WireRequestError("the Gemini API cannot be told to avoid parallel tool calls")
         method = "streamGenerateContent?alt=sse" if options.stream else "generateContent"
         headers = JSON_HEADERS + ((("accept", "text/event-stream"),) if options.stream else ())
         return HttpRequest(method="POST",
@@ -427,7 +447,8 @@ def _parts(m: Message, names: dict[str, str]) -> tuple[str, list[dict[str, Any]]
             raise WireRequestError(
                 f"tool result {m.tool_call_id!r} answers no earlier call; Gemini needs its name")
         text = text_of(parts_of(m.content), "a tool result")
-        key = "error" if m.is_error else "result"
+        # The documented keys: "output" for the function's output, "error" for a failure.
+        key = "error" if m.is_error else "output"
         return "user", [{"functionResponse": {"id": m.tool_call_id, "name": name,
                                               "response": {key: text}}}]
     raise WireRequestError(f"not a message: {m!r}")

@@ -24,6 +24,7 @@ from ..completion import (
     StreamEvent,
     TextEvent,
     ToolCallChunk,
+    ToolCallDeltaError,
     ToolCallEvent,
     UsageEvent,
     collect_turn,
@@ -180,7 +181,8 @@ class OpenAIChatAdapter:
         }
         if tools:
             body["tools"] = [self._tool(t) for t in tools]
-        if options.tool_choice is not None:
+        if options.tool_choice is not None and tools:
+            # A tool_choice without tools is refused by the API (400), whatever its value.
             body["tool_choice"] = (
                 {"type": "function", "function": {"name": options.tool_choice.name}}
                 if isinstance(options.tool_choice, ForcedTool) else options.tool_choice
@@ -263,13 +265,20 @@ def _message_events(choice: _Choice, model: str | None) -> list[StreamEvent]:
 
 
 class _ChatStreamDecoder:
-    __slots__ = ("_done", "_finished", "_refused", "_sse")
+    """Tool-call deltas are placed by their ``index``. Some compatible servers omit it; such a
+    delta is placed by its ``id`` (a new id takes the next free slot, a known id its own), which
+    is only sound because the id tells the calls apart. A delta with neither cannot be placed
+    without guessing — appending it to the previous call could fuse two calls — so it raises
+    :class:`~bindloop.completion.ToolCallDeltaError`."""
+
+    __slots__ = ("_done", "_finished", "_id_slots", "_refused", "_sse")
 
     def __init__(self) -> None:
         self._sse = SseDecoder()
         self._done = False
         self._finished = False
         self._refused = False
+        self._id_slots: dict[str, int] = {}
 
     def feed(self, data: bytes) -> list[StreamEvent]:
         out: list[StreamEvent] = []
@@ -314,11 +323,26 @@ class _ChatStreamDecoder:
                 out.append(ExtraEvent(extra={"refusal": True}))
             out.append(TextEvent(content=delta.refusal))
         if delta.tool_calls:
-            for position, tc in enumerate(delta.tool_calls):
+            for tc in delta.tool_calls:
                 fn = tc.function
                 out.append(ToolCallEvent(tool_call=ToolCallChunk(
-                    index=tc.index if tc.index is not None else position, id=tc.id,
+                    index=self._slot(tc), id=tc.id,
                     name=fn.name if fn else None, arguments=fn.arguments if fn else None)))
+
+    def _slot(self, tc: _ToolCallDelta) -> int:
+        slots = self._id_slots
+        if tc.index is not None:
+            if tc.id:
+                slots.setdefault(tc.id, tc.index)
+            return tc.index
+        if not tc.id:
+            raise ToolCallDeltaError(
+                "a streamed tool-call delta has neither an index nor an id, so the call it "
+                "continues cannot be told apart from the others; refusing to merge it by position")
+        slot = slots.get(tc.id)
+        if slot is None:
+            slot = slots[tc.id] = max(slots.values(), default=-1) + 1
+        return slot
 
     def end(self) -> list[StreamEvent]:
         self._sse.end()
@@ -384,7 +408,10 @@ def _user_content(m: UserMessage) -> str | list[dict[str, Any]]:
 _CODE_CATEGORY: MappingProxyType[str, str] = MappingProxyType({
     "context_length_exceeded": "context_length",
     "string_above_max_length": "context_length",
-    "insufficient_quota": "rate_limited",
+    # Quota exhaustion is a billing state, not a burst: it lasts until someone pays, so it opens the
+    # breaker and traverses at once (as a refused credential does) instead of being retried and
+    # counted like a transient 429.
+    "insufficient_quota": "auth",
     "rate_limit_exceeded": "rate_limited",
     "invalid_api_key": "auth",
     "model_not_found": "model_not_found",

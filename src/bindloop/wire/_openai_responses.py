@@ -116,6 +116,7 @@ class _Event(msgspec.Struct):
     response: _Response | None = None
     code: str | None = None
     message: str | None = None
+    arguments: str | None = None
 
 
 _RESPONSE = msgspec.json.Decoder(_Response)
@@ -174,7 +175,8 @@ class OpenAIResponsesAdapter:
         body: dict[str, Any] = {"model": options.model, "input": items}
         if tools:
             body["tools"] = [self._tool(t) for t in tools]
-        if options.tool_choice is not None:
+        if options.tool_choice is not None and tools:
+            # A tool_choice without tools is refused by the API (400), whatever its value.
             body["tool_choice"] = (
                 {"type": "function", "name": options.tool_choice.name}
                 if isinstance(options.tool_choice, ForcedTool) else options.tool_choice
@@ -305,7 +307,14 @@ def _reasoning_event(index: int, item: _Item, model: str | None) -> ReasoningEve
 
 
 class _ResponsesStreamDecoder:
-    __slots__ = ("_called", "_done", "_model", "_refused", "_sse", "_streamed_reasoning")
+    """Function-call arguments normally stream as ``function_call_arguments.delta`` events, but
+    the API (and proxies in front of it) may also deliver them only whole: on the added item, in
+    ``function_call_arguments.done``, or on the finished item. The first of those that carries
+    text for an output index is used and the rest are ignored, so the arguments are neither lost
+    nor doubled."""
+
+    __slots__ = ("_args", "_called", "_calls", "_done", "_model", "_refused", "_sse",
+                 "_streamed_reasoning")
 
     def __init__(self) -> None:
         self._sse = SseDecoder()
@@ -314,6 +323,8 @@ class _ResponsesStreamDecoder:
         self._refused = False
         self._model: str | None = None
         self._streamed_reasoning: set[int] = set()
+        self._calls: set[int] = set()  # output indexes whose call id and name were emitted
+        self._args: set[int] = set()  # output indexes whose arguments text was emitted
 
     def feed(self, data: bytes) -> list[StreamEvent]:
         out: list[StreamEvent] = []
@@ -327,8 +338,11 @@ class _ResponsesStreamDecoder:
                     out.append(TextEvent(content=ev.delta))
             elif kind == "response.function_call_arguments.delta":
                 if ev.delta:
+                    self._args.add(ev.output_index)
                     out.append(ToolCallEvent(tool_call=ToolCallChunk(index=ev.output_index,
                                                                       arguments=ev.delta)))
+            elif kind == "response.function_call_arguments.done":
+                self._whole_arguments(ev.output_index, ev.arguments, out)
             elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
                 if ev.delta:
                     self._streamed_reasoning.add(ev.output_index)
@@ -366,17 +380,32 @@ class _ResponsesStreamDecoder:
                     {"error": {"code": ev.code, "message": ev.message or "stream error"}}, b"")))
         return out
 
+    def _whole_arguments(self, index: int, arguments: str | None,
+                         out: list[StreamEvent]) -> None:
+        if arguments and index not in self._args:
+            self._args.add(index)
+            out.append(ToolCallEvent(tool_call=ToolCallChunk(index=index, arguments=arguments)))
+
+    def _call(self, index: int, item: _Item, out: list[StreamEvent]) -> None:
+        self._called = True
+        if index not in self._calls:
+            self._calls.add(index)
+            out.append(ToolCallEvent(tool_call=ToolCallChunk(index=index, id=item.call_id,
+                                                              name=item.name)))
+        self._whole_arguments(index, item.arguments, out)
+
     def _item_added(self, index: int, item: _Item, out: list[StreamEvent]) -> None:
         if item.type == "function_call":
-            self._called = True
-            out.append(ToolCallEvent(tool_call=ToolCallChunk(
-                index=index, id=item.call_id, name=item.name, arguments=item.arguments or None)))
+            self._call(index, item, out)
         elif item.type == "reasoning" and item.id:
             # Sent here and again with the finished item, so either event alone is enough.
             out.append(ReasoningEvent(index=index, provider="openai", model=self._model,
                                       id=item.id))
 
     def _item_done(self, index: int, item: _Item, out: list[StreamEvent]) -> None:
+        if item.type == "function_call":
+            self._call(index, item, out)
+            return
         if item.type != "reasoning":
             return
         if index in self._streamed_reasoning:

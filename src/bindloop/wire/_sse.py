@@ -57,7 +57,7 @@ class SseDecoder:
                 raise UsageError(f"{name} must be a positive int, got {value!r}")
         self._max_line = max_line_bytes
         self._max_event = max_event_bytes
-        self._buf = b""
+        self._buf = bytearray()
         self._after_cr = False
         self._bom_pending = True
         self._data: list[bytes] | None = None
@@ -80,12 +80,12 @@ class SseDecoder:
         if not chunk:
             return []
         if self._bom_pending:
-            head = self._buf + chunk
+            head = bytes(self._buf) + chunk
             if len(head) < 3 and _BOM.startswith(head):
-                self._buf = head
+                self._buf = bytearray(head)
                 return []
             self._bom_pending = False
-            self._buf = b""
+            self._buf = bytearray()
             chunk = head[3:] if head.startswith(_BOM) else head
             if not chunk:
                 return []
@@ -95,8 +95,18 @@ class SseDecoder:
                 chunk = chunk[1:]
                 if not chunk:
                     return []
-        buf = self._buf + chunk if self._buf else chunk
-        if 13 in buf:
+        # Only the new bytes are searched: the pending line holds no line end (it would have been
+        # split off already), so a long line arriving in small chunks costs O(chunk) per feed, and
+        # the line is copied out once, when its end arrives.
+        has_cr = 13 in chunk
+        if not has_cr and 10 not in chunk:
+            self._buf += chunk
+            if len(self._buf) > self._max_line:
+                self._failed = True
+                raise SseLimitError("line", self._max_line)
+            return []
+        buf = bytes(self._buf) + chunk if self._buf else chunk
+        if has_cr:
             lines = _EOL.split(buf)
             self._after_cr = buf[-1] == 13
         else:
@@ -105,9 +115,7 @@ class SseDecoder:
         if len(pending) > self._max_line:
             self._failed = True
             raise SseLimitError("line", self._max_line)
-        self._buf = pending
-        if not lines:
-            return []
+        self._buf = bytearray(pending)
         return self._lines(lines)
 
     def _lines(self, lines: list[bytes]) -> list[SseEvent]:
@@ -165,7 +173,7 @@ class SseDecoder:
         """Signal EOF. Per the spec an event not terminated by a blank line is discarded; returns
         ``True`` when that happened (a truncated stream), ``False`` on a clean end."""
         discarded = bool(self._buf) or self._data is not None
-        self._buf = b""
+        self._buf = bytearray()
         self._data = None
         self._data_size = 0
         self._event = None
