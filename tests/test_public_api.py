@@ -70,3 +70,25 @@ def test_import_does_no_work_and_pulls_no_host_code() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_every_reexport_in_a_package_init_is_listed_in_all() -> None:
+    """An ``X as X`` import in a package ``__init__`` is a public re-export: it must be in
+    ``__all__`` (and so reach the root), or the docs name a function users cannot import."""
+    import ast
+    from pathlib import Path
+
+    src = Path(bindloop.__file__).parent
+    for init in sorted(src.rglob("__init__.py")):
+        tree = ast.parse(init.read_text())
+        reexported = {a.name for node in tree.body if isinstance(node, ast.ImportFrom)
+                      for a in node.names if a.asname == a.name}
+        declared: set[str] = set()
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__"
+                                                    for t in node.targets):
+                assert isinstance(node.value, ast.Tuple)
+                declared = {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
+        if init.parent == src:
+            continue  # the root imports under TYPE_CHECKING for the lazy loader
+        assert reexported <= declared, f"{init}: {sorted(reexported - declared)} missing from __all__"

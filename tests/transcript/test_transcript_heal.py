@@ -150,3 +150,14 @@ def test_well_formed_transcripts_pass_through_by_reference(msgs: list) -> None:
 def test_structure_pass_alone_is_idempotent(msgs: list) -> None:
     once = normalize_turn_structure(msgs)
     assert normalize_turn_structure(once) is once
+
+
+def test_a_finished_history_is_clean_when_not_preparing_a_request() -> None:
+    from bindloop.contracts import AssistantMessage, UserMessage
+    from bindloop.transcript import validate_and_heal_messages
+
+    history = [UserMessage(content="hi"), AssistantMessage(content="hello")]
+    stored = validate_and_heal_messages(history, for_request=False)
+    assert stored.issues == () and stored.messages is history
+    sending = validate_and_heal_messages(history)
+    assert [i.kind for i in sending.issues] == ["trailing_assistant"]

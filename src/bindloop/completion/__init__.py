@@ -66,11 +66,10 @@ from ._watchdog import (
 )
 
 __all__ = (
-    "FINISH_REASONS",
-    "TURN_RESET_REASONS",
     "ChunkKind",
     "ErrorEvent",
     "ExtraEvent",
+    "FINISH_REASONS",
     "FinishEvent",
     "FinishReason",
     "ModelStreamError",
@@ -85,6 +84,7 @@ __all__ = (
     "StreamStall",
     "StreamStalledError",
     "StreamWatchdog",
+    "TURN_RESET_REASONS",
     "TextEvent",
     "ToolCallAccumulator",
     "ToolCallArguments",
@@ -109,6 +109,7 @@ __all__ = (
     "collect_turn_async",
     "create_stream_watchdog",
     "create_tool_call_accumulator",
+    "create_turn_text_stream",
     "parse_partial_json",
     "parse_tool_call_arguments",
 )

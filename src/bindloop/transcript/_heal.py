@@ -160,7 +160,8 @@ def normalize_turn_structure(messages: Sequence[Message],
 
 
 def validate_and_heal_messages(
-    messages: Sequence[Message], *, directive: str = DEFAULT_USER_TAIL_DIRECTIVE
+    messages: Sequence[Message], *, directive: str = DEFAULT_USER_TAIL_DIRECTIVE,
+    for_request: bool = True,
 ) -> HealResult:
     """Detect and repair everything that makes a provider reject a transcript, in this order:
 
@@ -171,7 +172,10 @@ def validate_and_heal_messages(
     3. turn structure is normalized (:func:`normalize_turn_structure`): consecutive assistant turns
        merged, empty assistant turns filled (or dropped at the tail), a leading assistant turn given a
        user turn before it;
-    4. a trailing assistant turn gets a user directive (:func:`ensure_user_tail`).
+    4. a trailing assistant turn gets a user directive (:func:`ensure_user_tail`) — only with
+       ``for_request=True`` (the default: the transcript is about to be sent). A stored history of a
+       finished run legitimately ends with the assistant's answer; check it with
+       ``for_request=False``.
 
     Never removes or edits a user or system message, so no text a person wrote is lost. Pure, linear
     and idempotent: healing a healed transcript reports no issue and returns it by reference.
@@ -188,6 +192,8 @@ def validate_and_heal_messages(
     out = remint_colliding_tool_call_ids(messages, on_remint=reminted)
     out = ensure_tool_result_pairing(out, on_repair=repaired)
     out = normalize_turn_structure(out, issues)
+    if not for_request:
+        return HealResult(out, tuple(issues))
     tailed = ensure_user_tail(out, directive=directive)
     if tailed is not out:
         issues.append(HealIssue(kind="trailing_assistant", index=len(out)))
