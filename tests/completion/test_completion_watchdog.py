@@ -314,3 +314,145 @@ def test_supervise_returns_on_external_abort() -> None:
         return wd.stall()
 
     assert run_virtual(main) is None
+
+
+# -- pause()/resume(): the consumer's time is not the provider's silence ---------------------------
+
+def test_pause_stops_the_idle_clock_and_resume_shifts_it() -> None:
+    clock = manual_clock()
+    wd = watchdog(clock, inter_chunk_ms=10.0, total_ms=1000.0)
+    wd.open()
+    clock.advance(4)
+    wd.observed_chunk("answer")  # idle from t=4, inter-chunk deadline t=14
+    clock.advance(3)             # t=7: 3 ms of provider silence so far
+    wd.pause()
+    assert wd.paused
+    assert wd.next_deadline_ms == 1000.0  # only the total cap is armed while paused
+    clock.advance(500)           # the consumer's time
+    assert wd.check() is None
+    wd.resume()                  # t=507: the idle start moves by the 500 ms paused
+    assert not wd.paused
+    assert wd.next_deadline_ms == 514.0
+    clock.advance(6.9)
+    assert wd.check() is None
+    clock.advance(0.1)
+    stall = wd.check()
+    assert stall is not None and stall.kind == "inter_chunk"
+    assert stall.elapsed_ms == pytest.approx(10.0)  # provider silence only
+
+
+def test_the_first_token_budget_is_paused_too() -> None:
+    clock = manual_clock()
+    wd = watchdog(clock, first_token_ms=100.0, total_ms=None)
+    wd.open()
+    clock.advance(60)
+    wd.pause()
+    assert wd.next_deadline_ms is None
+    clock.advance(10_000)
+    assert wd.check() is None
+    wd.resume()
+    clock.advance(39)
+    assert wd.check() is None
+    clock.advance(1)
+    stall = wd.check()
+    assert stall is not None and stall.kind == "first_token"
+
+
+def test_total_keeps_counting_while_paused() -> None:
+    clock = manual_clock()
+    wd = watchdog(clock, total_ms=50.0)
+    wd.open()
+    wd.pause()
+    clock.advance(50)
+    stall = wd.check()
+    assert stall is not None and stall.kind == "total"
+    assert wd.signal.aborted
+
+
+def test_a_chunk_recorded_while_paused_counts_from_the_pause() -> None:
+    clock = manual_clock()
+    wd = watchdog(clock, inter_chunk_ms=10.0)
+    wd.open()
+    clock.advance(5)
+    wd.pause()                      # t=5
+    clock.advance(100)
+    wd.observed_chunk("answer")     # decoded while paused: progress as of t=5
+    clock.advance(100)
+    wd.resume()                     # t=205: idle start 5 + 200 = 205
+    assert wd.next_deadline_ms == 215.0
+
+
+def test_pause_and_resume_are_idempotent_and_need_open() -> None:
+    clock = manual_clock()
+    wd = watchdog(clock)
+    with pytest.raises(ProtocolError):
+        wd.pause()
+    wd.resume()  # not paused: nothing to do
+    wd.open()
+    wd.pause()
+    clock.advance(5)
+    wd.pause()   # the first pause stands
+    clock.advance(5)
+    wd.resume()
+    wd.resume()
+    assert wd.next_deadline_ms == 110.0  # first-token 100 from t=0, shifted by 10 paused
+
+
+def test_observed_progress_restarts_the_current_idle_budget_without_counting() -> None:
+    clock = manual_clock()
+    wd = watchdog(clock, first_token_ms=100.0, inter_chunk_ms=10.0, total_ms=None)
+    with pytest.raises(ProtocolError):
+        wd.observed_progress()
+    wd.open()
+    wd.observed_chunk("answer")
+    for _ in range(20):              # 200 ms of bytes arriving, 9 ms apart, no chunk complete
+        clock.advance(9)
+        wd.observed_progress()
+        assert wd.check() is None
+    assert wd.next_deadline_ms == clock() + 10.0  # still the inter-chunk budget: mode unchanged
+    clock.advance(10)
+    stall = wd.check()
+    assert stall is not None and stall.kind == "inter_chunk" and stall.answer_chunks == 1
+
+
+def test_supervise_survives_a_clock_that_raises() -> None:
+    async def main() -> tuple[object, bool]:
+        broken = False
+        error = OSError("the clock source went away")
+
+        def clock() -> float:
+            if broken:
+                raise error
+            return virtual_ms()
+
+        wd = create_stream_watchdog(first_token_ms=1000, clock=clock)
+        async with anyio.create_task_group() as tg:  # an error escaping would surface here
+            tg.start_soon(wd.supervise)
+            wd.open()
+            broken = True
+            await anyio.sleep(0.01)
+        return wd.signal.reason, wd.signal.aborted and (wd.signal.reason is error)
+
+    reason, same = run_virtual(main)
+    assert isinstance(reason, OSError) and same
+
+
+def test_supervise_sleeps_through_a_pause_and_wakes_for_the_resumed_deadline() -> None:
+    async def main() -> tuple[StreamStall | None, float]:
+        wd = create_stream_watchdog(first_token_ms=100, inter_chunk_ms=100, total_ms=None,
+                                    clock=virtual_ms)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wd.supervise)
+            wd.open()
+            wd.pause()
+            await anyio.sleep(10)  # the consumer's time: the supervisor must not fire
+            assert not wd.signal.aborted
+            wd.resume()            # idle deadline back at t=10.1 s
+            fired = anyio.Event()
+            wd.signal.add_listener(lambda _r: fired.set())
+            await fired.wait()
+        return wd.stall(), virtual_ms()
+
+    stall, now = run_virtual(main)
+    assert stall is not None and stall.kind == "first_token"
+    assert now == pytest.approx(10_100)

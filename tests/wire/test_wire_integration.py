@@ -63,15 +63,16 @@ TOOLS = [ToolDefinition(name="add", parameters={
     "required": ["a", "b"]})]
 
 
+@pytest.fixture(scope="module", params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def server() -> Iterator[ScriptedProviderServer]:
+def server(anyio_backend: str) -> Iterator[ScriptedProviderServer]:
+    """One server per backend: prefixes and their hang-up counts are per test run."""
     with ScriptedProviderServer() as srv:
         yield srv
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def _model(server: ScriptedProviderServer, wire: str, prefix: str | None = None, *,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
+from contextlib import aclosing
 
 import anyio
 import msgspec
@@ -41,15 +42,16 @@ ANSWER = ModelTurnResult(text="2 + 3 = 5", usage=TurnUsage(input_tokens=35, outp
 SILENT = ScriptedReply(stall_before_headers=True)
 
 
+@pytest.fixture(scope="module", params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def server() -> Iterator[ScriptedProviderServer]:
+def server(anyio_backend: str) -> Iterator[ScriptedProviderServer]:
+    """One server per backend: prefixes and their hang-up counts are per test run."""
     with ScriptedProviderServer() as srv:
         yield srv
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def _model(server: ScriptedProviderServer, prefix: str, *, wire: str = "openai_chat",
@@ -62,13 +64,19 @@ def _model(server: ScriptedProviderServer, prefix: str, *, wire: str = "openai_c
 
 
 async def _turn(model: ModelAdapter, via: str) -> ModelTurnResult:
-    """One turn through ``complete`` (one supervisor task for the call) or ``stream`` (one per
-    wait, since a generator cannot hold a task across its yields)."""
+    """One turn through ``complete``, ``open_stream`` or ``stream`` (all three run one supervisor
+    task and one cancel scope for the whole call)."""
     if via == "complete":
         return await model.complete([UserMessage(content="x")])
     collector = TurnCollector()
-    async for event in model.stream([UserMessage(content="x")]):
-        collector.observe(event)
+    if via == "open_stream":
+        async with model.open_stream([UserMessage(content="x")]) as events:
+            async for event in events:
+                collector.observe(event)
+        return collector.result()
+    async with aclosing(model.stream([UserMessage(content="x")])) as gen:
+        async for event in gen:
+            collector.observe(event)
     return collector.result()
 
 
@@ -82,7 +90,7 @@ async def _eventually(predicate: Callable[[], bool], timeout: float = 3.0) -> No
 # -- M1: the wait for headers is bounded and cancellable -------------------------------------------
 
 @pytest.mark.parametrize(("via", "stream"), [("complete", True), ("complete", False),
-                                             ("stream", True)])
+                                             ("open_stream", True), ("stream", True)])
 async def test_headers_that_never_arrive_are_a_first_token_stall(
         server: ScriptedProviderServer, via: str, stream: bool) -> None:
     prefix = f"nohdr-{via}-{stream}"
@@ -157,7 +165,7 @@ def _half_speed_clock() -> Callable[[], float]:
     return lambda: monotonic_ms() / 2.0
 
 
-@pytest.mark.parametrize("via", ["complete", "stream"])
+@pytest.mark.parametrize("via", ["complete", "open_stream", "stream"])
 async def test_half_speed_clock_does_not_kill_a_healthy_stream(
         server: ScriptedProviderServer, via: str) -> None:
     # role, text, text, then finish + usage + [DONE] in one read; 200 ms (real) apart, which is
@@ -179,7 +187,7 @@ async def test_half_speed_clock_does_not_kill_a_healthy_stream(
     assert turn.finish_reason == "stop"
 
 
-@pytest.mark.parametrize("via", ["complete", "stream"])
+@pytest.mark.parametrize("via", ["complete", "open_stream", "stream"])
 async def test_half_speed_clock_still_tears_down_a_real_stall(
         server: ScriptedProviderServer, via: str) -> None:
     prefix = f"halfstall-{via}"

@@ -55,15 +55,16 @@ THINK_THEN_ANSWER = ModelTurnResult(
 BUDGETS = StreamBudgets(first_token_ms=1000, inter_chunk_ms=400, total_ms=5000)
 
 
+@pytest.fixture(scope="module", params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def server() -> Iterator[ScriptedProviderServer]:
+def server(anyio_backend: str) -> Iterator[ScriptedProviderServer]:
+    """One server per backend: prefixes and their hang-up counts are per test run."""
     with ScriptedProviderServer() as srv:
         yield srv
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 class Surface:

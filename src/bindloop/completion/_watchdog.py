@@ -11,6 +11,10 @@ signal for the transport:
   the answer flows, a long silence means the stream is dead;
 - an absolute *total* cap from ``open()``.
 
+The two idle budgets measure the *provider's* silence. While the consumer holds what the stream
+produced (:meth:`StreamWatchdog.pause` .. :meth:`StreamWatchdog.resume`) they stand still, so a slow
+consumer is never mistaken for a stalled provider; the total cap keeps counting.
+
 The core is sans-I/O: :meth:`StreamWatchdog.check` compares the budgets with the injected clock and
 fires the signal, so tests drive it with a stepping clock and no sleeps. :meth:`StreamWatchdog.supervise`
 is the anyio task that calls ``check`` at the next deadline for a live stream.
@@ -88,16 +92,16 @@ class StreamWatchdog:
     """Watches one streamed completion; build one per attempt with :func:`create_stream_watchdog`.
 
     Lifecycle: create before the request (hand ``signal`` to the transport), ``open()`` once the
-    stream is established, ``observed_chunk(kind)`` for every chunk, and in the failure path call
-    :meth:`stall` *before* ``dispose()``. ``observed_chunk`` only records progress; deadlines are
+    stream is established, ``observed_chunk(kind)`` for every chunk (``observed_progress()`` for bytes
+    that complete none), ``pause()`` / ``resume()`` around the consumer's time, and in the failure
+    path call :meth:`stall` *before* ``dispose()``. These only record progress; deadlines are
     evaluated by :meth:`check` (called by :meth:`supervise`, or by the host).
     """
 
     __slots__ = (
         "_answer_chunks", "_answer_mode", "_clock", "_controller_abort", "_disposed", "_external",
-        "_first_token_ms",
-        "_idle_since", "_inter_chunk_ms", "_opened_at", "_reasoning_chunks", "_remove_listener",
-        "_stall", "_total_ms", "_wake", "signal",
+        "_first_token_ms", "_idle_since", "_inter_chunk_ms", "_opened_at", "_paused_at",
+        "_reasoning_chunks", "_remove_listener", "_stall", "_target", "_total_ms", "_wake", "signal",
     )
 
     def __init__(self, *, first_token_ms: float | None, inter_chunk_ms: float | None,
@@ -109,12 +113,15 @@ class StreamWatchdog:
         self._clock = clock
         self._opened_at: float | None = None
         self._idle_since = 0.0
+        self._paused_at: float | None = None
         self._answer_mode = False
         self._answer_chunks = 0
         self._reasoning_chunks = 0
         self._stall: StreamStall | None = None
         self._disposed = False
         self._wake: Callable[[], None] | None = None
+        # The deadline a sleeping supervisor wakes at (None: it sleeps until poked).
+        self._target: float | None = None
         controller = AbortController()
         self.signal: AbortSignal = controller.signal
         """Fires when a budget runs out (reason: :class:`StreamStalledError`) or when ``external``
@@ -133,16 +140,26 @@ class StreamWatchdog:
     @property
     def next_deadline_ms(self) -> float | None:
         """The clock reading at which :meth:`check` would next fire, or ``None`` when nothing is armed
-        (not opened, already fired, or disposed)."""
+        (not opened, already fired, or disposed). While paused only the total cap is armed."""
         if self._opened_at is None or self._disposed or self.signal.aborted:
             return None
-        deadlines = []
-        idle = self._inter_chunk_ms if self._answer_mode else self._first_token_ms
-        if idle is not None:
-            deadlines.append(self._idle_since + idle)
+        idle = self._idle_budget()
+        deadline = None if idle is None else self._idle_since + idle
         if self._total_ms is not None:
-            deadlines.append(self._opened_at + self._total_ms)
-        return min(deadlines) if deadlines else None
+            cap = self._opened_at + self._total_ms
+            if deadline is None or cap < deadline:
+                deadline = cap
+        return deadline
+
+    @property
+    def paused(self) -> bool:
+        return self._paused_at is not None
+
+    def _idle_budget(self) -> float | None:
+        """The idle budget running now: none while paused."""
+        if self._paused_at is not None:
+            return None
+        return self._inter_chunk_ms if self._answer_mode else self._first_token_ms
 
     def open(self) -> None:
         """The stream is established: arm the first-token budget and the total cap. Once only."""
@@ -167,18 +184,59 @@ class StreamWatchdog:
             raise ProtocolError("StreamWatchdog.observed_chunk() before open()")
         if kind == "none":
             return
-        before = self.next_deadline_ms
-        self._idle_since = self._clock()
+        # While paused the chunk arrived when the pause began (the consumer's time since then is
+        # not the provider's silence, and resume() adds it back).
+        paused_at = self._paused_at
+        self._idle_since = self._clock() if paused_at is None else paused_at
         if kind == "answer":
             self._answer_chunks += 1
             self._answer_mode = True
         else:
             self._reasoning_chunks += 1
             self._answer_mode = False
-        after = self.next_deadline_ms
-        # Only a deadline that moved earlier (the first answer chunk after a generous wait) needs
-        # a sleeping supervisor woken; a later one is found when it wakes anyway.
-        if after is not None and (before is None or after < before):
+        self._wake_if_earlier()
+
+    def observed_progress(self) -> None:
+        """Bytes arrived that complete no chunk yet (a large event still arriving): the provider is
+        not silent, so the idle budget of the current mode restarts from now, without counting a
+        chunk or changing mode. Keep-alives are not progress: do not report them. A no-op once the
+        watchdog fired or was disposed."""
+        if self._disposed or self.signal.aborted:
+            return
+        if self._opened_at is None:
+            raise ProtocolError("StreamWatchdog.observed_progress() before open()")
+        paused_at = self._paused_at
+        self._idle_since = self._clock() if paused_at is None else paused_at
+
+    def pause(self) -> None:
+        """The consumer holds what the stream produced: stop the idle clock (first-token and
+        inter-chunk) until :meth:`resume`. The total cap keeps counting. Idempotent; a no-op once
+        the watchdog fired or was disposed."""
+        if self._disposed or self.signal.aborted or self._paused_at is not None:
+            return
+        if self._opened_at is None:
+            raise ProtocolError("StreamWatchdog.pause() before open()")
+        self._paused_at = self._clock()
+
+    def resume(self) -> None:
+        """The stream waits on the provider again: the idle clock restarts where :meth:`pause`
+        stopped it (its start moves later by the time paused). Idempotent."""
+        paused_at = self._paused_at
+        if paused_at is None:
+            return
+        self._paused_at = None
+        self._idle_since += self._clock() - paused_at
+        if not (self._disposed or self.signal.aborted):
+            self._wake_if_earlier()
+
+    def _wake_if_earlier(self) -> None:
+        # Only a deadline earlier than the one a sleeping supervisor waits for (the first answer
+        # chunk after a generous wait, a resume after it re-slept on the total cap alone) needs it
+        # woken; a later one is found when it wakes anyway, so steady streaming costs no wakes.
+        if self._wake is None:
+            return
+        deadline = self.next_deadline_ms
+        if deadline is not None and (self._target is None or deadline < self._target):
             self._poke()
 
     def check(self) -> StreamStall | None:
@@ -195,7 +253,7 @@ class StreamWatchdog:
             return None
         assert self._opened_at is not None
         candidates: list[tuple[float, StreamStall]] = []
-        idle = self._inter_chunk_ms if self._answer_mode else self._first_token_ms
+        idle = self._idle_budget()
         if idle is not None and now >= self._idle_since + idle:
             kind: StallKind = "inter_chunk" if self._answer_mode else "first_token"
             candidates.append((self._idle_since + idle,
@@ -241,27 +299,34 @@ class StreamWatchdog:
         """Run as a task beside the stream: sleep until the next deadline, :meth:`check`, repeat.
         Returns once the watchdog fired, the external signal fired, or :meth:`dispose` was called.
 
+        Never raises (bar cancellation): if reading the clock or checking fails, :attr:`signal` fires
+        with that exception as its reason and this returns, so a stream it watches is torn down
+        with the cause instead of an error escaping from the task group that runs it.
+
         Sleeps on the event loop's clock and re-checks on the injected one, so the two need only agree
         on the passage of time (a mock clock for tests: trio's ``MockClock`` with the injected clock
         reading it).
         """
-        while not (self._disposed or self.signal.aborted):
-            event = anyio.Event()
-            self._wake = event.set
-            try:
-                deadline = self.next_deadline_ms
-                if deadline is None:
-                    await event.wait()
-                else:
-                    delay = (deadline - self._clock()) / 1000.0
-                    if delay > 0:
-                        with anyio.move_on_after(delay):
-                            await event.wait()
+        try:
+            while not (self._disposed or self.signal.aborted):
+                event = anyio.Event()
+                self._wake = event.set
+                try:
+                    deadline = self._target = self.next_deadline_ms
+                    if deadline is None:
+                        await event.wait()
                     else:
-                        await anyio.lowlevel.checkpoint()
-            finally:
-                self._wake = None
-            self.check()
+                        delay = (deadline - self._clock()) / 1000.0
+                        if delay > 0:
+                            with anyio.move_on_after(delay):
+                                await event.wait()
+                        else:
+                            await anyio.lowlevel.checkpoint()
+                finally:
+                    self._wake = None
+                self.check()
+        except Exception as exc:
+            self._controller_abort(exc)
 
 
 def create_stream_watchdog(

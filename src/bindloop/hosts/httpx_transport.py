@@ -1,9 +1,11 @@
 """An httpx transport for CPython (optional extra ``bindloop[httpx]``).
 
 Implements :class:`bindloop.wire.Transport`: joins the base URL and the adapter's path, adds the
-host's headers (credentials live here, never in the core), and streams the body. httpx's own
-failures become :class:`bindloop.wire.TransportError` so routing can classify them. Leaving
-``open()`` — normally, by an error, or by cancellation — closes the response.
+host's headers (credentials live here, never in the core), and streams the body, decoded from its
+``content-encoding`` (httpx asks for gzip). httpx's own failures become
+:class:`bindloop.wire.TransportError` so routing can classify them; a body that does not decode
+is a :class:`bindloop.wire.WireDecodeError`. Leaving ``open()`` — normally, by an error, or by
+cancellation — closes the response.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from bindloop.wire import HttpRequest, TransportError
+from bindloop.wire import HttpRequest, TransportError, WireDecodeError
 
 __all__ = ("HttpxTransport",)
 
@@ -41,13 +43,19 @@ class _Response:
         return list(self._resp.headers.multi_items())
 
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        # aiter_bytes, not aiter_raw: the body decoded from its content-encoding, which httpx
+        # negotiated (accept-encoding: gzip, deflate) and the decoder cannot read compressed.
         try:
-            async for chunk in self._resp.aiter_raw():
+            async for chunk in self._resp.aiter_bytes():
                 yield chunk
         except self._httpx.TimeoutException as exc:
             raise TransportError(f"timed out reading the response: {exc}", kind="timeout") from exc
         except self._httpx.TransportError as exc:
             raise TransportError(f"the connection failed mid-response: {exc!r}") from exc
+        except self._httpx.DecodingError as exc:
+            encoding = self._resp.headers.get("content-encoding", "identity")
+            raise WireDecodeError(
+                f"the response body is not valid {encoding} content: {exc}") from exc
 
 
 class HttpxTransport:
@@ -57,7 +65,9 @@ class HttpxTransport:
     created per transport (close it with :meth:`aclose`). ``connect_timeout`` bounds connecting only;
     the rest (the wait for headers and every read) is deliberately unbounded here, because
     :class:`~bindloop.wire.ModelAdapter`'s stream watchdog bounds it, cancelling ``open()`` itself
-    when the headers never come (httpx then drops the connection)."""
+    when the headers never come (httpx then drops the connection). Every request carries that
+    timeout, so a shared ``client``'s own timeouts (httpx's default: 5 s per read) never cut a
+    pause the watchdog's budgets allow."""
 
     def __init__(self, base_url: str, *, headers: Sequence[tuple[str, str]] = (),
                  client: Any = None, connect_timeout: float = 30.0) -> None:
@@ -66,15 +76,15 @@ class HttpxTransport:
         self._base = base_url.rstrip("/")
         self._headers = tuple(headers)
         self._own = client is None
-        self._client = client if client is not None else httpx.AsyncClient(
-            timeout=httpx.Timeout(None, connect=connect_timeout))
+        self._timeout = httpx.Timeout(None, connect=connect_timeout)
+        self._client = client if client is not None else httpx.AsyncClient(timeout=self._timeout)
 
     @asynccontextmanager
     async def open(self, request: HttpRequest) -> AsyncIterator[_Response]:
         httpx = self._httpx
         req = self._client.build_request(request.method, self._base + request.path,
                                          headers=[*request.headers, *self._headers],
-                                         content=request.body)
+                                         content=request.body, timeout=self._timeout)
         try:
             resp = await self._client.send(req, stream=True)
         except httpx.TimeoutException as exc:

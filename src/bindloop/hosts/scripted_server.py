@@ -2,8 +2,8 @@
 
 For integration tests and the provider demo. Each request's path starts with a route prefix
 (``/openai/...``); the server pops the next :class:`ScriptedReply` queued for that prefix. A reply can
-stream its chunks (chunked transfer encoding, optional delay), stall before sending its headers or
-after some chunks (the connection stays open until the client gives up, which is recorded in
+stream its chunks (chunked transfer encoding, optional delay, optionally gzip-encoded), stall
+before sending its headers or after some chunks (the connection stays open until the client gives up, which is recorded in
 :attr:`ScriptedProviderServer.hangups`), or drop the connection after some chunks.
 It runs its own asyncio loop on a background thread, so a client on any event loop (asyncio, trio)
 can use it. Every request is recorded for assertions.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import zlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +29,9 @@ __all__ = ("RecordedRequest", "ScriptedProviderServer", "ScriptedReply", "error_
 @dataclass(frozen=True)
 class ScriptedReply:
     """One response. ``stall_after`` / ``drop_after`` count chunks sent before stalling / dropping;
-    ``stall_before_headers`` reads the request and then sends nothing at all."""
+    ``stall_before_headers`` reads the request and then sends nothing at all. ``gzip`` sends the
+    body with ``content-encoding: gzip``: one gzip stream, flushed after every chunk, so a streamed
+    reply still arrives chunk by chunk."""
 
     status: int = 200
     headers: tuple[tuple[str, str], ...] = ()
@@ -38,6 +41,7 @@ class ScriptedReply:
     drop_after: int | None = None
     streamed: bool = True
     stall_before_headers: bool = False
+    gzip: bool = False
 
 
 @dataclass(frozen=True)
@@ -49,15 +53,26 @@ class RecordedRequest:
 
 
 def turn_reply(wire: str, turn: ModelTurnResult, *, stream: bool, model: str = "scripted-model",
-               **options: object) -> ScriptedReply:
-    """The reply ``wire`` would send for ``turn``, streamed as SSE or as one JSON body."""
+               gzip: bool = False, **options: object) -> ScriptedReply:
+    """The reply ``wire`` would send for ``turn``, streamed as SSE or as one JSON body (``gzip``:
+    content-encoded, as a provider answers a client that accepts it)."""
+    encoding = (("content-encoding", "gzip"),) if gzip else ()
     if stream:
-        return ScriptedReply(headers=(("content-type", "text/event-stream"),),
-                             chunks=tuple(render_sse(wire, turn, model=model)),
+        return ScriptedReply(headers=(("content-type", "text/event-stream"), *encoding),
+                             chunks=tuple(render_sse(wire, turn, model=model)), gzip=gzip,
                              **options)  # type: ignore[arg-type]
-    return ScriptedReply(headers=(("content-type", "application/json"),),
+    return ScriptedReply(headers=(("content-type", "application/json"), *encoding),
                          chunks=(render_body(wire, turn, model=model),), streamed=False,
-                         **options)  # type: ignore[arg-type]
+                         gzip=gzip, **options)  # type: ignore[arg-type]
+
+
+def _gzip_chunks(chunks: tuple[bytes, ...]) -> tuple[bytes, ...]:
+    """``chunks`` as one gzip stream, one piece per chunk (each flushed, so it can be decoded as
+    it arrives); the last piece carries the gzip trailer."""
+    compressor = zlib.compressobj(wbits=31)  # 16 + 15: the gzip container
+    out = [compressor.compress(chunk) + compressor.flush(zlib.Z_SYNC_FLUSH) for chunk in chunks]
+    tail = compressor.flush()
+    return (*out[:-1], out[-1] + tail) if out else (tail,)
 
 
 def error_reply(status: int, body: bytes, *, retry_after: str | None = None) -> ScriptedReply:
@@ -164,9 +179,9 @@ class ScriptedProviderServer:
             length = int(dict(headers).get("content-length", "0"))
             body = await reader.readexactly(length) if length else b""
             request = RecordedRequest(method, path, headers, body)
-            self.requests.append(request)
             prefix = path.lstrip("/").split("/", 1)[0]
             with self._lock:
+                self.requests.append(request)
                 queue = self._queues.get(prefix)
                 responder = self._responders.get(prefix)
                 reply = queue.popleft() if queue else None
@@ -176,6 +191,10 @@ class ScriptedProviderServer:
                     streamed=False)
             await self._reply(reply, request, reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            # stop() cancels handlers still paused in delay_s or a stall: an ordinary end here.
+            # Re-raised, asyncio's stream callback would log the cancelled task as an error.
             pass
         finally:
             writer.close()
@@ -201,15 +220,18 @@ class ScriptedProviderServer:
             await self._stall(request, reader)
             return
         status = f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Status')}\r\n"
+        chunks = _gzip_chunks(reply.chunks) if reply.gzip else reply.chunks
         head = [status, "connection: close\r\n"]
         head += [f"{k}: {v}\r\n" for k, v in reply.headers]
+        if reply.gzip and not any(k.lower() == "content-encoding" for k, _ in reply.headers):
+            head.append("content-encoding: gzip\r\n")
         if reply.streamed:
             head.append("transfer-encoding: chunked\r\n")
         else:
-            head.append(f"content-length: {sum(len(c) for c in reply.chunks)}\r\n")
+            head.append(f"content-length: {sum(len(c) for c in chunks)}\r\n")
         writer.write(("".join(head) + "\r\n").encode("latin-1"))
         await writer.drain()
-        for n, chunk in enumerate(reply.chunks):
+        for n, chunk in enumerate(chunks):
             if reply.stall_after is not None and n >= reply.stall_after:
                 await self._stall(request, reader)
                 return
@@ -221,7 +243,7 @@ class ScriptedProviderServer:
             writer.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n" if reply.streamed
                          else chunk)
             await writer.drain()
-        if reply.drop_after is not None and reply.drop_after >= len(reply.chunks):
+        if reply.drop_after is not None and reply.drop_after >= len(chunks):
             writer.transport.abort()
             return
         if reply.streamed:

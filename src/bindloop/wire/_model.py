@@ -10,9 +10,9 @@ transport is a port: the core never does I/O itself.
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, aclosing
-from typing import Protocol, TypeAlias, TypeVar
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import Protocol, TypeAlias
 
 import anyio
 import msgspec
@@ -35,7 +35,7 @@ from ..completion import (
     create_stream_watchdog,
 )
 from ..contracts import Message, ModelTurnResult, ToolDefinition, TurnUsage
-from ..errors import PortContractError, RunCancelledError, UsageError
+from ..errors import PortContractError, RunCancelledError, RunTimeoutError, UsageError
 from ..routing import (
     AttemptError,
     AttemptFailure,
@@ -70,9 +70,6 @@ __all__ = (
     "TransportResponse",
     "attempt_error_from",
 )
-
-_T = TypeVar("_T")
-
 
 class TransportResponse(Protocol):
     """An open HTTP response. ``headers`` are (name, value) pairs as received."""
@@ -139,6 +136,141 @@ def _chunk_kind(events: Sequence[StreamEvent]) -> str:
     return kind
 
 
+class _EventGrowth:
+    """Tells a read that grew an SSE event still arriving (bytes are flowing: progress) from one that
+    only carried keep-alive comments or a whole event that decodes to nothing (an Anthropic ping).
+
+    Tracks just enough of the SSE line grammar: whether the bytes since the last line end belong to
+    a comment or a field line, and whether a field line was seen since the last blank line (the
+    event is open). Only the part after a read's last blank line matters, so a read is searched
+    from its end and scanned line by line only there.
+    """
+
+    __slots__ = ("_after_cr", "_line", "_open")
+
+    def __init__(self) -> None:
+        self._line = 0  # 0: at a line start; 1: inside a comment line; 2: inside a field line
+        self._open = False
+        self._after_cr = False
+
+    def grew(self, chunk: bytes) -> bool:
+        """Feed one read; ``True`` when it added field bytes to an event that is still open."""
+        if self._after_cr and chunk[:1] == b"\n":
+            chunk = chunk[1:]  # the LF of a CRLF split across reads
+        if b"\r" in chunk:
+            self._after_cr = chunk[-1:] == b"\r"
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        else:
+            self._after_cr = False
+        blank = chunk.rfind(b"\n\n")
+        if blank >= 0:  # a blank line ends whatever event was open: start from after it
+            self._line = 0
+            self._open = False
+            chunk = chunk[blank + 2:]
+            if not chunk:
+                return False
+        grew = False
+        line = self._line
+        segments = chunk.split(b"\n")
+        last = len(segments) - 1
+        for i, segment in enumerate(segments):
+            if line:  # the rest of a line begun earlier
+                kind = line
+                grew = grew or (kind == 2 and bool(segment))
+            elif not segment:
+                if i != last:  # an empty line: a blank line at the start of this read
+                    self._open = False
+                continue
+            else:
+                kind = 1 if segment[0] == 58 else 2  # ':' starts a comment
+                if kind == 2:
+                    grew = self._open = True
+            line = kind if i == last else 0
+        self._line = line
+        return grew and self._open
+
+
+def _cancelled(reason: object, *, started: bool = True) -> Exception:
+    """The error for the caller's abort: its own reason when that already is one of the run's stop
+    errors (a run deadline's :class:`~bindloop.errors.RunTimeoutError`), else a
+    :class:`~bindloop.errors.RunCancelledError` naming the reason and chained from it."""
+    if isinstance(reason, (RunCancelledError, RunTimeoutError)):
+        return reason
+    message = "the model call was cancelled" if started else \
+        "the model call was cancelled before it started"
+    error = RunCancelledError(message if reason is None else f"{message}: {reason}")
+    if isinstance(reason, BaseException):
+        error.__cause__ = reason
+    return error
+
+
+class _Call:
+    """What one call's context and its event iterator share: the watchdog, the scope the transport
+    lives in, and whether a wait on the provider is in flight."""
+
+    __slots__ = ("_error", "external", "scope", "waiting", "watchdog")
+
+    def __init__(self, watchdog: StreamWatchdog, external: AbortSignal | None) -> None:
+        self.watchdog = watchdog
+        self.external = external
+        self.scope = anyio.CancelScope()
+        self.waiting = False
+        self._error: Exception | None = None
+
+    def on_abort(self, _reason: object) -> None:
+        # The watchdog's signal cancels a wait on the provider, never the consumer's own code: a
+        # budget or an abort that lands while the consumer holds an event is raised by the next
+        # step instead (and only the total cap can run out then: the idle clock is paused).
+        if self.waiting:
+            self.scope.cancel()
+
+    def torn_down(self) -> Exception:
+        """Why the watchdog's signal fired: its stall, the caller's abort, or the supervisor's own
+        failure. One instance per call, so it is never wrapped in itself."""
+        if self._error is None:
+            stall = self.watchdog.stall()
+            reason = self.watchdog.signal.reason
+            if stall is not None:
+                self._error = StreamStalledError(stall)
+            elif self.external is not None and self.external.aborted:
+                self._error = _cancelled(self.external.reason)
+            elif isinstance(reason, Exception):
+                self._error = reason  # supervise() failed (a clock that raises): raise the cause
+            else:
+                self._error = RunCancelledError("the model call was cancelled")
+        return self._error
+
+    def cut(self, error: Exception) -> Exception:
+        """``error`` escaped a wait or the teardown: when the watchdog cut the call, report why,
+        not how the transport noticed (it may turn the cancellation into its own error)."""
+        if not self.scope.cancel_called:
+            return error
+        reason = self.torn_down()
+        if error is not reason and reason.__cause__ is None and (
+                self.external is None or reason is not self.external.reason):
+            reason.__cause__ = error
+        return reason
+
+    async def read(self, chunks: AsyncIterator[bytes]) -> bytes | None:
+        """The next body chunk (``None`` at EOF), the idle clock running only while it is awaited."""
+        watchdog = self.watchdog
+        if watchdog.signal.aborted:  # fired while the consumer held the last events
+            raise self.torn_down()
+        watchdog.resume()
+        self.waiting = True
+        try:
+            return await chunks.__anext__()
+        except StopAsyncIteration:
+            return None
+        except Exception as exc:
+            if (error := self.cut(exc)) is exc:
+                raise
+            raise error  # cut() chained it (unless it is the caller's own reason)
+        finally:
+            self.waiting = False
+            watchdog.pause()
+
+
 class ModelAdapter:
     """One provider binding: ``adapter`` (pure) + ``transport`` (host) + default ``options``.
 
@@ -146,10 +278,15 @@ class ModelAdapter:
     turn's integer cost. ``max_error_body_bytes`` bounds how much of an error response is read.
     ``budgets`` is checked here: anything but a valid :class:`StreamBudgets` raises
     :class:`~bindloop.errors.UsageError` before a request is ever sent.
+
+    Every call — :meth:`complete`, :meth:`open_stream`, :meth:`stream` — runs in one cancel scope
+    holding the transport's context from sending the request to closing the connection, beside one
+    watchdog supervisor task. The watchdog cancels only waits on the provider (headers, the next
+    chunk), and its idle budgets stand still while the consumer holds what was read.
     """
 
-    __slots__ = ("_budgets", "_clock", "_max_error", "adapter", "on_event", "options", "price",
-                 "transport")
+    __slots__ = ("_budgets", "_clock", "_max_error", "_supervised", "adapter", "on_event",
+                 "options", "price", "transport")
 
     def __init__(self, adapter: WireAdapter, transport: Transport, options: WireOptions, *,
                  budgets: StreamBudgets = StreamBudgets(), clock: Clock = monotonic_ms,
@@ -167,25 +304,47 @@ class ModelAdapter:
         self._budgets = budgets
         self._clock = clock
         self._max_error = max_error_body_bytes
+        # Without any budget only the caller's signal can end a wait: no supervisor task needed.
+        self._supervised = any(b is not None for b in (
+            budgets.first_token_ms, budgets.inter_chunk_ms, budgets.total_ms))
+
+    def open_stream(self, messages: Sequence[Message], tools: Sequence[ToolDefinition] = (), *,
+                    options: WireOptions | None = None, signal: AbortSignal | None = None,
+                    ) -> AbstractAsyncContextManager[AsyncIterator[StreamEvent]]:
+        """Send one streamed request; the context yields its events as an async iterator.
+
+        ``async with model.open_stream(messages) as events: async for event in events: ...``.
+        Entering sends the request and waits for the status and headers: an error status raises
+        :class:`~bindloop.wire.ProviderHttpError` there. Leaving closes the body and then the
+        connection, at once, however the block ends (early ``break`` included).
+
+        The block runs inside the call's cancel scope, beside one watchdog supervisor. When a budget
+        runs out (or ``signal`` fires) while the iterator waits on the provider, that wait is
+        cancelled: the block unwinds like any cancelled code, and leaving it raises
+        :class:`~bindloop.completion.StreamStalledError` or the caller's cancellation (see
+        :meth:`complete`). One that runs out while the consumer holds an event never cancels the
+        consumer's code; the iterator's next step raises it. The idle budgets stand still while the
+        consumer holds events (a slow consumer is not a stalled provider); ``total_ms`` keeps
+        counting, so it bounds the whole call including the consumer's time.
+        """
+        opts = msgspec.structs.replace(options or self.options, stream=True)
+        return self._call(messages, tools, opts, signal, self.on_event)
 
     async def stream(self, messages: Sequence[Message], tools: Sequence[ToolDefinition] = (), *,
                      options: WireOptions | None = None,
-                     signal: AbortSignal | None = None) -> AsyncIterator[StreamEvent]:
-        """Send one streamed request and yield its events.
+                     signal: AbortSignal | None = None) -> AsyncGenerator[StreamEvent, None]:
+        """:meth:`open_stream` as an async generator, with the same semantics and errors (raised
+        from the generator itself, never inside the consumer's loop body).
 
-        Raises :class:`~bindloop.wire.ProviderHttpError` for an error status,
-        :class:`~bindloop.completion.StreamStalledError` when the watchdog tears the stream down,
-        :class:`~bindloop.errors.RunCancelledError` when ``signal`` fires, and the decoder's errors.
-        Closing the generator early closes the connection. Each wait starts its own watchdog
-        supervisor task (a generator cannot keep one across its yields); :meth:`complete` with
-        ``on_event`` sees the same events live with one supervisor for the whole call.
+        Closing the generator (``aclose()``, or leaving ``aclosing(...)``) closes the connection at
+        once. The generator holds the call's cancel scope and the transport's context across its
+        yields (it never cancels the consumer through them), so iterate it in one task and close
+        it, as with any generator that holds a resource; do not await a single ``__anext__()``
+        under a cancel scope of your own. :meth:`open_stream` has none of these rules.
         """
-        opts = msgspec.structs.replace(options or self.options, stream=True)
-        watchdog = self._watchdog(signal)
-        # No supervisor task can live across this generator's yields, so each wait gets its own.
-        async for event in self._events(messages, tools, opts, watchdog, self.on_event,
-                                        supervised=False):
-            yield event
+        async with self.open_stream(messages, tools, options=options, signal=signal) as events:
+            async for event in events:
+                yield event
 
     async def complete(self, messages: Sequence[Message], tools: Sequence[ToolDefinition] = (),
                        *, options: WireOptions | None = None,
@@ -193,27 +352,19 @@ class ModelAdapter:
                        on_event: Callable[[StreamEvent], None] | None = None) -> ModelTurnResult:
         """One turn, streamed or not as ``options.stream`` says, folded into a result. An
         :class:`~bindloop.completion.ErrorEvent` inside the stream raises its error. ``on_event``
-        replaces the adapter's sink for this call."""
-        opts = options or self.options
+        replaces the adapter's sink for this call.
+
+        Raises :class:`~bindloop.wire.ProviderHttpError` for an error status,
+        :class:`~bindloop.completion.StreamStalledError` when the watchdog tears the call down, the
+        decoder's errors, and for ``signal``: its reason itself when that is a
+        :class:`~bindloop.errors.RunCancelledError` or :class:`~bindloop.errors.RunTimeoutError`
+        (a run deadline's signal raises the deadline's error), else a
+        :class:`~bindloop.errors.RunCancelledError` naming the reason and chained from it."""
         collector = TurnCollector(price=self.price)
         sink = on_event if on_event is not None else self.on_event
-        watchdog = self._watchdog(signal)
-        failure: Exception | None = None
-        # One supervisor for the whole call (a task per read would cost far more than the read):
-        # this coroutine, unlike a generator, can hold a task group while it consumes events.
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(watchdog.supervise)
-            try:
-                async with aclosing(self._events(messages, tools, opts, watchdog, sink,
-                                                 supervised=True)) as events:
-                    async for event in events:
-                        collector.observe(event)
-            except Exception as exc:  # re-raised below, not wrapped in the task group's group
-                failure = exc
-            finally:
-                tg.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
+        async with self._call(messages, tools, options or self.options, signal, sink) as events:
+            async for event in events:
+                collector.observe(event)
         return collector.result()
 
     async def call_model(self, messages: list[Message],
@@ -221,137 +372,120 @@ class ModelAdapter:
         """The loop's ``call_model`` port."""
         return await self.complete(messages, tools)
 
-    def _watchdog(self, signal: AbortSignal | None) -> StreamWatchdog:
+    @asynccontextmanager
+    async def _call(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
+                    options: WireOptions, signal: AbortSignal | None,
+                    sink: Callable[[StreamEvent], None] | None,
+                    ) -> AsyncGenerator[AsyncIterator[StreamEvent], None]:
+        """One request, from sending it to closing its connection.
+
+        Scopes nest in one order, entered and left in this one frame: the supervisor's task group,
+        then the call's cancel scope, then the transport's context (which may hold task groups of
+        its own across its yield), then the body iterator and the event iterator, closed in
+        reverse. Exceptions are caught inside the task group and re-raised outside it, so they are
+        never wrapped in an exception group.
+        """
         if signal is not None and signal.aborted:
-            raise RunCancelledError("the model call was cancelled before it started")
+            raise _cancelled(signal.reason, started=False)
+        request = self.adapter.build_request(messages, tools, options)
         b = self._budgets
-        return create_stream_watchdog(first_token_ms=b.first_token_ms,
-                                      inter_chunk_ms=b.inter_chunk_ms, total_ms=b.total_ms,
-                                      external=signal, clock=self._clock)
-
-    async def _events(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
-                      options: WireOptions, watchdog: StreamWatchdog,
-                      sink: Callable[[StreamEvent], None] | None, *,
-                      supervised: bool) -> AsyncGenerator[StreamEvent, None]:
-        """The request's events. ``supervised``: the caller runs ``watchdog.supervise()`` for
-        the whole call; otherwise each wait starts its own supervisor (see :meth:`_watched`)."""
-        scope_box: list[anyio.CancelScope] = []
-        # The watchdog's signal (a budget that ran out, or the caller's abort) cancels whatever
-        # wait is in flight. Nothing else does: see _watched.
-        remove = watchdog.signal.add_listener(
-            lambda _reason: scope_box[-1].cancel() if scope_box else None)
-
-        def watched(wait: Callable[[], Awaitable[_T]]) -> Awaitable[_T]:
-            return self._watched(wait, watchdog, scope_box, supervised=supervised)
-
-        async def next_chunk() -> bytes | None:
-            async def read() -> bytes | None:
-                try:
-                    return await chunks.__anext__()
-                except StopAsyncIteration:
-                    return None
-            return await watched(read)
-
+        watchdog = create_stream_watchdog(first_token_ms=b.first_token_ms,
+                                          inter_chunk_ms=b.inter_chunk_ms, total_ms=b.total_ms,
+                                          external=signal, clock=self._clock)
+        call = _Call(watchdog, signal)
+        remove = watchdog.signal.add_listener(call.on_abort)
+        cancelled = anyio.get_cancelled_exc_class()
+        failure: BaseException | None = None
         try:
-            request = self.adapter.build_request(messages, tools, options)
-            # Armed before the request goes out, not when headers arrive: a provider that accepts
-            # the connection and never answers would otherwise hang the turn with no budget
-            # running and the caller's signal unheard (a non-streamed reply's headers come only
-            # after the whole generation, so that wait is the call).
-            watchdog.open()
-            async with AsyncExitStack() as stack:
-                response = await watched(
-                    lambda: stack.enter_async_context(self.transport.open(request)))
-                chunks = response.aiter_bytes()
-                if response.status >= 400:
-                    body = bytearray()
-                    while len(body) < self._max_error:
-                        if (chunk := await next_chunk()) is None:
-                            break
-                        body += chunk
-                    raise self.adapter.classify_error(response.status, response.headers,
-                                                      bytes(body[: self._max_error]))
-                if request.stream:
-                    decoder = self.adapter.stream_decoder()
-                    while (chunk := await next_chunk()) is not None:
-                        events = decoder.feed(chunk)
-                        watchdog.observed_chunk(_chunk_kind(events))  # type: ignore[arg-type]
-                        for event in events:
-                            if sink is not None:
-                                sink(event)
-                            yield event
-                    for event in decoder.end():
-                        yield event
-                else:
-                    parts = []
-                    while (chunk := await next_chunk()) is not None:
-                        watchdog.observed_chunk("reasoning")  # body bytes: progress, not answer
-                        parts.append(chunk)
-                    turn = self.adapter.parse_response(b"".join(parts))
-                    for event in _turn_events(turn):
-                        if sink is not None:
-                            sink(event)
-                        yield event
+            async with AsyncExitStack() as supervision:
+                if self._supervised:
+                    tg = await supervision.enter_async_context(anyio.create_task_group())
+                    tg.start_soon(watchdog.supervise)
+                try:
+                    with call.scope:
+                        async with AsyncExitStack() as stack:
+                            # Armed before the request goes out, not when headers arrive: a
+                            # provider that accepts the connection and never answers would
+                            # otherwise hang the turn with no budget running and the caller's
+                            # signal unheard (a non-streamed reply's headers come only after the
+                            # whole generation, so that wait is the call).
+                            watchdog.open()
+                            call.waiting = True
+                            try:
+                                response = await stack.enter_async_context(
+                                    self.transport.open(request))
+                            except Exception as exc:
+                                if (error := call.cut(exc)) is exc:
+                                    raise
+                                raise error  # chained by cut()
+                            finally:
+                                call.waiting = False
+                            watchdog.pause()  # the consumer's time from here on is not silence
+                            chunks = response.aiter_bytes()
+                            close_body = getattr(chunks, "aclose", None)
+                            if close_body is not None:
+                                stack.push_async_callback(close_body)
+                            if response.status >= 400:
+                                await self._raise_for_status(call, response, chunks)
+                            events = self._events(call, request, chunks, sink)
+                            stack.push_async_callback(events.aclose)
+                            yield events
+                    if call.scope.cancel_called:  # the scope absorbed its own cancellation
+                        raise call.torn_down()
+                except cancelled:
+                    raise  # someone else's cancellation: the task group and scopes handle it
+                except BaseException as exc:  # re-raised below, outside the task group
+                    failure = call.cut(exc) if isinstance(exc, Exception) else exc
+                finally:
+                    watchdog.dispose()  # ends the supervisor
         finally:
             remove()
-            watchdog.dispose()
+        if failure is not None:
+            raise failure
 
-    @staticmethod
-    async def _watched(wait: Callable[[], Awaitable[_T]], watchdog: StreamWatchdog,
-                       scope_box: list[anyio.CancelScope], *, supervised: bool) -> _T:
-        """Await ``wait()`` (connecting and reading headers, or one body chunk) under the watchdog.
+    async def _raise_for_status(self, call: _Call, response: TransportResponse,
+                                chunks: AsyncIterator[bytes]) -> None:
+        body = bytearray()
+        while len(body) < self._max_error:
+            if (chunk := await call.read(chunks)) is None:
+                break
+            body += chunk
+        raise self.adapter.classify_error(response.status, response.headers,
+                                          bytes(body[: self._max_error]))
 
-        Deadlines are watched by :meth:`~bindloop.completion.StreamWatchdog.supervise` in a task
-        beside the wait (the caller's, when ``supervised``), never by a timeout on the wait itself:
-        the supervisor sleeps on the event loop's clock and re-checks on the injected one, so when
-        the two disagree it merely wakes early, and only a budget that really ran out (or the
-        caller's abort) fires the signal that cancels the wait. A timeout on the read would cancel
-        it on every early wake, and a cancelled ``__anext__`` finalizes the transport's iterator:
-        a healthy stream read as EOF.
-
-        A task group started here lives for this one wait, never across a ``yield`` of the
-        caller's generator (a scope held across a yield would cancel the consumer's code instead).
-        """
-        if watchdog.signal.aborted:
-            raise _torn_down(watchdog)
-        done = False
-        value: _T | None = None
-        error: Exception | None = None
-
-        async def guarded() -> None:
-            nonlocal done, value, error
-            with anyio.CancelScope() as scope:
-                scope_box.append(scope)
-                try:
-                    value = await wait()
-                    done = True
-                except Exception as exc:  # re-raised below, outside any task group's wrapping
-                    error = exc
-                finally:
-                    scope_box.pop()
-
-        if supervised or watchdog.next_deadline_ms is None:
-            await guarded()  # the caller's supervisor times it, or only the signal can end it
+    async def _events(self, call: _Call, request: HttpRequest, chunks: AsyncIterator[bytes],
+                      sink: Callable[[StreamEvent], None] | None,
+                      ) -> AsyncGenerator[StreamEvent, None]:
+        """The response's events. Holds no scope: a wait the watchdog cuts raises the
+        cancellation through the consumer to the call's scope, which turns it into the reason."""
+        watchdog = call.watchdog
+        if request.stream:
+            decoder = self.adapter.stream_decoder()
+            growth = _EventGrowth()
+            while (chunk := await call.read(chunks)) is not None:
+                events = decoder.feed(chunk)
+                if growth.grew(chunk) and not events:
+                    watchdog.observed_progress()  # a large event still arriving
+                else:
+                    watchdog.observed_chunk(_chunk_kind(events))  # type: ignore[arg-type]
+                for event in events:
+                    if sink is not None:
+                        sink(event)
+                    yield event
+            for event in decoder.end():
+                if sink is not None:
+                    sink(event)
+                yield event
         else:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(watchdog.supervise)
-                await guarded()
-                tg.cancel_scope.cancel()
-        if watchdog.signal.aborted and not done:
-            # The wait was cut by the watchdog (a transport may turn the cancellation into its
-            # own error): report why, not how the transport noticed.
-            raise _torn_down(watchdog) from error
-        if error is not None:
-            raise error
-        return value  # type: ignore[return-value]
-
-
-def _torn_down(watchdog: StreamWatchdog) -> Exception:
-    """The error for a watchdog whose signal fired: its stall, or else the caller's abort."""
-    stall = watchdog.stall()
-    if stall is not None:
-        return StreamStalledError(stall)
-    return RunCancelledError("the model call was cancelled")
+            parts = []
+            while (chunk := await call.read(chunks)) is not None:
+                watchdog.observed_chunk("reasoning")  # body bytes: progress, not answer
+                parts.append(chunk)
+            turn = self.adapter.parse_response(b"".join(parts))
+            for event in _turn_events(turn):
+                if sink is not None:
+                    sink(event)
+                yield event
 
 
 def _turn_events(turn: ModelTurnResult) -> list[StreamEvent]:
