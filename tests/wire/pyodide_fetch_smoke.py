@@ -8,7 +8,7 @@ from pyodide.ffi import to_js
 from bindloop.contracts import ModelTurnResult, ToolCall, TurnUsage, UserMessage
 from bindloop.hosts.js_fetch import FetchTransport
 from bindloop.hosts.provider_replies import render_sse
-from bindloop.completion import StreamStalledError
+from bindloop.completion import StreamStalledError, TextEvent
 from bindloop.errors import RunCancelledError
 from bindloop.signal import AbortController
 from bindloop.wire import ModelAdapter, OpenAIChatAdapter, ProviderHttpError, StreamBudgets, WireOptions
@@ -35,6 +35,14 @@ url, method, headers, body = seen[0]
 assert url == "https://example.test/v1/chat/completions" and method == "POST", (url, method)
 assert ["authorization", "Bearer k"] in headers.to_py(), headers.to_py()
 assert '"stream":true' in body
+
+# open_stream(): the same events live, one scope for the call, under Pyodide's event loop too.
+texts = []
+async with model.open_stream([UserMessage(content="hi")]) as events:
+    async for event in events:
+        if isinstance(event, TextEvent):
+            texts.append(event.content)
+assert "".join(texts) == turn.text, texts
 
 err = b'{"error":{"message":"slow down","type":"tokens","code":"rate_limit_exceeded"}}'
 model2 = ModelAdapter(chat, FetchTransport("https://example.test/v1", fetch=make_fetch(to_js([err]), 429, run_js("[]"))),

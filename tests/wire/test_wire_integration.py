@@ -221,7 +221,7 @@ async def test_leaving_the_stream_early_closes_the_connection(
         async for event in events:
             if isinstance(event, TextEvent):
                 break
-        await events.aclose()  # type: ignore[attr-defined]
+        await events.aclose()
         while server.hung_up("leave") < 1:
             await anyio.sleep(0.01)
     assert server.hung_up("leave") == 1

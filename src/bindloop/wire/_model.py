@@ -5,6 +5,10 @@ offers :meth:`ModelAdapter.call_model` for :class:`~bindloop.loop.ToolLoopParams
 feeds attempts through :func:`~bindloop.routing.execute_route_plan`, so fallback between providers is
 decided by the routing table, not here, and can drive a turn text stream across those attempts. The
 transport is a port: the core never does I/O itself.
+
+Each call is one structured unit: a task group running the watchdog's supervisor, a cancel scope,
+and inside it the transport's context and the body; all entered and left in one frame, in one
+order. See :meth:`ModelAdapter.open_stream` for what that means for a consumer.
 """
 
 from __future__ import annotations
@@ -71,8 +75,11 @@ __all__ = (
     "attempt_error_from",
 )
 
+
 class TransportResponse(Protocol):
-    """An open HTTP response. ``headers`` are (name, value) pairs as received."""
+    """An open HTTP response. ``headers`` are (name, value) pairs as received. ``aiter_bytes()``
+    yields the body decoded from its ``content-encoding``; :class:`ModelAdapter` calls it once and,
+    when the iterator has an ``aclose()``, closes it before it leaves the transport's context."""
 
     @property
     def status(self) -> int: ...
@@ -89,7 +96,11 @@ class Transport(Protocol):
     exception, or by cancellation — closes the connection. Entering it may be cancelled too (the
     watchdog's budgets and the caller's signal run while headers are awaited): a cancelled entry
     must abandon the request and release its connection. Failures before a status exists raise
-    :class:`~bindloop.wire.TransportError`."""
+    :class:`~bindloop.wire.TransportError`.
+
+    :class:`ModelAdapter` enters and leaves the context in the same task and cancel scope, so
+    ``open()`` may hold a task group or cancel scope across its ``yield`` (a body-pump task, say).
+    When the watchdog tore the call down, the context is left inside that cancelled scope."""
 
     def open(self, request: HttpRequest) -> AbstractAsyncContextManager[TransportResponse]: ...
 
@@ -208,7 +219,7 @@ class _Call:
     """What one call's context and its event iterator share: the watchdog, the scope the transport
     lives in, and whether a wait on the provider is in flight."""
 
-    __slots__ = ("_error", "external", "scope", "waiting", "watchdog")
+    __slots__ = ("_error", "_ours", "external", "scope", "waiting", "watchdog")
 
     def __init__(self, watchdog: StreamWatchdog, external: AbortSignal | None) -> None:
         self.watchdog = watchdog
@@ -216,6 +227,7 @@ class _Call:
         self.scope = anyio.CancelScope()
         self.waiting = False
         self._error: Exception | None = None
+        self._ours = False  # whether _error was made here (and so may be given a cause)
 
     def on_abort(self, _reason: object) -> None:
         # The watchdog's signal cancels a wait on the provider, never the consumer's own code: a
@@ -231,13 +243,14 @@ class _Call:
             stall = self.watchdog.stall()
             reason = self.watchdog.signal.reason
             if stall is not None:
-                self._error = StreamStalledError(stall)
+                self._error, self._ours = StreamStalledError(stall), True
             elif self.external is not None and self.external.aborted:
                 self._error = _cancelled(self.external.reason)
+                self._ours = self._error is not self.external.reason
             elif isinstance(reason, Exception):
                 self._error = reason  # supervise() failed (a clock that raises): raise the cause
             else:
-                self._error = RunCancelledError("the model call was cancelled")
+                self._error, self._ours = RunCancelledError("the model call was cancelled"), True
         return self._error
 
     def cut(self, error: Exception) -> Exception:
@@ -246,8 +259,7 @@ class _Call:
         if not self.scope.cancel_called:
             return error
         reason = self.torn_down()
-        if error is not reason and reason.__cause__ is None and (
-                self.external is None or reason is not self.external.reason):
+        if reason is not error and self._ours and reason.__cause__ is None:
             reason.__cause__ = error
         return reason
 
@@ -265,7 +277,7 @@ class _Call:
         except Exception as exc:
             if (error := self.cut(exc)) is exc:
                 raise
-            raise error  # cut() chained it (unless it is the caller's own reason)
+            raise error  # chained by cut() when the error is its own
         finally:
             self.waiting = False
             watchdog.pause()
@@ -337,10 +349,12 @@ class ModelAdapter:
         from the generator itself, never inside the consumer's loop body).
 
         Closing the generator (``aclose()``, or leaving ``aclosing(...)``) closes the connection at
-        once. The generator holds the call's cancel scope and the transport's context across its
-        yields (it never cancels the consumer through them), so iterate it in one task and close
-        it, as with any generator that holds a resource; do not await a single ``__anext__()``
-        under a cancel scope of your own. :meth:`open_stream` has none of these rules.
+        once. The generator holds the call's cancel scope, the supervisor's task group and the
+        transport's context across its yields (it never cancels the consumer through them), so:
+        close it (``aclosing``, or run it to the end: one abandoned mid-stream is finalized in
+        another task, where its scopes cannot be left — an error on asyncio, a corrupted run on
+        trio), iterate it in one task, and do not await a single ``__anext__()`` under a cancel
+        scope of your own. :meth:`open_stream` has none of these rules.
         """
         async with self.open_stream(messages, tools, options=options, signal=signal) as events:
             async for event in events:
