@@ -10,5 +10,8 @@ __all__ = ("isawaitable",)
 
 
 def isawaitable(value: Any) -> TypeGuard[Awaitable[Any]]:
-    """True for coroutines, futures, tasks and anything else implementing ``__await__``."""
-    return isinstance(value, Awaitable)
+    """True for coroutines, futures, tasks and anything else implementing ``__await__``.
+
+    The same test ``collections.abc.Awaitable`` applies (``__await__`` on the type), without the
+    ABC machinery: this runs several times per loop turn."""
+    return hasattr(type(value), "__await__")

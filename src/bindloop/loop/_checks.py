@@ -59,6 +59,8 @@ def check_content(value: object, where: str, error: type[UsageError] = PortContr
 
 
 def _str_tuple(value: object, where: str) -> None:
+    if value == ():  # the common case: no activation requested
+        return
     if not isinstance(value, tuple) or not all(isinstance(v, str) and v for v in value):
         raise PortContractError(f"{where} must be a tuple of non-empty str, got {value!r}")
 
@@ -90,6 +92,11 @@ def check_usage(usage: object, where: str, error: type[UsageError] = PortContrac
     """A ``TurnUsage`` of non-negative ints."""
     if not isinstance(usage, TurnUsage):
         raise error(f"{where} must be a TurnUsage, got {type(usage).__name__}")
+    # `type(v) is int` is the fast path (and excludes bool); anything else gets the full check.
+    if (type(usage.input_tokens) is int and usage.input_tokens >= 0
+            and type(usage.output_tokens) is int and usage.output_tokens >= 0
+            and type(usage.cached_input_tokens) is int and usage.cached_input_tokens >= 0):
+        return
     for field in ("input_tokens", "output_tokens", "cached_input_tokens"):
         value = getattr(usage, field)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:

@@ -154,6 +154,11 @@ async def run_tool_loop(
             machine.model_replied(await pending, now() - started)
         elif kind is RunPooled:
             assert isinstance(effect, RunPooled)
+            items = effect.items
+            if len(items) == 1 and (signal is None or not signal.aborted):
+                # One call (most turns): no pool to build, same semantics.
+                machine.pooled_finished([await run_one(items[0][0], items[0][1])])
+                continue
             answers = await run_tool_calls_pooled_by_tool(
                 effect.items, run_pooled_item, tool_name=_name_of, item_id=_id_of,
                 signal=signal, options=p.batch_options,

@@ -634,8 +634,8 @@ def _validate_turn(result: object) -> tuple[ToolCall, ...]:
     if not isinstance(result.accept_message, bool):
         raise InvalidModelTurnError(
             f"accept_message must be a bool, got {type(result.accept_message).__name__}")
-    if not isinstance(result.reasoning, tuple) or not all(
-            isinstance(r, ReasoningPart) for r in result.reasoning):
+    if result.reasoning != () and (not isinstance(result.reasoning, tuple) or not all(
+            isinstance(r, ReasoningPart) for r in result.reasoning)):
         raise InvalidModelTurnError("reasoning must be a tuple of ReasoningPart")
     if isinstance(result.cost, bool) or not isinstance(result.cost, int):
         raise InvalidModelTurnError(f"cost must be an int in the host's unit, got {result.cost!r}")
