@@ -285,3 +285,19 @@ def test_any_of_of_plain_scalar_types_passes_through_while_a_type_array_collapse
     assert report.schema["properties"]["x"] == union and report.changes == ()
     assert prop({"type": ["integer", "string", "null"]}) == {
         "anyOf": [{"type": "integer"}, {"type": "null"}], "description": "Accepts integer or string."}
+
+
+def test_a_sibling_overriding_a_ref_target_keyword_is_recorded_as_relaxing() -> None:
+    """Found by Hypothesis: ``type: string`` beside a ``$ref`` to an object schema is unsatisfiable
+    in JSON Schema 2020-12 (both apply) but accepts strings once inlined (the sibling wins)."""
+    from bindloop.tools import sanitize_tool_schema_report
+
+    schema = {"type": "object", "properties": {"a": {"type": "string", "$ref": "#/$defs/A"}},
+              "$defs": {"A": {"type": "object", "properties": {}}}}
+    report = sanitize_tool_schema_report(schema)
+    kinds = {c.kind: c.relaxes for c in report.changes}
+    assert kinds.get("ref_siblings_override") is True
+    # a sibling that repeats the target's own value overrides nothing
+    same = {"type": "object", "properties": {"a": {"type": "object", "$ref": "#/$defs/A"}},
+            "$defs": {"A": {"type": "object", "properties": {}}}}
+    assert "ref_siblings_override" not in {c.kind for c in sanitize_tool_schema_report(same).changes}

@@ -35,6 +35,7 @@ SchemaChangeKind: TypeAlias = Literal[
     "additional_properties_dropped",
     "boolean_schema",
     "ref_inlined",
+    "ref_siblings_override",
     "ref_cycle_cut",
     "defs_removed",
     "root_type_added",
@@ -57,6 +58,8 @@ RELAXING_CHANGES: frozenset[str] = frozenset(
         "required_dropped",
         "additional_properties_dropped",
         "ref_cycle_cut",
+        # a keyword beside $ref replaces the target's (JSON Schema 2020-12 would require both)
+        "ref_siblings_override",
         "tuple_positions_merged",  # each position now accepts any position's schema
         "false_schema_dropped",  # the slot no longer refuses extra items / properties
     }

@@ -247,8 +247,11 @@ class _Walker:
         if not isinstance(target, Mapping):
             raise SchemaSanitizeError(f"$ref {ref!r} does not point at a schema object", path=path)
         merged: dict[str, object] = dict(target)
-        merged.update((k, v) for k, v in raw.items() if k != "$ref")
+        siblings = {k: v for k, v in raw.items() if k != "$ref"}
+        merged.update(siblings)
         self.note(path, "ref_inlined")
+        if any(k in target and target[k] != v for k, v in siblings.items()):
+            self.note(path, "ref_siblings_override")
         self.ref_stack.append(ref)
         self.active.add(id(raw))
         try:
