@@ -34,6 +34,7 @@ from ._types import (
     RunToolCallFn as RunToolCallFn,
     StepSettlement as StepSettlement,
     ToolLoopParams as ToolLoopParams,
+    ToolLoopPorts as ToolLoopPorts,
     ToolLoopResult as ToolLoopResult,
     ToolLoopState as ToolLoopState,
 )
@@ -68,6 +69,7 @@ __all__ = (
     "StepSettlement",
     "ToolFinished",
     "ToolLoopParams",
+    "ToolLoopPorts",
     "ToolLoopResult",
     "ToolLoopState",
     "run_tool_loop",

@@ -36,6 +36,7 @@ __all__ = (
     "RunToolCallFn",
     "StepSettlement",
     "ToolLoopParams",
+    "ToolLoopPorts",
     "ToolLoopResult",
     "ToolLoopState",
 )
@@ -98,9 +99,10 @@ RunToolCallFn: TypeAlias = Callable[[ToolCall], MaybeAwaitable[ToolOutcome]]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ToolLoopParams:
-    """Everything a run needs. Only ``state``, ``call_model``, ``run_tool_call`` and
-    ``max_iterations`` are required; an unwired optional port changes nothing.
+class ToolLoopPorts:
+    """The executable side of a run: every port. Only ``call_model`` and ``run_tool_call`` are
+    required; an unwired optional port changes nothing. :class:`ToolLoopParams` adds the run's
+    ``state`` and ``max_iterations``; ``bindloop.session.RestoredLoop`` adds ``capture_bindings``.
 
     Ports may be plain functions or coroutine functions, except ``call_model`` (always awaited),
     ``runs_serially``, ``is_fatal_tool_error``, ``on_tool_call_rejected``, ``on_progress_update`` and
@@ -122,10 +124,8 @@ class ToolLoopParams:
       transcript.
     """
 
-    state: ToolLoopState
     call_model: CallModelFn
     run_tool_call: RunToolCallFn
-    max_iterations: int
     build_tools: Callable[[], MaybeAwaitable[Sequence[ToolDefinition]]] | None = None
     now: Clock = monotonic_ms
     runs_serially: Callable[[ToolCall], bool] | None = None
@@ -144,6 +144,15 @@ class ToolLoopParams:
     on_step_settled: Callable[[bool], MaybeAwaitable[StepSettlement | None]] | None = None
     compact: Callable[[list[Message]], MaybeAwaitable[CompactionApplied | None]] | None = None
     batch_options: ToolBatchOptions = field(default_factory=ToolBatchOptions)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolLoopParams(ToolLoopPorts):
+    """Everything a run needs: its live ``state``, the model turns it may use
+    (``max_iterations``), and the ports of :class:`ToolLoopPorts`."""
+
+    state: ToolLoopState
+    max_iterations: int
 
 
 BoundaryDecision: TypeAlias = Literal["continue", "checkpoint"]

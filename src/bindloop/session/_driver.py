@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
 from .._awaitable import isawaitable
-from ..clock import Clock, monotonic_ms
 from ..contracts import (
-    AssistantMessage,
-    CompactionApplied,
-    Message,
     RunStats,
     StopReason,
-    ToolCall,
-    ToolDefinition,
     ToolMessage,
     accumulate_run,
     empty_run_stats,
@@ -26,18 +20,14 @@ from ..contracts import (
 from ..errors import PortContractError
 from ..loop import (
     BoundaryDecision,
-    CallModelFn,
     LoopBoundary,
     LoopControl,
     MaybeAwaitable,
-    RunToolCallFn,
-    StepSettlement,
     ToolLoopParams,
+    ToolLoopPorts,
     ToolLoopState,
     run_tool_loop,
 )
-from ..run import ToolBatchOptions
-from ..signal import AbortSignal
 from ._codec import copy_bindings, require_checkpoint
 from ._errors import CheckpointFormatError
 from ._schema import CheckpointCounters, LoopBindings, LoopCheckpoint, status_of_stop, stop_of_status
@@ -57,12 +47,12 @@ _MESSAGE_FIELD: Final = re.compile(r"messages\[(?P<k>\d+)\]")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class RestoredLoop:
+class RestoredLoop(ToolLoopPorts):
     """What ``restore`` hands back: the executable side of an execution, re-created by the host.
 
-    ``call_model``, ``run_tool_call`` and ``capture_bindings`` are required; every other field is the
-    :class:`~bindloop.loop.ToolLoopParams` port of the same name (``state`` and ``max_iterations``
-    come from the checkpoint). ``capture_bindings()`` is called at every commit and its answer is
+    The loop's ports (:class:`~bindloop.loop.ToolLoopPorts`: ``call_model`` and ``run_tool_call``
+    required, the rest optional) plus the required ``capture_bindings``; ``state`` and
+    ``max_iterations`` come from the checkpoint. ``capture_bindings()`` is called at every commit and its answer is
     stored as the new checkpoint's bindings — report what the execution is pinned to *now* (a tool
     may have changed the environment).
 
@@ -71,27 +61,7 @@ class RestoredLoop:
     already-compacted transcript alone (threshold policies do), or a resume compacts twice.
     """
 
-    call_model: CallModelFn
-    run_tool_call: RunToolCallFn
     capture_bindings: Callable[[], MaybeAwaitable[LoopBindings]]
-    build_tools: Callable[[], MaybeAwaitable[Sequence[ToolDefinition]]] | None = None
-    now: Clock = monotonic_ms
-    runs_serially: Callable[[ToolCall], bool] | None = None
-    activate_plugins: Callable[[tuple[str, ...]], MaybeAwaitable[None]] | None = None
-    activate_skills: Callable[[tuple[str, ...]], MaybeAwaitable[None]] | None = None
-    is_fatal_tool_error: Callable[[BaseException], bool] | None = None
-    on_tool_call_rejected: Callable[[str, BaseException], None] | None = None
-    should_stop: Callable[[], MaybeAwaitable[bool]] | None = None
-    signal: AbortSignal | None = None
-    throw_if_timed_out: Callable[[], None] | None = None
-    ensure_not_cancelled: Callable[[], MaybeAwaitable[None]] | None = None
-    on_assistant_message: Callable[[AssistantMessage], MaybeAwaitable[None]] | None = None
-    on_progress_update: Callable[[int, int], None] | None = None
-    on_turn_would_end: Callable[[], MaybeAwaitable[Sequence[Message] | None]] | None = None
-    before_tool_message_accepted: Callable[[ToolMessage, int], MaybeAwaitable[None]] | None = None
-    on_step_settled: Callable[[bool], MaybeAwaitable[StepSettlement | None]] | None = None
-    compact: Callable[[list[Message]], MaybeAwaitable[CompactionApplied | None]] | None = None
-    batch_options: ToolBatchOptions = field(default_factory=ToolBatchOptions)
 
 
 RestoreFn: TypeAlias = Callable[[LoopCheckpoint], MaybeAwaitable[RestoredLoop]]
@@ -122,17 +92,8 @@ async def _resolve(value: Any) -> Any:
 
 def _params(restored: RestoredLoop, state: ToolLoopState, budget: int) -> ToolLoopParams:
     r = restored
-    return ToolLoopParams(
-        state=state, call_model=r.call_model, run_tool_call=r.run_tool_call, max_iterations=budget,
-        build_tools=r.build_tools, now=r.now, runs_serially=r.runs_serially,
-        activate_plugins=r.activate_plugins, activate_skills=r.activate_skills,
-        is_fatal_tool_error=r.is_fatal_tool_error, on_tool_call_rejected=r.on_tool_call_rejected,
-        should_stop=r.should_stop, signal=r.signal, throw_if_timed_out=r.throw_if_timed_out,
-        ensure_not_cancelled=r.ensure_not_cancelled, on_assistant_message=r.on_assistant_message,
-        on_progress_update=r.on_progress_update, on_turn_would_end=r.on_turn_would_end,
-        before_tool_message_accepted=r.before_tool_message_accepted,
-        on_step_settled=r.on_step_settled, compact=r.compact, batch_options=r.batch_options,
-    )
+    ports = {f.name: getattr(r, f.name) for f in fields(ToolLoopPorts)}
+    return ToolLoopParams(state=state, max_iterations=budget, **ports)
 
 
 def _state_of(cp: LoopCheckpoint) -> ToolLoopState:
