@@ -20,6 +20,7 @@ import msgspec
 
 from bindloop import (
     AssistantMessage,
+    CallModelFn,
     Message,
     ModelTurnResult,
     RunStats,
@@ -191,19 +192,15 @@ def _fmt_stats(stats: RunStats) -> str:
     return "\n".join(out)
 
 
-async def run_demo(prompt: str, write: Callable[[str], None], max_iterations: int = 8) -> ToolLoopResult:
-    notes = Notes()
-    dispatch = make_dispatch(notes)
+async def run_agent(call_model: CallModelFn, prompt: str, write: Callable[[str], None],
+                    max_iterations: int = 8, *, show_text: bool = True) -> ToolLoopResult:
+    """The demo agent over any ``call_model``: real tools, a traced run, then the stop reason and
+    stats. ``show_text=False`` when the caller already streams the assistant's text itself."""
+    dispatch = make_dispatch(Notes())
     state = ToolLoopState(messages=[
         SystemMessage(content="You are a careful assistant with a calculator and a notes store."),
         UserMessage(content=prompt),
     ])
-    turn = [0]
-
-    async def call_model(messages: list[Message], tools: list[ToolDefinition]) -> ModelTurnResult:
-        turn[0] += 1
-        write(f"\n── turn {turn[0]} ─ model sees {len(messages)} messages, {len(tools)} tools")
-        return await model(messages, tools)
 
     def traced(call: ToolCall) -> ToolOutcome:
         outcome = dispatch(call)
@@ -213,12 +210,11 @@ async def run_demo(prompt: str, write: Callable[[str], None], max_iterations: in
 
     def on_assistant(message: AssistantMessage) -> None:
         text = content_text(message.content)
-        if text:
+        if show_text and text:
             write("   🗨 " + text.replace("\n", "\n     "))
         for call in message.tool_calls:
             write(f"   ↳ asks for {call.name} [{call.id}]")
 
-    model = PolicyModel()
     write(f"user: {prompt}")
     result = await run_tool_loop(ToolLoopParams(
         state=state, call_model=call_model, run_tool_call=traced, max_iterations=max_iterations,
@@ -232,6 +228,19 @@ async def run_demo(prompt: str, write: Callable[[str], None], max_iterations: in
     write(f"state totals: {state.input_tokens} in / {state.output_tokens} out tokens, "
           f"{state.tool_calls} tool calls requested, {len(state.messages)} messages")
     return result
+
+
+async def run_demo(prompt: str, write: Callable[[str], None], max_iterations: int = 8) -> ToolLoopResult:
+    """The built-in default: the agent over the deterministic policy model."""
+    model = PolicyModel()
+    turn = [0]
+
+    async def call_model(messages: list[Message], tools: list[ToolDefinition]) -> ModelTurnResult:
+        turn[0] += 1
+        write(f"\n── turn {turn[0]} ─ model sees {len(messages)} messages, {len(tools)} tools")
+        return await model(messages, tools)
+
+    return await run_agent(call_model, prompt, write, max_iterations)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,19 +21,7 @@ from collections.abc import Callable
 import anyio
 import msgspec
 
-from bindloop import (
-    AssistantMessage,
-    Message,
-    SystemMessage,
-    ToolCall,
-    ToolLoopParams,
-    ToolLoopResult,
-    ToolLoopState,
-    ToolOutcome,
-    ToolResult,
-    UserMessage,
-    run_tool_loop,
-)
+from bindloop import Message, ModelTurnResult, ToolDefinition, ToolLoopResult
 from bindloop.completion import TextEvent
 from bindloop.contracts import messages_from_openai
 from bindloop.routing import (
@@ -53,7 +41,7 @@ from bindloop.wire import (
     WireOptions,
 )
 
-from .demo import DEFAULT_PROMPT, TOOLS, Notes, PolicyModel, _fmt_stats, make_dispatch
+from .demo import DEFAULT_PROMPT, PolicyModel, run_agent
 from .httpx_transport import HttpxTransport
 from .scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply, turn_reply
 
@@ -80,36 +68,6 @@ def _sync(model: PolicyModel, messages: list[Message]):  # type: ignore[no-untyp
     except StopIteration as done:
         return done.value
     raise RuntimeError("the policy model awaited")  # pragma: no cover
-
-
-async def _agent(call_model: Callable[..., object], prompt: str, write: Callable[[str], None],
-                 max_iterations: int) -> ToolLoopResult:
-    notes = Notes()
-    dispatch = make_dispatch(notes)
-    state = ToolLoopState(messages=[
-        SystemMessage(content="You are a careful assistant with a calculator and a notes store."),
-        UserMessage(content=prompt),
-    ])
-
-    def traced(call: ToolCall) -> ToolOutcome:
-        outcome = dispatch(call)
-        shown = outcome.content if isinstance(outcome, ToolResult) else outcome
-        write(f"   ⚙ {call.name}({call.arguments}) → {shown}")
-        return outcome
-
-    def on_assistant(message: AssistantMessage) -> None:
-        for call in message.tool_calls:
-            write(f"   ↳ asks for {call.name} [{call.id}]")
-
-    write(f"user: {prompt}")
-    result = await run_tool_loop(ToolLoopParams(
-        state=state, call_model=call_model, run_tool_call=traced,  # type: ignore[arg-type]
-        max_iterations=max_iterations, build_tools=lambda: TOOLS,
-        on_assistant_message=on_assistant, runs_serially=lambda c: c.name == "notes_write",
-    ))
-    write(f"\nstop reason: {result.stop_reason}")
-    write("run stats:\n" + _fmt_stats(result.stats))
-    return result
 
 
 async def run_scripted(prompt: str, write: Callable[[str], None],
@@ -161,7 +119,8 @@ async def run_scripted(prompt: str, write: Callable[[str], None],
         routed = RoutedModel(plan=plan, models=models, on_route=on_route)  # type: ignore[arg-type]
         write(f"scripted providers on {server.base_url('')}: primary=anthropic wire (503), "
               "backup=openai_chat wire (SSE)")
-        result = await _agent(routed.call_model, prompt, write, max_iterations)
+        result = await run_agent(routed.call_model, prompt, write, max_iterations,
+                                   show_text=False)
         write(f"HTTP requests served: {len(server.requests)}")
         return result
 
@@ -179,15 +138,15 @@ async def run_openai(prompt: str, write: Callable[[str], None], *, base_url: str
     adapter = ModelAdapter(chat, transport, WireOptions(model=model, stream=True),
                            on_event=stream_text)
 
-    async def call_model(messages: list[Message], tools: list[object]) -> object:
-        turn = await adapter.call_model(messages, tools)  # type: ignore[arg-type]
+    async def call_model(messages: list[Message], tools: list[ToolDefinition]) -> ModelTurnResult:
+        turn = await adapter.call_model(messages, tools)
         if printed:
             write("   🗨 " + "".join(printed))
             printed.clear()
         return turn
 
     try:
-        return await _agent(call_model, prompt, write, max_iterations)
+        return await run_agent(call_model, prompt, write, max_iterations, show_text=False)
     finally:
         await transport.aclose()
 
