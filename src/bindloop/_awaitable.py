@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any, TypeGuard
 
-__all__ = ("isawaitable",)
+__all__ = ("isawaitable", "resolve")
 
 
 def isawaitable(value: Any) -> TypeGuard[Awaitable[Any]]:
@@ -15,3 +15,8 @@ def isawaitable(value: Any) -> TypeGuard[Awaitable[Any]]:
     The same test ``collections.abc.Awaitable`` applies (``__await__`` on the type), without the
     ABC machinery: this runs several times per loop turn."""
     return hasattr(type(value), "__await__")
+
+
+async def resolve(value: Any) -> Any:
+    """``value`` itself, or what it awaits to: how the core calls a port that may be either."""
+    return await value if isawaitable(value) else value

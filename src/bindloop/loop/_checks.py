@@ -19,6 +19,7 @@ from ..contracts import (
     ReasoningPart,
     SystemMessage,
     TextPart,
+    ToolDefinition,
     ToolError,
     ToolMessage,
     ToolResult,
@@ -34,17 +35,13 @@ __all__ = (
     "check_messages",
     "check_outcome",
     "check_sync_result",
+    "check_tools",
     "check_usage",
-    "is_message",
 )
 
 _PART_TYPES = (TextPart, ImagePart, FilePart, ReasoningPart)
 _MESSAGE_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
 _SUSPEND_MODES = ("waiting_for_reply", "resuming_later")
-
-
-def is_message(value: object) -> bool:
-    return isinstance(value, _MESSAGE_TYPES)
 
 
 def check_content(value: object, where: str, error: type[UsageError] = PortContractError) -> None:
@@ -139,3 +136,17 @@ def check_sync_result(value: object, port: str) -> None:
     """A synchronous observer port must not return an awaitable (it would never run)."""
     _refuse_awaitable(value, port)
 
+
+def check_tools(tools: object) -> list[ToolDefinition]:
+    """What ``build_tools`` returned: a sequence of tool definitions (copied into a list)."""
+    if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
+        raise PortContractError(
+            f"build_tools returned {type(tools).__name__}; expected a sequence of ToolDefinition"
+        )
+    out = list(tools)
+    for k, tool in enumerate(out):
+        if not isinstance(tool, ToolDefinition):
+            raise PortContractError(
+                f"build_tools()[{k}] is {type(tool).__name__}; expected ToolDefinition"
+            )
+    return out

@@ -7,14 +7,14 @@ a raise is classified (fatal, or a tool error the model reads).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from .._awaitable import isawaitable
 from typing import Any, TypeVar, cast, overload
 
-from ..contracts import ToolCall, ToolDefinition, ToolError, ToolOutcome
+from .._awaitable import isawaitable, resolve as _resolve
+
+from ..contracts import ToolCall, ToolError, ToolOutcome
 from ..errors import AbortedToolCallError, PortContractError, RunCancelledError
 from ..run import run_tool_calls_pooled_by_tool
-from ._checks import check_bool, check_sync_result
+from ._checks import check_bool, check_sync_result, check_tools
 from ._machine import (
     AcceptToolMessage,
     Activate,
@@ -46,30 +46,12 @@ __all__ = ("run_tool_loop",)
 T = TypeVar("T")
 
 
-async def _resolve(value: Any) -> Any:
-    return await value if isawaitable(value) else value
-
-
 def _id_of(item: tuple[int, ToolCall]) -> str:
     return item[1].id
 
 
 def _name_of(item: tuple[int, ToolCall]) -> str:
     return item[1].name
-
-
-def _check_tools(tools: object) -> list[ToolDefinition]:
-    if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
-        raise PortContractError(
-            f"build_tools returned {type(tools).__name__}; expected a sequence of ToolDefinition"
-        )
-    out = list(tools)
-    for k, tool in enumerate(out):
-        if not isinstance(tool, ToolDefinition):
-            raise PortContractError(
-                f"build_tools()[{k}] is {type(tool).__name__}; expected ToolDefinition"
-            )
-    return out
 
 
 @overload
@@ -144,7 +126,7 @@ async def run_tool_loop(
         effect = machine.next_effect()
         kind = type(effect)
         if kind is CallModel:
-            tools = [] if p.build_tools is None else _check_tools(await _resolve(p.build_tools()))
+            tools = [] if p.build_tools is None else check_tools(await _resolve(p.build_tools()))
             started = now()
             pending = p.call_model(state.messages, tools)
             if not isawaitable(pending):

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, Final, Literal, TypeAlias
+from typing import Final, Literal, TypeAlias
 
 import msgspec
 
-from .._awaitable import isawaitable
+from .._awaitable import resolve as _resolve
 from ..contracts import (
     RunStats,
     StopReason,
@@ -84,10 +84,6 @@ class CheckpointRunResult(msgspec.Struct, frozen=True, kw_only=True):
     stats: RunStats
     cumulative_stats: RunStats
     iterations: int
-
-
-async def _resolve(value: Any) -> Any:
-    return await value if isawaitable(value) else value
 
 
 def _params(restored: RestoredLoop, state: ToolLoopState, budget: int) -> ToolLoopParams:
