@@ -7,10 +7,9 @@ a raise is classified (fatal, or a tool error the model reads).
 
 from __future__ import annotations
 
-from typing import Any, TypeVar, cast, overload
+from typing import Any, cast, overload
 
 from .._awaitable import isawaitable, resolve as _resolve
-
 from ..contracts import ToolCall, ToolError, ToolOutcome
 from ..errors import AbortedToolCallError, PortContractError, RunCancelledError
 from ..run import run_tool_calls_pooled_by_tool
@@ -43,7 +42,6 @@ from ._types import (
 
 __all__ = ("run_tool_loop",)
 
-T = TypeVar("T")
 
 
 def _id_of(item: tuple[int, ToolCall]) -> str:
