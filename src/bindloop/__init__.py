@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         RunTimeoutError as RunTimeoutError,
         TranscriptFormatError as TranscriptFormatError,
         UsageError as UsageError,
+        is_prompt_too_long as is_prompt_too_long,
     )
     from .contracts import (
         STOP_REASONS as STOP_REASONS,
@@ -927,6 +928,7 @@ _WHERE = MappingProxyType({
     "gemini_schema": "wire",
     "initial_active_plugins": "plugins",
     "is_cancellation": "routing",
+    "is_prompt_too_long": "errors",
     "loop_state_from_checkpoint": "session",
     "lost_result_placeholder": "transcript",
     "max_route_attempts": "routing",
@@ -1398,6 +1400,7 @@ __all__ = (
     "gemini_schema",
     "initial_active_plugins",
     "is_cancellation",
+    "is_prompt_too_long",
     "loop_state_from_checkpoint",
     "lost_result_placeholder",
     "max_route_attempts",

@@ -24,6 +24,7 @@ __all__ = (
     "RunTimeoutError",
     "TranscriptFormatError",
     "UsageError",
+    "is_prompt_too_long",
 )
 
 
@@ -61,6 +62,23 @@ class PromptTooLongError(ProviderError):
 
     Wire adapters classify it; compaction's prompt-too-long retry recognises it.
     """
+
+
+def is_prompt_too_long(exc: BaseException) -> bool:
+    """Whether ``exc`` says the prompt exceeds the context window: it, or an exception it was raised
+    from (``__cause__``, followed to the end and cycle-safe), is a :class:`PromptTooLongError`.
+
+    The one test for the condition: a routed model raises an attempt error *caused by* the wire's
+    prompt-too-long error, so an ``isinstance`` check on the outer error misses it.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, PromptTooLongError):
+            return True
+        seen.add(id(current))
+        current = current.__cause__
+    return False
 
 
 class RunTimeoutError(BindloopError):

@@ -125,6 +125,23 @@ def test_prompt_too_long_retries_with_a_halved_head_then_gives_up() -> None:
     assert info.value.attempts == 3
 
 
+def test_prompt_too_long_behind_a_routed_attempt_error_shrinks_the_head() -> None:
+    """Regression: RoutedModel raises the route's last AttemptError, *caused by* the wire's
+    prompt-too-long error. compact_conversation used to check isinstance on the outer error, so it
+    retried the same prompt as a transient failure and finally raised instead of shrinking."""
+    from bindloop.routing import AttemptError
+    from bindloop.wire import ProviderPromptTooLongError
+
+    msgs = convo(8)
+    refusal = ProviderPromptTooLongError("prompt is too long", wire="anthropic",
+                                         category="context_length", status_code=400)
+    routed = AttemptError("context_length", status_code=400, cause=refusal)
+    model = FakeModel([routed, ok()])
+    res = run(compact_conversation, model=model, messages=msgs)
+    assert res.attempts == 2 and res.start > 0
+    assert len(model.prompts[1]) < len(model.prompts[0])
+
+
 def test_prompt_too_long_with_one_round_left_fails_at_once() -> None:
     model = FakeModel([PromptTooLongError("x")])
     with pytest.raises(CompactPromptTooLongError):

@@ -17,13 +17,12 @@ from ..contracts import (
     TurnUsage,
     UserMessage,
 )
-from ..errors import ProviderError, RunCancelledError
+from ..errors import ProviderError, RunCancelledError, is_prompt_too_long as _is_prompt_too_long
 from ..signal import AbortSignal
 from ..transcript import validate_and_heal_messages
 from ._errors import (
     CompactEmptySummaryError,
     CompactPromptTooLongError,
-    PromptTooLongError,
 )
 from ._partition import CompactScope, partition_for_compaction, shrink_for_prompt_too_long
 from ._partition import strip_attachments
@@ -91,10 +90,6 @@ def _with_request(message: UserMessage) -> UserMessage:
     return msgspec.structs.replace(message, content=merged)
 
 
-def _default_prompt_too_long(exc: BaseException) -> bool:
-    return isinstance(exc, PromptTooLongError)
-
-
 def _default_transient(exc: BaseException) -> bool:
     return isinstance(exc, ProviderError)
 
@@ -122,12 +117,14 @@ async def compact_conversation(
     max_retries: int = 3,
     max_transient_retries: int = 2,
     instructions: str = DEFAULT_SUMMARY_INSTRUCTIONS,
-    is_prompt_too_long: Callable[[BaseException], bool] = _default_prompt_too_long,
+    is_prompt_too_long: Callable[[BaseException], bool] = _is_prompt_too_long,
     is_transient: Callable[[BaseException], bool] = _default_transient,
 ) -> CompactResult:
     """Summarize part of ``messages`` (chosen by ``scope``) with one model call.
 
-    On prompt-too-long the head of the slice is shrunk (:func:`shrink_for_prompt_too_long`) and the
+    On prompt-too-long (``is_prompt_too_long``; by default
+    :func:`bindloop.errors.is_prompt_too_long`, which follows ``__cause__``, so a routed model's
+    attempt error caused by the provider's refusal counts) the head of the slice is shrunk (:func:`shrink_for_prompt_too_long`) and the
     call retried, up to ``max_retries`` times; :class:`CompactPromptTooLongError` when that budget runs
     out or nothing is left to drop. A transient failure (``is_transient``; by default any
     :class:`~bindloop.errors.ProviderError`) or an empty summary is retried up to

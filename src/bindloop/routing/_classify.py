@@ -1,6 +1,7 @@
 """Turn an exception raised by a transport into an :class:`AttemptError`.
 
-Order matters and is fixed: cancellation first (whatever else the error is), then the host's
+Order matters and is fixed: cancellation first (whatever else the error is), then a prompt that does
+not fit (:func:`~bindloop.errors.is_prompt_too_long`: ``context_length``), then the host's
 ``as_transport_failure`` port, then the ``categorize_status`` override for HTTP statuses, then the
 neutral HTTP mapping. Anything the host port does not recognise is a ``client_error``, which
 propagates: an exception that escaped the transport without becoming one of its own failures is a bug,
@@ -17,7 +18,7 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-from ..errors import PortContractError, RunCancelledError, RunTimeoutError
+from ..errors import PortContractError, RunCancelledError, RunTimeoutError, is_prompt_too_long
 from ..signal import AbortSignal
 from ._failure import FAILURE_CATEGORIES, AttemptError, AttemptTarget, FailureCategory
 from ._ids import ProviderId
@@ -115,7 +116,8 @@ def classify_attempt_error(
 
     Cancellation is checked first: with ``signal`` given and aborted, or for a cancellation error,
     the result is ``cancelled`` — even for an :class:`AttemptError` of another category. Otherwise an
-    :class:`AttemptError` passes through unchanged. A port that returns the wrong type, an unknown category, an ``http`` failure
+    :class:`AttemptError` passes through unchanged, and an error that is or was caused by a
+    :class:`~bindloop.errors.PromptTooLongError` is ``context_length``. A port that returns the wrong type, an unknown category, an ``http`` failure
     without a valid status, or a negative/non-finite ``retry_after_ms`` raises
     :class:`~bindloop.errors.PortContractError`.
     """
@@ -127,6 +129,9 @@ def classify_attempt_error(
         return AttemptError("cancelled", target, cause=error)
     if isinstance(error, AttemptError):
         return error
+    if is_prompt_too_long(error):
+        # Whatever raised it (a wire, a host's model, a summarizer), the prompt does not fit.
+        return AttemptError("context_length", target, cause=error)
     port = classification.as_transport_failure
     failure = None if port is None else port(error)
     if failure is None:
