@@ -17,13 +17,12 @@ import anyio.lowlevel
 from bindloop import (
     AbortController,
     AssistantMessage,
-    CompactionApplied,
     Message,
     ModelTurnResult,
     RunCancelledError,
+    RunStats,
     RunTimeoutError,
     StepSettlement,
-    ToolBatchOptions,
     ToolCall,
     ToolDefinition,
     ToolError,
@@ -31,11 +30,11 @@ from bindloop import (
     ToolMessage,
     ToolOutcome,
     ToolResult,
-    content_text,
-    messages_from_openai,
 )
+from bindloop.contracts import CompactionApplied, content_text, messages_from_openai
+from bindloop.run import ToolBatchOptions
 from bindloop.compaction import persist_tool_output
-from bindloop.loop import OpenSuspend
+from bindloop.loop import LoopCounters, OpenSuspend
 from bindloop.testing import ScriptedModel, SteppingClock, stepping_clock
 
 from ._schema import CommitError, Scenario, ToolSpec, make_exception, model_turn, tool_outcome
@@ -188,11 +187,12 @@ class ScenarioRun:
         totals = spec.totals
         return ToolLoopState(
             messages=messages_from_openai(spec.messages),
-            input_tokens=totals.input_tokens, output_tokens=totals.output_tokens,
-            cached_input_tokens=totals.cached_input_tokens, cost=totals.cost,
-            tool_calls=totals.tool_calls, last_prompt_tokens=totals.last_prompt_tokens,
-            last_output_tokens=totals.last_output_tokens,
-            has_fresh_token_count=totals.has_fresh_token_count,
+            totals=RunStats(input_tokens=totals.input_tokens, output_tokens=totals.output_tokens,
+                            cached_input_tokens=totals.cached_input_tokens, cost=totals.cost),
+            counters=LoopCounters(requested_tool_calls=totals.tool_calls,
+                                  last_prompt_tokens=totals.last_prompt_tokens,
+                                  last_output_tokens=totals.last_output_tokens,
+                                  has_fresh_token_count=totals.has_fresh_token_count),
             open_suspends=[OpenSuspend(tool_call_id=s.tool_call_id, tool_name=s.tool_name,
                                        mode=s.mode, detail=s.detail)
                            for s in spec.open_suspends],

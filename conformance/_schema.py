@@ -25,8 +25,8 @@ from bindloop import (
     ToolResult,
     ToolSuspend,
     TurnUsage,
-    message_from_openai,
 )
+from bindloop.contracts import message_from_openai
 
 __all__ = (
     "CheckpointSpec",

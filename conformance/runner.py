@@ -30,7 +30,9 @@ import anyio
 import msgspec
 
 import bindloop
-from bindloop import ToolLoopState, messages_to_openai
+from bindloop import ToolLoopState
+from bindloop.contracts import messages_to_openai
+from bindloop.errors import TranscriptFormatError
 from bindloop.testing import loop_harness
 
 from ._ports import ScenarioRun
@@ -120,7 +122,7 @@ async def run_scenario(name: str, data: bytes) -> dict[str, Any]:
         run = ScenarioRun(sc)
         state = run.initial_state()
     except (msgspec.ValidationError, msgspec.DecodeError, ScenarioError,
-            bindloop.TranscriptFormatError) as exc:
+            TranscriptFormatError) as exc:
         entry.update(passed=False, outcome={"scenario_error": f"{type(exc).__name__}: {exc}"},
                      mismatches=[])
         return entry

@@ -32,12 +32,19 @@ import msgspec
 import pytest
 
 import bindloop as bl
+import bindloop.compaction
+import bindloop.completion
+import bindloop.contracts
+import bindloop.loop
+import bindloop.routing
+import bindloop.session
+import bindloop.transcript
 import integration_provider as provider
 from bindloop.hosts.scripted_server import ScriptedProviderServer
 from bindloop.testing import recording_sink
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "howto-full-stack.md"
-CONTEXT_WINDOW = bl.OUTPUT_RESERVE_TOKENS + 1_000   # effective window 1,000: 80% is 800 tokens
+CONTEXT_WINDOW = bl.compaction.OUTPUT_RESERVE_TOKENS + 1_000   # effective window 1,000: 80% is 800 tokens
 REPLY = "Aisle, please."
 
 
@@ -61,11 +68,11 @@ class Execution(msgspec.Struct, kw_only=True):
     storage: list[bytes]
     requests: list[Any]
     sink_events: list[Any]
-    routes: list[bl.RouteResult[bl.ModelTurnResult]]
+    routes: list[bl.routing.RouteResult[bl.ModelTurnResult]]
     assistant: list[bl.AssistantMessage]
     commits: list[bl.LoopCheckpoint]
     bookings: list[str]
-    legs: list[bl.CheckpointRunResult]
+    legs: list[bl.session.CheckpointRunResult]
 
 
 def _execute(stop_at: int | None = None) -> Execution:
@@ -76,7 +83,7 @@ def _execute(stop_at: int | None = None) -> Execution:
     storage: list[bytes] = []
     commits: list[bl.LoopCheckpoint] = []
     sink = recording_sink(retractable=True)
-    routes: list[bl.RouteResult[bl.ModelTurnResult]] = []
+    routes: list[bl.routing.RouteResult[bl.ModelTurnResult]] = []
     assistant: list[bl.AssistantMessage] = []
     boundary = [0]
 
@@ -88,7 +95,7 @@ def _execute(stop_at: int | None = None) -> Execution:
         boundary[0] += 1
         return hit
 
-    def reply(suspend: bl.OpenSuspend) -> str:
+    def reply(suspend: bl.loop.OpenSuspend) -> str:
         assert (suspend.tool_name, suspend.mode) == ("ask_user", "waiting_for_reply")
         assert suspend.detail == "Window or aisle on the way back?"
         return REPLY
@@ -111,7 +118,7 @@ def _execute(stop_at: int | None = None) -> Execution:
                 assert isinstance(final, bl.LoopCheckpoint)
                 return final
 
-        legs: list[bl.CheckpointRunResult] = []
+        legs: list[bl.session.CheckpointRunResult] = []
         bookings: list[str] = []
         final = anyio.run(main)
         requests = list(server.requests)
@@ -145,7 +152,7 @@ def test_execution_finishes_with_every_turn_and_the_reply(reference: Execution) 
     assert reference.bookings == ["AMS->LIS for Ada (window if possible)", "LIS->AMS for Ada"]
     last = final.messages[-1]
     assert isinstance(last, bl.AssistantMessage)
-    assert bl.content_text(last.content) == provider.TURNS["c6"].text
+    assert bl.contracts.content_text(last.content) == provider.TURNS["c6"].text
     answers = {m.tool_call_id: m for m in final.messages if isinstance(m, bl.ToolMessage)}
     assert answers["c4"].content == REPLY                  # the person's reply, as c4's result
     assert answers["c6"].content == "AMS->LIS for Ada (window if possible); LIS->AMS for Ada"
@@ -201,11 +208,11 @@ def test_fallback_routes_and_surface_has_no_glued_text(reference: Execution) -> 
             e.kind == "text" and e.epoch == 0 for e in events)  # epoch 0: the first attempt
         # A reset after the failed attempt only if that attempt had streamed text.
         assert len(resets) == (1 if shown_before_failing else 0)
-        reducer = bl.TurnStreamReducer()
+        reducer = bl.completion.TurnStreamReducer()
         for event in events:
             assert reducer.apply(event) == "applied"
         shown = reducer.text(turn_id) or ""   # None: the turn never emitted (tool calls only)
-        assert shown == bl.content_text(message.content)   # exactly the answer, no glue
+        assert shown == bl.contracts.content_text(message.content)   # exactly the answer, no glue
     assert not [e for e in by_turn[turn_ids[0]] if e.kind == "reset"]   # the 503 showed nothing
     assert [e.kind for e in by_turn[turn_ids[4]]].count("reset") == 1   # the cut stream had
 
@@ -215,9 +222,9 @@ def test_one_compaction_is_spend_not_a_turn(reference: Execution) -> None:
     assert len(summaries) == 1
     final = reference.final
     summary_messages = [m for m in final.messages if isinstance(m, bl.UserMessage)
-                        and isinstance(m.content, str) and m.content.startswith(bl.SUMMARY_PREFIX)]
+                        and isinstance(m.content, str) and m.content.startswith(bl.compaction.SUMMARY_PREFIX)]
     assert len(summary_messages) == 1
-    assert (provider.SUMMARY.text or "?") in bl.content_text(summary_messages[0].content)
+    assert (provider.SUMMARY.text or "?") in bl.contracts.content_text(summary_messages[0].content)
     assert not any(isinstance(m, bl.ToolMessage) and m.tool_call_id == "c1" for m in final.messages)
 
     turns = [provider.TURNS[k].usage for k in provider.MODEL_TURN_KEYS]
@@ -235,12 +242,12 @@ def _assert_heals_clean(final: bl.LoopCheckpoint) -> None:
     reports as ``trailing_assistant`` (it heals *requests*, which must end on the user side).
     That is the only issue; with the next user message applied there is none at all."""
     messages = list(final.messages)
-    healed, issues = bl.validate_and_heal_messages(messages)
+    healed, issues = bl.transcript.validate_and_heal_messages(messages)
     assert [(i.kind, i.index) for i in issues] == [("trailing_assistant", len(messages))]
     assert healed[:-1] == messages and isinstance(healed[-1], bl.UserMessage)
-    follow_up = bl.apply_checkpoint_input(final, bl.UserMessage(content="Thanks!"))
+    follow_up = bl.session.apply_checkpoint_input(final, bl.UserMessage(content="Thanks!"))
     again = list(follow_up.messages)
-    healed, issues = bl.validate_and_heal_messages(again)
+    healed, issues = bl.transcript.validate_and_heal_messages(again)
     assert not issues and healed is again or healed == again
 
 
@@ -250,14 +257,14 @@ def test_final_transcript_needs_no_healing(reference: Execution) -> None:
 
 def test_finished_transcript_literally_heals_with_no_issues(reference: Execution) -> None:
     # A stored history (not a request about to be sent) may end on the model's answer.
-    _, issues = bl.validate_and_heal_messages(list(reference.final.messages), for_request=False)
+    _, issues = bl.transcript.validate_and_heal_messages(list(reference.final.messages), for_request=False)
     assert not issues
 
 
-def _summed(legs: list[bl.CheckpointRunResult]) -> bl.RunStats:
-    total = bl.empty_run_stats()
+def _summed(legs: list[bl.session.CheckpointRunResult]) -> bl.RunStats:
+    total = bl.contracts.empty_run_stats()
     for leg in legs:
-        total = bl.accumulate_run(total, leg.stats)
+        total = bl.contracts.accumulate_run(total, leg.stats)
     return total
 
 

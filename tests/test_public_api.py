@@ -1,33 +1,39 @@
-"""Every public module has a tuple ``__all__`` naming things that exist, the root re-exports the
-public API of the core modules, and importing the package does no work."""
+"""The public API in tiers: a curated root, subpackages with their full ``__all__``, and
+``bindloop.lowlevel``. Every public object reports its public home as ``__module__``, nothing is
+exported from two public modules, and importing the package does no work."""
 
 from __future__ import annotations
 
+import ast
 import importlib
+import inspect
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import bindloop
 
-CORE_SUBPACKAGES = [
-    name for name in (m.name for m in pkgutil.iter_modules(bindloop.__path__))
-    if not name.startswith("_") and name not in ("testing", "hosts")
-]
+ROOT_FILE = Path(bindloop.__file__)
 
 
 def _public_modules() -> list[str]:
-    out = ["bindloop"]
+    """Every public module except the root and the host bindings (which are not a library API)."""
+    out = []
     for info in pkgutil.walk_packages(bindloop.__path__, "bindloop."):
-        leaf = info.name.rsplit(".", 1)[-1]
-        if leaf.startswith("_") or ".hosts" in info.name or info.name.endswith("strategies"):
+        parts = info.name.split(".")
+        if any(p.startswith("_") for p in parts) or parts[1] == "hosts" or parts[-1] == "strategies":
             continue
         out.append(info.name)
     return out
 
 
+def _module_names() -> list[str]:
+    return ["bindloop", *_public_modules()]
+
+
 def test_every_public_module_has_a_tuple_all_of_real_names() -> None:
-    for name in _public_modules():
+    for name in _module_names():
         module = importlib.import_module(name)
         exported = getattr(module, "__all__", None)
         assert isinstance(exported, tuple), f"{name}.__all__ must be a tuple"
@@ -36,36 +42,126 @@ def test_every_public_module_has_a_tuple_all_of_real_names() -> None:
             assert hasattr(module, item), f"{name}.__all__ names missing {item!r}"
 
 
-def test_root_reexports_every_core_module_api() -> None:
-    root = set(bindloop.__all__)
-    for sub in CORE_SUBPACKAGES:
-        module = importlib.import_module(f"bindloop.{sub}")
-        missing = set(module.__all__) - root
-        assert not missing, f"bindloop root does not re-export {sorted(missing)} from {sub}"
-        for item in module.__all__:
-            assert getattr(bindloop, item) is getattr(module, item)
+# ---- tier 1: the curated root -------------------------------------------------------------------
+
+def test_the_root_is_curated_and_small() -> None:
+    # About 60-90 names (h11 23, trio 65, anyio 96): what a host writing an agent needs. A new
+    # subpackage (the agent API) extends bindloop._EXPORTS; it does not need to be listed here.
+    assert 60 <= len(bindloop.__all__) <= 90, len(bindloop.__all__)
 
 
-def test_testing_kit_is_not_reexported() -> None:
+def test_the_root_derives_from_one_declaration() -> None:
+    declared = [(module, name) for module, names in bindloop._EXPORTS.items() for name in names]
+    assert tuple(name for _, name in declared) == bindloop.__all__
+    for module, name in declared:
+        home = importlib.import_module(f"bindloop.{module}")
+        assert name in home.__all__, f"the root takes {name!r} from {module}, which does not export it"
+        assert getattr(bindloop, name) is getattr(home, name)
+
+
+def test_the_type_checking_block_mirrors_the_declaration() -> None:
+    """Type checkers cannot read the lazy map, so the root repeats it under TYPE_CHECKING; the two
+    must name the same things from the same subpackages."""
+    tree = ast.parse(ROOT_FILE.read_text())
+    guarded = [node for node in tree.body if isinstance(node, ast.If)
+               and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"]
+    assert len(guarded) == 1
+    seen: dict[str, list[str]] = {}
+    for node in guarded[0].body:
+        assert isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
+        for alias in node.names:
+            assert alias.asname == alias.name, f"{alias.name} must be imported as itself"
+            seen.setdefault(node.module, []).append(alias.name)
+    assert seen == {module: list(names) for module, names in bindloop._EXPORTS.items()}
+
+
+def test_unknown_root_names_raise_attribute_error() -> None:
+    try:
+        bindloop.LoopMachine  # noqa: B018 - lives in bindloop.lowlevel, not the root
+    except AttributeError as exc:
+        assert "LoopMachine" in str(exc)
+    else:  # pragma: no cover
+        raise AssertionError("bindloop.LoopMachine should not be a root name")
+    assert set(bindloop.__all__) <= set(dir(bindloop))
+
+
+def test_testing_and_hosts_are_not_reexported() -> None:
     import bindloop.testing as kit
 
     assert not set(kit.__all__) & set(bindloop.__all__)
+    assert not {m for m in bindloop._EXPORTS if m in ("testing", "hosts")}
 
 
-def test_seed_names_are_present() -> None:
-    for name in ("run_tool_loop", "ToolLoopState", "ToolLoopParams", "ToolLoopResult", "RunStats",
-                 "empty_run_stats", "accumulate_turn", "accumulate_tool_call",
-                 "accumulate_auxiliary_spend", "accumulate_run", "StepSettlement",
-                 "DiscardedTurnWithToolCallsError", "InputBlockedBySuspendError",
-                 "MissingActivationPortError", "ModelTurnResult", "TurnUsage", "TurnTimings"):
-        assert name in bindloop.__all__
+def test_the_seed_names_have_a_public_home() -> None:
+    homes = {
+        "bindloop": ("run_tool_loop", "ToolLoopState", "ToolLoopParams", "ToolLoopResult", "RunStats",
+                     "StepSettlement", "ModelTurnResult", "TurnUsage"),
+        "bindloop.contracts": ("empty_run_stats", "accumulate_turn", "accumulate_tool_call",
+                               "accumulate_auxiliary_spend", "accumulate_run", "TurnTimings"),
+        "bindloop.errors": ("DiscardedTurnWithToolCallsError", "InputBlockedBySuspendError",
+                            "MissingActivationPortError"),
+        "bindloop.loop": ("LoopCounters",),
+        "bindloop.lowlevel": ("LoopMachine",),
+    }
+    for module, names in homes.items():
+        exported = importlib.import_module(module).__all__
+        for name in names:
+            assert name in exported, f"{name} is not exported by {module}"
 
+
+# ---- every tier: one home per object ------------------------------------------------------------
+
+def _defined_objects(module_name: str) -> list[tuple[str, object]]:
+    module = importlib.import_module(module_name)
+    return [(name, getattr(module, name)) for name in module.__all__
+            if inspect.isclass(getattr(module, name)) or inspect.isfunction(getattr(module, name))]
+
+
+def test_every_public_object_reports_its_public_home() -> None:
+    """``__module__`` names a public module that exports the object (trio's approach), so a
+    traceback or a repr never shows a private ``_x`` module."""
+    for module_name in _module_names():
+        for name, obj in _defined_objects(module_name):
+            home = obj.__module__  # type: ignore[attr-defined]
+            assert not any(p.startswith("_") for p in home.split(".")), (
+                f"{module_name}.{name} reports the private module {home}")
+            if home.startswith("bindloop"):
+                exported = importlib.import_module(home).__all__
+                assert name in exported, f"{module_name}.{name} claims {home}, which does not export it"
+
+
+def test_nothing_is_exported_from_two_public_modules() -> None:
+    """The root re-exports on purpose (it is a tier over the subpackages); below it, each object
+    has exactly one public module."""
+    first: dict[int, str] = {}
+    for module_name in _public_modules():
+        module = importlib.import_module(module_name)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if isinstance(obj, (str, int, float, bool, tuple, frozenset)) or obj is None:
+                continue  # plain values compare by value; identity says nothing about their home
+            where = f"{module_name}.{name}"
+            other = first.setdefault(id(obj), where)
+            assert other == where, f"{where} is also exported as {other}"
+
+
+def test_a_new_subpackage_needs_no_root_entry() -> None:
+    """Subpackages that arrive later (agent, mcp) are checked for a tuple ``__all__`` above; only
+    the names the root declares must reach it."""
+    root = set(bindloop.__all__)
+    for sub in {m.split(".")[1] for m in _public_modules()}:
+        module = importlib.import_module(f"bindloop.{sub}")
+        assert isinstance(module.__all__, tuple)
+        for name in set(module.__all__) & root:
+            assert getattr(bindloop, name) is getattr(module, name)
+
+
+# ---- import cost and hygiene --------------------------------------------------------------------
 
 def test_import_does_no_work_and_pulls_no_host_code() -> None:
     code = (
         "import sys, bindloop\n"
-        "bad = [m for m in sys.modules if m.startswith('bindloop.hosts') or m.startswith('bindloop.testing')"
-        " or m in ('httpx', 'hypothesis', 'threading_probe')]\n"
+        "bad = [m for m in sys.modules if m.startswith('bindloop.') or m in ('httpx', 'hypothesis')]\n"
         "print(','.join(bad))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -73,13 +169,13 @@ def test_import_does_no_work_and_pulls_no_host_code() -> None:
 
 
 def test_every_reexport_in_a_package_init_is_listed_in_all() -> None:
-    """An ``X as X`` import in a package ``__init__`` is a public re-export: it must be in
-    ``__all__`` (and so reach the root), or the docs name a function users cannot import."""
-    import ast
-    from pathlib import Path
-
-    src = Path(bindloop.__file__).parent
-    for init in sorted(src.rglob("__init__.py")):
+    """An ``X as X`` import in a public module is a public re-export: it must be in ``__all__``,
+    or the docs name a function users cannot import."""
+    src = ROOT_FILE.parent
+    files = [*sorted(src.rglob("__init__.py")), src / "lowlevel.py"]
+    for init in files:
+        if init == ROOT_FILE:
+            continue  # the root imports under TYPE_CHECKING for the lazy loader (checked above)
         tree = ast.parse(init.read_text())
         reexported = {a.name for node in tree.body if isinstance(node, ast.ImportFrom)
                       for a in node.names if a.asname == a.name}
@@ -89,6 +185,4 @@ def test_every_reexport_in_a_package_init_is_listed_in_all() -> None:
                                                     for t in node.targets):
                 assert isinstance(node.value, ast.Tuple)
                 declared = {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
-        if init.parent == src:
-            continue  # the root imports under TYPE_CHECKING for the lazy loader
         assert reexported <= declared, f"{init}: {sorted(reexported - declared)} missing from __all__"

@@ -16,7 +16,7 @@ from bindloop.contracts import (
     TurnUsage,
     UserMessage,
 )
-from bindloop.loop import ToolLoopParams, run_tool_loop
+from bindloop.loop import LoopCounters, ToolLoopParams, run_tool_loop
 from bindloop.testing import final_answer, fresh_state, scripted_model, tool_call, tool_call_turn
 
 
@@ -69,8 +69,7 @@ def test_port_compacts_once_over_threshold_and_spend_is_not_a_turn() -> None:
 
 def test_port_leaves_short_transcripts_alone() -> None:
     state = fresh_state([UserMessage(content="hi")])
-    state.last_prompt_tokens = 119_000
-    state.has_fresh_token_count = True
+    state.counters = LoopCounters(last_prompt_tokens=119_000, has_fresh_token_count=True)
 
     async def never(messages, tools):  # type: ignore[no-untyped-def]
         raise AssertionError("must not be called")

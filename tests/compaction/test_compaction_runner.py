@@ -11,7 +11,6 @@ from bindloop.compaction import (
     CompactEmptySummaryError,
     CompactInvalidInputError,
     CompactPromptTooLongError,
-    PromptTooLongError,
     TailScope,
     build_summary_prompt,
     compact_conversation,
@@ -30,7 +29,7 @@ from bindloop.contracts import (
     UserMessage,
     content_text,
 )
-from bindloop.errors import ProviderError
+from bindloop.errors import PromptTooLongError, ProviderError
 from bindloop.signal import AbortController
 
 from transcript.checkers import all_violations

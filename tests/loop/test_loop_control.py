@@ -12,14 +12,13 @@ from bindloop import (
     ControlledToolLoopResult,
     LoopBoundary,
     LoopControl,
-    PortContractError,
     ToolLoopResult,
     ToolLoopState,
-    accumulate_run,
-    empty_run_stats,
     encode_messages,
     run_tool_loop,
 )
+from bindloop.contracts import accumulate_run, empty_run_stats
+from bindloop.errors import PortContractError
 from bindloop.testing import final_answer, loop_harness, tool_call, tool_call_turn
 
 

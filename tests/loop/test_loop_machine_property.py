@@ -20,7 +20,9 @@ from bindloop.contracts import (
     UserMessage,
 )
 from bindloop.errors import AbortedToolCallError, ProtocolError
-from bindloop.loop import (
+from bindloop.contracts import CompactionApplied, RunStats
+from bindloop.loop import LoopCounters, StepSettlement, ToolLoopState
+from bindloop.lowlevel import (
     AcceptToolMessage,
     Activate,
     AskNudge,
@@ -28,7 +30,6 @@ from bindloop.loop import (
     CallModel,
     CheckBoundary,
     Compact,
-    CompactionApplied,
     Finish,
     LoopMachine,
     NotifyAssistant,
@@ -37,9 +38,7 @@ from bindloop.loop import (
     RunPooled,
     RunSerial,
     Settle,
-    StepSettlement,
     ToolFinished,
-    ToolLoopState,
 )
 
 NAMES = ("add", "load", "search")
@@ -61,8 +60,9 @@ def worlds(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def drive(data: st.DataObject, world: dict[str, Any]) -> None:
-    state = ToolLoopState(messages=[UserMessage(content="go")], input_tokens=world["seed_tokens"],
-                          cost=world["seed_cost"], tool_calls=3)
+    state = ToolLoopState(messages=[UserMessage(content="go")],
+                          totals=RunStats(input_tokens=world["seed_tokens"], cost=world["seed_cost"]),
+                          counters=LoopCounters(requested_tool_calls=3))
     serial = world["serial"]
     m = LoopMachine(state, world["max_iterations"], runs_serially=lambda c: c.name in serial,
                     **world["flags"])

@@ -7,19 +7,11 @@ import pytest
 
 from bindloop import (
     AbortController,
-    AbortedToolCallError,
     AssistantMessage,
-    CompactionApplied,
-    DiscardedTurnWithToolCallsError,
-    InputBlockedBySuspendError,
-    InvalidModelTurnError,
-    MissingActivationPortError,
     ModelTurnResult,
-    PortContractError,
     RunCancelledError,
     RunTimeoutError,
     StepSettlement,
-    ToolBatchOptions,
     ToolCall,
     ToolError,
     ToolLoopResult,
@@ -31,6 +23,17 @@ from bindloop import (
     UserMessage,
     run_tool_loop,
 )
+from bindloop.contracts import CompactionApplied, RunStats
+from bindloop.loop import LoopCounters
+from bindloop.errors import (
+    AbortedToolCallError,
+    DiscardedTurnWithToolCallsError,
+    InputBlockedBySuspendError,
+    InvalidModelTurnError,
+    MissingActivationPortError,
+    PortContractError,
+)
+from bindloop.run import ToolBatchOptions
 from bindloop.testing import (
     ScriptExhaustedError,
     final_answer,
@@ -64,7 +67,8 @@ def test_seed_example_runs_three_turns() -> None:
 
 def test_stats_and_state_fold_exactly_with_a_seed() -> None:
     state = fresh_state()
-    state.input_tokens, state.cost, state.tool_calls = 1000, 50, 7
+    state.totals = RunStats(input_tokens=1000, cost=50)
+    state.counters = LoopCounters(requested_tool_calls=7)
     h = loop_harness([
         tool_call_turn([tool_call("a")], usage=TurnUsage(input_tokens=10, output_tokens=3,
                                                          cached_input_tokens=8), cost=2),

@@ -12,11 +12,12 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from bindloop import AssistantMessage, RunStats, ToolCall, ToolMessage, ToolTime, UserMessage
+from bindloop import AssistantMessage, RunStats, ToolCall, ToolMessage, UserMessage
+from bindloop.contracts import ToolTime
 from bindloop.loop import OpenSuspend
+from bindloop.loop import LoopCounters
 from bindloop.session import (
     CHECKPOINT_VERSION,
-    CheckpointCounters,
     CheckpointFormatError,
     CheckpointLineage,
     LoopBindings,
@@ -42,7 +43,7 @@ def waiting() -> LoopCheckpoint:
                                    detail="which?"),),
         stats=RunStats(turns=1, tool_calls=2, input_tokens=10, model_ms=1.0, tool_ms=2.0,
                        tools={"add": ToolTime(calls=1, ms=1.0), "ask": ToolTime(calls=1, ms=1.0)}),
-        counters=CheckpointCounters(requested_tool_calls=2, last_prompt_tokens=10),
+        counters=LoopCounters(requested_tool_calls=2, last_prompt_tokens=10),
         bindings=LoopBindings(config={"model": "m1", "temps": [0.5, 1]}, environment={"dir": "/w"}),
     )
 

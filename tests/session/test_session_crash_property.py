@@ -23,7 +23,6 @@ from hypothesis import strategies as st
 from bindloop import (
     AssistantMessage,
     BoundaryDecision,
-    CompactionApplied,
     Message,
     ModelTurnResult,
     ToolCall,
@@ -32,8 +31,8 @@ from bindloop import (
     ToolSuspend,
     TurnUsage,
     UserMessage,
-    content_text,
 )
+from bindloop.contracts import CompactionApplied, content_text
 from bindloop.session import (
     CheckpointInput,
     CheckpointReply,

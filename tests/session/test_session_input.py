@@ -12,13 +12,13 @@ from bindloop import (
     TextPart,
     ToolCall,
     ToolMessage,
-    ToolTime,
     UsageError,
     UserMessage,
 )
+from bindloop.contracts import ToolTime
 from bindloop.loop import OpenSuspend
+from bindloop.loop import LoopCounters
 from bindloop.session import (
-    CheckpointCounters,
     CheckpointInputError,
     CheckpointReply,
     CheckpointWake,
@@ -45,7 +45,7 @@ def paused(status: str = "waiting_for_reply", modes: tuple[str, ...] = ("waiting
                                                                name="add")),
         open_suspends=suspends,
         stats=RunStats(turns=2, tool_calls=3, cost=5, tools={"add": ToolTime(calls=3, ms=3.0)}),
-        counters=CheckpointCounters(requested_tool_calls=3),
+        counters=LoopCounters(requested_tool_calls=3),
         bindings=LoopBindings(environment={"box": 1}),
     )
 

@@ -13,10 +13,8 @@ import pytest
 from bindloop import (
     AssistantMessage,
     BoundaryDecision,
-    CompactionApplied,
     Message,
     ModelTurnResult,
-    PortContractError,
     RunStats,
     ToolCall,
     ToolLoopParams,
@@ -26,9 +24,10 @@ from bindloop import (
     ToolSuspend,
     TurnUsage,
     UserMessage,
-    accumulate_run,
     run_tool_loop,
 )
+from bindloop.contracts import CompactionApplied, accumulate_run
+from bindloop.errors import PortContractError
 from bindloop.loop import OpenSuspend
 from bindloop.run import (
     ReceiptExecute,

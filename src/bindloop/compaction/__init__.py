@@ -17,7 +17,6 @@ from ._errors import (
     CompactError as CompactError,
     CompactInvalidInputError as CompactInvalidInputError,
     CompactPromptTooLongError as CompactPromptTooLongError,
-    PromptTooLongError as PromptTooLongError,
 )
 from ._fallback import (
     FallbackProvider as FallbackProvider,
@@ -136,7 +135,6 @@ __all__ = (
     "ModelSelection",
     "Partition",
     "PersistPlan",
-    "PromptTooLongError",
     "SessionItem",
     "Span",
     "StepThinkingDecay",
@@ -178,3 +176,7 @@ __all__ = (
     "wire_view",
     "wire_view_with_sources",
 )
+
+from .._public import publish as _publish
+
+_publish(__name__, globals(), __all__)

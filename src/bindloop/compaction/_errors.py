@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from ..errors import BindloopError, PromptTooLongError, UsageError
+from ..errors import BindloopError, UsageError
 
 __all__ = (
     "CompactEmptySummaryError",
     "CompactError",
     "CompactInvalidInputError",
     "CompactPromptTooLongError",
-    "PromptTooLongError",
 )
 
 

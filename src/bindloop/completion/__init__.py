@@ -113,3 +113,7 @@ __all__ = (
     "parse_partial_json",
     "parse_tool_call_arguments",
 )
+
+from .._public import publish as _publish
+
+_publish(__name__, globals(), __all__)

@@ -103,3 +103,7 @@ __all__ = (
     "tool_error_message",
     "tool_outcome_message",
 )
+
+from .._public import publish as _publish
+
+_publish(__name__, globals(), __all__)

@@ -20,7 +20,6 @@ import msgspec
 
 from bindloop import (
     AssistantMessage,
-    CallModelFn,
     Message,
     ModelTurnResult,
     RunStats,
@@ -36,9 +35,10 @@ from bindloop import (
     ToolResult,
     TurnUsage,
     UserMessage,
-    content_text,
     run_tool_loop,
 )
+from bindloop.contracts import content_text
+from bindloop.loop import CallModelFn
 
 DEFAULT_PROMPT = ("What is (17 * 23) + 4 and what is 2 ** 10 / 8? Save both results as notes, "
                   "then tell me which notes I have.")

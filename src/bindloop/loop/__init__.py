@@ -1,34 +1,15 @@
-"""The tool loop: a pure decision machine (:class:`LoopMachine`) and its anyio driver
-(:func:`run_tool_loop`)."""
+"""The tool loop: :func:`run_tool_loop`, its ports, state and result. The decision machine it drives
+is public in :mod:`bindloop.lowlevel`."""
 
 from ._driver import run_tool_loop as run_tool_loop
-from ._machine import (
-    AcceptToolMessage as AcceptToolMessage,
-    Activate as Activate,
-    AskNudge as AskNudge,
-    Boundary as Boundary,
-    CallModel as CallModel,
-    CheckBoundary as CheckBoundary,
-    Compact as Compact,
-    ControlledStopReason as ControlledStopReason,
-    Effect as Effect,
-    Finish as Finish,
-    LoopMachine as LoopMachine,
-    NotifyAssistant as NotifyAssistant,
-    NotifyProgress as NotifyProgress,
-    Reject as Reject,
-    RunPooled as RunPooled,
-    RunSerial as RunSerial,
-    Settle as Settle,
-    ToolFinished as ToolFinished,
-)
-from ..contracts import CompactionApplied as CompactionApplied
 from ._types import (
     BoundaryDecision as BoundaryDecision,
     CallModelFn as CallModelFn,
+    ControlledStopReason as ControlledStopReason,
     ControlledToolLoopResult as ControlledToolLoopResult,
     LoopBoundary as LoopBoundary,
     LoopControl as LoopControl,
+    LoopCounters as LoopCounters,
     MaybeAwaitable as MaybeAwaitable,
     OpenSuspend as OpenSuspend,
     RunToolCallFn as RunToolCallFn,
@@ -40,37 +21,24 @@ from ._types import (
 )
 
 __all__ = (
-    "AcceptToolMessage",
-    "Activate",
-    "AskNudge",
-    "Boundary",
     "BoundaryDecision",
-    "CallModel",
     "CallModelFn",
-    "CheckBoundary",
-    "Compact",
-    "CompactionApplied",
     "ControlledStopReason",
     "ControlledToolLoopResult",
-    "Effect",
-    "Finish",
     "LoopBoundary",
     "LoopControl",
-    "LoopMachine",
+    "LoopCounters",
     "MaybeAwaitable",
-    "NotifyAssistant",
-    "NotifyProgress",
     "OpenSuspend",
-    "Reject",
-    "RunPooled",
-    "RunSerial",
     "RunToolCallFn",
-    "Settle",
     "StepSettlement",
-    "ToolFinished",
     "ToolLoopParams",
     "ToolLoopPorts",
     "ToolLoopResult",
     "ToolLoopState",
     "run_tool_loop",
 )
+
+from .._public import publish as _publish
+
+_publish(__name__, globals(), __all__)

@@ -349,15 +349,10 @@ class LoopMachine:
                 raise PortContractError(f"compact().cost must be an int, got {applied.cost!r}")
             st = self.state
             st.messages[:] = applied.messages
-            usage = applied.usage
-            st.input_tokens += usage.input_tokens
-            st.output_tokens += usage.output_tokens
-            st.cached_input_tokens += usage.cached_input_tokens
-            st.cost += applied.cost
-            st.has_fresh_token_count = False
-            self.stats = accumulate_auxiliary_spend(
-                self.stats, AuxiliarySpend(usage=usage, cost=applied.cost, model_ms=ms)
-            )
+            spend = AuxiliarySpend(usage=applied.usage, cost=applied.cost, model_ms=ms)
+            st.totals = accumulate_auxiliary_spend(st.totals, spend)
+            st.counters = st.counters.after_compaction()
+            self.stats = accumulate_auxiliary_spend(self.stats, spend)
         self._before_model()
 
     def model_replied(self, result: ModelTurnResult, ms: float) -> None:
@@ -367,13 +362,8 @@ class LoopMachine:
         self.iterations += 1
         usage = result.usage
         st = self.state
-        st.input_tokens += usage.input_tokens
-        st.output_tokens += usage.output_tokens
-        st.cached_input_tokens += usage.cached_input_tokens
-        st.cost += result.cost
-        st.last_prompt_tokens = usage.input_tokens
-        st.last_output_tokens = usage.output_tokens
-        st.has_fresh_token_count = usage.input_tokens > 0 or usage.output_tokens > 0
+        st.totals = accumulate_turn(st.totals, usage, cost=result.cost, model_ms=ms)
+        st.counters = st.counters.after_turn(usage)
         self.stats = accumulate_turn(self.stats, usage, cost=result.cost, model_ms=ms)
 
         accept = result.accept_message
@@ -398,7 +388,7 @@ class LoopMachine:
                 self._after_would_end(delivered=False)
             return
 
-        st.tool_calls += len(calls)
+        st.counters = st.counters.after_tool_calls(len(calls))
         self._progress()
         self._calls = calls
         self._answers = [None] * len(calls)
@@ -439,6 +429,8 @@ class LoopMachine:
         call = self._calls[i]
         if finished.ran:
             self.stats = accumulate_tool_call(self.stats, call.name, finished.ms)
+            st = self.state
+            st.totals = accumulate_tool_call(st.totals, call.name, finished.ms)
         else:
             self._batch_aborted = True
         if finished.error is not None:

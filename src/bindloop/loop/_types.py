@@ -21,6 +21,7 @@ from ..contracts import (
     ToolDefinition,
     ToolMessage,
     ToolOutcome,
+    TurnUsage,
 )
 from ..run import ToolBatchOptions
 from ..signal import AbortSignal
@@ -31,6 +32,7 @@ __all__ = (
     "ControlledToolLoopResult",
     "LoopBoundary",
     "LoopControl",
+    "LoopCounters",
     "MaybeAwaitable",
     "OpenSuspend",
     "RunToolCallFn",
@@ -54,27 +56,87 @@ class OpenSuspend(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     detail: str | None = None
 
 
-class ToolLoopState(msgspec.Struct, kw_only=True):
-    """The run's live state, mutated in place so a heartbeat can read totals mid-run.
+class LoopCounters(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The loop's own figures, beside the spend in :class:`~bindloop.contracts.RunStats`: tool calls
+    the model *requested* (``RunStats.tool_calls`` counts calls that ran) and the latest turn's token
+    figures, which a compaction policy reads. ``has_fresh_token_count`` says the latest turn reported
+    usage and no compaction has replaced the transcript since.
 
-    Seed it with the stored totals when resuming: the loop adds this invocation's spend to whatever is
-    here. ``tool_calls`` counts calls the model *requested* (``RunStats.tool_calls`` counts calls that
-    *ran*). ``last_prompt_tokens`` / ``last_output_tokens`` are the latest turn's figures;
-    ``has_fresh_token_count`` says the latest turn reported usage and no compaction has replaced the
-    transcript since. ``open_suspends`` lists calls whose results are withheld; a run started with
-    open suspends ends at once with their stop reason and makes no model call.
+    One value, kept unchanged in :class:`ToolLoopState` and in a checkpoint
+    (``bindloop.session.LoopCheckpoint.counters``); the loop replaces it with
+    :meth:`after_turn`, :meth:`after_compaction` and :meth:`after_tool_calls`.
     """
 
-    messages: list[Message] = msgspec.field(default_factory=list)
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_input_tokens: int = 0
-    cost: int = 0
+    requested_tool_calls: int = 0
     last_prompt_tokens: int = 0
     last_output_tokens: int = 0
     has_fresh_token_count: bool = False
-    tool_calls: int = 0
+
+    def after_turn(self, usage: TurnUsage) -> LoopCounters:
+        """The counters once a model turn reported ``usage``."""
+        return LoopCounters(
+            requested_tool_calls=self.requested_tool_calls,
+            last_prompt_tokens=usage.input_tokens, last_output_tokens=usage.output_tokens,
+            has_fresh_token_count=usage.input_tokens > 0 or usage.output_tokens > 0)
+
+    def after_tool_calls(self, requested: int) -> LoopCounters:
+        """The counters once a turn requested ``requested`` tool calls."""
+        return msgspec.structs.replace(self, requested_tool_calls=self.requested_tool_calls + requested)
+
+    def after_compaction(self) -> LoopCounters:
+        """The counters once compaction replaced the transcript: the last token count is stale."""
+        return msgspec.structs.replace(self, has_fresh_token_count=False)
+
+
+class ToolLoopState(msgspec.Struct, kw_only=True):
+    """The run's live state, updated in place so a heartbeat can read totals mid-run.
+
+    ``totals`` is the spend (tokens, cost, turns, times) folded with the ``accumulate_*`` functions
+    of :mod:`bindloop.contracts`; ``counters`` the loop's own figures (:class:`LoopCounters`). Seed
+    both with the stored values when resuming: the loop adds this invocation to whatever is here.
+    ``open_suspends`` lists calls whose results are withheld; a run started with open suspends ends
+    at once with their stop reason and makes no model call.
+
+    The flat read-only properties (``input_tokens``, ``tool_calls``, ...) read those two values;
+    ``tool_calls`` is ``counters.requested_tool_calls``.
+    """
+
+    messages: list[Message] = msgspec.field(default_factory=list)
+    totals: RunStats = msgspec.field(default_factory=RunStats)
+    counters: LoopCounters = msgspec.field(default_factory=LoopCounters)
     open_suspends: list[OpenSuspend] = msgspec.field(default_factory=list)
+
+    @property
+    def input_tokens(self) -> int:
+        return self.totals.input_tokens
+
+    @property
+    def output_tokens(self) -> int:
+        return self.totals.output_tokens
+
+    @property
+    def cached_input_tokens(self) -> int:
+        return self.totals.cached_input_tokens
+
+    @property
+    def cost(self) -> int:
+        return self.totals.cost
+
+    @property
+    def tool_calls(self) -> int:
+        return self.counters.requested_tool_calls
+
+    @property
+    def last_prompt_tokens(self) -> int:
+        return self.counters.last_prompt_tokens
+
+    @property
+    def last_output_tokens(self) -> int:
+        return self.counters.last_output_tokens
+
+    @property
+    def has_fresh_token_count(self) -> bool:
+        return self.counters.has_fresh_token_count
 
 
 class StepSettlement(msgspec.Struct, frozen=True, kw_only=True):

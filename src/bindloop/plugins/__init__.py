@@ -54,3 +54,7 @@ __all__ = (
     "tool_result_message",
     "tool_wire_definition",
 )
+
+from .._public import publish as _publish
+
+_publish(__name__, globals(), __all__)

@@ -154,3 +154,7 @@ __all__ = (
     "retry_after_ms_from_headers",
     "validate_route_plan",
 )
+
+from .._public import publish as _publish
+
+_publish(__name__, globals(), __all__)

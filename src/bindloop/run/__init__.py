@@ -1,7 +1,6 @@
 """Run control: deadlines, cancellation scopes, idempotency receipts over RFC 8785 canonical JSON,
 coalesced heartbeats, and pooled tool batches. See docs/run.md."""
 
-from ..errors import AbortedToolCallError as AbortedToolCallError
 from ._canonical_json import (
     CanonicalJsonError as CanonicalJsonError,
     canonical_json as canonical_json,
@@ -48,7 +47,6 @@ from ._scopes import (
 )
 
 __all__ = (
-    "AbortedToolCallError",
     "CanonicalJsonError",
     "CoalescedHeartbeat",
     "DigestFn",
@@ -82,3 +80,7 @@ __all__ = (
     "tool_call_args_hash",
     "watch_deadline",
 )
+
+from .._public import publish as _publish
+
+_publish(__name__, globals(), __all__)

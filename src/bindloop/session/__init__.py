@@ -30,7 +30,6 @@ from ._input import (
 )
 from ._schema import (
     CHECKPOINT_VERSION as CHECKPOINT_VERSION,
-    CheckpointCounters as CheckpointCounters,
     CheckpointLineage as CheckpointLineage,
     CheckpointStatus as CheckpointStatus,
     LoopBindings as LoopBindings,
@@ -39,7 +38,6 @@ from ._schema import (
 
 __all__ = (
     "CHECKPOINT_VERSION",
-    "CheckpointCounters",
     "CheckpointFormatError",
     "CheckpointInput",
     "CheckpointInputError",
@@ -62,3 +60,7 @@ __all__ = (
     "run_from_checkpoint",
     "serialize_loop_checkpoint",
 )
+
+from .._public import publish as _publish
+
+_publish(__name__, globals(), __all__)

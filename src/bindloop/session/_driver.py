@@ -30,7 +30,7 @@ from ..loop import (
 )
 from ._codec import copy_bindings, require_checkpoint
 from ._errors import CheckpointFormatError
-from ._schema import CheckpointCounters, LoopBindings, LoopCheckpoint, status_of_stop, stop_of_status
+from ._schema import LoopBindings, LoopCheckpoint, status_of_stop, stop_of_status
 
 __all__ = (
     "CheckpointRunResult",
@@ -93,15 +93,8 @@ def _params(restored: RestoredLoop, state: ToolLoopState, budget: int) -> ToolLo
 
 
 def _state_of(cp: LoopCheckpoint) -> ToolLoopState:
-    s, c = cp.stats, cp.counters
-    return ToolLoopState(
-        messages=list(cp.messages),
-        input_tokens=s.input_tokens, output_tokens=s.output_tokens,
-        cached_input_tokens=s.cached_input_tokens, cost=s.cost,
-        last_prompt_tokens=c.last_prompt_tokens, last_output_tokens=c.last_output_tokens,
-        has_fresh_token_count=c.has_fresh_token_count, tool_calls=c.requested_tool_calls,
-        open_suspends=list(cp.open_suspends),
-    )
+    return ToolLoopState(messages=list(cp.messages), totals=cp.stats, counters=cp.counters,
+                         open_suspends=list(cp.open_suspends))
 
 
 def loop_state_from_checkpoint(checkpoint: LoopCheckpoint) -> ToolLoopState:
@@ -191,10 +184,7 @@ async def run_from_checkpoint(*, checkpoint: LoopCheckpoint, restore: RestoreFn,
             messages=tuple(st.messages),
             open_suspends=tuple(st.open_suspends),
             stats=accumulate_run(start.stats, b.stats),
-            counters=CheckpointCounters(
-                requested_tool_calls=st.tool_calls, last_prompt_tokens=st.last_prompt_tokens,
-                last_output_tokens=st.last_output_tokens,
-                has_fresh_token_count=st.has_fresh_token_count),
+            counters=st.counters,
             bindings=copy_bindings(captured, "capture_bindings()"),
             lineage=start.lineage,
         )

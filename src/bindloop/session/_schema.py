@@ -13,11 +13,10 @@ from typing import Any, Final, Literal, TypeAlias
 import msgspec
 
 from ..contracts import Message, RunStats, StopReason
-from ..loop import OpenSuspend
+from ..loop import LoopCounters, OpenSuspend
 
 __all__ = (
     "CHECKPOINT_VERSION",
-    "CheckpointCounters",
     "CheckpointLineage",
     "CheckpointStatus",
     "LoopBindings",
@@ -72,17 +71,6 @@ class LoopBindings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     environment: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-class CheckpointCounters(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """The loop-state figures that are not in ``RunStats``: tool calls the model *requested*
-    (``RunStats.tool_calls`` counts calls that ran) and the latest turn's token figures, which a
-    compaction policy reads."""
-
-    requested_tool_calls: int = 0
-    last_prompt_tokens: int = 0
-    last_output_tokens: int = 0
-    has_fresh_token_count: bool = False
-
-
 class CheckpointLineage(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Where a fork came from: its parent's identity and revision, and the parent's consumed
     iterations and transcript length at the fork point."""
@@ -117,6 +105,6 @@ class LoopCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     messages: tuple[Message, ...]
     open_suspends: tuple[OpenSuspend, ...] = ()
     stats: RunStats = msgspec.field(default_factory=RunStats)
-    counters: CheckpointCounters = msgspec.field(default_factory=CheckpointCounters)
+    counters: LoopCounters = msgspec.field(default_factory=LoopCounters)
     bindings: LoopBindings = msgspec.field(default_factory=LoopBindings)
     lineage: CheckpointLineage | None = None

@@ -106,3 +106,7 @@ __all__ = (
     "serialize_skill_markdown",
     "skill_name_problem",
 )
+
+from .._public import publish as _publish
+
+_publish(__name__, globals(), __all__)

@@ -39,3 +39,7 @@ __all__ = (
     "tool_call",
     "tool_call_turn",
 )
+
+from .._public import publish as _publish
+
+_publish(__name__, globals(), __all__)

@@ -24,3 +24,7 @@ __all__ = (
     "sanitize_tool_schema",
     "sanitize_tool_schema_report",
 )
+
+from .._public import publish as _publish
+
+_publish(__name__, globals(), __all__)

@@ -64,3 +64,7 @@ __all__ = (
     "sanitize_history_for_provider",
     "validate_and_heal_messages",
 )
+
+from .._public import publish as _publish
+
+_publish(__name__, globals(), __all__)

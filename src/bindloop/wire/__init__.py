@@ -79,3 +79,7 @@ __all__ = (
     "create_wire_adapter",
     "gemini_schema",
 )
+
+from .._public import publish as _publish
+
+_publish(__name__, globals(), __all__)
