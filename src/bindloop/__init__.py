@@ -26,7 +26,8 @@ __version__ = "0.1.0"
 _EXPORTS: MappingProxyType[str, tuple[str, ...]] = MappingProxyType({
     # the error roots a host catches
     "errors": ("BindloopError", "UsageError", "ProviderError", "PromptTooLongError",
-               "RunTimeoutError", "RunCancelledError", "is_prompt_too_long",),
+               "RunStoppedError", "RunTimeoutError", "RunCancelledError", "ToolFailure",
+               "is_prompt_too_long"),
     # the canonical transcript and tool types
     "contracts": ("Message", "SystemMessage", "UserMessage", "AssistantMessage", "ToolMessage",
                   "Content", "ContentPart", "TextPart", "ImagePart", "FilePart", "ReasoningPart",
@@ -62,8 +63,10 @@ if TYPE_CHECKING:
         UsageError as UsageError,
         ProviderError as ProviderError,
         PromptTooLongError as PromptTooLongError,
+        RunStoppedError as RunStoppedError,
         RunTimeoutError as RunTimeoutError,
         RunCancelledError as RunCancelledError,
+        ToolFailure as ToolFailure,
         is_prompt_too_long as is_prompt_too_long,
     )
     from .contracts import (

@@ -1,10 +1,16 @@
 """One exception tree for bindloop.
 
-Everything bindloop raises on purpose derives from :class:`BindloopError`. Two branches matter to
-callers: :class:`UsageError` (the caller or one of its ports broke a contract — a bug to fix, never
-retried) and :class:`ProviderError` (something outside the process failed — routing decides what to do).
-Errors that are *reported* rather than raised (through ``on_tool_call_rejected``) are still exceptions so
-a host can log them uniformly, but the loop never raises them itself.
+Everything bindloop raises on purpose derives from :class:`BindloopError`, through one of four
+branches:
+
+* :class:`UsageError` — the caller or one of its ports broke a contract: a bug to fix, never retried;
+* :class:`ProviderError` — something outside the process failed: routing decides what to do;
+* :class:`RunStoppedError` — the run, or a call in it, was stopped on purpose (a deadline, a cancel,
+  a fired abort signal);
+* :class:`ToolFailure` — raised by a tool on purpose; the model reads its message.
+
+Errors that are *reported* rather than raised (through ``on_tool_call_rejected``) are still exceptions
+so a host can log them uniformly, but the loop never raises them itself.
 """
 
 from __future__ import annotations
@@ -21,7 +27,9 @@ __all__ = (
     "ProtocolError",
     "ProviderError",
     "RunCancelledError",
+    "RunStoppedError",
     "RunTimeoutError",
+    "ToolFailure",
     "TranscriptFormatError",
     "UsageError",
     "is_prompt_too_long",
@@ -81,7 +89,23 @@ def is_prompt_too_long(exc: BaseException) -> bool:
     return False
 
 
-class RunTimeoutError(BindloopError):
+class RunStoppedError(BindloopError):
+    """The run, or one call in it, was stopped on purpose: never retried, never a tool error."""
+
+
+class ToolFailure(BindloopError):
+    """Raised by a tool on purpose: the model reads ``message`` verbatim as a tool error of
+    ``kind``, exactly as if the tool had returned ``ToolError(error=message, kind=kind)``. Any other
+    exception from a tool reaches the model only through ``format_tool_exception`` (by default its
+    type name and a fixed text), since its message may hold what the provider must not see."""
+
+    def __init__(self, message: str, *, kind: str = "error") -> None:
+        super().__init__(message)
+        self.message = message
+        self.kind = kind
+
+
+class RunTimeoutError(RunStoppedError):
     """The run's wall-clock budget expired. The loop never returns ``deadline``; it raises this."""
 
     def __init__(self, message: str = "run timed out", *, label: str | None = None) -> None:
@@ -89,11 +113,11 @@ class RunTimeoutError(BindloopError):
         self.label = label
 
 
-class RunCancelledError(BindloopError):
+class RunCancelledError(RunStoppedError):
     """The run was cancelled by its caller. Always fatal inside a tool: it must abort, not be answered."""
 
 
-class MissingActivationPortError(BindloopError):
+class MissingActivationPortError(UsageError):
     """A tool asked the loop to activate plugins or skills while the matching port is unwired.
 
     Reported through ``on_tool_call_rejected``; the run continues.
@@ -107,17 +131,17 @@ class MissingActivationPortError(BindloopError):
         self.names = names
 
 
-class DiscardedTurnWithToolCallsError(BindloopError):
+class DiscardedTurnWithToolCallsError(UsageError):
     """``accept_message=False`` was returned for a turn that requested tools; the discard was refused
     (the results would have no request to pair with) and the turn was kept. Reported, not raised."""
 
 
-class InputBlockedBySuspendError(BindloopError):
+class InputBlockedBySuspendError(UsageError):
     """Input other than the answering tool message was delivered while a suspend is open; it was not
     appended. Reported through ``on_tool_call_rejected`` with the open suspend's tool-call id."""
 
 
-class AbortedToolCallError(BindloopError):
+class AbortedToolCallError(RunStoppedError):
     """A queued tool call was never started because the batch's signal fired. The model sees it as a
     ``not_run`` tool error; ``stats.tool_calls`` does not count it."""
 

@@ -38,3 +38,58 @@ def test_a_cause_cycle_terminates() -> None:
     a, b = BindloopError("a"), BindloopError("b")
     a.__cause__, b.__cause__ = b, a
     assert not is_prompt_too_long(a)
+
+
+def _public_exception_classes() -> list[type[BaseException]]:
+    import importlib
+    import inspect
+    import pkgutil
+
+    import bindloop
+
+    found: dict[int, type[BaseException]] = {}
+    for info in pkgutil.walk_packages(bindloop.__path__, "bindloop."):
+        parts = info.name.split(".")
+        if any(p.startswith("_") for p in parts) or parts[1] in ("hosts", "testing"):
+            continue
+        module = importlib.import_module(info.name)
+        for name in getattr(module, "__all__", ()):
+            obj = getattr(module, name)
+            if inspect.isclass(obj) and issubclass(obj, BaseException):
+                found[id(obj)] = obj
+    return list(found.values())
+
+
+def test_every_public_exception_is_under_a_documented_branch() -> None:
+    from bindloop.compaction import CompactError
+    from bindloop.errors import RunStoppedError, ToolFailure, UsageError
+
+    branches = (UsageError, ProviderError, RunStoppedError, ToolFailure)
+    # Family roots that group errors of several branches; each concrete member is checked.
+    family_roots = {BindloopError, *branches, CompactError}
+    classes = _public_exception_classes()
+    assert len(classes) > 30
+    for cls in classes:
+        assert issubclass(cls, BindloopError), f"{cls.__qualname__} is outside the tree"
+        if cls in family_roots:
+            continue
+        assert issubclass(cls, branches), f"{cls.__module__}.{cls.__qualname__} is under no branch"
+
+
+def test_the_loop_reported_errors_sit_where_a_host_expects_them() -> None:
+    from bindloop.errors import (
+        AbortedToolCallError,
+        DiscardedTurnWithToolCallsError,
+        InputBlockedBySuspendError,
+        MissingActivationPortError,
+        RunCancelledError,
+        RunStoppedError,
+        RunTimeoutError,
+        UsageError,
+    )
+
+    for cls in (MissingActivationPortError, DiscardedTurnWithToolCallsError,
+                InputBlockedBySuspendError):
+        assert issubclass(cls, UsageError)
+    for cls in (RunTimeoutError, RunCancelledError, AbortedToolCallError):
+        assert issubclass(cls, RunStoppedError) and not issubclass(cls, (UsageError, ProviderError))

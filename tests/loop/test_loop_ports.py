@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 
 from bindloop import (
@@ -32,6 +33,7 @@ from bindloop.errors import (
     InvalidModelTurnError,
     MissingActivationPortError,
     PortContractError,
+    ToolFailure,
 )
 from bindloop.run import ToolBatchOptions
 from bindloop.testing import (
@@ -130,9 +132,63 @@ def test_thrown_tool_becomes_a_readable_error_and_is_reported() -> None:
     assert r.stop_reason == "done"
     msg = h.state.messages[2]
     assert isinstance(msg, ToolMessage) and msg.is_error
-    assert msg.content == '{"error":"ValueError: disk full","kind":"error"}'
-    assert [(i, type(e)) for i, e in rejected] == [("call_1_0", ValueError)]
+    # The message stays with the host (it may hold a secret); the model reads the type only.
+    assert msg.content == '{"error":"ValueError: the tool failed","kind":"error"}'
+    assert [(i, type(e), str(e)) for i, e in rejected] == [("call_1_0", ValueError, "disk full")]
     assert h.ran == ["w"] and h.side_effects == []
+
+
+def _first_tool_message(tool: Any, **ports: Any) -> ToolMessage:
+    h = loop_harness([tool_call_turn([tool_call("w")]), final_answer("ok")], tools={"w": tool},
+                     **ports)
+    assert run(h).stop_reason == "done"
+    msg = h.state.messages[2]
+    assert isinstance(msg, ToolMessage) and msg.is_error
+    return msg
+
+
+def test_a_tool_exception_never_sends_its_message_to_the_model_by_default() -> None:
+    canary = "db password=hunter2-canary refused"
+
+    def leaky(args: dict[str, Any]) -> Any:
+        raise RuntimeError(canary)
+
+    msg = _first_tool_message(leaky)
+    assert msg.content == '{"error":"RuntimeError: the tool failed","kind":"error"}'
+    assert "hunter2" not in msgspec.json.encode(msg).decode()
+
+
+def test_a_tool_failure_raised_on_purpose_keeps_its_message() -> None:
+    def refuses(args: dict[str, Any]) -> Any:
+        raise ToolFailure("the file is read-only; pick another path", kind="rejected")
+
+    msg = _first_tool_message(refuses, format_tool_exception=lambda exc: ToolError(error="never"))
+    assert msg.content == '{"error":"the file is read-only; pick another path","kind":"rejected"}'
+
+
+def test_format_tool_exception_lets_the_host_opt_into_more() -> None:
+    def boom(args: dict[str, Any]) -> Any:
+        raise KeyError("user_42")
+
+    seen: list[Exception] = []
+
+    def fmt(exc: Exception) -> ToolError:
+        seen.append(exc)
+        return ToolError(error=f"lookup failed for {exc}", kind="not_found")
+
+    msg = _first_tool_message(boom, format_tool_exception=fmt)
+    assert msg.content == '{"error":"lookup failed for \'user_42\'","kind":"not_found"}'
+    assert [type(e) for e in seen] == [KeyError]
+
+
+def test_format_tool_exception_must_return_a_tool_error() -> None:
+    def boom(args: dict[str, Any]) -> Any:
+        raise ValueError("x")
+
+    h = loop_harness([tool_call_turn([tool_call("w")]), final_answer("ok")], tools={"w": boom},
+                     format_tool_exception=lambda exc: "oops")
+    with pytest.raises(PortContractError, match="format_tool_exception"):
+        run(h)
 
 
 def test_fatal_tool_error_propagates() -> None:

@@ -20,9 +20,10 @@ from bindloop.contracts import (
     ToolSuspend,
     encode_tool_error,
     tool_error_message,
+    tool_outcome_message,
 )
 from bindloop.errors import PortContractError, UsageError
-from bindloop.plugins import define_tool, tool_result_message, tool_wire_definition
+from bindloop.plugins import define_tool, tool_wire_definition
 
 
 class Color(enum.Enum):
@@ -180,16 +181,16 @@ def test_wire_name_must_match_in_full(name: str) -> None:
         tool_wire_definition(SEARCH, name)
 
 
-def test_tool_result_message_uses_the_loops_error_encoding() -> None:
+def test_the_one_tool_message_builder_uses_the_loops_error_encoding() -> None:
     error = ToolError(error="bad limit", kind="validation")
-    message = tool_result_message("call_1", error)
+    message = tool_outcome_message("call_1", error)
     assert message == tool_error_message("call_1", "bad limit", "validation")
     assert message.content == encode_tool_error("bad limit", "validation")
     assert message.is_error
-    assert tool_result_message("call_2", ToolResult(content="hi"), name="search") == ToolMessage(
+    assert tool_outcome_message("call_2", ToolResult(content="hi"), name="search") == ToolMessage(
         tool_call_id="call_2", content="hi", name="search")
     with pytest.raises(UsageError, match="suspend"):
-        tool_result_message("c", ToolSuspend(mode="resuming_later"))  # type: ignore[arg-type]
+        tool_outcome_message("c", ToolSuspend(mode="resuming_later"))  # type: ignore[arg-type]
 
 
 # -- the schema the model sees and the validation agree ----------------------------------------

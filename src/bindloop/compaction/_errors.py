@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import BindloopError, UsageError
+from ..errors import BindloopError, ProviderError, UsageError
 
 __all__ = (
     "CompactEmptySummaryError",
@@ -13,7 +13,9 @@ __all__ = (
 
 
 class CompactError(BindloopError):
-    """Root of the errors a compaction raises on purpose."""
+    """Root of the errors a compaction raises on purpose; each one is also a
+    :class:`~bindloop.errors.UsageError` (bad input) or a :class:`~bindloop.errors.ProviderError`
+    (the summarizer could not produce a summary)."""
 
 
 class CompactInvalidInputError(CompactError, UsageError):
@@ -22,7 +24,7 @@ class CompactInvalidInputError(CompactError, UsageError):
     text-bearing to summarize)."""
 
 
-class CompactPromptTooLongError(CompactError):
+class CompactPromptTooLongError(CompactError, ProviderError):
     """The summary prompt stayed too long after every allowed head-drop retry (or could not shrink)."""
 
     def __init__(self, message: str, *, attempts: int) -> None:
@@ -30,5 +32,5 @@ class CompactPromptTooLongError(CompactError):
         self.attempts = attempts
 
 
-class CompactEmptySummaryError(CompactError):
+class CompactEmptySummaryError(CompactError, ProviderError):
     """The model kept answering the summary request with no text."""

@@ -11,6 +11,7 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
+from ..errors import UsageError
 from ._messages import Content, ToolMessage
 
 __all__ = (
@@ -79,7 +80,11 @@ def tool_error_message(tool_call_id: str, error: str, kind: ErrorKind = "error",
 
 def tool_outcome_message(tool_call_id: str, outcome: ToolResult | ToolError,
                          name: str | None = None) -> ToolMessage:
-    """The tool message for a result or an error (a suspend has none: its result is withheld)."""
+    """The one builder of the ``tool`` message for an outcome: a result's content, or an error in
+    the loop's encoding (:func:`encode_tool_error`), so a transcript never holds two error formats.
+    A suspend has no message (its result is withheld): :class:`~bindloop.errors.UsageError`."""
     if isinstance(outcome, ToolResult):
         return ToolMessage(tool_call_id=tool_call_id, content=outcome.content, name=name)
-    return tool_error_message(tool_call_id, outcome.error, outcome.kind, name)
+    if isinstance(outcome, ToolError):
+        return tool_error_message(tool_call_id, outcome.error, outcome.kind, name)
+    raise UsageError(f"no tool message for {type(outcome).__name__}: a suspend withholds its result")

@@ -7,11 +7,12 @@ a raise is classified (fatal, or a tool error the model reads).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast, overload
 
 from .._awaitable import isawaitable, resolve as _resolve
 from ..contracts import ToolCall, ToolError, ToolOutcome
-from ..errors import AbortedToolCallError, PortContractError, RunCancelledError
+from ..errors import AbortedToolCallError, PortContractError, RunCancelledError, ToolFailure
 from ..run import run_tool_calls_pooled_by_tool
 from ._checks import check_bool, check_sync_result, check_tools
 from ._machine import (
@@ -42,6 +43,21 @@ from ._types import (
 
 __all__ = ("run_tool_loop",)
 
+
+
+def tool_exception_error(exc: Exception,
+                         format_exception: Callable[[Exception], ToolError] | None) -> ToolError:
+    """What the model reads for a non-fatal raise from ``run_tool_call``."""
+    if isinstance(exc, ToolFailure):
+        return ToolError(error=exc.message, kind=exc.kind)
+    if format_exception is None:
+        # The message may carry secrets (a DSN, a token in a URL): the type name is all that leaves.
+        return ToolError(error=f"{type(exc).__name__}: the tool failed")
+    error = format_exception(exc)
+    if not isinstance(error, ToolError) or not isinstance(error.error, str):
+        raise PortContractError(
+            f"format_tool_exception returned {type(error).__name__}; expected a ToolError")
+    return error
 
 
 def _id_of(item: tuple[int, ToolCall]) -> str:
@@ -97,6 +113,7 @@ async def run_tool_loop(
     now = p.now
     signal = p.signal
     is_fatal = p.is_fatal_tool_error
+    format_exception = p.format_tool_exception
     run_tool_call = p.run_tool_call
     state = p.state
 
@@ -108,8 +125,7 @@ async def run_tool_loop(
             if isinstance(exc, RunCancelledError) or (
                     is_fatal is not None and check_bool(is_fatal(exc), "is_fatal_tool_error")):
                 raise
-            message = str(exc) or type(exc).__name__
-            return ToolFinished(index, ToolError(error=f"{type(exc).__name__}: {message}"),
+            return ToolFinished(index, tool_exception_error(exc, format_exception),
                                 now() - started, True, exc)
         return ToolFinished(index, outcome, now() - started)
 

@@ -19,6 +19,7 @@ from ..contracts import (
     SuspendMode,
     ToolCall,
     ToolDefinition,
+    ToolError,
     ToolMessage,
     ToolOutcome,
     TurnUsage,
@@ -175,6 +176,12 @@ class ToolLoopPorts:
       activations) applied before the next; the rest run concurrently, pooled per tool name.
     - ``is_fatal_tool_error(exc)``: a raise that must end the run instead of becoming a tool error the
       model reads. :class:`~bindloop.errors.RunCancelledError` is always fatal.
+    - ``format_tool_exception(exc)``: the :class:`~bindloop.contracts.ToolError` the model reads for
+      any other raise. Unwired, the model sees only the exception's type and a fixed text
+      (``"RuntimeError: the tool failed"``): an exception message can hold what must never reach a
+      provider (a password in a connection error, a path, a query). A
+      :class:`~bindloop.errors.ToolFailure` the tool raises on purpose keeps its message either way.
+      The host still receives the exception itself through ``on_tool_call_rejected``.
     - ``signal``: bounds the batch and is checked between iterations; a fired signal ends as
       ``aborted`` and queued calls come back ``not_run``.
     - ``before_tool_message_accepted(message, ordinal)``: awaited before each tool result this loop
@@ -194,6 +201,7 @@ class ToolLoopPorts:
     activate_plugins: Callable[[tuple[str, ...]], MaybeAwaitable[None]] | None = None
     activate_skills: Callable[[tuple[str, ...]], MaybeAwaitable[None]] | None = None
     is_fatal_tool_error: Callable[[BaseException], bool] | None = None
+    format_tool_exception: Callable[[Exception], ToolError] | None = None
     on_tool_call_rejected: Callable[[str, BaseException], None] | None = None
     should_stop: Callable[[], MaybeAwaitable[bool]] | None = None
     signal: AbortSignal | None = None

@@ -27,7 +27,6 @@ from ._tool import (
     Tool as Tool,
     ToolExecute as ToolExecute,
     define_tool as define_tool,
-    tool_result_message as tool_result_message,
     tool_wire_definition as tool_wire_definition,
 )
 
@@ -51,7 +50,6 @@ __all__ = (
     "plugin_from_tools",
     "rehydrate_activation",
     "summarize_plugin",
-    "tool_result_message",
     "tool_wire_definition",
 )
 

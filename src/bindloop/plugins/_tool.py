@@ -12,11 +12,9 @@ import msgspec
 from ..contracts import (
     ToolDefinition,
     ToolError,
-    ToolMessage,
     ToolOutcome,
     ToolResult,
     ToolSuspend,
-    tool_outcome_message,
 )
 from ..errors import PortContractError, UsageError
 from ..tools import SchemaSanitizeError, sanitize_tool_schema
@@ -26,7 +24,6 @@ __all__ = (
     "Tool",
     "ToolExecute",
     "define_tool",
-    "tool_result_message",
     "tool_wire_definition",
 )
 
@@ -162,18 +159,3 @@ def tool_wire_definition(tool: Tool[Any, Any], wire_name: str | None = None) -> 
     if not _WIRE_NAME.fullmatch(name):
         raise UsageError(f"{name!r} is not a valid provider tool name ([A-Za-z0-9_-], 1-64 chars)")
     return ToolDefinition(name=name, description=tool.description, parameters=tool.parameters)
-
-
-def tool_result_message(call_id: str, result: ToolResult | ToolError,
-                        name: str | None = None) -> ToolMessage:
-    """The ``tool`` message for an outcome — the very encoding the loop writes for a failed or refused
-    call (:func:`~bindloop.contracts.encode_tool_error`), so a transcript holds one error format.
-
-    Raises
-    ------
-    UsageError
-        For a :class:`~bindloop.contracts.ToolSuspend`: its result is withheld, there is no message.
-    """
-    if not isinstance(result, (ToolResult, ToolError)):
-        raise UsageError(f"no tool message for {type(result).__name__}: a suspend withholds its result")
-    return tool_outcome_message(call_id, result, name)
