@@ -1,5 +1,5 @@
-"""The loop machine for custom drivers: :class:`LoopMachine`, the effects it emits and the answers it
-accepts.
+"""The loop machine for custom drivers: :class:`LoopMachine`, the requests it makes, the notices it
+gives, the answers it accepts (:data:`TRANSITIONS`) and why it rejects a call (:data:`RejectReason`).
 
 :func:`bindloop.run_tool_loop` is the driver almost every host wants. Drive the machine yourself
 only to run the loop's decisions under another scheduler or to step it in a test; docs/loop.md has
@@ -7,44 +7,92 @@ the table of which answer each request accepts.
 """
 
 from ._public import publish as _publish
-from .loop._machine import (
+from .loop._effects import (
     AcceptToolMessage as AcceptToolMessage,
     Activate as Activate,
+    ActivationPortMissing as ActivationPortMissing,
+    Answer as Answer,
     AskNudge as AskNudge,
+    BatchFinished as BatchFinished,
+    BlockedBySuspend as BlockedBySuspend,
     Boundary as Boundary,
+    BoundaryChecked as BoundaryChecked,
+    BoundaryDecided as BoundaryDecided,
     CallModel as CallModel,
     CheckBoundary as CheckBoundary,
     Compact as Compact,
+    Compacted as Compacted,
+    DiscardedTurn as DiscardedTurn,
     Effect as Effect,
     Finish as Finish,
-    LoopMachine as LoopMachine,
+    ModelReplied as ModelReplied,
+    NotRun as NotRun,
+    Notice as Notice,
     NotifyAssistant as NotifyAssistant,
     NotifyProgress as NotifyProgress,
+    Nudged as Nudged,
+    RaisedByTool as RaisedByTool,
     Reject as Reject,
-    RunPooled as RunPooled,
-    RunSerial as RunSerial,
+    RejectReason as RejectReason,
+    Request as Request,
+    RunTool as RunTool,
+    RunToolBatch as RunToolBatch,
     Settle as Settle,
-    ToolFinished as ToolFinished,
+    Settled as Settled,
+    ToolAnswer as ToolAnswer,
+    ToolMessageAccepted as ToolMessageAccepted,
+    ToolNotRun as ToolNotRun,
+    ToolRaised as ToolRaised,
+    ToolReturned as ToolReturned,
+    reason_exception as reason_exception,
+)
+from .loop._machine import (
+    LoopMachine as LoopMachine,
+    TRANSITIONS as TRANSITIONS,
+    default_tool_exception_error as default_tool_exception_error,
 )
 
 __all__ = (
     "AcceptToolMessage",
     "Activate",
+    "ActivationPortMissing",
+    "Answer",
     "AskNudge",
+    "BatchFinished",
+    "BlockedBySuspend",
     "Boundary",
+    "BoundaryChecked",
+    "BoundaryDecided",
     "CallModel",
     "CheckBoundary",
     "Compact",
+    "Compacted",
+    "DiscardedTurn",
     "Effect",
     "Finish",
     "LoopMachine",
+    "ModelReplied",
+    "NotRun",
+    "Notice",
     "NotifyAssistant",
     "NotifyProgress",
+    "Nudged",
+    "RaisedByTool",
     "Reject",
-    "RunPooled",
-    "RunSerial",
+    "RejectReason",
+    "Request",
+    "RunTool",
+    "RunToolBatch",
     "Settle",
-    "ToolFinished",
+    "Settled",
+    "TRANSITIONS",
+    "ToolAnswer",
+    "ToolMessageAccepted",
+    "ToolNotRun",
+    "ToolRaised",
+    "ToolReturned",
+    "default_tool_exception_error",
+    "reason_exception",
 )
 
 _publish(__name__, globals(), __all__)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,30 +21,42 @@ from bindloop.contracts import (
     TurnUsage,
     UserMessage,
 )
-from bindloop.errors import AbortedToolCallError, ProtocolError
+from bindloop.errors import ProtocolError
 from bindloop.contracts import CompactionApplied, RunStats
 from bindloop.loop import LoopCounters, StepSettlement, ToolLoopState
 from bindloop.lowlevel import (
+    TRANSITIONS,
     AcceptToolMessage,
     Activate,
     AskNudge,
+    BatchFinished,
     Boundary,
+    BoundaryChecked,
+    BoundaryDecided,
     CallModel,
     CheckBoundary,
     Compact,
+    Compacted,
     Finish,
     LoopMachine,
+    ModelReplied,
     NotifyAssistant,
     NotifyProgress,
+    Nudged,
     Reject,
-    RunPooled,
-    RunSerial,
+    RunTool,
+    RunToolBatch,
     Settle,
-    ToolFinished,
+    Settled,
+    ToolMessageAccepted,
+    ToolNotRun,
+    ToolRaised,
+    ToolReturned,
 )
 
 NAMES = ("add", "load", "search")
-OUTCOMES = ("result", "result", "result", "error", "wait", "later", "not_run", "activate")
+OUTCOMES = ("result", "result", "result", "error", "raise", "wait", "later", "not_run", "activate")
+SECRET = "password=hunter2"
 
 
 @st.composite
@@ -83,11 +97,15 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
     m.start()
     for _ in range(500):
         effect = m.next_effect()
+        # an effect trace is plain data: every request and notice encodes to JSON
+        assert SECRET not in msgspec.json.encode(effect).decode()
+        if type(effect) in TRANSITIONS:
+            assert m.pending is effect, "a request is always the last effect before an answer"
         if isinstance(effect, CheckBoundary):
             if ordinals:
                 batch_ordinals.append(ordinals)
                 ordinals = []
-            m.boundary_checked(data.draw(st.integers(0, 9)) == 0)
+            m.send(BoundaryChecked(data.draw(st.integers(0, 9)) == 0))
         elif isinstance(effect, Compact):
             if data.draw(st.booleans()):
                 u = TurnUsage(input_tokens=data.draw(st.integers(0, 50)))
@@ -95,9 +113,10 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
                 aux_cost += 2
                 compactions += 1
                 # a compaction that keeps the transcript (so the structural checks still apply)
-                m.compacted(CompactionApplied(messages=tuple(state.messages), usage=u, cost=2), 1.0)
+                m.send(Compacted(CompactionApplied(messages=tuple(state.messages), usage=u, cost=2),
+                                 1.0))
             else:
-                m.compacted(None, 1.0)
+                m.send(Compacted(None, 1.0))
         elif isinstance(effect, CallModel):
             n = data.draw(st.integers(0, 3))
             calls = []
@@ -117,21 +136,25 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
             usage_in += u.input_tokens
             usage_out += u.output_tokens
             cost += c
-            m.model_replied(turn, 2.0)
-        elif isinstance(effect, (RunSerial, RunPooled)):
-            items = [(effect.index, effect.call)] if isinstance(effect, RunSerial) else list(effect.items)
-            results = []
+            m.send(ModelReplied(turn, 2.0))
+        elif isinstance(effect, (RunTool, RunToolBatch)):
+            if isinstance(effect, RunToolBatch):
+                assert len(effect.items) > 1, "a single call is run alone, never pooled"
+            items = [(effect.index, effect.call)] if isinstance(effect, RunTool) else list(effect.items)
+            results: list[Any] = []
             for index, call in items:
                 kind = data.draw(st.sampled_from(OUTCOMES))
                 if kind == "not_run":
-                    err = AbortedToolCallError(call.id)
-                    results.append(ToolFinished(index, ToolError(error=str(err), kind="not_run"),
-                                                0.0, False, err))
+                    results.append(ToolNotRun(index))
                     aborted_batch = True
                     expected_rejections += 1
                     continue
                 ran += 1
                 ran_by_name[call.name] = ran_by_name.get(call.name, 0) + 1
+                if kind == "raise":
+                    results.append(ToolRaised(index, RuntimeError(SECRET), 1.0))
+                    expected_rejections += 1
+                    continue
                 if kind == "result":
                     outcome: Any = ToolResult(content="ok")
                 elif kind == "error":
@@ -143,14 +166,14 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
                 else:
                     outcome = ToolSuspend(mode="waiting_for_reply" if kind == "wait" else "resuming_later")
                     suspended_ids.add(call.id)
-                results.append(ToolFinished(index, outcome, 1.0))
-            if isinstance(effect, RunSerial):
-                m.tool_finished(results[0])
+                results.append(ToolReturned(index, outcome, 1.0))
+            if isinstance(effect, RunTool):
+                m.send(results[0])
             else:
-                m.pooled_finished(data.draw(st.permutations(results)))
+                m.send(BatchFinished(data.draw(st.permutations(results))))
         elif isinstance(effect, AcceptToolMessage):
             ordinals.append(effect.ordinal)
-            m.tool_message_accepted()
+            m.send(ToolMessageAccepted())
         elif isinstance(effect, Settle):
             choice = data.draw(st.sampled_from(["none", "answer", "answer_user", "user", "stop"]))
             msgs: list[Any] = []
@@ -161,16 +184,17 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
                 msgs.append(UserMessage(content="more"))
                 if len(open_ids) > (1 if choice == "answer_user" else 0):
                     expected_rejections += 1
-            m.settled(StepSettlement(messages=tuple(msgs), stop=choice == "stop"))
+            m.send(Settled(StepSettlement(messages=tuple(msgs), stop=choice == "stop")))
         elif isinstance(effect, Boundary):
             boundaries += 1
             # a settled boundary: nothing pending, nothing suspended
             assert not state.open_suspends
-            m.boundary_decided(data.draw(st.integers(0, 7)) == 0)
+            m.send(BoundaryDecided(data.draw(st.integers(0, 7)) == 0))
         elif isinstance(effect, AskNudge):
-            m.nudged([UserMessage(content="nudge")] if data.draw(st.booleans()) else None)
+            m.send(Nudged([UserMessage(content="nudge")] if data.draw(st.booleans()) else None))
         elif isinstance(effect, Reject):
             rejections += 1
+            assert isinstance(m.rejection_exception(effect), BaseException)
         elif isinstance(effect, (Activate, NotifyAssistant, NotifyProgress)):
             pass
         else:
@@ -247,8 +271,9 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
     if stop_reason == "checkpointed":
         assert not state.open_suspends
     # once finished, the machine refuses further input
+    assert not any(SECRET in str(getattr(x, "content", "")) for x in state.messages)
     try:
-        m.boundary_checked(False)
+        m.send(BoundaryChecked(False))
     except ProtocolError:
         pass
     else:  # pragma: no cover
@@ -265,9 +290,9 @@ def test_out_of_order_driving_is_a_protocol_error() -> None:
     m.start()
     assert isinstance(m.next_effect(), CheckBoundary)
     try:
-        m.model_replied(ModelTurnResult(), 1.0)
+        m.send(ModelReplied(ModelTurnResult(), 1.0))
     except ProtocolError as exc:
-        assert "boundary" in str(exc)
+        assert "does not answer CheckBoundary" in str(exc) and "BoundaryChecked" in str(exc)
     else:  # pragma: no cover
         raise AssertionError
     try:
@@ -276,3 +301,95 @@ def test_out_of_order_driving_is_a_protocol_error() -> None:
         assert "waiting for an answer" in str(exc)
     else:  # pragma: no cover
         raise AssertionError
+
+
+def test_the_table_lists_every_request_once_and_only_requests() -> None:
+    import typing
+
+    from bindloop.lowlevel import Notice, Request
+
+    requests = set(typing.get_args(Request))
+    assert set(TRANSITIONS) == requests
+    assert not requests & set(typing.get_args(Notice))
+    for request, accepted in TRANSITIONS.items():
+        assert accepted, f"{request.__name__} accepts no answer"
+
+
+def test_an_answer_before_its_notices_are_popped_is_refused() -> None:
+    m = LoopMachine(ToolLoopState(messages=[UserMessage(content="go")]), 2, has_progress=True)
+    m.start()
+    m.next_effect()
+    m.send(BoundaryChecked(False))
+    assert isinstance(m.next_effect(), CallModel)
+    m.send(ModelReplied(ModelTurnResult(tool_calls=(ToolCall(id="a", name="add"),)), 1.0))
+    assert isinstance(m.pending, RunTool)
+    # a NotifyProgress is still queued before the RunTool; answering now would skip it
+    try:
+        m.send(ToolReturned(0, ToolResult(content="ok"), 1.0))
+    except ProtocolError as exc:
+        assert "before every effect was popped" in str(exc)
+    else:  # pragma: no cover
+        raise AssertionError
+    assert isinstance(m.next_effect(), NotifyProgress)
+    assert isinstance(m.next_effect(), RunTool)
+    m.send(ToolReturned(0, ToolResult(content="ok"), 1.0))
+    try:
+        m.send(ToolReturned(0, ToolResult(content="ok"), 1.0))
+    except ProtocolError as exc:
+        assert "does not answer CheckBoundary" in str(exc) or "popped" in str(exc)
+    else:  # pragma: no cover
+        raise AssertionError
+
+
+def test_fatal_raises_and_tool_error_text_are_the_machines_decisions() -> None:
+    from bindloop.errors import RunCancelledError, ToolFailure
+    from bindloop.lowlevel import RaisedByTool
+
+    m = LoopMachine(ToolLoopState(messages=[UserMessage(content="go")]), 2,
+                    is_fatal_tool_error=lambda e: isinstance(e, KeyError))
+    assert m.is_fatal(RunCancelledError()) and m.is_fatal(KeyError("k"))
+    assert not m.is_fatal(ValueError("v"))
+    m.start()
+    m.next_effect()
+    m.send(BoundaryChecked(False))
+    m.next_effect()
+    calls = (ToolCall(id="a", name="add"), ToolCall(id="b", name="load"))
+    m.send(ModelReplied(ModelTurnResult(tool_calls=calls), 1.0))
+    batch = m.next_effect()
+    assert isinstance(batch, RunToolBatch)
+    err = ValueError(SECRET)
+    m.send(BatchFinished([ToolRaised(1, ToolFailure("read-only", kind="rejected"), 1.0),
+                          ToolRaised(0, err, 1.0)]))
+    effects = []
+    while True:
+        e = m.next_effect()
+        effects.append(e)
+        if isinstance(e, (Finish, CheckBoundary)):
+            break
+    rejects = [e for e in effects if isinstance(e, Reject)]
+    assert [r.reason for r in rejects] == [RaisedByTool("ToolFailure"), RaisedByTool("ValueError")]
+    assert m.rejection_exception(rejects[1]) is err
+    contents = [x.content for x in m.state.messages[2:]]
+    assert contents == ['{"error":"ValueError: the tool failed","kind":"error"}',
+                        '{"error":"read-only","kind":"rejected"}']
+
+
+def test_docs_show_the_table_the_machine_uses() -> None:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "loop.md").read_text()
+    section = text.split("## Shape", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    documented = {}
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        request = re.match(r"`(\w+)", cells[0]).group(1)  # type: ignore[union-attr]
+        documented[request] = set(re.findall(r"`(\w+)\(", cells[2]))
+    table = {req.__name__: {a.__name__ for a in answers} for req, answers in TRANSITIONS.items()}
+    assert set(documented) == set(table)
+    for request, answers in table.items():
+        if request == "RunToolBatch":
+            assert documented[request] == {"BatchFinished"}
+        else:
+            assert documented[request] == answers, request

@@ -1,38 +1,49 @@
 """``run_tool_loop``: the anyio driver that carries the machine's effects out through the ports.
 
-The driver owns no decisions. It pops an effect, performs it with the host's ports, and feeds the
-outcome back; the only logic here is how a port is called (sync or async), how long it took, and how
-a raise is classified (fatal, or a tool error the model reads).
+The driver owns no decisions. It pops an effect, performs it with the host's ports, and sends the
+answer back; the only logic here is how a port is called (sync or async), how long it took, and
+checking what a port returned. What a raise means (fatal, or the tool error the model reads), what a
+call that never ran says, and which calls run alone are the machine's (:mod:`bindloop.lowlevel`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, cast, overload
+from typing import Any, Final, cast, overload
 
 from .._awaitable import isawaitable, resolve as _resolve
-from ..contracts import ToolCall, ToolError, ToolOutcome
-from ..errors import AbortedToolCallError, PortContractError, RunCancelledError, ToolFailure
+from ..contracts import ToolCall, ToolOutcome
+from ..errors import AbortedToolCallError, PortContractError
 from ..run import run_tool_calls_pooled_by_tool
 from ._checks import check_bool, check_sync_result, check_tools
-from ._machine import (
+from ._effects import (
     AcceptToolMessage,
     Activate,
     AskNudge,
+    BatchFinished,
     Boundary,
+    BoundaryChecked,
+    BoundaryDecided,
     CallModel,
     CheckBoundary,
     Compact,
+    Compacted,
     Finish,
-    LoopMachine,
+    ModelReplied,
     NotifyAssistant,
     NotifyProgress,
+    Nudged,
     Reject,
-    RunPooled,
-    RunSerial,
+    RunTool,
+    RunToolBatch,
     Settle,
-    ToolFinished,
+    Settled,
+    ToolAnswer,
+    ToolMessageAccepted,
+    ToolNotRun,
+    ToolRaised,
+    ToolReturned,
 )
+from ._machine import LoopMachine
 from ._types import (
     ControlledToolLoopResult,
     LoopBoundary,
@@ -43,21 +54,7 @@ from ._types import (
 
 __all__ = ("run_tool_loop",)
 
-
-
-def tool_exception_error(exc: Exception,
-                         format_exception: Callable[[Exception], ToolError] | None) -> ToolError:
-    """What the model reads for a non-fatal raise from ``run_tool_call``."""
-    if isinstance(exc, ToolFailure):
-        return ToolError(error=exc.message, kind=exc.kind)
-    if format_exception is None:
-        # The message may carry secrets (a DSN, a token in a URL): the type name is all that leaves.
-        return ToolError(error=f"{type(exc).__name__}: the tool failed")
-    error = format_exception(exc)
-    if not isinstance(error, ToolError) or not isinstance(error.error, str):
-        raise PortContractError(
-            f"format_tool_exception returned {type(error).__name__}; expected a ToolError")
-    return error
+_ACCEPTED: Final = ToolMessageAccepted()
 
 
 def _id_of(item: tuple[int, ToolCall]) -> str:
@@ -98,6 +95,8 @@ async def run_tool_loop(
         p.state,
         p.max_iterations,
         runs_serially=p.runs_serially,
+        is_fatal_tool_error=p.is_fatal_tool_error,
+        format_tool_exception=p.format_tool_exception,
         has_activate_plugins=p.activate_plugins is not None,
         has_activate_skills=p.activate_skills is not None,
         has_compact=p.compact is not None,
@@ -112,27 +111,22 @@ async def run_tool_loop(
         raise PortContractError(f"control must be a LoopControl, got {type(control).__name__}")
     now = p.now
     signal = p.signal
-    is_fatal = p.is_fatal_tool_error
-    format_exception = p.format_tool_exception
     run_tool_call = p.run_tool_call
     state = p.state
+    send = machine.send
+    is_fatal = machine.is_fatal
 
-    async def run_one(index: int, call: ToolCall) -> ToolFinished:
+    async def run_one(index: int, call: ToolCall) -> ToolAnswer:
         started = now()
         try:
             outcome: ToolOutcome = await _resolve(run_tool_call(call))
         except Exception as exc:
-            if isinstance(exc, RunCancelledError) or (
-                    is_fatal is not None and check_bool(is_fatal(exc), "is_fatal_tool_error")):
+            if is_fatal(exc):
                 raise
-            return ToolFinished(index, tool_exception_error(exc, format_exception),
-                                now() - started, True, exc)
-        return ToolFinished(index, outcome, now() - started)
+            return ToolRaised(index, exc, now() - started)
+        return ToolReturned(index, outcome, now() - started)
 
-    def not_run(index: int, error: AbortedToolCallError) -> ToolFinished:
-        return ToolFinished(index, ToolError(error=str(error), kind="not_run"), 0.0, False, error)
-
-    async def run_pooled_item(item: tuple[int, ToolCall]) -> ToolFinished:
+    async def run_pooled_item(item: tuple[int, ToolCall]) -> ToolAnswer:
         return await run_one(item[0], item[1])
 
     machine.start()
@@ -147,22 +141,24 @@ async def run_tool_loop(
                 raise PortContractError(
                     f"call_model returned {type(pending).__name__} instead of an awaitable: "
                     "wire an async function")
-            machine.model_replied(await pending, now() - started)
-        elif kind is RunPooled:
-            assert isinstance(effect, RunPooled)
-            items = effect.items
-            if len(items) == 1 and (signal is None or not signal.aborted):
-                # One call (most turns): no pool to build, same semantics.
-                machine.pooled_finished([await run_one(items[0][0], items[0][1])])
-                continue
+            send(ModelReplied(await pending, now() - started))
+        elif kind is RunTool:
+            assert isinstance(effect, RunTool)
+            if signal is not None and signal.aborted:
+                reason = None if signal.reason is None else str(signal.reason)
+                send(ToolNotRun(effect.index, reason))
+            else:
+                send(await run_one(effect.index, effect.call))
+        elif kind is RunToolBatch:
+            assert isinstance(effect, RunToolBatch)
             answers = await run_tool_calls_pooled_by_tool(
                 effect.items, run_pooled_item, tool_name=_name_of, item_id=_id_of,
                 signal=signal, options=p.batch_options,
             )
-            machine.pooled_finished([
-                a if isinstance(a, ToolFinished) else not_run(item[0], a)
+            send(BatchFinished([
+                ToolNotRun(item[0], a.reason) if isinstance(a, AbortedToolCallError) else a
                 for item, a in zip(effect.items, answers)
-            ])
+            ]))
         elif kind is CheckBoundary:
             if p.ensure_not_cancelled is not None:
                 await _resolve(p.ensure_not_cancelled())
@@ -171,7 +167,7 @@ async def run_tool_loop(
             stop = signal is not None and signal.aborted
             if not stop and p.should_stop is not None:
                 stop = check_bool(await _resolve(p.should_stop()), "should_stop")
-            machine.boundary_checked(stop)
+            send(BoundaryChecked(stop))
         elif kind is NotifyProgress:
             assert isinstance(effect, NotifyProgress) and p.on_progress_update is not None
             check_sync_result(p.on_progress_update(effect.output_tokens, effect.tool_calls),
@@ -179,18 +175,11 @@ async def run_tool_loop(
         elif kind is NotifyAssistant:
             assert isinstance(effect, NotifyAssistant) and p.on_assistant_message is not None
             await _resolve(p.on_assistant_message(effect.message))
-        elif kind is RunSerial:
-            assert isinstance(effect, RunSerial)
-            if signal is not None and signal.aborted:
-                reason = None if signal.reason is None else str(signal.reason)
-                machine.tool_finished(not_run(effect.index,
-                                              AbortedToolCallError(effect.call.id, reason)))
-            else:
-                machine.tool_finished(await run_one(effect.index, effect.call))
         elif kind is Reject:
             assert isinstance(effect, Reject)
             if p.on_tool_call_rejected is not None:
-                check_sync_result(p.on_tool_call_rejected(effect.tool_call_id, effect.error),
+                check_sync_result(p.on_tool_call_rejected(effect.tool_call_id,
+                                                          machine.rejection_exception(effect)),
                                   "on_tool_call_rejected")
         elif kind is Activate:
             assert isinstance(effect, Activate)
@@ -201,18 +190,18 @@ async def run_tool_loop(
             assert isinstance(effect, AcceptToolMessage)
             assert p.before_tool_message_accepted is not None
             await _resolve(p.before_tool_message_accepted(effect.message, effect.ordinal))
-            machine.tool_message_accepted()
+            send(_ACCEPTED)
         elif kind is Settle:
             assert isinstance(effect, Settle) and p.on_step_settled is not None
-            machine.settled(await _resolve(p.on_step_settled(effect.would_end)))
+            send(Settled(await _resolve(p.on_step_settled(effect.would_end))))
         elif kind is AskNudge:
             assert p.on_turn_would_end is not None
-            machine.nudged(await _resolve(p.on_turn_would_end()))
+            send(Nudged(await _resolve(p.on_turn_would_end())))
         elif kind is Compact:
             assert p.compact is not None
             started = now()
             applied = await _resolve(p.compact(state.messages))
-            machine.compacted(applied, now() - started)
+            send(Compacted(applied, now() - started))
         elif kind is Boundary:
             assert control is not None
             decision = await _resolve(control.on_boundary(LoopBoundary(
@@ -220,7 +209,7 @@ async def run_tool_loop(
             if decision not in ("continue", "checkpoint"):
                 raise PortContractError(
                     f"on_boundary returned {decision!r}; expected 'continue' or 'checkpoint'")
-            machine.boundary_decided(decision == "checkpoint")
+            send(BoundaryDecided(decision == "checkpoint"))
         else:
             assert isinstance(effect, Finish)
             if control is None:

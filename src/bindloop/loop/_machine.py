@@ -1,28 +1,33 @@
 """The loop's decisions as a synchronous state machine (sans-I/O).
 
-The machine never awaits and never calls a port. The driver feeds it what happened (a boundary was
-checked, the model replied, a tool finished, the host settled a step) and pops effects describing what
-to do next (:meth:`LoopMachine.next_effect`). Every transition lives in this class, so the same run is
-identical on every runtime and can be explored by Hypothesis without an event loop.
+The machine never awaits and never calls an I/O port. The driver pops effects
+(:meth:`LoopMachine.next_effect`): *notices* it passes to a port, and at the end of each batch one
+*request* it performs and answers with :meth:`LoopMachine.send`. Which answers a pending request
+accepts, and which handler takes each, is one table (:data:`TRANSITIONS`, shown in docs/loop.md);
+anything else is a :class:`~bindloop.errors.ProtocolError`. Every decision lives here — what the
+model reads for a tool's raise or a call that never ran, whether a raise is fatal, which calls run
+alone — so the same run is identical on every runtime and Hypothesis can explore it without an
+event loop.
 
 Invariants the machine keeps (and the property tests hunt for):
 
 * every tool call of an accepted assistant turn gets exactly one tool message, in the model's order,
   except a suspended call, whose answer arrives later and is listed in ``state.open_suspends``;
-* nothing is appended between an assistant tool-call message and the results of that batch;
-* ``stats`` folds exactly what happened in this invocation and ``state`` is its seed plus the same.
+* nothing is appended between an assistant tool-call message and the results of that batch — the
+  one commit point (:meth:`LoopMachine._commit`) refuses it;
+* ``state.totals`` is its seed folded (``accumulate_*``) with exactly what happened in this
+  invocation, and ``stats`` is that invocation's part.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
-from typing import Final, Literal, TypeAlias
-
-import msgspec
+from operator import attrgetter
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, Final, Literal
 
 from ..contracts import (
-    AssistantMessage,
     AuxiliarySpend,
     CompactionApplied,
     Message,
@@ -30,182 +35,98 @@ from ..contracts import (
     ReasoningPart,
     RunStats,
     ToolCall,
+    ToolError,
     ToolMessage,
     ToolOutcome,
     ToolResult,
     ToolSuspend,
+    ToolTime,
     accumulate_auxiliary_spend,
     accumulate_tool_call,
     accumulate_turn,
-    empty_run_stats,
     tool_outcome_message,
 )
 from ..errors import (
-    DiscardedTurnWithToolCallsError,
-    InputBlockedBySuspendError,
+    AbortedToolCallError,
     InvalidModelTurnError,
-    MissingActivationPortError,
     PortContractError,
     ProtocolError,
+    RunCancelledError,
+    ToolFailure,
     UsageError,
 )
 from ._checks import check_bool, check_messages, check_outcome, check_usage
+from ._effects import (
+    AcceptToolMessage,
+    Activate,
+    ActivationPortMissing,
+    Answer,
+    AskNudge,
+    BatchFinished,
+    BlockedBySuspend,
+    Boundary,
+    BoundaryChecked,
+    BoundaryDecided,
+    CallModel,
+    CheckBoundary,
+    Compact,
+    Compacted,
+    DiscardedTurn,
+    Effect,
+    Finish,
+    ModelReplied,
+    NotifyAssistant,
+    NotifyProgress,
+    Nudged,
+    NotRun,
+    RaisedByTool,
+    Reject,
+    Request,
+    RunTool,
+    RunToolBatch,
+    Settle,
+    Settled,
+    ToolAnswer,
+    ToolMessageAccepted,
+    ToolNotRun,
+    ToolRaised,
+    ToolReturned,
+    reason_exception,
+)
 from ._types import ControlledStopReason, OpenSuspend, StepSettlement, ToolLoopState
 
-__all__ = (
-    "AcceptToolMessage",
-    "Activate",
-    "AskNudge",
-    "Boundary",
-    "CallModel",
-    "CheckBoundary",
-    "Compact",
-    "ControlledStopReason",
-    "Effect",
-    "Finish",
-    "LoopMachine",
-    "NotifyAssistant",
-    "NotifyProgress",
-    "Reject",
-    "RunPooled",
-    "RunSerial",
-    "Settle",
-    "ToolFinished",
-)
-
-
-
-
-
-# ---- effects: what the driver must do next ----------------------------------------------------
-
-class CheckBoundary(msgspec.Struct, frozen=True):
-    """Between iterations: run ``ensure_not_cancelled`` / ``throw_if_timed_out`` (they raise), then
-    answer :meth:`LoopMachine.boundary_checked` with whether ``signal`` or ``should_stop`` asks to stop."""
-
-
-class Compact(msgspec.Struct, frozen=True):
-    """Offer the transcript to the compaction port; answer :meth:`LoopMachine.compacted`."""
-
-
-class CallModel(msgspec.Struct, frozen=True):
-    """Build the tool surface and call the model; answer :meth:`LoopMachine.model_replied`."""
-
-
-class NotifyAssistant(msgspec.Struct, frozen=True):
-    """Tell ``on_assistant_message`` about an accepted assistant message (no answer expected)."""
-
-    message: AssistantMessage
-
-
-class NotifyProgress(msgspec.Struct, frozen=True):
-    """Tell ``on_progress_update`` the live totals (no answer expected)."""
-
-    output_tokens: int
-    tool_calls: int
-
-
-class Reject(msgspec.Struct, frozen=True):
-    """Report ``error`` through ``on_tool_call_rejected`` (no answer expected)."""
-
-    tool_call_id: str
-    error: BaseException
-
-
-class Activate(msgspec.Struct, frozen=True):
-    """Call ``activate_plugins`` or ``activate_skills`` with ``names`` (no answer expected)."""
-
-    kind: str
-    names: tuple[str, ...]
-
-
-class RunSerial(msgspec.Struct, frozen=True):
-    """Run one call alone (check the signal first); answer :meth:`LoopMachine.tool_finished`."""
-
-    index: int
-    call: ToolCall
-
-
-class RunPooled(msgspec.Struct, frozen=True):
-    """Run these calls concurrently, pooled per tool name; answer :meth:`LoopMachine.pooled_finished`."""
-
-    items: tuple[tuple[int, ToolCall], ...]
-
-
-class AcceptToolMessage(msgspec.Struct, frozen=True):
-    """Await ``before_tool_message_accepted(message, ordinal)``; answer
-    :meth:`LoopMachine.tool_message_accepted` (a raise ends the run with the message not appended)."""
-
-    message: ToolMessage
-    ordinal: int
-
-
-class Settle(msgspec.Struct, frozen=True):
-    """Await ``on_step_settled(would_end)``; answer :meth:`LoopMachine.settled`."""
-
-    would_end: bool
-
-
-class AskNudge(msgspec.Struct, frozen=True):
-    """Await ``on_turn_would_end()``; answer :meth:`LoopMachine.nudged`."""
-
-
-class Boundary(msgspec.Struct, frozen=True):
-    """A settled boundary before the next model call (only with a control hook): the transcript is
-    provider-valid and no call is pending. Answer :meth:`LoopMachine.boundary_decided`."""
-
-
-class Finish(msgspec.Struct, frozen=True):
-    """The run is over."""
-
-    stop_reason: ControlledStopReason
-
-
-Effect: TypeAlias = (
-    CheckBoundary | Boundary | Compact | CallModel | NotifyAssistant | NotifyProgress | Reject | Activate
-    | RunSerial | RunPooled | AcceptToolMessage | Settle | AskNudge | Finish
-)
-
-
-class ToolFinished(msgspec.Struct, frozen=True):
-    """One call's fate. ``ran=False`` means the batch's signal kept it from starting (``outcome`` is
-    then a ``not_run`` error); ``error`` is the exception a non-fatal raise was converted from."""
-
-    index: int
-    outcome: ToolOutcome
-    ms: float = 0.0
-    ran: bool = True
-    error: BaseException | None = None
-
+__all__ = ("TRANSITIONS", "LoopMachine", "default_tool_exception_error")
 
 _CHECK: Final = CheckBoundary()
-_BOUNDARY_EFFECT: Final = Boundary()
+_BOUNDARY: Final = Boundary()
 _COMPACT: Final = Compact()
 _CALL: Final = CallModel()
 _NUDGE: Final = AskNudge()
 _SETTLE_END: Final = Settle(would_end=True)
 _SETTLE_BATCH: Final = Settle(would_end=False)
+_EMPTY_SETTLEMENT: Final = StepSettlement()
+_DISCARDED: Final = DiscardedTurn()
+_CALL_ID: Final = attrgetter("id")
 
-# phases
-(_IDLE, _BOUNDARY, _COMPACTING, _CONTROL, _MODEL, _SERIAL, _POOLED, _ACCEPT, _SETTLE, _NUDGING,
- _DONE) = range(11)
-_PHASE_NAMES: Final = ("idle", "boundary", "compacting", "control", "model", "serial", "pooled",
-                       "accepting", "settling", "nudging", "done")
 
+def default_tool_exception_error(exc: Exception) -> ToolError:
+    """What the model reads for a tool's raise when ``format_tool_exception`` is unwired: the type's
+    name and a fixed text. The message stays with the host — it may hold a secret."""
+    return ToolError(error=f"{type(exc).__name__}: the tool failed")
 
 
 class LoopMachine:
-    """One run's decisions. Construct, call :meth:`start`, then alternate :meth:`next_effect` with the
-    answer each effect asks for. ``stats`` is this invocation's contribution; ``state`` is mutated in
-    place (seed plus this invocation)."""
+    """One run's decisions. Construct, call :meth:`start`, then pop effects with
+    :meth:`next_effect` and answer each request with :meth:`send`. ``stats`` is this invocation's
+    contribution; ``state`` is updated in place (seed plus this invocation)."""
 
     __slots__ = (
-        "_accept_queue", "_answers", "_batch_aborted", "_calls", "_effects", "_has_accept_hook",
-        "_has_control",
-        "_has_compact", "_has_notify_assistant", "_has_nudge", "_has_plugins", "_has_progress",
-        "_has_settle", "_has_skills", "_ordinal", "_phase", "_pooled", "_runs_serially",
-        "_serial", "_settle_would_end", "iterations", "max_iterations", "state", "stats",
-        "stop_reason",
+        "_accept_queue", "_answers", "_awaiting", "_batch_aborted", "_calls", "_effects",
+        "_format_exception", "_has_accept_hook", "_has_compact", "_has_control",
+        "_has_notify_assistant", "_has_nudge", "_has_plugins", "_has_progress", "_has_settle",
+        "_has_skills", "_is_fatal", "_ordinal", "_pending", "_pooled", "_raised", "_runs_serially",
+        "_model_ms", "_seed", "_serial", "_started", "_tool_ms", "_tools", "iterations",
+        "max_iterations", "state", "stop_reason",
     )
 
     def __init__(
@@ -214,6 +135,8 @@ class LoopMachine:
         max_iterations: int,
         *,
         runs_serially: Callable[[ToolCall], bool] | None = None,
+        is_fatal_tool_error: Callable[[BaseException], bool] | None = None,
+        format_tool_exception: Callable[[Exception], ToolError] | None = None,
         has_activate_plugins: bool = False,
         has_activate_skills: bool = False,
         has_compact: bool = False,
@@ -233,9 +156,17 @@ class LoopMachine:
         self.state = state
         self.max_iterations = max_iterations
         self.iterations = 0
-        self.stats: RunStats = empty_run_stats()
+        # One fold: the accumulate_* functions update state.totals. This invocation's part is read
+        # off it (integers by difference from the seed); its times are summed here in event order,
+        # exactly as a fold from zero would sum them.
+        self._seed = state.totals
+        self._model_ms = 0.0
+        self._tool_ms = 0.0
+        self._tools: dict[str, ToolTime] = {}
         self.stop_reason: ControlledStopReason | None = None
         self._runs_serially = runs_serially
+        self._is_fatal = is_fatal_tool_error
+        self._format_exception = format_tool_exception
         self._has_plugins = has_activate_plugins
         self._has_skills = has_activate_skills
         self._has_compact = has_compact
@@ -246,22 +177,55 @@ class LoopMachine:
         self._has_progress = has_progress
         self._has_control = has_control
         self._effects: deque[Effect] = deque()
-        self._phase = _IDLE
+        self._pending: Request | None = None
+        self._started = False
         self._calls: tuple[ToolCall, ...] = ()
-        self._answers: list[ToolFinished | None] = []
+        self._answers: list[ToolOutcome | None] = []
         self._serial: deque[int] = deque()
         self._pooled: list[int] = []
         self._batch_aborted = False
         self._accept_queue: deque[ToolMessage] = deque()
+        self._awaiting: deque[str] = deque()
+        self._raised: dict[str, Exception] = {}
         self._ordinal = 0
-        self._settle_would_end = False
 
-    # ---- plumbing ------------------------------------------------------------------------------
+    # ---- the protocol --------------------------------------------------------------------------
 
     @property
     def phase(self) -> str:
-        """The machine's phase name (for diagnostics)."""
-        return _PHASE_NAMES[self._phase]
+        """What the machine waits for (for diagnostics): the pending request's name, ``"idle"``
+        before :meth:`start`, ``"done"`` after :class:`Finish`."""
+        if self._pending is not None:
+            return type(self._pending).__name__
+        return "done" if self.stop_reason is not None else "idle" if not self._started else "busy"
+
+    @property
+    def stats(self) -> RunStats:
+        """This invocation's statistics so far (``state.totals`` less the seed it started with)."""
+        t, s = self.state.totals, self._seed
+        return RunStats(
+            turns=t.turns - s.turns, tool_calls=t.tool_calls - s.tool_calls,
+            input_tokens=t.input_tokens - s.input_tokens,
+            output_tokens=t.output_tokens - s.output_tokens,
+            cached_input_tokens=t.cached_input_tokens - s.cached_input_tokens,
+            cost=t.cost - s.cost, model_ms=self._model_ms, tool_ms=self._tool_ms,
+            tools=dict(self._tools))
+
+    @property
+    def pending(self) -> Request | None:
+        """The request awaiting an answer, or ``None``."""
+        return self._pending
+
+    def start(self) -> None:
+        """Begin the run. A state with open suspends ends at once: nothing may happen until they are
+        answered."""
+        if self._started:
+            raise ProtocolError("start() was already called")
+        self._started = True
+        if self.state.open_suspends:
+            self._finish(self._suspend_reason())
+        else:
+            self._request(_CHECK)
 
     def next_effect(self) -> Effect:
         """The next thing the driver must do. Raises :class:`ProtocolError` when the machine is waiting
@@ -273,44 +237,77 @@ class LoopMachine:
                 f"no effect pending: the loop machine is waiting for an answer in phase {self.phase!r}"
             ) from None
 
-    def _expect(self, phase: int, what: str) -> None:
-        if self._phase != phase:
-            raise ProtocolError(f"{what} is not valid in phase {self.phase!r}")
+    def send(self, answer: Answer) -> None:
+        """Answer the pending request. The answer's type must be one :data:`TRANSITIONS` lists for
+        that request, and every effect before it must have been popped."""
+        pending = self._pending
+        if pending is None:
+            raise ProtocolError(f"{type(answer).__name__} sent, but nothing is pending "
+                                f"(phase {self.phase!r})")
+        handler = TRANSITIONS[type(pending)].get(type(answer))
+        if handler is None:
+            accepted = ", ".join(t.__name__ for t in TRANSITIONS[type(pending)])
+            raise ProtocolError(f"{type(answer).__name__} does not answer {type(pending).__name__} "
+                                f"(it accepts {accepted})")
+        if self._effects:
+            raise ProtocolError(f"{type(answer).__name__} sent before every effect was popped")
+        self._pending = None
+        handler(self, pending, answer)
+
+    def is_fatal(self, error: BaseException) -> bool:
+        """Whether a tool's raise must end the run instead of becoming a tool error the model reads:
+        :class:`~bindloop.errors.RunCancelledError` always, otherwise ``is_fatal_tool_error``. Asked
+        by the driver the moment a call raises, so a fatal raise can cancel its batch."""
+        if isinstance(error, RunCancelledError):
+            return True
+        predicate = self._is_fatal
+        return predicate is not None and check_bool(predicate(error), "is_fatal_tool_error")
+
+    def rejection_exception(self, reject: Reject) -> BaseException:
+        """The exception ``on_tool_call_rejected`` receives for ``reject``: the tool's own for a raise,
+        otherwise the documented error the reason stands for."""
+        if isinstance(reject.reason, RaisedByTool):
+            raised = self._raised.get(reject.tool_call_id)
+            if raised is not None:
+                return raised
+        return reason_exception(reject.tool_call_id, reject.reason)
+
+    # ---- plumbing ------------------------------------------------------------------------------
+
+    def _request(self, request: Request) -> None:
+        self._pending = request
+        self._effects.append(request)
 
     def _finish(self, reason: ControlledStopReason) -> None:
         self.stop_reason = reason
-        self._phase = _DONE
         self._effects.append(Finish(reason))
 
     def _progress(self) -> None:
         if self._has_progress:
-            self._effects.append(NotifyProgress(self.state.output_tokens, self.state.tool_calls))
+            st = self.state
+            self._effects.append(NotifyProgress(st.output_tokens, st.tool_calls))
 
-    def _to_boundary(self) -> None:
-        self._phase = _BOUNDARY
-        self._effects.append(_CHECK)
+    def _commit(self, message: Message) -> None:
+        # The one place a message joins the transcript. While a batch's results are owed, only the
+        # next of them (in model order) may be appended.
+        awaiting = self._awaiting
+        if awaiting:
+            if type(message) is not ToolMessage or message.tool_call_id != awaiting[0]:
+                raise ProtocolError(
+                    f"a {type(message).__name__} cannot join the transcript while the result of "
+                    f"tool call {awaiting[0]!r} is owed")
+            awaiting.popleft()
+        self.state.messages.append(message)
 
-    # ---- transitions ---------------------------------------------------------------------------
+    # ---- handlers (one per row of TRANSITIONS) -------------------------------------------------
 
-    def start(self) -> None:
-        """Begin the run. A state with open suspends ends at once: nothing may happen until they are
-        answered."""
-        self._expect(_IDLE, "start()")
-        if self.state.open_suspends:
-            self._finish(self._suspend_reason())
-            return
-        self._to_boundary()
-
-    def boundary_checked(self, stop: bool) -> None:
-        """The host was asked whether to stop (signal, ``should_stop``) and the raise-based ports ran."""
-        self._expect(_BOUNDARY, "boundary_checked()")
-        if stop:
+    def _boundary_checked(self, _: CheckBoundary, answer: BoundaryChecked) -> None:
+        if answer.stop:
             self._finish("aborted")
         elif self.iterations >= self.max_iterations:
             self._finish("iteration_limit")
         elif self._has_compact:
-            self._phase = _COMPACTING
-            self._effects.append(_COMPACT)
+            self._request(_COMPACT)
         else:
             self._before_model()
 
@@ -318,26 +315,18 @@ class LoopMachine:
         # The settled boundary a custom driver may checkpoint at: after nudge, suspension and
         # compaction decisions, before the next model call. The run's first one is skipped — it is
         # the input the driver already holds.
-        if self._has_control and self.iterations > 0:
-            self._phase = _CONTROL
-            self._effects.append(_BOUNDARY_EFFECT)
-        else:
-            self._phase = _MODEL
-            self._effects.append(_CALL)
+        request = _BOUNDARY if self._has_control and self.iterations > 0 else _CALL
+        self._pending = request  # _request inlined: this runs every turn
+        self._effects.append(request)
 
-    def boundary_decided(self, checkpoint: bool) -> None:
-        """The control hook answered a :class:`Boundary`: ``checkpoint`` ends the run as
-        ``checkpointed`` (no model call is made), otherwise the model is called."""
-        self._expect(_CONTROL, "boundary_decided()")
-        if checkpoint:
+    def _boundary_decided(self, _: Boundary, answer: BoundaryDecided) -> None:
+        if answer.checkpoint:
             self._finish("checkpointed")
         else:
-            self._phase = _MODEL
-            self._effects.append(_CALL)
+            self._request(_CALL)
 
-    def compacted(self, applied: CompactionApplied | None, ms: float) -> None:
-        """The compaction port answered: ``None`` for no change, or the replacement transcript."""
-        self._expect(_COMPACTING, "compacted()")
+    def _compacted(self, _: Compact, answer: Compacted) -> None:
+        applied = answer.applied
         if applied is not None:
             if not isinstance(applied, CompactionApplied):
                 raise PortContractError(
@@ -348,50 +337,47 @@ class LoopMachine:
             if isinstance(applied.cost, bool) or not isinstance(applied.cost, int):
                 raise PortContractError(f"compact().cost must be an int, got {applied.cost!r}")
             st = self.state
+            # A replacement happens only at a boundary, where no result is owed.
             st.messages[:] = applied.messages
-            spend = AuxiliarySpend(usage=applied.usage, cost=applied.cost, model_ms=ms)
+            spend = AuxiliarySpend(usage=applied.usage, cost=applied.cost, model_ms=answer.ms)
             st.totals = accumulate_auxiliary_spend(st.totals, spend)
             st.counters = st.counters.after_compaction()
-            self.stats = accumulate_auxiliary_spend(self.stats, spend)
+            self._model_ms += answer.ms
         self._before_model()
 
-    def model_replied(self, result: ModelTurnResult, ms: float) -> None:
-        """The model returned one turn, which took ``ms``."""
-        self._expect(_MODEL, "model_replied()")
+    def _model_replied(self, _: CallModel, answer: ModelReplied) -> None:
+        result = answer.result
         calls = _validate_turn(result)
         self.iterations += 1
         usage = result.usage
         st = self.state
-        st.totals = accumulate_turn(st.totals, usage, cost=result.cost, model_ms=ms)
-        st.counters = st.counters.after_turn(usage)
-        self.stats = accumulate_turn(self.stats, usage, cost=result.cost, model_ms=ms)
+        st.totals = accumulate_turn(st.totals, usage, cost=result.cost, model_ms=answer.ms)
+        st.counters = st.counters.after_turn(usage, len(calls))
+        self._model_ms += answer.ms
+        if self._raised:
+            self._raised = {}  # the previous batch's rejections have all been popped
 
         accept = result.accept_message
         if not accept and calls:
-            self._effects.append(Reject(calls[0].id, DiscardedTurnWithToolCallsError(
-                "accept_message=False refused: the turn requested tools, whose results need the "
-                "request to pair with; the turn was kept"
-            )))
+            self._effects.append(Reject(calls[0].id, _DISCARDED))
             accept = True
         if accept:
             message = result.to_message()
-            st.messages.append(message)
+            self._commit(message)
             if self._has_notify_assistant:
                 self._effects.append(NotifyAssistant(message))
         if not calls:
             self._progress()
             if self._has_settle:
-                self._phase = _SETTLE
-                self._settle_would_end = True
-                self._effects.append(_SETTLE_END)
+                self._request(_SETTLE_END)
             else:
                 self._after_would_end(delivered=False)
             return
 
-        st.counters = st.counters.after_tool_calls(len(calls))
         self._progress()
         self._calls = calls
         self._answers = [None] * len(calls)
+        self._awaiting = deque(map(_CALL_ID, calls))
         self._batch_aborted = False
         predicate = self._runs_serially
         if predicate is None:
@@ -408,33 +394,74 @@ class LoopMachine:
     def _next_tool_step(self) -> None:
         if self._serial:
             i = self._serial.popleft()
-            self._phase = _SERIAL
-            self._effects.append(RunSerial(i, self._calls[i]))
+            self._request(RunTool(i, self._calls[i]))
         elif self._pooled:
             pooled, self._pooled = self._pooled, []
-            self._phase = _POOLED
-            self._effects.append(RunPooled(tuple((i, self._calls[i]) for i in pooled)))
+            if len(pooled) == 1:
+                # One call has nothing to pool with: running it alone is the same semantics.
+                request: Request = RunTool(pooled[0], self._calls[pooled[0]])
+                self._pending = request  # _request inlined: the common turn
+                self._effects.append(request)
+            else:
+                self._request(RunToolBatch(tuple((i, self._calls[i]) for i in pooled)))
         else:
             self._batch_done()
 
-    def _record(self, finished: ToolFinished) -> None:
-        if not isinstance(finished, ToolFinished):
-            raise ProtocolError(f"expected ToolFinished, got {type(finished).__name__}")
-        i = finished.index
+    def _tool_answered(self, _: RunTool, answer: ToolAnswer) -> None:
+        self._record(answer)
+        self._next_tool_step()
+
+    def _batch_finished(self, request: RunToolBatch, answer: BatchFinished) -> None:
+        answers = answer.answers
+        if len(answers) != len(request.items):
+            raise ProtocolError(f"BatchFinished has {len(answers)} answers for "
+                                f"{len(request.items)} pooled calls")
+        for a in answers:
+            if type(a) not in _TOOL_ANSWERS:
+                raise ProtocolError(f"expected a tool answer, got {type(a).__name__}")
+            self._record(a)
+        self._next_tool_step()
+
+    def _tool_error(self, error: Exception) -> ToolError:
+        if isinstance(error, ToolFailure):
+            return ToolError(error=error.message, kind=error.kind)
+        fmt = self._format_exception
+        if fmt is None:
+            return default_tool_exception_error(error)
+        formatted = fmt(error)
+        if not isinstance(formatted, ToolError) or not isinstance(formatted.error, str):
+            raise PortContractError(
+                f"format_tool_exception returned {type(formatted).__name__}; expected a ToolError")
+        return formatted
+
+    def _record(self, answer: ToolAnswer) -> None:
+        i = answer.index
         if not 0 <= i < len(self._answers) or self._answers[i] is not None:
             raise ProtocolError(f"tool result for index {i} is unexpected or duplicated")
-        outcome = finished.outcome
-        check_outcome(outcome, self._calls[i].id)
-        self._answers[i] = finished
         call = self._calls[i]
-        if finished.ran:
-            self.stats = accumulate_tool_call(self.stats, call.name, finished.ms)
-            st = self.state
-            st.totals = accumulate_tool_call(st.totals, call.name, finished.ms)
-        else:
+        outcome: ToolOutcome
+        if isinstance(answer, ToolNotRun):
+            outcome = ToolError(error=str(AbortedToolCallError(call.id, answer.reason)),
+                                kind="not_run")
             self._batch_aborted = True
-        if finished.error is not None:
-            self._effects.append(Reject(call.id, finished.error))
+            self._effects.append(Reject(call.id, NotRun(answer.reason)))
+        else:
+            if isinstance(answer, ToolReturned):
+                outcome = answer.outcome
+                check_outcome(outcome, call.id)
+            else:
+                outcome = self._tool_error(answer.error)
+                self._raised[call.id] = answer.error
+                self._effects.append(Reject(call.id, RaisedByTool(type(answer.error).__name__)))
+            ms = answer.ms
+            st = self.state
+            st.totals = accumulate_tool_call(st.totals, call.name, ms)
+            self._tool_ms += ms
+            tools = self._tools
+            prev = tools.get(call.name)
+            tools[call.name] = (ToolTime(calls=1, ms=ms) if prev is None
+                                else ToolTime(calls=prev.calls + 1, ms=prev.ms + ms))
+        self._answers[i] = outcome
         if isinstance(outcome, ToolResult):
             if outcome.activate_plugins:
                 self._activation("plugins", outcome.activate_plugins, self._has_plugins, call.id)
@@ -445,31 +472,19 @@ class LoopMachine:
         if wired:
             self._effects.append(Activate(kind, names))
         else:
-            self._effects.append(Reject(call_id, MissingActivationPortError(kind, names)))
-
-    def tool_finished(self, finished: ToolFinished) -> None:
-        """A serial call finished (or was not started because the signal fired)."""
-        self._expect(_SERIAL, "tool_finished()")
-        self._record(finished)
-        self._next_tool_step()
-
-    def pooled_finished(self, finished: Sequence[ToolFinished]) -> None:
-        """Every pooled call finished or was not started; one entry per pooled call, any order."""
-        self._expect(_POOLED, "pooled_finished()")
-        for f in finished:
-            self._record(f)
-        self._next_tool_step()
+            self._effects.append(Reject(call_id, ActivationPortMissing(kind, names)))
 
     def _batch_done(self) -> None:
         calls = self._calls
         st = self.state
         queue = self._accept_queue
-        for i, finished in enumerate(self._answers):
-            if finished is None:
+        awaiting = self._awaiting
+        for i, outcome in enumerate(self._answers):
+            if outcome is None:
                 raise ProtocolError(f"tool call {calls[i].id!r} was never answered")
-            outcome = finished.outcome
             call = calls[i]
             if isinstance(outcome, ToolSuspend):
+                awaiting.remove(call.id)  # its answer arrives later, through settlement
                 st.open_suspends.append(OpenSuspend(
                     tool_call_id=call.id, tool_name=call.name, mode=outcome.mode,
                     detail=outcome.detail,
@@ -480,23 +495,20 @@ class LoopMachine:
         self._calls = ()
         self._ordinal = 0
         if self._has_accept_hook:
-            self._phase = _ACCEPT
             self._offer_next_message()
         else:
-            st.messages.extend(queue)
-            queue.clear()
+            while queue:
+                self._commit(queue.popleft())
             self._batch_settled()
 
     def _offer_next_message(self) -> None:
         if self._accept_queue:
-            self._effects.append(AcceptToolMessage(self._accept_queue[0], self._ordinal))
+            self._request(AcceptToolMessage(self._accept_queue[0], self._ordinal))
         else:
             self._batch_settled()
 
-    def tool_message_accepted(self) -> None:
-        """``before_tool_message_accepted`` returned for the message last offered: append it."""
-        self._expect(_ACCEPT, "tool_message_accepted()")
-        self.state.messages.append(self._accept_queue.popleft())
+    def _tool_message_accepted(self, _: AcceptToolMessage, __: ToolMessageAccepted) -> None:
+        self._commit(self._accept_queue.popleft())
         self._ordinal += 1
         self._offer_next_message()
 
@@ -505,19 +517,16 @@ class LoopMachine:
         if self._batch_aborted:
             self._finish("aborted")
         elif self._has_settle:
-            self._phase = _SETTLE
-            self._settle_would_end = False
-            self._effects.append(_SETTLE_BATCH)
+            self._request(_SETTLE_BATCH)
         else:
             self._after_batch()
 
-    def settled(self, settlement: StepSettlement | None) -> None:
-        """``on_step_settled`` answered. Delivered messages are appended in order; while a suspend is
-        open only its answering tool message is accepted, anything else is reported as
-        :class:`InputBlockedBySuspendError` and dropped."""
-        self._expect(_SETTLE, "settled()")
+    def _settled(self, request: Settle, answer: Settled) -> None:
+        # Delivered messages are appended in order; while a suspend is open only its answering tool
+        # message is accepted, anything else is reported and dropped.
+        settlement = answer.settlement
         if settlement is None:
-            settlement = StepSettlement()
+            settlement = _EMPTY_SETTLEMENT
         elif not isinstance(settlement, StepSettlement):
             raise PortContractError(
                 f"on_step_settled returned {type(settlement).__name__}; expected StepSettlement or None"
@@ -526,7 +535,7 @@ class LoopMachine:
                                                  "on_step_settled().messages"))
         if settlement.stop:
             self._finish("aborted")
-        elif self._settle_would_end:
+        elif request.would_end:
             self._after_would_end(delivered)
         else:
             self._after_batch()
@@ -540,7 +549,7 @@ class LoopMachine:
                     for k, s in enumerate(st.open_suspends):
                         if s.tool_call_id == message.tool_call_id:
                             del st.open_suspends[k]
-                            st.messages.append(message)
+                            self._commit(message)
                             delivered = True
                             break
                     else:
@@ -548,41 +557,38 @@ class LoopMachine:
                 else:
                     self._block(message)
             else:
-                st.messages.append(message)
+                self._commit(message)
                 delivered = True
         return delivered
 
     def _block(self, message: Message) -> None:
         open_id = self.state.open_suspends[0].tool_call_id
-        self._effects.append(Reject(open_id, InputBlockedBySuspendError(
-            f"a {type(message).__name__} was delivered while tool call {open_id!r} is suspended; only "
-            "the answering tool message is accepted until then (deliver it first)"
-        )))
+        self._effects.append(Reject(open_id, BlockedBySuspend(type(message).__name__)))
 
     def _after_batch(self) -> None:
         if self.state.open_suspends:
             self._finish(self._suspend_reason())
         else:
-            self._to_boundary()
+            self._pending = _CHECK  # _request inlined: every batch ends here
+            self._effects.append(_CHECK)
 
     def _after_would_end(self, delivered: bool) -> None:
         # Real input outranks a nudge: a turn with more to answer was never stalled.
         if delivered:
-            self._to_boundary()
+            self._request(_CHECK)
         elif self._has_nudge:
-            self._phase = _NUDGING
-            self._effects.append(_NUDGE)
+            self._request(_NUDGE)
         else:
             self._finish("done")
 
-    def nudged(self, messages: Sequence[Message] | None) -> None:
-        """``on_turn_would_end`` answered: messages continue the run, nothing ends it as ``done``."""
-        self._expect(_NUDGING, "nudged()")
+    def _nudged(self, _: AskNudge, answer: Nudged) -> None:
+        messages = answer.messages
         if messages is not None:
             check_messages(messages, "on_turn_would_end()")
         if messages:
-            self.state.messages.extend(messages)
-            self._to_boundary()
+            for message in messages:
+                self._commit(message)
+            self._request(_CHECK)
         else:
             self._finish("done")
 
@@ -591,6 +597,27 @@ class LoopMachine:
         if any(s.mode == "waiting_for_reply" for s in self.state.open_suspends):
             return "waiting_for_reply"
         return "resuming_later"
+
+
+_TOOL_ANSWERS: Final = frozenset({ToolReturned, ToolRaised, ToolNotRun})
+
+_Handler = Callable[[LoopMachine, Any, Any], None]
+
+TRANSITIONS: Final[Mapping[type, Mapping[type, _Handler]]] = MappingProxyType({
+    CheckBoundary: MappingProxyType({BoundaryChecked: LoopMachine._boundary_checked}),
+    Compact: MappingProxyType({Compacted: LoopMachine._compacted}),
+    Boundary: MappingProxyType({BoundaryDecided: LoopMachine._boundary_decided}),
+    CallModel: MappingProxyType({ModelReplied: LoopMachine._model_replied}),
+    RunTool: MappingProxyType({ToolReturned: LoopMachine._tool_answered,
+                               ToolRaised: LoopMachine._tool_answered,
+                               ToolNotRun: LoopMachine._tool_answered}),
+    RunToolBatch: MappingProxyType({BatchFinished: LoopMachine._batch_finished}),
+    AcceptToolMessage: MappingProxyType({ToolMessageAccepted: LoopMachine._tool_message_accepted}),
+    Settle: MappingProxyType({Settled: LoopMachine._settled}),
+    AskNudge: MappingProxyType({Nudged: LoopMachine._nudged}),
+})
+"""The protocol: each request the machine can be waiting on, the answers it accepts, and the handler
+each one runs. Every request type appears exactly once; notices are not here (they need no answer)."""
 
 
 def _validate_turn(result: object) -> tuple[ToolCall, ...]:

@@ -65,7 +65,7 @@ class LoopCounters(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 
     One value, kept unchanged in :class:`ToolLoopState` and in a checkpoint
     (``bindloop.session.LoopCheckpoint.counters``); the loop replaces it with
-    :meth:`after_turn`, :meth:`after_compaction` and :meth:`after_tool_calls`.
+    :meth:`after_turn` and :meth:`after_compaction`.
     """
 
     requested_tool_calls: int = 0
@@ -73,16 +73,12 @@ class LoopCounters(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     last_output_tokens: int = 0
     has_fresh_token_count: bool = False
 
-    def after_turn(self, usage: TurnUsage) -> LoopCounters:
-        """The counters once a model turn reported ``usage``."""
+    def after_turn(self, usage: TurnUsage, requested_tool_calls: int = 0) -> LoopCounters:
+        """The counters once a model turn reported ``usage`` and requested ``requested_tool_calls``."""
         return LoopCounters(
-            requested_tool_calls=self.requested_tool_calls,
+            requested_tool_calls=self.requested_tool_calls + requested_tool_calls,
             last_prompt_tokens=usage.input_tokens, last_output_tokens=usage.output_tokens,
             has_fresh_token_count=usage.input_tokens > 0 or usage.output_tokens > 0)
-
-    def after_tool_calls(self, requested: int) -> LoopCounters:
-        """The counters once a turn requested ``requested`` tool calls."""
-        return msgspec.structs.replace(self, requested_tool_calls=self.requested_tool_calls + requested)
 
     def after_compaction(self) -> LoopCounters:
         """The counters once compaction replaced the transcript: the last token count is stale."""

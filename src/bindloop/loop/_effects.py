@@ -1,0 +1,313 @@
+"""What the loop machine and its driver say to each other: requests, notices, answers, reasons.
+
+A *request* needs an answer: the driver performs it and feeds the answer back through
+:meth:`~bindloop.lowlevel.LoopMachine.send`. A *notice* needs none: the driver tells a port and moves
+on. Every request and notice is a frozen, tagged Struct of plain data, so an effect trace encodes to
+JSON (``msgspec.json.encode(effect)``); why a call was rejected is a :data:`RejectReason` value,
+never an exception object. Answers are frozen Structs too; :class:`ToolRaised` is the one that
+carries a live exception, because formatting it for the model is the machine's decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypeAlias
+
+import msgspec
+
+from ..contracts import (
+    AssistantMessage,
+    CompactionApplied,
+    Message,
+    ModelTurnResult,
+    ToolCall,
+    ToolMessage,
+    ToolOutcome,
+)
+from ..errors import (
+    AbortedToolCallError,
+    BindloopError,
+    DiscardedTurnWithToolCallsError,
+    InputBlockedBySuspendError,
+    MissingActivationPortError,
+)
+from ._types import ControlledStopReason, StepSettlement
+
+__all__ = (
+    "AcceptToolMessage",
+    "Activate",
+    "ActivationPortMissing",
+    "Answer",
+    "AskNudge",
+    "BatchFinished",
+    "BlockedBySuspend",
+    "Boundary",
+    "BoundaryChecked",
+    "BoundaryDecided",
+    "CallModel",
+    "CheckBoundary",
+    "Compact",
+    "Compacted",
+    "DiscardedTurn",
+    "Effect",
+    "Finish",
+    "ModelReplied",
+    "Notice",
+    "NotifyAssistant",
+    "NotifyProgress",
+    "Nudged",
+    "NotRun",
+    "RaisedByTool",
+    "Reject",
+    "RejectReason",
+    "Request",
+    "RunTool",
+    "RunToolBatch",
+    "Settle",
+    "Settled",
+    "ToolAnswer",
+    "ToolMessageAccepted",
+    "ToolNotRun",
+    "ToolRaised",
+    "ToolReturned",
+)
+
+
+# ---- requests: perform, then send() the answer the table accepts --------------------------------
+
+class CheckBoundary(msgspec.Struct, frozen=True, tag=True):
+    """Between iterations: run ``ensure_not_cancelled`` / ``throw_if_timed_out`` (they raise), then
+    answer :class:`BoundaryChecked` with whether ``signal`` or ``should_stop`` asks to stop."""
+
+
+class Compact(msgspec.Struct, frozen=True, tag=True):
+    """Offer the transcript to the compaction port; answer :class:`Compacted`."""
+
+
+class Boundary(msgspec.Struct, frozen=True, tag=True):
+    """A settled boundary before the next model call (only with a control hook): the transcript is
+    provider-valid and no call is pending. Answer :class:`BoundaryDecided`."""
+
+
+class CallModel(msgspec.Struct, frozen=True, tag=True):
+    """Build the tool surface and call the model; answer :class:`ModelReplied`."""
+
+
+class RunTool(msgspec.Struct, frozen=True, tag=True):
+    """Run one call alone: if the batch's signal has fired, answer :class:`ToolNotRun` without
+    starting it; otherwise run it and answer :class:`ToolReturned`, or :class:`ToolRaised` for a
+    raise that :meth:`~bindloop.lowlevel.LoopMachine.is_fatal` does not claim (a fatal one
+    propagates)."""
+
+    index: int
+    call: ToolCall
+
+
+class RunToolBatch(msgspec.Struct, frozen=True, tag=True):
+    """Run these calls concurrently, pooled per tool name and bounded by the signal; answer
+    :class:`BatchFinished` with one answer per call, in any order."""
+
+    items: tuple[tuple[int, ToolCall], ...]
+
+
+class AcceptToolMessage(msgspec.Struct, frozen=True, tag=True):
+    """Await ``before_tool_message_accepted(message, ordinal)``; answer
+    :class:`ToolMessageAccepted` (a raise ends the run with the message not appended)."""
+
+    message: ToolMessage
+    ordinal: int
+
+
+class Settle(msgspec.Struct, frozen=True, tag=True):
+    """Await ``on_step_settled(would_end)``; answer :class:`Settled`."""
+
+    would_end: bool
+
+
+class AskNudge(msgspec.Struct, frozen=True, tag=True):
+    """Await ``on_turn_would_end()``; answer :class:`Nudged`."""
+
+
+Request: TypeAlias = (
+    CheckBoundary | Compact | Boundary | CallModel | RunTool | RunToolBatch | AcceptToolMessage
+    | Settle | AskNudge
+)
+
+
+# ---- why a call was rejected: data, not exception objects ---------------------------------------
+
+class RaisedByTool(msgspec.Struct, frozen=True, tag=True):
+    """The tool raised (non-fatally); the model read a formatted tool error. Only the type's name is
+    kept here: the message may hold a secret."""
+
+    exception_type: str
+
+
+class NotRun(msgspec.Struct, frozen=True, tag=True):
+    """The batch's signal fired before the call started; ``reason`` is the signal's."""
+
+    reason: str | None = None
+
+
+class DiscardedTurn(msgspec.Struct, frozen=True, tag=True):
+    """``accept_message=False`` on a turn that requested tools: the discard was refused."""
+
+
+class BlockedBySuspend(msgspec.Struct, frozen=True, tag=True):
+    """Input other than the answering tool message arrived while a suspend is open; not appended."""
+
+    message_type: str
+
+
+class ActivationPortMissing(msgspec.Struct, frozen=True, tag=True):
+    """A tool asked to activate plugins or skills and the matching port is unwired."""
+
+    kind: str
+    names: tuple[str, ...]
+
+
+RejectReason: TypeAlias = (
+    RaisedByTool | NotRun | DiscardedTurn | BlockedBySuspend | ActivationPortMissing
+)
+
+
+def reason_exception(tool_call_id: str, reason: RejectReason) -> BindloopError:
+    """The exception ``on_tool_call_rejected`` receives for a machine-made rejection (everything but
+    :class:`RaisedByTool`, whose exception is the tool's own)."""
+    if isinstance(reason, NotRun):
+        return AbortedToolCallError(tool_call_id, reason.reason)
+    if isinstance(reason, ActivationPortMissing):
+        return MissingActivationPortError(reason.kind, reason.names)
+    if isinstance(reason, DiscardedTurn):
+        return DiscardedTurnWithToolCallsError(
+            "accept_message=False refused: the turn requested tools, whose results need the "
+            "request to pair with; the turn was kept")
+    if isinstance(reason, BlockedBySuspend):
+        return InputBlockedBySuspendError(
+            f"a {reason.message_type} was delivered while tool call {tool_call_id!r} is suspended; "
+            "only the answering tool message is accepted until then (deliver it first)")
+    raise TypeError(f"no machine-made exception for {type(reason).__name__}")
+
+
+# ---- notices: tell a port, no answer ------------------------------------------------------------
+
+class NotifyAssistant(msgspec.Struct, frozen=True, tag=True):
+    """Tell ``on_assistant_message`` about an accepted assistant message."""
+
+    message: AssistantMessage
+
+
+class NotifyProgress(msgspec.Struct, frozen=True, tag=True):
+    """Tell ``on_progress_update`` the live totals."""
+
+    output_tokens: int
+    tool_calls: int
+
+
+class Reject(msgspec.Struct, frozen=True, tag=True):
+    """Report a rejection through ``on_tool_call_rejected``; the exception to hand it is
+    :meth:`~bindloop.lowlevel.LoopMachine.rejection_exception`."""
+
+    tool_call_id: str
+    reason: RejectReason
+
+
+class Activate(msgspec.Struct, frozen=True, tag=True):
+    """Call ``activate_plugins`` or ``activate_skills`` with ``names``."""
+
+    kind: str
+    names: tuple[str, ...]
+
+
+class Finish(msgspec.Struct, frozen=True, tag=True):
+    """The run is over; the machine accepts nothing more."""
+
+    stop_reason: ControlledStopReason
+
+
+Notice: TypeAlias = NotifyAssistant | NotifyProgress | Reject | Activate | Finish
+
+Effect: TypeAlias = Request | Notice
+
+
+# ---- answers: what send() takes -----------------------------------------------------------------
+
+class BoundaryChecked(msgspec.Struct, frozen=True):
+    """Answers :class:`CheckBoundary`: whether to stop (``aborted``)."""
+
+    stop: bool
+
+
+class Compacted(msgspec.Struct, frozen=True):
+    """Answers :class:`Compact`: ``None`` for no change, or the replacement transcript; ``ms`` is
+    the port's time."""
+
+    applied: CompactionApplied | None
+    ms: float
+
+
+class BoundaryDecided(msgspec.Struct, frozen=True):
+    """Answers :class:`Boundary`: ``checkpoint`` ends the run as ``checkpointed``."""
+
+    checkpoint: bool
+
+
+class ModelReplied(msgspec.Struct, frozen=True):
+    """Answers :class:`CallModel`: the turn and how long it took."""
+
+    result: ModelTurnResult
+    ms: float
+
+
+class ToolReturned(msgspec.Struct, frozen=True):
+    """One call returned ``outcome`` after ``ms``."""
+
+    index: int
+    outcome: ToolOutcome
+    ms: float = 0.0
+
+
+class ToolRaised(msgspec.Struct, frozen=True):
+    """One call raised ``error`` (not fatal) after ``ms``; the machine decides what the model reads."""
+
+    index: int
+    error: Exception
+    ms: float = 0.0
+
+
+class ToolNotRun(msgspec.Struct, frozen=True):
+    """One call was never started because the batch's signal fired (``reason``: the signal's)."""
+
+    index: int
+    reason: str | None = None
+
+
+ToolAnswer: TypeAlias = ToolReturned | ToolRaised | ToolNotRun
+
+
+class BatchFinished(msgspec.Struct, frozen=True):
+    """Answers :class:`RunToolBatch`: one answer per pooled call, any order."""
+
+    answers: Sequence[ToolAnswer]
+
+
+class ToolMessageAccepted(msgspec.Struct, frozen=True):
+    """Answers :class:`AcceptToolMessage`: the hook returned; append the message."""
+
+
+class Settled(msgspec.Struct, frozen=True):
+    """Answers :class:`Settle` with what ``on_step_settled`` returned."""
+
+    settlement: StepSettlement | None
+
+
+class Nudged(msgspec.Struct, frozen=True):
+    """Answers :class:`AskNudge` with what ``on_turn_would_end`` returned."""
+
+    messages: Sequence[Message] | None
+
+
+Answer: TypeAlias = (
+    BoundaryChecked | Compacted | BoundaryDecided | ModelReplied | ToolReturned | ToolRaised
+    | ToolNotRun | BatchFinished | ToolMessageAccepted | Settled | Nudged
+)
