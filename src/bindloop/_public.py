@@ -8,8 +8,9 @@ stays stable. :func:`publish` rewrites ``__module__`` to the exporting module, a
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping
-from typing import ForwardRef
+from typing import Final, ForwardRef
 
 __all__ = ("publish",)
 
@@ -30,8 +31,8 @@ def publish(module: str, namespace: Mapping[str, object], names: Iterable[str]) 
         home = getattr(obj, "__module__", None)
         if not isinstance(home, str) or not _is_private(home):
             continue
-        if isinstance(obj, type):
-            _pin_annotations(obj, home)
+        if isinstance(obj, type) and not _pin_annotations(obj, home):
+            continue  # its annotations could not be pinned: keep the module they resolve in
         try:
             obj.__module__ = module
         except (AttributeError, TypeError):
@@ -39,14 +40,31 @@ def publish(module: str, namespace: Mapping[str, object], names: Iterable[str]) 
             continue
 
 
-def _pin_annotations(cls: type, home: str) -> None:
+# From 3.14 a ForwardRef evaluated with explicit globals (msgspec passes the namespace of
+# ``cls.__module__``) ignores its own module; its extra names are still consulted.
+_EXPLICIT_GLOBALS_WIN: Final = sys.version_info >= (3, 14)
+
+
+def _pin_annotations(cls: type, home: str) -> bool:
     # Postponed annotations are strings that msgspec and typing resolve in the namespace of
     # ``cls.__module__``; once that names the public package, ``"Message"`` would no longer be
     # found. A ForwardRef that remembers the defining module resolves there instead. Nothing is
-    # evaluated now, so import cost stays the same.
+    # evaluated now, so import cost stays the same. False: this Python offers no way to pin.
     annotations = cls.__dict__.get("__annotations__")
     if not isinstance(annotations, dict):
-        return
+        return True
+    names = vars(sys.modules[home]) if _EXPLICIT_GLOBALS_WIN else None
+    pinned: dict[str, ForwardRef] = {}
     for field, value in annotations.items():
+        if isinstance(value, ForwardRef) and value.__forward_module__ is None:
+            value = value.__forward_arg__  # NamedTuple wraps its strings, without a module
         if isinstance(value, str):
-            annotations[field] = ForwardRef(value, module=home, is_class=True)
+            ref = ForwardRef(value, module=home, is_class=True)
+            if names is not None:
+                try:
+                    ref.__extra_names__ = names  # type: ignore[attr-defined]
+                except AttributeError:
+                    return False
+            pinned[field] = ref
+    annotations.update(pinned)
+    return True

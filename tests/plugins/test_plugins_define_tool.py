@@ -89,7 +89,9 @@ async def test_async_and_mapping_arguments() -> None:
     ('{"query": "q", "point": {"x": "1"}}', "$.point.x"),
     ('{"limit": 3}', "query"),
     ("[1, 2]", "object"),
-    ("{not json", "malformed"),
+    ("{not json", "not valid JSON"),
+    ('{"query": "q", "limit": NaN}', "not valid JSON"),  # the one reader refuses non-JSON numbers
+    ("", "query"),  # empty text reads as {} (then `query` is missing)
     ({"query": object()}, "not JSON"),
 ])
 async def test_bad_arguments_come_back_as_a_validation_value_naming_the_path(

@@ -99,11 +99,12 @@ def _parse_text(text: str) -> ToolCallArguments:
     return ParsedArguments(arguments=value)
 
 
-def parse_tool_call_arguments(call: ToolCall | Mapping[str, Any]) -> ToolCallArguments:
-    """Read a tool call's arguments into a parameter dict, or say why that is impossible.
+def parse_tool_call_arguments(call: ToolCall | Mapping[str, Any] | str) -> ToolCallArguments:
+    """Read a tool call's arguments into a parameter dict, or say why that is impossible. The one
+    reader of argument text: ``define_tool``'s dispatch validates what this returns.
 
-    ``call`` is a canonical :class:`~bindloop.contracts.ToolCall` or an OpenAI-shaped wire dict
-    (``{"id", "type", "function": {"name", "arguments"}}``). Returns :class:`ParsedArguments` for a
+    ``call`` is a canonical :class:`~bindloop.contracts.ToolCall`, an OpenAI-shaped wire dict
+    (``{"id", "type", "function": {"name", "arguments"}}``), or the raw arguments text itself. Returns :class:`ParsedArguments` for a
     JSON object (empty or whitespace-only text, and a missing ``arguments``, mean ``{}``; a dict that a
     provider already decoded is taken as is), :class:`UnsupportedToolCallType` for a non-function
     call, and :class:`UnparseableArguments` otherwise — including valid JSON that is not an object
@@ -112,6 +113,8 @@ def parse_tool_call_arguments(call: ToolCall | Mapping[str, Any]) -> ToolCallArg
     """
     if isinstance(call, ToolCall):
         return _parse_text(call.arguments)
+    if isinstance(call, str):
+        return _parse_text(call)
     if not isinstance(call, Mapping):
         return UnparseableArguments(detail=f"the tool call is not an object (got {_describe(call)})")
     kind = call.get("type", "function")

@@ -232,13 +232,13 @@ Effect: TypeAlias = Request | Notice
 
 # ---- answers: what send() takes -----------------------------------------------------------------
 
-class BoundaryChecked(msgspec.Struct, frozen=True):
+class BoundaryChecked(msgspec.Struct, frozen=True, tag=True):
     """Answers :class:`CheckBoundary`: whether to stop (``aborted``)."""
 
     stop: bool
 
 
-class Compacted(msgspec.Struct, frozen=True):
+class Compacted(msgspec.Struct, frozen=True, tag=True):
     """Answers :class:`Compact`: ``None`` for no change, or the replacement transcript; ``ms`` is
     the port's time."""
 
@@ -246,20 +246,20 @@ class Compacted(msgspec.Struct, frozen=True):
     ms: float
 
 
-class BoundaryDecided(msgspec.Struct, frozen=True):
+class BoundaryDecided(msgspec.Struct, frozen=True, tag=True):
     """Answers :class:`Boundary`: ``checkpoint`` ends the run as ``checkpointed``."""
 
     checkpoint: bool
 
 
-class ModelReplied(msgspec.Struct, frozen=True):
+class ModelReplied(msgspec.Struct, frozen=True, tag=True):
     """Answers :class:`CallModel`: the turn and how long it took."""
 
     result: ModelTurnResult
     ms: float
 
 
-class ToolReturned(msgspec.Struct, frozen=True):
+class ToolReturned(msgspec.Struct, frozen=True, tag=True):
     """One call returned ``outcome`` after ``ms``."""
 
     index: int
@@ -267,7 +267,7 @@ class ToolReturned(msgspec.Struct, frozen=True):
     ms: float = 0.0
 
 
-class ToolRaised(msgspec.Struct, frozen=True):
+class ToolRaised(msgspec.Struct, frozen=True, tag=True):
     """One call raised ``error`` (not fatal) after ``ms``; the machine decides what the model reads."""
 
     index: int
@@ -275,7 +275,7 @@ class ToolRaised(msgspec.Struct, frozen=True):
     ms: float = 0.0
 
 
-class ToolNotRun(msgspec.Struct, frozen=True):
+class ToolNotRun(msgspec.Struct, frozen=True, tag=True):
     """One call was never started because the batch's signal fired (``reason``: the signal's)."""
 
     index: int
@@ -285,23 +285,23 @@ class ToolNotRun(msgspec.Struct, frozen=True):
 ToolAnswer: TypeAlias = ToolReturned | ToolRaised | ToolNotRun
 
 
-class BatchFinished(msgspec.Struct, frozen=True):
+class BatchFinished(msgspec.Struct, frozen=True, tag=True):
     """Answers :class:`RunToolBatch`: one answer per pooled call, any order."""
 
     answers: Sequence[ToolAnswer]
 
 
-class ToolMessageAccepted(msgspec.Struct, frozen=True):
+class ToolMessageAccepted(msgspec.Struct, frozen=True, tag=True):
     """Answers :class:`AcceptToolMessage`: the hook returned; append the message."""
 
 
-class Settled(msgspec.Struct, frozen=True):
+class Settled(msgspec.Struct, frozen=True, tag=True):
     """Answers :class:`Settle` with what ``on_step_settled`` returned."""
 
     settlement: StepSettlement | None
 
 
-class Nudged(msgspec.Struct, frozen=True):
+class Nudged(msgspec.Struct, frozen=True, tag=True):
     """Answers :class:`AskNudge` with what ``on_turn_would_end`` returned."""
 
     messages: Sequence[Message] | None
