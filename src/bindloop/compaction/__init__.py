@@ -1,29 +1,14 @@
 """Compaction: summary markers and the wire view, when and what to compact, running a compaction,
-persisted-output stubs, and the small budget helpers around them (token estimates, thinking decay,
-fallback chains, tool-call dedup).
+persisted-output stubs, and the text measures they use (UTF-8/UTF-16 lengths, token estimates).
 
 Pure except where a port is named: the model call, the blob write and the loop's state are injected.
 """
 
-from ._dedup import (
-    DEFAULT_BLOCK_REASON as DEFAULT_BLOCK_REASON,
-    DedupMode as DedupMode,
-    DedupRule as DedupRule,
-    DedupVerdict as DedupVerdict,
-    ToolCallDedup as ToolCallDedup,
-)
 from ._errors import (
     CompactEmptySummaryError as CompactEmptySummaryError,
     CompactError as CompactError,
     CompactInvalidInputError as CompactInvalidInputError,
     CompactPromptTooLongError as CompactPromptTooLongError,
-)
-from ._fallback import (
-    FallbackProvider as FallbackProvider,
-    FallbackTarget as FallbackTarget,
-    ModelSelection as ModelSelection,
-    UnknownProviderError as UnknownProviderError,
-    resolve_fallback_chain as resolve_fallback_chain,
 )
 from ._markers import (
     SUMMARY_PREFIX as SUMMARY_PREFIX,
@@ -87,24 +72,16 @@ from ._runner import (
 from ._text import (
     BYTES_PER_TOKEN as BYTES_PER_TOKEN,
     TokenUsageLike as TokenUsageLike,
-    canonicalize_shell_command as canonicalize_shell_command,
     estimate_tokens as estimate_tokens,
     format_token_summary as format_token_summary,
     utf8_byte_length as utf8_byte_length,
     utf8_prefix as utf8_prefix,
     utf16_length as utf16_length,
 )
-from ._thinking import (
-    GeometricThinkingDecay as GeometricThinkingDecay,
-    StepThinkingDecay as StepThinkingDecay,
-    ThinkingDecay as ThinkingDecay,
-    thinking_budget as thinking_budget,
-)
 
 __all__ = (
     "BYTES_PER_TOKEN",
     "DEFAULT_AUTO_COMPACT_THRESHOLD",
-    "DEFAULT_BLOCK_REASON",
     "DEFAULT_KEEP_TURNS",
     "PromptSizeSource",
     "DEFAULT_MIN_GROWTH_FRACTION",
@@ -125,31 +102,19 @@ __all__ = (
     "CompactPromptTooLongError",
     "CompactResult",
     "CompactScope",
-    "DedupMode",
-    "DedupRule",
-    "DedupVerdict",
-    "FallbackProvider",
-    "FallbackTarget",
     "FromScope",
-    "GeometricThinkingDecay",
-    "ModelSelection",
     "Partition",
     "PersistPlan",
     "SessionItem",
     "Span",
-    "StepThinkingDecay",
     "SummaryModel",
     "TailScope",
-    "ThinkingDecay",
     "TokenUsageLike",
-    "ToolCallDedup",
-    "UnknownProviderError",
     "UpToScope",
     "WireView",
     "append_compaction",
     "build_persisted_stub",
     "build_summary_prompt",
-    "canonicalize_shell_command",
     "compact_conversation",
     "compaction_port",
     "decide_persist_tool_output",
@@ -162,14 +127,12 @@ __all__ = (
     "partition_for_compaction",
     "persist_tool_output",
     "render_summary",
-    "resolve_fallback_chain",
     "round_starts",
     "shrink_for_prompt_too_long",
     "should_auto_compact",
     "spans_from_positions",
     "strip_attachments",
     "summary_to_turn",
-    "thinking_budget",
     "utf16_length",
     "utf8_byte_length",
     "utf8_prefix",

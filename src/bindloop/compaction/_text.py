@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from typing import Final, Protocol
 
 __all__ = (
     "BYTES_PER_TOKEN",
     "TokenUsageLike",
-    "canonicalize_shell_command",
     "estimate_tokens",
     "format_token_summary",
     "utf16_length",
@@ -105,18 +103,3 @@ def format_token_summary(usage: TokenUsageLike) -> str:
     tokens are a subset of input); the ``(cache N)`` part is omitted when N is 0."""
     cache = f" (cache {usage.cached_input_tokens})" if usage.cached_input_tokens else ""
     return f"in {usage.input_tokens}{cache} / {usage.output_tokens} out"
-
-
-_CD_PREFIX: Final = re.compile(r"^\s*cd\s+(?:\"[^\"]*\"|'[^']*'|[^\s;&|]+)\s*(?:&&|;)\s*")
-_VERIFY_TAIL: Final = re.compile(r"\s*(?:&|;|&&)\s*sleep\s+\d+(?:\.\d+)?\s*(?:;|&&).*$", re.DOTALL)
-_SPACES: Final = re.compile(r"\s+")
-
-
-def canonicalize_shell_command(command: str) -> str:
-    """Collapse semantically identical shell invocations to one key: strip one leading
-    ``cd <path> &&`` / ``cd <path>;``, strip a trailing poll tail (``& sleep N ; …`` or
-    ``; sleep N && …``), collapse whitespace and trim. Deliberately conservative: it never parses or
-    reorders the command."""
-    out = _CD_PREFIX.sub("", command, count=1)
-    out = _VERIFY_TAIL.sub("", out, count=1)
-    return _SPACES.sub(" ", out).strip()

@@ -1,5 +1,6 @@
 """The tool loop: :func:`run_tool_loop`, its ports, state and result. The decision machine it drives
-is public in :mod:`bindloop.lowlevel`."""
+is public in :mod:`bindloop.lowlevel`. Also the per-turn thinking-budget schedules
+(:func:`thinking_budget`)."""
 
 from ._driver import run_tool_loop as run_tool_loop
 from ._types import (
@@ -20,11 +21,19 @@ from ._types import (
     ToolLoopState as ToolLoopState,
 )
 
+from ._thinking import (
+    GeometricThinkingDecay as GeometricThinkingDecay,
+    StepThinkingDecay as StepThinkingDecay,
+    ThinkingDecay as ThinkingDecay,
+    thinking_budget as thinking_budget,
+)
+
 __all__ = (
     "BoundaryDecision",
     "CallModelFn",
     "ControlledStopReason",
     "ControlledToolLoopResult",
+    "GeometricThinkingDecay",
     "LoopBoundary",
     "LoopControl",
     "LoopCounters",
@@ -32,11 +41,14 @@ __all__ = (
     "OpenSuspend",
     "RunToolCallFn",
     "StepSettlement",
+    "StepThinkingDecay",
+    "ThinkingDecay",
     "ToolLoopParams",
     "ToolLoopPorts",
     "ToolLoopResult",
     "ToolLoopState",
     "run_tool_loop",
+    "thinking_budget",
 )
 
 from .._public import publish as _publish

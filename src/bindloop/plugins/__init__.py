@@ -1,5 +1,6 @@
-"""Plugins: tools authored from msgspec Structs, bundles dispatched by name, and progressive tool
-disclosure (a registry instance, the catalog partition, restoring a persisted activation set)."""
+"""Plugins: tools authored from msgspec Structs, bundles dispatched by name, progressive tool
+disclosure (a registry instance, the catalog partition, restoring a persisted activation set), and
+tool-call dedup for the dispatcher (replay identical re-calls, break tight loops)."""
 
 from ._plugin import (
     PluginSummary as PluginSummary,
@@ -30,7 +31,20 @@ from ._tool import (
     tool_wire_definition as tool_wire_definition,
 )
 
+from ._dedup import (
+    DEFAULT_BLOCK_REASON as DEFAULT_BLOCK_REASON,
+    DedupMode as DedupMode,
+    DedupRule as DedupRule,
+    DedupVerdict as DedupVerdict,
+    ToolCallDedup as ToolCallDedup,
+    canonicalize_shell_command as canonicalize_shell_command,
+)
+
 __all__ = (
+    "DEFAULT_BLOCK_REASON",
+    "DedupMode",
+    "DedupRule",
+    "DedupVerdict",
     "DropReason",
     "DroppedActivation",
     "PluginCatalog",
@@ -39,10 +53,12 @@ __all__ = (
     "RehydratedActivation",
     "ResolveOutcome",
     "Tool",
+    "ToolCallDedup",
     "ToolExecute",
     "ToolPlugin",
     "ToolRegistry",
     "ToolsPlugin",
+    "canonicalize_shell_command",
     "create_tool_registry",
     "define_tool",
     "initial_active_plugins",

@@ -1,5 +1,5 @@
-"""Regressions from the completion review: partial JSON that could never become valid, the cost of
-a long open string, and arguments that overflow to infinity."""
+"""Partial JSON that can never become valid is refused at once, a long open string stays linear to
+read, and tool arguments that overflow to infinity are refused."""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ the same tool resets the streak.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
@@ -23,6 +24,7 @@ __all__ = (
     "DedupRule",
     "DedupVerdict",
     "ToolCallDedup",
+    "canonicalize_shell_command",
 )
 
 DedupMode: TypeAlias = Literal["replay", "block-after"]
@@ -109,3 +111,18 @@ class ToolCallDedup:
             return
         if rule.hasher(call) == streak.key:
             streak.result = result
+
+
+_CD_PREFIX: Final = re.compile(r"^\s*cd\s+(?:\"[^\"]*\"|'[^']*'|[^\s;&|]+)\s*(?:&&|;)\s*")
+_VERIFY_TAIL: Final = re.compile(r"\s*(?:&|;|&&)\s*sleep\s+\d+(?:\.\d+)?\s*(?:;|&&).*$", re.DOTALL)
+_SPACES: Final = re.compile(r"\s+")
+
+
+def canonicalize_shell_command(command: str) -> str:
+    """Collapse semantically identical shell invocations to one key: strip one leading
+    ``cd <path> &&`` / ``cd <path>;``, strip a trailing poll tail (``& sleep N ; …`` or
+    ``; sleep N && …``), collapse whitespace and trim. Deliberately conservative: it never parses or
+    reorders the command."""
+    out = _CD_PREFIX.sub("", command, count=1)
+    out = _VERIFY_TAIL.sub("", out, count=1)
+    return _SPACES.sub(" ", out).strip()
