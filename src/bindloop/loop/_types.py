@@ -164,8 +164,8 @@ class ToolLoopPorts:
     ``state`` and ``max_iterations``; ``bindloop.session.RestoredLoop`` adds ``capture_bindings``.
 
     Ports may be plain functions or coroutine functions, except ``call_model`` (always awaited),
-    ``runs_serially``, ``is_fatal_tool_error``, ``on_tool_call_rejected``, ``on_progress_update`` and
-    ``throw_if_timed_out`` (always synchronous). ``call_model`` receives the live ``state.messages``
+    ``runs_serially``, ``is_fatal_tool_error``, ``format_tool_exception``, ``on_tool_call_rejected``,
+    ``on_progress_update`` and ``throw_if_timed_out`` (always synchronous). ``call_model`` receives the live ``state.messages``
     list: read it, copy it if you keep it, never mutate it.
 
     - ``runs_serially(call)``: such calls run first, alone, in model order, each outcome (including
