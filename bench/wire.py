@@ -16,7 +16,7 @@ import json
 import time
 from collections.abc import Callable
 
-from bindloop.wire import create_wire_adapter
+from bindloop.wire import WireStream, create_wire_adapter
 
 WORDS = ["The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog", ".",
          " Café", " naïve", " 😀", "\n"]
@@ -112,11 +112,11 @@ def reads(data: bytes, size: int = 4096) -> list[bytes]:
 
 
 def ours(wire: str, chunks: list[bytes]) -> int:
-    decoder = create_wire_adapter(wire).stream_decoder()
+    stream = WireStream(create_wire_adapter(wire).stream_decoder())
     count = 0
     for chunk in chunks:
-        count += len(decoder.feed(chunk))
-    return count + len(decoder.end())
+        count += len(stream.feed(chunk))
+    return count + len(stream.end())
 
 
 def openai_sdk(chunks: list[bytes]) -> int | None:

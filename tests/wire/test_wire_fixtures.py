@@ -11,6 +11,7 @@ from bindloop.completion import ErrorEvent, StreamEvent, ToolCallDeltaError, col
 from bindloop.contracts import ModelTurnResult, ReasoningPart, ToolCall, TurnUsage
 from bindloop.errors import PromptTooLongError
 from bindloop.wire import (
+    decode_stream,
     IncompleteStreamError,
     ProviderHttpError,
     SseError,
@@ -115,14 +116,10 @@ EXPECTED.update(REAL_EXPECTED)
 
 
 def _stream_events(wire: str, data: bytes, cuts: list[int] | None = None) -> list[StreamEvent]:
-    decoder = create_wire_adapter(wire).stream_decoder()
     points = sorted({c % (len(data) + 1) for c in cuts or []})
-    out: list[StreamEvent] = []
-    prev = 0
-    for p in [*points, len(data)]:
-        out += decoder.feed(data[prev:p])
-        prev = p
-    return out + decoder.end()
+    bounds = [0, *points, len(data)]
+    return decode_stream(create_wire_adapter(wire),
+                         [data[a:b] for a, b in zip(bounds, bounds[1:])])
 
 
 @pytest.mark.parametrize(("wire", "name"), sorted(EXPECTED), ids=lambda v: str(v))

@@ -21,6 +21,7 @@ from bindloop.contracts import (
 )
 from bindloop.routing import failure_disposition
 from bindloop.wire import (
+    decode_stream,
     AnthropicAdapter,
     GeminiAdapter,
     OpenAIChatAdapter,
@@ -36,8 +37,7 @@ def _sse(*events: dict[str, Any]) -> bytes:
 
 
 def _stream(wire: str, data: bytes) -> list[StreamEvent]:
-    decoder = create_wire_adapter(wire).stream_decoder()
-    return decoder.feed(data) + decoder.end()
+    return decode_stream(create_wire_adapter(wire), [data])
 
 
 def _body(wire: str, messages: list[Message], options: WireOptions,

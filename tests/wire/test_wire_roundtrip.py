@@ -27,6 +27,7 @@ from bindloop.contracts import (
 )
 from bindloop.hosts.provider_replies import render_body, render_sse, sse_event
 from bindloop.wire import (
+    decode_stream,
     WIRE_NAMES,
     HttpRequest,
     ModelAdapter,
@@ -50,8 +51,7 @@ def _expected(wire: str, turn: ModelTurnResult) -> ModelTurnResult:
 
 
 def _decode_stream(wire: str, blob: bytes, cut: int) -> list[StreamEvent]:
-    decoder = create_wire_adapter(wire).stream_decoder()
-    return decoder.feed(blob[:cut]) + decoder.feed(blob[cut:]) + decoder.end()
+    return decode_stream(create_wire_adapter(wire), [blob[:cut], blob[cut:]])
 
 
 @pytest.mark.parametrize("wire", WIRE_NAMES)

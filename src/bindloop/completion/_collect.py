@@ -121,7 +121,7 @@ class TurnCollector:
                 block = self._reasoning[event.index] = _ReasoningBlock()
             block.merge(event)
         elif isinstance(event, UsageEvent):
-            self._usage = _max_usage(self._usage, event.usage)
+            self._usage = event.usage if event.snapshot else _max_usage(self._usage, event.usage)
         elif isinstance(event, FinishEvent):
             self._finish_reason = event.finish_reason
             if event.usage is not None:

@@ -89,11 +89,18 @@ class ToolCallEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type",
     tool_call: ToolCallChunk
 
 
-class UsageEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="usage"):
-    """Token usage so far. May appear several times; each is a cumulative snapshot (a provider
-    reports input tokens at the start and output tokens at the end), never an increment."""
+class UsageEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="usage",
+                 omit_defaults=True):
+    """Token usage so far. May appear several times; each is cumulative, never an increment.
+
+    How snapshots combine is the wire's to say. By default each one may carry only some fields
+    (Anthropic reports input tokens at the start and output tokens at the end), so the fold takes
+    the field-wise maximum. ``snapshot=True`` marks a complete count that replaces everything
+    before it (Gemini's ``usageMetadata``, whose prompt count can go *down* in the final chunk):
+    there the last one wins."""
 
     usage: TurnUsage
+    snapshot: bool = False
 
 
 class FinishEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="finish",

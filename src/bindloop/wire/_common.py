@@ -33,6 +33,7 @@ from ._types import Headers, WireOptions
 __all__ = (
     "JSON_HEADERS",
     "classify",
+    "decode_arguments",
     "decode_error_body",
     "decode_json",
     "encode_body",
@@ -63,18 +64,34 @@ def encode_body(body: dict[str, Any], options: WireOptions) -> bytes:
 
 
 def decode_json(data: bytes | str, decoder: msgspec.json.Decoder[Any], what: str) -> Any:
+    """``data`` through ``decoder``; anything but the documented shape raises
+    :class:`~bindloop.wire.WireDecodeError`, including JSON nested deeper than the decoder
+    recurses (msgspec raises ``RecursionError`` there, which would read as a bug in routing)."""
     try:
         return decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise WireDecodeError(f"{what} is not the documented JSON shape: {exc}") from exc
+    except RecursionError:
+        raise WireDecodeError(f"{what} is nested too deeply to decode") from None
 
 
 def decode_error_body(body: bytes) -> object:
-    """An error body as JSON if it is JSON, else ``None`` (a proxy's HTML page, an empty body)."""
+    """An error body as JSON if it is JSON, else ``None`` (a proxy's HTML page, an empty body, or
+    JSON nested too deeply to decode)."""
     try:
         return _ANY.decode(body)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None
+
+
+def decode_arguments(arguments: str) -> dict[str, Any] | None:
+    """A tool call's raw argument text as the JSON object some wires must send, or ``None`` when
+    it is not one (not JSON, not an object, or nested too deeply to decode)."""
+    try:
+        value = _ANY.decode(arguments) if arguments.strip() else {}
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def tool_parameters(tool: ToolDefinition, *, sanitize: bool) -> dict[str, object]:
@@ -151,9 +168,18 @@ def classify(
                                           status_code=status, retry_after_ms=retry,
                                           error_type=error_type, error_code=error_code)
     if category is None:
-        category = "server_error" if status is None else neutral_status_category(status)
+        if status is None and error_code is not None and _is_error_status(error_code):
+            # An in-stream error whose code is a number ({"code": 400, ...}, as OpenAI-compatible
+            # gateways send) says which HTTP status the upstream meant: a 400 is not retried.
+            category = neutral_status_category(int(error_code))
+        else:
+            category = "server_error" if status is None else neutral_status_category(status)
     return ProviderHttpError(message, wire=wire, category=category, status_code=status,
                              retry_after_ms=retry, error_type=error_type, error_code=error_code)
+
+
+def _is_error_status(code: str) -> bool:
+    return len(code) == 3 and code.isascii() and code.isdigit() and 400 <= int(code) <= 599
 
 
 def str_field(obj: object, key: str) -> str | None:

@@ -60,7 +60,7 @@ from ._common import (
     tool_parameters,
 )
 from ._errors import IncompleteStreamError, ProviderHttpError, WireRequestError
-from ._sse import SseDecoder
+from ._sse import SseEvent
 from ._types import ForcedTool, Headers, HttpRequest, WireName, WireOptions
 
 __all__ = ("OpenAIChatAdapter", "classify_openai_error")
@@ -225,13 +225,16 @@ class OpenAIChatAdapter:
     # -- responses -----------------------------------------------------------------------------
 
     def parse_response(self, body: bytes) -> ModelTurnResult:
+        return collect_turn(self.response_events(body))
+
+    def response_events(self, body: bytes) -> list[StreamEvent]:
         resp: _Response = decode_json(body, _RESPONSE, "a chat completion")
         if not resp.choices:
             raise IncompleteStreamError("the chat completion has no choices")
         events = _message_events(resp.choices[0], resp.model)
         if resp.usage is not None:
             events.append(UsageEvent(usage=_usage(resp.usage)))
-        return collect_turn(events)
+        return events
 
     def stream_decoder(self) -> _ChatStreamDecoder:
         return _ChatStreamDecoder()
@@ -269,46 +272,47 @@ class _ChatStreamDecoder:
     delta is placed by its ``id`` (a new id takes the next free slot, a known id its own), which
     is only sound because the id tells the calls apart. A delta with neither cannot be placed
     without guessing — appending it to the previous call could fuse two calls — so it raises
-    :class:`~bindloop.completion.ToolCallDeltaError`."""
+    :class:`~bindloop.completion.ToolCallDeltaError`.
 
-    __slots__ = ("_done", "_finished", "_id_slots", "_refused", "_sse")
+    An ``{"error": ...}`` chunk (OpenAI-compatible gateways send one and close) ends the turn:
+    its error is the outcome, and nothing after it is read."""
+
+    __slots__ = ("_done", "_finished", "_id_slots", "_refused")
 
     def __init__(self) -> None:
-        self._sse = SseDecoder()
         self._done = False
         self._finished = False
         self._refused = False
         self._id_slots: dict[str, int] = {}
 
-    def feed(self, data: bytes) -> list[StreamEvent]:
+    def decode(self, sse: SseEvent) -> list[StreamEvent]:
+        payload = sse.data
+        if payload == "[DONE]":
+            self._done = True
+            return []
+        if self._done or not payload:
+            return []
+        chunk: _Chunk = decode_json(payload, _CHUNK, "a chat completion chunk")
+        if chunk.error is not None:
+            self._done = True
+            return [ErrorEvent(error=classify_openai_error(
+                "openai_chat", None, (), {"error": chunk.error}, payload.encode()))]
         out: list[StreamEvent] = []
-        for sse in self._sse.feed(data):
-            payload = sse.data
-            if payload == "[DONE]":
-                self._done = True
-                continue
-            if self._done or not payload:
-                continue
-            chunk: _Chunk = decode_json(payload, _CHUNK, "a chat completion chunk")
-            if chunk.error is not None:
-                out.append(ErrorEvent(error=classify_openai_error(
-                    "openai_chat", None, (), {"error": chunk.error}, payload.encode())))
-                continue
-            for choice in chunk.choices or ():
-                if choice.index != 0:
-                    continue  # n > 1 is not a turn the loop can act on; choice 0 is the answer
-                delta = choice.delta
-                if delta is not None:
-                    self._delta(delta, chunk.model, out)
-                if choice.finish_reason is not None:
-                    self._finished = True
-                    reason = finish_reason(choice.finish_reason, _FINISH)
-                    if self._refused and reason == "stop":
-                        reason = "content_filter"
-                    assert reason is not None
-                    out.append(FinishEvent(finish_reason=reason))
-            if chunk.usage is not None:
-                out.append(UsageEvent(usage=_usage(chunk.usage)))
+        for choice in chunk.choices or ():
+            if choice.index != 0:
+                continue  # n > 1 is not a turn the loop can act on; choice 0 is the answer
+            delta = choice.delta
+            if delta is not None:
+                self._delta(delta, chunk.model, out)
+            if choice.finish_reason is not None:
+                self._finished = True
+                reason = finish_reason(choice.finish_reason, _FINISH)
+                if self._refused and reason == "stop":
+                    reason = "content_filter"
+                assert reason is not None
+                out.append(FinishEvent(finish_reason=reason))
+        if chunk.usage is not None:
+            out.append(UsageEvent(usage=_usage(chunk.usage)))
         return out
 
     def _delta(self, delta: _Delta, model: str | None, out: list[StreamEvent]) -> None:
@@ -345,7 +349,6 @@ class _ChatStreamDecoder:
         return slot
 
     def end(self) -> list[StreamEvent]:
-        self._sse.end()
         if not (self._done or self._finished):
             raise IncompleteStreamError("the chat completion stream ended before [DONE]")
         return []
