@@ -29,7 +29,11 @@ from ._routed import (
 )
 from ._sse import SseDecoder as SseDecoder, SseEvent as SseEvent
 from ._stream import WireStream as WireStream, decode_stream as decode_stream
-from ._transport import Transport as Transport, TransportResponse as TransportResponse
+from ._transport import (
+    Transport as Transport,
+    TransportResponse as TransportResponse,
+    transport_settings as transport_settings,
+)
 from ._types import (
     ForcedTool as ForcedTool,
     Headers as Headers,
@@ -82,4 +86,5 @@ __all__ = (
     "decode_stream",
     "gemini_schema",
     "redact_headers",
+    "transport_settings",
 )
