@@ -12,11 +12,14 @@ from hypothesis import strategies as st
 
 from bindloop.contracts import (
     AssistantMessage,
+    FilePart,
+    ImagePart,
     SystemMessage,
     TextPart,
     ToolCall,
     ToolMessage,
     UserMessage,
+    messages_to_openai,
 )
 from bindloop.errors import ProviderError, UsageError
 from bindloop.routing import AttemptTarget, RouteCursor
@@ -27,10 +30,11 @@ from bindloop.wire import (
     ReasoningOptions,
     WireDecodeError,
     WireOptions,
+    WireRequestError,
     attempt_error_from,
     create_wire_adapter,
-    decode_stream,
 )
+from bindloop.wire._stream import decode_stream  # the test helper of this area
 
 httpx_transport = pytest.importorskip("bindloop.hosts.httpx_transport")
 
@@ -86,12 +90,12 @@ def test_reasoning_options_refuse_bad_values(kwargs: dict[str, object], field: s
 
 
 @pytest.mark.parametrize(("build", "match"), [
-    (lambda: UserMessage(content=123), r"UserMessage.content must be a str .*got int"),
+    (lambda: UserMessage(content=123), r"UserMessage.content must be a string .*got int"),
     (lambda: UserMessage(content=[TextPart(text="a"), {"type": "text"}]),
      r"UserMessage.content .*list holding dict"),
-    (lambda: UserMessage(content="x", name=5), r"UserMessage.name must be a str or None"),
+    (lambda: UserMessage(content="x", name=5), r"UserMessage.name must be a string or None"),
     (lambda: SystemMessage(content=None), r"SystemMessage.content"),
-    (lambda: AssistantMessage(content=b"x"), r"AssistantMessage.content must be a str, None"),
+    (lambda: AssistantMessage(content=b"x"), r"AssistantMessage.content must be a string, None"),
     (lambda: ToolMessage(tool_call_id=None, content="x"), r"ToolMessage.tool_call_id"),
     (lambda: ToolMessage(tool_call_id="c", content=1.5), r"ToolMessage.content"),
 ])
@@ -222,3 +226,29 @@ def test_any_retry_delay_text_gives_a_finite_bounded_delay_or_none(delay: str) -
     value = error.retry_after_ms
     assert value is None or (math.isfinite(value) and 0 <= value <= 86_400_000.0)
     assert isinstance(attempt_error_from(error, TARGET).cause, ProviderError)
+
+
+# -- one OpenAI-chat codec rule for inline media ----------------------------------------------------
+
+@pytest.mark.parametrize("wire", WIRE_NAMES)
+@pytest.mark.parametrize("part", [ImagePart(data="iVBORw0KGgo="), FilePart(data="JVBE")],
+                         ids=["image", "file"])
+def test_inline_bytes_without_a_media_type_are_refused_on_every_wire(
+        wire: str, part: ImagePart | FilePart) -> None:
+    # Never guessed (image/png, application/pdf): a provider that checks the bytes refuses a
+    # wrong type, and the stored form could not read back as the same part.
+    with pytest.raises(WireRequestError, match="needs its media_type"):
+        create_wire_adapter(wire).build_request([UserMessage(content=(part,))], [],
+                                                WireOptions(model="m"))
+    with pytest.raises(UsageError, match="needs its media_type"):
+        messages_to_openai([UserMessage(content=(part,))])
+
+
+@pytest.mark.parametrize("wire", WIRE_NAMES)
+def test_inline_bytes_with_a_media_type_carry_it_on_every_wire(wire: str) -> None:
+    part = ImagePart(data="/9j/4AAQ", media_type="image/jpeg")
+    body = create_wire_adapter(wire).build_request([UserMessage(content=(part,))], [],
+                                                   WireOptions(model="m")).body
+    assert b"image/jpeg" in body and b"image/png" not in body
+    assert messages_to_openai([UserMessage(content=(part,))])[0]["content"][0][
+        "image_url"]["url"] == "data:image/jpeg;base64,/9j/4AAQ"

@@ -24,8 +24,8 @@ from bindloop.wire import (
     WireOptions,
     attempt_error_from,
     create_wire_adapter,
-    decode_stream,
 )
+from bindloop.wire._stream import decode_stream  # the test helper of this area
 
 from .wire_fixtures import fixture
 

@@ -21,7 +21,6 @@ from bindloop.contracts import (
 )
 from bindloop.routing import failure_disposition
 from bindloop.wire import (
-    decode_stream,
     AnthropicAdapter,
     GeminiAdapter,
     OpenAIChatAdapter,
@@ -30,6 +29,7 @@ from bindloop.wire import (
     WireRequestError,
     create_wire_adapter,
 )
+from bindloop.wire._stream import decode_stream  # the test helper of this area
 
 
 def _sse(*events: dict[str, Any]) -> bytes:

@@ -27,7 +27,6 @@ from bindloop.contracts import (
 )
 from bindloop.hosts.provider_replies import render_body, render_sse, sse_event
 from bindloop.wire import (
-    decode_stream,
     WIRE_NAMES,
     HttpRequest,
     ModelAdapter,
@@ -36,6 +35,7 @@ from bindloop.wire import (
     WireOptions,
     create_wire_adapter,
 )
+from bindloop.wire._stream import decode_stream  # the test helper of this area
 
 from .wire_strategies import texts, turns
 

@@ -41,8 +41,8 @@ from bindloop.wire import (
     RoutedModel,
     WireOptions,
     create_wire_adapter,
-    redact_headers,
 )
+from bindloop.wire._types import redact_headers
 
 httpx_transport = pytest.importorskip("bindloop.hosts.httpx_transport")
 from bindloop.hosts.scripted_server import (  # noqa: E402

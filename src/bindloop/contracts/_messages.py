@@ -106,7 +106,7 @@ def _check_content(owner: str, content: object, *, optional: bool = False) -> No
         return
     if isinstance(content, (tuple, list)) and all(isinstance(p, _PARTS) for p in content):
         return
-    accepted = "a str, None" if optional else "a str"
+    accepted = "a string, None" if optional else "a string"
     raise TranscriptFormatError(
         f"{owner}.content must be {accepted} or a tuple of content parts (TextPart, ImagePart, "
         f"FilePart, ReasoningPart), got {_shown(content)}")
@@ -116,7 +116,7 @@ def _check_name(owner: str, field: str, value: object, *, optional: bool = True)
     if isinstance(value, str) or (optional and value is None):
         return
     raise TranscriptFormatError(
-        f"{owner}.{field} must be a str{' or None' if optional else ''}, got {_shown(value)}")
+        f"{owner}.{field} must be a string{' or None' if optional else ''}, got {_shown(value)}")
 
 
 def _shown(value: object) -> str:

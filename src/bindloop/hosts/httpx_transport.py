@@ -14,7 +14,8 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from bindloop.wire import HttpRequest, TransportError, WireDecodeError, transport_settings
+from bindloop.wire import HttpRequest, TransportError, WireDecodeError
+from bindloop.wire._transport import transport_settings  # this area's own helper, not yet public
 
 __all__ = ("HttpxTransport",)
 

@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from bindloop.wire import HttpRequest, TransportError, transport_settings
+from bindloop.wire import HttpRequest, TransportError
+from bindloop.wire._transport import transport_settings  # this area's own helper, not yet public
 
 __all__ = ("FetchTransport",)
 

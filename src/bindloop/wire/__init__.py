@@ -28,12 +28,7 @@ from ._routed import (
     attempt_error_from as attempt_error_from,
 )
 from ._sse import SseDecoder as SseDecoder, SseEvent as SseEvent
-from ._stream import WireStream as WireStream, decode_stream as decode_stream
-from ._transport import (
-    Transport as Transport,
-    TransportResponse as TransportResponse,
-    transport_settings as transport_settings,
-)
+from ._transport import Transport as Transport, TransportResponse as TransportResponse
 from ._types import (
     ForcedTool as ForcedTool,
     Headers as Headers,
@@ -45,7 +40,6 @@ from ._types import (
     WireAdapter as WireAdapter,
     WireName as WireName,
     WireOptions as WireOptions,
-    redact_headers as redact_headers,
 )
 
 __all__ = (
@@ -80,11 +74,7 @@ __all__ = (
     "WireName",
     "WireOptions",
     "WireRequestError",
-    "WireStream",
     "attempt_error_from",
     "create_wire_adapter",
-    "decode_stream",
     "gemini_schema",
-    "redact_headers",
-    "transport_settings",
 )

@@ -54,6 +54,7 @@ from ._common import (
     decode_json,
     encode_body,
     finish_reason,
+    inline_media_type,
     parts_of,
     prepare_history,
     str_field,
@@ -281,16 +282,22 @@ class _AnthropicStreamDecoder:
         self._args: set[int] = set()
         self._server: set[int] = set()  # block indexes of server-run tool calls
 
-    def decode(self, sse: SseEvent) -> list[StreamEvent]:
-        if self._done or not sse.data:
-            return []
-        ev: _Event = decode_json(sse.data, _EVENT, "an Anthropic stream event")
+    def decode(self, events: Sequence[SseEvent]) -> list[StreamEvent]:
         out: list[StreamEvent] = []
+        one = self._event
+        for sse in events:
+            one(sse, out)
+        return out
+
+    def _event(self, sse: SseEvent, out: list[StreamEvent]) -> None:
+        if self._done or not sse.data:
+            return
+        ev: _Event = decode_json(sse.data, _EVENT, "an Anthropic stream event")
         kind = ev.type
         if kind == "content_block_delta":
             d = ev.delta
             if d is None:
-                return out
+                return
             if d.type == "text_delta":
                 if d.text:
                     out.append(TextEvent(content=d.text))
@@ -340,7 +347,6 @@ class _AnthropicStreamDecoder:
             self._done = True
             out.append(ErrorEvent(error=classify_anthropic_error(
                 None, (), {"error": ev.error}, sse.data.encode())))
-        return out
 
     def end(self) -> list[StreamEvent]:
         if not self._done:
@@ -427,7 +433,7 @@ def _content_block(p: ContentPart) -> dict[str, Any]:
         return {"type": "text", "text": p.text}
     if isinstance(p, ImagePart):
         if p.data is not None:
-            source = {"type": "base64", "media_type": p.media_type or "image/png", "data": p.data}
+            source = {"type": "base64", "media_type": inline_media_type(p), "data": p.data}
         elif p.url is not None:
             source = {"type": "url", "url": p.url}
         else:
@@ -437,8 +443,7 @@ def _content_block(p: ContentPart) -> dict[str, Any]:
         if p.file_id is not None:
             doc = {"type": "file", "file_id": p.file_id}
         elif p.data is not None:
-            doc = {"type": "base64", "media_type": p.media_type or "application/pdf",
-                   "data": p.data}
+            doc = {"type": "base64", "media_type": inline_media_type(p), "data": p.data}
         elif p.url is not None:
             doc = {"type": "url", "url": p.url}
         else:

@@ -19,6 +19,8 @@ from ..contracts import (
     TextPart,
     ToolDefinition,
 )
+from ..contracts._codec import openai_file_data, openai_image_url  # this area's codec
+from ..errors import TranscriptFormatError
 from ..routing import neutral_status_category, retry_after_ms_from_headers
 from ..tools import sanitize_tool_schema
 from ..transcript import ReasoningTarget, sanitize_history_for_provider
@@ -39,6 +41,7 @@ __all__ = (
     "encode_body",
     "file_data_url",
     "image_data_url",
+    "inline_media_type",
     "SSE_ACCEPT",
     "body_snippet",
     "finish_reason",
@@ -115,17 +118,28 @@ def parts_of(content: Content | None) -> tuple[ContentPart, ...]:
 
 
 def image_data_url(part: ImagePart) -> str:
-    if part.url is not None:
-        return part.url
-    if part.data is not None:
-        return f"data:{part.media_type or 'image/png'};base64,{part.data}"
-    raise WireRequestError("an image part needs a url or inline data")
+    """An image as one URL, by the OpenAI-chat codec's rule (contracts): inline data must name its
+    media type, never guessed. Raises :class:`~bindloop.wire.WireRequestError`."""
+    try:
+        return openai_image_url(part)
+    except TranscriptFormatError as exc:
+        raise WireRequestError(str(exc)) from None
 
 
 def file_data_url(part: FilePart) -> str:
-    if part.data is None:
-        raise WireRequestError("this wire needs inline file data (or a file_id)")
-    return f"data:{part.media_type or 'application/pdf'};base64,{part.data}"
+    """Inline file bytes as a ``data:`` URL, by the same codec rule. Raises
+    :class:`~bindloop.wire.WireRequestError`."""
+    try:
+        return openai_file_data(part)
+    except TranscriptFormatError as exc:
+        raise WireRequestError(f"{exc} (or pass a file_id)") from None
+
+
+def inline_media_type(part: ImagePart | FilePart) -> str:
+    """The media type inline bytes must carry on every wire (the codec's rule)."""
+    if isinstance(part, ImagePart):
+        return image_data_url(part).partition(";")[0][5:]
+    return file_data_url(part).partition(";")[0][5:]
 
 
 def text_of(parts: Sequence[ContentPart], where: str) -> str:

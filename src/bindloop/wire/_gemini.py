@@ -56,6 +56,7 @@ from ._common import (
     decode_error_body,
     decode_json,
     encode_body,
+    inline_media_type,
     parts_of,
     prepare_history,
     str_field,
@@ -374,23 +375,29 @@ class _GeminiStreamDecoder:
         self._state: _TurnState | None = None
         self._finished = False
 
-    def decode(self, sse: SseEvent) -> list[StreamEvent]:
+    def decode(self, events: Sequence[SseEvent]) -> list[StreamEvent]:
+        out: list[StreamEvent] = []
+        one = self._event
+        for sse in events:
+            one(sse, out)
+        return out
+
+    def _event(self, sse: SseEvent, out: list[StreamEvent]) -> None:
         if not sse.data:
-            return []
+            return
         resp: _Response = decode_json(sse.data, _RESPONSE, "a Gemini stream chunk")
         if resp.error is not None:
             self._finished = True
-            return [ErrorEvent(error=classify_gemini_error(
-                None, (), {"error": resp.error}, sse.data.encode()))]
+            out.append(ErrorEvent(error=classify_gemini_error(
+                None, (), {"error": resp.error}, sse.data.encode())))
+            return
         if self._state is None:
             self._state = _TurnState(resp.responseId or _digest(sse.data.encode()))
             self._state.model = resp.modelVersion
-        out: list[StreamEvent] = []
         reason = _fold(resp, self._state, out)
         if reason is not None:
             self._finished = True
             out.append(FinishEvent(finish_reason=reason))
-        return out
 
     def end(self) -> list[StreamEvent]:
         if not self._finished:
@@ -459,7 +466,7 @@ def _user_part(p: object) -> dict[str, Any]:
     if isinstance(p, (ImagePart, FilePart)):
         default = "image/png" if isinstance(p, ImagePart) else "application/pdf"
         if p.data is not None:
-            return {"inlineData": {"mimeType": p.media_type or default, "data": p.data}}
+            return {"inlineData": {"mimeType": inline_media_type(p), "data": p.data}}
         if p.url is not None:
             return {"fileData": {"mimeType": p.media_type or default, "fileUri": p.url}}
         raise WireRequestError("Gemini needs inline data or a file URI for an image or file part")

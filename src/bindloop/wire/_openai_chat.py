@@ -285,19 +285,26 @@ class _ChatStreamDecoder:
         self._refused = False
         self._id_slots: dict[str, int] = {}
 
-    def decode(self, sse: SseEvent) -> list[StreamEvent]:
+    def decode(self, events: Sequence[SseEvent]) -> list[StreamEvent]:
+        out: list[StreamEvent] = []
+        one = self._event
+        for sse in events:
+            one(sse, out)
+        return out
+
+    def _event(self, sse: SseEvent, out: list[StreamEvent]) -> None:
         payload = sse.data
         if payload == "[DONE]":
             self._done = True
-            return []
+            return
         if self._done or not payload:
-            return []
+            return
         chunk: _Chunk = decode_json(payload, _CHUNK, "a chat completion chunk")
         if chunk.error is not None:
             self._done = True
-            return [ErrorEvent(error=classify_openai_error(
-                "openai_chat", None, (), {"error": chunk.error}, payload.encode()))]
-        out: list[StreamEvent] = []
+            out.append(ErrorEvent(error=classify_openai_error(
+                "openai_chat", None, (), {"error": chunk.error}, payload.encode())))
+            return
         for choice in chunk.choices or ():
             if choice.index != 0:
                 continue  # n > 1 is not a turn the loop can act on; choice 0 is the answer
@@ -313,7 +320,6 @@ class _ChatStreamDecoder:
                 out.append(FinishEvent(finish_reason=reason))
         if chunk.usage is not None:
             out.append(UsageEvent(usage=_usage(chunk.usage)))
-        return out
 
     def _delta(self, delta: _Delta, model: str | None, out: list[StreamEvent]) -> None:
         reasoning = delta.reasoning_content or delta.reasoning

@@ -48,6 +48,7 @@ from ._common import (
     decode_error_body,
     decode_json,
     encode_body,
+    file_data_url,
     image_data_url,
     parts_of,
     prepare_history,
@@ -331,11 +332,17 @@ class _ResponsesStreamDecoder:
         self._calls: set[int] = set()  # output indexes whose call id and name were emitted
         self._args: set[int] = set()  # output indexes whose arguments text was emitted
 
-    def decode(self, sse: SseEvent) -> list[StreamEvent]:
-        if self._done or not sse.data or sse.data == "[DONE]":
-            return []
-        ev: _Event = decode_json(sse.data, _EVENT, "a Responses stream event")
+    def decode(self, events: Sequence[SseEvent]) -> list[StreamEvent]:
         out: list[StreamEvent] = []
+        one = self._event
+        for sse in events:
+            one(sse, out)
+        return out
+
+    def _event(self, sse: SseEvent, out: list[StreamEvent]) -> None:
+        if self._done or not sse.data or sse.data == "[DONE]":
+            return
+        ev: _Event = decode_json(sse.data, _EVENT, "a Responses stream event")
         kind = ev.type
         if kind == "response.output_text.delta":
             if ev.delta:
@@ -387,7 +394,6 @@ class _ResponsesStreamDecoder:
                                  "message": nested.message or ev.message or "stream error"}}
             out.append(ErrorEvent(error=classify_openai_error(
                 "openai_responses", None, (), payload, sse.data.encode())))
-        return out
 
     def _whole_arguments(self, index: int, arguments: str | None,
                          out: list[StreamEvent]) -> None:
@@ -445,7 +451,7 @@ def _user_content(m: UserMessage) -> str | list[dict[str, Any]]:
             if p.file_id is not None:
                 file["file_id"] = p.file_id
             elif p.data is not None:
-                file["file_data"] = f"data:{p.media_type or 'application/pdf'};base64,{p.data}"
+                file["file_data"] = file_data_url(p)
                 if p.filename:
                     file["filename"] = p.filename
             elif p.url is not None:

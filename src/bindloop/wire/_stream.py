@@ -46,11 +46,8 @@ class WireStream:
 
     def feed(self, chunk: bytes) -> list[StreamEvent]:
         """The stream events ``chunk`` completed, in order."""
-        decode = self._decoder.decode
-        out: list[StreamEvent] = []
-        for sse in self._sse.feed(chunk):
-            out += decode(sse)
-        return out
+        events = self._sse.feed(chunk)
+        return self._decoder.decode(events) if events else []
 
     def end(self) -> list[StreamEvent]:
         """EOF: an unterminated last SSE event is dropped (the spec says so), then the decoder

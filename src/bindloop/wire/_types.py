@@ -28,7 +28,6 @@ __all__ = (
     "WireAdapter",
     "WireName",
     "WireOptions",
-    "redact_headers",
 )
 
 WireName: TypeAlias = Literal["openai_chat", "openai_responses", "anthropic", "gemini"]
@@ -46,6 +45,11 @@ class HttpRequest(msgspec.Struct, frozen=True, kw_only=True):
     headers: tuple[tuple[str, str], ...]
     body: bytes
     stream: bool = False
+
+    def redacted_headers(self) -> tuple[tuple[str, str], ...]:
+        """``headers`` with every credential-bearing value replaced by ``<redacted>`` (see
+        :func:`redact_headers`): what a repr, a log line or an error message may show."""
+        return redact_headers(self.headers)
 
     def __repr__(self) -> str:
         # A host may still put a credential into the headers; a repr lands in logs and tracebacks.
@@ -196,7 +200,8 @@ class StreamDecoder(Protocol):
     bytes: the caller splits them once (a :class:`~bindloop.wire.WireStream`), so the same pass
     feeds the decoder and the stall watchdog.
 
-    ``decode`` returns the stream events one SSE event completed (maybe none); ``end`` is called
+    ``decode`` returns the stream events a batch of SSE events completed (maybe none; one batch per
+    read, so the decoder's loop runs once per read, not a call per event); ``end`` is called
     once at EOF and raises :class:`~bindloop.wire.IncompleteStreamError` if the wire's terminal
     event never came. A provider error inside the stream is returned as an
     :class:`~bindloop.completion.ErrorEvent` holding a :class:`~bindloop.wire.ProviderHttpError`,
@@ -204,7 +209,7 @@ class StreamDecoder(Protocol):
     malformed events raise :class:`~bindloop.wire.WireDecodeError`.
     """
 
-    def decode(self, event: SseEvent) -> list[StreamEvent]: ...
+    def decode(self, events: Sequence[SseEvent]) -> list[StreamEvent]: ...
 
     def end(self) -> list[StreamEvent]: ...
 
