@@ -103,7 +103,7 @@ def _complete(wire: str, body: bytes, sse: Sequence[bytes], stream: bool,
     result = anyio.run(model.complete, [UserMessage(content="hi")])
     # Ids ride on the reasoning events themselves; no side channel carries them.
     assert not any(isinstance(e, ExtraEvent) and "refusal" not in e.extra for e in seen)
-    assert {e.id for e in seen if isinstance(e, ReasoningEvent) and e.id} == \
+    assert {e.part.id for e in seen if isinstance(e, ReasoningEvent) and e.part.id} == \
         {p.id for p in result.reasoning if p.id}
     return result
 

@@ -257,10 +257,11 @@ class AnthropicAdapter:
 
 def _reasoning(index: int, block: _Block, model: str | None) -> ReasoningEvent:
     if block.type == "redacted_thinking":
-        return ReasoningEvent(index=index, redacted=True, data=block.data, provider="anthropic",
-                              model=model)
-    return ReasoningEvent(content=block.thinking or "", index=index, signature=block.signature,
-                          provider="anthropic", model=model)
+        return ReasoningEvent(index=index, part=ReasoningPart(redacted=True, data=block.data,
+                                                              provider="anthropic", model=model))
+    return ReasoningEvent(index=index, part=ReasoningPart(text=block.thinking or "",
+                                                          signature=block.signature,
+                                                          provider="anthropic", model=model))
 
 
 _SERVER_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use"})
@@ -308,11 +309,13 @@ class _AnthropicStreamDecoder:
                         index=ev.index, arguments=d.partial_json)))
             elif d.type == "thinking_delta":
                 if d.thinking:
-                    out.append(ReasoningEvent(content=d.thinking, index=ev.index,
-                                              provider="anthropic", model=self._model))
+                    out.append(ReasoningEvent(index=ev.index, part=ReasoningPart(text=d.thinking,
+                                                                                 provider="anthropic",
+                                                                                 model=self._model)))
             elif d.type == "signature_delta":
-                out.append(ReasoningEvent(index=ev.index, signature=d.signature,
-                                          provider="anthropic", model=self._model))
+                out.append(ReasoningEvent(index=ev.index, part=ReasoningPart(signature=d.signature,
+                                                                             provider="anthropic",
+                                                                             model=self._model)))
         elif kind == "content_block_start" and ev.content_block is not None:
             block = ev.content_block
             if block.type == "text" and block.text:

@@ -216,8 +216,10 @@ class _TurnState:
     def _thought(self, part: _Part, out: list[StreamEvent]) -> None:
         signature = part.thoughtSignature or None
         if self.thought is not None and not self.thought_signed:
-            out.append(ReasoningEvent(content=part.text or "", index=self.thought,
-                                      signature=signature, provider="google", model=self.model))
+            out.append(ReasoningEvent(index=self.thought, part=ReasoningPart(text=part.text or "",
+                                                                             signature=signature,
+                                                                             provider="google",
+                                                                             model=self.model)))
         else:
             self.thought = self.block
             self._block(out, content=part.text or "", signature=signature)
@@ -225,8 +227,10 @@ class _TurnState:
 
     def _block(self, out: list[StreamEvent], *, content: str = "",
                signature: str | None = None) -> None:
-        out.append(ReasoningEvent(content=content, index=self.block, signature=signature,
-                                  provider="google", model=self.model))
+        out.append(ReasoningEvent(index=self.block, part=ReasoningPart(text=content,
+                                                                       signature=signature,
+                                                                       provider="google",
+                                                                       model=self.model)))
         self.block += 1
 
 

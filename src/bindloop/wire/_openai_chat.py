@@ -35,6 +35,7 @@ from ..contracts import (
     ImagePart,
     Message,
     ModelTurnResult,
+    ReasoningPart,
     SystemMessage,
     TextPart,
     ToolDefinition,
@@ -250,7 +251,8 @@ def _message_events(choice: _Choice, model: str | None) -> list[StreamEvent]:
     events: list[StreamEvent] = []
     reasoning = m.reasoning_content or m.reasoning
     if reasoning:
-        events.append(ReasoningEvent(content=reasoning, provider="openai", model=model))
+        events.append(ReasoningEvent(part=ReasoningPart(text=reasoning, provider="openai",
+                                                        model=model)))
     if m.content:
         events.append(TextEvent(content=m.content))
     if m.refusal:
@@ -324,7 +326,8 @@ class _ChatStreamDecoder:
     def _delta(self, delta: _Delta, model: str | None, out: list[StreamEvent]) -> None:
         reasoning = delta.reasoning_content or delta.reasoning
         if reasoning:
-            out.append(ReasoningEvent(content=reasoning, provider="openai", model=model))
+            out.append(ReasoningEvent(part=ReasoningPart(text=reasoning, provider="openai",
+                                                         model=model)))
         if delta.content:
             out.append(TextEvent(content=delta.content))
         if delta.refusal:

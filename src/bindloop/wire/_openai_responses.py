@@ -309,8 +309,10 @@ def _reasoning_event(index: int, item: _Item, model: str | None) -> ReasoningEve
     text = "\n\n".join(p.text or "" for p in item.summary or () if p.text)
     if not text:
         text = "".join(p.text or "" for p in item.content or () if p.type == "reasoning_text")
-    return ReasoningEvent(content=text, index=index, encrypted_content=item.encrypted_content,
-                          provider="openai", model=model, id=item.id or None)
+    return ReasoningEvent(index=index, part=ReasoningPart(text=text,
+                                                          encrypted_content=item.encrypted_content,
+                                                          provider="openai", model=model,
+                                                          id=item.id or None))
 
 
 class _ResponsesStreamDecoder:
@@ -357,12 +359,14 @@ class _ResponsesStreamDecoder:
         elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             if ev.delta:
                 self._streamed_reasoning.add(ev.output_index)
-                out.append(ReasoningEvent(content=ev.delta, index=ev.output_index,
-                                          provider="openai", model=self._model))
+                out.append(ReasoningEvent(index=ev.output_index, part=ReasoningPart(text=ev.delta,
+                                                                                    provider="openai",
+                                                                                    model=self._model)))
         elif kind == "response.reasoning_summary_part.added":
             if ev.summary_index > 0:
-                out.append(ReasoningEvent(content="\n\n", index=ev.output_index,
-                                          provider="openai", model=self._model))
+                out.append(ReasoningEvent(index=ev.output_index, part=ReasoningPart(text="\n\n",
+                                                                                    provider="openai",
+                                                                                    model=self._model)))
         elif kind == "response.refusal.delta":
             if ev.delta:
                 if not self._refused:
@@ -414,8 +418,9 @@ class _ResponsesStreamDecoder:
             self._call(index, item, out)
         elif item.type == "reasoning" and item.id:
             # Sent here and again with the finished item, so either event alone is enough.
-            out.append(ReasoningEvent(index=index, provider="openai", model=self._model,
-                                      id=item.id))
+            out.append(ReasoningEvent(index=index, part=ReasoningPart(provider="openai",
+                                                                      model=self._model,
+                                                                      id=item.id)))
 
     def _item_done(self, index: int, item: _Item, out: list[StreamEvent]) -> None:
         if item.type == "function_call":
@@ -425,8 +430,11 @@ class _ResponsesStreamDecoder:
             return
         if index in self._streamed_reasoning:
             # The text already streamed; the finished item adds what arrives whole.
-            out.append(ReasoningEvent(index=index, encrypted_content=item.encrypted_content,
-                                      provider="openai", model=self._model, id=item.id or None))
+            out.append(ReasoningEvent(index=index, part=ReasoningPart(
+                                                                      encrypted_content=item.encrypted_content,
+                                                                      provider="openai",
+                                                                      model=self._model,
+                                                                      id=item.id or None)))
         else:
             out.append(_reasoning_event(index, item, self._model))
 
