@@ -288,40 +288,37 @@ class _ChatStreamDecoder:
         self._id_slots: dict[str, int] = {}
 
     def decode(self, events: Sequence[SseEvent]) -> list[StreamEvent]:
+        # One loop per read, inline: this is the hot path of the most common wire.
         out: list[StreamEvent] = []
-        one = self._event
         for sse in events:
-            one(sse, out)
+            payload = sse.data
+            if payload == "[DONE]":
+                self._done = True
+                continue
+            if self._done or not payload:
+                continue
+            chunk: _Chunk = decode_json(payload, _CHUNK, "a chat completion chunk")
+            if chunk.error is not None:
+                self._done = True
+                out.append(ErrorEvent(error=classify_openai_error(
+                    "openai_chat", None, (), {"error": chunk.error}, payload.encode())))
+                continue
+            for choice in chunk.choices or ():
+                if choice.index != 0:
+                    continue  # n > 1 is not a turn the loop can act on; choice 0 is the answer
+                delta = choice.delta
+                if delta is not None:
+                    self._delta(delta, chunk.model, out)
+                if choice.finish_reason is not None:
+                    self._finished = True
+                    reason = finish_reason(choice.finish_reason, _FINISH)
+                    if self._refused and reason == "stop":
+                        reason = "content_filter"
+                    assert reason is not None
+                    out.append(FinishEvent(finish_reason=reason))
+            if chunk.usage is not None:
+                out.append(UsageEvent(usage=_usage(chunk.usage)))
         return out
-
-    def _event(self, sse: SseEvent, out: list[StreamEvent]) -> None:
-        payload = sse.data
-        if payload == "[DONE]":
-            self._done = True
-            return
-        if self._done or not payload:
-            return
-        chunk: _Chunk = decode_json(payload, _CHUNK, "a chat completion chunk")
-        if chunk.error is not None:
-            self._done = True
-            out.append(ErrorEvent(error=classify_openai_error(
-                "openai_chat", None, (), {"error": chunk.error}, payload.encode())))
-            return
-        for choice in chunk.choices or ():
-            if choice.index != 0:
-                continue  # n > 1 is not a turn the loop can act on; choice 0 is the answer
-            delta = choice.delta
-            if delta is not None:
-                self._delta(delta, chunk.model, out)
-            if choice.finish_reason is not None:
-                self._finished = True
-                reason = finish_reason(choice.finish_reason, _FINISH)
-                if self._refused and reason == "stop":
-                    reason = "content_filter"
-                assert reason is not None
-                out.append(FinishEvent(finish_reason=reason))
-        if chunk.usage is not None:
-            out.append(UsageEvent(usage=_usage(chunk.usage)))
 
     def _delta(self, delta: _Delta, model: str | None, out: list[StreamEvent]) -> None:
         reasoning = delta.reasoning_content or delta.reasoning

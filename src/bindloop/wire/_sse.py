@@ -111,7 +111,7 @@ class SseDecoder:
                 raise SseLimitError("line", self._max_line)
             self.grew = self._buf[0] != 58  # ':' starts a comment line
             return []
-        held = len(self._buf)  # the first line completed here is fresh if it got bytes from chunk
+        held = len(self._buf)  # the first line completed here got new bytes if it is longer
         buf = bytes(self._buf) + chunk if self._buf else chunk
         if has_cr:
             lines = _EOL.split(buf)
@@ -123,19 +123,27 @@ class SseDecoder:
             self._failed = True
             raise SseLimitError("line", self._max_line)
         self._buf = bytearray(pending)
-        out = self._lines(lines, len(lines[0]) > held)
-        if pending and pending[0] != 58:
+        out = self._lines(lines)
+        # Progress: field bytes from this chunk after the last blank line (an event still open).
+        # Scanned from the end, so it usually looks at a line or two.
+        if pending and pending[0] != 58:  # ':' starts a comment line
             self.grew = True
+        else:
+            i = len(lines) - 1
+            while i >= 0 and (line := lines[i]):
+                if line[0] != 58 and (i or len(line) > held):
+                    self.grew = True
+                    break
+                i -= 1
         return out
 
-    def _lines(self, lines: list[bytes], fresh_first: bool) -> list[SseEvent]:
+    def _lines(self, lines: list[bytes]) -> list[SseEvent]:
         out: list[SseEvent] = []
-        grew = False
         data = self._data
         size = self._data_size
         max_event = self._max_event
         max_line = self._max_line
-        for i, line in enumerate(lines):
+        for line in lines:
             if not line:
                 if data is not None:
                     event = self._event
@@ -148,14 +156,12 @@ class SseDecoder:
                 size = 0
                 self._event = None
                 self._retry = None
-                grew = False
                 continue
             if len(line) > max_line:
                 self._failed = True
                 raise SseLimitError("line", max_line)
             if line[0] == 58:  # ':' starts a comment
                 continue
-            grew = grew or fresh_first or i > 0
             name, sep, value = line.partition(b":")
             if sep and value[:1] == b" ":
                 value = value[1:]
@@ -180,7 +186,6 @@ class SseDecoder:
             # any other field name is ignored, as the spec says
         self._data = data
         self._data_size = size
-        self.grew = grew
         return out
 
     def end(self) -> bool:
