@@ -41,9 +41,9 @@ def test_empty_stream_is_an_empty_turn() -> None:
 
 def test_text_reasoning_tools_usage_and_finish() -> None:
     events: list[StreamEvent] = [
-        ReasoningEvent(content="Let me ", provider="anthropic", model="m"),
-        ReasoningEvent(content="think."),
-        ReasoningEvent(signature="sig-1"),
+        ReasoningEvent(part=ReasoningPart(text="Let me ", provider="anthropic", model="m")),
+        ReasoningEvent(part=ReasoningPart(text="think.")),
+        ReasoningEvent(part=ReasoningPart(signature="sig-1")),
         UsageEvent(usage=TurnUsage(input_tokens=100, cached_input_tokens=40)),
         TextEvent(content="Reading "),
         tc(1, id="b", name="list", arguments="{}"),
@@ -79,10 +79,10 @@ def test_usage_snapshots_merge_fieldwise_not_summed() -> None:
 
 def test_reasoning_blocks_by_index_and_redacted() -> None:
     result = collect_turn([
-        ReasoningEvent(content="second", index=1),
-        ReasoningEvent(content="first", index=0),
-        ReasoningEvent(index=2, redacted=True, data="opaque"),
-        ReasoningEvent(index=3, content=""),  # nothing at all: no part
+        ReasoningEvent(index=1, part=ReasoningPart(text="second")),
+        ReasoningEvent(index=0, part=ReasoningPart(text="first")),
+        ReasoningEvent(index=2, part=ReasoningPart(redacted=True, data="opaque")),
+        ReasoningEvent(index=3, part=ReasoningPart(text="")),  # nothing at all: no part
     ])
     assert result.reasoning == (
         ReasoningPart(text="first"), ReasoningPart(text="second"),
@@ -140,7 +140,7 @@ def test_async_stream() -> None:
 
 def test_events_round_trip_through_json() -> None:
     events: list[StreamEvent] = [
-        TextEvent(content="x"), ReasoningEvent(content="r", signature="s"),
+        TextEvent(content="x"), ReasoningEvent(part=ReasoningPart(text="r", signature="s")),
         tc(0, id="c", name="f", arguments="{}"), UsageEvent(usage=TurnUsage(input_tokens=1)),
         FinishEvent(finish_reason="stop"), ExtraEvent(extra={"k": [1]}),
     ]
@@ -160,7 +160,8 @@ def test_events_are_frozen() -> None:
 def test_text_and_reasoning_are_the_concatenation_of_their_deltas(
     deltas: list[tuple[str, str]],
 ) -> None:
-    events: list[StreamEvent] = [TextEvent(content=s) if k == "t" else ReasoningEvent(content=s)
+    events: list[StreamEvent] = [TextEvent(content=s) if k == "t"
+                                 else ReasoningEvent(part=ReasoningPart(text=s))
                                  for k, s in deltas]
     result = collect_turn(events)
     text = "".join(s for k, s in deltas if k == "t")
@@ -171,11 +172,12 @@ def test_text_and_reasoning_are_the_concatenation_of_their_deltas(
 
 def test_reasoning_id_reaches_the_part_and_the_last_one_wins() -> None:
     result = collect_turn([
-        ReasoningEvent(index=0, id="rs_first", provider="openai"),
-        ReasoningEvent(index=0, content="plan"),
-        ReasoningEvent(index=0, id=None, encrypted_content="enc"),  # None never clears
-        ReasoningEvent(index=0, id="rs_final"),
-        ReasoningEvent(index=1, content="other block", id="rs_other"),
+        ReasoningEvent(index=0, part=ReasoningPart(id="rs_first", provider="openai")),
+        ReasoningEvent(index=0, part=ReasoningPart(text="plan")),
+        ReasoningEvent(index=0, part=ReasoningPart(id=None, encrypted_content="enc")),
+                                                    # None never clears
+        ReasoningEvent(index=0, part=ReasoningPart(id="rs_final")),
+        ReasoningEvent(index=1, part=ReasoningPart(text="other block", id="rs_other")),
     ])
     assert result.reasoning == (
         ReasoningPart(text="plan", provider="openai", encrypted_content="enc", id="rs_final"),
@@ -186,18 +188,19 @@ def test_reasoning_id_reaches_the_part_and_the_last_one_wins() -> None:
 def test_a_block_with_only_an_id_is_kept_but_provenance_alone_is_not() -> None:
     # A stored Responses reasoning item without a summary is continued by sending its id back.
     result = collect_turn([
-        ReasoningEvent(index=0, id="rs_stored", provider="openai", model="o4"),
-        ReasoningEvent(index=1, provider="openai", model="o4"),
+        ReasoningEvent(index=0, part=ReasoningPart(id="rs_stored", provider="openai", model="o4")),
+        ReasoningEvent(index=1, part=ReasoningPart(provider="openai", model="o4")),
     ])
     assert result.reasoning == (ReasoningPart(provider="openai", model="o4", id="rs_stored"),)
 
 
 def test_reasoning_id_through_the_async_fold_and_json() -> None:
-    events: list[StreamEvent] = [ReasoningEvent(content="r", id="rs_1"),
+    events: list[StreamEvent] = [ReasoningEvent(part=ReasoningPart(text="r", id="rs_1")),
                                  FinishEvent(finish_reason="stop")]
     data = msgspec.json.encode(events)
     assert b'"id":"rs_1"' in data
-    assert b'"id"' not in msgspec.json.encode(ReasoningEvent(content="r"))  # omitted when None
+    # omitted when None
+    assert b'"id"' not in msgspec.json.encode(ReasoningEvent(part=ReasoningPart(text="r")))
     decoded = msgspec.json.decode(data, type=list[StreamEvent])
     assert decoded == events
 
@@ -211,9 +214,10 @@ def test_reasoning_id_through_the_async_fold_and_json() -> None:
 
 _maybe = st.one_of(st.none(), st.sampled_from(["a", "b", "c"]))
 _reasoning_events = st.builds(
-    ReasoningEvent, content=st.sampled_from(["", "x", "yz"]), index=st.integers(0, 2),
-    signature=_maybe, redacted=st.booleans(),
-    data=_maybe, encrypted_content=_maybe, provider=_maybe, model=_maybe, id=_maybe)
+    ReasoningEvent, index=st.integers(0, 2), part=st.builds(
+        ReasoningPart, text=st.sampled_from(["", "x", "yz"]), signature=_maybe,
+        redacted=st.booleans(), data=_maybe, encrypted_content=_maybe, provider=_maybe,
+        model=_maybe, id=_maybe))
 
 
 @given(st.lists(_reasoning_events, max_size=12))
@@ -225,11 +229,13 @@ def test_reasoning_blocks_fold_by_the_documented_rules(events: list[ReasoningEve
         block = [e for e in events if e.index == index]
 
         def last(field: str, block: list[ReasoningEvent] = block) -> Any:
-            values = [getattr(e, field) for e in block if getattr(e, field) is not None]
+            values = [getattr(e.part, field) for e in block
+                      if getattr(e.part, field) is not None]
             return values[-1] if values else None
 
         part = ReasoningPart(
-            text="".join(e.content for e in block), redacted=any(e.redacted for e in block),
+            text="".join(e.content for e in block),
+            redacted=any(e.part.redacted for e in block),
             **{f: last(f) for f in ("signature", "data", "encrypted_content", "provider", "model",
                                     "id")})
         if part.text or part.signature or part.data or part.encrypted_content or part.redacted \

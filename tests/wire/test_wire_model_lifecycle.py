@@ -21,6 +21,7 @@ from bindloop.hosts.provider_replies import render_body, render_sse
 from bindloop.run import create_run_deadline, watch_deadline
 from bindloop.signal import AbortController, AbortSignal
 from bindloop.wire import (
+    SseDecoder,
     HttpRequest,
     ModelAdapter,
     StreamBudgets,
@@ -503,7 +504,12 @@ async def test_a_cut_that_the_transport_reports_as_its_own_error_is_the_stall() 
     assert isinstance(info.value.__cause__, TransportError)
 
 
-# -- the SSE progress tracker, under any chunking ---------------------------------------------------
+# -- the SSE progress signal (SseDecoder.grew, from the one parse), under any chunking -------------
+
+def _grew(decoder: SseDecoder, chunk: bytes) -> bool:
+    decoder.feed(chunk)
+    return decoder.grew
+
 
 @settings(max_examples=150, deadline=None)
 @given(pings=st.lists(st.sampled_from([b": ping\n\n", b":\r\n\r\n", b": keep-alive\r\r", b"\n"]),
@@ -511,12 +517,10 @@ async def test_a_cut_that_the_transport_reports_as_its_own_error_is_the_stall() 
        cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=10))
 def test_keep_alives_never_count_as_growth_however_split(pings: list[bytes],
                                                          cuts: list[int]) -> None:
-    from bindloop.wire._model import _EventGrowth
-
     data = b"".join(pings)
     points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
-    growth = _EventGrowth()
-    assert not any(growth.grew(data[a:b]) for a, b in zip(points, points[1:]))
+    decoder = SseDecoder()
+    assert not any(_grew(decoder, data[a:b]) for a, b in zip(points, points[1:]))
 
 
 @settings(max_examples=150, deadline=None)
@@ -526,17 +530,15 @@ def test_keep_alives_never_count_as_growth_however_split(pings: list[bytes],
        cuts=st.lists(st.integers(min_value=1, max_value=200), max_size=10))
 def test_bytes_of_an_unfinished_event_count_as_growth(payload: str, eol: bytes,
                                                       cuts: list[int]) -> None:
-    from bindloop.wire._model import _EventGrowth
-
     # A whole ping event (decodes to nothing: not growth), then a data event split anywhere
     # before its blank line: every piece that adds field bytes while the event is open grows it.
     head = b"event: ping" + eol + b"data: {}" + eol + eol + b": comment" + eol
     event = b"data: " + payload.encode() + eol + b"data: more"
-    growth = _EventGrowth()
-    assert not growth.grew(head)
+    decoder = SseDecoder()
+    assert not _grew(decoder, head)
     points = sorted({c % len(event) for c in cuts} | {0, len(event)})
     pieces = [event[a:b] for a, b in zip(points, points[1:])]
     for piece in pieces:
         field_bytes = piece.strip(b"\r\n") != b""
-        assert growth.grew(piece) is field_bytes
-    assert not growth.grew(eol + eol)  # the blank line ends it: complete, not growing
+        assert _grew(decoder, piece) is field_bytes
+    assert not _grew(decoder, eol + eol)  # the blank line ends it: complete, not growing

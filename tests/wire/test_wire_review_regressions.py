@@ -29,6 +29,7 @@ from bindloop.wire import (
     WireRequestError,
     create_wire_adapter,
 )
+from bindloop.wire._stream import decode_stream  # the test helper of this area
 
 
 def _sse(*events: dict[str, Any]) -> bytes:
@@ -36,8 +37,7 @@ def _sse(*events: dict[str, Any]) -> bytes:
 
 
 def _stream(wire: str, data: bytes) -> list[StreamEvent]:
-    decoder = create_wire_adapter(wire).stream_decoder()
-    return decoder.feed(data) + decoder.end()
+    return decode_stream(create_wire_adapter(wire), [data])
 
 
 def _body(wire: str, messages: list[Message], options: WireOptions,

@@ -35,6 +35,7 @@ from bindloop.wire import (
     WireOptions,
     create_wire_adapter,
 )
+from bindloop.wire._stream import decode_stream  # the test helper of this area
 
 from .wire_strategies import texts, turns
 
@@ -50,8 +51,7 @@ def _expected(wire: str, turn: ModelTurnResult) -> ModelTurnResult:
 
 
 def _decode_stream(wire: str, blob: bytes, cut: int) -> list[StreamEvent]:
-    decoder = create_wire_adapter(wire).stream_decoder()
-    return decoder.feed(blob[:cut]) + decoder.feed(blob[cut:]) + decoder.end()
+    return decode_stream(create_wire_adapter(wire), [blob[:cut], blob[cut:]])
 
 
 @pytest.mark.parametrize("wire", WIRE_NAMES)
@@ -103,7 +103,7 @@ def _complete(wire: str, body: bytes, sse: Sequence[bytes], stream: bool,
     result = anyio.run(model.complete, [UserMessage(content="hi")])
     # Ids ride on the reasoning events themselves; no side channel carries them.
     assert not any(isinstance(e, ExtraEvent) and "refusal" not in e.extra for e in seen)
-    assert {e.id for e in seen if isinstance(e, ReasoningEvent) and e.id} == \
+    assert {e.part.id for e in seen if isinstance(e, ReasoningEvent) and e.part.id} == \
         {p.id for p in result.reasoning if p.id}
     return result
 

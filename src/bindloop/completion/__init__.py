@@ -59,6 +59,7 @@ from ._text_stream import (
 from ._watchdog import (
     ChunkKind as ChunkKind,
     StallKind as StallKind,
+    StreamBudgets as StreamBudgets,
     StreamStall as StreamStall,
     StreamStalledError as StreamStalledError,
     StreamWatchdog as StreamWatchdog,
@@ -80,6 +81,7 @@ __all__ = (
     "ReasoningEvent",
     "ReduceOutcome",
     "StallKind",
+    "StreamBudgets",
     "StreamEvent",
     "StreamStall",
     "StreamStalledError",

@@ -45,23 +45,23 @@ class _ReasoningBlock:
         self.model: str | None = None
         self.id: str | None = None
 
-    def merge(self, event: ReasoningEvent) -> None:
-        if event.content:
-            self.text.append(event.content)
-        self.redacted = self.redacted or event.redacted
+    def merge(self, part: ReasoningPart) -> None:
+        if part.text:
+            self.text.append(part.text)
+        self.redacted = self.redacted or part.redacted
         # Provenance arrives whole (a signature is minted once per block): last one wins.
-        if event.signature is not None:
-            self.signature = event.signature
-        if event.data is not None:
-            self.data = event.data
-        if event.encrypted_content is not None:
-            self.encrypted_content = event.encrypted_content
-        if event.provider is not None:
-            self.provider = event.provider
-        if event.model is not None:
-            self.model = event.model
-        if event.id is not None:
-            self.id = event.id
+        if part.signature is not None:
+            self.signature = part.signature
+        if part.data is not None:
+            self.data = part.data
+        if part.encrypted_content is not None:
+            self.encrypted_content = part.encrypted_content
+        if part.provider is not None:
+            self.provider = part.provider
+        if part.model is not None:
+            self.model = part.model
+        if part.id is not None:
+            self.id = part.id
 
     def part(self) -> ReasoningPart | None:
         text = "".join(self.text)
@@ -119,9 +119,9 @@ class TurnCollector:
             block = self._reasoning.get(event.index)
             if block is None:
                 block = self._reasoning[event.index] = _ReasoningBlock()
-            block.merge(event)
+            block.merge(event.part)
         elif isinstance(event, UsageEvent):
-            self._usage = _max_usage(self._usage, event.usage)
+            self._usage = event.usage if event.snapshot else _max_usage(self._usage, event.usage)
         elif isinstance(event, FinishEvent):
             self._finish_reason = event.finish_reason
             if event.usage is not None:

@@ -12,7 +12,7 @@ from typing import Any, Literal, TypeAlias
 
 import msgspec
 
-from ..contracts import TurnUsage
+from ..contracts import ReasoningPart, TurnUsage
 
 __all__ = (
     "FINISH_REASONS",
@@ -61,26 +61,25 @@ class TextEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag
 
 class ReasoningEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="reasoning",
                      omit_defaults=True):
-    """A fragment of a reasoning (thinking) block.
+    """A fragment of a reasoning (thinking) block, carried as the transcript's own
+    :class:`~bindloop.contracts.ReasoningPart`, so a block's provenance has one shape from the
+    wire to the stored message.
 
-    ``index`` numbers the block within the turn (a provider may stream several); ``content`` of
-    events sharing an index is concatenated. The provenance fields (``signature``, ``data``,
+    ``index`` numbers the block within the turn (a provider may stream several). The ``part.text``
+    of events sharing an index is concatenated; the provenance fields (``signature``, ``data``,
     ``encrypted_content``, ``provider``, ``model``, ``id``) arrive whole, so the last non-``None``
-    value per block wins; ``redacted`` is sticky once any fragment says so.
-
-    ``id`` is the provider's handle for the block (an OpenAI Responses reasoning item id), which the
-    next request must send back to continue the reasoning; providers without one leave it ``None``.
+    value per block wins; ``redacted`` is sticky once any fragment says so. ``id`` is the
+    provider's handle for the block (an OpenAI Responses reasoning item id), which the next
+    request must send back to continue the reasoning.
     """
 
-    content: str = ""
+    part: ReasoningPart
     index: int = 0
-    signature: str | None = None
-    redacted: bool = False
-    data: str | None = None
-    encrypted_content: str | None = None
-    provider: str | None = None
-    model: str | None = None
-    id: str | None = None
+
+    @property
+    def content(self) -> str:
+        """This fragment's text (``part.text``)."""
+        return self.part.text
 
 
 class ToolCallEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="tool_call"):
@@ -89,11 +88,18 @@ class ToolCallEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type",
     tool_call: ToolCallChunk
 
 
-class UsageEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="usage"):
-    """Token usage so far. May appear several times; each is a cumulative snapshot (a provider
-    reports input tokens at the start and output tokens at the end), never an increment."""
+class UsageEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="usage",
+                 omit_defaults=True):
+    """Token usage so far. May appear several times; each is cumulative, never an increment.
+
+    How snapshots combine is the wire's to say. By default each one may carry only some fields
+    (Anthropic reports input tokens at the start and output tokens at the end), so the fold takes
+    the field-wise maximum. ``snapshot=True`` marks a complete count that replaces everything
+    before it (Gemini's ``usageMetadata``, whose prompt count can go *down* in the final chunk):
+    there the last one wins."""
 
     usage: TurnUsage
+    snapshot: bool = False
 
 
 class FinishEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="finish",

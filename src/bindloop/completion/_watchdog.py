@@ -37,6 +37,7 @@ from ..signal import AbortController, AbortSignal
 __all__ = (
     "ChunkKind",
     "StallKind",
+    "StreamBudgets",
     "StreamStall",
     "StreamStalledError",
     "StreamWatchdog",
@@ -76,16 +77,38 @@ class StreamStalledError(ProviderError):
         self.stall = stall
 
 
-def _budget(name: str, value: float | None) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UsageError(f"{name} must be a number of milliseconds or None, got {value!r}")
-    # NaN compares false with everything, so it would read as "never"; infinity is not a way to
-    # disable a budget either (None is). Zero or less would tear down every stream at once.
-    if not math.isfinite(value) or value <= 0:
-        raise UsageError(f"{name} must be a finite positive number of milliseconds, got {value!r}")
-    return float(value)
+class StreamBudgets(msgspec.Struct, frozen=True, kw_only=True):
+    """The watchdog's budgets in ms of its clock; ``None`` disables one. The one home of their
+    defaults and of their check.
+
+    ``first_token_ms`` bounds the wait for the first answer output (armed by
+    :meth:`StreamWatchdog.open`; a model adapter opens the watchdog when the request is sent, so it
+    covers the wait for headers too — and, for a non-streamed call, whose headers come only once
+    the whole reply is generated, the whole generation), ``inter_chunk_ms`` the silence between
+    chunks once the answer flows, ``total_ms`` the whole call. Each must be a finite positive
+    number or ``None``; anything else (NaN, infinity, zero, negative, a bool, a string) raises
+    :class:`~bindloop.errors.UsageError` naming the field, rather than silently tearing down or
+    never guarding healthy streams.
+    """
+
+    first_token_ms: float | None = 120_000.0
+    inter_chunk_ms: float | None = 30_000.0
+    total_ms: float | None = 600_000.0
+
+    def __post_init__(self) -> None:
+        for name in ("first_token_ms", "inter_chunk_ms", "total_ms"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            # NaN compares false with everything (a budget that never fires), infinity is not how
+            # a budget is disabled (None is), and zero or less tears down every stream at once.
+            if (isinstance(value, bool) or not isinstance(value, (int, float))
+                    or not math.isfinite(value) or value <= 0):
+                raise UsageError(f"StreamBudgets.{name} must be a finite positive number of "
+                                 f"milliseconds or None, got {value!r}")
+
+
+_DEFAULT_BUDGETS = StreamBudgets()
 
 
 class StreamWatchdog:
@@ -104,11 +127,14 @@ class StreamWatchdog:
         "_reasoning_chunks", "_remove_listener", "_stall", "_target", "_total_ms", "_wake", "signal",
     )
 
-    def __init__(self, *, first_token_ms: float | None, inter_chunk_ms: float | None,
-                 total_ms: float | None, external: AbortSignal | None, clock: Clock) -> None:
-        self._first_token_ms = _budget("first_token_ms", first_token_ms)
-        self._inter_chunk_ms = _budget("inter_chunk_ms", inter_chunk_ms)
-        self._total_ms = _budget("total_ms", total_ms)
+    def __init__(self, *, budgets: StreamBudgets, external: AbortSignal | None,
+                 clock: Clock) -> None:
+        if not isinstance(budgets, StreamBudgets):
+            raise UsageError(f"budgets must be a StreamBudgets, got {type(budgets).__name__}")
+        # float(): an int budget must not make clock arithmetic integer-typed downstream.
+        self._first_token_ms = _ms(budgets.first_token_ms)
+        self._inter_chunk_ms = _ms(budgets.inter_chunk_ms)
+        self._total_ms = _ms(budgets.total_ms)
         self._external = external
         self._clock = clock
         self._opened_at: float | None = None
@@ -329,21 +355,27 @@ class StreamWatchdog:
             self._controller_abort(exc)
 
 
+def _ms(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
 def create_stream_watchdog(
     *,
-    first_token_ms: float | None = 120_000.0,
-    inter_chunk_ms: float | None = 30_000.0,
-    total_ms: float | None = 600_000.0,
+    first_token_ms: float | None = _DEFAULT_BUDGETS.first_token_ms,
+    inter_chunk_ms: float | None = _DEFAULT_BUDGETS.inter_chunk_ms,
+    total_ms: float | None = _DEFAULT_BUDGETS.total_ms,
+    budgets: StreamBudgets | None = None,
     external: AbortSignal | None = None,
     clock: Clock = monotonic_ms,
 ) -> StreamWatchdog:
     """A :class:`StreamWatchdog` for one attempt.
 
-    Budgets are milliseconds of ``clock``; ``None`` disables one. Anything else that is not a finite
-    positive number (NaN, infinity, zero, negative, a bool) raises
-    :class:`~bindloop.errors.UsageError` here rather than silently tearing down or never guarding
-    healthy streams. ``external`` is the caller's cancellation: it aborts :attr:`StreamWatchdog.signal`
-    too, but is never reported as a stall.
+    Budgets are milliseconds of ``clock``, given one by one (checked as :class:`StreamBudgets`
+    checks them: a bad one raises :class:`~bindloop.errors.UsageError` here) or as an already
+    checked ``budgets``, which then wins. ``external`` is the caller's cancellation: it aborts
+    :attr:`StreamWatchdog.signal` too, but is never reported as a stall.
     """
-    return StreamWatchdog(first_token_ms=first_token_ms, inter_chunk_ms=inter_chunk_ms,
-                          total_ms=total_ms, external=external, clock=clock)
+    if budgets is None:
+        budgets = StreamBudgets(first_token_ms=first_token_ms, inter_chunk_ms=inter_chunk_ms,
+                                total_ms=total_ms)
+    return StreamWatchdog(budgets=budgets, external=external, clock=clock)

@@ -37,6 +37,9 @@ __all__ = (
     "message_to_openai",
     "messages_from_openai",
     "messages_to_openai",
+    "openai_file_data",
+    "openai_image_url",
+    "tool_call_to_openai",
 )
 
 _ENCODER = msgspec.json.Encoder()
@@ -73,28 +76,55 @@ def decode_messages(data: bytes | str) -> list[Message]:
 # ---- OpenAI chat dicts -------------------------------------------------------------------------
 
 
+def openai_image_url(part: ImagePart) -> str:
+    """The one OpenAI-chat rule for an image: its ``url``, else a ``data:`` URL of its inline
+    bytes, which must then name their ``media_type`` (the bytes are not sniffed: a guessed type is
+    refused by providers that check it, and would not read back as the same part). Raises
+    :class:`TranscriptFormatError` for a part with neither, or inline data without a type."""
+    if part.url is not None:
+        return part.url
+    if part.data is None:
+        raise TranscriptFormatError("an image part needs a url or inline data")
+    if not part.media_type:
+        raise TranscriptFormatError(
+            "an inline image part (data) needs its media_type, such as 'image/png' or "
+            "'image/jpeg'")
+    return f"data:{part.media_type};base64,{part.data}"
+
+
+def openai_file_data(part: FilePart) -> str:
+    """A file part's inline bytes as the ``data:`` URL OpenAI's ``file_data`` carries; like an
+    image, inline data must name its ``media_type``. Raises :class:`TranscriptFormatError`."""
+    if part.data is None:
+        raise TranscriptFormatError("this file part has no inline data to send as file_data")
+    if not part.media_type:
+        raise TranscriptFormatError(
+            "an inline file part (data) needs its media_type, such as 'application/pdf'")
+    return f"data:{part.media_type};base64,{part.data}"
+
+
+def tool_call_to_openai(call: ToolCall) -> dict[str, Any]:
+    """One tool call in OpenAI chat form (``arguments`` stays the raw JSON text)."""
+    return {"id": call.id, "type": "function",
+            "function": {"name": call.name, "arguments": call.arguments}}
+
+
 def _part_to_openai(part: ContentPart) -> dict[str, Any]:
     if isinstance(part, TextPart):
         return {"type": "text", "text": part.text}
     if isinstance(part, ImagePart):
-        # OpenAI carries an image as one URL (a data URL for inline bytes), so a part must say which
-        # it is, and inline bytes need their media type: anything else could not be read back as
-        # the same part.
+        # Stored dicts must read back as the same part, so a part must say which it is (url or
+        # data), and a url part has nowhere to keep a media type.
         if (part.url is None) == (part.data is None):
             raise TranscriptFormatError("an image part needs exactly one of url / data")
-        if part.data is not None and not part.media_type:
-            raise TranscriptFormatError("an inline image part (data) needs its media_type")
         if part.url is not None and part.media_type is not None:
             raise TranscriptFormatError(
                 "an image part by url cannot carry media_type in OpenAI chat form")
-        url = part.url if part.url is not None else f"data:{part.media_type};base64,{part.data}"
-        image: dict[str, Any] = {"url": url}
+        image: dict[str, Any] = {"url": openai_image_url(part)}
         if part.detail is not None:
             image["detail"] = part.detail
         return {"type": "image_url", "image_url": image}
     if isinstance(part, FilePart):
-        if part.data is not None and not part.media_type:
-            raise TranscriptFormatError("an inline file part (data) needs its media_type")
         if part.data is None and part.media_type is not None:
             raise TranscriptFormatError(
                 "a file part's media_type travels only with inline data in OpenAI chat form")
@@ -102,7 +132,7 @@ def _part_to_openai(part: ContentPart) -> dict[str, Any]:
         if part.file_id is not None:
             file["file_id"] = part.file_id
         if part.data is not None:
-            file["file_data"] = f"data:{part.media_type};base64,{part.data}"
+            file["file_data"] = openai_file_data(part)
         if part.url is not None:
             file["file_url"] = part.url
         if part.filename is not None:
@@ -134,11 +164,7 @@ def message_to_openai(message: Message) -> dict[str, Any]:
             "content": None if message.content is None else _content_to_openai(message.content),
         }
         if message.tool_calls:
-            out["tool_calls"] = [
-                {"id": c.id, "type": "function",
-                 "function": {"name": c.name, "arguments": c.arguments}}
-                for c in message.tool_calls
-            ]
+            out["tool_calls"] = [tool_call_to_openai(c) for c in message.tool_calls]
         if message.name is not None:
             out["name"] = message.name
         return out

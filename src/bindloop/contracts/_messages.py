@@ -11,6 +11,8 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
+from ..errors import TranscriptFormatError
+
 __all__ = (
     "AssistantMessage",
     "Content",
@@ -94,15 +96,52 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     arguments: str = "{}"
 
 
+_PARTS = (TextPart, ImagePart, FilePart, ReasoningPart)
+
+
+def _check_content(owner: str, content: object, *, optional: bool = False) -> None:
+    """A message's ``content`` at construction, so a wrong value fails here, naming the field,
+    instead of deep inside an encoder (checked cheaply: a str is the common case)."""
+    if type(content) is str or (optional and content is None):
+        return
+    if isinstance(content, (tuple, list)) and all(isinstance(p, _PARTS) for p in content):
+        return
+    accepted = "a string, None" if optional else "a string"
+    raise TranscriptFormatError(
+        f"{owner}.content must be {accepted} or a tuple of content parts (TextPart, ImagePart, "
+        f"FilePart, ReasoningPart), got {_shown(content)}")
+
+
+def _check_name(owner: str, field: str, value: object, *, optional: bool = True) -> None:
+    if isinstance(value, str) or (optional and value is None):
+        return
+    raise TranscriptFormatError(
+        f"{owner}.{field} must be a string{' or None' if optional else ''}, got {_shown(value)}")
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, (tuple, list)):
+        kinds = sorted({type(p).__name__ for p in value if not isinstance(p, _PARTS)})
+        return f"a {type(value).__name__} holding {', '.join(kinds)}"
+    return type(value).__name__
+
+
 class SystemMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role", tag="system",
                     omit_defaults=True):
     content: Content
+
+    def __post_init__(self) -> None:
+        _check_content("SystemMessage", self.content)
 
 
 class UserMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role", tag="user",
                   omit_defaults=True):
     content: Content
     name: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_content("UserMessage", self.content)
+        _check_name("UserMessage", "name", self.name)
 
 
 class AssistantMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role",
@@ -114,6 +153,10 @@ class AssistantMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="rol
     tool_calls: tuple[ToolCall, ...] = ()
     name: str | None = None
 
+    def __post_init__(self) -> None:
+        _check_content("AssistantMessage", self.content, optional=True)
+        _check_name("AssistantMessage", "name", self.name)
+
 
 class ToolMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role", tag="tool",
                   omit_defaults=True):
@@ -124,6 +167,11 @@ class ToolMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role", t
     content: Content
     name: str | None = None
     is_error: bool = False
+
+    def __post_init__(self) -> None:
+        _check_name("ToolMessage", "tool_call_id", self.tool_call_id, optional=False)
+        _check_content("ToolMessage", self.content)
+        _check_name("ToolMessage", "name", self.name)
 
 
 Message: TypeAlias = SystemMessage | UserMessage | AssistantMessage | ToolMessage

@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from bindloop.wire import HttpRequest, TransportError, WireDecodeError
+from bindloop.wire._transport import transport_settings  # this area's own helper, not yet public
 
 __all__ = ("HttpxTransport",)
 
@@ -71,10 +72,10 @@ class HttpxTransport:
 
     def __init__(self, base_url: str, *, headers: Sequence[tuple[str, str]] = (),
                  client: Any = None, connect_timeout: float = 30.0) -> None:
+        self._base, self._shown, self._headers = transport_settings(
+            "HttpxTransport", base_url, headers)
         httpx = _httpx()
         self._httpx = httpx
-        self._base = base_url.rstrip("/")
-        self._headers = tuple(headers)
         self._own = client is None
         self._timeout = httpx.Timeout(None, connect=connect_timeout)
         self._client = client if client is not None else httpx.AsyncClient(timeout=self._timeout)
@@ -90,11 +91,15 @@ class HttpxTransport:
         except httpx.TimeoutException as exc:
             raise TransportError(f"timed out connecting: {exc}", kind="timeout") from exc
         except httpx.TransportError as exc:
-            raise TransportError(f"could not reach {self._base}: {exc!r}") from exc
+            raise TransportError(f"could not reach {self._shown}: {exc!r}") from exc
         try:
             yield _Response(resp, httpx)
         finally:
             await resp.aclose()
+
+    def __repr__(self) -> str:
+        # The headers hold the credentials: a repr shows only where requests go.
+        return f"HttpxTransport({self._shown!r})"
 
     async def aclose(self) -> None:
         if self._own:

@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from bindloop.wire import HttpRequest, TransportError
+from bindloop.wire._transport import transport_settings  # this area's own helper, not yet public
 
 __all__ = ("FetchTransport",)
 
@@ -59,9 +60,13 @@ class FetchTransport:
 
     def __init__(self, base_url: str, *, headers: Sequence[tuple[str, str]] = (),
                  fetch: Any = None) -> None:
-        self._base = base_url.rstrip("/")
-        self._headers = tuple(headers)
+        self._base, self._shown, self._headers = transport_settings(
+            "FetchTransport", base_url, headers)
         self._fetch = fetch
+
+    def __repr__(self) -> str:
+        # The headers hold the credentials: a repr shows only where requests go.
+        return f"FetchTransport({self._shown!r})"
 
     @asynccontextmanager
     async def open(self, request: HttpRequest) -> AsyncIterator[_Response]:
@@ -79,7 +84,7 @@ class FetchTransport:
             try:
                 resp = await fetch(self._base + request.path, init)
             except ffi.JsException as exc:
-                raise TransportError(f"could not reach {self._base}: {exc}") from exc
+                raise TransportError(f"could not reach {self._shown}: {exc}") from exc
             reader = resp.body.getReader() if resp.body is not None else None
             yield _Response(resp, reader, ffi)
         finally:

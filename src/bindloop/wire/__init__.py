@@ -17,19 +17,18 @@ from ._errors import (
     WireRequestError as WireRequestError,
 )
 from ._gemini import GeminiAdapter as GeminiAdapter, gemini_schema as gemini_schema
-from ._model import (
-    ModelAdapter as ModelAdapter,
-    RoutedModel as RoutedModel,
-    StreamBudgets as StreamBudgets,
-    TextStreamSource as TextStreamSource,
-    Transport as Transport,
-    TransportResponse as TransportResponse,
-    attempt_error_from as attempt_error_from,
-)
+from ..completion import StreamBudgets as StreamBudgets
+from ._adapter import ModelAdapter as ModelAdapter
 from ._openai_chat import OpenAIChatAdapter as OpenAIChatAdapter
 from ._openai_responses import OpenAIResponsesAdapter as OpenAIResponsesAdapter
 from ._registry import WIRE_NAMES as WIRE_NAMES, create_wire_adapter as create_wire_adapter
+from ._routed import (
+    RoutedModel as RoutedModel,
+    TextStreamSource as TextStreamSource,
+    attempt_error_from as attempt_error_from,
+)
 from ._sse import SseDecoder as SseDecoder, SseEvent as SseEvent
+from ._transport import Transport as Transport, TransportResponse as TransportResponse
 from ._types import (
     ForcedTool as ForcedTool,
     Headers as Headers,

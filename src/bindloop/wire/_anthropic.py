@@ -49,10 +49,12 @@ from ._common import (
     SSE_ACCEPT,
     body_snippet,
     classify,
+    decode_arguments,
     decode_error_body,
     decode_json,
     encode_body,
     finish_reason,
+    inline_media_type,
     parts_of,
     prepare_history,
     str_field,
@@ -60,7 +62,7 @@ from ._common import (
     tool_parameters,
 )
 from ._errors import IncompleteStreamError, ProviderHttpError, WireRequestError
-from ._sse import SseDecoder
+from ._sse import SseEvent
 from ._types import ForcedTool, Headers, HttpRequest, WireName, WireOptions
 
 __all__ = ("AnthropicAdapter", "classify_anthropic_error")
@@ -71,7 +73,6 @@ _FINISH: MappingProxyType[str, FinishReason] = MappingProxyType({
     "end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls",
     "refusal": "content_filter", "model_context_window_exceeded": "length",
 })
-_ANY_JSON = msgspec.json.Decoder()
 _ENCODE = msgspec.json.Encoder()
 
 
@@ -224,6 +225,9 @@ class AnthropicAdapter:
         return out
 
     def parse_response(self, body: bytes) -> ModelTurnResult:
+        return collect_turn(self.response_events(body))
+
+    def response_events(self, body: bytes) -> list[StreamEvent]:
         msg: _Message = decode_json(body, _MESSAGE, "a message")
         events: list[StreamEvent] = []
         for index, block in enumerate(msg.content or ()):
@@ -241,7 +245,7 @@ class AnthropicAdapter:
         reason = finish_reason(msg.stop_reason, _FINISH)
         if reason is not None:
             events.append(FinishEvent(finish_reason=reason))
-        return collect_turn(events)
+        return events
 
     def stream_decoder(self) -> _AnthropicStreamDecoder:
         return _AnthropicStreamDecoder()
@@ -253,84 +257,101 @@ class AnthropicAdapter:
 
 def _reasoning(index: int, block: _Block, model: str | None) -> ReasoningEvent:
     if block.type == "redacted_thinking":
-        return ReasoningEvent(index=index, redacted=True, data=block.data, provider="anthropic",
-                              model=model)
-    return ReasoningEvent(content=block.thinking or "", index=index, signature=block.signature,
-                          provider="anthropic", model=model)
+        return ReasoningEvent(index=index, part=ReasoningPart(redacted=True, data=block.data,
+                                                              provider="anthropic", model=model))
+    return ReasoningEvent(index=index, part=ReasoningPart(text=block.thinking or "",
+                                                          signature=block.signature,
+                                                          provider="anthropic", model=model))
+
+
+_SERVER_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use"})
 
 
 class _AnthropicStreamDecoder:
-    __slots__ = ("_args", "_done", "_model", "_sse", "_tools")
+    """Server-run tool blocks (``server_tool_use`` — web search, code execution — and their
+    ``*_tool_result`` blocks) are the provider's own work, already done: they are never tool calls
+    for the loop to dispatch, so their input deltas are dropped, as the non-streamed path drops the
+    blocks. The answer text around them (with its citations, which the canonical turn has no
+    place for) is kept as text."""
+
+    __slots__ = ("_args", "_done", "_model", "_server", "_tools")
 
     def __init__(self) -> None:
-        self._sse = SseDecoder()
         self._done = False
         self._model: str | None = None
         self._tools: set[int] = set()
         self._args: set[int] = set()
+        self._server: set[int] = set()  # block indexes of server-run tool calls
 
-    def feed(self, data: bytes) -> list[StreamEvent]:
+    def decode(self, events: Sequence[SseEvent]) -> list[StreamEvent]:
         out: list[StreamEvent] = []
-        for sse in self._sse.feed(data):
-            if self._done or not sse.data:
-                continue
-            ev: _Event = decode_json(sse.data, _EVENT, "an Anthropic stream event")
-            kind = ev.type
-            if kind == "content_block_delta":
-                d = ev.delta
-                if d is None:
-                    continue
-                if d.type == "text_delta":
-                    if d.text:
-                        out.append(TextEvent(content=d.text))
-                elif d.type == "input_json_delta":
-                    if d.partial_json:
-                        self._args.add(ev.index)
-                        out.append(ToolCallEvent(tool_call=ToolCallChunk(
-                            index=ev.index, arguments=d.partial_json)))
-                elif d.type == "thinking_delta":
-                    if d.thinking:
-                        out.append(ReasoningEvent(content=d.thinking, index=ev.index,
-                                                  provider="anthropic", model=self._model))
-                elif d.type == "signature_delta":
-                    out.append(ReasoningEvent(index=ev.index, signature=d.signature,
-                                              provider="anthropic", model=self._model))
-            elif kind == "content_block_start" and ev.content_block is not None:
-                block = ev.content_block
-                if block.type == "text" and block.text:
-                    out.append(TextEvent(content=block.text))
-                elif block.type in ("thinking", "redacted_thinking"):
-                    out.append(_reasoning(ev.index, block, self._model))
-                elif block.type == "tool_use":
-                    self._tools.add(ev.index)
-                    out.append(ToolCallEvent(tool_call=ToolCallChunk(
-                        index=ev.index, id=block.id, name=block.name)))
-            elif kind == "content_block_stop":
-                if ev.index in self._tools and ev.index not in self._args:
-                    # A tool without parameters streams no JSON at all; its input is {}.
-                    out.append(ToolCallEvent(tool_call=ToolCallChunk(index=ev.index,
-                                                                      arguments="{}")))
-            elif kind == "message_start" and ev.message is not None:
-                self._model = ev.message.model
-                if ev.message.usage is not None:
-                    out.append(UsageEvent(usage=_usage(ev.message.usage)))
-            elif kind == "message_delta":
-                if ev.usage is not None:
-                    out.append(UsageEvent(usage=_usage(ev.usage)))
-                if ev.delta is not None and ev.delta.stop_reason is not None:
-                    reason = finish_reason(ev.delta.stop_reason, _FINISH)
-                    assert reason is not None
-                    out.append(FinishEvent(finish_reason=reason))
-            elif kind == "message_stop":
-                self._done = True
-            elif kind == "error":
-                self._done = True
-                out.append(ErrorEvent(error=classify_anthropic_error(
-                    None, (), {"error": ev.error}, sse.data.encode())))
+        one = self._event
+        for sse in events:
+            one(sse, out)
         return out
 
+    def _event(self, sse: SseEvent, out: list[StreamEvent]) -> None:
+        if self._done or not sse.data:
+            return
+        ev: _Event = decode_json(sse.data, _EVENT, "an Anthropic stream event")
+        kind = ev.type
+        if kind == "content_block_delta":
+            d = ev.delta
+            if d is None:
+                return
+            if d.type == "text_delta":
+                if d.text:
+                    out.append(TextEvent(content=d.text))
+            elif d.type == "input_json_delta":
+                if d.partial_json and ev.index not in self._server:
+                    self._args.add(ev.index)
+                    out.append(ToolCallEvent(tool_call=ToolCallChunk(
+                        index=ev.index, arguments=d.partial_json)))
+            elif d.type == "thinking_delta":
+                if d.thinking:
+                    out.append(ReasoningEvent(index=ev.index, part=ReasoningPart(text=d.thinking,
+                                                                                 provider="anthropic",
+                                                                                 model=self._model)))
+            elif d.type == "signature_delta":
+                out.append(ReasoningEvent(index=ev.index, part=ReasoningPart(signature=d.signature,
+                                                                             provider="anthropic",
+                                                                             model=self._model)))
+        elif kind == "content_block_start" and ev.content_block is not None:
+            block = ev.content_block
+            if block.type == "text" and block.text:
+                out.append(TextEvent(content=block.text))
+            elif block.type in ("thinking", "redacted_thinking"):
+                out.append(_reasoning(ev.index, block, self._model))
+            elif block.type == "tool_use":
+                self._tools.add(ev.index)
+                out.append(ToolCallEvent(tool_call=ToolCallChunk(
+                    index=ev.index, id=block.id, name=block.name)))
+            elif block.type in _SERVER_BLOCKS:
+                self._server.add(ev.index)
+        elif kind == "content_block_stop":
+            if ev.index in self._tools and ev.index not in self._args:
+                # A tool without parameters streams no JSON at all; its input is {}.
+                out.append(ToolCallEvent(tool_call=ToolCallChunk(index=ev.index,
+                                                                  arguments="{}")))
+        elif kind == "message_start" and ev.message is not None:
+            self._model = ev.message.model
+            if ev.message.usage is not None:
+                out.append(UsageEvent(usage=_usage(ev.message.usage)))
+        elif kind == "message_delta":
+            if ev.usage is not None:
+                out.append(UsageEvent(usage=_usage(ev.usage)))
+            if ev.delta is not None and ev.delta.stop_reason is not None:
+                reason = finish_reason(ev.delta.stop_reason, _FINISH)
+                assert reason is not None
+                out.append(FinishEvent(finish_reason=reason))
+        elif kind == "message_stop":
+            self._done = True
+        elif kind == "error":
+            self._done = True
+            out.append(ErrorEvent(error=classify_anthropic_error(
+                None, (), {"error": ev.error}, sse.data.encode())))
+
     def end(self) -> list[StreamEvent]:
-        self._sse.end()
         if not self._done:
             raise IncompleteStreamError("the Anthropic stream ended before message_stop")
         return []
@@ -367,14 +388,9 @@ def _results_first(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _tool_input(arguments: str) -> object:
-    try:
-        value = _ANY_JSON.decode(arguments) if arguments.strip() else {}
-    except msgspec.DecodeError:
-        value = None
-    if isinstance(value, dict):
-        return value
+    value = decode_arguments(arguments)
     # The wire needs an object; keep what the model actually sent visible rather than dropping it.
-    return {"_raw_arguments": arguments}
+    return value if value is not None else {"_raw_arguments": arguments}
 
 
 def _blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
@@ -420,7 +436,7 @@ def _content_block(p: ContentPart) -> dict[str, Any]:
         return {"type": "text", "text": p.text}
     if isinstance(p, ImagePart):
         if p.data is not None:
-            source = {"type": "base64", "media_type": p.media_type or "image/png", "data": p.data}
+            source = {"type": "base64", "media_type": inline_media_type(p), "data": p.data}
         elif p.url is not None:
             source = {"type": "url", "url": p.url}
         else:
@@ -430,8 +446,7 @@ def _content_block(p: ContentPart) -> dict[str, Any]:
         if p.file_id is not None:
             doc = {"type": "file", "file_id": p.file_id}
         elif p.data is not None:
-            doc = {"type": "base64", "media_type": p.media_type or "application/pdf",
-                   "data": p.data}
+            doc = {"type": "base64", "media_type": inline_media_type(p), "data": p.data}
         elif p.url is not None:
             doc = {"type": "url", "url": p.url}
         else:

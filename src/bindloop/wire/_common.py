@@ -19,6 +19,8 @@ from ..contracts import (
     TextPart,
     ToolDefinition,
 )
+from ..contracts._codec import openai_file_data, openai_image_url  # this area's codec
+from ..errors import TranscriptFormatError
 from ..routing import neutral_status_category, retry_after_ms_from_headers
 from ..tools import sanitize_tool_schema
 from ..transcript import ReasoningTarget, sanitize_history_for_provider
@@ -33,11 +35,13 @@ from ._types import Headers, WireOptions
 __all__ = (
     "JSON_HEADERS",
     "classify",
+    "decode_arguments",
     "decode_error_body",
     "decode_json",
     "encode_body",
     "file_data_url",
     "image_data_url",
+    "inline_media_type",
     "SSE_ACCEPT",
     "body_snippet",
     "finish_reason",
@@ -63,18 +67,34 @@ def encode_body(body: dict[str, Any], options: WireOptions) -> bytes:
 
 
 def decode_json(data: bytes | str, decoder: msgspec.json.Decoder[Any], what: str) -> Any:
+    """``data`` through ``decoder``; anything but the documented shape raises
+    :class:`~bindloop.wire.WireDecodeError`, including JSON nested deeper than the decoder
+    recurses (msgspec raises ``RecursionError`` there, which would read as a bug in routing)."""
     try:
         return decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise WireDecodeError(f"{what} is not the documented JSON shape: {exc}") from exc
+    except RecursionError:
+        raise WireDecodeError(f"{what} is nested too deeply to decode") from None
 
 
 def decode_error_body(body: bytes) -> object:
-    """An error body as JSON if it is JSON, else ``None`` (a proxy's HTML page, an empty body)."""
+    """An error body as JSON if it is JSON, else ``None`` (a proxy's HTML page, an empty body, or
+    JSON nested too deeply to decode)."""
     try:
         return _ANY.decode(body)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None
+
+
+def decode_arguments(arguments: str) -> dict[str, Any] | None:
+    """A tool call's raw argument text as the JSON object some wires must send, or ``None`` when
+    it is not one (not JSON, not an object, or nested too deeply to decode)."""
+    try:
+        value = _ANY.decode(arguments) if arguments.strip() else {}
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def tool_parameters(tool: ToolDefinition, *, sanitize: bool) -> dict[str, object]:
@@ -98,17 +118,28 @@ def parts_of(content: Content | None) -> tuple[ContentPart, ...]:
 
 
 def image_data_url(part: ImagePart) -> str:
-    if part.url is not None:
-        return part.url
-    if part.data is not None:
-        return f"data:{part.media_type or 'image/png'};base64,{part.data}"
-    raise WireRequestError("an image part needs a url or inline data")
+    """An image as one URL, by the OpenAI-chat codec's rule (contracts): inline data must name its
+    media type, never guessed. Raises :class:`~bindloop.wire.WireRequestError`."""
+    try:
+        return openai_image_url(part)
+    except TranscriptFormatError as exc:
+        raise WireRequestError(str(exc)) from None
 
 
 def file_data_url(part: FilePart) -> str:
-    if part.data is None:
-        raise WireRequestError("this wire needs inline file data (or a file_id)")
-    return f"data:{part.media_type or 'application/pdf'};base64,{part.data}"
+    """Inline file bytes as a ``data:`` URL, by the same codec rule. Raises
+    :class:`~bindloop.wire.WireRequestError`."""
+    try:
+        return openai_file_data(part)
+    except TranscriptFormatError as exc:
+        raise WireRequestError(f"{exc} (or pass a file_id)") from None
+
+
+def inline_media_type(part: ImagePart | FilePart) -> str:
+    """The media type inline bytes must carry on every wire (the codec's rule)."""
+    if isinstance(part, ImagePart):
+        return image_data_url(part).partition(";")[0][5:]
+    return file_data_url(part).partition(";")[0][5:]
 
 
 def text_of(parts: Sequence[ContentPart], where: str) -> str:
@@ -151,9 +182,18 @@ def classify(
                                           status_code=status, retry_after_ms=retry,
                                           error_type=error_type, error_code=error_code)
     if category is None:
-        category = "server_error" if status is None else neutral_status_category(status)
+        if status is None and error_code is not None and _is_error_status(error_code):
+            # An in-stream error whose code is a number ({"code": 400, ...}, as OpenAI-compatible
+            # gateways send) says which HTTP status the upstream meant: a 400 is not retried.
+            category = neutral_status_category(int(error_code))
+        else:
+            category = "server_error" if status is None else neutral_status_category(status)
     return ProviderHttpError(message, wire=wire, category=category, status_code=status,
                              retry_after_ms=retry, error_type=error_type, error_code=error_code)
+
+
+def _is_error_status(code: str) -> bool:
+    return len(code) == 3 and code.isascii() and code.isdigit() and 400 <= int(code) <= 599
 
 
 def str_field(obj: object, key: str) -> str | None:

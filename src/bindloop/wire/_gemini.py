@@ -14,6 +14,7 @@ response's ``responseId`` (``<responseId>_<n>``), so ids stay unique across turn
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -51,9 +52,11 @@ from ._common import (
     JSON_HEADERS,
     body_snippet,
     classify,
+    decode_arguments,
     decode_error_body,
     decode_json,
     encode_body,
+    inline_media_type,
     parts_of,
     prepare_history,
     str_field,
@@ -61,7 +64,7 @@ from ._common import (
     tool_parameters,
 )
 from ._errors import IncompleteStreamError, ProviderHttpError, WireRequestError
-from ._sse import SseDecoder
+from ._sse import SseEvent
 from ._types import ForcedTool, Headers, HttpRequest, WireName, WireOptions
 
 __all__ = ("GeminiAdapter", "classify_gemini_error", "gemini_schema")
@@ -73,7 +76,6 @@ _FINISH: MappingProxyType[str, FinishReason] = MappingProxyType({
     "IMAGE_SAFETY": "content_filter", "MALFORMED_FUNCTION_CALL": "error",
     "UNEXPECTED_TOOL_CALL": "error",
 })
-_ANY_JSON = msgspec.json.Decoder()
 _ENCODE = msgspec.json.Encoder()
 
 # The OpenAPI-3.0 subset Gemini's ``Schema`` accepts.
@@ -214,8 +216,10 @@ class _TurnState:
     def _thought(self, part: _Part, out: list[StreamEvent]) -> None:
         signature = part.thoughtSignature or None
         if self.thought is not None and not self.thought_signed:
-            out.append(ReasoningEvent(content=part.text or "", index=self.thought,
-                                      signature=signature, provider="google", model=self.model))
+            out.append(ReasoningEvent(index=self.thought, part=ReasoningPart(text=part.text or "",
+                                                                             signature=signature,
+                                                                             provider="google",
+                                                                             model=self.model)))
         else:
             self.thought = self.block
             self._block(out, content=part.text or "", signature=signature)
@@ -223,8 +227,10 @@ class _TurnState:
 
     def _block(self, out: list[StreamEvent], *, content: str = "",
                signature: str | None = None) -> None:
-        out.append(ReasoningEvent(content=content, index=self.block, signature=signature,
-                                  provider="google", model=self.model))
+        out.append(ReasoningEvent(index=self.block, part=ReasoningPart(text=content,
+                                                                       signature=signature,
+                                                                       provider="google",
+                                                                       model=self.model)))
         self.block += 1
 
 
@@ -317,6 +323,9 @@ class GeminiAdapter:
         return out
 
     def parse_response(self, body: bytes) -> ModelTurnResult:
+        return collect_turn(self.response_events(body))
+
+    def response_events(self, body: bytes) -> list[StreamEvent]:
         resp: _Response = decode_json(body, _RESPONSE, "a generateContent response")
         if resp.error is not None:
             raise classify_gemini_error(None, (), {"error": resp.error}, body)
@@ -327,7 +336,7 @@ class GeminiAdapter:
         if reason is None:
             raise IncompleteStreamError("the Gemini response has no finish reason")
         events.append(FinishEvent(finish_reason=reason))
-        return collect_turn(events)
+        return events
 
     def stream_decoder(self) -> _GeminiStreamDecoder:
         return _GeminiStreamDecoder()
@@ -353,7 +362,9 @@ def _fold(resp: _Response, state: _TurnState, out: list[StreamEvent]) -> FinishR
         if cand.finishReason is not None:
             reason = _FINISH.get(cand.finishReason, "unknown")
     if resp.usageMetadata is not None:
-        out.append(UsageEvent(usage=_usage(resp.usageMetadata)))
+        # Each chunk's usageMetadata is the whole count so far, and a later one may be lower (the
+        # prompt count is revised in the final chunk): the last snapshot wins, never a maximum.
+        out.append(UsageEvent(usage=_usage(resp.usageMetadata), snapshot=True))
     if not candidates and resp.promptFeedback is not None and resp.promptFeedback.blockReason:
         reason = "content_filter"  # the prompt itself was blocked
     if reason == "stop" and state.calls:
@@ -362,35 +373,37 @@ def _fold(resp: _Response, state: _TurnState, out: list[StreamEvent]) -> FinishR
 
 
 class _GeminiStreamDecoder:
-    __slots__ = ("_finished", "_sse", "_state")
+    __slots__ = ("_finished", "_state")
 
     def __init__(self) -> None:
-        self._sse = SseDecoder()
         self._state: _TurnState | None = None
         self._finished = False
 
-    def feed(self, data: bytes) -> list[StreamEvent]:
+    def decode(self, events: Sequence[SseEvent]) -> list[StreamEvent]:
         out: list[StreamEvent] = []
-        for sse in self._sse.feed(data):
-            if not sse.data:
-                continue
-            resp: _Response = decode_json(sse.data, _RESPONSE, "a Gemini stream chunk")
-            if resp.error is not None:
-                self._finished = True
-                out.append(ErrorEvent(error=classify_gemini_error(
-                    None, (), {"error": resp.error}, sse.data.encode())))
-                continue
-            if self._state is None:
-                self._state = _TurnState(resp.responseId or _digest(sse.data.encode()))
-                self._state.model = resp.modelVersion
-            reason = _fold(resp, self._state, out)
-            if reason is not None:
-                self._finished = True
-                out.append(FinishEvent(finish_reason=reason))
+        one = self._event
+        for sse in events:
+            one(sse, out)
         return out
 
+    def _event(self, sse: SseEvent, out: list[StreamEvent]) -> None:
+        if not sse.data:
+            return
+        resp: _Response = decode_json(sse.data, _RESPONSE, "a Gemini stream chunk")
+        if resp.error is not None:
+            self._finished = True
+            out.append(ErrorEvent(error=classify_gemini_error(
+                None, (), {"error": resp.error}, sse.data.encode())))
+            return
+        if self._state is None:
+            self._state = _TurnState(resp.responseId or _digest(sse.data.encode()))
+            self._state.model = resp.modelVersion
+        reason = _fold(resp, self._state, out)
+        if reason is not None:
+            self._finished = True
+            out.append(FinishEvent(finish_reason=reason))
+
     def end(self) -> list[StreamEvent]:
-        self._sse.end()
         if not self._finished:
             raise IncompleteStreamError("the Gemini stream ended without a finish reason")
         return []
@@ -399,11 +412,8 @@ class _GeminiStreamDecoder:
 # -- requests: contents --------------------------------------------------------------------------
 
 def _args_object(arguments: str) -> dict[str, Any]:
-    try:
-        value = _ANY_JSON.decode(arguments) if arguments.strip() else {}
-    except msgspec.DecodeError:
-        value = None
-    return value if isinstance(value, dict) else {"_raw_arguments": arguments}
+    value = decode_arguments(arguments)
+    return value if value is not None else {"_raw_arguments": arguments}
 
 
 def _parts(m: Message, names: dict[str, str]) -> tuple[str, list[dict[str, Any]]]:
@@ -460,7 +470,7 @@ def _user_part(p: object) -> dict[str, Any]:
     if isinstance(p, (ImagePart, FilePart)):
         default = "image/png" if isinstance(p, ImagePart) else "application/pdf"
         if p.data is not None:
-            return {"inlineData": {"mimeType": p.media_type or default, "data": p.data}}
+            return {"inlineData": {"mimeType": inline_media_type(p), "data": p.data}}
         if p.url is not None:
             return {"fileData": {"mimeType": p.media_type or default, "fileUri": p.url}}
         raise WireRequestError("Gemini needs inline data or a file URI for an image or file part")
@@ -497,18 +507,33 @@ def _error_info_reasons(err: object) -> list[str]:
             and isinstance(d.get("reason"), str)]
 
 
+# google.protobuf.Duration in JSON: whole seconds, up to nine fractional digits, then "s". ASCII
+# digits only, no sign (a negative or signed delay is not a wait), no exponent, no underscores.
+_DURATION = re.compile(r"([0-9]{1,20})(?:\.([0-9]{1,9}))?s", re.ASCII)
+# The longest retryDelay taken at its word (a day); a larger one is clamped to it, so a hostile or
+# broken body can never make the delay infinite.
+MAX_RETRY_DELAY_MS = 86_400_000.0
+
+
+def parse_retry_delay(value: object) -> float | None:
+    """``RetryInfo.retryDelay`` (a protobuf ``Duration`` string such as ``"41s"`` or ``"0.5s"``) in
+    milliseconds, clamped to :data:`MAX_RETRY_DELAY_MS`; ``None`` for anything outside that
+    grammar (``"1e308s"``, ``"1_0s"``, non-ASCII digits, ``"-0s"``, a number)."""
+    if not isinstance(value, str):
+        return None
+    match = _DURATION.fullmatch(value)
+    if match is None:
+        return None
+    whole, fraction = match.group(1), match.group(2) or ""
+    ms = int(whole) * 1000 + int((fraction + "000000000")[:9]) / 1_000_000
+    return min(float(ms), MAX_RETRY_DELAY_MS)
+
+
 def _retry_delay_ms(err: object) -> float | None:
     details = err.get("details") if isinstance(err, dict) else None
     for d in details if isinstance(details, list) else ():
         if isinstance(d, dict) and str(d.get("@type", "")).endswith("google.rpc.RetryInfo"):
-            delay = d.get("retryDelay")
-            if isinstance(delay, str) and delay.endswith("s"):
-                try:
-                    seconds = float(delay[:-1])
-                except ValueError:
-                    return None
-                if seconds >= 0 and seconds == seconds and seconds != float("inf"):
-                    return seconds * 1000.0
+            return parse_retry_delay(d.get("retryDelay"))
     return None
 
 

@@ -35,6 +35,7 @@ from ..contracts import (
     ImagePart,
     Message,
     ModelTurnResult,
+    ReasoningPart,
     SystemMessage,
     TextPart,
     ToolDefinition,
@@ -60,7 +61,7 @@ from ._common import (
     tool_parameters,
 )
 from ._errors import IncompleteStreamError, ProviderHttpError, WireRequestError
-from ._sse import SseDecoder
+from ._sse import SseEvent
 from ._types import ForcedTool, Headers, HttpRequest, WireName, WireOptions
 
 __all__ = ("OpenAIChatAdapter", "classify_openai_error")
@@ -225,13 +226,16 @@ class OpenAIChatAdapter:
     # -- responses -----------------------------------------------------------------------------
 
     def parse_response(self, body: bytes) -> ModelTurnResult:
+        return collect_turn(self.response_events(body))
+
+    def response_events(self, body: bytes) -> list[StreamEvent]:
         resp: _Response = decode_json(body, _RESPONSE, "a chat completion")
         if not resp.choices:
             raise IncompleteStreamError("the chat completion has no choices")
         events = _message_events(resp.choices[0], resp.model)
         if resp.usage is not None:
             events.append(UsageEvent(usage=_usage(resp.usage)))
-        return collect_turn(events)
+        return events
 
     def stream_decoder(self) -> _ChatStreamDecoder:
         return _ChatStreamDecoder()
@@ -247,7 +251,8 @@ def _message_events(choice: _Choice, model: str | None) -> list[StreamEvent]:
     events: list[StreamEvent] = []
     reasoning = m.reasoning_content or m.reasoning
     if reasoning:
-        events.append(ReasoningEvent(content=reasoning, provider="openai", model=model))
+        events.append(ReasoningEvent(part=ReasoningPart(text=reasoning, provider="openai",
+                                                        model=model)))
     if m.content:
         events.append(TextEvent(content=m.content))
     if m.refusal:
@@ -269,20 +274,23 @@ class _ChatStreamDecoder:
     delta is placed by its ``id`` (a new id takes the next free slot, a known id its own), which
     is only sound because the id tells the calls apart. A delta with neither cannot be placed
     without guessing — appending it to the previous call could fuse two calls — so it raises
-    :class:`~bindloop.completion.ToolCallDeltaError`."""
+    :class:`~bindloop.completion.ToolCallDeltaError`.
 
-    __slots__ = ("_done", "_finished", "_id_slots", "_refused", "_sse")
+    An ``{"error": ...}`` chunk (OpenAI-compatible gateways send one and close) ends the turn:
+    its error is the outcome, and nothing after it is read."""
+
+    __slots__ = ("_done", "_finished", "_id_slots", "_refused")
 
     def __init__(self) -> None:
-        self._sse = SseDecoder()
         self._done = False
         self._finished = False
         self._refused = False
         self._id_slots: dict[str, int] = {}
 
-    def feed(self, data: bytes) -> list[StreamEvent]:
+    def decode(self, events: Sequence[SseEvent]) -> list[StreamEvent]:
+        # One loop per read, inline: this is the hot path of the most common wire.
         out: list[StreamEvent] = []
-        for sse in self._sse.feed(data):
+        for sse in events:
             payload = sse.data
             if payload == "[DONE]":
                 self._done = True
@@ -291,6 +299,7 @@ class _ChatStreamDecoder:
                 continue
             chunk: _Chunk = decode_json(payload, _CHUNK, "a chat completion chunk")
             if chunk.error is not None:
+                self._done = True
                 out.append(ErrorEvent(error=classify_openai_error(
                     "openai_chat", None, (), {"error": chunk.error}, payload.encode())))
                 continue
@@ -314,7 +323,8 @@ class _ChatStreamDecoder:
     def _delta(self, delta: _Delta, model: str | None, out: list[StreamEvent]) -> None:
         reasoning = delta.reasoning_content or delta.reasoning
         if reasoning:
-            out.append(ReasoningEvent(content=reasoning, provider="openai", model=model))
+            out.append(ReasoningEvent(part=ReasoningPart(text=reasoning, provider="openai",
+                                                         model=model)))
         if delta.content:
             out.append(TextEvent(content=delta.content))
         if delta.refusal:
@@ -345,7 +355,6 @@ class _ChatStreamDecoder:
         return slot
 
     def end(self) -> list[StreamEvent]:
-        self._sse.end()
         if not (self._done or self._finished):
             raise IncompleteStreamError("the chat completion stream ended before [DONE]")
         return []

@@ -48,6 +48,7 @@ from ._common import (
     decode_error_body,
     decode_json,
     encode_body,
+    file_data_url,
     image_data_url,
     parts_of,
     prepare_history,
@@ -56,7 +57,7 @@ from ._common import (
 )
 from ._errors import IncompleteStreamError, ProviderHttpError, WireRequestError
 from ._openai_chat import classify_openai_error
-from ._sse import SseDecoder
+from ._sse import SseEvent
 from ._types import ForcedTool, Headers, HttpRequest, WireName, WireOptions
 
 __all__ = ("OpenAIResponsesAdapter",)
@@ -94,8 +95,9 @@ class _Incomplete(msgspec.Struct):
 
 
 class _Error(msgspec.Struct):
-    code: str | None = None
+    code: str | int | None = None
     message: str | None = None
+    type: str | None = None
 
 
 class _Response(msgspec.Struct):
@@ -114,9 +116,10 @@ class _Event(msgspec.Struct):
     summary_index: int = 0
     item: _Item | None = None
     response: _Response | None = None
-    code: str | None = None
+    code: str | int | None = None
     message: str | None = None
     arguments: str | None = None
+    error: _Error | None = None
 
 
 _RESPONSE = msgspec.json.Decoder(_Response)
@@ -143,7 +146,8 @@ def _finish(resp: _Response, called: bool, refused: bool) -> FinishReason:
 
 def _response_error(resp: _Response, status: int | None = None) -> ProviderHttpError:
     err = resp.error
-    payload = {"error": {"code": err.code, "message": err.message or "the response failed"}} \
+    payload = {"error": {"code": err.code, "type": err.type,
+                         "message": err.message or "the response failed"}} \
         if err else {"error": {"message": "the response failed"}}
     return classify_openai_error("openai_responses", status, (), payload, b"")
 
@@ -264,6 +268,9 @@ class OpenAIResponsesAdapter:
         return item
 
     def parse_response(self, body: bytes) -> ModelTurnResult:
+        return collect_turn(self.response_events(body))
+
+    def response_events(self, body: bytes) -> list[StreamEvent]:
         resp: _Response = decode_json(body, _RESPONSE, "a response")
         if resp.status == "failed":
             raise _response_error(resp)
@@ -287,7 +294,7 @@ class OpenAIResponsesAdapter:
         if resp.usage is not None:
             events.append(UsageEvent(usage=_usage(resp.usage)))
         events.append(FinishEvent(finish_reason=_finish(resp, called, refused)))
-        return collect_turn(events)
+        return events
 
     def stream_decoder(self) -> _ResponsesStreamDecoder:
         return _ResponsesStreamDecoder()
@@ -302,8 +309,10 @@ def _reasoning_event(index: int, item: _Item, model: str | None) -> ReasoningEve
     text = "\n\n".join(p.text or "" for p in item.summary or () if p.text)
     if not text:
         text = "".join(p.text or "" for p in item.content or () if p.type == "reasoning_text")
-    return ReasoningEvent(content=text, index=index, encrypted_content=item.encrypted_content,
-                          provider="openai", model=model, id=item.id or None)
+    return ReasoningEvent(index=index, part=ReasoningPart(text=text,
+                                                          encrypted_content=item.encrypted_content,
+                                                          provider="openai", model=model,
+                                                          id=item.id or None))
 
 
 class _ResponsesStreamDecoder:
@@ -313,11 +322,10 @@ class _ResponsesStreamDecoder:
     text for an output index is used and the rest are ignored, so the arguments are neither lost
     nor doubled."""
 
-    __slots__ = ("_args", "_called", "_calls", "_done", "_model", "_refused", "_sse",
+    __slots__ = ("_args", "_called", "_calls", "_done", "_model", "_refused",
                  "_streamed_reasoning")
 
     def __init__(self) -> None:
-        self._sse = SseDecoder()
         self._done = False
         self._called = False
         self._refused = False
@@ -326,59 +334,70 @@ class _ResponsesStreamDecoder:
         self._calls: set[int] = set()  # output indexes whose call id and name were emitted
         self._args: set[int] = set()  # output indexes whose arguments text was emitted
 
-    def feed(self, data: bytes) -> list[StreamEvent]:
+    def decode(self, events: Sequence[SseEvent]) -> list[StreamEvent]:
         out: list[StreamEvent] = []
-        for sse in self._sse.feed(data):
-            if self._done or not sse.data or sse.data == "[DONE]":
-                continue
-            ev: _Event = decode_json(sse.data, _EVENT, "a Responses stream event")
-            kind = ev.type
-            if kind == "response.output_text.delta":
-                if ev.delta:
-                    out.append(TextEvent(content=ev.delta))
-            elif kind == "response.function_call_arguments.delta":
-                if ev.delta:
-                    self._args.add(ev.output_index)
-                    out.append(ToolCallEvent(tool_call=ToolCallChunk(index=ev.output_index,
-                                                                      arguments=ev.delta)))
-            elif kind == "response.function_call_arguments.done":
-                self._whole_arguments(ev.output_index, ev.arguments, out)
-            elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
-                if ev.delta:
-                    self._streamed_reasoning.add(ev.output_index)
-                    out.append(ReasoningEvent(content=ev.delta, index=ev.output_index,
-                                              provider="openai", model=self._model))
-            elif kind == "response.reasoning_summary_part.added":
-                if ev.summary_index > 0:
-                    out.append(ReasoningEvent(content="\n\n", index=ev.output_index,
-                                              provider="openai", model=self._model))
-            elif kind == "response.refusal.delta":
-                if ev.delta:
-                    if not self._refused:
-                        self._refused = True
-                        out.append(ExtraEvent(extra={"refusal": True}))
-                    out.append(TextEvent(content=ev.delta))
-            elif kind == "response.output_item.added" and ev.item is not None:
-                self._item_added(ev.output_index, ev.item, out)
-            elif kind == "response.output_item.done" and ev.item is not None:
-                self._item_done(ev.output_index, ev.item, out)
-            elif kind == "response.created" and ev.response is not None:
-                self._model = ev.response.model
-            elif kind in ("response.completed", "response.incomplete"):
-                self._done = True
-                resp = ev.response or _Response()
-                if resp.usage is not None:
-                    out.append(UsageEvent(usage=_usage(resp.usage)))
-                out.append(FinishEvent(finish_reason=_finish(resp, self._called, self._refused)))
-            elif kind == "response.failed":
-                self._done = True
-                out.append(ErrorEvent(error=_response_error(ev.response or _Response())))
-            elif kind == "error":
-                self._done = True
-                out.append(ErrorEvent(error=classify_openai_error(
-                    "openai_responses", None, (),
-                    {"error": {"code": ev.code, "message": ev.message or "stream error"}}, b"")))
+        one = self._event
+        for sse in events:
+            one(sse, out)
         return out
+
+    def _event(self, sse: SseEvent, out: list[StreamEvent]) -> None:
+        if self._done or not sse.data or sse.data == "[DONE]":
+            return
+        ev: _Event = decode_json(sse.data, _EVENT, "a Responses stream event")
+        kind = ev.type
+        if kind == "response.output_text.delta":
+            if ev.delta:
+                out.append(TextEvent(content=ev.delta))
+        elif kind == "response.function_call_arguments.delta":
+            if ev.delta:
+                self._args.add(ev.output_index)
+                out.append(ToolCallEvent(tool_call=ToolCallChunk(index=ev.output_index,
+                                                                  arguments=ev.delta)))
+        elif kind == "response.function_call_arguments.done":
+            self._whole_arguments(ev.output_index, ev.arguments, out)
+        elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            if ev.delta:
+                self._streamed_reasoning.add(ev.output_index)
+                out.append(ReasoningEvent(index=ev.output_index, part=ReasoningPart(text=ev.delta,
+                                                                                    provider="openai",
+                                                                                    model=self._model)))
+        elif kind == "response.reasoning_summary_part.added":
+            if ev.summary_index > 0:
+                out.append(ReasoningEvent(index=ev.output_index, part=ReasoningPart(text="\n\n",
+                                                                                    provider="openai",
+                                                                                    model=self._model)))
+        elif kind == "response.refusal.delta":
+            if ev.delta:
+                if not self._refused:
+                    self._refused = True
+                    out.append(ExtraEvent(extra={"refusal": True}))
+                out.append(TextEvent(content=ev.delta))
+        elif kind == "response.output_item.added" and ev.item is not None:
+            self._item_added(ev.output_index, ev.item, out)
+        elif kind == "response.output_item.done" and ev.item is not None:
+            self._item_done(ev.output_index, ev.item, out)
+        elif kind == "response.created" and ev.response is not None:
+            self._model = ev.response.model
+        elif kind in ("response.completed", "response.incomplete"):
+            self._done = True
+            resp = ev.response or _Response()
+            if resp.usage is not None:
+                out.append(UsageEvent(usage=_usage(resp.usage)))
+            out.append(FinishEvent(finish_reason=_finish(resp, self._called, self._refused)))
+        elif kind == "response.failed":
+            self._done = True
+            out.append(ErrorEvent(error=_response_error(ev.response or _Response())))
+        elif kind == "error":
+            # The reference puts code and message at the top level; real traffic nests them
+            # under "error" (with a "type"). Read both, the nested one first.
+            self._done = True
+            nested = ev.error or _Error()
+            payload = {"error": {"code": nested.code if nested.code is not None else ev.code,
+                                 "type": nested.type,
+                                 "message": nested.message or ev.message or "stream error"}}
+            out.append(ErrorEvent(error=classify_openai_error(
+                "openai_responses", None, (), payload, sse.data.encode())))
 
     def _whole_arguments(self, index: int, arguments: str | None,
                          out: list[StreamEvent]) -> None:
@@ -399,8 +418,9 @@ class _ResponsesStreamDecoder:
             self._call(index, item, out)
         elif item.type == "reasoning" and item.id:
             # Sent here and again with the finished item, so either event alone is enough.
-            out.append(ReasoningEvent(index=index, provider="openai", model=self._model,
-                                      id=item.id))
+            out.append(ReasoningEvent(index=index, part=ReasoningPart(provider="openai",
+                                                                      model=self._model,
+                                                                      id=item.id)))
 
     def _item_done(self, index: int, item: _Item, out: list[StreamEvent]) -> None:
         if item.type == "function_call":
@@ -410,13 +430,15 @@ class _ResponsesStreamDecoder:
             return
         if index in self._streamed_reasoning:
             # The text already streamed; the finished item adds what arrives whole.
-            out.append(ReasoningEvent(index=index, encrypted_content=item.encrypted_content,
-                                      provider="openai", model=self._model, id=item.id or None))
+            out.append(ReasoningEvent(index=index, part=ReasoningPart(
+                                                                      encrypted_content=item.encrypted_content,
+                                                                      provider="openai",
+                                                                      model=self._model,
+                                                                      id=item.id or None)))
         else:
             out.append(_reasoning_event(index, item, self._model))
 
     def end(self) -> list[StreamEvent]:
-        self._sse.end()
         if not self._done:
             raise IncompleteStreamError("the Responses stream ended before response.completed")
         return []
@@ -437,7 +459,7 @@ def _user_content(m: UserMessage) -> str | list[dict[str, Any]]:
             if p.file_id is not None:
                 file["file_id"] = p.file_id
             elif p.data is not None:
-                file["file_data"] = f"data:{p.media_type or 'application/pdf'};base64,{p.data}"
+                file["file_data"] = file_data_url(p)
                 if p.filename:
                     file["filename"] = p.filename
             elif p.url is not None:

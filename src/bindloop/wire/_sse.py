@@ -47,7 +47,7 @@ class SseDecoder:
 
     __slots__ = (
         "_after_cr", "_bom_pending", "_buf", "_data", "_data_size", "_event", "_failed",
-        "_last_id", "_max_event", "_max_line", "_retry", "retry_ms",
+        "_last_id", "_max_event", "_max_line", "_retry", "grew", "retry_ms",
     )
 
     def __init__(self, *, max_line_bytes: int = 4 * 1024 * 1024,
@@ -68,15 +68,20 @@ class SseDecoder:
         self._failed = False
         self.retry_ms: int | None = None
         """The stream's reconnection time: the last valid ``retry`` field seen, else ``None``."""
+        self.grew = False
+        """Whether the last :meth:`feed` added field bytes to an event it left undispatched: bytes
+        of a large event still arriving, which a stall watchdog counts as progress. Comment lines
+        (keep-alives) and events dispatched within the same feed never count."""
 
     @property
     def last_event_id(self) -> str | None:
         return self._last_id
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
-        """Consume ``chunk`` and return the events it completed, in order."""
+        """Consume ``chunk`` and return the events it completed, in order (and set :attr:`grew`)."""
         if self._failed:
             raise UsageError("this SseDecoder raised SseLimitError and cannot continue")
+        self.grew = False
         if not chunk:
             return []
         if self._bom_pending:
@@ -104,7 +109,9 @@ class SseDecoder:
             if len(self._buf) > self._max_line:
                 self._failed = True
                 raise SseLimitError("line", self._max_line)
+            self.grew = self._buf[0] != 58  # ':' starts a comment line
             return []
+        held = len(self._buf)  # the first line completed here got new bytes if it is longer
         buf = bytes(self._buf) + chunk if self._buf else chunk
         if has_cr:
             lines = _EOL.split(buf)
@@ -116,7 +123,19 @@ class SseDecoder:
             self._failed = True
             raise SseLimitError("line", self._max_line)
         self._buf = bytearray(pending)
-        return self._lines(lines)
+        out = self._lines(lines)
+        # Progress: field bytes from this chunk after the last blank line (an event still open).
+        # Scanned from the end, so it usually looks at a line or two.
+        if pending and pending[0] != 58:  # ':' starts a comment line
+            self.grew = True
+        else:
+            i = len(lines) - 1
+            while i >= 0 and (line := lines[i]):
+                if line[0] != 58 and (i or len(line) > held):
+                    self.grew = True
+                    break
+                i -= 1
+        return out
 
     def _lines(self, lines: list[bytes]) -> list[SseEvent]:
         out: list[SseEvent] = []

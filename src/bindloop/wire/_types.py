@@ -3,15 +3,19 @@ two protocols (:class:`WireAdapter`, :class:`StreamDecoder`) the composition rel
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal, Protocol, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
 import msgspec
 
 from ..clock import Clock
+from ..errors import UsageError
 from ..completion import StreamEvent
 from ..contracts import Message, ModelTurnResult, ToolDefinition
 from ._errors import ProviderHttpError
+from ._sse import SseEvent
 
 __all__ = (
     "ForcedTool",
@@ -41,6 +45,44 @@ class HttpRequest(msgspec.Struct, frozen=True, kw_only=True):
     headers: tuple[tuple[str, str], ...]
     body: bytes
     stream: bool = False
+
+    def redacted_headers(self) -> tuple[tuple[str, str], ...]:
+        """``headers`` with every credential-bearing value replaced by ``<redacted>`` (see
+        :func:`redact_headers`): what a repr, a log line or an error message may show."""
+        return redact_headers(self.headers)
+
+    def __repr__(self) -> str:
+        # A host may still put a credential into the headers; a repr lands in logs and tracebacks.
+        return (f"HttpRequest(method={self.method!r}, path={self.path!r}, "
+                f"headers={redact_headers(self.headers)!r}, body=<{len(self.body)} bytes>, "
+                f"stream={self.stream!r})")
+
+    def __rich_repr__(self) -> list[tuple[str, Any]]:
+        return [("method", self.method), ("path", self.path),
+                ("headers", redact_headers(self.headers)), ("body", f"<{len(self.body)} bytes>"),
+                ("stream", self.stream)]
+
+
+_SECRET_HEADERS = frozenset({
+    "authorization", "proxy-authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie",
+    "set-cookie", "x-auth-token",
+})
+_SECRET_WORDS = ("key", "token", "secret", "auth", "password", "credential", "signature")
+REDACTED = "<redacted>"
+
+
+def redact_headers(headers: Headers) -> tuple[tuple[str, str], ...]:
+    """``headers`` with the value of every credential-bearing header replaced by ``<redacted>``:
+    the well-known ones (``authorization``, ``x-api-key``, ``x-goog-api-key``, cookies, ...) and any
+    whose name mentions a key, token, secret, password or auth. For reprs, logs and errors."""
+    pairs = headers.items() if isinstance(headers, Mapping) else headers
+    out = []
+    for name, value in pairs:
+        lowered = str(name).lower()
+        if lowered in _SECRET_HEADERS or any(word in lowered for word in _SECRET_WORDS):
+            value = REDACTED
+        out.append((name, value))
+    return tuple(out)
 
 
 class ForcedTool(msgspec.Struct, frozen=True, kw_only=True):
@@ -72,6 +114,21 @@ class ReasoningOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=
     summary: Literal["auto", "concise", "detailed"] | None = None
     include_thoughts: bool = True
 
+    def __post_init__(self) -> None:
+        if self.effort not in (None, "minimal", "low", "medium", "high"):
+            raise UsageError("ReasoningOptions.effort must be 'minimal', 'low', 'medium', 'high' "
+                             f"or None, got {self.effort!r}")
+        b = self.budget_tokens
+        if b is not None and (isinstance(b, bool) or not isinstance(b, int)):
+            # Any int: Gemini reads -1 as "dynamic" and 0 as "off"; the wire decides the rest.
+            raise UsageError(f"ReasoningOptions.budget_tokens must be an int or None, got {b!r}")
+        if self.summary not in (None, "auto", "concise", "detailed"):
+            raise UsageError("ReasoningOptions.summary must be 'auto', 'concise', 'detailed' or "
+                             f"None, got {self.summary!r}")
+        if not isinstance(self.include_thoughts, bool):
+            raise UsageError("ReasoningOptions.include_thoughts must be True or False, got "
+                             f"{self.include_thoughts!r}")
+
 
 class WireOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Per-request options, provider-neutral. ``model`` is the provider's invocation name.
@@ -90,24 +147,79 @@ class WireOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     reasoning: ReasoningOptions | None = None
     extra_body: dict[str, object] | None = None
 
+    def __post_init__(self) -> None:
+        _check_options(self)
+
+
+_TOOL_CHOICES = ("auto", "none", "required")
+
+
+def _bad(field: str, accepted: str, value: object) -> UsageError:
+    shown = repr(value) if len(repr(value)) <= 80 else f"a {type(value).__name__}"
+    return UsageError(f"WireOptions.{field} must be {accepted}, got {shown}")
+
+
+def _number(value: object) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def _check_options(o: WireOptions) -> None:
+    """Every field at construction: a wrong type would otherwise go out as JSON (a temperature of
+    ``"hot"``) and come back as the provider's 400, or be read as truthy (``stream="yes"``)."""
+    if not isinstance(o.model, str) or not o.model:
+        raise _bad("model", "the provider's model name (a non-empty str)", o.model)
+    if not isinstance(o.stream, bool):
+        raise _bad("stream", "True or False", o.stream)
+    if o.max_tokens is not None and (isinstance(o.max_tokens, bool)
+                                     or not isinstance(o.max_tokens, int) or o.max_tokens < 1):
+        raise _bad("max_tokens", "a positive int or None", o.max_tokens)
+    for field in ("temperature", "top_p"):
+        value = getattr(o, field)
+        if value is not None and (not _number(value) or value < 0):
+            raise _bad(field, "a finite non-negative number or None", value)
+    if not isinstance(o.stop, tuple) or not all(isinstance(x, str) for x in o.stop):
+        raise _bad("stop", "a tuple of str", o.stop)
+    if o.tool_choice is not None and not isinstance(o.tool_choice, ForcedTool) \
+            and o.tool_choice not in _TOOL_CHOICES:
+        raise _bad("tool_choice", "'auto', 'none', 'required', a ForcedTool or None",
+                   o.tool_choice)
+    if o.parallel_tool_calls is not None and not isinstance(o.parallel_tool_calls, bool):
+        raise _bad("parallel_tool_calls", "True, False or None", o.parallel_tool_calls)
+    if o.response_format is not None and not isinstance(o.response_format, JsonSchemaFormat):
+        raise _bad("response_format", "a JsonSchemaFormat or None", o.response_format)
+    if o.reasoning is not None and not isinstance(o.reasoning, ReasoningOptions):
+        raise _bad("reasoning", "a ReasoningOptions or None", o.reasoning)
+    if o.extra_body is not None and not (isinstance(o.extra_body, dict)
+                                         and all(isinstance(k, str) for k in o.extra_body)):
+        raise _bad("extra_body", "a dict with str keys or None", o.extra_body)
+
 
 class StreamDecoder(Protocol):
-    """Turns one streamed response body into normalized stream events.
+    """Turns the SSE events of one streamed response into normalized stream events. It never sees
+    bytes: the caller splits them once (a :class:`~bindloop.wire.WireStream`), so the same pass
+    feeds the decoder and the stall watchdog.
 
-    ``feed`` returns the events the bytes completed (maybe none); ``end`` is called once at EOF and
-    raises :class:`~bindloop.wire.IncompleteStreamError` if the wire's terminal event never came.
-    A provider error inside the stream is returned as an :class:`~bindloop.completion.ErrorEvent`
-    holding a :class:`~bindloop.wire.ProviderHttpError`; malformed chunks raise
-    :class:`~bindloop.wire.WireDecodeError`; oversized lines :class:`~bindloop.wire.SseLimitError`.
+    ``decode`` returns the stream events a batch of SSE events completed (maybe none; one batch per
+    read, so the decoder's loop runs once per read, not a call per event); ``end`` is called
+    once at EOF and raises :class:`~bindloop.wire.IncompleteStreamError` if the wire's terminal
+    event never came. A provider error inside the stream is returned as an
+    :class:`~bindloop.completion.ErrorEvent` holding a :class:`~bindloop.wire.ProviderHttpError`,
+    and ends the stream (what follows it is ignored, and ``end`` does not raise);
+    malformed events raise :class:`~bindloop.wire.WireDecodeError`.
     """
 
-    def feed(self, data: bytes) -> list[StreamEvent]: ...
+    def decode(self, events: Sequence[SseEvent]) -> list[StreamEvent]: ...
 
     def end(self) -> list[StreamEvent]: ...
 
 
 class WireAdapter(Protocol):
-    """A pure translator between the canonical transcript and one provider's JSON wire."""
+    """A pure translator between the canonical transcript and one provider's JSON wire.
+
+    ``response_events`` reads a non-streamed body as the stream events a streamed one would give
+    (``parse_response`` is their fold), so a model adapter folds either path once and its event
+    sink sees both alike."""
 
     @property
     def wire(self) -> WireName: ...
@@ -116,6 +228,8 @@ class WireAdapter(Protocol):
                       options: WireOptions) -> HttpRequest: ...
 
     def parse_response(self, body: bytes) -> ModelTurnResult: ...
+
+    def response_events(self, body: bytes) -> list[StreamEvent]: ...
 
     def stream_decoder(self) -> StreamDecoder: ...
 
