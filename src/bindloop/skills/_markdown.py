@@ -44,9 +44,37 @@ class ParsedSkillMarkdown(msgspec.Struct, frozen=True, kw_only=True):
 
 _FENCE = re.compile(r"^---[ \t]*$")
 _CLOSE = re.compile(r"^(---|\.\.\.)[ \t]*$")
-_PLAIN = re.compile(r"^(?P<key>\s*[A-Za-z0-9_.-]+):[ \t]+(?P<value>.*\S)[ \t]*$")
+# Only the key and the separator are matched by regex; the value is cut with str methods. Every
+# pattern here is linear: no two adjacent repetitions can trade characters (that was cubic before).
+_PLAIN_KEY = re.compile(r"(?P<key>\s*[A-Za-z0-9_.-]+):[ \t]+")
 _WHEN_KEYS = ("when_to_use", "when-to-use", "whenToUse")
-_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
+
+
+def _plain(line: str) -> tuple[str, str] | None:
+    """``(key, value)`` of a ``key: value`` line whose value ends in a non-space, else ``None``."""
+    match = _PLAIN_KEY.match(line)
+    if match is None:
+        return None
+    value = line[match.end():].rstrip(" \t")
+    if not value or value[-1].isspace():
+        return None
+    return match.group("key"), value
+
+
+def _first_heading(body: str) -> str | None:
+    """The text of the first ATX heading (``# Title``, ``## Title ##``), in one pass."""
+    for line in body.split("\n"):
+        rest = line.lstrip("#")
+        level = len(line) - len(rest)
+        if not 1 <= level <= 6 or not rest[:1].isspace():
+            continue
+        text = rest.strip()
+        closing = text.rstrip("#")
+        if closing != text and (not closing or closing[-1].isspace()):
+            text = closing.rstrip()  # a closing run of '#' needs a space before it
+        if text:
+            return text
+    return None
 
 
 def _split(text: str) -> tuple[str, str] | None:
@@ -67,12 +95,13 @@ def _repair_colons(front: str) -> tuple[str, list[str]]:
     fixed: list[str] = []
     keys: list[str] = []
     for line in front.split("\n"):
-        match = _PLAIN.match(line)
-        value = match.group("value") if match else ""
-        if match and value[0] not in "\"'[{|>&*!#%@`" and (": " in value or value.endswith(":")):
+        plain = _plain(line)
+        if plain is not None and plain[1][0] not in "\"'[{|>&*!#%@`" and (
+                ": " in plain[1] or plain[1].endswith(":")):
+            key, value = plain
             escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-            fixed.append(f'{match.group("key")}: "{escaped}"')
-            keys.append(match.group("key").strip())
+            fixed.append(f'{key}: "{escaped}"')
+            keys.append(key.strip())
         else:
             fixed.append(line)
     return "\n".join(fixed), keys
@@ -139,8 +168,8 @@ def parse_skill_markdown(raw: str, *, yaml: YamlPort,
             value = text_field(key)
             when = when if when is not None else value
     if not name:
-        heading = _HEADING.search(body)
-        candidates = [fallback_name, _slug(heading.group(1)) if heading else None,
+        heading = _first_heading(body)
+        candidates = [fallback_name, _slug(heading) if heading else None,
                       _slug(description)]
         name = next(c for c in candidates if c) if any(candidates) else "skill"
         warnings.append(f"name was missing; using {name!r}")
