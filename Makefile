@@ -74,5 +74,11 @@ SEED  ?= 1
 crash-test: venv
 	$(PY) tests/hardening/crash_harness.py --kills $(KILLS) --sessions 8 --seed $(SEED)
 
+## Fuzz every parser that takes outside bytes for SECONDS, then the giants (1 GB line, endless
+## tiny events, 100,000-deep nesting); prints inputs per target, worst time and memory.
+SECONDS ?= 60
+fuzz: venv
+	$(PY) tests/fuzz/run_fuzz.py --seconds $(SECONDS) --seed $(SEED)
+
 clean:
 	rm -rf $(VENV) .reports wasm/node_modules wasm/wheels dist build .mypy_cache .pytest_cache .hypothesis

@@ -233,3 +233,30 @@ def test_checkpoint_size_limit_is_the_hosts() -> None:
     assert parse_loop_checkpoint(data, max_bytes=len(data)).execution_id == "exec-1"
     with pytest.raises(Exception, match="max_bytes"):
         parse_loop_checkpoint(data, max_bytes=0)
+
+
+@pytest.mark.parametrize("front", [
+    "description: " + "[" * 60_000,
+    "description: " + "{a: " * 5_000,
+    "description: d\nextra: " + "x" * 70_000,
+])
+def test_hostile_frontmatter_fails_fast_before_the_yaml_port(front: str) -> None:
+    class Watching(Yaml):
+        calls = 0
+
+        def parse(self, text: str) -> Any:
+            Watching.calls += 1
+            return super().parse(text)
+
+    started = time.perf_counter()
+    with pytest.raises(SkillFormatError, match="max_frontmatter_chars|nests brackets"):
+        parse_skill_markdown("---\n" + front + "\n---\nbody", yaml=Watching())
+    assert time.perf_counter() - started < 1.0
+    assert Watching.calls == 0
+
+
+def test_ordinary_flow_collections_still_parse() -> None:
+    parsed = parse_skill_markdown(
+        "---\ndescription: d\nallowed-tools: [read, {name: write, modes: [a, b]}]\n---\n",
+        yaml=Yaml())
+    assert parsed.extra["allowed-tools"] == ["read", {"name": "write", "modes": ["a", "b"]}]

@@ -61,6 +61,24 @@ def _plain(line: str) -> tuple[str, str] | None:
     return match.group("key"), value
 
 
+_BRACKETS = re.compile(r"[\[\]{}]")
+# PyYAML takes time quadratic in flow-collection depth (5,000 `[` cost 2.5 s here, 60,000 minutes),
+# so deep nesting is refused before the YAML port sees it. Quotes are not tracked: a value holding
+# that many brackets has to be a block scalar.
+_MAX_FLOW_DEPTH = 64
+
+
+def _bracket_depth(text: str) -> int:
+    depth = deepest = 0
+    for match in _BRACKETS.finditer(text):
+        if match.group() in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth = max(0, depth - 1)
+    return deepest
+
+
 def _first_heading(body: str) -> str | None:
     """The text of the first ATX heading (``# Title``, ``## Title ##``), in one pass."""
     for line in body.split("\n"):
@@ -111,8 +129,8 @@ def _slug(text: str) -> str:
     return "-".join(re.findall(r"[a-z0-9]+", text.lower()))[:64].strip("-")
 
 
-def parse_skill_markdown(raw: str, *, yaml: YamlPort,
-                         fallback_name: str | None = None) -> ParsedSkillMarkdown:
+def parse_skill_markdown(raw: str, *, yaml: YamlPort, fallback_name: str | None = None,
+                         max_frontmatter_chars: int = 65_536) -> ParsedSkillMarkdown:
     """Read a SKILL.md leniently.
 
     Repairs (each with a warning): unquoted values containing ``": "``; a missing ``name`` (taken
@@ -120,17 +138,31 @@ def parse_skill_markdown(raw: str, *, yaml: YamlPort,
     ``name`` / ``description`` / ``when_to_use``. ``when-to-use`` and ``whenToUse`` are read as
     ``when_to_use``. Everything else in the frontmatter is returned in ``extra``.
 
+    Everything here is linear in the file. The frontmatter goes to the host's YAML parser only
+    when it is at most ``max_frontmatter_chars`` long: a hostile file (200 KB of ``[``) can keep a
+    YAML implementation busy for many seconds, and real frontmatter is a few hundred characters.
+
     Raises
     ------
     SkillFormatError
-        No frontmatter, frontmatter that is not YAML (after repair) or not a mapping, or no
-        description — the one field with no sensible default.
+        No frontmatter, frontmatter longer than ``max_frontmatter_chars``, frontmatter that is not
+        YAML (after repair) or not a mapping, or no description — the one field with no sensible
+        default.
     """
     text = raw.removeprefix("\ufeff").replace("\r\n", "\n")
     split = _split(text)
     if split is None:
         raise SkillFormatError("SKILL.md has no frontmatter, so no description")
     front, body = split
+    if len(front) > max_frontmatter_chars:
+        raise SkillFormatError(
+            f"SKILL.md frontmatter is {len(front)} characters, over max_frontmatter_chars="
+            f"{max_frontmatter_chars}; frontmatter holds a name and a description, the body the rest")
+    depth = _bracket_depth(front)
+    if depth > _MAX_FLOW_DEPTH:
+        raise SkillFormatError(
+            f"SKILL.md frontmatter nests brackets {depth} deep (at most {_MAX_FLOW_DEPTH}); quote "
+            "a value that really holds that many")
     warnings: list[str] = []
     try:
         data = yaml.parse(front)
