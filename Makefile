@@ -80,5 +80,10 @@ SECONDS ?= 60
 fuzz: venv
 	$(PY) tests/fuzz/run_fuzz.py --seconds $(SECONDS) --seed $(SEED)
 
+## Soak: 1,000 concurrent agent loops from a faulty scripted provider, bindloop and pydantic-ai.
+soak: venv
+	$(PY) -m pip install --quiet -e '.[bench]'
+	$(PY) bench/soak.py --sessions 1000 --seed $(SEED)
+
 clean:
 	rm -rf $(VENV) .reports wasm/node_modules wasm/wheels dist build .mypy_cache .pytest_cache .hypothesis
