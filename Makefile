@@ -85,5 +85,11 @@ soak: venv
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) bench/soak.py --sessions 1000 --seed $(SEED)
 
+## Run the benchmarks (loop overhead vs peers, import time, soak) and write docs/performance.md
+## with SVG charts (matplotlib, from the bench extra).
+bench-report: venv
+	$(PY) -m pip install --quiet -e '.[bench]'
+	$(PY) bench/report.py --seed $(SEED)
+
 clean:
 	rm -rf $(VENV) .reports wasm/node_modules wasm/wheels dist build .mypy_cache .pytest_cache .hypothesis
