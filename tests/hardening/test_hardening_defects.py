@@ -117,7 +117,7 @@ def test_heading_with_a_long_run_of_spaces_parses_fast(spaces: int) -> None:
     raw = "---\ndescription: does things\n---\n# a" + " " * spaces + "x\n\nbody\n"
     started = time.perf_counter()
     parsed = parse_skill_markdown(raw, yaml=Yaml())
-    assert time.perf_counter() - started < 1.0
+    assert time.perf_counter() - started < 2.0
     assert parsed.skill.name == "a-x"
 
 
@@ -131,7 +131,7 @@ def test_colon_repair_on_hostile_lines_is_fast(line: str) -> None:
     started = time.perf_counter()
     with pytest.raises(SkillFormatError):
         parse_skill_markdown(raw, yaml=Yaml())
-    assert time.perf_counter() - started < 1.0
+    assert time.perf_counter() - started < 2.0
 
 
 def test_first_heading_rules() -> None:
@@ -251,7 +251,7 @@ def test_hostile_frontmatter_fails_fast_before_the_yaml_port(front: str) -> None
     started = time.perf_counter()
     with pytest.raises(SkillFormatError, match="max_frontmatter_chars|nests brackets"):
         parse_skill_markdown("---\n" + front + "\n---\nbody", yaml=Watching())
-    assert time.perf_counter() - started < 1.0
+    assert time.perf_counter() - started < 2.0
     assert Watching.calls == 0
 
 
