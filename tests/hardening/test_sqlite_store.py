@@ -68,6 +68,8 @@ def test_store_is_a_receipt_store_and_honours_the_fence(tmp_path: Path) -> None:
             await store.claim(KEY, 0, 100)
         with pytest.raises(UsageError):
             await store.claim(KEY, 1, 0)
+        with pytest.raises(UsageError):
+            await store.renew(KEY, 3, float("nan"))
 
     anyio.run(main)
     store.close()

@@ -95,6 +95,13 @@ def _attempt(attempt: object) -> int:
     return attempt
 
 
+def _lease(lease_ms: object) -> float:
+    if isinstance(lease_ms, bool) or not isinstance(lease_ms, (int, float)) or not (
+            0 < lease_ms < float("inf")):
+        raise UsageError(f"lease_ms must be a finite number > 0, got {lease_ms!r}")
+    return float(lease_ms)
+
+
 class SqliteStore:
     """Checkpoints and receipts in the SQLite file at ``path`` (created if missing).
 
@@ -215,9 +222,7 @@ class SqliteStore:
         return self.read_sync(key)
 
     def claim_sync(self, key: ToolCallReceiptKey, attempt: int, lease_ms: float) -> bool:
-        attempt = _attempt(attempt)
-        if isinstance(lease_ms, bool) or not isinstance(lease_ms, (int, float)) or not lease_ms > 0:
-            raise UsageError(f"lease_ms must be a number > 0, got {lease_ms!r}")
+        attempt, lease_ms = _attempt(attempt), _lease(lease_ms)
         k = _key(key)
 
         def write(db: sqlite3.Connection) -> bool:
@@ -242,7 +247,7 @@ class SqliteStore:
 
     async def renew(self, key: ToolCallReceiptKey, attempt: int, lease_ms: float) -> bool:
         """Extend a lease the caller still owns (not part of the protocol)."""
-        k = _key(key)
+        k, lease_ms = _key(key), _lease(lease_ms)
 
         def write(db: sqlite3.Connection) -> bool:
             cur = db.execute(f"UPDATE receipts SET lease_expires_at_ms = ? WHERE {_KEY_WHERE} "
