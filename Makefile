@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
 .PHONY: all venv demo demo-providers demo-openai test lint pytest typecheck js-test wasm-smoke conformance \
-	bench bench-peers clean
+	bench bench-peers clean crash-test fuzz soak bench-report
 
 all: test
 
@@ -66,6 +66,30 @@ bench: venv
 bench-peers: venv
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) bench/loop_overhead.py --peers
+
+## Crash test: SIGKILL a child running agent sessions (scripted provider over loopback, SQLite
+## store) at seeded random points, restart and resume; prints kills, finished, duplicates, lost.
+KILLS ?= 200
+SEED  ?= 1
+crash-test: venv
+	$(PY) tests/hardening/crash_harness.py --kills $(KILLS) --sessions 8 --seed $(SEED)
+
+## Fuzz every parser that takes outside bytes for SECONDS, then the giants (1 GB line, endless
+## tiny events, 100,000-deep nesting); prints inputs per target, worst time and memory.
+SECONDS ?= 60
+fuzz: venv
+	$(PY) tests/fuzz/run_fuzz.py --seconds $(SECONDS) --seed $(SEED)
+
+## Soak: 1,000 concurrent agent loops from a faulty scripted provider, bindloop and pydantic-ai.
+soak: venv
+	$(PY) -m pip install --quiet -e '.[bench]'
+	$(PY) bench/soak.py --sessions 1000 --seed $(SEED)
+
+## Run the benchmarks (loop overhead vs peers, import time, soak) and write docs/performance.md
+## with SVG charts (matplotlib, from the bench extra).
+bench-report: venv
+	$(PY) -m pip install --quiet -e '.[bench]'
+	$(PY) bench/report.py --seed $(SEED)
 
 clean:
 	rm -rf $(VENV) .reports wasm/node_modules wasm/wheels dist build .mypy_cache .pytest_cache .hypothesis

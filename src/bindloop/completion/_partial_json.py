@@ -20,6 +20,7 @@ make valid (``01``, ``1.2.3``) is ``invalid`` as soon as the offending character
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
@@ -155,7 +156,8 @@ class PartialJsonParser:
     """
 
     __slots__ = (
-        "_error", "_esc", "_expect", "_high", "_lit", "_lit_target", "_num", "_num_state",
+        "_error", "_esc", "_expect", "_high", "_lit", "_lit_target", "_num", "_num_len",
+        "_num_state",
         "_offset", "_root", "_slot", "_stack", "_str_is_key", "_str_len", "_str_loose",
         "_str_parts",
     )
@@ -176,6 +178,7 @@ class PartialJsonParser:
         # Where the open string value lives: (container, key or index), or None for the root.
         self._slot: tuple[Any, Any] | None = None
         self._num: list[str] = []
+        self._num_len = 0
         self._num_state = _N_START
         self._lit = ""
         self._lit_target = ""
@@ -200,7 +203,8 @@ class PartialJsonParser:
                 self._open_string(self._str_len, self._slot is None), "partial")
         if self._expect == _DONE:
             return PartialJson(value=self._root, state="complete")
-        if self._expect == _IN_NUMBER and not self._stack and self._num_state in _N_ACCEPT:
+        if (self._expect == _IN_NUMBER and not self._stack and self._num_state in _N_ACCEPT
+                and not self._int_too_long()):
             return PartialJson(value=_number("".join(self._num)), state="complete")
         return PartialJson(value=self._value(), state="partial")
 
@@ -313,9 +317,23 @@ class PartialJsonParser:
                     return self._fail(f"invalid number {text!r}", i + k)
         self._num_state = state
         self._num.append(run)
+        self._num_len += len(run)
         return i + len(run)
 
+    def _int_too_long(self) -> bool:
+        """Whether the number so far is integer text past CPython's int conversion limit
+        (``int()`` and ``json.loads`` raise on it). ``1234…`` may still become a float, so only a
+        number that ended is refused for it."""
+        if self._num_state != _N_INT:
+            return False
+        limit = sys.get_int_max_str_digits()
+        return bool(limit) and self._num_len - (self._num[0][0] == "-") > limit
+
     def _end_number(self, i: int) -> int:
+        if self._int_too_long():
+            self._num = []
+            return self._fail(f"integer of {self._num_len} characters is over the int conversion "
+                              f"limit of {sys.get_int_max_str_digits()} digits", i - self._num_len)
         text = "".join(self._num)
         self._num = []
         if self._num_state not in _N_ACCEPT:
@@ -349,6 +367,7 @@ class PartialJsonParser:
             return i + 1
         if c == "-" or "0" <= c <= "9":
             self._num = []
+            self._num_len = 0
             self._num_state = _N_START
             self._expect = _IN_NUMBER
             return i
@@ -482,6 +501,8 @@ class PartialJsonParser:
 
 def parse_partial_json(text: str) -> PartialJson:
     """The best value of ``text`` read as a possibly truncated JSON document. Never raises on
-    truncation or bad JSON (the state says which); linear in ``len(text)``. For a stream, feed a
+    truncation or bad JSON (the state says which), nor on an integer too long for ``int()`` (a
+    value ending one is ``invalid``; a top-level one still open stays ``partial``, since a ``.5``
+    could make it a float); linear in ``len(text)``. For a stream, feed a
     :class:`PartialJsonParser` instead of calling this on every prefix."""
     return PartialJsonParser().feed(text)

@@ -28,8 +28,33 @@ class CanonicalJsonError(UsageError):
     (``""`` for the root, ``"/args/0"`` inside)."""
 
     def __init__(self, message: str, path: str) -> None:
-        super().__init__(f"{message} at {path or '<root>'!s}")
+        # A key with a lone surrogate would make the path (and so the message) unencodable, and a
+        # log handler raise on it: both are kept as escaped, valid text.
+        path = _encodable(path)
+        super().__init__(_encodable(f"{message} at {path or '<root>'!s}"))
         self.path = path
+
+
+def _encodable(text: str) -> str:
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _short_repr(value: object) -> str:
+    try:
+        text = repr(value)
+    except ValueError:  # an int key past the digit limit
+        return "(unprintable)"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _int_text(value: int) -> str:
+    # str() of an int past CPython's digit limit raises ValueError: describe it by size instead.
+    try:
+        return str(value)
+    except ValueError:
+        return f"of about {int(value.bit_length() * 0.30103)} digits"
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -61,10 +86,10 @@ def _number(value: object) -> str:
         try:
             as_float = float(value)
         except OverflowError:
-            raise _Unrepresentable(f"integer {value} exceeds the double range") from None
+            raise _Unrepresentable(f"integer {_int_text(value)} exceeds the double range") from None
         if int(as_float) != value:
             raise _Unrepresentable(
-                f"integer {value} is not exactly representable as an IEEE-754 double"
+                f"integer {_int_text(value)} is not exactly representable as an IEEE-754 double"
             )
         return _format_double(as_float)
     if not isinstance(value, float):
@@ -181,7 +206,7 @@ def canonical_json(value: object) -> str:
             for key in node:
                 if type(key) is not str and not isinstance(key, str):
                     raise CanonicalJsonError(
-                        f"object key {key!r} is a {type(key).__name__}, not a str", _path(where)
+                        f"object key {_short_repr(key)} is a {type(key).__name__}, not a str", _path(where)
                     )
             keys = sorted(node) if all(k.isascii() for k in node) else sorted(node, key=_utf16_key)
             active.add(ident)

@@ -18,6 +18,7 @@ from typing import Any, Final
 import msgspec
 
 from ..contracts import AssistantMessage, RunStats, ToolCall, ToolMessage
+from ..errors import UsageError
 from ._errors import CheckpointFormatError, UnsupportedCheckpointVersionError
 from ._schema import CHECKPOINT_VERSION, LoopBindings, LoopCheckpoint
 
@@ -40,6 +41,7 @@ _MISSING: Final = re.compile(r"^Object (?:missing required|contains unknown) fie
 _INT_MIN: Final = -(2**63)
 _INT_MAX: Final = 2**64 - 1
 _MAX_DEPTH: Final = 64
+_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 # ---- JSON values (bindings) --------------------------------------------------------------------
@@ -245,18 +247,73 @@ def _problem_of(exc: msgspec.ValidationError) -> str:
     return _AT.sub("", str(exc))
 
 
-def parse_loop_checkpoint(value: object) -> LoopCheckpoint:
+def _unicode_problem(value: Any) -> str | None:
+    """The dotted path of the first string (or key) in a plain JSON value holding a lone
+    surrogate, or ``None``. Iterative: the value may be nested deeper than the recursion limit."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, str):
+            if not node.isascii() and _LONE_SURROGATE.search(node) is not None:
+                return where
+        elif isinstance(node, Mapping):
+            for key, item in node.items():
+                name = str(key)
+                if not name.isascii() and _LONE_SURROGATE.search(name) is not None:
+                    return where or "(a key)"
+                stack.append((item, f"{where}.{name}" if where else name))
+        elif isinstance(node, (list, tuple)):
+            stack.extend((item, f"{where}[{i}]") for i, item in enumerate(node))
+    return None
+
+
+def _refuse_lone_surrogates(cp: LoopCheckpoint) -> None:
+    # A str with a lone surrogate is not Unicode: it converts, and then cannot be written. Try the
+    # encode (fast); only when it fails is the value walked to name the field.
+    try:
+        _ENCODER.encode(cp)
+    except UnicodeEncodeError:
+        where = _unicode_problem(msgspec.to_builtins(cp)) or ""
+        raise CheckpointFormatError(
+            where, "text holds a lone surrogate (not valid Unicode, so not storable)") from None
+
+
+def parse_loop_checkpoint(value: object, *, max_bytes: int | None = None) -> LoopCheckpoint:
     """Read a stored checkpoint: the parsed JSON value (a dict) or the JSON text/bytes themselves.
 
     Validates strictly: an unknown ``version`` raises :class:`UnsupportedCheckpointVersionError`;
-    a wrong shape or type, an unknown field or an impossible state raises
+    a wrong shape or type, an unknown field, an impossible state, text that is not valid Unicode
+    (a lone surrogate) or nesting deeper than the interpreter can follow raises
     :class:`CheckpointFormatError` naming the field. The result passes :func:`check_invariants`.
+
+    Cost: loading takes memory of roughly 15x the stored size (a 38 MB transcript costs about
+    0.6 GB while it is read), so a host reading untrusted storage sets ``max_bytes``: longer text
+    or bytes are refused before decoding (a dict, already in memory, is not measured).
     """
+    if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int)
+                                  or max_bytes < 1):
+        raise UsageError(f"max_bytes must be a positive int or None, got {max_bytes!r}")
     if isinstance(value, (bytes, bytearray, memoryview, str)):
+        if isinstance(value, str):
+            try:
+                value = value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise CheckpointFormatError(
+                    "", f"text holds a lone surrogate at offset {exc.start} (not valid Unicode)"
+                ) from None
+        size = value.nbytes if isinstance(value, memoryview) else len(value)
+        if max_bytes is not None and size > max_bytes:
+            raise CheckpointFormatError(
+                "", f"{size} bytes is over the host's limit of max_bytes={max_bytes}")
         try:
             value = _JSON_DECODER.decode(value)
         except msgspec.DecodeError as exc:
             raise CheckpointFormatError("", f"not JSON: {exc}") from exc
+        except RecursionError:
+            raise CheckpointFormatError("", "nested too deeply to decode") from None
+        from_text = True
+    else:
+        from_text = False
     if not isinstance(value, Mapping):
         raise CheckpointFormatError("", f"expected a JSON object, got {type(value).__name__}")
     if "version" not in value:
@@ -268,7 +325,11 @@ def parse_loop_checkpoint(value: object) -> LoopCheckpoint:
         cp = msgspec.convert(value, LoopCheckpoint, strict=True)
     except msgspec.ValidationError as exc:
         raise CheckpointFormatError(_field_of(exc), _problem_of(exc)) from exc
+    except RecursionError:
+        raise CheckpointFormatError("", "nested too deeply to read") from None
     check_invariants(cp)
+    if not from_text:  # decoded text is valid UTF-8 already
+        _refuse_lone_surrogates(cp)
     return msgspec.structs.replace(cp, stats=_plain_zero(cp.stats))
 
 
@@ -287,7 +348,10 @@ def require_checkpoint(value: object, what: str = "checkpoint") -> LoopCheckpoin
         raise CheckpointFormatError(_field_of(exc), _problem_of(exc)) from exc
     except (TypeError, OverflowError) as exc:
         raise CheckpointFormatError("", f"{what} holds a value JSON cannot carry: {exc}") from exc
+    except RecursionError:
+        raise CheckpointFormatError("", f"{what} is nested too deeply to store") from None
     check_invariants(clean)
+    _refuse_lone_surrogates(clean)
     return msgspec.structs.replace(clean, bindings=bindings, stats=_plain_zero(clean.stats))
 
 

@@ -8,6 +8,10 @@ from ..errors import UsageError
 __all__ = ("CheckpointFormatError", "CheckpointInputError", "UnsupportedCheckpointVersionError")
 
 
+def _encodable(text: str) -> str:
+    return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 class CheckpointFormatError(UsageError):
     """A stored checkpoint could not be read: wrong shape, a wrong type, or an impossible state.
 
@@ -16,6 +20,9 @@ class CheckpointFormatError(UsageError):
     """
 
     def __init__(self, field: str, problem: str) -> None:
+        # Stored text may hold lone surrogates; the message must stay encodable (a UTF-8 log
+        # handler would raise on it), so such characters are kept as backslash escapes.
+        field, problem = _encodable(field), _encodable(problem)
         super().__init__(f"{field or 'checkpoint'}: {problem}")
         self.field = field
         self.problem = problem

@@ -44,9 +44,55 @@ class ParsedSkillMarkdown(msgspec.Struct, frozen=True, kw_only=True):
 
 _FENCE = re.compile(r"^---[ \t]*$")
 _CLOSE = re.compile(r"^(---|\.\.\.)[ \t]*$")
-_PLAIN = re.compile(r"^(?P<key>\s*[A-Za-z0-9_.-]+):[ \t]+(?P<value>.*\S)[ \t]*$")
+# Only the key and the separator are matched by regex; the value is cut with str methods. Every
+# pattern here is linear: no two adjacent repetitions can trade characters (that was cubic before).
+_PLAIN_KEY = re.compile(r"(?P<key>\s*[A-Za-z0-9_.-]+):[ \t]+")
 _WHEN_KEYS = ("when_to_use", "when-to-use", "whenToUse")
-_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
+
+
+def _plain(line: str) -> tuple[str, str] | None:
+    """``(key, value)`` of a ``key: value`` line whose value ends in a non-space, else ``None``."""
+    match = _PLAIN_KEY.match(line)
+    if match is None:
+        return None
+    value = line[match.end():].rstrip(" \t")
+    if not value or value[-1].isspace():
+        return None
+    return match.group("key"), value
+
+
+_BRACKETS = re.compile(r"[\[\]{}]")
+# PyYAML takes time quadratic in flow-collection depth (5,000 `[` cost 2.5 s here, 60,000 minutes),
+# so deep nesting is refused before the YAML port sees it. Quotes are not tracked: a value holding
+# that many brackets has to be a block scalar.
+_MAX_FLOW_DEPTH = 64
+
+
+def _bracket_depth(text: str) -> int:
+    depth = deepest = 0
+    for match in _BRACKETS.finditer(text):
+        if match.group() in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth = max(0, depth - 1)
+    return deepest
+
+
+def _first_heading(body: str) -> str | None:
+    """The text of the first ATX heading (``# Title``, ``## Title ##``), in one pass."""
+    for line in body.split("\n"):
+        rest = line.lstrip("#")
+        level = len(line) - len(rest)
+        if not 1 <= level <= 6 or not rest[:1].isspace():
+            continue
+        text = rest.strip()
+        closing = text.rstrip("#")
+        if closing != text and (not closing or closing[-1].isspace()):
+            text = closing.rstrip()  # a closing run of '#' needs a space before it
+        if text:
+            return text
+    return None
 
 
 def _split(text: str) -> tuple[str, str] | None:
@@ -67,12 +113,13 @@ def _repair_colons(front: str) -> tuple[str, list[str]]:
     fixed: list[str] = []
     keys: list[str] = []
     for line in front.split("\n"):
-        match = _PLAIN.match(line)
-        value = match.group("value") if match else ""
-        if match and value[0] not in "\"'[{|>&*!#%@`" and (": " in value or value.endswith(":")):
+        plain = _plain(line)
+        if plain is not None and plain[1][0] not in "\"'[{|>&*!#%@`" and (
+                ": " in plain[1] or plain[1].endswith(":")):
+            key, value = plain
             escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-            fixed.append(f'{match.group("key")}: "{escaped}"')
-            keys.append(match.group("key").strip())
+            fixed.append(f'{key}: "{escaped}"')
+            keys.append(key.strip())
         else:
             fixed.append(line)
     return "\n".join(fixed), keys
@@ -82,8 +129,8 @@ def _slug(text: str) -> str:
     return "-".join(re.findall(r"[a-z0-9]+", text.lower()))[:64].strip("-")
 
 
-def parse_skill_markdown(raw: str, *, yaml: YamlPort,
-                         fallback_name: str | None = None) -> ParsedSkillMarkdown:
+def parse_skill_markdown(raw: str, *, yaml: YamlPort, fallback_name: str | None = None,
+                         max_frontmatter_chars: int = 65_536) -> ParsedSkillMarkdown:
     """Read a SKILL.md leniently.
 
     Repairs (each with a warning): unquoted values containing ``": "``; a missing ``name`` (taken
@@ -91,17 +138,31 @@ def parse_skill_markdown(raw: str, *, yaml: YamlPort,
     ``name`` / ``description`` / ``when_to_use``. ``when-to-use`` and ``whenToUse`` are read as
     ``when_to_use``. Everything else in the frontmatter is returned in ``extra``.
 
+    Everything here is linear in the file. The frontmatter goes to the host's YAML parser only
+    when it is at most ``max_frontmatter_chars`` long: a hostile file (200 KB of ``[``) can keep a
+    YAML implementation busy for many seconds, and real frontmatter is a few hundred characters.
+
     Raises
     ------
     SkillFormatError
-        No frontmatter, frontmatter that is not YAML (after repair) or not a mapping, or no
-        description — the one field with no sensible default.
+        No frontmatter, frontmatter longer than ``max_frontmatter_chars``, frontmatter that is not
+        YAML (after repair) or not a mapping, or no description — the one field with no sensible
+        default.
     """
     text = raw.removeprefix("\ufeff").replace("\r\n", "\n")
     split = _split(text)
     if split is None:
         raise SkillFormatError("SKILL.md has no frontmatter, so no description")
     front, body = split
+    if len(front) > max_frontmatter_chars:
+        raise SkillFormatError(
+            f"SKILL.md frontmatter is {len(front)} characters, over max_frontmatter_chars="
+            f"{max_frontmatter_chars}; frontmatter holds a name and a description, the body the rest")
+    depth = _bracket_depth(front)
+    if depth > _MAX_FLOW_DEPTH:
+        raise SkillFormatError(
+            f"SKILL.md frontmatter nests brackets {depth} deep (at most {_MAX_FLOW_DEPTH}); quote "
+            "a value that really holds that many")
     warnings: list[str] = []
     try:
         data = yaml.parse(front)
@@ -139,8 +200,8 @@ def parse_skill_markdown(raw: str, *, yaml: YamlPort,
             value = text_field(key)
             when = when if when is not None else value
     if not name:
-        heading = _HEADING.search(body)
-        candidates = [fallback_name, _slug(heading.group(1)) if heading else None,
+        heading = _first_heading(body)
+        candidates = [fallback_name, _slug(heading) if heading else None,
                       _slug(description)]
         name = next(c for c in candidates if c) if any(candidates) else "skill"
         warnings.append(f"name was missing; using {name!r}")

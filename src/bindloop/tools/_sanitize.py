@@ -241,6 +241,12 @@ class _Walker:
                 "type": kind if isinstance(kind, str) and kind in JSON_TYPES else "object",
                 "description": f"A nested {name}; its structure repeats the enclosing one.",
             }
+            if ctx is _Ctx.ROOT:
+                # `{"$ref": "#"}` at the root: the cut stands for the root, so it gets the root's
+                # finish too, in the key order a second pass writes (the output is a fixpoint).
+                self.finish_root(cut, path)
+                description = cut.pop("description")
+                cut["description"] = description
             return cut
         if target is True:
             target = {}
@@ -252,12 +258,16 @@ class _Walker:
         self.note(path, "ref_inlined")
         if any(k in target and target[k] != v for k, v in siblings.items()):
             self.note(path, "ref_siblings_override")
+        # The inlined target is walked as a fresh expansion: it may hold objects on the current
+        # path (`items: {"$ref": "#"}` re-enters the array schema that holds it), which is
+        # recursion for the ref stack to cut, as through `$defs`, not a cycle of Python objects.
+        # A real object cycle inside the target is still caught within the expansion.
         self.ref_stack.append(ref)
-        self.active.add(id(raw))
+        outer, self.active = self.active, set()
         try:
             return self.node(merged, path, depth + 1, ctx, enclosing)
         finally:
-            self.active.discard(id(raw))
+            self.active = outer
             self.ref_stack.pop()
 
     def build(self, raw: Mapping[str, object], path: str, depth: int, ctx: _Ctx,

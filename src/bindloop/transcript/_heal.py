@@ -13,8 +13,10 @@ from ..contracts import (
     Message,
     SystemMessage,
     TextPart,
+    ToolMessage,
     UserMessage,
 )
+from ..errors import TranscriptFormatError
 from ._common import EMPTY_TURN_PLACEHOLDER, is_empty_assistant
 from ._pairing import PairingRepair, RepairKind, ensure_tool_result_pairing
 from ._remint import remint_colliding_tool_call_ids
@@ -28,6 +30,8 @@ __all__ = (
     "normalize_turn_structure",
     "validate_and_heal_messages",
 )
+
+_MESSAGE_TYPES: Final = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
 
 LEADING_USER_PLACEHOLDER: Final = "(earlier conversation omitted)"
 """User text placed before a conversation whose first non-system message is an assistant turn (a
@@ -159,6 +163,17 @@ def normalize_turn_structure(messages: Sequence[Message],
     return out
 
 
+def _check_transcript(messages: object) -> None:
+    if isinstance(messages, (str, bytes, bytearray)) or not isinstance(messages, Sequence):
+        raise TranscriptFormatError(
+            f"messages must be a sequence of Message structs, got {type(messages).__name__}")
+    for k, m in enumerate(messages):
+        if not isinstance(m, _MESSAGE_TYPES):
+            raise TranscriptFormatError(
+                f"messages[{k}] is a {type(m).__name__}, not a Message (SystemMessage, "
+                "UserMessage, AssistantMessage or ToolMessage)")
+
+
 def validate_and_heal_messages(
     messages: Sequence[Message], *, directive: str = DEFAULT_USER_TAIL_DIRECTIVE,
     for_request: bool = True,
@@ -179,7 +194,12 @@ def validate_and_heal_messages(
 
     Never removes or edits a user or system message, so no text a person wrote is lost. Pure, linear
     and idempotent: healing a healed transcript reports no issue and returns it by reference.
+
+    Raises :class:`~bindloop.errors.TranscriptFormatError` when ``messages`` is not a sequence of
+    messages (a ``str``, ``None``, a list holding a dict): decode stored JSON first
+    (``bindloop.contracts``), since nothing here can be healed from the wrong type.
     """
+    _check_transcript(messages)
     issues: list[HealIssue] = []
 
     def reminted(old: str, new: str, index: int) -> None:

@@ -1,0 +1,296 @@
+"""Crash test: SIGKILL a child process running tool-using agent sessions, restart, resume.
+
+The parent starts the scripted provider server (OpenAI Chat wire over loopback HTTP, SSE) and a
+child process that runs ``M`` sessions concurrently through ``run_from_checkpoint`` with a real
+``ModelAdapter`` + ``HttpxTransport``, every checkpoint committed to a SQLite store. Each session
+asks the model, which answers with one ``charge`` tool call per step and a final answer after
+``STEPS`` of them. ``charge`` is an opaque side effect (a ledger row) guarded by an idempotency
+receipt: claimed with a lease, and the ledger row written in the same SQLite transaction that
+completes the receipt — the protocol's recommended fence — so a crash lands both or neither, and
+an expired ``running`` receipt proves the row was never written (it is then reclaimed).
+
+The parent kills the child at a seeded random moment after it reports ready, restarts it (which
+resumes every unfinished session from the store), and repeats until every session is finished;
+trials repeat with a fresh store until ``kills`` kills happened. Each trial's final transcripts
+are compared with an uncrashed run's, and the ledger is checked: each (session, step) exactly once.
+
+    python tests/hardening/crash_harness.py --kills 200 --sessions 8 --seed 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TENANT = "crash-test"
+STEPS = 3
+LEASE_MS = 250.0
+
+
+# ---- the scripted provider (runs in the parent, on the server's thread) -----------------------
+
+def responder() -> Any:
+    import msgspec
+
+    from bindloop.contracts import ModelTurnResult, ToolCall, TurnUsage, messages_from_openai
+    from bindloop.contracts import ToolMessage, UserMessage
+    from bindloop.hosts.scripted_server import RecordedRequest, ScriptedReply, turn_reply
+
+    def respond(request: RecordedRequest) -> ScriptedReply:
+        body = msgspec.json.decode(request.body)
+        messages = messages_from_openai(body["messages"])
+        first = next(m for m in messages if isinstance(m, UserMessage))
+        session = str(first.content).split()[1].rstrip(":")
+        done = [m for m in messages if isinstance(m, ToolMessage)]
+        usage = TurnUsage(input_tokens=10 * len(messages), output_tokens=7)
+        if len(done) < STEPS:
+            step = len(done)
+            args = json.dumps({"session": session, "step": step, "amount": 10 + step})
+            turn = ModelTurnResult(text=f"charging step {step}", usage=usage, tool_calls=(
+                ToolCall(id=f"call_{session}_{step}", name="charge", arguments=args),))
+        else:
+            receipts = "; ".join(str(m.content) for m in done)
+            turn = ModelTurnResult(text=f"session {session} done: {receipts}", usage=usage)
+        return turn_reply("openai_chat", turn, stream=True, model=body["model"], delay_s=0.001)
+
+    return respond
+
+
+# ---- the child: run every unfinished session from the store -----------------------------------
+
+async def run_child(db: str, base_url: str, sessions: int) -> None:
+    import anyio
+    import httpx
+
+    from bindloop.contracts import ToolCall, ToolDefinition, ToolResult, UserMessage
+    from bindloop.hosts.httpx_transport import HttpxTransport
+    from bindloop.hosts.sqlite_store import SqliteStore
+    from bindloop.run import (
+        ReceiptAmbiguous,
+        ReceiptExecute,
+        ReceiptReplay,
+        ReceiptWait,
+        ToolCallReceiptKey,
+        decide_tool_call_receipt,
+        tool_call_args_hash,
+    )
+    from bindloop.session import RestoredLoop, create_loop_checkpoint, run_from_checkpoint
+    from bindloop.wire import ModelAdapter, OpenAIChatAdapter, WireOptions
+
+    store = SqliteStore(db)
+    store.connection.execute(
+        "CREATE TABLE IF NOT EXISTS ledger (session TEXT, step INTEGER, attempt INTEGER)")
+    chat = OpenAIChatAdapter()
+    client = httpx.AsyncClient()
+    model = ModelAdapter(chat, HttpxTransport(base_url, headers=chat.auth_headers("crash-key"),
+                                              client=client),
+                         WireOptions(model="scripted", stream=True))
+    tools = [ToolDefinition(name="charge", description="Charge the customer (opaque effect).",
+                            parameters={"type": "object", "properties": {
+                                "session": {"type": "string"}, "step": {"type": "integer"},
+                                "amount": {"type": "integer"}}})]
+
+    async def charge(call: ToolCall) -> ToolResult:
+        args = json.loads(call.arguments)
+        key = ToolCallReceiptKey(tenant_id=TENANT, run_id=args["session"], tool_name=call.name,
+                                 args_hash=tool_call_args_hash(args))
+        while True:
+            # The receipt is the effect's trail (both land in one transaction), so an expired
+            # running receipt is safe to reclaim: decided as a resumable effect.
+            decision = decide_tool_call_receipt(state=store.read_sync(key), effect="resumable",
+                                                now=store.now)
+            if isinstance(decision, ReceiptReplay):
+                return ToolResult(content=str(decision.result))
+            if isinstance(decision, ReceiptWait):
+                await anyio.sleep(max(0.0, decision.lease_expires_at_ms - store.now()) / 1000)
+                continue
+            if isinstance(decision, ReceiptAmbiguous):  # cannot happen with this fence
+                raise RuntimeError(decision.reason)
+            assert isinstance(decision, ReceiptExecute)
+            if not store.claim_sync(key, decision.attempt, LEASE_MS):
+                continue
+            await anyio.sleep(0.002)  # the effect takes a moment: a kill can land mid-effect
+            result = f"charged {args['amount']} for {args['session']}:{args['step']}"
+
+            def write(db: Any, a: dict[str, Any] = args, attempt: int = decision.attempt) -> None:
+                db.execute("INSERT INTO ledger VALUES (?, ?, ?)", (a["session"], a["step"], attempt))
+
+            if store.complete_with(key, decision.attempt, result, write):
+                return ToolResult(content=result)
+
+    async def one(n: int) -> None:
+        ident = f"s{n:03d}"
+        cp = store.load_checkpoint(ident)
+        if cp is None:
+            cp = create_loop_checkpoint(execution_id=ident, max_iterations=STEPS + 2,
+                                        messages=[UserMessage(content=f"session {ident}: charge")])
+            store.save_checkpoint(cp)
+        if cp.status == "finished":
+            return
+        await run_from_checkpoint(
+            checkpoint=cp, commit=store.commit,
+            restore=lambda c: RestoredLoop(call_model=model.call_model, run_tool_call=charge,
+                                           build_tools=lambda: tools,
+                                           capture_bindings=lambda: c.bindings))
+
+    print("ready", flush=True)
+    async with anyio.create_task_group() as tg:
+        for n in range(sessions):
+            tg.start_soon(one, n)
+    await client.aclose()
+    store.close()
+
+
+# ---- the parent -------------------------------------------------------------------------------
+
+@dataclass
+class Report:
+    kills: int = 0
+    restarts: int = 0
+    trials: int = 0
+    sessions_finished: int = 0
+    sessions: int = 0
+    duplicates: int = 0
+    lost: int = 0
+    mismatched_transcripts: int = 0
+    reclaimed: int = 0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        return [f"kills: {self.kills}", f"restarts: {self.restarts}", f"trials: {self.trials}",
+                f"sessions finished: {self.sessions_finished} / {self.sessions}",
+                f"duplicates: {self.duplicates}", f"lost: {self.lost}",
+                f"transcripts differing from the uncrashed run: {self.mismatched_transcripts}",
+                f"effects applied by a reclaiming attempt (a kill held the lease): {self.reclaimed}",
+                f"wall time: {self.seconds:.1f} s"]
+
+
+def _spawn(db: Path, base_url: str, sessions: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, __file__, "child", "--db", str(db), "--base-url", base_url,
+         "--sessions", str(sessions)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_ready(proc: subprocess.Popen[str]) -> None:
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if line.strip() != "ready":
+        _, err = proc.communicate(timeout=30)
+        raise RuntimeError(f"child did not start: {line!r} {err[-2000:]}")
+
+
+def _outcome(db: Path, sessions: int
+             ) -> tuple[dict[str, Any], dict[tuple[str, int], int], int]:
+    import msgspec
+
+    from bindloop.hosts.sqlite_store import SqliteStore
+
+    with SqliteStore(db) as store:
+        finals: dict[str, Any] = {}
+        for n in range(sessions):
+            cp = store.load_checkpoint(f"s{n:03d}")
+            finals[f"s{n:03d}"] = None if cp is None else (
+                cp.status, msgspec.json.encode(cp.messages).decode())
+        ledger: dict[tuple[str, int], int] = {}
+        reclaimed = 0
+        for session, step, attempt in store.connection.execute("SELECT * FROM ledger"):
+            ledger[(session, step)] = ledger.get((session, step), 0) + 1
+            reclaimed += attempt > 1
+    return finals, ledger, reclaimed
+
+
+def run_crash_test(*, kills: int, sessions: int, seed: int, workdir: Path,
+                   max_restarts: int | None = None) -> Report:
+    from bindloop.hosts.scripted_server import ScriptedProviderServer
+
+    rng = random.Random(seed)
+    report = Report()
+    started = time.perf_counter()
+    limit = max_restarts if max_restarts is not None else 20 * kills + 100
+    with ScriptedProviderServer() as server:
+        server.set_responder("openai", responder())
+        base_url = server.base_url("openai")
+        # The uncrashed run: the reference transcripts, and how long a whole run takes.
+        ref_db = workdir / "reference.db"
+        proc = _spawn(ref_db, base_url, sessions)
+        _wait_ready(proc)
+        t0 = time.perf_counter()
+        _, err = proc.communicate(timeout=300)
+        duration = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise RuntimeError(f"reference run failed: {err[-3000:]}")
+        reference, _, _ = _outcome(ref_db, sessions)
+        report.notes.append(f"uncrashed run: {duration:.2f} s after start-up")
+        while report.kills < kills and report.restarts < limit:
+            report.trials += 1
+            db = workdir / f"trial{report.trials}.db"
+            while report.restarts < limit:
+                proc = _spawn(db, base_url, sessions)
+                report.restarts += 1
+                _wait_ready(proc)
+                try:
+                    proc.wait(timeout=rng.uniform(0.0, duration))
+                except subprocess.TimeoutExpired:
+                    proc.send_signal(signal.SIGKILL)
+                    proc.wait()
+                    report.kills += 1
+                    continue
+                _, err = proc.communicate()
+                if proc.returncode != 0:
+                    raise RuntimeError(f"child failed (exit {proc.returncode}): {err[-3000:]}")
+                break
+            finals, ledger, reclaimed = _outcome(db, sessions)
+            report.reclaimed += reclaimed
+            report.sessions += sessions
+            for ident, final in finals.items():
+                if final is not None and final[0] == "finished":
+                    report.sessions_finished += 1
+                if final != reference[ident]:
+                    report.mismatched_transcripts += 1
+                for step in range(STEPS):
+                    count = ledger.get((ident, step), 0)
+                    report.duplicates += max(0, count - 1)
+                    report.lost += count == 0
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("mode", nargs="?", default="parent", choices=("parent", "child"))
+    parser.add_argument("--kills", type=int, default=200)
+    parser.add_argument("--sessions", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--db")
+    parser.add_argument("--base-url")
+    args = parser.parse_args()
+    if args.mode == "child":
+        import anyio
+        anyio.run(run_child, args.db, args.base_url, args.sessions)
+        return
+    with tempfile.TemporaryDirectory(prefix="bindloop-crash-") as tmp:
+        report = run_crash_test(kills=args.kills, sessions=args.sessions, seed=args.seed,
+                                workdir=Path(tmp))
+    for line in report.notes + report.lines():
+        print(line)
+    ok = (report.kills >= args.kills and report.sessions_finished == report.sessions
+          and report.duplicates == 0 and report.lost == 0 and report.mismatched_transcripts == 0)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    main()
