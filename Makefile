@@ -35,8 +35,9 @@ demo-openai: venv
 	$(PY) -m bindloop.hosts.provider_demo openai --base-url $(BASE_URL) --model $(MODEL)
 
 ## make test: pytest (unit, property, fences, API), mypy --strict, JS tests, conformance on
-## CPython and on Pyodide 314 in Node, and a byte-for-byte comparison of the two reports.
-test: lint pytest typecheck js-test conformance-compare wasm-smoke
+## CPython, on Pyodide 314 in Node and in real workerd, byte-for-byte comparisons of the reports, and the
+## Worker template (tests/worker) in real workerd.
+test: lint pytest typecheck js-test conformance-compare wasm-smoke conformance-workerd test-worker
 
 pytest: venv
 	$(PY) -m pytest
@@ -58,6 +59,7 @@ wasm-smoke: wasm/node_modules/.package-lock.json wasm-wheels
 
 include wasm/wasm.mk
 include conformance/conformance.mk
+include worker/worker.mk
 
 ## Benchmarks print tables; they are not part of `make test`.
 bench: venv
@@ -68,4 +70,4 @@ bench-peers: venv
 	$(PY) bench/loop_overhead.py --peers
 
 clean:
-	rm -rf $(VENV) .reports wasm/node_modules wasm/wheels dist build .mypy_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .reports wasm/node_modules wasm/wheels worker/node_modules worker/.cache dist build .mypy_cache .pytest_cache .hypothesis
