@@ -35,7 +35,7 @@ from pyodide.ffi import to_js  # type: ignore[import-not-found]
 from workers import DurableObject, Response, WorkerEntrypoint  # type: ignore[import-not-found]
 
 from agent import MAX_BODY_BYTES, SESSION_ID, HttpError, Provider, config_from_env, run_session
-from bindloop.contracts import UserMessage
+from bindloop.contracts import AssistantMessage, UserMessage, content_text
 from bindloop.hosts.js_fetch import FetchTransport
 from bindloop.session import (
     CheckpointFormatError,
@@ -176,8 +176,8 @@ async def _drive(stream: _EventStream, store: _Store, cp: LoopCheckpoint, config
             done["question"] = waiting[0].detail
             done["tool_call_id"] = waiting[0].tool_call_id
         last = final.messages[-1] if final.messages else None
-        if last is not None and getattr(last, "role", None) == "assistant" and isinstance(last.content, str):
-            done["text"] = last.content
+        if isinstance(last, AssistantMessage) and last.content is not None:
+            done["text"] = content_text(last.content)
         stream.send("done", done)
     except HttpError as exc:
         stream.send("error", {**exc.body(), "session_id": store.session_id, "revision": store.revision})
@@ -246,7 +246,7 @@ class Default(WorkerEntrypoint):
         cp = await self._load(store)
         if cp.status != "finished":
             raise HttpError(409, "session_busy", f"session {session_id!r} is {cp.status}; a new "
-                            "message is accepted only when it is finished", status=cp.status)
+                            "message is accepted only when it is finished", session_status=cp.status)
         cp = apply_checkpoint_input(cp, UserMessage(content=message))
         await store.commit(cp)
         return self._start(store, cp)
@@ -275,7 +275,7 @@ class Default(WorkerEntrypoint):
         cp = await self._load(store)
         if cp.status != "waiting_for_reply":
             raise HttpError(409, "not_waiting", f"session {session_id!r} is {cp.status}, not "
-                            "waiting_for_reply: there is no question to answer", status=cp.status)
+                            "waiting_for_reply: there is no question to answer", session_status=cp.status)
         if revision != cp.revision:
             raise HttpError(409, "stale_revision", f"the reply is for revision {revision}, but session "
                             f"{session_id!r} is at revision {cp.revision}; reload and answer again",
