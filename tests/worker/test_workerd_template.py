@@ -26,6 +26,7 @@ from bindloop.hosts.scripted_server import (
     error_reply,
     turn_reply,
 )
+from bindloop.completion import TurnStreamReducer
 from bindloop.testing import final_answer, tool_call, tool_call_turn
 
 REPO = Path(__file__).resolve().parents[2]
@@ -109,17 +110,17 @@ def parse_sse(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def rendered(events: list[tuple[str, dict[str, Any]]]) -> dict[str, str]:
-    """What wasm/demo/turn-stream.js shows per turn: text appended, a reset wipes (in-order stream)."""
-    shown: dict[str, str] = {}
+def rendered(events: list[tuple[str, dict[str, Any]]]) -> dict[str, str | None]:
+    """What a client shows per turn: the SSE ``turn`` events through bindloop's reducer (the
+    Python twin of wasm/demo/turn-stream.js, both held to the same vectors)."""
+    reducer = TurnStreamReducer()
+    turns: list[str] = []
     for name, data in events:
-        if name != "turn":
-            continue
-        if data["kind"] == "reset":
-            shown[data["turn_id"]] = ""
-        else:
-            shown[data["turn_id"]] = shown.get(data["turn_id"], "") + data["text"]
-    return shown
+        if name == "turn":
+            assert reducer.apply(data) == "applied", data
+            if data["turn_id"] not in turns:
+                turns.append(data["turn_id"])
+    return {t: reducer.text(t) for t in turns}
 
 
 @pytest.fixture(scope="module")
@@ -151,19 +152,35 @@ def test_chat_falls_back_from_a_503_provider_and_streams_sse(served: Served) -> 
     assert status == 200 and json.loads(raw)["revision"] == done["revision"]
 
 
-def test_a_failed_attempt_s_text_is_reset_before_the_fallback_s(served: Served) -> None:
-    partial = turn_reply("anthropic", final_answer("This answer will be cut off mid-way"),
-                         stream=True, model="claude-test")
-    served.server.enqueue("primary", ScriptedReply(headers=partial.headers, chunks=partial.chunks,
-                                                   drop_after=len(partial.chunks) - 2))
+OVERLOADED = (b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error",'
+              b'"message":"Overloaded"}}\n\n')
+
+
+def _cut_primary(tail: bytes | None) -> ScriptedReply:
+    """The primary streams part of an answer, then fails: an in-stream ``overloaded_error`` (the
+    Anthropic wire's 529/503-class signal once the stream has started) or a dropped connection."""
+    full = turn_reply("anthropic", final_answer("This answer will be cut off mid-way"),
+                      stream=True, model="claude-test")
+    head = full.chunks[:4]  # message_start, ping, content_block_start, the first text delta
+    if tail is None:
+        return ScriptedReply(headers=full.headers, chunks=(*head, b""), drop_after=len(head))
+    return ScriptedReply(headers=full.headers, chunks=(*head, tail))
+
+
+@pytest.mark.parametrize("tail", [OVERLOADED, None], ids=["overloaded", "dropped"])
+def test_a_failed_attempt_s_text_is_reset_before_the_fallback_s(served: Served,
+                                                                 tail: bytes | None) -> None:
+    served.server.enqueue("primary", _cut_primary(tail))
     events = served.events("/v1/chat", {"message": "again"})
     turns = [d for n, d in events if n == "turn"]
     kinds = [(d["kind"], d["epoch"]) for d in turns]
-    assert ("reset", 1) in kinds, kinds
-    reset_at = kinds.index(("reset", 1))
-    assert all(e == 0 for k, e in kinds[:reset_at]) and all(e == 1 for _, e in kinds[reset_at:])
+    # The primary's text (epoch 0) reached the client, then a reset, then the fallback's (epoch 1).
+    assert kinds[0] == ("text", 0) and turns[0]["text"] == "This answer will "
+    assert kinds[1] == ("reset", 1) and turns[1]["reason"] == "attempt_failed"
+    assert all(k == ("text", 1) for k in kinds[2:]) and len(kinds) > 2
     assert [d["seq"] for d in turns] == list(range(len(turns)))
     assert list(rendered(events).values()) == ["You said: again"]
+    assert events[-1][0] == "done"
 
 
 def test_suspend_reply_done_across_requests(served: Served) -> None:
