@@ -240,6 +240,8 @@ def test_provider_failure_mid_stream_is_an_sse_error_and_storage_keeps_its_revis
     events = served.events(f"/v1/sessions/{sid}/reply", {"content": "Bob", "revision": rev})
     name, data = events[-1]
     assert name == "error", events
+    assert data["session_id"] == sid and data["error"] and data["message"]
+    assert "sk-" not in json.dumps(data)
     # The reply was stored (rev + 1, ready); nothing after it was: the failed turn left no trace.
     assert data["revision"] == rev + 1
     status, _, raw = served.request("GET", f"/v1/sessions/{sid}")

@@ -16,8 +16,9 @@ from typing import Any
 
 import msgspec
 
-from bindloop.completion import TurnStreamEvent, create_turn_text_stream
+from bindloop.completion import TurnStreamEvent, TurnTextStream, create_turn_text_stream
 from bindloop.contracts import ToolCall, ToolDefinition, ToolError, ToolOutcome, ToolResult, ToolSuspend
+from bindloop.loop import BoundaryDecision
 from bindloop.routing import (
     OrderedPolicy,
     RouteCandidate,
@@ -203,7 +204,7 @@ async def run_session(checkpoint: LoopCheckpoint, *, config: AgentConfig,
     turn = [checkpoint.iterations]
     sink = _Sink(on_turn_event)
 
-    def next_stream():  # type: ignore[no-untyped-def]
+    def next_stream() -> TurnTextStream:
         turn[0] += 1
         return create_turn_text_stream(turn_id=f"{checkpoint.execution_id}:{turn[0]}", sink=sink)
 
@@ -213,9 +214,8 @@ async def run_session(checkpoint: LoopCheckpoint, *, config: AgentConfig,
         return RestoredLoop(call_model=routed.call_model, run_tool_call=run_tool_call,
                             build_tools=lambda: TOOLS, capture_bindings=lambda: cp.bindings)
 
-    async def on_commit(cp: LoopCheckpoint) -> str:
+    async def on_commit(cp: LoopCheckpoint) -> BoundaryDecision:
         await commit(cp)
         return "continue"
 
-    return await run_from_checkpoint(checkpoint=checkpoint, restore=restore,
-                                     commit=on_commit)  # type: ignore[arg-type]
+    return await run_from_checkpoint(checkpoint=checkpoint, restore=restore, commit=on_commit)

@@ -25,13 +25,14 @@ isolates. Inside workerd an event loop is already running: everything here is ``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlparse
 
 import js  # type: ignore[import-not-found]
-from pyodide.ffi import to_js  # type: ignore[import-not-found]
+from pyodide.ffi import JsException, to_js  # type: ignore[import-not-found]
 from workers import DurableObject, Response, WorkerEntrypoint  # type: ignore[import-not-found]
 
 from agent import MAX_BODY_BYTES, SESSION_ID, HttpError, Provider, config_from_env, run_session
@@ -58,7 +59,7 @@ def _js_obj(value: dict[str, Any]) -> Any:
     return to_js(value, dict_converter=js.Object.fromEntries)
 
 
-class Session(DurableObject):
+class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
     """One conversation's checkpoint: ``checkpoint`` (its JSON) and ``revision`` under one key set,
     written together. Compare-and-set on the revision makes the object the session's single writer."""
 
@@ -150,7 +151,9 @@ class _EventStream:
         self._writer.write(self._encoder.encode(f"event: {event}\ndata: {json.dumps(data)}\n\n"))
 
     async def close(self) -> None:
-        await self._writer.close()
+        # A client that went away first has already errored the stream: nothing is left to tell it.
+        with contextlib.suppress(JsException):
+            await self._writer.close()
 
     def response(self) -> Response:
         return Response(self._ts.readable, status=200,
@@ -194,7 +197,7 @@ def _encode_event(event: Any) -> str:
     return msgspec.json.encode(event).decode("utf-8")
 
 
-class Default(WorkerEntrypoint):
+class Default(WorkerEntrypoint):  # type: ignore[misc]
     async def fetch(self, request: Any) -> Response:
         try:
             return await self._route(request)

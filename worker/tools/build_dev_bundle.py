@@ -111,7 +111,7 @@ def _digest(files: dict[str, Path]) -> str:
 
 
 def encode_bundle(asm_src: bytes, wasm: bytes, stdlib_zip: bytes) -> bytes:
-    import capnp  # pycapnp; imported here so `--help`-level use needs no compiled extension
+    import capnp  # type: ignore[import-untyped]  # pycapnp; imported only when encoding
 
     schema = capnp.load(str(Path(__file__).resolve().parent / "jsg_bundle.capnp"))
     bundle = schema.Bundle.new_message()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import select
 import shutil
 import signal
@@ -36,7 +37,13 @@ TOOLS_DIR = Path(__file__).resolve().parent
 WORKER_DIR = TOOLS_DIR.parent
 REPO_ROOT = WORKER_DIR.parent
 NODE_MODULES = WORKER_DIR / "node_modules"
-WORKERD_BIN = NODE_MODULES / "@cloudflare" / "workerd-linux-64" / "bin" / "workerd"
+# The platform package's binary itself, not npm's `bin/workerd` shim: the PID we stop must be
+# workerd's own.
+_PLATFORM = {("linux", "x86_64"): "linux-64", ("linux", "aarch64"): "linux-arm64",
+             ("darwin", "x86_64"): "darwin-64", ("darwin", "arm64"): "darwin-arm64"}
+WORKERD_BIN = (NODE_MODULES / "@cloudflare"
+               / f"workerd-{_PLATFORM.get((sys.platform, platform.machine()), 'linux-64')}"
+               / "bin" / "workerd")
 PYODIDE_DIR = NODE_MODULES / "pyodide"
 BUNDLE_DIR = WORKER_DIR / ".cache" / "pyodide-bundle"
 WHEELS_DIR = REPO_ROOT / "wasm" / "wheels"
