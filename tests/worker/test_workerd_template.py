@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -110,6 +111,30 @@ def parse_sse(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+JS_RENDER = """
+import { TurnStreamReducer } from "./wasm/demo/turn-stream.js";
+let input = "";
+for await (const chunk of process.stdin) input += chunk;
+const reducer = new TurnStreamReducer();
+const shown = {};
+for (const event of JSON.parse(input)) {
+  const outcome = reducer.apply(event);
+  if (outcome !== "applied") throw new Error(`${outcome}: ${JSON.stringify(event)}`);
+  shown[event.turn_id] = null;
+}
+for (const id of Object.keys(shown)) shown[id] = reducer.text(id);
+process.stdout.write(JSON.stringify(shown));
+"""
+
+
+def rendered_in_js(events: list[tuple[str, dict[str, Any]]]) -> dict[str, str]:
+    """The same events through the browser's reducer, wasm/demo/turn-stream.js, in Node."""
+    turns = [d for n, d in events if n == "turn"]
+    out = subprocess.run(["node", "--input-type=module", "-e", JS_RENDER], cwd=REPO, check=True,
+                         input=json.dumps(turns).encode(), capture_output=True, timeout=60)
+    return json.loads(out.stdout)
+
+
 def rendered(events: list[tuple[str, dict[str, Any]]]) -> dict[str, str | None]:
     """What a client shows per turn: the SSE ``turn`` events through bindloop's reducer (the
     Python twin of wasm/demo/turn-stream.js, both held to the same vectors)."""
@@ -180,6 +205,7 @@ def test_a_failed_attempt_s_text_is_reset_before_the_fallback_s(served: Served,
     assert all(k == ("text", 1) for k in kinds[2:]) and len(kinds) > 2
     assert [d["seq"] for d in turns] == list(range(len(turns)))
     assert list(rendered(events).values()) == ["You said: again"]
+    assert list(rendered_in_js(events).values()) == ["You said: again"]
     assert events[-1][0] == "done"
 
 
