@@ -69,6 +69,7 @@ class Served:
                                 "FALLBACK_MODEL": "gpt-test",
                                 "FALLBACK_API_KEY": "sk-fallback-secret",
                                 "MAX_ITERATIONS": "6",
+                                "SYSTEM_PROMPT": "Be brief.",
                             })
         self.workerd = Workerd(self.config).start()
 
@@ -173,6 +174,9 @@ def test_chat_falls_back_from_a_503_provider_and_streams_sse(served: Served) -> 
     # The key reached the provider as a header (from the secret binding), never the client.
     assert ("authorization", "Bearer sk-fallback-secret") in served.server.requests[-1].headers
     assert b"sk-" not in json.dumps(events).encode()
+    sent = msgspec.json.decode(served.server.requests[-1].body)["messages"]
+    assert sent[0] == {"role": "system", "content": "Be brief."}
+    assert sent[1] == {"role": "user", "content": "hello"}
     status, _, raw = served.request("GET", f"/v1/sessions/{session['session_id']}")
     assert status == 200 and json.loads(raw)["revision"] == done["revision"]
 

@@ -84,7 +84,8 @@ def _setting(env: Any, name: str) -> str | None:
 def config_from_env(env: Any) -> AgentConfig:
     """``PROVIDER_*`` (required) and ``FALLBACK_*`` (optional) vars: ``BASE_URL``, ``WIRE``
     (one of bindloop's wire names), ``MODEL``, and the secret ``API_KEY``. ``MAX_ITERATIONS`` bounds a
-    session's model turns. A misconfigured Worker answers 500 naming the variable (never its value)."""
+    session's model turns; ``SYSTEM_PROMPT`` opens every new session. A misconfigured Worker answers
+    500 naming the variable (never its value)."""
     providers: list[Provider] = []
     for prefix, pid in (("PROVIDER", "primary"), ("FALLBACK", "fallback")):
         base_url = _setting(env, f"{prefix}_BASE_URL")

@@ -32,11 +32,20 @@ from typing import Any
 from urllib.parse import urlparse
 
 import js  # type: ignore[import-not-found]
+import msgspec
 from pyodide.ffi import JsException, to_js  # type: ignore[import-not-found]
 from workers import DurableObject, Response, WorkerEntrypoint  # type: ignore[import-not-found]
 
-from agent import MAX_BODY_BYTES, SESSION_ID, HttpError, Provider, config_from_env, run_session
-from bindloop.contracts import AssistantMessage, UserMessage, content_text
+from agent import (
+    MAX_BODY_BYTES,
+    SESSION_ID,
+    AgentConfig,
+    HttpError,
+    Provider,
+    config_from_env,
+    run_session,
+)
+from bindloop.contracts import AssistantMessage, Message, SystemMessage, UserMessage, content_text
 from bindloop.hosts.js_fetch import FetchTransport
 from bindloop.session import (
     CheckpointFormatError,
@@ -147,8 +156,10 @@ class _EventStream:
         self._encoder = js.TextEncoder.new()
 
     def send(self, event: str, data: Any) -> None:
+        """One SSE event; ``data`` is anything msgspec encodes (a dict, a turn stream event)."""
+        line = f"event: {event}\ndata: {msgspec.json.encode(data).decode()}\n\n"
         # Writes queue in order; the readable side delivers each as it is written.
-        self._writer.write(self._encoder.encode(f"event: {event}\ndata: {json.dumps(data)}\n\n"))
+        self._writer.write(self._encoder.encode(line))
 
     async def close(self) -> None:
         # A client that went away first has already errored the stream: nothing is left to tell it.
@@ -164,12 +175,13 @@ def _transport_for(provider: Provider, headers: Sequence[tuple[str, str]]) -> Fe
     return FetchTransport(provider.base_url, headers=headers)
 
 
-async def _drive(stream: _EventStream, store: _Store, cp: LoopCheckpoint, config: Any) -> None:
+async def _drive(stream: _EventStream, store: _Store, cp: LoopCheckpoint,
+                 config: AgentConfig) -> None:
     stream.send("session", {"session_id": store.session_id, "revision": store.revision})
     try:
         result = await run_session(
             cp, config=config, transport_for=_transport_for, commit=store.commit,
-            on_turn_event=lambda ev: stream.send("turn", json.loads(_encode_event(ev))))
+            on_turn_event=lambda ev: stream.send("turn", ev))
         final = result.checkpoint
         done: dict[str, Any] = {"session_id": store.session_id, "status": final.status,
                                 "stop_reason": result.stop_reason, "revision": store.revision,
@@ -189,12 +201,6 @@ async def _drive(stream: _EventStream, store: _Store, cp: LoopCheckpoint, config
                               "session_id": store.session_id, "revision": store.revision})
     finally:
         await stream.close()
-
-
-def _encode_event(event: Any) -> str:
-    import msgspec
-
-    return msgspec.json.encode(event).decode("utf-8")
 
 
 class Default(WorkerEntrypoint):  # type: ignore[misc]
@@ -225,8 +231,7 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
                 return await self._reply(session_id, await _read_json(request))
         raise HttpError(404, "not_found", f"no route for {method} {path}")
 
-    def _start(self, store: _Store, cp: LoopCheckpoint) -> Response:
-        config = config_from_env(self.env)
+    def _start(self, store: _Store, cp: LoopCheckpoint, config: AgentConfig) -> Response:
         stream = _EventStream()
         self.ctx.waitUntil(asyncio.ensure_future(_drive(stream, store, cp, config)))
         return stream.response()
@@ -234,15 +239,18 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
     async def _chat(self, body: dict[str, Any]) -> Response:
         message = _field(body, "message", str)
         session_id = _field(body, "session_id", str, required=False)
-        config_from_env(self.env)  # refuse before anything is stored
+        config = config_from_env(self.env)  # refuse before anything is stored
         if session_id is None:
             session_id = str(js.crypto.randomUUID())
             store = _Store(self.env, session_id)
-            cp = create_loop_checkpoint(execution_id=session_id,
-                                        messages=[UserMessage(content=message)],
-                                        max_iterations=config_from_env(self.env).max_iterations)
+            history: list[Message] = []
+            if config.system_prompt is not None:
+                history.append(SystemMessage(content=config.system_prompt))
+            history.append(UserMessage(content=message))
+            cp = create_loop_checkpoint(execution_id=session_id, messages=history,
+                                        max_iterations=config.max_iterations)
             await store.commit(cp)
-            return self._start(store, cp)
+            return self._start(store, cp, config)
         if not SESSION_ID.match(session_id):
             raise HttpError(400, "invalid_session_id", "a session id is 1-64 characters of A-Z a-z 0-9 _ -")
         store = _Store(self.env, session_id)
@@ -252,7 +260,7 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
                             "message is accepted only when it is finished", session_status=cp.status)
         cp = apply_checkpoint_input(cp, UserMessage(content=message))
         await store.commit(cp)
-        return self._start(store, cp)
+        return self._start(store, cp, config)
 
     async def _load(self, store: _Store) -> LoopCheckpoint:
         try:
@@ -273,7 +281,7 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         content = _field(body, "content", str)
         revision = _field(body, "revision", int)
         tool_call_id = _field(body, "tool_call_id", str, required=False)
-        config_from_env(self.env)
+        config = config_from_env(self.env)
         store = _Store(self.env, session_id)
         cp = await self._load(store)
         if cp.status != "waiting_for_reply":
@@ -291,7 +299,7 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
                             f"{tool_call_id!r}", field="tool_call_id")
         cp = apply_checkpoint_input(cp, CheckpointReply(tool_call_id=tool_call_id, content=content))
         await store.commit(cp)
-        return self._start(store, cp)
+        return self._start(store, cp, config)
 
     async def _conformance(self) -> Response:
         try:
