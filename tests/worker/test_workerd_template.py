@@ -8,6 +8,7 @@ The primary provider speaks the Anthropic wire and, unless a test queues somethi
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import json
 import subprocess
@@ -290,3 +291,44 @@ def test_suspend_in_one_workerd_process_reply_in_another(served: Served) -> None
                            {"content": "Grace", "revision": waiting["revision"]})
     assert time.perf_counter() - t0 < 60
     assert events[-1][0] == "done" and events[-1][1]["text"] == "Nice to meet you, Grace."
+
+
+def test_two_replies_racing_for_one_revision_have_one_winner(served: Served) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    waiting = served.events("/v1/chat", {"message": "ask me twice"})[-1][1]
+    path = f"/v1/sessions/{waiting['session_id']}/reply"
+    payloads = [{"content": name, "revision": waiting["revision"]} for name in ("Ann", "Ben")]
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda p: served.post(path, p), payloads))
+    statuses = sorted(status for status, _, _ in answers)
+    assert statuses == [200, 409], answers
+    loser = next(json.loads(raw) for status, _, raw in answers if status == 409)
+    assert loser["error"] in ("stale_revision", "not_waiting")
+    winner = next(parse_sse(raw) for status, _, raw in answers if status == 200)
+    assert winner[-1][0] == "done" and winner[-1][1]["status"] == "finished"
+
+
+def test_a_client_that_hangs_up_mid_stream_does_not_stop_the_session(served: Served) -> None:
+    # The fallback streams slowly, so the client is gone long before the turn ends.
+    served.server.set_responder(
+        "fallback", lambda r: dataclasses.replace(fallback_policy(r), delay_s=0.2))
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", served.workerd.port, timeout=60)
+        conn.request("POST", "/v1/chat", body=json.dumps({"message": "long answer"}),
+                     headers={"content-type": "application/json"})
+        resp = conn.getresponse()
+        assert resp.readline() == b"event: session\n"
+        session_id = json.loads(resp.readline().decode().removeprefix("data: "))["session_id"]
+        conn.close()
+        # ctx.waitUntil keeps the run alive: it still settles and commits.
+        deadline = time.monotonic() + 30
+        while True:
+            status, _, raw = served.request("GET", f"/v1/sessions/{session_id}")
+            shown = json.loads(raw)
+            if shown["status"] != "ready" or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert (status, shown["status"]) == (200, "finished")
+    finally:
+        served.server.set_responder("fallback", fallback_policy)
