@@ -72,10 +72,6 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
     """One conversation's checkpoint: ``checkpoint`` (its JSON) and ``revision`` under one key set,
     written together. Compare-and-set on the revision makes the object the session's single writer."""
 
-    def __init__(self, ctx: Any, env: Any) -> None:
-        super().__init__(ctx, env)
-        self.ctx = ctx
-
     async def load(self) -> str | None:
         data = await self.ctx.storage.get("checkpoint")
         return None if data is None else str(data)
