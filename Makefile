@@ -35,8 +35,9 @@ demo-openai: venv
 	$(PY) -m bindloop.hosts.provider_demo openai --base-url $(BASE_URL) --model $(MODEL)
 
 ## make test: pytest (unit, property, fences, API), mypy --strict, JS tests, conformance on
-## CPython and on Pyodide 314 in Node, and a byte-for-byte comparison of the two reports.
-test: lint pytest typecheck js-test conformance-compare wasm-smoke
+## CPython, on Pyodide 314 in Node and in real workerd, byte-for-byte comparisons of the reports, and the
+## Worker template (tests/worker) in real workerd.
+test: lint pytest typecheck js-test conformance-compare wasm-smoke conformance-workerd test-worker
 
 pytest: venv
 	$(PY) -m pytest
@@ -45,7 +46,7 @@ typecheck: venv
 	$(PY) -m mypy
 
 lint: venv
-	$(PY) -m ruff check src tests conformance bench
+	$(PY) -m ruff check src tests conformance bench worker
 
 js-test:
 	@if ls wasm/demo/*.test.mjs >/dev/null 2>&1; then node --test wasm/demo/; else echo "no JS tests"; fi
@@ -58,6 +59,7 @@ wasm-smoke: wasm/node_modules/.package-lock.json wasm-wheels
 
 include wasm/wasm.mk
 include conformance/conformance.mk
+include worker/worker.mk
 
 ## Benchmarks print tables; they are not part of `make test`.
 bench: venv
@@ -92,4 +94,4 @@ bench-report: venv
 	$(PY) bench/report.py --seed $(SEED)
 
 clean:
-	rm -rf $(VENV) .reports wasm/node_modules wasm/wheels dist build .mypy_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .reports wasm/node_modules wasm/wheels worker/node_modules worker/.cache dist build .mypy_cache .pytest_cache .hypothesis

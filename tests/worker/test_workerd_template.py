@@ -1,0 +1,334 @@
+"""The Worker template (worker/src) in real workerd, against the scripted provider server.
+
+One workerd serves the module (Python boots once); the last test stops it and starts a second
+workerd on the same Durable Object storage directory to finish a session the first one suspended.
+The primary provider speaks the Anthropic wire and, unless a test queues something else, answers
+503; the fallback speaks OpenAI Chat Completions and decides its turns from the transcript it is sent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import http.client
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from bindloop.hosts.scripted_server import (
+    RecordedRequest,
+    ScriptedProviderServer,
+    ScriptedReply,
+    error_reply,
+    turn_reply,
+)
+from bindloop.completion import TurnStreamReducer
+from bindloop.testing import final_answer, tool_call, tool_call_turn
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "worker" / "tools"))
+from workerd_harness import Workerd, stage  # noqa: E402
+
+UNAVAILABLE = b'{"error":{"code":503,"message":"overloaded","status":"UNAVAILABLE"}}'
+QUESTION = "What is your name?"
+
+
+def fallback_policy(request: RecordedRequest) -> ScriptedReply:
+    body = msgspec.json.decode(request.body)
+    last = body["messages"][-1]
+    if last["role"] == "tool":
+        turn = final_answer(f"Nice to meet you, {last['content']}.")
+    elif "ask me" in str(last.get("content")):
+        turn = tool_call_turn([tool_call("ask_user", {"question": QUESTION}, id="ask1")],
+                              text="Let me ask.")
+    else:
+        turn = final_answer(f"You said: {last.get('content')}")
+    return turn_reply("openai_chat", turn, stream=True, model=body["model"], delay_s=0.001)
+
+
+class Served:
+    """The scripted providers plus a (re)startable workerd on one staged config."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.server = ScriptedProviderServer().start()
+        self.server.set_responder("primary", lambda _r: error_reply(503, UNAVAILABLE))
+        self.server.set_responder("fallback", fallback_policy)
+        self.config = stage(tmp / "stage", storage_dir=tmp / "do-storage", with_conformance=False,
+                            bindings={
+                                "PROVIDER_BASE_URL": self.server.base_url("primary"),
+                                "PROVIDER_WIRE": "anthropic",
+                                "PROVIDER_MODEL": "claude-test",
+                                "PROVIDER_API_KEY": "sk-primary-secret",
+                                "FALLBACK_BASE_URL": self.server.base_url("fallback"),
+                                "FALLBACK_WIRE": "openai_chat",
+                                "FALLBACK_MODEL": "gpt-test",
+                                "FALLBACK_API_KEY": "sk-fallback-secret",
+                                "MAX_ITERATIONS": "6",
+                                "SYSTEM_PROMPT": "Be brief.",
+                            })
+        self.workerd = Workerd(self.config).start()
+
+    def restart(self) -> None:
+        self.workerd.stop()
+        self.workerd = Workerd(self.config).start()
+
+    def close(self) -> None:
+        self.workerd.stop()
+        self.server.stop()
+
+    def request(self, method: str, path: str, body: bytes | None = None,
+                headers: dict[str, str] | None = None) -> tuple[int, str, bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.workerd.port, timeout=120)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            resp = conn.getresponse()
+            return resp.status, resp.getheader("content-type") or "", resp.read()
+        finally:
+            conn.close()
+
+    def post(self, path: str, payload: Any) -> tuple[int, str, bytes]:
+        raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        return self.request("POST", path, raw, {"content-type": "application/json"})
+
+    def events(self, path: str, payload: Any) -> list[tuple[str, dict[str, Any]]]:
+        status, ctype, raw = self.post(path, payload)
+        assert status == 200, raw
+        assert ctype.startswith("text/event-stream")
+        return parse_sse(raw)
+
+
+def parse_sse(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for block in raw.decode().split("\n\n"):
+        if not block.strip():
+            continue
+        fields = dict(line.split(": ", 1) for line in block.splitlines())
+        out.append((fields["event"], json.loads(fields["data"])))
+    return out
+
+
+JS_RENDER = """
+import { TurnStreamReducer } from "./wasm/demo/turn-stream.js";
+let input = "";
+for await (const chunk of process.stdin) input += chunk;
+const reducer = new TurnStreamReducer();
+const shown = {};
+for (const event of JSON.parse(input)) {
+  const outcome = reducer.apply(event);
+  if (outcome !== "applied") throw new Error(`${outcome}: ${JSON.stringify(event)}`);
+  shown[event.turn_id] = null;
+}
+for (const id of Object.keys(shown)) shown[id] = reducer.text(id);
+process.stdout.write(JSON.stringify(shown));
+"""
+
+
+def rendered_in_js(events: list[tuple[str, dict[str, Any]]]) -> dict[str, str]:
+    """The same events through the browser's reducer, wasm/demo/turn-stream.js, in Node."""
+    turns = [d for n, d in events if n == "turn"]
+    out = subprocess.run(["node", "--input-type=module", "-e", JS_RENDER], cwd=REPO, check=True,
+                         input=json.dumps(turns).encode(), capture_output=True, timeout=60)
+    return json.loads(out.stdout)
+
+
+def rendered(events: list[tuple[str, dict[str, Any]]]) -> dict[str, str | None]:
+    """What a client shows per turn: the SSE ``turn`` events through bindloop's reducer (the
+    Python twin of wasm/demo/turn-stream.js, both held to the same vectors)."""
+    reducer = TurnStreamReducer()
+    turns: list[str] = []
+    for name, data in events:
+        if name == "turn":
+            assert reducer.apply(data) == "applied", data
+            if data["turn_id"] not in turns:
+                turns.append(data["turn_id"])
+    return {t: reducer.text(t) for t in turns}
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    s = Served(tmp_path_factory.mktemp("worker"))
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def test_chat_falls_back_from_a_503_provider_and_streams_sse(served: Served) -> None:
+    before = len(served.server.requests)
+    events = served.events("/v1/chat", {"message": "hello"})
+    names = [n for n, _ in events]
+    assert names[0] == "session" and names[-1] == "done"
+    session, done = events[0][1], events[-1][1]
+    assert done["status"] == "finished" and done["stop_reason"] == "done"
+    assert done["text"] == "You said: hello"
+    assert list(rendered(events).values()) == ["You said: hello"]
+    # The primary answered 503 first; the fallback's text is the turn's second attempt (epoch 1).
+    paths = [r.path.split("/")[1] for r in served.server.requests[before:]]
+    assert paths == ["primary", "fallback"]
+    assert {d["epoch"] for n, d in events if n == "turn"} == {1}
+    # The key reached the provider as a header (from the secret binding), never the client.
+    assert ("authorization", "Bearer sk-fallback-secret") in served.server.requests[-1].headers
+    assert b"sk-" not in json.dumps(events).encode()
+    sent = msgspec.json.decode(served.server.requests[-1].body)["messages"]
+    assert sent[0] == {"role": "system", "content": "Be brief."}
+    assert sent[1] == {"role": "user", "content": "hello"}
+    status, _, raw = served.request("GET", f"/v1/sessions/{session['session_id']}")
+    assert status == 200 and json.loads(raw)["revision"] == done["revision"]
+
+
+OVERLOADED = (b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error",'
+              b'"message":"Overloaded"}}\n\n')
+
+
+def _cut_primary(tail: bytes | None) -> ScriptedReply:
+    """The primary streams part of an answer, then fails: an in-stream ``overloaded_error`` (the
+    Anthropic wire's 529/503-class signal once the stream has started) or a dropped connection."""
+    full = turn_reply("anthropic", final_answer("This answer will be cut off mid-way"),
+                      stream=True, model="claude-test")
+    head = full.chunks[:4]  # message_start, ping, content_block_start, the first text delta
+    if tail is None:
+        return ScriptedReply(headers=full.headers, chunks=(*head, b""), drop_after=len(head))
+    return ScriptedReply(headers=full.headers, chunks=(*head, tail))
+
+
+@pytest.mark.parametrize("tail", [OVERLOADED, None], ids=["overloaded", "dropped"])
+def test_a_failed_attempt_s_text_is_reset_before_the_fallback_s(served: Served,
+                                                                 tail: bytes | None) -> None:
+    served.server.enqueue("primary", _cut_primary(tail))
+    events = served.events("/v1/chat", {"message": "again"})
+    turns = [d for n, d in events if n == "turn"]
+    kinds = [(d["kind"], d["epoch"]) for d in turns]
+    # The primary's text (epoch 0) reached the client, then a reset, then the fallback's (epoch 1).
+    assert kinds[0] == ("text", 0) and turns[0]["text"] == "This answer will "
+    assert kinds[1] == ("reset", 1) and turns[1]["reason"] == "attempt_failed"
+    assert all(k == ("text", 1) for k in kinds[2:]) and len(kinds) > 2
+    assert [d["seq"] for d in turns] == list(range(len(turns)))
+    assert list(rendered(events).values()) == ["You said: again"]
+    assert list(rendered_in_js(events).values()) == ["You said: again"]
+    assert events[-1][0] == "done"
+
+
+def test_suspend_reply_done_across_requests(served: Served) -> None:
+    events = served.events("/v1/chat", {"message": "please ask me something"})
+    done = events[-1][1]
+    assert done["status"] == "waiting_for_reply" and done["question"] == QUESTION
+    sid, rev = done["session_id"], done["revision"]
+    events = served.events(f"/v1/sessions/{sid}/reply", {"content": "Ada", "revision": rev})
+    final = events[-1]
+    assert final[0] == "done" and final[1]["status"] == "finished"
+    assert final[1]["text"] == "Nice to meet you, Ada."
+    assert final[1]["revision"] > rev
+
+
+def _error(served: Served, method: str, path: str, body: bytes | None = None) -> tuple[int, dict[str, Any]]:
+    status, ctype, raw = served.request(method, path, body, {"content-type": "application/json"})
+    assert ctype.startswith("application/json"), raw
+    return status, json.loads(raw)
+
+
+def test_bad_input_gets_4xx_json_naming_the_problem(served: Served) -> None:
+    status, body = _error(served, "POST", "/v1/chat", b"{not json")
+    assert (status, body["error"]) == (400, "malformed_json")
+    status, body = _error(served, "POST", "/v1/chat", b'{"message": 3}')
+    assert (status, body["error"], body["field"]) == (400, "invalid_field", "message")
+    status, body = _error(served, "POST", "/v1/chat", json.dumps({"message": "x" * 70_000}).encode())
+    assert (status, body["error"]) == (413, "body_too_large")
+    status, body = _error(served, "POST", "/v1/sessions/nope/reply", b'{"content": "a", "revision": 0}')
+    assert (status, body["error"]) == (404, "unknown_session")
+    assert "nope" in body["message"]
+    status, body = _error(served, "GET", "/v1/sessions/bad%20id")
+    assert (status, body["error"]) == (400, "invalid_session_id")
+
+
+def test_reply_to_a_session_not_waiting_and_a_stale_revision(served: Served) -> None:
+    done = served.events("/v1/chat", {"message": "hi"})[-1][1]
+    status, body = served.post(f"/v1/sessions/{done['session_id']}/reply",
+                               {"content": "a", "revision": done["revision"]})[0::2]
+    err = json.loads(body)
+    assert (status, err["error"], err["session_status"]) == (409, "not_waiting", "finished")
+
+    waiting = served.events("/v1/chat", {"message": "ask me"})[-1][1]
+    status, _, body = served.post(f"/v1/sessions/{waiting['session_id']}/reply",
+                                  {"content": "a", "revision": waiting["revision"] - 1})
+    err = json.loads(body)
+    assert (status, err["error"], err["revision"]) == (409, "stale_revision", waiting["revision"])
+
+
+def test_provider_failure_mid_stream_is_an_sse_error_and_storage_keeps_its_revision(
+        served: Served) -> None:
+    waiting = served.events("/v1/chat", {"message": "ask me"})[-1][1]
+    sid, rev = waiting["session_id"], waiting["revision"]
+    # Both providers fail this turn: the primary with 503, the fallback mid-stream.
+    partial = turn_reply("openai_chat", final_answer("Nice to meet you, but"), stream=True)
+    served.server.enqueue("fallback", ScriptedReply(headers=partial.headers, chunks=partial.chunks,
+                                                    drop_after=2))
+    events = served.events(f"/v1/sessions/{sid}/reply", {"content": "Bob", "revision": rev})
+    name, data = events[-1]
+    assert name == "error", events
+    assert data["session_id"] == sid and data["error"] and data["message"]
+    assert "sk-" not in json.dumps(data)
+    # The reply was stored (rev + 1, ready); nothing after it was: the failed turn left no trace.
+    assert data["revision"] == rev + 1
+    status, _, raw = served.request("GET", f"/v1/sessions/{sid}")
+    shown = json.loads(raw)
+    assert (status, shown["revision"], shown["status"]) == (200, rev + 1, "ready")
+
+
+def test_suspend_in_one_workerd_process_reply_in_another(served: Served) -> None:
+    waiting = served.events("/v1/chat", {"message": "ask me now"})[-1][1]
+    assert waiting["status"] == "waiting_for_reply"
+    first_pid = served.workerd.proc.pid if served.workerd.proc else None
+    served.restart()  # a new process: a new isolate, the same Durable Object storage directory
+    assert served.workerd.proc is not None and served.workerd.proc.pid != first_pid
+    t0 = time.perf_counter()
+    events = served.events(f"/v1/sessions/{waiting['session_id']}/reply",
+                           {"content": "Grace", "revision": waiting["revision"]})
+    assert time.perf_counter() - t0 < 60
+    assert events[-1][0] == "done" and events[-1][1]["text"] == "Nice to meet you, Grace."
+
+
+def test_two_replies_racing_for_one_revision_have_one_winner(served: Served) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    waiting = served.events("/v1/chat", {"message": "ask me twice"})[-1][1]
+    path = f"/v1/sessions/{waiting['session_id']}/reply"
+    payloads = [{"content": name, "revision": waiting["revision"]} for name in ("Ann", "Ben")]
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda p: served.post(path, p), payloads))
+    statuses = sorted(status for status, _, _ in answers)
+    assert statuses == [200, 409], answers
+    loser = next(json.loads(raw) for status, _, raw in answers if status == 409)
+    assert loser["error"] in ("stale_revision", "not_waiting")
+    winner = next(parse_sse(raw) for status, _, raw in answers if status == 200)
+    assert winner[-1][0] == "done" and winner[-1][1]["status"] == "finished"
+
+
+def test_a_client_that_hangs_up_mid_stream_does_not_stop_the_session(served: Served) -> None:
+    # The fallback streams slowly, so the client is gone long before the turn ends.
+    served.server.set_responder(
+        "fallback", lambda r: dataclasses.replace(fallback_policy(r), delay_s=0.2))
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", served.workerd.port, timeout=60)
+        conn.request("POST", "/v1/chat", body=json.dumps({"message": "long answer"}),
+                     headers={"content-type": "application/json"})
+        resp = conn.getresponse()
+        assert resp.readline() == b"event: session\n"
+        session_id = json.loads(resp.readline().decode().removeprefix("data: "))["session_id"]
+        conn.close()
+        # ctx.waitUntil keeps the run alive: it still settles and commits.
+        deadline = time.monotonic() + 30
+        while True:
+            status, _, raw = served.request("GET", f"/v1/sessions/{session_id}")
+            shown = json.loads(raw)
+            if shown["status"] != "ready" or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert (status, shown["status"]) == (200, "finished")
+    finally:
+        served.server.set_responder("fallback", fallback_policy)

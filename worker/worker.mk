@@ -1,0 +1,37 @@
+# workerd targets. Included from the root Makefile, which defines PY, VENV, STAMP and `venv`;
+# `wasm-wheels` and the report paths come from wasm/wasm.mk and conformance/conformance.mk.
+# Only npm (workerd + pyodide, pinned in worker/package-lock.json) and PyPI (pycapnp, to encode
+# the dev Pyodide bundle) are contacted; every run after that is offline.
+
+WORKERD_REPORT ?= .reports/conformance-workerd.json
+WORKER_STAMP   := $(VENV)/.worker-installed
+
+.PHONY: worker-node conformance-workerd test-worker worker-clean
+
+worker/node_modules/.package-lock.json: worker/package.json $(wildcard worker/package-lock.json)
+	cd worker && if [ -f package-lock.json ]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi
+	touch $@
+
+worker-node: worker/node_modules/.package-lock.json
+
+$(WORKER_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet 'pycapnp==2.2.4'
+	touch $@
+
+# The suite served by the Worker template in real workerd (GET /conformance); its report must be
+# byte-identical to the CPython and Pyodide ones.
+conformance-workerd: worker/node_modules/.package-lock.json wasm-wheels $(WORKER_STAMP) conformance-cpython conformance-pyodide
+	$(PY) worker/tools/workerd_harness.py conformance $(WORKERD_REPORT)
+	@cmp $(CPYTHON_REPORT) $(WORKERD_REPORT) || { \
+	  echo "conformance: the CPython and workerd reports differ (diff $(CPYTHON_REPORT) $(WORKERD_REPORT))" >&2; exit 1; }
+	@cmp $(WASM_REPORT) $(WORKERD_REPORT) || { \
+	  echo "conformance: the Pyodide and workerd reports differ (diff $(WASM_REPORT) $(WORKERD_REPORT))" >&2; exit 1; }
+	@echo "conformance: CPython, Pyodide and workerd reports byte-identical"
+
+# The Worker template (agent, Durable Object sessions, SSE) in real workerd against the scripted
+# provider server on 127.0.0.1.
+test-worker: worker/node_modules/.package-lock.json wasm-wheels $(WORKER_STAMP)
+	BINDLOOP_WORKERD_TESTS=1 $(PY) -m pytest tests/worker -q
+
+worker-clean:
+	rm -rf worker/node_modules worker/.cache
