@@ -1,0 +1,156 @@
+"""The agent API: hooks-style agents built on the tool loop, the wire models, the turn text stream,
+partial JSON and session checkpoints. See docs/agent.md.
+
+``create_agent`` makes an awaitable agent; inside its handler the ``equip_*`` / ``expect_*`` /
+``on_stream`` hooks shape one generation's prompt, ``prompt_agent(schema)`` / ``prompt_chat()``
+run it, ``reborn()`` starts another generation. ``run_with`` is the explicit root of a run (models,
+providers, trace bus, snapshots).
+"""
+
+from ._agent import (
+    Agent as Agent,
+    Reborn as Reborn,
+    augment_agent as augment_agent,
+    create_agent as create_agent,
+    reborn as reborn,
+)
+from ._hooks import (
+    equip_budget as equip_budget,
+    equip_history as equip_history,
+    equip_instruction as equip_instruction,
+    equip_memo as equip_memo,
+    equip_memory as equip_memory,
+    equip_resource as equip_resource,
+    equip_scope as equip_scope,
+    equip_system as equip_system,
+    equip_tool as equip_tool,
+    equip_tool_call_loop_middleware as equip_tool_call_loop_middleware,
+    expect_resource as expect_resource,
+    expect_scope as expect_scope,
+    expect_validator as expect_validator,
+    on_stream as on_stream,
+)
+from ._middleware import (
+    AgentMiddleware as AgentMiddleware,
+    AgentMiddlewareContext as AgentMiddlewareContext,
+    ModelMiddleware as ModelMiddleware,
+    ToolCallLoopContext as ToolCallLoopContext,
+    ToolCallLoopMiddleware as ToolCallLoopMiddleware,
+    ToolContext as ToolContext,
+    ToolMiddleware as ToolMiddleware,
+    ToolOutput as ToolOutput,
+    augment_model as augment_model,
+)
+from ._model import (
+    AgentModel as AgentModel,
+    ModelStreamOptions as ModelStreamOptions,
+    StructuredOutputMode as StructuredOutputMode,
+    as_agent_model as as_agent_model,
+    turn_events as turn_events,
+)
+from ._prompt import (
+    ChatResult as ChatResult,
+    prompt_agent as prompt_agent,
+    prompt_chat as prompt_chat,
+    resume_chat as resume_chat,
+)
+from ._run import (
+    dump_snapshot as dump_snapshot,
+    restore_snapshot as restore_snapshot,
+    run_with as run_with,
+)
+from ._schema import strict_json_schema as strict_json_schema
+from ._snapshot import (
+    SNAPSHOT_VERSION as SNAPSHOT_VERSION,
+    AgentSnapshot as AgentSnapshot,
+    FrameSnapshot as FrameSnapshot,
+    JournalTurn as JournalTurn,
+    encode_snapshot as encode_snapshot,
+    parse_snapshot as parse_snapshot,
+)
+from ._stream import (
+    AgentStreamEvent as AgentStreamEvent,
+    ErrorStreamEvent as ErrorStreamEvent,
+    ExtraStreamEvent as ExtraStreamEvent,
+    ReasoningStreamEvent as ReasoningStreamEvent,
+    StructuredDataEvent as StructuredDataEvent,
+    TextStreamEvent as TextStreamEvent,
+    ToolCallDoneEvent as ToolCallDoneEvent,
+    ToolCallStreamEvent as ToolCallStreamEvent,
+    TurnDoneEvent as TurnDoneEvent,
+    TurnStartEvent as TurnStartEvent,
+    UsageStreamEvent as UsageStreamEvent,
+)
+from ._tools import AgentTool as AgentTool, augment_tool as augment_tool, call_tool as call_tool
+from ._trace import (
+    TraceEmitter as TraceEmitter,
+    TraceEvent as TraceEvent,
+    TraceOptions as TraceOptions,
+)
+
+__all__ = (
+    "SNAPSHOT_VERSION",
+    "Agent",
+    "AgentMiddleware",
+    "AgentMiddlewareContext",
+    "AgentModel",
+    "AgentSnapshot",
+    "AgentStreamEvent",
+    "AgentTool",
+    "ChatResult",
+    "ErrorStreamEvent",
+    "ExtraStreamEvent",
+    "FrameSnapshot",
+    "JournalTurn",
+    "ModelMiddleware",
+    "ModelStreamOptions",
+    "ReasoningStreamEvent",
+    "Reborn",
+    "StructuredDataEvent",
+    "StructuredOutputMode",
+    "TextStreamEvent",
+    "ToolCallDoneEvent",
+    "ToolCallLoopContext",
+    "ToolCallLoopMiddleware",
+    "ToolCallStreamEvent",
+    "ToolContext",
+    "ToolMiddleware",
+    "ToolOutput",
+    "TraceEmitter",
+    "TraceEvent",
+    "TraceOptions",
+    "TurnDoneEvent",
+    "TurnStartEvent",
+    "UsageStreamEvent",
+    "as_agent_model",
+    "augment_agent",
+    "augment_model",
+    "augment_tool",
+    "call_tool",
+    "create_agent",
+    "dump_snapshot",
+    "encode_snapshot",
+    "equip_budget",
+    "equip_history",
+    "equip_instruction",
+    "equip_memo",
+    "equip_memory",
+    "equip_resource",
+    "equip_scope",
+    "equip_system",
+    "equip_tool",
+    "equip_tool_call_loop_middleware",
+    "expect_resource",
+    "expect_scope",
+    "expect_validator",
+    "on_stream",
+    "parse_snapshot",
+    "prompt_agent",
+    "prompt_chat",
+    "reborn",
+    "restore_snapshot",
+    "resume_chat",
+    "run_with",
+    "strict_json_schema",
+    "turn_events",
+)
