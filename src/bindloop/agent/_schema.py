@@ -34,7 +34,7 @@ _MOVED = frozenset({"minLength", "maxLength", "pattern", "format", "minimum", "m
                     "contentEncoding", "contentMediaType"})
 # Keywords dropped: annotations that carry nothing the model or the decoder needs.
 _DROPPED = frozenset({"$schema", "$id", "$comment", "deprecated", "readOnly", "writeOnly",
-                      "default"})
+                      "default", "discriminator"})  # discriminator: the tag is a const already
 # Everything else is refused, naming the keyword (not, if/then/else, patternProperties, ...).
 
 _NAME = re.compile(r"[^A-Za-z0-9_-]+")
@@ -273,8 +273,10 @@ def _drop_synthetic_nulls(value: Any, schema: Mapping[str, Any], defs: Mapping[s
     branches = schema.get("anyOf") or schema.get("oneOf")
     if isinstance(branches, list) and value is not None:
         for b in branches:
-            if isinstance(b, Mapping) and validate(value, b, defs, "$") is None:
-                return _drop_synthetic_nulls(value, b, defs)
+            if isinstance(b, Mapping):
+                candidate = _drop_synthetic_nulls(value, b, defs)
+                if validate(candidate, b, defs, "$") is None:
+                    return candidate
     return value
 
 
