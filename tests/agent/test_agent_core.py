@@ -29,7 +29,6 @@ from bindloop.agent import (
     expect_scope,
     expect_validator,
     on_stream,
-    prompt_agent,
     prompt_chat,
     reborn,
     run_with,
