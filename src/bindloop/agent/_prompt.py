@@ -691,6 +691,7 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
     frame, gen = _begin("resume_chat")
     cp = checkpoint if isinstance(checkpoint, LoopCheckpoint) else parse_loop_checkpoint(
         checkpoint)
+    start_len = len(cp.messages)  # the reply is part of what this prompt added
     if reply is not None:
         suspends = cp.open_suspends
         if tool_call_id is None:
@@ -705,7 +706,6 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
         cp = apply_checkpoint_input(cp, answer)
     if max_turn_steps is not None:
         cp = msgspec.structs.replace(cp, max_iterations=cp.iterations + max_turn_steps)
-    start_len = len(cp.messages)
     result: ChatResult | None = None
     failure: BaseException | None = None
     async with anyio.create_task_group() as tg:
