@@ -98,6 +98,9 @@ __all__ = ("ChatResult", "prompt_agent", "prompt_chat", "resume_chat")
 
 T = TypeVar("T")
 
+_JSON_ENCODE = msgspec.json.Encoder().encode
+_JSON_DECODE = msgspec.json.Decoder().decode
+
 _FATAL = (LoopMissingToolOutputError, PortContractError, NoAgentContextError,
           AfterPromptAgentError, SnapshotDivergenceError, BudgetExceededError, RunCancelledError)
 
@@ -330,6 +333,10 @@ class _Prompt:
         return turn
 
     def _unwrap(self, value: Any) -> Any:
+        # The parser grows one live structure in place: each event gets its own copy, so an
+        # event a consumer holds never changes under it.
+        if isinstance(value, (dict, list)):
+            value = _JSON_DECODE(_JSON_ENCODE(value))
         if self.spec is not None and self.spec.wrapped and isinstance(value, dict):
             return value.get("result")
         return value
