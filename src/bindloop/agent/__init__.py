@@ -41,6 +41,15 @@ from ._middleware import (
     ToolOutput as ToolOutput,
     augment_model as augment_model,
 )
+from ._limits import (
+    ConcurrencyRule as ConcurrencyRule,
+    InMemoryLimitStore as InMemoryLimitStore,
+    LimitRule as LimitRule,
+    LimitStore as LimitStore,
+    RateRule as RateRule,
+    with_limit as with_limit,
+    with_simple_limit as with_simple_limit,
+)
 from ._model import (
     AgentModel as AgentModel,
     ModelStreamOptions as ModelStreamOptions,
@@ -54,6 +63,7 @@ from ._prompt import (
     prompt_chat as prompt_chat,
     resume_chat as resume_chat,
 )
+from ._retry import is_retryable as is_retryable, with_retry as with_retry
 from ._run import (
     dump_snapshot as dump_snapshot,
     restore_snapshot as restore_snapshot,
@@ -98,12 +108,17 @@ __all__ = (
     "AgentStreamEvent",
     "AgentTool",
     "ChatResult",
+    "ConcurrencyRule",
     "ErrorStreamEvent",
     "ExtraStreamEvent",
     "FrameSnapshot",
+    "InMemoryLimitStore",
     "JournalTurn",
+    "LimitRule",
+    "LimitStore",
     "ModelMiddleware",
     "ModelStreamOptions",
+    "RateRule",
     "ReasoningStreamEvent",
     "Reborn",
     "StructuredDataEvent",
@@ -143,6 +158,7 @@ __all__ = (
     "expect_resource",
     "expect_scope",
     "expect_validator",
+    "is_retryable",
     "on_stream",
     "parse_snapshot",
     "prompt_agent",
@@ -153,4 +169,7 @@ __all__ = (
     "run_with",
     "strict_json_schema",
     "turn_events",
+    "with_limit",
+    "with_retry",
+    "with_simple_limit",
 )

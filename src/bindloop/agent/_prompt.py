@@ -9,6 +9,7 @@ problem). ``max_turn_steps`` bounds each loop; ``max_total_turns`` bounds them a
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar, overload
 
@@ -283,6 +284,14 @@ class _Prompt:
 
     async def _fold(self, events: Any, index: int) -> ModelTurnResult:
         collector = TurnCollector()
+        closing = contextlib.aclosing(events) if hasattr(events, "aclose") else \
+            contextlib.nullcontext(events)
+        async with closing:  # close the model's stream here, however the fold ends
+            turn = await self._fold_events(events, index, collector)
+        return turn
+
+    async def _fold_events(self, events: Any, index: int,
+                           collector: TurnCollector) -> ModelTurnResult:
         hub = self.hub
         text = self.text
         parser = PartialJsonParser() if hub is not None and self.spec is not None else None
