@@ -316,16 +316,22 @@ class _Prompt:
                     if tc.index == output_index:
                         chunk = tc.arguments
                 if chunk:
-                    fed = True
                     partial = parser.feed(chunk)
-                    hub.emit(StructuredDataEvent(turn_index=index, status="partial",
-                                                 data=self._unwrap(partial.value),
-                                                 is_valid=False))
+                    # Text that cannot start a JSON document (narration before a tool call) is
+                    # not a structured view: it stays plain text.
+                    if partial.state != "invalid":
+                        fed = True
+                        hub.emit(StructuredDataEvent(turn_index=index, status="partial",
+                                                     data=self._unwrap(partial.value),
+                                                     is_valid=False))
         turn = collector.result()
         if hub is not None:
             for call in turn.tool_calls:
                 hub.emit(ToolCallDoneEvent(turn_index=index, tool_call=call))
-            if parser is not None and fed:
+            # A turn that asks for tools is not the answer (its text is narration); the final
+            # structured status belongs to the answer turn.
+            answer_turn = output_index is not None if self.tool_mode else not turn.tool_calls
+            if parser is not None and fed and answer_turn:
                 final = parser.result()
                 source = next((c.arguments for c in turn.tool_calls if c.name == spec_name),
                               None) if self.tool_mode else turn.text
