@@ -57,7 +57,7 @@ class Agent(Generic[P, R]):
     none. Outside any run it starts an implicit one (no snapshot, no trace).
     """
 
-    __slots__ = ("_model", "handler", "id", "max_reborns", "max_retries", "middleware")
+    __slots__ = ("_model", "_specs", "handler", "id", "max_reborns", "max_retries", "middleware")
 
     def __init__(self, *, id: str, handler: Callable[[P], Awaitable[R | Reborn]],
                  model: AgentModel | str | None, max_retries: int, max_reborns: int,
@@ -68,6 +68,7 @@ class Agent(Generic[P, R]):
         self.max_retries = max_retries
         self.max_reborns = max_reborns
         self.middleware = middleware
+        self._specs: dict[Any, Any] = {}  # prompt_agent's converted schemas, per agent
 
     def __repr__(self) -> str:
         return f"Agent(id={self.id!r})"
@@ -96,7 +97,7 @@ class Agent(Generic[P, R]):
             cursor = parent.cursor.child(index, self.id)
         frame = Frame(run=run, agent_id=self.id, parent=parent, path=(*parent.path, index),
                       model=self._resolve_model(run), signal=parent.signal or run.signal,
-                      max_retries=self.max_retries, cursor=cursor)
+                      max_retries=self.max_retries, cursor=cursor, specs=self._specs)
         if run.enable_snapshot:
             parent.children.append(frame)
         tracer = run.tracer

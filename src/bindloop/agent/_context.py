@@ -85,12 +85,13 @@ class Frame:
 
     __slots__ = ("agent_id", "child_count", "children", "cursor", "generation", "journal", "max_retries", "memo",
                  "memory", "model", "parent", "path", "resources", "run", "scope", "signal",
-                 "span", "spent")
+                 "span", "specs", "spent")
 
     def __init__(self, *, run: RunState, agent_id: str | None, parent: Frame | None,
                  path: tuple[int, ...], model: AgentModel | None = None,
                  signal: AbortSignal | None = None, max_retries: int = 3,
-                 cursor: ReplayCursor | None = None) -> None:
+                 cursor: ReplayCursor | None = None,
+                 specs: dict[Any, Any] | None = None) -> None:
         from ._snapshot import Journal
 
         self.run = run
@@ -111,6 +112,7 @@ class Frame:
         self.spent: dict[str, int] = {}
         self.max_retries = max_retries
         self.cursor = cursor
+        self.specs: dict[Any, Any] = {} if specs is None else specs
 
 
 _FRAME: ContextVar[Frame | None] = ContextVar("bindloop_agent_frame", default=None)

@@ -25,7 +25,7 @@ from ..completion import (
 from ..contracts import Message, ModelTurnResult, ToolDefinition, TurnUsage
 from ..errors import UsageError
 from ..signal import AbortSignal
-from ..wire import JsonSchemaFormat, ModelAdapter, RoutedModel, ToolChoice
+from ..wire import JsonSchemaFormat, ModelAdapter, RoutedModel, ToolChoice, WireOptions
 
 __all__ = (
     "AgentModel",
@@ -63,8 +63,14 @@ class AgentModel(Protocol):
     ``stream`` returns an async iterator of stream events for one completion; an
     :class:`~bindloop.completion.ErrorEvent` or a raise fails the turn. ``calculate_cost`` returns
     integer spend per billing unit (``{"micro_usd": 120}``); ``{}`` when the model is free or
-    unpriced. A model may also carry ``structured_output`` (:data:`StructuredOutputMode`, default
-    ``"tool"`` when absent) to say whether it honours ``options.schema`` natively.
+    unpriced. ``messages`` is the prompt's live transcript: read it, copy what you keep, never
+    mutate it.
+
+    Optional extras a model may carry: ``structured_output`` (:data:`StructuredOutputMode`,
+    ``"tool"`` when absent) says whether it honours ``options.schema`` natively;
+    ``async complete_turn(messages, options) -> ModelTurnResult`` gives the same turn whole, and is
+    used instead of ``stream`` when nothing observes the stream (no ``on_stream``, trace, journal or
+    text sink).
     """
 
     @property
@@ -118,6 +124,10 @@ class _WireModel:
 
     def stream(self, messages: Sequence[Message],
                options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
+        wire = self._wire_options(options)
+        return self._inner.stream(messages, options.tools, options=wire, signal=options.signal)
+
+    def _wire_options(self, options: ModelStreamOptions) -> WireOptions:
         wire = self._inner.options
         changes: dict[str, Any] = dict(options.additional_options or {})
         if options.schema is not None:
@@ -130,7 +140,13 @@ class _WireModel:
         except TypeError as exc:
             raise UsageError(f"additional_options for model {self.id!r} name a field WireOptions "
                              f"does not have: {exc}") from exc
-        return self._inner.stream(messages, options.tools, options=wire, signal=options.signal)
+        return wire
+
+    async def complete_turn(self, messages: Sequence[Message],
+                            options: ModelStreamOptions) -> ModelTurnResult:
+        wire = self._wire_options(options)
+        return await self._inner.complete(messages, options.tools, options=wire,
+                                          signal=options.signal)
 
     def calculate_cost(self, usage: TurnUsage) -> dict[str, int]:
         return dict(self._cost(usage)) if self._cost is not None else {}
@@ -153,9 +169,13 @@ class _RoutedAgentModel:
 
     async def stream(self, messages: Sequence[Message],
                      options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
-        turn = await self._inner.call_model(list(messages), list(options.tools))
+        turn = await self.complete_turn(messages, options)
         for event in turn_events(turn):
             yield event
+
+    async def complete_turn(self, messages: Sequence[Message],
+                            options: ModelStreamOptions) -> ModelTurnResult:
+        return await self._inner.call_model(list(messages), list(options.tools))
 
     def calculate_cost(self, usage: TurnUsage) -> dict[str, int]:
         return dict(self._cost(usage)) if self._cost is not None else {}

@@ -9,8 +9,7 @@ problem). ``max_turn_steps`` bounds each loop; ``max_total_turns`` bounds them a
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 import anyio
@@ -188,6 +187,10 @@ class _Prompt:
         run = frame.run
         self.tracer = run.tracer
         self.recording = run.enable_snapshot or run.tracer.enabled or frame.cursor is not None
+        self.observed = (self.recording or self.hub is not None or self.tool_mode)
+        # An optional whole-turn call (AgentModel.complete_turn), used when nobody watches the
+        # stream: the same turn without a generator per call.
+        self.complete = getattr(self.model, "complete_turn", None)
         self.turn_index = -1
         self.batch: _Batch | None = None
         self.last_turn: ModelTurnResult | None = None
@@ -211,6 +214,8 @@ class _Prompt:
 
     def _charge(self, turn: ModelTurnResult) -> None:
         costs = self.model.calculate_cost(turn.usage)
+        if type(costs) is dict and not costs:
+            return
         if not isinstance(costs, Mapping) or not all(
                 isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
                 for k, v in costs.items()):
@@ -229,6 +234,37 @@ class _Prompt:
                          _tools: list[ToolDefinition]) -> ModelTurnResult:
         self._check_budget()
         self.turn_index += 1
+        if self.observed:
+            return await self._call_model_observed(messages)
+        # The common path (no consumer, trace, journal or output tool): fold and charge. The
+        # live transcript is passed as it is: an AgentModel reads it and copies what it keeps.
+        text = self.text
+        complete = self.complete
+        if complete is not None and text is None:
+            turn = await complete(messages, self.options)
+            if not isinstance(turn, ModelTurnResult):
+                raise PortContractError(f"model {self.model.id!r}: complete_turn() returned "
+                                        f"{type(turn).__name__}, not a ModelTurnResult")
+        else:
+            events = self.model.stream(messages, self.options)
+            collector = TurnCollector()
+            try:
+                async for event in events:
+                    collector.observe(event)
+                    if text is not None and isinstance(event, TextEvent):
+                        text.observe(event.content)
+            except BaseException:
+                aclose = getattr(events, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+                raise
+            turn = collector.result()
+        self._charge(turn)
+        self.last_turn = turn
+        self.batch = None
+        return turn
+
+    async def _call_model_observed(self, messages: list[Message]) -> ModelTurnResult:
         index = self.turn_index
         frame = self.frame
         hub = self.hub
@@ -250,7 +286,7 @@ class _Prompt:
                 turn = await self._fold(_aiter(turn_events(replayed.turn)), index)
                 turn = replayed.turn
             else:
-                turn = await self._fold(self.model.stream(list(messages), self.options), index)
+                turn = await self._fold(self.model.stream(messages, self.options), index)
             if not isinstance(turn, ModelTurnResult):
                 raise PortContractError("the model's stream did not fold into a turn")
         except BaseException as exc:
@@ -284,11 +320,12 @@ class _Prompt:
 
     async def _fold(self, events: Any, index: int) -> ModelTurnResult:
         collector = TurnCollector()
-        closing = contextlib.aclosing(events) if hasattr(events, "aclose") else \
-            contextlib.nullcontext(events)
-        async with closing:  # close the model's stream here, however the fold ends
-            turn = await self._fold_events(events, index, collector)
-        return turn
+        try:
+            return await self._fold_events(events, index, collector)
+        finally:  # close the model's stream here, however the fold ends
+            aclose = getattr(events, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
     async def _fold_events(self, events: Any, index: int,
                            collector: TurnCollector) -> ModelTurnResult:
@@ -467,6 +504,20 @@ def _final_text(messages: Sequence[Message]) -> str:
     return ""
 
 
+def _spec_for(frame: Frame, schema: Any) -> OutputSpec:
+    """The schema's :class:`OutputSpec`, converted once per agent (the agent keeps the cache, so
+    a reused agent does not convert again, and nothing is cached at module level)."""
+    try:
+        key: Any = ("dict", _JSON_ENCODE(schema)) if isinstance(schema, Mapping) else schema
+        hash(key)
+    except (TypeError, msgspec.EncodeError):
+        return output_spec(schema)
+    cached = frame.specs.get(key)
+    if cached is None:
+        cached = frame.specs[key] = output_spec(schema)
+    return cached
+
+
 def _begin(hook: str) -> tuple[Frame, Generation]:
     frame = current_frame(hook)
     gen = frame.generation
@@ -525,6 +576,41 @@ async def _validate(gen: Generation, value: Any) -> str | None:
             return reason
     return None
 
+R = TypeVar("R")
+
+
+async def _with_consumers(gen: Generation, body: Callable[[StreamHub | None], Awaitable[R]],
+                          on_end: Callable[[bool], None] | None = None) -> R:
+    """Run ``body(hub)`` with this generation's stream consumers as tasks; the hub is closed
+    (every consumer sees its end) however ``body`` ends. Without consumers there is no task
+    group at all: a prompt nobody watches pays nothing for streaming."""
+    if not gen.streams:
+        ok = False
+        try:
+            out = await body(None)
+            ok = True
+            return out
+        finally:
+            if on_end is not None:
+                on_end(ok)
+    result: list[R] = []
+    failure: BaseException | None = None
+    async with anyio.create_task_group() as tg:
+        hub = StreamHub(gen.streams, tg)
+        try:
+            result.append(await body(hub))
+        except anyio.get_cancelled_exc_class():
+            raise
+        except BaseException as exc:  # re-raised outside the task group, never wrapped
+            failure = exc
+        finally:
+            if on_end is not None:
+                on_end(failure is None and bool(result))
+            hub.close()
+    if failure is not None:
+        raise failure
+    return result[0]
+
 
 async def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
                       max_turn_steps: int, max_total_turns: int | None,
@@ -537,27 +623,17 @@ async def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
         stream = create_turn_text_stream(
             turn_id=f"{frame.agent_id}:{'.'.join(map(str, frame.path))}:{gen.index}",
             sink=text_sink)
-    result: tuple[Any, ChatResult] | None = None
-    failure: BaseException | None = None
-    async with anyio.create_task_group() as tg:
-        hub = StreamHub(gen.streams, tg) if gen.streams else None
-        try:
-            prompt = _Prompt(frame, gen, spec, hub, stream)
-            result = await _drive(prompt, initial, spec, retries=retries,
-                                  max_turn_steps=max_turn_steps, total=total, stream=stream)
-        except anyio.get_cancelled_exc_class():
-            raise
-        except BaseException as exc:  # re-raised outside the task group, never wrapped
-            failure = exc
-        finally:
-            if stream is not None:
-                stream.finish("succeeded" if failure is None else "failed")
-            if hub is not None:
-                hub.close()
-    if failure is not None:
-        raise failure
-    assert result is not None
-    return result
+
+    async def body(hub: StreamHub | None) -> tuple[Any, ChatResult]:
+        prompt = _Prompt(frame, gen, spec, hub, stream)
+        return await _drive(prompt, initial, spec, retries=retries,
+                            max_turn_steps=max_turn_steps, total=total, stream=stream)
+
+    def finish(ok: bool) -> None:
+        if stream is not None:
+            stream.finish("succeeded" if ok else "failed")
+
+    return await _with_consumers(gen, body, finish)
 
 
 async def _drive(prompt: _Prompt, initial: list[Message], spec: OutputSpec | None, *,
@@ -680,7 +756,7 @@ async def prompt_agent(schema: Any, *, max_turn_steps: int = 10,
     a retractable turn text stream (a re-ask opens ``begin_attempt("structured_output_retry")``).
     """
     frame, gen = _begin("prompt_agent")
-    spec = output_spec(schema)
+    spec = _spec_for(frame, schema)
     value, _ = await _run_prompt(frame, gen, spec, max_turn_steps=max_turn_steps,
                                  max_total_turns=max_total_turns, text_sink=text_sink,
                                  hook="prompt_agent")
@@ -728,45 +804,33 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
         cp = apply_checkpoint_input(cp, answer)
     if max_turn_steps is not None:
         cp = msgspec.structs.replace(cp, max_iterations=cp.iterations + max_turn_steps)
-    result: ChatResult | None = None
-    failure: BaseException | None = None
-    async with anyio.create_task_group() as tg:
-        hub = StreamHub(gen.streams, tg) if gen.streams else None
-        try:
-            prompt = _Prompt(frame, gen, None, hub, None)
 
-            def restore(_: LoopCheckpoint) -> RestoredLoop:
-                return RestoredLoop(call_model=prompt.call_model,
-                                    run_tool_call=prompt.run_tool_call, signal=frame.signal,
-                                    is_fatal_tool_error=_fatal,
-                                    capture_bindings=lambda: cp.bindings)
+    async def body(hub: StreamHub | None) -> ChatResult:
+        prompt = _Prompt(frame, gen, None, hub, None)
 
-            run = await run_from_checkpoint(checkpoint=cp, restore=restore,
-                                            commit=lambda _c: "continue")
-            stop = run.stop_reason
-            if stop == "checkpointed":  # our commit always continues; the loop cannot get here
-                raise PortContractError("resume_chat: the run stopped as checkpointed")
-            if stop == "iteration_limit":
-                raise ToolLoopExceededError(
-                    f"agent {frame.agent_id!r}: the resumed chat ran out of model turns without "
-                    "a final answer; pass a larger max_turn_steps",
-                    max_turn_steps=cp.max_iterations - cp.iterations)
-            if stop == "aborted":
-                raise RunCancelledError(f"agent {frame.agent_id!r}: the resumed chat was aborted")
-            end = run.checkpoint
-            delta = list(end.messages[start_len:])
-            suspended = stop in ("waiting_for_reply", "resuming_later")
-            result = ChatResult(data="" if suspended else _final_text(end.messages), delta=delta,
-                                stop_reason=stop, stats=run.stats,
-                                checkpoint=end if suspended else None)
-        except anyio.get_cancelled_exc_class():
-            raise
-        except BaseException as exc:
-            failure = exc
-        finally:
-            if hub is not None:
-                hub.close()
-    if failure is not None:
-        raise failure
-    assert result is not None
-    return result
+        def restore(_: LoopCheckpoint) -> RestoredLoop:
+            return RestoredLoop(call_model=prompt.call_model,
+                                run_tool_call=prompt.run_tool_call, signal=frame.signal,
+                                is_fatal_tool_error=_fatal,
+                                capture_bindings=lambda: cp.bindings)
+
+        run = await run_from_checkpoint(checkpoint=cp, restore=restore,
+                                        commit=lambda _c: "continue")
+        stop = run.stop_reason
+        if stop == "checkpointed":  # our commit always continues; the loop cannot get here
+            raise PortContractError("resume_chat: the run stopped as checkpointed")
+        if stop == "iteration_limit":
+            raise ToolLoopExceededError(
+                f"agent {frame.agent_id!r}: the resumed chat ran out of model turns without "
+                "a final answer; pass a larger max_turn_steps",
+                max_turn_steps=cp.max_iterations - cp.iterations)
+        if stop == "aborted":
+            raise RunCancelledError(f"agent {frame.agent_id!r}: the resumed chat was aborted")
+        end = run.checkpoint
+        delta = list(end.messages[start_len:])
+        suspended = stop in ("waiting_for_reply", "resuming_later")
+        return ChatResult(data="" if suspended else _final_text(end.messages), delta=delta,
+                          stop_reason=stop, stats=run.stats,
+                          checkpoint=end if suspended else None)
+
+    return await _with_consumers(gen, body)
