@@ -155,7 +155,8 @@ class _Prompt:
     """One prompt's ports for ``run_tool_loop`` and the state they share."""
 
     def __init__(self, frame: Frame, gen: Generation, spec: OutputSpec | None,
-                 hub: StreamHub | None, text: TurnTextStream | None) -> None:
+                 hub: StreamHub | None, text: TurnTextStream | None,
+                 additional_options: Mapping[str, Any] | None = None) -> None:
         self.frame = frame
         self.gen = gen
         self.spec = spec
@@ -183,7 +184,9 @@ class _Prompt:
         self.options = ModelStreamOptions(schema=schema,
                                           schema_name=spec.name if spec else "final_result",
                                           tools=self.defs, tool_choice=choice,
-                                          signal=frame.signal)
+                                          signal=frame.signal,
+                                          additional_options=None if not additional_options
+                                          else dict(additional_options))
         run = frame.run
         self.tracer = run.tracer
         self.recording = run.enable_snapshot or run.tracer.enabled or frame.cursor is not None
@@ -614,7 +617,8 @@ async def _with_consumers(gen: Generation, body: Callable[[StreamHub | None], Aw
 
 async def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
                       max_turn_steps: int, max_total_turns: int | None,
-                      text_sink: TurnStreamSink | None, hook: str) -> tuple[Any, ChatResult]:
+                      text_sink: TurnStreamSink | None, hook: str,
+                      additional_options: Mapping[str, Any] | None) -> tuple[Any, ChatResult]:
     retries = frame.max_retries
     total = _budgets(max_turn_steps, max_total_turns, retries)
     initial = _messages(frame, gen, hook)
@@ -625,7 +629,7 @@ async def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
             sink=text_sink)
 
     async def body(hub: StreamHub | None) -> tuple[Any, ChatResult]:
-        prompt = _Prompt(frame, gen, spec, hub, stream)
+        prompt = _Prompt(frame, gen, spec, hub, stream, additional_options)
         return await _drive(prompt, initial, spec, retries=retries,
                             max_turn_steps=max_turn_steps, total=total, stream=stream)
 
@@ -730,18 +734,21 @@ def _checkpoint(frame: Frame, gen: Generation, state: ToolLoopState, stats: RunS
 @overload
 async def prompt_agent(schema: type[T], *, max_turn_steps: int = 10,
                        max_total_turns: int | None = None,
-                       text_sink: TurnStreamSink | None = None) -> T: ...
+                       text_sink: TurnStreamSink | None = None,
+                       additional_options: Mapping[str, Any] | None = None) -> T: ...
 
 
 @overload
 async def prompt_agent(schema: dict[str, Any], *, max_turn_steps: int = 10,
                        max_total_turns: int | None = None,
-                       text_sink: TurnStreamSink | None = None) -> Any: ...
+                       text_sink: TurnStreamSink | None = None,
+                       additional_options: Mapping[str, Any] | None = None) -> Any: ...
 
 
 async def prompt_agent(schema: Any, *, max_turn_steps: int = 10,
                        max_total_turns: int | None = None,
-                       text_sink: TurnStreamSink | None = None) -> Any:
+                       text_sink: TurnStreamSink | None = None,
+                       additional_options: Mapping[str, Any] | None = None) -> Any:
     """Ask this generation's prompt for a value of ``schema`` and return it decoded.
 
     ``schema`` is any type msgspec can decode (Struct, dataclass, TypedDict, ``list[...]``,
@@ -754,24 +761,27 @@ async def prompt_agent(schema: Any, *, max_turn_steps: int = 10,
     (default ``max_turn_steps * (max_retries + 1)``) all model turns of the prompt
     (:class:`~bindloop.errors.TurnBudgetExceededError`). ``text_sink`` receives the answer text as
     a retractable turn text stream (a re-ask opens ``begin_attempt("structured_output_retry")``).
+    ``additional_options`` go to the model with every call (``WireOptions`` fields such as
+    ``temperature`` for the wire adapters).
     """
     frame, gen = _begin("prompt_agent")
     spec = _spec_for(frame, schema)
     value, _ = await _run_prompt(frame, gen, spec, max_turn_steps=max_turn_steps,
                                  max_total_turns=max_total_turns, text_sink=text_sink,
-                                 hook="prompt_agent")
+                                 hook="prompt_agent", additional_options=additional_options)
     return value
 
 
 async def prompt_chat(*, max_turn_steps: int = 10, max_total_turns: int | None = None,
-                      text_sink: TurnStreamSink | None = None) -> ChatResult:
+                      text_sink: TurnStreamSink | None = None,
+                      additional_options: Mapping[str, Any] | None = None) -> ChatResult:
     """Run the chat policy with the equipped system, history, instruction and tools: model turns
     and tool rounds until a final answer (validated by any ``expect_validator``, which gets the
     text) or a suspend. See :class:`ChatResult` and :func:`prompt_agent` for the budgets."""
     frame, gen = _begin("prompt_chat")
     _, chat = await _run_prompt(frame, gen, None, max_turn_steps=max_turn_steps,
                                 max_total_turns=max_total_turns, text_sink=text_sink,
-                                hook="prompt_chat")
+                                hook="prompt_chat", additional_options=additional_options)
     return chat
 
 
