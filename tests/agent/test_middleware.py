@@ -267,3 +267,28 @@ async def test_loop_middleware_layers_nest_and_see_the_original_calls() -> None:
     assert seen == [("outer", 3, 3), ("inner", 3, 2)]
     contents = [m.content for m in chat.delta if isinstance(m, ToolMessage)]
     assert contents == ["outer answered", "inner answered", "c:"]
+
+
+@pytest.mark.parametrize(("outputs", "error", "match"), [
+    (lambda calls: "not a list", PortContractError, "not a list"),
+    (lambda calls: [ToolOutput(call_id=calls[0].id, outcome=ToolResult(content="a"))] * 2,
+     LoopMissingToolOutputError, "several outputs"),
+    (lambda calls: [ToolOutput(call_id="ghost", outcome=ToolResult(content="a"))],
+     LoopMissingToolOutputError, "not in the batch"),
+    (lambda calls: [calls[0]], PortContractError, "ToolOutput"),
+])
+async def test_loop_middleware_answers_are_checked(outputs: Any, error: type[Exception],
+                                                   match: str) -> None:
+    async def handler(ctx: Any, calls: list[Any], next: Any) -> Any:
+        return outputs(calls)
+
+    model = scripted_stream_model([tool_call_turn([tool_call("a")]), final_answer("x")])
+
+    async def agent_handler(_: None) -> Any:
+        equip_instruction("go")
+        equip_tool(_tool("a"))
+        equip_tool_call_loop_middleware(ToolCallLoopMiddleware(name="odd", handler=handler))
+        return await prompt_chat()
+
+    with pytest.raises(error, match=match):
+        await create_agent(id="a", handler=agent_handler, model=model)(None)

@@ -36,7 +36,12 @@ P = TypeVar("P")
 
 @dataclass(frozen=True, slots=True)
 class ModelMiddleware:
-    """``wrap(inner) -> model``: returns an :class:`AgentModel` that calls ``inner``."""
+    """``wrap(inner) -> model``: returns an :class:`AgentModel` that calls ``inner``.
+
+    The wrapper should forward ``inner``'s optional ``structured_output`` attribute (and
+    ``complete_turn``, if it offers one): a wrapper without ``structured_output`` makes the agent
+    treat the model as one without native JSON-schema mode (the forced output tool), which the
+    built-in ``with_limit`` / ``with_retry`` wrappers avoid by forwarding it."""
 
     name: str
     wrap: Callable[[AgentModel], AgentModel]
