@@ -20,9 +20,12 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-## make demo: an agent loop over a deterministic policy model with real pure tools, traced.
+## make demo: an agent loop over a deterministic policy model with real pure tools, traced; then
+## the agent API: prompt_agent(schema) with a tool, a re-ask and partial structured output, over
+## a scripted OpenAI-chat provider on 127.0.0.1.
 demo: venv
 	$(PY) -m bindloop.hosts.demo
+	$(PY) -m bindloop.hosts.agent_demo
 
 ## The same agent through real provider wires over loopback HTTP: an Anthropic-wire provider that
 ## answers 503, then fallback to an OpenAI-chat-wire provider streaming SSE (route log in the trace).

@@ -37,6 +37,7 @@ from bindloop.testing import loop_harness
 
 from ._ports import ScenarioRun
 from ._schema import ExpectSpec, ScenarioError, decode_scenario
+from ._agent import run_agent_scenario
 from ._session import run_checkpointed
 
 __all__ = ("main", "report_for", "run_scenario")
@@ -116,6 +117,8 @@ def _judge(expect: ExpectSpec, observed: dict[str, Any]) -> list[dict[str, Any]]
 
 async def run_scenario(name: str, data: bytes) -> dict[str, Any]:
     """Run one scenario (its JSON bytes) and return its report entry."""
+    if _is_agent_scenario(data):
+        return await run_agent_scenario(name, data, _diff)
     entry: dict[str, Any] = {"name": name}
     try:
         sc = decode_scenario(data)
@@ -161,6 +164,15 @@ async def run_scenario(name: str, data: bytes) -> dict[str, Any]:
     entry.update(observed)
     entry.update(description=sc.description, passed=not mismatches, mismatches=mismatches)
     return entry
+
+
+def _is_agent_scenario(data: bytes) -> bool:
+    """``"kind": "agent"`` scenarios go to ``conformance._agent`` (the agent API)."""
+    try:
+        value = msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return False
+    return isinstance(value, dict) and value.get("kind") == "agent"
 
 
 def _scenario_files(scenarios_dir: str) -> list[str]:

@@ -150,3 +150,154 @@ class AbortedToolCallError(RunStoppedError):
                          + (f" ({reason})" if reason else ""))
         self.tool_call_id = tool_call_id
         self.reason = reason
+
+
+# --- The agent API (bindloop.agent) --------------------------------------------------------------
+# Every misuse of a hook names the hook and the fix; failures outside the process stay ProviderErrors.
+
+__all__ += (  # type: ignore[assignment]  # extended here: this block stays one contiguous append
+    "AfterPromptAgentError",
+    "AgentError",
+    "BudgetExceededError",
+    "LoopMissingToolOutputError",
+    "MissingDependencyError",
+    "ModelRegistryNotFoundError",
+    "NoAgentContextError",
+    "PromptAgentAlreadyCalledError",
+    "PromptSuspendedError",
+    "RateLimitExceededError",
+    "RebornLimitExceededError",
+    "SnapshotDisabledError",
+    "SnapshotDivergenceError",
+    "SnapshotFormatError",
+    "StructuredOutputError",
+    "ToolCallFailedError",
+    "ToolLoopExceededError",
+    "TurnBudgetExceededError",
+    "UnsupportedSchemaError",
+)
+
+
+class AgentError(BindloopError):
+    """Root of the agent API's run-time failures that are not usage errors (budgets, retries)."""
+
+
+class NoAgentContextError(UsageError):
+    """A hook (``equip_*``, ``expect_*``, ``prompt_*``, ``on_stream``, ``reborn``, ``dump_snapshot``)
+    was called outside an agent handler (or, for ``dump_snapshot``, outside ``run_with``)."""
+
+
+class AfterPromptAgentError(UsageError):
+    """A draft hook was called after this generation's prompt crossed the draft barrier."""
+
+
+class PromptAgentAlreadyCalledError(UsageError):
+    """A second ``prompt_agent`` / ``prompt_chat`` in one generation (use ``reborn()`` for another)."""
+
+
+class RebornLimitExceededError(AgentError):
+    """A handler returned ``reborn()`` more than ``max_reborns`` times."""
+
+
+class ModelRegistryNotFoundError(UsageError):
+    """An agent names a model id that ``run_with(model_registry=)`` does not hold, or has no model
+    at all (none of its own, its parent's, or the root's)."""
+
+
+class UnsupportedSchemaError(UsageError):
+    """``prompt_agent(schema)``: the schema is not a type msgspec can describe, or a JSON Schema dict
+    uses a keyword outside the supported subset (the message names it)."""
+
+
+class StructuredOutputError(AgentError):
+    """Every structured-output attempt failed (invalid JSON, schema mismatch or a validator's
+    refusal). ``attempts`` holds each attempt's ``(raw_text, reason)`` in order."""
+
+    def __init__(self, message: str, attempts: tuple[tuple[str, str], ...]) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+
+
+class ToolLoopExceededError(AgentError):
+    """One tool loop used ``max_turn_steps`` model turns without a final answer."""
+
+    def __init__(self, message: str, *, max_turn_steps: int) -> None:
+        super().__init__(message)
+        self.max_turn_steps = max_turn_steps
+
+
+class TurnBudgetExceededError(AgentError):
+    """The prompt's total model-turn budget (tool steps plus validation re-asks) ran out."""
+
+    def __init__(self, message: str, *, max_total_turns: int) -> None:
+        super().__init__(message)
+        self.max_total_turns = max_total_turns
+
+
+class LoopMissingToolOutputError(UsageError):
+    """A tool-call-loop middleware chain did not return exactly one output per tool call of the
+    batch (N in, N out). ``missing`` / ``unexpected`` / ``duplicated`` name the call ids."""
+
+    def __init__(self, message: str, *, missing: tuple[str, ...] = (),
+                 unexpected: tuple[str, ...] = (), duplicated: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.missing = missing
+        self.unexpected = unexpected
+        self.duplicated = duplicated
+
+
+class ToolCallFailedError(AgentError):
+    """``call_tool``: the tool came back with an error (or suspended); ``outcome`` is what it gave."""
+
+    def __init__(self, message: str, outcome: object) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+
+
+class BudgetExceededError(AgentError):
+    """``equip_budget``: a unit's spend reached its limit; raised before the next model call."""
+
+    def __init__(self, message: str, *, spent: dict[str, int], limits: dict[str, int]) -> None:
+        super().__init__(message)
+        self.spent = spent
+        self.limits = limits
+
+
+class RateLimitExceededError(ProviderError):
+    """A rate-limit rule refused a model call (a rule that raises instead of waiting, or a wait
+    longer than the rule's ``max_wait_ms``). ``rule`` names the rule, ``retry_after_ms`` the wait."""
+
+    def __init__(self, message: str, *, rule: str, retry_after_ms: float | None) -> None:
+        super().__init__(message)
+        self.rule = rule
+        self.retry_after_ms = retry_after_ms
+
+
+class SnapshotDisabledError(UsageError):
+    """``dump_snapshot()`` in a run started without ``run_with(enable_snapshot=True)``."""
+
+
+class SnapshotDivergenceError(AgentError):
+    """A replayed run asked for something other than what the journal recorded at that point."""
+
+
+class SnapshotFormatError(UsageError):
+    """A snapshot could not be read: wrong version or shape. ``field`` names the offending field."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"snapshot field {field or '<root>'!r}: {problem}")
+        self.field = field
+
+
+class MissingDependencyError(UsageError):
+    """``expect_scope`` / ``expect_resource``: no ancestor agent (nor ``run_with(providers=)``)
+    offers the key."""
+
+
+class PromptSuspendedError(AgentError):
+    """A tool suspended inside ``prompt_agent`` (structured output cannot wait for a reply).
+    ``checkpoint`` is the settled position: continue it with ``resume_chat``."""
+
+    def __init__(self, message: str, checkpoint: object) -> None:
+        super().__init__(message)
+        self.checkpoint = checkpoint

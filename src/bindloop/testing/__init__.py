@@ -12,6 +12,11 @@ from ._clock import (
 )
 from ._harness import LoopHarness as LoopHarness, ToolFn as ToolFn, loop_harness as loop_harness
 from ._receipts import InMemoryReceiptStore as InMemoryReceiptStore
+from ._stream_model import (
+    ScriptedStreamModel as ScriptedStreamModel,
+    StreamRequest as StreamRequest,
+    scripted_stream_model as scripted_stream_model,
+)
 from ._script import (
     ScriptedModel as ScriptedModel,
     ScriptExhaustedError as ScriptExhaustedError,
@@ -28,6 +33,8 @@ __all__ = (
     "RecordingSink",
     "ScriptExhaustedError",
     "ScriptedModel",
+    "ScriptedStreamModel",
+    "StreamRequest",
     "SteppingClock",
     "ToolFn",
     "final_answer",
@@ -35,6 +42,7 @@ __all__ = (
     "loop_harness",
     "recording_sink",
     "scripted_model",
+    "scripted_stream_model",
     "stepping_clock",
     "tool_call",
     "tool_call_turn",

@@ -1,0 +1,381 @@
+"""The agent layer's overhead per turn, side by side with peers.
+
+Workload: a scripted model asks for one ``add(a=t, b=1)`` call on turns 1..N-1 and answers on turn
+N with a structured object ``{"total": N, "note": "done"}`` that is decoded into a typed value.
+Runners:
+
+* ``bare loop``: ``bindloop.run_tool_loop`` with a ``call_model`` returning whole turns, the final
+  text decoded with msgspec — the floor the agent layer is measured against.
+* ``agent API``: ``run_with(agent, model=...)`` of one ``create_agent`` (defined once, reused) with
+  ``equip_tool(define_tool(...))`` + ``prompt_agent(Final)`` over
+  an :class:`~bindloop.agent.AgentModel` that streams each turn as events (what every real model
+  does), in native JSON-schema mode; no stream consumer, no trace, no snapshot.
+* ``agent (whole)``: the same, over a model that also offers ``complete_turn`` (whole turns, as
+  the wire's ``ModelAdapter`` does), which the agent uses when nothing watches the stream.
+* ``pydantic-ai`` (``Agent(FunctionModel, output_type=Final)``, the final answer through its output
+  tool) and ``openai-agents`` (``Runner.run`` with a ``Model`` subclass, ``output_type=Final``):
+  extra ``bench``; each runs in its own interpreter (``--peers``), as in ``bench/peers.py``.
+
+Reported: µs per turn (median over repeats), and each runner's ratio to the bare loop measured in the
+same run; "added" is the agent API's µs/turn minus the bare loop's. Target: <= 10 µs/turn added,
+flat in N.
+
+    python bench/agent.py [--ns 10,100,1000] [--peers] [--budget 2.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import anyio
+import msgspec
+
+from bindloop import Message, ModelTurnResult, ToolCall, ToolDefinition, ToolLoopParams, \
+    ToolLoopState, ToolOutcome, ToolResult, TurnUsage, UserMessage, run_tool_loop
+from bindloop.agent import (
+    ModelStreamOptions,
+    create_agent,
+    equip_instruction,
+    equip_tool,
+    prompt_agent,
+    run_with,
+)
+from bindloop.completion import FinishEvent, StreamEvent, TextEvent, ToolCallChunk, \
+    ToolCallEvent, UsageEvent
+from bindloop.plugins import define_tool
+
+RunOnce = Callable[[int], float]
+
+
+class Final(msgspec.Struct):
+    total: int
+    note: str
+
+
+class AddArgs(msgspec.Struct):
+    a: int
+    b: int
+
+
+def _final_json(n: int) -> str:
+    return f'{{"total": {n}, "note": "done"}}'
+
+
+def _check(value: Any, n: int, added: int) -> None:
+    total = value.total if not isinstance(value, dict) else value["total"]
+    note = value.note if not isinstance(value, dict) else value["note"]
+    assert (total, note) == (n, "done"), value
+    assert added == n - 1, (added, n)
+
+
+_ARGS = msgspec.json.Decoder(AddArgs)
+_FINAL = msgspec.json.Decoder(Final)
+ADD = ToolDefinition(name="add", description="Add two integers.",
+                     parameters={"type": "object", "required": ["a", "b"],
+                                 "properties": {"a": {"type": "integer"},
+                                                "b": {"type": "integer"}}})
+
+
+def bare_loop_run_once(n: int) -> float:
+    added = [0]
+    turn = [0]
+
+    async def call_model(messages: list[Message], tools: list[ToolDefinition]) -> ModelTurnResult:
+        turn[0] += 1
+        i = turn[0]
+        if i < n:
+            return ModelTurnResult(tool_calls=(ToolCall(id=f"call_{i}", name="add",
+                                                        arguments=f'{{"a":{i},"b":1}}'),),
+                                   usage=TurnUsage(input_tokens=1, output_tokens=1))
+        return ModelTurnResult(text=_final_json(n), usage=TurnUsage(input_tokens=1,
+                                                                    output_tokens=1))
+
+    def add(call: ToolCall) -> ToolOutcome:
+        args = _ARGS.decode(call.arguments)
+        added[0] += 1
+        return ToolResult(content=str(args.a + args.b))
+
+    state = ToolLoopState(messages=[UserMessage(content="add things")])
+    params = ToolLoopParams(state=state, call_model=call_model, run_tool_call=add,
+                            max_iterations=n + 1, build_tools=lambda: [ADD])
+
+    async def main() -> float:
+        started = time.perf_counter()
+        result = await run_tool_loop(params)
+        final = _FINAL.decode(state.messages[-1].content)  # type: ignore[arg-type]
+        elapsed = time.perf_counter() - started
+        assert result.stop_reason == "done"
+        _check(final, n, added[0])
+        return elapsed
+
+    return anyio.run(main)
+
+
+class _StreamModel:
+    """An AgentModel streaming each scripted turn as events, one fragment each."""
+
+    structured_output = "json_schema"
+
+    def __init__(self, n: int) -> None:
+        self.id, self.provider = "bench", "bench"
+        self.n = n
+        self.turn = 0
+
+    def calculate_cost(self, usage: TurnUsage) -> dict[str, int]:
+        return {}
+
+    async def stream(self, messages: Sequence[Message],
+                     options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
+        self.turn += 1
+        i = self.turn
+        if i < self.n:
+            yield ToolCallEvent(tool_call=ToolCallChunk(index=0, id=f"call_{i}", name="add",
+                                                        arguments=f'{{"a":{i},"b":1}}'))
+            yield UsageEvent(usage=TurnUsage(input_tokens=1, output_tokens=1))
+            yield FinishEvent(finish_reason="tool_calls")
+        else:
+            yield TextEvent(content=_final_json(self.n))
+            yield UsageEvent(usage=TurnUsage(input_tokens=1, output_tokens=1))
+            yield FinishEvent(finish_reason="stop")
+
+
+class _WholeTurnModel(_StreamModel):
+    """The same script, also offering ``complete_turn`` (a whole-turn call, as ``ModelAdapter``
+    does): the agent uses it when nothing observes the stream."""
+
+    async def complete_turn(self, messages: Sequence[Message],
+                            options: ModelStreamOptions) -> ModelTurnResult:
+        self.turn += 1
+        i = self.turn
+        usage = TurnUsage(input_tokens=1, output_tokens=1)
+        if i < self.n:
+            return ModelTurnResult(tool_calls=(ToolCall(id=f"call_{i}", name="add",
+                                                        arguments=f'{{"a":{i},"b":1}}'),),
+                                   usage=usage, finish_reason="tool_calls")
+        return ModelTurnResult(text=_final_json(self.n), usage=usage, finish_reason="stop")
+
+
+_ADDED = [0]
+
+
+async def _add(args: AddArgs, ctx: object) -> ToolResult:
+    _ADDED[0] += 1
+    return ToolResult(content=str(args.a + args.b))
+
+
+_ADD_TOOL = define_tool(name="add", description="Add two integers.", args=AddArgs, execute=_add)
+
+
+async def _bench_handler(n: int) -> Final:
+    equip_instruction("add things")
+    equip_tool(_ADD_TOOL)
+    return await prompt_agent(Final, max_turn_steps=n + 1)
+
+
+# Defined once and reused, as agents are in an application (pydantic-ai's Agent likewise builds
+# its output schema when it is constructed, outside the timed run). Each run gets a fresh model.
+_AGENT = create_agent(id="bench", handler=_bench_handler)
+
+
+def agent_api_run_once(n: int, model_type: type[_StreamModel] = _StreamModel) -> float:
+    _ADDED[0] = 0
+    added = _ADDED
+    model = model_type(n)
+
+    async def main() -> float:
+        started = time.perf_counter()
+        final = await run_with(_AGENT, initial_props=n, model=model)
+        elapsed = time.perf_counter() - started
+        _check(final, n, added[0])
+        return elapsed
+
+    return anyio.run(main)
+
+
+def pydantic_ai_run_once(n: int) -> float:
+    import pydantic
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+    from pydantic_ai.usage import RequestUsage, UsageLimits
+
+    class PFinal(pydantic.BaseModel):
+        total: int
+        note: str
+
+    added = [0]
+    turn = [0]
+
+    async def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        turn[0] += 1
+        i = turn[0]
+        usage = RequestUsage(input_tokens=1, output_tokens=1)
+        if i < n:
+            return ModelResponse(parts=[ToolCallPart("add", f'{{"a":{i},"b":1}}',
+                                                     tool_call_id=f"call_{i}")], usage=usage)
+        out = info.output_tools[0].name
+        return ModelResponse(parts=[ToolCallPart(out, _final_json(n), tool_call_id="final")],
+                             usage=usage)
+
+    agent = Agent(FunctionModel(scripted), output_type=PFinal)
+
+    @agent.tool_plain
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        added[0] += 1
+        return a + b
+
+    async def timed() -> tuple[float, Any]:
+        started = time.perf_counter()
+        result = await agent.run("add things", usage_limits=UsageLimits(request_limit=None))
+        return time.perf_counter() - started, result.output
+
+    elapsed, output = asyncio.run(timed())
+    _check(output, n, added[0])
+    return elapsed
+
+
+def openai_agents_run_once(n: int) -> float:
+    import pydantic
+    from agents import Agent, RunConfig, Runner, function_tool, set_tracing_disabled
+    from agents.items import ModelResponse
+    from agents.models.interface import Model
+    from agents.usage import Usage
+    from openai.types.responses import (
+        ResponseFunctionToolCall,
+        ResponseOutputMessage,
+        ResponseOutputText,
+    )
+
+    class OFinal(pydantic.BaseModel):
+        total: int
+        note: str
+
+    set_tracing_disabled(True)
+    added = [0]
+    turn = [0]
+
+    class Scripted(Model):
+        async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+            turn[0] += 1
+            i = turn[0]
+            usage = Usage(requests=1, input_tokens=1, output_tokens=1, total_tokens=2)
+            output: list[Any]
+            if i < n:
+                output = [ResponseFunctionToolCall(type="function_call", id=f"fc_{i}",
+                                                   call_id=f"call_{i}", name="add",
+                                                   arguments=f'{{"a":{i},"b":1}}')]
+            else:
+                text = ResponseOutputText(type="output_text", text=_final_json(n),
+                                          annotations=[])
+                output = [ResponseOutputMessage(id="msg", type="message", role="assistant",
+                                                status="completed", content=[text])]
+            return ModelResponse(output=output, usage=usage, response_id=None)
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+    @function_tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        added[0] += 1
+        return a + b
+
+    agent: Agent[Any] = Agent(name="bench", instructions="Add.", tools=[add], output_type=OFinal)
+    config = RunConfig(model=Scripted(), tracing_disabled=True)
+
+    async def timed() -> tuple[float, Any]:
+        started = time.perf_counter()
+        result = await Runner.run(agent, "add things", max_turns=n + 5, run_config=config)
+        return time.perf_counter() - started, result.final_output
+
+    elapsed, output = asyncio.run(timed())
+    _check(output, n, added[0])
+    return elapsed
+
+
+def agent_whole_turn_run_once(n: int) -> float:
+    return agent_api_run_once(n, _WholeTurnModel)
+
+
+RUNNERS: dict[str, RunOnce] = {
+    "bare loop": bare_loop_run_once,
+    "agent API": agent_api_run_once,
+    "agent (whole)": agent_whole_turn_run_once,
+    "pydantic-ai": pydantic_ai_run_once,
+    "openai-agents": openai_agents_run_once,
+}
+PEERS = ("pydantic-ai", "openai-agents")
+
+
+def measure(run: RunOnce, n: int, budget_s: float) -> float:
+    """Median µs per turn over as many runs as fit in ``budget_s`` (at least 5)."""
+    run(min(n, 10))  # warm-up: imports, caches
+    first = run(n)
+    repeats = max(5, min(200, int(budget_s / max(first, 1e-9))))
+    return statistics.median(run(n) for _ in range(repeats)) / n * 1e6
+
+
+def _in_subprocess(name: str, ns: list[int], budget_s: float) -> dict[int, float] | str:
+    env = {**os.environ, "OPENAI_AGENTS_DISABLE_TRACING": "1", "OTEL_SDK_DISABLED": "true"}
+    proc = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--only", name, "--json",
+         "--ns", ",".join(map(str, ns)), "--budget", str(budget_s)],
+        capture_output=True, text=True, env=env, timeout=900)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["failed"])[-1]
+        return f"unavailable ({tail[:80]})"
+    return {int(k): v for k, v in json.loads(proc.stdout).items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ns", default="10,100,1000")
+    parser.add_argument("--peers", action="store_true")
+    parser.add_argument("--budget", type=float, default=2.0)
+    parser.add_argument("--only", choices=sorted(RUNNERS))
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    ns = [int(x) for x in args.ns.split(",")]
+    if args.only:
+        figures = {n: measure(RUNNERS[args.only], n, args.budget) for n in ns}
+        print(json.dumps(figures) if args.json else figures)
+        return 0
+    rows: dict[str, dict[int, float] | str] = {
+        "bare loop": {n: measure(bare_loop_run_once, n, args.budget) for n in ns},
+        "agent API": {n: measure(agent_api_run_once, n, args.budget) for n in ns},
+        "agent (whole)": {n: measure(agent_whole_turn_run_once, n, args.budget) for n in ns},
+    }
+    if args.peers:
+        for name in PEERS:
+            rows[name] = _in_subprocess(name, ns, args.budget)
+    bare = rows["bare loop"]
+    assert isinstance(bare, dict)
+    header = f"{'runner':<16}" + "".join(f"{'N=' + str(n):>22}" for n in ns)
+    print("µs per turn (median), ratio to bindloop's bare run_tool_loop in the same run")
+    print(header)
+    for name, figures in rows.items():
+        if isinstance(figures, str):
+            print(f"{name:<16}{figures}")
+            continue
+        cells = "".join(f"{figures[n]:>13.1f} ({figures[n] / bare[n]:>5.2f}x)" for n in ns)
+        print(f"{name:<16}{cells}")
+    for label, key in (("added (stream)", "agent API"), ("added (whole)", "agent (whole)")):
+        agent = rows[key]
+        assert isinstance(agent, dict)
+        added = "".join(f"{agent[n] - bare[n]:>22.1f}" for n in ns)
+        print(f"{label:<16}{added}   (target <= 10 µs/turn, flat in N)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

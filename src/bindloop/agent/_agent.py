@@ -1,0 +1,219 @@
+"""``create_agent`` / :class:`Agent` / ``reborn`` / ``augment_agent``: an agent is an awaitable
+function; each call runs its handler in a fresh frame, one generation per reborn."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+from ..errors import ModelRegistryNotFoundError, PortContractError, RebornLimitExceededError, \
+    UsageError
+from ._context import Frame, Generation, RunState, current_frame, enter, leave, optional_frame
+from ._middleware import (
+    AgentMiddleware,
+    AgentMiddlewareContext,
+    check_agent_middlewares,
+)
+from ._model import AgentModel, as_agent_model
+from ._trace import Tracer
+
+__all__ = ("Agent", "Reborn", "augment_agent", "create_agent", "reborn")
+
+P = TypeVar("P")
+R = TypeVar("R")
+
+
+class Reborn:
+    """What ``reborn()`` returns: a handler that returns it is run again as a new generation."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "reborn()"
+
+
+_REBORN = Reborn()
+
+
+def reborn() -> Reborn:
+    """``return reborn()`` from a handler: run it again as a new generation (draft reset, memory
+    kept). More than the agent's ``max_reborns`` raises
+    :class:`~bindloop.errors.RebornLimitExceededError`."""
+    current_frame("reborn")
+    return _REBORN
+
+
+def _implicit_run() -> RunState:
+    return RunState(providers={}, model=None, registry={}, enable_snapshot=False, signal=None,
+                    tracer=Tracer(None, None), replay=None)
+
+
+class Agent(Generic[P, R]):
+    """An agent made by :func:`create_agent`: ``await agent(props)`` runs its handler.
+
+    Called inside another agent's handler it is a sub-agent: a frame of its own (memory,
+    generations), the parent's signal, scope and resources, and its parent's model when it has
+    none. Outside any run it starts an implicit one (no snapshot, no trace).
+    """
+
+    __slots__ = ("_model", "_specs", "handler", "id", "max_reborns", "max_retries", "middleware")
+
+    def __init__(self, *, id: str, handler: Callable[[P], Awaitable[R | Reborn]],
+                 model: AgentModel | str | None, max_retries: int, max_reborns: int,
+                 middleware: tuple[AgentMiddleware, ...] = ()) -> None:
+        self.id = id
+        self.handler = handler
+        self._model = model
+        self.max_retries = max_retries
+        self.max_reborns = max_reborns
+        self.middleware = middleware
+        self._specs: dict[Any, Any] = {}  # prompt_agent's converted schemas, per agent
+
+    def __repr__(self) -> str:
+        return f"Agent(id={self.id!r})"
+
+    def _resolve_model(self, run: RunState) -> AgentModel | None:
+        model = self._model
+        if isinstance(model, str):
+            found = run.registry.get(model)
+            if found is None:
+                raise ModelRegistryNotFoundError(
+                    f"agent {self.id!r} names model {model!r}, which run_with(model_registry=) "
+                    f"does not hold (it has {sorted(run.registry)}); register it or pass a model "
+                    "object")
+            return found
+        return model
+
+    async def __call__(self, props: P = None) -> R:  # type: ignore[assignment]
+        parent = optional_frame()
+        run = parent.run if parent is not None else _implicit_run()
+        if parent is None:
+            parent = run.root
+        index = parent.child_count
+        parent.child_count += 1
+        cursor = None
+        if parent.cursor is not None:
+            cursor = parent.cursor.child(index, self.id)
+        frame = Frame(run=run, agent_id=self.id, parent=parent, path=(*parent.path, index),
+                      model=self._resolve_model(run), signal=parent.signal or run.signal,
+                      max_retries=self.max_retries, cursor=cursor, specs=self._specs)
+        if run.enable_snapshot:
+            parent.children.append(frame)
+        tracer = run.tracer
+        name = f"invoke_agent {self.id}"
+        if tracer.enabled:
+            frame.span = tracer.start(name, parent.span, {
+                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": self.id,
+                "gen_ai.agent.id": self.id, "bindloop.frame.path": list(frame.path)})
+        token = enter(frame)
+        try:
+            result = await self._generations(frame, props)
+        except BaseException as exc:
+            if tracer.enabled and frame.span is not None:
+                tracer.end(frame.span, name, error=exc)
+            raise
+        finally:
+            frame.generation = None
+            leave(token)
+        if tracer.enabled and frame.span is not None:
+            tracer.end(frame.span, name)
+        return result
+
+    async def _generations(self, frame: Frame, props: P) -> R:
+        tracer = frame.run.tracer
+        agent_span = frame.span
+        index = 0
+        while True:
+            if index > self.max_reborns:
+                raise RebornLimitExceededError(
+                    f"agent {self.id!r} returned reborn() {index} times (max_reborns="
+                    f"{self.max_reborns}); if a counter decides when to stop, keep it in "
+                    "equip_memory (handler locals reset every generation), or raise max_reborns")
+            frame.generation = Generation(index)
+            span = None
+            if tracer.enabled:
+                span = tracer.start("bindloop.generation", agent_span,
+                                    {"bindloop.generation.index": index,
+                                     "gen_ai.agent.name": self.id})
+                frame.span = span
+            try:
+                result = await self._one_generation(frame, props, index)
+            except BaseException as exc:
+                if span is not None:
+                    tracer.end(span, "bindloop.generation", error=exc)
+                raise
+            finally:
+                frame.span = agent_span
+            if span is not None:
+                tracer.end(span, "bindloop.generation",
+                           {"bindloop.reborn": isinstance(result, Reborn)})
+            if isinstance(result, Reborn):
+                index += 1
+                continue
+            return result
+
+    async def _one_generation(self, frame: Frame, props: P, index: int) -> R | Reborn:
+        handler = self.handler
+
+        async def run_handler() -> Any:
+            out = handler(props)
+            if not inspect.isawaitable(out):
+                raise PortContractError(
+                    f"agent {self.id!r}: the handler returned {type(out).__name__}, not an "
+                    "awaitable; define it with `async def handler(props): ...`")
+            return await out
+
+        if not self.middleware:
+            return await run_handler()  # type: ignore[no-any-return]
+        ctx = AgentMiddlewareContext(agent_id=self.id, props=props, generation=index)
+        layers = self.middleware
+
+        async def step(i: int) -> Any:
+            if i == len(layers):
+                return await run_handler()
+            return await layers[i].handler(ctx, lambda: step(i + 1))
+
+        return await step(0)  # type: ignore[no-any-return]
+
+
+def _check_int(name: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise UsageError(f"create_agent({name}=...) must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+def create_agent(*, id: str, handler: Callable[[P], Awaitable[R | Reborn]],
+                 model: object = None, max_retries: int = 3,
+                 max_reborns: int = 100) -> Agent[P, R]:
+    """An :class:`Agent` running ``handler(props)``.
+
+    ``model`` is an :class:`~bindloop.agent.AgentModel`, a wire ``ModelAdapter`` / ``RoutedModel``
+    (adapted), a ``run_with(model_registry=)`` id resolved at call time, or ``None`` to inherit the
+    parent's / the root's. ``max_retries`` bounds structured-output re-asks per prompt;
+    ``max_reborns`` the reborns per call (N reborns = N + 1 generations).
+    """
+    if not isinstance(id, str) or not id:
+        raise UsageError(f"create_agent(id=...) must be a non-empty string, got {id!r}")
+    if not callable(handler):
+        raise UsageError(f"create_agent(handler=...) must be an async function, got {handler!r}")
+    resolved: AgentModel | str | None
+    if model is None or isinstance(model, str):
+        resolved = model
+    else:
+        resolved = as_agent_model(model)
+    return Agent(id=id, handler=handler, model=resolved,
+                 max_retries=_check_int("max_retries", max_retries, 0),
+                 max_reborns=_check_int("max_reborns", max_reborns, 0))
+
+
+def augment_agent(agent: Agent[P, R], middlewares: Sequence[AgentMiddleware]) -> Agent[P, R]:
+    """``agent`` with ``middlewares`` around each generation of its handler (first = outermost,
+    placed outside any it already has). They run once per generation, so a reborn runs them again:
+    keep them idempotent."""
+    if not isinstance(agent, Agent):
+        raise UsageError(f"augment_agent() takes an Agent from create_agent, got {agent!r}")
+    layers = check_agent_middlewares(middlewares)
+    return Agent(id=agent.id, handler=agent.handler, model=agent._model,
+                 max_retries=agent.max_retries, max_reborns=agent.max_reborns,
+                 middleware=(*layers, *agent.middleware))

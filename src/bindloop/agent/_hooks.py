@@ -1,0 +1,228 @@
+"""The hooks a handler calls: the draft (``equip_*``, ``expect_validator``, ``on_stream``), memory,
+memo, resources and scope."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from ..contracts import Message
+from ..errors import MissingDependencyError, UsageError
+from ..plugins import Tool
+from ..signal import AbortSignal
+from ._context import current_frame, draft_generation, optional_frame
+from ._middleware import ToolCallLoopMiddleware, ToolMiddleware
+from ._stream import ConsumerFn, StreamConsumer
+from ._tools import AgentTool, as_agent_tool, check_dynamic
+
+__all__ = (
+    "equip_budget",
+    "equip_history",
+    "equip_instruction",
+    "equip_memo",
+    "equip_memory",
+    "equip_resource",
+    "equip_scope",
+    "equip_system",
+    "equip_tool",
+    "equip_tool_call_loop_middleware",
+    "expect_resource",
+    "expect_scope",
+    "expect_validator",
+    "on_stream",
+)
+
+T = TypeVar("T")
+
+
+def _text(hook: str, text: object) -> str:
+    if not isinstance(text, str) or not text:
+        raise UsageError(f"{hook}() takes a non-empty string, got {text!r}")
+    return text
+
+
+def equip_system(text: str) -> None:
+    """Add ``text`` to this generation's system prompt (several calls join with a blank line)."""
+    _, gen = draft_generation("equip_system")
+    gen.system.append(_text("equip_system", text))
+
+
+def equip_instruction(text: str) -> None:
+    """Add ``text`` to this generation's user instruction (several calls join with a blank line)."""
+    _, gen = draft_generation("equip_instruction")
+    gen.instructions.append(_text("equip_instruction", text))
+
+
+def equip_history(messages: Sequence[Message]) -> None:
+    """Put earlier conversation ``messages`` between the system prompt and the instruction (a
+    chat's stored history; a previous :class:`ChatResult`'s ``delta`` appends to it)."""
+    from ..contracts import AssistantMessage, SystemMessage, ToolMessage, UserMessage
+
+    _, gen = draft_generation("equip_history")
+    for m in messages:
+        if not isinstance(m, (SystemMessage, UserMessage, AssistantMessage, ToolMessage)):
+            raise UsageError(f"equip_history(): {m!r} is not a bindloop.contracts message")
+        gen.history.append(m)
+
+
+def equip_tool(tool: Tool[Any, Any] | AgentTool, *,
+               middleware: Sequence[ToolMiddleware] = ()) -> None:
+    """Offer ``tool`` (from ``define_tool`` or ``augment_tool``) to this generation's prompt, with
+    dynamic ``middleware`` around its static layers (dynamic -> static -> tool). Equipping the same
+    name twice replaces the first."""
+    _, gen = draft_generation("equip_tool")
+    agent_tool = as_agent_tool("equip_tool", tool)
+    layers = check_dynamic(middleware)
+    gen.tools = [t for t in gen.tools if t[0].name != agent_tool.name]
+    gen.tools.append((agent_tool, layers))
+
+
+def equip_tool_call_loop_middleware(middleware: ToolCallLoopMiddleware) -> None:
+    """Add a batch-level layer before each batch of tool calls runs (earlier = outer)."""
+    _, gen = draft_generation("equip_tool_call_loop_middleware")
+    if not isinstance(middleware, ToolCallLoopMiddleware):
+        raise UsageError("equip_tool_call_loop_middleware() takes a "
+                         f"ToolCallLoopMiddleware(name=, handler=), got {middleware!r}")
+    gen.loop_middleware.append(middleware)
+
+
+def equip_budget(limits: dict[str, int]) -> None:
+    """Cap this agent's spend per billing unit (``{"micro_usd": 5000}``), charged from the model's
+    ``calculate_cost`` after every turn — its sub-agents' turns included. Once a unit's spend
+    reaches its limit, the next model call raises :class:`~bindloop.errors.BudgetExceededError`
+    before it is sent. Spend counts across reborns (one agent invocation, one bill)."""
+    _, gen = draft_generation("equip_budget")
+    if not isinstance(limits, dict) or not limits or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+            for k, v in limits.items()):
+        raise UsageError(f"equip_budget() takes a non-empty dict of unit -> non-negative int, "
+                         f"got {limits!r}")
+    gen.budget = {**(gen.budget or {}), **limits}
+
+
+def expect_validator(validator: Callable[[Any], object]) -> None:
+    """Check each decoded answer: ``validator(value)`` returns ``True`` to accept, or an error string
+    sent back to the model in a re-ask. A raise counts as a failed attempt (its message is the
+    reason); any other return value is a usage error naming the validator."""
+    _, gen = draft_generation("expect_validator")
+    if not callable(validator):
+        raise UsageError(f"expect_validator() takes a callable, got {validator!r}")
+    gen.validators.append(validator)
+
+
+def on_stream(consumer: ConsumerFn, signal: AbortSignal | None = None,
+              await_on_end: bool = True) -> None:
+    """Receive this generation's agent stream events: ``consumer(events)`` is started when the
+    prompt crosses the draft barrier and iterates ``events`` (an async iterator). The stream always
+    ends — also when the model fails at once — and does not survive reborn. ``signal`` ends this
+    consumer's stream early. With ``await_on_end=False`` the prompt does not wait for the consumer
+    after its stream closed: a consumer still running then is cancelled."""
+    _, gen = draft_generation("on_stream")
+    if not callable(consumer):
+        raise UsageError(f"on_stream() takes a callable consumer(events), got {consumer!r}")
+    gen.streams.append(StreamConsumer(consumer, signal, await_on_end))
+
+
+def equip_memory(key: str, initial: T) -> tuple[T, Callable[[T], None]]:
+    """``(value, set_value)`` for ``key`` in this agent's memory: ``initial`` the first time, then
+    whatever was set — across reborns; it dies when the agent returns. Not a draft hook: call it
+    any time in the handler."""
+    frame = current_frame("equip_memory")
+    if not isinstance(key, str) or not key:
+        raise UsageError(f"equip_memory() key must be a non-empty string, got {key!r}")
+    memory = frame.memory
+    if key not in memory:
+        memory[key] = initial
+        if frame.run.tracer.enabled:
+            frame.run.tracer.event(frame.span, "bindloop.memory.set",
+                                   {"bindloop.memory.key": key, "bindloop.memory.value": initial})
+
+    def set_value(value: T) -> None:
+        memory[key] = value
+        if frame.run.tracer.enabled:
+            frame.run.tracer.event(frame.span, "bindloop.memory.set",
+                                   {"bindloop.memory.key": key, "bindloop.memory.value": value})
+
+    return memory[key], set_value
+
+
+def equip_memo(key: str, factory: Callable[[], T], deps: Sequence[Any]) -> T:
+    """``factory()`` cached under ``key`` for this agent invocation, recomputed when ``deps``
+    changes (deep comparison: ``==``)."""
+    frame = current_frame("equip_memo")
+    deps = tuple(deps)
+    cached = frame.memo.get(key)
+    if cached is not None and cached[0] == deps:
+        return cached[1]  # type: ignore[no-any-return]
+    value = factory()
+    frame.memo[key] = (deps, value)
+    return value
+
+
+def _same(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    # Shallow, React-style: identity per element (equal plain scalars count as the same).
+    return len(a) == len(b) and all(
+        x is y or (type(x) is type(y) and isinstance(x, (str, int, float, bytes, bool))
+                   and x == y) for x, y in zip(a, b, strict=True))
+
+
+def equip_resource(key: str, factory: Callable[[], T], deps: Sequence[Any]) -> T:
+    """``factory()`` cached under ``key`` for this agent invocation, recomputed when an element of
+    ``deps`` is not the same object (shallow comparison; non-serializable values welcome). Sub-agents
+    can read it with :func:`expect_resource`."""
+    frame = current_frame("equip_resource")
+    deps = tuple(deps)
+    cached = frame.resources.get(key)
+    if cached is not None and _same(cached[0], deps):
+        return cached[1]  # type: ignore[no-any-return]
+    value = factory()
+    frame.resources[key] = (deps, value)
+    return value
+
+
+def equip_scope(key: str, value: Any) -> None:
+    """Offer ``value`` under ``key`` to the sub-agents this agent calls (read with
+    :func:`expect_scope`). Call it before calling the sub-agent."""
+    frame = current_frame("equip_scope")
+    frame.scope[key] = value
+
+
+_MISSING = object()
+
+
+def expect_scope(key: str, default: Any = _MISSING) -> Any:
+    """The nearest ancestor agent's ``equip_scope(key, ...)`` value (or ``default``); raises
+    :class:`~bindloop.errors.MissingDependencyError` naming the key otherwise."""
+    frame = current_frame("expect_scope")
+    node = frame.parent
+    while node is not None:
+        if key in node.scope:
+            return node.scope[key]
+        node = node.parent
+    if default is not _MISSING:
+        return default
+    raise MissingDependencyError(
+        f"expect_scope({key!r}): no ancestor agent offered {key!r}; call equip_scope({key!r}, "
+        "value) in a parent agent before it calls this one")
+
+
+def expect_resource(key: str, default: Any = _MISSING) -> Any:
+    """A resource: the nearest ancestor agent's ``equip_resource(key, ...)``, else what
+    ``run_with(providers=)`` injected under ``key`` (or ``default``); raises
+    :class:`~bindloop.errors.MissingDependencyError` naming the key otherwise."""
+    frame = optional_frame()
+    if frame is None:
+        raise MissingDependencyError(
+            f"expect_resource({key!r}) was called outside run_with and outside any agent")
+    node = frame.parent
+    while node is not None:
+        if key in node.resources:
+            return node.resources[key][1]
+        node = node.parent
+    if key in frame.run.providers:
+        return frame.run.providers[key]
+    if default is not _MISSING:
+        return default
+    raise MissingDependencyError(
+        f"expect_resource({key!r}): nothing provides {key!r}; pass run_with(providers={{{key!r}: "
+        "...}}) or equip_resource it in a parent agent")

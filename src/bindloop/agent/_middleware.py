@@ -1,0 +1,239 @@
+"""Middleware onions: model, tool, agent and the batch-level tool-call loop.
+
+Every list is an onion read left to right: the first middleware is the outermost layer, the request
+passes through the list in order and the response comes back in reverse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeAlias, TypeVar
+
+import msgspec
+
+from ..contracts import ToolCall, ToolDefinition, ToolOutcome
+from ..errors import LoopMissingToolOutputError, PortContractError, UsageError
+from ._model import AgentModel
+
+__all__ = (
+    "AgentMiddleware",
+    "AgentMiddlewareContext",
+    "ModelMiddleware",
+    "ToolCallLoopContext",
+    "ToolCallLoopMiddleware",
+    "ToolContext",
+    "ToolMiddleware",
+    "ToolOutput",
+    "augment_model",
+    "check_outputs",
+    "run_loop_chain",
+    "run_tool_chain",
+)
+
+P = TypeVar("P")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelMiddleware:
+    """``wrap(inner) -> model``: returns an :class:`AgentModel` that calls ``inner``.
+
+    The wrapper should forward ``inner``'s optional ``structured_output`` attribute (and
+    ``complete_turn``, if it offers one): a wrapper without ``structured_output`` makes the agent
+    treat the model as one without native JSON-schema mode (the forced output tool), which the
+    built-in ``with_limit`` / ``with_retry`` wrappers avoid by forwarding it."""
+
+    name: str
+    wrap: Callable[[AgentModel], AgentModel]
+
+
+def augment_model(model: object, middlewares: Sequence[ModelMiddleware]) -> AgentModel:
+    """``model`` wrapped in ``middlewares``: the request goes through the list left to right (the
+    first is outermost), so ``[limit, log]`` gives ``limit -> log -> model``.
+
+    Raises :class:`~bindloop.errors.UsageError` for a middleware that is not a
+    :class:`ModelMiddleware`, and :class:`~bindloop.errors.PortContractError` naming the middleware
+    whose ``wrap`` returned something that is not a model.
+    """
+    from ._model import as_agent_model
+
+    wrapped = as_agent_model(model)
+    for mw in reversed(tuple(middlewares)):
+        if not isinstance(mw, ModelMiddleware):
+            raise UsageError(f"augment_model: {mw!r} is not a ModelMiddleware(name=, wrap=)")
+        out = mw.wrap(wrapped)
+        if not isinstance(out, AgentModel):
+            raise PortContractError(
+                f"model middleware {mw.name!r}: wrap() returned {type(out).__name__}, not a model "
+                "(it needs id, provider, stream(messages, options) and calculate_cost(usage))")
+        wrapped = out
+    return wrapped
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What a tool middleware sees: the tool's name, description and JSON-schema ``parameters``,
+    the call's raw ``input`` (JSON text or a mapping), the ``call_id`` (``None`` for
+    :func:`call_tool`) and the calling agent's id."""
+
+    tool_name: str
+    description: str
+    parameters: dict[str, object]
+    input: Any
+    call_id: str | None
+    agent_id: str | None
+
+
+ToolNext: TypeAlias = Callable[[], Awaitable[ToolOutcome]]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolMiddleware:
+    """``handler(ctx, next) -> outcome``: run code around one tool call; ``await next()`` runs the
+    inner layers and the tool. ``config`` is a display-only snapshot."""
+
+    name: str
+    handler: Callable[[ToolContext, ToolNext], Awaitable[ToolOutcome]]
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+async def run_tool_chain(layers: Sequence[ToolMiddleware], ctx: ToolContext,
+                         inner: ToolNext) -> ToolOutcome:
+    """Run ``inner`` inside ``layers`` (first = outermost), checking each layer's answer."""
+    from ..contracts import ToolError, ToolResult, ToolSuspend
+
+    async def step(i: int) -> ToolOutcome:
+        if i == len(layers):
+            return await inner()
+        mw = layers[i]
+        out = await mw.handler(ctx, lambda: step(i + 1))
+        if not isinstance(out, (ToolResult, ToolError, ToolSuspend)):
+            raise PortContractError(
+                f"tool middleware {mw.name!r} returned {type(out).__name__}; it must return what "
+                "`await next()` gave (a ToolResult, ToolError or ToolSuspend) or one of those")
+        return out
+
+    return await step(0)
+
+
+class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
+    """One call's answer in a tool-call-loop middleware: ``call_id`` and its ``outcome``."""
+
+    call_id: str
+    outcome: ToolOutcome
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallLoopContext:
+    """A read-only view for a tool-call-loop middleware: the loop ``step`` (1-based model turn),
+    the prompt's ``system`` and ``instruction`` text, the ``tools`` offered, and
+    ``original_calls``, the model's own calls for this batch (what the outermost layer receives)."""
+
+    step: int
+    system: str
+    instruction: str
+    tools: tuple[ToolDefinition, ...]
+    original_calls: tuple[ToolCall, ...]
+    agent_id: str | None
+
+
+LoopNext: TypeAlias = Callable[[Sequence[ToolCall]], Awaitable[list[ToolOutput]]]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallLoopMiddleware:
+    """``handler(ctx, current_calls, next) -> outputs`` around one batch of tool calls.
+
+    ``await next(calls)`` executes ``calls`` (each through its tool middleware) and returns their
+    outputs. Whatever a layer filters out it must answer itself: after the chain, every call of the
+    batch needs exactly one output (N in = N out), else
+    :class:`~bindloop.errors.LoopMissingToolOutputError`."""
+
+    name: str
+    handler: Callable[[ToolCallLoopContext, list[ToolCall], LoopNext], Awaitable[list[ToolOutput]]]
+
+
+def check_outputs(where: str, calls: Sequence[ToolCall],
+                  outputs: object) -> dict[str, ToolOutcome]:
+    """``outputs`` as one outcome per call id of ``calls``, or the error naming what is off."""
+    from ..contracts import ToolError, ToolResult, ToolSuspend
+
+    if not isinstance(outputs, list):
+        raise PortContractError(f"{where} returned {type(outputs).__name__}, not a list of "
+                                "ToolOutput")
+    wanted = {c.id for c in calls}
+    got: dict[str, ToolOutcome] = {}
+    duplicated: list[str] = []
+    unexpected: list[str] = []
+    for out in outputs:
+        if not isinstance(out, ToolOutput) or not isinstance(
+                out.outcome, (ToolResult, ToolError, ToolSuspend)):
+            raise PortContractError(f"{where} returned {out!r} in its list; each item must be a "
+                                    "ToolOutput(call_id=, outcome=ToolResult|ToolError|ToolSuspend)")
+        if out.call_id not in wanted:
+            unexpected.append(out.call_id)
+        elif out.call_id in got:
+            duplicated.append(out.call_id)
+        else:
+            got[out.call_id] = out.outcome
+    missing = [c.id for c in calls if c.id not in got]
+    if missing or unexpected or duplicated:
+        parts = []
+        if missing:
+            parts.append(f"no output for {missing}")
+        if unexpected:
+            parts.append(f"outputs for ids not in the batch {unexpected}")
+        if duplicated:
+            parts.append(f"several outputs for {duplicated}")
+        raise LoopMissingToolOutputError(
+            f"{where}: {'; '.join(parts)}. Every tool call of the batch needs exactly one output: "
+            "answer the calls you filter out with a synthetic ToolOutput and merge them with what "
+            "next() returned", missing=tuple(missing), unexpected=tuple(unexpected),
+            duplicated=tuple(duplicated))
+    return got
+
+
+async def run_loop_chain(layers: Sequence[ToolCallLoopMiddleware], ctx: ToolCallLoopContext,
+                         execute: LoopNext) -> dict[str, ToolOutcome]:
+    """The batch through ``layers`` (first = outermost) down to ``execute``; each layer's answer is
+    checked against the calls it was given, and the whole against ``ctx.original_calls``."""
+
+    async def step(i: int, calls: Sequence[ToolCall]) -> list[ToolOutput]:
+        if i == len(layers):
+            return await execute(calls)
+        mw = layers[i]
+        out = await mw.handler(ctx, list(calls), lambda inner: step(i + 1, inner))
+        check_outputs(f"tool-call-loop middleware {mw.name!r}", calls, out)
+        return out
+
+    return check_outputs("the tool-call-loop middleware chain", ctx.original_calls,
+                         await step(0, ctx.original_calls))
+
+
+AgentNext: TypeAlias = Callable[[], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentMiddlewareContext(Generic[P]):
+    """What an agent middleware sees: the agent's id, the call's props and the generation index
+    (it runs once per generation, so a reborn runs it again)."""
+
+    agent_id: str
+    props: P
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class AgentMiddleware:
+    """``handler(ctx, next) -> result`` around each generation of an agent's handler."""
+
+    name: str
+    handler: Callable[[AgentMiddlewareContext[Any], AgentNext], Awaitable[Any]]
+
+
+def check_agent_middlewares(middlewares: Sequence[object]) -> tuple[AgentMiddleware, ...]:
+    out = tuple(middlewares)
+    for mw in out:
+        if not isinstance(mw, AgentMiddleware):
+            raise UsageError(f"augment_agent: {mw!r} is not an AgentMiddleware(name=, handler=)")
+    return out  # type: ignore[return-value]

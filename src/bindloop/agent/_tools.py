@@ -1,0 +1,99 @@
+"""Tools in the agent API: a ``define_tool`` tool with its static middleware, and ``call_tool``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..contracts import ToolDefinition, ToolError, ToolOutcome, ToolResult
+from ..errors import ToolCallFailedError, UsageError
+from ..plugins import Tool, tool_wire_definition
+from ._context import optional_frame
+from ._middleware import ToolContext, ToolMiddleware, run_tool_chain
+
+__all__ = ("AgentTool", "as_agent_tool", "augment_tool", "call_tool")
+
+
+class AgentTool:
+    """A :class:`~bindloop.plugins.Tool` with static middleware "burned in" (outermost first).
+
+    Built by :func:`augment_tool`; :func:`~bindloop.agent.equip_tool` also takes a bare ``Tool``.
+    Immutable: augmenting again returns a new one with the new layers outside the old."""
+
+    __slots__ = ("definition", "middleware", "tool")
+
+    def __init__(self, tool: Tool[Any, Any], middleware: tuple[ToolMiddleware, ...]) -> None:
+        self.tool = tool
+        self.middleware = middleware
+        self.definition: ToolDefinition = tool_wire_definition(tool)
+
+    @property
+    def name(self) -> str:
+        return self.tool.name
+
+    def __repr__(self) -> str:
+        names = [m.name for m in self.middleware]
+        return f"AgentTool({self.tool.name!r}, middleware={names})"
+
+    async def run(self, raw: Any, *, call_id: str | None,
+                  dynamic: Sequence[ToolMiddleware] = ()) -> ToolOutcome:
+        """One call: dynamic layers (outer), then static layers, then the tool. The tool's context
+        argument is the :class:`ToolContext` the middlewares saw."""
+        frame = optional_frame()
+        ctx = ToolContext(tool_name=self.tool.name, description=self.tool.description,
+                          parameters=self.tool.parameters, input=raw, call_id=call_id,
+                          agent_id=frame.agent_id if frame is not None else None)
+        layers = (*dynamic, *self.middleware)
+        tool = self.tool
+        if not layers:
+            return await tool.execute(raw, ctx)
+        return await run_tool_chain(layers, ctx, lambda: tool.execute(raw, ctx))
+
+
+def _check_layers(where: str, middlewares: Sequence[object]) -> tuple[ToolMiddleware, ...]:
+    out = tuple(middlewares)
+    for mw in out:
+        if not isinstance(mw, ToolMiddleware):
+            raise UsageError(f"{where}: {mw!r} is not a ToolMiddleware(name=, handler=)")
+    return out  # type: ignore[return-value]
+
+
+def as_agent_tool(where: str, tool: object) -> AgentTool:
+    if isinstance(tool, AgentTool):
+        return tool
+    if isinstance(tool, Tool):
+        return AgentTool(tool, ())
+    raise UsageError(f"{where}: {tool!r} is not a tool; make one with bindloop.plugins.define_tool"
+                     "(name=, description=, args=, execute=)")
+
+
+def augment_tool(tool: Tool[Any, Any] | AgentTool,
+                 middlewares: Sequence[ToolMiddleware]) -> AgentTool:
+    """``tool`` with static ``middlewares`` (first = outermost; placed outside any it already has).
+
+    Static layers run inside the dynamic ones of ``equip_tool(..., middleware=)``: put replayable
+    logic (retry, backoff) here and once-per-call side effects in the dynamic layer."""
+    base = as_agent_tool("augment_tool", tool)
+    return AgentTool(base.tool, (*_check_layers("augment_tool", middlewares), *base.middleware))
+
+
+async def call_tool(tool: Tool[Any, Any] | AgentTool,
+                    args: Mapping[str, Any] | str | None = None) -> Any:
+    """Run one tool directly, through its static middleware only (no tool-call-loop middleware,
+    no dynamic layers): returns the result's raw ``content``.
+
+    Raises :class:`~bindloop.errors.ToolCallFailedError` when the tool answers with an error (bad
+    arguments included) or suspends; exceptions from the tool body propagate unchanged."""
+    agent_tool = as_agent_tool("call_tool", tool)
+    outcome = await agent_tool.run(args, call_id=None)
+    if isinstance(outcome, ToolResult):
+        return outcome.content
+    if isinstance(outcome, ToolError):
+        raise ToolCallFailedError(f"tool {agent_tool.name!r} failed ({outcome.kind}): "
+                                  f"{outcome.error}", outcome)
+    raise ToolCallFailedError(f"tool {agent_tool.name!r} suspended ({outcome.mode}); call_tool "
+                              "has no loop to wait in: run it through prompt_chat", outcome)
+
+
+def check_dynamic(middlewares: Sequence[object]) -> tuple[ToolMiddleware, ...]:
+    return _check_layers("equip_tool(middleware=...)", middlewares)

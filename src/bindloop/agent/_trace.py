@@ -1,0 +1,90 @@
+"""Trace events for agent, generation, model and tool spans, named after OpenTelemetry's GenAI
+semantic conventions (``gen_ai.*`` attributes), emitted to the run's ``event_bus``.
+
+Events carry no wall-clock time (the core has no clock): ``seq`` orders them and an exporter stamps
+times as they arrive (``bindloop.hosts.otel``). Span and trace ids are counters, so a replayed run
+emits the same trace. Chat and tool span ends also carry the journal data (the turn, its prompt hash,
+the tool outcome) that :func:`~bindloop.agent.restore_snapshot` rebuilds a snapshot from.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol
+
+import msgspec
+
+__all__ = ("TraceEmitter", "TraceEvent", "TraceOptions", "Tracer")
+
+
+class TraceEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One trace record. ``type``: ``span_start`` / ``span_end`` / ``event`` (a point event inside
+    ``span_id``). ``name`` is the span name (``invoke_agent search_agent``, ``chat gpt-x``,
+    ``execute_tool search``); ``attributes`` use GenAI names (``gen_ai.operation.name``,
+    ``gen_ai.agent.name``, ``gen_ai.request.model``, ``gen_ai.usage.input_tokens``, ...) plus
+    ``bindloop.*`` ones. ``status`` is ``ok`` / ``error`` on a span end."""
+
+    seq: int
+    type: Literal["span_start", "span_end", "event"]
+    trace_id: str
+    span_id: str
+    name: str
+    parent_span_id: str | None = None
+    attributes: dict[str, Any] = {}
+    status: Literal["ok", "error"] | None = None
+    error: str | None = None
+
+
+class TraceEmitter(Protocol):
+    """Where trace events go: ``emit(event)`` (synchronous; keep it cheap, queue if you export)."""
+
+    def emit(self, event: TraceEvent, /) -> None: ...
+
+
+class TraceOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """``run_with(trace=)``: the trace id to use, the parent span of the root spans (a host's request
+    span), and attributes added to every span start."""
+
+    trace_id: str | None = None
+    parent_span_id: str | None = None
+    attributes: dict[str, Any] = {}
+
+
+class Tracer:
+    """Mints span ids and emits events; inert (``enabled`` false) without an event bus."""
+
+    __slots__ = ("_bus", "_next_span", "_seq", "attributes", "enabled", "parent", "trace_id")
+
+    def __init__(self, bus: TraceEmitter | None, options: TraceOptions | None) -> None:
+        self._bus = bus
+        self.enabled = bus is not None
+        opts = options or TraceOptions()
+        self.trace_id = opts.trace_id or "0" * 31 + "1"
+        self.parent = opts.parent_span_id
+        self.attributes = dict(opts.attributes)
+        self._seq = 0
+        self._next_span = 0
+
+    def _emit(self, **fields: Any) -> None:
+        assert self._bus is not None
+        self._seq += 1
+        self._bus.emit(TraceEvent(seq=self._seq, trace_id=self.trace_id, **fields))
+
+    def start(self, name: str, parent: str | None, attributes: dict[str, Any]) -> str:
+        self._next_span += 1
+        span = f"{self._next_span:016x}"
+        if self.enabled:
+            self._emit(type="span_start", span_id=span, name=name,
+                       parent_span_id=parent if parent is not None else self.parent,
+                       attributes={**self.attributes, **attributes})
+        return span
+
+    def end(self, span: str, name: str, attributes: dict[str, Any] | None = None,
+            error: BaseException | None = None) -> None:
+        if self.enabled:
+            self._emit(type="span_end", span_id=span, name=name, attributes=attributes or {},
+                       status="error" if error is not None else "ok",
+                       error=None if error is None else f"{type(error).__name__}: {error}")
+
+    def event(self, span: str | None, name: str, attributes: dict[str, Any]) -> None:
+        if self.enabled:
+            self._emit(type="event", span_id=span or "", name=name, attributes=attributes)

@@ -1,0 +1,93 @@
+"""``scripted_stream_model``: an agent model (``bindloop.agent.AgentModel``) that streams prepared
+turns as events and records every request it got."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, Literal
+
+import msgspec
+
+from ..completion import StreamEvent, TextEvent
+from ..contracts import Message, ModelTurnResult, TurnUsage
+from ..errors import UsageError
+from ._script import ScriptExhaustedError, ScriptedModel
+
+__all__ = ("ScriptedStreamModel", "StreamRequest", "scripted_stream_model")
+
+
+class StreamRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """One recorded request: the messages it was shown (a copy) and the options it was sent."""
+
+    messages: tuple[Message, ...]
+    options: Any
+
+
+class ScriptedStreamModel:
+    """Streams ``turns`` in order, one per ``stream`` call, as the events a provider sends (text in
+    ``chunk_size``-character fragments, so partial-JSON consumers see real partial states).
+
+    A script entry that is an exception is raised by that call instead (a provider failure before
+    any output). ``requests`` records every call, failed ones included. ``structured_output`` is the
+    mode this model advertises (``"json_schema"``: native JSON-schema mode; ``"tool"``: the agent must
+    use a forced output tool). More calls than turns raise
+    :class:`~bindloop.testing.ScriptExhaustedError`.
+    """
+
+    def __init__(self, turns: Sequence[ModelTurnResult | BaseException], *, id: str = "scripted",
+                 provider: str | None = "scripted",
+                 structured_output: Literal["json_schema", "tool"] = "json_schema",
+                 chunk_size: int = 8,
+                 cost: Callable[[TurnUsage], Mapping[str, int]] | None = None) -> None:
+        if chunk_size < 1:
+            raise UsageError(f"chunk_size must be at least 1, got {chunk_size}")
+        # ScriptedModel mints missing tool-call ids and refuses duplicates: one rule for both kits.
+        script = ScriptedModel([t for t in turns if isinstance(t, ModelTurnResult)])
+        minted = iter(script.turns)
+        self.turns: tuple[ModelTurnResult | BaseException, ...] = tuple(
+            next(minted) if isinstance(t, ModelTurnResult) else t for t in turns)
+        for t in self.turns:
+            if not isinstance(t, (ModelTurnResult, BaseException)):
+                raise UsageError(f"script entry {t!r} is neither a ModelTurnResult nor an exception")
+        self.id = id
+        self.provider = provider
+        self.structured_output = structured_output
+        self.position = 0
+        self.requests: list[StreamRequest] = []
+        self._chunk = chunk_size
+        self._cost = cost
+
+    @property
+    def remaining(self) -> int:
+        return len(self.turns) - self.position
+
+    def calculate_cost(self, usage: TurnUsage) -> dict[str, int]:
+        return dict(self._cost(usage)) if self._cost is not None else {}
+
+    async def stream(self, messages: Sequence[Message],
+                     options: Any) -> AsyncIterator[StreamEvent]:
+        # Imported here: bindloop.agent sits above testing's other imports in the module map.
+        from ..agent import turn_events
+
+        self.requests.append(StreamRequest(messages=tuple(messages), options=options))
+        if self.position >= len(self.turns):
+            raise ScriptExhaustedError(
+                f"the scripted stream model was called {self.position + 1} times but the script "
+                f"has {len(self.turns)} turns")
+        entry = self.turns[self.position]
+        self.position += 1
+        if isinstance(entry, BaseException):
+            raise entry
+        for event in turn_events(entry):
+            if isinstance(event, TextEvent) and len(event.content) > self._chunk:
+                text, n = event.content, self._chunk
+                for i in range(0, len(text), n):
+                    yield TextEvent(content=text[i:i + n])
+            else:
+                yield event
+
+
+def scripted_stream_model(turns: Sequence[ModelTurnResult | BaseException],
+                          **options: Any) -> ScriptedStreamModel:
+    """A :class:`ScriptedStreamModel` over ``turns`` (``final_answer`` / ``tool_call_turn``)."""
+    return ScriptedStreamModel(turns, **options)

@@ -1,0 +1,201 @@
+"""on_stream: the agent stream events (multicast, tagged frozen Structs, structured_data partials)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+
+from bindloop.agent import (
+    AgentStreamEvent,
+    ErrorStreamEvent,
+    StructuredDataEvent,
+    TextStreamEvent,
+    ToolCallDoneEvent,
+    TurnDoneEvent,
+    TurnStartEvent,
+    create_agent,
+    equip_instruction,
+    equip_memory,
+    equip_tool,
+    on_stream,
+    prompt_agent,
+    prompt_chat,
+    reborn,
+)
+from bindloop.contracts import ToolResult
+from bindloop.errors import ProviderError
+from bindloop.plugins import define_tool
+from bindloop.signal import AbortController
+from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
+
+pytestmark = pytest.mark.anyio
+
+
+class Answer(msgspec.Struct):
+    answer: str
+    score: int
+
+
+class Q(msgspec.Struct):
+    q: str
+
+
+async def _search(args: Q, ctx: object) -> ToolResult:
+    return ToolResult(content="sunny")
+
+
+SEARCH = define_tool(name="search", description="s", args=Q, execute=_search)
+
+
+def _collector(into: list[Any], ended: list[bool] | None = None) -> Any:
+    async def consume(stream: Any) -> None:
+        try:
+            async for event in stream:
+                into.append(event)
+        finally:
+            if ended is not None:
+                ended.append(True)
+
+    return consume
+
+
+async def test_events_are_multicast_with_turn_indices_and_structured_partials() -> None:
+    first: list[AgentStreamEvent] = []
+    second: list[AgentStreamEvent] = []
+    model = scripted_stream_model([
+        tool_call_turn([tool_call("search", {"q": "weather"})]),
+        final_answer('{"answer": "sunny", "score": 9}'),
+    ], chunk_size=5)
+
+    async def handler(_: None) -> Answer:
+        equip_instruction("weather?")
+        equip_tool(SEARCH)
+        on_stream(_collector(first))
+        on_stream(_collector(second))
+        return await prompt_agent(Answer)
+
+    assert await create_agent(id="s", handler=handler, model=model)(None) == Answer("sunny", 9)
+    assert first == second  # multicast: every consumer sees every event
+    assert [e for e in first if isinstance(e, (TurnStartEvent, TurnDoneEvent))] == [
+        TurnStartEvent(turn_index=0), TurnDoneEvent(turn_index=0, finish_reason="tool_calls"),
+        TurnStartEvent(turn_index=1), TurnDoneEvent(turn_index=1, finish_reason="stop")]
+    calls = [e for e in first if isinstance(e, ToolCallDoneEvent)]
+    assert [(c.turn_index, c.tool_call.name) for c in calls] == [(0, "search")]
+    text = "".join(e.delta for e in first if isinstance(e, TextStreamEvent))
+    assert text == '{"answer": "sunny", "score": 9}'
+    structured = [e for e in first if isinstance(e, StructuredDataEvent)]
+    assert all(e.turn_index == 1 for e in structured)
+    assert [e.status for e in structured[:-1]] == ["partial"] * (len(structured) - 1)
+    assert structured[-1] == StructuredDataEvent(turn_index=1, status="complete",
+                                                 data={"answer": "sunny", "score": 9},
+                                                 is_valid=True)
+    partial_answers = [e.data.get("answer") for e in structured if isinstance(e.data, dict)]
+    assert "sun" in partial_answers or "s" in partial_answers  # a string seen while it grew
+    # Events are tagged frozen Structs: they encode to JSON with their type.
+    assert msgspec.json.decode(msgspec.json.encode(first[0]))["type"] == "turn_start"
+    with pytest.raises(AttributeError):
+        first[0].turn_index = 5  # type: ignore[misc]
+
+
+async def test_an_invalid_answer_ends_its_turn_with_structured_error() -> None:
+    events: list[Any] = []
+    model = scripted_stream_model([final_answer('{"answer": 1}'),
+                                   final_answer('{"answer": "x", "score": 1}')])
+
+    async def handler(_: None) -> Answer:
+        equip_instruction("q")
+        on_stream(_collector(events))
+        return await prompt_agent(Answer)
+
+    await create_agent(id="s", handler=handler, model=model)(None)
+    finals = [e for e in events if isinstance(e, StructuredDataEvent) and e.status != "partial"]
+    assert [(e.turn_index, e.status, e.is_valid) for e in finals] == [
+        (0, "error", False), (1, "complete", True)]
+
+
+async def test_the_consumer_sees_the_end_when_the_model_fails_at_once() -> None:
+    events: list[Any] = []
+    ended: list[bool] = []
+    model = scripted_stream_model([ProviderError("upstream down")])
+
+    async def handler(_: None) -> str:
+        equip_instruction("q")
+        on_stream(_collector(events, ended))
+        return (await prompt_chat()).data
+
+    with pytest.raises(ProviderError, match="upstream down"):
+        await create_agent(id="s", handler=handler, model=model)(None)
+    assert ended == [True]
+    assert events == [TurnStartEvent(turn_index=0),
+                      ErrorStreamEvent(turn_index=0, error="ProviderError: upstream down")]
+
+
+async def test_streams_do_not_survive_reborn() -> None:
+    per_generation: list[list[Any]] = []
+    model = scripted_stream_model([final_answer("one"), final_answer("two")])
+
+    async def handler(_: None) -> str:
+        n, set_n = equip_memory("n", 0)
+        bucket: list[Any] = []
+        per_generation.append(bucket)
+        if n == 0:
+            on_stream(_collector(bucket))
+        equip_instruction("q")
+        chat = await prompt_chat()
+        if n == 0:
+            set_n(1)
+            return reborn()  # type: ignore[return-value]
+        return chat.data
+
+    assert await create_agent(id="s", handler=handler, model=model)(None) == "two"
+    assert [type(e) for e in per_generation[0]] == [TurnStartEvent, TextStreamEvent,
+                                                    type(per_generation[0][2]), TurnDoneEvent]
+    assert per_generation[1] == []
+
+
+async def test_a_signal_ends_one_consumer_early_and_the_prompt_waits_for_consumers() -> None:
+    controller = AbortController()
+    cut: list[Any] = []
+    slow_done: list[bool] = []
+    model = scripted_stream_model([final_answer("a long answer here")], chunk_size=2)
+
+    async def stopping(stream: Any) -> None:
+        async for event in stream:
+            cut.append(event)
+            if isinstance(event, TextStreamEvent):
+                controller.abort("enough")
+
+    async def slow(stream: Any) -> None:
+        async for _ in stream:
+            pass
+        await anyio.sleep(0.01)
+        slow_done.append(True)
+
+    async def handler(_: None) -> str:
+        equip_instruction("q")
+        on_stream(stopping, signal=controller.signal)
+        on_stream(slow)
+        return (await prompt_chat()).data
+
+    assert await create_agent(id="s", handler=handler, model=model)(None) == "a long answer here"
+    assert sum(isinstance(e, TextStreamEvent) for e in cut) == 1
+    assert slow_done == [True]  # await_on_end=True: the prompt returned after the consumer
+
+
+async def test_a_consumer_that_stops_reading_does_not_stall_the_model() -> None:
+    model = scripted_stream_model([final_answer("x" * 200)], chunk_size=1)
+
+    async def lazy(stream: Any) -> None:
+        return None  # never reads
+
+    async def handler(_: None) -> str:
+        equip_instruction("q")
+        on_stream(lazy)
+        on_stream(lambda stream: None)  # a plain function is fine too
+        return (await prompt_chat()).data
+
+    with anyio.fail_after(5):
+        assert await create_agent(id="s", handler=handler, model=model)(None) == "x" * 200
