@@ -12,7 +12,7 @@ import bindloop
 
 CORE_SUBPACKAGES = [
     name for name in (m.name for m in pkgutil.iter_modules(bindloop.__path__))
-    if not name.startswith("_") and name not in ("testing", "hosts")
+    if not name.startswith("_") and name not in ("testing", "hosts", "mcp")
 ]
 
 

@@ -11,6 +11,7 @@ up for :meth:`~McpClientSession.take_outgoing`. Request ids and the clock are in
 from __future__ import annotations
 
 import itertools
+from types import MappingProxyType
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeAlias
 
@@ -356,11 +357,11 @@ class McpClientSession:
             method="notifications/initialized"))
 
 
-_RESULT_TYPES: dict[str, type[Any]] = {
+_RESULT_TYPES: Mapping[str, type[Any]] = MappingProxyType({
     "initialize": InitializeResult,
     "tools/list": ListToolsResult,
     "tools/call": CallToolResult,
-}
+})
 
 
 def _is_number(value: object) -> bool:
