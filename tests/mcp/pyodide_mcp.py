@@ -5,32 +5,32 @@ import json
 import time
 
 t0 = time.perf_counter()
-import bindloop.plugins  # noqa: E402  (what bindloop.mcp builds on, timed apart from it)
-import bindloop.tools  # noqa: E402
-import bindloop.wire  # noqa: E402
+import bindloop.plugins  # (what bindloop.mcp builds on, timed apart from it)
+import bindloop.tools
+import bindloop.wire
 t1 = time.perf_counter()
-import bindloop.mcp  # noqa: E402
+import bindloop.mcp
 t2 = time.perf_counter()
 
-import anyio  # noqa: E402
-from mcp_host import fetch, url  # noqa: E402
+import anyio
+from mcp_host import fetch, url
 
-from bindloop.contracts import ImagePart, ToolMessage  # noqa: E402
-from bindloop.hosts.js_fetch import FetchTransport  # noqa: E402
-from bindloop.loop import run_tool_loop  # noqa: E402
-from bindloop.mcp import McpHttpClient, load_mcp_tools  # noqa: E402
-from bindloop.plugins import plugin_from_tools  # noqa: E402
-from bindloop.signal import AbortController  # noqa: E402
-from bindloop.testing import final_answer, loop_harness, tool_call, tool_call_turn  # noqa: E402
-from bindloop.transcript import validate_and_heal_messages  # noqa: E402
+from bindloop.contracts import ImagePart, ToolMessage
+from bindloop.hosts.js_fetch import FetchTransport
+from bindloop.loop import run_tool_loop
+from bindloop.mcp import McpHttpClient, load_mcp_tools
+from bindloop.plugins import plugin_from_tools
+from bindloop.signal import AbortController
+from bindloop.testing import final_answer, loop_harness, tool_call, tool_call_turn
+from bindloop.transcript import validate_and_heal_messages
 
 client = McpHttpClient(FetchTransport(url, fetch=fetch), server="ref")
-toolset = await load_mcp_tools(client)  # noqa: F704
+toolset = await load_mcp_tools(client)
 assert client.session_id and client.session.protocol_version == "2025-11-25"
 plugin = plugin_from_tools(name="ref", description="reference", tools=toolset.tools)
 controller = AbortController()
 progress = []
-slow = (await load_mcp_tools(client, on_progress=lambda n, p: progress.append(p))).tools[3]  # noqa: F704
+slow = (await load_mcp_tools(client, on_progress=lambda n, p: progress.append(p))).tools[3]
 assert slow.name == "ref__slow"
 
 
@@ -45,7 +45,7 @@ h = loop_harness([tool_call_turn([tool_call("ref__add", {"a": 20, "b": 22}, id="
                                             id="img"),
                                   tool_call("ref__explode", {"message": "boom"}, id="err")]),
                   final_answer("ok")], run_tool_call=dispatch)
-assert (await run_tool_loop(h.params)).stop_reason == "done"  # noqa: F704
+assert (await run_tool_loop(h.params)).stop_reason == "done"
 answers = {m.tool_call_id: m for m in h.state.messages if isinstance(m, ToolMessage)}
 assert answers["sum"].content == "42", answers["sum"]
 assert isinstance(answers["img"].content[0], ImagePart), answers["img"]
@@ -58,20 +58,20 @@ async def abort_after_progress():
         await anyio.sleep(0.01)
     controller.abort("stop")
 
-before = (await client.call_tool("cancellations", {})).structured_content  # noqa: F704
+before = (await client.call_tool("cancellations", {})).structured_content
 h2 = loop_harness([tool_call_turn([tool_call("ref__slow", {"seconds": 5}, id="s")]),
                    final_answer("never")], run_tool_call=dispatch, signal=controller.signal)
 t_cancel = time.perf_counter()
-async with anyio.create_task_group() as tg:  # noqa: F704
+async with anyio.create_task_group() as tg:
     tg.start_soon(abort_after_progress)
     cancelled = await run_tool_loop(h2.params)
 assert cancelled.stop_reason == "aborted" and time.perf_counter() - t_cancel < 4
 answer = [m for m in h2.state.messages if isinstance(m, ToolMessage)][0]
 assert answer.is_error and '"kind":"cancelled"' in str(answer.content), answer
 for _ in range(60):
-    if (await client.call_tool("cancellations", {})).structured_content != before:  # noqa: F704
+    if (await client.call_tool("cancellations", {})).structured_content != before:
         break
-    await anyio.sleep(0.05)  # noqa: F704
+    await anyio.sleep(0.05)
 else:
     raise AssertionError("the server never saw notifications/cancelled")
 
@@ -79,8 +79,8 @@ add = toolset.tools[0]
 calls = 30
 t3 = time.perf_counter()
 for i in range(calls):
-    await add.execute({"a": i, "b": 1}, None)  # noqa: F704
+    await add.execute({"a": i, "b": 1}, None)
 per_call_ms = (time.perf_counter() - t3) * 1000 / calls
-await client.aclose()  # noqa: F704
+await client.aclose()
 json.dumps({"ok": True, "import_deps_ms": round((t1 - t0) * 1000, 1),
             "import_mcp_ms": round((t2 - t1) * 1000, 1), "mcp_call_ms": round(per_call_ms, 2)})
