@@ -355,3 +355,29 @@ async def test_a_hostile_call_inside_the_loop_leaves_a_valid_transcript(
     answer = next(m for m in h.state.messages if isinstance(m, ToolMessage))
     assert answer.is_error and "MCP server 'hostile'" in str(answer.content)
     assert_valid_transcript(h.state.messages)
+
+
+async def test_listen_routes_the_servers_own_stream(scripted: ScriptedProviderServer,
+                                                    transport: HttpxTransport) -> None:
+    script = McpScript(GET=lambda _rpc, _req: sse_reply(
+        (None, {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
+        (None, {"jsonrpc": "2.0", "id": "srv-ping", "method": "ping"})))
+    scripted.set_responder("mcp", script)
+    events: list[Any] = []
+    mcp = client(transport, on_event=events.append)
+    await mcp.connect()
+    assert await mcp.listen() is True
+    assert mcp.session.tools_stale and type(events[0]).__name__ == "McpToolListChanged"
+    assert any(b.get("id") == "srv-ping" and b.get("result") == {} for b in script.bodies())
+    get = next(r for r in script.requests if r.method == "GET")
+    assert dict(get.headers)["accept"] == "text/event-stream"
+    assert dict(get.headers)["mcp-session-id"] == "sess-1"
+
+
+async def test_listen_without_a_server_stream_returns_false(
+        scripted: ScriptedProviderServer, transport: HttpxTransport) -> None:
+    scripted.set_responder("mcp", McpScript(GET=lambda _rpc, _req: ScriptedReply(
+        status=405, streamed=False)))
+    mcp = client(transport)
+    await mcp.connect()
+    assert await mcp.listen() is False

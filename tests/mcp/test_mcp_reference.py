@@ -237,3 +237,10 @@ async def test_a_server_is_a_plugin_loaded_on_activation_and_rehydrated(
         await plugin.aclose()
         for transport in transports:
             await transport.aclose()
+
+
+async def test_the_servers_own_stream_stays_open_until_cancelled(client: McpHttpClient) -> None:
+    with anyio.move_on_after(0.3) as scope:
+        await client.listen()
+    assert scope.cancelled_caught
+    assert await client.ping() >= 0  # the session is unharmed

@@ -188,6 +188,30 @@ class McpHttpClient:
         """``ping``; returns the round trip in ms on the injected clock."""
         return (await self._call(self.session.ping())).elapsed_ms
 
+    async def listen(self) -> bool:
+        """Open the server's own event stream (GET) and route what arrives on it — ``tools/
+        list_changed``, logging, server pings — to the session and ``on_event``, until the server
+        ends the stream or the caller cancels (run it in a task). Returns ``False`` at once when
+        the server offers no such stream (HTTP 405), ``True`` when a stream ended.
+
+        Raises
+        ------
+        McpError
+            Any other status, or a stream that is not MCP.
+        """
+        if self.session.phase != "ready":
+            raise UsageError(f"MCP server {self.server!r}: connect() before listen()")
+        request = self._http("GET", b"", accept="text/event-stream")
+        async with self._open(request, "GET stream") as resp:
+            if resp.status == 405:
+                return False
+            await self._check_status(resp, "GET stream", expect_answer=True)
+            if _content_type(resp) != "text/event-stream":
+                raise McpProtocolError(self.server, "answered the GET stream without an event "
+                                                    "stream")
+            await self._read_stream(resp, None, "GET stream")
+        return True
+
     async def aclose(self) -> None:
         """End the session: DELETE with the session id (a server that does not allow it answers
         405, which is fine). Best effort and bounded: a failure here is not raised."""
@@ -296,8 +320,8 @@ class McpHttpClient:
                                  f"the reply stream for {out.method} ended before its response, "
                                  f"{how}")
 
-    async def _read_stream(self, resp: TransportResponse, request_id: RequestId, method: str
-                           ) -> tuple[_Answer | None, str | None, int | None]:
+    async def _read_stream(self, resp: TransportResponse, request_id: RequestId | None,
+                           method: str) -> tuple[_Answer | None, str | None, int | None]:
         decoder = SseDecoder()
         last_id: str | None = None
         try:
@@ -317,7 +341,8 @@ class McpHttpClient:
         decoder.end()
         return None, last_id, decoder.retry_ms
 
-    async def _take(self, events: list[McpEvent], request_id: RequestId) -> _Answer | None:
+    async def _take(self, events: list[McpEvent], request_id: RequestId | None
+                    ) -> _Answer | None:
         """Route ``events``: the answer for ``request_id`` is returned; answers to other requests
         wait for their callers; progress goes to its call's callback; the rest to ``on_event``.
         Then whatever the session decided to send (answers to server pings, ``initialized``) goes."""
