@@ -39,7 +39,7 @@ def build_server() -> Any:
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise SystemExit("the reference MCP server needs the SDK: pip install 'bindloop[mcp]'") from exc
 
-    server: Any = MCPServer("bindloop-reference", instructions="Arithmetic, shapes and a slow job.",
+    server = MCPServer("bindloop-reference", instructions="Arithmetic, shapes and a slow job.",
                             log_level="WARNING")
     counters = {"cancelled": 0}
 
