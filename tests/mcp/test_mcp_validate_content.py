@@ -19,6 +19,8 @@ scalars = st.sampled_from([
     {"type": "null"}, {"type": "string", "enum": ["a", "b"]}, {"type": "string", "minLength": 2},
     {"type": "integer", "minimum": 0, "maximum": 10}, {"type": "number", "exclusiveMinimum": 1.5},
     {"type": "string", "pattern": "^x+$"}, {"type": "integer", "multipleOf": 3},
+    {"type": "string", "maxLength": 1}, {"type": "number", "maximum": 3, "exclusiveMaximum": 2.5},
+    {"type": "array", "uniqueItems": True, "maxItems": 2}, {"type": "string", "const": "xy"},
 ])
 
 
@@ -31,6 +33,8 @@ def schemas() -> st.SearchStrategy[dict[str, Any]]:
                   st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3),
                   st.lists(st.sampled_from(["a", "b", "c"]), max_size=3)),
         st.builds(lambda a, b: {"anyOf": [a, b]}, inner, inner),
+        st.builds(lambda a, b: {"oneOf": [a, b]}, inner, inner),
+        st.builds(lambda a, b: {"allOf": [a, b]}, inner, inner),
     ), max_leaves=6)
 
 
@@ -41,11 +45,15 @@ values = st.recursive(
         st.sampled_from(["a", "b", "c", "d"]), inner, max_size=3), max_leaves=8)
 
 
-@given(schemas(), st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), values, max_size=3))
+@given(schemas(), st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), values, max_size=3),
+       st.booleans())
 def test_the_checker_agrees_with_jsonschema_on_sanitized_schemas(
-        inner: dict[str, Any], value: dict[str, Any]) -> None:
-    schema = sanitize_tool_schema({"type": "object", "properties": {"a": inner, "b": inner},
-                                   "required": ["a"]})
+        inner: dict[str, Any], value: dict[str, Any], closed: bool) -> None:
+    root: dict[str, Any] = {"type": "object", "properties": {"a": inner, "b": inner},
+                            "required": ["a"]}
+    if closed:
+        root["additionalProperties"] = False
+    schema = sanitize_tool_schema(root)
     ours = first_schema_violation(value, schema)
     theirs = jsonschema.Draft202012Validator(schema).is_valid(value)
     assert (ours is None) == theirs, (schema, value, ours)
