@@ -165,12 +165,46 @@ async def test_an_http_error_keeps_a_bounded_excerpt_and_never_the_token(
 
 async def test_an_expired_session_is_its_own_error(scripted: ScriptedProviderServer,
                                                    transport: HttpxTransport) -> None:
-    scripted.set_responder("mcp", McpScript(tools_list=lambda rpc, _: ScriptedReply(
-        status=404, chunks=(b"no such session",), streamed=False)))
-    mcp = client(transport)
+    script = McpScript(tools_list=lambda rpc, _: ScriptedReply(
+        status=404, chunks=(b"no such session",), streamed=False))
+    scripted.set_responder("mcp", script)
+    mcp = client(transport, renew_expired_session=False)
     await mcp.connect()
     with pytest.raises(McpSessionExpiredError, match="HTTP 404"):
         await mcp.list_tools()
+    renewing = client(transport)
+    await renewing.connect()
+    with pytest.raises(McpSessionExpiredError):  # renewed once, refused again: raised
+        await renewing.list_tools()
+    methods = [json.loads(r.body).get("method") for r in script.requests if r.body]
+    assert methods[-3:] == ["initialize", "notifications/initialized", "tools/list"]
+    assert "notifications/cancelled" not in methods  # a refused request is not cancelled
+
+
+async def test_an_expired_session_is_renewed_and_the_request_sent_once_more(
+        scripted: ScriptedProviderServer, transport: HttpxTransport) -> None:
+    sessions = iter(["sess-1", "sess-2"])
+
+    def initialize(rpc: dict[str, Any], _: RecordedRequest) -> ScriptedReply:
+        return json_reply(result(rpc, {"protocolVersion": "2025-06-18", "capabilities": {},
+                                       "serverInfo": {"name": "s"}}),
+                          headers=(("mcp-session-id", next(sessions)),))
+
+    def tools_call(rpc: dict[str, Any], request: RecordedRequest) -> ScriptedReply:
+        if dict(request.headers)["mcp-session-id"] == "sess-1":
+            return ScriptedReply(status=404, chunks=(b"gone",), streamed=False)
+        return json_reply(result(rpc, {"content": [{"type": "text", "text": "ok"}]}))
+
+    script = McpScript(initialize=initialize, tools_call=tools_call)
+    scripted.set_responder("mcp", script)
+    mcp = client(transport)
+    await mcp.connect()
+    answer = await mcp.call_tool("add", {"a": 1, "b": 2})
+    assert answer.content == [{"type": "text", "text": "ok"}]
+    assert mcp.session_id == "sess-2" and mcp.session.tools_stale
+    calls = [json.loads(r.body) for r in script.requests
+             if r.body and json.loads(r.body).get("method") == "tools/call"]
+    assert len(calls) == 2 and calls[0]["id"] != calls[1]["id"]  # ids keep counting
 
 
 async def test_a_dropped_stream_is_resumed_with_last_event_id(

@@ -244,3 +244,17 @@ async def test_the_servers_own_stream_stays_open_until_cancelled(client: McpHttp
         await client.listen()
     assert scope.cancelled_caught
     assert await client.ping() >= 0  # the session is unharmed
+
+
+async def test_a_session_the_server_ended_is_renewed(client: McpHttpClient,
+                                                    reference_url: str) -> None:
+    import httpx
+
+    old = client.session_id
+    assert old is not None
+    async with httpx.AsyncClient() as raw:  # end the session behind the client's back
+        gone = await raw.delete(reference_url, headers={"mcp-session-id": old})
+    assert gone.status_code in (200, 204)
+    result = await client.call_tool("add", {"a": 2, "b": 2})
+    assert result.structured_content == {"result": 4}
+    assert client.session_id not in (None, old)

@@ -11,6 +11,7 @@ is read from the environment.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -67,6 +68,9 @@ class McpHttpClient:
     ``on_event(event)`` sees every event that is not a response (progress not claimed by a call,
     ``tools/list_changed``, logging). ``sleep`` waits before a resumption (the stream's ``retry``).
     ``notify_timeout_ms`` bounds each fire-and-forget POST (a cancellation, the closing DELETE).
+    With ``renew_expired_session`` (the default), a request the server refuses with 404 because it
+    ended the session is sent once more in a fresh session (a new ``initialize``; the server never
+    ran the refused request, so nothing runs twice), and ``session.tools_stale`` is set.
     """
 
     def __init__(
@@ -84,6 +88,7 @@ class McpHttpClient:
         on_event: Callable[[McpEvent], None] | None = None,
         max_resumes: int = 3,
         max_body_bytes: int = 16 * 1024 * 1024,
+        renew_expired_session: bool = True,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         notify_timeout_ms: float = 2_000.0,
     ) -> None:
@@ -91,6 +96,13 @@ class McpHttpClient:
             raise UsageError(f"timeout_ms must be positive or None, got {timeout_ms!r}")
         if max_resumes < 0 or max_body_bytes < 1:
             raise UsageError("max_resumes must be >= 0 and max_body_bytes positive")
+        if ids is None:
+            counter = itertools.count(1)
+            ids = lambda: next(counter)  # noqa: E731 - one counter across renewed sessions
+        self._ids = ids
+        self._client_info = client_info
+        self._versions = protocol_versions
+        self._now = now
         self.session = McpClientSession(server=server, client_info=client_info,
                                         protocol_versions=protocol_versions, ids=ids, now=now)
         self.server = server
@@ -104,6 +116,7 @@ class McpHttpClient:
         self._max_resumes = max_resumes
         self._max_body = max_body_bytes
         self._sleep = sleep
+        self._renew = renew_expired_session
         self._notify_s = notify_timeout_ms / 1000.0
         self._progress: dict[RequestId, ProgressCallback] = {}
         self._early: dict[RequestId, _Answer] = {}
@@ -143,7 +156,7 @@ class McpHttpClient:
         cursor: str | None = None
         seen: set[str] = set()
         for _ in range(max_pages):
-            answer = await self._call(self.session.list_tools(cursor))
+            answer = await self._renewing(lambda session: session.list_tools(cursor))
             page = answer.result
             for raw in page.tools:
                 try:
@@ -177,16 +190,16 @@ class McpHttpClient:
         McpTimeoutError, McpError
             As for every request.
         """
-        out = self.session.call_tool(name, arguments, progress=on_progress is not None)
-        answer = await self._call(out, signal=signal, on_progress=on_progress,
-                                  timeout_ms=timeout_ms)
+        answer = await self._renewing(
+            lambda session: session.call_tool(name, arguments, progress=on_progress is not None),
+            signal=signal, on_progress=on_progress, timeout_ms=timeout_ms)
         result = answer.result
         assert isinstance(result, CallToolResult)
         return result
 
     async def ping(self) -> float:
         """``ping``; returns the round trip in ms on the injected clock."""
-        return (await self._call(self.session.ping())).elapsed_ms
+        return (await self._renewing(lambda session: session.ping())).elapsed_ms
 
     async def listen(self) -> bool:
         """Open the server's own event stream (GET) and route what arrives on it — ``tools/
@@ -229,6 +242,28 @@ class McpHttpClient:
 
     # -- one request ------------------------------------------------------------------------
 
+    async def _renewing(self, build: Callable[[McpClientSession], Outgoing], *,
+                        signal: AbortSignal | None = None,
+                        on_progress: ProgressCallback | None = None,
+                        timeout_ms: float | None | bool = True) -> McpResponse:
+        try:
+            return await self._call(build(self.session), signal=signal, on_progress=on_progress,
+                                    timeout_ms=timeout_ms)
+        except McpSessionExpiredError:
+            if not self._renew:
+                raise
+        # The server forgot the session, so it never ran that request: start a new session and
+        # send it there once. A second 404 is raised.
+        self.session.close()
+        self.session = McpClientSession(server=self.server, client_info=self._client_info,
+                                        protocol_versions=self._versions, ids=self._ids,
+                                        now=self._now)
+        self.session_id = None
+        await self.connect()
+        self.session.tools_stale = True  # a new session may offer other tools
+        return await self._call(build(self.session), signal=signal, on_progress=on_progress,
+                                timeout_ms=timeout_ms)
+
     async def _call(self, out: Outgoing, *, signal: AbortSignal | None = None,
                     on_progress: ProgressCallback | None = None,
                     timeout_ms: float | None | bool = True) -> McpResponse:
@@ -250,6 +285,9 @@ class McpHttpClient:
             with anyio.move_on_after(None if timeout is None else timeout / 1000.0) as timer:
                 with scope:
                     answer = await self._exchange(out)
+        except McpHttpError:
+            self.session.cancel(request_id)  # refused by status: nothing runs there to cancel
+            raise
         except BaseException:
             # Cancelled from outside (the caller's scope) or failed: the server may still be
             # working on it, so tell it to stop before the error goes on.
