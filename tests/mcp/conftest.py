@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
+from bindloop.hosts.httpx_transport import HttpxTransport
 from bindloop.hosts.scripted_server import ScriptedProviderServer
 
 
@@ -65,3 +66,13 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 def scripted() -> Iterator[ScriptedProviderServer]:
     with ScriptedProviderServer() as server:
         yield server
+
+
+@pytest.fixture
+async def transport(scripted: ScriptedProviderServer) -> AsyncIterator[HttpxTransport]:
+    """An httpx transport whose base URL is the scripted server's ``/mcp`` endpoint."""
+    t = HttpxTransport(scripted.base_url("mcp"))
+    try:
+        yield t
+    finally:
+        await t.aclose()

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -94,15 +94,6 @@ class McpScript:
 
     def bodies(self) -> list[dict[str, Any]]:
         return [json.loads(r.body) for r in self.requests if r.body]
-
-
-@pytest.fixture
-async def transport(scripted: ScriptedProviderServer) -> AsyncIterator[HttpxTransport]:
-    t = HttpxTransport(scripted.base_url("mcp"))
-    try:
-        yield t
-    finally:
-        await t.aclose()
 
 
 def client(transport: HttpxTransport, **options: Any) -> McpHttpClient:

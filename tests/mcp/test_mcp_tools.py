@@ -4,7 +4,6 @@ a plugin is inert until loaded, an already-fired signal never reaches the server
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -40,15 +39,6 @@ def responder(seen: list[dict[str, Any]]) -> Any:
         return ScriptedReply(headers=(("content-type", "application/json"),), chunks=(body,),
                              streamed=False)
     return answer
-
-
-@pytest.fixture
-async def transport(scripted: ScriptedProviderServer) -> AsyncIterator[HttpxTransport]:
-    t = HttpxTransport(scripted.base_url("mcp"))
-    try:
-        yield t
-    finally:
-        await t.aclose()
 
 
 def test_bad_options_are_usage_errors_naming_the_fix() -> None:
