@@ -406,3 +406,37 @@ async def test_listen_without_a_server_stream_returns_false(
     mcp = client(transport)
     await mcp.connect()
     assert await mcp.listen() is False
+
+
+async def test_concurrent_calls_that_meet_one_expiry_share_one_renewal(
+        scripted: ScriptedProviderServer, transport: HttpxTransport) -> None:
+    import anyio
+
+    sessions = iter(["old", "new", "extra"])
+
+    def initialize(rpc: dict[str, Any], _: RecordedRequest) -> ScriptedReply:
+        return json_reply(result(rpc, {"protocolVersion": "2025-06-18", "capabilities": {},
+                                       "serverInfo": {"name": "s"}}),
+                          headers=(("mcp-session-id", next(sessions)),))
+
+    def tools_call(rpc: dict[str, Any], request: RecordedRequest) -> ScriptedReply:
+        if dict(request.headers)["mcp-session-id"] == "old":
+            return ScriptedReply(status=404, chunks=(b"gone",), streamed=False, delay_s=0.05)
+        return json_reply(result(rpc, {"content": [{"type": "text", "text": "ok"}]}))
+
+    script = McpScript(initialize=initialize, tools_call=tools_call)
+    scripted.set_responder("mcp", script)
+    mcp = client(transport)
+    await mcp.connect()
+    answers: list[Any] = []
+
+    async def one() -> None:
+        answers.append(await mcp.call_tool("add", {"a": 1, "b": 2}))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(one)
+    assert len(answers) == 3 and mcp.session_id == "new"
+    inits = [r for r in script.requests if r.body and json.loads(r.body).get("method") ==
+             "initialize"]
+    assert len(inits) == 2

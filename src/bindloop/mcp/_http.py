@@ -117,6 +117,7 @@ class McpHttpClient:
         self._max_body = max_body_bytes
         self._sleep = sleep
         self._renew = renew_expired_session
+        self._renewal: anyio.Lock | None = None  # made on first use, inside the event loop
         self._notify_s = notify_timeout_ms / 1000.0
         self._progress: dict[RequestId, ProgressCallback] = {}
         self._early: dict[RequestId, _Answer] = {}
@@ -246,21 +247,28 @@ class McpHttpClient:
                         signal: AbortSignal | None = None,
                         on_progress: ProgressCallback | None = None,
                         timeout_ms: float | None | bool = True) -> McpResponse:
+        expired = self.session
         try:
-            return await self._call(build(self.session), signal=signal, on_progress=on_progress,
+            return await self._call(build(expired), signal=signal, on_progress=on_progress,
                                     timeout_ms=timeout_ms)
         except McpSessionExpiredError:
             if not self._renew:
                 raise
         # The server forgot the session, so it never ran that request: start a new session and
-        # send it there once. A second 404 is raised.
-        self.session.close()
-        self.session = McpClientSession(server=self.server, client_info=self._client_info,
-                                        protocol_versions=self._versions, ids=self._ids,
-                                        now=self._now)
-        self.session_id = None
-        await self.connect()
-        self.session.tools_stale = True  # a new session may offer other tools
+        # send it there once. A second 404 is raised. Concurrent calls that met the same 404
+        # share one renewal: whoever comes second finds the session replaced already.
+        if self._renewal is None:
+            self._renewal = anyio.Lock()
+        async with self._renewal:
+            if self.session is expired:
+                expired.close()
+                self.session = McpClientSession(server=self.server,
+                                                client_info=self._client_info,
+                                                protocol_versions=self._versions, ids=self._ids,
+                                                now=self._now)
+                self.session_id = None
+                await self.connect()
+                self.session.tools_stale = True  # a new session may offer other tools
         return await self._call(build(self.session), signal=signal, on_progress=on_progress,
                                 timeout_ms=timeout_ms)
 
