@@ -190,3 +190,18 @@ def test_answers_in_any_order_reach_their_requests(order: list[int]) -> None:
         assert isinstance(event, McpResponse) and event.request_id == outs[i].request_id
         assert event.result.content[0]["text"] == str(i)
     assert session.pending() == ()
+
+
+def test_forgotten_ids_are_bounded() -> None:
+    session = ready()
+    first = session.ping()
+    session.cancel(first.request_id)
+    for _ in range(5000):
+        session.cancel(session.ping().request_id)
+    late = json.dumps({"jsonrpc": "2.0", "id": first.request_id, "result": {}}).encode()
+    with pytest.raises(McpProtocolError):  # long forgotten: treated as never sent
+        session.receive(late)
+    recent = session.ping()
+    session.cancel(recent.request_id)
+    assert session.receive(json.dumps({"jsonrpc": "2.0", "id": recent.request_id,
+                                       "result": {}}).encode()) == []

@@ -50,6 +50,7 @@ McpPhase: TypeAlias = Literal["new", "initializing", "ready", "closed"]
 
 _ENCODER = msgspec.json.Encoder()
 _METHOD_NOT_FOUND = -32601
+_MAX_FORGOTTEN = 4096
 
 
 class Outgoing(msgspec.Struct, frozen=True, kw_only=True):
@@ -140,7 +141,9 @@ class McpClientSession:
         self._now = now
         self._phase: McpPhase = "new"
         self._pending: dict[RequestId, _Pending] = {}
-        self._forgotten: set[RequestId] = set()
+        # Ids whose late answers are dropped, oldest first; bounded so a long-lived session that
+        # times out often does not grow without end.
+        self._forgotten: dict[RequestId, None] = {}
         self._outbox: list[Outgoing] = []
         self.initialize_result: InitializeResult | None = None
         """The server's ``initialize`` answer once the handshake succeeded."""
@@ -218,7 +221,7 @@ class McpClientSession:
         entry = self._pending.pop(request_id, None)
         if entry is None:
             return None
-        self._forgotten.add(request_id)
+        self._forget(request_id)
         if entry.method == "initialize":
             self._phase = "closed"
             return None
@@ -229,13 +232,19 @@ class McpClientSession:
                                                              params=params)),
                         method="notifications/cancelled")
 
+    def _forget(self, request_id: RequestId) -> None:
+        self._forgotten[request_id] = None
+        if len(self._forgotten) > _MAX_FORGOTTEN:
+            del self._forgotten[next(iter(self._forgotten))]
+
     def mark_tools_fresh(self) -> None:
         """The host has listed the tools again."""
         self.tools_stale = False
 
     def close(self) -> None:
         """No more requests; late responses are dropped."""
-        self._forgotten.update(self._pending)
+        for request_id in self._pending:
+            self._forget(request_id)
         self._pending.clear()
         self._phase = "closed"
 
