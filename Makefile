@@ -7,8 +7,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: all venv demo demo-providers demo-openai test lint pytest typecheck js-test wasm-smoke conformance \
-	bench bench-peers clean crash-test fuzz soak bench-report
+.PHONY: all venv demo demo-providers demo-openai demo-mcp test lint pytest typecheck js-test wasm-smoke \
+	mcp-pyodide conformance bench bench-peers bench-mcp clean crash-test fuzz soak bench-report
 
 all: test
 
@@ -37,10 +37,15 @@ demo-providers: venv
 demo-openai: venv
 	$(PY) -m bindloop.hosts.provider_demo openai --base-url $(BASE_URL) --model $(MODEL)
 
+## An agent that finds a local MCP server (the official SDK's, on 127.0.0.1) in its plugin catalog,
+## loads it and uses its tools, traced.
+demo-mcp: venv
+	$(PY) -m bindloop.hosts.mcp_demo
+
 ## make test: pytest (unit, property, fences, API), mypy --strict, JS tests, conformance on
-## CPython, on Pyodide 314 in Node and in real workerd, byte-for-byte comparisons of the reports, and the
-## Worker template (tests/worker) in real workerd.
-test: lint pytest typecheck js-test conformance-compare wasm-smoke conformance-workerd test-worker
+## CPython, on Pyodide 314 in Node and in real workerd, byte-for-byte comparisons of the reports, the
+## Worker template (tests/worker) in real workerd, and the MCP client under Pyodide.
+test: lint pytest typecheck js-test conformance-compare wasm-smoke mcp-pyodide conformance-workerd test-worker
 
 pytest: venv
 	$(PY) -m pytest
@@ -60,6 +65,10 @@ conformance: conformance-compare
 wasm-smoke: wasm/node_modules/.package-lock.json wasm-wheels
 	node wasm/run_smoke.mjs tests/wire/pyodide_fetch_smoke.py
 
+## The MCP client under Pyodide in Node, over JS fetch, against the SDK's server on 127.0.0.1.
+mcp-pyodide: wasm/node_modules/.package-lock.json wasm-wheels
+	BINDLOOP_REQUIRE_PYODIDE=1 $(PY) -m pytest tests/mcp/test_mcp_pyodide.py -q
+
 include wasm/wasm.mk
 include conformance/conformance.mk
 include worker/worker.mk
@@ -67,6 +76,10 @@ include worker/worker.mk
 ## Benchmarks print tables; they are not part of `make test`.
 bench: venv
 	$(PY) bench/loop_overhead.py
+
+## MCP client overhead per call vs a direct tool call, and import cost on CPython and Pyodide.
+bench-mcp: venv
+	$(PY) bench/mcp.py
 
 bench-peers: venv
 	$(PY) -m pip install --quiet -e '.[bench]'

@@ -1,0 +1,97 @@
+"""MCP tools: a sans-I/O Model Context Protocol client (:class:`McpClientSession`), its streamable
+HTTP binding over the host's ``Transport`` (:class:`McpHttpClient`), and a server's tools as
+bindloop tools (:func:`load_mcp_tools`) or as a registry plugin (:class:`McpServerPlugin`).
+
+See docs/mcp.md.
+"""
+
+from ._content import map_call_result as map_call_result, map_content_block as map_content_block
+from ._errors import (
+    McpConnectionError as McpConnectionError,
+    McpError as McpError,
+    McpHttpError as McpHttpError,
+    McpProtocolError as McpProtocolError,
+    McpRpcError as McpRpcError,
+    McpSessionExpiredError as McpSessionExpiredError,
+    McpTimeoutError as McpTimeoutError,
+    McpVersionError as McpVersionError,
+)
+from ._http import (
+    McpHttpClient as McpHttpClient,
+    ProgressCallback as ProgressCallback,
+    open_mcp_client as open_mcp_client,
+)
+from ._protocol import (
+    PROTOCOL_VERSIONS as PROTOCOL_VERSIONS,
+    CallToolResult as CallToolResult,
+    Implementation as Implementation,
+    InitializeResult as InitializeResult,
+    ListToolsResult as ListToolsResult,
+    McpToolInfo as McpToolInfo,
+    RequestId as RequestId,
+    SkippedMcpTool as SkippedMcpTool,
+)
+from ._session import (
+    McpClientSession as McpClientSession,
+    McpEvent as McpEvent,
+    McpPhase as McpPhase,
+    McpProgress as McpProgress,
+    McpRequestFailed as McpRequestFailed,
+    McpResponse as McpResponse,
+    McpServerNotification as McpServerNotification,
+    McpToolListChanged as McpToolListChanged,
+    Outgoing as Outgoing,
+)
+from ._tools import (
+    McpArguments as McpArguments,
+    McpServerPlugin as McpServerPlugin,
+    McpTool as McpTool,
+    McpToolset as McpToolset,
+    ToolFilter as ToolFilter,
+    ToolProgress as ToolProgress,
+    build_mcp_tools as build_mcp_tools,
+    load_mcp_tools as load_mcp_tools,
+    mcp_plugin_resolver as mcp_plugin_resolver,
+)
+
+__all__ = (
+    "PROTOCOL_VERSIONS",
+    "CallToolResult",
+    "Implementation",
+    "InitializeResult",
+    "ListToolsResult",
+    "McpArguments",
+    "McpClientSession",
+    "McpConnectionError",
+    "McpError",
+    "McpEvent",
+    "McpHttpClient",
+    "McpHttpError",
+    "McpPhase",
+    "McpProgress",
+    "McpProtocolError",
+    "McpRequestFailed",
+    "McpResponse",
+    "McpRpcError",
+    "McpServerNotification",
+    "McpServerPlugin",
+    "McpSessionExpiredError",
+    "McpTimeoutError",
+    "McpTool",
+    "McpToolListChanged",
+    "McpToolInfo",
+    "McpToolset",
+    "McpVersionError",
+    "Outgoing",
+    "ProgressCallback",
+    "RequestId",
+    "SkippedMcpTool",
+    "ToolFilter",
+    "ToolProgress",
+    "build_mcp_tools",
+    "load_mcp_tools",
+    "map_call_result",
+    "map_content_block",
+    "mcp_plugin_resolver",
+    "open_mcp_client",
+)

@@ -1,0 +1,90 @@
+"""The MCP client's exception types.
+
+Everything a server or its connection does wrong is an :class:`McpError`, a
+:class:`~bindloop.errors.ProviderError`: something outside the process failed, and the message names
+the server (``server``) so a host running several can tell them apart. No message ever carries a
+request header, so a bearer token cannot leak through one.
+"""
+
+from __future__ import annotations
+
+from ..errors import ProviderError
+
+__all__ = (
+    "McpConnectionError",
+    "McpError",
+    "McpHttpError",
+    "McpProtocolError",
+    "McpRpcError",
+    "McpSessionExpiredError",
+    "McpTimeoutError",
+    "McpVersionError",
+)
+
+
+class McpError(ProviderError):
+    """An MCP server or its connection failed. ``server`` is the name the host gave the server."""
+
+    def __init__(self, server: str, message: str) -> None:
+        super().__init__(f"MCP server {server!r}: {message}")
+        self.server = server
+        self.detail = message
+
+
+class McpProtocolError(McpError):
+    """The server's answer is not MCP: not JSON-RPC 2.0, a body that is neither JSON nor an event
+    stream (an HTML page, say), a response to a request never sent, or a result of the wrong shape."""
+
+
+class McpVersionError(McpProtocolError):
+    """Version negotiation failed: the server answered with a protocol revision this client does not
+    speak. ``offered`` is what the server chose, ``supported`` what this client knows."""
+
+    def __init__(self, server: str, offered: str, supported: tuple[str, ...]) -> None:
+        super().__init__(server, f"speaks MCP protocol revision {offered!r}; this client knows "
+                                 f"{', '.join(supported)}")
+        self.offered = offered
+        self.supported = supported
+
+
+class McpRpcError(McpError):
+    """The server answered a request with a JSON-RPC error object (``code``, ``rpc_message``,
+    optional ``data``)."""
+
+    def __init__(self, server: str, method: str, code: int, message: str,
+                 data: object = None) -> None:
+        super().__init__(server, f"{method} failed with JSON-RPC error {code}: {message}")
+        self.method = method
+        self.code = code
+        self.rpc_message = message
+        self.data = data
+
+
+class McpHttpError(McpError):
+    """An HTTP status the streamable HTTP binding cannot use (``status``); ``body`` is a bounded,
+    decoded excerpt of what came back."""
+
+    def __init__(self, server: str, status: int, body: str, *, what: str = "request") -> None:
+        excerpt = f": {body}" if body else ""
+        super().__init__(server, f"{what} answered HTTP {status}{excerpt}")
+        self.status = status
+        self.body = body
+
+
+class McpSessionExpiredError(McpHttpError):
+    """HTTP 404 for a request carrying ``Mcp-Session-Id``: the server ended the session. Reconnect
+    (a fresh ``initialize``) to go on."""
+
+
+class McpConnectionError(McpError):
+    """The connection failed: the server could not be reached, or a reply stream ended before the
+    response arrived and could not be resumed."""
+
+
+class McpTimeoutError(McpError):
+    """A request got no response within its timeout; a ``notifications/cancelled`` was sent for it."""
+
+    def __init__(self, server: str, method: str, timeout_ms: float) -> None:
+        super().__init__(server, f"{method} got no response within {timeout_ms:g} ms")
+        self.method = method
+        self.timeout_ms = timeout_ms

@@ -1,0 +1,127 @@
+"""The MCP messages this client speaks, as msgspec Structs (JSON-RPC 2.0 envelopes and the results
+of ``initialize``, ``tools/list`` and ``tools/call``). Python names are snake_case; the wire's
+camelCase comes from ``rename="camel"``."""
+
+from __future__ import annotations
+
+from typing import Any, Final, TypeAlias
+
+import msgspec
+
+__all__ = (
+    "PROTOCOL_VERSIONS",
+    "CallToolResult",
+    "Implementation",
+    "InitializeResult",
+    "ListToolsResult",
+    "McpToolInfo",
+    "RequestId",
+    "RpcErrorObject",
+    "RpcIncoming",
+    "RpcNotification",
+    "RpcRequest",
+    "RpcResponse",
+    "SkippedMcpTool",
+)
+
+PROTOCOL_VERSIONS: Final[tuple[str, ...]] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+"""The handshake revisions this client negotiates, preferred first: every revision the official SDK
+reaches through ``initialize``. The stateless 2026-07-28 envelope (``server/discover``, per-request
+``_meta``) is a different protocol shape and is not spoken here."""
+
+RequestId: TypeAlias = int | str
+
+
+class RpcRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A JSON-RPC request this client sends."""
+
+    jsonrpc: str  # no default: omit_defaults would drop it, and it is required on the wire
+    id: RequestId
+    method: str
+    params: dict[str, Any] | None = None
+
+
+class RpcNotification(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A JSON-RPC notification (no id, no answer)."""
+
+    jsonrpc: str
+    method: str
+    params: dict[str, Any] | None = None
+
+
+class RpcErrorObject(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    code: int
+    message: str
+    data: Any = None
+
+
+class RpcResponse(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A JSON-RPC response this client sends (its answer to a server's request, e.g. ``ping``)."""
+
+    jsonrpc: str
+    id: RequestId
+    result: dict[str, Any] | None = None
+    error: RpcErrorObject | None = None
+
+
+class RpcIncoming(msgspec.Struct, frozen=True, kw_only=True):
+    """Any JSON-RPC message from the server, before it is classified: a request (``method`` and
+    ``id``), a notification (``method`` only) or a response (``id`` with ``result`` or ``error``)."""
+
+    jsonrpc: str | None = None
+    id: RequestId | None = None
+    method: str | None = None
+    params: dict[str, Any] | None = None
+    result: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
+    error: RpcErrorObject | None = None
+
+
+class Implementation(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """``clientInfo`` / ``serverInfo``."""
+
+    name: str
+    version: str = ""
+    title: str | None = None
+
+
+class InitializeResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    protocol_version: str
+    server_info: Implementation
+    capabilities: dict[str, Any] = msgspec.field(default_factory=dict)
+    instructions: str | None = None
+
+
+class McpToolInfo(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """One entry of ``tools/list``. ``input_schema`` is the server's JSON Schema, untouched."""
+
+    name: str
+    input_schema: dict[str, Any]
+    description: str | None = None
+    title: str | None = None
+    output_schema: dict[str, Any] | None = None
+    annotations: dict[str, Any] | None = None
+
+
+class ListToolsResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """One page of ``tools/list``: entries stay raw so one malformed tool skips alone."""
+
+    tools: list[Any]
+    next_cursor: str | None = None
+
+
+class CallToolResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A ``tools/call`` result. ``content`` blocks stay raw (see :func:`map_call_result`), so an
+    unknown block type is reported rather than failing the call; ``structured_content`` is kept."""
+
+    content: list[Any] = msgspec.field(default_factory=list)
+    structured_content: Any = None
+    is_error: bool = False
+
+
+class SkippedMcpTool(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool the server listed that is not offered to the model, and why (a malformed entry, a
+    schema the sanitizer refuses, a name that cannot be namespaced, a name filtered out)."""
+
+    server: str
+    name: str
+    reason: str
