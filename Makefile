@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
 .PHONY: all venv demo demo-providers demo-openai test lint pytest typecheck js-test wasm-smoke conformance \
-	bench bench-peers clean
+	bench bench-peers clean test-matrix
 
 all: test
 
@@ -35,8 +35,9 @@ demo-openai: venv
 	$(PY) -m bindloop.hosts.provider_demo openai --base-url $(BASE_URL) --model $(MODEL)
 
 ## make test: pytest (unit, property, fences, API), mypy --strict, JS tests, conformance on
-## CPython and on Pyodide 314 in Node, and a byte-for-byte comparison of the two reports.
-test: lint pytest typecheck js-test conformance-compare wasm-smoke
+## CPython and on Pyodide 314 in Node (plain and .pyc wheels), a byte-for-byte comparison of the
+## reports, and the agent page in headless Chromium.
+test: lint pytest typecheck js-test conformance-compare conformance-pyodide-pyc wasm-smoke test-browser
 
 pytest: venv
 	$(PY) -m pytest
@@ -67,5 +68,10 @@ bench-peers: venv
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) bench/loop_overhead.py --peers
 
+## pytest + conformance on CPython 3.11, 3.12, 3.13 (pyenv; a venv each in .venv-3.XX) beside
+## Pyodide 3.14: every report byte-identical to Pyodide's. Not part of `make test` (time).
+test-matrix: venv conformance-pyodide
+	scripts/test_matrix.sh $(WASM_REPORT)
+
 clean:
-	rm -rf $(VENV) .reports wasm/node_modules wasm/wheels dist build .mypy_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-3.* .reports wasm/node_modules wasm/wheels wasm/wheels-pyc dist build .mypy_cache .pytest_cache .hypothesis

@@ -4,7 +4,8 @@ import { loadBindloop, runPythonFile } from "./loader.js";
 import { TurnStreamReducer } from "./turn-stream.js";
 
 const params = new URLSearchParams(location.search);
-const variant = params.get("wheels") === "pyc" ? "wheels-pyc" : "wheels";
+// The .pyc wheel set is the default (it starts faster: docs/browser.md); ?wheels=plain for the other.
+const variant = params.get("wheels") === "plain" ? "wheels" : "wheels-pyc";
 const $ = (id) => document.getElementById(id);
 const el = (tag, cls, text) => {
   const node = document.createElement(tag);
@@ -95,12 +96,13 @@ function status(text, cls = "") {
 }
 
 async function main() {
-  const { pyodide, timings, wheels } = await loadBindloop({
+  const { pyodide, timings, wheels, precompiled } = await loadBindloop({
     pyodideURL: "/pyodide/",
     wheelsURL: `/${variant}/`,
     onStage: (stage) => status(`${stage.replace("_", " ")}…`),
   });
   window.bindloopDemo.wheels = wheels;
+  window.bindloopDemo.precompiled = precompiled;
   window.bindloopDemo.steps = timings;
   mark("bindloop_imported");
   status("importing the agent…");

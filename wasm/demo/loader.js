@@ -13,7 +13,7 @@
 //   Each is fetched and unpacked into site-packages with pyodide.unpackArchive: no package is loaded
 //   by name, so pyodide-lock.json (which names other msgspec/anyio versions) is never consulted,
 //   and micropip is not needed.
-// Every step's duration (ms) is in `timings`; `onStage(name)` is told when each step starts.
+// Every step's duration (ms) is in `timings`; `precompiled` says whether bindloop came with bytecode; `onStage(name)` is told when each step starts.
 
 export async function loadBindloop({ pyodideURL, wheelsURL, wheels, onStage = () => {} } = {}) {
   if (!pyodideURL || !wheelsURL) throw new TypeError("loadBindloop needs pyodideURL and wheelsURL");
@@ -43,8 +43,13 @@ export async function loadBindloop({ pyodideURL, wheelsURL, wheels, onStage = ()
     buffers.forEach((buf) => pyodide.unpackArchive(new Uint8Array(buf), "wheel", { extractDir: site }));
     pyodide.runPython("import importlib; importlib.invalidate_caches()");
   });
-  await timed("import_bindloop", () => pyodide.runPython("import bindloop"));
-  return { pyodide, timings, wheels: names };
+  // Whether the installed bindloop brings its own bytecode (the .pyc wheel set): nothing imported yet.
+  const precompiled = pyodide.runPython(
+    "import importlib.util as u, os; s = u.find_spec('bindloop'); os.path.exists(u.cache_from_source(s.origin))");
+  // The modules an agent run needs, not only the package root (which imports its names lazily).
+  await timed("import_bindloop", () => pyodide.runPython(
+    "import bindloop, bindloop.loop, bindloop.wire, bindloop.routing, bindloop.hosts.js_fetch"));
+  return { pyodide, timings, wheels: names, precompiled };
 }
 
 /** Fetch a Python file and run it in a fresh namespace (a dict proxy: ns.get("name")). */

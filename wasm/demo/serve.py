@@ -9,7 +9,7 @@ the page, Pyodide and the model calls share one origin (no CORS, nothing from el
 ``/demo/...``      this directory (index.html, loader.js, app.js, agent.py, turn-stream.js)
 ``/pyodide/...``   wasm/node_modules/pyodide (the npm package: asm.js, asm.wasm, stdlib zip, lock file)
 ``/wheels/...``    the wheel directory; ``/wheels/index.json`` lists its ``.whl`` files
-``/wheels-pyc/...`` the same for the ``.pyc`` variant (wasm/wheels-pyc), when it exists
+``/wheels-pyc/...`` the same for the ``.pyc`` wheel set (wasm/wheels-pyc), the page's default
 ``/primary/...``   an OpenAI-chat provider that fails: ``503`` on the first turn, serves the second,
                    and drops the connection in the middle of the third (final) answer
 ``/backup/...``    an OpenAI-chat provider that always answers, streamed word by word
@@ -137,20 +137,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wheels", type=Path, default=WASM_DIR / "wheels",
                         help="directory of the wheels the page installs (default: wasm/wheels)")
     parser.add_argument("--pyc-wheels", type=Path, default=WASM_DIR / "wheels-pyc",
-                        help="the .pyc variant, served under /wheels-pyc/ when the directory exists")
+                        help="the .pyc wheel set, served under /wheels-pyc/ (the page's default)")
     parser.add_argument("--delay-ms", type=float, default=12.0,
                         help="pause before each streamed chunk, so streaming is visible")
     args = parser.parse_args(argv)
     for need, hint in ((PYODIDE_DIR / "pyodide.mjs", "make wasm-node"),
-                       (args.wheels, "make wasm-wheels")):
+                       (args.wheels, "make wasm-wheels"), (args.pyc_wheels, "make wasm-wheels-pyc")):
         if not need.exists():
             parser.error(f"{need} is missing: run `{hint}`")
     if not any(args.wheels.glob("bindloop-*.whl")):
         parser.error(f"no bindloop wheel in {args.wheels}: run `make wasm-wheels`")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    pyc = args.pyc_wheels if args.pyc_wheels.is_dir() else None
-    with build_server(args.wheels, pyc_wheels=pyc, delay_s=args.delay_ms / 1000) as server:
+    with build_server(args.wheels, pyc_wheels=args.pyc_wheels, delay_s=args.delay_ms / 1000) as server:
         print(f"serving {server.base_url('demo')}/", flush=True)
         try:
             stop.wait()
