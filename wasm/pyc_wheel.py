@@ -64,7 +64,7 @@ def compile_wheel(filename: str, data: object) -> tuple[str, bytes, int]:
     site = sysconfig.get_path("purelib").rstrip("/")
     entries: list[tuple[str, bytes]] = []
     compiled = 0
-    raw = data if isinstance(data, bytes) else bytes(data.to_bytes())  # type: ignore[attr-defined]
+    raw = data if isinstance(data, bytes) else bytes(getattr(data, "to_bytes")())
     with zipfile.ZipFile(io.BytesIO(raw)) as src:
         for info in src.infolist():
             if info.is_dir():
