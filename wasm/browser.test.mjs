@@ -39,12 +39,22 @@ after(async () => {
 assert.ok(fs.existsSync(path.join(REPO_ROOT, "wasm", "wheels-pyc")), "no wasm/wheels-pyc: run make wasm-wheels-pyc");
 for (const variant of ["pyc", "plain"]) {
   test(`the agent page renders the run (${variant} wheels)`, async () => {
-    const { context, page, refused, errors } = await openPage(browser, server.origin);
+    const { context, page, refused, errors, requested } = await openPage(browser, server.origin);
     try {
       const url = variant === "pyc" ? server.url : `${server.url}?wheels=plain`;
       const demo = await runDemo(page, url);
       assert.deepEqual(refused, [], "the page asked for something off its origin");
       assert.deepEqual(errors, EXPECTED_CONSOLE);
+      // Exactly the runtime, the wheel set and the page's own files; then 3 turns: 5 model calls.
+      const wheelDir = variant === "pyc" ? "/wheels-pyc/" : "/wheels/";
+      const fetched = new Set(requested);
+      for (const f of ["pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip"]) {
+        assert.ok(fetched.has(`GET /pyodide/${f}`), `${f} not loaded from the server: ${requested}`);
+      }
+      for (const w of demo.wheels) assert.ok(fetched.has(`GET ${wheelDir}${w}`), w);
+      const other = requested.filter((r) => !/^GET \/(demo|pyodide)\//.test(r) && !r.startsWith(`GET ${wheelDir}`));
+      assert.deepEqual(other, ["POST /primary/v1/chat/completions", "POST /backup/v1/chat/completions",
+        "POST /primary/v1/chat/completions", "POST /primary/v1/chat/completions", "POST /backup/v1/chat/completions"]);
       assert.equal(demo.result.stop_reason, "done");
       assert.ok(demo.wheels.some((w) => w.startsWith("bindloop-")), demo.wheels);
       // The pyc set ships bytecode (and the plain one does not): checked before anything is imported.

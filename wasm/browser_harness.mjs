@@ -51,22 +51,26 @@ export async function launchChromium() {
 
 /**
  * A fresh context (empty cache) and page on `origin`; requests elsewhere are aborted and listed in
- * `refused`, page errors and console errors in `errors`.
+ * `refused`, those to `origin` listed in `requested` ("GET /path"), page and console errors in `errors`.
  */
 export async function openPage(browser, origin) {
   const context = await browser.newContext({ viewport: { width: 1000, height: 900 } });
   const refused = [];
   const errors = [];
+  const requested = [];
   await context.route("**/*", (route) => {
     const url = route.request().url();
-    if (new URL(url).origin === origin) return route.continue();
+    if (new URL(url).origin === origin) {
+      requested.push(`${route.request().method()} ${new URL(url).pathname}`);
+      return route.continue();
+    }
     refused.push(url);
     return route.abort();
   });
   const page = await context.newPage();
   page.on("pageerror", (err) => errors.push(`pageerror: ${err.message}`));
   page.on("console", (msg) => { if (msg.type() === "error") errors.push(`console: ${msg.text()}`); });
-  return { context, page, refused, errors };
+  return { context, page, refused, errors, requested };
 }
 
 /** Load the demo and wait for its run; returns window.bindloopDemo's plain data. */
