@@ -112,7 +112,7 @@ for (const variant of ["pyc", "plain"]) {
       assert.equal(stats["tool calls"], "5");
       assert.equal(stats.messages, "10");
       assert.ok(Number(stats["output tokens"]) > 0 && Number(stats["input tokens"]) > 0, JSON.stringify(stats));
-      for (const key of ["bindloop_imported", "agent_imported", "first_token", "done"]) {
+      for (const key of ["pyodide_ready", "bindloop_imported", "agent_imported", "first_token", "done"]) {
         assert.ok(demo.timings[key] > 0, `timing ${key} missing: ${JSON.stringify(demo.timings)}`);
       }
       process.stderr.write(`[browser] ${variant}: first token at ${demo.timings.first_token.toFixed(0)} ms, ` +

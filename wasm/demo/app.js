@@ -99,7 +99,10 @@ async function main() {
   const { pyodide, timings, wheels, precompiled } = await loadBindloop({
     pyodideURL: "/pyodide/",
     wheelsURL: `/${variant}/`,
-    onStage: (stage) => status(`${stage.replace("_", " ")}…`),
+    onStage: (stage) => {
+      if (stage === "wheels_download") mark("pyodide_ready");  // the step after the runtime's boot
+      status(`${stage.replace("_", " ")}…`);
+    },
   });
   window.bindloopDemo.wheels = wheels;
   window.bindloopDemo.precompiled = precompiled;
