@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
 .PHONY: all venv demo demo-providers demo-openai demo-mcp test lint pytest typecheck js-test wasm-smoke \
-	mcp-pyodide conformance bench bench-peers bench-mcp clean crash-test fuzz soak bench-report
+	mcp-pyodide conformance bench bench-peers bench-mcp clean crash-test fuzz soak bench-report test-matrix
 
 all: test
 
@@ -43,9 +43,11 @@ demo-mcp: venv
 	$(PY) -m bindloop.hosts.mcp_demo
 
 ## make test: pytest (unit, property, fences, API), mypy --strict, JS tests, conformance on
-## CPython, on Pyodide 314 in Node and in real workerd, byte-for-byte comparisons of the reports, the
-## Worker template (tests/worker) in real workerd, and the MCP client under Pyodide.
-test: lint pytest typecheck js-test conformance-compare wasm-smoke mcp-pyodide conformance-workerd test-worker
+## CPython, on Pyodide 314 in Node (plain and .pyc wheels) and in real workerd, byte-for-byte
+## comparisons of the reports, the Worker template (tests/worker) in real workerd, the MCP client under
+## Pyodide, and the agent page in headless Chromium.
+test: lint pytest typecheck js-test conformance-compare conformance-pyodide-pyc wasm-smoke mcp-pyodide \
+	conformance-workerd test-worker test-browser
 
 pytest: venv
 	$(PY) -m pytest
@@ -109,5 +111,10 @@ bench-report: venv
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) bench/report.py --seed $(SEED)
 
+## pytest + conformance on CPython 3.11, 3.12, 3.13 (pyenv; a venv each in .venv-3.XX) beside
+## Pyodide 3.14: every report byte-identical to Pyodide's. Not part of `make test` (time).
+test-matrix: venv conformance-pyodide
+	scripts/test_matrix.sh $(WASM_REPORT)
+
 clean:
-	rm -rf $(VENV) .reports wasm/node_modules wasm/wheels worker/node_modules worker/.cache dist build .mypy_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-3.* .reports wasm/node_modules wasm/wheels wasm/wheels-pyc worker/node_modules worker/.cache dist build .mypy_cache .pytest_cache .hypothesis

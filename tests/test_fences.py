@@ -250,8 +250,10 @@ def test_no_mutable_module_or_class_state_at_runtime(module_name: str) -> None:
                     f"{module_name}.{name}.{attr} is mutable class-level state")
 
 
+# _unhashable_values_map_: Enum bookkeeping added in CPython 3.13 (found by make test-matrix).
 _LANGUAGE_MACHINERY = frozenset({"_field_defaults", "_fields", "_member_names_", "_member_map_",
-                                 "_value2member_map_", "_unhashable_values_", "_member_type_"})
+                                 "_value2member_map_", "_unhashable_values_", "_member_type_",
+                                 "_unhashable_values_map_"})
 
 
 def test_runtime_state_detector_can_fail() -> None:

@@ -3,7 +3,7 @@
 // - loads Pyodide from wasm/node_modules/pyodide (never the CDN),
 // - refuses any network fetch (http:, https:, ws:, ...) so an accidental CDN
 //   access fails loudly instead of hanging or silently succeeding elsewhere,
-// - installs every wheel in wasm/wheels/ with pyodide.unpackArchive (no
+// - installs every wheel in wasm/wheels/ (or $BINDLOOP_WHEELS_DIR) with pyodide.unpackArchive (no
 //   dependency resolution against pyodide-lock.json, hence no CDN look-ups),
 // - copies a host directory tree into the Pyodide file system.
 
@@ -13,7 +13,10 @@ import { fileURLToPath } from "node:url";
 
 export const WASM_DIR = path.dirname(fileURLToPath(import.meta.url));
 export const PYODIDE_DIR = path.join(WASM_DIR, "node_modules", "pyodide");
-export const WHEELS_DIR = path.join(WASM_DIR, "wheels");
+// BINDLOOP_WHEELS_DIR picks another wheel set (e.g. wasm/wheels-pyc, the .pyc variant).
+export const WHEELS_DIR = process.env.BINDLOOP_WHEELS_DIR
+  ? path.resolve(process.env.BINDLOOP_WHEELS_DIR)
+  : path.join(WASM_DIR, "wheels");
 
 const refusedFetches = [];
 

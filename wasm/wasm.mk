@@ -24,4 +24,40 @@ conformance-pyodide: wasm/node_modules/.package-lock.json wasm-wheels
 	node wasm/run_conformance.mjs . $(WASM_REPORT)
 
 wasm-clean:
-	rm -rf wasm/node_modules wasm/wheels
+	rm -rf wasm/node_modules wasm/wheels wasm/wheels-pyc
+
+# ---- The .pyc wheel set, the browser page and its Chromium test ----------------------------------
+.PHONY: wasm-wheels-pyc conformance-pyodide-pyc test-browser demo-browser bench-edge
+
+WASM_PYC_REPORT ?= .reports/conformance-pyodide-pyc.json
+CHROMIUM ?= /usr/bin/chromium
+
+# Every wheel of wasm/wheels/ with its modules compiled by Pyodide's own CPython 3.14 (inside
+# Pyodide, offline) into wasm/wheels-pyc/: the default set for the browser page.
+wasm-wheels-pyc: wasm/node_modules/.package-lock.json wasm-wheels
+	node wasm/build_pyc_wheels.mjs wasm/wheels wasm/wheels-pyc
+
+# The conformance suite on the .pyc set: must be byte-identical to CPython's report too.
+conformance-pyodide-pyc: wasm-wheels-pyc conformance-cpython
+	mkdir -p .reports
+	BINDLOOP_WHEELS_DIR=wasm/wheels-pyc node wasm/run_conformance.mjs . $(WASM_PYC_REPORT)
+	@cmp $(CPYTHON_REPORT) $(WASM_PYC_REPORT) || { \
+	  echo "conformance: the CPython and Pyodide (.pyc wheels) reports differ" >&2; exit 1; }
+	@echo "conformance: CPython and Pyodide (.pyc wheels) reports byte-identical"
+
+# Debian's Chromium (never a browser download); CI runs as root on a clean machine.
+$(CHROMIUM):
+	apt-get update && apt-get install -y chromium
+
+# The agent page in headless Chromium, both wheel sets; screenshot in .reports/browser-demo.png
+# (`make test-browser SCREENSHOT=docs/browser-demo.png` refreshes the one the docs show).
+test-browser: wasm/node_modules/.package-lock.json wasm-wheels-pyc $(CHROMIUM) venv
+	SCREENSHOT=$(SCREENSHOT) node --test wasm/browser.test.mjs
+
+## make demo-browser: serve the page, Pyodide, the wheels and the scripted providers on 127.0.0.1.
+demo-browser: wasm/node_modules/.package-lock.json wasm-wheels-pyc venv
+	$(PY) wasm/demo/serve.py
+
+# Cold start, plain vs .pyc wheels, in Node and Chromium (figures, not a test).
+bench-edge: wasm/node_modules/.package-lock.json wasm-wheels-pyc $(CHROMIUM) venv
+	node bench/edge_startup.mjs --runs $(or $(RUNS),5)

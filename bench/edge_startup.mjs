@@ -1,0 +1,157 @@
+#!/usr/bin/env node
+// Cold start of bindloop under Pyodide 314, plain wheels vs the .pyc wheels, in Node and Chromium.
+//
+//   node bench/edge_startup.mjs [--runs N] [--only node|chromium]     (make bench-edge)
+//
+// Every run is cold: Node runs each in a fresh process, Chromium each in a fresh browser context
+// (empty cache). Variants alternate run by run, so machine load hits both alike. A run measures
+//   pyodide      loadPyodide() (the runtime itself; the same for both variants)
+//   install      fetch/read + unpackArchive of the 5 wheels
+//   import       `import bindloop` and the modules an agent run needs: bindloop.loop,
+//                bindloop.wire (a wire adapter), bindloop.routing, bindloop.hosts.js_fetch
+//   run          the demo agent (wasm/demo/agent.py): 3 turns over streaming fetch with a 503
+//                fallback and a mid-stream drop, against serve.py on 127.0.0.1 (no chunk delay)
+//   first token  from process start (Node) / navigation start (Chromium) to the first streamed text,
+//                and from "Pyodide ready" to it (what the wheel set can change: the runtime's boot
+//                is the same for both and, on a loaded machine, the noisiest step)
+// and prints medians side by side with the pyc/plain ratio. Needs make wasm-node wasm-wheels
+// wasm-wheels-pyc (and Debian chromium for the Chromium half).
+
+import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const REPO = path.dirname(HERE);
+const WASM = path.join(REPO, "wasm");
+const VARIANTS = { plain: path.join(WASM, "wheels"), pyc: path.join(WASM, "wheels-pyc") };
+const IMPORTS = "import bindloop, bindloop.loop, bindloop.wire, bindloop.routing, bindloop.hosts.js_fetch";
+
+const args = process.argv.slice(2);
+if (args[0] === "--child") await child(args[1], args[2]);
+else await parent();
+
+// One cold Node run: prints a JSON line of timings (ms).
+async function child(wheelsDir, origin) {
+  const realFetch = globalThis.fetch;
+  globalThis.fetch = (input, init) => {
+    const url = typeof input === "string" ? input : input.url;
+    if (!url.startsWith(origin + "/") && !url.startsWith("file:")) throw new Error(`refused fetch of ${url}`);
+    return realFetch(input, init);
+  };
+  const t = {};
+  let t0 = performance.now();
+  const { loadPyodide } = await import(path.join(WASM, "node_modules", "pyodide", "pyodide.mjs"));
+  const pyodide = await loadPyodide({ indexURL: path.join(WASM, "node_modules", "pyodide") + path.sep });
+  t.pyodide = performance.now() - t0;
+  t.ready = performance.now();
+  t0 = performance.now();
+  const site = pyodide.runPython("import sysconfig; sysconfig.get_path('purelib')");
+  for (const name of fs.readdirSync(wheelsDir).filter((f) => f.endsWith(".whl")).sort()) {
+    pyodide.unpackArchive(new Uint8Array(fs.readFileSync(path.join(wheelsDir, name))), "wheel", { extractDir: site });
+  }
+  pyodide.runPython("import importlib; importlib.invalidate_caches()");
+  t.install = performance.now() - t0;
+  t.precompiled = pyodide.runPython(
+    "import importlib.util as u, os; s = u.find_spec('bindloop'); os.path.exists(u.cache_from_source(s.origin))");
+  t0 = performance.now();
+  pyodide.runPython(IMPORTS);
+  t.import = performance.now() - t0;
+  const ns = pyodide.globals.get("dict")();
+  ns.set("__name__", "agent");
+  pyodide.runPython(fs.readFileSync(path.join(WASM, "demo", "agent.py"), "utf8"), { globals: ns });
+  let done = null;
+  const bridge = {
+    turn_event(json) { if (t.first_token === undefined && JSON.parse(json).kind === "text") t.first_token = performance.now(); },
+    turn_end() {}, route() {}, tool() {},
+    done(json) { done = JSON.parse(json); },
+  };
+  t0 = performance.now();
+  const stop = await ns.get("run_page_agent")(bridge, origin);
+  t.run = performance.now() - t0;
+  t.after_boot = t.first_token - t.ready;
+  if (stop !== "done" || !done) throw new Error(`agent ended ${stop}`);
+  process.stdout.write(JSON.stringify(t) + "\n");
+  process.exit(0);
+}
+
+function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
+
+function table(title, rows, keys, runs) {
+  console.log(`\n${title} — median of ${runs} cold runs per variant (ms)`);
+  console.log(`  ${"".padEnd(30)}${"plain".padStart(10)}${"pyc".padStart(10)}${"pyc/plain".padStart(11)}`);
+  for (const [key, label] of keys) {
+    const a = median(rows.plain.map((r) => r[key]));
+    const b = median(rows.pyc.map((r) => r[key]));
+    console.log(`  ${label.padEnd(30)}${a.toFixed(0).padStart(10)}${b.toFixed(0).padStart(10)}${(b / a).toFixed(2).padStart(11)}`);
+  }
+}
+
+function wheelSizes() {
+  console.log("\nwheel set size (KiB, as installed from)");
+  for (const [name, dir] of Object.entries(VARIANTS)) {
+    const files = fs.readdirSync(dir).filter((f) => f.endsWith(".whl"));
+    const total = files.reduce((n, f) => n + fs.statSync(path.join(dir, f)).size, 0);
+    const bl = files.find((f) => f.startsWith("bindloop-"));
+    console.log(`  ${name.padEnd(6)} ${(total / 1024).toFixed(0).padStart(6)} total, bindloop ${(fs.statSync(path.join(dir, bl)).size / 1024).toFixed(0)}`);
+  }
+}
+
+async function parent() {
+  const runs = Number(args[args.indexOf("--runs") + 1] || 0) || 5;
+  const only = args.includes("--only") ? args[args.indexOf("--only") + 1] : null;
+  for (const [name, dir] of Object.entries(VARIANTS)) {
+    if (!fs.existsSync(dir)) throw new Error(`${dir} missing (${name}): run make wasm-wheels wasm-wheels-pyc`);
+  }
+  const { startDemoServer, launchChromium, openPage, runDemo } = await import("../wasm/browser_harness.mjs");
+  const server = await startDemoServer(["--delay-ms", "0"]);
+  try {
+    wheelSizes();
+    if (only !== "chromium") {
+      const rows = { plain: [], pyc: [] };
+      for (let i = 0; i < runs; i++) {
+        for (const [name, dir] of Object.entries(VARIANTS)) {
+          const out = spawnSync(process.execPath, [fileURLToPath(import.meta.url), "--child", dir, server.origin],
+            { encoding: "utf8", timeout: 180_000 });
+          if (out.status !== 0) throw new Error(`node run (${name}) failed:\n${out.stderr}`);
+          const r = JSON.parse(out.stdout.trim().split("\n").pop());
+          if (r.precompiled !== (name === "pyc")) throw new Error(`${name}: precompiled=${r.precompiled}`);
+          rows[name].push(r);
+        }
+      }
+      table("Node " + process.version + ", Pyodide 314.0.7", rows, [["pyodide", "loadPyodide"], ["install", "install 5 wheels"],
+        ["import", "import (bindloop+loop+wire)"], ["run", "agent run (3 turns)"], ["first_token", "process start→1st token"],
+        ["after_boot", "Pyodide ready→1st token"]], runs);
+    }
+    if (only !== "node") {
+      const browser = await launchChromium();
+      try {
+        const rows = { plain: [], pyc: [] };
+        for (let i = 0; i < runs; i++) {
+          for (const name of Object.keys(VARIANTS)) {
+            const { context, page, refused } = await openPage(browser, server.origin);
+            const d = await runDemo(page, name === "pyc" ? server.url : `${server.url}?wheels=plain`);
+            await context.close();
+            if (refused.length) throw new Error(`refused: ${refused}`);
+            if (d.precompiled !== (name === "pyc")) throw new Error(`${name}: precompiled=${d.precompiled}`);
+            rows[name].push({ pyodide: d.steps.pyodide, install: d.steps.wheels_install, import: d.steps.import_bindloop,
+              agent: d.timings.agent_imported - d.timings.bindloop_imported, first_token: d.timings.first_token,
+              run: d.timings.done - d.timings.agent_imported,
+              after_boot: d.timings.first_token - d.timings.pyodide_ready });
+          }
+        }
+        table(`Chromium ${browser.version()} (headless)`, rows, [["pyodide", "loadPyodide"], ["install", "install 5 wheels"],
+          ["import", "import (bindloop+loop+wire)"], ["agent", "agent.py import"], ["run", "agent run (3 turns)"],
+          ["first_token", "navigation→1st token"], ["after_boot", "Pyodide ready→1st token"]], runs);
+      } finally {
+        await browser.close();
+      }
+    }
+  } finally {
+    await server.stop();
+  }
+}

@@ -1,0 +1,68 @@
+// bindloop's browser loader: Pyodide and a set of wheels from your own origin, nothing else.
+//
+//   import { loadBindloop, runPythonFile } from "./loader.js";
+//   const { pyodide, timings } = await loadBindloop({ pyodideURL: "/pyodide/", wheelsURL: "/wheels/" });
+//   const ns = await runPythonFile(pyodide, "/demo/agent.py");   // a module-like namespace
+//   await ns.get("run_page_agent")(bridge, location.origin);
+//
+// - pyodideURL: a directory holding the npm `pyodide` package's files (pyodide.mjs, pyodide.asm.js,
+//   pyodide.asm.wasm, python_stdlib.zip, pyodide-lock.json); it becomes Pyodide's indexURL, so the
+//   runtime never reaches for a CDN.
+// - wheelsURL + wheels: the wheel files to install (bindloop, msgspec's pyemscripten wasm32 wheel,
+//   anyio, idna, typing_extensions); without `wheels` the list is read from `${wheelsURL}index.json`.
+//   Each is fetched and unpacked into site-packages with pyodide.unpackArchive: no package is loaded
+//   by name, so pyodide-lock.json (which names other msgspec/anyio versions) is never consulted,
+//   and micropip is not needed.
+// Every step's duration (ms) is in `timings`; `precompiled` says whether bindloop came with bytecode; `onStage(name)` is told when each step starts.
+
+export async function loadBindloop({ pyodideURL, wheelsURL, wheels, onStage = () => {} } = {}) {
+  if (!pyodideURL || !wheelsURL) throw new TypeError("loadBindloop needs pyodideURL and wheelsURL");
+  const dir = (url) => new URL(url.endsWith("/") ? url : url + "/", document.baseURI).href;
+  const base = dir(pyodideURL);
+  const wheelBase = dir(wheelsURL);
+  const timings = {};
+  const timed = async (name, step) => {
+    onStage(name);
+    const t0 = performance.now();
+    const value = await step();
+    timings[name] = performance.now() - t0;
+    return value;
+  };
+
+  const names = wheels ?? (await timed("wheel_list", () => fetchOk(wheelBase + "index.json").then((r) => r.json())));
+  if (!Array.isArray(names) || names.length === 0) throw new Error(`no wheels listed under ${wheelBase}`);
+  // Wheels download while Pyodide boots.
+  const bytes = Promise.all(names.map((n) => fetchOk(wheelBase + n).then((r) => r.arrayBuffer())));
+  const pyodide = await timed("pyodide", async () => {
+    const { loadPyodide } = await import(base + "pyodide.mjs");
+    return loadPyodide({ indexURL: base });
+  });
+  const buffers = await timed("wheels_download", () => bytes);
+  await timed("wheels_install", async () => {
+    const site = pyodide.runPython("import sysconfig; sysconfig.get_path('purelib')");
+    buffers.forEach((buf) => pyodide.unpackArchive(new Uint8Array(buf), "wheel", { extractDir: site }));
+    pyodide.runPython("import importlib; importlib.invalidate_caches()");
+  });
+  // Whether the installed bindloop brings its own bytecode (the .pyc wheel set): nothing imported yet.
+  const precompiled = pyodide.runPython(
+    "import importlib.util as u, os; s = u.find_spec('bindloop'); os.path.exists(u.cache_from_source(s.origin))");
+  // The modules an agent run needs, not only the package root (which imports its names lazily).
+  await timed("import_bindloop", () => pyodide.runPython(
+    "import bindloop, bindloop.loop, bindloop.wire, bindloop.routing, bindloop.hosts.js_fetch"));
+  return { pyodide, timings, wheels: names, precompiled };
+}
+
+/** Fetch a Python file and run it in a fresh namespace (a dict proxy: ns.get("name")). */
+export async function runPythonFile(pyodide, url) {
+  const source = await (await fetchOk(url)).text();
+  const ns = pyodide.globals.get("dict")();
+  ns.set("__name__", new URL(url, document.baseURI).pathname.split("/").pop().replace(/\.py$/, ""));
+  await pyodide.runPythonAsync(source, { globals: ns, filename: new URL(url, document.baseURI).pathname });
+  return ns;
+}
+
+async function fetchOk(url) {
+  const resp = await fetch(url);
+  if (!resp.ok) throw new Error(`GET ${url}: HTTP ${resp.status}`);
+  return resp;
+}
