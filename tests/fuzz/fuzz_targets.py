@@ -33,6 +33,7 @@ from bindloop.wire import (
     ProviderHttpError,
     SseDecoder,
     SseError,
+    WireStream,
     WireAdapter,
     WireDecodeError,
 )
@@ -63,7 +64,6 @@ class Target:
     run: Callable[[bytes], object]
     allowed: tuple[type[BaseException], ...]
     seeds: tuple[bytes, ...]
-    known_failing: str | None = None  # "defect N": a deep-nesting failure the wire helper fixes
 
 
 def _files(wire: str, suffix: str) -> list[Path]:
@@ -84,7 +84,7 @@ def _chunks(data: bytes, rng: random.Random) -> Iterator[bytes]:
 
 def _stream(adapter: Callable[[], WireAdapter]) -> Callable[[bytes], object]:
     def run(data: bytes) -> object:
-        decoder = adapter().stream_decoder()
+        decoder = WireStream(adapter().stream_decoder())
         rng = random.Random(len(data))
         events: list[object] = []
         for chunk in _chunks(data, rng):
@@ -179,13 +179,13 @@ def targets() -> list[Target]:
         sse_seeds += streams[:4]
         out.append(Target(f"{wire}.parse_response", lambda b, a=adapter: a().parse_response(b),
                           (WireDecodeError, ProviderHttpError, ToolCallDeltaError),
-                          bodies or (b"{}",), "defect 8"))
+                          bodies or (b"{}",)))
         out.append(Target(f"{wire}.stream_decoder", _stream(adapter),
                           (WireDecodeError, IncompleteStreamError, SseError, ProviderHttpError,
                            ToolCallDeltaError),
-                          streams or (b"data: {}\n\n",), "defect 8"))
+                          streams or (b"data: {}\n\n",)))
         out.append(Target(f"{wire}.classify_error", _classify(adapter), (),
-                          errors or (b'{"error":{}}',), "defect 8"))
+                          errors or (b'{"error":{}}',)))
     out += [
         Target("sse_decoder", _sse, (SseError,), tuple(sse_seeds) or (b"data: x\n\n",)),
         Target("parse_loop_checkpoint", _checkpoint, (CheckpointFormatError,), _checkpoint_seeds()),

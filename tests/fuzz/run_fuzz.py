@@ -4,7 +4,7 @@ Prints, per target, the inputs tried, the findings (a raise outside the target's
 or an input over the time bound), the worst time, and the worst traced memory of the sampled
 inputs; then the giants (a 1 GB line, an endless stream of tiny events, 100,000-deep nesting),
 each of which must end in a typed error within its time and memory budget. Exit status 1 on any
-finding not listed as known-failing (deep nesting in the wires: defect 8, the wire helper's fix).
+finding.
 
     python tests/fuzz/run_fuzz.py --seconds 60 --seed 1
 """
@@ -50,8 +50,6 @@ class Stats:
     worst_s: float = 0.0
     worst_mem: int = 0
     findings: list[str] = field(default_factory=list)
-    known: list[str] = field(default_factory=list)
-    """Findings of a known defect another branch fixes (deep nesting in the wires: defect 8)."""
 
 
 def run_one(target: Target, data: bytes, stats: Stats, *, trace: bool, bound_s: float) -> str | None:
@@ -79,9 +77,6 @@ def run_one(target: Target, data: bytes, stats: Stats, *, trace: bool, bound_s: 
     stats.worst_s = max(stats.worst_s, elapsed)
     if finding is not None:
         line = f"{finding} (input {len(data)} bytes: {data[:80]!r})"
-        if target.known_failing and finding.startswith("RecursionError"):
-            stats.known.append(line)
-            return None
         stats.findings.append(line)
     return finding
 
@@ -127,7 +122,6 @@ class Giant:
     seconds: float
     traced: int
     ok: bool
-    known: str | None = None
 
 
 def _rss_kib(field_name: str) -> int:
@@ -146,7 +140,7 @@ def _reset_peak_rss() -> bool:
     return True
 
 
-def _budgeted(name: str, body: Callable[[], str], known: str | None = None) -> Giant:
+def _budgeted(name: str, body: Callable[[], str]) -> Giant:
     # Peak RSS growth over the case, not tracemalloc: tracing every allocation would multiply the
     # time of the very cases whose time is being bounded.
     have_rss = _reset_peak_rss()
@@ -171,7 +165,7 @@ def _budgeted(name: str, body: Callable[[], str], known: str | None = None) -> G
             traced = tracemalloc.get_traced_memory()[1]
             tracemalloc.stop()
     ok = ok and traced <= GIANT_MEMORY and elapsed <= GIANT_TIME_S
-    return Giant(name, outcome, elapsed, traced, ok, known if not ok else None)
+    return Giant(name, outcome, elapsed, traced, ok)
 
 
 def _typed(run: Callable[[], object], allowed: tuple[type[BaseException], ...]) -> str:
@@ -184,12 +178,12 @@ def _typed(run: Callable[[], object], allowed: tuple[type[BaseException], ...]) 
 
 def giant_line(wire: str | None) -> Giant:
     """1 GB without a line end, fed 1 MiB at a time: the decoder must refuse it early."""
-    from bindloop.wire import SseDecoder, SseLimitError
+    from bindloop.wire import SseDecoder, SseLimitError, WireStream
 
     chunk = b"data: " + b"x" * ((1 << 20) - 6)
 
     def body() -> str:
-        decoder: Any = SseDecoder() if wire is None else WIRES[wire]().stream_decoder()
+        decoder: Any = SseDecoder() if wire is None else WireStream(WIRES[wire]().stream_decoder())
         fed = 0
         try:
             while fed < 1 << 30:
@@ -291,7 +285,7 @@ def giant_deep(target: Target) -> Giant:
                 return f"untyped RecursionError ({label}): {str(exc)[:60]}"
         return ", ".join(outcomes)
 
-    return _budgeted(f"100,000-deep nesting -> {target.name}", body, target.known_failing)
+    return _budgeted(f"100,000-deep nesting -> {target.name}", body)
 
 
 def giants(only: Sequence[str] = ()) -> list[Giant]:
@@ -312,24 +306,22 @@ def main() -> None:
     started = time.perf_counter()
     stats = campaign(args.seconds, args.seed, args.only)
     print(f"fuzz campaign: {args.seconds:.0f} s, seed {args.seed}")
-    print(f"{'target':40} {'inputs':>8} {'findings':>9} {'known':>6} {'worst ms':>9} "
+    print(f"{'target':40} {'inputs':>8} {'findings':>9} {'worst ms':>9} "
           f"{'worst KiB':>10}")
     failed = False
     for name, s in stats.items():
-        print(f"{name:40} {s.inputs:8} {len(s.findings):9} {len(s.known):6} "
+        print(f"{name:40} {s.inputs:8} {len(s.findings):9} "
               f"{s.worst_s * 1000:9.1f} {s.worst_mem / 1024:10.0f}")
         for f in s.findings[:3]:
             print(f"    finding: {f}")
-        for f in s.known[:1]:
-            print(f"    known (defect 8, wire branch): {f}")
         failed |= bool(s.findings)
     print(f"total inputs: {sum(s.inputs for s in stats.values())}")
     print()
     print(f"{'giant':52} {'outcome':44} {'s':>6} {'+MiB':>7}")
     for g in giants(args.only):
-        status = "ok" if g.ok else (f"KNOWN-FAILING ({g.known})" if g.known else "FAIL")
+        status = "ok" if g.ok else "FAIL"
         print(f"{g.name:52} {g.outcome[:44]:44} {g.seconds:6.2f} {g.traced / 2**20:7.1f}  {status}")
-        failed |= not g.ok and g.known is None
+        failed |= not g.ok
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\npeak RSS {rss:.0f} MiB; wall {time.perf_counter() - started:.0f} s")
     sys.exit(1 if failed else 0)

@@ -3,8 +3,6 @@
 Every outside-bytes parser gets its real-payload seeds and a fixed set of seeded mutations and must
 raise only its documented errors, each input within the time bound; the giants (a 1 GB line, an
 endless stream of tiny events, 100,000-deep nesting) must each end in a typed error within budget.
-The wires' deep-nesting failures are defect 8, fixed on the wire branch: strict xfails here, so
-they flip to passing (and must then be unmarked) once that branch is merged.
 """
 
 from __future__ import annotations
@@ -33,8 +31,6 @@ def test_fixed_fuzz_run_raises_only_documented_errors(name: str) -> None:
     stats = fixed_run(TARGETS[name], count=150, seed=14)
     assert stats.inputs >= 150
     assert stats.findings == []
-    if not TARGETS[name].known_failing:
-        assert stats.known == []
 
 
 @pytest.mark.parametrize("wire", [None, *WIRES])
@@ -50,14 +46,7 @@ def test_endless_tiny_events_end_in_the_watchdogs_error(wire: str) -> None:
     assert giant.ok, giant
 
 
-KNOWN_DEEP = {f"{w}.{kind}" for w in WIRES for kind in ("parse_response", "classify_error")}
-
-
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(
-        strict=True, reason="defect 8: deep nesting raises RecursionError in the wires "
-                            "(fixed on the wire branch)")) if n in KNOWN_DEEP else n
-    for n in sorted(TARGETS)])
+@pytest.mark.parametrize("name", sorted(TARGETS))
 def test_100k_deep_nesting_ends_in_a_typed_error(name: str) -> None:
     giant = giant_deep(TARGETS[name])
     assert giant.ok, giant

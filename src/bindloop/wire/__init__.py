@@ -28,6 +28,7 @@ from ._routed import (
     attempt_error_from as attempt_error_from,
 )
 from ._sse import SseDecoder as SseDecoder, SseEvent as SseEvent
+from ._stream import WireStream as WireStream, decode_stream as decode_stream
 from ._transport import Transport as Transport, TransportResponse as TransportResponse
 from ._types import (
     ForcedTool as ForcedTool,
@@ -74,8 +75,10 @@ __all__ = (
     "WireName",
     "WireOptions",
     "WireRequestError",
+    "WireStream",
     "attempt_error_from",
     "create_wire_adapter",
+    "decode_stream",
     "gemini_schema",
 )
 
