@@ -244,11 +244,13 @@ class LoopMachine:
         if pending is None:
             raise ProtocolError(f"{type(answer).__name__} sent, but nothing is pending "
                                 f"(phase {self.phase!r})")
-        handler = TRANSITIONS[type(pending)].get(type(answer))
-        if handler is None:
+        # Each answer type answers exactly one request type, so one lookup finds both.
+        route = _ROUTES.get(type(answer))
+        if route is None or route[0] is not type(pending):
             accepted = ", ".join(t.__name__ for t in TRANSITIONS[type(pending)])
             raise ProtocolError(f"{type(answer).__name__} does not answer {type(pending).__name__} "
                                 f"(it accepts {accepted})")
+        handler = route[1]
         if self._effects:
             raise ProtocolError(f"{type(answer).__name__} sent before every effect was popped")
         self._pending = None
@@ -618,6 +620,12 @@ TRANSITIONS: Final[Mapping[type, Mapping[type, _Handler]]] = MappingProxyType({
 })
 """The protocol: each request the machine can be waiting on, the answers it accepts, and the handler
 each one runs. Every request type appears exactly once; notices are not here (they need no answer)."""
+
+# TRANSITIONS keyed by answer type (an answer type belongs to one request type), for send().
+_ROUTES: Final[Mapping[type, tuple[type, _Handler]]] = MappingProxyType({
+    answer: (request, handler)
+    for request, accepted in TRANSITIONS.items() for answer, handler in accepted.items()
+})
 
 
 def _validate_turn(result: object) -> tuple[ToolCall, ...]:
