@@ -393,3 +393,11 @@ def test_docs_show_the_table_the_machine_uses() -> None:
             assert documented[request] == {"BatchFinished"}
         else:
             assert documented[request] == answers, request
+
+
+def test_each_answer_type_answers_one_request_type() -> None:
+    seen: dict[type, type] = {}
+    for request, accepted in TRANSITIONS.items():
+        for answer in accepted:
+            assert answer not in seen, f"{answer.__name__} answers {seen[answer].__name__} too"
+            seen[answer] = request

@@ -159,6 +159,21 @@ def test_aborted_signal_makes_any_error_a_cancellation() -> None:
                                   signal=c.signal).category == "cancelled"
 
 
+def test_a_prompt_that_does_not_fit_is_context_length_wherever_it_was_raised() -> None:
+    from bindloop.errors import PromptTooLongError, ProviderError
+
+    # A host port that would call it a 500 does not get the chance: the cause chain decides.
+    claims_all = AttemptClassification(
+        as_transport_failure=lambda e: TransportFailure(kind="http", status_code=500))
+    direct = PromptTooLongError("context window exceeded")
+    wrapped = ProviderError("summarizer failed")
+    wrapped.__cause__ = direct
+    for error in (direct, wrapped):
+        classified = classify_attempt_error(error, TARGET, claims_all)
+        assert classified.category == "context_length" and classified.cause is error
+        assert failure_disposition(classified).action == "next_stage"
+
+
 def test_an_attempt_error_passes_through() -> None:
     err = AttemptError("timeout", TARGET)
     assert classify_attempt_error(err, TARGET, CLASSIFY) is err

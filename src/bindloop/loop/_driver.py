@@ -55,6 +55,8 @@ from ._types import (
 __all__ = ("run_tool_loop",)
 
 _ACCEPTED: Final = ToolMessageAccepted()
+_GO: Final = BoundaryChecked(False)
+_STOP: Final = BoundaryChecked(True)
 
 
 def _id_of(item: tuple[int, ToolCall]) -> str:
@@ -167,7 +169,7 @@ async def run_tool_loop(
             stop = signal is not None and signal.aborted
             if not stop and p.should_stop is not None:
                 stop = check_bool(await _resolve(p.should_stop()), "should_stop")
-            send(BoundaryChecked(stop))
+            send(_STOP if stop else _GO)
         elif kind is NotifyProgress:
             assert isinstance(effect, NotifyProgress) and p.on_progress_update is not None
             check_sync_result(p.on_progress_update(effect.output_tokens, effect.tool_calls),

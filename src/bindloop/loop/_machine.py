@@ -22,7 +22,6 @@ Invariants the machine keeps (and the property tests hunt for):
 from __future__ import annotations
 
 from collections import deque
-from operator import attrgetter
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Final, Literal
@@ -106,7 +105,6 @@ _SETTLE_END: Final = Settle(would_end=True)
 _SETTLE_BATCH: Final = Settle(would_end=False)
 _EMPTY_SETTLEMENT: Final = StepSettlement()
 _DISCARDED: Final = DiscardedTurn()
-_CALL_ID: Final = attrgetter("id")
 
 
 def default_tool_exception_error(exc: Exception) -> ToolError:
@@ -121,7 +119,7 @@ class LoopMachine:
     contribution; ``state`` is updated in place (seed plus this invocation)."""
 
     __slots__ = (
-        "_accept_queue", "_answers", "_awaiting", "_batch_aborted", "_calls", "_effects",
+        "_accept_queue", "_answers", "_batch_aborted", "_calls", "_effects",
         "_format_exception", "_has_accept_hook", "_has_compact", "_has_control",
         "_has_notify_assistant", "_has_nudge", "_has_plugins", "_has_progress", "_has_settle",
         "_has_skills", "_is_fatal", "_ordinal", "_pending", "_pooled", "_raised", "_runs_serially",
@@ -162,7 +160,7 @@ class LoopMachine:
         self._seed = state.totals
         self._model_ms = 0.0
         self._tool_ms = 0.0
-        self._tools: dict[str, ToolTime] = {}
+        self._tools: dict[str, list[Any]] = {}  # name -> [calls, ms] of this invocation
         self.stop_reason: ControlledStopReason | None = None
         self._runs_serially = runs_serially
         self._is_fatal = is_fatal_tool_error
@@ -185,7 +183,6 @@ class LoopMachine:
         self._pooled: list[int] = []
         self._batch_aborted = False
         self._accept_queue: deque[ToolMessage] = deque()
-        self._awaiting: deque[str] = deque()
         self._raised: dict[str, Exception] = {}
         self._ordinal = 0
 
@@ -209,7 +206,7 @@ class LoopMachine:
             output_tokens=t.output_tokens - s.output_tokens,
             cached_input_tokens=t.cached_input_tokens - s.cached_input_tokens,
             cost=t.cost - s.cost, model_ms=self._model_ms, tool_ms=self._tool_ms,
-            tools=dict(self._tools))
+            tools={name: ToolTime(calls=calls, ms=ms) for name, (calls, ms) in self._tools.items()})
 
     @property
     def pending(self) -> Request | None:
@@ -244,11 +241,13 @@ class LoopMachine:
         if pending is None:
             raise ProtocolError(f"{type(answer).__name__} sent, but nothing is pending "
                                 f"(phase {self.phase!r})")
-        handler = TRANSITIONS[type(pending)].get(type(answer))
-        if handler is None:
+        # Each answer type answers exactly one request type, so one lookup finds both.
+        route = _ROUTES.get(type(answer))
+        if route is None or route[0] is not type(pending):
             accepted = ", ".join(t.__name__ for t in TRANSITIONS[type(pending)])
             raise ProtocolError(f"{type(answer).__name__} does not answer {type(pending).__name__} "
                                 f"(it accepts {accepted})")
+        handler = route[1]
         if self._effects:
             raise ProtocolError(f"{type(answer).__name__} sent before every effect was popped")
         self._pending = None
@@ -288,15 +287,15 @@ class LoopMachine:
             self._effects.append(NotifyProgress(st.output_tokens, st.tool_calls))
 
     def _commit(self, message: Message) -> None:
-        # The one place a message joins the transcript. While a batch's results are owed, only the
-        # next of them (in model order) may be appended.
-        awaiting = self._awaiting
-        if awaiting:
-            if type(message) is not ToolMessage or message.tool_call_id != awaiting[0]:
-                raise ProtocolError(
-                    f"a {type(message).__name__} cannot join the transcript while the result of "
-                    f"tool call {awaiting[0]!r} is owed")
-            awaiting.popleft()
+        # The one place a message joins the transcript. From the tool-call turn until its batch's
+        # results are in, nothing may be appended but the next owed result (in model order).
+        owed = self._accept_queue
+        if self._calls or (owed and message is not owed[0]):
+            expected = "a result still running" if self._calls else f"the result {owed[0].tool_call_id!r}"
+            raise ProtocolError(f"a {type(message).__name__} cannot join the transcript while "
+                                f"{expected} is owed")
+        if owed:
+            owed.popleft()
         self.state.messages.append(message)
 
     # ---- handlers (one per row of TRANSITIONS) -------------------------------------------------
@@ -377,7 +376,6 @@ class LoopMachine:
         self._progress()
         self._calls = calls
         self._answers = [None] * len(calls)
-        self._awaiting = deque(map(_CALL_ID, calls))
         self._batch_aborted = False
         predicate = self._runs_serially
         if predicate is None:
@@ -457,10 +455,12 @@ class LoopMachine:
             st = self.state
             st.totals = accumulate_tool_call(st.totals, call.name, ms)
             self._tool_ms += ms
-            tools = self._tools
-            prev = tools.get(call.name)
-            tools[call.name] = (ToolTime(calls=1, ms=ms) if prev is None
-                                else ToolTime(calls=prev.calls + 1, ms=prev.ms + ms))
+            entry = self._tools.get(call.name)
+            if entry is None:
+                self._tools[call.name] = [1, ms]
+            else:
+                entry[0] += 1
+                entry[1] += ms
         self._answers[i] = outcome
         if isinstance(outcome, ToolResult):
             if outcome.activate_plugins:
@@ -478,13 +478,11 @@ class LoopMachine:
         calls = self._calls
         st = self.state
         queue = self._accept_queue
-        awaiting = self._awaiting
         for i, outcome in enumerate(self._answers):
             if outcome is None:
                 raise ProtocolError(f"tool call {calls[i].id!r} was never answered")
             call = calls[i]
             if isinstance(outcome, ToolSuspend):
-                awaiting.remove(call.id)  # its answer arrives later, through settlement
                 st.open_suspends.append(OpenSuspend(
                     tool_call_id=call.id, tool_name=call.name, mode=outcome.mode,
                     detail=outcome.detail,
@@ -498,7 +496,7 @@ class LoopMachine:
             self._offer_next_message()
         else:
             while queue:
-                self._commit(queue.popleft())
+                self._commit(queue[0])
             self._batch_settled()
 
     def _offer_next_message(self) -> None:
@@ -508,7 +506,7 @@ class LoopMachine:
             self._batch_settled()
 
     def _tool_message_accepted(self, _: AcceptToolMessage, __: ToolMessageAccepted) -> None:
-        self._commit(self._accept_queue.popleft())
+        self._commit(self._accept_queue[0])
         self._ordinal += 1
         self._offer_next_message()
 
@@ -618,6 +616,12 @@ TRANSITIONS: Final[Mapping[type, Mapping[type, _Handler]]] = MappingProxyType({
 })
 """The protocol: each request the machine can be waiting on, the answers it accepts, and the handler
 each one runs. Every request type appears exactly once; notices are not here (they need no answer)."""
+
+# TRANSITIONS keyed by answer type (an answer type belongs to one request type), for send().
+_ROUTES: Final[Mapping[type, tuple[type, _Handler]]] = MappingProxyType({
+    answer: (request, handler)
+    for request, accepted in TRANSITIONS.items() for answer, handler in accepted.items()
+})
 
 
 def _validate_turn(result: object) -> tuple[ToolCall, ...]:
