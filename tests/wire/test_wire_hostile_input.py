@@ -252,3 +252,53 @@ def test_inline_bytes_with_a_media_type_carry_it_on_every_wire(wire: str) -> Non
     assert b"image/jpeg" in body and b"image/png" not in body
     assert messages_to_openai([UserMessage(content=(part,))])[0]["content"][0][
         "image_url"]["url"] == "data:image/jpeg;base64,/9j/4AAQ"
+
+
+# -- routing keeps falling back past a hostile body (real HTTP on loopback) -------------------------
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("wire", WIRE_NAMES)
+async def test_routing_falls_back_past_deeply_nested_replies(wire: str, anyio_backend: str) -> None:
+    from bindloop.contracts import ModelTurnResult, TurnUsage
+    from bindloop.hosts.scripted_server import (
+        ScriptedProviderServer,
+        ScriptedReply,
+        error_reply,
+        turn_reply,
+    )
+    from bindloop.routing import (
+        OrderedPolicy,
+        RouteCandidate,
+        RoutePlan,
+        RouteStage,
+        canonical_model_id,
+        provider_id,
+    )
+    from bindloop.wire import ModelAdapter, RoutedModel
+
+    answer = ModelTurnResult(text="fine", usage=TurnUsage(input_tokens=1, output_tokens=1),
+                             finish_reason="stop")
+    deep_event = b"data: " + ('{"a":' * DEEP + "1" + "}" * DEEP).encode() + b"\n\n"
+    names = ("deep_error", "deep_stream", "good")
+    with ScriptedProviderServer() as server:
+        server.enqueue(f"{wire}-deep_error",
+                       error_reply(500, ('{"error":' + _deep("array") + "}").encode()))
+        server.enqueue(f"{wire}-deep_stream", ScriptedReply(chunks=(deep_event,)))
+        server.enqueue(f"{wire}-good", turn_reply(wire, answer, stream=True))
+        model_id = canonical_model_id("acme/m")
+        plan = RoutePlan(stages=(RouteStage(
+            role="primary", model=model_id,
+            policy=OrderedPolicy(providers=tuple(provider_id(n) for n in names)),
+            candidates=tuple(RouteCandidate(provider_id=provider_id(n), canonical_model_id=model_id,
+                                            provider_invocation_model="m",
+                                            credential_source="platform") for n in names)),))
+        adapter = create_wire_adapter(wire)
+        routes: list[object] = []
+        routed = RoutedModel(plan=plan, on_route=routes.append, models={
+            n: ModelAdapter(adapter, httpx_transport.HttpxTransport(server.base_url(f"{wire}-{n}")),
+                            WireOptions(model="m", stream=True)) for n in names})
+        turn = await routed.call_model([UserMessage(content="hi")], [])
+    assert turn.text == "fine"
+    attempts = routes[0].attempts  # type: ignore[attr-defined]
+    assert [a.category for a in attempts[:2]] == ["server_error", "response_defect"]

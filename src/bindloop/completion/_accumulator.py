@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeAlias
 
 from ..contracts import ToolCall
+from ..contracts._codec import openai_tool_call_fields  # the one reader of that dict shape
 from ..errors import ProviderError
 from ._events import ToolCallChunk
 
@@ -95,12 +96,7 @@ class ToolCallAccumulator:
             name: object = delta.name
             arguments: object = delta.arguments
         elif isinstance(delta, Mapping):
-            index = delta.get("index")
-            call_id = delta.get("id")
-            function = delta.get("function")
-            source: Mapping[str, Any] = function if isinstance(function, Mapping) else delta
-            name = source.get("name")
-            arguments = source.get("arguments")
+            index, call_id, name, arguments = openai_tool_call_fields(delta)
         else:
             raise ToolCallDeltaError(
                 f"a tool-call delta must be a ToolCallChunk or a mapping, got {type(delta).__name__}"

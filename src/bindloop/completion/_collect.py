@@ -31,6 +31,9 @@ class ModelStreamError(ProviderError):
         self.error = error
 
 
+_PROVENANCE = ("signature", "data", "encrypted_content", "provider", "model", "id")
+
+
 class _ReasoningBlock:
     __slots__ = ("data", "encrypted_content", "id", "model", "provider", "redacted", "signature",
                  "text")
@@ -50,18 +53,10 @@ class _ReasoningBlock:
             self.text.append(part.text)
         self.redacted = self.redacted or part.redacted
         # Provenance arrives whole (a signature is minted once per block): last one wins.
-        if part.signature is not None:
-            self.signature = part.signature
-        if part.data is not None:
-            self.data = part.data
-        if part.encrypted_content is not None:
-            self.encrypted_content = part.encrypted_content
-        if part.provider is not None:
-            self.provider = part.provider
-        if part.model is not None:
-            self.model = part.model
-        if part.id is not None:
-            self.id = part.id
+        for name in _PROVENANCE:
+            value = getattr(part, name)
+            if value is not None:
+                setattr(self, name, value)
 
     def part(self) -> ReasoningPart | None:
         text = "".join(self.text)

@@ -39,6 +39,7 @@ __all__ = (
     "messages_to_openai",
     "openai_file_data",
     "openai_image_url",
+    "openai_tool_call_fields",
     "tool_call_to_openai",
 )
 
@@ -107,6 +108,15 @@ def tool_call_to_openai(call: ToolCall) -> dict[str, Any]:
     """One tool call in OpenAI chat form (``arguments`` stays the raw JSON text)."""
     return {"id": call.id, "type": "function",
             "function": {"name": call.name, "arguments": call.arguments}}
+
+
+def openai_tool_call_fields(raw: Mapping[str, Any]) -> tuple[object, object, object, object]:
+    """The ``(index, id, name, arguments)`` of an OpenAI-chat tool call or streamed tool-call
+    delta, as sent (unvalidated: the caller checks what it needs): ``name`` and ``arguments`` from
+    its ``function`` object, or from the call itself when a server sends them flat."""
+    function = raw.get("function")
+    source: Mapping[str, Any] = function if isinstance(function, Mapping) else raw
+    return raw.get("index"), raw.get("id"), source.get("name"), source.get("arguments")
 
 
 def _part_to_openai(part: ContentPart) -> dict[str, Any]:
@@ -266,17 +276,18 @@ def _content_from_openai(raw: object, where: str) -> Content:
 def _tool_call_from_openai(raw: object, where: str) -> ToolCall:
     if not isinstance(raw, Mapping):
         raise _fail(where, "a tool call must be an object")
-    fn = raw.get("function")
-    if not isinstance(fn, Mapping):
+    if not isinstance(raw.get("function"), Mapping):
         raise _fail(f"{where}.function", "missing or not an object")
-    call_id = _str(raw.get("id"), f"{where}.id")
+    _, call_id, name, args = openai_tool_call_fields(raw)
+    call_id = _str(call_id, f"{where}.id")
     if not call_id:
         raise _fail(f"{where}.id", "empty tool call id")
-    args = fn.get("arguments", "{}")
+    if "arguments" not in raw["function"]:
+        args = "{}"  # absent, not null: a call without parameters
     if not isinstance(args, str):
         raise _fail(f"{where}.function.arguments",
                     f"arguments must be the raw JSON string, got {type(args).__name__}")
-    return ToolCall(id=call_id, name=_str(fn.get("name"), f"{where}.function.name"), arguments=args)
+    return ToolCall(id=call_id, name=_str(name, f"{where}.function.name"), arguments=args)
 
 
 def message_from_openai(raw: Mapping[str, Any], *, where: str = "message") -> Message:

@@ -43,6 +43,7 @@ from ..contracts import (
     TurnUsage,
     UserMessage,
 )
+from ..contracts._codec import tool_call_to_openai  # the one OpenAI-chat codec
 from ._common import (
     JSON_HEADERS,
     SSE_ACCEPT,
@@ -374,11 +375,7 @@ def _message(m: Message) -> dict[str, Any]:
         text = text_of(parts_of(m.content), "an assistant message")
         out = {"role": "assistant", "content": text if text or not m.tool_calls else None}
         if m.tool_calls:
-            out["tool_calls"] = [
-                {"id": c.id, "type": "function",
-                 "function": {"name": c.name, "arguments": c.arguments}}
-                for c in m.tool_calls
-            ]
+            out["tool_calls"] = [tool_call_to_openai(c) for c in m.tool_calls]
         if m.name:
             out["name"] = m.name
         return out
