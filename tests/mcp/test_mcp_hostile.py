@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from bindloop.contracts import ToolCall, ToolMessage, ToolOutcome
+from bindloop.errors import ToolFailure
 from bindloop.hosts.httpx_transport import HttpxTransport
 from bindloop.hosts.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply
 from bindloop.loop import run_tool_loop
@@ -367,9 +368,12 @@ async def test_a_hostile_call_inside_the_loop_leaves_a_valid_transcript(
     scripted.set_responder("mcp", McpScript(tools_call=handler))
     toolset = await load_mcp_tools(client(transport, timeout_ms=300), prefix="h")
     add = toolset.tools[0]
-    with pytest.raises(error_type) as caught:
+    with pytest.raises(ToolFailure) as caught:
         await add.execute({"a": 1, "b": 2}, None)
-    assert caught.value.server == "hostile"
+    # Raised on purpose with bindloop's own message, so the model reads it; the cause is typed.
+    assert isinstance(caught.value.__cause__, error_type)
+    assert caught.value.__cause__.server == "hostile"
+    assert "MCP server 'hostile'" in caught.value.message
 
     async def dispatch(call: ToolCall) -> ToolOutcome:
         return await add.execute(call.arguments, None)

@@ -11,11 +11,12 @@ from typing import Any, TypeAlias
 import msgspec
 
 from ..contracts import ToolDefinition, ToolError, ToolOutcome
-from ..errors import RunCancelledError, UsageError
+from ..errors import RunCancelledError, ToolFailure, UsageError
 from ..plugins import RawArguments, ResolveOutcome, Tool, ToolRegistry, tool_wire_definition
 from ..signal import AbortSignal
 from ..tools import SchemaSanitizeError, sanitize_tool_schema
 from ._content import map_call_result
+from ._errors import McpError
 from ._http import McpHttpClient
 from ._protocol import McpToolInfo, SkippedMcpTool
 from ._session import McpProgress
@@ -61,9 +62,11 @@ class McpTool(Tool[McpArguments, Any]):
     The ``ctx`` given to :meth:`execute` may be an :class:`~bindloop.signal.AbortSignal`, or carry
     one as ``ctx.signal``: when it fires mid-call the server gets ``notifications/cancelled`` and
     the call comes back as a ``cancelled`` :class:`ToolError` (the transcript stays paired).
-    Protocol and connection failures raise :class:`~bindloop.mcp.McpError` naming the server; the
-    loop turns a raise into a tool error the model reads (or ends the run, if the host's
-    ``is_fatal_tool_error`` says so).
+    Protocol and connection failures raise :class:`~bindloop.errors.ToolFailure` whose message
+    names the server (its ``__cause__`` is the :class:`~bindloop.mcp.McpError`): the messages are
+    bindloop's own and hold no header or credential, so the model reads them verbatim rather than
+    the masked text ``format_tool_exception`` gives an unexpected raise. A host that wants such a
+    failure to end the run says so in ``is_fatal_tool_error`` by looking at the cause.
     """
 
     __slots__ = ("mcp_name", "server")
@@ -208,6 +211,8 @@ def _caller(client: McpHttpClient, wire: str, mcp_name: str,
                                             on_progress=progress)
         except RunCancelledError as exc:
             return ToolError(error=f"{wire} was cancelled ({exc})", kind="cancelled")
+        except McpError as exc:
+            raise ToolFailure(str(exc)) from exc
         return map_call_result(result, server=client.server, tool=mcp_name)
 
     return execute
