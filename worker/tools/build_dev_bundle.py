@@ -111,7 +111,7 @@ def _digest(files: dict[str, Path]) -> str:
 
 
 def encode_bundle(asm_src: bytes, wasm: bytes, stdlib_zip: bytes) -> bytes:
-    import capnp  # type: ignore[import-untyped]  # pycapnp; imported only when encoding
+    import capnp  # pycapnp; imported only when encoding (installed by worker/worker.mk)
 
     schema = capnp.load(str(Path(__file__).resolve().parent / "jsg_bundle.capnp"))
     bundle = schema.Bundle.new_message()
