@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
 .PHONY: all venv demo demo-providers demo-openai test lint pytest typecheck js-test wasm-smoke conformance \
-	bench bench-peers clean
+	bench bench-peers bench-agent clean
 
 all: test
 
@@ -69,6 +69,11 @@ bench: venv
 bench-peers: venv
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) bench/loop_overhead.py --peers
+
+## The agent API's overhead per turn vs bare run_tool_loop, pydantic-ai and openai-agents.
+bench-agent: venv
+	$(PY) -m pip install --quiet -e '.[bench]'
+	$(PY) bench/agent.py --peers --peer-ns 10,100
 
 clean:
 	rm -rf $(VENV) .reports wasm/node_modules wasm/wheels dist build .mypy_cache .pytest_cache .hypothesis
