@@ -8,7 +8,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
 .PHONY: all venv demo demo-providers demo-openai demo-mcp test lint pytest typecheck js-test wasm-smoke \
-	mcp-pyodide conformance bench bench-peers bench-mcp clean crash-test fuzz soak bench-report test-matrix
+	mcp-pyodide conformance bench bench-peers bench-mcp bench-agent clean crash-test fuzz soak bench-report \
+	test-matrix
 
 all: test
 
@@ -115,6 +116,11 @@ bench-report: venv
 ## Pyodide 3.14: every report byte-identical to Pyodide's. Not part of `make test` (time).
 test-matrix: venv conformance-pyodide
 	scripts/test_matrix.sh $(WASM_REPORT)
+
+## The agent API's overhead per turn vs bare run_tool_loop, pydantic-ai and openai-agents.
+bench-agent: venv
+	$(PY) -m pip install --quiet -e '.[bench]'
+	$(PY) bench/agent.py --peers --peer-ns 10,100
 
 clean:
 	rm -rf $(VENV) .venv-3.* .reports wasm/node_modules wasm/wheels wasm/wheels-pyc worker/node_modules worker/.cache dist build .mypy_cache .pytest_cache .hypothesis

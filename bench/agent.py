@@ -341,6 +341,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ns", default="10,100,1000")
     parser.add_argument("--peers", action="store_true")
+    parser.add_argument("--peer-ns", default=None,
+                        help="Ns for the peers (default: --ns); openai-agents' cost per turn grows "
+                             "with the transcript, so N=1000 takes it minutes")
     parser.add_argument("--budget", type=float, default=2.0)
     parser.add_argument("--only", choices=sorted(RUNNERS))
     parser.add_argument("--json", action="store_true")
@@ -356,8 +359,9 @@ def main(argv: list[str] | None = None) -> int:
         "agent (whole)": {n: measure(agent_whole_turn_run_once, n, args.budget) for n in ns},
     }
     if args.peers:
+        peer_ns = [int(x) for x in (args.peer_ns or args.ns).split(",")]
         for name in PEERS:
-            rows[name] = _in_subprocess(name, ns, args.budget)
+            rows[name] = _in_subprocess(name, peer_ns, args.budget)
     bare = rows["bare loop"]
     assert isinstance(bare, dict)
     header = f"{'runner':<16}" + "".join(f"{'N=' + str(n):>22}" for n in ns)
@@ -367,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(figures, str):
             print(f"{name:<16}{figures}")
             continue
-        cells = "".join(f"{figures[n]:>13.1f} ({figures[n] / bare[n]:>5.2f}x)" for n in ns)
+        cells = "".join(f"{figures[n]:>13.1f} ({figures[n] / bare[n]:>5.2f}x)" if n in figures
+                        else f"{'-':>22}" for n in ns)
         print(f"{name:<16}{cells}")
     for label, key in (("added (stream)", "agent API"), ("added (whole)", "agent (whole)")):
         agent = rows[key]
