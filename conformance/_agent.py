@@ -10,7 +10,8 @@ from typing import Any
 
 import msgspec
 
-from bindloop import ModelTurnResult, ToolCall, ToolResult, TurnUsage, messages_to_openai
+from bindloop import ModelTurnResult, ToolCall, ToolResult, TurnUsage
+from bindloop.contracts import messages_to_openai
 from bindloop.agent import (
     AgentStreamEvent,
     StructuredDataEvent,

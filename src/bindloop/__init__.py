@@ -21,9 +21,12 @@ __version__ = "0.1.0"
 
 # The one declaration of the root: each subpackage and the names the root re-exports from it. The
 # lazy map and __all__ derive from it; the TYPE_CHECKING block below repeats it for type checkers
-# only, and tests/test_public_api.py checks the two agree. A new subpackage (the agent API) adds
-# its entry here.
+# only, and tests/test_public_api.py checks the two agree.
 _EXPORTS: MappingProxyType[str, tuple[str, ...]] = MappingProxyType({
+    # the agent API: agents, their hooks, structured output and chat, the model protocol
+    "agent": ("create_agent", "prompt_agent", "prompt_chat", "resume_chat", "ChatResult",
+              "reborn", "run_with", "equip_system", "equip_instruction", "equip_tool",
+              "equip_memory", "expect_validator", "on_stream", "augment_model", "AgentModel",),
     # the error roots a host catches
     "errors": ("BindloopError", "UsageError", "ProviderError", "PromptTooLongError",
                "RunStoppedError", "RunTimeoutError", "RunCancelledError", "ToolFailure",
@@ -58,6 +61,23 @@ _EXPORTS: MappingProxyType[str, tuple[str, ...]] = MappingProxyType({
 })
 
 if TYPE_CHECKING:
+    from .agent import (
+        create_agent as create_agent,
+        prompt_agent as prompt_agent,
+        prompt_chat as prompt_chat,
+        resume_chat as resume_chat,
+        ChatResult as ChatResult,
+        reborn as reborn,
+        run_with as run_with,
+        equip_system as equip_system,
+        equip_instruction as equip_instruction,
+        equip_tool as equip_tool,
+        equip_memory as equip_memory,
+        expect_validator as expect_validator,
+        on_stream as on_stream,
+        augment_model as augment_model,
+        AgentModel as AgentModel,
+    )
     from .errors import (
         BindloopError as BindloopError,
         UsageError as UsageError,

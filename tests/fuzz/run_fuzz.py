@@ -215,7 +215,8 @@ def giant_tiny_events(wire: str) -> Giant:
 
     from bindloop.completion import StreamStalledError
     from bindloop.contracts import UserMessage
-    from bindloop.wire import ModelAdapter, StreamBudgets, WireOptions
+    from bindloop.completion import StreamBudgets
+    from bindloop.wire import ModelAdapter, WireOptions
 
     preamble = b""
     if wire == "anthropic":

@@ -11,7 +11,8 @@ from bindloop.hosts.provider_replies import render_sse
 from bindloop.completion import StreamStalledError, TextEvent
 from bindloop.errors import RunCancelledError
 from bindloop.signal import AbortController
-from bindloop.wire import ModelAdapter, OpenAIChatAdapter, ProviderHttpError, StreamBudgets, WireOptions
+from bindloop.completion import StreamBudgets
+from bindloop.wire import ModelAdapter, OpenAIChatAdapter, ProviderHttpError, WireOptions
 
 turn = ModelTurnResult(text="héllo from fetch", tool_calls=(ToolCall(id="c1", name="f", arguments='{"a":1}'),),
                        usage=TurnUsage(input_tokens=5, output_tokens=3), finish_reason="tool_calls")

@@ -15,10 +15,10 @@ import pytest
 
 from bindloop.completion import TextEvent
 from bindloop.contracts import ModelTurnResult, TurnUsage, UserMessage
+from bindloop.completion import StreamBudgets
 from bindloop.wire import (
     WIRE_NAMES,
     ModelAdapter,
-    StreamBudgets,
     WireDecodeError,
     WireOptions,
     create_wire_adapter,

@@ -30,12 +30,12 @@ from bindloop.routing import (
     provider_id,
 )
 from bindloop.signal import AbortController
+from bindloop.completion import StreamBudgets
 from bindloop.wire import (
     WIRE_NAMES,
     ModelAdapter,
     ProviderHttpError,
     RoutedModel,
-    StreamBudgets,
     TransportError,
     WireOptions,
     create_wire_adapter,

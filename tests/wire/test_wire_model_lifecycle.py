@@ -20,11 +20,11 @@ from bindloop.errors import RunCancelledError, RunTimeoutError
 from bindloop.hosts.provider_replies import render_body, render_sse
 from bindloop.run import create_run_deadline, watch_deadline
 from bindloop.signal import AbortController, AbortSignal
+from bindloop.completion import StreamBudgets
 from bindloop.wire import (
     SseDecoder,
     HttpRequest,
     ModelAdapter,
-    StreamBudgets,
     TransportError,
     WireDecodeError,
     WireOptions,

@@ -25,7 +25,8 @@ from bindloop.routing import (
     provider_id,
 )
 from bindloop.signal import AbortController
-from bindloop.wire import ModelAdapter, RoutedModel, StreamBudgets, WireOptions, create_wire_adapter
+from bindloop.completion import StreamBudgets
+from bindloop.wire import ModelAdapter, RoutedModel, WireOptions, create_wire_adapter
 
 httpx_transport = pytest.importorskip("bindloop.hosts.httpx_transport")
 from bindloop.hosts.provider_replies import render_sse  # noqa: E402

@@ -36,7 +36,8 @@ from bindloop.routing import (
     canonical_model_id,
     provider_id,
 )
-from bindloop.wire import ModelAdapter, RoutedModel, StreamBudgets, WireOptions, create_wire_adapter
+from bindloop.completion import StreamBudgets
+from bindloop.wire import ModelAdapter, RoutedModel, WireOptions, create_wire_adapter
 
 httpx_transport = pytest.importorskip("bindloop.hosts.httpx_transport")
 from bindloop.hosts.scripted_server import ScriptedProviderServer, turn_reply  # noqa: E402

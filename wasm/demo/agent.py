@@ -45,7 +45,8 @@ from bindloop.routing import (
     canonical_model_id,
     provider_id,
 )
-from bindloop.wire import ModelAdapter, OpenAIChatAdapter, RoutedModel, StreamBudgets, WireOptions
+from bindloop.completion import StreamBudgets
+from bindloop.wire import ModelAdapter, OpenAIChatAdapter, RoutedModel, WireOptions
 
 PROVIDERS = ("primary", "backup")
 

@@ -173,3 +173,7 @@ __all__ = (
     "with_retry",
     "with_simple_limit",
 )
+
+from .._public import publish as _publish
+
+_publish(__name__, globals(), __all__)

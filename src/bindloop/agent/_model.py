@@ -90,10 +90,7 @@ def turn_events(turn: ModelTurnResult) -> list[StreamEvent]:
     non-streaming model (a routed call, a journal replay) feeds the same fold and stream events."""
     events: list[StreamEvent] = []
     for index, part in enumerate(turn.reasoning):
-        events.append(ReasoningEvent(content=part.text, index=index, signature=part.signature,
-                                     redacted=part.redacted, data=part.data,
-                                     encrypted_content=part.encrypted_content,
-                                     provider=part.provider, model=part.model, id=part.id))
+        events.append(ReasoningEvent(part=part, index=index))
     if turn.text:
         events.append(TextEvent(content=turn.text))
     for index, call in enumerate(turn.tool_calls):

@@ -63,7 +63,6 @@ from ..errors import (
 )
 from ..loop import ToolLoopParams, ToolLoopState, run_tool_loop
 from ..session import (
-    CheckpointCounters,
     CheckpointReply,
     CheckpointWake,
     LoopCheckpoint,
@@ -723,10 +722,7 @@ def _checkpoint(frame: Frame, gen: Generation, state: ToolLoopState, stats: RunS
         revision=0, status=reason,  # type: ignore[arg-type]
         max_iterations=max(total, used), iterations=used, messages=tuple(state.messages),
         open_suspends=tuple(state.open_suspends), stats=stats,
-        counters=CheckpointCounters(requested_tool_calls=state.tool_calls,
-                                    last_prompt_tokens=state.last_prompt_tokens,
-                                    last_output_tokens=state.last_output_tokens,
-                                    has_fresh_token_count=state.has_fresh_token_count))
+        counters=state.counters)
     serialize_loop_checkpoint(cp)  # refuses a checkpoint parse_loop_checkpoint would refuse
     return cp
 

@@ -95,3 +95,7 @@ __all__ = (
     "mcp_plugin_resolver",
     "open_mcp_client",
 )
+
+from .._public import publish as _publish
+
+_publish(__name__, globals(), __all__)

@@ -17,7 +17,6 @@ from ._errors import (
     WireRequestError as WireRequestError,
 )
 from ._gemini import GeminiAdapter as GeminiAdapter, gemini_schema as gemini_schema
-from ..completion import StreamBudgets as StreamBudgets
 from ._adapter import ModelAdapter as ModelAdapter
 from ._openai_chat import OpenAIChatAdapter as OpenAIChatAdapter
 from ._openai_responses import OpenAIResponsesAdapter as OpenAIResponsesAdapter
@@ -63,7 +62,6 @@ __all__ = (
     "SseError",
     "SseEvent",
     "SseLimitError",
-    "StreamBudgets",
     "StreamDecoder",
     "TextStreamSource",
     "ToolChoice",
