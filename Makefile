@@ -57,7 +57,7 @@ typecheck: venv
 	$(PY) -m mypy
 
 lint: venv
-	$(PY) -m ruff check src tests conformance bench worker
+	$(PY) -m ruff check src tests conformance bench worker wasm
 
 js-test:
 	@if ls wasm/demo/*.test.mjs >/dev/null 2>&1; then node --test wasm/demo/; else echo "no JS tests"; fi

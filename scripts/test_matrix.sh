@@ -33,8 +33,11 @@ setup() {  # create or update .venv-$1
   fi
   echo "matrix: creating $venv from $py ($pins)"
   "$py" -m venv "$venv" || return 1
-  "$venv/bin/python" -m pip install --quiet --upgrade pip || return 1
-  "$venv/bin/python" -m pip install --quiet -e '.[test]' $pins || return 1
+  # (pip's warnings about this machine's extra index locations are noise here)
+  "$venv/bin/python" -m pip install --quiet --upgrade pip 2>&1 | { grep -v '^WARNING: Location' || true; }
+  [ "${PIPESTATUS[0]}" -eq 0 ] || return 1
+  "$venv/bin/python" -m pip install --quiet -e '.[test]' $pins 2>&1 | { grep -v '^WARNING: Location' || true; }
+  [ "${PIPESTATUS[0]}" -eq 0 ] || return 1
   echo "$pins $(sha256sum pyproject.toml | cut -c1-16)" > "$stamp"
 }
 

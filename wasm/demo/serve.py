@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import mimetypes
+import re
 import signal
 import sys
 import threading
@@ -82,12 +83,12 @@ def _word_sse(turn: ModelTurnResult, model: str) -> tuple[bytes, ...]:
     """The OpenAI-chat SSE for ``turn`` with its text in one chunk per word (a provider streams
     tokens; the shared renderer sends the text in two halves)."""
     rest = render_sse("openai_chat", msgspec.structs.replace(turn, text=None), model=model)
-    words = (turn.text or "").split(" ")
-    pieces = [w if i == len(words) - 1 else w + " " for i, w in enumerate(words) if w or i]
+    # Each word with the whitespace after it: the pieces join back to exactly the text.
+    pieces = [p for p in re.findall(r"\S*\s*", turn.text or "") if p]
     text = [sse_event({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 0,
                        "model": model, "usage": None,
                        "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]})
-            for p in pieces if p]
+            for p in pieces]
     return (rest[0], *text, *rest[1:])
 
 
