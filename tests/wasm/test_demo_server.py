@@ -60,7 +60,7 @@ def test_static_files_with_their_types(base: str) -> None:
     assert b'src="./app.js"' in page.content
     assert httpx.get(f"{base}demo/").content == page.content
     assert httpx.get(f"{base}demo/app.js").headers["content-type"] == "text/javascript"
-    assert httpx.get(f"{base}demo/agent.py").headers["content-type"].startswith("text/x-python")
+    assert httpx.get(f"{base}demo/page_agent.py").headers["content-type"].startswith("text/x-python")
 
 
 @pytest.mark.parametrize("path", ["demo/../serve.py", "demo/%2e%2e/serve.py", "demo/nope.js",

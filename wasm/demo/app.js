@@ -1,4 +1,4 @@
-// The demo page: load bindloop into Pyodide, run wasm/demo/agent.py, render what its bridge reports.
+// The demo page: load bindloop into Pyodide, run wasm/demo/page_agent.py, render what its bridge reports.
 // State for tests and benchmarks is on window.bindloopDemo ({ done, timings, events, wheels }).
 import { loadBindloop, runPythonFile } from "./loader.js";
 import { TurnStreamReducer } from "./turn-stream.js";
@@ -109,7 +109,7 @@ async function main() {
   window.bindloopDemo.steps = timings;
   mark("bindloop_imported");
   status("importing the agent…");
-  const ns = await runPythonFile(pyodide, "/demo/agent.py");
+  const ns = await runPythonFile(pyodide, "/demo/page_agent.py");
   mark("agent_imported");
   const prompt = ns.get("DEFAULT_PROMPT");
   $("prompt").textContent = `user: ${prompt}`;

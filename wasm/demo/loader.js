@@ -2,7 +2,7 @@
 //
 //   import { loadBindloop, runPythonFile } from "./loader.js";
 //   const { pyodide, timings } = await loadBindloop({ pyodideURL: "/pyodide/", wheelsURL: "/wheels/" });
-//   const ns = await runPythonFile(pyodide, "/demo/agent.py");   // a module-like namespace
+//   const ns = await runPythonFile(pyodide, "/demo/page_agent.py");   // a module-like namespace
 //   await ns.get("run_page_agent")(bridge, location.origin);
 //
 // - pyodideURL: a directory holding the npm `pyodide` package's files (pyodide.mjs, pyodide.asm.js,

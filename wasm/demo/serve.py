@@ -6,7 +6,7 @@ Everything is served by one :class:`bindloop.hosts.scripted_server.ScriptedProvi
 127.0.0.1 (an ephemeral port; the first line printed is ``serving http://127.0.0.1:PORT/demo/``), so
 the page, Pyodide and the model calls share one origin (no CORS, nothing from elsewhere):
 
-``/demo/...``      this directory (index.html, loader.js, app.js, agent.py, turn-stream.js)
+``/demo/...``      this directory (index.html, loader.js, app.js, page_agent.py, turn-stream.js)
 ``/pyodide/...``   wasm/node_modules/pyodide (the npm package: asm.js, asm.wasm, stdlib zip, lock file)
 ``/wheels/...``    the wheel directory; ``/wheels/index.json`` lists its ``.whl`` files
 ``/wheels-pyc/...`` the same for the ``.pyc`` wheel set (wasm/wheels-pyc), the page's default
