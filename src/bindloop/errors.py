@@ -178,8 +178,10 @@ __all__ += (  # type: ignore[assignment]  # extended here: this block stays one 
 )
 
 
-class AgentError(BindloopError):
-    """Root of the agent API's run-time failures that are not usage errors (budgets, retries)."""
+class AgentError(RunStoppedError):
+    """Root of the agent API's run-time failures that are not usage errors: a limit the host set
+    (budget, reborns, turns, rate), retries used up, a replay that diverged. The agent run stopped on
+    purpose, so these sit under :class:`RunStoppedError`: routing never retries them."""
 
 
 class NoAgentContextError(UsageError):
