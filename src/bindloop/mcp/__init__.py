@@ -1,11 +1,13 @@
 """MCP tools: a sans-I/O Model Context Protocol client (:class:`McpClientSession`), its streamable
 HTTP binding over the host's ``Transport`` (:class:`McpHttpClient`), and a server's tools as
-bindloop tools (:func:`load_mcp_tools`) or as a registry plugin (:class:`McpServerPlugin`).
+bindloop tools (:func:`load_mcp_tools`), equipped in an agent (:func:`equip_mcp`) or as a registry
+plugin (:class:`McpServerPlugin`).
 
 See docs/mcp.md.
 """
 
 from ._content import map_call_result as map_call_result, map_content_block as map_content_block
+from ._equip import equip_mcp as equip_mcp
 from ._errors import (
     McpConnectionError as McpConnectionError,
     McpError as McpError,
@@ -89,6 +91,7 @@ __all__ = (
     "ToolFilter",
     "ToolProgress",
     "build_mcp_tools",
+    "equip_mcp",
     "load_mcp_tools",
     "map_call_result",
     "map_content_block",
