@@ -1,8 +1,9 @@
 // The browser demo in real headless Chromium (Debian `chromium` + npm playwright-core), offline:
 //   node --test wasm/browser.test.mjs        (make test-browser installs what it needs first)
-// Loads wasm/demo/ from serve.py, waits for the agent run, asserts the rendered transcript (the
-// 503 fallback, the tool calls, the mid-stream drop shown as a reset whose wiped text is gone from
-// the answer, the run stats), that nothing was requested off the server's origin, and saves a
+// Loads wasm/demo/ from serve.py, waits for the agent run (the agent API over a routed model),
+// asserts the rendered transcript (the 503 fallback, the tool calls from the agent stream with their
+// results, the mid-stream drop shown as a reset whose wiped text is gone from the answer, the agent
+// stream's events per turn, the run stats), that nothing was requested off the server's origin, and saves a
 // screenshot (SCREENSHOT=path, default .reports/browser-demo.png; docs/browser-demo.png is one).
 
 import assert from "node:assert/strict";
@@ -105,6 +106,22 @@ for (const variant of ["pyc", "plain"]) {
       const cut = kinds.indexOf("reset@1");
       assert.ok(cut > 0 && kinds.slice(0, cut).every((k) => k === "text@0") && kinds.slice(cut + 1).every((k) => k === "text@1"), kinds.join(" "));
       assert.equal(byTurn["turn-3"].slice(0, cut).map((e) => e.text).join(""), wiped);
+
+      // The agent stream (bindloop.agent on_stream) the page was given: per turn its start, the
+      // assembled tool calls in the model's order, usage and its end; no error events.
+      const agentKinds = {};
+      for (const e of demo.agentEvents) (agentKinds[e.turn_id] ??= []).push(e.type === "tool_call" ? `tool_call:${e.tool_call.id}` : e.type);
+      assert.deepEqual(Object.keys(agentKinds), ["turn-1", "turn-2", "turn-3"]);
+      const calls = { "turn-1": ["calc_0", "calc_1"], "turn-2": ["note_0", "note_1", "list_0"], "turn-3": [] };
+      for (const [turnId, kinds] of Object.entries(agentKinds)) {
+        assert.equal(kinds[0], "turn_start", kinds.join(" "));
+        assert.equal(kinds.at(-1), "turn_done", kinds.join(" "));
+        assert.deepEqual(kinds.filter((k) => k.startsWith("tool_call:")), calls[turnId].map((id) => `tool_call:${id}`));
+        assert.ok(kinds.includes("usage"), kinds.join(" "));
+        assert.ok(!kinds.includes("error"), kinds.join(" "));
+      }
+      // Every call's line got its result (none left pending).
+      assert.equal(await page.$$eval(".tools li.pending", (n) => n.length), 0);
 
       const stats = Object.fromEntries(await page.$$eval("#stats tr", (rows) => rows.map((r) => [r.cells[0].textContent, r.cells[1].textContent])));
       assert.equal(stats["stop reason"], "done");

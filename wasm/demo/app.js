@@ -1,5 +1,6 @@
-// The demo page: load bindloop into Pyodide, run wasm/demo/page_agent.py, render what its bridge reports.
-// State for tests and benchmarks is on window.bindloopDemo ({ done, timings, events, wheels }).
+// The demo page: load bindloop into Pyodide, run wasm/demo/page_agent.py (an agent of the agent API),
+// render what its bridge reports. State for tests and benchmarks is on window.bindloopDemo
+// ({ done, timings, events (turn text stream), agentEvents (agent stream), wheels, result }).
 import { loadBindloop, runPythonFile } from "./loader.js";
 import { TurnStreamReducer } from "./turn-stream.js";
 
@@ -19,6 +20,18 @@ const mark = (name) => { marks[name] ??= performance.now(); renderTimings(); };
 const events = [];
 const reducer = new TurnStreamReducer();
 const turns = new Map();
+const agentEvents = [];
+const toolItems = new Map();    // call id -> { item, call }
+const toolResults = new Map();  // call id -> { ok, result }
+
+// A call's line: "⚙ name(args)" from the agent stream, "→ result" once the tool answered.
+function renderTool(id) {
+  const shown = toolItems.get(id);
+  if (shown === undefined) return;  // the result came first: rendered when the call's event comes
+  const result = toolResults.get(id);
+  shown.item.className = result === undefined ? "pending" : result.ok ? "" : "err";
+  shown.item.textContent = result === undefined ? `${shown.call} …` : `${shown.call} → ${result.result}`;
+}
 
 function turnNode(turnId) {
   let node = turns.get(turnId);
@@ -49,8 +62,25 @@ const bridge = {
     const view = reducer.view(event.turn_id);
     if (view !== null) node.querySelector(".text").textContent = view.text;
   },
-  turn_end(turnId) {
-    reducer.endTurn(turnId);
+  // An agent stream event (bindloop.agent, on_stream): tool calls as the model made them, and the
+  // end of each turn. Their results come separately (tool_result), possibly before the call's event.
+  agent_event(json) {
+    const event = JSON.parse(json);
+    agentEvents.push(event);
+    if (event.type === "turn_done") reducer.endTurn(event.turn_id);
+    if (event.type === "tool_call") {
+      const { id, name, arguments: args } = event.tool_call;
+      const item = el("li");
+      item.dataset.callId = id;
+      toolItems.set(id, { item, call: `⚙ ${name}(${args})` });
+      turnNode(event.turn_id).querySelector(".tools").append(item);
+      renderTool(id);
+    }
+  },
+  tool_result(json) {
+    const result = JSON.parse(json);
+    toolResults.set(result.id, result);
+    renderTool(result.id);
   },
   route(json) {
     const { turn_id: turnId, attempts } = JSON.parse(json);
@@ -63,11 +93,6 @@ const bridge = {
       line.append(el("span", a.outcome, detail));
       routes.append(line);
     }
-  },
-  tool(json) {
-    const call = JSON.parse(json);
-    const item = el("li", call.ok ? "" : "err", `⚙ ${call.name}(${call.arguments}) → ${call.result}`);
-    turnNode(call.turn_id).querySelector(".tools").append(item);
   },
   done(json) {
     const { stop_reason: stop, stats, messages } = JSON.parse(json);
@@ -120,7 +145,7 @@ async function main() {
   return stop;
 }
 
-window.bindloopDemo = { timings: marks, events, variant };
+window.bindloopDemo = { timings: marks, events, agentEvents, variant };
 window.bindloopDemo.done = main().catch((err) => {
   status(`failed: ${err && err.message ? err.message : err}`, "failed");
   console.error(err);
