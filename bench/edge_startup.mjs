@@ -124,7 +124,7 @@ async function parent() {
         }
       }
       table("Node " + process.version + ", Pyodide 314.0.7", rows, [["pyodide", "loadPyodide"], ["install", "install 5 wheels"],
-        ["import", "import (bindloop+loop+wire)"], ["run", "agent run (3 turns)"], ["first_token", "process start→1st token"],
+        ["import", "import (bindloop+agent+wire)"], ["run", "agent run (3 turns)"], ["first_token", "process start→1st token"],
         ["after_boot", "Pyodide ready→1st token"]], runs);
     }
     if (only !== "node") {
@@ -145,7 +145,7 @@ async function parent() {
           }
         }
         table(`Chromium ${browser.version()} (headless)`, rows, [["pyodide", "loadPyodide"], ["install", "install 5 wheels"],
-          ["import", "import (bindloop+loop+wire)"], ["agent", "agent.py import"], ["run", "agent run (3 turns)"],
+          ["import", "import (bindloop+agent+wire)"], ["agent", "page_agent.py import"], ["run", "agent run (3 turns)"],
           ["first_token", "navigation→1st token"], ["after_boot", "Pyodide ready→1st token"]], runs);
       } finally {
         await browser.close();

@@ -118,3 +118,37 @@ def test_writes_first_runs_writes_serially_before_the_rest() -> None:
     out = anyio.run(page_agent._writes_first, None, calls, next_)
     assert order == [["w1"], ["w2"], ["l", "c"]]
     assert sorted(o.call_id for o in out) == ["c", "l", "w1", "w2"]
+
+
+def test_the_report_agent_streams_structured_partials(origin: str) -> None:
+    _, first = _run(origin)
+    (done,) = first.of("done")
+    bridge = Bridge()
+    shown = anyio.run(lambda: page_agent.run_report_agent(
+        bridge, origin, msgspec.json.encode(done["transcript"]).decode(), transport=HttpxTransport))
+    report = {"count": 2, "notes": [{"title": "result 1", "body": "(17 * 23) + 4 = 395"},
+                                    {"title": "result 2", "body": "2 ** 10 / 8 = 128"}],
+              "summary": "2 note(s) saved in a run of 5 tool calls"}
+    assert msgspec.json.decode(shown) == report and bridge.of("report") == [report]
+    events = bridge.of("structured")
+    partials, last = events[:-1], events[-1]
+    assert last == {"status": "complete", "data": report, "is_valid": True}
+    # Streamed a few characters a chunk: many partials, each a growing view of the same document.
+    assert len(partials) > 10 and all(e["status"] == "partial" and not e["is_valid"] for e in partials)
+    notes_seen = [len(e["data"].get("notes", [])) for e in partials if isinstance(e["data"], dict)]
+    assert notes_seen == sorted(notes_seen) and notes_seen[-1] == 2 and notes_seen[0] == 0
+
+
+def test_the_structured_provider_refuses_a_request_without_a_schema(origin: str) -> None:
+    import httpx
+
+    body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    got = httpx.post(f"{origin}/structured/v1/chat/completions", json=body)
+    assert got.status_code == 400 and "response_format" in got.json()["error"]["message"]
+
+
+def test_notes_report_without_a_listing_is_empty() -> None:
+    from bindloop.contracts import UserMessage
+
+    assert serve.notes_report([UserMessage(content="hi")]) == {
+        "count": 0, "notes": [], "summary": "0 note(s) saved in a run of 0 tool calls"}

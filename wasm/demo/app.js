@@ -1,6 +1,7 @@
 // The demo page: load bindloop into Pyodide, run wasm/demo/page_agent.py (an agent of the agent API),
 // render what its bridge reports. State for tests and benchmarks is on window.bindloopDemo
-// ({ done, timings, events (turn text stream), agentEvents (agent stream), wheels, result }).
+// ({ done, timings, events (turn text stream), agentEvents (agent stream), structuredEvents and report
+// (the report agent's structured_data events and answer), wheels, result }).
 import { loadBindloop, runPythonFile } from "./loader.js";
 import { TurnStreamReducer } from "./turn-stream.js";
 
@@ -21,6 +22,7 @@ const events = [];
 const reducer = new TurnStreamReducer();
 const turns = new Map();
 const agentEvents = [];
+const structuredEvents = [];
 const toolItems = new Map();    // call id -> { item, call }
 const toolResults = new Map();  // call id -> { ok, result }
 
@@ -94,8 +96,23 @@ const bridge = {
       routes.append(line);
     }
   },
+  // The report agent's structured_data events: the partial value as it streams, then complete.
+  structured(json) {
+    const event = JSON.parse(json);
+    structuredEvents.push(event);
+    if (event.status === "partial") mark("first_partial");
+    const partials = structuredEvents.filter((e) => e.status === "partial").length;
+    $("structured").classList.add("started");
+    $("structured-status").textContent = `${event.status} · ${partials} partial(s) · valid: ${event.is_valid}`;
+    $("structured-status").className = event.status;
+    $("structured-data").textContent = JSON.stringify(event.data, null, 2);
+  },
+  report(json) {
+    window.bindloopDemo.report = JSON.parse(json);
+  },
   done(json) {
-    const { stop_reason: stop, stats, messages } = JSON.parse(json);
+    const { stop_reason: stop, stats, messages, transcript } = JSON.parse(json);
+    window.bindloopDemo.transcript = JSON.stringify(transcript);
     const rows = [["stop reason", stop], ["turns", stats.turns], ["tool calls", stats.tool_calls],
       ["input tokens", stats.input_tokens], ["cached input tokens", stats.cached_input_tokens],
       ["output tokens", stats.output_tokens], ["model time (ms)", stats.model_ms.toFixed(1)],
@@ -141,11 +158,15 @@ async function main() {
   status(`running (Pyodide ${pyodide.version}, ${variant})…`);
   const stop = await ns.get("run_page_agent")(bridge, location.origin, prompt);
   mark("done");
-  status(`done: ${stop} — ${events.filter((e) => e.kind === "reset").length} reset(s) rendered, wheels: ${variant}`, "done");
+  const resets = events.filter((e) => e.kind === "reset").length;
+  status(`asking for the structured report… (${resets} reset(s) rendered)`);
+  await ns.get("run_report_agent")(bridge, location.origin, window.bindloopDemo.transcript);
+  mark("report_done");
+  status(`done: ${stop} — ${resets} reset(s) rendered, wheels: ${variant}`, "done");
   return stop;
 }
 
-window.bindloopDemo = { timings: marks, events, agentEvents, variant };
+window.bindloopDemo = { timings: marks, events, agentEvents, structuredEvents, variant };
 window.bindloopDemo.done = main().catch((err) => {
   status(`failed: ${err && err.message ? err.message : err}`, "failed");
   console.error(err);

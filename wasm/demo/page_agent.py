@@ -21,13 +21,23 @@ The bridge receives JSON strings only (no proxies to keep alive):
 ``agent_event(json)``  an agent stream event (``type`` ``turn_start``, ``tool_call``, ``usage``,
                        ``turn_done``, ...; ``turn_id`` added), in the order the agent emitted them
 ``tool_result(json)``  a tool call's outcome (``turn_id``, ``id``, ``ok``, ``result``)
-``done(json)``         stop reason, run stats and the message count
+``done(json)``         stop reason, run stats, the message count and the ``transcript`` (the
+                       instruction and the messages the run added, as JSON)
+
+``await run_report_agent(bridge, origin, transcript_json)`` then runs a second agent on that
+transcript (``equip_history``) asking ``prompt_agent(NotesReport)``, a structured answer, from a
+provider that honours a JSON schema natively (``as_agent_model(ModelAdapter)``: the schema goes out as
+``response_format``) and streams the JSON a few characters a chunk. Its bridge calls:
+
+``structured(json)``   an agent stream ``structured_data`` event: ``status`` ``partial`` (the
+                       partial JSON value so far) while streaming, then ``complete``; ``is_valid``
+``report(json)``       the decoded :class:`NotesReport`
 
 This file is the only Python the page runs.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: the page runs this file as a namespace, not a module in
+# sys.modules, so msgspec could not resolve the report Structs' string annotations (NameError: Note).
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -35,6 +45,7 @@ import msgspec
 
 from bindloop.agent import (
     AgentStreamEvent,
+    StructuredDataEvent,
     ChatResult,
     ToolCallLoopContext,
     ToolCallLoopMiddleware,
@@ -43,11 +54,14 @@ from bindloop.agent import (
     ToolOutput,
     as_agent_model,
     create_agent,
+    equip_history,
     equip_instruction,
     equip_system,
     equip_tool,
     equip_tool_call_loop_middleware,
+    expect_validator,
     on_stream,
+    prompt_agent,
     prompt_chat,
 )
 from bindloop.completion import (
@@ -56,7 +70,7 @@ from bindloop.completion import (
     TurnTextStream,
     create_turn_text_stream,
 )
-from bindloop.contracts import ToolCall, ToolOutcome, ToolResult
+from bindloop.contracts import Message, ToolCall, ToolOutcome, ToolResult, UserMessage
 from bindloop.hosts.demo import DEFAULT_PROMPT, Notes, calculate
 from bindloop.hosts.js_fetch import FetchTransport
 from bindloop.plugins import Tool, define_tool
@@ -148,6 +162,24 @@ async def _writes_first(_ctx: ToolCallLoopContext, calls: list[ToolCall],
 WRITES_FIRST = ToolCallLoopMiddleware(name="writes-first", handler=_writes_first)
 
 
+class Note(msgspec.Struct, frozen=True):
+    title: str
+    body: str
+
+
+class NotesReport(msgspec.Struct, frozen=True):
+    """The report agent's answer: the notes the user has, their count and a one-line summary."""
+
+    count: int
+    notes: list[Note]
+    summary: str
+
+
+def _counted(report: NotesReport) -> bool | str:
+    return True if report.count == len(report.notes) else (
+        f"count is {report.count} but {len(report.notes)} notes are listed")
+
+
 def _plan() -> RoutePlan:
     model = canonical_model_id("demo/policy-model")
     return RoutePlan(stages=(RouteStage(
@@ -217,5 +249,38 @@ async def run_page_agent(bridge: Any, origin: str, prompt: str = DEFAULT_PROMPT,
     result: ChatResult = await agent(prompt)
     bridge.done(_json({"stop_reason": result.stop_reason, "stats": result.stats,
                        # the transcript: the system prompt and the instruction, then the run's own
-                       "messages": 2 + len(result.delta)}))
+                       "messages": 2 + len(result.delta),
+                       "transcript": [UserMessage(content=prompt), *result.delta]}))
     return str(result.stop_reason)
+
+
+async def run_report_agent(bridge: Any, origin: str, transcript: str,
+                           transport: Any = FetchTransport) -> str:
+    """Ask ``/structured`` under ``origin`` for a :class:`NotesReport` of ``transcript`` (the JSON
+    list of messages ``run_page_agent`` handed to ``done``), streaming the structured partials to
+    the bridge; returns the report as JSON."""
+    history = msgspec.json.decode(transcript, type=list[Message])
+    chat = OpenAIChatAdapter()
+    budgets = StreamBudgets(first_token_ms=10_000, inter_chunk_ms=5_000, total_ms=30_000)
+    model = as_agent_model(ModelAdapter(
+        chat, transport(f"{origin}/structured/v1", headers=chat.auth_headers("demo-key")),
+        WireOptions(model="structured-model", stream=True), budgets=budgets))
+
+    async def watch(events: AsyncIterator[AgentStreamEvent]) -> None:
+        async for event in events:
+            if isinstance(event, StructuredDataEvent):
+                bridge.structured(_json({"status": event.status, "data": event.data,
+                                         "is_valid": event.is_valid}))
+
+    async def handler(_: None) -> NotesReport:
+        equip_system(SYSTEM)
+        equip_history(history)
+        equip_instruction("Report the notes I have now as JSON: how many, each one, a summary.")
+        expect_validator(_counted)
+        on_stream(watch)
+        return await prompt_agent(NotesReport)
+
+    report = await create_agent(id="notes-report", handler=handler, model=model)(None)
+    shown = _json(report)
+    bridge.report(shown)
+    return shown
