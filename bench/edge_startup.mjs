@@ -7,9 +7,9 @@
 // (empty cache). Variants alternate run by run, so machine load hits both alike. A run measures
 //   pyodide      loadPyodide() (the runtime itself; the same for both variants)
 //   install      fetch/read + unpackArchive of the 5 wheels
-//   import       `import bindloop` and the modules an agent run needs: bindloop.loop,
-//                bindloop.wire (a wire adapter), bindloop.routing, bindloop.hosts.js_fetch
-//   run          the demo agent (wasm/demo/agent.py): 3 turns over streaming fetch with a 503
+//   import       `import bindloop` and the modules an agent run needs: bindloop.agent,
+//                bindloop.loop, bindloop.wire (a wire adapter), bindloop.routing, bindloop.hosts.js_fetch
+//   run          the demo agent (wasm/demo/page_agent.py, the agent API): 3 turns over streaming fetch with a 503
 //                fallback and a mid-stream drop, against serve.py on 127.0.0.1 (no chunk delay)
 //   first token  from process start (Node) / navigation start (Chromium) to the first streamed text,
 //                and from "Pyodide ready" to it (what the wheel set can change: the runtime's boot
@@ -26,7 +26,7 @@ const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.dirname(HERE);
 const WASM = path.join(REPO, "wasm");
 const VARIANTS = { plain: path.join(WASM, "wheels"), pyc: path.join(WASM, "wheels-pyc") };
-const IMPORTS = "import bindloop, bindloop.loop, bindloop.wire, bindloop.routing, bindloop.hosts.js_fetch";
+const IMPORTS = "import bindloop, bindloop.agent, bindloop.loop, bindloop.wire, bindloop.routing, bindloop.hosts.js_fetch";
 
 const args = process.argv.slice(2);
 if (args[0] === "--child") await child(args[1], args[2]);
@@ -60,11 +60,11 @@ async function child(wheelsDir, origin) {
   t.import = performance.now() - t0;
   const ns = pyodide.globals.get("dict")();
   ns.set("__name__", "agent");
-  pyodide.runPython(fs.readFileSync(path.join(WASM, "demo", "agent.py"), "utf8"), { globals: ns });
+  pyodide.runPython(fs.readFileSync(path.join(WASM, "demo", "page_agent.py"), "utf8"), { globals: ns });
   let done = null;
   const bridge = {
     turn_event(json) { if (t.first_token === undefined && JSON.parse(json).kind === "text") t.first_token = performance.now(); },
-    turn_end() {}, route() {}, tool() {},
+    route() {}, agent_event() {}, tool_result() {},
     done(json) { done = JSON.parse(json); },
   };
   t0 = performance.now();
@@ -124,7 +124,7 @@ async function parent() {
         }
       }
       table("Node " + process.version + ", Pyodide 314.0.7", rows, [["pyodide", "loadPyodide"], ["install", "install 5 wheels"],
-        ["import", "import (bindloop+loop+wire)"], ["run", "agent run (3 turns)"], ["first_token", "process start→1st token"],
+        ["import", "import (bindloop+agent+wire)"], ["run", "agent run (3 turns)"], ["first_token", "process start→1st token"],
         ["after_boot", "Pyodide ready→1st token"]], runs);
     }
     if (only !== "node") {
@@ -145,7 +145,7 @@ async function parent() {
           }
         }
         table(`Chromium ${browser.version()} (headless)`, rows, [["pyodide", "loadPyodide"], ["install", "install 5 wheels"],
-          ["import", "import (bindloop+loop+wire)"], ["agent", "agent.py import"], ["run", "agent run (3 turns)"],
+          ["import", "import (bindloop+agent+wire)"], ["agent", "page_agent.py import"], ["run", "agent run (3 turns)"],
           ["first_token", "navigation→1st token"], ["after_boot", "Pyodide ready→1st token"]], runs);
       } finally {
         await browser.close();

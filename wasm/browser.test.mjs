@@ -1,8 +1,9 @@
 // The browser demo in real headless Chromium (Debian `chromium` + npm playwright-core), offline:
 //   node --test wasm/browser.test.mjs        (make test-browser installs what it needs first)
-// Loads wasm/demo/ from serve.py, waits for the agent run, asserts the rendered transcript (the
-// 503 fallback, the tool calls, the mid-stream drop shown as a reset whose wiped text is gone from
-// the answer, the run stats), that nothing was requested off the server's origin, and saves a
+// Loads wasm/demo/ from serve.py, waits for the agent run (the agent API over a routed model),
+// asserts the rendered transcript (the 503 fallback, the tool calls from the agent stream with their
+// results, the mid-stream drop shown as a reset whose wiped text is gone from the answer, the agent
+// stream's events per turn, the run stats, the structured-output panel's streamed partials), that nothing was requested off the server's origin, and saves a
 // screenshot (SCREENSHOT=path, default .reports/browser-demo.png; docs/browser-demo.png is one).
 
 import assert from "node:assert/strict";
@@ -45,7 +46,8 @@ for (const variant of ["pyc", "plain"]) {
       const demo = await runDemo(page, url);
       assert.deepEqual(refused, [], "the page asked for something off its origin");
       assert.deepEqual(errors, EXPECTED_CONSOLE);
-      // Exactly the runtime, the wheel set and the page's own files; then 3 turns: 5 model calls.
+      // Exactly the runtime, the wheel set and the page's own files; then 3 turns: 5 model calls,
+      // and the structured report: 1.
       const wheelDir = variant === "pyc" ? "/wheels-pyc/" : "/wheels/";
       const fetched = new Set(requested);
       for (const f of ["pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip"]) {
@@ -54,7 +56,8 @@ for (const variant of ["pyc", "plain"]) {
       for (const w of demo.wheels) assert.ok(fetched.has(`GET ${wheelDir}${w}`), w);
       const other = requested.filter((r) => !/^GET \/(demo|pyodide)\//.test(r) && !r.startsWith(`GET ${wheelDir}`));
       assert.deepEqual(other, ["POST /primary/v1/chat/completions", "POST /backup/v1/chat/completions",
-        "POST /primary/v1/chat/completions", "POST /primary/v1/chat/completions", "POST /backup/v1/chat/completions"]);
+        "POST /primary/v1/chat/completions", "POST /primary/v1/chat/completions", "POST /backup/v1/chat/completions",
+        "POST /structured/v1/chat/completions"]);
       assert.equal(demo.result.stop_reason, "done");
       assert.ok(demo.wheels.some((w) => w.startsWith("bindloop-")), demo.wheels);
       // The pyc set ships bytecode (and the plain one does not): checked before anything is imported.
@@ -106,17 +109,50 @@ for (const variant of ["pyc", "plain"]) {
       assert.ok(cut > 0 && kinds.slice(0, cut).every((k) => k === "text@0") && kinds.slice(cut + 1).every((k) => k === "text@1"), kinds.join(" "));
       assert.equal(byTurn["turn-3"].slice(0, cut).map((e) => e.text).join(""), wiped);
 
+      // The agent stream (bindloop.agent on_stream) the page was given: per turn its start, the
+      // assembled tool calls in the model's order, usage and its end; no error events.
+      const agentKinds = {};
+      for (const e of demo.agentEvents) (agentKinds[e.turn_id] ??= []).push(e.type === "tool_call" ? `tool_call:${e.tool_call.id}` : e.type);
+      assert.deepEqual(Object.keys(agentKinds), ["turn-1", "turn-2", "turn-3"]);
+      const calls = { "turn-1": ["calc_0", "calc_1"], "turn-2": ["note_0", "note_1", "list_0"], "turn-3": [] };
+      for (const [turnId, kinds] of Object.entries(agentKinds)) {
+        assert.equal(kinds[0], "turn_start", kinds.join(" "));
+        assert.equal(kinds.at(-1), "turn_done", kinds.join(" "));
+        assert.deepEqual(kinds.filter((k) => k.startsWith("tool_call:")), calls[turnId].map((id) => `tool_call:${id}`));
+        assert.ok(kinds.includes("usage"), kinds.join(" "));
+        assert.ok(!kinds.includes("error"), kinds.join(" "));
+      }
+      // Every call's line got its result (none left pending).
+      assert.equal(await page.$$eval(".tools li.pending", (n) => n.length), 0);
+
       const stats = Object.fromEntries(await page.$$eval("#stats tr", (rows) => rows.map((r) => [r.cells[0].textContent, r.cells[1].textContent])));
       assert.equal(stats["stop reason"], "done");
       assert.equal(stats.turns, "3");
       assert.equal(stats["tool calls"], "5");
       assert.equal(stats.messages, "10");
       assert.ok(Number(stats["output tokens"]) > 0 && Number(stats["input tokens"]) > 0, JSON.stringify(stats));
-      for (const key of ["pyodide_ready", "bindloop_imported", "agent_imported", "first_token", "done"]) {
+      // The structured-output panel: prompt_agent(NotesReport) from a provider streaming JSON in
+      // 6-character chunks; every partial rendered as it came, then the complete, valid value.
+      const REPORT = { count: 2, notes: [{ title: "result 1", body: "(17 * 23) + 4 = 395" },
+        { title: "result 2", body: "2 ** 10 / 8 = 128" }], summary: "2 note(s) saved in a run of 5 tool calls" };
+      assert.deepEqual(demo.report, REPORT);
+      const sd = demo.structuredEvents;
+      const partials = sd.slice(0, -1);
+      assert.deepEqual(sd.at(-1), { status: "complete", data: REPORT, is_valid: true });
+      assert.ok(partials.length > 10, `only ${partials.length} partials`);
+      assert.ok(partials.every((e) => e.status === "partial" && e.is_valid === false), JSON.stringify(partials.slice(0, 3)));
+      const noteCounts = partials.filter((e) => e.data && typeof e.data === "object").map((e) => (e.data.notes ?? []).length);
+      assert.deepEqual(noteCounts, [...noteCounts].sort((a, b) => a - b));
+      assert.equal(noteCounts[0], 0);
+      assert.equal(noteCounts.at(-1), 2);
+      assert.equal(await page.textContent("#structured-status"), `complete · ${partials.length} partial(s) · valid: true`);
+      assert.deepEqual(JSON.parse(await page.textContent("#structured-data")), REPORT);
+
+      for (const key of ["pyodide_ready", "bindloop_imported", "agent_imported", "first_token", "done", "first_partial", "report_done"]) {
         assert.ok(demo.timings[key] > 0, `timing ${key} missing: ${JSON.stringify(demo.timings)}`);
       }
       process.stderr.write(`[browser] ${variant}: first token at ${demo.timings.first_token.toFixed(0)} ms, ` +
-        `done at ${demo.timings.done.toFixed(0)} ms after navigation\n`);
+        `done at ${demo.timings.done.toFixed(0)} ms, structured report at ${demo.timings.report_done.toFixed(0)} ms after navigation\n`);
       if (variant === "pyc") {  // the default page
         const shot = path.resolve(REPO_ROOT, process.env.SCREENSHOT || ".reports/browser-demo.png");
         fs.mkdirSync(path.dirname(shot), { recursive: true });

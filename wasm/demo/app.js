@@ -1,5 +1,7 @@
-// The demo page: load bindloop into Pyodide, run wasm/demo/page_agent.py, render what its bridge reports.
-// State for tests and benchmarks is on window.bindloopDemo ({ done, timings, events, wheels }).
+// The demo page: load bindloop into Pyodide, run wasm/demo/page_agent.py (an agent of the agent API),
+// render what its bridge reports. State for tests and benchmarks is on window.bindloopDemo
+// ({ done, timings, events (turn text stream), agentEvents (agent stream), structuredEvents and report
+// (the report agent's structured_data events and answer), wheels, result }).
 import { loadBindloop, runPythonFile } from "./loader.js";
 import { TurnStreamReducer } from "./turn-stream.js";
 
@@ -19,6 +21,19 @@ const mark = (name) => { marks[name] ??= performance.now(); renderTimings(); };
 const events = [];
 const reducer = new TurnStreamReducer();
 const turns = new Map();
+const agentEvents = [];
+const structuredEvents = [];
+const toolItems = new Map();    // call id -> { item, call }
+const toolResults = new Map();  // call id -> { ok, result }
+
+// A call's line: "⚙ name(args)" from the agent stream, "→ result" once the tool answered.
+function renderTool(id) {
+  const shown = toolItems.get(id);
+  if (shown === undefined) return;  // the result came first: rendered when the call's event comes
+  const result = toolResults.get(id);
+  shown.item.className = result === undefined ? "pending" : result.ok ? "" : "err";
+  shown.item.textContent = result === undefined ? `${shown.call} …` : `${shown.call} → ${result.result}`;
+}
 
 function turnNode(turnId) {
   let node = turns.get(turnId);
@@ -49,8 +64,25 @@ const bridge = {
     const view = reducer.view(event.turn_id);
     if (view !== null) node.querySelector(".text").textContent = view.text;
   },
-  turn_end(turnId) {
-    reducer.endTurn(turnId);
+  // An agent stream event (bindloop.agent, on_stream): tool calls as the model made them, and the
+  // end of each turn. Their results come separately (tool_result), possibly before the call's event.
+  agent_event(json) {
+    const event = JSON.parse(json);
+    agentEvents.push(event);
+    if (event.type === "turn_done") reducer.endTurn(event.turn_id);
+    if (event.type === "tool_call") {
+      const { id, name, arguments: args } = event.tool_call;
+      const item = el("li");
+      item.dataset.callId = id;
+      toolItems.set(id, { item, call: `⚙ ${name}(${args})` });
+      turnNode(event.turn_id).querySelector(".tools").append(item);
+      renderTool(id);
+    }
+  },
+  tool_result(json) {
+    const result = JSON.parse(json);
+    toolResults.set(result.id, result);
+    renderTool(result.id);
   },
   route(json) {
     const { turn_id: turnId, attempts } = JSON.parse(json);
@@ -64,13 +96,23 @@ const bridge = {
       routes.append(line);
     }
   },
-  tool(json) {
-    const call = JSON.parse(json);
-    const item = el("li", call.ok ? "" : "err", `⚙ ${call.name}(${call.arguments}) → ${call.result}`);
-    turnNode(call.turn_id).querySelector(".tools").append(item);
+  // The report agent's structured_data events: the partial value as it streams, then complete.
+  structured(json) {
+    const event = JSON.parse(json);
+    structuredEvents.push(event);
+    if (event.status === "partial") mark("first_partial");
+    const partials = structuredEvents.filter((e) => e.status === "partial").length;
+    $("structured").classList.add("started");
+    $("structured-status").textContent = `${event.status} · ${partials} partial(s) · valid: ${event.is_valid}`;
+    $("structured-status").className = event.status;
+    $("structured-data").textContent = JSON.stringify(event.data, null, 2);
+  },
+  report(json) {
+    window.bindloopDemo.report = JSON.parse(json);
   },
   done(json) {
-    const { stop_reason: stop, stats, messages } = JSON.parse(json);
+    const { stop_reason: stop, stats, messages, transcript } = JSON.parse(json);
+    window.bindloopDemo.transcript = JSON.stringify(transcript);
     const rows = [["stop reason", stop], ["turns", stats.turns], ["tool calls", stats.tool_calls],
       ["input tokens", stats.input_tokens], ["cached input tokens", stats.cached_input_tokens],
       ["output tokens", stats.output_tokens], ["model time (ms)", stats.model_ms.toFixed(1)],
@@ -116,11 +158,15 @@ async function main() {
   status(`running (Pyodide ${pyodide.version}, ${variant})…`);
   const stop = await ns.get("run_page_agent")(bridge, location.origin, prompt);
   mark("done");
-  status(`done: ${stop} — ${events.filter((e) => e.kind === "reset").length} reset(s) rendered, wheels: ${variant}`, "done");
+  const resets = events.filter((e) => e.kind === "reset").length;
+  status(`asking for the structured report… (${resets} reset(s) rendered)`);
+  await ns.get("run_report_agent")(bridge, location.origin, window.bindloopDemo.transcript);
+  mark("report_done");
+  status(`done: ${stop} — ${resets} reset(s) rendered, wheels: ${variant}`, "done");
   return stop;
 }
 
-window.bindloopDemo = { timings: marks, events, variant };
+window.bindloopDemo = { timings: marks, events, agentEvents, structuredEvents, variant };
 window.bindloopDemo.done = main().catch((err) => {
   status(`failed: ${err && err.message ? err.message : err}`, "failed");
   console.error(err);

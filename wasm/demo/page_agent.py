@@ -1,41 +1,79 @@
 """The Python half of the browser demo: one agent run in Pyodide, reported to a JS ``bridge``.
 
 Loaded by ``loader.js`` into Pyodide (browser or Node) after the wheels are installed; the page calls
-``await run_page_agent(bridge, origin, prompt)``. Everything goes through ``bindloop``'s public
-subpackages: ``run_tool_loop`` over a :class:`~bindloop.wire.RoutedModel` that routes each turn to a
-flaky primary provider, then to a backup, both OpenAI-chat wire over the JS ``fetch`` transport (a
-real streamed ``Response`` body). Each turn's text goes through a retractable turn text stream, so
-the page's reducer wipes a failed attempt's text when the fallback's first token arrives.
+``await run_page_agent(bridge, origin, prompt)``. The run goes through the agent API
+(:mod:`bindloop.agent`): ``create_agent`` with a handler that equips a system prompt, the user's
+instruction and the demo's three tools, watches the agent stream with ``on_stream`` and runs
+``prompt_chat``. Its model is a :class:`~bindloop.wire.RoutedModel` (``as_agent_model``) that routes
+each turn to a flaky primary provider, then to a backup, both OpenAI-chat wire over the JS ``fetch``
+transport (a real streamed ``Response`` body).
+
+A routed model hands the agent whole turns (a route's fallback is settled inside it), so the tokens
+come from the route's own retractable turn text stream, one per turn, streamed as they arrive: when
+the backup takes over a turn whose primary attempt already showed text, the stream emits a
+``reset`` and the page's reducer wipes the failed attempt's text. The agent stream supplies
+everything else: each assembled tool call, each turn's end and usage.
 
 The bridge receives JSON strings only (no proxies to keep alive):
 
-``turn_event(json)``  a turn stream event (``kind`` ``text`` or ``reset``, ``turn_id``, ``epoch``, ``seq``)
-``turn_end(turn_id)``  the turn's assistant message is final
+``turn_event(json)``   a turn text stream event (``kind`` ``text`` or ``reset``, ``turn_id``, ``epoch``, ``seq``)
 ``route(json)``        the turn's routing attempts (``RouteResult.attempts``)
-``tool(json)``         a tool call and its outcome
-``done(json)``         stop reason, run stats and the message count
+``agent_event(json)``  an agent stream event (``type`` ``turn_start``, ``tool_call``, ``usage``,
+                       ``turn_done``, ...; ``turn_id`` added), in the order the agent emitted them
+``tool_result(json)``  a tool call's outcome (``turn_id``, ``id``, ``ok``, ``result``)
+``done(json)``         stop reason, run stats, the message count and the ``transcript`` (the
+                       instruction and the messages the run added, as JSON)
 
-This file is the only Python the page runs; swapping the loop for the agent API changes only it.
+``await run_report_agent(bridge, origin, transcript_json)`` then runs a second agent on that
+transcript (``equip_history``) asking ``prompt_agent(NotesReport)``, a structured answer, from a
+provider that honours a JSON schema natively (``as_agent_model(ModelAdapter)``: the schema goes out as
+``response_format``) and streams the JSON a few characters a chunk. Its bridge calls:
+
+``structured(json)``   an agent stream ``structured_data`` event: ``status`` ``partial`` (the
+                       partial JSON value so far) while streaming, then ``complete``; ``is_valid``
+``report(json)``       the decoded :class:`NotesReport`
+
+This file is the only Python the page runs.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: the page runs this file as a namespace, not a module in
+# sys.modules, so msgspec could not resolve the report Structs' string annotations (NameError: Note).
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import msgspec
 
-from bindloop.completion import TurnStreamEvent, TurnTextStream, create_turn_text_stream
-from bindloop.contracts import (
-    AssistantMessage,
-    SystemMessage,
-    ToolCall,
-    ToolOutcome,
-    ToolResult,
-    UserMessage,
+from bindloop.agent import (
+    AgentStreamEvent,
+    StructuredDataEvent,
+    ChatResult,
+    ToolCallLoopContext,
+    ToolCallLoopMiddleware,
+    ToolContext,
+    ToolMiddleware,
+    ToolOutput,
+    as_agent_model,
+    create_agent,
+    equip_history,
+    equip_instruction,
+    equip_system,
+    equip_tool,
+    equip_tool_call_loop_middleware,
+    expect_validator,
+    on_stream,
+    prompt_agent,
+    prompt_chat,
 )
-from bindloop.hosts.demo import DEFAULT_PROMPT, TOOLS, Notes, make_dispatch
+from bindloop.completion import (
+    StreamBudgets,
+    TurnStreamEvent,
+    TurnTextStream,
+    create_turn_text_stream,
+)
+from bindloop.contracts import Message, ToolCall, ToolOutcome, ToolResult, UserMessage
+from bindloop.hosts.demo import DEFAULT_PROMPT, Notes, calculate
 from bindloop.hosts.js_fetch import FetchTransport
-from bindloop.loop import ToolLoopParams, ToolLoopState, run_tool_loop
+from bindloop.plugins import Tool, define_tool
 from bindloop.routing import (
     OrderedPolicy,
     RouteCandidate,
@@ -45,14 +83,19 @@ from bindloop.routing import (
     canonical_model_id,
     provider_id,
 )
-from bindloop.completion import StreamBudgets
 from bindloop.wire import ModelAdapter, OpenAIChatAdapter, RoutedModel, WireOptions
 
 PROVIDERS = ("primary", "backup")
+SYSTEM = "You are a careful assistant with a calculator and a notes store."
 
 
 def _json(value: object) -> str:
     return msgspec.json.encode(value).decode()
+
+
+def _turn_id(turn_index: int) -> str:
+    # The route opens one text stream per model call, named the same way (see next_turn below).
+    return f"turn-{turn_index + 1}"
 
 
 class BridgeSink:
@@ -68,6 +111,75 @@ class BridgeSink:
         self._bridge.turn_event(_json(event))
 
 
+class CalculatorArgs(msgspec.Struct, frozen=True):
+    expression: str
+
+
+class NoteArgs(msgspec.Struct, frozen=True):
+    title: str
+    body: str
+
+
+class NoArgs(msgspec.Struct, frozen=True):
+    pass
+
+
+def demo_tools(notes: Notes) -> list[Tool[Any, Any]]:
+    """The ``make demo`` tools (a safe calculator, a notes store) as agent tools over ``notes``."""
+
+    def calculator(args: CalculatorArgs, _ctx: object) -> ToolResult:
+        return ToolResult(content=str(calculate(args.expression)))
+
+    def notes_write(args: NoteArgs, _ctx: object) -> ToolResult:
+        return ToolResult(content=notes.write(args.title, args.body))
+
+    def notes_list(_args: NoArgs, _ctx: object) -> ToolResult:
+        return ToolResult(content=_json(notes.list()))
+
+    return [
+        define_tool(name="calculator", description="Evaluate an arithmetic expression.",
+                    args=CalculatorArgs, execute=calculator),
+        define_tool(name="notes_write", description="Save a note.", args=NoteArgs,
+                    execute=notes_write),
+        define_tool(name="notes_list", description="List saved notes.", args=NoArgs,
+                    execute=notes_list),
+    ]
+
+
+async def _writes_first(_ctx: ToolCallLoopContext, calls: list[ToolCall],
+                        next_: Any) -> list[ToolOutput]:
+    # Writes run first, one at a time, so a list in the same batch sees them; the rest together.
+    outputs: list[ToolOutput] = []
+    for call in calls:
+        if call.name == "notes_write":
+            outputs.extend(await next_([call]))
+    rest: Sequence[ToolCall] = [c for c in calls if c.name != "notes_write"]
+    if rest:
+        outputs.extend(await next_(rest))
+    return outputs
+
+
+WRITES_FIRST = ToolCallLoopMiddleware(name="writes-first", handler=_writes_first)
+
+
+class Note(msgspec.Struct, frozen=True):
+    title: str
+    body: str
+
+
+class NotesReport(msgspec.Struct, frozen=True):
+    """The report agent's answer: the notes the user has, their count and a one-line summary."""
+
+    count: int
+    notes: list[Note]
+    summary: str
+
+
+def _counted(report: NotesReport) -> bool | str:
+    return True if report.count == len(report.notes) else (
+        f"count is {report.count} but {len(report.notes)} notes are listed")
+
+
 def _plan() -> RoutePlan:
     model = canonical_model_id("demo/policy-model")
     return RoutePlan(stages=(RouteStage(
@@ -79,20 +191,23 @@ def _plan() -> RoutePlan:
 
 
 async def run_page_agent(bridge: Any, origin: str, prompt: str = DEFAULT_PROMPT,
-                         max_iterations: int = 8) -> str:
-    """Run the demo agent against the scripted providers under ``origin``; returns the stop reason."""
+                         max_iterations: int = 8, transport: Any = FetchTransport) -> str:
+    """Run the demo agent against the scripted providers under ``origin``; returns the stop reason.
+
+    ``transport(base_url, headers=...)`` makes each provider's HTTP transport: the JS ``fetch`` one
+    in the page, :class:`~bindloop.hosts.httpx_transport.HttpxTransport` for a CPython run."""
     chat = OpenAIChatAdapter()
     # Generous for a local server, tight enough that a stalled provider cannot hang the page.
     budgets = StreamBudgets(first_token_ms=10_000, inter_chunk_ms=5_000, total_ms=30_000)
-    models = {p: ModelAdapter(chat, FetchTransport(f"{origin}/{p}/v1",
-                                                   headers=chat.auth_headers("demo-key")),
+    models = {p: ModelAdapter(chat, transport(f"{origin}/{p}/v1",
+                                              headers=chat.auth_headers("demo-key")),
                               WireOptions(model=f"{p}-model", stream=True), budgets=budgets)
               for p in PROVIDERS}
     streams: list[TurnTextStream] = []
 
     def next_turn() -> TurnTextStream:
-        # One stream per turn (RoutedModel calls this before the turn's first attempt).
-        streams.append(create_turn_text_stream(turn_id=f"turn-{len(streams) + 1}",
+        # One stream per model call (RoutedModel calls this before the turn's first attempt).
+        streams.append(create_turn_text_stream(turn_id=_turn_id(len(streams)),
                                                sink=BridgeSink(bridge)))
         return streams[-1]
 
@@ -102,30 +217,70 @@ async def run_page_agent(bridge: Any, origin: str, prompt: str = DEFAULT_PROMPT,
 
     routed = RoutedModel(plan=_plan(), models=models, on_route=on_route,  # type: ignore[arg-type]
                          text_stream=next_turn)
-    dispatch = make_dispatch(Notes())
 
-    def run_tool(call: ToolCall) -> ToolOutcome:
-        outcome = dispatch(call)
-        shown = outcome.content if isinstance(outcome, ToolResult) else str(outcome)
-        bridge.tool(_json({"turn_id": streams[-1].turn_id, "id": call.id, "name": call.name,
-                           "arguments": call.arguments, "ok": isinstance(outcome, ToolResult),
-                           "result": shown}))
+    async def watch(events: AsyncIterator[AgentStreamEvent]) -> None:
+        async for event in events:
+            shown = msgspec.to_builtins(event)
+            shown["turn_id"] = _turn_id(event.turn_index)
+            bridge.agent_event(_json(shown))
+
+    async def report(ctx: ToolContext, next_: Any) -> ToolOutcome:
+        # A once-per-call side effect, so a dynamic (equip_tool) layer: it runs in the tool's own
+        # turn, which is the route's latest text stream.
+        outcome: ToolOutcome = await next_()
+        bridge.tool_result(_json({
+            "turn_id": streams[-1].turn_id, "id": ctx.call_id,
+            "ok": isinstance(outcome, ToolResult),
+            "result": outcome.content if isinstance(outcome, ToolResult) else str(outcome)}))
         return outcome
 
-    def on_assistant(_message: AssistantMessage) -> None:
-        bridge.turn_end(streams[-1].turn_id)
+    shown_to_page = ToolMiddleware(name="report-to-page", handler=report)
 
-    state = ToolLoopState(messages=[
-        SystemMessage(content="You are a careful assistant with a calculator and a notes store."),
-        UserMessage(content=prompt),
-    ])
-    result = await run_tool_loop(ToolLoopParams(
-        state=state, call_model=routed.call_model, run_tool_call=run_tool,
-        max_iterations=max_iterations, build_tools=lambda: TOOLS,
-        on_assistant_message=on_assistant,
-        # Writes run first, one at a time, so the list in the same batch sees them.
-        runs_serially=lambda call: call.name == "notes_write",
-    ))
+    async def handler(request: str) -> ChatResult:
+        equip_system(SYSTEM)
+        equip_instruction(request)
+        for tool in demo_tools(Notes()):
+            equip_tool(tool, middleware=[shown_to_page])
+        equip_tool_call_loop_middleware(WRITES_FIRST)
+        on_stream(watch)
+        return await prompt_chat(max_turn_steps=max_iterations)
+
+    agent = create_agent(id="page-agent", handler=handler, model=as_agent_model(routed))
+    result: ChatResult = await agent(prompt)
     bridge.done(_json({"stop_reason": result.stop_reason, "stats": result.stats,
-                       "messages": len(state.messages)}))
+                       # the transcript: the system prompt and the instruction, then the run's own
+                       "messages": 2 + len(result.delta),
+                       "transcript": [UserMessage(content=prompt), *result.delta]}))
     return str(result.stop_reason)
+
+
+async def run_report_agent(bridge: Any, origin: str, transcript: str,
+                           transport: Any = FetchTransport) -> str:
+    """Ask ``/structured`` under ``origin`` for a :class:`NotesReport` of ``transcript`` (the JSON
+    list of messages ``run_page_agent`` handed to ``done``), streaming the structured partials to
+    the bridge; returns the report as JSON."""
+    history = msgspec.json.decode(transcript, type=list[Message])
+    chat = OpenAIChatAdapter()
+    budgets = StreamBudgets(first_token_ms=10_000, inter_chunk_ms=5_000, total_ms=30_000)
+    model = as_agent_model(ModelAdapter(
+        chat, transport(f"{origin}/structured/v1", headers=chat.auth_headers("demo-key")),
+        WireOptions(model="structured-model", stream=True), budgets=budgets))
+
+    async def watch(events: AsyncIterator[AgentStreamEvent]) -> None:
+        async for event in events:
+            if isinstance(event, StructuredDataEvent):
+                bridge.structured(_json({"status": event.status, "data": event.data,
+                                         "is_valid": event.is_valid}))
+
+    async def handler(_: None) -> NotesReport:
+        equip_system(SYSTEM)
+        equip_history(history)
+        equip_instruction("Report the notes I have now as JSON: how many, each one, a summary.")
+        expect_validator(_counted)
+        on_stream(watch)
+        return await prompt_agent(NotesReport)
+
+    report = await create_agent(id="notes-report", handler=handler, model=model)(None)
+    shown = _json(report)
+    bridge.report(shown)
+    return shown

@@ -13,6 +13,9 @@ the page, Pyodide and the model calls share one origin (no CORS, nothing from el
 ``/primary/...``   an OpenAI-chat provider that fails: ``503`` on the first turn, serves the second,
                    and drops the connection in the middle of the third (final) answer
 ``/backup/...``    an OpenAI-chat provider that always answers, streamed word by word
+``/structured/...`` an OpenAI-chat provider for JSON-schema requests (``response_format``): it
+                   reports the notes the transcript's last ``notes_list`` result holds, as JSON
+                   streamed a few characters a chunk (the page's structured-output panel)
 
 Both providers decide their turns with the ``make demo`` policy model reading the transcript they
 are sent, so every request is answered from its own body (a page reload starts a fresh run). The
@@ -33,7 +36,15 @@ from pathlib import Path
 
 import msgspec
 
-from bindloop.contracts import AssistantMessage, Message, ModelTurnResult, messages_from_openai
+from bindloop.contracts import (
+    AssistantMessage,
+    Message,
+    ModelTurnResult,
+    ToolMessage,
+    TurnUsage,
+    content_text,
+    messages_from_openai,
+)
 from bindloop.hosts.demo import PolicyModel
 from bindloop.hosts.provider_replies import render_sse, sse_event
 from bindloop.hosts.scripted_server import (
@@ -82,9 +93,13 @@ def static(prefix: str, root: Path) -> Callable[[RecordedRequest], ScriptedReply
 def _word_sse(turn: ModelTurnResult, model: str) -> tuple[bytes, ...]:
     """The OpenAI-chat SSE for ``turn`` with its text in one chunk per word (a provider streams
     tokens; the shared renderer sends the text in two halves)."""
-    rest = render_sse("openai_chat", msgspec.structs.replace(turn, text=None), model=model)
     # Each word with the whitespace after it: the pieces join back to exactly the text.
-    pieces = [p for p in re.findall(r"\S*\s*", turn.text or "") if p]
+    return _pieces_sse(turn, model, [p for p in re.findall(r"\S*\s*", turn.text or "") if p])
+
+
+def _pieces_sse(turn: ModelTurnResult, model: str, pieces: list[str]) -> tuple[bytes, ...]:
+    """The OpenAI-chat SSE for ``turn`` with its text sent as ``pieces`` (which join to it)."""
+    rest = render_sse("openai_chat", msgspec.structs.replace(turn, text=None), model=model)
     text = [sse_event({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 0,
                        "model": model, "usage": None,
                        "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]})
@@ -120,6 +135,44 @@ def provider(*, flaky: bool, delay_s: float) -> Callable[[RecordedRequest], Scri
     return respond
 
 
+_NO_SCHEMA = b'{"error":{"message":"this provider answers JSON-schema requests only: send response_format {\\"type\\": \\"json_schema\\", ...}"}}'
+
+
+def notes_report(messages: list[Message]) -> dict[str, object]:
+    """What ``/structured`` answers for a transcript: the notes of its last ``notes_list`` result
+    (none when there is none), how many there are, and a one-line summary."""
+    notes: list[dict[str, str]] = []
+    for message in reversed(messages):
+        if isinstance(message, ToolMessage):
+            try:
+                listed = msgspec.json.decode(content_text(message.content))
+            except msgspec.DecodeError:
+                continue
+            if isinstance(listed, list) and all(isinstance(n, dict) and set(n) == {"title", "body"}
+                                                for n in listed):
+                notes = listed
+                break
+    calls = sum(len(m.tool_calls) for m in messages if isinstance(m, AssistantMessage))
+    return {"count": len(notes), "notes": notes,
+            "summary": f"{len(notes)} note(s) saved in a run of {calls} tool calls"}
+
+
+def structured(*, delay_s: float, chunk: int = 6) -> Callable[[RecordedRequest], ScriptedReply]:
+    def respond(request: RecordedRequest) -> ScriptedReply:
+        body = msgspec.json.decode(request.body)
+        fmt = body.get("response_format") or {}
+        if fmt.get("type") != "json_schema":
+            return error_reply(400, _NO_SCHEMA)
+        answer = msgspec.json.encode(notes_report(messages_from_openai(body["messages"]))).decode()
+        turn = ModelTurnResult(text=answer, finish_reason="stop",
+                               usage=TurnUsage(input_tokens=len(request.body) // 4,
+                                               output_tokens=len(answer) // 4))
+        pieces = [answer[i:i + chunk] for i in range(0, len(answer), chunk)]
+        return ScriptedReply(headers=(("content-type", "text/event-stream"),),
+                             chunks=_pieces_sse(turn, body["model"], pieces), delay_s=delay_s)
+    return respond
+
+
 def build_server(wheels: Path, *, pyc_wheels: Path | None = None, delay_s: float = 0.012) -> ScriptedProviderServer:
     server = ScriptedProviderServer()
     server.set_responder("demo", static("demo", DEMO_DIR))
@@ -129,6 +182,7 @@ def build_server(wheels: Path, *, pyc_wheels: Path | None = None, delay_s: float
         server.set_responder("wheels-pyc", static("wheels-pyc", pyc_wheels))
     server.set_responder("primary", provider(flaky=True, delay_s=delay_s))
     server.set_responder("backup", provider(flaky=False, delay_s=delay_s))
+    server.set_responder("structured", structured(delay_s=delay_s))
     return server
 
 
