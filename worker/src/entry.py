@@ -16,9 +16,11 @@ SSE events: ``session`` (id and the stored revision), ``turn`` (the turn text st
 stop reason, revision, and the question when waiting) and ``error`` (the failure and the revision
 storage still holds). Refused requests get a 4xx JSON body ``{"error": code, "message": ...}``.
 
-The loop runs in the Worker; the ``Session`` Durable Object only stores the checkpoint and accepts a
-write of revision *n + 1* only over revision *n* -- one writer per session, whatever the number of
-isolates. Inside workerd an event loop is already running: everything here is ``await``-ed, never
+The agent (bindloop's agent API, in agent.py) runs in the Worker; the ``Session`` Durable Object
+only stores the checkpoint and accepts a write of revision *n + 1* only over revision *n* -- one
+writer per session, whatever the number of isolates. The ``RateLimiter`` Durable Object is the
+``LimitStore`` of ``with_limit`` when ``RATE_LIMIT_*`` is set: every isolate counts against one
+limit. Inside workerd an event loop is already running: everything here is ``await``-ed, never
 ``anyio.run``.
 """
 
@@ -42,10 +44,12 @@ from agent import (
     AgentConfig,
     HttpError,
     Provider,
+    build_model,
     config_from_env,
     run_session,
 )
-from bindloop.contracts import AssistantMessage, Message, SystemMessage, UserMessage, content_text
+from bindloop.agent import InMemoryLimitStore, LimitStore
+from bindloop.contracts import Message, SystemMessage, UserMessage
 from bindloop.hosts.js_fetch import FetchTransport
 from bindloop.session import (
     CheckpointFormatError,
@@ -86,6 +90,63 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
         # One put of both keys: atomic, so no reader sees a revision without its checkpoint.
         await self.ctx.storage.put(_js_obj({"checkpoint": data, "revision": revision}))
         return json.dumps({"ok": True, "revision": revision})
+
+
+class RateLimiter(DurableObject):  # type: ignore[misc]  # the SDK is untyped
+    """The rate-limit state every isolate shares: one object per limit group (``idFromName``), so
+    ``with_limit``'s windows and in-flight counts are counted once however many isolates call the
+    providers. The object serialises its calls, and each method finishes without awaiting, so no
+    two requests interleave inside one. State lives in the object's memory (it is evicted only
+    after a quiet spell longer than a one-minute window, which has emptied by then; concurrency
+    slots of calls that outlive an eviction are forgotten, never double-counted)."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        self._limits = InMemoryLimitStore()
+
+    async def admit(self, key: str, window_ms: float, limit: int, amount: int, now: float) -> float:
+        return await self._limits.admit(str(key), float(window_ms), int(limit), int(amount), float(now))
+
+    async def charge(self, key: str, window_ms: float, amount: int, now: float) -> None:
+        await self._limits.charge(str(key), float(window_ms), int(amount), float(now))
+
+    async def enter(self, key: str, limit: int) -> bool:
+        return await self._limits.enter(str(key), int(limit))
+
+    async def leave(self, key: str) -> None:
+        await self._limits.leave(str(key))
+
+
+class DurableLimitStore:
+    """bindloop's ``LimitStore`` over a :class:`RateLimiter` Durable Object (RPC), for
+    ``with_limit(store=...)``: requests in any isolate share one limit. Pair it with a clock every
+    isolate agrees on (:func:`wall_clock_ms`), not a per-process monotonic one."""
+
+    def __init__(self, namespace: Any, name: str = "providers") -> None:
+        self._stub = namespace.get(namespace.idFromName(name))
+
+    async def admit(self, key: str, window_ms: float, limit: int, amount: int, now: float) -> float:
+        return float(await self._stub.admit(key, window_ms, limit, amount, now))
+
+    async def charge(self, key: str, window_ms: float, amount: int, now: float) -> None:
+        await self._stub.charge(key, window_ms, amount, now)
+
+    async def enter(self, key: str, limit: int) -> bool:
+        return bool(await self._stub.enter(key, limit))
+
+    async def leave(self, key: str) -> None:
+        await self._stub.leave(key)
+
+
+def wall_clock_ms() -> float:
+    # Date.now() in workerd advances with I/O, not while Python computes: fine for windows of
+    # seconds, and the same clock in every isolate (a monotonic clock is per process).
+    return float(js.Date.now())
+
+
+def _limit_store(env: Any) -> LimitStore | None:
+    namespace = getattr(env, "LIMITS", None)
+    return None if namespace is None else DurableLimitStore(namespace)
 
 
 class _Store:
@@ -172,13 +233,16 @@ def _transport_for(provider: Provider, headers: Sequence[tuple[str, str]]) -> Fe
 
 
 async def _drive(stream: _EventStream, store: _Store, cp: LoopCheckpoint,
-                 config: AgentConfig) -> None:
+                 config: AgentConfig, env: Any) -> None:
     stream.send("session", {"session_id": store.session_id, "revision": store.revision})
     try:
-        result = await run_session(
-            cp, config=config, transport_for=_transport_for, commit=store.commit,
-            on_turn_event=lambda ev: stream.send("turn", ev))
+        model = build_model(config, transport_for=_transport_for,
+                            on_turn_event=lambda ev: stream.send("turn", ev),
+                            turn_prefix=cp.execution_id, first_turn=cp.iterations,
+                            limit_store=_limit_store(env), clock=wall_clock_ms)
+        result = await run_session(cp, model=model)
         final = result.checkpoint
+        await store.commit(final)
         done: dict[str, Any] = {"session_id": store.session_id, "status": final.status,
                                 "stop_reason": result.stop_reason, "revision": store.revision,
                                 "iterations": final.iterations}
@@ -186,9 +250,8 @@ async def _drive(stream: _EventStream, store: _Store, cp: LoopCheckpoint,
         if waiting:
             done["question"] = waiting[0].detail
             done["tool_call_id"] = waiting[0].tool_call_id
-        last = final.messages[-1] if final.messages else None
-        if isinstance(last, AssistantMessage) and last.content is not None:
-            done["text"] = content_text(last.content)
+        if final.status == "finished":
+            done["text"] = result.text
         stream.send("done", done)
     except HttpError as exc:
         stream.send("error", {**exc.body(), "session_id": store.session_id, "revision": store.revision})
@@ -229,7 +292,7 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
 
     def _start(self, store: _Store, cp: LoopCheckpoint, config: AgentConfig) -> Response:
         stream = _EventStream()
-        self.ctx.waitUntil(asyncio.ensure_future(_drive(stream, store, cp, config)))
+        self.ctx.waitUntil(asyncio.ensure_future(_drive(stream, store, cp, config, self.env)))
         return stream.response()
 
     async def _chat(self, body: dict[str, Any]) -> Response:

@@ -10,7 +10,7 @@ What a run does:
    unpacked under ``python_modules/`` and, optionally, ``conformance/`` beside them -- ``.py`` files
    as ``pythonModule``, everything else (msgspec's ``.so``, scenario JSON) as ``data``;
 3. writes a workerd config: the Worker with its compatibility flags, text bindings for its vars and
-   secrets, the ``Session`` Durable Object on local-disk storage, and a ``globalOutbound`` network
+   secrets, the ``Session`` and ``RateLimiter`` Durable Objects on local-disk storage, and a ``globalOutbound`` network
    service that allows 127.0.0.1 (where the scripted provider server listens);
 4. starts ``workerd serve`` on 127.0.0.1 port 0 and learns the port from ``--control-fd``;
 5. stops it by PID (SIGTERM, then SIGKILL: workerd does not always exit on SIGTERM).
@@ -93,8 +93,11 @@ def _copy_tree(src: Path, dest: Path) -> None:
 
 
 def stage(stage_dir: Path, *, bindings: Mapping[str, str], storage_dir: Path,
-          with_conformance: bool = True, wheels_dir: Path = WHEELS_DIR) -> Path:
-    """Write the Worker, its vendored modules and ``config.capnp`` into ``stage_dir``."""
+          with_conformance: bool = True, wheels_dir: Path = WHEELS_DIR,
+          src_dir: Path = WORKER_DIR / "src", durable_objects: bool = True) -> Path:
+    """Write the Worker (the ``*.py`` of ``src_dir``, ``entry.py`` first), its vendored modules and
+    ``config.capnp`` into ``stage_dir``. ``durable_objects`` declares the template's ``Session``
+    and ``RateLimiter`` classes (bound as ``SESSION`` and ``LIMITS``) on local-disk storage."""
     if stage_dir.exists():
         shutil.rmtree(stage_dir)
     vendor = stage_dir / "python_modules"
@@ -103,7 +106,7 @@ def stage(stage_dir: Path, *, bindings: Mapping[str, str], storage_dir: Path,
     if with_conformance:
         _copy_tree(REPO_ROOT / "conformance", vendor / "conformance")
     entry_modules = []
-    for src in sorted((WORKER_DIR / "src").glob("*.py")):
+    for src in sorted(src_dir.glob("*.py")):
         shutil.copy2(src, stage_dir / src.name)
         entry_modules.append(src.name)
     entry_modules.sort(key=lambda n: n != "entry.py")  # the first module is the entry point
@@ -113,7 +116,15 @@ def stage(stage_dir: Path, *, bindings: Mapping[str, str], storage_dir: Path,
         kind = "pythonModule" if path.suffix == ".py" else "data"
         lines.append(f"    (name = {_capnp_str(rel)}, {kind} = embed {_capnp_str(rel)}),")
     binding_lines = [f"    (name = {_capnp_str(k)}, text = {_capnp_str(v)})," for k, v in bindings.items()]
-    binding_lines.append('    (name = "SESSION", durableObjectNamespace = "Session"),')
+    namespaces = ""
+    if durable_objects:
+        binding_lines.append('    (name = "SESSION", durableObjectNamespace = "Session"),')
+        binding_lines.append('    (name = "LIMITS", durableObjectNamespace = "RateLimiter"),')
+        namespaces = ('  durableObjectNamespaces = [\n'
+                      '    (className = "Session", uniqueKey = "bindloop-worker-session", enableSql = true),\n'
+                      '    (className = "RateLimiter", uniqueKey = "bindloop-worker-limits", enableSql = true),\n'
+                      '  ],\n'
+                      '  durableObjectStorage = (localDisk = "do-disk"),\n')
     storage_dir.mkdir(parents=True, exist_ok=True)
     flags = ", ".join(_capnp_str(f) for f in COMPATIBILITY_FLAGS)
     config = f"""using Workerd = import "/workerd/workerd.capnp";
@@ -136,9 +147,7 @@ const worker :Workerd.Worker = (
   bindings = [
 {chr(10).join(binding_lines)}
   ],
-  durableObjectNamespaces = [(className = "Session", uniqueKey = "bindloop-worker-session", enableSql = true)],
-  durableObjectStorage = (localDisk = "do-disk"),
-  globalOutbound = "net",
+{namespaces}  globalOutbound = "net",
 );
 """
     (stage_dir / "config.capnp").write_text(config)
