@@ -31,7 +31,7 @@ conformance-workerd: worker/node_modules/.package-lock.json wasm-wheels $(WORKER
 # The Worker template (agent, Durable Object sessions, SSE) in real workerd against the scripted
 # provider server on 127.0.0.1.
 test-worker: worker/node_modules/.package-lock.json wasm-wheels $(WORKER_STAMP)
-	BINDLOOP_WORKERD_TESTS=1 $(PY) -m pytest tests/worker -q
+	BINDLOOP_WORKERD_TESTS=1 $(PY) -m pytest tests/worker tests/mcp/test_mcp_workerd.py -q
 
 worker-clean:
 	rm -rf worker/node_modules worker/.cache
