@@ -243,12 +243,22 @@ def conformance(out: Path) -> int:
     if again != report:
         print("[conformance-workerd] two runs in one isolate gave different reports", file=sys.stderr)
         return 1
+    # Every scenario file (the agent ones, 100-103, included) ran in the isolate and passed.
+    expected = sorted(p.stem for p in (REPO_ROOT / "conformance" / "scenarios").glob("*.json"))
+    parsed = json.loads(report)
+    ran = sorted(e["name"] for e in parsed["scenarios"])
+    agent = [n for n in ran if "_agent_" in n]
+    if ran != expected or parsed["failed"] or not agent:
+        print(f"[conformance-workerd] scenarios missing from the workerd run: "
+              f"{sorted(set(expected) - set(ran))}; failed: {parsed['failed']}", file=sys.stderr)
+        return 1
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(report)
     print(f"[conformance-workerd] workerd listening after {wd.listen_s * 1000:.0f} ms; "
           f"first /conformance {first_s * 1000:.0f} ms (Python boot + suite), warm {second_s * 1000:.0f} ms; "
           f"vendored python_modules: {n_files} files, {n_bytes / 1024:.0f} KiB; wrote {len(report)} bytes "
-          f"to {out}", file=sys.stderr)
+          f"to {out} ({len(ran)} scenarios, all passed; agent API: {', '.join(agent)})",
+          file=sys.stderr)
     return 0
 
 
