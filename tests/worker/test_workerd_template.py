@@ -42,7 +42,11 @@ QUESTION = "What is your name?"
 def fallback_policy(request: RecordedRequest) -> ScriptedReply:
     body = msgspec.json.decode(request.body)
     last = body["messages"][-1]
-    if last["role"] == "tool":
+    if "keep counting" in str(last.get("content")) or (
+            last["role"] == "tool" and str(last.get("content")).isdigit()):
+        n = sum(m["role"] == "tool" for m in body["messages"])
+        turn = tool_call_turn([tool_call("word_count", {"text": "one two"}, id=f"count{n}")])
+    elif last["role"] == "tool":
         turn = final_answer(f"Nice to meet you, {last['content']}.")
     elif "ask me" in str(last.get("content")):
         turn = tool_call_turn([tool_call("ask_user", {"question": QUESTION}, id="ask1")],
@@ -372,3 +376,19 @@ def test_two_chats_share_one_concurrency_limit_in_the_rate_limiter_object(served
     assert (first, f1, second, f2) == ("primary", "fallback", "primary", "fallback")
     assert a_msg == b_msg and c_msg == d_msg and a_msg != c_msg
     assert t_next - t_fb >= 0.8 * slow[0], (t_next - t_fb, slow)
+
+
+def test_a_run_out_of_turns_is_an_sse_error_and_the_session_takes_a_new_message(
+        served: Served) -> None:
+    """MAX_ITERATIONS=6 and a model that only ever calls word_count: prompt_chat's turn budget ends
+    the run; the session is stored `aborted` one revision later and accepts the next message."""
+    events = served.events("/v1/chat", {"message": "keep counting"})
+    name, data = events[-1]
+    assert (name, data.get("error"), data.get("status")) == ("error", "iteration_limit",
+                                                              "aborted"), data
+    sid = data["session_id"]
+    assert data["revision"] == events[0][1]["revision"] + 1
+    status, _, raw = served.request("GET", f"/v1/sessions/{sid}")
+    assert (status, json.loads(raw)["status"]) == (200, "aborted")
+    again = served.events("/v1/chat", {"message": "hello again", "session_id": sid})
+    assert again[-1][0] == "done" and again[-1][1]["text"] == "You said: hello again"

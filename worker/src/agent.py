@@ -290,3 +290,13 @@ def settled_checkpoint(stored: LoopCheckpoint, chat: ChatResult, *, resumed: boo
             stats=accumulate_run(stored.stats, chat.stats))
     serialize_loop_checkpoint(cp)  # refuses what parse_loop_checkpoint would refuse on reload
     return cp
+
+
+def stopped_checkpoint(stored: LoopCheckpoint) -> LoopCheckpoint:
+    """What to store when the run from ``stored`` used its whole turn budget: ``stored`` marked
+    ``aborted`` one revision later, so the session takes a new message again. ``prompt_chat`` /
+    ``resume_chat`` raise ``ToolLoopExceededError`` without the turns they made, so the transcript
+    and the iteration count stay those of ``stored``."""
+    cp = msgspec.structs.replace(stored, revision=stored.revision + 1, status="aborted")
+    serialize_loop_checkpoint(cp)
+    return cp

@@ -47,9 +47,11 @@ from agent import (
     build_model,
     config_from_env,
     run_session,
+    stopped_checkpoint,
 )
 from bindloop.agent import InMemoryLimitStore, LimitStore
 from bindloop.contracts import Message, SystemMessage, UserMessage
+from bindloop.errors import ToolLoopExceededError, TurnBudgetExceededError
 from bindloop.hosts.js_fetch import FetchTransport
 from bindloop.session import (
     CheckpointFormatError,
@@ -255,6 +257,16 @@ async def _drive(stream: _EventStream, store: _Store, cp: LoopCheckpoint,
         stream.send("done", done)
     except HttpError as exc:
         stream.send("error", {**exc.body(), "session_id": store.session_id, "revision": store.revision})
+    except (ToolLoopExceededError, TurnBudgetExceededError) as exc:
+        try:
+            await store.commit(stopped_checkpoint(cp))
+        except HttpError as refused:  # a second writer got there first: storage keeps its revision
+            stream.send("error", {**refused.body(), "session_id": store.session_id,
+                                  "revision": store.revision})
+        else:
+            stream.send("error", {"error": "iteration_limit", "message": str(exc),
+                                  "session_id": store.session_id, "revision": store.revision,
+                                  "status": "aborted"})
     except Exception as exc:  # a provider or transport failure: report it, storage keeps its revision
         stream.send("error", {"error": type(exc).__name__, "message": str(exc),
                               "session_id": store.session_id, "revision": store.revision})
@@ -314,9 +326,12 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
             raise HttpError(400, "invalid_session_id", "a session id is 1-64 characters of A-Z a-z 0-9 _ -")
         store = _Store(self.env, session_id)
         cp = await self._load(store)
-        if cp.status != "finished":
+        if cp.status not in ("finished", "aborted"):
             raise HttpError(409, "session_busy", f"session {session_id!r} is {cp.status}; a new "
                             "message is accepted only when it is finished", session_status=cp.status)
+        if cp.iterations >= cp.max_iterations:
+            raise HttpError(409, "iteration_limit", f"session {session_id!r} used all its "
+                            f"{cp.max_iterations} model turns (MAX_ITERATIONS); start a new session")
         cp = apply_checkpoint_input(cp, UserMessage(content=message))
         await store.commit(cp)
         return self._start(store, cp, config)
