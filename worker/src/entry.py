@@ -151,6 +151,16 @@ def _limit_store(env: Any) -> LimitStore | None:
     return None if namespace is None else DurableLimitStore(namespace)
 
 
+def _config(env: Any) -> AgentConfig:
+    """The agent's config, refused (500, named) before anything is stored."""
+    config = config_from_env(env)
+    limited = config.rate_limit_rpm is not None or config.rate_limit_concurrency is not None
+    if limited and getattr(env, "LIMITS", None) is None:
+        raise HttpError(500, "misconfigured", "RATE_LIMIT_* is set but the Worker has no LIMITS "
+                        "Durable Object binding (class RateLimiter); add it in wrangler.jsonc")
+    return config
+
+
 class _Store:
     """The Worker's handle on one session's Durable Object."""
 
@@ -310,7 +320,7 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
     async def _chat(self, body: dict[str, Any]) -> Response:
         message = _field(body, "message", str)
         session_id = _field(body, "session_id", str, required=False)
-        config = config_from_env(self.env)  # refuse before anything is stored
+        config = _config(self.env)  # refuse before anything is stored
         if session_id is None:
             session_id = str(js.crypto.randomUUID())
             store = _Store(self.env, session_id)
@@ -355,7 +365,7 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         content = _field(body, "content", str)
         revision = _field(body, "revision", int)
         tool_call_id = _field(body, "tool_call_id", str, required=False)
-        config = config_from_env(self.env)
+        config = _config(self.env)
         store = _Store(self.env, session_id)
         cp = await self._load(store)
         if cp.status != "waiting_for_reply":
