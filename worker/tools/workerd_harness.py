@@ -6,7 +6,7 @@ conformance-workerd``.
 What a run does:
 
 1. builds the "dev" Pyodide bundle once into ``worker/.cache/pyodide-bundle`` (build_dev_bundle.py);
-2. stages a directory: ``worker/src/*.py`` as the Worker's modules, every wheel in ``wasm/wheels/``
+2. stages a directory: ``worker/src/*.py`` as the Worker's modules, every wheel in ``wasm/wheels-pyc/``
    unpacked under ``python_modules/`` and, optionally, ``conformance/`` beside them -- ``.py`` files
    as ``pythonModule``, everything else (msgspec's ``.so``, scenario JSON) as ``data``;
 3. writes a workerd config: the Worker with its compatibility flags, text bindings for its vars and
@@ -46,7 +46,10 @@ WORKERD_BIN = (NODE_MODULES / "@cloudflare"
                / "bin" / "workerd")
 PYODIDE_DIR = NODE_MODULES / "pyodide"
 BUNDLE_DIR = WORKER_DIR / ".cache" / "pyodide-bundle"
-WHEELS_DIR = REPO_ROOT / "wasm" / "wheels"
+# The .pyc wheel set (make wasm-wheels-pyc: compiled inside Pyodide 3.14) is the default: it
+# started workerd to the first streamed token 2-12 % sooner than the plain set in three of four
+# runs of bench/worker_turn.py (docs/workers.md). The plain set is wasm/wheels.
+WHEELS_DIR = REPO_ROOT / "wasm" / "wheels-pyc"
 
 COMPATIBILITY_DATE = "2026-11-01"
 # The dev Pyodide release (314.0.6 built locally) instead of a downloaded one, and the `workers` SDK
@@ -75,7 +78,7 @@ def _capnp_str(value: str) -> str:
 def _unpack_wheels(wheels_dir: Path, dest: Path) -> list[str]:
     wheels = sorted(wheels_dir.glob("*.whl"))
     if not wheels:
-        raise HarnessError(f"no wheels in {wheels_dir}: run `make wasm-wheels`")
+        raise HarnessError(f"no wheels in {wheels_dir}: run `make wasm-wheels wasm-wheels-pyc`")
     for whl in wheels:
         with zipfile.ZipFile(whl) as zf:
             for name in zf.namelist():
