@@ -18,9 +18,10 @@ $(WORKER_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet 'pycapnp==2.2.4'
 	touch $@
 
+# Both serve the .pyc wheel set (wasm/wheels-pyc), the workerd default (see workerd_harness.py).
 # The suite served by the Worker template in real workerd (GET /conformance); its report must be
 # byte-identical to the CPython and Pyodide ones.
-conformance-workerd: worker/node_modules/.package-lock.json wasm-wheels $(WORKER_STAMP) conformance-cpython conformance-pyodide
+conformance-workerd: worker/node_modules/.package-lock.json wasm-wheels-pyc $(WORKER_STAMP) conformance-cpython conformance-pyodide
 	$(PY) worker/tools/workerd_harness.py conformance $(WORKERD_REPORT)
 	@cmp $(CPYTHON_REPORT) $(WORKERD_REPORT) || { \
 	  echo "conformance: the CPython and workerd reports differ (diff $(CPYTHON_REPORT) $(WORKERD_REPORT))" >&2; exit 1; }
@@ -30,8 +31,8 @@ conformance-workerd: worker/node_modules/.package-lock.json wasm-wheels $(WORKER
 
 # The Worker template (agent, Durable Object sessions, SSE) in real workerd against the scripted
 # provider server on 127.0.0.1.
-test-worker: worker/node_modules/.package-lock.json wasm-wheels $(WORKER_STAMP)
-	BINDLOOP_WORKERD_TESTS=1 $(PY) -m pytest tests/worker -q
+test-worker: worker/node_modules/.package-lock.json wasm-wheels-pyc $(WORKER_STAMP)
+	BINDLOOP_WORKERD_TESTS=1 $(PY) -m pytest tests/worker tests/mcp/test_mcp_workerd.py -q
 
 worker-clean:
 	rm -rf worker/node_modules worker/.cache

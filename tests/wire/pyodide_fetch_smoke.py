@@ -89,4 +89,28 @@ except RunCancelledError:
     pass
 assert log.to_py() == ["sent", "aborted"], log.to_py()
 
+# GET and HEAD go out without a body: the platform's own Request refuses one (even empty), as
+# fetch does. The double builds a real Request from what the transport passes.
+from bindloop.wire import HttpRequest, TransportError
+
+make_strict_fetch = run_js("""
+(log) => async (url, init) => {
+  const req = new Request(url, init);
+  log.push([req.method, init.body === undefined ? "no body" : new TextDecoder().decode(init.body)]);
+  return new Response(req.method === "HEAD" ? null : "ok", {status: 200});
+}
+""")
+log = run_js("[]")
+strict = FetchTransport("https://example.test/v1", fetch=make_strict_fetch(log))
+for method, body in (("GET", b""), ("HEAD", b""), ("DELETE", b""), ("POST", b"{}")):
+    async with strict.open(HttpRequest(method=method, path="/x", headers=(), body=body)) as resp:
+        assert resp.status == 200, (method, resp.status)
+        assert b"".join([c async for c in resp.aiter_bytes()]) == (b"" if method == "HEAD" else b"ok")
+assert log.to_py() == [["GET", "no body"], ["HEAD", "no body"], ["DELETE", ""], ["POST", "{}"]], log.to_py()
+try:
+    async with strict.open(HttpRequest(method="GET", path="/x", headers=(), body=b"q")):
+        raise AssertionError("a GET with a body was sent")
+except TransportError as e:
+    assert "GET" in str(e) and "use POST" in str(e), e
+
 "fetch transport ok: " + got.text

@@ -10,10 +10,25 @@ import sys
 import tomllib
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
-from bindloop.contracts import ToolCall, ToolError, ToolResult, ToolSuspend
+import anyio
+import msgspec
+
+from bindloop.contracts import ModelTurnResult, ToolError, ToolResult, ToolSuspend, UserMessage
+from bindloop.hosts.httpx_transport import HttpxTransport
+from bindloop.hosts.scripted_server import ScriptedProviderServer, turn_reply
+from bindloop.session import (
+    CheckpointReply,
+    LoopCheckpoint,
+    apply_checkpoint_input,
+    create_loop_checkpoint,
+    parse_loop_checkpoint,
+    serialize_loop_checkpoint,
+)
+from bindloop.testing import final_answer, tool_call, tool_call_turn
 
 WORKER = Path(__file__).resolve().parents[2] / "worker"
 sys.path.insert(0, str(WORKER / "src"))
@@ -32,9 +47,12 @@ def test_wrangler_config_matches_the_entry_module() -> None:
     assert (WORKER / cfg["main"]).is_file()
     tree = ast.parse((WORKER / cfg["main"]).read_text())
     classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
-    (binding,) = cfg["durable_objects"]["bindings"]
-    assert binding == {"name": "SESSION", "class_name": "Session"} and "Session" in classes
-    assert "Session" in cfg["migrations"][0]["new_sqlite_classes"]
+    bindings = cfg["durable_objects"]["bindings"]
+    assert bindings == [{"name": "SESSION", "class_name": "Session"},
+                        {"name": "LIMITS", "class_name": "RateLimiter"}]
+    assert {"Session", "RateLimiter"} <= classes
+    migrated = [c for m in cfg["migrations"] for c in m["new_sqlite_classes"]]
+    assert migrated == ["Session", "RateLimiter"]
     # Deploy flags are the test flags minus the dev-Pyodide ones only workerd's tests use.
     dev_only = {f for f in COMPATIBILITY_FLAGS if f.startswith(("no_python_workers", "python_workers_"))}
     assert set(cfg["compatibility_flags"]) == set(COMPATIBILITY_FLAGS) - dev_only
@@ -70,11 +88,65 @@ def test_config_from_env_reads_providers_and_refuses_naming_the_variable() -> No
 
 
 def test_tools() -> None:
-    ask = agent.run_tool_call(ToolCall(id="1", name="ask_user", arguments='{"question": "Name?"}'))
-    assert ask == ToolSuspend(mode="waiting_for_reply", detail="Name?")
-    assert agent.run_tool_call(ToolCall(id="2", name="word_count",
-                                        arguments='{"text": "a b c"}')) == ToolResult(content="3")
-    for call in (ToolCall(id="3", name="ask_user", arguments="{"),
-                 ToolCall(id="4", name="ask_user", arguments="[]"),
-                 ToolCall(id="5", name="nope")):
-        assert isinstance(agent.run_tool_call(call), ToolError)
+    ask, count = agent.TOOLS
+    assert anyio.run(ask.execute, '{"question": "Name?"}', None) == ToolSuspend(
+        mode="waiting_for_reply", detail="Name?")
+    assert anyio.run(count.execute, '{"text": "a b c"}', None) == ToolResult(content="3")
+    for raw in ("{", "[]", '{"question": ""}', "{}"):
+        outcome = anyio.run(ask.execute, raw, None)
+        assert isinstance(outcome, ToolError) and outcome.kind == "validation", raw
+
+
+def _served_session(turns: list[ModelTurnResult]) -> tuple[list[Any], ScriptedProviderServer]:
+    server = ScriptedProviderServer().start()
+    queue = list(turns)
+    server.set_responder("p", lambda _r: turn_reply("openai_chat", queue.pop(0), stream=True))
+    return [], server
+
+
+def test_run_session_through_the_agent_api_on_cpython() -> None:
+    """prompt_chat to a suspend, the reply applied, resume_chat to done: each settled checkpoint
+    one revision after its input, the session's id, budget and turn count kept."""
+    events, server = _served_session([
+        tool_call_turn([tool_call("ask_user", {"question": "Name?"}, id="q1")]),
+        final_answer("Hi, Ada."),
+    ])
+    try:
+        cfg = agent.config_from_env(env(PROVIDER_BASE_URL=server.base_url("p"), MAX_ITERATIONS="5"))
+
+        def model(start: LoopCheckpoint) -> Any:
+            return agent.build_model(cfg, transport_for=lambda p, h: HttpxTransport(p.base_url, headers=h),
+                                     on_turn_event=events.append, turn_prefix="s1",
+                                     first_turn=start.iterations)
+
+        start = create_loop_checkpoint(execution_id="s1", max_iterations=5,
+                                       messages=[UserMessage(content="ask me")])
+        paused = anyio.run(lambda: agent.run_session(start, model=model(start)))
+        cp = paused.checkpoint
+        assert (paused.stop_reason, cp.status, cp.revision) == ("waiting_for_reply", "waiting_for_reply", 1)
+        assert (cp.execution_id, cp.max_iterations, cp.iterations) == ("s1", 5, 1)
+        replied = apply_checkpoint_input(cp, CheckpointReply(tool_call_id="q1", content="Ada"))
+        done = anyio.run(lambda: agent.run_session(replied, model=model(replied)))
+        end = done.checkpoint
+        assert (done.stop_reason, done.text, end.status) == ("done", "Hi, Ada.", "finished")
+        assert (end.revision, end.iterations, end.execution_id) == (replied.revision + 1, 2, "s1")
+        assert parse_loop_checkpoint(serialize_loop_checkpoint(end)) == end
+        assert [type(m).__name__ for m in end.messages] == [
+            "UserMessage", "AssistantMessage", "ToolMessage", "AssistantMessage"]
+        assert sorted({e.turn_id for e in events}) == ["s1:2"]  # the text turn, streamed live
+        spent = msgspec.structs.replace(end, max_iterations=2)  # the budget all used
+        again = apply_checkpoint_input(spent, UserMessage(content="more"))
+        with pytest.raises(agent.HttpError) as info:
+            anyio.run(lambda: agent.run_session(again, model=model(again)))
+        assert info.value.code == "iteration_limit"
+    finally:
+        server.stop()
+
+
+def test_a_rate_limit_without_a_store_is_a_named_misconfiguration() -> None:
+    cfg = agent.config_from_env(env(RATE_LIMIT_CONCURRENCY="2"))
+    assert cfg.rate_limit_concurrency == 2 and cfg.rate_limit_rpm is None
+    with pytest.raises(agent.HttpError) as info:
+        agent.build_model(cfg, transport_for=lambda p, h: HttpxTransport(p.base_url, headers=h),
+                          on_turn_event=lambda e: None, turn_prefix="s", first_turn=0)
+    assert "LIMITS" in info.value.message

@@ -42,7 +42,11 @@ QUESTION = "What is your name?"
 def fallback_policy(request: RecordedRequest) -> ScriptedReply:
     body = msgspec.json.decode(request.body)
     last = body["messages"][-1]
-    if last["role"] == "tool":
+    if "keep counting" in str(last.get("content")) or (
+            last["role"] == "tool" and str(last.get("content")).isdigit()):
+        n = sum(m["role"] == "tool" for m in body["messages"])
+        turn = tool_call_turn([tool_call("word_count", {"text": "one two"}, id=f"count{n}")])
+    elif last["role"] == "tool":
         turn = final_answer(f"Nice to meet you, {last['content']}.")
     elif "ask me" in str(last.get("content")):
         turn = tool_call_turn([tool_call("ask_user", {"question": QUESTION}, id="ask1")],
@@ -70,6 +74,9 @@ class Served:
                                 "FALLBACK_MODEL": "gpt-test",
                                 "FALLBACK_API_KEY": "sk-fallback-secret",
                                 "MAX_ITERATIONS": "6",
+                                # One model call in flight across the Worker, counted in the
+                                # RateLimiter Durable Object (with_limit's LimitStore).
+                                "RATE_LIMIT_CONCURRENCY": "1",
                                 "SYSTEM_PROMPT": "Be brief.",
                             })
         self.workerd = Workerd(self.config).start()
@@ -332,3 +339,56 @@ def test_a_client_that_hangs_up_mid_stream_does_not_stop_the_session(served: Ser
         assert (status, shown["status"]) == (200, "finished")
     finally:
         served.server.set_responder("fallback", fallback_policy)
+
+
+def test_two_chats_share_one_concurrency_limit_in_the_rate_limiter_object(served: Served) -> None:
+    """RATE_LIMIT_CONCURRENCY=1: the second chat's model call waits in with_limit (its slot taken
+    in the RateLimiter Durable Object) until the first chat's call, slowly streamed, has ended."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    arrivals: list[tuple[str, str, float]] = []
+    slow: list[float] = []
+
+    def primary(r: RecordedRequest) -> ScriptedReply:
+        last = msgspec.json.decode(r.body)["messages"][-1]["content"]
+        arrivals.append(("primary", "one" if "limit one" in str(last) else "two", time.monotonic()))
+        return error_reply(503, UNAVAILABLE)
+
+    def fallback(r: RecordedRequest) -> ScriptedReply:
+        last = msgspec.json.decode(r.body)["messages"][-1]["content"]
+        arrivals.append(("fallback", "one" if "limit one" in str(last) else "two", time.monotonic()))
+        reply = dataclasses.replace(fallback_policy(r), delay_s=0.15)
+        slow.append(reply.delay_s * len(reply.chunks))
+        return reply
+
+    served.server.set_responder("primary", primary)
+    served.server.set_responder("fallback", fallback)
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            runs = list(pool.map(lambda m: served.events("/v1/chat", {"message": m}),
+                                 ["limit one", "limit two"]))
+    finally:
+        served.server.set_responder("primary", lambda _r: error_reply(503, UNAVAILABLE))
+        served.server.set_responder("fallback", fallback_policy)
+    assert [run[-1][1]["text"] for run in runs] == ["You said: limit one", "You said: limit two"]
+    # Each chat's whole routed call (primary 503, then the fallback's stream) before the other's.
+    (first, a_msg, _), (f1, b_msg, t_fb), (second, c_msg, t_next), (f2, d_msg, _) = arrivals
+    assert (first, f1, second, f2) == ("primary", "fallback", "primary", "fallback")
+    assert a_msg == b_msg and c_msg == d_msg and a_msg != c_msg
+    assert t_next - t_fb >= 0.8 * slow[0], (t_next - t_fb, slow)
+
+
+def test_a_run_out_of_turns_is_an_sse_error_and_the_session_takes_a_new_message(
+        served: Served) -> None:
+    """MAX_ITERATIONS=6 and a model that only ever calls word_count: prompt_chat's turn budget ends
+    the run; the session is stored `aborted` one revision later and accepts the next message."""
+    events = served.events("/v1/chat", {"message": "keep counting"})
+    name, data = events[-1]
+    assert (name, data.get("error"), data.get("status")) == ("error", "iteration_limit",
+                                                              "aborted"), data
+    sid = data["session_id"]
+    assert data["revision"] == events[0][1]["revision"] + 1
+    status, _, raw = served.request("GET", f"/v1/sessions/{sid}")
+    assert (status, json.loads(raw)["status"]) == (200, "aborted")
+    again = served.events("/v1/chat", {"message": "hello again", "session_id": sid})
+    assert again[-1][0] == "done" and again[-1][1]["text"] == "You said: hello again"

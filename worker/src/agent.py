@@ -1,24 +1,37 @@
 """The agent this Worker runs, with no Workers API in it: providers from the Worker's env, the route
-plan, the tools, and one function that runs a session's checkpoint until it settles.
+plan, the tools, and :func:`run_session`, which runs one stored checkpoint through bindloop's agent
+API (``create_agent`` + ``prompt_chat`` for a new message, ``resume_chat`` after a reply) until it
+settles.
 
-Everything Workers-specific (requests, the Durable Object, the SSE stream, ``fetch``) stays in
-``entry.py`` and reaches this module as plain values and callables. When bindloop's agent API lands,
-:func:`run_session` is the one function to rewrite: it builds the loop's ports from
-:class:`AgentConfig` and drives ``run_from_checkpoint``; the HTTP surface, the storage and the event
-stream do not change.
+Everything Workers-specific (requests, the Durable Objects, the SSE stream, ``fetch``) stays in
+``entry.py`` and reaches this module as plain values and callables.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any
 
 import msgspec
 
+from bindloop.agent import (
+    AgentModel,
+    ChatResult,
+    LimitStore,
+    augment_model,
+    as_agent_model,
+    create_agent,
+    equip_history,
+    equip_tool,
+    prompt_chat,
+    resume_chat,
+    with_simple_limit,
+)
+from bindloop.clock import Clock
 from bindloop.completion import TurnStreamEvent, TurnTextStream, create_turn_text_stream
-from bindloop.contracts import ToolCall, ToolDefinition, ToolError, ToolOutcome, ToolResult, ToolSuspend
-from bindloop.loop import BoundaryDecision
+from bindloop.contracts import StopReason, ToolMessage, ToolResult, ToolSuspend, accumulate_run
+from bindloop.plugins import define_tool
 from bindloop.routing import (
     OrderedPolicy,
     RouteCandidate,
@@ -27,12 +40,7 @@ from bindloop.routing import (
     canonical_model_id,
     provider_id,
 )
-from bindloop.session import (
-    CheckpointRunResult,
-    LoopCheckpoint,
-    RestoredLoop,
-    run_from_checkpoint,
-)
+from bindloop.session import LoopCheckpoint, serialize_loop_checkpoint
 from bindloop.wire import WIRE_NAMES, ModelAdapter, RoutedModel, Transport, WireOptions, create_wire_adapter
 
 MAX_BODY_BYTES = 64 * 1024
@@ -68,9 +76,14 @@ class Provider(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """``rate_limit_rpm`` / ``rate_limit_concurrency``: model calls per minute and in flight, shared
+    by every isolate through the rate-limit store (``None``: no limit)."""
+
     providers: tuple[Provider, ...]
     max_iterations: int = DEFAULT_MAX_ITERATIONS
     system_prompt: str | None = None
+    rate_limit_rpm: int | None = None
+    rate_limit_concurrency: int | None = None
 
 
 def _setting(env: Any, name: str) -> str | None:
@@ -84,7 +97,8 @@ def _setting(env: Any, name: str) -> str | None:
 def config_from_env(env: Any) -> AgentConfig:
     """``PROVIDER_*`` (required) and ``FALLBACK_*`` (optional) vars: ``BASE_URL``, ``WIRE``
     (one of bindloop's wire names), ``MODEL``, and the secret ``API_KEY``. ``MAX_ITERATIONS`` bounds a
-    session's model turns; ``SYSTEM_PROMPT`` opens every new session. A misconfigured Worker answers
+    session's model turns; ``SYSTEM_PROMPT`` opens every new session; ``RATE_LIMIT_RPM`` and
+    ``RATE_LIMIT_CONCURRENCY`` (optional) limit the model calls of every isolate together. A misconfigured Worker answers
     500 naming the variable (never its value)."""
     providers: list[Provider] = []
     for prefix, pid in (("PROVIDER", "primary"), ("FALLBACK", "fallback")):
@@ -106,14 +120,21 @@ def config_from_env(env: Any) -> AgentConfig:
             raise HttpError(500, "misconfigured", f"the Worker has no {prefix}_API_KEY secret; add "
                             f"it with `uv run pywrangler secret put {prefix}_API_KEY`")
         providers.append(Provider(id=pid, base_url=base_url, wire=wire, model=model, api_key=api_key))
-    raw_max = _setting(env, "MAX_ITERATIONS")
-    max_iterations = DEFAULT_MAX_ITERATIONS
-    if raw_max is not None:
-        if not raw_max.isdigit() or int(raw_max) < 1:
-            raise HttpError(500, "misconfigured", f"MAX_ITERATIONS must be a positive integer, got {raw_max!r}")
-        max_iterations = int(raw_max)
-    return AgentConfig(providers=tuple(providers), max_iterations=max_iterations,
-                       system_prompt=_setting(env, "SYSTEM_PROMPT"))
+    max_iterations = _positive(env, "MAX_ITERATIONS")
+    return AgentConfig(providers=tuple(providers),
+                       max_iterations=DEFAULT_MAX_ITERATIONS if max_iterations is None else max_iterations,
+                       system_prompt=_setting(env, "SYSTEM_PROMPT"),
+                       rate_limit_rpm=_positive(env, "RATE_LIMIT_RPM"),
+                       rate_limit_concurrency=_positive(env, "RATE_LIMIT_CONCURRENCY"))
+
+
+def _positive(env: Any, name: str) -> int | None:
+    raw = _setting(env, name)
+    if raw is None:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise HttpError(500, "misconfigured", f"{name} must be a positive integer, got {raw!r}")
+    return int(raw)
 
 
 def route_plan(config: AgentConfig) -> RoutePlan:
@@ -131,46 +152,34 @@ def route_plan(config: AgentConfig) -> RoutePlan:
 
 # -- tools ---------------------------------------------------------------------------------------
 
-TOOLS: tuple[ToolDefinition, ...] = (
-    ToolDefinition(
-        name="ask_user",
-        description="Ask the user a question and wait for the answer before continuing.",
-        parameters={"type": "object", "properties": {"question": {"type": "string"}},
-                    "required": ["question"]},
-    ),
-    ToolDefinition(
-        name="word_count",
-        description="Count the words in a text.",
-        parameters={"type": "object", "properties": {"text": {"type": "string"}},
-                    "required": ["text"]},
-    ),
+
+class Question(msgspec.Struct, frozen=True):
+    question: Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class Text(msgspec.Struct, frozen=True):
+    text: str
+
+
+def _ask_user(args: Question, _ctx: object) -> ToolSuspend:
+    # The run stops as waiting_for_reply; POST /v1/sessions/{id}/reply answers this call.
+    return ToolSuspend(mode="waiting_for_reply", detail=args.question)
+
+
+def _word_count(args: Text, _ctx: object) -> ToolResult:
+    return ToolResult(content=str(len(args.text.split())))
+
+
+TOOLS = (
+    define_tool(name="ask_user", description="Ask the user a question and wait for the answer "
+                "before continuing.", args=Question, execute=_ask_user),
+    define_tool(name="word_count", description="Count the words in a text.", args=Text,
+                execute=_word_count),
 )
-
-
-def run_tool_call(call: ToolCall) -> ToolOutcome:
-    try:
-        args = msgspec.json.decode(call.arguments)
-    except msgspec.DecodeError:
-        return ToolError(error=f"arguments of {call.name} are not JSON", kind="validation")
-    if not isinstance(args, dict):
-        return ToolError(error=f"arguments of {call.name} must be a JSON object", kind="validation")
-    if call.name == "ask_user":
-        question = args.get("question")
-        if not isinstance(question, str) or not question:
-            return ToolError(error="ask_user needs a non-empty 'question' string", kind="validation")
-        # The run stops as waiting_for_reply; POST /v1/sessions/{id}/reply answers this call.
-        return ToolSuspend(mode="waiting_for_reply", detail=question)
-    if call.name == "word_count":
-        text = args.get("text")
-        if not isinstance(text, str):
-            return ToolError(error="word_count needs a 'text' string", kind="validation")
-        return ToolResult(content=str(len(text.split())))
-    return ToolError(error=f"no tool named {call.name!r}", kind="not_found")
+"""The agent's tools (``define_tool``: the args Struct is the schema and the validator)."""
 
 
 # -- one run -------------------------------------------------------------------------------------
-
-Commit = Callable[[LoopCheckpoint], Awaitable[None]]
 
 
 class _Sink:
@@ -186,37 +195,108 @@ class _Sink:
         self._emit(event)
 
 
-async def run_session(checkpoint: LoopCheckpoint, *, config: AgentConfig,
-                      transport_for: Callable[[Provider, Sequence[tuple[str, str]]], Transport],
-                      commit: Commit, on_turn_event: Callable[[TurnStreamEvent], None],
-                      ) -> CheckpointRunResult:
-    """Run a ``ready`` checkpoint until it settles (done, waiting for a reply, out of budget).
+class SessionRun(msgspec.Struct, frozen=True, kw_only=True):
+    """One settled run: ``checkpoint`` is what to store (one revision after the input, status
+    ``finished`` or ``waiting_for_reply``), ``text`` the final answer (``""`` when suspended)."""
 
-    ``commit`` persists each settled checkpoint before the run goes on (and raises if storage refused
-    it: a second writer). ``on_turn_event`` receives the turn text stream: text and resets, scoped by
-    ``turn_id`` = ``<execution>:<iteration>``. A provider failure propagates after the stream was
-    finished; storage then still holds the last settled checkpoint.
-    """
+    checkpoint: LoopCheckpoint
+    stop_reason: StopReason
+    text: str
+
+
+TransportFor = Callable[[Provider, Sequence[tuple[str, str]]], Transport]
+
+
+def build_model(config: AgentConfig, *, transport_for: TransportFor,
+                on_turn_event: Callable[[TurnStreamEvent], None], turn_prefix: str,
+                first_turn: int, limit_store: LimitStore | None = None,
+                clock: Clock | None = None) -> AgentModel:
+    """The providers as one agent model: a :class:`RoutedModel` over the route plan whose turn text
+    stream (one per model call, ``turn_id`` = ``<turn_prefix>:<n>`` counting from ``first_turn``)
+    goes to ``on_turn_event`` live, with the fallback's ``reset`` — then the rate limit, when the
+    config has one, in ``limit_store`` under the key ``providers`` (``clock``: milliseconds every
+    sharer of the store agrees on)."""
     models: dict[str, ModelAdapter] = {}
     for p in config.providers:
         adapter = create_wire_adapter(p.wire)
         models[p.id] = ModelAdapter(adapter, transport_for(p, adapter.auth_headers(p.api_key)),
                                     WireOptions(model=p.model, stream=True))
-    turn = [checkpoint.iterations]
+    turn = [first_turn]
     sink = _Sink(on_turn_event)
 
     def next_stream() -> TurnTextStream:
         turn[0] += 1
-        return create_turn_text_stream(turn_id=f"{checkpoint.execution_id}:{turn[0]}", sink=sink)
+        return create_turn_text_stream(turn_id=f"{turn_prefix}:{turn[0]}", sink=sink)
 
     routed = RoutedModel(plan=route_plan(config), models=models, text_stream=next_stream)
+    model = as_agent_model(routed, id="worker/agent")
+    if config.rate_limit_rpm is None and config.rate_limit_concurrency is None:
+        return model
+    if limit_store is None or clock is None:
+        raise HttpError(500, "misconfigured", "RATE_LIMIT_* is set but the Worker has no rate-limit "
+                        "store binding (LIMITS in wrangler.jsonc)")
+    return augment_model(model, [with_simple_limit(
+        rpm=config.rate_limit_rpm, concurrency=config.rate_limit_concurrency,
+        key="providers", store=limit_store, clock=clock)])
 
-    def restore(cp: LoopCheckpoint) -> RestoredLoop:
-        return RestoredLoop(call_model=routed.call_model, run_tool_call=run_tool_call,
-                            build_tools=lambda: TOOLS, capture_bindings=lambda: cp.bindings)
 
-    async def on_commit(cp: LoopCheckpoint) -> BoundaryDecision:
-        await commit(cp)
-        return "continue"
+async def run_session(stored: LoopCheckpoint, *, model: AgentModel) -> SessionRun:
+    """Run a stored ``ready`` checkpoint until it settles, through the agent API.
 
-    return await run_from_checkpoint(checkpoint=checkpoint, restore=restore, commit=on_commit)
+    A transcript that ends in the answer to a suspend (a reply was applied) continues with
+    ``resume_chat``; any other (a new user message) is a new ``prompt_chat`` over the stored
+    history, bounded by what is left of the session's ``max_iterations``. Nothing is stored here:
+    the caller commits :attr:`SessionRun.checkpoint` (revision ``stored.revision + 1``). A failure
+    (every provider failed, the turn budget ran out) propagates, and storage still holds
+    ``stored``.
+    """
+    left = stored.max_iterations - stored.iterations
+    if left < 1:
+        raise HttpError(409, "iteration_limit", f"the session used all {stored.max_iterations} "
+                        "model turns (MAX_ITERATIONS); start a new session")
+    resuming = bool(stored.messages) and isinstance(stored.messages[-1], ToolMessage)
+
+    async def handler(_: None) -> ChatResult:
+        for tool in TOOLS:
+            equip_tool(tool)
+        if resuming:
+            return await resume_chat(stored)
+        equip_history(stored.messages)
+        return await prompt_chat(max_turn_steps=left, max_total_turns=left)
+
+    chat = await create_agent(id="worker", handler=handler, model=model)(None)
+    return SessionRun(checkpoint=settled_checkpoint(stored, chat, resumed=resuming),
+                      stop_reason=chat.stop_reason, text=chat.data)
+
+
+def settled_checkpoint(stored: LoopCheckpoint, chat: ChatResult, *, resumed: bool) -> LoopCheckpoint:
+    """What to store after ``chat`` ran from ``stored``: the session's id, budget and cumulative
+    spend kept, one revision later. A suspend stores the agent's checkpoint (re-stamped as this
+    session's when it came from ``prompt_chat``, which counts only its own turns); a finished chat
+    stores the transcript with the chat's ``delta`` appended."""
+    if chat.checkpoint is not None:
+        cp = chat.checkpoint
+        if not resumed:  # prompt_chat's checkpoint knows only this prompt
+            cp = msgspec.structs.replace(
+                cp, execution_id=stored.execution_id, max_iterations=stored.max_iterations,
+                iterations=stored.iterations + cp.iterations,
+                stats=accumulate_run(stored.stats, cp.stats), bindings=stored.bindings)
+        cp = msgspec.structs.replace(cp, revision=stored.revision + 1)
+    else:
+        cp = msgspec.structs.replace(
+            stored, revision=stored.revision + 1, status="finished", open_suspends=(),
+            messages=(*stored.messages, *chat.delta),
+            iterations=stored.iterations + chat.stats.turns,
+            stats=accumulate_run(stored.stats, chat.stats))
+    serialize_loop_checkpoint(cp)  # refuses what parse_loop_checkpoint would refuse on reload
+    return cp
+
+
+def stopped_checkpoint(stored: LoopCheckpoint) -> LoopCheckpoint:
+    """What to store when the run from ``stored`` used its whole turn budget: ``stored`` marked
+    ``aborted`` one revision later, so the session takes a new message again. ``prompt_chat`` /
+    ``resume_chat`` raise ``ToolLoopExceededError`` without the turns they made, so the transcript
+    and the iteration count stay those of ``stored``."""
+    cp = msgspec.structs.replace(stored, revision=stored.revision + 1, status="aborted")
+    serialize_loop_checkpoint(cp)
+    return cp

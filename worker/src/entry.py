@@ -16,9 +16,11 @@ SSE events: ``session`` (id and the stored revision), ``turn`` (the turn text st
 stop reason, revision, and the question when waiting) and ``error`` (the failure and the revision
 storage still holds). Refused requests get a 4xx JSON body ``{"error": code, "message": ...}``.
 
-The loop runs in the Worker; the ``Session`` Durable Object only stores the checkpoint and accepts a
-write of revision *n + 1* only over revision *n* -- one writer per session, whatever the number of
-isolates. Inside workerd an event loop is already running: everything here is ``await``-ed, never
+The agent (bindloop's agent API, in agent.py) runs in the Worker; the ``Session`` Durable Object
+only stores the checkpoint and accepts a write of revision *n + 1* only over revision *n* -- one
+writer per session, whatever the number of isolates. The ``RateLimiter`` Durable Object is the
+``LimitStore`` of ``with_limit`` when ``RATE_LIMIT_*`` is set: every isolate counts against one
+limit. Inside workerd an event loop is already running: everything here is ``await``-ed, never
 ``anyio.run``.
 """
 
@@ -42,10 +44,14 @@ from agent import (
     AgentConfig,
     HttpError,
     Provider,
+    build_model,
     config_from_env,
     run_session,
+    stopped_checkpoint,
 )
-from bindloop.contracts import AssistantMessage, Message, SystemMessage, UserMessage, content_text
+from bindloop.agent import InMemoryLimitStore, LimitStore
+from bindloop.contracts import Message, SystemMessage, UserMessage
+from bindloop.errors import ToolLoopExceededError, TurnBudgetExceededError
 from bindloop.hosts.js_fetch import FetchTransport
 from bindloop.session import (
     CheckpointFormatError,
@@ -86,6 +92,73 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
         # One put of both keys: atomic, so no reader sees a revision without its checkpoint.
         await self.ctx.storage.put(_js_obj({"checkpoint": data, "revision": revision}))
         return json.dumps({"ok": True, "revision": revision})
+
+
+class RateLimiter(DurableObject):  # type: ignore[misc]  # the SDK is untyped
+    """The rate-limit state every isolate shares: one object per limit group (``idFromName``), so
+    ``with_limit``'s windows and in-flight counts are counted once however many isolates call the
+    providers. The object serialises its calls, and each method finishes without awaiting, so no
+    two requests interleave inside one. State lives in the object's memory (it is evicted only
+    after a quiet spell longer than a one-minute window, which has emptied by then; concurrency
+    slots of calls that outlive an eviction are forgotten, never double-counted)."""
+
+    def __init__(self, ctx: Any, env: Any) -> None:
+        super().__init__(ctx, env)
+        self._limits = InMemoryLimitStore()
+
+    async def admit(self, key: str, window_ms: float, limit: int, amount: int, now: float) -> float:
+        return await self._limits.admit(str(key), float(window_ms), int(limit), int(amount), float(now))
+
+    async def charge(self, key: str, window_ms: float, amount: int, now: float) -> None:
+        await self._limits.charge(str(key), float(window_ms), int(amount), float(now))
+
+    async def enter(self, key: str, limit: int) -> bool:
+        return await self._limits.enter(str(key), int(limit))
+
+    async def leave(self, key: str) -> None:
+        await self._limits.leave(str(key))
+
+
+class DurableLimitStore:
+    """bindloop's ``LimitStore`` over a :class:`RateLimiter` Durable Object (RPC), for
+    ``with_limit(store=...)``: requests in any isolate share one limit. Pair it with a clock every
+    isolate agrees on (:func:`wall_clock_ms`), not a per-process monotonic one."""
+
+    def __init__(self, namespace: Any, name: str = "providers") -> None:
+        self._stub = namespace.get(namespace.idFromName(name))
+
+    async def admit(self, key: str, window_ms: float, limit: int, amount: int, now: float) -> float:
+        return float(await self._stub.admit(key, window_ms, limit, amount, now))
+
+    async def charge(self, key: str, window_ms: float, amount: int, now: float) -> None:
+        await self._stub.charge(key, window_ms, amount, now)
+
+    async def enter(self, key: str, limit: int) -> bool:
+        return bool(await self._stub.enter(key, limit))
+
+    async def leave(self, key: str) -> None:
+        await self._stub.leave(key)
+
+
+def wall_clock_ms() -> float:
+    # Date.now() in workerd advances with I/O, not while Python computes: fine for windows of
+    # seconds, and the same clock in every isolate (a monotonic clock is per process).
+    return float(js.Date.now())
+
+
+def _limit_store(env: Any) -> LimitStore | None:
+    namespace = getattr(env, "LIMITS", None)
+    return None if namespace is None else DurableLimitStore(namespace)
+
+
+def _config(env: Any) -> AgentConfig:
+    """The agent's config, refused (500, named) before anything is stored."""
+    config = config_from_env(env)
+    limited = config.rate_limit_rpm is not None or config.rate_limit_concurrency is not None
+    if limited and getattr(env, "LIMITS", None) is None:
+        raise HttpError(500, "misconfigured", "RATE_LIMIT_* is set but the Worker has no LIMITS "
+                        "Durable Object binding (class RateLimiter); add it in wrangler.jsonc")
+    return config
 
 
 class _Store:
@@ -172,13 +245,16 @@ def _transport_for(provider: Provider, headers: Sequence[tuple[str, str]]) -> Fe
 
 
 async def _drive(stream: _EventStream, store: _Store, cp: LoopCheckpoint,
-                 config: AgentConfig) -> None:
+                 config: AgentConfig, env: Any) -> None:
     stream.send("session", {"session_id": store.session_id, "revision": store.revision})
     try:
-        result = await run_session(
-            cp, config=config, transport_for=_transport_for, commit=store.commit,
-            on_turn_event=lambda ev: stream.send("turn", ev))
+        model = build_model(config, transport_for=_transport_for,
+                            on_turn_event=lambda ev: stream.send("turn", ev),
+                            turn_prefix=cp.execution_id, first_turn=cp.iterations,
+                            limit_store=_limit_store(env), clock=wall_clock_ms)
+        result = await run_session(cp, model=model)
         final = result.checkpoint
+        await store.commit(final)
         done: dict[str, Any] = {"session_id": store.session_id, "status": final.status,
                                 "stop_reason": result.stop_reason, "revision": store.revision,
                                 "iterations": final.iterations}
@@ -186,12 +262,21 @@ async def _drive(stream: _EventStream, store: _Store, cp: LoopCheckpoint,
         if waiting:
             done["question"] = waiting[0].detail
             done["tool_call_id"] = waiting[0].tool_call_id
-        last = final.messages[-1] if final.messages else None
-        if isinstance(last, AssistantMessage) and last.content is not None:
-            done["text"] = content_text(last.content)
+        if final.status == "finished":
+            done["text"] = result.text
         stream.send("done", done)
     except HttpError as exc:
         stream.send("error", {**exc.body(), "session_id": store.session_id, "revision": store.revision})
+    except (ToolLoopExceededError, TurnBudgetExceededError) as exc:
+        try:
+            await store.commit(stopped_checkpoint(cp))
+        except HttpError as refused:  # a second writer got there first: storage keeps its revision
+            stream.send("error", {**refused.body(), "session_id": store.session_id,
+                                  "revision": store.revision})
+        else:
+            stream.send("error", {"error": "iteration_limit", "message": str(exc),
+                                  "session_id": store.session_id, "revision": store.revision,
+                                  "status": "aborted"})
     except Exception as exc:  # a provider or transport failure: report it, storage keeps its revision
         stream.send("error", {"error": type(exc).__name__, "message": str(exc),
                               "session_id": store.session_id, "revision": store.revision})
@@ -229,13 +314,13 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
 
     def _start(self, store: _Store, cp: LoopCheckpoint, config: AgentConfig) -> Response:
         stream = _EventStream()
-        self.ctx.waitUntil(asyncio.ensure_future(_drive(stream, store, cp, config)))
+        self.ctx.waitUntil(asyncio.ensure_future(_drive(stream, store, cp, config, self.env)))
         return stream.response()
 
     async def _chat(self, body: dict[str, Any]) -> Response:
         message = _field(body, "message", str)
         session_id = _field(body, "session_id", str, required=False)
-        config = config_from_env(self.env)  # refuse before anything is stored
+        config = _config(self.env)  # refuse before anything is stored
         if session_id is None:
             session_id = str(js.crypto.randomUUID())
             store = _Store(self.env, session_id)
@@ -251,9 +336,12 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
             raise HttpError(400, "invalid_session_id", "a session id is 1-64 characters of A-Z a-z 0-9 _ -")
         store = _Store(self.env, session_id)
         cp = await self._load(store)
-        if cp.status != "finished":
+        if cp.status not in ("finished", "aborted"):
             raise HttpError(409, "session_busy", f"session {session_id!r} is {cp.status}; a new "
                             "message is accepted only when it is finished", session_status=cp.status)
+        if cp.iterations >= cp.max_iterations:
+            raise HttpError(409, "iteration_limit", f"session {session_id!r} used all its "
+                            f"{cp.max_iterations} model turns (MAX_ITERATIONS); start a new session")
         cp = apply_checkpoint_input(cp, UserMessage(content=message))
         await store.commit(cp)
         return self._start(store, cp, config)
@@ -277,7 +365,7 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         content = _field(body, "content", str)
         revision = _field(body, "revision", int)
         tool_call_id = _field(body, "tool_call_id", str, required=False)
-        config = config_from_env(self.env)
+        config = _config(self.env)
         store = _Store(self.env, session_id)
         cp = await self._load(store)
         if cp.status != "waiting_for_reply":

@@ -4,7 +4,8 @@ Importable everywhere, usable only where ``js`` and ``pyodide.ffi`` exist (they 
 request is sent). The response body is streamed through its ``ReadableStream`` reader, one chunk
 at a time; leaving ``open()`` — normally, by an error, or by cancellation, including a cancellation
 while the headers are still awaited — aborts the request through an ``AbortController`` (first,
-synchronously) and then cancels the reader, so the connection is closed.
+synchronously) and then cancels the reader, so the connection is closed. A GET or HEAD is sent
+without a body (fetch refuses one, even empty); a non-empty body on them is a ``TransportError``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from bindloop.wire import HttpRequest, TransportError
 from bindloop.wire._transport import transport_settings  # this area's own helper, not yet public
 
 __all__ = ("FetchTransport",)
+
+_BODILESS = frozenset({"GET", "HEAD"})
 
 
 def _js() -> tuple[Any, Any]:
@@ -75,9 +78,17 @@ class FetchTransport:
         headers = js.Headers.new()
         for name, value in (*request.headers, *self._headers):
             headers.append(name, value)
-        init = ffi.to_js({"method": request.method, "headers": headers,
-                          "body": ffi.to_js(request.body), "signal": controller.signal},
-                         dict_converter=js.Object.fromEntries)
+        fields: dict[str, Any] = {"method": request.method, "headers": headers,
+                                  "signal": controller.signal}
+        if request.method.upper() in _BODILESS:
+            # fetch throws a TypeError for a GET or HEAD with any body, even an empty one.
+            if request.body:
+                raise TransportError(f"{request.method} {self._shown}{request.path}: fetch cannot "
+                                     f"send a body with {request.method.upper()} "
+                                     f"({len(request.body)} bytes given); use POST")
+        else:
+            fields["body"] = ffi.to_js(request.body)
+        init = ffi.to_js(fields, dict_converter=js.Object.fromEntries)
         fetch = self._fetch if self._fetch is not None else js.fetch
         reader = None
         try:
@@ -85,7 +96,10 @@ class FetchTransport:
                 resp = await fetch(self._base + request.path, init)
             except ffi.JsException as exc:
                 raise TransportError(f"could not reach {self._shown}: {exc}") from exc
-            reader = resp.body.getReader() if resp.body is not None else None
+            body = resp.body
+            # No body (HEAD, 204): JS null, which Pyodide 314 hands over as ffi.jsnull, not None.
+            if body is not None and body is not getattr(ffi, "jsnull", None):
+                reader = body.getReader()
             yield _Response(resp, reader, ffi)
         finally:
             # Synchronous and first: this is the one step that must happen however we leave —
