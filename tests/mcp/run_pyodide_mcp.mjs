@@ -27,12 +27,6 @@ function loopbackFetch(input, init) {
   if (!target.startsWith("http://127.0.0.1:")) {
     return Promise.reject(new Error(`mcp runner: only loopback fetches are allowed, not ${target}`));
   }
-  if (init && (init.method === "GET" || init.method === "HEAD") && init.body !== undefined) {
-    // FetchTransport always passes a body, and fetch refuses one (even empty) on GET/HEAD: the
-    // resumption GET would fail. Dropped here so the rest of the client can be exercised.
-    init = { ...init };
-    delete init.body;
-  }
   return realFetch(input, init);
 }
 
