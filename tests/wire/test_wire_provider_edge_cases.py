@@ -1,5 +1,7 @@
-"""Regressions from the wire review: each test pins one defect that used to lose data or build a
-request the provider refuses."""
+"""Provider edge cases each wire must get right: Responses arguments that arrive only in done
+events, Anthropic tool results ordered before user text, tool_choice only with tools, quota vs rate
+limit, index-less tool-call deltas, Gemini function responses and merged thoughts. Each test pins a
+way a request could be refused or a reply lose data."""
 
 from __future__ import annotations
 
