@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..contracts import Message
 from ..errors import AfterPromptAgentError, NoAgentContextError
 from ..signal import AbortSignal
+from ._snapshot import Journal
 
 if TYPE_CHECKING:
     from ._middleware import ToolCallLoopMiddleware, ToolMiddleware
@@ -92,8 +93,6 @@ class Frame:
                  signal: AbortSignal | None = None, max_retries: int = 3,
                  cursor: ReplayCursor | None = None,
                  specs: dict[Any, Any] | None = None) -> None:
-        from ._snapshot import Journal
-
         self.run = run
         self.agent_id = agent_id
         self.parent = parent

@@ -250,11 +250,16 @@ class _Prompt:
         else:
             events = self.model.stream(messages, self.options)
             collector = TurnCollector()
+            observe = collector.observe
             try:
-                async for event in events:
-                    collector.observe(event)
-                    if text is not None and isinstance(event, TextEvent):
-                        text.observe(event.content)
+                if text is None:
+                    async for event in events:
+                        observe(event)
+                else:
+                    async for event in events:
+                        observe(event)
+                        if isinstance(event, TextEvent):
+                            text.observe(event.content)
             except BaseException:
                 aclose = getattr(events, "aclose", None)
                 if aclose is not None:
@@ -435,13 +440,15 @@ class _Prompt:
             return ToolError(error=f"no tool named {call.name!r} is equipped", kind="not_found")
         tool, dynamic = entry
         if not self.tracer.enabled:
-            return await tool.run(call.arguments, call_id=call.id, dynamic=dynamic)
+            return await tool.run(call.arguments, call_id=call.id, dynamic=dynamic,
+                                  agent_id=self.frame.agent_id)
         name = f"execute_tool {call.name}"
         span = self.tracer.start(name, self.frame.span, {
             "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
             "gen_ai.tool.call.id": call.id})
         try:
-            outcome = await tool.run(call.arguments, call_id=call.id, dynamic=dynamic)
+            outcome = await tool.run(call.arguments, call_id=call.id, dynamic=dynamic,
+                                     agent_id=self.frame.agent_id)
         except BaseException as exc:
             self.tracer.end(span, name, error=exc)
             raise
@@ -617,7 +624,7 @@ async def _with_consumers(gen: Generation, body: Callable[[StreamHub | None], Aw
 async def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
                       max_turn_steps: int, max_total_turns: int | None,
                       text_sink: TurnStreamSink | None, hook: str,
-                      additional_options: Mapping[str, Any] | None) -> tuple[Any, ChatResult]:
+                      additional_options: Mapping[str, Any] | None) -> tuple[Any, ChatResult | None]:
     retries = frame.max_retries
     total = _budgets(max_turn_steps, max_total_turns, retries)
     initial = _messages(frame, gen, hook)
@@ -627,7 +634,7 @@ async def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
             turn_id=f"{frame.agent_id}:{'.'.join(map(str, frame.path))}:{gen.index}",
             sink=text_sink)
 
-    async def body(hub: StreamHub | None) -> tuple[Any, ChatResult]:
+    async def body(hub: StreamHub | None) -> tuple[Any, ChatResult | None]:
         prompt = _Prompt(frame, gen, spec, hub, stream, additional_options)
         return await _drive(prompt, initial, spec, retries=retries,
                             max_turn_steps=max_turn_steps, total=total, stream=stream)
@@ -641,7 +648,7 @@ async def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
 
 async def _drive(prompt: _Prompt, initial: list[Message], spec: OutputSpec | None, *,
                  retries: int, max_turn_steps: int, total: int,
-                 stream: TurnTextStream | None) -> tuple[Any, ChatResult]:
+                 stream: TurnTextStream | None) -> tuple[Any, ChatResult | None]:
     frame, gen = prompt.frame, prompt.gen
     state = ToolLoopState(messages=list(initial))
     stats = empty_run_stats()
@@ -660,7 +667,7 @@ async def _drive(prompt: _Prompt, initial: list[Message], spec: OutputSpec | Non
         outcome = await run_tool_loop(ToolLoopParams(
             call_model=prompt.call_model, run_tool_call=prompt.run_tool_call, state=state,
             max_iterations=steps, signal=frame.signal, is_fatal_tool_error=_fatal))
-        stats = accumulate_run(stats, outcome.stats)
+        stats = outcome.stats if attempt == 0 else accumulate_run(stats, outcome.stats)
         used += outcome.stats.turns
         reason = outcome.stop_reason
         if reason == "iteration_limit":
@@ -675,8 +682,8 @@ async def _drive(prompt: _Prompt, initial: list[Message], spec: OutputSpec | Non
                 max_turn_steps=max_turn_steps)
         if reason == "aborted":
             raise RunCancelledError(f"agent {frame.agent_id!r}: the prompt was aborted")
-        delta = state.messages[len(initial):]
         if reason in ("waiting_for_reply", "resuming_later"):
+            delta = state.messages[len(initial):]
             checkpoint = _checkpoint(frame, gen, state, stats, total, used, reason)
             chat = ChatResult(data="", delta=list(delta), stop_reason=reason, stats=stats,
                               checkpoint=checkpoint)
@@ -697,8 +704,10 @@ async def _drive(prompt: _Prompt, initial: list[Message], spec: OutputSpec | Non
         if problem is None:
             problem = await _validate(gen, value)
         if problem is None:
-            return value, ChatResult(data=text, delta=list(delta), stop_reason="done",
-                                     stats=stats)
+            if spec is not None:  # prompt_agent returns the value alone: no ChatResult to build
+                return value, None
+            return value, ChatResult(data=text, delta=state.messages[len(initial):],
+                                     stop_reason="done", stats=stats)
         attempts.append((text, problem))
         if prompt.tracer.enabled:
             prompt.tracer.event(frame.span, "bindloop.structured_output.retry",
@@ -778,6 +787,7 @@ async def prompt_chat(*, max_turn_steps: int = 10, max_total_turns: int | None =
     _, chat = await _run_prompt(frame, gen, None, max_turn_steps=max_turn_steps,
                                 max_total_turns=max_total_turns, text_sink=text_sink,
                                 hook="prompt_chat", additional_options=additional_options)
+    assert chat is not None  # without a schema _drive always builds the ChatResult
     return chat
 
 
