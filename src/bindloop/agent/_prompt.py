@@ -77,7 +77,7 @@ from ._context import Frame, Generation, current_frame
 from ._middleware import ToolCallLoopContext, ToolOutput, run_loop_chain
 from ._model import AgentModel, ModelStreamOptions, turn_events
 from ._schema import InvalidOutput, OutputSpec, output_spec
-from ._snapshot import prompt_hash
+from ._snapshot import PromptHasher
 from ._stream import (
     ErrorStreamEvent,
     ExtraStreamEvent,
@@ -190,6 +190,8 @@ class _Prompt:
         self.tracer = run.tracer
         self.recording = run.enable_snapshot or run.tracer.enabled or frame.cursor is not None
         self.observed = (self.recording or self.hub is not None or self.tool_mode)
+        # Prompt hashes for the journal and the trace, each call hashing only the new messages.
+        self.hasher = PromptHasher(self.defs, schema, choice) if self.recording else None
         # An optional whole-turn call (AgentModel.complete_turn), used when nobody watches the
         # stream: the same turn without a generator per call.
         self.complete = getattr(self.model, "complete_turn", None)
@@ -275,8 +277,7 @@ class _Prompt:
         index = self.turn_index
         frame = self.frame
         hub = self.hub
-        hash_ = prompt_hash(messages, self.defs, self.options.schema,
-                            self.options.tool_choice) if self.recording else ""
+        hash_ = self.hasher(messages) if self.hasher is not None else ""
         span = None
         if self.tracer.enabled:
             span = self.tracer.start(f"chat {self.model.id}", frame.span, {
