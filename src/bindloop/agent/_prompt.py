@@ -589,24 +589,36 @@ async def _validate(gen: Generation, value: Any) -> str | None:
 R = TypeVar("R")
 
 
-async def _with_consumers(gen: Generation, body: Callable[[StreamHub | None], Awaitable[R]],
+async def _with_consumers(frame: Frame, gen: Generation,
+                          body: Callable[[StreamHub | None], Awaitable[R]],
                           on_end: Callable[[bool], None] | None = None) -> R:
     """Run ``body(hub)`` with this generation's stream consumers as tasks; the hub is closed
     (every consumer sees its end) however ``body`` ends. Without consumers there is no task
-    group at all: a prompt nobody watches pays nothing for streaming."""
-    if not gen.streams:
+    group at all: a prompt nobody watches pays nothing for streaming. ``await_on_end=False``
+    consumers run in the run root's task group, so the prompt returns without waiting for them
+    (they still see the end of their stream, and the run's root waits for them)."""
+    run = frame.run
+    background = run.background
+    if not gen.streams or background is not None and not any(
+            c.await_on_end for c in gen.streams):
+        # No consumer the prompt waits for: no task group of its own (fire-and-forget ones run
+        # in the run root's).
+        hub = None if not gen.streams else StreamHub(gen.streams, None, background,
+                                                     run.background_errors)
         ok = False
         try:
-            out = await body(None)
+            out = await body(hub)
             ok = True
             return out
         finally:
             if on_end is not None:
                 on_end(ok)
+            if hub is not None:
+                hub.close()
     result: list[R] = []
     failure: BaseException | None = None
     async with anyio.create_task_group() as tg:
-        hub = StreamHub(gen.streams, tg)
+        hub = StreamHub(gen.streams, tg, background, run.background_errors)
         try:
             result.append(await body(hub))
         except anyio.get_cancelled_exc_class():
@@ -644,7 +656,7 @@ async def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
         if stream is not None:
             stream.finish("succeeded" if ok else "failed")
 
-    return await _with_consumers(gen, body, finish)
+    return await _with_consumers(frame, gen, body, finish)
 
 
 async def _drive(prompt: _Prompt, initial: list[Message], spec: OutputSpec | None, *,
@@ -850,4 +862,4 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
                           stop_reason=stop, stats=run.stats,
                           checkpoint=end if suspended else None)
 
-    return await _with_consumers(gen, body)
+    return await _with_consumers(frame, gen, body)

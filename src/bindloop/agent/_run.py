@@ -10,7 +10,7 @@ import msgspec
 from ..contracts import ModelTurnResult, ToolOutcome
 from ..errors import NoAgentContextError, SnapshotDisabledError, SnapshotFormatError, UsageError
 from ..signal import AbortSignal
-from ._context import Frame, RunState, enter, leave, optional_frame
+from ._context import Frame, RunState, enter, hosting, leave, optional_frame
 from ._model import as_agent_model
 from ._snapshot import (
     AgentSnapshot,
@@ -73,7 +73,11 @@ async def run_with(fn: Callable[..., Awaitable[R]], *, initial_props: Any = _UNS
         if not hasattr(out, "__await__"):
             raise UsageError(f"run_with(fn): fn returned {type(out).__name__}, not an awaitable; "
                              "pass an async function")
-        return await out
+
+        async def body() -> R:
+            return await out  # type: ignore[no-any-return]
+
+        return await hosting(run, body)
     finally:
         leave(token)
 
