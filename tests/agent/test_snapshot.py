@@ -267,3 +267,34 @@ async def test_restore_snapshot_from_a_trace_replays_up_to_the_anchor() -> None:
     assert verdict.answer == "owls" and live.position == 2 and executed == ["owls"]
     with pytest.raises(Exception, match="no trace event"):
         restore_snapshot(bus.events, anchor=10_000)
+
+
+async def test_a_memory_value_without_a_json_form_keeps_the_trace_json() -> None:
+    """A non-JSON memory value is traced by its type name (never its repr) and left out of a
+    snapshot restored from the trace; JSON-able ones (a Struct included) are traced as data."""
+
+    class Secretive:
+        def __repr__(self) -> str:
+            return "Secretive(token=sk-123)"
+
+    bus = Bus()
+
+    async def handler(_: None) -> str:
+        _, set_obj = equip_memory("obj", 1)
+        _, set_struct = equip_memory("struct", Q(q="x"))
+        set_obj(Secretive())
+        equip_instruction("q")
+        return (await prompt_chat()).data
+
+    assert await run_with(create_agent(id="m", handler=handler), event_bus=bus,
+                          model=scripted_stream_model([final_answer("ok")])) == "ok"
+    text = msgspec.json.encode(bus.events)  # must not raise
+    assert b"sk-123" not in text
+    sets = [e.attributes for e in bus.events if e.name == "bindloop.memory.set"]
+    assert sets[0] == {"bindloop.memory.key": "obj", "bindloop.memory.value": 1}
+    assert sets[1] == {"bindloop.memory.key": "struct", "bindloop.memory.value": {"q": "x"}}
+    assert sets[2] == {"bindloop.memory.key": "obj",
+                       "bindloop.memory.unencodable": "test_a_memory_value_without_a_json_form_"
+                                                      "keeps_the_trace_json.<locals>.Secretive"}
+    rebuilt = restore_snapshot(msgspec.json.decode(text))
+    assert rebuilt.root.children[0].memory == {"struct": {"q": "x"}}

@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+import msgspec
+
 from ..contracts import Message
 from ..errors import MissingDependencyError, UsageError
 from ..plugins import Tool
 from ..signal import AbortSignal
-from ._context import current_frame, draft_generation, optional_frame
+from ._context import Frame, current_frame, draft_generation, optional_frame
 from ._middleware import ToolCallLoopMiddleware, ToolMiddleware
 from ._stream import ConsumerFn, StreamConsumer
 from ._tools import AgentTool, as_agent_tool, check_dynamic
@@ -138,16 +140,31 @@ def equip_memory(key: str, initial: T) -> tuple[T, Callable[[T], None]]:
     if key not in memory:
         memory[key] = initial
         if frame.run.tracer.enabled:
-            frame.run.tracer.event(frame.span, "bindloop.memory.set",
-                                   {"bindloop.memory.key": key, "bindloop.memory.value": initial})
+            _trace_memory(frame, key, initial)
 
     def set_value(value: T) -> None:
         memory[key] = value
         if frame.run.tracer.enabled:
-            frame.run.tracer.event(frame.span, "bindloop.memory.set",
-                                   {"bindloop.memory.key": key, "bindloop.memory.value": value})
+            _trace_memory(frame, key, value)
 
     return memory[key], set_value
+
+
+_ENCODE = msgspec.json.Encoder().encode
+
+
+def _trace_memory(frame: Frame, key: str, value: object) -> None:
+    # Trace events are JSON: a value that has no JSON form (an object that belongs in
+    # equip_resource) is traced by its type name alone, never by its repr (it may hold secrets),
+    # and restore_snapshot leaves that key out of the rebuilt memory.
+    attributes: dict[str, Any] = {"bindloop.memory.key": key}
+    try:
+        builtins = msgspec.to_builtins(value)
+        _ENCODE(builtins)
+        attributes["bindloop.memory.value"] = builtins
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
+        attributes["bindloop.memory.unencodable"] = type(value).__qualname__
+    frame.run.tracer.event(frame.span, "bindloop.memory.set", attributes)
 
 
 def equip_memo(key: str, factory: Callable[[], T], deps: Sequence[Any]) -> T:

@@ -177,6 +177,9 @@ def restore_snapshot(trace: Sequence[TraceEvent | Mapping[str, Any]], *,
                     break
         elif event.type == "event" and event.name == "bindloop.memory.set":
             owner = frames.get(event.span_id, root)
-            owner.memory[str(attrs.get("bindloop.memory.key"))] = attrs.get(
-                "bindloop.memory.value")
+            key = str(attrs.get("bindloop.memory.key"))
+            if "bindloop.memory.value" in attrs:
+                owner.memory[key] = attrs["bindloop.memory.value"]
+            else:  # a value with no JSON form was set: the earlier one is stale, keep neither
+                owner.memory.pop(key, None)
     return AgentSnapshot(root=root.freeze())
