@@ -661,12 +661,13 @@ async def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
 
 async def _drive(prompt: _Prompt, initial: list[Message], spec: OutputSpec | None, *,
                  retries: int, max_turn_steps: int, total: int,
-                 stream: TurnTextStream | None) -> tuple[Any, ChatResult | None]:
+                 stream: TurnTextStream | None,
+                 prior_attempts: Sequence[tuple[str, str]] = ()) -> tuple[Any, ChatResult | None]:
     frame, gen = prompt.frame, prompt.gen
     state = ToolLoopState(messages=list(initial))
     stats = empty_run_stats()
     used = 0
-    attempts: list[tuple[str, str]] = []
+    attempts: list[tuple[str, str]] = list(prior_attempts)
     for attempt in range(retries + 1):
         left = total - used
         if left <= 0:
@@ -726,15 +727,22 @@ async def _drive(prompt: _Prompt, initial: list[Message], spec: OutputSpec | Non
             prompt.tracer.event(frame.span, "bindloop.structured_output.retry",
                                 {"bindloop.attempt": attempt + 1, "bindloop.reason": problem})
         if attempt < retries:
-            again = ("Answer again with corrected arguments for the "
-                     f"{spec.name} tool." if prompt.tool_mode and spec is not None else
-                     "Answer again with JSON matching the schema." if spec is not None else
-                     "Answer again.")
-            state.messages.append(UserMessage(
-                content=f"Your previous answer was rejected: {problem}. {again}"))
-    raise StructuredOutputError(
+            state.messages.append(_reask(prompt, spec, problem))
+    raise _no_answer(frame, attempts)
+
+
+def _reask(prompt: _Prompt, spec: OutputSpec | None, problem: str) -> UserMessage:
+    again = ("Answer again with corrected arguments for the "
+             f"{spec.name} tool." if prompt.tool_mode and spec is not None else
+             "Answer again with JSON matching the schema." if spec is not None else
+             "Answer again.")
+    return UserMessage(content=f"Your previous answer was rejected: {problem}. {again}")
+
+
+def _no_answer(frame: Frame, attempts: Sequence[tuple[str, str]]) -> StructuredOutputError:
+    return StructuredOutputError(
         f"agent {frame.agent_id!r}: no acceptable answer after {len(attempts)} attempts "
-        f"(max_retries={retries}); last problem: {attempts[-1][1]}", tuple(attempts))
+        f"(max_retries={frame.max_retries}); last problem: {attempts[-1][1]}", tuple(attempts))
 
 
 def _checkpoint(frame: Frame, gen: Generation, state: ToolLoopState, stats: RunStats,
@@ -813,7 +821,11 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
     ``reply`` answers the open suspend (``tool_call_id`` picks one when several are open): a
     ``waiting_for_reply`` suspend gets it as a reply, a ``resuming_later`` one as its wake result.
     Runs through :func:`~bindloop.session.run_from_checkpoint`; ``max_turn_steps`` (default: what
-    the checkpoint has left) bounds the model turns. Validators are not re-asked here.
+    the checkpoint has left) bounds the model turns. The final answer goes through the
+    generation's ``expect_validator`` s as in :func:`prompt_chat`: a refused one is re-asked
+    with the reason (each re-ask a tool loop of ``max_turn_steps`` turns, default 10), up to the
+    agent's ``max_retries``, then :class:`~bindloop.errors.StructuredOutputError` carries every
+    attempt.
     """
     frame, gen = _begin("resume_chat")
     cp = checkpoint if isinstance(checkpoint, LoopCheckpoint) else parse_loop_checkpoint(
@@ -858,8 +870,31 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
         end = run.checkpoint
         delta = list(end.messages[start_len:])
         suspended = stop in ("waiting_for_reply", "resuming_later")
-        return ChatResult(data="" if suspended else _final_text(end.messages), delta=delta,
-                          stop_reason=stop, stats=run.stats,
-                          checkpoint=end if suspended else None)
+        if suspended:
+            return ChatResult(data="", delta=delta, stop_reason=stop, stats=run.stats,
+                              checkpoint=end)
+        text = _final_text(end.messages)
+        problem = await _validate(gen, text)
+        if problem is None:
+            return ChatResult(data=text, delta=delta, stop_reason=stop, stats=run.stats)
+        # A refused answer is re-asked as in prompt_chat: the resumed transcript plus the
+        # reason, through more tool loops, up to the agent's max_retries re-asks in all.
+        attempts = [(text, problem)]
+        if prompt.tracer.enabled:
+            prompt.tracer.event(frame.span, "bindloop.structured_output.retry",
+                                {"bindloop.attempt": 1, "bindloop.reason": problem})
+        if frame.max_retries == 0:
+            raise _no_answer(frame, attempts)
+        reask = _reask(prompt, None, problem)
+        steps = max_turn_steps if max_turn_steps is not None else 10
+        _, chat = await _drive(prompt, [*end.messages, reask], None,
+                               retries=frame.max_retries - 1, max_turn_steps=steps,
+                               total=steps * frame.max_retries, stream=None,
+                               prior_attempts=attempts)
+        assert chat is not None  # without a schema _drive always builds the ChatResult
+        return ChatResult(data=chat.data, delta=[*delta, reask, *chat.delta],
+                          stop_reason=chat.stop_reason,
+                          stats=accumulate_run(run.stats, chat.stats),
+                          checkpoint=chat.checkpoint)
 
     return await _with_consumers(frame, gen, body)
