@@ -715,7 +715,7 @@ async def _drive(prompt: _Prompt, initial: list[Message], spec: OutputSpec | Non
                 value = spec.decode(text)
             except InvalidOutput as exc:
                 problem = exc.reason
-        if problem is None:
+        if problem is None and gen.validators:
             problem = await _validate(gen, value)
         if problem is None:
             if spec is not None:  # prompt_agent returns the value alone: no ChatResult to build
