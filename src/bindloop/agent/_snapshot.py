@@ -128,7 +128,10 @@ class PromptHasher:
     after ``{"messages":[m1,...,mk`` is reused and only the fixed suffix is appended per call. The
     value equals :func:`prompt_hash` exactly. Messages are frozen Structs; the transcript is one
     list the loop only appends to, and a list that is not the same one, shrank, or no longer holds
-    the hashed first and last messages at their places is hashed again from the start."""
+    the hashed first and last messages at their places is hashed again from the start (a
+    compaction's wholesale replacement, a truncation, a resumed list). A message edited in place
+    in the middle, keeping the length and the first and last, would go unseen: the loop never
+    does that and an :class:`AgentModel` must not mutate the transcript."""
 
     __slots__ = ("_count", "_first", "_last", "_list", "_state", "_suffix")
 
