@@ -160,3 +160,47 @@ def test_tool_context_is_a_frozen_value() -> None:
                               call_id="c1", agent_id="a")
     with pytest.raises(AttributeError):
         ctx.call_id = "c2"  # type: ignore[misc]
+
+
+class _Q(msgspec.Struct):
+    q: str
+
+
+class _Bus:
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+
+    def emit(self, event: Any) -> None:
+        self.events.append(event)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("traced", [False, True])
+async def test_a_tool_gets_the_same_context_on_the_plain_and_the_general_path(
+        traced: bool) -> None:
+    from bindloop.agent import create_agent, equip_instruction, equip_tool, prompt_chat, run_with
+    from bindloop.contracts import ToolResult
+    from bindloop.plugins import define_tool
+    from bindloop.testing import final_answer, tool_call, tool_call_turn
+
+    seen: list[Any] = []
+
+    async def look(args: _Q, ctx: Any) -> ToolResult:
+        seen.append(ctx)
+        return ToolResult(content=args.q)
+
+    tool = define_tool(name="look", description="Look", args=_Q, execute=look)
+
+    async def handler(_: None) -> str:
+        equip_instruction("go")
+        equip_tool(tool)
+        return (await prompt_chat()).data
+
+    model = scripted_stream_model([tool_call_turn([tool_call("look", {"q": "x"}, id="c7")]),
+                                   final_answer("done")])
+    out = await run_with(create_agent(id="seer", handler=handler), model=model,
+                         event_bus=_Bus() if traced else None)
+    assert out == "done"
+    assert seen == [ToolContext(tool_name="look", description="Look",
+                                parameters=tool.parameters, input='{"q":"x"}', call_id="c7",
+                                agent_id="seer")]

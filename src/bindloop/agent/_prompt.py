@@ -74,7 +74,7 @@ from ..session import (
 )
 from ..wire import ForcedTool, ToolChoice
 from ._context import Frame, Generation, current_frame
-from ._middleware import ToolCallLoopContext, ToolOutput, run_loop_chain
+from ._middleware import ToolCallLoopContext, ToolContext, ToolOutput, run_loop_chain
 from ._model import AgentModel, ModelStreamOptions, turn_events
 from ._schema import InvalidOutput, OutputSpec, output_spec
 from ._snapshot import PromptHasher
@@ -195,6 +195,8 @@ class _Prompt:
         # An optional whole-turn call (AgentModel.complete_turn), used when nobody watches the
         # stream: the same turn without a generator per call.
         self.complete = getattr(self.model, "complete_turn", None)
+        self.plain_tools = (not self.recording and not gen.loop_middleware
+                            and not run.tracer.enabled)
         self.turn_index = -1
         self.batch: _Batch | None = None
         self.last_turn: ModelTurnResult | None = None
@@ -421,6 +423,15 @@ class _Prompt:
     # -- the tool port ----------------------------------------------------------------------------
     async def run_tool_call(self, call: ToolCall) -> ToolOutcome:
         frame = self.frame
+        if self.plain_tools:
+            # Nothing to replay, record, trace or batch: straight to the tool (the same steps
+            # as _run_one -> AgentTool.run without their frames).
+            entry = self.tools.get(call.name)
+            if entry is not None and not entry[1] and not entry[0].middleware:
+                tool = entry[0].tool
+                return await tool.execute(call.arguments, ToolContext(
+                    tool.name, tool.description, tool.parameters, call.arguments, call.id,
+                    frame.agent_id))
         if frame.cursor is not None:
             served = frame.cursor.tool_outcome(call.id)
             if served is not None:

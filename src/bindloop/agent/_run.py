@@ -75,7 +75,7 @@ async def run_with(fn: Callable[..., Awaitable[R]], *, initial_props: Any = _UNS
                              "pass an async function")
 
         async def body() -> R:
-            return await out  # type: ignore[no-any-return]
+            return await out
 
         return await hosting(run, body)
     finally:
