@@ -6,6 +6,9 @@ Runners:
 
 * ``bare loop``: ``bindloop.run_tool_loop`` with a ``call_model`` returning whole turns, the final
   text decoded with msgspec — the floor the agent layer is measured against.
+* ``bare (stream)``: the same loop over the streaming model below, each turn folded by the engine's
+  ``TurnCollector`` — the floor for the agent's streamed path (the fold is engine work any
+  ``run_tool_loop`` user of a streaming model does).
 * ``agent API``: ``run_with(agent, model=...)`` of one ``create_agent`` (defined once, reused) with
   ``equip_tool(define_tool(...))`` + ``prompt_agent(Final)`` over
   an :class:`~bindloop.agent.AgentModel` that streams each turn as events (what every real model
@@ -17,10 +20,16 @@ Runners:
   extra ``bench``; each runs in its own interpreter (``--peers``), as in ``bench/peers.py``.
 
 Reported: µs per turn (median over repeats), and each runner's ratio to the bare loop measured in the
-same run; "added" is the agent API's µs/turn minus the bare loop's. Target: <= 10 µs/turn added,
-flat in N.
+same run; "added" is the agent API's µs/turn minus the bare loop's ("over stream": minus the bare
+streamed loop's). Target: <= 10 µs/turn added, flat in N.
+
+``--before DIR`` compares with a checkout of the base commit instead (its sources and its own
+``bench/agent.py``; the engine-only ``bare (stream)`` runner is this file's, over the base's
+sources): every runner in a fresh interpreter, before and after interleaved for ``--rounds``
+rounds, the median over rounds, ratio = after / before.
 
     python bench/agent.py [--ns 10,100,1000] [--peers] [--budget 2.0]
+    git archive <base> | tar -x -C /tmp/base && python bench/agent.py --before /tmp/base
 """
 
 from __future__ import annotations
