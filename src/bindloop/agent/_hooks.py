@@ -72,11 +72,21 @@ def equip_tool(tool: Tool[Any, Any] | AgentTool, *,
     """Offer ``tool`` (from ``define_tool`` or ``augment_tool``) to this generation's prompt, with
     dynamic ``middleware`` around its static layers (dynamic -> static -> tool). Equipping the same
     name twice replaces the first."""
-    _, gen = draft_generation("equip_tool")
-    agent_tool = as_agent_tool("equip_tool", tool)
-    layers = check_dynamic(middleware)
-    gen.tools = [t for t in gen.tools if t[0].name != agent_tool.name]
-    gen.tools.append((agent_tool, layers))
+    frame, gen = draft_generation("equip_tool")
+    if isinstance(tool, Tool):
+        # A bare Tool is wrapped (its wire definition built) once per agent, not per call: the
+        # agent's cache holds the Tool itself as the key, so the key cannot be recycled.
+        key = ("tool", tool)
+        agent_tool = frame.specs.get(key)
+        if agent_tool is None:
+            agent_tool = frame.specs[key] = as_agent_tool("equip_tool", tool)
+    else:
+        agent_tool = as_agent_tool("equip_tool", tool)
+    layers = check_dynamic(middleware) if middleware else ()
+    tools = gen.tools
+    if tools:
+        gen.tools = tools = [t for t in tools if t[0].name != agent_tool.name]
+    tools.append((agent_tool, layers))
 
 
 def equip_tool_call_loop_middleware(middleware: ToolCallLoopMiddleware) -> None:
