@@ -15,6 +15,8 @@ Runners:
   does), in native JSON-schema mode; no stream consumer, no trace, no snapshot.
 * ``agent (whole)``: the same, over a model that also offers ``complete_turn`` (whole turns, as
   the wire's ``ModelAdapter`` does), which the agent uses when nothing watches the stream.
+* ``agent (snapshot)``: the streamed agent with ``enable_snapshot=True`` (each turn journaled
+  with its prompt hash, as with a trace or a replay).
 * ``pydantic-ai`` (``Agent(FunctionModel, output_type=Final)``, the final answer through its output
   tool) and ``openai-agents`` (``Runner.run`` with a ``Model`` subclass, ``output_type=Final``):
   extra ``bench``; each runs in its own interpreter (``--peers``), as in ``bench/peers.py``.
@@ -195,14 +197,16 @@ async def _bench_handler(n: int) -> Final:
 _AGENT = create_agent(id="bench", handler=_bench_handler)
 
 
-def agent_api_run_once(n: int, model_type: type[_StreamModel] = _StreamModel) -> float:
+def agent_api_run_once(n: int, model_type: type[_StreamModel] = _StreamModel,
+                       enable_snapshot: bool = False) -> float:
     _ADDED[0] = 0
     added = _ADDED
     model = model_type(n)
 
     async def main() -> float:
         started = time.perf_counter()
-        final = await run_with(_AGENT, initial_props=n, model=model)
+        final = await run_with(_AGENT, initial_props=n, model=model,
+                               enable_snapshot=enable_snapshot)
         elapsed = time.perf_counter() - started
         _check(final, n, added[0])
         return elapsed
@@ -316,6 +320,12 @@ def agent_whole_turn_run_once(n: int) -> float:
     return agent_api_run_once(n, _WholeTurnModel)
 
 
+def agent_snapshot_run_once(n: int) -> float:
+    """The streamed agent with ``enable_snapshot=True``: every turn journaled with its prompt
+    hash (what a trace or a replay also pays)."""
+    return agent_api_run_once(n, enable_snapshot=True)
+
+
 def bare_stream_run_once(n: int) -> float:
     """``run_tool_loop`` over the same streaming model, each turn folded by the engine's
     ``TurnCollector``: the floor for the agent's streamed path (the fold is the engine's work,
@@ -356,6 +366,7 @@ RUNNERS: dict[str, RunOnce] = {
     "bare (stream)": bare_stream_run_once,
     "agent API": agent_api_run_once,
     "agent (whole)": agent_whole_turn_run_once,
+    "agent (snapshot)": agent_snapshot_run_once,
     "pydantic-ai": pydantic_ai_run_once,
     "openai-agents": openai_agents_run_once,
 }
@@ -382,9 +393,9 @@ def _in_subprocess(name: str, ns: list[int], budget_s: float) -> dict[int, float
     return {int(k): v for k, v in json.loads(proc.stdout).items()}
 
 
-SIDE_BY_SIDE = ("bare loop", "bare (stream)", "agent API", "agent (whole)")
-# Runners the base's own bench/agent.py has; "bare (stream)" (engine only) is measured for the
-# base with this file over the base's sources.
+SIDE_BY_SIDE = ("bare loop", "bare (stream)", "agent API", "agent (whole)", "agent (snapshot)")
+# Runners the base's own bench/agent.py has; "bare (stream)" (engine only) and "agent (snapshot)"
+# (public API only) are measured for the base with this file over the base's sources.
 _BASE_HAS = ("bare loop", "agent API", "agent (whole)")
 
 
