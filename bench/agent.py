@@ -6,21 +6,32 @@ Runners:
 
 * ``bare loop``: ``bindloop.run_tool_loop`` with a ``call_model`` returning whole turns, the final
   text decoded with msgspec — the floor the agent layer is measured against.
+* ``bare (stream)``: the same loop over the streaming model below, each turn folded by the engine's
+  ``TurnCollector`` — the floor for the agent's streamed path (the fold is engine work any
+  ``run_tool_loop`` user of a streaming model does).
 * ``agent API``: ``run_with(agent, model=...)`` of one ``create_agent`` (defined once, reused) with
   ``equip_tool(define_tool(...))`` + ``prompt_agent(Final)`` over
   an :class:`~bindloop.agent.AgentModel` that streams each turn as events (what every real model
   does), in native JSON-schema mode; no stream consumer, no trace, no snapshot.
 * ``agent (whole)``: the same, over a model that also offers ``complete_turn`` (whole turns, as
   the wire's ``ModelAdapter`` does), which the agent uses when nothing watches the stream.
+* ``agent (snapshot)``: the streamed agent with ``enable_snapshot=True`` (each turn journaled
+  with its prompt hash, as with a trace or a replay).
 * ``pydantic-ai`` (``Agent(FunctionModel, output_type=Final)``, the final answer through its output
   tool) and ``openai-agents`` (``Runner.run`` with a ``Model`` subclass, ``output_type=Final``):
   extra ``bench``; each runs in its own interpreter (``--peers``), as in ``bench/peers.py``.
 
 Reported: µs per turn (median over repeats), and each runner's ratio to the bare loop measured in the
-same run; "added" is the agent API's µs/turn minus the bare loop's. Target: <= 10 µs/turn added,
-flat in N.
+same run; "added" is the agent API's µs/turn minus the bare loop's ("over stream": minus the bare
+streamed loop's). Target: <= 10 µs/turn added, flat in N.
+
+``--before DIR`` compares with a checkout of the base commit instead (its sources and its own
+``bench/agent.py``; the engine-only ``bare (stream)`` runner is this file's, over the base's
+sources): every runner in a fresh interpreter, before and after interleaved for ``--rounds``
+rounds, the median over rounds, ratio = after / before.
 
     python bench/agent.py [--ns 10,100,1000] [--peers] [--budget 2.0]
+    git archive <base> | tar -x -C /tmp/base && python bench/agent.py --before /tmp/base
 """
 
 from __future__ import annotations
@@ -50,7 +61,7 @@ from bindloop.agent import (
     run_with,
 )
 from bindloop.completion import FinishEvent, StreamEvent, TextEvent, ToolCallChunk, \
-    ToolCallEvent, UsageEvent
+    ToolCallEvent, TurnCollector, UsageEvent
 from bindloop.plugins import define_tool
 
 RunOnce = Callable[[int], float]
@@ -186,14 +197,16 @@ async def _bench_handler(n: int) -> Final:
 _AGENT = create_agent(id="bench", handler=_bench_handler)
 
 
-def agent_api_run_once(n: int, model_type: type[_StreamModel] = _StreamModel) -> float:
+def agent_api_run_once(n: int, model_type: type[_StreamModel] = _StreamModel,
+                       enable_snapshot: bool = False) -> float:
     _ADDED[0] = 0
     added = _ADDED
     model = model_type(n)
 
     async def main() -> float:
         started = time.perf_counter()
-        final = await run_with(_AGENT, initial_props=n, model=model)
+        final = await run_with(_AGENT, initial_props=n, model=model,
+                               enable_snapshot=enable_snapshot)
         elapsed = time.perf_counter() - started
         _check(final, n, added[0])
         return elapsed
@@ -307,10 +320,53 @@ def agent_whole_turn_run_once(n: int) -> float:
     return agent_api_run_once(n, _WholeTurnModel)
 
 
+def agent_snapshot_run_once(n: int) -> float:
+    """The streamed agent with ``enable_snapshot=True``: every turn journaled with its prompt
+    hash (what a trace or a replay also pays)."""
+    return agent_api_run_once(n, enable_snapshot=True)
+
+
+def bare_stream_run_once(n: int) -> float:
+    """``run_tool_loop`` over the same streaming model, each turn folded by the engine's
+    ``TurnCollector``: the floor for the agent's streamed path (the fold is the engine's work,
+    which any ``run_tool_loop`` user of a streaming model does too)."""
+    added = [0]
+    model = _StreamModel(n)
+    options = ModelStreamOptions()
+
+    async def call_model(messages: list[Message], tools: list[ToolDefinition]) -> ModelTurnResult:
+        collector = TurnCollector()
+        async for event in model.stream(messages, options):
+            collector.observe(event)
+        return collector.result()
+
+    def add(call: ToolCall) -> ToolOutcome:
+        args = _ARGS.decode(call.arguments)
+        added[0] += 1
+        return ToolResult(content=str(args.a + args.b))
+
+    state = ToolLoopState(messages=[UserMessage(content="add things")])
+    params = ToolLoopParams(state=state, call_model=call_model, run_tool_call=add,
+                            max_iterations=n + 1, build_tools=lambda: [ADD])
+
+    async def main() -> float:
+        started = time.perf_counter()
+        result = await run_tool_loop(params)
+        final = _FINAL.decode(state.messages[-1].content)  # type: ignore[arg-type]
+        elapsed = time.perf_counter() - started
+        assert result.stop_reason == "done"
+        _check(final, n, added[0])
+        return elapsed
+
+    return anyio.run(main)
+
+
 RUNNERS: dict[str, RunOnce] = {
     "bare loop": bare_loop_run_once,
+    "bare (stream)": bare_stream_run_once,
     "agent API": agent_api_run_once,
     "agent (whole)": agent_whole_turn_run_once,
+    "agent (snapshot)": agent_snapshot_run_once,
     "pydantic-ai": pydantic_ai_run_once,
     "openai-agents": openai_agents_run_once,
 }
@@ -337,6 +393,72 @@ def _in_subprocess(name: str, ns: list[int], budget_s: float) -> dict[int, float
     return {int(k): v for k, v in json.loads(proc.stdout).items()}
 
 
+SIDE_BY_SIDE = ("bare loop", "bare (stream)", "agent API", "agent (whole)", "agent (snapshot)")
+# Runners the base's own bench/agent.py has; "bare (stream)" (engine only) and "agent (snapshot)"
+# (public API only) are measured for the base with this file over the base's sources.
+_BASE_HAS = ("bare loop", "agent API", "agent (whole)")
+
+
+def _measure_in(script: str, src: str, name: str, ns: list[int],
+                budget_s: float) -> dict[int, float]:
+    env = {**os.environ, "PYTHONPATH": src}
+    proc = subprocess.run(
+        [sys.executable, script, "--only", name, "--json", "--ns", ",".join(map(str, ns)),
+         "--budget", str(budget_s)], capture_output=True, text=True, env=env, timeout=1800)
+    if proc.returncode != 0:
+        raise SystemExit(f"{script} --only {name!r} failed:\n{proc.stderr[-2000:]}")
+    return {int(k): v for k, v in json.loads(proc.stdout).items()}
+
+
+def _imported_from(src: str) -> str:
+    proc = subprocess.run([sys.executable, "-c", "import bindloop.agent; "
+                           "print(bindloop.agent.__file__)"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": src}, check=True)
+    return proc.stdout.strip()
+
+
+def side_by_side(before_dir: str, ns: list[int], budget_s: float, rounds: int) -> int:
+    """Before (the base's sources and its own bench/agent.py) and after (this checkout), each
+    runner in a fresh interpreter, interleaved before/after for ``rounds`` rounds; the median
+    over rounds is reported."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    after_src = os.path.join(os.path.dirname(here), "src")
+    before_src = os.path.join(os.path.abspath(before_dir), "src")
+    before_script = os.path.join(os.path.abspath(before_dir), "bench", "agent.py")
+    for label, src in (("before", before_src), ("after", after_src)):
+        print(f"{label}: bindloop.agent from {_imported_from(src)}")
+    samples: dict[tuple[str, str], list[dict[int, float]]] = {}
+    for _ in range(rounds):
+        for name in SIDE_BY_SIDE:
+            script = before_script if name in _BASE_HAS else os.path.abspath(__file__)
+            for label, (scr, src) in (("before", (script, before_src)),
+                                      ("after", (os.path.abspath(__file__), after_src))):
+                samples.setdefault((label, name), []).append(
+                    _measure_in(scr, src, name, ns, budget_s))
+    fig = {key: {n: statistics.median(r[n] for r in runs) for n in ns}
+           for key, runs in samples.items()}
+    print(f"µs per turn, median of {rounds} interleaved rounds (each the median of a run's "
+          "repeats); ratio = after / before")
+    print(f"{'runner':<16}" + "".join(f"{'N=' + str(n) + ' before':>14}{'after':>9}{'ratio':>7}"
+                                      for n in ns))
+    for name in SIDE_BY_SIDE:
+        b, a = fig[("before", name)], fig[("after", name)]
+        print(f"{name:<16}" + "".join(f"{b[n]:>14.1f}{a[n]:>9.1f}{a[n] / b[n]:>7.2f}" for n in ns))
+    for label, agent, floor in (("added (stream)", "agent API", "bare loop"),
+                                ("  over stream", "agent API", "bare (stream)"),
+                                ("added (whole)", "agent (whole)", "bare loop")):
+        cells = ""
+        for n in ns:
+            before = fig[("before", agent)][n] - fig[("before", floor)][n]
+            after = fig[("after", agent)][n] - fig[("after", floor)][n]
+            cells += f"{before:>14.1f}{after:>9.1f}{'':>7}"
+        print(f"{label:<16}{cells}")
+    print("added = agent µs/turn minus its floor's, in the same process family: 'added (stream)' "
+          "and 'added (whole)' over the bare whole-turn loop, 'over stream' over the bare loop "
+          "folding the same stream. Target: <= 10 µs/turn, flat in N.")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ns", default="10,100,1000")
@@ -347,14 +469,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=2.0)
     parser.add_argument("--only", choices=sorted(RUNNERS))
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--before", metavar="DIR",
+                        help="side by side with a checkout of the base commit in DIR (e.g. "
+                             "`git archive <base> | tar -x -C DIR`): its sources and its own "
+                             "bench/agent.py against this checkout's")
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
     ns = [int(x) for x in args.ns.split(",")]
+    if args.before:
+        return side_by_side(args.before, ns, args.budget, args.rounds)
     if args.only:
         figures = {n: measure(RUNNERS[args.only], n, args.budget) for n in ns}
         print(json.dumps(figures) if args.json else figures)
         return 0
     rows: dict[str, dict[int, float] | str] = {
         "bare loop": {n: measure(bare_loop_run_once, n, args.budget) for n in ns},
+        "bare (stream)": {n: measure(bare_stream_run_once, n, args.budget) for n in ns},
         "agent API": {n: measure(agent_api_run_once, n, args.budget) for n in ns},
         "agent (whole)": {n: measure(agent_whole_turn_run_once, n, args.budget) for n in ns},
     }
@@ -374,10 +504,12 @@ def main(argv: list[str] | None = None) -> int:
         cells = "".join(f"{figures[n]:>13.1f} ({figures[n] / bare[n]:>5.2f}x)" if n in figures
                         else f"{'-':>22}" for n in ns)
         print(f"{name:<16}{cells}")
-    for label, key in (("added (stream)", "agent API"), ("added (whole)", "agent (whole)")):
-        agent = rows[key]
-        assert isinstance(agent, dict)
-        added = "".join(f"{agent[n] - bare[n]:>22.1f}" for n in ns)
+    for label, key, floor_key in (("added (stream)", "agent API", "bare loop"),
+                                  ("  over stream", "agent API", "bare (stream)"),
+                                  ("added (whole)", "agent (whole)", "bare loop")):
+        agent, floor = rows[key], rows[floor_key]
+        assert isinstance(agent, dict) and isinstance(floor, dict)
+        added = "".join(f"{agent[n] - floor[n]:>22.1f}" for n in ns)
         print(f"{label:<16}{added}   (target <= 10 µs/turn, flat in N)")
     return 0
 

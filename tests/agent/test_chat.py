@@ -159,3 +159,58 @@ async def test_a_suspend_inside_prompt_agent_raises_with_the_checkpoint() -> Non
     with pytest.raises(PromptSuspendedError, match="resume_chat") as info:
         await create_agent(id="s", handler=handler, model=model)(None)
     assert info.value.checkpoint.status == "waiting_for_reply"
+
+
+async def _paused_chat() -> bytes:
+    model = scripted_stream_model([
+        tool_call_turn([tool_call("ask_human", {"question": "Which city?"}, id="ask_1")]),
+    ])
+    paused = await _chat_agent(model, tools=(ASK,))("Plan my trip")
+    assert paused.checkpoint is not None
+    return serialize_loop_checkpoint(paused.checkpoint)
+
+
+async def test_resume_chat_re_asks_validators() -> None:
+    stored = await _paused_chat()
+    model = scripted_stream_model([final_answer("Lisbon"), final_answer("Lisbon, in May")])
+    seen: list[str] = []
+
+    def needs_month(text: str) -> bool | str:
+        seen.append(text)
+        return True if "May" in text else "name the month"
+
+    async def resume(_: None) -> ChatResult:
+        equip_tool(ASK)
+        expect_validator(needs_month)
+        return await resume_chat(stored, reply="Lisbon")
+
+    done = await create_agent(id="chat", handler=resume, model=model)(None)
+    assert seen == ["Lisbon", "Lisbon, in May"]
+    assert done.stop_reason == "done" and done.data == "Lisbon, in May"
+    reask = model.requests[1].messages[-1]
+    assert isinstance(reask, UserMessage) and "name the month" in str(reask.content)
+    # The delta holds everything this prompt added: the reply, both answers and the re-ask.
+    assert [type(m) for m in done.delta] == [ToolMessage, AssistantMessage, UserMessage,
+                                             AssistantMessage]
+    assert done.stats.turns == 2
+
+
+async def test_resume_chat_gives_up_after_max_retries_with_every_attempt() -> None:
+    from bindloop.errors import StructuredOutputError
+
+    stored = await _paused_chat()
+    model = scripted_stream_model([final_answer("no"), final_answer("still no")])
+
+    async def resume(_: None) -> ChatResult:
+        equip_tool(ASK)
+        expect_validator(lambda text: "refused")
+        return await resume_chat(stored, reply="Lisbon")
+
+    with pytest.raises(StructuredOutputError) as info:
+        await create_agent(id="chat", handler=resume, model=model, max_retries=1)(None)
+    assert [a[0] for a in info.value.attempts] == ["no", "still no"]
+
+    model0 = scripted_stream_model([final_answer("no")])
+    with pytest.raises(StructuredOutputError):
+        await create_agent(id="chat", handler=resume, model=model0, max_retries=0)(None)
+    assert len(model0.requests) == 1

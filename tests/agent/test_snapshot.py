@@ -267,3 +267,77 @@ async def test_restore_snapshot_from_a_trace_replays_up_to_the_anchor() -> None:
     assert verdict.answer == "owls" and live.position == 2 and executed == ["owls"]
     with pytest.raises(Exception, match="no trace event"):
         restore_snapshot(bus.events, anchor=10_000)
+
+
+async def test_a_memory_value_without_a_json_form_keeps_the_trace_json() -> None:
+    """A non-JSON memory value is traced by its type name (never its repr) and left out of a
+    snapshot restored from the trace; JSON-able ones (a Struct included) are traced as data."""
+
+    class Secretive:
+        def __repr__(self) -> str:
+            return "Secretive(token=sk-123)"
+
+    bus = Bus()
+
+    async def handler(_: None) -> str:
+        _, set_obj = equip_memory("obj", 1)
+        _, set_struct = equip_memory("struct", Q(q="x"))
+        set_obj(Secretive())
+        equip_instruction("q")
+        return (await prompt_chat()).data
+
+    assert await run_with(create_agent(id="m", handler=handler), event_bus=bus,
+                          model=scripted_stream_model([final_answer("ok")])) == "ok"
+    text = msgspec.json.encode(bus.events)  # must not raise
+    assert b"sk-123" not in text
+    sets = [e.attributes for e in bus.events if e.name == "bindloop.memory.set"]
+    assert sets[0] == {"bindloop.memory.key": "obj", "bindloop.memory.value": 1}
+    assert sets[1] == {"bindloop.memory.key": "struct", "bindloop.memory.value": {"q": "x"}}
+    assert sets[2] == {"bindloop.memory.key": "obj",
+                       "bindloop.memory.unencodable": "test_a_memory_value_without_a_json_form_"
+                                                      "keeps_the_trace_json.<locals>.Secretive"}
+    rebuilt = restore_snapshot(msgspec.json.decode(text))
+    assert rebuilt.root.children[0].memory == {"struct": {"q": "x"}}
+
+
+async def test_replay_re_derives_memory_and_says_nothing_when_an_unjournaled_input_changed() -> None:
+    """Replay runs the handler again instead of injecting the snapshot's memory: equal memory when
+    it derives from journaled turns and tool outputs; a memory value written from an input outside
+    the journal (here a provider) follows the new input, silently, until it reaches a prompt."""
+    from bindloop.agent import expect_resource
+
+    async def handler(_: None) -> str:
+        _, set_seen = equip_memory("seen", "")
+        set_seen(expect_resource("stamp"))  # not journaled
+        equip_instruction("q")
+        return (await prompt_chat()).data
+
+    agent = create_agent(id="m", handler=handler)
+
+    async def main() -> Any:
+        return await agent(None), dump_snapshot()
+
+    (out, snap) = await run_with(main, model=scripted_stream_model([final_answer("a")]),
+                                 enable_snapshot=True, providers={"stamp": "t1"})
+    assert snap.root.children[0].memory == {"seen": "t1"}
+    same = await run_with(main, model=scripted_stream_model([]), snapshot=snap,
+                          enable_snapshot=True, providers={"stamp": "t1"})
+    assert same == (out, snap)  # equivalent: everything memory derives from is the same
+    again, snap2 = await run_with(main, model=scripted_stream_model([]), snapshot=snap,
+                                  enable_snapshot=True, providers={"stamp": "t2"})
+    assert again == "a" and snap2.root.children[0].memory == {"seen": "t2"}  # not equivalent
+
+    async def prompting(_: None) -> str:
+        seen, set_seen = equip_memory("seen", "")
+        set_seen(expect_resource("stamp"))
+        equip_instruction(f"q {expect_resource('stamp')}")  # now the input reaches the prompt
+        return (await prompt_chat()).data
+
+    async def main2() -> Any:
+        return await create_agent(id="m", handler=prompting)(None), dump_snapshot()
+
+    _, snap3 = await run_with(main2, model=scripted_stream_model([final_answer("a")]),
+                              enable_snapshot=True, providers={"stamp": "t1"})
+    with pytest.raises(SnapshotDivergenceError):
+        await run_with(main2, model=scripted_stream_model([]), snapshot=snap3,
+                       providers={"stamp": "t2"})

@@ -199,3 +199,109 @@ async def test_a_consumer_that_stops_reading_does_not_stall_the_model() -> None:
 
     with anyio.fail_after(5):
         assert await create_agent(id="s", handler=handler, model=model)(None) == "x" * 200
+
+
+async def test_await_on_end_false_is_fire_and_forget() -> None:
+    """The prompt returns while the consumer is still busy; the consumer is not cancelled, sees
+    the end of its stream, and the run's root (run_with) waits for it before returning."""
+    from bindloop.agent import run_with
+
+    model = scripted_stream_model([final_answer("done")], chunk_size=2)
+    release = anyio.Event()
+    log: list[str] = []
+
+    async def ui(stream: Any) -> None:
+        async for _ in stream:
+            pass
+        log.append("stream ended")
+        await release.wait()  # cleanup that outlives the prompt
+        log.append("cleanup done")
+
+    async def handler(_: None) -> str:
+        equip_instruction("q")
+        on_stream(ui, await_on_end=False)
+        out = (await prompt_chat()).data
+        log.append("prompt returned")
+        return out
+
+    async def root() -> str:
+        out = await create_agent(id="ff", handler=handler, model=model)(None)
+        log.append("agent returned")
+        await anyio.sleep(0)
+        release.set()
+        return out
+
+    with anyio.fail_after(5):
+        assert await run_with(root) == "done"
+    assert log.index("prompt returned") < log.index("cleanup done")
+    assert log.index("agent returned") < log.index("cleanup done")
+    assert log[-1] == "cleanup done"  # run_with returned only after the consumer finished
+
+
+async def test_await_on_end_false_in_an_implicit_run_is_joined_by_the_outer_agent() -> None:
+    model = scripted_stream_model([final_answer("x")])
+    log: list[str] = []
+
+    async def ui(stream: Any) -> None:
+        async for _ in stream:
+            pass
+        await anyio.sleep(0.01)
+        log.append("cleanup done")
+
+    async def handler(_: None) -> str:
+        equip_instruction("q")
+        on_stream(ui, await_on_end=False)
+        out = (await prompt_chat()).data
+        log.append("prompt returned")
+        return out
+
+    assert await create_agent(id="ff", handler=handler, model=model)(None) == "x"
+    assert log == ["prompt returned", "cleanup done"]
+
+
+async def test_a_failing_fire_and_forget_consumer_is_reraised_after_the_run() -> None:
+    from bindloop.agent import run_with
+
+    model = scripted_stream_model([final_answer("x")])
+    log: list[str] = []
+
+    async def ui(stream: Any) -> None:
+        async for _ in stream:
+            pass
+        raise RuntimeError("ui broke")
+
+    async def handler(_: None) -> str:
+        equip_instruction("q")
+        on_stream(ui, await_on_end=False)
+        return (await prompt_chat()).data
+
+    async def root() -> str:
+        out = await create_agent(id="ff", handler=handler, model=model)(None)
+        await anyio.sleep(0.01)
+        log.append("root finished")  # the consumer's failure did not cancel the root
+        return out
+
+    with pytest.raises(RuntimeError, match="ui broke"):
+        await run_with(root)
+    assert log == ["root finished"]
+
+
+async def test_awaited_and_fire_and_forget_consumers_together() -> None:
+    model = scripted_stream_model([final_answer("x")], chunk_size=1)
+    seen: dict[str, int] = {"awaited": 0, "detached": 0}
+
+    def counting(name: str) -> Any:
+        async def consumer(stream: Any) -> None:
+            async for event in stream:
+                if isinstance(event, TextStreamEvent):
+                    seen[name] += 1
+        return consumer
+
+    async def handler(_: None) -> str:
+        equip_instruction("q")
+        on_stream(counting("awaited"))
+        on_stream(counting("detached"), await_on_end=False)
+        return (await prompt_chat()).data
+
+    assert await create_agent(id="ff", handler=handler, model=model)(None) == "x"
+    assert seen == {"awaited": 1, "detached": 1}

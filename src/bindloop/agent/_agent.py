@@ -9,7 +9,8 @@ from typing import Any, Generic, TypeVar
 
 from ..errors import ModelRegistryNotFoundError, PortContractError, RebornLimitExceededError, \
     UsageError
-from ._context import Frame, Generation, RunState, current_frame, enter, leave, optional_frame
+from ._context import Frame, Generation, RunState, current_frame, enter, hosting, leave, \
+    optional_frame
 from ._middleware import (
     AgentMiddleware,
     AgentMiddlewareContext,
@@ -87,9 +88,18 @@ class Agent(Generic[P, R]):
 
     async def __call__(self, props: P = None) -> R:  # type: ignore[assignment]
         parent = optional_frame()
-        run = parent.run if parent is not None else _implicit_run()
         if parent is None:
-            parent = run.root
+            # An implicit run: this call is its root and hosts its background consumers.
+            run = _implicit_run()
+            token = enter(run.root)
+            try:
+                return await hosting(run, lambda: self._call(run.root, props))
+            finally:
+                leave(token)
+        return await self._call(parent, props)
+
+    async def _call(self, parent: Frame, props: P) -> R:
+        run = parent.run
         index = parent.child_count
         parent.child_count += 1
         cursor = None

@@ -9,13 +9,17 @@ inherit a copy.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+from anyio.abc import TaskGroup
 
 from ..contracts import Message
 from ..errors import AfterPromptAgentError, NoAgentContextError
 from ..signal import AbortSignal
+from ._snapshot import Journal
 
 if TYPE_CHECKING:
     from ._middleware import ToolCallLoopMiddleware, ToolMiddleware
@@ -27,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     "Frame",
+    "hosting",
     "Generation",
     "RunState",
     "current_frame",
@@ -38,8 +43,8 @@ __all__ = (
 class RunState:
     """One root run: what ``run_with`` injected, shared by every agent on the chain."""
 
-    __slots__ = ("enable_snapshot", "model", "providers", "registry", "replay", "root",
-                 "signal", "tracer")
+    __slots__ = ("background", "background_errors", "enable_snapshot", "model", "providers",
+                 "registry", "replay", "root", "signal", "tracer")
 
     def __init__(self, *, providers: dict[str, Any], model: AgentModel | None,
                  registry: dict[str, AgentModel], enable_snapshot: bool,
@@ -53,6 +58,11 @@ class RunState:
         self.tracer = tracer
         self.replay = replay
         self.root = Frame(run=self, agent_id=None, parent=None, path=())
+        # The task group of the run's root (run_with, or the outermost agent call of an implicit
+        # run) that hosts ``on_stream(..., await_on_end=False)`` consumers past their prompt, and
+        # what those consumers raised (re-raised once the root is done).
+        self.background: TaskGroup | None = None
+        self.background_errors: list[BaseException] = []
 
 
 class Generation:
@@ -92,8 +102,6 @@ class Frame:
                  signal: AbortSignal | None = None, max_retries: int = 3,
                  cursor: ReplayCursor | None = None,
                  specs: dict[Any, Any] | None = None) -> None:
-        from ._snapshot import Journal
-
         self.run = run
         self.agent_id = agent_id
         self.parent = parent
@@ -144,6 +152,33 @@ def draft_generation(hook: str) -> tuple[Frame, Generation]:
             f"hooks shape the prompt, so call {hook}() before the prompt (or return reborn() and "
             "call it in the next generation)")
     return frame, generation
+
+
+R = TypeVar("R")
+
+
+async def hosting(run: RunState, body: Callable[[], Awaitable[R]]) -> R:
+    """Run ``body()`` as the root of ``run``, hosting its fire-and-forget stream consumers.
+
+    The root returns once ``body`` has and every such consumer finished (no task outlives the
+    run). ``body``'s own exception is re-raised as it is (never wrapped in an exception group);
+    else the first exception a background consumer raised."""
+    result: list[R] = []
+    failure: BaseException | None = None
+    async with anyio.create_task_group() as tg:
+        run.background = tg
+        try:
+            result.append(await body())
+        except anyio.get_cancelled_exc_class():
+            raise
+        except BaseException as exc:  # re-raised outside the task group, never wrapped
+            failure = exc
+    run.background = None
+    if failure is not None:
+        raise failure
+    if run.background_errors:
+        raise run.background_errors[0]
+    return result[0]
 
 
 def enter(frame: Frame) -> Any:

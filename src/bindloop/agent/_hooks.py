@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+import msgspec
+
 from ..contracts import Message
 from ..errors import MissingDependencyError, UsageError
 from ..plugins import Tool
 from ..signal import AbortSignal
-from ._context import current_frame, draft_generation, optional_frame
+from ._context import Frame, current_frame, draft_generation, optional_frame
 from ._middleware import ToolCallLoopMiddleware, ToolMiddleware
 from ._stream import ConsumerFn, StreamConsumer
 from ._tools import AgentTool, as_agent_tool, check_dynamic
@@ -70,11 +72,21 @@ def equip_tool(tool: Tool[Any, Any] | AgentTool, *,
     """Offer ``tool`` (from ``define_tool`` or ``augment_tool``) to this generation's prompt, with
     dynamic ``middleware`` around its static layers (dynamic -> static -> tool). Equipping the same
     name twice replaces the first."""
-    _, gen = draft_generation("equip_tool")
-    agent_tool = as_agent_tool("equip_tool", tool)
-    layers = check_dynamic(middleware)
-    gen.tools = [t for t in gen.tools if t[0].name != agent_tool.name]
-    gen.tools.append((agent_tool, layers))
+    frame, gen = draft_generation("equip_tool")
+    if isinstance(tool, Tool):
+        # A bare Tool is wrapped (its wire definition built) once per agent, not per call: the
+        # agent's cache holds the Tool itself as the key, so the key cannot be recycled.
+        key = ("tool", tool)
+        agent_tool = frame.specs.get(key)
+        if agent_tool is None:
+            agent_tool = frame.specs[key] = as_agent_tool("equip_tool", tool)
+    else:
+        agent_tool = as_agent_tool("equip_tool", tool)
+    layers = check_dynamic(middleware) if middleware else ()
+    tools = gen.tools
+    if tools:
+        gen.tools = tools = [t for t in tools if t[0].name != agent_tool.name]
+    tools.append((agent_tool, layers))
 
 
 def equip_tool_call_loop_middleware(middleware: ToolCallLoopMiddleware) -> None:
@@ -115,8 +127,12 @@ def on_stream(consumer: ConsumerFn, signal: AbortSignal | None = None,
     """Receive this generation's agent stream events: ``consumer(events)`` is started when the
     prompt crosses the draft barrier and iterates ``events`` (an async iterator). The stream always
     ends — also when the model fails at once — and does not survive reborn. ``signal`` ends this
-    consumer's stream early. With ``await_on_end=False`` the prompt does not wait for the consumer
-    after its stream closed: a consumer still running then is cancelled."""
+    consumer's stream early. With ``await_on_end=True`` (the default) the prompt returns only once
+    the consumer has finished. With ``await_on_end=False`` it is fire and forget: the consumer runs
+    in the run's root task group (``run_with``, or the outermost agent call), the prompt does not
+    wait for it, and it keeps running its own cleanup after its stream ended; the run's root waits
+    for it before returning, and re-raises what it raised once the root function is done (a
+    failing fire-and-forget consumer never cancels the run midway)."""
     _, gen = draft_generation("on_stream")
     if not callable(consumer):
         raise UsageError(f"on_stream() takes a callable consumer(events), got {consumer!r}")
@@ -134,16 +150,31 @@ def equip_memory(key: str, initial: T) -> tuple[T, Callable[[T], None]]:
     if key not in memory:
         memory[key] = initial
         if frame.run.tracer.enabled:
-            frame.run.tracer.event(frame.span, "bindloop.memory.set",
-                                   {"bindloop.memory.key": key, "bindloop.memory.value": initial})
+            _trace_memory(frame, key, initial)
 
     def set_value(value: T) -> None:
         memory[key] = value
         if frame.run.tracer.enabled:
-            frame.run.tracer.event(frame.span, "bindloop.memory.set",
-                                   {"bindloop.memory.key": key, "bindloop.memory.value": value})
+            _trace_memory(frame, key, value)
 
     return memory[key], set_value
+
+
+_ENCODE = msgspec.json.Encoder().encode
+
+
+def _trace_memory(frame: Frame, key: str, value: object) -> None:
+    # Trace events are JSON: a value that has no JSON form (an object that belongs in
+    # equip_resource) is traced by its type name alone, never by its repr (it may hold secrets),
+    # and restore_snapshot leaves that key out of the rebuilt memory.
+    attributes: dict[str, Any] = {"bindloop.memory.key": key}
+    try:
+        builtins = msgspec.to_builtins(value)
+        _ENCODE(builtins)
+        attributes["bindloop.memory.value"] = builtins
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
+        attributes["bindloop.memory.unencodable"] = type(value).__qualname__
+    frame.run.tracer.event(frame.span, "bindloop.memory.set", attributes)
 
 
 def equip_memo(key: str, factory: Callable[[], T], deps: Sequence[Any]) -> T:

@@ -32,6 +32,7 @@ __all__ = (
     "ModelStreamOptions",
     "StructuredOutputMode",
     "as_agent_model",
+    "is_agent_model",
     "turn_events",
 )
 
@@ -178,6 +179,18 @@ class _RoutedAgentModel:
         return dict(self._cost(usage)) if self._cost is not None else {}
 
 
+_MODEL_ATTRS = ("id", "provider")
+_MODEL_METHODS = ("stream", "calculate_cost")
+
+
+def is_agent_model(obj: object) -> bool:
+    """``isinstance(obj, AgentModel)`` without the runtime-checkable Protocol's cost (it walks the
+    protocol's members on every call; ``run_with(model=)`` checks once per run): every member
+    present, the methods not ``None``."""
+    return all(hasattr(obj, name) for name in _MODEL_ATTRS) and all(
+        getattr(obj, name, None) is not None for name in _MODEL_METHODS)
+
+
 def as_agent_model(model: object, *, id: str | None = None, provider: str | None = None,
                    calculate_cost: CostFn | None = None) -> AgentModel:
     """``model`` as an :class:`AgentModel`: an AgentModel is returned as it is; a
@@ -190,8 +203,8 @@ def as_agent_model(model: object, *, id: str | None = None, provider: str | None
         return _WireModel(model, id=id, provider=provider, cost=calculate_cost)
     if isinstance(model, RoutedModel):
         return _RoutedAgentModel(model, id=id, provider=provider, cost=calculate_cost)
-    if isinstance(model, AgentModel):
-        return model
+    if is_agent_model(model):
+        return model  # type: ignore[return-value]
     raise UsageError(
         f"{type(model).__name__} is not a model: pass an AgentModel (id, provider, stream(messages, "
         "options), calculate_cost(usage)), a bindloop.wire.ModelAdapter or a RoutedModel, or a "

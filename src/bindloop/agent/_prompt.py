@@ -74,10 +74,10 @@ from ..session import (
 )
 from ..wire import ForcedTool, ToolChoice
 from ._context import Frame, Generation, current_frame
-from ._middleware import ToolCallLoopContext, ToolOutput, run_loop_chain
+from ._middleware import ToolCallLoopContext, ToolContext, ToolOutput, run_loop_chain
 from ._model import AgentModel, ModelStreamOptions, turn_events
 from ._schema import InvalidOutput, OutputSpec, output_spec
-from ._snapshot import prompt_hash
+from ._snapshot import PromptHasher
 from ._stream import (
     ErrorStreamEvent,
     ExtraStreamEvent,
@@ -190,9 +190,13 @@ class _Prompt:
         self.tracer = run.tracer
         self.recording = run.enable_snapshot or run.tracer.enabled or frame.cursor is not None
         self.observed = (self.recording or self.hub is not None or self.tool_mode)
+        # Prompt hashes for the journal and the trace, each call hashing only the new messages.
+        self.hasher = PromptHasher(self.defs, schema, choice) if self.recording else None
         # An optional whole-turn call (AgentModel.complete_turn), used when nobody watches the
         # stream: the same turn without a generator per call.
         self.complete = getattr(self.model, "complete_turn", None)
+        self.plain_tools = (not self.recording and not gen.loop_middleware
+                            and not run.tracer.enabled)
         self.turn_index = -1
         self.batch: _Batch | None = None
         self.last_turn: ModelTurnResult | None = None
@@ -250,11 +254,16 @@ class _Prompt:
         else:
             events = self.model.stream(messages, self.options)
             collector = TurnCollector()
+            observe = collector.observe
             try:
-                async for event in events:
-                    collector.observe(event)
-                    if text is not None and isinstance(event, TextEvent):
-                        text.observe(event.content)
+                if text is None:
+                    async for event in events:
+                        observe(event)
+                else:
+                    async for event in events:
+                        observe(event)
+                        if isinstance(event, TextEvent):
+                            text.observe(event.content)
             except BaseException:
                 aclose = getattr(events, "aclose", None)
                 if aclose is not None:
@@ -270,8 +279,7 @@ class _Prompt:
         index = self.turn_index
         frame = self.frame
         hub = self.hub
-        hash_ = prompt_hash(messages, self.defs, self.options.schema,
-                            self.options.tool_choice) if self.recording else ""
+        hash_ = self.hasher(messages) if self.hasher is not None else ""
         span = None
         if self.tracer.enabled:
             span = self.tracer.start(f"chat {self.model.id}", frame.span, {
@@ -415,6 +423,15 @@ class _Prompt:
     # -- the tool port ----------------------------------------------------------------------------
     async def run_tool_call(self, call: ToolCall) -> ToolOutcome:
         frame = self.frame
+        if self.plain_tools:
+            # Nothing to replay, record, trace or batch: straight to the tool (the same steps
+            # as _run_one -> AgentTool.run without their frames).
+            entry = self.tools.get(call.name)
+            if entry is not None and not entry[1] and not entry[0].middleware:
+                tool = entry[0].tool
+                return await tool.execute(call.arguments, ToolContext(
+                    tool.name, tool.description, tool.parameters, call.arguments, call.id,
+                    frame.agent_id))
         if frame.cursor is not None:
             served = frame.cursor.tool_outcome(call.id)
             if served is not None:
@@ -435,13 +452,15 @@ class _Prompt:
             return ToolError(error=f"no tool named {call.name!r} is equipped", kind="not_found")
         tool, dynamic = entry
         if not self.tracer.enabled:
-            return await tool.run(call.arguments, call_id=call.id, dynamic=dynamic)
+            return await tool.run(call.arguments, call_id=call.id, dynamic=dynamic,
+                                  agent_id=self.frame.agent_id)
         name = f"execute_tool {call.name}"
         span = self.tracer.start(name, self.frame.span, {
             "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
             "gen_ai.tool.call.id": call.id})
         try:
-            outcome = await tool.run(call.arguments, call_id=call.id, dynamic=dynamic)
+            outcome = await tool.run(call.arguments, call_id=call.id, dynamic=dynamic,
+                                     agent_id=self.frame.agent_id)
         except BaseException as exc:
             self.tracer.end(span, name, error=exc)
             raise
@@ -581,24 +600,36 @@ async def _validate(gen: Generation, value: Any) -> str | None:
 R = TypeVar("R")
 
 
-async def _with_consumers(gen: Generation, body: Callable[[StreamHub | None], Awaitable[R]],
+async def _with_consumers(frame: Frame, gen: Generation,
+                          body: Callable[[StreamHub | None], Awaitable[R]],
                           on_end: Callable[[bool], None] | None = None) -> R:
     """Run ``body(hub)`` with this generation's stream consumers as tasks; the hub is closed
     (every consumer sees its end) however ``body`` ends. Without consumers there is no task
-    group at all: a prompt nobody watches pays nothing for streaming."""
-    if not gen.streams:
+    group at all: a prompt nobody watches pays nothing for streaming. ``await_on_end=False``
+    consumers run in the run root's task group, so the prompt returns without waiting for them
+    (they still see the end of their stream, and the run's root waits for them)."""
+    run = frame.run
+    background = run.background
+    if not gen.streams or background is not None and not any(
+            c.await_on_end for c in gen.streams):
+        # No consumer the prompt waits for: no task group of its own (fire-and-forget ones run
+        # in the run root's).
+        hub = None if not gen.streams else StreamHub(gen.streams, None, background,
+                                                     run.background_errors)
         ok = False
         try:
-            out = await body(None)
+            out = await body(hub)
             ok = True
             return out
         finally:
             if on_end is not None:
                 on_end(ok)
+            if hub is not None:
+                hub.close()
     result: list[R] = []
     failure: BaseException | None = None
     async with anyio.create_task_group() as tg:
-        hub = StreamHub(gen.streams, tg)
+        hub = StreamHub(gen.streams, tg, background, run.background_errors)
         try:
             result.append(await body(hub))
         except anyio.get_cancelled_exc_class():
@@ -617,7 +648,7 @@ async def _with_consumers(gen: Generation, body: Callable[[StreamHub | None], Aw
 async def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
                       max_turn_steps: int, max_total_turns: int | None,
                       text_sink: TurnStreamSink | None, hook: str,
-                      additional_options: Mapping[str, Any] | None) -> tuple[Any, ChatResult]:
+                      additional_options: Mapping[str, Any] | None) -> tuple[Any, ChatResult | None]:
     retries = frame.max_retries
     total = _budgets(max_turn_steps, max_total_turns, retries)
     initial = _messages(frame, gen, hook)
@@ -627,7 +658,7 @@ async def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
             turn_id=f"{frame.agent_id}:{'.'.join(map(str, frame.path))}:{gen.index}",
             sink=text_sink)
 
-    async def body(hub: StreamHub | None) -> tuple[Any, ChatResult]:
+    async def body(hub: StreamHub | None) -> tuple[Any, ChatResult | None]:
         prompt = _Prompt(frame, gen, spec, hub, stream, additional_options)
         return await _drive(prompt, initial, spec, retries=retries,
                             max_turn_steps=max_turn_steps, total=total, stream=stream)
@@ -636,17 +667,18 @@ async def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
         if stream is not None:
             stream.finish("succeeded" if ok else "failed")
 
-    return await _with_consumers(gen, body, finish)
+    return await _with_consumers(frame, gen, body, finish)
 
 
 async def _drive(prompt: _Prompt, initial: list[Message], spec: OutputSpec | None, *,
                  retries: int, max_turn_steps: int, total: int,
-                 stream: TurnTextStream | None) -> tuple[Any, ChatResult]:
+                 stream: TurnTextStream | None,
+                 prior_attempts: Sequence[tuple[str, str]] = ()) -> tuple[Any, ChatResult | None]:
     frame, gen = prompt.frame, prompt.gen
     state = ToolLoopState(messages=list(initial))
     stats = empty_run_stats()
     used = 0
-    attempts: list[tuple[str, str]] = []
+    attempts: list[tuple[str, str]] = list(prior_attempts)
     for attempt in range(retries + 1):
         left = total - used
         if left <= 0:
@@ -660,7 +692,7 @@ async def _drive(prompt: _Prompt, initial: list[Message], spec: OutputSpec | Non
         outcome = await run_tool_loop(ToolLoopParams(
             call_model=prompt.call_model, run_tool_call=prompt.run_tool_call, state=state,
             max_iterations=steps, signal=frame.signal, is_fatal_tool_error=_fatal))
-        stats = accumulate_run(stats, outcome.stats)
+        stats = outcome.stats if attempt == 0 else accumulate_run(stats, outcome.stats)
         used += outcome.stats.turns
         reason = outcome.stop_reason
         if reason == "iteration_limit":
@@ -675,8 +707,8 @@ async def _drive(prompt: _Prompt, initial: list[Message], spec: OutputSpec | Non
                 max_turn_steps=max_turn_steps)
         if reason == "aborted":
             raise RunCancelledError(f"agent {frame.agent_id!r}: the prompt was aborted")
-        delta = state.messages[len(initial):]
         if reason in ("waiting_for_reply", "resuming_later"):
+            delta = state.messages[len(initial):]
             checkpoint = _checkpoint(frame, gen, state, stats, total, used, reason)
             chat = ChatResult(data="", delta=list(delta), stop_reason=reason, stats=stats,
                               checkpoint=checkpoint)
@@ -694,25 +726,34 @@ async def _drive(prompt: _Prompt, initial: list[Message], spec: OutputSpec | Non
                 value = spec.decode(text)
             except InvalidOutput as exc:
                 problem = exc.reason
-        if problem is None:
+        if problem is None and gen.validators:
             problem = await _validate(gen, value)
         if problem is None:
-            return value, ChatResult(data=text, delta=list(delta), stop_reason="done",
-                                     stats=stats)
+            if spec is not None:  # prompt_agent returns the value alone: no ChatResult to build
+                return value, None
+            return value, ChatResult(data=text, delta=state.messages[len(initial):],
+                                     stop_reason="done", stats=stats)
         attempts.append((text, problem))
         if prompt.tracer.enabled:
             prompt.tracer.event(frame.span, "bindloop.structured_output.retry",
                                 {"bindloop.attempt": attempt + 1, "bindloop.reason": problem})
         if attempt < retries:
-            again = ("Answer again with corrected arguments for the "
-                     f"{spec.name} tool." if prompt.tool_mode and spec is not None else
-                     "Answer again with JSON matching the schema." if spec is not None else
-                     "Answer again.")
-            state.messages.append(UserMessage(
-                content=f"Your previous answer was rejected: {problem}. {again}"))
-    raise StructuredOutputError(
+            state.messages.append(_reask(prompt, spec, problem))
+    raise _no_answer(frame, attempts)
+
+
+def _reask(prompt: _Prompt, spec: OutputSpec | None, problem: str) -> UserMessage:
+    again = ("Answer again with corrected arguments for the "
+             f"{spec.name} tool." if prompt.tool_mode and spec is not None else
+             "Answer again with JSON matching the schema." if spec is not None else
+             "Answer again.")
+    return UserMessage(content=f"Your previous answer was rejected: {problem}. {again}")
+
+
+def _no_answer(frame: Frame, attempts: Sequence[tuple[str, str]]) -> StructuredOutputError:
+    return StructuredOutputError(
         f"agent {frame.agent_id!r}: no acceptable answer after {len(attempts)} attempts "
-        f"(max_retries={retries}); last problem: {attempts[-1][1]}", tuple(attempts))
+        f"(max_retries={frame.max_retries}); last problem: {attempts[-1][1]}", tuple(attempts))
 
 
 def _checkpoint(frame: Frame, gen: Generation, state: ToolLoopState, stats: RunStats,
@@ -778,6 +819,7 @@ async def prompt_chat(*, max_turn_steps: int = 10, max_total_turns: int | None =
     _, chat = await _run_prompt(frame, gen, None, max_turn_steps=max_turn_steps,
                                 max_total_turns=max_total_turns, text_sink=text_sink,
                                 hook="prompt_chat", additional_options=additional_options)
+    assert chat is not None  # without a schema _drive always builds the ChatResult
     return chat
 
 
@@ -790,7 +832,11 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
     ``reply`` answers the open suspend (``tool_call_id`` picks one when several are open): a
     ``waiting_for_reply`` suspend gets it as a reply, a ``resuming_later`` one as its wake result.
     Runs through :func:`~bindloop.session.run_from_checkpoint`; ``max_turn_steps`` (default: what
-    the checkpoint has left) bounds the model turns. Validators are not re-asked here.
+    the checkpoint has left) bounds the model turns. The final answer goes through the
+    generation's ``expect_validator`` s as in :func:`prompt_chat`: a refused one is re-asked
+    with the reason (each re-ask a tool loop of ``max_turn_steps`` turns, default 10), up to the
+    agent's ``max_retries``, then :class:`~bindloop.errors.StructuredOutputError` carries every
+    attempt.
     """
     frame, gen = _begin("resume_chat")
     cp = checkpoint if isinstance(checkpoint, LoopCheckpoint) else parse_loop_checkpoint(
@@ -835,8 +881,31 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
         end = run.checkpoint
         delta = list(end.messages[start_len:])
         suspended = stop in ("waiting_for_reply", "resuming_later")
-        return ChatResult(data="" if suspended else _final_text(end.messages), delta=delta,
-                          stop_reason=stop, stats=run.stats,
-                          checkpoint=end if suspended else None)
+        if suspended:
+            return ChatResult(data="", delta=delta, stop_reason=stop, stats=run.stats,
+                              checkpoint=end)
+        text = _final_text(end.messages)
+        problem = await _validate(gen, text)
+        if problem is None:
+            return ChatResult(data=text, delta=delta, stop_reason=stop, stats=run.stats)
+        # A refused answer is re-asked as in prompt_chat: the resumed transcript plus the
+        # reason, through more tool loops, up to the agent's max_retries re-asks in all.
+        attempts = [(text, problem)]
+        if prompt.tracer.enabled:
+            prompt.tracer.event(frame.span, "bindloop.structured_output.retry",
+                                {"bindloop.attempt": 1, "bindloop.reason": problem})
+        if frame.max_retries == 0:
+            raise _no_answer(frame, attempts)
+        reask = _reask(prompt, None, problem)
+        steps = max_turn_steps if max_turn_steps is not None else 10
+        _, chat = await _drive(prompt, [*end.messages, reask], None,
+                               retries=frame.max_retries - 1, max_turn_steps=steps,
+                               total=steps * frame.max_retries, stream=None,
+                               prior_attempts=attempts)
+        assert chat is not None  # without a schema _drive always builds the ChatResult
+        return ChatResult(data=chat.data, delta=[*delta, reask, *chat.delta],
+                          stop_reason=chat.stop_reason,
+                          stats=accumulate_run(run.stats, chat.stats),
+                          checkpoint=chat.checkpoint)
 
-    return await _with_consumers(gen, body)
+    return await _with_consumers(frame, gen, body)

@@ -10,7 +10,7 @@ import msgspec
 from ..contracts import ModelTurnResult, ToolOutcome
 from ..errors import NoAgentContextError, SnapshotDisabledError, SnapshotFormatError, UsageError
 from ..signal import AbortSignal
-from ._context import Frame, RunState, enter, leave, optional_frame
+from ._context import Frame, RunState, enter, hosting, leave, optional_frame
 from ._model import as_agent_model
 from ._snapshot import (
     AgentSnapshot,
@@ -73,7 +73,11 @@ async def run_with(fn: Callable[..., Awaitable[R]], *, initial_props: Any = _UNS
         if not hasattr(out, "__await__"):
             raise UsageError(f"run_with(fn): fn returned {type(out).__name__}, not an awaitable; "
                              "pass an async function")
-        return await out
+
+        async def body() -> R:
+            return await out
+
+        return await hosting(run, body)
     finally:
         leave(token)
 
@@ -173,6 +177,9 @@ def restore_snapshot(trace: Sequence[TraceEvent | Mapping[str, Any]], *,
                     break
         elif event.type == "event" and event.name == "bindloop.memory.set":
             owner = frames.get(event.span_id, root)
-            owner.memory[str(attrs.get("bindloop.memory.key"))] = attrs.get(
-                "bindloop.memory.value")
+            key = str(attrs.get("bindloop.memory.key"))
+            if "bindloop.memory.value" in attrs:
+                owner.memory[key] = attrs["bindloop.memory.value"]
+            else:  # a value with no JSON form was set: the earlier one is stale, keep neither
+                owner.memory.pop(key, None)
     return AgentSnapshot(root=root.freeze())

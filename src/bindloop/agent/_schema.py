@@ -194,7 +194,7 @@ class OutputSpec:
     """What a prompt asks for: the strict ``schema`` sent to the provider (wrapped in a
     ``{"result": ...}`` object when its root is not an object), its ``name``, and :meth:`decode`."""
 
-    __slots__ = ("_defs", "_original", "_type", "name", "schema", "wrapped")
+    __slots__ = ("_decoder", "_defs", "_original", "_type", "name", "schema", "wrapped")
 
     def __init__(self, source: object) -> None:
         base = _base_schema(source)
@@ -210,12 +210,22 @@ class OutputSpec:
         self._original = base
         self._defs: Mapping[str, Any] = base.get("$defs", {})
         self._type = None if isinstance(source, Mapping) else source
+        # A typed, unwrapped answer is first decoded straight into the type: when that succeeds
+        # the answer had no null the type refuses, so the general path (JSON -> builtins ->
+        # drop synthetic nulls -> convert) would return an equal value, slower.
+        self._decoder: Any = (msgspec.json.Decoder(source) if self._type is not None
+                              and not self.wrapped else None)
         title = base.get("title") if isinstance(base.get("title"), str) else None
         raw = title or getattr(source, "__name__", None) or "final_result"
         self.name = _NAME.sub("_", str(raw))[:64] or "final_result"
 
     def decode(self, text: str) -> Any:
         """The answer ``text`` as the requested value, or :class:`InvalidOutput`."""
+        if self._decoder is not None:
+            try:
+                return self._decoder.decode(text)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                pass  # the general path below gives the reason (or undoes a synthetic null)
         try:
             data = msgspec.json.decode(text.strip() or "null")
         except msgspec.DecodeError as exc:

@@ -19,6 +19,7 @@ __all__ = (
     "FrameSnapshot",
     "Journal",
     "JournalTurn",
+    "PromptHasher",
     "ReplayCursor",
     "encode_snapshot",
     "parse_snapshot",
@@ -116,6 +117,56 @@ def prompt_hash(messages: Sequence[Message], tools: Sequence[ToolDefinition],
                "tools": msgspec.to_builtins(list(tools)),
                "schema": schema, "tool_choice": msgspec.to_builtins(tool_choice)}
     return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+
+
+class PromptHasher:
+    """:func:`prompt_hash` for one prompt's successive model calls, in time proportional to the
+    messages added since the previous call rather than to the whole transcript.
+
+    RFC 8785 writes an array as its elements' canonical texts joined by ``,`` and sorts the
+    payload's keys (``messages`` < ``schema`` < ``tool_choice`` < ``tools``), so the hash state
+    after ``{"messages":[m1,...,mk`` is reused and only the fixed suffix is appended per call. The
+    value equals :func:`prompt_hash` exactly. Messages are frozen Structs; the transcript is one
+    list the loop only appends to, and a list that is not the same one, shrank, or no longer holds
+    the hashed first and last messages at their places is hashed again from the start (a
+    compaction's wholesale replacement, a truncation, a resumed list). A message edited in place
+    in the middle, keeping the length and the first and last, would go unseen: the loop never
+    does that and an :class:`AgentModel` must not mutate the transcript."""
+
+    __slots__ = ("_count", "_first", "_last", "_list", "_state", "_suffix")
+
+    def __init__(self, tools: Sequence[ToolDefinition], schema: Mapping[str, Any] | None,
+                 tool_choice: object) -> None:
+        self._suffix = ("]," + canonical_json({
+            "schema": schema, "tool_choice": msgspec.to_builtins(tool_choice),
+            "tools": msgspec.to_builtins(list(tools))})[1:]).encode()
+        self._list: object = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._state = hashlib.sha256(b'{"messages":[')
+        self._count = 0
+        self._first: object = None
+        self._last: object = None
+
+    def __call__(self, messages: list[Message]) -> str:
+        count = self._count
+        if messages is not self._list or len(messages) < count or (count and (
+                messages[0] is not self._first or messages[count - 1] is not self._last)):
+            self._reset()
+            self._list = messages
+            count = 0
+        state = self._state
+        for i in range(count, len(messages)):
+            text = canonical_json(msgspec.to_builtins(messages[i]))
+            state.update((text if i == 0 else "," + text).encode())
+        if len(messages) > count:
+            self._count = len(messages)
+            self._first = messages[0]
+            self._last = messages[-1]
+        out = state.copy()
+        out.update(self._suffix)
+        return out.hexdigest()
 
 
 class ReplayCursor:

@@ -130,30 +130,46 @@ async def _iterate(receive: MemoryObjectReceiveStream[AgentStreamEvent],
 
 class StreamHub:
     """The multicast of one prompt: :meth:`emit` copies each event to every consumer's buffer.
-    Consumers run as tasks of ``tg``; :meth:`close` ends every stream (each consumer always sees
-    the end), then cancels those registered with ``await_on_end=False`` if they are still running
-    once the others finish."""
 
-    __slots__ = ("_detached", "_sends")
+    Consumers registered with ``await_on_end=True`` run as tasks of ``tg`` (the prompt's task
+    group, which waits for them); the others as tasks of ``background`` (the run root's, which
+    the prompt does not wait for: fire and forget). What a background consumer raises is appended
+    to ``errors`` for the run's root to re-raise. :meth:`close` ends every stream, so each
+    consumer sees the end; a consumer keeps running its own cleanup after that."""
 
-    def __init__(self, consumers: list[StreamConsumer], tg: TaskGroup) -> None:
+    __slots__ = ("_sends",)
+
+    def __init__(self, consumers: list[StreamConsumer], tg: TaskGroup | None,
+                 background: TaskGroup | None = None,
+                 errors: list[BaseException] | None = None) -> None:
         self._sends: list[MemoryObjectSendStream[AgentStreamEvent]] = []
-        self._detached: list[anyio.CancelScope] = []
         for c in consumers:
             send, receive = anyio.create_memory_object_stream[AgentStreamEvent](math.inf)
             self._sends.append(send)
-            scope = anyio.CancelScope()
-            if not c.await_on_end:
-                self._detached.append(scope)
-            tg.start_soon(self._run, c, receive, scope)
+            if c.await_on_end or background is None:
+                assert tg is not None, "awaited consumers need the prompt's task group"
+                tg.start_soon(self._run, c, receive)
+            else:
+                background.start_soon(self._run_detached, c, receive,
+                                      [] if errors is None else errors)
 
     @staticmethod
-    async def _run(c: StreamConsumer, receive: MemoryObjectReceiveStream[AgentStreamEvent],
-                   scope: anyio.CancelScope) -> None:
-        with scope:
-            out = c.consumer(_iterate(receive, c.signal))
-            if out is not None:
-                await out
+    async def _run(c: StreamConsumer,
+                   receive: MemoryObjectReceiveStream[AgentStreamEvent]) -> None:
+        out = c.consumer(_iterate(receive, c.signal))
+        if out is not None:
+            await out
+
+    @staticmethod
+    async def _run_detached(c: StreamConsumer,
+                            receive: MemoryObjectReceiveStream[AgentStreamEvent],
+                            errors: list[BaseException]) -> None:
+        try:
+            await StreamHub._run(c, receive)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:  # kept for the run's root: it must not cancel the run midway
+            errors.append(exc)
 
     @property
     def active(self) -> bool:
@@ -170,5 +186,3 @@ class StreamHub:
         for send in self._sends:
             send.close()
         self._sends = []
-        for scope in self._detached:
-            scope.cancel()

@@ -13,6 +13,8 @@ from ._middleware import ToolContext, ToolMiddleware, run_tool_chain
 
 __all__ = ("AgentTool", "as_agent_tool", "augment_tool", "call_tool")
 
+_CURRENT: Any = object()  # AgentTool.run(agent_id=) default: read the current frame
+
 
 class AgentTool:
     """A :class:`~bindloop.plugins.Tool` with static middleware "burned in" (outermost first).
@@ -36,18 +38,21 @@ class AgentTool:
         return f"AgentTool({self.tool.name!r}, middleware={names})"
 
     async def run(self, raw: Any, *, call_id: str | None,
-                  dynamic: Sequence[ToolMiddleware] = ()) -> ToolOutcome:
+                  dynamic: Sequence[ToolMiddleware] = (),
+                  agent_id: str | None | object = _CURRENT) -> ToolOutcome:
         """One call: dynamic layers (outer), then static layers, then the tool. The tool's context
-        argument is the :class:`ToolContext` the middlewares saw."""
-        frame = optional_frame()
-        ctx = ToolContext(tool_name=self.tool.name, description=self.tool.description,
-                          parameters=self.tool.parameters, input=raw, call_id=call_id,
-                          agent_id=frame.agent_id if frame is not None else None)
-        layers = (*dynamic, *self.middleware)
+        argument is the :class:`ToolContext` the middlewares saw; its ``agent_id`` is the given
+        one, else the current agent's."""
+        if agent_id is _CURRENT:
+            frame = optional_frame()
+            agent_id = frame.agent_id if frame is not None else None
         tool = self.tool
-        if not layers:
+        ctx = ToolContext(tool.name, tool.description, tool.parameters, raw, call_id,
+                          agent_id)  # type: ignore[arg-type]
+        if not dynamic and not self.middleware:
             return await tool.execute(raw, ctx)
-        return await run_tool_chain(layers, ctx, lambda: tool.execute(raw, ctx))
+        return await run_tool_chain((*dynamic, *self.middleware), ctx,
+                                    lambda: tool.execute(raw, ctx))
 
 
 def _check_layers(where: str, middlewares: Sequence[object]) -> tuple[ToolMiddleware, ...]:
