@@ -114,3 +114,29 @@ def test_never_raises_and_parsed_means_a_dict(text: str) -> None:
         assert isinstance(read.arguments, dict)
     else:
         assert isinstance(read, UnparseableArguments) and read.detail
+
+
+# ---- the msgspec fast path agrees with the stdlib reader ------------------------------------------
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+from bindloop.completion._arguments import _parse_text, _parse_text_stdlib  # noqa: E402
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=12)
+
+
+def _text_forms() -> st.SearchStrategy[str]:
+    import json as _json
+    dumped = _json_values.map(lambda v: _json.dumps(v, allow_nan=True))
+    return dumped | dumped.map(lambda t: t[: len(t) // 2]) | st.text(max_size=30) | st.sampled_from(
+        ['{"a": 1e999}', '{"a": -1e400}', '{"a": NaN}', '{"a": "\\ud800"}', '{"a": 1, "a": 2}',
+         '{"a": ' + "9" * 5000 + "}", '{"a": 1}  ', ' \n', '{"a":"\x01"}', '{"a": 0.1e-400}'])
+
+
+@given(_text_forms())
+def test_fast_path_gives_the_stdlib_verdict(text: str) -> None:
+    assert _parse_text(text) == _parse_text_stdlib(text)
