@@ -19,7 +19,7 @@ from ..clock import Clock, monotonic_ms
 from ..completion import FinishEvent, StreamEvent, UsageEvent
 from ..contracts import Message, TurnUsage
 from ..errors import RateLimitExceededError, UsageError
-from ._middleware import ModelMiddleware
+from ._middleware import ModelMiddleware, WrappedModel
 from ._model import AgentModel, ModelStreamOptions
 
 __all__ = (
@@ -142,24 +142,17 @@ def _check_rules(rules: Sequence[object]) -> tuple[LimitRule, ...]:
     return out  # type: ignore[return-value]
 
 
-class _Limited:
-    __slots__ = ("_clock", "_inner", "_key", "_rules", "_sleep", "_store", "id", "provider",
-                 "structured_output")
+class _Limited(WrappedModel):
+    __slots__ = ("_clock", "_key", "_rules", "_sleep", "_store")
 
     def __init__(self, inner: AgentModel, rules: tuple[LimitRule, ...], store: LimitStore,
                  key: str, clock: Clock, sleep: Sleep) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._rules = rules
         self._store = store
         self._key = key
         self._clock = clock
         self._sleep = sleep
-        self.id = inner.id
-        self.provider = inner.provider
-        self.structured_output = getattr(inner, "structured_output", "tool")
-
-    def calculate_cost(self, usage: TurnUsage) -> dict[str, int]:
-        return self._inner.calculate_cost(usage)
 
     async def _wait_or_raise(self, rule: LimitRule, wait_ms: float, waited: float) -> float:
         if rule.on_limit == "raise" or (rule.max_wait_ms is not None

@@ -12,7 +12,7 @@ from typing import Any, Generic, TypeAlias, TypeVar
 
 import msgspec
 
-from ..contracts import ToolCall, ToolDefinition, ToolOutcome
+from ..contracts import ToolCall, ToolDefinition, ToolOutcome, TurnUsage
 from ..errors import LoopMissingToolOutputError, PortContractError, UsageError
 from ._model import AgentModel
 
@@ -25,6 +25,7 @@ __all__ = (
     "ToolContext",
     "ToolMiddleware",
     "ToolOutput",
+    "WrappedModel",
     "augment_model",
     "check_outputs",
     "run_loop_chain",
@@ -32,6 +33,23 @@ __all__ = (
 )
 
 P = TypeVar("P")
+
+
+class WrappedModel:
+    """The part of a wrapping model middleware that only forwards: ``id``, ``provider``,
+    ``structured_output`` and ``calculate_cost`` are the inner model's. A subclass adds ``stream``
+    (and its own slots)."""
+
+    __slots__ = ("_inner", "id", "provider", "structured_output")
+
+    def __init__(self, inner: AgentModel) -> None:
+        self._inner = inner
+        self.id = inner.id
+        self.provider = inner.provider
+        self.structured_output = getattr(inner, "structured_output", "tool")
+
+    def calculate_cost(self, usage: TurnUsage) -> dict[str, int]:
+        return self._inner.calculate_cost(usage)
 
 
 @dataclass(frozen=True, slots=True)

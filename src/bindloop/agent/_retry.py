@@ -9,10 +9,10 @@ import anyio
 
 from ..completion import ReasoningEvent, StreamEvent, StreamStalledError, TextEvent, \
     ToolCallEvent
-from ..contracts import Message, TurnUsage
+from ..contracts import Message
 from ..errors import UsageError
 from ..wire import IncompleteStreamError, ProviderHttpError, TransportError
-from ._middleware import ModelMiddleware
+from ._middleware import ModelMiddleware, WrappedModel
 from ._model import AgentModel, ModelStreamOptions
 
 __all__ = ("is_retryable", "with_retry")
@@ -30,24 +30,17 @@ def is_retryable(error: BaseException) -> bool:
     return isinstance(error, (StreamStalledError, TransportError, IncompleteStreamError))
 
 
-class _Retrying:
-    __slots__ = ("_backoff", "_inner", "_max", "_max_delay", "_random", "_sleep", "id",
-                 "provider", "structured_output")
+class _Retrying(WrappedModel):
+    __slots__ = ("_backoff", "_max", "_max_delay", "_random", "_sleep")
 
     def __init__(self, inner: AgentModel, max_attempts: int, backoff_ms: float,
                  max_delay_ms: float, random: Callable[[], float], sleep: Sleep) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._max = max_attempts
         self._backoff = backoff_ms
         self._max_delay = max_delay_ms
         self._random = random
         self._sleep = sleep
-        self.id = inner.id
-        self.provider = inner.provider
-        self.structured_output = getattr(inner, "structured_output", "tool")
-
-    def calculate_cost(self, usage: TurnUsage) -> dict[str, int]:
-        return self._inner.calculate_cost(usage)
 
     def delay_ms(self, attempt: int, error: BaseException) -> float:
         """The wait before attempt ``attempt + 1``: the provider's Retry-After when it sent one,
