@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any, get_type_hints
 
@@ -231,7 +230,7 @@ def test_reply_then_run_continues_the_execution() -> None:
     turns = [tool_call_turn([tool_call("ask", id="q")]), final_answer("got it")]
     host = Host(turns)
     host_restore = host.restore
-    host.restore = lambda cp: dataclasses.replace(host_restore(cp), run_tool_call=tool)  # type: ignore[method-assign]
+    host.restore = lambda cp: msgspec.structs.replace(host_restore(cp), run_tool_call=tool)  # type: ignore[method-assign]
     paused = host.run(start()).checkpoint
     assert paused.status == "waiting_for_reply"
     done = host.run(apply_checkpoint_input(paused, CheckpointReply(tool_call_id="q", content="7")))
@@ -320,14 +319,14 @@ def test_receipts_keep_a_replayed_span_from_repeating_a_side_effect() -> None:
 def test_restored_loop_offers_every_loop_port() -> None:
     """RestoredLoop mirrors ToolLoopParams' ports, with the loop's own types: a port added to the
     loop must be restorable, and a port type the loop changes must change here too."""
-    loop_ports = {f.name for f in dataclasses.fields(ToolLoopParams)} - {"state", "max_iterations"}
-    restored = {f.name for f in dataclasses.fields(RestoredLoop)} - {"capture_bindings"}
+    loop_ports = {f.name for f in msgspec.structs.fields(ToolLoopParams)} - {"state", "max_iterations"}
+    restored = {f.name for f in msgspec.structs.fields(RestoredLoop)} - {"capture_bindings"}
     assert restored == loop_ports
     loop_hints, restored_hints = get_type_hints(ToolLoopParams), get_type_hints(RestoredLoop)
     for name in loop_ports:
-        a = next(f for f in dataclasses.fields(ToolLoopParams) if f.name == name)
-        b = next(f for f in dataclasses.fields(RestoredLoop) if f.name == name)
-        assert str(a.type) == str(b.type), name
+        a = next(f for f in msgspec.structs.fields(ToolLoopParams) if f.name == name)
+        b = next(f for f in msgspec.structs.fields(RestoredLoop) if f.name == name)
+        assert a.type == b.type and a.default == b.default, name
         assert loop_hints[name] == restored_hints[name], name
 
 

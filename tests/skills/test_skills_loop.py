@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import msgspec
@@ -78,7 +77,7 @@ async def test_load_skill_tool_activates_and_the_prompt_is_rerendered() -> None:
     )
     inner = h.params.call_model
     h.state.messages.insert(0, SystemMessage(content="You are helpful.\n"))
-    h.params = dataclasses.replace(h.params, call_model=model_spy)
+    h.params = msgspec.structs.replace(h.params, call_model=model_spy)
     result = await run_tool_loop(h.params)
     assert result.stop_reason == "done"
     assert active == {"platform:triage"}

@@ -131,7 +131,8 @@ class SystemMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role",
     content: Content
 
     def __post_init__(self) -> None:
-        _check_content("SystemMessage", self.content)
+        if type(self.content) is not str:  # the common case costs one comparison
+            _check_content("SystemMessage", self.content)
 
 
 class UserMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role", tag="user",
@@ -140,8 +141,10 @@ class UserMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role", t
     name: str | None = None
 
     def __post_init__(self) -> None:
-        _check_content("UserMessage", self.content)
-        _check_name("UserMessage", "name", self.name)
+        name = self.name
+        if type(self.content) is not str or (name is not None and type(name) is not str):
+            _check_content("UserMessage", self.content)
+            _check_name("UserMessage", "name", name)
 
 
 class AssistantMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role",
@@ -154,8 +157,11 @@ class AssistantMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="rol
     name: str | None = None
 
     def __post_init__(self) -> None:
-        _check_content("AssistantMessage", self.content, optional=True)
-        _check_name("AssistantMessage", "name", self.name)
+        content, name = self.content, self.name
+        if ((content is not None and type(content) is not str)
+                or (name is not None and type(name) is not str)):
+            _check_content("AssistantMessage", content, optional=True)
+            _check_name("AssistantMessage", "name", name)
 
 
 class ToolMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role", tag="tool",
@@ -169,9 +175,12 @@ class ToolMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role", t
     is_error: bool = False
 
     def __post_init__(self) -> None:
-        _check_name("ToolMessage", "tool_call_id", self.tool_call_id, optional=False)
-        _check_content("ToolMessage", self.content)
-        _check_name("ToolMessage", "name", self.name)
+        name = self.name
+        if (type(self.tool_call_id) is not str or type(self.content) is not str
+                or (name is not None and type(name) is not str)):
+            _check_name("ToolMessage", "tool_call_id", self.tool_call_id, optional=False)
+            _check_content("ToolMessage", self.content)
+            _check_name("ToolMessage", "name", name)
 
 
 Message: TypeAlias = SystemMessage | UserMessage | AssistantMessage | ToolMessage

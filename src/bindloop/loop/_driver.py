@@ -144,13 +144,22 @@ async def run_tool_loop(
                     f"call_model returned {type(pending).__name__} instead of an awaitable: "
                     "wire an async function")
             send(ModelReplied(await pending, now() - started))
+        elif kind is CheckBoundary:
+            if p.ensure_not_cancelled is not None:
+                await _resolve(p.ensure_not_cancelled())
+            if p.throw_if_timed_out is not None:
+                check_sync_result(p.throw_if_timed_out(), "throw_if_timed_out")
+            stop = signal is not None and signal.aborted
+            if not stop and p.should_stop is not None:
+                stop = check_bool(await _resolve(p.should_stop()), "should_stop")
+            send(_STOP if stop else _GO)
         elif kind is RunTool:
-            assert isinstance(effect, RunTool)
+            run: RunTool = effect  # type: ignore[assignment]  # narrowed by the type check above
             if signal is not None and signal.aborted:
                 reason = None if signal.reason is None else str(signal.reason)
-                send(ToolNotRun(effect.index, reason))
+                send(ToolNotRun(run.index, reason))
             else:
-                send(await run_one(effect.index, effect.call))
+                send(await run_one(run.index, run.call))
         elif kind is RunToolBatch:
             assert isinstance(effect, RunToolBatch)
             answers = await run_tool_calls_pooled_by_tool(
@@ -161,15 +170,6 @@ async def run_tool_loop(
                 ToolNotRun(item[0], a.reason) if isinstance(a, AbortedToolCallError) else a
                 for item, a in zip(effect.items, answers)
             ]))
-        elif kind is CheckBoundary:
-            if p.ensure_not_cancelled is not None:
-                await _resolve(p.ensure_not_cancelled())
-            if p.throw_if_timed_out is not None:
-                check_sync_result(p.throw_if_timed_out(), "throw_if_timed_out")
-            stop = signal is not None and signal.aborted
-            if not stop and p.should_stop is not None:
-                stop = check_bool(await _resolve(p.should_stop()), "should_stop")
-            send(_STOP if stop else _GO)
         elif kind is NotifyProgress:
             assert isinstance(effect, NotifyProgress) and p.on_progress_update is not None
             check_sync_result(p.on_progress_update(effect.output_tokens, effect.tool_calls),

@@ -24,7 +24,9 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NoReturn
+
+import msgspec
 
 from ..contracts import (
     AuxiliarySpend,
@@ -105,6 +107,8 @@ _SETTLE_END: Final = Settle(would_end=True)
 _SETTLE_BATCH: Final = Settle(would_end=False)
 _EMPTY_SETTLEMENT: Final = StepSettlement()
 _DISCARDED: Final = DiscardedTurn()
+_ZERO_STATS: Final = RunStats()
+_ONE_CALL: Final = (0,)
 
 
 def default_tool_exception_error(exc: Exception) -> ToolError:
@@ -123,7 +127,7 @@ class LoopMachine:
         "_format_exception", "_has_accept_hook", "_has_compact", "_has_control",
         "_has_notify_assistant", "_has_nudge", "_has_plugins", "_has_progress", "_has_settle",
         "_has_skills", "_is_fatal", "_ordinal", "_pending", "_pooled", "_raised", "_runs_serially",
-        "_model_ms", "_seed", "_serial", "_started", "_tool_ms", "_tools", "iterations",
+        "_model_ms", "_seed", "_seeded", "_serial", "_started", "_tool_ms", "_tools", "iterations",
         "max_iterations", "state", "stop_reason",
     )
 
@@ -157,7 +161,10 @@ class LoopMachine:
         # One fold: the accumulate_* functions update state.totals. This invocation's part is read
         # off it (integers by difference from the seed); its times are summed here in event order,
         # exactly as a fold from zero would sum them.
+        # A run from zero (the common case) has nothing to subtract: its part *is* the totals, so
+        # the separate sums below are kept only for a seeded run.
         self._seed = state.totals
+        self._seeded = state.totals != _ZERO_STATS
         self._model_ms = 0.0
         self._tool_ms = 0.0
         self._tools: dict[str, list[Any]] = {}  # name -> [calls, ms] of this invocation
@@ -179,8 +186,8 @@ class LoopMachine:
         self._started = False
         self._calls: tuple[ToolCall, ...] = ()
         self._answers: list[ToolOutcome | None] = []
-        self._serial: deque[int] = deque()
-        self._pooled: list[int] = []
+        self._serial: deque[int] = deque()  # only ever emptied by popleft, so it can be reused
+        self._pooled: tuple[int, ...] = ()
         self._batch_aborted = False
         self._accept_queue: deque[ToolMessage] = deque()
         self._raised: dict[str, Exception] = {}
@@ -200,6 +207,8 @@ class LoopMachine:
     def stats(self) -> RunStats:
         """This invocation's statistics so far (``state.totals`` less the seed it started with)."""
         t, s = self.state.totals, self._seed
+        if not self._seeded:
+            return msgspec.structs.replace(t, tools=dict(t.tools))
         return RunStats(
             turns=t.turns - s.turns, tool_calls=t.tool_calls - s.tool_calls,
             input_tokens=t.input_tokens - s.input_tokens,
@@ -238,20 +247,27 @@ class LoopMachine:
         """Answer the pending request. The answer's type must be one :data:`TRANSITIONS` lists for
         that request, and every effect before it must have been popped."""
         pending = self._pending
+        # Each answer type answers exactly one request type, so one lookup finds both.
+        try:
+            request_type, handler = _ROUTES[type(answer)]
+        except KeyError:
+            self._refuse(answer)
+        if request_type is not type(pending) or self._effects:
+            self._refuse(answer)
+        self._pending = None
+        handler(self, pending, answer)
+
+    def _refuse(self, answer: object) -> NoReturn:
+        pending = self._pending
         if pending is None:
             raise ProtocolError(f"{type(answer).__name__} sent, but nothing is pending "
                                 f"(phase {self.phase!r})")
-        # Each answer type answers exactly one request type, so one lookup finds both.
         route = _ROUTES.get(type(answer))
         if route is None or route[0] is not type(pending):
             accepted = ", ".join(t.__name__ for t in TRANSITIONS[type(pending)])
-            raise ProtocolError(f"{type(answer).__name__} does not answer {type(pending).__name__} "
-                                f"(it accepts {accepted})")
-        handler = route[1]
-        if self._effects:
-            raise ProtocolError(f"{type(answer).__name__} sent before every effect was popped")
-        self._pending = None
-        handler(self, pending, answer)
+            raise ProtocolError(f"{type(answer).__name__} does not answer "
+                                f"{type(pending).__name__} (it accepts {accepted})")
+        raise ProtocolError(f"{type(answer).__name__} sent before every effect was popped")
 
     def is_fatal(self, error: BaseException) -> bool:
         """Whether a tool's raise must end the run instead of becoming a tool error the model reads:
@@ -282,9 +298,8 @@ class LoopMachine:
         self._effects.append(Finish(reason))
 
     def _progress(self) -> None:
-        if self._has_progress:
-            st = self.state
-            self._effects.append(NotifyProgress(st.output_tokens, st.tool_calls))
+        st = self.state
+        self._effects.append(NotifyProgress(st.output_tokens, st.tool_calls))
 
     def _commit(self, message: Message) -> None:
         # The one place a message joins the transcript. From the tool-call turn until its batch's
@@ -341,7 +356,8 @@ class LoopMachine:
             spend = AuxiliarySpend(usage=applied.usage, cost=applied.cost, model_ms=answer.ms)
             st.totals = accumulate_auxiliary_spend(st.totals, spend)
             st.counters = st.counters.after_compaction()
-            self._model_ms += answer.ms
+            if self._seeded:
+                self._model_ms += answer.ms
         self._before_model()
 
     def _model_replied(self, _: CallModel, answer: ModelReplied) -> None:
@@ -352,7 +368,8 @@ class LoopMachine:
         st = self.state
         st.totals = accumulate_turn(st.totals, usage, cost=result.cost, model_ms=answer.ms)
         st.counters = st.counters.after_turn(usage, len(calls))
-        self._model_ms += answer.ms
+        if self._seeded:
+            self._model_ms += answer.ms
         if self._raised:
             self._raised = {}  # the previous batch's rejections have all been popped
 
@@ -366,27 +383,28 @@ class LoopMachine:
             if self._has_notify_assistant:
                 self._effects.append(NotifyAssistant(message))
         if not calls:
-            self._progress()
+            if self._has_progress:
+                self._progress()
             if self._has_settle:
                 self._request(_SETTLE_END)
             else:
                 self._after_would_end(delivered=False)
             return
 
-        self._progress()
+        if self._has_progress:  # checked here: this runs twice a turn
+            self._progress()
         self._calls = calls
         self._answers = [None] * len(calls)
         self._batch_aborted = False
         predicate = self._runs_serially
         if predicate is None:
-            self._serial = deque()
-            self._pooled = list(range(len(calls)))
+            self._pooled = _ONE_CALL if len(calls) == 1 else tuple(range(len(calls)))
         else:
             serial: deque[int] = deque()
             pooled: list[int] = []
             for i, call in enumerate(calls):
                 (serial if check_bool(predicate(call), "runs_serially") else pooled).append(i)
-            self._serial, self._pooled = serial, pooled
+            self._serial, self._pooled = serial, tuple(pooled)
         self._next_tool_step()
 
     def _next_tool_step(self) -> None:
@@ -394,7 +412,7 @@ class LoopMachine:
             i = self._serial.popleft()
             self._request(RunTool(i, self._calls[i]))
         elif self._pooled:
-            pooled, self._pooled = self._pooled, []
+            pooled, self._pooled = self._pooled, ()
             if len(pooled) == 1:
                 # One call has nothing to pool with: running it alone is the same semantics.
                 request: Request = RunTool(pooled[0], self._calls[pooled[0]])
@@ -454,13 +472,14 @@ class LoopMachine:
             ms = answer.ms
             st = self.state
             st.totals = accumulate_tool_call(st.totals, call.name, ms)
-            self._tool_ms += ms
-            entry = self._tools.get(call.name)
-            if entry is None:
-                self._tools[call.name] = [1, ms]
-            else:
-                entry[0] += 1
-                entry[1] += ms
+            if self._seeded:
+                self._tool_ms += ms
+                entry = self._tools.get(call.name)
+                if entry is None:
+                    self._tools[call.name] = [1, ms]
+                else:
+                    entry[0] += 1
+                    entry[1] += ms
         self._answers[i] = outcome
         if isinstance(outcome, ToolResult):
             if outcome.activate_plugins:
@@ -511,7 +530,8 @@ class LoopMachine:
         self._offer_next_message()
 
     def _batch_settled(self) -> None:
-        self._progress()
+        if self._has_progress:
+            self._progress()
         if self._batch_aborted:
             self._finish("aborted")
         elif self._has_settle:

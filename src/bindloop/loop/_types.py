@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Literal, TypeAlias, TypeVar
 
 import msgspec
@@ -157,8 +156,7 @@ CallModelFn: TypeAlias = Callable[
 RunToolCallFn: TypeAlias = Callable[[ToolCall], MaybeAwaitable[ToolOutcome]]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ToolLoopPorts:
+class ToolLoopPorts(msgspec.Struct, frozen=True, kw_only=True):
     """The executable side of a run: every port. Only ``call_model`` and ``run_tool_call`` are
     required; an unwired optional port changes nothing. :class:`ToolLoopParams` adds the run's
     ``state`` and ``max_iterations``; ``bindloop.session.RestoredLoop`` adds ``capture_bindings``.
@@ -209,11 +207,10 @@ class ToolLoopPorts:
     before_tool_message_accepted: Callable[[ToolMessage, int], MaybeAwaitable[None]] | None = None
     on_step_settled: Callable[[bool], MaybeAwaitable[StepSettlement | None]] | None = None
     compact: Callable[[list[Message]], MaybeAwaitable[CompactionApplied | None]] | None = None
-    batch_options: ToolBatchOptions = field(default_factory=ToolBatchOptions)
+    batch_options: ToolBatchOptions = ToolBatchOptions()
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ToolLoopParams(ToolLoopPorts):
+class ToolLoopParams(ToolLoopPorts, frozen=True, kw_only=True):
     """Everything a run needs: its live ``state``, the model turns it may use
     (``max_iterations``), and the ports of :class:`ToolLoopPorts`."""
 
@@ -246,8 +243,7 @@ class LoopBoundary(msgspec.Struct, frozen=True, kw_only=True):
     stop_reason: ControlledStopReason | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class LoopControl:
+class LoopControl(msgspec.Struct, frozen=True, kw_only=True):
     """The second argument of ``run_tool_loop(params, control)``: an awaited hook at every settled
     boundary. Returning ``"checkpoint"`` from a non-final boundary ends the run as ``checkpointed``
     before the next model call; ``"continue"`` goes on."""

@@ -16,7 +16,6 @@ import math
 import re
 from collections.abc import Mapping
 from typing import Any
-from json.encoder import encode_basestring
 
 from ..errors import UsageError
 
@@ -138,6 +137,8 @@ def _string(value: str, path: str) -> str:
         raise CanonicalJsonError("string holds a lone surrogate (not valid Unicode)", path)
     # encode_basestring escapes exactly what JCS escapes: '"', '\\', and U+0000-U+001F, using the
     # two-character forms for \b \t \n \f \r and lower-case \u00xx otherwise. All else is literal.
+    from json.encoder import encode_basestring  # on first use: see canonical_json
+
     return encode_basestring(value)
 
 
@@ -148,6 +149,10 @@ def canonical_json(value: object) -> str:
     ``tuple`` (arrays), and mappings with ``str`` keys (objects). Everything else raises
     :class:`CanonicalJsonError`. Nesting depth is bounded only by memory: the walk is iterative.
     """
+    # Imported here, not at module level: every loop imports bindloop.run, few runs canonicalise,
+    # and the json package is ~1 ms of import.
+    from json.encoder import encode_basestring
+
     out: list[str] = []
     append = out.append
     # Pending work, popped from the end: a literal to write (str), a container exit marker, or a

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, fields
 from typing import Final, Literal, TypeAlias
 
 import msgspec
@@ -46,8 +45,7 @@ _USAGE_FIELD: Final = re.compile(r"(?:stats\.(?:input|output|cached_input)_token
 _MESSAGE_FIELD: Final = re.compile(r"messages\[(?P<k>\d+)\]")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RestoredLoop(ToolLoopPorts):
+class RestoredLoop(ToolLoopPorts, frozen=True, kw_only=True):
     """What ``restore`` hands back: the executable side of an execution, re-created by the host.
 
     The loop's ports (:class:`~bindloop.loop.ToolLoopPorts`: ``call_model`` and ``run_tool_call``
@@ -88,7 +86,7 @@ class CheckpointRunResult(msgspec.Struct, frozen=True, kw_only=True):
 
 def _params(restored: RestoredLoop, state: ToolLoopState, budget: int) -> ToolLoopParams:
     r = restored
-    ports = {f.name: getattr(r, f.name) for f in fields(ToolLoopPorts)}
+    ports = {name: getattr(r, name) for name in ToolLoopPorts.__struct_fields__}
     return ToolLoopParams(state=state, max_iterations=budget, **ports)
 
 

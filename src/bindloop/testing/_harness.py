@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from .._awaitable import isawaitable
 from typing import Any
@@ -79,7 +78,7 @@ def loop_harness(
         max_iterations=50,
         now=clock,
     )
-    params = dataclasses.replace(base, **overrides)
+    params = msgspec.structs.replace(base, **overrides)
     harness = LoopHarness(params, model, clock)
 
     async def recorded(call: ToolCall) -> ToolOutcome:
@@ -89,5 +88,5 @@ def loop_harness(
         harness.side_effects.append(call.name)
         return outcome
 
-    harness.params = dataclasses.replace(params, run_tool_call=recorded)
+    harness.params = msgspec.structs.replace(params, run_tool_call=recorded)
     return harness
