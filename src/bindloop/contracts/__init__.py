@@ -7,6 +7,7 @@ from ._codec import (
     encode_messages as encode_messages,
     message_from_openai as message_from_openai,
     message_to_openai as message_to_openai,
+    message_to_openai_request as message_to_openai_request,
     messages_from_openai as messages_from_openai,
     messages_to_openai as messages_to_openai,
 )
@@ -98,6 +99,7 @@ __all__ = (
     "encode_tool_error",
     "message_from_openai",
     "message_to_openai",
+    "message_to_openai_request",
     "messages_from_openai",
     "messages_to_openai",
     "tool_error_message",

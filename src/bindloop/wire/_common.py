@@ -15,11 +15,14 @@ from ..contracts import (
     FilePart,
     ImagePart,
     Message,
-    ReasoningPart,
     TextPart,
     ToolDefinition,
 )
-from ..contracts._codec import openai_file_data, openai_image_url  # this area's codec
+from ..contracts._codec import (  # the codec's rules, with the wire's error type
+    openai_image_url,
+    request_file_data,
+    request_text,
+)
 from ..errors import TranscriptFormatError
 from ..routing import neutral_status_category, retry_after_ms_from_headers
 from ..tools import sanitize_tool_schema
@@ -130,9 +133,9 @@ def file_data_url(part: FilePart) -> str:
     """Inline file bytes as a ``data:`` URL, by the same codec rule. Raises
     :class:`~bindloop.wire.WireRequestError`."""
     try:
-        return openai_file_data(part)
+        return request_file_data(part)
     except TranscriptFormatError as exc:
-        raise WireRequestError(f"{exc} (or pass a file_id)") from None
+        raise WireRequestError(str(exc)) from None
 
 
 def inline_media_type(part: ImagePart | FilePart) -> str:
@@ -143,14 +146,13 @@ def inline_media_type(part: ImagePart | FilePart) -> str:
 
 
 def text_of(parts: Sequence[ContentPart], where: str) -> str:
-    """The text of parts that must be text only on this wire (reasoning parts are skipped)."""
-    out = []
-    for p in parts:
-        if isinstance(p, TextPart):
-            out.append(p.text)
-        elif not isinstance(p, ReasoningPart):
-            raise WireRequestError(f"{where} carries only text on this wire, got a {type(p).__name__}")
-    return "".join(out)
+    """The text of parts that must be text only on this wire (reasoning parts are skipped), by the
+    codec's rule (:func:`~bindloop.contracts.request_text`). Raises
+    :class:`~bindloop.wire.WireRequestError`."""
+    try:
+        return request_text(tuple(parts), where)
+    except TranscriptFormatError as exc:
+        raise WireRequestError(str(exc)) from None
 
 
 def finish_reason(value: str | None, table: Mapping[str, FinishReason]) -> FinishReason | None:

@@ -30,20 +30,15 @@ from ..completion import (
     collect_turn,
 )
 from ..contracts import (
-    AssistantMessage,
-    FilePart,
-    ImagePart,
     Message,
     ModelTurnResult,
+    message_to_openai_request,
     ReasoningPart,
-    SystemMessage,
-    TextPart,
     ToolDefinition,
-    ToolMessage,
     TurnUsage,
-    UserMessage,
 )
-from ..contracts._codec import tool_call_to_openai  # the one OpenAI-chat codec
+
+from ..errors import TranscriptFormatError
 from ._common import (
     JSON_HEADERS,
     SSE_ACCEPT,
@@ -52,13 +47,9 @@ from ._common import (
     decode_error_body,
     decode_json,
     encode_body,
-    file_data_url,
     finish_reason,
-    image_data_url,
-    parts_of,
     prepare_history,
     str_field,
-    text_of,
     tool_parameters,
 )
 from ._errors import IncompleteStreamError, ProviderHttpError, WireRequestError
@@ -364,49 +355,11 @@ class _ChatStreamDecoder:
 # -- requests: messages --------------------------------------------------------------------------
 
 def _message(m: Message) -> dict[str, Any]:
-    if isinstance(m, SystemMessage):
-        return {"role": "system", "content": text_of(parts_of(m.content), "a system message")}
-    if isinstance(m, UserMessage):
-        out: dict[str, Any] = {"role": "user", "content": _user_content(m)}
-        if m.name:
-            out["name"] = m.name
-        return out
-    if isinstance(m, AssistantMessage):
-        text = text_of(parts_of(m.content), "an assistant message")
-        out = {"role": "assistant", "content": text if text or not m.tool_calls else None}
-        if m.tool_calls:
-            out["tool_calls"] = [tool_call_to_openai(c) for c in m.tool_calls]
-        if m.name:
-            out["name"] = m.name
-        return out
-    if isinstance(m, ToolMessage):
-        return {"role": "tool", "tool_call_id": m.tool_call_id,
-                "content": text_of(parts_of(m.content), "a tool result")}
-    raise WireRequestError(f"not a message: {m!r}")
-
-
-def _user_content(m: UserMessage) -> str | list[dict[str, Any]]:
-    if isinstance(m.content, str):
-        return m.content
-    parts: list[dict[str, Any]] = []
-    for p in m.content:
-        if isinstance(p, TextPart):
-            parts.append({"type": "text", "text": p.text})
-        elif isinstance(p, ImagePart):
-            image: dict[str, Any] = {"url": image_data_url(p)}
-            if p.detail:
-                image["detail"] = p.detail
-            parts.append({"type": "image_url", "image_url": image})
-        elif isinstance(p, FilePart):
-            file: dict[str, Any] = {}
-            if p.file_id is not None:
-                file["file_id"] = p.file_id
-            else:
-                file["file_data"] = file_data_url(p)
-                if p.filename:
-                    file["filename"] = p.filename
-            parts.append({"type": "file", "file": file})
-    return parts
+    # The request form is the contracts codec's, beside the stored form it shares its parts with.
+    try:
+        return message_to_openai_request(m)
+    except TranscriptFormatError as exc:
+        raise WireRequestError(str(exc)) from None
 
 
 # -- errors --------------------------------------------------------------------------------------
