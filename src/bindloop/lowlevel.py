@@ -50,6 +50,7 @@ from .loop._machine import (
     LoopMachine as LoopMachine,
     TRANSITIONS as TRANSITIONS,
     default_tool_exception_error as default_tool_exception_error,
+    tool_exception_error as tool_exception_error,
 )
 
 __all__ = (
@@ -93,6 +94,7 @@ __all__ = (
     "ToolReturned",
     "default_tool_exception_error",
     "reason_exception",
+    "tool_exception_error",
 )
 
 _publish(__name__, globals(), __all__)

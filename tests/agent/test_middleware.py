@@ -34,7 +34,7 @@ from bindloop.agent import (
 from bindloop.completion import StreamEvent
 from bindloop.contracts import Message, ToolError, ToolMessage, ToolResult, TurnUsage
 from bindloop.errors import LoopMissingToolOutputError, PortContractError, ToolCallFailedError, \
-    UsageError
+    ToolFailure, UsageError
 from bindloop.plugins import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
@@ -292,3 +292,43 @@ async def test_loop_middleware_answers_are_checked(outputs: Any, error: type[Exc
 
     with pytest.raises(error, match=match):
         await create_agent(id="a", handler=agent_handler, model=model)(None)
+
+
+def _raising_tool(exc: Exception) -> Any:
+    async def run(args: Args, ctx: object) -> ToolResult:
+        raise exc
+
+    return define_tool(name="leaky", description="raises", args=Args, execute=run)
+
+
+def _passthrough() -> ToolCallLoopMiddleware:
+    async def handler(ctx: Any, calls: list[Any], next: Any) -> list[ToolOutput]:
+        return list(await next(calls))
+
+    return ToolCallLoopMiddleware(name="pass", handler=handler)
+
+
+@pytest.mark.parametrize("with_loop_middleware", [False, True])
+@pytest.mark.parametrize("exc, seen", [
+    (RuntimeError("db password=hunter2"), '{"error":"RuntimeError: the tool failed","kind":"error"}'),
+    (ToolFailure("quota reached, try tomorrow", kind="rate_limited"),
+     '{"error":"quota reached, try tomorrow","kind":"rate_limited"}'),
+])
+async def test_a_raising_tool_reads_the_same_to_the_model_with_or_without_a_batch_middleware(
+        with_loop_middleware: bool, exc: Exception, seen: str) -> None:
+    # The loop hides an exception's message (it may hold a secret); a batch middleware runs the
+    # calls itself and must apply the same rule, not format the message into the transcript.
+    model = scripted_stream_model([tool_call_turn([tool_call("leaky", {}, id="c1")]),
+                                   final_answer("ok")])
+
+    async def handler(_: None) -> Any:
+        equip_instruction("go")
+        equip_tool(_raising_tool(exc))
+        if with_loop_middleware:
+            equip_tool_call_loop_middleware(_passthrough())
+        return await prompt_chat()
+
+    chat = await create_agent(id="a", handler=handler, model=model)(None)
+    [answer] = [m for m in chat.delta if isinstance(m, ToolMessage)]
+    assert answer.content == seen and answer.is_error
+    assert "hunter2" not in str(chat.delta)

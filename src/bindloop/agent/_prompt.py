@@ -62,6 +62,7 @@ from ..errors import (
     UsageError,
 )
 from ..loop import ToolLoopParams, ToolLoopState, run_tool_loop
+from ..lowlevel import tool_exception_error
 from ..session import (
     CheckpointReply,
     CheckpointWake,
@@ -502,7 +503,8 @@ class _Prompt:
             except Exception as exc:
                 if _fatal(exc):
                     raise
-                results[c.id] = ToolError(error=f"{type(exc).__name__}: {exc}")
+                # The loop's rule, so a batch middleware does not leak a message the loop hides.
+                results[c.id] = tool_exception_error(exc)
 
         if len(calls) == 1:
             await one(calls[0])

@@ -96,7 +96,7 @@ from ._effects import (
 )
 from ._types import ControlledStopReason, OpenSuspend, StepSettlement, ToolLoopState
 
-__all__ = ("TRANSITIONS", "LoopMachine", "default_tool_exception_error")
+__all__ = ("TRANSITIONS", "LoopMachine", "default_tool_exception_error", "tool_exception_error")
 
 _CHECK: Final = CheckBoundary()
 _BOUNDARY: Final = Boundary()
@@ -115,6 +115,24 @@ def default_tool_exception_error(exc: Exception) -> ToolError:
     """What the model reads for a tool's raise when ``format_tool_exception`` is unwired: the type's
     name and a fixed text. The message stays with the host — it may hold a secret."""
     return ToolError(error=f"{type(exc).__name__}: the tool failed")
+
+
+def tool_exception_error(error: Exception,
+                         format_tool_exception: Callable[[Exception], ToolError] | None = None
+                         ) -> ToolError:
+    """The one rule for what the model reads when a tool raises (non-fatally): a
+    :class:`~bindloop.errors.ToolFailure` keeps its message and kind; anything else goes through
+    ``format_tool_exception``, or :func:`default_tool_exception_error` when that is unwired. Anyone
+    turning a raise into a tool error outside the loop (a batch middleware runner) uses this too."""
+    if isinstance(error, ToolFailure):
+        return ToolError(error=error.message, kind=error.kind)
+    if format_tool_exception is None:
+        return default_tool_exception_error(error)
+    formatted = format_tool_exception(error)
+    if not isinstance(formatted, ToolError) or not isinstance(formatted.error, str):
+        raise PortContractError(
+            f"format_tool_exception returned {type(formatted).__name__}; expected a ToolError")
+    return formatted
 
 
 class LoopMachine:
@@ -438,18 +456,6 @@ class LoopMachine:
             self._record(a)
         self._next_tool_step()
 
-    def _tool_error(self, error: Exception) -> ToolError:
-        if isinstance(error, ToolFailure):
-            return ToolError(error=error.message, kind=error.kind)
-        fmt = self._format_exception
-        if fmt is None:
-            return default_tool_exception_error(error)
-        formatted = fmt(error)
-        if not isinstance(formatted, ToolError) or not isinstance(formatted.error, str):
-            raise PortContractError(
-                f"format_tool_exception returned {type(formatted).__name__}; expected a ToolError")
-        return formatted
-
     def _record(self, answer: ToolAnswer) -> None:
         i = answer.index
         if not 0 <= i < len(self._answers) or self._answers[i] is not None:
@@ -466,7 +472,7 @@ class LoopMachine:
                 outcome = answer.outcome
                 check_outcome(outcome, call.id)
             else:
-                outcome = self._tool_error(answer.error)
+                outcome = tool_exception_error(answer.error, self._format_exception)
                 self._raised[call.id] = answer.error
                 self._effects.append(Reject(call.id, RaisedByTool(type(answer.error).__name__)))
             ms = answer.ms
