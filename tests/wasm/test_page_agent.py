@@ -101,23 +101,10 @@ def test_the_page_agent_reports_the_run(origin: str) -> None:
     assert done["stats"]["input_tokens"] > 0 and done["stats"]["output_tokens"] > 0
 
 
-def test_writes_first_runs_writes_serially_before_the_rest() -> None:
-    from bindloop.agent import ToolOutput
-    from bindloop.contracts import ToolCall, ToolResult
-
-    order: list[list[str]] = []
-
-    async def next_(calls: list[ToolCall]) -> list[ToolOutput]:
-        order.append([c.id for c in calls])
-        return [ToolOutput(call_id=c.id, outcome=ToolResult(content="ok")) for c in calls]
-
-    calls = [ToolCall(id="l", name="notes_list", arguments="{}"),
-             ToolCall(id="w1", name="notes_write", arguments="{}"),
-             ToolCall(id="c", name="calculator", arguments="{}"),
-             ToolCall(id="w2", name="notes_write", arguments="{}")]
-    out = anyio.run(page_agent._writes_first, None, calls, next_)
-    assert order == [["w1"], ["w2"], ["l", "c"]]
-    assert sorted(o.call_id for o in out) == ["c", "l", "w1", "w2"]
+def test_the_page_runs_note_writes_serially() -> None:
+    # The page's tools are equipped with serial=True for writes: the agent API's own ordering.
+    names = {t.name for t in page_agent.demo_tools(page_agent.Notes())}
+    assert page_agent.SERIAL_TOOLS == {"notes_write"} <= names
 
 
 def test_the_report_agent_streams_structured_partials(origin: str) -> None:

@@ -38,7 +38,7 @@ This file is the only Python the page runs.
 
 # No `from __future__ import annotations`: the page runs this file as a namespace, not a module in
 # sys.modules, so msgspec could not resolve the report Structs' string annotations (NameError: Note).
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
@@ -47,18 +47,14 @@ from bindloop.agent import (
     AgentStreamEvent,
     StructuredDataEvent,
     ChatResult,
-    ToolCallLoopContext,
-    ToolCallLoopMiddleware,
     ToolContext,
     ToolMiddleware,
-    ToolOutput,
     as_agent_model,
     create_agent,
     equip_history,
     equip_instruction,
     equip_system,
     equip_tool,
-    equip_tool_call_loop_middleware,
     expect_validator,
     on_stream,
     prompt_agent,
@@ -70,7 +66,7 @@ from bindloop.completion import (
     TurnTextStream,
     create_turn_text_stream,
 )
-from bindloop.contracts import Message, ToolCall, ToolOutcome, ToolResult, UserMessage
+from bindloop.contracts import Message, ToolOutcome, ToolResult, UserMessage
 from bindloop.hosts.demo import DEFAULT_PROMPT, Notes, calculate
 from bindloop.hosts.js_fetch import FetchTransport
 from bindloop.plugins import Tool, define_tool
@@ -146,20 +142,7 @@ def demo_tools(notes: Notes) -> list[Tool[Any, Any]]:
     ]
 
 
-async def _writes_first(_ctx: ToolCallLoopContext, calls: list[ToolCall],
-                        next_: Any) -> list[ToolOutput]:
-    # Writes run first, one at a time, so a list in the same batch sees them; the rest together.
-    outputs: list[ToolOutput] = []
-    for call in calls:
-        if call.name == "notes_write":
-            outputs.extend(await next_([call]))
-    rest: Sequence[ToolCall] = [c for c in calls if c.name != "notes_write"]
-    if rest:
-        outputs.extend(await next_(rest))
-    return outputs
-
-
-WRITES_FIRST = ToolCallLoopMiddleware(name="writes-first", handler=_writes_first)
+SERIAL_TOOLS = frozenset({"notes_write"})
 
 
 class Note(msgspec.Struct, frozen=True):
@@ -240,8 +223,8 @@ async def run_page_agent(bridge: Any, origin: str, prompt: str = DEFAULT_PROMPT,
         equip_system(SYSTEM)
         equip_instruction(request)
         for tool in demo_tools(Notes()):
-            equip_tool(tool, middleware=[shown_to_page])
-        equip_tool_call_loop_middleware(WRITES_FIRST)
+            # Writes run first, one at a time, so a list in the same turn sees them.
+            equip_tool(tool, middleware=[shown_to_page], serial=tool.name in SERIAL_TOOLS)
         on_stream(watch)
         return await prompt_chat(max_turn_steps=max_iterations)
 

@@ -69,7 +69,7 @@ class Generation:
     """One execution of a handler: the draft its hooks fill before the prompt crosses the barrier."""
 
     __slots__ = ("budget", "history", "index", "instructions", "loop_middleware", "prompted",
-                 "streams", "system", "tools", "validators")
+                 "serial", "streams", "system", "tools", "validators")
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -77,6 +77,7 @@ class Generation:
         self.instructions: list[str] = []
         self.history: list[Message] = []
         self.tools: list[tuple[AgentTool, tuple[ToolMiddleware, ...]]] = []
+        self.serial: set[str] = set()  # names of equipped tools whose calls run alone, in order
         self.loop_middleware: list[ToolCallLoopMiddleware] = []
         self.validators: list[Callable[[Any], object]] = []
         self.streams: list[StreamConsumer] = []

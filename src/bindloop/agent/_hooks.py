@@ -68,11 +68,18 @@ def equip_history(messages: Sequence[Message]) -> None:
 
 
 def equip_tool(tool: Tool[Any, Any] | AgentTool, *,
-               middleware: Sequence[ToolMiddleware] = ()) -> None:
+               middleware: Sequence[ToolMiddleware] = (), serial: bool = False) -> None:
     """Offer ``tool`` (from ``define_tool`` or ``augment_tool``) to this generation's prompt, with
     dynamic ``middleware`` around its static layers (dynamic -> static -> tool). Equipping the same
-    name twice replaces the first."""
+    name twice replaces the first.
+
+    ``serial=True``: when the model asks for several calls in one turn, this tool's calls run
+    first, alone and in the model's order, each finished before the next starts; the turn's other
+    calls then run concurrently. For a tool that writes, or that changes what the others see.
+    Results reach the transcript in the model's order either way."""
     frame, gen = draft_generation("equip_tool")
+    if not isinstance(serial, bool):
+        raise UsageError(f"equip_tool(serial=) takes a bool, got {serial!r}")
     if isinstance(tool, Tool):
         # A bare Tool is wrapped (its wire definition built) once per agent, not per call: the
         # agent's cache holds the Tool itself as the key, so the key cannot be recycled.
@@ -87,6 +94,10 @@ def equip_tool(tool: Tool[Any, Any] | AgentTool, *,
     if tools:
         gen.tools = tools = [t for t in tools if t[0].name != agent_tool.name]
     tools.append((agent_tool, layers))
+    if serial:
+        gen.serial.add(agent_tool.name)
+    else:
+        gen.serial.discard(agent_tool.name)
 
 
 def equip_tool_call_loop_middleware(middleware: ToolCallLoopMiddleware) -> None:

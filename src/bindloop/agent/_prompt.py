@@ -164,6 +164,11 @@ class _Prompt:
         self.text = text
         self.model = resolve_model(frame)
         self.tools: dict[str, tuple[AgentTool, Any]] = {t.name: (t, mw) for t, mw in gen.tools}
+        serial = frozenset(gen.serial)
+        self.serial = serial
+        # The loop's port, unwired when nothing is serial (the loop then skips the per-call check).
+        self.runs_serially: Callable[[ToolCall], bool] | None = (
+            (lambda call: call.name in serial) if serial else None)
         defs = [t.definition for t, _ in gen.tools]
         self.tool_mode = spec is not None and getattr(
             self.model, "structured_output", "tool") != "json_schema"
@@ -506,11 +511,18 @@ class _Prompt:
                 # The loop's rule, so a batch middleware does not leak a message the loop hides.
                 results[c.id] = tool_exception_error(exc)
 
-        if len(calls) == 1:
-            await one(calls[0])
-        else:
+        # The loop's order: serial calls alone in the model's order, then the rest concurrently.
+        serial = self.serial
+        pooled = [c for c in calls if c.name not in serial] if serial else list(calls)
+        if serial:
+            for c in calls:
+                if c.name in serial:
+                    await one(c)
+        if len(pooled) == 1:
+            await one(pooled[0])
+        elif pooled:
             async with anyio.create_task_group() as tg:
-                for c in calls:
+                for c in pooled:
                     tg.start_soon(one, c)
         return [ToolOutput(call_id=c.id, outcome=results[c.id]) for c in calls]
 
@@ -693,7 +705,8 @@ async def _drive(prompt: _Prompt, initial: list[Message], spec: OutputSpec | Non
         steps = min(max_turn_steps, left)
         outcome = await run_tool_loop(ToolLoopParams(
             call_model=prompt.call_model, run_tool_call=prompt.run_tool_call, state=state,
-            max_iterations=steps, signal=frame.signal, is_fatal_tool_error=_fatal))
+            max_iterations=steps, signal=frame.signal, is_fatal_tool_error=_fatal,
+            runs_serially=prompt.runs_serially))
         stats = outcome.stats if attempt == 0 else accumulate_run(stats, outcome.stats)
         used += outcome.stats.turns
         reason = outcome.stop_reason
@@ -866,6 +879,7 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
             return RestoredLoop(call_model=prompt.call_model,
                                 run_tool_call=prompt.run_tool_call, signal=frame.signal,
                                 is_fatal_tool_error=_fatal,
+                                runs_serially=prompt.runs_serially,
                                 capture_bindings=lambda: cp.bindings)
 
         run = await run_from_checkpoint(checkpoint=cp, restore=restore,
