@@ -15,6 +15,11 @@ so a host can log them uniformly, but the loop never raises them itself.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # for the annotation only: errors imports nothing of the package at run time
+    from .session import LoopCheckpoint
+
 __all__ = (
     "AbortedToolCallError",
     "BindloopError",
@@ -221,11 +226,17 @@ class StructuredOutputError(AgentError):
 
 
 class ToolLoopExceededError(AgentError):
-    """One tool loop used ``max_turn_steps`` model turns without a final answer."""
+    """One tool loop used ``max_turn_steps`` model turns without a final answer.
 
-    def __init__(self, message: str, *, max_turn_steps: int) -> None:
+    From ``prompt_chat`` / ``resume_chat``, ``checkpoint`` is the chat where it stopped (status
+    ``iteration_limit``, every finished tool round in it): ``resume_chat(checkpoint,
+    max_turn_steps=n)`` continues it with ``n`` more turns. ``None`` from ``prompt_agent``."""
+
+    def __init__(self, message: str, *, max_turn_steps: int,
+                 checkpoint: LoopCheckpoint | None = None) -> None:
         super().__init__(message)
         self.max_turn_steps = max_turn_steps
+        self.checkpoint = checkpoint
 
 
 class TurnBudgetExceededError(AgentError):

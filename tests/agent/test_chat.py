@@ -26,7 +26,7 @@ from bindloop.contracts import (
     TurnUsage,
     UserMessage,
 )
-from bindloop.errors import PromptSuspendedError, ToolLoopExceededError
+from bindloop.errors import PromptSuspendedError, ToolLoopExceededError, UsageError
 from bindloop.plugins import define_tool
 from bindloop.session import parse_loop_checkpoint, serialize_loop_checkpoint
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
@@ -104,6 +104,62 @@ async def test_more_turns_than_max_turn_steps_raise_tool_loop_exceeded() -> None
     with pytest.raises(ToolLoopExceededError, match="2 model turns"):
         await _chat_agent(model, max_turn_steps=2)("loop")
     assert model.position == 2
+
+
+async def test_a_chat_out_of_turns_goes_on_from_its_checkpoint_in_a_new_process() -> None:
+    ran: list[str] = []
+
+    async def calc(args: Expr, ctx: object) -> ToolResult:
+        ran.append(args.expression)
+        return await _calc(args, ctx)
+
+    counting = define_tool(name="calc", description="Add two numbers", args=Expr, execute=calc)
+    model = scripted_stream_model([tool_call_turn([tool_call("calc", {"expression": f"{i}+1"})])
+                                   for i in range(2)])
+    with pytest.raises(ToolLoopExceededError, match="2 model turns") as info:
+        await _chat_agent(model, tools=(counting,), max_turn_steps=2)("loop")
+    cp = info.value.checkpoint
+    assert cp is not None and cp.status == "iteration_limit"
+    assert cp.iterations == cp.max_iterations == cp.stats.turns == 2
+    assert [type(m) for m in cp.messages] == [UserMessage, AssistantMessage, ToolMessage,
+                                              AssistantMessage, ToolMessage]
+    stored = serialize_loop_checkpoint(cp)  # both finished tool rounds are in it
+
+    # "A new process": only the stored bytes carried over; the rounds are not run again.
+    model2 = scripted_stream_model([tool_call_turn([tool_call("calc", {"expression": "2+1"})]),
+                                    final_answer("1, 2 and 3")])
+
+    async def go_on(_: None) -> ChatResult:
+        equip_tool(counting)
+        return await resume_chat(stored, max_turn_steps=3)
+
+    done = await create_agent(id="chat", handler=go_on, model=model2)(None)
+    assert done.stop_reason == "done" and done.data == "1, 2 and 3"
+    assert ran == ["0+1", "1+1", "2+1"]  # each round ran once, across both processes
+    assert list(model2.requests[0].messages) == list(cp.messages)
+    assert done.stats.turns == 2 and model2.position == 2
+
+    # Out of turns again: the error carries the new position, which goes on once more.
+    model3 = scripted_stream_model([tool_call_turn([tool_call("calc", {"expression": "2+1"})])])
+
+    async def short(_: None) -> ChatResult:
+        equip_tool(counting)
+        return await resume_chat(stored, max_turn_steps=1)
+
+    with pytest.raises(ToolLoopExceededError) as again:
+        await create_agent(id="chat", handler=short, model=model3)(None)
+    assert again.value.checkpoint is not None and again.value.checkpoint.iterations == 3
+
+
+@pytest.mark.parametrize("steps", [0, -1, True, 1.5])
+async def test_resume_chat_refuses_a_bad_max_turn_steps(steps: Any) -> None:
+    stored = await _paused_chat()
+
+    async def handler(_: None) -> ChatResult:
+        return await resume_chat(stored, reply="x", max_turn_steps=steps)
+
+    with pytest.raises(UsageError, match="max_turn_steps"):
+        await create_agent(id="c", handler=handler, model=scripted_stream_model([]))(None)
 
 
 async def test_validator_re_asks_in_chat() -> None:

@@ -401,6 +401,7 @@ async def test_tool_loop_and_total_budget_errors() -> None:
         await _agent(scripted_stream_model(loop_forever), Point, tools=[LOOKUP],
                      prompt={"max_turn_steps": 3})(None)
     assert info.value.max_turn_steps == 3
+    assert info.value.checkpoint is None  # a prompt_agent attempt has no chat to go on with
 
     # Re-asks count against the total: 2 bad answers use up max_total_turns=2.
     model = scripted_stream_model([final_answer("nope"), final_answer("nope")])

@@ -716,10 +716,13 @@ async def _drive(prompt: _Prompt, initial: list[Message], spec: OutputSpec | Non
                     f"agent {frame.agent_id!r}: the prompt used all {total} model turns (tool "
                     "steps and re-asks together) without an accepted answer; raise "
                     "max_total_turns", max_total_turns=total)
+            # A chat can go on from here (resume_chat); a prompt_agent attempt has no such road.
+            checkpoint = (None if spec is not None else
+                          _checkpoint(frame, gen, state, stats, used, used, "iteration_limit"))
             raise ToolLoopExceededError(
                 f"agent {frame.agent_id!r}: {max_turn_steps} model turns without a final "
                 "answer; raise max_turn_steps or check why the model keeps calling tools",
-                max_turn_steps=max_turn_steps)
+                max_turn_steps=max_turn_steps, checkpoint=checkpoint)
         if reason == "aborted":
             raise RunCancelledError(f"agent {frame.agent_id!r}: the prompt was aborted")
         if reason in ("waiting_for_reply", "resuming_later"):
@@ -847,13 +850,17 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
     ``reply`` answers the open suspend (``tool_call_id`` picks one when several are open): a
     ``waiting_for_reply`` suspend gets it as a reply, a ``resuming_later`` one as its wake result.
     Runs through :func:`~bindloop.session.run_from_checkpoint`; ``max_turn_steps`` (default: what
-    the checkpoint has left) bounds the model turns. The final answer goes through the
+    the checkpoint has left) bounds the model turns. A checkpoint whose turns ran out
+    (:attr:`ToolLoopExceededError.checkpoint <bindloop.errors.ToolLoopExceededError>`, status
+    ``iteration_limit``) goes on from where it stopped with ``max_turn_steps`` (default 10) more. The final answer goes through the
     generation's ``expect_validator`` s as in :func:`prompt_chat`: a refused one is re-asked
     with the reason (each re-ask a tool loop of ``max_turn_steps`` turns, default 10), up to the
     agent's ``max_retries``, then :class:`~bindloop.errors.StructuredOutputError` carries every
     attempt.
     """
     frame, gen = _begin("resume_chat")
+    if max_turn_steps is not None:
+        _budgets(max_turn_steps, None, 0)  # the same check as prompt_chat's
     cp = checkpoint if isinstance(checkpoint, LoopCheckpoint) else parse_loop_checkpoint(
         checkpoint)
     start_len = len(cp.messages)  # the reply is part of what this prompt added
@@ -869,7 +876,13 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
                   if mode == "resuming_later" else
                   CheckpointReply(tool_call_id=tool_call_id, content=reply))
         cp = apply_checkpoint_input(cp, answer)
-    if max_turn_steps is not None:
+    if cp.status == "iteration_limit":
+        # Its budget is spent (ToolLoopExceededError.checkpoint): going on is a new budget from
+        # the same position, one revision later.
+        cp = msgspec.structs.replace(cp, status="ready", revision=cp.revision + 1,
+                                     max_iterations=cp.iterations + (
+                                         10 if max_turn_steps is None else max_turn_steps))
+    elif max_turn_steps is not None:
         cp = msgspec.structs.replace(cp, max_iterations=cp.iterations + max_turn_steps)
 
     async def body(hub: StreamHub | None) -> ChatResult:
@@ -891,7 +904,7 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
             raise ToolLoopExceededError(
                 f"agent {frame.agent_id!r}: the resumed chat ran out of model turns without "
                 "a final answer; pass a larger max_turn_steps",
-                max_turn_steps=cp.max_iterations - cp.iterations)
+                max_turn_steps=cp.max_iterations - cp.iterations, checkpoint=run.checkpoint)
         if stop == "aborted":
             raise RunCancelledError(f"agent {frame.agent_id!r}: the resumed chat was aborted")
         end = run.checkpoint
