@@ -21,6 +21,7 @@ Invariants the machine keeps (and the property tests hunt for):
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
@@ -145,7 +146,7 @@ class LoopMachine:
         "_format_exception", "_has_accept_hook", "_has_compact", "_has_control",
         "_has_notify_assistant", "_has_nudge", "_has_plugins", "_has_progress", "_has_settle",
         "_has_skills", "_is_fatal", "_ordinal", "_pending", "_pooled", "_raised", "_runs_serially",
-        "_model_ms", "_seed", "_seeded", "_serial", "_started", "_tool_ms", "_tools", "iterations",
+        "_last", "_model_ms", "_seed", "_seeded", "_serial", "_started", "_tool_ms", "_tools", "iterations",
         "max_iterations", "state", "stop_reason",
     )
 
@@ -180,9 +181,10 @@ class LoopMachine:
         # off it (integers by difference from the seed); its times are summed here in event order,
         # exactly as a fold from zero would sum them.
         # A run from zero (the common case) has nothing to subtract: its part *is* the totals, so
-        # the separate sums below are kept only for a seeded run.
-        self._seed = state.totals
-        self._seeded = state.totals != _ZERO_STATS
+        # the separate sums below are kept only for a seeded run — or from the moment something
+        # other than the machine folds into state.totals (a hook may): _last is the machine's own.
+        self._seed = self._last = state.totals
+        self._seeded = not _is_plain_zero(state.totals)
         self._model_ms = 0.0
         self._tool_ms = 0.0
         self._tools: dict[str, list[Any]] = {}  # name -> [calls, ms] of this invocation
@@ -226,7 +228,9 @@ class LoopMachine:
         """This invocation's statistics so far (``state.totals`` less the seed it started with)."""
         t, s = self.state.totals, self._seed
         if not self._seeded:
-            return msgspec.structs.replace(t, tools=dict(t.tools))
+            if t is self._last:
+                return msgspec.structs.replace(t, tools=dict(t.tools))
+            self._keep_own_sums()
         return RunStats(
             turns=t.turns - s.turns, tool_calls=t.tool_calls - s.tool_calls,
             input_tokens=t.input_tokens - s.input_tokens,
@@ -279,13 +283,13 @@ class LoopMachine:
         pending = self._pending
         if pending is None:
             raise ProtocolError(f"{type(answer).__name__} sent, but nothing is pending "
-                                f"(phase {self.phase!r})")
+                                f"(phase {self.phase!r})") from None
         route = _ROUTES.get(type(answer))
         if route is None or route[0] is not type(pending):
             accepted = ", ".join(t.__name__ for t in TRANSITIONS[type(pending)])
             raise ProtocolError(f"{type(answer).__name__} does not answer "
-                                f"{type(pending).__name__} (it accepts {accepted})")
-        raise ProtocolError(f"{type(answer).__name__} sent before every effect was popped")
+                                f"{type(pending).__name__} (it accepts {accepted})") from None
+        raise ProtocolError(f"{type(answer).__name__} sent before every effect was popped") from None
 
     def is_fatal(self, error: BaseException) -> bool:
         """Whether a tool's raise must end the run instead of becoming a tool error the model reads:
@@ -306,6 +310,14 @@ class LoopMachine:
         return reason_exception(reject.tool_call_id, reject.reason)
 
     # ---- plumbing ------------------------------------------------------------------------------
+
+    def _keep_own_sums(self) -> None:
+        # state.totals was folded by someone else: from here on this invocation's times are its own
+        # sums, started from what the machine's folds (from zero) gave so far.
+        part = self._last
+        self._model_ms, self._tool_ms = part.model_ms, part.tool_ms
+        self._tools = {name: [t.calls, t.ms] for name, t in part.tools.items()}
+        self._seeded = True
 
     def _request(self, request: Request) -> None:
         self._pending = request
@@ -372,7 +384,9 @@ class LoopMachine:
             # A replacement happens only at a boundary, where no result is owed.
             st.messages[:] = applied.messages
             spend = AuxiliarySpend(usage=applied.usage, cost=applied.cost, model_ms=answer.ms)
-            st.totals = accumulate_auxiliary_spend(st.totals, spend)
+            if st.totals is not self._last and not self._seeded:
+                self._keep_own_sums()
+            st.totals = self._last = accumulate_auxiliary_spend(st.totals, spend)
             st.counters = st.counters.after_compaction()
             if self._seeded:
                 self._model_ms += answer.ms
@@ -384,7 +398,10 @@ class LoopMachine:
         self.iterations += 1
         usage = result.usage
         st = self.state
-        st.totals = accumulate_turn(st.totals, usage, cost=result.cost, model_ms=answer.ms)
+        if st.totals is not self._last and not self._seeded:
+            self._keep_own_sums()
+        st.totals = self._last = accumulate_turn(st.totals, usage, cost=result.cost,
+                                                 model_ms=answer.ms)
         st.counters = st.counters.after_turn(usage, len(calls))
         if self._seeded:
             self._model_ms += answer.ms
@@ -477,7 +494,9 @@ class LoopMachine:
                 self._effects.append(Reject(call.id, RaisedByTool(type(answer.error).__name__)))
             ms = answer.ms
             st = self.state
-            st.totals = accumulate_tool_call(st.totals, call.name, ms)
+            if st.totals is not self._last and not self._seeded:
+                self._keep_own_sums()
+            st.totals = self._last = accumulate_tool_call(st.totals, call.name, ms)
             if self._seeded:
                 self._tool_ms += ms
                 entry = self._tools.get(call.name)
@@ -689,3 +708,14 @@ def _validate_turn(result: object) -> tuple[ToolCall, ...]:
     if isinstance(result.cost, bool) or not isinstance(result.cost, int):
         raise InvalidModelTurnError(f"cost must be an int in the host's unit, got {result.cost!r}")
     return calls
+
+
+def _is_plain_zero(stats: RunStats) -> bool:
+    # Exactly RunStats(), not merely equal to it: a seed of -0.0, 0 (int) or False would otherwise
+    # come back in the invocation's stats, where a fold from zero gives 0.0 and 0.
+    return (stats == _ZERO_STATS and not stats.tools
+            and type(stats.turns) is int and type(stats.tool_calls) is int
+            and type(stats.input_tokens) is int and type(stats.output_tokens) is int
+            and type(stats.cached_input_tokens) is int and type(stats.cost) is int
+            and type(stats.model_ms) is float and type(stats.tool_ms) is float
+            and math.copysign(1.0, stats.model_ms) > 0 and math.copysign(1.0, stats.tool_ms) > 0)

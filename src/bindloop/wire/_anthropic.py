@@ -428,7 +428,7 @@ def _blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
         if m.is_error:
             block["is_error"] = True
         return "user", [block]
-    raise WireRequestError(f"not a message: {m!r}")
+    raise WireRequestError(f"not a message: {type(m).__name__}")
 
 
 def _content_block(p: ContentPart) -> dict[str, Any]:

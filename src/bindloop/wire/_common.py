@@ -147,7 +147,7 @@ def inline_media_type(part: ImagePart | FilePart) -> str:
 
 def text_of(parts: Sequence[ContentPart], where: str) -> str:
     """The text of parts that must be text only on this wire (reasoning parts are skipped), by the
-    codec's rule (:func:`~bindloop.contracts.request_text`). Raises
+    codec's rule (``request_text`` in contracts/_codec.py). Raises
     :class:`~bindloop.wire.WireRequestError`."""
     try:
         return request_text(tuple(parts), where)

@@ -461,7 +461,7 @@ def _parts(m: Message, names: dict[str, str]) -> tuple[str, list[dict[str, Any]]
         key = "error" if m.is_error else "output"
         return "user", [{"functionResponse": {"id": m.tool_call_id, "name": name,
                                               "response": {key: text}}}]
-    raise WireRequestError(f"not a message: {m!r}")
+    raise WireRequestError(f"not a message: {type(m).__name__}")
 
 
 def _user_part(p: object) -> dict[str, Any]:

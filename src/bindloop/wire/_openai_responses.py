@@ -254,7 +254,7 @@ class OpenAIResponsesAdapter:
             items.append({"type": "function_call_output", "call_id": m.tool_call_id,
                           "output": text_of(parts_of(m.content), "a tool result")})
         else:
-            raise WireRequestError(f"not a message: {m!r}")
+            raise WireRequestError(f"not a message: {type(m).__name__}")
 
     def _reasoning_item(self, part: ReasoningPart) -> dict[str, Any] | None:
         if part.id is None or (self._store is False and not part.encrypted_content):
