@@ -7,7 +7,6 @@ passes through the list in order and the response comes back in reverse.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Generic, TypeAlias, TypeVar
 
 import msgspec
@@ -52,8 +51,7 @@ class WrappedModel:
         return self._inner.calculate_cost(usage)
 
 
-@dataclass(frozen=True, slots=True)
-class ModelMiddleware:
+class ModelMiddleware(msgspec.Struct, frozen=True):
     """``wrap(inner) -> model``: returns an :class:`AgentModel` that calls ``inner``.
 
     The wrapper should forward ``inner``'s optional ``structured_output`` attribute (and
@@ -107,14 +105,13 @@ class ToolContext(msgspec.Struct, frozen=True):
 ToolNext: TypeAlias = Callable[[], Awaitable[ToolOutcome]]
 
 
-@dataclass(frozen=True, slots=True)
-class ToolMiddleware:
+class ToolMiddleware(msgspec.Struct, frozen=True):
     """``handler(ctx, next) -> outcome``: run code around one tool call; ``await next()`` runs the
     inner layers and the tool. ``config`` is a display-only snapshot."""
 
     name: str
     handler: Callable[[ToolContext, ToolNext], Awaitable[ToolOutcome]]
-    config: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 async def run_tool_chain(layers: Sequence[ToolMiddleware], ctx: ToolContext,
@@ -143,8 +140,7 @@ class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
     outcome: ToolOutcome
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCallLoopContext:
+class ToolCallLoopContext(msgspec.Struct, frozen=True):
     """A read-only view for a tool-call-loop middleware: the loop ``step`` (1-based model turn),
     the prompt's ``system`` and ``instruction`` text, the ``tools`` offered, and
     ``original_calls``, the model's own calls for this batch (what the outermost layer receives)."""
@@ -160,8 +156,7 @@ class ToolCallLoopContext:
 LoopNext: TypeAlias = Callable[[Sequence[ToolCall]], Awaitable[list[ToolOutput]]]
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCallLoopMiddleware:
+class ToolCallLoopMiddleware(msgspec.Struct, frozen=True):
     """``handler(ctx, current_calls, next) -> outputs`` around one batch of tool calls.
 
     ``await next(calls)`` executes ``calls`` (each through its tool middleware) and returns their
@@ -233,8 +228,7 @@ async def run_loop_chain(layers: Sequence[ToolCallLoopMiddleware], ctx: ToolCall
 AgentNext: TypeAlias = Callable[[], Awaitable[Any]]
 
 
-@dataclass(frozen=True, slots=True)
-class AgentMiddlewareContext(Generic[P]):
+class AgentMiddlewareContext(msgspec.Struct, Generic[P], frozen=True):
     """What an agent middleware sees: the agent's id, the call's props and the generation index
     (it runs once per generation, so a reborn runs it again)."""
 
@@ -243,8 +237,7 @@ class AgentMiddlewareContext(Generic[P]):
     generation: int
 
 
-@dataclass(frozen=True, slots=True)
-class AgentMiddleware:
+class AgentMiddleware(msgspec.Struct, frozen=True):
     """``handler(ctx, next) -> result`` around each generation of an agent's handler."""
 
     name: str

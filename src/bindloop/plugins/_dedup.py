@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
 
 import msgspec
@@ -34,8 +33,7 @@ DEFAULT_BLOCK_REASON: Final = (
 Hasher: TypeAlias = Callable[[ToolCall], "str | None"]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class DedupRule:
+class DedupRule(msgspec.Struct, frozen=True, kw_only=True):
     """``hasher(call)`` gives the dedup key (``None`` or ``""`` opts this call out: it runs and nothing
     is recorded). ``reason`` is the refusal text, or a function of the call and the streak count."""
 

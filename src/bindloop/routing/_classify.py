@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal, TypeAlias
 
@@ -46,8 +45,7 @@ class TransportFailure(msgspec.Struct, frozen=True, kw_only=True):
     retry_after_ms: float | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class AttemptClassification:
+class AttemptClassification(msgspec.Struct, frozen=True, kw_only=True):
     """The two host ports. ``as_transport_failure(error)`` recognises the host's own error class
     (``None``: not mine). ``categorize_status(status, provider_id)`` overrides the neutral HTTP mapping
     where a provider disagrees with it (``None``: use the neutral mapping)."""
