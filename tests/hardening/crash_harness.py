@@ -4,10 +4,13 @@ The parent starts the scripted provider server (OpenAI Chat wire over loopback H
 child process that runs ``M`` sessions concurrently through ``run_from_checkpoint`` with a real
 ``ModelAdapter`` + ``HttpxTransport``, every checkpoint committed to a SQLite store. Each session
 asks the model, which answers with one ``charge`` tool call per step and a final answer after
-``STEPS`` of them. ``charge`` is an opaque side effect (a ledger row) guarded by an idempotency
-receipt: claimed with a lease, and the ledger row written in the same SQLite transaction that
-completes the receipt — the protocol's recommended fence — so a crash lands both or neither, and
-an expired ``running`` receipt proves the row was never written (it is then reclaimed).
+``STEPS`` of them. ``charge`` is a side effect (a ledger row) guarded by an idempotency receipt:
+claimed with a lease, and the ledger row written in the same SQLite transaction that completes the
+receipt — the protocol's recommended fence — so a crash lands both or neither, and an expired
+``running`` receipt proves the row was never written (it is then reclaimed). That fence is what
+makes the effect ``resumable`` in the receipt protocol's terms; an ``opaque`` effect (no such
+trail) would come back ``ReceiptAmbiguous`` after a kill mid-effect, which this harness does not
+exercise.
 
 The parent kills the child at a seeded random moment after it reports ready, restarts it (which
 resumes every unfinished session from the store), and repeats until every session is finished;
@@ -95,7 +98,7 @@ async def run_child(db: str, base_url: str, sessions: int) -> None:
     model = ModelAdapter(chat, HttpxTransport(base_url, headers=chat.auth_headers("crash-key"),
                                               client=client),
                          WireOptions(model="scripted", stream=True))
-    tools = [ToolDefinition(name="charge", description="Charge the customer (opaque effect).",
+    tools = [ToolDefinition(name="charge", description="Charge the customer.",
                             parameters={"type": "object", "properties": {
                                 "session": {"type": "string"}, "step": {"type": "integer"},
                                 "amount": {"type": "integer"}}})]
