@@ -233,3 +233,20 @@ async def test_prompt_agent_refuses_on_checkpoint_and_a_save_must_be_callable() 
     with pytest.raises(UsageError, match=r"prompt_chat\(on_checkpoint=...\) must be a function"):
         await create_agent(id="a", handler=_prompting(_counting([]), on_checkpoint="store"),
                            model=scripted_stream_model([final_answer("x")]))("hi")
+
+
+@pytest.mark.anyio
+async def test_a_checkpoint_whose_chat_record_is_not_one_is_refused_by_name() -> None:
+    saved: list[LoopCheckpoint] = []
+    with pytest.raises(Killed):
+        await create_agent(id="chat", handler=_prompting(_counting([]), on_checkpoint=saved.append),
+                           model=scripted_stream_model([_round(0), Killed()]))("count")
+    config = {**saved[0].bindings.config, "bindloop.chat": {"attempts": "none"}}
+    bad = msgspec.structs.replace(saved[0], bindings=msgspec.structs.replace(
+        saved[0].bindings, config=config))
+    with pytest.raises(UsageError, match=r"bindings.config\['bindloop.chat'\] is not a chat record"):
+        await create_agent(id="chat", handler=_resuming(_counting([]), serialize_loop_checkpoint(bad)),
+                           model=scripted_stream_model([final_answer("x")]))(None)
+    with pytest.raises(UsageError, match=r"resume_chat\(on_checkpoint=...\) must be a function"):
+        await create_agent(id="chat", handler=_resuming(_counting([]), serialize_loop_checkpoint(
+            saved[0]), on_checkpoint=3), model=scripted_stream_model([final_answer("x")]))(None)
