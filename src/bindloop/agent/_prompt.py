@@ -702,10 +702,7 @@ async def _drive(prompt: _Prompt, initial: list[Message], spec: OutputSpec | Non
     for attempt in range(retries + 1):
         left = total - used
         if left <= 0:
-            raise TurnBudgetExceededError(
-                f"agent {frame.agent_id!r}: the prompt used all {total} model turns (tool steps "
-                "and re-asks together) without an accepted answer; raise max_total_turns",
-                max_total_turns=total)
+            raise _out_of_turns(frame, total)
         if stream is not None:
             stream.begin_attempt("structured_output_retry" if attempt else None)
         steps = min(max_turn_steps, left)
@@ -722,10 +719,7 @@ async def _drive(prompt: _Prompt, initial: list[Message], spec: OutputSpec | Non
         reason = outcome.stop_reason
         if reason == "iteration_limit":
             if steps < max_turn_steps:
-                raise TurnBudgetExceededError(
-                    f"agent {frame.agent_id!r}: the prompt used all {total} model turns (tool "
-                    "steps and re-asks together) without an accepted answer; raise "
-                    "max_total_turns", max_total_turns=total)
+                raise _out_of_turns(frame, total)
             # A chat can go on from here (resume_chat); a prompt_agent attempt has no such road.
             checkpoint = (None if spec is not None else saves.checkpoint(
                 state, stats, status="iteration_limit", used=used, budget=used,
@@ -739,11 +733,12 @@ async def _drive(prompt: _Prompt, initial: list[Message], spec: OutputSpec | Non
             raise RunCancelledError(f"agent {frame.agent_id!r}: the prompt was aborted")
         if reason in ("waiting_for_reply", "resuming_later"):
             delta = state.messages[len(initial):]
-            # Resumed, the suspend's loop may run to the prompt's total (cut=True).
+            # Resumed, the suspend's loop runs to the prompt's total; running out of it stays a
+            # ToolLoopExceededError, whose checkpoint goes on (cut=False).
             checkpoint = saves.checkpoint(
                 state, stats, status=reason, used=used, budget=total,
                 record=ChatRecord(attempts=tuple(attempts), max_turn_steps=max_turn_steps,
-                                  max_total_turns=saves.origin.iterations + total, cut=True))
+                                  max_total_turns=saves.origin.iterations + total))
             chat = ChatResult(data="", delta=list(delta), stop_reason=reason, stats=stats,
                               checkpoint=checkpoint)
             if spec is not None:
@@ -788,6 +783,13 @@ def _no_answer(frame: Frame, attempts: Sequence[tuple[str, str]]) -> StructuredO
     return StructuredOutputError(
         f"agent {frame.agent_id!r}: no acceptable answer after {len(attempts)} attempts "
         f"(max_retries={frame.max_retries}); last problem: {attempts[-1][1]}", tuple(attempts))
+
+
+def _out_of_turns(frame: Frame, total: int) -> TurnBudgetExceededError:
+    return TurnBudgetExceededError(
+        f"agent {frame.agent_id!r}: the prompt used all {total} model turns (tool steps and "
+        "re-asks together) without an accepted answer; raise max_total_turns",
+        max_total_turns=total)
 
 
 def _execution_id(frame: Frame, gen: Generation) -> str:
@@ -960,10 +962,7 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
             raise PortContractError("resume_chat: the run stopped as checkpointed")
         if stop == "iteration_limit":
             if total_cut and record is not None:
-                raise TurnBudgetExceededError(
-                    f"agent {frame.agent_id!r}: the chat used all {record.max_total_turns} model "
-                    "turns (tool steps and re-asks together) without an accepted answer; raise "
-                    "max_total_turns", max_total_turns=record.max_total_turns)
+                raise _out_of_turns(frame, record.max_total_turns)
             raise ToolLoopExceededError(
                 f"agent {frame.agent_id!r}: the resumed chat ran out of model turns without "
                 "a final answer; pass a larger max_turn_steps",
@@ -996,6 +995,8 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
             total = steps * (retries + 1)
         else:
             steps, total = record.max_turn_steps, record.max_total_turns - end.iterations
+            if total < 1:
+                raise _out_of_turns(frame, record.max_total_turns)
         saves = Saves(saver, Origin(execution_id=end.execution_id, revision=end.revision,
                                     iterations=end.iterations, stats=end.stats,
                                     bindings=end.bindings))
