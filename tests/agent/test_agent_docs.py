@@ -19,6 +19,7 @@ def test_agent_tutorial_runs(capsys) -> None:  # type: ignore[no-untyped-def]
     assert "Weather(city='Lisbon', high_c=24, note=None)" in out
     assert "high_c 240 is implausible" in out
     assert "waiting_for_reply -> done Lisbon it is." in out
+    assert "Noted. ['buy milk']" in out  # the saved round was not run again
     assert "['draft 1', 'draft 2']" in out
     assert "complete:{'city': 'Oslo', 'high_c': -3, 'note': 'snow'}" in out
 

@@ -19,7 +19,7 @@ import msgspec
 
 from bindloop.contracts import ModelTurnResult, ToolError, ToolResult, ToolSuspend, UserMessage
 from bindloop.hosts.httpx_transport import HttpxTransport
-from bindloop.hosts.scripted_server import ScriptedProviderServer, turn_reply
+from bindloop.hosts.scripted_server import ScriptedProviderServer, error_reply, turn_reply
 from bindloop.session import (
     CheckpointReply,
     LoopCheckpoint,
@@ -139,6 +139,47 @@ def test_run_session_through_the_agent_api_on_cpython() -> None:
         with pytest.raises(agent.HttpError) as info:
             anyio.run(lambda: agent.run_session(again, model=model(again)))
         assert info.value.code == "iteration_limit"
+    finally:
+        server.stop()
+
+
+def test_run_session_saves_each_finished_round_and_a_failed_run_resumes_from_it() -> None:
+    """The provider fails after one word_count round: the save of that round is what storage
+    holds, and running it again finishes without asking for (or running) the round again."""
+    replies = [turn_reply("openai_chat", tool_call_turn([tool_call("word_count", {"text": "a b c"},
+                                                                   id="w1")]), stream=True),
+               error_reply(503, b'{"error": {"message": "overloaded"}}'),
+               turn_reply("openai_chat", final_answer("Three words."), stream=True)]
+    server = ScriptedProviderServer().start()
+    server.set_responder("p", lambda _r: replies.pop(0))
+    try:
+        cfg = agent.config_from_env(env(PROVIDER_BASE_URL=server.base_url("p"), MAX_ITERATIONS="5"))
+
+        def model(start: LoopCheckpoint) -> Any:
+            return agent.build_model(cfg, transport_for=lambda p, h: HttpxTransport(p.base_url, headers=h),
+                                     on_turn_event=lambda e: None, turn_prefix="s2",
+                                     first_turn=start.iterations)
+
+        stored: list[LoopCheckpoint] = []
+
+        async def save(cp: LoopCheckpoint) -> None:
+            stored.append(parse_loop_checkpoint(serialize_loop_checkpoint(cp)))
+
+        start = msgspec.structs.replace(create_loop_checkpoint(
+            execution_id="s2", max_iterations=5, messages=[UserMessage(content="count a b c")]),
+            revision=3)
+        with pytest.raises(Exception, match="503|overloaded"):
+            anyio.run(lambda: agent.run_session(start, model=model(start), save=save))
+        (saved,) = stored
+        assert (saved.status, saved.revision, saved.iterations, saved.execution_id) == (
+            "ready", 4, 1, "s2")
+        assert [type(m).__name__ for m in saved.messages][-1] == "ToolMessage"
+        done = anyio.run(lambda: agent.run_session(saved, model=model(saved), save=save))
+        end = done.checkpoint
+        assert (done.text, end.status, end.revision, end.iterations) == ("Three words.", "finished", 5, 2)
+        assert [type(m).__name__ for m in end.messages].count("ToolMessage") == 1
+        assert len(server.requests) == 3 and len(stored) == 1  # the round was not asked for again
+        assert agent.stopped_checkpoint(saved).revision == saved.revision + 1
     finally:
         server.stop()
 

@@ -39,10 +39,25 @@ UNAVAILABLE = b'{"error":{"code":503,"message":"overloaded","status":"UNAVAILABL
 QUESTION = "What is your name?"
 
 
+COUNT_ONCE = "count once, then fail"
+FAIL_AFTER_ROUND = [0]
+"""How many of the next model calls after a ``COUNT_ONCE`` round fail (the provider goes down)."""
+
+
 def fallback_policy(request: RecordedRequest) -> ScriptedReply:
     body = msgspec.json.decode(request.body)
     last = body["messages"][-1]
-    if "keep counting" in str(last.get("content")) or (
+    counting_once = any(m["role"] == "user" and m.get("content") == COUNT_ONCE
+                        for m in body["messages"])
+    if counting_once:
+        if last["role"] != "tool":
+            turn = tool_call_turn([tool_call("word_count", {"text": "a b c"}, id="once1")])
+        elif FAIL_AFTER_ROUND[0] > 0:
+            FAIL_AFTER_ROUND[0] -= 1
+            return error_reply(503, UNAVAILABLE)
+        else:
+            turn = final_answer(f"Counted {last['content']} words.")
+    elif "keep counting" in str(last.get("content")) or (
             last["role"] == "tool" and str(last.get("content")).isdigit()):
         n = sum(m["role"] == "tool" for m in body["messages"])
         turn = tool_call_turn([tool_call("word_count", {"text": "one two"}, id=f"count{n}")])
@@ -287,6 +302,38 @@ def test_provider_failure_mid_stream_is_an_sse_error_and_storage_keeps_its_revis
     assert (status, shown["revision"], shown["status"]) == (200, rev + 1, "ready")
 
 
+def test_a_run_that_fails_after_a_round_resumes_from_the_saved_round(served: Served) -> None:
+    """The word_count round finishes and is saved; then every provider fails. The session holds
+    that round (one revision after the claim, ``ready``); ``/resume`` goes on from it, and the
+    model is never asked for the round again (so its tool does not run again)."""
+    def asked_for_the_round() -> int:
+        return sum(1 for r in served.server.requests if r.path.startswith("/fallback")
+                   and msgspec.json.decode(r.body)["messages"][-1].get("content") == COUNT_ONCE)
+
+    before = asked_for_the_round()
+    FAIL_AFTER_ROUND[0] = 1
+    events = served.events("/v1/chat", {"message": COUNT_ONCE})
+    name, data = events[-1]
+    assert name == "error", events
+    sid, claim = data["session_id"], events[0][1]["revision"]
+    assert data["revision"] == claim + 1  # the saved round
+    status, _, raw = served.request("GET", f"/v1/sessions/{sid}")
+    shown = json.loads(raw)
+    assert (status, shown["status"], shown["revision"], shown["iterations"]) == (
+        200, "ready", claim + 1, 1)
+
+    status, _, raw = served.post(f"/v1/sessions/{sid}/resume", {"revision": claim})
+    assert (status, json.loads(raw)["error"]) == (409, "stale_revision")
+    events = served.events(f"/v1/sessions/{sid}/resume", {"revision": claim + 1})
+    name, done = events[-1]
+    assert (name, done["status"], done["text"]) == ("done", "finished", "Counted 3 words."), events
+    assert done["iterations"] == 2 and done["revision"] == claim + 3  # claim, save, resume, done
+    assert asked_for_the_round() - before == 1  # the finished round was not run again
+    status, _, raw = served.post(f"/v1/sessions/{sid}/resume", {"revision": done["revision"]})
+    body = json.loads(raw)
+    assert (status, body["error"], body["session_status"]) == (409, "not_resumable", "finished")
+
+
 def test_suspend_in_one_workerd_process_reply_in_another(served: Served) -> None:
     waiting = served.events("/v1/chat", {"message": "ask me now"})[-1][1]
     assert waiting["status"] == "waiting_for_reply"
@@ -380,15 +427,17 @@ def test_two_chats_share_one_concurrency_limit_in_the_rate_limiter_object(served
 
 def test_a_run_out_of_turns_is_an_sse_error_and_the_session_takes_a_new_message(
         served: Served) -> None:
-    """MAX_ITERATIONS=6 and a model that only ever calls word_count: prompt_chat's turn budget ends
-    the run; the session is stored `aborted` one revision later and accepts the next message."""
+    """MAX_ITERATIONS=6 and a model that only ever calls word_count: each of the first five rounds
+    is saved as it finishes, then prompt_chat's turn budget ends the run; the last save is stored
+    `aborted` one revision later and the session accepts the next message (one turn left)."""
     events = served.events("/v1/chat", {"message": "keep counting"})
     name, data = events[-1]
     assert (name, data.get("error"), data.get("status")) == ("error", "iteration_limit",
                                                               "aborted"), data
     sid = data["session_id"]
-    assert data["revision"] == events[0][1]["revision"] + 1
+    assert data["revision"] == events[0][1]["revision"] + 6  # five saves, then aborted
     status, _, raw = served.request("GET", f"/v1/sessions/{sid}")
-    assert (status, json.loads(raw)["status"]) == (200, "aborted")
+    shown = json.loads(raw)
+    assert (status, shown["status"], shown["iterations"]) == (200, "aborted", 5)
     again = served.events("/v1/chat", {"message": "hello again", "session_id": sid})
     assert again[-1][0] == "done" and again[-1][1]["text"] == "You said: hello again"

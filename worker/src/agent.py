@@ -10,7 +10,7 @@ Everything Workers-specific (requests, the Durable Objects, the SSE stream, ``fe
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any
 
 import msgspec
@@ -240,63 +240,88 @@ def build_model(config: AgentConfig, *, transport_for: TransportFor,
         key="providers", store=limit_store, clock=clock)])
 
 
-async def run_session(stored: LoopCheckpoint, *, model: AgentModel) -> SessionRun:
+SaveFn = Callable[[LoopCheckpoint], Awaitable[None]]
+
+
+async def run_session(stored: LoopCheckpoint, *, model: AgentModel,
+                      save: SaveFn | None = None) -> SessionRun:
     """Run a stored ``ready`` checkpoint until it settles, through the agent API.
 
-    A transcript that ends in the answer to a suspend (a reply was applied) continues with
-    ``resume_chat``; any other (a new user message) is a new ``prompt_chat`` over the stored
-    history, bounded by what is left of the session's ``max_iterations``. Nothing is stored here:
-    the caller commits :attr:`SessionRun.checkpoint` (revision ``stored.revision + 1``). A failure
-    (every provider failed, the turn budget ran out) propagates, and storage still holds
-    ``stored``.
+    A transcript that ends in a tool message (a reply was applied, or a save after a finished tool
+    round: a run that failed there) continues with ``resume_chat``; any other (a new user message)
+    is a new ``prompt_chat`` over the stored history, bounded by what is left of the session's
+    ``max_iterations``. ``save`` (the store's commit) gets the session's checkpoint after every
+    finished tool round (``on_checkpoint``), revisions one apart from ``stored.revision + 1``; a
+    raise from it fails the run there. The settled result is not stored here: the caller commits
+    :attr:`SessionRun.checkpoint`, one revision after the last save. A failure (every provider
+    failed, the turn budget ran out) propagates, and storage holds the last save (or ``stored``).
     """
     left = stored.max_iterations - stored.iterations
     if left < 1:
         raise HttpError(409, "iteration_limit", f"the session used all {stored.max_iterations} "
                         "model turns (MAX_ITERATIONS); start a new session")
     resuming = bool(stored.messages) and isinstance(stored.messages[-1], ToolMessage)
+    revision = [stored.revision]  # the last revision written: the input's, then each save's
+
+    async def on_checkpoint(chat_cp: LoopCheckpoint) -> None:
+        assert save is not None
+        cp = session_checkpoint(stored, chat_cp, resumed=resuming, revision=revision[0] + 1)
+        await save(cp)
+        revision[0] = cp.revision
 
     async def handler(_: None) -> ChatResult:
         for tool in TOOLS:
             equip_tool(tool)
+        hook = None if save is None else on_checkpoint
         if resuming:
-            return await resume_chat(stored)
+            return await resume_chat(stored, on_checkpoint=hook)
         equip_history(stored.messages)
-        return await prompt_chat(max_turn_steps=left, max_total_turns=left)
+        return await prompt_chat(max_turn_steps=left, max_total_turns=left, on_checkpoint=hook)
 
     chat = await create_agent(id="worker", handler=handler, model=model)(None)
-    return SessionRun(checkpoint=settled_checkpoint(stored, chat, resumed=resuming),
+    return SessionRun(checkpoint=settled_checkpoint(stored, chat, resumed=resuming,
+                                                    revision=revision[0] + 1),
                       stop_reason=chat.stop_reason, text=chat.data)
 
 
-def settled_checkpoint(stored: LoopCheckpoint, chat: ChatResult, *, resumed: bool) -> LoopCheckpoint:
-    """What to store after ``chat`` ran from ``stored``: the session's id, budget and cumulative
-    spend kept, one revision later. A suspend stores the agent's checkpoint (re-stamped as this
-    session's when it came from ``prompt_chat``, which counts only its own turns); a finished chat
-    stores the transcript with the chat's ``delta`` appended."""
-    if chat.checkpoint is not None:
-        cp = chat.checkpoint
-        if not resumed:  # prompt_chat's checkpoint knows only this prompt
-            cp = msgspec.structs.replace(
-                cp, execution_id=stored.execution_id, max_iterations=stored.max_iterations,
-                iterations=stored.iterations + cp.iterations,
-                stats=accumulate_run(stored.stats, cp.stats), bindings=stored.bindings)
-        cp = msgspec.structs.replace(cp, revision=stored.revision + 1)
-    else:
+def session_checkpoint(stored: LoopCheckpoint, cp: LoopCheckpoint, *, resumed: bool,
+                       revision: int) -> LoopCheckpoint:
+    """A checkpoint of the chat run from ``stored`` (a save, a suspend) as the session's, at
+    ``revision``: ``resume_chat``'s already are (it runs ``stored`` itself); ``prompt_chat``'s count
+    only that prompt, so the session's id, budget, earlier turns, spend and bindings are put back."""
+    if not resumed:
         cp = msgspec.structs.replace(
-            stored, revision=stored.revision + 1, status="finished", open_suspends=(),
-            messages=(*stored.messages, *chat.delta),
-            iterations=stored.iterations + chat.stats.turns,
-            stats=accumulate_run(stored.stats, chat.stats))
+            cp, execution_id=stored.execution_id, max_iterations=stored.max_iterations,
+            iterations=stored.iterations + cp.iterations,
+            stats=accumulate_run(stored.stats, cp.stats), bindings=stored.bindings)
+    cp = msgspec.structs.replace(cp, revision=revision)
     serialize_loop_checkpoint(cp)  # refuses what parse_loop_checkpoint would refuse on reload
     return cp
 
 
-def stopped_checkpoint(stored: LoopCheckpoint) -> LoopCheckpoint:
-    """What to store when the run from ``stored`` used its whole turn budget: ``stored`` marked
-    ``aborted`` one revision later, so the session takes a new message again. ``prompt_chat`` /
-    ``resume_chat`` raise ``ToolLoopExceededError`` without the turns they made, so the transcript
-    and the iteration count stay those of ``stored``."""
-    cp = msgspec.structs.replace(stored, revision=stored.revision + 1, status="aborted")
+def settled_checkpoint(stored: LoopCheckpoint, chat: ChatResult, *, resumed: bool,
+                       revision: int | None = None) -> LoopCheckpoint:
+    """What to store after ``chat`` ran from ``stored``, at ``revision`` (default one after
+    ``stored``; after saves, one after the last): the session's id, budget and cumulative spend
+    kept. A suspend stores the agent's checkpoint (:func:`session_checkpoint`); a finished chat
+    stores the transcript with the chat's ``delta`` appended."""
+    rev = stored.revision + 1 if revision is None else revision
+    if chat.checkpoint is not None:
+        return session_checkpoint(stored, chat.checkpoint, resumed=resumed, revision=rev)
+    cp = msgspec.structs.replace(
+        stored, revision=rev, status="finished", open_suspends=(),
+        messages=(*stored.messages, *chat.delta),
+        iterations=stored.iterations + chat.stats.turns,
+        stats=accumulate_run(stored.stats, chat.stats))
+    serialize_loop_checkpoint(cp)  # refuses what parse_loop_checkpoint would refuse on reload
+    return cp
+
+
+def stopped_checkpoint(latest: LoopCheckpoint) -> LoopCheckpoint:
+    """What to store when a run used its whole turn budget: ``latest`` (what storage holds: the
+    run's last save, or its input) marked ``aborted`` one revision later, so the session takes a
+    new message again. The finished rounds up to the last save are kept; the round of the turn
+    that hit the limit (after the last save) is not stored, nor counted in ``iterations``."""
+    cp = msgspec.structs.replace(latest, revision=latest.revision + 1, status="aborted")
     serialize_loop_checkpoint(cp)
     return cp

@@ -6,6 +6,8 @@ Routes
     Starts a session (or continues a ``finished`` one) and streams it as Server-Sent Events.
 ``POST /v1/sessions/{id}/reply`` ``{"content": str, "revision": int, "tool_call_id"?: str}``
     Answers the question a session stopped on (``waiting_for_reply``) and streams the rest.
+``POST /v1/sessions/{id}/resume`` ``{"revision": int}``
+    Runs a session whose run failed (status ``ready``) on from its last saved tool round.
 ``GET /v1/sessions/{id}``
     The stored checkpoint's status and revision.
 ``GET /conformance``
@@ -16,9 +18,10 @@ SSE events: ``session`` (id and the stored revision), ``turn`` (the turn text st
 stop reason, revision, and the question when waiting) and ``error`` (the failure and the revision
 storage still holds). Refused requests get a 4xx JSON body ``{"error": code, "message": ...}``.
 
-The agent (bindloop's agent API, in agent.py) runs in the Worker; the ``Session`` Durable Object
-only stores the checkpoint and accepts a write of revision *n + 1* only over revision *n* -- one
-writer per session, whatever the number of isolates. The ``RateLimiter`` Durable Object is the
+The agent (bindloop's agent API, in agent.py) runs in the Worker and saves the session after
+every finished tool round; the ``Session`` Durable Object only stores the checkpoint and accepts a
+write of revision *n + 1* only over revision *n* -- one writer per session, whatever the number of
+isolates. The ``RateLimiter`` Durable Object is the
 ``LimitStore`` of ``with_limit`` when ``RATE_LIMIT_*`` is set: every isolate counts against one
 limit. Inside workerd an event loop is already running: everything here is ``await``-ed, never
 ``anyio.run``.
@@ -169,6 +172,7 @@ class _Store:
         self._stub = ns.get(ns.idFromName(session_id))
         self.session_id = session_id
         self.revision = -1
+        self.latest: LoopCheckpoint | None = None  # what storage holds, once known
 
     async def load(self) -> LoopCheckpoint | None:
         data = await self._stub.load()
@@ -176,6 +180,7 @@ class _Store:
             return None
         cp = parse_loop_checkpoint(str(data))
         self.revision = cp.revision
+        self.latest = cp
         return cp
 
     async def commit(self, cp: LoopCheckpoint) -> None:
@@ -187,6 +192,7 @@ class _Store:
                             f"{self.revision}: another request wrote it first; reload and retry",
                             revision=answer["revision"])
         self.revision = cp.revision
+        self.latest = cp
 
 
 async def _read_json(request: Any) -> dict[str, Any]:
@@ -252,7 +258,9 @@ async def _drive(stream: _EventStream, store: _Store, cp: LoopCheckpoint,
                             on_turn_event=lambda ev: stream.send("turn", ev),
                             turn_prefix=cp.execution_id, first_turn=cp.iterations,
                             limit_store=_limit_store(env), clock=wall_clock_ms)
-        result = await run_session(cp, model=model)
+        # Every finished tool round is committed as it settles: a run that fails later resumes
+        # from there (POST /v1/sessions/{id}/resume) instead of running the round again.
+        result = await run_session(cp, model=model, save=store.commit)
         final = result.checkpoint
         await store.commit(final)
         done: dict[str, Any] = {"session_id": store.session_id, "status": final.status,
@@ -269,7 +277,7 @@ async def _drive(stream: _EventStream, store: _Store, cp: LoopCheckpoint,
         stream.send("error", {**exc.body(), "session_id": store.session_id, "revision": store.revision})
     except (ToolLoopExceededError, TurnBudgetExceededError) as exc:
         try:
-            await store.commit(stopped_checkpoint(cp))
+            await store.commit(stopped_checkpoint(store.latest or cp))
         except HttpError as refused:  # a second writer got there first: storage keeps its revision
             stream.send("error", {**refused.body(), "session_id": store.session_id,
                                   "revision": store.revision})
@@ -310,6 +318,8 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
                 return await self._show(session_id)
             if len(parts) == 4 and parts[3] == "reply" and method == "POST":
                 return await self._reply(session_id, await _read_json(request))
+            if len(parts) == 4 and parts[3] == "resume" and method == "POST":
+                return await self._resume(session_id, await _read_json(request))
         raise HttpError(404, "not_found", f"no route for {method} {path}")
 
     def _start(self, store: _Store, cp: LoopCheckpoint, config: AgentConfig) -> Response:
@@ -382,6 +392,29 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
             raise HttpError(400, "invalid_field", f"session {session_id!r} is not waiting on tool call "
                             f"{tool_call_id!r}", field="tool_call_id")
         cp = apply_checkpoint_input(cp, CheckpointReply(tool_call_id=tool_call_id, content=content))
+        await store.commit(cp)
+        return self._start(store, cp, config)
+
+    async def _resume(self, session_id: str, body: dict[str, Any]) -> Response:
+        """Run a ``ready`` session (its last run failed: the SSE ``error`` named its revision)
+        on from what storage holds -- the last saved tool round, or the request's input -- so
+        finished rounds are not run again. The claim is the same checkpoint one revision later:
+        of two resumes racing for one revision one wins, the other gets a 409."""
+        revision = _field(body, "revision", int)
+        config = _config(self.env)
+        store = _Store(self.env, session_id)
+        cp = await self._load(store)
+        if cp.status != "ready":
+            raise HttpError(409, "not_resumable", f"session {session_id!r} is {cp.status}; only a "
+                            "session whose run failed (ready) is resumed", session_status=cp.status)
+        if revision != cp.revision:
+            raise HttpError(409, "stale_revision", f"the resume is for revision {revision}, but "
+                            f"session {session_id!r} is at revision {cp.revision}; reload and retry",
+                            revision=cp.revision)
+        if cp.iterations >= cp.max_iterations:
+            raise HttpError(409, "iteration_limit", f"session {session_id!r} used all its "
+                            f"{cp.max_iterations} model turns (MAX_ITERATIONS); start a new session")
+        cp = msgspec.structs.replace(cp, revision=cp.revision + 1)
         await store.commit(cp)
         return self._start(store, cp, config)
 

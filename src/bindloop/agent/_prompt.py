@@ -61,7 +61,7 @@ from ..errors import (
     TurnBudgetExceededError,
     UsageError,
 )
-from ..loop import ToolLoopParams, ToolLoopState, run_tool_loop
+from ..loop import BoundaryDecision, ToolLoopParams, ToolLoopState, run_tool_loop
 from ..lowlevel import tool_exception_error
 from ..session import (
     CheckpointReply,
@@ -71,12 +71,12 @@ from ..session import (
     apply_checkpoint_input,
     parse_loop_checkpoint,
     run_from_checkpoint,
-    serialize_loop_checkpoint,
 )
 from ..wire import ForcedTool, ToolChoice
 from ._context import Frame, Generation, current_frame
 from ._middleware import ToolCallLoopContext, ToolContext, ToolOutput, run_loop_chain
 from ._model import AgentModel, ModelStreamOptions, turn_events
+from ._saves import ChatRecord, Origin, Saves, SaveFn, read_record, refuse_saves
 from ._schema import InvalidOutput, OutputSpec, output_spec
 from ._snapshot import PromptHasher
 from ._stream import (
@@ -662,7 +662,8 @@ async def _with_consumers(frame: Frame, gen: Generation,
 async def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
                       max_turn_steps: int, max_total_turns: int | None,
                       text_sink: TurnStreamSink | None, hook: str,
-                      additional_options: Mapping[str, Any] | None) -> tuple[Any, ChatResult | None]:
+                      additional_options: Mapping[str, Any] | None,
+                      on_checkpoint: SaveFn | None = None) -> tuple[Any, ChatResult | None]:
     retries = frame.max_retries
     total = _budgets(max_turn_steps, max_total_turns, retries)
     initial = _messages(frame, gen, hook)
@@ -674,8 +675,10 @@ async def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
 
     async def body(hub: StreamHub | None) -> tuple[Any, ChatResult | None]:
         prompt = _Prompt(frame, gen, spec, hub, stream, additional_options)
+        saves = Saves(on_checkpoint, Origin(execution_id=_execution_id(frame, gen)))
         return await _drive(prompt, initial, spec, retries=retries,
-                            max_turn_steps=max_turn_steps, total=total, stream=stream)
+                            max_turn_steps=max_turn_steps, total=total, stream=stream,
+                            saves=saves)
 
     def finish(ok: bool) -> None:
         if stream is not None:
@@ -686,8 +689,11 @@ async def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
 
 async def _drive(prompt: _Prompt, initial: list[Message], spec: OutputSpec | None, *,
                  retries: int, max_turn_steps: int, total: int,
-                 stream: TurnTextStream | None,
+                 stream: TurnTextStream | None, saves: Saves,
                  prior_attempts: Sequence[tuple[str, str]] = ()) -> tuple[Any, ChatResult | None]:
+    """The prompt's tool loops, re-asks included. Every checkpoint it makes comes from ``saves``
+    (its execution, its revisions); with ``saves.fn`` set each loop runs under a control that
+    hands ``fn`` the checkpoint of every non-final boundary (unset: no control, no added work)."""
     frame, gen = prompt.frame, prompt.gen
     state = ToolLoopState(messages=list(initial))
     stats = empty_run_stats()
@@ -696,29 +702,29 @@ async def _drive(prompt: _Prompt, initial: list[Message], spec: OutputSpec | Non
     for attempt in range(retries + 1):
         left = total - used
         if left <= 0:
-            raise TurnBudgetExceededError(
-                f"agent {frame.agent_id!r}: the prompt used all {total} model turns (tool steps "
-                "and re-asks together) without an accepted answer; raise max_total_turns",
-                max_total_turns=total)
+            raise _out_of_turns(frame, total)
         if stream is not None:
             stream.begin_attempt("structured_output_retry" if attempt else None)
         steps = min(max_turn_steps, left)
-        outcome = await run_tool_loop(ToolLoopParams(
+        params = ToolLoopParams(
             call_model=prompt.call_model, run_tool_call=prompt.run_tool_call, state=state,
             max_iterations=steps, signal=frame.signal, is_fatal_tool_error=_fatal,
-            runs_serially=prompt.runs_serially))
+            runs_serially=prompt.runs_serially)
+        outcome = (await run_tool_loop(params) if saves.fn is None else
+                   await run_tool_loop(params, saves.control(
+                       used=used, budget=used + steps, stats=stats, attempts=attempts,
+                       max_turn_steps=max_turn_steps, max_total_turns=total)))
         stats = outcome.stats if attempt == 0 else accumulate_run(stats, outcome.stats)
         used += outcome.stats.turns
         reason = outcome.stop_reason
         if reason == "iteration_limit":
             if steps < max_turn_steps:
-                raise TurnBudgetExceededError(
-                    f"agent {frame.agent_id!r}: the prompt used all {total} model turns (tool "
-                    "steps and re-asks together) without an accepted answer; raise "
-                    "max_total_turns", max_total_turns=total)
+                raise _out_of_turns(frame, total)
             # A chat can go on from here (resume_chat); a prompt_agent attempt has no such road.
-            checkpoint = (None if spec is not None else
-                          _checkpoint(frame, gen, state, stats, used, used, "iteration_limit"))
+            checkpoint = (None if spec is not None else saves.checkpoint(
+                state, stats, status="iteration_limit", used=used, budget=used,
+                record=ChatRecord(attempts=tuple(attempts), max_turn_steps=max_turn_steps,
+                                  max_total_turns=saves.origin.iterations + total)))
             raise ToolLoopExceededError(
                 f"agent {frame.agent_id!r}: {max_turn_steps} model turns without a final "
                 "answer; raise max_turn_steps or check why the model keeps calling tools",
@@ -727,7 +733,12 @@ async def _drive(prompt: _Prompt, initial: list[Message], spec: OutputSpec | Non
             raise RunCancelledError(f"agent {frame.agent_id!r}: the prompt was aborted")
         if reason in ("waiting_for_reply", "resuming_later"):
             delta = state.messages[len(initial):]
-            checkpoint = _checkpoint(frame, gen, state, stats, total, used, reason)
+            # Resumed, the suspend's loop runs to the prompt's total; running out of it stays a
+            # ToolLoopExceededError, whose checkpoint goes on (cut=False).
+            checkpoint = saves.checkpoint(
+                state, stats, status=reason, used=used, budget=total,
+                record=ChatRecord(attempts=tuple(attempts), max_turn_steps=max_turn_steps,
+                                  max_total_turns=saves.origin.iterations + total))
             chat = ChatResult(data="", delta=list(delta), stop_reason=reason, stats=stats,
                               checkpoint=checkpoint)
             if spec is not None:
@@ -774,36 +785,38 @@ def _no_answer(frame: Frame, attempts: Sequence[tuple[str, str]]) -> StructuredO
         f"(max_retries={frame.max_retries}); last problem: {attempts[-1][1]}", tuple(attempts))
 
 
-def _checkpoint(frame: Frame, gen: Generation, state: ToolLoopState, stats: RunStats,
-                total: int, used: int, reason: str) -> LoopCheckpoint:
-    cp = LoopCheckpoint(
-        execution_id=f"{frame.agent_id}-{'.'.join(map(str, frame.path)) or '0'}-{gen.index}",
-        revision=0, status=reason,  # type: ignore[arg-type]
-        max_iterations=max(total, used), iterations=used, messages=tuple(state.messages),
-        open_suspends=tuple(state.open_suspends), stats=stats,
-        counters=state.counters)
-    serialize_loop_checkpoint(cp)  # refuses a checkpoint parse_loop_checkpoint would refuse
-    return cp
+def _out_of_turns(frame: Frame, total: int) -> TurnBudgetExceededError:
+    return TurnBudgetExceededError(
+        f"agent {frame.agent_id!r}: the prompt used all {total} model turns (tool steps and "
+        "re-asks together) without an accepted answer; raise max_total_turns",
+        max_total_turns=total)
+
+
+def _execution_id(frame: Frame, gen: Generation) -> str:
+    return f"{frame.agent_id}-{'.'.join(map(str, frame.path)) or '0'}-{gen.index}"
 
 
 @overload
 async def prompt_agent(schema: type[T], *, max_turn_steps: int = 10,
                        max_total_turns: int | None = None,
                        text_sink: TurnStreamSink | None = None,
-                       additional_options: Mapping[str, Any] | None = None) -> T: ...
+                       additional_options: Mapping[str, Any] | None = None,
+                       on_checkpoint: None = None) -> T: ...
 
 
 @overload
 async def prompt_agent(schema: dict[str, Any], *, max_turn_steps: int = 10,
                        max_total_turns: int | None = None,
                        text_sink: TurnStreamSink | None = None,
-                       additional_options: Mapping[str, Any] | None = None) -> Any: ...
+                       additional_options: Mapping[str, Any] | None = None,
+                       on_checkpoint: None = None) -> Any: ...
 
 
 async def prompt_agent(schema: Any, *, max_turn_steps: int = 10,
                        max_total_turns: int | None = None,
                        text_sink: TurnStreamSink | None = None,
-                       additional_options: Mapping[str, Any] | None = None) -> Any:
+                       additional_options: Mapping[str, Any] | None = None,
+                       on_checkpoint: None = None) -> Any:
     """Ask this generation's prompt for a value of ``schema`` and return it decoded.
 
     ``schema`` is any type msgspec can decode (Struct, dataclass, TypedDict, ``list[...]``,
@@ -818,7 +831,18 @@ async def prompt_agent(schema: Any, *, max_turn_steps: int = 10,
     a retractable turn text stream (a re-ask opens ``begin_attempt("structured_output_retry")``).
     ``additional_options`` go to the model with every call (``WireOptions`` fields such as
     ``temperature`` for the wire adapters).
+
+    ``on_checkpoint`` is refused (:class:`~bindloop.errors.UsageError`): a structured prompt's
+    saves could only be resumed by :func:`resume_chat`, which answers with text, not the decoded
+    value, so a resumed run would not end the way this one would. Save a chat instead, or make the
+    tools idempotent (``bindloop.run`` receipts).
     """
+    if on_checkpoint is not None:
+        raise UsageError(
+            "prompt_agent(on_checkpoint=...) is not supported: a structured prompt cannot be "
+            "resumed from a save (resume_chat returns text, not the decoded value); use "
+            "prompt_chat(on_checkpoint=...) and decode the answer yourself, or make the tools "
+            "idempotent")
     frame, gen = _begin("prompt_agent")
     spec = _spec_for(frame, schema)
     value, _ = await _run_prompt(frame, gen, spec, max_turn_steps=max_turn_steps,
@@ -829,21 +853,37 @@ async def prompt_agent(schema: Any, *, max_turn_steps: int = 10,
 
 async def prompt_chat(*, max_turn_steps: int = 10, max_total_turns: int | None = None,
                       text_sink: TurnStreamSink | None = None,
-                      additional_options: Mapping[str, Any] | None = None) -> ChatResult:
+                      additional_options: Mapping[str, Any] | None = None,
+                      on_checkpoint: Callable[[LoopCheckpoint], object] | None = None,
+                      ) -> ChatResult:
     """Run the chat policy with the equipped system, history, instruction and tools: model turns
     and tool rounds until a final answer (validated by any ``expect_validator``, which gets the
-    text) or a suspend. See :class:`ChatResult` and :func:`prompt_agent` for the budgets."""
+    text) or a suspend. See :class:`ChatResult` and :func:`prompt_agent` for the budgets.
+
+    ``on_checkpoint(checkpoint)`` (sync or async; its return value is ignored) is awaited at every
+    settled boundary of the chat — after each finished tool round, before the next model call,
+    re-ask loops included — with a ``ready`` :class:`~bindloop.session.LoopCheckpoint` that
+    :func:`resume_chat` continues to the same outcome (the re-asks left and the turn budgets travel
+    in its ``bindings.config["bindloop.chat"]``). Store it before returning: a raise fails the
+    prompt there, and nothing after it runs. The chat's checkpoints share one ``execution_id`` and
+    their revisions increase by one, the suspend's or out-of-turns checkpoint last. Unset, the
+    loop runs without a boundary hook.
+    """
+    saver = refuse_saves(on_checkpoint, "prompt_chat")
     frame, gen = _begin("prompt_chat")
     _, chat = await _run_prompt(frame, gen, None, max_turn_steps=max_turn_steps,
                                 max_total_turns=max_total_turns, text_sink=text_sink,
-                                hook="prompt_chat", additional_options=additional_options)
+                                hook="prompt_chat", additional_options=additional_options,
+                                on_checkpoint=saver)
     assert chat is not None  # without a schema _drive always builds the ChatResult
     return chat
 
 
 async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, Any], *,
                       reply: str | None = None, tool_call_id: str | None = None,
-                      max_turn_steps: int | None = None) -> ChatResult:
+                      max_turn_steps: int | None = None,
+                      on_checkpoint: Callable[[LoopCheckpoint], object] | None = None,
+                      ) -> ChatResult:
     """Continue a suspended chat (``ChatResult.checkpoint``, or its stored bytes) as this
     generation's prompt, with the generation's equipped tools and model.
 
@@ -856,13 +896,26 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
     generation's ``expect_validator`` s as in :func:`prompt_chat`: a refused one is re-asked
     with the reason (each re-ask a tool loop of ``max_turn_steps`` turns, default 10), up to the
     agent's ``max_retries``, then :class:`~bindloop.errors.StructuredOutputError` carries every
-    attempt.
+    attempt. A checkpoint a chat made (a save, a suspend, an out-of-turns one) carries the chat's
+    refused answers and turn budgets: the re-asks left and their ``max_turn_steps`` are then the
+    original prompt's, and so is its ``max_total_turns``
+    (:class:`~bindloop.errors.TurnBudgetExceededError`), unless ``max_turn_steps`` is passed.
+
+    A ``ready`` checkpoint (an ``on_checkpoint`` save) runs on from its position: the rounds
+    before it are not run again. ``on_checkpoint`` is as in :func:`prompt_chat`: each save is one
+    revision after the one before, starting after the checkpoint's own.
     """
+    saver = refuse_saves(on_checkpoint, "resume_chat")
     frame, gen = _begin("resume_chat")
     if max_turn_steps is not None:
         _budgets(max_turn_steps, None, 0)  # the same check as prompt_chat's
     cp = checkpoint if isinstance(checkpoint, LoopCheckpoint) else parse_loop_checkpoint(
         checkpoint)
+    record = read_record(cp)
+    # Out of the prompt's total turns only where the checkpoint's own budget ends at that total
+    # (a renewed iteration_limit budget, or one passed here, is this call's, not the prompt's).
+    total_cut = (record is not None and record.cut and max_turn_steps is None
+                 and cp.status != "iteration_limit")
     start_len = len(cp.messages)  # the reply is part of what this prompt added
     if reply is not None:
         suspends = cp.open_suspends
@@ -895,12 +948,21 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
                                 runs_serially=prompt.runs_serially,
                                 capture_bindings=lambda: cp.bindings)
 
-        run = await run_from_checkpoint(checkpoint=cp, restore=restore,
-                                        commit=lambda _c: "continue")
+        async def commit(c: LoopCheckpoint) -> BoundaryDecision:
+            # Settled boundaries before a model call are "ready"; the final one is the outcome.
+            if saver is not None and c.status == "ready":
+                answer: Any = saver(c)
+                if hasattr(answer, "__await__"):
+                    await answer
+            return "continue"
+
+        run = await run_from_checkpoint(checkpoint=cp, restore=restore, commit=commit)
         stop = run.stop_reason
         if stop == "checkpointed":  # our commit always continues; the loop cannot get here
             raise PortContractError("resume_chat: the run stopped as checkpointed")
         if stop == "iteration_limit":
+            if total_cut and record is not None:
+                raise _out_of_turns(frame, record.max_total_turns)
             raise ToolLoopExceededError(
                 f"agent {frame.agent_id!r}: the resumed chat ran out of model turns without "
                 "a final answer; pass a larger max_turn_steps",
@@ -918,18 +980,29 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
         if problem is None:
             return ChatResult(data=text, delta=delta, stop_reason=stop, stats=run.stats)
         # A refused answer is re-asked as in prompt_chat: the resumed transcript plus the
-        # reason, through more tool loops, up to the agent's max_retries re-asks in all.
-        attempts = [(text, problem)]
+        # reason, through more tool loops, up to the agent's max_retries re-asks in all (the
+        # ones the chat made before this checkpoint included).
+        attempts = [*(record.attempts if record is not None else ()), (text, problem)]
         if prompt.tracer.enabled:
             prompt.tracer.event(frame.span, "bindloop.structured_output.retry",
-                                {"bindloop.attempt": 1, "bindloop.reason": problem})
-        if frame.max_retries == 0:
+                                {"bindloop.attempt": len(attempts), "bindloop.reason": problem})
+        if len(attempts) > frame.max_retries:
             raise _no_answer(frame, attempts)
         reask = _reask(prompt, None, problem)
-        steps = max_turn_steps if max_turn_steps is not None else 10
+        retries = frame.max_retries - len(attempts)
+        if max_turn_steps is not None or record is None:
+            steps = max_turn_steps if max_turn_steps is not None else 10
+            total = steps * (retries + 1)
+        else:
+            steps, total = record.max_turn_steps, record.max_total_turns - end.iterations
+            if total < 1:
+                raise _out_of_turns(frame, record.max_total_turns)
+        saves = Saves(saver, Origin(execution_id=end.execution_id, revision=end.revision,
+                                    iterations=end.iterations, stats=end.stats,
+                                    bindings=end.bindings))
         _, chat = await _drive(prompt, [*end.messages, reask], None,
-                               retries=frame.max_retries - 1, max_turn_steps=steps,
-                               total=steps * frame.max_retries, stream=None,
+                               retries=retries, max_turn_steps=steps,
+                               total=total, stream=None, saves=saves,
                                prior_attempts=attempts)
         assert chat is not None  # without a schema _drive always builds the ChatResult
         return ChatResult(data=chat.data, delta=[*delta, reask, *chat.delta],
