@@ -307,3 +307,56 @@ async def test_a_held_attempt_that_stalls_is_never_shown(server: ScriptedProvide
     assert "".join(_texts(events)) == ANSWER
     assert sum(isinstance(e, UsageStreamEvent) for e in events) == 1
     assert sum(isinstance(e, TurnDoneEvent) for e in events) == 1
+
+
+# -- the stream's own lifecycle ----------------------------------------------------------------------
+
+async def test_closing_the_stream_early_cancels_the_route(server: ScriptedProviderServer) -> None:
+    # The backup stalls mid-answer (long budgets): closing after the first delta must not wait
+    # for the watchdog, and must leave nothing running.
+    server.enqueue("only", _text("openai_chat", stall_after=2))
+    model = as_agent_model(_route(server, {"only": "openai_chat"}))
+    from bindloop.agent import ModelStreamOptions
+    from bindloop.contracts import UserMessage
+    from bindloop.completion import TextEvent
+
+    with anyio.fail_after(1.5):  # well under the 2 s first-token budget and the stall
+        events = model.stream([UserMessage(content="x")], ModelStreamOptions())
+        async for event in events:
+            if isinstance(event, TextEvent):
+                break
+        await events.aclose()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("watched", [True, False])
+async def test_a_run_signal_cancels_a_route(server: ScriptedProviderServer, watched: bool) -> None:
+    # Watched: the streaming path; not watched: complete_turn. Either way the agent reports a
+    # cancellation as from any model, not as the route's AttemptError.
+    from bindloop.agent import run_with
+    from bindloop.errors import RunCancelledError
+    from bindloop.signal import AbortController
+
+    server.enqueue("a", _busy())
+    server.enqueue("b", ScriptedReply(stall_before_headers=True))
+    model = as_agent_model(_route(server, {"a": "openai_chat", "b": "openai_chat"}))
+    controller = AbortController()
+    events: list[AgentStreamEvent] = []
+
+    async def plain(_: None) -> str:
+        equip_instruction("hi")
+        return (await prompt_chat()).data
+
+    handler = _watched(events) if watched else plain
+
+    async def stop() -> None:
+        await anyio.sleep(0.3)
+        controller.abort("user pressed stop")
+
+    with anyio.fail_after(1.5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(stop)
+            with pytest.raises(RunCancelledError):
+                await run_with(lambda: create_agent(id="c", handler=handler)(None),
+                               model=model, signal=controller.signal)
+    if watched:
+        assert isinstance(events[0], TurnStartEvent) and _texts(events) == []

@@ -25,7 +25,8 @@ from ..completion import (
     UsageEvent,
 )
 from ..contracts import Message, ModelTurnResult, ToolDefinition, TurnUsage
-from ..errors import UsageError
+from ..errors import RunCancelledError, UsageError
+from ..routing import AttemptError
 from ..signal import AbortSignal
 from ..wire import JsonSchemaFormat, ModelAdapter, RoutedModel, ToolChoice, WireOptions
 
@@ -166,6 +167,15 @@ class _WireModel:
         return dict(self._cost(usage)) if self._cost is not None else {}
 
 
+def _route_error(exc: Exception) -> Exception:
+    """What a route's failure is to the agent: a cancelled attempt is the cancellation itself
+    (``RunCancelledError``, as from any other model), everything else the route's own error."""
+    if isinstance(exc, AttemptError) and exc.category == "cancelled" and isinstance(
+            exc.__cause__, RunCancelledError):
+        return exc.__cause__
+    return exc
+
+
 class _End:
     """The route task's last word on the channel: the exception that ended the route."""
 
@@ -234,19 +244,31 @@ class _RoutedAgentModel:
         error: Exception | None = None
         async with anyio.create_task_group() as tg, receive:
             tg.start_soon(route)
-            async for item in receive:
-                if isinstance(item, _End):
-                    error = item.error
-                    break
-                yield item
+            try:
+                async for item in receive:
+                    if isinstance(item, _End):
+                        error = item.error
+                        break
+                    yield item
+            except GeneratorExit:
+                # Closed early (aclose): stop the route and return. Letting GeneratorExit through
+                # the task group would turn it into an exception group the close cannot accept.
+                tg.cancel_scope.cancel()
+                return
         if error is not None:  # outside the task group: raised as itself, not in a group
-            raise error
+            raise _route_error(error)
 
     async def complete_turn(self, messages: Sequence[Message],
                             options: ModelStreamOptions) -> ModelTurnResult:
-        return await self._inner.call_model(list(messages), list(options.tools),
-                                            options=_option_changes(options),
-                                            signal=options.signal)
+        try:
+            return await self._inner.call_model(list(messages), list(options.tools),
+                                                options=_option_changes(options),
+                                                signal=options.signal)
+        except AttemptError as exc:
+            unwrapped = _route_error(exc)
+            if unwrapped is exc:
+                raise
+            raise unwrapped from None  # the cancellation itself, already the route error's cause
 
     def calculate_cost(self, usage: TurnUsage) -> dict[str, int]:
         return dict(self._cost(usage)) if self._cost is not None else {}
