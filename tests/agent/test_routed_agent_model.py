@@ -360,3 +360,42 @@ async def test_a_run_signal_cancels_a_route(server: ScriptedProviderServer, watc
                                model=model, signal=controller.signal)
     if watched:
         assert isinstance(events[0], TurnStartEvent) and _texts(events) == []
+
+
+@pytest.mark.parametrize("mode", ["json_schema", "tool"])
+async def test_structured_partials_stream_from_the_backup_only(server: ScriptedProviderServer,
+                                                                mode: str) -> None:
+    from bindloop.agent import StructuredDataEvent
+
+    # The primary starts an answer and drops; the backup answers. Both modes: the structured view
+    # is built from the backup's deltas alone and ends valid.
+    if mode == "tool":
+        def reply(arguments: str, **options: object) -> ScriptedReply:
+            return turn_reply("openai_chat", ModelTurnResult(
+                tool_calls=(ToolCall(id="o1", name="Point", arguments=arguments),),
+                finish_reason="tool_calls"), stream=True, **options)
+    else:
+        def reply(arguments: str, **options: object) -> ScriptedReply:
+            return _text("openai_chat", arguments, **options)
+    server.enqueue("primary", reply('{"x": 100, "y": 200}', drop_after=2))
+    server.enqueue("backup", reply('{"x": 1, "y": 2}'))
+    routed = _route(server, {"primary": "openai_chat", "backup": "openai_chat"})
+    model = as_agent_model(routed, structured_output=mode)  # type: ignore[arg-type]
+    events: list[AgentStreamEvent] = []
+
+    async def handler(_: None) -> Point:
+        equip_instruction("a point")
+
+        async def consume(stream: Any) -> None:
+            async for event in stream:
+                events.append(event)
+
+        on_stream(consume)
+        return await prompt_agent(Point)
+
+    with anyio.fail_after(10):
+        assert await create_agent(id="sd", handler=handler, model=model)(None) == Point(1, 2)
+    views = [e for e in events if isinstance(e, StructuredDataEvent)]
+    assert views[-1].status == "complete" and views[-1].data == {"x": 1, "y": 2}
+    assert all(v.data.get("x") in (None, 1) for v in views if isinstance(v.data, dict))
+    assert [a.outcome for a in routed.last_result.attempts] == ["failed", "succeeded"]  # type: ignore[union-attr]
