@@ -214,9 +214,6 @@ def test_on_event_sees_one_attempt_and_folds_to_the_turn(
         assert texts[served].startswith(shown)
         if shown:
             assert attempts[-1].produced_output
-    if not live:
-        # Settled: an attempt that was followed by another one never reached on_event.
-        assert all(not a.produced_output for a in attempts[:-1])
     for record in attempts[:-1]:
-        # Whatever the mode, no attempt that was followed had shown content.
+        # Whatever the mode, no attempt that another one followed had shown content.
         assert not record.produced_output
