@@ -1,6 +1,7 @@
 """The wire's models under the agent API, over real HTTP to the scripted provider server:
 ModelAdapter (native JSON-schema mode, additional options, the signal) and RoutedModel (fallback,
-structured output through the output tool)."""
+structured output through the forced output tool); tests/agent/test_routed_agent_model.py
+has the rest of the route's agent surface."""
 
 from __future__ import annotations
 
@@ -124,7 +125,8 @@ async def test_routed_model_falls_back_and_uses_the_output_tool(
                                 WireOptions(model="claude-x", max_tokens=100)),
         "backup": _chat(server, "backup"),
     }
-    routed = as_agent_model(RoutedModel(plan=plan, models=models), id="point-route")
+    routed = as_agent_model(RoutedModel(plan=plan, models=models), id="point-route",
+                            structured_output="tool")
     assert getattr(routed, "structured_output") == "tool"
 
     async def handler(_: None) -> Point:
@@ -135,4 +137,5 @@ async def test_routed_model_falls_back_and_uses_the_output_tool(
     backup = [msgspec.json.decode(r.body) for r in server.requests
               if r.path.startswith("/backup")]
     assert [t["function"]["name"] for t in backup[0]["tools"]] == ["Point"]
+    assert backup[0]["tool_choice"] == {"type": "function", "function": {"name": "Point"}}
     assert "response_format" not in backup[0]

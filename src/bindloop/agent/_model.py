@@ -8,9 +8,11 @@ options)`` yielding :mod:`bindloop.completion` events and ``calculate_cost(usage
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
+import anyio
 import msgspec
 
 from ..completion import (
@@ -23,13 +25,15 @@ from ..completion import (
     UsageEvent,
 )
 from ..contracts import Message, ModelTurnResult, ToolDefinition, TurnUsage
-from ..errors import UsageError
+from ..errors import RunCancelledError, UsageError
+from ..routing import AttemptError
 from ..signal import AbortSignal
 from ..wire import JsonSchemaFormat, ModelAdapter, RoutedModel, ToolChoice, WireOptions
 
 __all__ = (
     "AgentModel",
     "ModelStreamOptions",
+    "RouteStreaming",
     "StructuredOutputMode",
     "as_agent_model",
     "is_agent_model",
@@ -105,20 +109,38 @@ def turn_events(turn: ModelTurnResult) -> list[StreamEvent]:
 
 CostFn: TypeAlias = Callable[[TurnUsage], Mapping[str, int]]
 
+RouteStreaming: TypeAlias = Literal["settled", "live"]
+"""How :func:`as_agent_model` streams a route's events (see :class:`_RoutedAgentModel`)."""
+
+_MODES = ("json_schema", "tool")
+_ROUTE_STREAMING = ("settled", "live")
+
+
+def _option_changes(options: ModelStreamOptions) -> dict[str, Any]:
+    """The call's ``WireOptions`` field changes: ``additional_options``, then the schema as
+    ``response_format`` and the tool choice (these two win: the agent asked for them)."""
+    changes: dict[str, Any] = dict(options.additional_options or {})
+    if options.schema is not None:
+        changes["response_format"] = JsonSchemaFormat(name=options.schema_name,
+                                                      schema=options.schema)
+    if options.tool_choice is not None:
+        changes["tool_choice"] = options.tool_choice
+    return changes
+
 
 class _WireModel:
     """A :class:`ModelAdapter` as an :class:`AgentModel`: its own options, with the call's schema as
     ``response_format``, its tool choice, and ``additional_options`` replacing option fields."""
 
-    __slots__ = ("_cost", "_inner", "id", "provider")
-    structured_output: StructuredOutputMode = "json_schema"
+    __slots__ = ("_cost", "_inner", "id", "provider", "structured_output")
 
     def __init__(self, inner: ModelAdapter, *, id: str | None, provider: str | None,
-                 cost: CostFn | None) -> None:
+                 cost: CostFn | None, structured_output: StructuredOutputMode) -> None:
         self._inner = inner
         self._cost = cost
         self.id = id or inner.options.model
         self.provider = provider or inner.adapter.wire
+        self.structured_output = structured_output
 
     def stream(self, messages: Sequence[Message],
                options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
@@ -127,12 +149,7 @@ class _WireModel:
 
     def _wire_options(self, options: ModelStreamOptions) -> WireOptions:
         wire = self._inner.options
-        changes: dict[str, Any] = dict(options.additional_options or {})
-        if options.schema is not None:
-            changes["response_format"] = JsonSchemaFormat(name=options.schema_name,
-                                                          schema=options.schema)
-        if options.tool_choice is not None:
-            changes["tool_choice"] = options.tool_choice
+        changes = _option_changes(options)
         try:
             wire = msgspec.structs.replace(wire, **changes) if changes else wire
         except TypeError as exc:
@@ -150,30 +167,108 @@ class _WireModel:
         return dict(self._cost(usage)) if self._cost is not None else {}
 
 
-class _RoutedAgentModel:
-    """A :class:`RoutedModel` as an :class:`AgentModel`. A route's candidates carry their own
-    options, so a schema or a tool choice cannot be passed per call: structured output goes
-    through the output tool (offered, not forced) and the turn arrives whole, as events."""
+def _route_error(exc: Exception) -> Exception:
+    """What a route's failure is to the agent: a cancelled attempt is the cancellation itself
+    (``RunCancelledError``, as from any other model), everything else the route's own error."""
+    if isinstance(exc, AttemptError) and exc.category == "cancelled" and isinstance(
+            exc.__cause__, RunCancelledError):
+        return exc.__cause__
+    return exc
 
-    __slots__ = ("_cost", "_inner", "id", "provider")
-    structured_output: StructuredOutputMode = "tool"
+
+class _End:
+    """The route task's last word on the channel: the exception that ended the route."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+class _RoutedAgentModel:
+    """A :class:`RoutedModel` as an :class:`AgentModel`.
+
+    Every call's options (``additional_options``, the schema as ``response_format``, the tool
+    choice) are applied on top of each candidate's own ``WireOptions`` for its attempt, so a
+    forced output tool is forced on every candidate and a schema goes out natively on each.
+    ``structured_output`` is ``"json_schema"`` when every candidate of the plan is bound to a
+    ``ModelAdapter`` (every built-in wire sends ``response_format`` natively), else ``"tool"``.
+
+    ``stream`` yields the events of the attempt that serves the turn, as the route task hands
+    them over. The agent stream cannot take an event back (its fold keeps every delta, and so may
+    its consumers), so a failed attempt must never have been yielded unless its failure ends the
+    turn. ``"settled"`` (the default) holds an attempt's events while a fallback could still
+    follow it and streams live from the moment none can (the plan's last possible attempt, or a
+    permanent text surface already clamped the route); ``"live"`` streams every attempt at once
+    and treats the agent stream as a permanent surface: the first content delta clamps the route,
+    so a failure after it fails the turn instead of falling back.
+    """
+
+    __slots__ = ("_cost", "_inner", "_live", "id", "provider", "structured_output")
 
     def __init__(self, inner: RoutedModel, *, id: str | None, provider: str | None,
-                 cost: CostFn | None) -> None:
+                 cost: CostFn | None, structured_output: StructuredOutputMode | None,
+                 streaming: RouteStreaming) -> None:
         self._inner = inner
         self._cost = cost
+        self._live = streaming == "live"
         self.id = id or "routed"
         self.provider = provider
+        if structured_output is None:
+            bound = inner.models
+            native = all(c.provider_id in bound
+                         for stage in inner.plan.stages for c in stage.candidates)
+            structured_output = "json_schema" if native else "tool"
+        self.structured_output = structured_output
 
     async def stream(self, messages: Sequence[Message],
                      options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
-        turn = await self.complete_turn(messages, options)
-        for event in turn_events(turn):
-            yield event
+        changes = _option_changes(options)
+        send, receive = anyio.create_memory_object_stream[StreamEvent | _End](math.inf)
+
+        def hand_over(event: StreamEvent) -> None:
+            try:
+                send.send_nowait(event)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass  # the consumer closed the stream; the task is being cancelled
+
+        async def route() -> None:
+            with send:
+                try:
+                    await self._inner.call_model(
+                        list(messages), list(options.tools), options=changes,
+                        signal=options.signal, on_event=hand_over, events_are_output=self._live)
+                except Exception as exc:  # raised from the generator, in the consumer's task
+                    send.send_nowait(_End(exc))
+
+        error: Exception | None = None
+        async with anyio.create_task_group() as tg, receive:
+            tg.start_soon(route)
+            try:
+                async for item in receive:
+                    if isinstance(item, _End):
+                        error = item.error
+                        break
+                    yield item
+            except GeneratorExit:
+                # Closed early (aclose): stop the route and return. Letting GeneratorExit through
+                # the task group would turn it into an exception group the close cannot accept.
+                tg.cancel_scope.cancel()
+                return
+        if error is not None:  # outside the task group: raised as itself, not in a group
+            raise _route_error(error)
 
     async def complete_turn(self, messages: Sequence[Message],
                             options: ModelStreamOptions) -> ModelTurnResult:
-        return await self._inner.call_model(list(messages), list(options.tools))
+        try:
+            return await self._inner.call_model(list(messages), list(options.tools),
+                                                options=_option_changes(options),
+                                                signal=options.signal)
+        except AttemptError as exc:
+            unwrapped = _route_error(exc)
+            if unwrapped is exc:
+                raise
+            raise unwrapped from None  # the cancellation itself, already the route error's cause
 
     def calculate_cost(self, usage: TurnUsage) -> dict[str, int]:
         return dict(self._cost(usage)) if self._cost is not None else {}
@@ -192,17 +287,41 @@ def is_agent_model(obj: object) -> bool:
 
 
 def as_agent_model(model: object, *, id: str | None = None, provider: str | None = None,
-                   calculate_cost: CostFn | None = None) -> AgentModel:
+                   calculate_cost: CostFn | None = None,
+                   structured_output: StructuredOutputMode | None = None,
+                   route_streaming: RouteStreaming | None = None) -> AgentModel:
     """``model`` as an :class:`AgentModel`: an AgentModel is returned as it is; a
     :class:`~bindloop.wire.ModelAdapter` or :class:`~bindloop.wire.RoutedModel` is wrapped (``id``
     defaults to the adapter's ``options.model`` / ``"routed"``, ``calculate_cost`` to no cost).
 
+    ``structured_output`` overrides how the wrapped model takes a schema (``"tool"``: a forced
+    output tool, for a provider model without native JSON-schema output); by default a
+    ``ModelAdapter`` is ``"json_schema"``, and a route is too when every candidate is bound.
+    ``route_streaming`` (a route only) is ``"settled"`` (default: an attempt streams once no
+    fallback can follow it) or ``"live"`` (every attempt streams at once; its first content delta
+    commits the route to it).
+
     Raises :class:`~bindloop.errors.UsageError` for anything else, naming what an agent model needs.
     """
-    if isinstance(model, ModelAdapter):
-        return _WireModel(model, id=id, provider=provider, cost=calculate_cost)
+    if structured_output is not None and structured_output not in _MODES:
+        raise UsageError(f"as_agent_model(structured_output=) must be 'json_schema', 'tool' or "
+                         f"None, got {structured_output!r}")
+    if route_streaming is not None and route_streaming not in _ROUTE_STREAMING:
+        raise UsageError(f"as_agent_model(route_streaming=) must be 'settled', 'live' or None, "
+                         f"got {route_streaming!r}")
     if isinstance(model, RoutedModel):
-        return _RoutedAgentModel(model, id=id, provider=provider, cost=calculate_cost)
+        return _RoutedAgentModel(model, id=id, provider=provider, cost=calculate_cost,
+                                 structured_output=structured_output,
+                                 streaming=route_streaming or "settled")
+    if route_streaming is not None:
+        raise UsageError("as_agent_model(route_streaming=) applies to a RoutedModel only, got "
+                         f"{type(model).__name__}")
+    if isinstance(model, ModelAdapter):
+        return _WireModel(model, id=id, provider=provider, cost=calculate_cost,
+                          structured_output=structured_output or "json_schema")
+    if structured_output is not None and is_agent_model(model):
+        raise UsageError("as_agent_model(structured_output=) applies to a ModelAdapter or a "
+                         "RoutedModel; an AgentModel declares its own structured_output")
     if is_agent_model(model):
         return model  # type: ignore[return-value]
     raise UsageError(

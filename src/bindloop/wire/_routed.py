@@ -5,15 +5,17 @@ those attempts; plus the mapping of a model call's exceptions onto the routing t
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import msgspec
 
 from ..completion import (
+    ReasoningEvent,
     StreamEvent,
     StreamStalledError,
     TextEvent,
     ToolCallDeltaError,
+    ToolCallEvent,
     TurnOutcome,
     TurnTextStream,
 )
@@ -34,7 +36,7 @@ from ..routing import (
     execute_route_plan,
     is_cancellation,
 )
-from ..signal import AbortSignal
+from ..signal import AbortController, AbortSignal
 from ._adapter import ModelAdapter
 from ._errors import (
     IncompleteStreamError,
@@ -43,6 +45,7 @@ from ._errors import (
     TransportError,
     WireDecodeError,
 )
+from ._types import WireOptions
 
 __all__ = ("RoutedModel", "TextStreamSource", "attempt_error_from")
 
@@ -84,6 +87,56 @@ TextStreamSource: TypeAlias = TurnTextStream | Callable[[], TurnTextStream]
 :class:`~bindloop.completion.TurnTextStream` (serves a single turn), or a zero-argument factory
 called once at the start of every turn (for a model the loop calls turn after turn)."""
 
+# WireOptions fields a call may override; ``model`` is each candidate's provider_invocation_model.
+_OVERRIDABLE = frozenset(WireOptions.__struct_fields__) - {"model"}
+
+
+def _checked_overrides(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``options`` as WireOptions field changes, refused here (before any attempt) when a name is
+    not a field, is ``model``, or a value is not what the field takes."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise UsageError("RoutedModel.call_model(options=) must be a mapping of WireOptions field "
+                         f"names to values, got {type(options).__name__}")
+    changes = dict(options)
+    if "model" in changes:
+        raise UsageError("RoutedModel.call_model(options=) cannot set 'model': a route calls each "
+                         "candidate's provider_invocation_model; change the plan instead")
+    unknown = sorted(str(k) for k in changes if k not in _OVERRIDABLE)
+    if unknown:
+        raise UsageError(f"RoutedModel.call_model(options=) names {unknown}, not WireOptions "
+                         f"fields; use one of {sorted(_OVERRIDABLE)}")
+    if changes:  # WireOptions checks every value on construction: a bad type fails here, once
+        WireOptions(model="probe", **changes)
+    return changes
+
+
+def _is_content(event: StreamEvent) -> bool:
+    """An event a consumer folds into the turn (the ones a failed attempt must not leave behind)."""
+    return ((isinstance(event, TextEvent) and bool(event.content))
+            or isinstance(event, (ReasoningEvent, ToolCallEvent)))
+
+
+def _joined(first: AbortSignal | None,
+            second: AbortSignal | None) -> tuple[AbortSignal | None, Callable[[], None]]:
+    """One signal for the call, and how to detach it: ``any_signal`` would leave a listener on a
+    long-lived model signal for every call."""
+    if first is None or second is None:
+        return (first if second is None else second), lambda: None
+    if first.aborted:
+        return first, lambda: None
+    if second.aborted:
+        return second, lambda: None
+    both = AbortController()
+    removers = (first.add_listener(both.abort), second.add_listener(both.abort))
+
+    def detach() -> None:
+        for remove in removers:
+            remove()
+
+    return both.signal, detach
+
 
 class RoutedModel:
     """``call_model`` over a route plan: each candidate's ``provider_id`` names a
@@ -108,7 +161,8 @@ class RoutedModel:
     call is not an effect until it is dispatched, after the turn), and neither do reasoning
     deltas: whether shown thinking is output is a product decision, and the conservative default
     here keeps a fallback available. A host that displays thinking as a permanent record says so
-    with :meth:`~bindloop.completion.TurnTextStream.mark_produced_output` from its sink.
+    with :meth:`~bindloop.completion.TurnTextStream.mark_produced_output` from its sink. A
+    call's own ``on_event`` (see :meth:`call_model`) adds to this only with ``events_are_output``.
     """
 
     __slots__ = ("_breaker", "_models", "_on_route", "_plan", "_signal", "_text_stream",
@@ -131,6 +185,15 @@ class RoutedModel:
         self._text_stream = text_stream
         self.last_result: RouteResult[ModelTurnResult] | None = None
 
+    @property
+    def plan(self) -> RoutePlan:
+        return self._plan
+
+    @property
+    def models(self) -> Mapping[str, ModelAdapter]:
+        """The bindings by provider id (a copy: the route's own map is fixed at construction)."""
+        return dict(self._models)
+
     def _turn_stream(self) -> TurnTextStream | None:
         source = self._text_stream
         if source is None:
@@ -147,9 +210,43 @@ class RoutedModel:
                 f"the text_stream factory returned {type(stream).__name__}, not a TurnTextStream")
         return stream
 
-    async def call_model(self, messages: list[Message],
-                         tools: list[ToolDefinition]) -> ModelTurnResult:
+    def _final_candidate(self, cursor: RouteCursor) -> bool:
+        """No other candidate follows this one: the plan's last (in the last stage that has
+        any). Only a defect retry of the same candidate could still come after it."""
+        stages = [i for i, s in enumerate(self._plan.stages) if s.candidates]
+        if not stages or cursor.stage != stages[-1]:
+            return False
+        return cursor.candidate == len(self._plan.stages[cursor.stage].candidates) - 1
+
+    async def call_model(self, messages: list[Message], tools: list[ToolDefinition], *,
+                         options: Mapping[str, Any] | None = None,
+                         signal: AbortSignal | None = None,
+                         on_event: Callable[[StreamEvent], None] | None = None,
+                         events_are_output: bool = False) -> ModelTurnResult:
+        """One turn over the route (the loop's ``call_model`` port; the keywords are per call).
+
+        ``options`` are :class:`WireOptions` field changes applied on top of *each candidate's*
+        own options for its attempt (``tool_choice``, ``response_format``, ``temperature``, ...;
+        never ``model``, which is the candidate's): refused with
+        :class:`~bindloop.errors.UsageError` before any request when a name or value is wrong.
+        ``signal`` cancels this call as well as the model's own signal.
+
+        ``on_event`` receives the events of the attempt that ends the turn and of no other: an
+        attempt's events are held while another attempt could still follow it, and pass through
+        live from the moment none can — it is the plan's last candidate, or it produced output
+        (the route then clamps on it). Content (text, reasoning, tool-call deltas) sent live
+        counts as produced output, so a defect retry of the last candidate cannot follow it
+        either. A success releases what its attempt held before this returns; a failed attempt's
+        held events are dropped, so a consumer that folds them never sees two attempts glued.
+        With ``events_are_output=True`` every attempt is live: the first content event marks it
+        as having produced output, so no fallback follows it (fallback stays open only until an
+        attempt's first content).
+        """
+        changes = _checked_overrides(options)
+        if not isinstance(events_are_output, bool):
+            raise UsageError(f"events_are_output must be True or False, got {events_are_output!r}")
         stream = self._turn_stream()
+        call_signal, detach = _joined(self._signal, signal)
 
         async def attempt(candidate: RouteCandidate,
                           cursor: RouteCursor) -> AttemptOutcome[ModelTurnResult]:
@@ -163,10 +260,34 @@ class RoutedModel:
                 return AttemptFailure(error=AttemptError(
                     "client_error", target,
                     message=f"no ModelAdapter bound to provider {candidate.provider_id!r}"))
-            options = msgspec.structs.replace(model.options,
-                                              model=candidate.provider_invocation_model)
+            attempt_options = msgspec.structs.replace(
+                model.options, **changes, model=candidate.provider_invocation_model)
             sink = model.on_event
             text_shown = False
+            # Content goes out live at once when no other candidate can follow this attempt.
+            eager = events_are_output or self._final_candidate(cursor)
+            committed = False  # this attempt's events pass to on_event as they come
+            content_sent = False  # content reached on_event live: it cannot be taken back
+            held: list[StreamEvent] = []
+
+            def produced() -> bool:
+                natural = stream.produced_output if stream is not None else text_shown
+                return natural or content_sent
+
+            def release(event: StreamEvent, call_sink: Callable[[StreamEvent], None]) -> None:
+                nonlocal committed, content_sent
+                content = _is_content(event)
+                if not committed:
+                    if not ((eager and content) or produced()):
+                        held.append(event)
+                        return
+                    committed = True
+                    for early in held:
+                        call_sink(early)
+                    held.clear()
+                if content:
+                    content_sent = True  # before the sink runs, as for text_shown
+                call_sink(event)
 
             def watch(event: StreamEvent) -> None:
                 nonlocal text_shown
@@ -178,23 +299,29 @@ class RoutedModel:
                         text_shown = True
                 if sink is not None:
                     sink(event)
+                if on_event is not None:
+                    release(event, on_event)
 
-            watching = sink is not None or stream is not None
+            watching = sink is not None or stream is not None or on_event is not None
             try:
-                turn = await model.complete(messages, tools, options=options, signal=self._signal,
+                turn = await model.complete(messages, tools, options=attempt_options,
+                                            signal=call_signal,
                                             on_event=watch if watching else None)
             except Exception as exc:  # classified into facts; routing decides
-                produced = stream.produced_output if stream is not None else text_shown
                 return AttemptFailure(error=attempt_error_from(exc, target),
-                                      produced_output=produced)
+                                      produced_output=produced())
+            if on_event is not None:
+                for event in held:
+                    on_event(event)
             return AttemptSuccess(turn)
 
         outcome: TurnOutcome = "failed"
         try:
             result = await execute_route_plan(plan=self._plan, attempt=attempt,
-                                              breaker=self._breaker, signal=self._signal)
+                                              breaker=self._breaker, signal=call_signal)
             outcome = "succeeded" if result.ok else "failed"
         finally:
+            detach()
             if stream is not None:
                 stream.finish(outcome)
         self.last_result = result
