@@ -113,10 +113,10 @@ def _credential_values(value: str) -> list[str]:
     """A credential header's value, and the token inside ``Bearer x`` / ``Basic x`` (with the
     user and password a Basic token encodes)."""
     out = [value]
-    scheme, _, token = value.strip().partition(" ")
-    token = token.strip()
-    if token and scheme.lower() in ("bearer", "basic", "token"):
-        out.append(token)
+    scheme, _, token = value.lstrip().partition(" ")
+    if token.strip() and scheme.lower() in ("bearer", "basic", "token"):
+        out += [token, token.strip()]  # the key as given, whitespace and all, and as trimmed
+        token = token.strip()
         if scheme.lower() == "basic":
             try:
                 decoded = base64.b64decode(token, validate=True).decode("utf-8")
@@ -238,9 +238,19 @@ class Redactor:
                                  f"{self.text(str(exc))}")
         else:
             return exc
+        if self._shows(new):  # the provider's text and the error's own wording formed one
+            new = _withheld(new)
         new.__cause__ = keep
         new.__suppress_context__ = True
         return new.with_traceback(exc.__traceback__)
+
+
+def _withheld(exc: Exception) -> Exception:
+    if isinstance(exc, ProviderHttpError):
+        return exc.redacted(lambda _: WITHHELD)
+    if isinstance(exc, TransportError):
+        return TransportError(WITHHELD, kind=exc.kind)
+    return type(exc)(WITHHELD)
 
 
 def _chained(exc: BaseException) -> BaseException | None:
