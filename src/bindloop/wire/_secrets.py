@@ -26,11 +26,10 @@ from ._errors import (
     TransportError,
     WireDecodeError,
 )
-from ._types import Headers, redact_headers
+from ._types import REDACTED, Headers, redact_headers
 
 __all__ = ("REDACTED", "Redactor", "scrub_shapes", "transport_redactor")
 
-REDACTED = "<redacted>"  # the marker HttpRequest's repr uses for a credential header
 WITHHELD = "<withheld: the text contained a credential>"
 # Shorter values (the "none" or "test" a local server accepts) are not searched for: blanking
 # every occurrence of such a word would garble messages without protecting anything.
