@@ -373,3 +373,50 @@ def test_no_message_contains_the_key_whatever_the_body_embeds(
     for form in forms:
         leaked = [t for t in outputs if form in t]
         assert not leaked, leaked[0][:400]
+
+
+class _FailingTransport:
+    """A transport whose client fails with ``error`` (which may show the URL it was sent to)."""
+
+    def __init__(self, error: Exception, base_url: str, headers: Sequence[tuple[str, str]]) -> None:
+        self.error = error
+        self.redactor = Redactor.for_credentials(base_url, headers)
+
+    @asynccontextmanager
+    async def open(self, request: HttpRequest) -> AsyncIterator[_ErrorTransport]:
+        raise self.error
+        yield  # pragma: no cover
+
+
+async def _transport_outputs(wire: str, error: Exception, base_url: str, key: str) -> list[str]:
+    adapter = create_wire_adapter(wire)
+    model = ModelAdapter(adapter, _FailingTransport(error, base_url, adapter.auth_headers(key)),
+                         WireOptions(model="m"))
+    routes: list[RouteResult[ModelTurnResult]] = []
+    routed = RoutedModel(plan=_plan("p"), models={"p": model}, on_route=routes.append)
+    try:
+        await routed.call_model(MESSAGES, [])
+    except Exception as exc:
+        return [*texts_of(exc), *(t for r in routes for t in texts_of(r))]
+    raise AssertionError("no error raised")
+
+
+@settings(max_examples=150, deadline=None)
+@given(wire=st.sampled_from(WIRE_NAMES), key=KEYS, how=st.sampled_from(
+           ("raw", "json", "json_ascii", "url", "url_plus", "bearer")),
+       kind=st.sampled_from((TransportError, OSError, ConnectionError, ValueError)),
+       in_query=st.booleans())
+def test_no_transport_failure_shows_the_key(wire: str, key: str, how: str,
+                                            kind: type[Exception], in_query: bool) -> None:
+    base = f"https://provider.test/v1?key={quote(key, safe='')}" if in_query else \
+        "https://provider.test/v1"
+    error = kind(f"cannot send to {base}/x: {_embed(key, how)}")
+    if in_query:
+        error.__cause__ = OSError(f"GET {base} refused")
+    baseline = anyio.run(_transport_outputs, wire, kind("cannot send"), base, key)
+    assume(not any(key in t for t in baseline))
+    outputs = anyio.run(_transport_outputs, wire, error, base, key)
+    assert any("<redacted" in t or "<withheld" in t for t in outputs)
+    for form in {key, _embed(key, how) if how in ("json", "json_ascii", "url", "url_plus") else key}:
+        leaked = [t for t in outputs if form in t]
+        assert not leaked, leaked[0][:400]
