@@ -113,4 +113,38 @@ try:
 except TransportError as e:
     assert "GET" in str(e) and "use POST" in str(e), e
 
+# No credential in any message: a Gemini key in the base URL's query (merged into the request's
+# own query), a fetch that rejects with the whole URL in its error, and a 401 echoing the key.
+from bindloop.wire import GeminiAdapter
+
+KEY = "AIzaSyD-canary-5b7e0c19d2f4"
+make_leaky_fetch = run_js("""
+(log) => async (url, init) => { log.push(url); throw new TypeError("fetch failed for " + url); }
+""")
+log = run_js("[]")
+gemini = GeminiAdapter()
+leaky = ModelAdapter(gemini, FetchTransport(f"https://example.test?key={KEY}",
+                                            fetch=make_leaky_fetch(log)),
+                     WireOptions(model="m", stream=True))
+try:
+    await leaky.complete([UserMessage(content="hi")])
+    raise AssertionError("expected a transport error")
+except TransportError as e:
+    text = f"{e} {e!r} {e.__cause__!r}"
+    assert KEY not in text and "key=<redacted" in text, text
+    assert e.__cause__ is None, e.__cause__  # the JS error shows the key: not chained
+assert log.to_py()[0].endswith(f"?alt=sse&key={KEY}"), log.to_py()
+
+echo = ('{"error":{"code":400,"status":"INVALID_ARGUMENT","message":"API key not valid: '
+        + KEY + '"}}').encode()
+echoing = ModelAdapter(gemini, FetchTransport("https://example.test",
+                                              headers=gemini.auth_headers(KEY),
+                                              fetch=make_fetch(to_js([echo]), 400, run_js("[]"))),
+                       WireOptions(model="m", stream=True))
+try:
+    await echoing.complete([UserMessage(content="hi")])
+    raise AssertionError("expected a 400")
+except ProviderHttpError as e:
+    assert KEY not in f"{e} {e!r} {e.provider_message}" and "<redacted" in str(e), e
+
 "fetch transport ok: " + got.text

@@ -254,6 +254,35 @@ def test_inline_bytes_with_a_media_type_carry_it_on_every_wire(wire: str) -> Non
         "image_url"]["url"] == "data:image/jpeg;base64,/9j/4AAQ"
 
 
+@pytest.mark.parametrize("part", [
+    ImagePart(url="https://cdn.test/cat.png?X-Goog-Signature=0a1b2c3d4e5f6a7b8c9d"),
+    FilePart(url="gs://bucket/report.pdf"),
+    ImagePart(url="https://generativelanguage.googleapis.com/v1beta/files/abc123")],
+    ids=["signed-image-url", "gs-file", "files-api-uri"])
+def test_a_gemini_url_part_without_a_media_type_is_refused_not_guessed(
+        part: ImagePart | FilePart) -> None:
+    # The same rule as for inline bytes: an extension does not say what a URL serves, and Files
+    # API or gs:// URIs have none; a guessed mimeType is refused or misread by the model.
+    kind = type(part).__name__
+    with pytest.raises(WireRequestError) as info:
+        create_wire_adapter("gemini").build_request(
+            [UserMessage(content=(TextPart(text="look"), part))], [], WireOptions(model="m"))
+    message = str(info.value)
+    assert "content[1]" in message and kind in message and "media_type" in message
+    assert f"{kind}(url=..., media_type=" in message  # the fix
+    assert "Signature" not in message  # a signed URL's query is not repeated
+
+
+@pytest.mark.parametrize("part", [
+    ImagePart(url="https://cdn.test/cat", media_type="image/webp"),
+    FilePart(url="gs://bucket/report", media_type="application/pdf")], ids=["image", "file"])
+def test_a_gemini_url_part_sends_exactly_its_media_type(part: ImagePart | FilePart) -> None:
+    body = json.loads(create_wire_adapter("gemini").build_request(
+        [UserMessage(content=(part,))], [], WireOptions(model="m")).body)
+    assert body["contents"][0]["parts"] == [
+        {"fileData": {"mimeType": part.media_type, "fileUri": part.url}}]
+
+
 # -- routing keeps falling back past a hostile body (real HTTP on loopback) -------------------------
 
 @pytest.mark.anyio

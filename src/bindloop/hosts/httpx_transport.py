@@ -4,7 +4,9 @@ Implements :class:`bindloop.wire.Transport`: joins the base URL and the adapter'
 host's headers (credentials live here, never in the core), and streams the body, decoded from its
 ``content-encoding`` (httpx asks for gzip). httpx's own failures become
 :class:`bindloop.wire.TransportError` so routing can classify them; a body that does not decode
-is a :class:`bindloop.wire.WireDecodeError`. Leaving ``open()`` — normally, by an error, or by
+is a :class:`bindloop.wire.WireDecodeError`. Their messages pass the transport's ``redactor``
+(built from ``base_url`` and ``headers``), and httpx's exception stays chained only when it shows
+no credential either. Leaving ``open()`` — normally, by an error, or by
 cancellation — closes the response.
 """
 
@@ -15,7 +17,9 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from bindloop.wire import HttpRequest, TransportError, WireDecodeError
-from bindloop.wire._transport import transport_settings  # this area's own helper, not yet public
+# This area's own helpers, not yet public.
+from bindloop.wire._secrets import Redactor
+from bindloop.wire._transport import request_url, transport_settings
 
 __all__ = ("HttpxTransport",)
 
@@ -29,11 +33,12 @@ def _httpx() -> Any:
 
 
 class _Response:
-    __slots__ = ("_httpx", "_resp")
+    __slots__ = ("_httpx", "_redactor", "_resp")
 
-    def __init__(self, resp: Any, httpx: Any) -> None:
+    def __init__(self, resp: Any, httpx: Any, redactor: Redactor) -> None:
         self._resp = resp
         self._httpx = httpx
+        self._redactor = redactor
 
     @property
     def status(self) -> int:
@@ -46,17 +51,20 @@ class _Response:
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
         # aiter_bytes, not aiter_raw: the body decoded from its content-encoding, which httpx
         # negotiated (accept-encoding: gzip, deflate) and the decoder cannot read compressed.
+        scrub = self._redactor
         try:
             async for chunk in self._resp.aiter_bytes():
                 yield chunk
         except self._httpx.TimeoutException as exc:
-            raise TransportError(f"timed out reading the response: {exc}", kind="timeout") from exc
+            raise scrub.exception(TransportError(
+                f"timed out reading the response: {exc}", kind="timeout"), cause=exc)
         except self._httpx.TransportError as exc:
-            raise TransportError(f"the connection failed mid-response: {exc!r}") from exc
+            raise scrub.exception(TransportError(
+                f"the connection failed mid-response: {exc!r}"), cause=exc)
         except self._httpx.DecodingError as exc:
             encoding = self._resp.headers.get("content-encoding", "identity")
-            raise WireDecodeError(
-                f"the response body is not valid {encoding} content: {exc}") from exc
+            raise scrub.exception(WireDecodeError(
+                f"the response body is not valid {encoding} content: {exc}"), cause=exc)
 
 
 class HttpxTransport:
@@ -72,8 +80,9 @@ class HttpxTransport:
 
     def __init__(self, base_url: str, *, headers: Sequence[tuple[str, str]] = (),
                  client: Any = None, connect_timeout: float = 30.0) -> None:
-        self._base, self._shown, self._headers = transport_settings(
+        self._base, self._shown, self._headers, self._query = transport_settings(
             "HttpxTransport", base_url, headers)
+        self.redactor = Redactor.for_credentials(base_url, self._headers)
         httpx = _httpx()
         self._httpx = httpx
         self._own = client is None
@@ -83,17 +92,21 @@ class HttpxTransport:
     @asynccontextmanager
     async def open(self, request: HttpRequest) -> AsyncIterator[_Response]:
         httpx = self._httpx
-        req = self._client.build_request(request.method, self._base + request.path,
+        scrub = self.redactor
+        url = request_url(self._base, request.path, self._query)
+        req = self._client.build_request(request.method, url,
                                          headers=[*request.headers, *self._headers],
                                          content=request.body, timeout=self._timeout)
         try:
             resp = await self._client.send(req, stream=True)
         except httpx.TimeoutException as exc:
-            raise TransportError(f"timed out connecting: {exc}", kind="timeout") from exc
+            raise scrub.exception(TransportError(
+                f"timed out connecting: {exc}", kind="timeout"), cause=exc)
         except httpx.TransportError as exc:
-            raise TransportError(f"could not reach {self._shown}: {exc!r}") from exc
+            raise scrub.exception(TransportError(
+                f"could not reach {self._shown}: {exc!r}"), cause=exc)
         try:
-            yield _Response(resp, httpx)
+            yield _Response(resp, httpx, scrub)
         finally:
             await resp.aclose()
 

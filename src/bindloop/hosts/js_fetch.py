@@ -6,6 +6,8 @@ at a time; leaving ``open()`` — normally, by an error, or by cancellation, inc
 while the headers are still awaited — aborts the request through an ``AbortController`` (first,
 synchronously) and then cancels the reader, so the connection is closed. A GET or HEAD is sent
 without a body (fetch refuses one, even empty); a non-empty body on them is a ``TransportError``.
+Error messages pass the transport's ``redactor`` (built from ``base_url`` and ``headers``); the JS
+exception stays chained only when it shows no credential either.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from bindloop.wire import HttpRequest, TransportError
-from bindloop.wire._transport import transport_settings  # this area's own helper, not yet public
+# This area's own helpers, not yet public.
+from bindloop.wire._secrets import Redactor
+from bindloop.wire._transport import request_url, transport_settings
 
 __all__ = ("FetchTransport",)
 
@@ -32,13 +36,14 @@ def _js() -> tuple[Any, Any]:
 
 
 class _Response:
-    __slots__ = ("_ffi", "_headers", "_reader", "status")
+    __slots__ = ("_ffi", "_headers", "_reader", "_redactor", "status")
 
-    def __init__(self, resp: Any, reader: Any, ffi: Any) -> None:
+    def __init__(self, resp: Any, reader: Any, ffi: Any, redactor: Redactor) -> None:
         self.status = int(resp.status)
         self._headers = [(str(pair[0]), str(pair[1])) for pair in resp.headers.entries()]
         self._reader = reader
         self._ffi = ffi
+        self._redactor = redactor
 
     @property
     def headers(self) -> Sequence[tuple[str, str]]:
@@ -51,7 +56,8 @@ class _Response:
             try:
                 result = await self._reader.read()
             except self._ffi.JsException as exc:
-                raise TransportError(f"the connection failed mid-response: {exc}") from exc
+                raise self._redactor.exception(TransportError(
+                    f"the connection failed mid-response: {exc}"), cause=exc)
             if result.done:
                 return
             yield bytes(result.value.to_bytes())
@@ -63,8 +69,9 @@ class FetchTransport:
 
     def __init__(self, base_url: str, *, headers: Sequence[tuple[str, str]] = (),
                  fetch: Any = None) -> None:
-        self._base, self._shown, self._headers = transport_settings(
+        self._base, self._shown, self._headers, self._query = transport_settings(
             "FetchTransport", base_url, headers)
+        self.redactor = Redactor.for_credentials(base_url, self._headers)
         self._fetch = fetch
 
     def __repr__(self) -> str:
@@ -83,7 +90,8 @@ class FetchTransport:
         if request.method.upper() in _BODILESS:
             # fetch throws a TypeError for a GET or HEAD with any body, even an empty one.
             if request.body:
-                raise TransportError(f"{request.method} {self._shown}{request.path}: fetch cannot "
+                where = self.redactor.text(f"{request.method} {self._shown}{request.path}")
+                raise TransportError(f"{where}: fetch cannot "
                                      f"send a body with {request.method.upper()} "
                                      f"({len(request.body)} bytes given); use POST")
         else:
@@ -93,14 +101,15 @@ class FetchTransport:
         reader = None
         try:
             try:
-                resp = await fetch(self._base + request.path, init)
+                resp = await fetch(request_url(self._base, request.path, self._query), init)
             except ffi.JsException as exc:
-                raise TransportError(f"could not reach {self._shown}: {exc}") from exc
+                raise self.redactor.exception(TransportError(
+                    f"could not reach {self._shown}: {exc}"), cause=exc)
             body = resp.body
             # No body (HEAD, 204): JS null, which Pyodide 314 hands over as ffi.jsnull, not None.
             if body is not None and body is not getattr(ffi, "jsnull", None):
                 reader = body.getReader()
-            yield _Response(resp, reader, ffi)
+            yield _Response(resp, reader, ffi, self.redactor)
         finally:
             # Synchronous and first: this is the one step that must happen however we leave —
             # cancelled while awaiting headers (``reader`` is still None) or while awaiting

@@ -15,7 +15,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 import msgspec
 
 from ..clock import Clock, monotonic_ms
-from ..completion import StreamBudgets, StreamEvent, TurnCollector
+from ..completion import ErrorEvent, StreamBudgets, StreamEvent, TurnCollector
 from ..contracts import Message, ModelTurnResult, ToolDefinition, TurnUsage
 from ..errors import UsageError
 from ..signal import AbortSignal
@@ -139,7 +139,7 @@ class ModelAdapter:
             while (chunk := await call.read(chunks)) is not None:
                 call.watchdog.observed_chunk("reasoning")  # body bytes: progress, not answer
                 parts.append(chunk)
-        for event in self.adapter.response_events(b"".join(parts)):
+        for event in map(call.scrub, self.adapter.response_events(b"".join(parts))):
             if sink is not None:
                 sink(event)
             collector.observe(event)
@@ -189,10 +189,14 @@ async def _events(call: Call, stream: WireStream, chunks: AsyncIterator[bytes],
         else:
             watchdog.observed_chunk(chunk_kind(events))
         for event in events:
+            # An in-stream error may echo a credential. The decoders make exact ErrorEvents, and
+            # the type check costs a tenth of isinstance() on this per-event path.
+            if type(event) is ErrorEvent:
+                event = call.scrub(event)
             if sink is not None:
                 sink(event)
             yield event
-    for event in stream.end():
+    for event in map(call.scrub, stream.end()):
         if sink is not None:
             sink(event)
         yield event

@@ -15,10 +15,18 @@ from contextlib import AsyncExitStack, asynccontextmanager
 import anyio
 
 from ..clock import Clock
-from ..completion import StreamBudgets, StreamStalledError, StreamWatchdog, create_stream_watchdog
+from ..completion import (
+    ErrorEvent,
+    StreamBudgets,
+    StreamEvent,
+    StreamStalledError,
+    StreamWatchdog,
+    create_stream_watchdog,
+)
 from ..errors import RunCancelledError, RunTimeoutError
 from ..signal import AbortSignal
 from ._errors import ProviderHttpError
+from ._secrets import Redactor, transport_redactor
 from ._transport import Transport, TransportResponse
 from ._types import Headers, HttpRequest
 
@@ -41,17 +49,30 @@ def cancelled(reason: object, *, started: bool = True) -> Exception:
 
 class Call:
     """What one call's context and its readers share: the watchdog, the scope the transport
-    lives in, and whether a wait on the provider is in flight."""
+    lives in, whether a wait on the provider is in flight, and the transport's
+    :class:`~bindloop.wire._secrets.Redactor`, which every error made from the response or the
+    transport's failure passes before it is raised."""
 
-    __slots__ = ("_error", "_ours", "external", "scope", "waiting", "watchdog")
+    __slots__ = ("_error", "_ours", "external", "redactor", "scope", "waiting", "watchdog")
 
-    def __init__(self, watchdog: StreamWatchdog, external: AbortSignal | None) -> None:
+    def __init__(self, watchdog: StreamWatchdog, external: AbortSignal | None,
+                 redactor: Redactor | None = None) -> None:
         self.watchdog = watchdog
+        self.redactor = redactor if redactor is not None else Redactor()
         self.external = external
         self.scope = anyio.CancelScope()
         self.waiting = False
         self._error: Exception | None = None
         self._ours = False  # whether _error was made here (and so may be given a cause)
+
+    def scrub(self, event: StreamEvent) -> StreamEvent:
+        """``event``, or for an :class:`~bindloop.completion.ErrorEvent` (an error the provider
+        sent inside the body) the same event with its error redacted."""
+        if isinstance(event, ErrorEvent) and isinstance(event.error, Exception):
+            error = self.redactor.exception(event.error)
+            if error is not event.error:
+                return ErrorEvent(error=error)
+        return event
 
     def on_abort(self, _reason: object) -> None:
         # The watchdog's signal cancels a wait on the provider, never the consumer's own code: a
@@ -99,7 +120,7 @@ class Call:
         except StopAsyncIteration:
             return None
         except Exception as exc:
-            if (error := self.cut(exc)) is exc:
+            if (error := self.cut(self.redactor.exception(exc))) is exc:
                 raise
             raise error  # chained by cut() when the error is its own
         finally:
@@ -116,7 +137,9 @@ async def open_call(transport: Transport, request: HttpRequest, *, budgets: Stre
                     max_error_body_bytes: int,
                     ) -> AsyncGenerator[tuple[Call, AsyncIterator[bytes]], None]:
     """Send ``request`` and yield the call and its body chunks once a success status arrived (an
-    error status is read up to ``max_error_body_bytes`` and raised as ``classify_error`` says).
+    error status is read up to ``max_error_body_bytes``, redacted by the transport's
+    :class:`~bindloop.wire._secrets.Redactor`, and raised as ``classify_error`` says). Every
+    exception the transport raises passes the same redactor.
 
     The block runs inside the call's cancel scope beside one watchdog supervisor (none when every
     budget is disabled: then only ``signal`` can end a wait). Leaving it closes the body and the
@@ -127,7 +150,7 @@ async def open_call(transport: Transport, request: HttpRequest, *, budgets: Stre
     watchdog = create_stream_watchdog(budgets=budgets, external=signal, clock=clock)
     supervised = any(b is not None for b in (
         budgets.first_token_ms, budgets.inter_chunk_ms, budgets.total_ms))
-    call = Call(watchdog, signal)
+    call = Call(watchdog, signal, transport_redactor(transport))
     remove = watchdog.signal.add_listener(call.on_abort)
     cancelled_exc = anyio.get_cancelled_exc_class()
     failure: BaseException | None = None
@@ -149,7 +172,7 @@ async def open_call(transport: Transport, request: HttpRequest, *, budgets: Stre
                         try:
                             response = await stack.enter_async_context(transport.open(request))
                         except Exception as exc:
-                            if (error := call.cut(exc)) is exc:
+                            if (error := call.cut(call.redactor.exception(exc))) is exc:
                                 raise
                             raise error  # chained by cut()
                         finally:
@@ -168,7 +191,8 @@ async def open_call(transport: Transport, request: HttpRequest, *, budgets: Stre
             except cancelled_exc:
                 raise  # someone else's cancellation: the task group and scopes handle it
             except BaseException as exc:  # re-raised below, outside the task group
-                failure = call.cut(exc) if isinstance(exc, Exception) else exc
+                failure = call.cut(call.redactor.exception(exc, foreign=False)) \
+                    if isinstance(exc, Exception) else exc
             finally:
                 watchdog.dispose()  # ends the supervisor
     finally:
@@ -185,4 +209,6 @@ async def _raise_for_status(call: Call, response: TransportResponse,
         if (chunk := await call.read(chunks)) is None:
             break
         body += chunk
-    raise classify_error(response.status, response.headers, bytes(body[:limit]))
+    redactor = call.redactor
+    error = classify_error(response.status, response.headers, redactor.body(bytes(body), limit))
+    raise redactor.exception(error)  # also what the adapter decoded (a JSON \u escape)

@@ -33,6 +33,7 @@ from ._errors import (
     WireDecodeError,
     WireRequestError,
 )
+from ._secrets import scrub_shapes
 from ._types import Headers, WireOptions
 
 __all__ = (
@@ -175,7 +176,12 @@ def classify(
     now: Clock | None = None,
 ) -> ProviderHttpError:
     """Build the classified error: ``category`` wins when given, else the neutral HTTP mapping (and
-    ``server_error`` for an in-stream error without a status)."""
+    ``server_error`` for an in-stream error without a status). The provider's texts pass the
+    shape rule of :func:`~bindloop.wire._secrets.scrub_shapes` (an echoed ``Bearer`` token or
+    ``key=`` parameter is blanked even where no transport says which key was sent)."""
+    message = scrub_shapes(message)
+    error_type = None if error_type is None else scrub_shapes(error_type)
+    error_code = None if error_code is None else scrub_shapes(error_code)
     retry = retry_after_ms_from_headers(headers, now=now or epoch_ms)
     if retry is None:
         retry = body_retry_after_ms

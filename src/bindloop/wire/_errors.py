@@ -8,6 +8,8 @@ Each provider-side error maps to exactly one routing category through :func:`wir
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..errors import PromptTooLongError, ProviderError, UsageError
 
 __all__ = (
@@ -96,6 +98,16 @@ class ProviderHttpError(ProviderError):
         self.error_type = error_type
         self.error_code = error_code
         self.provider_message = message
+
+    def redacted(self, scrub: Callable[[str], str]) -> ProviderHttpError:
+        """The same error (same class, category, status and retry hint) with ``scrub`` applied to
+        every text that came from the provider: its message, error type and code."""
+        def clean(text: str | None) -> str | None:
+            return None if text is None else scrub(text)
+
+        return type(self)(scrub(self.provider_message), wire=self.wire, category=self.category,
+                          status_code=self.status_code, retry_after_ms=self.retry_after_ms,
+                          error_type=clean(self.error_type), error_code=clean(self.error_code))
 
 
 class ProviderPromptTooLongError(ProviderHttpError, PromptTooLongError):

@@ -65,6 +65,7 @@ from ._common import (
 )
 from ._errors import IncompleteStreamError, ProviderHttpError, WireRequestError
 from ._sse import SseEvent
+from ._secrets import scrub_shapes
 from ._types import ForcedTool, Headers, HttpRequest, WireName, WireOptions
 
 __all__ = ("GeminiAdapter", "classify_gemini_error", "gemini_schema")
@@ -418,7 +419,7 @@ def _args_object(arguments: str) -> dict[str, Any]:
 
 def _parts(m: Message, names: dict[str, str]) -> tuple[str, list[dict[str, Any]]]:
     if isinstance(m, UserMessage):
-        return "user", [_user_part(p) for p in parts_of(m.content)
+        return "user", [_user_part(p, i) for i, p in enumerate(parts_of(m.content))
                         if not isinstance(p, ReasoningPart)]
     if isinstance(m, AssistantMessage):
         parts: list[dict[str, Any]] = []
@@ -464,15 +465,25 @@ def _parts(m: Message, names: dict[str, str]) -> tuple[str, list[dict[str, Any]]
     raise WireRequestError(f"not a message: {type(m).__name__}")
 
 
-def _user_part(p: object) -> dict[str, Any]:
+def _user_part(p: object, index: int) -> dict[str, Any]:
     if isinstance(p, TextPart):
         return {"text": p.text}
     if isinstance(p, (ImagePart, FilePart)):
-        default = "image/png" if isinstance(p, ImagePart) else "application/pdf"
         if p.data is not None:
             return {"inlineData": {"mimeType": inline_media_type(p), "data": p.data}}
         if p.url is not None:
-            return {"fileData": {"mimeType": p.media_type or default, "fileUri": p.url}}
+            if not p.media_type:
+                # Never guessed, as for inline bytes (the one media rule): a URL's extension does
+                # not say what it serves, Files API and gs:// URIs have none, and a wrong type is
+                # refused or misread by the model.
+                kind = type(p).__name__
+                where = scrub_shapes(p.url.split("?", 1)[0])[:80]
+                raise WireRequestError(
+                    f"a user message's content[{index}] ({kind}, url {where!r}) has no "
+                    f"media_type: Gemini's fileData needs the file's mimeType and bindloop never "
+                    f"guesses it; "
+                    f"build it as {kind}(url=..., media_type='image/png' or what the URL serves)")
+            return {"fileData": {"mimeType": p.media_type, "fileUri": p.url}}
         raise WireRequestError("Gemini needs inline data or a file URI for an image or file part")
     raise WireRequestError(f"cannot send a {type(p).__name__} in a user turn")
 
