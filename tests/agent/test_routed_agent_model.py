@@ -25,6 +25,7 @@ from bindloop.agent import (
     on_stream,
     prompt_agent,
     prompt_chat,
+    run_with,
 )
 from bindloop.completion import StreamBudgets
 from bindloop.contracts import ModelTurnResult, ToolCall, TurnUsage
@@ -399,3 +400,36 @@ async def test_structured_partials_stream_from_the_backup_only(server: ScriptedP
     assert views[-1].status == "complete" and views[-1].data == {"x": 1, "y": 2}
     assert all(v.data.get("x") in (None, 1) for v in views if isinstance(v.data, dict))
     assert [a.outcome for a in routed.last_result.attempts] == ["failed", "succeeded"]  # type: ignore[union-attr]
+
+
+class _Events:
+    """A trace bus: records every trace event."""
+
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+
+    def emit(self, event: Any) -> None:
+        self.events.append(event)
+
+
+@pytest.mark.parametrize("traced, snapshot", [(True, False), (False, True)])
+async def test_a_traced_or_journaled_run_nobody_watches_keeps_live_fallbacks(
+        server: ScriptedProviderServer, traced: bool, snapshot: bool) -> None:
+    # A trace or a journal needs the turn, not its deltas: with no stream consumer the agent takes
+    # the whole turn, so "live" mode shows nothing mid-attempt and the drop still falls back.
+    server.enqueue("primary", _text("openai_chat", "Primary words that must vanish.", drop_after=2))
+    server.enqueue("backup", _text("openai_chat"))
+    routed = _route(server, {"primary": "openai_chat", "backup": "openai_chat"})
+    bus = _Events()
+
+    async def handler(_: None) -> str:
+        equip_instruction("what is 2 + 3?")
+        return (await prompt_chat()).data
+
+    with anyio.fail_after(10):
+        out = await run_with(create_agent(id="t", handler=handler),
+                             model=as_agent_model(routed, route_streaming="live"),
+                             event_bus=bus if traced else None, enable_snapshot=snapshot)
+    assert out == ANSWER
+    assert [a.outcome for a in routed.last_result.attempts] == ["failed", "succeeded"]  # type: ignore[union-attr]
+    assert (len(bus.events) > 0) == traced

@@ -301,6 +301,14 @@ class _Prompt:
             if replayed is not None:
                 turn = await self._fold(_aiter(turn_events(replayed.turn)), index)
                 turn = replayed.turn
+            elif hub is None and self.text is None and self.complete is not None:
+                # A trace, a journal or the output tool needs the turn, not its deltas: the whole
+                # turn, as on the common path (and a route in "live" streaming mode keeps its
+                # fallbacks, since nothing is shown mid-attempt).
+                turn = await self.complete(messages, self.options)
+                if not isinstance(turn, ModelTurnResult):
+                    raise PortContractError(f"model {self.model.id!r}: complete_turn() returned "
+                                            f"{type(turn).__name__}, not a ModelTurnResult")
             else:
                 turn = await self._fold(self.model.stream(messages, self.options), index)
             if not isinstance(turn, ModelTurnResult):
