@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ("AbortController", "AbortSignal", "any_signal")
+__all__ = ("AbortController", "AbortSignal", "any_signal", "linked_signal")
 
 
 class AbortSignal:
@@ -88,3 +88,26 @@ def any_signal(*signals: AbortSignal | None) -> AbortSignal:
     for s in real:
         s.add_listener(combined.abort)
     return combined.signal
+
+
+def linked_signal(*signals: AbortSignal | None) -> tuple[AbortSignal | None, Callable[[], None]]:
+    """Like :func:`any_signal`, with the function that unlinks it: for a signal built per call
+    from a long-lived one (a model's, a run's), which would otherwise keep a listener for every
+    call. ``None`` entries are ignored; no real signal gives ``None``; a single one, or one that
+    has already fired, is returned itself (nothing to unlink)."""
+    real = [s for s in signals if s is not None]
+    fired = next((s for s in real if s.aborted), None)
+    if fired is not None or len(real) <= 1:
+        return (fired if fired is not None else real[0] if real else None), _nothing
+    combined = AbortController()
+    removers = [s.add_listener(combined.abort) for s in real]
+
+    def unlink() -> None:
+        for remove in removers:
+            remove()
+
+    return combined.signal, unlink
+
+
+def _nothing() -> None:
+    return None

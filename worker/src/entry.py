@@ -212,6 +212,15 @@ async def _read_json(request: Any) -> dict[str, Any]:
     return body
 
 
+def _check_revision(session_id: str, cp: LoopCheckpoint, revision: int, what: str,
+                    fix: str) -> None:
+    """A request that names the revision it acts on must name the stored one (409 otherwise)."""
+    if revision != cp.revision:
+        raise HttpError(409, "stale_revision", f"{what} is for revision {revision}, but session "
+                        f"{session_id!r} is at revision {cp.revision}; {fix}",
+                        revision=cp.revision)
+
+
 def _field(body: dict[str, Any], name: str, kind: type, *, required: bool = True) -> Any:
     value = body.get(name)
     if value is None and not required:
@@ -381,10 +390,7 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         if cp.status != "waiting_for_reply":
             raise HttpError(409, "not_waiting", f"session {session_id!r} is {cp.status}, not "
                             "waiting_for_reply: there is no question to answer", session_status=cp.status)
-        if revision != cp.revision:
-            raise HttpError(409, "stale_revision", f"the reply is for revision {revision}, but session "
-                            f"{session_id!r} is at revision {cp.revision}; reload and answer again",
-                            revision=cp.revision)
+        _check_revision(session_id, cp, revision, "the reply", "reload and answer again")
         waiting = [s for s in cp.open_suspends if s.mode == "waiting_for_reply"]
         if tool_call_id is None:
             tool_call_id = waiting[0].tool_call_id
@@ -407,10 +413,7 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         if cp.status != "ready":
             raise HttpError(409, "not_resumable", f"session {session_id!r} is {cp.status}; only a "
                             "session whose run failed (ready) is resumed", session_status=cp.status)
-        if revision != cp.revision:
-            raise HttpError(409, "stale_revision", f"the resume is for revision {revision}, but "
-                            f"session {session_id!r} is at revision {cp.revision}; reload and retry",
-                            revision=cp.revision)
+        _check_revision(session_id, cp, revision, "the resume", "reload and retry")
         if cp.iterations >= cp.max_iterations:
             raise HttpError(409, "iteration_limit", f"session {session_id!r} used all its "
                             f"{cp.max_iterations} model turns (MAX_ITERATIONS); start a new session")

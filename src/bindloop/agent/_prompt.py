@@ -63,6 +63,7 @@ from ..errors import (
 )
 from ..loop import BoundaryDecision, ToolLoopParams, ToolLoopState, run_tool_loop
 from ..lowlevel import tool_exception_error
+from .._awaitable import resolve
 from ..session import (
     CheckpointReply,
     CheckpointWake,
@@ -609,9 +610,7 @@ def _check_validator_answer(verdict: object, validator: object) -> str | None:
 async def _validate(gen: Generation, value: Any) -> str | None:
     for validator in gen.validators:
         try:
-            verdict = validator(value)
-            if hasattr(verdict, "__await__"):
-                verdict = await verdict
+            verdict = await resolve(validator(value))
         except Exception as exc:  # a raising validator is a failed attempt, not a crash
             return f"validator raised {type(exc).__name__}: {exc}"
         reason = _check_validator_answer(verdict, validator)
@@ -959,9 +958,7 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
         async def commit(c: LoopCheckpoint) -> BoundaryDecision:
             # Settled boundaries before a model call are "ready"; the final one is the outcome.
             if saver is not None and c.status == "ready":
-                answer: Any = saver(c)
-                if hasattr(answer, "__await__"):
-                    await answer
+                await resolve(saver(c))  # what it returns is ignored
             return "continue"
 
         run = await run_from_checkpoint(checkpoint=cp, restore=restore, commit=commit)

@@ -13,14 +13,15 @@ of re-asks left.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Final
 
 import msgspec
 
+from .._awaitable import resolve
 from ..contracts import RunStats, accumulate_run
 from ..errors import UsageError
 from ..loop import BoundaryDecision, LoopBoundary, LoopControl, ToolLoopState
-from ..session import LoopBindings, LoopCheckpoint, serialize_loop_checkpoint
+from ..session import CheckpointStatus, LoopBindings, LoopCheckpoint, serialize_loop_checkpoint
 
 __all__ = ("CHAT_RECORD", "ChatRecord", "Origin", "Saves", "read_record", "refuse_saves")
 
@@ -92,7 +93,7 @@ class Saves:
         self.origin = origin
         self.revision = origin.revision
 
-    def checkpoint(self, state: ToolLoopState, stats: RunStats, *, status: str, used: int,
+    def checkpoint(self, state: ToolLoopState, stats: RunStats, *, status: CheckpointStatus, used: int,
                    budget: int, record: ChatRecord) -> LoopCheckpoint:
         """The next checkpoint: ``used`` turns of this prompt so far, ``budget`` the turns this
         prompt may use in all (both counted from the prompt's start), ``stats`` the prompt's."""
@@ -101,7 +102,7 @@ class Saves:
         config = dict(o.bindings.config)
         config[CHAT_RECORD] = msgspec.to_builtins(record)
         cp = LoopCheckpoint(
-            execution_id=o.execution_id, revision=self.revision, status=status,  # type: ignore[arg-type]
+            execution_id=o.execution_id, revision=self.revision, status=status,
             max_iterations=o.iterations + max(budget, used), iterations=o.iterations + used,
             messages=tuple(state.messages), open_suspends=tuple(state.open_suspends),
             stats=stats if o.stats is None else accumulate_run(o.stats, stats),
@@ -128,9 +129,7 @@ class Saves:
                 return "continue"
             cp = self.checkpoint(b.state, accumulate_run(stats, b.stats), status="ready",
                                  used=used + b.iterations, budget=budget, record=record)
-            answer: Any = fn(cp)
-            if hasattr(answer, "__await__"):
-                await answer  # what it returns is ignored: a save cannot stop the chat
+            await resolve(fn(cp))  # what it returns is ignored: a save cannot stop the chat
             return "continue"
 
         return LoopControl(on_boundary=on_boundary)

@@ -21,7 +21,7 @@ from typing import Literal
 
 from ..clock import Clock, monotonic_ms
 from ..errors import RunTimeoutError, UsageError
-from ..signal import AbortController, AbortSignal
+from ..signal import AbortController, AbortSignal, linked_signal
 
 __all__ = ("RunDeadline", "RunFailureStatus", "classify_run_failure", "create_run_deadline")
 
@@ -93,10 +93,10 @@ class RunDeadline:
             return self.signal
         if not isinstance(external, AbortSignal):
             raise UsageError(f"external must be an AbortSignal or None, got {type(external).__name__}")
-        combined = AbortController()
-        self._removers.append(self.signal.add_listener(combined.abort))
-        self._removers.append(external.add_listener(combined.abort))
-        return combined.signal
+        combined, unlink = linked_signal(self.signal, external)
+        self._removers.append(unlink)
+        assert combined is not None  # two real signals in
+        return combined
 
     def dispose(self) -> None:
         """Detach every external link and wake any watcher so it returns. Idempotent. The clock

@@ -36,7 +36,7 @@ from ..routing import (
     execute_route_plan,
     is_cancellation,
 )
-from ..signal import AbortController, AbortSignal
+from ..signal import AbortSignal, linked_signal
 from ._adapter import ModelAdapter
 from ._errors import (
     IncompleteStreamError,
@@ -116,26 +116,6 @@ def _is_content(event: StreamEvent) -> bool:
     """An event a consumer folds into the turn (the ones a failed attempt must not leave behind)."""
     return ((isinstance(event, TextEvent) and bool(event.content))
             or isinstance(event, (ReasoningEvent, ToolCallEvent)))
-
-
-def _joined(first: AbortSignal | None,
-            second: AbortSignal | None) -> tuple[AbortSignal | None, Callable[[], None]]:
-    """One signal for the call, and how to detach it: ``any_signal`` would leave a listener on a
-    long-lived model signal for every call."""
-    if first is None or second is None:
-        return (first if second is None else second), lambda: None
-    if first.aborted:
-        return first, lambda: None
-    if second.aborted:
-        return second, lambda: None
-    both = AbortController()
-    removers = (first.add_listener(both.abort), second.add_listener(both.abort))
-
-    def detach() -> None:
-        for remove in removers:
-            remove()
-
-    return both.signal, detach
 
 
 class RoutedModel:
@@ -246,7 +226,7 @@ class RoutedModel:
         if not isinstance(events_are_output, bool):
             raise UsageError(f"events_are_output must be True or False, got {events_are_output!r}")
         stream = self._turn_stream()
-        call_signal, detach = _joined(self._signal, signal)
+        call_signal, detach = linked_signal(self._signal, signal)
 
         async def attempt(candidate: RouteCandidate,
                           cursor: RouteCursor) -> AttemptOutcome[ModelTurnResult]:
