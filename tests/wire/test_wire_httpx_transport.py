@@ -145,3 +145,58 @@ def test_stop_while_a_reply_is_paused_logs_nothing(caplog: pytest.LogCaptureFixt
     client.join(timeout=10)
     assert len(failures) == 1
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def _two_calls(model: ModelAdapter, server: ScriptedProviderServer) -> object:
+    async def run() -> list[str]:
+        texts = []
+        for _ in range(2):
+            server.enqueue("loops", turn_reply("openai_chat", ANSWER, stream=True))
+            with anyio.fail_after(5):
+                texts.append((await model.complete([UserMessage(content="x")])).text)
+        return texts
+    return run
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_a_model_built_once_serves_event_loop_after_event_loop() -> None:
+    # The documented shape: the model is built once, outside any loop, and several anyio.run calls
+    # use it over keep-alive connections. Each loop gets its own pool; within one loop the
+    # connection is reused.
+    with ScriptedProviderServer(keep_alive=True) as srv:
+        model = _model(HttpxTransport(srv.base_url("loops")), "openai_chat", stream=True)
+        backends = ["asyncio", "asyncio", "trio", "asyncio", "trio", "trio"]
+        for backend in backends:
+            assert anyio.run(_two_calls(model, srv), backend=backend) == [ANSWER.text] * 2
+        assert len(srv.requests) == 2 * len(backends)
+        assert srv.connections == len(backends)
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_a_passed_client_used_from_a_second_loop_is_refused_by_name() -> None:
+    from bindloop.errors import UsageError
+
+    with ScriptedProviderServer(keep_alive=True) as srv:
+        client = httpx.AsyncClient()
+        model = _model(HttpxTransport(srv.base_url("loops"), client=client), "openai_chat",
+                       stream=True)
+        assert anyio.run(_two_calls(model, srv)) == [ANSWER.text] * 2
+        with pytest.raises(UsageError, match="another event loop.*omit client="):
+            anyio.run(_two_calls(model, srv))
+
+
+def test_aclose_closes_the_owned_client_of_the_running_loop() -> None:
+    with ScriptedProviderServer(keep_alive=True) as srv:
+        transport = HttpxTransport(srv.base_url("loops"))
+        model = _model(transport, "openai_chat", stream=True)
+
+        async def run() -> object:
+            await _two_calls(model, srv)()
+            client = transport._client
+            await transport.aclose()
+            return client
+
+        client = anyio.run(run)
+        assert client.is_closed
+        # Closed, the transport still serves a later call with a fresh client.
+        assert anyio.run(_two_calls(model, srv)) == [ANSWER.text] * 2

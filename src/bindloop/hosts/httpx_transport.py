@@ -8,6 +8,13 @@ is a :class:`bindloop.wire.WireDecodeError`. Their messages pass the transport's
 (built from ``base_url`` and ``headers``), and httpx's exception stays chained only when it shows
 no credential either. Leaving ``open()`` — normally, by an error, or by
 cancellation — closes the response.
+
+An httpx client and its pooled connections belong to the event loop that opened them. A transport
+that owns its client therefore keeps one per event loop: a model built once (at module level, in a
+fixture) serves ``anyio.run`` after ``anyio.run``, asyncio and trio alike, over keep-alive
+connections. A client the host passes in is the host's: used from a second event loop it is refused
+with a :class:`~bindloop.errors.UsageError` saying so, never the ``Event loop is closed`` of a pooled
+connection deep inside httpx.
 """
 
 from __future__ import annotations
@@ -16,6 +23,9 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio.lowlevel
+
+from bindloop.errors import UsageError
 from bindloop.wire import HttpRequest, TransportError, WireDecodeError
 # This area's own helpers, not yet public.
 from bindloop.wire._secrets import Redactor
@@ -87,18 +97,40 @@ class HttpxTransport:
         self._httpx = httpx
         self._own = client is None
         self._timeout = httpx.Timeout(None, connect=connect_timeout)
-        self._client = client if client is not None else httpx.AsyncClient(timeout=self._timeout)
+        self._client: Any = client
+        # The event loop the client is bound to (anyio tokens compare equal for one loop).
+        self._loop: object = None
+
+    def _client_for_this_loop(self) -> Any:
+        loop = anyio.lowlevel.current_token()
+        if self._loop == loop:
+            return self._client
+        if not self._own:
+            if self._loop is not None:
+                raise UsageError(
+                    "HttpxTransport: the httpx client passed as client= was first used on another "
+                    "event loop, and an httpx client cannot move between loops; omit client= (the "
+                    "transport then keeps one client per loop) or build a transport per loop")
+            self._loop = loop
+            return self._client
+        # A client of an earlier loop cannot be closed from this one (its loop may be closed): its
+        # connections are dropped with it (the garbage collector closes their sockets), and this loop
+        # gets a fresh pool.
+        self._client = self._httpx.AsyncClient(timeout=self._timeout)
+        self._loop = loop
+        return self._client
 
     @asynccontextmanager
     async def open(self, request: HttpRequest) -> AsyncIterator[_Response]:
         httpx = self._httpx
         scrub = self.redactor
         url = request_url(self._base, request.path, self._query)
-        req = self._client.build_request(request.method, url,
+        client = self._client_for_this_loop()
+        req = client.build_request(request.method, url,
                                          headers=[*request.headers, *self._headers],
                                          content=request.body, timeout=self._timeout)
         try:
-            resp = await self._client.send(req, stream=True)
+            resp = await client.send(req, stream=True)
         except httpx.TimeoutException as exc:
             raise scrub.exception(TransportError(
                 f"timed out connecting: {exc}", kind="timeout"), cause=exc)
@@ -115,5 +147,12 @@ class HttpxTransport:
         return f"HttpxTransport({self._shown!r})"
 
     async def aclose(self) -> None:
-        if self._own:
-            await self._client.aclose()
+        """Close the client this transport owns, if it was opened on the running event loop (a
+        client of an earlier loop is already unusable and is only dropped). A passed-in client is
+        the host's to close."""
+        if not self._own or self._client is None:
+            return
+        client, loop = self._client, self._loop
+        self._client, self._loop = None, None
+        if loop == anyio.lowlevel.current_token():
+            await client.aclose()

@@ -89,9 +89,16 @@ _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found"
 
 @dataclass
 class ScriptedProviderServer:
-    """Use as a context manager; ``base_url(prefix)`` gives the URL a transport should use."""
+    """Use as a context manager; ``base_url(prefix)`` gives the URL a transport should use.
+
+    ``keep_alive=True`` serves request after request on one connection (as real providers do), so a
+    client's pooled connection outlives one call; otherwise every reply says ``connection: close``.
+    A stalled or dropped reply ends its connection either way."""
 
     host: str = "127.0.0.1"
+    keep_alive: bool = False
+    connections: int = 0
+    """How many connections clients have opened so far."""
     requests: list[RecordedRequest] = field(default_factory=list)
     hangups: list[str] = field(default_factory=list)
     """Paths of requests whose client closed the connection while the server was stalling."""
@@ -170,26 +177,11 @@ class ScriptedProviderServer:
         self.stop()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with self._lock:
+            self.connections += 1
         try:
-            head = await reader.readuntil(b"\r\n\r\n")
-            lines = head.decode("latin-1").split("\r\n")
-            method, path, _ = lines[0].split(" ", 2)
-            headers = tuple((k.strip().lower(), v.strip()) for k, _, v in
-                            (line.partition(":") for line in lines[1:] if line))
-            length = int(dict(headers).get("content-length", "0"))
-            body = await reader.readexactly(length) if length else b""
-            request = RecordedRequest(method, path, headers, body)
-            prefix = path.lstrip("/").split("/", 1)[0]
-            with self._lock:
-                self.requests.append(request)
-                queue = self._queues.get(prefix)
-                responder = self._responders.get(prefix)
-                reply = queue.popleft() if queue else None
-            if reply is None:
-                reply = responder(request) if responder is not None else ScriptedReply(
-                    status=500, chunks=(b'{"error":{"message":"script exhausted"}}',),
-                    streamed=False)
-            await self._reply(reply, request, reader, writer)
+            while await self._one_request(reader, writer) and self.keep_alive:
+                pass
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
@@ -198,6 +190,29 @@ class ScriptedProviderServer:
             pass
         finally:
             writer.close()
+
+    async def _one_request(self, reader: asyncio.StreamReader,
+                           writer: asyncio.StreamWriter) -> bool:
+        """Read one request and answer it; True when the connection can carry another."""
+        head = await reader.readuntil(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        method, path, _ = lines[0].split(" ", 2)
+        headers = tuple((k.strip().lower(), v.strip()) for k, _, v in
+                        (line.partition(":") for line in lines[1:] if line))
+        length = int(dict(headers).get("content-length", "0"))
+        body = await reader.readexactly(length) if length else b""
+        request = RecordedRequest(method, path, headers, body)
+        prefix = path.lstrip("/").split("/", 1)[0]
+        with self._lock:
+            self.requests.append(request)
+            queue = self._queues.get(prefix)
+            responder = self._responders.get(prefix)
+            reply = queue.popleft() if queue else None
+        if reply is None:
+            reply = responder(request) if responder is not None else ScriptedReply(
+                status=500, chunks=(b'{"error":{"message":"script exhausted"}}',),
+                streamed=False)
+        return await self._reply(reply, request, reader, writer)
 
     async def _stall(self, request: RecordedRequest, reader: asyncio.StreamReader) -> None:
         """Hold the connection open, silent, until the client hangs up (recorded) or we stop."""
@@ -215,13 +230,13 @@ class ScriptedProviderServer:
             eof.cancel()
 
     async def _reply(self, reply: ScriptedReply, request: RecordedRequest,
-                     reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+                     reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         if reply.stall_before_headers:
             await self._stall(request, reader)
-            return
+            return False
         status = f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Status')}\r\n"
         chunks = _gzip_chunks(reply.chunks) if reply.gzip else reply.chunks
-        head = [status, "connection: close\r\n"]
+        head = [status, "connection: keep-alive\r\n" if self.keep_alive else "connection: close\r\n"]
         head += [f"{k}: {v}\r\n" for k, v in reply.headers]
         if reply.gzip and not any(k.lower() == "content-encoding" for k, _ in reply.headers):
             head.append("content-encoding: gzip\r\n")
@@ -234,10 +249,10 @@ class ScriptedProviderServer:
         for n, chunk in enumerate(chunks):
             if reply.stall_after is not None and n >= reply.stall_after:
                 await self._stall(request, reader)
-                return
+                return False
             if reply.drop_after is not None and n >= reply.drop_after:
                 writer.transport.abort()
-                return
+                return False
             if reply.delay_s:
                 await asyncio.sleep(reply.delay_s)
             writer.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n" if reply.streamed
@@ -245,7 +260,8 @@ class ScriptedProviderServer:
             await writer.drain()
         if reply.drop_after is not None and reply.drop_after >= len(chunks):
             writer.transport.abort()
-            return
+            return False
         if reply.streamed:
             writer.write(b"0\r\n\r\n")
             await writer.drain()
+        return True
