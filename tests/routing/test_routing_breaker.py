@@ -224,3 +224,67 @@ class BreakerMachine(RuleBasedStateMachine):
 
 TestBreakerMachine = BreakerMachine.TestCase
 TestBreakerMachine.settings = settings(max_examples=150, deadline=None, stateful_step_count=40)
+
+
+def test_retry_after_defers_the_endpoint_below_the_failure_threshold() -> None:
+    # One 429 with Retry-After: 7 s. The circuit stays closed (one failure of three), but the
+    # endpoint is not called again before it asked; afterwards it passes as before.
+    clock = ManualClock()
+    b = create_circuit_breaker(now=clock, failure_threshold=3, cooldown_ms=1000)
+    b.record_failure(KEY, retry_after_ms=7000)
+    snap = b.state(KEY)
+    assert (snap.state, snap.consecutive_failures, snap.not_before_ms) == ("closed", 1, 7000.0)
+    clock.t = 500
+    assert b.try_acquire(KEY).kind == "reject"
+    clock.t = 6999
+    assert b.try_acquire(KEY).kind == "reject"
+    clock.t = 7000
+    assert b.state(KEY).not_before_ms is None
+    assert b.try_acquire(KEY).kind == "pass"
+    assert b.state(KEY).consecutive_failures == 1  # the deferral did not forget the failure
+
+
+def test_retry_after_zero_or_absent_defers_nothing_and_is_capped() -> None:
+    clock = ManualClock()
+    b = create_circuit_breaker(now=clock, failure_threshold=3, cooldown_ms=10,
+                               max_cooldown_ms=2000)
+    b.record_failure(KEY, retry_after_ms=0)
+    b.record_failure(KEY)
+    assert b.try_acquire(KEY).kind == "pass" and b.state(KEY).not_before_ms is None
+    b.record_success(KEY)
+    b.record_failure(KEY, retry_after_ms=10**9)  # a hostile Retry-After
+    assert b.state(KEY).not_before_ms == 2000.0
+    clock.t = 2000
+    assert b.try_acquire(KEY).kind == "pass"
+
+
+@pytest.mark.parametrize("threshold", [1, 3])
+def test_property_no_call_passes_before_a_retry_after(threshold: int) -> None:
+    from hypothesis import given
+
+    step = st.tuples(st.sampled_from(["fail", "ok", "ask"]),
+                     st.one_of(st.none(), st.integers(0, 5000)), st.integers(0, 3000))
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(step, max_size=30))
+    def run(steps: list[tuple[str, int | None, int]]) -> None:
+        clock = ManualClock()
+        b = create_circuit_breaker(now=clock, failure_threshold=threshold, cooldown_ms=100,
+                                   max_cooldown_ms=4000)
+        not_before = 0.0
+        for op, retry_after, advance in steps:
+            clock.t += advance
+            if op == "fail":
+                b.record_failure(KEY, retry_after_ms=retry_after)
+                if retry_after:
+                    not_before = max(not_before, clock.t + min(retry_after, 4000))
+            elif op == "ok":
+                b.record_success(KEY)
+                not_before = 0.0
+            else:
+                permit = b.try_acquire(KEY)
+                if clock.t < not_before:
+                    assert permit.kind == "reject"
+                if permit.kind == "probe":
+                    b.release_probe(KEY, permit)
+    run()

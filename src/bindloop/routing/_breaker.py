@@ -4,6 +4,11 @@ States per key: *closed* (calls pass; consecutive failures are counted), *open* 
 until the cooldown ends), *half-open* (the cooldown ended: exactly one caller gets the probe; its
 outcome closes or re-opens the circuit). Time comes from the injected ``now``; nothing sleeps.
 
+Apart from the state, a key can be *deferred*: an endpoint that answered with ``Retry-After`` (a
+429, a 503) asked not to be called before that time, and it is not — whatever the failure count,
+so the next turn falls back instead of knocking again half a second later. A deferral ends by
+itself at its time (capped at ``max_cooldown_ms``); it never opens the circuit on its own.
+
 Keys are (provider, invocation model, credential source, optional credential scope). The scope is how
 one tenant's revoked bring-your-own key stays that tenant's problem: with different scopes, failures
 never cross. It lands in telemetry, so it must be an opaque, non-secret tag.
@@ -83,10 +88,12 @@ class BreakerSnapshot(msgspec.Struct, frozen=True, kw_only=True):
     open_until_ms: float | None
     probe_in_flight: bool
     times_opened: int
+    not_before_ms: float | None = None
+    """While the endpoint's ``Retry-After`` runs: the time before which it is not called."""
 
 
 class _Entry:
-    __slots__ = ("failures", "open_until", "opened", "probe", "state")
+    __slots__ = ("failures", "not_before", "open_until", "opened", "probe", "state")
 
     def __init__(self) -> None:
         self.state: CircuitState = "closed"
@@ -94,6 +101,7 @@ class _Entry:
         self.open_until: float | None = None
         self.probe: int | None = None  # the probe_id holding the half-open slot
         self.opened = 0
+        self.not_before: float | None = None  # the endpoint's Retry-After, on the breaker's clock
 
 
 class CircuitBreaker:
@@ -115,11 +123,18 @@ class CircuitBreaker:
 
     def try_acquire(self, key: BreakerKey) -> BreakerPermit:
         """Ask to call ``key``; see :class:`BreakerPermit`. Refused while open, and while another
-        probe holds the half-open slot."""
+        probe holds the half-open slot, and while the endpoint's own ``Retry-After`` runs."""
         entry = self._entries.get(key)
-        if entry is None or entry.state == "closed":
+        if entry is None:
             return _PASS
-        self._settle(entry, self._now())
+        now = self._now()
+        if entry.not_before is not None:
+            if now < entry.not_before:
+                return _REJECT
+            entry.not_before = None
+        if entry.state == "closed":
+            return _PASS
+        self._settle(entry, now)
         if entry.state == "open":
             return _REJECT
         if entry.probe is not None:
@@ -148,7 +163,8 @@ class CircuitBreaker:
         cooldown has ended but whose probe nobody has taken yet. Opening sets the cooldown to
         ``max(cooldown_ms, retry_after_ms)`` with the retry-after capped at ``max_cooldown_ms``; a
         failure reported while already open can only extend it. A probe held by someone else stays
-        held, so re-opening never lets a second probe start beside it.
+        held, so re-opening never lets a second probe start beside it. A ``retry_after_ms`` above
+        zero also defers the key (see the module docstring) until then, capped the same way.
         """
         if retry_after_ms is not None and (
             isinstance(retry_after_ms, bool) or not isinstance(retry_after_ms, (int, float))
@@ -165,6 +181,8 @@ class CircuitBreaker:
         # failure re-opens rather than being folded into a cooldown already in the past.
         self._settle(entry, now)
         extra = 0.0 if retry_after_ms is None else min(float(retry_after_ms), self.max_cooldown_ms)
+        if extra > 0:
+            entry.not_before = max(entry.not_before or now, now + extra)
         if entry.state == "open":
             assert entry.open_until is not None
             entry.open_until = max(entry.open_until, now + extra)
@@ -205,13 +223,16 @@ class CircuitBreaker:
         if entry is None:
             return BreakerSnapshot(key=key, state="closed", consecutive_failures=0,
                                    open_until_ms=None, probe_in_flight=False, times_opened=0)
+        now = self._now()
         state = entry.state
-        if state == "open" and entry.open_until is not None and self._now() >= entry.open_until:
+        if state == "open" and entry.open_until is not None and now >= entry.open_until:
             state = "half_open"
+        deferred = entry.not_before if entry.not_before is not None and now < entry.not_before \
+            else None
         return BreakerSnapshot(key=key, state=state, consecutive_failures=entry.failures,
                                open_until_ms=entry.open_until if entry.state != "closed" else None,
                                probe_in_flight=entry.probe is not None,
-                               times_opened=entry.opened)
+                               times_opened=entry.opened, not_before_ms=deferred)
 
     def snapshot(self) -> tuple[BreakerSnapshot, ...]:
         """Every key with a non-default state, sorted by key (stable output for telemetry)."""

@@ -16,6 +16,7 @@ from ._errors import (
     WireDecodeError as WireDecodeError,
     WireRequestError as WireRequestError,
 )
+from ._fallback import fallback_route as fallback_route
 from ._gemini import GeminiAdapter as GeminiAdapter, gemini_schema as gemini_schema
 from ._adapter import ModelAdapter as ModelAdapter
 from ._openai_chat import OpenAIChatAdapter as OpenAIChatAdapter
@@ -77,6 +78,7 @@ __all__ = (
     "attempt_error_from",
     "create_wire_adapter",
     "decode_stream",
+    "fallback_route",
     "gemini_schema",
 )
 
