@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
 .PHONY: all venv demo demo-providers demo-openai demo-mcp test lint pytest typecheck js-test wasm-smoke \
-	mcp-pyodide conformance bench bench-peers bench-mcp bench-agent clean crash-test fuzz soak bench-report \
+	mcp-pyodide pyodide-timers conformance bench bench-peers bench-mcp bench-agent clean crash-test fuzz soak bench-report \
 	test-matrix
 
 all: test
@@ -47,7 +47,7 @@ demo-mcp: venv
 ## CPython, on Pyodide 314 in Node (plain and .pyc wheels) and in real workerd, byte-for-byte
 ## comparisons of the reports, the Worker template (tests/worker) in real workerd, the MCP client under
 ## Pyodide, and the agent page in headless Chromium.
-test: lint pytest typecheck js-test conformance-compare conformance-pyodide-pyc wasm-smoke mcp-pyodide \
+test: lint pytest typecheck js-test conformance-compare conformance-pyodide-pyc wasm-smoke mcp-pyodide pyodide-timers \
 	conformance-workerd test-worker test-browser
 
 pytest: venv
@@ -71,6 +71,10 @@ wasm-smoke: wasm/node_modules/.package-lock.json wasm-wheels
 ## The MCP client under Pyodide in Node, over JS fetch, against the SDK's server on 127.0.0.1.
 mcp-pyodide: wasm/node_modules/.package-lock.json wasm-wheels
 	BINDLOOP_REQUIRE_PYODIDE=1 $(PY) -m pytest tests/mcp/test_mcp_pyodide.py -q
+
+## Under Pyodide in Node, a finished run leaves no long timer scheduled: Node exits within seconds.
+pyodide-timers: wasm/node_modules/.package-lock.json wasm-wheels
+	BINDLOOP_REQUIRE_PYODIDE=1 $(PY) -m pytest tests/run/test_pyodide_exit.py -q
 
 include wasm/wasm.mk
 include conformance/conformance.mk

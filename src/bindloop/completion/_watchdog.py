@@ -30,6 +30,7 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
+from .._timers import wait_woken
 from ..clock import Clock, monotonic_ms
 from ..errors import ProtocolError, ProviderError, UsageError
 from ..signal import AbortController, AbortSignal
@@ -344,8 +345,7 @@ class StreamWatchdog:
                     else:
                         delay = (deadline - self._clock()) / 1000.0
                         if delay > 0:
-                            with anyio.move_on_after(delay):
-                                await event.wait()
+                            await wait_woken(event, delay)
                         else:
                             await anyio.lowlevel.checkpoint()
                 finally:

@@ -14,6 +14,7 @@ from typing import TypeVar
 
 import anyio
 
+from .._timers import wait_woken
 from ..errors import RunCancelledError
 from ..signal import AbortSignal
 from ._deadline import RunDeadline
@@ -35,8 +36,7 @@ async def watch_deadline(deadline: RunDeadline) -> None:
         remove_waker = deadline._add_waker(wake.set)
         remove_listener = deadline.signal.add_listener(lambda _reason: wake.set())
         try:
-            with anyio.move_on_after(remaining / 1000.0):
-                await wake.wait()
+            await wait_woken(wake, remaining / 1000.0)
         finally:
             remove_waker()
             remove_listener()
