@@ -200,3 +200,29 @@ def test_aclose_closes_the_owned_client_of_the_running_loop() -> None:
         assert client.is_closed
         # Closed, the transport still serves a later call with a fresh client.
         assert anyio.run(_two_calls(model, srv)) == [ANSWER.text] * 2
+
+
+def test_log_records_name_the_request_and_never_a_credential(
+        caplog: pytest.LogCaptureFixture) -> None:
+    key = "sk-live-0123456789abcdef"
+    with ScriptedProviderServer(keep_alive=True) as srv:
+        model = ModelAdapter(create_wire_adapter("openai_chat"),
+                             HttpxTransport(srv.base_url("logs") + f"?key={key}",
+                                            headers=[("authorization", f"Bearer {key}")]),
+                             WireOptions(model="m", stream=True))
+        srv.enqueue("logs", turn_reply("openai_chat", ANSWER, stream=True),
+                    turn_reply("openai_chat", ANSWER, stream=True, drop_after=1))
+
+        async def run() -> None:
+            await model.complete([UserMessage(content="x")])
+            with pytest.raises(Exception):
+                await model.complete([UserMessage(content="x")])
+
+        with caplog.at_level(logging.DEBUG, logger="bindloop.hosts.httpx_transport"):
+            anyio.run(run)
+    records = [r for r in caplog.records if r.name == "bindloop.hosts.httpx_transport"]
+    text = "\n".join(r.getMessage() for r in records)
+    assert key not in text and "0123456789abcdef" not in text
+    assert [r.levelname for r in records] == ["DEBUG", "DEBUG", "WARNING"]
+    assert "POST http://127.0.0.1" in text and "/logs/chat/completions -> 200 in" in text
+    assert "failed: TransportError: the connection failed mid-response" in text

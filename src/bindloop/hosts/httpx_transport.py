@@ -15,10 +15,17 @@ fixture) serves ``anyio.run`` after ``anyio.run``, asyncio and trio alike, over 
 connections. A client the host passes in is the host's: used from a second event loop it is refused
 with a :class:`~bindloop.errors.UsageError` saying so, never the ``Event loop is closed`` of a pooled
 connection deep inside httpx.
+
+Log records go to the ``bindloop.hosts.httpx_transport`` logger: DEBUG for every response's status
+and time to headers, WARNING for a request that failed before or while its body arrived. They name
+the request by its redacted URL and carry the redacted error text: no header, key or query
+credential reaches a log.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -33,6 +40,8 @@ from bindloop.wire._transport import request_url, transport_settings
 
 __all__ = ("HttpxTransport",)
 
+_log = logging.getLogger(__name__)
+
 
 def _httpx() -> Any:
     try:
@@ -43,12 +52,13 @@ def _httpx() -> Any:
 
 
 class _Response:
-    __slots__ = ("_httpx", "_redactor", "_resp")
+    __slots__ = ("_httpx", "_redactor", "_resp", "_where")
 
-    def __init__(self, resp: Any, httpx: Any, redactor: Redactor) -> None:
+    def __init__(self, resp: Any, httpx: Any, redactor: Redactor, where: str) -> None:
         self._resp = resp
         self._httpx = httpx
         self._redactor = redactor
+        self._where = where
 
     @property
     def status(self) -> int:
@@ -66,15 +76,21 @@ class _Response:
             async for chunk in self._resp.aiter_bytes():
                 yield chunk
         except self._httpx.TimeoutException as exc:
-            raise scrub.exception(TransportError(
-                f"timed out reading the response: {exc}", kind="timeout"), cause=exc)
+            raise _logged(self._where, scrub.exception(TransportError(
+                f"timed out reading the response: {exc}", kind="timeout"), cause=exc))
         except self._httpx.TransportError as exc:
-            raise scrub.exception(TransportError(
-                f"the connection failed mid-response: {exc!r}"), cause=exc)
+            raise _logged(self._where, scrub.exception(TransportError(
+                f"the connection failed mid-response: {exc!r}"), cause=exc))
         except self._httpx.DecodingError as exc:
             encoding = self._resp.headers.get("content-encoding", "identity")
-            raise scrub.exception(WireDecodeError(
-                f"the response body is not valid {encoding} content: {exc}"), cause=exc)
+            raise _logged(self._where, scrub.exception(WireDecodeError(
+                f"the response body is not valid {encoding} content: {exc}"), cause=exc))
+
+
+def _logged(where: str, error: Exception) -> Exception:
+    """``error`` (already redacted), recorded on the module's logger first."""
+    _log.warning("%s failed: %s: %s", where, type(error).__name__, error)
+    return error
 
 
 class HttpxTransport:
@@ -129,16 +145,21 @@ class HttpxTransport:
         req = client.build_request(request.method, url,
                                          headers=[*request.headers, *self._headers],
                                          content=request.body, timeout=self._timeout)
+        where = f"{request.method} {scrub.text(self._shown + request.path)}"
+        started = time.monotonic()
         try:
             resp = await client.send(req, stream=True)
         except httpx.TimeoutException as exc:
-            raise scrub.exception(TransportError(
-                f"timed out connecting: {exc}", kind="timeout"), cause=exc)
+            raise _logged(where, scrub.exception(TransportError(
+                f"timed out connecting: {exc}", kind="timeout"), cause=exc))
         except httpx.TransportError as exc:
-            raise scrub.exception(TransportError(
-                f"could not reach {self._shown}: {exc!r}"), cause=exc)
+            raise _logged(where, scrub.exception(TransportError(
+                f"could not reach {self._shown}: {exc!r}"), cause=exc))
+        if _log.isEnabledFor(logging.DEBUG):
+            _log.debug("%s -> %d in %.0f ms", where, resp.status_code,
+                       (time.monotonic() - started) * 1000.0)
         try:
-            yield _Response(resp, httpx, scrub)
+            yield _Response(resp, httpx, scrub, where)
         finally:
             await resp.aclose()
 
