@@ -325,7 +325,7 @@ class ScenarioRun:
             raise make_exception(spec.raise_)
         return StepSettlement(messages=tuple(messages_from_openai(spec.messages)), stop=spec.stop)
 
-    def on_turn_would_end(self) -> list[Message] | None:
+    def on_turn_would_end(self, turn: ModelTurnResult) -> list[Message] | None:
         nudges = self.sc.ports.on_turn_would_end or []
         n = self.count("nudge")
         spec = nudges[n - 1] if n <= len(nudges) else None

@@ -434,7 +434,7 @@ def test_settle_runs_before_nudge_and_input_outranks_it() -> None:
             return StepSettlement(messages=(UserMessage(content="one more thing"),))
         return None
 
-    def nudge() -> list[Any] | None:
+    def nudge(turn: ModelTurnResult) -> list[Any] | None:
         order.append("nudge")
         return None
 
@@ -447,7 +447,7 @@ def test_settle_runs_before_nudge_and_input_outranks_it() -> None:
 def test_nudge_continues_the_run() -> None:
     nudges = [0]
 
-    def nudge() -> list[Any] | None:
+    def nudge(turn: ModelTurnResult) -> list[Any] | None:
         nudges[0] += 1
         return [UserMessage(content="keep going")] if nudges[0] == 1 else None
 
@@ -647,7 +647,7 @@ def test_two_fatal_errors_at_once_raise_the_first_as_itself() -> None:
          r"compact\(\).usage.input_tokens must be a non-negative int"),
         ({"compact": lambda m: CompactionApplied(messages=(UserMessage(content="s"),), cost=1.5)},  # type: ignore[arg-type]
          r"compact\(\).cost must be an int"),
-        ({"on_turn_would_end": lambda: UserMessage(content="go on")},
+        ({"on_turn_would_end": lambda turn: UserMessage(content="go on")},
          r"on_turn_would_end\(\) must be a list or tuple of messages"),
         ({"on_step_settled": lambda w: StepSettlement(messages=({"role": "user"},))},  # type: ignore[arg-type]
          r"on_step_settled\(\).messages\[0\] is dict, not a Message"),

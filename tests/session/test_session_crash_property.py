@@ -160,7 +160,7 @@ class Host:
         def heard(message: AssistantMessage) -> None:
             latest[0] = content_text(message.content)
 
-        def nudge() -> list[Message] | None:
+        def nudge(turn: Any) -> list[Message] | None:
             if latest[0].startswith("interim"):
                 return [UserMessage(content=f"go on from {latest[0]!r}")]
             return None

@@ -362,7 +362,7 @@ def test_a_port_leaving_an_unanswered_tool_call_is_named_before_its_commit(port:
     tool call has no answer would be refused by the parser, so it never reaches ``commit``."""
     used: list[int] = []
 
-    def nudge() -> list[Message] | None:
+    def nudge(turn: Any) -> list[Message] | None:
         used.append(1)
         return [DANGLING] if len(used) == 1 else None
 

@@ -4,6 +4,7 @@ is public in :mod:`bindloop.lowlevel`. Also the per-turn thinking-budget schedul
 
 from ._driver import run_tool_loop as run_tool_loop
 from ._types import (
+    BatchRunner as BatchRunner,
     BoundaryDecision as BoundaryDecision,
     CallModelFn as CallModelFn,
     ControlledStopReason as ControlledStopReason,
@@ -13,6 +14,7 @@ from ._types import (
     LoopCounters as LoopCounters,
     MaybeAwaitable as MaybeAwaitable,
     OpenSuspend as OpenSuspend,
+    RunToolBatchFn as RunToolBatchFn,
     RunToolCallFn as RunToolCallFn,
     StepSettlement as StepSettlement,
     ToolLoopParams as ToolLoopParams,
@@ -29,6 +31,7 @@ from ._thinking import (
 )
 
 __all__ = (
+    "BatchRunner",
     "BoundaryDecision",
     "CallModelFn",
     "ControlledStopReason",
@@ -39,6 +42,7 @@ __all__ = (
     "LoopCounters",
     "MaybeAwaitable",
     "OpenSuspend",
+    "RunToolBatchFn",
     "RunToolCallFn",
     "StepSettlement",
     "StepThinkingDecay",

@@ -62,9 +62,9 @@ def _str_tuple(value: object, where: str) -> None:
         raise PortContractError(f"{where} must be a tuple of non-empty str, got {value!r}")
 
 
-def check_outcome(outcome: object, call_id: str) -> None:
-    """What ``run_tool_call`` returned for ``call_id``."""
-    where = f"run_tool_call({call_id!r})"
+def check_outcome(outcome: object, call_id: str, port: str = "run_tool_call") -> None:
+    """What ``port`` (``run_tool_call`` unless told) returned for ``call_id``."""
+    where = f"{port}({call_id!r})"
     if isinstance(outcome, ToolResult):
         check_content(outcome.content, f"{where}.content")
         _str_tuple(outcome.activate_plugins, f"{where}.activate_plugins")
@@ -80,7 +80,7 @@ def check_outcome(outcome: object, call_id: str) -> None:
             raise PortContractError(f"{where}: ToolSuspend.detail must be a str or None")
     else:
         raise PortContractError(
-            f"run_tool_call returned {type(outcome).__name__} for call {call_id!r}; "
+            f"{port} returned {type(outcome).__name__} for call {call_id!r}; "
             "expected ToolResult, ToolError or ToolSuspend"
         )
 

@@ -8,6 +8,7 @@ call that never ran says, and which calls run alone are the machine's (:mod:`bin
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final, cast, overload
 
 from .._awaitable import isawaitable, resolve as _resolve
@@ -20,6 +21,7 @@ from ._effects import (
     Activate,
     AskNudge,
     BatchFinished,
+    BatchWrapped,
     Boundary,
     BoundaryChecked,
     BoundaryDecided,
@@ -32,6 +34,7 @@ from ._effects import (
     NotifyAssistant,
     NotifyProgress,
     Nudged,
+    RanCall,
     Reject,
     RunTool,
     RunToolBatch,
@@ -42,6 +45,7 @@ from ._effects import (
     ToolNotRun,
     ToolRaised,
     ToolReturned,
+    WrapToolBatch,
 )
 from ._machine import LoopMachine
 from ._types import (
@@ -99,6 +103,8 @@ async def run_tool_loop(
         runs_serially=p.runs_serially,
         is_fatal_tool_error=p.is_fatal_tool_error,
         format_tool_exception=p.format_tool_exception,
+        is_final_call=p.is_final_call,
+        has_batch_port=p.run_tool_batch is not None,
         has_activate_plugins=p.activate_plugins is not None,
         has_activate_skills=p.activate_skills is not None,
         has_compact=p.compact is not None,
@@ -130,6 +136,55 @@ async def run_tool_loop(
 
     async def run_pooled_item(item: tuple[int, ToolCall]) -> ToolAnswer:
         return await run_one(item[0], item[1])
+
+    async def run_calls(calls: Sequence[ToolCall], runs: list[RanCall]) -> list[ToolOutcome]:
+        # The loop's own batch, for run_tool_batch: serial calls first, alone, then the pool.
+        # Runs are recorded as the unwired loop reports them: each serial call as it is answered,
+        # then the pool in call order.
+        todo = _runner_calls(calls)
+        outcomes: list[ToolOutcome | None] = [None] * len(todo)
+        pooled: list[tuple[int, ToolCall]] = []
+        answer: ToolAnswer
+        for i, call in enumerate(todo):
+            if not machine.runs_alone(call):
+                pooled.append((i, call))
+                continue
+            if signal is not None and signal.aborted:
+                answer = ToolNotRun(i, None if signal.reason is None else str(signal.reason))
+            else:
+                answer = await run_one(i, call)
+            runs.append(RanCall(call, answer))
+            outcomes[i] = machine.outcome_of(call, answer)
+        if pooled:
+            pool = await run_tool_calls_pooled_by_tool(
+                pooled, run_pooled_item, tool_name=_name_of, item_id=_id_of,
+                signal=signal, options=p.batch_options)
+            for (i, call), a in zip(pooled, pool):
+                answer = ToolNotRun(i, a.reason) if isinstance(a, AbortedToolCallError) else a
+                runs.append(RanCall(call, answer))
+                outcomes[i] = machine.outcome_of(call, answer)
+        return outcomes  # type: ignore[return-value]  # every slot is filled above
+
+    async def wrap_batch(port: Any, calls: tuple[ToolCall, ...]) -> BatchWrapped:
+        runs: list[RanCall] = []
+        open_ = True
+
+        async def runner(given: Sequence[ToolCall]) -> list[ToolOutcome]:
+            if not open_:
+                raise PortContractError("run_tool_batch's runner was called after the port "
+                                        "returned; await it inside the port")
+            return await run_calls(given, runs)
+
+        pending = port(calls, runner)
+        if not isawaitable(pending):
+            raise PortContractError(
+                f"run_tool_batch returned {type(pending).__name__} instead of an awaitable: "
+                "wire an async function")
+        try:
+            outcomes = await pending
+        finally:
+            open_ = False
+        return BatchWrapped(outcomes, runs)
 
     machine.start()
     while True:
@@ -170,6 +225,9 @@ async def run_tool_loop(
                 ToolNotRun(item[0], a.reason) if isinstance(a, AbortedToolCallError) else a
                 for item, a in zip(effect.items, answers)
             ]))
+        elif kind is WrapToolBatch:
+            assert isinstance(effect, WrapToolBatch)
+            send(await wrap_batch(p.run_tool_batch, effect.calls))
         elif kind is NotifyProgress:
             assert isinstance(effect, NotifyProgress) and p.on_progress_update is not None
             check_sync_result(p.on_progress_update(effect.output_tokens, effect.tool_calls),
@@ -197,8 +255,8 @@ async def run_tool_loop(
             assert isinstance(effect, Settle) and p.on_step_settled is not None
             send(Settled(await _resolve(p.on_step_settled(effect.would_end))))
         elif kind is AskNudge:
-            assert p.on_turn_would_end is not None
-            send(Nudged(await _resolve(p.on_turn_would_end())))
+            assert isinstance(effect, AskNudge) and p.on_turn_would_end is not None
+            send(Nudged(await _resolve(p.on_turn_would_end(effect.turn))))
         elif kind is Compact:
             assert p.compact is not None
             started = now()
@@ -216,9 +274,25 @@ async def run_tool_loop(
             assert isinstance(effect, Finish)
             if control is None:
                 # Without a control hook the machine cannot reach "checkpointed".
-                return ToolLoopResult(stop_reason=cast(Any, effect.stop_reason), stats=machine.stats)
+                return ToolLoopResult(stop_reason=cast(Any, effect.stop_reason), stats=machine.stats,
+                                      final_turn=machine.final_turn)
             await _resolve(control.on_boundary(LoopBoundary(
                 state=state, stats=machine.stats, iterations=machine.iterations, final=True,
                 stop_reason=effect.stop_reason)))
             return ControlledToolLoopResult(stop_reason=cast(Any, effect.stop_reason),
-                                            stats=machine.stats, iterations=machine.iterations)
+                                            stats=machine.stats, iterations=machine.iterations,
+                                            final_turn=machine.final_turn)
+
+
+def _runner_calls(calls: object) -> tuple[ToolCall, ...]:
+    # What a run_tool_batch middleware handed the runner: tool calls the loop can run.
+    if isinstance(calls, (str, bytes)) or not isinstance(calls, Sequence):
+        raise PortContractError(f"run_tool_batch's runner was given {type(calls).__name__}; "
+                                "expected a sequence of ToolCall")
+    for k, call in enumerate(calls):
+        if (not isinstance(call, ToolCall) or not isinstance(call.id, str) or not call.id
+                or not isinstance(call.name, str) or not call.name
+                or not isinstance(call.arguments, str)):
+            raise PortContractError(f"run_tool_batch's runner was given {call!r} at [{k}]; "
+                                    "expected a ToolCall with an id, a name and JSON arguments")
+    return tuple(calls)

@@ -40,6 +40,7 @@ __all__ = (
     "Answer",
     "AskNudge",
     "BatchFinished",
+    "BatchWrapped",
     "BlockedBySuspend",
     "Boundary",
     "BoundaryChecked",
@@ -58,6 +59,7 @@ __all__ = (
     "Nudged",
     "NotRun",
     "RaisedByTool",
+    "RanCall",
     "Reject",
     "RejectReason",
     "Request",
@@ -70,6 +72,7 @@ __all__ = (
     "ToolNotRun",
     "ToolRaised",
     "ToolReturned",
+    "WrapToolBatch",
 )
 
 
@@ -110,6 +113,14 @@ class RunToolBatch(msgspec.Struct, frozen=True, tag=True):
     items: tuple[tuple[int, ToolCall], ...]
 
 
+class WrapToolBatch(msgspec.Struct, frozen=True, tag=True):
+    """Only with ``run_tool_batch`` wired, for every batch: hand all of the turn's ``calls`` (serial
+    ones and a lone call included) to that port together with the loop's runner; answer
+    :class:`BatchWrapped`."""
+
+    calls: tuple[ToolCall, ...]
+
+
 class AcceptToolMessage(msgspec.Struct, frozen=True, tag=True):
     """Await ``before_tool_message_accepted(message, ordinal)``; answer
     :class:`ToolMessageAccepted` (a raise ends the run with the message not appended)."""
@@ -125,12 +136,15 @@ class Settle(msgspec.Struct, frozen=True, tag=True):
 
 
 class AskNudge(msgspec.Struct, frozen=True, tag=True):
-    """Await ``on_turn_would_end()``; answer :class:`Nudged`."""
+    """Await ``on_turn_would_end(turn)``, ``turn`` being the model turn the run would end with;
+    answer :class:`Nudged`."""
+
+    turn: ModelTurnResult
 
 
 Request: TypeAlias = (
-    CheckBoundary | Compact | Boundary | CallModel | RunTool | RunToolBatch | AcceptToolMessage
-    | Settle | AskNudge
+    CheckBoundary | Compact | Boundary | CallModel | RunTool | RunToolBatch | WrapToolBatch
+    | AcceptToolMessage | Settle | AskNudge
 )
 
 
@@ -291,6 +305,24 @@ class BatchFinished(msgspec.Struct, frozen=True, tag=True):
     answers: Sequence[ToolAnswer]
 
 
+class RanCall(msgspec.Struct, frozen=True, tag=True):
+    """One call the loop's runner was handed inside ``run_tool_batch``: the call as it was given
+    (a middleware may have rewritten it) and how it ended (``answer.index`` is its place in that
+    call of the runner)."""
+
+    call: ToolCall
+    answer: ToolAnswer
+
+
+class BatchWrapped(msgspec.Struct, frozen=True, tag=True):
+    """Answers :class:`WrapToolBatch`: what ``run_tool_batch`` returned (one outcome per call, in
+    order; checked by the machine) and every call its runner was handed, in the order the runner
+    answered them — those, not the outcomes, are what ``stats`` counts and what is reported."""
+
+    outcomes: object
+    runs: Sequence[RanCall]
+
+
 class ToolMessageAccepted(msgspec.Struct, frozen=True, tag=True):
     """Answers :class:`AcceptToolMessage`: the hook returned; append the message."""
 
@@ -309,5 +341,5 @@ class Nudged(msgspec.Struct, frozen=True, tag=True):
 
 Answer: TypeAlias = (
     BoundaryChecked | Compacted | BoundaryDecided | ModelReplied | ToolReturned | ToolRaised
-    | ToolNotRun | BatchFinished | ToolMessageAccepted | Settled | Nudged
+    | ToolNotRun | BatchFinished | BatchWrapped | ToolMessageAccepted | Settled | Nudged
 )

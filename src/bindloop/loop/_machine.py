@@ -65,6 +65,7 @@ from ._effects import (
     Answer,
     AskNudge,
     BatchFinished,
+    BatchWrapped,
     BlockedBySuspend,
     Boundary,
     BoundaryChecked,
@@ -82,6 +83,7 @@ from ._effects import (
     Nudged,
     NotRun,
     RaisedByTool,
+    RanCall,
     Reject,
     Request,
     RunTool,
@@ -93,6 +95,7 @@ from ._effects import (
     ToolNotRun,
     ToolRaised,
     ToolReturned,
+    WrapToolBatch,
     reason_exception,
 )
 from ._types import ControlledStopReason, OpenSuspend, StepSettlement, ToolLoopState
@@ -103,7 +106,6 @@ _CHECK: Final = CheckBoundary()
 _BOUNDARY: Final = Boundary()
 _COMPACT: Final = Compact()
 _CALL: Final = CallModel()
-_NUDGE: Final = AskNudge()
 _SETTLE_END: Final = Settle(would_end=True)
 _SETTLE_BATCH: Final = Settle(would_end=False)
 _EMPTY_SETTLEMENT: Final = StepSettlement()
@@ -142,8 +144,9 @@ class LoopMachine:
     contribution; ``state`` is updated in place (seed plus this invocation)."""
 
     __slots__ = (
-        "_accept_queue", "_answers", "_batch_aborted", "_calls", "_effects",
-        "_format_exception", "_has_accept_hook", "_has_compact", "_has_control",
+        "_accept_queue", "_answers", "_batch_aborted", "_calls", "_effects", "_final_batch",
+        "_format_exception", "_has_accept_hook", "_has_batch_port", "_has_compact", "_has_control",
+        "_is_final_call", "_last_turn", "final_turn",
         "_has_notify_assistant", "_has_nudge", "_has_plugins", "_has_progress", "_has_settle",
         "_has_skills", "_is_fatal", "_ordinal", "_pending", "_pooled", "_raised", "_runs_serially",
         "_last", "_model_ms", "_seed", "_seeded", "_serial", "_started", "_tool_ms", "_tools", "iterations",
@@ -158,6 +161,8 @@ class LoopMachine:
         runs_serially: Callable[[ToolCall], bool] | None = None,
         is_fatal_tool_error: Callable[[BaseException], bool] | None = None,
         format_tool_exception: Callable[[Exception], ToolError] | None = None,
+        is_final_call: Callable[[ToolCall, ToolOutcome], bool] | None = None,
+        has_batch_port: bool = False,
         has_activate_plugins: bool = False,
         has_activate_skills: bool = False,
         has_compact: bool = False,
@@ -192,6 +197,11 @@ class LoopMachine:
         self._runs_serially = runs_serially
         self._is_fatal = is_fatal_tool_error
         self._format_exception = format_tool_exception
+        self._is_final_call = is_final_call
+        self._has_batch_port = has_batch_port
+        self._final_batch = False
+        self._last_turn: ModelTurnResult | None = None
+        self.final_turn: ModelTurnResult | None = None
         self._has_plugins = has_activate_plugins
         self._has_skills = has_activate_skills
         self._has_compact = has_compact
@@ -300,6 +310,22 @@ class LoopMachine:
         predicate = self._is_fatal
         return predicate is not None and check_bool(predicate(error), "is_fatal_tool_error")
 
+    def runs_alone(self, call: ToolCall) -> bool:
+        """Whether ``call`` runs first, alone (``runs_serially``), before the pooled rest — asked by
+        the loop's runner inside ``run_tool_batch``."""
+        predicate = self._runs_serially
+        return predicate is not None and check_bool(predicate(call), "runs_serially")
+
+    def outcome_of(self, call: ToolCall, answer: ToolAnswer) -> ToolOutcome:
+        """What the model reads for ``answer`` to ``call``: the outcome it returned (checked), the
+        tool error for a raise, or the ``not_run`` error for a call that never started."""
+        if isinstance(answer, ToolReturned):
+            check_outcome(answer.outcome, call.id)
+            return answer.outcome
+        if isinstance(answer, ToolRaised):
+            return tool_exception_error(answer.error, self._format_exception)
+        return ToolError(error=str(AbortedToolCallError(call.id, answer.reason)), kind="not_run")
+
     def rejection_exception(self, reject: Reject) -> BaseException:
         """The exception ``on_tool_call_rejected`` receives for ``reject``: the tool's own for a raise,
         otherwise the documented error the reason stands for."""
@@ -395,6 +421,7 @@ class LoopMachine:
     def _model_replied(self, _: CallModel, answer: ModelReplied) -> None:
         result = answer.result
         calls = _validate_turn(result)
+        self._last_turn = result
         self.iterations += 1
         usage = result.usage
         st = self.state
@@ -431,6 +458,10 @@ class LoopMachine:
         self._calls = calls
         self._answers = [None] * len(calls)
         self._batch_aborted = False
+        self._final_batch = False
+        if self._has_batch_port:
+            self._request(WrapToolBatch(calls))
+            return
         predicate = self._runs_serially
         if predicate is None:
             self._pooled = _ONE_CALL if len(calls) == 1 else tuple(range(len(calls)))
@@ -473,6 +504,49 @@ class LoopMachine:
             self._record(a)
         self._next_tool_step()
 
+    def _batch_wrapped(self, request: WrapToolBatch, answer: BatchWrapped) -> None:
+        outcomes = answer.outcomes
+        calls = request.calls
+        if not isinstance(outcomes, (list, tuple)) or len(outcomes) != len(calls):
+            got = (f"{len(outcomes)} outcomes" if isinstance(outcomes, (list, tuple))
+                   else type(outcomes).__name__)
+            raise PortContractError(f"run_tool_batch returned {got} for {len(calls)} calls; "
+                                    "expected one ToolOutcome per call, in order")
+        for ran in answer.runs:
+            if type(ran) is not RanCall or type(ran.answer) not in _TOOL_ANSWERS:
+                raise ProtocolError(f"expected a RanCall of a tool answer, got {ran!r}")
+            self._fold_run(ran.call, ran.answer)
+        for i, call in enumerate(calls):
+            outcome = outcomes[i]
+            check_outcome(outcome, call.id, "run_tool_batch")
+            self._apply(i, call, outcome)
+        self._batch_done()
+
+    def _fold_run(self, call: ToolCall, answer: ToolAnswer) -> None:
+        # A call that ran (or was kept from running): its time and the rejections it owes.
+        if isinstance(answer, ToolNotRun):
+            self._batch_aborted = True
+            self._effects.append(Reject(call.id, NotRun(answer.reason)))
+            return
+        if isinstance(answer, ToolRaised):
+            self._raised[call.id] = answer.error
+            self._effects.append(Reject(call.id, RaisedByTool(type(answer.error).__name__)))
+        self._fold_tool_time(call.name, answer.ms)
+
+    def _fold_tool_time(self, name: str, ms: float) -> None:
+        st = self.state
+        if st.totals is not self._last and not self._seeded:
+            self._keep_own_sums()
+        st.totals = self._last = accumulate_tool_call(st.totals, name, ms)
+        if self._seeded:
+            self._tool_ms += ms
+            entry = self._tools.get(name)
+            if entry is None:
+                self._tools[name] = [1, ms]
+            else:
+                entry[0] += 1
+                entry[1] += ms
+
     def _record(self, answer: ToolAnswer) -> None:
         i = answer.index
         if not 0 <= i < len(self._answers) or self._answers[i] is not None:
@@ -492,20 +566,15 @@ class LoopMachine:
                 outcome = tool_exception_error(answer.error, self._format_exception)
                 self._raised[call.id] = answer.error
                 self._effects.append(Reject(call.id, RaisedByTool(type(answer.error).__name__)))
-            ms = answer.ms
-            st = self.state
-            if st.totals is not self._last and not self._seeded:
-                self._keep_own_sums()
-            st.totals = self._last = accumulate_tool_call(st.totals, call.name, ms)
-            if self._seeded:
-                self._tool_ms += ms
-                entry = self._tools.get(call.name)
-                if entry is None:
-                    self._tools[call.name] = [1, ms]
-                else:
-                    entry[0] += 1
-                    entry[1] += ms
+            self._fold_tool_time(call.name, answer.ms)
+        self._apply(i, call, outcome)
+
+    def _apply(self, i: int, call: ToolCall, outcome: ToolOutcome) -> None:
+        # The outcome the transcript gets for call i: its activations and the final-call verdict.
         self._answers[i] = outcome
+        final = self._is_final_call
+        if final is not None and check_bool(final(call, outcome), "is_final_call"):
+            self._final_batch = True
         if isinstance(outcome, ToolResult):
             if outcome.activate_plugins:
                 self._activation("plugins", outcome.activate_plugins, self._has_plugins, call.id)
@@ -559,6 +628,12 @@ class LoopMachine:
             self._progress()
         if self._batch_aborted:
             self._finish("aborted")
+        elif self._final_batch and not self.state.open_suspends:
+            # A final call: the batch ends the run as a turn without tools would.
+            if self._has_settle:
+                self._request(_SETTLE_END)
+            else:
+                self._after_would_end(delivered=False)
         elif self._has_settle:
             self._request(_SETTLE_BATCH)
         else:
@@ -620,9 +695,10 @@ class LoopMachine:
         if delivered:
             self._request(_CHECK)
         elif self._has_nudge:
-            self._request(_NUDGE)
+            assert self._last_turn is not None  # a run only would end after a model turn
+            self._request(AskNudge(self._last_turn))
         else:
-            self._finish("done")
+            self._done()
 
     def _nudged(self, _: AskNudge, answer: Nudged) -> None:
         messages = answer.messages
@@ -633,7 +709,11 @@ class LoopMachine:
                 self._commit(message)
             self._request(_CHECK)
         else:
-            self._finish("done")
+            self._done()
+
+    def _done(self) -> None:
+        self.final_turn = self._last_turn
+        self._finish("done")
 
     def _suspend_reason(self) -> Literal["waiting_for_reply", "resuming_later"]:
         # A person having to act is the more urgent thing for a host to surface.
@@ -655,6 +735,7 @@ TRANSITIONS: Final[Mapping[type, Mapping[type, _Handler]]] = MappingProxyType({
                                ToolRaised: LoopMachine._tool_answered,
                                ToolNotRun: LoopMachine._tool_answered}),
     RunToolBatch: MappingProxyType({BatchFinished: LoopMachine._batch_finished}),
+    WrapToolBatch: MappingProxyType({BatchWrapped: LoopMachine._batch_wrapped}),
     AcceptToolMessage: MappingProxyType({ToolMessageAccepted: LoopMachine._tool_message_accepted}),
     Settle: MappingProxyType({Settled: LoopMachine._settled}),
     AskNudge: MappingProxyType({Nudged: LoopMachine._nudged}),

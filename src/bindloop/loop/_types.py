@@ -27,6 +27,7 @@ from ..run import ToolBatchOptions
 from ..signal import AbortSignal
 
 __all__ = (
+    "BatchRunner",
     "BoundaryDecision",
     "CallModelFn",
     "ControlledToolLoopResult",
@@ -35,6 +36,7 @@ __all__ = (
     "LoopCounters",
     "MaybeAwaitable",
     "OpenSuspend",
+    "RunToolBatchFn",
     "RunToolCallFn",
     "StepSettlement",
     "ToolLoopParams",
@@ -144,16 +146,28 @@ class StepSettlement(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ToolLoopResult(msgspec.Struct, frozen=True, kw_only=True):
-    """A finished run: why it stopped and what *this invocation* did (``state`` holds seed + this)."""
+    """A finished run: why it stopped and what *this invocation* did (``state`` holds seed + this).
+
+    ``final_turn`` is the model turn that ended a ``done`` run — the answer without tool calls, or
+    the turn whose call satisfied ``is_final_call`` — exactly as ``call_model`` returned it (also
+    when ``accept_message=False`` kept it out of the transcript). ``None`` for every other stop
+    reason: no model turn ended those runs."""
 
     stop_reason: StopReason
     stats: RunStats
+    final_turn: ModelTurnResult | None = None
 
 
 CallModelFn: TypeAlias = Callable[
     [list[Message], list[ToolDefinition]], Awaitable[ModelTurnResult]
 ]
 RunToolCallFn: TypeAlias = Callable[[ToolCall], MaybeAwaitable[ToolOutcome]]
+BatchRunner: TypeAlias = Callable[[Sequence[ToolCall]], Awaitable[list[ToolOutcome]]]
+"""The loop's own executor, handed to ``run_tool_batch``: runs ``calls`` exactly as the loop runs a
+batch and returns one outcome per call, in order (see :class:`ToolLoopPorts`)."""
+RunToolBatchFn: TypeAlias = Callable[
+    [Sequence[ToolCall], BatchRunner], Awaitable[Sequence[ToolOutcome]]
+]
 
 
 class ToolLoopPorts(msgspec.Struct, frozen=True, kw_only=True):
@@ -161,10 +175,11 @@ class ToolLoopPorts(msgspec.Struct, frozen=True, kw_only=True):
     required; an unwired optional port changes nothing. :class:`ToolLoopParams` adds the run's
     ``state`` and ``max_iterations``; ``bindloop.session.RestoredLoop`` adds ``capture_bindings``.
 
-    Ports may be plain functions or coroutine functions, except ``call_model`` (always awaited),
-    ``runs_serially``, ``is_fatal_tool_error``, ``format_tool_exception``, ``on_tool_call_rejected``,
-    ``on_progress_update`` and ``throw_if_timed_out`` (always synchronous). ``call_model`` receives the live ``state.messages``
-    list: read it, copy it if you keep it, never mutate it.
+    Ports may be plain functions or coroutine functions, except ``call_model`` and
+    ``run_tool_batch`` (always awaited) and ``runs_serially``, ``is_fatal_tool_error``,
+    ``is_final_call``, ``format_tool_exception``, ``on_tool_call_rejected``, ``on_progress_update``
+    and ``throw_if_timed_out`` (always synchronous). ``call_model`` receives the live
+    ``state.messages`` list: read it, copy it if you keep it, never mutate it.
 
     - ``runs_serially(call)``: such calls run first, alone, in model order, each outcome (including
       activations) applied before the next; the rest run concurrently, pooled per tool name.
@@ -182,7 +197,31 @@ class ToolLoopPorts(msgspec.Struct, frozen=True, kw_only=True):
       produced is appended; ``ordinal`` is dense over accepted results within the batch. A raise means
       the message is not appended and the run fails.
     - ``on_step_settled(would_end)``: at most once per iteration, where input may join the transcript.
-    - ``on_turn_would_end()``: a nudge; returning messages continues the run.
+    - ``on_turn_would_end(turn)``: the run would end ``done`` with ``turn`` (the
+      :class:`~bindloop.contracts.ModelTurnResult` that would become ``final_turn``); returning
+      messages (a nudge, or a re-ask after a validator refused ``turn``) appends them and continues
+      the run; ``None`` or ``()`` lets it end.
+    - ``run_tool_batch(calls, run)``: wraps every tool batch (a tool-call-loop middleware). Wired,
+      each turn's calls — all of them, serial ones and a lone call included — reach it once, in the
+      model's order, with ``run``, the loop's own executor: ``await run(calls)`` runs the calls it
+      is given (all, some, or rewritten ones, as often as it likes) exactly as the unwired loop runs
+      a batch — ``runs_serially`` calls first, alone, in order; the rest pooled per tool name under
+      ``batch_options``; once ``signal`` fires no further call starts and each is answered as a
+      ``not_run`` :class:`~bindloop.contracts.ToolError`; a raise becomes the tool error
+      ``format_tool_exception`` gives (reported through ``on_tool_call_rejected``), a fatal one
+      propagates out of ``run``. It returns one outcome per call, in order. The port returns one
+      :class:`~bindloop.contracts.ToolOutcome` per call it was given, in order (a sequence of the
+      wrong length or holding a non-outcome is a :class:`~bindloop.errors.PortContractError`
+      naming the port); those are the results the transcript gets. ``stats`` counts what ``run``
+      ran; activations are read off the port's outcomes and applied after the port returns (a
+      serial call's activation is not applied before the next call starts, as it is unwired).
+      Unwired, the loop runs batches itself (today's path, unchanged).
+    - ``is_final_call(call, outcome)``: after a batch, a call whose outcome satisfies it (checked
+      on each call's outcome as the transcript gets it) makes the batch end the run: once its
+      results are appended the run is treated as a turn that would end — ``on_step_settled(True)``,
+      then ``on_turn_would_end(turn)`` — and ends ``done`` with that turn as ``final_turn``; the
+      real call and its result stay in the transcript, nothing is made up. A fired signal still
+      ends it ``aborted``, and a suspend still open ends it with the suspend's reason.
     - ``compact(messages)``: before each model call; returning :class:`CompactionApplied` replaces the
       transcript.
     """
@@ -203,11 +242,14 @@ class ToolLoopPorts(msgspec.Struct, frozen=True, kw_only=True):
     ensure_not_cancelled: Callable[[], MaybeAwaitable[None]] | None = None
     on_assistant_message: Callable[[AssistantMessage], MaybeAwaitable[None]] | None = None
     on_progress_update: Callable[[int, int], None] | None = None
-    on_turn_would_end: Callable[[], MaybeAwaitable[Sequence[Message] | None]] | None = None
+    on_turn_would_end: Callable[
+        [ModelTurnResult], MaybeAwaitable[Sequence[Message] | None]] | None = None
     before_tool_message_accepted: Callable[[ToolMessage, int], MaybeAwaitable[None]] | None = None
     on_step_settled: Callable[[bool], MaybeAwaitable[StepSettlement | None]] | None = None
     compact: Callable[[list[Message]], MaybeAwaitable[CompactionApplied | None]] | None = None
     batch_options: ToolBatchOptions = ToolBatchOptions()
+    run_tool_batch: RunToolBatchFn | None = None
+    is_final_call: Callable[[ToolCall, ToolOutcome], bool] | None = None
 
 
 class ToolLoopParams(ToolLoopPorts, frozen=True, kw_only=True):
@@ -253,8 +295,9 @@ class LoopControl(msgspec.Struct, frozen=True, kw_only=True):
 
 class ControlledToolLoopResult(msgspec.Struct, frozen=True, kw_only=True):
     """What the controlled form returns: a stop reason that may also be ``checkpointed``, this
-    invocation's stats and the model turns it used."""
+    invocation's stats, the model turns it used and ``final_turn`` (as on :class:`ToolLoopResult`)."""
 
     stop_reason: ControlledStopReason
     stats: RunStats
     iterations: int
+    final_turn: ModelTurnResult | None = None
