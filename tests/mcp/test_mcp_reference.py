@@ -154,13 +154,24 @@ async def test_a_fired_signal_cancels_the_slow_call_on_the_server(client: McpHtt
             await anyio.sleep(0.05)
 
 
-async def test_a_timeout_cancels_on_the_server_and_raises_typed(client: McpHttpClient) -> None:
+async def test_a_timeout_cancels_on_the_server_and_raises_typed(reference_url: str) -> None:
     from bindloop.mcp import McpTimeoutError
 
-    with pytest.raises(McpTimeoutError) as caught:
-        await client.call_tool("slow", {"seconds": 3}, timeout_ms=200)
-    assert caught.value.server == "ref" and "tools/call" in str(caught.value)
-    assert client.session.pending() == ()
+    transport = HttpxTransport(reference_url)
+    try:
+        async with open_mcp_client(transport, server="ref", max_timeout_ms=700) as client:
+            # Progress every 50 ms starts the 200 ms timeout again: a 0.5 s call finishes ...
+            done = await client.call_tool("slow", {"seconds": 0.5}, timeout_ms=200)
+            assert "slept 0.5s" in str(done.content)
+            # ... and max_timeout_ms bounds it all the same.
+            with pytest.raises(McpTimeoutError) as caught:
+                await client.call_tool("slow", {"seconds": 3}, timeout_ms=200)
+            assert caught.value.server == "ref" and "tools/call" in str(caught.value)
+            assert client.session.pending() == ()
+            with pytest.raises(McpTimeoutError):  # no progress at all: the plain timeout
+                await client.call_tool("slow", {"seconds": 0.5}, timeout_ms=20)
+    finally:
+        await transport.aclose()
 
 
 async def test_server_side_refusals_come_back_as_tool_errors(client: McpHttpClient) -> None:
@@ -241,11 +252,30 @@ async def test_a_server_is_a_plugin_loaded_on_activation_and_rehydrated(
             await transport.aclose()
 
 
-async def test_the_servers_own_stream_stays_open_until_cancelled(client: McpHttpClient) -> None:
-    with anyio.move_on_after(0.3) as scope:
+async def test_the_servers_own_stream_stays_open_until_cancelled(reference_url: str) -> None:
+    transport = HttpxTransport(reference_url)
+    try:
+        async with open_mcp_client(transport, server="ref", listen=False) as client:
+            with anyio.move_on_after(0.3) as scope:
+                await client.listen()
+            assert scope.cancelled_caught
+            assert await client.ping() >= 0  # the session is unharmed
+    finally:
+        await transport.aclose()
+
+
+async def test_the_get_stream_is_open_by_default(client: McpHttpClient) -> None:
+    from bindloop.mcp import McpHttpError
+
+    # open_mcp_client opened the server's GET stream in the background ...
+    with anyio.fail_after(3):
+        while not client.listening:
+            await anyio.sleep(0.02)
+    # ... and the SDK allows one per session, so a second is refused while the first is held.
+    with pytest.raises(McpHttpError) as caught:
         await client.listen()
-    assert scope.cancelled_caught
-    assert await client.ping() >= 0  # the session is unharmed
+    assert caught.value.status == 409 and client.listening == 1
+    assert await client.ping() >= 0
 
 
 async def test_a_session_the_server_ended_is_renewed(client: McpHttpClient,

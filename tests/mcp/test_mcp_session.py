@@ -15,6 +15,7 @@ from bindloop.mcp import (
     CallToolResult,
     McpClientSession,
     McpProgress,
+    McpDiscarded,
     McpProtocolError,
     McpRequestFailed,
     McpResponse,
@@ -127,8 +128,27 @@ def test_cancel_forgets_the_request_and_a_late_answer_is_dropped() -> None:
     assert session.pending() == ()
     late = json.dumps({"jsonrpc": "2.0", "id": out.request_id, "result": {}}).encode()
     assert session.receive(late) == []
-    with pytest.raises(McpProtocolError, match="never sent"):
-        session.receive(b'{"jsonrpc":"2.0","id":12345,"result":{}}')
+    [stray] = session.receive(b'{"jsonrpc":"2.0","id":12345,"result":{}}')
+    assert isinstance(stray, McpDiscarded) and stray.request_id == 12345
+    assert "never sent" in stray.reason
+
+
+def test_a_stray_or_duplicate_answer_in_a_batch_costs_nothing() -> None:
+    """An id never sent, the same id twice, a malformed member: each is reported as discarded
+    and the valid answers beside them still reach their requests."""
+    session = ready()
+    first, second = session.ping(), session.call_tool("t", {})
+    batch = [{"jsonrpc": "2.0", "id": 999, "result": {}},
+             {"jsonrpc": "2.0", "id": first.request_id, "result": {}},
+             {"jsonrpc": "2.0", "id": first.request_id, "result": {}},
+             "not a message",
+             {"jsonrpc": "2.0", "id": second.request_id, "result": {"content": []}}]
+    events = session.receive(json.dumps(batch).encode())
+    answered = [e.request_id for e in events if isinstance(e, McpResponse)]
+    discarded = [e for e in events if isinstance(e, McpDiscarded)]
+    assert answered == [first.request_id, second.request_id]
+    assert [d.request_id for d in discarded] == [999, first.request_id, None]
+    assert session.pending() == ()
 
 
 def test_initialize_is_never_cancelled_by_notification() -> None:
@@ -199,8 +219,8 @@ def test_forgotten_ids_are_bounded() -> None:
     for _ in range(5000):
         session.cancel(session.ping().request_id)
     late = json.dumps({"jsonrpc": "2.0", "id": first.request_id, "result": {}}).encode()
-    with pytest.raises(McpProtocolError):  # long forgotten: treated as never sent
-        session.receive(late)
+    [stray] = session.receive(late)  # long forgotten: treated as never sent
+    assert isinstance(stray, McpDiscarded)
     recent = session.ping()
     session.cancel(recent.request_id)
     assert session.receive(json.dumps({"jsonrpc": "2.0", "id": recent.request_id,

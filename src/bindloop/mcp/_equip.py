@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
+from ..signal import AbortSignal
 from ._http import McpHttpClient
 from ._tools import McpToolset, ToolFilter, load_mcp_tools
 
@@ -38,7 +39,7 @@ async def equip_mcp(server: McpHttpClient | McpToolset, *, allow: ToolFilter = N
         The server could not be reached or did not speak MCP (the message names it).
     """
     from ..agent import equip_tool
-    from ..agent._context import draft_generation
+    from ..agent._context import draft_generation, optional_frame
 
     if isinstance(server, McpToolset):
         if allow is not None or prefix is not None:
@@ -51,6 +52,12 @@ async def equip_mcp(server: McpHttpClient | McpToolset, *, allow: ToolFilter = N
         toolset = await load_mcp_tools(server, prefix=prefix, allow=allow)
     else:
         raise UsageError(f"equip_mcp() takes an McpHttpClient or an McpToolset, got {server!r}")
+    # The agent passes tools a ToolContext without the run's signal: each MCP tool reads the
+    # current run's signal itself, so an aborted run cancels the call on the server.
+    def run_signal() -> AbortSignal | None:
+        frame = optional_frame()
+        return None if frame is None else frame.signal
+
     for tool in toolset.tools:
-        equip_tool(tool, middleware=middleware)
+        equip_tool(tool.with_signal_source(run_signal), middleware=middleware)
     return toolset

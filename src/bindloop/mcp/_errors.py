@@ -62,13 +62,16 @@ class McpRpcError(McpError):
 
 class McpHttpError(McpError):
     """An HTTP status the streamable HTTP binding cannot use (``status``); ``body`` is a bounded,
-    decoded excerpt of what came back."""
+    decoded, redacted excerpt of what came back; ``www_authenticate`` the challenge of a 401 or
+    403 (``WWW-Authenticate``, as sent), ``None`` when there was none."""
 
-    def __init__(self, server: str, status: int, body: str, *, what: str = "request") -> None:
+    def __init__(self, server: str, status: int, body: str, *, what: str = "request",
+                 www_authenticate: str | None = None) -> None:
         excerpt = f": {body}" if body else ""
         super().__init__(server, f"{what} answered HTTP {status}{excerpt}")
         self.status = status
         self.body = body
+        self.www_authenticate = www_authenticate
 
 
 class McpSessionExpiredError(McpHttpError):

@@ -5,8 +5,8 @@ text/event-stream``; the answer is one JSON body or an event stream whose events
 messages (progress, server requests, then the response). ``Mcp-Session-Id`` from the ``initialize``
 answer is sent on every later request, with ``MCP-Protocol-Version``. A stream that drops before the
 response is resumed by GET with ``Last-Event-ID`` when the server numbered its events; closing sends
-DELETE. Credentials are the host's: pass them as ``headers`` (or configure the transport); nothing
-is read from the environment.
+DELETE. Credentials are the host's: pass them as ``headers`` (or configure the transport), or give
+an ``auth`` provider (:class:`~bindloop.mcp.McpOAuth`); nothing is read from the environment.
 """
 
 from __future__ import annotations
@@ -14,23 +14,24 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
+import anyio.abc
 import msgspec
 
 from ..clock import Clock, monotonic_ms
 from ..errors import RunCancelledError, UsageError
 from ..signal import AbortSignal
-from ..wire import HttpRequest, SseDecoder, SseError, Transport, TransportError, TransportResponse
+from ..wire import Transport
 from ._errors import (
-    McpConnectionError,
     McpError,
     McpHttpError,
     McpProtocolError,
     McpSessionExpiredError,
     McpTimeoutError,
 )
+from ._exchange import Answer, HttpExchange, content_type
 from ._protocol import (
     PROTOCOL_VERSIONS,
     CallToolResult,
@@ -40,37 +41,70 @@ from ._protocol import (
     RequestId,
     SkippedMcpTool,
 )
+from ._serve import McpRequestRefused, ServerRequestHandlers, serve_request
 from ._session import (
     McpClientSession,
+    McpDiscarded,
     McpEvent,
     McpProgress,
     McpRequestFailed,
     McpResponse,
+    McpServerRequest,
     Outgoing,
 )
+from ._validate import first_schema_violation
 
-__all__ = ("McpHttpClient", "ProgressCallback", "open_mcp_client")
+__all__ = ("McpAuth", "McpHttpClient", "ProgressCallback", "open_mcp_client")
 
 ProgressCallback = Callable[[McpProgress], None]
-_Answer = McpResponse | McpRequestFailed
-_MAX_ERROR_EXCERPT = 300
 
 
-class McpHttpClient:
-    """An MCP client over streamable HTTP. Connect with :meth:`connect` (or use
-    :func:`open_mcp_client`), then :meth:`list_tools`, :meth:`call_tool`, :meth:`ping`; end with
-    :meth:`aclose`. Concurrent calls are fine: each request has its own POST and stream.
+class McpAuth(Protocol):
+    """What an :class:`McpHttpClient` asks of an authorization provider (:class:`McpOAuth` is
+    one): the headers for the next request, and what to do when the server refuses one."""
+
+    def headers(self) -> Sequence[tuple[str, str]]:
+        """The credential headers to send now (``[]`` before any token)."""
+        ...
+
+    async def prepare(self) -> None:
+        """Called before each request: refresh a token that expired, if it can."""
+        ...
+
+    async def unauthorized(self, error: McpHttpError) -> bool:
+        """The server answered 401, or 403 with ``insufficient_scope``: obtain a (better) token.
+        ``True`` sends the request again; ``False`` raises ``error``."""
+        ...
+
+
+class McpHttpClient(HttpExchange):
+    """An MCP client over streamable HTTP. Connect with :meth:`connect` (or ``async with``, or
+    :func:`open_mcp_client`), then :meth:`list_tools`, :meth:`call_tool`, :meth:`request`,
+    :meth:`ping`; end with :meth:`aclose`. Concurrent calls are fine: each request has its own
+    POST and stream.
 
     ``transport`` holds the endpoint: its base URL plus ``path`` is the MCP endpoint (e.g. base
     ``http://127.0.0.1:8000/mcp`` and ``path=""``). ``server`` names the server in every error.
-    ``timeout_ms`` bounds each request (``None``: unbounded); a request that times out, or whose
-    ``signal`` fires, is cancelled on the server with ``notifications/cancelled``.
+    ``timeout_ms`` bounds each request (``None``: unbounded); progress from the server starts it
+    again, up to ``max_timeout_ms`` in all (``None``: no overall bound). A request that times out,
+    or whose ``signal`` fires, is cancelled on the server with ``notifications/cancelled``.
     ``on_event(event)`` sees every event that is not a response (progress not claimed by a call,
-    ``tools/list_changed``, logging). ``sleep`` waits before a resumption (the stream's ``retry``).
+    ``tools/list_changed``, logging, discarded messages). ``sleep`` waits before a resumption (the
+    stream's ``retry``); ``max_resumes`` bounds the resumptions in a row that bring nothing.
     ``notify_timeout_ms`` bounds each fire-and-forget POST (a cancellation, the closing DELETE).
     With ``renew_expired_session`` (the default), a request the server refuses with 404 because it
     ended the session is sent once more in a fresh session (a new ``initialize``; the server never
     ran the refused request, so nothing runs twice), and ``session.tools_stale`` is set.
+
+    ``handlers`` serve the server's own requests (roots, sampling, elicitation: see
+    :class:`~bindloop.mcp.ServerRequestHandlers`); each one given is declared as a capability.
+    ``listen`` (default on) opens the server's GET stream in the background while the client is
+    used as ``async with`` (or through :func:`open_mcp_client`), so requests and notifications a
+    server sends outside any call are seen; a server without one answers 405 and nothing more
+    happens. ``auth`` is an authorization provider (:class:`McpOAuth`).
+
+    Every error message, ``McpHttpError.body`` and tool error text passes the wire's redaction
+    rule with the credentials of the transport, of ``headers`` and of ``auth``.
     """
 
     def __init__(
@@ -81,6 +115,7 @@ class McpHttpClient:
         path: str = "",
         headers: Sequence[tuple[str, str]] = (),
         timeout_ms: float | None = 30_000.0,
+        max_timeout_ms: float | None = None,
         now: Clock = monotonic_ms,
         ids: Callable[[], RequestId] | None = None,
         protocol_versions: tuple[str, ...] = PROTOCOL_VERSIONS,
@@ -91,11 +126,18 @@ class McpHttpClient:
         renew_expired_session: bool = True,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         notify_timeout_ms: float = 2_000.0,
+        handlers: ServerRequestHandlers | None = None,
+        listen: bool = True,
+        auth: McpAuth | None = None,
     ) -> None:
         if timeout_ms is not None and not (timeout_ms > 0):
             raise UsageError(f"timeout_ms must be positive or None, got {timeout_ms!r}")
+        if max_timeout_ms is not None and not (max_timeout_ms > 0):
+            raise UsageError(f"max_timeout_ms must be positive or None, got {max_timeout_ms!r}")
         if max_resumes < 0 or max_body_bytes < 1:
             raise UsageError("max_resumes must be >= 0 and max_body_bytes positive")
+        if handlers is not None and not isinstance(handlers, ServerRequestHandlers):
+            raise UsageError("handlers= takes a ServerRequestHandlers")
         if ids is None:
             counter = itertools.count(1)
             ids = lambda: next(counter)  # noqa: E731 - one counter across renewed sessions
@@ -103,15 +145,16 @@ class McpHttpClient:
         self._client_info = client_info
         self._versions = protocol_versions
         self._now = now
-        self.session = McpClientSession(server=server, client_info=client_info,
-                                        protocol_versions=protocol_versions, ids=ids, now=now)
+        self._handlers = handlers or ServerRequestHandlers()
         self.server = server
+        self.session = self._new_session()
         self.session_id: str | None = None
         """``Mcp-Session-Id`` as the server assigned it (``None`` for a stateless server)."""
         self._transport = transport
         self._path = path
         self._headers = tuple(headers)
         self._timeout_ms = timeout_ms
+        self._max_timeout_ms = max_timeout_ms
         self._on_event = on_event
         self._max_resumes = max_resumes
         self._max_body = max_body_bytes
@@ -120,10 +163,28 @@ class McpHttpClient:
         self._renewal: anyio.Lock | None = None  # made on first use, inside the event loop
         self._notify_s = notify_timeout_ms / 1000.0
         self._progress: dict[RequestId, ProgressCallback] = {}
-        self._early: dict[RequestId, _Answer] = {}
+        self._extend: dict[RequestId, Callable[[], None]] = {}
+        self._early: dict[RequestId, Answer] = {}
+        self._output_schemas: dict[str, dict[str, Any]] = {}
+        self._listen = listen
+        self.listening = 0
+        """How many GET streams from the server are open now (the background one included)."""
+        self._auth = auth
+        self._tasks: anyio.abc.TaskGroup | None = None
+        self._task_exit: Any = None
+        self._init_redaction(transport, headers)
+        bind = getattr(auth, "bind", None)
+        if callable(bind):
+            bind(self)
 
     def __repr__(self) -> str:
         return f"McpHttpClient(server={self.server!r}, phase={self.session.phase!r})"
+
+    def _new_session(self) -> McpClientSession:
+        return McpClientSession(server=self.server, client_info=self._client_info,
+                                protocol_versions=self._versions, ids=self._ids, now=self._now,
+                                capabilities=self._handlers.capabilities(),
+                                serves=self._handlers.serves())
 
     # -- public API -------------------------------------------------------------------------
 
@@ -142,10 +203,29 @@ class McpHttpClient:
         assert isinstance(result, InitializeResult)
         return result
 
+    async def __aenter__(self) -> McpHttpClient:
+        """Connect if new, and (with ``listen``) open the server's GET stream in a task."""
+        if self.session.phase == "new":
+            await self.connect()
+        if self._listen:
+            group = anyio.create_task_group()
+            await group.__aenter__()
+            self._tasks, self._task_exit = group, group.__aexit__
+            group.start_soon(self._listen_quietly)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        group, self._tasks = self._tasks, None
+        if group is not None:
+            group.cancel_scope.cancel()
+            await self._task_exit(None, None, None)
+        await self.aclose()
+
     async def list_tools(self, *, max_pages: int = 100
                          ) -> tuple[tuple[McpToolInfo, ...], tuple[SkippedMcpTool, ...]]:
         """Every tool, following ``nextCursor`` page by page, and the entries that are not tools
-        (skipped with a reason). Clears the session's ``tools_stale``.
+        (skipped with a reason). Clears the session's ``tools_stale``; remembers each tool's
+        ``outputSchema`` so :meth:`call_tool` can check its ``structuredContent``.
 
         Raises
         ------
@@ -170,6 +250,8 @@ class McpHttpClient:
             cursor = page.next_cursor
             if not cursor:
                 self.session.mark_tools_fresh()
+                self._output_schemas = {t.name: t.output_schema for t in tools
+                                        if t.output_schema is not None}
                 return tuple(tools), tuple(skipped)
             if cursor in seen:
                 raise McpProtocolError(self.server, f"tools/list repeated cursor {cursor!r}")
@@ -181,22 +263,48 @@ class McpHttpClient:
                         on_progress: ProgressCallback | None = None,
                         timeout_ms: float | None | bool = True) -> CallToolResult:
         """``tools/call``. A JSON-RPC error answer raises :class:`McpRpcError`; a tool that failed
-        (``isError``) is a normal result. ``on_progress`` asks the server for progress and receives
-        it. ``timeout_ms``: ``True`` uses the client's timeout.
+        (``isError``) is a normal result. The call asks for progress, which extends its timeout;
+        ``on_progress`` receives it. ``timeout_ms``: ``True`` uses the client's timeout. A tool
+        listed with an ``outputSchema`` must answer with ``structuredContent`` that matches it.
 
         Raises
         ------
         RunCancelledError
             ``signal`` fired first; ``notifications/cancelled`` was sent for the call.
+        McpProtocolError
+            ``structuredContent`` missing or not matching the tool's ``outputSchema``.
         McpTimeoutError, McpError
             As for every request.
         """
         answer = await self._renewing(
-            lambda session: session.call_tool(name, arguments, progress=on_progress is not None),
-            signal=signal, on_progress=on_progress, timeout_ms=timeout_ms)
+            lambda session: session.call_tool(name, arguments, progress=True),
+            signal=signal, on_progress=on_progress or _ignore, timeout_ms=timeout_ms)
         result = answer.result
         assert isinstance(result, CallToolResult)
+        schema = self._output_schemas.get(name)
+        if schema is not None and not result.is_error:
+            if result.structured_content is None:
+                raise McpProtocolError(self.server, f"tool {name!r} declares an outputSchema but "
+                                                    "answered without structuredContent")
+            problem = first_schema_violation(result.structured_content, schema)
+            if problem is not None:
+                raise self._clean(McpProtocolError(
+                    self.server, f"tool {name!r} answered structuredContent that does not match "
+                                 f"its outputSchema: {problem}"))
         return result
+
+    async def request(self, method: str, params: Mapping[str, Any] | None = None, *,
+                      signal: AbortSignal | None = None,
+                      timeout_ms: float | None | bool = True) -> Any:
+        """Any request by method name (``resources/read``, ``prompts/get``, ...): its raw
+        result. The typed helpers are in :mod:`bindloop.mcp` (:func:`list_resources`, ...)."""
+        answer = await self._renewing(lambda session: session.request(method, params),
+                                      signal=signal, timeout_ms=timeout_ms)
+        return answer.result
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
+        """Send a notification (``notifications/roots/list_changed``, ...)."""
+        await self._notify(self.session.notify(method, params))
 
     async def ping(self) -> float:
         """``ping``; returns the round trip in ms on the injected clock."""
@@ -204,8 +312,8 @@ class McpHttpClient:
 
     async def listen(self) -> bool:
         """Open the server's own event stream (GET) and route what arrives on it — ``tools/
-        list_changed``, logging, server pings — to the session and ``on_event``, until the server
-        ends the stream or the caller cancels (run it in a task). Returns ``False`` at once when
+        list_changed``, logging, server requests — until the server ends the stream or the caller
+        cancels (run it in a task; ``async with`` the client does). Returns ``False`` at once when
         the server offers no such stream (HTTP 405), ``True`` when a stream ended.
 
         Raises
@@ -220,11 +328,30 @@ class McpHttpClient:
             if resp.status == 405:
                 return False
             await self._check_status(resp, "GET stream", expect_answer=True)
-            if _content_type(resp) != "text/event-stream":
+            if content_type(resp) != "text/event-stream":
                 raise McpProtocolError(self.server, "answered the GET stream without an event "
                                                     "stream")
-            await self._read_stream(resp, None, "GET stream")
+            self.listening += 1
+            try:
+                await self._read_stream(resp, None, "GET stream")
+            finally:
+                self.listening -= 1
         return True
+
+    async def _listen_quietly(self) -> None:
+        # The background GET stream: reopened when the server ends it (a few times in a row at
+        # most without anything arriving), given up on 405 or any error — calls still work
+        # without it, and the failure reaches on_event.
+        quiet = 0
+        while quiet < 3 and self.session.phase == "ready":
+            try:
+                if not await self.listen():
+                    return
+            except McpError as exc:
+                self._report(_listen_failed(exc))
+                return
+            quiet += 1
+            await self._sleep(0.5)
 
     async def aclose(self) -> None:
         """End the session: DELETE with the session id (a server that does not allow it answers
@@ -241,6 +368,25 @@ class McpHttpClient:
                 pass  # the server is gone or refuses: the session is over either way
         self.session_id = None
 
+    # -- auth and server requests -------------------------------------------------------------
+
+    def _auth_headers(self) -> list[tuple[str, str]]:
+        return [] if self._auth is None else list(self._auth.headers())
+
+    async def _serve(self, request: McpServerRequest) -> None:
+        try:
+            result = await serve_request(self._handlers, request)
+        except McpRequestRefused as refusal:
+            await self._notify(self.session.respond_error(request.request_id, refusal.code,
+                                                          self.redact(refusal.message)))
+            return
+        await self._notify(self.session.respond(request.request_id, result))
+
+    def _saw_progress(self, request_id: RequestId) -> None:
+        extend = self._extend.get(request_id)
+        if extend is not None:
+            extend()
+
     # -- one request ------------------------------------------------------------------------
 
     async def _renewing(self, build: Callable[[McpClientSession], Outgoing], *,
@@ -249,8 +395,8 @@ class McpHttpClient:
                         timeout_ms: float | None | bool = True) -> McpResponse:
         expired = self.session
         try:
-            return await self._call(build(expired), signal=signal, on_progress=on_progress,
-                                    timeout_ms=timeout_ms)
+            return await self._authorized(build, signal=signal, on_progress=on_progress,
+                                          timeout_ms=timeout_ms)
         except McpSessionExpiredError:
             if not self._renew:
                 raise
@@ -262,15 +408,28 @@ class McpHttpClient:
         async with self._renewal:
             if self.session is expired:
                 expired.close()
-                self.session = McpClientSession(server=self.server,
-                                                client_info=self._client_info,
-                                                protocol_versions=self._versions, ids=self._ids,
-                                                now=self._now)
+                self.session = self._new_session()
                 self.session_id = None
                 await self.connect()
                 self.session.tools_stale = True  # a new session may offer other tools
-        return await self._call(build(self.session), signal=signal, on_progress=on_progress,
-                                timeout_ms=timeout_ms)
+        return await self._authorized(build, signal=signal, on_progress=on_progress,
+                                      timeout_ms=timeout_ms)
+
+    async def _authorized(self, build: Callable[[McpClientSession], Outgoing], *,
+                          signal: AbortSignal | None, on_progress: ProgressCallback | None,
+                          timeout_ms: float | None | bool) -> McpResponse:
+        # A 401 (or a 403 asking for more scope) means the server never ran the request: the
+        # auth provider gets a token and the request goes again, a few times at most.
+        attempts = 0
+        while True:
+            try:
+                return await self._call(build(self.session), signal=signal,
+                                        on_progress=on_progress, timeout_ms=timeout_ms)
+            except McpHttpError as exc:
+                if (self._auth is None or attempts >= 3 or not _auth_challenge(exc)
+                        or not await self._auth.unauthorized(exc)):
+                    raise
+                attempts += 1
 
     async def _call(self, out: Outgoing, *, signal: AbortSignal | None = None,
                     on_progress: ProgressCallback | None = None,
@@ -280,6 +439,8 @@ class McpHttpClient:
         timeout = self._timeout_ms if timeout_ms is True else timeout_ms
         if isinstance(timeout, bool):
             raise UsageError("timeout_ms must be a number, None, or True (the client default)")
+        if self._auth is not None and out.method != "initialize":
+            await self._auth.prepare()
         if on_progress is not None:
             self._progress[request_id] = on_progress
         if signal is not None and signal.aborted:
@@ -288,23 +449,28 @@ class McpHttpClient:
             raise RunCancelledError(_reason(signal))
         scope = anyio.CancelScope()
         remove = signal.add_listener(lambda _reason: scope.cancel()) if signal else None
-        answer: _Answer | None = None
+        answer: Answer | None = None
         try:
             with anyio.move_on_after(None if timeout is None else timeout / 1000.0) as timer:
+                if timeout is not None:
+                    self._extend[request_id] = _extender(timer, timeout, self._max_timeout_ms)
                 with scope:
                     answer = await self._exchange(out)
         except McpHttpError:
             self.session.cancel(request_id)  # refused by status: nothing runs there to cancel
             raise
-        except BaseException:
+        except BaseException as exc:
             # Cancelled from outside (the caller's scope) or failed: the server may still be
             # working on it, so tell it to stop before the error goes on.
             await self._send_cancel(request_id, "the client abandoned the request")
+            if isinstance(exc, McpError):
+                self._clean(exc)
             raise
         finally:
             if remove is not None:
                 remove()
             self._progress.pop(request_id, None)
+            self._extend.pop(request_id, None)
         if answer is None:
             if scope.cancel_called:
                 await self._send_cancel(request_id, _reason(signal) or "cancelled")
@@ -313,156 +479,8 @@ class McpHttpClient:
             await self._send_cancel(request_id, "timed out")
             raise McpTimeoutError(self.server, out.method, float(timeout or 0.0))
         if isinstance(answer, McpRequestFailed):
-            raise answer.error
+            raise self._clean(answer.error)
         return answer
-
-    async def _exchange(self, out: Outgoing) -> _Answer:
-        request_id = out.request_id
-        assert request_id is not None
-        last_id: str | None = None
-        retry_ms: int | None = None
-        async with self._open(self._http("POST", out.body), out.method) as resp:
-            await self._check_status(resp, out.method, expect_answer=True)
-            if out.method == "initialize":
-                self.session_id = _header(resp, "mcp-session-id")
-            kind = _content_type(resp)
-            if kind == "application/json":
-                body = await self._read_body(resp, out.method)
-                answer = await self._take(self.session.receive(body), request_id)
-                if answer is not None:
-                    return answer
-                raise McpProtocolError(self.server,
-                                       f"answered {out.method} with JSON that is not its response")
-            if kind != "text/event-stream":
-                raise McpProtocolError(self.server, f"answered {out.method} with "
-                                       f"{kind or 'no content type'}, not JSON or an event stream")
-            answer, last_id, retry_ms = await self._read_stream(resp, request_id, out.method)
-            if answer is not None:
-                return answer
-        for _ in range(self._max_resumes):
-            early = self._early.pop(request_id, None)
-            if early is not None:
-                return early
-            if last_id is None:
-                break
-            if retry_ms:
-                await self._sleep(min(retry_ms, 30_000) / 1000.0)
-            request = self._http("GET", b"", accept="text/event-stream", last_event_id=last_id)
-            async with self._open(request, f"{out.method} (resuming)") as resp:
-                await self._check_status(resp, f"{out.method} (resuming)", expect_answer=True)
-                if _content_type(resp) != "text/event-stream":
-                    raise McpProtocolError(self.server, "answered a resumption without an event "
-                                                        "stream")
-                answer, new_id, retry_ms = await self._read_stream(resp, request_id, out.method)
-                if answer is not None:
-                    return answer
-                last_id = new_id or last_id
-        early = self._early.pop(request_id, None)
-        if early is not None:
-            return early
-        how = ("and the server numbered no events to resume from" if last_id is None
-               else f"and {self._max_resumes} resumptions did not bring it")
-        raise McpConnectionError(self.server,
-                                 f"the reply stream for {out.method} ended before its response, "
-                                 f"{how}")
-
-    async def _read_stream(self, resp: TransportResponse, request_id: RequestId | None,
-                           method: str) -> tuple[_Answer | None, str | None, int | None]:
-        decoder = SseDecoder()
-        last_id: str | None = None
-        try:
-            async for chunk in resp.aiter_bytes():
-                for event in decoder.feed(chunk):
-                    last_id = event.id if event.id is not None else last_id
-                    if event.event != "message" or not event.data.strip():
-                        continue  # a priming event (id only) or a named event MCP does not use
-                    answer = await self._take(self.session.receive(event.data), request_id)
-                    if answer is not None:
-                        return answer, last_id, decoder.retry_ms
-        except TransportError:
-            pass  # dropped mid-stream: the caller resumes from last_id if it can
-        except SseError as exc:
-            raise McpProtocolError(self.server, f"sent an unusable event stream for {method}: "
-                                                f"{exc}") from exc
-        decoder.end()
-        return None, last_id, decoder.retry_ms
-
-    async def _take(self, events: list[McpEvent], request_id: RequestId | None
-                    ) -> _Answer | None:
-        """Route ``events``: the answer for ``request_id`` is returned; answers to other requests
-        wait for their callers; progress goes to its call's callback; the rest to ``on_event``.
-        Then whatever the session decided to send (answers to server pings, ``initialized``) goes."""
-        mine: _Answer | None = None
-        for event in events:
-            if isinstance(event, (McpResponse, McpRequestFailed)):
-                if event.request_id == request_id:
-                    mine = event
-                else:
-                    self._early[event.request_id] = event
-            elif isinstance(event, McpProgress) and event.progress_token in self._progress:
-                self._progress[event.progress_token](event)
-            elif self._on_event is not None:
-                self._on_event(event)
-        for message in self.session.take_outgoing():
-            await self._notify(message)
-        return mine
-
-    # -- HTTP -------------------------------------------------------------------------------
-
-    def _http(self, method: str, body: bytes, *, accept: str | None = "application/json, "
-              "text/event-stream", last_event_id: str | None = None) -> HttpRequest:
-        headers: list[tuple[str, str]] = []
-        if method == "POST":
-            headers.append(("content-type", "application/json"))
-        if accept is not None:
-            headers.append(("accept", accept))
-        if self.session_id is not None:
-            headers.append(("mcp-session-id", self.session_id))
-        version = self.session.protocol_version
-        if version is not None:
-            headers.append(("mcp-protocol-version", version))
-        if last_event_id is not None:
-            headers.append(("last-event-id", last_event_id))
-        headers.extend(self._headers)
-        return HttpRequest(method=method, path=self._path, headers=tuple(headers), body=body)
-
-    @asynccontextmanager
-    async def _open(self, request: HttpRequest, what: str) -> AsyncIterator[TransportResponse]:
-        try:
-            async with self._transport.open(request) as resp:
-                yield resp
-        except TransportError as exc:
-            raise McpConnectionError(self.server, f"{what}: {exc}") from exc
-
-    async def _check_status(self, resp: TransportResponse, what: str, *,
-                            expect_answer: bool) -> None:
-        status = resp.status
-        if status == 200 or (status == 202 and not expect_answer):
-            return
-        if status == 202:
-            raise McpProtocolError(self.server, f"accepted {what} (HTTP 202) without answering it")
-        if status == 404 and self.session_id is not None:
-            raise McpSessionExpiredError(self.server, status, await self._excerpt(resp), what=what)
-        raise McpHttpError(self.server, status, await self._excerpt(resp), what=what)
-
-    async def _read_body(self, resp: TransportResponse, what: str) -> bytes:
-        body = bytearray()
-        try:
-            async for chunk in resp.aiter_bytes():
-                body += chunk
-                if len(body) > self._max_body:
-                    raise McpProtocolError(self.server, f"answered {what} with more than "
-                                                        f"{self._max_body} bytes")
-        except TransportError as exc:
-            raise McpConnectionError(self.server, f"the {what} reply was cut off: {exc}") from exc
-        return bytes(body)
-
-    async def _notify(self, message: Outgoing) -> None:
-        """POST a notification or an answer to the server; a 202 (or 200) is all it gets back."""
-        async with self._open(self._http("POST", message.body), message.method) as resp:
-            if resp.status not in (200, 202):
-                raise McpHttpError(self.server, resp.status, await self._excerpt(resp),
-                                   what=message.method)
 
     async def _send_cancel(self, request_id: RequestId, reason: str) -> None:
         message = self.session.cancel(request_id, reason)
@@ -476,17 +494,31 @@ class McpHttpClient:
             except McpError:
                 pass  # best effort: the request is forgotten here whatever the server does
 
-    async def _excerpt(self, resp: TransportResponse) -> str:
-        body = bytearray()
-        try:
-            async for chunk in resp.aiter_bytes():
-                body += chunk
-                if len(body) >= _MAX_ERROR_EXCERPT:
-                    break
-        except TransportError:
-            pass
-        text = bytes(body[:_MAX_ERROR_EXCERPT]).decode("utf-8", "replace").strip()
-        return " ".join(text.split())
+
+def _ignore(_: McpProgress) -> None:
+    return None
+
+
+def _extender(timer: anyio.CancelScope, timeout_ms: float,
+              max_ms: float | None) -> Callable[[], None]:
+    started = anyio.current_time()
+    limit = None if max_ms is None else started + max_ms / 1000.0
+
+    def extend() -> None:
+        deadline = anyio.current_time() + timeout_ms / 1000.0
+        timer.deadline = deadline if limit is None else min(deadline, limit)
+
+    return extend
+
+
+def _auth_challenge(exc: McpHttpError) -> bool:
+    if exc.status == 401:
+        return True
+    return exc.status == 403 and "insufficient_scope" in (exc.www_authenticate or "")
+
+
+def _listen_failed(exc: McpError) -> McpEvent:
+    return McpDiscarded(reason=f"the GET stream failed: {exc.detail}")
 
 
 def _reason(signal: AbortSignal | None) -> str | None:
@@ -495,26 +527,16 @@ def _reason(signal: AbortSignal | None) -> str | None:
     return str(signal.reason)
 
 
-def _header(resp: TransportResponse, name: str) -> str | None:
-    for key, value in resp.headers:
-        if key.lower() == name:
-            return value
-    return None
-
-
-def _content_type(resp: TransportResponse) -> str:
-    value = _header(resp, "content-type") or ""
-    return value.split(";", 1)[0].strip().lower()
-
-
 @asynccontextmanager
 async def open_mcp_client(transport: Transport, *, server: str,
                           **options: Any) -> AsyncIterator[McpHttpClient]:
-    """Connect (``initialize``) on entry, close (DELETE) on exit. ``options`` are
-    :class:`McpHttpClient`'s keywords."""
+    """Connect (``initialize``) on entry, open the server's GET stream in the background (unless
+    ``listen=False``), close (DELETE) on exit. ``options`` are :class:`McpHttpClient`'s
+    keywords."""
     client = McpHttpClient(transport, server=server, **options)
     try:
-        await client.connect()
-        yield client
+        async with client:
+            yield client
     finally:
-        await client.aclose()
+        if client.session.phase != "closed":
+            await client.aclose()

@@ -36,12 +36,14 @@ from ._protocol import (
 
 __all__ = (
     "McpClientSession",
+    "McpDiscarded",
     "McpEvent",
     "McpPhase",
     "McpProgress",
     "McpRequestFailed",
     "McpResponse",
     "McpServerNotification",
+    "McpServerRequest",
     "McpToolListChanged",
     "Outgoing",
 )
@@ -102,8 +104,27 @@ class McpServerNotification(msgspec.Struct, frozen=True, kw_only=True):
     params: dict[str, Any] | None = None
 
 
+class McpServerRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """A request from the server that the host serves (``sampling/createMessage``,
+    ``elicitation/create``, ``roots/list``, ...: a method named in the session's ``serves``).
+    Answer it with :meth:`McpClientSession.respond` or :meth:`McpClientSession.respond_error`."""
+
+    request_id: RequestId
+    method: str
+    params: dict[str, Any] | None = None
+
+
+class McpDiscarded(msgspec.Struct, frozen=True, kw_only=True):
+    """Something the server sent that the session dropped without failing anything: a response to
+    an id never sent (or answered already: a duplicate in a batch), or a malformed member of a
+    batch. ``reason`` says which; the other messages of the same delivery were processed."""
+
+    reason: str
+    request_id: RequestId | None = None
+
+
 McpEvent: TypeAlias = (McpResponse | McpRequestFailed | McpProgress | McpToolListChanged
-                       | McpServerNotification)
+                       | McpServerNotification | McpServerRequest | McpDiscarded)
 
 
 class _Pending(msgspec.Struct, frozen=True):
@@ -119,16 +140,25 @@ class McpClientSession:
     :class:`McpVersionError` naming both sides. ``ids()`` mints request ids (default: 1, 2, 3, ...);
     ``now()`` times each request.
 
+    ``capabilities`` are the client capabilities ``initialize`` declares (``roots``, ``sampling``,
+    ``elicitation``); ``serves`` the server-request methods the host answers: each arrives as an
+    :class:`McpServerRequest` event. ``ping`` is always answered by the machine itself, anything
+    else gets JSON-RPC "method not found".
+
     A response to a request the session forgot (cancelled, timed out) is dropped silently, as the
-    protocol expects; a response to an id never issued is a :class:`McpProtocolError`.
+    protocol expects; a response to an id never issued (or answered already) is an
+    :class:`McpDiscarded` event: it fails nothing, and the messages beside it are processed.
     """
 
-    __slots__ = ("_client_info", "_forgotten", "_ids", "_now", "_outbox", "_pending", "_phase",
-                 "_versions", "initialize_result", "server", "tools_stale")
+    __slots__ = ("_capabilities", "_client_info", "_forgotten", "_ids", "_inbound", "_now",
+                 "_outbox", "_pending", "_phase", "_serves", "_versions", "initialize_result",
+                 "server", "tools_stale")
 
     def __init__(self, *, server: str, client_info: Implementation | None = None,
                  protocol_versions: tuple[str, ...] = PROTOCOL_VERSIONS,
-                 ids: Callable[[], RequestId] | None = None, now: Clock = monotonic_ms) -> None:
+                 ids: Callable[[], RequestId] | None = None, now: Clock = monotonic_ms,
+                 capabilities: Mapping[str, Any] | None = None,
+                 serves: frozenset[str] = frozenset()) -> None:
         if not isinstance(server, str) or not server:
             raise UsageError("McpClientSession(server=...) must be a non-empty name")
         if not protocol_versions or not all(isinstance(v, str) and v for v in protocol_versions):
@@ -145,6 +175,10 @@ class McpClientSession:
         # times out often does not grow without end.
         self._forgotten: dict[RequestId, None] = {}
         self._outbox: list[Outgoing] = []
+        self._capabilities: dict[str, Any] = dict(capabilities or {})
+        self._serves = frozenset(serves)
+        # Server requests handed to the host and not answered yet (answered at most once).
+        self._inbound: dict[RequestId, str] = {}
         self.initialize_result: InitializeResult | None = None
         """The server's ``initialize`` answer once the handshake succeeded."""
         self.tools_stale = False
@@ -190,7 +224,7 @@ class McpClientSession:
         self._phase = "initializing"
         return self._request("initialize", {
             "protocolVersion": self._versions[0],
-            "capabilities": {},
+            "capabilities": dict(self._capabilities),
             "clientInfo": msgspec.to_builtins(self._client_info),
         })
 
@@ -213,6 +247,45 @@ class McpClientSession:
     def ping(self) -> Outgoing:
         self._require_ready("ping")
         return self._request("ping", None)
+
+    def request(self, method: str, params: Mapping[str, Any] | None = None) -> Outgoing:
+        """Any other request (``resources/read``, ``prompts/get``, ``logging/setLevel``, ...); its
+        result comes back raw (a ``dict``) unless the method has a typed result here."""
+        self._require_ready(method)
+        return self._request(method, None if params is None else dict(params))
+
+    def notify(self, method: str, params: Mapping[str, Any] | None = None) -> Outgoing:
+        """A notification to the server (``notifications/roots/list_changed``, ...)."""
+        return Outgoing(body=_ENCODER.encode(RpcNotification(
+            jsonrpc="2.0", method=method, params=None if params is None else dict(params))),
+            method=method)
+
+    def respond(self, request_id: RequestId, result: Mapping[str, Any]) -> Outgoing:
+        """The answer to an :class:`McpServerRequest`.
+
+        Raises
+        ------
+        UsageError
+            ``request_id`` is not a server request waiting for its answer (answered already?).
+        """
+        method = self._answering(request_id)
+        return Outgoing(body=_ENCODER.encode(RpcResponse(jsonrpc="2.0", id=request_id,
+                                                         result=dict(result))),
+                        method=f"reply:{method}")
+
+    def respond_error(self, request_id: RequestId, code: int, message: str,
+                      data: Any = None) -> Outgoing:
+        """A JSON-RPC error answer to an :class:`McpServerRequest` (a refusal, a failure)."""
+        method = self._answering(request_id)
+        return Outgoing(body=_ENCODER.encode(RpcResponse(jsonrpc="2.0", id=request_id, error=(
+            RpcErrorObject(code=code, message=message, data=data)))), method=f"reply:{method}")
+
+    def _answering(self, request_id: RequestId) -> str:
+        method = self._inbound.pop(request_id, None)
+        if method is None:
+            raise UsageError(f"MCP server {self.server!r}: no server request {request_id!r} is "
+                             "waiting for an answer")
+        return method
 
     def cancel(self, request_id: RequestId, reason: str | None = None) -> Outgoing | None:
         """Forget ``request_id`` and return its ``notifications/cancelled`` (``None`` when it is not
@@ -272,37 +345,53 @@ class McpClientSession:
         items = decoded if isinstance(decoded, list) else [decoded]
         if not items:
             raise McpProtocolError(self.server, "sent an empty JSON-RPC batch")
+        if len(items) == 1:
+            return self._item(items[0])
+        # A batch: one bad member is reported, never costs the others their answers.
         events: list[McpEvent] = []
         for item in items:
             try:
-                message = msgspec.convert(item, RpcIncoming)
-            except msgspec.ValidationError as exc:
-                raise McpProtocolError(self.server,
-                                       f"sent a malformed JSON-RPC message: {exc}") from exc
-            events.extend(self._one(message))
+                events.extend(self._item(item))
+            except McpProtocolError as exc:
+                events.append(McpDiscarded(reason=exc.detail))
         return events
+
+    def _item(self, item: Any) -> list[McpEvent]:
+        try:
+            message = msgspec.convert(item, RpcIncoming)
+        except msgspec.ValidationError as exc:
+            raise McpProtocolError(self.server,
+                                   f"sent a malformed JSON-RPC message: {exc}") from exc
+        return self._one(message)
 
     def _one(self, message: RpcIncoming) -> list[McpEvent]:
         if message.jsonrpc != "2.0":
             raise McpProtocolError(self.server, f"sent jsonrpc={message.jsonrpc!r}, expected '2.0'")
         if message.method is not None:
             if message.id is not None:
-                self._answer_server_request(message.id, message.method)
-                return []
+                return self._answer_server_request(message.id, message.method, message.params)
             return [self._notification(message.method, message.params)]
         if message.id is None:
             raise McpProtocolError(self.server, "sent a message with neither method nor id")
         return self._response(message)
 
-    def _answer_server_request(self, request_id: RequestId, method: str) -> None:
-        # We declare no client capabilities (sampling, roots, elicitation), so ping is the one
-        # server request we can serve; anything else gets "method not found", as JSON-RPC asks.
+    def _answer_server_request(self, request_id: RequestId, method: str,
+                               params: dict[str, Any] | None) -> list[McpEvent]:
+        # ping is answered here; what the host serves goes to it; anything else gets "method not
+        # found", as JSON-RPC asks.
+        if method in self._serves and method != "ping":
+            if request_id in self._inbound:
+                return [McpDiscarded(reason=f"repeated server request id {request_id!r}",
+                                     request_id=request_id)]
+            self._inbound[request_id] = method
+            return [McpServerRequest(request_id=request_id, method=method, params=params)]
         if method == "ping":
             reply = RpcResponse(jsonrpc="2.0", id=request_id, result={})
         else:
             reply = RpcResponse(jsonrpc="2.0", id=request_id, error=RpcErrorObject(
                 code=_METHOD_NOT_FOUND, message=f"client does not support {method}"))
         self._outbox.append(Outgoing(body=_ENCODER.encode(reply), method=f"reply:{method}"))
+        return []
 
     def _notification(self, method: str, params: dict[str, Any] | None) -> McpEvent:
         if method == "notifications/progress" and params is not None:
@@ -328,7 +417,9 @@ class McpClientSession:
         if entry is None:
             if request_id in self._forgotten:
                 return []
-            raise McpProtocolError(self.server, f"answered request id {request_id!r}, never sent")
+            return [McpDiscarded(reason=f"answered request id {request_id!r}, which is not "
+                                        "waiting for an answer (never sent, or answered already)",
+                                 request_id=request_id)]
         if message.error is not None:
             if entry.method == "initialize":
                 self._phase = "closed"

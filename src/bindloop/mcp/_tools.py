@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -84,6 +85,22 @@ class McpTool(Tool[McpArguments, Any]):
 
     def __repr__(self) -> str:
         return f"McpTool(name={self.name!r}, server={self.server!r}, mcp_name={self.mcp_name!r})"
+
+    def with_signal_source(self, source: Callable[[], AbortSignal | None]) -> McpTool:
+        """This tool, watching ``source()`` (read at each call) when its ``ctx`` carries no signal
+        of its own: how ``equip_mcp`` gives its tools the agent run's abort signal."""
+        inner = self._execute
+
+        async def execute(args: McpArguments, ctx: Any) -> ToolOutcome:
+            if _signal_of(ctx) is None:
+                signal = source()
+                if signal is not None:
+                    ctx = signal
+            outcome = inner(args, ctx)
+            return await outcome if inspect.isawaitable(outcome) else outcome
+
+        return McpTool(name=self.name, mcp_name=self.mcp_name, server=self.server,
+                       description=self.description, parameters=self.parameters, execute=execute)
 
     def parse_arguments(self, raw: RawArguments) -> McpArguments | ToolError:
         try:
@@ -212,8 +229,12 @@ def _caller(client: McpHttpClient, wire: str, mcp_name: str,
         except RunCancelledError as exc:
             return ToolError(error=f"{wire} was cancelled ({exc})", kind="cancelled")
         except McpError as exc:
-            raise ToolFailure(str(exc)) from exc
-        return map_call_result(result, server=client.server, tool=mcp_name)
+            raise ToolFailure(client.redact(str(exc))) from exc
+        outcome = map_call_result(result, server=client.server, tool=mcp_name)
+        if isinstance(outcome, ToolError):
+            # A server that echoes a credential into its error text must not hand it to the model.
+            outcome = ToolError(error=client.redact(outcome.error), kind=outcome.kind)
+        return outcome
 
     return execute
 

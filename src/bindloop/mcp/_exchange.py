@@ -1,0 +1,336 @@
+"""The streamable HTTP mechanics under :class:`~bindloop.mcp.McpHttpClient`: building requests,
+reading a reply (one JSON body or an event stream), resuming a dropped stream, routing what
+arrives, and the one redaction rule every error and tool message passes.
+
+Everything here is the client's own (a base class, not public API): the public contract is on
+:class:`~bindloop.mcp.McpHttpClient`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import TypeVar
+import msgspec
+
+from ..wire import HttpRequest, SseDecoder, SseError, Transport, TransportError, TransportResponse
+from ..wire._secrets import Redactor, transport_redactor
+from ._errors import (
+    McpConnectionError,
+    McpError,
+    McpHttpError,
+    McpProtocolError,
+    McpRpcError,
+    McpSessionExpiredError,
+)
+from ._protocol import RequestId
+from ._session import (
+    McpClientSession,
+    McpDiscarded,
+    McpEvent,
+    McpProgress,
+    McpRequestFailed,
+    McpResponse,
+    McpServerRequest,
+    Outgoing,
+)
+
+__all__ = ("Answer", "HttpExchange", "content_type", "header")
+
+Answer = McpResponse | McpRequestFailed
+_E = TypeVar("_E", bound=McpError)
+_MAX_ERROR_EXCERPT = 300
+_JSON = msgspec.json.Encoder(order="sorted")
+
+
+class _Stream(msgspec.Struct):
+    """What one read of an event stream left behind for a resumption."""
+
+    answer: Answer | None = None
+    last_id: str | None = None
+    retry_ms: int | None = None
+    events: int = 0  # messages that arrived: a resumption that brings any is not a failure
+    problem: McpProtocolError | None = None  # the last unusable event, raised if nothing follows
+
+
+class HttpExchange:
+    """The request/response plumbing an :class:`McpHttpClient` is built on."""
+
+    server: str
+    session: McpClientSession
+    session_id: str | None
+    _transport: Transport
+    _path: str
+    _headers: tuple[tuple[str, str], ...]
+    _max_body: int
+    _max_resumes: int
+    _sleep: Callable[[float], Awaitable[None]]
+    _on_event: Callable[[McpEvent], None] | None
+    _progress: dict[RequestId, Callable[[McpProgress], None]]
+    _early: dict[RequestId, Answer]
+    _secrets: list[str]
+    _tokens: Redactor
+    _redactors: tuple[Redactor, Redactor]
+
+    def _init_redaction(self, transport: Transport, headers: Sequence[tuple[str, str]]) -> None:
+        # The wire's one rule (Redactor), fed with three sources: the transport's credentials,
+        # the client's own headers, and the tokens an auth provider obtains later.
+        self._redactors = (transport_redactor(transport), Redactor.for_credentials("", headers))
+        self._secrets = []
+        self._tokens = Redactor()
+
+    def add_secret(self, value: str) -> None:
+        """Blank ``value`` (a token this client obtained) in every message from now on."""
+        if value and value not in self._secrets:
+            self._secrets.append(value)
+            self._tokens = Redactor(self._secrets)
+
+    def redact(self, text: str) -> str:
+        """``text`` with every credential this client knows of (its headers, the transport's, the
+        tokens it obtained) and every credential-shaped value blanked."""
+        for redactor in self._redactors:
+            text = redactor.text(text)
+        return self._tokens.text(text)
+
+    def _clean(self, exc: _E) -> _E:
+        """``exc`` with its message and fields redacted (in place: the type and chain stay)."""
+        scrub = self.redact
+        exc.detail = scrub(exc.detail)
+        exc.args = tuple(scrub(a) if isinstance(a, str) else a for a in exc.args)
+        if isinstance(exc, McpHttpError):
+            exc.body = scrub(exc.body)
+        if isinstance(exc, McpRpcError):
+            exc.rpc_message = scrub(exc.rpc_message)
+            if exc.data is not None:
+                try:
+                    shown = _JSON.encode(exc.data).decode()
+                except (TypeError, msgspec.EncodeError):
+                    shown = repr(exc.data)
+                if scrub(shown) != shown:
+                    exc.data = scrub(shown)
+        return exc
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def _auth_headers(self) -> list[tuple[str, str]]:
+        return []
+
+    def _http(self, method: str, body: bytes, *, accept: str | None = "application/json, "
+              "text/event-stream", last_event_id: str | None = None) -> HttpRequest:
+        headers: list[tuple[str, str]] = []
+        if method == "POST":
+            headers.append(("content-type", "application/json"))
+        if accept is not None:
+            headers.append(("accept", accept))
+        if self.session_id is not None:
+            headers.append(("mcp-session-id", self.session_id))
+        version = self.session.protocol_version
+        if version is not None:
+            headers.append(("mcp-protocol-version", version))
+        if last_event_id is not None:
+            headers.append(("last-event-id", last_event_id))
+        headers.extend(self._headers)
+        headers.extend(self._auth_headers())
+        return HttpRequest(method=method, path=self._path, headers=tuple(headers), body=body)
+
+    @asynccontextmanager
+    async def _open(self, request: HttpRequest, what: str) -> AsyncIterator[TransportResponse]:
+        try:
+            async with self._transport.open(request) as resp:
+                yield resp
+        except TransportError as exc:
+            raise self._clean(McpConnectionError(self.server, f"{what}: {exc}")) from exc
+
+    async def _check_status(self, resp: TransportResponse, what: str, *,
+                            expect_answer: bool) -> None:
+        status = resp.status
+        if status == 200 or (status == 202 and not expect_answer):
+            return
+        if status == 202:
+            raise McpProtocolError(self.server, f"accepted {what} (HTTP 202) without answering it")
+        error_type = (McpSessionExpiredError if status == 404 and self.session_id is not None
+                      else McpHttpError)
+        raise self._clean(error_type(self.server, status, await self._excerpt(resp), what=what,
+                                     www_authenticate=header(resp, "www-authenticate")))
+
+    async def _read_body(self, resp: TransportResponse, what: str) -> bytes:
+        body = bytearray()
+        try:
+            async for chunk in resp.aiter_bytes():
+                body += chunk
+                if len(body) > self._max_body:
+                    raise McpProtocolError(self.server, f"answered {what} with more than "
+                                                        f"{self._max_body} bytes")
+        except TransportError as exc:
+            raise self._clean(McpConnectionError(self.server, f"the {what} reply was cut off: "
+                                                              f"{exc}")) from exc
+        return bytes(body)
+
+    async def _excerpt(self, resp: TransportResponse) -> str:
+        body = bytearray()
+        try:
+            async for chunk in resp.aiter_bytes():
+                body += chunk
+                if len(body) >= 4 * _MAX_ERROR_EXCERPT:
+                    break
+        except TransportError:
+            pass
+        # Redacted before the cut, so a credential the cut would split is still recognised.
+        text = self.redact(bytes(body).decode("utf-8", "replace"))
+        text = " ".join(text.split())
+        return text[:_MAX_ERROR_EXCERPT]
+
+    async def _notify(self, message: Outgoing) -> None:
+        """POST a notification or an answer to the server; a 202 (or 200) is all it gets back."""
+        async with self._open(self._http("POST", message.body), message.method) as resp:
+            if resp.status not in (200, 202):
+                raise self._clean(McpHttpError(self.server, resp.status,
+                                               await self._excerpt(resp), what=message.method))
+
+    # -- one exchange -----------------------------------------------------------------------
+
+    async def _exchange(self, out: Outgoing) -> Answer:
+        """POST ``out`` and read its answer, resuming a dropped event stream. ``max_resumes``
+        bounds the resumptions in a row that bring nothing; one that delivers a message resets
+        the count (servers that poll close every stream after a while, by design)."""
+        request_id = out.request_id
+        assert request_id is not None
+        async with self._open(self._http("POST", out.body), out.method) as resp:
+            await self._check_status(resp, out.method, expect_answer=True)
+            if out.method == "initialize":
+                self.session_id = header(resp, "mcp-session-id")
+            kind = content_type(resp)
+            if kind == "application/json":
+                body = await self._read_body(resp, out.method)
+                answer = await self._take(self.session.receive(body), request_id)
+                if answer is not None:
+                    return answer
+                raise McpProtocolError(self.server,
+                                       f"answered {out.method} with JSON that is not its response")
+            if kind != "text/event-stream":
+                raise McpProtocolError(self.server, f"answered {out.method} with "
+                                       f"{kind or 'no content type'}, not JSON or an event stream")
+            state = await self._read_stream(resp, request_id, out.method)
+            if state.answer is not None:
+                return state.answer
+        failures = 0
+        problem = state.problem
+        while failures < self._max_resumes:
+            early = self._early.pop(request_id, None)
+            if early is not None:
+                return early
+            if state.last_id is None:
+                break
+            if state.retry_ms:
+                await self._sleep(min(state.retry_ms, 30_000) / 1000.0)
+            what = f"{out.method} (resuming)"
+            request = self._http("GET", b"", accept="text/event-stream",
+                                 last_event_id=state.last_id)
+            async with self._open(request, what) as resp:
+                await self._check_status(resp, what, expect_answer=True)
+                if content_type(resp) != "text/event-stream":
+                    raise McpProtocolError(self.server, "answered a resumption without an event "
+                                                        "stream")
+                resumed = await self._read_stream(resp, request_id, out.method, state.last_id)
+            if resumed.answer is not None:
+                return resumed.answer
+            failures = 0 if resumed.events else failures + 1
+            problem = resumed.problem or problem
+            state = _Stream(last_id=resumed.last_id or state.last_id,
+                            retry_ms=resumed.retry_ms or state.retry_ms)
+        early = self._early.pop(request_id, None)
+        if early is not None:
+            return early
+        if problem is not None:
+            raise problem
+        how = ("and the server numbered no events to resume from" if state.last_id is None
+               else f"and {self._max_resumes} resumptions in a row brought nothing")
+        raise McpConnectionError(self.server,
+                                 f"the reply stream for {out.method} ended before its response, "
+                                 f"{how}")
+
+    async def _read_stream(self, resp: TransportResponse, request_id: RequestId | None,
+                           method: str, last_id: str | None = None) -> _Stream:
+        # The client's body bound is the stream's line and event bound too: an event carries one
+        # JSON-RPC message, which may be as large as a JSON reply.
+        decoder = SseDecoder(max_line_bytes=self._max_body, max_event_bytes=self._max_body)
+        state = _Stream(last_id=last_id)
+        try:
+            async for chunk in resp.aiter_bytes():
+                for event in decoder.feed(chunk):
+                    if event.id is not None:
+                        if event.id != state.last_id:
+                            state.events += 1  # a new event id is progress, even a priming one
+                        state.last_id = event.id
+                    if event.event != "message" or not event.data.strip():
+                        continue  # a priming event (id only) or a named event MCP does not use
+                    state.events += 1
+                    try:
+                        events = self.session.receive(event.data)
+                    except McpProtocolError as exc:
+                        # One unusable event does not cost the call whose answer may follow.
+                        state.problem = self._clean(exc)
+                        self._report(McpDiscarded(reason=exc.detail))
+                        continue
+                    answer = await self._take(events, request_id)
+                    if answer is not None:
+                        state.answer = answer
+                        state.retry_ms = decoder.retry_ms
+                        return state
+        except TransportError:
+            pass  # dropped mid-stream: the caller resumes from last_id if it can
+        except SseError as exc:
+            raise McpProtocolError(self.server, f"sent an unusable event stream for {method}: "
+                                                f"{exc}") from exc
+        decoder.end()
+        state.retry_ms = decoder.retry_ms
+        return state
+
+    def _report(self, event: McpEvent) -> None:
+        if self._on_event is not None:
+            self._on_event(event)
+
+    async def _serve(self, request: McpServerRequest) -> None:
+        """Answer a server request the host serves (overridden by the client)."""
+        await self._notify(self.session.respond_error(request.request_id, -32601,
+                                                      f"client does not support {request.method}"))
+
+    def _saw_progress(self, request_id: RequestId) -> None:
+        """Progress arrived for ``request_id`` (the client extends its timeout)."""
+
+    async def _take(self, events: list[McpEvent], request_id: RequestId | None
+                    ) -> Answer | None:
+        """Route ``events``: the answer for ``request_id`` is returned; answers to other requests
+        wait for their callers; progress goes to its call's callback; server requests the host
+        serves are answered; the rest goes to ``on_event``. Then whatever the session decided to
+        send (answers to server pings, ``initialized``) goes."""
+        mine: Answer | None = None
+        for event in events:
+            if isinstance(event, (McpResponse, McpRequestFailed)):
+                if event.request_id == request_id:
+                    mine = event
+                else:
+                    self._early[event.request_id] = event
+            elif isinstance(event, McpProgress) and event.progress_token in self._progress:
+                self._saw_progress(event.progress_token)
+                self._progress[event.progress_token](event)
+            elif isinstance(event, McpServerRequest):
+                await self._serve(event)
+            else:
+                self._report(event)
+        for message in self.session.take_outgoing():
+            await self._notify(message)
+        return mine
+
+
+def header(resp: TransportResponse, name: str) -> str | None:
+    for key, value in resp.headers:
+        if key.lower() == name:
+            return value
+    return None
+
+
+def content_type(resp: TransportResponse) -> str:
+    value = header(resp, "content-type") or ""
+    return value.split(";", 1)[0].strip().lower()
+

@@ -1,0 +1,68 @@
+"""Run the official MCP conformance suite's client scenarios against bindloop's client, one at a
+time, and print one line per scenario and the totals.
+
+    python tests/mcp/conformance/run.py [--command CMD] [--scenario NAME ...] [--out DIR]
+
+Node 22 and the suite come from this directory's package.json (npm install); the adapter the suite
+launches is ``python -m bindloop.hosts.mcp_conformance_client``. Exit status 1 if any scenario failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+NODE = HERE / "node_modules" / "node" / "bin" / "node"
+CLI = HERE / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+
+
+def scenarios() -> list[str]:
+    out = subprocess.run([str(NODE), str(CLI), "list", "--client"], capture_output=True,
+                         text=True, check=True).stdout
+    return [line.strip()[2:].split(" [")[0] for line in out.splitlines()
+            if line.strip().startswith("- ")]
+
+
+def run_one(name: str, command: str, out_dir: pathlib.Path) -> tuple[bool, str]:
+    proc = subprocess.run([str(NODE), str(CLI), "client", "--command", command, "--scenario",
+                           name, "-o", str(out_dir), "--timeout", "30000"],
+                          capture_output=True, text=True, timeout=120)
+    checks: list[dict[str, object]] = []
+    for path in sorted(out_dir.glob("**/checks.json")):
+        checks = json.loads(path.read_text())
+    failed = [str(c.get("id")) for c in checks if c.get("status") in ("FAILURE", "WARNING")]
+    note = ", ".join(failed[:4]) if failed else ""
+    if proc.returncode != 0 and not failed:
+        note = (proc.stderr.strip().splitlines() or ["exit status " + str(proc.returncode)])[-1]
+    return proc.returncode == 0, note
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--command", default=f"{sys.executable} -m bindloop.hosts.mcp_conformance_client",
+                        help="the adapter command the suite launches")
+    parser.add_argument("--scenario", action="append")
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    names = args.scenario or scenarios()
+    out = pathlib.Path(args.out or tempfile.mkdtemp(prefix="mcp-conformance-"))
+    passed = 0
+    for name in names:
+        started = time.monotonic()
+        ok, note = run_one(name, args.command, out / name.replace("/", "-"))
+        passed += ok
+        print(f"{'PASS' if ok else 'FAIL'} {name} ({time.monotonic() - started:.1f} s)"
+              f"{': ' + note if note and not ok else ''}", flush=True)
+    print(f"conformance: {passed} passed, {len(names) - passed} failed")
+    print(f"results in {out}")
+    return 0 if passed == len(names) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
