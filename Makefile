@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: all venv demo demo-providers demo-openai demo-mcp test lint pytest typecheck js-test wasm-smoke \
 	mcp-pyodide pyodide-timers conformance bench bench-peers bench-mcp bench-agent clean crash-test fuzz soak bench-report \
-	test-matrix
+	test-matrix store-servers bench-scale
 
 all: test
 
@@ -50,8 +50,18 @@ demo-mcp: venv
 test: lint pytest typecheck js-test conformance-compare conformance-pyodide-pyc wasm-smoke mcp-pyodide pyodide-timers \
 	conformance-workerd test-worker test-browser
 
-pytest: venv
+pytest: venv store-servers
 	$(PY) -m pytest
+
+## Debian's postgresql and redis-server for the store tests (tests/hosts start their own on free
+## 127.0.0.1 ports), installed with apt-get when missing; the tests use a running server instead
+## when BINDLOOP_TEST_POSTGRES_DSN / BINDLOOP_TEST_REDIS_URL name one.
+store-servers:
+	@missing=""; ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then echo "store-servers: missing$$missing (not root: install them or set the URLs)"; exit 0; fi; \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing
 
 typecheck: venv
 	$(PY) -m mypy

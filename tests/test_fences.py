@@ -15,7 +15,9 @@ STDLIB = set(sys.stdlib_module_names)
 ALLOWED_THIRD_PARTY = {"msgspec", "anyio"}
 # testing/strategies.py is the one module allowed to import hypothesis (it is never imported by
 # the kit itself; a user who wants strategies has hypothesis installed).
-EXTRA_ALLOWED = {"testing/strategies.py": {"hypothesis"}}
+EXTRA_ALLOWED = {"testing/strategies.py": {"hypothesis"},
+                 # the store conformance kit is a pytest suite (a store author runs it with pytest)
+                 "testing/store_kit.py": {"pytest"}}
 FORBIDDEN_MODULES = {
     "socket", "subprocess", "threading", "multiprocessing", "asyncio.subprocess", "urllib",
     "http", "ssl", "select", "selectors", "shutil", "tempfile", "pathlib", "glob", "io",

@@ -314,3 +314,24 @@ class PromptSuspendedError(AgentError):
     def __init__(self, message: str, checkpoint: object) -> None:
         super().__init__(message)
         self.checkpoint = checkpoint
+
+
+# --- Stores (checkpoints, receipts, limits) ------------------------------------------------------
+# A store that cannot answer (a dropped connection, a server gone, a value of the wrong type in its
+# tables) says which store and which operation; a refused write is not one of these.
+
+__all__ += ("StoreError",)  # type: ignore[assignment]  # extended here, one contiguous append
+
+
+class StoreError(ProviderError):
+    """A storage backend failed an operation: ``store`` names the backend (``"postgres"``,
+    ``"redis"``...), ``operation`` the call (``"save"``, ``"claim"``...). Whether the write landed
+    is unknown unless the message says so; every write the stores ship is one transaction or one
+    atomic script, so a checkpoint is either wholly stored or not at all. Retrying is the caller's
+    choice: a fenced write retried after an unknown outcome is refused, never doubled."""
+
+    def __init__(self, store: str, operation: str, problem: str) -> None:
+        super().__init__(f"{store} store: {operation} failed: {problem}")
+        self.store = store
+        self.operation = operation
+        self.problem = problem

@@ -1,4 +1,5 @@
-"""A real store for CPython hosts: checkpoints and idempotency receipts in one SQLite file (WAL).
+"""A real store for CPython hosts: checkpoints, idempotency receipts and rate limits in one SQLite
+file (WAL), shared by every process on the machine that opens it.
 
 Outside the fences (it does file I/O). It serves the existing ports:
 
@@ -15,6 +16,13 @@ Outside the fences (it does file I/O). It serves the existing ports:
   it). :meth:`SqliteStore.complete_with` applies a side effect that lives in this same database in
   the very transaction that completes the receipt — the fence the protocol recommends: a crash
   either lands both or neither, so an expired ``running`` receipt proves the effect did not happen.
+
+- **limits**: a :class:`bindloop.agent.LimitStore` (sliding windows and concurrency slots), so
+  several processes on one machine share a provider quota.
+
+It is also a :class:`bindloop.session.CheckpointStore` (async ``load`` / ``save`` / ``delete``)
+and passes ``bindloop.testing.store_kit``. The schema is versioned (``PRAGMA user_version``): a
+file written by a newer schema is refused rather than misread.
 
 Every write is one ``BEGIN IMMEDIATE`` transaction (SQLite's write lock is taken up front, so a
 read-check-write cannot interleave with another writer, in this process or another). WAL keeps
@@ -43,9 +51,21 @@ from bindloop.run import (
     ReceiptState,
     ToolCallReceiptKey,
 )
-from bindloop.session import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
+from bindloop.session import CheckpointConflictError, LoopCheckpoint, parse_loop_checkpoint
 
+from ._store_common import (
+    check_attempt as _attempt,
+    check_lease as _lease,
+    check_max_bytes,
+    encode_checkpoint,
+    key_parts as _key,
+    window_wait,
+)
+
+# CheckpointConflictError lives in bindloop.session (every store raises it); re-exported here.
 __all__ = ("CheckpointConflictError", "SqliteStore")
+
+SCHEMA_VERSION = 1
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS checkpoints (
@@ -65,41 +85,19 @@ CREATE TABLE IF NOT EXISTS receipts (
     error      TEXT,
     PRIMARY KEY (tenant_id, run_id, tool_name, args_hash)
 );
+CREATE TABLE IF NOT EXISTS limit_events (
+    seq    INTEGER PRIMARY KEY AUTOINCREMENT,
+    key    TEXT NOT NULL,
+    at     REAL NOT NULL,
+    amount INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS limit_events_key ON limit_events (key, at);
+CREATE TABLE IF NOT EXISTS limit_slots (
+    key TEXT PRIMARY KEY,
+    n   INTEGER NOT NULL
+);
 """
 _KEY_WHERE = "tenant_id = ? AND run_id = ? AND tool_name = ? AND args_hash = ?"
-
-
-class CheckpointConflictError(UsageError):
-    """Another writer got there first: the stored revision of ``execution_id`` is ``stored``, so a
-    checkpoint at ``revision`` (which needs ``revision - 1`` stored) cannot land. Stop this
-    invocation; the execution goes on from the stored checkpoint, in whichever process owns it."""
-
-    def __init__(self, execution_id: str, revision: int, stored: int) -> None:
-        super().__init__(
-            f"checkpoint {execution_id!r} revision {revision} does not follow the stored revision "
-            f"{stored}: another writer committed first (single-writer fence)")
-        self.execution_id = execution_id
-        self.revision = revision
-        self.stored = stored
-
-
-def _key(key: ToolCallReceiptKey) -> tuple[str, str, str, str]:
-    if not isinstance(key, ToolCallReceiptKey):
-        raise UsageError(f"key must be a ToolCallReceiptKey, got {type(key).__name__}")
-    return (key.tenant_id, key.run_id, key.tool_name, key.args_hash)
-
-
-def _attempt(attempt: object) -> int:
-    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
-        raise UsageError(f"attempt must be an int >= 1, got {attempt!r}")
-    return attempt
-
-
-def _lease(lease_ms: object) -> float:
-    if isinstance(lease_ms, bool) or not isinstance(lease_ms, (int, float)) or not (
-            0 < lease_ms < float("inf")):
-        raise UsageError(f"lease_ms must be a finite number > 0, got {lease_ms!r}")
-    return float(lease_ms)
 
 
 class SqliteStore:
@@ -117,19 +115,21 @@ class SqliteStore:
                  busy_timeout_s: float = 30.0) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise UsageError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
-        if max_checkpoint_bytes is not None and (
-                isinstance(max_checkpoint_bytes, bool) or not isinstance(max_checkpoint_bytes, int)
-                or max_checkpoint_bytes < 1):
-            raise UsageError(f"max_checkpoint_bytes must be a positive int or None, "
-                             f"got {max_checkpoint_bytes!r}")
         self.now = now
-        self.max_checkpoint_bytes = max_checkpoint_bytes
+        self.max_checkpoint_bytes = check_max_bytes(max_checkpoint_bytes)
         self.fenced_writes = 0
         """Receipt writes refused by the attempt fence (a diagnostic, per store object)."""
         self._db = sqlite3.connect(os.fspath(path), timeout=busy_timeout_s, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={synchronous}")
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            self._db.close()
+            raise UsageError(f"{os.fspath(path)!r} has store schema version {version}; this "
+                             f"bindloop reads version {SCHEMA_VERSION} (upgrade bindloop)")
         self._db.executescript(_SCHEMA)
+        if version < SCHEMA_VERSION:
+            self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -166,10 +166,7 @@ class SqliteStore:
         when the execution has none stored). Raises :class:`CheckpointConflictError` otherwise,
         :class:`~bindloop.session.CheckpointFormatError` for a checkpoint that cannot be stored,
         and :class:`~bindloop.errors.UsageError` past ``max_checkpoint_bytes``."""
-        body = serialize_loop_checkpoint(checkpoint)
-        if self.max_checkpoint_bytes is not None and len(body) > self.max_checkpoint_bytes:
-            raise UsageError(f"checkpoint {checkpoint.execution_id!r} is {len(body)} bytes, over "
-                             f"max_checkpoint_bytes={self.max_checkpoint_bytes}")
+        body = encode_checkpoint(checkpoint, self.max_checkpoint_bytes)
         ident, revision = checkpoint.execution_id, checkpoint.revision
 
         def write(db: sqlite3.Connection) -> None:
@@ -192,6 +189,22 @@ class SqliteStore:
         if row is None:
             return None
         return parse_loop_checkpoint(bytes(row[0]), max_bytes=self.max_checkpoint_bytes)
+
+    def delete_checkpoint(self, execution_id: str) -> bool:
+        """Remove the stored checkpoint of ``execution_id``; whether there was one."""
+        return bool(self._write(lambda db: db.execute(
+            "DELETE FROM checkpoints WHERE execution_id = ?", (execution_id,)).rowcount == 1))
+
+    # The async CheckpointStore port (bindloop.session.CheckpointStore) over the calls above.
+
+    async def load(self, execution_id: str) -> LoopCheckpoint | None:
+        return self.load_checkpoint(execution_id)
+
+    async def save(self, checkpoint: LoopCheckpoint) -> None:
+        self.save_checkpoint(checkpoint)
+
+    async def delete(self, execution_id: str) -> bool:
+        return self.delete_checkpoint(execution_id)
 
     def checkpoint_ids(self) -> list[str]:
         return [r[0] for r in self._db.execute(
@@ -298,3 +311,36 @@ class SqliteStore:
         if not landed:
             self.fenced_writes += 1
         return landed
+
+    # -- limits (bindloop.agent.LimitStore), shared by every process on this file ----------------
+
+    async def admit(self, key: str, window_ms: float, limit: int, amount: int,
+                    now: float) -> float:
+        def write(db: sqlite3.Connection) -> float:
+            db.execute("DELETE FROM limit_events WHERE key = ? AND at <= ?", (key, now - window_ms))
+            entries = db.execute("SELECT at, amount FROM limit_events WHERE key = ? "
+                                 "ORDER BY at, seq", (key,)).fetchall()
+            wait = window_wait(entries, window_ms, limit, amount, now)
+            if wait == 0.0 and amount:
+                db.execute("INSERT INTO limit_events (key, at, amount) VALUES (?, ?, ?)",
+                           (key, now, amount))
+            return wait
+
+        return float(self._write(write))
+
+    async def charge(self, key: str, window_ms: float, amount: int, now: float) -> None:
+        if amount > 0:
+            self._write(lambda db: db.execute(
+                "INSERT INTO limit_events (key, at, amount) VALUES (?, ?, ?)", (key, now, amount)))
+
+    async def enter(self, key: str, limit: int) -> bool:
+        def write(db: sqlite3.Connection) -> bool:
+            db.execute("INSERT OR IGNORE INTO limit_slots VALUES (?, 0)", (key,))
+            return db.execute("UPDATE limit_slots SET n = n + 1 WHERE key = ? AND n < ?",
+                              (key, limit)).rowcount == 1
+
+        return bool(self._write(write))
+
+    async def leave(self, key: str) -> None:
+        self._write(lambda db: db.execute(
+            "UPDATE limit_slots SET n = MAX(n - 1, 0) WHERE key = ?", (key,)))

@@ -35,9 +35,14 @@ from ._schema import (
     LoopBindings as LoopBindings,
     LoopCheckpoint as LoopCheckpoint,
 )
+from ._store import (
+    CheckpointConflictError as CheckpointConflictError,
+    CheckpointStore as CheckpointStore,
+)
 
 __all__ = (
     "CHECKPOINT_VERSION",
+    "CheckpointConflictError",
     "CheckpointFormatError",
     "CheckpointInput",
     "CheckpointInputError",
@@ -45,6 +50,7 @@ __all__ = (
     "CheckpointReply",
     "CheckpointRunResult",
     "CheckpointStatus",
+    "CheckpointStore",
     "CheckpointWake",
     "CommitFn",
     "LoopBindings",

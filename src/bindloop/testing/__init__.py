@@ -4,6 +4,7 @@ Credential-free, multi-turn, multi-tool tests without mocking a chat client. Not
 package root: import it as ``bindloop.testing``.
 """
 
+from ._checkpoints import InMemoryCheckpointStore as InMemoryCheckpointStore
 from ._clock import (
     RecordingSink as RecordingSink,
     SteppingClock as SteppingClock,
@@ -28,6 +29,7 @@ from ._script import (
 )
 
 __all__ = (
+    "InMemoryCheckpointStore",
     "InMemoryReceiptStore",
     "LoopHarness",
     "RecordingSink",

@@ -17,6 +17,15 @@ from ..run import (
 __all__ = ("InMemoryReceiptStore",)
 
 
+def _check(attempt: object, lease_ms: object) -> None:
+    # NaN compares False with everything: a NaN lease would never expire, so it is refused.
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
+        raise UsageError(f"attempt must be an int >= 1, got {attempt!r}")
+    if isinstance(lease_ms, bool) or not isinstance(lease_ms, (int, float)) or not (
+            0 < lease_ms < float("inf")):
+        raise UsageError(f"lease_ms must be a finite number > 0, got {lease_ms!r}")
+
+
 class InMemoryReceiptStore:
     """The reference receipt store. ``now`` is the *store's* clock (leases are measured on it).
 
@@ -34,8 +43,7 @@ class InMemoryReceiptStore:
         return self.rows.get(key)
 
     async def claim(self, key: ToolCallReceiptKey, attempt: int, lease_ms: float) -> bool:
-        if attempt < 1 or lease_ms <= 0:
-            raise UsageError("attempt must be >= 1 and lease_ms > 0")
+        _check(attempt, lease_ms)
         row = self.rows.get(key)
         current = 0 if row is None else row.attempt
         claimable = row is None or isinstance(row, ReceiptFailed) or (
@@ -49,6 +57,7 @@ class InMemoryReceiptStore:
 
     async def renew(self, key: ToolCallReceiptKey, attempt: int, lease_ms: float) -> bool:
         """Extend a lease the caller still owns (not part of the protocol)."""
+        _check(attempt, lease_ms)
         if not self._owns(key, attempt):
             return False
         self.rows[key] = ReceiptRunning(attempt=attempt, lease_expires_at_ms=self.now() + lease_ms)

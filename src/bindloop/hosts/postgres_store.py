@@ -1,0 +1,436 @@
+"""Checkpoints, idempotency receipts and rate limits in PostgreSQL, shared by any number of worker
+processes and machines (optional extra ``bindloop[postgres]``: psycopg 3, async; asyncio only).
+
+It serves the same ports as :class:`~bindloop.hosts.sqlite_store.SqliteStore` and passes the same
+conformance kit (``bindloop.testing.store_kit``):
+
+- :class:`bindloop.session.CheckpointStore` (``load`` / ``save`` / ``delete``) and ``commit`` (a
+  :data:`~bindloop.session.CommitFn`). The revision fence is one compare-and-swap statement
+  (``INSERT ... ON CONFLICT DO UPDATE ... WHERE stored.revision + 1 = new.revision``): the row
+  lock Postgres takes for the upsert orders concurrent writers, and exactly one lands.
+- :class:`bindloop.run.ToolCallReceiptStore` (``read`` / ``claim`` / ``complete`` / ``fail``,
+  plus ``renew``): each write is one statement fenced on the attempt; :meth:`complete_with` runs
+  the host's own side effect on the same connection, in the transaction that completes the
+  receipt, so both land or neither.
+- :class:`bindloop.agent.LimitStore`: sliding windows under a per-key advisory transaction lock,
+  concurrency slots as one conditional upsert.
+
+Leases are measured on ``now`` (wall-clock milliseconds by default): keep the workers' clocks in
+sync (NTP) or pass the same clock everywhere.
+
+The schema (tables in the Postgres schema ``schema``, default ``bindloop``) is created on first
+use under an advisory lock, and versioned in its ``meta`` table: a schema written by a newer
+bindloop is refused, never misread. Connections come from a small pool (``pool_size``). A
+connection that fails is discarded and the operation raises
+:class:`~bindloop.errors.StoreError` naming the operation — except reads, and a ``save``
+whose outcome is unknown, which retry once on a fresh connection (the retried ``save`` recognises
+its own checkpoint if the first attempt had landed). Every write is one transaction: a checkpoint
+is stored whole or not at all.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+import msgspec
+
+from bindloop.clock import Clock, epoch_ms
+from bindloop.errors import StoreError, UsageError
+from bindloop.loop import BoundaryDecision
+from bindloop.run import (
+    ReceiptCompleted,
+    ReceiptFailed,
+    ReceiptRunning,
+    ReceiptState,
+    ToolCallReceiptKey,
+)
+from bindloop.session import CheckpointConflictError, LoopCheckpoint, parse_loop_checkpoint
+
+from ._store_common import (
+    check_attempt,
+    check_lease,
+    check_max_bytes,
+    encode_checkpoint,
+    key_parts,
+    window_wait,
+)
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+
+__all__ = ("SCHEMA_VERSION", "PostgresStore")
+
+SCHEMA_VERSION = 1
+_T = TypeVar("_T")
+_IDENT = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_KEY = "tenant_id = %s AND run_id = %s AND tool_name = %s AND args_hash = %s"
+
+_DDL = """
+CREATE SCHEMA IF NOT EXISTS {s};
+CREATE TABLE IF NOT EXISTS {s}.meta (name text PRIMARY KEY, value integer NOT NULL);
+INSERT INTO {s}.meta VALUES ('schema_version', {version}) ON CONFLICT DO NOTHING;
+CREATE TABLE IF NOT EXISTS {s}.checkpoints (
+    execution_id text PRIMARY KEY, revision bigint NOT NULL, body bytea NOT NULL);
+CREATE TABLE IF NOT EXISTS {s}.receipts (
+    tenant_id text NOT NULL, run_id text NOT NULL, tool_name text NOT NULL,
+    args_hash text NOT NULL,
+    status text NOT NULL CHECK (status IN ('running', 'completed', 'failed')),
+    attempt integer NOT NULL, lease_expires_at_ms double precision, result bytea, error bytea,
+    PRIMARY KEY (tenant_id, run_id, tool_name, args_hash));
+CREATE TABLE IF NOT EXISTS {s}.limit_events (
+    seq bigserial PRIMARY KEY, key text NOT NULL, at double precision NOT NULL,
+    amount bigint NOT NULL);
+CREATE INDEX IF NOT EXISTS limit_events_key ON {s}.limit_events (key, at);
+CREATE TABLE IF NOT EXISTS {s}.limit_slots (key text PRIMARY KEY, n integer NOT NULL);
+"""
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError as exc:  # pragma: no cover - the extra is installed in the tests
+        raise UsageError("PostgresStore needs psycopg 3: pip install 'bindloop[postgres]'") from exc
+    return psycopg
+
+
+class PostgresStore:
+    """A store on the Postgres server at ``conninfo`` (a libpq connection string or URL).
+
+    Nothing connects until the first operation. ``close()`` / ``aclose()`` closes the pool.
+    ``round_trips`` counts statements sent (a diagnostic for the cost per turn).
+    """
+
+    name = "postgres"
+
+    def __init__(self, conninfo: str, *, schema: str = "bindloop", now: Clock = epoch_ms,
+                 max_checkpoint_bytes: int | None = None, pool_size: int = 4,
+                 connect_timeout_s: float = 10.0) -> None:
+        if not isinstance(schema, str) or not _IDENT.fullmatch(schema):
+            raise UsageError(f"schema must be a lower-case SQL identifier, got {schema!r}")
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
+            raise UsageError(f"pool_size must be a positive int, got {pool_size!r}")
+        self._psycopg = _psycopg()
+        self.conninfo = conninfo
+        self.schema = schema
+        self.now = now
+        self.max_checkpoint_bytes = check_max_bytes(max_checkpoint_bytes)
+        self.pool_size = pool_size
+        self.connect_timeout_s = connect_timeout_s
+        self.round_trips = 0
+        self.fenced_writes = 0
+        """Receipt writes refused by the attempt fence (a diagnostic, per store object)."""
+        self._idle: list[AsyncConnection[Any]] = []
+        self._slots: anyio.Semaphore | None = None
+        self._ready = False
+        self._t = {name: f"{schema}.{name}" for name in
+                   ("meta", "checkpoints", "receipts", "limit_events", "limit_slots")}
+
+    # -- connections -----------------------------------------------------------------------------
+
+    async def _connect(self) -> AsyncConnection[Any]:
+        conn: AsyncConnection[Any] = await self._psycopg.AsyncConnection.connect(
+            self.conninfo, autocommit=True, connect_timeout=max(1, int(self.connect_timeout_s)))
+        return conn
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
+        if self._slots is None:
+            self._slots = anyio.Semaphore(self.pool_size)
+        async with self._slots:
+            conn = self._idle.pop() if self._idle else await self._connect()
+            try:
+                yield conn
+            except BaseException:
+                # A failed or cancelled operation may leave the connection mid-protocol.
+                with anyio.CancelScope(shield=True):
+                    await conn.close()
+                raise
+            if conn.closed or conn.broken:
+                return
+            self._idle.append(conn)
+
+    async def _op(self, operation: str, body: Callable[[AsyncConnection[Any]], Awaitable[_T]],
+                  *, retries: int = 0) -> _T:
+        """Run ``body`` on a pooled connection; a driver error becomes :class:`StoreError`, after
+        ``retries`` more tries on fresh connections for operations that are safe to repeat."""
+        psycopg = self._psycopg
+        for tries_left in range(retries, -1, -1):
+            try:
+                if not self._ready:
+                    await self._ensure_schema()
+                async with self._connection() as conn:
+                    return await body(conn)
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                if tries_left == 0:
+                    raise StoreError(self.name, operation, _first_line(exc)) from exc
+            except psycopg.Error as exc:  # a wrong type, a missing table: not worth retrying
+                raise StoreError(self.name, operation, _first_line(exc)) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _execute(self, conn: AsyncConnection[Any], query: str,
+                       params: tuple[Any, ...] = ()) -> Any:
+        self.round_trips += 1
+        return await conn.execute(query.format(**self._t), params)
+
+    @asynccontextmanager
+    async def _transaction(self, conn: AsyncConnection[Any]) -> AsyncIterator[None]:
+        self.round_trips += 2  # BEGIN and COMMIT
+        async with conn.transaction():
+            yield
+
+    async def _ensure_schema(self) -> None:
+        async with self._connection() as conn:
+            async with self._transaction(conn):
+                await self._execute(conn, "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                                    (f"bindloop-schema:{self.schema}",))
+                self.round_trips += 1
+                await conn.execute(_DDL.format(s=self.schema, version=SCHEMA_VERSION))
+                cur = await self._execute(conn, "SELECT value FROM {meta} "
+                                                "WHERE name = 'schema_version'")
+                row = await cur.fetchone()
+        version = row[0] if row else None
+        if version != SCHEMA_VERSION:
+            raise StoreError(self.name, "open", f"schema {self.schema!r} has store schema version "
+                             f"{version!r}; this bindloop reads version {SCHEMA_VERSION}")
+        self._ready = True
+
+    async def aclose(self) -> None:
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            await conn.close()
+
+    close = aclose
+
+    # -- checkpoints -----------------------------------------------------------------------------
+
+    async def load(self, execution_id: str) -> LoopCheckpoint | None:
+        """The stored checkpoint, parsed and validated (refused past ``max_checkpoint_bytes``
+        before decoding), or ``None``."""
+        async def body(conn: AsyncConnection[Any]) -> Any:
+            cur = await self._execute(conn, "SELECT body FROM {checkpoints} WHERE execution_id = %s",
+                                      (execution_id,))
+            return await cur.fetchone()
+
+        row = await self._op("load", body, retries=1)
+        if row is None:
+            return None
+        data = row[0]
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise StoreError(self.name, "load", f"checkpoint {execution_id!r} is stored as "
+                             f"{type(data).__name__}, not bytes")
+        return parse_loop_checkpoint(bytes(data), max_bytes=self.max_checkpoint_bytes)
+
+    async def save(self, checkpoint: LoopCheckpoint) -> None:
+        """Store ``checkpoint`` under the revision fence (:class:`CheckpointConflictError` when
+        another writer got there first)."""
+        data = encode_checkpoint(checkpoint, self.max_checkpoint_bytes)
+        ident, revision = checkpoint.execution_id, checkpoint.revision
+        attempts = 0
+
+        async def body(conn: AsyncConnection[Any]) -> int | None:
+            nonlocal attempts
+            attempts += 1
+            while True:
+                cur = await self._execute(
+                    conn, "INSERT INTO {checkpoints} AS c (execution_id, revision, body) "
+                          "VALUES (%s, %s, %s) ON CONFLICT (execution_id) DO UPDATE "
+                          "SET revision = EXCLUDED.revision, body = EXCLUDED.body "
+                          "WHERE c.revision + 1 = EXCLUDED.revision RETURNING 1",
+                    (ident, revision, data))
+                if await cur.fetchone() is not None:
+                    return None
+                cur = await self._execute(conn, "SELECT revision, body FROM {checkpoints} "
+                                                "WHERE execution_id = %s", (ident,))
+                row = await cur.fetchone()
+                if row is None:
+                    continue  # deleted in between: try again
+                # After a lost connection the first attempt may have landed: our own bytes at
+                # our revision mean it did.
+                if attempts > 1 and row[0] == revision and bytes(row[1]) == data:
+                    return None
+                return int(row[0])
+
+        stored = await self._op("save", body, retries=1)
+        if stored is not None:
+            raise CheckpointConflictError(ident, revision, stored)
+
+    async def delete(self, execution_id: str) -> bool:
+        async def body(conn: AsyncConnection[Any]) -> bool:
+            cur = await self._execute(conn, "DELETE FROM {checkpoints} WHERE execution_id = %s",
+                                      (execution_id,))
+            return bool(cur.rowcount == 1)
+
+        return await self._op("delete", body)
+
+    async def commit(self, checkpoint: LoopCheckpoint) -> BoundaryDecision:
+        """A :data:`~bindloop.session.CommitFn`: save, then ``"continue"``."""
+        await self.save(checkpoint)
+        return "continue"
+
+    # -- receipts --------------------------------------------------------------------------------
+
+    async def read(self, key: ToolCallReceiptKey) -> ReceiptState | None:
+        k = key_parts(key)
+
+        async def body(conn: AsyncConnection[Any]) -> Any:
+            cur = await self._execute(conn, "SELECT status, attempt, lease_expires_at_ms, result, "
+                                            f"error FROM {{receipts}} WHERE {_KEY}", k)
+            return await cur.fetchone()
+
+        row = await self._op("read", body, retries=1)
+        if row is None:
+            return None
+        try:
+            return _receipt(row)
+        except (msgspec.DecodeError, TypeError, ValueError) as exc:
+            raise StoreError(self.name, "read", f"receipt {k!r} is unreadable: {exc}") from exc
+
+    async def claim(self, key: ToolCallReceiptKey, attempt: int, lease_ms: float) -> bool:
+        k, attempt, lease = key_parts(key), check_attempt(attempt), check_lease(lease_ms)
+        expires = self.now() + lease
+
+        async def body(conn: AsyncConnection[Any]) -> bool:
+            if attempt == 1:
+                cur = await self._execute(
+                    conn, "INSERT INTO {receipts} VALUES (%s, %s, %s, %s, 'running', 1, %s, NULL, "
+                          "NULL) ON CONFLICT DO NOTHING", (*k, expires))
+            else:
+                cur = await self._execute(
+                    conn, "UPDATE {receipts} SET status = 'running', attempt = %s, "
+                          "lease_expires_at_ms = %s, result = NULL, error = NULL "
+                          f"WHERE {_KEY} AND attempt = %s AND (status = 'failed' OR "
+                          "(status = 'running' AND lease_expires_at_ms <= %s))",
+                    (attempt, expires, *k, attempt - 1, expires - lease))
+            return bool(cur.rowcount == 1)
+
+        return self._fenced(await self._op("claim", body))
+
+    async def renew(self, key: ToolCallReceiptKey, attempt: int, lease_ms: float) -> bool:
+        """Extend a lease the caller still owns (not part of the protocol)."""
+        k, attempt, lease = key_parts(key), check_attempt(attempt), check_lease(lease_ms)
+
+        async def body(conn: AsyncConnection[Any]) -> bool:
+            cur = await self._execute(
+                conn, f"UPDATE {{receipts}} SET lease_expires_at_ms = %s WHERE {_KEY} "
+                      "AND status = 'running' AND attempt = %s", (self.now() + lease, *k, attempt))
+            return bool(cur.rowcount == 1)
+
+        return self._fenced(await self._op("renew", body))
+
+    async def complete_with(self, key: ToolCallReceiptKey, attempt: int, result: Any,
+                            effect: Callable[[AsyncConnection[Any]], Awaitable[None]] | None = None
+                            ) -> bool:
+        """Complete the receipt and run ``effect`` (the host's writes, on the connection it is
+        given) in one transaction, only while the fence holds. ``False``: nothing was written
+        and ``effect`` did not run. An exception from ``effect`` rolls both back."""
+        k, attempt = key_parts(key), check_attempt(attempt)
+        encoded = msgspec.json.encode(result)
+
+        async def body(conn: AsyncConnection[Any]) -> bool:
+            async with self._transaction(conn):
+                cur = await self._execute(
+                    conn, "UPDATE {receipts} SET status = 'completed', result = %s, "
+                          f"lease_expires_at_ms = NULL WHERE {_KEY} AND status = 'running' "
+                          "AND attempt = %s", (encoded, *k, attempt))
+                if cur.rowcount != 1:
+                    return False
+                if effect is not None:
+                    await effect(conn)
+                return True
+
+        return self._fenced(await self._op("complete", body))
+
+    async def complete(self, key: ToolCallReceiptKey, attempt: int, result: Any) -> bool:
+        return await self.complete_with(key, attempt, result)
+
+    async def fail(self, key: ToolCallReceiptKey, attempt: int, error: str | None) -> bool:
+        k, attempt = key_parts(key), check_attempt(attempt)
+        encoded = None if error is None else msgspec.json.encode(error)
+
+        async def body(conn: AsyncConnection[Any]) -> bool:
+            cur = await self._execute(
+                conn, "UPDATE {receipts} SET status = 'failed', error = %s, "
+                      f"lease_expires_at_ms = NULL WHERE {_KEY} AND status = 'running' "
+                      "AND attempt = %s", (encoded, *k, attempt))
+            return bool(cur.rowcount == 1)
+
+        return self._fenced(await self._op("fail", body))
+
+    def _fenced(self, landed: bool) -> bool:
+        if not landed:
+            self.fenced_writes += 1
+        return landed
+
+    # -- limits ----------------------------------------------------------------------------------
+
+    async def admit(self, key: str, window_ms: float, limit: int, amount: int,
+                    now: float) -> float:
+        async def body(conn: AsyncConnection[Any]) -> float:
+            async with self._transaction(conn):
+                await self._execute(conn, "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                                    (f"bindloop-limit:{self.schema}:{key}",))
+                await self._execute(conn, "DELETE FROM {limit_events} WHERE key = %s AND at <= %s",
+                                    (key, now - window_ms))
+                cur = await self._execute(conn, "SELECT at, amount FROM {limit_events} "
+                                                "WHERE key = %s ORDER BY at, seq", (key,))
+                entries = [(float(at), int(n)) for at, n in await cur.fetchall()]
+                wait = window_wait(entries, window_ms, limit, amount, now)
+                if wait == 0.0 and amount:
+                    await self._execute(conn, "INSERT INTO {limit_events} (key, at, amount) "
+                                              "VALUES (%s, %s, %s)", (key, now, amount))
+                return wait
+
+        return await self._op("admit", body)
+
+    async def charge(self, key: str, window_ms: float, amount: int, now: float) -> None:
+        if amount <= 0:
+            return
+
+        async def body(conn: AsyncConnection[Any]) -> None:
+            await self._execute(conn, "INSERT INTO {limit_events} (key, at, amount) "
+                                      "VALUES (%s, %s, %s)", (key, now, amount))
+
+        await self._op("charge", body)
+
+    async def enter(self, key: str, limit: int) -> bool:
+        if limit < 1:
+            return False
+
+        async def body(conn: AsyncConnection[Any]) -> bool:
+            cur = await self._execute(
+                conn, "INSERT INTO {limit_slots} AS s VALUES (%s, 1) ON CONFLICT (key) DO UPDATE "
+                      "SET n = s.n + 1 WHERE s.n < %s RETURNING n", (key, limit))
+            return await cur.fetchone() is not None
+
+        return await self._op("enter", body)
+
+    async def leave(self, key: str) -> None:
+        async def body(conn: AsyncConnection[Any]) -> None:
+            await self._execute(conn, "UPDATE {limit_slots} SET n = GREATEST(n - 1, 0) "
+                                      "WHERE key = %s", (key,))
+
+        await self._op("leave", body)
+
+
+def _receipt(row: tuple[Any, ...]) -> ReceiptState:
+    status, attempt, lease, result, error = row
+    if not isinstance(attempt, int):
+        raise TypeError(f"attempt is {type(attempt).__name__}")
+    if status == "running":
+        return ReceiptRunning(attempt=attempt, lease_expires_at_ms=float(lease))
+    if status == "completed":
+        return ReceiptCompleted(attempt=attempt,
+                                result=None if result is None else msgspec.json.decode(result))
+    if status == "failed":
+        return ReceiptFailed(attempt=attempt,
+                             error=None if error is None else msgspec.json.decode(error, type=str))
+    raise ValueError(f"unknown status {status!r}")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"

@@ -1,0 +1,354 @@
+"""Checkpoints, idempotency receipts and rate limits in Redis (optional extra ``bindloop[redis]``:
+redis-py's asyncio client; asyncio only).
+
+Every operation that reads and writes is one Lua script, which Redis runs atomically: the
+revision fence of :class:`bindloop.session.CheckpointStore`, the attempt fence of
+:class:`bindloop.run.ToolCallReceiptStore`, and the windows and slots of
+:class:`bindloop.agent.LimitStore` cannot interleave with another client's, and a script either
+runs whole or not at all — a checkpoint is never half-written. It passes
+``bindloop.testing.store_kit``.
+
+Keys live under ``prefix`` (default ``"bindloop:"``); ``{prefix}schema`` holds the layout version,
+set on first use: a layout written by a newer bindloop is refused, never misread. One Redis
+instance (scripts touch several keys; a Redis Cluster would need them in one hash slot, which
+this store does not arrange). Durability is the server's: a checkpoint store needs the
+append-only file (``appendonly yes``; ``appendfsync always`` to survive power loss too), or a
+restart loses every checkpoint.
+
+Connection failures become :class:`~bindloop.errors.StoreError` naming the operation (the client's
+own silent retries are turned off so an unknown outcome is never repeated behind the caller's
+back); reads, and a ``save`` (which recognises its own checkpoint if the first try had landed),
+retry once. Leases are measured on ``now`` (wall-clock milliseconds by default).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from bindloop.clock import Clock, epoch_ms
+from bindloop.errors import StoreError, UsageError
+from bindloop.loop import BoundaryDecision
+from bindloop.run import (
+    ReceiptCompleted,
+    ReceiptFailed,
+    ReceiptRunning,
+    ReceiptState,
+    ToolCallReceiptKey,
+)
+from bindloop.session import CheckpointConflictError, LoopCheckpoint, parse_loop_checkpoint
+
+from ._store_common import check_attempt, check_lease, check_max_bytes, encode_checkpoint, key_parts
+
+__all__ = ("SCHEMA_VERSION", "RedisStore")
+
+SCHEMA_VERSION = 1
+
+_SAVE = """
+local cur = redis.call('HGET', KEYS[1], 'revision')
+if cur and tonumber(cur) + 1 ~= tonumber(ARGV[1]) then
+  if ARGV[3] == '1' and tonumber(cur) == tonumber(ARGV[1])
+      and redis.call('HGET', KEYS[1], 'body') == ARGV[2] then
+    return {1, cur}
+  end
+  return {0, cur}
+end
+redis.call('HSET', KEYS[1], 'revision', ARGV[1], 'body', ARGV[2])
+return {1, ARGV[1]}
+"""
+
+_CLAIM = """
+local attempt = tonumber(ARGV[1])
+local st = redis.call('HMGET', KEYS[1], 'status', 'attempt', 'lease')
+local current, claimable = 0, true
+if st[1] then
+  current = tonumber(st[2])
+  claimable = st[1] == 'failed' or (st[1] == 'running' and tonumber(ARGV[2]) >= tonumber(st[3]))
+end
+if not claimable or current ~= attempt - 1 then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'status', 'running', 'attempt', ARGV[1], 'lease', ARGV[3])
+return 1
+"""
+
+_RENEW = """
+local st = redis.call('HMGET', KEYS[1], 'status', 'attempt')
+if st[1] ~= 'running' or tonumber(st[2]) ~= tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[1], 'lease', ARGV[2])
+return 1
+"""
+
+# ARGV: attempt, status, field ('result' / 'error' / ''), value, outbox value ('' for none)
+_SETTLE = """
+local st = redis.call('HMGET', KEYS[1], 'status', 'attempt')
+if st[1] ~= 'running' or tonumber(st[2]) ~= tonumber(ARGV[1]) then return 0 end
+redis.call('HDEL', KEYS[1], 'lease')
+redis.call('HSET', KEYS[1], 'status', ARGV[2])
+if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], ARGV[3], ARGV[4]) end
+if KEYS[2] then redis.call('RPUSH', KEYS[2], ARGV[5]) end
+return 1
+"""
+
+# KEYS: window zset, sequence counter. ARGV: window_ms, limit, amount, now
+_ADMIT = """
+local window, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+local amount, now = tonumber(ARGV[3]), tonumber(ARGV[4])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.17g', now - window))
+local items = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+local used = 0
+for i = 1, #items, 2 do used = used + tonumber(string.match(items[i], ':(%d+)$')) end
+local fits
+if amount > 0 then fits = used + amount <= limit else fits = used < limit end
+if fits then
+  if amount > 0 then
+    local seq = redis.call('INCR', KEYS[2])
+    redis.call('ZADD', KEYS[1], ARGV[4], string.format('%016d:%d', seq, amount))
+    redis.call('PEXPIRE', KEYS[1], math.ceil(window) + 60000)
+  end
+  return '0'
+end
+local need, freed = used + math.max(amount, 1) - limit, 0
+for i = 1, #items, 2 do
+  freed = freed + tonumber(string.match(items[i], ':(%d+)$'))
+  if freed >= need then
+    return string.format('%.17g', math.max(tonumber(items[i + 1]) + window - now, 0.001))
+  end
+end
+return string.format('%.17g', window)
+"""
+
+_CHARGE = """
+local seq = redis.call('INCR', KEYS[2])
+redis.call('ZADD', KEYS[1], ARGV[3], string.format('%016d:%d', seq, tonumber(ARGV[2])))
+redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[1])) + 60000)
+return 1
+"""
+
+_ENTER = """
+local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+if n >= tonumber(ARGV[1]) then return 0 end
+redis.call('INCR', KEYS[1])
+return 1
+"""
+
+_LEAVE = """
+local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+if n > 0 then redis.call('DECR', KEYS[1]) end
+return 1
+"""
+
+
+def _redis() -> Any:
+    try:
+        import redis.asyncio
+        import redis.backoff
+        import redis.retry
+    except ImportError as exc:  # pragma: no cover - the extra is installed in the tests
+        raise UsageError("RedisStore needs redis-py: pip install 'bindloop[redis]'") from exc
+    return redis
+
+
+def _num(value: float) -> str:
+    return repr(float(value))
+
+
+class RedisStore:
+    """A store on the Redis server at ``url`` (``redis://host:port/db``). Nothing connects until
+    the first operation; ``aclose()`` closes the client. ``round_trips`` counts commands sent."""
+
+    name = "redis"
+
+    def __init__(self, url: str, *, prefix: str = "bindloop:", now: Clock = epoch_ms,
+                 max_checkpoint_bytes: int | None = None, socket_timeout_s: float = 10.0) -> None:
+        if not isinstance(prefix, str):
+            raise UsageError(f"prefix must be a str, got {prefix!r}")
+        self._redis = redis = _redis()
+        self.url = url
+        self.prefix = prefix
+        self.now = now
+        self.max_checkpoint_bytes = check_max_bytes(max_checkpoint_bytes)
+        self.round_trips = 0
+        self.fenced_writes = 0
+        self.client = redis.asyncio.Redis.from_url(
+            url, socket_timeout=socket_timeout_s, socket_connect_timeout=socket_timeout_s,
+            retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0), retry_on_error=[])
+        self._scripts = {name: self.client.register_script(src) for name, src in (
+            ("save", _SAVE), ("claim", _CLAIM), ("renew", _RENEW), ("settle", _SETTLE),
+            ("admit", _ADMIT), ("charge", _CHARGE), ("enter", _ENTER), ("leave", _LEAVE))}
+        self._ready = False
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    close = aclose
+
+    async def _call(self, operation: str, script: str | None, keys: list[str], args: list[Any],
+                    *, retries: int = 0, command: tuple[Any, ...] = ()) -> Any:
+        """Run a script (or one plain ``command``); driver errors become :class:`StoreError`."""
+        errors = self._redis.exceptions
+        for tries_left in range(retries, -1, -1):
+            try:
+                if not self._ready:
+                    await self._ensure_schema()
+                self.round_trips += 1
+                if script is None:
+                    return await self.client.execute_command(*command)
+                return await self._scripts[script](keys=keys, args=args)
+            except (errors.ConnectionError, errors.TimeoutError) as exc:
+                if tries_left == 0:
+                    raise StoreError(self.name, operation, _first_line(exc)) from exc
+                if script == "save":
+                    args = [*args[:2], "1"]  # the retry accepts its own landed checkpoint
+            except errors.RedisError as exc:  # WRONGTYPE, a script error: not worth retrying
+                raise StoreError(self.name, operation, _first_line(exc)) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _ensure_schema(self) -> None:
+        key = f"{self.prefix}schema"
+        self.round_trips += 2
+        await self.client.set(key, str(SCHEMA_VERSION), nx=True)
+        stored = await self.client.get(key)
+        if stored != str(SCHEMA_VERSION).encode():
+            raise StoreError(self.name, "open", f"prefix {self.prefix!r} has store layout version "
+                             f"{stored!r}; this bindloop reads version {SCHEMA_VERSION}")
+        self._ready = True
+
+    def _cp(self, execution_id: str) -> str:
+        return f"{self.prefix}cp:{execution_id}"
+
+    def _rc(self, key: ToolCallReceiptKey) -> str:
+        return f"{self.prefix}rc:{msgspec.json.encode(key_parts(key)).decode()}"
+
+    # -- checkpoints -----------------------------------------------------------------------------
+
+    async def load(self, execution_id: str) -> LoopCheckpoint | None:
+        data = await self._call("load", None, [], [], retries=1,
+                                command=("HGET", self._cp(execution_id), "body"))
+        if data is None:
+            return None
+        if not isinstance(data, bytes):
+            raise StoreError(self.name, "load", f"checkpoint {execution_id!r} is stored as "
+                             f"{type(data).__name__}, not bytes")
+        return parse_loop_checkpoint(data, max_bytes=self.max_checkpoint_bytes)
+
+    async def save(self, checkpoint: LoopCheckpoint) -> None:
+        data = encode_checkpoint(checkpoint, self.max_checkpoint_bytes)
+        answer = await self._call("save", "save", [self._cp(checkpoint.execution_id)],
+                                  [checkpoint.revision, data, "0"], retries=1)
+        landed, stored = _pair(self.name, "save", answer)
+        if not landed:
+            raise CheckpointConflictError(checkpoint.execution_id, checkpoint.revision, stored)
+
+    async def delete(self, execution_id: str) -> bool:
+        return bool(await self._call("delete", None, [], [],
+                                     command=("DEL", self._cp(execution_id))))
+
+    async def commit(self, checkpoint: LoopCheckpoint) -> BoundaryDecision:
+        """A :data:`~bindloop.session.CommitFn`: save, then ``"continue"``."""
+        await self.save(checkpoint)
+        return "continue"
+
+    # -- receipts --------------------------------------------------------------------------------
+
+    async def read(self, key: ToolCallReceiptKey) -> ReceiptState | None:
+        row = await self._call("read", None, [], [], retries=1, command=(
+            "HMGET", self._rc(key), "status", "attempt", "lease", "result", "error"))
+        if not isinstance(row, list) or len(row) != 5:
+            raise StoreError(self.name, "read", f"unexpected reply {type(row).__name__}")
+        if row[0] is None:
+            return None
+        try:
+            status, attempt = row[0].decode(), int(row[1])
+            if status == "running":
+                return ReceiptRunning(attempt=attempt, lease_expires_at_ms=float(row[2]))
+            if status == "completed":
+                return ReceiptCompleted(attempt=attempt, result=msgspec.json.decode(row[3]))
+            if status == "failed":
+                return ReceiptFailed(attempt=attempt, error=None if row[4] is None
+                                     else msgspec.json.decode(row[4], type=str))
+            raise ValueError(f"unknown status {status!r}")
+        except (msgspec.DecodeError, TypeError, ValueError, AttributeError) as exc:
+            raise StoreError(self.name, "read", f"receipt is unreadable: {exc}") from exc
+
+    async def claim(self, key: ToolCallReceiptKey, attempt: int, lease_ms: float) -> bool:
+        attempt, lease = check_attempt(attempt), check_lease(lease_ms)
+        now = self.now()
+        return self._fenced(await self._call("claim", "claim", [self._rc(key)],
+                                             [attempt, _num(now), _num(now + lease)]))
+
+    async def renew(self, key: ToolCallReceiptKey, attempt: int, lease_ms: float) -> bool:
+        """Extend a lease the caller still owns (not part of the protocol)."""
+        attempt, lease = check_attempt(attempt), check_lease(lease_ms)
+        return self._fenced(await self._call("renew", "renew", [self._rc(key)],
+                                             [attempt, _num(self.now() + lease)]))
+
+    async def complete_with(self, key: ToolCallReceiptKey, attempt: int, result: Any, *,
+                            outbox: tuple[str, bytes] | None = None) -> bool:
+        """Complete the receipt and, in the same atomic script, append ``outbox[1]`` to the list
+        ``outbox[0]`` (under the prefix) — a side effect that lands exactly when the receipt
+        does. ``False``: the attempt no longer owns the receipt; nothing was written."""
+        attempt = check_attempt(attempt)
+        keys = [self._rc(key)] + ([f"{self.prefix}{outbox[0]}"] if outbox else [])
+        args = [attempt, "completed", "result", msgspec.json.encode(result),
+                outbox[1] if outbox else b""]
+        return self._fenced(await self._call("complete", "settle", keys, args))
+
+    async def complete(self, key: ToolCallReceiptKey, attempt: int, result: Any) -> bool:
+        return await self.complete_with(key, attempt, result)
+
+    async def fail(self, key: ToolCallReceiptKey, attempt: int, error: str | None) -> bool:
+        attempt = check_attempt(attempt)
+        args = [attempt, "failed", "" if error is None else "error",
+                b"" if error is None else msgspec.json.encode(error), b""]
+        return self._fenced(await self._call("fail", "settle", [self._rc(key)], args))
+
+    def _fenced(self, landed: object) -> bool:
+        if landed not in (0, 1):
+            raise StoreError(self.name, "receipt write", f"unexpected reply {landed!r}")
+        if not landed:
+            self.fenced_writes += 1
+        return bool(landed)
+
+    # -- limits ----------------------------------------------------------------------------------
+
+    def _lw(self, key: str) -> list[str]:
+        return [f"{self.prefix}lw:{key}", f"{self.prefix}lseq"]
+
+    async def admit(self, key: str, window_ms: float, limit: int, amount: int,
+                    now: float) -> float:
+        answer = await self._call("admit", "admit", self._lw(key),
+                                  [_num(window_ms), limit, amount, _num(now)])
+        try:
+            return float(answer)
+        except (TypeError, ValueError) as exc:
+            raise StoreError(self.name, "admit", f"unexpected reply {answer!r}") from exc
+
+    async def charge(self, key: str, window_ms: float, amount: int, now: float) -> None:
+        if amount > 0:
+            await self._call("charge", "charge", self._lw(key), [_num(window_ms), amount, _num(now)])
+
+    async def enter(self, key: str, limit: int) -> bool:
+        return bool(await self._call("enter", "enter", [f"{self.prefix}ls:{key}"], [limit]))
+
+    async def leave(self, key: str) -> None:
+        await self._call("leave", "leave", [f"{self.prefix}ls:{key}"], [])
+
+    async def outbox(self, name: str) -> list[bytes]:
+        """The values appended to the outbox list ``name`` so far (see :meth:`complete_with`)."""
+        values = await self._call("outbox", None, [], [], retries=1,
+                                  command=("LRANGE", f"{self.prefix}{name}", 0, -1))
+        return list(values)
+
+
+def _pair(store: str, operation: str, answer: Any) -> tuple[bool, int]:
+    try:
+        landed, stored = answer
+        return bool(int(landed)), int(stored)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(store, operation, f"unexpected reply {answer!r}") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"

@@ -1,0 +1,40 @@
+"""Store factories for the conformance kit, importable by the child processes of its races
+(``spawn`` pickles them by reference, so they live in a module, not in a test)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bindloop.agent import InMemoryLimitStore
+from bindloop.testing import InMemoryCheckpointStore, InMemoryReceiptStore
+
+
+class InMemoryBackend:
+    """One in-memory "backend": every handle is a view on the same three reference stores (the
+    size bound is per handle, as a real store's is)."""
+
+    def __init__(self) -> None:
+        self.checkpoints = InMemoryCheckpointStore()
+        self.receipts = InMemoryReceiptStore()
+        self.limits = InMemoryLimitStore()
+
+    def __call__(self, *, now: Any = None, max_checkpoint_bytes: int | None = None) -> Any:
+        return InMemoryHandle(self, now, max_checkpoint_bytes)
+
+
+class InMemoryHandle:
+    def __init__(self, backend: InMemoryBackend, now: Any, max_checkpoint_bytes: int | None
+                 ) -> None:
+        cps = InMemoryCheckpointStore(max_checkpoint_bytes=max_checkpoint_bytes)
+        cps.rows = backend.checkpoints.rows
+        self._cps = cps
+        self._receipts = backend.receipts
+        if now is not None:
+            backend.receipts.now = now
+        self._limits = backend.limits
+        self.load, self.save, self.delete, self.commit = cps.load, cps.save, cps.delete, cps.commit
+        r = backend.receipts
+        self.read, self.claim, self.complete, self.fail, self.renew = (
+            r.read, r.claim, r.complete, r.fail, r.renew)
+        lim = backend.limits
+        self.admit, self.charge, self.enter, self.leave = lim.admit, lim.charge, lim.enter, lim.leave

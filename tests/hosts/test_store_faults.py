@@ -1,0 +1,171 @@
+"""Faults of the networked stores on real servers: a connection dropped mid-commit (before the
+statement reached the server, and after), a server restarted between two commits, a server gone,
+values of the wrong type in the store's tables, a schema from a newer bindloop. Each either
+recovers or raises StoreError naming the store and the operation — and the stored checkpoint is
+always a whole one."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+import pytest
+
+from bindloop.errors import StoreError
+from bindloop.hosts.postgres_store import PostgresStore
+from bindloop.hosts.redis_store import RedisStore
+from bindloop.run import ReceiptRunning, ToolCallReceiptKey
+from bindloop.session import CheckpointFormatError
+from bindloop.testing.store_kit import checkpoint_at
+
+from .proxy import CuttingProxy
+from .servers import PostgresServer, RedisServer
+
+pytestmark = pytest.mark.anyio
+KEY = ToolCallReceiptKey(tenant_id="t", run_id="r", tool_name="send", args_hash="h")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _port(url_or_dsn: str) -> int:
+    if url_or_dsn.startswith("redis://"):
+        return int(url_or_dsn.rsplit(":", 1)[1].split("/")[0])
+    return int(next(p.split("=")[1] for p in url_or_dsn.split() if p.startswith("port=")))
+
+
+@pytest.fixture(params=["postgres", "redis"])
+async def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+async def proxied(kind: str, namespace: str, request: pytest.FixtureRequest
+                  ) -> AsyncIterator[tuple[Any, CuttingProxy]]:
+    """A store whose connections go through a cutting proxy."""
+    if kind == "postgres":
+        dsn = request.getfixturevalue("postgres_dsn")
+        proxy = CuttingProxy(_port(dsn))
+        parts = [p for p in dsn.split() if not p.startswith("port=")]
+        store: Any = PostgresStore(" ".join([*parts, f"port={proxy.port}"]), schema=namespace)
+    else:
+        url = request.getfixturevalue("redis_url")
+        proxy = CuttingProxy(_port(url))
+        store = RedisStore(f"redis://127.0.0.1:{proxy.port}/0", prefix=f"{namespace}:")
+    try:
+        yield store, proxy
+    finally:
+        await store.aclose()
+        proxy.close()
+
+
+def _marker(store: Any) -> bytes:
+    return b"INSERT INTO" if isinstance(store, PostgresStore) else b"EVALSHA"
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+async def test_a_connection_dropped_mid_commit_recovers_whole(
+        proxied: tuple[Any, CuttingProxy], when: Literal["before", "after"]) -> None:
+    store, proxy = proxied
+    await store.save(checkpoint_at("x", 0))
+    proxy.cut_on(_marker(store), when)
+    await store.save(checkpoint_at("x", 1, "landed once"))  # the retry finds out or lands it
+    assert proxy.cuts == 1
+    assert await store.load("x") == checkpoint_at("x", 1, "landed once")
+
+
+async def test_a_server_gone_is_a_store_error_naming_the_operation(
+        proxied: tuple[Any, CuttingProxy]) -> None:
+    store, proxy = proxied
+    await store.save(checkpoint_at("x", 0))
+    proxy.cut_on(_marker(store), "before", times=10)
+    with pytest.raises(StoreError) as info:
+        await store.save(checkpoint_at("x", 1, "never"))
+    assert (info.value.store, info.value.operation) == (store.name, "save")
+    assert str(info.value).startswith(f"{store.name} store: save failed")
+    proxy.cut_on(b"", "before", times=0)
+    assert await store.load("x") == checkpoint_at("x", 0)     # the old one, whole
+    warm = ToolCallReceiptKey(tenant_id="t", run_id="r", tool_name="warm", args_hash="h")
+    assert await store.claim(warm, 1, 1000)  # Redis: the claim script is loaded from now on
+    proxy.cut_on(_marker(store), "after", times=10)
+    with pytest.raises(StoreError) as claim:
+        await store.claim(KEY, 1, 1000)                        # not retried: outcome unknown
+    assert claim.value.operation == "claim"
+    proxy.cut_on(b"", "before", times=0)
+    assert isinstance(await store.read(KEY), ReceiptRunning)  # it had landed: the fence knows
+
+
+async def test_a_server_restarted_between_two_commits(kind: str, namespace: str,
+                                                      request: pytest.FixtureRequest) -> None:
+    server: PostgresServer | RedisServer | None = request.getfixturevalue(f"{kind}_server")
+    if server is None:
+        pytest.skip("the machine's own server cannot be restarted by a test")
+    store: Any = (PostgresStore(server.dsn, schema=namespace)  # type: ignore[union-attr]
+                  if kind == "postgres" else RedisStore(server.url, prefix=f"{namespace}:"))  # type: ignore[union-attr]
+    try:
+        await store.save(checkpoint_at("x", 0))
+        assert await store.claim(KEY, 1, 60_000)
+        server.restart()
+        await store.save(checkpoint_at("x", 1, "after restart"))  # a fresh connection
+        assert await store.load("x") == checkpoint_at("x", 1, "after restart")
+        assert await store.read(KEY) is not None                # the receipt survived
+        assert await store.complete(KEY, 1, "done")
+    finally:
+        await store.aclose()
+
+
+async def test_wrong_types_in_postgres_are_typed_errors(postgres_dsn: str, namespace: str
+                                                        ) -> None:
+    import psycopg
+
+    store = PostgresStore(postgres_dsn, schema=namespace)
+    try:
+        await store.save(checkpoint_at("x", 0))
+        async with await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True) as conn:
+            await conn.execute(f"UPDATE {namespace}.checkpoints SET body = 'not json'::bytea")
+            await conn.execute(f"INSERT INTO {namespace}.receipts VALUES ('t', 'r', 'send', 'h', "
+                               "'running', 1, NULL, NULL, NULL)")
+        with pytest.raises(CheckpointFormatError):
+            await store.load("x")
+        with pytest.raises(StoreError) as info:
+            await store.read(KEY)
+        assert (info.value.store, info.value.operation) == ("postgres", "read")
+        async with await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True) as conn:
+            await conn.execute(f"ALTER TABLE {namespace}.checkpoints ALTER COLUMN revision "
+                               "TYPE text")
+            await conn.execute(f"UPDATE {namespace}.meta SET value = 2")
+        with pytest.raises(StoreError, match="save failed"):
+            await store.save(checkpoint_at("x", 1))
+        fresh = PostgresStore(postgres_dsn, schema=namespace)
+        with pytest.raises(StoreError, match="schema version 2"):
+            await fresh.load("x")
+        await fresh.aclose()
+    finally:
+        await store.aclose()
+
+
+async def test_wrong_types_in_redis_are_typed_errors(redis_url: str, namespace: str) -> None:
+    store = RedisStore(redis_url, prefix=f"{namespace}:")
+    try:
+        await store.client.set(f"{namespace}:cp:x", b"a plain string")
+        with pytest.raises(StoreError) as info:
+            await store.load("x")
+        assert (info.value.store, info.value.operation) == ("redis", "load")
+        with pytest.raises(StoreError, match="save failed"):
+            await store.save(checkpoint_at("x", 0))
+        assert await store.client.get(f"{namespace}:cp:x") == b"a plain string"  # untouched
+        await store.client.hset(f"{namespace}:cp:y", mapping={"revision": 0, "body": b"{"})
+        with pytest.raises(CheckpointFormatError):
+            await store.load("y")
+        await store.client.hset(store._rc(KEY), mapping={"status": "running", "attempt": "one"})
+        with pytest.raises(StoreError, match="read failed"):
+            await store.read(KEY)
+        await store.client.set(f"{namespace}:schema", b"2")
+        fresh = RedisStore(redis_url, prefix=f"{namespace}:")
+        with pytest.raises(StoreError, match="layout version"):
+            await fresh.load("x")
+        await fresh.aclose()
+    finally:
+        await store.aclose()
