@@ -268,6 +268,23 @@ def test_bad_input_gets_4xx_json_naming_the_problem(served: Served) -> None:
     assert (status, body["error"]) == (400, "invalid_session_id")
 
 
+@pytest.mark.parametrize("depth", [5_000, 20_000])
+def test_deeply_nested_bodies_are_a_400_and_the_isolate_lives_on(served: Served, depth: int) -> None:
+    """D1: 10-40 KB of brackets, well under the 64 KiB limit, once overflowed the JS stack in a
+    recursive json.loads and killed workerd with every stream in it."""
+    assert served.workerd.proc is not None
+    pid = served.workerd.proc.pid
+    for path in ("/v1/chat", "/v1/sessions/abc/reply", "/v1/sessions/abc/resume"):
+        body = ('{"message":' + "[" * depth + "]" * depth + "}").encode()
+        assert len(body) < 64 * 1024
+        status, answer = _error(served, "POST", path, body)
+        assert (status, answer["error"]) == (400, "body_too_deep"), answer
+    assert served.workerd.proc is not None and served.workerd.proc.pid == pid
+    assert served.workerd.proc.poll() is None  # the process did not die
+    events = served.events("/v1/chat", {"message": "still here"})
+    assert events[-1][1]["text"] == "You said: still here"
+
+
 def test_reply_to_a_session_not_waiting_and_a_stale_revision(served: Served) -> None:
     done = served.events("/v1/chat", {"message": "hi"})[-1][1]
     status, body = served.post(f"/v1/sessions/{done['session_id']}/reply",

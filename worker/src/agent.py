@@ -46,6 +46,9 @@ from bindloop.wire import WIRE_NAMES, ModelAdapter, RoutedModel, Transport, Wire
 MAX_BODY_BYTES = 64 * 1024
 """Requests above this are refused with 413 before they are parsed."""
 
+MAX_BODY_DEPTH = 32
+"""Requests nested deeper than this are refused with 400 before they are parsed."""
+
 DEFAULT_MAX_ITERATIONS = 8
 SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 

@@ -43,6 +43,7 @@ from workers import DurableObject, Response, WorkerEntrypoint  # type: ignore[im
 
 from agent import (
     MAX_BODY_BYTES,
+    MAX_BODY_DEPTH,
     SESSION_ID,
     AgentConfig,
     HttpError,
@@ -53,7 +54,7 @@ from agent import (
     stopped_checkpoint,
 )
 from bindloop.agent import InMemoryLimitStore, LimitStore
-from bindloop.contracts import Message, SystemMessage, UserMessage
+from bindloop.contracts import JsonBoundsError, Message, SystemMessage, UserMessage, decode_json_bounded
 from bindloop.errors import ToolLoopExceededError, TurnBudgetExceededError
 from bindloop.hosts.js_fetch import FetchTransport
 from bindloop.session import (
@@ -196,20 +197,25 @@ class _Store:
 
 
 async def _read_json(request: Any) -> dict[str, Any]:
+    """The body as a JSON object, bounded before it is parsed: a body over ``MAX_BODY_BYTES`` is a
+    413, one nested deeper than ``MAX_BODY_DEPTH`` a 400 -- a recursive parse of 10,000 brackets
+    would overflow the JS stack and abort the isolate with every stream in it."""
     length = request.headers.get("content-length")
     if length is not None and str(length).isdigit() and int(str(length)) > MAX_BODY_BYTES:
         raise HttpError(413, "body_too_large",
                         f"the request body is {length} bytes; the limit is {MAX_BODY_BYTES}")
     raw = await request.text()
-    if len(raw.encode("utf-8")) > MAX_BODY_BYTES:
-        raise HttpError(413, "body_too_large", f"the request body exceeds {MAX_BODY_BYTES} bytes")
     try:
-        body = json.loads(raw)
-    except ValueError as exc:
-        raise HttpError(400, "malformed_json", f"the request body is not JSON: {exc}") from exc
-    if not isinstance(body, dict):
-        raise HttpError(400, "malformed_json", "the request body must be a JSON object")
+        body: dict[str, Any] = decode_json_bounded(raw, max_bytes=MAX_BODY_BYTES,
+                                                   max_depth=MAX_BODY_DEPTH, require_object=True)
+    except JsonBoundsError as exc:
+        status, code = _BOUNDS_ANSWER[exc.reason]
+        raise HttpError(status, code, str(exc)) from None
     return body
+
+
+_BOUNDS_ANSWER = {"too_large": (413, "body_too_large"), "too_deep": (400, "body_too_deep"),
+                  "malformed": (400, "malformed_json"), "not_an_object": (400, "malformed_json")}
 
 
 def _check_revision(session_id: str, cp: LoopCheckpoint, revision: int, what: str,
