@@ -128,9 +128,10 @@ class Served:
 def parse_sse(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
     out = []
     for block in raw.decode().split("\n\n"):
-        if not block.strip():
+        lines = [line for line in block.splitlines() if not line.startswith(":")]  # comments
+        if not lines:
             continue
-        fields = dict(line.split(": ", 1) for line in block.splitlines())
+        fields = dict(line.split(": ", 1) for line in lines)
         out.append((fields["event"], json.loads(fields["data"])))
     return out
 
