@@ -241,3 +241,57 @@ def test_reply_then_a_tool_round_then_the_answer_stores_consistent_counters() ->
         assert stored[-1].counters.requested_tool_calls == 4  # the second prompt's round save
     finally:
         server.stop()
+
+
+def test_error_events_keep_a_refused_save_s_revision_and_never_show_a_url() -> None:
+    """D5: a save refused by storage names storage's revision, not the run's stale one. D6: a
+    provider that cannot be reached is reported by provider id and failure category only."""
+    refused = agent.HttpError(409, "stale_revision", "session 's' is at revision 1, not 0",
+                              revision=1)
+    event = agent.error_event(refused, session_id="s", revision=0)
+    assert (event["error"], event["revision"], event["session_id"]) == ("stale_revision", 1, "s")
+    assert agent.error_event(RuntimeError("x"), session_id="s", revision=4)["revision"] == 4
+
+    import socket
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cfg = agent.config_from_env(env(PROVIDER_BASE_URL=f"http://127.0.0.1:{port}/internal-gw/v1"))
+    model = agent.build_model(cfg, transport_for=lambda p, h: HttpxTransport(p.base_url, headers=h),
+                              on_turn_event=lambda e: None, turn_prefix="s", first_turn=0)
+    start = create_loop_checkpoint(execution_id="s", max_iterations=2,
+                                   messages=[UserMessage(content="hi")])
+    with pytest.raises(Exception) as info:
+        anyio.run(lambda: agent.run_session(start, model=model))
+    assert "127.0.0.1" in str(info.value)  # the exception itself names the upstream ...
+    shown = agent.error_event(info.value, session_id="s", revision=0)
+    assert shown["error"] == "provider_failed" and shown["category"] == "connection"
+    text = json.dumps(shown)
+    assert "127.0.0.1" not in text and "internal-gw" not in text and "://" not in text  # ... not this
+    assert "primary" in shown["message"]
+
+
+def test_budgets_heartbeat_and_lease_come_from_the_worker_s_vars() -> None:
+    default = agent.config_from_env(env())
+    assert default.budgets.first_token_ms == 120_000 and default.heartbeat_ms == 15_000
+    assert default.lease_ms == agent.DEFAULT_LEASE_MS
+    cfg = agent.config_from_env(env(STREAM_FIRST_TOKEN_MS="2500", STREAM_INTER_CHUNK_MS="0",
+                                    STREAM_TOTAL_MS="90000", SSE_HEARTBEAT_MS="0",
+                                    RUN_LEASE_MS="5000"))
+    assert (cfg.budgets.first_token_ms, cfg.budgets.inter_chunk_ms, cfg.budgets.total_ms) == (
+        2500, None, 90_000)
+    assert (cfg.heartbeat_ms, cfg.lease_ms) == (None, 5000)
+    for name, bad in (("STREAM_TOTAL_MS", "-1"), ("SSE_HEARTBEAT_MS", "soon"), ("RUN_LEASE_MS", "0")):
+        with pytest.raises(agent.HttpError) as info:
+            agent.config_from_env(env(**{name: bad}))
+        assert name in info.value.message
+
+
+def test_run_view_tells_a_live_run_from_a_lost_one() -> None:
+    live = agent.run_view({"lease": {"run": "r3", "expires_in_ms": 900}, "last_run": None})
+    assert live == {"state": "running", "run_id": "r3", "lease_ms_left": 900}
+    lost = agent.run_view({"lease": {"run": "r3", "expires_in_ms": -10},
+                           "last_run": {"run": "r1", "outcome": "waiting_for_reply"}})
+    assert lost == {"state": "lost", "run_id": "r3",
+                    "last": {"run_id": "r1", "outcome": "waiting_for_reply"}}
+    assert agent.run_view({"lease": None, "last_run": None}) == {"state": "idle"}

@@ -415,3 +415,21 @@ def error_event(exc: BaseException, *, session_id: str, revision: int) -> dict[s
                 "the session keeps its last saved round"}
     body["message"] = _URL.sub("<url>", str(body["message"]))
     return {"session_id": session_id, "revision": revision, **body}
+
+
+def run_view(state: dict[str, Any]) -> dict[str, Any]:
+    """A session's run as ``GET`` shows it, from the Session object's ``state()``: ``running`` (its
+    lease renewed within ``RUN_LEASE_MS``), ``lost`` (its isolate died: the lease ran out, never
+    renewed nor released; the object's alarm continues it) or ``idle``; ``last`` is how the last
+    run ended (``finished``, ``waiting_for_reply``, ``aborted``, ``failed`` or ``lost``)."""
+    lease, last = state.get("lease"), state.get("last_run")
+    view: dict[str, Any]
+    if lease is not None and lease["expires_in_ms"] > 0:
+        view = {"state": "running", "run_id": lease["run"], "lease_ms_left": lease["expires_in_ms"]}
+    elif lease is not None:
+        view = {"state": "lost", "run_id": lease["run"]}
+    else:
+        view = {"state": "idle"}
+    if last is not None:
+        view["last"] = {"run_id": last["run"], "outcome": last["outcome"]}
+    return view

@@ -36,7 +36,7 @@ import js  # type: ignore[import-not-found]
 import msgspec
 from workers import Response, WorkerEntrypoint  # type: ignore[import-not-found]
 
-from agent import SESSION_ID, AgentConfig, HttpError, config_from_env
+from agent import SESSION_ID, AgentConfig, HttpError, config_from_env, run_view
 from bindloop.contracts import Message, SystemMessage, UserMessage
 from bindloop.session import (
     CheckpointFormatError,
@@ -85,21 +85,6 @@ def _session_id(match: re.Match[str]) -> str:
     if not SESSION_ID.match(session_id):
         raise HttpError(400, "invalid_session_id", "a session id is 1-64 characters of A-Z a-z 0-9 _ -")
     return session_id
-
-
-def _run_view(state: dict[str, Any]) -> dict[str, Any]:
-    """The lease as a client reads it: ``running`` (renewed within ``RUN_LEASE_MS``), ``lost`` (its
-    isolate died: never renewed, never released; the alarm continues it) or ``idle``."""
-    lease, last = state["lease"], state["last_run"]
-    if lease is not None and lease["expires_in_ms"] > 0:
-        view = {"state": "running", "run_id": lease["run"], "lease_ms_left": lease["expires_in_ms"]}
-    elif lease is not None:
-        view = {"state": "lost", "run_id": lease["run"]}
-    else:
-        view = {"state": "idle"}
-    if last is not None:
-        view["last"] = {"run_id": last["run"], "outcome": last["outcome"]}
-    return view
 
 
 class Default(WorkerEntrypoint):  # type: ignore[misc]
@@ -161,7 +146,7 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         return json_response(200, {"session_id": session_id, "status": cp.status,
                                    "revision": cp.revision, "iterations": cp.iterations,
                                    "messages": len(cp.messages),
-                                   "run": _run_view(await store.state())})
+                                   "run": run_view(await store.state())})
 
     async def reply(self, request: Any, match: re.Match[str]) -> Response:
         session_id = _session_id(match)
