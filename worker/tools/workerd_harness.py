@@ -222,6 +222,13 @@ class Workerd:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
 
+    def kill(self) -> None:
+        """SIGKILL, as a crash or an evicted machine would: no shutdown, in-flight work lost."""
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
     def __enter__(self) -> Workerd:
         return self.start()
 

@@ -11,6 +11,14 @@ from ._codec import (
     messages_from_openai as messages_from_openai,
     messages_to_openai as messages_to_openai,
 )
+from ._json_bounds import (
+    DEFAULT_MAX_JSON_BYTES as DEFAULT_MAX_JSON_BYTES,
+    DEFAULT_MAX_JSON_DEPTH as DEFAULT_MAX_JSON_DEPTH,
+    JsonBoundsError as JsonBoundsError,
+    JsonBoundsReason as JsonBoundsReason,
+    decode_json_bounded as decode_json_bounded,
+    json_nesting_depth as json_nesting_depth,
+)
 from ._messages import (
     AssistantMessage as AssistantMessage,
     Content as Content,
@@ -104,6 +112,13 @@ __all__ = (
     "messages_to_openai",
     "tool_error_message",
     "tool_outcome_message",
+    # Untrusted JSON text, size and nesting bounded before decoding (_json_bounds).
+    "DEFAULT_MAX_JSON_BYTES",
+    "DEFAULT_MAX_JSON_DEPTH",
+    "JsonBoundsError",
+    "JsonBoundsReason",
+    "decode_json_bounded",
+    "json_nesting_depth",
 )
 
 from .._public import publish as _publish

@@ -1,0 +1,105 @@
+"""Untrusted JSON text (a request body) read with its size and nesting bounded *before* anything
+recursive touches it.
+
+A JSON parser recurses once per nesting level. Under Pyodide (the browser, Cloudflare Workers) that
+recursion runs on the JavaScript stack, and a body of a few KiB — ``[`` repeated 10,000 times — can
+overflow it and abort the whole isolate, with every other request in it; CPython only raises
+``RecursionError``. :func:`decode_json_bounded` first measures the text's nesting with an iterative
+scan (strings skipped, so brackets inside them do not count) and refuses a body that is too large or
+too deep; only a body within both bounds reaches the decoder, msgspec's, which is strict (no NaN, no
+trailing data, valid UTF-8 only).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final, Literal
+
+import msgspec
+
+from ..errors import UsageError
+
+__all__ = (
+    "DEFAULT_MAX_JSON_BYTES",
+    "DEFAULT_MAX_JSON_DEPTH",
+    "JsonBoundsError",
+    "JsonBoundsReason",
+    "decode_json_bounded",
+    "json_nesting_depth",
+)
+
+DEFAULT_MAX_JSON_BYTES: Final = 64 * 1024
+"""64 KiB: a chat request with a long pasted message, not a document store."""
+
+DEFAULT_MAX_JSON_DEPTH: Final = 64
+"""The nesting bound checkpoints already hold JSON values to (``bindloop.session``)."""
+
+JsonBoundsReason = Literal["too_large", "too_deep", "malformed", "not_an_object"]
+
+# A complete JSON string, escapes included (the unrolled form: linear, no nested repetition).
+_STRING: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET: Final = re.compile(r"[^\[\]{}]+")
+_DECODER: Final = msgspec.json.Decoder()
+
+
+class JsonBoundsError(UsageError):
+    """The text is refused. ``reason``: ``too_large`` (over ``max_bytes``: HTTP 413),
+    ``too_deep`` (nested past ``max_depth``), ``malformed`` (not JSON) or ``not_an_object``
+    (valid JSON, but ``require_object`` asked for an object) — the last three an HTTP 400.
+    ``limit`` is the bound that was exceeded (``None`` for the last two). The message names the
+    problem, never the body's content."""
+
+    def __init__(self, reason: JsonBoundsReason, message: str, limit: int | None = None) -> None:
+        super().__init__(message)
+        self.reason: JsonBoundsReason = reason
+        self.limit = limit
+
+
+def json_nesting_depth(text: str | bytes, stop_above: int | None = None) -> int:
+    """The deepest nesting of ``[`` / ``{`` in JSON text, brackets inside strings not counted
+    (``0`` for a scalar). Iterative: any depth is measured without recursion. ``stop_above``
+    returns as soon as the depth exceeds it (the value returned is then ``stop_above + 1``).
+    Malformed text gets a best-effort figure; the decoder reports what is wrong with it."""
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        # Brackets and quotes are ASCII, and UTF-8 never uses ASCII bytes inside a multi-byte
+        # sequence: latin-1 maps every byte to one character without failing.
+        text = bytes(text).decode("latin-1")
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    depth = deepest = 0
+    for ch in brackets:
+        if ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if stop_above is not None and deepest > stop_above:
+                    return deepest
+        elif depth:
+            depth -= 1
+    return deepest
+
+
+def decode_json_bounded(data: str | bytes, *, max_bytes: int = DEFAULT_MAX_JSON_BYTES,
+                        max_depth: int = DEFAULT_MAX_JSON_DEPTH,
+                        require_object: bool = False) -> Any:
+    """The JSON value of ``data`` (UTF-8 bytes, or text measured as UTF-8), or
+    :class:`JsonBoundsError`: over ``max_bytes`` bytes, nested deeper than ``max_depth``
+    (``{"a": [1]}`` is 2 deep), not JSON, or — with ``require_object`` — not a JSON object.
+    The size is checked first, then the depth, and only then is the text decoded, so no recursion
+    ever sees more than ``max_depth`` levels."""
+    if max_bytes < 0 or max_depth < 0:
+        raise ValueError("max_bytes and max_depth must be >= 0")
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+    if len(raw) > max_bytes:
+        raise JsonBoundsError("too_large", f"the JSON body is {len(raw)} bytes; the limit is "
+                              f"{max_bytes}", max_bytes)
+    depth = json_nesting_depth(raw, stop_above=max_depth)
+    if depth > max_depth:
+        raise JsonBoundsError("too_deep", f"the JSON body nests deeper than {max_depth} levels",
+                              max_depth)
+    try:
+        value = _DECODER.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise JsonBoundsError("malformed", f"the body is not JSON: {exc}") from None
+    if require_object and not isinstance(value, dict):
+        raise JsonBoundsError("not_an_object", "the JSON body must be an object")
+    return value
