@@ -125,15 +125,15 @@ class CircuitBreaker:
         """Ask to call ``key``; see :class:`BreakerPermit`. Refused while open, and while another
         probe holds the half-open slot, and while the endpoint's own ``Retry-After`` runs."""
         entry = self._entries.get(key)
-        if entry is None:
-            return _PASS
+        if entry is None or (entry.state == "closed" and entry.not_before is None):
+            return _PASS  # the common case reads no clock
         now = self._now()
         if entry.not_before is not None:
             if now < entry.not_before:
                 return _REJECT
             entry.not_before = None
-        if entry.state == "closed":
-            return _PASS
+            if entry.state == "closed":
+                return _PASS
         self._settle(entry, now)
         if entry.state == "open":
             return _REJECT
