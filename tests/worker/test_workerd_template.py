@@ -620,10 +620,23 @@ def test_a_live_run_is_told_from_a_killed_one_and_the_alarm_continues_it(served:
                 break
             time.sleep(0.1)
         assert shown["status"] == "finished", states
+        # Until then GET told the truth at every poll: the killed run's lease still running out,
+        # the run lost, or the alarm's continuation running -- never an idle "ready" session.
+        old = live["run"]["run_id"]
+        for status_, state, run_id in states[:-1]:
+            assert status_ == "ready" and state in ("running", "lost"), states
+            assert run_id == old or state == "running", states
+        print(f"\n[lease] states after the restart: {sorted(set(states))}")
         assert shown["run"]["last"]["outcome"] == "finished"
         assert shown["run"]["last"]["run_id"] != live["run"]["run_id"]  # a new run continued it
         assert shown["iterations"] == 2
         assert asked_for_the_round() - before == 1  # the saved round was not run again
+        # The continuation's own event log, for a client that reconnects: it names the lost run.
+        status, _, raw = served.request("GET", f"/v1/sessions/{sid}/stream")
+        logged = parse_sse_with_ids(raw)
+        assert status == 200 and logged[0][1] == "session" and logged[-1][1] == "done"
+        assert logged[0][2]["continues"] == old and logged[0][0] == f"{shown['run']['last']['run_id']}:0"
+        assert logged[-1][2]["text"] == "Counted 3 words after all."
     finally:
         STALL[0] = False
         thread.join(timeout=30)

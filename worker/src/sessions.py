@@ -219,26 +219,35 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
             await self.ctx.storage.setAlarm(lease["expires"] + ALARM_GRACE_MS)
             return
         # The run neither renewed nor released its lease: its isolate died (a crash, a deploy, the
-        # CPU limit, kill -9). Record it, then go on from its last saved round.
+        # CPU limit, kill -9). Record it, then go on from its last saved round: the claim below
+        # replaces the expired lease, so GET never sees an idle "ready" session in between.
         continuations = int(await self._get("continuations") or 0)
-        await self.ctx.storage.put(_js_obj({
-            "lease": "", "last_run": json.dumps({"run": lease["run"], "outcome": "lost"})}))
-        data = await self.load()
-        if data is None or continuations >= MAX_CONTINUATIONS:
+        lost = json.dumps({"run": lease["run"], "outcome": "lost"})
+        config = self._continuation_config(await self.load(), continuations)
+        if config is None:
+            await self.ctx.storage.put(_js_obj({"lease": "", "last_run": lost}))
             return
-        cp = parse_loop_checkpoint(data)
-        if cp.status != "ready" or cp.iterations >= cp.max_iterations:
-            return
-        try:
-            config = config_from_env(self.env)
-        except HttpError:
-            return  # a misconfigured Worker: the session stays ready for a client to resume
-        await self.ctx.storage.put("continuations", continuations + 1)
-        store = SessionStore(self, cp.execution_id, lease_ms=config.lease_ms)
+        cp, agent_config = config
+        await self.ctx.storage.put(_js_obj({"last_run": lost, "continuations": continuations + 1}))
+        store = SessionStore(self, cp.execution_id, lease_ms=agent_config.lease_ms)
         store.revision = cp.revision
         claimed = await store.claim(msgspec.structs.replace(cp, revision=cp.revision + 1))
-        await drive(RunLog(self, store.run, None), store, claimed, config, self.env,
+        await drive(RunLog(self, store.run, None), store, claimed, agent_config, self.env,
                     continued_from=lease["run"])
+
+    def _continuation_config(self, data: str | None,
+                             continuations: int) -> tuple[LoopCheckpoint, AgentConfig] | None:
+        """The stored checkpoint and the agent's config when a lost run is to be continued: a
+        ``ready`` session with turns left, a Worker configured, not yet continued too often."""
+        if data is None or continuations >= MAX_CONTINUATIONS:
+            return None
+        cp = parse_loop_checkpoint(data)
+        if cp.status != "ready" or cp.iterations >= cp.max_iterations:
+            return None
+        try:
+            return cp, config_from_env(self.env)
+        except HttpError:
+            return None  # a misconfigured Worker: the session stays ready for a client to resume
 
 
 class RateLimiter(DurableObject):  # type: ignore[misc]  # the SDK is untyped
