@@ -103,8 +103,12 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
     def _store(self, session_id: str, config: AgentConfig) -> SessionStore:
         return SessionStore.for_session(self.env, session_id, lease_ms=config.lease_ms)
 
-    def _start(self, store: SessionStore, cp: LoopCheckpoint, config: AgentConfig) -> Response:
-        stream = EventStream(heartbeat_ms=config.heartbeat_ms)
+    def _start(self, store: SessionStore, cp: LoopCheckpoint, config: AgentConfig,
+               stream: EventStream | None = None) -> Response:
+        """Run the claimed ``cp`` in the background and answer with its live stream: bindloop's
+        SSE dialect unless ``stream`` (another protocol's framing, ``EventStream(frame=...)``)."""
+        if stream is None:
+            stream = EventStream(heartbeat_ms=config.heartbeat_ms)
         log = RunLog(store.target, store.run, stream)
         self.ctx.waitUntil(asyncio.ensure_future(drive(log, store, cp, config, self.env)))
         return stream.response()
