@@ -57,16 +57,24 @@ def test_wrangler_config_matches_the_entry_module() -> None:
     assert {"Session", "RateLimiter"} <= classes & imported
     migrated = [c for m in cfg["migrations"] for c in m["new_sqlite_classes"]]
     assert migrated == ["Session", "RateLimiter"]
-    # Deploy flags are the test flags minus the dev-Pyodide ones only workerd's tests use.
+    # Deploy flags are the test flags minus the dev-Pyodide ones only workerd's tests use, plus
+    # the two that pin Python 3.14 -- which the tests switch off (no_...) to load the dev bundle.
     dev_only = {f for f in COMPATIBILITY_FLAGS if f.startswith(("no_python_workers", "python_workers_"))}
-    assert set(cfg["compatibility_flags"]) == set(COMPATIBILITY_FLAGS) - dev_only
+    pinned = {"python_workers_20260610", "python_workers_314"}
+    assert set(cfg["compatibility_flags"]) == set(COMPATIBILITY_FLAGS) - dev_only | pinned
+    assert {f"no_{f}" for f in pinned} <= set(COMPATIBILITY_FLAGS)
     assert "PROVIDER_API_KEY" not in cfg["vars"]  # a secret, never a var
 
 
 def test_pyproject_is_pywrangler_shaped() -> None:
     meta = tomllib.loads((WORKER / "pyproject.toml").read_text())
-    assert "bindloop" in meta["project"]["dependencies"]
-    assert "workers-py" in meta["dependency-groups"]["dev"]
+    assert meta["project"]["dependencies"] == ["bindloop"]
+    # Never by index name: the repository's own wheel (tests/worker/test_workerd_resolve.py
+    # resolves it offline).
+    assert meta["tool"]["uv"]["sources"]["bindloop"]["path"].startswith("../dist/bindloop-")
+    assert meta["project"]["requires-python"] == ">=3.14"
+    assert any(d.startswith("workers-py") for d in meta["dependency-groups"]["dev"])
+    assert "$schema" not in wrangler()  # it pointed into a node_modules/wrangler never installed
 
 
 def env(**values: str) -> SimpleNamespace:
