@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from itertools import compress
+from operator import attrgetter
 from typing import Any, Final, cast, overload
 
 from .._awaitable import isawaitable, resolve as _resolve
@@ -62,6 +64,10 @@ from ._types import (
 
 __all__ = ("run_tool_loop",)
 
+_effect_ports: Final = attrgetter(*EFFECT_PORTS)
+_NO_PORTS: Final = (None,) * len(EFFECT_PORTS)
+_NOTHING_WIRED: Final[frozenset[str]] = frozenset()
+_ON_BOUNDARY: Final = frozenset({"on_boundary"})
 _ACCEPTED: Final = ToolMessageAccepted()
 _GO: Final = BoundaryChecked(False)
 _STOP: Final = BoundaryChecked(True)
@@ -103,13 +109,15 @@ async def run_tool_loop(
     p = params
     if control is not None and not isinstance(control, LoopControl):
         raise PortContractError(f"control must be a LoopControl, got {type(control).__name__}")
-    wired = [name for name in EFFECT_PORTS if getattr(p, name) is not None]
+    ports = _effect_ports(p)
+    wired = (_NOTHING_WIRED if ports == _NO_PORTS
+             else frozenset(compress(EFFECT_PORTS, [port is not None for port in ports])))
     if control is not None:
-        wired.append("on_boundary")
+        wired |= _ON_BOUNDARY
     machine = LoopMachine(
         p.state,
         p.max_iterations,
-        wired=frozenset(wired),
+        wired=wired,
         runs_serially=p.runs_serially,
         is_fatal_tool_error=p.is_fatal_tool_error,
         format_tool_exception=p.format_tool_exception,
