@@ -38,11 +38,12 @@ from ..errors import (
 from ._checks import (
     check_batch_outcomes, check_bool, check_messages, check_outcome, check_turn, check_usage)
 from ._effects import (
-    AcceptToolMessage, Activate, ActivationPortMissing, AskNudge, BatchFinished, BatchWrapped,
-    BlockedBySuspend, Boundary, BoundaryChecked, BoundaryDecided, CallModel, CheckBoundary, Compact,
-    Compacted, DiscardedTurn, Effect, Finish, ModelReplied, NotifyAssistant, NotifyProgress, Nudged,
-    NotRun, RaisedByTool, RanCall, Reject, Request, RunTool, RunToolBatch, Settle, Settled,
-    ToolAnswer, ToolMessageAccepted, ToolNotRun, ToolRaised, ToolReturned, WrapToolBatch)
+    AcceptToolMessage, Activate, ActivationPortMissing, Answer, AskNudge, BatchFinished,
+    BatchWrapped, BlockedBySuspend, Boundary, BoundaryChecked, BoundaryDecided, CallModel,
+    CheckBoundary, Compact, Compacted, DiscardedTurn, Effect, Finish, ModelReplied, NotifyAssistant,
+    NotifyProgress, Nudged, NotRun, RaisedByTool, RanCall, Reject, Request, RunTool, RunToolBatch,
+    Settle, Settled, ToolAnswer, ToolMessageAccepted, ToolNotRun, ToolRaised, ToolReturned,
+    WrapToolBatch)
 from ._ledger import RunLedger
 from ._phases import START_SUCCESSORS, SUCCESSORS, Phase
 from ._protocol import MachineProtocol
@@ -65,6 +66,7 @@ _P_CHECK: Final = Phase.CHECK_BOUNDARY
 _P_RUN_TOOL: Final = Phase.RUN_TOOL
 _P_CALL: Final = Phase.CALL_MODEL
 _P_DONE: Final = Phase.DONE
+_P_ERROR: Final = Phase.ERROR
 _TOOL_ANSWERS: Final = frozenset({ToolReturned, ToolRaised, ToolNotRun})
 
 
@@ -128,7 +130,35 @@ class LoopMachine(MachineProtocol):
         self._accept_queue: deque[ToolMessage] = deque()
         self._ordinal = 0
 
-    # ---- the protocol's other half: start, and what the driver may ask ------------------------
+    # ---- the protocol's other half: start, send, and what the driver may ask ------------------
+
+    def send(self, answer: Answer) -> None:
+        """Answer the pending request. The pair (phase, answer type) must be one the successor
+        table lists, and every effect before it must have been popped. Whatever raises in here
+        leaves the machine in ``ERROR``."""
+        # Each answer type answers one phase, so one lookup finds the handler and checks the phase.
+        try:
+            phase, handler, successors = _ROUTES[type(answer)]
+        except KeyError:
+            handler = None  # refused below, outside this handler: no KeyError as its context
+        if handler is None or phase is not self._phase or self._effects:
+            self._refuse(answer)
+        request = self._pending
+        self._pending = None
+        # ERROR while the handler runs: a handler that raises, or that leaves without a request
+        # or a Finish, leaves the machine there.
+        self._phase = _P_ERROR
+        try:
+            handler(self, request, answer)
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+        if self._phase not in successors:
+            error = ProtocolError(
+                f"{type(answer).__name__} in phase {phase.value!r} led to "
+                f"{self._phase.value!r}, which the successor table does not list")
+            self._fail(error)
+            raise error
 
     @property
     def stats(self) -> RunStats:
@@ -540,9 +570,9 @@ _HANDLERS: Final[Mapping[tuple[Phase, type], _Handler]] = MappingProxyType({
 })
 assert _HANDLERS.keys() == SUCCESSORS.keys()
 
-# Per phase, each accepted answer type's handler and the successors it may lead to.
-LoopMachine._ROUTES = MappingProxyType({
-    phase: MappingProxyType({answer: (handler, SUCCESSORS[(p, answer)])
-                             for (p, answer), handler in _HANDLERS.items() if p is phase})
-    for phase in Phase
+# Each answer type's phase, handler and successors (an answer type answers one phase only).
+_ROUTES: Final[Mapping[type, tuple[Phase, _Handler, frozenset[Phase]]]] = MappingProxyType({
+    answer: (phase, handler, SUCCESSORS[(phase, answer)])
+    for (phase, answer), handler in _HANDLERS.items()
 })
+assert len(_ROUTES) == len(_HANDLERS)

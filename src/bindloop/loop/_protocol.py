@@ -1,36 +1,30 @@
-"""The protocol half of the loop machine: phases, the one entry point ``send()``, the ERROR phase.
+"""The protocol half of the loop machine: effects out, the phase, refusals and the ERROR phase.
 
 :class:`MachineProtocol` knows nothing of agents: it holds the queue of effects, the pending
-request and the :class:`~bindloop.loop._phases.Phase`, routes each answer through the subclass's
-table to its handler, checks the phase the handler left against
-:data:`~bindloop.loop._phases.SUCCESSORS`, and turns any raise inside ``send()`` into the absorbing
-``ERROR`` phase. The decisions (the handlers) are :class:`~bindloop.lowlevel.LoopMachine`'s.
+request and the :class:`~bindloop.loop._phases.Phase`, pops effects, words every refusal, and keeps
+the absorbing ``ERROR`` phase (:meth:`_fail`, what every later call raises). ``send()`` — route an
+answer to its handler, check the phase it left against :data:`~bindloop.loop._phases.SUCCESSORS`,
+fail on any raise — and the handlers are :class:`~bindloop.lowlevel.LoopMachine`'s.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, NoReturn
+from typing import NoReturn
 
 from ..errors import BindloopError, ProtocolError
-from ._effects import Answer, Effect, Request
-from ._phases import REQUEST_PHASES, Phase
+from ._effects import Effect, Request
+from ._phases import REQUEST_PHASES, SUCCESSORS, Phase
 
-__all__ = ("MachineProtocol", "Route")
-
-Route = tuple[Callable[[Any, Any, Any], None], frozenset[Phase]]
-"""A handler ``(machine, request, answer)`` and the phases it may leave the machine in."""
+__all__ = ("MachineProtocol",)
 
 _ERROR = Phase.ERROR
 
 
 class MachineProtocol:
-    """Effects out, answers in, one phase at a time; subclasses supply ``_ROUTES``."""
+    """Effects out, one phase at a time; the subclass's ``send()`` feeds answers in."""
 
     __slots__ = ("_effects", "_failure", "_pending", "_phase")
-
-    _ROUTES: ClassVar[Mapping[Phase, Mapping[type, Route]]]
 
     # A subclass's __init__ sets them: an empty deque, None, Phase.IDLE, None.
     _effects: deque[Effect]
@@ -67,34 +61,6 @@ class MachineProtocol:
                 "no effect pending: the loop machine is waiting for an answer in phase "
                 f"{self._phase.value!r}") from None
 
-    def send(self, answer: Answer) -> None:
-        """Answer the pending request. The pair (phase, answer type) must be one the successor
-        table lists, and every effect before it must have been popped. Whatever raises in here
-        leaves the machine in ``ERROR``."""
-        phase = self._phase
-        try:
-            handler, successors = self._ROUTES[phase][type(answer)]
-        except KeyError:
-            handler = None  # refused below, outside this handler: no KeyError as its context
-        if handler is None or self._effects:
-            self._refuse(answer)
-        request = self._pending
-        self._pending = None
-        # ERROR while the handler runs: a handler that raises, or that leaves without a request
-        # or a Finish, leaves the machine there.
-        self._phase = _ERROR
-        try:
-            handler(self, request, answer)
-        except BaseException as exc:
-            self._fail(exc)
-            raise
-        if self._phase not in successors:
-            error = ProtocolError(
-                f"{type(answer).__name__} in phase {phase.value!r} led to "
-                f"{self._phase.value!r}, which the successor table does not list")
-            self._fail(error)
-            raise error
-
     def _request(self, request: Request) -> None:
         self._pending = request
         self._phase = REQUEST_PHASES[type(request)]
@@ -119,8 +85,8 @@ class MachineProtocol:
         if phase is Phase.IDLE or phase is Phase.DONE:
             error = ProtocolError(f"{type(answer).__name__} sent, but nothing is pending "
                                   f"(phase {phase.value!r})")
-        elif type(answer) not in self._ROUTES[phase]:
-            accepted = ", ".join(t.__name__ for t in self._ROUTES[phase])
+        elif (phase, type(answer)) not in SUCCESSORS:
+            accepted = ", ".join(a.__name__ for p, a in SUCCESSORS if p is phase)
             error = ProtocolError(f"{type(answer).__name__} does not answer "
                                   f"{type(self._pending).__name__} (phase {phase.value!r}; it "
                                   f"accepts {accepted})")
