@@ -352,6 +352,13 @@ def test_is_final_call_must_be_a_sync_predicate() -> None:
     with pytest.raises(PortContractError, match="is_final_call must return a bool"):
         run(h)
 
+    async def later(call: ToolCall, outcome: ToolOutcome) -> bool:
+        return True
+
+    h = loop_harness([tool_call_turn([tool_call("a")])], is_final_call=later)
+    with pytest.raises(PortContractError, match="is_final_call returned an awaitable"):
+        run(h)
+
 
 def test_a_final_call_through_the_batch_port_is_read_off_the_ports_outcome() -> None:
     async def port(calls: Sequence[ToolCall], runner: BatchRunner) -> list[ToolOutcome]:
