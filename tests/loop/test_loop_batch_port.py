@@ -126,7 +126,7 @@ def test_the_runner_refuses_what_is_not_a_tool_call() -> None:
         return await runner([{"id": "x"}])  # type: ignore[list-item]
 
     h = loop_harness([tool_call_turn([tool_call("a")])], run_tool_batch=port)
-    with pytest.raises(PortContractError, match=r"runner was given \{'id': 'x'\} at \[0\]"):
+    with pytest.raises(PortContractError, match=r"runner was given a dict at \[0\]"):
         run(h)
 
 

@@ -98,6 +98,8 @@ def _runner_calls(calls: object) -> tuple[ToolCall, ...]:
         if (not isinstance(call, ToolCall) or not isinstance(call.id, str) or not call.id
                 or not isinstance(call.name, str) or not call.name
                 or not isinstance(call.arguments, str)):
-            raise PortContractError(f"run_tool_batch's runner was given {call!r} at [{k}]; "
-                                    "expected a ToolCall with an id, a name and JSON arguments")
+            # Named by type only: a call's arguments may hold what must not reach a log.
+            raise PortContractError(f"run_tool_batch's runner was given a {type(call).__name__} "
+                                    f"at [{k}] that is not a ToolCall with an id, a name and "
+                                    "JSON arguments")
     return tuple(calls)
