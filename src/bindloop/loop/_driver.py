@@ -125,7 +125,8 @@ async def run_tool_loop(
     async def run_one(index: int, call: ToolCall) -> ToolAnswer:
         started = now()
         try:
-            outcome: ToolOutcome = await _resolve(run_tool_call(call))
+            value: Any = run_tool_call(call)
+            outcome: ToolOutcome = await value if isawaitable(value) else value
         except Exception as exc:
             if is_fatal(exc):
                 raise
@@ -140,7 +141,13 @@ async def run_tool_loop(
         effect = machine.next_effect()
         kind = type(effect)
         if kind is CallModel:
-            tools = [] if p.build_tools is None else check_tools(await _resolve(p.build_tools()))
+            # Maybe-awaitable ports on the per-turn path are resolved inline: a resolve()
+            # coroutine per call is a measurable share of a turn.
+            if p.build_tools is None:
+                tools = []
+            else:
+                built = p.build_tools()
+                tools = check_tools(await built if isawaitable(built) else built)
             started = now()
             pending = p.call_model(state.messages, tools)
             if not isawaitable(pending):
@@ -162,10 +169,18 @@ async def run_tool_loop(
             if signal is not None and signal.aborted:
                 reason = None if signal.reason is None else str(signal.reason)
                 send(ToolNotRun(run.index, reason))
-            else:
-                answer = await run_one(run.index, run.call)
-                if type(answer) is ToolRaised:
-                    raised.append(answer.error)
+            else:  # run_one inlined: one call per turn is the common case
+                started = now()
+                try:
+                    result: Any = run_tool_call(run.call)
+                    outcome = await result if isawaitable(result) else result
+                except Exception as exc:
+                    if is_fatal(exc):
+                        raise
+                    raised.append(exc)
+                    answer: ToolAnswer = ToolRaised(run.index, exc, now() - started)
+                else:
+                    answer = ToolReturned(run.index, outcome, now() - started)
                 send(answer)
         elif kind is RunToolBatch:
             assert isinstance(effect, RunToolBatch)
