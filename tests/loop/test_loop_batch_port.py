@@ -385,3 +385,16 @@ def test_the_nudge_sees_the_turn_that_would_end() -> None:
     r = run(h)
     assert turns == ["first", "second"]
     assert r.final_turn is not None and r.final_turn.text == "second"
+
+
+def test_a_raise_out_of_the_port_propagates_with_no_result_appended() -> None:
+    from bindloop import AssistantMessage
+
+    async def broken(calls: Sequence[ToolCall], runner: BatchRunner) -> list[ToolOutcome]:
+        await runner(calls)
+        raise RuntimeError("middleware bug")
+
+    h = loop_harness([tool_call_turn([tool_call("a")]), final_answer("x")], run_tool_batch=broken)
+    with pytest.raises(RuntimeError, match="middleware bug"):
+        run(h)
+    assert isinstance(h.state.messages[-1], AssistantMessage) and h.ran == ["a"]
