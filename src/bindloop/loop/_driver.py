@@ -8,7 +8,8 @@ call that never ran says, and which calls run alone are the machine's (:mod:`bin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from itertools import compress
+from operator import attrgetter
 from typing import Any, Final, cast, overload
 
 from .._awaitable import isawaitable, resolve as _resolve
@@ -21,7 +22,6 @@ from ._effects import (
     Activate,
     AskNudge,
     BatchFinished,
-    BatchWrapped,
     Boundary,
     BoundaryChecked,
     BoundaryDecided,
@@ -34,7 +34,7 @@ from ._effects import (
     NotifyAssistant,
     NotifyProgress,
     Nudged,
-    RanCall,
+    RaisedByTool,
     Reject,
     RunTool,
     RunToolBatch,
@@ -46,9 +46,12 @@ from ._effects import (
     ToolRaised,
     ToolReturned,
     WrapToolBatch,
+    reason_exception,
 )
+from ._batch_port import id_of, name_of, wrap_tool_batch
 from ._machine import LoopMachine
 from ._types import (
+    EFFECT_PORTS,
     ControlledToolLoopResult,
     LoopBoundary,
     LoopControl,
@@ -58,17 +61,13 @@ from ._types import (
 
 __all__ = ("run_tool_loop",)
 
+_effect_ports: Final = attrgetter(*EFFECT_PORTS)
+_NO_PORTS: Final = (None,) * len(EFFECT_PORTS)
+_NOTHING_WIRED: Final[frozenset[str]] = frozenset()
+_ON_BOUNDARY: Final = frozenset({"on_boundary"})
 _ACCEPTED: Final = ToolMessageAccepted()
 _GO: Final = BoundaryChecked(False)
 _STOP: Final = BoundaryChecked(True)
-
-
-def _id_of(item: tuple[int, ToolCall]) -> str:
-    return item[1].id
-
-
-def _name_of(item: tuple[int, ToolCall]) -> str:
-    return item[1].name
 
 
 @overload
@@ -97,37 +96,37 @@ async def run_tool_loop(
     if not isinstance(params, ToolLoopParams):
         raise PortContractError(f"run_tool_loop expects ToolLoopParams, got {type(params).__name__}")
     p = params
+    if control is not None and not isinstance(control, LoopControl):
+        raise PortContractError(f"control must be a LoopControl, got {type(control).__name__}")
+    ports = _effect_ports(p)
+    wired = (_NOTHING_WIRED if ports == _NO_PORTS
+             else frozenset(compress(EFFECT_PORTS, [port is not None for port in ports])))
+    if control is not None:
+        wired |= _ON_BOUNDARY
     machine = LoopMachine(
         p.state,
         p.max_iterations,
+        wired=wired,
         runs_serially=p.runs_serially,
         is_fatal_tool_error=p.is_fatal_tool_error,
         format_tool_exception=p.format_tool_exception,
         is_final_call=p.is_final_call,
-        has_batch_port=p.run_tool_batch is not None,
-        has_activate_plugins=p.activate_plugins is not None,
-        has_activate_skills=p.activate_skills is not None,
-        has_compact=p.compact is not None,
-        has_settle=p.on_step_settled is not None,
-        has_nudge=p.on_turn_would_end is not None,
-        has_accept_hook=p.before_tool_message_accepted is not None,
-        has_notify_assistant=p.on_assistant_message is not None,
-        has_progress=p.on_progress_update is not None,
-        has_control=control is not None,
     )
-    if control is not None and not isinstance(control, LoopControl):
-        raise PortContractError(f"control must be a LoopControl, got {type(control).__name__}")
     now = p.now
     signal = p.signal
     run_tool_call = p.run_tool_call
     state = p.state
     send = machine.send
     is_fatal = machine.is_fatal
+    # The exceptions of the ToolRaised answers sent, in order: each RaisedByTool rejection the
+    # machine gives back takes the next one (the machine keeps no exception).
+    raised: list[Exception] = []
 
     async def run_one(index: int, call: ToolCall) -> ToolAnswer:
         started = now()
         try:
-            outcome: ToolOutcome = await _resolve(run_tool_call(call))
+            value: Any = run_tool_call(call)
+            outcome: ToolOutcome = await value if isawaitable(value) else value
         except Exception as exc:
             if is_fatal(exc):
                 raise
@@ -137,61 +136,18 @@ async def run_tool_loop(
     async def run_pooled_item(item: tuple[int, ToolCall]) -> ToolAnswer:
         return await run_one(item[0], item[1])
 
-    async def run_calls(calls: Sequence[ToolCall], runs: list[RanCall]) -> list[ToolOutcome]:
-        # The loop's own batch, for run_tool_batch: serial calls first, alone, then the pool.
-        # Runs are recorded as the unwired loop reports them: each serial call as it is answered,
-        # then the pool in call order.
-        todo = _runner_calls(calls)
-        outcomes: list[ToolOutcome | None] = [None] * len(todo)
-        pooled: list[tuple[int, ToolCall]] = []
-        answer: ToolAnswer
-        for i, call in enumerate(todo):
-            if not machine.runs_alone(call):
-                pooled.append((i, call))
-                continue
-            if signal is not None and signal.aborted:
-                answer = ToolNotRun(i, None if signal.reason is None else str(signal.reason))
-            else:
-                answer = await run_one(i, call)
-            runs.append(RanCall(call, answer))
-            outcomes[i] = machine.outcome_of(call, answer)
-        if pooled:
-            pool = await run_tool_calls_pooled_by_tool(
-                pooled, run_pooled_item, tool_name=_name_of, item_id=_id_of,
-                signal=signal, options=p.batch_options)
-            for (i, call), a in zip(pooled, pool):
-                answer = ToolNotRun(i, a.reason) if isinstance(a, AbortedToolCallError) else a
-                runs.append(RanCall(call, answer))
-                outcomes[i] = machine.outcome_of(call, answer)
-        return outcomes  # type: ignore[return-value]  # every slot is filled above
-
-    async def wrap_batch(port: Any, calls: tuple[ToolCall, ...]) -> BatchWrapped:
-        runs: list[RanCall] = []
-        open_ = True
-
-        async def runner(given: Sequence[ToolCall]) -> list[ToolOutcome]:
-            if not open_:
-                raise PortContractError("run_tool_batch's runner was called after the port "
-                                        "returned; await it inside the port")
-            return await run_calls(given, runs)
-
-        pending = port(calls, runner)
-        if not isawaitable(pending):
-            raise PortContractError(
-                f"run_tool_batch returned {type(pending).__name__} instead of an awaitable: "
-                "wire an async function")
-        try:
-            outcomes = await pending
-        finally:
-            open_ = False
-        return BatchWrapped(outcomes, runs)
-
     machine.start()
     while True:
         effect = machine.next_effect()
         kind = type(effect)
         if kind is CallModel:
-            tools = [] if p.build_tools is None else check_tools(await _resolve(p.build_tools()))
+            # Maybe-awaitable ports on the per-turn path are resolved inline: a resolve()
+            # coroutine per call is a measurable share of a turn.
+            if p.build_tools is None:
+                tools = []
+            else:
+                built = p.build_tools()
+                tools = check_tools(await built if isawaitable(built) else built)
             started = now()
             pending = p.call_model(state.messages, tools)
             if not isawaitable(pending):
@@ -213,21 +169,38 @@ async def run_tool_loop(
             if signal is not None and signal.aborted:
                 reason = None if signal.reason is None else str(signal.reason)
                 send(ToolNotRun(run.index, reason))
-            else:
-                send(await run_one(run.index, run.call))
+            else:  # run_one inlined: one call per turn is the common case
+                started = now()
+                try:
+                    result: Any = run_tool_call(run.call)
+                    outcome = await result if isawaitable(result) else result
+                except Exception as exc:
+                    if is_fatal(exc):
+                        raise
+                    raised.append(exc)
+                    answer: ToolAnswer = ToolRaised(run.index, exc, now() - started)
+                else:
+                    answer = ToolReturned(run.index, outcome, now() - started)
+                send(answer)
         elif kind is RunToolBatch:
             assert isinstance(effect, RunToolBatch)
             answers = await run_tool_calls_pooled_by_tool(
-                effect.items, run_pooled_item, tool_name=_name_of, item_id=_id_of,
+                effect.items, run_pooled_item, tool_name=name_of, item_id=id_of,
                 signal=signal, options=p.batch_options,
             )
-            send(BatchFinished([
+            finished = [
                 ToolNotRun(item[0], a.reason) if isinstance(a, AbortedToolCallError) else a
                 for item, a in zip(effect.items, answers)
-            ]))
+            ]
+            raised.extend(a.error for a in finished if type(a) is ToolRaised)
+            send(BatchFinished(finished))
         elif kind is WrapToolBatch:
             assert isinstance(effect, WrapToolBatch)
-            send(await wrap_batch(p.run_tool_batch, effect.calls))
+            wrapped = await wrap_tool_batch(
+                p.run_tool_batch, effect.calls, machine=machine, run_one=run_one,
+                run_pooled_item=run_pooled_item, signal=signal, options=p.batch_options)
+            raised.extend(r.answer.error for r in wrapped.runs if type(r.answer) is ToolRaised)
+            send(wrapped)
         elif kind is NotifyProgress:
             assert isinstance(effect, NotifyProgress) and p.on_progress_update is not None
             check_sync_result(p.on_progress_update(effect.output_tokens, effect.tool_calls),
@@ -237,15 +210,16 @@ async def run_tool_loop(
             await _resolve(p.on_assistant_message(effect.message))
         elif kind is Reject:
             assert isinstance(effect, Reject)
+            why = effect.reason
+            error = (raised.pop(0) if isinstance(why, RaisedByTool)
+                     else reason_exception(effect.tool_call_id, why))
             if p.on_tool_call_rejected is not None:
-                check_sync_result(p.on_tool_call_rejected(effect.tool_call_id,
-                                                          machine.rejection_exception(effect)),
+                check_sync_result(p.on_tool_call_rejected(effect.tool_call_id, error),
                                   "on_tool_call_rejected")
         elif kind is Activate:
             assert isinstance(effect, Activate)
-            port = p.activate_plugins if effect.kind == "plugins" else p.activate_skills
-            assert port is not None
-            await _resolve(port(effect.names))
+            assert p.activate is not None
+            await _resolve(p.activate(effect.kind, effect.names))
         elif kind is AcceptToolMessage:
             assert isinstance(effect, AcceptToolMessage)
             assert p.before_tool_message_accepted is not None
@@ -283,16 +257,3 @@ async def run_tool_loop(
                                             stats=machine.stats, iterations=machine.iterations,
                                             final_turn=machine.final_turn)
 
-
-def _runner_calls(calls: object) -> tuple[ToolCall, ...]:
-    # What a run_tool_batch middleware handed the runner: tool calls the loop can run.
-    if isinstance(calls, (str, bytes)) or not isinstance(calls, Sequence):
-        raise PortContractError(f"run_tool_batch's runner was given {type(calls).__name__}; "
-                                "expected a sequence of ToolCall")
-    for k, call in enumerate(calls):
-        if (not isinstance(call, ToolCall) or not isinstance(call.id, str) or not call.id
-                or not isinstance(call.name, str) or not call.name
-                or not isinstance(call.arguments, str)):
-            raise PortContractError(f"run_tool_batch's runner was given {call!r} at [{k}]; "
-                                    "expected a ToolCall with an id, a name and JSON arguments")
-    return tuple(calls)
