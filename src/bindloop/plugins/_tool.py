@@ -18,7 +18,7 @@ from ..contracts import (
 )
 from ..errors import PortContractError, UsageError
 from ..completion import ParsedArguments, parse_tool_call_arguments
-from ..tools import SchemaSanitizeError, sanitize_tool_schema
+from ..schema import SchemaSanitizeError, sanitize_tool_schema
 
 __all__ = (
     "RawArguments",
@@ -131,7 +131,7 @@ def define_tool(
     """Define a tool from a msgspec Struct.
 
     ``args`` is the single source of truth: its JSON Schema (``msgspec.json.schema``, then
-    :func:`~bindloop.tools.sanitize_tool_schema`) is what the model sees, and the same type validates
+    :func:`~bindloop.schema.sanitize_tool_schema`) is what the model sees, and the same type validates
     what comes back — defaults, ``Meta`` constraints, optionals, unions, enums and nested Structs
     included. ``execute(args, ctx)`` receives a typed ``args`` instance and the host's context; it may
     be a plain or a coroutine function and must return a tool outcome.
