@@ -28,7 +28,9 @@ def _category(error: BaseException) -> str | None:
         return error.category
     if isinstance(error, StreamStalledError):
         return "stream_stall"
-    if isinstance(error, (TransportError, IncompleteStreamError)):
+    if isinstance(error, TransportError):
+        return error.kind  # "connection" or "timeout"
+    if isinstance(error, IncompleteStreamError):
         return "connection"
     return None
 

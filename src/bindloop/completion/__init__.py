@@ -14,6 +14,7 @@ from ._arguments import (
     UnparseableArguments as UnparseableArguments,
     UnsupportedToolCallType as UnsupportedToolCallType,
     parse_tool_call_arguments as parse_tool_call_arguments,
+    read_tool_arguments as read_tool_arguments,
 )
 from ._collect import (
     TurnCollector as TurnCollector,
@@ -114,6 +115,7 @@ __all__ = (
     "create_turn_text_stream",
     "parse_partial_json",
     "parse_tool_call_arguments",
+    "read_tool_arguments",
 )
 
 from .._public import publish as _publish

@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeAlias
 
-from ..contracts import ToolCall
-from ..contracts._codec import openai_tool_call_fields  # the one reader of that dict shape
+from ..contracts import ToolCall, openai_tool_call_fields  # the one reader of that dict shape
 from ._events import ToolCallChunk
 from ._errors import ToolCallDeltaError
 

@@ -10,6 +10,7 @@ from typing import Any, TypeAlias
 
 import msgspec
 
+from ..completion import ParsedArguments, read_tool_arguments
 from ..contracts import ToolDefinition, ToolError, ToolOutcome
 from ..errors import RunCancelledError, ToolFailure, UsageError
 from ..plugins import RawArguments, ResolveOutcome, Tool, ToolRegistry, tool_wire_definition
@@ -90,19 +91,11 @@ class McpTool(Tool[McpArguments, Any]):
         return f"McpTool(name={self.name!r}, server={self.server!r}, mcp_name={self.mcp_name!r})"
 
     def parse_arguments(self, raw: RawArguments) -> McpArguments | ToolError:
-        try:
-            if raw is None or (isinstance(raw, (str, bytes)) and not raw.strip()):
-                value: Any = {}
-            elif isinstance(raw, (str, bytes)):
-                value = msgspec.json.decode(raw)
-            else:
-                value = msgspec.json.decode(msgspec.json.encode(raw))
-        except (msgspec.DecodeError, TypeError, ValueError, OverflowError) as exc:
-            return ToolError(error=f"Invalid arguments for {self.name}: not JSON ({exc})",
+        parsed = read_tool_arguments(raw)  # the one argument reader, as for every tool
+        if not isinstance(parsed, ParsedArguments):
+            return ToolError(error=f"Invalid arguments for {self.name}: {parsed.detail}",
                              kind="validation")
-        if not isinstance(value, dict):
-            return ToolError(error=f"Invalid arguments for {self.name}: expected a JSON object",
-                             kind="validation")
+        value = parsed.arguments
         problem = first_schema_violation(value, self.input_schema)
         if problem is not None:
             return ToolError(error=f"Invalid arguments for {self.name}: {problem}",

@@ -113,11 +113,9 @@ class _Check:
     def check_string(self, value: Any, schema: Mapping[str, Any], where: str) -> str | None:
         if not isinstance(value, str):
             return None
-        min_len, max_len = _int(schema.get("minLength")), _int(schema.get("maxLength"))
-        if min_len is not None and len(value) < min_len:
-            return f"{where}: shorter than {min_len} characters"
-        if max_len is not None and len(value) > max_len:
-            return f"{where}: longer than {max_len} characters"
+        problem = _size(where, len(value), schema, "Length", ("shorter", "longer", "characters"))
+        if problem:
+            return problem
         pattern = schema.get("pattern")
         if isinstance(pattern, str):
             matched = _search(pattern, value)
@@ -143,11 +141,9 @@ class _Check:
         if not isinstance(value, (list, tuple)):
             return None
         where = path or "/"
-        min_items, max_items = _int(schema.get("minItems")), _int(schema.get("maxItems"))
-        if min_items is not None and len(value) < min_items:
-            return f"{where}: fewer than {min_items} items"
-        if max_items is not None and len(value) > max_items:
-            return f"{where}: more than {max_items} items"
+        problem = _size(where, len(value), schema, "Items", ("fewer", "more", "items"))
+        if problem:
+            return problem
         if schema.get("uniqueItems") is True:
             for i, item in enumerate(value):
                 if any(json_equal(item, other) for other in value[:i]):
@@ -185,11 +181,9 @@ class _Check:
         if not isinstance(value, Mapping):
             return None
         where = path or "/"
-        min_props, max_props = _int(schema.get("minProperties")), _int(schema.get("maxProperties"))
-        if min_props is not None and len(value) < min_props:
-            return f"{where}: fewer than {min_props} properties"
-        if max_props is not None and len(value) > max_props:
-            return f"{where}: more than {max_props} properties"
+        problem = _size(where, len(value), schema, "Properties", ("fewer", "more", "properties"))
+        if problem:
+            return problem
         required = schema.get("required")
         if isinstance(required, list):
             for name in required:
@@ -282,6 +276,18 @@ class _Check:
                 if problem:
                     return problem
         return None
+
+
+def _size(where: str, size: int, schema: Mapping[str, Any], keyword: str,
+          words: tuple[str, str, str]) -> str | None:
+    """``min<keyword>`` / ``max<keyword>`` against ``size``."""
+    low, high = _int(schema.get(f"min{keyword}")), _int(schema.get(f"max{keyword}"))
+    fewer, more, noun = words
+    if low is not None and size < low:
+        return f"{where}: {fewer} than {low} {noun}"
+    if high is not None and size > high:
+        return f"{where}: {more} than {high} {noun}"
+    return None
 
 
 def _search(pattern: str, text: str) -> bool | None:
