@@ -11,7 +11,7 @@ One rewriter, two targets, one :data:`SchemaPolicy` for what a target cannot car
 
 :func:`first_schema_violation` is the one depth-bounded validator (JSON-Pointer paths); MCP tool
 calls and structured answers are checked with it against the schema as the server or the caller
-wrote it, so nothing a rewrite dropped goes unenforced. See docs/tools.md.
+wrote it, so nothing a rewrite dropped goes unenforced. See docs/schema.md.
 """
 
 from ._errors import (
