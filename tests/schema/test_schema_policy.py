@@ -25,6 +25,10 @@ def root(**extra: Any) -> dict[str, Any]:
     return {"type": "object", "properties": PROPS, **extra}
 
 
+def prop(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": {"b": schema}}
+
+
 def test_not_with_a_required_name_is_dropped_reported_never_emptied() -> None:
     report = sanitize_tool_schema_report(root(**{"not": {"required": ["a"]}}))
     assert "not" not in report.schema
@@ -59,6 +63,25 @@ def test_an_inexact_if_group_goes_to_the_policy_whole() -> None:
     assert [c.kind for c in report.changes] == ["keyword_dropped"]
     with pytest.raises(UnsupportedSchemaError, match="'if', 'then'"):
         sanitize_tool_schema(root(**group), policy="refuse")
+
+
+def test_one_of_with_a_widened_branch_becomes_any_of() -> None:
+    # `oneOf` is not monotone: dropping the branch's `required` would make {} match both branches.
+    report = sanitize_tool_schema_report(prop({"oneOf": [{"type": "object"},
+                                                         {"required": ["c"]}]}))
+    assert report.schema["properties"]["b"] == {"anyOf": [{"type": "object"}, {}]}
+    assert "one_of_relaxed" in {c.kind for c in report.changes} and report.relaxed
+    exact = sanitize_tool_schema(prop({"oneOf": [{"type": "integer"}, {"type": "string"}]}))
+    assert exact["properties"]["b"] == {"oneOf": [{"type": "integer"}, {"type": "string"}]}
+
+
+def test_contains_with_an_upper_bound_is_kept_only_when_exact() -> None:
+    bounded = {"type": "array", "maxContains": 1, "contains": {"type": "object",
+                                                               "required": ["c"]}}
+    out = sanitize_tool_schema(prop(bounded))["properties"]["b"]
+    assert "contains" not in out
+    assert sanitize_tool_schema(prop({**bounded, "contains": {"type": "integer"}}))[
+        "properties"]["b"]["contains"] == {"type": "integer"}
 
 
 def test_an_unknown_policy_is_a_usage_error() -> None:
@@ -121,3 +144,15 @@ def test_a_value_the_original_accepts_survives_the_rewrite(schema: dict[str, Any
     if jsonschema.Draft202012Validator(schema).is_valid(value):
         assert jsonschema.Draft202012Validator(report.schema).is_valid(value), report
         assert first_schema_violation(value, report.schema) is None
+
+
+def test_a_described_keyword_is_still_enforced_when_decoding() -> None:
+    from bindloop.schema import InvalidOutputError, output_spec
+
+    schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
+              "required": ["a"], "not": {"required": ["b"]}}
+    spec = output_spec(schema, policy="describe")
+    assert "not" not in spec.schema and "Also must match" in spec.schema["description"]
+    assert spec.decode('{"a": "x", "b": null}') == {"a": "x"}  # the synthetic null is undone
+    with pytest.raises(InvalidOutputError, match="must not match"):
+        spec.decode('{"a": "x", "b": "y"}')

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 
 from ._errors import InvalidOutputError
+from ._report import SchemaPolicy
 from ._strict import accepts_null, base_schema, strict_json_schema
 from ._validate import MAX_DEPTH, first_schema_violation
 
@@ -21,13 +22,15 @@ _NAME = re.compile(r"[^A-Za-z0-9_-]+")
 
 class OutputSpec:
     """What a prompt asks for: the strict ``schema`` sent to the provider (wrapped in a
-    ``{"result": ...}`` object when its root is not an object), its ``name``, and :meth:`decode`."""
+    ``{"result": ...}`` object when its root is not an object), its ``name``, and :meth:`decode`.
+    ``policy`` is :func:`~bindloop.schema.strict_json_schema`'s; whatever it dropped or described,
+    :meth:`decode` still checks against the original schema."""
 
     __slots__ = ("_decoder", "_defs", "_original", "_type", "name", "schema", "wrapped")
 
-    def __init__(self, source: object) -> None:
+    def __init__(self, source: object, *, policy: SchemaPolicy = "refuse") -> None:
         base = base_schema(source)
-        strict = strict_json_schema(base)
+        strict = strict_json_schema(base, policy=policy)
         self.wrapped = strict.get("type") != "object"
         if self.wrapped:
             defs = strict.pop("$defs", None)
@@ -49,7 +52,8 @@ class OutputSpec:
         self.name = _NAME.sub("_", str(raw))[:64] or "final_result"
 
     def decode(self, text: str) -> Any:
-        """The answer ``text`` as the requested value, or :class:`~bindloop.schema.InvalidOutputError`."""
+        """The answer ``text`` as the requested value; raises
+        :class:`~bindloop.schema.InvalidOutputError` with the reason a re-ask tells the model."""
         if self._decoder is not None:
             try:
                 return self._decoder.decode(text)
@@ -75,9 +79,9 @@ class OutputSpec:
         return data
 
 
-def output_spec(schema: object) -> OutputSpec:
+def output_spec(schema: object, *, policy: SchemaPolicy = "refuse") -> OutputSpec:
     """The :class:`OutputSpec` of ``schema`` (a type msgspec can describe, or a JSON Schema dict)."""
-    return OutputSpec(schema)
+    return OutputSpec(schema, policy=policy)
 
 
 def _resolve(schema: Mapping[str, Any], defs: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -51,6 +51,7 @@ SchemaChangeKind: TypeAlias = Literal[
     "false_schema_dropped",
     "keyword_dropped",
     "keyword_described",
+    "one_of_relaxed",
 ]
 
 RELAXING_CHANGES: frozenset[str] = frozenset(
@@ -73,6 +74,7 @@ RELAXING_CHANGES: frozenset[str] = frozenset(
         # it for the model to read, but no schema validator sees it any more)
         "keyword_dropped",
         "keyword_described",
+        "one_of_relaxed",  # oneOf became anyOf: a value may now match several branches
     }
 )
 

@@ -133,6 +133,8 @@ def sanitize_tool_schema_report(
       a ``$ref`` at the root is still inlined, since the root must be an object.
     - The root gets ``type: "object"`` and ``properties: {}`` when it has neither, and must be an
       object schema.
+    - ``oneOf`` whose branches needed an inexact rewrite becomes ``anyOf`` ("exactly one" cannot
+      survive a widened branch; "at least one" still takes every value the original took).
     - ``not`` and ``if`` / ``then`` / ``else`` stay only when every rewrite inside them is exact;
       otherwise ``policy`` decides:
       ``"drop"`` (the default) removes them, ``"describe"`` writes them into the description,
@@ -275,6 +277,10 @@ class _Walker(BoundedWalk):
             if key in _CLOSING_SLOTS and raw[key] is False:
                 self.note(f"{path}/{key}", "false_schema_dropped")
                 continue
+            if key == "contains" and "maxContains" in raw:
+                # an upper bound makes `contains` non-monotone too: a widened schema counts more
+                self.conditional({key: raw[key]}, out, path, depth, notes)
+                continue
             out[key] = self.node(raw[key], f"{path}/{key}", depth + 1, _Ctx.NESTED, frozenset())
         for group in _CONDITIONALS:
             self.conditional({k: raw[k] for k in group if k in raw}, out, path, depth, notes)
@@ -288,17 +294,29 @@ class _Walker(BoundedWalk):
                 out["additionalProperties"] = self.node(
                     extra, f"{path}/additionalProperties", depth + 1, _Ctx.NESTED, frozenset()
                 )
+        relaxed_one_of: list[dict[str, object]] | None = None
         for key in _COMPOSITIONS:
             if key not in raw:
                 continue
             branches = raw[key]
             if not isinstance(branches, (list, tuple)):
                 raise SchemaSanitizeError(f"{key} must be an array", path=f"{path}/{key}")
+            mark = len(self.changes)
             out[key] = [
                 self.node(b, f"{path}/{key}/{i}", depth + 1,
                           _Ctx.ROOT_BRANCH if ctx is _Ctx.ROOT else _Ctx.NESTED, own_props)
                 for i, b in enumerate(branches)
             ]
+            if key == "oneOf" and not all(c.kind in _EXACT for c in self.changes[mark:]):
+                # "Exactly one" is not monotone: a widened branch can make a valid value match
+                # two. Say "at least one" instead, which every value the original took satisfies.
+                relaxed_one_of = out.pop("oneOf")  # type: ignore[assignment]
+                self.note(f"{path}/oneOf", "one_of_relaxed")
+        if relaxed_one_of is not None:
+            if "anyOf" in out:
+                out["allOf"] = [*out.get("allOf", ()), {"anyOf": relaxed_one_of}]  # type: ignore[misc]
+            else:
+                out["anyOf"] = relaxed_one_of
 
         if "required" in raw:
             required = raw["required"]
