@@ -11,7 +11,8 @@ from __future__ import annotations
 from ..errors import BindloopError, RunStoppedError, UsageError
 from ..session import LoopCheckpoint
 
-__all__ = (    "AfterPromptAgentError",
+__all__ = (
+    "AfterPromptAgentError",
     "AgentError",
     "BudgetExceededError",
     "LoopMissingToolOutputError",
@@ -24,7 +25,6 @@ __all__ = (    "AfterPromptAgentError",
     "RebornLimitExceededError",
     "SnapshotDisabledError",
     "SnapshotDivergenceError",
-    "SnapshotFormatError",
     "StructuredOutputError",
     "ToolCallFailedError",
     "ToolLoopExceededError",
