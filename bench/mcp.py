@@ -167,7 +167,7 @@ async def measure(calls: int, rounds: int, sse_url: str, json_url: str) -> list[
 
 
 def cpython_import_ms(runs: int = 7) -> tuple[float, float]:
-    code = ("import time; t0 = time.perf_counter(); import bindloop.plugins, bindloop.tools, "
+    code = ("import time; t0 = time.perf_counter(); import bindloop.plugins, bindloop.schema, "
             "bindloop.wire; t1 = time.perf_counter(); import bindloop.mcp; t2 = time.perf_counter(); "
             "print((t1 - t0) * 1000, (t2 - t1) * 1000)")
     deps, own = [], []

@@ -6,7 +6,7 @@ import time
 
 t0 = time.perf_counter()
 import bindloop.plugins  # (what bindloop.mcp builds on, timed apart from it)
-import bindloop.tools
+import bindloop.schema
 import bindloop.wire
 t1 = time.perf_counter()
 import bindloop.mcp

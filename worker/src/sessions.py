@@ -44,7 +44,7 @@ from agent import (
     stopped_checkpoint,
 )
 from bindloop.agent import InMemoryLimitStore, LimitStore
-from bindloop.errors import ToolLoopExceededError, TurnBudgetExceededError
+from bindloop.agent import ToolLoopExceededError, TurnBudgetExceededError
 from bindloop.hosts.js_fetch import FetchTransport
 from bindloop.session import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
 

@@ -10,6 +10,7 @@ from ._codec import (
     message_to_openai_request as message_to_openai_request,
     messages_from_openai as messages_from_openai,
     messages_to_openai as messages_to_openai,
+    openai_tool_call_fields as openai_tool_call_fields,
 )
 from ._json_bounds import (
     DEFAULT_MAX_JSON_BYTES as DEFAULT_MAX_JSON_BYTES,
@@ -119,6 +120,7 @@ __all__ = (
     "JsonBoundsReason",
     "decode_json_bounded",
     "json_nesting_depth",
+    "openai_tool_call_fields",
 )
 
 from .._public import publish as _publish

@@ -22,7 +22,7 @@ The schema (tables in the Postgres schema ``schema``, default ``bindloop``) is c
 use under an advisory lock, and versioned in its ``meta`` table: a schema written by a newer
 bindloop is refused, never misread. Connections come from a small pool (``pool_size``). A
 connection that fails is discarded and the operation raises
-:class:`~bindloop.errors.StoreError` naming the operation — except reads, and a ``save``
+:class:`~bindloop.session.StoreError` naming the operation — except reads, and a ``save``
 whose outcome is unknown, which retry once on a fresh connection (the retried ``save`` recognises
 its own checkpoint if the first attempt had landed). Every write is one transaction: a checkpoint
 is stored whole or not at all.
@@ -39,7 +39,7 @@ import anyio
 import msgspec
 
 from bindloop.clock import Clock, epoch_ms
-from bindloop.errors import StoreError, UsageError
+from bindloop.errors import UsageError
 from bindloop.loop import BoundaryDecision
 from bindloop.run import (
     ReceiptCompleted,
@@ -48,7 +48,12 @@ from bindloop.run import (
     ReceiptState,
     ToolCallReceiptKey,
 )
-from bindloop.session import CheckpointConflictError, LoopCheckpoint, parse_loop_checkpoint
+from bindloop.session import (
+    CheckpointConflictError,
+    LoopCheckpoint,
+    StoreError,
+    parse_loop_checkpoint,
+)
 
 from ._store_common import (
     check_attempt,

@@ -15,7 +15,7 @@ this store does not arrange). Durability is the server's: a checkpoint store nee
 append-only file (``appendonly yes``; ``appendfsync always`` to survive power loss too), or a
 restart loses every checkpoint.
 
-Connection failures become :class:`~bindloop.errors.StoreError` naming the operation (the client's
+Connection failures become :class:`~bindloop.session.StoreError` naming the operation (the client's
 own silent retries are turned off so an unknown outcome is never repeated behind the caller's
 back); reads, and a ``save`` (which recognises its own checkpoint if the first try had landed),
 retry once. Leases are measured on ``now`` (wall-clock milliseconds by default).
@@ -28,7 +28,7 @@ from typing import Any
 import msgspec
 
 from bindloop.clock import Clock, epoch_ms
-from bindloop.errors import StoreError, UsageError
+from bindloop.errors import UsageError
 from bindloop.loop import BoundaryDecision
 from bindloop.run import (
     ReceiptCompleted,
@@ -37,7 +37,12 @@ from bindloop.run import (
     ReceiptState,
     ToolCallReceiptKey,
 )
-from bindloop.session import CheckpointConflictError, LoopCheckpoint, parse_loop_checkpoint
+from bindloop.session import (
+    CheckpointConflictError,
+    LoopCheckpoint,
+    StoreError,
+    parse_loop_checkpoint,
+)
 
 from ._store_common import check_attempt, check_lease, check_max_bytes, encode_checkpoint, key_parts
 

@@ -29,7 +29,8 @@ from ..contracts import (
     TurnUsage,
     UserMessage,
 )
-from ..errors import InvalidModelTurnError, PortContractError, UsageError
+from ..errors import PortContractError, UsageError
+from ._errors import InvalidModelTurnError
 
 __all__ = (
     "check_batch_outcomes",

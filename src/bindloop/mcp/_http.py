@@ -52,7 +52,7 @@ from ._session import (
     McpServerRequest,
     Outgoing,
 )
-from ._validate import first_schema_violation
+from ..schema import first_schema_violation
 
 __all__ = ("McpAuth", "McpHttpClient", "ProgressCallback", "open_mcp_client")
 

@@ -18,8 +18,10 @@ from ._driver import (
     run_from_checkpoint as run_from_checkpoint,
 )
 from ._errors import (
+    CheckpointConflictError as CheckpointConflictError,
     CheckpointFormatError as CheckpointFormatError,
     CheckpointInputError as CheckpointInputError,
+    StoreError as StoreError,
     UnsupportedCheckpointVersionError as UnsupportedCheckpointVersionError,
 )
 from ._input import (
@@ -35,10 +37,7 @@ from ._schema import (
     LoopBindings as LoopBindings,
     LoopCheckpoint as LoopCheckpoint,
 )
-from ._store import (
-    CheckpointConflictError as CheckpointConflictError,
-    CheckpointStore as CheckpointStore,
-)
+from ._store import CheckpointStore as CheckpointStore
 
 __all__ = (
     "CHECKPOINT_VERSION",
@@ -57,6 +56,7 @@ __all__ = (
     "LoopCheckpoint",
     "RestoreFn",
     "RestoredLoop",
+    "StoreError",
     "UnsupportedCheckpointVersionError",
     "apply_checkpoint_input",
     "create_loop_checkpoint",

@@ -3,9 +3,15 @@ cannot take in its current status."""
 
 from __future__ import annotations
 
-from ..errors import UsageError
+from ..errors import ProviderError, UsageError
 
-__all__ = ("CheckpointFormatError", "CheckpointInputError", "UnsupportedCheckpointVersionError")
+__all__ = (
+    "CheckpointConflictError",
+    "CheckpointFormatError",
+    "CheckpointInputError",
+    "StoreError",
+    "UnsupportedCheckpointVersionError",
+)
 
 
 def _encodable(text: str) -> str:
@@ -13,19 +19,22 @@ def _encodable(text: str) -> str:
 
 
 class CheckpointFormatError(UsageError):
-    """A stored checkpoint could not be read: wrong shape, a wrong type, or an impossible state.
+    """A stored document could not be read: wrong version, shape or type, or an impossible state.
+    The one format error for saved runs: a loop checkpoint (``document="checkpoint"``) and an agent
+    snapshot or trace (``document="snapshot"``) alike.
 
     ``field`` is the dotted path of the offending field (``"stats.turns"``, ``"messages[3].role"``,
-    ``""`` for the document itself); the message starts with it.
+    ``""`` for the document itself); the message starts with it (or with ``document``).
     """
 
-    def __init__(self, field: str, problem: str) -> None:
+    def __init__(self, field: str, problem: str, *, document: str = "checkpoint") -> None:
         # Stored text may hold lone surrogates; the message must stay encodable (a UTF-8 log
         # handler would raise on it), so such characters are kept as backslash escapes.
         field, problem = _encodable(field), _encodable(problem)
-        super().__init__(f"{field or 'checkpoint'}: {problem}")
+        super().__init__(f"{field or document}: {problem}")
         self.field = field
         self.problem = problem
+        self.document = document
 
 
 class UnsupportedCheckpointVersionError(CheckpointFormatError):
@@ -47,3 +56,31 @@ class CheckpointInputError(UsageError):
     def __init__(self, status: str, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+class CheckpointConflictError(UsageError):
+    """Another writer got there first: the stored revision of ``execution_id`` is ``stored``, so a
+    checkpoint at ``revision`` (which needs ``revision - 1`` stored) cannot land. Stop this
+    invocation; the execution goes on from the stored checkpoint, in whichever process owns it."""
+
+    def __init__(self, execution_id: str, revision: int, stored: int) -> None:
+        super().__init__(
+            f"checkpoint {execution_id!r} revision {revision} does not follow the stored revision "
+            f"{stored}: another writer committed first (single-writer fence)")
+        self.execution_id = execution_id
+        self.revision = revision
+        self.stored = stored
+
+
+class StoreError(ProviderError):
+    """A storage backend failed an operation: ``store`` names the backend (``"postgres"``,
+    ``"redis"``...), ``operation`` the call (``"save"``, ``"claim"``...). Whether the write landed
+    is unknown unless the message says so; every write the stores ship is one transaction or one
+    atomic script, so a checkpoint is either wholly stored or not at all. Retrying is the caller's
+    choice: a fenced write retried after an unknown outcome is refused, never doubled."""
+
+    def __init__(self, store: str, operation: str, problem: str) -> None:
+        super().__init__(f"{store} store: {operation} failed: {problem}")
+        self.store = store
+        self.operation = operation
+        self.problem = problem
