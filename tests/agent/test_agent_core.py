@@ -351,8 +351,9 @@ def test_wire_models_satisfy_the_protocol() -> None:
         def open(self, request: object) -> Any:
             raise AssertionError("not called")
 
-    adapter = ModelAdapter(OpenAIChatAdapter(), NoTransport(), WireOptions(model="gpt-x"))
-    model = as_agent_model(adapter, calculate_cost=lambda u: {"micro_usd": u.input_tokens})
+    adapter = ModelAdapter(OpenAIChatAdapter(), NoTransport(), WireOptions(model="gpt-x"),
+                           price=lambda u: u.input_tokens)
+    model = as_agent_model(adapter)
     assert isinstance(model, AgentModel)
     assert (model.id, model.provider) == ("gpt-x", "openai_chat")
     assert getattr(model, "structured_output") == "json_schema"

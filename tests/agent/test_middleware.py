@@ -32,7 +32,7 @@ from bindloop.agent import (
     reborn,
 )
 from bindloop.completion import StreamEvent
-from bindloop.contracts import Message, ToolError, ToolMessage, ToolResult, TurnUsage
+from bindloop.contracts import Message, ToolError, ToolMessage, ToolResult
 from bindloop.errors import LoopMissingToolOutputError, PortContractError, ToolCallFailedError, \
     ToolFailure, UsageError
 from bindloop.plugins import define_tool
@@ -79,9 +79,6 @@ class _Logged:
         async for event in self.inner.stream(messages, options):
             yield event
         self.log.append(f"< {self.name}")
-
-    def calculate_cost(self, usage: TurnUsage) -> dict[str, int]:
-        return self.inner.calculate_cost(usage)
 
 
 def _model_layer(name: str, log: list[str]) -> ModelMiddleware:

@@ -34,6 +34,7 @@ from ._schema import (
     CheckpointStatus as CheckpointStatus,
     LoopBindings as LoopBindings,
     LoopCheckpoint as LoopCheckpoint,
+    ReaskRecord as ReaskRecord,
 )
 
 __all__ = (
@@ -49,6 +50,7 @@ __all__ = (
     "CommitFn",
     "LoopBindings",
     "LoopCheckpoint",
+    "ReaskRecord",
     "RestoreFn",
     "RestoredLoop",
     "UnsupportedCheckpointVersionError",

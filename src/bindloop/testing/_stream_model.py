@@ -3,7 +3,7 @@ turns as events and records every request it got."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Literal
 
 import msgspec
@@ -38,7 +38,7 @@ class ScriptedStreamModel:
                  provider: str | None = "scripted",
                  structured_output: Literal["json_schema", "tool"] = "json_schema",
                  chunk_size: int = 8,
-                 cost: Callable[[TurnUsage], Mapping[str, int]] | None = None) -> None:
+                 price: Callable[[TurnUsage], int] | None = None) -> None:
         if chunk_size < 1:
             raise UsageError(f"chunk_size must be at least 1, got {chunk_size}")
         # ScriptedModel mints missing tool-call ids and refuses duplicates: one rule for both kits.
@@ -55,14 +55,11 @@ class ScriptedStreamModel:
         self.position = 0
         self.requests: list[StreamRequest] = []
         self._chunk = chunk_size
-        self._cost = cost
+        self.price = price  # the agent folds this model's stream with it
 
     @property
     def remaining(self) -> int:
         return len(self.turns) - self.position
-
-    def calculate_cost(self, usage: TurnUsage) -> dict[str, int]:
-        return dict(self._cost(usage)) if self._cost is not None else {}
 
     async def stream(self, messages: Sequence[Message],
                      options: Any) -> AsyncIterator[StreamEvent]:
