@@ -142,6 +142,8 @@ class _StreamModel:
         self.turn = 0
 
     def calculate_cost(self, usage: TurnUsage) -> dict[str, int]:
+        # Not read by this checkout (an agent model's price is optional); the base checkout that
+        # ``--before`` measures with this file required the member.
         return {}
 
     async def stream(self, messages: Sequence[Message],
@@ -163,8 +165,9 @@ class _WholeTurnModel(_StreamModel):
     """The same script, also offering ``complete_turn`` (a whole-turn call, as ``ModelAdapter``
     does): the agent uses it when nothing observes the stream."""
 
-    async def complete_turn(self, messages: Sequence[Message],
-                            options: ModelStreamOptions) -> ModelTurnResult:
+    async def complete_turn(self, messages: Sequence[Message], options: ModelStreamOptions,
+                            on_event: Callable[[StreamEvent], None] | None = None,
+                            ) -> ModelTurnResult:
         self.turn += 1
         i = self.turn
         usage = TurnUsage(input_tokens=1, output_tokens=1)

@@ -182,7 +182,13 @@ async def _drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Po
     chat = spec is None
     reasks = Reasks(frame, gen, spec, pos, output=output, text=text, chat=chat)
     turns = TurnPort(frame, model, options, spec=spec, tool_mode=tool_mode, hub=hub, text=text,
-                     guard=reasks.guard)
+                     limit=pos.attempt_start + pos.steps - pos.iterations,
+                     out_of_steps=reasks.out_of_steps)
+
+    def new_attempt() -> None:  # its turns count from the re-ask on
+        turns.limit = turns.turns + pos.steps
+
+    reasks.on_reask = new_attempt
     system, instruction = "\n\n".join(gen.system), "\n\n".join(gen.instructions)
 
     def context(calls: tuple[Any, ...]) -> ToolCallLoopContext:

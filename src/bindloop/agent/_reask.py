@@ -10,6 +10,7 @@ are spent (:class:`~bindloop.errors.StructuredOutputError`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 from .._awaitable import resolve
@@ -64,7 +65,7 @@ class Reasks:
     (decoded for a schema) once the run ends ``done``; ``chat`` says a checkpoint goes with
     running out of turns (a structured prompt cannot be resumed)."""
 
-    __slots__ = ("chat", "frame", "gen", "output", "pos", "spec", "text", "value")
+    __slots__ = ("chat", "frame", "gen", "on_reask", "output", "pos", "spec", "text", "value")
 
     def __init__(self, frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Position, *,
                  output: str | None, text: TurnTextStream | None, chat: bool) -> None:
@@ -76,11 +77,7 @@ class Reasks:
         self.text = text
         self.chat = chat
         self.value: Any = UNANSWERED
-
-    def guard(self) -> None:
-        """Before a model call: the current attempt's turns are spent."""
-        if self.pos.attempt_spent():
-            raise self.out_of_steps()
+        self.on_reask: Callable[[], None] | None = None  # a new attempt began
 
     def out_of_steps(self) -> ToolLoopExceededError:
         pos = self.pos
@@ -126,6 +123,8 @@ class Reasks:
                 f"attempts (max_retries={frame.max_retries}); last problem: {problem}",
                 tuple(pos.attempts))
         pos.attempt_start = pos.iterations
+        if self.on_reask is not None:
+            self.on_reask()
         if self.text is not None:
             self.text.begin_attempt("structured_output_retry")
         again = (f"Answer again with corrected arguments for the {self.output} tool."

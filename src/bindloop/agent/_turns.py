@@ -149,15 +149,18 @@ class _Watch:
 
 
 class TurnPort:
-    """The loop's ``call_model`` for one prompt. ``guard()`` runs before every call (the prompt's
-    per-attempt turn bound); ``turns`` counts the calls made."""
+    """The loop's ``call_model`` for one prompt. ``turns`` counts the calls made; once it reaches
+    ``limit`` (set by the re-ask logic: where the current attempt's turns run out) the next call
+    raises ``out_of_steps()`` instead."""
 
-    __slots__ = ("complete", "frame", "guard", "hasher", "hub", "model", "options", "price",
-                 "recording", "spec", "text", "tool_mode", "tracer", "turns", "watched")
+    __slots__ = ("budgets", "complete", "frame", "hasher", "hub", "limit", "model", "options",
+                 "out_of_steps", "price", "recording", "spec", "text", "tool_mode", "tracer",
+                 "turns", "watched")
 
     def __init__(self, frame: Frame, model: AgentModel, options: ModelStreamOptions, *,
                  spec: OutputSpec | None, tool_mode: bool, hub: StreamHub | None,
-                 text: TurnTextStream | None, guard: Callable[[], None]) -> None:
+                 text: TurnTextStream | None, limit: int,
+                 out_of_steps: Callable[[], BaseException]) -> None:
         self.frame = frame
         self.model = model
         self.options = options
@@ -165,7 +168,17 @@ class TurnPort:
         self.tool_mode = tool_mode
         self.hub = hub
         self.text = text
-        self.guard = guard
+        self.limit = limit
+        self.out_of_steps = out_of_steps
+        # The frames whose generation set a budget, from this agent up (fixed once prompting:
+        # budgets are draft hooks, equipped before a generation's prompt and its sub-agents').
+        budgets = []
+        node: Frame | None = frame
+        while node is not None:
+            if node.generation is not None and node.generation.budget is not None:
+                budgets.append(node)
+            node = node.parent
+        self.budgets = budgets
         self.price: Callable[[TurnUsage], int] | None = getattr(model, "price", None)
         self.complete = getattr(model, "complete_turn", None)
         run = frame.run
@@ -178,15 +191,13 @@ class TurnPort:
 
     # -- budget -----------------------------------------------------------------------------------
     def _check_budget(self) -> None:
-        node: Frame | None = self.frame
-        while node is not None:
+        for node in self.budgets:
             g = node.generation
             if g is not None and g.budget is not None and node.spent >= g.budget:
                 raise BudgetExceededError(
                     f"agent {node.agent_id!r} spent {node.spent} of its budget {g.budget}; no "
                     "further model call is made (raise the limit with equip_budget)",
                     spent=node.spent, limit=g.budget)
-            node = node.parent
 
     def _charge(self, cost: int) -> None:
         node: Frame | None = self.frame
@@ -207,8 +218,10 @@ class TurnPort:
 
     async def call_model(self, messages: list[Message],
                          _tools: list[ToolDefinition]) -> ModelTurnResult:
-        self.guard()
-        self._check_budget()
+        if self.turns >= self.limit:
+            raise self.out_of_steps()
+        if self.budgets:
+            self._check_budget()
         self.turns += 1
         if self.watched:
             turn = await self._watched(messages, self.turns - 1)
