@@ -65,7 +65,7 @@ SEARCH = define_tool(name="search", description="Search the web", args=Q, execut
 
 @pytest.mark.parametrize("hook", [
     lambda: equip_system("x"), lambda: equip_instruction("x"), lambda: equip_tool(SEARCH),
-    lambda: equip_budget({"credit": 1}), lambda: expect_validator(lambda v: True),
+    lambda: equip_budget(1), lambda: expect_validator(lambda v: True),
     lambda: on_stream(lambda s: None), lambda: equip_memory("k", 0), lambda: reborn(),
     lambda: equip_scope("k", 1), lambda: expect_scope("k"), lambda: equip_history([]),
     lambda: equip_memo("k", lambda: 1, []), lambda: equip_resource("k", lambda: 1, []),
@@ -86,7 +86,7 @@ DRAFT_HOOKS = {
     "equip_tool": lambda: equip_tool(SEARCH),
     "equip_tool_call_loop_middleware": lambda: equip_tool_call_loop_middleware(
         ToolCallLoopMiddleware(name="m", handler=lambda c, calls, nxt: nxt(calls))),
-    "equip_budget": lambda: equip_budget({"credit": 5}),
+    "equip_budget": lambda: equip_budget(5),
     "expect_validator": lambda: expect_validator(lambda v: True),
     "on_stream": lambda: on_stream(lambda s: None),
     "equip_history": lambda: equip_history([]),

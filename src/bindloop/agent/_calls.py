@@ -105,6 +105,7 @@ class ToolPort:
 
         got = await run_loop_chain(self.gen.loop_middleware, self.context(tuple(calls)), execute)
         if self.recording:  # what a layer answered itself is the call's outcome too
-            for call_id, outcome in got.items():
-                self.frame.journal.record_tool(call_id, outcome)
+            for call in calls:
+                if call.name != self.output:  # the receipt is not journaled (it never ran)
+                    self.frame.journal.record_tool(call.id, got[call.id])
         return [got[c.id] for c in calls]

@@ -32,9 +32,6 @@ from ..errors import (
     PromptSuspendedError,
     RunCancelledError,
     SnapshotDivergenceError,
-    StructuredOutputError,
-    ToolLoopExceededError,
-    TurnBudgetExceededError,
     UsageError,
 )
 from ..loop import ToolLoopParams, ToolLoopState, run_tool_loop
@@ -58,8 +55,7 @@ T = TypeVar("T")
 _JSON_ENCODE = msgspec.json.Encoder().encode
 
 _FATAL = (LoopMissingToolOutputError, PortContractError, NoAgentContextError,
-          AfterPromptAgentError, SnapshotDivergenceError, BudgetExceededError, RunCancelledError,
-          StructuredOutputError, ToolLoopExceededError, TurnBudgetExceededError)
+          AfterPromptAgentError, SnapshotDivergenceError, BudgetExceededError, RunCancelledError)
 
 
 def _fatal(exc: BaseException) -> bool:

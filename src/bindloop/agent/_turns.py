@@ -223,10 +223,12 @@ class TurnPort:
         if self.budgets:
             self._check_budget()
         self.turns += 1
+        # The live transcript is passed as it is: a model reads it and copies what it keeps.
         if self.watched:
             turn = await self._watched(messages, self.turns - 1)
+        elif self.complete is None:  # the common streamed case, one coroutine less
+            turn = await fold_stream(self.model.stream(messages, self.options), self.price, None)
         else:
-            # The live transcript is passed as it is: a model reads it and copies what it keeps.
             turn = await self._fold(messages, None)
         if turn.cost:
             self._charge(turn.cost)

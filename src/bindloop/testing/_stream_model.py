@@ -28,8 +28,9 @@ class ScriptedStreamModel:
     ``chunk_size``-character fragments, so partial-JSON consumers see real partial states).
 
     A script entry that is an exception is raised by that call instead (a provider failure before
-    any output). ``requests`` records every call, failed ones included. ``structured_output`` is the
-    mode this model advertises (``"json_schema"``: native JSON-schema mode; ``"tool"``: the agent must
+    any output). ``requests`` records every call, failed ones included. ``price`` (``usage -> int``)
+    is the model's optional price: the agent folds this stream with it, so each turn's ``cost`` is
+    ``price(usage)``. ``structured_output`` is the mode this model advertises (``"json_schema"``: native JSON-schema mode; ``"tool"``: the agent must
     use a forced output tool). More calls than turns raise
     :class:`~bindloop.testing.ScriptExhaustedError`.
     """
