@@ -251,8 +251,8 @@ async def test_a_checkpoint_whose_reask_record_is_not_one_is_refused_by_name() -
         await create_agent(id="chat", handler=_resuming(_counting([]), msgspec.json.encode(raw)),
                            model=scripted_stream_model([final_answer("x")]))(None)
     raw = msgspec.json.decode(serialize_loop_checkpoint(saved[0]))
-    raw["reask"]["attempt_start"] = 5
-    with pytest.raises(CheckpointFormatError, match="reask.attempt_start"):
+    raw["reask"]["attempt_turns"] = 5
+    with pytest.raises(CheckpointFormatError, match="reask.attempt_turns"):
         await create_agent(id="chat", handler=_resuming(_counting([]), msgspec.json.encode(raw)),
                            model=scripted_stream_model([final_answer("x")]))(None)
     with pytest.raises(UsageError, match=r"resume_chat\(on_checkpoint=...\) must be a function"):

@@ -77,8 +77,9 @@ class Position:
             stats=st.totals, counters=st.counters,
             bindings=LoopBindings(config=dict(self.bindings.config),
                                   environment=dict(self.bindings.environment)),
-            reask=ReaskRecord(attempts=tuple(self.attempts), attempt_start=self.attempt_start,
-                              max_turn_steps=self.steps, max_total_turns=self.total_end))
+            reask=ReaskRecord(attempts=tuple(self.attempts),
+                              attempt_turns=used - self.attempt_start, max_turn_steps=self.steps,
+                              turns_left=max(self.total_end - used, 0)))
         serialize_loop_checkpoint(cp)  # refuses a checkpoint parse_loop_checkpoint would refuse
         return cp
 
@@ -102,8 +103,8 @@ def resumed(cp: LoopCheckpoint, *, steps: int | None, retries: int) -> Position:
     record = cp.reask if isinstance(cp.reask, ReaskRecord) else None
     attempts = record.attempts if record is not None else ()
     if record is not None and steps is None and cp.status != "iteration_limit":
-        steps, total_end, start = (record.max_turn_steps, record.max_total_turns,
-                                   record.attempt_start)
+        steps, total_end, start = (record.max_turn_steps, cp.iterations + record.turns_left,
+                                   cp.iterations - record.attempt_turns)
     else:
         if steps is None:
             left = cp.max_iterations - cp.iterations

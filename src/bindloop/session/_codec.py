@@ -164,12 +164,12 @@ def check_invariants(cp: LoopCheckpoint) -> None:
         _count(lineage.message_count, "lineage.message_count")
     reask = cp.reask
     if not isinstance(reask, msgspec.UnsetType):
-        if _count(reask.attempt_start, "reask.attempt_start") > used:
-            raise CheckpointFormatError("reask.attempt_start",
-                                        f"{reask.attempt_start} is after iterations {used}")
+        if _count(reask.attempt_turns, "reask.attempt_turns") > used:
+            raise CheckpointFormatError("reask.attempt_turns",
+                                        f"{reask.attempt_turns} exceed iterations {used}")
         if _count(reask.max_turn_steps, "reask.max_turn_steps") < 1:
             raise CheckpointFormatError("reask.max_turn_steps", "must be at least 1")
-        _count(reask.max_total_turns, "reask.max_total_turns")
+        _count(reask.turns_left, "reask.turns_left")
 
 
 def _check_tool_calls(cp: LoopCheckpoint) -> None:

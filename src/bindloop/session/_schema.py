@@ -85,15 +85,16 @@ class CheckpointLineage(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
 class ReaskRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Where a driver that re-asks refused answers stands (``bindloop.agent``'s chats write it).
 
-    ``attempts`` are the answers refused so far, as ``[text, problem]`` pairs; ``attempt_start`` the
-    execution's ``iterations`` when the current attempt began; each attempt may use
-    ``max_turn_steps`` model turns and all of them together run up to ``max_total_turns``
-    (counted in ``iterations``, like ``max_iterations``)."""
+    ``attempts`` are the answers refused so far, as ``[text, problem]`` pairs; the current attempt
+    has used ``attempt_turns`` of its ``max_turn_steps`` model turns, and the prompt has
+    ``turns_left`` model turns for all its attempts together. Every count is relative to the
+    checkpoint's position, so a host that re-bases ``iterations`` (a session counting several
+    prompts) keeps the record true."""
 
     attempts: tuple[tuple[str, str], ...] = ()
-    attempt_start: int = 0
+    attempt_turns: int = 0
     max_turn_steps: int
-    max_total_turns: int
+    turns_left: int
 
 
 class LoopCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
