@@ -9,7 +9,7 @@ changes what is asked, never how it runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -52,14 +52,20 @@ class ToolPort:
     def is_final_call(self, call: ToolCall, outcome: ToolOutcome) -> bool:
         return call.name == self.output and outcome is _RECEIVED
 
-    async def run_tool_call(self, call: ToolCall) -> ToolOutcome:
-        frame = self.frame
+    def run_tool_call(self, call: ToolCall) -> Awaitable[ToolOutcome]:
+        """The loop's port. A plain function handing back the call's awaitable: on the common
+        path (nothing to replay, record or trace; a tool without middleware) that is the tool's
+        own coroutine, with no frame of ours around it."""
         entry = self.tools.get(call.name)
         if self.plain and entry is not None and not entry[1] and not entry[0].middleware:
             tool = entry[0].tool
-            return await tool.execute(call.arguments, ToolContext(
+            return tool.execute(call.arguments, ToolContext(
                 tool.name, tool.description, tool.parameters, call.arguments, call.id,
-                frame.agent_id))
+                self.frame.agent_id))
+        return self._call(call, entry)
+
+    async def _call(self, call: ToolCall, entry: tuple[AgentTool, Any] | None) -> ToolOutcome:
+        frame = self.frame
         if call.name == self.output:
             return _RECEIVED
         if frame.cursor is not None:

@@ -10,7 +10,7 @@ the journaled turn in as it is. Unwatched, the same call runs with no observer a
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import msgspec
@@ -216,18 +216,24 @@ class TurnPort:
             return turn
         return await fold_stream(self.model.stream(messages, self.options), self.price, observer)
 
-    async def call_model(self, messages: list[Message],
-                         _tools: list[ToolDefinition]) -> ModelTurnResult:
+    def call_model(self, messages: list[Message],
+                   _tools: list[ToolDefinition]) -> Awaitable[ModelTurnResult]:
+        """The loop's port: a plain function that checks the bounds and hands back the call's
+        awaitable. Unwatched and unpriced, a streamed model's turn is the fold itself (its cost
+        is 0, so there is nothing to charge afterwards)."""
         if self.turns >= self.limit:
             raise self.out_of_steps()
         if self.budgets:
             self._check_budget()
         self.turns += 1
         # The live transcript is passed as it is: a model reads it and copies what it keeps.
+        if not self.watched and self.complete is None and self.price is None:
+            return fold_stream(self.model.stream(messages, self.options), None, None)
+        return self._call(messages)
+
+    async def _call(self, messages: list[Message]) -> ModelTurnResult:
         if self.watched:
             turn = await self._watched(messages, self.turns - 1)
-        elif self.complete is None:  # the common streamed case, one coroutine less
-            turn = await fold_stream(self.model.stream(messages, self.options), self.price, None)
         else:
             turn = await self._fold(messages, None)
         if turn.cost:
