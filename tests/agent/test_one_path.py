@@ -304,3 +304,51 @@ def test_the_output_tool_ends_the_run_as_a_real_call() -> None:
     assert [c.name for c in assistant.tool_calls] == ["Point"]
     assert isinstance(receipt, ToolMessage) and receipt.tool_call_id == assistant.tool_calls[0].id
     assert "corrected arguments for the Point tool" in str(reask.content)
+
+
+def test_a_replayed_turn_is_served_whole_to_its_watchers() -> None:
+    from bindloop.agent import (
+        AgentStreamEvent,
+        StructuredDataEvent,
+        ToolCallDoneEvent,
+        TurnDoneEvent,
+        TurnStartEvent,
+        prompt_agent,
+    )
+    from bindloop.testing import final_answer, tool_call, tool_call_turn
+
+    class Point(msgspec.Struct):
+        x: int
+        y: int
+
+    seen: list[AgentStreamEvent] = []
+
+    async def consume(events: AsyncIterator[AgentStreamEvent]) -> None:
+        async for event in events:
+            seen.append(event)
+
+    async def handler(_: None) -> Point:
+        equip_instruction("a point")
+        equip_tool(ADD)
+        on_stream(consume)
+        return await prompt_agent(Point)
+
+    agent = create_agent(id="r", handler=handler)
+
+    async def root() -> Any:
+        return await agent(None), dump_snapshot()
+
+    model = scripted_stream_model([tool_call_turn([tool_call("add", {"a": 1, "b": 2})]),
+                                   final_answer('{"x": 3, "y": 4}')])
+    value, snap = anyio.run(lambda: run_with(root, model=model, enable_snapshot=True))
+    live = list(seen)
+    seen.clear()
+    again = anyio.run(lambda: run_with(agent, initial_props=None, snapshot=snap,
+                                       model=scripted_stream_model([])))
+    assert again == value == Point(3, 4)
+    kinds = [(e.turn_index, type(e.event)) for e in seen]
+    assert kinds == [(0, TurnStartEvent), (0, ToolCallDoneEvent), (0, TurnDoneEvent),
+                     (1, TurnStartEvent), (1, StructuredDataEvent), (1, TurnDoneEvent)]
+    # The answer's final view is the live run's final view.
+    final = [e for e in live if isinstance(e.event, StructuredDataEvent)][-1]
+    assert seen[4] == final

@@ -20,7 +20,7 @@ from ..completion import PartialJsonParser, StreamEvent, TextEvent, ToolCallEven
 from ..contracts import Message, ModelTurnResult, ToolDefinition, TurnUsage
 from ..errors import BudgetExceededError, PortContractError
 from ._context import Frame
-from ._model import AgentModel, ModelStreamOptions, turn_events
+from ._model import AgentModel, ModelStreamOptions
 from ._schema import InvalidOutput, OutputSpec
 from ._snapshot import PromptHasher
 from ._stream import (
@@ -123,25 +123,36 @@ class _Watch:
             return value.get("result")
         return value
 
+    def replayed(self, turn: ModelTurnResult) -> None:
+        """A journaled turn arrives whole (nothing streamed): the text sink gets its text, and
+        :meth:`finish` reports the answer's structured view from the whole source."""
+        if self.text is not None and turn.text:
+            self.text.observe(turn.text)
+        self.fed = self.parser is not None
+        source = self._source(turn)
+        if self.parser is not None and source is not None:
+            self.parser.feed(source)
+
+    def _source(self, turn: ModelTurnResult) -> str | None:
+        # A turn that asks for tools is not the answer (its text is narration); the final
+        # structured status belongs to the answer: the output tool's call, or a text-only turn.
+        if self.tool_mode:
+            return next((c.arguments for c in turn.tool_calls if c.name == self.output), None)
+        return turn.text if not turn.tool_calls else None
+
     def finish(self, turn: ModelTurnResult) -> None:
         if self.hub is None:
             return
         for call in turn.tool_calls:
             self._emit(ToolCallDoneEvent(tool_call=call))
         spec = self.spec
-        # A turn that asks for tools is not the answer (its text is narration); the final
-        # structured status belongs to the answer turn.
-        answer = self.output_index is not None if self.tool_mode else not turn.tool_calls
-        if self.parser is not None and spec is not None and self.fed and answer:
-            source = next((c.arguments for c in turn.tool_calls if c.name == spec.name),
-                          None) if self.tool_mode else turn.text
-            ok = False
-            if source is not None:
-                try:
-                    spec.decode(source)
-                    ok = True
-                except InvalidOutput:
-                    ok = False
+        source = self._source(turn)
+        if self.parser is not None and spec is not None and self.fed and source is not None:
+            try:
+                spec.decode(source)
+                ok = True
+            except InvalidOutput:
+                ok = False
             self._emit(StructuredDataEvent(status="complete" if ok else "error",
                                            data=self._copy(self.parser.result().value),
                                            is_valid=ok))
@@ -260,10 +271,9 @@ class TurnPort:
             if frame.cursor is not None:
                 replayed = frame.cursor.next_turn(hash_, f"agent {frame.agent_id!r}")
             if replayed is not None:
-                turn = replayed.turn  # served as journaled: no model call, no second fold
+                turn = replayed.turn  # served as journaled: no model call, no fold
                 if watch is not None:
-                    for event in turn_events(turn):
-                        watch(event)
+                    watch.replayed(turn)
             else:
                 turn = await self._fold(messages, watch)
         except BaseException as exc:
