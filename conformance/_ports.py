@@ -225,8 +225,8 @@ class ScenarioRun:
         # (wired?, field, port). The loop always calls the last four synchronously.
         table: tuple[tuple[bool, str, Callable[..., Any]], ...] = (
             (ports.build_tools is not None, "build_tools", either(self.build_tools)),
-            (ports.activate_plugins, "activate_plugins", either(self.activate_plugins)),
-            (ports.activate_skills, "activate_skills", either(self.activate_skills)),
+            # The loop has one activation port; the scenario format wires it per kind.
+            (ports.activate_plugins or ports.activate_skills, "activate", either(self.activate)),
             (ports.should_stop is not None, "should_stop", either(self.should_stop)),
             (ports.ensure_not_cancelled is not None, "ensure_not_cancelled",
              either(self.ensure_not_cancelled)),
@@ -265,13 +265,10 @@ class ScenarioRun:
             names.extend(spec.plugins.get(plugin, ()))
         return [ToolDefinition(name=n) for n in names]
 
-    def activate_plugins(self, names: tuple[str, ...]) -> None:
-        self.events.append({"event": "activate", "kind": "plugins", "names": list(names)})
-        self.plugins.extend(n for n in names if n not in self.plugins)
-
-    def activate_skills(self, names: tuple[str, ...]) -> None:
-        self.events.append({"event": "activate", "kind": "skills", "names": list(names)})
-        self.skills.extend(n for n in names if n not in self.skills)
+    def activate(self, kind: str, names: tuple[str, ...]) -> None:
+        self.events.append({"event": "activate", "kind": kind, "names": list(names)})
+        active = self.plugins if kind == "plugins" else self.skills
+        active.extend(n for n in names if n not in active)
 
     def should_stop(self) -> bool:
         spec = self.sc.ports.should_stop

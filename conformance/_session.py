@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import msgspec
 
-from bindloop import BoundaryDecision, ToolLoopParams, ToolLoopResult, ToolLoopState
+from bindloop import BoundaryDecision, ToolLoopParams, ToolLoopPorts, ToolLoopResult, ToolLoopState
 from bindloop.session import (
     LoopBindings,
     LoopCheckpoint,
@@ -24,14 +24,8 @@ from ._schema import CheckpointSpec
 
 __all__ = ("run_checkpointed",)
 
-# Every ToolLoopParams port (all fields but state and max_iterations, which the checkpoint holds).
-_PORTS = (
-    "call_model", "run_tool_call", "build_tools", "now", "runs_serially", "activate_plugins",
-    "activate_skills", "is_fatal_tool_error", "on_tool_call_rejected", "should_stop", "signal",
-    "throw_if_timed_out", "ensure_not_cancelled", "on_assistant_message", "on_progress_update",
-    "on_turn_would_end", "before_tool_message_accepted", "on_step_settled", "compact",
-    "batch_options",
-)
+# Every port (all ToolLoopParams fields but state and max_iterations, which the checkpoint holds).
+_PORTS = ToolLoopPorts.__struct_fields__
 
 
 async def run_checkpointed(spec: CheckpointSpec, params: ToolLoopParams) -> tuple[

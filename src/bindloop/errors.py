@@ -123,14 +123,14 @@ class RunCancelledError(RunStoppedError):
 
 
 class MissingActivationPortError(UsageError):
-    """A tool asked the loop to activate plugins or skills while the matching port is unwired.
+    """A tool asked the loop to activate plugins or skills while its ``activate`` port is unwired.
 
     Reported through ``on_tool_call_rejected``; the run continues.
     """
 
     def __init__(self, kind: str, names: tuple[str, ...]) -> None:
         super().__init__(
-            f"a tool requested {kind} activation of {list(names)!r} but activate_{kind} is not wired"
+            f"a tool requested {kind} activation of {list(names)!r} but the activate port is not wired"
         )
         self.kind = kind
         self.names = names

@@ -1,9 +1,10 @@
 """The loop machine for custom drivers: :class:`LoopMachine`, the requests it makes, the notices it
-gives, the answers it accepts (:data:`TRANSITIONS`) and why it rejects a call (:data:`RejectReason`).
+gives, its phases and the answers each accepts (:class:`Phase`, :data:`SUCCESSORS`, which replaced
+the request-keyed ``TRANSITIONS``), and why it rejects a call (:data:`RejectReason`).
 
 :func:`bindloop.run_tool_loop` is the driver almost every host wants. Drive the machine yourself
 only to run the loop's decisions under another scheduler or to step it in a test; docs/loop.md has
-the table of which answer each request accepts.
+the table of which answer each request accepts and the state diagram drawn from :data:`SUCCESSORS`.
 """
 
 from ._public import publish as _publish
@@ -49,9 +50,15 @@ from .loop._effects import (
     WrapToolBatch as WrapToolBatch,
     reason_exception as reason_exception,
 )
-from .loop._machine import (
-    LoopMachine as LoopMachine,
-    TRANSITIONS as TRANSITIONS,
+from .loop._machine import LoopMachine as LoopMachine
+from .loop._types import WIRABLE as WIRABLE
+from .loop._phases import (
+    Phase as Phase,
+    REQUEST_PHASES as REQUEST_PHASES,
+    START_SUCCESSORS as START_SUCCESSORS,
+    SUCCESSORS as SUCCESSORS,
+)
+from .loop._tool_errors import (
     default_tool_exception_error as default_tool_exception_error,
     tool_exception_error as tool_exception_error,
 )
@@ -82,6 +89,8 @@ __all__ = (
     "NotifyAssistant",
     "NotifyProgress",
     "Nudged",
+    "Phase",
+    "REQUEST_PHASES",
     "RaisedByTool",
     "RanCall",
     "Reject",
@@ -89,14 +98,16 @@ __all__ = (
     "Request",
     "RunTool",
     "RunToolBatch",
+    "START_SUCCESSORS",
+    "SUCCESSORS",
     "Settle",
     "Settled",
-    "TRANSITIONS",
     "ToolAnswer",
     "ToolMessageAccepted",
     "ToolNotRun",
     "ToolRaised",
     "ToolReturned",
+    "WIRABLE",
     "WrapToolBatch",
     "default_tool_exception_error",
     "reason_exception",

@@ -209,7 +209,7 @@ def test_activations_are_read_off_the_ports_outcomes() -> None:
         return [ToolResult(content="loaded", activate_plugins=("pdf",))]
 
     h = loop_harness([tool_call_turn([tool_call("load")]), final_answer("ok")],
-                     run_tool_batch=port, activate_plugins=active.append)
+                     run_tool_batch=port, activate=lambda kind, names: active.append(names))
     run(h)
     assert active == [("pdf",)]
 

@@ -25,11 +25,15 @@ from bindloop.errors import ProtocolError
 from bindloop.contracts import CompactionApplied, RunStats
 from bindloop.loop import LoopCounters, StepSettlement, ToolLoopState
 from bindloop.lowlevel import (
-    TRANSITIONS,
+    REQUEST_PHASES,
+    Phase,
+    SUCCESSORS,
+    WIRABLE,
     AcceptToolMessage,
     Activate,
     AskNudge,
     BatchFinished,
+    BatchWrapped,
     Boundary,
     BoundaryChecked,
     BoundaryDecided,
@@ -43,6 +47,8 @@ from bindloop.lowlevel import (
     NotifyAssistant,
     NotifyProgress,
     Nudged,
+    RaisedByTool,
+    RanCall,
     Reject,
     RunTool,
     RunToolBatch,
@@ -52,6 +58,8 @@ from bindloop.lowlevel import (
     ToolNotRun,
     ToolRaised,
     ToolReturned,
+    WrapToolBatch,
+    reason_exception,
 )
 
 NAMES = ("add", "load", "search")
@@ -64,10 +72,8 @@ def worlds(draw: st.DrawFn) -> dict[str, Any]:
     return {
         "max_iterations": draw(st.integers(0, 7)),
         "serial": draw(st.frozensets(st.sampled_from(NAMES))),
-        "flags": {k: draw(st.booleans()) for k in (
-            "has_activate_plugins", "has_activate_skills", "has_compact", "has_settle",
-            "has_nudge", "has_accept_hook", "has_notify_assistant", "has_progress",
-            "has_control")},
+        "wired": draw(st.frozensets(st.sampled_from(sorted(WIRABLE)))),
+        "final": draw(st.booleans()),
         "seed_tokens": draw(st.integers(0, 1000)),
         "seed_cost": draw(st.integers(0, 100)),
     }
@@ -78,8 +84,12 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
                           totals=RunStats(input_tokens=world["seed_tokens"], cost=world["seed_cost"]),
                           counters=LoopCounters(requested_tool_calls=3))
     serial = world["serial"]
+    wired = world["wired"]
     m = LoopMachine(state, world["max_iterations"], runs_serially=lambda c: c.name in serial,
-                    **world["flags"])
+                    wired=wired,
+                    is_final_call=(lambda c, o: c.name == "search" and isinstance(o, ToolResult))
+                    if world["final"] else None)
+    taken: set[tuple[Any, type, Any]] = set()
     counter = 0
     turns = ran = requested = 0
     usage_in = usage_out = cost = aux_in = aux_cost = 0
@@ -94,18 +104,24 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
     ran_by_name: dict[str, int] = {}
     boundaries = 0
 
+    def send(answer: Any) -> None:
+        before = m.phase
+        m.send(answer)
+        taken.add((before, type(answer), m.phase))
+
     m.start()
     for _ in range(500):
         effect = m.next_effect()
         # an effect trace is plain data: every request and notice encodes to JSON
         assert SECRET not in msgspec.json.encode(effect).decode()
-        if type(effect) in TRANSITIONS:
+        if type(effect) in REQUEST_PHASES:
             assert m.pending is effect, "a request is always the last effect before an answer"
+            assert m.phase is REQUEST_PHASES[type(effect)]
         if isinstance(effect, CheckBoundary):
             if ordinals:
                 batch_ordinals.append(ordinals)
                 ordinals = []
-            m.send(BoundaryChecked(data.draw(st.integers(0, 9)) == 0))
+            send(BoundaryChecked(data.draw(st.integers(0, 9)) == 0))
         elif isinstance(effect, Compact):
             if data.draw(st.booleans()):
                 u = TurnUsage(input_tokens=data.draw(st.integers(0, 50)))
@@ -113,10 +129,10 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
                 aux_cost += 2
                 compactions += 1
                 # a compaction that keeps the transcript (so the structural checks still apply)
-                m.send(Compacted(CompactionApplied(messages=tuple(state.messages), usage=u, cost=2),
+                send(Compacted(CompactionApplied(messages=tuple(state.messages), usage=u, cost=2),
                                  1.0))
             else:
-                m.send(Compacted(None, 1.0))
+                send(Compacted(None, 1.0))
         elif isinstance(effect, CallModel):
             n = data.draw(st.integers(0, 3))
             calls = []
@@ -136,11 +152,14 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
             usage_in += u.input_tokens
             usage_out += u.output_tokens
             cost += c
-            m.send(ModelReplied(turn, 2.0))
-        elif isinstance(effect, (RunTool, RunToolBatch)):
+            send(ModelReplied(turn, 2.0))
+        elif isinstance(effect, (RunTool, RunToolBatch, WrapToolBatch)):
+            assert isinstance(effect, WrapToolBatch) == ("run_tool_batch" in wired)
             if isinstance(effect, RunToolBatch):
                 assert len(effect.items) > 1, "a single call is run alone, never pooled"
-            items = [(effect.index, effect.call)] if isinstance(effect, RunTool) else list(effect.items)
+            items = ([(effect.index, effect.call)] if isinstance(effect, RunTool)
+                     else list(enumerate(effect.calls)) if isinstance(effect, WrapToolBatch)
+                     else list(effect.items))
             results: list[Any] = []
             for index, call in items:
                 kind = data.draw(st.sampled_from(OUTCOMES))
@@ -161,19 +180,23 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
                     outcome = ToolError(error="bad")
                 elif kind == "activate":
                     outcome = ToolResult(content="ok", activate_plugins=("p",))
-                    if not world["flags"]["has_activate_plugins"]:
+                    if "activate" not in wired:
                         expected_rejections += 1
                 else:
                     outcome = ToolSuspend(mode="waiting_for_reply" if kind == "wait" else "resuming_later")
                     suspended_ids.add(call.id)
                 results.append(ToolReturned(index, outcome, 1.0))
             if isinstance(effect, RunTool):
-                m.send(results[0])
+                send(results[0])
+            elif isinstance(effect, WrapToolBatch):
+                # A pass-through middleware: the runner's answers are the outcomes.
+                send(BatchWrapped([m.outcome_of(effect.calls[r.index], r) for r in results],
+                                  [RanCall(effect.calls[r.index], r) for r in results]))
             else:
-                m.send(BatchFinished(data.draw(st.permutations(results))))
+                send(BatchFinished(data.draw(st.permutations(results))))
         elif isinstance(effect, AcceptToolMessage):
             ordinals.append(effect.ordinal)
-            m.send(ToolMessageAccepted())
+            send(ToolMessageAccepted())
         elif isinstance(effect, Settle):
             choice = data.draw(st.sampled_from(["none", "answer", "answer_user", "user", "stop"]))
             msgs: list[Any] = []
@@ -184,17 +207,19 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
                 msgs.append(UserMessage(content="more"))
                 if len(open_ids) > (1 if choice == "answer_user" else 0):
                     expected_rejections += 1
-            m.send(Settled(StepSettlement(messages=tuple(msgs), stop=choice == "stop")))
+            send(Settled(StepSettlement(messages=tuple(msgs), stop=choice == "stop")))
         elif isinstance(effect, Boundary):
             boundaries += 1
             # a settled boundary: nothing pending, nothing suspended
             assert not state.open_suspends
-            m.send(BoundaryDecided(data.draw(st.integers(0, 7)) == 0))
+            send(BoundaryDecided(data.draw(st.integers(0, 7)) == 0))
         elif isinstance(effect, AskNudge):
-            m.send(Nudged([UserMessage(content="nudge")] if data.draw(st.booleans()) else None))
+            send(Nudged([UserMessage(content="nudge")] if data.draw(st.booleans()) else None))
         elif isinstance(effect, Reject):
             rejections += 1
-            assert isinstance(m.rejection_exception(effect), BaseException)
+            if not isinstance(effect.reason, RaisedByTool):
+                assert isinstance(reason_exception(effect.tool_call_id, effect.reason),
+                                  BaseException)
         elif isinstance(effect, (Activate, NotifyAssistant, NotifyProgress)):
             pass
         else:
@@ -221,7 +246,10 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
     assert s.tool_ms == 1.0 * ran
     assert {k: v.calls for k, v in s.tools.items()} == ran_by_name
     assert all(v.ms == float(v.calls) for v in s.tools.values())
-    if not world["flags"]["has_control"]:
+    # -- every transition taken is one the successor table lists --
+    for before, answer, after in taken:
+        assert after in SUCCESSORS[(before, answer)], (before, answer, after)
+    if "on_boundary" not in wired:
         assert boundaries == 0 and stop_reason != "checkpointed"
 
     # -- ordinals are dense per batch --
@@ -285,7 +313,7 @@ def test_machine_invariants_hold_for_random_worlds(data: st.DataObject, world: d
     drive(data, world)
 
 
-def test_out_of_order_driving_is_a_protocol_error() -> None:
+def test_out_of_order_driving_is_a_protocol_error_and_leaves_the_machine_in_error() -> None:
     m = LoopMachine(ToolLoopState(), 3)
     m.start()
     assert isinstance(m.next_effect(), CheckBoundary)
@@ -295,12 +323,27 @@ def test_out_of_order_driving_is_a_protocol_error() -> None:
         assert "does not answer CheckBoundary" in str(exc) and "BoundaryChecked" in str(exc)
     else:  # pragma: no cover
         raise AssertionError
+    assert m.phase is Phase.ERROR
     try:
         m.next_effect()
     except ProtocolError as exc:
-        assert "waiting for an answer" in str(exc)
+        assert "error phase after ProtocolError: ModelReplied does not answer" in str(exc)
     else:  # pragma: no cover
         raise AssertionError
+
+
+def test_popping_before_answering_is_a_protocol_error_that_changes_nothing() -> None:
+    m = LoopMachine(ToolLoopState(), 3)
+    m.start()
+    m.next_effect()
+    try:
+        m.next_effect()
+    except ProtocolError as exc:
+        assert "waiting for an answer in phase 'check_boundary'" in str(exc)
+    else:  # pragma: no cover
+        raise AssertionError
+    m.send(BoundaryChecked(True))
+    assert isinstance(m.next_effect(), Finish) and m.phase is Phase.DONE
 
 
 def test_the_table_lists_every_request_once_and_only_requests() -> None:
@@ -309,20 +352,31 @@ def test_the_table_lists_every_request_once_and_only_requests() -> None:
     from bindloop.lowlevel import Notice, Request
 
     requests = set(typing.get_args(Request))
-    assert set(TRANSITIONS) == requests
+    assert set(REQUEST_PHASES) == requests
     assert not requests & set(typing.get_args(Notice))
-    for request, accepted in TRANSITIONS.items():
-        assert accepted, f"{request.__name__} accepts no answer"
+    assert len(set(REQUEST_PHASES.values())) == len(REQUEST_PHASES)
+    for request, phase in REQUEST_PHASES.items():
+        assert any(p is phase for p, _ in SUCCESSORS), f"{request.__name__} accepts no answer"
+    waiting = set(REQUEST_PHASES.values())
+    assert {p for p, _ in SUCCESSORS} == waiting
+    assert set(Phase) == waiting | {Phase.IDLE, Phase.DONE, Phase.ERROR}
+    for successors in SUCCESSORS.values():
+        assert successors <= waiting | {Phase.DONE}
 
 
 def test_an_answer_before_its_notices_are_popped_is_refused() -> None:
-    m = LoopMachine(ToolLoopState(messages=[UserMessage(content="go")]), 2, has_progress=True)
-    m.start()
-    m.next_effect()
-    m.send(BoundaryChecked(False))
-    assert isinstance(m.next_effect(), CallModel)
-    m.send(ModelReplied(ModelTurnResult(tool_calls=(ToolCall(id="a", name="add"),)), 1.0))
-    assert isinstance(m.pending, RunTool)
+    def machine() -> LoopMachine:
+        m = LoopMachine(ToolLoopState(messages=[UserMessage(content="go")]), 2,
+                        wired=frozenset({"on_progress_update"}))
+        m.start()
+        m.next_effect()
+        m.send(BoundaryChecked(False))
+        assert isinstance(m.next_effect(), CallModel)
+        m.send(ModelReplied(ModelTurnResult(tool_calls=(ToolCall(id="a", name="add"),)), 1.0))
+        assert isinstance(m.pending, RunTool)
+        return m
+
+    m = machine()
     # a NotifyProgress is still queued before the RunTool; answering now would skip it
     try:
         m.send(ToolReturned(0, ToolResult(content="ok"), 1.0))
@@ -330,6 +384,8 @@ def test_an_answer_before_its_notices_are_popped_is_refused() -> None:
         assert "before every effect was popped" in str(exc)
     else:  # pragma: no cover
         raise AssertionError
+    assert m.phase is Phase.ERROR
+    m = machine()
     assert isinstance(m.next_effect(), NotifyProgress)
     assert isinstance(m.next_effect(), RunTool)
     m.send(ToolReturned(0, ToolResult(content="ok"), 1.0))
@@ -343,7 +399,6 @@ def test_an_answer_before_its_notices_are_popped_is_refused() -> None:
 
 def test_fatal_raises_and_tool_error_text_are_the_machines_decisions() -> None:
     from bindloop.errors import RunCancelledError, ToolFailure
-    from bindloop.lowlevel import RaisedByTool
 
     m = LoopMachine(ToolLoopState(messages=[UserMessage(content="go")]), 2,
                     is_fatal_tool_error=lambda e: isinstance(e, KeyError))
@@ -367,8 +422,10 @@ def test_fatal_raises_and_tool_error_text_are_the_machines_decisions() -> None:
         if isinstance(e, (Finish, CheckBoundary)):
             break
     rejects = [e for e in effects if isinstance(e, Reject)]
+    # In the answer's order, so the driver pairs each with the exception it sent.
     assert [r.reason for r in rejects] == [RaisedByTool("ToolFailure"), RaisedByTool("ValueError")]
-    assert m.rejection_exception(rejects[1]) is err
+    assert not any(isinstance(getattr(m, name, None), BaseException)
+                   for name in dir(m) if not name.startswith("__"))
     contents = [x.content for x in m.state.messages[2:]]
     assert contents == ['{"error":"ValueError: the tool failed","kind":"error"}',
                         '{"error":"read-only","kind":"rejected"}']
@@ -386,7 +443,8 @@ def test_docs_show_the_table_the_machine_uses() -> None:
         cells = [c.strip() for c in row.strip("|").split("|")]
         request = re.match(r"`(\w+)", cells[0]).group(1)  # type: ignore[union-attr]
         documented[request] = set(re.findall(r"`(\w+)\(", cells[2]))
-    table = {req.__name__: {a.__name__ for a in answers} for req, answers in TRANSITIONS.items()}
+    table = {req.__name__: {a.__name__ for p, a in SUCCESSORS if p is phase}
+             for req, phase in REQUEST_PHASES.items()}
     assert set(documented) == set(table)
     for request, answers in table.items():
         if request == "RunToolBatch":
@@ -395,9 +453,8 @@ def test_docs_show_the_table_the_machine_uses() -> None:
             assert documented[request] == answers, request
 
 
-def test_each_answer_type_answers_one_request_type() -> None:
-    seen: dict[type, type] = {}
-    for request, accepted in TRANSITIONS.items():
-        for answer in accepted:
-            assert answer not in seen, f"{answer.__name__} answers {seen[answer].__name__} too"
-            seen[answer] = request
+def test_each_answer_type_answers_one_phase() -> None:
+    seen: dict[type, Any] = {}
+    for phase, answer in SUCCESSORS:
+        assert answer not in seen, f"{answer.__name__} answers {seen[answer]} too"
+        seen[answer] = phase

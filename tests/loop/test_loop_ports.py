@@ -227,8 +227,8 @@ def test_serial_calls_run_first_alone_and_activation_applies_before_the_next() -
         log.append(f"read sees {sorted(active)}")
         return "content"
 
-    def activate_plugins(names: tuple[str, ...]) -> None:
-        log.append(f"activate {list(names)}")
+    def activate_port(kind: str, names: tuple[str, ...]) -> None:
+        log.append(f"activate {kind} {list(names)}")
         active.update(names)
 
     h = loop_harness(
@@ -236,10 +236,10 @@ def test_serial_calls_run_first_alone_and_activation_applies_before_the_next() -
          final_answer("x")],
         tools={"load_plugin": activate, "read": needs_files},
         runs_serially=lambda c: c.name == "load_plugin",
-        activate_plugins=activate_plugins,
+        activate=activate_port,
     )
     run(h)
-    assert log == ["activate-tool", "activate ['files']", "read sees ['files']",
+    assert log == ["activate-tool", "activate plugins ['files']", "read sees ['files']",
                    "read sees ['files']"]
     # results still in the model's order
     assert [m.tool_call_id for m in h.state.messages if isinstance(m, ToolMessage)] == [
@@ -582,7 +582,7 @@ def test_tool_definitions_are_rebuilt_each_turn() -> None:
     h = loop_harness([tool_call_turn([tool_call("load")]), final_answer("x")],
                      build_tools=build,
                      tools={"load": lambda a: ToolResult(content="ok", activate_plugins=("extra",))},
-                     activate_plugins=lambda names: active.update(names))
+                     activate=lambda kind, names: active.update(names))
     run(h)
     assert [c[1] for c in h.model.calls] == [("base",), ("base", "extra")]
 

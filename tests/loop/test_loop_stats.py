@@ -1,5 +1,6 @@
-"""``ToolLoopResult.stats`` is this invocation's part: the loop's own measured times, whatever the
-seed looks like and whatever a hook folds into ``state.totals`` during the run."""
+"""``ToolLoopResult.stats`` is this invocation's part, folded from zero: the loop's own turns, calls
+and times, whatever the seed looks like; what a hook folds into ``state.totals`` during the run stays
+there and never enters the part."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ _SEEDS = st.sampled_from([
 ])
 
 
-def _run(seed: RunStats, *, hook_folds: bool, turns: int) -> RunStats:
+def _run(seed: RunStats, *, hook_folds: bool, turns: int) -> tuple[RunStats, RunStats]:
     state = fresh_state()
     state.totals = seed
     ticks = iter(float(i) for i in range(1000))
@@ -49,17 +50,20 @@ def _run(seed: RunStats, *, hook_folds: bool, turns: int) -> RunStats:
         state=state, call_model=scripted_model(script),
         run_tool_call=lambda call: ToolResult(content="2"), max_iterations=turns,
         on_step_settled=settled, now=lambda: next(ticks)))
-    return result.stats
+    return result.stats, state.totals
 
 
 @given(_SEEDS, st.booleans(), st.integers(1, 4))
 def test_stats_hold_the_loops_own_times_and_plain_zeros(seed: RunStats, hook_folds: bool,
                                                         turns: int) -> None:
-    stats = _run(seed, hook_folds=hook_folds, turns=turns)
+    stats, totals = _run(seed, hook_folds=hook_folds, turns=turns)
     # Each model call and each tool call takes one tick of the injected clock.
     assert stats.model_ms == float(turns) and stats.tool_ms == float(turns - 1)
     assert stats.turns == turns and type(stats.turns) is int
-    assert stats.input_tokens == (7 * turns if hook_folds else 0)  # spend counts, time does not
+    assert stats.input_tokens == 0  # the hook's spend is the host's, not the loop's
+    assert totals.input_tokens == seed.input_tokens + (7 * turns if hook_folds else 0)
+    assert totals.turns == seed.turns + turns and totals.tool_calls == seed.tool_calls + turns - 1
+    assert totals.model_ms == seed.model_ms + float(turns) + (5.0 * turns if hook_folds else 0.0)
     assert stats.tools == ({"add": ToolTime(calls=turns - 1, ms=float(turns - 1))} if turns > 1
                            else {})
 
@@ -96,4 +100,5 @@ def test_a_refused_answer_raises_without_an_internal_exception_attached() -> Non
     machine.next_effect()
     with pytest.raises(ProtocolError, match="does not answer CheckBoundary") as info:
         machine.send(ToolReturned(0, ToolResult(content=""), 0.0))
-    assert info.value.__suppress_context__ and info.value.__cause__ is None
+    error = info.value
+    assert error.__cause__ is None and (error.__context__ is None or error.__suppress_context__)

@@ -205,7 +205,7 @@ async def test_a_server_is_a_plugin_loaded_on_activation_and_rehydrated(
     assert [s.name for s in catalog.loadable] == ["shapes"] and not transports
     assert registry.tool_definitions(["shapes"]) == []
 
-    async def activate(names: tuple[str, ...]) -> None:
+    async def activate(kind: str, names: tuple[str, ...]) -> None:
         for name in names:
             found = registry.get(name)
             if isinstance(found, McpServerPlugin):
@@ -221,7 +221,7 @@ async def test_a_server_is_a_plugin_loaded_on_activation_and_rehydrated(
     h = loop_harness([tool_call_turn([tool_call("load", {}, id="l")]),
                       tool_call_turn([tool_call("shapes__add", {"a": 1, "b": 2}, id="a")]),
                       final_answer("3")],
-                     run_tool_call=dispatch, activate_plugins=activate,
+                     run_tool_call=dispatch, activate=activate,
                      build_tools=lambda: registry.tool_definitions(active))
     try:
         assert (await run_tool_loop(h.params)).stop_reason == "done"

@@ -68,7 +68,7 @@ async def test_a_serial_activation_is_visible_to_a_dependent_call_in_the_same_ba
         script(),
         run_tool_call=dispatch,
         build_tools=lambda: registry.tool_definitions(active),
-        activate_plugins=lambda names: active.update(registry.canonicalize_name(n) for n in names),
+        activate=lambda kind, names: active.update(registry.canonicalize_name(n) for n in names),
         runs_serially=lambda call: call.name == "activate_plugin",
     )
     result = await run_tool_loop(h.params)
@@ -91,7 +91,7 @@ async def test_without_runs_serially_the_dependent_call_meets_the_old_surface() 
         script(),
         run_tool_call=dispatch,
         build_tools=lambda: registry.tool_definitions(active),
-        activate_plugins=lambda names: active.update(names),
+        activate=lambda kind, names: active.update(names),
     )
     result = await run_tool_loop(h.params)
     assert result.stop_reason == "done"

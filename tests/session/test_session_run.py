@@ -115,6 +115,7 @@ def test_every_settled_boundary_is_committed_one_revision_apart() -> None:
     last = host.committed[-1]
     assert last.counters.requested_tool_calls == 2 and last.counters.last_prompt_tokens == 10
     assert last.messages[-1].content == "sum"
+    assert result.final_turn is not None and result.final_turn.text == "sum"
     # each committed checkpoint was its own snapshot, not a view of the live state
     assert len(host.committed[0].messages) == 3 and len(last.messages) == 6
 
@@ -122,7 +123,7 @@ def test_every_settled_boundary_is_committed_one_revision_apart() -> None:
 def test_checkpoint_stops_before_the_next_model_call_and_resume_keeps_the_count() -> None:
     host = Host(script(4), decide=lambda cp: "checkpoint" if cp.iterations == 2 else "continue")
     first = host.run(start(budget=4))
-    assert first.stop_reason == "checkpointed" and first.iterations == 2
+    assert first.stop_reason == "checkpointed" and first.iterations == 2 and first.final_turn is None
     assert host.models[0].position == 2  # no third model call
     assert first.checkpoint is host.committed[-1] and first.checkpoint.status == "ready"
     saved = serialize_loop_checkpoint(first.checkpoint)

@@ -72,7 +72,7 @@ async def test_load_skill_tool_activates_and_the_prompt_is_rerendered() -> None:
     h = loop_harness(
         [tool_call_turn([tool_call("load_skill", {"ref": "platform:triage"})]), final_answer("ok")],
         run_tool_call=dispatch,
-        activate_skills=activation.activate_skills,
+        activate=lambda kind, names: activation.activate(names),
         runs_serially=lambda call: call.name == "load_skill",
     )
     inner = h.params.call_model

@@ -145,7 +145,9 @@ async def run_mcp_demo(url: str, write: Callable[[str], None]) -> ToolLoopResult
     catalog = partition_plugin_catalog(active, registry.summaries())
     listing = "; ".join(f"{s.name}: {s.description}" for s in catalog.loadable)
 
-    async def activate(names: tuple[str, ...]) -> None:
+    async def activate(kind: str, names: tuple[str, ...]) -> None:
+        if kind != "plugins":  # the demo's tools load plugins only
+            return
         for name in names:
             plugin = registry.get(name)
             if isinstance(plugin, McpServerPlugin):
@@ -182,7 +184,7 @@ async def run_mcp_demo(url: str, write: Callable[[str], None]) -> ToolLoopResult
     try:
         result = await run_tool_loop(ToolLoopParams(
             state=state, call_model=PolicyModel(), run_tool_call=run_call, max_iterations=8,
-            build_tools=build_tools, activate_plugins=activate, on_assistant_message=on_assistant,
+            build_tools=build_tools, activate=activate, on_assistant_message=on_assistant,
             runs_serially=lambda call: call.name == "load_plugin", signal=controller.signal,
             on_tool_call_rejected=lambda i, e: write(f"   ✗ {i}: {type(e).__name__}: {e}")))
         stats = result.stats
@@ -191,7 +193,7 @@ async def run_mcp_demo(url: str, write: Callable[[str], None]) -> ToolLoopResult
                   "the transcript is paired and the run can go on)")
             result = await run_tool_loop(ToolLoopParams(
                 state=state, call_model=PolicyModel(), run_tool_call=run_call, max_iterations=8,
-                build_tools=build_tools, activate_plugins=activate,
+                build_tools=build_tools, activate=activate,
                 on_assistant_message=on_assistant))
             stats = accumulate_run(stats, result.stats)
         write(f"\nstop reason: {result.stop_reason}")

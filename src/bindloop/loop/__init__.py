@@ -4,6 +4,7 @@ is public in :mod:`bindloop.lowlevel`. Also the per-turn thinking-budget schedul
 
 from ._driver import run_tool_loop as run_tool_loop
 from ._types import (
+    ActivationKind as ActivationKind,
     BatchRunner as BatchRunner,
     BoundaryDecision as BoundaryDecision,
     CallModelFn as CallModelFn,
@@ -31,6 +32,7 @@ from ._thinking import (
 )
 
 __all__ = (
+    "ActivationKind",
     "BatchRunner",
     "BoundaryDecision",
     "CallModelFn",

@@ -15,10 +15,12 @@ from typing import Any
 from ..contracts import (
     AssistantMessage,
     FilePart,
+    ModelTurnResult,
     ImagePart,
     ReasoningPart,
     SystemMessage,
     TextPart,
+    ToolCall,
     ToolDefinition,
     ToolError,
     ToolMessage,
@@ -27,15 +29,17 @@ from ..contracts import (
     TurnUsage,
     UserMessage,
 )
-from ..errors import PortContractError, UsageError
+from ..errors import InvalidModelTurnError, PortContractError, UsageError
 
 __all__ = (
+    "check_batch_outcomes",
     "check_bool",
     "check_content",
     "check_messages",
     "check_outcome",
     "check_sync_result",
     "check_tools",
+    "check_turn",
     "check_usage",
 )
 
@@ -64,6 +68,9 @@ def _str_tuple(value: object, where: str) -> None:
 
 def check_outcome(outcome: object, call_id: str, port: str = "run_tool_call") -> None:
     """What ``port`` (``run_tool_call`` unless told) returned for ``call_id``."""
+    if (type(outcome) is ToolResult and type(outcome.content) is str
+            and outcome.activate_plugins == () and outcome.activate_skills == ()):
+        return  # the common outcome: text, no activation
     where = f"{port}({call_id!r})"
     if isinstance(outcome, ToolResult):
         check_content(outcome.content, f"{where}.content")
@@ -83,6 +90,19 @@ def check_outcome(outcome: object, call_id: str, port: str = "run_tool_call") ->
             f"{port} returned {type(outcome).__name__} for call {call_id!r}; "
             "expected ToolResult, ToolError or ToolSuspend"
         )
+
+
+def check_batch_outcomes(outcomes: object, calls: Sequence[ToolCall]) -> Sequence[Any]:
+    """What ``run_tool_batch`` returned for ``calls``: a list or tuple of one checked outcome per
+    call, in order."""
+    if not isinstance(outcomes, (list, tuple)) or len(outcomes) != len(calls):
+        got = (f"{len(outcomes)} outcomes" if isinstance(outcomes, (list, tuple))
+               else type(outcomes).__name__)
+        raise PortContractError(f"run_tool_batch returned {got} for {len(calls)} calls; "
+                                "expected one ToolOutcome per call, in order")
+    for outcome, call in zip(outcomes, calls):
+        check_outcome(outcome, call.id, "run_tool_batch")
+    return outcomes
 
 
 def check_usage(usage: object, where: str, error: type[UsageError] = PortContractError) -> None:
@@ -150,3 +170,45 @@ def check_tools(tools: object) -> list[ToolDefinition]:
                 f"build_tools()[{k}] is {type(tool).__name__}; expected ToolDefinition"
             )
     return out
+
+
+def check_turn(result: object) -> tuple[ToolCall, ...]:
+    """What ``call_model`` returned: a well-formed :class:`ModelTurnResult`; its tool calls."""
+    if not isinstance(result, ModelTurnResult):
+        raise PortContractError(
+            f"call_model returned {type(result).__name__}; expected ModelTurnResult"
+        )
+    calls = result.tool_calls
+    if not isinstance(calls, tuple):
+        raise InvalidModelTurnError(
+            f"tool_calls must be a tuple of ToolCall, got {type(calls).__name__}"
+        )
+    if calls:
+        seen: set[str] = set()
+        for k, call in enumerate(calls):
+            if not isinstance(call, ToolCall):
+                raise InvalidModelTurnError(f"tool_calls[{k}] is {type(call).__name__}, not ToolCall")
+            if not isinstance(call.id, str) or not call.id:
+                raise InvalidModelTurnError(f"tool_calls[{k}] has no id (got {call.id!r})")
+            if not isinstance(call.name, str) or not call.name:
+                raise InvalidModelTurnError(f"tool_calls[{k}] ({call.id}) has no name")
+            if not isinstance(call.arguments, str):
+                raise InvalidModelTurnError(
+                    f"tool_calls[{k}] ({call.id}) arguments must be the raw JSON string, got "
+                    f"{type(call.arguments).__name__}"
+                )
+            if call.id in seen:
+                raise InvalidModelTurnError(f"tool_calls[{k}] repeats id {call.id!r} within the turn")
+            seen.add(call.id)
+    check_usage(result.usage, "usage", InvalidModelTurnError)
+    if result.text is not None and not isinstance(result.text, str):
+        raise InvalidModelTurnError(f"text must be a str or None, got {type(result.text).__name__}")
+    if not isinstance(result.accept_message, bool):
+        raise InvalidModelTurnError(
+            f"accept_message must be a bool, got {type(result.accept_message).__name__}")
+    if result.reasoning != () and (not isinstance(result.reasoning, tuple) or not all(
+            isinstance(r, ReasoningPart) for r in result.reasoning)):
+        raise InvalidModelTurnError("reasoning must be a tuple of ReasoningPart")
+    if isinstance(result.cost, bool) or not isinstance(result.cost, int):
+        raise InvalidModelTurnError(f"cost must be an int in the host's unit, got {result.cost!r}")
+    return calls

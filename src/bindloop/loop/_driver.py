@@ -8,7 +8,10 @@ call that never ran says, and which calls run alone are the machine's (:mod:`bin
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
+from itertools import compress
+from operator import attrgetter
 from typing import Any, Final, cast, overload
 
 from .._awaitable import isawaitable, resolve as _resolve
@@ -34,6 +37,7 @@ from ._effects import (
     NotifyAssistant,
     NotifyProgress,
     Nudged,
+    RaisedByTool,
     RanCall,
     Reject,
     RunTool,
@@ -46,9 +50,11 @@ from ._effects import (
     ToolRaised,
     ToolReturned,
     WrapToolBatch,
+    reason_exception,
 )
 from ._machine import LoopMachine
 from ._types import (
+    EFFECT_PORTS,
     ControlledToolLoopResult,
     LoopBoundary,
     LoopControl,
@@ -58,6 +64,10 @@ from ._types import (
 
 __all__ = ("run_tool_loop",)
 
+_effect_ports: Final = attrgetter(*EFFECT_PORTS)
+_NO_PORTS: Final = (None,) * len(EFFECT_PORTS)
+_NOTHING_WIRED: Final[frozenset[str]] = frozenset()
+_ON_BOUNDARY: Final = frozenset({"on_boundary"})
 _ACCEPTED: Final = ToolMessageAccepted()
 _GO: Final = BoundaryChecked(False)
 _STOP: Final = BoundaryChecked(True)
@@ -97,32 +107,31 @@ async def run_tool_loop(
     if not isinstance(params, ToolLoopParams):
         raise PortContractError(f"run_tool_loop expects ToolLoopParams, got {type(params).__name__}")
     p = params
+    if control is not None and not isinstance(control, LoopControl):
+        raise PortContractError(f"control must be a LoopControl, got {type(control).__name__}")
+    ports = _effect_ports(p)
+    wired = (_NOTHING_WIRED if ports == _NO_PORTS
+             else frozenset(compress(EFFECT_PORTS, [port is not None for port in ports])))
+    if control is not None:
+        wired |= _ON_BOUNDARY
     machine = LoopMachine(
         p.state,
         p.max_iterations,
+        wired=wired,
         runs_serially=p.runs_serially,
         is_fatal_tool_error=p.is_fatal_tool_error,
         format_tool_exception=p.format_tool_exception,
         is_final_call=p.is_final_call,
-        has_batch_port=p.run_tool_batch is not None,
-        has_activate_plugins=p.activate_plugins is not None,
-        has_activate_skills=p.activate_skills is not None,
-        has_compact=p.compact is not None,
-        has_settle=p.on_step_settled is not None,
-        has_nudge=p.on_turn_would_end is not None,
-        has_accept_hook=p.before_tool_message_accepted is not None,
-        has_notify_assistant=p.on_assistant_message is not None,
-        has_progress=p.on_progress_update is not None,
-        has_control=control is not None,
     )
-    if control is not None and not isinstance(control, LoopControl):
-        raise PortContractError(f"control must be a LoopControl, got {type(control).__name__}")
     now = p.now
     signal = p.signal
     run_tool_call = p.run_tool_call
     state = p.state
     send = machine.send
     is_fatal = machine.is_fatal
+    # The exceptions of the ToolRaised answers sent, in order: each RaisedByTool rejection the
+    # machine gives back takes the next one (the machine keeps no exception).
+    raised: deque[Exception] = deque()
 
     async def run_one(index: int, call: ToolCall) -> ToolAnswer:
         started = now()
@@ -214,20 +223,27 @@ async def run_tool_loop(
                 reason = None if signal.reason is None else str(signal.reason)
                 send(ToolNotRun(run.index, reason))
             else:
-                send(await run_one(run.index, run.call))
+                answer = await run_one(run.index, run.call)
+                if type(answer) is ToolRaised:
+                    raised.append(answer.error)
+                send(answer)
         elif kind is RunToolBatch:
             assert isinstance(effect, RunToolBatch)
             answers = await run_tool_calls_pooled_by_tool(
                 effect.items, run_pooled_item, tool_name=_name_of, item_id=_id_of,
                 signal=signal, options=p.batch_options,
             )
-            send(BatchFinished([
+            finished = [
                 ToolNotRun(item[0], a.reason) if isinstance(a, AbortedToolCallError) else a
                 for item, a in zip(effect.items, answers)
-            ]))
+            ]
+            raised.extend(a.error for a in finished if type(a) is ToolRaised)
+            send(BatchFinished(finished))
         elif kind is WrapToolBatch:
             assert isinstance(effect, WrapToolBatch)
-            send(await wrap_batch(p.run_tool_batch, effect.calls))
+            wrapped = await wrap_batch(p.run_tool_batch, effect.calls)
+            raised.extend(r.answer.error for r in wrapped.runs if type(r.answer) is ToolRaised)
+            send(wrapped)
         elif kind is NotifyProgress:
             assert isinstance(effect, NotifyProgress) and p.on_progress_update is not None
             check_sync_result(p.on_progress_update(effect.output_tokens, effect.tool_calls),
@@ -237,15 +253,16 @@ async def run_tool_loop(
             await _resolve(p.on_assistant_message(effect.message))
         elif kind is Reject:
             assert isinstance(effect, Reject)
+            why = effect.reason
+            error = (raised.popleft() if isinstance(why, RaisedByTool)
+                     else reason_exception(effect.tool_call_id, why))
             if p.on_tool_call_rejected is not None:
-                check_sync_result(p.on_tool_call_rejected(effect.tool_call_id,
-                                                          machine.rejection_exception(effect)),
+                check_sync_result(p.on_tool_call_rejected(effect.tool_call_id, error),
                                   "on_tool_call_rejected")
         elif kind is Activate:
             assert isinstance(effect, Activate)
-            port = p.activate_plugins if effect.kind == "plugins" else p.activate_skills
-            assert port is not None
-            await _resolve(port(effect.names))
+            assert p.activate is not None
+            await _resolve(p.activate(effect.kind, effect.names))
         elif kind is AcceptToolMessage:
             assert isinstance(effect, AcceptToolMessage)
             assert p.before_tool_message_accepted is not None

@@ -5,7 +5,8 @@ A *request* needs an answer: the driver performs it and feeds the answer back th
 on. Every request and notice is a frozen, tagged Struct of plain data, so an effect trace encodes to
 JSON (``msgspec.json.encode(effect)``); why a call was rejected is a :data:`RejectReason` value,
 never an exception object. Answers are frozen Structs too; :class:`ToolRaised` is the one that
-carries a live exception, because formatting it for the model is the machine's decision.
+carries a live exception, because formatting it for the model is the machine's decision; the
+machine reads it while handling the answer and keeps nothing of it but its type's name.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from ..errors import (
     InputBlockedBySuspendError,
     MissingActivationPortError,
 )
-from ._types import ControlledStopReason, StepSettlement
+from ._types import ActivationKind, ControlledStopReason, StepSettlement
 
 __all__ = (
     "AcceptToolMessage",
@@ -174,9 +175,9 @@ class BlockedBySuspend(msgspec.Struct, frozen=True, tag=True):
 
 
 class ActivationPortMissing(msgspec.Struct, frozen=True, tag=True):
-    """A tool asked to activate plugins or skills and the matching port is unwired."""
+    """A tool asked to activate plugins or skills and the ``activate`` port is unwired."""
 
-    kind: str
+    kind: ActivationKind
     names: tuple[str, ...]
 
 
@@ -219,17 +220,19 @@ class NotifyProgress(msgspec.Struct, frozen=True, tag=True):
 
 
 class Reject(msgspec.Struct, frozen=True, tag=True):
-    """Report a rejection through ``on_tool_call_rejected``; the exception to hand it is
-    :meth:`~bindloop.lowlevel.LoopMachine.rejection_exception`."""
+    """Report a rejection through ``on_tool_call_rejected``. The exception to hand it is the
+    tool's own for :class:`RaisedByTool` — the driver has it: it sent it in the
+    :class:`ToolRaised` answer (the rejections of one ``send()`` come in the order of the raises in
+    that answer) — and :func:`reason_exception` for every other reason."""
 
     tool_call_id: str
     reason: RejectReason
 
 
 class Activate(msgspec.Struct, frozen=True, tag=True):
-    """Call ``activate_plugins`` or ``activate_skills`` with ``names``."""
+    """Call ``activate(kind, names)``."""
 
-    kind: str
+    kind: ActivationKind
     names: tuple[str, ...]
 
 

@@ -2,12 +2,14 @@
 
 The machine never awaits and never calls an I/O port. The driver pops effects
 (:meth:`LoopMachine.next_effect`): *notices* it passes to a port, and at the end of each batch one
-*request* it performs and answers with :meth:`LoopMachine.send`. Which answers a pending request
-accepts, and which handler takes each, is one table (:data:`TRANSITIONS`, shown in docs/loop.md);
-anything else is a :class:`~bindloop.errors.ProtocolError`. Every decision lives here — what the
-model reads for a tool's raise or a call that never ran, whether a raise is fatal, which calls run
-alone — so the same run is identical on every runtime and Hypothesis can explore it without an
-event loop.
+*request* it performs and answers with :meth:`LoopMachine.send`. Which answers each phase accepts
+and where each may lead is one table of data (:data:`~bindloop.loop._phases.SUCCESSORS`, drawn in
+docs/loop.md); anything else, and anything that raises while an answer is handled, moves the machine
+to ``ERROR`` (:mod:`bindloop.loop._protocol`). Every decision lives here — what the model reads for a
+tool's raise or a call that never ran, whether a raise is fatal, which calls run alone, which call
+ends the run — so the same run is identical on every runtime and Hypothesis can explore it without
+an event loop. The only host callables it calls are those synchronous decisions (``runs_serially``,
+``is_fatal_tool_error``, ``format_tool_exception``, ``is_final_call``), each answer checked.
 
 Invariants the machine keeps (and the property tests hunt for):
 
@@ -15,92 +17,41 @@ Invariants the machine keeps (and the property tests hunt for):
   except a suspended call, whose answer arrives later and is listed in ``state.open_suspends``;
 * nothing is appended between an assistant tool-call message and the results of that batch — the
   one commit point (:meth:`LoopMachine._commit`) refuses it;
-* ``state.totals`` is its seed folded (``accumulate_*``) with exactly what happened in this
-  invocation, and ``stats`` is that invocation's part.
+* ``stats`` is this invocation folded from zero, and ``state.totals`` the seed folded with the same
+  events (:class:`~bindloop.loop._ledger.RunLedger`);
+* the machine holds no exception: a rejection is a :data:`~bindloop.lowlevel.RejectReason` value,
+  and the driver keeps the tool's own exception for ``on_tool_call_rejected``.
 """
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Final, Literal, NoReturn
-
-import msgspec
+from typing import Any, Final, Literal
 
 from ..contracts import (
-    AuxiliarySpend,
-    CompactionApplied,
-    Message,
-    ModelTurnResult,
-    ReasoningPart,
-    RunStats,
-    ToolCall,
-    ToolError,
-    ToolMessage,
-    ToolOutcome,
-    ToolResult,
-    ToolSuspend,
-    ToolTime,
-    accumulate_auxiliary_spend,
-    accumulate_tool_call,
-    accumulate_turn,
-    tool_outcome_message,
-)
+    AuxiliarySpend, CompactionApplied, Message, ModelTurnResult, RunStats, ToolCall, ToolError,
+    ToolMessage, ToolOutcome, ToolResult, ToolSuspend, tool_outcome_message)
 from ..errors import (
-    AbortedToolCallError,
-    InvalidModelTurnError,
-    PortContractError,
-    ProtocolError,
-    RunCancelledError,
-    ToolFailure,
-    UsageError,
-)
-from ._checks import check_bool, check_messages, check_outcome, check_usage
+    AbortedToolCallError, PortContractError, ProtocolError, RunCancelledError, UsageError)
+from ._checks import (
+    check_batch_outcomes, check_bool, check_messages, check_outcome, check_turn, check_usage)
 from ._effects import (
-    AcceptToolMessage,
-    Activate,
-    ActivationPortMissing,
-    Answer,
-    AskNudge,
-    BatchFinished,
-    BatchWrapped,
-    BlockedBySuspend,
-    Boundary,
-    BoundaryChecked,
-    BoundaryDecided,
-    CallModel,
-    CheckBoundary,
-    Compact,
-    Compacted,
-    DiscardedTurn,
-    Effect,
-    Finish,
-    ModelReplied,
-    NotifyAssistant,
-    NotifyProgress,
-    Nudged,
-    NotRun,
-    RaisedByTool,
-    RanCall,
-    Reject,
-    Request,
-    RunTool,
-    RunToolBatch,
-    Settle,
-    Settled,
-    ToolAnswer,
-    ToolMessageAccepted,
-    ToolNotRun,
-    ToolRaised,
-    ToolReturned,
-    WrapToolBatch,
-    reason_exception,
-)
-from ._types import ControlledStopReason, OpenSuspend, StepSettlement, ToolLoopState
+    AcceptToolMessage, Activate, ActivationPortMissing, Answer, AskNudge, BatchFinished,
+    BatchWrapped, BlockedBySuspend, Boundary, BoundaryChecked, BoundaryDecided, CallModel,
+    CheckBoundary, Compact, Compacted, DiscardedTurn, Effect, Finish, ModelReplied, NotifyAssistant,
+    NotifyProgress, Nudged, NotRun, RaisedByTool, RanCall, Reject, Request, RunTool, RunToolBatch,
+    Settle, Settled, ToolAnswer, ToolMessageAccepted, ToolNotRun, ToolRaised, ToolReturned,
+    WrapToolBatch)
+from ._ledger import RunLedger
+from ._phases import START_SUCCESSORS, SUCCESSORS, Phase
+from ._protocol import MachineProtocol
+from ._tool_errors import tool_exception_error
+from ._types import (
+    WIRABLE, ActivationKind, ControlledStopReason, OpenSuspend, StepSettlement, ToolLoopState)
 
-__all__ = ("TRANSITIONS", "LoopMachine", "default_tool_exception_error", "tool_exception_error")
+__all__ = ("LoopMachine",)
 
 _CHECK: Final = CheckBoundary()
 _BOUNDARY: Final = Boundary()
@@ -110,47 +61,27 @@ _SETTLE_END: Final = Settle(would_end=True)
 _SETTLE_BATCH: Final = Settle(would_end=False)
 _EMPTY_SETTLEMENT: Final = StepSettlement()
 _DISCARDED: Final = DiscardedTurn()
-_ZERO_STATS: Final = RunStats()
 _ONE_CALL: Final = (0,)
+_P_CHECK: Final = Phase.CHECK_BOUNDARY
+_P_RUN_TOOL: Final = Phase.RUN_TOOL
+_P_CALL: Final = Phase.CALL_MODEL
+_P_DONE: Final = Phase.DONE
+_P_ERROR: Final = Phase.ERROR
+_TOOL_ANSWERS: Final = frozenset({ToolReturned, ToolRaised, ToolNotRun})
 
 
-def default_tool_exception_error(exc: Exception) -> ToolError:
-    """What the model reads for a tool's raise when ``format_tool_exception`` is unwired: the type's
-    name and a fixed text. The message stays with the host — it may hold a secret."""
-    return ToolError(error=f"{type(exc).__name__}: the tool failed")
-
-
-def tool_exception_error(error: Exception,
-                         format_tool_exception: Callable[[Exception], ToolError] | None = None
-                         ) -> ToolError:
-    """The one rule for what the model reads when a tool raises (non-fatally): a
-    :class:`~bindloop.errors.ToolFailure` keeps its message and kind; anything else goes through
-    ``format_tool_exception``, or :func:`default_tool_exception_error` when that is unwired. Anyone
-    turning a raise into a tool error outside the loop (a batch middleware runner) uses this too."""
-    if isinstance(error, ToolFailure):
-        return ToolError(error=error.message, kind=error.kind)
-    if format_tool_exception is None:
-        return default_tool_exception_error(error)
-    formatted = format_tool_exception(error)
-    if not isinstance(formatted, ToolError) or not isinstance(formatted.error, str):
-        raise PortContractError(
-            f"format_tool_exception returned {type(formatted).__name__}; expected a ToolError")
-    return formatted
-
-
-class LoopMachine:
+class LoopMachine(MachineProtocol):
     """One run's decisions. Construct, call :meth:`start`, then pop effects with
-    :meth:`next_effect` and answer each request with :meth:`send`. ``stats`` is this invocation's
-    contribution; ``state`` is updated in place (seed plus this invocation)."""
+    :meth:`next_effect` and answer each request with :meth:`send`. ``wired`` names the optional
+    ports (:data:`WIRABLE`) the driver will carry out; the machine emits no effect for any other.
+    ``stats`` is this invocation's part; ``state`` is updated in place (seed plus this invocation);
+    ``final_turn`` is the model turn that ended a ``done`` run."""
 
     __slots__ = (
-        "_accept_queue", "_answers", "_batch_aborted", "_calls", "_effects", "_final_batch",
-        "_format_exception", "_has_accept_hook", "_has_batch_port", "_has_compact", "_has_control",
-        "_is_final_call", "_last_turn", "final_turn",
-        "_has_notify_assistant", "_has_nudge", "_has_plugins", "_has_progress", "_has_settle",
-        "_has_skills", "_is_fatal", "_ordinal", "_pending", "_pooled", "_raised", "_runs_serially",
-        "_last", "_model_ms", "_seed", "_seeded", "_serial", "_started", "_tool_ms", "_tools", "iterations",
-        "max_iterations", "state", "stop_reason",
+        "_accept_queue", "_answers", "_batch_aborted", "_calls", "_final_batch",
+        "_format_exception", "_is_fatal", "_is_final_call", "_last_turn", "_ledger", "_ordinal",
+        "_pooled", "_runs_serially", "_serial", "final_turn", "iterations", "max_iterations",
+        "state", "stop_reason", "wired",
     )
 
     def __init__(
@@ -158,20 +89,11 @@ class LoopMachine:
         state: ToolLoopState,
         max_iterations: int,
         *,
+        wired: frozenset[str] = frozenset(),
         runs_serially: Callable[[ToolCall], bool] | None = None,
         is_fatal_tool_error: Callable[[BaseException], bool] | None = None,
         format_tool_exception: Callable[[Exception], ToolError] | None = None,
         is_final_call: Callable[[ToolCall, ToolOutcome], bool] | None = None,
-        has_batch_port: bool = False,
-        has_activate_plugins: bool = False,
-        has_activate_skills: bool = False,
-        has_compact: bool = False,
-        has_settle: bool = False,
-        has_nudge: bool = False,
-        has_accept_hook: bool = False,
-        has_notify_assistant: bool = False,
-        has_progress: bool = False,
-        has_control: bool = False,
     ) -> None:
         if not isinstance(state, ToolLoopState):
             raise UsageError(f"state must be a ToolLoopState, got {type(state).__name__}")
@@ -179,127 +101,81 @@ class LoopMachine:
             raise UsageError(f"max_iterations must be an int, got {type(max_iterations).__name__}")
         if max_iterations < 0:
             raise UsageError(f"max_iterations must be >= 0, got {max_iterations}")
+        if not isinstance(wired, frozenset) or not wired <= WIRABLE:
+            unknown = sorted(wired - WIRABLE) if isinstance(wired, frozenset) else wired
+            raise UsageError(f"wired must be a frozenset of {sorted(WIRABLE)}; got {unknown!r}")
+        # MachineProtocol's fields, set here rather than through super().__init__ (a run's setup).
+        self._effects: deque[Effect] = deque()
+        self._pending: Request | None = None
+        self._phase = Phase.IDLE
+        self._failure: str | None = None
         self.state = state
         self.max_iterations = max_iterations
         self.iterations = 0
-        # One fold: the accumulate_* functions update state.totals. This invocation's part is read
-        # off it (integers by difference from the seed); its times are summed here in event order,
-        # exactly as a fold from zero would sum them.
-        # A run from zero (the common case) has nothing to subtract: its part *is* the totals, so
-        # the separate sums below are kept only for a seeded run — or from the moment something
-        # other than the machine folds into state.totals (a hook may): _last is the machine's own.
-        self._seed = self._last = state.totals
-        self._seeded = not _is_plain_zero(state.totals)
-        self._model_ms = 0.0
-        self._tool_ms = 0.0
-        self._tools: dict[str, list[Any]] = {}  # name -> [calls, ms] of this invocation
+        self.wired = wired
         self.stop_reason: ControlledStopReason | None = None
+        self.final_turn: ModelTurnResult | None = None
+        self._ledger = RunLedger(state)
         self._runs_serially = runs_serially
         self._is_fatal = is_fatal_tool_error
         self._format_exception = format_tool_exception
         self._is_final_call = is_final_call
-        self._has_batch_port = has_batch_port
-        self._final_batch = False
         self._last_turn: ModelTurnResult | None = None
-        self.final_turn: ModelTurnResult | None = None
-        self._has_plugins = has_activate_plugins
-        self._has_skills = has_activate_skills
-        self._has_compact = has_compact
-        self._has_settle = has_settle
-        self._has_nudge = has_nudge
-        self._has_accept_hook = has_accept_hook
-        self._has_notify_assistant = has_notify_assistant
-        self._has_progress = has_progress
-        self._has_control = has_control
-        self._effects: deque[Effect] = deque()
-        self._pending: Request | None = None
-        self._started = False
         self._calls: tuple[ToolCall, ...] = ()
         self._answers: list[ToolOutcome | None] = []
         self._serial: deque[int] = deque()  # only ever emptied by popleft, so it can be reused
         self._pooled: tuple[int, ...] = ()
         self._batch_aborted = False
+        self._final_batch = False
         self._accept_queue: deque[ToolMessage] = deque()
-        self._raised: dict[str, Exception] = {}
         self._ordinal = 0
 
-    # ---- the protocol --------------------------------------------------------------------------
+    # ---- the protocol's other half: start, send, and what the driver may ask ------------------
 
-    @property
-    def phase(self) -> str:
-        """What the machine waits for (for diagnostics): the pending request's name, ``"idle"``
-        before :meth:`start`, ``"done"`` after :class:`Finish`."""
-        if self._pending is not None:
-            return type(self._pending).__name__
-        return "done" if self.stop_reason is not None else "idle" if not self._started else "busy"
+    def send(self, answer: Answer) -> None:
+        """Answer the pending request. The pair (phase, answer type) must be one the successor
+        table lists, and every effect before it must have been popped. Whatever raises in here
+        leaves the machine in ``ERROR``."""
+        # Each answer type answers one phase, so one lookup finds the handler and checks the phase.
+        try:
+            phase, handler, successors = _ROUTES[type(answer)]
+        except KeyError:
+            handler = None  # refused below, outside this handler: no KeyError as its context
+        if handler is None or phase is not self._phase or self._effects:
+            self._refuse(answer)
+        request = self._pending
+        self._pending = None
+        # ERROR while the handler runs: a handler that raises, or that leaves without a request
+        # or a Finish, leaves the machine there.
+        self._phase = _P_ERROR
+        try:
+            handler(self, request, answer)
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+        if self._phase not in successors:
+            error = ProtocolError(
+                f"{type(answer).__name__} in phase {phase.value!r} led to "
+                f"{self._phase.value!r}, which the successor table does not list")
+            self._fail(error)
+            raise error
 
     @property
     def stats(self) -> RunStats:
-        """This invocation's statistics so far (``state.totals`` less the seed it started with)."""
-        t, s = self.state.totals, self._seed
-        if not self._seeded:
-            if t is self._last:
-                return msgspec.structs.replace(t, tools=dict(t.tools))
-            self._keep_own_sums()
-        return RunStats(
-            turns=t.turns - s.turns, tool_calls=t.tool_calls - s.tool_calls,
-            input_tokens=t.input_tokens - s.input_tokens,
-            output_tokens=t.output_tokens - s.output_tokens,
-            cached_input_tokens=t.cached_input_tokens - s.cached_input_tokens,
-            cost=t.cost - s.cost, model_ms=self._model_ms, tool_ms=self._tool_ms,
-            tools={name: ToolTime(calls=calls, ms=ms) for name, (calls, ms) in self._tools.items()})
-
-    @property
-    def pending(self) -> Request | None:
-        """The request awaiting an answer, or ``None``."""
-        return self._pending
+        """This invocation's statistics so far, folded from zero."""
+        return self._ledger.part
 
     def start(self) -> None:
         """Begin the run. A state with open suspends ends at once: nothing may happen until they are
         answered."""
-        if self._started:
-            raise ProtocolError("start() was already called")
-        self._started = True
+        if self._phase is not Phase.IDLE:
+            raise self._failed() if self._phase is Phase.ERROR else ProtocolError(
+                "start() was already called")
         if self.state.open_suspends:
             self._finish(self._suspend_reason())
         else:
             self._request(_CHECK)
-
-    def next_effect(self) -> Effect:
-        """The next thing the driver must do. Raises :class:`ProtocolError` when the machine is waiting
-        for an answer the driver has not given."""
-        try:
-            return self._effects.popleft()
-        except IndexError:
-            raise ProtocolError(
-                f"no effect pending: the loop machine is waiting for an answer in phase {self.phase!r}"
-            ) from None
-
-    def send(self, answer: Answer) -> None:
-        """Answer the pending request. The answer's type must be one :data:`TRANSITIONS` lists for
-        that request, and every effect before it must have been popped."""
-        pending = self._pending
-        # Each answer type answers exactly one request type, so one lookup finds both.
-        try:
-            request_type, handler = _ROUTES[type(answer)]
-        except KeyError:
-            self._refuse(answer)
-        if request_type is not type(pending) or self._effects:
-            self._refuse(answer)
-        self._pending = None
-        handler(self, pending, answer)
-
-    def _refuse(self, answer: object) -> NoReturn:
-        pending = self._pending
-        if pending is None:
-            raise ProtocolError(f"{type(answer).__name__} sent, but nothing is pending "
-                                f"(phase {self.phase!r})") from None
-        route = _ROUTES.get(type(answer))
-        if route is None or route[0] is not type(pending):
-            accepted = ", ".join(t.__name__ for t in TRANSITIONS[type(pending)])
-            raise ProtocolError(f"{type(answer).__name__} does not answer "
-                                f"{type(pending).__name__} (it accepts {accepted})") from None
-        raise ProtocolError(f"{type(answer).__name__} sent before every effect was popped") from None
+        assert self._phase in START_SUCCESSORS
 
     def is_fatal(self, error: BaseException) -> bool:
         """Whether a tool's raise must end the run instead of becoming a tool error the model reads:
@@ -326,32 +202,22 @@ class LoopMachine:
             return tool_exception_error(answer.error, self._format_exception)
         return ToolError(error=str(AbortedToolCallError(call.id, answer.reason)), kind="not_run")
 
-    def rejection_exception(self, reject: Reject) -> BaseException:
-        """The exception ``on_tool_call_rejected`` receives for ``reject``: the tool's own for a raise,
-        otherwise the documented error the reason stands for."""
-        if isinstance(reject.reason, RaisedByTool):
-            raised = self._raised.get(reject.tool_call_id)
-            if raised is not None:
-                return raised
-        return reason_exception(reject.tool_call_id, reject.reason)
-
     # ---- plumbing ------------------------------------------------------------------------------
-
-    def _keep_own_sums(self) -> None:
-        # state.totals was folded by someone else: from here on this invocation's times are its own
-        # sums, started from what the machine's folds (from zero) gave so far.
-        part = self._last
-        self._model_ms, self._tool_ms = part.model_ms, part.tool_ms
-        self._tools = {name: [t.calls, t.ms] for name, t in part.tools.items()}
-        self._seeded = True
-
-    def _request(self, request: Request) -> None:
-        self._pending = request
-        self._effects.append(request)
 
     def _finish(self, reason: ControlledStopReason) -> None:
         self.stop_reason = reason
+        self._phase = _P_DONE
         self._effects.append(Finish(reason))
+
+    def _done(self) -> None:
+        self.final_turn = self._last_turn
+        self._finish("done")
+
+    def _check(self) -> None:
+        # _request inlined: every iteration passes here.
+        self._pending = _CHECK
+        self._phase = _P_CHECK
+        self._effects.append(_CHECK)
 
     def _progress(self) -> None:
         st = self.state
@@ -369,14 +235,22 @@ class LoopMachine:
             owed.popleft()
         self.state.messages.append(message)
 
-    # ---- handlers (one per row of TRANSITIONS) -------------------------------------------------
+    def _commit_owed(self) -> None:
+        # Every owed result at once, in order: what committing them one by one would append.
+        if self._calls:
+            raise ProtocolError("tool results cannot join the transcript while a result is owed")
+        owed = self._accept_queue
+        self.state.messages.extend(owed)
+        owed.clear()
+
+    # ---- handlers (one per entry of SUCCESSORS) ------------------------------------------------
 
     def _boundary_checked(self, _: CheckBoundary, answer: BoundaryChecked) -> None:
         if answer.stop:
             self._finish("aborted")
         elif self.iterations >= self.max_iterations:
             self._finish("iteration_limit")
-        elif self._has_compact:
+        elif "compact" in self.wired:
             self._request(_COMPACT)
         else:
             self._before_model()
@@ -385,9 +259,12 @@ class LoopMachine:
         # The settled boundary a custom driver may checkpoint at: after nudge, suspension and
         # compaction decisions, before the next model call. The run's first one is skipped — it is
         # the input the driver already holds.
-        request = _BOUNDARY if self._has_control and self.iterations > 0 else _CALL
-        self._pending = request  # _request inlined: this runs every turn
-        self._effects.append(request)
+        if self.iterations > 0 and "on_boundary" in self.wired:
+            self._request(_BOUNDARY)
+        else:  # _request inlined: every turn passes here
+            self._pending = _CALL
+            self._phase = _P_CALL
+            self._effects.append(_CALL)
 
     def _boundary_decided(self, _: Boundary, answer: BoundaryDecided) -> None:
         if answer.checkpoint:
@@ -409,31 +286,21 @@ class LoopMachine:
             st = self.state
             # A replacement happens only at a boundary, where no result is owed.
             st.messages[:] = applied.messages
-            spend = AuxiliarySpend(usage=applied.usage, cost=applied.cost, model_ms=answer.ms)
-            if st.totals is not self._last and not self._seeded:
-                self._keep_own_sums()
-            st.totals = self._last = accumulate_auxiliary_spend(st.totals, spend)
+            self._ledger.auxiliary(AuxiliarySpend(usage=applied.usage, cost=applied.cost,
+                                                  model_ms=answer.ms))
             st.counters = st.counters.after_compaction()
-            if self._seeded:
-                self._model_ms += answer.ms
         self._before_model()
 
     def _model_replied(self, _: CallModel, answer: ModelReplied) -> None:
         result = answer.result
-        calls = _validate_turn(result)
+        calls = check_turn(result)
         self._last_turn = result
         self.iterations += 1
         usage = result.usage
         st = self.state
-        if st.totals is not self._last and not self._seeded:
-            self._keep_own_sums()
-        st.totals = self._last = accumulate_turn(st.totals, usage, cost=result.cost,
-                                                 model_ms=answer.ms)
+        self._ledger.turn(usage, result.cost, answer.ms)
         st.counters = st.counters.after_turn(usage, len(calls))
-        if self._seeded:
-            self._model_ms += answer.ms
-        if self._raised:
-            self._raised = {}  # the previous batch's rejections have all been popped
+        wired = self.wired
 
         accept = result.accept_message
         if not accept and calls:
@@ -442,24 +309,17 @@ class LoopMachine:
         if accept:
             message = result.to_message()
             self._commit(message)
-            if self._has_notify_assistant:
+            if "on_assistant_message" in wired:
                 self._effects.append(NotifyAssistant(message))
-        if not calls:
-            if self._has_progress:
-                self._progress()
-            if self._has_settle:
-                self._request(_SETTLE_END)
-            else:
-                self._after_would_end(delivered=False)
-            return
-
-        if self._has_progress:  # checked here: this runs twice a turn
+        if "on_progress_update" in wired:
             self._progress()
+        if not calls:
+            self._would_end()
+            return
         self._calls = calls
         self._answers = [None] * len(calls)
-        self._batch_aborted = False
-        self._final_batch = False
-        if self._has_batch_port:
+        self._batch_aborted = self._final_batch = False
+        if "run_tool_batch" in wired:
             self._request(WrapToolBatch(calls))
             return
         predicate = self._runs_serially
@@ -483,6 +343,7 @@ class LoopMachine:
                 # One call has nothing to pool with: running it alone is the same semantics.
                 request: Request = RunTool(pooled[0], self._calls[pooled[0]])
                 self._pending = request  # _request inlined: the common turn
+                self._phase = _P_RUN_TOOL
                 self._effects.append(request)
             else:
                 self._request(RunToolBatch(tuple((i, self._calls[i]) for i in pooled)))
@@ -505,68 +366,38 @@ class LoopMachine:
         self._next_tool_step()
 
     def _batch_wrapped(self, request: WrapToolBatch, answer: BatchWrapped) -> None:
-        outcomes = answer.outcomes
         calls = request.calls
-        if not isinstance(outcomes, (list, tuple)) or len(outcomes) != len(calls):
-            got = (f"{len(outcomes)} outcomes" if isinstance(outcomes, (list, tuple))
-                   else type(outcomes).__name__)
-            raise PortContractError(f"run_tool_batch returned {got} for {len(calls)} calls; "
-                                    "expected one ToolOutcome per call, in order")
+        outcomes = check_batch_outcomes(answer.outcomes, calls)
         for ran in answer.runs:
             if type(ran) is not RanCall or type(ran.answer) not in _TOOL_ANSWERS:
                 raise ProtocolError(f"expected a RanCall of a tool answer, got {ran!r}")
             self._fold_run(ran.call, ran.answer)
         for i, call in enumerate(calls):
-            outcome = outcomes[i]
-            check_outcome(outcome, call.id, "run_tool_batch")
-            self._apply(i, call, outcome)
+            self._apply(i, call, outcomes[i])
         self._batch_done()
 
     def _fold_run(self, call: ToolCall, answer: ToolAnswer) -> None:
-        # A call that ran (or was kept from running): its time and the rejections it owes.
+        # A call that ran (or was kept from running): its time, and the rejection it owes.
         if isinstance(answer, ToolNotRun):
             self._batch_aborted = True
             self._effects.append(Reject(call.id, NotRun(answer.reason)))
             return
         if isinstance(answer, ToolRaised):
-            self._raised[call.id] = answer.error
             self._effects.append(Reject(call.id, RaisedByTool(type(answer.error).__name__)))
-        self._fold_tool_time(call.name, answer.ms)
-
-    def _fold_tool_time(self, name: str, ms: float) -> None:
-        st = self.state
-        if st.totals is not self._last and not self._seeded:
-            self._keep_own_sums()
-        st.totals = self._last = accumulate_tool_call(st.totals, name, ms)
-        if self._seeded:
-            self._tool_ms += ms
-            entry = self._tools.get(name)
-            if entry is None:
-                self._tools[name] = [1, ms]
-            else:
-                entry[0] += 1
-                entry[1] += ms
+        self._ledger.tool_call(call.name, answer.ms)
 
     def _record(self, answer: ToolAnswer) -> None:
         i = answer.index
         if not 0 <= i < len(self._answers) or self._answers[i] is not None:
             raise ProtocolError(f"tool result for index {i} is unexpected or duplicated")
         call = self._calls[i]
-        outcome: ToolOutcome
-        if isinstance(answer, ToolNotRun):
-            outcome = ToolError(error=str(AbortedToolCallError(call.id, answer.reason)),
-                                kind="not_run")
-            self._batch_aborted = True
-            self._effects.append(Reject(call.id, NotRun(answer.reason)))
+        if type(answer) is ToolReturned:  # the common answer, without the two calls below
+            outcome = answer.outcome
+            check_outcome(outcome, call.id)
+            self._ledger.tool_call(call.name, answer.ms)
         else:
-            if isinstance(answer, ToolReturned):
-                outcome = answer.outcome
-                check_outcome(outcome, call.id)
-            else:
-                outcome = tool_exception_error(answer.error, self._format_exception)
-                self._raised[call.id] = answer.error
-                self._effects.append(Reject(call.id, RaisedByTool(type(answer.error).__name__)))
-            self._fold_tool_time(call.name, answer.ms)
+            outcome = self.outcome_of(call, answer)
+            self._fold_run(call, answer)
         self._apply(i, call, outcome)
 
     def _apply(self, i: int, call: ToolCall, outcome: ToolOutcome) -> None:
@@ -577,12 +408,12 @@ class LoopMachine:
             self._final_batch = True
         if isinstance(outcome, ToolResult):
             if outcome.activate_plugins:
-                self._activation("plugins", outcome.activate_plugins, self._has_plugins, call.id)
+                self._activation("plugins", outcome.activate_plugins, call.id)
             if outcome.activate_skills:
-                self._activation("skills", outcome.activate_skills, self._has_skills, call.id)
+                self._activation("skills", outcome.activate_skills, call.id)
 
-    def _activation(self, kind: str, names: tuple[str, ...], wired: bool, call_id: str) -> None:
-        if wired:
+    def _activation(self, kind: ActivationKind, names: tuple[str, ...], call_id: str) -> None:
+        if "activate" in self.wired:
             self._effects.append(Activate(kind, names))
         else:
             self._effects.append(Reject(call_id, ActivationPortMissing(kind, names)))
@@ -605,11 +436,10 @@ class LoopMachine:
         self._answers = []
         self._calls = ()
         self._ordinal = 0
-        if self._has_accept_hook:
+        if "before_tool_message_accepted" in self.wired:
             self._offer_next_message()
         else:
-            while queue:
-                self._commit(queue[0])
+            self._commit_owed()
             self._batch_settled()
 
     def _offer_next_message(self) -> None:
@@ -624,20 +454,23 @@ class LoopMachine:
         self._offer_next_message()
 
     def _batch_settled(self) -> None:
-        if self._has_progress:
+        wired = self.wired
+        if "on_progress_update" in wired:
             self._progress()
         if self._batch_aborted:
             self._finish("aborted")
         elif self._final_batch and not self.state.open_suspends:
-            # A final call: the batch ends the run as a turn without tools would.
-            if self._has_settle:
-                self._request(_SETTLE_END)
-            else:
-                self._after_would_end(delivered=False)
-        elif self._has_settle:
+            self._would_end()  # a final call: the batch ends the run as a turn without tools would
+        elif "on_step_settled" in wired:
             self._request(_SETTLE_BATCH)
         else:
             self._after_batch()
+
+    def _would_end(self) -> None:
+        if "on_step_settled" in self.wired:
+            self._request(_SETTLE_END)
+        else:
+            self._after_would_end(delivered=False)
 
     def _settled(self, request: Settle, answer: Settled) -> None:
         # Delivered messages are appended in order; while a suspend is open only its answering tool
@@ -686,15 +519,16 @@ class LoopMachine:
     def _after_batch(self) -> None:
         if self.state.open_suspends:
             self._finish(self._suspend_reason())
-        else:
-            self._pending = _CHECK  # _request inlined: every batch ends here
+        else:  # _check inlined: every batch ends here
+            self._pending = _CHECK
+            self._phase = _P_CHECK
             self._effects.append(_CHECK)
 
     def _after_would_end(self, delivered: bool) -> None:
         # Real input outranks a nudge: a turn with more to answer was never stalled.
         if delivered:
-            self._request(_CHECK)
-        elif self._has_nudge:
+            self._check()
+        elif "on_turn_would_end" in self.wired:
             assert self._last_turn is not None  # a run only would end after a model turn
             self._request(AskNudge(self._last_turn))
         else:
@@ -707,13 +541,9 @@ class LoopMachine:
         if messages:
             for message in messages:
                 self._commit(message)
-            self._request(_CHECK)
+            self._check()
         else:
             self._done()
-
-    def _done(self) -> None:
-        self.final_turn = self._last_turn
-        self._finish("done")
 
     def _suspend_reason(self) -> Literal["waiting_for_reply", "resuming_later"]:
         # A person having to act is the more urgent thing for a host to surface.
@@ -722,81 +552,27 @@ class LoopMachine:
         return "resuming_later"
 
 
-_TOOL_ANSWERS: Final = frozenset({ToolReturned, ToolRaised, ToolNotRun})
-
 _Handler = Callable[[LoopMachine, Any, Any], None]
 
-TRANSITIONS: Final[Mapping[type, Mapping[type, _Handler]]] = MappingProxyType({
-    CheckBoundary: MappingProxyType({BoundaryChecked: LoopMachine._boundary_checked}),
-    Compact: MappingProxyType({Compacted: LoopMachine._compacted}),
-    Boundary: MappingProxyType({BoundaryDecided: LoopMachine._boundary_decided}),
-    CallModel: MappingProxyType({ModelReplied: LoopMachine._model_replied}),
-    RunTool: MappingProxyType({ToolReturned: LoopMachine._tool_answered,
-                               ToolRaised: LoopMachine._tool_answered,
-                               ToolNotRun: LoopMachine._tool_answered}),
-    RunToolBatch: MappingProxyType({BatchFinished: LoopMachine._batch_finished}),
-    WrapToolBatch: MappingProxyType({BatchWrapped: LoopMachine._batch_wrapped}),
-    AcceptToolMessage: MappingProxyType({ToolMessageAccepted: LoopMachine._tool_message_accepted}),
-    Settle: MappingProxyType({Settled: LoopMachine._settled}),
-    AskNudge: MappingProxyType({Nudged: LoopMachine._nudged}),
+_HANDLERS: Final[Mapping[tuple[Phase, type], _Handler]] = MappingProxyType({
+    (Phase.CHECK_BOUNDARY, BoundaryChecked): LoopMachine._boundary_checked,
+    (Phase.COMPACT, Compacted): LoopMachine._compacted,
+    (Phase.BOUNDARY, BoundaryDecided): LoopMachine._boundary_decided,
+    (Phase.CALL_MODEL, ModelReplied): LoopMachine._model_replied,
+    (Phase.RUN_TOOL, ToolReturned): LoopMachine._tool_answered,
+    (Phase.RUN_TOOL, ToolRaised): LoopMachine._tool_answered,
+    (Phase.RUN_TOOL, ToolNotRun): LoopMachine._tool_answered,
+    (Phase.RUN_TOOL_BATCH, BatchFinished): LoopMachine._batch_finished,
+    (Phase.WRAP_TOOL_BATCH, BatchWrapped): LoopMachine._batch_wrapped,
+    (Phase.ACCEPT_TOOL_MESSAGE, ToolMessageAccepted): LoopMachine._tool_message_accepted,
+    (Phase.SETTLE, Settled): LoopMachine._settled,
+    (Phase.ASK_NUDGE, Nudged): LoopMachine._nudged,
 })
-"""The protocol: each request the machine can be waiting on, the answers it accepts, and the handler
-each one runs. Every request type appears exactly once; notices are not here (they need no answer)."""
+assert _HANDLERS.keys() == SUCCESSORS.keys()
 
-# TRANSITIONS keyed by answer type (an answer type belongs to one request type), for send().
-_ROUTES: Final[Mapping[type, tuple[type, _Handler]]] = MappingProxyType({
-    answer: (request, handler)
-    for request, accepted in TRANSITIONS.items() for answer, handler in accepted.items()
+# Each answer type's phase, handler and successors (an answer type answers one phase only).
+_ROUTES: Final[Mapping[type, tuple[Phase, _Handler, frozenset[Phase]]]] = MappingProxyType({
+    answer: (phase, handler, SUCCESSORS[(phase, answer)])
+    for (phase, answer), handler in _HANDLERS.items()
 })
-
-
-def _validate_turn(result: object) -> tuple[ToolCall, ...]:
-    if not isinstance(result, ModelTurnResult):
-        raise PortContractError(
-            f"call_model returned {type(result).__name__}; expected ModelTurnResult"
-        )
-    calls = result.tool_calls
-    if not isinstance(calls, tuple):
-        raise InvalidModelTurnError(
-            f"tool_calls must be a tuple of ToolCall, got {type(calls).__name__}"
-        )
-    if calls:
-        seen: set[str] = set()
-        for k, call in enumerate(calls):
-            if not isinstance(call, ToolCall):
-                raise InvalidModelTurnError(f"tool_calls[{k}] is {type(call).__name__}, not ToolCall")
-            if not isinstance(call.id, str) or not call.id:
-                raise InvalidModelTurnError(f"tool_calls[{k}] has no id (got {call.id!r})")
-            if not isinstance(call.name, str) or not call.name:
-                raise InvalidModelTurnError(f"tool_calls[{k}] ({call.id}) has no name")
-            if not isinstance(call.arguments, str):
-                raise InvalidModelTurnError(
-                    f"tool_calls[{k}] ({call.id}) arguments must be the raw JSON string, got "
-                    f"{type(call.arguments).__name__}"
-                )
-            if call.id in seen:
-                raise InvalidModelTurnError(f"tool_calls[{k}] repeats id {call.id!r} within the turn")
-            seen.add(call.id)
-    check_usage(result.usage, "usage", InvalidModelTurnError)
-    if result.text is not None and not isinstance(result.text, str):
-        raise InvalidModelTurnError(f"text must be a str or None, got {type(result.text).__name__}")
-    if not isinstance(result.accept_message, bool):
-        raise InvalidModelTurnError(
-            f"accept_message must be a bool, got {type(result.accept_message).__name__}")
-    if result.reasoning != () and (not isinstance(result.reasoning, tuple) or not all(
-            isinstance(r, ReasoningPart) for r in result.reasoning)):
-        raise InvalidModelTurnError("reasoning must be a tuple of ReasoningPart")
-    if isinstance(result.cost, bool) or not isinstance(result.cost, int):
-        raise InvalidModelTurnError(f"cost must be an int in the host's unit, got {result.cost!r}")
-    return calls
-
-
-def _is_plain_zero(stats: RunStats) -> bool:
-    # Exactly RunStats(), not merely equal to it: a seed of -0.0, 0 (int) or False would otherwise
-    # come back in the invocation's stats, where a fold from zero gives 0.0 and 0.
-    return (stats == _ZERO_STATS and not stats.tools
-            and type(stats.turns) is int and type(stats.tool_calls) is int
-            and type(stats.input_tokens) is int and type(stats.output_tokens) is int
-            and type(stats.cached_input_tokens) is int and type(stats.cost) is int
-            and type(stats.model_ms) is float and type(stats.tool_ms) is float
-            and math.copysign(1.0, stats.model_ms) > 0 and math.copysign(1.0, stats.tool_ms) > 0)
+assert len(_ROUTES) == len(_HANDLERS)

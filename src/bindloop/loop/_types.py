@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Literal, TypeAlias, TypeVar
+from typing import Final, Literal, TypeAlias, TypeVar
 
 import msgspec
 
@@ -27,6 +27,9 @@ from ..run import ToolBatchOptions
 from ..signal import AbortSignal
 
 __all__ = (
+    "EFFECT_PORTS",
+    "WIRABLE",
+    "ActivationKind",
     "BatchRunner",
     "BoundaryDecision",
     "CallModelFn",
@@ -47,6 +50,9 @@ __all__ = (
 
 T = TypeVar("T")
 MaybeAwaitable: TypeAlias = T | Awaitable[T]
+
+ActivationKind: TypeAlias = Literal["plugins", "skills"]
+"""What a tool asked to activate (``ToolResult.activate_plugins`` / ``.activate_skills``)."""
 
 
 class OpenSuspend(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -181,6 +187,11 @@ class ToolLoopPorts(msgspec.Struct, frozen=True, kw_only=True):
     and ``throw_if_timed_out`` (always synchronous). ``call_model`` receives the live
     ``state.messages`` list: read it, copy it if you keep it, never mutate it.
 
+    - ``activate(kind, names)``: a tool's result asked to activate plugins (``kind="plugins"``,
+      ``ToolResult.activate_plugins``) or skills (``"skills"``); awaited before the next call of a
+      serial run starts. Unwired, the request is reported as
+      :class:`~bindloop.errors.MissingActivationPortError` and the run goes on. (It replaced the
+      two ports ``activate_plugins`` and ``activate_skills``.)
     - ``runs_serially(call)``: such calls run first, alone, in model order, each outcome (including
       activations) applied before the next; the rest run concurrently, pooled per tool name.
     - ``is_fatal_tool_error(exc)``: a raise that must end the run instead of becoming a tool error the
@@ -231,8 +242,7 @@ class ToolLoopPorts(msgspec.Struct, frozen=True, kw_only=True):
     build_tools: Callable[[], MaybeAwaitable[Sequence[ToolDefinition]]] | None = None
     now: Clock = monotonic_ms
     runs_serially: Callable[[ToolCall], bool] | None = None
-    activate_plugins: Callable[[tuple[str, ...]], MaybeAwaitable[None]] | None = None
-    activate_skills: Callable[[tuple[str, ...]], MaybeAwaitable[None]] | None = None
+    activate: Callable[[ActivationKind, tuple[str, ...]], MaybeAwaitable[None]] | None = None
     is_fatal_tool_error: Callable[[BaseException], bool] | None = None
     format_tool_exception: Callable[[Exception], ToolError] | None = None
     on_tool_call_rejected: Callable[[str, BaseException], None] | None = None
@@ -250,6 +260,17 @@ class ToolLoopPorts(msgspec.Struct, frozen=True, kw_only=True):
     batch_options: ToolBatchOptions = ToolBatchOptions()
     run_tool_batch: RunToolBatchFn | None = None
     is_final_call: Callable[[ToolCall, ToolOutcome], bool] | None = None
+
+
+EFFECT_PORTS: Final = (
+    "activate", "before_tool_message_accepted", "compact", "on_assistant_message",
+    "on_progress_update", "on_step_settled", "on_turn_would_end", "run_tool_batch",
+)
+"""The optional ports of :class:`ToolLoopPorts` the machine emits effects for only when wired."""
+
+WIRABLE: Final = frozenset(EFFECT_PORTS) | {"on_boundary"}
+"""What a :class:`~bindloop.lowlevel.LoopMachine`'s ``wired`` set may name: :data:`EFFECT_PORTS`
+and ``on_boundary`` (:class:`LoopControl`'s hook)."""
 
 
 class ToolLoopParams(ToolLoopPorts, frozen=True, kw_only=True):

@@ -241,7 +241,7 @@ class McpServerPlugin:
     """An MCP server as a registry plugin, for progressive disclosure.
 
     Announced in the catalog by ``name`` and ``description`` alone: nothing connects until
-    :meth:`load` (call it from the host's ``activate_plugins`` port, or let
+    :meth:`load` (call it from the host's ``activate`` port for plugins, or let
     :func:`mcp_plugin_resolver` do it during ``rehydrate_activation``). ``connect()`` returns a
     client (connected or new); :meth:`load` then lists the tools. Before loading,
     :meth:`tool_definitions` is empty and :meth:`execute` answers ``not_found``.

@@ -10,6 +10,7 @@ import msgspec
 
 from .._awaitable import resolve as _resolve
 from ..contracts import (
+    ModelTurnResult,
     RunStats,
     StopReason,
     ToolMessage,
@@ -75,6 +76,8 @@ class CheckpointRunResult(msgspec.Struct, frozen=True, kw_only=True):
     ``checkpoint`` is the latest one (the last committed, or the input when nothing ran);
     ``stop_reason`` is ``checkpointed`` when ``commit`` asked to stop. ``stats`` and ``iterations``
     are this invocation's; ``cumulative_stats`` is the execution's (``checkpoint.stats``).
+    ``final_turn`` is the model turn that ended a ``done`` run (``ToolLoopResult.final_turn``),
+    ``None`` otherwise.
     """
 
     checkpoint: LoopCheckpoint
@@ -82,6 +85,7 @@ class CheckpointRunResult(msgspec.Struct, frozen=True, kw_only=True):
     stats: RunStats
     cumulative_stats: RunStats
     iterations: int
+    final_turn: ModelTurnResult | None = None
 
 
 def _params(restored: RestoredLoop, state: ToolLoopState, budget: int) -> ToolLoopParams:
@@ -197,4 +201,4 @@ async def run_from_checkpoint(*, checkpoint: LoopCheckpoint, restore: RestoreFn,
                                  LoopControl(on_boundary=on_boundary))
     return CheckpointRunResult(
         checkpoint=latest, stop_reason=result.stop_reason, stats=result.stats,
-        cumulative_stats=latest.stats, iterations=result.iterations)
+        cumulative_stats=latest.stats, iterations=result.iterations, final_turn=result.final_turn)

@@ -1,6 +1,6 @@
 """Skills: progressive disclosure for instructions — a registry of what your source ships, a Tier-1
 catalog within a token budget, resolution of active bodies (live or pinned), activation through the
-loop's ``activate_skills`` port, load admission, SKILL.md over your own YAML, and the Agent Skills
+loop's ``activate(kind, names)`` port, load admission, SKILL.md over your own YAML, and the Agent Skills
 Discovery index."""
 
 from ._activation import (

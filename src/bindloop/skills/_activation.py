@@ -1,4 +1,5 @@
-"""Driving the loop's ``activate_skills`` port, and bounding how much can be loaded."""
+"""Skill activation from the loop's ``activate(kind, names)`` port, and bounding how much can be
+loaded."""
 
 from __future__ import annotations
 
@@ -89,10 +90,6 @@ class SkillActivation:
                                      already_active=already, unavailable=unavailable,
                                      unresolved=dropped, instructions=instructions)
 
-    async def activate_skills(self, refs: tuple[str, ...]) -> None:
-        """The loop's ``activate_skills`` port: :meth:`activate`, report discarded."""
-        await self.activate(refs)
-
 
 def create_skill_activation(
     *,
@@ -102,8 +99,9 @@ def create_skill_activation(
     store: ResolveActiveInstructions,
     apply_instructions: ApplyInstructions,
 ) -> SkillActivation:
-    """Wire skill loading into the loop: pass ``activation.activate_skills`` as the loop's
-    ``activate_skills`` port. ``store`` resolves a tuple of active refs (typically a closure over
+    """Wire skill loading into the loop: from the loop's ``activate(kind, names)`` port, await
+    ``activation.activate(names)`` for ``kind == "skills"`` (``activate=lambda kind, names:
+    activation.activate(names)`` when skills are all a tool activates). ``store`` resolves a tuple of active refs (typically a closure over
     :func:`resolve_active_skill_instructions`); ``apply_instructions`` re-renders your system prompt.
     ``active_skills`` and ``loaded_skill_shas`` are yours: seed them before the first turn and
     persist them after the last."""
