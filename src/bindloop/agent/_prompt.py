@@ -20,12 +20,11 @@ from typing import Any, TypeVar, overload
 import msgspec
 
 from ..completion import TurnStreamSink, TurnTextStream, create_turn_text_stream
-from ..contracts import Message, RunStats, StopReason, SystemMessage, ToolDefinition, UserMessage
+from ..contracts import Message, RunStats, StopReason, SystemMessage, UserMessage
 from ..errors import (
     AfterPromptAgentError,
     BudgetExceededError,
     LoopMissingToolOutputError,
-    ModelRegistryNotFoundError,
     NoAgentContextError,
     PortContractError,
     PromptAgentAlreadyCalledError,
@@ -37,16 +36,14 @@ from ..errors import (
 from ..loop import ToolLoopParams, ToolLoopState, run_tool_loop
 from ..session import CheckpointReply, CheckpointWake, LoopCheckpoint, apply_checkpoint_input, \
     parse_loop_checkpoint
-from ..wire import ForcedTool, ToolChoice
 from ._calls import ToolPort
 from ._context import Frame, Generation, current_frame
 from ._middleware import ToolCallLoopContext
-from ._model import AgentModel, ModelStreamOptions
 from ._reask import Reasks
 from ._saves import Position, SaveFn, refuse_saves, resumed
 from ._schema import OutputSpec, output_spec
 from ._stream import StreamHub, with_consumers
-from ._turns import TurnPort
+from ._turns import TurnPort, model_surface, resolve_model
 
 __all__ = ("ChatResult", "prompt_agent", "prompt_chat", "resume_chat")
 
@@ -78,19 +75,6 @@ class ChatResult(msgspec.Struct, frozen=True, kw_only=True):
     stop_reason: StopReason
     stats: RunStats
     checkpoint: LoopCheckpoint | None = None
-
-
-def resolve_model(frame: Frame) -> AgentModel:
-    node: Frame | None = frame
-    while node is not None:
-        if node.model is not None:
-            return node.model
-        node = node.parent
-    if frame.run.model is not None:
-        return frame.run.model
-    raise ModelRegistryNotFoundError(
-        f"agent {frame.agent_id!r} has no model: pass create_agent(model=...), give a parent "
-        "agent one, or pass run_with(model=...)")
 
 
 def _spec_for(frame: Frame, schema: Any) -> OutputSpec:
@@ -142,38 +126,13 @@ def _budgets(max_turn_steps: int, max_total_turns: int | None, retries: int) -> 
     return total
 
 
-def _surface(frame: Frame, gen: Generation, model: AgentModel, spec: OutputSpec | None,
-             additional_options: Mapping[str, Any] | None) -> tuple[ModelStreamOptions, bool]:
-    """The options every model call of the prompt is sent, and whether the answer comes as the
-    output tool's call (a structured prompt over a model without native JSON-schema mode)."""
-    defs = [t.definition for t, _ in gen.tools]
-    tool_mode = spec is not None and getattr(model, "structured_output", "tool") != "json_schema"
-    schema: dict[str, Any] | None = None
-    choice: ToolChoice | None = None
-    if spec is not None:
-        if tool_mode:
-            if any(t.name == spec.name for t, _ in gen.tools):
-                raise UsageError(f"prompt_agent: a tool named {spec.name!r} is equipped; it "
-                                 "clashes with the output tool: rename the tool")
-            defs.append(ToolDefinition(name=spec.name, parameters=spec.schema,
-                                       description="Give your final answer by calling this "
-                                                   "tool with it as the arguments."))
-            choice = ForcedTool(name=spec.name) if len(defs) == 1 else "required"
-        else:
-            schema = spec.schema
-    return ModelStreamOptions(schema=schema, schema_name=spec.name if spec else "final_result",
-                              tools=tuple(defs), tool_choice=choice, signal=frame.signal,
-                              additional_options=dict(additional_options)
-                              if additional_options else None), tool_mode
-
-
 async def _drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Position, *,
                  hub: StreamHub | None, text: TurnTextStream | None, saver: SaveFn | None,
                  additional_options: Mapping[str, Any] | None,
                  start_len: int) -> tuple[Any, ChatResult | None]:
     """The prompt's one tool loop from ``pos``, and what its stop reason means to the caller."""
     model = resolve_model(frame)
-    options, tool_mode = _surface(frame, gen, model, spec, additional_options)
+    options, tool_mode = model_surface(frame, gen, model, spec, additional_options)
     output = spec.name if tool_mode and spec is not None else None
     chat = spec is None
     reasks = Reasks(frame, gen, spec, pos, output=output, text=text, chat=chat)

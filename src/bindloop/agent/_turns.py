@@ -10,7 +10,7 @@ the journaled turn in as it is. Unwatched, the same call runs with no observer a
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -18,8 +18,10 @@ import msgspec
 from ..completion import PartialJsonParser, StreamEvent, TextEvent, ToolCallEvent, TurnCollector, \
     TurnTextStream
 from ..contracts import Message, ModelTurnResult, ToolDefinition, TurnUsage
-from ..errors import BudgetExceededError, PortContractError
-from ._context import Frame
+from ..errors import BudgetExceededError, ModelRegistryNotFoundError, PortContractError, \
+    UsageError
+from ..wire import ForcedTool, ToolChoice
+from ._context import Frame, Generation
 from ._model import AgentModel, ModelStreamOptions
 from ._schema import InvalidOutput, OutputSpec
 from ._snapshot import PromptHasher
@@ -33,13 +35,52 @@ from ._stream import (
     TurnStartEvent,
 )
 
-__all__ = ("TurnPort", "fold_stream")
+__all__ = ("TurnPort", "fold_stream", "model_surface", "resolve_model")
 
 _JSON_ENCODE = msgspec.json.Encoder().encode
 _JSON_DECODE = msgspec.json.Decoder().decode
 _START = TurnStartEvent()
 
 Observer = Callable[[StreamEvent], None]
+
+
+def resolve_model(frame: Frame) -> AgentModel:
+    """The agent's model: its own, the nearest ancestor's, or the run's."""
+    node: Frame | None = frame
+    while node is not None:
+        if node.model is not None:
+            return node.model
+        node = node.parent
+    if frame.run.model is not None:
+        return frame.run.model
+    raise ModelRegistryNotFoundError(
+        f"agent {frame.agent_id!r} has no model: pass create_agent(model=...), give a parent "
+        "agent one, or pass run_with(model=...)")
+
+
+def model_surface(frame: Frame, gen: Generation, model: AgentModel, spec: OutputSpec | None,
+                  additional_options: Mapping[str, Any] | None) -> tuple[ModelStreamOptions, bool]:
+    """The options every model call of the prompt is sent, and whether the answer comes as the
+    output tool's call (a structured prompt over a model without native JSON-schema mode)."""
+    defs = [t.definition for t, _ in gen.tools]
+    tool_mode = spec is not None and getattr(model, "structured_output", "tool") != "json_schema"
+    schema: dict[str, Any] | None = None
+    choice: ToolChoice | None = None
+    if spec is not None:
+        if tool_mode:
+            if any(t.name == spec.name for t, _ in gen.tools):
+                raise UsageError(f"prompt_agent: a tool named {spec.name!r} is equipped; it "
+                                 "clashes with the output tool: rename the tool")
+            defs.append(ToolDefinition(name=spec.name, parameters=spec.schema,
+                                       description="Give your final answer by calling this "
+                                                   "tool with it as the arguments."))
+            choice = ForcedTool(name=spec.name) if len(defs) == 1 else "required"
+        else:
+            schema = spec.schema
+    return ModelStreamOptions(schema=schema, schema_name=spec.name if spec else "final_result",
+                              tools=tuple(defs), tool_choice=choice, signal=frame.signal,
+                              additional_options=dict(additional_options)
+                              if additional_options else None), tool_mode
 
 
 async def fold_stream(events: AsyncIterator[StreamEvent], price: Callable[[TurnUsage], int] | None,
