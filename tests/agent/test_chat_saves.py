@@ -258,3 +258,19 @@ async def test_a_checkpoint_whose_reask_record_is_not_one_is_refused_by_name() -
     with pytest.raises(UsageError, match=r"resume_chat\(on_checkpoint=...\) must be a function"):
         await create_agent(id="chat", handler=_resuming(_counting([]), serialize_loop_checkpoint(
             saved[0]), on_checkpoint=3), model=scripted_stream_model([final_answer("x")]))(None)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("status", ["finished", "aborted"])
+async def test_a_checkpoint_with_nothing_to_continue_is_refused(status: str) -> None:
+    saved: list[LoopCheckpoint] = []
+    with pytest.raises(Killed):
+        await create_agent(id="chat", handler=_prompting(_counting([]), on_checkpoint=saved.append),
+                           model=scripted_stream_model([_round(0), Killed()]))("count")
+    done = msgspec.structs.replace(saved[0], status=status)
+    model = scripted_stream_model([final_answer("x")])
+    with pytest.raises(UsageError, match=f"the checkpoint is '{status}'"):
+        await create_agent(id="chat", handler=_resuming(_counting([]),
+                                                        serialize_loop_checkpoint(done)),
+                           model=model)(None)
+    assert model.requests == []

@@ -226,7 +226,9 @@ async def _through(path: str, turns: list[ModelTurnResult], refused: int) -> Any
         expect_validator(validator)
         if path == "on_stream":
             on_stream(consume)
-        return await prompt_chat(max_turn_steps=8)
+        saves: list[object] = []
+        return await prompt_chat(max_turn_steps=8,
+                                 on_checkpoint=saves.append if path == "saved" else None)
 
     agent = create_agent(id="p", handler=handler, max_retries=3)
 
@@ -254,7 +256,8 @@ async def _through(path: str, turns: list[ModelTurnResult], refused: int) -> Any
                           enable_snapshot=path == "snapshots")
 
 
-PATHS = ("plain", "on_stream", "traced", "snapshots", "replayed", "whole-turn", "wire", "routed")
+PATHS = ("plain", "on_stream", "traced", "snapshots", "saved", "replayed", "whole-turn", "wire",
+         "routed")
 
 
 @settings(max_examples=25, deadline=None)
