@@ -91,7 +91,13 @@ import msgspec  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from bindloop.agent import ModelStreamOptions, dump_snapshot, equip_tool, expect_validator  # noqa: E402
+from bindloop.agent import (  # noqa: E402
+    ModelStreamOptions,
+    TurnStartEvent,
+    dump_snapshot,
+    equip_tool,
+    expect_validator,
+)
 from bindloop.completion import StreamEvent  # noqa: E402
 from bindloop.contracts import (  # noqa: E402
     Message,
@@ -207,8 +213,14 @@ def _comparable(stats: RunStats) -> RunStats:
         name: msgspec.structs.replace(t, ms=0.0) for name, t in stats.tools.items()})
 
 
-async def _through(path: str, turns: list[ModelTurnResult], refused: int) -> Any:
+async def _through(path: str, turns: list[ModelTurnResult], refused: int,
+                   seen: list[tuple[int, object]]) -> Any:
+    """One run of the script through ``path`` (a model kind, `` watched`` for an ``on_stream``
+    consumer); ``seen`` gets the agent's own events (the completion deltas differ in granularity
+    from one model kind to another, what they add up to does not)."""
     refusals = [0]
+    watched = path.endswith(" watched")
+    path = path.removesuffix(" watched")
 
     def validator(text: str) -> object:
         if refusals[0] < refused:
@@ -216,15 +228,16 @@ async def _through(path: str, turns: list[ModelTurnResult], refused: int) -> Any
             return f"answer {text!r} refused"
         return True
 
-    async def consume(events: AsyncIterator[object]) -> None:
-        async for _ in events:
-            pass
+    async def consume(events: AsyncIterator[Any]) -> None:
+        async for e in events:
+            if type(e.event).__module__.startswith("bindloop.agent"):
+                seen.append((e.turn_index, e.event))
 
     async def handler(_: None) -> Any:
         equip_instruction("add things")
         equip_tool(ADD)
         expect_validator(validator)
-        if path == "on_stream":
+        if watched:
             on_stream(consume)
         saves: list[object] = []
         return await prompt_chat(max_turn_steps=8,
@@ -256,11 +269,11 @@ async def _through(path: str, turns: list[ModelTurnResult], refused: int) -> Any
                           enable_snapshot=path == "snapshots")
 
 
-PATHS = ("plain", "on_stream", "traced", "snapshots", "saved", "replayed", "whole-turn", "wire",
-         "routed")
+PATHS = ("plain", "plain watched", "traced", "snapshots", "saved", "replayed", "whole-turn",
+         "whole-turn watched", "wire", "wire watched", "routed", "routed watched")
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(tool_rounds=st.lists(st.lists(st.tuples(st.integers(0, 99), st.integers(0, 99)),
                                      min_size=1, max_size=3), max_size=3),
        refused=st.integers(0, 2),
@@ -270,7 +283,8 @@ def test_every_path_gives_the_same_run(tool_rounds: list[list[tuple[int, int]]],
                                        usage: list[tuple[int, int]]) -> None:
     answers = [f"answer {k}" for k in range(refused + 1)]
     turns = _script(tool_rounds, answers, usage)
-    results = {path: anyio.run(_through, path, turns, refused) for path in PATHS}
+    seen: dict[str, list[tuple[int, object]]] = {path: [] for path in PATHS}
+    results = {path: anyio.run(_through, path, turns, refused, seen[path]) for path in PATHS}
     plain = results["plain"]
     assert plain.data == answers[-1] and plain.stop_reason == "done"
     assert plain.stats.cost == sum(_price(t.usage) for t in turns)
@@ -278,6 +292,9 @@ def test_every_path_gives_the_same_run(tool_rounds: list[list[tuple[int, int]]],
         assert (chat.data, chat.delta, chat.stop_reason) == (
             plain.data, plain.delta, plain.stop_reason), path
         assert _comparable(chat.stats) == _comparable(plain.stats), path
+        if path.endswith(" watched"):
+            assert seen[path] == seen["plain watched"], path
+    assert len([e for _, e in seen["plain watched"] if isinstance(e, TurnStartEvent)]) == len(turns)
 
 
 def test_the_output_tool_ends_the_run_as_a_real_call() -> None:
