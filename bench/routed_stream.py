@@ -81,7 +81,7 @@ async def agent(model):
     t0 = time.process_time()
     text = await create_agent(id="b", handler=handler, model=model)(None)
     dt = time.process_time() - t0
-    assert len(text) == 4 * N and sum(type(e).__name__ == "TextStreamEvent" for e in seen) == N
+    assert len(text) == 4 * N and sum(type(e.event).__name__ == "TextEvent" for e in seen) == N
     return dt / N * 1e6
 
 def measure(kind, factory, backend):

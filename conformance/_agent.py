@@ -95,15 +95,16 @@ class Observed:
     def stream_summary(self) -> list[str]:
         out = []
         for e in self.events:
-            tag = msgspec.to_builtins(e)["type"]
-            if isinstance(e, StructuredDataEvent):
-                tag += f":{e.status}" + (":valid" if e.is_valid else "")
+            event = e.event
+            tag = str(event.__struct_config__.tag)
+            if isinstance(event, StructuredDataEvent):
+                tag += f":{event.status}" + (":valid" if event.is_valid else "")
             out.append(f"{e.turn_index}:{tag}")
         return out
 
     def structured_finals(self) -> list[str]:
-        return [f"{e.turn_index}:{e.status}" for e in self.events
-                if isinstance(e, StructuredDataEvent) and e.status != "partial"]
+        return [f"{e.turn_index}:{e.event.status}" for e in self.events
+                if isinstance(e.event, StructuredDataEvent) and e.event.status != "partial"]
 
 
 async def structured_reask(inp: dict[str, Any], seen: Observed) -> Any:

@@ -112,7 +112,7 @@ for (const variant of ["pyc", "plain"]) {
       // The agent stream (bindloop.agent on_stream) the page was given: per turn its start, the
       // assembled tool calls in the model's order, usage and its end; no error events.
       const agentKinds = {};
-      for (const e of demo.agentEvents) (agentKinds[e.turn_id] ??= []).push(e.type === "tool_call" ? `tool_call:${e.tool_call.id}` : e.type);
+      for (const e of demo.agentEvents) (agentKinds[e.turn_id] ??= []).push(e.type === "tool_call_done" ? `tool_call:${e.tool_call.id}` : e.type);
       assert.deepEqual(Object.keys(agentKinds), ["turn-1", "turn-2", "turn-3"]);
       const calls = { "turn-1": ["calc_0", "calc_1"], "turn-2": ["note_0", "note_1", "list_0"], "turn-3": [] };
       for (const [turnId, kinds] of Object.entries(agentKinds)) {

@@ -64,7 +64,7 @@ SEARCH = define_tool(name="search", description="Search the web", args=Q, execut
 
 @pytest.mark.parametrize("hook", [
     lambda: equip_system("x"), lambda: equip_instruction("x"), lambda: equip_tool(SEARCH),
-    lambda: equip_budget({"credit": 1}), lambda: expect_validator(lambda v: True),
+    lambda: equip_budget(1), lambda: expect_validator(lambda v: True),
     lambda: on_stream(lambda s: None), lambda: equip_memory("k", 0), lambda: reborn(),
     lambda: equip_scope("k", 1), lambda: expect_scope("k"), lambda: equip_history([]),
     lambda: equip_memo("k", lambda: 1, []), lambda: equip_resource("k", lambda: 1, []),
@@ -85,7 +85,7 @@ DRAFT_HOOKS = {
     "equip_tool": lambda: equip_tool(SEARCH),
     "equip_tool_call_loop_middleware": lambda: equip_tool_call_loop_middleware(
         ToolCallLoopMiddleware(name="m", handler=lambda c, calls, nxt: nxt(calls))),
-    "equip_budget": lambda: equip_budget({"credit": 5}),
+    "equip_budget": lambda: equip_budget(5),
     "expect_validator": lambda: expect_validator(lambda v: True),
     "on_stream": lambda: on_stream(lambda s: None),
     "equip_history": lambda: equip_history([]),
@@ -350,8 +350,9 @@ def test_wire_models_satisfy_the_protocol() -> None:
         def open(self, request: object) -> Any:
             raise AssertionError("not called")
 
-    adapter = ModelAdapter(OpenAIChatAdapter(), NoTransport(), WireOptions(model="gpt-x"))
-    model = as_agent_model(adapter, calculate_cost=lambda u: {"micro_usd": u.input_tokens})
+    adapter = ModelAdapter(OpenAIChatAdapter(), NoTransport(), WireOptions(model="gpt-x"),
+                           price=lambda u: u.input_tokens)
+    model = as_agent_model(adapter)
     assert isinstance(model, AgentModel)
     assert (model.id, model.provider) == ("gpt-x", "openai_chat")
     assert getattr(model, "structured_output") == "json_schema"

@@ -126,3 +126,44 @@ def test_serial_must_be_a_bool() -> None:
 
     with pytest.raises(UsageError, match="serial"):
         anyio.run(create_agent(id="a", handler=handler, model=scripted_stream_model([])), None)
+
+
+@pytest.mark.parametrize("with_loop_middleware", [False, True])
+def test_the_loops_pool_decides_with_a_loop_middleware_too(with_loop_middleware: bool) -> None:
+    """A serial call fires the run's signal: the loop stops claiming calls, so the pooled ones
+    never start — also when a tool-call-loop middleware wraps the batch (its next() is the loop's
+    own runner, not a copy of it)."""
+    from bindloop.agent import run_with
+    from bindloop.errors import RunCancelledError
+    from bindloop.signal import AbortController
+
+    controller = AbortController()
+    ran: list[str] = []
+
+    async def stop(args: Args, ctx: object) -> ToolResult:
+        ran.append("stop")
+        controller.abort("enough")
+        return ToolResult(content="stopped")
+
+    async def work(args: Args, ctx: object) -> ToolResult:
+        ran.append(f"work:{args.q}")
+        return ToolResult(content="done")
+
+    model = scripted_stream_model([tool_call_turn(
+        [tool_call("stop", {}), tool_call("work", {"q": "1"}), tool_call("work", {"q": "2"})]),
+        final_answer("never")])
+
+    async def handler(_: None) -> Any:
+        equip_instruction("go")
+        equip_tool(define_tool(name="stop", description="s", args=Args, execute=stop),
+                   serial=True)
+        equip_tool(define_tool(name="work", description="w", args=Args, execute=work))
+        if with_loop_middleware:
+            equip_tool_call_loop_middleware(_passthrough())
+        return await prompt_chat()
+
+    agent = create_agent(id="a", handler=handler, model=model)
+    with pytest.raises(RunCancelledError):
+        anyio.run(lambda: run_with(agent, initial_props=None, signal=controller.signal))
+    assert ran == ["stop"]
+    assert model.position == 1

@@ -25,7 +25,8 @@ from bindloop.contracts import ToolMessage, ToolResult, ToolSuspend, UserMessage
 from bindloop.errors import UsageError
 from bindloop.agent import StructuredOutputError, TurnBudgetExceededError
 from bindloop.plugins import define_tool
-from bindloop.session import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
+from bindloop.session import CheckpointFormatError, LoopCheckpoint, parse_loop_checkpoint, \
+    serialize_loop_checkpoint
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
 
@@ -189,12 +190,14 @@ async def test_a_save_inside_a_re_ask_resumes_with_the_re_asks_that_were_left() 
                            handler=handler_with(ran, on_checkpoint=lambda c: saved.append(
                                serialize_loop_checkpoint(c))),
                            model=scripted_stream_model([*turns[:2], Killed()]))(None)
-    assert len(saved) == 1
+    # Saved before the re-ask's model call and after its tool round: both settled boundaries.
+    assert len(saved) == 2
+    assert msgspec.json.decode(saved[0])["reask"]["attempts"] == [["first", "'first' is not good"]]
 
     async def resume(_: None) -> ChatResult:
         equip_tool(_counting(ran))
         expect_validator(no)
-        return await resume_chat(saved[0])
+        return await resume_chat(saved[-1])
 
     with pytest.raises(StructuredOutputError) as resumed:
         await create_agent(id="chat", max_retries=1, handler=resume,
@@ -237,17 +240,38 @@ async def test_prompt_agent_refuses_on_checkpoint_and_a_save_must_be_callable() 
 
 
 @pytest.mark.anyio
-async def test_a_checkpoint_whose_chat_record_is_not_one_is_refused_by_name() -> None:
+async def test_a_checkpoint_whose_reask_record_is_not_one_is_refused_by_name() -> None:
     saved: list[LoopCheckpoint] = []
     with pytest.raises(Killed):
         await create_agent(id="chat", handler=_prompting(_counting([]), on_checkpoint=saved.append),
                            model=scripted_stream_model([_round(0), Killed()]))("count")
-    config = {**saved[0].bindings.config, "bindloop.chat": {"attempts": "none"}}
-    bad = msgspec.structs.replace(saved[0], bindings=msgspec.structs.replace(
-        saved[0].bindings, config=config))
-    with pytest.raises(UsageError, match=r"bindings.config\['bindloop.chat'\] is not a chat record"):
-        await create_agent(id="chat", handler=_resuming(_counting([]), serialize_loop_checkpoint(bad)),
+    assert saved[0].bindings.config == {}  # the record is a typed field, not a config entry
+    raw = msgspec.json.decode(serialize_loop_checkpoint(saved[0]))
+    raw["reask"]["attempts"] = "none"
+    with pytest.raises(CheckpointFormatError, match="reask.attempts"):
+        await create_agent(id="chat", handler=_resuming(_counting([]), msgspec.json.encode(raw)),
+                           model=scripted_stream_model([final_answer("x")]))(None)
+    raw = msgspec.json.decode(serialize_loop_checkpoint(saved[0]))
+    raw["reask"]["attempt_turns"] = 5
+    with pytest.raises(CheckpointFormatError, match="reask.attempt_turns"):
+        await create_agent(id="chat", handler=_resuming(_counting([]), msgspec.json.encode(raw)),
                            model=scripted_stream_model([final_answer("x")]))(None)
     with pytest.raises(UsageError, match=r"resume_chat\(on_checkpoint=...\) must be a function"):
         await create_agent(id="chat", handler=_resuming(_counting([]), serialize_loop_checkpoint(
             saved[0]), on_checkpoint=3), model=scripted_stream_model([final_answer("x")]))(None)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("status", ["finished", "aborted"])
+async def test_a_checkpoint_with_nothing_to_continue_is_refused(status: str) -> None:
+    saved: list[LoopCheckpoint] = []
+    with pytest.raises(Killed):
+        await create_agent(id="chat", handler=_prompting(_counting([]), on_checkpoint=saved.append),
+                           model=scripted_stream_model([_round(0), Killed()]))("count")
+    done = msgspec.structs.replace(saved[0], status=status)
+    model = scripted_stream_model([final_answer("x")])
+    with pytest.raises(UsageError, match=f"the checkpoint is '{status}'"):
+        await create_agent(id="chat", handler=_resuming(_counting([]),
+                                                        serialize_loop_checkpoint(done)),
+                           model=model)(None)
+    assert model.requests == []

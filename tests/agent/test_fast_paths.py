@@ -125,12 +125,16 @@ class _Duck:
     def stream(self, messages: Any, options: Any) -> Any:
         raise NotImplementedError
 
-    def calculate_cost(self, usage: Any) -> dict[str, int]:
-        return {}
+
+class _Bare:  # provider and price are optional (the seed marks them so)
+    id = "bare"
+
+    def stream(self, messages: Any, options: Any) -> Any:
+        raise NotImplementedError
 
 
-class _NoCost(_Duck):
-    calculate_cost = None  # type: ignore[assignment]
+class _NoStream(_Duck):
+    stream = None  # type: ignore[assignment]
 
 
 class _NoId:
@@ -139,11 +143,8 @@ class _NoId:
     def stream(self, messages: Any, options: Any) -> Any:
         raise NotImplementedError
 
-    def calculate_cost(self, usage: Any) -> dict[str, int]:
-        return {}
 
-
-@pytest.mark.parametrize("obj", [_Duck(), _NoCost(), _NoId(), object(), "model", None,
+@pytest.mark.parametrize("obj", [_Duck(), _Bare(), _NoStream(), _NoId(), object(), "model", None,
                                  scripted_stream_model([])])
 def test_structural_model_check_agrees_with_the_protocol(obj: object) -> None:
     assert is_agent_model(obj) is isinstance(obj, AgentModel)

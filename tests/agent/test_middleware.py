@@ -32,9 +32,9 @@ from bindloop.agent import (
     reborn,
 )
 from bindloop.completion import StreamEvent
-from bindloop.contracts import Message, ToolError, ToolMessage, ToolResult, TurnUsage
-from bindloop.errors import PortContractError, ToolFailure, UsageError
+from bindloop.contracts import Message, ToolError, ToolMessage, ToolResult
 from bindloop.agent import LoopMissingToolOutputError, ToolCallFailedError
+from bindloop.errors import PortContractError, ToolFailure, UsageError
 from bindloop.plugins import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
@@ -79,9 +79,6 @@ class _Logged:
         async for event in self.inner.stream(messages, options):
             yield event
         self.log.append(f"< {self.name}")
-
-    def calculate_cost(self, usage: TurnUsage) -> dict[str, int]:
-        return self.inner.calculate_cost(usage)
 
 
 def _model_layer(name: str, log: list[str]) -> ModelMiddleware:

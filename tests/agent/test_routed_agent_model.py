@@ -14,11 +14,9 @@ import pytest
 
 from bindloop.agent import (
     AgentStreamEvent,
-    ErrorStreamEvent,
-    TextStreamEvent,
     TurnDoneEvent,
+    TurnFailedEvent,
     TurnStartEvent,
-    UsageStreamEvent,
     as_agent_model,
     create_agent,
     equip_instruction,
@@ -27,7 +25,7 @@ from bindloop.agent import (
     prompt_chat,
     run_with,
 )
-from bindloop.completion import StreamBudgets
+from bindloop.completion import StreamBudgets, TextEvent, UsageEvent
 from bindloop.contracts import ModelTurnResult, ToolCall, TurnUsage
 from bindloop.errors import UsageError
 from bindloop.hosts.httpx_transport import HttpxTransport
@@ -210,11 +208,11 @@ def _watched(events: list[AgentStreamEvent]) -> Any:
 
 
 def _texts(events: Sequence[AgentStreamEvent]) -> list[str]:
-    return [e.delta for e in events if isinstance(e, TextStreamEvent)]
+    return [e.event.content for e in events if isinstance(e.event, TextEvent)]
 
 
 def _kinds(events: Sequence[AgentStreamEvent]) -> list[str]:
-    return [type(e).__name__ for e in events if not isinstance(e, TextStreamEvent)]
+    return [type(e.event).__name__ for e in events if not isinstance(e.event, TextEvent)]
 
 
 async def _run(model: Any, events: list[AgentStreamEvent]) -> str:
@@ -234,7 +232,7 @@ async def test_503_before_text_streams_only_the_backup(server: ScriptedProviderS
     assert await _run(model, events) == ANSWER
     # The backup's deltas as they came (two), not one whole-turn text event.
     assert _texts(events) == [FIRST_HALF, ANSWER[len(FIRST_HALF):]]
-    assert _kinds(events) == ["TurnStartEvent", "UsageStreamEvent", "TurnDoneEvent"]
+    assert _kinds(events) == ["TurnStartEvent", "FinishEvent", "UsageEvent", "TurnDoneEvent"]
     assert [a.outcome for a in routed.last_result.attempts] == ["failed", "succeeded"]  # type: ignore[union-attr]
 
 
@@ -250,7 +248,7 @@ async def test_settled_mid_stream_drop_never_shows_the_failed_attempt(
     events: list[AgentStreamEvent] = []
     assert await _run(as_agent_model(routed), events) == ANSWER
     assert "".join(_texts(events)) == ANSWER
-    assert _kinds(events) == ["TurnStartEvent", "UsageStreamEvent", "TurnDoneEvent"]
+    assert _kinds(events) == ["TurnStartEvent", "FinishEvent", "UsageEvent", "TurnDoneEvent"]
     assert [(a.provider_id, a.outcome, a.produced_output)
             for a in routed.last_result.attempts] == [  # type: ignore[union-attr]
         ("primary", "failed", False), ("backup", "succeeded", False)]
@@ -267,7 +265,8 @@ async def test_live_mid_stream_drop_after_text_fails_the_turn_visibly(
     assert info.value.category == "connection"
     # What was streamed stands, and the error says it is not a turn: no silent splice.
     assert _texts(events) == [FIRST_HALF]
-    assert isinstance(events[0], TurnStartEvent) and isinstance(events[-1], ErrorStreamEvent)
+    assert isinstance(events[0].event, TurnStartEvent)
+    assert isinstance(events[-1].event, TurnFailedEvent)
     assert len(events) == 3
     assert server.pending("backup") == 1
     assert [(a.provider_id, a.outcome, a.produced_output)
@@ -295,7 +294,7 @@ async def test_the_last_attempt_streams_live(server: ScriptedProviderServer) -> 
         await _run(as_agent_model(routed), events)
     assert info.value.category == "stream_stall"
     assert _texts(events) == [FIRST_HALF]
-    assert isinstance(events[-1], ErrorStreamEvent)
+    assert isinstance(events[-1].event, TurnFailedEvent)
 
 
 async def test_a_held_attempt_that_stalls_is_never_shown(server: ScriptedProviderServer) -> None:
@@ -306,8 +305,8 @@ async def test_a_held_attempt_that_stalls_is_never_shown(server: ScriptedProvide
     events: list[AgentStreamEvent] = []
     assert await _run(as_agent_model(routed), events) == ANSWER
     assert "".join(_texts(events)) == ANSWER
-    assert sum(isinstance(e, UsageStreamEvent) for e in events) == 1
-    assert sum(isinstance(e, TurnDoneEvent) for e in events) == 1
+    assert sum(isinstance(e.event, UsageEvent) for e in events) == 1
+    assert sum(isinstance(e.event, TurnDoneEvent) for e in events) == 1
 
 
 # -- the stream's own lifecycle ----------------------------------------------------------------------
@@ -360,7 +359,7 @@ async def test_a_run_signal_cancels_a_route(server: ScriptedProviderServer, watc
                 await run_with(lambda: create_agent(id="c", handler=handler)(None),
                                model=model, signal=controller.signal)
     if watched:
-        assert isinstance(events[0], TurnStartEvent) and _texts(events) == []
+        assert isinstance(events[0].event, TurnStartEvent) and _texts(events) == []
 
 
 @pytest.mark.parametrize("mode", ["json_schema", "tool"])
@@ -396,7 +395,7 @@ async def test_structured_partials_stream_from_the_backup_only(server: ScriptedP
 
     with anyio.fail_after(10):
         assert await create_agent(id="sd", handler=handler, model=model)(None) == Point(1, 2)
-    views = [e for e in events if isinstance(e, StructuredDataEvent)]
+    views = [e.event for e in events if isinstance(e.event, StructuredDataEvent)]
     assert views[-1].status == "complete" and views[-1].data == {"x": 1, "y": 2}
     assert all(v.data.get("x") in (None, 1) for v in views if isinstance(v.data, dict))
     assert [a.outcome for a in routed.last_result.attempts] == ["failed", "succeeded"]  # type: ignore[union-attr]

@@ -11,7 +11,6 @@ import pytest
 
 from bindloop.agent import (
     StructuredDataEvent,
-    TextStreamEvent,
     ToolCallDoneEvent,
     ToolCallLoopMiddleware,
     ToolMiddleware,
@@ -30,6 +29,7 @@ from bindloop.agent import (
     prompt_agent,
     reborn,
 )
+from bindloop.completion import TextEvent
 from bindloop.contracts import ToolError, ToolMessage, ToolResult
 from bindloop.agent import AfterPromptAgentError
 from bindloop.plugins import define_tool
@@ -178,20 +178,21 @@ async def test_ui_consumer_prefers_structured_data_over_plain_text() -> None:
 
     async def consumer(stream: Any) -> None:
         saw_structured = False
-        async for event in stream:
+        async for envelope in stream:
+            event = envelope.event
             if isinstance(event, TurnStartEvent):
                 saw_structured = False
-                ui.append(f"reset {event.turn_index}")
-            elif isinstance(event, TextStreamEvent):
+                ui.append(f"reset {envelope.turn_index}")
+            elif isinstance(event, TextEvent):
                 if not saw_structured:
-                    ui.append(f"text {event.delta}")
+                    ui.append(f"text {event.content}")
             elif isinstance(event, StructuredDataEvent):
                 saw_structured = True
                 ui.append(f"form {event.status} {event.data}")
             elif isinstance(event, ToolCallDoneEvent):
                 ui.append(f"tool {event.tool_call.name}")
             elif isinstance(event, TurnDoneEvent):
-                ui.append(f"finish {event.turn_index} {event.finish_reason}")
+                ui.append(f"finish {envelope.turn_index} {event.finish_reason}")
 
     async def handler(_: None) -> Result:
         equip_instruction("q")

@@ -1,4 +1,5 @@
-"""on_stream: the agent stream events (multicast, tagged frozen Structs, structured_data partials)."""
+"""on_stream: the agent stream events (an envelope of the turn index around the model's own
+completion events or the agent's kinds; multicast; structured_data partials)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,10 @@ import pytest
 
 from bindloop.agent import (
     AgentStreamEvent,
-    ErrorStreamEvent,
     StructuredDataEvent,
-    TextStreamEvent,
     ToolCallDoneEvent,
     TurnDoneEvent,
+    TurnFailedEvent,
     TurnStartEvent,
     create_agent,
     equip_instruction,
@@ -25,6 +25,7 @@ from bindloop.agent import (
     prompt_chat,
     reborn,
 )
+from bindloop.completion import FinishEvent, TextEvent, ToolCallEvent, UsageEvent
 from bindloop.contracts import ToolResult
 from bindloop.errors import ProviderError
 from bindloop.plugins import define_tool
@@ -79,23 +80,29 @@ async def test_events_are_multicast_with_turn_indices_and_structured_partials() 
 
     assert await create_agent(id="s", handler=handler, model=model)(None) == Answer("sunny", 9)
     assert first == second  # multicast: every consumer sees every event
-    assert [e for e in first if isinstance(e, (TurnStartEvent, TurnDoneEvent))] == [
-        TurnStartEvent(turn_index=0), TurnDoneEvent(turn_index=0, finish_reason="tool_calls"),
-        TurnStartEvent(turn_index=1), TurnDoneEvent(turn_index=1, finish_reason="stop")]
-    calls = [e for e in first if isinstance(e, ToolCallDoneEvent)]
-    assert [(c.turn_index, c.tool_call.name) for c in calls] == [(0, "search")]
-    text = "".join(e.delta for e in first if isinstance(e, TextStreamEvent))
+    assert [e for e in first if isinstance(e.event, (TurnStartEvent, TurnDoneEvent))] == [
+        AgentStreamEvent(turn_index=0, event=TurnStartEvent()),
+        AgentStreamEvent(turn_index=0, event=TurnDoneEvent(finish_reason="tool_calls")),
+        AgentStreamEvent(turn_index=1, event=TurnStartEvent()),
+        AgentStreamEvent(turn_index=1, event=TurnDoneEvent(finish_reason="stop"))]
+    # The model's own events, as it streamed them, inside the envelope.
+    assert [type(e.event) for e in first if e.turn_index == 0] == [
+        TurnStartEvent, ToolCallEvent, UsageEvent, FinishEvent, ToolCallDoneEvent, TurnDoneEvent]
+    calls = [e for e in first if isinstance(e.event, ToolCallDoneEvent)]
+    assert [(c.turn_index, c.event.tool_call.name) for c in calls] == [(0, "search")]
+    text = "".join(e.event.content for e in first if isinstance(e.event, TextEvent))
     assert text == '{"answer": "sunny", "score": 9}'
-    structured = [e for e in first if isinstance(e, StructuredDataEvent)]
+    structured = [e for e in first if isinstance(e.event, StructuredDataEvent)]
     assert all(e.turn_index == 1 for e in structured)
-    assert [e.status for e in structured[:-1]] == ["partial"] * (len(structured) - 1)
-    assert structured[-1] == StructuredDataEvent(turn_index=1, status="complete",
-                                                 data={"answer": "sunny", "score": 9},
-                                                 is_valid=True)
-    partial_answers = [e.data.get("answer") for e in structured if isinstance(e.data, dict)]
+    assert [e.event.status for e in structured[:-1]] == ["partial"] * (len(structured) - 1)
+    assert structured[-1] == AgentStreamEvent(turn_index=1, event=StructuredDataEvent(
+        status="complete", data={"answer": "sunny", "score": 9}, is_valid=True))
+    partial_answers = [e.event.data.get("answer") for e in structured
+                       if isinstance(e.event.data, dict)]
     assert "sun" in partial_answers or "s" in partial_answers  # a string seen while it grew
-    # Events are tagged frozen Structs: they encode to JSON with their type.
-    assert msgspec.json.decode(msgspec.json.encode(first[0]))["type"] == "turn_start"
+    # Events are frozen Structs; the inner event is tagged: the envelope encodes to JSON.
+    assert msgspec.json.decode(msgspec.json.encode(first[0])) == {
+        "turn_index": 0, "event": {"type": "turn_start"}}
     with pytest.raises(AttributeError):
         first[0].turn_index = 5  # type: ignore[misc]
 
@@ -111,8 +118,9 @@ async def test_an_invalid_answer_ends_its_turn_with_structured_error() -> None:
         return await prompt_agent(Answer)
 
     await create_agent(id="s", handler=handler, model=model)(None)
-    finals = [e for e in events if isinstance(e, StructuredDataEvent) and e.status != "partial"]
-    assert [(e.turn_index, e.status, e.is_valid) for e in finals] == [
+    finals = [e for e in events
+              if isinstance(e.event, StructuredDataEvent) and e.event.status != "partial"]
+    assert [(e.turn_index, e.event.status, e.event.is_valid) for e in finals] == [
         (0, "error", False), (1, "complete", True)]
 
 
@@ -129,8 +137,9 @@ async def test_the_consumer_sees_the_end_when_the_model_fails_at_once() -> None:
     with pytest.raises(ProviderError, match="upstream down"):
         await create_agent(id="s", handler=handler, model=model)(None)
     assert ended == [True]
-    assert events == [TurnStartEvent(turn_index=0),
-                      ErrorStreamEvent(turn_index=0, error="ProviderError: upstream down")]
+    assert events == [AgentStreamEvent(turn_index=0, event=TurnStartEvent()),
+                      AgentStreamEvent(turn_index=0, event=TurnFailedEvent(
+                          error="ProviderError: upstream down"))]
 
 
 async def test_streams_do_not_survive_reborn() -> None:
@@ -151,8 +160,8 @@ async def test_streams_do_not_survive_reborn() -> None:
         return chat.data
 
     assert await create_agent(id="s", handler=handler, model=model)(None) == "two"
-    assert [type(e) for e in per_generation[0]] == [TurnStartEvent, TextStreamEvent,
-                                                    type(per_generation[0][2]), TurnDoneEvent]
+    assert [type(e.event) for e in per_generation[0]] == [
+        TurnStartEvent, TextEvent, UsageEvent, FinishEvent, TurnDoneEvent]
     assert per_generation[1] == []
 
 
@@ -165,7 +174,7 @@ async def test_a_signal_ends_one_consumer_early_and_the_prompt_waits_for_consume
     async def stopping(stream: Any) -> None:
         async for event in stream:
             cut.append(event)
-            if isinstance(event, TextStreamEvent):
+            if isinstance(event.event, TextEvent):
                 controller.abort("enough")
 
     async def slow(stream: Any) -> None:
@@ -181,7 +190,7 @@ async def test_a_signal_ends_one_consumer_early_and_the_prompt_waits_for_consume
         return (await prompt_chat()).data
 
     assert await create_agent(id="s", handler=handler, model=model)(None) == "a long answer here"
-    assert sum(isinstance(e, TextStreamEvent) for e in cut) == 1
+    assert sum(isinstance(e.event, TextEvent) for e in cut) == 1
     assert slow_done == [True]  # await_on_end=True: the prompt returned after the consumer
 
 
@@ -293,7 +302,7 @@ async def test_awaited_and_fire_and_forget_consumers_together() -> None:
     def counting(name: str) -> Any:
         async def consumer(stream: Any) -> None:
             async for event in stream:
-                if isinstance(event, TextStreamEvent):
+                if isinstance(event.event, TextEvent):
                     seen[name] += 1
         return consumer
 

@@ -74,7 +74,7 @@ async def _point(_: None) -> Point:
 async def test_model_adapter_sends_the_strict_schema_and_options(
         server: ScriptedProviderServer) -> None:
     server.enqueue("openai", _text('{"x": 1}'), _text('{"x": 1, "y": 2}'))
-    model = as_agent_model(_chat(server), calculate_cost=lambda u: {"micro_usd": u.input_tokens})
+    model = as_agent_model(_chat(server))
     assert await create_agent(id="p", handler=_point, model=model)(None) == Point(x=1, y=2)
     first, second = (msgspec.json.decode(r.body) for r in server.requests)
     assert first["response_format"]["json_schema"]["name"] == "Point"

@@ -75,7 +75,7 @@ def test_the_page_agent_reports_the_run(origin: str) -> None:
 
     # Tool calls come from the agent stream, in the model's order, each tagged with its turn.
     events = bridge.of("agent_event")
-    calls = [(e["turn_id"], e["tool_call"]["name"]) for e in events if e["type"] == "tool_call"]
+    calls = [(e["turn_id"], e["tool_call"]["name"]) for e in events if e["type"] == "tool_call_done"]
     assert calls == [("turn-1", "calculator"), ("turn-1", "calculator"),
                      ("turn-2", "notes_write"), ("turn-2", "notes_write"), ("turn-2", "notes_list")]
     assert [e["turn_id"] for e in events if e["type"] == "turn_done"] == ["turn-1", "turn-2", "turn-3"]

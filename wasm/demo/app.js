@@ -78,7 +78,7 @@ const bridge = {
     const event = JSON.parse(json);
     agentEvents.push(event);
     if (event.type === "turn_done") reducer.endTurn(event.turn_id);
-    if (event.type === "tool_call") {
+    if (event.type === "tool_call_done") {
       const { id, name, arguments: args } = event.tool_call;
       const item = el("li");
       item.dataset.callId = id;

@@ -18,8 +18,10 @@ The bridge receives JSON strings only (no proxies to keep alive):
 
 ``turn_event(json)``   a turn text stream event (``kind`` ``text`` or ``reset``, ``turn_id``, ``epoch``, ``seq``)
 ``route(json)``        the turn's routing attempts (``RouteResult.attempts``)
-``agent_event(json)``  an agent stream event (``type`` ``turn_start``, ``tool_call``, ``usage``,
-                       ``turn_done``, ...; ``turn_id`` added), in the order the agent emitted them
+``agent_event(json)``  an agent stream event, flattened (``turn_index``, the event's ``type`` —
+                       ``turn_start``, ``text``, ``tool_call`` chunks, ``tool_call_done``,
+                       ``usage``, ``turn_done``, ... — and its fields; ``turn_id`` added), in the
+                       order the agent emitted them
 ``tool_result(json)``  a tool call's outcome (``turn_id``, ``id``, ``ok``, ``result``)
 ``done(json)``         stop reason, run stats, the message count and the ``transcript`` (the
                        instruction and the messages the run added, as JSON)
@@ -61,6 +63,7 @@ from bindloop.agent import (
     prompt_chat,
 )
 from bindloop.completion import (
+    ErrorEvent,
     StreamBudgets,
     TurnStreamEvent,
     TurnTextStream,
@@ -202,9 +205,11 @@ async def run_page_agent(bridge: Any, origin: str, prompt: str = DEFAULT_PROMPT,
                          text_stream=next_turn)
 
     async def watch(events: AsyncIterator[AgentStreamEvent]) -> None:
-        async for event in events:
-            shown = msgspec.to_builtins(event)
-            shown["turn_id"] = _turn_id(event.turn_index)
+        async for envelope in events:
+            if isinstance(envelope.event, ErrorEvent):
+                continue  # its exception is not JSON; the turn_failed event that follows says it
+            shown = {"turn_index": envelope.turn_index, **msgspec.to_builtins(envelope.event),
+                     "turn_id": _turn_id(envelope.turn_index)}
             bridge.agent_event(_json(shown))
 
     async def report(ctx: ToolContext, next_: Any) -> ToolOutcome:
@@ -250,7 +255,8 @@ async def run_report_agent(bridge: Any, origin: str, transcript: str,
         WireOptions(model="structured-model", stream=True), budgets=budgets))
 
     async def watch(events: AsyncIterator[AgentStreamEvent]) -> None:
-        async for event in events:
+        async for envelope in events:
+            event = envelope.event
             if isinstance(event, StructuredDataEvent):
                 bridge.structured(_json({"status": event.status, "data": event.data,
                                          "is_valid": event.is_valid}))

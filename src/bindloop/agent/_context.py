@@ -81,7 +81,7 @@ class Generation:
         self.loop_middleware: list[ToolCallLoopMiddleware] = []
         self.validators: list[Callable[[Any], object]] = []
         self.streams: list[StreamConsumer] = []
-        self.budget: dict[str, int] | None = None
+        self.budget: int | None = None
         self.prompted = False
 
 
@@ -118,7 +118,7 @@ class Frame:
         self.journal: Journal = Journal()
         self.generation: Generation | None = None
         self.span: str | None = None
-        self.spent: dict[str, int] = {}
+        self.spent = 0  # the cost of this agent's turns and its sub-agents'
         self.max_retries = max_retries
         self.cursor = cursor
         self.specs: dict[Any, Any] = {} if specs is None else specs

@@ -89,12 +89,13 @@ class SnapshotDivergenceError(UsageError):
 
 
 class BudgetExceededError(RunStoppedError):
-    """``equip_budget``: a unit's spend reached its limit; raised before the next model call."""
+    """``equip_budget``: the agent's spend (in the unit of the model's price) reached its limit;
+    raised before the next model call."""
 
-    def __init__(self, message: str, *, spent: dict[str, int], limits: dict[str, int]) -> None:
+    def __init__(self, message: str, *, spent: int, limit: int) -> None:
         super().__init__(message)
         self.spent = spent
-        self.limits = limits
+        self.limit = limit
 
 
 class RateLimitExceededError(RunStoppedError):

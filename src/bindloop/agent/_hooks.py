@@ -110,18 +110,17 @@ def equip_tool_call_loop_middleware(middleware: ToolCallLoopMiddleware) -> None:
     gen.loop_middleware.append(middleware)
 
 
-def equip_budget(limits: dict[str, int]) -> None:
-    """Cap this agent's spend per billing unit (``{"micro_usd": 5000}``), charged from the model's
-    ``calculate_cost`` after every turn — its sub-agents' turns included. Once a unit's spend
-    reaches its limit, the next model call raises :class:`~bindloop.agent.BudgetExceededError`
-    before it is sent. Spend counts across reborns (one agent invocation, one bill)."""
+def equip_budget(limit: int) -> None:
+    """Cap this agent's spend at ``limit``, in the unit of the model's ``price`` (what each turn's
+    ``cost`` and ``RunStats.cost`` count), charged after every turn — its sub-agents' turns
+    included. Once the spend reaches the limit, the next model call raises
+    :class:`~bindloop.errors.BudgetExceededError` before it is sent. Spend counts across reborns
+    (one agent invocation, one bill); equipping again replaces the limit."""
     _, gen = draft_generation("equip_budget")
-    if not isinstance(limits, dict) or not limits or not all(
-            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
-            for k, v in limits.items()):
-        raise UsageError(f"equip_budget() takes a non-empty dict of unit -> non-negative int, "
-                         f"got {limits!r}")
-    gen.budget = {**(gen.budget or {}), **limits}
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise UsageError(f"equip_budget() takes a non-negative int (the cost limit, in the unit "
+                         f"of the model's price), got {limit!r}")
+    gen.budget = limit
 
 
 def expect_validator(validator: Callable[[Any], object]) -> None:
@@ -235,7 +234,7 @@ _MISSING = object()
 
 def expect_scope(key: str, default: Any = _MISSING) -> Any:
     """The nearest ancestor agent's ``equip_scope(key, ...)`` value (or ``default``); raises
-    :class:`~bindloop.agent.MissingDependencyError` naming the key otherwise."""
+    :class:`~bindloop.errors.MissingDependencyError` naming the key otherwise."""
     frame = current_frame("expect_scope")
     node = frame.parent
     while node is not None:
@@ -252,7 +251,7 @@ def expect_scope(key: str, default: Any = _MISSING) -> Any:
 def expect_resource(key: str, default: Any = _MISSING) -> Any:
     """A resource: the nearest ancestor agent's ``equip_resource(key, ...)``, else what
     ``run_with(providers=)`` injected under ``key`` (or ``default``); raises
-    :class:`~bindloop.agent.MissingDependencyError` naming the key otherwise."""
+    :class:`~bindloop.errors.MissingDependencyError` naming the key otherwise."""
     frame = optional_frame()
     if frame is None:
         raise MissingDependencyError(

@@ -37,19 +37,17 @@ P = TypeVar("P")
 
 class WrappedModel:
     """The part of a wrapping model middleware that only forwards: ``id``, ``provider``,
-    ``structured_output`` and ``calculate_cost`` are the inner model's. A subclass adds ``stream``
-    (and its own slots)."""
+    ``structured_output`` and ``price`` are the inner model's. A subclass adds ``stream`` (and its
+    own slots); the agent folds that stream with the forwarded ``price``."""
 
-    __slots__ = ("_inner", "id", "provider", "structured_output")
+    __slots__ = ("_inner", "id", "price", "provider", "structured_output")
 
     def __init__(self, inner: AgentModel) -> None:
         self._inner = inner
         self.id = inner.id
-        self.provider = inner.provider
+        self.provider = getattr(inner, "provider", None)
         self.structured_output = getattr(inner, "structured_output", "tool")
-
-    def calculate_cost(self, usage: TurnUsage) -> dict[str, int]:
-        return self._inner.calculate_cost(usage)
+        self.price: Callable[[TurnUsage], int] | None = getattr(inner, "price", None)
 
 
 class ModelMiddleware(msgspec.Struct, frozen=True):
@@ -82,7 +80,7 @@ def augment_model(model: object, middlewares: Sequence[ModelMiddleware]) -> Agen
         if not is_agent_model(out):
             raise PortContractError(
                 f"model middleware {mw.name!r}: wrap() returned {type(out).__name__}, not a model "
-                "(it needs id, provider, stream(messages, options) and calculate_cost(usage))")
+                "(it needs an id and stream(messages, options))")
         wrapped = out
     return wrapped
 

@@ -1,7 +1,8 @@
 """The model protocol the agent API calls, and adapters for the wire's models.
 
-:class:`AgentModel` is the seed's model adapter in Python: an ``id``, a ``provider``, ``stream(messages,
-options)`` yielding :mod:`bindloop.completion` events and ``calculate_cost(usage)`` in integer units.
+:class:`AgentModel` is the seed's model adapter in Python: an ``id`` and ``stream(messages, options)``
+yielding :mod:`bindloop.completion` events, with an optional ``provider``, ``price`` and whole-turn
+``complete_turn``.
 :func:`as_agent_model` turns a :class:`~bindloop.wire.ModelAdapter` or
 :class:`~bindloop.wire.RoutedModel` into one without forking them.
 """
@@ -9,7 +10,7 @@ options)`` yielding :mod:`bindloop.completion` events and ``calculate_cost(usage
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 import anyio
@@ -24,7 +25,7 @@ from ..completion import (
     ToolCallEvent,
     UsageEvent,
 )
-from ..contracts import Message, ModelTurnResult, ToolDefinition, TurnUsage
+from ..contracts import Message, ModelTurnResult, ToolDefinition
 from ..errors import RunCancelledError, UsageError
 from ..routing import AttemptError
 from ..signal import AbortSignal
@@ -66,28 +67,28 @@ class AgentModel(Protocol):
     """A model the agent API can call.
 
     ``stream`` returns an async iterator of stream events for one completion; an
-    :class:`~bindloop.completion.ErrorEvent` or a raise fails the turn. ``calculate_cost`` returns
-    integer spend per billing unit (``{"micro_usd": 120}``); ``{}`` when the model is free or
-    unpriced. ``messages`` is the prompt's live transcript: read it, copy what you keep, never
-    mutate it.
+    :class:`~bindloop.completion.ErrorEvent` or a raise fails the turn. ``messages`` is the prompt's
+    live transcript: read it, copy what you keep, never mutate it.
 
-    Optional extras a model may carry: ``structured_output`` (:data:`StructuredOutputMode`,
-    ``"tool"`` when absent) says whether it honours ``options.schema`` natively;
-    ``async complete_turn(messages, options) -> ModelTurnResult`` gives the same turn whole, and is
-    used instead of ``stream`` when nothing observes the stream (no ``on_stream``, trace, journal or
-    text sink).
+    Optional extras a model may carry (read with ``getattr``; absent means the default):
+
+    - ``provider`` (``str | None``): for traces (``gen_ai.provider.name``).
+    - ``price`` (``(TurnUsage) -> int``): the turn's cost in the host's unit. The agent folds
+      ``stream`` with it, so it lands in the turn's ``cost``, ``RunStats.cost`` and the budgets
+      (``equip_budget``); absent, turns cost 0.
+    - ``structured_output`` (:data:`StructuredOutputMode`, ``"tool"`` when absent): whether the
+      model honours ``options.schema`` natively.
+    - ``async complete_turn(messages, options, on_event) -> ModelTurnResult``: the model's own fold
+      of the same turn, already priced; ``on_event`` (``None`` when nobody watches) must be called
+      with every event folded, in order. When present the agent calls it instead of ``stream``
+      (one fold per turn, whoever watches).
     """
 
     @property
     def id(self) -> str: ...
 
-    @property
-    def provider(self) -> str | None: ...
-
     def stream(self, messages: Sequence[Message],
                options: ModelStreamOptions) -> AsyncIterator[StreamEvent]: ...
-
-    def calculate_cost(self, usage: TurnUsage) -> dict[str, int]: ...
 
 
 def turn_events(turn: ModelTurnResult) -> list[StreamEvent]:
@@ -106,8 +107,6 @@ def turn_events(turn: ModelTurnResult) -> list[StreamEvent]:
     events.append(FinishEvent(finish_reason=turn.finish_reason or "stop"))  # type: ignore[arg-type]
     return events
 
-
-CostFn: TypeAlias = Callable[[TurnUsage], Mapping[str, int]]
 
 RouteStreaming: TypeAlias = Literal["settled", "live"]
 """How :func:`as_agent_model` streams a route's events (see :class:`_RoutedAgentModel`)."""
@@ -132,15 +131,15 @@ class _WireModel:
     """A :class:`ModelAdapter` as an :class:`AgentModel`: its own options, with the call's schema as
     ``response_format``, its tool choice, and ``additional_options`` replacing option fields."""
 
-    __slots__ = ("_cost", "_inner", "id", "provider", "structured_output")
+    __slots__ = ("_inner", "id", "price", "provider", "structured_output")
 
     def __init__(self, inner: ModelAdapter, *, id: str | None, provider: str | None,
-                 cost: CostFn | None, structured_output: StructuredOutputMode) -> None:
+                 structured_output: StructuredOutputMode) -> None:
         self._inner = inner
-        self._cost = cost
         self.id = id or inner.options.model
         self.provider = provider or inner.adapter.wire
         self.structured_output = structured_output
+        self.price = inner.price  # what the adapter's own fold charges (complete_turn)
 
     def stream(self, messages: Sequence[Message],
                options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
@@ -157,14 +156,20 @@ class _WireModel:
                              f"does not have: {exc}") from exc
         return wire
 
-    async def complete_turn(self, messages: Sequence[Message],
-                            options: ModelStreamOptions) -> ModelTurnResult:
+    async def complete_turn(self, messages: Sequence[Message], options: ModelStreamOptions,
+                            on_event: Callable[[StreamEvent], None] | None = None,
+                            ) -> ModelTurnResult:
         wire = self._wire_options(options)
-        return await self._inner.complete(messages, options.tools, options=wire,
-                                          signal=options.signal)
+        inner = self._inner
+        sink = on_event
+        if on_event is not None and inner.on_event is not None:
+            own, theirs = inner.on_event, on_event  # the call's sink replaces the adapter's: keep both
 
-    def calculate_cost(self, usage: TurnUsage) -> dict[str, int]:
-        return dict(self._cost(usage)) if self._cost is not None else {}
+            def sink(event: StreamEvent) -> None:
+                own(event)
+                theirs(event)
+        return await inner.complete(messages, options.tools, options=wire,
+                                    signal=options.signal, on_event=sink)
 
 
 def _route_error(exc: Exception) -> Exception:
@@ -204,13 +209,12 @@ class _RoutedAgentModel:
     so a failure after it fails the turn instead of falling back.
     """
 
-    __slots__ = ("_cost", "_inner", "_live", "id", "provider", "structured_output")
+    __slots__ = ("_inner", "_live", "id", "provider", "structured_output")
 
     def __init__(self, inner: RoutedModel, *, id: str | None, provider: str | None,
-                 cost: CostFn | None, structured_output: StructuredOutputMode | None,
+                 structured_output: StructuredOutputMode | None,
                  streaming: RouteStreaming) -> None:
         self._inner = inner
-        self._cost = cost
         self._live = streaming == "live"
         self.id = id or "routed"
         self.provider = provider
@@ -258,41 +262,38 @@ class _RoutedAgentModel:
         if error is not None:  # outside the task group: raised as itself, not in a group
             raise _route_error(error)
 
-    async def complete_turn(self, messages: Sequence[Message],
-                            options: ModelStreamOptions) -> ModelTurnResult:
+    async def complete_turn(self, messages: Sequence[Message], options: ModelStreamOptions,
+                            on_event: Callable[[StreamEvent], None] | None = None,
+                            ) -> ModelTurnResult:
+        # Each candidate's ModelAdapter folds and prices its own attempt; ``on_event`` gets the
+        # events of the attempt that serves the turn (held while a fallback could follow it,
+        # unless the route streams "live").
         try:
             return await self._inner.call_model(list(messages), list(options.tools),
                                                 options=_option_changes(options),
-                                                signal=options.signal)
+                                                signal=options.signal, on_event=on_event,
+                                                events_are_output=self._live)
         except AttemptError as exc:
             unwrapped = _route_error(exc)
             if unwrapped is exc:
                 raise
             raise unwrapped from None  # the cancellation itself, already the route error's cause
 
-    def calculate_cost(self, usage: TurnUsage) -> dict[str, int]:
-        return dict(self._cost(usage)) if self._cost is not None else {}
-
-
-_MODEL_ATTRS = ("id", "provider")
-_MODEL_METHODS = ("stream", "calculate_cost")
-
 
 def is_agent_model(obj: object) -> bool:
     """``isinstance(obj, AgentModel)`` without the runtime-checkable Protocol's cost (it walks the
-    protocol's members on every call; ``run_with(model=)`` checks once per run): every member
-    present, the methods not ``None``."""
-    return all(hasattr(obj, name) for name in _MODEL_ATTRS) and all(
-        getattr(obj, name, None) is not None for name in _MODEL_METHODS)
+    protocol's members on every call; ``run_with(model=)`` checks once per run): an ``id`` and a
+    ``stream`` that is not ``None``."""
+    return hasattr(obj, "id") and getattr(obj, "stream", None) is not None
 
 
 def as_agent_model(model: object, *, id: str | None = None, provider: str | None = None,
-                   calculate_cost: CostFn | None = None,
                    structured_output: StructuredOutputMode | None = None,
                    route_streaming: RouteStreaming | None = None) -> AgentModel:
     """``model`` as an :class:`AgentModel`: an AgentModel is returned as it is; a
     :class:`~bindloop.wire.ModelAdapter` or :class:`~bindloop.wire.RoutedModel` is wrapped (``id``
-    defaults to the adapter's ``options.model`` / ``"routed"``, ``calculate_cost`` to no cost).
+    defaults to the adapter's ``options.model`` / ``"routed"``). The price is the adapter's
+    ``ModelAdapter(price=)`` (a route's: each candidate adapter's), charged by its own fold.
 
     ``structured_output`` overrides how the wrapped model takes a schema (``"tool"``: a forced
     output tool, for a provider model without native JSON-schema output); by default a
@@ -310,14 +311,14 @@ def as_agent_model(model: object, *, id: str | None = None, provider: str | None
         raise UsageError(f"as_agent_model(route_streaming=) must be 'settled', 'live' or None, "
                          f"got {route_streaming!r}")
     if isinstance(model, RoutedModel):
-        return _RoutedAgentModel(model, id=id, provider=provider, cost=calculate_cost,
+        return _RoutedAgentModel(model, id=id, provider=provider,
                                  structured_output=structured_output,
                                  streaming=route_streaming or "settled")
     if route_streaming is not None:
         raise UsageError("as_agent_model(route_streaming=) applies to a RoutedModel only, got "
                          f"{type(model).__name__}")
     if isinstance(model, ModelAdapter):
-        return _WireModel(model, id=id, provider=provider, cost=calculate_cost,
+        return _WireModel(model, id=id, provider=provider,
                           structured_output=structured_output or "json_schema")
     if structured_output is not None and is_agent_model(model):
         raise UsageError("as_agent_model(structured_output=) applies to a ModelAdapter or a "
@@ -325,6 +326,5 @@ def as_agent_model(model: object, *, id: str | None = None, provider: str | None
     if is_agent_model(model):
         return model  # type: ignore[return-value]
     raise UsageError(
-        f"{type(model).__name__} is not a model: pass an AgentModel (id, provider, stream(messages, "
-        "options), calculate_cost(usage)), a bindloop.wire.ModelAdapter or a RoutedModel, or a "
-        "model-registry id string")
+        f"{type(model).__name__} is not a model: pass an AgentModel (id and stream(messages, "
+        "options)), a bindloop.wire.ModelAdapter or a RoutedModel, or a model-registry id string")

@@ -1,74 +1,31 @@
-"""Per-boundary saves of a chat (``prompt_chat(on_checkpoint=...)`` / ``resume_chat``): the
-checkpoints a chat hands its host after every finished tool round, and the re-ask record a
-resumed chat reads back from them.
+"""Where a prompt stands in its execution, and the checkpoints it hands out
+(``prompt_chat(on_checkpoint=...)``, suspends, running out of turns).
 
 A chat's checkpoints form one execution: the same ``execution_id``, revisions one apart in the
 order they are produced (saves first, then the suspend or out-of-turns checkpoint), iterations and
-stats counted from the start of the chat. The re-ask state that the loop's own state cannot hold
-(the refused answers so far and the prompt's turn budgets) travels in
-``bindings.config["bindloop.chat"]``, so a save taken during a re-ask resumes with the same number
-of re-asks left.
+stats counted from the start of the chat (the loop state's own totals). The re-ask position the
+loop state cannot hold rides in the checkpoint's typed ``reask`` field
+(:class:`~bindloop.session.ReaskRecord`), so a save taken during a re-ask resumes with the same
+re-asks and turns left.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Final
-
-import msgspec
+from collections.abc import Callable
 
 from .._awaitable import resolve
-from ..contracts import RunStats, accumulate_run
 from ..errors import UsageError
 from ..loop import BoundaryDecision, LoopBoundary, LoopControl, ToolLoopState
-from ..session import CheckpointStatus, LoopBindings, LoopCheckpoint, serialize_loop_checkpoint
+from ..session import (
+    CheckpointStatus,
+    LoopBindings,
+    LoopCheckpoint,
+    ReaskRecord,
+    loop_state_from_checkpoint,
+    serialize_loop_checkpoint,
+)
 
-__all__ = ("CHAT_RECORD", "ChatRecord", "Origin", "Saves", "read_record", "refuse_saves")
-
-CHAT_RECORD: Final = "bindloop.chat"
-"""The key of :class:`ChatRecord` in a chat checkpoint's ``bindings.config``."""
-
-
-class ChatRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """What a resumed chat needs to re-ask as the original would have: the refused answers so far
-    (``[text, problem]`` pairs), the prompt's ``max_turn_steps`` and its ``max_total_turns``
-    (counted in the checkpoint's ``iterations``). ``cut``: the checkpoint's turn budget ends where
-    ``max_total_turns`` does, so running out of it is the prompt's
-    :class:`~bindloop.agent.TurnBudgetExceededError`, not a tool loop's
-    :class:`~bindloop.agent.ToolLoopExceededError`."""
-
-    attempts: tuple[tuple[str, str], ...] = ()
-    max_turn_steps: int
-    max_total_turns: int
-    cut: bool = False
-
-
-_RECORD_DECODER: Final = msgspec.json.Decoder(ChatRecord)
-
-
-def read_record(cp: LoopCheckpoint) -> ChatRecord | None:
-    """The checkpoint's :class:`ChatRecord`, ``None`` when it has none (a checkpoint made by
-    another driver), or :class:`UsageError` when the entry is not one."""
-    raw = cp.bindings.config.get(CHAT_RECORD)
-    if raw is None:
-        return None
-    try:
-        return _RECORD_DECODER.decode(msgspec.json.encode(raw))
-    except msgspec.ValidationError as exc:
-        raise UsageError(f"resume_chat: the checkpoint's bindings.config[{CHAT_RECORD!r}] is not "
-                         f"a chat record ({exc}); leave that key to bindloop") from exc
-
-
-class Origin(msgspec.Struct, frozen=True, kw_only=True):
-    """Where a prompt's tool loops start in their execution: its id, the last revision already
-    produced, the turns and spend before it, and the bindings its checkpoints carry."""
-
-    execution_id: str
-    revision: int = -1
-    iterations: int = 0
-    stats: RunStats | None = None
-    bindings: LoopBindings = msgspec.field(default_factory=LoopBindings)
-
+__all__ = ("Position", "SaveFn", "refuse_saves", "resumed")
 
 SaveFn = Callable[[LoopCheckpoint], object]
 
@@ -81,55 +38,79 @@ def refuse_saves(on_checkpoint: object, hook: str) -> SaveFn | None:
                      f"(sync or async), got {type(on_checkpoint).__name__}")
 
 
-class Saves:
-    """The checkpoints one prompt produces: ``revision`` is the last one handed out, so saves and
-    the final checkpoint of the prompt come out strictly increasing. ``fn`` is the host's
-    ``on_checkpoint`` (``None``: no saves, and no loop control at all)."""
+class Position:
+    """A prompt's place in its execution: the live loop ``state`` (its totals are the
+    execution's), the refused ``attempts``, where the current attempt began (``attempt_start``,
+    in iterations), the turns each attempt may use (``steps``) and where all of them end
+    (``total_end``). ``revision`` is the last one handed out."""
 
-    __slots__ = ("fn", "origin", "revision")
+    __slots__ = ("attempt_start", "attempts", "bindings", "execution_id", "revision", "state",
+                 "steps", "total_end")
 
-    def __init__(self, fn: SaveFn | None, origin: Origin) -> None:
-        self.fn = fn
-        self.origin = origin
-        self.revision = origin.revision
+    def __init__(self, state: ToolLoopState, *, execution_id: str, steps: int, total_end: int,
+                 attempts: tuple[tuple[str, str], ...] = (), attempt_start: int = 0,
+                 revision: int = -1, bindings: LoopBindings | None = None) -> None:
+        self.state = state
+        self.execution_id = execution_id
+        self.steps = steps
+        self.total_end = total_end
+        self.attempts = list(attempts)
+        self.attempt_start = attempt_start
+        self.revision = revision
+        self.bindings = bindings if bindings is not None else LoopBindings()
 
-    def checkpoint(self, state: ToolLoopState, stats: RunStats, *, status: CheckpointStatus, used: int,
-                   budget: int, record: ChatRecord) -> LoopCheckpoint:
-        """The next checkpoint: ``used`` turns of this prompt so far, ``budget`` the turns this
-        prompt may use in all (both counted from the prompt's start), ``stats`` the prompt's."""
-        o = self.origin
+    @property
+    def iterations(self) -> int:
+        return self.state.totals.turns
+
+    def attempt_spent(self) -> bool:
+        return self.iterations - self.attempt_start >= self.steps
+
+    def checkpoint(self, status: CheckpointStatus) -> LoopCheckpoint:
+        st = self.state
+        used = self.iterations
         self.revision += 1
-        config = dict(o.bindings.config)
-        config[CHAT_RECORD] = msgspec.to_builtins(record)
         cp = LoopCheckpoint(
-            execution_id=o.execution_id, revision=self.revision, status=status,
-            max_iterations=o.iterations + max(budget, used), iterations=o.iterations + used,
-            messages=tuple(state.messages), open_suspends=tuple(state.open_suspends),
-            stats=stats if o.stats is None else accumulate_run(o.stats, stats),
-            counters=state.counters,
-            bindings=LoopBindings(config=config, environment=dict(o.bindings.environment)))
+            execution_id=self.execution_id, revision=self.revision, status=status,
+            max_iterations=used if status == "iteration_limit" else max(self.total_end, used),
+            iterations=used, messages=tuple(st.messages), open_suspends=tuple(st.open_suspends),
+            stats=st.totals, counters=st.counters,
+            bindings=LoopBindings(config=dict(self.bindings.config),
+                                  environment=dict(self.bindings.environment)),
+            reask=ReaskRecord(attempts=tuple(self.attempts),
+                              attempt_turns=used - self.attempt_start, max_turn_steps=self.steps,
+                              turns_left=max(self.total_end - used, 0)))
         serialize_loop_checkpoint(cp)  # refuses a checkpoint parse_loop_checkpoint would refuse
         return cp
 
-    def control(self, *, used: int, budget: int, stats: RunStats,
-                attempts: Sequence[tuple[str, str]], max_turn_steps: int,
-                max_total_turns: int) -> LoopControl:
-        """The loop control of one tool loop of the prompt: at each non-final boundary, the
-        checkpoint of that position goes to ``fn`` (awaited; a raise ends the prompt).
-        ``used`` / ``stats``: the prompt's turns and spend before this loop; ``budget``: the
-        prompt's turns when this loop's own budget is spent."""
-        fn = self.fn
-        assert fn is not None
-        record = ChatRecord(attempts=tuple(attempts), max_turn_steps=max_turn_steps,
-                            max_total_turns=self.origin.iterations + max_total_turns,
-                            cut=budget - used < max_turn_steps)
+    def control(self, fn: SaveFn) -> LoopControl:
+        """The loop control that hands ``fn`` the ``ready`` checkpoint of every non-final
+        boundary (awaited; a raise ends the prompt, what it returns is ignored)."""
 
         async def on_boundary(b: LoopBoundary) -> BoundaryDecision:
-            if b.final:  # the prompt's outcome (a ChatResult, an error) says how it ended
-                return "continue"
-            cp = self.checkpoint(b.state, accumulate_run(stats, b.stats), status="ready",
-                                 used=used + b.iterations, budget=budget, record=record)
-            await resolve(fn(cp))  # what it returns is ignored: a save cannot stop the chat
+            if not b.final:  # the prompt's outcome (a ChatResult, an error) says how it ended
+                await resolve(fn(self.checkpoint("ready")))
             return "continue"
 
         return LoopControl(on_boundary=on_boundary)
+
+
+def resumed(cp: LoopCheckpoint, *, steps: int | None, retries: int) -> Position:
+    """The position a resumed chat continues from ``cp``: its re-ask record when it has one (and
+    ``steps`` is not given), else a fresh attempt of ``steps`` turns (default: what ``cp`` has
+    left, or 10 once it ran out) with the agent's ``retries`` re-asks after it."""
+    state = loop_state_from_checkpoint(cp)
+    record = cp.reask if isinstance(cp.reask, ReaskRecord) else None
+    attempts = record.attempts if record is not None else ()
+    if record is not None and steps is None and cp.status != "iteration_limit":
+        steps, total_end, start = (record.max_turn_steps, cp.iterations + record.turns_left,
+                                   cp.iterations - record.attempt_turns)
+    else:
+        if steps is None:
+            left = cp.max_iterations - cp.iterations
+            steps = left if left > 0 and record is None else 10
+        total_end = cp.iterations + steps * (max(retries - len(attempts), 0) + 1)
+        start = cp.iterations
+    return Position(state, execution_id=cp.execution_id, revision=cp.revision,
+                    bindings=cp.bindings, attempts=attempts, steps=steps, total_end=total_end,
+                    attempt_start=start)

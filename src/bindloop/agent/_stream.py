@@ -1,53 +1,43 @@
-"""Agent stream events (``on_stream``): tagged frozen Structs multicast to every consumer of a
-generation, each through its own unbounded buffer so a slow consumer never stalls the model."""
+"""Agent stream events (``on_stream``): each one an :class:`AgentStreamEvent` envelope, the turn's
+index around either a completion event exactly as the model's stream produced it
+(:data:`bindloop.completion.StreamEvent`) or one of the agent's own kinds (:data:`AgentEvent`).
+They are multicast to every consumer of a generation, each through its own unbounded buffer so a
+slow consumer never stalls the model."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
 import anyio
 import msgspec
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ..completion import FinishReason, ToolCallChunk
-from ..contracts import ToolCall, TurnUsage
+from ..completion import FinishReason, StreamEvent
+from ..contracts import ToolCall
 from ..signal import AbortSignal
 
+if TYPE_CHECKING:
+    from ._context import RunState
+
 __all__ = (
+    "AgentEvent",
     "AgentStreamEvent",
-    "ErrorStreamEvent",
-    "ExtraStreamEvent",
-    "ReasoningStreamEvent",
     "StreamConsumer",
     "StreamHub",
     "StructuredDataEvent",
-    "TextStreamEvent",
-    "ToolCallStreamEvent",
     "ToolCallDoneEvent",
     "TurnDoneEvent",
+    "TurnFailedEvent",
     "TurnStartEvent",
-    "UsageStreamEvent",
+    "with_consumers",
 )
 
 
 class TurnStartEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="turn_start"):
     """A model turn begins (clear the previous turn's local UI state)."""
-
-    turn_index: int
-
-
-class TextStreamEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="text"):
-    turn_index: int
-    delta: str
-
-
-class ReasoningStreamEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type",
-                           tag="reasoning"):
-    turn_index: int
-    delta: str
 
 
 class StructuredDataEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type",
@@ -55,54 +45,47 @@ class StructuredDataEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="
     """The structured answer parsed so far: ``partial`` while streaming, then ``complete`` (valid
     against the schema) or ``error``. ``is_valid`` says the data decodes against the schema."""
 
-    turn_index: int
     status: Literal["partial", "complete", "error"]
     data: Any
     is_valid: bool
 
 
-class ToolCallStreamEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type",
-                          tag="tool_call_stream"):
-    turn_index: int
-    chunk: ToolCallChunk
-
-
 class ToolCallDoneEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type",
-                        tag="tool_call"):
-    """A tool call assembled from its chunks."""
+                        tag="tool_call_done"):
+    """A tool call assembled from its chunks (the ``tool_call`` completion events)."""
 
-    turn_index: int
     tool_call: ToolCall
 
 
-class UsageStreamEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="usage"):
-    turn_index: int
-    usage: TurnUsage
-
-
-class ExtraStreamEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="extra"):
-    turn_index: int
-    extra: dict[str, Any]
-
-
 class TurnDoneEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="turn_done"):
-    turn_index: int
+    """The turn is folded: what the loop receives next is this turn."""
+
     finish_reason: FinishReason
 
 
-class ErrorStreamEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="error"):
+class TurnFailedEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type",
+                      tag="turn_failed"):
     """The turn failed; ``error`` is the exception's type and message (no traceback, no secrets
     beyond what the message holds)."""
 
-    turn_index: int
     error: str
 
 
-AgentStreamEvent: TypeAlias = (
-    TurnStartEvent | TextStreamEvent | ReasoningStreamEvent | StructuredDataEvent
-    | ToolCallStreamEvent | ToolCallDoneEvent | UsageStreamEvent | ExtraStreamEvent
-    | TurnDoneEvent | ErrorStreamEvent
+AgentEvent: TypeAlias = (
+    StreamEvent | TurnStartEvent | StructuredDataEvent | ToolCallDoneEvent | TurnDoneEvent
+    | TurnFailedEvent
 )
+"""What an :class:`AgentStreamEvent` carries: a completion event as the model streamed it, or one
+of the agent's own kinds."""
+
+
+class AgentStreamEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """One agent stream event: ``event`` happened in the prompt's model turn ``turn_index``
+    (0-based, counting every model call of the prompt, re-asks included)."""
+
+    turn_index: int
+    event: AgentEvent
+
 
 ConsumerFn: TypeAlias = Callable[[AsyncIterator[AgentStreamEvent]], Awaitable[None] | None]
 
@@ -186,3 +169,48 @@ class StreamHub:
         for send in self._sends:
             send.close()
         self._sends = []
+
+
+R = TypeVar("R")
+
+
+async def with_consumers(run: RunState, consumers: list[StreamConsumer],
+                         body: Callable[[StreamHub | None], Awaitable[R]],
+                         on_end: Callable[[bool], None] | None = None) -> R:
+    """Run ``body(hub)`` with a generation's stream ``consumers`` as tasks; the hub is closed
+    (every consumer sees its end) however ``body`` ends, after ``on_end(ok)``. Without consumers
+    there is no hub and no task group: a prompt nobody watches pays nothing for streaming.
+    ``await_on_end=False`` consumers run in the run root's task group, so the prompt returns
+    without waiting for them (they still see the end of their stream, and the run's root waits
+    for them)."""
+    background = run.background
+    if not consumers or background is not None and not any(c.await_on_end for c in consumers):
+        hub = None if not consumers else StreamHub(consumers, None, background,
+                                                   run.background_errors)
+        ok = False
+        try:
+            out = await body(hub)
+            ok = True
+            return out
+        finally:
+            if on_end is not None:
+                on_end(ok)
+            if hub is not None:
+                hub.close()
+    result: list[R] = []
+    failure: BaseException | None = None
+    async with anyio.create_task_group() as tg:
+        hub = StreamHub(consumers, tg, background, run.background_errors)
+        try:
+            result.append(await body(hub))
+        except anyio.get_cancelled_exc_class():
+            raise
+        except BaseException as exc:  # re-raised outside the task group, never wrapped
+            failure = exc
+        finally:
+            if on_end is not None:
+                on_end(failure is None and bool(result))
+            hub.close()
+    if failure is not None:
+        raise failure
+    return result[0]

@@ -62,9 +62,14 @@ class _ReasoningBlock:
                              encrypted_content=self.encrypted_content, id=self.id)
 
 
+_NO_USAGE = TurnUsage()
+
+
 def _max_usage(a: TurnUsage, b: TurnUsage) -> TurnUsage:
     # Usage events are cumulative snapshots that may each carry only some fields (input at the
     # start, output at the end); the field-wise maximum is their union and ignores a repeat.
+    if a is _NO_USAGE and min(b.input_tokens, b.output_tokens, b.cached_input_tokens) >= 0:
+        return b  # the first report of a turn (the common case): nothing to merge
     return TurnUsage(
         input_tokens=max(a.input_tokens, b.input_tokens),
         output_tokens=max(a.output_tokens, b.output_tokens),
@@ -83,14 +88,18 @@ class TurnCollector:
     place for them.
     """
 
-    __slots__ = ("_finish_reason", "_price", "_reasoning", "_text", "_tool_calls", "_usage")
+    __slots__ = ("_finish_reason", "_mint_id", "_price", "_reasoning", "_text", "_tool_calls",
+                 "_usage")
 
     def __init__(self, *, price: Callable[[TurnUsage], int] | None = None,
                  mint_id: Callable[[int], str] | None = None) -> None:
+        # The reasoning blocks and the tool-call accumulator are made on their first event: most
+        # turns have neither, and this runs once per model turn.
         self._text: list[str] = []
-        self._reasoning: dict[int, _ReasoningBlock] = {}
-        self._tool_calls = ToolCallAccumulator(mint_id=mint_id)
-        self._usage = TurnUsage()
+        self._reasoning: dict[int, _ReasoningBlock] | None = None
+        self._tool_calls: ToolCallAccumulator | None = None
+        self._mint_id = mint_id
+        self._usage = _NO_USAGE
         self._finish_reason: FinishReason | None = None
         self._price = price
 
@@ -101,11 +110,17 @@ class TurnCollector:
             if event.content:
                 self._text.append(event.content)
         elif isinstance(event, ToolCallEvent):
-            self._tool_calls.observe(event.tool_call)
+            calls = self._tool_calls
+            if calls is None:
+                calls = self._tool_calls = ToolCallAccumulator(mint_id=self._mint_id)
+            calls.observe(event.tool_call)
         elif isinstance(event, ReasoningEvent):
-            block = self._reasoning.get(event.index)
+            blocks = self._reasoning
+            if blocks is None:
+                blocks = self._reasoning = {}
+            block = blocks.get(event.index)
             if block is None:
-                block = self._reasoning[event.index] = _ReasoningBlock()
+                block = blocks[event.index] = _ReasoningBlock()
             block.merge(event.part)
         elif isinstance(event, UsageEvent):
             self._usage = event.usage if event.snapshot else _max_usage(self._usage, event.usage)
@@ -131,17 +146,18 @@ class TurnCollector:
         A reasoning block becomes a part (carrying its ``id`` and other provenance) when it has
         text, a signature, redacted data, encrypted content or an id; a block with nothing but
         ``provider``/``model`` is dropped."""
-        reasoning = tuple(
-            part for index in sorted(self._reasoning)
-            if (part := self._reasoning[index].part()) is not None
-        )
-        text = "".join(self._text)
+        blocks = self._reasoning
+        reasoning = () if blocks is None else tuple(
+            part for index in sorted(blocks) if (part := blocks[index].part()) is not None)
+        texts = self._text
+        calls = self._tool_calls
+        usage = self._usage
         return ModelTurnResult(
-            text=text or None,
-            tool_calls=self._tool_calls.assembled(),
+            text=(texts[0] if len(texts) == 1 else "".join(texts)) if texts else None,
+            tool_calls=() if calls is None else calls.assembled(),
             reasoning=reasoning,
-            usage=self._usage,
-            cost=self._price(self._usage) if self._price is not None else 0,
+            usage=usage,
+            cost=self._price(usage) if self._price is not None else 0,
             finish_reason=self._finish_reason,
         )
 

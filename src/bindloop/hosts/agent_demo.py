@@ -18,7 +18,6 @@ import msgspec
 
 from bindloop.agent import (
     StructuredDataEvent,
-    TextStreamEvent,
     ToolCallDoneEvent,
     TraceEvent,
     TurnStartEvent,
@@ -111,15 +110,16 @@ async def run_agent_demo(write: Callable[[str], None], city: str = "Lisbon",
         chat = OpenAIChatAdapter()
         adapter = ModelAdapter(chat, HttpxTransport(server.base_url("openai"),
                                                     headers=chat.auth_headers("demo-key")),
-                               WireOptions(model="gpt-demo", stream=True))
-        model = as_agent_model(adapter, calculate_cost=lambda u: {
-            "micro_usd": u.input_tokens * 1 + u.output_tokens * 6})
+                               WireOptions(model="gpt-demo", stream=True),
+                               price=lambda u: u.input_tokens * 1 + u.output_tokens * 6)
+        model = as_agent_model(adapter)  # cost in micro-USD, priced by the adapter's fold
 
         async def show(stream: Any) -> None:
             last = ""
-            async for event in stream:
+            async for envelope in stream:
+                event = envelope.event
                 if isinstance(event, TurnStartEvent):
-                    write(f"── turn {event.turn_index}")
+                    write(f"── turn {envelope.turn_index}")
                 elif isinstance(event, ToolCallDoneEvent):
                     write(f"   ↳ tool call {event.tool_call.name}({event.tool_call.arguments})")
                 elif isinstance(event, StructuredDataEvent):
@@ -129,8 +129,7 @@ async def run_agent_demo(write: Callable[[str], None], city: str = "Lisbon",
                     elif shown != last and len(shown) - len(last) >= 16:
                         write(f"   … partial {shown}")
                         last = shown
-                elif isinstance(event, TextStreamEvent):
-                    pass  # the structured view covers the same text
+                # text events: the structured view covers the same text
 
         async def handler(props: dict[str, str]) -> Forecast:
             equip_system("You are a weather service. Use the weather tool, then answer as JSON.")

@@ -36,6 +36,7 @@ from ._schema import (
     CheckpointStatus as CheckpointStatus,
     LoopBindings as LoopBindings,
     LoopCheckpoint as LoopCheckpoint,
+    ReaskRecord as ReaskRecord,
 )
 from ._store import CheckpointStore as CheckpointStore
 
@@ -54,6 +55,7 @@ __all__ = (
     "CommitFn",
     "LoopBindings",
     "LoopCheckpoint",
+    "ReaskRecord",
     "RestoreFn",
     "RestoredLoop",
     "StoreError",

@@ -162,6 +162,14 @@ def check_invariants(cp: LoopCheckpoint) -> None:
         _count(lineage.parent_revision, "lineage.parent_revision")
         _count(lineage.parent_iterations, "lineage.parent_iterations")
         _count(lineage.message_count, "lineage.message_count")
+    reask = cp.reask
+    if not isinstance(reask, msgspec.UnsetType):
+        if _count(reask.attempt_turns, "reask.attempt_turns") > used:
+            raise CheckpointFormatError("reask.attempt_turns",
+                                        f"{reask.attempt_turns} exceed iterations {used}")
+        if _count(reask.max_turn_steps, "reask.max_turn_steps") < 1:
+            raise CheckpointFormatError("reask.max_turn_steps", "must be at least 1")
+        _count(reask.turns_left, "reask.turns_left")
 
 
 def _check_tool_calls(cp: LoopCheckpoint) -> None:

@@ -21,6 +21,7 @@ __all__ = (
     "CheckpointStatus",
     "LoopBindings",
     "LoopCheckpoint",
+    "ReaskRecord",
     "status_of_stop",
     "stop_of_status",
 )
@@ -81,6 +82,21 @@ class CheckpointLineage(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     message_count: int
 
 
+class ReaskRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Where a driver that re-asks refused answers stands (``bindloop.agent``'s chats write it).
+
+    ``attempts`` are the answers refused so far, as ``[text, problem]`` pairs; the current attempt
+    has used ``attempt_turns`` of its ``max_turn_steps`` model turns, and the prompt has
+    ``turns_left`` model turns for all its attempts together. Every count is relative to the
+    checkpoint's position, so a host that re-bases ``iterations`` (a session counting several
+    prompts) keeps the record true."""
+
+    attempts: tuple[tuple[str, str], ...] = ()
+    attempt_turns: int = 0
+    max_turn_steps: int
+    turns_left: int
+
+
 class LoopCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A settled loop position: everything needed to resume an execution, nothing executable.
 
@@ -90,6 +106,7 @@ class LoopCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     a resume; ``max_iterations`` is the execution's whole budget. ``stats`` is cumulative over every
     invocation of this execution — its tokens and cost are the execution's spend. A fork starts a new
     ``execution_id`` with zero spend and iterations, and ``lineage`` pointing at its parent.
+    ``reask`` is a re-asking driver's :class:`ReaskRecord` (absent from the JSON when unset).
 
     Build these with :func:`create_loop_checkpoint`, :func:`fork_loop_checkpoint`,
     :func:`apply_checkpoint_input` or :func:`run_from_checkpoint`; read stored ones with
@@ -108,3 +125,5 @@ class LoopCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     counters: LoopCounters = msgspec.field(default_factory=LoopCounters)
     bindings: LoopBindings = msgspec.field(default_factory=LoopBindings)
     lineage: CheckpointLineage | None = None
+    # UNSET is never encoded: a checkpoint without a re-ask record keeps the bytes it always had.
+    reask: ReaskRecord | msgspec.UnsetType = msgspec.UNSET

@@ -3,7 +3,7 @@ turns as events and records every request it got."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Literal
 
 import msgspec
@@ -29,8 +29,9 @@ class ScriptedStreamModel:
     ``chunk_size``-character fragments, so partial-JSON consumers see real partial states).
 
     A script entry that is an exception is raised by that call instead (a provider failure before
-    any output). ``requests`` records every call, failed ones included. ``structured_output`` is the
-    mode this model advertises (``"json_schema"``: native JSON-schema mode; ``"tool"``: the agent must
+    any output). ``requests`` records every call, failed ones included. ``price`` (``usage -> int``)
+    is the model's optional price: the agent folds this stream with it, so each turn's ``cost`` is
+    ``price(usage)``. ``structured_output`` is the mode this model advertises (``"json_schema"``: native JSON-schema mode; ``"tool"``: the agent must
     use a forced output tool). More calls than turns raise
     :class:`~bindloop.testing.ScriptExhaustedError`.
     """
@@ -39,7 +40,7 @@ class ScriptedStreamModel:
                  provider: str | None = "scripted",
                  structured_output: Literal["json_schema", "tool"] = "json_schema",
                  chunk_size: int = 8,
-                 cost: Callable[[TurnUsage], Mapping[str, int]] | None = None) -> None:
+                 price: Callable[[TurnUsage], int] | None = None) -> None:
         if chunk_size < 1:
             raise UsageError(f"chunk_size must be at least 1, got {chunk_size}")
         # ScriptedModel mints missing tool-call ids and refuses duplicates: one rule for both kits.
@@ -56,14 +57,11 @@ class ScriptedStreamModel:
         self.position = 0
         self.requests: list[StreamRequest] = []
         self._chunk = chunk_size
-        self._cost = cost
+        self.price = price  # the agent folds this model's stream with it
 
     @property
     def remaining(self) -> int:
         return len(self.turns) - self.position
-
-    def calculate_cost(self, usage: TurnUsage) -> dict[str, int]:
-        return dict(self._cost(usage)) if self._cost is not None else {}
 
     async def stream(self, messages: Sequence[Message],
                      options: Any) -> AsyncIterator[StreamEvent]:

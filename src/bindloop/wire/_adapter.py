@@ -31,7 +31,8 @@ class ModelAdapter:
     """One provider binding: ``adapter`` (pure) + ``transport`` (host) + default ``options``.
 
     ``on_event`` sees every event as it is decoded (a UI sink); ``price`` turns usage into the
-    turn's integer cost. ``max_error_body_bytes`` bounds how much of an error response is read.
+    turn's integer cost, charged once by the fold of :meth:`complete` — the one cost mechanism:
+    it is what ``RunStats.cost`` sums and what ``bindloop.agent`` budgets count. ``max_error_body_bytes`` bounds how much of an error response is read.
     ``budgets`` is checked here: anything but a valid :class:`StreamBudgets` raises
     :class:`~bindloop.errors.UsageError` before a request is ever sent.
 

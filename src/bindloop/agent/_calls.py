@@ -1,0 +1,117 @@
+"""The prompt's tool ports: one call through its tool's onion (journaled, replayed, traced), and
+the tool-call-loop middleware chain around the loop's own batch runner.
+
+The loop decides what runs and how (serial calls alone and in order, the rest pooled per tool,
+nothing new once the signal fires, which raises are fatal): a tool-call-loop middleware wraps the
+loop's ``run_tool_batch`` port and its ``next(calls)`` is the loop's runner, so equipping one
+changes what is asked, never how it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import msgspec
+
+from ..contracts import ToolCall, ToolError, ToolOutcome, ToolResult
+from ..loop import BatchRunner
+from ._context import Frame, Generation
+from ._middleware import ToolCallLoopContext, ToolContext, ToolOutput, run_loop_chain
+from ._tools import AgentTool
+
+__all__ = ("ToolPort",)
+
+_RECEIVED = ToolResult(content="Answer received.")
+
+
+class ToolPort:
+    """``run_tool_call`` (and, with tool-call-loop middleware, ``run_tool_batch``) for one prompt.
+
+    ``output`` names the output tool of a tool-mode structured prompt: its call is the answer, so
+    it runs nothing and returns a plain receipt (the loop's ``is_final_call`` then ends the run on
+    it). ``step()`` is the loop step a batch belongs to (1-based model turn)."""
+
+    __slots__ = ("context", "frame", "gen", "output", "plain", "recording", "step", "tools",
+                 "tracer")
+
+    def __init__(self, frame: Frame, gen: Generation, *, output: str | None,
+                 context: Callable[[tuple[ToolCall, ...]], ToolCallLoopContext],
+                 recording: bool) -> None:
+        self.frame = frame
+        self.gen = gen
+        self.output = output
+        self.context = context
+        self.tools: dict[str, tuple[AgentTool, Any]] = {t.name: (t, mw) for t, mw in gen.tools}
+        run = frame.run
+        self.tracer = run.tracer
+        self.recording = recording
+        # Nothing to replay, record or trace: straight to a tool without middleware.
+        self.plain = not recording and not run.tracer.enabled
+
+    def is_final_call(self, call: ToolCall, outcome: ToolOutcome) -> bool:
+        return call.name == self.output and outcome is _RECEIVED
+
+    def run_tool_call(self, call: ToolCall) -> Awaitable[ToolOutcome]:
+        """The loop's port. A plain function handing back the call's awaitable: on the common
+        path (nothing to replay, record or trace; a tool without middleware) that is the tool's
+        own coroutine, with no frame of ours around it."""
+        entry = self.tools.get(call.name)
+        if self.plain and entry is not None and not entry[1] and not entry[0].middleware:
+            tool = entry[0].tool
+            return tool.execute(call.arguments, ToolContext(
+                tool.name, tool.description, tool.parameters, call.arguments, call.id,
+                self.frame.agent_id))
+        return self._call(call, entry)
+
+    async def _call(self, call: ToolCall, entry: tuple[AgentTool, Any] | None) -> ToolOutcome:
+        frame = self.frame
+        if call.name == self.output:
+            return _RECEIVED
+        if frame.cursor is not None:
+            served = frame.cursor.tool_outcome(call.id)
+            if served is not None:
+                if self.recording:
+                    frame.journal.record_tool(call.id, served)
+                return served
+        outcome = await self._run(call, entry)
+        if self.recording:
+            frame.journal.record_tool(call.id, outcome)
+        return outcome
+
+    async def _run(self, call: ToolCall, entry: tuple[AgentTool, Any] | None) -> ToolOutcome:
+        if entry is None:
+            return ToolError(error=f"no tool named {call.name!r} is equipped", kind="not_found")
+        tool, dynamic = entry
+        agent_id = self.frame.agent_id
+        if not self.tracer.enabled:
+            return await tool.run(call.arguments, call_id=call.id, dynamic=dynamic,
+                                  agent_id=agent_id)
+        name = f"execute_tool {call.name}"
+        span = self.tracer.start(name, self.frame.span, {
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
+            "gen_ai.tool.call.id": call.id})
+        try:
+            outcome = await tool.run(call.arguments, call_id=call.id, dynamic=dynamic,
+                                     agent_id=agent_id)
+        except BaseException as exc:
+            self.tracer.end(span, name, error=exc)
+            raise
+        self.tracer.end(span, name, {"gen_ai.tool.call.id": call.id,
+                                     "bindloop.tool.outcome": msgspec.to_builtins(outcome)})
+        return outcome
+
+    async def run_tool_batch(self, calls: Sequence[ToolCall],
+                             run: BatchRunner) -> list[ToolOutcome]:
+        """The loop's batch port: the batch through this generation's tool-call-loop middleware
+        down to ``run``, the loop's own runner."""
+        async def execute(current: Sequence[ToolCall]) -> list[ToolOutput]:
+            outcomes = await run(current)
+            return [ToolOutput(call_id=c.id, outcome=o) for c, o in zip(current, outcomes)]
+
+        got = await run_loop_chain(self.gen.loop_middleware, self.context(tuple(calls)), execute)
+        if self.recording:  # what a layer answered itself is the call's outcome too
+            for call in calls:
+                if call.name != self.output:  # the receipt is not journaled (it never ran)
+                    self.frame.journal.record_tool(call.id, got[call.id])
+        return [got[c.id] for c in calls]

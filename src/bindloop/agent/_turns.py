@@ -1,0 +1,338 @@
+"""The prompt's model port: every model call of a prompt through one fold.
+
+A turn is folded exactly once, priced inside that fold: by the model's own ``complete_turn``
+(``ModelAdapter.complete`` for the wire's models, each candidate's for a route) or, for a model
+that only streams, by a :class:`~bindloop.completion.TurnCollector` holding the model's
+``price``. Whoever watches — ``on_stream`` consumers, a text sink, the partial structured view —
+is one observer of that fold's events; a trace and a journal take the folded turn; a replay feeds
+the journaled turn in as it is. Unwatched, the same call runs with no observer at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+import msgspec
+
+from ..completion import PartialJsonParser, StreamEvent, TextEvent, ToolCallEvent, TurnCollector, \
+    TurnTextStream
+from ..contracts import Message, ModelTurnResult, ToolDefinition, TurnUsage
+from ..errors import PortContractError, UsageError
+from ._errors import BudgetExceededError, ModelRegistryNotFoundError
+from ..wire import ForcedTool, ToolChoice
+from ._context import Frame, Generation
+from ._model import AgentModel, ModelStreamOptions
+from ..schema import InvalidOutputError, OutputSpec
+from ._snapshot import PromptHasher
+from ._stream import (
+    AgentStreamEvent,
+    StreamHub,
+    StructuredDataEvent,
+    ToolCallDoneEvent,
+    TurnDoneEvent,
+    TurnFailedEvent,
+    TurnStartEvent,
+)
+
+__all__ = ("TurnPort", "fold_stream", "model_surface", "resolve_model")
+
+_JSON_ENCODE = msgspec.json.Encoder().encode
+_JSON_DECODE = msgspec.json.Decoder().decode
+_START = TurnStartEvent()
+
+Observer = Callable[[StreamEvent], None]
+
+
+def resolve_model(frame: Frame) -> AgentModel:
+    """The agent's model: its own, the nearest ancestor's, or the run's."""
+    node: Frame | None = frame
+    while node is not None:
+        if node.model is not None:
+            return node.model
+        node = node.parent
+    if frame.run.model is not None:
+        return frame.run.model
+    raise ModelRegistryNotFoundError(
+        f"agent {frame.agent_id!r} has no model: pass create_agent(model=...), give a parent "
+        "agent one, or pass run_with(model=...)")
+
+
+def model_surface(frame: Frame, gen: Generation, model: AgentModel, spec: OutputSpec | None,
+                  additional_options: Mapping[str, Any] | None) -> tuple[ModelStreamOptions, bool]:
+    """The options every model call of the prompt is sent, and whether the answer comes as the
+    output tool's call (a structured prompt over a model without native JSON-schema mode)."""
+    defs = [t.definition for t, _ in gen.tools]
+    tool_mode = spec is not None and getattr(model, "structured_output", "tool") != "json_schema"
+    schema: dict[str, Any] | None = None
+    choice: ToolChoice | None = None
+    if spec is not None:
+        if tool_mode:
+            if any(t.name == spec.name for t, _ in gen.tools):
+                raise UsageError(f"prompt_agent: a tool named {spec.name!r} is equipped; it "
+                                 "clashes with the output tool: rename the tool")
+            defs.append(ToolDefinition(name=spec.name, parameters=spec.schema,
+                                       description="Give your final answer by calling this "
+                                                   "tool with it as the arguments."))
+            choice = ForcedTool(name=spec.name) if len(defs) == 1 else "required"
+        else:
+            schema = spec.schema
+    return ModelStreamOptions(schema=schema, schema_name=spec.name if spec else "final_result",
+                              tools=tuple(defs), tool_choice=choice, signal=frame.signal,
+                              additional_options=dict(additional_options)
+                              if additional_options else None), tool_mode
+
+
+async def fold_stream(events: AsyncIterator[StreamEvent], price: Callable[[TurnUsage], int] | None,
+                      observer: Observer | None) -> ModelTurnResult:
+    """Fold a model's stream into its turn, priced by ``price``; ``observer`` sees every event
+    first (as ``ModelAdapter``'s sink does). The stream is closed if the fold fails."""
+    collector = TurnCollector(price=price)
+    observe = collector.observe
+    try:
+        if observer is None:
+            async for event in events:
+                observe(event)
+        else:
+            async for event in events:
+                observer(event)
+                observe(event)
+    except BaseException:
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            await aclose()
+        raise
+    return collector.result()
+
+
+class _Watch:
+    """One turn's observer: the envelope for ``on_stream``, the text sink, and the partial
+    structured view (JSON text in schema mode, the output tool's arguments in tool mode)."""
+
+    __slots__ = ("fed", "hub", "index", "output", "output_index", "parser", "spec", "text",
+                 "tool_mode")
+
+    def __init__(self, index: int, hub: StreamHub | None, text: TurnTextStream | None,
+                 spec: OutputSpec | None, tool_mode: bool) -> None:
+        self.index = index
+        self.hub = hub
+        self.text = text
+        self.spec = spec
+        self.tool_mode = tool_mode
+        self.parser = PartialJsonParser() if hub is not None and spec is not None else None
+        self.output = spec.name if spec is not None else None
+        self.output_index: int | None = None
+        self.fed = False
+
+    def __call__(self, event: StreamEvent) -> None:
+        hub = self.hub
+        if hub is not None:
+            hub.emit(AgentStreamEvent(turn_index=self.index, event=event))
+        if self.text is not None and type(event) is TextEvent:
+            self.text.observe(event.content)
+        if self.parser is None:
+            return
+        chunk: str | None = None
+        if type(event) is TextEvent and not self.tool_mode:
+            chunk = event.content
+        elif type(event) is ToolCallEvent and self.tool_mode:
+            tc = event.tool_call
+            if tc.name == self.output:
+                self.output_index = tc.index
+            if tc.index == self.output_index:
+                chunk = tc.arguments
+        if chunk:
+            partial = self.parser.feed(chunk)
+            # Text that cannot start a JSON document (narration before a tool call) is not a
+            # structured view: it stays plain text.
+            if partial.state != "invalid":
+                self.fed = True
+                self._emit(StructuredDataEvent(status="partial", data=self._copy(partial.value),
+                                               is_valid=False))
+
+    def _emit(self, event: Any) -> None:
+        assert self.hub is not None
+        self.hub.emit(AgentStreamEvent(turn_index=self.index, event=event))
+
+    def _copy(self, value: Any) -> Any:
+        # The parser grows one live structure in place: each event gets its own copy, so an
+        # event a consumer holds never changes under it.
+        if isinstance(value, (dict, list)):
+            value = _JSON_DECODE(_JSON_ENCODE(value))
+        spec = self.spec
+        if spec is not None and spec.wrapped and isinstance(value, dict):
+            return value.get("result")
+        return value
+
+    def replayed(self, turn: ModelTurnResult) -> None:
+        """A journaled turn arrives whole (nothing streamed): the text sink gets its text, and
+        :meth:`finish` reports the answer's structured view from the whole source."""
+        if self.text is not None and turn.text:
+            self.text.observe(turn.text)
+        self.fed = self.parser is not None
+        source = self._source(turn)
+        if self.parser is not None and source is not None:
+            self.parser.feed(source)
+
+    def _source(self, turn: ModelTurnResult) -> str | None:
+        # A turn that asks for tools is not the answer (its text is narration); the final
+        # structured status belongs to the answer: the output tool's call, or a text-only turn.
+        if self.tool_mode:
+            return next((c.arguments for c in turn.tool_calls if c.name == self.output), None)
+        return turn.text if not turn.tool_calls else None
+
+    def finish(self, turn: ModelTurnResult) -> None:
+        if self.hub is None:
+            return
+        for call in turn.tool_calls:
+            self._emit(ToolCallDoneEvent(tool_call=call))
+        spec = self.spec
+        source = self._source(turn)
+        if self.parser is not None and spec is not None and self.fed and source is not None:
+            try:
+                spec.decode(source)
+                ok = True
+            except InvalidOutputError:
+                ok = False
+            self._emit(StructuredDataEvent(status="complete" if ok else "error",
+                                           data=self._copy(self.parser.result().value),
+                                           is_valid=ok))
+        self._emit(TurnDoneEvent(finish_reason=turn.finish_reason or "stop"))  # type: ignore[arg-type]
+
+
+class TurnPort:
+    """The loop's ``call_model`` for one prompt. ``turns`` counts the calls made; once it reaches
+    ``limit`` (set by the re-ask logic: where the current attempt's turns run out) the next call
+    raises ``out_of_steps()`` instead."""
+
+    __slots__ = ("budgets", "complete", "frame", "hasher", "hub", "limit", "model", "options",
+                 "out_of_steps", "price", "recording", "spec", "text", "tool_mode", "tracer",
+                 "turns", "watched")
+
+    def __init__(self, frame: Frame, model: AgentModel, options: ModelStreamOptions, *,
+                 spec: OutputSpec | None, tool_mode: bool, hub: StreamHub | None,
+                 text: TurnTextStream | None, limit: int,
+                 out_of_steps: Callable[[], BaseException]) -> None:
+        self.frame = frame
+        self.model = model
+        self.options = options
+        self.spec = spec
+        self.tool_mode = tool_mode
+        self.hub = hub
+        self.text = text
+        self.limit = limit
+        self.out_of_steps = out_of_steps
+        # The frames whose generation set a budget, from this agent up (fixed once prompting:
+        # budgets are draft hooks, equipped before a generation's prompt and its sub-agents').
+        budgets = []
+        node: Frame | None = frame
+        while node is not None:
+            if node.generation is not None and node.generation.budget is not None:
+                budgets.append(node)
+            node = node.parent
+        self.budgets = budgets
+        self.price: Callable[[TurnUsage], int] | None = getattr(model, "price", None)
+        self.complete = getattr(model, "complete_turn", None)
+        run = frame.run
+        self.tracer = run.tracer
+        self.recording = run.enable_snapshot or run.tracer.enabled or frame.cursor is not None
+        self.hasher = PromptHasher(options.tools, options.schema, options.tool_choice) \
+            if self.recording else None
+        self.watched = self.recording or hub is not None or text is not None
+        self.turns = 0
+
+    # -- budget -----------------------------------------------------------------------------------
+    def _check_budget(self) -> None:
+        for node in self.budgets:
+            g = node.generation
+            if g is not None and g.budget is not None and node.spent >= g.budget:
+                raise BudgetExceededError(
+                    f"agent {node.agent_id!r} spent {node.spent} of its budget {g.budget}; no "
+                    "further model call is made (raise the limit with equip_budget)",
+                    spent=node.spent, limit=g.budget)
+
+    def _charge(self, cost: int) -> None:
+        node: Frame | None = self.frame
+        while node is not None:
+            node.spent += cost
+            node = node.parent
+
+    # -- the port ---------------------------------------------------------------------------------
+    async def _fold(self, messages: list[Message], observer: Observer | None) -> ModelTurnResult:
+        complete = self.complete
+        if complete is not None:
+            turn = await complete(messages, self.options, observer)
+            if not isinstance(turn, ModelTurnResult):
+                raise PortContractError(f"model {self.model.id!r}: complete_turn() returned "
+                                        f"{type(turn).__name__}, not a ModelTurnResult")
+            return turn
+        return await fold_stream(self.model.stream(messages, self.options), self.price, observer)
+
+    def call_model(self, messages: list[Message],
+                   _tools: list[ToolDefinition]) -> Awaitable[ModelTurnResult]:
+        """The loop's port: a plain function that checks the bounds and hands back the call's
+        awaitable. Unwatched and unpriced, a streamed model's turn is the fold itself (its cost
+        is 0, so there is nothing to charge afterwards)."""
+        if self.turns >= self.limit:
+            raise self.out_of_steps()
+        if self.budgets:
+            self._check_budget()
+        self.turns += 1
+        # The live transcript is passed as it is: a model reads it and copies what it keeps.
+        if not self.watched and self.complete is None and self.price is None:
+            return fold_stream(self.model.stream(messages, self.options), None, None)
+        return self._call(messages)
+
+    async def _call(self, messages: list[Message]) -> ModelTurnResult:
+        if self.watched:
+            turn = await self._watched(messages, self.turns - 1)
+        else:
+            turn = await self._fold(messages, None)
+        if turn.cost:
+            self._charge(turn.cost)
+        return turn
+
+    async def _watched(self, messages: list[Message], index: int) -> ModelTurnResult:
+        frame = self.frame
+        hub = self.hub
+        model_id = self.model.id
+        hash_ = self.hasher(messages) if self.hasher is not None else ""
+        span = None
+        if self.tracer.enabled:
+            span = self.tracer.start(f"chat {model_id}", frame.span, {
+                "gen_ai.operation.name": "chat", "gen_ai.request.model": model_id,
+                "gen_ai.provider.name": getattr(self.model, "provider", None) or "unknown",
+                "bindloop.turn_index": index})
+        watch = _Watch(index, hub, self.text, self.spec, self.tool_mode) \
+            if hub is not None or self.text is not None else None
+        if hub is not None:
+            hub.emit(AgentStreamEvent(turn_index=index, event=_START))
+        try:
+            replayed = None
+            if frame.cursor is not None:
+                replayed = frame.cursor.next_turn(hash_, f"agent {frame.agent_id!r}")
+            if replayed is not None:
+                turn = replayed.turn  # served as journaled: no model call, no fold
+                if watch is not None:
+                    watch.replayed(turn)
+            else:
+                turn = await self._fold(messages, watch)
+        except BaseException as exc:
+            if hub is not None and isinstance(exc, Exception):
+                hub.emit(AgentStreamEvent(turn_index=index, event=TurnFailedEvent(
+                    error=f"{type(exc).__name__}: {exc}")))
+            if span is not None:
+                self.tracer.end(span, f"chat {model_id}", error=exc)
+            raise
+        if self.recording:
+            frame.journal.record_turn(hash_, turn)
+        if span is not None:
+            self.tracer.end(span, f"chat {model_id}", {
+                "gen_ai.usage.input_tokens": turn.usage.input_tokens,
+                "gen_ai.usage.output_tokens": turn.usage.output_tokens,
+                "gen_ai.response.finish_reasons": [turn.finish_reason or "stop"],
+                "bindloop.prompt_hash": hash_,
+                "bindloop.turn": msgspec.to_builtins(turn)})
+        if watch is not None:
+            watch.finish(turn)
+        return turn
