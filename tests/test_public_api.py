@@ -98,9 +98,8 @@ def test_the_seed_names_have_a_public_home() -> None:
                      "StepSettlement", "ModelTurnResult", "TurnUsage"),
         "bindloop.contracts": ("empty_run_stats", "accumulate_turn", "accumulate_tool_call",
                                "accumulate_auxiliary_spend", "accumulate_run", "TurnTimings"),
-        "bindloop.errors": ("DiscardedTurnWithToolCallsError", "InputBlockedBySuspendError",
-                            "MissingActivationPortError"),
-        "bindloop.loop": ("LoopCounters",),
+        "bindloop.loop": ("LoopCounters", "DiscardedTurnWithToolCallsError",
+                          "InputBlockedBySuspendError", "MissingActivationPortError"),
         "bindloop.lowlevel": ("LoopMachine",),
     }
     for module, names in homes.items():

@@ -35,15 +35,14 @@ from bindloop.agent import (
     ToolCallLoopMiddleware,
 )
 from bindloop.contracts import SystemMessage, ToolResult, UserMessage
-from bindloop.errors import (
+from bindloop.errors import PortContractError, UsageError
+from bindloop.agent import (
     AfterPromptAgentError,
     MissingDependencyError,
     ModelRegistryNotFoundError,
     NoAgentContextError,
-    PortContractError,
     PromptAgentAlreadyCalledError,
     RebornLimitExceededError,
-    UsageError,
 )
 from bindloop.plugins import define_tool
 from bindloop.testing import final_answer, scripted_stream_model

@@ -6,7 +6,7 @@ import anyio
 import msgspec
 import pytest
 
-from bindloop.agent import strict_json_schema
+from bindloop.schema import strict_json_schema
 from bindloop.hosts.agent_demo import Forecast, main, run_agent_demo
 from bindloop.hosts.scripted_server import RecordedRequest
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from bindloop.agent import AgentModel, ToolContext, as_agent_model
 from bindloop.agent._model import is_agent_model
-from bindloop.agent._schema import output_spec
+from bindloop.schema import output_spec
 from bindloop.agent._snapshot import PromptHasher, prompt_hash
 from bindloop.contracts import (
     AssistantMessage,

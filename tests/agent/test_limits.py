@@ -26,7 +26,8 @@ from bindloop.agent import (
 )
 from bindloop.completion import StreamEvent, TextEvent
 from bindloop.contracts import Message, TurnUsage
-from bindloop.errors import BudgetExceededError, RateLimitExceededError, UsageError
+from bindloop.errors import UsageError
+from bindloop.agent import BudgetExceededError, RateLimitExceededError
 from bindloop.testing import final_answer, scripted_stream_model
 from bindloop.wire import ProviderHttpError, TransportError
 

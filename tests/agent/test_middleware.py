@@ -33,8 +33,8 @@ from bindloop.agent import (
 )
 from bindloop.completion import StreamEvent
 from bindloop.contracts import Message, ToolError, ToolMessage, ToolResult, TurnUsage
-from bindloop.errors import LoopMissingToolOutputError, PortContractError, ToolCallFailedError, \
-    ToolFailure, UsageError
+from bindloop.errors import PortContractError, ToolFailure, UsageError
+from bindloop.agent import LoopMissingToolOutputError, ToolCallFailedError
 from bindloop.plugins import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 

@@ -31,7 +31,7 @@ from bindloop.agent import (
     reborn,
 )
 from bindloop.contracts import ToolError, ToolMessage, ToolResult
-from bindloop.errors import AfterPromptAgentError
+from bindloop.agent import AfterPromptAgentError
 from bindloop.plugins import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 

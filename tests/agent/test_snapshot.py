@@ -27,12 +27,8 @@ from bindloop.agent import (
     run_with,
 )
 from bindloop.contracts import ToolResult
-from bindloop.errors import (
-    NoAgentContextError,
-    SnapshotDisabledError,
-    SnapshotDivergenceError,
-    SnapshotFormatError,
-)
+from bindloop.session import CheckpointFormatError
+from bindloop.agent import NoAgentContextError, SnapshotDisabledError, SnapshotDivergenceError
 from bindloop.plugins import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
@@ -187,11 +183,11 @@ async def test_dump_snapshot_refuses_when_disabled_or_outside_a_run() -> None:
 
 
 def test_snapshot_from_another_version_names_the_field() -> None:
-    with pytest.raises(SnapshotFormatError, match="'version'"):
+    with pytest.raises(CheckpointFormatError, match="^version: "):
         parse_snapshot(b'{"version": 99, "root": {"agent_id": null}}')
-    with pytest.raises(SnapshotFormatError, match="root"):
+    with pytest.raises(CheckpointFormatError, match="root"):
         parse_snapshot(b'{"version": 1, "root": {"agent_id": 5}}')
-    with pytest.raises(SnapshotFormatError, match="not JSON"):
+    with pytest.raises(CheckpointFormatError, match="not JSON"):
         parse_snapshot(b"{")
 
 

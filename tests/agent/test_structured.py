@@ -18,17 +18,13 @@ from bindloop.agent import (
     equip_tool,
     expect_validator,
     prompt_agent,
-    strict_json_schema,
 )
+from bindloop.schema import strict_json_schema
 from bindloop.completion import TURN_RESET_REASONS, TurnResetEvent, TurnTextEvent
 from bindloop.contracts import ToolResult, UserMessage
-from bindloop.errors import (
-    PortContractError,
-    StructuredOutputError,
-    ToolLoopExceededError,
-    TurnBudgetExceededError,
-    UnsupportedSchemaError,
-)
+from bindloop.errors import PortContractError
+from bindloop.agent import StructuredOutputError, ToolLoopExceededError, TurnBudgetExceededError
+from bindloop.schema import UnsupportedSchemaError
 from bindloop.plugins import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 from bindloop.wire import ForcedTool, gemini_schema
@@ -240,7 +236,7 @@ def _expected(value: Any, schema: dict[str, Any]) -> Any:
 @given(SCHEMA_TREES, st.data())
 def test_strict_form_accepts_every_instance_of_the_original(schema: dict[str, Any],
                                                             data: st.DataObject) -> None:
-    from bindloop.agent._schema import OutputSpec
+    from bindloop.schema import OutputSpec
 
     strict = strict_json_schema(schema)
     assert_openai_strict(strict) if strict.get("type") == "object" else \

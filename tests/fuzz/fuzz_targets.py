@@ -23,7 +23,7 @@ import yaml as pyyaml
 from bindloop.completion import PartialJsonParser, ToolCallDeltaError, parse_partial_json
 from bindloop.session import CheckpointFormatError, parse_loop_checkpoint
 from bindloop.skills import SkillFormatError, parse_skill_markdown
-from bindloop.tools import SchemaSanitizeError, sanitize_tool_schema
+from bindloop.schema import SchemaSanitizeError, sanitize_tool_schema
 from bindloop.wire import (
     AnthropicAdapter,
     GeminiAdapter,

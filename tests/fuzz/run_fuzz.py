@@ -266,7 +266,7 @@ def giant_deep(target: Target) -> Giant:
             schema = {"type": "object", "properties": {"a": schema}}
 
         def sanitize() -> str:
-            from bindloop.tools import SchemaSanitizeError, sanitize_tool_schema
+            from bindloop.schema import SchemaSanitizeError, sanitize_tool_schema
             return _typed(lambda: sanitize_tool_schema(schema), (SchemaSanitizeError,))
 
         return _budgeted(f"100,000-deep nesting -> {target.name}", sanitize)

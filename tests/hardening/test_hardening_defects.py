@@ -30,7 +30,7 @@ from bindloop.session import (
     serialize_loop_checkpoint,
 )
 from bindloop.skills import SkillFormatError, parse_skill_markdown
-from bindloop.tools import sanitize_tool_schema
+from bindloop.schema import sanitize_tool_schema
 from bindloop.transcript import validate_and_heal_messages
 
 LIMIT = sys.get_int_max_str_digits()

@@ -26,14 +26,12 @@ from bindloop import (
 )
 from bindloop.contracts import CompactionApplied, RunStats
 from bindloop.loop import LoopCounters
-from bindloop.errors import (
-    AbortedToolCallError,
+from bindloop.errors import AbortedToolCallError, PortContractError, ToolFailure
+from bindloop.loop import (
     DiscardedTurnWithToolCallsError,
     InputBlockedBySuspendError,
     InvalidModelTurnError,
     MissingActivationPortError,
-    PortContractError,
-    ToolFailure,
 )
 from bindloop.run import ToolBatchOptions
 from bindloop.testing import (

@@ -9,7 +9,8 @@ import pytest
 
 from bindloop.agent import ChatResult, create_agent, equip_instruction, prompt_chat
 from bindloop.contracts import ToolMessage
-from bindloop.errors import AfterPromptAgentError, NoAgentContextError, UsageError
+from bindloop.errors import UsageError
+from bindloop.agent import AfterPromptAgentError, NoAgentContextError
 from bindloop.hosts.httpx_transport import HttpxTransport
 from bindloop.mcp import McpHttpClient, McpToolset, equip_mcp, load_mcp_tools, open_mcp_client
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn

@@ -11,8 +11,8 @@ from hypothesis import given, strategies as st
 
 from bindloop.contracts import FilePart, ImagePart, TextPart, ToolError, ToolResult
 from bindloop.mcp import CallToolResult, map_call_result, map_content_block
-from bindloop.mcp._validate import first_schema_violation  # the private checker, tested directly
-from bindloop.tools import sanitize_tool_schema
+from bindloop.schema import first_schema_violation
+from bindloop.schema import sanitize_tool_schema
 
 scalars = st.sampled_from([
     {"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"},

@@ -32,35 +32,36 @@ TARGET = AttemptTarget(cursor=RouteCursor(stage=0, candidate=0), provider_id=pro
 
 # The table as documented in docs/routing.md; a change to either must change both.
 DOCUMENTED = {
-    "cancelled": ("propagate", "none"),
-    "client_error": ("propagate", "none"),
-    "invalid_request": ("propagate", "none"),
-    "content_filter": ("propagate", "none"),
-    "context_length": ("next_stage", "none"),
-    "provider_bad_request": ("traverse", "none"),
-    "auth": ("traverse", "open"),
-    "model_not_found": ("traverse", "open"),
-    "rate_limited": ("traverse", "record"),
-    "server_error": ("traverse", "record"),
-    "timeout": ("traverse", "record"),
-    "connection": ("traverse", "record"),
-    "stream_stall": ("traverse", "record"),
-    "response_defect": ("retry", "none"),
+    "cancelled": ("propagate", "none", False),
+    "client_error": ("propagate", "none", False),
+    "invalid_request": ("propagate", "none", False),
+    "content_filter": ("propagate", "none", False),
+    "context_length": ("next_stage", "none", False),
+    "provider_bad_request": ("traverse", "none", False),
+    "auth": ("traverse", "open", False),
+    "model_not_found": ("traverse", "open", False),
+    "rate_limited": ("traverse", "record", True),
+    "server_error": ("traverse", "record", True),
+    "timeout": ("traverse", "record", True),
+    "connection": ("traverse", "record", True),
+    "stream_stall": ("traverse", "record", True),
+    "response_defect": ("retry", "none", False),
 }
 
 
 def test_disposition_table_is_total_and_documented() -> None:
     assert set(FAILURE_DISPOSITIONS) == FAILURE_CATEGORIES == set(DOCUMENTED)
-    for category, (action, breaker) in DOCUMENTED.items():
+    for category, (action, breaker, again) in DOCUMENTED.items():
         d = failure_disposition(category)  # type: ignore[arg-type]
-        assert (d.action, d.breaker) == (action, breaker)
+        assert (d.action, d.breaker, d.same_provider_retry) == (action, breaker, again)
 
 
 def test_docs_table_matches_code() -> None:
     from pathlib import Path
     doc = (Path(__file__).parents[2] / "docs" / "routing.md").read_text()
-    for category, (action, breaker) in DOCUMENTED.items():
-        assert f"| `{category}` | {action} | {breaker} |" in doc, category
+    for category, (action, breaker, again) in DOCUMENTED.items():
+        row = f"| `{category}` | {action} | {breaker} | {'yes' if again else 'no'} |"
+        assert row in doc, category
 
 
 @pytest.mark.parametrize("category", sorted(FAILURE_CATEGORIES))

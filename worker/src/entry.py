@@ -54,7 +54,7 @@ from agent import (
 )
 from bindloop.agent import InMemoryLimitStore, LimitStore
 from bindloop.contracts import Message, SystemMessage, UserMessage
-from bindloop.errors import ToolLoopExceededError, TurnBudgetExceededError
+from bindloop.agent import ToolLoopExceededError, TurnBudgetExceededError
 from bindloop.hosts.js_fetch import FetchTransport
 from bindloop.session import (
     CheckpointFormatError,

@@ -14,6 +14,25 @@ from ._agent import (
     create_agent as create_agent,
     reborn as reborn,
 )
+from ._errors import (
+    AfterPromptAgentError as AfterPromptAgentError,
+    AgentError as AgentError,
+    BudgetExceededError as BudgetExceededError,
+    LoopMissingToolOutputError as LoopMissingToolOutputError,
+    MissingDependencyError as MissingDependencyError,
+    ModelRegistryNotFoundError as ModelRegistryNotFoundError,
+    NoAgentContextError as NoAgentContextError,
+    PromptAgentAlreadyCalledError as PromptAgentAlreadyCalledError,
+    PromptSuspendedError as PromptSuspendedError,
+    RateLimitExceededError as RateLimitExceededError,
+    RebornLimitExceededError as RebornLimitExceededError,
+    SnapshotDisabledError as SnapshotDisabledError,
+    SnapshotDivergenceError as SnapshotDivergenceError,
+    StructuredOutputError as StructuredOutputError,
+    ToolCallFailedError as ToolCallFailedError,
+    ToolLoopExceededError as ToolLoopExceededError,
+    TurnBudgetExceededError as TurnBudgetExceededError,
+)
 from ._hooks import (
     equip_budget as equip_budget,
     equip_history as equip_history,
@@ -69,7 +88,6 @@ from ._run import (
     restore_snapshot as restore_snapshot,
     run_with as run_with,
 )
-from ._schema import strict_json_schema as strict_json_schema
 from ._snapshot import (
     SNAPSHOT_VERSION as SNAPSHOT_VERSION,
     AgentSnapshot as AgentSnapshot,
@@ -167,11 +185,27 @@ __all__ = (
     "restore_snapshot",
     "resume_chat",
     "run_with",
-    "strict_json_schema",
     "turn_events",
     "with_limit",
     "with_retry",
     "with_simple_limit",
+    "AfterPromptAgentError",
+    "AgentError",
+    "BudgetExceededError",
+    "LoopMissingToolOutputError",
+    "MissingDependencyError",
+    "ModelRegistryNotFoundError",
+    "NoAgentContextError",
+    "PromptAgentAlreadyCalledError",
+    "PromptSuspendedError",
+    "RateLimitExceededError",
+    "RebornLimitExceededError",
+    "SnapshotDisabledError",
+    "SnapshotDivergenceError",
+    "StructuredOutputError",
+    "ToolCallFailedError",
+    "ToolLoopExceededError",
+    "TurnBudgetExceededError",
 )
 
 from .._public import publish as _publish

@@ -7,8 +7,8 @@ import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-from ..errors import ModelRegistryNotFoundError, PortContractError, RebornLimitExceededError, \
-    UsageError
+from ..errors import PortContractError, UsageError
+from ._errors import ModelRegistryNotFoundError, RebornLimitExceededError
 from ._context import Frame, Generation, RunState, current_frame, enter, hosting, leave, \
     optional_frame
 from ._middleware import (
@@ -40,7 +40,7 @@ _REBORN = Reborn()
 def reborn() -> Reborn:
     """``return reborn()`` from a handler: run it again as a new generation (draft reset, memory
     kept). More than the agent's ``max_reborns`` raises
-    :class:`~bindloop.errors.RebornLimitExceededError`."""
+    :class:`~bindloop.agent.RebornLimitExceededError`."""
     current_frame("reborn")
     return _REBORN
 

@@ -17,7 +17,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..contracts import Message
-from ..errors import AfterPromptAgentError, NoAgentContextError
+from ._errors import AfterPromptAgentError, NoAgentContextError
 from ..signal import AbortSignal
 from ._snapshot import Journal
 

@@ -9,7 +9,8 @@ from typing import Any, TypeVar
 import msgspec
 
 from ..contracts import Message
-from ..errors import MissingDependencyError, UsageError
+from ..errors import UsageError
+from ._errors import MissingDependencyError
 from ..plugins import Tool
 from ..signal import AbortSignal
 from ._context import Frame, current_frame, draft_generation, optional_frame
@@ -112,7 +113,7 @@ def equip_tool_call_loop_middleware(middleware: ToolCallLoopMiddleware) -> None:
 def equip_budget(limits: dict[str, int]) -> None:
     """Cap this agent's spend per billing unit (``{"micro_usd": 5000}``), charged from the model's
     ``calculate_cost`` after every turn — its sub-agents' turns included. Once a unit's spend
-    reaches its limit, the next model call raises :class:`~bindloop.errors.BudgetExceededError`
+    reaches its limit, the next model call raises :class:`~bindloop.agent.BudgetExceededError`
     before it is sent. Spend counts across reborns (one agent invocation, one bill)."""
     _, gen = draft_generation("equip_budget")
     if not isinstance(limits, dict) or not limits or not all(
@@ -234,7 +235,7 @@ _MISSING = object()
 
 def expect_scope(key: str, default: Any = _MISSING) -> Any:
     """The nearest ancestor agent's ``equip_scope(key, ...)`` value (or ``default``); raises
-    :class:`~bindloop.errors.MissingDependencyError` naming the key otherwise."""
+    :class:`~bindloop.agent.MissingDependencyError` naming the key otherwise."""
     frame = current_frame("expect_scope")
     node = frame.parent
     while node is not None:
@@ -251,7 +252,7 @@ def expect_scope(key: str, default: Any = _MISSING) -> Any:
 def expect_resource(key: str, default: Any = _MISSING) -> Any:
     """A resource: the nearest ancestor agent's ``equip_resource(key, ...)``, else what
     ``run_with(providers=)`` injected under ``key`` (or ``default``); raises
-    :class:`~bindloop.errors.MissingDependencyError` naming the key otherwise."""
+    :class:`~bindloop.agent.MissingDependencyError` naming the key otherwise."""
     frame = optional_frame()
     if frame is None:
         raise MissingDependencyError(

@@ -2,7 +2,7 @@
 ``with_simple_limit(rpm=, tpm=, concurrency=)``.
 
 A rule either waits until the call fits (through the injected ``sleep``) or raises
-:class:`~bindloop.errors.RateLimitExceededError`; a waiting rule with ``max_wait_ms`` raises when
+:class:`~bindloop.agent.RateLimitExceededError`; a waiting rule with ``max_wait_ms`` raises when
 the wait would be longer. Time comes from the injected ``clock`` (milliseconds).
 """
 
@@ -18,7 +18,8 @@ import msgspec
 from ..clock import Clock, monotonic_ms
 from ..completion import FinishEvent, StreamEvent, UsageEvent
 from ..contracts import Message, TurnUsage
-from ..errors import RateLimitExceededError, UsageError
+from ..errors import UsageError
+from ._errors import RateLimitExceededError
 from ._middleware import ModelMiddleware, WrappedModel
 from ._model import AgentModel, ModelStreamOptions
 

@@ -12,7 +12,8 @@ from typing import Any, Generic, TypeAlias, TypeVar
 import msgspec
 
 from ..contracts import ToolCall, ToolDefinition, ToolOutcome, TurnUsage
-from ..errors import LoopMissingToolOutputError, PortContractError, UsageError
+from ..errors import PortContractError, UsageError
+from ._errors import LoopMissingToolOutputError
 from ._model import AgentModel
 
 __all__ = (
@@ -162,7 +163,7 @@ class ToolCallLoopMiddleware(msgspec.Struct, frozen=True):
     ``await next(calls)`` executes ``calls`` (each through its tool middleware) and returns their
     outputs. Whatever a layer filters out it must answer itself: after the chain, every call of the
     batch needs exactly one output (N in = N out), else
-    :class:`~bindloop.errors.LoopMissingToolOutputError`."""
+    :class:`~bindloop.agent.LoopMissingToolOutputError`."""
 
     name: str
     handler: Callable[[ToolCallLoopContext, list[ToolCall], LoopNext], Awaitable[list[ToolOutput]]]

@@ -45,21 +45,19 @@ from ..contracts import (
     content_text,
     empty_run_stats,
 )
-from ..errors import (
+from ..errors import PortContractError, RunCancelledError, UsageError
+from ._errors import (
     AfterPromptAgentError,
     BudgetExceededError,
     LoopMissingToolOutputError,
     ModelRegistryNotFoundError,
     NoAgentContextError,
-    PortContractError,
     PromptAgentAlreadyCalledError,
     PromptSuspendedError,
-    RunCancelledError,
     SnapshotDivergenceError,
     StructuredOutputError,
     ToolLoopExceededError,
     TurnBudgetExceededError,
-    UsageError,
 )
 from ..loop import BoundaryDecision, ToolLoopParams, ToolLoopState, run_tool_loop
 from ..lowlevel import tool_exception_error
@@ -78,7 +76,7 @@ from ._context import Frame, Generation, current_frame
 from ._middleware import ToolCallLoopContext, ToolContext, ToolOutput, run_loop_chain
 from ._model import AgentModel, ModelStreamOptions, turn_events
 from ._saves import ChatRecord, Origin, Saves, SaveFn, read_record, refuse_saves
-from ._schema import InvalidOutput, OutputSpec, output_spec
+from ..schema import InvalidOutputError, OutputSpec, output_spec
 from ._snapshot import PromptHasher
 from ._stream import (
     ErrorStreamEvent,
@@ -402,7 +400,7 @@ class _Prompt:
                     try:
                         self.spec.decode(source)
                         ok = True
-                    except InvalidOutput:
+                    except InvalidOutputError:
                         ok = False
                 hub.emit(StructuredDataEvent(turn_index=index,
                                              status="complete" if ok else "error",
@@ -760,7 +758,7 @@ async def _drive(prompt: _Prompt, initial: list[Message], spec: OutputSpec | Non
         if spec is not None:
             try:
                 value = spec.decode(text)
-            except InvalidOutput as exc:
+            except InvalidOutputError as exc:
                 problem = exc.reason
         if problem is None and gen.validators:
             problem = await _validate(gen, value)
@@ -831,10 +829,10 @@ async def prompt_agent(schema: Any, *, max_turn_steps: int = 10,
     to the provider's native JSON-schema mode when the model has one, else as a forced output tool.
     An answer that is not valid JSON, does not match, or that an ``expect_validator`` refuses is
     re-asked with the reason, up to the agent's ``max_retries``; then
-    :class:`~bindloop.errors.StructuredOutputError` carries every attempt. ``max_turn_steps``
-    bounds each tool loop (:class:`~bindloop.errors.ToolLoopExceededError`); ``max_total_turns``
+    :class:`~bindloop.agent.StructuredOutputError` carries every attempt. ``max_turn_steps``
+    bounds each tool loop (:class:`~bindloop.agent.ToolLoopExceededError`); ``max_total_turns``
     (default ``max_turn_steps * (max_retries + 1)``) all model turns of the prompt
-    (:class:`~bindloop.errors.TurnBudgetExceededError`). ``text_sink`` receives the answer text as
+    (:class:`~bindloop.agent.TurnBudgetExceededError`). ``text_sink`` receives the answer text as
     a retractable turn text stream (a re-ask opens ``begin_attempt("structured_output_retry")``).
     ``additional_options`` go to the model with every call (``WireOptions`` fields such as
     ``temperature`` for the wire adapters).
@@ -898,15 +896,15 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
     ``waiting_for_reply`` suspend gets it as a reply, a ``resuming_later`` one as its wake result.
     Runs through :func:`~bindloop.session.run_from_checkpoint`; ``max_turn_steps`` (default: what
     the checkpoint has left) bounds the model turns. A checkpoint whose turns ran out
-    (:attr:`ToolLoopExceededError.checkpoint <bindloop.errors.ToolLoopExceededError>`, status
+    (:attr:`ToolLoopExceededError.checkpoint <bindloop.agent.ToolLoopExceededError>`, status
     ``iteration_limit``) goes on from where it stopped with ``max_turn_steps`` (default 10) more. The final answer goes through the
     generation's ``expect_validator`` s as in :func:`prompt_chat`: a refused one is re-asked
     with the reason (each re-ask a tool loop of ``max_turn_steps`` turns, default 10), up to the
-    agent's ``max_retries``, then :class:`~bindloop.errors.StructuredOutputError` carries every
+    agent's ``max_retries``, then :class:`~bindloop.agent.StructuredOutputError` carries every
     attempt. A checkpoint a chat made (a save, a suspend, an out-of-turns one) carries the chat's
     refused answers and turn budgets: the re-asks left and their ``max_turn_steps`` are then the
     original prompt's, and so is its ``max_total_turns``
-    (:class:`~bindloop.errors.TurnBudgetExceededError`), unless ``max_turn_steps`` is passed.
+    (:class:`~bindloop.agent.TurnBudgetExceededError`), unless ``max_turn_steps`` is passed.
 
     A ``ready`` checkpoint (an ``on_checkpoint`` save) runs on from its position: the rounds
     before it are not run again. ``on_checkpoint`` is as in :func:`prompt_chat`: each save is one

@@ -11,6 +11,7 @@ from ..completion import ReasoningEvent, StreamEvent, StreamStalledError, TextEv
     ToolCallEvent
 from ..contracts import Message
 from ..errors import UsageError
+from ..routing import FAILURE_DISPOSITIONS
 from ..wire import IncompleteStreamError, ProviderHttpError, TransportError
 from ._middleware import ModelMiddleware, WrappedModel
 from ._model import AgentModel, ModelStreamOptions
@@ -19,15 +20,29 @@ __all__ = ("is_retryable", "with_retry")
 
 Sleep: TypeAlias = Callable[[float], Awaitable[None]]
 
-_RETRYABLE = frozenset({"rate_limited", "server_error", "timeout", "connection", "stream_stall"})
+
+def _category(error: BaseException) -> str | None:
+    """The routing category of a failure the wire reports (the wire classifies HTTP errors; a
+    stall, a transport failure and a truncated stream have one category each)."""
+    if isinstance(error, ProviderHttpError):
+        return error.category
+    if isinstance(error, StreamStalledError):
+        return "stream_stall"
+    if isinstance(error, TransportError):
+        return error.kind  # "connection" or "timeout"
+    if isinstance(error, IncompleteStreamError):
+        return "connection"
+    return None
 
 
 def is_retryable(error: BaseException) -> bool:
-    """Whether ``error`` is worth another try on the same provider: 429, 5xx / overloaded, a
-    transport timeout or dropped connection, a stalled or truncated stream."""
-    if isinstance(error, ProviderHttpError):
-        return error.category in _RETRYABLE
-    return isinstance(error, (StreamStalledError, TransportError, IncompleteStreamError))
+    """Whether ``error`` is worth another try on the same provider: its category's
+    ``same_provider_retry`` in routing's one disposition table
+    (:data:`~bindloop.routing.FAILURE_DISPOSITIONS`) — 429, 5xx / overloaded, a transport timeout
+    or dropped connection, a stalled or truncated stream."""
+    category = _category(error)
+    disposition = None if category is None else FAILURE_DISPOSITIONS.get(category)
+    return disposition is not None and disposition.same_provider_retry
 
 
 class _Retrying(WrappedModel):

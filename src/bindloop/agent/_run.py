@@ -8,7 +8,9 @@ from typing import Any, TypeVar
 import msgspec
 
 from ..contracts import ModelTurnResult, ToolOutcome
-from ..errors import NoAgentContextError, SnapshotDisabledError, SnapshotFormatError, UsageError
+from ..errors import UsageError
+from ..session import CheckpointFormatError
+from ._errors import NoAgentContextError, SnapshotDisabledError
 from ..signal import AbortSignal
 from ._context import Frame, RunState, enter, hosting, leave, optional_frame
 from ._model import as_agent_model
@@ -47,7 +49,7 @@ async def run_with(fn: Callable[..., Awaitable[R]], *, initial_props: Any = _UNS
     ``snapshot`` replays: each agent (matched by call order) is served its journaled model turns and
     tool outputs — zero model calls, zero tool executions — until its journal runs out, then it goes
     live. A request whose prompt hash differs from the journal's raises
-    :class:`~bindloop.errors.SnapshotDivergenceError`. A replayed run records its journal too when
+    :class:`~bindloop.agent.SnapshotDivergenceError`. A replayed run records its journal too when
     ``enable_snapshot`` is on, so its snapshot equals the original's.
     """
     if not callable(fn):
@@ -93,8 +95,8 @@ def dump_snapshot() -> AgentSnapshot:
     """The run's snapshot so far: every frame's memory and journal, children included — from a
     handler (mid-run) or from the root function after the agents returned.
 
-    Raises :class:`~bindloop.errors.SnapshotDisabledError` unless the run was started with
-    ``run_with(enable_snapshot=True)``, and :class:`~bindloop.errors.NoAgentContextError` outside a
+    Raises :class:`~bindloop.agent.SnapshotDisabledError` unless the run was started with
+    ``run_with(enable_snapshot=True)``, and :class:`~bindloop.agent.NoAgentContextError` outside a
     run."""
     frame = optional_frame()
     if frame is None:
@@ -129,7 +131,7 @@ def restore_snapshot(trace: Sequence[TraceEvent | Mapping[str, Any]], *,
     their JSON), up to and including the event whose ``seq`` is ``anchor`` (default: the whole
     trace). Replaying it re-serves the model turns and tool outputs traced before the anchor.
 
-    Raises :class:`~bindloop.errors.SnapshotFormatError` for an event that does not decode, and
+    Raises :class:`~bindloop.session.CheckpointFormatError` for an event that does not decode, and
     :class:`~bindloop.errors.UsageError` for an ``anchor`` that is not in the trace."""
     events: list[TraceEvent] = []
     for i, raw in enumerate(trace):
@@ -137,7 +139,7 @@ def restore_snapshot(trace: Sequence[TraceEvent | Mapping[str, Any]], *,
             events.append(raw if isinstance(raw, TraceEvent) else
                           msgspec.convert(raw, TraceEvent))
         except msgspec.ValidationError as exc:
-            raise SnapshotFormatError(f"trace[{i}]", str(exc)) from exc
+            raise CheckpointFormatError(f"trace[{i}]", str(exc), document="snapshot") from exc
     if anchor is not None and not any(e.seq == anchor for e in events):
         raise UsageError(f"restore_snapshot(anchor={anchor!r}): no trace event has that seq")
     root = _Building(None)
@@ -149,8 +151,8 @@ def restore_snapshot(trace: Sequence[TraceEvent | Mapping[str, Any]], *,
         if event.type == "span_start" and attrs.get("gen_ai.operation.name") == "invoke_agent":
             path = attrs.get("bindloop.frame.path")
             if not isinstance(path, list) or not path:
-                raise SnapshotFormatError(f"trace seq {event.seq}", "agent span without a "
-                                          "bindloop.frame.path attribute")
+                raise CheckpointFormatError(f"trace seq {event.seq}", "agent span without a "
+                                            "bindloop.frame.path attribute", document="snapshot")
             node = root
             for step in path[:-1]:
                 node = node.children.setdefault(int(step), _Building(None))

@@ -34,8 +34,8 @@ class ChatRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     (``[text, problem]`` pairs), the prompt's ``max_turn_steps`` and its ``max_total_turns``
     (counted in the checkpoint's ``iterations``). ``cut``: the checkpoint's turn budget ends where
     ``max_total_turns`` does, so running out of it is the prompt's
-    :class:`~bindloop.errors.TurnBudgetExceededError`, not a tool loop's
-    :class:`~bindloop.errors.ToolLoopExceededError`."""
+    :class:`~bindloop.agent.TurnBudgetExceededError`, not a tool loop's
+    :class:`~bindloop.agent.ToolLoopExceededError`."""
 
     attempts: tuple[tuple[str, str], ...] = ()
     max_turn_steps: int

@@ -10,7 +10,9 @@ from typing import Any
 import msgspec
 
 from ..contracts import Message, ModelTurnResult, ToolDefinition, ToolOutcome
-from ..errors import SnapshotDivergenceError, SnapshotFormatError, UsageError
+from ..errors import UsageError
+from ..session import CheckpointFormatError
+from ._errors import SnapshotDivergenceError
 from ..run import canonical_json
 
 __all__ = (
@@ -50,7 +52,7 @@ class FrameSnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 
 class AgentSnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A whole run's snapshot. ``encode_snapshot`` gives its stable bytes; ``parse_snapshot`` reads
-    them back (refusing another version with :class:`~bindloop.errors.SnapshotFormatError`)."""
+    them back (refusing another version with :class:`~bindloop.session.CheckpointFormatError`)."""
 
     version: int = SNAPSHOT_VERSION
     root: FrameSnapshot
@@ -67,24 +69,25 @@ def encode_snapshot(snapshot: AgentSnapshot) -> bytes:
 def parse_snapshot(data: bytes | str | Mapping[str, Any]) -> AgentSnapshot:
     """Read a snapshot from its JSON bytes/text or the decoded object.
 
-    Raises :class:`~bindloop.errors.SnapshotFormatError` naming the field for another version, a
+    Raises :class:`~bindloop.session.CheckpointFormatError` naming the field for another version, a
     wrong shape or an unknown field."""
     try:
         value: Any = msgspec.json.decode(data) if isinstance(data, (bytes, str)) else data
     except msgspec.DecodeError as exc:
-        raise SnapshotFormatError("", f"not JSON: {exc}") from exc
+        raise CheckpointFormatError("", f"not JSON: {exc}", document="snapshot") from exc
     if not isinstance(value, Mapping):
-        raise SnapshotFormatError("", f"expected an object, got {type(value).__name__}")
+        raise CheckpointFormatError("", f"expected an object, got {type(value).__name__}",
+                                    document="snapshot")
     version = value.get("version")
     if version != SNAPSHOT_VERSION or isinstance(version, bool):
-        raise SnapshotFormatError("version", f"this bindloop reads snapshot version "
-                                             f"{SNAPSHOT_VERSION}, got {version!r}")
+        raise CheckpointFormatError("version", f"this bindloop reads snapshot version "
+                                    f"{SNAPSHOT_VERSION}, got {version!r}", document="snapshot")
     try:
         return msgspec.convert(value, AgentSnapshot)
     except msgspec.ValidationError as exc:
         text = str(exc)
         field = text.rsplit("at `", 1)[-1].rstrip("`") if "at `" in text else ""
-        raise SnapshotFormatError(field, text) from exc
+        raise CheckpointFormatError(field, text, document="snapshot") from exc
 
 
 class Journal:

@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..contracts import ToolDefinition, ToolError, ToolOutcome, ToolResult
-from ..errors import ToolCallFailedError, UsageError
+from ..errors import UsageError
+from ._errors import ToolCallFailedError
 from ..plugins import Tool, tool_wire_definition
 from ._context import optional_frame
 from ._middleware import ToolContext, ToolMiddleware, run_tool_chain
@@ -87,7 +88,7 @@ async def call_tool(tool: Tool[Any, Any] | AgentTool,
     """Run one tool directly, through its static middleware only (no tool-call-loop middleware,
     no dynamic layers): returns the result's raw ``content``.
 
-    Raises :class:`~bindloop.errors.ToolCallFailedError` when the tool answers with an error (bad
+    Raises :class:`~bindloop.agent.ToolCallFailedError` when the tool answers with an error (bad
     arguments included) or suspends; exceptions from the tool body propagate unchanged."""
     agent_tool = as_agent_tool("call_tool", tool)
     outcome = await agent_tool.run(args, call_id=None)

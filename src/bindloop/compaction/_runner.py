@@ -131,7 +131,7 @@ async def compact_conversation(
     ``max_transient_retries`` times, then the last error is re-raised (or
     :class:`CompactEmptySummaryError`). An abort is re-raised unchanged: a fired ``signal`` is checked
     before each call and wins over any error that arrives with it; cancellation exceptions are never
-    caught. :class:`~bindloop.errors.CompactInvalidInputError` is raised before any call.
+    caught. :class:`~bindloop.compaction.CompactInvalidInputError` is raised before any call.
     ``messages`` is never modified.
     """
     part = partition_for_compaction(messages, scope)

@@ -5,22 +5,23 @@ client reducer, and partial JSON for live structured output."""
 from ._accumulator import (
     ToolCallAccumulator as ToolCallAccumulator,
     ToolCallDelta as ToolCallDelta,
-    ToolCallDeltaError as ToolCallDeltaError,
     create_tool_call_accumulator as create_tool_call_accumulator,
 )
+from ._errors import ToolCallDeltaError as ToolCallDeltaError
 from ._arguments import (
     ParsedArguments as ParsedArguments,
     ToolCallArguments as ToolCallArguments,
     UnparseableArguments as UnparseableArguments,
     UnsupportedToolCallType as UnsupportedToolCallType,
     parse_tool_call_arguments as parse_tool_call_arguments,
+    read_tool_arguments as read_tool_arguments,
 )
 from ._collect import (
-    ModelStreamError as ModelStreamError,
     TurnCollector as TurnCollector,
     collect_turn as collect_turn,
     collect_turn_async as collect_turn_async,
 )
+from ._errors import ModelStreamError as ModelStreamError
 from ._events import (
     FINISH_REASONS as FINISH_REASONS,
     ErrorEvent as ErrorEvent,
@@ -61,10 +62,10 @@ from ._watchdog import (
     StallKind as StallKind,
     StreamBudgets as StreamBudgets,
     StreamStall as StreamStall,
-    StreamStalledError as StreamStalledError,
     StreamWatchdog as StreamWatchdog,
     create_stream_watchdog as create_stream_watchdog,
 )
+from ._errors import StreamStalledError as StreamStalledError
 
 __all__ = (
     "ChunkKind",
@@ -114,6 +115,7 @@ __all__ = (
     "create_turn_text_stream",
     "parse_partial_json",
     "parse_tool_call_arguments",
+    "read_tool_arguments",
 )
 
 from .._public import publish as _publish

@@ -12,28 +12,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeAlias
 
-from ..contracts import ToolCall
-from ..contracts._codec import openai_tool_call_fields  # the one reader of that dict shape
-from ..errors import ProviderError
+from ..contracts import ToolCall, openai_tool_call_fields  # the one reader of that dict shape
 from ._events import ToolCallChunk
+from ._errors import ToolCallDeltaError
 
 __all__ = (
     "ToolCallAccumulator",
     "ToolCallDelta",
-    "ToolCallDeltaError",
     "create_tool_call_accumulator",
 )
 
 ToolCallDelta: TypeAlias = ToolCallChunk | Mapping[str, Any]
 """A :class:`ToolCallChunk`, or an OpenAI wire delta ``{"index", "id", "function": {"name",
 "arguments"}}`` (a flat ``{"index", "id", "name", "arguments"}`` dict is read too)."""
-
-
-class ToolCallDeltaError(ProviderError, ValueError):
-    """The provider streamed a tool-call delta that cannot be merged safely: no usable index, an id
-    that contradicts the one already seen for the slot, a fragment of the wrong type, or a call that
-    ended without an id or a name. Raised rather than guessed, because every guess is a silent merge
-    of two calls or a call nobody can answer."""
 
 
 class _Slot:

@@ -15,7 +15,7 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from ..contracts import ToolCall
+from ..contracts import ToolCall, openai_tool_call_fields
 
 __all__ = (
     "ParsedArguments",
@@ -23,6 +23,7 @@ __all__ = (
     "UnparseableArguments",
     "UnsupportedToolCallType",
     "parse_tool_call_arguments",
+    "read_tool_arguments",
 )
 
 
@@ -82,7 +83,7 @@ def _describe(value: object) -> str:
 _FAST_DECODE = msgspec.json.Decoder().decode
 
 
-def _parse_text(text: str) -> ToolCallArguments:
+def _parse_text(text: str) -> ParsedArguments | UnparseableArguments:
     try:
         fast = _FAST_DECODE(text)
     except (msgspec.DecodeError, RecursionError):
@@ -93,7 +94,7 @@ def _parse_text(text: str) -> ToolCallArguments:
     return _parse_text_stdlib(text)
 
 
-def _parse_text_stdlib(text: str) -> ToolCallArguments:
+def _parse_text_stdlib(text: str) -> ParsedArguments | UnparseableArguments:
     if not text.strip():
         # Providers send "" for a zero-argument call as readily as "{}".
         return ParsedArguments(arguments={})
@@ -122,7 +123,9 @@ def parse_tool_call_arguments(call: ToolCall | Mapping[str, Any] | str) -> ToolC
     reader of argument text: ``define_tool``'s dispatch validates what this returns.
 
     ``call`` is a canonical :class:`~bindloop.contracts.ToolCall`, an OpenAI-shaped wire dict
-    (``{"id", "type", "function": {"name", "arguments"}}``), or the raw arguments text itself. Returns :class:`ParsedArguments` for a
+    (``{"id", "type", "function": {"name", "arguments"}}``, or the same fields flat — read by
+    :func:`~bindloop.contracts.openai_tool_call_fields`, the one reader of that dict), or the raw
+    arguments text itself. Returns :class:`ParsedArguments` for a
     JSON object (empty or whitespace-only text, and a missing ``arguments``, mean ``{}``; a dict that a
     provider already decoded is taken as is), :class:`UnsupportedToolCallType` for a non-function
     call, and :class:`UnparseableArguments` otherwise — including valid JSON that is not an object
@@ -138,16 +141,38 @@ def parse_tool_call_arguments(call: ToolCall | Mapping[str, Any] | str) -> ToolC
     kind = call.get("type", "function")
     if kind != "function":
         return UnsupportedToolCallType(type=kind if isinstance(kind, str) else repr(kind))
-    function = call.get("function")
-    if not isinstance(function, Mapping):
+    _, _, name, raw = openai_tool_call_fields(call)
+    if name is None and raw is None and not isinstance(call.get("function"), Mapping):
         return UnparseableArguments(detail="the tool call has no function name and arguments")
-    raw = function.get("arguments")
+    return _read(raw)
+
+
+def read_tool_arguments(
+    raw: str | bytes | Mapping[str, Any] | None,
+) -> ParsedArguments | UnparseableArguments:
+    """Read the arguments a dispatcher hands a tool — the raw JSON text (``bytes`` as UTF-8),
+    ``None`` or blank text for none, or an object a provider already decoded — with the rules of
+    :func:`parse_tool_call_arguments`. An already-decoded object must hold only JSON values (it is
+    copied through JSON, so the result shares nothing with it). Never raises."""
+    return _read(raw)
+
+
+def _read(raw: object) -> ParsedArguments | UnparseableArguments:
     if raw is None:
         return ParsedArguments(arguments={})
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return UnparseableArguments(detail=f"the arguments are not UTF-8 text ({exc.reason})")
     if isinstance(raw, str):
         return _parse_text(raw)
     if isinstance(raw, Mapping):
-        return ParsedArguments(arguments=dict(raw))
+        try:
+            copied = _FAST_DECODE(msgspec.json.encode(raw))
+        except (TypeError, ValueError, OverflowError, msgspec.DecodeError) as exc:
+            return UnparseableArguments(detail=f"the arguments are not JSON ({exc})")
+        return ParsedArguments(arguments=copied)
     return UnparseableArguments(
         detail=f"the arguments must be a JSON object of named parameters, got {_describe(raw)}"
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, Callable, Iterable
 
 from ..contracts import ModelTurnResult, ReasoningPart, TurnUsage
-from ..errors import PortContractError, ProviderError
+from ..errors import PortContractError
 from ._accumulator import ToolCallAccumulator
 from ._events import (
     ErrorEvent,
@@ -18,17 +18,9 @@ from ._events import (
     ToolCallEvent,
     UsageEvent,
 )
+from ._errors import ModelStreamError
 
-__all__ = ("ModelStreamError", "TurnCollector", "collect_turn", "collect_turn_async")
-
-
-class ModelStreamError(ProviderError):
-    """The stream reported an :class:`ErrorEvent` whose ``error`` was not an exception. (An
-    exception is re-raised as it is, so the adapter's classification reaches routing intact.)"""
-
-    def __init__(self, error: object) -> None:
-        super().__init__(f"the model stream failed: {error!r}")
-        self.error = error
+__all__ = ("TurnCollector", "collect_turn", "collect_turn_async")
 
 
 _PROVENANCE = ("signature", "data", "encrypted_content", "provider", "model", "id")

@@ -32,15 +32,15 @@ import msgspec
 
 from .._timers import wait_woken
 from ..clock import Clock, monotonic_ms
-from ..errors import ProtocolError, ProviderError, UsageError
+from ..errors import ProtocolError, UsageError
 from ..signal import AbortController, AbortSignal
+from ._errors import StreamStalledError
 
 __all__ = (
     "ChunkKind",
     "StallKind",
     "StreamBudgets",
     "StreamStall",
-    "StreamStalledError",
     "StreamWatchdog",
     "create_stream_watchdog",
 )
@@ -64,18 +64,6 @@ class StreamStall(msgspec.Struct, frozen=True, kw_only=True):
     elapsed_ms: float
     answer_chunks: int
     reasoning_chunks: int
-
-
-class StreamStalledError(ProviderError):
-    """The abort reason the watchdog's signal carries when it tears a stream down. A transport that
-    raises its signal's reason raises this; routing can treat it as retriable."""
-
-    def __init__(self, stall: StreamStall) -> None:
-        super().__init__(
-            f"the model stream stalled: {stall.kind} budget of {stall.budget_ms:g} ms exceeded "
-            f"({stall.elapsed_ms:g} ms)"
-        )
-        self.stall = stall
 
 
 class StreamBudgets(msgspec.Struct, frozen=True, kw_only=True):

@@ -10,6 +10,7 @@ from ._codec import (
     message_to_openai_request as message_to_openai_request,
     messages_from_openai as messages_from_openai,
     messages_to_openai as messages_to_openai,
+    openai_tool_call_fields as openai_tool_call_fields,
 )
 from ._messages import (
     AssistantMessage as AssistantMessage,
@@ -104,6 +105,7 @@ __all__ = (
     "messages_to_openai",
     "tool_error_message",
     "tool_outcome_message",
+    "openai_tool_call_fields",
 )
 
 from .._public import publish as _publish

@@ -116,7 +116,10 @@ def tool_call_to_openai(call: ToolCall) -> dict[str, Any]:
 def openai_tool_call_fields(raw: Mapping[str, Any]) -> tuple[object, object, object, object]:
     """The ``(index, id, name, arguments)`` of an OpenAI-chat tool call or streamed tool-call
     delta, as sent (unvalidated: the caller checks what it needs): ``name`` and ``arguments`` from
-    its ``function`` object, or from the call itself when a server sends them flat."""
+    its ``function`` object, or from the call itself when a server sends them flat.
+
+    The one reader of that dict: stored transcripts, streamed deltas and
+    ``parse_tool_call_arguments`` all accept exactly this (absent or ``null`` arguments mean none)."""
     function = raw.get("function")
     source: Mapping[str, Any] = function if isinstance(function, Mapping) else raw
     return raw.get("index"), raw.get("id"), source.get("name"), source.get("arguments")
@@ -365,14 +368,12 @@ def _content_from_openai(raw: object, where: str) -> Content:
 def _tool_call_from_openai(raw: object, where: str) -> ToolCall:
     if not isinstance(raw, Mapping):
         raise _fail(where, "a tool call must be an object")
-    if not isinstance(raw.get("function"), Mapping):
-        raise _fail(f"{where}.function", "missing or not an object")
     _, call_id, name, args = openai_tool_call_fields(raw)
     call_id = _str(call_id, f"{where}.id")
     if not call_id:
         raise _fail(f"{where}.id", "empty tool call id")
-    if "arguments" not in raw["function"]:
-        args = "{}"  # absent, not null: a call without parameters
+    if args is None:
+        args = "{}"  # absent or null: a call without parameters
     if not isinstance(args, str):
         raise _fail(f"{where}.function.arguments",
                     f"arguments must be the raw JSON string, got {type(args).__name__}")

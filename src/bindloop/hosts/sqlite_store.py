@@ -35,6 +35,7 @@ import msgspec
 
 from bindloop.clock import Clock, epoch_ms
 from bindloop.errors import UsageError
+from bindloop.hosts._errors import CheckpointConflictError
 from bindloop.loop import BoundaryDecision
 from bindloop.run import (
     ReceiptCompleted,
@@ -67,20 +68,6 @@ CREATE TABLE IF NOT EXISTS receipts (
 );
 """
 _KEY_WHERE = "tenant_id = ? AND run_id = ? AND tool_name = ? AND args_hash = ?"
-
-
-class CheckpointConflictError(UsageError):
-    """Another writer got there first: the stored revision of ``execution_id`` is ``stored``, so a
-    checkpoint at ``revision`` (which needs ``revision - 1`` stored) cannot land. Stop this
-    invocation; the execution goes on from the stored checkpoint, in whichever process owns it."""
-
-    def __init__(self, execution_id: str, revision: int, stored: int) -> None:
-        super().__init__(
-            f"checkpoint {execution_id!r} revision {revision} does not follow the stored revision "
-            f"{stored}: another writer committed first (single-writer fence)")
-        self.execution_id = execution_id
-        self.revision = revision
-        self.stored = stored
 
 
 def _key(key: ToolCallReceiptKey) -> tuple[str, str, str, str]:

@@ -3,6 +3,12 @@ is public in :mod:`bindloop.lowlevel`. Also the per-turn thinking-budget schedul
 (:func:`thinking_budget`)."""
 
 from ._driver import run_tool_loop as run_tool_loop
+from ._errors import (
+    DiscardedTurnWithToolCallsError as DiscardedTurnWithToolCallsError,
+    InputBlockedBySuspendError as InputBlockedBySuspendError,
+    InvalidModelTurnError as InvalidModelTurnError,
+    MissingActivationPortError as MissingActivationPortError,
+)
 from ._types import (
     BoundaryDecision as BoundaryDecision,
     CallModelFn as CallModelFn,
@@ -49,6 +55,10 @@ __all__ = (
     "ToolLoopState",
     "run_tool_loop",
     "thinking_budget",
+    "DiscardedTurnWithToolCallsError",
+    "InputBlockedBySuspendError",
+    "InvalidModelTurnError",
+    "MissingActivationPortError",
 )
 
 from .._public import publish as _publish

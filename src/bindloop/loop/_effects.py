@@ -24,9 +24,8 @@ from ..contracts import (
     ToolMessage,
     ToolOutcome,
 )
-from ..errors import (
-    AbortedToolCallError,
-    BindloopError,
+from ..errors import AbortedToolCallError, BindloopError
+from ._errors import (
     DiscardedTurnWithToolCallsError,
     InputBlockedBySuspendError,
     MissingActivationPortError,

@@ -50,13 +50,13 @@ from ..contracts import (
 )
 from ..errors import (
     AbortedToolCallError,
-    InvalidModelTurnError,
     PortContractError,
     ProtocolError,
     RunCancelledError,
     ToolFailure,
     UsageError,
 )
+from ._errors import InvalidModelTurnError
 from ._checks import check_bool, check_messages, check_outcome, check_usage
 from ._effects import (
     AcceptToolMessage,

@@ -10,17 +10,17 @@ from typing import Any, TypeAlias
 
 import msgspec
 
+from ..completion import ParsedArguments, read_tool_arguments
 from ..contracts import ToolDefinition, ToolError, ToolOutcome
 from ..errors import RunCancelledError, ToolFailure, UsageError
 from ..plugins import RawArguments, ResolveOutcome, Tool, ToolRegistry, tool_wire_definition
 from ..signal import AbortSignal
-from ..tools import SchemaSanitizeError, sanitize_tool_schema
+from ..schema import SchemaSanitizeError, first_schema_violation, sanitize_tool_schema
 from ._content import map_call_result
 from ._errors import McpError
 from ._http import McpHttpClient
 from ._protocol import McpToolInfo, SkippedMcpTool
 from ._session import McpProgress
-from ._validate import first_schema_violation
 
 __all__ = (
     "McpArguments",
@@ -56,8 +56,10 @@ class McpTool(Tool[McpArguments, Any]):
 
     ``name`` is the namespaced wire name the model sees; ``mcp_name`` the server's own name.
     ``parameters`` is the server's ``inputSchema`` after
-    :func:`~bindloop.tools.sanitize_tool_schema`, and :meth:`parse_arguments` checks a call against
-    exactly that schema before anything is sent, returning a ``validation`` :class:`ToolError`.
+    :func:`~bindloop.schema.sanitize_tool_schema` (what the model sees); :meth:`parse_arguments`
+    checks a call against ``input_schema``, the server's own schema, before anything is sent,
+    returning a ``validation`` :class:`ToolError` — so a rewrite for the model never refuses a call
+    the server would take, and nothing it dropped goes unchecked.
 
     The ``ctx`` given to :meth:`execute` may be an :class:`~bindloop.signal.AbortSignal`, or carry
     one as ``ctx.signal``: when it fires mid-call the server gets ``notifications/cancelled`` and
@@ -69,37 +71,32 @@ class McpTool(Tool[McpArguments, Any]):
     failure to end the run says so in ``is_fatal_tool_error`` by looking at the cause.
     """
 
-    __slots__ = ("mcp_name", "server")
+    __slots__ = ("input_schema", "mcp_name", "server")
 
     mcp_name: str
     server: str
+    input_schema: Mapping[str, Any]
 
     def __init__(self, *, name: str, mcp_name: str, server: str, description: str,
                  parameters: dict[str, object],
-                 execute: Callable[[McpArguments, Any], Awaitable[ToolOutcome]]) -> None:
+                 execute: Callable[[McpArguments, Any], Awaitable[ToolOutcome]],
+                 input_schema: Mapping[str, Any] | None = None) -> None:
         super().__init__(name=name, description=description, args_type=McpArguments,
                          parameters=parameters, execute=execute)
         self.mcp_name = mcp_name
         self.server = server
+        self.input_schema = parameters if input_schema is None else input_schema
 
     def __repr__(self) -> str:
         return f"McpTool(name={self.name!r}, server={self.server!r}, mcp_name={self.mcp_name!r})"
 
     def parse_arguments(self, raw: RawArguments) -> McpArguments | ToolError:
-        try:
-            if raw is None or (isinstance(raw, (str, bytes)) and not raw.strip()):
-                value: Any = {}
-            elif isinstance(raw, (str, bytes)):
-                value = msgspec.json.decode(raw)
-            else:
-                value = msgspec.json.decode(msgspec.json.encode(raw))
-        except (msgspec.DecodeError, TypeError, ValueError, OverflowError) as exc:
-            return ToolError(error=f"Invalid arguments for {self.name}: not JSON ({exc})",
+        parsed = read_tool_arguments(raw)  # the one argument reader, as for every tool
+        if not isinstance(parsed, ParsedArguments):
+            return ToolError(error=f"Invalid arguments for {self.name}: {parsed.detail}",
                              kind="validation")
-        if not isinstance(value, dict):
-            return ToolError(error=f"Invalid arguments for {self.name}: expected a JSON object",
-                             kind="validation")
-        problem = first_schema_violation(value, self.parameters)
+        value = parsed.arguments
+        problem = first_schema_violation(value, self.input_schema)
         if problem is not None:
             return ToolError(error=f"Invalid arguments for {self.name}: {problem}",
                              kind="validation")
@@ -190,7 +187,7 @@ def build_mcp_tools(client: McpHttpClient, infos: Sequence[McpToolInfo], *,
         taken.add(wire)
         out.append(McpTool(name=wire, mcp_name=info.name, server=server,
                            description=info.description or info.title or "",
-                           parameters=parameters,
+                           parameters=parameters, input_schema=info.input_schema,
                            execute=_caller(client, wire, info.name, on_progress)))
     return McpToolset(server=server, tools=tuple(out), skipped=tuple(left_out))
 

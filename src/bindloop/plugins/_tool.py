@@ -17,8 +17,8 @@ from ..contracts import (
     ToolSuspend,
 )
 from ..errors import PortContractError, UsageError
-from ..completion import ParsedArguments, parse_tool_call_arguments
-from ..tools import SchemaSanitizeError, sanitize_tool_schema
+from ..completion import ParsedArguments, read_tool_arguments
+from ..schema import SchemaSanitizeError, sanitize_tool_schema
 
 __all__ = (
     "RawArguments",
@@ -74,26 +74,17 @@ class Tool(Generic[ArgsT, CtxT]):
         """Validate ``raw`` into a typed instance (defaults applied), or return a ``validation``
         :class:`ToolError` naming the offending path. Never raises for bad input.
 
-        Text is read by :func:`bindloop.completion.parse_tool_call_arguments`, the one argument
-        reader (``""`` is ``{}``; ``NaN``, ``1e999`` and non-objects are refused), then validated
-        against ``args_type``."""
-        try:
-            if raw is None:
-                return msgspec.convert({}, type=self.args_type)
-            if isinstance(raw, (str, bytes)):
-                text = raw if isinstance(raw, str) else raw.decode("utf-8")
-                parsed = parse_tool_call_arguments(text)
-                if not isinstance(parsed, ParsedArguments):
-                    detail = getattr(parsed, "detail", "unsupported tool call")
-                    return ToolError(error=f"Invalid arguments for {self.name}: {detail}",
-                                     kind="validation")
-                return msgspec.convert(parsed.arguments, type=self.args_type)
-            return msgspec.json.decode(_JSON.encode(raw), type=self.args_type)
-        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-            return ToolError(error=f"Invalid arguments for {self.name}: {exc}", kind="validation")
-        except (TypeError, ValueError, OverflowError) as exc:  # non-UTF-8 bytes; a non-JSON Mapping
-            return ToolError(error=f"Invalid arguments for {self.name}: not JSON ({exc})",
+        ``raw`` is read by :func:`bindloop.completion.read_tool_arguments`, the one argument reader
+        (``""`` and ``None`` are ``{}``; ``NaN``, ``1e999``, non-UTF-8 bytes and non-objects are
+        refused), then validated against ``args_type``."""
+        parsed = read_tool_arguments(raw)
+        if not isinstance(parsed, ParsedArguments):
+            return ToolError(error=f"Invalid arguments for {self.name}: {parsed.detail}",
                              kind="validation")
+        try:
+            return msgspec.convert(parsed.arguments, type=self.args_type)
+        except msgspec.ValidationError as exc:
+            return ToolError(error=f"Invalid arguments for {self.name}: {exc}", kind="validation")
 
     async def execute(self, raw: RawArguments, ctx: CtxT) -> ToolOutcome:
         """Parse ``raw`` and run the tool with a typed instance.
@@ -131,7 +122,7 @@ def define_tool(
     """Define a tool from a msgspec Struct.
 
     ``args`` is the single source of truth: its JSON Schema (``msgspec.json.schema``, then
-    :func:`~bindloop.tools.sanitize_tool_schema`) is what the model sees, and the same type validates
+    :func:`~bindloop.schema.sanitize_tool_schema`) is what the model sees, and the same type validates
     what comes back — defaults, ``Meta`` constraints, optionals, unions, enums and nested Structs
     included. ``execute(args, ctx)`` receives a typed ``args`` instance and the host's context; it may
     be a plain or a coroutine function and must return a tool outcome.

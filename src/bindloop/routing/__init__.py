@@ -33,28 +33,30 @@ from ._executor import (
     RouteFailureReason as RouteFailureReason,
     RouteResult as RouteResult,
     RouteSuccess as RouteSuccess,
-    RouteUnavailableError as RouteUnavailableError,
     execute_route_plan as execute_route_plan,
 )
+from ._errors import RouteUnavailableError as RouteUnavailableError
 from ._failure import (
-    FAILURE_CATEGORIES as FAILURE_CATEGORIES,
     FAILURE_DISPOSITIONS as FAILURE_DISPOSITIONS,
-    AttemptError as AttemptError,
     AttemptTarget as AttemptTarget,
     BreakerEffect as BreakerEffect,
     DispositionAction as DispositionAction,
-    FailureCategory as FailureCategory,
     FailureDisposition as FailureDisposition,
     RouteCursor as RouteCursor,
     failure_disposition as failure_disposition,
 )
+from ._errors import (
+    FAILURE_CATEGORIES as FAILURE_CATEGORIES,
+    AttemptError as AttemptError,
+    FailureCategory as FailureCategory,
+)
 from ._ids import (
     CanonicalModelId as CanonicalModelId,
-    InvalidIdError as InvalidIdError,
     ProviderId as ProviderId,
     canonical_model_id as canonical_model_id,
     provider_id as provider_id,
 )
+from ._errors import InvalidIdError as InvalidIdError
 from ._plan import (
     Availability as Availability,
     OnlyPolicy as OnlyPolicy,
@@ -66,7 +68,6 @@ from ._plan import (
     RouteCandidate as RouteCandidate,
     RoutePlan as RoutePlan,
     RoutePlanBuild as RoutePlanBuild,
-    RoutePlanError as RoutePlanError,
     RoutePolicy as RoutePolicy,
     RouteRequirements as RouteRequirements,
     RouteSkip as RouteSkip,
@@ -80,6 +81,7 @@ from ._plan import (
     max_route_attempts as max_route_attempts,
     validate_route_plan as validate_route_plan,
 )
+from ._errors import RoutePlanError as RoutePlanError
 from ._retry_after import (
     clamp_retry_after_ms as clamp_retry_after_ms,
     parse_retry_after as parse_retry_after,

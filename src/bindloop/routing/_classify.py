@@ -19,7 +19,8 @@ import msgspec
 
 from ..errors import PortContractError, RunCancelledError, RunTimeoutError, is_prompt_too_long
 from ..signal import AbortSignal
-from ._failure import FAILURE_CATEGORIES, AttemptError, AttemptTarget, FailureCategory
+from ._failure import AttemptTarget
+from ._errors import FAILURE_CATEGORIES, AttemptError, FailureCategory
 from ._ids import ProviderId
 
 __all__ = (

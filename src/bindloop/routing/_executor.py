@@ -13,18 +13,14 @@ from typing import Generic, Literal, NoReturn, TypeAlias, TypeVar
 
 import msgspec
 
-from ..errors import PortContractError, ProviderError, UsageError
+from ..errors import PortContractError, UsageError
 from ..signal import AbortSignal
 from ._breaker import BreakerKey, CircuitBreaker
-from ._failure import (
-    AttemptError,
-    DispositionAction,
-    FailureCategory,
-    RouteCursor,
-    failure_disposition,
-)
+from ._failure import DispositionAction, RouteCursor, failure_disposition
+from ._errors import AttemptError, FailureCategory
 from ._ids import CanonicalModelId, ProviderId
 from ._plan import RouteCandidate, RoutePlan, validate_route_plan
+from ._errors import RouteUnavailableError
 
 __all__ = (
     "AttemptFailure",
@@ -37,7 +33,6 @@ __all__ = (
     "RouteFailureReason",
     "RouteResult",
     "RouteSuccess",
-    "RouteUnavailableError",
     "execute_route_plan",
 )
 
@@ -121,16 +116,6 @@ class RouteFailure(msgspec.Struct, frozen=True, kw_only=True):
 
 
 RouteResult: TypeAlias = RouteSuccess[T] | RouteFailure
-
-
-class RouteUnavailableError(ProviderError):
-    """No attempt failed, so there is no provider error to raise: the plan was empty, every circuit
-    was open, or the run was cancelled before the first call. ``reason`` is the
-    :class:`RouteFailure` reason."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"no route could be attempted: {reason}")
-        self.reason = reason
 
 
 async def execute_route_plan(

@@ -8,45 +8,24 @@ cannot reorder routing by accident.
 
 from __future__ import annotations
 
-import math
 from types import MappingProxyType
 from typing import Literal, TypeAlias, get_args
 
 import msgspec
 
-from ..errors import ProviderError, UsageError
+from ..errors import UsageError
+from ._errors import AttemptError, FailureCategory
 from ._ids import CanonicalModelId, ProviderId
 
 __all__ = (
-    "FAILURE_CATEGORIES",
     "FAILURE_DISPOSITIONS",
-    "AttemptError",
     "AttemptTarget",
     "BreakerEffect",
     "DispositionAction",
-    "FailureCategory",
     "FailureDisposition",
     "RouteCursor",
     "failure_disposition",
 )
-
-FailureCategory: TypeAlias = Literal[
-    "cancelled",             # the caller (or its deadline) stopped the work
-    "client_error",          # a bug on our side: an error the transport did not recognise
-    "invalid_request",       # the request itself is malformed; every provider would refuse it
-    "content_filter",        # the input was refused on policy grounds
-    "context_length",        # the prompt does not fit this model
-    "provider_bad_request",  # this provider rejects something another may accept
-    "auth",                  # the credential was refused
-    "model_not_found",       # this binding does not exist on the provider
-    "rate_limited",          # 429 / quota
-    "server_error",          # 5xx
-    "timeout",               # the request timed out at the transport
-    "connection",            # the connection failed or dropped
-    "stream_stall",          # a stream watchdog tore a stalled stream down
-    "response_defect",       # the provider answered with something unusable (bad JSON, empty turn)
-]
-FAILURE_CATEGORIES: frozenset[str] = frozenset(get_args(FailureCategory))
 
 DispositionAction: TypeAlias = Literal["retry", "traverse", "next_stage", "propagate"]
 BreakerEffect: TypeAlias = Literal["none", "record", "open"]
@@ -59,15 +38,20 @@ class FailureDisposition(msgspec.Struct, frozen=True, kw_only=True):
     behaves as ``traverse``); ``traverse`` moves to the next candidate, then the next stage;
     ``next_stage`` skips the rest of this stage; ``propagate`` stops and returns the failure.
     ``breaker``: ``none`` (the endpoint's health says nothing), ``record`` (count one failure),
-    ``open`` (open the circuit at once).
+    ``open`` (open the circuit at once). ``same_provider_retry``: whether the failure is transient
+    enough to call the *same* provider again before any output (``bindloop.agent.with_retry``
+    reads this column; routing's own ``retry`` action is for response defects).
     """
 
     action: DispositionAction
     breaker: BreakerEffect
+    same_provider_retry: bool = False
 
 
-def _d(action: DispositionAction, breaker: BreakerEffect) -> FailureDisposition:
-    return FailureDisposition(action=action, breaker=breaker)
+def _d(action: DispositionAction, breaker: BreakerEffect, *,
+       same_provider_retry: bool = False) -> FailureDisposition:
+    return FailureDisposition(action=action, breaker=breaker,
+                              same_provider_retry=same_provider_retry)
 
 
 FAILURE_DISPOSITIONS: MappingProxyType[str, FailureDisposition] = MappingProxyType({
@@ -79,11 +63,11 @@ FAILURE_DISPOSITIONS: MappingProxyType[str, FailureDisposition] = MappingProxyTy
     "provider_bad_request": _d("traverse", "none"),
     "auth": _d("traverse", "open"),
     "model_not_found": _d("traverse", "open"),
-    "rate_limited": _d("traverse", "record"),
-    "server_error": _d("traverse", "record"),
-    "timeout": _d("traverse", "record"),
-    "connection": _d("traverse", "record"),
-    "stream_stall": _d("traverse", "record"),
+    "rate_limited": _d("traverse", "record", same_provider_retry=True),
+    "server_error": _d("traverse", "record", same_provider_retry=True),
+    "timeout": _d("traverse", "record", same_provider_retry=True),
+    "connection": _d("traverse", "record", same_provider_retry=True),
+    "stream_stall": _d("traverse", "record", same_provider_retry=True),
     "response_defect": _d("retry", "none"),
 })
 """The disposition table (documented in docs/routing.md). Read-only."""
@@ -114,53 +98,14 @@ class AttemptTarget(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     duration_ms: float | None = None
 
 
-class AttemptError(ProviderError):
-    """One classified attempt failure: the facts routing decides on.
-
-    ``retry_after_ms`` is the upstream's request (already parsed; ``None`` if absent) and only ever
-    extends a breaker cooldown. ``cause`` is the original exception, also chained as ``__cause__``.
-    """
-
-    def __init__(
-        self,
-        category: FailureCategory,
-        target: AttemptTarget | None = None,
-        *,
-        status_code: int | None = None,
-        retry_after_ms: float | None = None,
-        cause: BaseException | None = None,
-        message: str | None = None,
-    ) -> None:
-        if category not in FAILURE_CATEGORIES:
-            raise UsageError(f"unknown failure category {category!r}")
-        if retry_after_ms is not None and (
-            isinstance(retry_after_ms, bool)
-            or not isinstance(retry_after_ms, (int, float))
-            or not math.isfinite(retry_after_ms)
-            or retry_after_ms < 0
-        ):
-            raise UsageError(f"retry_after_ms must be a finite number >= 0, got {retry_after_ms!r}")
-        where = "" if target is None else f" from {target.provider_id}/{target.provider_invocation_model}"
-        status = "" if status_code is None else f" (HTTP {status_code})"
-        detail = message if message is not None else (str(cause) if cause is not None else "")
-        super().__init__(f"{category}{status}{where}" + (f": {detail}" if detail else ""))
-        self.category: FailureCategory = category
-        self.target = target
-        self.status_code = status_code
-        self.retry_after_ms = None if retry_after_ms is None else float(retry_after_ms)
-        self.cause = cause
-        if cause is not None:
-            self.__cause__ = cause
-
-
 def failure_disposition(
     failure: AttemptError | FailureCategory, *, produced_output: bool = False
 ) -> FailureDisposition:
     """Look ``failure``'s category up in :data:`FAILURE_DISPOSITIONS`.
 
     ``produced_output=True`` (the attempt already showed the user something it cannot take back)
-    clamps the action to ``propagate`` but keeps the breaker effect: the endpoint's health is the same
-    fact either way.
+    clamps the action to ``propagate`` (and ``same_provider_retry`` to false) but keeps the breaker
+    effect: the endpoint's health is the same fact either way.
     """
     category = failure.category if isinstance(failure, AttemptError) else failure
     try:

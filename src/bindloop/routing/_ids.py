@@ -10,11 +10,10 @@ from __future__ import annotations
 import re
 from typing import NewType
 
-from ..errors import UsageError
+from ._errors import InvalidIdError
 
 __all__ = (
     "CanonicalModelId",
-    "InvalidIdError",
     "ProviderId",
     "canonical_model_id",
     "provider_id",
@@ -31,15 +30,6 @@ _MAX_LEN = 200
 # (``llama-3.1-8b``, ``gpt-example:free``); no whitespace, no second slash.
 _MODEL_RE = re.compile(r"[a-z0-9][a-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._:+-]*")
 _PROVIDER_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
-
-
-class InvalidIdError(UsageError):
-    """A model or provider id did not match its documented grammar."""
-
-    def __init__(self, kind: str, value: object, rule: str) -> None:
-        super().__init__(f"invalid {kind} {value!r}: {rule}")
-        self.kind = kind
-        self.value = value
 
 
 def canonical_model_id(value: object) -> CanonicalModelId:

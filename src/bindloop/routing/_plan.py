@@ -16,6 +16,7 @@ import msgspec
 
 from ..errors import PortContractError, UsageError
 from ._ids import CanonicalModelId, ProviderId, canonical_model_id, provider_id
+from ._errors import RoutePlanError
 
 __all__ = (
     "Availability",
@@ -28,7 +29,6 @@ __all__ = (
     "RouteCandidate",
     "RoutePlan",
     "RoutePlanBuild",
-    "RoutePlanError",
     "RoutePolicy",
     "RouteRequirements",
     "RouteSkip",
@@ -42,10 +42,6 @@ __all__ = (
     "max_route_attempts",
     "validate_route_plan",
 )
-
-
-class RoutePlanError(UsageError):
-    """A plan is inconsistent with its own policies or bounds (hand-built or tampered with)."""
 
 
 class RouteRequirements(msgspec.Struct, frozen=True, kw_only=True):

@@ -2,11 +2,11 @@
 coalesced heartbeats, and pooled tool batches. See docs/run.md."""
 
 from ._canonical_json import (
-    CanonicalJsonError as CanonicalJsonError,
     canonical_json as canonical_json,
     canonical_json_bytes as canonical_json_bytes,
     format_number as format_number,
 )
+from ._errors import CanonicalJsonError as CanonicalJsonError
 from ._deadline import (
     RunDeadline as RunDeadline,
     RunFailureStatus as RunFailureStatus,

@@ -13,19 +13,22 @@ def _encodable(text: str) -> str:
 
 
 class CheckpointFormatError(UsageError):
-    """A stored checkpoint could not be read: wrong shape, a wrong type, or an impossible state.
+    """A stored document could not be read: wrong version, shape or type, or an impossible state.
+    The one format error for saved runs: a loop checkpoint (``document="checkpoint"``) and an agent
+    snapshot or trace (``document="snapshot"``) alike.
 
     ``field`` is the dotted path of the offending field (``"stats.turns"``, ``"messages[3].role"``,
-    ``""`` for the document itself); the message starts with it.
+    ``""`` for the document itself); the message starts with it (or with ``document``).
     """
 
-    def __init__(self, field: str, problem: str) -> None:
+    def __init__(self, field: str, problem: str, *, document: str = "checkpoint") -> None:
         # Stored text may hold lone surrogates; the message must stay encodable (a UTF-8 log
         # handler would raise on it), so such characters are kept as backslash escapes.
         field, problem = _encodable(field), _encodable(problem)
-        super().__init__(f"{field or 'checkpoint'}: {problem}")
+        super().__init__(f"{field or document}: {problem}")
         self.field = field
         self.problem = problem
+        self.document = document
 
 
 class UnsupportedCheckpointVersionError(CheckpointFormatError):

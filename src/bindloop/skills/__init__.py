@@ -32,11 +32,11 @@ from ._discovery import (
 )
 from ._markdown import (
     ParsedSkillMarkdown as ParsedSkillMarkdown,
-    SkillFormatError as SkillFormatError,
     YamlPort as YamlPort,
     parse_skill_markdown as parse_skill_markdown,
     serialize_skill_markdown as serialize_skill_markdown,
 )
+from ._errors import SkillFormatError as SkillFormatError
 from ._model import (
     PLATFORM_PREFIX as PLATFORM_PREFIX,
     ResolvedSkill as ResolvedSkill,

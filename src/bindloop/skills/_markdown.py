@@ -10,10 +10,10 @@ import msgspec
 
 from ..errors import PortContractError, UsageError
 from ._model import SkillSpec
+from ._errors import SkillFormatError
 
 __all__ = (
     "ParsedSkillMarkdown",
-    "SkillFormatError",
     "YamlPort",
     "parse_skill_markdown",
     "serialize_skill_markdown",
@@ -26,11 +26,6 @@ class YamlPort(Protocol):
     def parse(self, text: str) -> Any: ...
 
     def stringify(self, value: Mapping[str, Any]) -> str: ...
-
-
-class SkillFormatError(UsageError):
-    """A SKILL.md that cannot be read: its frontmatter is not YAML (even after repair) or not a
-    mapping, or it has no description."""
 
 
 class ParsedSkillMarkdown(msgspec.Struct, frozen=True, kw_only=True):

@@ -19,13 +19,13 @@ from ._stream_model import (
 )
 from ._script import (
     ScriptedModel as ScriptedModel,
-    ScriptExhaustedError as ScriptExhaustedError,
     final_answer as final_answer,
     fresh_state as fresh_state,
     scripted_model as scripted_model,
     tool_call as tool_call,
     tool_call_turn as tool_call_turn,
 )
+from ._errors import ScriptExhaustedError as ScriptExhaustedError
 
 __all__ = (
     "InMemoryReceiptStore",

@@ -18,9 +18,9 @@ from ..contracts import (
 )
 from ..errors import UsageError
 from ..loop import ToolLoopState
+from ._errors import ScriptExhaustedError
 
 __all__ = (
-    "ScriptExhaustedError",
     "ScriptedModel",
     "final_answer",
     "fresh_state",
@@ -30,11 +30,6 @@ __all__ = (
 )
 
 _JSON = msgspec.json.Encoder()
-
-
-class ScriptExhaustedError(UsageError):
-    """The loop asked a scripted model for more turns than the script has. Raised rather than
-    answering with an empty turn, so a test cannot pass while describing a run that never happened."""
 
 
 def tool_call(name: str, args: Mapping[str, Any] | None = None, *, id: str = "") -> ToolCall:

@@ -11,7 +11,8 @@ import msgspec
 from ..completion import StreamEvent, TextEvent
 from ..contracts import Message, ModelTurnResult, TurnUsage
 from ..errors import UsageError
-from ._script import ScriptExhaustedError, ScriptedModel
+from ._script import ScriptedModel
+from ._errors import ScriptExhaustedError
 
 __all__ = ("ScriptedStreamModel", "StreamRequest", "scripted_stream_model")
 

@@ -18,10 +18,10 @@ from ._pairing import (
     LOST_TOOL_RESULT_ERROR as LOST_TOOL_RESULT_ERROR,
     PairingRepair as PairingRepair,
     RepairKind as RepairKind,
-    ToolPairingError as ToolPairingError,
     ensure_tool_result_pairing as ensure_tool_result_pairing,
     lost_result_placeholder as lost_result_placeholder,
 )
+from ._errors import ToolPairingError as ToolPairingError
 from ._reasoning import (
     REASONING_TARGETS as REASONING_TARGETS,
     ReasoningTarget as ReasoningTarget,

@@ -19,14 +19,13 @@ from typing import Final, Literal, TypeAlias
 import msgspec
 
 from ..contracts import AssistantMessage, Message, ToolCall, ToolMessage, tool_error_message
-from ..errors import TranscriptFormatError
 from ._common import Rewriter
+from ._errors import ToolPairingError
 
 __all__ = (
     "LOST_TOOL_RESULT_ERROR",
     "PairingRepair",
     "RepairKind",
-    "ToolPairingError",
     "ensure_tool_result_pairing",
     "lost_result_placeholder",
 )
@@ -64,19 +63,6 @@ class PairingRepair(msgspec.Struct, frozen=True, kw_only=True):
     kind: RepairKind
     tool_call_id: str
     index: int
-
-
-class ToolPairingError(TranscriptFormatError):
-    """Raised by ``ensure_tool_result_pairing(strict=True)`` instead of repairing. ``repairs`` lists
-    every violation found, in transcript order."""
-
-    def __init__(self, repairs: tuple[PairingRepair, ...]) -> None:
-        first = repairs[0]
-        super().__init__(
-            f"transcript breaks tool-call pairing: {len(repairs)} violation(s), first "
-            f"{first.kind} for tool call {first.tool_call_id!r} at message {first.index}"
-        )
-        self.repairs = repairs
 
 
 def lost_result_placeholder(call: ToolCall) -> ToolMessage:

@@ -25,7 +25,7 @@ from ..contracts._codec import (  # the codec's rules, with the wire's error typ
 )
 from ..errors import TranscriptFormatError
 from ..routing import neutral_status_category, retry_after_ms_from_headers
-from ..tools import sanitize_tool_schema
+from ..schema import sanitize_tool_schema
 from ..transcript import ReasoningTarget, sanitize_history_for_provider
 from ._errors import (
     ProviderHttpError,

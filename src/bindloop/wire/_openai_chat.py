@@ -147,7 +147,7 @@ class OpenAIChatAdapter:
 
     ``max_tokens_field`` picks ``max_completion_tokens`` (OpenAI today) or the older ``max_tokens``
     many compatible servers still want; ``sanitize_schemas`` passes tool schemas through
-    :func:`~bindloop.tools.sanitize_tool_schema` (strict mode rejects the whole request otherwise).
+    :func:`~bindloop.schema.sanitize_tool_schema` (strict mode rejects the whole request otherwise).
     """
 
     __slots__ = ("_max_tokens_field", "_sanitize")

@@ -1,4 +1,4 @@
-"""The strict-provider JSON Schema sanitizer.
+"""The tool target of the one schema rewriter: a tool's parameter schema for strict providers.
 
 Strict validators (OpenAI strict mode, Gemini, Grok) reject the whole request — every tool — on the
 first schema construct they do not accept. This walk rewrites a tool's parameter schema into the subset
@@ -8,26 +8,28 @@ The walk is keyword-aware: a property *named* ``properties``, ``type`` or ``requ
 a keyword. It is bounded: nesting depth and the number of nodes emitted (which ``$ref`` inlining can
 multiply) are capped, and a cycle of Python objects is detected, so hostile input ends in a
 :class:`SchemaSanitizeError` rather than a ``RecursionError`` or an exponential blow-up.
+
+Negated and conditional subschemas (``not``, ``if`` with its ``then`` / ``else``) are kept only when
+every rewrite inside them is exact: a rewrite that widens or narrows a positive schema inverts or
+scrambles under ``not`` / ``if`` (``not: {required: [a]}`` with the ``required`` dropped — strict
+providers refuse a ``required`` that names no property of its own node — would become ``not: {}``,
+which nothing satisfies). Anything inexact there goes to the policy instead.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from enum import Enum
 from typing import Literal
 
-import msgspec
-
-from ._report import SanitizedSchema, SchemaChange, SchemaChangeKind, SchemaSanitizeError
+from ._errors import SchemaSanitizeError
+from ._json import JSON_TYPES, escape, join_or, json_type_of, render_values, type_ok
+from ._report import SanitizedSchema, SchemaPolicy
+from ._walk import BoundedWalk
 
 __all__ = ("RefMode", "sanitize_tool_schema", "sanitize_tool_schema_report")
 
 RefMode = Literal["inline", "keep"]
-
-JSON_TYPES: frozenset[str] = frozenset(
-    {"string", "number", "integer", "boolean", "object", "array", "null"}
-)
 
 # Keywords that describe a value rather than constrain its type. On a nullable union they stay on the
 # wrapper, outside both branches; every other keyword belongs to the typed branch.
@@ -37,17 +39,23 @@ ANNOTATIONS: frozenset[str] = frozenset(
 )
 
 _SCHEMA_MAPS = ("properties", "patternProperties", "dependentSchemas")
-_SCHEMA_SINGLES = ("not", "contains", "propertyNames", "if", "then", "else", "additionalItems",
-                   "unevaluatedItems", "unevaluatedProperties")
+_SCHEMA_SINGLES = ("contains", "propertyNames", "additionalItems", "unevaluatedItems",
+                   "unevaluatedProperties")
+# Kept only when every rewrite inside them is exact (see the module docstring).
+_CONDITIONALS = (("not",), ("if", "then", "else"))
 # Slots where ``false`` means "nothing more" rather than "nothing at all": strict providers refuse a
 # boolean schema, so the ``false`` is dropped (bounded by ``maxItems`` where that is exact).
 _CLOSING_SLOTS = frozenset({"additionalItems", "unevaluatedItems", "unevaluatedProperties"})
 _COMPOSITIONS = ("anyOf", "oneOf", "allOf")
 _HANDLED = frozenset({"type", "enum", "const", "nullable", "required", "description", "$ref",
                       "$schema", "$defs", "definitions", "items", "prefixItems",
-                      "additionalProperties", *_SCHEMA_MAPS, *_SCHEMA_SINGLES, *_COMPOSITIONS})
-
-_NOTE_ENCODER = msgspec.json.Encoder(order="sorted")
+                      "additionalProperties", "not", "if", "then", "else", *_SCHEMA_MAPS,
+                      *_SCHEMA_SINGLES, *_COMPOSITIONS})
+# Rewrites that keep the accepted set exactly: the only ones allowed inside ``not`` / ``if``.
+_EXACT = frozenset({"schema_keyword_removed", "type_array_scalar", "nullable_union",
+                    "nullable_unsatisfiable", "type_inferred", "enum_values_filtered",
+                    "boolean_schema", "ref_inlined", "defs_removed", "tuple_items_unified",
+                    "closed_items_bounded"})
 
 
 class _Ctx(Enum):
@@ -64,6 +72,7 @@ def sanitize_tool_schema(
     schema: Mapping[str, object] | bool,
     *,
     refs: RefMode = "inline",
+    policy: SchemaPolicy = "drop",
     max_depth: int = 64,
     max_nodes: int = 10_000,
 ) -> dict[str, object]:
@@ -76,9 +85,11 @@ def sanitize_tool_schema(
     ------
     SchemaSanitizeError
         For input that cannot be fixed without guessing (see that class).
+    UnsupportedSchemaError
+        With ``policy="refuse"``, for a ``not`` / ``if`` that cannot be kept exactly.
     """
     return sanitize_tool_schema_report(
-        schema, refs=refs, max_depth=max_depth, max_nodes=max_nodes
+        schema, refs=refs, policy=policy, max_depth=max_depth, max_nodes=max_nodes
     ).schema
 
 
@@ -86,6 +97,7 @@ def sanitize_tool_schema_report(
     schema: Mapping[str, object] | bool,
     *,
     refs: RefMode = "inline",
+    policy: SchemaPolicy = "drop",
     max_depth: int = 64,
     max_nodes: int = 10_000,
 ) -> SanitizedSchema:
@@ -121,85 +133,23 @@ def sanitize_tool_schema_report(
       a ``$ref`` at the root is still inlined, since the root must be an object.
     - The root gets ``type: "object"`` and ``properties: {}`` when it has neither, and must be an
       object schema.
+    - ``not`` and ``if`` / ``then`` / ``else`` stay only when every rewrite inside them is exact;
+      otherwise ``policy`` decides:
+      ``"drop"`` (the default) removes them, ``"describe"`` writes them into the description,
+      ``"refuse"`` raises. Unknown keywords (``dependentRequired``, bounds, ``format``, ...) are
+      kept as they are.
     """
-    if max_depth < 1 or max_nodes < 1:
-        raise ValueError("max_depth and max_nodes must be positive")
-    walker = _Walker(schema, refs=refs, max_depth=max_depth, max_nodes=max_nodes)
+    walker = _Walker(schema, refs=refs, policy=policy, max_depth=max_depth, max_nodes=max_nodes)
     result = walker.node(schema, "", 0, _Ctx.ROOT, frozenset())
     return SanitizedSchema(schema=result, changes=tuple(walker.changes))
 
 
-class _Walker:
-    def __init__(self, root: object, *, refs: RefMode, max_depth: int, max_nodes: int) -> None:
-        self.root = root
+class _Walker(BoundedWalk):
+    def __init__(self, root: object, *, refs: RefMode, policy: SchemaPolicy, max_depth: int,
+                 max_nodes: int) -> None:
+        super().__init__(root, policy=policy, max_depth=max_depth, max_nodes=max_nodes)
         self.refs = refs
-        self.max_depth = max_depth
-        self.max_nodes = max_nodes
-        self.nodes = 0
-        self.changes: list[SchemaChange] = []
         self.ref_stack: list[str] = []
-        self.active: set[int] = set()  # ids of the Python containers on the current path
-
-    # -- bookkeeping -------------------------------------------------------------------------
-
-    def note(self, path: str, kind: SchemaChangeKind) -> None:
-        self.changes.append(SchemaChange(path=path, kind=kind))
-
-    def enter(self, value: object, path: str, depth: int) -> None:
-        if depth > self.max_depth:
-            raise SchemaSanitizeError(f"schema nests deeper than {self.max_depth} levels", path=path)
-        self.nodes += 1
-        if self.nodes > self.max_nodes:
-            raise SchemaSanitizeError(
-                f"schema expands to more than {self.max_nodes} nodes (check $ref fan-out)", path=path
-            )
-        if id(value) in self.active:
-            raise SchemaSanitizeError("schema contains a cycle of objects", path=path)
-
-    def copy_json(self, value: object, path: str, depth: int) -> object:
-        """A bounded deep copy of a plain JSON value (enum members, defaults, unknown keywords)."""
-        if value is None or isinstance(value, (str, bool, int)):
-            return value
-        if isinstance(value, float):
-            if not math.isfinite(value):
-                raise SchemaSanitizeError("schema contains a non-finite number", path=path)
-            return value
-        if isinstance(value, (Mapping, list, tuple)):
-            self.enter(value, path, depth)
-            self.active.add(id(value))
-            try:
-                if isinstance(value, Mapping):
-                    out: dict[str, object] = {}
-                    for key, item in value.items():
-                        if not isinstance(key, str):
-                            raise SchemaSanitizeError("object key is not a string", path=path)
-                        out[key] = self.copy_json(item, f"{path}/{_escape(key)}", depth + 1)
-                    return out
-                return [self.copy_json(item, f"{path}/{i}", depth + 1)
-                        for i, item in enumerate(value)]
-            finally:
-                self.active.discard(id(value))
-        raise SchemaSanitizeError(f"not a JSON value: {type(value).__name__}", path=path)
-
-    # -- references --------------------------------------------------------------------------
-
-    def resolve(self, ref: object, path: str) -> object:
-        if not isinstance(ref, str) or not ref.startswith("#"):
-            raise SchemaSanitizeError(f"only local $ref pointers are supported, got {ref!r}",
-                                      path=path)
-        pointer = ref[1:]
-        if pointer and not pointer.startswith("/"):
-            raise SchemaSanitizeError(f"$ref anchors are not supported: {ref!r}", path=path)
-        target: object = self.root
-        for raw_token in pointer.split("/")[1:]:
-            token = raw_token.replace("~1", "/").replace("~0", "~")
-            if isinstance(target, Mapping) and token in target:
-                target = target[token]
-            elif isinstance(target, (list, tuple)) and token.isdigit() and int(token) < len(target):
-                target = target[int(token)]
-            else:
-                raise SchemaSanitizeError(f"$ref does not resolve: {ref!r}", path=path)
-        return target
 
     def keeps(self, ref: object) -> bool:
         return (self.refs == "keep" and isinstance(ref, str)
@@ -282,7 +232,7 @@ class _Walker:
         for key, value in raw.items():
             if not isinstance(key, str):
                 raise SchemaSanitizeError("schema key is not a string", path=path)
-            sub = f"{path}/{_escape(key)}"
+            sub = f"{path}/{escape(key)}"
             if key in _HANDLED:
                 continue
             out[key] = self.copy_json(value, sub, depth + 1)
@@ -300,7 +250,7 @@ class _Walker:
                 if not isinstance(defs, Mapping):
                     raise SchemaSanitizeError(f"{defs_key} must be an object", path=path)
                 out[defs_key] = {
-                    name: self.node(d, f"{path}/{defs_key}/{_escape(str(name))}", depth + 1,
+                    name: self.node(d, f"{path}/{defs_key}/{escape(str(name))}", depth + 1,
                                     _Ctx.NESTED, frozenset())
                     for name, d in defs.items()
                 }
@@ -314,7 +264,7 @@ class _Walker:
             if not isinstance(mapping, Mapping):
                 raise SchemaSanitizeError(f"{key} must be an object", path=f"{path}/{key}")
             out[key] = {
-                name: self.node(sub, f"{path}/{key}/{_escape(str(name))}", depth + 1,
+                name: self.node(sub, f"{path}/{key}/{escape(str(name))}", depth + 1,
                                 _Ctx.NESTED, frozenset())
                 for name, sub in mapping.items()
             }
@@ -326,6 +276,8 @@ class _Walker:
                 self.note(f"{path}/{key}", "false_schema_dropped")
                 continue
             out[key] = self.node(raw[key], f"{path}/{key}", depth + 1, _Ctx.NESTED, frozenset())
+        for group in _CONDITIONALS:
+            self.conditional({k: raw[k] for k in group if k in raw}, out, path, depth, notes)
         if "additionalProperties" in raw:
             extra = raw["additionalProperties"]
             if extra is False and ctx is not _Ctx.ROOT:
@@ -384,6 +336,23 @@ class _Walker:
             wrapper.update((k, v) for k, v in out.items() if k in ANNOTATIONS)
             return wrapper
         return out
+
+    def conditional(self, present: dict[str, object], out: dict[str, object], path: str,
+                    depth: int, notes: list[str]) -> None:
+        """Keep ``not`` (or the ``if`` / ``then`` / ``else`` group) when every rewrite inside is
+        exact; hand it to the policy otherwise (an inexact rewrite inverts under ``not`` and
+        scrambles which branch an ``if`` picks)."""
+        if not present:
+            return
+        mark = len(self.changes)
+        kept = {key: self.node(sub, f"{path}/{key}", depth + 1, _Ctx.NESTED, frozenset())
+                for key, sub in present.items()}
+        if all(change.kind in _EXACT for change in self.changes[mark:]):
+            out.update(kept)
+            return
+        del self.changes[mark:]
+        self.unsupported(present, path, depth, "cannot be kept exactly for a strict provider "
+                         "(a rewrite inside would change which values it accepts)", notes)
 
     def array_items(self, raw: Mapping[str, object], out: dict[str, object], path: str,
                     depth: int, notes: list[str]) -> str | None:
@@ -485,7 +454,7 @@ class _Walker:
         if len(non_null) > 1:
             chosen = non_null[0]
             self.note(f"{path}/type", "multi_type_collapsed")
-            notes.append(f"Accepts {_join_or(non_null)}.")
+            notes.append(f"Accepts {join_or(non_null)}.")
         elif non_null:
             chosen = non_null[0]
         elif nullable:
@@ -502,7 +471,7 @@ class _Walker:
 
         if enum is not None:
             values = [self.copy_json(v, f"{path}/enum/{i}", depth + 1) for i, v in enumerate(enum)]
-            matching = [v for v in values if chosen is None or _matches(v, chosen)]
+            matching = [v for v in values if chosen is None or type_ok(v, chosen)]
             if chosen == "string" or (chosen is None and all(isinstance(v, str) for v in values)):
                 # ``None`` routed to the null branch is not a loss; anything else dropped is
                 # unreachable under the settled type (a tightening, never a widening).
@@ -515,7 +484,7 @@ class _Walker:
                     self.note(f"{path}/enum", "enum_dropped_empty")
             elif matching:
                 self.note(f"{path}/enum", "enum_moved_to_description")
-                notes.append(f"Allowed values: {_render_values(matching)}.")
+                notes.append(f"Allowed values: {render_values(matching)}.")
             else:
                 self.note(f"{path}/enum", "enum_dropped_empty")
         if has_const and const is None and "null" not in types:
@@ -528,7 +497,7 @@ class _Walker:
                 out["const"] = const
             else:
                 self.note(f"{path}/const", "const_moved_to_description")
-                notes.append(f"Must be {_render_values([const])}.")
+                notes.append(f"Must be {render_values([const])}.")
         return nullable
 
     def finish_root(self, out: dict[str, object], path: str) -> None:
@@ -568,10 +537,6 @@ def _join_positions(branches: list[dict[str, object]]) -> str:
     return ", ".join(f"{i}. {shape(b)}" for i, b in enumerate(branches, start=1))
 
 
-def _escape(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
-
-
 def _property_names(raw: Mapping[str, object], path: str) -> frozenset[str]:
     props = raw.get("properties")
     if props is None:
@@ -605,41 +570,7 @@ def _declared_types(raw: Mapping[str, object], path: str) -> list[str] | None:
 
 
 def _json_type(value: object, path: str) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, Mapping):
-        return "object"
-    if isinstance(value, (list, tuple)):
-        return "array"
-    raise SchemaSanitizeError(f"not a JSON value: {type(value).__name__}", path=path)
-
-
-def _matches(value: object, kind: str) -> bool:
-    if kind == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind == "integer":
-        return (isinstance(value, int) and not isinstance(value, bool)) or (
-            isinstance(value, float) and value.is_integer()
-        )
-    return _json_type(value, "") == kind
-
-
-def _join_or(names: list[str]) -> str:
-    if len(names) == 1:
-        return names[0]
-    return ", ".join(names[:-1]) + " or " + names[-1]
-
-
-def _render_values(values: list[object]) -> str:
-    try:
-        return ", ".join(_NOTE_ENCODER.encode(v).decode() for v in values)
-    except (TypeError, ValueError, OverflowError):
-        return ", ".join(repr(v) for v in values)
+    kind = json_type_of(value)
+    if kind is None:
+        raise SchemaSanitizeError(f"not a JSON value: {type(value).__name__}", path=path)
+    return kind

@@ -1,5 +1,5 @@
-"""What the sanitizer changed: one record per rewrite, so a host can log it and a test can reason
-about which rewrites may widen the set of accepted values."""
+"""What a rewrite changed: one record per rewrite, so a host can log it and a test can reason about
+which rewrites may widen the set of accepted values; and the policy for what a target cannot carry."""
 
 from __future__ import annotations
 
@@ -7,15 +7,20 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-from ..errors import UsageError
-
 __all__ = (
     "RELAXING_CHANGES",
     "SanitizedSchema",
     "SchemaChange",
     "SchemaChangeKind",
-    "SchemaSanitizeError",
+    "SchemaPolicy",
 )
+
+SchemaPolicy: TypeAlias = Literal["drop", "describe", "refuse"]
+"""What a rewrite does with a construct its target cannot carry exactly: ``"drop"`` removes it
+(reported as ``keyword_dropped``), ``"describe"`` removes it and writes it into the node's
+``description`` for the model to read (``keyword_described``), ``"refuse"`` raises
+:class:`~bindloop.schema.UnsupportedSchemaError` naming the path and keyword. Either way the
+original schema is what a validator checks values against, so nothing dropped goes unenforced."""
 
 SchemaChangeKind: TypeAlias = Literal[
     "schema_keyword_removed",
@@ -44,6 +49,8 @@ SchemaChangeKind: TypeAlias = Literal[
     "tuple_positions_merged",
     "closed_items_bounded",
     "false_schema_dropped",
+    "keyword_dropped",
+    "keyword_described",
 ]
 
 RELAXING_CHANGES: frozenset[str] = frozenset(
@@ -62,6 +69,10 @@ RELAXING_CHANGES: frozenset[str] = frozenset(
         "ref_siblings_override",
         "tuple_positions_merged",  # each position now accepts any position's schema
         "false_schema_dropped",  # the slot no longer refuses extra items / properties
+        # a construct the target cannot carry exactly, removed by the policy (``describe`` leaves
+        # it for the model to read, but no schema validator sees it any more)
+        "keyword_dropped",
+        "keyword_described",
     }
 )
 
@@ -89,16 +100,3 @@ class SanitizedSchema(msgspec.Struct, frozen=True, kw_only=True):
     def relaxed(self) -> bool:
         """True when some rewrite may admit values the original refused (see :data:`RELAXING_CHANGES`)."""
         return any(change.relaxes for change in self.changes)
-
-
-class SchemaSanitizeError(UsageError):
-    """The input cannot be turned into a schema a strict provider accepts without guessing: it is not
-    a JSON Schema object, it nests deeper (or expands larger) than the configured bound, it contains a
-    cycle of Python objects, an unresolvable or external ``$ref``, or an unknown type name.
-
-    ``path`` is a JSON Pointer to the offending node; drop or fix that one tool rather than the list.
-    """
-
-    def __init__(self, message: str, *, path: str) -> None:
-        super().__init__(f"{message} (at {path or '/'})")
-        self.path = path

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tools_schema_strategies import tool_schemas, values_for
 from tools_strict_subset import violations
 
-from bindloop.tools import SchemaSanitizeError, sanitize_tool_schema, sanitize_tool_schema_report
+from bindloop.schema import SchemaSanitizeError, sanitize_tool_schema, sanitize_tool_schema_report
 
 SETTINGS = settings(max_examples=150, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from bindloop.errors import UsageError
-from bindloop.tools import (
+from bindloop.schema import (
     RELAXING_CHANGES,
     SchemaSanitizeError,
     sanitize_tool_schema,
@@ -290,7 +290,7 @@ def test_any_of_of_plain_scalar_types_passes_through_while_a_type_array_collapse
 def test_a_sibling_overriding_a_ref_target_keyword_is_recorded_as_relaxing() -> None:
     """Found by Hypothesis: ``type: string`` beside a ``$ref`` to an object schema is unsatisfiable
     in JSON Schema 2020-12 (both apply) but accepts strings once inlined (the sibling wins)."""
-    from bindloop.tools import sanitize_tool_schema_report
+    from bindloop.schema import sanitize_tool_schema_report
 
     schema = {"type": "object", "properties": {"a": {"type": "string", "$ref": "#/$defs/A"}},
               "$defs": {"A": {"type": "object", "properties": {}}}}

@@ -1,0 +1,125 @@
+"""No import circle in src/bindloop: neither between modules at run time nor between packages once
+the imports made only for type checkers are counted too (``errors`` imports nothing of bindloop)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = SRC / "bindloop"
+
+
+def _modules() -> dict[str, tuple[Path, bool]]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        if is_package:
+            parts.pop()
+        out[".".join(parts)] = (path, is_package)
+    return out
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(modules: Mapping[str, tuple[Path, bool]], *,
+             typing_too: bool) -> dict[str, set[str]]:
+    """Module-level imports of each module (function bodies excluded: they run later)."""
+    graph: dict[str, set[str]] = {}
+    for name, (path, is_package) in modules.items():
+        edges: set[str] = set()
+
+        def visit(body: Iterable[ast.stmt], module: str = name, pkg: bool = is_package,
+                  found: set[str] = edges) -> None:
+            for node in body:
+                if isinstance(node, ast.If):
+                    if typing_too or not _is_type_checking(node.test):
+                        visit(node.body)
+                    visit(node.orelse)
+                elif isinstance(node, ast.Try):
+                    visit(node.body)
+                elif isinstance(node, ast.Import):
+                    found.update(a.name for a in node.names if a.name in modules)
+                elif isinstance(node, ast.ImportFrom):
+                    if node.level:
+                        base = module.split(".") if pkg else module.split(".")[:-1]
+                        base = base[:len(base) - node.level + 1]
+                        target = ".".join(base + ([node.module] if node.module else []))
+                    else:
+                        target = node.module or ""
+                    for alias in node.names:
+                        sub = f"{target}.{alias.name}"
+                        found.add(sub if sub in modules else target)
+
+        visit(ast.parse(path.read_text()).body)
+        graph[name] = {e for e in edges if e in modules and e != name}
+    return graph
+
+
+def _cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one member (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def _package(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_module_import_circle_at_run_time() -> None:
+    assert _cycles(_imports(_modules(), typing_too=False)) == []
+
+
+def test_no_package_import_circle_counting_type_checking_imports() -> None:
+    graph = _imports(_modules(), typing_too=True)
+    packages: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        packages.setdefault(_package(module), set()).update(
+            _package(t) for t in targets if _package(t) != _package(module))
+    assert _cycles(packages) == []
+
+
+def test_the_checker_sees_a_circle() -> None:
+    # The check itself: a package pair that imports each other is found.
+    assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
