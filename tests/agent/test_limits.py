@@ -157,7 +157,7 @@ def _http(status: int, category: str, retry_after_ms: float | None = None) -> Pr
 async def test_retry_retries_transient_failures_with_backoff_and_retry_after() -> None:
     t = FakeTime()
     script = scripted_stream_model([
-        _http(429, "rate_limited", retry_after_ms=120_000.0),  # clamped to max_delay
+        _http(429, "rate_limited", retry_after_ms=2_000.0),
         _http(503, "server_error"),
         TransportError("reset"),
         final_answer("ok"),
@@ -166,9 +166,20 @@ async def test_retry_retries_transient_failures_with_backoff_and_retry_after() -
                                               random=lambda: 0.5, sleep=t.sleep)])
     events = await _drain(model)
     assert any(isinstance(e, TextEvent) for e in events)
-    # 1: Retry-After clamped; 2: 200 ms base -> 150 with jitter 0.5; 3: 400 -> 300.
-    assert t.sleeps == [5.0, 0.15, 0.3]
+    # 1: the Retry-After itself; 2: 200 ms base -> 150 with jitter 0.5; 3: 400 -> 300.
+    assert t.sleeps == [2.0, 0.15, 0.3]
     assert script.position == 4
+
+
+async def test_retry_never_calls_before_a_retry_after_longer_than_it_waits() -> None:
+    # The provider asked for two minutes; waiting five seconds and knocking again would only
+    # earn another 429, so the error is the caller's at once (a route would fall back).
+    t = FakeTime()
+    script = scripted_stream_model([_http(429, "rate_limited", retry_after_ms=120_000.0),
+                                    final_answer("too early")])
+    with pytest.raises(ProviderHttpError, match="rate_limited"):
+        await _drain(augment_model(script, [with_retry(max_delay_ms=5_000, sleep=t.sleep)]))
+    assert t.sleeps == [] and script.position == 1
 
 
 async def test_retry_gives_up_on_permanent_errors_and_after_max_attempts() -> None:

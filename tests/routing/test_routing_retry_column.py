@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bindloop.agent import is_retryable
+from bindloop.wire import is_retryable
 from bindloop.completion import StreamStall, StreamStalledError
 from bindloop.routing import FAILURE_CATEGORIES, FAILURE_DISPOSITIONS, failure_disposition
 from bindloop.wire import IncompleteStreamError, ProviderHttpError, TransportError

@@ -209,7 +209,7 @@ def test_log_records_name_the_request_and_never_a_credential(
         model = ModelAdapter(create_wire_adapter("openai_chat"),
                              HttpxTransport(srv.base_url("logs") + f"?key={key}",
                                             headers=[("authorization", f"Bearer {key}")]),
-                             WireOptions(model="m", stream=True))
+                             WireOptions(model="m", stream=True), retry=None)
         srv.enqueue("logs", turn_reply("openai_chat", ANSWER, stream=True),
                     turn_reply("openai_chat", ANSWER, stream=True, drop_after=1))
 

@@ -80,6 +80,7 @@ def _model(server: ScriptedProviderServer, wire: str, prefix: str | None = None,
     adapter = create_wire_adapter(wire)
     transport = httpx_transport.HttpxTransport(server.base_url(prefix or wire),
                                                headers=adapter.auth_headers("test-key"))
+    kw.setdefault("retry", None)  # one call: these tests study a single attempt's failure
     return ModelAdapter(adapter, transport, WireOptions(model="scripted", stream=stream),
                         **kw)  # type: ignore[arg-type]
 

@@ -153,6 +153,7 @@ class PumpTransport:
 
 
 def model(transport: object, *, stream: bool = True, **kw: object) -> ModelAdapter:
+    kw.setdefault("retry", None)  # one call: these tests study a single attempt's lifecycle
     return ModelAdapter(create_wire_adapter("openai_chat"), transport,  # type: ignore[arg-type]
                         WireOptions(model="m", stream=stream), **kw)  # type: ignore[arg-type]
 

@@ -60,6 +60,7 @@ def _model(server: ScriptedProviderServer, prefix: str, *, wire: str = "openai_c
     adapter = create_wire_adapter(wire)
     transport = httpx_transport.HttpxTransport(server.base_url(prefix),
                                                headers=adapter.auth_headers("test-key"))
+    kw.setdefault("retry", None)  # one call: these tests study a single attempt's failure
     return ModelAdapter(adapter, transport, WireOptions(model="scripted", stream=stream),
                         **kw)  # type: ignore[arg-type]
 

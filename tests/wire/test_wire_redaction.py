@@ -124,7 +124,7 @@ async def test_an_error_body_echoing_the_key_is_redacted_on_every_wire(
     server.enqueue(prefix, error_reply(status, body), error_reply(status, body))
     transport = httpx_transport.HttpxTransport(server.base_url(prefix),
                                                headers=adapter.auth_headers(KEY))
-    model = ModelAdapter(adapter, transport, WireOptions(model="m", stream=True))
+    model = ModelAdapter(adapter, transport, WireOptions(model="m", stream=True), retry=None)
     seen = len(server.requests)
     with pytest.raises(ProviderHttpError) as info:
         await model.complete(MESSAGES)
@@ -169,7 +169,7 @@ async def test_an_in_stream_error_echoing_the_key_is_redacted(
                                                headers=adapter.auth_headers(KEY))
     events: list[StreamEvent] = []
     model = ModelAdapter(adapter, transport, WireOptions(model="m", stream=True),
-                         on_event=events.append)
+                         on_event=events.append, retry=None)
     with pytest.raises(ProviderHttpError) as info:
         await model.complete(MESSAGES)
     errors = [e for e in events if isinstance(e, ErrorEvent)]
@@ -223,7 +223,7 @@ async def test_a_hang_up_on_a_url_carrying_the_key_is_redacted(wire: str) -> Non
         # Gemini's query-parameter auth: the key in the base URL's query, merged into each request.
         transport = httpx_transport.HttpxTransport(f"{hang.url}/v1?key={KEY}&x=1",
                                                    headers=adapter.auth_headers(KEY))
-        model = ModelAdapter(adapter, transport, WireOptions(model="m", stream=True))
+        model = ModelAdapter(adapter, transport, WireOptions(model="m", stream=True), retry=None)
         routes: list[RouteResult[ModelTurnResult]] = []
         routed = RoutedModel(plan=_plan("p"), models={"p": model}, on_route=routes.append)
         with pytest.raises(TransportError) as info:

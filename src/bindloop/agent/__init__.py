@@ -82,7 +82,7 @@ from ._prompt import (
     prompt_chat as prompt_chat,
     resume_chat as resume_chat,
 )
-from ._retry import is_retryable as is_retryable, with_retry as with_retry
+from ._retry import with_retry as with_retry
 from ._run import (
     dump_snapshot as dump_snapshot,
     restore_snapshot as restore_snapshot,
@@ -168,7 +168,6 @@ __all__ = (
     "expect_resource",
     "expect_scope",
     "expect_validator",
-    "is_retryable",
     "on_stream",
     "parse_snapshot",
     "prompt_agent",

@@ -22,6 +22,11 @@ from ._adapter import ModelAdapter as ModelAdapter
 from ._openai_chat import OpenAIChatAdapter as OpenAIChatAdapter
 from ._openai_responses import OpenAIResponsesAdapter as OpenAIResponsesAdapter
 from ._registry import WIRE_NAMES as WIRE_NAMES, create_wire_adapter as create_wire_adapter
+from ._retry import (
+    RetryPolicy as RetryPolicy,
+    failure_category as failure_category,
+    is_retryable as is_retryable,
+)
 from ._routed import (
     RoutedModel as RoutedModel,
     TextStreamSource as TextStreamSource,
@@ -58,6 +63,7 @@ __all__ = (
     "ProviderHttpError",
     "ProviderPromptTooLongError",
     "ReasoningOptions",
+    "RetryPolicy",
     "RoutedModel",
     "SseDecoder",
     "SseError",
@@ -78,8 +84,10 @@ __all__ = (
     "attempt_error_from",
     "create_wire_adapter",
     "decode_stream",
+    "failure_category",
     "fallback_route",
     "gemini_schema",
+    "is_retryable",
 )
 
 from .._public import publish as _publish

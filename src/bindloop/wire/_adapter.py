@@ -9,22 +9,40 @@ folded once.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
+import anyio
 import msgspec
 
 from ..clock import Clock, monotonic_ms
-from ..completion import ErrorEvent, StreamBudgets, StreamEvent, TurnCollector
+from ..completion import (
+    ErrorEvent,
+    ReasoningEvent,
+    StreamBudgets,
+    StreamEvent,
+    TextEvent,
+    ToolCallEvent,
+    TurnCollector,
+)
 from ..contracts import Message, ModelTurnResult, ToolDefinition, TurnUsage
 from ..errors import UsageError
 from ..signal import AbortSignal
 from ._call import Call, cancelled, open_call
+from ._retry import RetryPolicy
 from ._stream import WireStream, chunk_kind
 from ._transport import Transport
 from ._types import HttpRequest, WireAdapter, WireOptions
 
 __all__ = ("ModelAdapter",)
+
+_DEFAULT_RETRY = RetryPolicy()
+
+
+def _is_content(event: StreamEvent) -> bool:
+    """Output a consumer cannot be made to forget: after it, a retry would splice two answers."""
+    return (isinstance(event, TextEvent) and bool(event.content)) or isinstance(
+        event, (ReasoningEvent, ToolCallEvent))
 
 
 class ModelAdapter:
@@ -40,16 +58,28 @@ class ModelAdapter:
     holding the transport's context from sending the request to closing the connection, beside one
     watchdog supervisor task. The watchdog cancels only waits on the provider (headers, the next
     chunk), and its idle budgets stand still while the consumer holds what was read.
+
+    ``retry`` (a :class:`~bindloop.wire.RetryPolicy`; on by default: three calls in all) makes
+    :meth:`complete` and :meth:`stream` call the provider again after a transient failure — a 429,
+    a 5xx, a refused or dropped connection, a stall — as long as no output (text, reasoning, a
+    tool-call delta) has reached a consumer, waiting the provider's ``Retry-After`` or a backoff
+    through ``sleep`` (seconds; ``anyio.sleep``) with jitter from ``random``. ``retry=None``
+    switches it off. :meth:`open_stream` is always one call. Inside a
+    :class:`~bindloop.wire.RoutedModel` the route decides instead (it falls back to the next
+    candidate, and its breaker keeps a ``Retry-After``): a routed attempt is one call.
     """
 
-    __slots__ = ("_budgets", "_clock", "_max_error", "adapter", "on_event", "options", "price",
-                 "transport")
+    __slots__ = ("_budgets", "_clock", "_max_error", "_random", "_sleep", "adapter", "on_event",
+                 "options", "price", "retry", "transport")
 
     def __init__(self, adapter: WireAdapter, transport: Transport, options: WireOptions, *,
                  budgets: StreamBudgets = StreamBudgets(), clock: Clock = monotonic_ms,
                  on_event: Callable[[StreamEvent], None] | None = None,
                  price: Callable[[TurnUsage], int] | None = None,
-                 max_error_body_bytes: int = 65_536) -> None:
+                 max_error_body_bytes: int = 65_536,
+                 retry: RetryPolicy | None = _DEFAULT_RETRY,
+                 sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+                 random: Callable[[], float] = lambda: 1.0) -> None:
         if not isinstance(budgets, StreamBudgets):
             raise UsageError(f"budgets must be a StreamBudgets, got {type(budgets).__name__}")
         if not isinstance(options, WireOptions):
@@ -61,6 +91,11 @@ class ModelAdapter:
                 or max_error_body_bytes < 1):
             raise UsageError(f"max_error_body_bytes must be a positive int, got "
                              f"{max_error_body_bytes!r}")
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise UsageError(f"retry must be a RetryPolicy or None, got {type(retry).__name__}")
+        self.retry = retry
+        self._sleep = sleep
+        self._random = random
         self.adapter = adapter
         self.transport = transport
         self.options = options
@@ -107,9 +142,27 @@ class ModelAdapter:
         trio), iterate it in one task, and do not await a single ``__anext__()`` under a cancel
         scope of your own. :meth:`open_stream` has none of these rules.
         """
-        async with self.open_stream(messages, tools, options=options, signal=signal) as events:
-            async for event in events:
-                yield event
+        attempt = 0
+        while True:
+            attempt += 1
+            produced = False
+            try:
+                async with self.open_stream(messages, tools, options=options,
+                                            signal=signal) as events:
+                    async for event in events:
+                        if not produced and _is_content(event):
+                            produced = True
+                        yield event
+                return
+            except Exception as exc:
+                delay = None if produced else self._retry_delay_ms(attempt, exc)
+                if delay is None:
+                    raise
+            await self._sleep(delay / 1000.0)
+
+    def _retry_delay_ms(self, attempt: int, error: BaseException) -> float | None:
+        policy = self.retry
+        return None if policy is None else policy.delay_ms(attempt, error, self._random)
 
     async def complete(self, messages: Sequence[Message], tools: Sequence[ToolDefinition] = (),
                        *, options: WireOptions | None = None,
@@ -125,7 +178,40 @@ class ModelAdapter:
         decoder's errors, and for ``signal``: its reason itself when that is a
         :class:`~bindloop.errors.RunCancelledError` or :class:`~bindloop.errors.RunTimeoutError`
         (a run deadline's signal raises the deadline's error), else a
-        :class:`~bindloop.errors.RunCancelledError` naming the reason and chained from it."""
+        :class:`~bindloop.errors.RunCancelledError` naming the reason and chained from it.
+
+        With :attr:`retry`, a transient failure before any output reached the sink is followed by
+        another call (see the class docstring); the error raised is the last call's."""
+        sink = on_event if on_event is not None else self.on_event
+        attempt = 0
+        while True:
+            attempt += 1
+            produced = False
+            watched = sink
+            if sink is not None:
+                own = sink
+
+                def watched(event: StreamEvent) -> None:
+                    nonlocal produced
+                    if not produced and _is_content(event):
+                        produced = True  # before the sink runs: one that raised may have shown it
+                    own(event)
+            try:
+                return await self._complete_once(messages, tools, options=options,
+                                                 signal=signal, on_event=watched)
+            except Exception as exc:
+                delay = None if produced else self._retry_delay_ms(attempt, exc)
+                if delay is None:
+                    raise
+            await self._sleep(delay / 1000.0)
+
+    async def _complete_once(self, messages: Sequence[Message],
+                             tools: Sequence[ToolDefinition] = (), *,
+                             options: WireOptions | None = None,
+                             signal: AbortSignal | None = None,
+                             on_event: Callable[[StreamEvent], None] | None = None,
+                             ) -> ModelTurnResult:
+        """:meth:`complete` as one call, never retried (a route's attempt)."""
         collector = TurnCollector(price=self.price)
         sink = on_event if on_event is not None else self.on_event
         opts = options or self.options

@@ -12,15 +12,13 @@ import msgspec
 from ..completion import (
     ReasoningEvent,
     StreamEvent,
-    StreamStalledError,
     TextEvent,
-    ToolCallDeltaError,
     ToolCallEvent,
     TurnOutcome,
     TurnTextStream,
 )
 from ..contracts import Message, ModelTurnResult, ToolDefinition
-from ..errors import PortContractError, PromptTooLongError, UsageError
+from ..errors import PortContractError, UsageError
 from ..routing import (
     AttemptError,
     AttemptFailure,
@@ -34,17 +32,11 @@ from ..routing import (
     RoutePlan,
     RouteResult,
     execute_route_plan,
-    is_cancellation,
 )
 from ..signal import AbortSignal, linked_signal
 from ._adapter import ModelAdapter
-from ._errors import (
-    IncompleteStreamError,
-    ProviderHttpError,
-    SseError,
-    TransportError,
-    WireDecodeError,
-)
+from ._errors import ProviderHttpError
+from ._retry import failure_category
 from ._types import WireOptions
 
 __all__ = ("RoutedModel", "TextStreamSource", "attempt_error_from")
@@ -61,25 +53,10 @@ def attempt_error_from(error: BaseException, target: AttemptTarget) -> AttemptEr
     """
     if isinstance(error, AttemptError):
         return error
-    if is_cancellation(error):
-        return AttemptError("cancelled", target, cause=error)
     if isinstance(error, ProviderHttpError):
         return AttemptError(error.category, target, status_code=error.status_code,  # type: ignore[arg-type]
                             retry_after_ms=error.retry_after_ms, cause=error)
-    if isinstance(error, StreamStalledError):
-        return AttemptError("stream_stall", target, cause=error)
-    if isinstance(error, TransportError):
-        return AttemptError("timeout" if error.kind == "timeout" else "connection", target,
-                            cause=error)
-    if isinstance(error, IncompleteStreamError):
-        return AttemptError("connection", target, cause=error)
-    if isinstance(error, (WireDecodeError, SseError, ToolCallDeltaError)):
-        return AttemptError("response_defect", target, cause=error)
-    if isinstance(error, PromptTooLongError):
-        # A transport or middleware that refuses the prompt itself (not a provider reply):
-        # compaction, not a bug. (One predicate for this lives in errors once it lands.)
-        return AttemptError("context_length", target, cause=error)
-    return AttemptError("client_error", target, cause=error)
+    return AttemptError(failure_category(error), target, cause=error)
 
 
 TextStreamSource: TypeAlias = TurnTextStream | Callable[[], TurnTextStream]
@@ -284,9 +261,11 @@ class RoutedModel:
 
             watching = sink is not None or stream is not None or on_event is not None
             try:
-                turn = await model.complete(messages, tools, options=attempt_options,
-                                            signal=call_signal,
-                                            on_event=watch if watching else None)
+                # One call: retrying is the route's decision (fallback, the breaker), not the
+                # adapter's.
+                turn = await model._complete_once(messages, tools, options=attempt_options,
+                                                  signal=call_signal,
+                                                  on_event=watch if watching else None)
             except Exception as exc:  # classified into facts; routing decides
                 return AttemptFailure(error=attempt_error_from(exc, target),
                                       produced_output=produced())
