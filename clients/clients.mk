@@ -1,0 +1,24 @@
+# The real frontend clients, from the npm registry (pinned in clients/package-lock.json): npm `ai`
+# (v6, Node 20) and `@ag-ui/client`, run against bindloop's ASGI protocol host under uvicorn.
+# Included from the root Makefile, which defines PY and the `venv` target.
+
+.PHONY: test-clients demo-ui clients-node
+
+clients/node_modules/.package-lock.json: clients/package.json $(wildcard clients/package-lock.json)
+	cd clients && if [ -f package-lock.json ]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi
+	touch $@
+
+clients-node: clients/node_modules/.package-lock.json
+
+## The AI SDK's DefaultChatTransport / readUIMessageStream and AG-UI's HttpAgent (with its event
+## verifier) against the host: whole runs, a connection cut mid-stream and resumed, approvals,
+## client-side tools, stop; run logs in memory and in SQLite.
+test-clients: venv clients/node_modules/.package-lock.json
+	BINDLOOP_REQUIRE_CLIENTS=1 $(PY) -m pytest tests/protocols/test_npm_clients.py -q
+
+## The protocol host on http://127.0.0.1:8787 over a scripted model (PORT=..., DELAY=... seconds
+## before each event): POST /api/chat for an AI SDK useChat page, POST /ag-ui for AG-UI.
+PORT  ?= 8787
+DELAY ?= 0.05
+demo-ui: venv
+	$(PY) -m bindloop.hosts.ui_demo --port $(PORT) --delay $(DELAY)

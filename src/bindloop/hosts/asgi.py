@@ -1,0 +1,428 @@
+"""A plain ASGI app serving bindloop runs to real frontends: the Vercel AI SDK UI message stream and
+AG-UI, with streams that survive the client.
+
+Routes (no web framework; run it under any ASGI server, e.g. ``uvicorn``):
+
+``POST /api/chat``
+    An AI SDK chat request (``DefaultChatTransport``); answers a UI message stream.
+``GET /api/chat/{id}/stream``
+    Reconnect to chat ``id``'s running response (``reconnectToStream``): the whole stream again, or
+    what follows the ``Last-Event-ID`` header; ``204`` when nothing is running.
+``POST /api/chat/{id}/stop``
+    Stop chat ``id``'s running response (the stream ends with ``abort``).
+``POST /ag-ui``
+    An AG-UI ``RunAgentInput`` (``HttpAgent``); answers AG-UI events.
+``GET /ag-ui/{threadId}/stream`` and ``POST /ag-ui/{threadId}/stop``
+    The same reconnect and stop for an AG-UI thread.
+
+Each run is a task of the app (started in the ASGI lifespan), not of the request: every frame it
+produces goes to its event log (:mod:`bindloop.hosts.asgi_log`) with its offset as the SSE ``id:``,
+and responses read the log. A client that disconnects stops reading; the run goes on. Refused
+requests get ``{"error": code, "message": ...}`` with a 4xx status.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any, Literal, Protocol
+
+import anyio
+import msgspec
+from anyio.abc import TaskGroup
+
+from bindloop.contracts import JsonBoundsError, Message, ToolDefinition
+from bindloop.protocols import (
+    AG_UI_HEADERS,
+    SSE_DONE,
+    UI_STREAM_HEADERS,
+    AgUiEncoder,
+    EncoderInput,
+    ProtocolRequestError,
+    ToolApproval,
+    UIStreamEncoder,
+    decode_run_agent_input,
+    decode_ui_chat_request,
+    encode_ag_ui_event,
+    encode_ui_chunk,
+    parse_last_event_id,
+    sse_frame,
+)
+
+from .asgi_log import MemoryRunLogs, RunLogs, RunStatus
+
+__all__ = ("ChatApp", "ChatInput", "Emit", "Runner")
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+Emit = Callable[[int | None, EncoderInput], None]
+"""``emit(turn_index, event)``: hand one run event to the response's encoder."""
+
+_DONE_PAYLOAD = b"[DONE]"
+_JSON = msgspec.json.Encoder()
+
+
+class ChatInput(msgspec.Struct, frozen=True, kw_only=True):
+    """What a run is asked to do, whichever protocol asked: continue ``transcript`` (canonical
+    messages, the last one usually the user's), with ``tools`` the client declared (it runs them
+    itself: a call to one is left for the client), ``approvals`` to apply first, and the shared
+    ``state`` (AG-UI)."""
+
+    chat_id: str
+    protocol: Literal["ui", "ag-ui"]
+    transcript: tuple[Message, ...]
+    tools: tuple[ToolDefinition, ...] = ()
+    approvals: tuple[ToolApproval, ...] = ()
+    state: Any = None
+
+
+Runner = Callable[[ChatInput, Emit], Awaitable[Any]]
+"""Runs one request: feeds ``emit`` as it goes and returns the run's result (AG-UI's
+``RUN_FINISHED.result``; ignored by the AI SDK). A raise ends the stream with the protocol's error
+(the exception's type and message, never a traceback)."""
+
+
+class _HttpError(Exception):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+class _Run:
+    __slots__ = ("changed", "protocol", "run_id", "scope")
+
+    def __init__(self, run_id: str, protocol: str) -> None:
+        self.run_id = run_id
+        self.protocol = protocol
+        self.changed = anyio.Event()
+        self.scope = anyio.CancelScope()
+
+
+class ChatApp:
+    """The ASGI application. ``runner`` does the work (see :func:`bindloop.hosts.asgi_agent.agent_runner`
+    for one over bindloop's agent API); ``logs`` keep each run's frames (memory by default; pass a
+    :class:`~bindloop.hosts.asgi_log.SqliteRunLogs` to keep them on disk). ``max_body`` bounds a
+    request body (413 above it)."""
+
+    def __init__(self, runner: Runner, *, logs: RunLogs | None = None,
+                 max_body: int = 1024 * 1024, new_id: Callable[[], str] | None = None) -> None:
+        self._runner = runner
+        self.logs: RunLogs = logs if logs is not None else MemoryRunLogs()
+        self._max_body = max_body
+        self._new_id = new_id or (lambda: uuid.uuid4().hex)
+        self._tg: TaskGroup | None = None
+        self._live: dict[str, _Run] = {}
+        self._active: dict[tuple[str, str], str] = {}
+
+    # -- ASGI ---------------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        try:
+            await self._route(scope, receive, send)
+        except _HttpError as exc:
+            await _send_json(send, exc.status, {"error": exc.code, "message": str(exc)})
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        message = await receive()
+        if message["type"] != "lifespan.startup":
+            return
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            await send({"type": "lifespan.startup.complete"})
+            while (await receive())["type"] != "lifespan.shutdown":
+                pass
+            tg.cancel_scope.cancel()  # runs still going are stopped (their logs end as stopped)
+        self._tg = None
+        await send({"type": "lifespan.shutdown.complete"})
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
+        method, path = scope["method"], scope["path"].rstrip("/") or "/"
+        parts = path.strip("/").split("/")
+        if path == "/api/chat" and method == "POST":
+            await self._post_ui(scope, receive, send)
+        elif path == "/ag-ui" and method == "POST":
+            await self._post_ag_ui(scope, receive, send)
+        elif len(parts) == 4 and parts[:2] == ["api", "chat"] or (
+                len(parts) == 3 and parts[0] == "ag-ui"):
+            protocol = "ui" if parts[0] == "api" else "ag-ui"
+            chat_id, action = parts[-2], parts[-1]
+            if action == "stream" and method == "GET":
+                await self._reconnect(protocol, chat_id, scope, receive, send)
+            elif action == "stop" and method == "POST":
+                await self._stop(protocol, chat_id, send)
+            else:
+                raise _HttpError(405 if action in ("stream", "stop") else 404, "not_found",
+                                 f"no route for {method} {path}")
+        else:
+            raise _HttpError(404, "not_found", f"no route for {method} {path}")
+
+    # -- requests -------------------------------------------------------------------------------
+
+    async def _body(self, scope: Scope, receive: Receive) -> bytes:
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length" and value.isdigit() and int(value) > self._max_body:
+                raise _HttpError(413, "body_too_large",
+                                 f"the request body is over {self._max_body} bytes")
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _HttpError(400, "disconnected", "the client went away mid-request")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self._max_body:
+                raise _HttpError(413, "body_too_large",
+                                 f"the request body is over {self._max_body} bytes")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    def _refuse(self, exc: Exception) -> _HttpError:
+        if isinstance(exc, JsonBoundsError):
+            status = 413 if exc.reason == "too_large" else 400
+            return _HttpError(status, f"body_{exc.reason}", str(exc))
+        return _HttpError(400, "invalid_request", str(exc))
+
+    async def _post_ui(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await self._body(scope, receive)
+        try:
+            request = decode_ui_chat_request(body, max_bytes=self._max_body)
+        except (JsonBoundsError, ProtocolRequestError) as exc:
+            raise self._refuse(exc) from None
+        message_id = request.continues or request.message_id or f"msg-{self._new_id()}"
+        known = {c.id for m in request.transcript for c in getattr(m, "tool_calls", ())}
+        encoder = UIStreamEncoder(message_id, known_calls=known)
+        chat = ChatInput(chat_id=request.id, protocol="ui", transcript=request.transcript,
+                         approvals=request.approvals)
+        run = self._begin("ui", request.id)
+        self._spawn(run, chat, _UiFrames(encoder))
+        await self._serve(run.run_id, None, UI_STREAM_HEADERS, receive, send)
+
+    async def _post_ag_ui(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await self._body(scope, receive)
+        try:
+            request = decode_run_agent_input(body, max_bytes=self._max_body)
+        except (JsonBoundsError, ProtocolRequestError) as exc:
+            raise self._refuse(exc) from None
+        encoder = AgUiEncoder(thread_id=request.thread_id, run_id=request.run_id,
+                              messages=request.messages)
+        chat = ChatInput(chat_id=request.thread_id, protocol="ag-ui",
+                         transcript=request.transcript, tools=request.tools,
+                         approvals=_resume_approvals(request), state=request.state)
+        run = self._begin("ag-ui", request.thread_id, run_id=request.run_id)
+        self._spawn(run, chat, _AgUiFrames(encoder))
+        await self._serve(run.run_id, None, AG_UI_HEADERS, receive, send)
+
+    async def _reconnect(self, protocol: str, chat_id: str, scope: Scope, receive: Receive,
+                         send: Send) -> None:
+        after = None
+        for name, value in scope.get("headers", ()):
+            if name == b"last-event-id":
+                after = parse_last_event_id(value)
+        run_id = self._active.get((protocol, chat_id))
+        if run_id is None and after is not None:
+            # A client that names the last event it saw gets the rest, even of a finished run.
+            latest = self.logs.latest(chat_id, protocol)
+            run_id = None if latest is None or latest.events <= after + 1 else latest.run_id
+        if run_id is None:
+            await send({"type": "http.response.start", "status": 204, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        headers = UI_STREAM_HEADERS if protocol == "ui" else AG_UI_HEADERS
+        await self._serve(run_id, after, headers, receive, send)
+
+    async def _stop(self, protocol: str, chat_id: str, send: Send) -> None:
+        run_id = self._active.get((protocol, chat_id))
+        run = None if run_id is None else self._live.get(run_id)
+        if run is None:
+            raise _HttpError(409, "not_running", f"nothing is running for {chat_id!r}")
+        run.scope.cancel()
+        await _send_json(send, 200, {"stopped": run.run_id})
+
+    # -- runs -----------------------------------------------------------------------------------
+
+    def _begin(self, protocol: str, chat_id: str, run_id: str | None = None) -> _Run:
+        if self._tg is None:
+            raise _HttpError(500, "no_lifespan", "the app's runs live in the ASGI lifespan: run it "
+                             "under a server with lifespan on (uvicorn's default)")
+        if (protocol, chat_id) in self._active:
+            raise _HttpError(409, "chat_busy", f"chat {chat_id!r} already has a running response; "
+                             "reconnect to it, or stop it first")
+        run_id = run_id or self._new_id()
+        if run_id in self._live or self.logs.record(run_id) is not None:
+            raise _HttpError(409, "run_exists", f"run {run_id!r} already exists")
+        self.logs.begin(run_id, chat_id, protocol)
+        run = _Run(run_id, protocol)
+        self._live[run_id] = run
+        self._active[(protocol, chat_id)] = run_id
+        return run
+
+    def _spawn(self, run: _Run, chat: ChatInput, frames: _Frames) -> None:
+        assert self._tg is not None
+        self._tg.start_soon(self._drive, run, chat, frames)
+
+    def _append(self, run: _Run, payloads: list[bytes]) -> None:
+        if not payloads:
+            return
+        for payload in payloads:
+            self.logs.append(run.run_id, payload)
+        run.changed.set()
+        run.changed = anyio.Event()
+
+    async def _drive(self, run: _Run, chat: ChatInput, frames: _Frames) -> None:
+        status: RunStatus = "failed"
+        emit_open = [True]
+
+        def emit(turn_index: int | None, event: EncoderInput) -> None:
+            if emit_open[0]:
+                self._append(run, frames.feed(event, turn_index))
+
+        try:
+            self._append(run, frames.start())
+            result: Any = None
+            with run.scope:
+                try:
+                    result = await self._runner(chat, emit)
+                except Exception as exc:  # the client is told; the host's logs keep the rest
+                    emit_open[0] = False
+                    self._append(run, frames.fail(f"{type(exc).__name__}: {exc}"))
+                    return
+                emit_open[0] = False
+                self._append(run, frames.finish(result))
+                status = "finished"
+            if run.scope.cancelled_caught:
+                emit_open[0] = False
+                self._append(run, frames.abort())
+                status = "stopped"
+        finally:
+            with anyio.CancelScope(shield=True):
+                self._append(run, frames.close())
+                self.logs.end(run.run_id, status)
+                self._live.pop(run.run_id, None)
+                key = (chat.protocol, chat.chat_id)
+                if self._active.get(key) == run.run_id:
+                    del self._active[key]
+                run.changed.set()
+
+    async def _serve(self, run_id: str, after: int | None, headers: tuple[tuple[str, str], ...],
+                     receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(k.encode(), v.encode()) for k, v in headers]})
+        async with anyio.create_task_group() as tg:
+            async def watch_disconnect() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                tg.cancel_scope.cancel()  # only this response: the run goes on
+
+            tg.start_soon(watch_disconnect)
+            try:
+                await self._tail(run_id, after, send)
+            except OSError:
+                pass  # the client's socket is gone
+            tg.cancel_scope.cancel()
+
+    async def _tail(self, run_id: str, after: int | None, send: Send) -> None:
+        while True:
+            run = self._live.get(run_id)
+            changed = None if run is None else run.changed
+            frames = self.logs.read(run_id, after)
+            if frames:
+                body = b"".join(SSE_DONE if p == _DONE_PAYLOAD else sse_frame(p, event_id=o)
+                                for o, p in frames)
+                after = frames[-1][0]
+                await send({"type": "http.response.body", "body": body, "more_body": True})
+                continue
+            if changed is None:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                return
+            await changed.wait()
+
+
+class _Frames(Protocol):
+    """One protocol's encoder behind the run driver: each call returns wire payloads (JSON)."""
+
+    def start(self) -> list[bytes]: ...
+    def feed(self, event: EncoderInput, turn_index: int | None) -> list[bytes]: ...
+    def finish(self, result: Any) -> list[bytes]: ...
+    def abort(self) -> list[bytes]: ...
+    def fail(self, text: str) -> list[bytes]: ...
+    def close(self) -> list[bytes]: ...
+
+
+class _UiFrames:
+    def __init__(self, encoder: UIStreamEncoder) -> None:
+        self.encoder = encoder
+
+    def start(self) -> list[bytes]:
+        return [encode_ui_chunk(c) for c in self.encoder.start()]
+
+    def feed(self, event: EncoderInput, turn_index: int | None) -> list[bytes]:
+        return [encode_ui_chunk(c) for c in self.encoder.feed(event, turn_index=turn_index)]
+
+    def finish(self, result: Any) -> list[bytes]:
+        return [encode_ui_chunk(c) for c in self.encoder.finish()]
+
+    def abort(self) -> list[bytes]:
+        return [encode_ui_chunk(c) for c in self.encoder.abort("stopped")]
+
+    def fail(self, text: str) -> list[bytes]:
+        return [encode_ui_chunk(c) for c in self.encoder.fail(text)]
+
+    def close(self) -> list[bytes]:
+        return [_DONE_PAYLOAD]
+
+
+class _AgUiFrames:
+    def __init__(self, encoder: AgUiEncoder) -> None:
+        self.encoder = encoder
+
+    def start(self) -> list[bytes]:
+        return [encode_ag_ui_event(e) for e in self.encoder.start()]
+
+    def feed(self, event: EncoderInput, turn_index: int | None) -> list[bytes]:
+        return [encode_ag_ui_event(e) for e in self.encoder.feed(event, turn_index=turn_index)]
+
+    def finish(self, result: Any) -> list[bytes]:
+        return [encode_ag_ui_event(e) for e in self.encoder.finish(result)]
+
+    def abort(self) -> list[bytes]:
+        return [encode_ag_ui_event(e) for e in self.encoder.abort()]
+
+    def fail(self, text: str) -> list[bytes]:
+        return [encode_ag_ui_event(e) for e in self.encoder.fail(text)]
+
+    def close(self) -> list[bytes]:
+        return []
+
+
+def _resume_approvals(request: Any) -> tuple[ToolApproval, ...]:
+    """AG-UI resume entries that answer an approval interrupt (id ``approval-<call id>``): resolved
+    with ``{"approved": bool, "reason"?: str}``, or cancelled (a denial)."""
+    calls = {c.id: c for m in request.transcript for c in getattr(m, "tool_calls", ())}
+    out = []
+    for entry in request.resume:
+        call_id = entry.interrupt_id.removeprefix("approval-")
+        call = calls.get(call_id)
+        if call is None or not entry.interrupt_id.startswith("approval-"):
+            continue
+        payload = entry.payload if isinstance(entry.payload, dict) else {}
+        approved = entry.status == "resolved" and payload.get("approved") is True
+        reason = payload.get("reason")
+        out.append(ToolApproval(approval_id=entry.interrupt_id, tool_call_id=call_id,
+                                tool_name=call.name, arguments=call.arguments, approved=approved,
+                                reason=reason if isinstance(reason, str) else None))
+    return tuple(out)
+
+
+async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": _JSON.encode(body)})

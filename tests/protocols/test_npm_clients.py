@@ -1,0 +1,58 @@
+"""The real frontend clients from npm, on Node, against the ASGI host under uvicorn: npm ``ai`` (v6)
+``DefaultChatTransport`` + ``readUIMessageStream``, and npm ``@ag-ui/client``'s ``HttpAgent`` with
+its event verifier. ``make test-clients`` installs them (clients/package-lock.json) and runs this
+file; without the install the tests skip, unless ``BINDLOOP_REQUIRE_CLIENTS=1``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bindloop.hosts.asgi_log import SqliteRunLogs
+from bindloop.hosts.ui_demo import build_demo_app
+
+CLIENTS = Path(__file__).resolve().parents[2] / "clients"
+
+
+def _node_ready() -> None:
+    installed = (CLIENTS / "node_modules" / "ai").is_dir() and (
+        CLIENTS / "node_modules" / "@ag-ui" / "client").is_dir()
+    if shutil.which("node") is None or not installed:
+        if os.environ.get("BINDLOOP_REQUIRE_CLIENTS") == "1":
+            pytest.fail("the npm clients are not installed: run `make test-clients`")
+        pytest.skip("npm clients not installed (make test-clients)")
+
+
+def _run(script: str, base: str) -> str:
+    proc = subprocess.run(["node", str(CLIENTS / script), base], capture_output=True, text=True,
+                          timeout=120, cwd=CLIENTS)
+    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+def test_ai_sdk_client(served: Any, tmp_path: Path, store: str) -> None:
+    _node_ready()
+    deleted: list[str] = []
+    logs = SqliteRunLogs(tmp_path / "runs.db") if store == "sqlite" else None
+    app = build_demo_app(delay_s=0.02, logs=logs, deleted=deleted)
+    with served(app) as base:
+        _run("ai_sdk.mjs", base)
+    # The approved deletion ran exactly once; the denied one never.
+    assert deleted == ["groceries"]
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+def test_ag_ui_client(served: Any, tmp_path: Path, store: str) -> None:
+    _node_ready()
+    deleted: list[str] = []
+    logs = SqliteRunLogs(tmp_path / "runs.db") if store == "sqlite" else None
+    app = build_demo_app(delay_s=0.02, logs=logs, deleted=deleted)
+    with served(app) as base:
+        _run("ag_ui.mjs", base)
+    assert deleted == ["groceries"]
