@@ -302,7 +302,11 @@ class AgUiEncoder:
 
     def _tool_chunk(self, index: int, event: ToolCallEvent, out: list[AgUiEvent]) -> None:
         call = self._calls.setdefault((index, event.tool_call.index), CallSlot())
-        if call.take(event.tool_call):
+        announce = call.take(event.tool_call)
+        if call.id in self._done_calls:
+            call.args = []  # a fragment of a call already ended: nothing more may follow its end
+            return
+        if announce:
             turn = self._current(out)
             self._close_parts(out)
             out.append(ToolCallStart(tool_call_id=call.id or "", tool_call_name=call.name,
@@ -314,6 +318,8 @@ class AgUiEncoder:
     def _tool_done(self, index: int, event: ToolCallDoneEvent, out: list[AgUiEvent]) -> None:
         tc = event.tool_call
         turn = self._current(out)
+        if tc.id in self._done_calls and tc.id in turn.calls:
+            return  # the same call reported twice
         started = any(c.started and c.id == tc.id for (t, _), c in self._calls.items()
                       if t == index)
         if not started:

@@ -293,7 +293,11 @@ class UIStreamEncoder:
 
     def _tool_chunk(self, turn: int, event: ToolCallEvent, out: list[UIChunk]) -> None:
         call = self._calls.setdefault((turn, event.tool_call.index), CallSlot())
-        if call.take(event.tool_call):
+        announce = call.take(event.tool_call)
+        if call.id in self._announced:
+            call.args = []  # a fragment of a call whose input is already complete
+            return
+        if announce:
             self._ensure_step(out)
             self._close_parts(out)
             out.append(UIToolInputStart(tool_call_id=call.id or "", tool_name=call.name))
@@ -303,6 +307,8 @@ class UIStreamEncoder:
 
     def _tool_done(self, turn: int, event: ToolCallDoneEvent, out: list[UIChunk]) -> None:
         tc = event.tool_call
+        if tc.id in self._announced:
+            return  # the same call reported twice
         started = any(c.started and c.id == tc.id for (t, _), c in self._calls.items() if t == turn)
         self._ensure_step(out)
         if not started:

@@ -1,0 +1,308 @@
+"""The AI SDK UI message stream encoder: chunk order the SDK's reader accepts, steps per turn,
+held tool outputs, resets, usage, and stable bytes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bindloop.agent import (
+    AgentStreamEvent,
+    ToolCallDoneEvent,
+    TurnStartEvent,
+    create_agent,
+    equip_instruction,
+    equip_tool,
+    on_stream,
+    prompt_chat,
+)
+from bindloop.completion import (
+    FinishEvent,
+    ReasoningEvent,
+    TextEvent,
+    ToolCallChunk,
+    ToolCallEvent,
+    TurnResetEvent,
+    TurnTextEvent,
+    UsageEvent,
+)
+from bindloop.contracts import ReasoningPart, ToolCall, ToolError, ToolResult, ToolSuspend, TurnUsage
+from bindloop.errors import ProtocolError
+from bindloop.plugins import define_tool
+from bindloop.protocols import (
+    DataEvent,
+    ToolDeniedEvent,
+    ToolOutputEvent,
+    UIStreamEncoder,
+    agent_event_input,
+    encode_ui_chunk,
+    ui_chunk_types,
+)
+from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
+
+
+def _wire(chunks: list[Any]) -> list[dict[str, Any]]:
+    return [msgspec.json.decode(encode_ui_chunk(c)) for c in chunks]
+
+
+def check_well_formed(chunks: list[dict[str, Any]]) -> dict[str, str]:
+    """What the AI SDK's processUIMessageStream requires (it throws otherwise), and the text each
+    part ends with: deltas only inside their part, steps balanced, outputs after their input."""
+    open_text: set[str] = set()
+    open_reasoning: set[str] = set()
+    texts: dict[str, str] = {}
+    calls: dict[str, str] = {}
+    in_step = False
+    assert chunks[0]["type"] == "start"
+    assert chunks[-1]["type"] in ("finish", "abort", "error")
+    for c in chunks[1:-1]:
+        kind = c["type"]
+        if kind == "start-step":
+            assert not in_step
+            in_step = True
+        elif kind == "finish-step":
+            assert in_step and not open_text and not open_reasoning
+            in_step = False
+        elif kind == "text-start":
+            assert in_step and c["id"] not in texts
+            open_text.add(c["id"])
+            texts[c["id"]] = ""
+        elif kind == "text-delta":
+            assert c["id"] in open_text
+            texts[c["id"]] += c["delta"]
+        elif kind == "text-end":
+            open_text.remove(c["id"])
+        elif kind == "reasoning-start":
+            open_reasoning.add(c["id"])
+            texts[c["id"]] = ""
+        elif kind == "reasoning-delta":
+            assert c["id"] in open_reasoning
+            texts[c["id"]] += c["delta"]
+        elif kind == "reasoning-end":
+            open_reasoning.remove(c["id"])
+        elif kind == "tool-input-start":
+            calls[c["toolCallId"]] = "streaming"
+        elif kind == "tool-input-delta":
+            assert calls[c["toolCallId"]] == "streaming"
+        elif kind in ("tool-input-available", "tool-input-error"):
+            assert c["toolCallId"] in calls
+            calls[c["toolCallId"]] = "available"
+        elif kind in ("tool-output-available", "tool-output-error", "tool-output-denied",
+                      "tool-approval-request"):
+            assert calls.get(c["toolCallId"]) == "available", c
+    assert not in_step and not open_text and not open_reasoning
+    return texts
+
+
+def _run_agent(turns: list[Any]) -> list[dict[str, Any]]:
+    """A real prompt_chat over a scripted model, its on_stream events and tool outcomes encoded."""
+    model = scripted_stream_model(turns, chunk_size=3)
+    encoder = UIStreamEncoder("m")
+    chunks = encoder.start()
+
+    async def words(args: Any, _ctx: object) -> ToolResult:
+        outcome = ToolResult(content=str(len(args.text.split())))
+        chunks.extend(encoder.feed(ToolOutputEvent(tool_call_id=_ctx.call_id, outcome=outcome)))  # type: ignore[attr-defined]
+        return outcome
+
+    class Text(msgspec.Struct):
+        text: str
+
+    tool = define_tool(name="wc", description="count", args=Text, execute=words)
+
+    async def forward(stream: Any) -> None:
+        async for event in stream:
+            turn, item = agent_event_input(event)
+            chunks.extend(encoder.feed(item, turn_index=turn))
+
+    async def handler(_: None) -> Any:
+        equip_tool(tool)
+        equip_instruction("count a b c")
+        on_stream(forward)
+        return await prompt_chat()
+
+    anyio.run(create_agent(id="t", handler=handler, model=model), None)
+    chunks.extend(encoder.finish())
+    return _wire(chunks)
+
+
+def test_a_real_agent_run_encodes_into_well_formed_steps() -> None:
+    wire = _run_agent([
+        tool_call_turn([tool_call("wc", {"text": "a b c"})], text="Let me count."),
+        final_answer("Three words.", usage=TurnUsage(input_tokens=10, output_tokens=3)),
+    ])
+    texts = check_well_formed(wire)
+    kinds = [c["type"] for c in wire]
+    assert kinds.count("start-step") == 2 == kinds.count("finish-step")
+    assert sorted(texts.values()) == ["Let me count.", "Three words."]
+    output = next(c for c in wire if c["type"] == "tool-output-available")
+    assert output["output"] == "3"
+    available = next(c for c in wire if c["type"] == "tool-input-available")
+    assert available["input"] == {"text": "a b c"}
+    # the tool's output lands in its own step, before that step's finish
+    assert kinds.index("tool-output-available") < kinds.index("finish-step")
+    assert wire[-1]["messageMetadata"]["usage"]["inputTokens"] == 10
+    assert wire[-1]["finishReason"] == "stop"
+
+
+_events = st.lists(st.one_of(
+    st.builds(lambda t: ("text", t), st.text(min_size=1, max_size=5)),
+    st.builds(lambda t, i: ("reasoning", t, i), st.text(max_size=5), st.integers(0, 2)),
+    st.builds(lambda i, a: ("call", i, a), st.integers(0, 2), st.text(max_size=4)),
+    st.just(("turn",)), st.just(("finish",)), st.just(("done",)),
+), max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_events)
+def test_any_event_sequence_encodes_well_formed_and_keeps_every_text_byte(events: list[Any]) -> None:
+    enc = UIStreamEncoder("m")
+    chunks = enc.start()
+    turn = 0
+    sent_text = ""
+    calls: dict[int, str] = {}
+    for ev in events:
+        if ev[0] == "turn":
+            turn += 1
+            chunks += enc.feed(TurnStartEvent(turn_index=turn))
+        elif ev[0] == "text":
+            sent_text += ev[1]
+            chunks += enc.feed(TextEvent(content=ev[1]), turn_index=turn)
+        elif ev[0] == "reasoning":
+            chunks += enc.feed(ReasoningEvent(part=ReasoningPart(text=ev[1]), index=ev[2]),
+                               turn_index=turn)
+        elif ev[0] == "done":
+            chunks += enc.feed(ToolCallDoneEvent(turn_index=turn, tool_call=ToolCall(
+                id=f"c{turn}-0", name="t")), turn_index=turn)
+        elif ev[0] == "call":
+            cid = calls.setdefault(turn * 10 + ev[1], f"c{turn}-{ev[1]}")
+            chunks += enc.feed(ToolCallEvent(tool_call=ToolCallChunk(
+                index=ev[1], id=cid, name="t", arguments=ev[2])), turn_index=turn)
+        else:
+            chunks += enc.feed(FinishEvent(finish_reason="stop"), turn_index=turn)
+    chunks += enc.finish()
+    wire = _wire(chunks)
+    texts = check_well_formed(wire)
+    shown = "".join(texts[c["id"]] for c in wire if c["type"] == "text-start")
+    assert shown == sent_text
+
+
+def test_a_tool_output_reported_before_its_call_is_held_until_input_available() -> None:
+    enc = UIStreamEncoder("m")
+    chunks = enc.start()
+    chunks += enc.feed(ToolCallEvent(tool_call=ToolCallChunk(index=0, id="c1", name="t",
+                                                             arguments="{}")), turn_index=0)
+    early = enc.feed(ToolOutputEvent(tool_call_id="c1", outcome=ToolResult(content="ok")))
+    assert early == []  # the call is not available yet: a client would refuse the output
+    chunks += early
+    chunks += enc.feed(ToolCallDoneEvent(turn_index=0, tool_call=ToolCall(id="c1", name="t")),
+                       turn_index=0)
+    chunks += enc.finish()
+    kinds = [c["type"] for c in _wire(chunks)]
+    assert kinds.index("tool-input-available") + 1 == kinds.index("tool-output-available")
+
+
+def test_outcomes_map_to_their_chunks() -> None:
+    enc = UIStreamEncoder("m", known_calls=["a", "b", "c", "d", "e"])
+    enc.start()
+    got = _wire([
+        *enc.feed(ToolOutputEvent(tool_call_id="a", outcome=ToolError(error="boom"))),
+        *enc.feed(ToolOutputEvent(tool_call_id="b", outcome=ToolSuspend(mode="waiting_for_reply"),
+                                  approval_id="ap-b")),
+        *enc.feed(ToolOutputEvent(tool_call_id="c", outcome=ToolSuspend(
+            mode="waiting_for_reply", detail="Which city?"))),
+        *enc.feed(ToolOutputEvent(tool_call_id="d", outcome=ToolSuspend(mode="resuming_later"))),
+        *enc.feed(ToolDeniedEvent(tool_call_id="e")),
+        *enc.feed(DataEvent(name="weather", id="w1", data={"c": 21}, transient=True)),
+    ])
+    assert got == [
+        {"type": "tool-output-error", "toolCallId": "a", "errorText": "boom"},
+        {"type": "tool-approval-request", "approvalId": "ap-b", "toolCallId": "b"},
+        {"type": "data-bindloop-suspend", "id": "c",
+         "data": {"toolCallId": "c", "mode": "waiting_for_reply", "detail": "Which city?"}},
+        {"type": "tool-output-denied", "toolCallId": "e"},
+        {"type": "data-weather", "id": "w1", "data": {"c": 21}, "transient": True},
+    ]
+
+
+def test_a_reset_ends_the_attempts_text_and_names_it_retracted() -> None:
+    enc = UIStreamEncoder("m")
+    chunks = enc.start()
+    chunks += enc.feed(TurnTextEvent(turn_id="t", epoch=0, seq=0, text="Partial"), turn_index=0)
+    chunks += enc.feed(TurnResetEvent(turn_id="t", epoch=1, seq=1, reason="fallback"),
+                       turn_index=0)
+    chunks += enc.feed(TurnTextEvent(turn_id="t", epoch=1, seq=2, text="Full answer."),
+                       turn_index=0)
+    chunks += enc.finish()
+    wire = _wire(chunks)
+    texts = check_well_formed(wire)
+    reset = next(c for c in wire if c["type"] == "data-bindloop-reset")
+    assert reset["data"]["retracted"] == ["m-text1"] and texts["m-text1"] == "Partial"
+    kept = [i for i in texts if i not in reset["data"]["retracted"]]
+    assert [texts[i] for i in kept] == ["Full answer."]
+
+
+def test_usage_folds_per_turn_and_sums_over_turns() -> None:
+    enc = UIStreamEncoder("m")
+    enc.start()
+    enc.feed(UsageEvent(usage=TurnUsage(input_tokens=5)), turn_index=0)
+    enc.feed(UsageEvent(usage=TurnUsage(input_tokens=5, output_tokens=2)), turn_index=0)  # repeat
+    enc.feed(FinishEvent(finish_reason="tool_calls",
+                         usage=TurnUsage(input_tokens=7, output_tokens=1)), turn_index=1)
+    finish = _wire(enc.finish())[-1]
+    assert finish["messageMetadata"]["usage"] == {"inputTokens": 12, "outputTokens": 3,
+                                                  "totalTokens": 15}
+    assert finish["finishReason"] == "tool-calls"
+
+
+def test_the_bytes_are_stable() -> None:
+    enc = UIStreamEncoder("m1")
+    chunks = [*enc.start(), *enc.feed(TextEvent(content="hi \u00e9\"\n"), turn_index=0),
+              *enc.abort("stopped")]
+    assert b"".join(encode_ui_chunk(c) + b"\n" for c in chunks) == (
+        b'{"type":"start","messageId":"m1"}\n{"type":"start-step"}\n'
+        b'{"type":"text-start","id":"m1-text1"}\n'
+        b'{"type":"text-delta","id":"m1-text1","delta":"hi \xc3\xa9\\"\\n"}\n'
+        b'{"type":"text-end","id":"m1-text1"}\n{"type":"finish-step"}\n'
+        b'{"type":"abort","reason":"stopped"}\n')
+
+
+def test_calls_out_of_order_are_refused() -> None:
+    enc = UIStreamEncoder("m")
+    with pytest.raises(ProtocolError):
+        enc.feed(TextEvent(content="x"))
+    enc.start()
+    with pytest.raises(ProtocolError):
+        enc.start()
+    enc.fail("RuntimeError: down")
+    with pytest.raises(ProtocolError):
+        enc.feed(TextEvent(content="x"))
+    with pytest.raises(ProtocolError):
+        UIStreamEncoder("")
+
+
+def test_every_fixed_chunk_type_is_one_the_sdk_schema_names() -> None:
+    # The AI SDK v6 uiMessageChunkSchema's literal types (node_modules/ai/dist/index.mjs).
+    sdk = {"text-start", "text-delta", "text-end", "error", "tool-input-start",
+           "tool-input-delta", "tool-input-available", "tool-input-error",
+           "tool-approval-request", "tool-output-available", "tool-output-error",
+           "tool-output-denied", "reasoning-start", "reasoning-delta", "reasoning-end",
+           "source-url", "source-document", "file", "start-step", "finish-step", "start",
+           "finish", "abort", "message-metadata"}
+    assert set(ui_chunk_types()) <= sdk
+
+
+def test_agent_event_input_is_the_one_adapter() -> None:
+    from bindloop.agent import TextStreamEvent, TurnDoneEvent, UsageStreamEvent
+
+    events: list[AgentStreamEvent] = [
+        TextStreamEvent(turn_index=2, delta="a"), UsageStreamEvent(turn_index=2, usage=TurnUsage()),
+        TurnDoneEvent(turn_index=2, finish_reason="stop"), TurnStartEvent(turn_index=3)]
+    assert [agent_event_input(e) for e in events] == [
+        (2, TextEvent(content="a")), (2, UsageEvent(usage=TurnUsage())),
+        (2, FinishEvent(finish_reason="stop")), (3, TurnStartEvent(turn_index=3))]
