@@ -11,8 +11,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
+from bindloop.completion import TurnResetEvent, TurnTextEvent
+from bindloop.hosts.asgi import ChatApp, ChatInput, Emit
 from bindloop.hosts.asgi_log import SqliteRunLogs
 from bindloop.hosts.ui_demo import build_demo_app
 
@@ -56,3 +59,17 @@ def test_ag_ui_client(served: Any, tmp_path: Path, store: str) -> None:
     with served(app) as base:
         _run("ag_ui.mjs", base)
     assert deleted == ["groceries"]
+
+
+def test_a_retracted_attempt_as_each_client_ends_with_it(served: Any) -> None:
+    _node_ready()
+
+    async def runner(chat: ChatInput, emit: Emit) -> Any:
+        emit(0, TurnTextEvent(turn_id="t", epoch=0, seq=0, text="Partial"))
+        await anyio.sleep(0.01)
+        emit(0, TurnResetEvent(turn_id="t", epoch=1, seq=1, reason="fallback"))
+        emit(0, TurnTextEvent(turn_id="t", epoch=1, seq=2, text="Full answer."))
+        return "Full answer."
+
+    with served(ChatApp(runner)) as base:
+        _run("reset.mjs", base)

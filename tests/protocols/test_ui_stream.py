@@ -242,9 +242,12 @@ def test_a_reset_ends_the_attempts_text_and_names_it_retracted() -> None:
     wire = _wire(chunks)
     texts = check_well_formed(wire)
     reset = next(c for c in wire if c["type"] == "data-bindloop-reset")
-    assert reset["data"]["retracted"] == ["m-text1"] and texts["m-text1"] == "Partial"
-    kept = [i for i in texts if i not in reset["data"]["retracted"]]
-    assert [texts[i] for i in kept] == ["Full answer."]
+    assert reset["data"] == {"turnId": "t", "epoch": 1, "reason": "fallback", "retracted": 1}
+    order = [c["id"] for c in wire if c["type"] == "text-start"]
+    assert [texts[i] for i in order] == ["Partial", "Full answer."]
+    reset_at = wire.index(reset)
+    assert wire.index({"type": "text-end", "id": order[0]}) < reset_at < wire.index(
+        {"type": "text-start", "id": order[1]})
 
 
 def test_usage_folds_per_turn_and_sums_over_turns() -> None:

@@ -98,8 +98,9 @@ class UIStreamEncoder:
     the call's ``tool-input-available``, since a client refuses an output for an unknown call.
     Steps follow model turns: a ``start-step`` when a turn starts, its ``finish-step`` when the next
     one starts or the run ends, so a turn's tool outputs land in its step. A retracted attempt
-    (``TurnResetEvent``) ends its text part and is announced as a ``data-bindloop-reset`` part whose
-    ``data.retracted`` lists the text part ids to hide: the protocol has no retraction of its own.
+    (``TurnResetEvent``) ends its text part and is announced as a ``data-bindloop-reset`` part:
+    the protocol has no retraction of its own, so a client that hides the text parts of the step
+    before that part (``data.retracted`` of them) shows only the retry.
     """
 
     __slots__ = ("_announced", "_attempt_parts", "_calls", "_counter", "_finish", "_held",
@@ -362,7 +363,9 @@ class UIStreamEncoder:
             out.append(UITextEnd(id=self._text))
             self._text = None
         self._resets += 1
+        # UI messages keep no part ids, so the retracted text is named by position: the text
+        # parts of this step that precede this part.
         out.append(UIData(type="data-bindloop-reset", id=f"{self._message_id}-reset{self._resets}",
                           data={"turnId": event.turn_id, "epoch": event.epoch,
-                                "reason": event.reason, "retracted": list(self._attempt_parts)}))
+                                "reason": event.reason, "retracted": len(self._attempt_parts)}))
         self._attempt_parts = []
