@@ -308,4 +308,4 @@ def test_agent_event_input_is_the_one_adapter() -> None:
         TurnDoneEvent(turn_index=2, finish_reason="stop"), TurnStartEvent(turn_index=3)]
     assert [agent_event_input(e) for e in events] == [
         (2, TextEvent(content="a")), (2, UsageEvent(usage=TurnUsage())),
-        (2, FinishEvent(finish_reason="stop")), (3, TurnStartEvent(turn_index=3))]
+        (2, TurnDoneEvent(turn_index=2, finish_reason="stop")), (3, TurnStartEvent(turn_index=3))]

@@ -25,6 +25,7 @@ from ._ag_ui_types import (
 )
 from ._errors import ProtocolRequestError as ProtocolRequestError
 from ._input import (
+    AgentOnlyEvent as AgentOnlyEvent,
     DataEvent as DataEvent,
     EncoderInput as EncoderInput,
     StateDeltaEvent as StateDeltaEvent,
@@ -52,6 +53,7 @@ from ._ui_stream import UIStreamEncoder as UIStreamEncoder, usage_metadata as us
 
 __all__ = (
     # the run events an encoder reads (_input)
+    "AgentOnlyEvent",
     "DataEvent",
     "EncoderInput",
     "StateDeltaEvent",

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..agent import ErrorStreamEvent, StructuredDataEvent, ToolCallDoneEvent, TurnStartEvent
 from ..completion import (
     FinishEvent,
     ReasoningEvent,
@@ -61,6 +60,11 @@ from ._ag_ui_types import (
 )
 from ._common import CallSlot, UsageLedger
 from ._input import (
+    StructuredDataEvent,
+    ToolCallDoneEvent,
+    TurnDoneEvent,
+    TurnFailedEvent,
+    TurnStartEvent,
     DataEvent,
     EncoderInput,
     StateDeltaEvent,
@@ -92,9 +96,9 @@ class AgUiEncoder:
     being relayed) is held until its ``TOOL_CALL_END``.
     """
 
-    __slots__ = ("_calls", "_counter", "_done_calls", "_held", "_input", "_interrupts", "_pending", "_produced",
-                 "_reasoning", "_reasoning_index", "_run_id", "_started", "_step", "_text",
-                 "_thread_id", "_turn", "_usage", "done")
+    __slots__ = ("_calls", "_counter", "_done_calls", "_held", "_input", "_interrupts",
+                 "_next_turn", "_pending", "_produced", "_reasoning", "_reasoning_index",
+                 "_run_id", "_started", "_step", "_text", "_thread_id", "_turn", "_usage", "done")
 
     def __init__(self, *, thread_id: str, run_id: str,
                  messages: tuple[AgUiMessage, ...] = ()) -> None:
@@ -109,6 +113,7 @@ class AgUiEncoder:
         self._turn: _Turn | None = None
         self._counter = 0
         self._step: int | None = None
+        self._next_turn = 0
         self._text: str | None = None
         self._reasoning: str | None = None
         self._reasoning_index = -1
@@ -193,7 +198,7 @@ class AgUiEncoder:
                                 "run's end")
         out: list[AgUiEvent] = []
         if isinstance(event, TurnStartEvent):
-            self._open_step(event.turn_index, out)
+            self._open_step(self._next_turn if turn_index is None else turn_index, out)
             return out
         if turn_index is not None and (self._step is None or turn_index > self._step):
             self._open_step(turn_index, out)
@@ -210,6 +215,8 @@ class AgUiEncoder:
             self._tool_done(turn, event, out)
         elif isinstance(event, UsageEvent):
             self._usage.record(turn, event.usage, event.snapshot)
+        elif isinstance(event, TurnDoneEvent):
+            self._close_parts(out)
         elif isinstance(event, FinishEvent):
             if event.usage is not None:
                 self._usage.record(turn, event.usage, False)
@@ -230,7 +237,7 @@ class AgUiEncoder:
             out.append(StateSnapshot(snapshot=event.state))
         elif isinstance(event, StateDeltaEvent):
             out.append(StateDelta(delta=event.patch))
-        elif isinstance(event, ErrorStreamEvent):
+        elif isinstance(event, TurnFailedEvent):
             self._close_parts(out)
         return out
 
@@ -245,6 +252,7 @@ class AgUiEncoder:
             return
         out.extend(self._end_step())
         self._step = turn
+        self._next_turn = turn + 1
         self._turn = _Turn(self._next_id("msg"))
         self._produced.append(self._turn)
         out.append(StepStarted(step_name=f"turn {turn}"))
@@ -263,7 +271,7 @@ class AgUiEncoder:
 
     def _current(self, out: list[AgUiEvent]) -> _Turn:
         if self._step is None or self._turn is None:
-            self._open_step(0, out)
+            self._open_step(self._next_turn, out)
         assert self._turn is not None
         return self._turn
 

@@ -3,8 +3,9 @@ kinds, and the few host-level facts no model stream carries (a tool's outcome, a
 
 The agent's ``on_stream`` events reach an encoder through one adapter, :func:`agent_event_input`,
 which splits an agent event into ``(turn_index, event)`` with ``event`` a completion event or an
-agent-only kind. Everything past that adapter is written against the completion events, so a change
-of the agent event shape changes that one function.
+agent-only kind. Everything past that adapter is written against the completion events and the
+agent-only kinds' own fields (never their ``turn_index``), and the encoders import those kinds from
+here: a change of the agent event shape (an envelope ``{turn_index, event}``) changes this module.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from ..agent import (
 )
 from ..completion import (
     ExtraEvent,
-    FinishEvent,
     ReasoningEvent,
     StreamEvent,
     TextEvent,
@@ -40,6 +40,7 @@ from ..completion import (
 from ..contracts import ReasoningPart, ToolError, ToolResult, ToolSuspend
 
 __all__ = (
+    "AgentOnlyEvent",
     "DataEvent",
     "EncoderInput",
     "StateDeltaEvent",
@@ -47,6 +48,12 @@ __all__ = (
     "ToolDeniedEvent",
     "ToolOutputEvent",
     "agent_event_input",
+    # the agent-only kinds, re-exported for the encoders (their one import site)
+    "StructuredDataEvent",
+    "ToolCallDoneEvent",
+    "TurnDoneEvent",
+    "TurnFailedEvent",
+    "TurnStartEvent",
 )
 
 
@@ -94,13 +101,21 @@ class StateDeltaEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type
     patch: tuple[dict[str, Any], ...]
 
 
+TurnFailedEvent = ErrorStreamEvent
+"""The agent's "this turn failed" kind, under the name the encoders use."""
+
+AgentOnlyEvent: TypeAlias = (
+    TurnStartEvent | ToolCallDoneEvent | StructuredDataEvent | TurnDoneEvent | TurnFailedEvent
+)
+"""The agent's own kinds an encoder reads: a turn starts, a call is assembled, the structured answer
+so far, the turn is folded, the turn failed."""
+
 EncoderInput: TypeAlias = (
-    StreamEvent | TurnTextEvent | TurnResetEvent | TurnStartEvent | ToolCallDoneEvent
-    | StructuredDataEvent | ErrorStreamEvent | ToolOutputEvent | ToolDeniedEvent
-    | DataEvent | StateSnapshotEvent | StateDeltaEvent
+    StreamEvent | TurnTextEvent | TurnResetEvent | AgentOnlyEvent | ToolOutputEvent
+    | ToolDeniedEvent | DataEvent | StateSnapshotEvent | StateDeltaEvent
 )
 """One thing an encoder is fed: a completion event of a turn, a turn text stream event, an agent-only
-kind (turn start, assembled call, structured data, turn error) or a host-level fact."""
+kind or a host-level fact."""
 
 
 def agent_event_input(event: AgentStreamEvent) -> tuple[int, EncoderInput]:
@@ -117,6 +132,4 @@ def agent_event_input(event: AgentStreamEvent) -> tuple[int, EncoderInput]:
         return turn, UsageEvent(usage=event.usage)
     if isinstance(event, ExtraStreamEvent):
         return turn, ExtraEvent(extra=event.extra)
-    if isinstance(event, TurnDoneEvent):
-        return turn, FinishEvent(finish_reason=event.finish_reason)
     return turn, event

@@ -14,7 +14,6 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from ..agent import ErrorStreamEvent, StructuredDataEvent, ToolCallDoneEvent, TurnStartEvent
 from ..completion import (
     FinishEvent,
     FinishReason,
@@ -31,6 +30,11 @@ from ..contracts import Content, ToolError, ToolResult, ToolSuspend, TurnUsage, 
 from ..errors import ProtocolError
 from ._common import CallSlot, UsageLedger
 from ._input import (
+    StructuredDataEvent,
+    ToolCallDoneEvent,
+    TurnDoneEvent,
+    TurnFailedEvent,
+    TurnStartEvent,
     DataEvent,
     EncoderInput,
     StateDeltaEvent,
@@ -104,8 +108,8 @@ class UIStreamEncoder:
     """
 
     __slots__ = ("_announced", "_attempt_parts", "_calls", "_counter", "_finish", "_held",
-                 "_message_id", "_reasoning", "_reasoning_index", "_resets", "_started", "_step",
-                 "_text", "_usage", "done")
+                 "_message_id", "_next_turn", "_reasoning", "_reasoning_index", "_resets",
+                 "_started", "_step", "_text", "_usage", "done")
 
     def __init__(self, message_id: str, *, known_calls: Iterable[str] = ()) -> None:
         if not isinstance(message_id, str) or not message_id:
@@ -113,6 +117,7 @@ class UIStreamEncoder:
         self._message_id = message_id
         self._counter = 0
         self._step: int | None = None
+        self._next_turn = 0
         self._text: str | None = None
         self._reasoning: str | None = None
         self._reasoning_index = -1
@@ -182,7 +187,7 @@ class UIStreamEncoder:
                                 "run's end")
         out: list[UIChunk] = []
         if isinstance(event, TurnStartEvent):
-            self._open_step(event.turn_index, out)
+            self._open_step(self._next_turn if turn_index is None else turn_index, out)
             return out
         if turn_index is not None and (self._step is None or turn_index > self._step):
             self._open_step(turn_index, out)
@@ -199,6 +204,9 @@ class UIStreamEncoder:
             self._tool_done(turn, event, out)
         elif isinstance(event, UsageEvent):
             self._usage.record(turn, event.usage, event.snapshot)
+        elif isinstance(event, TurnDoneEvent):
+            self._finish = event.finish_reason
+            self._close_parts(out)
         elif isinstance(event, FinishEvent):
             self._finish = event.finish_reason
             if event.usage is not None:
@@ -222,7 +230,7 @@ class UIStreamEncoder:
             out.append(UIData(type="data-state", id="state", data=event.state))
         elif isinstance(event, StateDeltaEvent):
             out.append(UIData(type="data-state-delta", data=list(event.patch), transient=True))
-        elif isinstance(event, ErrorStreamEvent):
+        elif isinstance(event, TurnFailedEvent):
             # A failed turn may be retried (a re-ask, with_retry); the run's own end says whether
             # it failed, so here only the turn's open parts are closed.
             self._close_parts(out)
@@ -240,6 +248,7 @@ class UIStreamEncoder:
             return
         out.extend(self._end_step())
         self._step = turn
+        self._next_turn = turn + 1
         self._finish = None
         self._attempt_parts = []
         out.append(UIStartStep())
@@ -254,7 +263,7 @@ class UIStreamEncoder:
 
     def _ensure_step(self, out: list[UIChunk]) -> None:
         if self._step is None:
-            self._open_step(0, out)
+            self._open_step(self._next_turn, out)
 
     def _close_parts(self, out: list[UIChunk]) -> None:
         if self._text is not None:
