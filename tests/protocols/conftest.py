@@ -42,3 +42,4 @@ import pytest  # noqa: E402
 def served() -> Any:
     """The :func:`serve` context manager, for tests that start their own app."""
     return serve
+

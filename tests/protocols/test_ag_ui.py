@@ -28,6 +28,7 @@ from bindloop.protocols import (
     ToolOutputEvent,
     encode_ag_ui_event,
 )
+from protocol_helpers import agent_kind
 
 
 def _wire(events: list[Any]) -> list[dict[str, Any]]:
@@ -90,7 +91,7 @@ def test_any_event_sequence_is_one_the_verifier_accepts(events: list[Any]) -> No
     for ev in events:
         if ev[0] == "turn":
             turn += 1
-            out += enc.feed(TurnStartEvent(turn_index=turn))
+            out += enc.feed(agent_kind(TurnStartEvent, turn), turn_index=turn)
         elif ev[0] == "text":
             out += enc.feed(TextEvent(content=ev[1]), turn_index=turn)
         elif ev[0] == "reasoning":
@@ -100,7 +101,7 @@ def test_any_event_sequence_is_one_the_verifier_accepts(events: list[Any]) -> No
             out += enc.feed(ToolCallEvent(tool_call=ToolCallChunk(
                 index=ev[1], id=f"c{turn}-{ev[1]}", name="t", arguments=ev[2])), turn_index=turn)
         elif ev[0] == "done":
-            out += enc.feed(ToolCallDoneEvent(turn_index=turn, tool_call=ToolCall(
+            out += enc.feed(agent_kind(ToolCallDoneEvent, turn, tool_call=ToolCall(
                 id=f"c{turn}-0", name="t")), turn_index=turn)
         else:
             out += enc.feed(FinishEvent(finish_reason="stop"), turn_index=turn)
@@ -116,7 +117,7 @@ def _tool_turn(enc: AgUiEncoder) -> list[Any]:
                       turn_index=0),
             *enc.feed(UsageEvent(usage=TurnUsage(input_tokens=4, output_tokens=2)),
                       turn_index=0),
-            *enc.feed(ToolCallDoneEvent(turn_index=0, tool_call=ToolCall(
+            *enc.feed(agent_kind(ToolCallDoneEvent, 0, tool_call=ToolCall(
                 id="c1", name="wc", arguments='{"a":1}')), turn_index=0)]
 
 

@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bindloop.agent import (
-    AgentStreamEvent,
     ToolCallDoneEvent,
     TurnStartEvent,
     create_agent,
@@ -43,6 +42,8 @@ from bindloop.protocols import (
     encode_ui_chunk,
     ui_chunk_types,
 )
+from protocol_helpers import agent_kind
+
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
 
@@ -169,7 +170,7 @@ def test_any_event_sequence_encodes_well_formed_and_keeps_every_text_byte(events
     for ev in events:
         if ev[0] == "turn":
             turn += 1
-            chunks += enc.feed(TurnStartEvent(turn_index=turn))
+            chunks += enc.feed(agent_kind(TurnStartEvent, turn), turn_index=turn)
         elif ev[0] == "text":
             sent_text += ev[1]
             chunks += enc.feed(TextEvent(content=ev[1]), turn_index=turn)
@@ -177,7 +178,7 @@ def test_any_event_sequence_encodes_well_formed_and_keeps_every_text_byte(events
             chunks += enc.feed(ReasoningEvent(part=ReasoningPart(text=ev[1]), index=ev[2]),
                                turn_index=turn)
         elif ev[0] == "done":
-            chunks += enc.feed(ToolCallDoneEvent(turn_index=turn, tool_call=ToolCall(
+            chunks += enc.feed(agent_kind(ToolCallDoneEvent, turn, tool_call=ToolCall(
                 id=f"c{turn}-0", name="t")), turn_index=turn)
         elif ev[0] == "call":
             cid = calls.setdefault(turn * 10 + ev[1], f"c{turn}-{ev[1]}")
@@ -200,7 +201,7 @@ def test_a_tool_output_reported_before_its_call_is_held_until_input_available() 
     early = enc.feed(ToolOutputEvent(tool_call_id="c1", outcome=ToolResult(content="ok")))
     assert early == []  # the call is not available yet: a client would refuse the output
     chunks += early
-    chunks += enc.feed(ToolCallDoneEvent(turn_index=0, tool_call=ToolCall(id="c1", name="t")),
+    chunks += enc.feed(agent_kind(ToolCallDoneEvent, 0, tool_call=ToolCall(id="c1", name="t")),
                        turn_index=0)
     chunks += enc.finish()
     kinds = [c["type"] for c in _wire(chunks)]
@@ -300,12 +301,37 @@ def test_every_fixed_chunk_type_is_one_the_sdk_schema_names() -> None:
     assert set(ui_chunk_types()) <= sdk
 
 
-def test_agent_event_input_is_the_one_adapter() -> None:
-    from bindloop.agent import TextStreamEvent, TurnDoneEvent, UsageStreamEvent
+def test_every_event_a_real_agent_emits_passes_the_one_adapter() -> None:
+    """Whatever shape the agent's events have, agent_event_input turns each into a turn index and
+    a kind the encoders read (never an agent-only wrapper they would silently skip)."""
+    import typing
 
-    events: list[AgentStreamEvent] = [
-        TextStreamEvent(turn_index=2, delta="a"), UsageStreamEvent(turn_index=2, usage=TurnUsage()),
-        TurnDoneEvent(turn_index=2, finish_reason="stop"), TurnStartEvent(turn_index=3)]
-    assert [agent_event_input(e) for e in events] == [
-        (2, TextEvent(content="a")), (2, UsageEvent(usage=TurnUsage())),
-        (2, TurnDoneEvent(turn_index=2, finish_reason="stop")), (3, TurnStartEvent(turn_index=3))]
+    from bindloop.protocols import EncoderInput
+
+    kinds = tuple(t for t in typing.get_args(EncoderInput))
+    model = scripted_stream_model([tool_call_turn([tool_call("wc", {"text": "a"})], text="Hm."),
+                                   final_answer("One.")], chunk_size=2)
+    seen: list[Any] = []
+
+    class Text(msgspec.Struct):
+        text: str
+
+    tool = define_tool(name="wc", description="count", args=Text,
+                       execute=lambda a, c: ToolResult(content="1"))
+
+    async def forward(stream: Any) -> None:
+        async for event in stream:
+            seen.append(agent_event_input(event))
+
+    async def handler(_: None) -> Any:
+        equip_tool(tool)
+        equip_instruction("count a")
+        on_stream(forward)
+        return await prompt_chat()
+
+    anyio.run(create_agent(id="t", handler=handler, model=model), None)
+    assert seen and all(isinstance(item, kinds) for _, item in seen)
+    assert [turn for turn, _ in seen] == sorted(turn for turn, _ in seen)
+    assert {turn for turn, _ in seen} == {0, 1}
+    assert any(isinstance(item, TurnStartEvent) for _, item in seen)
+    assert any(isinstance(item, ToolCallDoneEvent) for _, item in seen)
