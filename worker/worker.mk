@@ -6,7 +6,7 @@
 WORKERD_REPORT ?= .reports/conformance-workerd.json
 WORKER_STAMP   := $(VENV)/.worker-installed
 
-.PHONY: worker-node conformance-workerd test-worker worker-clean
+.PHONY: worker-node worker-wheel conformance-workerd test-worker worker-clean
 
 worker/node_modules/.package-lock.json: worker/package.json $(wildcard worker/package-lock.json)
 	cd worker && if [ -f package-lock.json ]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi
@@ -14,9 +14,21 @@ worker/node_modules/.package-lock.json: worker/package.json $(wildcard worker/pa
 
 worker-node: worker/node_modules/.package-lock.json
 
+# uv resolves the template's dependencies as pywrangler does (`uv pip compile pyproject.toml`);
+# two workers-py releases are downloaded (not installed) for the table of compatibility flags each
+# reads the Python version from.
+PYWRANGLER_DIR := worker/.cache/pywrangler
 $(WORKER_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet 'pycapnp==2.2.4'
+	$(PY) -m pip install --quiet 'pycapnp==2.2.4' 'uv==0.13.9'
+	rm -rf $(PYWRANGLER_DIR)
+	for v in 1.16.7 1.17.9; do $(PY) -m pip download --quiet --no-deps --dest $(PYWRANGLER_DIR) "workers-py==$$v"; done
 	touch $@
+
+# The repository's own wheel where worker/pyproject.toml's path source expects it (wasm-wheels
+# builds it with `python -m build --wheel`, every time).
+worker-wheel: wasm-wheels
+	mkdir -p dist
+	cp wasm/wheels/bindloop-*-py3-none-any.whl dist/
 
 # Both serve the .pyc wheel set (wasm/wheels-pyc), the workerd default (see workerd_harness.py).
 # The suite served by the Worker template in real workerd (GET /conformance); its report must be
@@ -31,7 +43,7 @@ conformance-workerd: worker/node_modules/.package-lock.json wasm-wheels-pyc $(WO
 
 # The Worker template (agent, Durable Object sessions, SSE) in real workerd against the scripted
 # provider server on 127.0.0.1.
-test-worker: worker/node_modules/.package-lock.json wasm-wheels-pyc $(WORKER_STAMP)
+test-worker: worker/node_modules/.package-lock.json wasm-wheels-pyc worker-wheel $(WORKER_STAMP)
 	BINDLOOP_WORKERD_TESTS=1 $(PY) -m pytest tests/worker tests/mcp/test_mcp_workerd.py -q
 
 worker-clean:

@@ -46,23 +46,35 @@ def test_wrangler_config_matches_the_entry_module() -> None:
     cfg = wrangler()
     assert (WORKER / cfg["main"]).is_file()
     tree = ast.parse((WORKER / cfg["main"]).read_text())
-    classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    # The Durable Object classes are defined in sessions.py and exported by the entry module.
+    imported = {a.name for n in tree.body if isinstance(n, ast.ImportFrom) and n.module == "sessions"
+                for a in n.names}
+    sessions = ast.parse((WORKER / "src" / "sessions.py").read_text())
+    classes = {n.name for n in sessions.body if isinstance(n, ast.ClassDef)}
     bindings = cfg["durable_objects"]["bindings"]
     assert bindings == [{"name": "SESSION", "class_name": "Session"},
                         {"name": "LIMITS", "class_name": "RateLimiter"}]
-    assert {"Session", "RateLimiter"} <= classes
+    assert {"Session", "RateLimiter"} <= classes & imported
     migrated = [c for m in cfg["migrations"] for c in m["new_sqlite_classes"]]
     assert migrated == ["Session", "RateLimiter"]
-    # Deploy flags are the test flags minus the dev-Pyodide ones only workerd's tests use.
+    # Deploy flags are the test flags minus the dev-Pyodide ones only workerd's tests use, plus
+    # the two that pin Python 3.14 -- which the tests switch off (no_...) to load the dev bundle.
     dev_only = {f for f in COMPATIBILITY_FLAGS if f.startswith(("no_python_workers", "python_workers_"))}
-    assert set(cfg["compatibility_flags"]) == set(COMPATIBILITY_FLAGS) - dev_only
+    pinned = {"python_workers_20260610", "python_workers_314"}
+    assert set(cfg["compatibility_flags"]) == set(COMPATIBILITY_FLAGS) - dev_only | pinned
+    assert {f"no_{f}" for f in pinned} <= set(COMPATIBILITY_FLAGS)
     assert "PROVIDER_API_KEY" not in cfg["vars"]  # a secret, never a var
 
 
 def test_pyproject_is_pywrangler_shaped() -> None:
     meta = tomllib.loads((WORKER / "pyproject.toml").read_text())
-    assert "bindloop" in meta["project"]["dependencies"]
-    assert "workers-py" in meta["dependency-groups"]["dev"]
+    assert meta["project"]["dependencies"] == ["bindloop"]
+    # Never by index name: the repository's own wheel (tests/worker/test_workerd_resolve.py
+    # resolves it offline).
+    assert meta["tool"]["uv"]["sources"]["bindloop"]["path"].startswith("../dist/bindloop-")
+    assert meta["project"]["requires-python"] == ">=3.14"
+    assert any(d.startswith("workers-py") for d in meta["dependency-groups"]["dev"])
+    assert "$schema" not in wrangler()  # it pointed into a node_modules/wrangler never installed
 
 
 def env(**values: str) -> SimpleNamespace:
@@ -191,3 +203,103 @@ def test_a_rate_limit_without_a_store_is_a_named_misconfiguration() -> None:
         agent.build_model(cfg, transport_for=lambda p, h: HttpxTransport(p.base_url, headers=h),
                           on_turn_event=lambda e: None, turn_prefix="s", first_turn=0)
     assert "LIMITS" in info.value.message
+
+
+def test_reply_then_a_tool_round_then_the_answer_stores_consistent_counters() -> None:
+    """D2: a session that asked the user, then (after the reply) ran one more tool round, then
+    answered: every stored checkpoint -- the suspend, the round's save, the settled one -- reloads,
+    and requested tool calls cover the calls that ran. Then a second message in the same session
+    (prompt_chat over the history) with a round of its own: the same holds."""
+    turns = [tool_call_turn([tool_call("ask_user", {"question": "Name?"}, id="q1")]),
+             tool_call_turn([tool_call("word_count", {"text": "a b"}, id="w1")]),
+             final_answer("Two words, Ada."),
+             tool_call_turn([tool_call("word_count", {"text": "a b c"}, id="w2"),
+                             tool_call("word_count", {"text": "d"}, id="w3")]),
+             final_answer("Done again.")]
+    server = ScriptedProviderServer().start()
+    server.set_responder("p", lambda _r: turn_reply("openai_chat", turns.pop(0), stream=True))
+    stored: list[LoopCheckpoint] = []
+
+    async def save(cp: LoopCheckpoint) -> None:
+        stored.append(parse_loop_checkpoint(serialize_loop_checkpoint(cp)))
+
+    try:
+        cfg = agent.config_from_env(env(PROVIDER_BASE_URL=server.base_url("p"), MAX_ITERATIONS="9"))
+
+        def run(cp: LoopCheckpoint) -> Any:
+            model = agent.build_model(cfg, transport_for=lambda p, h: HttpxTransport(p.base_url, headers=h),
+                                      on_turn_event=lambda e: None, turn_prefix="s3",
+                                      first_turn=cp.iterations)
+            return anyio.run(lambda: agent.run_session(cp, model=model, save=save))
+
+        start = create_loop_checkpoint(execution_id="s3", max_iterations=9,
+                                       messages=[UserMessage(content="ask me, then count")])
+        paused = run(start).checkpoint
+        replied = apply_checkpoint_input(paused, CheckpointReply(tool_call_id="q1", content="Ada"))
+        done = run(replied)
+        end = parse_loop_checkpoint(serialize_loop_checkpoint(done.checkpoint))
+        assert (done.text, end.status, end.iterations) == ("Two words, Ada.", "finished", 3)
+        assert end.stats.tool_calls == 2 and end.counters.requested_tool_calls == 2
+        assert len(stored) == 1 and stored[0].counters.requested_tool_calls == 2
+        again = apply_checkpoint_input(end, UserMessage(content="count more"))
+        more = run(again)
+        last = parse_loop_checkpoint(serialize_loop_checkpoint(more.checkpoint))
+        assert (more.text, last.iterations, last.stats.tool_calls) == ("Done again.", 5, 4)
+        assert last.counters.requested_tool_calls == 4
+        assert stored[-1].counters.requested_tool_calls == 4  # the second prompt's round save
+    finally:
+        server.stop()
+
+
+def test_error_events_keep_a_refused_save_s_revision_and_never_show_a_url() -> None:
+    """D5: a save refused by storage names storage's revision, not the run's stale one. D6: a
+    provider that cannot be reached is reported by provider id and failure category only."""
+    refused = agent.HttpError(409, "stale_revision", "session 's' is at revision 1, not 0",
+                              revision=1)
+    event = agent.error_event(refused, session_id="s", revision=0)
+    assert (event["error"], event["revision"], event["session_id"]) == ("stale_revision", 1, "s")
+    assert agent.error_event(RuntimeError("x"), session_id="s", revision=4)["revision"] == 4
+
+    import socket
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cfg = agent.config_from_env(env(PROVIDER_BASE_URL=f"http://127.0.0.1:{port}/internal-gw/v1"))
+    model = agent.build_model(cfg, transport_for=lambda p, h: HttpxTransport(p.base_url, headers=h),
+                              on_turn_event=lambda e: None, turn_prefix="s", first_turn=0)
+    start = create_loop_checkpoint(execution_id="s", max_iterations=2,
+                                   messages=[UserMessage(content="hi")])
+    with pytest.raises(Exception) as info:
+        anyio.run(lambda: agent.run_session(start, model=model))
+    assert "127.0.0.1" in str(info.value)  # the exception itself names the upstream ...
+    shown = agent.error_event(info.value, session_id="s", revision=0)
+    assert shown["error"] == "provider_failed" and shown["category"] == "connection"
+    text = json.dumps(shown)
+    assert "127.0.0.1" not in text and "internal-gw" not in text and "://" not in text  # ... not this
+    assert "primary" in shown["message"]
+
+
+def test_budgets_heartbeat_and_lease_come_from_the_worker_s_vars() -> None:
+    default = agent.config_from_env(env())
+    assert default.budgets.first_token_ms == 120_000 and default.heartbeat_ms == 15_000
+    assert default.lease_ms == agent.DEFAULT_LEASE_MS
+    cfg = agent.config_from_env(env(STREAM_FIRST_TOKEN_MS="2500", STREAM_INTER_CHUNK_MS="0",
+                                    STREAM_TOTAL_MS="90000", SSE_HEARTBEAT_MS="0",
+                                    RUN_LEASE_MS="5000"))
+    assert (cfg.budgets.first_token_ms, cfg.budgets.inter_chunk_ms, cfg.budgets.total_ms) == (
+        2500, None, 90_000)
+    assert (cfg.heartbeat_ms, cfg.lease_ms) == (None, 5000)
+    for name, bad in (("STREAM_TOTAL_MS", "-1"), ("SSE_HEARTBEAT_MS", "soon"), ("RUN_LEASE_MS", "0")):
+        with pytest.raises(agent.HttpError) as info:
+            agent.config_from_env(env(**{name: bad}))
+        assert name in info.value.message
+
+
+def test_run_view_tells_a_live_run_from_a_lost_one() -> None:
+    live = agent.run_view({"lease": {"run": "r3", "expires_in_ms": 900}, "last_run": None})
+    assert live == {"state": "running", "run_id": "r3", "lease_ms_left": 900}
+    lost = agent.run_view({"lease": {"run": "r3", "expires_in_ms": -10},
+                           "last_run": {"run": "r1", "outcome": "waiting_for_reply"}})
+    assert lost == {"state": "lost", "run_id": "r3",
+                    "last": {"run_id": "r1", "outcome": "waiting_for_reply"}}
+    assert agent.run_view({"lease": None, "last_run": None}) == {"state": "idle"}

@@ -44,9 +44,35 @@ FAIL_AFTER_ROUND = [0]
 """How many of the next model calls after a ``COUNT_ONCE`` round fail (the provider goes down)."""
 
 
+ASK_THEN_COUNT = "ask my name, then count it"
+COUNT_THEN_STALL = "count, then stall"
+STALL = [False]
+"""While set, the model call after a ``COUNT_THEN_STALL`` round hangs before its headers."""
+STALLED_FIRST = "stall before the first token"
+
+
 def fallback_policy(request: RecordedRequest) -> ScriptedReply:
     body = msgspec.json.decode(request.body)
     last = body["messages"][-1]
+    said = {m.get("content") for m in body["messages"] if m["role"] == "user"}
+    if STALLED_FIRST in said:
+        return ScriptedReply(stall_before_headers=True)
+    if ASK_THEN_COUNT in said:
+        if last["role"] == "user":
+            turn = tool_call_turn([tool_call("ask_user", {"question": QUESTION}, id="ask2")])
+        elif last["tool_call_id"] == "ask2":
+            turn = tool_call_turn([tool_call("word_count", {"text": last["content"]}, id="wc2")])
+        else:
+            turn = final_answer(f"Your name has {last['content']} words.")
+        return turn_reply("openai_chat", turn, stream=True, model=body["model"], delay_s=0.001)
+    if COUNT_THEN_STALL in said:
+        if last["role"] == "user":
+            turn = tool_call_turn([tool_call("word_count", {"text": "x y z"}, id="st1")])
+        elif STALL[0]:
+            return ScriptedReply(stall_before_headers=True)
+        else:
+            turn = final_answer(f"Counted {last['content']} words after all.")
+        return turn_reply("openai_chat", turn, stream=True, model=body["model"], delay_s=0.001)
     counting_once = any(m["role"] == "user" and m.get("content") == COUNT_ONCE
                         for m in body["messages"])
     if counting_once:
@@ -54,7 +80,10 @@ def fallback_policy(request: RecordedRequest) -> ScriptedReply:
             turn = tool_call_turn([tool_call("word_count", {"text": "a b c"}, id="once1")])
         elif FAIL_AFTER_ROUND[0] > 0:
             FAIL_AFTER_ROUND[0] -= 1
-            return error_reply(503, UNAVAILABLE)
+            # Some of the answer's text streams, then the connection drops.
+            partial = turn_reply("openai_chat", final_answer("Counted three, or was it"),
+                                 stream=True, model=body["model"])
+            return ScriptedReply(headers=partial.headers, chunks=partial.chunks, drop_after=2)
         else:
             turn = final_answer(f"Counted {last['content']} words.")
     elif "keep counting" in str(last.get("content")) or (
@@ -93,12 +122,26 @@ class Served:
                                 # RateLimiter Durable Object (with_limit's LimitStore).
                                 "RATE_LIMIT_CONCURRENCY": "1",
                                 "SYSTEM_PROMPT": "Be brief.",
+                                # Short enough for a test to see them work: keep-alive comments,
+                                # the run lease (renewed every 500 ms), a stalled model call.
+                                "SSE_HEARTBEAT_MS": "300",
+                                "RUN_LEASE_MS": "1500",
+                                "STREAM_FIRST_TOKEN_MS": "2500",
                             })
         self.workerd = Workerd(self.config).start()
 
-    def restart(self) -> None:
-        self.workerd.stop()
+    def restart(self, *, kill: bool = False) -> None:
+        if kill:
+            self.workerd.kill()
+        else:
+            self.workerd.stop()
         self.workerd = Workerd(self.config).start()
+
+    def show(self, session_id: str) -> dict[str, Any]:
+        status, _, raw = self.request("GET", f"/v1/sessions/{session_id}")
+        assert status == 200, raw
+        shown: dict[str, Any] = json.loads(raw)
+        return shown
 
     def close(self) -> None:
         self.workerd.stop()
@@ -128,9 +171,10 @@ class Served:
 def parse_sse(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
     out = []
     for block in raw.decode().split("\n\n"):
-        if not block.strip():
+        lines = [line for line in block.splitlines() if not line.startswith(":")]  # comments
+        if not lines:
             continue
-        fields = dict(line.split(": ", 1) for line in block.splitlines())
+        fields = dict(line.split(": ", 1) for line in lines)
         out.append((fields["event"], json.loads(fields["data"])))
     return out
 
@@ -312,6 +356,7 @@ def test_provider_failure_mid_stream_is_an_sse_error_and_storage_keeps_its_revis
     assert name == "error", events
     assert data["session_id"] == sid and data["error"] and data["message"]
     assert "sk-" not in json.dumps(data)
+    assert "127.0.0.1" not in json.dumps(data) and "http" not in data["message"]  # D6: no URL
     # The reply was stored (rev + 1, ready); nothing after it was: the failed turn left no trace.
     assert data["revision"] == rev + 1
     status, _, raw = served.request("GET", f"/v1/sessions/{sid}")
@@ -458,3 +503,126 @@ def test_a_run_out_of_turns_is_an_sse_error_and_the_session_takes_a_new_message(
     assert (status, shown["status"], shown["iterations"]) == (200, "aborted", 5)
     again = served.events("/v1/chat", {"message": "hello again", "session_id": sid})
     assert again[-1][0] == "done" and again[-1][1]["text"] == "You said: hello again"
+
+
+def test_reply_then_a_tool_round_then_the_answer_finishes(served: Served) -> None:
+    """D2: the answer after a reply and one more tool round used to end in ``error
+    CheckpointFormatError`` (the stored tool-call counters were kept while stats grew)."""
+    waiting = served.events("/v1/chat", {"message": ASK_THEN_COUNT})[-1][1]
+    assert waiting["status"] == "waiting_for_reply", waiting
+    sid = waiting["session_id"]
+    events = served.events(f"/v1/sessions/{sid}/reply",
+                           {"content": "Ada Lovelace", "revision": waiting["revision"]})
+    name, done = events[-1]
+    assert (name, done.get("status"), done.get("text")) == (
+        "done", "finished", "Your name has 2 words."), events
+    shown = served.show(sid)
+    assert (shown["status"], shown["revision"], shown["iterations"]) == (
+        "finished", done["revision"], 3)
+    assert shown["run"]["state"] == "idle" and shown["run"]["last"]["outcome"] == "finished"
+
+
+def test_a_resumed_run_streams_under_new_turn_ids(served: Served) -> None:
+    """D3: the failed run and its resume each stream under their own turn ids (the run's claim
+    revision is in them), so one reducer kept across both renders the resumed answer alone."""
+    FAIL_AFTER_ROUND[0] = 1
+    failed = served.events("/v1/chat", {"message": COUNT_ONCE})
+    assert failed[-1][0] == "error"
+    sid, rev = failed[-1][1]["session_id"], failed[-1][1]["revision"]
+    resumed = served.events(f"/v1/sessions/{sid}/resume", {"revision": rev})
+    assert resumed[-1][0] == "done", resumed
+    first_ids = {d["turn_id"] for n, d in failed if n == "turn"}
+    second_ids = {d["turn_id"] for n, d in resumed if n == "turn"}
+    assert second_ids and not first_ids & second_ids
+    assert failed[0][1]["run"] != resumed[0][1]["run"]
+    assert all(t.startswith(f"{sid}:{resumed[0][1]['revision']}:") for t in second_ids)
+    kept = rendered(failed + resumed)  # one reducer for both runs, as a page keeps it
+    assert [kept[t] for t in sorted(second_ids)] == ["Counted 3 words."]
+    stale = [kept[t] for t in first_ids if kept[t]]
+    assert stale and all(not t.endswith("3 words.") for t in stale)  # the cut attempt, apart
+
+
+def test_sse_keep_alive_comments_while_the_provider_stalls_and_the_budget_from_vars(
+        served: Served) -> None:
+    """D6: SSE_HEARTBEAT_MS=300 and STREAM_FIRST_TOKEN_MS=2500: the fallback never sends its
+    headers; the stream carries keep-alive comments meanwhile, and the stall budget set in the
+    Worker's vars (not the 120 s default) ends the run with an error that names no URL."""
+    t0 = time.monotonic()
+    status, _, raw = served.post("/v1/chat", {"message": STALLED_FIRST})
+    took = time.monotonic() - t0
+    assert status == 200
+    assert raw.count(b": keep-alive\n\n") >= 4, raw
+    name, data = parse_sse(raw)[-1]
+    assert name == "error" and data["error"] == "provider_failed", data
+    assert data["category"] == "stream_stall" and "http" not in data["message"]
+    assert 2.0 < took < 20, took
+
+
+def test_a_live_run_is_told_from_a_killed_one_and_the_alarm_continues_it(served: Served) -> None:
+    """D4: a run holds a lease it renews. While it is live GET says ``running`` and a resume is
+    refused (``run_in_progress``); workerd is then killed with SIGKILL mid-run and started again on
+    the same storage. The lease runs out unreleased; the Session object's alarm continues the run
+    from its saved round (the round is not asked for again) to the finished answer."""
+    import threading
+
+    def asked_for_the_round() -> int:
+        return sum(1 for r in served.server.requests if r.path.startswith("/fallback")
+                   and msgspec.json.decode(r.body)["messages"][-1].get("content") == COUNT_THEN_STALL)
+
+    STALL[0] = True
+    before = asked_for_the_round()
+    box: dict[str, Any] = {}
+
+    def client() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", served.workerd.port, timeout=120)
+        try:
+            conn.request("POST", "/v1/chat", body=json.dumps({"message": COUNT_THEN_STALL}),
+                         headers={"content-type": "application/json"})
+            resp = conn.getresponse()
+            assert resp.readline() == b"event: session\n"
+            box["sid"] = json.loads(resp.readline().decode().removeprefix("data: "))["session_id"]
+            box["rest"] = resp.read()  # ends when workerd dies: no done, no error event
+        except (OSError, http.client.HTTPException) as exc:
+            box["error"] = exc
+        finally:
+            conn.close()
+
+    thread = threading.Thread(target=client, daemon=True)
+    thread.start()
+    try:
+        def stalled() -> bool:  # the model call after the saved round has been sent
+            return any(r.path.startswith("/fallback") and b'"role":"tool"' in r.body
+                       and COUNT_THEN_STALL.encode() in r.body for r in served.server.requests)
+
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (stalled() and "sid" in box):
+            time.sleep(0.05)
+        assert stalled() and "sid" in box, "the run never reached its second model call"
+        sid = box["sid"]
+        live = served.show(sid)
+        assert (live["status"], live["iterations"], live["run"]["state"]) == ("ready", 1, "running"), live
+        time.sleep(1.2)  # longer than a third of the lease: it was renewed, still running
+        assert served.show(sid)["run"]["state"] == "running"
+        status, _, raw = served.post(f"/v1/sessions/{sid}/resume", {"revision": live["revision"]})
+        refused = json.loads(raw)
+        assert (status, refused["error"], refused["run"]) == (409, "run_in_progress",
+                                                              live["run"]["run_id"])
+        STALL[0] = False
+        served.restart(kill=True)
+        states = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            shown = served.show(sid)
+            states.append((shown["status"], shown["run"]["state"], shown["run"].get("run_id")))
+            if shown["status"] == "finished":
+                break
+            time.sleep(0.1)
+        assert shown["status"] == "finished", states
+        assert shown["run"]["last"]["outcome"] == "finished"
+        assert shown["run"]["last"]["run_id"] != live["run"]["run_id"]  # a new run continued it
+        assert shown["iterations"] == 2
+        assert asked_for_the_round() - before == 1  # the saved round was not run again
+    finally:
+        STALL[0] = False
+        thread.join(timeout=30)
+    assert b"event: done" not in box.get("rest", b"")  # the first client saw no answer

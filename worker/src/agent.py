@@ -29,10 +29,25 @@ from bindloop.agent import (
     with_simple_limit,
 )
 from bindloop.clock import Clock
-from bindloop.completion import TurnStreamEvent, TurnTextStream, create_turn_text_stream
-from bindloop.contracts import StopReason, ToolMessage, ToolResult, ToolSuspend, accumulate_run
+from bindloop.completion import (
+    StreamBudgets,
+    TurnStreamEvent,
+    TurnTextStream,
+    create_turn_text_stream,
+)
+from bindloop.contracts import (
+    AssistantMessage,
+    StopReason,
+    ToolMessage,
+    ToolResult,
+    ToolSuspend,
+    accumulate_run,
+)
+from bindloop.loop import LoopCounters
+from bindloop.errors import ProviderError
 from bindloop.plugins import define_tool
 from bindloop.routing import (
+    AttemptError,
     OrderedPolicy,
     RouteCandidate,
     RoutePlan,
@@ -50,6 +65,10 @@ MAX_BODY_DEPTH = 32
 """Requests nested deeper than this are refused with 400 before they are parsed."""
 
 DEFAULT_MAX_ITERATIONS = 8
+DEFAULT_HEARTBEAT_MS = 15_000
+"""An SSE comment this often while a run sends nothing (proxies drop idle streams at 30-100 s)."""
+DEFAULT_LEASE_MS = 30_000
+"""A run renews its lease every third of this; one not renewed for this long is lost."""
 SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
@@ -80,13 +99,19 @@ class Provider(msgspec.Struct, frozen=True, kw_only=True):
 
 class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     """``rate_limit_rpm`` / ``rate_limit_concurrency``: model calls per minute and in flight, shared
-    by every isolate through the rate-limit store (``None``: no limit)."""
+    by every isolate through the rate-limit store (``None``: no limit). ``budgets``: each model
+    call's stall bounds (first token, between chunks, total). ``heartbeat_ms``: the SSE keep-alive
+    comment interval (``None``: off). ``lease_ms``: how long a run's lease lives without a
+    heartbeat before the run counts as lost."""
 
     providers: tuple[Provider, ...]
     max_iterations: int = DEFAULT_MAX_ITERATIONS
     system_prompt: str | None = None
     rate_limit_rpm: int | None = None
     rate_limit_concurrency: int | None = None
+    budgets: StreamBudgets = StreamBudgets()
+    heartbeat_ms: int | None = DEFAULT_HEARTBEAT_MS
+    lease_ms: int = DEFAULT_LEASE_MS
 
 
 def _setting(env: Any, name: str) -> str | None:
@@ -124,11 +149,30 @@ def config_from_env(env: Any) -> AgentConfig:
                             f"it with `uv run pywrangler secret put {prefix}_API_KEY`")
         providers.append(Provider(id=pid, base_url=base_url, wire=wire, model=model, api_key=api_key))
     max_iterations = _positive(env, "MAX_ITERATIONS")
+    defaults = StreamBudgets()
+    budgets = StreamBudgets(**{
+        field: _budget(env, var, getattr(defaults, field)) for field, var in (
+            ("first_token_ms", "STREAM_FIRST_TOKEN_MS"), ("inter_chunk_ms", "STREAM_INTER_CHUNK_MS"),
+            ("total_ms", "STREAM_TOTAL_MS"))})
+    heartbeat = _budget(env, "SSE_HEARTBEAT_MS", DEFAULT_HEARTBEAT_MS)
+    lease = _positive(env, "RUN_LEASE_MS")
     return AgentConfig(providers=tuple(providers),
                        max_iterations=DEFAULT_MAX_ITERATIONS if max_iterations is None else max_iterations,
                        system_prompt=_setting(env, "SYSTEM_PROMPT"),
                        rate_limit_rpm=_positive(env, "RATE_LIMIT_RPM"),
-                       rate_limit_concurrency=_positive(env, "RATE_LIMIT_CONCURRENCY"))
+                       rate_limit_concurrency=_positive(env, "RATE_LIMIT_CONCURRENCY"),
+                       budgets=budgets, heartbeat_ms=None if heartbeat is None else int(heartbeat),
+                       lease_ms=DEFAULT_LEASE_MS if lease is None else lease)
+
+
+def _budget(env: Any, name: str, default: float | None) -> float | None:
+    """A millisecond budget var: a positive integer, or ``0`` to switch the bound off."""
+    raw = _setting(env, name)
+    if raw is None:
+        return default
+    if not raw.isdigit():
+        raise HttpError(500, "misconfigured", f"{name} must be milliseconds (0: off), got {raw!r}")
+    return None if int(raw) == 0 else float(raw)
 
 
 def _positive(env: Any, name: str) -> int | None:
@@ -223,7 +267,7 @@ def build_model(config: AgentConfig, *, transport_for: TransportFor,
     for p in config.providers:
         adapter = create_wire_adapter(p.wire)
         models[p.id] = ModelAdapter(adapter, transport_for(p, adapter.auth_headers(p.api_key)),
-                                    WireOptions(model=p.model, stream=True))
+                                    WireOptions(model=p.model, stream=True), budgets=config.budgets)
     turn = [first_turn]
     sink = _Sink(on_turn_event)
 
@@ -293,9 +337,11 @@ def session_checkpoint(stored: LoopCheckpoint, cp: LoopCheckpoint, *, resumed: b
     ``revision``: ``resume_chat``'s already are (it runs ``stored`` itself); ``prompt_chat``'s count
     only that prompt, so the session's id, budget, earlier turns, spend and bindings are put back."""
     if not resumed:
+        counters = msgspec.structs.replace(cp.counters, requested_tool_calls=(
+            stored.counters.requested_tool_calls + cp.counters.requested_tool_calls))
         cp = msgspec.structs.replace(
             cp, execution_id=stored.execution_id, max_iterations=stored.max_iterations,
-            iterations=stored.iterations + cp.iterations,
+            iterations=stored.iterations + cp.iterations, counters=counters,
             stats=accumulate_run(stored.stats, cp.stats), bindings=stored.bindings)
     cp = msgspec.structs.replace(cp, revision=revision)
     serialize_loop_checkpoint(cp)  # refuses what parse_loop_checkpoint would refuse on reload
@@ -311,9 +357,17 @@ def settled_checkpoint(stored: LoopCheckpoint, chat: ChatResult, *, resumed: boo
     rev = stored.revision + 1 if revision is None else revision
     if chat.checkpoint is not None:
         return session_checkpoint(stored, chat.checkpoint, resumed=resumed, revision=rev)
+    # The counters go on from the stored ones too: every tool call the chat's turns requested is
+    # added (a stored checkpoint needs requested >= stats.tool_calls). The chat's last token
+    # figures are not in a ChatResult, so the stored ones are marked stale.
+    requested = sum(len(m.tool_calls) for m in chat.delta if isinstance(m, AssistantMessage))
+    counters = LoopCounters(
+        requested_tool_calls=stored.counters.requested_tool_calls + requested,
+        last_prompt_tokens=stored.counters.last_prompt_tokens,
+        last_output_tokens=stored.counters.last_output_tokens, has_fresh_token_count=False)
     cp = msgspec.structs.replace(
         stored, revision=rev, status="finished", open_suspends=(),
-        messages=(*stored.messages, *chat.delta),
+        messages=(*stored.messages, *chat.delta), counters=counters,
         iterations=stored.iterations + chat.stats.turns,
         stats=accumulate_run(stored.stats, chat.stats))
     serialize_loop_checkpoint(cp)  # refuses what parse_loop_checkpoint would refuse on reload
@@ -328,3 +382,54 @@ def stopped_checkpoint(latest: LoopCheckpoint) -> LoopCheckpoint:
     cp = msgspec.structs.replace(latest, revision=latest.revision + 1, status="aborted")
     serialize_loop_checkpoint(cp)
     return cp
+
+
+# -- what a client is told when a run fails ------------------------------------------------------
+
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.I)
+
+
+def error_event(exc: BaseException, *, session_id: str, revision: int) -> dict[str, Any]:
+    """The SSE ``error`` event's data for a run that failed with ``exc``; ``revision`` is the one
+    the run last wrote (or its claim).
+
+    An :class:`HttpError` that names the stored revision (a refused save: storage is at another
+    writer's revision) keeps it -- that, not the run's own, is what a resume must name. A provider
+    failure says which provider and what kind of failure (``category``, HTTP status), never the
+    upstream URL or what the provider said; anything else is named by its type only. No message
+    carries a URL (a base URL can hold a key or an internal host name)."""
+    if isinstance(exc, HttpError):
+        body = {"error": exc.code, "message": exc.message, **exc.extra}
+    elif isinstance(exc, AttemptError):
+        status = "" if exc.status_code is None else f" (HTTP {exc.status_code})"
+        where = "" if exc.target is None else f" at provider {exc.target.provider_id!s}"
+        body = {"error": "provider_failed", "category": exc.category,
+                "message": f"the model call failed{where}: {exc.category}{status}"}
+        if exc.status_code is not None:
+            body["status"] = exc.status_code
+    elif isinstance(exc, ProviderError):
+        body = {"error": type(exc).__name__,
+                "message": f"the model call failed: {_URL.sub('<url>', str(exc))}"}
+    else:
+        body = {"error": "internal_error", "message": f"the run failed ({type(exc).__name__}); "
+                "the session keeps its last saved round"}
+    body["message"] = _URL.sub("<url>", str(body["message"]))
+    return {"session_id": session_id, "revision": revision, **body}
+
+
+def run_view(state: dict[str, Any]) -> dict[str, Any]:
+    """A session's run as ``GET`` shows it, from the Session object's ``state()``: ``running`` (its
+    lease renewed within ``RUN_LEASE_MS``), ``lost`` (its isolate died: the lease ran out, never
+    renewed nor released; the object's alarm continues it) or ``idle``; ``last`` is how the last
+    run ended (``finished``, ``waiting_for_reply``, ``aborted``, ``failed`` or ``lost``)."""
+    lease, last = state.get("lease"), state.get("last_run")
+    view: dict[str, Any]
+    if lease is not None and lease["expires_in_ms"] > 0:
+        view = {"state": "running", "run_id": lease["run"], "lease_ms_left": lease["expires_in_ms"]}
+    elif lease is not None:
+        view = {"state": "lost", "run_id": lease["run"]}
+    else:
+        view = {"state": "idle"}
+    if last is not None:
+        view["last"] = {"run_id": last["run"], "outcome": last["outcome"]}
+    return view

@@ -51,6 +51,8 @@ BUNDLE_DIR = WORKER_DIR / ".cache" / "pyodide-bundle"
 # runs of bench/worker_turn.py (docs/workers.md). The plain set is wasm/wheels.
 WHEELS_DIR = REPO_ROOT / "wasm" / "wheels-pyc"
 
+SNAPSHOT_NAME = "snapshot.bin"  # what --python-save-snapshot writes into --python-snapshot-dir
+
 COMPATIBILITY_DATE = "2026-11-01"
 # The dev Pyodide release (314.0.6 built locally) instead of a downloaded one, and the `workers` SDK
 # from the runtime rather than a vendored workers-runtime-sdk.
@@ -165,10 +167,22 @@ def tree_bytes(root: Path) -> tuple[int, int]:
 class Workerd:
     """A running ``workerd serve`` of a staged config; use as a context manager."""
 
-    def __init__(self, config: Path, *, log_path: Path | None = None) -> None:
+    def __init__(self, config: Path, *, log_path: Path | None = None,
+                 snapshot: tuple[str, Path] | None = None) -> None:
+        """``snapshot``: ``("save", dir)`` boots Python, writes a memory snapshot of the isolate
+        after the Worker's top-level imports to ``dir/snapshot.bin`` and then serves;
+        ``("load", dir)`` starts the isolate from that snapshot instead of importing again (what
+        Cloudflare does for every deployed Python Worker)."""
         if not WORKERD_BIN.is_file():
             raise HarnessError(f"{WORKERD_BIN} not found: run `cd worker && npm ci`")
         self.config = config
+        self.extra_args: list[str] = []
+        if snapshot is not None:
+            mode, directory = snapshot
+            directory.mkdir(parents=True, exist_ok=True)
+            self.extra_args = (["--python-save-snapshot"] if mode == "save"
+                               else ["--python-load-snapshot", SNAPSHOT_NAME])
+            self.extra_args += ["--python-snapshot-dir", str(directory.resolve())]
         self.log_path = log_path or config.with_name("workerd.log")
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
@@ -185,7 +199,8 @@ class Workerd:
         t0 = time.perf_counter()
         self.proc = subprocess.Popen(
             [str(WORKERD_BIN), "serve", self.config.name, "--experimental",
-             "--pyodide-bundle-disk-cache-dir", str(BUNDLE_DIR), "--control-fd", str(write_fd)],
+             "--pyodide-bundle-disk-cache-dir", str(BUNDLE_DIR), "--control-fd", str(write_fd),
+             *self.extra_args],
             cwd=self.config.parent, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,))
         os.close(write_fd)
         buf = b""
@@ -219,6 +234,13 @@ class Workerd:
         try:
             proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash or an evicted machine would: no shutdown, in-flight work lost."""
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
 

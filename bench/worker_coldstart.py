@@ -1,0 +1,143 @@
+"""Cold start of the Worker template in real workerd, with and without a memory snapshot, and the
+CPU of a warm request -- the figures docs/workers.md quotes.
+
+A snapshot is written once (``--python-save-snapshot``: Python booted, the Worker's top-level
+imports done); then fresh workerd processes start alternately without it (Python boots and imports
+``entry.py``, bindloop and msgspec) and from it (``--python-load-snapshot``), the order flipped
+every round. For each: process start -> socket listening, -> the first chat's stream done; then
+warm chats, and workerd's CPU per warm request (utime + stime of the process from /proc, in
+10 ms ticks: the Python turn, the outbound fetch, the SSE stream and the Session object's calls).
+Also prints the bundle: the vendored ``python_modules`` as files, and compressed (deflate, what an
+upload compresses it to).
+
+Needs ``make worker-node wasm-wheels-pyc`` (and pycapnp, see worker/worker.mk).
+
+    python bench/worker_coldstart.py [--colds 4] [--turns 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import io
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+import msgspec
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "worker" / "tools"))
+from workerd_harness import WHEELS_DIR, Workerd, stage, tree_bytes  # noqa: E402
+
+from bindloop.hosts.scripted_server import (  # noqa: E402
+    RecordedRequest,
+    ScriptedProviderServer,
+    ScriptedReply,
+    turn_reply,
+)
+from bindloop.testing import final_answer  # noqa: E402
+
+
+def respond(request: RecordedRequest) -> ScriptedReply:
+    body = msgspec.json.decode(request.body)
+    return turn_reply("openai_chat", final_answer("A short answer."), stream=True, model=body["model"])
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def chat(port: int) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    conn.request("POST", "/v1/chat", body=json.dumps({"message": "hi"}),
+                 headers={"content-type": "application/json"})
+    raw = conn.getresponse().read()
+    conn.close()
+    if b"event: done" not in raw:
+        raise RuntimeError(raw.decode(errors="replace")[-2000:])
+
+
+def one_start(config: Path, snapshot: tuple[str, Path] | None, turns: int,
+              out: dict[str, list[float]]) -> None:
+    t0 = time.perf_counter()
+    with Workerd(config, snapshot=snapshot) as wd:
+        assert wd.proc is not None
+        chat(wd.port)
+        out["listen"].append(wd.listen_s)
+        out["first_done"].append(time.perf_counter() - t0)
+        for _ in range(turns):
+            c0 = cpu_s(wd.proc.pid)
+            chat(wd.port)
+            out["cpu"].append(cpu_s(wd.proc.pid) - c0)
+
+
+def compressed(root: Path) -> int:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            zf.write(path, path.relative_to(root).as_posix())
+    return len(buf.getvalue())
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--colds", type=int, default=4, help="fresh processes per mode")
+    ap.add_argument("--turns", type=int, default=10, help="warm chats per process")
+    args = ap.parse_args()
+    results: dict[str, dict[str, list[float]]] = {
+        m: {"listen": [], "first_done": [], "cpu": []} for m in ("plain", "snapshot")}
+    with ScriptedProviderServer() as server, tempfile.TemporaryDirectory() as tmp:
+        server.set_responder("p", respond)
+        root = Path(tmp)
+        config = stage(root / "stage", storage_dir=root / "do", with_conformance=False,
+                       bindings={"PROVIDER_BASE_URL": server.base_url("p"),
+                                 "PROVIDER_MODEL": "m", "PROVIDER_API_KEY": "k"})
+        snapshots = root / "snapshots"
+        t0 = time.perf_counter()
+        with Workerd(config, snapshot=("save", snapshots)) as wd:
+            chat(wd.port)
+        save_s = time.perf_counter() - t0
+        snap_bytes = (snapshots / "snapshot.bin").stat().st_size
+        for i in range(args.colds):
+            order = [("plain", None), ("snapshot", ("load", snapshots))]
+            for mode, snap in (order if i % 2 == 0 else order[::-1]):
+                one_start(config, snap, args.turns, results[mode])
+        bundles = {}
+        for wheels in (REPO / "wasm" / "wheels", WHEELS_DIR):  # what pywrangler vendors; the tests'
+            stage(root / wheels.name, storage_dir=root / "unused", with_conformance=False,
+                  wheels_dir=wheels, bindings={})
+            modules = root / wheels.name / "python_modules"
+            bundles[wheels] = (*tree_bytes(modules), compressed(modules))
+
+    def med(xs: list[float]) -> float:
+        return statistics.median(xs) * 1000
+
+    plain, snap = results["plain"], results["snapshot"]
+    print(f"workerd, {args.colds} fresh processes per mode, {args.turns} warm chats each "
+          f"(median ms){'plain':>12} {'snapshot':>9} {'snap/plain':>11}")
+    for label, key in (("process start -> listening", "listen"),
+                       ("process start -> first chat done", "first_done"),
+                       ("warm chat: workerd CPU (10 ms ticks)", "cpu")):
+        a, b = med(plain[key]), med(snap[key])
+        print(f"  {label:<44} {a:9.0f} {b:9.0f} {b / a if a else float('nan'):11.2f}")
+    for mode in ("plain", "snapshot"):
+        print(f"  {mode}: listening after", [round(x * 1000) for x in results[mode]["listen"]], "ms")
+    print(f"snapshot: {snap_bytes / 2**20:.1f} MiB, written by a start that took {save_s * 1000:.0f} ms "
+          f"to its first chat")
+    for directory, (files, size, packed) in bundles.items():
+        wheels = sorted(directory.glob("*.whl"))
+        print(f"bundle ({directory.name}): {len(wheels)} wheels, "
+              f"{sum(w.stat().st_size for w in wheels) / 1024:.0f} KiB; python_modules {files} files, "
+              f"{size / 1024:.0f} KiB unpacked, {packed / 1024:.0f} KiB deflated")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""The Worker's HTTP plumbing, one home for every route: bounded JSON bodies, JSON answers, the
+route table, and the Server-Sent Events stream (a ``TransformStream`` fed from a background task,
+with keep-alive comments while the run is quiet).
+
+A new route is one :meth:`Routes.add` call in ``entry.py``; a new stream dialect (another
+protocol's framing) is a different ``frame`` passed to :class:`EventStream`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import js  # type: ignore[import-not-found]
+import msgspec
+from pyodide.ffi import JsException  # type: ignore[import-not-found]
+from workers import Response  # type: ignore[import-not-found]
+
+from agent import MAX_BODY_BYTES, MAX_BODY_DEPTH, HttpError
+from bindloop.contracts import JsonBoundsError, decode_json_bounded
+
+JSON_HEADERS = {"content-type": "application/json"}
+SSE_HEADERS = {"content-type": "text/event-stream", "cache-control": "no-store"}
+
+_BOUNDS_ANSWER = {"too_large": (413, "body_too_large"), "too_deep": (400, "body_too_deep"),
+                  "malformed": (400, "malformed_json"), "not_an_object": (400, "malformed_json")}
+
+
+def json_response(status: int, body: dict[str, Any]) -> Response:
+    return Response(json.dumps(body), status=status, headers=JSON_HEADERS)
+
+
+async def read_json(request: Any) -> dict[str, Any]:
+    """The body as a JSON object, bounded before it is parsed: a body over ``MAX_BODY_BYTES`` is a
+    413, one nested deeper than ``MAX_BODY_DEPTH`` a 400 -- a recursive parse of 10,000 brackets
+    would overflow the JS stack and abort the isolate with every stream in it."""
+    length = request.headers.get("content-length")
+    if length is not None and str(length).isdigit() and int(str(length)) > MAX_BODY_BYTES:
+        raise HttpError(413, "body_too_large",
+                        f"the request body is {length} bytes; the limit is {MAX_BODY_BYTES}")
+    raw = await request.text()
+    try:
+        body: dict[str, Any] = decode_json_bounded(raw, max_bytes=MAX_BODY_BYTES,
+                                                   max_depth=MAX_BODY_DEPTH, require_object=True)
+    except JsonBoundsError as exc:
+        status, code = _BOUNDS_ANSWER[exc.reason]
+        raise HttpError(status, code, str(exc)) from None
+    return body
+
+
+Handler = Callable[[Any, Any, "re.Match[str]"], Awaitable[Response]]
+
+
+class Routes:
+    """``(method, path pattern) -> handler(owner, request, match)`` (``owner``: the entrypoint,
+    so a handler is a plain method of it); a path that matches with another method is a 405
+    naming the allowed ones, no match a 404."""
+
+    def __init__(self) -> None:
+        self._routes: list[tuple[str, re.Pattern[str], Handler]] = []
+
+    def add(self, method: str, pattern: str, handler: Handler) -> None:
+        self._routes.append((method, re.compile(f"^{pattern}$"), handler))
+
+    async def dispatch(self, request: Any, owner: Any, path: str) -> Response:
+        method = str(request.method)
+        allowed = []
+        for want, pattern, handler in self._routes:
+            match = pattern.match(path)
+            if match is None:
+                continue
+            if want == method:
+                return await handler(owner, request, match)
+            allowed.append(want)
+        if allowed:
+            raise HttpError(405, "method_not_allowed",
+                            f"{method} {path}: use {' or '.join(sorted(set(allowed)))}")
+        raise HttpError(404, "not_found", f"no route for {method} {path}")
+
+
+def sse_frame(event: str, data: Any) -> str:
+    """bindloop's own dialect: a named event whose data is one JSON value."""
+    return f"event: {event}\ndata: {msgspec.json.encode(data).decode()}\n\n"
+
+
+class EventStream:
+    """An SSE response written from a background task (kept alive with ``ctx.waitUntil``).
+
+    ``heartbeat_ms`` (``None``: off) writes a comment line (``: keep-alive``) whenever nothing was
+    sent for that long -- a provider that stalls for a minute leaves proxies and browsers a live
+    connection, not a silent one they time out. Comments are ignored by every SSE parser."""
+
+    def __init__(self, *, heartbeat_ms: int | None = None,
+                 frame: Callable[[str, Any], str] = sse_frame,
+                 headers: dict[str, str] | None = None) -> None:
+        self._ts = js.TransformStream.new()
+        self._writer = self._ts.writable.getWriter()
+        self._encoder = js.TextEncoder.new()
+        self._frame = frame
+        self._headers = SSE_HEADERS if headers is None else headers
+        self._closed = False
+        self._quiet_since = float(js.Date.now())
+        self._pinger = (None if heartbeat_ms is None
+                        else asyncio.ensure_future(self._ping(heartbeat_ms)))
+
+    def _write(self, text: str) -> None:
+        if self._closed:
+            return
+        self._quiet_since = float(js.Date.now())
+        # Writes queue in order; the readable side delivers each as it is written.
+        self._writer.write(self._encoder.encode(text))
+
+    def send(self, event: str, data: Any) -> None:
+        """One event; ``data`` is anything msgspec encodes (a dict, a turn stream event)."""
+        self._write(self._frame(event, data))
+
+    async def _ping(self, every_ms: int) -> None:
+        while not self._closed:
+            await asyncio.sleep(every_ms / 1000)
+            if float(js.Date.now()) - self._quiet_since >= every_ms * 0.9:
+                self._write(": keep-alive\n\n")
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._pinger is not None:
+            self._pinger.cancel()
+        # A client that went away first has already errored the stream: nothing is left to tell it.
+        with contextlib.suppress(JsException):
+            await self._writer.close()
+
+    def response(self) -> Response:
+        return Response(self._ts.readable, status=200, headers=self._headers)
