@@ -22,3 +22,6 @@ PORT  ?= 8787
 DELAY ?= 0.05
 demo-ui: venv
 	$(PY) -m bindloop.hosts.ui_demo --port $(PORT) --delay $(DELAY)
+
+# The Worker's frontend routes are tested with the same clients (tests/worker/test_workerd_protocols.py).
+test-worker: clients/node_modules/.package-lock.json

@@ -11,6 +11,8 @@ Routes (the table is :data:`ROUTES`; a new route is one ``ROUTES.add``)
     saved tool round.
 ``GET /v1/sessions/{id}``
     The stored checkpoint's status and revision, and its run: ``running``, ``lost`` or ``idle``.
+``POST /api/chat`` / ``POST /ag-ui``
+    The Vercel AI SDK UI message stream and AG-UI, stateless (frontends.py).
 ``GET /conformance``
     bindloop's conformance report, run in this isolate (when ``conformance/`` is vendored).
 
@@ -45,6 +47,7 @@ from bindloop.session import (
     apply_checkpoint_input,
     create_loop_checkpoint,
 )
+from frontends import ag_ui, api_chat
 from sessions import RateLimiter, Session, SessionStore, drive
 from web import JSON_HEADERS, EventStream, Routes, json_response, read_json
 
@@ -210,3 +213,6 @@ ROUTES.add("POST", "/v1/chat", Default.chat)
 ROUTES.add("GET", _SESSION, Default.show)
 ROUTES.add("POST", _SESSION + "/reply", Default.reply)
 ROUTES.add("POST", _SESSION + "/resume", Default.resume)
+# The protocols real frontends speak (frontends.py): the AI SDK UI message stream and AG-UI.
+ROUTES.add("POST", "/api/chat", api_chat)
+ROUTES.add("POST", "/ag-ui", ag_ui)

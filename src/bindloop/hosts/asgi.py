@@ -31,15 +31,23 @@ import anyio
 import msgspec
 from anyio.abc import TaskGroup
 
-from bindloop.contracts import JsonBoundsError, Message, ToolDefinition
+from bindloop.contracts import (
+    JsonBoundsError,
+    Message,
+    ToolDefinition,
+    ToolMessage,
+    tool_error_message,
+)
 from bindloop.protocols import (
     AG_UI_HEADERS,
     SSE_DONE,
     UI_STREAM_HEADERS,
     AgUiEncoder,
+    AgUiRunInput,
     EncoderInput,
     ProtocolRequestError,
     ToolApproval,
+    UIChatRequest,
     UIStreamEncoder,
     decode_run_agent_input,
     decode_ui_chat_request,
@@ -51,7 +59,8 @@ from bindloop.protocols import (
 
 from .asgi_log import MemoryRunLogs, RunLogs, RunStatus
 
-__all__ = ("ChatApp", "ChatInput", "Emit", "Runner")
+__all__ = ("AgUiFrames", "ChatApp", "ChatInput", "Emit", "Frames", "Runner", "UiFrames",
+           "ag_ui_chat_input", "drive_run", "sse_event", "ui_chat_input", "ui_encoder")
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -197,13 +206,10 @@ class ChatApp:
             request = decode_ui_chat_request(body, max_bytes=self._max_body)
         except (JsonBoundsError, ProtocolRequestError) as exc:
             raise self._refuse(exc) from None
-        message_id = request.continues or request.message_id or f"msg-{self._new_id()}"
-        known = {c.id for m in request.transcript for c in getattr(m, "tool_calls", ())}
-        encoder = UIStreamEncoder(message_id, known_calls=known)
-        chat = ChatInput(chat_id=request.id, protocol="ui", transcript=request.transcript,
-                         approvals=request.approvals)
+        encoder = ui_encoder(request, self._new_id())
+        chat = ui_chat_input(request)
         run = self._begin("ui", request.id)
-        self._spawn(run, chat, _UiFrames(encoder))
+        self._spawn(run, chat, UiFrames(encoder))
         await self._serve(run.run_id, None, UI_STREAM_HEADERS, receive, send)
 
     async def _post_ag_ui(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -214,11 +220,9 @@ class ChatApp:
             raise self._refuse(exc) from None
         encoder = AgUiEncoder(thread_id=request.thread_id, run_id=request.run_id,
                               messages=request.messages)
-        chat = ChatInput(chat_id=request.thread_id, protocol="ag-ui",
-                         transcript=request.transcript, tools=request.tools,
-                         approvals=_resume_approvals(request), state=request.state)
+        chat = ag_ui_chat_input(request)
         run = self._begin("ag-ui", request.thread_id, run_id=request.run_id)
-        self._spawn(run, chat, _AgUiFrames(encoder))
+        self._spawn(run, chat, AgUiFrames(encoder))
         await self._serve(run.run_id, None, AG_UI_HEADERS, receive, send)
 
     async def _reconnect(self, protocol: str, chat_id: str, scope: Scope, receive: Receive,
@@ -265,7 +269,7 @@ class ChatApp:
         self._active[(protocol, chat_id)] = run_id
         return run
 
-    def _spawn(self, run: _Run, chat: ChatInput, frames: _Frames) -> None:
+    def _spawn(self, run: _Run, chat: ChatInput, frames: Frames) -> None:
         assert self._tg is not None
         self._tg.start_soon(self._drive, run, chat, frames)
 
@@ -277,34 +281,14 @@ class ChatApp:
         run.changed.set()
         run.changed = anyio.Event()
 
-    async def _drive(self, run: _Run, chat: ChatInput, frames: _Frames) -> None:
-        status: RunStatus = "failed"
-        emit_open = [True]
-
-        def emit(turn_index: int | None, event: EncoderInput) -> None:
-            if emit_open[0]:
-                self._append(run, frames.feed(event, turn_index))
-
+    async def _drive(self, run: _Run, chat: ChatInput, frames: Frames) -> None:
+        status: RunStatus = "stopped"  # unless drive_run returns: the scope caught a stop
         try:
-            self._append(run, frames.start())
-            result: Any = None
             with run.scope:
-                try:
-                    result = await self._runner(chat, emit)
-                except Exception as exc:  # the client is told; the host's logs keep the rest
-                    emit_open[0] = False
-                    self._append(run, frames.fail(f"{type(exc).__name__}: {exc}"))
-                    return
-                emit_open[0] = False
-                self._append(run, frames.finish(result))
-                status = "finished"
-            if run.scope.cancelled_caught:
-                emit_open[0] = False
-                self._append(run, frames.abort())
-                status = "stopped"
+                status = await drive_run(self._runner, chat, frames,
+                                         lambda payloads: self._append(run, payloads))
         finally:
             with anyio.CancelScope(shield=True):
-                self._append(run, frames.close())
                 self.logs.end(run.run_id, status)
                 self._live.pop(run.run_id, None)
                 key = (chat.protocol, chat.chat_id)
@@ -335,8 +319,7 @@ class ChatApp:
             changed = None if run is None else run.changed
             frames = self.logs.read(run_id, after)
             if frames:
-                body = b"".join(SSE_DONE if p == _DONE_PAYLOAD else sse_frame(p, event_id=o)
-                                for o, p in frames)
+                body = b"".join(sse_event(o, p) for o, p in frames)
                 after = frames[-1][0]
                 await send({"type": "http.response.body", "body": body, "more_body": True})
                 continue
@@ -346,8 +329,15 @@ class ChatApp:
             await changed.wait()
 
 
-class _Frames(Protocol):
-    """One protocol's encoder behind the run driver: each call returns wire payloads (JSON)."""
+def sse_event(offset: int, payload: bytes) -> bytes:
+    """One logged payload as the SSE bytes a client gets: its offset as the ``id:``, except the AI
+    SDK's ``[DONE]`` marker, which goes out bare, as the SDK's own servers send it."""
+    return SSE_DONE if payload == _DONE_PAYLOAD else sse_frame(payload, event_id=offset)
+
+
+class Frames(Protocol):
+    """One protocol's encoder behind a run driver: each call returns wire payloads (JSON, or
+    ``b"[DONE]"`` for the AI SDK's end marker)."""
 
     def start(self) -> list[bytes]: ...
     def feed(self, event: EncoderInput, turn_index: int | None) -> list[bytes]: ...
@@ -357,7 +347,40 @@ class _Frames(Protocol):
     def close(self) -> list[bytes]: ...
 
 
-class _UiFrames:
+async def drive_run(runner: Runner, chat: ChatInput, frames: Frames,
+                    write: Callable[[list[bytes]], None]) -> RunStatus:
+    """One run from its first frame to its last, every payload handed to ``write`` in order (the
+    ASGI app's event log, the Worker's SSE stream): the start, the runner's events, then the finish
+    -- or the protocol's error when the runner raises (``TypeName: message``, no traceback), or
+    its abort when the run is cancelled (the cancellation is re-raised). Returns how it ended."""
+    open_ = [True]
+
+    def emit(turn_index: int | None, event: EncoderInput) -> None:
+        if open_[0]:  # a tool still reporting after the run's end is not part of the stream
+            write(frames.feed(event, turn_index))
+
+    write(frames.start())
+    try:
+        result = await runner(chat, emit)
+    except anyio.get_cancelled_exc_class():
+        open_[0] = False
+        write(frames.abort())
+        write(frames.close())
+        raise
+    except Exception as exc:
+        open_[0] = False
+        write(frames.fail(f"{type(exc).__name__}: {exc}"))
+        write(frames.close())
+        return "failed"
+    open_[0] = False
+    write(frames.finish(result))
+    write(frames.close())
+    return "finished"
+
+
+class UiFrames:
+    """The AI SDK UI message stream as :class:`Frames`."""
+
     def __init__(self, encoder: UIStreamEncoder) -> None:
         self.encoder = encoder
 
@@ -380,7 +403,9 @@ class _UiFrames:
         return [_DONE_PAYLOAD]
 
 
-class _AgUiFrames:
+class AgUiFrames:
+    """AG-UI as :class:`Frames`."""
+
     def __init__(self, encoder: AgUiEncoder) -> None:
         self.encoder = encoder
 
@@ -403,23 +428,56 @@ class _AgUiFrames:
         return []
 
 
-def _resume_approvals(request: Any) -> tuple[ToolApproval, ...]:
-    """AG-UI resume entries that answer an approval interrupt (id ``approval-<call id>``): resolved
-    with ``{"approved": bool, "reason"?: str}``, or cancelled (a denial)."""
-    calls = {c.id: c for m in request.transcript for c in getattr(m, "tool_calls", ())}
-    out = []
-    for entry in request.resume:
-        call_id = entry.interrupt_id.removeprefix("approval-")
-        call = calls.get(call_id)
-        if call is None or not entry.interrupt_id.startswith("approval-"):
+def ui_chat_input(request: UIChatRequest) -> ChatInput:
+    """What an AI SDK chat request asks a runner to do."""
+    return ChatInput(chat_id=request.id, protocol="ui", transcript=request.transcript,
+                     approvals=request.approvals)
+
+
+def ui_encoder(request: UIChatRequest, new_id: str) -> UIStreamEncoder:
+    """The encoder for the response to ``request``: it continues the trailing assistant message
+    when the request added to it (its calls are known to the client), else builds a new one
+    (``request.message_id``, or ``msg-<new_id>``)."""
+    message_id = request.continues or request.message_id or f"msg-{new_id}"
+    known = {c.id for m in request.transcript for c in getattr(m, "tool_calls", ())}
+    return UIStreamEncoder(message_id, known_calls=known)
+
+
+def ag_ui_chat_input(run: AgUiRunInput) -> ChatInput:
+    """What an AG-UI run asks a runner to do, its resume entries applied: an answer to an approval
+    interrupt (id ``approval-<call id>``, resolved with ``{"approved": bool, "reason"?: str}``, or
+    cancelled: a denial) becomes an approval for the runner; an answer to a question interrupt
+    (id: the call's id) becomes that call's tool message -- the payload's text (a non-string as
+    JSON), or a refusal when cancelled."""
+    calls = {c.id: c for m in run.transcript for c in getattr(m, "tool_calls", ())}
+    answered = {m.tool_call_id for m in run.transcript if isinstance(m, ToolMessage)}
+    approvals: list[ToolApproval] = []
+    transcript = list(run.transcript)
+    for entry in run.resume:
+        payload = entry.payload
+        if entry.interrupt_id.startswith("approval-"):
+            call = calls.get(entry.interrupt_id.removeprefix("approval-"))
+            if call is None:
+                continue
+            fields = payload if isinstance(payload, dict) else {}
+            reason = fields.get("reason")
+            approvals.append(ToolApproval(
+                approval_id=entry.interrupt_id, tool_call_id=call.id, tool_name=call.name,
+                arguments=call.arguments,
+                approved=entry.status == "resolved" and fields.get("approved") is True,
+                reason=reason if isinstance(reason, str) else None))
             continue
-        payload = entry.payload if isinstance(entry.payload, dict) else {}
-        approved = entry.status == "resolved" and payload.get("approved") is True
-        reason = payload.get("reason")
-        out.append(ToolApproval(approval_id=entry.interrupt_id, tool_call_id=call_id,
-                                tool_name=call.name, arguments=call.arguments, approved=approved,
-                                reason=reason if isinstance(reason, str) else None))
-    return tuple(out)
+        call = calls.get(entry.interrupt_id)
+        if call is None or call.id in answered:
+            continue
+        if entry.status == "cancelled":
+            transcript.append(tool_error_message(call.id, "the user did not answer", "rejected",
+                                                 name=call.name))
+        else:
+            text = payload if isinstance(payload, str) else _JSON.encode(payload).decode()
+            transcript.append(ToolMessage(tool_call_id=call.id, content=text, name=call.name))
+    return ChatInput(chat_id=run.thread_id, protocol="ag-ui", transcript=tuple(transcript),
+                     tools=run.tools, approvals=tuple(approvals), state=run.state)
 
 
 async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
