@@ -12,6 +12,8 @@ not a test.
    (client side, median) and the server's CPU per request (its /proc utime + stime over the batch),
    for ``POST /api/chat`` and ``POST /ag-ui``, beside the same chat run in-process with no HTTP and
    no encoder (``prompt_chat`` over the same model and tools).
+3. ``--workerd``: the Worker template's routes in real workerd, the same requests over a scripted
+   provider: time to first byte and workerd's CPU per request (warm isolate).
 """
 
 from __future__ import annotations
@@ -187,14 +189,74 @@ def request_costs(n: int) -> None:
     print(f"   {'bare prompt_chat (no HTTP)':<26} {'':>8} {'':>9} {bare * 1e3:>14.2f} {1.0:>7.2f}")
 
 
+def workerd_costs(n: int) -> None:
+    """The Worker template's POST /api/chat and POST /ag-ui in real workerd (make test-worker's
+    install), over a scripted OpenAI-chat provider: the same request shape as section 2."""
+    import tempfile
+    from pathlib import Path
+
+    from bindloop.contracts import TurnUsage
+    from bindloop.hosts.scripted_server import ScriptedProviderServer, turn_reply
+    from bindloop.testing import final_answer, tool_call, tool_call_turn
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "worker" / "tools"))
+    from workerd_harness import Workerd, stage
+
+    def policy(request: Any) -> Any:
+        body = msgspec.json.decode(request.body)
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            turn = final_answer(f"Counted {last['content']} words.",
+                                usage=TurnUsage(input_tokens=12, output_tokens=3))
+        else:
+            turn = tool_call_turn([tool_call("word_count", {"text": "the words of this"},
+                                             id="wc1")])
+        return turn_reply("openai_chat", turn, stream=True, model=body["model"])
+
+    server = ScriptedProviderServer().start()
+    server.set_responder("p", policy)
+    with tempfile.TemporaryDirectory() as tmp:
+        config = stage(Path(tmp) / "stage", storage_dir=Path(tmp) / "do", with_conformance=False,
+                       bindings={"PROVIDER_BASE_URL": server.base_url("p"),
+                                 "PROVIDER_WIRE": "openai_chat", "PROVIDER_MODEL": "gpt-test",
+                                 "PROVIDER_API_KEY": "sk-bench"})
+        workerd = Workerd(config).start()
+        try:
+            assert workerd.proc is not None
+            _requests(workerd.base_url, "/api/chat", {**UI_BODY, "id": "warm"}, 3, "id")
+            rows = []
+            own = {"message": "count the words of this"}
+            for name, path, body, key in (("own SSE POST /v1/chat", "/v1/chat", own, "tag"),
+                                          ("AI SDK  POST /api/chat", "/api/chat", UI_BODY, "id"),
+                                          ("AG-UI   POST /ag-ui", "/ag-ui", AG_BODY, "threadId")):
+                cpu0 = _cpu_of(workerd.proc.pid)
+                ttfb, total = _requests(workerd.base_url, path, body, n, key)
+                cpu = (_cpu_of(workerd.proc.pid) - cpu0) / n
+                rows.append((name, statistics.median(ttfb), statistics.median(total), cpu))
+        finally:
+            workerd.stop()
+            server.stop()
+    print(f"\n3. one request in workerd (the Worker template, scripted provider on loopback, {n} "
+          "sequential requests, warm isolate)")
+    print(f"   {'route':<26} {'TTFB ms':>8} {'total ms':>9} {'workerd CPU ms':>15} {'x own':>6}")
+    for name, t1, tt, cpu in rows:
+        print(f"   {name:<26} {t1 * 1e3:>8.2f} {tt * 1e3:>9.2f} {cpu * 1e3:>15.2f} "
+              f"{cpu / rows[0][3]:>6.2f}")
+    print("   (own SSE: the Worker's /v1/chat, which also stores the session in its Durable Object)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--workerd", action="store_true",
+                        help="also the Worker's routes in workerd (needs make test-worker's install)")
     args = parser.parse_args()
     print(f"python {platform.python_version()} on {platform.machine()}, msgspec "
           f"{msgspec.__version__}")
     encoder_costs(2_000 if args.quick else 20_000)
     request_costs(20 if args.quick else 100)
+    if args.workerd:
+        workerd_costs(10 if args.quick else 50)
 
 
 if __name__ == "__main__":
