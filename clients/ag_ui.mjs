@@ -38,6 +38,12 @@ const prompt = [userMsg('u1', 'count the words of this sentence please')];
   assert.equal(agent.messages[3].content, 'The tool answered: 6.');
   assert.ok(finished.usage[0].totalTokens > 0);
   results.whole = norm(agent.messages, 'run-whole');
+  // the conversation goes back with the next message: the pytest side checks that the server
+  // decodes it into the transcript the model saw.
+  agent.addMessage(userMsg('u9', 'thanks'));
+  await agent.runAgent({ runId: 'run-follow' });
+  assert.equal(agent.messages.at(-1).content,
+               'You said: thanks. That is 1 words, and I have nothing to add.');
 }
 
 // 2. the connection cut mid-run (abortRun after a few events), then a new client connects to the

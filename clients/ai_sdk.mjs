@@ -36,6 +36,14 @@ assert.equal(whole.parts[4].text, 'The tool answered: 6.');
 assert.ok(whole.metadata.usage.totalTokens > 0);
 results.whole = norm(whole);
 
+// 1b. the message goes back with the next user message: the server decodes it into the very
+//     transcript the model saw (the pytest side compares them), and the answer follows.
+{
+  const next = [...prompt, whole, user('u9', 'thanks')];
+  const reply = await lastMessage(await send('chat-follow', next));
+  assert.equal(reply.parts.at(-1).text, 'You said: thanks. That is 1 words, and I have nothing to add.');
+}
+
 // 2. the connection cut mid-stream, then reconnectToStream (the SDK's GET .../stream).
 {
   const abort = new AbortController();

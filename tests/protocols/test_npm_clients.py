@@ -17,7 +17,8 @@ import pytest
 from bindloop.completion import TurnResetEvent, TurnTextEvent
 from bindloop.hosts.asgi import ChatApp, ChatInput, Emit
 from bindloop.hosts.asgi_log import SqliteRunLogs
-from bindloop.hosts.ui_demo import build_demo_app
+from bindloop.contracts import AssistantMessage, Message, UserMessage
+from bindloop.hosts.ui_demo import DemoModel, build_demo_app
 
 CLIENTS = Path(__file__).resolve().parents[2] / "clients"
 
@@ -38,16 +39,35 @@ def _run(script: str, base: str) -> str:
     return proc.stdout
 
 
+class RecordingModel(DemoModel):
+    """The demo model, keeping every prompt it was sent."""
+
+    def __init__(self) -> None:
+        self.prompts: list[tuple[Message, ...]] = []
+
+    def stream(self, messages: Any, options: Any) -> Any:
+        self.prompts.append(tuple(messages))
+        return super().stream(messages, options)
+
+
 @pytest.mark.parametrize("store", ["memory", "sqlite"])
 def test_ai_sdk_client(served: Any, tmp_path: Path, store: str) -> None:
     _node_ready()
     deleted: list[str] = []
     logs = SqliteRunLogs(tmp_path / "runs.db") if store == "sqlite" else None
-    app = build_demo_app(delay_s=0.02, logs=logs, deleted=deleted)
+    model = RecordingModel()
+    app = build_demo_app(delay_s=0.02, logs=logs, deleted=deleted, model=model)
     with served(app) as base:
         _run("ai_sdk.mjs", base)
     # The approved deletion ran exactly once; the denied one never.
     assert deleted == ["groceries"]
+    # What the client sent back decodes into the transcript the model saw (byte-stable prompts,
+    # so a provider's prompt cache keeps hitting): the tool round's prompt, then the answer.
+    follow = next(p for p in model.prompts if isinstance(p[-1], UserMessage)
+                  and p[-1].content == "thanks")
+    first = next(p for p in model.prompts if len(p) == 3 and p[0] == follow[0])
+    assert follow[:3] == first
+    assert follow[3] == AssistantMessage(content="The tool answered: 6.")
 
 
 @pytest.mark.parametrize("store", ["memory", "sqlite"])
@@ -55,10 +75,16 @@ def test_ag_ui_client(served: Any, tmp_path: Path, store: str) -> None:
     _node_ready()
     deleted: list[str] = []
     logs = SqliteRunLogs(tmp_path / "runs.db") if store == "sqlite" else None
-    app = build_demo_app(delay_s=0.02, logs=logs, deleted=deleted)
+    model = RecordingModel()
+    app = build_demo_app(delay_s=0.02, logs=logs, deleted=deleted, model=model)
     with served(app) as base:
         _run("ag_ui.mjs", base)
     assert deleted == ["groceries"]
+    follow = next(p for p in model.prompts if isinstance(p[-1], UserMessage)
+                  and p[-1].content == "thanks")
+    first = next(p for p in model.prompts if len(p) == 3 and p[0] == follow[0])
+    assert follow[:3] == first
+    assert follow[3] == AssistantMessage(content="The tool answered: 6.")
 
 
 def test_a_retracted_attempt_as_each_client_ends_with_it(served: Any) -> None:

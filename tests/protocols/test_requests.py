@@ -156,6 +156,7 @@ def test_run_agent_input_decodes_messages_tools_state_and_resume() -> None:
                      "ToolMessage"]
     assert run.transcript[2] == AssistantMessage(
         content="ok", tool_calls=(ToolCall(id="c1", name="wc", arguments="{}"),))
+    assert run.transcript[3] == ToolMessage(tool_call_id="c1", name="wc", content="2")
     assert run.transcript[4] == ToolMessage(tool_call_id="c9", is_error=True,
                                             content='{"error":"broke","kind":"error"}')
 

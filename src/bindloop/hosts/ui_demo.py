@@ -124,11 +124,11 @@ class DemoModel:
 
 
 def build_demo_app(*, delay_s: float = 0.02, logs: RunLogs | None = None,
-                   deleted: list[str] | None = None) -> ChatApp:
-    """The demo host: :class:`DemoModel` paced by ``delay_s`` per event, the demo tools with
-    ``delete_note`` behind an approval."""
-    model = PacedModel(DemoModel(), delay_s)
-    runner = agent_runner(model, tools=demo_tools(deleted), needs_approval=["delete_note"])
+                   deleted: list[str] | None = None, model: DemoModel | None = None) -> ChatApp:
+    """The demo host: ``model`` (a :class:`DemoModel` by default) paced by ``delay_s`` per event,
+    the demo tools with ``delete_note`` behind an approval."""
+    paced = PacedModel(model or DemoModel(), delay_s)
+    runner = agent_runner(paced, tools=demo_tools(deleted), needs_approval=["delete_note"])
     return ChatApp(runner, logs=logs)
 
 

@@ -151,8 +151,10 @@ def _user_content(content: str | list[dict[str, Any]], where: str) -> str | tupl
 def ag_ui_messages_to_transcript(messages: tuple[AgUiMessage, ...]) -> tuple[Message, ...]:
     """AG-UI messages as the canonical transcript. Developer messages become system messages;
     reasoning and activity messages are UI-only (they carry no provider signature to send back)
-    and are left out; a tool message with ``error`` becomes an error tool message."""
+    and are left out; a tool message with ``error`` becomes an error tool message, and takes its
+    call's tool name (AG-UI's tool messages carry none)."""
     out: list[Message] = []
+    names: dict[str, str] = {}  # a tool message carries no name: its call's, as the model saw it
     for i, m in enumerate(messages):
         where = f"$.messages[{i}]"
         if isinstance(m, (AgUiSystemMessage, AgUiDeveloperMessage)):
@@ -162,16 +164,18 @@ def ag_ui_messages_to_transcript(messages: tuple[AgUiMessage, ...]) -> tuple[Mes
         elif isinstance(m, AgUiAssistantMessage):
             calls = tuple(ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments)
                           for c in (m.tool_calls or ()))
+            names.update((c.id, c.name) for c in calls)
             if m.content or calls:
                 out.append(AssistantMessage(content=m.content or None, tool_calls=calls))
         elif isinstance(m, AgUiToolMessage):
             text = m.content if isinstance(m.content, str) else "".join(
                 str(p.get("text", "")) for p in m.content if p.get("type") == "text")
+            name = names.get(m.tool_call_id)
             if m.error is not None:
-                out.append(ToolMessage(tool_call_id=m.tool_call_id, is_error=True,
+                out.append(ToolMessage(tool_call_id=m.tool_call_id, is_error=True, name=name,
                                        content=encode_tool_error(m.error)))
             else:
-                out.append(ToolMessage(tool_call_id=m.tool_call_id, content=text))
+                out.append(ToolMessage(tool_call_id=m.tool_call_id, content=text, name=name))
         elif isinstance(m, (AgUiReasoningMessage, AgUiActivityMessage)):
             continue
     return tuple(out)
