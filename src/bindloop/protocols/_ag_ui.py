@@ -13,16 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..completion import (
-    FinishEvent,
-    ReasoningEvent,
-    TextEvent,
-    ToolCallEvent,
-    TurnResetEvent,
-    TurnTextEvent,
-    UsageEvent,
-)
-from ..contracts import ToolError, ToolResult, ToolSuspend, TurnUsage, content_text
+from ..completion import TurnResetEvent
+from ..contracts import ToolCall, ToolError, ToolResult, content_text
 from ..errors import ProtocolError
 from ._ag_ui_types import (
     AgUiAssistantMessage,
@@ -58,13 +50,9 @@ from ._ag_ui_types import (
     ToolCallResult,
     ToolCallStart,
 )
-from ._common import CallSlot, UsageLedger
+from ._common import RunEncoder
 from ._input import (
     StructuredDataEvent,
-    ToolCallDoneEvent,
-    TurnDoneEvent,
-    TurnFailedEvent,
-    TurnStartEvent,
     DataEvent,
     EncoderInput,
     StateDeltaEvent,
@@ -87,7 +75,7 @@ class _Turn:
         self.calls: dict[str, AgUiToolCall] = {}
 
 
-class AgUiEncoder:
+class AgUiEncoder(RunEncoder[AgUiEvent]):
     """Run events in, AG-UI events out (see the module docstring for the call order).
 
     ``messages`` are the conversation's messages as the client sent them (``RunAgentInput.messages``):
@@ -96,42 +84,26 @@ class AgUiEncoder:
     being relayed) is held until its ``TOOL_CALL_END``.
     """
 
-    __slots__ = ("_calls", "_counter", "_done_calls", "_held", "_input", "_interrupts",
-                 "_next_turn", "_pending", "_produced", "_reasoning", "_reasoning_index",
-                 "_run_id", "_started", "_step", "_text", "_thread_id", "_turn", "_usage", "done")
+    _name = "AgUiEncoder"
 
     def __init__(self, *, thread_id: str, run_id: str,
                  messages: tuple[AgUiMessage, ...] = ()) -> None:
-        known = {c.id for m in messages if isinstance(m, AgUiAssistantMessage)
-                 for c in (m.tool_calls or ())}
         if not thread_id or not run_id:
             raise ProtocolError("AgUiEncoder needs a non-empty thread_id and run_id")
+        super().__init__(run_id, {c.id for m in messages if isinstance(m, AgUiAssistantMessage)
+                                  for c in (m.tool_calls or ())})
         self._thread_id = thread_id
         self._run_id = run_id
         self._input = messages
         self._produced: list[_Turn | AgUiToolMessage] = []
         self._turn: _Turn | None = None
-        self._counter = 0
-        self._step: int | None = None
-        self._next_turn = 0
-        self._text: str | None = None
-        self._reasoning: str | None = None
-        self._reasoning_index = -1
-        self._calls: dict[tuple[int, int], CallSlot] = {}
-        self._done_calls: set[str] = known
-        self._held: dict[str, list[ToolOutputEvent | ToolDeniedEvent]] = {}
         self._interrupts: list[AgUiInterrupt] = []
         self._pending: list[str] = []
-        self._usage = UsageLedger()
-        self._started = False
-        self.done = False
 
     # -- the run's edges -----------------------------------------------------------------------
 
     def start(self) -> list[AgUiEvent]:
-        if self._started:
-            raise ProtocolError("AgUiEncoder.start() was already called")
-        self._started = True
+        self._begin()
         return [RunStarted(thread_id=self._thread_id, run_id=self._run_id)]
 
     def finish(self, result: Any = None) -> list[AgUiEvent]:
@@ -139,8 +111,7 @@ class AgUiEncoder:
         (``waiting_for_reply``) when there are any; else success, with the calls left for the
         client (``resuming_later``) as ``pendingToolCallIds``. ``usage`` holds the run's tokens;
         ``result`` (any JSON but null) is passed on."""
-        out = self._release_all()
-        out += self._end_step()
+        out = self._end()
         outcome: OutcomeInterrupt | OutcomeSuccess | None = None
         if self._interrupts:
             outcome = OutcomeInterrupt(interrupts=tuple(self._interrupts))
@@ -153,28 +124,19 @@ class AgUiEncoder:
                                   output_tokens=usage.output_tokens,
                                   total_tokens=usage.input_tokens + usage.output_tokens,
                                   cached_input_tokens=usage.cached_input_tokens or None),)))
-        self.done = True
         return out
 
     def abort(self) -> list[AgUiEvent]:
         """The run was stopped on purpose: ``RUN_FINISHED`` with the ``cancelled`` outcome."""
-        out = self._release_all()
-        out += self._end_step()
+        out = self._end()
         out.append(RunFinished(thread_id=self._thread_id, run_id=self._run_id,
                                outcome=OutcomeCancelled()))
-        self.done = True
         return out
 
     def fail(self, message: str, code: str | None = None) -> list[AgUiEvent]:
-        out = self._release_all()
-        out += self._end_step()
+        out = self._end()
         out.append(RunError(message=message, code=code))
-        self.done = True
         return out
-
-    def usage(self) -> TurnUsage:
-        """The run's tokens so far: each turn's usage folded, summed over turns."""
-        return self._usage.total()
 
     def messages(self) -> tuple[AgUiMessage, ...]:
         """The conversation as this run leaves it: the input messages, then each turn's assistant
@@ -190,169 +152,64 @@ class AgUiEncoder:
                 out.append(item)
         return tuple(out)
 
-    # -- events --------------------------------------------------------------------------------
+    # -- the wire -------------------------------------------------------------------------------
 
-    def feed(self, event: EncoderInput, *, turn_index: int | None = None) -> list[AgUiEvent]:
-        if not self._started or self.done:
-            raise ProtocolError("AgUiEncoder.feed() needs start() first and nothing after the "
-                                "run's end")
-        out: list[AgUiEvent] = []
-        if isinstance(event, TurnStartEvent):
-            self._open_step(self._next_turn if turn_index is None else turn_index, out)
-            return out
-        if turn_index is not None and (self._step is None or turn_index > self._step):
-            self._open_step(turn_index, out)
-        turn = self._step if self._step is not None else 0
-        if isinstance(event, (TextEvent, TurnTextEvent)):
-            text = event.content if isinstance(event, TextEvent) else event.text
-            if text:
-                self._text_delta(text, out)
-        elif isinstance(event, ReasoningEvent):
-            self._reasoning_delta(event, out)
-        elif isinstance(event, ToolCallEvent):
-            self._tool_chunk(turn, event, out)
-        elif isinstance(event, ToolCallDoneEvent):
-            self._tool_done(turn, event, out)
-        elif isinstance(event, UsageEvent):
-            self._usage.record(turn, event.usage, event.snapshot)
-        elif isinstance(event, TurnDoneEvent):
-            self._close_parts(out)
-        elif isinstance(event, FinishEvent):
-            if event.usage is not None:
-                self._usage.record(turn, event.usage, False)
-            self._close_parts(out)
-        elif isinstance(event, (ToolOutputEvent, ToolDeniedEvent)):
-            if event.tool_call_id in self._done_calls:
-                self._tool_output(event, out)
-            else:
-                self._held.setdefault(event.tool_call_id, []).append(event)
-        elif isinstance(event, TurnResetEvent):
-            self._reset(out)
-        elif isinstance(event, StructuredDataEvent):
-            out.append(Custom(name="structured", value={
-                "status": event.status, "value": event.data, "isValid": event.is_valid}))
-        elif isinstance(event, DataEvent):
-            out.append(Custom(name=event.name, value=event.data))
-        elif isinstance(event, StateSnapshotEvent):
-            out.append(StateSnapshot(snapshot=event.state))
-        elif isinstance(event, StateDeltaEvent):
-            out.append(StateDelta(delta=event.patch))
-        elif isinstance(event, TurnFailedEvent):
-            self._close_parts(out)
-        return out
+    def _current(self) -> _Turn:
+        assert self._turn is not None, "a step is open"
+        return self._turn
 
-    # -- internals ------------------------------------------------------------------------------
-
-    def _next_id(self, kind: str) -> str:
-        self._counter += 1
-        return f"{self._run_id}-{kind}{self._counter}"
-
-    def _open_step(self, turn: int, out: list[AgUiEvent]) -> None:
-        if self._step is not None and self._step == turn:
-            return
-        out.extend(self._end_step())
-        self._step = turn
-        self._next_turn = turn + 1
+    def _on_step_start(self, turn: int, out: list[AgUiEvent]) -> None:
         self._turn = _Turn(self._next_id("msg"))
         self._produced.append(self._turn)
         out.append(StepStarted(step_name=f"turn {turn}"))
 
-    def _end_step(self) -> list[AgUiEvent]:
-        out: list[AgUiEvent] = []
-        self._close_parts(out)
-        if self._step is not None:
-            for (_, _), call in self._calls.items():
-                if call.started and call.id is not None and call.id not in self._done_calls:
-                    out.append(ToolCallEnd(tool_call_id=call.id))  # the turn ended before it did
-                    self._done_calls.add(call.id)
-            out.append(StepFinished(step_name=f"turn {self._step}"))
-            self._step = None
-        return out
+    def _on_step_end(self, turn: int, out: list[AgUiEvent]) -> None:
+        for call_id in self._unfinished_calls():
+            out.append(ToolCallEnd(tool_call_id=call_id))  # the turn ended before the call did
+            self._complete.add(call_id)
+        out.append(StepFinished(step_name=f"turn {turn}"))
 
-    def _current(self, out: list[AgUiEvent]) -> _Turn:
-        if self._step is None or self._turn is None:
-            self._open_step(self._next_turn, out)
-        assert self._turn is not None
-        return self._turn
+    def _on_text_start(self, out: list[AgUiEvent]) -> str:
+        turn = self._current()
+        out.append(TextMessageStart(message_id=turn.id))
+        return turn.id
 
-    def _close_parts(self, out: list[AgUiEvent]) -> None:
-        if self._text is not None:
-            out.append(TextMessageEnd(message_id=self._text))
-            self._text = None
-        if self._reasoning is not None:
-            out.append(ReasoningMessageEnd(message_id=self._reasoning))
-            out.append(ReasoningEnd(message_id=self._reasoning))
-            self._reasoning = None
+    def _on_text(self, part_id: str, text: str, out: list[AgUiEvent]) -> None:
+        self._current().text.append(text)
+        out.append(TextMessageContent(message_id=part_id, delta=text))
 
-    def _text_delta(self, text: str, out: list[AgUiEvent]) -> None:
-        turn = self._current(out)
-        if self._reasoning is not None:
-            self._close_parts(out)
-        if self._text is None:
-            self._text = turn.id
-            out.append(TextMessageStart(message_id=turn.id))
-        turn.text.append(text)
-        out.append(TextMessageContent(message_id=turn.id, delta=text))
+    def _on_text_end(self, part_id: str, out: list[AgUiEvent]) -> None:
+        out.append(TextMessageEnd(message_id=part_id))
 
-    def _reasoning_delta(self, event: ReasoningEvent, out: list[AgUiEvent]) -> None:
-        self._current(out)
-        if self._text is not None or (self._reasoning is not None
-                                      and event.index != self._reasoning_index):
-            self._close_parts(out)
-        if not event.part.text:
-            return
-        if self._reasoning is None:
-            self._reasoning = self._next_id("reasoning")
-            self._reasoning_index = event.index
-            out.append(ReasoningStart(message_id=self._reasoning))
-            out.append(ReasoningMessageStart(message_id=self._reasoning, role="reasoning"))
-        out.append(ReasoningMessageContent(message_id=self._reasoning, delta=event.part.text))
+    def _on_reasoning_start(self, part_id: str, out: list[AgUiEvent]) -> None:
+        out.append(ReasoningStart(message_id=part_id))
+        out.append(ReasoningMessageStart(message_id=part_id, role="reasoning"))
 
-    def _tool_chunk(self, index: int, event: ToolCallEvent, out: list[AgUiEvent]) -> None:
-        call = self._calls.setdefault((index, event.tool_call.index), CallSlot())
-        announce = call.take(event.tool_call)
-        if call.id in self._done_calls:
-            call.args = []  # a fragment of a call already ended: nothing more may follow its end
-            return
-        if announce:
-            turn = self._current(out)
-            self._close_parts(out)
-            out.append(ToolCallStart(tool_call_id=call.id or "", tool_call_name=call.name,
+    def _on_reasoning(self, part_id: str, text: str, out: list[AgUiEvent]) -> None:
+        out.append(ReasoningMessageContent(message_id=part_id, delta=text))
+
+    def _on_reasoning_end(self, part_id: str, out: list[AgUiEvent]) -> None:
+        out.append(ReasoningMessageEnd(message_id=part_id))
+        out.append(ReasoningEnd(message_id=part_id))
+
+    def _on_call_start(self, call_id: str, name: str, out: list[AgUiEvent]) -> None:
+        out.append(ToolCallStart(tool_call_id=call_id, tool_call_name=name,
+                                 parent_message_id=self._current().id))
+
+    def _on_call_args(self, call_id: str, args: str, out: list[AgUiEvent]) -> None:
+        out.append(ToolCallArgs(tool_call_id=call_id, delta=args))
+
+    def _on_call_done(self, call: ToolCall, streamed: bool, out: list[AgUiEvent]) -> None:
+        turn = self._current()
+        if not streamed:
+            out.append(ToolCallStart(tool_call_id=call.id, tool_call_name=call.name,
                                      parent_message_id=turn.id))
-        args = call.pending_args()
-        if args is not None:
-            out.append(ToolCallArgs(tool_call_id=call.id or "", delta=args))
+            out.append(ToolCallArgs(tool_call_id=call.id, delta=call.arguments))
+        out.append(ToolCallEnd(tool_call_id=call.id))
+        turn.calls[call.id] = AgUiToolCall(id=call.id, function=AgUiFunction(
+            name=call.name, arguments=call.arguments))
 
-    def _tool_done(self, index: int, event: ToolCallDoneEvent, out: list[AgUiEvent]) -> None:
-        tc = event.tool_call
-        turn = self._current(out)
-        if tc.id in self._done_calls and tc.id in turn.calls:
-            return  # the same call reported twice
-        started = any(c.started and c.id == tc.id for (t, _), c in self._calls.items()
-                      if t == index)
-        if not started:
-            self._close_parts(out)
-            out.append(ToolCallStart(tool_call_id=tc.id, tool_call_name=tc.name,
-                                     parent_message_id=turn.id))
-            out.append(ToolCallArgs(tool_call_id=tc.id, delta=tc.arguments))
-        if tc.id not in self._done_calls:
-            out.append(ToolCallEnd(tool_call_id=tc.id))
-            self._done_calls.add(tc.id)
-        turn.calls[tc.id] = AgUiToolCall(id=tc.id, function=AgUiFunction(name=tc.name,
-                                                                          arguments=tc.arguments))
-        for held in self._held.pop(tc.id, ()):
-            self._tool_output(held, out)
-
-    def _release_all(self) -> list[AgUiEvent]:
-        """Results of calls never ended on the stream, sent at the end rather than lost."""
-        out: list[AgUiEvent] = []
-        for call_id in list(self._held):
-            for held in self._held.pop(call_id):
-                self._tool_output(held, out)
-        return out
-
-    def _tool_output(self, event: ToolOutputEvent | ToolDeniedEvent,
-                     out: list[AgUiEvent]) -> None:
+    def _on_output(self, event: ToolOutputEvent | ToolDeniedEvent, out: list[AgUiEvent]) -> None:
         if isinstance(event, ToolDeniedEvent):
             self._result(event.tool_call_id, event.reason or "the user denied this tool call",
                          out, error=True)
@@ -364,15 +221,15 @@ class AgUiEncoder:
                          content if isinstance(content, str) else content_text(content), out)
         elif isinstance(outcome, ToolError):
             self._result(event.tool_call_id, outcome.error, out, error=True)
-        elif isinstance(outcome, ToolSuspend) and event.approval_id is not None:
+        elif event.approval_id is not None:
             self._interrupts.append(AgUiInterrupt(
                 id=event.approval_id, reason="approval", message=outcome.detail,
                 tool_call_id=event.tool_call_id))
-        elif isinstance(outcome, ToolSuspend) and outcome.mode == "waiting_for_reply":
+        elif outcome.mode == "waiting_for_reply":
             self._interrupts.append(AgUiInterrupt(
                 id=event.tool_call_id, reason="waiting_for_reply", message=outcome.detail,
                 tool_call_id=event.tool_call_id))
-        elif isinstance(outcome, ToolSuspend):
+        else:
             # resuming_later: the result arrives from outside (a frontend tool the client runs).
             self._pending.append(event.tool_call_id)
 
@@ -384,7 +241,7 @@ class AgUiEncoder:
         self._produced.append(AgUiToolMessage(id=message_id, tool_call_id=call_id, content=text,
                                               error=text if error else None))
 
-    def _reset(self, out: list[AgUiEvent]) -> None:
+    def _on_reset(self, event: TurnResetEvent, out: list[AgUiEvent]) -> None:
         turn = self._turn
         if turn is None or not turn.text:
             return
@@ -392,7 +249,17 @@ class AgUiEncoder:
         turn.text = []
         # The retry's text opens a new message: a client keyed by id never appends to the old one.
         self._turn = _Turn(self._next_id("msg"))
-        self._turn.calls = turn.calls
-        turn.calls = {}
+        self._turn.calls, turn.calls = turn.calls, {}
         self._produced.append(self._turn)
         out.append(MessagesSnapshot(messages=self.messages()))
+
+    def _on_other(self, turn: int, event: EncoderInput, out: list[AgUiEvent]) -> None:
+        if isinstance(event, StructuredDataEvent):
+            out.append(Custom(name="structured", value={
+                "status": event.status, "value": event.data, "isValid": event.is_valid}))
+        elif isinstance(event, DataEvent):
+            out.append(Custom(name=event.name, value=event.data))
+        elif isinstance(event, StateSnapshotEvent):
+            out.append(StateSnapshot(snapshot=event.state))
+        elif isinstance(event, StateDeltaEvent):
+            out.append(StateDelta(delta=event.patch))
