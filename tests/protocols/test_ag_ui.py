@@ -7,12 +7,9 @@ from typing import Any
 
 import msgspec
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from bindloop.agent import ToolCallDoneEvent, TurnStartEvent
+from bindloop.agent import ToolCallDoneEvent
 from bindloop.completion import (
-    FinishEvent,
-    ReasoningEvent,
     TextEvent,
     ToolCallChunk,
     ToolCallEvent,
@@ -20,7 +17,7 @@ from bindloop.completion import (
     TurnTextEvent,
     UsageEvent,
 )
-from bindloop.contracts import ReasoningPart, ToolCall, ToolResult, ToolSuspend, TurnUsage
+from bindloop.contracts import ToolCall, ToolResult, ToolSuspend, TurnUsage
 from bindloop.protocols import (
     AgUiEncoder,
     StateDeltaEvent,
@@ -28,7 +25,7 @@ from bindloop.protocols import (
     ToolOutputEvent,
     encode_ag_ui_event,
 )
-from protocol_helpers import agent_kind
+from protocol_helpers import agent_kind, feed_all, run_events
 
 
 def _wire(events: list[Any]) -> list[dict[str, Any]]:
@@ -74,39 +71,11 @@ def check_sequence(events: list[dict[str, Any]]) -> None:
     assert not text and not reasoning and not calls and not steps
 
 
-_events = st.lists(st.one_of(
-    st.builds(lambda t: ("text", t), st.text(min_size=1, max_size=5)),
-    st.builds(lambda t, i: ("reasoning", t, i), st.text(max_size=5), st.integers(0, 2)),
-    st.builds(lambda i, a: ("call", i, a), st.integers(0, 2), st.text(max_size=4)),
-    st.just(("turn",)), st.just(("finish",)), st.just(("done",)),
-), max_size=40)
-
-
 @settings(max_examples=200, deadline=None)
-@given(_events)
+@given(run_events())
 def test_any_event_sequence_is_one_the_verifier_accepts(events: list[Any]) -> None:
     enc = AgUiEncoder(thread_id="t", run_id="r")
-    out = enc.start()
-    turn = 0
-    for ev in events:
-        if ev[0] == "turn":
-            turn += 1
-            out += enc.feed(agent_kind(TurnStartEvent, turn), turn_index=turn)
-        elif ev[0] == "text":
-            out += enc.feed(TextEvent(content=ev[1]), turn_index=turn)
-        elif ev[0] == "reasoning":
-            out += enc.feed(ReasoningEvent(part=ReasoningPart(text=ev[1]), index=ev[2]),
-                            turn_index=turn)
-        elif ev[0] == "call":
-            out += enc.feed(ToolCallEvent(tool_call=ToolCallChunk(
-                index=ev[1], id=f"c{turn}-{ev[1]}", name="t", arguments=ev[2])), turn_index=turn)
-        elif ev[0] == "done":
-            out += enc.feed(agent_kind(ToolCallDoneEvent, turn, tool_call=ToolCall(
-                id=f"c{turn}-0", name="t")), turn_index=turn)
-        else:
-            out += enc.feed(FinishEvent(finish_reason="stop"), turn_index=turn)
-    out += enc.finish()
-    check_sequence(_wire(out))
+    check_sequence(_wire([*enc.start(), *feed_all(enc, events), *enc.finish()]))
 
 
 def _tool_turn(enc: AgUiEncoder) -> list[Any]:

@@ -51,35 +51,22 @@ class RecordingModel(DemoModel):
 
 
 @pytest.mark.parametrize("store", ["memory", "sqlite"])
-def test_ai_sdk_client(served: Any, tmp_path: Path, store: str) -> None:
+@pytest.mark.parametrize("script", ["ai_sdk.mjs", "ag_ui.mjs"])
+def test_the_real_client(served: Any, tmp_path: Path, script: str, store: str) -> None:
+    """Each client's scenarios (clients/<script>): a whole run, a cut connection resumed, an
+    approval granted and one denied (AI SDK) or resumed as an interrupt (AG-UI), a client-side
+    tool (AG-UI), stop -- with the run logs in memory and in SQLite."""
     _node_ready()
     deleted: list[str] = []
     logs = SqliteRunLogs(tmp_path / "runs.db") if store == "sqlite" else None
     model = RecordingModel()
     app = build_demo_app(delay_s=0.02, logs=logs, deleted=deleted, model=model)
     with served(app) as base:
-        _run("ai_sdk.mjs", base)
+        _run(script, base)
     # The approved deletion ran exactly once; the denied one never.
     assert deleted == ["groceries"]
     # What the client sent back decodes into the transcript the model saw (byte-stable prompts,
     # so a provider's prompt cache keeps hitting): the tool round's prompt, then the answer.
-    follow = next(p for p in model.prompts if isinstance(p[-1], UserMessage)
-                  and p[-1].content == "thanks")
-    first = next(p for p in model.prompts if len(p) == 3 and p[0] == follow[0])
-    assert follow[:3] == first
-    assert follow[3] == AssistantMessage(content="The tool answered: 6.")
-
-
-@pytest.mark.parametrize("store", ["memory", "sqlite"])
-def test_ag_ui_client(served: Any, tmp_path: Path, store: str) -> None:
-    _node_ready()
-    deleted: list[str] = []
-    logs = SqliteRunLogs(tmp_path / "runs.db") if store == "sqlite" else None
-    model = RecordingModel()
-    app = build_demo_app(delay_s=0.02, logs=logs, deleted=deleted, model=model)
-    with served(app) as base:
-        _run("ag_ui.mjs", base)
-    assert deleted == ["groceries"]
     follow = next(p for p in model.prompts if isinstance(p[-1], UserMessage)
                   and p[-1].content == "thanks")
     first = next(p for p in model.prompts if len(p) == 3 and p[0] == follow[0])

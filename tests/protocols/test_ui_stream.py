@@ -9,7 +9,6 @@ import anyio
 import msgspec
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from bindloop.agent import (
     ToolCallDoneEvent,
@@ -22,7 +21,6 @@ from bindloop.agent import (
 )
 from bindloop.completion import (
     FinishEvent,
-    ReasoningEvent,
     TextEvent,
     ToolCallChunk,
     ToolCallEvent,
@@ -30,7 +28,7 @@ from bindloop.completion import (
     TurnTextEvent,
     UsageEvent,
 )
-from bindloop.contracts import ReasoningPart, ToolCall, ToolError, ToolResult, ToolSuspend, TurnUsage
+from bindloop.contracts import ToolCall, ToolError, ToolResult, ToolSuspend, TurnUsage
 from bindloop.errors import ProtocolError
 from bindloop.plugins import define_tool
 from bindloop.protocols import (
@@ -42,7 +40,7 @@ from bindloop.protocols import (
     encode_ui_chunk,
     ui_chunk_types,
 )
-from protocol_helpers import agent_kind
+from protocol_helpers import agent_kind, feed_all, run_events
 
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
@@ -151,46 +149,15 @@ def test_a_real_agent_run_encodes_into_well_formed_steps() -> None:
     assert wire[-1]["finishReason"] == "stop"
 
 
-_events = st.lists(st.one_of(
-    st.builds(lambda t: ("text", t), st.text(min_size=1, max_size=5)),
-    st.builds(lambda t, i: ("reasoning", t, i), st.text(max_size=5), st.integers(0, 2)),
-    st.builds(lambda i, a: ("call", i, a), st.integers(0, 2), st.text(max_size=4)),
-    st.just(("turn",)), st.just(("finish",)), st.just(("done",)),
-), max_size=40)
-
-
 @settings(max_examples=200, deadline=None)
-@given(_events)
-def test_any_event_sequence_encodes_well_formed_and_keeps_every_text_byte(events: list[Any]) -> None:
+@given(run_events())
+def test_any_event_sequence_encodes_well_formed_and_keeps_every_text_byte(
+        events: list[Any]) -> None:
     enc = UIStreamEncoder("m")
-    chunks = enc.start()
-    turn = 0
-    sent_text = ""
-    calls: dict[int, str] = {}
-    for ev in events:
-        if ev[0] == "turn":
-            turn += 1
-            chunks += enc.feed(agent_kind(TurnStartEvent, turn), turn_index=turn)
-        elif ev[0] == "text":
-            sent_text += ev[1]
-            chunks += enc.feed(TextEvent(content=ev[1]), turn_index=turn)
-        elif ev[0] == "reasoning":
-            chunks += enc.feed(ReasoningEvent(part=ReasoningPart(text=ev[1]), index=ev[2]),
-                               turn_index=turn)
-        elif ev[0] == "done":
-            chunks += enc.feed(agent_kind(ToolCallDoneEvent, turn, tool_call=ToolCall(
-                id=f"c{turn}-0", name="t")), turn_index=turn)
-        elif ev[0] == "call":
-            cid = calls.setdefault(turn * 10 + ev[1], f"c{turn}-{ev[1]}")
-            chunks += enc.feed(ToolCallEvent(tool_call=ToolCallChunk(
-                index=ev[1], id=cid, name="t", arguments=ev[2])), turn_index=turn)
-        else:
-            chunks += enc.feed(FinishEvent(finish_reason="stop"), turn_index=turn)
-    chunks += enc.finish()
-    wire = _wire(chunks)
+    wire = _wire([*enc.start(), *feed_all(enc, events), *enc.finish()])
     texts = check_well_formed(wire)
     shown = "".join(texts[c["id"]] for c in wire if c["type"] == "text-start")
-    assert shown == sent_text
+    assert shown == "".join(e.content for _, e in events if isinstance(e, TextEvent))
 
 
 def test_a_tool_output_reported_before_its_call_is_held_until_input_available() -> None:
