@@ -1,6 +1,8 @@
 # The real frontend clients, from the npm registry (pinned in clients/package-lock.json): npm `ai`
-# (v6, Node 20) and `@ag-ui/client`, run against bindloop's ASGI protocol host under uvicorn.
-# Included from the root Makefile, which defines PY and the `venv` target.
+# (v6, Node 20), `@ag-ui/client`, and `@ai-sdk/react` on a page bundled by esbuild for headless
+# Chromium (playwright-core), run against bindloop's ASGI protocol host under uvicorn.
+# Included from the root Makefile, which defines PY and the `venv` target; $(CHROMIUM) and its
+# apt-get install come from wasm/wasm.mk.
 
 .PHONY: test-clients demo-ui clients-node
 
@@ -12,8 +14,9 @@ clients-node: clients/node_modules/.package-lock.json
 
 ## The AI SDK's DefaultChatTransport / readUIMessageStream and AG-UI's HttpAgent (with its event
 ## verifier) against the host: whole runs, a connection cut mid-stream and resumed, approvals,
-## client-side tools, stop; run logs in memory and in SQLite.
-test-clients: venv clients/node_modules/.package-lock.json
+## client-side tools, stop; run logs in memory and in SQLite; then useChat in headless Chromium
+## with an approval clicked through.
+test-clients: venv clients/node_modules/.package-lock.json $(CHROMIUM)
 	BINDLOOP_REQUIRE_CLIENTS=1 $(PY) -m pytest tests/protocols/test_npm_clients.py -q
 
 ## The protocol host on http://127.0.0.1:8787 over a scripted model (PORT=..., DELAY=... seconds

@@ -1,6 +1,6 @@
 """The real frontend clients from npm, on Node, against the ASGI host under uvicorn: npm ``ai`` (v6)
-``DefaultChatTransport`` + ``readUIMessageStream``, and npm ``@ag-ui/client``'s ``HttpAgent`` with
-its event verifier. ``make test-clients`` installs them (clients/package-lock.json) and runs this
+``DefaultChatTransport`` + ``readUIMessageStream``, npm ``@ag-ui/client``'s ``HttpAgent`` with
+its event verifier, and ``@ai-sdk/react``'s ``useChat`` on a page in headless Chromium. ``make test-clients`` installs them (clients/package-lock.json) and runs this
 file; without the install the tests skip, unless ``BINDLOOP_REQUIRE_CLIENTS=1``."""
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ CLIENTS = Path(__file__).resolve().parents[2] / "clients"
 
 
 def _node_ready() -> None:
-    installed = (CLIENTS / "node_modules" / "ai").is_dir() and (
-        CLIENTS / "node_modules" / "@ag-ui" / "client").is_dir()
+    installed = all((CLIENTS / "node_modules" / name).is_dir()
+                    for name in ("ai", "@ag-ui/client", "@ai-sdk/react", "esbuild",
+                                 "playwright-core"))
     if shutil.which("node") is None or not installed:
         if os.environ.get("BINDLOOP_REQUIRE_CLIENTS") == "1":
             pytest.fail("the npm clients are not installed: run `make test-clients`")
@@ -86,3 +87,19 @@ def test_a_retracted_attempt_as_each_client_ends_with_it(served: Any) -> None:
 
     with served(ChatApp(runner)) as base:
         _run("reset.mjs", base)
+
+
+def test_use_chat_in_headless_chromium_with_an_approval_clicked_through(served: Any) -> None:
+    """@ai-sdk/react's useChat on a page bundled offline by esbuild (clients/use_chat/app.jsx), in
+    headless Debian Chromium driven by playwright-core: a tool round streams in, then an approval
+    is clicked and the same assistant message goes on to the answer; the deletion runs once."""
+    _node_ready()
+    chromium = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+    if not Path(chromium).is_file():
+        if os.environ.get("BINDLOOP_REQUIRE_CLIENTS") == "1":
+            pytest.fail(f"{chromium} not found: apt-get install -y chromium")
+        pytest.skip("no Chromium")
+    deleted: list[str] = []
+    with served(build_demo_app(delay_s=0.01, deleted=deleted)) as base:
+        _run("use_chat.mjs", base)
+    assert deleted == ["groceries"]
