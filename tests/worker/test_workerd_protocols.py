@@ -16,7 +16,13 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from bindloop.hosts.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply, turn_reply
+from bindloop.hosts.scripted_server import (
+    RecordedRequest,
+    ScriptedProviderServer,
+    ScriptedReply,
+    error_reply,
+    turn_reply,
+)
 from bindloop.contracts import TurnUsage
 from bindloop.testing import final_answer, tool_call, tool_call_turn
 
@@ -30,6 +36,8 @@ def policy(request: RecordedRequest) -> ScriptedReply:
     body = msgspec.json.decode(request.body)
     last = body["messages"][-1]
     said = [m.get("content") for m in body["messages"] if m["role"] == "user"][-1]
+    if said == "break":
+        return error_reply(400, b'{"error":{"message":"bad request from http://10.0.0.7/v1"}}')
     if last["role"] == "tool" and said.startswith("count"):
         turn = final_answer(f"Counted {last['content']} words.",
                             usage=TurnUsage(input_tokens=12, output_tokens=3))
@@ -93,3 +101,22 @@ def test_a_deep_body_is_a_400_and_the_isolate_lives_on(
     answer = json.loads(resp.read())
     assert resp.status == 400 and answer["error"] == "invalid_request"
     assert answer["field"] == "messages"
+
+
+def test_a_provider_failure_is_the_protocols_error_without_a_url(
+        worker: tuple[Workerd, ScriptedProviderServer]) -> None:
+    workerd, _ = worker
+    conn = http.client.HTTPConnection("127.0.0.1", workerd.port, timeout=60)
+    conn.request("POST", "/api/chat", body=json.dumps({"id": "c-err", "messages": [
+        {"id": "u", "role": "user", "parts": [{"type": "text", "text": "break"}]}]}),
+        headers={"content-type": "application/json"})
+    resp = conn.getresponse()
+    text = resp.read().decode()
+    conn.close()
+    assert resp.status == 200 and resp.getheader("x-vercel-ai-ui-message-stream") == "v1"
+    chunks = [json.loads(line[6:]) for line in text.splitlines()
+              if line.startswith("data: {")]
+    error = chunks[-1]
+    assert error["type"] == "error" and "model call failed" in error["errorText"]
+    assert "http" not in text and "10.0.0.7" not in text and "127.0.0.1" not in text
+    assert text.rstrip().endswith("data: [DONE]")

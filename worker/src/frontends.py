@@ -32,6 +32,7 @@ from agent import (
     Provider,
     build_model,
     config_from_env,
+    error_event,
 )
 from bindloop.contracts import JsonBoundsError, SystemMessage
 from bindloop.hosts.asgi import (
@@ -80,6 +81,12 @@ def _refused(exc: Exception) -> HttpError:
                      field=getattr(exc, "field", None))
 
 
+def _describe(exc: Exception) -> str:
+    """A failed run as the client reads it: the provider and the kind of failure, never a URL or
+    what the provider said (the Worker's own routes' rule, agent.error_event)."""
+    return str(error_event(exc, session_id="", revision=-1)["message"])
+
+
 def _transport(provider: Provider, headers: Sequence[tuple[str, str]]) -> FetchTransport:
     return FetchTransport(provider.base_url, headers=headers)
 
@@ -110,7 +117,7 @@ def _start(owner: Any, config: AgentConfig, chat: ChatInput, frames: Frames,
 
     async def run() -> None:
         try:
-            await drive_run(runner, chat, frames, write)
+            await drive_run(runner, chat, frames, write, describe=_describe)
         finally:
             await stream.close()
 

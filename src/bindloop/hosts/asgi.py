@@ -60,7 +60,7 @@ from bindloop.protocols import (
 from .asgi_log import MemoryRunLogs, RunLogs, RunStatus
 
 __all__ = ("AgUiFrames", "ChatApp", "ChatInput", "Emit", "Frames", "Runner", "UiFrames",
-           "ag_ui_chat_input", "drive_run", "sse_event", "ui_chat_input", "ui_encoder")
+           "ag_ui_chat_input", "drive_run", "error_text", "sse_event", "ui_chat_input", "ui_encoder")
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -347,12 +347,19 @@ class Frames(Protocol):
     def close(self) -> list[bytes]: ...
 
 
+def error_text(exc: Exception) -> str:
+    """What a client is told of a failed run by default: the exception's type and message."""
+    return f"{type(exc).__name__}: {exc}"
+
+
 async def drive_run(runner: Runner, chat: ChatInput, frames: Frames,
-                    write: Callable[[list[bytes]], None]) -> RunStatus:
+                    write: Callable[[list[bytes]], None], *,
+                    describe: Callable[[Exception], str] = error_text) -> RunStatus:
     """One run from its first frame to its last, every payload handed to ``write`` in order (the
     ASGI app's event log, the Worker's SSE stream): the start, the runner's events, then the finish
-    -- or the protocol's error when the runner raises (``TypeName: message``, no traceback), or
-    its abort when the run is cancelled (the cancellation is re-raised). Returns how it ended."""
+    -- or the protocol's error when the runner raises (``describe(exc)``, never a traceback; a
+    host whose errors can carry a provider URL passes a scrubbing one), or its abort when the run
+    is cancelled (the cancellation is re-raised). Returns how it ended."""
     open_ = [True]
 
     def emit(turn_index: int | None, event: EncoderInput) -> None:
@@ -369,7 +376,7 @@ async def drive_run(runner: Runner, chat: ChatInput, frames: Frames,
         raise
     except Exception as exc:
         open_[0] = False
-        write(frames.fail(f"{type(exc).__name__}: {exc}"))
+        write(frames.fail(describe(exc)))
         write(frames.close())
         return "failed"
     open_[0] = False
