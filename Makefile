@@ -48,7 +48,7 @@ demo-mcp: venv
 ## comparisons of the reports, the Worker template (tests/worker) in real workerd, the MCP client under
 ## Pyodide, and the agent page in headless Chromium.
 test: lint pytest typecheck js-test conformance-compare conformance-pyodide-pyc wasm-smoke mcp-pyodide \
-	conformance-workerd test-worker test-browser test-clients
+	conformance-workerd test-worker test-browser test-clients protocols-pyodide
 
 pytest: venv
 	$(PY) -m pytest

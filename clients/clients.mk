@@ -4,7 +4,7 @@
 # Included from the root Makefile, which defines PY and the `venv` target; $(CHROMIUM) and its
 # apt-get install come from wasm/wasm.mk.
 
-.PHONY: test-clients demo-ui clients-node
+.PHONY: test-clients demo-ui clients-node protocols-pyodide
 
 clients/node_modules/.package-lock.json: clients/package.json $(wildcard clients/package-lock.json)
 	cd clients && if [ -f package-lock.json ]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi
@@ -28,3 +28,7 @@ demo-ui: venv
 
 # The Worker's frontend routes are tested with the same clients (tests/worker/test_workerd_protocols.py).
 test-worker: clients/node_modules/.package-lock.json
+
+## The encoders and decoders under Pyodide 314 in Node give the same bytes as on CPython.
+protocols-pyodide: wasm/node_modules/.package-lock.json wasm-wheels
+	BINDLOOP_REQUIRE_PYODIDE=1 $(PY) -m pytest tests/protocols/test_pyodide_bytes.py -q
