@@ -148,6 +148,19 @@ for (const variant of ["pyc", "plain"]) {
       assert.equal(await page.textContent("#structured-status"), `complete · ${partials.length} partial(s) · valid: true`);
       assert.deepEqual(JSON.parse(await page.textContent("#structured-data")), REPORT);
 
+      // Load progress (D10): the bytes of the runtime and the wheels as they arrived, shown in the
+      // status line while the ~13 MB load runs, not a frozen "pyodide…".
+      const { progress, statusLog } = demo;
+      assert.ok(progress.length > 5, `only ${progress.length} progress samples`);
+      for (let i = 1; i < progress.length; i++) assert.ok(progress[i].loaded >= progress[i - 1].loaded);
+      const last = progress.at(-1);
+      assert.equal(last.loaded, last.total);
+      assert.ok(last.total > 10e6, `${last.total} bytes downloaded`);
+      const shown = statusLog.filter((l) => /downloading the Python runtime: \d+\.\d of \d+\.\d MB \(\d+ %\)$/.test(l));
+      assert.ok(shown.length >= 2, statusLog.join(" | "));
+      assert.ok(statusLog.some((l) => l.startsWith("pyodide… downloading")), statusLog.join(" | "));
+      assert.deepEqual(demo.failures, []);
+      assert.equal(await page.isHidden("#retry"), true);
       for (const key of ["pyodide_ready", "bindloop_imported", "agent_imported", "first_token", "done", "first_partial", "report_done"]) {
         assert.ok(demo.timings[key] > 0, `timing ${key} missing: ${JSON.stringify(demo.timings)}`);
       }
@@ -163,3 +176,29 @@ for (const variant of ["pyc", "plain"]) {
     }
   });
 }
+
+test("every provider down: one readable line and a retry button that runs the agent again", async () => {
+  const { context, page, refused } = await openPage(browser, server.origin);
+  try {
+    await page.goto(`${server.url}?providers=down`);
+    await page.waitForSelector("#retry:not([hidden])", { timeout: 180_000 });
+    const line = await page.textContent("#status");
+    // Not the Python traceback: one line naming the failure, no file paths, no URL.
+    assert.match(line, /^failed: AttemptError: server_error \(HTTP 503\) from backup\//);
+    assert.ok(!line.includes("\n") && !line.includes("Traceback") && !line.includes("File \"") && !line.includes("http"), line);
+    assert.ok(line.length <= 210, line);
+    assert.equal(await page.getAttribute("#status", "class"), "failed");
+    await page.click("#retry");
+    await page.evaluate(() => window.bindloopDemo.done, null);
+    const demo = await page.evaluate(() => ({ result: window.bindloopDemo.result, failures: window.bindloopDemo.failures }));
+    assert.equal(demo.result.stop_reason, "done");
+    assert.deepEqual(demo.failures, [line.replace(/^failed: /, "")]);
+    assert.match(await page.textContent("#status"), /^done: done — 1 reset\(s\) rendered/);
+    assert.equal(await page.isHidden("#retry"), true);
+    // The retry's transcript only: three turns, as in an uninterrupted run.
+    assert.deepEqual(await page.$$eval(".turn", (nodes) => nodes.map((n) => n.dataset.turnId)), ["turn-1", "turn-2", "turn-3"]);
+    assert.deepEqual(refused, []);
+  } finally {
+    await context.close();
+  }
+});

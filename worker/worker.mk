@@ -18,7 +18,7 @@ worker-node: worker/node_modules/.package-lock.json
 # two workers-py releases are downloaded (not installed) for the table of compatibility flags each
 # reads the Python version from.
 PYWRANGLER_DIR := worker/.cache/pywrangler
-$(WORKER_STAMP): $(STAMP)
+$(WORKER_STAMP): $(STAMP) worker/worker.mk
 	$(PY) -m pip install --quiet 'pycapnp==2.2.4' 'uv==0.13.9'
 	rm -rf $(PYWRANGLER_DIR)
 	for v in 1.16.7 1.17.9; do $(PY) -m pip download --quiet --no-deps --dest $(PYWRANGLER_DIR) "workers-py==$$v"; done

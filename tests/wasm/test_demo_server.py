@@ -126,3 +126,18 @@ def test_primary_cuts_the_final_answer_mid_stream(base: str) -> None:
     whole = _chat(base, "backup", FINAL)  # type: ignore[arg-type]
     assert whole.status_code == 200 and whole.text.endswith("data: [DONE]\n\n")
     assert _streamed_text(whole).startswith("Here is what I found:\n  2 + 3 = 5\n")
+
+
+def test_the_outage_fails_two_model_calls_then_serves_each_provider(
+        tmp_path: Path) -> None:
+    """``/down/<name>/``: the page's ``?providers=down`` -- two 503s (the run's primary and backup),
+    then the named provider itself (the retry goes through)."""
+    with serve.build_server(tmp_path, delay_s=0) as server:
+        down = server.base_url("down")
+        first = [_chat(down, f"/{name}", [UserMessage(content="hi")]).status_code
+                 for name in ("primary", "backup")]
+        assert first == [503, 503]
+        served = _chat(down, "/backup", [UserMessage(content="hi")])
+        assert served.status_code == 200 and b"data:" in served.content
+        assert _chat(down, "/primary", [UserMessage(content="hi")]).status_code == 503  # flaky turn 1
+        assert _chat(down, "/nowhere", [UserMessage(content="hi")]).status_code == 404

@@ -434,6 +434,7 @@ def test_a_client_that_hangs_up_mid_stream_does_not_stop_the_session(served: Ser
         conn.request("POST", "/v1/chat", body=json.dumps({"message": "long answer"}),
                      headers={"content-type": "application/json"})
         resp = conn.getresponse()
+        assert resp.readline() == b"id: r0:0\n"  # a new session's first run: claim revision 0
         assert resp.readline() == b"event: session\n"
         session_id = json.loads(resp.readline().decode().removeprefix("data: "))["session_id"]
         conn.close()
@@ -579,6 +580,7 @@ def test_a_live_run_is_told_from_a_killed_one_and_the_alarm_continues_it(served:
             conn.request("POST", "/v1/chat", body=json.dumps({"message": COUNT_THEN_STALL}),
                          headers={"content-type": "application/json"})
             resp = conn.getresponse()
+            assert resp.readline() == b"id: r0:0\n"
             assert resp.readline() == b"event: session\n"
             box["sid"] = json.loads(resp.readline().decode().removeprefix("data: "))["session_id"]
             box["rest"] = resp.read()  # ends when workerd dies: no done, no error event
@@ -618,11 +620,127 @@ def test_a_live_run_is_told_from_a_killed_one_and_the_alarm_continues_it(served:
                 break
             time.sleep(0.1)
         assert shown["status"] == "finished", states
+        # Until then GET told the truth at every poll: the killed run's lease still running out,
+        # the run lost, or the alarm's continuation running -- never an idle "ready" session.
+        old = live["run"]["run_id"]
+        for status_, state, run_id in states[:-1]:
+            assert status_ == "ready" and state in ("running", "lost"), states
+            assert run_id == old or state == "running", states
+        print(f"\n[lease] states after the restart: {sorted(set(states))}")
         assert shown["run"]["last"]["outcome"] == "finished"
         assert shown["run"]["last"]["run_id"] != live["run"]["run_id"]  # a new run continued it
         assert shown["iterations"] == 2
         assert asked_for_the_round() - before == 1  # the saved round was not run again
+        # The continuation's own event log, for a client that reconnects: it names the lost run.
+        status, _, raw = served.request("GET", f"/v1/sessions/{sid}/stream")
+        logged = parse_sse_with_ids(raw)
+        assert status == 200 and logged[0][1] == "session" and logged[-1][1] == "done"
+        assert logged[0][2]["continues"] == old and logged[0][0] == f"{shown['run']['last']['run_id']}:0"
+        assert logged[-1][2]["text"] == "Counted 3 words after all."
     finally:
         STALL[0] = False
         thread.join(timeout=30)
     assert b"event: done" not in box.get("rest", b"")  # the first client saw no answer
+
+
+def parse_sse_with_ids(raw: bytes) -> list[tuple[str, str, dict[str, Any]]]:
+    out = []
+    for block in raw.decode().split("\n\n"):
+        lines = [line for line in block.splitlines() if not line.startswith(":")]
+        if lines:
+            fields = dict(line.split(": ", 1) for line in lines)
+            out.append((fields["id"], fields["event"], json.loads(fields["data"])))
+    return out
+
+
+SLOW_ANSWER = "answer slowly, please"
+
+
+def _slow(r: RecordedRequest) -> ScriptedReply:
+    """The fallback streams the answer to SLOW_ANSWER one chunk a second (other messages as usual)."""
+    reply = fallback_policy(r)
+    if SLOW_ANSWER.encode() in r.body:
+        return dataclasses.replace(reply, delay_s=0.6)
+    return reply
+
+
+def _open_chat(served: Served, message: str) -> tuple[http.client.HTTPConnection, Any, list[bytes]]:
+    """POST /v1/chat and read up to (and including) the first turn event's block."""
+    conn = http.client.HTTPConnection("127.0.0.1", served.workerd.port, timeout=60)
+    conn.request("POST", "/v1/chat", body=json.dumps({"message": message}),
+                 headers={"content-type": "application/json"})
+    resp = conn.getresponse()
+    assert resp.status == 200
+    seen: list[bytes] = []
+    while True:
+        line = resp.readline()
+        assert line, b"".join(seen)
+        seen.append(line)
+        if line == b"\n" and any(x == b"event: turn\n" for x in seen):
+            return conn, resp, seen
+
+
+def test_a_client_that_lost_its_stream_reads_the_run_on_from_its_last_event_id(
+        served: Served) -> None:
+    """Deliverable 3: every event carries ``id: <run>:<offset>``; the run goes on without its
+    client, and GET /stream with Last-Event-ID sends what came after, then the rest live."""
+    served.server.set_responder("fallback", _slow)
+    try:
+        conn, _resp, seen = _open_chat(served, SLOW_ANSWER)
+        conn.close()  # the client drops mid-answer
+        before = parse_sse_with_ids(b"".join(seen))
+        sid = before[0][2]["session_id"]
+        last_id = before[-1][0]
+        assert [i for i, _, _ in before] == [f"r0:{k}" for k in range(len(before))]
+        status, ctype, raw = served.request("GET", f"/v1/sessions/{sid}/stream",
+                                            headers={"last-event-id": last_id})
+        assert (status, ctype) == (200, "text/event-stream"), raw
+        after = parse_sse_with_ids(raw)
+        assert after and after[-1][1] == "done", after
+        whole = before + after
+        assert [i for i, _, _ in whole] == [f"r0:{k}" for k in range(len(whole))]  # no gap, no repeat
+        done = whole[-1][2]
+        assert done["text"] == f"You said: {SLOW_ANSWER}"
+        assert list(rendered([(n, d) for _, n, d in whole]).values()) == [done["text"]]
+        # Nothing left after the last event of a finished run: 204. No Last-Event-ID: all of it.
+        status, _, raw = served.request("GET", f"/v1/sessions/{sid}/stream",
+                                        headers={"last-event-id": whole[-1][0]})
+        assert (status, raw) == (204, b"")
+        status, _, raw = served.request("GET", f"/v1/sessions/{sid}/stream")
+        assert status == 200 and parse_sse_with_ids(raw) == whole
+    finally:
+        served.server.set_responder("fallback", fallback_policy)
+
+
+def test_an_explicit_stop_ends_the_run_and_the_session_takes_a_new_message(served: Served) -> None:
+    served.server.set_responder("fallback", _slow)
+    try:
+        conn, resp, seen = _open_chat(served, SLOW_ANSWER)
+        sid = parse_sse_with_ids(b"".join(seen))[0][2]["session_id"]
+        status, _, raw = served.post(f"/v1/sessions/{sid}/stop", b"")
+        assert (status, json.loads(raw)["run"]) == (202, "r0"), raw
+        t0 = time.monotonic()
+        rest = parse_sse_with_ids(resp.read())
+        conn.close()
+        assert time.monotonic() - t0 < 10
+        name, data = rest[-1][1:]
+        assert (name, data["error"], data["status"]) == ("error", "stopped", "aborted"), rest
+        assert all(n != "done" for _, n, _ in rest)
+        shown = served.show(sid)
+        assert (shown["status"], shown["run"]["state"], shown["run"]["last"]["outcome"]) == (
+            "aborted", "idle", "stopped")
+        status, _, raw = served.post(f"/v1/sessions/{sid}/stop", b"")
+        assert (status, json.loads(raw)["error"]) == (409, "not_running")
+    finally:
+        served.server.set_responder("fallback", fallback_policy)
+    again = served.events("/v1/chat", {"message": "after the stop", "session_id": sid})
+    assert again[-1][1]["text"] == "You said: after the stop"
+
+
+def test_nothing_after_the_last_event_id_is_a_204_and_an_unknown_session_a_404(served: Served) -> None:
+    done = served.events("/v1/chat", {"message": "hi there"})[-1][1]
+    status, _, raw = served.request("GET", f"/v1/sessions/{done['session_id']}/stream",
+                                    headers={"last-event-id": "r0:999"})
+    assert (status, raw) == (204, b"")
+    status, body = _error(served, "GET", "/v1/sessions/nope/stream")
+    assert (status, body["error"]) == (404, "unknown_session")

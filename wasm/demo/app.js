@@ -1,13 +1,21 @@
 // The demo page: load bindloop into Pyodide, run wasm/demo/page_agent.py (an agent of the agent API),
 // render what its bridge reports. State for tests and benchmarks is on window.bindloopDemo
 // ({ done, timings, events (turn text stream), agentEvents (agent stream), structuredEvents and report
-// (the report agent's structured_data events and answer), wheels, result }).
+// (the report agent's structured_data events and answer), wheels, result, progress (download
+// samples while the runtime loads), statusLog (every status line shown), failures (the one-line
+// error of each failed run) }).
+//
+// ?providers=down sends the model calls under /down/, where serve.py's providers fail the first
+// two calls: the run fails with every provider down, the page shows one line and a retry button,
+// and the retry (the runtime already loaded) runs through.
+import { megabytes, readableError } from "./errors.js";
 import { loadBindloop, runPythonFile } from "./loader.js";
 import { TurnStreamReducer } from "./turn-stream.js";
 
 const params = new URLSearchParams(location.search);
 // The .pyc wheel set is the default (it starts faster: docs/browser.md); ?wheels=plain for the other.
 const variant = params.get("wheels") === "plain" ? "wheels" : "wheels-pyc";
+const providersBase = params.get("providers") === "down" ? `${location.origin}/down` : location.origin;
 const $ = (id) => document.getElementById(id);
 const el = (tag, cls, text) => {
   const node = document.createElement(tag);
@@ -19,7 +27,7 @@ const el = (tag, cls, text) => {
 const marks = {};
 const mark = (name) => { marks[name] ??= performance.now(); renderTimings(); };
 const events = [];
-const reducer = new TurnStreamReducer();
+let reducer = new TurnStreamReducer();
 const turns = new Map();
 const agentEvents = [];
 const structuredEvents = [];
@@ -135,6 +143,63 @@ function renderTimings() {
 function status(text, cls = "") {
   $("status").textContent = text;
   $("status").className = cls;
+  const log = window.bindloopDemo.statusLog;
+  if (log.at(-1) !== text) log.push(text);
+}
+
+// While the runtime loads: the step, and the bytes downloaded of those announced so far.
+let stageName = "starting";
+let lastShown = 0;
+function onProgress({ loaded, total }) {
+  window.bindloopDemo.progress.push({ loaded, total });
+  const now = performance.now();
+  if (now - lastShown < 100 && loaded < total) return;  // a status line ten times a second at most
+  lastShown = now;
+  const pct = total ? ` (${Math.min(100, Math.round((100 * loaded) / total))} %)` : "";
+  status(`${stageName}… downloading the Python runtime: ${megabytes(loaded)} of ${megabytes(total)} MB${pct}`);
+}
+
+// Forget a failed run's rendering before the retry: its turns reuse the same turn ids.
+function clearRun() {
+  for (const list of [events, agentEvents, structuredEvents]) list.length = 0;
+  turns.clear();
+  toolItems.clear();
+  toolResults.clear();
+  reducer = new TurnStreamReducer();
+  $("transcript").replaceChildren();
+  $("retry").hidden = true;
+}
+
+async function runOnce(ns) {
+  const prompt = ns.get("DEFAULT_PROMPT");
+  $("prompt").textContent = `user: ${prompt}`;
+  status(`running (Pyodide ${ns.get("PYODIDE_VERSION")}, ${variant})…`);
+  const stop = await ns.get("run_page_agent")(bridge, providersBase, prompt);
+  mark("done");
+  const resets = events.filter((e) => e.kind === "reset").length;
+  status(`asking for the structured report… (${resets} reset(s) rendered)`);
+  await ns.get("run_report_agent")(bridge, providersBase, window.bindloopDemo.transcript);
+  mark("report_done");
+  status(`done: ${stop} — ${resets} reset(s) rendered, wheels: ${variant}`, "done");
+  return stop;
+}
+
+// A failed run (every provider down, a dropped network): one readable line and a retry button
+// that runs the agent again in the runtime already loaded. Resolves with the run that succeeds.
+async function runWithRetry(ns) {
+  for (;;) {
+    try {
+      return await runOnce(ns);
+    } catch (err) {
+      console.error(err);  // the whole traceback, for whoever opens the console
+      const line = readableError(err);
+      window.bindloopDemo.failures.push(line);
+      status(`failed: ${line}`, "failed");
+      $("retry").hidden = false;
+      await new Promise((resolve) => $("retry").addEventListener("click", resolve, { once: true }));
+      clearRun();
+    }
+  }
 }
 
 async function main() {
@@ -143,8 +208,10 @@ async function main() {
     wheelsURL: `/${variant}/`,
     onStage: (stage) => {
       if (stage === "wheels_download") mark("pyodide_ready");  // the step after the runtime's boot
-      status(`${stage.replace("_", " ")}…`);
+      stageName = stage.replace("_", " ");
+      status(`${stageName}…`);
     },
+    onProgress,
   });
   window.bindloopDemo.wheels = wheels;
   window.bindloopDemo.precompiled = precompiled;
@@ -153,20 +220,12 @@ async function main() {
   status("importing the agent…");
   const ns = await runPythonFile(pyodide, "/demo/page_agent.py");
   mark("agent_imported");
-  const prompt = ns.get("DEFAULT_PROMPT");
-  $("prompt").textContent = `user: ${prompt}`;
-  status(`running (Pyodide ${pyodide.version}, ${variant})…`);
-  const stop = await ns.get("run_page_agent")(bridge, location.origin, prompt);
-  mark("done");
-  const resets = events.filter((e) => e.kind === "reset").length;
-  status(`asking for the structured report… (${resets} reset(s) rendered)`);
-  await ns.get("run_report_agent")(bridge, location.origin, window.bindloopDemo.transcript);
-  mark("report_done");
-  status(`done: ${stop} — ${resets} reset(s) rendered, wheels: ${variant}`, "done");
-  return stop;
+  ns.set("PYODIDE_VERSION", pyodide.version);
+  return runWithRetry(ns);
 }
 
-window.bindloopDemo = { timings: marks, events, agentEvents, structuredEvents, variant };
+window.bindloopDemo = { timings: marks, events, agentEvents, structuredEvents, variant,
+  progress: [], statusLog: [], failures: [] };
 window.bindloopDemo.done = main().catch((err) => {
   status(`failed: ${err && err.message ? err.message : err}`, "failed");
   console.error(err);

@@ -14,9 +14,45 @@
 //   by name, so pyodide-lock.json (which names other msgspec/anyio versions) is never consulted,
 //   and micropip is not needed.
 // Every step's duration (ms) is in `timings`; `precompiled` says whether bindloop came with bytecode; `onStage(name)` is told when each step starts.
+// - onProgress({ loaded, total }): bytes downloaded so far, of the bytes announced (Content-Length)
+//   by every download started so far — the runtime's wasm and standard library (~12 MB) and the
+//   wheels — told as each chunk arrives, so a page on a slow link can show more than a frozen
+//   "loading". While the load runs (and only then) `fetch` is wrapped to count response bodies.
 
-export async function loadBindloop({ pyodideURL, wheelsURL, wheels, onStage = () => {} } = {}) {
+export async function loadBindloop({ pyodideURL, wheelsURL, wheels, onStage = () => {}, onProgress } = {}) {
   if (!pyodideURL || !wheelsURL) throw new TypeError("loadBindloop needs pyodideURL and wheelsURL");
+  if (onProgress === undefined) return load({ pyodideURL, wheelsURL, wheels, onStage });
+  const original = globalThis.fetch;
+  globalThis.fetch = countingFetch(original, onProgress);
+  try {
+    return await load({ pyodideURL, wheelsURL, wheels, onStage });
+  } finally {
+    globalThis.fetch = original;
+  }
+}
+
+// A fetch whose response bodies are counted as they are read; headers and status are kept, so
+// WebAssembly.instantiateStreaming still sees application/wasm.
+function countingFetch(original, onProgress) {
+  const totals = { loaded: 0, total: 0 };
+  return async (...args) => {
+    const resp = await original(...args);
+    if (!resp.body) return resp;
+    totals.total += Number(resp.headers.get("content-length")) || 0;
+    onProgress({ ...totals });
+    const counter = new TransformStream({
+      transform(chunk, controller) {
+        totals.loaded += chunk.byteLength;
+        onProgress({ ...totals });
+        controller.enqueue(chunk);
+      },
+    });
+    return new Response(resp.body.pipeThrough(counter),
+      { status: resp.status, statusText: resp.statusText, headers: resp.headers });
+  };
+}
+
+async function load({ pyodideURL, wheelsURL, wheels, onStage }) {
   const dir = (url) => new URL(url.endsWith("/") ? url : url + "/", document.baseURI).href;
   const base = dir(pyodideURL);
   const wheelBase = dir(wheelsURL);

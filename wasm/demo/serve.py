@@ -16,6 +16,9 @@ the page, Pyodide and the model calls share one origin (no CORS, nothing from el
 ``/structured/...`` an OpenAI-chat provider for JSON-schema requests (``response_format``): it
                    reports the notes the transcript's last ``notes_list`` result holds, as JSON
                    streamed a few characters a chunk (the page's structured-output panel)
+``/down/<name>/...`` the same three behind an outage: the first two model calls under ``/down/``
+                   answer 503 (a run whose every provider is down), later ones reach ``<name>``
+                   (the page's ``?providers=down``: its error line and retry button)
 
 Both providers decide their turns with the ``make demo`` policy model reading the transcript they
 are sent, so every request is answered from its own body (a page reload starts a fresh run). The
@@ -173,6 +176,27 @@ def structured(*, delay_s: float, chunk: int = 6) -> Callable[[RecordedRequest],
     return respond
 
 
+def outage(routes: dict[str, Callable[[RecordedRequest], ScriptedReply]], *,
+           failures: int = 2) -> Callable[[RecordedRequest], ScriptedReply]:
+    """``/down/<name>/...``: 503 for the first ``failures`` calls, then ``routes[name]``."""
+    lock = threading.Lock()
+    left = [failures]
+
+    def respond(request: RecordedRequest) -> ScriptedReply:
+        with lock:
+            failing = left[0] > 0
+            left[0] -= failing
+        if failing:
+            return error_reply(503, _UNAVAILABLE)
+        _, _, rest = request.path.partition("/down/")
+        name = rest.split("/", 1)[0]
+        if name not in routes:
+            return error_reply(404, _NOT_FOUND)
+        return routes[name](RecordedRequest(method=request.method, path="/" + rest,
+                                            headers=request.headers, body=request.body))
+    return respond
+
+
 def build_server(wheels: Path, *, pyc_wheels: Path | None = None, delay_s: float = 0.012) -> ScriptedProviderServer:
     server = ScriptedProviderServer()
     server.set_responder("demo", static("demo", DEMO_DIR))
@@ -180,9 +204,12 @@ def build_server(wheels: Path, *, pyc_wheels: Path | None = None, delay_s: float
     server.set_responder("wheels", static("wheels", wheels))
     if pyc_wheels is not None:
         server.set_responder("wheels-pyc", static("wheels-pyc", pyc_wheels))
-    server.set_responder("primary", provider(flaky=True, delay_s=delay_s))
-    server.set_responder("backup", provider(flaky=False, delay_s=delay_s))
-    server.set_responder("structured", structured(delay_s=delay_s))
+    routes = {"primary": provider(flaky=True, delay_s=delay_s),
+              "backup": provider(flaky=False, delay_s=delay_s),
+              "structured": structured(delay_s=delay_s)}
+    for name, respond in routes.items():
+        server.set_responder(name, respond)
+    server.set_responder("down", outage(routes))
     return server
 
 

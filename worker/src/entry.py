@@ -11,12 +11,17 @@ Routes (the table is :data:`ROUTES`; a new route is one ``ROUTES.add``)
     saved tool round.
 ``GET /v1/sessions/{id}``
     The stored checkpoint's status and revision, and its run: ``running``, ``lost`` or ``idle``.
+``GET /v1/sessions/{id}/stream`` (``Last-Event-ID: <run>:<offset>`` optional)
+    The latest run's events again from its event log, after the given one, then live until the
+    run ends: what a client that lost its stream reconnects to. 204 when there is nothing to send.
+``POST /v1/sessions/{id}/stop``
+    Stops the live run (202); its last saved round is stored ``aborted``. 409 when none is live.
 ``POST /api/chat`` / ``POST /ag-ui``
     The Vercel AI SDK UI message stream and AG-UI, stateless (frontends.py).
 ``GET /conformance``
     bindloop's conformance report, run in this isolate (when ``conformance/`` is vendored).
 
-SSE events: ``session`` (id, the stored revision and the run id), ``turn`` (the turn text stream's
+SSE events, each with ``id: <run>:<offset>``: ``session`` (id, the stored revision and the run id), ``turn`` (the turn text stream's
 ``text`` / ``reset`` events, rendered by ``TurnStreamReducer`` in wasm/demo/turn-stream.js),
 ``done`` (status, stop reason, revision, and the question when waiting) and ``error`` (the failure
 and the revision storage holds); ``: keep-alive`` comments while the run is quiet. Refused requests
@@ -30,6 +35,7 @@ running: everything here is ``await``-ed, never ``anyio.run``.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from typing import Any
 from urllib.parse import urlparse
@@ -48,7 +54,7 @@ from bindloop.session import (
     create_loop_checkpoint,
 )
 from frontends import ag_ui, api_chat
-from sessions import RateLimiter, Session, SessionStore, drive
+from sessions import RateLimiter, RunLog, Session, SessionStore, drive
 from web import JSON_HEADERS, EventStream, Routes, json_response, read_json
 
 __all__ = ("Default", "RateLimiter", "Session")  # workerd finds the Durable Object classes here
@@ -100,9 +106,14 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
     def _store(self, session_id: str, config: AgentConfig) -> SessionStore:
         return SessionStore.for_session(self.env, session_id, lease_ms=config.lease_ms)
 
-    def _start(self, store: SessionStore, cp: LoopCheckpoint, config: AgentConfig) -> Response:
-        stream = EventStream(heartbeat_ms=config.heartbeat_ms)
-        self.ctx.waitUntil(asyncio.ensure_future(drive(stream, store, cp, config, self.env)))
+    def _start(self, store: SessionStore, cp: LoopCheckpoint, config: AgentConfig,
+               stream: EventStream | None = None) -> Response:
+        """Run the claimed ``cp`` in the background and answer with its live stream: bindloop's
+        SSE dialect unless ``stream`` (another protocol's framing, ``EventStream(frame=...)``)."""
+        if stream is None:
+            stream = EventStream(heartbeat_ms=config.heartbeat_ms)
+        log = RunLog(store.target, store.run, stream)
+        self.ctx.waitUntil(asyncio.ensure_future(drive(log, store, cp, config, self.env)))
         return stream.response()
 
     async def _load(self, store: SessionStore) -> LoopCheckpoint:
@@ -194,6 +205,35 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         claimed = await store.claim(msgspec.structs.replace(cp, revision=cp.revision + 1))
         return self._start(store, claimed, config)
 
+    async def stream(self, request: Any, match: re.Match[str]) -> Response:
+        """The latest run's events after ``Last-Event-ID`` (all of them without one), then the
+        rest live, from the Session object's event log: a client that lost its stream -- a
+        dropped connection, a reload -- reads the run on; the run never depended on it."""
+        session_id = _session_id(match)
+        config = _config(self.env)
+        store = self._store(session_id, config)
+        await self._load(store)
+        want_run, after = _last_event_id(request.headers.get("last-event-id"))
+        batch = json.loads(str(await store.target.read_log(after, LOG_BATCH)))
+        if want_run and batch["run"] != want_run:  # a newer run: all of it
+            after = -1
+            batch = json.loads(str(await store.target.read_log(after, LOG_BATCH)))
+        if not batch["run"] or (not batch["events"] and not batch["live"]):
+            return Response("", status=204)
+        stream = EventStream(heartbeat_ms=config.heartbeat_ms)
+        self.ctx.waitUntil(asyncio.ensure_future(
+            _follow(stream, store.target, batch, after, config.lease_ms)))
+        return stream.response()
+
+    async def stop(self, _request: Any, match: re.Match[str]) -> Response:
+        session_id = _session_id(match)
+        store = SessionStore.for_session(self.env, session_id, lease_ms=1)
+        await self._load(store)
+        run = str(await store.target.request_stop())
+        if not run:
+            raise HttpError(409, "not_running", f"session {session_id!r} has no live run to stop")
+        return json_response(202, {"session_id": session_id, "run": run, "stopping": True})
+
     async def conformance(self, _request: Any, _match: re.Match[str]) -> Response:
         try:
             import conformance
@@ -206,6 +246,44 @@ class Default(WorkerEntrypoint):  # type: ignore[misc]
         return Response(report, status=200, headers=JSON_HEADERS)
 
 
+LOG_BATCH = 256
+"""Events read from the log per call while a reconnected client catches up."""
+
+
+def _last_event_id(header: Any) -> tuple[str, int]:
+    """``"r5:17"`` -> ``("r5", 17)``; absent or not ours -> ``("", -1)``: the whole log."""
+    run, _, offset = str(header or "").partition(":")
+    if not re.fullmatch(r"r\d{1,12}", run) or not offset.isdigit():
+        return "", -1
+    return run, int(offset)
+
+
+async def _follow(stream: EventStream, target: Any, batch: dict[str, Any], after: int,
+                  lease_ms: int) -> None:
+    """Send the log from ``batch`` on, polling for more while the run is live; a run the alarm
+    continued (a newer run in the log) is followed from its first event."""
+    run = batch["run"]
+    quiet_ms = 0.0
+    try:
+        while True:
+            for offset, event, payload in batch["events"]:
+                stream.send_encoded(event, payload, f"{run}:{offset}")
+                after = offset
+            if not batch["events"]:
+                if batch["ended"] or (not batch["live"] and quiet_ms > 2 * lease_ms):
+                    return
+                await asyncio.sleep(0.25)
+                quiet_ms += 250
+            else:
+                quiet_ms = 0.0
+            batch = json.loads(str(await target.read_log(after, LOG_BATCH)))
+            if batch["run"] != run:
+                run, after = batch["run"], -1
+                batch = json.loads(str(await target.read_log(after, LOG_BATCH)))
+    finally:
+        await stream.close()
+
+
 ROUTES = Routes()
 _SESSION = r"/v1/sessions/(?P<id>[^/]+)"
 ROUTES.add("GET", "/conformance", Default.conformance)
@@ -213,6 +291,8 @@ ROUTES.add("POST", "/v1/chat", Default.chat)
 ROUTES.add("GET", _SESSION, Default.show)
 ROUTES.add("POST", _SESSION + "/reply", Default.reply)
 ROUTES.add("POST", _SESSION + "/resume", Default.resume)
+ROUTES.add("GET", _SESSION + "/stream", Default.stream)
+ROUTES.add("POST", _SESSION + "/stop", Default.stop)
 # The protocols real frontends speak (frontends.py): the AI SDK UI message stream and AG-UI.
 ROUTES.add("POST", "/api/chat", api_chat)
 ROUTES.add("POST", "/ag-ui", ag_ui)

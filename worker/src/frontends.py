@@ -81,6 +81,11 @@ def _refused(exc: Exception) -> HttpError:
                      field=getattr(exc, "field", None))
 
 
+def _as_is(_event: str, framed: str, _event_id: str | None) -> str:
+    """The frames arrive SSE-framed already (``sse_event``: data-only, the offset as ``id:``)."""
+    return framed
+
+
 def _describe(exc: Exception) -> str:
     """A failed run as the client reads it: the provider and the kind of failure, never a URL or
     what the provider said (the Worker's own routes' rule, agent.error_event)."""
@@ -102,8 +107,7 @@ def _chat(config: AgentConfig, chat: ChatInput) -> ChatInput:
 
 def _start(owner: Any, config: AgentConfig, chat: ChatInput, frames: Frames,
            headers: tuple[tuple[str, str], ...]) -> Any:
-    stream = EventStream(heartbeat_ms=config.heartbeat_ms, frame=lambda _event, text: text,
-                         headers=dict(headers))
+    stream = EventStream(heartbeat_ms=config.heartbeat_ms, frame=_as_is, headers=dict(headers))
     model = build_model(config, transport_for=_transport, on_turn_event=lambda _ev: None,
                         turn_prefix=f"{chat.protocol}:{chat.chat_id}", first_turn=0,
                         limit_store=limit_store(owner.env), clock=wall_clock_ms)
@@ -112,7 +116,7 @@ def _start(owner: Any, config: AgentConfig, chat: ChatInput, frames: Frames,
 
     def write(payloads: list[bytes]) -> None:
         for payload in payloads:
-            stream.send("", sse_event(offset[0], payload).decode("utf-8"))
+            stream.send_encoded("", sse_event(offset[0], payload).decode("utf-8"))
             offset[0] += 1
 
     async def run() -> None:

@@ -110,8 +110,11 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
         # One put of every key: atomic, so no reader sees a revision without its checkpoint.
         await self.ctx.storage.put(_js_obj({
             "checkpoint": data, "revision": int(revision),
-            "lease": json.dumps({"run": run, "expires": expires})}))
+            "lease": json.dumps({"run": run, "expires": expires}),
+            "log_run": run, "log_end": "", "stop": ""}))
         await self.ctx.storage.setAlarm(expires + ALARM_GRACE_MS)
+        # The session keeps the event log of its latest run only.
+        self._sql().exec("DELETE FROM events WHERE run != ?", run)
         return json.dumps({"ok": True, "revision": int(revision)})
 
     async def commit(self, expected_revision: int, revision: int, data: str, run: str,
@@ -137,15 +140,66 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
         await self.ctx.storage.put(_js_obj(values))
         return json.dumps({"ok": True, "revision": int(revision)})
 
-    async def heartbeat(self, run: str, lease_ms: int) -> bool:
-        """Renew ``run``'s lease; ``False`` when it no longer holds it."""
+    async def heartbeat(self, run: str, lease_ms: int) -> str:
+        """Renew ``run``'s lease (when a third of it has passed since the last renewal). Answers
+        ``{"held": bool, "stop": bool}``: whether ``run`` still holds it, and whether a stop was
+        asked for (``POST .../stop``)."""
         lease = await self._lease()
         if lease is None or lease["run"] != run:
-            return False
-        expires = wall_clock_ms() + int(lease_ms)
-        await self.ctx.storage.put("lease", json.dumps({"run": run, "expires": expires}))
-        await self.ctx.storage.setAlarm(expires + ALARM_GRACE_MS)
-        return True
+            return json.dumps({"held": False, "stop": False})
+        now = wall_clock_ms()
+        if lease["expires"] - now < int(lease_ms) * 2 / 3:
+            expires = now + int(lease_ms)
+            await self.ctx.storage.put("lease", json.dumps({"run": run, "expires": expires}))
+            await self.ctx.storage.setAlarm(expires + ALARM_GRACE_MS)
+        return json.dumps({"held": True, "stop": (await self._get("stop")) == run})
+
+    async def request_stop(self) -> str:
+        """Ask the live run to stop; it sees the request within a second. Answers the run's id,
+        or ``""`` when no run is live."""
+        lease = await self._lease()
+        if lease is None or lease["expires"] <= wall_clock_ms():
+            return ""
+        await self.ctx.storage.put("stop", lease["run"])
+        return str(lease["run"])
+
+    # -- the event log of the latest run: rows (run, offset, event, data) in the object's SQLite
+
+    def _sql(self) -> Any:
+        sql = self.ctx.storage.sql
+        sql.exec("CREATE TABLE IF NOT EXISTS events (run TEXT NOT NULL, offset INTEGER NOT NULL, "
+                 "event TEXT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (run, offset))")
+        return sql
+
+    async def append(self, run: str, rows: str) -> None:
+        """Store a batch of ``run``'s events: a JSON array of ``[offset, event, data]``."""
+        if (await self._get("log_run")) != run:
+            return  # a newer run owns the log now
+        sql = self._sql()
+        for offset, event, data in json.loads(rows):
+            sql.exec("INSERT OR REPLACE INTO events (run, offset, event, data) VALUES (?, ?, ?, ?)",
+                     run, int(offset), str(event), str(data))
+
+    async def end_log(self, run: str) -> None:
+        """``run`` sent its last event (after its final ``done`` or ``error`` was appended)."""
+        if (await self._get("log_run")) == run:
+            await self.ctx.storage.put("log_end", run)
+
+    async def read_log(self, after: int, limit: int) -> str:
+        """The latest run's events after ``after`` (at most ``limit``), and where it stands:
+        ``{"run", "events": [[offset, event, data], ...], "ended", "live"}``; ``run`` is ``""``
+        when no run was ever logged."""
+        run = await self._get("log_run")
+        if not run:
+            return json.dumps({"run": "", "events": [], "ended": True, "live": False})
+        row = self._sql().exec(
+            "SELECT json_group_array(json_array(offset, event, data)) AS j FROM (SELECT offset, "
+            "event, data FROM events WHERE run = ? AND offset > ? ORDER BY offset LIMIT ?)",
+            str(run), int(after), int(limit)).one()
+        lease = await self._lease()
+        live = lease is not None and lease["run"] == run and lease["expires"] > wall_clock_ms()
+        return json.dumps({"run": str(run), "events": json.loads(str(row.j)),
+                           "ended": (await self._get("log_end")) == run, "live": live})
 
     async def release(self, run: str, outcome: str) -> None:
         """``run`` ended without a settled checkpoint to store (it failed): storage keeps its
@@ -165,25 +219,35 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
             await self.ctx.storage.setAlarm(lease["expires"] + ALARM_GRACE_MS)
             return
         # The run neither renewed nor released its lease: its isolate died (a crash, a deploy, the
-        # CPU limit, kill -9). Record it, then go on from its last saved round.
+        # CPU limit, kill -9). Record it, then go on from its last saved round: the claim below
+        # replaces the expired lease, so GET never sees an idle "ready" session in between.
         continuations = int(await self._get("continuations") or 0)
-        await self.ctx.storage.put(_js_obj({
-            "lease": "", "last_run": json.dumps({"run": lease["run"], "outcome": "lost"})}))
-        data = await self.load()
-        if data is None or continuations >= MAX_CONTINUATIONS:
+        lost = json.dumps({"run": lease["run"], "outcome": "lost"})
+        config = self._continuation_config(await self.load(), continuations)
+        if config is None:
+            await self.ctx.storage.put(_js_obj({"lease": "", "last_run": lost}))
             return
-        cp = parse_loop_checkpoint(data)
-        if cp.status != "ready" or cp.iterations >= cp.max_iterations:
-            return
-        try:
-            config = config_from_env(self.env)
-        except HttpError:
-            return  # a misconfigured Worker: the session stays ready for a client to resume
-        await self.ctx.storage.put("continuations", continuations + 1)
-        store = SessionStore(self, cp.execution_id, lease_ms=config.lease_ms)
+        cp, agent_config = config
+        await self.ctx.storage.put(_js_obj({"last_run": lost, "continuations": continuations + 1}))
+        store = SessionStore(self, cp.execution_id, lease_ms=agent_config.lease_ms)
         store.revision = cp.revision
         claimed = await store.claim(msgspec.structs.replace(cp, revision=cp.revision + 1))
-        await drive(NullSink(), store, claimed, config, self.env, continued_from=lease["run"])
+        await drive(RunLog(self, store.run, None), store, claimed, agent_config, self.env,
+                    continued_from=lease["run"])
+
+    def _continuation_config(self, data: str | None,
+                             continuations: int) -> tuple[LoopCheckpoint, AgentConfig] | None:
+        """The stored checkpoint and the agent's config when a lost run is to be continued: a
+        ``ready`` session with turns left, a Worker configured, not yet continued too often."""
+        if data is None or continuations >= MAX_CONTINUATIONS:
+            return None
+        cp = parse_loop_checkpoint(data)
+        if cp.status != "ready" or cp.iterations >= cp.max_iterations:
+            return None
+        try:
+            return cp, config_from_env(self.env)
+        except HttpError:
+            return None  # a misconfigured Worker: the session stays ready for a client to resume
 
 
 class RateLimiter(DurableObject):  # type: ignore[misc]  # the SDK is untyped
@@ -250,6 +314,11 @@ class SessionStore:
         self.run = ""
         self.latest: LoopCheckpoint | None = None  # what storage holds, once known
 
+    @property
+    def target(self) -> Any:
+        """The Session object (its stub, or itself): where the run's event log goes."""
+        return self._target
+
     @classmethod
     def for_session(cls, env: Any, session_id: str, *, lease_ms: int) -> SessionStore:
         ns = env.SESSION
@@ -305,8 +374,10 @@ class SessionStore:
         if outcome:
             self.run = ""
 
-    async def heartbeat(self) -> bool:
-        return bool(await self._target.heartbeat(self.run, self.lease_ms))
+    async def heartbeat(self) -> dict[str, bool]:
+        answer: dict[str, bool] = json.loads(str(await self._target.heartbeat(self.run,
+                                                                              self.lease_ms)))
+        return answer
 
     async def release(self, outcome: str) -> None:
         if self.run:
@@ -314,51 +385,113 @@ class SessionStore:
             await self._target.release(run, outcome)
 
 
-class Sink(Protocol):
-    def send(self, event: str, data: Any) -> None: ...
+class Client(Protocol):
+    """Where a run's events are streamed live (an :class:`web.EventStream`), if anywhere."""
+
+    def send_encoded(self, event: str, payload: str, event_id: str | None = None) -> None: ...
 
     async def close(self) -> None: ...
 
 
-class NullSink:
-    """Where a run's events go when no client is connected (a run the alarm continues)."""
+class RunLog:
+    """A run's events, each given the next offset: streamed to the connected client (if any)
+    with SSE ``id: <run>:<offset>``, and appended to the Session object's event log in batches
+    (one RPC in flight; what arrives meanwhile goes in the next), so a client that lost the stream
+    reads it again from its ``Last-Event-ID`` (``GET /v1/sessions/{id}/stream``). :meth:`close`
+    flushes, marks the log ended and closes the client stream."""
+
+    def __init__(self, target: Any, run: str, client: Client | None) -> None:
+        self._target = target
+        self.run = run
+        self._client = client
+        self._next = 0
+        self._pending: list[list[Any]] = []
+        self._flusher: asyncio.Future[None] | None = None
 
     def send(self, event: str, data: Any) -> None:
-        del event, data
+        offset, self._next = self._next, self._next + 1
+        payload = msgspec.json.encode(data).decode()
+        if self._client is not None:
+            self._client.send_encoded(event, payload, f"{self.run}:{offset}")
+        self._pending.append([offset, event, payload])
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.ensure_future(self._flush())
+
+    async def _flush(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            # The log is best-effort: the object unreachable costs a reconnecting client events,
+            # never the run.
+            with contextlib.suppress(Exception):
+                await self._target.append(self.run, json.dumps(batch))
 
     async def close(self) -> None:
-        return None
+        if self._flusher is not None:
+            await self._flusher
+        await self._flush()
+        with contextlib.suppress(Exception):
+            await self._target.end_log(self.run)
+        if self._client is not None:
+            await self._client.close()
 
 
 def _transport_for(provider: Provider, headers: Sequence[tuple[str, str]]) -> FetchTransport:
     return FetchTransport(provider.base_url, headers=headers)
 
 
-async def _keep_lease(store: SessionStore) -> None:
-    while store.run:
-        await asyncio.sleep(store.lease_ms / 3000)
-        if store.run and not await store.heartbeat():
-            return  # given up as lost: the next save is refused and ends the run
+STOP_POLL_MS = 1_000
+"""How often a run asks its Session object about its lease and a stop request."""
 
 
-async def drive(sink: Sink, store: SessionStore, cp: LoopCheckpoint, config: AgentConfig,
+async def _keep_lease(store: SessionStore, work: asyncio.Future[Any], stopped: list[bool]) -> None:
+    """Renew the lease while the run goes; cancel ``work`` when a stop is asked for."""
+    while store.run and not work.done():
+        await asyncio.sleep(min(STOP_POLL_MS, store.lease_ms / 3) / 1000)
+        if not store.run or work.done():
+            return
+        with contextlib.suppress(Exception):  # the object unreachable: try again next tick
+            answer = await store.heartbeat()
+            if not answer["held"]:
+                return  # given up as lost: the next save is refused and ends the run
+            if answer["stop"]:
+                stopped[0] = True
+                work.cancel()
+                return
+
+
+async def drive(log: RunLog, store: SessionStore, cp: LoopCheckpoint, config: AgentConfig,
                 env: Any, *, continued_from: str | None = None) -> None:
-    """Run the claimed checkpoint ``cp`` to its end, its events to ``sink``: ``session``, the
+    """Run the claimed checkpoint ``cp`` to its end, its events to ``log``: ``session``, the
     ``turn`` stream, then ``done`` or ``error``. Every finished tool round is committed as it
     settles (a run that fails later resumes from there); the settled checkpoint releases the
-    lease; a failure releases it with storage at the last save."""
+    lease; a failure releases it with storage at the last save; a stop (``POST .../stop``)
+    cancels the run and stores its last save ``aborted``, as a run out of turns is."""
     opened: dict[str, Any] = {"session_id": store.session_id, "revision": store.revision,
                               "run": store.run}
     if continued_from is not None:
         opened["continues"] = continued_from
-    sink.send("session", opened)
-    keeper = asyncio.ensure_future(_keep_lease(store))
+    log.send("session", opened)
+    sink = log
+    stopped = [False]
+    keeper: asyncio.Future[None] | None = None
     try:
         model = build_model(config, transport_for=_transport_for,
                             on_turn_event=lambda ev: sink.send("turn", ev),
                             turn_prefix=f"{cp.execution_id}:{cp.revision}", first_turn=cp.iterations,
                             limit_store=limit_store(env), clock=wall_clock_ms)
-        result = await run_session(cp, model=model, save=store.commit)
+        work = asyncio.ensure_future(run_session(cp, model=model, save=store.commit))
+        keeper = asyncio.ensure_future(_keep_lease(store, work, stopped))
+        try:
+            result = await work
+        except asyncio.CancelledError:
+            if not stopped[0]:
+                raise
+            await store.commit(stopped_checkpoint(store.latest or cp), outcome="stopped")
+            sink.send("error", {"error": "stopped", "message": "the run was stopped "
+                                "(POST /v1/sessions/{id}/stop); the session keeps its last saved "
+                                "round and takes a new message", "session_id": store.session_id,
+                                "revision": store.revision, "status": "aborted"})
+            return
         final = result.checkpoint
         await store.commit(final, outcome=final.status)
         done: dict[str, Any] = {"session_id": store.session_id, "status": final.status,
@@ -384,7 +517,8 @@ async def drive(sink: Sink, store: SessionStore, cp: LoopCheckpoint, config: Age
     except Exception as exc:  # a provider or transport failure, a refused save
         sink.send("error", error_event(exc, session_id=store.session_id, revision=store.revision))
     finally:
-        keeper.cancel()
+        if keeper is not None:
+            keeper.cancel()
         with contextlib.suppress(Exception):  # the object unreachable: the lease runs out instead
             await store.release("failed")
-        await sink.close()
+        await log.close()

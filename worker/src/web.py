@@ -82,9 +82,12 @@ class Routes:
         raise HttpError(404, "not_found", f"no route for {method} {path}")
 
 
-def sse_frame(event: str, data: Any) -> str:
-    """bindloop's own dialect: a named event whose data is one JSON value."""
-    return f"event: {event}\ndata: {msgspec.json.encode(data).decode()}\n\n"
+def sse_frame(event: str, payload: str, event_id: str | None = None) -> str:
+    """bindloop's own dialect: a named event whose data is one JSON value (``payload``, already
+    encoded: one line), with its ``id`` when it has one (what a reconnect sends as
+    ``Last-Event-ID``)."""
+    head = "" if event_id is None else f"id: {event_id}\n"
+    return f"{head}event: {event}\ndata: {payload}\n\n"
 
 
 class EventStream:
@@ -95,7 +98,7 @@ class EventStream:
     connection, not a silent one they time out. Comments are ignored by every SSE parser."""
 
     def __init__(self, *, heartbeat_ms: int | None = None,
-                 frame: Callable[[str, Any], str] = sse_frame,
+                 frame: Callable[[str, str, str | None], str] = sse_frame,
                  headers: dict[str, str] | None = None) -> None:
         self._ts = js.TransformStream.new()
         self._writer = self._ts.writable.getWriter()
@@ -114,9 +117,13 @@ class EventStream:
         # Writes queue in order; the readable side delivers each as it is written.
         self._writer.write(self._encoder.encode(text))
 
-    def send(self, event: str, data: Any) -> None:
+    def send(self, event: str, data: Any, event_id: str | None = None) -> None:
         """One event; ``data`` is anything msgspec encodes (a dict, a turn stream event)."""
-        self._write(self._frame(event, data))
+        self.send_encoded(event, msgspec.json.encode(data).decode(), event_id)
+
+    def send_encoded(self, event: str, payload: str, event_id: str | None = None) -> None:
+        """One event whose data is already JSON text."""
+        self._write(self._frame(event, payload, event_id))
 
     async def _ping(self, every_ms: int) -> None:
         while not self._closed:
