@@ -20,11 +20,13 @@ test-clients: venv clients/node_modules/.package-lock.json $(CHROMIUM)
 	BINDLOOP_REQUIRE_CLIENTS=1 $(PY) -m pytest tests/protocols/test_npm_clients.py -q
 
 ## The protocol host on http://127.0.0.1:8787 over a scripted model (PORT=..., DELAY=... seconds
-## before each event): POST /api/chat for an AI SDK useChat page, POST /ag-ui for AG-UI.
+## before each event): a useChat page at / (bundled offline by esbuild), POST /api/chat for the
+## AI SDK, POST /ag-ui for AG-UI.
 PORT  ?= 8787
 DELAY ?= 0.05
-demo-ui: venv
-	$(PY) -m bindloop.hosts.ui_demo --port $(PORT) --delay $(DELAY)
+demo-ui: venv clients/node_modules/.package-lock.json
+	node clients/build_page.mjs clients/dist
+	$(PY) -m bindloop.hosts.ui_demo --port $(PORT) --delay $(DELAY) --page clients/dist
 
 # The Worker's frontend routes are tested with the same clients (tests/worker/test_workerd_protocols.py).
 test-worker: clients/node_modules/.package-lock.json

@@ -148,3 +148,17 @@ def test_sqlite_logs_close_runs_a_dead_process_left_running(tmp_path: Path) -> N
     assert record is not None and record.status == "interrupted" and record.events == 2
     assert again.read("r1", 0) == [(1, b"[]")]
     assert again.append("r1", b"x") == 2
+
+
+def test_the_demo_serves_its_page_beside_the_api(served: Any, tmp_path: Path) -> None:
+    from bindloop.hosts.ui_demo import _WithPage
+
+    (tmp_path / "index.html").write_text("<div id=root></div>")
+    (tmp_path / "app.js").write_text("export {}")
+    with served(_WithPage(build_demo_app(delay_s=0), tmp_path)) as base:
+        page = httpx.get(base + "/", timeout=30)
+        script = httpx.get(base + "/app.js", timeout=30)
+        chat = _post(base, "/api/chat", CHAT)  # the lifespan reached the app: runs start
+    assert page.headers["content-type"] == "text/html" and page.text == "<div id=root></div>"
+    assert script.headers["content-type"] == "text/javascript"
+    assert _frames(chat.text)[-1] == (None, "[DONE]")

@@ -7,7 +7,7 @@ The model is deterministic: it reads the conversation and answers -- "count <wor
 reported back, anything else is echoed with a short reasoning block first. Each event is
 paced (``--delay``), so a reconnect or a stop can be tried mid-stream::
 
-    python -m bindloop.hosts.ui_demo --port 8787
+    python -m bindloop.hosts.ui_demo --port 8787 [--page clients/dist]   # make demo-ui
     curl -N localhost:8787/api/chat -H 'content-type: application/json' \\
       -d '{"id":"c1","trigger":"submit-message","messages":[{"id":"u1","role":"user",
            "parts":[{"type":"text","text":"count the words here"}]}]}'
@@ -16,6 +16,7 @@ paced (``--delay``), so a reconnect or a stop can be tried mid-stream::
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -132,11 +133,32 @@ def build_demo_app(*, delay_s: float = 0.02, logs: RunLogs | None = None,
     return ChatApp(runner, logs=logs)
 
 
+class _WithPage:
+    """The app, plus ``GET /`` and ``GET /app.js`` from ``page_dir`` (the bundled useChat page)."""
+
+    def __init__(self, app: ChatApp, page_dir: Path) -> None:
+        self._app = app
+        self._files = {"/": ("text/html", page_dir / "index.html"),
+                       "/app.js": ("text/javascript", page_dir / "app.js")}
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        served = self._files.get(scope.get("path", "")) if scope["type"] == "http" else None
+        if served is None or scope["method"] != "GET":
+            await self._app(scope, receive, send)
+            return
+        kind, path = served
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", kind.encode())]})
+        await send({"type": "http.response.body", "body": path.read_bytes()})
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=8787)
     parser.add_argument("--delay", type=float, default=0.05, help="seconds before each event")
     parser.add_argument("--db", default=None, help="keep run logs in this SQLite file")
+    parser.add_argument("--page", default=None, type=Path,
+                        help="serve the bundled useChat page from this directory at /")
     args = parser.parse_args(argv)
     import uvicorn
 
@@ -147,9 +169,12 @@ def main(argv: list[str] | None = None) -> None:
         sqlite_logs = SqliteRunLogs(args.db)
         sqlite_logs.recover()
         logs = sqlite_logs
-    app = build_demo_app(delay_s=args.delay, logs=logs)
-    print(f"bindloop protocol host on http://127.0.0.1:{args.port}  "
-          "(POST /api/chat for the AI SDK, POST /ag-ui for AG-UI; Ctrl-C stops)", flush=True)
+    app: Any = build_demo_app(delay_s=args.delay, logs=logs)
+    if args.page is not None:
+        app = _WithPage(app, args.page)
+    page = "  the useChat page at /;" if args.page is not None else ""
+    print(f"bindloop protocol host on http://127.0.0.1:{args.port}  ({page} POST /api/chat for "
+          "the AI SDK, POST /ag-ui for AG-UI; Ctrl-C stops)", flush=True)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 
