@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bindloop.contracts import (
     AssistantMessage,
@@ -102,6 +104,7 @@ def test_user_files_become_image_and_file_parts() -> None:
     ([{"id": "u", "role": "user", "parts": [{"type": "text", "text": 3}]}],
      "messages[0].parts[0].text"),
     ([{"id": "u", "role": "user"}], "messages[0].parts"),
+    ([{"role": "user", "parts": []}], "messages[0].id"),
     ([{"id": "a", "role": "assistant", "parts": [
         {"type": "tool-x", "toolCallId": "c", "state": "approval-responded", "input": {}}]}],
      "messages[0].parts[0].approval"),
@@ -167,3 +170,55 @@ def test_a_bad_run_agent_input_names_the_path() -> None:
     assert info.value.field.startswith("$.messages[0]")
     with pytest.raises(ProtocolRequestError):
         decode_run_agent_input(b'{"threadId":"","runId":"r","messages":[]}')
+
+
+_KEYS = st.sampled_from(["id", "role", "parts", "type", "text", "state", "toolCallId", "input",
+                         "output", "errorText", "approval", "approved", "reason", "mediaType",
+                         "url", "toolName", "messages", "trigger", "messageId", "threadId",
+                         "runId", "content", "toolCalls", "function", "name", "arguments",
+                         "tools", "resume", "interruptId", "status", "payload", "source",
+                         "value", "error", "description", "parameters"])
+_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.sampled_from([
+    "user", "assistant", "system", "tool", "developer", "reasoning", "text", "file", "step-start",
+    "tool-x", "dynamic-tool", "output-available", "output-error", "output-denied",
+    "approval-responded", "input-streaming", "image/png", "function", "resolved", "url", "c1",
+    ""]))
+_JSONISH = st.recursive(_LEAVES, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.dictionaries(_KEYS, inner, max_size=6)), max_leaves=12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(_KEYS, _JSONISH, max_size=6))
+def test_any_body_decodes_or_is_refused_with_a_typed_error(body: dict[str, object]) -> None:
+    raw = msgspec.json.encode(body)
+    for decode in (decode_ui_chat_request, decode_run_agent_input):
+        try:
+            decode(raw)
+        except (ProtocolRequestError, JsonBoundsError):
+            pass
+
+
+_PART = st.fixed_dictionaries({"type": st.sampled_from([
+    "text", "reasoning", "file", "step-start", "tool-x", "dynamic-tool", "data-y", "source-url"])},
+    optional={k: _JSONISH for k in ["text", "state", "toolCallId", "input", "output",
+                                      "errorText", "approval", "mediaType", "url", "toolName",
+                                      "filename"]})
+_UI_MESSAGE = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "system"]), "parts": st.lists(_PART, max_size=5)},
+    optional={"id": st.one_of(st.text(max_size=3), _LEAVES)})
+_AG_MESSAGE = st.fixed_dictionaries(
+    {"id": st.text(max_size=3), "role": st.sampled_from(
+        ["user", "assistant", "system", "developer", "tool", "reasoning", "activity"])},
+    optional={k: _JSONISH for k in ["content", "toolCalls", "toolCallId", "error", "name"]})
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(_UI_MESSAGE, max_size=3), st.lists(_AG_MESSAGE, max_size=3))
+def test_protocol_shaped_bodies_decode_or_are_refused_by_field(
+        ui: list[dict[str, object]], ag: list[dict[str, object]]) -> None:
+    for decode, body in ((decode_ui_chat_request, {"id": "c", "messages": ui}),
+                         (decode_run_agent_input, {"threadId": "t", "runId": "r", "messages": ag})):
+        try:
+            decode(msgspec.json.encode(body))
+        except ProtocolRequestError as exc:
+            assert exc.field

@@ -121,6 +121,7 @@ def ui_messages_to_transcript(
     approvals: list[ToolApproval] = []
     for i, m in enumerate(messages):
         where = f"messages[{i}]"
+        _str(m.get("id"), f"{where}.id")  # a client keys its messages by it (and `continues`)
         role = m.get("role")
         parts = m.get("parts")
         if not isinstance(parts, list):
