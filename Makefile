@@ -48,7 +48,7 @@ demo-mcp: venv
 ## comparisons of the reports, the Worker template (tests/worker) in real workerd, the MCP client under
 ## Pyodide, and the agent page in headless Chromium.
 test: lint pytest typecheck js-test conformance-compare conformance-pyodide-pyc wasm-smoke mcp-pyodide \
-	conformance-workerd test-worker test-browser test-clients protocols-pyodide
+	conformance-workerd test-worker test-browser
 
 pytest: venv
 	$(PY) -m pytest
@@ -124,4 +124,4 @@ bench-agent: venv
 	$(PY) bench/agent.py --peers --peer-ns 10,100
 
 clean:
-	rm -rf $(VENV) .venv-3.* .reports clients/node_modules wasm/node_modules wasm/wheels wasm/wheels-pyc worker/node_modules worker/.cache dist build .mypy_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-3.* .reports wasm/node_modules wasm/wheels wasm/wheels-pyc worker/node_modules worker/.cache dist build .mypy_cache .pytest_cache .hypothesis

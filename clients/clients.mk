@@ -4,7 +4,15 @@
 # Included from the root Makefile, which defines PY and the `venv` target; $(CHROMIUM) and its
 # apt-get install come from wasm/wasm.mk.
 
-.PHONY: test-clients demo-ui clients-node protocols-pyodide
+.PHONY: test-clients demo-ui clients-node protocols-pyodide clients-clean
+
+# `make test` runs both (after the root Makefile's own prerequisites), `make clean` clears the
+# installs.
+test: test-clients protocols-pyodide
+clean: clients-clean
+
+clients-clean:
+	rm -rf clients/node_modules clients/dist
 
 clients/node_modules/.package-lock.json: clients/package.json $(wildcard clients/package-lock.json)
 	cd clients && if [ -f package-lock.json ]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi
