@@ -4,7 +4,7 @@
 // echoed as "You said: ...".
 import assert from 'node:assert/strict';
 import { DefaultChatTransport, readUIMessageStream } from 'ai';
-import { HttpAgent } from '@ag-ui/client';
+import { HttpAgent, runHttpRequest, transformHttpEventStream } from '@ag-ui/client';
 
 const base = process.argv[2];
 process.env.SUPPRESS_TRANSFORMATION_WARNINGS = 'true';
@@ -58,5 +58,56 @@ assert.equal(outcome.interrupts[0].reason, 'waiting_for_reply');
 await asking.runAgent({ runId: 'run-w4b', resume: [
   { interruptId: outcome.interrupts[0].id, status: 'resolved', payload: 'Ada' }] });
 assert.equal(asking.messages.at(-1).content, 'Nice to meet you, Ada.');
+
+// AI SDK: the connection cut mid-stream; reconnectToStream replays the running response from the
+// chat's event log (its Session object), and the message ends as an uninterrupted run's does.
+const norm = (m) => JSON.parse(JSON.stringify(m).replaceAll(m.id, 'MSG'));
+const slow = [user('u5', 'slow count these four words please')];
+const whole = await last(await send('w5', slow));
+{
+  const abort = new AbortController();
+  const stream = await transport.sendMessages({ chatId: 'w6', messages: slow,
+    trigger: 'submit-message', messageId: undefined, abortSignal: abort.signal });
+  const reader = stream.getReader();
+  for (let i = 0; i < 3; i++) await reader.read();
+  abort.abort();
+  await reader.cancel().catch(() => {});
+  const again = await transport.reconnectToStream({ chatId: 'w6' });
+  assert.notEqual(again, null, 'the run was still going: the reconnect must get a stream');
+  assert.deepEqual(norm(await last(again)), norm(whole));
+  // the run is over: nothing to reconnect to
+  assert.equal(await transport.reconnectToStream({ chatId: 'w6' }), null);
+}
+
+// AI SDK: the stop endpoint ends a running response with abort.
+{
+  const stream = await send('w7', slow);
+  const reader = stream.getReader();
+  await reader.read();
+  const stop = await fetch(`${base}/api/chat/w7/stop`, { method: 'POST' });
+  assert.equal(stop.status, 202);
+  let lastChunk;
+  for (;;) { const { done, value } = await reader.read(); if (done) break; lastChunk = value; }
+  assert.equal(lastChunk.type, 'abort');
+}
+
+// AG-UI: a run cut mid-way, then a second client connects to the thread's running stream.
+{
+  class ResumingAgent extends HttpAgent {
+    connect(input) {
+      return transformHttpEventStream(runHttpRequest(() => fetch(
+        `${base}/ag-ui/${input.threadId}/stream`, { headers: { Accept: 'text/event-stream' } })));
+    }
+  }
+  const start = [{ id: 'u8', role: 'user', content: 'slow count a b c' }];
+  const cut = new HttpAgent({ url: `${base}/ag-ui`, threadId: 'w8', initialMessages: start });
+  let seen = 0;
+  await cut.runAgent({ runId: 'run-w8' }, {
+    onEvent: () => { seen += 1; if (seen === 3) cut.abortRun(); } }).catch(() => {});
+  const again = new ResumingAgent({ url: `${base}/ag-ui`, threadId: 'w8', initialMessages: start });
+  await again.connectAgent({ runId: 'run-w8' });
+  assert.equal(again.messages.at(-1).content, 'Counted 3 words.');
+  assert.deepEqual(again.messages.map((m) => m.role), ['user', 'assistant', 'tool', 'assistant']);
+}
 
 console.log(JSON.stringify({ ai: counted, agUi: agent.messages }));

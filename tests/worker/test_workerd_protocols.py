@@ -1,5 +1,6 @@
-"""The Worker template's frontend routes (``POST /api/chat``, ``POST /ag-ui``, worker/src/frontends.py)
-in real workerd, driven by the real npm clients (clients/worker.mjs: ``ai@6``'s
+"""The Worker template's frontend routes (``POST /api/chat``, ``POST /ag-ui``, their ``GET
+.../stream`` and ``POST .../stop``; worker/src/frontends.py) in real workerd, driven by the real
+npm clients (clients/worker.mjs: ``ai@6``'s
 ``DefaultChatTransport`` + ``readUIMessageStream`` and ``@ag-ui/client``'s ``HttpAgent``) against a
 scripted OpenAI-chat provider on 127.0.0.1. Runs under ``make test-worker``, which also needs
 ``make clients-node`` (the npm clients)."""
@@ -36,6 +37,9 @@ def policy(request: RecordedRequest) -> ScriptedReply:
     body = msgspec.json.decode(request.body)
     last = body["messages"][-1]
     said = [m.get("content") for m in body["messages"] if m["role"] == "user"][-1]
+    delay = 0.001
+    if said.startswith("slow "):  # the same answers, paced: a client can act mid-stream
+        said, delay = said[5:], 0.15
     if said == "break":
         return error_reply(400, b'{"error":{"message":"bad request from http://10.0.0.7/v1"}}')
     if last["role"] == "tool" and said.startswith("count"):
@@ -51,7 +55,7 @@ def policy(request: RecordedRequest) -> ScriptedReply:
                                          id="ask-1")])
     else:
         turn = final_answer(f"You said: {said}")
-    return turn_reply("openai_chat", turn, stream=True, model=body["model"], delay_s=0.001)
+    return turn_reply("openai_chat", turn, stream=True, model=body["model"], delay_s=delay)
 
 
 @pytest.fixture(scope="module")
