@@ -83,10 +83,13 @@ class PacedModel:
 
     @property
     def provider(self) -> str | None:
-        return self._inner.provider
+        provider: str | None = getattr(self._inner, "provider", None)
+        return provider
 
     def calculate_cost(self, usage: TurnUsage) -> dict[str, int]:
-        return self._inner.calculate_cost(usage)
+        # Read through getattr: not every agent model shape carries a cost function.
+        cost = getattr(self._inner, "calculate_cost", None)
+        return {} if cost is None else dict(cost(usage))
 
     async def stream(self, messages: Sequence[Message],
                      options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
