@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 from bindloop.hosts.asgi import ChatApp, ChatInput, Emit
-from bindloop.hosts.asgi_log import MemoryRunLogs, SqliteRunLogs
+from bindloop.hosts.asgi_log import MemoryRunLogs, RunBusyError, SqliteRunLogs
 from bindloop.hosts.ui_demo import build_demo_app
 from bindloop.completion import TextEvent
 
@@ -139,11 +139,14 @@ def test_a_failing_run_ends_with_the_protocols_error_and_no_traceback(served: An
 
 def test_sqlite_logs_close_runs_a_dead_process_left_running(tmp_path: Path) -> None:
     logs = SqliteRunLogs(tmp_path / "r.db")
-    logs.begin("r1", "c1", "ui")
+    logs.begin("r1", "c1", "ui", now_ms=1000, lease_until_ms=2000)
     assert logs.append("r1", b"{}") == 0 and logs.append("r1", b"[]") == 1
     logs.close()
     again = SqliteRunLogs(tmp_path / "r.db")  # a new process on the same file
-    assert again.recover() == ["r1"]
+    assert again.recover(now_ms=1500) == []  # the lease is live: another process may be on it
+    with pytest.raises(RunBusyError):
+        again.begin("r2", "c1", "ui", now_ms=1500, lease_until_ms=2500)
+    assert again.recover(now_ms=2500) == ["r1"]
     record = again.record("r1")
     assert record is not None and record.status == "interrupted" and record.events == 2
     assert again.read("r1", 0) == [(1, b"[]")]
@@ -162,3 +165,47 @@ def test_the_demo_serves_its_page_beside_the_api(served: Any, tmp_path: Path) ->
     assert page.headers["content-type"] == "text/html" and page.text == "<div id=root></div>"
     assert script.headers["content-type"] == "text/javascript"
     assert _frames(chat.text)[-1] == (None, "[DONE]")
+
+
+def test_two_processes_on_one_sqlite_store_share_a_chat(served: Any, tmp_path: Path) -> None:
+    """Two hosts (each its own SqliteRunLogs connection, as two processes would be) on one file: a
+    run's lease refuses a second run of the chat in the other host, which follows the run's log
+    to a reconnecting client and stops it through the store; a run whose host died (its lease
+    ran out) no longer blocks the chat."""
+    import threading
+
+    db = tmp_path / "shared.db"
+    a = build_demo_app(delay_s=0.05, logs=SqliteRunLogs(db), lease_ms=600)
+    b = build_demo_app(delay_s=0.05, logs=SqliteRunLogs(db), lease_ms=600)
+    with served(a) as base_a, served(b) as base_b:
+        whole: list[str] = []
+        reader = threading.Thread(target=lambda: whole.append(
+            _post(base_a, "/api/chat", {**CHAT, "id": "shared"}).text))
+        reader.start()
+        time.sleep(0.3)
+        busy = _post(base_b, "/api/chat", {**CHAT, "id": "shared"})
+        assert busy.status_code == 409 and busy.json()["error"] == "chat_busy"
+        followed = httpx.get(f"{base_b}/api/chat/shared/stream", timeout=30)
+        reader.join(30)
+        assert followed.status_code == 200
+        assert _frames(followed.text) == _frames(whole[0])  # the same ids, the same payloads
+        assert httpx.get(f"{base_b}/api/chat/shared/stream", timeout=30).status_code == 204
+
+        stopped: list[str] = []
+        reader = threading.Thread(target=lambda: stopped.append(
+            _post(base_a, "/api/chat", {**CHAT, "id": "halt"}).text))
+        reader.start()
+        time.sleep(0.3)
+        stop = httpx.post(f"{base_b}/api/chat/halt/stop", timeout=30)
+        assert stop.status_code == 202
+        reader.join(30)
+        payloads = [d for _, d in _frames(stopped[0])]
+        assert msgspec.json.decode(payloads[-2]) == {"type": "abort", "reason": "stopped"}
+
+    dead = SqliteRunLogs(db)  # a host that died mid-run: its lease ran out long ago
+    dead.begin("ghost", "revived", "ui", now_ms=0, lease_until_ms=1)
+    with served(build_demo_app(delay_s=0, logs=SqliteRunLogs(db))) as base:
+        assert httpx.get(f"{base}/api/chat/revived/stream", timeout=30).status_code == 204
+        assert _post(base, "/api/chat", {**CHAT, "id": "revived"}).status_code == 200
+    record = dead.record("ghost")
+    assert record is not None and record.status == "interrupted"

@@ -23,6 +23,7 @@ requests get ``{"error": code, "message": ...}`` with a 4xx status.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Literal, Protocol
@@ -57,7 +58,7 @@ from bindloop.protocols import (
     sse_frame,
 )
 
-from .asgi_log import MemoryRunLogs, RunLogs, RunStatus
+from .asgi_log import MemoryRunLogs, RunBusyError, RunLogs, RunStatus
 
 __all__ = ("AgUiFrames", "ChatApp", "ChatInput", "Emit", "Frames", "Runner", "UiFrames",
            "ag_ui_chat_input", "drive_run", "error_text", "sse_event", "ui_chat_input", "ui_encoder")
@@ -112,15 +113,22 @@ class _Run:
 class ChatApp:
     """The ASGI application. ``runner`` does the work (see :func:`bindloop.hosts.asgi_agent.agent_runner`
     for one over bindloop's agent API); ``logs`` keep each run's frames (memory by default; pass a
-    :class:`~bindloop.hosts.asgi_log.SqliteRunLogs` to keep them on disk). ``max_body`` bounds a
-    request body (413 above it)."""
+    :class:`~bindloop.hosts.asgi_log.SqliteRunLogs` to keep them on disk, and to let several
+    processes serve one chat). ``max_body`` bounds a request body (413 above it). A run renews its
+    lease (``lease_ms``, on ``clock_ms``, wall-clock milliseconds by default) every third of it;
+    another process's run is followed by polling the store every ``poll_s``."""
 
     def __init__(self, runner: Runner, *, logs: RunLogs | None = None,
-                 max_body: int = 1024 * 1024, new_id: Callable[[], str] | None = None) -> None:
+                 max_body: int = 1024 * 1024, new_id: Callable[[], str] | None = None,
+                 lease_ms: float = 10_000, clock_ms: Callable[[], float] | None = None,
+                 poll_s: float = 0.05) -> None:
         self._runner = runner
         self.logs: RunLogs = logs if logs is not None else MemoryRunLogs()
         self._max_body = max_body
         self._new_id = new_id or (lambda: uuid.uuid4().hex)
+        self._lease_ms = lease_ms
+        self._now = clock_ms or (lambda: time.time() * 1000)
+        self._poll_s = poll_s
         self._tg: TaskGroup | None = None
         self._live: dict[str, _Run] = {}
         self._active: dict[tuple[str, str], str] = {}
@@ -232,10 +240,13 @@ class ChatApp:
             if name == b"last-event-id":
                 after = parse_last_event_id(value)
         run_id = self._active.get((protocol, chat_id))
-        if run_id is None and after is not None:
-            # A client that names the last event it saw gets the rest, even of a finished run.
+        if run_id is None:
             latest = self.logs.latest(chat_id, protocol)
-            run_id = None if latest is None or latest.events <= after + 1 else latest.run_id
+            if latest is not None and latest.live(self._now()):
+                run_id = latest.run_id  # running in another process that shares the store
+            elif latest is not None and after is not None and latest.events > after + 1:
+                # A client that names the last event it saw gets the rest, even of a finished run.
+                run_id = latest.run_id
         if run_id is None:
             await send({"type": "http.response.start", "status": 204, "headers": []})
             await send({"type": "http.response.body", "body": b""})
@@ -246,10 +257,16 @@ class ChatApp:
     async def _stop(self, protocol: str, chat_id: str, send: Send) -> None:
         run_id = self._active.get((protocol, chat_id))
         run = None if run_id is None else self._live.get(run_id)
-        if run is None:
+        if run is not None:
+            run.scope.cancel()
+            await _send_json(send, 200, {"stopped": run.run_id})
+            return
+        latest = self.logs.latest(chat_id, protocol)
+        if latest is None or not latest.live(self._now()):
             raise _HttpError(409, "not_running", f"nothing is running for {chat_id!r}")
-        run.scope.cancel()
-        await _send_json(send, 200, {"stopped": run.run_id})
+        # Another process runs it: it sees the request at its next lease renewal.
+        self.logs.request_stop(latest.run_id)
+        await _send_json(send, 202, {"stopping": latest.run_id})
 
     # -- runs -----------------------------------------------------------------------------------
 
@@ -263,7 +280,13 @@ class ChatApp:
         run_id = run_id or self._new_id()
         if run_id in self._live or self.logs.record(run_id) is not None:
             raise _HttpError(409, "run_exists", f"run {run_id!r} already exists")
-        self.logs.begin(run_id, chat_id, protocol)
+        now = self._now()
+        try:
+            self.logs.begin(run_id, chat_id, protocol, now_ms=now,
+                            lease_until_ms=now + self._lease_ms)
+        except RunBusyError as exc:
+            raise _HttpError(409, "chat_busy", f"chat {chat_id!r} already has a running response "
+                             f"({exc.run_id}); reconnect to it, or stop it first") from None
         run = _Run(run_id, protocol)
         self._live[run_id] = run
         self._active[(protocol, chat_id)] = run_id
@@ -272,6 +295,16 @@ class ChatApp:
     def _spawn(self, run: _Run, chat: ChatInput, frames: Frames) -> None:
         assert self._tg is not None
         self._tg.start_soon(self._drive, run, chat, frames)
+        self._tg.start_soon(self._keep_lease, run)
+
+    async def _keep_lease(self, run: _Run) -> None:
+        """Renew the run's lease while it runs; a stop asked through the store cancels it."""
+        while True:
+            await anyio.sleep(self._lease_ms / 3000)
+            if run.run_id not in self._live:
+                return
+            if self.logs.renew(run.run_id, self._now() + self._lease_ms):
+                run.scope.cancel()
 
     def _append(self, run: _Run, payloads: list[bytes]) -> None:
         if not payloads:
@@ -317,16 +350,24 @@ class ChatApp:
         while True:
             run = self._live.get(run_id)
             changed = None if run is None else run.changed
+            # Another process's run (not live here): is it still renewing its lease?
+            elsewhere = False
+            if run is None:
+                record = self.logs.record(run_id)
+                elsewhere = record is not None and record.live(self._now())
             frames = self.logs.read(run_id, after)
             if frames:
                 body = b"".join(sse_event(o, p) for o, p in frames)
                 after = frames[-1][0]
                 await send({"type": "http.response.body", "body": body, "more_body": True})
                 continue
-            if changed is None:
+            if changed is not None:
+                await changed.wait()
+            elif elsewhere:
+                await anyio.sleep(self._poll_s)
+            else:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
                 return
-            await changed.wait()
 
 
 def sse_event(offset: int, payload: bytes) -> bytes:

@@ -16,6 +16,7 @@ paced (``--delay``), so a reconnect or a stop can be tried mid-stream::
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -125,12 +126,13 @@ class DemoModel:
 
 
 def build_demo_app(*, delay_s: float = 0.02, logs: RunLogs | None = None,
-                   deleted: list[str] | None = None, model: DemoModel | None = None) -> ChatApp:
+                   deleted: list[str] | None = None, model: DemoModel | None = None,
+                   lease_ms: float = 10_000) -> ChatApp:
     """The demo host: ``model`` (a :class:`DemoModel` by default) paced by ``delay_s`` per event,
-    the demo tools with ``delete_note`` behind an approval."""
+    the demo tools with ``delete_note`` behind an approval; runs hold ``lease_ms`` leases."""
     paced = PacedModel(model or DemoModel(), delay_s)
     runner = agent_runner(paced, tools=demo_tools(deleted), needs_approval=["delete_note"])
-    return ChatApp(runner, logs=logs)
+    return ChatApp(runner, logs=logs, lease_ms=lease_ms)
 
 
 class _WithPage:
@@ -167,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
         from .asgi_log import SqliteRunLogs
 
         sqlite_logs = SqliteRunLogs(args.db)
-        sqlite_logs.recover()
+        sqlite_logs.recover(time.time() * 1000)
         logs = sqlite_logs
     app: Any = build_demo_app(delay_s=args.delay, logs=logs)
     if args.page is not None:
