@@ -89,6 +89,7 @@ pyodide-timers: wasm/node_modules/.package-lock.json wasm-wheels
 include wasm/wasm.mk
 include conformance/conformance.mk
 include worker/worker.mk
+include clients/clients.mk
 
 ## Benchmarks print tables; they are not part of `make test`.
 bench: venv

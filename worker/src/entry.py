@@ -16,6 +16,9 @@ Routes (the table is :data:`ROUTES`; a new route is one ``ROUTES.add``)
     run ends: what a client that lost its stream reconnects to. 204 when there is nothing to send.
 ``POST /v1/sessions/{id}/stop``
     Stops the live run (202); its last saved round is stored ``aborted``. 409 when none is live.
+``POST /api/chat`` / ``POST /ag-ui``, ``GET .../{id}/stream``, ``POST .../{id}/stop``
+    The Vercel AI SDK UI message stream and AG-UI (frontends.py): the client holds the
+    conversation; each response's events are logged, so a dropped client reconnects.
 ``GET /conformance``
     bindloop's conformance report, run in this isolate (when ``conformance/`` is vendored).
 
@@ -51,6 +54,7 @@ from bindloop.session import (
     apply_checkpoint_input,
     create_loop_checkpoint,
 )
+from frontends import ag_ui, ag_ui_stop, ag_ui_stream, api_chat, api_chat_stop, api_chat_stream
 from sessions import RateLimiter, RunLog, Session, SessionStore, drive
 from web import JSON_HEADERS, EventStream, Routes, json_response, read_json
 
@@ -290,3 +294,10 @@ ROUTES.add("POST", _SESSION + "/reply", Default.reply)
 ROUTES.add("POST", _SESSION + "/resume", Default.resume)
 ROUTES.add("GET", _SESSION + "/stream", Default.stream)
 ROUTES.add("POST", _SESSION + "/stop", Default.stop)
+# The protocols real frontends speak (frontends.py): the AI SDK UI message stream and AG-UI.
+ROUTES.add("POST", "/api/chat", api_chat)
+ROUTES.add("GET", r"/api/chat/(?P<id>[^/]+)/stream", api_chat_stream)
+ROUTES.add("POST", r"/api/chat/(?P<id>[^/]+)/stop", api_chat_stop)
+ROUTES.add("POST", "/ag-ui", ag_ui)
+ROUTES.add("GET", r"/ag-ui/(?P<id>[^/]+)/stream", ag_ui_stream)
+ROUTES.add("POST", r"/ag-ui/(?P<id>[^/]+)/stop", ag_ui_stop)

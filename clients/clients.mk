@@ -1,0 +1,44 @@
+# The real frontend clients, from the npm registry (pinned in clients/package-lock.json): npm `ai`
+# (v6, Node 20), `@ag-ui/client`, and `@ai-sdk/react` on a page bundled by esbuild for headless
+# Chromium (playwright-core), run against bindloop's ASGI protocol host under uvicorn.
+# Included from the root Makefile, which defines PY and the `venv` target; $(CHROMIUM) and its
+# apt-get install come from wasm/wasm.mk.
+
+.PHONY: test-clients demo-ui clients-node protocols-pyodide clients-clean
+
+# `make test` runs both (after the root Makefile's own prerequisites), `make clean` clears the
+# installs.
+test: test-clients protocols-pyodide
+clean: clients-clean
+
+clients-clean:
+	rm -rf clients/node_modules clients/dist
+
+clients/node_modules/.package-lock.json: clients/package.json $(wildcard clients/package-lock.json)
+	cd clients && if [ -f package-lock.json ]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi
+	touch $@
+
+clients-node: clients/node_modules/.package-lock.json
+
+## The AI SDK's DefaultChatTransport / readUIMessageStream and AG-UI's HttpAgent (with its event
+## verifier) against the host: whole runs, a connection cut mid-stream and resumed, approvals,
+## client-side tools, stop; run logs in memory and in SQLite; then useChat in headless Chromium
+## with an approval clicked through.
+test-clients: venv clients/node_modules/.package-lock.json $(CHROMIUM)
+	BINDLOOP_REQUIRE_CLIENTS=1 $(PY) -m pytest tests/protocols/test_npm_clients.py -q
+
+## The protocol host on http://127.0.0.1:8787 over a scripted model (PORT=..., DELAY=... seconds
+## before each event): a useChat page at / (bundled offline by esbuild), POST /api/chat for the
+## AI SDK, POST /ag-ui for AG-UI.
+PORT  ?= 8787
+DELAY ?= 0.05
+demo-ui: venv clients/node_modules/.package-lock.json
+	node clients/build_page.mjs clients/dist
+	$(PY) -m bindloop.hosts.ui_demo --port $(PORT) --delay $(DELAY) --page clients/dist
+
+# The Worker's frontend routes are tested with the same clients (tests/worker/test_workerd_protocols.py).
+test-worker: clients/node_modules/.package-lock.json
+
+## The encoders and decoders under Pyodide 314 in Node give the same bytes as on CPython.
+protocols-pyodide: wasm/node_modules/.package-lock.json wasm-wheels
+	BINDLOOP_REQUIRE_PYODIDE=1 $(PY) -m pytest tests/protocols/test_pyodide_bytes.py -q

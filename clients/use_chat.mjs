@@ -1,0 +1,85 @@
+// @ai-sdk/react's useChat in headless Chromium against bindloop's protocol host:
+// `node use_chat.mjs BASE_URL`. The page (use_chat/app.jsx) is bundled offline by esbuild and
+// served by this script on 127.0.0.1, which forwards /api/* to the host (one origin, no CORS).
+// A message with a tool round streams into the page; "delete groceries" asks for an approval,
+// which is clicked through, and the page ends with the tool's result and the model's answer.
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { build } from 'esbuild';
+import { chromium } from 'playwright-core';
+
+const base = process.argv[2];
+const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
+const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+
+const bundled = await build({
+  entryPoints: [new URL('./use_chat/app.jsx', import.meta.url).pathname], bundle: true,
+  write: false, format: 'esm', minify: true, jsx: 'automatic',
+  define: { 'process.env.NODE_ENV': '"production"' }, logLevel: 'silent' });
+const js = bundled.outputFiles[0].contents;
+const page = '<!doctype html><meta charset="utf-8"><title>bindloop chat</title>' +
+  '<div id="root"></div><script type="module" src="/app.js"></script>';
+
+const server = http.createServer(async (req, res) => {
+  if (req.url === '/') { res.writeHead(200, { 'content-type': 'text/html' }); res.end(page); return; }
+  if (req.url === '/app.js') {
+    res.writeHead(200, { 'content-type': 'text/javascript' }); res.end(js); return;
+  }
+  if (req.url.startsWith('/api/')) {
+    const body = [];
+    for await (const chunk of req) body.push(chunk);
+    const upstream = await fetch(base + req.url, { method: req.method,
+      headers: { 'content-type': req.headers['content-type'] ?? 'application/json' },
+      body: req.method === 'POST' ? Buffer.concat(body) : undefined });
+    res.writeHead(upstream.status, Object.fromEntries(upstream.headers));
+    if (upstream.body) for await (const chunk of upstream.body) res.write(chunk);
+    res.end();
+    return;
+  }
+  res.writeHead(404); res.end();
+});
+await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+const origin = `http://127.0.0.1:${server.address().port}`;
+
+const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ARGS });
+const errors = [];
+try {
+  const context = await browser.newContext();
+  await context.route('**/*', (route) => (route.request().url().startsWith(origin)
+    ? route.continue() : route.abort()));
+  const tab = await context.newPage();
+  tab.on('pageerror', (e) => errors.push(String(e)));
+  await tab.goto(origin + '/');
+  const ask = async (text) => {
+    await tab.fill('#input', text);
+    await tab.click('#send');
+  };
+  const idle = () => tab.waitForFunction(
+    () => document.querySelector('#status')?.textContent === 'ready', null, { timeout: 30_000 });
+
+  await ask('count the words of this sentence please');
+  await tab.waitForSelector('.tool[data-state="output-available"]', { timeout: 30_000 });
+  await idle();
+  let texts = await tab.$$eval('.message.assistant .text', (ps) => ps.map((p) => p.textContent));
+  assert.deepEqual(texts, ['Counting.', 'The tool answered: 6.']);
+
+  await ask('delete groceries');
+  await tab.waitForSelector('#approve', { timeout: 30_000 });
+  await tab.click('#approve');
+  await tab.waitForFunction(() => [...document.querySelectorAll('.message.assistant .text')]
+    .some((p) => p.textContent.includes('deleted')), null, { timeout: 30_000 });
+  await idle();
+  texts = await tab.$$eval('.message.assistant .text', (ps) => ps.map((p) => p.textContent));
+  assert.equal(texts.at(-1), "The tool answered: deleted 'groceries'.");
+  const messages = JSON.parse(await tab.textContent('#messages'));
+  assert.equal(messages.length, 4);  // two questions, two answers: the approval continued one
+  const tool = messages[3].parts.find((p) => p.type === 'tool-delete_note');
+  assert.equal(tool.state, 'output-available');
+  assert.equal(await tab.$('#error'), null);
+  assert.deepEqual(errors, []);
+  console.log(JSON.stringify(messages));
+} finally {
+  await browser.close();
+  server.close();
+}

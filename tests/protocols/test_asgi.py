@@ -1,0 +1,211 @@
+"""The ASGI protocol host under a real uvicorn over loopback HTTP: SSE ids on every event,
+resumption by Last-Event-ID, a disconnect that does not cancel the run, stop, refusals."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import msgspec
+import pytest
+
+from bindloop.hosts.asgi import ChatApp, ChatInput, Emit
+from bindloop.hosts.asgi_log import MemoryRunLogs, RunBusyError, SqliteRunLogs
+from bindloop.hosts.ui_demo import build_demo_app
+from bindloop.completion import TextEvent
+
+CHAT = {"id": "c1", "trigger": "submit-message", "messages": [
+    {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "count one two three"}]}]}
+
+
+def _frames(text: str) -> list[tuple[int | None, str]]:
+    out = []
+    for block in text.split("\n\n"):
+        if not block.strip():
+            continue
+        ident = None
+        data = ""
+        for line in block.split("\n"):
+            if line.startswith("id: "):
+                ident = int(line[4:])
+            elif line.startswith("data: "):
+                data += line[6:]
+        out.append((ident, data))
+    return out
+
+
+def _post(base: str, path: str, body: Any) -> httpx.Response:
+    return httpx.post(base + path, json=body, timeout=30)
+
+
+def test_every_event_carries_its_offset_and_the_stream_ends_with_done(served: Any) -> None:
+    with served(build_demo_app(delay_s=0)) as base:
+        r = _post(base, "/api/chat", CHAT)
+    assert r.headers["x-vercel-ai-ui-message-stream"] == "v1"
+    assert r.headers["content-type"] == "text/event-stream"
+    frames = _frames(r.text)
+    assert frames[-1] == (None, "[DONE]")
+    assert [i for i, _ in frames[:-1]] == list(range(len(frames) - 1))
+    assert msgspec.json.decode(frames[-2][1])["type"] == "finish"
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+def test_a_dropped_client_resumes_from_last_event_id_and_the_run_was_not_cancelled(
+        served: Any, tmp_path: Path, store: str) -> None:
+    logs = SqliteRunLogs(tmp_path / "r.db") if store == "sqlite" else MemoryRunLogs()
+    app = build_demo_app(delay_s=0.02, logs=logs)
+    with served(app) as base:
+        whole = _frames(_post(base, "/api/chat", {**CHAT, "id": "whole"}).text)
+        seen: list[tuple[int | None, str]] = []
+        with httpx.stream("POST", base + "/api/chat", json={**CHAT, "id": "cut"},
+                          timeout=30) as r:
+            buffer = ""
+            for text in r.iter_text():
+                buffer += text
+                if buffer.count("\n\n") >= 4:
+                    break
+        seen = _frames(buffer[:buffer.rindex("\n\n") + 2])
+        time.sleep(1.0)  # the run finishes meanwhile, with nobody reading
+        last = seen[-1][0]
+        rest = httpx.get(f"{base}/api/chat/cut/stream", headers={"last-event-id": str(last)},
+                         timeout=30)
+        assert rest.status_code == 200
+        # with nothing running and no Last-Event-ID, the AI SDK's reconnect gets 204
+        assert httpx.get(f"{base}/api/chat/cut/stream", timeout=30).status_code == 204
+    joined = seen + _frames(rest.text)
+    assert [i for i, _ in joined[:-1]] == list(range(len(joined) - 1))
+
+    def shape(frames: list[tuple[int | None, str]]) -> list[Any]:
+        first = msgspec.json.decode(frames[0][1])["messageId"]
+        return [d.replace(first, "MSG") for _, d in frames]
+
+    assert shape(joined) == shape(whole)
+    record = logs.latest("cut", "ui")
+    assert record is not None and record.status == "finished"
+
+
+def test_stop_ends_the_running_response_with_abort(served: Any) -> None:
+    with served(build_demo_app(delay_s=0.05)) as base:
+        with httpx.stream("POST", base + "/api/chat", json=CHAT, timeout=30) as r:
+            it = r.iter_text()
+            text = next(it)
+            stop = httpx.post(f"{base}/api/chat/c1/stop", timeout=30)
+            assert stop.status_code == 200
+            text += "".join(it)
+        assert httpx.post(f"{base}/api/chat/c1/stop", timeout=30).status_code == 409
+    payloads = [d for _, d in _frames(text)]
+    assert payloads[-1] == "[DONE]"
+    assert msgspec.json.decode(payloads[-2]) == {"type": "abort", "reason": "stopped"}
+
+
+def test_requests_are_refused_with_a_code(served: Any) -> None:
+    app = build_demo_app(delay_s=0.2)
+    app._max_body = 4096
+    with served(app) as base:
+        assert httpx.post(base + "/api/chat", content=b"x" * 5000,
+                          timeout=30).status_code == 413
+        deep = httpx.post(base + "/api/chat", content=b"[" * 3000 + b"]" * 1000, timeout=30)
+        assert deep.status_code == 400 and deep.json()["error"] == "body_too_deep"
+        shape = httpx.post(base + "/api/chat", json={"id": "c", "messages": 3}, timeout=30)
+        assert shape.status_code == 400 and shape.json()["error"] == "invalid_request"
+        assert httpx.get(base + "/nope", timeout=30).status_code == 404
+        bad = httpx.post(base + "/ag-ui", json={"threadId": "t"}, timeout=30)
+        assert bad.status_code == 400
+        with httpx.stream("POST", base + "/api/chat", json=CHAT, timeout=30) as first:
+            next(first.iter_text())
+            busy = _post(base, "/api/chat", CHAT)
+            assert busy.status_code == 409 and busy.json()["error"] == "chat_busy"
+
+
+def test_a_failing_run_ends_with_the_protocols_error_and_no_traceback(served: Any) -> None:
+    async def runner(chat: ChatInput, emit: Emit) -> Any:
+        emit(0, TextEvent(content="partial"))
+        await anyio.sleep(0)
+        raise RuntimeError("provider down")
+
+    with served(ChatApp(runner)) as base:
+        ui = [d for _, d in _frames(_post(base, "/api/chat", CHAT).text)]
+        ag = [d for _, d in _frames(_post(base, "/ag-ui", {
+            "threadId": "t", "runId": "r", "messages": []}).text)]
+    assert msgspec.json.decode(ui[-2]) == {"type": "error",
+                                           "errorText": "RuntimeError: provider down"}
+    assert msgspec.json.decode(ag[-1]) == {"type": "RUN_ERROR",
+                                           "message": "RuntimeError: provider down"}
+    assert "Traceback" not in "".join(ui + ag)
+
+
+def test_sqlite_logs_close_runs_a_dead_process_left_running(tmp_path: Path) -> None:
+    logs = SqliteRunLogs(tmp_path / "r.db")
+    logs.begin("r1", "c1", "ui", now_ms=1000, lease_until_ms=2000)
+    assert logs.append("r1", b"{}") == 0 and logs.append("r1", b"[]") == 1
+    logs.close()
+    again = SqliteRunLogs(tmp_path / "r.db")  # a new process on the same file
+    assert again.recover(now_ms=1500) == []  # the lease is live: another process may be on it
+    with pytest.raises(RunBusyError):
+        again.begin("r2", "c1", "ui", now_ms=1500, lease_until_ms=2500)
+    assert again.recover(now_ms=2500) == ["r1"]
+    record = again.record("r1")
+    assert record is not None and record.status == "interrupted" and record.events == 2
+    assert again.read("r1", 0) == [(1, b"[]")]
+    assert again.append("r1", b"x") == 2
+
+
+def test_the_demo_serves_its_page_beside_the_api(served: Any, tmp_path: Path) -> None:
+    from bindloop.hosts.ui_demo import _WithPage
+
+    (tmp_path / "index.html").write_text("<div id=root></div>")
+    (tmp_path / "app.js").write_text("export {}")
+    with served(_WithPage(build_demo_app(delay_s=0), tmp_path)) as base:
+        page = httpx.get(base + "/", timeout=30)
+        script = httpx.get(base + "/app.js", timeout=30)
+        chat = _post(base, "/api/chat", CHAT)  # the lifespan reached the app: runs start
+    assert page.headers["content-type"] == "text/html" and page.text == "<div id=root></div>"
+    assert script.headers["content-type"] == "text/javascript"
+    assert _frames(chat.text)[-1] == (None, "[DONE]")
+
+
+def test_two_processes_on_one_sqlite_store_share_a_chat(served: Any, tmp_path: Path) -> None:
+    """Two hosts (each its own SqliteRunLogs connection, as two processes would be) on one file: a
+    run's lease refuses a second run of the chat in the other host, which follows the run's log
+    to a reconnecting client and stops it through the store; a run whose host died (its lease
+    ran out) no longer blocks the chat."""
+    import threading
+
+    db = tmp_path / "shared.db"
+    a = build_demo_app(delay_s=0.05, logs=SqliteRunLogs(db), lease_ms=600)
+    b = build_demo_app(delay_s=0.05, logs=SqliteRunLogs(db), lease_ms=600)
+    with served(a) as base_a, served(b) as base_b:
+        whole: list[str] = []
+        reader = threading.Thread(target=lambda: whole.append(
+            _post(base_a, "/api/chat", {**CHAT, "id": "shared"}).text))
+        reader.start()
+        time.sleep(0.3)
+        busy = _post(base_b, "/api/chat", {**CHAT, "id": "shared"})
+        assert busy.status_code == 409 and busy.json()["error"] == "chat_busy"
+        followed = httpx.get(f"{base_b}/api/chat/shared/stream", timeout=30)
+        reader.join(30)
+        assert followed.status_code == 200
+        assert _frames(followed.text) == _frames(whole[0])  # the same ids, the same payloads
+        assert httpx.get(f"{base_b}/api/chat/shared/stream", timeout=30).status_code == 204
+
+        stopped: list[str] = []
+        reader = threading.Thread(target=lambda: stopped.append(
+            _post(base_a, "/api/chat", {**CHAT, "id": "halt"}).text))
+        reader.start()
+        time.sleep(0.3)
+        stop = httpx.post(f"{base_b}/api/chat/halt/stop", timeout=30)
+        assert stop.status_code == 202
+        reader.join(30)
+        payloads = [d for _, d in _frames(stopped[0])]
+        assert msgspec.json.decode(payloads[-2]) == {"type": "abort", "reason": "stopped"}
+
+    dead = SqliteRunLogs(db)  # a host that died mid-run: its lease ran out long ago
+    dead.begin("ghost", "revived", "ui", now_ms=0, lease_until_ms=1)
+    with served(build_demo_app(delay_s=0, logs=SqliteRunLogs(db))) as base:
+        assert httpx.get(f"{base}/api/chat/revived/stream", timeout=30).status_code == 204
+        assert _post(base, "/api/chat", {**CHAT, "id": "revived"}).status_code == 200
+    record = dead.record("ghost")
+    assert record is not None and record.status == "interrupted"

@@ -1,0 +1,304 @@
+"""The AI SDK UI message stream encoder: chunk order the SDK's reader accepts, steps per turn,
+held tool outputs, resets, usage, and stable bytes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+from hypothesis import given, settings
+
+from bindloop.agent import (
+    ToolCallDoneEvent,
+    TurnStartEvent,
+    create_agent,
+    equip_instruction,
+    equip_tool,
+    on_stream,
+    prompt_chat,
+)
+from bindloop.completion import (
+    FinishEvent,
+    TextEvent,
+    ToolCallChunk,
+    ToolCallEvent,
+    TurnResetEvent,
+    TurnTextEvent,
+    UsageEvent,
+)
+from bindloop.contracts import ToolCall, ToolError, ToolResult, ToolSuspend, TurnUsage
+from bindloop.errors import ProtocolError
+from bindloop.plugins import define_tool
+from bindloop.protocols import (
+    DataEvent,
+    ToolDeniedEvent,
+    ToolOutputEvent,
+    UIStreamEncoder,
+    agent_event_input,
+    encode_ui_chunk,
+    ui_chunk_types,
+)
+from protocol_helpers import agent_kind, feed_all, run_events
+
+from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
+
+
+def _wire(chunks: list[Any]) -> list[dict[str, Any]]:
+    return [msgspec.json.decode(encode_ui_chunk(c)) for c in chunks]
+
+
+def check_well_formed(chunks: list[dict[str, Any]]) -> dict[str, str]:
+    """What the AI SDK's processUIMessageStream requires (it throws otherwise), and the text each
+    part ends with: deltas only inside their part, steps balanced, outputs after their input."""
+    open_text: set[str] = set()
+    open_reasoning: set[str] = set()
+    texts: dict[str, str] = {}
+    calls: dict[str, str] = {}
+    in_step = False
+    assert chunks[0]["type"] == "start"
+    assert chunks[-1]["type"] in ("finish", "abort", "error")
+    for c in chunks[1:-1]:
+        kind = c["type"]
+        if kind == "start-step":
+            assert not in_step
+            in_step = True
+        elif kind == "finish-step":
+            assert in_step and not open_text and not open_reasoning
+            in_step = False
+        elif kind == "text-start":
+            assert in_step and c["id"] not in texts
+            open_text.add(c["id"])
+            texts[c["id"]] = ""
+        elif kind == "text-delta":
+            assert c["id"] in open_text
+            texts[c["id"]] += c["delta"]
+        elif kind == "text-end":
+            open_text.remove(c["id"])
+        elif kind == "reasoning-start":
+            open_reasoning.add(c["id"])
+            texts[c["id"]] = ""
+        elif kind == "reasoning-delta":
+            assert c["id"] in open_reasoning
+            texts[c["id"]] += c["delta"]
+        elif kind == "reasoning-end":
+            open_reasoning.remove(c["id"])
+        elif kind == "tool-input-start":
+            calls[c["toolCallId"]] = "streaming"
+        elif kind == "tool-input-delta":
+            assert calls[c["toolCallId"]] == "streaming"
+        elif kind in ("tool-input-available", "tool-input-error"):
+            assert c["toolCallId"] in calls
+            calls[c["toolCallId"]] = "available"
+        elif kind in ("tool-output-available", "tool-output-error", "tool-output-denied",
+                      "tool-approval-request"):
+            assert calls.get(c["toolCallId"]) == "available", c
+    assert not in_step and not open_text and not open_reasoning
+    return texts
+
+
+def _run_agent(turns: list[Any]) -> list[dict[str, Any]]:
+    """A real prompt_chat over a scripted model, its on_stream events and tool outcomes encoded."""
+    model = scripted_stream_model(turns, chunk_size=3)
+    encoder = UIStreamEncoder("m")
+    chunks = encoder.start()
+
+    async def words(args: Any, _ctx: object) -> ToolResult:
+        outcome = ToolResult(content=str(len(args.text.split())))
+        chunks.extend(encoder.feed(ToolOutputEvent(tool_call_id=_ctx.call_id, outcome=outcome)))  # type: ignore[attr-defined]
+        return outcome
+
+    class Text(msgspec.Struct):
+        text: str
+
+    tool = define_tool(name="wc", description="count", args=Text, execute=words)
+
+    async def forward(stream: Any) -> None:
+        async for event in stream:
+            turn, item = agent_event_input(event)
+            chunks.extend(encoder.feed(item, turn_index=turn))
+
+    async def handler(_: None) -> Any:
+        equip_tool(tool)
+        equip_instruction("count a b c")
+        on_stream(forward)
+        return await prompt_chat()
+
+    anyio.run(create_agent(id="t", handler=handler, model=model), None)
+    chunks.extend(encoder.finish())
+    return _wire(chunks)
+
+
+def test_a_real_agent_run_encodes_into_well_formed_steps() -> None:
+    wire = _run_agent([
+        tool_call_turn([tool_call("wc", {"text": "a b c"})], text="Let me count."),
+        final_answer("Three words.", usage=TurnUsage(input_tokens=10, output_tokens=3)),
+    ])
+    texts = check_well_formed(wire)
+    kinds = [c["type"] for c in wire]
+    assert kinds.count("start-step") == 2 == kinds.count("finish-step")
+    assert sorted(texts.values()) == ["Let me count.", "Three words."]
+    output = next(c for c in wire if c["type"] == "tool-output-available")
+    assert output["output"] == "3"
+    available = next(c for c in wire if c["type"] == "tool-input-available")
+    assert available["input"] == {"text": "a b c"}
+    # the tool's output lands in its own step, before that step's finish
+    assert kinds.index("tool-output-available") < kinds.index("finish-step")
+    assert wire[-1]["messageMetadata"]["usage"]["inputTokens"] == 10
+    assert wire[-1]["finishReason"] == "stop"
+
+
+@settings(max_examples=200, deadline=None)
+@given(run_events())
+def test_any_event_sequence_encodes_well_formed_and_keeps_every_text_byte(
+        events: list[Any]) -> None:
+    enc = UIStreamEncoder("m")
+    wire = _wire([*enc.start(), *feed_all(enc, events), *enc.finish()])
+    texts = check_well_formed(wire)
+    shown = "".join(texts[c["id"]] for c in wire if c["type"] == "text-start")
+    assert shown == "".join(e.content for _, e in events if isinstance(e, TextEvent))
+
+
+def test_a_tool_output_reported_before_its_call_is_held_until_input_available() -> None:
+    enc = UIStreamEncoder("m")
+    chunks = enc.start()
+    chunks += enc.feed(ToolCallEvent(tool_call=ToolCallChunk(index=0, id="c1", name="t",
+                                                             arguments="{}")), turn_index=0)
+    early = enc.feed(ToolOutputEvent(tool_call_id="c1", outcome=ToolResult(content="ok")))
+    assert early == []  # the call is not available yet: a client would refuse the output
+    chunks += early
+    chunks += enc.feed(agent_kind(ToolCallDoneEvent, 0, tool_call=ToolCall(id="c1", name="t")),
+                       turn_index=0)
+    chunks += enc.finish()
+    kinds = [c["type"] for c in _wire(chunks)]
+    assert kinds.index("tool-input-available") + 1 == kinds.index("tool-output-available")
+
+
+def test_outcomes_map_to_their_chunks() -> None:
+    enc = UIStreamEncoder("m", known_calls=["a", "b", "c", "d", "e"])
+    enc.start()
+    got = _wire([
+        *enc.feed(ToolOutputEvent(tool_call_id="a", outcome=ToolError(error="boom"))),
+        *enc.feed(ToolOutputEvent(tool_call_id="b", outcome=ToolSuspend(mode="waiting_for_reply"),
+                                  approval_id="ap-b")),
+        *enc.feed(ToolOutputEvent(tool_call_id="c", outcome=ToolSuspend(
+            mode="waiting_for_reply", detail="Which city?"))),
+        *enc.feed(ToolOutputEvent(tool_call_id="d", outcome=ToolSuspend(mode="resuming_later"))),
+        *enc.feed(ToolDeniedEvent(tool_call_id="e")),
+        *enc.feed(DataEvent(name="weather", id="w1", data={"c": 21}, transient=True)),
+    ])
+    assert got == [
+        {"type": "tool-output-error", "toolCallId": "a", "errorText": "boom"},
+        {"type": "tool-approval-request", "approvalId": "ap-b", "toolCallId": "b"},
+        {"type": "data-bindloop-suspend", "id": "c",
+         "data": {"toolCallId": "c", "mode": "waiting_for_reply", "detail": "Which city?"}},
+        {"type": "tool-output-denied", "toolCallId": "e"},
+        {"type": "data-weather", "id": "w1", "data": {"c": 21}, "transient": True},
+    ]
+
+
+def test_a_reset_ends_the_attempts_text_and_names_it_retracted() -> None:
+    enc = UIStreamEncoder("m")
+    chunks = enc.start()
+    chunks += enc.feed(TurnTextEvent(turn_id="t", epoch=0, seq=0, text="Partial"), turn_index=0)
+    chunks += enc.feed(TurnResetEvent(turn_id="t", epoch=1, seq=1, reason="fallback"),
+                       turn_index=0)
+    chunks += enc.feed(TurnTextEvent(turn_id="t", epoch=1, seq=2, text="Full answer."),
+                       turn_index=0)
+    chunks += enc.finish()
+    wire = _wire(chunks)
+    texts = check_well_formed(wire)
+    reset = next(c for c in wire if c["type"] == "data-bindloop-reset")
+    assert reset["data"] == {"turnId": "t", "epoch": 1, "reason": "fallback", "retracted": 1}
+    order = [c["id"] for c in wire if c["type"] == "text-start"]
+    assert [texts[i] for i in order] == ["Partial", "Full answer."]
+    reset_at = wire.index(reset)
+    assert wire.index({"type": "text-end", "id": order[0]}) < reset_at < wire.index(
+        {"type": "text-start", "id": order[1]})
+
+
+def test_usage_folds_per_turn_and_sums_over_turns() -> None:
+    enc = UIStreamEncoder("m")
+    enc.start()
+    enc.feed(UsageEvent(usage=TurnUsage(input_tokens=5)), turn_index=0)
+    enc.feed(UsageEvent(usage=TurnUsage(input_tokens=5, output_tokens=2)), turn_index=0)  # repeat
+    enc.feed(FinishEvent(finish_reason="tool_calls",
+                         usage=TurnUsage(input_tokens=7, output_tokens=1)), turn_index=1)
+    finish = _wire(enc.finish())[-1]
+    assert finish["messageMetadata"]["usage"] == {"inputTokens": 12, "outputTokens": 3,
+                                                  "totalTokens": 15}
+    assert finish["finishReason"] == "tool-calls"
+
+
+def test_the_bytes_are_stable() -> None:
+    enc = UIStreamEncoder("m1")
+    chunks = [*enc.start(), *enc.feed(TextEvent(content="hi \u00e9\"\n"), turn_index=0),
+              *enc.abort("stopped")]
+    assert b"".join(encode_ui_chunk(c) + b"\n" for c in chunks) == (
+        b'{"type":"start","messageId":"m1"}\n{"type":"start-step"}\n'
+        b'{"type":"text-start","id":"m1-text1"}\n'
+        b'{"type":"text-delta","id":"m1-text1","delta":"hi \xc3\xa9\\"\\n"}\n'
+        b'{"type":"text-end","id":"m1-text1"}\n{"type":"finish-step"}\n'
+        b'{"type":"abort","reason":"stopped"}\n')
+
+
+def test_calls_out_of_order_are_refused() -> None:
+    enc = UIStreamEncoder("m")
+    with pytest.raises(ProtocolError):
+        enc.feed(TextEvent(content="x"))
+    enc.start()
+    with pytest.raises(ProtocolError):
+        enc.start()
+    enc.fail("RuntimeError: down")
+    with pytest.raises(ProtocolError):
+        enc.feed(TextEvent(content="x"))
+    with pytest.raises(ProtocolError):
+        UIStreamEncoder("")
+
+
+def test_every_fixed_chunk_type_is_one_the_sdk_schema_names() -> None:
+    # The AI SDK v6 uiMessageChunkSchema's literal types (node_modules/ai/dist/index.mjs).
+    sdk = {"text-start", "text-delta", "text-end", "error", "tool-input-start",
+           "tool-input-delta", "tool-input-available", "tool-input-error",
+           "tool-approval-request", "tool-output-available", "tool-output-error",
+           "tool-output-denied", "reasoning-start", "reasoning-delta", "reasoning-end",
+           "source-url", "source-document", "file", "start-step", "finish-step", "start",
+           "finish", "abort", "message-metadata"}
+    assert set(ui_chunk_types()) <= sdk
+
+
+def test_every_event_a_real_agent_emits_passes_the_one_adapter() -> None:
+    """Whatever shape the agent's events have, agent_event_input turns each into a turn index and
+    a kind the encoders read (never an agent-only wrapper they would silently skip)."""
+    import typing
+
+    from bindloop.protocols import EncoderInput
+
+    kinds = tuple(t for t in typing.get_args(EncoderInput))
+    model = scripted_stream_model([tool_call_turn([tool_call("wc", {"text": "a"})], text="Hm."),
+                                   final_answer("One.")], chunk_size=2)
+    seen: list[Any] = []
+
+    class Text(msgspec.Struct):
+        text: str
+
+    tool = define_tool(name="wc", description="count", args=Text,
+                       execute=lambda a, c: ToolResult(content="1"))
+
+    async def forward(stream: Any) -> None:
+        async for event in stream:
+            seen.append(agent_event_input(event))
+
+    async def handler(_: None) -> Any:
+        equip_tool(tool)
+        equip_instruction("count a")
+        on_stream(forward)
+        return await prompt_chat()
+
+    anyio.run(create_agent(id="t", handler=handler, model=model), None)
+    assert seen and all(isinstance(item, kinds) for _, item in seen)
+    assert [turn for turn, _ in seen] == sorted(turn for turn, _ in seen)
+    assert {turn for turn, _ in seen} == {0, 1}
+    assert any(isinstance(item, TurnStartEvent) for _, item in seen)
+    assert any(isinstance(item, ToolCallDoneEvent) for _, item in seen)
