@@ -77,6 +77,9 @@ def _max_usage(a: TurnUsage, b: TurnUsage) -> TurnUsage:
         input_tokens=max(a.input_tokens, b.input_tokens),
         output_tokens=max(a.output_tokens, b.output_tokens),
         cached_input_tokens=max(a.cached_input_tokens, b.cached_input_tokens),
+        reasoning_tokens=max(a.reasoning_tokens, b.reasoning_tokens),
+        cache_write_tokens=max(a.cache_write_tokens, b.cache_write_tokens),
+        iterations=b.iterations or a.iterations,
     )
 
 

@@ -237,7 +237,9 @@ class LoopMachine:
             output_tokens=t.output_tokens - s.output_tokens,
             cached_input_tokens=t.cached_input_tokens - s.cached_input_tokens,
             cost=t.cost - s.cost, model_ms=self._model_ms, tool_ms=self._tool_ms,
-            tools={name: ToolTime(calls=calls, ms=ms) for name, (calls, ms) in self._tools.items()})
+            tools={name: ToolTime(calls=calls, ms=ms) for name, (calls, ms) in self._tools.items()},
+            reasoning_tokens=t.reasoning_tokens - s.reasoning_tokens,
+            cache_write_tokens=t.cache_write_tokens - s.cache_write_tokens)
 
     @property
     def pending(self) -> Request | None:

@@ -5,7 +5,8 @@ position in the conversation is not). Consecutive tool results — and user mess
 them — are grouped into one user message, since every ``tool_result`` must sit in the user turn right
 after its ``tool_use``; the results go first in that turn, as the API requires. Thinking and redacted thinking blocks are echoed with their signatures, as
 the reasoning policy allows. Usage: ``input_tokens`` counts cache reads and writes too (Anthropic
-reports them apart), and ``cached_input_tokens`` is the cache reads.
+reports them apart), ``cached_input_tokens`` is the cache reads and ``cache_write_tokens`` the
+writes; with server-side compaction the totals are the sum of ``usage.iterations``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from ..contracts import (
     ToolDefinition,
     ToolMessage,
     TurnUsage,
+    UsageIteration,
     UserMessage,
 )
 from ._common import (
@@ -96,11 +98,20 @@ class _Delta(msgspec.Struct):
     stop_reason: str | None = None
 
 
+class _Iteration(msgspec.Struct):
+    type: str = ""
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+
+
 class _Usage(msgspec.Struct):
     input_tokens: int | None = None
     output_tokens: int | None = None
     cache_read_input_tokens: int | None = None
     cache_creation_input_tokens: int | None = None
+    iterations: list[_Iteration] | None = None
 
 
 class _Message(msgspec.Struct):
@@ -124,12 +135,47 @@ _EVENT = msgspec.json.Decoder(_Event)
 _MESSAGE = msgspec.json.Decoder(_Message)
 
 
+_USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens",
+                 "cache_creation_input_tokens", "iterations")
+
+
+def _merged(base: _Usage | None, update: _Usage) -> _Usage:
+    """``update`` over ``base``, field by field: a ``message_delta``'s usage is cumulative and may
+    carry only the output count (older streams) or every count (newer ones, where the input count
+    can differ from ``message_start``'s), so each count reported last is the one that stands."""
+    if base is None:
+        return update
+    return _Usage(**{f: getattr(update, f) if getattr(update, f) is not None else getattr(base, f)
+                     for f in _USAGE_FIELDS})
+
+
+def _iteration(it: _Iteration) -> UsageIteration:
+    read = it.cache_read_input_tokens or 0
+    created = it.cache_creation_input_tokens or 0
+    return UsageIteration(kind=it.type or "unknown",
+                          input_tokens=(it.input_tokens or 0) + read + created,
+                          output_tokens=it.output_tokens or 0, cached_input_tokens=read,
+                          cache_write_tokens=created)
+
+
 def _usage(u: _Usage) -> TurnUsage:
+    """What the call is billed: cache reads and writes are input the API counts apart, so they are
+    added into ``input_tokens`` (and kept as the details). With server-side compaction the
+    top-level counts are the answer's pass only and ``iterations`` itemises every pass: the bill,
+    and so the totals, are the passes' sum."""
+    if u.iterations:
+        passes = tuple(_iteration(it) for it in u.iterations)
+        return TurnUsage(input_tokens=sum(p.input_tokens for p in passes),
+                         output_tokens=sum(p.output_tokens for p in passes),
+                         cached_input_tokens=sum(p.cached_input_tokens for p in passes),
+                         cache_write_tokens=sum(p.cache_write_tokens for p in passes),
+                         iterations=passes)
     read = u.cache_read_input_tokens or 0
     created = u.cache_creation_input_tokens or 0
     inp = u.input_tokens
     return TurnUsage(input_tokens=(inp + read + created) if inp is not None else 0,
-                     output_tokens=u.output_tokens or 0, cached_input_tokens=read)
+                     output_tokens=u.output_tokens or 0, cached_input_tokens=read,
+                     cache_write_tokens=created)
 
 
 class AnthropicAdapter:
@@ -230,18 +276,9 @@ class AnthropicAdapter:
     def response_events(self, body: bytes) -> list[StreamEvent]:
         msg: _Message = decode_json(body, _MESSAGE, "a message")
         events: list[StreamEvent] = []
-        for index, block in enumerate(msg.content or ()):
-            if block.type == "text" and block.text:
-                events.append(TextEvent(content=block.text))
-            elif block.type in ("thinking", "redacted_thinking"):
-                events.append(_reasoning(index, block, msg.model))
-            elif block.type == "tool_use":
-                events.append(ToolCallEvent(tool_call=ToolCallChunk(
-                    index=index, id=block.id, name=block.name or "",
-                    arguments=_ENCODE.encode(block.input if block.input is not None else {}).decode(),
-                )))
+        _whole_blocks(msg, events)
         if msg.usage is not None:
-            events.append(UsageEvent(usage=_usage(msg.usage)))
+            events.append(UsageEvent(usage=_usage(msg.usage), snapshot=True))
         reason = finish_reason(msg.stop_reason, _FINISH)
         if reason is not None:
             events.append(FinishEvent(finish_reason=reason))
@@ -253,6 +290,24 @@ class AnthropicAdapter:
     def classify_error(self, status: int, headers: Headers, body: bytes, *,
                        now: Clock | None = None) -> ProviderHttpError:
         return classify_anthropic_error(status, headers, decode_error_body(body), body, now=now)
+
+
+def _input_text(value: Any) -> str:
+    return _ENCODE.encode(value if value is not None else {}).decode()
+
+
+def _whole_blocks(msg: _Message, out: list[StreamEvent]) -> None:
+    """The events of blocks that arrive complete: a whole message's content, or content already
+    in a stream's ``message_start`` (programmatic tool calling answers a turn that way: the
+    ``tool_use`` and ``stop_reason`` sit in ``message_start``, and ``message_stop`` follows)."""
+    for index, block in enumerate(msg.content or ()):
+        if block.type == "text" and block.text:
+            out.append(TextEvent(content=block.text))
+        elif block.type in ("thinking", "redacted_thinking"):
+            out.append(_reasoning(index, block, msg.model))
+        elif block.type == "tool_use":
+            out.append(ToolCallEvent(tool_call=ToolCallChunk(
+                index=index, id=block.id, name=block.name or "", arguments=_input_text(block.input))))
 
 
 def _reasoning(index: int, block: _Block, model: str | None) -> ReasoningEvent:
@@ -274,14 +329,16 @@ class _AnthropicStreamDecoder:
     blocks. The answer text around them (with its citations, which the canonical turn has no
     place for) is kept as text."""
 
-    __slots__ = ("_args", "_done", "_model", "_server", "_tools")
+    __slots__ = ("_args", "_done", "_inputs", "_model", "_server", "_tools", "_usage")
 
     def __init__(self) -> None:
         self._done = False
         self._model: str | None = None
         self._tools: set[int] = set()
         self._args: set[int] = set()
+        self._inputs: dict[int, str] = {}  # input that arrived whole on content_block_start
         self._server: set[int] = set()  # block indexes of server-run tool calls
+        self._usage: _Usage | None = None  # the counts reported so far, each field's last value
 
     def decode(self, events: Sequence[SseEvent]) -> list[StreamEvent]:
         out: list[StreamEvent] = []
@@ -324,22 +381,34 @@ class _AnthropicStreamDecoder:
                 out.append(_reasoning(ev.index, block, self._model))
             elif block.type == "tool_use":
                 self._tools.add(ev.index)
+                if block.input:
+                    # The input may arrive whole here, with no input_json_delta after it.
+                    self._inputs[ev.index] = _input_text(block.input)
                 out.append(ToolCallEvent(tool_call=ToolCallChunk(
                     index=ev.index, id=block.id, name=block.name)))
             elif block.type in _SERVER_BLOCKS:
                 self._server.add(ev.index)
         elif kind == "content_block_stop":
             if ev.index in self._tools and ev.index not in self._args:
-                # A tool without parameters streams no JSON at all; its input is {}.
-                out.append(ToolCallEvent(tool_call=ToolCallChunk(index=ev.index,
-                                                                  arguments="{}")))
+                # No input_json_delta came: the input is the block's own (a tool without
+                # parameters streams no JSON at all, and its input is {}).
+                self._args.add(ev.index)
+                out.append(ToolCallEvent(tool_call=ToolCallChunk(
+                    index=ev.index, arguments=self._inputs.get(ev.index, "{}"))))
         elif kind == "message_start" and ev.message is not None:
-            self._model = ev.message.model
-            if ev.message.usage is not None:
-                out.append(UsageEvent(usage=_usage(ev.message.usage)))
+            msg = ev.message
+            self._model = msg.model
+            _whole_blocks(msg, out)
+            if msg.usage is not None:
+                self._usage = _merged(self._usage, msg.usage)
+                out.append(UsageEvent(usage=_usage(self._usage), snapshot=True))
+            reason = finish_reason(msg.stop_reason, _FINISH)
+            if reason is not None:
+                out.append(FinishEvent(finish_reason=reason))
         elif kind == "message_delta":
             if ev.usage is not None:
-                out.append(UsageEvent(usage=_usage(ev.usage)))
+                self._usage = _merged(self._usage, ev.usage)
+                out.append(UsageEvent(usage=_usage(self._usage), snapshot=True))
             if ev.delta is not None and ev.delta.stop_reason is not None:
                 reason = finish_reason(ev.delta.stop_reason, _FINISH)
                 assert reason is not None

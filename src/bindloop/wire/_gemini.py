@@ -63,7 +63,12 @@ from ._common import (
     text_of,
     tool_parameters,
 )
-from ._errors import IncompleteStreamError, ProviderHttpError, WireRequestError
+from ._errors import (
+    IncompleteStreamError,
+    ProviderHttpError,
+    WireDecodeError,
+    WireRequestError,
+)
 from ._sse import SseEvent
 from ._secrets import scrub_shapes
 from ._types import ForcedTool, Headers, HttpRequest, WireName, WireOptions
@@ -122,10 +127,21 @@ def gemini_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+class _PartialArg(msgspec.Struct):
+    jsonPath: str = ""  # noqa: N815 - wire name
+    stringValue: str | None = None  # noqa: N815
+    numberValue: int | float | None = None  # noqa: N815
+    boolValue: bool | None = None  # noqa: N815
+    nullValue: str | None = None  # noqa: N815
+    willContinue: bool = False  # noqa: N815
+
+
 class _FunctionCall(msgspec.Struct):
     name: str = ""
     args: Any = None
     id: str | None = None
+    partialArgs: list[_PartialArg] | None = None  # noqa: N815
+    willContinue: bool = False  # noqa: N815
 
 
 class _Part(msgspec.Struct):
@@ -170,9 +186,111 @@ _RESPONSE = msgspec.json.Decoder(_Response)
 
 
 def _usage(u: _UsageMeta) -> TurnUsage:
+    # Thought tokens are billed as output but reported apart from candidatesTokenCount.
+    thoughts = u.thoughtsTokenCount or 0
     return TurnUsage(input_tokens=u.promptTokenCount or 0,
-                     output_tokens=(u.candidatesTokenCount or 0) + (u.thoughtsTokenCount or 0),
-                     cached_input_tokens=u.cachedContentTokenCount or 0)
+                     output_tokens=(u.candidatesTokenCount or 0) + thoughts,
+                     cached_input_tokens=u.cachedContentTokenCount or 0,
+                     reasoning_tokens=thoughts)
+
+
+_PATH_STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_-]*)|\[(\d+)\]|\['((?:[^'\\]|\\.)*)'\]"
+                        r'|\["((?:[^"\\]|\\.)*)"\]')
+# A streamed argument path deeper than this, or an array index past this, is a defect, not data:
+# it would otherwise let one event allocate without bound.
+_MAX_PATH_STEPS = 64
+_MAX_INDEX = 10_000
+
+
+def _path_steps(path: str) -> list[str | int]:
+    """An RFC 9535 normalized path (``$.a.b[0]``, ``$['a b']``) as its steps."""
+    if not path.startswith("$"):
+        raise WireDecodeError(f"a streamed function-call argument path must start with $: "
+                              f"{path[:80]!r}")
+    steps: list[str | int] = []
+    at = 1
+    while at < len(path):
+        m = _PATH_STEP.match(path, at)
+        if m is None or len(steps) >= _MAX_PATH_STEPS:
+            raise WireDecodeError(f"unsupported function-call argument path {path[:80]!r}")
+        name, index, single, double = m.groups()
+        if index is not None:
+            if int(index) > _MAX_INDEX:
+                raise WireDecodeError(f"function-call argument path index too large: {path[:80]!r}")
+            steps.append(int(index))
+        else:
+            raw = name if name is not None else single if single is not None else double
+            steps.append(re.sub(r"\\(.)", r"\1", raw or ""))
+        at = m.end()
+    if not steps:
+        raise WireDecodeError("a streamed function-call argument must name a field, not $")
+    return steps
+
+
+class _StreamedCall:
+    """A function call whose arguments stream in pieces (Vertex ``streamFunctionCallArguments``):
+    the call opens with ``willContinue``, each ``partialArgs`` entry sets the value at a JSON path
+    (a string value continued by the next entry for the same path is appended to), and the call
+    ends with the first part that no longer says ``willContinue``."""
+
+    __slots__ = ("args", "continuing", "id", "index", "name")
+
+    def __init__(self, index: int, call: _FunctionCall) -> None:
+        self.index = index
+        self.name = call.name
+        self.id = call.id
+        self.args: dict[str, Any] = dict(call.args) if isinstance(call.args, dict) else {}
+        self.continuing: str | None = None  # the path whose string value is still arriving
+
+    def apply(self, partial: Sequence[_PartialArg]) -> None:
+        for arg in partial:
+            if arg.stringValue is not None:
+                value: Any = arg.stringValue
+            elif arg.numberValue is not None:
+                value = arg.numberValue
+            elif arg.boolValue is not None:
+                value = arg.boolValue
+            elif arg.nullValue is not None:
+                value = None
+            else:
+                continue  # a path announced before its value: nothing to set yet
+            steps = _path_steps(arg.jsonPath)
+            if isinstance(value, str) and self.continuing == arg.jsonPath:
+                current = _get(self.args, steps)
+                value = (current if isinstance(current, str) else "") + value
+            _put(self.args, steps, value)
+            self.continuing = arg.jsonPath if arg.willContinue and isinstance(value, str) else None
+
+
+def _get(root: Any, steps: Sequence[str | int]) -> Any:
+    node = root
+    for step in steps:
+        if isinstance(step, int):
+            node = node[step] if isinstance(node, list) and step < len(node) else None
+        else:
+            node = node.get(step) if isinstance(node, dict) else None
+    return node
+
+
+def _put(root: dict[str, Any], steps: Sequence[str | int], value: Any) -> None:
+    node: Any = root
+    for step, following in zip(steps, [*steps[1:], None]):
+        fresh: Any = value if following is None else [] if isinstance(following, int) else {}
+        if isinstance(step, int):
+            if not isinstance(node, list):
+                raise WireDecodeError("a streamed function-call argument indexes a non-array")
+            while len(node) <= step:
+                node.append(None)
+            if following is None or not isinstance(node[step], (list, dict)):
+                node[step] = fresh
+            node = node[step]
+        else:
+            if not isinstance(node, dict):
+                raise WireDecodeError("a streamed function-call argument names a field of a "
+                                      "non-object")
+            if following is None or not isinstance(node.get(step), (list, dict)):
+                node[step] = fresh
+            node = node[step]
 
 
 class _TurnState:
@@ -180,9 +298,12 @@ class _TurnState:
 
     Consecutive thought parts are one reasoning block (a streamed thought summary arrives as one
     part per chunk), until a signature seals the block: a block carries at most one signature,
-    so the thought after a signed one starts a new block. Any other part ends the block."""
+    so the thought after a signed one starts a new block. Any other part ends the block.
 
-    __slots__ = ("block", "calls", "id_seed", "model", "thought", "thought_signed")
+    A function call streamed in pieces (:class:`_StreamedCall`) is one call, emitted whole when
+    it ends (or when the candidate finishes with the call still open)."""
+
+    __slots__ = ("block", "calls", "id_seed", "model", "open_call", "thought", "thought_signed")
 
     def __init__(self, id_seed: str | None) -> None:
         self.calls = 0
@@ -191,6 +312,40 @@ class _TurnState:
         self.id_seed = id_seed
         self.thought: int | None = None  # the open thought block's index
         self.thought_signed = False
+        self.open_call: _StreamedCall | None = None
+
+    def _emit_call(self, index: int, call_id: str | None, name: str, args: Any,
+                   out: list[StreamEvent]) -> None:
+        out.append(ToolCallEvent(tool_call=ToolCallChunk(
+            index=index, id=call_id or f"{self.id_seed or 'call'}_{index}",
+            name=name, arguments=_ENCODE.encode(args if args is not None else {}).decode())))
+
+    def close_call(self, out: list[StreamEvent]) -> None:
+        """Emit the streamed call still open, if any."""
+        call, self.open_call = self.open_call, None
+        if call is not None:
+            self._emit_call(call.index, call.id, call.name, call.args, out)
+
+    def _function_call(self, call: _FunctionCall, out: list[StreamEvent]) -> None:
+        open_call = self.open_call
+        if open_call is not None and call.name and open_call.name and call.name != open_call.name:
+            self.close_call(out)  # a new call began without the old one saying it ended
+            open_call = None
+        if open_call is None and not (call.willContinue or call.partialArgs):
+            index = self.calls
+            self.calls += 1
+            self._emit_call(index, call.id, call.name, call.args, out)
+            return
+        if open_call is None:
+            open_call = self.open_call = _StreamedCall(self.calls, call)
+            self.calls += 1
+        else:
+            open_call.name = open_call.name or call.name
+            open_call.id = open_call.id or call.id
+        if call.partialArgs:
+            open_call.apply(call.partialArgs)
+        if not call.willContinue:
+            self.close_call(out)
 
     def parts(self, parts: Sequence[_Part], out: list[StreamEvent]) -> None:
         for part in parts:
@@ -199,13 +354,7 @@ class _TurnState:
                 continue
             self.thought = None
             if part.functionCall is not None:
-                call = part.functionCall
-                index = self.calls
-                self.calls += 1
-                args = call.args if call.args is not None else {}
-                out.append(ToolCallEvent(tool_call=ToolCallChunk(
-                    index=index, id=call.id or f"{self.id_seed or 'call'}_{index}",
-                    name=call.name, arguments=_ENCODE.encode(args).decode())))
+                self._function_call(part.functionCall, out)
                 if part.thoughtSignature:
                     self._block(out, signature=part.thoughtSignature)
             elif part.text is not None:
@@ -361,6 +510,7 @@ def _fold(resp: _Response, state: _TurnState, out: list[StreamEvent]) -> FinishR
         if cand.content is not None and cand.content.parts:
             state.parts(cand.content.parts, out)
         if cand.finishReason is not None:
+            state.close_call(out)
             reason = _FINISH.get(cand.finishReason, "unknown")
     if resp.usageMetadata is not None:
         # Each chunk's usageMetadata is the whole count so far, and a later one may be lower (the

@@ -91,12 +91,18 @@ class _ChunkChoice(msgspec.Struct):
 
 class _PromptDetails(msgspec.Struct):
     cached_tokens: int | None = None
+    cache_write_tokens: int | None = None  # OpenRouter, for providers that bill cache writes
+
+
+class _CompletionDetails(msgspec.Struct):
+    reasoning_tokens: int | None = None
 
 
 class _Usage(msgspec.Struct):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     prompt_tokens_details: _PromptDetails | None = None
+    completion_tokens_details: _CompletionDetails | None = None
 
 
 class _Chunk(msgspec.Struct):
@@ -137,9 +143,11 @@ _RESPONSE = msgspec.json.Decoder(_Response)
 
 
 def _usage(u: _Usage) -> TurnUsage:
-    cached = u.prompt_tokens_details.cached_tokens if u.prompt_tokens_details else None
+    prompt, completion = u.prompt_tokens_details, u.completion_tokens_details
     return TurnUsage(input_tokens=u.prompt_tokens or 0, output_tokens=u.completion_tokens or 0,
-                     cached_input_tokens=cached or 0)
+                     cached_input_tokens=(prompt.cached_tokens or 0) if prompt else 0,
+                     cache_write_tokens=(prompt.cache_write_tokens or 0) if prompt else 0,
+                     reasoning_tokens=(completion.reasoning_tokens or 0) if completion else 0)
 
 
 class OpenAIChatAdapter:

@@ -84,10 +84,15 @@ class _InDetails(msgspec.Struct):
     cached_tokens: int | None = None
 
 
+class _OutDetails(msgspec.Struct):
+    reasoning_tokens: int | None = None
+
+
 class _Usage(msgspec.Struct):
     input_tokens: int | None = None
     output_tokens: int | None = None
     input_tokens_details: _InDetails | None = None
+    output_tokens_details: _OutDetails | None = None
 
 
 class _Incomplete(msgspec.Struct):
@@ -128,8 +133,9 @@ _EVENT = msgspec.json.Decoder(_Event)
 
 def _usage(u: _Usage) -> TurnUsage:
     cached = u.input_tokens_details.cached_tokens if u.input_tokens_details else None
+    reasoning = u.output_tokens_details.reasoning_tokens if u.output_tokens_details else None
     return TurnUsage(input_tokens=u.input_tokens or 0, output_tokens=u.output_tokens or 0,
-                     cached_input_tokens=cached or 0)
+                     cached_input_tokens=cached or 0, reasoning_tokens=reasoning or 0)
 
 
 def _finish(resp: _Response, called: bool, refused: bool) -> FinishReason:
