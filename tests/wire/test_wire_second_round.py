@@ -245,3 +245,128 @@ async def test_a_runs_stats_carry_the_usage_details() -> None:
     h = loop_harness([first, final_answer("done", usage=detailed)])
     result = await run_tool_loop(h.params)
     assert (result.stats.reasoning_tokens, result.stats.cache_write_tokens) == (30, 10)
+
+
+# -- class 4: Responses items and events bindloop does not model ------------------------------------
+
+from bindloop.contracts import (  # noqa: E402
+    AssistantMessage,
+    ProviderItemPart,
+    TextPart,
+    ToolMessage,
+    UserMessage,
+)
+from bindloop.wire import WireDecodeError, WireOptions, WireRequestError  # noqa: E402
+
+_PROVIDER_RUN = {"tool_search_call", "tool_search_output", "shell_call", "custom_tool_call",
+                 "mcp_approval_request"}
+
+
+def test_provider_run_items_are_typed_opaque_parts_next_to_the_function_call() -> None:
+    turn = turn_of("openai_responses", "stream_provider_items.sse")
+    assert {p.kind for p in turn.provider_items} == _PROVIDER_RUN
+    assert all(p.wire == "openai_responses" and p.id for p in turn.provider_items)
+    assert [c.name for c in turn.tool_calls] == ["get_forecast"]  # not lost to a bad item
+    # A non-string field on an unmodelled item (tool_search_call.arguments is an object) is kept.
+    search = next(p for p in turn.provider_items if p.kind == "tool_search_call")
+    assert json.loads(search.data)["arguments"] == {"query": "weather forecast", "limit": 3}
+
+
+def test_a_whole_response_keeps_each_items_bytes() -> None:
+    body = fixture("openai_responses", "response_provider_items.json")
+    turn = create_wire_adapter("openai_responses").parse_response(body)
+    items = json.loads(body)["output"]
+    assert [p.kind for p in turn.provider_items] == [
+        i["type"] for i in items if i["type"] in _PROVIDER_RUN]
+    for part in turn.provider_items:
+        assert part.data.encode() in body  # the item's own bytes, not a re-encoding
+    assert [c.name for c in turn.tool_calls] == ["get_forecast"]
+
+
+@pytest.mark.parametrize("source", ["stream_provider_items.sse", "response_provider_items.json"])
+def test_provider_items_round_trip_to_the_same_wire_and_nowhere_else(source: str) -> None:
+    adapter = create_wire_adapter("openai_responses")
+    blob = fixture("openai_responses", source)
+    turn = (adapter.parse_response(blob) if source.endswith(".json")
+            else turn_of("openai_responses", source))
+    history = [UserMessage(content="plan my trip"), turn.to_message(),
+               ToolMessage(tool_call_id=turn.tool_calls[0].id, content="sunny")]
+    body = adapter.build_request(history, (), WireOptions(model="gpt-x")).body
+    for part in turn.provider_items:
+        assert part.data.encode() in body  # byte for byte, as received
+    sent = json.loads(body)["input"]
+    kinds = [i.get("type") for i in sent]
+    assert kinds.index("tool_search_call") < kinds.index("function_call")
+    # Another wire's request leaves the items out instead of failing.
+    for wire in ("openai_chat", "anthropic", "gemini"):
+        other = create_wire_adapter(wire).build_request(history, (), WireOptions(model="m")).body
+        assert b"tool_search_call" not in other and b"shell_call" not in other
+
+
+def test_a_provider_item_that_is_not_json_is_refused_when_sent() -> None:
+    bad = AssistantMessage(content=(ProviderItemPart(wire="openai_responses", kind="shell_call",
+                                                     data="{not json"), TextPart(text="x")))
+    with pytest.raises(WireRequestError, match="shell_call"):
+        create_wire_adapter("openai_responses").build_request(
+            [UserMessage(content="hi"), bad], (), WireOptions(model="m"))
+
+
+def test_provider_item_parts_survive_the_stored_forms() -> None:
+    from bindloop.contracts import (
+        decode_messages,
+        encode_messages,
+        message_from_openai,
+        message_to_openai,
+    )
+
+    part = ProviderItemPart(wire="openai_responses", kind="shell_call", id="sh_1",
+                            data='{"type":"shell_call","id":"sh_1"}')
+    message = AssistantMessage(content=(part, TextPart(text="done")))
+    assert decode_messages(encode_messages([message])) == [message]
+    assert message_from_openai(message_to_openai(message)) == message
+
+
+def _responses_stream(*events: dict[str, Any]) -> bytes:
+    return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+
+
+_COMPLETED = {"type": "response.completed", "response": {"status": "completed", "output": []}}
+
+
+def test_unknown_event_types_are_ignored_whatever_their_fields_hold() -> None:
+    blob = _responses_stream(
+        {"type": "response.shell_call_output_content.delta", "output_index": "zero",
+         "delta": {"stdout": "x"}, "response": [1, 2], "error": "not an object"},
+        {"type": "response.future_event", "item": 7, "code": {"nested": True}},
+        {"type": "response.output_text.delta", "delta": "hello"},
+        _COMPLETED)
+    turn = collect_turn(decode_stream(create_wire_adapter("openai_responses"), [blob]))
+    assert turn.text == "hello" and turn.finish_reason == "stop"
+
+
+def test_a_known_event_with_the_wrong_shape_is_still_a_decode_error() -> None:
+    blob = _responses_stream({"type": "response.completed", "response": {"usage": "lots"}})
+    with pytest.raises(WireDecodeError):
+        decode_stream(create_wire_adapter("openai_responses"), [blob])
+
+
+def test_an_unmodelled_item_of_any_shape_does_not_fail_the_response() -> None:
+    weird = {"type": "apply_patch_call", "id": 12, "call_id": ["x"], "operation": {"diff": 1},
+             "status": None}
+    body = json.dumps({"status": "completed", "output": [
+        weird, {"type": "local_shell_call", "id": "lsh_1", "action": {"command": ["ls"]}},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}]}).encode()
+    turn = create_wire_adapter("openai_responses").parse_response(body)
+    assert [p.kind for p in turn.provider_items] == ["apply_patch_call", "local_shell_call"]
+    assert turn.provider_items[0].id is None  # a non-string id is not taken as one
+    assert [c.id for c in turn.tool_calls] == ["c1"]
+
+
+def test_an_anthropic_compaction_block_goes_back_to_anthropic() -> None:
+    turn = turn_of("anthropic", "stream_compaction_usage.sse")
+    (part,) = turn.provider_items
+    history = [UserMessage(content="continue"), turn.to_message(), UserMessage(content="next?")]
+    sent = json.loads(create_wire_adapter("anthropic").build_request(
+        history, (), WireOptions(model="claude-x")).body)
+    assert sent["messages"][1]["content"][0] == json.loads(part.data)
+    assert sent["messages"][1]["content"][0]["type"] == "compaction"

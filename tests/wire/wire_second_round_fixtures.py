@@ -4,7 +4,19 @@ mutation properties there cover them too. Values are written out from reading th
 
 from __future__ import annotations
 
-from bindloop.contracts import ModelTurnResult, ReasoningPart, ToolCall, TurnUsage, UsageIteration
+from bindloop.contracts import (
+    ModelTurnResult,
+    ProviderItemPart,
+    ReasoningPart,
+    ToolCall,
+    TurnUsage,
+    UsageIteration,
+)
+
+
+def _compaction(summary: str) -> ProviderItemPart:
+    return ProviderItemPart(wire="anthropic", kind="compaction",
+                            data='{"type":"compaction","content":"' + summary + '"}')
 
 SECOND_ROUND_EXPECTED: dict[tuple[str, str], ModelTurnResult] = {
     # Class 1: the tool_use and the stop reason arrive whole in message_start, then message_stop.
@@ -28,13 +40,17 @@ SECOND_ROUND_EXPECTED: dict[tuple[str, str], ModelTurnResult] = {
         usage=TurnUsage(input_tokens=60_997, output_tokens=388, iterations=(
             UsageIteration(kind="compaction", input_tokens=60_385, output_tokens=341),
             UsageIteration(kind="message", input_tokens=612, output_tokens=47))),
-        finish_reason="stop"),
+        finish_reason="stop",
+        provider_items=(_compaction(
+            "<summary>The user is building a website; the landing page is done.</summary>"),)),
     ("anthropic", "message_compaction_usage.json"): ModelTurnResult(
         text="Next, the contact form.",
         usage=TurnUsage(input_tokens=203_000, output_tokens=4_500, iterations=(
             UsageIteration(kind="compaction", input_tokens=180_000, output_tokens=3_500),
             UsageIteration(kind="message", input_tokens=23_000, output_tokens=1_000))),
-        finish_reason="stop"),
+        finish_reason="stop",
+        provider_items=(_compaction(
+            "<summary>Landing page done; next is the contact form.</summary>"),)),
     # Class 5: Vertex streamFunctionCallArguments, nested paths, array slots, every value kind.
     ("gemini", "stream_partial_args_nested.sse"): ModelTurnResult(
         tool_calls=(ToolCall(
@@ -47,3 +63,28 @@ SECOND_ROUND_EXPECTED: dict[tuple[str, str], ModelTurnResult] = {
 }
 
 __all__ = ("SECOND_ROUND_EXPECTED", "ReasoningPart")
+
+
+def _responses_items(name: str) -> tuple[ProviderItemPart, ...]:
+    """The opaque items of a Responses stream, read with the standard-library json module: every
+    finished item whose type the canonical turn does not model, as the compact JSON the fixture
+    holds."""
+    import json
+
+    from .wire_fixtures import fixture
+
+    done = [json.loads(line[6:])["item"] for line in fixture("openai_responses", name).decode()
+            .splitlines() if line.startswith('data: {"type":"response.output_item.done"')]
+    return tuple(ProviderItemPart(wire="openai_responses", kind=i["type"], id=i["id"],
+                                  data=json.dumps(i, separators=(",", ":")))
+                 for i in done if i["type"] not in ("message", "function_call", "reasoning"))
+
+
+SECOND_ROUND_EXPECTED[("openai_responses", "stream_provider_items.sse")] = ModelTurnResult(
+    # Class 4: provider-run items are carried opaquely next to an ordinary function call.
+    tool_calls=(ToolCall(id="call_fc_9Ls3Jg6Nm2", name="get_forecast",
+                         arguments='{"city":"Paris"}'),),
+    usage=TurnUsage(input_tokens=1830, output_tokens=212, cached_input_tokens=1024,
+                    reasoning_tokens=64),
+    finish_reason="tool_calls",
+    provider_items=_responses_items("stream_provider_items.sse"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterable, Callable, Iterable
 
-from ..contracts import ModelTurnResult, ReasoningPart, TurnUsage
+from ..contracts import ModelTurnResult, ProviderItemPart, ReasoningPart, TurnUsage
 from ..errors import PortContractError, ProviderError
 from ._accumulator import ToolCallAccumulator
 from ._events import (
@@ -12,6 +12,7 @@ from ._events import (
     ExtraEvent,
     FinishEvent,
     FinishReason,
+    ProviderItemEvent,
     ReasoningEvent,
     StreamEvent,
     TextEvent,
@@ -91,10 +92,11 @@ class TurnCollector:
     :class:`ModelStreamError`), on a tool-call delta that cannot be merged
     (:class:`ToolCallDeltaError`), and on a value that is not a stream event
     (:class:`~bindloop.errors.PortContractError`). Extra events are ignored: the canonical turn has no
-    place for them.
+    place for them. Provider items become ``provider_items``.
     """
 
-    __slots__ = ("_finish_reason", "_price", "_reasoning", "_text", "_tool_calls", "_usage")
+    __slots__ = ("_finish_reason", "_items", "_price", "_reasoning", "_text", "_tool_calls",
+                 "_usage")
 
     def __init__(self, *, price: Callable[[TurnUsage], int] | None = None,
                  mint_id: Callable[[int], str] | None = None) -> None:
@@ -104,6 +106,7 @@ class TurnCollector:
         self._usage = TurnUsage()
         self._finish_reason: FinishReason | None = None
         self._price = price
+        self._items: dict[int, ProviderItemPart] = {}
 
     def observe(self, event: StreamEvent) -> None:
         """Fold one event."""
@@ -126,6 +129,8 @@ class TurnCollector:
                 self._usage = _max_usage(self._usage, event.usage)
         elif isinstance(event, ExtraEvent):
             pass
+        elif isinstance(event, ProviderItemEvent):
+            self._items[event.index] = event.part  # an item arrives whole: the last one stands
         elif isinstance(event, ErrorEvent):
             if isinstance(event.error, Exception):
                 raise event.error
@@ -154,6 +159,7 @@ class TurnCollector:
             usage=self._usage,
             cost=self._price(self._usage) if self._price is not None else 0,
             finish_reason=self._finish_reason,
+            provider_items=tuple(self._items[i] for i in sorted(self._items)),
         )
 
 

@@ -15,6 +15,7 @@ from ._messages import (
     Content,
     ContentPart,
     Message,
+    ProviderItemPart,
     ReasoningPart,
     TextPart,
     ToolCall,
@@ -97,6 +98,8 @@ class ModelTurnResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
 
     ``accept_message=False`` keeps a tolerated empty completion out of the transcript while its spend
     is still folded; the loop refuses the discard for a turn that requested tools.
+    ``provider_items`` are the wire's own output items the turn carries opaquely (see
+    :class:`~bindloop.contracts.ProviderItemPart`); they are never dispatched as tool calls.
     """
 
     text: str | None = None
@@ -106,12 +109,14 @@ class ModelTurnResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
     cost: int = 0
     finish_reason: str | None = None
     accept_message: bool = True
+    provider_items: tuple[ProviderItemPart, ...] = ()
 
     def to_message(self) -> AssistantMessage:
-        """The assistant message this turn appends: reasoning parts ahead of the text when present."""
+        """The assistant message this turn appends: reasoning parts, then provider items, ahead of
+        the text when present."""
         content: Content | None
-        if self.reasoning:
-            parts: list[ContentPart] = list(self.reasoning)
+        if self.reasoning or self.provider_items:
+            parts: list[ContentPart] = [*self.reasoning, *self.provider_items]
             if self.text:
                 parts.append(TextPart(text=self.text))
             content = tuple(parts)

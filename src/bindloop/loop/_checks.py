@@ -16,6 +16,7 @@ from ..contracts import (
     AssistantMessage,
     FilePart,
     ImagePart,
+    ProviderItemPart,
     ReasoningPart,
     SystemMessage,
     TextPart,
@@ -39,7 +40,7 @@ __all__ = (
     "check_usage",
 )
 
-_PART_TYPES = (TextPart, ImagePart, FilePart, ReasoningPart)
+_PART_TYPES = (TextPart, ImagePart, FilePart, ReasoningPart, ProviderItemPart)
 _MESSAGE_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
 _SUSPEND_MODES = ("waiting_for_reply", "resuming_later")
 

@@ -22,6 +22,7 @@ from ..completion import (
     ErrorEvent,
     FinishEvent,
     FinishReason,
+    ProviderItemEvent,
     ReasoningEvent,
     StreamEvent,
     TextEvent,
@@ -37,6 +38,7 @@ from ..contracts import (
     ImagePart,
     Message,
     ModelTurnResult,
+    ProviderItemPart,
     ReasoningPart,
     SystemMessage,
     TextPart,
@@ -87,6 +89,8 @@ class _Block(msgspec.Struct):
     id: str | None = None
     name: str | None = None
     input: Any = None
+    content: Any = None  # a compaction block's summary (a server tool result's list, unread)
+    encrypted_content: Any = None
 
 
 class _Delta(msgspec.Struct):
@@ -96,6 +100,8 @@ class _Delta(msgspec.Struct):
     thinking: str | None = None
     signature: str | None = None
     stop_reason: str | None = None
+    content: Any = None  # compaction_delta
+    encrypted_content: Any = None
 
 
 class _Iteration(msgspec.Struct):
@@ -296,6 +302,16 @@ def _input_text(value: Any) -> str:
     return _ENCODE.encode(value if value is not None else {}).decode()
 
 
+def _compaction(index: int, content: Any, encrypted: Any) -> ProviderItemEvent:
+    """A server-side compaction block, carried opaquely: the next request must send it back (the
+    API drops everything before it), and the canonical turn has no place of its own for it."""
+    block: dict[str, Any] = {"type": "compaction", "content": content}
+    if encrypted is not None:
+        block["encrypted_content"] = encrypted
+    return ProviderItemEvent(index=index, part=ProviderItemPart(
+        wire="anthropic", kind="compaction", data=_ENCODE.encode(block).decode()))
+
+
 def _whole_blocks(msg: _Message, out: list[StreamEvent]) -> None:
     """The events of blocks that arrive complete: a whole message's content, or content already
     in a stream's ``message_start`` (programmatic tool calling answers a turn that way: the
@@ -308,6 +324,8 @@ def _whole_blocks(msg: _Message, out: list[StreamEvent]) -> None:
         elif block.type == "tool_use":
             out.append(ToolCallEvent(tool_call=ToolCallChunk(
                 index=index, id=block.id, name=block.name or "", arguments=_input_text(block.input))))
+        elif block.type == "compaction":
+            out.append(_compaction(index, block.content, block.encrypted_content))
 
 
 def _reasoning(index: int, block: _Block, model: str | None) -> ReasoningEvent:
@@ -329,7 +347,8 @@ class _AnthropicStreamDecoder:
     blocks. The answer text around them (with its citations, which the canonical turn has no
     place for) is kept as text."""
 
-    __slots__ = ("_args", "_done", "_inputs", "_model", "_server", "_tools", "_usage")
+    __slots__ = ("_args", "_compactions", "_done", "_inputs", "_model", "_server", "_tools",
+                 "_usage")
 
     def __init__(self) -> None:
         self._done = False
@@ -339,6 +358,7 @@ class _AnthropicStreamDecoder:
         self._inputs: dict[int, str] = {}  # input that arrived whole on content_block_start
         self._server: set[int] = set()  # block indexes of server-run tool calls
         self._usage: _Usage | None = None  # the counts reported so far, each field's last value
+        self._compactions: dict[int, tuple[list[str], list[Any]]] = {}  # summary, encrypted
 
     def decode(self, events: Sequence[SseEvent]) -> list[StreamEvent]:
         out: list[StreamEvent] = []
@@ -369,6 +389,13 @@ class _AnthropicStreamDecoder:
                     out.append(ReasoningEvent(index=ev.index, part=ReasoningPart(text=d.thinking,
                                                                                  provider="anthropic",
                                                                                  model=self._model)))
+            elif d.type == "compaction_delta":
+                pending = self._compactions.get(ev.index)
+                if pending is not None:
+                    if isinstance(d.content, str):
+                        pending[0].append(d.content)
+                    if d.encrypted_content is not None:
+                        pending[1][:] = [d.encrypted_content]
             elif d.type == "signature_delta":
                 out.append(ReasoningEvent(index=ev.index, part=ReasoningPart(signature=d.signature,
                                                                              provider="anthropic",
@@ -388,7 +415,15 @@ class _AnthropicStreamDecoder:
                     index=ev.index, id=block.id, name=block.name)))
             elif block.type in _SERVER_BLOCKS:
                 self._server.add(ev.index)
+            elif block.type == "compaction":
+                self._compactions[ev.index] = (
+                    [block.content] if isinstance(block.content, str) else [],
+                    [] if block.encrypted_content is None else [block.encrypted_content])
         elif kind == "content_block_stop":
+            pending = self._compactions.pop(ev.index, None)
+            if pending is not None:
+                out.append(_compaction(ev.index, "".join(pending[0]),
+                                       pending[1][0] if pending[1] else None))
             if ev.index in self._tools and ev.index not in self._args:
                 # No input_json_delta came: the input is the block's own (a tool without
                 # parameters streams no JSON at all, and its input is {}).
@@ -478,6 +513,9 @@ def _blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
             elif isinstance(p, TextPart):
                 if p.text:  # the API refuses empty text blocks
                     blocks.append({"type": "text", "text": p.text})
+            elif isinstance(p, ProviderItemPart):
+                if p.wire == "anthropic":  # another wire's item means nothing here
+                    blocks.append(_opaque_block(p))
             else:
                 raise WireRequestError(
                     f"an assistant message carries only text here, got {type(p).__name__}")
@@ -498,6 +536,14 @@ def _blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
             block["is_error"] = True
         return "user", [block]
     raise WireRequestError(f"not a message: {type(m).__name__}")
+
+
+def _opaque_block(part: ProviderItemPart) -> dict[str, Any]:
+    value = decode_arguments(part.data)  # the one JSON-object reader of the wires
+    if not value:
+        raise WireRequestError(f"a provider item part ({part.kind!r}) does not hold one JSON "
+                               "object, so it cannot be sent back")
+    return value
 
 
 def _content_block(p: ContentPart) -> dict[str, Any]:

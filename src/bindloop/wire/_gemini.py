@@ -40,6 +40,7 @@ from ..contracts import (
     ImagePart,
     Message,
     ModelTurnResult,
+    ProviderItemPart,
     ReasoningPart,
     SystemMessage,
     TextPart,
@@ -586,6 +587,8 @@ def _parts(m: Message, names: dict[str, str]) -> tuple[str, list[dict[str, Any]]
             elif isinstance(p, TextPart):
                 if p.text:
                     parts.append({"text": p.text})
+            elif isinstance(p, ProviderItemPart):
+                continue  # another wire's own item: nothing Gemini could read
             else:
                 raise WireRequestError(
                     f"an assistant message carries only text here, got {type(p).__name__}")
