@@ -370,3 +370,18 @@ def test_an_anthropic_compaction_block_goes_back_to_anthropic() -> None:
         history, (), WireOptions(model="claude-x")).body)
     assert sent["messages"][1]["content"][0] == json.loads(part.data)
     assert sent["messages"][1]["content"][0]["type"] == "compaction"
+
+
+@pytest.mark.parametrize("kind", [["response.completed"], {"a": 1}, 7, None])
+def test_an_event_whose_type_is_not_a_string_is_a_decode_error(kind: object) -> None:
+    # Found by the fuzz target: the fallback for unread event types must not hash the type.
+    blob = _responses_stream({"type": kind, "delta": {"x": 1}})
+    with pytest.raises(WireDecodeError):
+        decode_stream(create_wire_adapter("openai_responses"), [blob])
+
+
+def test_an_unmodelled_item_that_is_not_utf8_is_a_decode_error() -> None:
+    # Found by the fuzz campaign: msgspec spans an unread value without validating its UTF-8.
+    body = b'{"status": "completed", "output": [{"type": "shell_call", "x": "\xea\x80"}]}'
+    with pytest.raises(WireDecodeError, match="UTF-8"):
+        create_wire_adapter("openai_responses").parse_response(body)

@@ -63,7 +63,12 @@ from ._common import (
     text_of,
     tool_parameters,
 )
-from ._errors import IncompleteStreamError, ProviderHttpError, WireRequestError
+from ._errors import (
+    IncompleteStreamError,
+    ProviderHttpError,
+    WireDecodeError,
+    WireRequestError,
+)
 from ._openai_chat import classify_openai_error
 from ._sse import SseEvent
 from ._types import ForcedTool, Headers, HttpRequest, WireName, WireOptions
@@ -176,7 +181,12 @@ def _item(raw: msgspec.Raw, what: str) -> tuple[str, _Item | ProviderItemPart | 
         return "", None
     if kind in _MODELLED_ITEMS:
         return kind, decode_json(raw, _ITEM, what)
-    return kind, ProviderItemPart(wire=WIRE, kind=kind, data=bytes(raw).decode(),
+    try:
+        # msgspec does not validate the UTF-8 of a value it only spans; the part must hold text.
+        data = bytes(raw).decode()
+    except UnicodeDecodeError:
+        raise WireDecodeError(f"{what} ({kind[:40]!r}) is not UTF-8 text") from None
+    return kind, ProviderItemPart(wire=WIRE, kind=kind, data=data,
                                   id=head.id if isinstance(head.id, str) else None)
 
 
@@ -414,7 +424,7 @@ class _ResponsesStreamDecoder:
             # An event type this decoder does not read may hold anything (an object `delta`):
             # skip it. One it reads must have the documented shape.
             head: _Kind = decode_json(sse.data, _KIND, "a Responses stream event")
-            if head.type in _READ_EVENTS or not isinstance(head.type, str):
+            if not isinstance(head.type, str) or head.type in _READ_EVENTS:
                 decode_json(sse.data, _EVENT, "a Responses stream event")  # raises the reason
             return
         kind = ev.type
