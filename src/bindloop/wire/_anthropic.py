@@ -67,7 +67,7 @@ from ._common import (
 )
 from ._errors import IncompleteStreamError, ProviderHttpError, WireRequestError
 from ._sse import SseEvent
-from ._types import ForcedTool, Headers, HttpRequest, WireName, WireOptions
+from ._types import CachePolicy, ForcedTool, Headers, HttpRequest, WireName, WireOptions
 
 __all__ = ("AnthropicAdapter", "classify_anthropic_error")
 
@@ -224,6 +224,9 @@ class AnthropicAdapter:
         for turn in turns:
             if turn["role"] == "user":
                 turn["content"] = _results_first(turn["content"])
+        tool_defs = [self._tool(t) for t in tools]
+        if options.cache is not None:
+            _cache_breakpoints(options.cache, system, tool_defs, turns)
         body: dict[str, Any] = {
             "model": options.model,
             "max_tokens": options.max_tokens if options.max_tokens is not None
@@ -232,8 +235,8 @@ class AnthropicAdapter:
         if system:
             body["system"] = system
         body["messages"] = turns
-        if tools:
-            body["tools"] = [self._tool(t) for t in tools]
+        if tool_defs:
+            body["tools"] = tool_defs
         choice = _tool_choice(options)
         if choice is not None and (tools or choice["type"] == "none"):
             body["tool_choice"] = choice
@@ -462,6 +465,31 @@ class _AnthropicStreamDecoder:
 
 
 # -- requests: messages --------------------------------------------------------------------------
+
+def _cache_breakpoints(policy: CachePolicy, system: list[dict[str, Any]],
+                       tools: list[dict[str, Any]], turns: list[dict[str, Any]]) -> None:
+    """Mark the policy's ``cache_control`` breakpoints in place: the last system block, the last
+    tool, and the last block of each of the ``policy.turns`` most recent user turns (user blocks
+    all accept a mark; thinking blocks, which do not, sit only in assistant turns). At most
+    :data:`ANTHROPIC_CACHE_BREAKPOINTS` in all, which the policy checked when it was built; the
+    same input always gets the same marks, so equal requests have equal bytes."""
+    mark: dict[str, Any] = {"type": "ephemeral"}
+    if policy.ttl is not None:
+        mark["ttl"] = policy.ttl
+    if policy.system and system:
+        system[-1] = {**system[-1], "cache_control": mark}
+    if policy.tools and tools:
+        tools[-1] = {**tools[-1], "cache_control": mark}
+    left = policy.turns
+    for turn in reversed(turns):
+        if left == 0:
+            break
+        blocks = turn["content"]
+        if turn["role"] != "user" or not blocks or not isinstance(blocks[-1], dict):
+            continue
+        blocks[-1] = {**blocks[-1], "cache_control": mark}
+        left -= 1
+
 
 def _tool_choice(options: WireOptions) -> dict[str, Any] | None:
     choice = options.tool_choice

@@ -406,11 +406,19 @@ class GeminiAdapter:
         system: list[dict[str, Any]] = []
         contents: list[dict[str, Any]] = []
         names: dict[str, str] = {}
+        cache = options.cache if options.cache is not None and options.cache.cached_content else None
+        skip = cache.cached_messages if cache is not None else 0
         for m in prepare_history(messages, "google"):
             if isinstance(m, SystemMessage):
                 text = text_of(parts_of(m.content), "a system message")
                 if text:
                     system.append({"text": text})
+                continue
+            if skip:
+                # Held by the cache; a tool result there still names its call for later ones.
+                skip -= 1
+                if isinstance(m, AssistantMessage):
+                    names.update((c.id, c.name) for c in m.tool_calls)
                 continue
             role, parts = _parts(m, names)
             if not parts:
@@ -420,6 +428,11 @@ class GeminiAdapter:
             else:
                 contents.append({"role": role, "parts": parts})
         body: dict[str, Any] = {"contents": contents}
+        if cache is not None:
+            # The cache holds the system instruction, tools and tool config; Gemini refuses a
+            # request that sends them again beside cachedContent.
+            body["cachedContent"] = cache.cached_content
+            system, tools = [], ()
         if system:
             body["systemInstruction"] = {"parts": system}
         if tools:

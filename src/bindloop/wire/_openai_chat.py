@@ -207,6 +207,12 @@ class OpenAIChatAdapter:
         if options.reasoning is not None and options.reasoning.effort is not None:
             body["reasoning_effort"] = options.reasoning.effort
         headers = JSON_HEADERS
+        if options.cache is not None:
+            # Caching is automatic on OpenAI; these are its explicit controls.
+            if options.cache.key is not None:
+                body["prompt_cache_key"] = options.cache.key
+            if options.cache.retention is not None:
+                body["prompt_cache_retention"] = options.cache.retention
         if options.stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}

@@ -274,6 +274,12 @@ class OpenAIResponsesAdapter:
             body["reasoning"] = reasoning
             if self._store is False:
                 body["include"] = ["reasoning.encrypted_content"]
+        if options.cache is not None:
+            # Caching is automatic on OpenAI; these are its explicit controls.
+            if options.cache.key is not None:
+                body["prompt_cache_key"] = options.cache.key
+            if options.cache.retention is not None:
+                body["prompt_cache_retention"] = options.cache.retention
         if self._store is not None:
             body["store"] = self._store
         headers = JSON_HEADERS
