@@ -3,8 +3,8 @@
 
     .venv/bin/python bench/prompt_cache.py [--turns N] [--ttl 5m|1h]
 
-The session is scripted, not recorded from the API: a coding-assistant system prompt (this
-repository's docs/wire.md, about 9k tokens), six tools with JSON Schemas, and N turns in which the
+The session is scripted, not recorded from the API: a coding-assistant system prompt (320 fixed rules,
+about 12k tokens), six tools with JSON Schemas, and N turns in which the
 model calls a tool and reads a result of about 400 tokens, then answers. It runs through the real
 stack: ``run_tool_loop`` drives a ``ModelAdapter(AnthropicAdapter(), ...)``, which builds every
 request, sends it through a transport and decodes the reply's usage into ``RunStats``.
@@ -35,7 +35,6 @@ import json
 import math
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -54,7 +53,6 @@ from bindloop.loop import ToolLoopParams, run_tool_loop
 from bindloop.testing import fresh_state
 from bindloop.wire import AnthropicAdapter, CachePolicy, HttpRequest, ModelAdapter, WireOptions
 
-ROOT = Path(__file__).resolve().parents[1]
 MIN_CACHEABLE = 1024
 LOOKBACK = 20
 WRITE_MULTIPLIER = {"5m": 1.25, "1h": 2.0}
@@ -174,7 +172,10 @@ async def run_session(turns: int, policy: CachePolicy | None) -> tuple[RunStats,
     server = SimulatedAnthropic(_script(turns))
     model = ModelAdapter(AnthropicAdapter(), server,
                          WireOptions(model="claude-sonnet-4-5", max_tokens=1024, cache=policy))
-    system = (ROOT / "docs" / "wire.md").read_text()
+    system = "\n".join(
+        f"Rule {n}: when a change touches {area}, read its tests first, keep the public names, "
+        f"run the focused tests, and say in one sentence why the change is needed."
+        for n, area in enumerate(["the wire", "the loop", "the transcript", "the tools"] * 80))
     state = fresh_state([SystemMessage(content=system),
                          UserMessage(content="Make the wire decode every recorded shape.")])
     result = await run_tool_loop(ToolLoopParams(
