@@ -3,9 +3,9 @@
 
     .venv/bin/python bench/prompt_cache.py [--turns N] [--ttl 5m|1h]
 
-The session is scripted, not recorded from the API: a coding-assistant system prompt (320 fixed rules,
-about 12k tokens), six tools with JSON Schemas, and N turns in which the
-model calls a tool and reads a result of about 400 tokens, then answers. It runs through the real
+The session is scripted, not recorded from the API: a coding-assistant system prompt (320 fixed
+rules, about 13k tokens), six tools with JSON Schemas, and N turns in which the model calls a
+tool and reads a result of about 400 tokens, then answers. It runs through the real
 stack: ``run_tool_loop`` drives a ``ModelAdapter(AnthropicAdapter(), ...)``, which builds every
 request, sends it through a transport and decodes the reply's usage into ``RunStats``.
 
