@@ -138,6 +138,7 @@ class _Event(msgspec.Struct):
 
 
 _EVENT = msgspec.json.Decoder(_Event)
+_decode_event = _EVENT.decode
 _MESSAGE = msgspec.json.Decoder(_Message)
 
 
@@ -373,7 +374,10 @@ class _AnthropicStreamDecoder:
     def _event(self, sse: SseEvent, out: list[StreamEvent]) -> None:
         if self._done or not sse.data:
             return
-        ev: _Event = decode_json(sse.data, _EVENT, "an Anthropic stream event")
+        try:  # decode_json() inline: one call fewer per event on the hot path
+            ev: _Event = _decode_event(sse.data)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            ev = decode_json(sse.data, _EVENT, "an Anthropic stream event")  # raises why
         kind = ev.type
         if kind == "content_block_delta":
             d = ev.delta

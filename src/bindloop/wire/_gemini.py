@@ -184,6 +184,7 @@ class _Response(msgspec.Struct):
 
 
 _RESPONSE = msgspec.json.Decoder(_Response)
+_decode_response = _RESPONSE.decode
 
 
 def _usage(u: _UsageMeta) -> TurnUsage:
@@ -554,7 +555,10 @@ class _GeminiStreamDecoder:
     def _event(self, sse: SseEvent, out: list[StreamEvent]) -> None:
         if not sse.data:
             return
-        resp: _Response = decode_json(sse.data, _RESPONSE, "a Gemini stream chunk")
+        try:  # decode_json() inline: one call fewer per chunk on the hot path
+            resp: _Response = _decode_response(sse.data)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            resp = decode_json(sse.data, _RESPONSE, "a Gemini stream chunk")  # raises why
         if resp.error is not None:
             self._finished = True
             out.append(ErrorEvent(error=classify_gemini_error(
