@@ -385,3 +385,13 @@ def test_an_unmodelled_item_that_is_not_utf8_is_a_decode_error() -> None:
     body = b'{"status": "completed", "output": [{"type": "shell_call", "x": "\xea\x80"}]}'
     with pytest.raises(WireDecodeError, match="UTF-8"):
         create_wire_adapter("openai_responses").parse_response(body)
+
+
+def test_an_empty_function_call_with_no_call_open_is_not_a_call() -> None:
+    chunks = [{"candidates": [{"content": {"parts": [{"functionCall": {"name": "f"}}]}}]},
+              {"candidates": [{"content": {"parts": [{"functionCall": {}}]}},
+                              ], "usageMetadata": {"promptTokenCount": 3}},
+              {"candidates": [{"content": {"parts": [{"text": ""}]}, "finishReason": "STOP"}]}]
+    blob = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks)
+    turn = collect_turn(decode_stream(create_wire_adapter("gemini"), [blob]))
+    assert [(c.name, c.arguments) for c in turn.tool_calls] == [("f", "{}")]

@@ -334,6 +334,8 @@ class _TurnState:
             self.close_call(out)  # a new call began without the old one saying it ended
             open_call = None
         if open_call is None and not (call.willContinue or call.partialArgs):
+            if not call.name and call.args is None and call.id is None:
+                return  # an empty end marker with no streamed call open: nothing to end
             index = self.calls
             self.calls += 1
             self._emit_call(index, call.id, call.name, call.args, out)
