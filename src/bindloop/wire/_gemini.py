@@ -14,7 +14,6 @@ response's ``responseId`` (``<responseId>_<n>``), so ids stay unique across turn
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -51,8 +50,6 @@ from ..contracts import (
 )
 from ._common import (
     JSON_HEADERS,
-    body_snippet,
-    classify,
     decode_arguments,
     decode_error_body,
     decode_json,
@@ -60,18 +57,18 @@ from ._common import (
     inline_media_type,
     parts_of,
     prepare_history,
-    str_field,
     text_of,
     tool_parameters,
 )
 from ._errors import (
     IncompleteStreamError,
     ProviderHttpError,
-    WireDecodeError,
     WireRequestError,
 )
-from ._sse import SseEvent
+from ._gemini_calls import FunctionCall, StreamedCall
+from ._gemini_errors import classify_gemini_error
 from ._secrets import scrub_shapes
+from ._sse import SseEvent
 from ._types import ForcedTool, Headers, HttpRequest, WireName, WireOptions
 
 __all__ = ("GeminiAdapter", "classify_gemini_error", "gemini_schema")
@@ -128,28 +125,11 @@ def gemini_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-class _PartialArg(msgspec.Struct):
-    jsonPath: str = ""  # noqa: N815 - wire name
-    stringValue: str | None = None  # noqa: N815
-    numberValue: int | float | None = None  # noqa: N815
-    boolValue: bool | None = None  # noqa: N815
-    nullValue: str | None = None  # noqa: N815
-    willContinue: bool = False  # noqa: N815
-
-
-class _FunctionCall(msgspec.Struct):
-    name: str = ""
-    args: Any = None
-    id: str | None = None
-    partialArgs: list[_PartialArg] | None = None  # noqa: N815
-    willContinue: bool = False  # noqa: N815
-
-
 class _Part(msgspec.Struct):
     text: str | None = None
     thought: bool = False
     thoughtSignature: str | None = None  # noqa: N815 - wire name
-    functionCall: _FunctionCall | None = None  # noqa: N815
+    functionCall: FunctionCall | None = None  # noqa: N815
 
 
 class _Content(msgspec.Struct):
@@ -196,105 +176,6 @@ def _usage(u: _UsageMeta) -> TurnUsage:
                      reasoning_tokens=thoughts)
 
 
-_PATH_STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_-]*)|\[(\d+)\]|\['((?:[^'\\]|\\.)*)'\]"
-                        r'|\["((?:[^"\\]|\\.)*)"\]')
-# A streamed argument path deeper than this, or an array index past this, is a defect, not data:
-# it would otherwise let one event allocate without bound.
-_MAX_PATH_STEPS = 64
-_MAX_INDEX = 10_000
-
-
-def _path_steps(path: str) -> list[str | int]:
-    """An RFC 9535 normalized path (``$.a.b[0]``, ``$['a b']``) as its steps."""
-    if not path.startswith("$"):
-        raise WireDecodeError(f"a streamed function-call argument path must start with $: "
-                              f"{path[:80]!r}")
-    steps: list[str | int] = []
-    at = 1
-    while at < len(path):
-        m = _PATH_STEP.match(path, at)
-        if m is None or len(steps) >= _MAX_PATH_STEPS:
-            raise WireDecodeError(f"unsupported function-call argument path {path[:80]!r}")
-        name, index, single, double = m.groups()
-        if index is not None:
-            if int(index) > _MAX_INDEX:
-                raise WireDecodeError(f"function-call argument path index too large: {path[:80]!r}")
-            steps.append(int(index))
-        else:
-            raw = name if name is not None else single if single is not None else double
-            steps.append(re.sub(r"\\(.)", r"\1", raw or ""))
-        at = m.end()
-    if not steps:
-        raise WireDecodeError("a streamed function-call argument must name a field, not $")
-    return steps
-
-
-class _StreamedCall:
-    """A function call whose arguments stream in pieces (Vertex ``streamFunctionCallArguments``):
-    the call opens with ``willContinue``, each ``partialArgs`` entry sets the value at a JSON path
-    (a string value continued by the next entry for the same path is appended to), and the call
-    ends with the first part that no longer says ``willContinue``."""
-
-    __slots__ = ("args", "continuing", "id", "index", "name")
-
-    def __init__(self, index: int, call: _FunctionCall) -> None:
-        self.index = index
-        self.name = call.name
-        self.id = call.id
-        self.args: dict[str, Any] = dict(call.args) if isinstance(call.args, dict) else {}
-        self.continuing: str | None = None  # the path whose string value is still arriving
-
-    def apply(self, partial: Sequence[_PartialArg]) -> None:
-        for arg in partial:
-            if arg.stringValue is not None:
-                value: Any = arg.stringValue
-            elif arg.numberValue is not None:
-                value = arg.numberValue
-            elif arg.boolValue is not None:
-                value = arg.boolValue
-            elif arg.nullValue is not None:
-                value = None
-            else:
-                continue  # a path announced before its value: nothing to set yet
-            steps = _path_steps(arg.jsonPath)
-            if isinstance(value, str) and self.continuing == arg.jsonPath:
-                current = _get(self.args, steps)
-                value = (current if isinstance(current, str) else "") + value
-            _put(self.args, steps, value)
-            self.continuing = arg.jsonPath if arg.willContinue and isinstance(value, str) else None
-
-
-def _get(root: Any, steps: Sequence[str | int]) -> Any:
-    node = root
-    for step in steps:
-        if isinstance(step, int):
-            node = node[step] if isinstance(node, list) and step < len(node) else None
-        else:
-            node = node.get(step) if isinstance(node, dict) else None
-    return node
-
-
-def _put(root: dict[str, Any], steps: Sequence[str | int], value: Any) -> None:
-    node: Any = root
-    for step, following in zip(steps, [*steps[1:], None]):
-        fresh: Any = value if following is None else [] if isinstance(following, int) else {}
-        if isinstance(step, int):
-            if not isinstance(node, list):
-                raise WireDecodeError("a streamed function-call argument indexes a non-array")
-            while len(node) <= step:
-                node.append(None)
-            if following is None or not isinstance(node[step], (list, dict)):
-                node[step] = fresh
-            node = node[step]
-        else:
-            if not isinstance(node, dict):
-                raise WireDecodeError("a streamed function-call argument names a field of a "
-                                      "non-object")
-            if following is None or not isinstance(node.get(step), (list, dict)):
-                node[step] = fresh
-            node = node[step]
-
-
 class _TurnState:
     """What a Gemini turn's parts fold into, shared by the whole-body and streamed paths.
 
@@ -302,7 +183,7 @@ class _TurnState:
     part per chunk), until a signature seals the block: a block carries at most one signature,
     so the thought after a signed one starts a new block. Any other part ends the block.
 
-    A function call streamed in pieces (:class:`_StreamedCall`) is one call, emitted whole when
+    A function call streamed in pieces (:class:`StreamedCall`) is one call, emitted whole when
     it ends (or when the candidate finishes with the call still open)."""
 
     __slots__ = ("block", "calls", "id_seed", "model", "open_call", "thought", "thought_signed")
@@ -314,7 +195,7 @@ class _TurnState:
         self.id_seed = id_seed
         self.thought: int | None = None  # the open thought block's index
         self.thought_signed = False
-        self.open_call: _StreamedCall | None = None
+        self.open_call: StreamedCall | None = None
 
     def _emit_call(self, index: int, call_id: str | None, name: str, args: Any,
                    out: list[StreamEvent]) -> None:
@@ -328,7 +209,7 @@ class _TurnState:
         if call is not None:
             self._emit_call(call.index, call.id, call.name, call.args, out)
 
-    def _function_call(self, call: _FunctionCall, out: list[StreamEvent]) -> None:
+    def _function_call(self, call: FunctionCall, out: list[StreamEvent]) -> None:
         open_call = self.open_call
         if open_call is not None and call.name and open_call.name and call.name != open_call.name:
             self.close_call(out)  # a new call began without the old one saying it ended
@@ -341,7 +222,7 @@ class _TurnState:
             self._emit_call(index, call.id, call.name, call.args, out)
             return
         if open_call is None:
-            open_call = self.open_call = _StreamedCall(self.calls, call)
+            open_call = self.open_call = StreamedCall(self.calls, call)
             self.calls += 1
         else:
             open_call.name = open_call.name or call.name
@@ -658,84 +539,3 @@ def _user_part(p: object, index: int) -> dict[str, Any]:
             return {"fileData": {"mimeType": p.media_type, "fileUri": p.url}}
         raise WireRequestError("Gemini needs inline data or a file URI for an image or file part")
     raise WireRequestError(f"cannot send a {type(p).__name__} in a user turn")
-
-
-# -- errors --------------------------------------------------------------------------------------
-
-_STATUS_CATEGORY: MappingProxyType[str, str] = MappingProxyType({
-    "INVALID_ARGUMENT": "invalid_request",
-    "FAILED_PRECONDITION": "provider_bad_request",
-    "UNAUTHENTICATED": "auth",
-    "PERMISSION_DENIED": "auth",
-    "NOT_FOUND": "model_not_found",
-    "RESOURCE_EXHAUSTED": "rate_limited",
-    "INTERNAL": "server_error",
-    "UNAVAILABLE": "server_error",
-    "DEADLINE_EXCEEDED": "timeout",
-})
-
-
-# google.rpc.ErrorInfo reasons that mean "your credential is bad", whatever the status says: the
-# Gemini API answers a bad key with 400 INVALID_ARGUMENT, which must not read as a bad request.
-_AUTH_REASONS: frozenset[str] = frozenset({
-    "API_KEY_INVALID", "API_KEY_EXPIRED", "API_KEY_SERVICE_BLOCKED", "ACCESS_TOKEN_EXPIRED",
-    "ACCESS_TOKEN_SCOPE_INSUFFICIENT", "SERVICE_DISABLED",
-})
-
-
-def _error_info_reasons(err: object) -> list[str]:
-    details = err.get("details") if isinstance(err, dict) else None
-    return [str(d.get("reason")) for d in (details if isinstance(details, list) else ())
-            if isinstance(d, dict) and str(d.get("@type", "")).endswith("google.rpc.ErrorInfo")
-            and isinstance(d.get("reason"), str)]
-
-
-# google.protobuf.Duration in JSON: whole seconds, up to nine fractional digits, then "s". ASCII
-# digits only, no sign (a negative or signed delay is not a wait), no exponent, no underscores.
-_DURATION = re.compile(r"([0-9]{1,20})(?:\.([0-9]{1,9}))?s", re.ASCII)
-# The longest retryDelay taken at its word (a day); a larger one is clamped to it, so a hostile or
-# broken body can never make the delay infinite.
-MAX_RETRY_DELAY_MS = 86_400_000.0
-
-
-def parse_retry_delay(value: object) -> float | None:
-    """``RetryInfo.retryDelay`` (a protobuf ``Duration`` string such as ``"41s"`` or ``"0.5s"``) in
-    milliseconds, clamped to :data:`MAX_RETRY_DELAY_MS`; ``None`` for anything outside that
-    grammar (``"1e308s"``, ``"1_0s"``, non-ASCII digits, ``"-0s"``, a number)."""
-    if not isinstance(value, str):
-        return None
-    match = _DURATION.fullmatch(value)
-    if match is None:
-        return None
-    whole, fraction = match.group(1), match.group(2) or ""
-    ms = int(whole) * 1000 + int((fraction + "000000000")[:9]) / 1_000_000
-    return min(float(ms), MAX_RETRY_DELAY_MS)
-
-
-def _retry_delay_ms(err: object) -> float | None:
-    details = err.get("details") if isinstance(err, dict) else None
-    for d in details if isinstance(details, list) else ():
-        if isinstance(d, dict) and str(d.get("@type", "")).endswith("google.rpc.RetryInfo"):
-            return parse_retry_delay(d.get("retryDelay"))
-    return None
-
-
-def classify_gemini_error(status: int | None, headers: Headers, payload: object, body: bytes,
-                          *, now: Clock | None = None) -> ProviderHttpError:
-    """Classify ``{"error": {"code", "message", "status", "details"}}`` (also inside a one-element
-    list, as the non-SSE stream sends it). ``RetryInfo.retryDelay`` backs up ``Retry-After``."""
-    if isinstance(payload, list) and payload and isinstance(payload[0], dict):
-        payload = payload[0]
-    err = payload.get("error") if isinstance(payload, dict) else None
-    message = str_field(err, "message") or body_snippet(body)
-    kind = str_field(err, "status")
-    lowered = message.lower()
-    too_long = kind == "INVALID_ARGUMENT" and (
-        "exceeds the maximum number of tokens" in lowered or "input token count" in lowered
-        or "too many tokens" in lowered)
-    category = _STATUS_CATEGORY.get(kind or "")
-    if any(reason in _AUTH_REASONS for reason in _error_info_reasons(err)):
-        category = "auth"
-    return classify("gemini", status, headers, message=message, error_type=kind,
-                    error_code=str_field(err, "code"), category=category,
-                    prompt_too_long=too_long, body_retry_after_ms=_retry_delay_ms(err), now=now)
