@@ -131,14 +131,16 @@ class _Response(msgspec.Struct):
 
 class _Event(msgspec.Struct):
     type: str
-    delta: Any = None  # a string for the events read here; other event types send objects
+    # Typed for the events read here; an event type not read here may hold anything (an object
+    # `delta`), and its decode failure sends it to the tolerant path in _event().
+    delta: str | None = None
     output_index: int = 0
     summary_index: int = 0
     item: msgspec.Raw = msgspec.Raw()
     response: _Response | None = None
     code: str | int | None = None
     message: str | None = None
-    arguments: Any = None
+    arguments: str | None = None
     error: _Error | None = None
 
 
@@ -436,7 +438,7 @@ class _ResponsesStreamDecoder:
         kind = ev.type
         if kind not in _READ_EVENTS:
             return
-        delta = ev.delta if isinstance(ev.delta, str) else None
+        delta = ev.delta
         if kind == "response.output_text.delta":
             if delta:
                 out.append(TextEvent(content=delta))
