@@ -395,3 +395,20 @@ def test_an_empty_function_call_with_no_call_open_is_not_a_call() -> None:
     blob = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks)
     turn = collect_turn(decode_stream(create_wire_adapter("gemini"), [blob]))
     assert [(c.name, c.arguments) for c in turn.tool_calls] == [("f", "{}")]
+
+
+def test_a_checkpoint_keeps_provider_items() -> None:
+    from bindloop.session import (
+        create_loop_checkpoint,
+        parse_loop_checkpoint,
+        serialize_loop_checkpoint,
+    )
+
+    turn = create_wire_adapter("openai_responses").parse_response(
+        fixture("openai_responses", "response_provider_items.json"))
+    messages = [UserMessage(content="plan"), turn.to_message()]
+    cp = create_loop_checkpoint(execution_id="x", max_iterations=3, messages=messages)
+    again = parse_loop_checkpoint(serialize_loop_checkpoint(cp))
+    assert again.messages == cp.messages
+    assert [p for p in again.messages[1].content or () if isinstance(p, ProviderItemPart)] == list(
+        turn.provider_items)
