@@ -406,7 +406,8 @@ def test_a_checkpoint_keeps_provider_items() -> None:
 
     turn = create_wire_adapter("openai_responses").parse_response(
         fixture("openai_responses", "response_provider_items.json"))
-    messages = [UserMessage(content="plan"), turn.to_message()]
+    messages = [UserMessage(content="plan"), turn.to_message(),
+                ToolMessage(tool_call_id=turn.tool_calls[0].id, content="sunny")]
     cp = create_loop_checkpoint(execution_id="x", max_iterations=3, messages=messages)
     again = parse_loop_checkpoint(serialize_loop_checkpoint(cp))
     assert again.messages == cp.messages
