@@ -59,7 +59,7 @@ def _turn(spec: TurnSpec) -> ModelTurnResult:
     calls = tuple(ToolCall(id=c["id"], name=c["name"],
                            arguments=msgspec.json.encode(c.get("arguments", {})).decode())
                   for c in spec.tool_calls)
-    return ModelTurnResult(text=spec.text, tool_calls=calls, usage=TurnUsage(**spec.usage),
+    return ModelTurnResult(text=spec.text, tool_calls=calls, usage=msgspec.convert(spec.usage, TurnUsage),
                            finish_reason="tool_calls" if calls else "stop")
 
 

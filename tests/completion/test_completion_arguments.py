@@ -140,3 +140,26 @@ def _text_forms() -> st.SearchStrategy[str]:
 @given(_text_forms())
 def test_fast_path_gives_the_stdlib_verdict(text: str) -> None:
     assert _parse_text(text) == _parse_text_stdlib(text)
+
+
+# ---- lone surrogates: a verdict, never a raise (issue 23, class 6) --------------------------------
+
+@pytest.mark.parametrize("text", ["\ud800", "\udfff", '{"a": "x\ud800"}', "{\ud83d}", '{"\udc00": 1}'])
+def test_a_lone_surrogate_in_the_text_is_unparseable_not_a_raise(text: str) -> None:
+    for form in (call(text), text, {"type": "function", "function": {"arguments": text}}):
+        read = parse_tool_call_arguments(form)
+        assert isinstance(read, UnparseableArguments)
+        assert "lone surrogate" in read.detail
+        read.detail.encode("utf-8")  # the detail itself is sendable to the model
+
+
+_with_surrogates = st.text(alphabet=st.characters(categories=["Cs", "L", "P"]), max_size=30)
+
+
+@given(_with_surrogates | st.dictionaries(_with_surrogates, _with_surrogates, max_size=3).map(
+    lambda d: json.dumps(d, ensure_ascii=False)))
+def test_any_text_with_surrogates_gets_a_verdict(text: str) -> None:
+    read = parse_tool_call_arguments(call(text))
+    assert isinstance(read, (ParsedArguments, UnparseableArguments))
+    if any("\ud800" <= ch <= "\udfff" for ch in text):
+        assert isinstance(read, UnparseableArguments)

@@ -20,7 +20,13 @@ from typing import Any
 
 import yaml as pyyaml
 
-from bindloop.completion import PartialJsonParser, ToolCallDeltaError, parse_partial_json
+from bindloop.completion import (
+    PartialJsonParser,
+    ToolCallDeltaError,
+    UnparseableArguments,
+    parse_partial_json,
+    parse_tool_call_arguments,
+)
 from bindloop.session import CheckpointFormatError, parse_loop_checkpoint
 from bindloop.skills import SkillFormatError, parse_skill_markdown
 from bindloop.schema import SchemaSanitizeError, sanitize_tool_schema
@@ -143,6 +149,33 @@ def _partial(data: bytes) -> object:
     return last.value
 
 
+def _arguments(data: bytes) -> object:
+    # surrogatepass: a model's text can hold a lone surrogate (issue 23); the reader must answer
+    # with a verdict, never raise.
+    text = data.decode("utf-8", "surrogatepass") if _utf8ish(data) else data.decode("latin-1")
+    verdict = parse_tool_call_arguments(text)
+    if isinstance(verdict, UnparseableArguments):
+        verdict.detail.encode("utf-8")  # the detail goes to the model: it must be sendable
+    parse_tool_call_arguments({"type": "function", "function": {"arguments": text}})
+    return verdict
+
+
+def _utf8ish(data: bytes) -> bool:
+    try:
+        data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+# Issue 23's shapes, beside the fixtures (which hold them too): tool arguments with lone
+# surrogates, raw (the surrogatepass bytes) and escaped.
+_ARGUMENT_SEEDS = (
+    b"\\ud800", b"\xed\xa0\x80", b'{"a": "x\xed\xbf\xbf"}',
+    b'{"a": "\\ud83d\\ude00", "b": [1, 2.5e3, null, true]}', b"", b"  ", b"[1]", b"1e999",
+)
+
+
 def _checkpoint_seeds() -> tuple[bytes, ...]:
     from bindloop.contracts import AssistantMessage, ToolCall, ToolMessage, UserMessage
     from bindloop.session import create_loop_checkpoint, serialize_loop_checkpoint
@@ -191,6 +224,8 @@ def targets() -> list[Target]:
         Target("parse_loop_checkpoint", _checkpoint, (CheckpointFormatError,), _checkpoint_seeds()),
         Target("parse_skill_markdown", _skill, (SkillFormatError,), _SKILL_SEEDS),
         Target("sanitize_tool_schema", _sanitize, (SchemaSanitizeError,), _SCHEMA_SEEDS),
+        Target("tool_call_arguments", _arguments, (), _ARGUMENT_SEEDS + tuple(
+            p.read_bytes() for w in WIRES for p in _files(w, ".json"))[:12]),
         Target("partial_json", _partial, (), _JSON_SEEDS + tuple(
             p.read_bytes() for w in WIRES for p in _files(w, ".json"))[:12]),
     ]
@@ -202,7 +237,12 @@ def targets() -> list[Target]:
 _TOKENS = (b"{", b"}", b"[", b"]", b'"', b"\\", b":", b",", b"null", b"true", b"-", b"1e999",
            b"9" * 5000, b"\\ud800", b"\\udfff", b"\xed\xa0\x80", b"\xff", b"\x00", b"\r", b"\n\n",
            b"data: ", b"event: error\n", b"[DONE]", b"\xef\xbb\xbf", b"retry: 99999999999\n",
-           b'"error"', b'"code": 429', b'"retryDelay": "1e308s"', b"# " + b" " * 3000 + b"x")
+           b'"error"', b'"code": 429', b'"retryDelay": "1e308s"', b"# " + b" " * 3000 + b"x",
+           # issue 23's shapes: streamed Gemini arguments, compaction iterations, opaque items
+           b'"willContinue": true', b'"partialArgs": [{"jsonPath": "$.a[3].b", "stringValue": "x"}]',
+           b'"jsonPath": "$[\'a\']"', b'"iterations": [{"type": "compaction"}]',
+           b'"type": "tool_search_call"', b'"arguments": {"q": 1}', b'"delta": {"stdout": ""}',
+           b'"content": [{"type": "tool_use", "id": "t", "name": "n", "input": {}}]')
 
 
 def _json_mutate(value: Any, rng: random.Random, depth: int = 0) -> Any:

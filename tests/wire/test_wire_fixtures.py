@@ -21,6 +21,7 @@ from bindloop.wire._stream import decode_stream  # the test helper of this area
 
 from .wire_fixtures import fixture, stream_fixtures
 from .wire_real_fixtures import REAL_EXPECTED
+from .wire_second_round_fixtures import SECOND_ROUND_EXPECTED
 
 ENC = "gAAAAABoISQ24OyVRYbkYfukuDPxsa1ZdcTfxvV8FTIh3fr8nB4m1"
 
@@ -52,7 +53,8 @@ EXPECTED: dict[tuple[str, str], ModelTurnResult] = {
         reasoning=(ReasoningPart(text="I should look the weather up.", provider="anthropic",
                                  model="claude-sonnet-4-5",
                                  signature="WaUjzkypQ2mUEVM36O2TxuC06KN8xyfbJwyem2dw3URve"),),
-        usage=TurnUsage(input_tokens=582, output_tokens=91, cached_input_tokens=100),
+        usage=TurnUsage(input_tokens=582, output_tokens=91, cached_input_tokens=100,
+                        cache_write_tokens=10),
         finish_reason="tool_calls"),
     ("openai_chat", "stream_tool_calls.sse"): ModelTurnResult(
         tool_calls=(ToolCall(id="call_DdmO9pD3xa9XTPNJ32zg2hcA", name="get_weather",
@@ -77,7 +79,8 @@ EXPECTED: dict[tuple[str, str], ModelTurnResult] = {
             text="**Checking the weather**\n\nThe user asks about Paris. I'll call get_weather.",
             provider="openai", model="o4-mini-2025-04-16", encrypted_content=ENC,
             id="rs_67c9fdd0e88481909a2b6c30a8f5b4c2"),),
-        usage=TurnUsage(input_tokens=312, output_tokens=141, cached_input_tokens=256),
+        usage=TurnUsage(input_tokens=312, output_tokens=141, cached_input_tokens=256,
+                        reasoning_tokens=128),
         finish_reason="tool_calls"),
     ("openai_responses", "stream_text_incomplete.sse"): ModelTurnResult(
         text="Hi there!", usage=TurnUsage(input_tokens=9, output_tokens=16),
@@ -87,7 +90,7 @@ EXPECTED: dict[tuple[str, str], ModelTurnResult] = {
         reasoning=(ReasoningPart(text="Simple greeting.", provider="openai",
                                  model="o4-mini-2025-04-16", encrypted_content=ENC,
                                  id="rs_67c9fdd0e88481909a2b6c30a8f5b4c2"),),
-        usage=TurnUsage(input_tokens=36, output_tokens=87), finish_reason="stop"),
+        usage=TurnUsage(input_tokens=36, output_tokens=87, reasoning_tokens=64), finish_reason="stop"),
     ("gemini", "stream_thought_function_call.sse"): ModelTurnResult(
         text="Checking ",
         tool_calls=(ToolCall(id="Ma4qaPbQBo2qz7IP6a2b4AE_0", name="get_weather",
@@ -97,7 +100,8 @@ EXPECTED: dict[tuple[str, str], ModelTurnResult] = {
                    ReasoningPart(provider="google", model="gemini-2.5-flash",
                                  signature="CiQB0e2Kb7kZ1pD9sX2Vf0m1wq3E")),
         # output counts thoughts: 17 candidates + 29 thoughts
-        usage=TurnUsage(input_tokens=61, output_tokens=46, cached_input_tokens=32),
+        usage=TurnUsage(input_tokens=61, output_tokens=46, cached_input_tokens=32,
+                        reasoning_tokens=29),
         finish_reason="tool_calls"),
     ("gemini", "stream_text.sse"): ModelTurnResult(
         text="The capital of France is Paris.", usage=TurnUsage(input_tokens=8, output_tokens=8),
@@ -113,6 +117,7 @@ EXPECTED: dict[tuple[str, str], ModelTurnResult] = {
 # Payloads published by the providers or their SDKs' test suites (tests/fixtures/README.md);
 # merged here so the split, truncation and mutation properties below cover them as well.
 EXPECTED.update(REAL_EXPECTED)
+EXPECTED.update(SECOND_ROUND_EXPECTED)  # issue 23's reconstructed shapes
 
 
 def _stream_events(wire: str, data: bytes, cuts: list[int] | None = None) -> list[StreamEvent]:

@@ -68,7 +68,7 @@ REAL_EXPECTED: dict[tuple[str, str], ModelTurnResult] = {
         tool_calls=(ToolCall(id="38CHaLjMG6TujrEPtvTiuQk_0", name="now", arguments="{}"),),
         reasoning=(_thought(_G_UNARY[0], "gemini-2.5-pro"),
                    _signature(_G_UNARY[1], "gemini-2.5-pro")),
-        usage=TurnUsage(input_tokens=38, output_tokens=509), finish_reason="tool_calls"),
+        usage=TurnUsage(input_tokens=38, output_tokens=509, reasoning_tokens=501), finish_reason="tool_calls"),
     # Two thought-summary chunks (one part each on the wire, consecutive, so one block), then the
     # call carrying the signature; usage is a snapshot, the last one wins: 6 + 168.
     ("gemini", "real_firebase_thinking_function_call_stream.sse"): ModelTurnResult(
@@ -76,7 +76,7 @@ REAL_EXPECTED: dict[tuple[str, str], ModelTurnResult] = {
         reasoning=(ReasoningPart(text=_G_STREAM[0]["text"] + _G_STREAM[1]["text"],
                                  provider="google", model="gemini-2.5-flash"),
                    _signature(_G_STREAM[2], "gemini-2.5-flash")),
-        usage=TurnUsage(input_tokens=38, output_tokens=174), finish_reason="tool_calls"),
+        usage=TurnUsage(input_tokens=38, output_tokens=174, reasoning_tokens=168), finish_reason="tool_calls"),
     # No responseId, no candidate index: index 0 is the default.
     ("gemini", "real_firebase_stream_basic_reply_short.sse"): ModelTurnResult(
         text="The capital of Wyoming is **Cheyenne**.\n",
@@ -84,7 +84,8 @@ REAL_EXPECTED: dict[tuple[str, str], ModelTurnResult] = {
     # Vertex AI body (same GenerateContentResponse schema): implicit cache hit, 15 + 73 thoughts.
     ("gemini", "real_firebase_implicit_caching.json"): ModelTurnResult(
         text="Red Riding Hood is looking for **directions** in the forest.",
-        usage=TurnUsage(input_tokens=12013, output_tokens=88, cached_input_tokens=11243),
+        usage=TurnUsage(input_tokens=12013, output_tokens=88, cached_input_tokens=11243,
+                        reasoning_tokens=73),
         finish_reason="stop"),
 }
 

@@ -102,8 +102,14 @@ def turns(draw: st.DrawFn, wire: str) -> ModelTurnResult:
     if not (text or calls or reasoning):
         text = "x"
     inp = draw(st.integers(0, 10_000))
-    usage = TurnUsage(input_tokens=inp, output_tokens=draw(st.integers(0, 5000)),
-                      cached_input_tokens=draw(st.integers(0, inp)))
+    out = draw(st.integers(0, 5000))
+    cached = draw(st.integers(0, inp))
+    # The details each wire reports: reasoning (not Anthropic, whose thinking is in the output),
+    # cache writes (Anthropic; OpenRouter's chat usage).
+    thought = 0 if wire == "anthropic" else draw(st.integers(0, out))
+    written = draw(st.integers(0, inp - cached)) if wire in ("anthropic", "openai_chat") else 0
+    usage = TurnUsage(input_tokens=inp, output_tokens=out, cached_input_tokens=cached,
+                      reasoning_tokens=thought, cache_write_tokens=written)
     finish = "tool_calls" if calls else draw(st.sampled_from(["stop", "length"]))
     return ModelTurnResult(text=text, tool_calls=calls, reasoning=reasoning, usage=usage,
                            finish_reason=finish)

@@ -88,6 +88,12 @@ def _parse_text(text: str) -> ParsedArguments | UnparseableArguments:
         fast = _FAST_DECODE(text)
     except (msgspec.DecodeError, RecursionError):
         pass
+    except UnicodeEncodeError as exc:
+        # A lone surrogate in the text itself (not a JSON escape): no wire can carry it as UTF-8
+        # and no store can keep it, so it is a verdict for the model, not a raise.
+        return UnparseableArguments(
+            detail=(f"the arguments are not valid Unicode text (a lone surrogate at character "
+                    f"{exc.start}); send the arguments as one JSON object"))
     else:
         if type(fast) is dict:
             return ParsedArguments(arguments=fast)
@@ -129,8 +135,9 @@ def parse_tool_call_arguments(call: ToolCall | Mapping[str, Any] | str) -> ToolC
     JSON object (empty or whitespace-only text, and a missing ``arguments``, mean ``{}``; a dict that a
     provider already decoded is taken as is), :class:`UnsupportedToolCallType` for a non-function
     call, and :class:`UnparseableArguments` otherwise — including valid JSON that is not an object
-    (``null``, ``[]``, ``42``) and a number that is not finite (``NaN``, ``Infinity``, or ``1e999``,
-    which overflows to infinity). Never raises.
+    (``null``, ``[]``, ``42``), a number that is not finite (``NaN``, ``Infinity``, or ``1e999``,
+    which overflows to infinity) and text holding a lone surrogate character (``"\\ud800"`` as a
+    Python str, which is not Unicode text any wire can carry). Never raises.
     """
     if isinstance(call, ToolCall):
         return _parse_text(call.arguments)

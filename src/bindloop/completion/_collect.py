@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterable, Callable, Iterable
 
-from ..contracts import ModelTurnResult, ReasoningPart, TurnUsage
+from ..contracts import ModelTurnResult, ProviderItemPart, ReasoningPart, TurnUsage
 from ..errors import PortContractError
 from ._accumulator import ToolCallAccumulator
 from ._events import (
@@ -12,6 +12,7 @@ from ._events import (
     ExtraEvent,
     FinishEvent,
     FinishReason,
+    ProviderItemEvent,
     ReasoningEvent,
     StreamEvent,
     TextEvent,
@@ -74,6 +75,9 @@ def _max_usage(a: TurnUsage, b: TurnUsage) -> TurnUsage:
         input_tokens=max(a.input_tokens, b.input_tokens),
         output_tokens=max(a.output_tokens, b.output_tokens),
         cached_input_tokens=max(a.cached_input_tokens, b.cached_input_tokens),
+        reasoning_tokens=max(a.reasoning_tokens, b.reasoning_tokens),
+        cache_write_tokens=max(a.cache_write_tokens, b.cache_write_tokens),
+        iterations=b.iterations or a.iterations,
     )
 
 
@@ -85,11 +89,11 @@ class TurnCollector:
     :class:`ModelStreamError`), on a tool-call delta that cannot be merged
     (:class:`ToolCallDeltaError`), and on a value that is not a stream event
     (:class:`~bindloop.errors.PortContractError`). Extra events are ignored: the canonical turn has no
-    place for them.
+    place for them. Provider items become ``provider_items``.
     """
 
-    __slots__ = ("_finish_reason", "_mint_id", "_price", "_reasoning", "_text", "_tool_calls",
-                 "_usage")
+    __slots__ = ("_finish_reason", "_items", "_mint_id", "_price", "_reasoning", "_text",
+                 "_tool_calls", "_usage")
 
     def __init__(self, *, price: Callable[[TurnUsage], int] | None = None,
                  mint_id: Callable[[int], str] | None = None) -> None:
@@ -102,6 +106,7 @@ class TurnCollector:
         self._usage = _NO_USAGE
         self._finish_reason: FinishReason | None = None
         self._price = price
+        self._items: dict[int, ProviderItemPart] = {}
 
     def observe(self, event: StreamEvent) -> None:
         """Fold one event."""
@@ -130,6 +135,8 @@ class TurnCollector:
                 self._usage = _max_usage(self._usage, event.usage)
         elif isinstance(event, ExtraEvent):
             pass
+        elif isinstance(event, ProviderItemEvent):
+            self._items[event.index] = event.part  # an item arrives whole: the last one stands
         elif isinstance(event, ErrorEvent):
             if isinstance(event.error, Exception):
                 raise event.error
@@ -159,6 +166,7 @@ class TurnCollector:
             usage=usage,
             cost=self._price(usage) if self._price is not None else 0,
             finish_reason=self._finish_reason,
+            provider_items=tuple(self._items[i] for i in sorted(self._items)),
         )
 
 

@@ -12,7 +12,7 @@ from typing import Any, Literal, TypeAlias
 
 import msgspec
 
-from ..contracts import ReasoningPart, TurnUsage
+from ..contracts import ProviderItemPart, ReasoningPart, TurnUsage
 
 __all__ = (
     "FINISH_REASONS",
@@ -20,6 +20,7 @@ __all__ = (
     "ExtraEvent",
     "FinishEvent",
     "FinishReason",
+    "ProviderItemEvent",
     "ReasoningEvent",
     "StreamEvent",
     "TextEvent",
@@ -111,6 +112,16 @@ class FinishEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", t
     usage: TurnUsage | None = None
 
 
+class ProviderItemEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type",
+                        tag="provider_item", omit_defaults=True):
+    """A whole output item of the wire that the canonical turn carries opaquely (a
+    :class:`~bindloop.contracts.ProviderItemPart`): folded into
+    ``ModelTurnResult.provider_items`` in ``index`` order, never a tool call."""
+
+    part: ProviderItemPart
+    index: int = 0
+
+
 class ExtraEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="extra"):
     """Adapter or model metadata with no place in the canonical turn (request ids, safety ratings)."""
 
@@ -126,4 +137,5 @@ class ErrorEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", ta
 
 StreamEvent: TypeAlias = (
     TextEvent | ReasoningEvent | ToolCallEvent | UsageEvent | FinishEvent | ExtraEvent | ErrorEvent
+    | ProviderItemEvent
 )

@@ -111,9 +111,10 @@ class StreamWatchdog:
     """
 
     __slots__ = (
-        "_answer_chunks", "_answer_mode", "_clock", "_controller_abort", "_disposed", "_external",
-        "_first_token_ms", "_idle_since", "_inter_chunk_ms", "_opened_at", "_paused_at",
-        "_reasoning_chunks", "_remove_listener", "_stall", "_target", "_total_ms", "_wake", "signal",
+        "_answer_chunks", "_answer_mode", "_cap", "_clock", "_controller_abort", "_disposed",
+        "_external", "_first_token_ms", "_idle_since", "_inter_chunk_ms", "_opened_at",
+        "_paused_at", "_reasoning_chunks", "_remove_listener", "_stall", "_target", "_total_ms",
+        "_wake", "fired", "signal",
     )
 
     def __init__(self, *, budgets: StreamBudgets, external: AbortSignal | None,
@@ -127,6 +128,7 @@ class StreamWatchdog:
         self._external = external
         self._clock = clock
         self._opened_at: float | None = None
+        self._cap: float | None = None  # the clock reading the total cap runs out at
         self._idle_since = 0.0
         self._paused_at: float | None = None
         self._answer_mode = False
@@ -143,10 +145,16 @@ class StreamWatchdog:
         fires (its reason). Hand it to the transport."""
         self._remove_listener: Callable[[], None] | None = None
         self._controller_abort: Callable[[object], None] = controller.abort
+        self.fired = False
+        """Whether :attr:`signal` fired (a plain attribute: the per-chunk paths read it)."""
+        # First listener on the signal: every other one sees `fired` already set.
+        self.signal.add_listener(self._on_fired)
         if external is not None:
             self._remove_listener = external.add_listener(controller.abort)
-        # Wake a sleeping supervisor when the stream ends for any reason.
-        self.signal.add_listener(lambda _reason: self._poke())
+
+    def _on_fired(self, _reason: object) -> None:
+        self.fired = True
+        self._poke()  # wake a sleeping supervisor: the stream ends
 
     @property
     def opened(self) -> bool:
@@ -156,14 +164,13 @@ class StreamWatchdog:
     def next_deadline_ms(self) -> float | None:
         """The clock reading at which :meth:`check` would next fire, or ``None`` when nothing is armed
         (not opened, already fired, or disposed). While paused only the total cap is armed."""
-        if self._opened_at is None or self._disposed or self.signal.aborted:
+        if self._opened_at is None or self._disposed or self.fired:
             return None
         idle = self._idle_budget()
         deadline = None if idle is None else self._idle_since + idle
-        if self._total_ms is not None:
-            cap = self._opened_at + self._total_ms
-            if deadline is None or cap < deadline:
-                deadline = cap
+        cap = self._cap
+        if cap is not None and (deadline is None or cap < deadline):
+            deadline = cap
         return deadline
 
     @property
@@ -178,11 +185,13 @@ class StreamWatchdog:
 
     def open(self) -> None:
         """The stream is established: arm the first-token budget and the total cap. Once only."""
-        if self._disposed or self.signal.aborted:
+        if self._disposed or self.fired:
             return
         if self._opened_at is not None:
             raise ProtocolError("StreamWatchdog.open() called twice; build one watchdog per attempt")
         self._opened_at = self._idle_since = self._clock()
+        if self._total_ms is not None:
+            self._cap = self._opened_at + self._total_ms
         self._poke()
 
     def observed_chunk(self, kind: ChunkKind) -> None:
@@ -191,7 +200,7 @@ class StreamWatchdog:
         progress and re-arms nothing. A no-op once the watchdog fired or was disposed."""
         if kind not in _CHUNK_KINDS:
             raise UsageError(f"chunk kind must be 'answer', 'reasoning' or 'none', got {kind!r}")
-        if self._disposed or self.signal.aborted:
+        if self._disposed or self.fired:
             return
         if self._opened_at is None:
             # Without open() no budget is armed, and the stream would run unwatched while looking
@@ -209,14 +218,15 @@ class StreamWatchdog:
         else:
             self._reasoning_chunks += 1
             self._answer_mode = False
-        self._wake_if_earlier()
+        if self._wake is not None and paused_at is None:
+            self._wake_if_earlier()  # while paused no idle budget runs: resume() decides
 
     def observed_progress(self) -> None:
         """Bytes arrived that complete no chunk yet (a large event still arriving): the provider is
         not silent, so the idle budget of the current mode restarts from now, without counting a
         chunk or changing mode. Keep-alives are not progress: do not report them. A no-op once the
         watchdog fired or was disposed."""
-        if self._disposed or self.signal.aborted:
+        if self._disposed or self.fired:
             return
         if self._opened_at is None:
             raise ProtocolError("StreamWatchdog.observed_progress() before open()")
@@ -227,7 +237,7 @@ class StreamWatchdog:
         """The consumer holds what the stream produced: stop the idle clock (first-token and
         inter-chunk) until :meth:`resume`. The total cap keeps counting. Idempotent; a no-op once
         the watchdog fired or was disposed."""
-        if self._disposed or self.signal.aborted or self._paused_at is not None:
+        if self._disposed or self.fired or self._paused_at is not None:
             return
         if self._opened_at is None:
             raise ProtocolError("StreamWatchdog.pause() before open()")
@@ -240,25 +250,32 @@ class StreamWatchdog:
         if paused_at is None:
             return
         self._paused_at = None
-        self._idle_since += self._clock() - paused_at
-        if not (self._disposed or self.signal.aborted):
-            self._wake_if_earlier()
+        idle_since = self._idle_since = self._idle_since + self._clock() - paused_at
+        if self._wake is not None and not (self._disposed or self.fired):
+            # _wake_if_earlier() inline: this runs before every read of the stream.
+            budget = self._inter_chunk_ms if self._answer_mode else self._first_token_ms
+            deadline = self._cap if budget is None else idle_since + budget
+            target = self._target
+            if deadline is not None and (target is None or deadline < target):
+                self._poke()
 
     def _wake_if_earlier(self) -> None:
         # Only a deadline earlier than the one a sleeping supervisor waits for (the first answer
         # chunk after a generous wait, a resume after it re-slept on the total cap alone) needs it
         # woken; a later one is found when it wakes anyway, so steady streaming costs no wakes.
-        if self._wake is None:
-            return
-        deadline = self.next_deadline_ms
-        if deadline is not None and (self._target is None or deadline < self._target):
+        # The supervisor's target is min(idle deadline then, cap) <= cap, so only the idle
+        # deadline can come earlier (the cap never moves): that is the one compare made here.
+        budget = self._inter_chunk_ms if self._answer_mode else self._first_token_ms
+        deadline = self._cap if budget is None else self._idle_since + budget
+        target = self._target
+        if deadline is not None and (target is None or deadline < target):
             self._poke()
 
     def check(self) -> StreamStall | None:
         """Compare the armed budgets with the clock now; on the first one exceeded, record the stall
         and fire :attr:`signal`. Returns the stall recorded so far (``None`` while healthy, and always
         ``None`` after the external signal fired or the watchdog was disposed without a stall)."""
-        if self._stall is not None or self._disposed or self.signal.aborted:
+        if self._stall is not None or self._disposed or self.fired:
             return self._stall
         deadline = self.next_deadline_ms
         if deadline is None:
@@ -323,7 +340,7 @@ class StreamWatchdog:
         reading it).
         """
         try:
-            while not (self._disposed or self.signal.aborted):
+            while not (self._disposed or self.fired):
                 event = anyio.Event()
                 self._wake = event.set
                 try:

@@ -20,6 +20,7 @@ from ._messages import (
     FilePart,
     ImagePart,
     Message,
+    ProviderItemPart,
     ReasoningPart,
     SystemMessage,
     TextPart,
@@ -156,8 +157,11 @@ def _part_to_openai(part: ContentPart) -> dict[str, Any]:
         if not file:
             raise TranscriptFormatError("a file part needs a url, inline data or a file_id")
         return {"type": "file", "file": file}
-    # Reasoning has no place in chat-completions dicts; keep it losslessly under our own type so a
-    # host that stores these dicts does not lose a signature (adapters decide what the wire sees).
+    # Reasoning and provider items have no place in chat-completions dicts; keep them losslessly
+    # under our own types ("reasoning", "provider_item") so a host that stores these dicts does not
+    # lose a signature or an item (adapters decide what the wire sees).
+    if isinstance(part, ProviderItemPart):
+        return dict(msgspec.to_builtins(part))
     return {"type": "reasoning", **msgspec.to_builtins(part)}
 
 
@@ -215,7 +219,7 @@ def messages_to_openai(messages: Iterable[Message]) -> list[dict[str, Any]]:
 
 def request_text(content: Content | None, where: str) -> str:
     """The text of content a request may carry only as text (every wire's system and tool content,
-    OpenAI chat's assistant content); reasoning parts are skipped, any other part raises
+    OpenAI chat's assistant content); reasoning parts and provider items are skipped, any other part raises
     :class:`TranscriptFormatError` naming ``where``."""
     if content is None:
         return ""
@@ -225,7 +229,7 @@ def request_text(content: Content | None, where: str) -> str:
     for p in content:
         if isinstance(p, TextPart):
             out.append(p.text)
-        elif not isinstance(p, ReasoningPart):
+        elif not isinstance(p, (ReasoningPart, ProviderItemPart)):
             raise TranscriptFormatError(
                 f"{where} carries only text on this wire, got a {type(p).__name__}")
     return "".join(out)
@@ -354,6 +358,11 @@ def _part_from_openai(raw: object, where: str) -> ContentPart:
             return msgspec.convert(dict(raw), ReasoningPart)
         except msgspec.ValidationError as exc:
             raise _fail(where, f"bad reasoning part: {exc}") from exc
+    if kind == "provider_item":
+        try:
+            return msgspec.convert(dict(raw), ProviderItemPart)
+        except msgspec.ValidationError as exc:
+            raise _fail(where, f"bad provider item part: {exc}") from exc
     raise _fail(where, f"unknown content part type {kind!r}")
 
 

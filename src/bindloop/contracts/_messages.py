@@ -20,6 +20,7 @@ __all__ = (
     "FilePart",
     "ImagePart",
     "Message",
+    "ProviderItemPart",
     "ReasoningPart",
     "Role",
     "SystemMessage",
@@ -83,7 +84,25 @@ class ReasoningPart(msgspec.Struct, frozen=True, kw_only=True, tag_field="type",
     id: str | None = None
 
 
-ContentPart: TypeAlias = TextPart | ImagePart | FilePart | ReasoningPart
+class ProviderItemPart(msgspec.Struct, frozen=True, kw_only=True, tag_field="type",
+                       tag="provider_item", omit_defaults=True):
+    """An output item of one wire that the canonical model does not model, carried opaquely so it
+    goes back to that wire as it came (OpenAI Responses' ``tool_search_call``, ``shell_call``,
+    ``custom_tool_call``, ``mcp_approval_request``, ...; Anthropic's ``compaction`` block).
+
+    ``wire`` names the wire that produced it (a :data:`~bindloop.wire.WireName`) and ``kind`` the
+    item's own ``type``; ``data`` is the item's JSON text exactly as received, which that wire
+    sends back byte for byte. Every other wire leaves the part out. bindloop never dispatches it:
+    an item the host must act on (a ``shell_call`` to run, an approval to answer) is the host's to
+    find in the assistant message."""
+
+    wire: str
+    kind: str
+    data: str
+    id: str | None = None
+
+
+ContentPart: TypeAlias = TextPart | ImagePart | FilePart | ReasoningPart | ProviderItemPart
 Content: TypeAlias = str | tuple[ContentPart, ...]
 
 
@@ -96,7 +115,7 @@ class ToolCall(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     arguments: str = "{}"
 
 
-_PARTS = (TextPart, ImagePart, FilePart, ReasoningPart)
+_PARTS = (TextPart, ImagePart, FilePart, ReasoningPart, ProviderItemPart)
 
 
 def _check_content(owner: str, content: object, *, optional: bool = False) -> None:
@@ -109,7 +128,7 @@ def _check_content(owner: str, content: object, *, optional: bool = False) -> No
     accepted = "a string, None" if optional else "a string"
     raise TranscriptFormatError(
         f"{owner}.content must be {accepted} or a tuple of content parts (TextPart, ImagePart, "
-        f"FilePart, ReasoningPart), got {_shown(content)}")
+        f"FilePart, ReasoningPart, ProviderItemPart), got {_shown(content)}")
 
 
 def _check_name(owner: str, field: str, value: object, *, optional: bool = True) -> None:

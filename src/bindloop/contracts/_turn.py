@@ -15,6 +15,7 @@ from ._messages import (
     Content,
     ContentPart,
     Message,
+    ProviderItemPart,
     ReasoningPart,
     TextPart,
     ToolCall,
@@ -30,6 +31,7 @@ __all__ = (
     "ToolTime",
     "TurnTimings",
     "TurnUsage",
+    "UsageIteration",
     "accumulate_auxiliary_spend",
     "accumulate_run",
     "accumulate_tool_call",
@@ -53,13 +55,35 @@ STOP_REASONS: tuple[StopReason, ...] = (
 )
 
 
+class UsageIteration(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One sampling pass of a single model call that the provider itemises (Anthropic's
+    server-side compaction summarises the conversation in a pass of its own before the answer).
+    ``kind`` is the provider's name for the pass (``"compaction"``, ``"message"``); the token
+    fields mean what they mean on :class:`TurnUsage`."""
+
+    kind: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
 class TurnUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """Tokens one model call consumed. ``cached_input_tokens`` is the provider-reported part of
-    ``input_tokens`` served from a prompt cache (a subset, not an addition)."""
+    """Tokens one model call consumed, as the provider bills them.
+
+    The details are parts of the two totals, never additions to them: ``cached_input_tokens``
+    (cache reads) and ``cache_write_tokens`` (input written to a prompt cache, which Anthropic
+    bills at a premium) are parts of ``input_tokens``; ``reasoning_tokens`` (thinking the model
+    did not show) is a part of ``output_tokens``. A provider that does not report a detail leaves it
+    0. ``iterations`` keeps the split of a call the provider ran in several passes; the totals are
+    then their sum."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
+    cache_write_tokens: int = 0
+    iterations: tuple[UsageIteration, ...] = ()
 
 
 class TurnTimings(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -74,6 +98,8 @@ class ModelTurnResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
 
     ``accept_message=False`` keeps a tolerated empty completion out of the transcript while its spend
     is still folded; the loop refuses the discard for a turn that requested tools.
+    ``provider_items`` are the wire's own output items the turn carries opaquely (see
+    :class:`~bindloop.contracts.ProviderItemPart`); they are never dispatched as tool calls.
     """
 
     text: str | None = None
@@ -83,12 +109,14 @@ class ModelTurnResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
     cost: int = 0
     finish_reason: str | None = None
     accept_message: bool = True
+    provider_items: tuple[ProviderItemPart, ...] = ()
 
     def to_message(self) -> AssistantMessage:
-        """The assistant message this turn appends: reasoning parts ahead of the text when present."""
+        """The assistant message this turn appends: reasoning parts, then provider items, ahead of
+        the text when present."""
         content: Content | None
-        if self.reasoning:
-            parts: list[ContentPart] = list(self.reasoning)
+        if self.reasoning or self.provider_items:
+            parts: list[ContentPart] = [*self.reasoning, *self.provider_items]
             if self.text:
                 parts.append(TextPart(text=self.text))
             content = tuple(parts)
@@ -121,23 +149,35 @@ class ToolTime(msgspec.Struct, frozen=True, kw_only=True):
     ms: float = 0.0
 
 
-class RunStats(msgspec.Struct, frozen=True, kw_only=True):
+def _tool_times() -> dict[str, ToolTime]:
+    # Not ``dict`` itself: msgspec omits an empty dict whose factory is ``dict``.
+    return {}
+
+
+class RunStats(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """What a run (or one invocation of it) did. Immutable; the ``accumulate_*`` folds return new values.
 
     ``turns`` counts model turns (never compactions), so it stays comparable with ``max_iterations``;
     ``tool_calls`` counts calls that ran (not ones an aborted batch prevented). ``tools`` is shared
-    between successive folds: treat it as read-only.
+    between successive folds: treat it as read-only. ``reasoning_tokens`` and
+    ``cache_write_tokens`` sum the turns' :class:`TurnUsage` details (parts of ``output_tokens``
+    and ``input_tokens``, as there).
     """
 
-    turns: int = 0
-    tool_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_input_tokens: int = 0
-    cost: int = 0
-    model_ms: float = 0.0
-    tool_ms: float = 0.0
-    tools: dict[str, ToolTime] = msgspec.field(default_factory=dict)
+    # The fields of the first release are always encoded (a factory default is never omitted),
+    # so reports and checkpoints keep their bytes; the usage details that came later are omitted
+    # while zero, so a run that never saw them encodes as it always did.
+    turns: int = msgspec.field(default_factory=int)
+    tool_calls: int = msgspec.field(default_factory=int)
+    input_tokens: int = msgspec.field(default_factory=int)
+    output_tokens: int = msgspec.field(default_factory=int)
+    cached_input_tokens: int = msgspec.field(default_factory=int)
+    cost: int = msgspec.field(default_factory=int)
+    model_ms: float = msgspec.field(default_factory=float)
+    tool_ms: float = msgspec.field(default_factory=float)
+    tools: dict[str, ToolTime] = msgspec.field(default_factory=_tool_times)
+    reasoning_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 
@@ -159,6 +199,8 @@ def accumulate_turn(stats: RunStats, usage: TurnUsage, *, cost: int = 0,
         model_ms=stats.model_ms + model_ms,
         tool_ms=stats.tool_ms,
         tools=stats.tools,
+        reasoning_tokens=stats.reasoning_tokens + usage.reasoning_tokens,
+        cache_write_tokens=stats.cache_write_tokens + usage.cache_write_tokens,
     )
 
 
@@ -175,6 +217,8 @@ def accumulate_auxiliary_spend(stats: RunStats, spend: AuxiliarySpend) -> RunSta
         model_ms=stats.model_ms + spend.model_ms,
         tool_ms=stats.tool_ms,
         tools=stats.tools,
+        reasoning_tokens=stats.reasoning_tokens + usage.reasoning_tokens,
+        cache_write_tokens=stats.cache_write_tokens + usage.cache_write_tokens,
     )
 
 
@@ -194,6 +238,8 @@ def accumulate_tool_call(stats: RunStats, name: str, ms: float) -> RunStats:
         model_ms=stats.model_ms,
         tool_ms=stats.tool_ms + ms,
         tools=tools,
+        reasoning_tokens=stats.reasoning_tokens,
+        cache_write_tokens=stats.cache_write_tokens,
     )
 
 
@@ -215,4 +261,6 @@ def accumulate_run(a: RunStats, b: RunStats) -> RunStats:
         model_ms=a.model_ms + b.model_ms,
         tool_ms=a.tool_ms + b.tool_ms,
         tools=dict(sorted(tools.items())),
+        reasoning_tokens=a.reasoning_tokens + b.reasoning_tokens,
+        cache_write_tokens=a.cache_write_tokens + b.cache_write_tokens,
     )

@@ -45,9 +45,14 @@ _CHAT_FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_calls",
 
 def _chat_usage(turn: ModelTurnResult) -> dict[str, Any]:
     u = turn.usage
-    return {"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens,
-            "total_tokens": u.input_tokens + u.output_tokens,
-            "prompt_tokens_details": {"cached_tokens": u.cached_input_tokens}}
+    out: dict[str, Any] = {"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens,
+                           "total_tokens": u.input_tokens + u.output_tokens,
+                           "prompt_tokens_details": {"cached_tokens": u.cached_input_tokens}}
+    if u.cache_write_tokens:  # as OpenRouter reports them
+        out["prompt_tokens_details"]["cache_write_tokens"] = u.cache_write_tokens
+    if u.reasoning_tokens:
+        out["completion_tokens_details"] = {"reasoning_tokens": u.reasoning_tokens}
+    return out
 
 
 def _chat_finish(turn: ModelTurnResult) -> str:
@@ -120,6 +125,8 @@ def _responses_body(turn: ModelTurnResult, model: str) -> dict[str, Any]:
                   "output_tokens": u.output_tokens,
                   "total_tokens": u.input_tokens + u.output_tokens},
     }
+    if u.reasoning_tokens:
+        body["usage"]["output_tokens_details"] = {"reasoning_tokens": u.reasoning_tokens}
     if turn.finish_reason == "length":
         body["incomplete_details"] = {"reason": "max_output_tokens"}
     return body
@@ -179,9 +186,9 @@ def _anthropic_blocks(turn: ModelTurnResult) -> list[dict[str, Any]]:
 
 def _anthropic_usage(turn: ModelTurnResult) -> dict[str, Any]:
     u = turn.usage
-    return {"input_tokens": max(0, u.input_tokens - u.cached_input_tokens),
+    return {"input_tokens": max(0, u.input_tokens - u.cached_input_tokens - u.cache_write_tokens),
             "cache_read_input_tokens": u.cached_input_tokens,
-            "cache_creation_input_tokens": 0, "output_tokens": u.output_tokens}
+            "cache_creation_input_tokens": u.cache_write_tokens, "output_tokens": u.output_tokens}
 
 
 def _anthropic_stop(turn: ModelTurnResult) -> str:
@@ -271,9 +278,13 @@ def _gemini_parts(turn: ModelTurnResult) -> list[dict[str, Any]]:
 
 def _gemini_usage(turn: ModelTurnResult) -> dict[str, Any]:
     u = turn.usage
-    return {"promptTokenCount": u.input_tokens, "candidatesTokenCount": u.output_tokens,
-            "cachedContentTokenCount": u.cached_input_tokens,
-            "totalTokenCount": u.input_tokens + u.output_tokens}
+    out = {"promptTokenCount": u.input_tokens,
+           "candidatesTokenCount": u.output_tokens - u.reasoning_tokens,
+           "cachedContentTokenCount": u.cached_input_tokens,
+           "totalTokenCount": u.input_tokens + u.output_tokens}
+    if u.reasoning_tokens:  # Gemini reports thoughts apart from the candidates' tokens
+        out["thoughtsTokenCount"] = u.reasoning_tokens
+    return out
 
 
 def _gemini_body(turn: ModelTurnResult, model: str) -> dict[str, Any]:

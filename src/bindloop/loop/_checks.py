@@ -17,6 +17,7 @@ from ..contracts import (
     FilePart,
     ModelTurnResult,
     ImagePart,
+    ProviderItemPart,
     ReasoningPart,
     SystemMessage,
     TextPart,
@@ -44,7 +45,7 @@ __all__ = (
     "check_usage",
 )
 
-_PART_TYPES = (TextPart, ImagePart, FilePart, ReasoningPart)
+_PART_TYPES = (TextPart, ImagePart, FilePart, ReasoningPart, ProviderItemPart)
 _MESSAGE_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
 _SUSPEND_MODES = ("waiting_for_reply", "resuming_later")
 
@@ -113,9 +114,12 @@ def check_usage(usage: object, where: str, error: type[UsageError] = PortContrac
     # `type(v) is int` is the fast path (and excludes bool); anything else gets the full check.
     if (type(usage.input_tokens) is int and usage.input_tokens >= 0
             and type(usage.output_tokens) is int and usage.output_tokens >= 0
-            and type(usage.cached_input_tokens) is int and usage.cached_input_tokens >= 0):
+            and type(usage.cached_input_tokens) is int and usage.cached_input_tokens >= 0
+            and type(usage.reasoning_tokens) is int and usage.reasoning_tokens >= 0
+            and type(usage.cache_write_tokens) is int and usage.cache_write_tokens >= 0):
         return
-    for field in ("input_tokens", "output_tokens", "cached_input_tokens"):
+    for field in ("input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens",
+                  "cache_write_tokens"):
         value = getattr(usage, field)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise error(f"{where}.{field} must be a non-negative int, got {value!r}")

@@ -5,7 +5,7 @@ The agent's ``on_stream`` events reach an encoder through one adapter, :func:`ag
 which splits an agent event into ``(turn_index, event)`` with ``event`` a completion event or an
 agent-only kind. Everything past that adapter is written against the completion events and the
 agent-only kinds' own fields (never their ``turn_index``), and the encoders import those kinds from
-here: a change of the agent event shape (an envelope ``{turn_index, event}``) changes this module.
+here: a change of the agent event shape changes this module only.
 """
 
 from __future__ import annotations
@@ -16,28 +16,14 @@ import msgspec
 
 from ..agent import (
     AgentStreamEvent,
-    ErrorStreamEvent,
-    ExtraStreamEvent,
-    ReasoningStreamEvent,
     StructuredDataEvent,
-    TextStreamEvent,
     ToolCallDoneEvent,
-    ToolCallStreamEvent,
     TurnDoneEvent,
+    TurnFailedEvent,
     TurnStartEvent,
-    UsageStreamEvent,
 )
-from ..completion import (
-    ExtraEvent,
-    ReasoningEvent,
-    StreamEvent,
-    TextEvent,
-    ToolCallEvent,
-    TurnResetEvent,
-    TurnTextEvent,
-    UsageEvent,
-)
-from ..contracts import ReasoningPart, ToolError, ToolResult, ToolSuspend
+from ..completion import StreamEvent, TurnResetEvent, TurnTextEvent
+from ..contracts import ToolError, ToolResult, ToolSuspend
 
 __all__ = (
     "AgentOnlyEvent",
@@ -101,9 +87,6 @@ class StateDeltaEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type
     patch: tuple[dict[str, Any], ...]
 
 
-TurnFailedEvent = ErrorStreamEvent
-"""The agent's "this turn failed" kind, under the name the encoders use."""
-
 AgentOnlyEvent: TypeAlias = (
     TurnStartEvent | ToolCallDoneEvent | StructuredDataEvent | TurnDoneEvent | TurnFailedEvent
 )
@@ -119,17 +102,6 @@ kind or a host-level fact."""
 
 
 def agent_event_input(event: AgentStreamEvent) -> tuple[int, EncoderInput]:
-    """The one adapter from the agent's stream events: ``(turn_index, event)``, where the agent's
-    mirrors of the completion events become those events and the agent-only kinds pass through."""
-    turn = event.turn_index
-    if isinstance(event, TextStreamEvent):
-        return turn, TextEvent(content=event.delta)
-    if isinstance(event, ReasoningStreamEvent):
-        return turn, ReasoningEvent(part=ReasoningPart(text=event.delta))
-    if isinstance(event, ToolCallStreamEvent):
-        return turn, ToolCallEvent(tool_call=event.chunk)
-    if isinstance(event, UsageStreamEvent):
-        return turn, UsageEvent(usage=event.usage)
-    if isinstance(event, ExtraStreamEvent):
-        return turn, ExtraEvent(extra=event.extra)
-    return turn, event
+    """The one adapter from the agent's stream events: the envelope's ``(turn_index, event)``, the
+    event being a completion event as the model streamed it or an agent-only kind."""
+    return event.turn_index, event.event

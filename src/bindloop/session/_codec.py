@@ -107,7 +107,8 @@ def _ms(value: object, field: str) -> None:
 
 
 def _check_stats(stats: RunStats, field: str) -> None:
-    for name in ("turns", "tool_calls", "input_tokens", "output_tokens", "cached_input_tokens"):
+    for name in ("turns", "tool_calls", "input_tokens", "output_tokens", "cached_input_tokens",
+                 "reasoning_tokens", "cache_write_tokens"):
         _count(getattr(stats, name), f"{field}.{name}")
     if isinstance(stats.cost, bool) or not isinstance(stats.cost, int):
         raise CheckpointFormatError(f"{field}.cost", "expected an integer in the host's unit")

@@ -10,6 +10,7 @@ from ..contracts import (
     Content,
     FilePart,
     ImagePart,
+    ProviderItemPart,
     ReasoningPart,
     TextPart,
     ToolMessage,
@@ -23,7 +24,7 @@ from ._schema import CheckpointStatus, LoopCheckpoint
 
 __all__ = ("CheckpointInput", "CheckpointReply", "CheckpointWake", "apply_checkpoint_input")
 
-_PART_TYPES = (TextPart, ImagePart, FilePart, ReasoningPart)
+_PART_TYPES = (TextPart, ImagePart, FilePart, ReasoningPart, ProviderItemPart)
 
 
 class CheckpointReply(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind", tag="reply"):

@@ -36,6 +36,8 @@ from ._sse import SseDecoder as SseDecoder, SseEvent as SseEvent
 from ._stream import WireStream as WireStream, decode_stream as decode_stream
 from ._transport import Transport as Transport, TransportResponse as TransportResponse
 from ._types import (
+    ANTHROPIC_CACHE_BREAKPOINTS as ANTHROPIC_CACHE_BREAKPOINTS,
+    CachePolicy as CachePolicy,
     ForcedTool as ForcedTool,
     Headers as Headers,
     HttpRequest as HttpRequest,
@@ -49,8 +51,10 @@ from ._types import (
 )
 
 __all__ = (
+    "ANTHROPIC_CACHE_BREAKPOINTS",
     "WIRE_NAMES",
     "AnthropicAdapter",
+    "CachePolicy",
     "ForcedTool",
     "GeminiAdapter",
     "Headers",

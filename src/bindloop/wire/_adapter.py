@@ -30,7 +30,7 @@ from ..errors import UsageError
 from ..signal import AbortSignal
 from ._call import Call, cancelled, open_call
 from ._retry import RetryPolicy
-from ._stream import WireStream, chunk_kind
+from ._stream import WireStream
 from ._transport import Transport
 from ._types import HttpRequest, WireAdapter, WireOptions
 
@@ -270,12 +270,7 @@ async def _events(call: Call, stream: WireStream, chunks: AsyncIterator[bytes],
     through the consumer to the call's scope, which turns it into the reason."""
     watchdog = call.watchdog
     while (chunk := await call.read(chunks)) is not None:
-        events = stream.feed(chunk)
-        if not events and stream.grew:
-            watchdog.observed_progress()  # a large event still arriving
-        else:
-            watchdog.observed_chunk(chunk_kind(events))
-        for event in events:
+        for event in stream.feed_watched(chunk, watchdog):
             # An in-stream error may echo a credential. The decoders make exact ErrorEvents, and
             # the type check costs a tenth of isinstance() on this per-event path.
             if type(event) is ErrorEvent:

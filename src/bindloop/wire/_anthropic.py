@@ -5,7 +5,8 @@ position in the conversation is not). Consecutive tool results — and user mess
 them — are grouped into one user message, since every ``tool_result`` must sit in the user turn right
 after its ``tool_use``; the results go first in that turn, as the API requires. Thinking and redacted thinking blocks are echoed with their signatures, as
 the reasoning policy allows. Usage: ``input_tokens`` counts cache reads and writes too (Anthropic
-reports them apart), and ``cached_input_tokens`` is the cache reads.
+reports them apart), ``cached_input_tokens`` is the cache reads and ``cache_write_tokens`` the
+writes; with server-side compaction the totals are the sum of ``usage.iterations``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ..completion import (
     ErrorEvent,
     FinishEvent,
     FinishReason,
+    ProviderItemEvent,
     ReasoningEvent,
     StreamEvent,
     TextEvent,
@@ -30,31 +32,25 @@ from ..completion import (
     collect_turn,
 )
 from ..contracts import (
-    AssistantMessage,
-    ContentPart,
-    FilePart,
-    ImagePart,
     Message,
     ModelTurnResult,
+    ProviderItemPart,
     ReasoningPart,
     SystemMessage,
-    TextPart,
     ToolDefinition,
-    ToolMessage,
     TurnUsage,
-    UserMessage,
+    UsageIteration,
 )
+from ._anthropic_request import cache_breakpoints, message_blocks, results_first, tool_choice
 from ._common import (
     JSON_HEADERS,
     SSE_ACCEPT,
     body_snippet,
     classify,
-    decode_arguments,
     decode_error_body,
     decode_json,
     encode_body,
     finish_reason,
-    inline_media_type,
     parts_of,
     prepare_history,
     str_field,
@@ -63,7 +59,7 @@ from ._common import (
 )
 from ._errors import IncompleteStreamError, ProviderHttpError, WireRequestError
 from ._sse import SseEvent
-from ._types import ForcedTool, Headers, HttpRequest, WireName, WireOptions
+from ._types import Headers, HttpRequest, WireName, WireOptions
 
 __all__ = ("AnthropicAdapter", "classify_anthropic_error")
 
@@ -85,6 +81,8 @@ class _Block(msgspec.Struct):
     id: str | None = None
     name: str | None = None
     input: Any = None
+    content: Any = None  # a compaction block's summary (a server tool result's list, unread)
+    encrypted_content: Any = None
 
 
 class _Delta(msgspec.Struct):
@@ -94,6 +92,16 @@ class _Delta(msgspec.Struct):
     thinking: str | None = None
     signature: str | None = None
     stop_reason: str | None = None
+    content: Any = None  # compaction_delta
+    encrypted_content: Any = None
+
+
+class _Iteration(msgspec.Struct):
+    type: str = ""
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
 
 
 class _Usage(msgspec.Struct):
@@ -101,6 +109,7 @@ class _Usage(msgspec.Struct):
     output_tokens: int | None = None
     cache_read_input_tokens: int | None = None
     cache_creation_input_tokens: int | None = None
+    iterations: list[_Iteration] | None = None
 
 
 class _Message(msgspec.Struct):
@@ -121,15 +130,51 @@ class _Event(msgspec.Struct):
 
 
 _EVENT = msgspec.json.Decoder(_Event)
+_decode_event = _EVENT.decode
 _MESSAGE = msgspec.json.Decoder(_Message)
 
 
+_USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens",
+                 "cache_creation_input_tokens", "iterations")
+
+
+def _merged(base: _Usage | None, update: _Usage) -> _Usage:
+    """``update`` over ``base``, field by field: a ``message_delta``'s usage is cumulative and may
+    carry only the output count (older streams) or every count (newer ones, where the input count
+    can differ from ``message_start``'s), so each count reported last is the one that stands."""
+    if base is None:
+        return update
+    return _Usage(**{f: getattr(update, f) if getattr(update, f) is not None else getattr(base, f)
+                     for f in _USAGE_FIELDS})
+
+
+def _iteration(it: _Iteration) -> UsageIteration:
+    read = it.cache_read_input_tokens or 0
+    created = it.cache_creation_input_tokens or 0
+    return UsageIteration(kind=it.type or "unknown",
+                          input_tokens=(it.input_tokens or 0) + read + created,
+                          output_tokens=it.output_tokens or 0, cached_input_tokens=read,
+                          cache_write_tokens=created)
+
+
 def _usage(u: _Usage) -> TurnUsage:
+    """What the call is billed: cache reads and writes are input the API counts apart, so they are
+    added into ``input_tokens`` (and kept as the details). With server-side compaction the
+    top-level counts are the answer's pass only and ``iterations`` itemises every pass: the bill,
+    and so the totals, are the passes' sum."""
+    if u.iterations:
+        passes = tuple(_iteration(it) for it in u.iterations)
+        return TurnUsage(input_tokens=sum(p.input_tokens for p in passes),
+                         output_tokens=sum(p.output_tokens for p in passes),
+                         cached_input_tokens=sum(p.cached_input_tokens for p in passes),
+                         cache_write_tokens=sum(p.cache_write_tokens for p in passes),
+                         iterations=passes)
     read = u.cache_read_input_tokens or 0
     created = u.cache_creation_input_tokens or 0
     inp = u.input_tokens
     return TurnUsage(input_tokens=(inp + read + created) if inp is not None else 0,
-                     output_tokens=u.output_tokens or 0, cached_input_tokens=read)
+                     output_tokens=u.output_tokens or 0, cached_input_tokens=read,
+                     cache_write_tokens=created)
 
 
 class AnthropicAdapter:
@@ -162,7 +207,7 @@ class AnthropicAdapter:
                 if text:
                     system.append({"type": "text", "text": text})
                 continue
-            role, blocks = _blocks(m)
+            role, blocks = message_blocks(m)
             if not blocks:
                 continue
             if turns and turns[-1]["role"] == role:
@@ -171,7 +216,10 @@ class AnthropicAdapter:
                 turns.append({"role": role, "content": blocks})
         for turn in turns:
             if turn["role"] == "user":
-                turn["content"] = _results_first(turn["content"])
+                turn["content"] = results_first(turn["content"])
+        tool_defs = [self._tool(t) for t in tools]
+        if options.cache is not None:
+            cache_breakpoints(options.cache, system, tool_defs, turns)
         body: dict[str, Any] = {
             "model": options.model,
             "max_tokens": options.max_tokens if options.max_tokens is not None
@@ -180,9 +228,9 @@ class AnthropicAdapter:
         if system:
             body["system"] = system
         body["messages"] = turns
-        if tools:
-            body["tools"] = [self._tool(t) for t in tools]
-        choice = _tool_choice(options)
+        if tool_defs:
+            body["tools"] = tool_defs
+        choice = tool_choice(options)
         if choice is not None and (tools or choice["type"] == "none"):
             body["tool_choice"] = choice
         if options.reasoning is not None:
@@ -230,18 +278,9 @@ class AnthropicAdapter:
     def response_events(self, body: bytes) -> list[StreamEvent]:
         msg: _Message = decode_json(body, _MESSAGE, "a message")
         events: list[StreamEvent] = []
-        for index, block in enumerate(msg.content or ()):
-            if block.type == "text" and block.text:
-                events.append(TextEvent(content=block.text))
-            elif block.type in ("thinking", "redacted_thinking"):
-                events.append(_reasoning(index, block, msg.model))
-            elif block.type == "tool_use":
-                events.append(ToolCallEvent(tool_call=ToolCallChunk(
-                    index=index, id=block.id, name=block.name or "",
-                    arguments=_ENCODE.encode(block.input if block.input is not None else {}).decode(),
-                )))
+        _whole_blocks(msg, events)
         if msg.usage is not None:
-            events.append(UsageEvent(usage=_usage(msg.usage)))
+            events.append(UsageEvent(usage=_usage(msg.usage), snapshot=True))
         reason = finish_reason(msg.stop_reason, _FINISH)
         if reason is not None:
             events.append(FinishEvent(finish_reason=reason))
@@ -253,6 +292,36 @@ class AnthropicAdapter:
     def classify_error(self, status: int, headers: Headers, body: bytes, *,
                        now: Clock | None = None) -> ProviderHttpError:
         return classify_anthropic_error(status, headers, decode_error_body(body), body, now=now)
+
+
+def _input_text(value: Any) -> str:
+    return _ENCODE.encode(value if value is not None else {}).decode()
+
+
+def _compaction(index: int, content: Any, encrypted: Any) -> ProviderItemEvent:
+    """A server-side compaction block, carried opaquely: the next request must send it back (the
+    API drops everything before it), and the canonical turn has no place of its own for it."""
+    block: dict[str, Any] = {"type": "compaction", "content": content}
+    if encrypted is not None:
+        block["encrypted_content"] = encrypted
+    return ProviderItemEvent(index=index, part=ProviderItemPart(
+        wire="anthropic", kind="compaction", data=_ENCODE.encode(block).decode()))
+
+
+def _whole_blocks(msg: _Message, out: list[StreamEvent]) -> None:
+    """The events of blocks that arrive complete: a whole message's content, or content already
+    in a stream's ``message_start`` (programmatic tool calling answers a turn that way: the
+    ``tool_use`` and ``stop_reason`` sit in ``message_start``, and ``message_stop`` follows)."""
+    for index, block in enumerate(msg.content or ()):
+        if block.type == "text" and block.text:
+            out.append(TextEvent(content=block.text))
+        elif block.type in ("thinking", "redacted_thinking"):
+            out.append(_reasoning(index, block, msg.model))
+        elif block.type == "tool_use":
+            out.append(ToolCallEvent(tool_call=ToolCallChunk(
+                index=index, id=block.id, name=block.name or "", arguments=_input_text(block.input))))
+        elif block.type == "compaction":
+            out.append(_compaction(index, block.content, block.encrypted_content))
 
 
 def _reasoning(index: int, block: _Block, model: str | None) -> ReasoningEvent:
@@ -274,14 +343,18 @@ class _AnthropicStreamDecoder:
     blocks. The answer text around them (with its citations, which the canonical turn has no
     place for) is kept as text."""
 
-    __slots__ = ("_args", "_done", "_model", "_server", "_tools")
+    __slots__ = ("_args", "_compactions", "_done", "_inputs", "_model", "_server", "_tools",
+                 "_usage")
 
     def __init__(self) -> None:
         self._done = False
         self._model: str | None = None
         self._tools: set[int] = set()
         self._args: set[int] = set()
+        self._inputs: dict[int, str] = {}  # input that arrived whole on content_block_start
         self._server: set[int] = set()  # block indexes of server-run tool calls
+        self._usage: _Usage | None = None  # the counts reported so far, each field's last value
+        self._compactions: dict[int, tuple[list[str], list[Any]]] = {}  # summary, encrypted
 
     def decode(self, events: Sequence[SseEvent]) -> list[StreamEvent]:
         out: list[StreamEvent] = []
@@ -293,7 +366,10 @@ class _AnthropicStreamDecoder:
     def _event(self, sse: SseEvent, out: list[StreamEvent]) -> None:
         if self._done or not sse.data:
             return
-        ev: _Event = decode_json(sse.data, _EVENT, "an Anthropic stream event")
+        try:  # decode_json() inline: one call fewer per event on the hot path
+            ev: _Event = _decode_event(sse.data)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            ev = decode_json(sse.data, _EVENT, "an Anthropic stream event")  # raises why
         kind = ev.type
         if kind == "content_block_delta":
             d = ev.delta
@@ -312,6 +388,13 @@ class _AnthropicStreamDecoder:
                     out.append(ReasoningEvent(index=ev.index, part=ReasoningPart(text=d.thinking,
                                                                                  provider="anthropic",
                                                                                  model=self._model)))
+            elif d.type == "compaction_delta":
+                pending = self._compactions.get(ev.index)
+                if pending is not None:
+                    if isinstance(d.content, str):
+                        pending[0].append(d.content)
+                    if d.encrypted_content is not None:
+                        pending[1][:] = [d.encrypted_content]
             elif d.type == "signature_delta":
                 out.append(ReasoningEvent(index=ev.index, part=ReasoningPart(signature=d.signature,
                                                                              provider="anthropic",
@@ -324,22 +407,42 @@ class _AnthropicStreamDecoder:
                 out.append(_reasoning(ev.index, block, self._model))
             elif block.type == "tool_use":
                 self._tools.add(ev.index)
+                if block.input:
+                    # The input may arrive whole here, with no input_json_delta after it.
+                    self._inputs[ev.index] = _input_text(block.input)
                 out.append(ToolCallEvent(tool_call=ToolCallChunk(
                     index=ev.index, id=block.id, name=block.name)))
             elif block.type in _SERVER_BLOCKS:
                 self._server.add(ev.index)
+            elif block.type == "compaction":
+                self._compactions[ev.index] = (
+                    [block.content] if isinstance(block.content, str) else [],
+                    [] if block.encrypted_content is None else [block.encrypted_content])
         elif kind == "content_block_stop":
+            pending = self._compactions.pop(ev.index, None)
+            if pending is not None:
+                out.append(_compaction(ev.index, "".join(pending[0]),
+                                       pending[1][0] if pending[1] else None))
             if ev.index in self._tools and ev.index not in self._args:
-                # A tool without parameters streams no JSON at all; its input is {}.
-                out.append(ToolCallEvent(tool_call=ToolCallChunk(index=ev.index,
-                                                                  arguments="{}")))
+                # No input_json_delta came: the input is the block's own (a tool without
+                # parameters streams no JSON at all, and its input is {}).
+                self._args.add(ev.index)
+                out.append(ToolCallEvent(tool_call=ToolCallChunk(
+                    index=ev.index, arguments=self._inputs.get(ev.index, "{}"))))
         elif kind == "message_start" and ev.message is not None:
-            self._model = ev.message.model
-            if ev.message.usage is not None:
-                out.append(UsageEvent(usage=_usage(ev.message.usage)))
+            msg = ev.message
+            self._model = msg.model
+            _whole_blocks(msg, out)
+            if msg.usage is not None:
+                self._usage = _merged(self._usage, msg.usage)
+                out.append(UsageEvent(usage=_usage(self._usage), snapshot=True))
+            reason = finish_reason(msg.stop_reason, _FINISH)
+            if reason is not None:
+                out.append(FinishEvent(finish_reason=reason))
         elif kind == "message_delta":
             if ev.usage is not None:
-                out.append(UsageEvent(usage=_usage(ev.usage)))
+                self._usage = _merged(self._usage, ev.usage)
+                out.append(UsageEvent(usage=_usage(self._usage), snapshot=True))
             if ev.delta is not None and ev.delta.stop_reason is not None:
                 reason = finish_reason(ev.delta.stop_reason, _FINISH)
                 assert reason is not None
@@ -355,107 +458,6 @@ class _AnthropicStreamDecoder:
         if not self._done:
             raise IncompleteStreamError("the Anthropic stream ended before message_stop")
         return []
-
-
-# -- requests: messages --------------------------------------------------------------------------
-
-def _tool_choice(options: WireOptions) -> dict[str, Any] | None:
-    choice = options.tool_choice
-    out: dict[str, Any]
-    if choice is None:
-        if options.parallel_tool_calls is False:
-            return {"type": "auto", "disable_parallel_tool_use": True}
-        return None
-    if isinstance(choice, ForcedTool):
-        out = {"type": "tool", "name": choice.name}
-    elif choice == "required":
-        out = {"type": "any"}
-    else:
-        out = {"type": choice}
-    if options.parallel_tool_calls is False and out["type"] != "none":
-        out["disable_parallel_tool_use"] = True
-    return out
-
-
-def _results_first(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A merged user turn with its ``tool_result`` blocks moved to the front, each group in its
-    own order: the API refuses a turn where text or an image precedes a tool result (user text
-    sent between a ``tool_use`` and its result lands in the same turn)."""
-    results = [b for b in blocks if b["type"] == "tool_result"]
-    if not results or len(results) == len(blocks):
-        return blocks
-    return results + [b for b in blocks if b["type"] != "tool_result"]
-
-
-def _tool_input(arguments: str) -> object:
-    value = decode_arguments(arguments)
-    # The wire needs an object; keep what the model actually sent visible rather than dropping it.
-    return value if value is not None else {"_raw_arguments": arguments}
-
-
-def _blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
-    if isinstance(m, UserMessage):
-        return "user", [_content_block(p) for p in parts_of(m.content)
-                        if not isinstance(p, ReasoningPart)]
-    if isinstance(m, AssistantMessage):
-        blocks: list[dict[str, Any]] = []
-        for p in parts_of(m.content):
-            if isinstance(p, ReasoningPart):
-                if p.redacted:
-                    blocks.append({"type": "redacted_thinking", "data": p.data or ""})
-                else:
-                    blocks.append({"type": "thinking", "thinking": p.text,
-                                   "signature": p.signature or ""})
-            elif isinstance(p, TextPart):
-                if p.text:  # the API refuses empty text blocks
-                    blocks.append({"type": "text", "text": p.text})
-            else:
-                raise WireRequestError(
-                    f"an assistant message carries only text here, got {type(p).__name__}")
-        for call in m.tool_calls:
-            blocks.append({"type": "tool_use", "id": call.id, "name": call.name,
-                           "input": _tool_input(call.arguments)})
-        return "assistant", blocks
-    if isinstance(m, ToolMessage):
-        parts = parts_of(m.content)
-        content: str | list[dict[str, Any]]
-        if all(isinstance(p, TextPart) for p in parts):
-            content = "".join(p.text for p in parts if isinstance(p, TextPart))
-        else:
-            content = [_content_block(p) for p in parts if not isinstance(p, ReasoningPart)]
-        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id,
-                                 "content": content}
-        if m.is_error:
-            block["is_error"] = True
-        return "user", [block]
-    raise WireRequestError(f"not a message: {type(m).__name__}")
-
-
-def _content_block(p: ContentPart) -> dict[str, Any]:
-    if isinstance(p, TextPart):
-        return {"type": "text", "text": p.text}
-    if isinstance(p, ImagePart):
-        if p.data is not None:
-            source = {"type": "base64", "media_type": inline_media_type(p), "data": p.data}
-        elif p.url is not None:
-            source = {"type": "url", "url": p.url}
-        else:
-            raise WireRequestError("an image part needs a url or inline data")
-        return {"type": "image", "source": source}
-    if isinstance(p, FilePart):
-        if p.file_id is not None:
-            doc = {"type": "file", "file_id": p.file_id}
-        elif p.data is not None:
-            doc = {"type": "base64", "media_type": inline_media_type(p), "data": p.data}
-        elif p.url is not None:
-            doc = {"type": "url", "url": p.url}
-        else:
-            raise WireRequestError("a file part needs a file_id, inline data or a url")
-        out: dict[str, Any] = {"type": "document", "source": doc}
-        if p.filename:
-            out["title"] = p.filename
-        return out
-    raise WireRequestError(f"cannot send a {type(p).__name__} in a user turn")
 
 
 # -- errors --------------------------------------------------------------------------------------

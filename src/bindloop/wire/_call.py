@@ -111,7 +111,7 @@ class Call:
     async def read(self, chunks: AsyncIterator[bytes]) -> bytes | None:
         """The next body chunk (``None`` at EOF), the idle clock running only while it is awaited."""
         watchdog = self.watchdog
-        if watchdog.signal.aborted:  # fired while the consumer held the last events
+        if watchdog.fired:  # fired while the consumer held the last events
             raise self.torn_down()
         watchdog.resume()
         self.waiting = True

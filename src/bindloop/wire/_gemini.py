@@ -14,7 +14,6 @@ response's ``responseId`` (``<responseId>_<n>``), so ids stay unique across turn
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -40,6 +39,7 @@ from ..contracts import (
     ImagePart,
     Message,
     ModelTurnResult,
+    ProviderItemPart,
     ReasoningPart,
     SystemMessage,
     TextPart,
@@ -50,8 +50,6 @@ from ..contracts import (
 )
 from ._common import (
     JSON_HEADERS,
-    body_snippet,
-    classify,
     decode_arguments,
     decode_error_body,
     decode_json,
@@ -59,13 +57,18 @@ from ._common import (
     inline_media_type,
     parts_of,
     prepare_history,
-    str_field,
     text_of,
     tool_parameters,
 )
-from ._errors import IncompleteStreamError, ProviderHttpError, WireRequestError
-from ._sse import SseEvent
+from ._errors import (
+    IncompleteStreamError,
+    ProviderHttpError,
+    WireRequestError,
+)
+from ._gemini_calls import FunctionCall, StreamedCall
+from ._gemini_errors import classify_gemini_error
 from ._secrets import scrub_shapes
+from ._sse import SseEvent
 from ._types import ForcedTool, Headers, HttpRequest, WireName, WireOptions
 
 __all__ = ("GeminiAdapter", "classify_gemini_error", "gemini_schema")
@@ -122,17 +125,11 @@ def gemini_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-class _FunctionCall(msgspec.Struct):
-    name: str = ""
-    args: Any = None
-    id: str | None = None
-
-
 class _Part(msgspec.Struct):
     text: str | None = None
     thought: bool = False
     thoughtSignature: str | None = None  # noqa: N815 - wire name
-    functionCall: _FunctionCall | None = None  # noqa: N815
+    functionCall: FunctionCall | None = None  # noqa: N815
 
 
 class _Content(msgspec.Struct):
@@ -167,12 +164,16 @@ class _Response(msgspec.Struct):
 
 
 _RESPONSE = msgspec.json.Decoder(_Response)
+_decode_response = _RESPONSE.decode
 
 
 def _usage(u: _UsageMeta) -> TurnUsage:
+    # Thought tokens are billed as output but reported apart from candidatesTokenCount.
+    thoughts = u.thoughtsTokenCount or 0
     return TurnUsage(input_tokens=u.promptTokenCount or 0,
-                     output_tokens=(u.candidatesTokenCount or 0) + (u.thoughtsTokenCount or 0),
-                     cached_input_tokens=u.cachedContentTokenCount or 0)
+                     output_tokens=(u.candidatesTokenCount or 0) + thoughts,
+                     cached_input_tokens=u.cachedContentTokenCount or 0,
+                     reasoning_tokens=thoughts)
 
 
 class _TurnState:
@@ -180,9 +181,12 @@ class _TurnState:
 
     Consecutive thought parts are one reasoning block (a streamed thought summary arrives as one
     part per chunk), until a signature seals the block: a block carries at most one signature,
-    so the thought after a signed one starts a new block. Any other part ends the block."""
+    so the thought after a signed one starts a new block. Any other part ends the block.
 
-    __slots__ = ("block", "calls", "id_seed", "model", "thought", "thought_signed")
+    A function call streamed in pieces (:class:`StreamedCall`) is one call, emitted whole when
+    it ends (or when the candidate finishes with the call still open)."""
+
+    __slots__ = ("block", "calls", "id_seed", "model", "open_call", "thought", "thought_signed")
 
     def __init__(self, id_seed: str | None) -> None:
         self.calls = 0
@@ -191,6 +195,42 @@ class _TurnState:
         self.id_seed = id_seed
         self.thought: int | None = None  # the open thought block's index
         self.thought_signed = False
+        self.open_call: StreamedCall | None = None
+
+    def _emit_call(self, index: int, call_id: str | None, name: str, args: Any,
+                   out: list[StreamEvent]) -> None:
+        out.append(ToolCallEvent(tool_call=ToolCallChunk(
+            index=index, id=call_id or f"{self.id_seed or 'call'}_{index}",
+            name=name, arguments=_ENCODE.encode(args if args is not None else {}).decode())))
+
+    def close_call(self, out: list[StreamEvent]) -> None:
+        """Emit the streamed call still open, if any."""
+        call, self.open_call = self.open_call, None
+        if call is not None:
+            self._emit_call(call.index, call.id, call.name, call.args, out)
+
+    def _function_call(self, call: FunctionCall, out: list[StreamEvent]) -> None:
+        open_call = self.open_call
+        if open_call is not None and call.name and open_call.name and call.name != open_call.name:
+            self.close_call(out)  # a new call began without the old one saying it ended
+            open_call = None
+        if open_call is None and not (call.willContinue or call.partialArgs):
+            if not call.name and call.args is None and call.id is None:
+                return  # an empty end marker with no streamed call open: nothing to end
+            index = self.calls
+            self.calls += 1
+            self._emit_call(index, call.id, call.name, call.args, out)
+            return
+        if open_call is None:
+            open_call = self.open_call = StreamedCall(self.calls, call)
+            self.calls += 1
+        else:
+            open_call.name = open_call.name or call.name
+            open_call.id = open_call.id or call.id
+        if call.partialArgs:
+            open_call.apply(call.partialArgs)
+        if not call.willContinue:
+            self.close_call(out)
 
     def parts(self, parts: Sequence[_Part], out: list[StreamEvent]) -> None:
         for part in parts:
@@ -199,13 +239,7 @@ class _TurnState:
                 continue
             self.thought = None
             if part.functionCall is not None:
-                call = part.functionCall
-                index = self.calls
-                self.calls += 1
-                args = call.args if call.args is not None else {}
-                out.append(ToolCallEvent(tool_call=ToolCallChunk(
-                    index=index, id=call.id or f"{self.id_seed or 'call'}_{index}",
-                    name=call.name, arguments=_ENCODE.encode(args).decode())))
+                self._function_call(part.functionCall, out)
                 if part.thoughtSignature:
                     self._block(out, signature=part.thoughtSignature)
             elif part.text is not None:
@@ -256,11 +290,19 @@ class GeminiAdapter:
         system: list[dict[str, Any]] = []
         contents: list[dict[str, Any]] = []
         names: dict[str, str] = {}
+        cache = options.cache if options.cache is not None and options.cache.cached_content else None
+        skip = cache.cached_messages if cache is not None else 0
         for m in prepare_history(messages, "google"):
             if isinstance(m, SystemMessage):
                 text = text_of(parts_of(m.content), "a system message")
                 if text:
                     system.append({"text": text})
+                continue
+            if skip:
+                # Held by the cache; a tool result there still names its call for later ones.
+                skip -= 1
+                if isinstance(m, AssistantMessage):
+                    names.update((c.id, c.name) for c in m.tool_calls)
                 continue
             role, parts = _parts(m, names)
             if not parts:
@@ -270,6 +312,11 @@ class GeminiAdapter:
             else:
                 contents.append({"role": role, "parts": parts})
         body: dict[str, Any] = {"contents": contents}
+        if cache is not None:
+            # The cache holds the system instruction, tools and tool config; Gemini refuses a
+            # request that sends them again beside cachedContent.
+            body["cachedContent"] = cache.cached_content
+            system, tools = [], ()
         if system:
             body["systemInstruction"] = {"parts": system}
         if tools:
@@ -361,6 +408,7 @@ def _fold(resp: _Response, state: _TurnState, out: list[StreamEvent]) -> FinishR
         if cand.content is not None and cand.content.parts:
             state.parts(cand.content.parts, out)
         if cand.finishReason is not None:
+            state.close_call(out)
             reason = _FINISH.get(cand.finishReason, "unknown")
     if resp.usageMetadata is not None:
         # Each chunk's usageMetadata is the whole count so far, and a later one may be lower (the
@@ -390,7 +438,10 @@ class _GeminiStreamDecoder:
     def _event(self, sse: SseEvent, out: list[StreamEvent]) -> None:
         if not sse.data:
             return
-        resp: _Response = decode_json(sse.data, _RESPONSE, "a Gemini stream chunk")
+        try:  # decode_json() inline: one call fewer per chunk on the hot path
+            resp: _Response = _decode_response(sse.data)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            resp = decode_json(sse.data, _RESPONSE, "a Gemini stream chunk")  # raises why
         if resp.error is not None:
             self._finished = True
             out.append(ErrorEvent(error=classify_gemini_error(
@@ -436,6 +487,8 @@ def _parts(m: Message, names: dict[str, str]) -> tuple[str, list[dict[str, Any]]
             elif isinstance(p, TextPart):
                 if p.text:
                     parts.append({"text": p.text})
+            elif isinstance(p, ProviderItemPart):
+                continue  # another wire's own item: nothing Gemini could read
             else:
                 raise WireRequestError(
                     f"an assistant message carries only text here, got {type(p).__name__}")
@@ -486,84 +539,3 @@ def _user_part(p: object, index: int) -> dict[str, Any]:
             return {"fileData": {"mimeType": p.media_type, "fileUri": p.url}}
         raise WireRequestError("Gemini needs inline data or a file URI for an image or file part")
     raise WireRequestError(f"cannot send a {type(p).__name__} in a user turn")
-
-
-# -- errors --------------------------------------------------------------------------------------
-
-_STATUS_CATEGORY: MappingProxyType[str, str] = MappingProxyType({
-    "INVALID_ARGUMENT": "invalid_request",
-    "FAILED_PRECONDITION": "provider_bad_request",
-    "UNAUTHENTICATED": "auth",
-    "PERMISSION_DENIED": "auth",
-    "NOT_FOUND": "model_not_found",
-    "RESOURCE_EXHAUSTED": "rate_limited",
-    "INTERNAL": "server_error",
-    "UNAVAILABLE": "server_error",
-    "DEADLINE_EXCEEDED": "timeout",
-})
-
-
-# google.rpc.ErrorInfo reasons that mean "your credential is bad", whatever the status says: the
-# Gemini API answers a bad key with 400 INVALID_ARGUMENT, which must not read as a bad request.
-_AUTH_REASONS: frozenset[str] = frozenset({
-    "API_KEY_INVALID", "API_KEY_EXPIRED", "API_KEY_SERVICE_BLOCKED", "ACCESS_TOKEN_EXPIRED",
-    "ACCESS_TOKEN_SCOPE_INSUFFICIENT", "SERVICE_DISABLED",
-})
-
-
-def _error_info_reasons(err: object) -> list[str]:
-    details = err.get("details") if isinstance(err, dict) else None
-    return [str(d.get("reason")) for d in (details if isinstance(details, list) else ())
-            if isinstance(d, dict) and str(d.get("@type", "")).endswith("google.rpc.ErrorInfo")
-            and isinstance(d.get("reason"), str)]
-
-
-# google.protobuf.Duration in JSON: whole seconds, up to nine fractional digits, then "s". ASCII
-# digits only, no sign (a negative or signed delay is not a wait), no exponent, no underscores.
-_DURATION = re.compile(r"([0-9]{1,20})(?:\.([0-9]{1,9}))?s", re.ASCII)
-# The longest retryDelay taken at its word (a day); a larger one is clamped to it, so a hostile or
-# broken body can never make the delay infinite.
-MAX_RETRY_DELAY_MS = 86_400_000.0
-
-
-def parse_retry_delay(value: object) -> float | None:
-    """``RetryInfo.retryDelay`` (a protobuf ``Duration`` string such as ``"41s"`` or ``"0.5s"``) in
-    milliseconds, clamped to :data:`MAX_RETRY_DELAY_MS`; ``None`` for anything outside that
-    grammar (``"1e308s"``, ``"1_0s"``, non-ASCII digits, ``"-0s"``, a number)."""
-    if not isinstance(value, str):
-        return None
-    match = _DURATION.fullmatch(value)
-    if match is None:
-        return None
-    whole, fraction = match.group(1), match.group(2) or ""
-    ms = int(whole) * 1000 + int((fraction + "000000000")[:9]) / 1_000_000
-    return min(float(ms), MAX_RETRY_DELAY_MS)
-
-
-def _retry_delay_ms(err: object) -> float | None:
-    details = err.get("details") if isinstance(err, dict) else None
-    for d in details if isinstance(details, list) else ():
-        if isinstance(d, dict) and str(d.get("@type", "")).endswith("google.rpc.RetryInfo"):
-            return parse_retry_delay(d.get("retryDelay"))
-    return None
-
-
-def classify_gemini_error(status: int | None, headers: Headers, payload: object, body: bytes,
-                          *, now: Clock | None = None) -> ProviderHttpError:
-    """Classify ``{"error": {"code", "message", "status", "details"}}`` (also inside a one-element
-    list, as the non-SSE stream sends it). ``RetryInfo.retryDelay`` backs up ``Retry-After``."""
-    if isinstance(payload, list) and payload and isinstance(payload[0], dict):
-        payload = payload[0]
-    err = payload.get("error") if isinstance(payload, dict) else None
-    message = str_field(err, "message") or body_snippet(body)
-    kind = str_field(err, "status")
-    lowered = message.lower()
-    too_long = kind == "INVALID_ARGUMENT" and (
-        "exceeds the maximum number of tokens" in lowered or "input token count" in lowered
-        or "too many tokens" in lowered)
-    category = _STATUS_CATEGORY.get(kind or "")
-    if any(reason in _AUTH_REASONS for reason in _error_info_reasons(err)):
-        category = "auth"
-    return classify("gemini", status, headers, message=message, error_type=kind,
-                    error_code=str_field(err, "code"), category=category,
-                    prompt_too_long=too_long, body_retry_after_ms=_retry_delay_ms(err), now=now)

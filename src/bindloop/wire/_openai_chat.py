@@ -91,12 +91,18 @@ class _ChunkChoice(msgspec.Struct):
 
 class _PromptDetails(msgspec.Struct):
     cached_tokens: int | None = None
+    cache_write_tokens: int | None = None  # OpenRouter, for providers that bill cache writes
+
+
+class _CompletionDetails(msgspec.Struct):
+    reasoning_tokens: int | None = None
 
 
 class _Usage(msgspec.Struct):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     prompt_tokens_details: _PromptDetails | None = None
+    completion_tokens_details: _CompletionDetails | None = None
 
 
 class _Chunk(msgspec.Struct):
@@ -133,13 +139,16 @@ class _Response(msgspec.Struct):
 
 
 _CHUNK = msgspec.json.Decoder(_Chunk)
+_decode_chunk = _CHUNK.decode
 _RESPONSE = msgspec.json.Decoder(_Response)
 
 
 def _usage(u: _Usage) -> TurnUsage:
-    cached = u.prompt_tokens_details.cached_tokens if u.prompt_tokens_details else None
+    prompt, completion = u.prompt_tokens_details, u.completion_tokens_details
     return TurnUsage(input_tokens=u.prompt_tokens or 0, output_tokens=u.completion_tokens or 0,
-                     cached_input_tokens=cached or 0)
+                     cached_input_tokens=(prompt.cached_tokens or 0) if prompt else 0,
+                     cache_write_tokens=(prompt.cache_write_tokens or 0) if prompt else 0,
+                     reasoning_tokens=(completion.reasoning_tokens or 0) if completion else 0)
 
 
 class OpenAIChatAdapter:
@@ -199,6 +208,12 @@ class OpenAIChatAdapter:
         if options.reasoning is not None and options.reasoning.effort is not None:
             body["reasoning_effort"] = options.reasoning.effort
         headers = JSON_HEADERS
+        if options.cache is not None:
+            # Caching is automatic on OpenAI; these are its explicit controls.
+            if options.cache.key is not None:
+                body["prompt_cache_key"] = options.cache.key
+            if options.cache.retention is not None:
+                body["prompt_cache_retention"] = options.cache.retention
         if options.stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
@@ -289,7 +304,10 @@ class _ChatStreamDecoder:
                 continue
             if self._done or not payload:
                 continue
-            chunk: _Chunk = decode_json(payload, _CHUNK, "a chat completion chunk")
+            try:  # decode_json() inline: one call fewer per chunk on the hot path
+                chunk: _Chunk = _decode_chunk(payload)
+            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+                chunk = decode_json(payload, _CHUNK, "a chat completion chunk")  # raises why
             if chunk.error is not None:
                 self._done = True
                 out.append(ErrorEvent(error=classify_openai_error(
@@ -300,7 +318,11 @@ class _ChatStreamDecoder:
                     continue  # n > 1 is not a turn the loop can act on; choice 0 is the answer
                 delta = choice.delta
                 if delta is not None:
-                    self._delta(delta, chunk.model, out)
+                    if delta.content and not (delta.reasoning_content or delta.reasoning
+                                              or delta.refusal or delta.tool_calls):
+                        out.append(TextEvent(content=delta.content))  # the common delta, inline
+                    else:
+                        self._delta(delta, chunk.model, out)
                 if choice.finish_reason is not None:
                     self._finished = True
                     reason = finish_reason(choice.finish_reason, _FINISH)

@@ -5,6 +5,12 @@ server-side references.
 A reasoning block is sent back as a ``reasoning`` input item only when it has the item ``id`` the API
 minted and, without server storage, its ``encrypted_content``; a block from another wire (the policy
 keeps unsigned ones) has no such item to be, so it is not sent.
+
+Output items the canonical turn does not model (``tool_search_call``, ``custom_tool_call``,
+``shell_call``, ``local_shell_call``, ``apply_patch_call``, ``mcp_approval_request``, the server-run
+``*_call`` items, ...) are carried as :class:`~bindloop.contracts.ProviderItemPart` holding the
+item's bytes, and sent back as the same bytes; their fields are never read, so a shape bindloop does
+not know cannot fail the response. Stream events of types this decoder does not read are ignored.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from ..completion import (
     ExtraEvent,
     FinishEvent,
     FinishReason,
+    ProviderItemEvent,
     ReasoningEvent,
     StreamEvent,
     TextEvent,
@@ -34,6 +41,7 @@ from ..contracts import (
     ImagePart,
     Message,
     ModelTurnResult,
+    ProviderItemPart,
     ReasoningPart,
     SystemMessage,
     TextPart,
@@ -55,7 +63,12 @@ from ._common import (
     text_of,
     tool_parameters,
 )
-from ._errors import IncompleteStreamError, ProviderHttpError, WireRequestError
+from ._errors import (
+    IncompleteStreamError,
+    ProviderHttpError,
+    WireDecodeError,
+    WireRequestError,
+)
 from ._openai_chat import classify_openai_error
 from ._sse import SseEvent
 from ._types import ForcedTool, Headers, HttpRequest, WireName, WireOptions
@@ -84,10 +97,15 @@ class _InDetails(msgspec.Struct):
     cached_tokens: int | None = None
 
 
+class _OutDetails(msgspec.Struct):
+    reasoning_tokens: int | None = None
+
+
 class _Usage(msgspec.Struct):
     input_tokens: int | None = None
     output_tokens: int | None = None
     input_tokens_details: _InDetails | None = None
+    output_tokens_details: _OutDetails | None = None
 
 
 class _Incomplete(msgspec.Struct):
@@ -102,7 +120,9 @@ class _Error(msgspec.Struct):
 
 class _Response(msgspec.Struct):
     status: str | None = None
-    output: list[_Item] | None = None
+    # Items stay raw until their type is known: an item type bindloop does not model may carry
+    # any JSON (a tool_search_call's arguments are an object), and must not fail the response.
+    output: list[msgspec.Raw] | None = None
     usage: _Usage | None = None
     incomplete_details: _Incomplete | None = None
     error: _Error | None = None
@@ -111,10 +131,12 @@ class _Response(msgspec.Struct):
 
 class _Event(msgspec.Struct):
     type: str
+    # Typed for the events read here; an event type not read here may hold anything (an object
+    # `delta`), and its decode failure sends it to the tolerant path in _event().
     delta: str | None = None
     output_index: int = 0
     summary_index: int = 0
-    item: _Item | None = None
+    item: msgspec.Raw = msgspec.Raw()
     response: _Response | None = None
     code: str | int | None = None
     message: str | None = None
@@ -122,14 +144,59 @@ class _Event(msgspec.Struct):
     error: _Error | None = None
 
 
+class _Kind(msgspec.Struct):
+    type: Any = None
+
+
+class _ItemHead(msgspec.Struct):
+    type: Any = None
+    id: Any = None
+
+
 _RESPONSE = msgspec.json.Decoder(_Response)
 _EVENT = msgspec.json.Decoder(_Event)
+_KIND = msgspec.json.Decoder(_Kind)
+_ITEM = msgspec.json.Decoder(_Item)
+_ITEM_HEAD = msgspec.json.Decoder(_ItemHead)
+_ANY = msgspec.json.Decoder()
+
+# The item types the canonical turn models; every other output item is carried opaquely.
+_MODELLED_ITEMS = frozenset({"message", "function_call", "reasoning"})
+# The event types this decoder reads; any other type is ignored, whatever its fields hold.
+_READ_EVENTS = frozenset({
+    "response.output_text.delta", "response.function_call_arguments.delta",
+    "response.function_call_arguments.done", "response.reasoning_summary_text.delta",
+    "response.reasoning_text.delta", "response.reasoning_summary_part.added",
+    "response.refusal.delta", "response.output_item.added", "response.output_item.done",
+    "response.created", "response.completed", "response.incomplete", "response.failed", "error",
+})
+WIRE = "openai_responses"
+
+
+def _item(raw: msgspec.Raw, what: str) -> tuple[str, _Item | ProviderItemPart | None]:
+    """An output item's type and its decoded form: an :class:`_Item` for the types the canonical
+    turn models (decoded strictly), a :class:`ProviderItemPart` holding the item's bytes for any
+    other type, ``None`` for an item without a string type (nothing could send it back)."""
+    head: _ItemHead = decode_json(raw, _ITEM_HEAD, what)
+    kind = head.type
+    if not isinstance(kind, str) or not kind:
+        return "", None
+    if kind in _MODELLED_ITEMS:
+        return kind, decode_json(raw, _ITEM, what)
+    try:
+        # msgspec does not validate the UTF-8 of a value it only spans; the part must hold text.
+        data = bytes(raw).decode()
+    except UnicodeDecodeError:
+        raise WireDecodeError(f"{what} ({kind[:40]!r}) is not UTF-8 text") from None
+    return kind, ProviderItemPart(wire=WIRE, kind=kind, data=data,
+                                  id=head.id if isinstance(head.id, str) else None)
 
 
 def _usage(u: _Usage) -> TurnUsage:
     cached = u.input_tokens_details.cached_tokens if u.input_tokens_details else None
+    reasoning = u.output_tokens_details.reasoning_tokens if u.output_tokens_details else None
     return TurnUsage(input_tokens=u.input_tokens or 0, output_tokens=u.output_tokens or 0,
-                     cached_input_tokens=cached or 0)
+                     cached_input_tokens=cached or 0, reasoning_tokens=reasoning or 0)
 
 
 def _finish(resp: _Response, called: bool, refused: bool) -> FinishReason:
@@ -173,7 +240,7 @@ class OpenAIResponsesAdapter:
                       options: WireOptions) -> HttpRequest:
         if options.stop:
             raise WireRequestError("the Responses API has no stop sequences")
-        items: list[dict[str, Any]] = []
+        items: list[Any] = []
         for m in prepare_history(messages, "openai"):
             self._items(m, items)
         body: dict[str, Any] = {"model": options.model, "input": items}
@@ -209,6 +276,12 @@ class OpenAIResponsesAdapter:
             body["reasoning"] = reasoning
             if self._store is False:
                 body["include"] = ["reasoning.encrypted_content"]
+        if options.cache is not None:
+            # Caching is automatic on OpenAI; these are its explicit controls.
+            if options.cache.key is not None:
+                body["prompt_cache_key"] = options.cache.key
+            if options.cache.retention is not None:
+                body["prompt_cache_retention"] = options.cache.retention
         if self._store is not None:
             body["store"] = self._store
         headers = JSON_HEADERS
@@ -227,7 +300,7 @@ class OpenAIResponsesAdapter:
         out["strict"] = bool(tool.strict)
         return out
 
-    def _items(self, m: Message, items: list[dict[str, Any]]) -> None:
+    def _items(self, m: Message, items: list[Any]) -> None:
         if isinstance(m, SystemMessage):
             items.append({"role": "system", "content": text_of(parts_of(m.content),
                                                                 "a system message")})
@@ -240,6 +313,9 @@ class OpenAIResponsesAdapter:
                     item = self._reasoning_item(part)
                     if item is not None:
                         items.append(item)
+                elif isinstance(part, ProviderItemPart):
+                    if part.wire == WIRE:
+                        items.append(_opaque_item(part))
                 elif isinstance(part, TextPart):
                     text.append(part.text)
                 else:
@@ -276,17 +352,22 @@ class OpenAIResponsesAdapter:
             raise _response_error(resp)
         events: list[StreamEvent] = []
         called = refused = False
-        for index, item in enumerate(resp.output or ()):
-            if item.type == "reasoning":
+        for index, raw in enumerate(resp.output or ()):
+            kind, item = _item(raw, "a response output item")
+            if isinstance(item, ProviderItemPart):
+                events.append(ProviderItemEvent(index=index, part=item))
+            elif item is None:
+                continue
+            elif kind == "reasoning":
                 events.append(_reasoning_event(index, item, resp.model))
-            elif item.type == "message":
+            elif kind == "message":
                 for part in item.content or ():
                     if part.type == "output_text" and part.text:
                         events.append(TextEvent(content=part.text))
                     elif part.type == "refusal" and part.refusal:
                         refused = True
                         events.append(TextEvent(content=part.refusal))
-            elif item.type == "function_call":
+            elif kind == "function_call":
                 called = True
                 events.append(ToolCallEvent(tool_call=ToolCallChunk(
                     index=index, id=item.call_id, name=item.name or "",
@@ -322,7 +403,7 @@ class _ResponsesStreamDecoder:
     text for an output index is used and the rest are ignored, so the arguments are neither lost
     nor doubled."""
 
-    __slots__ = ("_args", "_called", "_calls", "_done", "_model", "_refused",
+    __slots__ = ("_args", "_called", "_calls", "_done", "_items", "_model", "_refused",
                  "_streamed_reasoning")
 
     def __init__(self) -> None:
@@ -333,6 +414,7 @@ class _ResponsesStreamDecoder:
         self._streamed_reasoning: set[int] = set()
         self._calls: set[int] = set()  # output indexes whose call id and name were emitted
         self._args: set[int] = set()  # output indexes whose arguments text was emitted
+        self._items: set[int] = set()  # output indexes whose opaque item was emitted
 
     def decode(self, events: Sequence[SseEvent]) -> list[StreamEvent]:
         out: list[StreamEvent] = []
@@ -344,22 +426,33 @@ class _ResponsesStreamDecoder:
     def _event(self, sse: SseEvent, out: list[StreamEvent]) -> None:
         if self._done or not sse.data or sse.data == "[DONE]":
             return
-        ev: _Event = decode_json(sse.data, _EVENT, "a Responses stream event")
+        try:
+            ev: _Event = _EVENT.decode(sse.data)
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+            # An event type this decoder does not read may hold anything (an object `delta`):
+            # skip it. One it reads must have the documented shape.
+            head: _Kind = decode_json(sse.data, _KIND, "a Responses stream event")
+            if not isinstance(head.type, str) or head.type in _READ_EVENTS:
+                decode_json(sse.data, _EVENT, "a Responses stream event")  # raises the reason
+            return
         kind = ev.type
+        if kind not in _READ_EVENTS:
+            return
+        delta = ev.delta
         if kind == "response.output_text.delta":
-            if ev.delta:
-                out.append(TextEvent(content=ev.delta))
+            if delta:
+                out.append(TextEvent(content=delta))
         elif kind == "response.function_call_arguments.delta":
-            if ev.delta:
+            if delta:
                 self._args.add(ev.output_index)
                 out.append(ToolCallEvent(tool_call=ToolCallChunk(index=ev.output_index,
-                                                                  arguments=ev.delta)))
+                                                                  arguments=delta)))
         elif kind == "response.function_call_arguments.done":
             self._whole_arguments(ev.output_index, ev.arguments, out)
         elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
-            if ev.delta:
+            if delta:
                 self._streamed_reasoning.add(ev.output_index)
-                out.append(ReasoningEvent(index=ev.output_index, part=ReasoningPart(text=ev.delta,
+                out.append(ReasoningEvent(index=ev.output_index, part=ReasoningPart(text=delta,
                                                                                     provider="openai",
                                                                                     model=self._model)))
         elif kind == "response.reasoning_summary_part.added":
@@ -368,20 +461,28 @@ class _ResponsesStreamDecoder:
                                                                                     provider="openai",
                                                                                     model=self._model)))
         elif kind == "response.refusal.delta":
-            if ev.delta:
+            if delta:
                 if not self._refused:
                     self._refused = True
                     out.append(ExtraEvent(extra={"refusal": True}))
-                out.append(TextEvent(content=ev.delta))
-        elif kind == "response.output_item.added" and ev.item is not None:
+                out.append(TextEvent(content=delta))
+        elif kind == "response.output_item.added" and ev.item:
             self._item_added(ev.output_index, ev.item, out)
-        elif kind == "response.output_item.done" and ev.item is not None:
+        elif kind == "response.output_item.done" and ev.item:
             self._item_done(ev.output_index, ev.item, out)
         elif kind == "response.created" and ev.response is not None:
             self._model = ev.response.model
         elif kind in ("response.completed", "response.incomplete"):
             self._done = True
             resp = ev.response or _Response()
+            # An opaque item the stream announced only in the final response (a proxy that
+            # sends no output_item.done) is taken from there.
+            for index, raw in enumerate(resp.output or ()):
+                if index not in self._items:
+                    _, item = _item(raw, "a response output item")
+                    if isinstance(item, ProviderItemPart):
+                        self._items.add(index)
+                        out.append(ProviderItemEvent(index=index, part=item))
             if resp.usage is not None:
                 out.append(UsageEvent(usage=_usage(resp.usage)))
             out.append(FinishEvent(finish_reason=_finish(resp, self._called, self._refused)))
@@ -399,9 +500,9 @@ class _ResponsesStreamDecoder:
             out.append(ErrorEvent(error=classify_openai_error(
                 "openai_responses", None, (), payload, sse.data.encode())))
 
-    def _whole_arguments(self, index: int, arguments: str | None,
+    def _whole_arguments(self, index: int, arguments: object,
                          out: list[StreamEvent]) -> None:
-        if arguments and index not in self._args:
+        if isinstance(arguments, str) and arguments and index not in self._args:
             self._args.add(index)
             out.append(ToolCallEvent(tool_call=ToolCallChunk(index=index, arguments=arguments)))
 
@@ -413,20 +514,31 @@ class _ResponsesStreamDecoder:
                                                               name=item.name)))
         self._whole_arguments(index, item.arguments, out)
 
-    def _item_added(self, index: int, item: _Item, out: list[StreamEvent]) -> None:
-        if item.type == "function_call":
+    def _item_added(self, index: int, raw: msgspec.Raw, out: list[StreamEvent]) -> None:
+        kind, item = _item(raw, "an added output item")
+        if not isinstance(item, _Item):
+            return  # an opaque item is taken whole, when it is done
+        if kind == "function_call":
             self._call(index, item, out)
-        elif item.type == "reasoning" and item.id:
+        elif kind == "reasoning" and item.id:
             # Sent here and again with the finished item, so either event alone is enough.
             out.append(ReasoningEvent(index=index, part=ReasoningPart(provider="openai",
                                                                       model=self._model,
                                                                       id=item.id)))
 
-    def _item_done(self, index: int, item: _Item, out: list[StreamEvent]) -> None:
-        if item.type == "function_call":
+    def _item_done(self, index: int, raw: msgspec.Raw, out: list[StreamEvent]) -> None:
+        kind, item = _item(raw, "a finished output item")
+        if isinstance(item, ProviderItemPart):
+            if index not in self._items:
+                self._items.add(index)
+                out.append(ProviderItemEvent(index=index, part=item))
+            return
+        if item is None:
+            return
+        if kind == "function_call":
             self._call(index, item, out)
             return
-        if item.type != "reasoning":
+        if kind != "reasoning":
             return
         if index in self._streamed_reasoning:
             # The text already streamed; the finished item adds what arrives whole.
@@ -442,6 +554,19 @@ class _ResponsesStreamDecoder:
         if not self._done:
             raise IncompleteStreamError("the Responses stream ended before response.completed")
         return []
+
+
+def _opaque_item(part: ProviderItemPart) -> msgspec.Raw:
+    """The item as it was received, byte for byte; text that is not one JSON object (a stored
+    part edited by hand) is refused rather than sent as a broken body."""
+    try:
+        value = _ANY.decode(part.data)
+    except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
+        value = None
+    if not isinstance(value, dict):
+        raise WireRequestError(f"a provider item part ({part.kind!r}) does not hold one JSON "
+                               "object, so it cannot be sent back")
+    return msgspec.Raw(part.data.encode())
 
 
 def _user_content(m: UserMessage) -> str | list[dict[str, Any]]:

@@ -123,21 +123,7 @@ class SseDecoder:
             self._failed = True
             raise SseLimitError("line", self._max_line)
         self._buf = bytearray(pending)
-        out = self._lines(lines)
-        # Progress: field bytes from this chunk after the last blank line (an event still open).
-        # Scanned from the end, so it usually looks at a line or two.
-        if pending and pending[0] != 58:  # ':' starts a comment line
-            self.grew = True
-        else:
-            i = len(lines) - 1
-            while i >= 0 and (line := lines[i]):
-                if line[0] != 58 and (i or len(line) > held):
-                    self.grew = True
-                    break
-                i -= 1
-        return out
-
-    def _lines(self, lines: list[bytes]) -> list[SseEvent]:
+        # The lines' fields, inline (this runs once per read of every stream):
         out: list[SseEvent] = []
         data = self._data
         size = self._data_size
@@ -186,6 +172,17 @@ class SseDecoder:
             # any other field name is ignored, as the spec says
         self._data = data
         self._data_size = size
+        # Progress: field bytes from this chunk after the last blank line (an event still open).
+        # Scanned from the end, so it usually looks at a line or two.
+        if pending and pending[0] != 58:  # ':' starts a comment line
+            self.grew = True
+        else:
+            i = len(lines) - 1
+            while i >= 0 and (line := lines[i]):
+                if line[0] != 58 and (i or len(line) > held):
+                    self.grew = True
+                    break
+                i -= 1
         return out
 
     def end(self) -> bool:

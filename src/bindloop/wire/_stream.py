@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ..completion import ChunkKind, ReasoningEvent, StreamEvent, TextEvent, ToolCallEvent
+from ..completion import (
+    ChunkKind,
+    ReasoningEvent,
+    StreamEvent,
+    StreamWatchdog,
+    TextEvent,
+    ToolCallEvent,
+)
 from ._sse import SseDecoder
 from ._types import StreamDecoder, WireAdapter
 
@@ -48,6 +55,28 @@ class WireStream:
         """The stream events ``chunk`` completed, in order."""
         events = self._sse.feed(chunk)
         return self._decoder.decode(events) if events else []
+
+    def feed_watched(self, chunk: bytes, watchdog: StreamWatchdog) -> list[StreamEvent]:
+        """:meth:`feed`, reporting the read to ``watchdog`` in the same pass: the kind of the
+        events it completed (:func:`chunk_kind`: answer output or reasoning), or progress when it
+        completed none but grew an event still arriving; nothing for a keep-alive or for events
+        that carry neither. The per-read path of a streamed call."""
+        sse = self._sse
+        raw = sse.feed(chunk)
+        events = self._decoder.decode(raw) if raw else []
+        if events:
+            kind: ChunkKind = "none"
+            for e in events:  # chunk_kind() inline: the decoders make exact event types
+                if type(e) is TextEvent or type(e) is ToolCallEvent:
+                    kind = "answer"
+                    break
+                if type(e) is ReasoningEvent:
+                    kind = "reasoning"
+            if kind != "none":
+                watchdog.observed_chunk(kind)
+        elif sse.grew:
+            watchdog.observed_progress()  # a large event still arriving
+        return events
 
     def end(self) -> list[StreamEvent]:
         """EOF: an unterminated last SSE event is dropped (the spec says so), then the decoder

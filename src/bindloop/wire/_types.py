@@ -18,6 +18,8 @@ from ._errors import ProviderHttpError
 from ._sse import SseEvent
 
 __all__ = (
+    "ANTHROPIC_CACHE_BREAKPOINTS",
+    "CachePolicy",
     "ForcedTool",
     "Headers",
     "HttpRequest",
@@ -130,10 +132,73 @@ class ReasoningOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=
                              f"{self.include_thoughts!r}")
 
 
+ANTHROPIC_CACHE_BREAKPOINTS = 4
+"""The most ``cache_control`` breakpoints one Anthropic request may carry."""
+
+
+class CachePolicy(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Ask the provider to cache the stable prefix of the prompt, where the wire has a control.
+
+    Anthropic (explicit breakpoints, at most :data:`ANTHROPIC_CACHE_BREAKPOINTS`): a
+    ``cache_control`` on the last system block (``system``), on the last tool (``tools``), and on
+    the last block of each of the ``turns`` most recent user turns (the prompt so far is the next
+    turn's stable prefix: the last one writes it, the one before reads what the previous request
+    wrote). ``ttl`` is ``"5m"`` (the API's default) or ``"1h"``.
+
+    OpenAI (Chat and Responses cache automatically): ``key`` is sent as ``prompt_cache_key`` (it
+    routes requests sharing a prefix to the same cache) and ``retention`` as
+    ``prompt_cache_retention``. Gemini (implicit caching is automatic): ``cached_content`` names a
+    ``cachedContents/...`` resource the host created; it is sent as ``cachedContent``, the system
+    instruction, tools and tool config are left out (they live in the cache), and so are the first
+    ``cached_messages`` messages after the system ones (the contents the cache holds).
+
+    Fields a wire has no control for are ignored by it, so one policy serves a route across
+    providers."""
+
+    system: bool = True
+    tools: bool = True
+    turns: int = 2
+    ttl: Literal["5m", "1h"] | None = None
+    key: str | None = None
+    retention: Literal["in_memory", "24h"] | None = None
+    cached_content: str | None = None
+    cached_messages: int = 0
+
+    def __post_init__(self) -> None:
+        for field in ("system", "tools"):
+            if not isinstance(getattr(self, field), bool):
+                raise UsageError(f"CachePolicy.{field} must be True or False, got "
+                                 f"{getattr(self, field)!r}")
+        for field in ("turns", "cached_messages"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise UsageError(f"CachePolicy.{field} must be an int >= 0, got {value!r}")
+        used = self.system + self.tools + self.turns
+        if used > ANTHROPIC_CACHE_BREAKPOINTS:
+            raise UsageError(
+                f"CachePolicy asks for {used} cache breakpoints (system {int(self.system)}, tools "
+                f"{int(self.tools)}, turns {self.turns}); Anthropic allows at most "
+                f"{ANTHROPIC_CACHE_BREAKPOINTS} per request")
+        if self.ttl not in (None, "5m", "1h"):
+            raise UsageError(f"CachePolicy.ttl must be '5m', '1h' or None, got {self.ttl!r}")
+        if self.retention not in (None, "in_memory", "24h"):
+            raise UsageError("CachePolicy.retention must be 'in_memory', '24h' or None, got "
+                             f"{self.retention!r}")
+        for field in ("key", "cached_content"):
+            value = getattr(self, field)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise UsageError(f"CachePolicy.{field} must be a non-empty str or None, got "
+                                 f"{value!r}")
+        if self.cached_messages and self.cached_content is None:
+            raise UsageError("CachePolicy.cached_messages needs cached_content (the Gemini cache "
+                             "that holds those messages)")
+
+
 class WireOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Per-request options, provider-neutral. ``model`` is the provider's invocation name.
     ``extra_body`` is merged into the top level of the JSON body last (an escape hatch for a field
-    this layer does not model; it wins over what the adapter wrote)."""
+    this layer does not model; it wins over what the adapter wrote). ``cache`` asks for prompt
+    caching (:class:`CachePolicy`)."""
 
     model: str
     stream: bool = False
@@ -146,6 +211,7 @@ class WireOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     response_format: JsonSchemaFormat | None = None
     reasoning: ReasoningOptions | None = None
     extra_body: dict[str, object] | None = None
+    cache: CachePolicy | None = None
 
     def __post_init__(self) -> None:
         _check_options(self)
@@ -190,6 +256,8 @@ def _check_options(o: WireOptions) -> None:
         raise _bad("response_format", "a JsonSchemaFormat or None", o.response_format)
     if o.reasoning is not None and not isinstance(o.reasoning, ReasoningOptions):
         raise _bad("reasoning", "a ReasoningOptions or None", o.reasoning)
+    if o.cache is not None and not isinstance(o.cache, CachePolicy):
+        raise _bad("cache", "a CachePolicy or None", o.cache)
     if o.extra_body is not None and not (isinstance(o.extra_body, dict)
                                          and all(isinstance(k, str) for k in o.extra_body)):
         raise _bad("extra_body", "a dict with str keys or None", o.extra_body)
