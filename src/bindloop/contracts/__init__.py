@@ -12,11 +12,10 @@ from ._codec import (
     messages_to_openai as messages_to_openai,
     openai_tool_call_fields as openai_tool_call_fields,
 )
+from ._errors import JsonBoundsError as JsonBoundsError, JsonBoundsReason as JsonBoundsReason
 from ._json_bounds import (
     DEFAULT_MAX_JSON_BYTES as DEFAULT_MAX_JSON_BYTES,
     DEFAULT_MAX_JSON_DEPTH as DEFAULT_MAX_JSON_DEPTH,
-    JsonBoundsError as JsonBoundsError,
-    JsonBoundsReason as JsonBoundsReason,
     decode_json_bounded as decode_json_bounded,
     json_nesting_depth as json_nesting_depth,
 )

@@ -13,17 +13,16 @@ trailing data, valid UTF-8 only).
 from __future__ import annotations
 
 import re
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import msgspec
 
 from ..errors import UsageError
+from ._errors import JsonBoundsError
 
 __all__ = (
     "DEFAULT_MAX_JSON_BYTES",
     "DEFAULT_MAX_JSON_DEPTH",
-    "JsonBoundsError",
-    "JsonBoundsReason",
     "decode_json_bounded",
     "json_nesting_depth",
 )
@@ -34,25 +33,11 @@ DEFAULT_MAX_JSON_BYTES: Final = 64 * 1024
 DEFAULT_MAX_JSON_DEPTH: Final = 64
 """The nesting bound checkpoints already hold JSON values to (``bindloop.session``)."""
 
-JsonBoundsReason = Literal["too_large", "too_deep", "malformed", "not_an_object"]
 
 # A complete JSON string, escapes included (the unrolled form: linear, no nested repetition).
 _STRING: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKET: Final = re.compile(r"[^\[\]{}]+")
 _DECODER: Final = msgspec.json.Decoder()
-
-
-class JsonBoundsError(UsageError):
-    """The text is refused. ``reason``: ``too_large`` (over ``max_bytes``: HTTP 413),
-    ``too_deep`` (nested past ``max_depth``), ``malformed`` (not JSON) or ``not_an_object``
-    (valid JSON, but ``require_object`` asked for an object) — the last three an HTTP 400.
-    ``limit`` is the bound that was exceeded (``None`` for the last two). The message names the
-    problem, never the body's content."""
-
-    def __init__(self, reason: JsonBoundsReason, message: str, limit: int | None = None) -> None:
-        super().__init__(message)
-        self.reason: JsonBoundsReason = reason
-        self.limit = limit
 
 
 def json_nesting_depth(text: str | bytes, stop_above: int | None = None) -> int:
@@ -87,7 +72,7 @@ def decode_json_bounded(data: str | bytes, *, max_bytes: int = DEFAULT_MAX_JSON_
     The size is checked first, then the depth, and only then is the text decoded, so no recursion
     ever sees more than ``max_depth`` levels."""
     if max_bytes < 0 or max_depth < 0:
-        raise ValueError("max_bytes and max_depth must be >= 0")
+        raise UsageError("max_bytes and max_depth must be >= 0")
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
     if len(raw) > max_bytes:
         raise JsonBoundsError("too_large", f"the JSON body is {len(raw)} bytes; the limit is "
