@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: all venv demo demo-providers demo-openai demo-mcp test lint pytest typecheck js-test wasm-smoke \
 	mcp-pyodide conformance bench bench-peers bench-mcp bench-agent clean crash-test fuzz soak bench-report \
-	test-matrix
+	test-matrix test-mcp-conformance
 
 all: test
 
@@ -71,6 +71,17 @@ wasm-smoke: wasm/node_modules/.package-lock.json wasm-wheels
 ## The MCP client under Pyodide in Node, over JS fetch, against the SDK's server on 127.0.0.1.
 mcp-pyodide: wasm/node_modules/.package-lock.json wasm-wheels
 	BINDLOOP_REQUIRE_PYODIDE=1 $(PY) -m pytest tests/mcp/test_mcp_pyodide.py -q
+
+## The official MCP conformance suite (npm @modelcontextprotocol/conformance, on Node 22 from npm
+## node@22) running its client scenarios against bindloop's client through
+## bindloop.hosts.mcp_conformance_client; prints one line per scenario and the totals.
+MCP_CONFORMANCE := tests/mcp/conformance
+$(MCP_CONFORMANCE)/node_modules/.package-lock.json: $(MCP_CONFORMANCE)/package.json $(MCP_CONFORMANCE)/package-lock.json
+	cd $(MCP_CONFORMANCE) && npm ci --no-audit --no-fund
+	touch $@
+
+test-mcp-conformance: venv $(MCP_CONFORMANCE)/node_modules/.package-lock.json
+	$(PY) $(MCP_CONFORMANCE)/run.py
 
 include wasm/wasm.mk
 include conformance/conformance.mk

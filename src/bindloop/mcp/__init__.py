@@ -24,6 +24,25 @@ from ._http import (
     ProgressCallback as ProgressCallback,
     open_mcp_client as open_mcp_client,
 )
+from ._oauth import (
+    AuthorizeRedirect as AuthorizeRedirect,
+    McpAuthorizationError as McpAuthorizationError,
+    McpOAuth as McpOAuth,
+    MemoryTokenStore as MemoryTokenStore,
+    OAuthFetch as OAuthFetch,
+    OAuthRequest as OAuthRequest,
+    OAuthResponse as OAuthResponse,
+    TokenStore as TokenStore,
+    transport_fetch as transport_fetch,
+)
+from ._oauth_model import (
+    AuthorizationServerMetadata as AuthorizationServerMetadata,
+    OAuthClientInfo as OAuthClientInfo,
+    OAuthTokens as OAuthTokens,
+    ProtectedResourceMetadata as ProtectedResourceMetadata,
+    WwwAuthenticate as WwwAuthenticate,
+    parse_www_authenticate as parse_www_authenticate,
+)
 from ._protocol import (
     PROTOCOL_VERSIONS as PROTOCOL_VERSIONS,
     CallToolResult as CallToolResult,
@@ -72,6 +91,8 @@ from ._tools import (
 
 __all__ = (
     "PROTOCOL_VERSIONS",
+    "AuthorizationServerMetadata",
+    "AuthorizeRedirect",
     "CallToolResult",
     "ElicitationHandler",
     "ElicitationRequest",
@@ -81,6 +102,7 @@ __all__ = (
     "ListToolsResult",
     "McpArguments",
     "McpAuth",
+    "McpAuthorizationError",
     "McpClientSession",
     "McpConnectionError",
     "McpDiscarded",
@@ -88,6 +110,7 @@ __all__ = (
     "McpEvent",
     "McpHttpClient",
     "McpHttpError",
+    "McpOAuth",
     "McpPhase",
     "McpProgress",
     "McpProtocolError",
@@ -107,15 +130,24 @@ __all__ = (
     "McpToolListChanged",
     "McpToolset",
     "McpVersionError",
+    "MemoryTokenStore",
+    "OAuthClientInfo",
+    "OAuthFetch",
+    "OAuthRequest",
+    "OAuthResponse",
+    "OAuthTokens",
     "Outgoing",
     "ProgressCallback",
+    "ProtectedResourceMetadata",
     "RequestId",
     "SamplingHandler",
     "SamplingRequest",
     "ServerRequestHandlers",
     "SkippedMcpTool",
+    "TokenStore",
     "ToolFilter",
     "ToolProgress",
+    "WwwAuthenticate",
     "build_mcp_tools",
     "equip_mcp",
     "load_mcp_tools",
@@ -123,6 +155,8 @@ __all__ = (
     "map_content_block",
     "mcp_plugin_resolver",
     "open_mcp_client",
+    "parse_www_authenticate",
+    "transport_fetch",
 )
 
 from .._public import publish as _publish

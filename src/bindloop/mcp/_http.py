@@ -198,7 +198,18 @@ class McpHttpClient(HttpExchange):
         McpError
             Any other failure (HTTP status, not MCP, unreachable, timeout).
         """
-        answer = await self._call(self.session.initialize())
+        attempts = 0
+        while True:
+            try:
+                answer = await self._call(self.session.initialize())
+                break
+            except McpHttpError as exc:
+                # A server that wants a token from the start: authorize, then a fresh handshake.
+                if (self._auth is None or attempts >= 3 or not _auth_challenge(exc)
+                        or not await self._auth.unauthorized(exc)):
+                    raise
+                attempts += 1
+                self.session = self._new_session()
         result = answer.result
         assert isinstance(result, InitializeResult)
         return result
@@ -439,7 +450,7 @@ class McpHttpClient(HttpExchange):
         timeout = self._timeout_ms if timeout_ms is True else timeout_ms
         if isinstance(timeout, bool):
             raise UsageError("timeout_ms must be a number, None, or True (the client default)")
-        if self._auth is not None and out.method != "initialize":
+        if self._auth is not None:
             await self._auth.prepare()
         if on_progress is not None:
             self._progress[request_id] = on_progress
