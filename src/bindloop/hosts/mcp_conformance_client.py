@@ -97,7 +97,7 @@ def _oauth(url: str, scenario: str, context: dict[str, Any], http: Any) -> McpOA
     client_id = context.get("client_id")
     secret = context.get("client_secret")
     if scenario.startswith("auth/client-credentials"):
-        assertion = (_es256_assertion(client_id, context["private_key_pem"])
+        assertion = (_es256_assertion(str(client_id), context["private_key_pem"])
                      if "private_key_pem" in context else None)
         return McpOAuth(server_url=url, fetch=fetch, grant="client_credentials",
                         client_id=client_id, client_secret=secret, client_assertion=assertion)
