@@ -93,7 +93,7 @@ bench: venv
 
 ## MCP client overhead per call vs a direct tool call, and import cost on CPython and Pyodide.
 bench-mcp: venv
-	$(PY) bench/mcp.py
+	$(PY) bench/mcp_client.py
 
 bench-peers: venv
 	$(PY) -m pip install --quiet -e '.[bench]'
