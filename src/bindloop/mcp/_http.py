@@ -57,6 +57,7 @@ from ._validate import first_schema_violation
 __all__ = ("McpAuth", "McpHttpClient", "ProgressCallback", "open_mcp_client")
 
 ProgressCallback = Callable[[McpProgress], None]
+_LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
 class McpAuth(Protocol):
@@ -312,6 +313,19 @@ class McpHttpClient(HttpExchange):
         answer = await self._renewing(lambda session: session.request(method, params),
                                       signal=signal, timeout_ms=timeout_ms)
         return answer.result
+
+    async def set_log_level(self, level: str) -> None:
+        """``logging/setLevel``: the server sends ``notifications/message`` at ``level`` and above
+        (``debug`` ... ``emergency``); they reach ``on_event`` as :class:`McpServerNotification`.
+
+        Raises
+        ------
+        UsageError
+            ``level`` is not one of the eight syslog levels MCP names.
+        """
+        if level not in _LOG_LEVELS:
+            raise UsageError(f"log level {level!r} is not one of {', '.join(_LOG_LEVELS)}")
+        await self.request("logging/setLevel", {"level": level})
 
     async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
         """Send a notification (``notifications/roots/list_changed``, ...)."""
