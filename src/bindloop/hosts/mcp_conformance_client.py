@@ -27,6 +27,7 @@ from bindloop.mcp import (
     McpHttpClient,
     McpOAuth,
     ServerRequestHandlers,
+    id_jag_exchange,
     transport_fetch,
 )
 
@@ -96,6 +97,11 @@ def _oauth(url: str, scenario: str, context: dict[str, Any], http: Any) -> McpOA
 
     client_id = context.get("client_id")
     secret = context.get("client_secret")
+    if "idp_id_token" in context:  # cross-app access: the IdP's assertion, then jwt-bearer
+        grant = id_jag_exchange(fetch, token_endpoint=context["idp_token_endpoint"],
+                                id_token=context["idp_id_token"])
+        return McpOAuth(server_url=url, fetch=fetch, grant="jwt_bearer", client_id=client_id,
+                        client_secret=secret, authorization_grant=grant)
     if scenario.startswith("auth/client-credentials"):
         assertion = (_es256_assertion(str(client_id), context["private_key_pem"])
                      if "private_key_pem" in context else None)

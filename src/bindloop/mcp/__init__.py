@@ -25,6 +25,7 @@ from ._http import (
     open_mcp_client as open_mcp_client,
 )
 from ._oauth import (
+    AuthorizationGrant as AuthorizationGrant,
     AuthorizeRedirect as AuthorizeRedirect,
     McpAuthorizationError as McpAuthorizationError,
     McpOAuth as McpOAuth,
@@ -33,6 +34,7 @@ from ._oauth import (
     OAuthRequest as OAuthRequest,
     OAuthResponse as OAuthResponse,
     TokenStore as TokenStore,
+    id_jag_exchange as id_jag_exchange,
     transport_fetch as transport_fetch,
 )
 from ._oauth_model import (
@@ -91,6 +93,7 @@ from ._tools import (
 
 __all__ = (
     "PROTOCOL_VERSIONS",
+    "AuthorizationGrant",
     "AuthorizationServerMetadata",
     "AuthorizeRedirect",
     "CallToolResult",
@@ -150,6 +153,7 @@ __all__ = (
     "WwwAuthenticate",
     "build_mcp_tools",
     "equip_mcp",
+    "id_jag_exchange",
     "load_mcp_tools",
     "map_call_result",
     "map_content_block",

@@ -54,12 +54,16 @@ __all__ = (
     "OAuthFetch",
     "OAuthRequest",
     "OAuthResponse",
+    "AuthorizationGrant",
     "TokenStore",
+    "id_jag_exchange",
     "transport_fetch",
 )
 
 _MAX_BODY = 1024 * 1024
 _JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+_JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+_TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 
 
 class McpAuthorizationError(McpError):
@@ -83,6 +87,10 @@ class OAuthResponse(msgspec.Struct, frozen=True, kw_only=True):
 
 OAuthFetch = Callable[[OAuthRequest], Awaitable[OAuthResponse]]
 """The HTTP port for the authorization endpoints: ``fetch(request) -> response``."""
+AuthorizationGrant = Callable[[str, str, "str | None"], Awaitable[str]]
+"""``grant(audience, resource, scope) -> assertion``: a JWT authorization grant (RFC 7523) for
+the authorization server ``audience``, e.g. an identity assertion from the enterprise's
+identity provider (see :func:`id_jag_exchange`)."""
 AuthorizeRedirect = Callable[[str], Awaitable[str]]
 """The browser step: given the authorization URL, return the redirect URL the user agent was
 sent back to (it carries ``code`` and ``state``). A host opens a browser and listens on its
@@ -107,6 +115,40 @@ def transport_fetch(transport_for: Callable[[str], Transport]) -> OAuthFetch:
             return OAuthResponse(status=resp.status, body=bytes(body[:_MAX_BODY]))
 
     return fetch
+
+
+def id_jag_exchange(fetch: OAuthFetch, *, token_endpoint: str, id_token: str,
+                    client_id: str | None = None,
+                    client_secret: str | None = None) -> AuthorizationGrant:
+    """An :data:`AuthorizationGrant` for cross-app access (enterprise-managed authorization): the
+    user's ID token is exchanged at the identity provider's ``token_endpoint`` (RFC 8693) for an
+    identity assertion authorization grant (ID-JAG) naming the authorization server and the
+    resource."""
+
+    async def grant(audience: str, resource: str, scope: str | None) -> str:
+        form: list[tuple[str, str | None]] = [
+            ("grant_type", _TOKEN_EXCHANGE), ("subject_token", id_token),
+            ("subject_token_type", "urn:ietf:params:oauth:token-type:id_token"),
+            ("requested_token_type", "urn:ietf:params:oauth:token-type:id-jag"),
+            ("audience", audience), ("resource", resource), ("scope", scope)]
+        headers = [("content-type", "application/x-www-form-urlencoded"),
+                   ("accept", "application/json")]
+        if client_id is not None:
+            headers += client_auth(OAuthClientInfo(client_id=client_id,
+                                                   client_secret=client_secret), None, form)
+        resp = await fetch(OAuthRequest(method="POST", url=token_endpoint,
+                                        headers=tuple(headers), body=form_encode(form).encode()))
+        try:
+            answer = msgspec.json.decode(resp.body)
+        except msgspec.DecodeError:
+            answer = None
+        token = answer.get("access_token") if isinstance(answer, dict) else None
+        if resp.status != 200 or not isinstance(token, str):
+            raise TransportError(f"the identity provider refused the token exchange with HTTP "
+                                 f"{resp.status}")
+        return token
+
+    return grant
 
 
 class TokenStore(Protocol):
@@ -160,7 +202,9 @@ class McpOAuth:
     endpoints (see :func:`transport_fetch`). ``grant`` is ``"authorization_code"`` (needs
     ``authorize``, ``redirect_uri`` and ``random_bytes``) or ``"client_credentials"`` (needs
     ``client_id`` and ``client_secret``, or ``client_assertion`` for ``private_key_jwt``:
-    ``client_assertion(audience)`` returns a signed JWT). ``client_id`` / ``client_secret``
+    ``client_assertion(audience)`` returns a signed JWT) or ``"jwt_bearer"`` (an
+    :data:`AuthorizationGrant` from ``authorization_grant``, exchanged by the pre-registered
+    client for a token: cross-app access). ``client_id`` / ``client_secret``
     name a pre-registered client; ``client_metadata_url`` is this client's metadata document,
     used as its ``client_id`` where the server supports that; otherwise the client registers
     dynamically as ``client_name``. ``offline`` asks for ``offline_access`` (a refresh token)
@@ -169,22 +213,26 @@ class McpOAuth:
     """
 
     def __init__(self, *, server_url: str, fetch: OAuthFetch,
-                 grant: Literal["authorization_code", "client_credentials"] = "authorization_code",
+                 grant: Literal["authorization_code", "client_credentials",
+                                "jwt_bearer"] = "authorization_code",
                  authorize: AuthorizeRedirect | None = None, redirect_uri: str | None = None,
                  random_bytes: Callable[[int], bytes] | None = None,
                  store: TokenStore | None = None, now: Clock = monotonic_ms,
                  client_id: str | None = None, client_secret: str | None = None,
                  client_metadata_url: str | None = None, client_name: str = "bindloop",
                  client_assertion: Callable[[str], Awaitable[str]] | None = None,
+                 authorization_grant: AuthorizationGrant | None = None,
                  offline: bool = True, scope: str | None = None) -> None:
         split_url(server_url)  # an absolute URL, or ValueError now
         if grant == "authorization_code" and (authorize is None or redirect_uri is None
                                               or random_bytes is None):
             raise UsageError("McpOAuth(grant='authorization_code') needs authorize=, "
                              "redirect_uri= and random_bytes=")
-        if grant == "client_credentials" and client_id is None:
-            raise UsageError("McpOAuth(grant='client_credentials') needs client_id=")
-        if grant not in ("authorization_code", "client_credentials"):
+        if grant in ("client_credentials", "jwt_bearer") and client_id is None:
+            raise UsageError(f"McpOAuth(grant={grant!r}) needs client_id=")
+        if grant == "jwt_bearer" and authorization_grant is None:
+            raise UsageError("McpOAuth(grant='jwt_bearer') needs authorization_grant=")
+        if grant not in ("authorization_code", "client_credentials", "jwt_bearer"):
             raise UsageError(f"unknown grant {grant!r}")
         self.server_url = server_url
         self._fetch = fetch
@@ -201,6 +249,7 @@ class McpOAuth:
         self._metadata_url = client_metadata_url
         self._client_name = client_name
         self._assertion = client_assertion
+        self._authorization_grant = authorization_grant
         self._offline = offline
         self._scope = scope
         self._tokens: OAuthTokens | None = None
@@ -266,6 +315,15 @@ class McpOAuth:
         resource = self._resource(discovered)
         if self._grant == "client_credentials":
             await self._client_credentials(discovered, client, scope, resource)
+        elif self._grant == "jwt_bearer":
+            assert self._authorization_grant is not None
+            try:
+                assertion = await self._authorization_grant(discovered.issuer, resource, scope)
+            except TransportError as exc:
+                raise self._fail(f"no authorization grant: {exc}") from exc
+            await self._token_request(discovered, client, [
+                ("grant_type", _JWT_BEARER_GRANT), ("assertion", assertion), ("scope", scope),
+                ("resource", resource)], "JWT authorization grant")
         else:
             await self._authorization_code(discovered, client, scope, resource)
         return True
