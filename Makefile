@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: all venv demo demo-providers demo-openai demo-mcp test lint pytest typecheck js-test wasm-smoke \
 	mcp-pyodide conformance bench bench-peers bench-mcp bench-agent clean crash-test fuzz soak bench-report \
-	test-matrix test-mcp-conformance
+	test-matrix test-mcp-conformance mcp-everything
 
 all: test
 
@@ -47,7 +47,7 @@ demo-mcp: venv
 ## CPython, on Pyodide 314 in Node (plain and .pyc wheels) and in real workerd, byte-for-byte
 ## comparisons of the reports, the Worker template (tests/worker) in real workerd, the MCP client under
 ## Pyodide, and the agent page in headless Chromium.
-test: lint pytest typecheck js-test conformance-compare conformance-pyodide-pyc wasm-smoke mcp-pyodide \
+test: lint pytest typecheck js-test conformance-compare conformance-pyodide-pyc wasm-smoke mcp-pyodide mcp-everything \
 	conformance-workerd test-worker test-browser
 
 pytest: venv
@@ -82,6 +82,12 @@ $(MCP_CONFORMANCE)/node_modules/.package-lock.json: $(MCP_CONFORMANCE)/package.j
 
 test-mcp-conformance: venv $(MCP_CONFORMANCE)/node_modules/.package-lock.json
 	$(PY) $(MCP_CONFORMANCE)/run.py
+
+## The TypeScript everything server (npm @modelcontextprotocol/server-everything, bound to
+## 127.0.0.1) against bindloop's client on asyncio and trio: tools, resources, prompts,
+## completion, sampling, elicitation, roots, logging.
+mcp-everything: venv $(MCP_CONFORMANCE)/node_modules/.package-lock.json
+	BINDLOOP_REQUIRE_MCP_EVERYTHING=1 $(PY) -m pytest tests/mcp/test_mcp_everything.py -q
 
 include wasm/wasm.mk
 include conformance/conformance.mk

@@ -167,7 +167,7 @@ class McpHttpClient(HttpExchange):
         self._extend: dict[RequestId, Callable[[], None]] = {}
         self._early: dict[RequestId, Answer] = {}
         self._output_schemas: dict[str, dict[str, Any]] = {}
-        self._listen = listen
+        self._listen_by_default = listen
         self.listening = 0
         """How many GET streams from the server are open now (the background one included)."""
         self._auth = auth
@@ -219,11 +219,13 @@ class McpHttpClient(HttpExchange):
         """Connect if new, and (with ``listen``) open the server's GET stream in a task."""
         if self.session.phase == "new":
             await self.connect()
-        if self._listen:
+        if self._listen_by_default:
             group = anyio.create_task_group()
             await group.__aenter__()
             self._tasks, self._task_exit = group, group.__aexit__
-            group.start_soon(self._listen_quietly)
+            # Returns once the stream is open (or refused): what the server sends there from now
+            # on is seen, even for the very next call.
+            await group.start(self._listen_quietly)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -346,6 +348,9 @@ class McpHttpClient(HttpExchange):
         McpError
             Any other status, or a stream that is not MCP.
         """
+        return await self._listen(lambda: None)
+
+    async def _listen(self, opened: Callable[[], None]) -> bool:
         if self.session.phase != "ready":
             raise UsageError(f"MCP server {self.server!r}: connect() before listen()")
         request = self._http("GET", b"", accept="text/event-stream")
@@ -357,26 +362,39 @@ class McpHttpClient(HttpExchange):
                 raise McpProtocolError(self.server, "answered the GET stream without an event "
                                                     "stream")
             self.listening += 1
+            opened()
             try:
                 await self._read_stream(resp, None, "GET stream")
             finally:
                 self.listening -= 1
         return True
 
-    async def _listen_quietly(self) -> None:
+    async def _listen_quietly(self, *, task_status: anyio.abc.TaskStatus[None]
+                              = anyio.TASK_STATUS_IGNORED) -> None:
         # The background GET stream: reopened when the server ends it (a few times in a row at
         # most without anything arriving), given up on 405 or any error — calls still work
         # without it, and the failure reaches on_event.
+        started = False
+
+        def opened() -> None:
+            nonlocal started
+            if not started:
+                started = True
+                task_status.started()
+
         quiet = 0
-        while quiet < 3 and self.session.phase == "ready":
-            try:
-                if not await self.listen():
+        try:
+            while quiet < 3 and self.session.phase == "ready":
+                try:
+                    if not await self._listen(opened):
+                        return
+                except McpError as exc:
+                    self._report(_listen_failed(exc))
                     return
-            except McpError as exc:
-                self._report(_listen_failed(exc))
-                return
-            quiet += 1
-            await self._sleep(0.5)
+                quiet += 1
+                await self._sleep(0.5)
+        finally:
+            opened()
 
     async def aclose(self) -> None:
         """End the session: DELETE with the session id (a server that does not allow it answers
