@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -99,8 +100,9 @@ class McpTool(Tool[McpArguments, Any]):
             outcome = inner(args, ctx)
             return await outcome if inspect.isawaitable(outcome) else outcome
 
-        return McpTool(name=self.name, mcp_name=self.mcp_name, server=self.server,
-                       description=self.description, parameters=self.parameters, execute=execute)
+        clone = copy.copy(self)  # every attribute kept (schemas, names), only the call wrapped
+        clone._execute = execute
+        return clone
 
     def parse_arguments(self, raw: RawArguments) -> McpArguments | ToolError:
         try:
