@@ -1,7 +1,7 @@
 """MCP authorization: the pure decisions (challenge parsing, discovery order, resource check, scope
 selection, PKCE) and the whole flow over loopback HTTP against a scripted resource server and
 authorization server (401 → discovery → registration → PKCE code flow → token with a resource
-indicator → 403 step-up → refresh on expiry). The official suite's 21 authorization scenarios run
+indicator → 403 step-up → refresh on expiry). The official suite's 22 authorization scenarios run
 in ``make test-mcp-conformance``."""
 
 from __future__ import annotations
