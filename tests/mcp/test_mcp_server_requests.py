@@ -121,6 +121,20 @@ async def test_a_handler_can_refuse_with_its_own_code(
     assert _answers(script)["e1"]["error"] == {"code": -32000, "message": "no forms in batch mode"}
 
 
+async def test_a_handler_answering_the_wrong_type_is_an_internal_error(
+        scripted: ScriptedProviderServer, transport: HttpxTransport) -> None:
+    script = _server(scripted, ELICIT)
+
+    async def sloppy(request: ElicitationRequest) -> ElicitationResult:
+        return {"action": "accept"}  # type: ignore[return-value]
+
+    mcp = client(transport, handlers=ServerRequestHandlers(elicitation=sloppy))
+    await mcp.connect()
+    assert (await mcp.call_tool("add", {"a": 1, "b": 2})).content[0]["text"] == "done"
+    error = _answers(script)["e1"]["error"]
+    assert error["code"] == -32603 and "not an ElicitationResult" in error["message"]
+
+
 async def test_without_handlers_nothing_is_declared_and_everything_is_refused(
         scripted: ScriptedProviderServer, transport: HttpxTransport) -> None:
     script = _server(scripted, SAMPLE, ROOTS)

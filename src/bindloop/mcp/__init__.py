@@ -38,7 +38,6 @@ from ._features import (
     unsubscribe_resource as unsubscribe_resource,
 )
 from ._http import (
-    McpAuth as McpAuth,
     McpHttpClient as McpHttpClient,
     ProgressCallback as ProgressCallback,
     open_mcp_client as open_mcp_client,
@@ -46,6 +45,7 @@ from ._http import (
 from ._oauth import (
     AuthorizationGrant as AuthorizationGrant,
     AuthorizeRedirect as AuthorizeRedirect,
+    McpAuth as McpAuth,
     McpAuthorizationError as McpAuthorizationError,
     McpOAuth as McpOAuth,
     MemoryTokenStore as MemoryTokenStore,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -32,6 +32,7 @@ from ._errors import (
     McpTimeoutError,
 )
 from ._exchange import Answer, HttpExchange, content_type
+from ._oauth import McpAuth
 from ._protocol import (
     PROTOCOL_VERSIONS,
     CallToolResult,
@@ -54,28 +55,10 @@ from ._session import (
 )
 from ._validate import first_schema_violation
 
-__all__ = ("McpAuth", "McpHttpClient", "ProgressCallback", "open_mcp_client")
+__all__ = ("McpHttpClient", "ProgressCallback", "open_mcp_client")
 
 ProgressCallback = Callable[[McpProgress], None]
 _LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-
-
-class McpAuth(Protocol):
-    """What an :class:`McpHttpClient` asks of an authorization provider (:class:`McpOAuth` is
-    one): the headers for the next request, and what to do when the server refuses one."""
-
-    def headers(self) -> Sequence[tuple[str, str]]:
-        """The credential headers to send now (``[]`` before any token)."""
-        ...
-
-    async def prepare(self) -> None:
-        """Called before each request: refresh a token that expired, if it can."""
-        ...
-
-    async def unauthorized(self, error: McpHttpError) -> bool:
-        """The server answered 401, or 403 with ``insufficient_scope``: obtain a (better) token.
-        ``True`` sends the request again; ``False`` raises ``error``."""
-        ...
 
 
 class McpHttpClient(HttpExchange):

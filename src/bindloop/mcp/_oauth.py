@@ -48,6 +48,7 @@ from ._oauth_model import (
 
 __all__ = (
     "AuthorizeRedirect",
+    "McpAuth",
     "McpAuthorizationError",
     "McpOAuth",
     "MemoryTokenStore",
@@ -64,6 +65,24 @@ _MAX_BODY = 1024 * 1024
 _JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 _JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 _TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+
+
+class McpAuth(Protocol):
+    """What an :class:`McpHttpClient` asks of an authorization provider (:class:`McpOAuth` is
+    one): the headers for the next request, and what to do when the server refuses one."""
+
+    def headers(self) -> Sequence[tuple[str, str]]:
+        """The credential headers to send now (``[]`` before any token)."""
+        ...
+
+    async def prepare(self) -> None:
+        """Called before each request: refresh a token that expired, if it can."""
+        ...
+
+    async def unauthorized(self, error: McpHttpError) -> bool:
+        """The server answered 401, or 403 with ``insufficient_scope``: obtain a (better) token.
+        ``True`` sends the request again; ``False`` raises ``error``."""
+        ...
 
 
 class McpAuthorizationError(McpError):

@@ -205,7 +205,9 @@ class ServerRequestHandlers(msgspec.Struct, frozen=True, kw_only=True):
 async def serve_request(handlers: ServerRequestHandlers,
                         request: McpServerRequest) -> dict[str, Any]:
     """The result for ``request``, or :class:`McpRequestRefused` (the error to answer with).
-    A handler's own exception is answered as an internal error naming its type only."""
+    A handler's own exception, or an answer of the wrong type, is answered as an internal error
+    naming the type only: the server always gets an answer, and the call or stream it came on
+    goes on."""
     params = request.params or {}
     try:
         if request.method == "roots/list" and handlers.roots is not None:
@@ -217,12 +219,12 @@ async def serve_request(handlers: ServerRequestHandlers,
             asked = _convert(params, ElicitationRequest)
             answer = await handlers.elicitation(asked)
             if not isinstance(answer, ElicitationResult):
-                raise UsageError("an elicitation handler must return an ElicitationResult")
+                raise McpRequestRefused("the client's elicitation handler returned "
+                                        f"{type(answer).__name__}, not an ElicitationResult",
+                                        _INTERNAL)
             shown: dict[str, Any] = msgspec.to_builtins(_with_defaults(answer, asked))
             return shown
     except McpRequestRefused:
-        raise
-    except UsageError:
         raise
     except Exception as exc:  # the host's port failed: the server hears that, not the details
         raise McpRequestRefused(f"the client failed to answer {request.method}: "

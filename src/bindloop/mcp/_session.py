@@ -319,6 +319,7 @@ class McpClientSession:
         for request_id in self._pending:
             self._forget(request_id)
         self._pending.clear()
+        self._inbound.clear()
         self._phase = "closed"
 
     def take_outgoing(self) -> list[Outgoing]:
