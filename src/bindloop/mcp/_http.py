@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -155,7 +155,7 @@ class McpHttpClient(HttpExchange):
         """How many GET streams from the server are open now (the background one included)."""
         self._auth = auth
         self._tasks: anyio.abc.TaskGroup | None = None
-        self._task_exit: Any = None
+        self._stack: AsyncExitStack | None = None
         self._init_redaction(transport, headers)
         bind = getattr(auth, "bind", None)
         if callable(bind):
@@ -203,19 +203,24 @@ class McpHttpClient(HttpExchange):
         if self.session.phase == "new":
             await self.connect()
         if self._listen_by_default:
-            group = anyio.create_task_group()
-            await group.__aenter__()
-            self._tasks, self._task_exit = group, group.__aexit__
-            # Returns once the stream is open (or refused): what the server sends there from now
-            # on is seen, even for the very next call.
-            await group.start(self._listen_quietly)
+            stack = AsyncExitStack()
+            group = await stack.enter_async_context(anyio.create_task_group())
+            try:
+                # Returns once the stream is open (or refused): what the server sends there from
+                # now on is seen, even for the very next call.
+                await group.start(self._listen_quietly)
+            except BaseException:
+                group.cancel_scope.cancel()
+                await stack.aclose()
+                raise
+            self._tasks, self._stack = group, stack
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        group, self._tasks = self._tasks, None
-        if group is not None:
+        group, stack, self._tasks, self._stack = self._tasks, self._stack, None, None
+        if group is not None and stack is not None:
             group.cancel_scope.cancel()
-            await self._task_exit(None, None, None)
+            await stack.aclose()
         await self.aclose()
 
     async def list_tools(self, *, max_pages: int = 100
