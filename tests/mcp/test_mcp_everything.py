@@ -153,3 +153,25 @@ async def test_subscriptions_and_logging_arrive_on_the_get_stream(
     await client.call_tool("toggle-subscriber-updates", {})
     await client.call_tool("toggle-simulated-logging", {})
     await unsubscribe_resource(client, resources[0].uri)
+
+
+async def test_an_agent_reads_a_resource_and_a_prompt_into_its_context(
+        everything: tuple[McpHttpClient, list[McpEvent]]) -> None:
+    from bindloop.agent import ChatResult, create_agent, equip_history, prompt_chat
+    from bindloop.testing import final_answer, scripted_stream_model
+
+    client, _ = everything
+    template = next(t for t in await list_resource_templates(client) if "text" in t.uri_template)
+    uri = template.uri_template.replace("{resourceId}", "3")
+    model = scripted_stream_model([final_answer("read it")])
+
+    async def handler(_: None) -> ChatResult:
+        prompt = await get_prompt(client, "args-prompt", {"city": "Oslo"})
+        contents = await read_resource(client, uri)
+        equip_history([UserMessage(content=resource_parts(contents)), *prompt_messages(prompt)])
+        return await prompt_chat()
+
+    result = await create_agent(id="reader", handler=handler, model=model)(None)
+    assert result.data == "read it"
+    sent = str(model.requests[0].messages)
+    assert uri in sent and "Oslo" in sent  # the resource (headed by its URI) and the prompt
