@@ -189,8 +189,7 @@ class McpHttpClient(HttpExchange):
                 break
             except McpHttpError as exc:
                 # A server that wants a token from the start: authorize, then a fresh handshake.
-                if (self._auth is None or attempts >= 3 or not _auth_challenge(exc)
-                        or not await self._auth.unauthorized(exc)):
+                if attempts >= 3 or not await self._reauthorize(exc):
                     raise
                 attempts += 1
                 self.session = self._new_session()
@@ -413,6 +412,16 @@ class McpHttpClient(HttpExchange):
             return
         await self._notify(self.session.respond(request.request_id, result))
 
+    async def _reauthorize(self, exc: McpHttpError) -> bool:
+        """Whether the auth provider obtained a token for a 401 / 403 ``insufficient_scope``
+        (its own failure is raised, redacted like every error)."""
+        if self._auth is None or not _auth_challenge(exc):
+            return False
+        try:
+            return await self._auth.unauthorized(exc)
+        except McpError as failure:
+            raise self._clean(failure) from None
+
     def _saw_progress(self, request_id: RequestId) -> None:
         extend = self._extend.get(request_id)
         if extend is not None:
@@ -457,8 +466,7 @@ class McpHttpClient(HttpExchange):
                 return await self._call(build(self.session), signal=signal,
                                         on_progress=on_progress, timeout_ms=timeout_ms)
             except McpHttpError as exc:
-                if (self._auth is None or attempts >= 3 or not _auth_challenge(exc)
-                        or not await self._auth.unauthorized(exc)):
+                if attempts >= 3 or not await self._reauthorize(exc):
                     raise
                 attempts += 1
 

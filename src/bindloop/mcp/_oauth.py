@@ -274,6 +274,7 @@ class McpOAuth:
         self._tokens: OAuthTokens | None = None
         self._loaded = False
         self._discovered: _Discovered | None = None
+        self._discovered_from: str | None = None
         self._server = "mcp"
         self._on_secret: Callable[[str], None] = lambda _s: None
 
@@ -360,7 +361,8 @@ class McpOAuth:
             raise self._fail(f"could not reach {url}: {exc}") from exc
 
     async def _discover(self, challenge: WwwAuthenticate) -> _Discovered:
-        if self._discovered is not None and not challenge.resource_metadata:
+        if self._discovered is not None and challenge.resource_metadata in (
+                None, self._discovered_from):
             return self._discovered
         resource: ProtectedResourceMetadata | None = None
         for url in protected_resource_metadata_urls(self.server_url, challenge):
@@ -405,6 +407,7 @@ class McpOAuth:
                 and self._grant == "authorization_code"):
             raise self._fail("the authorization server does not support PKCE with S256")
         self._discovered = _Discovered(resource, server, server.issuer or issuer)
+        self._discovered_from = challenge.resource_metadata
         return self._discovered
 
     def _resource(self, discovered: _Discovered) -> str:

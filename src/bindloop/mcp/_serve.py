@@ -24,7 +24,7 @@ from ..contracts import (
     UserMessage,
 )
 from ..contracts import ModelTurnResult
-from ..errors import UsageError
+from ..errors import ToolFailure, UsageError
 from ._session import McpServerRequest
 
 __all__ = (
@@ -45,14 +45,15 @@ _INTERNAL = -32603
 _REFUSED = -1  # what the SDKs answer when the user (here: the host's policy) declines sampling
 
 
-class McpRequestRefused(Exception):
+class McpRequestRefused(ToolFailure):
     """Raise from a handler to answer the server's request with a JSON-RPC error (``code``,
-    ``message``) instead of a result. The message is redacted before it is sent."""
+    ``message``) instead of a result: a refusal on purpose, like a tool's
+    :class:`~bindloop.errors.ToolFailure`, whose message the other side reads (here the server,
+    after redaction)."""
 
     def __init__(self, message: str, code: int = _REFUSED) -> None:
-        super().__init__(message)
+        super().__init__(message, kind="refused")
         self.code = code
-        self.message = message
 
 
 class McpRoot(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
