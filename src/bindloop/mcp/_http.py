@@ -147,7 +147,8 @@ class McpHttpClient(HttpExchange):
         self._renewal: anyio.Lock | None = None  # made on first use, inside the event loop
         self._notify_s = notify_timeout_ms / 1000.0
         self._progress: dict[RequestId, ProgressCallback] = {}
-        self._extend: dict[RequestId, Callable[[], None]] = {}
+        # Per pending call with a timeout: its timer, the timeout, the overall deadline.
+        self._extend: dict[RequestId, tuple[anyio.CancelScope, float, float | None]] = {}
         self._early: dict[RequestId, Answer] = {}
         self._output_schemas: dict[str, dict[str, Any]] = {}
         self._listen_by_default = listen
@@ -423,9 +424,11 @@ class McpHttpClient(HttpExchange):
             raise self._clean(failure) from None
 
     def _saw_progress(self, request_id: RequestId) -> None:
-        extend = self._extend.get(request_id)
-        if extend is not None:
-            extend()
+        entry = self._extend.get(request_id)
+        if entry is not None:
+            timer, timeout_ms, limit = entry
+            deadline = anyio.current_time() + timeout_ms / 1000.0
+            timer.deadline = deadline if limit is None else min(deadline, limit)
 
     # -- one request ------------------------------------------------------------------------
 
@@ -492,7 +495,9 @@ class McpHttpClient(HttpExchange):
         try:
             with anyio.move_on_after(None if timeout is None else timeout / 1000.0) as timer:
                 if timeout is not None:
-                    self._extend[request_id] = _extender(timer, timeout, self._max_timeout_ms)
+                    limit = (None if self._max_timeout_ms is None else
+                             anyio.current_time() + self._max_timeout_ms / 1000.0)
+                    self._extend[request_id] = (timer, timeout, limit)
                 with scope:
                     answer = await self._exchange(out)
         except McpHttpError:
@@ -536,18 +541,6 @@ class McpHttpClient(HttpExchange):
 
 def _ignore(_: McpProgress) -> None:
     return None
-
-
-def _extender(timer: anyio.CancelScope, timeout_ms: float,
-              max_ms: float | None) -> Callable[[], None]:
-    started = anyio.current_time()
-    limit = None if max_ms is None else started + max_ms / 1000.0
-
-    def extend() -> None:
-        deadline = anyio.current_time() + timeout_ms / 1000.0
-        timer.deadline = deadline if limit is None else min(deadline, limit)
-
-    return extend
 
 
 def _auth_challenge(exc: McpHttpError) -> bool:
