@@ -46,8 +46,10 @@ demo-mcp: venv
 ## make test: pytest (unit, property, fences, API), mypy --strict, JS tests, conformance on
 ## CPython, on Pyodide 314 in Node (plain and .pyc wheels) and in real workerd, byte-for-byte
 ## comparisons of the reports, the Worker template (tests/worker) in real workerd, the MCP client under
-## Pyodide, and the agent page in headless Chromium.
+## Pyodide, the MCP client against the TypeScript everything server and the official MCP conformance
+## suite, and the agent page in headless Chromium.
 test: lint pytest typecheck js-test conformance-compare conformance-pyodide-pyc wasm-smoke mcp-pyodide mcp-everything \
+	test-mcp-conformance \
 	conformance-workerd test-worker test-browser
 
 pytest: venv
@@ -81,7 +83,7 @@ $(MCP_CONFORMANCE)/node_modules/.package-lock.json: $(MCP_CONFORMANCE)/package.j
 	touch $@
 
 test-mcp-conformance: venv $(MCP_CONFORMANCE)/node_modules/.package-lock.json
-	$(PY) $(MCP_CONFORMANCE)/run.py
+	$(PY) $(MCP_CONFORMANCE)/run.py --retry
 
 ## The TypeScript everything server (npm @modelcontextprotocol/server-everything, bound to
 ## 127.0.0.1) against bindloop's client on asyncio and trio: tools, resources, prompts,
