@@ -272,3 +272,42 @@ def test_an_authorization_code_provider_needs_its_ports() -> None:
 
     with pytest.raises(UsageError, match="random_bytes"):
         McpOAuth(server_url="https://rs.example/mcp", fetch=fetch)
+
+
+@pytest.mark.parametrize("case", ["state", "denied", "token"])
+async def test_a_broken_authorization_step_is_named_and_sends_no_token(
+        scripted: ScriptedProviderServer, case: str) -> None:
+    world = World(scripted)
+    if case == "token":
+        scripted.set_responder("as", lambda request: (
+            ScriptedReply(status=400, streamed=False, headers=(
+                ("content-type", "application/json"),), chunks=(
+                b'{"error": "invalid_grant", "error_description": "code sk-live-0123456789"}',))
+            if request.path == "/as/token" else world.auth_server(request)))
+
+    async def authorize(url: str) -> str:
+        redirect = await world.authorize(url)
+        if case == "state":
+            return redirect.replace("state=", "state=forged")
+        if case == "denied":
+            return "http://127.0.0.1:9/cb?error=access_denied"
+        return redirect
+
+    transport = HttpxTransport(world.base + "/mcp")
+    import httpx
+
+    http = httpx.AsyncClient()
+    try:
+        oauth = McpOAuth(server_url=world.base + "/mcp",
+                         fetch=transport_fetch(lambda url: HttpxTransport(url, client=http)),
+                         authorize=authorize, redirect_uri="http://127.0.0.1:9/cb",
+                         random_bytes=lambda n: bytes(range(n)))
+        with pytest.raises(McpAuthorizationError) as caught:
+            await McpHttpClient(transport, server="guarded", auth=oauth).connect()
+    finally:
+        await transport.aclose()
+        await http.aclose()
+    expected = {"state": "state does not match", "denied": "access_denied",
+                "token": "HTTP 400 (invalid_grant)"}[case]
+    assert expected in str(caught.value) and "sk-live" not in str(caught.value)
+    assert oauth.tokens is None and world.tokens == {}
