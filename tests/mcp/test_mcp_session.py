@@ -143,7 +143,7 @@ def test_a_stray_or_duplicate_answer_in_a_batch_costs_nothing() -> None:
              {"jsonrpc": "2.0", "id": first.request_id, "result": {}},
              "not a message",
              {"jsonrpc": "2.0", "id": second.request_id, "result": {"content": []}}]
-    events = session.receive(json.dumps(batch).encode())
+    events = session.receive(msgspec.json.encode(batch))
     answered = [e.request_id for e in events if isinstance(e, McpResponse)]
     discarded = [e for e in events if isinstance(e, McpDiscarded)]
     assert answered == [first.request_id, second.request_id]
@@ -238,6 +238,6 @@ def test_a_valid_answer_survives_any_junk_beside_it_in_a_batch(junk: list[Any], 
     batch = [*junk[:at], answer, *junk[at:]]
     if len(batch) == 1:
         batch.append({"jsonrpc": "2.0", "method": "notifications/message"})
-    events = session.receive(json.dumps(batch).encode())
+    events = session.receive(msgspec.json.encode(batch))
     assert any(isinstance(e, McpResponse) and e.request_id == out.request_id for e in events)
     assert out.request_id not in session.pending()
