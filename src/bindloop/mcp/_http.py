@@ -31,7 +31,7 @@ from ._errors import (
     McpSessionExpiredError,
     McpTimeoutError,
 )
-from ._exchange import Answer, HttpExchange, content_type
+from ._exchange import Answer, HttpExchange, StreamRead, content_type
 from ._oauth import McpAuth
 from ._protocol import (
     PROTOCOL_VERSIONS,
@@ -336,15 +336,18 @@ class McpHttpClient(HttpExchange):
         McpError
             Any other status, or a stream that is not MCP.
         """
-        return await self._listen(lambda: None)
+        return await self._listen(lambda: None) is not None
 
-    async def _listen(self, opened: Callable[[], None]) -> bool:
+    async def _listen(self, opened: Callable[[], None],
+                      last_event_id: str | None = None) -> StreamRead | None:
+        """One GET stream (resumed after ``last_event_id``): ``None`` when the server has none
+        (405), else what it brought before it ended."""
         if self.session.phase != "ready":
             raise UsageError(f"MCP server {self.server!r}: connect() before listen()")
-        request = self._http("GET", b"", accept="text/event-stream")
+        request = self._http("GET", b"", accept="text/event-stream", last_event_id=last_event_id)
         async with self._open(request, "GET stream") as resp:
             if resp.status == 405:
-                return False
+                return None
             await self._check_status(resp, "GET stream", expect_answer=True)
             if content_type(resp) != "text/event-stream":
                 raise McpProtocolError(self.server, "answered the GET stream without an event "
@@ -352,14 +355,14 @@ class McpHttpClient(HttpExchange):
             self.listening += 1
             opened()
             try:
-                await self._read_stream(resp, None, "GET stream")
+                state = await self._read_stream(resp, None, "GET stream", last_event_id)
             finally:
                 self.listening -= 1
-        return True
+        return state
 
     async def _listen_quietly(self, *, task_status: anyio.abc.TaskStatus[None]
                               = anyio.TASK_STATUS_IGNORED) -> None:
-        # The background GET stream: reopened when the server ends it (a few times in a row at
+        # The background GET stream: reopened when the server ends it (three times in a row at
         # most without anything arriving), given up on 405 or any error — calls still work
         # without it, and the failure reaches on_event.
         started = False
@@ -371,16 +374,20 @@ class McpHttpClient(HttpExchange):
                 task_status.started()
 
         quiet = 0
+        last_id: str | None = None
         try:
             while quiet < 3 and self.session.phase == "ready":
                 try:
-                    if not await self._listen(opened):
-                        return
+                    state = await self._listen(opened, last_id)
                 except McpError as exc:
                     self._report(_listen_failed(exc))
                     return
-                quiet += 1
-                await self._sleep(0.5)
+                if state is None:
+                    return
+                quiet = 0 if state.events else quiet + 1
+                last_id = state.last_id or last_id
+                # The stream's own retry, as for a resumption (half a second without one).
+                await self._sleep(min(state.retry_ms or 500, 30_000) / 1000.0)
         finally:
             opened()
 
