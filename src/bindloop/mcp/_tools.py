@@ -87,23 +87,6 @@ class McpTool(Tool[McpArguments, Any]):
     def __repr__(self) -> str:
         return f"McpTool(name={self.name!r}, server={self.server!r}, mcp_name={self.mcp_name!r})"
 
-    def with_signal_source(self, source: Callable[[], AbortSignal | None]) -> McpTool:
-        """This tool, watching ``source()`` (read at each call) when its ``ctx`` carries no signal
-        of its own: how ``equip_mcp`` gives its tools the agent run's abort signal."""
-        inner = self._execute
-
-        async def execute(args: McpArguments, ctx: Any) -> ToolOutcome:
-            if _signal_of(ctx) is None:
-                signal = source()
-                if signal is not None:
-                    ctx = signal
-            outcome = inner(args, ctx)
-            return await outcome if inspect.isawaitable(outcome) else outcome
-
-        clone = copy.copy(self)  # every attribute kept (schemas, names), only the call wrapped
-        clone._execute = execute
-        return clone
-
     def parse_arguments(self, raw: RawArguments) -> McpArguments | ToolError:
         try:
             if raw is None or (isinstance(raw, (str, bytes)) and not raw.strip()):
@@ -123,6 +106,23 @@ class McpTool(Tool[McpArguments, Any]):
             return ToolError(error=f"Invalid arguments for {self.name}: {problem}",
                              kind="validation")
         return McpArguments(values=value)
+
+    def with_signal_source(self, source: Callable[[], AbortSignal | None]) -> McpTool:
+        """This tool, watching ``source()`` (read at each call) when its ``ctx`` carries no signal
+        of its own: how ``equip_mcp`` gives its tools the agent run's abort signal."""
+        inner = self._execute
+
+        async def execute(args: McpArguments, ctx: Any) -> ToolOutcome:
+            if _signal_of(ctx) is None:
+                signal = source()
+                if signal is not None:
+                    ctx = signal
+            outcome = inner(args, ctx)
+            return await outcome if inspect.isawaitable(outcome) else outcome
+
+        clone = copy.copy(self)  # every attribute kept (schemas, names), only the call wrapped
+        clone._execute = execute
+        return clone
 
 
 @dataclass(frozen=True, slots=True)
