@@ -53,7 +53,6 @@ from ._session import (
     McpServerRequest,
     Outgoing,
 )
-from ._validate import first_schema_violation
 
 __all__ = ("McpHttpClient", "ProgressCallback", "open_mcp_client")
 
@@ -288,7 +287,9 @@ class McpHttpClient(HttpExchange):
             if result.structured_content is None:
                 raise McpProtocolError(self.server, f"tool {name!r} declares an outputSchema but "
                                                     "answered without structuredContent")
-            problem = first_schema_violation(result.structured_content, schema)
+            from ._tools import output_schema_violation  # the tools' one validator
+
+            problem = output_schema_violation(result.structured_content, schema)
             if problem is not None:
                 raise self._clean(McpProtocolError(
                     self.server, f"tool {name!r} answered structuredContent that does not match "

@@ -125,6 +125,12 @@ class McpTool(Tool[McpArguments, Any]):
         return clone
 
 
+
+def output_schema_violation(value: Any, schema: Mapping[str, Any]) -> str | None:
+    """Where a tool's ``structuredContent`` breaks its ``outputSchema`` (``None``: it fits), by
+    the same validator the arguments are checked with."""
+    return first_schema_violation(value, schema)
+
 @dataclass(frozen=True, slots=True)
 class McpToolset:
     """What a server offers the model: ``tools`` in the server's order, and ``skipped`` entries
