@@ -47,6 +47,9 @@ async def model(messages: list[Message], tools: list[Any]) -> ModelTurnResult:
 
 
 async def elicit(request: ElicitationRequest) -> ElicitationResult:
+    fields = (request.requested_schema or {}).get("properties", {})
+    if "interpretation" in fields:  # the research task asking for a clarification
+        return ElicitationResult(action="accept", content={"interpretation": "the protocol"})
     return ElicitationResult(action="accept", content={"name": "Ada Lovelace", "check": True})
 
 
@@ -175,3 +178,30 @@ async def test_an_agent_reads_a_resource_and_a_prompt_into_its_context(
     assert result.data == "read it"
     sent = str(model.requests[0].messages)
     assert uri in sent and "Oslo" in sent  # the resource (headed by its URI) and the prompt
+
+
+async def test_a_tool_call_runs_as_a_task(everything: tuple[McpHttpClient, list[McpEvent]]) -> None:
+    from bindloop.mcp import McpTask, get_task, list_tasks, run_tool_task
+
+    client, _ = everything
+    seen: list[McpTask] = []
+    result = await run_tool_task(client, "simulate-research-query", {"topic": "sans-I/O"},
+                                 ttl_ms=60_000, poll_ms=200, on_status=seen.append)
+    assert "sans-I/O" in str(result.content) and not result.is_error
+    assert seen[0].status == "working" and seen[0].task_id
+    assert (await get_task(client, seen[0].task_id)).status == "completed"
+    assert seen[0].task_id in [t.task_id for t in await list_tasks(client)]
+
+
+async def test_a_task_that_needs_input_asks_through_the_elicitation_handler(
+        everything: tuple[McpHttpClient, list[McpEvent]]) -> None:
+    from bindloop.mcp import McpTask, run_tool_task
+
+    client, _ = everything
+    seen: list[McpTask] = []
+    result = await run_tool_task(client, "simulate-research-query",
+                                 {"topic": "MCP", "ambiguous": True}, poll_ms=200,
+                                 on_status=seen.append)
+    # input_required: tasks/result's stream carried the server's elicitation to the handler.
+    assert seen[-1].status == "input_required"
+    assert "the protocol" in str(result.content)

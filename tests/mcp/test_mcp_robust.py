@@ -283,3 +283,16 @@ async def test_the_get_stream_is_reopened_after_its_last_event(
     assert all(dict(g.headers)["last-event-id"] == "g1" for g in gets[1:])
     assert slept[0] == 0.005
     assert any(getattr(e, "method", None) == "notifications/message" for e in seen)
+
+
+async def test_a_task_call_answered_directly_is_refused_by_name(
+        scripted: ScriptedProviderServer, transport: HttpxTransport) -> None:
+    from bindloop.mcp import call_tool_as_task
+
+    script = McpScript(tools_call=lambda rpc, _: json_reply(result(rpc, {"content": []})))
+    scripted.set_responder("mcp", script)
+    mcp = client(transport)
+    await mcp.connect()
+    with pytest.raises(McpProtocolError, match="without a valid task"):
+        await call_tool_as_task(mcp, "add", {"a": 1, "b": 2}, ttl_ms=5_000)
+    assert script.bodies()[-1]["params"]["task"] == {"ttl": 5000}

@@ -3,7 +3,8 @@ HTTP binding over the host's ``Transport`` (:class:`McpHttpClient`), and a serve
 bindloop tools (:func:`load_mcp_tools`), equipped in an agent (:func:`equip_mcp`) or as a registry
 plugin (:class:`McpServerPlugin`). Around them: authorization (:class:`McpOAuth`), the server's own
 requests answered through the host's ports (:class:`ServerRequestHandlers`), and resources,
-prompts and completion (:func:`list_resources`, :func:`get_prompt`, :func:`complete`, ...).
+prompts and completion (:func:`list_resources`, :func:`get_prompt`, :func:`complete`, ...), and
+tool calls run as tasks (:func:`run_tool_task`).
 
 See docs/mcp.md.
 """
@@ -100,6 +101,16 @@ from ._session import (
     McpToolListChanged as McpToolListChanged,
     Outgoing as Outgoing,
 )
+from ._tasks import (
+    TERMINAL_TASK_STATUSES as TERMINAL_TASK_STATUSES,
+    McpTask as McpTask,
+    call_tool_as_task as call_tool_as_task,
+    cancel_task as cancel_task,
+    get_task as get_task,
+    list_tasks as list_tasks,
+    run_tool_task as run_tool_task,
+    task_result as task_result,
+)
 from ._tools import (
     McpArguments as McpArguments,
     McpServerPlugin as McpServerPlugin,
@@ -114,6 +125,7 @@ from ._tools import (
 
 __all__ = (
     "PROTOCOL_VERSIONS",
+    "TERMINAL_TASK_STATUSES",
     "AuthorizationGrant",
     "AuthorizationServerMetadata",
     "AuthorizeRedirect",
@@ -153,6 +165,7 @@ __all__ = (
     "McpServerPlugin",
     "McpServerRequest",
     "McpSessionExpiredError",
+    "McpTask",
     "McpTimeoutError",
     "McpTool",
     "McpToolInfo",
@@ -180,13 +193,17 @@ __all__ = (
     "ToolProgress",
     "WwwAuthenticate",
     "build_mcp_tools",
+    "call_tool_as_task",
+    "cancel_task",
     "complete",
     "equip_mcp",
     "get_prompt",
+    "get_task",
     "id_jag_exchange",
     "list_prompts",
     "list_resource_templates",
     "list_resources",
+    "list_tasks",
     "load_mcp_tools",
     "map_call_result",
     "map_content_block",
@@ -196,7 +213,9 @@ __all__ = (
     "prompt_messages",
     "read_resource",
     "resource_parts",
+    "run_tool_task",
     "subscribe_resource",
+    "task_result",
     "transport_fetch",
     "unsubscribe_resource",
 )

@@ -297,11 +297,12 @@ class McpHttpClient(HttpExchange):
         return result
 
     async def request(self, method: str, params: Mapping[str, Any] | None = None, *,
-                      signal: AbortSignal | None = None,
-                      timeout_ms: float | None | bool = True) -> Any:
+                      signal: AbortSignal | None = None, timeout_ms: float | None | bool = True,
+                      raw: bool = True) -> Any:
         """Any request by method name (``resources/read``, ``prompts/get``, ...): its raw
-        result. The typed helpers are in :mod:`bindloop.mcp` (:func:`list_resources`, ...)."""
-        answer = await self._renewing(lambda session: session.request(method, params),
+        result (``raw=False``: typed where the session types it, as for ``tools/call``). The
+        typed helpers are in :mod:`bindloop.mcp` (:func:`list_resources`, ...)."""
+        answer = await self._renewing(lambda session: session.request(method, params, raw=raw),
                                       signal=signal, timeout_ms=timeout_ms)
         return answer.result
 
