@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: all venv demo demo-providers demo-openai demo-mcp test lint pytest typecheck js-test wasm-smoke \
 	mcp-pyodide pyodide-timers conformance bench bench-peers bench-mcp bench-agent clean crash-test fuzz soak bench-report \
-	test-matrix store-servers bench-scale
+	test-matrix store-servers bench-scale test-mcp-conformance mcp-everything
 
 all: test
 
@@ -46,8 +46,10 @@ demo-mcp: venv
 ## make test: pytest (unit, property, fences, API), mypy --strict, JS tests, conformance on
 ## CPython, on Pyodide 314 in Node (plain and .pyc wheels) and in real workerd, byte-for-byte
 ## comparisons of the reports, the Worker template (tests/worker) in real workerd, the MCP client under
-## Pyodide, and the agent page in headless Chromium.
+## Pyodide, the MCP client against the TypeScript everything server and the official MCP conformance
+## suite, and the agent page in headless Chromium.
 test: lint pytest typecheck js-test conformance-compare conformance-pyodide-pyc wasm-smoke mcp-pyodide pyodide-timers \
+	mcp-everything test-mcp-conformance \
 	conformance-workerd test-worker test-browser
 
 pytest: venv store-servers
@@ -86,6 +88,23 @@ mcp-pyodide: wasm/node_modules/.package-lock.json wasm-wheels
 pyodide-timers: wasm/node_modules/.package-lock.json wasm-wheels
 	BINDLOOP_REQUIRE_PYODIDE=1 $(PY) -m pytest tests/run/test_pyodide_exit.py -q
 
+## The official MCP conformance suite (npm @modelcontextprotocol/conformance, on Node 22 from npm
+## node@22) running its client scenarios against bindloop's client through
+## bindloop.hosts.mcp_conformance_client; prints one line per scenario and the totals.
+MCP_CONFORMANCE := tests/mcp/conformance
+$(MCP_CONFORMANCE)/node_modules/.package-lock.json: $(MCP_CONFORMANCE)/package.json $(MCP_CONFORMANCE)/package-lock.json
+	cd $(MCP_CONFORMANCE) && npm ci --no-audit --no-fund
+	touch $@
+
+test-mcp-conformance: venv $(MCP_CONFORMANCE)/node_modules/.package-lock.json
+	$(PY) $(MCP_CONFORMANCE)/run.py --retry
+
+## The TypeScript everything server (npm @modelcontextprotocol/server-everything, bound to
+## 127.0.0.1) against bindloop's client on asyncio and trio: tools, resources, prompts,
+## completion, sampling, elicitation, roots, logging.
+mcp-everything: venv $(MCP_CONFORMANCE)/node_modules/.package-lock.json
+	BINDLOOP_REQUIRE_MCP_EVERYTHING=1 $(PY) -m pytest tests/mcp/test_mcp_everything.py -q
+
 include wasm/wasm.mk
 include conformance/conformance.mk
 include worker/worker.mk
@@ -97,7 +116,7 @@ bench: venv
 
 ## MCP client overhead per call vs a direct tool call, and import cost on CPython and Pyodide.
 bench-mcp: venv
-	$(PY) bench/mcp.py
+	$(PY) bench/mcp_client.py
 
 bench-peers: venv
 	$(PY) -m pip install --quiet -e '.[bench]'

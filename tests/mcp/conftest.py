@@ -3,9 +3,12 @@ port) and a scripted server for the hostile cases."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -76,3 +79,51 @@ async def transport(scripted: ScriptedProviderServer) -> AsyncIterator[HttpxTran
         yield t
     finally:
         await t.aclose()
+
+
+MCP_NODE_DIR = Path(__file__).resolve().parent / "conformance"
+
+
+@pytest.fixture(scope="session")
+def everything_url() -> Iterator[str]:
+    """The TypeScript everything server (npm, Node 22 from npm) over streamable HTTP, bound to
+    127.0.0.1 by a preload; skipped unless ``make mcp-everything`` installed it (required there)."""
+    node = MCP_NODE_DIR / "node_modules" / "node" / "bin" / "node"
+    entry = (MCP_NODE_DIR / "node_modules" / "@modelcontextprotocol" / "server-everything"
+             / "dist" / "index.js")
+    if not node.exists() or not entry.exists():
+        if os.environ.get("BINDLOOP_REQUIRE_MCP_EVERYTHING"):
+            raise RuntimeError("the everything server is not installed: make mcp-everything")
+        pytest.skip("the TypeScript everything server is not installed (make mcp-everything)")
+    proc = subprocess.Popen(
+        [str(node), "--require", str(MCP_NODE_DIR / "loopback.cjs"), str(entry), "streamableHttp"],
+        env={**os.environ, "PORT": "0"}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True)
+    assert proc.stderr is not None
+    port = None
+    for _ in range(200):
+        line = proc.stderr.readline()
+        if not line:
+            break
+        if line.startswith("BINDLOOP_LISTENING "):
+            port = int(line.split()[1])
+            break
+    if port is None:
+        proc.kill()
+        raise RuntimeError("the everything server did not start")
+    # Keep reading its stderr so the pipe never fills up.
+    threading.Thread(target=lambda: proc.stderr.read() if proc.stderr else None,
+                     daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        _stop_popen(proc)
+
+
+def _stop_popen(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)

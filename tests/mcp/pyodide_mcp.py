@@ -1,6 +1,6 @@
 # Runs under Pyodide (tests/mcp/run_pyodide_mcp.mjs): the same MCP client, over JS fetch, against the
 # official SDK's server on 127.0.0.1 — tools through run_tool_loop, an image, a raising tool, a
-# cancelled slow call — then timings. The last expression (one JSON line) is printed.
+# cancelled slow call, the background GET stream of `async with`, PKCE — then timings. The last expression (one JSON line) is printed.
 import json
 import time
 
@@ -74,6 +74,22 @@ for _ in range(60):
     await anyio.sleep(0.05)
 else:
     raise AssertionError("the server never saw notifications/cancelled")
+
+# async with: the background GET stream opens in Pyodide's loop too, and calls go on beside it.
+async with McpHttpClient(FetchTransport(url, fetch=fetch), server="ref2") as listening:
+    for _ in range(100):
+        if listening.listening:
+            break
+        await anyio.sleep(0.02)
+    assert listening.listening == 1, "the GET stream did not open under Pyodide"
+    assert (await listening.call_tool("add", {"a": 1, "b": 2})).structured_content == {"result": 3}
+
+# The authorization decisions are pure (hashlib for PKCE): RFC 7636's vector under Pyodide.
+from bindloop.mcp._oauth_model import pkce_pair
+
+assert pkce_pair(bytes([116, 24, 223, 180, 151, 153, 224, 37, 79, 250, 96, 125, 216, 173, 187,
+                        186, 22, 212, 37, 77, 105, 214, 191, 240, 91, 88, 5, 88, 83, 132, 141,
+                        121]))[1] == "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
 
 add = toolset.tools[0]
 calls = 30

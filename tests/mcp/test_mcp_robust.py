@@ -250,3 +250,49 @@ async def test_an_aborted_agent_run_cancels_its_mcp_call_on_the_server(
     assert "aborted" in str(outcome["error"])  # promptly: not after the 30 s call timeout
     cancelled = [b for b in script.bodies() if b.get("method") == "notifications/cancelled"]
     assert cancelled and "user pressed stop" in cancelled[0]["params"]["reason"]
+
+
+async def test_the_get_stream_is_reopened_after_its_last_event(
+        scripted: ScriptedProviderServer, transport: HttpxTransport) -> None:
+    """A server that ends its GET stream is listened to again, from the last event id, waiting its
+    retry; three ends in a row that bring nothing stop the reopening."""
+    gets: list[RecordedRequest] = []
+
+    def get(_: dict[str, Any], request: RecordedRequest) -> ScriptedReply:
+        gets.append(request)
+        if len(gets) == 1:
+            return sse_reply(("g1", {"jsonrpc": "2.0", "method": "notifications/message",
+                                     "params": {"level": "info", "data": "one"}}), retry=5)
+        return sse_reply(("g1", ""))  # nothing new
+
+    scripted.set_responder("mcp", McpScript(GET=get))
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        await anyio.sleep(0)
+
+    seen: list[Any] = []
+    async with client(transport, sleep=sleep, on_event=seen.append):
+        with anyio.fail_after(5):
+            while len(gets) < 4:
+                await anyio.sleep(0.02)
+        await anyio.sleep(0.1)
+    assert len(gets) == 4  # the first, then three that brought nothing
+    assert "last-event-id" not in dict(gets[0].headers)
+    assert all(dict(g.headers)["last-event-id"] == "g1" for g in gets[1:])
+    assert slept[0] == 0.005
+    assert any(getattr(e, "method", None) == "notifications/message" for e in seen)
+
+
+async def test_a_task_call_answered_directly_is_refused_by_name(
+        scripted: ScriptedProviderServer, transport: HttpxTransport) -> None:
+    from bindloop.mcp import call_tool_as_task
+
+    script = McpScript(tools_call=lambda rpc, _: json_reply(result(rpc, {"content": []})))
+    scripted.set_responder("mcp", script)
+    mcp = client(transport)
+    await mcp.connect()
+    with pytest.raises(McpProtocolError, match="without a valid task"):
+        await call_tool_as_task(mcp, "add", {"a": 1, "b": 2}, ttl_ms=5_000)
+    assert script.bodies()[-1]["params"]["task"] == {"ttl": 5000}

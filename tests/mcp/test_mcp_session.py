@@ -143,7 +143,7 @@ def test_a_stray_or_duplicate_answer_in_a_batch_costs_nothing() -> None:
              {"jsonrpc": "2.0", "id": first.request_id, "result": {}},
              "not a message",
              {"jsonrpc": "2.0", "id": second.request_id, "result": {"content": []}}]
-    events = session.receive(json.dumps(batch).encode())
+    events = session.receive(msgspec.json.encode(batch))
     answered = [e.request_id for e in events if isinstance(e, McpResponse)]
     discarded = [e for e in events if isinstance(e, McpDiscarded)]
     assert answered == [first.request_id, second.request_id]
@@ -225,3 +225,19 @@ def test_forgotten_ids_are_bounded() -> None:
     session.cancel(recent.request_id)
     assert session.receive(json.dumps({"jsonrpc": "2.0", "id": recent.request_id,
                                        "result": {}}).encode()) == []
+
+
+@given(st.lists(json_values, max_size=6), st.integers(min_value=0, max_value=6))
+def test_a_valid_answer_survives_any_junk_beside_it_in_a_batch(junk: list[Any], at: int) -> None:
+    """Whatever else a batch holds (stray ids, repeats, malformed members), the answer in it
+    reaches its request and nothing is raised."""
+    session = ready()
+    out = session.ping()
+    answer = {"jsonrpc": "2.0", "id": out.request_id, "result": {}}
+    junk = [j for j in junk if not (isinstance(j, dict) and j.get("id") == out.request_id)]
+    batch = [*junk[:at], answer, *junk[at:]]
+    if len(batch) == 1:
+        batch.append({"jsonrpc": "2.0", "method": "notifications/message"})
+    events = session.receive(msgspec.json.encode(batch))
+    assert any(isinstance(e, McpResponse) and e.request_id == out.request_id for e in events)
+    assert out.request_id not in session.pending()

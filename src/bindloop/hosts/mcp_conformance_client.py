@@ -10,15 +10,26 @@ one the scenario expects, close. Exit status 0 on success; a failure prints its 
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import sys
+import time
+import uuid
 from typing import Any
 
 import anyio
 
 from bindloop.hosts.httpx_transport import HttpxTransport
-from bindloop.mcp import McpHttpClient
+from bindloop.mcp import (
+    ElicitationRequest,
+    ElicitationResult,
+    McpHttpClient,
+    McpOAuth,
+    ServerRequestHandlers,
+    id_jag_exchange,
+    transport_fetch,
+)
 
 __all__ = ("main", "run_scenario")
 
@@ -37,26 +48,84 @@ def _context() -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _client(transport: HttpxTransport, scenario: str, context: dict[str, Any]) -> McpHttpClient:
-    options: dict[str, Any] = {"timeout_ms": 20_000}
-    extra = _options(scenario, context)
-    options.update(extra)
-    return McpHttpClient(transport, server="conformance", **options)
+REDIRECT_URI = "http://localhost:3000/callback"
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
 
 
-def _options(scenario: str, context: dict[str, Any]) -> dict[str, Any]:
-    """The client keywords a scenario needs beyond the defaults (hook for the newer features)."""
-    del scenario, context
-    return {}
+async def accept_with_defaults(request: ElicitationRequest) -> ElicitationResult:
+    """The user accepts and fills in nothing: the client applies the schema's defaults."""
+    del request
+    return ElicitationResult(action="accept", content={})
+
+
+def _es256_assertion(client_id: str, private_key_pem: str) -> Any:
+    """A ``client_assertion`` port signing RFC 7523 JWTs with ES256 (``cryptography``)."""
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+
+    key = serialization.load_pem_private_key(private_key_pem.encode(), password=None)
+    assert isinstance(key, ec.EllipticCurvePrivateKey)
+
+    def b64(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    async def assertion(audience: str) -> str:
+        now = int(time.time())
+        header = b64(json.dumps({"alg": "ES256", "typ": "JWT"}).encode())
+        claims = b64(json.dumps({"iss": client_id, "sub": client_id, "aud": audience,
+                                 "iat": now, "exp": now + 300,
+                                 "jti": str(uuid.uuid4())}).encode())
+        der = key.sign(f"{header}.{claims}".encode(), ec.ECDSA(hashes.SHA256()))
+        r, s = decode_dss_signature(der)
+        return f"{header}.{claims}.{b64(r.to_bytes(32, 'big') + s.to_bytes(32, 'big'))}"
+
+    return assertion
+
+
+def _oauth(url: str, scenario: str, context: dict[str, Any], http: Any) -> McpOAuth:
+    """The authorization provider for an ``auth/*`` scenario: this host's ports (HTTP through
+    httpx, the browser step as a followed redirect, os.urandom) around bindloop's McpOAuth."""
+    fetch = transport_fetch(lambda endpoint: HttpxTransport(endpoint, client=http))
+
+    async def authorize(authorization_url: str) -> str:
+        resp = await http.get(authorization_url, follow_redirects=False)
+        location = resp.headers.get("location")
+        if resp.status_code not in (301, 302, 303, 307, 308) or not location:
+            raise RuntimeError(f"the authorization endpoint answered {resp.status_code}")
+        return str(location)
+
+    client_id = context.get("client_id")
+    secret = context.get("client_secret")
+    if "idp_id_token" in context:  # cross-app access: the IdP's assertion, then jwt-bearer
+        grant = id_jag_exchange(fetch, token_endpoint=context["idp_token_endpoint"],
+                                id_token=context["idp_id_token"])
+        return McpOAuth(server_url=url, fetch=fetch, grant="jwt_bearer", client_id=client_id,
+                        client_secret=secret, authorization_grant=grant)
+    if scenario.startswith("auth/client-credentials"):
+        assertion = (_es256_assertion(str(client_id), context["private_key_pem"])
+                     if "private_key_pem" in context else None)
+        return McpOAuth(server_url=url, fetch=fetch, grant="client_credentials",
+                        client_id=client_id, client_secret=secret, client_assertion=assertion)
+    return McpOAuth(server_url=url, fetch=fetch, authorize=authorize, redirect_uri=REDIRECT_URI,
+                    random_bytes=os.urandom, client_id=client_id, client_secret=secret,
+                    client_metadata_url=CLIENT_METADATA_URL, client_name="bindloop-conformance")
 
 
 async def run_scenario(url: str, scenario: str, context: dict[str, Any]) -> None:
     """Run ``scenario`` against the server at ``url``."""
+    import httpx
+
     transport = HttpxTransport(url)
+    http = httpx.AsyncClient(timeout=20.0)
     try:
-        mcp = _client(transport, scenario, context)
-        try:
-            await mcp.connect()
+        options: dict[str, Any] = {"timeout_ms": 20_000, "handlers": ServerRequestHandlers(
+            elicitation=accept_with_defaults)}
+        if scenario.startswith("auth/"):
+            options["auth"] = _oauth(url, scenario, context, http)
+        # As a user would: ``async with`` connects and opens the server's GET stream, where
+        # servers send the requests (elicitation) they make from inside a tool.
+        async with McpHttpClient(transport, server="conformance", **options) as mcp:
             tools, _ = await mcp.list_tools()
             if scenario == "initialize":
                 return
@@ -68,10 +137,9 @@ async def run_scenario(url: str, scenario: str, context: dict[str, Any]) -> None
             result = await mcp.call_tool(name, arguments)
             print(json.dumps({"tool": name, "is_error": result.is_error,
                               "content": result.content})[:2000])
-        finally:
-            await mcp.aclose()
     finally:
         await transport.aclose()
+        await http.aclose()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,10 @@
 """MCP tools: a sans-I/O Model Context Protocol client (:class:`McpClientSession`), its streamable
 HTTP binding over the host's ``Transport`` (:class:`McpHttpClient`), and a server's tools as
 bindloop tools (:func:`load_mcp_tools`), equipped in an agent (:func:`equip_mcp`) or as a registry
-plugin (:class:`McpServerPlugin`).
+plugin (:class:`McpServerPlugin`). Around them: authorization (:class:`McpOAuth`), the server's own
+requests answered through the host's ports (:class:`ServerRequestHandlers`), and resources,
+prompts and completion (:func:`list_resources`, :func:`get_prompt`, :func:`complete`, ...), and
+tool calls run as tasks (:func:`run_tool_task`).
 
 See docs/mcp.md.
 """
@@ -18,11 +21,51 @@ from ._errors import (
     McpTimeoutError as McpTimeoutError,
     McpVersionError as McpVersionError,
 )
+from ._features import (
+    CompletionResult as CompletionResult,
+    McpPrompt as McpPrompt,
+    McpPromptArgument as McpPromptArgument,
+    McpResource as McpResource,
+    McpResourceTemplate as McpResourceTemplate,
+    PromptResult as PromptResult,
+    ResourceContents as ResourceContents,
+    complete as complete,
+    get_prompt as get_prompt,
+    list_prompts as list_prompts,
+    list_resource_templates as list_resource_templates,
+    list_resources as list_resources,
+    prompt_messages as prompt_messages,
+    read_resource as read_resource,
+    resource_parts as resource_parts,
+    subscribe_resource as subscribe_resource,
+    unsubscribe_resource as unsubscribe_resource,
+)
 from ._http import (
-    McpAuth as McpAuth,
     McpHttpClient as McpHttpClient,
     ProgressCallback as ProgressCallback,
     open_mcp_client as open_mcp_client,
+)
+from ._oauth import (
+    AuthorizationGrant as AuthorizationGrant,
+    AuthorizeRedirect as AuthorizeRedirect,
+    McpAuth as McpAuth,
+    McpAuthorizationError as McpAuthorizationError,
+    McpOAuth as McpOAuth,
+    MemoryTokenStore as MemoryTokenStore,
+    OAuthFetch as OAuthFetch,
+    OAuthRequest as OAuthRequest,
+    OAuthResponse as OAuthResponse,
+    TokenStore as TokenStore,
+    id_jag_exchange as id_jag_exchange,
+    transport_fetch as transport_fetch,
+)
+from ._oauth_model import (
+    AuthorizationServerMetadata as AuthorizationServerMetadata,
+    OAuthClientInfo as OAuthClientInfo,
+    OAuthTokens as OAuthTokens,
+    ProtectedResourceMetadata as ProtectedResourceMetadata,
+    WwwAuthenticate as WwwAuthenticate,
+    parse_www_authenticate as parse_www_authenticate,
 )
 from ._protocol import (
     PROTOCOL_VERSIONS as PROTOCOL_VERSIONS,
@@ -58,6 +101,16 @@ from ._session import (
     McpToolListChanged as McpToolListChanged,
     Outgoing as Outgoing,
 )
+from ._tasks import (
+    TERMINAL_TASK_STATUSES as TERMINAL_TASK_STATUSES,
+    McpTask as McpTask,
+    call_tool_as_task as call_tool_as_task,
+    cancel_task as cancel_task,
+    get_task as get_task,
+    list_tasks as list_tasks,
+    run_tool_task as run_tool_task,
+    task_result as task_result,
+)
 from ._tools import (
     McpArguments as McpArguments,
     McpServerPlugin as McpServerPlugin,
@@ -72,7 +125,12 @@ from ._tools import (
 
 __all__ = (
     "PROTOCOL_VERSIONS",
+    "TERMINAL_TASK_STATUSES",
+    "AuthorizationGrant",
+    "AuthorizationServerMetadata",
+    "AuthorizeRedirect",
     "CallToolResult",
+    "CompletionResult",
     "ElicitationHandler",
     "ElicitationRequest",
     "ElicitationResult",
@@ -81,6 +139,7 @@ __all__ = (
     "ListToolsResult",
     "McpArguments",
     "McpAuth",
+    "McpAuthorizationError",
     "McpClientSession",
     "McpConnectionError",
     "McpDiscarded",
@@ -88,11 +147,16 @@ __all__ = (
     "McpEvent",
     "McpHttpClient",
     "McpHttpError",
+    "McpOAuth",
     "McpPhase",
     "McpProgress",
+    "McpPrompt",
+    "McpPromptArgument",
     "McpProtocolError",
     "McpRequestFailed",
     "McpRequestRefused",
+    "McpResource",
+    "McpResourceTemplate",
     "McpResponse",
     "McpRoot",
     "McpRpcError",
@@ -101,28 +165,59 @@ __all__ = (
     "McpServerPlugin",
     "McpServerRequest",
     "McpSessionExpiredError",
+    "McpTask",
     "McpTimeoutError",
     "McpTool",
     "McpToolInfo",
     "McpToolListChanged",
     "McpToolset",
     "McpVersionError",
+    "MemoryTokenStore",
+    "OAuthClientInfo",
+    "OAuthFetch",
+    "OAuthRequest",
+    "OAuthResponse",
+    "OAuthTokens",
     "Outgoing",
     "ProgressCallback",
+    "PromptResult",
+    "ProtectedResourceMetadata",
     "RequestId",
+    "ResourceContents",
     "SamplingHandler",
     "SamplingRequest",
     "ServerRequestHandlers",
     "SkippedMcpTool",
+    "TokenStore",
     "ToolFilter",
     "ToolProgress",
+    "WwwAuthenticate",
     "build_mcp_tools",
+    "call_tool_as_task",
+    "cancel_task",
+    "complete",
     "equip_mcp",
+    "get_prompt",
+    "get_task",
+    "id_jag_exchange",
+    "list_prompts",
+    "list_resource_templates",
+    "list_resources",
+    "list_tasks",
     "load_mcp_tools",
     "map_call_result",
     "map_content_block",
     "mcp_plugin_resolver",
     "open_mcp_client",
+    "parse_www_authenticate",
+    "prompt_messages",
+    "read_resource",
+    "resource_parts",
+    "run_tool_task",
+    "subscribe_resource",
+    "task_result",
+    "transport_fetch",
+    "unsubscribe_resource",
 )
 
 from .._public import publish as _publish

@@ -35,7 +35,7 @@ from ._session import (
     Outgoing,
 )
 
-__all__ = ("Answer", "HttpExchange", "content_type", "header")
+__all__ = ("Answer", "HttpExchange", "StreamRead", "content_type", "header")
 
 Answer = McpResponse | McpRequestFailed
 _E = TypeVar("_E", bound=McpError)
@@ -43,7 +43,7 @@ _MAX_ERROR_EXCERPT = 300
 _JSON = msgspec.json.Encoder(order="sorted")
 
 
-class _Stream(msgspec.Struct):
+class StreamRead(msgspec.Struct):
     """What one read of an event stream left behind for a resumption."""
 
     answer: Answer | None = None
@@ -236,7 +236,7 @@ class HttpExchange:
                 return resumed.answer
             failures = 0 if resumed.events else failures + 1
             problem = resumed.problem or problem
-            state = _Stream(last_id=resumed.last_id or state.last_id,
+            state = StreamRead(last_id=resumed.last_id or state.last_id,
                             retry_ms=resumed.retry_ms or state.retry_ms)
         early = self._early.pop(request_id, None)
         if early is not None:
@@ -250,11 +250,11 @@ class HttpExchange:
                                  f"{how}")
 
     async def _read_stream(self, resp: TransportResponse, request_id: RequestId | None,
-                           method: str, last_id: str | None = None) -> _Stream:
+                           method: str, last_id: str | None = None) -> StreamRead:
         # The client's body bound is the stream's line and event bound too: an event carries one
         # JSON-RPC message, which may be as large as a JSON reply.
         decoder = SseDecoder(max_line_bytes=self._max_body, max_event_bytes=self._max_body)
-        state = _Stream(last_id=last_id)
+        state = StreamRead(last_id=last_id)
         try:
             async for chunk in resp.aiter_bytes():
                 for event in decoder.feed(chunk):

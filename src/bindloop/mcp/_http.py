@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
-from typing import Any, Protocol
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -31,7 +31,8 @@ from ._errors import (
     McpSessionExpiredError,
     McpTimeoutError,
 )
-from ._exchange import Answer, HttpExchange, content_type
+from ._exchange import Answer, HttpExchange, StreamRead, content_type
+from ._oauth import McpAuth
 from ._protocol import (
     PROTOCOL_VERSIONS,
     CallToolResult,
@@ -52,29 +53,11 @@ from ._session import (
     McpServerRequest,
     Outgoing,
 )
-from ..schema import first_schema_violation
 
-__all__ = ("McpAuth", "McpHttpClient", "ProgressCallback", "open_mcp_client")
+__all__ = ("McpHttpClient", "ProgressCallback", "open_mcp_client")
 
 ProgressCallback = Callable[[McpProgress], None]
-
-
-class McpAuth(Protocol):
-    """What an :class:`McpHttpClient` asks of an authorization provider (:class:`McpOAuth` is
-    one): the headers for the next request, and what to do when the server refuses one."""
-
-    def headers(self) -> Sequence[tuple[str, str]]:
-        """The credential headers to send now (``[]`` before any token)."""
-        ...
-
-    async def prepare(self) -> None:
-        """Called before each request: refresh a token that expired, if it can."""
-        ...
-
-    async def unauthorized(self, error: McpHttpError) -> bool:
-        """The server answered 401, or 403 with ``insufficient_scope``: obtain a (better) token.
-        ``True`` sends the request again; ``False`` raises ``error``."""
-        ...
+_LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
 class McpHttpClient(HttpExchange):
@@ -163,15 +146,16 @@ class McpHttpClient(HttpExchange):
         self._renewal: anyio.Lock | None = None  # made on first use, inside the event loop
         self._notify_s = notify_timeout_ms / 1000.0
         self._progress: dict[RequestId, ProgressCallback] = {}
-        self._extend: dict[RequestId, Callable[[], None]] = {}
+        # Per pending call with a timeout: its timer, the timeout, the overall deadline.
+        self._extend: dict[RequestId, tuple[anyio.CancelScope, float, float | None]] = {}
         self._early: dict[RequestId, Answer] = {}
         self._output_schemas: dict[str, dict[str, Any]] = {}
-        self._listen = listen
+        self._listen_by_default = listen
         self.listening = 0
         """How many GET streams from the server are open now (the background one included)."""
         self._auth = auth
         self._tasks: anyio.abc.TaskGroup | None = None
-        self._task_exit: Any = None
+        self._stack: AsyncExitStack | None = None
         self._init_redaction(transport, headers)
         bind = getattr(auth, "bind", None)
         if callable(bind):
@@ -198,7 +182,17 @@ class McpHttpClient(HttpExchange):
         McpError
             Any other failure (HTTP status, not MCP, unreachable, timeout).
         """
-        answer = await self._call(self.session.initialize())
+        attempts = 0
+        while True:
+            try:
+                answer = await self._call(self.session.initialize())
+                break
+            except McpHttpError as exc:
+                # A server that wants a token from the start: authorize, then a fresh handshake.
+                if attempts >= 3 or not await self._reauthorize(exc):
+                    raise
+                attempts += 1
+                self.session = self._new_session()
         result = answer.result
         assert isinstance(result, InitializeResult)
         return result
@@ -207,18 +201,25 @@ class McpHttpClient(HttpExchange):
         """Connect if new, and (with ``listen``) open the server's GET stream in a task."""
         if self.session.phase == "new":
             await self.connect()
-        if self._listen:
-            group = anyio.create_task_group()
-            await group.__aenter__()
-            self._tasks, self._task_exit = group, group.__aexit__
-            group.start_soon(self._listen_quietly)
+        if self._listen_by_default:
+            stack = AsyncExitStack()
+            group = await stack.enter_async_context(anyio.create_task_group())
+            try:
+                # Returns once the stream is open (or refused): what the server sends there from
+                # now on is seen, even for the very next call.
+                await group.start(self._listen_quietly)
+            except BaseException:
+                group.cancel_scope.cancel()
+                await stack.aclose()
+                raise
+            self._tasks, self._stack = group, stack
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        group, self._tasks = self._tasks, None
-        if group is not None:
+        group, stack, self._tasks, self._stack = self._tasks, self._stack, None, None
+        if group is not None and stack is not None:
             group.cancel_scope.cancel()
-            await self._task_exit(None, None, None)
+            await stack.aclose()
         await self.aclose()
 
     async def list_tools(self, *, max_pages: int = 100
@@ -286,7 +287,9 @@ class McpHttpClient(HttpExchange):
             if result.structured_content is None:
                 raise McpProtocolError(self.server, f"tool {name!r} declares an outputSchema but "
                                                     "answered without structuredContent")
-            problem = first_schema_violation(result.structured_content, schema)
+            from ._tools import output_schema_violation  # the tools' one validator
+
+            problem = output_schema_violation(result.structured_content, schema)
             if problem is not None:
                 raise self._clean(McpProtocolError(
                     self.server, f"tool {name!r} answered structuredContent that does not match "
@@ -294,13 +297,27 @@ class McpHttpClient(HttpExchange):
         return result
 
     async def request(self, method: str, params: Mapping[str, Any] | None = None, *,
-                      signal: AbortSignal | None = None,
-                      timeout_ms: float | None | bool = True) -> Any:
+                      signal: AbortSignal | None = None, timeout_ms: float | None | bool = True,
+                      raw: bool = True) -> Any:
         """Any request by method name (``resources/read``, ``prompts/get``, ...): its raw
-        result. The typed helpers are in :mod:`bindloop.mcp` (:func:`list_resources`, ...)."""
-        answer = await self._renewing(lambda session: session.request(method, params),
+        result (``raw=False``: typed where the session types it, as for ``tools/call``). The
+        typed helpers are in :mod:`bindloop.mcp` (:func:`list_resources`, ...)."""
+        answer = await self._renewing(lambda session: session.request(method, params, raw=raw),
                                       signal=signal, timeout_ms=timeout_ms)
         return answer.result
+
+    async def set_log_level(self, level: str) -> None:
+        """``logging/setLevel``: the server sends ``notifications/message`` at ``level`` and above
+        (``debug`` ... ``emergency``); they reach ``on_event`` as :class:`McpServerNotification`.
+
+        Raises
+        ------
+        UsageError
+            ``level`` is not one of the eight syslog levels MCP names.
+        """
+        if level not in _LOG_LEVELS:
+            raise UsageError(f"log level {level!r} is not one of {', '.join(_LOG_LEVELS)}")
+        await self.request("logging/setLevel", {"level": level})
 
     async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
         """Send a notification (``notifications/roots/list_changed``, ...)."""
@@ -321,37 +338,60 @@ class McpHttpClient(HttpExchange):
         McpError
             Any other status, or a stream that is not MCP.
         """
+        return await self._listen(lambda: None) is not None
+
+    async def _listen(self, opened: Callable[[], None],
+                      last_event_id: str | None = None) -> StreamRead | None:
+        """One GET stream (resumed after ``last_event_id``): ``None`` when the server has none
+        (405), else what it brought before it ended."""
         if self.session.phase != "ready":
             raise UsageError(f"MCP server {self.server!r}: connect() before listen()")
-        request = self._http("GET", b"", accept="text/event-stream")
+        request = self._http("GET", b"", accept="text/event-stream", last_event_id=last_event_id)
         async with self._open(request, "GET stream") as resp:
             if resp.status == 405:
-                return False
+                return None
             await self._check_status(resp, "GET stream", expect_answer=True)
             if content_type(resp) != "text/event-stream":
                 raise McpProtocolError(self.server, "answered the GET stream without an event "
                                                     "stream")
             self.listening += 1
+            opened()
             try:
-                await self._read_stream(resp, None, "GET stream")
+                state = await self._read_stream(resp, None, "GET stream", last_event_id)
             finally:
                 self.listening -= 1
-        return True
+        return state
 
-    async def _listen_quietly(self) -> None:
-        # The background GET stream: reopened when the server ends it (a few times in a row at
+    async def _listen_quietly(self, *, task_status: anyio.abc.TaskStatus[None]
+                              = anyio.TASK_STATUS_IGNORED) -> None:
+        # The background GET stream: reopened when the server ends it (three times in a row at
         # most without anything arriving), given up on 405 or any error — calls still work
         # without it, and the failure reaches on_event.
+        started = False
+
+        def opened() -> None:
+            nonlocal started
+            if not started:
+                started = True
+                task_status.started()
+
         quiet = 0
-        while quiet < 3 and self.session.phase == "ready":
-            try:
-                if not await self.listen():
+        last_id: str | None = None
+        try:
+            while quiet < 3 and self.session.phase == "ready":
+                try:
+                    state = await self._listen(opened, last_id)
+                except McpError as exc:
+                    self._report(_listen_failed(exc))
                     return
-            except McpError as exc:
-                self._report(_listen_failed(exc))
-                return
-            quiet += 1
-            await self._sleep(0.5)
+                if state is None:
+                    return
+                quiet = 0 if state.events else quiet + 1
+                last_id = state.last_id or last_id
+                # The stream's own retry, as for a resumption (half a second without one).
+                await self._sleep(min(state.retry_ms or 500, 30_000) / 1000.0)
+        finally:
+            opened()
 
     async def aclose(self) -> None:
         """End the session: DELETE with the session id (a server that does not allow it answers
@@ -382,10 +422,22 @@ class McpHttpClient(HttpExchange):
             return
         await self._notify(self.session.respond(request.request_id, result))
 
+    async def _reauthorize(self, exc: McpHttpError) -> bool:
+        """Whether the auth provider obtained a token for a 401 / 403 ``insufficient_scope``
+        (its own failure is raised, redacted like every error)."""
+        if self._auth is None or not _auth_challenge(exc):
+            return False
+        try:
+            return await self._auth.unauthorized(exc)
+        except McpError as failure:
+            raise self._clean(failure) from None
+
     def _saw_progress(self, request_id: RequestId) -> None:
-        extend = self._extend.get(request_id)
-        if extend is not None:
-            extend()
+        entry = self._extend.get(request_id)
+        if entry is not None:
+            timer, timeout_ms, limit = entry
+            deadline = anyio.current_time() + timeout_ms / 1000.0
+            timer.deadline = deadline if limit is None else min(deadline, limit)
 
     # -- one request ------------------------------------------------------------------------
 
@@ -426,8 +478,7 @@ class McpHttpClient(HttpExchange):
                 return await self._call(build(self.session), signal=signal,
                                         on_progress=on_progress, timeout_ms=timeout_ms)
             except McpHttpError as exc:
-                if (self._auth is None or attempts >= 3 or not _auth_challenge(exc)
-                        or not await self._auth.unauthorized(exc)):
+                if attempts >= 3 or not await self._reauthorize(exc):
                     raise
                 attempts += 1
 
@@ -439,7 +490,7 @@ class McpHttpClient(HttpExchange):
         timeout = self._timeout_ms if timeout_ms is True else timeout_ms
         if isinstance(timeout, bool):
             raise UsageError("timeout_ms must be a number, None, or True (the client default)")
-        if self._auth is not None and out.method != "initialize":
+        if self._auth is not None:
             await self._auth.prepare()
         if on_progress is not None:
             self._progress[request_id] = on_progress
@@ -453,7 +504,9 @@ class McpHttpClient(HttpExchange):
         try:
             with anyio.move_on_after(None if timeout is None else timeout / 1000.0) as timer:
                 if timeout is not None:
-                    self._extend[request_id] = _extender(timer, timeout, self._max_timeout_ms)
+                    limit = (None if self._max_timeout_ms is None else
+                             anyio.current_time() + self._max_timeout_ms / 1000.0)
+                    self._extend[request_id] = (timer, timeout, limit)
                 with scope:
                     answer = await self._exchange(out)
         except McpHttpError:
@@ -497,18 +550,6 @@ class McpHttpClient(HttpExchange):
 
 def _ignore(_: McpProgress) -> None:
     return None
-
-
-def _extender(timer: anyio.CancelScope, timeout_ms: float,
-              max_ms: float | None) -> Callable[[], None]:
-    started = anyio.current_time()
-    limit = None if max_ms is None else started + max_ms / 1000.0
-
-    def extend() -> None:
-        deadline = anyio.current_time() + timeout_ms / 1000.0
-        timer.deadline = deadline if limit is None else min(deadline, limit)
-
-    return extend
 
 
 def _auth_challenge(exc: McpHttpError) -> bool:

@@ -24,7 +24,7 @@ from ..contracts import (
     UserMessage,
 )
 from ..contracts import ModelTurnResult
-from ..errors import UsageError
+from ..errors import ToolFailure, UsageError
 from ._session import McpServerRequest
 
 __all__ = (
@@ -45,14 +45,15 @@ _INTERNAL = -32603
 _REFUSED = -1  # what the SDKs answer when the user (here: the host's policy) declines sampling
 
 
-class McpRequestRefused(Exception):
+class McpRequestRefused(ToolFailure):
     """Raise from a handler to answer the server's request with a JSON-RPC error (``code``,
-    ``message``) instead of a result. The message is redacted before it is sent."""
+    ``message``) instead of a result: a refusal on purpose, like a tool's
+    :class:`~bindloop.errors.ToolFailure`, whose message the other side reads (here the server,
+    after redaction)."""
 
     def __init__(self, message: str, code: int = _REFUSED) -> None:
-        super().__init__(message)
+        super().__init__(message, kind="refused")
         self.code = code
-        self.message = message
 
 
 class McpRoot(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -205,7 +206,9 @@ class ServerRequestHandlers(msgspec.Struct, frozen=True, kw_only=True):
 async def serve_request(handlers: ServerRequestHandlers,
                         request: McpServerRequest) -> dict[str, Any]:
     """The result for ``request``, or :class:`McpRequestRefused` (the error to answer with).
-    A handler's own exception is answered as an internal error naming its type only."""
+    A handler's own exception, or an answer of the wrong type, is answered as an internal error
+    naming the type only: the server always gets an answer, and the call or stream it came on
+    goes on."""
     params = request.params or {}
     try:
         if request.method == "roots/list" and handlers.roots is not None:
@@ -217,12 +220,12 @@ async def serve_request(handlers: ServerRequestHandlers,
             asked = _convert(params, ElicitationRequest)
             answer = await handlers.elicitation(asked)
             if not isinstance(answer, ElicitationResult):
-                raise UsageError("an elicitation handler must return an ElicitationResult")
+                raise McpRequestRefused("the client's elicitation handler returned "
+                                        f"{type(answer).__name__}, not an ElicitationResult",
+                                        _INTERNAL)
             shown: dict[str, Any] = msgspec.to_builtins(_with_defaults(answer, asked))
             return shown
     except McpRequestRefused:
-        raise
-    except UsageError:
         raise
     except Exception as exc:  # the host's port failed: the server hears that, not the details
         raise McpRequestRefused(f"the client failed to answer {request.method}: "

@@ -130,6 +130,7 @@ McpEvent: TypeAlias = (McpResponse | McpRequestFailed | McpProgress | McpToolLis
 class _Pending(msgspec.Struct, frozen=True):
     method: str
     started_ms: float
+    raw: bool = False  # the result stays a dict (a task-augmented call answers a task)
 
 
 class McpClientSession:
@@ -203,12 +204,12 @@ class McpClientSession:
     # -- requests ---------------------------------------------------------------------------
 
     def _request(self, method: str, params: dict[str, Any] | None,
-                 request_id: RequestId | None = None) -> Outgoing:
+                 request_id: RequestId | None = None, *, raw: bool = False) -> Outgoing:
         if request_id is None:
             request_id = self._ids()
         if request_id in self._pending or request_id in self._forgotten:
             raise UsageError(f"the ids port returned {request_id!r} twice; request ids must be unique")
-        self._pending[request_id] = _Pending(method, self._now())
+        self._pending[request_id] = _Pending(method, self._now(), raw)
         body = _ENCODER.encode(RpcRequest(jsonrpc="2.0", id=request_id, method=method, params=params))
         return Outgoing(body=body, method=method, request_id=request_id)
 
@@ -248,11 +249,13 @@ class McpClientSession:
         self._require_ready("ping")
         return self._request("ping", None)
 
-    def request(self, method: str, params: Mapping[str, Any] | None = None) -> Outgoing:
+    def request(self, method: str, params: Mapping[str, Any] | None = None, *,
+                raw: bool = False) -> Outgoing:
         """Any other request (``resources/read``, ``prompts/get``, ``logging/setLevel``, ...); its
-        result comes back raw (a ``dict``) unless the method has a typed result here."""
+        result comes back raw (a ``dict``) unless the method has a typed result here and ``raw``
+        is false."""
         self._require_ready(method)
-        return self._request(method, None if params is None else dict(params))
+        return self._request(method, None if params is None else dict(params), raw=raw)
 
     def notify(self, method: str, params: Mapping[str, Any] | None = None) -> Outgoing:
         """A notification to the server (``notifications/roots/list_changed``, ...)."""
@@ -319,6 +322,7 @@ class McpClientSession:
         for request_id in self._pending:
             self._forget(request_id)
         self._pending.clear()
+        self._inbound.clear()
         self._phase = "closed"
 
     def take_outgoing(self) -> list[Outgoing]:
@@ -431,7 +435,7 @@ class McpClientSession:
             raise McpProtocolError(self.server, f"answered {entry.method} with neither result "
                                                 "nor error")
         result: Any = message.result
-        typed = _RESULT_TYPES.get(entry.method)
+        typed = None if entry.raw else _RESULT_TYPES.get(entry.method)
         if typed is not None:
             try:
                 result = msgspec.convert(message.result, typed)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -91,6 +92,18 @@ class McpTool(Tool[McpArguments, Any]):
     def __repr__(self) -> str:
         return f"McpTool(name={self.name!r}, server={self.server!r}, mcp_name={self.mcp_name!r})"
 
+    def parse_arguments(self, raw: RawArguments) -> McpArguments | ToolError:
+        parsed = read_tool_arguments(raw)  # the one argument reader, as for every tool
+        if not isinstance(parsed, ParsedArguments):
+            return ToolError(error=f"Invalid arguments for {self.name}: {parsed.detail}",
+                             kind="validation")
+        value = parsed.arguments
+        problem = first_schema_violation(value, self.input_schema)
+        if problem is not None:
+            return ToolError(error=f"Invalid arguments for {self.name}: {problem}",
+                             kind="validation")
+        return McpArguments(values=value)
+
     def with_signal_source(self, source: Callable[[], AbortSignal | None]) -> McpTool:
         """This tool, watching ``source()`` (read at each call) when its ``ctx`` carries no signal
         of its own: how ``equip_mcp`` gives its tools the agent run's abort signal."""
@@ -104,21 +117,16 @@ class McpTool(Tool[McpArguments, Any]):
             outcome = inner(args, ctx)
             return await outcome if inspect.isawaitable(outcome) else outcome
 
-        return McpTool(name=self.name, mcp_name=self.mcp_name, server=self.server,
-                       description=self.description, parameters=self.parameters, execute=execute)
+        clone = copy.copy(self)  # every attribute kept (schemas, names), only the call wrapped
+        clone._execute = execute
+        return clone
 
-    def parse_arguments(self, raw: RawArguments) -> McpArguments | ToolError:
-        parsed = read_tool_arguments(raw)  # the one argument reader, as for every tool
-        if not isinstance(parsed, ParsedArguments):
-            return ToolError(error=f"Invalid arguments for {self.name}: {parsed.detail}",
-                             kind="validation")
-        value = parsed.arguments
-        problem = first_schema_violation(value, self.input_schema)
-        if problem is not None:
-            return ToolError(error=f"Invalid arguments for {self.name}: {problem}",
-                             kind="validation")
-        return McpArguments(values=value)
 
+
+def output_schema_violation(value: Any, schema: Mapping[str, Any]) -> str | None:
+    """Where a tool's ``structuredContent`` breaks its ``outputSchema`` (``None``: it fits), by
+    the same validator the arguments are checked with."""
+    return first_schema_violation(value, schema)
 
 @dataclass(frozen=True, slots=True)
 class McpToolset:

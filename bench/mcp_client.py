@@ -17,7 +17,7 @@ On loopback the SDK's server (uvicorn) sends a JSON reply's body about 40 ms aft
 to the end waits for that. On an event stream the MCP client leaves as soon as its response event
 arrived, which is why it beats the raw POST there.
 
-    python bench/mcp.py [--calls 300] [--rounds 5]
+    python bench/mcp_client.py [--calls 300] [--rounds 5]
 """
 
 from __future__ import annotations

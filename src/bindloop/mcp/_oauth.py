@@ -1,0 +1,548 @@
+"""MCP authorization, driven: :class:`McpOAuth` is the ``auth`` provider of an
+:class:`~bindloop.mcp.McpHttpClient`. On a 401 it discovers the protected-resource metadata (from
+``WWW-Authenticate``, else the well-known URLs), the authorization server's metadata, registers
+the client (client ID metadata document, pre-registration or dynamic registration), obtains a
+token (authorization code with PKCE through the host's ``authorize`` port, or client credentials)
+with the resource indicator, stores it in the token-store port, refreshes it when it expires, and
+asks again with the union of scopes on a 403 ``insufficient_scope``.
+
+Every outside effect is a port: ``fetch`` (HTTP to the metadata, registration and token
+endpoints), ``authorize`` (the browser step: it gets the authorization URL and returns the
+redirect URL the user came back to), ``random_bytes`` (PKCE verifier and state), ``now`` (token
+lifetimes), ``store`` (tokens and client registration; :class:`MemoryTokenStore` by default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Literal, Protocol
+
+import msgspec
+
+from ..clock import Clock, monotonic_ms
+from ..errors import UsageError
+from ..wire import HttpRequest, Transport, TransportError
+from ._errors import McpError, McpHttpError
+from ._oauth_model import (
+    AuthorizationServerMetadata,
+    OAuthClientInfo,
+    OAuthTokens,
+    ProtectedResourceMetadata,
+    WwwAuthenticate,
+    authorization_server_metadata_urls,
+    authorization_url,
+    canonical_resource,
+    client_auth,
+    form_encode,
+    parse_token_answer,
+    parse_www_authenticate,
+    pkce_pair,
+    protected_resource_metadata_urls,
+    query_params,
+    registration_body,
+    resource_allowed,
+    select_scope,
+    split_url,
+    state_value,
+)
+
+__all__ = (
+    "AuthorizeRedirect",
+    "McpAuth",
+    "McpAuthorizationError",
+    "McpOAuth",
+    "MemoryTokenStore",
+    "OAuthFetch",
+    "OAuthRequest",
+    "OAuthResponse",
+    "AuthorizationGrant",
+    "TokenStore",
+    "id_jag_exchange",
+    "transport_fetch",
+)
+
+_MAX_BODY = 1024 * 1024
+_JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+_JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+_TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+
+
+class McpAuth(Protocol):
+    """What an :class:`McpHttpClient` asks of an authorization provider (:class:`McpOAuth` is
+    one): the headers for the next request, and what to do when the server refuses one."""
+
+    def headers(self) -> Sequence[tuple[str, str]]:
+        """The credential headers to send now (``[]`` before any token)."""
+        ...
+
+    async def prepare(self) -> None:
+        """Called before each request: refresh a token that expired, if it can."""
+        ...
+
+    async def unauthorized(self, error: McpHttpError) -> bool:
+        """The server answered 401, or 403 with ``insufficient_scope``: obtain a (better) token.
+        ``True`` sends the request again; ``False`` raises ``error``."""
+        ...
+
+
+class McpAuthorizationError(McpError):
+    """Authorization failed at a named step (discovery, registration, the authorization
+    redirect, the token endpoint); nothing was sent to the MCP server with a bad token."""
+
+
+class OAuthRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """One HTTP request to an authorization or metadata endpoint (absolute ``url``)."""
+
+    method: str
+    url: str
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes = b""
+
+
+class OAuthResponse(msgspec.Struct, frozen=True, kw_only=True):
+    status: int
+    body: bytes = b""
+
+
+OAuthFetch = Callable[[OAuthRequest], Awaitable[OAuthResponse]]
+"""The HTTP port for the authorization endpoints: ``fetch(request) -> response``."""
+AuthorizationGrant = Callable[[str, str, "str | None"], Awaitable[str]]
+"""``grant(audience, resource, scope) -> assertion``: a JWT authorization grant (RFC 7523) for
+the authorization server ``audience``, e.g. an identity assertion from the enterprise's
+identity provider (see :func:`id_jag_exchange`)."""
+AuthorizeRedirect = Callable[[str], Awaitable[str]]
+"""The browser step: given the authorization URL, return the redirect URL the user agent was
+sent back to (it carries ``code`` and ``state``). A host opens a browser and listens on its
+redirect URI; a test follows the server's redirect."""
+
+
+def transport_fetch(transport_for: Callable[[str], Transport]) -> OAuthFetch:
+    """An :data:`OAuthFetch` over the host's transports: ``transport_for(url)`` returns a
+    ``Transport`` whose base URL is ``url`` (e.g. ``lambda url: HttpxTransport(url,
+    client=shared)``). Bodies are read up to 1 MiB."""
+
+    async def fetch(request: OAuthRequest) -> OAuthResponse:
+        transport = transport_for(request.url)
+        http = HttpRequest(method=request.method, path="", headers=request.headers,
+                           body=request.body)
+        body = bytearray()
+        async with transport.open(http) as resp:
+            async for chunk in resp.aiter_bytes():
+                body += chunk
+                if len(body) > _MAX_BODY:
+                    break
+            return OAuthResponse(status=resp.status, body=bytes(body[:_MAX_BODY]))
+
+    return fetch
+
+
+def id_jag_exchange(fetch: OAuthFetch, *, token_endpoint: str, id_token: str,
+                    client_id: str | None = None,
+                    client_secret: str | None = None) -> AuthorizationGrant:
+    """An :data:`AuthorizationGrant` for cross-app access (enterprise-managed authorization): the
+    user's ID token is exchanged at the identity provider's ``token_endpoint`` (RFC 8693) for an
+    identity assertion authorization grant (ID-JAG) naming the authorization server and the
+    resource."""
+
+    async def grant(audience: str, resource: str, scope: str | None) -> str:
+        form: list[tuple[str, str | None]] = [
+            ("grant_type", _TOKEN_EXCHANGE), ("subject_token", id_token),
+            ("subject_token_type", "urn:ietf:params:oauth:token-type:id_token"),
+            ("requested_token_type", "urn:ietf:params:oauth:token-type:id-jag"),
+            ("audience", audience), ("resource", resource), ("scope", scope)]
+        headers = [("content-type", "application/x-www-form-urlencoded"),
+                   ("accept", "application/json")]
+        if client_id is not None:
+            headers += client_auth(OAuthClientInfo(client_id=client_id,
+                                                   client_secret=client_secret), None, form)
+        resp = await fetch(OAuthRequest(method="POST", url=token_endpoint,
+                                        headers=tuple(headers), body=form_encode(form).encode()))
+        try:
+            answer = msgspec.json.decode(resp.body)
+        except msgspec.DecodeError:
+            answer = None
+        token = answer.get("access_token") if isinstance(answer, dict) else None
+        if resp.status != 200 or not isinstance(token, str):
+            raise TransportError(f"the identity provider refused the token exchange with HTTP "
+                                 f"{resp.status}")
+        return token
+
+    return grant
+
+
+class TokenStore(Protocol):
+    """Where a client's tokens and registration live between runs (memory, a file, Durable
+    Object storage): the host's port."""
+
+    async def load_tokens(self) -> OAuthTokens | None: ...
+
+    async def save_tokens(self, tokens: OAuthTokens | None) -> None: ...
+
+    async def load_client(self) -> OAuthClientInfo | None: ...
+
+    async def save_client(self, client: OAuthClientInfo | None) -> None: ...
+
+
+class MemoryTokenStore:
+    """A :class:`TokenStore` in memory: tokens live as long as the object."""
+
+    __slots__ = ("client", "tokens")
+
+    def __init__(self) -> None:
+        self.tokens: OAuthTokens | None = None
+        self.client: OAuthClientInfo | None = None
+
+    def __repr__(self) -> str:  # never the tokens
+        return f"MemoryTokenStore(tokens={'set' if self.tokens else 'none'})"
+
+    async def load_tokens(self) -> OAuthTokens | None:
+        return self.tokens
+
+    async def save_tokens(self, tokens: OAuthTokens | None) -> None:
+        self.tokens = tokens
+
+    async def load_client(self) -> OAuthClientInfo | None:
+        return self.client
+
+    async def save_client(self, client: OAuthClientInfo | None) -> None:
+        self.client = client
+
+
+class _Discovered(msgspec.Struct, frozen=True):
+    resource: ProtectedResourceMetadata | None
+    server: AuthorizationServerMetadata
+    issuer: str
+
+
+class McpOAuth:
+    """An authorization provider for :class:`~bindloop.mcp.McpHttpClient` (``auth=``).
+
+    ``server_url`` is the MCP endpoint (the resource). ``fetch`` reaches the authorization
+    endpoints (see :func:`transport_fetch`). ``grant`` is ``"authorization_code"`` (needs
+    ``authorize``, ``redirect_uri`` and ``random_bytes``) or ``"client_credentials"`` (needs
+    ``client_id`` and ``client_secret``, or ``client_assertion`` for ``private_key_jwt``:
+    ``client_assertion(audience)`` returns a signed JWT) or ``"jwt_bearer"`` (an
+    :data:`AuthorizationGrant` from ``authorization_grant``, exchanged by the pre-registered
+    client for a token: cross-app access). ``client_id`` / ``client_secret``
+    name a pre-registered client; ``client_metadata_url`` is this client's metadata document,
+    used as its ``client_id`` where the server supports that; otherwise the client registers
+    dynamically as ``client_name``. ``offline`` asks for ``offline_access`` (a refresh token)
+    where the server offers it. ``max_step_ups`` bounds the authorizations one refusal
+    sequence may start.
+    """
+
+    def __init__(self, *, server_url: str, fetch: OAuthFetch,
+                 grant: Literal["authorization_code", "client_credentials",
+                                "jwt_bearer"] = "authorization_code",
+                 authorize: AuthorizeRedirect | None = None, redirect_uri: str | None = None,
+                 random_bytes: Callable[[int], bytes] | None = None,
+                 store: TokenStore | None = None, now: Clock = monotonic_ms,
+                 client_id: str | None = None, client_secret: str | None = None,
+                 client_metadata_url: str | None = None, client_name: str = "bindloop",
+                 client_assertion: Callable[[str], Awaitable[str]] | None = None,
+                 authorization_grant: AuthorizationGrant | None = None,
+                 offline: bool = True, scope: str | None = None) -> None:
+        split_url(server_url)  # an absolute URL, or ValueError now
+        if grant == "authorization_code" and (authorize is None or redirect_uri is None
+                                              or random_bytes is None):
+            raise UsageError("McpOAuth(grant='authorization_code') needs authorize=, "
+                             "redirect_uri= and random_bytes=")
+        if grant in ("client_credentials", "jwt_bearer") and client_id is None:
+            raise UsageError(f"McpOAuth(grant={grant!r}) needs client_id=")
+        if grant == "jwt_bearer" and authorization_grant is None:
+            raise UsageError("McpOAuth(grant='jwt_bearer') needs authorization_grant=")
+        if grant not in ("authorization_code", "client_credentials", "jwt_bearer"):
+            raise UsageError(f"unknown grant {grant!r}")
+        self.server_url = server_url
+        self._fetch = fetch
+        self._grant = grant
+        self._authorize = authorize
+        self._redirect_uri = redirect_uri
+        self._random = random_bytes
+        self._store: TokenStore = store if store is not None else MemoryTokenStore()
+        self._now = now
+        self._preset = (None if client_id is None else
+                        OAuthClientInfo(client_id=client_id, client_secret=client_secret,
+                                        token_endpoint_auth_method=(
+                                            "private_key_jwt" if client_assertion else None)))
+        self._metadata_url = client_metadata_url
+        self._client_name = client_name
+        self._assertion = client_assertion
+        self._authorization_grant = authorization_grant
+        self._offline = offline
+        self._scope = scope
+        self._tokens: OAuthTokens | None = None
+        self._loaded = False
+        self._discovered: _Discovered | None = None
+        self._discovered_from: str | None = None
+        self._server = "mcp"
+        self._on_secret: Callable[[str], None] = lambda _s: None
+
+    def __repr__(self) -> str:
+        return f"McpOAuth(server_url={self.server_url!r}, grant={self._grant!r})"
+
+    def bind(self, client: Any) -> None:
+        """Called by the client that uses this provider: errors name its server, and every token
+        obtained is added to its redaction."""
+        self._server = str(getattr(client, "server", "mcp"))
+        add = getattr(client, "add_secret", None)
+        if callable(add):
+            self._on_secret = add
+            for token in self._secrets(self._tokens):
+                add(token)
+
+    @property
+    def tokens(self) -> OAuthTokens | None:
+        """The tokens in use (``None`` before the first authorization)."""
+        return self._tokens
+
+    # -- McpAuth ----------------------------------------------------------------------------
+
+    def headers(self) -> Sequence[tuple[str, str]]:
+        if self._tokens is None:
+            return []
+        return [("authorization", f"Bearer {self._tokens.access_token}")]
+
+    async def prepare(self) -> None:
+        if not self._loaded:
+            self._loaded = True
+            self._use(await self._store.load_tokens())
+        tokens = self._tokens
+        if tokens is not None and tokens.expired(self._now()) and tokens.refresh_token:
+            try:
+                await self._refresh(tokens)
+            except McpAuthorizationError:
+                self._use(None)  # the next 401 starts a fresh authorization
+
+    async def unauthorized(self, error: McpHttpError) -> bool:
+        challenge = parse_www_authenticate(error.www_authenticate)
+        tokens = self._tokens
+        step_up = error.status == 403
+        if not step_up and tokens is not None and tokens.refresh_token:
+            try:
+                await self._refresh(tokens)
+                return True
+            except McpAuthorizationError:
+                pass  # refused: authorize from scratch
+        discovered = await self._discover(challenge)
+        previous = tokens.scope if (step_up and tokens is not None) else None
+        if step_up and previous is None and tokens is not None:
+            previous = self._scope
+        scope = self._scope if (self._scope and not challenge.scope) else select_scope(
+            challenge, discovered.resource, discovered.server,
+            offline=self._offline and self._grant == "authorization_code", previous=previous)
+        client = await self._client(discovered, scope)
+        resource = self._resource(discovered)
+        if self._grant == "client_credentials":
+            await self._client_credentials(discovered, client, scope, resource)
+        elif self._grant == "jwt_bearer":
+            assert self._authorization_grant is not None
+            try:
+                assertion = await self._authorization_grant(discovered.issuer, resource, scope)
+            except TransportError as exc:
+                raise self._fail(f"no authorization grant: {exc}") from exc
+            await self._token_request(discovered, client, [
+                ("grant_type", _JWT_BEARER_GRANT), ("assertion", assertion), ("scope", scope),
+                ("resource", resource)], "JWT authorization grant")
+        else:
+            await self._authorization_code(discovered, client, scope, resource)
+        return True
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def _fail(self, message: str) -> McpAuthorizationError:
+        return McpAuthorizationError(self._server, f"authorization failed: {message}")
+
+    async def _get(self, url: str) -> OAuthResponse:
+        try:
+            return await self._fetch(OAuthRequest(method="GET", url=url,
+                                                  headers=(("accept", "application/json"),)))
+        except TransportError as exc:
+            raise self._fail(f"could not reach {url}: {exc}") from exc
+
+    async def _discover(self, challenge: WwwAuthenticate) -> _Discovered:
+        if self._discovered is not None and challenge.resource_metadata in (
+                None, self._discovered_from):
+            return self._discovered
+        resource: ProtectedResourceMetadata | None = None
+        for url in protected_resource_metadata_urls(self.server_url, challenge):
+            resp = await self._get(url)
+            if resp.status == 200:
+                try:
+                    resource = msgspec.json.decode(resp.body, type=ProtectedResourceMetadata)
+                except msgspec.DecodeError as exc:
+                    raise self._fail(f"protected resource metadata at {url} is malformed: "
+                                     f"{exc}") from exc
+                break
+        origin = split_url(self.server_url)[0]
+        if resource is not None:
+            if resource.resource and not resource_allowed(self.server_url, resource.resource):
+                raise self._fail(f"the protected resource metadata names resource "
+                                 f"{resource.resource!r}, which is not {self.server_url!r}")
+            if not resource.authorization_servers:
+                raise self._fail("the protected resource metadata names no authorization server")
+            issuer = resource.authorization_servers[0]
+        else:
+            issuer = origin  # the 2025-03-26 revision: the MCP server's origin is the issuer
+        server: AuthorizationServerMetadata | None = None
+        for url in authorization_server_metadata_urls(issuer):
+            resp = await self._get(url)
+            if resp.status == 200:
+                try:
+                    server = msgspec.json.decode(resp.body, type=AuthorizationServerMetadata)
+                except msgspec.DecodeError as exc:
+                    raise self._fail(f"authorization server metadata at {url} is malformed: "
+                                     f"{exc}") from exc
+                break
+        if server is None:
+            if resource is not None:
+                raise self._fail(f"no authorization server metadata for {issuer!r}")
+            # No metadata at all (2025-03-26): the default endpoints at the server's origin.
+            base = split_url(issuer)[0]
+            server = AuthorizationServerMetadata(
+                issuer=base, authorization_endpoint=f"{base}/authorize",
+                token_endpoint=f"{base}/token", registration_endpoint=f"{base}/register")
+        if server.code_challenge_methods_supported is not None and (
+                "S256" not in server.code_challenge_methods_supported
+                and self._grant == "authorization_code"):
+            raise self._fail("the authorization server does not support PKCE with S256")
+        self._discovered = _Discovered(resource, server, server.issuer or issuer)
+        self._discovered_from = challenge.resource_metadata
+        return self._discovered
+
+    def _resource(self, discovered: _Discovered) -> str:
+        named = discovered.resource.resource if discovered.resource is not None else None
+        return named or canonical_resource(self.server_url)
+
+    async def _client(self, discovered: _Discovered, scope: str | None) -> OAuthClientInfo:
+        stored = await self._store.load_client()
+        if stored is not None:
+            return stored
+        if self._preset is not None:
+            return self._preset
+        server = discovered.server
+        if self._metadata_url and server.client_id_metadata_document_supported:
+            return OAuthClientInfo(client_id=self._metadata_url, token_endpoint_auth_method="none")
+        if not server.registration_endpoint:
+            raise self._fail("the authorization server offers no dynamic registration and no "
+                             "client_id was given")
+        grants = (["authorization_code", "refresh_token"] if self._grant == "authorization_code"
+                  else ["client_credentials"])
+        body = registration_body(client_name=self._client_name,
+                                 redirect_uris=[self._redirect_uri] if self._redirect_uri else [],
+                                 grant_types=grants,
+                                 methods=server.token_endpoint_auth_methods_supported,
+                                 scope=scope)
+        resp = await self._post(server.registration_endpoint, msgspec.json.encode(body),
+                                "application/json", "registration")
+        if resp.status not in (200, 201):
+            raise self._fail(f"registration answered HTTP {resp.status}")
+        try:
+            client = msgspec.json.decode(resp.body, type=OAuthClientInfo)
+        except msgspec.DecodeError as exc:
+            raise self._fail(f"the registration answer is malformed: {exc}") from exc
+        if client.token_endpoint_auth_method is None:
+            asked = body["token_endpoint_auth_method"]
+            client = OAuthClientInfo(
+                client_id=client.client_id, client_secret=client.client_secret,
+                token_endpoint_auth_method=None if asked == "none" and client.client_secret
+                else asked)
+        if client.client_secret:
+            self._on_secret(client.client_secret)
+        await self._store.save_client(client)
+        return client
+
+    async def _post(self, url: str, body: bytes, kind: str, what: str,
+                    headers: Sequence[tuple[str, str]] = ()) -> OAuthResponse:
+        try:
+            return await self._fetch(OAuthRequest(method="POST", url=url, body=body, headers=(
+                ("content-type", kind), ("accept", "application/json"), *headers)))
+        except TransportError as exc:
+            raise self._fail(f"{what} at {url}: {exc}") from exc
+
+    async def _token_request(self, discovered: _Discovered, client: OAuthClientInfo,
+                             form: list[tuple[str, str | None]], what: str,
+                             previous_refresh: str | None = None) -> None:
+        endpoint = discovered.server.token_endpoint
+        if not endpoint:
+            raise self._fail("the authorization server metadata has no token_endpoint")
+        if client.token_endpoint_auth_method == "private_key_jwt" and self._assertion:
+            form += [("client_id", client.client_id),
+                     ("client_assertion_type", _JWT_BEARER),
+                     ("client_assertion", await self._assertion(discovered.issuer))]
+            headers: list[tuple[str, str]] = []
+        else:
+            headers = client_auth(client, discovered.server.token_endpoint_auth_methods_supported,
+                                  form)
+        resp = await self._post(endpoint, form_encode(form).encode(),
+                                "application/x-www-form-urlencoded", what, headers)
+        if resp.status != 200:
+            detail = ""
+            try:
+                answer = msgspec.json.decode(resp.body)
+                if isinstance(answer, dict) and isinstance(answer.get("error"), str):
+                    detail = f" ({answer['error']})"
+            except msgspec.DecodeError:
+                pass
+            raise self._fail(f"the token endpoint refused the {what} with HTTP "
+                             f"{resp.status}{detail}")
+        try:
+            tokens = parse_token_answer(resp.body, self._now(), previous_refresh)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise self._fail(f"the token answer is malformed: {exc}") from exc
+        if tokens.token_type.lower() != "bearer":
+            raise self._fail(f"the token endpoint issued a {tokens.token_type!r} token, not "
+                             "Bearer")
+        self._use(tokens)
+        await self._store.save_tokens(tokens)
+
+    async def _authorization_code(self, discovered: _Discovered, client: OAuthClientInfo,
+                                  scope: str | None, resource: str) -> None:
+        assert self._random is not None and self._authorize is not None
+        assert self._redirect_uri is not None
+        endpoint = discovered.server.authorization_endpoint
+        if not endpoint:
+            raise self._fail("the authorization server metadata has no authorization_endpoint")
+        verifier, challenge = pkce_pair(self._random(32))
+        state = state_value(self._random(16))
+        url = authorization_url(endpoint, client_id=client.client_id,
+                                redirect_uri=self._redirect_uri, challenge=challenge,
+                                state=state, scope=scope, resource=resource)
+        redirected = await self._authorize(url)
+        params = query_params(redirected)
+        if "error" in params:
+            raise self._fail(f"the authorization server answered {params['error']!r}")
+        if params.get("state") != state:
+            raise self._fail("the redirect's state does not match the request's")
+        code = params.get("code")
+        if not code:
+            raise self._fail("the redirect carries no authorization code")
+        await self._token_request(discovered, client, [
+            ("grant_type", "authorization_code"), ("code", code),
+            ("redirect_uri", self._redirect_uri), ("code_verifier", verifier),
+            ("resource", resource)], "authorization code")
+
+    async def _client_credentials(self, discovered: _Discovered, client: OAuthClientInfo,
+                                  scope: str | None, resource: str) -> None:
+        await self._token_request(discovered, client, [
+            ("grant_type", "client_credentials"), ("scope", scope), ("resource", resource)],
+            "client credentials")
+
+    async def _refresh(self, tokens: OAuthTokens) -> None:
+        assert tokens.refresh_token is not None
+        discovered = await self._discover(WwwAuthenticate())
+        client = await self._client(discovered, tokens.scope)
+        await self._token_request(discovered, client, [
+            ("grant_type", "refresh_token"), ("refresh_token", tokens.refresh_token),
+            ("resource", self._resource(discovered))], "refresh", tokens.refresh_token)
+
+    def _use(self, tokens: OAuthTokens | None) -> None:
+        self._tokens = tokens
+        for secret in self._secrets(tokens):
+            self._on_secret(secret)
+
+    @staticmethod
+    def _secrets(tokens: OAuthTokens | None) -> list[str]:
+        if tokens is None:
+            return []
+        return [t for t in (tokens.access_token, tokens.refresh_token) if t]
