@@ -375,10 +375,16 @@ class PostgresStore:
                                     (f"bindloop-limit:{self.schema}:{key}",))
                 await self._execute(conn, "DELETE FROM {limit_events} WHERE key = %s AND at <= %s",
                                     (key, now - window_ms))
-                cur = await self._execute(conn, "SELECT at, amount FROM {limit_events} "
-                                                "WHERE key = %s ORDER BY at, seq", (key,))
-                entries = [(float(at), int(n)) for at, n in await cur.fetchall()]
-                wait = window_wait(entries, window_ms, limit, amount, now)
+                cur = await self._execute(conn, "SELECT coalesce(sum(amount), 0) FROM "
+                                                "{limit_events} WHERE key = %s", (key,))
+                used = int((await cur.fetchone())[0])
+                if (used + amount <= limit) if amount else (used < limit):
+                    wait = 0.0
+                else:  # only a refusal needs the entries, oldest first, to say how long
+                    cur = await self._execute(conn, "SELECT at, amount FROM {limit_events} "
+                                                    "WHERE key = %s ORDER BY at, seq", (key,))
+                    entries = [(float(at), int(n)) for at, n in await cur.fetchall()]
+                    wait = window_wait(entries, window_ms, limit, amount, now)
                 if wait == 0.0 and amount:
                     await self._execute(conn, "INSERT INTO {limit_events} (key, at, amount) "
                                               "VALUES (%s, %s, %s)", (key, now, amount))

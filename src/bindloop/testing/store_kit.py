@@ -519,6 +519,9 @@ class LimitStoreSuite(_Suite):
                 nonlocal in_flight, peak
                 in_flight += 1
                 peak = max(peak, in_flight)
+                with anyio.move_on_after(2):  # hold the slot until a second call is in, or 2 s
+                    while in_flight < 2:
+                        await anyio.sleep(0.001)
                 await anyio.sleep(0.005)
                 in_flight -= 1
                 yield TextEvent(content="x")
