@@ -184,19 +184,30 @@ class PostgresStore:
 
     async def _ensure_schema(self) -> None:
         async with self._connection() as conn:
-            async with self._transaction(conn):
-                await self._execute(conn, "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                                    (f"bindloop-schema:{self.schema}",))
-                self.round_trips += 1
-                await conn.execute(_DDL.format(s=self.schema, version=SCHEMA_VERSION))
+            try:  # the common case: created by an earlier worker; one read, no DDL, no lock
                 cur = await self._execute(conn, "SELECT value FROM {meta} "
                                                 "WHERE name = 'schema_version'")
                 row = await cur.fetchone()
+            except self._psycopg.errors.UndefinedTable:
+                row = None
+            if row is None:
+                row = await self._create_schema(conn)
         version = row[0] if row else None
         if version != SCHEMA_VERSION:
             raise StoreError(self.name, "open", f"schema {self.schema!r} has store schema version "
                              f"{version!r}; this bindloop reads version {SCHEMA_VERSION}")
         self._ready = True
+
+    async def _create_schema(self, conn: AsyncConnection[Any]) -> Any:
+        # Under an advisory lock: concurrent CREATE ... IF NOT EXISTS can still collide.
+        async with self._transaction(conn):
+            await self._execute(conn, "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                                (f"bindloop-schema:{self.schema}",))
+            self.round_trips += 1
+            await conn.execute(_DDL.format(s=self.schema, version=SCHEMA_VERSION))
+            cur = await self._execute(conn, "SELECT value FROM {meta} "
+                                            "WHERE name = 'schema_version'")
+            return await cur.fetchone()
 
     async def aclose(self) -> None:
         idle, self._idle = self._idle, []
