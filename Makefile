@@ -99,9 +99,9 @@ bench-peers: venv
 	$(PY) bench/loop_overhead.py --peers
 
 ## Crash test: SIGKILL one of PROCESSES children running agent sessions on a shared BACKEND
-## (sqlite, postgres or redis; the servers are started here) at seeded random points, start a
-## replacement, until every session is done; prints kills, finished, duplicates, lost, and
-## transcripts differing from the uncrashed run.
+## (sqlite, postgres, redis, or temporal: workflows on the dev server; servers are started here)
+## at seeded random points, start a replacement, until every session is done; prints kills,
+## finished, duplicates, lost, and transcripts differing from the uncrashed run.
 KILLS ?= 200
 SEED  ?= 1
 BACKEND ?= sqlite

@@ -352,7 +352,8 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=200)
     parser.add_argument("--sessions", type=int, default=8)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--backend", default="sqlite", choices=("sqlite", "postgres", "redis"))
+    parser.add_argument("--backend", default="sqlite",
+                        choices=("sqlite", "postgres", "redis", "temporal"))
     parser.add_argument("--processes", type=int, default=3)
     parser.add_argument("--target", default="", help="a Postgres DSN / Redis URL to use instead "
                                                      "of starting a server (parent); the store "
@@ -365,6 +366,19 @@ def main() -> None:
         anyio.run(run_child, args.backend, args.target, args.namespace, args.base_url,
                   args.sessions)
         return
+    if args.backend == "temporal":
+        import anyio
+
+        from crash_temporal import run_temporal_crash_test
+
+        report = Report()
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="bindloop-crash-") as tmp:
+            anyio.run(lambda: run_temporal_crash_test(
+                kills=args.kills, sessions=args.sessions, seed=args.seed, workdir=Path(tmp),
+                processes=args.processes, report=report))
+        report.seconds = time.perf_counter() - t0
+        _print_and_exit(report, args.kills)
     address, server = _servers(args.backend, args.target)
     try:
         with tempfile.TemporaryDirectory(prefix="bindloop-crash-") as tmp:
@@ -374,9 +388,13 @@ def main() -> None:
     finally:
         if server is not None:
             server.close()
+    _print_and_exit(report, args.kills)
+
+
+def _print_and_exit(report: Report, kills: int) -> None:
     for line in report.notes + report.lines():
         print(line)
-    ok = (report.kills >= args.kills and report.sessions_finished == report.sessions
+    ok = (report.kills >= kills and report.sessions_finished == report.sessions
           and report.duplicates == 0 and report.lost == 0 and report.mismatched_transcripts == 0)
     sys.exit(0 if ok else 1)
 
