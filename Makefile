@@ -98,6 +98,11 @@ bench-peers: venv
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) bench/loop_overhead.py --peers
 
+## Scale: 1,000 sessions over 4 processes sharing Postgres (+ Redis for the limit) vs one process
+## on SQLite (servers started here); sessions/s, store time and round trips per turn.
+bench-scale: venv store-servers
+	$(PY) bench/scale.py --sessions 1000 --processes 4
+
 ## Crash test: SIGKILL one of PROCESSES children running agent sessions on a shared BACKEND
 ## (sqlite, postgres, redis, or temporal: workflows on the dev server; servers are started here)
 ## at seeded random points, start a replacement, until every session is done; prints kills,

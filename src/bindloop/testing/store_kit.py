@@ -63,12 +63,13 @@ __all__ = (
     "LimitStoreSuite",
     "ManualClock",
     "ReceiptStoreSuite",
+    "StoreHandles",
+    "checkpoint_at",
     "race_admit",
     "race_claim",
     "race_enter",
     "race_first_checkpoint",
     "race_next_checkpoint",
-    "StoreHandles",
 )
 
 RACE_ID = "kit-race"
