@@ -172,3 +172,27 @@ async def test_a_sigkilled_worker_is_finished_by_another(env: Any, tmp_path: Pat
     assert _ledger(db) == [("k1", s) for s in range(STEPS)]  # none lost, none repeated
     done = str(parse_loop_checkpoint(outcome.checkpoint).messages[-1].content)
     assert done == "done: " + "; ".join(f"charged k1:{s}" for s in range(STEPS))
+
+
+async def test_the_transcript_reaches_each_turn_by_reference(env: Any, tmp_path: Path) -> None:
+    """A 100 kB prompt over four model turns: inline it would enter history once per turn (plus
+    the input and the result); by reference it is there three times, whatever the turn count."""
+    store, charge = charge_tool(str(tmp_path / "r.db"))
+
+    async def history_bytes(session: str, pad: int) -> int:
+        cp = create_loop_checkpoint(execution_id=session, max_iterations=STEPS + 2,
+                                    messages=[UserMessage(content=f"session {session} {'x' * pad}")])
+        start = AgentRunInput(checkpoint=serialize_loop_checkpoint(cp).decode(), tools=TOOLS)
+        handle = await env.client.start_workflow(AgentRunWorkflow.run, start,
+                                                 id=f"run-{uuid.uuid4().hex}", task_queue=queue)
+        outcome = await handle.result()
+        assert outcome.model_turns == STEPS + 1
+        return len((await handle.fetch_history()).to_json())
+
+    queue = f"q-{uuid.uuid4().hex}"
+    async with agent_worker(env.client, task_queue=queue, activities=agent_activities(
+            call_model=scripted_model, run_tool_call=charge, payloads=store)):
+        small = await history_bytes("r1", 0)
+        big = await history_bytes("r2", 100_000)
+    copies = (big - small) / (100_000 * 4 / 3)  # payloads are base64 in the history's JSON
+    assert 2.5 < copies < 3.5, copies
