@@ -144,10 +144,15 @@ class PostgresStore:
             conn = self._idle.pop() if self._idle else await self._connect()
             try:
                 yield conn
-            except BaseException:
-                # A failed or cancelled operation may leave the connection mid-protocol.
-                with anyio.CancelScope(shield=True):
-                    await conn.close()
+            except BaseException as exc:
+                # A driver error or a cancellation may leave the connection mid-protocol; an
+                # error of ours (an effect that raised: its transaction was rolled back) does not.
+                if isinstance(exc, self._psycopg.Error) or not isinstance(exc, Exception) \
+                        or conn.broken:
+                    with anyio.CancelScope(shield=True):
+                        await conn.close()
+                else:
+                    self._idle.append(conn)
                 raise
             if conn.closed or conn.broken:
                 return
