@@ -47,7 +47,8 @@ async def run_temporal_crash_test(*, kills: int, sessions: int, seed: int, workd
     env = await WorkflowEnvironment.start_local(dev_server_existing_path=binary)
     address = env.client.service_client.config.target_host
     try:
-        async def trial(name: str, crash: bool) -> tuple[dict[str, str], dict[tuple[str, int], int]]:
+        async def trial(name: str, crash: bool
+                        ) -> tuple[dict[str, str], dict[tuple[str, int], int], int]:
             db = workdir / f"{name}.db"
             store, _ = charge_tool(str(db))
             store.close()
@@ -88,18 +89,21 @@ async def run_temporal_crash_test(*, kills: int, sessions: int, seed: int, workd
                     proc.wait()
             with sqlite3.connect(db) as conn:
                 ledger: dict[tuple[str, int], int] = {}
-                for session, step in conn.execute("SELECT session, step FROM ledger"):
+                reclaimed = 0
+                for session, step, attempt in conn.execute("SELECT * FROM ledger"):
                     key = (session.rsplit("-", 1)[1], step)
                     ledger[key] = ledger.get(key, 0) + 1
-            return finals, ledger
+                    reclaimed += attempt > 1
+            return finals, ledger, reclaimed
 
         started = time.perf_counter()
-        reference, _ = await trial("reference", crash=False)
+        reference, _, _ = await trial("reference", crash=False)
         report.notes.append(f"backend: temporal dev server, {processes} worker processes on one "
                             f"task queue; uncrashed run: {time.perf_counter() - started:.2f} s")
         while report.kills < kills:
             report.trials += 1
-            finals, ledger = await trial(f"t{report.trials}", crash=True)
+            finals, ledger, reclaimed = await trial(f"t{report.trials}", crash=True)
+            report.reclaimed += reclaimed
             report.sessions += sessions
             for n in range(sessions):
                 ident = f"s{n}"

@@ -42,7 +42,8 @@ def charge_tool(db: str, delay_s: float = 0.0) -> Any:
     )
 
     store = SqliteStore(db)
-    store.connection.execute("CREATE TABLE IF NOT EXISTS ledger (session TEXT, step INTEGER)")
+    store.connection.execute(
+        "CREATE TABLE IF NOT EXISTS ledger (session TEXT, step INTEGER, attempt INTEGER)")
 
     async def charge(call: ToolCall) -> ToolResult:
         args = json.loads(call.arguments)
@@ -62,8 +63,8 @@ def charge_tool(db: str, delay_s: float = 0.0) -> Any:
             await anyio.sleep(delay_s)
             result = f"charged {args['session']}:{args['step']}"
 
-            def write(conn: Any, a: dict[str, Any] = args) -> None:
-                conn.execute("INSERT INTO ledger VALUES (?, ?)", (a["session"], a["step"]))
+            def write(conn: Any, a: dict[str, Any] = args, n: int = decision.attempt) -> None:
+                conn.execute("INSERT INTO ledger VALUES (?, ?, ?)", (a["session"], a["step"], n))
 
             if store.complete_with(key, decision.attempt, result, write):
                 return ToolResult(content=result)
