@@ -122,12 +122,22 @@ bench-peers: venv
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) bench/loop_overhead.py --peers
 
-## Crash test: SIGKILL a child running agent sessions (scripted provider over loopback, SQLite
-## store) at seeded random points, restart and resume; prints kills, finished, duplicates, lost.
+## Scale: 1,000 sessions over 4 processes sharing Postgres (+ Redis for the limit) vs one process
+## on SQLite (servers started here); sessions/s, store time and round trips per turn.
+bench-scale: venv store-servers
+	$(PY) bench/scale.py --sessions 1000 --processes 4
+
+## Crash test: SIGKILL one of PROCESSES children running agent sessions on a shared BACKEND
+## (sqlite, postgres, redis, or temporal: workflows on the dev server; servers are started here)
+## at seeded random points, start a replacement, until every session is done; prints kills,
+## finished, duplicates, lost, and transcripts differing from the uncrashed run.
 KILLS ?= 200
 SEED  ?= 1
-crash-test: venv
-	$(PY) tests/hardening/crash_harness.py --kills $(KILLS) --sessions 8 --seed $(SEED)
+BACKEND ?= sqlite
+PROCESSES ?= 3
+crash-test: venv store-servers
+	$(PY) tests/hardening/crash_harness.py --kills $(KILLS) --sessions 8 --seed $(SEED) \
+		--backend $(BACKEND) --processes $(PROCESSES)
 
 ## Fuzz every parser that takes outside bytes for SECONDS, then the giants (1 GB line, endless
 ## tiny events, 100,000-deep nesting); prints inputs per target, worst time and memory.

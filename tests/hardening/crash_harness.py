@@ -69,15 +69,15 @@ def responder() -> Any:
     return respond
 
 
-# ---- the child: run every unfinished session from the store -----------------------------------
+# ---- the child: run every unfinished session from the shared backend --------------------------
 
-async def run_child(db: str, base_url: str, sessions: int) -> None:
+async def run_child(backend_kind: str, target: str, namespace: str, base_url: str,
+                    sessions: int) -> None:
     import anyio
     import httpx
 
     from bindloop.contracts import ToolCall, ToolDefinition, ToolResult, UserMessage
     from bindloop.hosts.httpx_transport import HttpxTransport
-    from bindloop.hosts.sqlite_store import SqliteStore
     from bindloop.run import (
         ReceiptAmbiguous,
         ReceiptExecute,
@@ -87,12 +87,16 @@ async def run_child(db: str, base_url: str, sessions: int) -> None:
         decide_tool_call_receipt,
         tool_call_args_hash,
     )
-    from bindloop.session import RestoredLoop, create_loop_checkpoint, run_from_checkpoint
+    from bindloop.session import (
+        CheckpointConflictError,
+        RestoredLoop,
+        create_loop_checkpoint,
+        run_from_checkpoint,
+    )
     from bindloop.wire import ModelAdapter, OpenAIChatAdapter, WireOptions
+    from crash_backends import CrashBackend
 
-    store = SqliteStore(db)
-    store.connection.execute(
-        "CREATE TABLE IF NOT EXISTS ledger (session TEXT, step INTEGER, attempt INTEGER)")
+    store = CrashBackend(backend_kind, target, namespace)
     chat = OpenAIChatAdapter()
     client = httpx.AsyncClient()
     model = ModelAdapter(chat, HttpxTransport(base_url, headers=chat.auth_headers("crash-key"),
@@ -110,7 +114,7 @@ async def run_child(db: str, base_url: str, sessions: int) -> None:
         while True:
             # The receipt is the effect's trail (both land in one transaction), so an expired
             # running receipt is safe to reclaim: decided as a resumable effect.
-            decision = decide_tool_call_receipt(state=store.read_sync(key), effect="resumable",
+            decision = decide_tool_call_receipt(state=await store.read(key), effect="resumable",
                                                 now=store.now)
             if isinstance(decision, ReceiptReplay):
                 return ToolResult(content=str(decision.result))
@@ -120,38 +124,44 @@ async def run_child(db: str, base_url: str, sessions: int) -> None:
             if isinstance(decision, ReceiptAmbiguous):  # cannot happen with this fence
                 raise RuntimeError(decision.reason)
             assert isinstance(decision, ReceiptExecute)
-            if not store.claim_sync(key, decision.attempt, LEASE_MS):
+            if not await store.claim(key, decision.attempt, LEASE_MS):
                 continue
             await anyio.sleep(0.002)  # the effect takes a moment: a kill can land mid-effect
             result = f"charged {args['amount']} for {args['session']}:{args['step']}"
-
-            def write(db: Any, a: dict[str, Any] = args, attempt: int = decision.attempt) -> None:
-                db.execute("INSERT INTO ledger VALUES (?, ?, ?)", (a["session"], a["step"], attempt))
-
-            if store.complete_with(key, decision.attempt, result, write):
+            if await store.complete_charge(key, decision.attempt, result, args["session"],
+                                           args["step"]):
                 return ToolResult(content=result)
 
     async def one(n: int) -> None:
         ident = f"s{n:03d}"
-        cp = store.load_checkpoint(ident)
-        if cp is None:
-            cp = create_loop_checkpoint(execution_id=ident, max_iterations=STEPS + 2,
-                                        messages=[UserMessage(content=f"session {ident}: charge")])
-            store.save_checkpoint(cp)
-        if cp.status == "finished":
-            return
-        await run_from_checkpoint(
-            checkpoint=cp, commit=store.commit,
-            restore=lambda c: RestoredLoop(call_model=model.call_model, run_tool_call=charge,
-                                           build_tools=lambda: tools,
-                                           capture_bindings=lambda: c.bindings))
+        while True:
+            cp = await store.load(ident)
+            if cp is None:
+                cp = create_loop_checkpoint(execution_id=ident, max_iterations=STEPS + 2,
+                                            messages=[UserMessage(content=f"session {ident}: charge")])
+                try:
+                    await store.save(cp)
+                except CheckpointConflictError:
+                    continue  # another process started it: follow the stored one
+            if cp.status == "finished":
+                return
+            try:
+                await run_from_checkpoint(
+                    checkpoint=cp, commit=store.commit,
+                    restore=lambda c: RestoredLoop(call_model=model.call_model,
+                                                   run_tool_call=charge, build_tools=lambda: tools,
+                                                   capture_bindings=lambda: c.bindings))
+            except CheckpointConflictError:
+                # Another process advanced this session first (the single-writer fence): stop
+                # this invocation and go on from what it stored.
+                await anyio.sleep(0.005)
 
     print("ready", flush=True)
     async with anyio.create_task_group() as tg:
         for n in range(sessions):
             tg.start_soon(one, n)
     await client.aclose()
-    store.close()
+    await store.aclose()
 
 
 # ---- the parent -------------------------------------------------------------------------------
@@ -179,10 +189,24 @@ class Report:
                 f"wall time: {self.seconds:.1f} s"]
 
 
-def _spawn(db: Path, base_url: str, sessions: int) -> subprocess.Popen[str]:
+@dataclass
+class Target:
+    """Where a run's sessions live: the backend, its address, and a namespace per run."""
+
+    kind: str
+    address: str
+    namespace: str
+
+    def for_run(self, workdir: Path, name: str) -> Target:
+        if self.kind == "sqlite":
+            return Target("sqlite", str(workdir / f"{name}.db"), name)
+        return Target(self.kind, self.address, f"{self.namespace}_{name}")
+
+
+def _spawn(target: Target, base_url: str, sessions: int) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, __file__, "child", "--db", str(db), "--base-url", base_url,
-         "--sessions", str(sessions)],
+        [sys.executable, __file__, "child", "--backend", target.kind, "--target", target.address,
+         "--namespace", target.namespace, "--base-url", base_url, "--sessions", str(sessions)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -194,67 +218,107 @@ def _wait_ready(proc: subprocess.Popen[str]) -> None:
         raise RuntimeError(f"child did not start: {line!r} {err[-2000:]}")
 
 
-def _outcome(db: Path, sessions: int
-             ) -> tuple[dict[str, Any], dict[tuple[str, int], int], int]:
+def _run_async(fn: Any, *args: Any) -> Any:
+    import anyio
+
+    return anyio.run(fn, *args)
+
+
+async def _prepare(target: Target) -> None:
+    from crash_backends import CrashBackend
+
+    backend = CrashBackend(target.kind, target.address, target.namespace)
+    try:
+        await backend.prepare()
+    finally:
+        await backend.aclose()
+
+
+async def _outcome(target: Target, sessions: int
+                   ) -> tuple[dict[str, Any], dict[tuple[str, int], int], int]:
     import msgspec
 
-    from bindloop.hosts.sqlite_store import SqliteStore
+    from crash_backends import CrashBackend
 
-    with SqliteStore(db) as store:
+    backend = CrashBackend(target.kind, target.address, target.namespace)
+    try:
         finals: dict[str, Any] = {}
         for n in range(sessions):
-            cp = store.load_checkpoint(f"s{n:03d}")
+            cp = await backend.load(f"s{n:03d}")
             finals[f"s{n:03d}"] = None if cp is None else (
                 cp.status, msgspec.json.encode(cp.messages).decode())
         ledger: dict[tuple[str, int], int] = {}
         reclaimed = 0
-        for session, step, attempt in store.connection.execute("SELECT * FROM ledger"):
+        for session, step, attempt in await backend.ledger():
             ledger[(session, step)] = ledger.get((session, step), 0) + 1
             reclaimed += attempt > 1
+    finally:
+        await backend.aclose()
     return finals, ledger, reclaimed
 
 
+def _finish(proc: subprocess.Popen[str]) -> None:
+    _, err = proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"child failed (exit {proc.returncode}): {err[-3000:]}")
+
+
 def run_crash_test(*, kills: int, sessions: int, seed: int, workdir: Path,
-                   max_restarts: int | None = None) -> Report:
+                   max_restarts: int | None = None, backend: str = "sqlite", address: str = "",
+                   processes: int = 1) -> Report:
+    """``processes`` children share the backend and all run every session (the revision fence
+    and the receipts sort them out); the parent SIGKILLs one of them at seeded random moments
+    and starts a replacement, until every session of the trial is finished."""
     from bindloop.hosts.scripted_server import ScriptedProviderServer
 
     rng = random.Random(seed)
     report = Report()
     started = time.perf_counter()
     limit = max_restarts if max_restarts is not None else 20 * kills + 100
+    base = Target(backend, address, f"crash{seed}_{os.getpid()}")
     with ScriptedProviderServer() as server:
         server.set_responder("openai", responder())
         base_url = server.base_url("openai")
         # The uncrashed run: the reference transcripts, and how long a whole run takes.
-        ref_db = workdir / "reference.db"
-        proc = _spawn(ref_db, base_url, sessions)
+        ref = base.for_run(workdir, "reference")
+        _run_async(_prepare, ref)
+        proc = _spawn(ref, base_url, sessions)
         _wait_ready(proc)
         t0 = time.perf_counter()
         _, err = proc.communicate(timeout=300)
         duration = time.perf_counter() - t0
         if proc.returncode != 0:
             raise RuntimeError(f"reference run failed: {err[-3000:]}")
-        reference, _, _ = _outcome(ref_db, sessions)
-        report.notes.append(f"uncrashed run: {duration:.2f} s after start-up")
+        reference, _, _ = _run_async(_outcome, ref, sessions)
+        report.notes.append(f"backend: {backend}, {processes} process(es) sharing it; "
+                            f"uncrashed run: {duration:.2f} s after start-up")
         while report.kills < kills and report.restarts < limit:
             report.trials += 1
-            db = workdir / f"trial{report.trials}.db"
-            while report.restarts < limit:
-                proc = _spawn(db, base_url, sessions)
-                report.restarts += 1
-                _wait_ready(proc)
-                try:
-                    proc.wait(timeout=rng.uniform(0.0, duration))
-                except subprocess.TimeoutExpired:
-                    proc.send_signal(signal.SIGKILL)
-                    proc.wait()
-                    report.kills += 1
+            target = base.for_run(workdir, f"trial{report.trials}")
+            _run_async(_prepare, target)
+            procs = [_spawn(target, base_url, sessions) for _ in range(processes)]
+            report.restarts += processes
+            for p in procs:
+                _wait_ready(p)
+            while True:
+                for p in procs:
+                    if p.poll() is not None:
+                        _finish(p)
+                alive = [p for p in procs if p.returncode is None]
+                if not alive:
+                    break
+                time.sleep(rng.uniform(0.0, duration))
+                alive = [p for p in alive if p.poll() is None]
+                if not alive or report.kills >= kills or report.restarts >= limit:
                     continue
-                _, err = proc.communicate()
-                if proc.returncode != 0:
-                    raise RuntimeError(f"child failed (exit {proc.returncode}): {err[-3000:]}")
-                break
-            finals, ledger, reclaimed = _outcome(db, sessions)
+                victim = rng.choice(alive)
+                victim.send_signal(signal.SIGKILL)
+                victim.wait()
+                report.kills += 1
+                procs[procs.index(victim)] = replacement = _spawn(target, base_url, sessions)
+                report.restarts += 1
+                _wait_ready(replacement)
+            finals, ledger, reclaimed = _run_async(_outcome, target, sessions)
             report.reclaimed += reclaimed
             report.sessions += sessions
             for ident, final in finals.items():
@@ -270,30 +334,73 @@ def run_crash_test(*, kills: int, sessions: int, seed: int, workdir: Path,
     return report
 
 
+def _servers(backend: str, address: str) -> tuple[str, Any]:
+    """The backend's address: the one given, or a server started here (stopped by the caller)."""
+    if backend == "sqlite" or address:
+        return address, None
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from tests.hosts.servers import PostgresServer, RedisServer
+
+    server: Any = PostgresServer() if backend == "postgres" else RedisServer()
+    server.start()
+    return (server.dsn if backend == "postgres" else server.url), server
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("mode", nargs="?", default="parent", choices=("parent", "child"))
     parser.add_argument("--kills", type=int, default=200)
     parser.add_argument("--sessions", type=int, default=8)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--db")
+    parser.add_argument("--backend", default="sqlite",
+                        choices=("sqlite", "postgres", "redis", "temporal"))
+    parser.add_argument("--processes", type=int, default=3)
+    parser.add_argument("--target", default="", help="a Postgres DSN / Redis URL to use instead "
+                                                     "of starting a server (parent); the store "
+                                                     "address (child)")
+    parser.add_argument("--namespace", default="")
     parser.add_argument("--base-url")
     args = parser.parse_args()
     if args.mode == "child":
         import anyio
-        anyio.run(run_child, args.db, args.base_url, args.sessions)
+        anyio.run(run_child, args.backend, args.target, args.namespace, args.base_url,
+                  args.sessions)
         return
-    with tempfile.TemporaryDirectory(prefix="bindloop-crash-") as tmp:
-        report = run_crash_test(kills=args.kills, sessions=args.sessions, seed=args.seed,
-                                workdir=Path(tmp))
+    if args.backend == "temporal":
+        import anyio
+
+        from crash_temporal import run_temporal_crash_test
+
+        report = Report()
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="bindloop-crash-") as tmp:
+            anyio.run(lambda: run_temporal_crash_test(
+                kills=args.kills, sessions=args.sessions, seed=args.seed, workdir=Path(tmp),
+                processes=args.processes, report=report))
+        report.seconds = time.perf_counter() - t0
+        _print_and_exit(report, args.kills)
+    address, server = _servers(args.backend, args.target)
+    try:
+        with tempfile.TemporaryDirectory(prefix="bindloop-crash-") as tmp:
+            report = run_crash_test(kills=args.kills, sessions=args.sessions, seed=args.seed,
+                                    workdir=Path(tmp), backend=args.backend, address=address,
+                                    processes=args.processes)
+    finally:
+        if server is not None:
+            server.close()
+    _print_and_exit(report, args.kills)
+
+
+def _print_and_exit(report: Report, kills: int) -> None:
     for line in report.notes + report.lines():
         print(line)
-    ok = (report.kills >= args.kills and report.sessions_finished == report.sessions
+    ok = (report.kills >= kills and report.sessions_finished == report.sessions
           and report.duplicates == 0 and report.lost == 0 and report.mismatched_transcripts == 0)
     sys.exit(0 if ok else 1)
 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
     os.environ.setdefault("PYTHONHASHSEED", "0")
     main()

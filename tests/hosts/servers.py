@@ -102,10 +102,20 @@ class PostgresServer:
                     stdout=log, stderr=log, **self._user())  # type: ignore[call-overload]
             try:
                 _wait_port(self.port, self.proc, "postgres", log=self.log)
+                self._wait_accepting()
                 return
             except RuntimeError:
                 _stop(self.proc)
         raise RuntimeError(f"postgres did not start: {self.log.read_text()[-2000:]}")
+
+    def _wait_accepting(self, timeout: float = 30.0) -> None:
+        # The port opens before recovery ends ("the database system is starting up").
+        deadline = time.monotonic() + timeout
+        while subprocess.run([str(self.bindir / "pg_isready"), "-q", "-h", "127.0.0.1", "-p",
+                              str(self.port)]).returncode != 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"postgres is not accepting connections on {self.port}")
+            time.sleep(0.05)
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         _stop(self.proc, sig)
@@ -121,6 +131,7 @@ class PostgresServer:
                  "-c", "max_connections=200"],
                 stdout=log, stderr=log, **self._user())  # type: ignore[call-overload]
         _wait_port(port, self.proc, "postgres", log=self.log)
+        self._wait_accepting()
 
     def close(self) -> None:
         self.stop()

@@ -149,10 +149,15 @@ class PostgresStore:
             conn = self._idle.pop() if self._idle else await self._connect()
             try:
                 yield conn
-            except BaseException:
-                # A failed or cancelled operation may leave the connection mid-protocol.
-                with anyio.CancelScope(shield=True):
-                    await conn.close()
+            except BaseException as exc:
+                # A driver error or a cancellation may leave the connection mid-protocol; an
+                # error of ours (an effect that raised: its transaction was rolled back) does not.
+                if isinstance(exc, self._psycopg.Error) or not isinstance(exc, Exception) \
+                        or conn.broken:
+                    with anyio.CancelScope(shield=True):
+                        await conn.close()
+                else:
+                    self._idle.append(conn)
                 raise
             if conn.closed or conn.broken:
                 return
@@ -189,19 +194,30 @@ class PostgresStore:
 
     async def _ensure_schema(self) -> None:
         async with self._connection() as conn:
-            async with self._transaction(conn):
-                await self._execute(conn, "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                                    (f"bindloop-schema:{self.schema}",))
-                self.round_trips += 1
-                await conn.execute(_DDL.format(s=self.schema, version=SCHEMA_VERSION))
+            try:  # the common case: created by an earlier worker; one read, no DDL, no lock
                 cur = await self._execute(conn, "SELECT value FROM {meta} "
                                                 "WHERE name = 'schema_version'")
                 row = await cur.fetchone()
+            except self._psycopg.errors.UndefinedTable:
+                row = None
+            if row is None:
+                row = await self._create_schema(conn)
         version = row[0] if row else None
         if version != SCHEMA_VERSION:
             raise StoreError(self.name, "open", f"schema {self.schema!r} has store schema version "
                              f"{version!r}; this bindloop reads version {SCHEMA_VERSION}")
         self._ready = True
+
+    async def _create_schema(self, conn: AsyncConnection[Any]) -> Any:
+        # Under an advisory lock: concurrent CREATE ... IF NOT EXISTS can still collide.
+        async with self._transaction(conn):
+            await self._execute(conn, "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                                (f"bindloop-schema:{self.schema}",))
+            self.round_trips += 1
+            await conn.execute(_DDL.format(s=self.schema, version=SCHEMA_VERSION))
+            cur = await self._execute(conn, "SELECT value FROM {meta} "
+                                            "WHERE name = 'schema_version'")
+            return await cur.fetchone()
 
     async def aclose(self) -> None:
         idle, self._idle = self._idle, []
@@ -380,10 +396,16 @@ class PostgresStore:
                                     (f"bindloop-limit:{self.schema}:{key}",))
                 await self._execute(conn, "DELETE FROM {limit_events} WHERE key = %s AND at <= %s",
                                     (key, now - window_ms))
-                cur = await self._execute(conn, "SELECT at, amount FROM {limit_events} "
-                                                "WHERE key = %s ORDER BY at, seq", (key,))
-                entries = [(float(at), int(n)) for at, n in await cur.fetchall()]
-                wait = window_wait(entries, window_ms, limit, amount, now)
+                cur = await self._execute(conn, "SELECT coalesce(sum(amount), 0) FROM "
+                                                "{limit_events} WHERE key = %s", (key,))
+                used = int((await cur.fetchone())[0])
+                if (used + amount <= limit) if amount else (used < limit):
+                    wait = 0.0
+                else:  # only a refusal needs the entries, oldest first, to say how long
+                    cur = await self._execute(conn, "SELECT at, amount FROM {limit_events} "
+                                                    "WHERE key = %s ORDER BY at, seq", (key,))
+                    entries = [(float(at), int(n)) for at, n in await cur.fetchall()]
+                    wait = window_wait(entries, window_ms, limit, amount, now)
                 if wait == 0.0 and amount:
                     await self._execute(conn, "INSERT INTO {limit_events} (key, at, amount) "
                                               "VALUES (%s, %s, %s)", (key, now, amount))

@@ -95,24 +95,40 @@ if KEYS[2] then redis.call('RPUSH', KEYS[2], ARGV[5]) end
 return 1
 """
 
-# KEYS: window zset, sequence counter. ARGV: window_ms, limit, amount, now
-_ADMIT = """
+# KEYS: window zset, sequence counter, running total. ARGV: window_ms, limit, amount, now.
+# The total is kept beside the window so an admission does not sum the whole window.
+_EXPIRE = """
+local function expire(window_key, total_key, cutoff)
+  local old = redis.call('ZRANGEBYSCORE', window_key, '-inf', cutoff)
+  if #old == 0 then return end
+  local gone = 0
+  for i = 1, #old do gone = gone + tonumber(string.match(old[i], ':(%d+)$')) end
+  redis.call('ZREMRANGEBYSCORE', window_key, '-inf', cutoff)
+  redis.call('DECRBY', total_key, gone)
+end
+local function add(window_key, seq_key, total_key, at, amount, window)
+  local seq = redis.call('INCR', seq_key)
+  redis.call('ZADD', window_key, at, string.format('%016d:%d', seq, amount))
+  redis.call('INCRBY', total_key, amount)
+  local ttl = math.ceil(window) + 60000
+  redis.call('PEXPIRE', window_key, ttl)
+  redis.call('PEXPIRE', total_key, ttl)
+end
+"""
+
+_ADMIT = _EXPIRE + """
 local window, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 local amount, now = tonumber(ARGV[3]), tonumber(ARGV[4])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.17g', now - window))
-local items = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
-local used = 0
-for i = 1, #items, 2 do used = used + tonumber(string.match(items[i], ':(%d+)$')) end
+if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('DEL', KEYS[3]) end
+expire(KEYS[1], KEYS[3], string.format('%.17g', now - window))
+local used = tonumber(redis.call('GET', KEYS[3]) or '0')
 local fits
 if amount > 0 then fits = used + amount <= limit else fits = used < limit end
 if fits then
-  if amount > 0 then
-    local seq = redis.call('INCR', KEYS[2])
-    redis.call('ZADD', KEYS[1], ARGV[4], string.format('%016d:%d', seq, amount))
-    redis.call('PEXPIRE', KEYS[1], math.ceil(window) + 60000)
-  end
+  if amount > 0 then add(KEYS[1], KEYS[2], KEYS[3], ARGV[4], amount, window) end
   return '0'
 end
+local items = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
 local need, freed = used + math.max(amount, 1) - limit, 0
 for i = 1, #items, 2 do
   freed = freed + tonumber(string.match(items[i], ':(%d+)$'))
@@ -123,10 +139,9 @@ end
 return string.format('%.17g', window)
 """
 
-_CHARGE = """
-local seq = redis.call('INCR', KEYS[2])
-redis.call('ZADD', KEYS[1], ARGV[3], string.format('%016d:%d', seq, tonumber(ARGV[2])))
-redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[1])) + 60000)
+_CHARGE = _EXPIRE + """
+if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('DEL', KEYS[3]) end
+add(KEYS[1], KEYS[2], KEYS[3], ARGV[3], tonumber(ARGV[2]), tonumber(ARGV[1]))
 return 1
 """
 
@@ -318,7 +333,7 @@ class RedisStore:
     # -- limits ----------------------------------------------------------------------------------
 
     def _lw(self, key: str) -> list[str]:
-        return [f"{self.prefix}lw:{key}", f"{self.prefix}lseq"]
+        return [f"{self.prefix}lw:{key}", f"{self.prefix}lseq", f"{self.prefix}lt:{key}"]
 
     async def admit(self, key: str, window_ms: float, limit: int, amount: int,
                     now: float) -> float:

@@ -318,9 +318,14 @@ class SqliteStore:
                     now: float) -> float:
         def write(db: sqlite3.Connection) -> float:
             db.execute("DELETE FROM limit_events WHERE key = ? AND at <= ?", (key, now - window_ms))
-            entries = db.execute("SELECT at, amount FROM limit_events WHERE key = ? "
-                                 "ORDER BY at, seq", (key,)).fetchall()
-            wait = window_wait(entries, window_ms, limit, amount, now)
+            used = db.execute("SELECT coalesce(sum(amount), 0) FROM limit_events WHERE key = ?",
+                              (key,)).fetchone()[0]
+            if (used + amount <= limit) if amount else (used < limit):
+                wait = 0.0
+            else:  # only a refusal needs the entries, oldest first, to say how long
+                entries = db.execute("SELECT at, amount FROM limit_events WHERE key = ? "
+                                     "ORDER BY at, seq", (key,)).fetchall()
+                wait = window_wait(entries, window_ms, limit, amount, now)
             if wait == 0.0 and amount:
                 db.execute("INSERT INTO limit_events (key, at, amount) VALUES (?, ?, ?)",
                            (key, now, amount))

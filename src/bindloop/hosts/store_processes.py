@@ -1,7 +1,7 @@
 """The process runner of the store conformance kit (``bindloop.testing.store_kit``).
 
-:func:`run_in_processes` starts ``count`` fresh interpreters (``spawn``: nothing inherited but
-the arguments), each opens its own store handle with ``factory()``, waits at a barrier until all
+:func:`run_in_processes` starts ``count`` fresh processes (forked from a clean forkserver, or
+spawned: nothing of the caller is inherited but the arguments), each opens its own store handle with ``factory()``, waits at a barrier until all
 are ready — so the writes really race — runs ``job(store, index)`` and reports the result. Outside
 the fences: it starts processes.
 """
@@ -40,12 +40,26 @@ def _child(factory: Callable[..., Any], job: Callable[[Any, int], Awaitable[Any]
         out.put((index, False, f"{type(exc).__name__}: {exc}"))
 
 
+def _context() -> Any:
+    # Children fork from a forkserver that imported the store drivers once (a clean process,
+    # not this one: no threads or event loops are inherited), so a race starts in milliseconds
+    # instead of an interpreter start-up per child. Where there is no fork, spawn.
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    # Missing optional drivers are skipped by the preload (it ignores ImportError).
+    ctx.set_forkserver_preload(["bindloop.hosts.store_processes", "bindloop.testing.store_kit",
+                                "bindloop.hosts.sqlite_store", "bindloop.hosts.postgres_store",
+                                "bindloop.hosts.redis_store", "anyio._backends._asyncio"])
+    return ctx
+
+
 def run_in_processes(factory: Callable[..., Any], job: Callable[[Any, int], Awaitable[Any]],
                      count: int, *, timeout_s: float = 120.0) -> list[Any]:
     """``job(store, i)`` in ``count`` processes at once; the results in index order. ``factory``
     and ``job`` must be picklable (module-level functions, ``functools.partial`` of them). A job
     that raises makes this raise ``RuntimeError`` with its message."""
-    ctx = multiprocessing.get_context("spawn")
+    ctx = _context()
     barrier = ctx.Barrier(count, timeout=timeout_s)
     out = ctx.Queue()
     procs = [ctx.Process(target=_child, args=(factory, job, i, barrier, out), daemon=True)

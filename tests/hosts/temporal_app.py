@@ -1,0 +1,95 @@
+"""The Temporal tests' host side: a scripted model and a ``charge`` tool whose effect (a ledger row)
+lands through an idempotency receipt in SQLite, atomically with the receipt — and a worker
+process (``python -m tests.hosts.temporal_app ADDRESS DB TASK_QUEUE``) that the tests SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+STEPS = 3
+TENANT = "temporal-test"
+
+
+async def scripted_model(messages: list[Any], tools: list[Any]) -> Any:
+    from bindloop.contracts import ModelTurnResult, ToolCall, ToolMessage, TurnUsage, UserMessage
+
+    first = next(m for m in messages if isinstance(m, UserMessage))
+    session = str(first.content).split()[1]
+    done = [m for m in messages if isinstance(m, ToolMessage)]
+    usage = TurnUsage(input_tokens=10 * len(messages), output_tokens=5)
+    if len(done) < STEPS:
+        args = json.dumps({"session": session, "step": len(done)})
+        return ModelTurnResult(text=f"step {len(done)}", usage=usage, tool_calls=(
+            ToolCall(id=f"c{len(done)}", name="charge", arguments=args),))
+    return ModelTurnResult(text="done: " + "; ".join(str(m.content) for m in done), usage=usage)
+
+
+def charge_tool(db: str, delay_s: float = 0.0) -> Any:
+    """``charge`` through a receipt in the SQLite file ``db`` (ledger written with the receipt)."""
+    import anyio
+
+    from bindloop.contracts import ToolCall, ToolResult
+    from bindloop.hosts.sqlite_store import SqliteStore
+    from bindloop.run import (
+        ReceiptExecute,
+        ReceiptReplay,
+        ReceiptWait,
+        ToolCallReceiptKey,
+        decide_tool_call_receipt,
+        tool_call_args_hash,
+    )
+
+    store = SqliteStore(db)
+    store.connection.execute(
+        "CREATE TABLE IF NOT EXISTS ledger (session TEXT, step INTEGER, attempt INTEGER)")
+
+    async def charge(call: ToolCall) -> ToolResult:
+        args = json.loads(call.arguments)
+        key = ToolCallReceiptKey(tenant_id=TENANT, run_id=args["session"], tool_name="charge",
+                                 args_hash=tool_call_args_hash(args))
+        while True:
+            decision = decide_tool_call_receipt(state=store.read_sync(key), effect="resumable",
+                                                now=store.now)
+            if isinstance(decision, ReceiptReplay):
+                return ToolResult(content=str(decision.result))
+            if isinstance(decision, ReceiptWait):
+                await anyio.sleep(0.05)
+                continue
+            assert isinstance(decision, ReceiptExecute)
+            if not store.claim_sync(key, decision.attempt, 1000.0):
+                continue
+            await anyio.sleep(delay_s)
+            result = f"charged {args['session']}:{args['step']}"
+
+            def write(conn: Any, a: dict[str, Any] = args, n: int = decision.attempt) -> None:
+                conn.execute("INSERT INTO ledger VALUES (?, ?, ?)", (a["session"], a["step"], n))
+
+            if store.complete_with(key, decision.attempt, result, write):
+                return ToolResult(content=result)
+
+    return store, charge
+
+
+async def serve(address: str, db: str, task_queue: str, delay_s: float) -> None:
+    from datetime import timedelta
+
+    from temporalio.client import Client
+
+    from bindloop.hosts.temporal import agent_activities, agent_worker
+
+    store, charge = charge_tool(db, delay_s)
+    client = await Client.connect(address)
+    # A dead worker's sticky queue is abandoned after 1 s (default 5 s): the test runs faster.
+    worker = agent_worker(client, task_queue=task_queue, activities=agent_activities(
+        call_model=scripted_model, run_tool_call=charge, payloads=store),
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=1))
+    print("ready", flush=True)
+    await worker.run()
+
+
+if __name__ == "__main__":
+    import asyncio
+
+    asyncio.run(serve(sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])))
