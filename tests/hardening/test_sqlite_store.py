@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from bindloop.contracts import ModelTurnResult, ToolCall, ToolResult, UserMessage
 from bindloop.errors import UsageError
-from bindloop.hosts.sqlite_store import CheckpointConflictError, SqliteStore
+from bindloop.hosts.sqlite_store import SqliteStore
+from bindloop.session import CheckpointConflictError
 from bindloop.run import (
     ReceiptCompleted,
     ReceiptFailed,

@@ -63,7 +63,7 @@ from ._store_common import (
 )
 
 # CheckpointConflictError lives in bindloop.session (every store raises it); re-exported here.
-__all__ = ("CheckpointConflictError", "SqliteStore")
+__all__ = ("SqliteStore",)
 
 SCHEMA_VERSION = 1
 
