@@ -34,6 +34,7 @@ tests/errors/test_error_tree.py renders the real tree and compares it with this 
         AttemptError (bindloop.routing)
         InvalidOutputError (bindloop.schema)
         McpError (bindloop.mcp)
+          McpAuthorizationError (bindloop.mcp)
           McpConnectionError (bindloop.mcp)
           McpHttpError (bindloop.mcp)
             McpSessionExpiredError (bindloop.mcp)
@@ -48,6 +49,7 @@ tests/errors/test_error_tree.py renders the real tree and compares it with this 
         RouteUnavailableError (bindloop.routing)
         SseError (bindloop.wire)
           SseLimitError (bindloop.wire)
+        StoreError (bindloop.session)
         StreamStalledError (bindloop.completion)
         ToolCallDeltaError (bindloop.completion)
         TransportError (bindloop.wire)
@@ -61,9 +63,11 @@ tests/errors/test_error_tree.py renders the real tree and compares it with this 
         RunCancelledError
         RunTimeoutError
       ToolFailure
+        McpRequestRefused (bindloop.mcp)
       UsageError
         AfterPromptAgentError (bindloop.agent)
         CanonicalJsonError (bindloop.run)
+        CheckpointConflictError (bindloop.session)
         CheckpointFormatError (bindloop.session)
           UnsupportedCheckpointVersionError (bindloop.session)
         CheckpointInputError (bindloop.session)
@@ -71,6 +75,7 @@ tests/errors/test_error_tree.py renders the real tree and compares it with this 
         InputBlockedBySuspendError (bindloop.loop)
         InvalidIdError (bindloop.routing)
         InvalidModelTurnError (bindloop.loop)
+        JsonBoundsError (bindloop.contracts)
         LoopMissingToolOutputError (bindloop.agent)
         MissingActivationPortError (bindloop.loop)
         MissingDependencyError (bindloop.agent)
@@ -79,6 +84,7 @@ tests/errors/test_error_tree.py renders the real tree and compares it with this 
         PortContractError
         PromptAgentAlreadyCalledError (bindloop.agent)
         ProtocolError
+        ProtocolRequestError (bindloop.protocols)
         RoutePlanError (bindloop.routing)
         SchemaSanitizeError (bindloop.schema)
         ScriptExhaustedError (bindloop.testing)

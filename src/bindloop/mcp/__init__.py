@@ -12,10 +12,12 @@ See docs/mcp.md.
 from ._content import map_call_result as map_call_result, map_content_block as map_content_block
 from ._equip import equip_mcp as equip_mcp
 from ._errors import (
+    McpAuthorizationError as McpAuthorizationError,
     McpConnectionError as McpConnectionError,
     McpError as McpError,
     McpHttpError as McpHttpError,
     McpProtocolError as McpProtocolError,
+    McpRequestRefused as McpRequestRefused,
     McpRpcError as McpRpcError,
     McpSessionExpiredError as McpSessionExpiredError,
     McpTimeoutError as McpTimeoutError,
@@ -49,7 +51,6 @@ from ._oauth import (
     AuthorizationGrant as AuthorizationGrant,
     AuthorizeRedirect as AuthorizeRedirect,
     McpAuth as McpAuth,
-    McpAuthorizationError as McpAuthorizationError,
     McpOAuth as McpOAuth,
     MemoryTokenStore as MemoryTokenStore,
     OAuthFetch as OAuthFetch,
@@ -81,7 +82,6 @@ from ._serve import (
     ElicitationHandler as ElicitationHandler,
     ElicitationRequest as ElicitationRequest,
     ElicitationResult as ElicitationResult,
-    McpRequestRefused as McpRequestRefused,
     McpRoot as McpRoot,
     McpSampling as McpSampling,
     SamplingHandler as SamplingHandler,

@@ -8,13 +8,15 @@ request header, so a bearer token cannot leak through one.
 
 from __future__ import annotations
 
-from ..errors import ProviderError
+from ..errors import ProviderError, ToolFailure
 
 __all__ = (
+    "McpAuthorizationError",
     "McpConnectionError",
     "McpError",
     "McpHttpError",
     "McpProtocolError",
+    "McpRequestRefused",
     "McpRpcError",
     "McpSessionExpiredError",
     "McpTimeoutError",
@@ -91,3 +93,20 @@ class McpTimeoutError(McpError):
         super().__init__(server, f"{method} got no response within {timeout_ms:g} ms")
         self.method = method
         self.timeout_ms = timeout_ms
+
+
+class McpAuthorizationError(McpError):
+    """Authorization failed at a named step (discovery, registration, the authorization
+    redirect, the token endpoint); nothing was sent to the MCP server with a bad token."""
+
+
+class McpRequestRefused(ToolFailure):
+    """Raise from a handler to answer the server's request with a JSON-RPC error (``code``,
+    ``message``) instead of a result: a refusal on purpose, like a tool's
+    :class:`~bindloop.errors.ToolFailure`, whose message the other side reads (here the server,
+    after redaction)."""
+
+    def __init__(self, message: str, code: int = -1) -> None:
+        # -1 by default: what the SDKs answer when the user (here: the host's policy) declines.
+        super().__init__(message, kind="refused")
+        self.code = code

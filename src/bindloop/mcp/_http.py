@@ -28,6 +28,7 @@ from ._errors import (
     McpError,
     McpHttpError,
     McpProtocolError,
+    McpRequestRefused,
     McpSessionExpiredError,
     McpTimeoutError,
 )
@@ -42,7 +43,7 @@ from ._protocol import (
     RequestId,
     SkippedMcpTool,
 )
-from ._serve import McpRequestRefused, ServerRequestHandlers, serve_request
+from ._serve import ServerRequestHandlers, serve_request
 from ._session import (
     McpClientSession,
     McpDiscarded,

@@ -22,7 +22,7 @@ import msgspec
 from ..clock import Clock, monotonic_ms
 from ..errors import UsageError
 from ..wire import HttpRequest, Transport, TransportError
-from ._errors import McpError, McpHttpError
+from ._errors import McpAuthorizationError, McpHttpError
 from ._oauth_model import (
     AuthorizationServerMetadata,
     OAuthClientInfo,
@@ -49,7 +49,6 @@ from ._oauth_model import (
 __all__ = (
     "AuthorizeRedirect",
     "McpAuth",
-    "McpAuthorizationError",
     "McpOAuth",
     "MemoryTokenStore",
     "OAuthFetch",
@@ -83,11 +82,6 @@ class McpAuth(Protocol):
         """The server answered 401, or 403 with ``insufficient_scope``: obtain a (better) token.
         ``True`` sends the request again; ``False`` raises ``error``."""
         ...
-
-
-class McpAuthorizationError(McpError):
-    """Authorization failed at a named step (discovery, registration, the authorization
-    redirect, the token endpoint); nothing was sent to the MCP server with a bad token."""
 
 
 class OAuthRequest(msgspec.Struct, frozen=True, kw_only=True):

@@ -24,14 +24,14 @@ from ..contracts import (
     UserMessage,
 )
 from ..contracts import ModelTurnResult
-from ..errors import ToolFailure, UsageError
+from ..errors import UsageError
+from ._errors import McpRequestRefused
 from ._session import McpServerRequest
 
 __all__ = (
     "ElicitationHandler",
     "ElicitationRequest",
     "ElicitationResult",
-    "McpRequestRefused",
     "McpRoot",
     "McpSampling",
     "SamplingHandler",
@@ -43,17 +43,6 @@ __all__ = (
 _INVALID_PARAMS = -32602
 _INTERNAL = -32603
 _REFUSED = -1  # what the SDKs answer when the user (here: the host's policy) declines sampling
-
-
-class McpRequestRefused(ToolFailure):
-    """Raise from a handler to answer the server's request with a JSON-RPC error (``code``,
-    ``message``) instead of a result: a refusal on purpose, like a tool's
-    :class:`~bindloop.errors.ToolFailure`, whose message the other side reads (here the server,
-    after redaction)."""
-
-    def __init__(self, message: str, code: int = _REFUSED) -> None:
-        super().__init__(message, kind="refused")
-        self.code = code
 
 
 class McpRoot(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
