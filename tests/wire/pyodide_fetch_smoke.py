@@ -47,7 +47,7 @@ assert "".join(texts) == turn.text, texts
 
 err = b'{"error":{"message":"slow down","type":"tokens","code":"rate_limit_exceeded"}}'
 model2 = ModelAdapter(chat, FetchTransport("https://example.test/v1", fetch=make_fetch(to_js([err]), 429, run_js("[]"))),
-                      WireOptions(model="m", stream=True))
+                      WireOptions(model="m", stream=True), retry=None)  # one call: its own error
 try:
     await model2.complete([UserMessage(content="hi")])
     raise AssertionError("expected a rate limit")
@@ -69,7 +69,7 @@ make_silent_fetch = run_js("""
 budgets = StreamBudgets(first_token_ms=50, inter_chunk_ms=50, total_ms=5000)
 log = run_js("[]")
 silent = ModelAdapter(chat, FetchTransport("https://example.test/v1", fetch=make_silent_fetch(log)),
-                      WireOptions(model="m", stream=True), budgets=budgets)
+                      WireOptions(model="m", stream=True), budgets=budgets, retry=None)
 try:
     await silent.complete([UserMessage(content="hi")])
     raise AssertionError("expected a first-token stall")
@@ -79,7 +79,7 @@ assert log.to_py() == ["sent", "aborted"], log.to_py()
 
 log = run_js("[]")
 silent = ModelAdapter(chat, FetchTransport("https://example.test/v1", fetch=make_silent_fetch(log)),
-                      WireOptions(model="m", stream=True))  # default budgets: minutes
+                      WireOptions(model="m", stream=True), retry=None)  # default budgets: minutes
 stop = AbortController()
 asyncio.get_running_loop().call_later(0.05, stop.abort, "user pressed stop")
 try:
@@ -125,7 +125,7 @@ log = run_js("[]")
 gemini = GeminiAdapter()
 leaky = ModelAdapter(gemini, FetchTransport(f"https://example.test?key={KEY}",
                                             fetch=make_leaky_fetch(log)),
-                     WireOptions(model="m", stream=True))
+                     WireOptions(model="m", stream=True), retry=None)
 try:
     await leaky.complete([UserMessage(content="hi")])
     raise AssertionError("expected a transport error")
