@@ -123,3 +123,40 @@ def test_no_package_import_circle_counting_type_checking_imports() -> None:
 def test_the_checker_sees_a_circle() -> None:
     # The check itself: a package pair that imports each other is found.
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+
+
+# A package's private modules are its own: another package imports its public names. The two left
+# are known and named here so that no new one can appear unnoticed (the Chat request form belongs
+# with the Chat wire; MCP's equip reads the agent's frame).
+_PRIVATE_IMPORTS_LEFT = {
+    ("bindloop.wire._common", "bindloop.contracts._codec"),
+    ("bindloop.mcp._equip", "bindloop.agent._context"),
+}
+
+
+def _private_imports() -> set[tuple[str, str]]:
+    found = set()
+    for name, (path, is_package) in _modules().items():
+        package = name if is_package else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            parts = target.split(".")
+            # bindloop.<pkg>._<module> from outside bindloop.<pkg> (root-level bindloop._x modules
+            # are the package's shared infrastructure, not a subpackage's private room)
+            if len(parts) >= 3 and parts[0] == "bindloop" and parts[2].startswith("_") \
+                    and not name.startswith(f"bindloop.{parts[1]}.") and name != f"bindloop.{parts[1]}":
+                if name == "bindloop.lowlevel" and parts[1] == "loop":
+                    continue  # the loop's own low-level tier: the machine, published
+                found.add((name, ".".join(parts[:3])))
+    return found
+
+
+def test_no_package_imports_another_packages_private_module() -> None:
+    assert _private_imports() == _PRIVATE_IMPORTS_LEFT

@@ -34,9 +34,7 @@ import anyio.lowlevel
 
 from bindloop.errors import UsageError
 from bindloop.wire import HttpRequest, TransportError, WireDecodeError
-# This area's own helpers, not yet public.
-from bindloop.wire._secrets import Redactor
-from bindloop.wire._transport import request_url, transport_settings
+from bindloop.wire import Redactor, request_url, transport_settings
 
 __all__ = ("HttpxTransport",)
 

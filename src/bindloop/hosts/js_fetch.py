@@ -17,9 +17,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from bindloop.wire import HttpRequest, TransportError
-# This area's own helpers, not yet public.
-from bindloop.wire._secrets import Redactor
-from bindloop.wire._transport import request_url, transport_settings
+from bindloop.wire import Redactor, request_url, transport_settings
 
 __all__ = ("FetchTransport",)
 

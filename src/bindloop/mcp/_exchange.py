@@ -14,7 +14,7 @@ from typing import TypeVar
 import msgspec
 
 from ..wire import HttpRequest, SseDecoder, SseError, Transport, TransportError, TransportResponse
-from ..wire._secrets import Redactor, transport_redactor
+from ..wire import Redactor, transport_redactor
 from ._errors import (
     McpConnectionError,
     McpError,

@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from ..wire._secrets import _quote, _unquote
+from .._percent import percent_decode as _unquote, percent_encode as _quote
 
 __all__ = (
     "AuthorizationServerMetadata",

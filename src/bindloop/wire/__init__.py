@@ -32,9 +32,15 @@ from ._routed import (
     TextStreamSource as TextStreamSource,
     attempt_error_from as attempt_error_from,
 )
+from ._secrets import Redactor as Redactor, transport_redactor as transport_redactor
 from ._sse import SseDecoder as SseDecoder, SseEvent as SseEvent
 from ._stream import WireStream as WireStream, decode_stream as decode_stream
-from ._transport import Transport as Transport, TransportResponse as TransportResponse
+from ._transport import (
+    Transport as Transport,
+    TransportResponse as TransportResponse,
+    request_url as request_url,
+    transport_settings as transport_settings,
+)
 from ._types import (
     ANTHROPIC_CACHE_BREAKPOINTS as ANTHROPIC_CACHE_BREAKPOINTS,
     CachePolicy as CachePolicy,
@@ -67,6 +73,7 @@ __all__ = (
     "ProviderHttpError",
     "ProviderPromptTooLongError",
     "ReasoningOptions",
+    "Redactor",
     "RetryPolicy",
     "RoutedModel",
     "SseDecoder",
@@ -92,6 +99,9 @@ __all__ = (
     "fallback_route",
     "gemini_schema",
     "is_retryable",
+    "request_url",
+    "transport_redactor",
+    "transport_settings",
 )
 
 from .._public import publish as _publish

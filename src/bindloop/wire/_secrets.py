@@ -26,6 +26,7 @@ from ._errors import (
     TransportError,
     WireDecodeError,
 )
+from .._percent import percent_decode as _unquote, percent_encode as _quote
 from ._types import REDACTED, Headers, redact_headers
 
 __all__ = ("REDACTED", "Redactor", "scrub_shapes", "transport_redactor")
@@ -55,29 +56,6 @@ def scrub_shapes(text: str) -> str:
     text = _SCHEME_TOKEN.sub(lambda m: (m.group(1) or m.group(4)) + (m.group(2) or m.group(5))
                              + REDACTED, text)
     return _USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", text)
-
-
-_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
-_PERCENT = re.compile(rb"%([0-9A-Fa-f]{2})")
-
-
-def _quote(text: str, safe: str = "", plus: bool = False) -> str:
-    """Percent-encoding as URL query encoders write it (RFC 3986 unreserved characters kept;
-    urllib is outside the core's fence)."""
-    out = []
-    for char in text:
-        if char in _UNRESERVED or char in safe:
-            out.append(char)
-        elif plus and char == " ":
-            out.append("+")
-        else:
-            out.extend(f"%{byte:02X}" for byte in char.encode("utf-8"))
-    return "".join(out)
-
-
-def _unquote(text: str) -> str:
-    raw = _PERCENT.sub(lambda m: bytes([int(m.group(1), 16)]), text.encode("utf-8"))
-    return raw.decode("utf-8", "replace")
 
 
 def _url_secrets(url: str) -> list[str]:
