@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 from anyio.abc import TaskGroup
 
-from ..contracts import Message
+from ..contracts import Message, RunStats
 from ..errors import AfterPromptAgentError, NoAgentContextError
 from ..signal import AbortSignal
 from ._snapshot import Journal
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ._middleware import ToolCallLoopMiddleware, ToolMiddleware
     from ._model import AgentModel
     from ._snapshot import ReplayCursor
-    from ._stream import StreamConsumer
+    from ._stream import ConsumerTask, StreamConsumer
     from ._trace import Tracer
     from ._tools import AgentTool
 
@@ -68,8 +68,8 @@ class RunState:
 class Generation:
     """One execution of a handler: the draft its hooks fill before the prompt crosses the barrier."""
 
-    __slots__ = ("budget", "history", "index", "instructions", "loop_middleware", "prompted",
-                 "serial", "streams", "system", "tools", "validators")
+    __slots__ = ("budget", "consumers", "history", "index", "instructions", "loop_middleware",
+                 "prompted", "serial", "stats", "streams", "system", "tools", "validators")
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -81,6 +81,9 @@ class Generation:
         self.loop_middleware: list[ToolCallLoopMiddleware] = []
         self.validators: list[Callable[[Any], object]] = []
         self.streams: list[StreamConsumer] = []
+        # The awaited stream consumers still running after the prompt (waited for at the close).
+        self.consumers: list[ConsumerTask] = []
+        self.stats: RunStats | None = None  # the prompt's, once it returned
         self.budget: int | None = None
         self.prompted = False
 

@@ -212,7 +212,7 @@ async def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
         if text is not None:
             text.finish("succeeded" if ok else "failed")
 
-    return await with_consumers(frame.run, gen.streams, body, finish)
+    return await with_consumers(frame.run, gen.streams, body, finish, gen.consumers)
 
 
 @overload
@@ -352,5 +352,5 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
         assert chat is not None  # without a schema _drive always builds the ChatResult
         return chat
 
-    return await with_consumers(frame.run, gen.streams, body)
+    return await with_consumers(frame.run, gen.streams, body, None, gen.consumers)
 
