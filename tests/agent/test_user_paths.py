@@ -13,14 +13,16 @@ import pytest
 from bindloop.agent import (
     create_agent,
     equip_instruction,
+    equip_tool,
     on_stream,
+    prompt_agent,
     prompt_chat,
     reborn,
 )
 from bindloop.contracts import ToolResult
 from bindloop.errors import UsageError
 from bindloop.plugins import define_tool
-from bindloop.testing import final_answer, scripted_stream_model
+from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
 pytestmark = pytest.mark.anyio
 
@@ -161,3 +163,157 @@ async def test_each_generation_closes_its_consumers_before_a_reborn() -> None:
     assert await create_agent(id="a", handler=handler, model=model)(None) == "two"
     assert log == ["generation 0 returns", "consumer 0 done", "generation 1 returns",
                    "consumer 1 done"]
+
+
+# -- item 5: every prompt gives its stats and cost --------------------------------------------------
+
+class Answer(msgspec.Struct):
+    answer: str
+
+
+async def test_prompt_agent_gives_its_stats_and_cost_without_a_trace_bus() -> None:
+    from bindloop.agent import prompt_stats
+
+    model = scripted_stream_model(
+        [tool_call_turn([tool_call("search", {"q": "x"})]),
+         final_answer("not json"),  # re-asked: its turn counts too
+         final_answer('{"answer": "y"}')],
+        price=lambda usage: 7)
+    seen: list[Any] = []
+
+    async def handler(_: None) -> Answer:
+        equip_instruction("q")
+        equip_tool(SEARCH)
+        with pytest.raises(UsageError, match="has not returned yet"):
+            prompt_stats()
+        value = await prompt_agent(Answer)
+        seen.append(prompt_stats())
+        return value
+
+    assert await create_agent(id="a", handler=handler, model=model)(None) == Answer("y")
+    (stats,) = seen
+    assert (stats.turns, stats.tool_calls, stats.cost) == (3, 1, 21)
+
+
+async def test_prompt_chat_stats_are_the_chat_results() -> None:
+    from bindloop.agent import prompt_stats
+
+    model = scripted_stream_model([final_answer("hi")], price=lambda usage: 5)
+
+    async def handler(_: None) -> bool:
+        equip_instruction("q")
+        chat = await prompt_chat()
+        return prompt_stats() == chat.stats and chat.stats.cost == 5
+
+    assert await create_agent(id="a", handler=handler, model=model)(None) is True
+
+
+# -- item 11: ToolCallLoopContext.tool_turns ---------------------------------------------------------
+
+async def test_a_loop_middleware_sees_the_completed_rounds_as_tool_turns() -> None:
+    from bindloop.agent import ToolCallLoopMiddleware, ToolTurn, equip_tool_call_loop_middleware
+
+    model = scripted_stream_model([
+        tool_call_turn([tool_call("search", {"q": "a"}, id="c1")]),
+        tool_call_turn([tool_call("search", {"q": "b"}, id="c2"),
+                        tool_call("search", {"q": "c"}, id="c3")]),
+        final_answer("done")])
+    history: list[tuple[ToolTurn, ...]] = []
+
+    async def watch(ctx: Any, calls: list[Any], next: Any) -> Any:
+        history.append(ctx.tool_turns)
+        return await next(calls)
+
+    async def handler(_: None) -> str:
+        equip_instruction("q")
+        equip_tool(SEARCH)
+        equip_tool_call_loop_middleware(ToolCallLoopMiddleware(name="watch", handler=watch))
+        return (await prompt_chat()).data
+
+    assert await create_agent(id="a", handler=handler, model=model)(None) == "done"
+    assert [len(h) for h in history] == [0, 1]
+    (first,) = history[1]
+    assert first.step == 1 and [c.id for c in first.calls] == ["c1"]
+    assert [(o.call_id, o.outcome) for o in first.outputs] == [("c1", ToolResult(content="found a"))]
+
+
+# -- item 14: a per-turn tool choice (the chat's policy) --------------------------------------------
+
+async def test_a_tool_choice_policy_sets_each_turns_choice() -> None:
+    from bindloop.agent import ToolChoiceContext
+
+    model = scripted_stream_model([tool_call_turn([tool_call("search", {"q": "a"})]),
+                                   final_answer("done")])
+    seen: list[int] = []
+
+    def policy(turn: ToolChoiceContext) -> Any:
+        seen.append(turn.turn_index)
+        return "required" if turn.turn_index == 0 else None  # force a tool first, then free
+
+    async def handler(_: None) -> str:
+        equip_instruction("q")
+        equip_tool(SEARCH)
+        return (await prompt_chat(tool_choice=policy)).data
+
+    assert await create_agent(id="a", handler=handler, model=model)(None) == "done"
+    assert seen == [0, 1]
+    assert [r.options.tool_choice for r in model.requests] == ["required", None]
+
+
+async def test_a_fixed_tool_choice_and_bad_ones() -> None:
+    from bindloop.errors import PortContractError
+    from bindloop.wire import ForcedTool
+
+    model = scripted_stream_model([final_answer("x")])
+
+    async def fixed(_: None) -> str:
+        equip_instruction("q")
+        equip_tool(SEARCH)
+        return (await prompt_chat(tool_choice=ForcedTool(name="search"))).data
+
+    await create_agent(id="a", handler=fixed, model=model)(None)
+    assert model.requests[0].options.tool_choice == ForcedTool(name="search")
+
+    async def bad(_: None) -> str:
+        equip_instruction("q")
+        return (await prompt_chat(tool_choice="always")).data  # type: ignore[arg-type]
+
+    with pytest.raises(UsageError, match="tool_choice"):
+        await create_agent(id="b", handler=bad, model=model)(None)
+
+    async def bad_policy(_: None) -> str:
+        equip_instruction("q")
+        return (await prompt_chat(tool_choice=lambda turn: 3)).data  # type: ignore[arg-type,return-value]
+
+    with pytest.raises(PortContractError, match="returned 3"):
+        await create_agent(id="c", handler=bad_policy, model=scripted_stream_model([]))(None)
+
+
+async def test_a_replay_checks_the_per_turn_choice() -> None:
+    """The choice is part of each request's hash: a snapshot replays under the same policy, and a
+    different policy diverges."""
+    from bindloop.agent import dump_snapshot, run_with
+    from bindloop.errors import SnapshotDivergenceError
+
+    first: list[Any] = ["required"]
+
+    async def handler(_: None) -> str:
+        equip_instruction("q")
+        equip_tool(SEARCH)
+        return (await prompt_chat(tool_choice=lambda t: first[0] if t.turn_index == 0
+                                  else None)).data
+
+    agent = create_agent(id="a", handler=handler)
+
+    async def main() -> tuple[str, Any]:
+        return await agent(None), dump_snapshot()
+
+    model = scripted_stream_model([tool_call_turn([tool_call("search", {"q": "a"})]),
+                                   final_answer("done")])
+    value, snap = await run_with(main, model=model, enable_snapshot=True)
+    empty = scripted_stream_model([])
+    again, _ = await run_with(main, model=empty, snapshot=snap, enable_snapshot=True)
+    assert again == value == "done" and empty.requests == []
+    first[0] = "auto"
+    with pytest.raises(SnapshotDivergenceError):
+        await run_with(main, model=empty, snapshot=snap, enable_snapshot=True)

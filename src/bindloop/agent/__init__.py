@@ -39,6 +39,7 @@ from ._middleware import (
     ToolContext as ToolContext,
     ToolMiddleware as ToolMiddleware,
     ToolOutput as ToolOutput,
+    ToolTurn as ToolTurn,
     augment_model as augment_model,
 )
 from ._limits import (
@@ -61,6 +62,7 @@ from ._prompt import (
     ChatResult as ChatResult,
     prompt_agent as prompt_agent,
     prompt_chat as prompt_chat,
+    prompt_stats as prompt_stats,
     resume_chat as resume_chat,
 )
 from ._retry import is_retryable as is_retryable, with_retry as with_retry
@@ -70,6 +72,7 @@ from ._run import (
     run_with as run_with,
 )
 from ._schema import strict_json_schema as strict_json_schema
+from ._turns import ToolChoiceContext as ToolChoiceContext, ToolChoicePolicy as ToolChoicePolicy
 from ._snapshot import (
     SNAPSHOT_VERSION as SNAPSHOT_VERSION,
     AgentSnapshot as AgentSnapshot,
@@ -120,9 +123,12 @@ __all__ = (
     "ToolCallDoneEvent",
     "ToolCallLoopContext",
     "ToolCallLoopMiddleware",
+    "ToolChoiceContext",
+    "ToolChoicePolicy",
     "ToolContext",
     "ToolMiddleware",
     "ToolOutput",
+    "ToolTurn",
     "TraceEmitter",
     "TraceEvent",
     "TraceOptions",
@@ -155,6 +161,7 @@ __all__ = (
     "parse_snapshot",
     "prompt_agent",
     "prompt_chat",
+    "prompt_stats",
     "reborn",
     "restore_snapshot",
     "resume_chat",

@@ -24,6 +24,7 @@ __all__ = (
     "ToolContext",
     "ToolMiddleware",
     "ToolOutput",
+    "ToolTurn",
     "WrappedModel",
     "augment_model",
     "check_outputs",
@@ -138,10 +139,21 @@ class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
     outcome: ToolOutcome
 
 
+class ToolTurn(msgspec.Struct, frozen=True, kw_only=True):
+    """One completed tool round: its loop ``step``, the model's ``calls`` and the ``outputs`` the
+    round's chain answered them with (one per call, in the calls' order)."""
+
+    step: int
+    calls: tuple[ToolCall, ...]
+    outputs: tuple[ToolOutput, ...]
+
+
 class ToolCallLoopContext(msgspec.Struct, frozen=True):
     """A read-only view for a tool-call-loop middleware: the loop ``step`` (1-based model turn),
-    the prompt's ``system`` and ``instruction`` text, the ``tools`` offered, and
-    ``original_calls``, the model's own calls for this batch (what the outermost layer receives)."""
+    the prompt's ``system`` and ``instruction`` text, the ``tools`` offered,
+    ``original_calls``, the model's own calls for this batch (what the outermost layer receives),
+    and ``tool_turns``, the rounds this prompt (or this ``resume_chat``) completed before it, in
+    order: the structured history of the tool loop."""
 
     step: int
     system: str
@@ -149,6 +161,7 @@ class ToolCallLoopContext(msgspec.Struct, frozen=True):
     tools: tuple[ToolDefinition, ...]
     original_calls: tuple[ToolCall, ...]
     agent_id: str | None
+    tool_turns: tuple[ToolTurn, ...] = ()
 
 
 LoopNext: TypeAlias = Callable[[Sequence[ToolCall]], Awaitable[list[ToolOutput]]]

@@ -34,6 +34,7 @@ from ..errors import (
     UsageError,
 )
 from ..loop import ToolLoopParams, ToolLoopState, run_tool_loop
+from ..wire import ToolChoice
 from ..session import CheckpointReply, CheckpointWake, LoopCheckpoint, apply_checkpoint_input, \
     parse_loop_checkpoint
 from ._calls import ToolPort
@@ -43,9 +44,9 @@ from ._reask import Reasks
 from ._saves import Position, SaveFn, refuse_saves, resumed
 from ._schema import OutputSpec, output_spec
 from ._stream import StreamHub, with_consumers
-from ._turns import TurnPort, model_surface, resolve_model
+from ._turns import ToolChoicePolicy, TurnPort, choice_policy, model_surface, resolve_model
 
-__all__ = ("ChatResult", "prompt_agent", "prompt_chat", "resume_chat")
+__all__ = ("ChatResult", "prompt_agent", "prompt_chat", "prompt_stats", "resume_chat")
 
 T = TypeVar("T")
 
@@ -128,8 +129,8 @@ def _budgets(max_turn_steps: int, max_total_turns: int | None, retries: int) -> 
 
 async def _drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Position, *,
                  hub: StreamHub | None, text: TurnTextStream | None, saver: SaveFn | None,
-                 additional_options: Mapping[str, Any] | None,
-                 start_len: int) -> tuple[Any, ChatResult | None]:
+                 additional_options: Mapping[str, Any] | None, start_len: int,
+                 choose: ToolChoicePolicy | None = None) -> tuple[Any, ChatResult | None]:
     """The prompt's one tool loop from ``pos``, and what its stop reason means to the caller."""
     model = resolve_model(frame)
     options, tool_mode = model_surface(frame, gen, model, spec, additional_options)
@@ -138,7 +139,7 @@ async def _drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Po
     reasks = Reasks(frame, gen, spec, pos, output=output, text=text, chat=chat)
     turns = TurnPort(frame, model, options, spec=spec, tool_mode=tool_mode, hub=hub, text=text,
                      limit=pos.attempt_start + pos.steps - pos.iterations,
-                     out_of_steps=reasks.out_of_steps)
+                     out_of_steps=reasks.out_of_steps, choose=choose)
 
     def new_attempt() -> None:  # its turns count from the re-ask on
         turns.limit = turns.turns + pos.steps
@@ -146,10 +147,10 @@ async def _drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Po
     reasks.on_reask = new_attempt
     system, instruction = "\n\n".join(gen.system), "\n\n".join(gen.instructions)
 
-    def context(calls: tuple[Any, ...]) -> ToolCallLoopContext:
+    def context(calls: tuple[Any, ...], done: tuple[Any, ...]) -> ToolCallLoopContext:
         return ToolCallLoopContext(step=turns.turns, system=system, instruction=instruction,
                                    tools=options.tools, original_calls=calls,
-                                   agent_id=frame.agent_id)
+                                   agent_id=frame.agent_id, tool_turns=done)
 
     tools = ToolPort(frame, gen, output=output, context=context, recording=turns.recording)
     serial = frozenset(gen.serial)
@@ -163,6 +164,7 @@ async def _drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Po
         is_final_call=tools.is_final_call if output is not None else None)
     result = await (run_tool_loop(params) if saver is None else
                     run_tool_loop(params, pos.control(saver)))
+    gen.stats = result.stats  # prompt_stats() reads it, whichever way the prompt returns
     reason = result.stop_reason
     if reason == "done":
         turn = result.final_turn
@@ -191,7 +193,8 @@ async def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
                       max_turn_steps: int, max_total_turns: int | None,
                       text_sink: TurnStreamSink | None, hook: str,
                       additional_options: Mapping[str, Any] | None,
-                      on_checkpoint: SaveFn | None = None) -> tuple[Any, ChatResult | None]:
+                      on_checkpoint: SaveFn | None = None,
+                      choose: ToolChoicePolicy | None = None) -> tuple[Any, ChatResult | None]:
     total = _budgets(max_turn_steps, max_total_turns, frame.max_retries)
     initial = _messages(frame, gen, hook)
     text = None
@@ -206,7 +209,8 @@ async def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
 
     async def body(hub: StreamHub | None) -> tuple[Any, ChatResult | None]:
         return await _drive(frame, gen, spec, pos, hub=hub, text=text, saver=on_checkpoint,
-                            additional_options=additional_options, start_len=len(initial))
+                            additional_options=additional_options, start_len=len(initial),
+                            choose=choose)
 
     def finish(ok: bool) -> None:
         if text is not None:
@@ -275,7 +279,7 @@ async def prompt_chat(*, max_turn_steps: int = 10, max_total_turns: int | None =
                       text_sink: TurnStreamSink | None = None,
                       additional_options: Mapping[str, Any] | None = None,
                       on_checkpoint: Callable[[LoopCheckpoint], object] | None = None,
-                      ) -> ChatResult:
+                      tool_choice: ToolChoice | ToolChoicePolicy | None = None) -> ChatResult:
     """Run the chat policy with the equipped system, history, instruction and tools: model turns
     and tool rounds until a final answer (validated by any ``expect_validator``, which gets the
     text) or a suspend. See :class:`ChatResult` and :func:`prompt_agent` for the budgets.
@@ -288,13 +292,18 @@ async def prompt_chat(*, max_turn_steps: int = 10, max_total_turns: int | None =
     after it runs. The chat's checkpoints share one ``execution_id`` and their revisions increase
     by one, the suspend's or out-of-turns checkpoint last. Unset, the loop runs without a boundary
     hook.
+
+    ``tool_choice`` is the chat's policy for each turn: a fixed choice (``"required"``,
+    ``ForcedTool(name=)``, ...) for every turn, or ``policy(ToolChoiceContext) -> choice | None``
+    called before each model call (``None``: the model decides, the default).
     """
+    choose = choice_policy(tool_choice, "prompt_chat")
     saver = refuse_saves(on_checkpoint, "prompt_chat")
     frame, gen = _begin("prompt_chat")
     _, chat = await _run_prompt(frame, gen, None, max_turn_steps=max_turn_steps,
                                 max_total_turns=max_total_turns, text_sink=text_sink,
                                 hook="prompt_chat", additional_options=additional_options,
-                                on_checkpoint=saver)
+                                on_checkpoint=saver, choose=choose)
     assert chat is not None  # without a schema _drive always builds the ChatResult
     return chat
 
@@ -303,7 +312,7 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
                       reply: str | None = None, tool_call_id: str | None = None,
                       max_turn_steps: int | None = None,
                       on_checkpoint: Callable[[LoopCheckpoint], object] | None = None,
-                      ) -> ChatResult:
+                      tool_choice: ToolChoice | ToolChoicePolicy | None = None) -> ChatResult:
     """Continue a chat's checkpoint (``ChatResult.checkpoint``, an ``on_checkpoint`` save,
     :attr:`ToolLoopExceededError.checkpoint <bindloop.errors.ToolLoopExceededError>`, or their
     stored bytes) as this generation's prompt, with the generation's equipped tools, validators
@@ -320,9 +329,10 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
     one without a record (another driver's) with the turns it has left (else 10). A refused final
     answer is re-asked as in :func:`prompt_chat`, up to the agent's ``max_retries`` in all
     (:class:`~bindloop.errors.StructuredOutputError` carries every attempt, the recorded ones
-    first). ``on_checkpoint`` is as in :func:`prompt_chat`, its revisions following the
-    checkpoint's.
+    first). ``on_checkpoint`` and ``tool_choice`` are as in :func:`prompt_chat` (revisions follow
+    the checkpoint's; the policy's ``turn_index`` counts this call's turns).
     """
+    choose = choice_policy(tool_choice, "resume_chat")
     saver = refuse_saves(on_checkpoint, "resume_chat")
     frame, gen = _begin("resume_chat")
     if max_turn_steps is not None:
@@ -348,9 +358,26 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
 
     async def body(hub: StreamHub | None) -> ChatResult:
         _, chat = await _drive(frame, gen, None, pos, hub=hub, text=None, saver=saver,
-                               additional_options=None, start_len=start_len)
+                               additional_options=None, start_len=start_len, choose=choose)
         assert chat is not None  # without a schema _drive always builds the ChatResult
         return chat
 
     return await with_consumers(frame.run, gen.streams, body, None, gen.consumers)
 
+
+
+def prompt_stats() -> RunStats:
+    """The :class:`~bindloop.contracts.RunStats` of this generation's prompt — model turns (re-asks
+    included), tool calls, tokens and ``cost`` (the model's ``price``, summed once per turn) — for
+    :func:`prompt_agent`, which returns the value alone, as for :func:`prompt_chat` /
+    :func:`resume_chat` (the same value as their ``ChatResult.stats``). Readable in the handler
+    once the prompt returned or raised :class:`~bindloop.errors.PromptSuspendedError`; before,
+    :class:`~bindloop.errors.UsageError`. No trace bus needed."""
+    frame = current_frame("prompt_stats")
+    assert frame.generation is not None  # current_frame checked it
+    stats = frame.generation.stats
+    if stats is None:
+        raise UsageError(f"prompt_stats() in agent {frame.agent_id!r}: this generation's prompt "
+                         "has not returned yet; call it after `await prompt_agent(...)` / "
+                         "`await prompt_chat()`")
+    return stats
