@@ -317,3 +317,39 @@ async def test_a_replay_checks_the_per_turn_choice() -> None:
     first[0] = "auto"
     with pytest.raises(SnapshotDivergenceError):
         await run_with(main, model=empty, snapshot=snap, enable_snapshot=True)
+
+
+# -- item 16: the tool context's session and trace ids ----------------------------------------------
+
+@pytest.mark.parametrize("layered", [False, True])
+async def test_a_tool_sees_the_runs_session_and_trace_ids(layered: bool) -> None:
+    from bindloop.agent import ToolContext, ToolMiddleware, TraceOptions, run_with
+
+    seen: list[tuple[str | None, str | None, str | None]] = []
+
+    async def look(args: Q, ctx: ToolContext) -> ToolResult:
+        seen.append((ctx.agent_id, ctx.session_id, ctx.trace_id))
+        return ToolResult(content="ok")
+
+    tool = define_tool(name="look", description="l", args=Q, execute=look)
+
+    async def passthrough(ctx: ToolContext, next: Any) -> Any:
+        return await next()
+
+    async def handler(_: None) -> str:
+        equip_instruction("q")
+        equip_tool(tool, middleware=[ToolMiddleware(name="p", handler=passthrough)]
+                   if layered else [])
+        return (await prompt_chat()).data
+
+    def model() -> Any:
+        return scripted_stream_model([tool_call_turn([tool_call("look", {"q": "a"})]),
+                                      final_answer("done")])
+
+    agent = create_agent(id="a", handler=handler)
+    await run_with(agent, initial_props=None, model=model(), session_id="user-7",
+                   trace=TraceOptions(trace_id="4bf92f3577b34da6a3ce929d0e0e4736"))
+    await run_with(agent, initial_props=None, model=model())
+    await create_agent(id="b", handler=handler, model=model())(None)  # an implicit run
+    assert seen == [("a", "user-7", "4bf92f3577b34da6a3ce929d0e0e4736"), ("a", None, None),
+                    ("b", None, None)]

@@ -61,9 +61,10 @@ class ToolPort:
         entry = self.tools.get(call.name)
         if self.plain and entry is not None and not entry[1] and not entry[0].middleware:
             tool = entry[0].tool
+            run = self.frame.run
             return tool.execute(call.arguments, ToolContext(
                 tool.name, tool.description, tool.parameters, call.arguments, call.id,
-                self.frame.agent_id))
+                self.frame.agent_id, run.session_id, run.trace_id))
         return self._call(call, entry)
 
     async def _call(self, call: ToolCall, entry: tuple[AgentTool, Any] | None) -> ToolOutcome:

@@ -44,12 +44,15 @@ class RunState:
     """One root run: what ``run_with`` injected, shared by every agent on the chain."""
 
     __slots__ = ("background", "background_errors", "enable_snapshot", "model", "providers",
-                 "registry", "replay", "root", "signal", "tracer")
+                 "registry", "replay", "root", "session_id", "signal", "trace_id", "tracer")
 
     def __init__(self, *, providers: dict[str, Any], model: AgentModel | None,
                  registry: dict[str, AgentModel], enable_snapshot: bool,
                  signal: AbortSignal | None, tracer: Tracer,
-                 replay: ReplayCursor | None) -> None:
+                 replay: ReplayCursor | None, session_id: str | None = None,
+                 trace_id: str | None = None) -> None:
+        self.session_id = session_id  # what a ToolContext reports (the seed's metadata)
+        self.trace_id = trace_id
         self.providers = providers
         self.model = model
         self.registry = registry

@@ -88,7 +88,11 @@ def augment_model(model: object, middlewares: Sequence[ModelMiddleware]) -> Agen
 class ToolContext(msgspec.Struct, frozen=True):
     """What a tool middleware sees: the tool's name, description and JSON-schema ``parameters``,
     the call's raw ``input`` (JSON text or a mapping), the ``call_id`` (``None`` for
-    :func:`call_tool`) and the calling agent's id.
+    :func:`call_tool`), the calling agent's id, and the run's metadata (the seed's
+    ``metadata.sessionId`` / ``metadata.traceId``): ``session_id`` as given to
+    ``run_with(session_id=)`` and ``trace_id``, the run's trace id (``run_with(trace=
+    TraceOptions(trace_id=))``, or the tracer's own when an ``event_bus`` traces the run) — each
+    ``None`` when the run has none.
 
     A frozen msgspec Struct (one is built per tool call, and a Struct costs a tenth of a frozen
     dataclass to build); fields are positional or keyword, in this order."""
@@ -99,6 +103,8 @@ class ToolContext(msgspec.Struct, frozen=True):
     input: Any
     call_id: str | None
     agent_id: str | None
+    session_id: str | None = None
+    trace_id: str | None = None
 
 
 ToolNext: TypeAlias = Callable[[], Awaitable[ToolOutcome]]
