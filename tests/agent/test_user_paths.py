@@ -353,3 +353,90 @@ async def test_a_tool_sees_the_runs_session_and_trace_ids(layered: bool) -> None
     await create_agent(id="b", handler=handler, model=model())(None)  # an implicit run
     assert seen == [("a", "user-7", "4bf92f3577b34da6a3ce929d0e0e4736"), ("a", None, None),
                     ("b", None, None)]
+
+
+# -- item 6: tool failures reach the host (hook; stdlib logging from bindloop.hosts) ---------------
+
+class Secret(RuntimeError):
+    pass
+
+
+async def _failing(args: Q, ctx: object) -> ToolResult:
+    raise Secret("db refused: Authorization: Bearer sk-live-0123456789abcdef")
+
+
+FAILING = define_tool(name="flaky", description="f", args=Q, execute=_failing)
+
+
+@pytest.mark.parametrize("with_loop_middleware", [False, True])
+async def test_a_tool_failure_reaches_the_host_hook_and_the_model_text_is_unchanged(
+        with_loop_middleware: bool) -> None:
+    from bindloop.agent import (
+        ToolCallLoopMiddleware,
+        ToolErrorReport,
+        equip_tool_call_loop_middleware,
+        run_with,
+    )
+
+    reports: list[ToolErrorReport] = []
+
+    async def passthrough(ctx: Any, calls: list[Any], next: Any) -> Any:
+        return await next(calls)
+
+    async def handler(_: None) -> str:
+        equip_instruction("q")
+        equip_tool(FAILING)
+        if with_loop_middleware:
+            equip_tool_call_loop_middleware(ToolCallLoopMiddleware(name="p", handler=passthrough))
+        return (await prompt_chat()).data
+
+    def model() -> Any:
+        return scripted_stream_model([tool_call_turn([tool_call("flaky", {"q": "a"}, id="c1")]),
+                                      final_answer("sorry")])
+
+    plain = model()
+    await run_with(create_agent(id="a", handler=handler), model=plain)
+    hooked = model()
+    assert await run_with(create_agent(id="a", handler=handler), model=hooked,
+                          on_tool_error=reports.append, session_id="s1") == "sorry"
+    (report,) = reports
+    assert isinstance(report.error, Secret) and "sk-live" in str(report.error)  # the exception
+    assert (report.call_id, report.tool_name, report.agent_id, report.session_id) == (
+        "c1", "flaky", "a", "s1")
+    # What the model read is the same with and without the hook (and holds no secret).
+    assert hooked.requests[1].messages[-1] == plain.requests[1].messages[-1]
+    assert "sk-live" not in str(hooked.requests[1].messages[-1].content)
+
+
+async def test_log_tool_errors_makes_redacted_log_records(caplog: Any) -> None:
+    import logging
+
+    from bindloop.agent import run_with
+    from bindloop.hosts.logs import LOGGER_NAME, log_tool_errors
+
+    async def handler(_: None) -> str:
+        equip_instruction("q")
+        equip_tool(FAILING)
+        return (await prompt_chat()).data
+
+    model = scripted_stream_model([tool_call_turn([tool_call("flaky", {"q": "a"}, id="c9")]),
+                                   final_answer("sorry")])
+    with caplog.at_level(logging.WARNING, logger=LOGGER_NAME):
+        await run_with(create_agent(id="a", handler=handler), model=model,
+                       on_tool_error=log_tool_errors(include_traceback=True))
+    (record,) = [r for r in caplog.records if r.name == LOGGER_NAME]
+    text = record.getMessage()
+    assert "tool flaky (call c9) of agent a failed: Secret: db refused" in text
+    assert "Traceback" in text and "_failing" in text
+    assert "sk-live" not in text and record.exc_info is None
+    assert record.bindloop["tool_name"] == "flaky" and record.bindloop["error_type"] == "Secret"
+
+
+def test_run_with_refuses_a_hook_that_is_not_callable() -> None:
+    from bindloop.agent import run_with
+
+    async def main() -> None:
+        return None
+
+    with pytest.raises(UsageError, match="on_tool_error"):
+        anyio.run(lambda: run_with(main, on_tool_error="log"))  # type: ignore[arg-type]

@@ -14,6 +14,7 @@ from ._agent import (
     create_agent as create_agent,
     reborn as reborn,
 )
+from ._failures import ToolErrorHook as ToolErrorHook, ToolErrorReport as ToolErrorReport
 from ._hooks import (
     equip_budget as equip_budget,
     equip_history as equip_history,
@@ -126,6 +127,8 @@ __all__ = (
     "ToolChoiceContext",
     "ToolChoicePolicy",
     "ToolContext",
+    "ToolErrorHook",
+    "ToolErrorReport",
     "ToolMiddleware",
     "ToolOutput",
     "ToolTurn",

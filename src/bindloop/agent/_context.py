@@ -22,6 +22,7 @@ from ..signal import AbortSignal
 from ._snapshot import Journal
 
 if TYPE_CHECKING:
+    from ._failures import ToolErrorHook
     from ._middleware import ToolCallLoopMiddleware, ToolMiddleware
     from ._model import AgentModel
     from ._snapshot import ReplayCursor
@@ -44,13 +45,16 @@ class RunState:
     """One root run: what ``run_with`` injected, shared by every agent on the chain."""
 
     __slots__ = ("background", "background_errors", "enable_snapshot", "model", "providers",
-                 "registry", "replay", "root", "session_id", "signal", "trace_id", "tracer")
+                 "on_tool_error", "registry", "replay", "root", "session_id", "signal", "trace_id",
+                 "tracer")
 
     def __init__(self, *, providers: dict[str, Any], model: AgentModel | None,
                  registry: dict[str, AgentModel], enable_snapshot: bool,
                  signal: AbortSignal | None, tracer: Tracer,
                  replay: ReplayCursor | None, session_id: str | None = None,
-                 trace_id: str | None = None) -> None:
+                 trace_id: str | None = None,
+                 on_tool_error: ToolErrorHook | None = None) -> None:
+        self.on_tool_error = on_tool_error
         self.session_id = session_id  # what a ToolContext reports (the seed's metadata)
         self.trace_id = trace_id
         self.providers = providers

@@ -39,6 +39,7 @@ from ..session import CheckpointReply, CheckpointWake, LoopCheckpoint, apply_che
     parse_loop_checkpoint
 from ._calls import ToolPort
 from ._context import Frame, Generation, current_frame
+from ._failures import reporter
 from ._middleware import ToolCallLoopContext
 from ._reask import Reasks
 from ._saves import Position, SaveFn, refuse_saves, resumed
@@ -154,6 +155,7 @@ async def _drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Po
 
     tools = ToolPort(frame, gen, output=output, context=context, recording=turns.recording)
     serial = frozenset(gen.serial)
+    run, hook = frame.run, frame.run.on_tool_error
     params = ToolLoopParams(
         call_model=turns.call_model, run_tool_call=tools.run_tool_call, state=pos.state,
         max_iterations=max(pos.total_end - pos.iterations, 0), signal=frame.signal,
@@ -161,7 +163,9 @@ async def _drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Po
         runs_serially=(lambda call: call.name in serial) if serial else None,
         on_turn_would_end=reasks if spec is not None or gen.validators else None,
         run_tool_batch=tools.run_tool_batch if gen.loop_middleware else None,
-        is_final_call=tools.is_final_call if output is not None else None)
+        is_final_call=tools.is_final_call if output is not None else None,
+        on_tool_call_rejected=None if hook is None else reporter(
+            hook, lambda: pos.state.messages, frame.agent_id, run.session_id, run.trace_id))
     result = await (run_tool_loop(params) if saver is None else
                     run_tool_loop(params, pos.control(saver)))
     gen.stats = result.stats  # prompt_stats() reads it, whichever way the prompt returns
