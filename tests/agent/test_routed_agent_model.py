@@ -246,7 +246,7 @@ async def test_settled_mid_stream_drop_never_shows_the_failed_attempt(
     server.enqueue("backup", _text("openai_chat"))
     routed = _route(server, {"primary": "openai_chat", "backup": "openai_chat"})
     events: list[AgentStreamEvent] = []
-    assert await _run(as_agent_model(routed), events) == ANSWER
+    assert await _run(as_agent_model(routed, route_streaming="settled"), events) == ANSWER
     assert "".join(_texts(events)) == ANSWER
     assert _kinds(events) == ["TurnStartEvent", "FinishEvent", "UsageEvent", "TurnDoneEvent"]
     assert [(a.provider_id, a.outcome, a.produced_output)
@@ -303,7 +303,7 @@ async def test_a_held_attempt_that_stalls_is_never_shown(server: ScriptedProvide
     server.enqueue("backup", _text("openai_chat"))
     routed = _route(server, {"primary": "openai_chat", "backup": "openai_chat"})
     events: list[AgentStreamEvent] = []
-    assert await _run(as_agent_model(routed), events) == ANSWER
+    assert await _run(as_agent_model(routed, route_streaming="settled"), events) == ANSWER
     assert "".join(_texts(events)) == ANSWER
     assert sum(isinstance(e.event, UsageEvent) for e in events) == 1
     assert sum(isinstance(e.event, TurnDoneEvent) for e in events) == 1
@@ -380,7 +380,7 @@ async def test_structured_partials_stream_from_the_backup_only(server: ScriptedP
     server.enqueue("primary", reply('{"x": 100, "y": 200}', drop_after=2))
     server.enqueue("backup", reply('{"x": 1, "y": 2}'))
     routed = _route(server, {"primary": "openai_chat", "backup": "openai_chat"})
-    model = as_agent_model(routed, structured_output=mode)  # type: ignore[arg-type]
+    model = as_agent_model(routed, structured_output=mode, route_streaming="settled")  # type: ignore[arg-type]
     events: list[AgentStreamEvent] = []
 
     async def handler(_: None) -> Point:

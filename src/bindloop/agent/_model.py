@@ -202,11 +202,11 @@ class _RoutedAgentModel:
     ``stream`` yields the events of the attempt that serves the turn, as the route task hands
     them over. The agent stream cannot take an event back (its fold keeps every delta, and so may
     its consumers), so a failed attempt must never have been yielded unless its failure ends the
-    turn. ``"settled"`` (the default) holds an attempt's events while a fallback could still
-    follow it and streams live from the moment none can (the plan's last possible attempt, or a
-    permanent text surface already clamped the route); ``"live"`` streams every attempt at once
-    and treats the agent stream as a permanent surface: the first content delta clamps the route,
-    so a failure after it fails the turn instead of falling back.
+    turn. ``"live"`` (the default) streams every attempt at once and treats the agent stream as a
+    permanent surface: the first content delta clamps the route, so a failure after it fails the
+    turn instead of falling back. ``"settled"`` holds an attempt's events while a fallback could
+    still follow it and streams live from the moment none can (the plan's last possible attempt,
+    or a permanent text surface already clamped the route).
     """
 
     __slots__ = ("_inner", "_live", "id", "provider", "structured_output")
@@ -298,9 +298,12 @@ def as_agent_model(model: object, *, id: str | None = None, provider: str | None
     ``structured_output`` overrides how the wrapped model takes a schema (``"tool"``: a forced
     output tool, for a provider model without native JSON-schema output); by default a
     ``ModelAdapter`` is ``"json_schema"``, and a route is too when every candidate is bound.
-    ``route_streaming`` (a route only) is ``"settled"`` (default: an attempt streams once no
-    fallback can follow it) or ``"live"`` (every attempt streams at once; its first content delta
-    commits the route to it).
+    ``route_streaming`` (a route only) is ``"live"`` (default: every attempt streams at once, so a
+    healthy primary's deltas arrive as the provider sends them; its first content delta commits
+    the route to it — a failure before any content still falls back unseen, one after it fails
+    the turn, never splicing two attempts) or ``"settled"`` (an attempt's events are held while a
+    fallback could still follow it, so even a mid-stream drop falls back unseen, at the price of
+    the primary's deltas arriving together when its attempt ends).
 
     Raises :class:`~bindloop.errors.UsageError` for anything else, naming what an agent model needs.
     """
@@ -313,7 +316,7 @@ def as_agent_model(model: object, *, id: str | None = None, provider: str | None
     if isinstance(model, RoutedModel):
         return _RoutedAgentModel(model, id=id, provider=provider,
                                  structured_output=structured_output,
-                                 streaming=route_streaming or "settled")
+                                 streaming=route_streaming or "live")
     if route_streaming is not None:
         raise UsageError("as_agent_model(route_streaming=) applies to a RoutedModel only, got "
                          f"{type(model).__name__}")
