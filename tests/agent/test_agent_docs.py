@@ -13,8 +13,13 @@ def test_agent_tutorial_runs(capsys) -> None:  # type: ignore[no-untyped-def]
     blocks = [textwrap.dedent(b) for b in re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)]
     assert len(blocks) >= 6
     namespace: dict[str, object] = {}
-    for block in blocks:
-        exec(compile(block, "agent.md", "exec"), namespace)
+    try:
+        for block in blocks:
+            exec(compile(block, "agent.md", "exec"), namespace)
+    finally:
+        import logging
+
+        logging.getLogger("weather.tools").handlers.clear()  # the page's handler, not ours
     out = capsys.readouterr().out
     assert "Weather(city='Lisbon', high_c=24, note=None)" in out
     assert "high_c 240 is implausible" in out
@@ -23,6 +28,12 @@ def test_agent_tutorial_runs(capsys) -> None:  # type: ignore[no-untyped-def]
     assert "Noted. ['buy milk', 'call mum']" in out  # the same through SqliteStore
     assert "['draft 1', 'draft 2']" in out
     assert "complete:{'city': 'Oslo', 'high_c': -3, 'note': 'snow'}" in out
+    # Stats without a trace bus; the tool failure logged, redacted; the model read no message.
+    assert "(Weather(city='Lisbon', high_c=24, note=None), 2, 60)" in out
+    assert "tool lookup (call call_1_0) of agent costed failed: ConnectionError: db at " \
+        "postgres://<redacted>@db.internal refused" in out
+    assert '{"error":"ConnectionError: the tool failed","kind":"error"}' in out
+    assert "hunter22" not in out
 
 
 def test_readme_agent_example_runs(capsys) -> None:  # type: ignore[no-untyped-def]
