@@ -440,3 +440,41 @@ def test_run_with_refuses_a_hook_that_is_not_callable() -> None:
 
     with pytest.raises(UsageError, match="on_tool_error"):
         anyio.run(lambda: run_with(main, on_tool_error="log"))  # type: ignore[arg-type]
+
+
+# -- properties: the per-turn choice and the rounds history over any script -------------------------
+
+def test_property_choices_and_tool_turns_follow_the_script() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from bindloop.agent import ToolCallLoopMiddleware, equip_tool_call_loop_middleware
+
+    choices = st.sampled_from([None, "auto", "none", "required"])
+
+    @settings(max_examples=40, deadline=None)
+    @given(rounds=st.lists(st.integers(min_value=1, max_value=3), max_size=4),
+           picks=st.lists(choices, min_size=5, max_size=5))
+    def check(rounds: list[int], picks: list[Any]) -> None:
+        script = [tool_call_turn([tool_call("search", {"q": f"{r}.{i}"}, id=f"c{r}.{i}")
+                                  for i in range(n)]) for r, n in enumerate(rounds)]
+        model = scripted_stream_model([*script, final_answer("end")])
+        histories: list[list[list[str]]] = []
+
+        async def watch(ctx: Any, calls: list[Any], next: Any) -> Any:
+            histories.append([[c.id for c in t.calls] for t in ctx.tool_turns])
+            return await next(calls)
+
+        async def handler(_: None) -> str:
+            equip_instruction("q")
+            equip_tool(SEARCH)
+            equip_tool_call_loop_middleware(ToolCallLoopMiddleware(name="w", handler=watch))
+            return (await prompt_chat(tool_choice=lambda t: picks[t.turn_index])).data
+
+        agent = create_agent(id="p", handler=handler, model=model)
+        assert anyio.run(agent, None) == "end"
+        assert [r.options.tool_choice for r in model.requests] == picks[:len(rounds) + 1]
+        ids = [[f"c{r}.{i}" for i in range(n)] for r, n in enumerate(rounds)]
+        assert histories == [ids[:k] for k in range(len(rounds))]
+
+    check()
