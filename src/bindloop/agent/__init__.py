@@ -14,7 +14,6 @@ from ._agent import (
     create_agent as create_agent,
     reborn as reborn,
 )
-from ._failures import ToolErrorHook as ToolErrorHook, ToolErrorReport as ToolErrorReport
 from ._hooks import (
     equip_budget as equip_budget,
     equip_history as equip_history,
@@ -59,11 +58,15 @@ from ._model import (
     as_agent_model as as_agent_model,
     turn_events as turn_events,
 )
+from ._observe import (
+    ToolErrorHook as ToolErrorHook,
+    ToolErrorReport as ToolErrorReport,
+    prompt_stats as prompt_stats,
+)
 from ._prompt import (
     ChatResult as ChatResult,
     prompt_agent as prompt_agent,
     prompt_chat as prompt_chat,
-    prompt_stats as prompt_stats,
     resume_chat as resume_chat,
 )
 from ._retry import is_retryable as is_retryable, with_retry as with_retry

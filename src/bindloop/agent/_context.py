@@ -22,12 +22,13 @@ from ..signal import AbortSignal
 from ._snapshot import Journal
 
 if TYPE_CHECKING:
-    from ._failures import ToolErrorHook
+    from ._observe import ToolErrorHook
     from ._middleware import ToolCallLoopMiddleware, ToolMiddleware
     from ._model import AgentModel
     from ._snapshot import ReplayCursor
     from ._stream import ConsumerTask, StreamConsumer
     from ._trace import Tracer
+    from ._turns import ToolChoicePolicy
     from ._tools import AgentTool
 
 __all__ = (
@@ -76,7 +77,8 @@ class Generation:
     """One execution of a handler: the draft its hooks fill before the prompt crosses the barrier."""
 
     __slots__ = ("budget", "consumers", "history", "index", "instructions", "loop_middleware",
-                 "prompted", "serial", "stats", "streams", "system", "tools", "validators")
+                 "prompted", "serial", "stats", "streams", "system", "tool_choice", "tools",
+                 "validators")
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -91,6 +93,7 @@ class Generation:
         # The awaited stream consumers still running after the prompt (waited for at the close).
         self.consumers: list[ConsumerTask] = []
         self.stats: RunStats | None = None  # the prompt's, once it returned
+        self.tool_choice: ToolChoicePolicy | None = None  # prompt_chat(tool_choice=)
         self.budget: int | None = None
         self.prompted = False
 

@@ -34,20 +34,19 @@ from ..errors import (
     UsageError,
 )
 from ..loop import ToolLoopParams, ToolLoopState, run_tool_loop
-from ..wire import ToolChoice
 from ..session import CheckpointReply, CheckpointWake, LoopCheckpoint, apply_checkpoint_input, \
     parse_loop_checkpoint
 from ._calls import ToolPort
 from ._context import Frame, Generation, current_frame
-from ._failures import reporter
+from ._observe import reporter
 from ._middleware import ToolCallLoopContext
 from ._reask import Reasks
 from ._saves import Position, SaveFn, refuse_saves, resumed
 from ._schema import OutputSpec, output_spec
 from ._stream import StreamHub, with_consumers
-from ._turns import ToolChoicePolicy, TurnPort, choice_policy, model_surface, resolve_model
+from ._turns import ToolChoiceArg, TurnPort, choice_policy, model_surface, resolve_model
 
-__all__ = ("ChatResult", "prompt_agent", "prompt_chat", "prompt_stats", "resume_chat")
+__all__ = ("ChatResult", "prompt_agent", "prompt_chat", "resume_chat")
 
 T = TypeVar("T")
 
@@ -130,8 +129,8 @@ def _budgets(max_turn_steps: int, max_total_turns: int | None, retries: int) -> 
 
 async def _drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Position, *,
                  hub: StreamHub | None, text: TurnTextStream | None, saver: SaveFn | None,
-                 additional_options: Mapping[str, Any] | None, start_len: int,
-                 choose: ToolChoicePolicy | None = None) -> tuple[Any, ChatResult | None]:
+                 additional_options: Mapping[str, Any] | None,
+                 start_len: int) -> tuple[Any, ChatResult | None]:
     """The prompt's one tool loop from ``pos``, and what its stop reason means to the caller."""
     model = resolve_model(frame)
     options, tool_mode = model_surface(frame, gen, model, spec, additional_options)
@@ -140,7 +139,7 @@ async def _drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Po
     reasks = Reasks(frame, gen, spec, pos, output=output, text=text, chat=chat)
     turns = TurnPort(frame, model, options, spec=spec, tool_mode=tool_mode, hub=hub, text=text,
                      limit=pos.attempt_start + pos.steps - pos.iterations,
-                     out_of_steps=reasks.out_of_steps, choose=choose)
+                     out_of_steps=reasks.out_of_steps, choose=gen.tool_choice)
 
     def new_attempt() -> None:  # its turns count from the re-ask on
         turns.limit = turns.turns + pos.steps
@@ -197,8 +196,7 @@ async def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
                       max_turn_steps: int, max_total_turns: int | None,
                       text_sink: TurnStreamSink | None, hook: str,
                       additional_options: Mapping[str, Any] | None,
-                      on_checkpoint: SaveFn | None = None,
-                      choose: ToolChoicePolicy | None = None) -> tuple[Any, ChatResult | None]:
+                      on_checkpoint: SaveFn | None = None) -> tuple[Any, ChatResult | None]:
     total = _budgets(max_turn_steps, max_total_turns, frame.max_retries)
     initial = _messages(frame, gen, hook)
     text = None
@@ -213,8 +211,7 @@ async def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
 
     async def body(hub: StreamHub | None) -> tuple[Any, ChatResult | None]:
         return await _drive(frame, gen, spec, pos, hub=hub, text=text, saver=on_checkpoint,
-                            additional_options=additional_options, start_len=len(initial),
-                            choose=choose)
+                            additional_options=additional_options, start_len=len(initial))
 
     def finish(ok: bool) -> None:
         if text is not None:
@@ -283,10 +280,13 @@ async def prompt_chat(*, max_turn_steps: int = 10, max_total_turns: int | None =
                       text_sink: TurnStreamSink | None = None,
                       additional_options: Mapping[str, Any] | None = None,
                       on_checkpoint: Callable[[LoopCheckpoint], object] | None = None,
-                      tool_choice: ToolChoice | ToolChoicePolicy | None = None) -> ChatResult:
+                      tool_choice: ToolChoiceArg = None) -> ChatResult:
     """Run the chat policy with the equipped system, history, instruction and tools: model turns
     and tool rounds until a final answer (validated by any ``expect_validator``, which gets the
     text) or a suspend. See :class:`ChatResult` and :func:`prompt_agent` for the budgets.
+    ``tool_choice`` is the chat's policy for each turn: a fixed choice (``"required"``,
+    ``ForcedTool(name=)``, ...) for every turn, or ``policy(ToolChoiceContext) -> choice | None``
+    called before each model call (``None``: the model decides, the default).
 
     ``on_checkpoint(checkpoint)`` (sync or async; its return value is ignored) is awaited at every
     settled boundary of the chat — after each finished tool round, before the next model call,
@@ -296,18 +296,15 @@ async def prompt_chat(*, max_turn_steps: int = 10, max_total_turns: int | None =
     after it runs. The chat's checkpoints share one ``execution_id`` and their revisions increase
     by one, the suspend's or out-of-turns checkpoint last. Unset, the loop runs without a boundary
     hook.
-
-    ``tool_choice`` is the chat's policy for each turn: a fixed choice (``"required"``,
-    ``ForcedTool(name=)``, ...) for every turn, or ``policy(ToolChoiceContext) -> choice | None``
-    called before each model call (``None``: the model decides, the default).
     """
     choose = choice_policy(tool_choice, "prompt_chat")
     saver = refuse_saves(on_checkpoint, "prompt_chat")
     frame, gen = _begin("prompt_chat")
+    gen.tool_choice = choose
     _, chat = await _run_prompt(frame, gen, None, max_turn_steps=max_turn_steps,
                                 max_total_turns=max_total_turns, text_sink=text_sink,
                                 hook="prompt_chat", additional_options=additional_options,
-                                on_checkpoint=saver, choose=choose)
+                                on_checkpoint=saver)
     assert chat is not None  # without a schema _drive always builds the ChatResult
     return chat
 
@@ -316,12 +313,13 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
                       reply: str | None = None, tool_call_id: str | None = None,
                       max_turn_steps: int | None = None,
                       on_checkpoint: Callable[[LoopCheckpoint], object] | None = None,
-                      tool_choice: ToolChoice | ToolChoicePolicy | None = None) -> ChatResult:
+                      tool_choice: ToolChoiceArg = None) -> ChatResult:
     """Continue a chat's checkpoint (``ChatResult.checkpoint``, an ``on_checkpoint`` save,
     :attr:`ToolLoopExceededError.checkpoint <bindloop.errors.ToolLoopExceededError>`, or their
     stored bytes) as this generation's prompt, with the generation's equipped tools, validators
     and model: parse it, apply ``reply``, and run the same tool loop as :func:`prompt_chat` from
-    that position.
+    that position. ``tool_choice`` is as in :func:`prompt_chat` (the policy's ``turn_index``
+    counts this call's turns).
 
     ``reply`` answers the open suspend (``tool_call_id`` picks one when several are open): a
     ``waiting_for_reply`` suspend gets it as a reply, a ``resuming_later`` one as its wake result.
@@ -333,12 +331,13 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
     one without a record (another driver's) with the turns it has left (else 10). A refused final
     answer is re-asked as in :func:`prompt_chat`, up to the agent's ``max_retries`` in all
     (:class:`~bindloop.errors.StructuredOutputError` carries every attempt, the recorded ones
-    first). ``on_checkpoint`` and ``tool_choice`` are as in :func:`prompt_chat` (revisions follow
-    the checkpoint's; the policy's ``turn_index`` counts this call's turns).
+    first). ``on_checkpoint`` is as in :func:`prompt_chat`, its revisions following the
+    checkpoint's.
     """
     choose = choice_policy(tool_choice, "resume_chat")
     saver = refuse_saves(on_checkpoint, "resume_chat")
     frame, gen = _begin("resume_chat")
+    gen.tool_choice = choose
     if max_turn_steps is not None:
         _budgets(max_turn_steps, None, 0)  # the same check as prompt_chat's
     cp = checkpoint if isinstance(checkpoint, LoopCheckpoint) else parse_loop_checkpoint(
@@ -362,26 +361,10 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
 
     async def body(hub: StreamHub | None) -> ChatResult:
         _, chat = await _drive(frame, gen, None, pos, hub=hub, text=None, saver=saver,
-                               additional_options=None, start_len=start_len, choose=choose)
+                               additional_options=None, start_len=start_len)
         assert chat is not None  # without a schema _drive always builds the ChatResult
         return chat
 
     return await with_consumers(frame.run, gen.streams, body, None, gen.consumers)
 
 
-
-def prompt_stats() -> RunStats:
-    """The :class:`~bindloop.contracts.RunStats` of this generation's prompt — model turns (re-asks
-    included), tool calls, tokens and ``cost`` (the model's ``price``, summed once per turn) — for
-    :func:`prompt_agent`, which returns the value alone, as for :func:`prompt_chat` /
-    :func:`resume_chat` (the same value as their ``ChatResult.stats``). Readable in the handler
-    once the prompt returned or raised :class:`~bindloop.errors.PromptSuspendedError`; before,
-    :class:`~bindloop.errors.UsageError`. No trace bus needed."""
-    frame = current_frame("prompt_stats")
-    assert frame.generation is not None  # current_frame checked it
-    stats = frame.generation.stats
-    if stats is None:
-        raise UsageError(f"prompt_stats() in agent {frame.agent_id!r}: this generation's prompt "
-                         "has not returned yet; call it after `await prompt_agent(...)` / "
-                         "`await prompt_chat()`")
-    return stats

@@ -11,7 +11,7 @@ from ..contracts import ModelTurnResult, ToolOutcome
 from ..errors import NoAgentContextError, SnapshotDisabledError, SnapshotFormatError, UsageError
 from ..signal import AbortSignal
 from ._context import Frame, RunState, enter, hosting, leave, optional_frame
-from ._failures import ToolErrorHook
+from ._observe import ToolErrorHook
 from ._model import as_agent_model
 from ._snapshot import (
     AgentSnapshot,

@@ -35,8 +35,8 @@ from ._stream import (
     TurnStartEvent,
 )
 
-__all__ = ("ToolChoiceContext", "ToolChoicePolicy", "TurnPort", "choice_policy", "fold_stream",
-           "model_surface", "resolve_model")
+__all__ = ("ToolChoiceArg", "ToolChoiceContext", "ToolChoicePolicy", "TurnPort", "choice_policy",
+           "fold_stream", "model_surface", "resolve_model")
 
 _JSON_ENCODE = msgspec.json.Encoder().encode
 _JSON_DECODE = msgspec.json.Decoder().decode
@@ -55,6 +55,9 @@ class ToolChoiceContext(msgspec.Struct, frozen=True, kw_only=True):
 
 ToolChoicePolicy: TypeAlias = Callable[[ToolChoiceContext], ToolChoice | None]
 """``prompt_chat(tool_choice=)``: the tool choice of each turn (``None``: the model decides)."""
+
+ToolChoiceArg: TypeAlias = ToolChoice | ToolChoicePolicy | None
+"""What ``prompt_chat`` / ``resume_chat(tool_choice=)`` take: a fixed choice or a policy."""
 
 _CHOICES = ("auto", "none", "required")
 
@@ -128,8 +131,7 @@ async def fold_stream(events: AsyncIterator[StreamEvent], price: Callable[[TurnU
     return collector.result()
 
 
-def choice_policy(value: ToolChoice | ToolChoicePolicy | None, hook: str,
-                  ) -> ToolChoicePolicy | None:
+def choice_policy(value: ToolChoiceArg, hook: str) -> ToolChoicePolicy | None:
     """``tool_choice=`` as a per-turn policy: a fixed choice applies to every turn."""
     if value is None or callable(value) and not isinstance(value, ForcedTool):
         return value

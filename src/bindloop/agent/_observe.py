@@ -1,4 +1,5 @@
-"""Tool failures reported to the host: ``run_with(on_tool_error=)``.
+"""What the host observes without a trace bus: a prompt's stats (:func:`prompt_stats`) and its
+tool failures (``run_with(on_tool_error=)``).
 
 The model's side is the loop's: a raise becomes the tool error the model reads (only the
 exception's type and a fixed text, unless it is a :class:`~bindloop.errors.ToolFailure`). The
@@ -13,9 +14,11 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from ..contracts import AssistantMessage, Message
+from ..contracts import AssistantMessage, Message, RunStats
+from ..errors import UsageError
+from ._context import current_frame
 
-__all__ = ("ToolErrorHook", "ToolErrorReport", "reporter")
+__all__ = ("ToolErrorHook", "ToolErrorReport", "prompt_stats", "reporter")
 
 
 class ToolErrorReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -59,3 +62,20 @@ def reporter(hook: ToolErrorHook, messages: Callable[[], Sequence[Message]], age
                              trace_id=trace_id))
 
     return rejected
+
+
+def prompt_stats() -> RunStats:
+    """The :class:`~bindloop.contracts.RunStats` of this generation's prompt — model turns (re-asks
+    included), tool calls, tokens and ``cost`` (the model's ``price``, summed once per turn) — for
+    :func:`prompt_agent`, which returns the value alone, as for :func:`prompt_chat` /
+    :func:`resume_chat` (the same value as their ``ChatResult.stats``). Readable in the handler
+    once the prompt returned or raised :class:`~bindloop.errors.PromptSuspendedError`; before,
+    :class:`~bindloop.errors.UsageError`. No trace bus needed."""
+    frame = current_frame("prompt_stats")
+    assert frame.generation is not None  # current_frame checked it
+    stats = frame.generation.stats
+    if stats is None:
+        raise UsageError(f"prompt_stats() in agent {frame.agent_id!r}: this generation's prompt "
+                         "has not returned yet; call it after `await prompt_agent(...)` / "
+                         "`await prompt_chat()`")
+    return stats
