@@ -38,8 +38,8 @@ from ..session import CheckpointReply, CheckpointWake, LoopCheckpoint, apply_che
     parse_loop_checkpoint
 from ._calls import ToolPort
 from ._context import Frame, Generation, current_frame
-from ._observe import reporter
 from ._middleware import ToolCallLoopContext
+from ._observe import reporter
 from ._reask import Reasks
 from ._saves import Position, SaveFn, refuse_saves, resumed
 from ._schema import OutputSpec, output_spec
@@ -279,8 +279,9 @@ async def prompt_agent(schema: Any, *, max_turn_steps: int = 10,
 async def prompt_chat(*, max_turn_steps: int = 10, max_total_turns: int | None = None,
                       text_sink: TurnStreamSink | None = None,
                       additional_options: Mapping[str, Any] | None = None,
+                      tool_choice: ToolChoiceArg = None,
                       on_checkpoint: Callable[[LoopCheckpoint], object] | None = None,
-                      tool_choice: ToolChoiceArg = None) -> ChatResult:
+                      ) -> ChatResult:
     """Run the chat policy with the equipped system, history, instruction and tools: model turns
     and tool rounds until a final answer (validated by any ``expect_validator``, which gets the
     text) or a suspend. See :class:`ChatResult` and :func:`prompt_agent` for the budgets.
@@ -312,8 +313,9 @@ async def prompt_chat(*, max_turn_steps: int = 10, max_total_turns: int | None =
 async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, Any], *,
                       reply: str | None = None, tool_call_id: str | None = None,
                       max_turn_steps: int | None = None,
+                      tool_choice: ToolChoiceArg = None,
                       on_checkpoint: Callable[[LoopCheckpoint], object] | None = None,
-                      tool_choice: ToolChoiceArg = None) -> ChatResult:
+                      ) -> ChatResult:
     """Continue a chat's checkpoint (``ChatResult.checkpoint``, an ``on_checkpoint`` save,
     :attr:`ToolLoopExceededError.checkpoint <bindloop.errors.ToolLoopExceededError>`, or their
     stored bytes) as this generation's prompt, with the generation's equipped tools, validators
