@@ -107,3 +107,27 @@ async def test_a_routed_model_streams_a_healthy_primary_live_by_default(
     # widens it). Settled: held until the attempt ends, released together.
     assert default >= 0.6 * GAP_S * (len(WORDS) - 1)
     assert settled < default / 2
+
+
+async def test_call_model_on_reset_retracts_a_failed_attempts_events(
+        server: ScriptedProviderServer) -> None:
+    """The wire port under the agent's "live": with ``on_reset`` every attempt streams at once,
+    its content does not clamp the route, and the fallback is announced before its events."""
+    from bindloop.contracts import UserMessage
+
+    dropping = _slow_answer()
+    server.enqueue("primary", ScriptedReply(headers=dropping.headers, chunks=dropping.chunks,
+                                            drop_after=3))  # role + two words, then gone
+    server.enqueue("backup", ScriptedReply(headers=dropping.headers, chunks=dropping.chunks))
+    seen: list[str] = []
+    routed = _route(server)
+    turn = await routed.call_model(
+        [UserMessage(content="weather?")], [],
+        on_event=lambda e: seen.append(e.content) if isinstance(e, TextEvent) and e.content
+        else None,
+        on_reset=lambda: seen.append("<reset>"))
+    assert turn.text == "".join(WORDS)
+    assert seen == [*WORDS[:2], "<reset>", *WORDS]
+    attempts = routed.last_result.attempts  # type: ignore[union-attr]
+    assert [(a.outcome, a.produced_output) for a in attempts] == [("failed", False),
+                                                                 ("succeeded", False)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Literal, Protocol, TypeAlias, cast, runtime_checkable
 
 import anyio
 import msgspec
@@ -30,6 +30,7 @@ from ..errors import RunCancelledError, UsageError
 from ..routing import AttemptError
 from ..signal import AbortSignal
 from ..wire import JsonSchemaFormat, ModelAdapter, RoutedModel, ToolChoice, WireOptions
+from ._stream import RETRY_START
 
 __all__ = (
     "AgentModel",
@@ -202,11 +203,13 @@ class _RoutedAgentModel:
     ``stream`` yields the events of the attempt that serves the turn, as the route task hands
     them over. The agent stream cannot take an event back (its fold keeps every delta, and so may
     its consumers), so a failed attempt must never have been yielded unless its failure ends the
-    turn. ``"live"`` (the default) streams every attempt at once and treats the agent stream as a
-    permanent surface: the first content delta clamps the route, so a failure after it fails the
-    turn instead of falling back. ``"settled"`` holds an attempt's events while a fallback could
-    still follow it and streams live from the moment none can (the plan's last possible attempt,
-    or a permanent text surface already clamped the route).
+    turn. ``"live"`` (the default) streams every attempt at once: ``complete_turn`` (what the
+    agent calls) treats its observer as a retractable surface and sends it
+    :data:`~bindloop.agent._stream.RETRY_START` before a fallback takes over from an attempt it
+    saw; ``stream`` (a plain iterator, which cannot retract) lets the first content delta clamp
+    the route, so a failure after it fails the turn there. ``"settled"`` holds an attempt's events
+    while a fallback could still follow it and streams live from the moment none can (the plan's
+    last possible attempt, or a permanent text surface already clamped the route).
     """
 
     __slots__ = ("_inner", "_live", "id", "provider", "structured_output")
@@ -265,14 +268,23 @@ class _RoutedAgentModel:
     async def complete_turn(self, messages: Sequence[Message], options: ModelStreamOptions,
                             on_event: Callable[[StreamEvent], None] | None = None,
                             ) -> ModelTurnResult:
-        # Each candidate's ModelAdapter folds and prices its own attempt; ``on_event`` gets the
-        # events of the attempt that serves the turn (held while a fallback could follow it,
-        # unless the route streams "live").
+        # Each candidate's ModelAdapter folds and prices its own attempt. "live": ``on_event``
+        # is a retractable surface — every attempt streams at once, and when a fallback takes
+        # over from an attempt it already saw, it gets RETRY_START first (the agent's observer
+        # then starts the turn's views again). "settled": it gets the events of the attempt that
+        # serves the turn, held while a fallback could follow.
+        on_reset = None
+        if self._live and on_event is not None:
+            restart = cast(StreamEvent, RETRY_START)
+            sink = on_event
+
+            def on_reset() -> None:
+                sink(restart)
         try:
             return await self._inner.call_model(list(messages), list(options.tools),
                                                 options=_option_changes(options),
                                                 signal=options.signal, on_event=on_event,
-                                                events_are_output=self._live)
+                                                on_reset=on_reset)
         except AttemptError as exc:
             unwrapped = _route_error(exc)
             if unwrapped is exc:
@@ -299,11 +311,11 @@ def as_agent_model(model: object, *, id: str | None = None, provider: str | None
     output tool, for a provider model without native JSON-schema output); by default a
     ``ModelAdapter`` is ``"json_schema"``, and a route is too when every candidate is bound.
     ``route_streaming`` (a route only) is ``"live"`` (default: every attempt streams at once, so a
-    healthy primary's deltas arrive as the provider sends them; its first content delta commits
-    the route to it — a failure before any content still falls back unseen, one after it fails
-    the turn, never splicing two attempts) or ``"settled"`` (an attempt's events are held while a
-    fallback could still follow it, so even a mid-stream drop falls back unseen, at the price of
-    the primary's deltas arriving together when its attempt ends).
+    healthy primary's deltas arrive as the provider sends them; when a fallback takes over from an
+    attempt whose events were seen, the observer first gets a second ``turn_start`` of the same
+    turn — the reset contract of a retractable surface) or ``"settled"`` (an attempt's events are
+    held while a fallback could still follow it, so no failed attempt is ever seen, at the price
+    of the primary's deltas arriving together when its attempt ends).
 
     Raises :class:`~bindloop.errors.UsageError` for anything else, naming what an agent model needs.
     """

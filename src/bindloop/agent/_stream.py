@@ -26,6 +26,7 @@ __all__ = (
     "AgentEvent",
     "AgentStreamEvent",
     "ConsumerTask",
+    "RETRY_START",
     "StreamConsumer",
     "StreamHub",
     "StructuredDataEvent",
@@ -40,6 +41,12 @@ __all__ = (
 
 class TurnStartEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="turn_start"):
     """A model turn begins (clear the previous turn's local UI state)."""
+
+
+RETRY_START = TurnStartEvent()
+"""What a retractable model (a route streaming ``"live"``) sends its observer when another attempt
+takes the turn over after this one's events were seen: the turn starts again. The observer
+reports it as a second ``turn_start`` of the same ``turn_index`` and starts its views afresh."""
 
 
 class StructuredDataEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type",

@@ -26,6 +26,7 @@ from ._model import AgentModel, ModelStreamOptions
 from ._schema import InvalidOutput, OutputSpec
 from ._snapshot import PromptHasher
 from ._stream import (
+    RETRY_START,
     AgentStreamEvent,
     StreamHub,
     StructuredDataEvent,
@@ -41,6 +42,7 @@ __all__ = ("ToolChoiceArg", "ToolChoiceContext", "ToolChoicePolicy", "TurnPort",
 _JSON_ENCODE = msgspec.json.Encoder().encode
 _JSON_DECODE = msgspec.json.Decoder().decode
 _START = TurnStartEvent()
+_RESTART: object = RETRY_START  # typed as object: it reaches the observer as a stream event
 
 Observer = Callable[[StreamEvent], None]
 
@@ -166,6 +168,9 @@ class _Watch:
         hub = self.hub
         if hub is not None:
             hub.emit(AgentStreamEvent(turn_index=self.index, event=event))
+        if event is _RESTART:  # a route's fallback took the turn over: start the views again
+            self._restart()
+            return
         if self.text is not None and type(event) is TextEvent:
             self.text.observe(event.content)
         if self.parser is None:
@@ -187,6 +192,14 @@ class _Watch:
                 self.fed = True
                 self._emit(StructuredDataEvent(status="partial", data=self._copy(partial.value),
                                                is_valid=False))
+
+    def _restart(self) -> None:
+        if self.text is not None:
+            self.text.begin_attempt("attempt_failed")
+        if self.parser is not None:
+            self.parser = PartialJsonParser()
+        self.output_index = None
+        self.fed = False
 
     def _emit(self, event: Any) -> None:
         assert self.hub is not None
