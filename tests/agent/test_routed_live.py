@@ -131,3 +131,23 @@ async def test_call_model_on_reset_retracts_a_failed_attempts_events(
     attempts = routed.last_result.attempts  # type: ignore[union-attr]
     assert [(a.outcome, a.produced_output) for a in attempts] == [("failed", False),
                                                                  ("succeeded", False)]
+
+
+async def test_a_route_behind_a_stream_only_wrapper_still_falls_back_after_text(
+        server: ScriptedProviderServer) -> None:
+    """``with_limit`` reads the route's ``stream()``, which cannot retract: by default it is
+    settled there, so a primary that drops after some text still falls back (the Worker's path)."""
+    from bindloop.agent import augment_model, with_simple_limit
+
+    dropping = _slow_answer()
+    server.enqueue("primary", ScriptedReply(headers=dropping.headers, chunks=dropping.chunks,
+                                            drop_after=3))
+    server.enqueue("backup", ScriptedReply(headers=dropping.headers, chunks=dropping.chunks))
+    model = augment_model(as_agent_model(_route(server)), [with_simple_limit(concurrency=1)])
+
+    async def handler(_: None) -> str:
+        equip_instruction("weather?")
+        return (await prompt_chat()).data
+
+    with anyio.fail_after(20):
+        assert await create_agent(id="w", handler=handler, model=model)(None) == "".join(WORDS)

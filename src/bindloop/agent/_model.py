@@ -206,19 +206,22 @@ class _RoutedAgentModel:
     turn. ``"live"`` (the default) streams every attempt at once: ``complete_turn`` (what the
     agent calls) treats its observer as a retractable surface and sends it
     :data:`~bindloop.agent._stream.RETRY_START` before a fallback takes over from an attempt it
-    saw; ``stream`` (a plain iterator, which cannot retract) lets the first content delta clamp
-    the route, so a failure after it fails the turn there. ``"settled"`` holds an attempt's events
+    saw; ``stream`` (a plain iterator, which cannot retract — what a stream-only wrapper such as
+    ``with_limit`` reads) is settled unless ``"live"`` was asked explicitly, and then lets the
+    first content delta clamp the route, so a failure after it fails the turn. ``"settled"`` holds an attempt's events
     while a fallback could still follow it and streams live from the moment none can (the plan's
     last possible attempt, or a permanent text surface already clamped the route).
     """
 
-    __slots__ = ("_inner", "_live", "id", "provider", "structured_output")
+    __slots__ = ("_inner", "_live", "_stream_live", "id", "provider", "structured_output")
 
     def __init__(self, inner: RoutedModel, *, id: str | None, provider: str | None,
                  structured_output: StructuredOutputMode | None,
-                 streaming: RouteStreaming) -> None:
+                 streaming: RouteStreaming | None) -> None:
         self._inner = inner
-        self._live = streaming == "live"
+        self._live = streaming != "settled"  # complete_turn: live (retractable) by default
+        # stream() cannot retract: it commits on the first content only when "live" was asked.
+        self._stream_live = streaming == "live"
         self.id = id or "routed"
         self.provider = provider
         if structured_output is None:
@@ -244,7 +247,8 @@ class _RoutedAgentModel:
                 try:
                     await self._inner.call_model(
                         list(messages), list(options.tools), options=changes,
-                        signal=options.signal, on_event=hand_over, events_are_output=self._live)
+                        signal=options.signal, on_event=hand_over,
+                        events_are_output=self._stream_live)
                 except Exception as exc:  # raised from the generator, in the consumer's task
                     send.send_nowait(_End(exc))
 
@@ -328,7 +332,7 @@ def as_agent_model(model: object, *, id: str | None = None, provider: str | None
     if isinstance(model, RoutedModel):
         return _RoutedAgentModel(model, id=id, provider=provider,
                                  structured_output=structured_output,
-                                 streaming=route_streaming or "live")
+                                 streaming=route_streaming)
     if route_streaming is not None:
         raise UsageError("as_agent_model(route_streaming=) applies to a RoutedModel only, got "
                          f"{type(model).__name__}")
