@@ -56,7 +56,7 @@ def route(n):
 MODELS = {
     "ModelAdapter": lambda: as_agent_model(adapter()),
     "RoutedModel, 1 candidate": lambda: as_agent_model(route(1)),
-    "RoutedModel, 2, settled": lambda: as_agent_model(route(2)),
+    "RoutedModel, 2, settled": lambda: as_agent_model(route(2), route_streaming="settled"),
     "RoutedModel, 2, live": lambda: as_agent_model(route(2), route_streaming="live"),
 }
 MSGS = [UserMessage(content="x")]

@@ -13,8 +13,13 @@ def test_agent_tutorial_runs(capsys) -> None:  # type: ignore[no-untyped-def]
     blocks = [textwrap.dedent(b) for b in re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)]
     assert len(blocks) >= 6
     namespace: dict[str, object] = {}
-    for block in blocks:
-        exec(compile(block, "agent.md", "exec"), namespace)
+    try:
+        for block in blocks:
+            exec(compile(block, "agent.md", "exec"), namespace)
+    finally:
+        import logging
+
+        logging.getLogger("weather.tools").handlers.clear()  # the page's handler, not ours
     out = capsys.readouterr().out
     assert "Weather(city='Lisbon', high_c=24, note=None)" in out
     assert "high_c 240 is implausible" in out
@@ -22,6 +27,13 @@ def test_agent_tutorial_runs(capsys) -> None:  # type: ignore[no-untyped-def]
     assert "Noted. ['buy milk']" in out  # the saved round was not run again
     assert "['draft 1', 'draft 2']" in out
     assert "complete:{'city': 'Oslo', 'high_c': -3, 'note': 'snow'}" in out
+    # Stats without a trace bus; the tool failure logged, redacted; the model read no message.
+    assert "(Weather(city='Lisbon', high_c=24, note=None), 2, 60)" in out
+    assert "tool lookup (call call_1_0) of agent costed failed: ConnectionError: db at " \
+        "postgres://<redacted>@db.internal refused" in out
+    assert '{"error":"ConnectionError: the tool failed","kind":"error"}' in out
+    assert "hunter22" not in out
+    assert "Noted. ['buy milk', 'call mum']" in out  # saved and resumed through SqliteStore
 
 
 def test_readme_agent_example_runs(capsys) -> None:  # type: ignore[no-untyped-def]
@@ -35,21 +47,74 @@ def test_readme_agent_example_runs(capsys) -> None:  # type: ignore[no-untyped-d
 START, END = "<!-- agent-events:start -->", "<!-- agent-events:end -->"
 
 
+def _type_name(tp: object) -> str:
+    """A field's type as a reader writes it (``str | None``, ``'stop' | 'length'``, ``ToolCall``)."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is type(None):
+        return "None"
+    if tp is typing.Any:
+        return "Any"
+    if origin is typing.Literal:
+        return " \\| ".join(f"`{a!r}`".replace("`'", "`\"").replace("'`", "\"`") for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " \\| ".join(_type_name(a) for a in args)
+    if origin in (list, tuple, dict):
+        inner = ", ".join("..." if a is Ellipsis else _type_name(a) for a in args)
+        return f"{origin.__name__}[{inner}]"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _fields(cls: type) -> list[tuple[str, object]]:
+    import typing
+
+    import msgspec
+
+    hints = typing.get_type_hints(cls)
+    return [(f.name, hints[f.name]) for f in msgspec.structs.fields(cls)]
+
+
+def _nested(tp: object, into: dict[str, type]) -> None:
+    """Every Struct a field's type names, and the Structs those name (the fields' own shapes)."""
+    import typing
+
+    import msgspec
+
+    if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
+        if tp.__name__ not in into:
+            into[tp.__name__] = tp
+            for _, inner in _fields(tp):
+                _nested(inner, into)
+        return
+    for arg in typing.get_args(tp):
+        _nested(arg, into)
+
+
 def render_event_table() -> str:
-    """The docs table of what an AgentStreamEvent's ``event`` can be, from the types themselves."""
+    """The docs tables of what an AgentStreamEvent's ``event`` can be, and of the values its
+    fields hold, from the types themselves (names and types of every field)."""
     import typing
 
     import msgspec
 
     from bindloop.agent import AgentEvent
 
+    def fields(cls: type) -> str:
+        return ", ".join(f"`{name}`: {_type_name(tp)}" for name, tp in _fields(cls)) or "—"
+
     rows = ["| `type` | class | from | fields |", "|---|---|---|---|"]
+    nested: dict[str, type] = {}
     for cls in typing.get_args(AgentEvent):
         info = msgspec.inspect.type_info(cls)
         assert isinstance(info, msgspec.inspect.StructType)
-        fields = ", ".join(f"`{f.name}`" for f in info.fields) or "—"
         source = "agent" if cls.__module__.startswith("bindloop.agent") else "model stream"
-        rows.append(f"| `{info.tag}` | `{cls.__name__}` | {source} | {fields} |")
+        rows.append(f"| `{info.tag}` | `{cls.__name__}` | {source} | {fields(cls)} |")
+        for _, tp in _fields(cls):
+            _nested(tp, nested)
+    rows += ["", "The values those fields hold:", "", "| class | fields |", "|---|---|"]
+    rows += [f"| `{name}` | {fields(cls)} |" for name, cls in sorted(nested.items())]
     return "\n".join(rows)
 
 

@@ -204,4 +204,5 @@ async def test_a_tool_gets_the_same_context_on_the_plain_and_the_general_path(
     assert out == "done"
     assert seen == [ToolContext(tool_name="look", description="Look",
                                 parameters=tool.parameters, input='{"q":"x"}', call_id="c7",
-                                agent_id="seer")]
+                                agent_id="seer",  # a traced run's tools see its trace id
+                                trace_id="0" * 31 + "1" if traced else None)]

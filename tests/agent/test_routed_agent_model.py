@@ -246,7 +246,7 @@ async def test_settled_mid_stream_drop_never_shows_the_failed_attempt(
     server.enqueue("backup", _text("openai_chat"))
     routed = _route(server, {"primary": "openai_chat", "backup": "openai_chat"})
     events: list[AgentStreamEvent] = []
-    assert await _run(as_agent_model(routed), events) == ANSWER
+    assert await _run(as_agent_model(routed, route_streaming="settled"), events) == ANSWER
     assert "".join(_texts(events)) == ANSWER
     assert _kinds(events) == ["TurnStartEvent", "FinishEvent", "UsageEvent", "TurnDoneEvent"]
     assert [(a.provider_id, a.outcome, a.produced_output)
@@ -254,24 +254,25 @@ async def test_settled_mid_stream_drop_never_shows_the_failed_attempt(
         ("primary", "failed", False), ("backup", "succeeded", False)]
 
 
-async def test_live_mid_stream_drop_after_text_fails_the_turn_visibly(
+async def test_live_mid_stream_drop_after_text_is_retracted_and_falls_back(
         server: ScriptedProviderServer) -> None:
-    server.enqueue("primary", _text("openai_chat", drop_after=2))
-    server.enqueue("backup", _text("openai_chat", "never asked"))
+    # "live" streams the primary at once; when it drops after some text the backup takes the turn
+    # over and the consumer is told first: a second turn_start for the same turn (the seed's
+    # "clear this turn's UI state"), then the backup's deltas. The turn is the backup's alone.
+    server.enqueue("primary", _text("openai_chat", "Primary words that vanish.", drop_after=2))
+    server.enqueue("backup", _text("openai_chat"))
     routed = _route(server, {"primary": "openai_chat", "backup": "openai_chat"})
     events: list[AgentStreamEvent] = []
-    with pytest.raises(AttemptError) as info:
-        await _run(as_agent_model(routed, route_streaming="live"), events)
-    assert info.value.category == "connection"
-    # What was streamed stands, and the error says it is not a turn: no silent splice.
-    assert _texts(events) == [FIRST_HALF]
-    assert isinstance(events[0].event, TurnStartEvent)
-    assert isinstance(events[-1].event, TurnFailedEvent)
-    assert len(events) == 3
-    assert server.pending("backup") == 1
+    assert await _run(as_agent_model(routed, route_streaming="live"), events) == ANSWER
+    starts = [i for i, e in enumerate(events) if isinstance(e.event, TurnStartEvent)]
+    assert len(starts) == 2 and {e.turn_index for e in events} == {0}
+    assert "".join(_texts(events[:starts[1]])) == "Primary words that vanish."[:13]
+    assert "".join(_texts(events[starts[1]:])) == ANSWER
+    assert _kinds(events) == ["TurnStartEvent", "TurnStartEvent", "FinishEvent", "UsageEvent",
+                              "TurnDoneEvent"]
     assert [(a.provider_id, a.outcome, a.produced_output)
             for a in routed.last_result.attempts] == [  # type: ignore[union-attr]
-        ("primary", "failed", True)]
+        ("primary", "failed", False), ("backup", "succeeded", False)]
 
 
 async def test_live_drop_before_text_still_falls_back(server: ScriptedProviderServer) -> None:
@@ -303,7 +304,7 @@ async def test_a_held_attempt_that_stalls_is_never_shown(server: ScriptedProvide
     server.enqueue("backup", _text("openai_chat"))
     routed = _route(server, {"primary": "openai_chat", "backup": "openai_chat"})
     events: list[AgentStreamEvent] = []
-    assert await _run(as_agent_model(routed), events) == ANSWER
+    assert await _run(as_agent_model(routed, route_streaming="settled"), events) == ANSWER
     assert "".join(_texts(events)) == ANSWER
     assert sum(isinstance(e.event, UsageEvent) for e in events) == 1
     assert sum(isinstance(e.event, TurnDoneEvent) for e in events) == 1
@@ -362,9 +363,10 @@ async def test_a_run_signal_cancels_a_route(server: ScriptedProviderServer, watc
         assert isinstance(events[0].event, TurnStartEvent) and _texts(events) == []
 
 
+@pytest.mark.parametrize("streaming", ["settled", "live"])
 @pytest.mark.parametrize("mode", ["json_schema", "tool"])
 async def test_structured_partials_stream_from_the_backup_only(server: ScriptedProviderServer,
-                                                                mode: str) -> None:
+                                                                mode: str, streaming: str) -> None:
     from bindloop.agent import StructuredDataEvent
 
     # The primary starts an answer and drops; the backup answers. Both modes: the structured view
@@ -380,7 +382,8 @@ async def test_structured_partials_stream_from_the_backup_only(server: ScriptedP
     server.enqueue("primary", reply('{"x": 100, "y": 200}', drop_after=2))
     server.enqueue("backup", reply('{"x": 1, "y": 2}'))
     routed = _route(server, {"primary": "openai_chat", "backup": "openai_chat"})
-    model = as_agent_model(routed, structured_output=mode)  # type: ignore[arg-type]
+    model = as_agent_model(routed, structured_output=mode,  # type: ignore[arg-type]
+                           route_streaming=streaming)  # type: ignore[arg-type]
     events: list[AgentStreamEvent] = []
 
     async def handler(_: None) -> Point:
@@ -395,6 +398,9 @@ async def test_structured_partials_stream_from_the_backup_only(server: ScriptedP
 
     with anyio.fail_after(10):
         assert await create_agent(id="sd", handler=handler, model=model)(None) == Point(1, 2)
+    if streaming == "live":  # the primary's partials came first; the second turn_start retracts
+        restart = [i for i, e in enumerate(events) if isinstance(e.event, TurnStartEvent)][1]
+        events = events[restart:]
     views = [e.event for e in events if isinstance(e.event, StructuredDataEvent)]
     assert views[-1].status == "complete" and views[-1].data == {"x": 1, "y": 2}
     assert all(v.data.get("x") in (None, 1) for v in views if isinstance(v.data, dict))

@@ -58,6 +58,7 @@ from ._middleware import (
     ToolContext as ToolContext,
     ToolMiddleware as ToolMiddleware,
     ToolOutput as ToolOutput,
+    ToolTurn as ToolTurn,
     augment_model as augment_model,
 )
 from ._limits import (
@@ -76,6 +77,11 @@ from ._model import (
     as_agent_model as as_agent_model,
     turn_events as turn_events,
 )
+from ._observe import (
+    ToolErrorHook as ToolErrorHook,
+    ToolErrorReport as ToolErrorReport,
+    prompt_stats as prompt_stats,
+)
 from ._prompt import (
     ChatResult as ChatResult,
     prompt_agent as prompt_agent,
@@ -88,6 +94,7 @@ from ._run import (
     restore_snapshot as restore_snapshot,
     run_with as run_with,
 )
+from ._turns import ToolChoiceContext as ToolChoiceContext, ToolChoicePolicy as ToolChoicePolicy
 from ._snapshot import (
     SNAPSHOT_VERSION as SNAPSHOT_VERSION,
     AgentSnapshot as AgentSnapshot,
@@ -138,9 +145,14 @@ __all__ = (
     "ToolCallDoneEvent",
     "ToolCallLoopContext",
     "ToolCallLoopMiddleware",
+    "ToolChoiceContext",
+    "ToolChoicePolicy",
     "ToolContext",
+    "ToolErrorHook",
+    "ToolErrorReport",
     "ToolMiddleware",
     "ToolOutput",
+    "ToolTurn",
     "TraceEmitter",
     "TraceEvent",
     "TraceOptions",
@@ -172,6 +184,7 @@ __all__ = (
     "parse_snapshot",
     "prompt_agent",
     "prompt_chat",
+    "prompt_stats",
     "reborn",
     "restore_snapshot",
     "resume_chat",

@@ -7,6 +7,8 @@ import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
+import anyio
+
 from ..errors import PortContractError, UsageError
 from ._errors import ModelRegistryNotFoundError, RebornLimitExceededError
 from ._context import Frame, Generation, RunState, current_frame, enter, hosting, leave, \
@@ -17,6 +19,7 @@ from ._middleware import (
     check_agent_middlewares,
 )
 from ._model import AgentModel, as_agent_model
+from ._stream import close_consumers
 from ._trace import Tracer
 
 __all__ = ("Agent", "Reborn", "augment_agent", "create_agent", "reborn")
@@ -140,7 +143,7 @@ class Agent(Generic[P, R]):
                     f"agent {self.id!r} returned reborn() {index} times (max_reborns="
                     f"{self.max_reborns}); if a counter decides when to stop, keep it in "
                     "equip_memory (handler locals reset every generation), or raise max_reborns")
-            frame.generation = Generation(index)
+            frame.generation = gen = Generation(index)
             span = None
             if tracer.enabled:
                 span = tracer.start("bindloop.generation", agent_span,
@@ -148,7 +151,16 @@ class Agent(Generic[P, R]):
                                      "gen_ai.agent.name": self.id})
                 frame.span = span
             try:
-                result = await self._one_generation(frame, props, index)
+                try:
+                    result = await self._one_generation(frame, props, index)
+                except anyio.get_cancelled_exc_class():
+                    raise
+                except BaseException as exc:
+                    if gen.consumers:  # the generation closes: its awaited consumers end too
+                        await close_consumers(gen.consumers, exc)
+                    raise
+                if gen.consumers:
+                    await close_consumers(gen.consumers, None)
             except BaseException as exc:
                 if span is not None:
                     tracer.end(span, "bindloop.generation", error=exc)
@@ -172,7 +184,15 @@ class Agent(Generic[P, R]):
                 raise PortContractError(
                     f"agent {self.id!r}: the handler returned {type(out).__name__}, not an "
                     "awaitable; define it with `async def handler(props): ...`")
-            return await out
+            result = await out
+            if inspect.iscoroutine(result):
+                result.close()  # never run: no "was never awaited" warning at exit
+                raise UsageError(
+                    f"agent {self.id!r}: the handler returned a coroutine "
+                    f"({getattr(result, '__qualname__', 'coroutine')}) instead of a result: an "
+                    "`await` is missing, e.g. `return prompt_chat()` must be "
+                    "`return await prompt_chat()`")
+            return result
 
         if not self.middleware:
             return await run_handler()  # type: ignore[no-any-return]

@@ -17,7 +17,7 @@ import msgspec
 from ..contracts import ToolCall, ToolError, ToolOutcome, ToolResult
 from ..loop import BatchRunner
 from ._context import Frame, Generation
-from ._middleware import ToolCallLoopContext, ToolContext, ToolOutput, run_loop_chain
+from ._middleware import ToolCallLoopContext, ToolContext, ToolOutput, ToolTurn, run_loop_chain
 from ._tools import AgentTool
 
 __all__ = ("ToolPort",)
@@ -32,16 +32,18 @@ class ToolPort:
     it runs nothing and returns a plain receipt (the loop's ``is_final_call`` then ends the run on
     it). ``step()`` is the loop step a batch belongs to (1-based model turn)."""
 
-    __slots__ = ("context", "frame", "gen", "output", "plain", "recording", "step", "tools",
-                 "tracer")
+    __slots__ = ("context", "done", "frame", "gen", "output", "plain", "recording", "step",
+                 "tools", "tracer")
 
     def __init__(self, frame: Frame, gen: Generation, *, output: str | None,
-                 context: Callable[[tuple[ToolCall, ...]], ToolCallLoopContext],
+                 context: Callable[[tuple[ToolCall, ...], tuple[ToolTurn, ...]],
+                                   ToolCallLoopContext],
                  recording: bool) -> None:
         self.frame = frame
         self.gen = gen
         self.output = output
         self.context = context
+        self.done: list[ToolTurn] = []  # the finished rounds (ToolCallLoopContext.tool_turns)
         self.tools: dict[str, tuple[AgentTool, Any]] = {t.name: (t, mw) for t, mw in gen.tools}
         run = frame.run
         self.tracer = run.tracer
@@ -59,9 +61,10 @@ class ToolPort:
         entry = self.tools.get(call.name)
         if self.plain and entry is not None and not entry[1] and not entry[0].middleware:
             tool = entry[0].tool
+            run = self.frame.run
             return tool.execute(call.arguments, ToolContext(
                 tool.name, tool.description, tool.parameters, call.arguments, call.id,
-                self.frame.agent_id))
+                self.frame.agent_id, run.session_id, run.trace_id))
         return self._call(call, entry)
 
     async def _call(self, call: ToolCall, entry: tuple[AgentTool, Any] | None) -> ToolOutcome:
@@ -109,7 +112,10 @@ class ToolPort:
             outcomes = await run(current)
             return [ToolOutput(call_id=c.id, outcome=o) for c, o in zip(current, outcomes)]
 
-        got = await run_loop_chain(self.gen.loop_middleware, self.context(tuple(calls)), execute)
+        ctx = self.context(tuple(calls), tuple(self.done))
+        got = await run_loop_chain(self.gen.loop_middleware, ctx, execute)
+        self.done.append(ToolTurn(step=ctx.step, calls=ctx.original_calls, outputs=tuple(
+            ToolOutput(call_id=c.id, outcome=got[c.id]) for c in calls)))
         if self.recording:  # what a layer answered itself is the call's outcome too
             for call in calls:
                 if call.name != self.output:  # the receipt is not journaled (it never ran)

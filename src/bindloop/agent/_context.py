@@ -16,17 +16,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 from anyio.abc import TaskGroup
 
-from ..contracts import Message
+from ..contracts import Message, RunStats
 from ._errors import AfterPromptAgentError, NoAgentContextError
 from ..signal import AbortSignal
 from ._snapshot import Journal
 
 if TYPE_CHECKING:
+    from ._observe import ToolErrorHook
     from ._middleware import ToolCallLoopMiddleware, ToolMiddleware
     from ._model import AgentModel
     from ._snapshot import ReplayCursor
-    from ._stream import StreamConsumer
+    from ._stream import ConsumerTask, StreamConsumer
     from ._trace import Tracer
+    from ._turns import ToolChoicePolicy
     from ._tools import AgentTool
 
 __all__ = (
@@ -44,12 +46,18 @@ class RunState:
     """One root run: what ``run_with`` injected, shared by every agent on the chain."""
 
     __slots__ = ("background", "background_errors", "enable_snapshot", "model", "providers",
-                 "registry", "replay", "root", "signal", "tracer")
+                 "on_tool_error", "registry", "replay", "root", "session_id", "signal", "trace_id",
+                 "tracer")
 
     def __init__(self, *, providers: dict[str, Any], model: AgentModel | None,
                  registry: dict[str, AgentModel], enable_snapshot: bool,
                  signal: AbortSignal | None, tracer: Tracer,
-                 replay: ReplayCursor | None) -> None:
+                 replay: ReplayCursor | None, session_id: str | None = None,
+                 trace_id: str | None = None,
+                 on_tool_error: ToolErrorHook | None = None) -> None:
+        self.on_tool_error = on_tool_error
+        self.session_id = session_id  # what a ToolContext reports (the seed's metadata)
+        self.trace_id = trace_id
         self.providers = providers
         self.model = model
         self.registry = registry
@@ -68,8 +76,9 @@ class RunState:
 class Generation:
     """One execution of a handler: the draft its hooks fill before the prompt crosses the barrier."""
 
-    __slots__ = ("budget", "history", "index", "instructions", "loop_middleware", "prompted",
-                 "serial", "streams", "system", "tools", "validators")
+    __slots__ = ("budget", "consumers", "history", "index", "instructions", "loop_middleware",
+                 "prompted", "serial", "stats", "streams", "system", "tool_choice", "tools",
+                 "validators")
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -81,6 +90,10 @@ class Generation:
         self.loop_middleware: list[ToolCallLoopMiddleware] = []
         self.validators: list[Callable[[Any], object]] = []
         self.streams: list[StreamConsumer] = []
+        # The awaited stream consumers still running after the prompt (waited for at the close).
+        self.consumers: list[ConsumerTask] = []
+        self.stats: RunStats | None = None  # the prompt's, once it returned
+        self.tool_choice: ToolChoicePolicy | None = None  # prompt_chat(tool_choice=)
         self.budget: int | None = None
         self.prompted = False
 

@@ -138,12 +138,14 @@ def on_stream(consumer: ConsumerFn, signal: AbortSignal | None = None,
     """Receive this generation's agent stream events: ``consumer(events)`` is started when the
     prompt crosses the draft barrier and iterates ``events`` (an async iterator). The stream always
     ends — also when the model fails at once — and does not survive reborn. ``signal`` ends this
-    consumer's stream early. With ``await_on_end=True`` (the default) the prompt returns only once
-    the consumer has finished. With ``await_on_end=False`` it is fire and forget: the consumer runs
-    in the run's root task group (``run_with``, or the outermost agent call), the prompt does not
-    wait for it, and it keeps running its own cleanup after its stream ended; the run's root waits
-    for it before returning, and re-raises what it raised once the root function is done (a
-    failing fire-and-forget consumer never cancels the run midway)."""
+    consumer's stream early. The consumer runs in the run's root task group (``run_with``, or the
+    outermost agent call) and the prompt never waits for it. With ``await_on_end=True`` (the
+    default) the generation waits for it when it closes (the handler returned, raised or chose
+    reborn), so its cleanup may wait for handler code after the prompt; what it raised is then
+    re-raised as itself. With ``await_on_end=False`` it is fire and forget: it keeps running its
+    own cleanup after its stream ended; the run's root waits for it before returning, and re-raises
+    what it raised once the root function is done (a failing fire-and-forget consumer never cancels
+    the run midway)."""
     _, gen = draft_generation("on_stream")
     if not callable(consumer):
         raise UsageError(f"on_stream() takes a callable consumer(events), got {consumer!r}")

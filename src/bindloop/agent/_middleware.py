@@ -25,6 +25,7 @@ __all__ = (
     "ToolContext",
     "ToolMiddleware",
     "ToolOutput",
+    "ToolTurn",
     "WrappedModel",
     "augment_model",
     "check_outputs",
@@ -88,7 +89,11 @@ def augment_model(model: object, middlewares: Sequence[ModelMiddleware]) -> Agen
 class ToolContext(msgspec.Struct, frozen=True):
     """What a tool middleware sees: the tool's name, description and JSON-schema ``parameters``,
     the call's raw ``input`` (JSON text or a mapping), the ``call_id`` (``None`` for
-    :func:`call_tool`) and the calling agent's id.
+    :func:`call_tool`), the calling agent's id, and the run's metadata (the seed's
+    ``metadata.sessionId`` / ``metadata.traceId``): ``session_id`` as given to
+    ``run_with(session_id=)`` and ``trace_id``, the run's trace id (``run_with(trace=
+    TraceOptions(trace_id=))``, or the tracer's own when an ``event_bus`` traces the run) — each
+    ``None`` when the run has none.
 
     A frozen msgspec Struct (one is built per tool call, and a Struct costs a tenth of a frozen
     dataclass to build); fields are positional or keyword, in this order."""
@@ -99,6 +104,8 @@ class ToolContext(msgspec.Struct, frozen=True):
     input: Any
     call_id: str | None
     agent_id: str | None
+    session_id: str | None = None
+    trace_id: str | None = None
 
 
 ToolNext: TypeAlias = Callable[[], Awaitable[ToolOutcome]]
@@ -139,10 +146,21 @@ class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
     outcome: ToolOutcome
 
 
+class ToolTurn(msgspec.Struct, frozen=True, kw_only=True):
+    """One completed tool round: its loop ``step``, the model's ``calls`` and the ``outputs`` the
+    round's chain answered them with (one per call, in the calls' order)."""
+
+    step: int
+    calls: tuple[ToolCall, ...]
+    outputs: tuple[ToolOutput, ...]
+
+
 class ToolCallLoopContext(msgspec.Struct, frozen=True):
     """A read-only view for a tool-call-loop middleware: the loop ``step`` (1-based model turn),
-    the prompt's ``system`` and ``instruction`` text, the ``tools`` offered, and
-    ``original_calls``, the model's own calls for this batch (what the outermost layer receives)."""
+    the prompt's ``system`` and ``instruction`` text, the ``tools`` offered,
+    ``original_calls``, the model's own calls for this batch (what the outermost layer receives),
+    and ``tool_turns``, the rounds this prompt (or this ``resume_chat``) completed before it, in
+    order: the structured history of the tool loop."""
 
     step: int
     system: str
@@ -150,6 +168,7 @@ class ToolCallLoopContext(msgspec.Struct, frozen=True):
     tools: tuple[ToolDefinition, ...]
     original_calls: tuple[ToolCall, ...]
     agent_id: str | None
+    tool_turns: tuple[ToolTurn, ...] = ()
 
 
 LoopNext: TypeAlias = Callable[[Sequence[ToolCall]], Awaitable[list[ToolOutput]]]

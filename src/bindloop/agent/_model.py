@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Literal, Protocol, TypeAlias, cast, runtime_checkable
 
 import anyio
 import msgspec
@@ -30,6 +30,7 @@ from ..errors import RunCancelledError, UsageError
 from ..routing import AttemptError
 from ..signal import AbortSignal
 from ..wire import JsonSchemaFormat, ModelAdapter, RoutedModel, ToolChoice, WireOptions
+from ._stream import RETRY_START
 
 __all__ = (
     "AgentModel",
@@ -202,20 +203,25 @@ class _RoutedAgentModel:
     ``stream`` yields the events of the attempt that serves the turn, as the route task hands
     them over. The agent stream cannot take an event back (its fold keeps every delta, and so may
     its consumers), so a failed attempt must never have been yielded unless its failure ends the
-    turn. ``"settled"`` (the default) holds an attempt's events while a fallback could still
-    follow it and streams live from the moment none can (the plan's last possible attempt, or a
-    permanent text surface already clamped the route); ``"live"`` streams every attempt at once
-    and treats the agent stream as a permanent surface: the first content delta clamps the route,
-    so a failure after it fails the turn instead of falling back.
+    turn. ``"live"`` (the default) streams every attempt at once: ``complete_turn`` (what the
+    agent calls) treats its observer as a retractable surface and sends it
+    :data:`~bindloop.agent._stream.RETRY_START` before a fallback takes over from an attempt it
+    saw; ``stream`` (a plain iterator, which cannot retract — what a stream-only wrapper such as
+    ``with_limit`` reads) is settled unless ``"live"`` was asked explicitly, and then lets the
+    first content delta clamp the route, so a failure after it fails the turn. ``"settled"`` holds an attempt's events
+    while a fallback could still follow it and streams live from the moment none can (the plan's
+    last possible attempt, or a permanent text surface already clamped the route).
     """
 
-    __slots__ = ("_inner", "_live", "id", "provider", "structured_output")
+    __slots__ = ("_inner", "_live", "_stream_live", "id", "provider", "structured_output")
 
     def __init__(self, inner: RoutedModel, *, id: str | None, provider: str | None,
                  structured_output: StructuredOutputMode | None,
-                 streaming: RouteStreaming) -> None:
+                 streaming: RouteStreaming | None) -> None:
         self._inner = inner
-        self._live = streaming == "live"
+        self._live = streaming != "settled"  # complete_turn: live (retractable) by default
+        # stream() cannot retract: it commits on the first content only when "live" was asked.
+        self._stream_live = streaming == "live"
         self.id = id or "routed"
         self.provider = provider
         if structured_output is None:
@@ -241,7 +247,8 @@ class _RoutedAgentModel:
                 try:
                     await self._inner.call_model(
                         list(messages), list(options.tools), options=changes,
-                        signal=options.signal, on_event=hand_over, events_are_output=self._live)
+                        signal=options.signal, on_event=hand_over,
+                        events_are_output=self._stream_live)
                 except Exception as exc:  # raised from the generator, in the consumer's task
                     send.send_nowait(_End(exc))
 
@@ -265,14 +272,23 @@ class _RoutedAgentModel:
     async def complete_turn(self, messages: Sequence[Message], options: ModelStreamOptions,
                             on_event: Callable[[StreamEvent], None] | None = None,
                             ) -> ModelTurnResult:
-        # Each candidate's ModelAdapter folds and prices its own attempt; ``on_event`` gets the
-        # events of the attempt that serves the turn (held while a fallback could follow it,
-        # unless the route streams "live").
+        # Each candidate's ModelAdapter folds and prices its own attempt. "live": ``on_event``
+        # is a retractable surface — every attempt streams at once, and when a fallback takes
+        # over from an attempt it already saw, it gets RETRY_START first (the agent's observer
+        # then starts the turn's views again). "settled": it gets the events of the attempt that
+        # serves the turn, held while a fallback could follow.
+        on_reset = None
+        if self._live and on_event is not None:
+            restart = cast(StreamEvent, RETRY_START)
+            sink = on_event
+
+            def on_reset() -> None:
+                sink(restart)
         try:
             return await self._inner.call_model(list(messages), list(options.tools),
                                                 options=_option_changes(options),
                                                 signal=options.signal, on_event=on_event,
-                                                events_are_output=self._live)
+                                                on_reset=on_reset)
         except AttemptError as exc:
             unwrapped = _route_error(exc)
             if unwrapped is exc:
@@ -298,9 +314,12 @@ def as_agent_model(model: object, *, id: str | None = None, provider: str | None
     ``structured_output`` overrides how the wrapped model takes a schema (``"tool"``: a forced
     output tool, for a provider model without native JSON-schema output); by default a
     ``ModelAdapter`` is ``"json_schema"``, and a route is too when every candidate is bound.
-    ``route_streaming`` (a route only) is ``"settled"`` (default: an attempt streams once no
-    fallback can follow it) or ``"live"`` (every attempt streams at once; its first content delta
-    commits the route to it).
+    ``route_streaming`` (a route only) is ``"live"`` (default: every attempt streams at once, so a
+    healthy primary's deltas arrive as the provider sends them; when a fallback takes over from an
+    attempt whose events were seen, the observer first gets a second ``turn_start`` of the same
+    turn — the reset contract of a retractable surface) or ``"settled"`` (an attempt's events are
+    held while a fallback could still follow it, so no failed attempt is ever seen, at the price
+    of the primary's deltas arriving together when its attempt ends).
 
     Raises :class:`~bindloop.errors.UsageError` for anything else, naming what an agent model needs.
     """
@@ -313,7 +332,7 @@ def as_agent_model(model: object, *, id: str | None = None, provider: str | None
     if isinstance(model, RoutedModel):
         return _RoutedAgentModel(model, id=id, provider=provider,
                                  structured_output=structured_output,
-                                 streaming=route_streaming or "settled")
+                                 streaming=route_streaming)
     if route_streaming is not None:
         raise UsageError("as_agent_model(route_streaming=) applies to a RoutedModel only, got "
                          f"{type(model).__name__}")

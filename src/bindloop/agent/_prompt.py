@@ -29,11 +29,12 @@ from ..session import CheckpointReply, CheckpointWake, LoopCheckpoint, apply_che
 from ._calls import ToolPort
 from ._context import Frame, Generation, current_frame
 from ._middleware import ToolCallLoopContext
+from ._observe import reporter
 from ._reask import Reasks
 from ._saves import Position, SaveFn, refuse_saves, resumed
 from ..schema import OutputSpec, output_spec
 from ._stream import StreamHub, with_consumers
-from ._turns import TurnPort, model_surface, resolve_model
+from ._turns import ToolChoiceArg, TurnPort, choice_policy, model_surface, resolve_model
 
 __all__ = ("ChatResult", "prompt_agent", "prompt_chat", "resume_chat")
 
@@ -128,7 +129,7 @@ async def _drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Po
     reasks = Reasks(frame, gen, spec, pos, output=output, text=text, chat=chat)
     turns = TurnPort(frame, model, options, spec=spec, tool_mode=tool_mode, hub=hub, text=text,
                      limit=pos.attempt_start + pos.steps - pos.iterations,
-                     out_of_steps=reasks.out_of_steps)
+                     out_of_steps=reasks.out_of_steps, choose=gen.tool_choice)
 
     def new_attempt() -> None:  # its turns count from the re-ask on
         turns.limit = turns.turns + pos.steps
@@ -136,13 +137,14 @@ async def _drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Po
     reasks.on_reask = new_attempt
     system, instruction = "\n\n".join(gen.system), "\n\n".join(gen.instructions)
 
-    def context(calls: tuple[Any, ...]) -> ToolCallLoopContext:
+    def context(calls: tuple[Any, ...], done: tuple[Any, ...]) -> ToolCallLoopContext:
         return ToolCallLoopContext(step=turns.turns, system=system, instruction=instruction,
                                    tools=options.tools, original_calls=calls,
-                                   agent_id=frame.agent_id)
+                                   agent_id=frame.agent_id, tool_turns=done)
 
     tools = ToolPort(frame, gen, output=output, context=context, recording=turns.recording)
     serial = frozenset(gen.serial)
+    run, hook = frame.run, frame.run.on_tool_error
     params = ToolLoopParams(
         call_model=turns.call_model, run_tool_call=tools.run_tool_call, state=pos.state,
         max_iterations=max(pos.total_end - pos.iterations, 0), signal=frame.signal,
@@ -150,9 +152,12 @@ async def _drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Po
         runs_serially=(lambda call: call.name in serial) if serial else None,
         on_turn_would_end=reasks if spec is not None or gen.validators else None,
         run_tool_batch=tools.run_tool_batch if gen.loop_middleware else None,
-        is_final_call=tools.is_final_call if output is not None else None)
+        is_final_call=tools.is_final_call if output is not None else None,
+        on_tool_call_rejected=None if hook is None else reporter(
+            hook, lambda: pos.state.messages, frame.agent_id, run.session_id, run.trace_id))
     result = await (run_tool_loop(params) if saver is None else
                     run_tool_loop(params, pos.control(saver)))
+    gen.stats = result.stats  # prompt_stats() reads it, whichever way the prompt returns
     reason = result.stop_reason
     if reason == "done":
         turn = result.final_turn
@@ -202,7 +207,7 @@ async def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
         if text is not None:
             text.finish("succeeded" if ok else "failed")
 
-    return await with_consumers(frame.run, gen.streams, body, finish)
+    return await with_consumers(frame.run, gen.streams, body, finish, gen.consumers)
 
 
 @overload
@@ -264,11 +269,15 @@ async def prompt_agent(schema: Any, *, max_turn_steps: int = 10,
 async def prompt_chat(*, max_turn_steps: int = 10, max_total_turns: int | None = None,
                       text_sink: TurnStreamSink | None = None,
                       additional_options: Mapping[str, Any] | None = None,
+                      tool_choice: ToolChoiceArg = None,
                       on_checkpoint: Callable[[LoopCheckpoint], object] | None = None,
                       ) -> ChatResult:
     """Run the chat policy with the equipped system, history, instruction and tools: model turns
     and tool rounds until a final answer (validated by any ``expect_validator``, which gets the
     text) or a suspend. See :class:`ChatResult` and :func:`prompt_agent` for the budgets.
+    ``tool_choice`` is the chat's policy for each turn: a fixed choice (``"required"``,
+    ``ForcedTool(name=)``, ...) for every turn, or ``policy(ToolChoiceContext) -> choice | None``
+    called before each model call (``None``: the model decides, the default).
 
     ``on_checkpoint(checkpoint)`` (sync or async; its return value is ignored) is awaited at every
     settled boundary of the chat — after each finished tool round, before the next model call,
@@ -279,8 +288,10 @@ async def prompt_chat(*, max_turn_steps: int = 10, max_total_turns: int | None =
     by one, the suspend's or out-of-turns checkpoint last. Unset, the loop runs without a boundary
     hook.
     """
+    choose = choice_policy(tool_choice, "prompt_chat")
     saver = refuse_saves(on_checkpoint, "prompt_chat")
     frame, gen = _begin("prompt_chat")
+    gen.tool_choice = choose
     _, chat = await _run_prompt(frame, gen, None, max_turn_steps=max_turn_steps,
                                 max_total_turns=max_total_turns, text_sink=text_sink,
                                 hook="prompt_chat", additional_options=additional_options,
@@ -292,13 +303,15 @@ async def prompt_chat(*, max_turn_steps: int = 10, max_total_turns: int | None =
 async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, Any], *,
                       reply: str | None = None, tool_call_id: str | None = None,
                       max_turn_steps: int | None = None,
+                      tool_choice: ToolChoiceArg = None,
                       on_checkpoint: Callable[[LoopCheckpoint], object] | None = None,
                       ) -> ChatResult:
     """Continue a chat's checkpoint (``ChatResult.checkpoint``, an ``on_checkpoint`` save,
     :attr:`ToolLoopExceededError.checkpoint <bindloop.errors.ToolLoopExceededError>`, or their
     stored bytes) as this generation's prompt, with the generation's equipped tools, validators
     and model: parse it, apply ``reply``, and run the same tool loop as :func:`prompt_chat` from
-    that position.
+    that position. ``tool_choice`` is as in :func:`prompt_chat` (the policy's ``turn_index``
+    counts this call's turns).
 
     ``reply`` answers the open suspend (``tool_call_id`` picks one when several are open): a
     ``waiting_for_reply`` suspend gets it as a reply, a ``resuming_later`` one as its wake result.
@@ -313,8 +326,10 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
     first). ``on_checkpoint`` is as in :func:`prompt_chat`, its revisions following the
     checkpoint's.
     """
+    choose = choice_policy(tool_choice, "resume_chat")
     saver = refuse_saves(on_checkpoint, "resume_chat")
     frame, gen = _begin("resume_chat")
+    gen.tool_choice = choose
     if max_turn_steps is not None:
         _budgets(max_turn_steps, None, 0)  # the same check as prompt_chat's
     cp = checkpoint if isinstance(checkpoint, LoopCheckpoint) else parse_loop_checkpoint(
@@ -342,5 +357,6 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
         assert chat is not None  # without a schema _drive always builds the ChatResult
         return chat
 
-    return await with_consumers(frame.run, gen.streams, body)
+    return await with_consumers(frame.run, gen.streams, body, None, gen.consumers)
+
 

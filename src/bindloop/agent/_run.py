@@ -13,6 +13,7 @@ from ..session import CheckpointFormatError
 from ._errors import NoAgentContextError, SnapshotDisabledError
 from ..signal import AbortSignal
 from ._context import Frame, RunState, enter, hosting, leave, optional_frame
+from ._observe import ToolErrorHook
 from ._model import as_agent_model
 from ._snapshot import (
     AgentSnapshot,
@@ -36,7 +37,8 @@ async def run_with(fn: Callable[..., Awaitable[R]], *, initial_props: Any = _UNS
                    providers: Mapping[str, Any] | None = None, model: object = None,
                    model_registry: Mapping[str, object] | None = None,
                    enable_snapshot: bool = False, trace: TraceOptions | None = None,
-                   signal: AbortSignal | None = None) -> R:
+                   signal: AbortSignal | None = None, session_id: str | None = None,
+                   on_tool_error: ToolErrorHook | None = None) -> R:
     """Run ``fn()`` (or ``fn(initial_props)``) as the root of a run: everything is explicit, there
     is no environment default.
 
@@ -44,7 +46,11 @@ async def run_with(fn: Callable[..., Awaitable[R]], *, initial_props: Any = _UNS
     model agents without one inherit; ``model_registry`` maps ids to models for
     ``create_agent(model="id")``; ``event_bus.emit(event)`` receives the trace events;
     ``enable_snapshot`` records the journal :func:`dump_snapshot` returns; ``signal`` cancels every
-    model call and tool batch of the run.
+    model call and tool batch of the run; ``session_id`` (the host's conversation or user session)
+    is what every tool's :class:`~bindloop.agent.ToolContext` reports, beside the run's trace id;
+    ``on_tool_error(report)`` sees every tool call of the run that raised (a
+    :class:`~bindloop.agent.ToolErrorReport` holding the exception; what the model reads is
+    unchanged) — ``bindloop.hosts.logs.log_tool_errors()`` makes log records of them.
 
     ``snapshot`` replays: each agent (matched by call order) is served its journaled model turns and
     tool outputs — zero model calls, zero tool executions — until its journal runs out, then it goes
@@ -54,6 +60,11 @@ async def run_with(fn: Callable[..., Awaitable[R]], *, initial_props: Any = _UNS
     """
     if not callable(fn):
         raise UsageError(f"run_with() takes an async function, got {fn!r}")
+    if on_tool_error is not None and not callable(on_tool_error):
+        raise UsageError(f"run_with(on_tool_error=) must be a function of the report, got "
+                         f"{on_tool_error!r}")
+    if session_id is not None and not isinstance(session_id, str):
+        raise UsageError(f"run_with(session_id=) must be a string or None, got {session_id!r}")
     registry = {}
     for key, value in (model_registry or {}).items():
         if not isinstance(key, str):
@@ -62,11 +73,14 @@ async def run_with(fn: Callable[..., Awaitable[R]], *, initial_props: Any = _UNS
     snap = None
     if snapshot is not None:
         snap = snapshot if isinstance(snapshot, AgentSnapshot) else parse_snapshot(snapshot)
+    tracer = Tracer(event_bus, trace)
+    traced = tracer.enabled or trace is not None and trace.trace_id is not None
     run = RunState(providers=dict(providers or {}),
                    model=None if model is None else as_agent_model(model), registry=registry,
-                   enable_snapshot=bool(enable_snapshot), signal=signal,
-                   tracer=Tracer(event_bus, trace),
-                   replay=None if snap is None else ReplayCursor(snap.root))
+                   enable_snapshot=bool(enable_snapshot), signal=signal, tracer=tracer,
+                   replay=None if snap is None else ReplayCursor(snap.root),
+                   session_id=session_id, trace_id=tracer.trace_id if traced else None,
+                   on_tool_error=on_tool_error)
     run.root.cursor = run.replay
     run.root.signal = signal
     token = enter(run.root)

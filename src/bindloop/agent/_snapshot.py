@@ -136,15 +136,21 @@ class PromptHasher:
     in the middle, keeping the length and the first and last, would go unseen: the loop never
     does that and an :class:`AgentModel` must not mutate the transcript."""
 
-    __slots__ = ("_count", "_first", "_last", "_list", "_state", "_suffix")
+    __slots__ = ("_count", "_first", "_last", "_list", "_schema", "_state", "_suffix", "_tools")
 
     def __init__(self, tools: Sequence[ToolDefinition], schema: Mapping[str, Any] | None,
                  tool_choice: object) -> None:
-        self._suffix = ("]," + canonical_json({
-            "schema": schema, "tool_choice": msgspec.to_builtins(tool_choice),
-            "tools": msgspec.to_builtins(list(tools))})[1:]).encode()
+        self._tools = msgspec.to_builtins(list(tools))
+        self._schema = schema
+        self.choose(tool_choice)
         self._list: object = None
         self._reset()
+
+    def choose(self, tool_choice: object) -> None:
+        """The next calls' tool choice (a per-turn tool-choice policy changes it between turns)."""
+        self._suffix = ("]," + canonical_json({
+            "schema": self._schema, "tool_choice": msgspec.to_builtins(tool_choice),
+            "tools": self._tools})[1:]).encode()
 
     def _reset(self) -> None:
         self._state = hashlib.sha256(b'{"messages":[')

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 __all__ = (
     "AgentEvent",
     "AgentStreamEvent",
+    "ConsumerTask",
+    "RETRY_START",
     "StreamConsumer",
     "StreamHub",
     "StructuredDataEvent",
@@ -32,12 +34,19 @@ __all__ = (
     "TurnDoneEvent",
     "TurnFailedEvent",
     "TurnStartEvent",
+    "close_consumers",
     "with_consumers",
 )
 
 
 class TurnStartEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="turn_start"):
     """A model turn begins (clear the previous turn's local UI state)."""
+
+
+RETRY_START = TurnStartEvent()
+"""What a retractable model (a route streaming ``"live"``) sends its observer when another attempt
+takes the turn over after this one's events were seen: the turn starts again. The observer
+reports it as a second ``turn_start`` of the same ``turn_index`` and starts its views afresh."""
 
 
 class StructuredDataEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type",
@@ -111,27 +120,46 @@ async def _iterate(receive: MemoryObjectReceiveStream[AgentStreamEvent],
             yield event
 
 
+class ConsumerTask:
+    """An awaited consumer (``await_on_end=True``) running past its prompt: the generation waits
+    for ``done`` when it closes and re-raises ``error``, what the consumer itself raised."""
+
+    __slots__ = ("done", "error")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.error: Exception | None = None
+
+
 class StreamHub:
     """The multicast of one prompt: :meth:`emit` copies each event to every consumer's buffer.
 
-    Consumers registered with ``await_on_end=True`` run as tasks of ``tg`` (the prompt's task
-    group, which waits for them); the others as tasks of ``background`` (the run root's, which
-    the prompt does not wait for: fire and forget). What a background consumer raises is appended
-    to ``errors`` for the run's root to re-raise. :meth:`close` ends every stream, so each
-    consumer sees the end; a consumer keeps running its own cleanup after that."""
+    With the run root's task group (``background``, always there inside a run) every consumer runs
+    there: the prompt never waits for one. An awaited consumer (``await_on_end=True``) gets a
+    :class:`ConsumerTask` in ``pending``, which its generation waits for when it closes; what a
+    fire-and-forget one raises is appended to ``errors`` for the run's root to re-raise. Without
+    it, consumers run in ``tg`` (the prompt's own task group). :meth:`close` ends every stream, so
+    each consumer sees the end; a consumer keeps running its own cleanup after that."""
 
     __slots__ = ("_sends",)
 
     def __init__(self, consumers: list[StreamConsumer], tg: TaskGroup | None,
                  background: TaskGroup | None = None,
-                 errors: list[BaseException] | None = None) -> None:
+                 errors: list[BaseException] | None = None,
+                 pending: list[ConsumerTask] | None = None) -> None:
         self._sends: list[MemoryObjectSendStream[AgentStreamEvent]] = []
         for c in consumers:
             send, receive = anyio.create_memory_object_stream[AgentStreamEvent](math.inf)
             self._sends.append(send)
-            if c.await_on_end or background is None:
-                assert tg is not None, "awaited consumers need the prompt's task group"
-                tg.start_soon(self._run, c, receive)
+            if background is None:
+                assert tg is not None and pending is not None, "consumers need a task group"
+                task = ConsumerTask()
+                pending.append(task)
+                tg.start_soon(self._run_awaited, c, receive, task)
+            elif c.await_on_end and pending is not None:
+                task = ConsumerTask()
+                pending.append(task)
+                background.start_soon(self._run_awaited, c, receive, task)
             else:
                 background.start_soon(self._run_detached, c, receive,
                                       [] if errors is None else errors)
@@ -142,6 +170,19 @@ class StreamHub:
         out = c.consumer(_iterate(receive, c.signal))
         if out is not None:
             await out
+
+    @staticmethod
+    async def _run_awaited(c: StreamConsumer,
+                           receive: MemoryObjectReceiveStream[AgentStreamEvent],
+                           task: ConsumerTask) -> None:
+        try:
+            await StreamHub._run(c, receive)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:  # the generation re-raises it as itself, never in a group
+            task.error = exc
+        finally:
+            task.done.set()
 
     @staticmethod
     async def _run_detached(c: StreamConsumer,
@@ -171,22 +212,42 @@ class StreamHub:
         self._sends = []
 
 
+async def close_consumers(pending: list[ConsumerTask], failure: BaseException | None) -> None:
+    """A generation closes: wait for its awaited consumers (their cleanup may wait for handler
+    code that ran after the prompt, so this happens at the generation's end, not the prompt's),
+    then re-raise the first one's own exception — unless the generation already raised
+    ``failure``: that one wins, and the consumers' errors are added to it as notes."""
+    tasks = list(pending)
+    pending.clear()
+    for task in tasks:
+        await task.done.wait()
+    errors = [t.error for t in tasks if t.error is not None]
+    if failure is None:
+        if errors:
+            raise errors[0]
+        return
+    for error in errors:
+        failure.add_note(f"an on_stream consumer also raised {type(error).__name__}: {error}")
+
+
 R = TypeVar("R")
 
 
 async def with_consumers(run: RunState, consumers: list[StreamConsumer],
                          body: Callable[[StreamHub | None], Awaitable[R]],
-                         on_end: Callable[[bool], None] | None = None) -> R:
-    """Run ``body(hub)`` with a generation's stream ``consumers`` as tasks; the hub is closed
-    (every consumer sees its end) however ``body`` ends, after ``on_end(ok)``. Without consumers
-    there is no hub and no task group: a prompt nobody watches pays nothing for streaming.
-    ``await_on_end=False`` consumers run in the run root's task group, so the prompt returns
-    without waiting for them (they still see the end of their stream, and the run's root waits
-    for them)."""
+                         on_end: Callable[[bool], None] | None = None,
+                         pending: list[ConsumerTask] | None = None) -> R:
+    """Run ``body(hub)`` with a generation's stream ``consumers``; the hub is closed (every
+    consumer sees its end) however ``body`` ends, after ``on_end(ok)``. Without consumers there is
+    no hub: a prompt nobody watches pays nothing for streaming. Inside a run the consumers are
+    tasks of the run root's task group and the prompt returns without waiting for them: the
+    awaited ones are added to ``pending`` (the generation's, waited for by
+    :func:`close_consumers` when it closes). Outside one (no root task group) the prompt hosts
+    them in a task group of its own and waits; a consumer's exception is re-raised as itself."""
     background = run.background
-    if not consumers or background is not None and not any(c.await_on_end for c in consumers):
+    if not consumers or background is not None:
         hub = None if not consumers else StreamHub(consumers, None, background,
-                                                   run.background_errors)
+                                                   run.background_errors, pending)
         ok = False
         try:
             out = await body(hub)
@@ -199,8 +260,9 @@ async def with_consumers(run: RunState, consumers: list[StreamConsumer],
                 hub.close()
     result: list[R] = []
     failure: BaseException | None = None
+    own: list[ConsumerTask] = []
     async with anyio.create_task_group() as tg:
-        hub = StreamHub(consumers, tg, background, run.background_errors)
+        hub = StreamHub(consumers, tg, None, run.background_errors, own)
         try:
             result.append(await body(hub))
         except anyio.get_cancelled_exc_class():
@@ -213,4 +275,5 @@ async def with_consumers(run: RunState, consumers: list[StreamConsumer],
             hub.close()
     if failure is not None:
         raise failure
+    await close_consumers(own, None)
     return result[0]

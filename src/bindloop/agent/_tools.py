@@ -44,12 +44,15 @@ class AgentTool:
         """One call: dynamic layers (outer), then static layers, then the tool. The tool's context
         argument is the :class:`ToolContext` the middlewares saw; its ``agent_id`` is the given
         one, else the current agent's."""
+        frame = optional_frame()
         if agent_id is _CURRENT:
-            frame = optional_frame()
             agent_id = frame.agent_id if frame is not None else None
+        run = frame.run if frame is not None else None
         tool = self.tool
         ctx = ToolContext(tool.name, tool.description, tool.parameters, raw, call_id,
-                          agent_id)  # type: ignore[arg-type]
+                          agent_id,  # type: ignore[arg-type]
+                          run.session_id if run is not None else None,
+                          run.trace_id if run is not None else None)
         if not dynamic and not self.middleware:
             return await tool.execute(raw, ctx)
         return await run_tool_chain((*dynamic, *self.middleware), ctx,

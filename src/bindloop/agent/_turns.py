@@ -10,8 +10,8 @@ the journaled turn in as it is. Unwatched, the same call runs with no observer a
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeAlias
 
 import msgspec
 
@@ -26,6 +26,7 @@ from ._model import AgentModel, ModelStreamOptions
 from ..schema import InvalidOutputError, OutputSpec
 from ._snapshot import PromptHasher
 from ._stream import (
+    RETRY_START,
     AgentStreamEvent,
     StreamHub,
     StructuredDataEvent,
@@ -35,13 +36,40 @@ from ._stream import (
     TurnStartEvent,
 )
 
-__all__ = ("TurnPort", "fold_stream", "model_surface", "resolve_model")
+__all__ = ("ToolChoiceArg", "ToolChoiceContext", "ToolChoicePolicy", "TurnPort", "choice_policy",
+           "fold_stream", "model_surface", "resolve_model")
 
 _JSON_ENCODE = msgspec.json.Encoder().encode
 _JSON_DECODE = msgspec.json.Decoder().decode
 _START = TurnStartEvent()
+_RESTART: object = RETRY_START  # typed as object: it reaches the observer as a stream event
 
 Observer = Callable[[StreamEvent], None]
+
+
+class ToolChoiceContext(msgspec.Struct, frozen=True, kw_only=True):
+    """What a chat's tool-choice policy sees before each model call: the prompt's ``turn_index``
+    (0-based, as on the stream envelope) and the transcript so far (read it, never mutate it)."""
+
+    turn_index: int
+    messages: Sequence[Message]
+
+
+ToolChoicePolicy: TypeAlias = Callable[[ToolChoiceContext], ToolChoice | None]
+"""``prompt_chat(tool_choice=)``: the tool choice of each turn (``None``: the model decides)."""
+
+ToolChoiceArg: TypeAlias = ToolChoice | ToolChoicePolicy | None
+"""What ``prompt_chat`` / ``resume_chat(tool_choice=)`` take: a fixed choice or a policy."""
+
+_CHOICES = ("auto", "none", "required")
+
+
+def _checked_choice(choice: object) -> ToolChoice | None:
+    if choice is None or isinstance(choice, ForcedTool) or (
+            isinstance(choice, str) and choice in _CHOICES):
+        return choice  # type: ignore[return-value]
+    raise PortContractError(f"the tool_choice policy returned {choice!r}; it must return 'auto', "
+                            "'none', 'required', ForcedTool(name=...) or None")
 
 
 def resolve_model(frame: Frame) -> AgentModel:
@@ -105,6 +133,18 @@ async def fold_stream(events: AsyncIterator[StreamEvent], price: Callable[[TurnU
     return collector.result()
 
 
+def choice_policy(value: ToolChoiceArg, hook: str) -> ToolChoicePolicy | None:
+    """``tool_choice=`` as a per-turn policy: a fixed choice applies to every turn."""
+    if value is None or callable(value) and not isinstance(value, ForcedTool):
+        return value
+    try:
+        fixed = _checked_choice(value)
+    except PortContractError:
+        raise UsageError(f"{hook}(tool_choice=) takes 'auto', 'none', 'required', "
+                         f"ForcedTool(name=...) or a function of the turn, got {value!r}") from None
+    return lambda _: fixed
+
+
 class _Watch:
     """One turn's observer: the envelope for ``on_stream``, the text sink, and the partial
     structured view (JSON text in schema mode, the output tool's arguments in tool mode)."""
@@ -128,6 +168,9 @@ class _Watch:
         hub = self.hub
         if hub is not None:
             hub.emit(AgentStreamEvent(turn_index=self.index, event=event))
+        if event is _RESTART:  # a route's fallback took the turn over: start the views again
+            self._restart()
+            return
         if self.text is not None and type(event) is TextEvent:
             self.text.observe(event.content)
         if self.parser is None:
@@ -149,6 +192,14 @@ class _Watch:
                 self.fed = True
                 self._emit(StructuredDataEvent(status="partial", data=self._copy(partial.value),
                                                is_valid=False))
+
+    def _restart(self) -> None:
+        if self.text is not None:
+            self.text.begin_attempt("attempt_failed")
+        if self.parser is not None:
+            self.parser = PartialJsonParser()
+        self.output_index = None
+        self.fed = False
 
     def _emit(self, event: Any) -> None:
         assert self.hub is not None
@@ -205,15 +256,17 @@ class TurnPort:
     ``limit`` (set by the re-ask logic: where the current attempt's turns run out) the next call
     raises ``out_of_steps()`` instead."""
 
-    __slots__ = ("budgets", "complete", "frame", "hasher", "hub", "limit", "model", "options",
-                 "out_of_steps", "price", "recording", "spec", "text", "tool_mode", "tracer",
-                 "turns", "watched")
+    __slots__ = ("budgets", "choose", "complete", "frame", "hasher", "hub", "limit", "model",
+                 "options", "out_of_steps", "price", "recording", "spec", "text", "tool_mode",
+                 "tracer", "turns", "watched")
 
     def __init__(self, frame: Frame, model: AgentModel, options: ModelStreamOptions, *,
                  spec: OutputSpec | None, tool_mode: bool, hub: StreamHub | None,
                  text: TurnTextStream | None, limit: int,
-                 out_of_steps: Callable[[], BaseException]) -> None:
+                 out_of_steps: Callable[[], BaseException],
+                 choose: ToolChoicePolicy | None = None) -> None:
         self.frame = frame
+        self.choose = choose
         self.model = model
         self.options = options
         self.spec = spec
@@ -277,11 +330,22 @@ class TurnPort:
             raise self.out_of_steps()
         if self.budgets:
             self._check_budget()
+        if self.choose is not None:
+            self._choose(messages)
         self.turns += 1
         # The live transcript is passed as it is: a model reads it and copies what it keeps.
         if not self.watched and self.complete is None and self.price is None:
             return fold_stream(self.model.stream(messages, self.options), None, None)
         return self._call(messages)
+
+    def _choose(self, messages: list[Message]) -> None:
+        assert self.choose is not None
+        choice = _checked_choice(self.choose(ToolChoiceContext(turn_index=self.turns,
+                                                               messages=messages)))
+        if choice != self.options.tool_choice:
+            self.options = msgspec.structs.replace(self.options, tool_choice=choice)
+            if self.hasher is not None:  # the choice is part of the request a replay checks
+                self.hasher.choose(choice)
 
     async def _call(self, messages: list[Message]) -> ModelTurnResult:
         if self.watched:

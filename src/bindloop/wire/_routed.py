@@ -179,7 +179,8 @@ class RoutedModel:
                          options: Mapping[str, Any] | None = None,
                          signal: AbortSignal | None = None,
                          on_event: Callable[[StreamEvent], None] | None = None,
-                         events_are_output: bool = False) -> ModelTurnResult:
+                         events_are_output: bool = False,
+                         on_reset: Callable[[], None] | None = None) -> ModelTurnResult:
         """One turn over the route (the loop's ``call_model`` port; the keywords are per call).
 
         ``options`` are :class:`WireOptions` field changes applied on top of *each candidate's*
@@ -198,17 +199,27 @@ class RoutedModel:
         With ``events_are_output=True`` every attempt is live: the first content event marks it
         as having produced output, so no fallback follows it (fallback stays open only until an
         attempt's first content).
+
+        With ``on_reset`` the call's ``on_event`` is a retractable surface, as a retractable text
+        stream is: every attempt streams live, its content does not count as produced output (a
+        fallback may still follow it), and before an attempt that follows one whose events reached
+        ``on_event``, ``on_reset()`` is called: drop what the earlier attempt sent.
         """
         changes = _checked_overrides(options)
         if not isinstance(events_are_output, bool):
             raise UsageError(f"events_are_output must be True or False, got {events_are_output!r}")
         stream = self._turn_stream()
         call_signal, detach = linked_signal(self._signal, signal)
+        retractable = on_reset is not None
+        shown = [False]  # an attempt's events reached on_event (a retractable one resets first)
 
         async def attempt(candidate: RouteCandidate,
                           cursor: RouteCursor) -> AttemptOutcome[ModelTurnResult]:
             if stream is not None:
                 stream.begin_attempt()
+            if shown[0] and on_reset is not None:
+                shown[0] = False
+                on_reset()
             target = AttemptTarget(cursor=cursor, provider_id=candidate.provider_id,
                                    canonical_model_id=candidate.canonical_model_id,
                                    provider_invocation_model=candidate.provider_invocation_model)
@@ -222,7 +233,7 @@ class RoutedModel:
             sink = model.on_event
             text_shown = False
             # Content goes out live at once when no other candidate can follow this attempt.
-            eager = events_are_output or self._final_candidate(cursor)
+            eager = events_are_output or retractable or self._final_candidate(cursor)
             committed = False  # this attempt's events pass to on_event as they come
             content_sent = False  # content reached on_event live: it cannot be taken back
             held: list[StreamEvent] = []
@@ -242,8 +253,9 @@ class RoutedModel:
                     for early in held:
                         call_sink(early)
                     held.clear()
-                if content:
+                if content and not retractable:
                     content_sent = True  # before the sink runs, as for text_shown
+                shown[0] = True
                 call_sink(event)
 
             def watch(event: StreamEvent) -> None:
