@@ -14,6 +14,21 @@ from ._agent import (
     create_agent as create_agent,
     reborn as reborn,
 )
+from ._approvals import (
+    ApprovalAlreadyDecidedError as ApprovalAlreadyDecidedError,
+    ApprovalDecision as ApprovalDecision,
+    ApprovalError as ApprovalError,
+    ApprovalTokenError as ApprovalTokenError,
+    ApproveCall as ApproveCall,
+    DenyCall as DenyCall,
+    EditCall as EditCall,
+    PendingApproval as PendingApproval,
+    approval_token as approval_token,
+    approve as approve,
+    deny as deny,
+    edit_arguments as edit_arguments,
+    pending_approvals as pending_approvals,
+)
 from ._hooks import (
     equip_budget as equip_budget,
     equip_history as equip_history,
@@ -164,6 +179,19 @@ __all__ = (
     "with_limit",
     "with_retry",
     "with_simple_limit",
+    "ApprovalAlreadyDecidedError",
+    "ApprovalDecision",
+    "ApprovalError",
+    "ApprovalTokenError",
+    "ApproveCall",
+    "DenyCall",
+    "EditCall",
+    "PendingApproval",
+    "approval_token",
+    "approve",
+    "deny",
+    "edit_arguments",
+    "pending_approvals",
 )
 
 from .._public import publish as _publish

@@ -36,6 +36,10 @@ from ._schema import (
     LoopCheckpoint as LoopCheckpoint,
     ReaskRecord as ReaskRecord,
 )
+from ._schema import (
+    ApprovalRecord as ApprovalRecord,
+    DecidedCall as DecidedCall,
+)
 
 __all__ = (
     "CHECKPOINT_VERSION",
@@ -61,6 +65,8 @@ __all__ = (
     "parse_loop_checkpoint",
     "run_from_checkpoint",
     "serialize_loop_checkpoint",
+    "ApprovalRecord",
+    "DecidedCall",
 )
 
 from .._public import publish as _publish
