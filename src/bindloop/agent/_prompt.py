@@ -297,7 +297,8 @@ async def _settle(pos: Position, tools: ToolPort,
             state.messages.append(tool_outcome_message(call.id, outcome, call.name))
             state.open_suspends = [s for s in state.open_suspends if s.tool_call_id != call.id]
     pos.approvals_decided = ()
-    state.totals = accumulate_run(state.totals, spent)
+    # Only this leg's stats count the run: the execution's totals already counted the call when
+    # it suspended (one call, one count).
     return spent
 
 
