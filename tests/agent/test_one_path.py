@@ -258,12 +258,16 @@ async def _through(path: str, turns: list[ModelTurnResult], refused: int,
         refusals[0] = 0
         return await run_with(agent, initial_props=None, snapshot=snap,
                               model=scripted_stream_model([]))
-    model: Any = {
-        "whole-turn": lambda: _WholeTurnModel(turns),
-        "wire": lambda: ModelAdapter(create_wire_adapter("openai_chat"), _ReplayTransport(turns),
-                                     WireOptions(model="m", stream=True), price=_price),
-        "routed": lambda: _routed(turns),
-    }.get(path, lambda: scripted_stream_model(turns, price=_price))()
+    model: Any
+    if path == "whole-turn":
+        model = _WholeTurnModel(turns)
+    elif path == "wire":
+        model = ModelAdapter(create_wire_adapter("openai_chat"), _ReplayTransport(turns),
+                             WireOptions(model="m", stream=True), price=_price)
+    elif path == "routed":
+        model = _routed(turns)
+    else:
+        model = scripted_stream_model(turns, price=_price)
     return await run_with(agent, initial_props=None, model=model,
                           event_bus=Bus() if path == "traced" else None,
                           enable_snapshot=path == "snapshots")

@@ -126,7 +126,7 @@ def test_the_runner_refuses_what_is_not_a_tool_call() -> None:
         return await runner([{"id": "x"}])  # type: ignore[list-item]
 
     h = loop_harness([tool_call_turn([tool_call("a")])], run_tool_batch=port)
-    with pytest.raises(PortContractError, match=r"runner was given \{'id': 'x'\} at \[0\]"):
+    with pytest.raises(PortContractError, match=r"runner was given a dict at \[0\]"):
         run(h)
 
 
@@ -352,6 +352,13 @@ def test_is_final_call_must_be_a_sync_predicate() -> None:
     with pytest.raises(PortContractError, match="is_final_call must return a bool"):
         run(h)
 
+    async def later(call: ToolCall, outcome: ToolOutcome) -> bool:
+        return True
+
+    h = loop_harness([tool_call_turn([tool_call("a")])], is_final_call=later)
+    with pytest.raises(PortContractError, match="is_final_call returned an awaitable"):
+        run(h)
+
 
 def test_a_final_call_through_the_batch_port_is_read_off_the_ports_outcome() -> None:
     async def port(calls: Sequence[ToolCall], runner: BatchRunner) -> list[ToolOutcome]:
@@ -378,3 +385,16 @@ def test_the_nudge_sees_the_turn_that_would_end() -> None:
     r = run(h)
     assert turns == ["first", "second"]
     assert r.final_turn is not None and r.final_turn.text == "second"
+
+
+def test_a_raise_out_of_the_port_propagates_with_no_result_appended() -> None:
+    from bindloop import AssistantMessage
+
+    async def broken(calls: Sequence[ToolCall], runner: BatchRunner) -> list[ToolOutcome]:
+        await runner(calls)
+        raise RuntimeError("middleware bug")
+
+    h = loop_harness([tool_call_turn([tool_call("a")]), final_answer("x")], run_tool_batch=broken)
+    with pytest.raises(RuntimeError, match="middleware bug"):
+        run(h)
+    assert isinstance(h.state.messages[-1], AssistantMessage) and h.ran == ["a"]

@@ -103,6 +103,7 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
     compactions = 0
     ran_by_name: dict[str, int] = {}
     boundaries = 0
+    last_turn = None
 
     def send(answer: Any) -> None:
         before = m.phase
@@ -152,6 +153,7 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
             usage_in += u.input_tokens
             usage_out += u.output_tokens
             cost += c
+            last_turn = turn
             send(ModelReplied(turn, 2.0))
         elif isinstance(effect, (RunTool, RunToolBatch, WrapToolBatch)):
             assert isinstance(effect, WrapToolBatch) == ("run_tool_batch" in wired)
@@ -294,6 +296,9 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
                                else "resuming_later")
     if stop_reason == "done":
         assert not state.open_suspends
+        assert m.final_turn is last_turn is not None
+    else:
+        assert m.final_turn is None
     if aborted_batch:
         assert stop_reason == "aborted"
     if stop_reason == "checkpointed":

@@ -8,8 +8,6 @@ call that never ran says, and which calls run alone are the machine's (:mod:`bin
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Sequence
 from itertools import compress
 from operator import attrgetter
 from typing import Any, Final, cast, overload
@@ -24,7 +22,6 @@ from ._effects import (
     Activate,
     AskNudge,
     BatchFinished,
-    BatchWrapped,
     Boundary,
     BoundaryChecked,
     BoundaryDecided,
@@ -38,7 +35,6 @@ from ._effects import (
     NotifyProgress,
     Nudged,
     RaisedByTool,
-    RanCall,
     Reject,
     RunTool,
     RunToolBatch,
@@ -52,6 +48,7 @@ from ._effects import (
     WrapToolBatch,
     reason_exception,
 )
+from ._batch_port import id_of, name_of, wrap_tool_batch
 from ._machine import LoopMachine
 from ._types import (
     EFFECT_PORTS,
@@ -71,14 +68,6 @@ _ON_BOUNDARY: Final = frozenset({"on_boundary"})
 _ACCEPTED: Final = ToolMessageAccepted()
 _GO: Final = BoundaryChecked(False)
 _STOP: Final = BoundaryChecked(True)
-
-
-def _id_of(item: tuple[int, ToolCall]) -> str:
-    return item[1].id
-
-
-def _name_of(item: tuple[int, ToolCall]) -> str:
-    return item[1].name
 
 
 @overload
@@ -131,12 +120,13 @@ async def run_tool_loop(
     is_fatal = machine.is_fatal
     # The exceptions of the ToolRaised answers sent, in order: each RaisedByTool rejection the
     # machine gives back takes the next one (the machine keeps no exception).
-    raised: deque[Exception] = deque()
+    raised: list[Exception] = []
 
     async def run_one(index: int, call: ToolCall) -> ToolAnswer:
         started = now()
         try:
-            outcome: ToolOutcome = await _resolve(run_tool_call(call))
+            value: Any = run_tool_call(call)
+            outcome: ToolOutcome = await value if isawaitable(value) else value
         except Exception as exc:
             if is_fatal(exc):
                 raise
@@ -146,61 +136,18 @@ async def run_tool_loop(
     async def run_pooled_item(item: tuple[int, ToolCall]) -> ToolAnswer:
         return await run_one(item[0], item[1])
 
-    async def run_calls(calls: Sequence[ToolCall], runs: list[RanCall]) -> list[ToolOutcome]:
-        # The loop's own batch, for run_tool_batch: serial calls first, alone, then the pool.
-        # Runs are recorded as the unwired loop reports them: each serial call as it is answered,
-        # then the pool in call order.
-        todo = _runner_calls(calls)
-        outcomes: list[ToolOutcome | None] = [None] * len(todo)
-        pooled: list[tuple[int, ToolCall]] = []
-        answer: ToolAnswer
-        for i, call in enumerate(todo):
-            if not machine.runs_alone(call):
-                pooled.append((i, call))
-                continue
-            if signal is not None and signal.aborted:
-                answer = ToolNotRun(i, None if signal.reason is None else str(signal.reason))
-            else:
-                answer = await run_one(i, call)
-            runs.append(RanCall(call, answer))
-            outcomes[i] = machine.outcome_of(call, answer)
-        if pooled:
-            pool = await run_tool_calls_pooled_by_tool(
-                pooled, run_pooled_item, tool_name=_name_of, item_id=_id_of,
-                signal=signal, options=p.batch_options)
-            for (i, call), a in zip(pooled, pool):
-                answer = ToolNotRun(i, a.reason) if isinstance(a, AbortedToolCallError) else a
-                runs.append(RanCall(call, answer))
-                outcomes[i] = machine.outcome_of(call, answer)
-        return outcomes  # type: ignore[return-value]  # every slot is filled above
-
-    async def wrap_batch(port: Any, calls: tuple[ToolCall, ...]) -> BatchWrapped:
-        runs: list[RanCall] = []
-        open_ = True
-
-        async def runner(given: Sequence[ToolCall]) -> list[ToolOutcome]:
-            if not open_:
-                raise PortContractError("run_tool_batch's runner was called after the port "
-                                        "returned; await it inside the port")
-            return await run_calls(given, runs)
-
-        pending = port(calls, runner)
-        if not isawaitable(pending):
-            raise PortContractError(
-                f"run_tool_batch returned {type(pending).__name__} instead of an awaitable: "
-                "wire an async function")
-        try:
-            outcomes = await pending
-        finally:
-            open_ = False
-        return BatchWrapped(outcomes, runs)
-
     machine.start()
     while True:
         effect = machine.next_effect()
         kind = type(effect)
         if kind is CallModel:
-            tools = [] if p.build_tools is None else check_tools(await _resolve(p.build_tools()))
+            # Maybe-awaitable ports on the per-turn path are resolved inline: a resolve()
+            # coroutine per call is a measurable share of a turn.
+            if p.build_tools is None:
+                tools = []
+            else:
+                built = p.build_tools()
+                tools = check_tools(await built if isawaitable(built) else built)
             started = now()
             pending = p.call_model(state.messages, tools)
             if not isawaitable(pending):
@@ -222,15 +169,23 @@ async def run_tool_loop(
             if signal is not None and signal.aborted:
                 reason = None if signal.reason is None else str(signal.reason)
                 send(ToolNotRun(run.index, reason))
-            else:
-                answer = await run_one(run.index, run.call)
-                if type(answer) is ToolRaised:
-                    raised.append(answer.error)
+            else:  # run_one inlined: one call per turn is the common case
+                started = now()
+                try:
+                    result: Any = run_tool_call(run.call)
+                    outcome = await result if isawaitable(result) else result
+                except Exception as exc:
+                    if is_fatal(exc):
+                        raise
+                    raised.append(exc)
+                    answer: ToolAnswer = ToolRaised(run.index, exc, now() - started)
+                else:
+                    answer = ToolReturned(run.index, outcome, now() - started)
                 send(answer)
         elif kind is RunToolBatch:
             assert isinstance(effect, RunToolBatch)
             answers = await run_tool_calls_pooled_by_tool(
-                effect.items, run_pooled_item, tool_name=_name_of, item_id=_id_of,
+                effect.items, run_pooled_item, tool_name=name_of, item_id=id_of,
                 signal=signal, options=p.batch_options,
             )
             finished = [
@@ -241,7 +196,9 @@ async def run_tool_loop(
             send(BatchFinished(finished))
         elif kind is WrapToolBatch:
             assert isinstance(effect, WrapToolBatch)
-            wrapped = await wrap_batch(p.run_tool_batch, effect.calls)
+            wrapped = await wrap_tool_batch(
+                p.run_tool_batch, effect.calls, machine=machine, run_one=run_one,
+                run_pooled_item=run_pooled_item, signal=signal, options=p.batch_options)
             raised.extend(r.answer.error for r in wrapped.runs if type(r.answer) is ToolRaised)
             send(wrapped)
         elif kind is NotifyProgress:
@@ -254,7 +211,7 @@ async def run_tool_loop(
         elif kind is Reject:
             assert isinstance(effect, Reject)
             why = effect.reason
-            error = (raised.popleft() if isinstance(why, RaisedByTool)
+            error = (raised.pop(0) if isinstance(why, RaisedByTool)
                      else reason_exception(effect.tool_call_id, why))
             if p.on_tool_call_rejected is not None:
                 check_sync_result(p.on_tool_call_rejected(effect.tool_call_id, error),
@@ -300,16 +257,3 @@ async def run_tool_loop(
                                             stats=machine.stats, iterations=machine.iterations,
                                             final_turn=machine.final_turn)
 
-
-def _runner_calls(calls: object) -> tuple[ToolCall, ...]:
-    # What a run_tool_batch middleware handed the runner: tool calls the loop can run.
-    if isinstance(calls, (str, bytes)) or not isinstance(calls, Sequence):
-        raise PortContractError(f"run_tool_batch's runner was given {type(calls).__name__}; "
-                                "expected a sequence of ToolCall")
-    for k, call in enumerate(calls):
-        if (not isinstance(call, ToolCall) or not isinstance(call.id, str) or not call.id
-                or not isinstance(call.name, str) or not call.name
-                or not isinstance(call.arguments, str)):
-            raise PortContractError(f"run_tool_batch's runner was given {call!r} at [{k}]; "
-                                    "expected a ToolCall with an id, a name and JSON arguments")
-    return tuple(calls)

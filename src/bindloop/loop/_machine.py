@@ -370,7 +370,7 @@ class LoopMachine(MachineProtocol):
         outcomes = check_batch_outcomes(answer.outcomes, calls)
         for ran in answer.runs:
             if type(ran) is not RanCall or type(ran.answer) not in _TOOL_ANSWERS:
-                raise ProtocolError(f"expected a RanCall of a tool answer, got {ran!r}")
+                raise ProtocolError(f"expected a RanCall of a tool answer, got {type(ran).__name__}")
             self._fold_run(ran.call, ran.answer)
         for i, call in enumerate(calls):
             self._apply(i, call, outcomes[i])
