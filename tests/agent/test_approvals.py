@@ -387,3 +387,61 @@ def test_any_sequence_of_decisions_runs_each_approved_effect_at_most_once(
         ran_ids = [names.get(r, r) for r in ran]
         assert len(ran_ids) == len(set(ran_ids))  # at most once each
         assert set(ran_ids) == approved
+
+
+def test_a_reply_answers_the_other_suspend_and_the_approval_stays_pending(tmp_path: Path) -> None:
+    from bindloop.contracts import ToolSuspend
+
+    class Q(msgspec.Struct):
+        question: str
+
+    async def ask(args: Q, ctx: object) -> ToolSuspend:
+        return ToolSuspend(mode="waiting_for_reply", detail=args.question)
+
+    asker = define_tool(name="ask", description="Ask", args=Q, execute=ask)
+    deleted: list[str] = []
+    with SqliteStore(tmp_path / "s.db") as store:
+        async def start(_: None) -> ChatResult:
+            equip_instruction("go")
+            equip_tool(_deleter(deleted), needs_approval=True)
+            equip_tool(asker)
+            return await prompt_chat(on_checkpoint=store.save_checkpoint)
+
+        model = scripted_stream_model([tool_call_turn([
+            tool_call("ask", {"question": "which?"}, id="q0"),
+            tool_call("delete", {"path": "/x"}, id="d0")])])
+        paused = anyio.run(create_agent(id="f", handler=start, model=model), None)
+        assert [p.call_id for p in paused.approvals] == ["d0"]
+        assert {s.tool_call_id for s in paused.checkpoint.open_suspends} == {"q0", "d0"}
+
+        async def answer(_: None) -> ChatResult:
+            equip_tool(_deleter(deleted), needs_approval=True)
+            equip_tool(asker)
+            return await resume_chat(paused.checkpoint, reply="/x only",
+                                     on_checkpoint=store.save_checkpoint)
+
+        model = scripted_stream_model([])
+        half = anyio.run(create_agent(id="f", handler=answer, model=model), None)
+        assert model.requests == [] and deleted == []
+        assert half.stop_reason == "waiting_for_reply"
+        assert [p.call_id for p in half.approvals] == ["d0"]
+        assert half.checkpoint.revision == paused.checkpoint.revision + 1  # one save, in order
+        done = _decide(store, deleted, half.checkpoint, final_answer("ok"),
+                       decisions=[approve("d0")])
+        assert deleted == ["/x"] and done.data == "ok"
+
+
+def test_prompt_agent_suspends_with_the_pending_approval_on_its_checkpoint() -> None:
+    from bindloop.agent import prompt_agent
+    from bindloop.errors import PromptSuspendedError
+
+    async def handler(_: None) -> Any:
+        equip_instruction("go")
+        equip_tool(_deleter([]), needs_approval=True)
+        return await prompt_agent(Path_)
+
+    model = scripted_stream_model([_ask_delete("/x")])
+    with pytest.raises(PromptSuspendedError) as info:
+        anyio.run(create_agent(id="f", handler=handler, model=model), None)
+    (pending,) = pending_approvals(info.value.checkpoint)
+    assert (pending.call_id, pending.tool) == ("d0", "delete")
