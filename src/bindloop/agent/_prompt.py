@@ -244,8 +244,8 @@ async def _drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Po
         pos.approvals_pending = tuple(
             c for c in last_calls(pos.state.messages)
             if c in open_ids and (c in asked or c in pos.approvals_pending))
-        if tools.awaiting:
-            pos.approvals_signed = secret is not None
+        if tools.awaiting:  # once signed, a suspension's approvals stay signed
+            pos.approvals_signed = pos.approvals_signed or secret is not None
         checkpoint = pos.checkpoint(reason)
         if saver is not None:  # the suspend is the chat's last save
             await resolve(saver(checkpoint))
@@ -503,14 +503,14 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
         now = {d.call_id for _, d in decided}
         pos.approvals_pending = tuple(c for c in pos.approvals_pending if c not in now)
         pos.approvals_decided = (*pos.approvals_decided, *(d for _, d in decided))
-        commit = pos.checkpoint(cp.status if cp.open_suspends else "waiting_for_reply")
+        commit = pos.checkpoint("waiting_for_reply")  # the decided calls are still open
         try:
             await resolve(saver(commit))  # type: ignore[misc]  # checked above
         except Exception as exc:
             if is_conflict(exc):
                 ids = tuple(sorted(now))
                 raise ApprovalAlreadyDecidedError(
-                    f"execution {cp.execution_id!r} revision {cp.revision} was decided already "
+                    f"execution {cp.execution_id!r} revision {stored_revision} was decided already "
                     f"(the store holds a later revision); calls {list(ids)} do not run again",
                     ids) from exc
             raise
