@@ -445,3 +445,44 @@ def test_prompt_agent_suspends_with_the_pending_approval_on_its_checkpoint() -> 
         anyio.run(create_agent(id="f", handler=handler, model=model), None)
     (pending,) = pending_approvals(info.value.checkpoint)
     assert (pending.call_id, pending.tool) == ("d0", "delete")
+
+
+def test_approvals_under_a_tool_call_loop_middleware_and_a_trace(tmp_path: Path) -> None:
+    """The batch port path (a tool-call-loop middleware) and a traced run gate the same way."""
+    from bindloop.agent import ToolCallLoopMiddleware, equip_tool_call_loop_middleware, run_with
+
+    seen: list[list[str]] = []
+
+    async def watch(ctx: Any, calls: list[Any], next: Any) -> Any:
+        seen.append([c.id for c in calls])
+        return await next(calls)
+
+    events: list[Any] = []
+
+    class Bus:
+        def emit(self, event: Any) -> None:
+            events.append(event)
+
+    deleted: list[str] = []
+    with SqliteStore(tmp_path / "s.db") as store:
+        async def start(_: None) -> ChatResult:
+            equip_instruction("go")
+            equip_tool(_deleter(deleted), needs_approval=True)
+            equip_tool_call_loop_middleware(ToolCallLoopMiddleware(name="watch", handler=watch))
+            return await prompt_chat(on_checkpoint=store.save_checkpoint)
+
+        model = scripted_stream_model([_ask_delete("/x")])
+        paused = anyio.run(lambda: run_with(create_agent(id="f", handler=start), model=model,
+                                            initial_props=None, event_bus=Bus()))
+        assert seen == [["d0"]] and deleted == [] and events
+        assert [p.call_id for p in paused.approvals] == ["d0"]
+
+        async def decide(_: None) -> ChatResult:
+            equip_tool(_deleter(deleted), needs_approval=True)
+            return await resume_chat(paused.checkpoint, decisions=[approve("d0")],
+                                     on_checkpoint=store.save_checkpoint)
+
+        model = scripted_stream_model([final_answer("ok")])
+        done = anyio.run(lambda: run_with(create_agent(id="f", handler=decide), model=model,
+                                          initial_props=None, event_bus=Bus()))
+        assert deleted == ["/x"] and done.data == "ok"
