@@ -14,6 +14,11 @@ from bindloop import ModelTurnResult, ToolCall, ToolResult, TurnUsage
 from bindloop.contracts import messages_to_openai
 from bindloop.agent import (
     AgentStreamEvent,
+    ApprovalError,
+    ChatResult,
+    approve,
+    deny,
+    resume_chat,
     StructuredDataEvent,
     create_agent,
     dump_snapshot,
@@ -33,7 +38,9 @@ from bindloop.agent import (
     reborn,
     run_with,
 )
+from bindloop.errors import UsageError
 from bindloop.plugins import define_tool
+from bindloop.session import parse_loop_checkpoint, serialize_loop_checkpoint
 from bindloop.testing import ScriptedStreamModel
 
 __all__ = ("PROGRAMS", "run_agent_scenario")
@@ -167,10 +174,106 @@ async def sub_agent_scope(inp: dict[str, Any], seen: Observed) -> Any:
     return await create_agent(id="lead", handler=lead)(inp)
 
 
+class Payment(msgspec.Struct):
+    to: str
+    amount: int
+
+
+class RevisionConflict(UsageError):
+    """The fence of :class:`FencedSaves`: a usage error naming ``revision`` and ``stored``, the
+    shape every checkpoint store's conflict error has."""
+
+    def __init__(self, revision: int, stored: int) -> None:
+        super().__init__(f"revision {revision} does not follow the stored revision {stored}")
+        self.revision = revision
+        self.stored = stored
+
+
+class FencedSaves:
+    """An in-memory checkpoint store fenced on the revision (what SqliteStore does on disk)."""
+
+    def __init__(self) -> None:
+        self.stored: dict[str, tuple[int, bytes]] = {}
+        self.log: list[list[Any]] = []
+
+    def save(self, cp: Any) -> None:
+        held = self.stored.get(cp.execution_id)
+        if held is not None and held[0] + 1 != cp.revision:
+            raise RevisionConflict(cp.revision, held[0])
+        self.stored[cp.execution_id] = (cp.revision, serialize_loop_checkpoint(cp))
+        self.log.append([cp.revision, cp.status])
+
+
+async def approval_once(inp: dict[str, Any], seen: Observed) -> Any:
+    """A payments agent: ``pay`` needs approval, ``balance`` does not. The chat suspends with two
+    signed pending payments; a forged decision is refused; one payment is approved (it runs once,
+    inside the resumed run) and one denied (the model reads the reason); the same decision posted
+    again is refused by name, and nothing runs twice."""
+    secret = inp["secret"]
+    store = FencedSaves()
+    effects: list[str] = []
+
+    async def pay(args: Payment, ctx: object) -> ToolResult:
+        effects.append(f"{args.to}:{args.amount}")
+        return ToolResult(content=f"paid {args.amount} to {args.to}")
+
+    async def balance(args: Payment, ctx: object) -> ToolResult:
+        return ToolResult(content="balance 100")
+
+    pay_tool = define_tool(name="pay", description="Pay someone", args=Payment, execute=pay)
+    balance_tool = define_tool(name="balance", description="Balance", args=Payment,
+                               execute=balance)
+
+    def equip() -> None:
+        equip_tool(pay_tool, needs_approval=lambda a: a["amount"] > inp["free_below"])
+        equip_tool(balance_tool)
+
+    async def start(props: dict[str, Any]) -> ChatResult:
+        equip_instruction(props["ask"])
+        equip()
+        return await prompt_chat(on_checkpoint=store.save, approval_secret=secret)
+
+    paused = await create_agent(id="payer", handler=start)(inp)
+    assert paused.checkpoint is not None
+    ident = paused.checkpoint.execution_id
+    stored = store.stored[ident][1]
+    pending = {p.call_id: p for p in paused.approvals}
+
+    def decider(decisions: list[Any]) -> Any:
+        async def decide(_: None) -> ChatResult:
+            equip()
+            return await resume_chat(stored, decisions=decisions, on_checkpoint=store.save,
+                                     approval_secret=secret)
+
+        return create_agent(id="payer", handler=decide)
+
+    async def refused(decisions: list[Any]) -> list[Any]:
+        try:
+            await decider(decisions)(None)
+        except ApprovalError as exc:
+            return [type(exc).__name__, list(getattr(exc, "call_ids", ()))]
+        return ["not refused"]
+
+    forged = await refused([approve(inp["approve"], token="0" * 64)])
+    chosen = [approve(pending[inp["approve"]]),
+              deny(pending[inp["deny"]], inp["reason"])]
+    done = await decider(chosen)(None)
+    again = await refused([approve(pending[inp["deny"]])])
+    final = parse_loop_checkpoint(store.stored[ident][1])
+    return {"paused": paused.stop_reason,
+            "pending": [[p.call_id, p.tool, p.arguments, len(p.token or "")]
+                        for p in paused.approvals],
+            "tokens": [p.token for p in paused.approvals],
+            "forged": forged, "done": [done.stop_reason, done.data], "again": again,
+            "effects": effects, "saves": store.log, "final": final.status,
+            "resumed_checkpoint": None if done.checkpoint is None else done.checkpoint.revision}
+
+
 PROGRAMS: dict[str, Callable[[dict[str, Any], Observed], Awaitable[Any]]] = {
     "structured_reask": structured_reask,
     "reborn_memory": reborn_memory,
     "sub_agent_scope": sub_agent_scope,
+    "approval_once": approval_once,
 }
 
 

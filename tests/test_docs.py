@@ -28,3 +28,18 @@ def test_tutorial_runs_end_to_end(capsys) -> None:  # type: ignore[no-untyped-de
     out = capsys.readouterr().out
     assert "done 2" in out
     assert "ToolMessage" in out
+
+
+def test_agent_approval_example_runs_on_its_own(capsys) -> None:  # type: ignore[no-untyped-def]
+    """docs/agent.md's approval block is self-contained: it runs alone, the approved call runs
+    once inside the resumed run, and the repeated decision is refused."""
+    text = (ROOT / "docs" / "agent.md").read_text()
+    section = text.split("### Approvals", 1)[1].split("\n### ", 1)[0]
+    (block,) = _python_blocks(section)
+    exec(compile(block, "agent.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert out.splitlines() == [
+        "waiting_for_reply [('rm', '{\"path\":\"/home/a.txt\"}')]",
+        "refused: ('call_1_0',)",
+        "Removed it. ['/home/a.txt'] finished",
+    ]

@@ -25,6 +25,9 @@ def test_agent_tutorial_runs(capsys) -> None:  # type: ignore[no-untyped-def]
     assert "high_c 240 is implausible" in out
     assert "waiting_for_reply -> done Lisbon it is." in out
     assert "Noted. ['buy milk']" in out  # the saved round was not run again
+    assert "waiting_for_reply [('rm', '{\"path\":\"/home/a.txt\"}')]" in out
+    assert "refused: ('call_1_0',)" in out
+    assert "Removed it. ['/home/a.txt'] finished" in out  # approved once, run inside the run
     assert "['draft 1', 'draft 2']" in out
     assert "complete:{'city': 'Oslo', 'high_c': -3, 'note': 'snow'}" in out
     # Stats without a trace bus; the tool failure logged, redacted; the model read no message.

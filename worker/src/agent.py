@@ -312,6 +312,8 @@ async def run_session(stored: LoopCheckpoint, *, model: AgentModel,
 
     async def on_checkpoint(chat_cp: LoopCheckpoint) -> None:
         assert save is not None
+        if chat_cp.status != "ready":  # the chat's last one: the caller commits it (SessionRun)
+            return
         cp = session_checkpoint(stored, chat_cp, resumed=resuming, revision=revision[0] + 1)
         await save(cp)
         revision[0] = cp.revision
@@ -355,7 +357,7 @@ def settled_checkpoint(stored: LoopCheckpoint, chat: ChatResult, *, resumed: boo
     kept. A suspend stores the agent's checkpoint (:func:`session_checkpoint`); a finished chat
     stores the transcript with the chat's ``delta`` appended."""
     rev = stored.revision + 1 if revision is None else revision
-    if chat.checkpoint is not None:
+    if chat.checkpoint is not None and chat.stop_reason != "done":
         return session_checkpoint(stored, chat.checkpoint, resumed=resumed, revision=rev)
     # The counters go on from the stored ones too: every tool call the chat's turns requested is
     # added (a stored checkpoint needs requested >= stats.tool_calls). The chat's last token

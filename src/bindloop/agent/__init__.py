@@ -16,6 +16,9 @@ from ._agent import (
 )
 from ._errors import (
     AfterPromptAgentError as AfterPromptAgentError,
+    ApprovalAlreadyDecidedError as ApprovalAlreadyDecidedError,
+    ApprovalError as ApprovalError,
+    ApprovalTokenError as ApprovalTokenError,
     AgentError as AgentError,
     BudgetExceededError as BudgetExceededError,
     LoopMissingToolOutputError as LoopMissingToolOutputError,
@@ -32,6 +35,18 @@ from ._errors import (
     ToolCallFailedError as ToolCallFailedError,
     ToolLoopExceededError as ToolLoopExceededError,
     TurnBudgetExceededError as TurnBudgetExceededError,
+)
+from ._approvals import (
+    ApprovalDecision as ApprovalDecision,
+    ApproveCall as ApproveCall,
+    DenyCall as DenyCall,
+    EditCall as EditCall,
+    PendingApproval as PendingApproval,
+    approval_token as approval_token,
+    approve as approve,
+    deny as deny,
+    edit_arguments as edit_arguments,
+    pending_approvals as pending_approvals,
 )
 from ._hooks import (
     equip_budget as equip_budget,
@@ -210,6 +225,19 @@ __all__ = (
     "ToolCallFailedError",
     "ToolLoopExceededError",
     "TurnBudgetExceededError",
+    "ApprovalAlreadyDecidedError",
+    "ApprovalDecision",
+    "ApprovalError",
+    "ApprovalTokenError",
+    "ApproveCall",
+    "DenyCall",
+    "EditCall",
+    "PendingApproval",
+    "approval_token",
+    "approve",
+    "deny",
+    "edit_arguments",
+    "pending_approvals",
 )
 
 from .._public import publish as _publish

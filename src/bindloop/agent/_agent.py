@@ -4,6 +4,7 @@ function; each call runs its handler in a fresh frame, one generation per reborn
 from __future__ import annotations
 
 import inspect
+import itertools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -61,11 +62,13 @@ class Agent(Generic[P, R]):
     none. Outside any run it starts an implicit one (no snapshot, no trace).
     """
 
-    __slots__ = ("_model", "_specs", "handler", "id", "max_reborns", "max_retries", "middleware")
+    __slots__ = ("_model", "_specs", "execution_ids", "handler", "id", "max_reborns",
+                 "max_retries", "middleware")
 
     def __init__(self, *, id: str, handler: Callable[[P], Awaitable[R | Reborn]],
                  model: AgentModel | str | None, max_retries: int, max_reborns: int,
-                 middleware: tuple[AgentMiddleware, ...] = ()) -> None:
+                 middleware: tuple[AgentMiddleware, ...] = (),
+                 execution_ids: Callable[[], str] | None = None) -> None:
         self.id = id
         self.handler = handler
         self._model = model
@@ -73,6 +76,12 @@ class Agent(Generic[P, R]):
         self.max_reborns = max_reborns
         self.middleware = middleware
         self._specs: dict[Any, Any] = {}  # prompt_agent's converted schemas, per agent
+        if execution_ids is None:
+            # The deterministic default: a counter per agent object, so two conversations of
+            # one agent in one process never share an id (inject one for several processes).
+            counter = itertools.count()
+            execution_ids = lambda: f"{id}-{next(counter)}"  # noqa: E731
+        self.execution_ids: Callable[[], str] = execution_ids
 
     def __repr__(self) -> str:
         return f"Agent(id={self.id!r})"
@@ -110,7 +119,8 @@ class Agent(Generic[P, R]):
             cursor = parent.cursor.child(index, self.id)
         frame = Frame(run=run, agent_id=self.id, parent=parent, path=(*parent.path, index),
                       model=self._resolve_model(run), signal=parent.signal or run.signal,
-                      max_retries=self.max_retries, cursor=cursor, specs=self._specs)
+                      max_retries=self.max_retries, cursor=cursor, specs=self._specs,
+                      new_execution_id=self.execution_ids)
         if run.enable_snapshot:
             parent.children.append(frame)
         tracer = run.tracer
@@ -215,18 +225,28 @@ def _check_int(name: str, value: object, minimum: int) -> int:
 
 def create_agent(*, id: str, handler: Callable[[P], Awaitable[R | Reborn]],
                  model: object = None, max_retries: int = 3,
-                 max_reborns: int = 100) -> Agent[P, R]:
+                 max_reborns: int = 100,
+                 execution_ids: Callable[[], str] | None = None) -> Agent[P, R]:
     """An :class:`Agent` running ``handler(props)``.
 
     ``model`` is an :class:`~bindloop.agent.AgentModel`, a wire ``ModelAdapter`` / ``RoutedModel``
     (adapted), a ``run_with(model_registry=)`` id resolved at call time, or ``None`` to inherit the
     parent's / the root's. ``max_retries`` bounds structured-output re-asks per prompt;
     ``max_reborns`` the reborns per call (N reborns = N + 1 generations).
+
+    ``execution_ids()`` is the id port: every conversation (each ``prompt_chat`` /
+    ``prompt_agent``; ``resume_chat`` keeps its checkpoint's) gets a fresh ``execution_id`` from
+    it, the one its checkpoints carry. The default counts per agent object (``"<id>-0"``,
+    ``"<id>-1"``, ...), unique within one process; agents in several processes that share a store
+    need ids unique across them (``lambda: uuid.uuid4().hex``, from the host).
     """
     if not isinstance(id, str) or not id:
         raise UsageError(f"create_agent(id=...) must be a non-empty string, got {id!r}")
     if not callable(handler):
         raise UsageError(f"create_agent(handler=...) must be an async function, got {handler!r}")
+    if execution_ids is not None and not callable(execution_ids):
+        raise UsageError("create_agent(execution_ids=...) must be a function returning a new id "
+                         f"string, got {execution_ids!r}")
     resolved: AgentModel | str | None
     if model is None or isinstance(model, str):
         resolved = model
@@ -234,7 +254,8 @@ def create_agent(*, id: str, handler: Callable[[P], Awaitable[R | Reborn]],
         resolved = as_agent_model(model)
     return Agent(id=id, handler=handler, model=resolved,
                  max_retries=_check_int("max_retries", max_retries, 0),
-                 max_reborns=_check_int("max_reborns", max_reborns, 0))
+                 max_reborns=_check_int("max_reborns", max_reborns, 0),
+                 execution_ids=execution_ids)
 
 
 def augment_agent(agent: Agent[P, R], middlewares: Sequence[AgentMiddleware]) -> Agent[P, R]:
@@ -246,4 +267,4 @@ def augment_agent(agent: Agent[P, R], middlewares: Sequence[AgentMiddleware]) ->
     layers = check_agent_middlewares(middlewares)
     return Agent(id=agent.id, handler=agent.handler, model=agent._model,
                  max_retries=agent.max_retries, max_reborns=agent.max_reborns,
-                 middleware=(*layers, *agent.middleware))
+                 middleware=(*layers, *agent.middleware), execution_ids=agent.execution_ids)

@@ -14,8 +14,9 @@ from typing import Any
 
 import msgspec
 
-from ..contracts import ToolCall, ToolError, ToolOutcome, ToolResult
+from ..contracts import ToolCall, ToolError, ToolOutcome, ToolResult, ToolSuspend
 from ..loop import BatchRunner
+from ._approvals import needs_approval
 from ._context import Frame, Generation
 from ._middleware import ToolCallLoopContext, ToolContext, ToolOutput, ToolTurn, run_loop_chain
 from ._tools import AgentTool
@@ -25,6 +26,10 @@ __all__ = ("ToolPort",)
 _RECEIVED = ToolResult(content="Answer received.")
 
 
+async def _awaiting(call: ToolCall) -> ToolOutcome:
+    return ToolSuspend(mode="waiting_for_reply", detail=f"approval required: {call.name}")
+
+
 class ToolPort:
     """``run_tool_call`` (and, with tool-call-loop middleware, ``run_tool_batch``) for one prompt.
 
@@ -32,8 +37,8 @@ class ToolPort:
     it runs nothing and returns a plain receipt (the loop's ``is_final_call`` then ends the run on
     it). ``step()`` is the loop step a batch belongs to (1-based model turn)."""
 
-    __slots__ = ("context", "done", "frame", "gen", "output", "plain", "recording", "step",
-                 "tools", "tracer")
+    __slots__ = ("approved", "awaiting", "context", "done", "frame", "gated", "gen", "output",
+                 "plain", "recording", "step", "tools", "tracer")
 
     def __init__(self, frame: Frame, gen: Generation, *, output: str | None,
                  context: Callable[[tuple[ToolCall, ...], tuple[ToolTurn, ...]],
@@ -50,6 +55,9 @@ class ToolPort:
         self.recording = recording
         # Nothing to replay, record or trace: straight to a tool without middleware.
         self.plain = not recording and not run.tracer.enabled
+        self.gated = gen.approvals  # tool name -> needs_approval rule
+        self.awaiting: list[str] = []  # call ids suspended for a decision, in call order
+        self.approved: set[str] = set()  # call ids decided: they run without asking again
 
     def is_final_call(self, call: ToolCall, outcome: ToolOutcome) -> bool:
         return call.name == self.output and outcome is _RECEIVED
@@ -59,6 +67,10 @@ class ToolPort:
         path (nothing to replay, record or trace; a tool without middleware) that is the tool's
         own coroutine, with no frame of ours around it."""
         entry = self.tools.get(call.name)
+        if self.gated and call.name in self.gated and call.id not in self.approved and \
+                needs_approval(self.gated[call.name], call):
+            self.awaiting.append(call.id)
+            return _awaiting(call)
         if self.plain and entry is not None and not entry[1] and not entry[0].middleware:
             tool = entry[0].tool
             run = self.frame.run

@@ -76,9 +76,9 @@ class RunState:
 class Generation:
     """One execution of a handler: the draft its hooks fill before the prompt crosses the barrier."""
 
-    __slots__ = ("budget", "consumers", "history", "index", "instructions", "loop_middleware",
-                 "prompted", "serial", "stats", "streams", "system", "tool_choice", "tools",
-                 "validators")
+    __slots__ = ("approvals", "budget", "consumers", "history", "index", "instructions",
+                 "loop_middleware", "prompted", "serial", "stats", "streams", "system", "tool_choice",
+                 "tools", "validators")
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -87,6 +87,7 @@ class Generation:
         self.history: list[Message] = []
         self.tools: list[tuple[AgentTool, tuple[ToolMiddleware, ...]]] = []
         self.serial: set[str] = set()  # names of equipped tools whose calls run alone, in order
+        self.approvals: dict[str, Any] = {}  # tool name -> equip_tool(needs_approval=) rule
         self.loop_middleware: list[ToolCallLoopMiddleware] = []
         self.validators: list[Callable[[Any], object]] = []
         self.streams: list[StreamConsumer] = []
@@ -109,13 +110,14 @@ class Frame:
 
     __slots__ = ("agent_id", "child_count", "children", "cursor", "generation", "journal", "max_retries", "memo",
                  "memory", "model", "parent", "path", "resources", "run", "scope", "signal",
-                 "span", "specs", "spent")
+                 "span", "specs", "spent", "new_execution_id")
 
     def __init__(self, *, run: RunState, agent_id: str | None, parent: Frame | None,
                  path: tuple[int, ...], model: AgentModel | None = None,
                  signal: AbortSignal | None = None, max_retries: int = 3,
                  cursor: ReplayCursor | None = None,
-                 specs: dict[Any, Any] | None = None) -> None:
+                 specs: dict[Any, Any] | None = None,
+                 new_execution_id: Callable[[], str] | None = None) -> None:
         self.run = run
         self.agent_id = agent_id
         self.parent = parent
@@ -135,6 +137,8 @@ class Frame:
         self.max_retries = max_retries
         self.cursor = cursor
         self.specs: dict[Any, Any] = {} if specs is None else specs
+        # The agent's id port: one fresh execution id per conversation (prompt) it starts.
+        self.new_execution_id = new_execution_id
 
 
 _FRAME: ContextVar[Frame | None] = ContextVar("bindloop_agent_frame", default=None)

@@ -12,6 +12,9 @@ from ..errors import BindloopError, RunStoppedError, UsageError
 from ..session import LoopCheckpoint
 
 __all__ = (
+    "ApprovalAlreadyDecidedError",
+    "ApprovalError",
+    "ApprovalTokenError",
     "AfterPromptAgentError",
     "AgentError",
     "BudgetExceededError",
@@ -168,3 +171,21 @@ class ToolCallFailedError(AgentError):
     def __init__(self, message: str, outcome: object) -> None:
         super().__init__(message)
         self.outcome = outcome
+
+
+class ApprovalError(UsageError):
+    """A decision that cannot be applied to the checkpoint it was given for."""
+
+
+class ApprovalAlreadyDecidedError(ApprovalError):
+    """``call_id`` was decided already (on this checkpoint, by another process, or earlier in the
+    execution): the decision is refused and the call does not run again."""
+
+    def __init__(self, message: str, call_ids: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.call_ids = call_ids
+
+
+class ApprovalTokenError(ApprovalError):
+    """A decision's token is missing or does not match the pending call it names (wrong secret,
+    another checkpoint revision, forged)."""

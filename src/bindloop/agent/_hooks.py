@@ -69,7 +69,8 @@ def equip_history(messages: Sequence[Message]) -> None:
 
 
 def equip_tool(tool: Tool[Any, Any] | AgentTool, *,
-               middleware: Sequence[ToolMiddleware] = (), serial: bool = False) -> None:
+               middleware: Sequence[ToolMiddleware] = (), serial: bool = False,
+               needs_approval: bool | Callable[[Any], bool] = False) -> None:
     """Offer ``tool`` (from ``define_tool`` or ``augment_tool``) to this generation's prompt, with
     dynamic ``middleware`` around its static layers (dynamic -> static -> tool). Equipping the same
     name twice replaces the first.
@@ -77,10 +78,19 @@ def equip_tool(tool: Tool[Any, Any] | AgentTool, *,
     ``serial=True``: when the model asks for several calls in one turn, this tool's calls run
     first, alone and in the model's order, each finished before the next starts; the turn's other
     calls then run concurrently. For a tool that writes, or that changes what the others see.
-    Results reach the transcript in the model's order either way."""
+    Results reach the transcript in the model's order either way.
+
+    ``needs_approval=True`` (or a predicate given the call's decoded JSON arguments, returning a
+    bool): such a call does not run; the chat suspends (``waiting_for_reply``) with it in
+    ``ChatResult.approvals``, and ``resume_chat(..., decisions=[approve(...) | deny(...) |
+    edit_arguments(...)])`` decides it — the approved call then runs once, inside the resumed
+    run. See :mod:`bindloop.agent` approvals in docs/agent.md."""
     frame, gen = draft_generation("equip_tool")
     if not isinstance(serial, bool):
         raise UsageError(f"equip_tool(serial=) takes a bool, got {serial!r}")
+    if not isinstance(needs_approval, bool) and not callable(needs_approval):
+        raise UsageError("equip_tool(needs_approval=) takes a bool or a predicate of the call's "
+                         f"arguments, got {needs_approval!r}")
     if isinstance(tool, Tool):
         # A bare Tool is wrapped (its wire definition built) once per agent, not per call: the
         # agent's cache holds the Tool itself as the key, so the key cannot be recycled.
@@ -99,6 +109,10 @@ def equip_tool(tool: Tool[Any, Any] | AgentTool, *,
         gen.serial.add(agent_tool.name)
     else:
         gen.serial.discard(agent_tool.name)
+    if needs_approval is False:
+        gen.approvals.pop(agent_tool.name, None)
+    else:
+        gen.approvals[agent_tool.name] = needs_approval
 
 
 def equip_tool_call_loop_middleware(middleware: ToolCallLoopMiddleware) -> None:

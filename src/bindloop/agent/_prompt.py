@@ -14,18 +14,52 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 import msgspec
 
 from ..completion import TurnStreamSink, TurnTextStream, create_turn_text_stream
-from ..contracts import Message, RunStats, StopReason, SystemMessage, UserMessage
+from .._awaitable import resolve
+from ..clock import monotonic_ms
+from ..contracts import (
+    Message,
+    RunStats,
+    StopReason,
+    SystemMessage,
+    ToolCall,
+    ToolError,
+    ToolOutcome,
+    ToolSuspend,
+    UserMessage,
+    accumulate_run,
+    accumulate_tool_call,
+    tool_outcome_message,
+)
 from ..errors import PortContractError, RunCancelledError, UsageError
-from ._errors import AfterPromptAgentError, BudgetExceededError, LoopMissingToolOutputError, NoAgentContextError, PromptAgentAlreadyCalledError, PromptSuspendedError, SnapshotDivergenceError
-from ..loop import ToolLoopParams, ToolLoopState, run_tool_loop
-from ..session import CheckpointReply, CheckpointWake, LoopCheckpoint, apply_checkpoint_input, \
-    parse_loop_checkpoint
+from ..loop import OpenSuspend, ToolLoopParams, ToolLoopState, run_tool_loop
+from ..lowlevel import tool_exception_error
+from ..session import CheckpointReply, CheckpointWake, DecidedCall, LoopCheckpoint, \
+    apply_checkpoint_input, parse_loop_checkpoint
+from ._approvals import (
+    ApprovalDecision,
+    PendingApproval,
+    check_decisions,
+    is_conflict,
+    last_calls,
+    pending_approvals,
+    record_of,
+)
+from ._errors import (
+    AfterPromptAgentError,
+    ApprovalAlreadyDecidedError,
+    BudgetExceededError,
+    LoopMissingToolOutputError,
+    NoAgentContextError,
+    PromptAgentAlreadyCalledError,
+    PromptSuspendedError,
+    SnapshotDivergenceError,
+)
 from ._calls import ToolPort
 from ._context import Frame, Generation, current_frame
 from ._middleware import ToolCallLoopContext
@@ -59,13 +93,17 @@ class ChatResult(msgspec.Struct, frozen=True, kw_only=True):
     messages this prompt added (persist them to continue the chat); ``stop_reason`` ``done`` or a
     suspend's ``waiting_for_reply`` / ``resuming_later``, in which case ``checkpoint`` is the settled
     position :func:`resume_chat` continues (in this process or another); ``stats`` the prompt's
-    model turns, tool calls and tokens."""
+    model turns, tool calls and tokens. A ``done`` chat that saves (``on_checkpoint``) or was
+    resumed carries its ``finished`` checkpoint too (the one saved last). ``approvals`` are the
+    calls waiting for a decision (``equip_tool(needs_approval=)``), with their tokens when an
+    ``approval_secret`` is in use."""
 
     data: str
     delta: list[Message]
     stop_reason: StopReason
     stats: RunStats
     checkpoint: LoopCheckpoint | None = None
+    approvals: tuple[PendingApproval, ...] = ()
 
 
 def _spec_for(frame: Frame, schema: Any) -> OutputSpec:
@@ -117,11 +155,34 @@ def _budgets(max_turn_steps: int, max_total_turns: int | None, retries: int) -> 
     return total
 
 
+def _check_secret(secret: object) -> None:
+    if not (isinstance(secret, (bytes, str)) and secret):
+        raise UsageError("approval_secret must be non-empty bytes or str")
+
+
+def _execution_id(frame: Frame) -> str:
+    """A fresh id for this conversation from the agent's id port (checked: a non-empty str)."""
+    port = frame.new_execution_id
+    if port is None:  # a frame made outside create_agent (the run's root never prompts)
+        raise PortContractError(f"agent {frame.agent_id!r} has no execution id port")
+    ident = port()
+    if not isinstance(ident, str) or not ident:
+        raise PortContractError(f"agent {frame.agent_id!r}: create_agent(execution_ids=...) "
+                                f"returned {ident!r}, not a non-empty string")
+    return ident
+
+
 async def _drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Position, *,
                  hub: StreamHub | None, text: TurnTextStream | None, saver: SaveFn | None,
                  additional_options: Mapping[str, Any] | None,
-                 start_len: int) -> tuple[Any, ChatResult | None]:
-    """The prompt's one tool loop from ``pos``, and what its stop reason means to the caller."""
+                 start_len: int, resuming: bool = False,
+                 settle: Sequence[tuple[ToolCall, DecidedCall, bool]] = (),
+                 secret: bytes | str | None = None) -> tuple[Any, ChatResult | None]:
+    """The prompt's one tool loop from ``pos``, and what its stop reason means to the caller.
+
+    ``settle`` answers decided approval suspends first: ``(call, decision, live)``, where a live
+    approval runs the call now (through the tool's onion, once) and one decided by an earlier,
+    interrupted invocation is answered without running (it may have run already)."""
     model = resolve_model(frame)
     options, tool_mode = model_surface(frame, gen, model, spec, additional_options)
     output = spec.name if tool_mode and spec is not None else None
@@ -143,6 +204,7 @@ async def _drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Po
                                    agent_id=frame.agent_id, tool_turns=done)
 
     tools = ToolPort(frame, gen, output=output, context=context, recording=turns.recording)
+    decided_stats = await _settle(pos, tools, settle) if settle else None
     serial = frozenset(gen.serial)
     run, hook = frame.run, frame.run.on_tool_error
     params = ToolLoopParams(
@@ -159,34 +221,96 @@ async def _drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Po
                     run_tool_loop(params, pos.control(saver)))
     gen.stats = result.stats  # prompt_stats() reads it, whichever way the prompt returns
     reason = result.stop_reason
+    stats = result.stats if decided_stats is None else accumulate_run(decided_stats, result.stats)
     if reason == "done":
         turn = result.final_turn
         data = turn.text or "" if turn is not None else ""
         value = reasks.value if params.on_turn_would_end is not None else data
         if not chat:  # prompt_agent returns the value alone: no ChatResult to build
             return value, None
+        finished = None
+        if saver is not None or resuming:  # the store (and the caller) learn the chat ended
+            finished = pos.checkpoint("finished")
+            if saver is not None:
+                await resolve(saver(finished))
         return value, ChatResult(data=data, delta=pos.state.messages[start_len:],
-                                 stop_reason="done", stats=result.stats)
+                                 stop_reason="done", stats=stats, checkpoint=finished)
     if reason == "iteration_limit":
-        raise reasks.out_of_steps() if pos.attempt_spent() else reasks.out_of_turns()
+        error = reasks.out_of_steps() if pos.attempt_spent() else reasks.out_of_turns()
+        spent = getattr(error, "checkpoint", None)
+        if saver is not None and isinstance(spent, LoopCheckpoint):
+            await resolve(saver(spent))
+        raise error
     if reason in ("waiting_for_reply", "resuming_later"):
+        open_ids = {s.tool_call_id for s in pos.state.open_suspends}
+        asked = set(tools.awaiting)
+        pos.approvals_pending = tuple(
+            c for c in last_calls(pos.state.messages)
+            if c in open_ids and (c in asked or c in pos.approvals_pending))
+        if tools.awaiting:  # once signed, a suspension's approvals stay signed
+            pos.approvals_signed = pos.approvals_signed or secret is not None
         checkpoint = pos.checkpoint(reason)
+        if saver is not None:  # the suspend is the chat's last save
+            await resolve(saver(checkpoint))
         if not chat:
             raise PromptSuspendedError(
                 f"agent {frame.agent_id!r}: a tool suspended ({reason}) inside prompt_agent; "
                 "structured output cannot wait: continue the checkpoint with resume_chat",
                 checkpoint)
         return None, ChatResult(data="", delta=pos.state.messages[start_len:],
-                                stop_reason=reason, stats=result.stats,
-                                checkpoint=checkpoint)
+                                stop_reason=reason, stats=stats, checkpoint=checkpoint,
+                                approvals=pending_approvals(checkpoint, secret=secret))
     raise RunCancelledError(f"agent {frame.agent_id!r}: the prompt was aborted ({reason})")
+
+
+_LOST = ("approved, but the run stopped while this call was running: it may or may not have "
+         "taken effect, and it was not run again")
+
+
+async def _settle(pos: Position, tools: ToolPort,
+                  settle: Sequence[tuple[ToolCall, DecidedCall, bool]]) -> RunStats:
+    """Answer the decided approval suspends in ``pos.state`` (see :func:`_drive`); the stats of
+    the calls that ran."""
+    state = pos.state
+    spent = RunStats()
+    for call, decided, live in settle:
+        outcome: ToolOutcome
+        if decided.decision == "deny":
+            outcome = ToolError(error=decided.reason or "denied", kind="denied")
+        elif not live:
+            outcome = ToolError(error=_LOST, kind="error")
+        else:
+            tools.approved.add(call.id)
+            args = decided.arguments if decided.arguments is not None else call.arguments
+            started = monotonic_ms()
+            try:
+                outcome = await tools.run_tool_call(ToolCall(id=call.id, name=call.name,
+                                                             arguments=args))
+            except Exception as exc:
+                if _fatal(exc):
+                    raise
+                outcome = tool_exception_error(exc)
+            spent = accumulate_tool_call(spent, call.name, monotonic_ms() - started)
+        if isinstance(outcome, ToolSuspend):  # the approved tool itself waits now
+            state.open_suspends = [
+                OpenSuspend(tool_call_id=call.id, tool_name=call.name, mode=outcome.mode,
+                            detail=outcome.detail) if s.tool_call_id == call.id else s
+                for s in state.open_suspends]
+        else:
+            state.messages.append(tool_outcome_message(call.id, outcome, call.name))
+            state.open_suspends = [s for s in state.open_suspends if s.tool_call_id != call.id]
+    pos.approvals_decided = ()
+    # Only this leg's stats count the run: the execution's totals already counted the call when
+    # it suspended (one call, one count).
+    return spent
 
 
 async def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
                       max_turn_steps: int, max_total_turns: int | None,
                       text_sink: TurnStreamSink | None, hook: str,
                       additional_options: Mapping[str, Any] | None,
-                      on_checkpoint: SaveFn | None = None) -> tuple[Any, ChatResult | None]:
+                      on_checkpoint: SaveFn | None = None,
+                      secret: bytes | str | None = None) -> tuple[Any, ChatResult | None]:
     total = _budgets(max_turn_steps, max_total_turns, frame.max_retries)
     initial = _messages(frame, gen, hook)
     text = None
@@ -195,13 +319,13 @@ async def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
             turn_id=f"{frame.agent_id}:{'.'.join(map(str, frame.path))}:{gen.index}",
             sink=text_sink)
         text.begin_attempt(None)
-    pos = Position(ToolLoopState(messages=initial),
-                   execution_id=f"{frame.agent_id}-{'.'.join(map(str, frame.path)) or '0'}-"
-                                f"{gen.index}", steps=max_turn_steps, total_end=total)
+    pos = Position(ToolLoopState(messages=initial), execution_id=_execution_id(frame),
+                   steps=max_turn_steps, total_end=total)
 
     async def body(hub: StreamHub | None) -> tuple[Any, ChatResult | None]:
         return await _drive(frame, gen, spec, pos, hub=hub, text=text, saver=on_checkpoint,
-                            additional_options=additional_options, start_len=len(initial))
+                            additional_options=additional_options, start_len=len(initial),
+                            secret=secret)
 
     def finish(ok: bool) -> None:
         if text is not None:
@@ -271,6 +395,7 @@ async def prompt_chat(*, max_turn_steps: int = 10, max_total_turns: int | None =
                       additional_options: Mapping[str, Any] | None = None,
                       tool_choice: ToolChoiceArg = None,
                       on_checkpoint: Callable[[LoopCheckpoint], object] | None = None,
+                      approval_secret: bytes | str | None = None,
                       ) -> ChatResult:
     """Run the chat policy with the equipped system, history, instruction and tools: model turns
     and tool rounds until a final answer (validated by any ``expect_validator``, which gets the
@@ -285,17 +410,22 @@ async def prompt_chat(*, max_turn_steps: int = 10, max_total_turns: int | None =
     :func:`resume_chat` continues to the same outcome (the re-asks left and the turn budgets travel
     in its ``reask`` field). Store it before returning: a raise fails the prompt there, and nothing
     after it runs. The chat's checkpoints share one ``execution_id`` and their revisions increase
-    by one, the suspend's or out-of-turns checkpoint last. Unset, the loop runs without a boundary
-    hook.
+    by one; the suspend's, out-of-turns or ``finished`` checkpoint is the last save. Unset, the
+    loop runs without a boundary hook.
+
+    ``approval_secret`` signs the approvals of a suspend (``ChatResult.approvals`` carry tokens,
+    and :func:`resume_chat` then refuses a decision without a valid one).
     """
     choose = choice_policy(tool_choice, "prompt_chat")
     saver = refuse_saves(on_checkpoint, "prompt_chat")
+    if approval_secret is not None:
+        _check_secret(approval_secret)
     frame, gen = _begin("prompt_chat")
     gen.tool_choice = choose
     _, chat = await _run_prompt(frame, gen, None, max_turn_steps=max_turn_steps,
                                 max_total_turns=max_total_turns, text_sink=text_sink,
                                 hook="prompt_chat", additional_options=additional_options,
-                                on_checkpoint=saver)
+                                on_checkpoint=saver, secret=approval_secret)
     assert chat is not None  # without a schema _drive always builds the ChatResult
     return chat
 
@@ -305,6 +435,8 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
                       max_turn_steps: int | None = None,
                       tool_choice: ToolChoiceArg = None,
                       on_checkpoint: Callable[[LoopCheckpoint], object] | None = None,
+                      decisions: Sequence[ApprovalDecision] = (),
+                      approval_secret: bytes | str | None = None,
                       ) -> ChatResult:
     """Continue a chat's checkpoint (``ChatResult.checkpoint``, an ``on_checkpoint`` save,
     :attr:`ToolLoopExceededError.checkpoint <bindloop.errors.ToolLoopExceededError>`, or their
@@ -325,9 +457,21 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
     (:class:`~bindloop.errors.StructuredOutputError` carries every attempt, the recorded ones
     first). ``on_checkpoint`` is as in :func:`prompt_chat`, its revisions following the
     checkpoint's.
+
+    ``decisions`` decide pending approvals (``approve`` / ``deny`` / ``edit_arguments``; the
+    pending ones are ``ChatResult.approvals`` or :func:`pending_approvals`). They are committed
+    first, through ``on_checkpoint`` (required with decisions), as the next revision; a
+    revision-fenced store refusing that save means the checkpoint was decided already:
+    :class:`ApprovalAlreadyDecidedError`, and nothing runs. Then the approved calls run (once,
+    through the tool's middleware), denied ones are answered with the reason, and the run goes on;
+    calls still pending end it again at once (``waiting_for_reply``, a new checkpoint). With
+    ``approval_secret`` (required when the approvals were signed) each decision must carry its
+    call's token (:class:`ApprovalTokenError`).
     """
     choose = choice_policy(tool_choice, "resume_chat")
     saver = refuse_saves(on_checkpoint, "resume_chat")
+    if approval_secret is not None:
+        _check_secret(approval_secret)
     frame, gen = _begin("resume_chat")
     gen.tool_choice = choose
     if max_turn_steps is not None:
@@ -335,12 +479,25 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
     cp = checkpoint if isinstance(checkpoint, LoopCheckpoint) else parse_loop_checkpoint(
         checkpoint)
     start_len = len(cp.messages)  # the reply is part of what this prompt added
+    record = record_of(cp)
+    stored_revision = cp.revision
+    decided = check_decisions(cp, decisions, approval_secret) if decisions else []
+    if decided and saver is None:
+        raise UsageError("resume_chat(decisions=...) needs on_checkpoint= (a revision-fenced "
+                         "save, such as SqliteStore.save_checkpoint): the decision is committed "
+                         "there first, so a second decision on this checkpoint is refused")
     if reply is not None:
-        suspends = cp.open_suspends
+        suspends = [s for s in cp.open_suspends if s.tool_call_id not in record.pending and
+                    all(d.call_id != s.tool_call_id for d in record.decided)]
+        if tool_call_id is not None and any(
+                tool_call_id == c for c in (*record.pending, *(d.call_id for d in record.decided))):
+            raise UsageError(f"resume_chat(reply=...): call {tool_call_id!r} waits for an "
+                             "approval; decide it with decisions=[approve(...)] or deny(...)")
         if tool_call_id is None:
             if len(suspends) != 1:
                 raise UsageError(f"resume_chat(reply=...): the checkpoint has {len(suspends)} "
-                                 "open suspends; name the one you answer with tool_call_id=")
+                                 "open suspends (approvals aside); name the one you answer with "
+                                 "tool_call_id=")
             tool_call_id = suspends[0].tool_call_id
         mode = next((s.mode for s in suspends if s.tool_call_id == tool_call_id), None)
         cp = apply_checkpoint_input(cp, CheckpointWake(tool_call_id=tool_call_id, content=reply)
@@ -350,10 +507,32 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
         raise UsageError(f"resume_chat: the checkpoint is {cp.status!r}; only a ready, "
                          "suspended or out-of-turns chat checkpoint can be continued")
     pos = resumed(cp, steps=max_turn_steps, retries=frame.max_retries)
+    # The applied reply is not saved on its own: the next save follows the stored revision.
+    pos.revision = stored_revision
+    calls = last_calls(cp.messages)
+    # Decisions an interrupted invocation committed are answered without running again.
+    settle = [(calls[d.call_id], d, False) for d in pos.approvals_decided]
+    if decided:
+        now = {d.call_id for _, d in decided}
+        pos.approvals_pending = tuple(c for c in pos.approvals_pending if c not in now)
+        pos.approvals_decided = (*pos.approvals_decided, *(d for _, d in decided))
+        commit = pos.checkpoint("waiting_for_reply")  # the decided calls are still open
+        try:
+            await resolve(saver(commit))  # type: ignore[misc]  # checked above
+        except Exception as exc:
+            if is_conflict(exc):
+                ids = tuple(sorted(now))
+                raise ApprovalAlreadyDecidedError(
+                    f"execution {cp.execution_id!r} revision {stored_revision} was decided already "
+                    f"(the store holds a later revision); calls {list(ids)} do not run again",
+                    ids) from exc
+            raise
+        settle += [(call, d, True) for call, d in decided]
 
     async def body(hub: StreamHub | None) -> ChatResult:
         _, chat = await _drive(frame, gen, None, pos, hub=hub, text=None, saver=saver,
-                               additional_options=None, start_len=start_len)
+                               additional_options=None, start_len=start_len, resuming=True,
+                               settle=settle, secret=approval_secret)
         assert chat is not None  # without a schema _drive always builds the ChatResult
         return chat
 

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import msgspec
+
 from .._awaitable import resolve
 from ..errors import UsageError
 from ..loop import BoundaryDecision, LoopBoundary, LoopControl, ToolLoopState
 from ..session import (
+    ApprovalRecord,
     CheckpointStatus,
+    DecidedCall,
     LoopBindings,
     LoopCheckpoint,
     ReaskRecord,
@@ -44,8 +48,9 @@ class Position:
     in iterations), the turns each attempt may use (``steps``) and where all of them end
     (``total_end``). ``revision`` is the last one handed out."""
 
-    __slots__ = ("attempt_start", "attempts", "bindings", "execution_id", "revision", "state",
-                 "steps", "total_end")
+    __slots__ = ("approvals_decided", "approvals_pending", "approvals_signed", "attempt_start",
+                 "attempts", "bindings", "execution_id", "revision", "state", "steps",
+                 "total_end")
 
     def __init__(self, state: ToolLoopState, *, execution_id: str, steps: int, total_end: int,
                  attempts: tuple[tuple[str, str], ...] = (), attempt_start: int = 0,
@@ -58,6 +63,10 @@ class Position:
         self.attempt_start = attempt_start
         self.revision = revision
         self.bindings = bindings if bindings is not None else LoopBindings()
+        # The approval suspends among the open ones (written to the checkpoint's record).
+        self.approvals_pending: tuple[str, ...] = ()
+        self.approvals_decided: tuple[DecidedCall, ...] = ()
+        self.approvals_signed = False
 
     @property
     def iterations(self) -> int:
@@ -79,7 +88,11 @@ class Position:
                                   environment=dict(self.bindings.environment)),
             reask=ReaskRecord(attempts=tuple(self.attempts),
                               attempt_turns=used - self.attempt_start, max_turn_steps=self.steps,
-                              turns_left=max(self.total_end - used, 0)))
+                              turns_left=max(self.total_end - used, 0)),
+            approvals=ApprovalRecord(pending=self.approvals_pending,
+                                     decided=self.approvals_decided,
+                                     signed=self.approvals_signed)
+            if self.approvals_pending or self.approvals_decided else msgspec.UNSET)
         serialize_loop_checkpoint(cp)  # refuses a checkpoint parse_loop_checkpoint would refuse
         return cp
 
@@ -111,6 +124,11 @@ def resumed(cp: LoopCheckpoint, *, steps: int | None, retries: int) -> Position:
             steps = left if left > 0 and record is None else 10
         total_end = cp.iterations + steps * (max(retries - len(attempts), 0) + 1)
         start = cp.iterations
-    return Position(state, execution_id=cp.execution_id, revision=cp.revision,
-                    bindings=cp.bindings, attempts=attempts, steps=steps, total_end=total_end,
-                    attempt_start=start)
+    pos = Position(state, execution_id=cp.execution_id, revision=cp.revision,
+                   bindings=cp.bindings, attempts=attempts, steps=steps, total_end=total_end,
+                   attempt_start=start)
+    if isinstance(cp.approvals, ApprovalRecord):
+        pos.approvals_pending = cp.approvals.pending
+        pos.approvals_decided = cp.approvals.decided
+        pos.approvals_signed = cp.approvals.signed
+    return pos

@@ -38,6 +38,10 @@ from ._schema import (
     LoopCheckpoint as LoopCheckpoint,
     ReaskRecord as ReaskRecord,
 )
+from ._schema import (
+    ApprovalRecord as ApprovalRecord,
+    DecidedCall as DecidedCall,
+)
 from ._store import CheckpointStore as CheckpointStore
 
 __all__ = (
@@ -67,6 +71,8 @@ __all__ = (
     "parse_loop_checkpoint",
     "run_from_checkpoint",
     "serialize_loop_checkpoint",
+    "ApprovalRecord",
+    "DecidedCall",
 )
 
 from .._public import publish as _publish

@@ -171,6 +171,26 @@ def check_invariants(cp: LoopCheckpoint) -> None:
         if _count(reask.max_turn_steps, "reask.max_turn_steps") < 1:
             raise CheckpointFormatError("reask.max_turn_steps", "must be at least 1")
         _count(reask.turns_left, "reask.turns_left")
+    if not isinstance(cp.approvals, msgspec.UnsetType):
+        _check_approvals(cp)
+
+
+def _check_approvals(cp: LoopCheckpoint) -> None:
+    """Every call an approval record names is an open ``waiting_for_reply`` suspend, once."""
+    record = cp.approvals
+    assert not isinstance(record, msgspec.UnsetType)
+    waiting = {s.tool_call_id for s in cp.open_suspends if s.mode == "waiting_for_reply"}
+    seen: set[str] = set()
+    named = [(f"approvals.pending[{i}]", c) for i, c in enumerate(record.pending)]
+    named += [(f"approvals.decided[{i}].call_id", d.call_id)
+              for i, d in enumerate(record.decided)]
+    for where, call_id in named:
+        if call_id in seen:
+            raise CheckpointFormatError(where, f"{call_id!r} is listed twice")
+        seen.add(call_id)
+        if call_id not in waiting:
+            raise CheckpointFormatError(where, f"{call_id!r} is not an open waiting_for_reply "
+                                        "suspend")
 
 
 def _check_tool_calls(cp: LoopCheckpoint) -> None:

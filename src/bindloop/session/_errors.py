@@ -59,14 +59,27 @@ class CheckpointInputError(UsageError):
 
 
 class CheckpointConflictError(UsageError):
-    """Another writer got there first: the stored revision of ``execution_id`` is ``stored``, so a
-    checkpoint at ``revision`` (which needs ``revision - 1`` stored) cannot land. Stop this
-    invocation; the execution goes on from the stored checkpoint, in whichever process owns it."""
+    """A checkpoint at ``revision`` of ``execution_id`` cannot land over the stored revision
+    ``stored`` (it needs ``revision - 1`` stored). ``case`` says which mistake it is:
+
+    - ``"another_conversation"``: ``revision`` is 0, the first checkpoint of a new execution, yet
+      the id is already stored — two conversations were given the same ``execution_id`` (give
+      each its own: ``create_agent(execution_ids=...)``);
+    - ``"another_writer"``: two processes resumed the same execution and the other committed
+      first. Stop this invocation; the execution goes on from the stored checkpoint, in whichever
+      process owns it."""
 
     def __init__(self, execution_id: str, revision: int, stored: int) -> None:
+        if revision == 0:
+            self.case = "another_conversation"
+            why = ("revision 0 starts a new execution, so another conversation already uses this "
+                   "execution_id (give each conversation its own id)")
+        else:
+            self.case = "another_writer"
+            why = "another writer committed first (single-writer fence)"
         super().__init__(
             f"checkpoint {execution_id!r} revision {revision} does not follow the stored revision "
-            f"{stored}: another writer committed first (single-writer fence)")
+            f"{stored}: {why}")
         self.execution_id = execution_id
         self.revision = revision
         self.stored = stored

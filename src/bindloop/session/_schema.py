@@ -22,6 +22,8 @@ __all__ = (
     "LoopBindings",
     "LoopCheckpoint",
     "ReaskRecord",
+    "ApprovalRecord",
+    "DecidedCall",
     "status_of_stop",
     "stop_of_status",
 )
@@ -97,6 +99,27 @@ class ReaskRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     turns_left: int
 
 
+class DecidedCall(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A decision on an approval suspend, committed before its effect: ``approve`` (run with
+    ``arguments``, the JSON text — the model's, or the approver's edit) or ``deny`` (answer with
+    ``reason``). A checkpoint still listing one was saved before the call was answered."""
+
+    call_id: str
+    decision: Literal["approve", "deny"]
+    arguments: str | None = None
+    reason: str | None = None
+
+
+class ApprovalRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Which open suspends wait on an approval (``bindloop.agent``'s ``equip_tool(needs_approval=)``
+    writes it): ``pending`` call ids await a decision; ``decided`` holds the decisions committed
+    but not yet answered in the transcript; ``signed`` says a decision must carry a valid token."""
+
+    pending: tuple[str, ...] = ()
+    decided: tuple[DecidedCall, ...] = ()
+    signed: bool = False
+
+
 class LoopCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A settled loop position: everything needed to resume an execution, nothing executable.
 
@@ -106,7 +129,8 @@ class LoopCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     a resume; ``max_iterations`` is the execution's whole budget. ``stats`` is cumulative over every
     invocation of this execution — its tokens and cost are the execution's spend. A fork starts a new
     ``execution_id`` with zero spend and iterations, and ``lineage`` pointing at its parent.
-    ``reask`` is a re-asking driver's :class:`ReaskRecord` (absent from the JSON when unset).
+    ``reask`` is a re-asking driver's :class:`ReaskRecord` (absent from the JSON when unset);
+    ``approvals`` an :class:`ApprovalRecord` while approval suspends are open (likewise).
 
     Build these with :func:`create_loop_checkpoint`, :func:`fork_loop_checkpoint`,
     :func:`apply_checkpoint_input` or :func:`run_from_checkpoint`; read stored ones with
@@ -127,3 +151,5 @@ class LoopCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     lineage: CheckpointLineage | None = None
     # UNSET is never encoded: a checkpoint without a re-ask record keeps the bytes it always had.
     reask: ReaskRecord | msgspec.UnsetType = msgspec.UNSET
+    # UNSET unless approval suspends are open (other checkpoints keep their bytes).
+    approvals: ApprovalRecord | msgspec.UnsetType = msgspec.UNSET
