@@ -66,6 +66,9 @@ tests/errors/test_error_tree.py renders the real tree and compares it with this 
         McpRequestRefused (bindloop.mcp)
       UsageError
         AfterPromptAgentError (bindloop.agent)
+        ApprovalError (bindloop.agent)
+          ApprovalAlreadyDecidedError (bindloop.agent)
+          ApprovalTokenError (bindloop.agent)
         CanonicalJsonError (bindloop.run)
         CheckpointConflictError (bindloop.session)
         CheckpointFormatError (bindloop.session)
