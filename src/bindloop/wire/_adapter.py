@@ -39,8 +39,10 @@ __all__ = ("ModelAdapter",)
 _DEFAULT_RETRY = RetryPolicy()
 
 
-def _is_content(event: StreamEvent) -> bool:
-    """Output a consumer cannot be made to forget: after it, a retry would splice two answers."""
+def is_content(event: StreamEvent) -> bool:
+    """Output a consumer folds into the turn and cannot be made to forget (text, reasoning, a
+    tool-call delta): after it a retry would splice two answers, and a failed attempt that sent it
+    cannot be taken back. One test for the adapter's retries and the route's fallback."""
     return (isinstance(event, TextEvent) and bool(event.content)) or isinstance(
         event, (ReasoningEvent, ToolCallEvent))
 
@@ -150,7 +152,7 @@ class ModelAdapter:
                 async with self.open_stream(messages, tools, options=options,
                                             signal=signal) as events:
                     async for event in events:
-                        if not produced and _is_content(event):
+                        if not produced and is_content(event):
                             produced = True
                         yield event
                 return
@@ -193,7 +195,7 @@ class ModelAdapter:
 
                 def watched(event: StreamEvent) -> None:
                     nonlocal produced
-                    if not produced and _is_content(event):
+                    if not produced and is_content(event):
                         produced = True  # before the sink runs: one that raised may have shown it
                     own(event)
             try:

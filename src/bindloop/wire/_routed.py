@@ -10,10 +10,8 @@ from typing import Any, TypeAlias
 import msgspec
 
 from ..completion import (
-    ReasoningEvent,
     StreamEvent,
     TextEvent,
-    ToolCallEvent,
     TurnOutcome,
     TurnTextStream,
 )
@@ -34,7 +32,7 @@ from ..routing import (
     execute_route_plan,
 )
 from ..signal import AbortSignal, linked_signal
-from ._adapter import ModelAdapter
+from ._adapter import ModelAdapter, is_content as _is_content
 from ._errors import ProviderHttpError
 from ._retry import failure_category
 from ._types import WireOptions
@@ -87,12 +85,6 @@ def _checked_overrides(options: Mapping[str, Any] | None) -> dict[str, Any]:
     if changes:  # WireOptions checks every value on construction: a bad type fails here, once
         WireOptions(model="probe", **changes)
     return changes
-
-
-def _is_content(event: StreamEvent) -> bool:
-    """An event a consumer folds into the turn (the ones a failed attempt must not leave behind)."""
-    return ((isinstance(event, TextEvent) and bool(event.content))
-            or isinstance(event, (ReasoningEvent, ToolCallEvent)))
 
 
 class RoutedModel:
