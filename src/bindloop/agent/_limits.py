@@ -19,6 +19,7 @@ from ..clock import Clock, monotonic_ms
 from ..completion import FinishEvent, StreamEvent, UsageEvent
 from ..contracts import Message, TurnUsage
 from ..errors import UsageError
+from ..run import window_wait
 from ._errors import RateLimitExceededError
 from ._middleware import ModelMiddleware, WrappedModel
 from ._model import AgentModel, ModelStreamOptions
@@ -99,19 +100,10 @@ class InMemoryLimitStore:
     async def admit(self, key: str, window_ms: float, limit: int, amount: int,
                     now: float) -> float:
         window = self._window(key, window_ms, now)
-        used = sum(a for _, a in window)
-        if (used + amount <= limit) if amount else (used < limit):
-            if amount:
-                window.append((now, amount))
-            return 0.0
-        # Wait until enough of the oldest entries leave the window.
-        need = used + max(amount, 1) - limit
-        freed = 0
-        for at, a in window:
-            freed += a
-            if freed >= need:
-                return max(at + window_ms - now, 0.001)
-        return window_ms
+        wait = window_wait(window, window_ms, limit, amount, now)
+        if wait == 0.0 and amount:
+            window.append((now, amount))
+        return wait
 
     async def charge(self, key: str, window_ms: float, amount: int, now: float) -> None:
         if amount > 0:

@@ -4,14 +4,12 @@ sliding-window answer of :class:`bindloop.agent.LimitStore` (the same arithmetic
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 
 from bindloop.errors import UsageError
 from bindloop.run import ToolCallReceiptKey
 from bindloop.session import LoopCheckpoint, serialize_loop_checkpoint
 
-__all__ = ("check_attempt", "check_lease", "check_max_bytes", "encode_checkpoint", "key_parts",
-           "window_wait")
+__all__ = ("check_attempt", "check_lease", "check_max_bytes", "encode_checkpoint", "key_parts")
 
 
 def key_parts(key: ToolCallReceiptKey) -> tuple[str, str, str, str]:
@@ -50,19 +48,3 @@ def encode_checkpoint(checkpoint: LoopCheckpoint, max_checkpoint_bytes: int | No
                          f"max_checkpoint_bytes={max_checkpoint_bytes}")
     return body
 
-
-def window_wait(entries: Iterable[tuple[float, int]], window_ms: float, limit: int, amount: int,
-                now: float) -> float:
-    """``0.0`` when ``amount`` fits the window holding ``entries`` (oldest first, already cut to
-    the window), else the milliseconds until enough of the oldest leave it."""
-    window = list(entries)
-    used = sum(a for _, a in window)
-    if (used + amount <= limit) if amount else (used < limit):
-        return 0.0
-    need = used + max(amount, 1) - limit
-    freed = 0
-    for at, a in window:
-        freed += a
-        if freed >= need:
-            return max(at + window_ms - now, 0.001)
-    return window_ms

@@ -42,6 +42,7 @@ from bindloop.clock import Clock, epoch_ms
 from bindloop.errors import UsageError
 from bindloop.loop import BoundaryDecision
 from bindloop.run import (
+    window_wait,
     ReceiptCompleted,
     ReceiptFailed,
     ReceiptRunning,
@@ -61,7 +62,6 @@ from ._store_common import (
     check_max_bytes,
     encode_checkpoint,
     key_parts,
-    window_wait,
 )
 
 if TYPE_CHECKING:

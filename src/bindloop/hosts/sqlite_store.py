@@ -45,6 +45,7 @@ from bindloop.clock import Clock, epoch_ms
 from bindloop.errors import UsageError
 from bindloop.loop import BoundaryDecision
 from bindloop.run import (
+    window_wait,
     ReceiptCompleted,
     ReceiptFailed,
     ReceiptRunning,
@@ -59,7 +60,6 @@ from ._store_common import (
     check_max_bytes,
     encode_checkpoint,
     key_parts as _key,
-    window_wait,
 )
 
 # CheckpointConflictError lives in bindloop.session (every store raises it); re-exported here.

@@ -40,6 +40,7 @@ from ._receipts import (
     sha256_hex as sha256_hex,
     tool_call_args_hash as tool_call_args_hash,
 )
+from ._window import window_wait as window_wait
 from ._scopes import (
     call_with_deadline as call_with_deadline,
     cancel_on_signal as cancel_on_signal,
@@ -79,6 +80,7 @@ __all__ = (
     "sha256_hex",
     "tool_call_args_hash",
     "watch_deadline",
+    "window_wait",
 )
 
 from .._public import publish as _publish
