@@ -68,7 +68,7 @@ async def test_every_kind_of_server_request_is_answered_through_its_port(
     await mcp.connect()
     assert (await mcp.call_tool("add", {"a": 1, "b": 2})).content[0]["text"] == "done"
     capabilities = script.bodies()[0]["params"]["capabilities"]
-    assert capabilities == {"roots": {"listChanged": True}, "sampling": {},
+    assert capabilities == {"roots": {"listChanged": True}, "sampling": {"tools": {}},
                             "elicitation": {"form": {}}}
     answers = _answers(script)
     assert answers["s1"]["result"] == {"role": "assistant", "model": "scripted",

@@ -6,7 +6,11 @@ over streamable HTTP on 127.0.0.1 for the MCP tests, the demo and the benchmark.
 prints ``READY http://127.0.0.1:<port>/mcp`` on stdout once it listens, then serves until killed.
 Its tools: ``add`` (typed integers), ``describe`` (a string enum, an optional list, a structured
 result), ``render_square`` (returns a PNG image), ``slow`` (sleeps, reporting progress, and counts
-cancellations), ``cancellations`` (how many ``slow`` calls were cancelled), ``explode`` (raises).
+cancellations), ``cancellations`` (how many ``slow`` calls were cancelled), ``explode`` (raises),
+and the 2025-11-25 client features: ``weather_report`` (sampling with a ``forecast`` tool the
+server runs), ``open_dashboard`` (a URL-mode elicitation), ``link_account`` (refused with
+URLElicitationRequired until ``GET /verify/<id>`` is visited, which sends
+``notifications/elicitation/complete``), ``book_table`` (a form elicitation).
 """
 
 # No `from __future__ import annotations`: the SDK reads the tool signatures at definition time.
@@ -42,6 +46,7 @@ def build_server() -> Any:
     server = MCPServer("bindloop-reference", instructions="Arithmetic, shapes and a slow job.",
                             log_level="WARNING")
     counters = {"cancelled": 0}
+    linked: dict[str, Any] = {}  # elicitation id -> the session waiting for it, then True
 
     @server.tool()
     def add(a: int, b: int) -> int:
@@ -82,6 +87,80 @@ def build_server() -> Any:
     def explode(message: str) -> str:
         """Always fails with ``message``."""
         raise ValueError(message)
+
+    @server.tool()
+    async def weather_report(city: str, ctx: Context) -> str:
+        """Ask the client's model about the weather; it may call ``forecast``, run here."""
+        from mcp import types
+
+        forecast = types.Tool.model_validate({
+            "name": "forecast", "description": "Today's forecast for a city",
+            "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}},
+                            "required": ["city"]}})
+        messages: list[Any] = [types.SamplingMessage.model_validate(
+            {"role": "user", "content": {"type": "text", "text": f"Weather in {city}?"}})]
+        for _ in range(4):
+            answer = await ctx.session.create_message(messages, max_tokens=200, tools=[forecast],
+                                                      related_request_id=ctx.request_id)
+            blocks = answer.content if isinstance(answer.content, list) else [answer.content]
+            uses = [b for b in blocks if b.type == "tool_use"]
+            if answer.stop_reason != "toolUse" or not uses:
+                return " ".join(b.text for b in blocks if b.type == "text")
+            messages.append(types.SamplingMessage(role="assistant", content=blocks))
+            messages.append(types.SamplingMessage(role="user", content=[
+                types.ToolResultContent.model_validate({
+                    "toolUseId": use.id,
+                    "content": [{"type": "text", "text": f"sunny in {use.input.get('city')}"}]})
+                for use in uses]))
+        return "the model kept calling tools"
+
+    @server.tool()
+    async def open_dashboard(ctx: Context) -> str:
+        """Send the user to a dashboard (URL-mode elicitation); returns their answer."""
+        answer = await ctx.session.elicit_url(
+            message="Open the dashboard to confirm the export.",
+            url="https://dashboard.example/export/42", elicitation_id="export-42",
+            related_request_id=ctx.request_id)
+        return answer.action
+
+    @server.tool()
+    async def link_account(ctx: Context) -> str:
+        """Refused with URLElicitationRequired (-32042) until the user visited the link."""
+        from mcp import UrlElicitationRequiredError, types
+
+        if linked.get("account") is True:
+            return "account linked"
+        ident = f"link-{len(linked)}"
+        linked[ident] = ctx.session
+        raise UrlElicitationRequiredError([types.ElicitRequestURLParams(
+            message="Link your account first.", url=f"{ctx.request_context.request.base_url}"
+            f"verify/{ident}", elicitation_id=ident)])
+
+    @server.custom_route("/verify/{ident}", methods=["GET"])
+    async def verify(request: Any) -> Any:
+        from starlette.responses import PlainTextResponse
+
+        ident = request.path_params["ident"]
+        session = linked.pop(ident, None)
+        if session is None:
+            return PlainTextResponse("unknown link", status_code=404)
+        linked["account"] = True
+        await session.send_elicit_complete(ident)
+        return PlainTextResponse("linked")
+
+    @server.tool()
+    async def book_table(restaurant: str, ctx: Context) -> str:
+        """Ask the user for the party size and a time (form elicitation)."""
+        from pydantic import BaseModel, Field
+
+        class Booking(BaseModel):
+            party: int = Field(ge=1, le=12, description="How many people")
+            time: str = Field(pattern=r"^[0-2][0-9]:[0-5][0-9]$", description="HH:MM")
+
+        answer = await ctx.elicit(f"Book a table at {restaurant}?", Booking)
+        if answer.action != "accept":
+            return f"booking {answer.action}"
+        return f"booked {restaurant} for {answer.data.party} at {answer.data.time}"
 
     return server
 

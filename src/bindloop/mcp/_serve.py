@@ -8,24 +8,13 @@ Pure: the ports are the host's callables; nothing here performs I/O.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
 import msgspec
 
-from ..contracts import (
-    AssistantMessage,
-    ContentPart,
-    ImagePart,
-    Message,
-    SystemMessage,
-    TextPart,
-    UserMessage,
-)
-from ..contracts import ModelTurnResult
-from ..errors import UsageError
 from ._errors import McpRequestRefused
+from ._sampling import McpSampling, SamplingRequest
 from ._session import McpServerRequest
 
 __all__ = (
@@ -42,7 +31,6 @@ __all__ = (
 
 _INVALID_PARAMS = -32602
 _INTERNAL = -32603
-_REFUSED = -1  # what the SDKs answer when the user (here: the host's policy) declines sampling
 
 
 class McpRoot(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -72,91 +60,9 @@ class ElicitationResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults
     content: dict[str, Any] | None = None
 
 
-class SamplingRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """``sampling/createMessage``: the server asks for a completion. ``messages`` stay raw MCP
-    sampling messages (``role``, ``content``)."""
-
-    messages: list[Any]
-    max_tokens: int
-    system_prompt: str | None = None
-    temperature: float | None = None
-    stop_sequences: list[str] | None = None
-    model_preferences: dict[str, Any] | None = None
-    include_context: str | None = None
-    metadata: dict[str, Any] | None = None
-
-
 ElicitationHandler: TypeAlias = Callable[[ElicitationRequest], Awaitable[ElicitationResult]]
 SamplingHandler: TypeAlias = Callable[[SamplingRequest], Awaitable[Mapping[str, Any]]]
 """A raw sampling port: returns the ``CreateMessageResult`` object itself."""
-SamplingPolicy: TypeAlias = Callable[[SamplingRequest], "bool | str | Awaitable[bool | str]"]
-CallModel: TypeAlias = Callable[[list[Message], list[Any]], Awaitable[ModelTurnResult]]
-
-
-class McpSampling:
-    """Sampling answered by a model the host passes, behind a policy the host decides with.
-
-    ``model(messages, tools)`` is a loop ``call_model`` port (bindloop messages in, a
-    :class:`~bindloop.contracts.ModelTurnResult` out), called with no tools. ``policy(request)``
-    returns ``True`` to allow, ``False`` or a reason (``str``) to refuse — the server then gets a
-    JSON-RPC error saying so; without a policy every request is allowed. ``model_name`` is what
-    the result's ``model`` field reports.
-    """
-
-    __slots__ = ("model", "model_name", "policy")
-
-    def __init__(self, model: CallModel, *, policy: SamplingPolicy | None = None,
-                 model_name: str = "bindloop") -> None:
-        if not callable(model):
-            raise UsageError("McpSampling(model=...) must be a call_model port")
-        self.model = model
-        self.policy = policy
-        self.model_name = model_name
-
-    async def __call__(self, request: SamplingRequest) -> Mapping[str, Any]:
-        if self.policy is not None:
-            verdict = self.policy(request)
-            if inspect.isawaitable(verdict):
-                verdict = await verdict
-            if verdict is not True:
-                reason = verdict if isinstance(verdict, str) and verdict else "refused by policy"
-                raise McpRequestRefused(f"sampling refused: {reason}")
-        messages: list[Message] = []
-        if request.system_prompt:
-            messages.append(SystemMessage(content=request.system_prompt))
-        for raw in request.messages:
-            messages.append(_message(raw))
-        turn = await self.model(messages, [])
-        return {"role": "assistant", "content": {"type": "text", "text": turn.text or ""},
-                "model": self.model_name,
-                "stopReason": "maxTokens" if turn.finish_reason == "length" else "endTurn"}
-
-
-def _message(raw: Any) -> Message:
-    if not isinstance(raw, dict) or raw.get("role") not in ("user", "assistant"):
-        raise McpRequestRefused("a sampling message needs role user or assistant",
-                                _INVALID_PARAMS)
-    blocks = raw.get("content")
-    parts: list[ContentPart] = []
-    for block in blocks if isinstance(blocks, list) else [blocks]:
-        if isinstance(block, dict) and block.get("type") == "text" and isinstance(
-                block.get("text"), str):
-            parts.append(TextPart(text=block["text"]))
-        elif isinstance(block, dict) and block.get("type") == "image" and isinstance(
-                block.get("data"), str):
-            mime = block.get("mimeType")
-            parts.append(ImagePart(data=block["data"],
-                                   media_type=mime if isinstance(mime, str) else None))
-        else:
-            raise McpRequestRefused("this client samples text and image content only",
-                                    _INVALID_PARAMS)
-    content: str | tuple[ContentPart, ...] = (
-        parts[0].text if len(parts) == 1 and isinstance(parts[0], TextPart) else tuple(parts))
-    if raw["role"] == "user":
-        return UserMessage(content=content)
-    return AssistantMessage(content=content)
-
-
 class ServerRequestHandlers(msgspec.Struct, frozen=True, kw_only=True):
     """The ports that answer a server's requests; each one given is declared as a client
     capability in ``initialize``.
@@ -176,7 +82,7 @@ class ServerRequestHandlers(msgspec.Struct, frozen=True, kw_only=True):
         if self.roots is not None:
             caps["roots"] = {"listChanged": True}
         if self.sampling is not None:
-            caps["sampling"] = {}
+            caps["sampling"] = {"tools": {}} if _samples_tools(self.sampling) else {}
         if self.elicitation is not None:
             caps["elicitation"] = {"form": {}}
         return caps
@@ -204,7 +110,13 @@ async def serve_request(handlers: ServerRequestHandlers,
             roots = handlers.roots() if callable(handlers.roots) else handlers.roots
             return {"roots": [msgspec.to_builtins(r) for r in roots]}
         if request.method == "sampling/createMessage" and handlers.sampling is not None:
-            return dict(await handlers.sampling(_convert(params, SamplingRequest)))
+            sampled = _convert(params, SamplingRequest)
+            if (sampled.tools is not None or sampled.tool_choice is not None) and not \
+                    _samples_tools(handlers.sampling):
+                raise McpRequestRefused("this client's sampling does not take tools (the "
+                                        "sampling.tools capability is not declared)",
+                                        _INVALID_PARAMS)
+            return dict(await handlers.sampling(sampled))
         if request.method == "elicitation/create" and handlers.elicitation is not None:
             asked = _convert(params, ElicitationRequest)
             answer = await handlers.elicitation(asked)
@@ -220,6 +132,10 @@ async def serve_request(handlers: ServerRequestHandlers,
         raise McpRequestRefused(f"the client failed to answer {request.method}: "
                                 f"{type(exc).__name__}", _INTERNAL) from exc
     raise McpRequestRefused(f"client does not support {request.method}", -32601)
+
+
+def _samples_tools(handler: object) -> bool:
+    return getattr(handler, "supports_tools", False) is True
 
 
 def _convert(params: Mapping[str, Any], kind: type[Any]) -> Any:
