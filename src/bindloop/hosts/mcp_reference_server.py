@@ -121,7 +121,7 @@ def build_server() -> Any:
             message="Open the dashboard to confirm the export.",
             url="https://dashboard.example/export/42", elicitation_id="export-42",
             related_request_id=ctx.request_id)
-        return answer.action
+        return str(answer.action)
 
     @server.tool()
     async def link_account(ctx: Context) -> str:
@@ -132,11 +132,11 @@ def build_server() -> Any:
             return "account linked"
         ident = f"link-{len(linked)}"
         linked[ident] = ctx.session
+        request: Any = ctx.request_context.request
         raise UrlElicitationRequiredError([types.ElicitRequestURLParams(
-            message="Link your account first.", url=f"{ctx.request_context.request.base_url}"
-            f"verify/{ident}", elicitation_id=ident)])
+            message="Link your account first.", url=f"{request.base_url}verify/{ident}",
+            elicitation_id=ident)])
 
-    @server.custom_route("/verify/{ident}", methods=["GET"])
     async def verify(request: Any) -> Any:
         from starlette.responses import PlainTextResponse
 
@@ -147,6 +147,9 @@ def build_server() -> Any:
         linked["account"] = True
         await session.send_elicit_complete(ident)
         return PlainTextResponse("linked")
+
+    route: Any = server.custom_route("/verify/{ident}", methods=["GET"])
+    route(verify)
 
     @server.tool()
     async def book_table(restaurant: str, ctx: Context) -> str:
