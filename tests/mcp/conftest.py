@@ -60,6 +60,17 @@ def reference_json_url() -> Iterator[str]:
         _stop(proc)
 
 
+@pytest.fixture(scope="session")
+def reference_features_url() -> Iterator[str]:
+    """The same server with the client-feature tools (sampling with tools, elicitation)."""
+    pytest.importorskip("mcp")
+    proc, url = _start_reference("--client-features")
+    try:
+        yield url
+    finally:
+        _stop(proc)
+
+
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)

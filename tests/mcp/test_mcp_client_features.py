@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
+import httpx
 import pytest
 
 from bindloop.contracts import (
@@ -21,21 +23,26 @@ from bindloop.contracts import (
 )
 from bindloop.hosts.httpx_transport import HttpxTransport
 from bindloop.mcp import (
+    ElicitationRequest,
+    ElicitationResult,
+    McpElicitationComplete,
+    McpEvent,
     McpHttpClient,
     McpRequestRefused,
     McpSampling,
     McpServerRequest,
+    McpUrlElicitationRequired,
     SamplingRequest,
     ServerRequestHandlers,
 )
-from bindloop.mcp._serve import serve_request
+from bindloop.mcp._serve import elicit, serve_request
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-async def transport(reference_url: str) -> AsyncIterator[HttpxTransport]:
-    t = HttpxTransport(reference_url)
+async def transport(reference_features_url: str) -> AsyncIterator[HttpxTransport]:
+    t = HttpxTransport(reference_features_url)
     try:
         yield t
     finally:
@@ -154,4 +161,98 @@ async def test_a_raw_sampling_port_refuses_requests_with_tools() -> None:
         "messages": [], "maxTokens": 5, "tools": [{"name": "f", "inputSchema": {}}]})
     with pytest.raises(McpRequestRefused, match="sampling.tools") as refused:
         await serve_request(ServerRequestHandlers(sampling=raw), asked)
+    assert refused.value.code == -32602
+
+
+async def test_url_elicitation_request_path_reaches_the_url_handler(
+        transport: HttpxTransport) -> None:
+    asked: list[ElicitationRequest] = []
+
+    async def consent(request: ElicitationRequest) -> ElicitationResult:
+        asked.append(request)
+        return ElicitationResult(action="accept")
+
+    async def form(request: ElicitationRequest) -> ElicitationResult:
+        raise AssertionError("a URL request never reaches the form handler")
+
+    handlers = ServerRequestHandlers(elicitation=form, url_elicitation=consent)
+    assert handlers.capabilities()["elicitation"] == {"form": {}, "url": {}}
+    async with McpHttpClient(transport, server="ref", handlers=handlers) as client:
+        result = await client.call_tool("open_dashboard", {})
+        assert result.content[0]["text"] == "accept"
+        # This server never announces completion: waiting says so instead of hanging.
+        assert await client.wait_for_elicitation("export-42", timeout_ms=50) is False
+        assert await client.wait_for_elicitation("never-asked", timeout_ms=None) is False
+    assert [(a.mode, a.url, a.elicitation_id) for a in asked] == [
+        ("url", "https://dashboard.example/export/42", "export-42")]
+
+
+async def test_url_elicitation_required_is_shown_waited_for_and_the_call_retried(
+        transport: HttpxTransport) -> None:
+    events: list[McpEvent] = []
+    shown: list[ElicitationRequest] = []
+
+    async def browser(request: ElicitationRequest) -> ElicitationResult:
+        shown.append(request)
+        assert request.url is not None
+        async with httpx.AsyncClient() as http:  # the user follows the link
+            (await http.get(request.url)).raise_for_status()
+        return ElicitationResult(action="accept")
+
+    handlers = ServerRequestHandlers(url_elicitation=browser)
+    async with McpHttpClient(transport, server="ref", handlers=handlers, on_event=events.append,
+                             url_elicitation_wait_ms=20_000) as client:
+        started = anyio.current_time()
+        result = await client.call_tool("link_account", {})
+        elapsed = anyio.current_time() - started
+    assert result.content[0]["text"] == "account linked"
+    assert len(shown) == 1 and shown[0].mode == "url" and "/verify/" in (shown[0].url or "")
+    # Woken by the server's notifications/elicitation/complete, not by the 20 s bound.
+    assert [e for e in events if isinstance(e, McpElicitationComplete)] == [
+        McpElicitationComplete(elicitation_id=shown[0].elicitation_id or "")]
+    assert elapsed < 10
+
+
+async def test_a_declined_url_elicitation_raises_the_typed_error(
+        transport: HttpxTransport) -> None:
+    async def decline(request: ElicitationRequest) -> ElicitationResult:
+        return ElicitationResult(action="decline")
+
+    async with McpHttpClient(transport, server="ref", handlers=ServerRequestHandlers(
+            url_elicitation=decline)) as client:
+        with pytest.raises(McpUrlElicitationRequired) as refused:
+            await client.call_tool("link_account", {})
+    assert refused.value.code == -32042
+    (needed,) = refused.value.elicitations
+    assert needed.mode == "url" and needed.elicitation_id and "/verify/" in (needed.url or "")
+
+
+async def test_without_a_url_handler_the_error_is_raised_and_url_requests_refused(
+        transport: HttpxTransport) -> None:
+    async def form(request: ElicitationRequest) -> ElicitationResult:
+        return ElicitationResult(action="accept", content={})
+
+    handlers = ServerRequestHandlers(elicitation=form)
+    assert handlers.capabilities()["elicitation"] == {"form": {}}
+    async with McpHttpClient(transport, server="ref", handlers=handlers) as client:
+        with pytest.raises(McpUrlElicitationRequired):
+            await client.call_tool("link_account", {})
+    url_request = ElicitationRequest(message="go", mode="url", url="https://x.example",
+                                     elicitation_id="e1")
+    with pytest.raises(McpRequestRefused, match="URL-mode") as refused:
+        await elicit(handlers, url_request)
+    assert refused.value.code == -32602
+
+
+async def test_url_answers_carry_no_content_and_need_an_id() -> None:
+    async def chatty(request: ElicitationRequest) -> ElicitationResult:
+        return ElicitationResult(action="accept", content={"password": "hunter2"})
+
+    handlers = ServerRequestHandlers(url_elicitation=chatty)
+    with pytest.raises(McpRequestRefused, match="without content"):
+        await elicit(handlers, ElicitationRequest(message="go", mode="url",
+                                                  url="https://x.example", elicitation_id="e"))
+    with pytest.raises(McpRequestRefused, match="elicitationId") as refused:
+        await elicit(handlers, ElicitationRequest(message="go", mode="url",
+                                                  url="https://x.example"))
     assert refused.value.code == -32602

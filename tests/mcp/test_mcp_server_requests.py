@@ -16,6 +16,8 @@ from bindloop.hosts.scripted_server import ScriptedProviderServer
 from bindloop.mcp import (
     ElicitationRequest,
     ElicitationResult,
+    McpDiscarded,
+    McpElicitationComplete,
     McpRequestRefused,
     McpRoot,
     McpSampling,
@@ -157,3 +159,15 @@ async def test_set_log_level(scripted: ScriptedProviderServer, transport: HttpxT
         await mcp.set_log_level("verbose")
 
 
+
+
+async def test_a_completion_for_an_elicitation_never_accepted_is_discarded(
+        scripted: ScriptedProviderServer, transport: HttpxTransport) -> None:
+    _server(scripted, {"jsonrpc": "2.0", "method": "notifications/elicitation/complete",
+                       "params": {"elicitationId": "not-mine"}})
+    events: list[Any] = []
+    mcp = client(transport, on_event=events.append)
+    await mcp.connect()
+    await mcp.call_tool("add", {"a": 1, "b": 2})
+    assert any(isinstance(e, McpDiscarded) and "'not-mine'" in e.reason for e in events)
+    assert not any(isinstance(e, McpElicitationComplete) for e in events)

@@ -1,13 +1,13 @@
 """A small MCP server built with the official ``mcp`` SDK (``pip install 'bindloop[mcp]'``), served
 over streamable HTTP on 127.0.0.1 for the MCP tests, the demo and the benchmark.
 
-    python -m bindloop.hosts.mcp_reference_server [--port 0] [--json-response]
+    python -m bindloop.hosts.mcp_reference_server [--port 0] [--json-response] [--client-features]
 
 prints ``READY http://127.0.0.1:<port>/mcp`` on stdout once it listens, then serves until killed.
 Its tools: ``add`` (typed integers), ``describe`` (a string enum, an optional list, a structured
 result), ``render_square`` (returns a PNG image), ``slow`` (sleeps, reporting progress, and counts
 cancellations), ``cancellations`` (how many ``slow`` calls were cancelled), ``explode`` (raises),
-and the 2025-11-25 client features: ``weather_report`` (sampling with a ``forecast`` tool the
+and with ``--client-features`` the 2025-11-25 client features: ``weather_report`` (sampling with a ``forecast`` tool the
 server runs), ``open_dashboard`` (a URL-mode elicitation), ``link_account`` (refused with
 URLElicitationRequired until ``GET /verify/<id>`` is visited, which sends
 ``notifications/elicitation/complete``), ``book_table`` (a form elicitation).
@@ -21,7 +21,10 @@ import socket
 import struct
 import sys
 import zlib
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
 
 __all__ = ("build_server", "main", "png_square")
 
@@ -37,7 +40,7 @@ def png_square(size: int, rgb: tuple[int, int, int]) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", raw) + chunk(b"IEND", b"")
 
 
-def build_server() -> Any:
+def build_server(client_features: bool = False) -> Any:
     try:
         from mcp.server.mcpserver import Context, Image, MCPServer
     except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -46,7 +49,6 @@ def build_server() -> Any:
     server = MCPServer("bindloop-reference", instructions="Arithmetic, shapes and a slow job.",
                             log_level="WARNING")
     counters = {"cancelled": 0}
-    linked: dict[str, Any] = {}  # elicitation id -> the session waiting for it, then True
 
     @server.tool()
     def add(a: int, b: int) -> int:
@@ -88,6 +90,17 @@ def build_server() -> Any:
         """Always fails with ``message``."""
         raise ValueError(message)
 
+    if client_features:
+        _client_feature_tools(server)
+    return server
+
+
+def _client_feature_tools(server: "MCPServer") -> None:
+    from mcp.server.mcpserver import Context
+
+    waiting: dict[str, Any] = {}  # elicitation id -> the MCP session whose user was sent there
+    linked: set[str] = set()  # the MCP session ids whose user visited the link
+
     @server.tool()
     async def weather_report(city: str, ctx: Context) -> str:
         """Ask the client's model about the weather; it may call ``forecast``, run here."""
@@ -128,11 +141,12 @@ def build_server() -> Any:
         """Refused with URLElicitationRequired (-32042) until the user visited the link."""
         from mcp import UrlElicitationRequiredError, types
 
-        if linked.get("account") is True:
-            return "account linked"
-        ident = f"link-{len(linked)}"
-        linked[ident] = ctx.session
         request: Any = ctx.request_context.request
+        session_id = request.headers.get("mcp-session-id", "")
+        if session_id in linked:
+            return "account linked"
+        ident = f"link-{len(waiting) + len(linked)}"
+        waiting[ident] = (ctx.session, session_id)
         raise UrlElicitationRequiredError([types.ElicitRequestURLParams(
             message="Link your account first.", url=f"{request.base_url}verify/{ident}",
             elicitation_id=ident)])
@@ -141,10 +155,11 @@ def build_server() -> Any:
         from starlette.responses import PlainTextResponse
 
         ident = request.path_params["ident"]
-        session = linked.pop(ident, None)
-        if session is None:
+        entry = waiting.pop(ident, None)
+        if entry is None:
             return PlainTextResponse("unknown link", status_code=404)
-        linked["account"] = True
+        session, session_id = entry
+        linked.add(session_id)
         await session.send_elicit_complete(ident)
         return PlainTextResponse("linked")
 
@@ -165,13 +180,11 @@ def build_server() -> Any:
             return f"booking {answer.action}"
         return f"booked {restaurant} for {answer.data.party} at {answer.data.time}"
 
-    return server
 
-
-async def _serve(port: int, json_response: bool) -> None:
+async def _serve(port: int, json_response: bool, client_features: bool) -> None:
     import uvicorn
 
-    app = build_server().streamable_http_app(json_response=json_response)
+    app = build_server(client_features).streamable_http_app(json_response=json_response)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
@@ -192,9 +205,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--json-response", action="store_true",
                         help="answer with one JSON body instead of an event stream")
+    parser.add_argument("--client-features", action="store_true",
+                        help="add the sampling-with-tools and elicitation tools")
     args = parser.parse_args(argv)
     try:
-        asyncio.run(_serve(args.port, args.json_response))
+        asyncio.run(_serve(args.port, args.json_response, args.client_features))
     except KeyboardInterrupt:
         pass
     return 0

@@ -21,6 +21,7 @@ from ._errors import (
     McpRpcError as McpRpcError,
     McpSessionExpiredError as McpSessionExpiredError,
     McpTimeoutError as McpTimeoutError,
+    McpUrlElicitationRequired as McpUrlElicitationRequired,
     McpVersionError as McpVersionError,
 )
 from ._features import (
@@ -91,6 +92,7 @@ from ._serve import (
 from ._session import (
     McpClientSession as McpClientSession,
     McpDiscarded as McpDiscarded,
+    McpElicitationComplete as McpElicitationComplete,
     McpEvent as McpEvent,
     McpPhase as McpPhase,
     McpProgress as McpProgress,
@@ -143,6 +145,7 @@ __all__ = (
     "McpClientSession",
     "McpConnectionError",
     "McpDiscarded",
+    "McpElicitationComplete",
     "McpError",
     "McpEvent",
     "McpHttpClient",
@@ -171,6 +174,7 @@ __all__ = (
     "McpToolInfo",
     "McpToolListChanged",
     "McpToolset",
+    "McpUrlElicitationRequired",
     "McpVersionError",
     "MemoryTokenStore",
     "OAuthClientInfo",

@@ -9,6 +9,7 @@ request header, so a bearer token cannot leak through one.
 from __future__ import annotations
 
 from ..errors import ProviderError, ToolFailure
+from ._elicit import ElicitationRequest, url_elicitations
 
 __all__ = (
     "McpAuthorizationError",
@@ -20,7 +21,9 @@ __all__ = (
     "McpRpcError",
     "McpSessionExpiredError",
     "McpTimeoutError",
+    "McpUrlElicitationRequired",
     "McpVersionError",
+    "rpc_error",
 )
 
 
@@ -60,6 +63,28 @@ class McpRpcError(McpError):
         self.code = code
         self.rpc_message = message
         self.data = data
+
+
+class McpUrlElicitationRequired(McpRpcError):
+    """JSON-RPC error -32042 (2025-11-25): the server needs the user to complete the URL-mode
+    ``elicitations`` first (each an :class:`~bindloop.mcp.ElicitationRequest` with ``mode="url"``,
+    ``url`` and ``elicitation_id``); the request may be sent again once they are done. A client
+    with a URL-elicitation port handles this itself for ``call_tool`` (see docs/mcp.md)."""
+
+    def __init__(self, server: str, method: str, code: int, message: str,
+                 data: object = None) -> None:
+        super().__init__(server, method, code, message, data)
+        self.elicitations: tuple[ElicitationRequest, ...] = url_elicitations(data)
+
+
+URL_ELICITATION_REQUIRED = -32042
+
+
+def rpc_error(server: str, method: str, code: int, message: str,
+              data: object = None) -> McpRpcError:
+    """The typed error for a JSON-RPC error answer (-32042 is :class:`McpUrlElicitationRequired`)."""
+    kind = McpUrlElicitationRequired if code == URL_ELICITATION_REQUIRED else McpRpcError
+    return kind(server, method, code, message, data)
 
 
 class McpHttpError(McpError):

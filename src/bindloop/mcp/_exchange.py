@@ -27,6 +27,7 @@ from ._protocol import RequestId
 from ._session import (
     McpClientSession,
     McpDiscarded,
+    McpElicitationComplete,
     McpEvent,
     McpProgress,
     McpRequestFailed,
@@ -295,6 +296,10 @@ class HttpExchange:
         await self._notify(self.session.respond_error(request.request_id, -32601,
                                                       f"client does not support {request.method}"))
 
+    def _elicitation_complete(self, event: McpElicitationComplete) -> None:
+        """A URL-mode elicitation finished out of band (the client wakes whoever waits)."""
+        self._report(event)
+
     def _saw_progress(self, request_id: RequestId) -> None:
         """Progress arrived for ``request_id`` (the client extends its timeout)."""
 
@@ -316,6 +321,8 @@ class HttpExchange:
                 self._progress[event.progress_token](event)
             elif isinstance(event, McpServerRequest):
                 await self._serve(event)
+            elif isinstance(event, McpElicitationComplete):
+                self._elicitation_complete(event)
             else:
                 self._report(event)
         for message in self.session.take_outgoing():

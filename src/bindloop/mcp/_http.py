@@ -31,8 +31,10 @@ from ._errors import (
     McpRequestRefused,
     McpSessionExpiredError,
     McpTimeoutError,
+    McpUrlElicitationRequired,
 )
-from ._exchange import Answer, HttpExchange, StreamRead, content_type
+from ._exchange import Answer
+from ._urlwait import UrlElicitations
 from ._oauth import McpAuth
 from ._protocol import (
     PROTOCOL_VERSIONS,
@@ -46,7 +48,6 @@ from ._protocol import (
 from ._serve import ServerRequestHandlers, serve_request
 from ._session import (
     McpClientSession,
-    McpDiscarded,
     McpEvent,
     McpProgress,
     McpRequestFailed,
@@ -61,7 +62,7 @@ ProgressCallback = Callable[[McpProgress], None]
 _LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
-class McpHttpClient(HttpExchange):
+class McpHttpClient(UrlElicitations):
     """An MCP client over streamable HTTP. Connect with :meth:`connect` (or ``async with``, or
     :func:`open_mcp_client`), then :meth:`list_tools`, :meth:`call_tool`, :meth:`request`,
     :meth:`ping`; end with :meth:`aclose`. Concurrent calls are fine: each request has its own
@@ -86,6 +87,11 @@ class McpHttpClient(HttpExchange):
     used as ``async with`` (or through :func:`open_mcp_client`), so requests and notifications a
     server sends outside any call are seen; a server without one answers 405 and nothing more
     happens. ``auth`` is an authorization provider (:class:`McpOAuth`).
+
+    With a ``url_elicitation`` handler, a ``tools/call`` refused with URLElicitationRequired
+    (-32042) shows each URL to the handler; when every one is accepted, the client waits for the
+    server's ``notifications/elicitation/complete`` for them (at most ``url_elicitation_wait_ms``:
+    servers need not send it) and sends the call once more.
 
     Every error message, ``McpHttpError.body`` and tool error text passes the wire's redaction
     rule with the credentials of the transport, of ``headers`` and of ``auth``.
@@ -113,6 +119,7 @@ class McpHttpClient(HttpExchange):
         handlers: ServerRequestHandlers | None = None,
         listen: bool = True,
         auth: McpAuth | None = None,
+        url_elicitation_wait_ms: float = 60_000.0,
     ) -> None:
         if timeout_ms is not None and not (timeout_ms > 0):
             raise UsageError(f"timeout_ms must be positive or None, got {timeout_ms!r}")
@@ -155,6 +162,9 @@ class McpHttpClient(HttpExchange):
         self.listening = 0
         """How many GET streams from the server are open now (the background one included)."""
         self._auth = auth
+        self._url_wait_s = url_elicitation_wait_ms / 1000.0
+        # URL-mode elicitations the user accepted, by id: set when the server says it finished.
+        self._url_waits: dict[str, anyio.Event] = {}
         self._tasks: anyio.abc.TaskGroup | None = None
         self._stack: AsyncExitStack | None = None
         self._init_redaction(transport, headers)
@@ -278,9 +288,18 @@ class McpHttpClient(HttpExchange):
         McpTimeoutError, McpError
             As for every request.
         """
-        answer = await self._renewing(
-            lambda session: session.call_tool(name, arguments, progress=True),
-            signal=signal, on_progress=on_progress or _ignore, timeout_ms=timeout_ms)
+        try:
+            answer = await self._renewing(
+                lambda session: session.call_tool(name, arguments, progress=True),
+                signal=signal, on_progress=on_progress or _ignore, timeout_ms=timeout_ms)
+        except McpUrlElicitationRequired as refused:
+            if not await self._complete_url_elicitations(refused, signal, self._handlers):
+                raise
+            # The user did what the server asked: the call goes once more (a second -32042 is
+            # raised; the server never ran the refused call).
+            answer = await self._renewing(
+                lambda session: session.call_tool(name, arguments, progress=True),
+                signal=signal, on_progress=on_progress or _ignore, timeout_ms=timeout_ms)
         result = answer.result
         assert isinstance(result, CallToolResult)
         schema = self._output_schemas.get(name)
@@ -328,72 +347,6 @@ class McpHttpClient(HttpExchange):
         """``ping``; returns the round trip in ms on the injected clock."""
         return (await self._renewing(lambda session: session.ping())).elapsed_ms
 
-    async def listen(self) -> bool:
-        """Open the server's own event stream (GET) and route what arrives on it — ``tools/
-        list_changed``, logging, server requests — until the server ends the stream or the caller
-        cancels (run it in a task; ``async with`` the client does). Returns ``False`` at once when
-        the server offers no such stream (HTTP 405), ``True`` when a stream ended.
-
-        Raises
-        ------
-        McpError
-            Any other status, or a stream that is not MCP.
-        """
-        return await self._listen(lambda: None) is not None
-
-    async def _listen(self, opened: Callable[[], None],
-                      last_event_id: str | None = None) -> StreamRead | None:
-        """One GET stream (resumed after ``last_event_id``): ``None`` when the server has none
-        (405), else what it brought before it ended."""
-        if self.session.phase != "ready":
-            raise UsageError(f"MCP server {self.server!r}: connect() before listen()")
-        request = self._http("GET", b"", accept="text/event-stream", last_event_id=last_event_id)
-        async with self._open(request, "GET stream") as resp:
-            if resp.status == 405:
-                return None
-            await self._check_status(resp, "GET stream", expect_answer=True)
-            if content_type(resp) != "text/event-stream":
-                raise McpProtocolError(self.server, "answered the GET stream without an event "
-                                                    "stream")
-            self.listening += 1
-            opened()
-            try:
-                state = await self._read_stream(resp, None, "GET stream", last_event_id)
-            finally:
-                self.listening -= 1
-        return state
-
-    async def _listen_quietly(self, *, task_status: anyio.abc.TaskStatus[None]
-                              = anyio.TASK_STATUS_IGNORED) -> None:
-        # The background GET stream: reopened when the server ends it (three times in a row at
-        # most without anything arriving), given up on 405 or any error — calls still work
-        # without it, and the failure reaches on_event.
-        started = False
-
-        def opened() -> None:
-            nonlocal started
-            if not started:
-                started = True
-                task_status.started()
-
-        quiet = 0
-        last_id: str | None = None
-        try:
-            while quiet < 3 and self.session.phase == "ready":
-                try:
-                    state = await self._listen(opened, last_id)
-                except McpError as exc:
-                    self._report(_listen_failed(exc))
-                    return
-                if state is None:
-                    return
-                quiet = 0 if state.events else quiet + 1
-                last_id = state.last_id or last_id
-                # The stream's own retry, as for a resumption (half a second without one).
-                await self._sleep(min(state.retry_ms or 500, 30_000) / 1000.0)
-        finally:
-            opened()
-
     async def aclose(self) -> None:
         """End the session: DELETE with the session id (a server that does not allow it answers
         405, which is fine). Best effort and bounded: a failure here is not raised."""
@@ -415,6 +368,10 @@ class McpHttpClient(HttpExchange):
         return [] if self._auth is None else list(self._auth.headers())
 
     async def _serve(self, request: McpServerRequest) -> None:
+        params = request.params or {}
+        if (request.method == "elicitation/create" and params.get("mode") == "url"
+                and isinstance(params.get("elicitationId"), str)):
+            self._expect_completion(params["elicitationId"])  # before the user can finish
         try:
             result = await serve_request(self._handlers, request)
         except McpRequestRefused as refusal:
@@ -557,10 +514,6 @@ def _auth_challenge(exc: McpHttpError) -> bool:
     if exc.status == 401:
         return True
     return exc.status == 403 and "insufficient_scope" in (exc.www_authenticate or "")
-
-
-def _listen_failed(exc: McpError) -> McpEvent:
-    return McpDiscarded(reason=f"the GET stream failed: {exc.detail}")
 
 
 def _reason(signal: AbortSignal | None) -> str | None:

@@ -9,10 +9,11 @@ Pure: the ports are the host's callables; nothing here performs I/O.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal, TypeAlias
+from typing import Any, TypeAlias
 
 import msgspec
 
+from ._elicit import ElicitationRequest, ElicitationResult
 from ._errors import McpRequestRefused
 from ._sampling import McpSampling, SamplingRequest
 from ._session import McpServerRequest
@@ -40,42 +41,30 @@ class McpRoot(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     name: str | None = None
 
 
-class ElicitationRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """``elicitation/create``: the server asks the user for input. In ``form`` mode
-    ``requested_schema`` is a flat object schema of primitive fields; in ``url`` mode the user is
-    sent to ``url``."""
-
-    message: str
-    requested_schema: dict[str, Any] | None = None
-    mode: str = "form"
-    url: str | None = None
-    elicitation_id: str | None = None
-
-
-class ElicitationResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """The user's answer: ``accept`` (with ``content`` for a form), ``decline`` or ``cancel``.
-    Fields of the form the user left out are filled with the schema's ``default`` values."""
-
-    action: Literal["accept", "decline", "cancel"]
-    content: dict[str, Any] | None = None
-
-
 ElicitationHandler: TypeAlias = Callable[[ElicitationRequest], Awaitable[ElicitationResult]]
 SamplingHandler: TypeAlias = Callable[[SamplingRequest], Awaitable[Mapping[str, Any]]]
 """A raw sampling port: returns the ``CreateMessageResult`` object itself."""
+
+
 class ServerRequestHandlers(msgspec.Struct, frozen=True, kw_only=True):
     """The ports that answer a server's requests; each one given is declared as a client
     capability in ``initialize``.
 
     ``roots``: the host's list (or a function returning it, asked on every ``roots/list``).
     ``sampling``: an :class:`McpSampling` or any :data:`SamplingHandler`. ``elicitation``: the
-    host's :data:`ElicitationHandler` — in an agent, the place to ask the user; bindloop's
-    agent-level suspend for it comes with approvals (see docs/mcp.md).
+    host's :data:`ElicitationHandler` for form-mode requests — in an agent, the place to ask the
+    user (or :class:`~bindloop.mcp.PendingElicitations`, which lets the host answer later).
+    ``url_elicitation``: the handler for URL-mode requests (2025-11-25): show the user the URL
+    and, with their consent, open it; answer ``accept`` (no content), ``decline`` or ``cancel``.
+    ``tasks``: also run task-augmented sampling and elicitation requests as tasks the server polls
+    (declares ``tasks.requests``, ``tasks.list`` and ``tasks.cancel``; see docs/mcp.md).
     """
 
     roots: Sequence[McpRoot] | Callable[[], Sequence[McpRoot]] | None = None
     sampling: SamplingHandler | None = None
     elicitation: ElicitationHandler | None = None
+    url_elicitation: ElicitationHandler | None = None
+    tasks: bool = False
 
     def capabilities(self) -> dict[str, Any]:
         caps: dict[str, Any] = {}
@@ -83,8 +72,20 @@ class ServerRequestHandlers(msgspec.Struct, frozen=True, kw_only=True):
             caps["roots"] = {"listChanged": True}
         if self.sampling is not None:
             caps["sampling"] = {"tools": {}} if _samples_tools(self.sampling) else {}
+        modes: dict[str, Any] = {}
         if self.elicitation is not None:
-            caps["elicitation"] = {"form": {}}
+            modes["form"] = {}
+        if self.url_elicitation is not None:
+            modes["url"] = {}
+        if modes:
+            caps["elicitation"] = modes
+        requests: dict[str, Any] = {}
+        if self.tasks and self.sampling is not None:
+            requests["sampling"] = {"createMessage": {}}
+        if self.tasks and modes:
+            requests["elicitation"] = {"create": {}}
+        if requests:
+            caps["tasks"] = {"list": {}, "cancel": {}, "requests": requests}
         return caps
 
     def serves(self) -> frozenset[str]:
@@ -93,8 +94,10 @@ class ServerRequestHandlers(msgspec.Struct, frozen=True, kw_only=True):
             methods.add("roots/list")
         if self.sampling is not None:
             methods.add("sampling/createMessage")
-        if self.elicitation is not None:
+        if self.elicitation is not None or self.url_elicitation is not None:
             methods.add("elicitation/create")
+        if "tasks" in self.capabilities():
+            methods.update(("tasks/get", "tasks/result", "tasks/list", "tasks/cancel"))
         return frozenset(methods)
 
 
@@ -117,14 +120,10 @@ async def serve_request(handlers: ServerRequestHandlers,
                                         "sampling.tools capability is not declared)",
                                         _INVALID_PARAMS)
             return dict(await handlers.sampling(sampled))
-        if request.method == "elicitation/create" and handlers.elicitation is not None:
+        if request.method == "elicitation/create":
             asked = _convert(params, ElicitationRequest)
-            answer = await handlers.elicitation(asked)
-            if not isinstance(answer, ElicitationResult):
-                raise McpRequestRefused("the client's elicitation handler returned "
-                                        f"{type(answer).__name__}, not an ElicitationResult",
-                                        _INTERNAL)
-            shown: dict[str, Any] = msgspec.to_builtins(_with_defaults(answer, asked))
+            answer = await elicit(handlers, asked)
+            shown: dict[str, Any] = msgspec.to_builtins(answer)
             return shown
     except McpRequestRefused:
         raise
@@ -132,6 +131,44 @@ async def serve_request(handlers: ServerRequestHandlers,
         raise McpRequestRefused(f"the client failed to answer {request.method}: "
                                 f"{type(exc).__name__}", _INTERNAL) from exc
     raise McpRequestRefused(f"client does not support {request.method}", -32601)
+
+
+async def elicit(handlers: ServerRequestHandlers,
+                 asked: ElicitationRequest) -> ElicitationResult:
+    """Ask the handler for ``asked``'s mode; form answers get the schema's defaults.
+
+    Raises
+    ------
+    McpRequestRefused
+        (invalid params) a mode this client has no handler for, a URL request without its URL or
+        id; (internal) a handler answering something else than an :class:`ElicitationResult`, or
+        content for a URL-mode request (whose interaction happens out of band).
+    """
+    if asked.mode == "url":
+        handler = handlers.url_elicitation
+        if handler is None:
+            raise McpRequestRefused("this client does not do URL-mode elicitation",
+                                    _INVALID_PARAMS)
+        if not asked.url or not asked.elicitation_id:
+            raise McpRequestRefused("a URL-mode elicitation needs a url and an elicitationId",
+                                    _INVALID_PARAMS)
+    elif asked.mode == "form":
+        handler = handlers.elicitation
+        if handler is None:
+            raise McpRequestRefused("this client does not do form-mode elicitation",
+                                    _INVALID_PARAMS)
+    else:
+        raise McpRequestRefused(f"unknown elicitation mode {asked.mode!r}", _INVALID_PARAMS)
+    answer = await handler(asked)
+    if not isinstance(answer, ElicitationResult):
+        raise McpRequestRefused("the client's elicitation handler returned "
+                                f"{type(answer).__name__}, not an ElicitationResult", _INTERNAL)
+    if asked.mode == "url":
+        if answer.content is not None:
+            raise McpRequestRefused("a URL-mode elicitation is answered without content",
+                                    _INTERNAL)
+        return answer
+    return _with_defaults(answer, asked)
 
 
 def _samples_tools(handler: object) -> bool:

@@ -19,7 +19,7 @@ import msgspec
 
 from ..clock import Clock, monotonic_ms
 from ..errors import ProtocolError, UsageError
-from ._errors import McpProtocolError, McpRpcError, McpVersionError
+from ._errors import McpProtocolError, McpRpcError, McpVersionError, rpc_error
 from ._protocol import (
     PROTOCOL_VERSIONS,
     CallToolResult,
@@ -37,6 +37,7 @@ from ._protocol import (
 __all__ = (
     "McpClientSession",
     "McpDiscarded",
+    "McpElicitationComplete",
     "McpEvent",
     "McpPhase",
     "McpProgress",
@@ -114,6 +115,13 @@ class McpServerRequest(msgspec.Struct, frozen=True, kw_only=True):
     params: dict[str, Any] | None = None
 
 
+class McpElicitationComplete(msgspec.Struct, frozen=True, kw_only=True):
+    """``notifications/elicitation/complete``: the out-of-band interaction of the URL-mode
+    elicitation ``elicitation_id`` finished (servers may send it; clients must not rely on it)."""
+
+    elicitation_id: str
+
+
 class McpDiscarded(msgspec.Struct, frozen=True, kw_only=True):
     """Something the server sent that the session dropped without failing anything: a response to
     an id never sent (or answered already: a duplicate in a batch), or a malformed member of a
@@ -124,7 +132,8 @@ class McpDiscarded(msgspec.Struct, frozen=True, kw_only=True):
 
 
 McpEvent: TypeAlias = (McpResponse | McpRequestFailed | McpProgress | McpToolListChanged
-                       | McpServerNotification | McpServerRequest | McpDiscarded)
+                       | McpServerNotification | McpServerRequest | McpElicitationComplete
+                       | McpDiscarded)
 
 
 class _Pending(msgspec.Struct, frozen=True):
@@ -412,6 +421,10 @@ class McpClientSession:
         if method == "notifications/tools/list_changed":
             self.tools_stale = True
             return McpToolListChanged()
+        if method == "notifications/elicitation/complete" and params is not None:
+            ident = params.get("elicitationId")
+            if isinstance(ident, str) and ident:
+                return McpElicitationComplete(elicitation_id=ident)
         return McpServerNotification(method=method, params=params)
 
     def _response(self, message: RpcIncoming) -> list[McpEvent]:
@@ -427,8 +440,8 @@ class McpClientSession:
         if message.error is not None:
             if entry.method == "initialize":
                 self._phase = "closed"
-            error = McpRpcError(self.server, entry.method, message.error.code,
-                                message.error.message, message.error.data)
+            error = rpc_error(self.server, entry.method, message.error.code,
+                              message.error.message, message.error.data)
             return [McpRequestFailed(request_id=request_id, method=entry.method, error=error)]
         if message.result is msgspec.UNSET:
             self._pending[request_id] = entry  # still unanswered: a malformed reply is no answer
