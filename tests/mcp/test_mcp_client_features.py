@@ -5,6 +5,7 @@ URLElicitationRequired error with its completion notification), and the capabili
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -256,3 +257,87 @@ async def test_url_answers_carry_no_content_and_need_an_id() -> None:
         await elicit(handlers, ElicitationRequest(message="go", mode="url",
                                                   url="https://x.example"))
     assert refused.value.code == -32602
+
+
+def _steps(result: Any) -> list[tuple[str, Any]]:
+    return [(what, answer) for what, answer in json.loads(result.content[0]["text"])]
+
+
+async def test_a_task_augmented_sampling_request_runs_as_a_task_the_server_polls(
+        transport: HttpxTransport) -> None:
+    async def model(messages: list[Message], tools: list[Any]) -> ModelTurnResult:
+        await anyio.sleep(0.15)  # long enough for the server to see the task working
+        return ModelTurnResult(text="Tasks let work outlive a request.")
+
+    times = iter(range(1_767_225_600_000, 1_767_225_600_000 + 10_000_000, 250))
+    handlers = ServerRequestHandlers(sampling=McpSampling(model, model_name="m"), tasks=True)
+    assert handlers.capabilities()["tasks"] == {
+        "list": {}, "cancel": {}, "requests": {"sampling": {"createMessage": {}}}}
+    async with McpHttpClient(transport, server="ref", handlers=handlers,
+                             wall_clock=lambda: float(next(times))) as client:
+        steps = _steps(await client.call_tool(
+            "task_round", {"method": "sampling/createMessage", "cancel": False}))
+        kept = client.server_tasks()
+    created = steps[0][1]["task"]
+    assert created["taskId"] == "task-1" and created["status"] == "working"
+    assert created["ttl"] == 60_000 and created["createdAt"] == "2026-01-01T00:00:00.250Z"
+    assert [t["taskId"] for t in steps[1][1]["tasks"]] == ["task-1"]
+    polls = [answer["status"] for what, answer in steps[:-1] if what == "tasks/get"]
+    assert polls[0] == "working" and polls[-1] == "completed"
+    result = next(answer for what, answer in steps if what == "tasks/result")
+    assert result["content"] == {"type": "text", "text": "Tasks let work outlive a request."}
+    assert result["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": "task-1"}
+    assert steps[-1] == ("tasks/get", {"error": -32602, "message": "no task 'no-such-task' here"})
+    assert [t.status for t in kept] == ["completed"]
+
+
+async def test_a_task_augmented_elicitation_is_cancelled_by_the_server(
+        transport: HttpxTransport) -> None:
+    cancelled = anyio.Event()
+
+    async def never_answers(request: ElicitationRequest) -> ElicitationResult:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cancelled.set()
+        raise AssertionError("unreachable")
+
+    handlers = ServerRequestHandlers(elicitation=never_answers, tasks=True)
+    async with McpHttpClient(transport, server="ref", handlers=handlers) as client:
+        steps = _steps(await client.call_tool(
+            "task_round", {"method": "elicitation/create", "cancel": True}))
+        assert cancelled.is_set()  # the user's form was closed: its work was cancelled
+    assert steps[0][1]["task"]["status"] == "working"
+    assert steps[2] == ("tasks/cancel", {**steps[2][1], "status": "cancelled"})
+    assert steps[3][1]["error"] == -32602  # cancelling a cancelled task is refused
+    assert steps[4][0] == "tasks/result" and steps[4][1]["error"] == -32603
+
+
+async def test_a_failed_task_answers_tasks_result_with_the_requests_own_error(
+        transport: HttpxTransport) -> None:
+    async def model(messages: list[Message], tools: list[Any]) -> ModelTurnResult:
+        raise AssertionError("refused before the model")
+
+    handlers = ServerRequestHandlers(
+        sampling=McpSampling(model, policy=lambda _: "no sampling today"), tasks=True)
+    async with McpHttpClient(transport, server="ref", handlers=handlers) as client:
+        steps = _steps(await client.call_tool(
+            "task_round", {"method": "sampling/createMessage", "cancel": False}))
+    final = [answer for what, answer in steps[:-1] if what == "tasks/get"][-1]
+    assert final["status"] == "failed" and "no sampling today" in final["statusMessage"]
+    result = next(answer for what, answer in steps if what == "tasks/result")
+    assert result == {"error": -1, "message": "sampling refused: no sampling today"}
+
+
+async def test_without_tasks_a_task_augmented_request_is_answered_directly(
+        transport: HttpxTransport) -> None:
+    async def model(messages: list[Message], tools: list[Any]) -> ModelTurnResult:
+        return ModelTurnResult(text="direct")
+
+    handlers = ServerRequestHandlers(sampling=McpSampling(model))
+    assert "tasks" not in handlers.capabilities()
+    async with McpHttpClient(transport, server="ref", handlers=handlers) as client:
+        steps = _steps(await client.call_tool(
+            "task_round", {"method": "sampling/createMessage", "cancel": False}))
+    assert steps[0][1]["content"] == {"type": "text", "text": "direct"}
+    assert steps[1][1]["error"] == -32601  # tasks/* are not served without the capability

@@ -10,7 +10,9 @@ cancellations), ``cancellations`` (how many ``slow`` calls were cancelled), ``ex
 and with ``--client-features`` the 2025-11-25 client features: ``weather_report`` (sampling with a ``forecast`` tool the
 server runs), ``open_dashboard`` (a URL-mode elicitation), ``link_account`` (refused with
 URLElicitationRequired until ``GET /verify/<id>`` is visited, which sends
-``notifications/elicitation/complete``), ``book_table`` (a form elicitation).
+``notifications/elicitation/complete``), ``book_table`` (a form elicitation), ``task_round``
+(sends a task-augmented sampling or elicitation request, then drives the client's ``tasks/*`` and
+returns, as JSON, every answer it got).
 """
 
 # No `from __future__ import annotations`: the SDK reads the tool signatures at definition time.
@@ -179,6 +181,47 @@ def _client_feature_tools(server: "MCPServer") -> None:
         if answer.action != "accept":
             return f"booking {answer.action}"
         return f"booked {restaurant} for {answer.data.party} at {answer.data.time}"
+
+    @server.tool()
+    async def task_round(method: str, cancel: bool, ctx: Context) -> str:
+        """Ask the client to run ``method`` as a task and drive its tasks/* (the steps, as JSON)."""
+        import json
+
+        from mcp import MCPError
+
+        # The SDK's typed requests have no task field and no tasks/* requests from the server:
+        # the raw back-channel of the request is the way to send them.
+        channel = ctx.session._request_outbound
+        steps: list[Any] = []
+
+        async def ask(what: str, params: dict[str, Any]) -> Any:
+            try:
+                answer = await channel.send_raw_request(what, params, None)
+            except MCPError as exc:
+                answer = {"error": exc.code, "message": exc.message}
+            steps.append([what, answer])
+            return answer
+
+        params: dict[str, Any] = ({"messages": [{"role": "user", "content": {
+            "type": "text", "text": "Summarise MCP tasks."}}], "maxTokens": 50}
+            if method == "sampling/createMessage" else {
+            "message": "Your name?", "requestedSchema": {"type": "object", "properties": {
+                "name": {"type": "string"}}, "required": ["name"]}})
+        created = await ask(method, {**params, "task": {"ttl": 60_000}})
+        task_id = created.get("task", {}).get("taskId", "?")
+        await ask("tasks/list", {})
+        if cancel:
+            await ask("tasks/cancel", {"taskId": task_id})
+            await ask("tasks/cancel", {"taskId": task_id})
+        else:
+            for _ in range(200):
+                status = await ask("tasks/get", {"taskId": task_id})
+                if "error" in status or status.get("status") in ("completed", "failed", "cancelled"):
+                    break
+                await asyncio.sleep(0.02)
+        await ask("tasks/result", {"taskId": task_id})
+        await ask("tasks/get", {"taskId": "no-such-task"})
+        return json.dumps(steps)
 
 
 async def _serve(port: int, json_response: bool, client_features: bool) -> None:

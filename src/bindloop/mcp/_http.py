@@ -20,7 +20,7 @@ import anyio
 import anyio.abc
 import msgspec
 
-from ..clock import Clock, monotonic_ms
+from ..clock import Clock, epoch_ms, monotonic_ms
 from ..errors import RunCancelledError, UsageError
 from ..signal import AbortSignal
 from ..wire import Transport
@@ -28,13 +28,12 @@ from ._errors import (
     McpError,
     McpHttpError,
     McpProtocolError,
-    McpRequestRefused,
     McpSessionExpiredError,
     McpTimeoutError,
     McpUrlElicitationRequired,
 )
 from ._exchange import Answer
-from ._urlwait import UrlElicitations
+from ._server_tasks import ServerTasks
 from ._oauth import McpAuth
 from ._protocol import (
     PROTOCOL_VERSIONS,
@@ -45,14 +44,13 @@ from ._protocol import (
     RequestId,
     SkippedMcpTool,
 )
-from ._serve import ServerRequestHandlers, serve_request
+from ._serve import ServerRequestHandlers
 from ._session import (
     McpClientSession,
     McpEvent,
     McpProgress,
     McpRequestFailed,
     McpResponse,
-    McpServerRequest,
     Outgoing,
 )
 
@@ -62,7 +60,7 @@ ProgressCallback = Callable[[McpProgress], None]
 _LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
-class McpHttpClient(UrlElicitations):
+class McpHttpClient(ServerTasks):
     """An MCP client over streamable HTTP. Connect with :meth:`connect` (or ``async with``, or
     :func:`open_mcp_client`), then :meth:`list_tools`, :meth:`call_tool`, :meth:`request`,
     :meth:`ping`; end with :meth:`aclose`. Concurrent calls are fine: each request has its own
@@ -93,6 +91,11 @@ class McpHttpClient(UrlElicitations):
     server's ``notifications/elicitation/complete`` for them (at most ``url_elicitation_wait_ms``:
     servers need not send it) and sends the call once more.
 
+    With ``handlers.tasks``, a task-augmented sampling or elicitation request runs as a task the
+    server polls (``tasks/get``, ``tasks/list``, ``tasks/cancel``, ``tasks/result``); its id comes
+    from ``task_ids`` (default ``task-1``, ...), its times from ``wall_clock``; ``server_tasks()``
+    lists them.
+
     Every error message, ``McpHttpError.body`` and tool error text passes the wire's redaction
     rule with the credentials of the transport, of ``headers`` and of ``auth``.
     """
@@ -120,6 +123,8 @@ class McpHttpClient(UrlElicitations):
         listen: bool = True,
         auth: McpAuth | None = None,
         url_elicitation_wait_ms: float = 60_000.0,
+        wall_clock: Clock = epoch_ms,
+        task_ids: Callable[[], str] | None = None,
     ) -> None:
         if timeout_ms is not None and not (timeout_ms > 0):
             raise UsageError(f"timeout_ms must be positive or None, got {timeout_ms!r}")
@@ -165,6 +170,12 @@ class McpHttpClient(UrlElicitations):
         self._url_wait_s = url_elicitation_wait_ms / 1000.0
         # URL-mode elicitations the user accepted, by id: set when the server says it finished.
         self._url_waits: dict[str, anyio.Event] = {}
+        self._wall = wall_clock
+        if task_ids is None:
+            tasks_made = itertools.count(1)
+            task_ids = lambda: f"task-{next(tasks_made)}"  # noqa: E731
+        self._task_ids = task_ids
+        self._server_tasks = {}
         self._tasks: anyio.abc.TaskGroup | None = None
         self._stack: AsyncExitStack | None = None
         self._init_redaction(transport, headers)
@@ -209,12 +220,13 @@ class McpHttpClient(UrlElicitations):
         return result
 
     async def __aenter__(self) -> McpHttpClient:
-        """Connect if new, and (with ``listen``) open the server's GET stream in a task."""
+        """Connect if new, and open a background task group: (with ``listen``) the server's GET
+        stream runs there, and so do the tasks the server asks this client to run."""
         if self.session.phase == "new":
             await self.connect()
+        stack = AsyncExitStack()
+        group = await stack.enter_async_context(anyio.create_task_group())
         if self._listen_by_default:
-            stack = AsyncExitStack()
-            group = await stack.enter_async_context(anyio.create_task_group())
             try:
                 # Returns once the stream is open (or refused): what the server sends there from
                 # now on is seen, even for the very next call.
@@ -223,7 +235,7 @@ class McpHttpClient(UrlElicitations):
                 group.cancel_scope.cancel()
                 await stack.aclose()
                 raise
-            self._tasks, self._stack = group, stack
+        self._tasks, self._stack = group, stack
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -366,19 +378,6 @@ class McpHttpClient(UrlElicitations):
 
     def _auth_headers(self) -> list[tuple[str, str]]:
         return [] if self._auth is None else list(self._auth.headers())
-
-    async def _serve(self, request: McpServerRequest) -> None:
-        params = request.params or {}
-        if (request.method == "elicitation/create" and params.get("mode") == "url"
-                and isinstance(params.get("elicitationId"), str)):
-            self._expect_completion(params["elicitationId"])  # before the user can finish
-        try:
-            result = await serve_request(self._handlers, request)
-        except McpRequestRefused as refusal:
-            await self._notify(self.session.respond_error(request.request_id, refusal.code,
-                                                          self.redact(refusal.message)))
-            return
-        await self._notify(self.session.respond(request.request_id, result))
 
     async def _reauthorize(self, exc: McpHttpError) -> bool:
         """Whether the auth provider obtained a token for a 401 / 403 ``insufficient_scope``

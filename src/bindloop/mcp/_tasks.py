@@ -7,13 +7,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from ._errors import McpProtocolError
-from ._http import McpHttpClient
 from ._protocol import CallToolResult
+
+if TYPE_CHECKING:  # the client imports McpTask for the tasks a server asks it to run
+    from ._http import McpHttpClient
 
 __all__ = (
     "McpTask",
