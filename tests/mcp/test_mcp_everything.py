@@ -205,3 +205,47 @@ async def test_a_task_that_needs_input_asks_through_the_elicitation_handler(
     # input_required: tasks/result's stream carried the server's elicitation to the handler.
     assert seen[-1].status == "input_required"
     assert "the protocol" in str(result.content)
+
+
+@pytest.fixture
+async def everything_2025_11(everything_url: str) -> AsyncIterator[tuple[McpHttpClient, list[Any]]]:
+    """A client offering the 2025-11-25 client features: URL elicitation and server tasks."""
+    shown: list[Any] = []
+
+    async def consent(request: ElicitationRequest) -> ElicitationResult:
+        shown.append(request)
+        return ElicitationResult(action="accept")
+
+    transport = HttpxTransport(everything_url)
+    handlers = ServerRequestHandlers(sampling=McpSampling(model, model_name="bindloop-test"),
+                                     elicitation=elicit, url_elicitation=consent, tasks=True)
+    try:
+        async with McpHttpClient(transport, server="everything", handlers=handlers,
+                                 timeout_ms=30_000, url_elicitation_wait_ms=200) as client:
+            yield client, shown
+    finally:
+        await transport.aclose()
+
+
+async def test_url_elicitation_on_the_request_and_the_error_path(
+        everything_2025_11: tuple[McpHttpClient, list[Any]]) -> None:
+    client, shown = everything_2025_11
+    url = "https://example.com/connect"
+    direct = await client.call_tool("trigger-url-elicitation", {"url": url})
+    assert "completed the URL elicitation" in str(direct.content)
+    # The error path: -32042 with a prerequisite URL; the handler consents, the client waits
+    # (this server never announces completion) and sends the call again, which goes through.
+    retried = await client.call_tool("trigger-url-elicitation", {"url": url, "errorPath": True})
+    assert "completed the URL elicitation" in str(retried.content)
+    assert [r.url for r in shown] == [url, "https://modelcontextprotocol.io", url]
+
+
+async def test_the_server_polls_sampling_and_elicitation_run_as_client_tasks(
+        everything_2025_11: tuple[McpHttpClient, list[Any]]) -> None:
+    client, _ = everything_2025_11
+    sampled = str((await client.call_tool("trigger-sampling-request-async",
+                                          {"prompt": "hello"})).content)
+    assert "[COMPLETED]" in sampled and "sampled by bindloop" in sampled
+    asked = str((await client.call_tool("trigger-elicitation-request-async", {})).content)
+    assert "[COMPLETED]" in asked and "Ada Lovelace" in asked
+    assert [t.status for t in client.server_tasks()] == ["completed", "completed"]

@@ -31,7 +31,7 @@ __all__ = (
 TERMINAL_TASK_STATUSES = frozenset({"completed", "failed", "cancelled"})
 
 
-class McpTask(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+class McpTask(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True):
     """A task as the server reports it: ``status`` is ``working``, ``input_required``,
     ``completed``, ``failed`` or ``cancelled``; ``poll_interval`` (ms) is the server's advice."""
 
