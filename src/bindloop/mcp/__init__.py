@@ -69,6 +69,12 @@ from ._oauth_model import (
     WwwAuthenticate as WwwAuthenticate,
     parse_www_authenticate as parse_www_authenticate,
 )
+from ._pending import (
+    ElicitationContentError as ElicitationContentError,
+    ElicitationNotPendingError as ElicitationNotPendingError,
+    PendingElicitation as PendingElicitation,
+    PendingElicitations as PendingElicitations,
+)
 from ._protocol import (
     PROTOCOL_VERSIONS as PROTOCOL_VERSIONS,
     CallToolResult as CallToolResult,
@@ -133,7 +139,9 @@ __all__ = (
     "AuthorizeRedirect",
     "CallToolResult",
     "CompletionResult",
+    "ElicitationContentError",
     "ElicitationHandler",
+    "ElicitationNotPendingError",
     "ElicitationRequest",
     "ElicitationResult",
     "Implementation",
@@ -183,6 +191,8 @@ __all__ = (
     "OAuthResponse",
     "OAuthTokens",
     "Outgoing",
+    "PendingElicitation",
+    "PendingElicitations",
     "ProgressCallback",
     "PromptResult",
     "ProtectedResourceMetadata",

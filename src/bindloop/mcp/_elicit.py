@@ -7,11 +7,12 @@ and the user's answer. Values only: who asks the user is the host's port
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import msgspec
 
-__all__ = ("ElicitationRequest", "ElicitationResult", "url_elicitations")
+__all__ = ("ElicitationRequest", "ElicitationResult", "fill_defaults", "url_elicitations")
 
 
 class ElicitationRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -50,3 +51,14 @@ def url_elicitations(data: object) -> tuple[ElicitationRequest, ...]:
         if asked.mode == "url" and asked.url and asked.elicitation_id:
             out.append(asked)
     return tuple(out)
+
+
+def fill_defaults(content: dict[str, Any], schema: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``content`` with the form schema's ``default`` for every field the user left out
+    (SEP-1034); ``content`` is filled in place and returned."""
+    properties = schema.get("properties") if schema is not None else None
+    if isinstance(properties, Mapping):
+        for name, field in properties.items():
+            if name not in content and isinstance(field, Mapping) and "default" in field:
+                content[name] = field["default"]
+    return content

@@ -33,6 +33,7 @@ from ._errors import (
     McpUrlElicitationRequired,
 )
 from ._exchange import Answer
+from ._pending import CALLING
 from ._server_tasks import ServerTasks
 from ._oauth import McpAuth
 from ._protocol import (
@@ -300,18 +301,22 @@ class McpHttpClient(ServerTasks):
         McpTimeoutError, McpError
             As for every request.
         """
+        calling = CALLING.set((self.server, name))  # what a pending elicitation names
         try:
-            answer = await self._renewing(
-                lambda session: session.call_tool(name, arguments, progress=True),
-                signal=signal, on_progress=on_progress or _ignore, timeout_ms=timeout_ms)
-        except McpUrlElicitationRequired as refused:
-            if not await self._complete_url_elicitations(refused, signal, self._handlers):
-                raise
-            # The user did what the server asked: the call goes once more (a second -32042 is
-            # raised; the server never ran the refused call).
-            answer = await self._renewing(
-                lambda session: session.call_tool(name, arguments, progress=True),
-                signal=signal, on_progress=on_progress or _ignore, timeout_ms=timeout_ms)
+            try:
+                answer = await self._renewing(
+                    lambda session: session.call_tool(name, arguments, progress=True),
+                    signal=signal, on_progress=on_progress or _ignore, timeout_ms=timeout_ms)
+            except McpUrlElicitationRequired as refused:
+                if not await self._complete_url_elicitations(refused, signal, self._handlers):
+                    raise
+                # The user did what the server asked: the call goes once more (a second -32042
+                # is raised; the server never ran the refused call).
+                answer = await self._renewing(
+                    lambda session: session.call_tool(name, arguments, progress=True),
+                    signal=signal, on_progress=on_progress or _ignore, timeout_ms=timeout_ms)
+        finally:
+            CALLING.reset(calling)
         result = answer.result
         assert isinstance(result, CallToolResult)
         schema = self._output_schemas.get(name)

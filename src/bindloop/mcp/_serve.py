@@ -13,7 +13,7 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from ._elicit import ElicitationRequest, ElicitationResult
+from ._elicit import ElicitationRequest, ElicitationResult, fill_defaults
 from ._errors import McpRequestRefused
 from ._sampling import McpSampling, SamplingRequest
 from ._session import McpServerRequest
@@ -185,11 +185,5 @@ def _convert(params: Mapping[str, Any], kind: type[Any]) -> Any:
 def _with_defaults(answer: ElicitationResult, asked: ElicitationRequest) -> ElicitationResult:
     if answer.action != "accept" or asked.requested_schema is None:
         return answer
-    properties = asked.requested_schema.get("properties")
-    if not isinstance(properties, dict):
-        return answer
-    content = dict(answer.content or {})
-    for name, schema in properties.items():
-        if name not in content and isinstance(schema, dict) and "default" in schema:
-            content[name] = schema["default"]
+    content = fill_defaults(dict(answer.content or {}), asked.requested_schema)
     return ElicitationResult(action="accept", content=content)

@@ -29,6 +29,7 @@ import msgspec
 
 from ..clock import Clock
 from ._errors import McpError, McpRequestRefused
+from ._pending import CALLING
 from ._serve import ServerRequestHandlers, serve_request
 from ._session import McpDiscarded, McpServerRequest
 from ._tasks import TERMINAL_TASK_STATUSES, McpTask
@@ -206,6 +207,9 @@ class ServerTasks(UrlElicitations):
         if (request.method == "elicitation/create" and params.get("mode") == "url"
                 and isinstance(params.get("elicitationId"), str)):
             self._expect_completion(params["elicitationId"])  # before the user can finish
+        origin = CALLING.get()
+        serving = None if origin is not None and origin[0] == self.server else CALLING.set(
+            (self.server, None))  # outside this server's calls: the GET stream, a task
         try:
             if self._tasked(request):
                 result = await self._start_task(request)
@@ -217,4 +221,7 @@ class ServerTasks(UrlElicitations):
             await self._notify(self.session.respond_error(request.request_id, refusal.code,
                                                           self.redact(refusal.message)))
             return
+        finally:
+            if serving is not None:
+                CALLING.reset(serving)
         await self._notify(self.session.respond(request.request_id, result))
