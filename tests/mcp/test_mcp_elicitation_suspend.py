@@ -11,6 +11,8 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bindloop.agent import ChatResult, create_agent, equip_instruction, prompt_chat, run_with
 from bindloop.contracts import ToolMessage
@@ -168,3 +170,56 @@ async def test_next_times_out_and_url_entries_take_no_content() -> None:
             inbox.accept(pending, {"pin": "1234"})
         inbox.accept(pending)
     assert answers[0].action == "accept" and answers[0].content is None
+
+
+_FIELD = st.one_of(
+    st.fixed_dictionaries({"type": st.just("integer")},
+                          optional={"minimum": st.integers(-5, 5), "maximum": st.integers(-5, 5),
+                                    "default": st.integers(-9, 9)}),
+    st.fixed_dictionaries({"type": st.just("string")},
+                          optional={"maxLength": st.integers(0, 4),
+                                    "enum": st.lists(st.sampled_from("abc"), min_size=1,
+                                                     max_size=3, unique=True),
+                                    "default": st.sampled_from(["", "a", "abcdef"])}),
+    st.fixed_dictionaries({"type": st.just("boolean")}, optional={"default": st.booleans()}))
+_VALUE = st.one_of(st.integers(-9, 9), st.sampled_from(["", "a", "b", "zzzzz"]), st.booleans(),
+                   st.none())
+
+
+@given(fields=st.dictionaries(st.sampled_from(["a", "b", "c"]), _FIELD, min_size=1),
+       required=st.lists(st.sampled_from(["a", "b", "c"]), unique=True),
+       content=st.dictionaries(st.sampled_from(["a", "b", "c"]), _VALUE))
+@settings(max_examples=60, deadline=None)
+def test_accept_refuses_exactly_what_the_reference_validator_refuses(
+        fields: dict[str, Any], required: list[str], content: dict[str, Any]) -> None:
+    """``accept`` raises ElicitationContentError exactly when the content, with the schema's
+    defaults filled in, is invalid for the ``jsonschema`` reference validator; what it sends is
+    that filled content."""
+    from bindloop.mcp import ElicitationRequest
+
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = {"type": "object", "properties": fields,
+              "required": [r for r in required if r in fields]}
+    filled = {**{k: f["default"] for k, f in fields.items() if "default" in f}, **content}
+    valid = jsonschema.Draft202012Validator(schema).is_valid(filled)
+    outcome: dict[str, Any] = {}
+
+    async def scenario() -> None:
+        inbox = PendingElicitations()
+        async with anyio.create_task_group() as tg:
+            async def ask() -> None:
+                outcome["answer"] = await inbox(ElicitationRequest(message="?",
+                                                                   requested_schema=schema))
+            tg.start_soon(ask)
+            pending = await inbox.next()
+            assert pending is not None
+            try:
+                inbox.accept(pending, content)
+            except ElicitationContentError:
+                outcome["refused"] = True
+                inbox.cancel(pending)
+
+    anyio.run(scenario)
+    assert outcome.get("refused", False) is (not valid)
+    if valid:
+        assert outcome["answer"].content == filled
