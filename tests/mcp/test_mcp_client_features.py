@@ -278,6 +278,8 @@ async def test_a_task_augmented_sampling_request_runs_as_a_task_the_server_polls
         steps = _steps(await client.call_tool(
             "task_round", {"method": "sampling/createMessage", "cancel": False}))
         kept = client.server_tasks()
+        client.forget_server_tasks()  # what a session renewal does
+        assert client.server_tasks() == ()
     created = steps[0][1]["task"]
     assert created["taskId"] == "task-1" and created["status"] == "working"
     assert created["ttl"] == 60_000 and created["createdAt"] == "2026-01-01T00:00:00.250Z"

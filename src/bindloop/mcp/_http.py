@@ -422,6 +422,7 @@ class McpHttpClient(ServerTasks):
         async with self._renewal:
             if self.session is expired:
                 expired.close()
+                self.forget_server_tasks()  # they belonged to the session the server ended
                 self.session = self._new_session()
                 self.session_id = None
                 await self.connect()

@@ -89,6 +89,13 @@ class ServerTasks(UrlElicitations):
         self._expire()
         return tuple(entry.view() for entry in self._server_tasks.values())
 
+    def forget_server_tasks(self) -> None:
+        """Drop every task the server asked for, cancelling the ones still working (done when
+        the server ended the session: a new session's server cannot ask for them)."""
+        entries, self._server_tasks = list(self._server_tasks.values()), {}
+        for entry in entries:
+            entry.cancel.cancel()
+
     def _tasked(self, request: McpServerRequest) -> bool:
         """Whether ``request`` is a task-augmented request this client runs as a task."""
         params = request.params or {}
