@@ -58,6 +58,12 @@ async def equip_mcp(server: McpHttpClient | McpToolset, *, allow: ToolFilter = N
         frame = optional_frame()
         return None if frame is None else frame.signal
 
+    def run_agent() -> str | None:
+        frame = optional_frame()
+        while frame is not None and frame.agent_id is None:
+            frame = frame.parent
+        return None if frame is None else frame.agent_id
+
     for tool in toolset.tools:
-        equip_tool(tool.with_signal_source(run_signal), middleware=middleware)
+        equip_tool(tool.with_signal_source(run_signal, agent=run_agent), middleware=middleware)
     return toolset

@@ -31,6 +31,7 @@ from ._elicit import ElicitationRequest, ElicitationResult, fill_defaults
 
 __all__ = (
     "CALLING",
+    "RUN_AGENT",
     "ElicitationContentError",
     "ElicitationNotPendingError",
     "PendingElicitation",
@@ -41,6 +42,9 @@ CALLING: ContextVar[tuple[str, str | None] | None] = ContextVar("bindloop_mcp_ca
                                                                  default=None)
 """(server, MCP tool) of the request being served: set by the client around a tool call and
 around each server request it answers, read when an elicitation becomes pending."""
+
+RUN_AGENT: ContextVar[str | None] = ContextVar("bindloop_mcp_run_agent", default=None)
+"""The agent whose run makes the current MCP tool call (set by the tools ``equip_mcp`` equips)."""
 
 
 class PendingElicitation(msgspec.Struct, frozen=True, kw_only=True):
@@ -171,7 +175,7 @@ class PendingElicitations:
         origin = CALLING.get()
         entry = PendingElicitation(
             id=self._ids(), server=None if origin is None else origin[0],
-            tool=None if origin is None else origin[1], agent=_agent_id(),
+            tool=None if origin is None else origin[1], agent=RUN_AGENT.get(),
             message=request.message, mode=request.mode,
             requested_schema=request.requested_schema, url=request.url,
             elicitation_id=request.elicitation_id)
@@ -200,14 +204,3 @@ class PendingElicitations:
     def _answer(waiting: _Waiting, answer: ElicitationResult) -> None:
         waiting.answer = answer
         waiting.answered.set()
-
-
-def _agent_id() -> str | None:
-    # The agent whose run made the call, when there is one (the agent API is imported only if
-    # the host uses it: equip_mcp has imported it already).
-    from ..agent._context import optional_frame
-
-    frame = optional_frame()
-    while frame is not None and frame.agent_id is None:
-        frame = frame.parent
-    return None if frame is None else frame.agent_id

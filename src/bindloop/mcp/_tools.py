@@ -21,6 +21,7 @@ from ..schema import SchemaSanitizeError, first_schema_violation, sanitize_tool_
 from ._content import map_call_result
 from ._errors import McpError
 from ._http import McpHttpClient
+from ._pending import RUN_AGENT
 from ._protocol import McpToolInfo, SkippedMcpTool
 from ._session import McpProgress
 
@@ -104,9 +105,12 @@ class McpTool(Tool[McpArguments, Any]):
                              kind="validation")
         return McpArguments(values=value)
 
-    def with_signal_source(self, source: Callable[[], AbortSignal | None]) -> McpTool:
+    def with_signal_source(self, source: Callable[[], AbortSignal | None], *,
+                           agent: Callable[[], str | None] | None = None) -> McpTool:
         """This tool, watching ``source()`` (read at each call) when its ``ctx`` carries no signal
-        of its own: how ``equip_mcp`` gives its tools the agent run's abort signal."""
+        of its own: how ``equip_mcp`` gives its tools the agent run's abort signal. ``agent()``
+        names the agent making the call, for the elicitations it meets
+        (:class:`~bindloop.mcp.PendingElicitation`)."""
         inner = self._execute
 
         async def execute(args: McpArguments, ctx: Any) -> ToolOutcome:
@@ -114,8 +118,13 @@ class McpTool(Tool[McpArguments, Any]):
                 signal = source()
                 if signal is not None:
                     ctx = signal
-            outcome = inner(args, ctx)
-            return await outcome if inspect.isawaitable(outcome) else outcome
+            named = None if agent is None else RUN_AGENT.set(agent())
+            try:
+                outcome = inner(args, ctx)
+                return await outcome if inspect.isawaitable(outcome) else outcome
+            finally:
+                if named is not None:
+                    RUN_AGENT.reset(named)
 
         clone = copy.copy(self)  # every attribute kept (schemas, names), only the call wrapped
         clone._execute = execute
