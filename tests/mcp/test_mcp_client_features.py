@@ -343,3 +343,37 @@ async def test_without_tasks_a_task_augmented_request_is_answered_directly(
             "task_round", {"method": "sampling/createMessage", "cancel": False}))
     assert steps[0][1]["content"] == {"type": "text", "text": "direct"}
     assert steps[1][1]["error"] == -32601  # tasks/* are not served without the capability
+
+
+async def test_the_agents_own_model_answers_sampling_with_tools(
+        transport: HttpxTransport) -> None:
+    """One scripted AgentModel is both the agent's model and the sampling port's: the agent
+    calls ``weather_report``; inside it the server samples with its ``forecast`` tool, which the
+    same model calls; the server's tool result comes back and the model answers; the agent
+    finishes."""
+    from bindloop.agent import ChatResult, create_agent, equip_instruction, prompt_chat
+    from bindloop.mcp import equip_mcp
+    from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
+
+    model = scripted_stream_model([
+        tool_call_turn([tool_call("ref__weather_report", {"city": "Oslo"}, id="w1")]),
+        tool_call_turn([tool_call("forecast", {"city": "Oslo"}, id="f1")]),  # sampling
+        final_answer("Oslo looks sunny."),                                  # sampling
+        final_answer("The forecast for Oslo is sunny."),
+    ])
+    handlers = ServerRequestHandlers(sampling=McpSampling(model, model_name="agent-model"))
+    async with McpHttpClient(transport, server="ref", handlers=handlers) as client:
+        async def handler(_: None) -> ChatResult:
+            equip_instruction("What is the weather in Oslo?")
+            await equip_mcp(client, allow=["weather_report"], prefix="ref")
+            return await prompt_chat(max_turn_steps=3)
+
+        result = await create_agent(id="weather", handler=handler, model=model)(None)
+    assert result.stop_reason == "done" and result.data == "The forecast for Oslo is sunny."
+    (answer,) = [m for m in result.delta if isinstance(m, ToolMessage)]
+    assert "Oslo looks sunny." in str(answer.content)
+    sampled = model.requests[1]
+    assert [t.name for t in sampled.options.tools] == ["forecast"]
+    assert sampled.options.tool_choice is None
+    # The sampling follow-up carries the model's tool use and the server's tool result.
+    assert ToolMessage(tool_call_id="f1", content="sunny in Oslo") in model.requests[2].messages

@@ -16,7 +16,7 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from ..completion import ParsedArguments, read_tool_arguments
+from ..completion import ParsedArguments, collect_turn_async, read_tool_arguments
 from ..contracts import (
     AssistantMessage,
     ContentPart,
@@ -73,8 +73,11 @@ CallModel: TypeAlias = Callable[[list[Message], list[Any]], Awaitable[ModelTurnR
 class McpSampling:
     """Sampling answered by a model the host passes, behind a policy the host decides with.
 
-    ``model(messages, tools)`` is a loop ``call_model`` port (bindloop messages in, a
-    :class:`~bindloop.contracts.ModelTurnResult` out). It is shown the server's tools as
+    ``model`` is a loop ``call_model`` port, ``(messages, tools) -> ModelTurnResult`` (a
+    ``ModelAdapter``'s ``call_model``, say), or the agent's own model — an
+    :class:`~bindloop.agent.AgentModel`, what ``create_agent(model=)`` takes — whose stream is
+    folded into the turn (``toolChoice`` then reaches it as ``tool_choice``). It is shown the
+    server's tools as
     :class:`~bindloop.contracts.ToolDefinition` (schemas sanitized as every tool's are; none with
     ``toolChoice: none``); its tool calls are answered as ``tool_use`` blocks. ``policy(request)``
     returns ``True`` to allow, ``False`` or a reason (``str``) to refuse — the server then gets a
@@ -85,10 +88,10 @@ class McpSampling:
     __slots__ = ("model", "model_name", "policy")
     supports_tools = True
 
-    def __init__(self, model: CallModel, *, policy: SamplingPolicy | None = None,
+    def __init__(self, model: CallModel | Any, *, policy: SamplingPolicy | None = None,
                  model_name: str = "bindloop") -> None:
-        if not callable(model):
-            raise UsageError("McpSampling(model=...) must be a call_model port")
+        if not callable(model) and getattr(model, "stream", None) is None:
+            raise UsageError("McpSampling(model=...) must be a call_model port or an AgentModel")
         self.model = model
         self.policy = policy
         self.model_name = model_name
@@ -110,7 +113,7 @@ class McpSampling:
             if verdict is not True:
                 reason = verdict if isinstance(verdict, str) and verdict else "refused by policy"
                 raise McpRequestRefused(f"sampling refused: {reason}")
-        turn = await self.model(messages, [] if mode == "none" else tools)
+        turn = await self._turn(messages, [] if mode == "none" else tools, mode)
         calls = turn.tool_calls if tools and mode != "none" else ()
         if mode == "required" and not calls:
             raise McpRequestRefused("the model answered without a tool call, and toolChoice "
@@ -135,6 +138,18 @@ class McpSampling:
                            "input": dict(parsed.arguments)})
         return {"role": "assistant", "content": blocks, "model": self.model_name,
                 "stopReason": "toolUse"}
+
+
+    async def _turn(self, messages: list[Message], tools: list[ToolDefinition],
+                    mode: str) -> ModelTurnResult:
+        if callable(self.model):
+            turn: ModelTurnResult = await self.model(messages, tools)
+            return turn
+        from ..agent import ModelStreamOptions  # an agent model: the agent API is in use
+
+        options = ModelStreamOptions(tools=tuple(tools),
+                                     tool_choice="required" if mode == "required" else None)
+        return await collect_turn_async(self.model.stream(messages, options))
 
 
 def _definition(raw: Any) -> ToolDefinition:
