@@ -12,7 +12,7 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from ..completion import ParsedArguments, read_tool_arguments
+from ..plugins import ParsedArguments, read_tool_arguments
 from ..contracts import ToolDefinition, ToolError, ToolOutcome
 from ..errors import RunCancelledError, ToolFailure, UsageError
 from ..plugins import RawArguments, ResolveOutcome, Tool, ToolRegistry, tool_wire_definition
