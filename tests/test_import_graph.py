@@ -125,12 +125,8 @@ def test_the_checker_sees_a_circle() -> None:
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
 
 
-# A package's private modules are its own: another package imports its public names. The one left
-# is known and named here so that no new one can appear unnoticed (MCP's equip reads the agent's
-# frame).
-_PRIVATE_IMPORTS_LEFT = {
-    ("bindloop.mcp._equip", "bindloop.agent._context"),
-}
+# A package's private modules are its own: another package imports its public names.
+_PRIVATE_IMPORTS_LEFT: set[tuple[str, str]] = set()
 
 
 def _private_imports() -> set[tuple[str, str]]:

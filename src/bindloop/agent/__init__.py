@@ -140,6 +140,7 @@ from ._partial_json import (
     PartialJsonState as PartialJsonState,
     parse_partial_json as parse_partial_json,
 )
+from ._mcp import equip_mcp as equip_mcp
 
 __all__ = (
     "SNAPSHOT_VERSION",
@@ -250,6 +251,8 @@ __all__ = (
     "PartialJsonParser",
     "PartialJsonState",
     "parse_partial_json",
+    # An MCP server's tools equipped in this generation (_mcp).
+    "equip_mcp",
 )
 
 from .._public import publish as _publish
