@@ -351,8 +351,7 @@ async def test_the_agents_own_model_answers_sampling_with_tools(
     calls ``weather_report``; inside it the server samples with its ``forecast`` tool, which the
     same model calls; the server's tool result comes back and the model answers; the agent
     finishes."""
-    from bindloop.agent import ChatResult, create_agent, equip_instruction, prompt_chat
-    from bindloop.mcp import equip_mcp
+    from bindloop.agent import ChatResult, create_agent, equip_instruction, equip_mcp, prompt_chat
     from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
     model = scripted_stream_model([

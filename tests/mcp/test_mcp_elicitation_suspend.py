@@ -14,7 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bindloop.agent import ChatResult, create_agent, equip_instruction, prompt_chat, run_with
+from bindloop.agent import (
+    ChatResult,
+    create_agent,
+    equip_instruction,
+    equip_mcp,
+    prompt_chat,
+    run_with,
+)
 from bindloop.contracts import ToolMessage
 from bindloop.errors import RunCancelledError
 from bindloop.hosts.httpx_transport import HttpxTransport
@@ -25,7 +32,6 @@ from bindloop.mcp import (
     PendingElicitation,
     PendingElicitations,
     ServerRequestHandlers,
-    equip_mcp,
 )
 from bindloop.signal import AbortController
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn

@@ -16,7 +16,7 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from ..completion import ParsedArguments, collect_turn_async, read_tool_arguments
+from ..completion import collect_turn_async
 from ..contracts import (
     AssistantMessage,
     ContentPart,
@@ -31,6 +31,7 @@ from ..contracts import (
     UserMessage,
 )
 from ..errors import UsageError
+from ..plugins import ParsedArguments, read_tool_arguments
 from ..schema import SchemaSanitizeError, sanitize_tool_schema
 from ._content import map_content_block
 from ._errors import McpRequestRefused

@@ -12,7 +12,7 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from ..completion import ParsedArguments, read_tool_arguments
+from ..plugins import ParsedArguments, read_tool_arguments
 from ..contracts import ToolDefinition, ToolError, ToolOutcome
 from ..errors import RunCancelledError, ToolFailure, UsageError
 from ..plugins import RawArguments, ResolveOutcome, Tool, ToolRegistry, tool_wire_definition
@@ -108,8 +108,8 @@ class McpTool(Tool[McpArguments, Any]):
     def with_signal_source(self, source: Callable[[], AbortSignal | None], *,
                            agent: Callable[[], str | None] | None = None) -> McpTool:
         """This tool, watching ``source()`` (read at each call) when its ``ctx`` carries no signal
-        of its own: how ``equip_mcp`` gives its tools the agent run's abort signal. ``agent()``
-        names the agent making the call, for the elicitations it meets
+        of its own: how ``bindloop.agent.equip_mcp`` gives its tools the agent run's abort signal.
+        ``agent()`` names the agent making the call, for the elicitations it meets
         (:class:`~bindloop.mcp.PendingElicitation`)."""
         inner = self._execute
 
