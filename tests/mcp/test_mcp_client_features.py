@@ -12,6 +12,8 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bindloop.contracts import (
     AssistantMessage,
@@ -376,3 +378,44 @@ async def test_the_agents_own_model_answers_sampling_with_tools(
     assert sampled.options.tool_choice is None
     # The sampling follow-up carries the model's tool use and the server's tool result.
     assert ToolMessage(tool_call_id="f1", content="sunny in Oslo") in model.requests[2].messages
+
+
+@st.composite
+def _tool_conversations(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """A sampling conversation as servers send it: a user question, then rounds of an assistant
+    message with text and tool uses followed by a user message with one result per use."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": {"type": "text", "text": "q"}}]
+    for round_ in range(draw(st.integers(0, 4))):
+        uses = [{"type": "tool_use", "id": f"u{round_}-{i}", "name": draw(st.sampled_from(
+                     ["forecast", "search"])),
+                 "input": draw(st.dictionaries(st.sampled_from("abc"), st.integers(), max_size=2))}
+                for i in range(draw(st.integers(1, 3)))]
+        text = draw(st.one_of(st.none(), st.text(min_size=1, max_size=5)))
+        blocks = ([{"type": "text", "text": text}] if text else []) + uses
+        messages.append({"role": "assistant", "content": blocks})
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "toolUseId": use["id"], "isError": draw(st.booleans()),
+             "content": [{"type": "text", "text": draw(st.text(max_size=5))}]}
+            for use in draw(st.permutations(uses))]})
+    return messages
+
+
+@given(conversation=_tool_conversations())
+@settings(max_examples=80, deadline=None)
+def test_sampled_tool_conversations_become_transcripts_providers_accept(
+        conversation: list[dict[str, Any]]) -> None:
+    """Every well-formed tool_use / tool_result conversation maps to a transcript the healer
+    has nothing to repair in: each result is a tool message answering a call of the assistant
+    message before it, in the server's order, with its error flag kept."""
+    from bindloop.mcp._sampling import sampling_messages
+    from bindloop.transcript import validate_and_heal_messages
+
+    mapped = sampling_messages(SamplingRequest(messages=conversation, max_tokens=5))
+    assert validate_and_heal_messages(mapped, for_request=False).issues == ()
+    results = [b for m in conversation if isinstance(m["content"], list)
+               for b in m["content"] if b["type"] == "tool_result"]
+    tools = [m for m in mapped if isinstance(m, ToolMessage)]
+    assert [(t.tool_call_id, t.is_error) for t in tools] == [
+        (b["toolUseId"], b["isError"]) for b in results]
+    calls = [c for m in mapped if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    assert {c.id for c in calls} == {t.tool_call_id for t in tools}
