@@ -229,3 +229,26 @@ def test_accept_refuses_exactly_what_the_reference_validator_refuses(
     assert outcome.get("refused", False) is (not valid)
     if valid:
         assert outcome["answer"].content == filled
+
+
+async def test_a_url_elicitation_required_error_becomes_a_pending_url_entry(
+        transport: HttpxTransport) -> None:
+    import httpx
+
+    inbox = PendingElicitations()
+    outcome: dict[str, Any] = {}
+    async with McpHttpClient(transport, server="ref", url_elicitation_wait_ms=20_000,
+                             handlers=ServerRequestHandlers(url_elicitation=inbox)) as client:
+        async def call() -> None:
+            outcome["result"] = await client.call_tool("link_account", {})
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                pending = await inbox.next()
+                assert pending is not None and pending.mode == "url" and pending.url
+                assert (pending.server, pending.tool) == ("ref", "link_account")
+                async with httpx.AsyncClient() as http:  # the user follows the link
+                    (await http.get(pending.url)).raise_for_status()
+                inbox.accept(pending)
+    assert outcome["result"].content[0]["text"] == "account linked"
