@@ -252,3 +252,25 @@ async def test_a_url_elicitation_required_error_becomes_a_pending_url_entry(
                     (await http.get(pending.url)).raise_for_status()
                 inbox.accept(pending)
     assert outcome["result"].content[0]["text"] == "account linked"
+
+
+async def test_an_abort_while_the_user_is_at_the_url_stops_the_call(
+        transport: HttpxTransport) -> None:
+    inbox = PendingElicitations()
+    controller = AbortController()
+    outcome: dict[str, Any] = {}
+    async with McpHttpClient(transport, server="ref",
+                             handlers=ServerRequestHandlers(url_elicitation=inbox)) as client:
+        async def call() -> None:
+            try:
+                await client.call_tool("link_account", {}, signal=controller.signal)
+            except RunCancelledError as exc:
+                outcome["error"] = exc
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                assert await inbox.next() is not None
+                controller.abort("the user closed the tab")
+    assert "the user closed the tab" in str(outcome["error"])
+    assert inbox.pending() == ()

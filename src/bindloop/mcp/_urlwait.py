@@ -43,29 +43,35 @@ class UrlElicitations(GetStreams):
         (bounded) for their completion. ``False``: no handler, or the user did not accept."""
         if handlers.url_elicitation is None or not refused.elicitations:
             return False
-        for asked in refused.elicitations:
-            assert asked.elicitation_id is not None
-            self._expect_completion(asked.elicitation_id)
-            try:
-                answer = await elicit(handlers, asked)
-            except McpRequestRefused:
-                return False
-            if answer.action != "accept":
-                return False
-        scope = anyio.CancelScope()
+        if signal is not None and signal.aborted:
+            raise RunCancelledError(_reason(signal))
+        scope = anyio.CancelScope()  # the run's abort stops the asking and the waiting alike
         remove = signal.add_listener(lambda _reason: scope.cancel()) if signal else None
+        accepted = True
         try:
-            with scope, anyio.move_on_after(self._url_wait_s):
+            with scope:
                 for asked in refused.elicitations:
                     assert asked.elicitation_id is not None
-                    await self._url_waits[asked.elicitation_id].wait()
+                    self._expect_completion(asked.elicitation_id)
+                    try:
+                        answer = await elicit(handlers, asked)
+                    except McpRequestRefused:
+                        answer = None
+                    if answer is None or answer.action != "accept":
+                        accepted = False
+                        break
+                if accepted:
+                    with anyio.move_on_after(self._url_wait_s):
+                        for asked in refused.elicitations:
+                            waiter = self._url_waits.get(asked.elicitation_id or "")
+                            if waiter is not None:
+                                await waiter.wait()
         finally:
             if remove is not None:
                 remove()
         if scope.cancel_called:
-            reason = None if signal is None or signal.reason is None else str(signal.reason)
-            raise RunCancelledError(reason or "cancelled while the user was elsewhere")
-        return True
+            raise RunCancelledError(_reason(signal))
+        return accepted
 
     def _expect_completion(self, elicitation_id: str) -> None:
         if elicitation_id not in self._url_waits:
@@ -84,3 +90,7 @@ class UrlElicitations(GetStreams):
         waiter.set()
         self._report(event)
 
+
+def _reason(signal: AbortSignal | None) -> str:
+    reason = None if signal is None or signal.reason is None else str(signal.reason)
+    return reason or "cancelled while the user was elsewhere"
