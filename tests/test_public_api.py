@@ -92,7 +92,7 @@ def test_testing_and_hosts_are_not_reexported() -> None:
     assert not {m for m in bindloop._EXPORTS if m in ("testing", "hosts")}
 
 
-def test_the_seed_names_have_a_public_home() -> None:
+def test_the_loop_contract_names_have_a_public_home() -> None:
     homes = {
         "bindloop": ("run_tool_loop", "ToolLoopState", "ToolLoopParams", "ToolLoopResult", "RunStats",
                      "StepSettlement", "ModelTurnResult", "TurnUsage"),
