@@ -101,14 +101,12 @@ class CompletionResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
     has_more: bool | None = None
 
 
-def _convert(client: McpHttpClient, value: Any, kind: type[_T], method: str,
-             wrong: str = "with a malformed result") -> _T:
-    """``value`` as ``kind``, or :class:`McpProtocolError` saying the server answered ``method``
-    ``wrong`` (and why)."""
+def _convert(client: McpHttpClient, value: Any, kind: type[_T], method: str) -> _T:
     try:
         return msgspec.convert(value, kind)
     except msgspec.ValidationError as exc:
-        raise McpProtocolError(client.server, f"answered {method} {wrong}: {exc}") from exc
+        raise McpProtocolError(client.server, f"answered {method} with a malformed result: "
+                                              f"{exc}") from exc
 
 
 async def _pages(client: McpHttpClient, method: str, key: str, kind: type[_T],

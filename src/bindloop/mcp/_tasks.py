@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from ._features import _convert, _pages
+from ._errors import McpProtocolError
 from ._http import McpHttpClient
 from ._protocol import CallToolResult
 
@@ -43,7 +43,11 @@ class McpTask(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
 
 def _task(client: McpHttpClient, value: Any, method: str) -> McpTask:
-    return _convert(client, value, McpTask, method, "without a valid task")
+    try:
+        return msgspec.convert(value, McpTask)
+    except msgspec.ValidationError as exc:
+        raise McpProtocolError(client.server, f"answered {method} without a valid task: "
+                                              f"{exc}") from exc
 
 
 async def call_tool_as_task(client: McpHttpClient, name: str, arguments: Mapping[str, Any], *,
@@ -74,6 +78,8 @@ async def cancel_task(client: McpHttpClient, task_id: str) -> McpTask:
 
 
 async def list_tasks(client: McpHttpClient, *, max_pages: int = 100) -> list[McpTask]:
+    from ._features import _pages
+
     return await _pages(client, "tasks/list", "tasks", McpTask, max_pages)
 
 
@@ -82,7 +88,11 @@ async def task_result(client: McpHttpClient, task_id: str, *,
     """``tasks/result``: the tool's result once the task is done (the server may hold the
     request open until then, and deliver its own requests — an elicitation — on its stream)."""
     answer = await client.request("tasks/result", {"taskId": task_id}, timeout_ms=timeout_ms)
-    return _convert(client, answer, CallToolResult, "tasks/result", "with a malformed tool result")
+    try:
+        return msgspec.convert(answer, CallToolResult)
+    except msgspec.ValidationError as exc:
+        raise McpProtocolError(client.server, f"answered tasks/result with a malformed tool "
+                                              f"result: {exc}") from exc
 
 
 async def run_tool_task(client: McpHttpClient, name: str, arguments: Mapping[str, Any], *,
