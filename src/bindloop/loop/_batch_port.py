@@ -11,9 +11,9 @@ then the pool in call order), and sent back with the port's outcomes as
 :class:`~bindloop.lowlevel.BatchWrapped`.
 
 :class:`Raised` is how the driver's tool runner hands back a non-fatal raise: the exception is
-turned into a :class:`~bindloop.lowlevel.ToolRaised` (``format_tool_exception`` asked) only once
-the pool it ran in is over, in call order, as the machine used to — so a raising formatter never
-cancels the calls still running beside it.
+turned into a :class:`~bindloop.lowlevel.ToolRaised` (``format_tool_exception`` asked) once the
+pool it ran in is over, in call order — so what the model reads is formatted in one order on every
+runtime, and a raising formatter never cancels the calls still running beside it.
 """
 
 from __future__ import annotations
