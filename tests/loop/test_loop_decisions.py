@@ -22,10 +22,11 @@ from bindloop import ToolCall, ToolError, ToolMessage, ToolOutcome, ToolResult, 
 from bindloop.contracts import ModelTurnResult, ToolSuspend, UserMessage
 from bindloop.loop import BatchRunner, ToolLoopState
 from bindloop.lowlevel import (
-    WIRABLE, BatchFinished, BatchPlanned, BoundaryChecked, CallModel, CheckBoundary, CheckFinal,
+    WIRABLE, BatchFinished, BatchPlanned, CheckBoundary, CheckFinal,
     Effect, FinalChecked, Finish, LoopMachine, ModelReplied, Phase, PlanBatch, RaisedByTool,
     Reject, Request, RunTool, RunToolBatch, ToolRaised, ToolReturned, WrapToolBatch)
 from bindloop.testing import final_answer, loop_harness, tool_call, tool_call_turn
+from test_loop_phases import started
 
 # The machine's own modules: its handlers and its protocol half (next_effect, refusals).
 MACHINE_SOURCES = {str(Path(f.__code__.co_filename).resolve())
@@ -33,12 +34,7 @@ MACHINE_SOURCES = {str(Path(f.__code__.co_filename).resolve())
 
 
 def at_model(*wired: str, calls: Sequence[ToolCall]) -> tuple[LoopMachine, ModelTurnResult]:
-    m = LoopMachine(ToolLoopState(messages=[UserMessage(content="go")]), 3,
-                    wired=frozenset(wired))
-    m.start()
-    assert isinstance(m.next_effect(), CheckBoundary)
-    m.send(BoundaryChecked(False))
-    assert isinstance(m.next_effect(), CallModel)
+    m = started(*wired)  # waiting for the model's turn
     turn = ModelTurnResult(tool_calls=tuple(calls))
     m.send(ModelReplied(turn, 1.0))
     return m, turn
