@@ -111,6 +111,8 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
     last_turn = None
 
     def send(answer: Any) -> None:
+        # An answer trace is plain data too: no exception object, no secret, JSON all through.
+        assert SECRET not in msgspec.json.encode(answer).decode()
         before = m.phase
         m.send(answer)
         taken.add((before, type(answer), m.phase))
