@@ -240,3 +240,35 @@ def test_a_raising_host_decision_propagates_from_the_driver() -> None:
     with pytest.raises(KeyError):
         anyio.run(run_tool_loop, h.params)
     assert h.ran == []
+
+
+def test_the_order_in_which_the_driver_asks_the_host() -> None:
+    log: list[str] = []
+
+    def note(name: str, value: Any = None) -> Any:
+        log.append(name)
+        return value
+
+    def noted_boom(args: dict[str, Any]) -> Any:
+        note("ran boom")
+        return boom(args)
+
+    h = loop_harness(
+        [tool_call_turn([tool_call("s"), tool_call("boom")]), final_answer("done")],
+        tools={"s": lambda a: note("ran s", ToolResult(content="ok", activate_plugins=("p",))),
+               "boom": noted_boom},
+        on_assistant_message=lambda m: note("on_assistant_message"),
+        runs_serially=lambda c: note(f"runs_serially {c.name}", c.name == "s"),
+        activate=lambda kind, names: note("activate"),
+        is_fatal_tool_error=lambda e: note("is_fatal_tool_error", False),
+        format_tool_exception=lambda e: note("format_tool_exception", ToolError(error="failed")),
+        on_tool_call_rejected=lambda i, e: note("on_tool_call_rejected"),
+        is_final_call=lambda c, o: note(f"is_final_call {c.name}", False),
+        before_tool_message_accepted=lambda m, k: note("accept"),
+        on_step_settled=lambda would_end: note(f"settled {would_end}"))
+    assert anyio.run(run_tool_loop, h.params).stop_reason == "done"
+    assert log == [
+        "on_assistant_message", "runs_serially s", "runs_serially boom",
+        "ran s", "activate", "ran boom", "is_fatal_tool_error", "format_tool_exception",
+        "on_tool_call_rejected", "is_final_call s", "is_final_call boom", "accept", "accept",
+        "settled False", "on_assistant_message", "settled True"]

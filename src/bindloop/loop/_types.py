@@ -193,9 +193,12 @@ class ToolLoopPorts(msgspec.Struct, frozen=True, kw_only=True):
       :class:`~bindloop.errors.MissingActivationPortError` and the run goes on. (It replaced the
       two ports ``activate_plugins`` and ``activate_skills``.)
     - ``runs_serially(call)``: such calls run first, alone, in model order, each outcome (including
-      activations) applied before the next; the rest run concurrently, pooled per tool name.
+      activations) applied before the next; the rest run concurrently, pooled per tool name. Asked
+      once per call of a turn, after the turn's ``on_assistant_message`` and before its first call
+      runs (with ``run_tool_batch`` wired, by the runner for the calls it is handed).
     - ``is_fatal_tool_error(exc)``: a raise that must end the run instead of becoming a tool error the
-      model reads. :class:`~bindloop.errors.RunCancelledError` is always fatal.
+      model reads, asked the moment a call raises. :class:`~bindloop.errors.RunCancelledError` is
+      always fatal.
     - ``format_tool_exception(exc)``: the :class:`~bindloop.contracts.ToolError` the model reads for
       any other raise. Unwired, the model sees only the exception's type and a fixed text
       (``"RuntimeError: the tool failed"``): an exception message can hold what must never reach a
