@@ -321,8 +321,11 @@ class LoopMachine(MachineProtocol):
 
     def _batch_planned(self, request: PlanBatch, answer: BatchPlanned) -> None:
         flags = check_decisions(answer.serial, len(request.calls), "BatchPlanned", "runs_serially")
-        self._serial = deque(i for i, alone in enumerate(flags) if alone)
-        self._pooled = tuple(i for i, alone in enumerate(flags) if not alone)
+        serial: deque[int] = deque()
+        pooled: list[int] = []
+        for i, alone in enumerate(flags):
+            (serial if alone else pooled).append(i)
+        self._serial, self._pooled = serial, tuple(pooled)
         self._next_tool_step()
 
     def _next_tool_step(self) -> None:
