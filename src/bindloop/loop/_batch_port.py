@@ -24,7 +24,7 @@ from typing import Any
 from .._awaitable import isawaitable
 from ..contracts import ToolCall, ToolOutcome
 from ..errors import AbortedToolCallError, PortContractError
-from ..run import ToolBatchOptions, run_tool_calls_pooled_by_tool
+from ._pool import ToolBatchOptions, run_tool_calls_pooled_by_tool
 from ..signal import AbortSignal
 from ._effects import BatchWrapped, RanCall, ToolAnswer, ToolNotRun, ToolReturned
 from ._machine import LoopMachine
