@@ -101,8 +101,8 @@ from ._prompt import (
     ChatResult as ChatResult,
     prompt_agent as prompt_agent,
     prompt_chat as prompt_chat,
-    resume_chat as resume_chat,
 )
+from ._resume import resume_chat as resume_chat
 from ._retry import with_retry as with_retry
 from ._run import (
     dump_snapshot as dump_snapshot,

@@ -111,6 +111,7 @@ async def run_tool_loop(
         is_fatal_tool_error=p.is_fatal_tool_error,
         format_tool_exception=p.format_tool_exception,
         is_final_call=p.is_final_call,
+        resume_calls=p.resume_calls,
     )
     now = p.now
     signal = p.signal

@@ -94,9 +94,10 @@ _AFTER_BATCH: Final = frozenset({_P.ACCEPT_TOOL_MESSAGE, _P.SETTLE, _P.ASK_NUDGE
 # (the batch complete) wherever a batch leads.
 _AFTER_TOOL: Final = _AFTER_BATCH | {_P.RUN_TOOL, _P.RUN_TOOL_BATCH}
 
-START_SUCCESSORS: Final = frozenset({_P.CHECK_BOUNDARY, _P.DONE})
-"""Where :meth:`~bindloop.lowlevel.LoopMachine.start` leads from ``IDLE``: the first boundary, or
-``DONE`` at once for a state with open suspends."""
+START_SUCCESSORS: Final = frozenset({_P.CHECK_BOUNDARY, _P.DONE, _P.RUN_TOOL, _P.RUN_TOOL_BATCH,
+                                     _P.WRAP_TOOL_BATCH})
+"""Where :meth:`~bindloop.lowlevel.LoopMachine.start` leads from ``IDLE``: the first boundary,
+``DONE`` at once for a state with open suspends, or the batch of the resumed calls."""
 
 SUCCESSORS: Final[Mapping[tuple[Phase, type], frozenset[Phase]]] = MappingProxyType({
     # Stop or out of iterations -> DONE; else compaction, a checkpoint boundary, or the model.
