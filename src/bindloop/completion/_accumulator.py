@@ -72,6 +72,14 @@ class ToolCallAccumulator:
         Raises :class:`ToolCallDeltaError` for a delta without a non-negative integer ``index`` or
         whose ``id`` contradicts the slot's; the slots already merged are kept.
         """
+        if type(deltas) is ToolCallChunk:  # the common delta, checked inline
+            index, call_id, name, arguments = (deltas.index, deltas.id, deltas.name,
+                                               deltas.arguments)
+            if (type(index) is int and index >= 0 and (call_id is None or type(call_id) is str)
+                    and (name is None or type(name) is str)
+                    and (arguments is None or type(arguments) is str)):
+                self._place(index, call_id, name, arguments)
+                return
         if deltas is None:
             return
         if isinstance(deltas, (ToolCallChunk, Mapping)):
@@ -98,9 +106,12 @@ class ToolCallAccumulator:
                 f"tool-call delta has no usable index (got {index!r}); deltas are merged by index, "
                 "so one without it cannot be placed"
             )
-        call_id = _fragment(call_id, "id", index)
-        name = _fragment(name, "name", index)
-        arguments = _fragment(arguments, "arguments", index)
+        self._place(index, _fragment(call_id, "id", index), _fragment(name, "name", index),
+                    _fragment(arguments, "arguments", index))
+
+    def _place(self, index: int, call_id: str | None, name: str | None,
+               arguments: str | None) -> None:
+        # One checked delta into its slot.
         slot = self._slots.get(index)
         if slot is None:
             slot = self._slots[index] = _Slot()
@@ -126,8 +137,9 @@ class ToolCallAccumulator:
         :class:`ToolCallDeltaError`.
         """
         calls = []
-        for index in sorted(self._slots):
-            slot = self._slots[index]
+        slots = self._slots
+        for index in sorted(slots) if len(slots) > 1 else slots:
+            slot = slots[index]
             call_id = slot.id
             if call_id is None:
                 if self._mint_id is None:
@@ -136,10 +148,13 @@ class ToolCallAccumulator:
                         "not be paired with it; pass mint_id= for providers that omit ids"
                     )
                 call_id = self._mint_id(index)
-            name = "".join(slot.name)
+            parts = slot.name
+            name = parts[0] if len(parts) == 1 else "".join(parts)
             if not name:
                 raise ToolCallDeltaError(f"the tool call at index {index} ended without a name")
-            calls.append(ToolCall(id=call_id, name=name, arguments="".join(slot.arguments)))
+            parts = slot.arguments
+            calls.append(ToolCall(id=call_id, name=name,
+                                  arguments=parts[0] if len(parts) == 1 else "".join(parts)))
         return tuple(calls)
 
 

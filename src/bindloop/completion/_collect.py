@@ -110,6 +110,39 @@ class TurnCollector:
 
     def observe(self, event: StreamEvent) -> None:
         """Fold one event."""
+        # The exact event types first, by one type lookup (this runs for every event of every
+        # stream); a subclass, a rarer kind or a non-event takes the isinstance chain below.
+        kind = type(event)
+        if kind is TextEvent:
+            if event.content:  # type: ignore[union-attr]
+                self._text.append(event.content)  # type: ignore[union-attr]
+            return
+        if kind is ToolCallEvent:
+            calls = self._tool_calls
+            if calls is None:
+                calls = self._tool_calls = ToolCallAccumulator(mint_id=self._mint_id)
+            calls.observe(event.tool_call)  # type: ignore[union-attr]
+            return
+        if kind is UsageEvent:
+            usage: TurnUsage = event.usage  # type: ignore[union-attr,assignment]
+            if event.snapshot:  # type: ignore[union-attr]
+                self._usage = usage
+            elif self._usage is _NO_USAGE and type(usage) is TurnUsage and \
+                    usage.input_tokens >= 0 and usage.output_tokens >= 0 and \
+                    usage.cached_input_tokens >= 0:
+                self._usage = usage  # the turn's first report (the common case): nothing to merge
+            else:
+                self._usage = _max_usage(self._usage, usage)
+            return
+        if kind is FinishEvent:
+            self._finish_reason = event.finish_reason  # type: ignore[union-attr]
+            final: TurnUsage | None = event.usage  # type: ignore[union-attr]
+            if final is not None:
+                self._usage = _max_usage(self._usage, final)
+            return
+        self._observe_any(event)
+
+    def _observe_any(self, event: StreamEvent) -> None:
         # Ordered by frequency: text and tool-call deltas are nearly every event of a stream.
         if isinstance(event, TextEvent):
             if event.content:
@@ -159,6 +192,7 @@ class TurnCollector:
         texts = self._text
         calls = self._tool_calls
         usage = self._usage
+        items = self._items
         return ModelTurnResult(
             text=(texts[0] if len(texts) == 1 else "".join(texts)) if texts else None,
             tool_calls=() if calls is None else calls.assembled(),
@@ -166,7 +200,7 @@ class TurnCollector:
             usage=usage,
             cost=self._price(usage) if self._price is not None else 0,
             finish_reason=self._finish_reason,
-            provider_items=tuple(self._items[i] for i in sorted(self._items)),
+            provider_items=tuple(items[i] for i in sorted(items)) if items else (),
         )
 
 
