@@ -14,7 +14,7 @@ loop's ports (:func:`drive`, which ``resume_chat`` runs too).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar, overload
 
 import msgspec
@@ -267,10 +267,10 @@ async def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
     pos = Position(ToolLoopState(messages=initial), execution_id=_execution_id(frame),
                    steps=max_turn_steps, total_end=total)
 
-    async def body(hub: StreamHub | None) -> tuple[Any, ChatResult | None]:
-        return await drive(frame, gen, spec, pos, hub=hub, text=text, saver=on_checkpoint,
-                            additional_options=additional_options, start_len=len(initial),
-                            secret=secret)
+    def body(hub: StreamHub | None) -> Awaitable[tuple[Any, ChatResult | None]]:
+        return drive(frame, gen, spec, pos, hub=hub, text=text, saver=on_checkpoint,
+                     additional_options=additional_options, start_len=len(initial),
+                     secret=secret)
 
     def finish(ok: bool) -> None:
         if text is not None:
