@@ -17,6 +17,7 @@ import msgspec
 
 from ..contracts import ToolCall, ToolError, ToolOutcome, ToolResult
 from ..loop import BatchRunner
+from ..plugins import Tool
 from ._approvals import ApprovalGate
 from ._context import Frame, Generation
 from ._middleware import ToolCallLoopContext, ToolContext, ToolOutput, ToolTurn, run_loop_chain
@@ -35,8 +36,8 @@ class ToolPort:
     it runs nothing and returns a plain receipt (the loop's ``is_final_call`` then ends the run on
     it). ``context(calls, done)`` builds the middleware's :class:`ToolCallLoopContext`."""
 
-    __slots__ = ("context", "done", "frame", "gate", "gen", "output", "plain", "recording",
-                 "tools", "tracer")
+    __slots__ = ("agent_id", "context", "direct", "done", "frame", "gate", "gen", "output",
+                 "recording", "session_id", "tools", "trace_id", "tracer")
 
     def __init__(self, frame: Frame, gen: Generation, *, output: str | None,
                  context: Callable[[tuple[ToolCall, ...], tuple[ToolTurn, ...]],
@@ -51,8 +52,13 @@ class ToolPort:
         run = frame.run
         self.tracer = run.tracer
         self.recording = recording
-        # Nothing to replay, record or trace: straight to a tool without middleware.
-        self.plain = not recording and not run.tracer.enabled
+        # Nothing to replay, record or trace: a tool without middleware is called straight.
+        plain = not recording and not run.tracer.enabled
+        self.direct: dict[str, Tool[Any, Any]] = {
+            name: t.tool for name, (t, mw) in self.tools.items()
+            if plain and not mw and not t.middleware}
+        self.agent_id, self.session_id, self.trace_id = frame.agent_id, run.session_id, \
+            run.trace_id
         self.gate = gate
 
     def is_final_call(self, call: ToolCall, outcome: ToolOutcome) -> bool:
@@ -62,14 +68,13 @@ class ToolPort:
         """The loop's port. A plain function handing back the call's awaitable: on the common
         path (nothing to replay, record or trace; a tool without middleware) that is the tool's
         own coroutine, with no frame of ours around it."""
-        entry = self.tools.get(call.name)
-        if self.plain and entry is not None and not entry[1] and not entry[0].middleware:
-            tool = entry[0].tool
-            run = self.frame.run
-            return tool.execute(call.arguments, ToolContext(
-                tool.name, tool.description, tool.parameters, call.arguments, call.id,
-                self.frame.agent_id, run.session_id, run.trace_id))
-        return self._call(call, entry)
+        tool = self.direct.get(call.name)
+        if tool is not None:
+            raw = call.arguments
+            return tool.execute(raw, ToolContext(tool.name, tool.description, tool.parameters,
+                                                 raw, call.id, self.agent_id, self.session_id,
+                                                 self.trace_id))
+        return self._call(call, self.tools.get(call.name))
 
     async def _call(self, call: ToolCall, entry: tuple[AgentTool, Any] | None) -> ToolOutcome:
         frame = self.frame
