@@ -269,7 +269,7 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
     assert s.cost == cost + aux_cost
     assert state.input_tokens == world["seed_tokens"] + s.input_tokens
     assert state.cost == world["seed_cost"] + s.cost
-    assert state.tool_calls == 3 + requested
+    assert state.requested_tool_calls == 3 + requested
     assert rejections == expected_rejections
     # timings: every model call took 2 ms, every applied compaction 1 ms, every tool that ran 1 ms
     assert s.model_ms == 2.0 * turns + 1.0 * compactions

@@ -226,8 +226,9 @@ async def run_tool_loop(
                 settle=settle, runs_alone=runs_alone, signal=signal, options=p.batch_options))
         elif kind is NotifyProgress:
             assert isinstance(effect, NotifyProgress) and p.on_progress_update is not None
-            check_sync_result(p.on_progress_update(effect.output_tokens, effect.tool_calls),
-                              "on_progress_update")
+            check_sync_result(
+                p.on_progress_update(effect.output_tokens, effect.requested_tool_calls),
+                "on_progress_update")
         elif kind is NotifyAssistant:
             assert isinstance(effect, NotifyAssistant) and p.on_assistant_message is not None
             await _resolve(p.on_assistant_message(effect.message))

@@ -236,10 +236,10 @@ class NotifyAssistant(msgspec.Struct, frozen=True, tag=True):
 
 
 class NotifyProgress(msgspec.Struct, frozen=True, tag=True):
-    """Tell ``on_progress_update`` the live totals."""
+    """Tell ``on_progress_update`` the live totals (tool calls requested so far)."""
 
     output_tokens: int
-    tool_calls: int
+    requested_tool_calls: int
 
 
 class Reject(msgspec.Struct, frozen=True, tag=True):

@@ -199,7 +199,7 @@ class LoopMachine(MachineProtocol):
 
     def _progress(self) -> None:
         st = self.state
-        self._effects.append(NotifyProgress(st.output_tokens, st.tool_calls))
+        self._effects.append(NotifyProgress(st.output_tokens, st.requested_tool_calls))
 
     def _commit(self, message: Message) -> None:
         # The one place a message joins the transcript. From the tool-call turn until its batch's

@@ -101,8 +101,9 @@ class ToolLoopState(msgspec.Struct, kw_only=True):
     ``open_suspends`` lists calls whose results are withheld; a run started with open suspends ends
     at once with their stop reason and makes no model call.
 
-    The flat read-only properties (``input_tokens``, ``tool_calls``, ...) read those two values;
-    ``tool_calls`` is ``counters.requested_tool_calls``.
+    The flat read-only properties (``input_tokens``, ``requested_tool_calls``, ...) read those two
+    values. Calls *requested* are ``requested_tool_calls`` here; calls that *ran* are
+    ``totals.tool_calls`` (:class:`~bindloop.contracts.RunStats`).
     """
 
     messages: list[Message] = msgspec.field(default_factory=list)
@@ -127,7 +128,7 @@ class ToolLoopState(msgspec.Struct, kw_only=True):
         return self.totals.cost
 
     @property
-    def tool_calls(self) -> int:
+    def requested_tool_calls(self) -> int:
         return self.counters.requested_tool_calls
 
     @property
