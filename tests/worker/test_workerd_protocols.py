@@ -2,13 +2,16 @@
 .../stream`` and ``POST .../stop``; worker/src/frontends.py) in real workerd, driven by the real
 npm clients (clients/worker.mjs: ``ai@6``'s
 ``DefaultChatTransport`` + ``readUIMessageStream`` and ``@ag-ui/client``'s ``HttpAgent``) against a
-scripted OpenAI-chat provider on 127.0.0.1. Runs under ``make test-worker``, which also needs
-``make clients-node`` (the npm clients)."""
+scripted OpenAI-chat provider on 127.0.0.1; then the same clients across a workerd killed with
+SIGKILL mid-run (clients/worker_kill.mjs), and ``useChat`` in headless Chromium with an approval
+clicked through (clients/use_chat.mjs, after a restart with ``APPROVAL_TOOLS``). Runs under
+``make test-worker``, which also needs ``make clients-node`` (the npm clients) and Chromium."""
 
 from __future__ import annotations
 
 import http.client
 import json
+import os
 import subprocess
 import sys
 import time
@@ -73,25 +76,35 @@ class Worker:
     Durable Object storage."""
 
     def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
         self.server = ScriptedProviderServer().start()
         self.server.set_responder("p", policy)
-        self.config = stage(tmp / "stage", storage_dir=tmp / "do", with_conformance=False, bindings={
+        self.bindings = {
             "PROVIDER_BASE_URL": self.server.base_url("p"), "PROVIDER_WIRE": "openai_chat",
             "PROVIDER_MODEL": "gpt-test", "PROVIDER_API_KEY": "sk-test-secret",
             "MAX_ITERATIONS": "6", "SYSTEM_PROMPT": "Be brief.",
             # A killed run's lease runs out 1.5 s after its last renewal; the alarm then waits
             # 5 s for a client before it continues the run itself.
-            "RUN_LEASE_MS": "1500", "RUN_CONTINUE_MS": "5000"})
+            "RUN_LEASE_MS": "1500", "RUN_CONTINUE_MS": "5000"}
+        self.config = self._stage()
         self.workerd = Workerd(self.config).start()
+
+    def _stage(self) -> Path:
+        return stage(self.tmp / "stage", storage_dir=self.tmp / "do", with_conformance=False,
+                     bindings=self.bindings)
 
     def __iter__(self) -> Iterator[Any]:  # `workerd, server = worker`
         return iter((self.workerd, self.server))
 
-    def restart(self, *, kill: bool) -> None:
+    def restart(self, *, kill: bool, **bindings: str) -> None:
+        """Stop workerd (``kill``: SIGKILL) and start it again, with ``bindings`` changed."""
         if kill:
             self.workerd.kill()
         else:
             self.workerd.stop()
+        if bindings:
+            self.bindings.update(bindings)
+            self.config = self._stage()
         self.workerd = Workerd(self.config).start()
 
     def close(self) -> None:
@@ -195,3 +208,24 @@ def test_the_real_clients_reconnect_across_a_workerd_killed_mid_run(worker: Work
     # The continuations asked the model only for the answer (the uninterrupted reference runs
     # asked both questions once more).
     assert calls("user") == 4 and calls("tool") == 6
+
+
+def test_use_chat_in_headless_chromium_against_the_worker_with_an_approval_clicked_through(
+        worker: Worker) -> None:
+    """Deliverable 4, the browser: @ai-sdk/react's useChat on the page bundled offline by esbuild
+    (clients/use_chat/app.jsx) in headless Chromium, against the Worker in workerd with
+    ``APPROVAL_TOOLS=word_count``: the count waits for an approval, Approve is clicked, the same
+    assistant message goes on to the answer -- equal to the one DefaultChatTransport gets for
+    the same request and answer (clients/use_chat.mjs, scenario ``worker``)."""
+    chromium = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+    if not Path(chromium).is_file():
+        pytest.fail(f"{chromium} not found: apt-get install -y chromium")
+    worker.restart(kill=False, APPROVAL_TOOLS="word_count")
+    before = len(worker.server.requests)
+    proc = subprocess.run(["node", str(CLIENTS / "use_chat.mjs"), worker.workerd.base_url,
+                           "worker"], capture_output=True, text=True, timeout=300, cwd=CLIENTS)
+    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}\n{worker.workerd.log_text()}"
+    # Page and reference: each asked once (the approval request) and once with the tool's result.
+    sent = [msgspec.json.decode(r.body)["messages"] for r in worker.server.requests[before:]]
+    assert [m[-1]["role"] for m in sent] == ["user", "tool", "user", "tool"]
+    assert all(m[-1]["content"] == "4" for m in sent if m[-1]["role"] == "tool")

@@ -44,8 +44,8 @@ from agent import (
     config_from_env,
     error_event,
 )
-from bindloop.contracts import JsonBoundsError, SystemMessage
-from bindloop.session import create_loop_checkpoint
+from bindloop.contracts import JsonBoundsError, SystemMessage, UserMessage
+from bindloop.session import CheckpointFormatError, LoopCheckpoint, create_loop_checkpoint
 from bindloop.hosts.asgi import (
     AgUiFrames,
     ChatInput,
@@ -171,9 +171,8 @@ async def _start(owner: Any, config: AgentConfig, protocol: str, raw: str) -> An
     headers = UI_STREAM_HEADERS if protocol == "ui" else AG_UI_HEADERS
     store = _session(owner.env, protocol, chat.chat_id, config)
     await store.load()
-    cp = create_loop_checkpoint(execution_id=store.session_id, messages=chat.transcript,
-                                max_iterations=config.max_iterations)
-    cp = msgspec.structs.replace(cp, revision=store.revision + 1)
+    cp = msgspec.structs.replace(_claimed(store.session_id, chat, config),
+                                 revision=store.revision + 1)
     record = {"run": store.run_for(cp), "protocol": protocol, "new_id": new_id, "chunks": 0,
               "offset": 0}
     await store.claim(cp, extra={"protocol": json.dumps(record), "protocol_body": raw})
@@ -182,6 +181,20 @@ async def _start(owner: Any, config: AgentConfig, protocol: str, raw: str) -> An
     owner.ctx.waitUntil(asyncio.ensure_future(
         _run(owner.env, config, store, log, chat, RecordedFrames(frames), record)))
     return stream.response()
+
+
+def _claimed(session_id: str, chat: ChatInput, config: AgentConfig) -> LoopCheckpoint:
+    """The checkpoint a request's claim stores: its transcript -- up to the last user message
+    when calls in it wait on the request's approvals (a checkpoint holds no unanswered call).
+    A continuation without a save runs the request body again, approvals included."""
+    try:
+        return create_loop_checkpoint(execution_id=session_id, messages=chat.transcript,
+                                      max_iterations=config.max_iterations)
+    except CheckpointFormatError:
+        users = [k for k, m in enumerate(chat.transcript) if isinstance(m, UserMessage)]
+        return create_loop_checkpoint(execution_id=session_id,
+                                      messages=chat.transcript[:users[-1] + 1] if users else (),
+                                      max_iterations=config.max_iterations)
 
 
 async def _run(env: Any, config: AgentConfig, store: SessionStore, log: RunLog, chat: ChatInput,
