@@ -33,7 +33,7 @@ import anyio
 import httpx
 import msgspec
 
-from bindloop.agent import TextStreamEvent, TurnStartEvent
+from bindloop.agent import AgentStreamEvent, TurnStartEvent
 from bindloop.completion import TextEvent
 from bindloop.protocols import (
     AgUiEncoder,
@@ -60,12 +60,13 @@ def encoder_costs(n: int) -> None:
     def base() -> None:
         out = []
         for i, t in enumerate(tokens):
-            out.append(sse_frame(enc.encode(TextStreamEvent(turn_index=0, delta=t)), event_id=i))
+            out.append(sse_frame(enc.encode(AgentStreamEvent(turn_index=0, event=TextEvent(content=t))),
+                                 event_id=i))
 
     def ui() -> None:
         e = UIStreamEncoder("msg-1")
         out = [sse_frame(encode_ui_chunk(c), event_id=0) for c in e.start()]
-        out += [sse_frame(encode_ui_chunk(c), event_id=1) for c in e.feed(TurnStartEvent(turn_index=0))]
+        out += [sse_frame(encode_ui_chunk(c), event_id=1) for c in e.feed(TurnStartEvent(), turn_index=0)]
         for i, t in enumerate(tokens):
             for c in e.feed(TextEvent(content=t), turn_index=0):
                 out.append(sse_frame(encode_ui_chunk(c), event_id=i + 2))
