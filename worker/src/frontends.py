@@ -241,14 +241,16 @@ async def _run(env: Any, config: AgentConfig, store: SessionStore, log: RunLog, 
         await log.close()
 
 
-async def continue_lost_run(target: Any, config: AgentConfig, *, lost_run: str) -> None:
+async def continue_lost_run(target: Any, config: AgentConfig, *, lost_run: str,
+                            continuation: int) -> None:
     """The Session object's alarm found protocol run ``lost_run`` dead (its lease ran out): run
     its request on in the object, no client attached. From its last save, a fresh encoder is fed
     the inputs saved with it -- writing the dead run's log again, offset for offset, under the new
     run's id (``continues`` names the dead run) -- and ``resume_chat`` goes on from the saved
     checkpoint, so a client that reconnects reads one stream that ends as an uninterrupted run's.
     Without a save the request runs again from its start. An approved call runs at most once,
-    unless the isolate died between running it and that save."""
+    unless the isolate died between running it and that save. ``continuation`` counts the lost
+    runs continued in a row (stored with the claim)."""
     state = json.loads(str(await target.protocol_run()))
     record, body = state["record"], state["body"]
     chat, frames = _request(record["protocol"], body, record["new_id"], config)
@@ -261,7 +263,8 @@ async def continue_lost_run(target: Any, config: AgentConfig, *, lost_run: str) 
         recorder, payloads = replay(frames, decode_fed(state["fed"]))
         chat = msgspec.structs.replace(chat, transcript=cp.messages, approvals=(), checkpoint=cp)
     claim = msgspec.structs.replace(cp, revision=cp.revision + 1)
-    extra: dict[str, Any] = {"protocol": json.dumps({**record, "run": store.run_for(claim)})}
+    extra: dict[str, Any] = {"protocol": json.dumps({**record, "run": store.run_for(claim)}),
+                             "continuations": continuation}
     if saved:
         extra["log_continues"] = f"{lost_run}:{record['offset'] - 1}"
     await store.claim(claim, extra=extra)
@@ -303,7 +306,10 @@ async def _follow(stream: EventStream, target: Any, batch: dict[str, Any], after
                 return
             if not batch["events"]:
                 if not batch["live"] and not batch["lost"]:
-                    return  # over without an end (given up): nothing more will come
+                    # Over without an end (given up, not continued): what it logged is all.
+                    for offset, event, payload in held:
+                        stream.send_encoded(event, payload, f"{run}:{offset}")
+                    return
                 await asyncio.sleep(0.1)
             batch = json.loads(str(await target.read_log(after, LOG_BATCH)))
             if batch["run"] != run:

@@ -113,7 +113,9 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
             "checkpoint": data, "revision": int(revision),
             "lease": json.dumps({"run": run, "expires": expires}),
             "log_run": run, "log_end": "", "log_continues": "", "stop": "",
-            **(json.loads(extra) if extra else {})}))
+            # A request's claim starts the count of lost runs continued in a row again; the
+            # alarm's claims carry theirs.
+            "continuations": 0, **(json.loads(extra) if extra else {})}))
         await self.ctx.storage.setAlarm(expires + ALARM_GRACE_MS)
         # The session keeps the event log of its latest run only.
         self._sql().exec("DELETE FROM events WHERE run != ?", run)
@@ -274,7 +276,8 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
             await self.ctx.storage.put("continuations", continuations + 1)
             from frontends import continue_lost_run  # frontends imports this module
 
-            await continue_lost_run(self, config, lost_run=lease["run"])
+            await continue_lost_run(self, config, lost_run=lease["run"],
+                                    continuation=continuations + 1)
             return
         cp = self._continuable(await self.load(), continuations, config)
         if cp is None or config is None or record.get("run") == lease["run"]:
@@ -283,7 +286,8 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
         await self.ctx.storage.put("continuations", continuations + 1)
         store = SessionStore(self, cp.execution_id, lease_ms=config.lease_ms)
         store.revision = cp.revision
-        claimed = await store.claim(msgspec.structs.replace(cp, revision=cp.revision + 1))
+        claimed = await store.claim(msgspec.structs.replace(cp, revision=cp.revision + 1),
+                                    extra={"continuations": continuations + 1})
         await drive(RunLog(self, store.run, None), store, claimed, config, self.env,
                     continued_from=lease["run"])
 

@@ -81,10 +81,9 @@ class PacedModel:
     """``inner`` with a pause of ``delay_s`` before each stream event: a provider's pace, for demos
     and for tests that must act while a response is still streaming."""
 
-    def __init__(self, inner: AgentModel, delay_s: float, *, counted: _FedTurns | None = None) -> None:
+    def __init__(self, inner: AgentModel, delay_s: float) -> None:
         self._inner = inner
         self._delay = delay_s
-        self._counted = counted  # each call is a model turn started (no pause when set)
         self.structured_output = getattr(inner, "structured_output", "tool")
 
     @property
@@ -103,13 +102,22 @@ class PacedModel:
 
     async def stream(self, messages: Sequence[Message],
                      options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
-        if self._counted is not None:
-            self._counted.started += 1
-            async for event in self._inner.stream(messages, options):
-                yield event
-            return
         async for event in self._inner.stream(messages, options):
             await anyio.sleep(self._delay)
+            yield event
+
+
+class _Counted(PacedModel):
+    """``inner`` unpaced, counting its calls: each is a model turn started."""
+
+    def __init__(self, inner: AgentModel, turns: _FedTurns) -> None:
+        super().__init__(inner, 0.0)
+        self._turns = turns
+
+    async def stream(self, messages: Sequence[Message],
+                     options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
+        self._turns.started += 1
+        async for event in self._inner.stream(messages, options):
             yield event
 
 
@@ -232,7 +240,7 @@ class _FedTurns:
     point, and a continuation from the one repeats exactly the other."""
 
     def __init__(self, inner: AgentModel) -> None:
-        self.model = PacedModel(inner, 0.0, counted=self)
+        self.model = _Counted(inner, self)
         self.started = 0
         self.ended = 0
         self._changed = anyio.Event()
