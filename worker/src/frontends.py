@@ -287,8 +287,9 @@ async def _follow(stream: EventStream, target: Any, batch: dict[str, Any], after
     """Send the chat's log from ``batch`` on, following the run live. What a run that is not
     known to be alive (its lease ran out) logged after its last save is held back: if the run
     is dead, its continuation repeats the log only up to that save, and this stream goes on with
-    the continuation from there. A stream that already sent more than a continuation repeats
-    ends instead (the client reconnects)."""
+    the continuation from there (one that sent nothing yet follows the next run from its start).
+    A stream that already sent more than a continuation repeats ends instead (the client
+    reconnects)."""
     run = batch["run"]
     sent = after
     held: list[list[Any]] = []
@@ -314,8 +315,10 @@ async def _follow(stream: EventStream, target: Any, batch: dict[str, Any], after
             batch = json.loads(str(await target.read_log(after, LOG_BATCH)))
             if batch["run"] != run:
                 cont = batch["continues"]
-                if cont is None or cont["run"] != run or sent > cont["offset"]:
+                repeats = cont is not None and cont["run"] == run and sent <= cont["offset"]
+                if sent >= 0 and not repeats:
                     return  # a newer request of the chat, or more than the continuation repeats
+                # What was sent is the newer run's too (nothing, or the repeated part): go on.
                 run, after, held = batch["run"], sent, []
                 batch = json.loads(str(await target.read_log(after, LOG_BATCH)))
     finally:
