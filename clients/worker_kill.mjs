@@ -1,6 +1,7 @@
 // The real clients across a workerd killed with SIGKILL mid-run: `node worker_kill.mjs BASE_URL`.
 // Both clients send a message whose run makes a word_count round and then waits on the (held)
-// provider; once both rounds streamed in this prints "ready" and waits for a line on stdin: the
+// provider, and the AI SDK one more whose run waits on its first model call (nothing saved yet);
+// once both rounds streamed in this prints "ready" and waits for a line on stdin: the
 // base URL of the Worker restarted on the same storage. Then each client reconnects --
 // DefaultChatTransport.reconnectToStream + readUIMessageStream, HttpAgent.connectAgent on
 // GET /ag-ui/{thread}/stream with its event verifier -- to the run the Session object's alarm
@@ -12,6 +13,7 @@ import { HttpAgent, runHttpRequest, transformHttpEventStream } from '@ag-ui/clie
 
 process.env.SUPPRESS_TRANSFORMATION_WARNINGS = 'true';
 const SAID = 'hold count these four words';
+const EARLY = 'hold first count two words';
 const user = (id, text) => ({ id, role: 'user', parts: [{ type: 'text', text }] });
 const norm = (m) => JSON.parse(JSON.stringify(m).replaceAll(m.id, 'MSG'));
 const agUi = (ms) => ms.map(({ role, content, toolCalls, toolCallId }) => ({
@@ -56,6 +58,12 @@ rounds.push(new Promise((resolve, reject) => {
     onEvent: ({ event }) => { if (event.type === 'TOOL_CALL_RESULT') resolve(); } })
     .then(() => reject(new Error('the AG-UI run ended before workerd was killed')), () => {});
 }));
+rounds.push((async () => {
+  const reader = (await first.sendMessages({ chatId: 'k3', messages: [user('u3', EARLY)],
+    trigger: 'submit-message', messageId: undefined })).getReader();
+  assert.equal((await reader.read()).value.type, 'start');
+  reader.read().then(() => {}, () => {});
+})());
 await Promise.all(rounds);
 console.log('ready');
 
@@ -67,16 +75,23 @@ const transport = new DefaultChatTransport({ api: `${again}/api/chat` });
 const reconnecting = new Reconnecting({ url: `${again}/ag-ui`, threadId: 'k2',
                                         initialMessages: [{ id: 'u2', role: 'user', content: SAID }] });
 reconnecting.base = again;
-// Both at once, as two browser tabs would: each run is lost until the alarm continues it.
-const [aiMessage] = await Promise.all([(async () => {
-  const resumed = await transport.reconnectToStream({ chatId: 'k1' });
-  assert.notEqual(resumed, null, 'the lost run was not being continued: the reconnect got a 204');
+// All at once, as browser tabs would: each run is lost until the alarm continues it.
+const reconnect = async (chatId) => {
+  const resumed = await transport.reconnectToStream({ chatId });
+  assert.notEqual(resumed, null, `${chatId}: the lost run was not being continued (a 204)`);
   return last(resumed);
-})(), reconnecting.connectAgent({ runId: 'run-k2' })]);
+};
+const [aiMessage, earlyMessage] = await Promise.all([
+  reconnect('k1'), reconnect('k3'), reconnecting.connectAgent({ runId: 'run-k2' })]);
 
 const whole = await last(await transport.sendMessages({ chatId: 'k1-whole',
   messages: [user('u1', SAID)], trigger: 'submit-message', messageId: undefined }));
 assert.deepEqual(norm(aiMessage), norm(whole));
+// Lost before its first save: the continuation ran the request again from its start.
+const early = await last(await transport.sendMessages({ chatId: 'k3-whole',
+  messages: [user('u3', EARLY)], trigger: 'submit-message', messageId: undefined }));
+assert.deepEqual(norm(earlyMessage), norm(early));
+assert.equal(early.parts.at(-1).text, 'Counted 2 words.');
 assert.deepEqual(whole.parts.map((p) => p.type), ['step-start', 'tool-word_count', 'step-start', 'text']);
 const reference = new HttpAgent({ url: `${again}/ag-ui`, threadId: 'k2-whole',
                                   initialMessages: [{ id: 'u2', role: 'user', content: SAID }] });

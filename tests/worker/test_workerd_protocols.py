@@ -39,7 +39,8 @@ from workerd_harness import Workerd, stage  # noqa: E402
 
 
 HOLD = [False]
-"""While set, the model call after a ``hold ...`` message's tool round hangs (no answer)."""
+"""While set, the model call after a ``hold ...`` message's tool round hangs (no answer), and a
+``hold first ...`` message's first one."""
 
 
 def policy(request: RecordedRequest) -> ScriptedReply:
@@ -49,6 +50,10 @@ def policy(request: RecordedRequest) -> ScriptedReply:
     delay = 0.001
     if said.startswith("slow "):  # the same answers, paced: a client can act mid-stream
         said, delay = said[5:], 0.15
+    if said.startswith("hold first "):  # the same answers, the first one held while HOLD
+        said = said[11:]
+        if HOLD[0] and last["role"] == "user":
+            return ScriptedReply(stall_before_headers=True)
     if said.startswith("hold "):  # the same answers, the one after the round held while HOLD
         said = said[5:]
         if HOLD[0] and last["role"] == "tool":
@@ -177,11 +182,14 @@ def test_the_real_clients_reconnect_across_a_workerd_killed_mid_run(worker: Work
     its encoder was fed) and waits on the provider; workerd is killed and started again on the
     same storage. Each client reconnects while the run is lost; the Session object's alarm
     continues it from the saved round, replaying the log up to there, and each client ends with
-    the message an uninterrupted run gives. The round's model call is not made again."""
+    the message an uninterrupted run gives. The round's model call is not made again. A third
+    run (AI SDK), lost in its first model call before anything was saved, is run again from its
+    request and ends the same way too."""
     server = worker.server
 
-    def calls(role: str) -> int:  # model calls for the held message whose last message is `role`
-        return sum(1 for r in server.requests if b"hold count these four words" in r.body
+    def calls(role: str, said: bytes = b"hold count these four words") -> int:
+        # model calls for the held message whose last message is `role`
+        return sum(1 for r in server.requests if said in r.body
                    and msgspec.json.decode(r.body)["messages"][-1]["role"] == role)
 
     HOLD[0] = True
@@ -193,9 +201,10 @@ def test_the_real_clients_reconnect_across_a_workerd_killed_mid_run(worker: Work
         ready = node.stdout.readline()
         assert ready == "ready\n", f"{ready}{node.stderr.read() if node.poll() is not None else ''}"
         deadline = time.monotonic() + 30
-        while calls("tool") < 2 and time.monotonic() < deadline:  # both runs wait on the provider
+        while (calls("tool") < 2 or calls("user", b"hold first") < 1) and (
+                time.monotonic() < deadline):  # every run waits on the provider
             time.sleep(0.05)
-        assert (calls("user"), calls("tool")) == (2, 2)
+        assert (calls("user"), calls("tool"), calls("user", b"hold first")) == (2, 2, 1)
         worker.restart(kill=True)
         HOLD[0] = False
         out, err = node.communicate(worker.workerd.base_url + "\n", timeout=180)
@@ -208,6 +217,8 @@ def test_the_real_clients_reconnect_across_a_workerd_killed_mid_run(worker: Work
     # The continuations asked the model only for the answer (the uninterrupted reference runs
     # asked both questions once more).
     assert calls("user") == 4 and calls("tool") == 6
+    # The early one: asked again by its continuation, then once more by the reference.
+    assert calls("user", b"hold first") == 3 and calls("tool", b"hold first") == 2
 
 
 def test_use_chat_in_headless_chromium_against_the_worker_with_an_approval_clicked_through(
