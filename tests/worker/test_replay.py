@@ -13,6 +13,8 @@ from typing import Any
 import anyio
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bindloop.contracts import AssistantMessage, ToolCall, UserMessage
 from bindloop.hosts.asgi import AgUiFrames, ChatInput, Frames, UiFrames, drive_run
@@ -22,7 +24,7 @@ from bindloop.protocols import AgUiEncoder, ToolApproval, UIStreamEncoder
 from bindloop.session import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "worker" / "src"))
-from replay import RecordedFrames, decode_fed, encode_fed, replay  # noqa: E402
+from replay import LogFollower, RecordedFrames, decode_fed, encode_fed, replay  # noqa: E402
 
 DELETE = AssistantMessage(content="", tool_calls=(
     ToolCall(id="call-del", name="delete_note", arguments='{"title":"groceries"}'),))
@@ -97,3 +99,58 @@ def test_encoded_inputs_round_trip_and_concatenate() -> None:
     assert decode_fed(encode_fed(fed[:half]) + encode_fed(fed[half:])) == fed
     with pytest.raises(TypeError):
         encode_fed([(0, UserMessage(content="not an input"))])  # type: ignore[list-item]
+
+
+# -- what a reconnected client is sent while the run it follows dies and is continued ------------
+
+
+def _world(n: int, kill: int, save: int) -> list[dict[str, Any]]:
+    """The states ``read_log`` passes through, as whole logs: run ``r1`` logging the stream ``E``
+    live, killed after ``kill`` events (those past its save at ``save`` are a dead attempt's,
+    ``D``), lost; then ``r2`` continuing it -- repeating ``E`` up to the save, then the rest."""
+    dead = [[i, "", ("E" if i < save else "D", i)] for i in range(kill)]
+    whole = [[i, "", ("E", i)] for i in range(n)]
+    cont = {"run": "r1", "offset": save - 1} if save > 0 else None
+    states = [dict(run="r1", log=dead[:j], live=True, lost=False, ended=False, saved=save - 1,
+                   continues=None) for j in range(kill + 1)]
+    states.append(dict(states[-1], live=False, lost=True))
+    states += [dict(run="r2", log=whole[:j], live=True, lost=False, ended=False, saved=save - 1,
+                    continues=cont) for j in range(n + 1)]
+    states.append(dict(states[-1], live=False, ended=True))
+    return states
+
+
+def _read(state: dict[str, Any], after: int, limit: int) -> dict[str, Any]:
+    events = [e for e in state["log"] if e[0] > after][:limit]
+    return {k: v for k, v in state.items() if k != "log"} | {"events": events}
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_a_reconnected_stream_is_always_the_start_of_one_run_s_stream(data: st.DataObject) -> None:
+    n = data.draw(st.integers(1, 12), label="events")
+    kill = data.draw(st.integers(0, n), label="kill")
+    save = data.draw(st.integers(0, kill), label="save")
+    states = _world(n, kill, save)
+    at = first = data.draw(st.integers(0, len(states) - 1), label="connect at")
+    follower = LogFollower(states[at]["run"], -1)
+    sent: list[Any] = []
+    then = "more"
+    for _ in range(200):
+        events, then = follower.take(_read(states[at], follower.after, data.draw(
+            st.integers(1, 4), label="batch")))
+        sent += [payload for _, _, payload in events]
+        if then == "end":
+            break
+        at = min(len(states) - 1, at + data.draw(st.integers(0, 2), label="world moves"))
+    whole = [("E", i) for i in range(n)]
+    dead = [("E" if i < save else "D", i) for i in range(kill)]
+    assert sent == whole[:len(sent)] or sent == dead[:len(sent)], sent  # never a mix
+    if then != "end":
+        return  # still waiting (the world stopped moving before the run ended)
+    if sent and sent[-1][0] == "D":
+        # It had streamed the dead attempt live (so it connected before the kill): it ended
+        # there, and its client reconnects.
+        assert len(sent) <= kill and first < kill + 1
+    else:
+        assert sent == whole, (sent, first)  # connected later: all of the continued run

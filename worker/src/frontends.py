@@ -66,7 +66,7 @@ from bindloop.protocols import (
     decode_run_agent_input,
     decode_ui_chat_request,
 )
-from replay import RecordedFrames, decode_fed, encode_fed, replay
+from replay import LogFollower, RecordedFrames, decode_fed, encode_fed, replay
 from sessions import RunLog, SessionStore, limit_store, wall_clock_ms
 from web import EventStream
 
@@ -284,43 +284,20 @@ def _last_event_id(header: Any) -> tuple[str, int]:
 
 
 async def _follow(stream: EventStream, target: Any, batch: dict[str, Any], after: int) -> None:
-    """Send the chat's log from ``batch`` on, following the run live. What a run that is not
-    known to be alive (its lease ran out) logged after its last save is held back: if the run
-    is dead, its continuation repeats the log only up to that save, and this stream goes on with
-    the continuation from there (one that sent nothing yet follows the next run from its start).
-    A stream that already sent more than a continuation repeats ends instead (the client
-    reconnects)."""
-    run = batch["run"]
-    sent = after
-    held: list[list[Any]] = []
+    """Send the chat's log from ``batch`` on, as :class:`replay.LogFollower` decides: live while
+    the run is, held back past its last save while it may be dead, then its continuation."""
+    follower = LogFollower(batch["run"], after)
     try:
         while True:
-            if batch["events"]:
-                after = batch["events"][-1][0]
-            held.extend(batch["events"])
-            sure = batch["live"] or batch["ended"]
-            while held and (sure or held[0][0] <= batch["saved"]):
-                offset, event, payload = held.pop(0)
+            run = follower.run
+            events, then = follower.take(batch)
+            for offset, event, payload in events:
                 stream.send_encoded(event, payload, f"{run}:{offset}")
-                sent = offset
-            if batch["ended"]:
+            if then == "end":
                 return
-            if not batch["events"]:
-                if not batch["live"] and not batch["lost"]:
-                    # Over without an end (given up, not continued): what it logged is all.
-                    for offset, event, payload in held:
-                        stream.send_encoded(event, payload, f"{run}:{offset}")
-                    return
+            if then == "wait":
                 await asyncio.sleep(0.1)
-            batch = json.loads(str(await target.read_log(after, LOG_BATCH)))
-            if batch["run"] != run:
-                cont = batch["continues"]
-                repeats = cont is not None and cont["run"] == run and sent <= cont["offset"]
-                if sent >= 0 and not repeats:
-                    return  # a newer request of the chat, or more than the continuation repeats
-                # What was sent is the newer run's too (nothing, or the repeated part): go on.
-                run, after, held = batch["run"], sent, []
-                batch = json.loads(str(await target.read_log(after, LOG_BATCH)))
+            batch = json.loads(str(await target.read_log(follower.after, LOG_BATCH)))
     finally:
         await stream.close()
 

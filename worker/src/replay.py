@@ -7,6 +7,9 @@ by its last save writes the very frames the dead run had logged by then, offset 
 goes on from there with ``resume_chat`` from the saved checkpoint. A client reading the log sees
 one stream: the dead run's frames up to the save, then the continuation's.
 
+:class:`LogFollower` decides what a reconnected client is sent from that log while the run it
+follows may be dead.
+
 Model turns are numbered per prompt (a resumed chat counts from 0 again), so :class:`RecordedFrames`
 shifts a continuation's turn indices past the turns already fed: the encoder's steps go on.
 """
@@ -15,14 +18,14 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
 from bindloop.hosts.asgi import Frames
 from bindloop.protocols import EncoderInput
 
-__all__ = ("Fed", "RecordedFrames", "decode_fed", "encode_fed", "replay")
+__all__ = ("Fed", "LogFollower", "RecordedFrames", "decode_fed", "encode_fed", "replay")
 
 Fed = tuple[int | None, EncoderInput]
 """One encoder input as fed: ``(turn_index, event)``."""
@@ -125,3 +128,52 @@ def replay(frames: Frames, fed: Sequence[Fed]) -> tuple[RecordedFrames, list[byt
 
 def _turns(fed: Sequence[Fed]) -> int:
     return max((t + 1 for t, _ in fed if t is not None), default=0)
+
+
+Logged = list[Any]
+"""One logged event: ``[offset, event, payload]``."""
+Next = Literal["more", "wait", "reread", "end"]
+
+
+class LogFollower:
+    """What a reconnected stream sends of a chat's log (the batches the Session object's
+    ``read_log`` answers), following run ``run`` after offset ``after``.
+
+    What a run that is not known to be alive (its lease ran out) logged after its last save is
+    held back: if the run is dead, its continuation repeats the log only up to that save, and
+    the stream goes on with the continuation there. A stream that sent nothing yet follows the
+    next run from its start; one that already sent more than a continuation repeats (a newer
+    request, or events of the dead attempt) ends, and its client reconnects. So what one stream
+    sends is always the start of one run's stream."""
+
+    def __init__(self, run: str, after: int) -> None:
+        self.run = run
+        self.after = after  # where the next read starts
+        self.sent = after  # the last offset sent to the client
+        self._held: list[Logged] = []
+
+    def take(self, batch: dict[str, Any]) -> tuple[list[Logged], Next]:
+        """The events of ``batch`` to send now, in order, and what to do next: read again at
+        once (``more``; ``reread``: the stream switched to the batch's newer run), after a
+        pause (``wait``), or close the stream (``end``)."""
+        if batch["run"] != self.run:
+            cont = batch["continues"]
+            repeats = cont is not None and cont["run"] == self.run and self.sent <= cont["offset"]
+            if self.sent >= 0 and not repeats:
+                return [], "end"
+            self.run, self.after, self._held = batch["run"], self.sent, []
+            return [], "reread"
+        events: list[Logged] = batch["events"]
+        if events:
+            self.after = events[-1][0]
+        self._held.extend(events)
+        sure = batch["live"] or batch["ended"]
+        over = not sure and not batch["lost"] and not events  # given up, never continued
+        out: list[Logged] = []
+        while self._held and (sure or over or self._held[0][0] <= batch["saved"]):
+            out.append(self._held.pop(0))
+        if out:
+            self.sent = out[-1][0]
+        if (batch["ended"] and not events) or over:  # (an ended log may have more to read)
+            return out, "end"
+        return out, "more" if events else "wait"
