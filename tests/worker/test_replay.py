@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -160,3 +161,82 @@ def test_a_reconnected_stream_is_always_the_start_of_one_run_s_stream(data: st.D
         assert len(sent) <= kill and first < kill + 1
     else:
         assert sent == whole, (sent, first)  # connected later: all of the continued run
+
+
+def test_the_worker_s_own_model_over_http_continues_to_the_same_bytes() -> None:
+    """The same with what the Worker runs: its routed model (agent.build_model, which folds its
+    own turns: ``complete_turn``) over a scripted OpenAI-chat provider on 127.0.0.1, its tools."""
+    import agent
+
+    from bindloop.hosts.httpx_transport import HttpxTransport
+    from bindloop.hosts.scripted_server import ScriptedProviderServer, turn_reply
+    from bindloop.testing import final_answer, tool_call, tool_call_turn
+
+    def policy(request: Any) -> Any:
+        body = msgspec.json.decode(request.body)
+        last = body["messages"][-1]
+        turn = (final_answer(f"Counted {last['content']} words.") if last["role"] == "tool" else
+                tool_call_turn([tool_call("word_count", {"text": "a b c"}, id="wc1")],
+                               text="Counting."))
+        return turn_reply("openai_chat", turn, stream=True, model=body["model"])
+
+    server = ScriptedProviderServer().start()
+    server.set_responder("p", policy)
+    try:
+        cfg = agent.config_from_env(SimpleNamespace(
+            PROVIDER_BASE_URL=server.base_url("p"), PROVIDER_MODEL="m", PROVIDER_API_KEY="sk"))
+
+        def model() -> Any:
+            return agent.build_model(cfg, transport_for=lambda p, h: HttpxTransport(
+                p.base_url, headers=h), on_turn_event=lambda _e: None, turn_prefix="t",
+                first_turn=0)
+
+        folds: list[str] = []
+
+        class Spy:
+            """The model, noting which of its two ways each turn went through."""
+
+            def __init__(self, inner: Any) -> None:
+                self._inner = inner
+                self.id = inner.id
+                self.price = getattr(inner, "price", None)
+
+            def stream(self, *args: Any) -> Any:
+                folds.append("stream")
+                return self._inner.stream(*args)
+
+            async def complete_turn(self, *args: Any, **kwargs: Any) -> Any:
+                folds.append("complete_turn")
+                return await self._inner.complete_turn(*args, **kwargs)
+
+        assert hasattr(model(), "complete_turn")
+        chat = ChatInput(chat_id="w", protocol="ui", transcript=(UserMessage(content="count"),))
+
+        async def go(chat: ChatInput, frames: RecordedFrames,
+                     resumed: bool = False) -> tuple[list[bytes], list[Save]]:
+            out: list[bytes] = []
+            saves: list[Save] = []
+
+            async def save(_c: ChatInput, cp: LoopCheckpoint) -> None:
+                saves.append(Save(cp, len(out), encode_fed(frames.fed)))
+
+            runner = agent_runner(Spy(model()), tools=agent.TOOLS, on_checkpoint=save)
+            assert await drive_run(runner, chat, frames, out.extend, resumed=resumed) == "finished"
+            return out, saves
+
+        async def main() -> None:
+            for protocol in ("ui", "ag-ui"):
+                ask = msgspec.structs.replace(chat, protocol=protocol)
+                whole, saves = await go(ask, RecordedFrames(frames_for(protocol)))
+                assert len(saves) == 1
+                recorder, prefix = replay(frames_for(protocol), decode_fed(saves[0].fed))
+                again = msgspec.structs.replace(ask, transcript=saves[0].checkpoint.messages,
+                                                checkpoint=saves[0].checkpoint)
+                rest, _ = await go(again, recorder, resumed=True)
+                assert prefix == whole[:saves[0].offset] and prefix + rest == whole
+
+        anyio.run(main)
+        # The model's own fold served every turn: the turn counter hid nothing of the model.
+        assert folds and set(folds) == {"complete_turn"}
+    finally:
+        server.stop()

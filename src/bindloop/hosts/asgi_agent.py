@@ -107,12 +107,27 @@ class PacedModel:
             yield event
 
 
-class _Counted(PacedModel):
-    """``inner`` unpaced, counting its calls: each is a model turn started."""
+class _Counted:
+    """``inner`` as it is -- its optional extras passed on, its own fold (``complete_turn``)
+    too -- counting the turns started through it."""
 
     def __init__(self, inner: AgentModel, turns: _FedTurns) -> None:
-        super().__init__(inner, 0.0)
+        self._inner = inner
         self._turns = turns
+        for name in ("provider", "price", "structured_output", "calculate_cost"):
+            if hasattr(inner, name):
+                setattr(self, name, getattr(inner, name))
+        own = getattr(inner, "complete_turn", None)
+        if own is not None:
+            async def complete_turn(*args: Any, **kwargs: Any) -> Any:
+                turns.started += 1
+                return await own(*args, **kwargs)
+
+            self.complete_turn = complete_turn
+
+    @property
+    def id(self) -> str:
+        return self._inner.id
 
     async def stream(self, messages: Sequence[Message],
                      options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
