@@ -10,10 +10,12 @@ saves are accepted only while it still holds it, and another claim is refused wh
 resume cannot start a second runner beside a live one.
 
 **The alarm.** Every claim and renewal moves the object's alarm to just after the lease's expiry.
-When it fires and the lease ran out unreleased, the run is lost: a ``ready`` session with turns
-left is continued *in the object*, from its last saved round, as a new run (at most
+When it fires and the lease ran out unreleased, the run is lost: recorded so (``last_run``), it
+waits ``RUN_CONTINUE_MS`` for a client to resume it, then a ``ready`` session with turns left is
+continued *in the object*, from its last saved round, as a new run (at most
 ``MAX_CONTINUATIONS`` times in a row, so a run that kills its isolate each time stops being
-retried); its events go nowhere (no client is connected), its outcome is the stored checkpoint.
+retried); its events go to its log (no client is connected), its outcome is the stored
+checkpoint. A protocol run (frontends.py) is continued by ``frontends.continue_lost_run``.
 
 Run ids are ``r<claim revision>``: unique per session, and the turn ids of a run's model calls
 (``<session>:<claim revision>:<n>``) are new for every attempt, so a client that keeps its
