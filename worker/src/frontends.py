@@ -265,7 +265,9 @@ async def continue_lost_run(target: Any, config: AgentConfig, *, lost_run: str,
     claim = msgspec.structs.replace(cp, revision=cp.revision + 1)
     extra: dict[str, Any] = {"protocol": json.dumps({**record, "run": store.run_for(claim)}),
                              "continuations": continuation}
-    if saved:
+    if saved and len(payloads) == record["offset"]:
+        # The replay wrote as many frames as the dead run had by its save (an encoder changed by
+        # a deploy in between might not): a client holding that much of it may go on here.
         extra["log_continues"] = f"{lost_run}:{record['offset'] - 1}"
     await store.claim(claim, extra=extra)
     log = RunLog(target, store.run, None)
