@@ -68,7 +68,7 @@ from bindloop.protocols import (
 
 from .asgi import ChatInput, Emit, Runner
 
-__all__ = ("PacedModel", "agent_runner")
+__all__ = ("PacedModel", "RunSaver", "agent_runner")
 
 ModelFor = Callable[[ChatInput], AgentModel]
 
@@ -190,14 +190,14 @@ async def _apply_approvals(chat: ChatInput, tools: dict[str, Tool[Any, Any]],
     return tuple(transcript)
 
 
-SaveFn = Callable[[ChatInput, LoopCheckpoint], Awaitable[None]]
+RunSaver = Callable[[ChatInput, LoopCheckpoint], Awaitable[None]]
 """``on_checkpoint(chat, checkpoint)``: store a run's boundary before it goes on (a raise fails
 the run there)."""
 
 
 def agent_runner(model: AgentModel | ModelFor, *, tools: Iterable[Tool[Any, Any]] = (),
                  needs_approval: Iterable[str] = (), max_turn_steps: int = 8,
-                 on_checkpoint: SaveFn | None = None) -> Runner:
+                 on_checkpoint: RunSaver | None = None) -> Runner:
     """A runner that answers each request with one ``prompt_chat`` over ``model`` (an agent model,
     or a function of the request that makes one) and ``tools`` -- or, for a request carrying a
     ``checkpoint``, one ``resume_chat`` of it. Returns the chat's final text as the run's result.
@@ -265,7 +265,7 @@ class _FedTurns:
         self._changed.set()
         self._changed = anyio.Event()
 
-    def saver(self, save: SaveFn, chat: ChatInput) -> Callable[[LoopCheckpoint], Awaitable[None]]:
+    def saver(self, save: RunSaver, chat: ChatInput) -> Callable[[LoopCheckpoint], Awaitable[None]]:
         async def on_checkpoint(checkpoint: LoopCheckpoint) -> None:
             if checkpoint.status != "ready":  # a suspend or the end: the run's outcome, no save
                 return
