@@ -33,7 +33,7 @@ import anyio
 import httpx
 import msgspec
 
-from bindloop.agent import TextStreamEvent, TurnStartEvent
+from bindloop.agent import AgentStreamEvent, TurnStartEvent
 from bindloop.completion import TextEvent
 from bindloop.protocols import (
     AgUiEncoder,
@@ -60,12 +60,13 @@ def encoder_costs(n: int) -> None:
     def base() -> None:
         out = []
         for i, t in enumerate(tokens):
-            out.append(sse_frame(enc.encode(TextStreamEvent(turn_index=0, delta=t)), event_id=i))
+            out.append(sse_frame(enc.encode(AgentStreamEvent(turn_index=0, event=TextEvent(content=t))),
+                                 event_id=i))
 
     def ui() -> None:
         e = UIStreamEncoder("msg-1")
         out = [sse_frame(encode_ui_chunk(c), event_id=0) for c in e.start()]
-        out += [sse_frame(encode_ui_chunk(c), event_id=1) for c in e.feed(TurnStartEvent(turn_index=0))]
+        out += [sse_frame(encode_ui_chunk(c), event_id=1) for c in e.feed(TurnStartEvent(), turn_index=0)]
         for i, t in enumerate(tokens):
             for c in e.feed(TextEvent(content=t), turn_index=0):
                 out.append(sse_frame(encode_ui_chunk(c), event_id=i + 2))
@@ -189,9 +190,44 @@ def request_costs(n: int) -> None:
     print(f"   {'bare prompt_chat (no HTTP)':<26} {'':>8} {'':>9} {bare * 1e3:>14.2f} {1.0:>7.2f}")
 
 
-def workerd_costs(n: int) -> None:
+def workerd_costs(n: int, base_rev: str | None = None) -> None:
     """The Worker template's POST /api/chat and POST /ag-ui in real workerd (make test-worker's
-    install), over a scripted OpenAI-chat provider: the same request shape as section 2."""
+    install), over a scripted OpenAI-chat provider: the same request shape as section 2. With
+    ``base_rev``, the template's ``worker/src`` at that git revision is measured too (the same
+    vendored bindloop), and the ratios after/base printed."""
+    import tempfile
+    from pathlib import Path
+
+    rows = _workerd_rows(n, None)
+    base_rows = None
+    if base_rev is not None:
+        with tempfile.TemporaryDirectory() as tmp:
+            repo = Path(__file__).resolve().parents[1]
+            names = subprocess.run(["git", "ls-tree", "--name-only", f"{base_rev}:worker/src"],
+                                   cwd=repo, check=True, capture_output=True, text=True).stdout
+            for name in names.split():
+                if name.endswith(".py"):
+                    (Path(tmp) / name).write_bytes(subprocess.run(
+                        ["git", "show", f"{base_rev}:worker/src/{name}"], cwd=repo, check=True,
+                        capture_output=True).stdout)
+            base_rows = _workerd_rows(n, Path(tmp))
+    print(f"\n3. one request in workerd (the Worker template, scripted provider on loopback, {n} "
+          "sequential requests, warm isolate)")
+    print(f"   {'route':<26} {'TTFB ms':>8} {'total ms':>9} {'workerd CPU ms':>15} {'x own':>6}")
+    for name, t1, tt, cpu in rows:
+        print(f"   {name:<26} {t1 * 1e3:>8.2f} {tt * 1e3:>9.2f} {cpu * 1e3:>15.2f} "
+              f"{cpu / rows[0][3]:>6.2f}")
+    print("   (own SSE: the Worker's /v1/chat, which also stores the session in its Durable Object)")
+    if base_rows is not None:
+        print(f"\n   worker/src at {base_rev} (base), then this tree's / base:")
+        print(f"   {'route':<26} {'TTFB ms':>8} {'total ms':>9} {'workerd CPU ms':>15} "
+              f"{'TTFB x':>7} {'total x':>8} {'CPU x':>6}")
+        for (name, t1, tt, cpu), (_, b1, bt, bcpu) in zip(rows, base_rows, strict=True):
+            print(f"   {name:<26} {b1 * 1e3:>8.2f} {bt * 1e3:>9.2f} {bcpu * 1e3:>15.2f} "
+                  f"{t1 / b1:>7.2f} {tt / bt:>8.2f} {cpu / bcpu:>6.2f}")
+
+
+def _workerd_rows(n: int, src_dir: Any) -> list[tuple[str, float, float, float]]:
     import tempfile
     from pathlib import Path
 
@@ -216,10 +252,11 @@ def workerd_costs(n: int) -> None:
     server = ScriptedProviderServer().start()
     server.set_responder("p", policy)
     with tempfile.TemporaryDirectory() as tmp:
+        extra = {} if src_dir is None else {"src_dir": src_dir}
         config = stage(Path(tmp) / "stage", storage_dir=Path(tmp) / "do", with_conformance=False,
                        bindings={"PROVIDER_BASE_URL": server.base_url("p"),
                                  "PROVIDER_WIRE": "openai_chat", "PROVIDER_MODEL": "gpt-test",
-                                 "PROVIDER_API_KEY": "sk-bench"})
+                                 "PROVIDER_API_KEY": "sk-bench"}, **extra)
         workerd = Workerd(config).start()
         try:
             assert workerd.proc is not None
@@ -236,13 +273,7 @@ def workerd_costs(n: int) -> None:
         finally:
             workerd.stop()
             server.stop()
-    print(f"\n3. one request in workerd (the Worker template, scripted provider on loopback, {n} "
-          "sequential requests, warm isolate)")
-    print(f"   {'route':<26} {'TTFB ms':>8} {'total ms':>9} {'workerd CPU ms':>15} {'x own':>6}")
-    for name, t1, tt, cpu in rows:
-        print(f"   {name:<26} {t1 * 1e3:>8.2f} {tt * 1e3:>9.2f} {cpu * 1e3:>15.2f} "
-              f"{cpu / rows[0][3]:>6.2f}")
-    print("   (own SSE: the Worker's /v1/chat, which also stores the session in its Durable Object)")
+    return rows
 
 
 def main() -> None:
@@ -250,13 +281,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--workerd", action="store_true",
                         help="also the Worker's routes in workerd (needs make test-worker's install)")
+    parser.add_argument("--workerd-base", metavar="REV",
+                        help="with --workerd: also worker/src at git revision REV, for ratios")
     args = parser.parse_args()
     print(f"python {platform.python_version()} on {platform.machine()}, msgspec "
           f"{msgspec.__version__}")
     encoder_costs(2_000 if args.quick else 20_000)
     request_costs(20 if args.quick else 100)
     if args.workerd:
-        workerd_costs(10 if args.quick else 50)
+        workerd_costs(10 if args.quick else 50, args.workerd_base)
 
 
 if __name__ == "__main__":

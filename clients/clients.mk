@@ -36,8 +36,9 @@ demo-ui: venv clients/node_modules/.package-lock.json
 	node clients/build_page.mjs clients/dist
 	$(PY) -m bindloop.hosts.ui_demo --port $(PORT) --delay $(DELAY) --page clients/dist
 
-# The Worker's frontend routes are tested with the same clients (tests/worker/test_workerd_protocols.py).
-test-worker: clients/node_modules/.package-lock.json
+# The Worker's frontend routes are tested with the same clients (tests/worker/test_workerd_protocols.py):
+# whole runs, a cut connection, a workerd killed with SIGKILL mid-run, useChat in Chromium.
+test-worker: clients/node_modules/.package-lock.json $(CHROMIUM)
 
 ## The encoders and decoders under Pyodide 314 in Node give the same bytes as on CPython.
 protocols-pyodide: wasm/node_modules/.package-lock.json wasm-wheels

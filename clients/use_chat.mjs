@@ -1,14 +1,19 @@
 // @ai-sdk/react's useChat in headless Chromium against bindloop's protocol host:
-// `node use_chat.mjs BASE_URL`. The page (use_chat/app.jsx) is bundled offline by esbuild and
-// served by this script on 127.0.0.1, which forwards /api/* to the host (one origin, no CORS).
-// A message with a tool round streams into the page; "delete groceries" asks for an approval,
-// which is clicked through, and the page ends with the tool's result and the model's answer.
+// `node use_chat.mjs BASE_URL [worker]`. The page (use_chat/app.jsx) is bundled offline by esbuild
+// and served by this script on 127.0.0.1, which forwards /api/* to the host (one origin, no CORS).
+// Against the demo host (ui_demo): a message with a tool round streams into the page; "delete
+// groceries" asks for an approval, which is clicked through, and the page ends with the tool's
+// result and the model's answer. `worker`: against the Worker template in workerd with
+// APPROVAL_TOOLS=word_count -- the count waits for an approval, clicked through, and the page's
+// message equals the one DefaultChatTransport gets for the same request and answer.
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { build } from 'esbuild';
 import { chromium } from 'playwright-core';
+import { DefaultChatTransport, readUIMessageStream } from 'ai';
 
 const base = process.argv[2];
+const scenario = process.argv[3] ?? 'demo';
 const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
 const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
@@ -57,7 +62,14 @@ try {
   };
   const idle = () => tab.waitForFunction(
     () => document.querySelector('#status')?.textContent === 'ready', null, { timeout: 30_000 });
+  await (scenario === 'worker' ? workerScenario : demoScenario)(tab, ask, idle);
+  assert.deepEqual(errors, []);
+} finally {
+  await browser.close();
+  server.close();
+}
 
+async function demoScenario(tab, ask, idle) {
   await ask('count the words of this sentence please');
   await tab.waitForSelector('.tool[data-state="output-available"]', { timeout: 30_000 });
   await idle();
@@ -77,9 +89,39 @@ try {
   const tool = messages[3].parts.find((p) => p.type === 'tool-delete_note');
   assert.equal(tool.state, 'output-available');
   assert.equal(await tab.$('#error'), null);
-  assert.deepEqual(errors, []);
   console.log(JSON.stringify(messages));
-} finally {
-  await browser.close();
-  server.close();
+}
+
+async function workerScenario(tab, ask, idle) {
+  const said = 'count these four words please';
+  await ask(said);
+  await tab.waitForSelector('.tool[data-state="approval-requested"] #approve', { timeout: 60_000 });
+  await tab.click('#approve');
+  await tab.waitForSelector('.tool[data-state="output-available"]', { timeout: 60_000 });
+  await tab.waitForFunction(() => [...document.querySelectorAll('.message.assistant .text')]
+    .some((p) => p.textContent === 'Counted 4 words.'), null, { timeout: 60_000 });
+  await idle();
+  const messages = JSON.parse(await tab.textContent('#messages'));
+  assert.equal(messages.length, 2);  // the approval continued the assistant message
+  assert.equal(await tab.$('#error'), null);
+  // The same exchange through the transport: the request, then the approval answered.
+  const transport = new DefaultChatTransport({ api: `${base}/api/chat` });
+  const fold = async (stream, message) => {
+    let m;
+    for await (const s of readUIMessageStream({ stream, message, terminateOnError: true })) m = s;
+    return m;
+  };
+  const send = (messages) => transport.sendMessages({ chatId: 'use-chat-ref', messages,
+    trigger: 'submit-message', messageId: undefined });
+  const user = { id: 'u1', role: 'user', parts: [{ type: 'text', text: said }] };
+  const asked = await fold(await send([user]));
+  const answered = { ...asked, parts: asked.parts.map((p) => p.state === 'approval-requested'
+    ? { ...p, state: 'approval-responded', approval: { ...p.approval, approved: true } } : p) };
+  const whole = await fold(await send([user, answered]), structuredClone(answered));
+  const norm = (m) => JSON.parse(JSON.stringify(m).replaceAll(m.id, 'MSG'));
+  assert.deepEqual(norm(messages[1]), norm(whole));
+  const tool = whole.parts.find((p) => p.type === 'tool-word_count');
+  assert.equal(tool.state, 'output-available');
+  assert.equal(tool.approval.approved, true);
+  console.log(JSON.stringify(messages));
 }

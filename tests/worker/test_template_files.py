@@ -295,6 +295,17 @@ def test_budgets_heartbeat_and_lease_come_from_the_worker_s_vars() -> None:
         assert name in info.value.message
 
 
+def test_continue_delay_and_approval_tools_come_from_the_worker_s_vars() -> None:
+    default = agent.config_from_env(env())
+    assert (default.continue_after_ms, default.approval_tools) == (0, frozenset())
+    cfg = agent.config_from_env(env(RUN_CONTINUE_MS="4000", APPROVAL_TOOLS=" word_count, "))
+    assert (cfg.continue_after_ms, cfg.approval_tools) == (4000, frozenset({"word_count"}))
+    for name, bad in (("RUN_CONTINUE_MS", "later"), ("APPROVAL_TOOLS", "word_count,rm_rf")):
+        with pytest.raises(agent.HttpError) as info:
+            agent.config_from_env(env(**{name: bad}))
+        assert name in info.value.message and info.value.status == 500
+
+
 def test_run_view_tells_a_live_run_from_a_lost_one() -> None:
     live = agent.run_view({"lease": {"run": "r3", "expires_in_ms": 900}, "last_run": None})
     assert live == {"state": "running", "run_id": "r3", "lease_ms_left": 900}

@@ -2,17 +2,22 @@
 .../stream`` and ``POST .../stop``; worker/src/frontends.py) in real workerd, driven by the real
 npm clients (clients/worker.mjs: ``ai@6``'s
 ``DefaultChatTransport`` + ``readUIMessageStream`` and ``@ag-ui/client``'s ``HttpAgent``) against a
-scripted OpenAI-chat provider on 127.0.0.1. Runs under ``make test-worker``, which also needs
-``make clients-node`` (the npm clients)."""
+scripted OpenAI-chat provider on 127.0.0.1; then the same clients across a workerd killed with
+SIGKILL mid-run (clients/worker_kill.mjs), and ``useChat`` in headless Chromium with an approval
+clicked through (clients/use_chat.mjs, after a restart with ``APPROVAL_TOOLS``). Runs under
+``make test-worker``, which also needs ``make clients-node`` (the npm clients) and Chromium."""
 
 from __future__ import annotations
 
 import http.client
 import json
+import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -33,6 +38,11 @@ sys.path.insert(0, str(REPO / "worker" / "tools"))
 from workerd_harness import Workerd, stage  # noqa: E402
 
 
+HOLD = [False]
+"""While set, the model call after a ``hold ...`` message's tool round hangs (no answer), and a
+``hold first ...`` message's first one."""
+
+
 def policy(request: RecordedRequest) -> ScriptedReply:
     body = msgspec.json.decode(request.body)
     last = body["messages"][-1]
@@ -40,6 +50,14 @@ def policy(request: RecordedRequest) -> ScriptedReply:
     delay = 0.001
     if said.startswith("slow "):  # the same answers, paced: a client can act mid-stream
         said, delay = said[5:], 0.15
+    if said.startswith("hold first "):  # the same answers, the first one held while HOLD
+        said = said[11:]
+        if HOLD[0] and last["role"] == "user":
+            return ScriptedReply(stall_before_headers=True)
+    if said.startswith("hold "):  # the same answers, the one after the round held while HOLD
+        said = said[5:]
+        if HOLD[0] and last["role"] == "tool":
+            return ScriptedReply(stall_before_headers=True)
     if said == "break":
         return error_reply(400, b'{"error":{"message":"bad request from http://10.0.0.7/v1"}}')
     if last["role"] == "tool" and said.startswith("count"):
@@ -58,26 +76,59 @@ def policy(request: RecordedRequest) -> ScriptedReply:
     return turn_reply("openai_chat", turn, stream=True, model=body["model"], delay_s=delay)
 
 
+class Worker:
+    """The scripted provider and a workerd serving the template, restartable on the same
+    Durable Object storage."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.server = ScriptedProviderServer().start()
+        self.server.set_responder("p", policy)
+        self.bindings = {
+            "PROVIDER_BASE_URL": self.server.base_url("p"), "PROVIDER_WIRE": "openai_chat",
+            "PROVIDER_MODEL": "gpt-test", "PROVIDER_API_KEY": "sk-test-secret",
+            "MAX_ITERATIONS": "6", "SYSTEM_PROMPT": "Be brief.",
+            # A killed run's lease runs out 1.5 s after its last renewal; the alarm then waits
+            # 5 s for a client before it continues the run itself.
+            "RUN_LEASE_MS": "1500", "RUN_CONTINUE_MS": "5000"}
+        self.config = self._stage()
+        self.workerd = Workerd(self.config).start()
+
+    def _stage(self) -> Path:
+        return stage(self.tmp / "stage", storage_dir=self.tmp / "do", with_conformance=False,
+                     bindings=self.bindings)
+
+    def __iter__(self) -> Iterator[Any]:  # `workerd, server = worker`
+        return iter((self.workerd, self.server))
+
+    def restart(self, *, kill: bool, **bindings: str) -> None:
+        """Stop workerd (``kill``: SIGKILL) and start it again, with ``bindings`` changed."""
+        if kill:
+            self.workerd.kill()
+        else:
+            self.workerd.stop()
+        if bindings:
+            self.bindings.update(bindings)
+            self.config = self._stage()
+        self.workerd = Workerd(self.config).start()
+
+    def close(self) -> None:
+        self.workerd.stop()
+        self.server.stop()
+
+
 @pytest.fixture(scope="module")
-def worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Workerd, ScriptedProviderServer]]:
+def worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
     if not (CLIENTS / "node_modules" / "ai").is_dir():
         pytest.fail("the npm clients are not installed: run `make clients-node`")
-    tmp = tmp_path_factory.mktemp("frontends")
-    server = ScriptedProviderServer().start()
-    server.set_responder("p", policy)
-    config = stage(tmp / "stage", storage_dir=tmp / "do", with_conformance=False, bindings={
-        "PROVIDER_BASE_URL": server.base_url("p"), "PROVIDER_WIRE": "openai_chat",
-        "PROVIDER_MODEL": "gpt-test", "PROVIDER_API_KEY": "sk-test-secret",
-        "MAX_ITERATIONS": "6", "SYSTEM_PROMPT": "Be brief."})
-    workerd = Workerd(config).start()
+    w = Worker(tmp_path_factory.mktemp("frontends"))
     try:
-        yield workerd, server
+        yield w
     finally:
-        workerd.stop()
-        server.stop()
+        w.close()
 
 
-def test_the_real_clients_talk_to_the_worker(worker: tuple[Workerd, ScriptedProviderServer]) -> None:
+def test_the_real_clients_talk_to_the_worker(worker: Worker) -> None:
     workerd, server = worker
     proc = subprocess.run(["node", str(CLIENTS / "worker.mjs"), workerd.base_url],
                           capture_output=True, text=True, timeout=300, cwd=CLIENTS)
@@ -89,7 +140,7 @@ def test_the_real_clients_talk_to_the_worker(worker: tuple[Workerd, ScriptedProv
 
 
 def test_a_deep_body_is_a_400_and_the_isolate_lives_on(
-        worker: tuple[Workerd, ScriptedProviderServer]) -> None:
+        worker: Worker) -> None:
     workerd, _ = worker
     for path in ("/api/chat", "/ag-ui"):
         conn = http.client.HTTPConnection("127.0.0.1", workerd.port, timeout=60)
@@ -108,7 +159,7 @@ def test_a_deep_body_is_a_400_and_the_isolate_lives_on(
 
 
 def test_a_provider_failure_is_the_protocols_error_without_a_url(
-        worker: tuple[Workerd, ScriptedProviderServer]) -> None:
+        worker: Worker) -> None:
     workerd, _ = worker
     conn = http.client.HTTPConnection("127.0.0.1", workerd.port, timeout=60)
     conn.request("POST", "/api/chat", body=json.dumps({"id": "c-err", "messages": [
@@ -124,3 +175,68 @@ def test_a_provider_failure_is_the_protocols_error_without_a_url(
     assert error["type"] == "error" and "model call failed" in error["errorText"]
     assert "http" not in text and "10.0.0.7" not in text and "127.0.0.1" not in text
     assert text.rstrip().endswith("data: [DONE]")
+
+
+def test_the_real_clients_reconnect_across_a_workerd_killed_mid_run(worker: Worker) -> None:
+    """Deliverable 4, SIGKILL: each client's run makes its tool round (committed with the inputs
+    its encoder was fed) and waits on the provider; workerd is killed and started again on the
+    same storage. Each client reconnects while the run is lost; the Session object's alarm
+    continues it from the saved round, replaying the log up to there, and each client ends with
+    the message an uninterrupted run gives. The round's model call is not made again. A third
+    run (AI SDK), lost in its first model call before anything was saved, is run again from its
+    request and ends the same way too."""
+    server = worker.server
+
+    def calls(role: str, said: bytes = b"hold count these four words") -> int:
+        # model calls for the held message whose last message is `role`
+        return sum(1 for r in server.requests if said in r.body
+                   and msgspec.json.decode(r.body)["messages"][-1]["role"] == role)
+
+    HOLD[0] = True
+    node = subprocess.Popen(["node", str(CLIENTS / "worker_kill.mjs"), worker.workerd.base_url],
+                            cwd=CLIENTS, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert node.stdout is not None and node.stdin is not None
+        ready = node.stdout.readline()
+        assert ready == "ready\n", f"{ready}{node.stderr.read() if node.poll() is not None else ''}"
+        deadline = time.monotonic() + 30
+        while (calls("tool") < 2 or calls("user", b"hold first") < 1) and (
+                time.monotonic() < deadline):  # every run waits on the provider
+            time.sleep(0.05)
+        assert (calls("user"), calls("tool"), calls("user", b"hold first")) == (2, 2, 1)
+        worker.restart(kill=True)
+        HOLD[0] = False
+        out, err = node.communicate(worker.workerd.base_url + "\n", timeout=180)
+        assert node.returncode == 0, f"{out}\n{err}\n{worker.workerd.log_text()}"
+    finally:
+        HOLD[0] = False
+        if node.poll() is None:
+            node.kill()
+            node.wait()
+    # The continuations asked the model only for the answer (the uninterrupted reference runs
+    # asked both questions once more).
+    assert calls("user") == 4 and calls("tool") == 6
+    # The early one: asked again by its continuation, then once more by the reference.
+    assert calls("user", b"hold first") == 3 and calls("tool", b"hold first") == 2
+
+
+def test_use_chat_in_headless_chromium_against_the_worker_with_an_approval_clicked_through(
+        worker: Worker) -> None:
+    """Deliverable 4, the browser: @ai-sdk/react's useChat on the page bundled offline by esbuild
+    (clients/use_chat/app.jsx) in headless Chromium, against the Worker in workerd with
+    ``APPROVAL_TOOLS=word_count``: the count waits for an approval, Approve is clicked, the same
+    assistant message goes on to the answer -- equal to the one DefaultChatTransport gets for
+    the same request and answer (clients/use_chat.mjs, scenario ``worker``)."""
+    chromium = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+    if not Path(chromium).is_file():
+        pytest.fail(f"{chromium} not found: apt-get install -y chromium")
+    worker.restart(kill=False, APPROVAL_TOOLS="word_count")
+    before = len(worker.server.requests)
+    proc = subprocess.run(["node", str(CLIENTS / "use_chat.mjs"), worker.workerd.base_url,
+                           "worker"], capture_output=True, text=True, timeout=300, cwd=CLIENTS)
+    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}\n{worker.workerd.log_text()}"
+    # Page and reference: each asked once (the approval request) and once with the tool's result.
+    sent = [msgspec.json.decode(r.body)["messages"] for r in worker.server.requests[before:]]
+    assert [m[-1]["role"] for m in sent] == ["user", "tool", "user", "tool"]
+    assert all(m[-1]["content"] == "4" for m in sent if m[-1]["role"] == "tool")

@@ -65,7 +65,7 @@ def fallback_policy(request: RecordedRequest) -> ScriptedReply:
         else:
             turn = final_answer(f"Your name has {last['content']} words.")
         return turn_reply("openai_chat", turn, stream=True, model=body["model"], delay_s=0.001)
-    if COUNT_THEN_STALL in said:
+    if any(str(m).startswith(COUNT_THEN_STALL) for m in said):
         if last["role"] == "user":
             turn = tool_call_turn([tool_call("word_count", {"text": "x y z"}, id="st1")])
         elif STALL[0]:
@@ -123,10 +123,12 @@ class Served:
                                 "RATE_LIMIT_CONCURRENCY": "1",
                                 "SYSTEM_PROMPT": "Be brief.",
                                 # Short enough for a test to see them work: keep-alive comments,
-                                # the run lease (renewed every 500 ms), a stalled model call.
+                                # the run lease (renewed every 500 ms), a lost run's wait for a
+                                # client before the alarm continues it, a stalled model call.
                                 "SSE_HEARTBEAT_MS": "300",
                                 "RUN_LEASE_MS": "1500",
-                                "STREAM_FIRST_TOKEN_MS": "2500",
+                                "RUN_CONTINUE_MS": "5000",
+                                "STREAM_FIRST_TOKEN_MS": "5000",
                             })
         self.workerd = Workerd(self.config).start()
 
@@ -545,102 +547,133 @@ def test_a_resumed_run_streams_under_new_turn_ids(served: Served) -> None:
 
 def test_sse_keep_alive_comments_while_the_provider_stalls_and_the_budget_from_vars(
         served: Served) -> None:
-    """D6: SSE_HEARTBEAT_MS=300 and STREAM_FIRST_TOKEN_MS=2500: the fallback never sends its
+    """D6: SSE_HEARTBEAT_MS=300 and STREAM_FIRST_TOKEN_MS=5000: the fallback never sends its
     headers; the stream carries keep-alive comments meanwhile, and the stall budget set in the
     Worker's vars (not the 120 s default) ends the run with an error that names no URL."""
     t0 = time.monotonic()
     status, _, raw = served.post("/v1/chat", {"message": STALLED_FIRST})
     took = time.monotonic() - t0
     assert status == 200
-    assert raw.count(b": keep-alive\n\n") >= 4, raw
+    assert raw.count(b": keep-alive\n\n") >= 8, raw
     name, data = parse_sse(raw)[-1]
     assert name == "error" and data["error"] == "provider_failed", data
     assert data["category"] == "stream_stall" and "http" not in data["message"]
-    assert 2.0 < took < 20, took
+    assert 4.5 < took < 30, took
 
 
-def test_a_live_run_is_told_from_a_killed_one_and_the_alarm_continues_it(served: Served) -> None:
+def _chat_until_killed(served: Served, message: str, box: dict[str, Any]) -> None:
+    """POST /v1/chat ``message`` and read its stream until workerd dies (into ``box``)."""
+    conn = http.client.HTTPConnection("127.0.0.1", served.workerd.port, timeout=120)
+    try:
+        conn.request("POST", "/v1/chat", body=json.dumps({"message": message}),
+                     headers={"content-type": "application/json"})
+        resp = conn.getresponse()
+        assert resp.readline() == b"id: r0:0\n"
+        assert resp.readline() == b"event: session\n"
+        box["sid"] = json.loads(resp.readline().decode().removeprefix("data: "))["session_id"]
+        box["rest"] = resp.read()  # ends when workerd dies: no done, no error event
+    except (OSError, http.client.HTTPException) as exc:
+        box["error"] = exc
+    finally:
+        conn.close()
+
+
+def test_a_live_run_is_told_from_a_killed_one_then_resumed_or_continued(served: Served) -> None:
     """D4: a run holds a lease it renews. While it is live GET says ``running`` and a resume is
-    refused (``run_in_progress``); workerd is then killed with SIGKILL mid-run and started again on
-    the same storage. The lease runs out unreleased; the Session object's alarm continues the run
-    from its saved round (the round is not asked for again) to the finished answer."""
+    refused (``run_in_progress``). Two runs are then killed with workerd (SIGKILL) -- A waiting on
+    its second model call, B waiting for the one concurrency slot A holds -- and workerd starts
+    again on the same storage. Their leases run out unreleased: GET says ``lost``. A resume of A
+    is now accepted and streams A from its saved round to the answer (the round is not asked for
+    again); B, left alone, is continued by the Session object's alarm once RUN_CONTINUE_MS has
+    passed, from its input to the answer."""
     import threading
 
     def asked_for_the_round() -> int:
         return sum(1 for r in served.server.requests if r.path.startswith("/fallback")
                    and msgspec.json.decode(r.body)["messages"][-1].get("content") == COUNT_THEN_STALL)
 
+    def stalled() -> bool:  # A's model call after its saved round has been sent
+        return any(r.path.startswith("/fallback") and b'"role":"tool"' in r.body
+                   and f'"{COUNT_THEN_STALL}"'.encode() in r.body for r in served.server.requests)
+
+    def wait_for(what: Any, why: str) -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not what():
+            time.sleep(0.05)
+        assert what(), why
+
     STALL[0] = True
     before = asked_for_the_round()
-    box: dict[str, Any] = {}
-
-    def client() -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", served.workerd.port, timeout=120)
-        try:
-            conn.request("POST", "/v1/chat", body=json.dumps({"message": COUNT_THEN_STALL}),
-                         headers={"content-type": "application/json"})
-            resp = conn.getresponse()
-            assert resp.readline() == b"id: r0:0\n"
-            assert resp.readline() == b"event: session\n"
-            box["sid"] = json.loads(resp.readline().decode().removeprefix("data: "))["session_id"]
-            box["rest"] = resp.read()  # ends when workerd dies: no done, no error event
-        except (OSError, http.client.HTTPException) as exc:
-            box["error"] = exc
-        finally:
-            conn.close()
-
-    thread = threading.Thread(target=client, daemon=True)
-    thread.start()
+    a: dict[str, Any] = {}
+    b: dict[str, Any] = {}
+    threads = [threading.Thread(target=_chat_until_killed, args=(served, COUNT_THEN_STALL, a),
+                                daemon=True)]
+    threads[0].start()
     try:
-        def stalled() -> bool:  # the model call after the saved round has been sent
-            return any(r.path.startswith("/fallback") and b'"role":"tool"' in r.body
-                       and COUNT_THEN_STALL.encode() in r.body for r in served.server.requests)
-
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not (stalled() and "sid" in box):
-            time.sleep(0.05)
-        assert stalled() and "sid" in box, "the run never reached its second model call"
-        sid = box["sid"]
-        live = served.show(sid)
-        assert (live["status"], live["iterations"], live["run"]["state"]) == ("ready", 1, "running"), live
+        wait_for(lambda: stalled() and "sid" in a, "run A never reached its second model call")
+        threads.append(threading.Thread(target=_chat_until_killed,
+                                        args=(served, COUNT_THEN_STALL + " (B)", b), daemon=True))
+        threads[1].start()
+        wait_for(lambda: "sid" in b, "run B never started")
+        a_live, b_live = served.show(a["sid"]), served.show(b["sid"])
+        assert (a_live["status"], a_live["iterations"], a_live["run"]["state"]) == (
+            "ready", 1, "running"), a_live
+        assert (b_live["status"], b_live["iterations"], b_live["run"]["state"]) == (
+            "ready", 0, "running"), b_live
         time.sleep(1.2)  # longer than a third of the lease: it was renewed, still running
-        assert served.show(sid)["run"]["state"] == "running"
-        status, _, raw = served.post(f"/v1/sessions/{sid}/resume", {"revision": live["revision"]})
+        assert served.show(a["sid"])["run"]["state"] == "running"
+        status, _, raw = served.post(f"/v1/sessions/{a['sid']}/resume",
+                                     {"revision": a_live["revision"]})
         refused = json.loads(raw)
         assert (status, refused["error"], refused["run"]) == (409, "run_in_progress",
-                                                              live["run"]["run_id"])
+                                                              a_live["run"]["run_id"])
         STALL[0] = False
         served.restart(kill=True)
-        states = []
-        deadline = time.monotonic() + 60
+        states: dict[str, list[tuple[str, str, str | None]]] = {"A": [], "B": []}
+        resumed: list[tuple[str, dict[str, Any]]] = []
+        deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
-            shown = served.show(sid)
-            states.append((shown["status"], shown["run"]["state"], shown["run"].get("run_id")))
-            if shown["status"] == "finished":
+            shown = {k: served.show(box["sid"]) for k, box in (("A", a), ("B", b))}
+            for k, v in shown.items():
+                states[k].append((v["status"], v["run"]["state"], v["run"].get("run_id")))
+            if shown["A"]["run"]["state"] == "lost" and not resumed:
+                # Lost, not live: a client may resume it now (before the alarm does).
+                resumed = parse_sse(served.post(f"/v1/sessions/{a['sid']}/resume",
+                                                {"revision": shown["A"]["revision"]})[2])
+            if all(v["status"] == "finished" for v in shown.values()):
                 break
             time.sleep(0.1)
-        assert shown["status"] == "finished", states
-        # Until then GET told the truth at every poll: the killed run's lease still running out,
-        # the run lost, or the alarm's continuation running -- never an idle "ready" session.
-        old = live["run"]["run_id"]
-        for status_, state, run_id in states[:-1]:
-            assert status_ == "ready" and state in ("running", "lost"), states
-            assert run_id == old or state == "running", states
-        print(f"\n[lease] states after the restart: {sorted(set(states))}")
-        assert shown["run"]["last"]["outcome"] == "finished"
-        assert shown["run"]["last"]["run_id"] != live["run"]["run_id"]  # a new run continued it
-        assert shown["iterations"] == 2
-        assert asked_for_the_round() - before == 1  # the saved round was not run again
-        # The continuation's own event log, for a client that reconnects: it names the lost run.
-        status, _, raw = served.request("GET", f"/v1/sessions/{sid}/stream")
+        print(f"\n[lease] states after the restart: A {sorted(set(states['A']))}, "
+              f"B {sorted(set(states['B']))}")
+        assert resumed, f"GET never said A was lost: {states['A']}"
+        assert resumed[0][0] == "session" and "continues" not in resumed[0][1]  # the client's run
+        assert resumed[-1] == ("done", {**resumed[-1][1], "text": "Counted 3 words after all."})
+        for k, live in (("A", a_live), ("B", b_live)):
+            final = served.show((a if k == "A" else b)["sid"])
+            assert final["status"] == "finished", states[k]
+            # Until then GET told the truth at every poll: the killed run's lease running out,
+            # the run lost, or a run going on from it -- never an idle "ready" session.
+            old = live["run"]["run_id"]
+            done_at = next(i for i, st in enumerate(states[k]) if st[0] == "finished")
+            for status_, state, run_id in states[k][:done_at]:
+                assert status_ == "ready" and state in ("running", "lost"), states[k]
+                assert run_id == old or state == "running", states[k]
+            assert final["run"]["last"]["outcome"] == "finished"
+            assert final["run"]["last"]["run_id"] != old and final["iterations"] == 2
+        assert ("ready", "lost", a_live["run"]["run_id"]) in states["A"]
+        assert asked_for_the_round() - before == 1  # A's saved round was not run again
+        # B's continuation: the alarm's own run, whose log names the lost run.
+        status, _, raw = served.request("GET", f"/v1/sessions/{b['sid']}/stream")
         logged = parse_sse_with_ids(raw)
         assert status == 200 and logged[0][1] == "session" and logged[-1][1] == "done"
-        assert logged[0][2]["continues"] == old and logged[0][0] == f"{shown['run']['last']['run_id']}:0"
+        assert logged[0][2]["continues"] == b_live["run"]["run_id"]
         assert logged[-1][2]["text"] == "Counted 3 words after all."
     finally:
         STALL[0] = False
-        thread.join(timeout=30)
-    assert b"event: done" not in box.get("rest", b"")  # the first client saw no answer
+        for thread in threads:
+            thread.join(timeout=30)
+    for box in (a, b):
+        assert b"event: done" not in box.get("rest", b"")  # the first clients saw no answer
 
 
 def parse_sse_with_ids(raw: bytes) -> list[tuple[str, str, dict[str, Any]]]:

@@ -98,7 +98,10 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     by every isolate through the rate-limit store (``None``: no limit). ``budgets``: each model
     call's stall bounds (first token, between chunks, total). ``heartbeat_ms``: the SSE keep-alive
     comment interval (``None``: off). ``lease_ms``: how long a run's lease lives without a
-    heartbeat before the run counts as lost."""
+    heartbeat before the run counts as lost. ``continue_after_ms``: how long a lost run waits,
+    once the Session object noticed it, for a client to resume it before the object's alarm
+    continues it itself (``0``: at once). ``approval_tools``: the tools whose calls wait for the
+    user's approval on the frontend routes (``POST /api/chat``, ``POST /ag-ui``)."""
 
     providers: tuple[Provider, ...]
     max_iterations: int = DEFAULT_MAX_ITERATIONS
@@ -108,6 +111,8 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     budgets: StreamBudgets = StreamBudgets()
     heartbeat_ms: int | None = DEFAULT_HEARTBEAT_MS
     lease_ms: int = DEFAULT_LEASE_MS
+    continue_after_ms: int = 0
+    approval_tools: frozenset[str] = frozenset()
 
 
 def _setting(env: Any, name: str) -> str | None:
@@ -122,8 +127,10 @@ def config_from_env(env: Any) -> AgentConfig:
     """``PROVIDER_*`` (required) and ``FALLBACK_*`` (optional) vars: ``BASE_URL``, ``WIRE``
     (one of bindloop's wire names), ``MODEL``, and the secret ``API_KEY``. ``MAX_ITERATIONS`` bounds a
     session's model turns; ``SYSTEM_PROMPT`` opens every new session; ``RATE_LIMIT_RPM`` and
-    ``RATE_LIMIT_CONCURRENCY`` (optional) limit the model calls of every isolate together. A misconfigured Worker answers
-    500 naming the variable (never its value)."""
+    ``RATE_LIMIT_CONCURRENCY`` (optional) limit the model calls of every isolate together.
+    ``RUN_LEASE_MS``, ``RUN_CONTINUE_MS`` and ``APPROVAL_TOOLS`` (comma-separated tool names) are
+    :class:`AgentConfig`'s. A misconfigured Worker answers 500 naming the variable (never its
+    value)."""
     providers: list[Provider] = []
     for prefix, pid in (("PROVIDER", "primary"), ("FALLBACK", "fallback")):
         base_url = _setting(env, f"{prefix}_BASE_URL")
@@ -152,13 +159,22 @@ def config_from_env(env: Any) -> AgentConfig:
             ("total_ms", "STREAM_TOTAL_MS"))})
     heartbeat = _budget(env, "SSE_HEARTBEAT_MS", DEFAULT_HEARTBEAT_MS)
     lease = _positive(env, "RUN_LEASE_MS")
+    continue_after = _budget(env, "RUN_CONTINUE_MS", None)
+    approval = frozenset(n.strip() for n in (_setting(env, "APPROVAL_TOOLS") or "").split(",")
+                         if n.strip())
+    unknown = sorted(approval - {t.name for t in TOOLS})
+    if unknown:
+        raise HttpError(500, "misconfigured", f"APPROVAL_TOOLS names {', '.join(unknown)}, not "
+                        f"among the Worker's tools ({', '.join(t.name for t in TOOLS)})")
     return AgentConfig(providers=tuple(providers),
                        max_iterations=DEFAULT_MAX_ITERATIONS if max_iterations is None else max_iterations,
                        system_prompt=_setting(env, "SYSTEM_PROMPT"),
                        rate_limit_rpm=_positive(env, "RATE_LIMIT_RPM"),
                        rate_limit_concurrency=_positive(env, "RATE_LIMIT_CONCURRENCY"),
                        budgets=budgets, heartbeat_ms=None if heartbeat is None else int(heartbeat),
-                       lease_ms=DEFAULT_LEASE_MS if lease is None else lease)
+                       lease_ms=DEFAULT_LEASE_MS if lease is None else lease,
+                       continue_after_ms=0 if continue_after is None else int(continue_after),
+                       approval_tools=approval)
 
 
 def _budget(env: Any, name: str, default: float | None) -> float | None:

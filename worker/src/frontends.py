@@ -11,7 +11,12 @@ encoded as they come. Each response is a run of the chat's own ``Session`` objec
 the response again (the AI SDK replays from the start; ``Last-Event-ID: <run>:<offset>`` resumes
 after an event) while the run goes on in ``ctx.waitUntil``. ``ask_user`` suspends as the protocol's
 question: the AI SDK call stays ``input-available`` for the client's ``addToolResult``, AG-UI
-finishes with an interrupt.
+finishes with an interrupt. A tool named in ``APPROVAL_TOOLS`` waits for the user's approval (the
+AI SDK's ``tool-approval-request``, an AG-UI interrupt); the answer comes with the next request.
+
+A run whose isolate dies goes on: it commits every boundary (the approved calls ran, a tool round
+settled) with the encoder inputs fed so far (replay.py), and the object's alarm continues it from
+the last one (:func:`continue_lost_run`) into the same log, which a reconnecting client reads.
 """
 
 from __future__ import annotations
@@ -39,8 +44,8 @@ from agent import (
     config_from_env,
     error_event,
 )
-from bindloop.contracts import JsonBoundsError, SystemMessage
-from bindloop.session import create_loop_checkpoint
+from bindloop.contracts import JsonBoundsError, SystemMessage, UserMessage
+from bindloop.session import CheckpointFormatError, LoopCheckpoint, create_loop_checkpoint
 from bindloop.hosts.asgi import (
     AgUiFrames,
     ChatInput,
@@ -61,10 +66,12 @@ from bindloop.protocols import (
     decode_run_agent_input,
     decode_ui_chat_request,
 )
+from replay import LogFollower, RecordedFrames, decode_fed, encode_fed, replay
 from sessions import RunLog, SessionStore, limit_store, wall_clock_ms
 from web import EventStream
 
-__all__ = ("ag_ui", "ag_ui_stop", "ag_ui_stream", "api_chat", "api_chat_stop", "api_chat_stream")
+__all__ = ("ag_ui", "ag_ui_stop", "ag_ui_stream", "api_chat", "api_chat_stop", "api_chat_stream",
+           "continue_lost_run")
 
 _BOUNDS = {"too_large": (413, "body_too_large"), "too_deep": (400, "body_too_deep"),
            "malformed": (400, "malformed_json"), "not_an_object": (400, "malformed_json")}
@@ -117,20 +124,26 @@ def _frame(_event: str, payload: str, event_id: str | None) -> str:
     return f"id: {event_id}\ndata: {payload}\n\n"
 
 
-def _session(owner: Any, protocol: str, chat_id: str, config: AgentConfig) -> SessionStore:
+def _session(env: Any, protocol: str, chat_id: str, config: AgentConfig) -> SessionStore:
     """Each protocol chat's Session object (its run lease and event log), named apart from the
     Worker's own sessions."""
-    return SessionStore.for_session(owner.env, f"{protocol}:{chat_id}", lease_ms=config.lease_ms)
+    return SessionStore.for_session(env, f"{protocol}:{chat_id}", lease_ms=config.lease_ms)
 
 
-async def _claim(store: SessionStore, chat: ChatInput, config: AgentConfig) -> None:
-    """Take the chat's run lease (409 ``run_in_progress`` while another run of it is live) and
-    start its event log. The checkpoint stored is the request's transcript marked ``finished``:
-    the client holds the conversation, so the object's alarm never continues a protocol run."""
-    await store.load()
-    cp = create_loop_checkpoint(execution_id=store.session_id, messages=chat.transcript,
-                                max_iterations=config.max_iterations)
-    await store.claim(msgspec.structs.replace(cp, revision=store.revision + 1, status="finished"))
+def _request(protocol: str, raw: str, new_id: str,
+             config: AgentConfig) -> tuple[ChatInput, Frames]:
+    """A request (bounded before parsing) as what its run needs: the chat and fresh frames --
+    the same for the same body and ``new_id`` (the AI SDK message id minted when the request
+    names none), which is what lets a continuation rebuild them."""
+    try:
+        if protocol == "ui":
+            req = decode_ui_chat_request(raw, max_bytes=MAX_BODY_BYTES, max_depth=MAX_BODY_DEPTH)
+            return _chat(config, ui_chat_input(req)), UiFrames(ui_encoder(req, new_id))
+        run = decode_run_agent_input(raw, max_bytes=MAX_BODY_BYTES, max_depth=MAX_BODY_DEPTH)
+    except (JsonBoundsError, ProtocolRequestError) as exc:
+        raise _refused(exc) from None
+    encoder = AgUiEncoder(thread_id=run.thread_id, run_id=run.run_id, messages=run.messages)
+    return _chat(config, ag_ui_chat_input(run)), AgUiFrames(encoder)
 
 
 async def _keep_lease(store: SessionStore, work: asyncio.Future[Any]) -> None:
@@ -144,37 +157,124 @@ async def _keep_lease(store: SessionStore, work: asyncio.Future[Any]) -> None:
                 return
 
 
-async def _start(owner: Any, config: AgentConfig, chat: ChatInput, frames: Frames,
-                 headers: tuple[tuple[str, str], ...]) -> Any:
-    store = _session(owner, chat.protocol, chat.chat_id, config)
-    await _claim(store, chat, config)
+FED_CHUNK = 100_000
+"""Characters of saved encoder inputs per storage value (a value holds at most 128 KiB)."""
+
+
+async def _start(owner: Any, config: AgentConfig, protocol: str, raw: str) -> Any:
+    """Claim the chat's Session object for this request's run and answer with its live stream.
+    The claim stores what a continuation needs: the request body, the minted message id, and a
+    checkpoint of the request's transcript (a ``ready`` one: the alarm continues the run if its
+    isolate dies)."""
+    new_id = str(js.crypto.randomUUID())
+    chat, frames = _request(protocol, raw, new_id, config)
+    headers = UI_STREAM_HEADERS if protocol == "ui" else AG_UI_HEADERS
+    store = _session(owner.env, protocol, chat.chat_id, config)
+    await store.load()
+    cp = msgspec.structs.replace(_claimed(store.session_id, chat, config),
+                                 revision=store.revision + 1)
+    record = {"run": store.run_for(cp), "protocol": protocol, "new_id": new_id, "chunks": 0,
+              "offset": 0}
+    await store.claim(cp, extra={"protocol": json.dumps(record), "protocol_body": raw})
     stream = EventStream(heartbeat_ms=config.heartbeat_ms, frame=_frame, headers=dict(headers))
     log = RunLog(store.target, store.run, stream)
+    owner.ctx.waitUntil(asyncio.ensure_future(
+        _run(owner.env, config, store, log, chat, RecordedFrames(frames), record)))
+    return stream.response()
+
+
+def _claimed(session_id: str, chat: ChatInput, config: AgentConfig) -> LoopCheckpoint:
+    """The checkpoint a request's claim stores: its transcript -- up to the last user message
+    when calls in it wait on the request's approvals (a checkpoint holds no unanswered call).
+    A continuation without a save runs the request body again, approvals included."""
+    try:
+        return create_loop_checkpoint(execution_id=session_id, messages=chat.transcript,
+                                      max_iterations=config.max_iterations)
+    except CheckpointFormatError:
+        users = [k for k, m in enumerate(chat.transcript) if isinstance(m, UserMessage)]
+        return create_loop_checkpoint(execution_id=session_id,
+                                      messages=chat.transcript[:users[-1] + 1] if users else (),
+                                      max_iterations=config.max_iterations)
+
+
+async def _run(env: Any, config: AgentConfig, store: SessionStore, log: RunLog, chat: ChatInput,
+               frames: RecordedFrames, record: dict[str, Any], *, resumed: bool = False) -> None:
+    """One protocol run to its end, its frames to ``log``. Each boundary the runner reports
+    (the approvals ran, a tool round settled) is committed with the encoder inputs fed since the
+    last one and the log's length, in one write: what :func:`continue_lost_run` starts from."""
     model = build_model(config, transport_for=_transport, on_turn_event=lambda _ev: None,
                         turn_prefix=f"{chat.protocol}:{chat.chat_id}", first_turn=0,
-                        limit_store=limit_store(owner.env), clock=wall_clock_ms)
-    runner = agent_runner(model, tools=TOOLS, max_turn_steps=config.max_iterations)
+                        limit_store=limit_store(env), clock=wall_clock_ms)
+
+    async def save(_chat: ChatInput, cp: Any) -> None:
+        # Taken before the write is awaited: the inputs and the offset of this very boundary.
+        fed, count, offset = frames.unsaved(), len(frames.fed), log.offset
+        text = encode_fed(fed)
+        pieces = [text[i:i + FED_CHUNK] for i in range(0, len(text), FED_CHUNK)]
+        values: dict[str, Any] = {f"fed:{record['chunks'] + i:06d}": piece
+                                  for i, piece in enumerate(pieces)}
+        saved = {**record, "chunks": record["chunks"] + len(pieces), "offset": offset}
+        values["protocol"] = json.dumps(saved)
+        await store.commit(msgspec.structs.replace(cp, revision=store.revision + 1), extra=values)
+        record.update(saved)
+        frames.saved = count
+
+    runner = agent_runner(model, tools=TOOLS, needs_approval=config.approval_tools,
+                          max_turn_steps=config.max_iterations, on_checkpoint=save)
 
     def write(payloads: list[bytes]) -> None:
         for payload in payloads:
             log.send("", msgspec.Raw(payload))  # already JSON: logged and streamed as it is
 
-    async def run() -> None:
-        work = asyncio.ensure_future(drive_run(runner, chat, frames, write, describe=_describe))
-        keeper = asyncio.ensure_future(_keep_lease(store, work))
-        outcome = "stopped"
-        try:
-            outcome = await work
-        except asyncio.CancelledError:
-            pass  # stopped: drive_run has written the protocol's abort
-        finally:
-            keeper.cancel()
-            with contextlib.suppress(Exception):  # unreachable: the lease runs out instead
-                await store.release(outcome)
-            await log.close()
+    work = asyncio.ensure_future(drive_run(runner, chat, frames, write, describe=_describe,
+                                           resumed=resumed))
+    keeper = asyncio.ensure_future(_keep_lease(store, work))
+    outcome = "stopped"
+    try:
+        outcome = await work
+    except asyncio.CancelledError:
+        pass  # stopped: drive_run has written the protocol's abort
+    finally:
+        keeper.cancel()
+        with contextlib.suppress(Exception):  # unreachable: the lease runs out instead
+            await store.release(outcome)
+        await log.close()
 
-    owner.ctx.waitUntil(asyncio.ensure_future(run()))
-    return stream.response()
+
+async def continue_lost_run(target: Any, config: AgentConfig, *, lost_run: str,
+                            continuation: int) -> None:
+    """The Session object's alarm found protocol run ``lost_run`` dead (its lease ran out): run
+    its request on in the object, no client attached. From its last save, a fresh encoder is fed
+    the inputs saved with it -- writing the dead run's log again, offset for offset, under the new
+    run's id (``continues`` names the dead run) -- and ``resume_chat`` goes on from the saved
+    checkpoint, so a client that reconnects reads one stream that ends as an uninterrupted run's.
+    Without a save the request runs again from its start. An approved call runs at most once,
+    unless the isolate died between running it and that save. ``continuation`` counts the lost
+    runs continued in a row (stored with the claim)."""
+    state = json.loads(str(await target.protocol_run()))
+    record, body = state["record"], state["body"]
+    chat, frames = _request(record["protocol"], body, record["new_id"], config)
+    store = SessionStore(target, f"{record['protocol']}:{chat.chat_id}", lease_ms=config.lease_ms)
+    cp = await store.load()
+    assert cp is not None  # the lost run's claim stored one
+    saved = record["offset"] > 0
+    recorder, payloads = RecordedFrames(frames), list[bytes]()
+    if saved:
+        recorder, payloads = replay(frames, decode_fed(state["fed"]))
+        chat = msgspec.structs.replace(chat, transcript=cp.messages, approvals=(), checkpoint=cp)
+    claim = msgspec.structs.replace(cp, revision=cp.revision + 1)
+    extra: dict[str, Any] = {"protocol": json.dumps({**record, "run": store.run_for(claim)}),
+                             "continuations": continuation}
+    if saved and len(payloads) == record["offset"]:
+        # The replay wrote as many frames as the dead run had by its save (an encoder changed by
+        # a deploy in between might not): a client holding that much of it may go on here.
+        extra["log_continues"] = f"{lost_run}:{record['offset'] - 1}"
+    await store.claim(claim, extra=extra)
+    log = RunLog(target, store.run, None)
+    for payload in payloads:
+        log.send("", msgspec.Raw(payload))
+    await _run(target.env, config, store, log, chat, recorder,
+               {**record, "run": store.run}, resumed=saved)
 
 
 def _last_event_id(header: Any) -> tuple[str, int]:
@@ -186,19 +286,20 @@ def _last_event_id(header: Any) -> tuple[str, int]:
 
 
 async def _follow(stream: EventStream, target: Any, batch: dict[str, Any], after: int) -> None:
-    run = batch["run"]
+    """Send the chat's log from ``batch`` on, as :class:`replay.LogFollower` decides: live while
+    the run is, held back past its last save while it may be dead, then its continuation."""
+    follower = LogFollower(batch["run"], after)
     try:
         while True:
-            for offset, event, payload in batch["events"]:
+            run = follower.run
+            events, then = follower.take(batch)
+            for offset, event, payload in events:
                 stream.send_encoded(event, payload, f"{run}:{offset}")
-                after = offset
-            if not batch["events"]:
-                if batch["ended"] or not batch["live"]:
-                    return
+            if then == "end":
+                return
+            if then == "wait":
                 await asyncio.sleep(0.1)
-            batch = json.loads(str(await target.read_log(after, LOG_BATCH)))
-            if batch["run"] != run:
-                return  # a newer run of the chat: this one is over
+            batch = json.loads(str(await target.read_log(follower.after, LOG_BATCH)))
     finally:
         await stream.close()
 
@@ -206,15 +307,18 @@ async def _follow(stream: EventStream, target: Any, batch: dict[str, Any], after
 async def _reconnect(owner: Any, request: Any, protocol: str, chat_id: str,
                      headers: tuple[tuple[str, str], ...]) -> Any:
     """The chat's running response again, from its start (the AI SDK's ``reconnectToStream``
-    replays) or after ``Last-Event-ID``; 204 when nothing is running."""
+    replays) or after ``Last-Event-ID`` -- also a run that was lost and is being (or will be)
+    continued by the Session object's alarm; 204 when nothing is running."""
     config = config_from_env(owner.env)
-    store = _session(owner, protocol, chat_id, config)
+    store = _session(owner.env, protocol, chat_id, config)
     want_run, after = _last_event_id(request.headers.get("last-event-id"))
     batch = json.loads(str(await store.target.read_log(after, LOG_BATCH)))
     if want_run and batch["run"] != want_run:
-        after = -1
+        cont = batch["continues"]
+        if cont is None or cont["run"] != want_run or after > cont["offset"]:
+            after = -1  # a newer run: all of it
         batch = json.loads(str(await store.target.read_log(after, LOG_BATCH)))
-    running = batch["live"] and not batch["ended"]
+    running = (batch["live"] or batch["lost"]) and not batch["ended"]
     if not batch["run"] or not (running or (want_run and batch["events"])):
         return Response("", status=204)
     stream = EventStream(heartbeat_ms=config.heartbeat_ms, frame=_frame, headers=dict(headers))
@@ -224,7 +328,7 @@ async def _reconnect(owner: Any, request: Any, protocol: str, chat_id: str,
 
 async def _stop(owner: Any, protocol: str, chat_id: str) -> Any:
     config = config_from_env(owner.env)
-    run = str(await _session(owner, protocol, chat_id, config).target.request_stop())
+    run = str(await _session(owner.env, protocol, chat_id, config).target.request_stop())
     if not run:
         raise HttpError(409, "not_running", f"nothing is running for {chat_id!r}")
     return Response(json.dumps({"stopping": run}), status=202,
@@ -250,22 +354,10 @@ async def ag_ui_stop(owner: Any, _request: Any, match: re.Match[str]) -> Any:
 async def api_chat(owner: Any, request: Any, _match: re.Match[str]) -> Any:
     raw = await _body(request)
     config = config_from_env(owner.env)  # refuse (500, named) before anything runs
-    try:
-        req = decode_ui_chat_request(raw, max_bytes=MAX_BODY_BYTES, max_depth=MAX_BODY_DEPTH)
-    except (JsonBoundsError, ProtocolRequestError) as exc:
-        raise _refused(exc) from None
-    encoder = ui_encoder(req, str(js.crypto.randomUUID()))
-    return await _start(owner, config, _chat(config, ui_chat_input(req)), UiFrames(encoder),
-                  UI_STREAM_HEADERS)
+    return await _start(owner, config, "ui", raw)
 
 
 async def ag_ui(owner: Any, request: Any, _match: re.Match[str]) -> Any:
     raw = await _body(request)
     config = config_from_env(owner.env)
-    try:
-        run = decode_run_agent_input(raw, max_bytes=MAX_BODY_BYTES, max_depth=MAX_BODY_DEPTH)
-    except (JsonBoundsError, ProtocolRequestError) as exc:
-        raise _refused(exc) from None
-    encoder = AgUiEncoder(thread_id=run.thread_id, run_id=run.run_id, messages=run.messages)
-    return await _start(owner, config, _chat(config, ag_ui_chat_input(run)), AgUiFrames(encoder),
-                  AG_UI_HEADERS)
+    return await _start(owner, config, "ag-ui", raw)

@@ -10,10 +10,12 @@ saves are accepted only while it still holds it, and another claim is refused wh
 resume cannot start a second runner beside a live one.
 
 **The alarm.** Every claim and renewal moves the object's alarm to just after the lease's expiry.
-When it fires and the lease ran out unreleased, the run is lost: a ``ready`` session with turns
-left is continued *in the object*, from its last saved round, as a new run (at most
+When it fires and the lease ran out unreleased, the run is lost: recorded so (``last_run``), it
+waits ``RUN_CONTINUE_MS`` for a client to resume it, then a ``ready`` session with turns left is
+continued *in the object*, from its last saved round, as a new run (at most
 ``MAX_CONTINUATIONS`` times in a row, so a run that kills its isolate each time stops being
-retried); its events go nowhere (no client is connected), its outcome is the stored checkpoint.
+retried); its events go to its log (no client is connected), its outcome is the stored
+checkpoint. A protocol run (frontends.py) is continued by ``frontends.continue_lost_run``.
 
 Run ids are ``r<claim revision>``: unique per session, and the turn ids of a run's model calls
 (``<session>:<claim revision>:<n>``) are new for every attempt, so a client that keeps its
@@ -94,9 +96,10 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
                            "last_run": json.loads(str(last)) if last else None})
 
     async def claim(self, expected_revision: int, revision: int, data: str, run: str,
-                    lease_ms: int) -> str:
+                    lease_ms: int, extra: str = "") -> str:
         """Store a run's input (``revision``, over ``expected_revision``; ``-1``: nothing stored)
-        and give ``run`` the lease, unless another run's lease is live. Answers ``{"ok": true}`` or
+        and give ``run`` the lease, unless another run's lease is live; ``extra`` (a JSON object)
+        holds more keys to store with it. Answers ``{"ok": true}`` or
         ``{"ok": false, "reason": "stale" | "busy", "revision", "run"?}``."""
         current = await self._revision()
         if current != int(expected_revision):
@@ -111,16 +114,20 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
         await self.ctx.storage.put(_js_obj({
             "checkpoint": data, "revision": int(revision),
             "lease": json.dumps({"run": run, "expires": expires}),
-            "log_run": run, "log_end": "", "stop": ""}))
+            "log_run": run, "log_end": "", "log_continues": "", "stop": "",
+            # A request's claim starts the count of lost runs continued in a row again; the
+            # alarm's claims carry theirs.
+            "continuations": 0, **(json.loads(extra) if extra else {})}))
         await self.ctx.storage.setAlarm(expires + ALARM_GRACE_MS)
         # The session keeps the event log of its latest run only.
         self._sql().exec("DELETE FROM events WHERE run != ?", run)
         return json.dumps({"ok": True, "revision": int(revision)})
 
     async def commit(self, expected_revision: int, revision: int, data: str, run: str,
-                     outcome: str) -> str:
+                     outcome: str, extra: str = "") -> str:
         """A save (``outcome`` ``""``) or the settled checkpoint (``outcome`` names how the run
-        ended; the lease is released) of the run holding the lease. Refused when the stored
+        ended; the lease is released) of the run holding the lease, with the keys of ``extra``
+        (a JSON object) stored in the same write. Refused when the stored
         revision is not ``expected_revision`` (``stale``) or ``run`` no longer holds the lease
         (``lease_lost``: the run was given up and another took over)."""
         current = await self._revision()
@@ -137,6 +144,8 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
             values["continuations"] = 0
         else:
             values["lease"] = json.dumps({"run": run, "expires": lease["expires"]})
+        if extra:
+            values.update(json.loads(extra))
         await self.ctx.storage.put(_js_obj(values))
         return json.dumps({"ok": True, "revision": int(revision)})
 
@@ -187,19 +196,45 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
 
     async def read_log(self, after: int, limit: int) -> str:
         """The latest run's events after ``after`` (at most ``limit``), and where it stands:
-        ``{"run", "events": [[offset, event, data], ...], "ended", "live"}``; ``run`` is ``""``
-        when no run was ever logged."""
+        ``{"run", "events": [[offset, event, data], ...], "ended", "live", "lost", "saved",
+        "continues"}``; ``run`` is ``""`` when no run was ever logged. ``lost``: its lease ran out
+        unreleased (the alarm will continue it). ``saved``: the offset of the last event before
+        its last save (a protocol run's continuation repeats the log up to there; ``-1``: none).
+        ``continues``: ``{"run", "offset"}`` when this run continues a lost one, whose log it
+        repeats up to ``offset``."""
         run = await self._get("log_run")
         if not run:
-            return json.dumps({"run": "", "events": [], "ended": True, "live": False})
+            return json.dumps({"run": "", "events": [], "ended": True, "live": False,
+                               "lost": False, "saved": -1, "continues": None})
         row = self._sql().exec(
             "SELECT json_group_array(json_array(offset, event, data)) AS j FROM (SELECT offset, "
             "event, data FROM events WHERE run = ? AND offset > ? ORDER BY offset LIMIT ?)",
             str(run), int(after), int(limit)).one()
         lease = await self._lease()
-        live = lease is not None and lease["run"] == run and lease["expires"] > wall_clock_ms()
+        held = lease is not None and lease["run"] == run
+        live = lease is not None and held and lease["expires"] > wall_clock_ms()
+        record = await self._get("protocol")
+        saved = json.loads(str(record)) if record else {}
+        continues = str(await self._get("log_continues") or "")
+        was, _, upto = continues.partition(":")
         return json.dumps({"run": str(run), "events": json.loads(str(row.j)),
-                           "ended": (await self._get("log_end")) == run, "live": live})
+                           "ended": (await self._get("log_end")) == run, "live": live,
+                           "lost": held and not live,
+                           "saved": saved.get("offset", -1) - 1 if saved.get("run") == run else -1,
+                           "continues": {"run": was, "offset": int(upto)} if was else None})
+
+    async def protocol_run(self) -> str:
+        """What a protocol run (frontends.py) stored for its continuation: ``{"record", "body",
+        "fed"}`` -- its record (run, protocol, message id, how many input chunks, the log offset
+        and turns at its last save), the request body and the encoder inputs it saved (JSON
+        lines); ``{}`` when the session holds none."""
+        raw = await self._get("protocol")
+        if not raw:
+            return "{}"
+        record = json.loads(str(raw))
+        chunks = [str(await self._get(f"fed:{i:06d}") or "") for i in range(record["chunks"])]
+        return json.dumps({"record": record, "body": str(await self._get("protocol_body") or ""),
+                           "fed": "".join(chunks)})
 
     async def release(self, run: str, outcome: str) -> None:
         """``run`` ended without a settled checkpoint to store (it failed): storage keeps its
@@ -208,7 +243,8 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
         if lease is None or lease["run"] != run:
             return
         await self.ctx.storage.put(_js_obj({
-            "lease": "", "last_run": json.dumps({"run": run, "outcome": str(outcome)})}))
+            "lease": "", "last_run": json.dumps({"run": run, "outcome": str(outcome)}),
+            "continuations": 0}))
 
     async def alarm(self, *_info: Any) -> None:
         lease = await self._lease()
@@ -219,35 +255,55 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
             await self.ctx.storage.setAlarm(lease["expires"] + ALARM_GRACE_MS)
             return
         # The run neither renewed nor released its lease: its isolate died (a crash, a deploy, the
-        # CPU limit, kill -9). Record it, then go on from its last saved round: the claim below
-        # replaces the expired lease, so GET never sees an idle "ready" session in between.
-        continuations = int(await self._get("continuations") or 0)
-        lost = json.dumps({"run": lease["run"], "outcome": "lost"})
-        config = self._continuation_config(await self.load(), continuations)
-        if config is None:
-            await self.ctx.storage.put(_js_obj({"lease": "", "last_run": lost}))
+        # CPU limit, kill -9). Record it when first seen; after RUN_CONTINUE_MS (time for a client
+        # to resume it) go on from its last saved round: the claim there replaces the expired
+        # lease, so GET never sees an idle "ready" session in between.
+        try:
+            config: AgentConfig | None = config_from_env(self.env)
+        except HttpError:
+            config = None  # a misconfigured Worker: the session stays ready for a client
+        raw = await self._get("last_run")
+        last = json.loads(str(raw)) if raw else {}
+        if last.get("run") != lease["run"] or last.get("outcome") != "lost":
+            last = {"run": lease["run"], "outcome": "lost", "noticed": now}
+            await self.ctx.storage.put("last_run", json.dumps(last))
+        resume_at = last.get("noticed", now) + (0 if config is None else config.continue_after_ms)
+        if now < resume_at:
+            await self.ctx.storage.setAlarm(resume_at)
             return
-        cp, agent_config = config
-        await self.ctx.storage.put(_js_obj({"last_run": lost, "continuations": continuations + 1}))
-        store = SessionStore(self, cp.execution_id, lease_ms=agent_config.lease_ms)
+        continuations = int(await self._get("continuations") or 0)
+        record = json.loads(str(await self._get("protocol") or "{}"))
+        if record.get("run") == lease["run"] and config is not None and (
+                continuations < MAX_CONTINUATIONS):
+            await self.ctx.storage.put("continuations", continuations + 1)
+            from frontends import continue_lost_run  # frontends imports this module
+
+            await continue_lost_run(self, config, lost_run=lease["run"],
+                                    continuation=continuations + 1)
+            return
+        cp = self._continuable(await self.load(), continuations, config)
+        if cp is None or config is None or record.get("run") == lease["run"]:
+            await self.ctx.storage.put("lease", "")  # given up: the session waits for a client
+            return
+        await self.ctx.storage.put("continuations", continuations + 1)
+        store = SessionStore(self, cp.execution_id, lease_ms=config.lease_ms)
         store.revision = cp.revision
-        claimed = await store.claim(msgspec.structs.replace(cp, revision=cp.revision + 1))
-        await drive(RunLog(self, store.run, None), store, claimed, agent_config, self.env,
+        claimed = await store.claim(msgspec.structs.replace(cp, revision=cp.revision + 1),
+                                    extra={"continuations": continuations + 1})
+        await drive(RunLog(self, store.run, None), store, claimed, config, self.env,
                     continued_from=lease["run"])
 
-    def _continuation_config(self, data: str | None,
-                             continuations: int) -> tuple[LoopCheckpoint, AgentConfig] | None:
-        """The stored checkpoint and the agent's config when a lost run is to be continued: a
-        ``ready`` session with turns left, a Worker configured, not yet continued too often."""
-        if data is None or continuations >= MAX_CONTINUATIONS:
+    @staticmethod
+    def _continuable(data: str | None, continuations: int,
+                     config: AgentConfig | None) -> LoopCheckpoint | None:
+        """The stored checkpoint when a lost run is to be continued: a ``ready`` session with
+        turns left, a Worker configured, not yet continued too often."""
+        if data is None or config is None or continuations >= MAX_CONTINUATIONS:
             return None
         cp = parse_loop_checkpoint(data)
         if cp.status != "ready" or cp.iterations >= cp.max_iterations:
             return None
-        try:
-            return cp, config_from_env(self.env)
-        except HttpError:
-            return None  # a misconfigured Worker: the session stays ready for a client to resume
+        return cp
 
 
 class RateLimiter(DurableObject):  # type: ignore[misc]  # the SDK is untyped
@@ -351,22 +407,31 @@ class SessionStore:
                          f"{answer['revision']}, not {self.revision}: another request wrote it "
                          "first; reload and retry", revision=answer["revision"])
 
-    async def claim(self, cp: LoopCheckpoint) -> LoopCheckpoint:
-        """Store ``cp`` (the run's input) and take the lease as run ``r<cp.revision>``."""
+    async def claim(self, cp: LoopCheckpoint, extra: dict[str, Any] | None = None) -> LoopCheckpoint:
+        """Store ``cp`` (the run's input) and take the lease as run ``r<cp.revision>`` (see
+        :meth:`run_for`), with the keys of ``extra`` in the same write."""
         data = serialize_loop_checkpoint(cp).decode("utf-8")
-        run = f"r{cp.revision}"
+        run = self.run_for(cp)
         answer = json.loads(str(await self._target.claim(self.revision, cp.revision, data, run,
-                                                          self.lease_ms)))
+                                                          self.lease_ms, json.dumps(extra or {}))))
         if not answer["ok"]:
             raise self._refused(answer)
         self.revision, self.latest, self.run = cp.revision, cp, run
         return cp
 
-    async def commit(self, cp: LoopCheckpoint, outcome: str = "") -> None:
-        """A save of the run (``outcome`` ``""``), or its settled checkpoint (the lease released)."""
+    @staticmethod
+    def run_for(cp: LoopCheckpoint) -> str:
+        """The id of the run that claims ``cp``."""
+        return f"r{cp.revision}"
+
+    async def commit(self, cp: LoopCheckpoint, outcome: str = "",
+                     extra: dict[str, Any] | None = None) -> None:
+        """A save of the run (``outcome`` ``""``), or its settled checkpoint (the lease released),
+        with the keys of ``extra`` in the same write."""
         data = serialize_loop_checkpoint(cp).decode("utf-8")
         answer = json.loads(str(await self._target.commit(self.revision, cp.revision, data,
-                                                           self.run, outcome)))
+                                                           self.run, outcome,
+                                                           json.dumps(extra or {}))))
         if not answer["ok"]:
             raise self._refused(answer)
         self.revision = cp.revision
@@ -407,6 +472,11 @@ class RunLog:
         self._next = 0
         self._pending: list[list[Any]] = []
         self._flusher: asyncio.Future[None] | None = None
+
+    @property
+    def offset(self) -> int:
+        """How many events were sent: the next one's offset."""
+        return self._next
 
     def send(self, event: str, data: Any) -> None:
         offset, self._next = self._next, self._next + 1

@@ -57,6 +57,7 @@ from bindloop.protocols import (
     parse_last_event_id,
     sse_frame,
 )
+from bindloop.session import LoopCheckpoint
 
 from .asgi_log import MemoryRunLogs, RunBusyError, RunLogs, RunStatus
 
@@ -77,7 +78,9 @@ class ChatInput(msgspec.Struct, frozen=True, kw_only=True):
     """What a run is asked to do, whichever protocol asked: continue ``transcript`` (canonical
     messages, the last one usually the user's), with ``tools`` the client declared (it runs them
     itself: a call to one is left for the client), ``approvals`` to apply first, and the shared
-    ``state`` (AG-UI)."""
+    ``state`` (AG-UI). ``checkpoint`` set: the run goes on from that saved boundary of an earlier
+    run of this request (a host continuing a run that died; ``transcript`` is its messages) --
+    its approvals were applied and its state sent then, so neither happens again."""
 
     chat_id: str
     protocol: Literal["ui", "ag-ui"]
@@ -85,6 +88,7 @@ class ChatInput(msgspec.Struct, frozen=True, kw_only=True):
     tools: tuple[ToolDefinition, ...] = ()
     approvals: tuple[ToolApproval, ...] = ()
     state: Any = None
+    checkpoint: LoopCheckpoint | None = None
 
 
 Runner = Callable[[ChatInput, Emit], Awaitable[Any]]
@@ -395,19 +399,23 @@ def error_text(exc: Exception) -> str:
 
 async def drive_run(runner: Runner, chat: ChatInput, frames: Frames,
                     write: Callable[[list[bytes]], None], *,
-                    describe: Callable[[Exception], str] = error_text) -> RunStatus:
+                    describe: Callable[[Exception], str] = error_text,
+                    resumed: bool = False) -> RunStatus:
     """One run from its first frame to its last, every payload handed to ``write`` in order (the
     ASGI app's event log, the Worker's SSE stream): the start, the runner's events, then the finish
     -- or the protocol's error when the runner raises (``describe(exc)``, never a traceback; a
     host whose errors can carry a provider URL passes a scrubbing one), or its abort when the run
-    is cancelled (the cancellation is re-raised). Returns how it ended."""
+    is cancelled (the cancellation is re-raised). Returns how it ended. ``resumed``: ``frames``
+    were started (and fed) by the caller -- a continuation of a run that died -- so no start is
+    written."""
     open_ = [True]
 
     def emit(turn_index: int | None, event: EncoderInput) -> None:
         if open_[0]:  # a tool still reporting after the run's end is not part of the stream
             write(frames.feed(event, turn_index))
 
-    write(frames.start())
+    if not resumed:
+        write(frames.start())
     try:
         result = await runner(chat, emit)
     except anyio.get_cancelled_exc_class():

@@ -15,12 +15,17 @@ its stream events and tool outcomes fed to the protocol encoder.
 The server keeps no conversation: the client sends it back each time, so an approval answered twice
 by a client that replays its request runs the tool twice -- pair such tools with ``bindloop.run``
 receipts.
+
+A host that can lose a run midway (a process killed) passes ``on_checkpoint``: it gets a ``ready``
+checkpoint once the approvals ran, and at every settled boundary of the prompt after that; a
+:class:`~bindloop.hosts.asgi.ChatInput` carrying one of them goes on from there (``resume_chat``),
+its approvals not run again.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import msgspec
@@ -29,6 +34,8 @@ from bindloop.agent import (
     AgentModel,
     AgentStreamEvent,
     ModelStreamOptions,
+    TurnDoneEvent,
+    TurnFailedEvent,
     ToolContext,
     ToolMiddleware,
     create_agent,
@@ -36,6 +43,7 @@ from bindloop.agent import (
     equip_tool,
     on_stream,
     prompt_chat,
+    resume_chat,
 )
 from bindloop.completion import StreamEvent
 from bindloop.contracts import (
@@ -50,6 +58,7 @@ from bindloop.contracts import (
     tool_outcome_message,
 )
 from bindloop.plugins import Tool
+from bindloop.session import LoopCheckpoint, create_loop_checkpoint
 from bindloop.protocols import (
     StateSnapshotEvent,
     ToolDeniedEvent,
@@ -59,7 +68,7 @@ from bindloop.protocols import (
 
 from .asgi import ChatInput, Emit, Runner
 
-__all__ = ("PacedModel", "agent_runner")
+__all__ = ("PacedModel", "RunSaver", "agent_runner")
 
 ModelFor = Callable[[ChatInput], AgentModel]
 
@@ -95,6 +104,35 @@ class PacedModel:
                      options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
         async for event in self._inner.stream(messages, options):
             await anyio.sleep(self._delay)
+            yield event
+
+
+class _Counted:
+    """``inner`` as it is -- its optional extras passed on, its own fold (``complete_turn``)
+    too -- counting the turns started through it."""
+
+    def __init__(self, inner: AgentModel, turns: _FedTurns) -> None:
+        self._inner = inner
+        self._turns = turns
+        for name in ("provider", "price", "structured_output", "calculate_cost"):
+            if hasattr(inner, name):
+                setattr(self, name, getattr(inner, name))
+        own = getattr(inner, "complete_turn", None)
+        if own is not None:
+            async def complete_turn(*args: Any, **kwargs: Any) -> Any:
+                turns.started += 1
+                return await own(*args, **kwargs)
+
+            self.complete_turn = complete_turn
+
+    @property
+    def id(self) -> str:
+        return self._inner.id
+
+    async def stream(self, messages: Sequence[Message],
+                     options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
+        self._turns.started += 1
+        async for event in self._inner.stream(messages, options):
             yield event
 
 
@@ -152,25 +190,44 @@ async def _apply_approvals(chat: ChatInput, tools: dict[str, Tool[Any, Any]],
     return tuple(transcript)
 
 
+RunSaver = Callable[[ChatInput, LoopCheckpoint], Awaitable[None]]
+"""``on_checkpoint(chat, checkpoint)``: store a run's boundary before it goes on (a raise fails
+the run there)."""
+
+
 def agent_runner(model: AgentModel | ModelFor, *, tools: Iterable[Tool[Any, Any]] = (),
-                 needs_approval: Iterable[str] = (), max_turn_steps: int = 8) -> Runner:
+                 needs_approval: Iterable[str] = (), max_turn_steps: int = 8,
+                 on_checkpoint: RunSaver | None = None) -> Runner:
     """A runner that answers each request with one ``prompt_chat`` over ``model`` (an agent model,
-    or a function of the request that makes one) and ``tools``. Returns the chat's final text as
-    the run's result."""
+    or a function of the request that makes one) and ``tools`` -- or, for a request carrying a
+    ``checkpoint``, one ``resume_chat`` of it. Returns the chat's final text as the run's result.
+    ``on_checkpoint`` gets each settled boundary (see the module docstring)."""
     server_tools = {t.name: t for t in tools}
     approval = frozenset(needs_approval)
 
     async def run(chat: ChatInput, emit: Emit) -> Any:
-        transcript = await _apply_approvals(chat, server_tools, emit)
-        agent_model = model(chat) if callable(model) and not hasattr(model, "stream") else model
+        transcript = chat.transcript
+        if chat.checkpoint is None:
+            transcript = await _apply_approvals(chat, server_tools, emit)
+            if chat.state is not None:
+                emit(None, StateSnapshotEvent(state=chat.state))  # the state this run starts from
+            if chat.approvals and on_checkpoint is not None:
+                # The approved calls ran: a run lost after this must not run them again.
+                await on_checkpoint(chat, create_loop_checkpoint(
+                    execution_id=f"chat-{chat.chat_id}", messages=transcript,
+                    max_iterations=max_turn_steps))
+        agent_model = cast(AgentModel, model(chat) if callable(model) and not hasattr(model, "stream")
+                           else model)
         reporting = _reporting(emit, approval)
-        if chat.state is not None:
-            emit(None, StateSnapshotEvent(state=chat.state))  # the state this run starts from
+        fed = _FedTurns(agent_model)
+        saver = None if on_checkpoint is None else fed.saver(on_checkpoint, chat)
 
         async def forward(stream: AsyncIterator[AgentStreamEvent]) -> None:
             async for event in stream:
                 turn, item = agent_event_input(event)
                 emit(turn, item)
+                if isinstance(item, (TurnDoneEvent, TurnFailedEvent)):
+                    fed.turn_ended()
 
         async def handler(_: None) -> Any:
             for tool in server_tools.values():
@@ -178,12 +235,42 @@ def agent_runner(model: AgentModel | ModelFor, *, tools: Iterable[Tool[Any, Any]
             for definition in chat.tools:
                 if definition.name not in server_tools:
                     equip_tool(_client_tool(definition), middleware=[reporting])
-            equip_history(transcript)
             on_stream(forward)
-            return await prompt_chat(max_turn_steps=max_turn_steps)
+            if chat.checkpoint is not None:
+                return await resume_chat(chat.checkpoint, on_checkpoint=saver)
+            equip_history(transcript)
+            return await prompt_chat(max_turn_steps=max_turn_steps, on_checkpoint=saver)
 
         result = await create_agent(id=f"chat-{chat.protocol}", handler=handler,
-                                    model=agent_model)(None)
+                                    model=fed.model if saver is not None else agent_model)(None)
         return result.data or None
 
     return run
+
+
+class _FedTurns:
+    """Whether every event before a boundary reached ``emit``. The stream consumer runs behind the
+    loop (it reads a buffer), so a save at a boundary first waits until it has fed the end of each
+    model turn started so far: the checkpoint and what the encoder was fed then describe the same
+    point, and a continuation from the one repeats exactly the other."""
+
+    def __init__(self, inner: AgentModel) -> None:
+        self.model = _Counted(inner, self)
+        self.started = 0
+        self.ended = 0
+        self._changed = anyio.Event()
+
+    def turn_ended(self) -> None:
+        self.ended += 1
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def saver(self, save: RunSaver, chat: ChatInput) -> Callable[[LoopCheckpoint], Awaitable[None]]:
+        async def on_checkpoint(checkpoint: LoopCheckpoint) -> None:
+            if checkpoint.status != "ready":  # a suspend or the end: the run's outcome, no save
+                return
+            while self.ended < self.started:
+                await self._changed.wait()
+            await save(chat, checkpoint)
+
+        return on_checkpoint
