@@ -41,6 +41,7 @@ tests/errors/test_error_tree.py renders the real tree and compares it with this 
           McpProtocolError (bindloop.mcp)
             McpVersionError (bindloop.mcp)
           McpRpcError (bindloop.mcp)
+            McpUrlElicitationRequired (bindloop.mcp)
           McpTimeoutError (bindloop.mcp)
         ModelStreamError (bindloop.completion)
         PromptTooLongError
@@ -75,6 +76,8 @@ tests/errors/test_error_tree.py renders the real tree and compares it with this 
           UnsupportedCheckpointVersionError (bindloop.session)
         CheckpointInputError (bindloop.session)
         DiscardedTurnWithToolCallsError (bindloop.loop)
+        ElicitationContentError (bindloop.mcp)
+        ElicitationNotPendingError (bindloop.mcp)
         InputBlockedBySuspendError (bindloop.loop)
         InvalidIdError (bindloop.routing)
         InvalidModelTurnError (bindloop.loop)

@@ -12,6 +12,8 @@ See docs/mcp.md.
 
 from ._content import map_call_result as map_call_result, map_content_block as map_content_block
 from ._errors import (
+    ElicitationContentError as ElicitationContentError,
+    ElicitationNotPendingError as ElicitationNotPendingError,
     McpAuthorizationError as McpAuthorizationError,
     McpConnectionError as McpConnectionError,
     McpError as McpError,
@@ -70,8 +72,6 @@ from ._oauth_model import (
     parse_www_authenticate as parse_www_authenticate,
 )
 from ._pending import (
-    ElicitationContentError as ElicitationContentError,
-    ElicitationNotPendingError as ElicitationNotPendingError,
     PendingElicitation as PendingElicitation,
     PendingElicitations as PendingElicitations,
 )

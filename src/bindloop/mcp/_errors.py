@@ -8,10 +8,12 @@ request header, so a bearer token cannot leak through one.
 
 from __future__ import annotations
 
-from ..errors import ProviderError, ToolFailure
+from ..errors import ProviderError, ToolFailure, UsageError
 from ._elicit import ElicitationRequest, url_elicitations
 
 __all__ = (
+    "ElicitationContentError",
+    "ElicitationNotPendingError",
     "McpAuthorizationError",
     "McpConnectionError",
     "McpError",
@@ -135,3 +137,19 @@ class McpRequestRefused(ToolFailure):
         # -1 by default: what the SDKs answer when the user (here: the host's policy) declines.
         super().__init__(message, kind="refused")
         self.code = code
+
+
+class ElicitationNotPendingError(UsageError):
+    """The elicitation named is not waiting (answered already, timed out, or its call ended)."""
+
+
+class ElicitationContentError(UsageError):
+    """``accept(content)`` with content the requested schema refuses; ``pointer`` names where
+    (a JSON Pointer, ``/`` for the whole object) and ``reason`` why. The elicitation stays
+    pending: answer it again."""
+
+    def __init__(self, elicitation: str, pointer: str, reason: str) -> None:
+        super().__init__(f"elicitation {elicitation!r}: the content breaks the requested "
+                         f"schema at {pointer}: {reason}")
+        self.pointer = pointer
+        self.reason = reason

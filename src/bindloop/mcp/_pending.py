@@ -25,9 +25,10 @@ from typing import Any
 import anyio
 import msgspec
 
-from ..errors import UsageError
 from ..schema import first_schema_violation
 from ._elicit import ElicitationRequest, ElicitationResult, fill_defaults
+from ..errors import UsageError
+from ._errors import ElicitationContentError, ElicitationNotPendingError
 
 __all__ = (
     "CALLING",
@@ -62,22 +63,6 @@ class PendingElicitation(msgspec.Struct, frozen=True, kw_only=True):
     requested_schema: dict[str, Any] | None = None
     url: str | None = None
     elicitation_id: str | None = None
-
-
-class ElicitationNotPendingError(UsageError):
-    """The elicitation named is not waiting (answered already, timed out, or its call ended)."""
-
-
-class ElicitationContentError(UsageError):
-    """``accept(content)`` with content the requested schema refuses; ``pointer`` names where
-    (a JSON Pointer, ``/`` for the whole object) and ``reason`` why. The elicitation stays
-    pending: answer it again."""
-
-    def __init__(self, elicitation: str, pointer: str, reason: str) -> None:
-        super().__init__(f"elicitation {elicitation!r}: the content breaks the requested "
-                         f"schema at {pointer}: {reason}")
-        self.pointer = pointer
-        self.reason = reason
 
 
 class _Waiting:
