@@ -38,6 +38,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
@@ -272,6 +274,150 @@ async def run_bindloop(port: int, sessions: int, db: str) -> None:
             unanswered=outcome["unanswered"], duplicates=ledger.duplicates(), extra={})
 
 
+# ---- the bare reader --------------------------------------------------------------------------
+
+# The bare reader's view of a chunk: only the fields it uses (msgspec skips the rest unparsed).
+
+class _BareFn(msgspec.Struct):
+    name: str | None = None
+    arguments: str = ""
+
+
+class _BareCallDelta(msgspec.Struct):
+    index: int
+    id: str | None = None
+    function: _BareFn | None = None
+
+
+class _BareDelta(msgspec.Struct):
+    content: str | None = None
+    tool_calls: list[_BareCallDelta] | None = None
+
+
+class _BareChoice(msgspec.Struct):
+    delta: _BareDelta
+
+
+class _BareUsage(msgspec.Struct):
+    completion_tokens: int = 0
+
+
+class _BareChunk(msgspec.Struct):
+    choices: list[_BareChoice] = []
+    usage: _BareUsage | None = None
+
+
+async def run_bare(port: int, sessions: int) -> None:
+    """The floor any Python client over this stream pays: the same two streamed requests per session
+    (same server, same body shape, same connection policy, httpx with the 2 s read timeout the
+    watchdog has), the body read as bytes and split into lines, each ``data:`` payload decoded by
+    msgspec into a Struct holding only the fields used (text delta, tool-call delta, usage). No
+    transcript model, no checkpoints, no routing table, no watchdog task: a failed request moves
+    to the next prefix, four failures in a row count as one retry (as a failed route does)."""
+    import anyio
+    import httpx
+
+    decode = msgspec.json.Decoder(_BareChunk).decode
+    encode = msgspec.json.Encoder().encode
+    ledger = Ledger()
+    client = httpx.AsyncClient(limits=httpx.Limits(max_connections=None,
+                                                   max_keepalive_connections=0),
+                               timeout=httpx.Timeout(60.0, read=2.0, connect=10.0))
+    headers = {"authorization": "Bearer soak-key", "content-type": "application/json",
+               "accept": "text/event-stream"}
+    tools = [{"type": "function", "function": {
+        "name": "lookup", "description": "Look a key up.", "parameters": {
+            "type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}}}]
+
+    async def turn(prefix: str, messages: list[dict[str, Any]]
+                   ) -> tuple[str, dict[int, list[str]], int] | None:
+        body = encode({"model": "soak", "messages": messages, "tools": tools, "stream": True,
+                       "stream_options": {"include_usage": True}})
+        text: list[str] = []
+        calls: dict[int, list[str]] = {}  # index -> [id, name, arguments...]
+        tokens = 0
+        try:
+            async with client.stream("POST", f"http://127.0.0.1:{port}/{prefix}/chat/completions",
+                                     content=body, headers=headers) as resp:
+                if resp.status_code != 200:
+                    await resp.aread()
+                    return None
+                rest = b""
+                async for data in resp.aiter_bytes():
+                    *lines, rest = (rest + data).split(b"\n")
+                    for line in lines:
+                        if not line.startswith(b"data: "):
+                            continue
+                        payload = line[6:]
+                        if payload == b"[DONE]":
+                            return "".join(text), calls, tokens
+                        chunk = decode(payload)
+                        for choice in chunk.choices:
+                            delta = choice.delta
+                            if delta.content:
+                                text.append(delta.content)
+                            for tc in delta.tool_calls or ():
+                                parts = calls.setdefault(tc.index, ["", ""])
+                                if tc.id:
+                                    parts[0] = tc.id
+                                if tc.function is not None:
+                                    if tc.function.name:
+                                        parts[1] = tc.function.name
+                                    parts.append(tc.function.arguments)
+                        if chunk.usage is not None:
+                            tokens = chunk.usage.completion_tokens
+        except httpx.HTTPError:
+            return None
+        return None  # the body ended before [DONE]
+
+    durations: dict[str, float] = {}
+    outcome = {"completed": 0, "retries": 0, "tokens": 0}
+
+    async def routed(messages: list[dict[str, Any]]) -> tuple[str, dict[int, list[str]], int] | None:
+        for _ in range(TRIES):
+            for prefix in PREFIXES:
+                got = await turn(prefix, messages)
+                if got is not None:
+                    return got
+            outcome["retries"] += 1
+        return None
+
+    async def one(n: int) -> None:
+        ident = f"s{n:04d}"
+        started = time.perf_counter()
+        messages: list[dict[str, Any]] = [{"role": "user", "content": f"session {ident} look up"}]
+        first = await routed(messages)
+        if first is None:
+            return
+        text, calls, tokens = first
+        ordered = [calls[i] for i in sorted(calls)]
+        messages.append({"role": "assistant", "content": text or None, "tool_calls": [
+            {"id": c[0], "type": "function", "function": {"name": c[1], "arguments": "".join(c[2:])}}
+            for c in ordered]})
+        for c in ordered:
+            key = msgspec.json.decode("".join(c[2:]))["key"]
+            messages.append({"role": "tool", "tool_call_id": c[0], "content": ledger.lookup(key)})
+        second = await routed(messages)
+        if second is None:
+            return
+        durations[ident] = time.perf_counter() - started
+        outcome["completed"] += 1
+        outcome["tokens"] += tokens + second[2]
+
+    cpu0, _ = _usage()
+    t0 = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for n in range(sessions):
+            tg.start_soon(one, n)
+    wall = time.perf_counter() - t0
+    cpu1, rss = _usage()
+    await client.aclose()
+    _finish("bare reader", sessions=sessions, completed=outcome["completed"],
+            retries=outcome["retries"], tokens=outcome["tokens"], wall=wall, cpu=cpu1 - cpu0,
+            rss=rss, durations=durations, invalid=0, unanswered=0,
+            duplicates=ledger.duplicates(), extra={})
+
+
 # ---- pydantic-ai ------------------------------------------------------------------------------
 
 async def run_pydantic_ai(port: int, sessions: int) -> None:
@@ -384,20 +530,31 @@ def _peer_available() -> bool:
 
 
 def soak(sessions: int, seed: int, peer: bool) -> list[dict[str, Any]]:
+    """bindloop, the bare reader, then the peer (if installed and ``peer``): each in a fresh
+    process against a fresh server with the same seed."""
     with tempfile.TemporaryDirectory(prefix="bindloop-soak-") as tmp:
-        rows = [_side("bindloop", sessions, seed, Path(tmp))]
+        rows = [_side("bindloop", sessions, seed, Path(tmp)),
+                _side("bare", sessions, seed, Path(tmp))]
         if peer and _peer_available():
             rows.append(_side("pydantic-ai", sessions, seed, Path(tmp)))
     return rows
 
 
+def cpu_ratio(rows: list[dict[str, Any]]) -> float | None:
+    """bindloop's CPU per streamed token over the bare reader's (the issue's target: within 2x)."""
+    ours, bare = rows[0]["cpu_us_per_token"], rows[1]["cpu_us_per_token"]
+    return ours / bare if ours and bare else None
+
+
 def table(rows: list[dict[str, Any]]) -> list[str]:
+    """``rows`` as :func:`soak` returns them: bindloop, the bare reader, then the peer if any."""
     def fmt(value: Any, spec: str) -> str:
         return "-" if value is None else format(value, spec)
 
-    base = rows[0]
-    lines = [f"{'':34}" + "".join(f"{r['framework']:>16}" for r in rows)
-             + ("       ratio (peer / bindloop)" if len(rows) > 1 else "")]
+    base, bare = rows[0], rows[1]
+    peer = rows[2] if len(rows) > 2 else None
+    lines = [f"{'':34}" + "".join(f"{r['framework']:>14}" for r in rows) + "  bindloop/bare"
+             + ("  peer/bindloop" if peer else "")]
     spec = [
         ("sessions completed", lambda r: f"{r['completed']}/{r['sessions']}", None),
         ("route failures -> resume/re-run", lambda r: str(r["retries"]), None),
@@ -414,13 +571,21 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
         ("tool executions repeated", lambda r: str(r["duplicate_tool_runs"]), None),
     ]
     for label, get, key in spec:
-        line = f"{label:34}" + "".join(f"{get(r):>16}" for r in rows)
-        if key and len(rows) > 1 and base.get(key):
-            line += f"       {rows[1][key] / base[key]:.2f}x"
+        line = f"{label:34}" + "".join(f"{get(r):>14}" for r in rows)
+        if key and bare.get(key) and base.get(key):
+            line += f"{base[key] / bare[key]:>14.2f}x"
+            if peer and peer.get(key):
+                line += f"{peer[key] / base[key]:>14.2f}x"
         lines.append(line)
-    s = base["server"]
-    lines.append(f"faults injected (bindloop run): {s['503']} x 503, {s['429']} x 429, "
-                 f"{s['stall']} stalls, {s['drop']} drops in {s['requests']} requests")
+    for r in rows:
+        s = r["server"]
+        lines.append(f"faults injected ({r['framework']} run): {s['503']} x 503, {s['429']} x 429, "
+                     f"{s['stall']} stalls, {s['drop']} drops in {s['requests']} requests")
+    ratio = cpu_ratio(rows)
+    if ratio is not None:
+        lines.append(f"harness CPU per streamed token: bindloop {base['cpu_us_per_token']:.1f} µs, "
+                     f"bare reader {bare['cpu_us_per_token']:.1f} µs -> {ratio:.2f}x "
+                     f"(target: within 2x)")
     return lines
 
 
@@ -428,7 +593,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("mode", nargs="?", default="soak",
-                        choices=("soak", "serve", "run-bindloop", "run-pydantic-ai"))
+                        choices=("soak", "serve", "run-bindloop", "run-bare", "run-pydantic-ai"))
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--no-peer", action="store_true")
@@ -445,6 +610,8 @@ def main() -> None:
         _raise_fd_limit()
         if args.mode == "run-bindloop":
             anyio.run(run_bindloop, args.port, args.sessions, args.db)
+        elif args.mode == "run-bare":
+            anyio.run(run_bare, args.port, args.sessions)
         else:
             anyio.run(run_pydantic_ai, args.port, args.sessions)
         return
