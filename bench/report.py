@@ -226,6 +226,20 @@ def section_soak(soak_rows: list[dict[str, Any]], soak_lines: list[str], chart: 
         f"µs, the bare reader {bare['cpu_us_per_token']:.1f} µs, **{ratio:.2f}×** "
         "(the target is within 2×)." if ratio is not None else
         "The bare reader or bindloop streamed no tokens: no CPU ratio.")
+    split_lines: list[str] = []
+    ours, floor = bindloop.get("split"), bare.get("split")
+    if ours and floor:
+        per_chunk = ours["us_per_extra_token"] / floor["us_per_extra_token"]
+        split_lines = [
+            f"Where it goes, from a second run of both with longer answers "
+            f"({ours['long_tokens']:,} tokens): one more streamed chunk costs bindloop "
+            f"{ours['us_per_extra_token']:.1f} µs and the bare reader "
+            f"{floor['us_per_extra_token']:.1f} µs ({per_chunk:.2f}×); a session costs "
+            f"{ours['ms_per_session']:.2f} ms and {floor['ms_per_session']:.2f} ms besides its "
+            "chunks (bindloop's: building each request, the route, the checkpoints committed to "
+            "SQLite, the watchdog's task and cancel scopes per call).",
+            "",
+        ]
     return [
         "## Soak under faults",
         "",
@@ -246,12 +260,10 @@ def section_soak(soak_rows: list[dict[str, Any]], soak_lines: list[str], chart: 
         "",
         summary,
         "",
-        "Most of either side's CPU is httpx, httpcore, h11 and the event loop: in a cProfile of "
-        "200 sessions bindloop's own functions took about 15 % of its side's CPU (the SSE decode "
-        "and fold, checkpoints committed to SQLite, the route), and the anyio task and cancel "
-        "scopes of each call's watchdog most of the rest of the gap. On this shared 2-core "
-        "machine the ratio moved between 1.26× and 1.42× across runs of 50 to 1,000 sessions; "
-        "`--rounds N` alternates the two sides and reports every round.",
+        *split_lines,
+        "Most of either side's CPU is httpx, httpcore, h11 and the event loop (a cProfile of "
+        "either side shows it). On this shared 2-core machine the ratio moves between runs; "
+        "`bench/soak.py --rounds N` alternates the two sides and reports every round.",
         "",
         f"![soak]({chart})",
         "",
@@ -306,6 +318,8 @@ def main() -> None:
     parser.add_argument("--stream-chunks", type=int, default=2000)
     parser.add_argument("--soak-sessions", type=int, default=1000)
     parser.add_argument("--soak-rounds", type=int, default=1)
+    parser.add_argument("--soak-long-answer", type=int, default=150,
+                        help="answer chunks of the soak's second run (0: no second run)")
     parser.add_argument("--no-peer", action="store_true", help="the soak without pydantic-ai")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--only", help=f"comma-separated sections to rerun: {', '.join(SECTIONS)}")
@@ -344,7 +358,8 @@ def main() -> None:
 
         print("# soak ...", file=sys.stderr, flush=True)
         rows = figures["soak"] = soak.soak(args.soak_sessions, args.seed, peer=not args.no_peer,
-                                           rounds=args.soak_rounds)
+                                           rounds=args.soak_rounds,
+                                           long_answer=args.soak_long_answer)
         lines = soak.table(rows)
         print("\n".join(lines))
         chart = chart_soak(img_dir, rows)

@@ -23,7 +23,8 @@ fault-free session (its wall time minus the server's scripted send time: what th
 shared event loop add under this load), peak RSS, and the checks: every transcript provider-valid
 (tool calls paired with exactly one result) and every tool call executed exactly once.
 
-    python bench/soak.py [--sessions 1000] [--seed 1] [--no-peer] [--json out.json]
+    python bench/soak.py [--sessions 1000] [--seed 1] [--no-peer] [--rounds N]
+                         [--long-answer CHUNKS] [--json out.json]
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ TRIES = 3
 
 # ---- the provider process ---------------------------------------------------------------------
 
-def serve(seed: int, faults_out: str) -> None:
+def serve(seed: int, faults_out: str, answer_chunks: int = ANSWER_CHUNKS) -> None:
     import msgspec
 
     from bindloop.contracts import ToolMessage, UserMessage, messages_from_openai
@@ -104,9 +105,9 @@ def serve(seed: int, faults_out: str) -> None:
             out_tokens = 12
         else:
             chunks = [chunk({"role": "assistant", "content": ""})]
-            chunks += [chunk({"content": f"word{i} "}) for i in range(ANSWER_CHUNKS)]
+            chunks += [chunk({"content": f"word{i} "}) for i in range(answer_chunks)]
             chunks.append(chunk({}, finish="stop"))
-            out_tokens = ANSWER_CHUNKS
+            out_tokens = answer_chunks
         chunks.append(chunk(None, usage={"prompt_tokens": prompt, "completion_tokens": out_tokens,
                                          "total_tokens": prompt + out_tokens}))
         chunks.append(sse_event("[DONE]"))
@@ -345,10 +346,12 @@ async def run_pydantic_ai(port: int, sessions: int) -> None:
 
 # ---- the parent -------------------------------------------------------------------------------
 
-def _side(framework: str, sessions: int, seed: int, workdir: Path) -> dict[str, Any]:
+def _side(framework: str, sessions: int, seed: int, workdir: Path,
+          answer_chunks: int = ANSWER_CHUNKS) -> dict[str, Any]:
     faults = workdir / f"faults-{framework}.json"
+    load = os.getloadavg()[0]  # the machine's load as this side starts (other processes' too)
     server = subprocess.Popen([sys.executable, __file__, "serve", "--seed", str(seed),
-                               "--faults-out", str(faults)],
+                               "--faults-out", str(faults), "--answer-chunks", str(answer_chunks)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert server.stdout is not None and server.stdin is not None
     port = int(server.stdout.readline())
@@ -372,6 +375,7 @@ def _side(framework: str, sessions: int, seed: int, workdir: Path) -> dict[str, 
         "p99": 1000 * added[min(len(added) - 1, int(0.99 * len(added)))] if added else None,
         "fault_free_sessions": len(added)}
     result["server"] = server_report["counts"]
+    result["load_1min"] = load
     result["tokens_per_s"] = result["tokens"] / result["wall_s"] if result["wall_s"] else 0.0
     result["cpu_us_per_token"] = 1e6 * result["cpu_s"] / result["tokens"] if result["tokens"] else None
     return result
@@ -386,11 +390,14 @@ def _peer_available() -> bool:
     return True
 
 
-def soak(sessions: int, seed: int, peer: bool, rounds: int = 1) -> list[dict[str, Any]]:
+def soak(sessions: int, seed: int, peer: bool, rounds: int = 1,
+         long_answer: int = 0) -> list[dict[str, Any]]:
     """bindloop, the bare reader, then the peer (if installed and ``peer``): each in a fresh
     process against a fresh server with the same seed. ``rounds`` > 1 alternates bindloop and the
     bare reader that many times (a shared machine's load drifts between runs); the rows are the
-    round with the median CPU ratio, and bindloop's row lists every round's ratio."""
+    round with the median CPU ratio, and bindloop's row lists every round's ratio.
+    ``long_answer`` > ``ANSWER_CHUNKS`` runs both once more with answers that long and adds
+    :func:`split_cpu`'s figures to their rows."""
     with tempfile.TemporaryDirectory(prefix="bindloop-soak-") as tmp:
         pairs = []
         for n in range(max(1, rounds)):
@@ -401,9 +408,27 @@ def soak(sessions: int, seed: int, peer: bool, rounds: int = 1) -> list[dict[str
         known = sorted((r, i) for i, r in enumerate(ratios) if r is not None)
         rows = list(pairs[known[len(known) // 2][1]] if known else pairs[0])
         rows[0]["cpu_ratio_rounds"] = ratios
+        if long_answer > ANSWER_CHUNKS:
+            work = Path(tmp) / "long"
+            work.mkdir()
+            for row, side in zip(rows, ("bindloop", "bare")):
+                row["split"] = split_cpu(row, _side(side, sessions, seed, work, long_answer))
         if peer and _peer_available():
             rows.append(_side("pydantic-ai", sessions, seed, Path(tmp)))
     return rows
+
+
+def split_cpu(short: dict[str, Any], long: dict[str, Any]) -> dict[str, Any] | None:
+    """One side's CPU as ``a * sessions + b * tokens``, from two runs that differ only in the
+    answer's length: ``b`` is what one more streamed chunk costs, ``a`` what a session costs
+    besides its chunks (requests, checkpoints, the route, connections)."""
+    extra = long["tokens"] - short["tokens"]
+    if extra <= 0 or not short["sessions"]:
+        return None
+    per_token = (long["cpu_s"] - short["cpu_s"]) / extra
+    per_session = (short["cpu_s"] - per_token * short["tokens"]) / short["sessions"]
+    return {"us_per_extra_token": 1e6 * per_token, "ms_per_session": 1e3 * per_session,
+            "long_tokens": long["tokens"], "long_completed": long["completed"]}
 
 
 def cpu_ratio(rows: list[dict[str, Any]]) -> float | None:
@@ -447,11 +472,22 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
         s = r["server"]
         lines.append(f"faults injected ({r['framework']} run): {s['503']} x 503, {s['429']} x 429, "
                      f"{s['stall']} stalls, {s['drop']} drops in {s['requests']} requests")
+    lines.append("machine load (1-min average) as each side started: "
+                 + ", ".join(f"{r['framework']} {r['load_1min']:.2f}" for r in rows)
+                 + f" on {os.cpu_count()} CPUs")
     ratio = cpu_ratio(rows)
     if ratio is not None:
         lines.append(f"harness CPU per streamed token: bindloop {base['cpu_us_per_token']:.1f} µs, "
                      f"bare reader {bare['cpu_us_per_token']:.1f} µs -> {ratio:.2f}x "
                      f"(target: within 2x)")
+    if base.get("split") and bare.get("split"):
+        ours, floor = base["split"], bare["split"]
+        lines.append(f"split by a second run with longer answers ({base['split']['long_tokens']} "
+                     f"tokens): one more streamed chunk {ours['us_per_extra_token']:.1f} vs "
+                     f"{floor['us_per_extra_token']:.1f} µs -> "
+                     f"{ours['us_per_extra_token'] / floor['us_per_extra_token']:.2f}x; a session "
+                     f"besides its chunks {ours['ms_per_session']:.2f} vs "
+                     f"{floor['ms_per_session']:.2f} ms")
     rounds = base.get("cpu_ratio_rounds") or []
     if len(rounds) > 1:
         lines.append("  ratio by round (bindloop then bare reader, alternating): "
@@ -474,9 +510,13 @@ def main() -> None:
     parser.add_argument("--port", type=int)
     parser.add_argument("--db")
     parser.add_argument("--faults-out")
+    parser.add_argument("--answer-chunks", type=int, default=ANSWER_CHUNKS, help=argparse.SUPPRESS)
+    parser.add_argument("--long-answer", type=int, default=0, metavar="CHUNKS",
+                        help="also run bindloop and the bare reader with answers this long, to "
+                             "split each side's CPU into a per-chunk and a per-session part")
     args = parser.parse_args()
     if args.mode == "serve":
-        serve(args.seed, args.faults_out)
+        serve(args.seed, args.faults_out, args.answer_chunks)
         return
     if args.mode.startswith("run-"):
         import anyio
@@ -490,7 +530,7 @@ def main() -> None:
             anyio.run(run_pydantic_ai, args.port, args.sessions)
         return
     _raise_fd_limit()
-    rows = soak(args.sessions, args.seed, not args.no_peer, args.rounds)
+    rows = soak(args.sessions, args.seed, not args.no_peer, args.rounds, args.long_answer)
     print(f"soak: {args.sessions} concurrent sessions, seed {args.seed}, chunk delay "
           f"{CHUNK_DELAY_S * 1000:.0f} ms, 2 model turns + 2 tool calls per session")
     for line in table(rows):
