@@ -237,7 +237,8 @@ def section_soak(soak_rows: list[dict[str, Any]], soak_lines: list[str], chart: 
             f"{floor['us_per_extra_token']:.1f} µs ({per_chunk:.2f}×); a session costs "
             f"{ours['ms_per_session']:.2f} ms and {floor['ms_per_session']:.2f} ms besides its "
             "chunks (bindloop's: building each request, the route, the checkpoints committed to "
-            "SQLite, the watchdog's task and cancel scopes per call).",
+            "SQLite, the watchdog's task and cancel scopes per call); the longer runs made "
+            f"{ours['long_requests']:,} and {floor['long_requests']:,} requests.",
             "",
         ]
     return [
@@ -263,7 +264,10 @@ def section_soak(soak_rows: list[dict[str, Any]], soak_lines: list[str], chart: 
         *split_lines,
         "Most of either side's CPU is httpx, httpcore, h11 and the event loop (a cProfile of "
         "either side shows it). On this shared 2-core machine the ratio moves between runs; "
-        "`bench/soak.py --rounds N` alternates the two sides and reports every round.",
+        "`bench/soak.py --rounds N` alternates the two sides and reports every round, and "
+        "`--long-answer CHUNKS` runs both again with longer answers to split each side's CPU "
+        "into a per-chunk and a per-session part (which holds only while both keep up with the "
+        "server).",
         "",
         f"![soak]({chart})",
         "",
@@ -318,8 +322,9 @@ def main() -> None:
     parser.add_argument("--stream-chunks", type=int, default=2000)
     parser.add_argument("--soak-sessions", type=int, default=1000)
     parser.add_argument("--soak-rounds", type=int, default=1)
-    parser.add_argument("--soak-long-answer", type=int, default=150,
-                        help="answer chunks of the soak's second run (0: no second run)")
+    parser.add_argument("--soak-long-answer", type=int, default=0,
+                        help="answer chunks of a second soak run that splits CPU into per-chunk "
+                             "and per-session parts (0: none)")
     parser.add_argument("--no-peer", action="store_true", help="the soak without pydantic-ai")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--only", help=f"comma-separated sections to rerun: {', '.join(SECTIONS)}")

@@ -217,7 +217,14 @@ async def run_bindloop(port: int, sessions: int, db: str) -> None:
         candidates=tuple(RouteCandidate(provider_id=provider_id(p), canonical_model_id=model_id,
                                         provider_invocation_model="soak",
                                         credential_source="platform") for p in PREFIXES)),))
-    routed = RoutedModel(plan=plan, models=models)  # type: ignore[arg-type]
+    failed: dict[str, int] = {}  # failed attempts by routing category: why requests were repeated
+
+    def on_route(result: Any) -> None:
+        for record in result.attempts:
+            if record.outcome == "failed":
+                failed[str(record.category)] = failed.get(str(record.category), 0) + 1
+
+    routed = RoutedModel(plan=plan, models=models, on_route=on_route)  # type: ignore[arg-type]
     tools = [ToolDefinition(name="lookup", description="Look a key up.", parameters={
         "type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]})]
 
@@ -273,7 +280,8 @@ async def run_bindloop(port: int, sessions: int, db: str) -> None:
     _finish("bindloop", sessions=sessions, completed=outcome["completed"],
             retries=outcome["retries"], tokens=outcome["tokens"], wall=wall, cpu=cpu1 - cpu0,
             rss=rss, durations=durations, invalid=outcome["invalid"],
-            unanswered=outcome["unanswered"], duplicates=ledger.duplicates(), extra={})
+            unanswered=outcome["unanswered"], duplicates=ledger.duplicates(),
+            extra={"failed_attempts": failed})
 
 
 # ---- pydantic-ai ------------------------------------------------------------------------------
@@ -397,7 +405,8 @@ def soak(sessions: int, seed: int, peer: bool, rounds: int = 1,
     bare reader that many times (a shared machine's load drifts between runs); the rows are the
     round with the median CPU ratio, and bindloop's row lists every round's ratio.
     ``long_answer`` > ``ANSWER_CHUNKS`` runs both once more with answers that long and adds
-    :func:`split_cpu`'s figures to their rows."""
+    :func:`split_cpu`'s figures to their rows (meaningful only while both sides keep up with the
+    server: one that falls behind sees its own event loop's lag as stalls and repeats requests)."""
     with tempfile.TemporaryDirectory(prefix="bindloop-soak-") as tmp:
         pairs = []
         for n in range(max(1, rounds)):
@@ -428,7 +437,9 @@ def split_cpu(short: dict[str, Any], long: dict[str, Any]) -> dict[str, Any] | N
     per_token = (long["cpu_s"] - short["cpu_s"]) / extra
     per_session = (short["cpu_s"] - per_token * short["tokens"]) / short["sessions"]
     return {"us_per_extra_token": 1e6 * per_token, "ms_per_session": 1e3 * per_session,
-            "long_tokens": long["tokens"], "long_completed": long["completed"]}
+            "long_tokens": long["tokens"], "long_completed": long["completed"],
+            "long_requests": long["server"]["requests"],
+            "long_failed_attempts": long.get("failed_attempts")}
 
 
 def cpu_ratio(rows: list[dict[str, Any]]) -> float | None:
@@ -472,6 +483,10 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
         s = r["server"]
         lines.append(f"faults injected ({r['framework']} run): {s['503']} x 503, {s['429']} x 429, "
                      f"{s['stall']} stalls, {s['drop']} drops in {s['requests']} requests")
+    if "failed_attempts" in base:
+        lines.append("bindloop's failed attempts by category (each one a repeated request): "
+                     + (", ".join(f"{k} {v}" for k, v in sorted(base["failed_attempts"].items()))
+                        or "none"))
     lines.append("machine load (1-min average) as each side started: "
                  + ", ".join(f"{r['framework']} {r['load_1min']:.2f}" for r in rows)
                  + f" on {os.cpu_count()} CPUs")
@@ -487,7 +502,9 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
                      f"{floor['us_per_extra_token']:.1f} µs -> "
                      f"{ours['us_per_extra_token'] / floor['us_per_extra_token']:.2f}x; a session "
                      f"besides its chunks {ours['ms_per_session']:.2f} vs "
-                     f"{floor['ms_per_session']:.2f} ms")
+                     f"{floor['ms_per_session']:.2f} ms; requests {ours['long_requests']} vs "
+                     f"{floor['long_requests']} (a client that falls behind the server repeats "
+                     "requests its watchdog cut: the split holds only when both keep up)")
     rounds = base.get("cpu_ratio_rounds") or []
     if len(rounds) > 1:
         lines.append("  ratio by round (bindloop then bare reader, alternating): "
