@@ -40,11 +40,12 @@ from types import MappingProxyType
 from typing import Any, Final, Literal
 
 from ..contracts import (
-    AuxiliarySpend, CompactionApplied, Message, ModelTurnResult, RunStats, ToolCall, ToolError,
-    ToolMessage, ToolOutcome, ToolResult, ToolSuspend, tool_outcome_message)
-from ..errors import AbortedToolCallError, PortContractError, ProtocolError, UsageError
+    AuxiliarySpend, CompactionApplied, Message, ModelTurnResult, RunStats, ToolCall, ToolMessage,
+    ToolOutcome, ToolResult, ToolSuspend, tool_outcome_message)
+from ..errors import PortContractError, ProtocolError, UsageError
 from ._checks import (
-    check_batch_outcomes, check_decisions, check_messages, check_outcome, check_turn, check_usage)
+    check_batch_outcomes, check_decisions, check_messages, check_outcome, check_resume_calls,
+    check_turn, check_usage)
 from ._effects import (
     AcceptToolMessage, Activate, ActivationPortMissing, Answer, AskNudge, BatchFinished,
     BatchPlanned, BatchWrapped, BlockedBySuspend, Boundary, BoundaryChecked, BoundaryDecided,
@@ -55,6 +56,7 @@ from ._effects import (
 from ._ledger import RunLedger
 from ._phases import START_SUCCESSORS, SUCCESSORS, Phase
 from ._protocol import MachineProtocol
+from ._tool_errors import answer_outcome
 from ._types import (
     WIRABLE, ActivationKind, ControlledStopReason, OpenSuspend, StepSettlement, ToolLoopState)
 
@@ -87,7 +89,8 @@ class LoopMachine(MachineProtocol):
 
     __slots__ = (
         "_accept_queue", "_answers", "_batch_aborted", "_calls", "_final_batch", "_last_turn",
-        "_ledger", "_ordinal", "_pooled", "_serial", "final_turn", "iterations", "max_iterations",
+        "_ledger", "_ordinal", "_pooled", "_resume", "_serial", "final_turn", "iterations",
+        "max_iterations",
         "state", "stop_reason", "wired",
     )
 
@@ -97,6 +100,7 @@ class LoopMachine(MachineProtocol):
         max_iterations: int,
         *,
         wired: frozenset[str] = frozenset(),
+        resume_calls: Sequence[ToolCall] = (),
     ) -> None:
         if not isinstance(state, ToolLoopState):
             raise UsageError(f"state must be a ToolLoopState, got {type(state).__name__}")
@@ -128,6 +132,7 @@ class LoopMachine(MachineProtocol):
         self._final_batch = False
         self._accept_queue: deque[ToolMessage] = deque()
         self._ordinal = 0
+        self._resume = check_resume_calls(state.open_suspends, resume_calls) if resume_calls else ()
 
     # ---- the protocol's other half: start, send, and what the driver may ask ------------------
 
@@ -165,34 +170,26 @@ class LoopMachine(MachineProtocol):
         return self._ledger.part
 
     def start(self) -> None:
-        """Begin the run. A state with open suspends ends at once: nothing may happen until they are
-        answered."""
+        """Begin the run. With ``resume_calls`` the run begins with them as its first batch (each
+        answers its open suspend); otherwise a state with open suspends ends at once: nothing may
+        happen until they are answered."""
         if self._phase is not Phase.IDLE:
             raise self._failed() if self._phase is Phase.ERROR else ProtocolError(
                 "start() was already called")
-        if self.state.open_suspends:
+        resume, self._resume = self._resume, ()
+        if resume:
+            st = self.state
+            st.open_suspends = [s for s in st.open_suspends
+                                if all(c.id != s.tool_call_id for c in resume)]
+            self._batch(resume)
+        elif self.state.open_suspends:
             self._finish(self._suspend_reason())
         else:
             self._request(_CHECK)
         assert self._phase in START_SUCCESSORS
 
-    @staticmethod
-    def outcome_of(call: ToolCall, answer: ToolAnswer) -> ToolOutcome:
-        """What the model reads for ``answer`` to ``call``: the outcome it returned, the tool error
-        a raise carries (each checked), or the ``not_run`` error for a call that never started.
-        Pure: the loop's batch runner uses it for the outcomes it hands ``run_tool_batch``."""
-        if isinstance(answer, ToolReturned):
-            check_outcome(answer.outcome, call.id)
-            return answer.outcome
-        if isinstance(answer, ToolRaised):
-            error = answer.error
-            if type(error) is not ToolError:
-                raise PortContractError(
-                    f"ToolRaised for call {call.id!r} carries {type(error).__name__}; expected the "
-                    "ToolError the model reads (tool_exception_error's)")
-            check_outcome(error, call.id, "format_tool_exception")
-            return error
-        return ToolError(error=str(AbortedToolCallError(call.id, answer.reason)), kind="not_run")
+    outcome_of = staticmethod(answer_outcome)
+    """What the model reads for a tool answer (:func:`~bindloop.loop._tool_errors.answer_outcome`)."""
 
     # ---- plumbing ------------------------------------------------------------------------------
 
@@ -307,10 +304,16 @@ class LoopMachine(MachineProtocol):
             self._progress()
         if not calls:
             self._would_end()
-            return
+        else:
+            self._batch(calls)
+
+    def _batch(self, calls: tuple[ToolCall, ...]) -> None:
+        # A batch begins (a turn's calls, or the resumed calls of open suspends: start()): the port
+        # wraps it, or the host plans it, or it is pooled whole.
         self._calls = calls
         self._answers = [None] * len(calls)
         self._batch_aborted = self._final_batch = False
+        wired = self.wired
         if "run_tool_batch" in wired:
             self._request(WrapToolBatch(calls))
         elif "runs_serially" in wired:
@@ -395,7 +398,7 @@ class LoopMachine(MachineProtocol):
             check_outcome(outcome, call.id)
             self._ledger.tool_call(call.name, answer.ms)
         else:
-            outcome = self.outcome_of(call, answer)
+            outcome = answer_outcome(call, answer)
             self._fold_run(call, answer)
         self._apply(i, call, outcome)
 
