@@ -145,12 +145,14 @@ SECONDS ?= 60
 fuzz: venv
 	$(PY) tests/fuzz/run_fuzz.py --seconds $(SECONDS) --seed $(SEED)
 
-## Soak: 1,000 concurrent agent loops from a faulty scripted provider, bindloop and pydantic-ai.
+## Soak: 1,000 concurrent agent loops from a faulty scripted provider: bindloop, the bare reader
+## (httpx + msgspec, bindloop's CPU per streamed token as a ratio to it) and pydantic-ai; prints
+## the table and rewrites the soak section of docs/performance.md.
 soak: venv
 	$(PY) -m pip install --quiet -e '.[bench]'
-	$(PY) bench/soak.py --sessions 1000 --seed $(SEED)
+	$(PY) bench/report.py --only soak --soak-sessions 1000 --seed $(SEED)
 
-## Run the benchmarks (loop overhead vs peers, import time, soak) and write docs/performance.md
+## Run the benchmarks (loop overhead vs peers, import time, a streamed turn per chunk, soak) and write docs/performance.md
 ## with SVG charts (matplotlib, from the bench extra).
 bench-report: venv
 	$(PY) -m pip install --quiet -e '.[bench]'

@@ -3,15 +3,17 @@
 One run gives every number on the page: per-turn loop overhead vs N for bindloop and each peer
 (``bench/loop_overhead.py`` + ``bench/peers.py``, each peer row in its own interpreter), the agent
 layer against its floors (``bench/agent.py``'s runners, each in its own interpreter), import
-time (``bench/import_time.py``, CPython), and the soak (``bench/soak.py``: throughput, CPU per
-streamed token, added latency and peak RSS for bindloop beside pydantic-ai). Charts are drawn with
-matplotlib (the ``bench`` extra) from the same figures and written next to the page.
+time (``bench/import_time.py``, CPython), one streamed turn's calls and CPU per chunk
+(``bench/stream_calls.py``), and the soak (``bench/soak.py``: throughput, CPU per streamed token,
+added latency and peak RSS for bindloop beside the bare reader and pydantic-ai). Charts are drawn
+with matplotlib (the ``bench`` extra) from the same figures and written next to the page.
 
-``--only agent`` measures the agent section alone and rewrites just that section of the page
-(it names its own run); the rest of the page is left as it is.
+``--only soak`` (or ``agent``, ``stream``, ``overhead``, ``imports``; comma-separated) reruns just those
+sections and replaces them in the existing page, each marked with its own date (``make soak``
+does this for the soak).
 
     python bench/report.py [--ns 10,100,1000] [--soak-sessions 1000] [--out docs/performance.md]
-    python bench/report.py --only agent
+                           [--only agent,soak]
 """
 
 from __future__ import annotations
@@ -104,37 +106,37 @@ def agent_lines(ns: list[int], figures: dict[str, list[float]], rounds: int,
     return lines
 
 
-def splice_agent_section(page_text: str, lines: list[str]) -> str:
-    """``page_text`` with its agent section replaced by ``lines`` (inserted before the import-time
-    section when the page has none yet)."""
-    section = "\n".join(lines)
-    start = page_text.find(AGENT_SECTION + "\n")
-    if start < 0:
-        at = page_text.find("## Import time")
-        at = len(page_text) if at < 0 else at
-        return page_text[:at] + section + "\n" + page_text[at:]
-    end = page_text.find("\n## ", start + len(AGENT_SECTION))
-    end = len(page_text) if end < 0 else end + 1
-    return page_text[:start] + section + "\n" + page_text[end:]
-
-
 def import_times(repeats: int) -> dict[str, float]:
     import import_time
 
     return import_time.cpython(import_time.PROBE, repeats)
 
 
-def charts(out_dir: Path, ns: list[int], turns: dict[str, list[float | None]],
-           imports: dict[str, float], soak_rows: list[dict[str, Any]]) -> dict[str, str]:
+def stream_turn(chunks: int) -> dict[str, dict[str, Any]]:
+    import stream_calls
+
+    return {wire: stream_calls.measure(wire, chunks, 0, True) for wire in ("openai_chat", "anthropic")}
+
+
+def _pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     plt.rcParams["svg.hashsalt"] = "bindloop"  # stable ids, so an unchanged chart diffs clean
-    out_dir.mkdir(parents=True, exist_ok=True)
-    files: dict[str, str] = {}
+    return plt
 
+
+def _save(plt: Any, fig: Any, out_dir: Path, name: str) -> str:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out_dir / name, format="svg", metadata={"Date": None})
+    plt.close(fig)
+    return name
+
+
+def chart_overhead(out_dir: Path, ns: list[int], turns: dict[str, list[float | None]]) -> str:
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     for name, values in turns.items():
         points = [(n, v) for n, v in zip(ns, values) if v is not None]
@@ -149,10 +151,11 @@ def charts(out_dir: Path, ns: list[int], turns: dict[str, list[float | None]],
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    files["overhead"] = "overhead.svg"
-    fig.savefig(out_dir / files["overhead"], format="svg", metadata={"Date": None})
-    plt.close(fig)
+    return _save(plt, fig, out_dir, "overhead.svg")
 
+
+def chart_imports(out_dir: Path, imports: dict[str, float]) -> str:
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 3))
     labels = ["msgspec + anyio", "import bindloop", "+ run_tool_loop", "+ every module"]
     values = [imports["deps"], imports["root"], imports["loop"], imports["everything"]]
@@ -162,48 +165,61 @@ def charts(out_dir: Path, ns: list[int], turns: dict[str, list[float | None]],
     ax.set_xlabel("ms (CPython, median of fresh interpreters)")
     ax.set_title("Import time")
     fig.tight_layout()
-    files["imports"] = "import_time.svg"
-    fig.savefig(out_dir / files["imports"], format="svg", metadata={"Date": None})
-    plt.close(fig)
-
-    if soak_rows:
-        names = [r["framework"] for r in soak_rows]
-        metrics = [("tokens/s", "tokens_per_s"), ("CPU µs / streamed token", "cpu_us_per_token"),
-                   ("peak RSS MiB", "peak_rss_mib")]
-        fig, axes = plt.subplots(1, len(metrics), figsize=(9, 3.2))
-        for ax, (title, key) in zip(axes, metrics):
-            vals = [r[key] or 0 for r in soak_rows]
-            ax.bar(names, vals, color=["#4c72b0", "#dd8452", "#55a868"][:len(vals)])
-            for x, v in enumerate(vals):
-                ax.text(x, v, f"{v:,.0f}" if v >= 10 else f"{v:.1f}", ha="center", va="bottom")
-            ax.set_title(title)
-        fig.suptitle(f"Soak: {soak_rows[0]['sessions']} concurrent sessions with injected faults")
-        fig.tight_layout()
-        files["soak"] = "soak.svg"
-        fig.savefig(out_dir / files["soak"], format="svg", metadata={"Date": None})
-        plt.close(fig)
-    return files
+    return _save(plt, fig, out_dir, "import_time.svg")
 
 
-def page(ns: list[int], turns: dict[str, list[float | None]], imports: dict[str, float],
-         soak_rows: list[dict[str, Any]], soak_lines: list[str], files: dict[str, str],
-         img: str, agent: list[str] | None = None) -> str:
-    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    lines = [
+def chart_soak(out_dir: Path, soak_rows: list[dict[str, Any]]) -> str:
+    plt = _pyplot()
+    names = [r["framework"] for r in soak_rows]
+    metrics = [("tokens/s", "tokens_per_s"), ("CPU µs / streamed token", "cpu_us_per_token"),
+               ("peak RSS MiB", "peak_rss_mib")]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(9.5, 3.2))
+    for ax, (title, key) in zip(axes, metrics):
+        vals = [r[key] or 0 for r in soak_rows]
+        ax.bar(names, vals, color=["#4c72b0", "#8c8c8c", "#dd8452"][:len(vals)])
+        for x, v in enumerate(vals):
+            ax.text(x, v, f"{v:,.0f}" if v >= 10 else f"{v:.1f}", ha="center", va="bottom")
+        ax.set_title(title)
+        ax.tick_params(axis="x", labelsize=8)
+    fig.suptitle(f"Soak: {soak_rows[0]['sessions']} concurrent sessions with injected faults")
+    fig.tight_layout()
+    return _save(plt, fig, out_dir, "soak.svg")
+
+
+def _when() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def header() -> list[str]:
+    return [
         "# Performance",
         "",
-        f"Written by `make bench-report` ({when}; Python {platform.python_version()} on "
+        f"Written by `make bench-report` ({_when()}; Python {platform.python_version()} on "
         f"{platform.machine()}, {platform.system()}). Every figure and chart on this page comes "
-        "from that one run; rerun it to refresh them. The machine is a shared 2-core VM, so "
-        "compare rows measured in the same run rather than across runs.",
+        "from that one run, except a section marked as refreshed on its own; rerun it to refresh "
+        "them. The machine is a shared 2-core VM, so compare rows measured in the same run rather "
+        "than across runs.",
         "",
+    ]
+
+
+def _refreshed(alone: bool, section: str) -> list[str]:
+    return ([f"Refreshed on its own by `python bench/report.py --only {section}` ({_when()}; "
+             f"Python {platform.python_version()})."
+             + (" `make soak` runs this." if section == "soak" else ""), ""] if alone else [])
+
+
+def section_overhead(ns: list[int], turns: dict[str, list[float | None]], chart: str,
+                     alone: bool = False) -> list[str]:
+    lines = [
         "## Per-turn loop overhead",
         "",
+        *_refreshed(alone, "overhead"),
         "A scripted model asks for one tool call per turn for N-1 turns and then answers; the tool "
         "adds two numbers. The figure is wall time per turn of the whole run (see "
         "`bench/peers.py` for each framework's fake-model mechanism). Lower is better.",
         "",
-        f"![per-turn overhead]({img}/{files['overhead']})",
+        f"![per-turn overhead]({chart})",
         "",
         "| harness | " + " | ".join(f"N={n} µs/turn" for n in ns) + " |",
         "|---|" + "---:|" * len(ns),
@@ -211,11 +227,15 @@ def page(ns: list[int], turns: dict[str, list[float | None]], imports: dict[str,
     for name, values in turns.items():
         cells = [f"{v:,.1f}" if v is not None else "-" for v in values]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    lines += ["", *(agent or [])]
-    lines += [
+    return lines + [""]
+
+
+def section_imports(imports: dict[str, float], chart: str, alone: bool = False) -> list[str]:
+    return [
         "## Import time",
         "",
-        f"![import time]({img}/{files['imports']})",
+        *_refreshed(alone, "imports"),
+        f"![import time]({chart})",
         "",
         "| msgspec + anyio | import bindloop | + run_tool_loop | + every module |",
         "|---:|---:|---:|---:|",
@@ -225,26 +245,133 @@ def page(ns: list[int], turns: dict[str, list[float | None]], imports: dict[str,
         "bindloop columns are cumulative after the dependencies are loaded.",
         "",
     ]
-    if soak_rows:
-        lines += [
-            "## Soak under faults",
-            "",
-            "`bench/soak.py`: concurrent tool-using sessions (two model turns, two tool calls, a "
-            "30-chunk streamed answer) from a scripted OpenAI-Chat-wire provider in its own process "
-            "that injects 5 % 503, 2 % 429 with Retry-After, 2 % mid-stream stalls and 1 % dropped "
-            "connections. bindloop recovers through `RoutedModel` fallback over four candidates "
-            "with SQLite checkpoints; pydantic-ai through `FallbackModel` and the OpenAI SDK's "
-            "retries. CPU is the client process only. Added latency: a fault-free session's wall "
-            "time minus the server's scripted send time.",
-            "",
-            f"![soak]({img}/{files['soak']})",
-            "",
-            "```",
-            *soak_lines,
-            "```",
+
+
+def section_stream(stream: dict[str, dict[str, Any]], chunks: int,
+                   alone: bool = False) -> list[str]:
+    lines = [
+        "## A streamed turn, per chunk",
+        "",
+        *_refreshed(alone, "stream"),
+        f"`bench/stream_calls.py`: one `ModelAdapter.complete()` over an in-memory transport "
+        f"that yields {chunks:,} one-token SSE chunks, default watchdog budgets, on asyncio, each "
+        "read giving the event loop a turn (as a socket read does). Calls are Python function "
+        "calls (`sys.setprofile`) per chunk, by where the function lives; CPU is process time per "
+        "token, best of 5. `--baseline CHECKOUT` prints another checkout beside it (before issue "
+        "19's work, commit 03529a6, a streamed turn made 30.1 bindloop calls per chunk on either "
+        "wire).",
+        "",
+        "| wire | bindloop calls / chunk | wire | watchdog | signal | clock | fold | "
+        "anyio + event loop | CPU µs / token |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for wire, row in stream.items():
+        per = row["per_chunk"]
+        cells = [row["total_per_chunk"], *(per.get(k, 0.0) for k in
+                 ("wire", "watchdog", "signal", "clock", "fold/other")),
+                 per.get("anyio", 0.0) + per.get("event loop", 0.0)]
+        lines.append(f"| {wire} | " + " | ".join(f"{c:.1f}" for c in cells)
+                     + f" | {row['cpu_us_per_token']:.2f} |")
+    return lines + [""]
+
+
+def section_soak(soak_rows: list[dict[str, Any]], soak_lines: list[str], chart: str,
+                 alone: bool = False) -> list[str]:
+    import soak
+
+    ratio = soak.cpu_ratio(soak_rows)
+    bindloop, bare = soak_rows[0], soak_rows[1]
+    summary = (
+        f"Harness CPU per streamed token under {bindloop['sessions']:,} concurrent sessions "
+        f"({bindloop['tokens']:,} tokens each side): bindloop {bindloop['cpu_us_per_token']:.1f} "
+        f"µs, the bare reader {bare['cpu_us_per_token']:.1f} µs, **{ratio:.2f}×** "
+        "(the target is within 2×)." if ratio is not None else
+        "The bare reader or bindloop streamed no tokens: no CPU ratio.")
+    split_lines: list[str] = []
+    ours, floor = bindloop.get("split"), bare.get("split")
+    if ours and floor:
+        per_chunk = ours["us_per_extra_token"] / floor["us_per_extra_token"]
+        split_lines = [
+            f"Where it goes, from a second run of both with longer answers "
+            f"({ours['long_tokens']:,} tokens): one more streamed chunk costs bindloop "
+            f"{ours['us_per_extra_token']:.1f} µs and the bare reader "
+            f"{floor['us_per_extra_token']:.1f} µs ({per_chunk:.2f}×); a session costs "
+            f"{ours['ms_per_session']:.2f} ms and {floor['ms_per_session']:.2f} ms besides its "
+            "chunks (bindloop's: building each request, the route, the checkpoints committed to "
+            "SQLite, the watchdog's task and cancel scopes per call); the longer runs made "
+            f"{ours['long_requests']:,} and {floor['long_requests']:,} requests.",
             "",
         ]
-    return "\n".join(lines)
+    return [
+        "## Soak under faults",
+        "",
+        *_refreshed(alone, "soak"),
+        "`bench/soak.py`: concurrent tool-using sessions (two model turns, two tool calls, a "
+        "30-chunk streamed answer) from a scripted OpenAI-Chat-wire provider in its own process "
+        "that injects 5 % 503, 2 % 429 with Retry-After, 2 % mid-stream stalls and 1 % dropped "
+        "connections. bindloop recovers through `RoutedModel` fallback over four candidates "
+        "with SQLite checkpoints; pydantic-ai through `FallbackModel` and the OpenAI SDK's "
+        "retries. The **bare reader** (`bench/soak_bare.py`) is the floor any Python client pays "
+        "for the same sessions from the same server: httpx with a 2 s read timeout, the body "
+        "split into lines, each `data:` payload decoded by msgspec into a Struct of the fields it "
+        "uses, the next prefix on a failure; no transcript, checkpoint, routing table or "
+        "watchdog. Both sides open a connection per request. CPU is the client process's (user + "
+        "system) while the sessions run, over the streamed tokens the provider reported; the "
+        "server is another process. Added latency: a fault-free session's wall time minus the "
+        "server's scripted send time.",
+        "",
+        summary,
+        "",
+        *split_lines,
+        "Most of either side's CPU is httpx, httpcore, h11 and the event loop (a cProfile of "
+        "either side shows it). On this shared 2-core machine the ratio moves between runs; "
+        "`bench/soak.py --rounds N` alternates the two sides and reports every round, and "
+        "`--long-answer CHUNKS` runs both again with longer answers to split each side's CPU "
+        "into a per-chunk and a per-session part (which holds only while both keep up with the "
+        "server).",
+        "",
+        f"![soak]({chart})",
+        "",
+        "```",
+        *soak_lines,
+        "```",
+        "",
+    ]
+
+
+def _sections(text: str) -> list[tuple[str, list[str]]]:
+    """The page as (heading, lines) pieces; the header's heading is ``""``."""
+    out: list[tuple[str, list[str]]] = [("", [])]
+    for line in text.splitlines():
+        if line.startswith("## "):
+            out.append((line, []))
+        out[-1][1].append(line)
+    return out
+
+
+# The page's sections in order (a section refreshed alone into a page without it goes in its place).
+HEADINGS = ("## Per-turn loop overhead", AGENT_SECTION, "## Import time",
+            "## A streamed turn, per chunk", "## Soak under faults")
+
+
+def splice(page: str, replaced: list[list[str]]) -> str:
+    """``page`` with each section of ``replaced`` (lines, heading first) put in place of the
+    section of that heading, or inserted where :data:`HEADINGS` orders it."""
+    pieces = _sections(page)
+    for lines in replaced:
+        heading = lines[0]
+        headings = [h for h, _ in pieces]
+        if heading in headings:
+            pieces[headings.index(heading)] = (heading, lines)
+            continue
+        rank = HEADINGS.index(heading)
+        at = next((i for i, h in enumerate(headings)
+                   if h in HEADINGS and HEADINGS.index(h) > rank), len(pieces))
+        pieces.insert(at, (heading, lines))
+    return "\n".join(line for _, lines in pieces for line in lines).rstrip("\n") + "\n"
+
+
+SECTIONS = ("overhead", "agent", "imports", "stream", "soak")
 
 
 def main() -> None:
@@ -253,49 +380,74 @@ def main() -> None:
     parser.add_argument("--ns", default="10,100,1000")
     parser.add_argument("--max-seconds", type=float, default=60.0)
     parser.add_argument("--import-repeats", type=int, default=7)
+    parser.add_argument("--stream-chunks", type=int, default=2000)
     parser.add_argument("--soak-sessions", type=int, default=1000)
+    parser.add_argument("--soak-rounds", type=int, default=1)
+    parser.add_argument("--soak-long-answer", type=int, default=0,
+                        help="answer chunks of a second soak run that splits CPU into per-chunk "
+                             "and per-session parts (0: none)")
+    parser.add_argument("--no-peer", action="store_true", help="the soak without pydantic-ai")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--only", help=f"comma-separated sections to rerun: {', '.join(SECTIONS)}")
     parser.add_argument("--out", default=str(ROOT / "docs" / "performance.md"))
     parser.add_argument("--json", help="also write every figure as JSON here")
-    parser.add_argument("--only", choices=["agent"],
-                        help="measure one section and rewrite only that section of --out")
     parser.add_argument("--agent-rounds", type=int, default=3)
     parser.add_argument("--agent-budget", type=float, default=1.5)
     args = parser.parse_args()
     ns = [int(x) for x in args.ns.split(",") if x.strip()]
-    if args.only == "agent":
-        out = Path(args.out)
-        figures = agent_layer(ns, args.agent_rounds, args.agent_budget)
-        when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-        out.write_text(splice_agent_section(
-            out.read_text(), agent_lines(ns, figures, args.agent_rounds, when)))
-        print("\n".join(agent_lines(ns, figures, args.agent_rounds, when)))
-        return
-
-    import soak
-
-    print("# per-turn overhead ...", file=sys.stderr, flush=True)
-    turns = overhead(ns, args.max_seconds)
-    print("# agent layer ...", file=sys.stderr, flush=True)
-    agent = agent_layer(ns, args.agent_rounds, args.agent_budget)
-    print("# import time ...", file=sys.stderr, flush=True)
-    imports = import_times(args.import_repeats)
-    soak_rows: list[dict[str, Any]] = []
-    soak_lines: list[str] = []
-    if args.soak_sessions > 0:
-        print("# soak ...", file=sys.stderr, flush=True)
-        soak_rows = soak.soak(args.soak_sessions, args.seed, peer=True)
-        soak_lines = soak.table(soak_rows)
+    only = SECTIONS if args.only is None else tuple(x.strip() for x in args.only.split(","))
+    if unknown := set(only) - set(SECTIONS):
+        parser.error(f"unknown section(s) {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
+    if "soak" in only and args.soak_sessions <= 0:
+        only = tuple(x for x in only if x != "soak")
+    alone = args.only is not None
     out = Path(args.out)
     img_dir = out.parent / "performance"
-    files = charts(img_dir, ns, turns, imports, soak_rows)
-    out.write_text(page(ns, turns, imports, soak_rows, soak_lines, files, img_dir.name,
-                        agent_lines(ns, agent, args.agent_rounds)) + "\n")
+    img = img_dir.name
+    figures: dict[str, Any] = {}
+    sections: list[list[str]] = []
+    if "overhead" in only:
+        print("# per-turn overhead ...", file=sys.stderr, flush=True)
+        turns = figures["turns"] = overhead(ns, args.max_seconds)
+        figures["ns"] = ns
+        chart = chart_overhead(img_dir, ns, turns)
+        sections.append(section_overhead(ns, turns, f"{img}/{chart}", alone))
+    if "agent" in only:
+        print("# agent layer ...", file=sys.stderr, flush=True)
+        agent = figures["agent"] = agent_layer(ns, args.agent_rounds, args.agent_budget)
+        sections.append(agent_lines(ns, agent, args.agent_rounds, _when() if alone else None))
+    if "imports" in only:
+        print("# import time ...", file=sys.stderr, flush=True)
+        imports = figures["imports"] = import_times(args.import_repeats)
+        chart = chart_imports(img_dir, imports)
+        sections.append(section_imports(imports, f"{img}/{chart}", alone))
+    if "stream" in only:
+        print("# a streamed turn, per chunk ...", file=sys.stderr, flush=True)
+        stream = figures["stream"] = stream_turn(args.stream_chunks)
+        sections.append(section_stream(stream, args.stream_chunks, alone))
+    if "soak" in only:
+        import soak
+
+        print("# soak ...", file=sys.stderr, flush=True)
+        rows = figures["soak"] = soak.soak(args.soak_sessions, args.seed, peer=not args.no_peer,
+                                           rounds=args.soak_rounds,
+                                           long_answer=args.soak_long_answer)
+        lines = soak.table(rows)
+        print("\n".join(lines))
+        chart = chart_soak(img_dir, rows)
+        sections.append(section_soak(rows, lines, f"{img}/{chart}", alone))
+    if alone and out.exists():
+        text = splice(out.read_text(), sections)
+    else:
+        text = splice("\n".join(header()), sections)
+    out.write_text(text)
     if args.json:
-        Path(args.json).write_text(json.dumps(
-            {"ns": ns, "turns": turns, "agent": agent, "imports": imports, "soak": soak_rows},
-            indent=2))
-    print(out.read_text())
+        Path(args.json).write_text(json.dumps(figures, indent=2))
+    if not alone:
+        print(out.read_text())
+    else:  # the soak printed its table as it ran
+        print("\n".join(line for lines in sections if lines[0] != "## Soak under faults"
+                         for line in lines))
 
 
 if __name__ == "__main__":

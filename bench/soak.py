@@ -11,16 +11,20 @@ transport, stall watchdog ``inter_chunk_ms=2000``. A session whose route fails e
 from its last stored checkpoint (at most 3 tries). **pydantic-ai**: ``Agent`` over a
 ``FallbackModel`` of four ``OpenAIChatModel`` (the OpenAI SDK's own retries, read timeout 2 s),
 streaming through ``event_stream_handler``; a failed session is re-run (it has no checkpoint).
+**bare reader** (``bench/soak_bare.py``): the floor any Python client pays for the same sessions,
+httpx reading the stream and msgspec decoding each ``data:`` line, with no harness at all.
 Each runs in a fresh process against a fresh server with the same seed, so the fault pattern and
 the workload are the same.
 
 Reported per framework: sessions completed, retries/resumes, streamed tokens/s, harness CPU per
-streamed token (the client process only; the server is another process), added latency per
+streamed token (the client process only; the server is another process) and bindloop's as a
+ratio to the bare reader's (issue 19's target: within 2x), added latency per
 fault-free session (its wall time minus the server's scripted send time: what the harness and the
 shared event loop add under this load), peak RSS, and the checks: every transcript provider-valid
 (tool calls paired with exactly one result) and every tool call executed exactly once.
 
-    python bench/soak.py [--sessions 1000] [--seed 1] [--no-peer] [--json out.json]
+    python bench/soak.py [--sessions 1000] [--seed 1] [--no-peer] [--rounds N]
+                         [--long-answer CHUNKS] [--json out.json]
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ TRIES = 3
 
 # ---- the provider process ---------------------------------------------------------------------
 
-def serve(seed: int, faults_out: str) -> None:
+def serve(seed: int, faults_out: str, answer_chunks: int = ANSWER_CHUNKS) -> None:
     import msgspec
 
     from bindloop.contracts import ToolMessage, UserMessage, messages_from_openai
@@ -101,9 +105,9 @@ def serve(seed: int, faults_out: str) -> None:
             out_tokens = 12
         else:
             chunks = [chunk({"role": "assistant", "content": ""})]
-            chunks += [chunk({"content": f"word{i} "}) for i in range(ANSWER_CHUNKS)]
+            chunks += [chunk({"content": f"word{i} "}) for i in range(answer_chunks)]
             chunks.append(chunk({}, finish="stop"))
-            out_tokens = ANSWER_CHUNKS
+            out_tokens = answer_chunks
         chunks.append(chunk(None, usage={"prompt_tokens": prompt, "completion_tokens": out_tokens,
                                          "total_tokens": prompt + out_tokens}))
         chunks.append(sse_event("[DONE]"))
@@ -213,7 +217,14 @@ async def run_bindloop(port: int, sessions: int, db: str) -> None:
         candidates=tuple(RouteCandidate(provider_id=provider_id(p), canonical_model_id=model_id,
                                         provider_invocation_model="soak",
                                         credential_source="platform") for p in PREFIXES)),))
-    routed = RoutedModel(plan=plan, models=models)  # type: ignore[arg-type]
+    failed: dict[str, int] = {}  # failed attempts by routing category: why requests were repeated
+
+    def on_route(result: Any) -> None:
+        for record in result.attempts:
+            if record.outcome == "failed":
+                failed[str(record.category)] = failed.get(str(record.category), 0) + 1
+
+    routed = RoutedModel(plan=plan, models=models, on_route=on_route)  # type: ignore[arg-type]
     tools = [ToolDefinition(name="lookup", description="Look a key up.", parameters={
         "type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]})]
 
@@ -269,7 +280,8 @@ async def run_bindloop(port: int, sessions: int, db: str) -> None:
     _finish("bindloop", sessions=sessions, completed=outcome["completed"],
             retries=outcome["retries"], tokens=outcome["tokens"], wall=wall, cpu=cpu1 - cpu0,
             rss=rss, durations=durations, invalid=outcome["invalid"],
-            unanswered=outcome["unanswered"], duplicates=ledger.duplicates(), extra={})
+            unanswered=outcome["unanswered"], duplicates=ledger.duplicates(),
+            extra={"failed_attempts": failed})
 
 
 # ---- pydantic-ai ------------------------------------------------------------------------------
@@ -342,10 +354,12 @@ async def run_pydantic_ai(port: int, sessions: int) -> None:
 
 # ---- the parent -------------------------------------------------------------------------------
 
-def _side(framework: str, sessions: int, seed: int, workdir: Path) -> dict[str, Any]:
+def _side(framework: str, sessions: int, seed: int, workdir: Path,
+          answer_chunks: int = ANSWER_CHUNKS) -> dict[str, Any]:
     faults = workdir / f"faults-{framework}.json"
+    load = os.getloadavg()[0]  # the machine's load as this side starts (other processes' too)
     server = subprocess.Popen([sys.executable, __file__, "serve", "--seed", str(seed),
-                               "--faults-out", str(faults)],
+                               "--faults-out", str(faults), "--answer-chunks", str(answer_chunks)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert server.stdout is not None and server.stdin is not None
     port = int(server.stdout.readline())
@@ -369,6 +383,7 @@ def _side(framework: str, sessions: int, seed: int, workdir: Path) -> dict[str, 
         "p99": 1000 * added[min(len(added) - 1, int(0.99 * len(added)))] if added else None,
         "fault_free_sessions": len(added)}
     result["server"] = server_report["counts"]
+    result["load_1min"] = load
     result["tokens_per_s"] = result["tokens"] / result["wall_s"] if result["wall_s"] else 0.0
     result["cpu_us_per_token"] = 1e6 * result["cpu_s"] / result["tokens"] if result["tokens"] else None
     return result
@@ -383,21 +398,65 @@ def _peer_available() -> bool:
     return True
 
 
-def soak(sessions: int, seed: int, peer: bool) -> list[dict[str, Any]]:
+def soak(sessions: int, seed: int, peer: bool, rounds: int = 1,
+         long_answer: int = 0) -> list[dict[str, Any]]:
+    """bindloop, the bare reader, then the peer (if installed and ``peer``): each in a fresh
+    process against a fresh server with the same seed. ``rounds`` > 1 alternates bindloop and the
+    bare reader that many times (a shared machine's load drifts between runs); the rows are the
+    round with the median CPU ratio, and bindloop's row lists every round's ratio.
+    ``long_answer`` > ``ANSWER_CHUNKS`` runs both once more with answers that long and adds
+    :func:`split_cpu`'s figures to their rows (meaningful only while both sides keep up with the
+    server: one that falls behind sees its own event loop's lag as stalls and repeats requests)."""
     with tempfile.TemporaryDirectory(prefix="bindloop-soak-") as tmp:
-        rows = [_side("bindloop", sessions, seed, Path(tmp))]
+        pairs = []
+        for n in range(max(1, rounds)):
+            work = Path(tmp) / f"round{n}"  # a fresh checkpoint database each round
+            work.mkdir()
+            pairs.append((_side("bindloop", sessions, seed, work), _side("bare", sessions, seed, work)))
+        ratios = [cpu_ratio(list(pair)) for pair in pairs]
+        known = sorted((r, i) for i, r in enumerate(ratios) if r is not None)
+        rows = list(pairs[known[len(known) // 2][1]] if known else pairs[0])
+        rows[0]["cpu_ratio_rounds"] = ratios
+        if long_answer > ANSWER_CHUNKS:
+            work = Path(tmp) / "long"
+            work.mkdir()
+            for row, side in zip(rows, ("bindloop", "bare")):
+                row["split"] = split_cpu(row, _side(side, sessions, seed, work, long_answer))
         if peer and _peer_available():
             rows.append(_side("pydantic-ai", sessions, seed, Path(tmp)))
     return rows
 
 
+def split_cpu(short: dict[str, Any], long: dict[str, Any]) -> dict[str, Any] | None:
+    """One side's CPU as ``a * sessions + b * tokens``, from two runs that differ only in the
+    answer's length: ``b`` is what one more streamed chunk costs, ``a`` what a session costs
+    besides its chunks (requests, checkpoints, the route, connections)."""
+    extra = long["tokens"] - short["tokens"]
+    if extra <= 0 or not short["sessions"]:
+        return None
+    per_token = (long["cpu_s"] - short["cpu_s"]) / extra
+    per_session = (short["cpu_s"] - per_token * short["tokens"]) / short["sessions"]
+    return {"us_per_extra_token": 1e6 * per_token, "ms_per_session": 1e3 * per_session,
+            "long_tokens": long["tokens"], "long_completed": long["completed"],
+            "long_requests": long["server"]["requests"],
+            "long_failed_attempts": long.get("failed_attempts")}
+
+
+def cpu_ratio(rows: list[dict[str, Any]]) -> float | None:
+    """bindloop's CPU per streamed token over the bare reader's (the issue's target: within 2x)."""
+    ours, bare = rows[0]["cpu_us_per_token"], rows[1]["cpu_us_per_token"]
+    return ours / bare if ours and bare else None
+
+
 def table(rows: list[dict[str, Any]]) -> list[str]:
+    """``rows`` as :func:`soak` returns them: bindloop, the bare reader, then the peer if any."""
     def fmt(value: Any, spec: str) -> str:
         return "-" if value is None else format(value, spec)
 
-    base = rows[0]
-    lines = [f"{'':34}" + "".join(f"{r['framework']:>16}" for r in rows)
-             + ("       ratio (peer / bindloop)" if len(rows) > 1 else "")]
+    base, bare = rows[0], rows[1]
+    peer = rows[2] if len(rows) > 2 else None
+    lines = [f"{'':34}" + "".join(f"{r['framework']:>14}" for r in rows) + "  bindloop/bare"
+             + ("  peer/bindloop" if peer else "")]
     spec = [
         ("sessions completed", lambda r: f"{r['completed']}/{r['sessions']}", None),
         ("route failures -> resume/re-run", lambda r: str(r["retries"]), None),
@@ -414,13 +473,43 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
         ("tool executions repeated", lambda r: str(r["duplicate_tool_runs"]), None),
     ]
     for label, get, key in spec:
-        line = f"{label:34}" + "".join(f"{get(r):>16}" for r in rows)
-        if key and len(rows) > 1 and base.get(key):
-            line += f"       {rows[1][key] / base[key]:.2f}x"
+        line = f"{label:34}" + "".join(f"{get(r):>14}" for r in rows)
+        if key and bare.get(key) and base.get(key):
+            line += f"{base[key] / bare[key]:>14.2f}x"
+            if peer and peer.get(key):
+                line += f"{peer[key] / base[key]:>14.2f}x"
         lines.append(line)
-    s = base["server"]
-    lines.append(f"faults injected (bindloop run): {s['503']} x 503, {s['429']} x 429, "
-                 f"{s['stall']} stalls, {s['drop']} drops in {s['requests']} requests")
+    for r in rows:
+        s = r["server"]
+        lines.append(f"faults injected ({r['framework']} run): {s['503']} x 503, {s['429']} x 429, "
+                     f"{s['stall']} stalls, {s['drop']} drops in {s['requests']} requests")
+    if "failed_attempts" in base:
+        lines.append("bindloop's failed attempts by category (each one a repeated request): "
+                     + (", ".join(f"{k} {v}" for k, v in sorted(base["failed_attempts"].items()))
+                        or "none"))
+    lines.append("machine load (1-min average) as each side started: "
+                 + ", ".join(f"{r['framework']} {r['load_1min']:.2f}" for r in rows)
+                 + f" on {os.cpu_count()} CPUs")
+    ratio = cpu_ratio(rows)
+    if ratio is not None:
+        lines.append(f"harness CPU per streamed token: bindloop {base['cpu_us_per_token']:.1f} µs, "
+                     f"bare reader {bare['cpu_us_per_token']:.1f} µs -> {ratio:.2f}x "
+                     f"(target: within 2x)")
+    if base.get("split") and bare.get("split"):
+        ours, floor = base["split"], bare["split"]
+        lines.append(f"split by a second run with longer answers ({base['split']['long_tokens']} "
+                     f"tokens): one more streamed chunk {ours['us_per_extra_token']:.1f} vs "
+                     f"{floor['us_per_extra_token']:.1f} µs -> "
+                     f"{ours['us_per_extra_token'] / floor['us_per_extra_token']:.2f}x; a session "
+                     f"besides its chunks {ours['ms_per_session']:.2f} vs "
+                     f"{floor['ms_per_session']:.2f} ms; requests {ours['long_requests']} vs "
+                     f"{floor['long_requests']} (a client that falls behind the server repeats "
+                     "requests its watchdog cut: the split holds only when both keep up)")
+    rounds = base.get("cpu_ratio_rounds") or []
+    if len(rounds) > 1:
+        lines.append("  ratio by round (bindloop then bare reader, alternating): "
+                     + ", ".join("-" if r is None else f"{r:.2f}x" for r in rounds)
+                     + " (the table shows the median round)")
     return lines
 
 
@@ -428,28 +517,37 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("mode", nargs="?", default="soak",
-                        choices=("soak", "serve", "run-bindloop", "run-pydantic-ai"))
+                        choices=("soak", "serve", "run-bindloop", "run-bare", "run-pydantic-ai"))
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--no-peer", action="store_true")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="alternate bindloop and the bare reader this many times")
     parser.add_argument("--json")
     parser.add_argument("--port", type=int)
     parser.add_argument("--db")
     parser.add_argument("--faults-out")
+    parser.add_argument("--answer-chunks", type=int, default=ANSWER_CHUNKS, help=argparse.SUPPRESS)
+    parser.add_argument("--long-answer", type=int, default=0, metavar="CHUNKS",
+                        help="also run bindloop and the bare reader with answers this long, to "
+                             "split each side's CPU into a per-chunk and a per-session part")
     args = parser.parse_args()
     if args.mode == "serve":
-        serve(args.seed, args.faults_out)
+        serve(args.seed, args.faults_out, args.answer_chunks)
         return
     if args.mode.startswith("run-"):
         import anyio
         _raise_fd_limit()
         if args.mode == "run-bindloop":
             anyio.run(run_bindloop, args.port, args.sessions, args.db)
+        elif args.mode == "run-bare":
+            from soak_bare import run_bare
+            anyio.run(run_bare, args.port, args.sessions)
         else:
             anyio.run(run_pydantic_ai, args.port, args.sessions)
         return
     _raise_fd_limit()
-    rows = soak(args.sessions, args.seed, not args.no_peer)
+    rows = soak(args.sessions, args.seed, not args.no_peer, args.rounds, args.long_answer)
     print(f"soak: {args.sessions} concurrent sessions, seed {args.seed}, chunk delay "
           f"{CHUNK_DELAY_S * 1000:.0f} ms, 2 model turns + 2 tool calls per session")
     for line in table(rows):

@@ -1,6 +1,7 @@
-"""bench/soak.py's bindloop side at a small scale, so the soak cannot rot between runs: sessions
-through the faulty scripted provider (own process) all complete, with valid transcripts and each
-tool call executed and answered exactly once."""
+"""bench/soak.py's bindloop side and its bare reader at a small scale, so the soak cannot rot
+between runs: sessions through the faulty scripted provider (own process) all complete, with valid
+transcripts and each tool call executed and answered exactly once; the bare reader streams the same
+tokens, so bindloop's CPU per token has a ratio to it."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ import soak  # noqa: E402
 
 def test_small_soak_completes_every_session_through_the_faults() -> None:
     rows = soak.soak(sessions=40, seed=3, peer=False)
-    [row] = rows
-    assert row["framework"] == "bindloop"
+    row, bare = rows
+    assert row["framework"] == "bindloop" and bare["framework"] == "bare reader"
     assert row["completed"] == 40, row
     assert row["invalid_transcripts"] == 0
     assert row["unanswered_calls"] == 0
@@ -24,4 +25,10 @@ def test_small_soak_completes_every_session_through_the_faults() -> None:
     assert row["server"]["requests"] >= 80
     faults = row["server"]
     assert faults["503"] + faults["429"] + faults["stall"] + faults["drop"] > 0  # seed 3 hits some
-    assert any("sessions completed" in line for line in soak.table(rows))
+    assert bare["completed"] == 40, bare
+    assert bare["tokens"] == row["tokens"]
+    assert bare["duplicate_tool_runs"] == 0
+    assert soak.cpu_ratio(rows) is not None
+    lines = soak.table(rows)
+    assert any("sessions completed" in line for line in lines)
+    assert any(line.startswith("harness CPU per streamed token: bindloop") for line in lines)

@@ -9,8 +9,16 @@ folded once.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Sequence,
+)
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
 
 import anyio
 import msgspec
@@ -166,14 +174,15 @@ class ModelAdapter:
         policy = self.retry
         return None if policy is None else policy.delay_ms(attempt, error, self._random)
 
-    async def complete(self, messages: Sequence[Message], tools: Sequence[ToolDefinition] = (),
-                       *, options: WireOptions | None = None,
-                       signal: AbortSignal | None = None,
-                       on_event: Callable[[StreamEvent], None] | None = None) -> ModelTurnResult:
-        """One turn, streamed or not as ``options.stream`` says, folded into a result. An
-        :class:`~bindloop.completion.ErrorEvent` inside the stream raises its error. ``on_event``
-        replaces the adapter's sink for this call (a non-streamed reply's events reach it too,
-        once the whole body is read).
+    def complete(self, messages: Sequence[Message], tools: Sequence[ToolDefinition] = (),
+                 *, options: WireOptions | None = None,
+                 signal: AbortSignal | None = None,
+                 on_event: Callable[[StreamEvent], None] | None = None,
+                 ) -> Coroutine[Any, Any, ModelTurnResult]:
+        """One turn, streamed or not as ``options.stream`` says, folded into a result (await it).
+        An :class:`~bindloop.completion.ErrorEvent` inside the stream raises its error.
+        ``on_event`` replaces the adapter's sink for this call (a non-streamed reply's events reach
+        it too, once the whole body is read).
 
         Raises :class:`~bindloop.wire.ProviderHttpError` for an error status,
         :class:`~bindloop.wire.StreamStalledError` when the watchdog tears the call down, the
@@ -184,13 +193,23 @@ class ModelAdapter:
 
         With :attr:`retry`, a transient failure before any output reached the sink is followed by
         another call (see the class docstring); the error raised is the last call's."""
+        # The call's own coroutine, not one awaiting it: every frame waiting in a streamed call
+        # is resumed once per chunk.
+        return self._complete(messages, tools, options, signal, on_event, self.retry)
+
+    async def _complete(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
+                        options: WireOptions | None, signal: AbortSignal | None,
+                        on_event: Callable[[StreamEvent], None] | None,
+                        retry: RetryPolicy | None) -> ModelTurnResult:
+        """:meth:`complete` under ``retry`` (``None``: one call, as a route's attempt is)."""
         sink = on_event if on_event is not None else self.on_event
+        opts = options or self.options
         attempt = 0
         while True:
             attempt += 1
             produced = False
             watched = sink
-            if sink is not None:
+            if sink is not None and retry is not None:
                 own = sink
 
                 def watched(event: StreamEvent) -> None:
@@ -198,46 +217,49 @@ class ModelAdapter:
                     if not produced and is_content(event):
                         produced = True  # before the sink runs: one that raised may have shown it
                     own(event)
+            collector = TurnCollector(price=self.price)
+            observe = collector.observe
             try:
-                return await self._complete_once(messages, tools, options=options,
-                                                 signal=signal, on_event=watched)
+                request = self._request(messages, tools, opts, signal)
+                async with self._open(request, signal) as (call, chunks):
+                    if opts.stream:
+                        # _events() inline (an async generator between the reads and the fold
+                        # costs two calls per chunk); the same steps, in the same order.
+                        stream = WireStream(self.adapter.stream_decoder())
+                        watchdog = call.watchdog
+                        while (chunk := await call.read(chunks)) is not None:
+                            for event in stream.feed_watched(chunk, watchdog):
+                                if type(event) is ErrorEvent:
+                                    event = call.scrub(event)
+                                if watched is not None:
+                                    watched(event)
+                                observe(event)
+                        for event in map(call.scrub, stream.end()):
+                            if watched is not None:
+                                watched(event)
+                            observe(event)
+                    else:
+                        parts: list[bytes] = []
+                        while (chunk := await call.read(chunks)) is not None:
+                            call.watchdog.observed_chunk("reasoning")  # progress, not answer
+                            parts.append(chunk)
+                if not opts.stream:
+                    for event in map(call.scrub, self.adapter.response_events(b"".join(parts))):
+                        if watched is not None:
+                            watched(event)
+                        observe(event)
+                return collector.result()
             except Exception as exc:
-                delay = None if produced else self._retry_delay_ms(attempt, exc)
+                delay = None if produced or retry is None else retry.delay_ms(
+                    attempt, exc, self._random)
                 if delay is None:
                     raise
             await self._sleep(delay / 1000.0)
 
-    async def _complete_once(self, messages: Sequence[Message],
-                             tools: Sequence[ToolDefinition] = (), *,
-                             options: WireOptions | None = None,
-                             signal: AbortSignal | None = None,
-                             on_event: Callable[[StreamEvent], None] | None = None,
-                             ) -> ModelTurnResult:
-        """:meth:`complete` as one call, never retried (a route's attempt)."""
-        collector = TurnCollector(price=self.price)
-        sink = on_event if on_event is not None else self.on_event
-        opts = options or self.options
-        if opts.stream:
-            async with self._streamed(messages, tools, opts, signal, sink) as events:
-                async for event in events:
-                    collector.observe(event)
-            return collector.result()
-        request = self._request(messages, tools, opts, signal)
-        parts = []
-        async with self._open(request, signal) as (call, chunks):
-            while (chunk := await call.read(chunks)) is not None:
-                call.watchdog.observed_chunk("reasoning")  # body bytes: progress, not answer
-                parts.append(chunk)
-        for event in map(call.scrub, self.adapter.response_events(b"".join(parts))):
-            if sink is not None:
-                sink(event)
-            collector.observe(event)
-        return collector.result()
-
-    async def call_model(self, messages: list[Message],
-                         tools: list[ToolDefinition]) -> ModelTurnResult:
-        """The loop's ``call_model`` port."""
-        return await self.complete(messages, tools)
+    def call_model(self, messages: list[Message], tools: list[ToolDefinition],
+                   ) -> Coroutine[Any, Any, ModelTurnResult]:
+        """The loop's ``call_model`` port (:meth:`complete`'s coroutine)."""
+        return self._complete(messages, tools, None, None, None, self.retry)
 
     def _request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                  options: WireOptions, signal: AbortSignal | None) -> HttpRequest:

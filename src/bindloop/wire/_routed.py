@@ -263,9 +263,8 @@ class RoutedModel:
             try:
                 # One call: retrying is the route's decision (fallback, the breaker), not the
                 # adapter's.
-                turn = await model._complete_once(messages, tools, options=attempt_options,
-                                                  signal=call_signal,
-                                                  on_event=watch if watching else None)
+                turn = await model._complete(messages, tools, attempt_options, call_signal,
+                                             watch if watching else None, None)
             except Exception as exc:  # classified into facts; routing decides
                 return AttemptFailure(error=attempt_error_from(exc, target),
                                       produced_output=produced())
