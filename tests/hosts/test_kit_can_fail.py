@@ -71,3 +71,37 @@ def test_a_defective_store_fails_the_kit(test: Any, factory: Any) -> None:
 def test_the_reference_passes_the_same_checks() -> None:
     _run(CheckpointStoreSuite().test_checkpoint_next_revision_lands_and_others_conflict,
          lambda **kw: InMemoryCheckpointStore(**kw))
+
+
+def test_run_store_cases_reports_each_case_without_pytest() -> None:
+    """The runner workerd uses: every case's outcome, a defect named in its failure's detail."""
+    from bindloop.testing.store_kit import CHECKPOINT_CASES, run_store_cases
+
+    from .factories import InMemoryBackend
+
+    async def main(factory_for: Any) -> dict[str, Any]:
+        results = await run_store_cases(CHECKPOINT_CASES, factory_for)
+        return {r.name: r for r in results}
+
+    good = anyio.run(main, lambda name: InMemoryBackend())
+    assert list(good) == list(CHECKPOINT_CASES)
+    assert good["checkpoint_writers_in_processes_one_wins"].outcome == "skipped"
+    assert {r.outcome for n, r in good.items()
+            if n != "checkpoint_writers_in_processes_one_wins"} == {"passed"}
+    bad = anyio.run(main, lambda name: lambda **kw: Unfenced(**kw))
+    failed = bad["checkpoint_next_revision_lands_and_others_conflict"]
+    assert failed.outcome == "failed" and "CheckpointConflictError" in failed.detail
+
+
+def test_raises_refuses_a_missing_or_different_error() -> None:
+    from bindloop.testing.store_kit import raises
+
+    with pytest.raises(AssertionError, match="did not raise ValueError"):
+        with raises(ValueError):
+            pass
+    with pytest.raises(AssertionError, match="does not match"):
+        with raises(ValueError, match="^b"):
+            raise ValueError("a")
+    with raises(ValueError, match="^a") as info:
+        raise ValueError("abc")
+    assert str(info.value) == "abc"
