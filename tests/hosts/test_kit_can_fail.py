@@ -15,6 +15,7 @@ from bindloop.testing.store_kit import (
     LimitStoreSuite,
     ReceiptStoreSuite,
     StoreHandles,
+    TokenStoreSuite,
 )
 
 Failed = (AssertionError, pytest.fail.Exception)
@@ -105,3 +106,47 @@ def test_raises_refuses_a_missing_or_different_error() -> None:
     with raises(ValueError, match="^a") as info:
         raise ValueError("abc")
     assert str(info.value) == "abc"
+
+
+class Chatty:
+    """A token store that shows its tokens in its repr."""
+
+    def __init__(self) -> None:
+        self.tokens: Any = None
+        self.client: Any = None
+
+    def __repr__(self) -> str:
+        return f"Chatty({self.tokens!r})"
+
+    async def load_tokens(self) -> Any:
+        return self.tokens
+
+    async def save_tokens(self, tokens: Any) -> None:
+        self.tokens = tokens
+
+    async def load_client(self) -> Any:
+        return self.client
+
+    async def save_client(self, client: Any) -> None:
+        self.client = client
+
+
+class OneSlot(Chatty):
+    """Forgetting the tokens forgets the registration too."""
+
+    def __repr__(self) -> str:
+        return "OneSlot()"
+
+    async def save_tokens(self, tokens: Any) -> None:
+        self.tokens = tokens
+        if tokens is None:
+            self.client = None
+
+
+@pytest.mark.parametrize("test, store", [
+    (TokenStoreSuite().test_token_store_never_shows_a_secret, Chatty()),
+    (TokenStoreSuite().test_token_store_keeps_client_and_tokens_apart, OneSlot()),
+], ids=["chatty-tokens", "one-slot"])
+def test_a_defective_token_store_fails_the_kit(test: Any, store: Any) -> None:
+    with pytest.raises(Failed):
+        _run(test, lambda: store)

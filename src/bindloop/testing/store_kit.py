@@ -34,8 +34,11 @@ the package's no-I/O fence); :func:`bindloop.hosts.store_processes.run_in_proces
 ready-made runner. Without one, those tests are skipped, as for a store that cannot be shared
 between processes (the in-memory references).
 
+:class:`TokenStoreSuite` holds an MCP OAuth token store (:class:`bindloop.mcp.TokenStore`) to
+the same standard; its factory takes no options.
+
 The cases themselves are plain async functions (:data:`CHECKPOINT_CASES`, :data:`RECEIPT_CASES`,
-:data:`LIMIT_CASES`, each taking a :class:`StoreHandles`) that need no pytest:
+:data:`LIMIT_CASES`, :data:`TOKEN_CASES`, each taking a :class:`StoreHandles`) that need no pytest:
 :func:`run_store_cases` runs them where pytest cannot, such as inside workerd against Durable
 Object stores, and reports a :class:`CaseResult` per case.
 """
@@ -48,7 +51,7 @@ from typing import Any
 import pytest
 
 from .._public import publish as _publish
-from . import _store_cases as cases
+from . import _store_cases as cases, _token_cases as tokens
 from ._store_cases import (
     CHECKPOINT_CASES as CHECKPOINT_CASES,
     LIMIT_CASES as LIMIT_CASES,
@@ -67,6 +70,7 @@ from ._store_cases import (
     raises as raises,
     run_store_cases as run_store_cases,
 )
+from ._token_cases import TOKEN_CASES as TOKEN_CASES
 
 __all__ = (
     "CHECKPOINT_CASES",
@@ -80,6 +84,8 @@ __all__ = (
     "ManualClock",
     "ReceiptStoreSuite",
     "StoreHandles",
+    "TOKEN_CASES",
+    "TokenStoreSuite",
     "checkpoint_at",
     "race_admit",
     "race_claim",
@@ -197,5 +203,28 @@ class LimitStoreSuite(_Suite):
 
     async def test_with_limit_over_the_store_caps_calls_in_flight(self, stores: StoreHandles) -> None:
         await _run(cases.with_limit_over_the_store_caps_calls_in_flight, stores)
+
+
+class TokenStoreSuite(_Suite):
+    """:class:`~bindloop.mcp.TokenStore`: MCP OAuth tokens and the client registration, shared by
+    every handle on the store, the latest save winning, never shown in a ``repr``."""
+
+    async def test_token_store_starts_empty(self, stores: StoreHandles) -> None:
+        await _run(tokens.token_store_starts_empty, stores)
+
+    async def test_token_store_round_trips_through_another_handle(self, stores: StoreHandles) -> None:
+        await _run(tokens.token_store_round_trips_through_another_handle, stores)
+
+    async def test_token_store_keeps_client_and_tokens_apart(self, stores: StoreHandles) -> None:
+        await _run(tokens.token_store_keeps_client_and_tokens_apart, stores)
+
+    async def test_token_store_never_shows_a_secret(self, stores: StoreHandles) -> None:
+        await _run(tokens.token_store_never_shows_a_secret, stores)
+
+    async def test_token_store_concurrent_saves_store_one_whole(self, stores: StoreHandles) -> None:
+        await _run(tokens.token_store_concurrent_saves_store_one_whole, stores)
+
+    async def test_mcp_oauth_uses_the_stored_tokens(self, stores: StoreHandles) -> None:
+        await _run(tokens.mcp_oauth_uses_the_stored_tokens, stores)
 
 _publish(__name__, globals(), __all__)
