@@ -163,6 +163,25 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
         await self.ctx.storage.put("stop", lease["run"])
         return str(lease["run"])
 
+    # -- the CheckpointStore port (checkpoints.py's DurableCheckpointStore), without the lease
+
+    async def store_checkpoint(self, revision: int, data: str) -> str:
+        """Store ``data`` as ``revision`` when that is one after the stored revision (any
+        revision when none is stored). Answers ``{"ok": bool, "stored": <revision before>}``.
+        Lease-free: a run holding the lease finds its next save refused (``stale``)."""
+        current = await self._revision()
+        if current != -1 and current + 1 != int(revision):
+            return json.dumps({"ok": False, "stored": current})
+        await self.ctx.storage.put(_js_obj({"checkpoint": data, "revision": int(revision)}))
+        return json.dumps({"ok": True, "stored": current})
+
+    async def delete_checkpoint(self) -> bool:
+        """Forget the session (checkpoint, lease, event log, alarm); whether one was stored."""
+        had = await self._revision() != -1
+        await self.ctx.storage.deleteAlarm()
+        await self.ctx.storage.deleteAll()
+        return had
+
     # -- the event log of the latest run: rows (run, offset, event, data) in the object's SQLite
 
     def _sql(self) -> Any:

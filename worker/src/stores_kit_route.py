@@ -1,0 +1,229 @@
+"""Test-only routes: bindloop's store conformance kit (``bindloop.testing.store_kit``) against
+this Worker's Durable Object stores, run inside workerd where pytest cannot run.
+
+Served only when the Worker has the text binding ``STORE_KIT = "1"`` (the test harness sets it;
+the template's wrangler.jsonc does not, so a deployed Worker answers 404).
+
+``POST /_kit/{suite}`` ``{"ns": str, "cases"?: [name, ...]}``
+    Runs every case of ``suite`` (``checkpoint``: :class:`DurableCheckpointStore` over
+    ``SESSION``; ``limit``: :class:`DurableLimitStore` over ``LIMITS``; ``token``:
+    :class:`DurableTokenStore` over ``MCP_TOKENS``), each case in its own namespace under ``ns``,
+    and answers ``{"results": [{"name", "outcome", "detail"}, ...]}`` (only the named ``cases``
+    when given).
+``POST /_kit/{suite}/job`` ``{"ns", "case", "job", "index"}``
+    One racer of a several-process case: ``job(store, index)`` on a new handle of the case's
+    namespace, answering ``{"result": ...}``. The kit's ``process_runner`` here sends the
+    ``count`` racers at once as requests to the ``KIT_RACER_<i>`` services — other Workers
+    (isolates, each its own Python) bound to the same Durable Object namespaces — spread round
+    robin, so several isolates and several requests in each race one object. Without such a
+    binding those cases are skipped.
+``POST /_kit/checks`` ``{"ns": str}``
+    The Durable Object stores' own contract past the kit's (run leases, stored secrets):
+    answers results like the above.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import msgspec
+from workers import Response  # type: ignore[import-not-found]
+
+from agent import HttpError
+from bindloop.session import StoreError, create_loop_checkpoint
+from bindloop.contracts import UserMessage
+from checkpoints import DurableCheckpointStore
+from oauth_store import DurableTokenStore
+from sessions import DurableLimitStore, SessionStore
+from web import Routes, json_response, read_json
+
+__all__ = ("add_kit_routes",)
+
+SUITES = ("checkpoint", "limit", "token")
+JOBS = ("race_first_checkpoint", "race_next_checkpoint", "race_admit", "race_enter")
+
+
+def _cases(suite: str) -> Mapping[str, Any]:
+    # Imported on first use, not at the Worker's start-up: the kit is test-only (and pytest-free:
+    # bindloop.testing.store_kit itself imports pytest, which workerd does not have).
+    from bindloop.testing import _store_cases, _token_cases
+
+    return {"checkpoint": _store_cases.CHECKPOINT_CASES, "limit": _store_cases.LIMIT_CASES,
+            "token": _token_cases.TOKEN_CASES}[suite]
+
+
+class KitFactory:
+    """Opens a handle of ``suite``'s store in namespace ``ns`` (the kit's ``store_factory``)."""
+
+    def __init__(self, env: Any, suite: str, ns: str) -> None:
+        self.env, self.suite, self.ns = env, suite, ns
+
+    def __call__(self, *, max_checkpoint_bytes: int | None = None) -> Any:
+        if self.suite == "checkpoint":
+            return DurableCheckpointStore(self.env.SESSION, prefix=self.ns + "/",
+                                          max_checkpoint_bytes=max_checkpoint_bytes)
+        if self.suite == "limit":
+            return DurableLimitStore(self.env.LIMITS, name=self.ns)
+        return DurableTokenStore(self.env.MCP_TOKENS, self.ns)
+
+
+def _racers(env: Any) -> list[Any]:
+    found: list[Any] = []
+    while (racer := getattr(env, f"KIT_RACER_{len(found)}", None)) is not None:
+        found.append(racer)
+    return found
+
+
+def process_runner(env: Any) -> Callable[..., Awaitable[list[Any]]] | None:
+    racers = _racers(env)
+    if not racers:
+        return None
+
+    async def run(factory: KitFactory, job: Callable[..., Any], count: int) -> list[Any]:
+        async def one(index: int) -> Any:
+            body = json.dumps({"ns": factory.ns, "job": job.__name__, "index": index})
+            resp = await racers[index % len(racers)].fetch(
+                f"http://kit/_kit/{factory.suite}/job", method="POST", body=body)
+            text = str(await resp.text())
+            if int(resp.status) != 200:
+                raise AssertionError(f"racer {index} answered {int(resp.status)}: {text[:500]}")
+            return json.loads(text)["result"]
+
+        return list(await asyncio.gather(*(one(i) for i in range(count))))
+
+    return run
+
+
+def _enabled(owner: Any) -> None:
+    if str(getattr(owner.env, "STORE_KIT", "")) != "1":
+        raise HttpError(404, "not_found", "no such route")
+
+
+def _suite(match: re.Match[str]) -> str:
+    suite = match.group("suite")
+    if suite not in SUITES:
+        raise HttpError(404, "not_found", f"no store kit suite {suite!r}")
+    return str(suite)
+
+
+def _namespace(body: dict[str, Any]) -> str:
+    ns = body.get("ns")
+    if not isinstance(ns, str) or not ns:
+        raise HttpError(400, "invalid_field", "field 'ns' must be a non-empty string", field="ns")
+    return ns
+
+
+def _report(results: list[Any]) -> Response:
+    return json_response(200, {"results": [msgspec.to_builtins(r) for r in results]})
+
+
+async def run_suite(owner: Any, request: Any, match: re.Match[str]) -> Response:
+    _enabled(owner)
+    suite, body = _suite(match), await read_json(request)
+    ns, only = _namespace(body), body.get("cases")
+    from bindloop.testing._store_cases import run_store_cases
+
+    cases = {n: c for n, c in _cases(suite).items() if only is None or n in only}
+    results = await run_store_cases(
+        cases, lambda name: KitFactory(owner.env, suite, f"{ns}/{name}"),
+        process_runner=process_runner(owner.env))
+    return _report(results)
+
+
+async def run_job(owner: Any, request: Any, match: re.Match[str]) -> Response:
+    _enabled(owner)
+    suite, body = _suite(match), await read_json(request)
+    if body.get("job") not in JOBS:
+        raise HttpError(400, "invalid_field", "unknown job", field="job")
+    from bindloop.testing import _store_cases
+
+    job = getattr(_store_cases, str(body["job"]))
+    store = KitFactory(owner.env, suite, _namespace(body))()
+    return json_response(200, {"result": await job(store, int(body["index"]))})
+
+
+# ---- past the kit: the run lease over the same objects, and secrets in storage ------------------
+
+async def _claims_race_one_winner(handles: Any) -> None:
+    """Six runs claim one session at once through SessionStore (the routes' path): one gets the
+    lease, every other is refused (409) and nothing they sent is stored."""
+    env, ns = handles.factory.env, handles.factory.ns
+    cp = create_loop_checkpoint(execution_id=ns, max_iterations=4,
+                                messages=[UserMessage(content="hi")])
+    stores = [SessionStore.for_session(env, ns, lease_ms=60_000) for _ in range(6)]
+
+    async def claim(i: int) -> str:
+        try:
+            await stores[i].claim(msgspec.structs.replace(cp, revision=i))
+        except HttpError as exc:
+            return exc.code
+        return "won"
+
+    outcomes = await asyncio.gather(*(claim(i) for i in range(6)))
+    assert outcomes.count("won") == 1, outcomes
+    assert set(outcomes) <= {"won", "stale_revision", "run_in_progress"}, outcomes
+    winner = outcomes.index("won")
+    stored = await DurableCheckpointStore(env.SESSION).load(ns)
+    assert stored is not None and stored.revision == winner, (stored, winner)
+    assert await DurableCheckpointStore(env.SESSION).delete(ns) is True  # and its alarm
+
+
+async def _lease_free_save_fences_the_run(handles: Any) -> None:
+    """A DurableCheckpointStore save over a session a run holds: the run's next save is
+    refused as stale (one writer per revision, whichever path it came by)."""
+    env, ns = handles.factory.env, handles.factory.ns
+    cp = create_loop_checkpoint(execution_id=ns, max_iterations=4,
+                                messages=[UserMessage(content="hi")])
+    run = SessionStore.for_session(env, ns, lease_ms=60_000)
+    await run.claim(cp)
+    await DurableCheckpointStore(env.SESSION).save(msgspec.structs.replace(cp, revision=1))
+    try:
+        await run.commit(msgspec.structs.replace(cp, revision=1))
+    except HttpError as exc:
+        assert exc.code == "stale_revision", exc.body()
+    else:
+        raise AssertionError("the run's save landed over another writer's")
+    assert await DurableCheckpointStore(env.SESSION).delete(ns) is True
+    assert await run.load() is None
+
+
+async def _stored_tokens_that_do_not_decode(handles: Any) -> None:
+    """Corrupt stored tokens: a StoreError that names the operation, never the stored value."""
+    env, ns = handles.factory.env, handles.factory.ns
+    stub = env.MCP_TOKENS.get(env.MCP_TOKENS.idFromName(ns))
+    await stub.write("tokens", '{"access_token": 7, "refresh_token": "rt-SECRET"}')
+    await stub.write("client", '{"client_secret": "cs-SECRET"')
+    store = DurableTokenStore(env.MCP_TOKENS, ns)
+    for load in (store.load_tokens, store.load_client):
+        try:
+            await load()
+        except StoreError as exc:
+            shown = f"{exc!s} {exc!r} {exc.__cause__!r} {exc.__context__!r}"
+            assert "SECRET" not in shown and "load_" in shown, shown
+        else:
+            raise AssertionError("corrupt stored tokens loaded")
+
+
+CHECKS: Mapping[str, Callable[[Any], Awaitable[None]]] = {
+    case.__name__.lstrip("_"): case for case in (
+        _claims_race_one_winner, _lease_free_save_fences_the_run,
+        _stored_tokens_that_do_not_decode)}
+
+
+async def run_checks(owner: Any, request: Any, match: re.Match[str]) -> Response:
+    _enabled(owner)
+    ns = _namespace(await read_json(request))
+    from bindloop.testing._store_cases import run_store_cases
+
+    return _report(await run_store_cases(
+        CHECKS, lambda name: KitFactory(owner.env, "checkpoint", f"{ns}-{name}")))
+
+
+def add_kit_routes(routes: Routes) -> None:
+    routes.add("POST", "/_kit/checks", run_checks)
+    routes.add("POST", r"/_kit/(?P<suite>[a-z]+)", run_suite)
+    routes.add("POST", r"/_kit/(?P<suite>[a-z]+)/job", run_job)
