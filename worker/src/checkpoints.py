@@ -9,7 +9,9 @@ saving the same execution at once get one landing and one :class:`CheckpointConf
 A save here is lease-free: ``run_from_checkpoint(..., commit=store.commit)`` in any isolate works
 without the routes' run lease; a route run that holds the session's lease meanwhile finds its next
 save refused as stale. ``max_checkpoint_bytes`` bounds writes (before the call) and reads (before
-decoding), as in the other stores. Failures of the object itself (unreachable, storage refused,
+decoding), as in the other stores; a checkpoint past Durable Object storage's 2 MB per value is
+refused before the call too (``StoreError``), since workerd does not enforce that limit but
+Cloudflare does. Failures of the object itself (unreachable, storage refused,
 a value past Durable Object storage's size limit) are ``StoreError("durable_object", ...)``.
 
 ``bindloop.testing.store_kit``'s checkpoint cases run against this store in workerd
@@ -35,6 +37,17 @@ __all__ = ("DurableCheckpointStore",)
 
 T = TypeVar("T")
 STORE = "durable_object"
+MAX_VALUE_BYTES = 2_000_000
+"""Cloudflare's limit for one key and value of SQLite-backed Durable Object storage (2 MB;
+workerd itself does not enforce it: it stored 3 MB here)."""
+
+
+def stored_size(body: str) -> int:
+    """An upper bound of what storing ``body`` as a JS string takes: V8 keeps a string of
+    Latin-1 characters one byte each, any other two bytes per UTF-16 unit."""
+    if body.isascii() or max(body) <= "\xff":
+        return len(body)
+    return len(body.encode("utf-16-le"))
 
 
 async def _call(operation: str, pending: Awaitable[T]) -> T:
@@ -70,6 +83,10 @@ class DurableCheckpointStore:
 
     async def save(self, checkpoint: LoopCheckpoint) -> None:
         body = encode_checkpoint(checkpoint, self.max_checkpoint_bytes).decode("utf-8")
+        if (size := stored_size(body)) > MAX_VALUE_BYTES:
+            raise StoreError(STORE, "save", f"checkpoint {checkpoint.execution_id!r} takes {size} "
+                             f"bytes of storage, over Durable Object storage's {MAX_VALUE_BYTES} "
+                             "per value; nothing was written (compact the transcript)")
         stub = self._stub(checkpoint.execution_id)
         answer = json.loads(str(await _call("save", stub.store_checkpoint(checkpoint.revision,
                                                                           body))))

@@ -208,10 +208,30 @@ async def _stored_tokens_that_do_not_decode(handles: Any) -> None:
             raise AssertionError("corrupt stored tokens loaded")
 
 
+async def _large_checkpoints(handles: Any) -> None:
+    """A long conversation (1.5 MB) round trips; one past Durable Object storage's 2 MB per
+    value is refused before the call, typed, and the stored checkpoint stays what it was."""
+    env, ns = handles.factory.env, handles.factory.ns
+    store = DurableCheckpointStore(env.SESSION, prefix=ns + "/")
+    cp = create_loop_checkpoint(execution_id="long", max_iterations=4,
+                                messages=[UserMessage(content="x" * 1_500_000)])
+    await store.save(cp)
+    assert await store.load("long") == cp
+    too_big = msgspec.structs.replace(cp, revision=1, messages=[
+        UserMessage(content="\u00e9\U0001f600" * 400_000)])  # 1.2 M chars, two bytes each
+    try:
+        await store.save(too_big)
+    except StoreError as exc:
+        assert exc.operation == "save" and "2000000" in str(exc), str(exc)
+    else:
+        raise AssertionError("a checkpoint over 2 MB was sent to storage")
+    assert await store.load("long") == cp
+
+
 CHECKS: Mapping[str, Callable[[Any], Awaitable[None]]] = {
     case.__name__.lstrip("_"): case for case in (
         _claims_race_one_winner, _lease_free_save_fences_the_run,
-        _stored_tokens_that_do_not_decode)}
+        _stored_tokens_that_do_not_decode, _large_checkpoints)}
 
 
 async def run_checks(owner: Any, request: Any, match: re.Match[str]) -> Response:
