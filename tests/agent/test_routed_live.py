@@ -11,7 +11,8 @@ import anyio
 import pytest
 
 from bindloop.agent import as_agent_model, create_agent, equip_instruction, on_stream, prompt_chat
-from bindloop.completion import StreamBudgets, TextEvent
+from bindloop.completion import TextEvent
+from bindloop.wire import StreamBudgets
 from bindloop.hosts.httpx_transport import HttpxTransport
 from bindloop.hosts.provider_replies import sse_event
 from bindloop.hosts.scripted_server import ScriptedProviderServer, ScriptedReply

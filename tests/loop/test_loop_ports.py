@@ -33,7 +33,7 @@ from bindloop.loop import (
     InvalidModelTurnError,
     MissingActivationPortError,
 )
-from bindloop.run import ToolBatchOptions
+from bindloop.loop import ToolBatchOptions
 from bindloop.testing import (
     ScriptExhaustedError,
     final_answer,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from bindloop.wire import is_retryable
-from bindloop.completion import StreamStall, StreamStalledError
+from bindloop.wire import StreamStalledError
+from bindloop.wire import StreamStall
 from bindloop.routing import FAILURE_CATEGORIES, FAILURE_DISPOSITIONS, failure_disposition
 from bindloop.wire import IncompleteStreamError, ProviderHttpError, TransportError
 

@@ -28,7 +28,7 @@ from bindloop.hosts.scripted_server import (
     error_reply,
     turn_reply,
 )
-from bindloop.completion import TurnStreamReducer
+from bindloop.textstream import TurnStreamReducer
 from bindloop.testing import final_answer, tool_call, tool_call_turn
 
 REPO = Path(__file__).resolve().parents[2]

@@ -29,12 +29,8 @@ from bindloop.agent import (
     with_simple_limit,
 )
 from bindloop.clock import Clock
-from bindloop.completion import (
-    StreamBudgets,
-    TurnStreamEvent,
-    TurnTextStream,
-    create_turn_text_stream,
-)
+from bindloop.textstream import TurnStreamEvent, TurnTextStream, create_turn_text_stream
+from bindloop.wire import StreamBudgets
 from bindloop.contracts import (
     AssistantMessage,
     StopReason,

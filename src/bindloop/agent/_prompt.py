@@ -19,7 +19,7 @@ from typing import Any, TypeVar, overload
 
 import msgspec
 
-from ..completion import TurnStreamSink, TurnTextStream, create_turn_text_stream
+from ..textstream import TurnStreamSink, TurnTextStream, create_turn_text_stream
 from .._awaitable import resolve
 from ..clock import monotonic_ms
 from ..contracts import (

@@ -15,8 +15,9 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from ..completion import PartialJsonParser, StreamEvent, TextEvent, ToolCallEvent, TurnCollector, \
-    TurnTextStream
+from ..completion import StreamEvent, TextEvent, ToolCallEvent, TurnCollector
+from ..textstream import TurnTextStream
+from ._partial_json import PartialJsonParser
 from ..contracts import Message, ModelTurnResult, ToolDefinition, TurnUsage
 from ..errors import PortContractError, UsageError
 from ._errors import BudgetExceededError, ModelRegistryNotFoundError

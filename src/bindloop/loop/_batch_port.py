@@ -18,7 +18,7 @@ from typing import Any
 from .._awaitable import isawaitable
 from ..contracts import ToolCall, ToolOutcome
 from ..errors import AbortedToolCallError, PortContractError
-from ..run import ToolBatchOptions, run_tool_calls_pooled_by_tool
+from ._pool import ToolBatchOptions, run_tool_calls_pooled_by_tool
 from ..signal import AbortSignal
 from ._effects import BatchWrapped, RanCall, ToolAnswer, ToolNotRun
 from ._machine import LoopMachine

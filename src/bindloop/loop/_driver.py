@@ -15,7 +15,7 @@ from typing import Any, Final, cast, overload
 from .._awaitable import isawaitable, resolve as _resolve
 from ..contracts import ToolCall, ToolOutcome
 from ..errors import AbortedToolCallError, PortContractError
-from ..run import run_tool_calls_pooled_by_tool
+from ._pool import run_tool_calls_pooled_by_tool
 from ._checks import check_bool, check_sync_result, check_tools
 from ._effects import (
     AcceptToolMessage,

@@ -23,7 +23,7 @@ from ..contracts import (
     ToolOutcome,
     TurnUsage,
 )
-from ..run import ToolBatchOptions
+from ._pool import ToolBatchOptions
 from ..signal import AbortSignal
 
 __all__ = (

@@ -16,10 +16,9 @@ from ..completion import (
     TextEvent,
     ToolCallChunk,
     ToolCallEvent,
-    TurnResetEvent,
-    TurnTextEvent,
     UsageEvent,
 )
+from ..textstream import TurnResetEvent, TurnTextEvent
 from ..contracts import ToolCall, TurnUsage
 from ..errors import ProtocolError
 from ._input import (

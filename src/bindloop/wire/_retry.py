@@ -16,13 +16,14 @@ from collections.abc import Callable
 
 import msgspec
 
-from ..completion import StreamStalledError, ToolCallDeltaError
+from ..completion import ToolCallDeltaError
 from ..errors import PromptTooLongError, UsageError
 from ..routing import FAILURE_DISPOSITIONS, FailureCategory, is_cancellation
 from ._errors import (
     IncompleteStreamError,
     ProviderHttpError,
     SseError,
+    StreamStalledError,
     TransportError,
     WireDecodeError,
 )

@@ -10,7 +10,7 @@ what arrives early), and only then ``epoch`` drops a stale attempt and a ``reset
 reset would be accepted and then cleared by that reset, leaving the surface blank.
 
 The same reducer exists in JavaScript (``wasm/demo/turn-stream.js``); both run the JSON vectors in
-``tests/completion/vectors/turn_stream_vectors.json``.
+``tests/textstream/vectors/turn_stream_vectors.json``.
 """
 
 from __future__ import annotations
