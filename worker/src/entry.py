@@ -21,6 +21,9 @@ Routes (the table is :data:`ROUTES`; a new route is one ``ROUTES.add``)
     conversation; each response's events are logged, so a dropped client reconnects.
 ``GET /conformance``
     bindloop's conformance report, run in this isolate (when ``conformance/`` is vendored).
+``POST /_kit/...``
+    Test-only, 404 unless the ``STORE_KIT`` binding is ``"1"``: bindloop's store conformance kit
+    run in this isolate against the Durable Object stores (stores_kit_route.py).
 
 SSE events, each with ``id: <run>:<offset>``: ``session`` (id, the stored revision and the run id), ``turn`` (the turn text stream's
 ``text`` / ``reset`` events, rendered by ``TurnStreamReducer`` in wasm/demo/turn-stream.js),
