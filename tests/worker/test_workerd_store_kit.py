@@ -2,7 +2,7 @@
 
 The kit's cases run inside the Worker (worker/src/stores_kit_route.py; pytest cannot run in
 workerd): the checkpoint cases against ``DurableCheckpointStore`` (the ``Session`` objects), the
-limit cases against ``DurableLimitStore`` (``RateLimiter``), the token cases against
+receipt cases against ``DurableReceiptStore`` (``Receipts``), the limit cases against ``DurableLimitStore`` (``RateLimiter``), the token cases against
 ``DurableTokenStore`` (``McpTokens``), plus the objects' own checks (the run lease's claim race,
 a lease-free save fencing a run, corrupt stored tokens, checkpoints past the 2 MB value limit). The several-process races run as concurrent requests to two more
 Workers -- two more isolates, each its own Python -- whose bindings reach the same objects.
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from bindloop.testing.store_kit import CHECKPOINT_CASES, LIMIT_CASES, TOKEN_CASES
+from bindloop.testing.store_kit import CHECKPOINT_CASES, LIMIT_CASES, RECEIPT_CASES, TOKEN_CASES
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "worker" / "tools"))
@@ -31,7 +31,8 @@ from workerd_harness import Workerd, stage  # noqa: E402
 def kit_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workerd]:
     tmp = tmp_path_factory.mktemp("store-kit")
     config = stage(tmp / "stage", bindings={"STORE_KIT": "1"}, storage_dir=tmp / "storage",
-                   with_conformance=False, extra_objects={"MCP_TOKENS": "McpTokens"}, racers=2)
+                   with_conformance=False, extra_objects={"MCP_TOKENS": "McpTokens", "RECEIPTS": "Receipts"},
+                   racers=2)
     with Workerd(config) as wd:
         yield wd
 
@@ -56,7 +57,8 @@ def _assert_all_passed(wd: Workerd, path: str, names: list[str]) -> None:
 
 
 @pytest.mark.parametrize("suite, cases", [("checkpoint", CHECKPOINT_CASES),
-                                          ("limit", LIMIT_CASES), ("token", TOKEN_CASES)])
+                                          ("receipt", RECEIPT_CASES), ("limit", LIMIT_CASES),
+                                          ("token", TOKEN_CASES)])
 def test_every_kit_case_passes_on_the_durable_object_store(
         kit_worker: Workerd, suite: str, cases: Any) -> None:
     _assert_all_passed(kit_worker, f"/_kit/{suite}", list(cases))

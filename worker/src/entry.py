@@ -59,11 +59,12 @@ from bindloop.session import (
 )
 from frontends import ag_ui, ag_ui_stop, ag_ui_stream, api_chat, api_chat_stop, api_chat_stream
 from oauth_store import McpTokens
+from receipts import Receipts
 from sessions import RateLimiter, RunLog, Session, SessionStore, drive
 from stores_kit_route import add_kit_routes
 from web import JSON_HEADERS, EventStream, Routes, json_response, read_json
 
-__all__ = ("Default", "McpTokens", "RateLimiter", "Session")  # workerd finds the Durable Object classes here
+__all__ = ("Default", "McpTokens", "RateLimiter", "Receipts", "Session")  # workerd finds the Durable Object classes here
 
 
 def _config(env: Any) -> AgentConfig:

@@ -6,11 +6,11 @@ the template's wrangler.jsonc does not, so a deployed Worker answers 404).
 
 ``POST /_kit/{suite}`` ``{"ns": str, "cases"?: [name, ...]}``
     Runs every case of ``suite`` (``checkpoint``: :class:`DurableCheckpointStore` over
-    ``SESSION``; ``limit``: :class:`DurableLimitStore` over ``LIMITS``; ``token``:
+    ``SESSION``; ``receipt``: :class:`DurableReceiptStore` over ``RECEIPTS``; ``limit``: :class:`DurableLimitStore` over ``LIMITS``; ``token``:
     :class:`DurableTokenStore` over ``MCP_TOKENS``), each case in its own namespace under ``ns``,
     and answers ``{"results": [{"name", "outcome", "detail"}, ...]}`` (only the named ``cases``
     when given).
-``POST /_kit/{suite}/job`` ``{"ns", "case", "job", "index"}``
+``POST /_kit/{suite}/job`` ``{"ns", "job", "index"}``
     One racer of a several-process case: ``job(store, index)`` on a new handle of the case's
     namespace, answering ``{"result": ...}``. The kit's ``process_runner`` here sends the
     ``count`` racers at once as requests to the ``KIT_RACER_<i>`` services — other Workers
@@ -38,13 +38,14 @@ from bindloop.session import StoreError, create_loop_checkpoint
 from bindloop.contracts import UserMessage
 from checkpoints import DurableCheckpointStore
 from oauth_store import DurableTokenStore
+from receipts import DurableReceiptStore
 from sessions import DurableLimitStore, SessionStore
 from web import Routes, json_response, read_json
 
 __all__ = ("add_kit_routes",)
 
-SUITES = ("checkpoint", "limit", "token")
-JOBS = ("race_first_checkpoint", "race_next_checkpoint", "race_admit", "race_enter")
+SUITES = ("checkpoint", "receipt", "limit", "token")
+JOBS = ("race_first_checkpoint", "race_next_checkpoint", "race_claim", "race_admit", "race_enter")
 
 
 def _cases(suite: str) -> Mapping[str, Any]:
@@ -52,8 +53,8 @@ def _cases(suite: str) -> Mapping[str, Any]:
     # bindloop.testing.store_kit itself imports pytest, which workerd does not have).
     from bindloop.testing import _store_cases, _token_cases
 
-    return {"checkpoint": _store_cases.CHECKPOINT_CASES, "limit": _store_cases.LIMIT_CASES,
-            "token": _token_cases.TOKEN_CASES}[suite]
+    return {"checkpoint": _store_cases.CHECKPOINT_CASES, "receipt": _store_cases.RECEIPT_CASES,
+            "limit": _store_cases.LIMIT_CASES, "token": _token_cases.TOKEN_CASES}[suite]
 
 
 class KitFactory:
@@ -62,7 +63,9 @@ class KitFactory:
     def __init__(self, env: Any, suite: str, ns: str) -> None:
         self.env, self.suite, self.ns = env, suite, ns
 
-    def __call__(self, *, max_checkpoint_bytes: int | None = None) -> Any:
+    def __call__(self, *, max_checkpoint_bytes: int | None = None, now: Any = None) -> Any:
+        if self.suite == "receipt":
+            return DurableReceiptStore(self.env.RECEIPTS, prefix=self.ns + "/", now=now)
         if self.suite == "checkpoint":
             return DurableCheckpointStore(self.env.SESSION, prefix=self.ns + "/",
                                           max_checkpoint_bytes=max_checkpoint_bytes)
@@ -91,9 +94,15 @@ def process_runner(env: Any) -> Callable[..., Awaitable[list[Any]]] | None:
             text = str(await resp.text())
             if int(resp.status) != 200:
                 raise AssertionError(f"racer {index} answered {int(resp.status)}: {text[:500]}")
-            return json.loads(text)["result"]
+            answer = json.loads(text)
+            isolates.add(answer["isolate"])
+            return answer["result"]
 
-        return list(await asyncio.gather(*(one(i) for i in range(count))))
+        isolates: set[str] = set()
+        results = list(await asyncio.gather(*(one(i) for i in range(count))))
+        # The race is only worth its name if it crossed isolates: say so when it did not.
+        assert len(isolates) == min(count, len(racers)), isolates
+        return results
 
     return run
 
@@ -143,7 +152,8 @@ async def run_job(owner: Any, request: Any, match: re.Match[str]) -> Response:
 
     job = getattr(_store_cases, str(body["job"]))
     store = KitFactory(owner.env, suite, _namespace(body))()
-    return json_response(200, {"result": await job(store, int(body["index"]))})
+    return json_response(200, {"result": await job(store, int(body["index"])),
+                               "isolate": str(getattr(owner.env, "KIT_ISOLATE", "main"))})
 
 
 # ---- past the kit: the run lease over the same objects, and secrets in storage ------------------

@@ -107,7 +107,8 @@ def stage(stage_dir: Path, *, bindings: Mapping[str, str], storage_dir: Path,
     ``extra_objects`` more (binding name -> class name, e.g. ``{"MCP_TOKENS": "McpTokens"}``).
     ``racers`` adds that many more Workers of the same modules and bindings (each its own
     isolate and Python), whose Durable Object bindings reach the main Worker's objects, bound
-    in the main Worker as services ``KIT_RACER_0``... (the store kit's several-isolate races)."""
+    in the main Worker as services ``KIT_RACER_0``... and each told its name in ``KIT_ISOLATE``
+    (the store kit's several-isolate races)."""
     if stage_dir.exists():
         shutil.rmtree(stage_dir)
     vendor = stage_dir / "python_modules"
@@ -170,8 +171,9 @@ const worker :Workerd.Worker = (
 {namespaces}  globalOutbound = "net",
 );
 """
-    module_list, racer_bindings = chr(10).join(lines), chr(10).join(racer_lines)
+    module_list = chr(10).join(lines)
     for i in range(racers):
+        racer_bindings = chr(10).join([*racer_lines, f'    (name = "KIT_ISOLATE", text = "racer{i}"),'])
         config += f"""
 const racer{i} :Workerd.Worker = (
   modules = [
