@@ -4,7 +4,8 @@ The kit's cases run inside the Worker (worker/src/stores_kit_route.py; pytest ca
 workerd): the checkpoint cases against ``DurableCheckpointStore`` (the ``Session`` objects), the
 receipt cases against ``DurableReceiptStore`` (``Receipts``), the limit cases against ``DurableLimitStore`` (``RateLimiter``), the token cases against
 ``DurableTokenStore`` (``McpTokens``), plus the objects' own checks (the run lease's claim race,
-a lease-free save fencing a run, corrupt stored tokens, checkpoints past the 2 MB value limit). The several-process races run as concurrent requests to two more
+a lease-free save fencing a run, corrupt stored tokens, checkpoints past the 2 MB value limit, and
+the kit's race failing a store that checks the revision outside the object). The several-process races run as concurrent requests to two more
 Workers -- two more isolates, each its own Python -- whose bindings reach the same objects.
 Every case must pass; none may be skipped.
 """
@@ -67,7 +68,8 @@ def test_every_kit_case_passes_on_the_durable_object_store(
 def test_the_durable_objects_own_checks_pass(kit_worker: Workerd) -> None:
     _assert_all_passed(kit_worker, "/_kit/checks", [
         "claims_race_one_winner", "lease_free_save_fences_the_run",
-        "stored_tokens_that_do_not_decode", "large_checkpoints"])
+        "stored_tokens_that_do_not_decode", "large_checkpoints",
+        "a_fence_outside_the_object_fails_the_kit"])
 
 
 def test_the_kit_routes_are_off_without_the_binding(tmp_path: Path) -> None:

@@ -238,10 +238,39 @@ async def _large_checkpoints(handles: Any) -> None:
     assert await store.load("long") == cp
 
 
+class _FencedOutside(DurableCheckpointStore):
+    """A defective store for the check below: the revision check made in the caller (read, then
+    an unconditional write), where the object cannot serialise it."""
+
+    async def save(self, checkpoint: Any) -> None:
+        from bindloop.session import CheckpointConflictError, serialize_loop_checkpoint
+
+        stored = await self.load(checkpoint.execution_id)
+        if stored is not None and stored.revision + 1 != checkpoint.revision:
+            raise CheckpointConflictError(checkpoint.execution_id, checkpoint.revision,
+                                          stored.revision)
+        stub = self._stub(checkpoint.execution_id)
+        await stub.delete_checkpoint()
+        await stub.store_checkpoint(checkpoint.revision,
+                                    serialize_loop_checkpoint(checkpoint).decode("utf-8"))
+
+
+async def _a_fence_outside_the_object_fails_the_kit(handles: Any) -> None:
+    """The kit's race catches a store that checks the revision outside the object."""
+    from bindloop.testing._store_cases import StoreHandles, checkpoint_concurrent_writers_one_wins
+    from bindloop.testing._store_cases import run_case
+
+    env, ns = handles.factory.env, handles.factory.ns
+    racy = StoreHandles(lambda **_: _FencedOutside(env.SESSION, prefix=ns + "/"))
+    result = await run_case("racy", checkpoint_concurrent_writers_one_wins, racy)
+    assert result.outcome == "failed" and "AssertionError" in result.detail, result
+
+
 CHECKS: Mapping[str, Callable[[Any], Awaitable[None]]] = {
     case.__name__.lstrip("_"): case for case in (
         _claims_race_one_winner, _lease_free_save_fences_the_run,
-        _stored_tokens_that_do_not_decode, _large_checkpoints)}
+        _stored_tokens_that_do_not_decode, _large_checkpoints,
+        _a_fence_outside_the_object_fails_the_kit)}
 
 
 async def run_checks(owner: Any, request: Any, match: re.Match[str]) -> Response:
