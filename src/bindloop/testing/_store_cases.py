@@ -38,7 +38,6 @@ __all__ = (
     "RECEIPT_CASES",
     "Case",
     "CaseResult",
-    "CaseSkipped",
     "ManualClock",
     "StoreHandles",
     "checkpoint_at",
@@ -59,8 +58,9 @@ RACE_PER_WRITER = 5
 E = TypeVar("E", bound=BaseException)
 
 
-class CaseSkipped(Exception):
-    """The case cannot apply to this store (the message says why)."""
+class CaseSkipped(Exception):  # noqa: N818 - a signal, not an error (not in bindloop's tree)
+    """The case cannot apply to this store (the message says why). Raised by a case, reported
+    by :func:`run_store_cases` as ``skipped`` and by the pytest suites as a skip; not public."""
 
 
 class Raised(Generic[E]):
