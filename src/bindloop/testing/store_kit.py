@@ -1,4 +1,4 @@
-"""A conformance suite for stores: checkpoints, idempotency receipts and rate limits.
+"""A conformance suite for stores: checkpoints, idempotency receipts, rate limits and MCP tokens.
 
 A store author subclasses the suites for the ports the store serves and provides one fixture,
 ``store_factory``: a callable that opens a new *handle* on the backend under test — a new
