@@ -1,4 +1,4 @@
-"""One retry table: ``with_retry`` decides same-provider retries from the disposition table's
+"""One retry table: ``create_retry_middleware`` decides same-provider retries from the disposition table's
 ``same_provider_retry`` column, and a clamped disposition (output already shown) never retries."""
 
 from __future__ import annotations

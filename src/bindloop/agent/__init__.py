@@ -83,8 +83,8 @@ from ._limits import (
     LimitRule as LimitRule,
     LimitStore as LimitStore,
     RateRule as RateRule,
-    with_limit as with_limit,
-    with_simple_limit as with_simple_limit,
+    create_limit_middleware as create_limit_middleware,
+    create_simple_limit_middleware as create_simple_limit_middleware,
 )
 from ._model import (
     AgentModel as AgentModel,
@@ -104,7 +104,7 @@ from ._prompt import (
     prompt_chat as prompt_chat,
     resume_chat as resume_chat,
 )
-from ._retry import with_retry as with_retry
+from ._retry import create_retry_middleware as create_retry_middleware
 from ._run import (
     dump_snapshot as dump_snapshot,
     restore_snapshot as restore_snapshot,
@@ -213,9 +213,9 @@ __all__ = (
     "resume_chat",
     "run_with",
     "turn_events",
-    "with_limit",
-    "with_retry",
-    "with_simple_limit",
+    "create_limit_middleware",
+    "create_retry_middleware",
+    "create_simple_limit_middleware",
     "AfterPromptAgentError",
     "AgentError",
     "BudgetExceededError",

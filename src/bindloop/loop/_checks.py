@@ -30,13 +30,14 @@ from ..contracts import (
     TurnUsage,
     UserMessage,
 )
-from ..errors import PortContractError, UsageError
+from ..errors import PortContractError, ProtocolError, UsageError
 from ._errors import InvalidModelTurnError
 
 __all__ = (
     "check_batch_outcomes",
     "check_bool",
     "check_content",
+    "check_decisions",
     "check_messages",
     "check_outcome",
     "check_sync_result",
@@ -146,6 +147,19 @@ def check_bool(value: object, port: str) -> bool:
         return value
     _refuse_awaitable(value, port)
     raise PortContractError(f"{port} must return a bool, got {type(value).__name__}")
+
+
+def check_decisions(flags: object, calls: int, answer: str, port: str) -> Sequence[bool]:
+    """A decision answer (``BatchPlanned``, ``FinalChecked``): a list or tuple of one ``port``
+    answer per call, in order (:class:`ProtocolError` otherwise), each a bool."""
+    if not isinstance(flags, (list, tuple)) or len(flags) != calls:
+        got = f"{len(flags)} answers" if isinstance(flags, (list, tuple)) else repr(flags)
+        raise ProtocolError(f"{answer} has {got} for {calls} calls; expected one {port} answer "
+                            "per call, in order")
+    for flag in flags:
+        if type(flag) is not bool:
+            check_bool(flag, port)  # raises, naming the port
+    return flags
 
 
 def _refuse_awaitable(value: object, port: str) -> None:
