@@ -17,6 +17,8 @@ the template's wrangler.jsonc does not, so a deployed Worker answers 404).
     (isolates, each its own Python) bound to the same Durable Object namespaces — spread round
     robin, so several isolates and several requests in each race one object. Without such a
     binding those cases are skipped.
+``POST /_kit/bench`` ``{"ns": str, "n"?: int}``
+    Mean milliseconds per round of each store's per-turn calls (bench/do_stores.py).
 ``POST /_kit/checks`` ``{"ns": str}``
     The Durable Object stores' own contract past the kit's (run leases, stored secrets):
     answers results like the above.
@@ -282,7 +284,64 @@ async def run_checks(owner: Any, request: Any, match: re.Match[str]) -> Response
         CHECKS, lambda name: KitFactory(owner.env, "checkpoint", f"{ns}-{name}")))
 
 
+async def run_bench(owner: Any, request: Any, match: re.Match[str]) -> Response:
+    """``{"ns", "n"}``: ``n`` rounds of each store's per-turn calls, one after another; answers
+    the mean milliseconds per round of each (``Date.now()``, which workerd advances with I/O:
+    every round awaits the object, so the figures are wall time in ms steps)."""
+    import js  # type: ignore[import-not-found]
+
+    from bindloop.mcp import OAuthTokens
+    from bindloop.run import ToolCallReceiptKey
+
+    _enabled(owner)
+    body = await read_json(request)
+    ns, n = _namespace(body), int(body.get("n", 100))
+    env = owner.env
+    cps = DurableCheckpointStore(env.SESSION, prefix=ns + "/")
+    receipts = DurableReceiptStore(env.RECEIPTS, prefix=ns + "/")
+    limits = DurableLimitStore(env.LIMITS, name=ns)
+    tokens = DurableTokenStore(env.MCP_TOKENS, ns)
+    cp = create_loop_checkpoint(execution_id="bench", max_iterations=4,
+                                messages=[UserMessage(content="x" * 4000)])
+    out: dict[str, float] = {}
+
+    async def timed(name: str, round_: Callable[[int], Awaitable[None]]) -> None:
+        t0 = float(js.Date.now())
+        for i in range(n):
+            await round_(i)
+        out[name] = (float(js.Date.now()) - t0) / n
+
+    async def checkpoint(i: int) -> None:
+        await cps.save(msgspec.structs.replace(cp, revision=i))
+
+    async def load(i: int) -> None:
+        await cps.load("bench")
+
+    async def receipt(i: int) -> None:
+        key = ToolCallReceiptKey(tenant_id="t", run_id="r", tool_name="charge", args_hash=str(i))
+        await receipts.read(key)
+        await receipts.claim(key, 1, 60_000.0)
+        await receipts.complete(key, 1, {"charged": i})
+
+    async def limit(i: int) -> None:
+        await limits.enter("slots", 1_000_000)
+        await limits.admit("rpm", 60_000.0, 1_000_000, 1, float(js.Date.now()))
+        await limits.leave("slots")
+
+    async def token(i: int) -> None:
+        await tokens.save_tokens(OAuthTokens(access_token=f"at-{i}"))
+        await tokens.load_tokens()
+
+    await timed("checkpoint save (4 kB)", checkpoint)
+    await timed("checkpoint load", load)
+    await timed("receipt read + claim + complete", receipt)
+    await timed("limit enter + admit + leave", limit)
+    await timed("token save + load", token)
+    return json_response(200, {"ms_per_round": out, "rounds": n})
+
+
 def add_kit_routes(routes: Routes) -> None:
+    routes.add("POST", "/_kit/bench", run_bench)
     routes.add("POST", "/_kit/checks", run_checks)
     routes.add("POST", r"/_kit/(?P<suite>[a-z]+)", run_suite)
     routes.add("POST", r"/_kit/(?P<suite>[a-z]+)/job", run_job)
