@@ -47,6 +47,7 @@ from bindloop.agent import InMemoryLimitStore, LimitStore
 from bindloop.agent import ToolLoopExceededError, TurnBudgetExceededError
 from bindloop.hosts.js_fetch import FetchTransport
 from bindloop.session import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
+from checkpoints import MAX_VALUE_BYTES, stored_size
 
 MAX_CONTINUATIONS = 2
 """Lost runs the alarm continues in a row before it leaves the session ``ready`` for a client."""
@@ -370,9 +371,19 @@ class SessionStore:
                          f"{answer['revision']}, not {self.revision}: another request wrote it "
                          "first; reload and retry", revision=answer["revision"])
 
+    def _encode(self, cp: LoopCheckpoint) -> str:
+        """``cp`` as stored, refused (413) past Durable Object storage's value size limit, which
+        workerd does not enforce but Cloudflare does: a clear refusal, not a failed RPC."""
+        data = serialize_loop_checkpoint(cp).decode("utf-8")
+        if (size := stored_size(data)) > MAX_VALUE_BYTES:
+            raise HttpError(413, "checkpoint_too_large", f"session {self.session_id!r} would "
+                            f"take {size} bytes of storage, over the {MAX_VALUE_BYTES} a Durable "
+                            "Object stores per value; start a new session", revision=self.revision)
+        return data
+
     async def claim(self, cp: LoopCheckpoint) -> LoopCheckpoint:
         """Store ``cp`` (the run's input) and take the lease as run ``r<cp.revision>``."""
-        data = serialize_loop_checkpoint(cp).decode("utf-8")
+        data = self._encode(cp)
         run = f"r{cp.revision}"
         answer = json.loads(str(await self._target.claim(self.revision, cp.revision, data, run,
                                                           self.lease_ms)))
@@ -383,7 +394,7 @@ class SessionStore:
 
     async def commit(self, cp: LoopCheckpoint, outcome: str = "") -> None:
         """A save of the run (``outcome`` ``""``), or its settled checkpoint (the lease released)."""
-        data = serialize_loop_checkpoint(cp).decode("utf-8")
+        data = self._encode(cp)
         answer = json.loads(str(await self._target.commit(self.revision, cp.revision, data,
                                                            self.run, outcome)))
         if not answer["ok"]:

@@ -222,7 +222,8 @@ async def _stored_tokens_that_do_not_decode(handles: Any) -> None:
 
 async def _large_checkpoints(handles: Any) -> None:
     """A long conversation (1.5 MB) round trips; one past Durable Object storage's 2 MB per
-    value is refused before the call, typed, and the stored checkpoint stays what it was."""
+    value is refused before the call, typed, and the stored checkpoint stays what it was; a run
+    (SessionStore) is refused a 413 the same way."""
     env, ns = handles.factory.env, handles.factory.ns
     store = DurableCheckpointStore(env.SESSION, prefix=ns + "/")
     cp = create_loop_checkpoint(execution_id="long", max_iterations=4,
@@ -238,6 +239,14 @@ async def _large_checkpoints(handles: Any) -> None:
     else:
         raise AssertionError("a checkpoint over 2 MB was sent to storage")
     assert await store.load("long") == cp
+    run = SessionStore.for_session(env, ns + "-run", lease_ms=60_000)  # the routes' path too
+    try:
+        await run.claim(msgspec.structs.replace(too_big, revision=0))
+    except HttpError as exc:
+        assert (exc.status, exc.code) == (413, "checkpoint_too_large"), exc.body()
+    else:
+        raise AssertionError("a run claimed a session with a checkpoint over 2 MB")
+    assert await run.load() is None and run.run == ""
 
 
 class _FencedOutside(DurableCheckpointStore):
