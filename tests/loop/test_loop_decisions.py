@@ -51,7 +51,7 @@ def pop_to_request(m: LoopMachine) -> tuple[list[Effect], Request | Finish]:
 
 def test_the_machine_takes_no_callable_and_keeps_none() -> None:
     params = list(inspect.signature(LoopMachine.__init__).parameters)
-    assert params == ["self", "state", "max_iterations", "wired"]
+    assert params == ["self", "state", "max_iterations", "wired", "resume_calls"]  # data only
     m = LoopMachine(ToolLoopState(messages=[UserMessage(content="go")]), 3, wired=WIRABLE)
     m.start()
     slots = {s for cls in type(m).__mro__ for s in getattr(cls, "__slots__", ())}

@@ -102,8 +102,8 @@ from ._prompt import (
     ChatResult as ChatResult,
     prompt_agent as prompt_agent,
     prompt_chat as prompt_chat,
-    resume_chat as resume_chat,
 )
+from ._resume import resume_chat as resume_chat
 from ._retry import create_retry_middleware as create_retry_middleware
 from ._run import (
     dump_snapshot as dump_snapshot,

@@ -40,6 +40,7 @@ __all__ = (
     "check_decisions",
     "check_messages",
     "check_outcome",
+    "check_resume_calls",
     "check_sync_result",
     "check_tools",
     "check_turn",
@@ -138,6 +139,20 @@ def check_messages(value: object, where: str) -> Sequence[Any]:
         if content is not None or not isinstance(message, AssistantMessage):
             check_content(content, f"{where}[{k}].content")
     return value
+
+
+def check_resume_calls(suspends: Sequence[Any], calls: object) -> tuple[ToolCall, ...]:
+    """``ToolLoopParams.resume_calls`` checked: each a :class:`ToolCall` naming an open suspend's
+    call id and tool, once (its arguments may differ: an approver's edit)."""
+    if isinstance(calls, (str, bytes)) or not isinstance(calls, Sequence):
+        raise UsageError(f"resume_calls must be a sequence of ToolCall, got {type(calls).__name__}")
+    waiting = {s.tool_call_id: s.tool_name for s in suspends}
+    for call in calls:
+        if (not isinstance(call, ToolCall) or not isinstance(call.arguments, str)
+                or waiting.pop(call.id, None) != call.name):
+            raise UsageError(f"resume_calls: a {type(call).__name__} that is not the call of an "
+                             "open suspend (each names an open suspend's call id and tool, once)")
+    return tuple(calls)
 
 
 def check_bool(value: object, port: str) -> bool:

@@ -113,7 +113,7 @@ async def run_tool_loop(
              else frozenset(compress(EFFECT_PORTS, [port is not None for port in ports])))
     if control is not None:
         wired |= _ON_BOUNDARY
-    machine = LoopMachine(p.state, p.max_iterations, wired=wired)
+    machine = LoopMachine(p.state, p.max_iterations, wired=wired, resume_calls=p.resume_calls)
     now = p.now
     signal = p.signal
     run_tool_call = p.run_tool_call

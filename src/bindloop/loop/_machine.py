@@ -44,7 +44,8 @@ from ..contracts import (
     ToolMessage, ToolOutcome, ToolResult, ToolSuspend, tool_outcome_message)
 from ..errors import AbortedToolCallError, PortContractError, ProtocolError, UsageError
 from ._checks import (
-    check_batch_outcomes, check_decisions, check_messages, check_outcome, check_turn, check_usage)
+    check_batch_outcomes, check_decisions, check_messages, check_outcome, check_resume_calls,
+    check_turn, check_usage)
 from ._effects import (
     AcceptToolMessage, Activate, ActivationPortMissing, Answer, AskNudge, BatchFinished,
     BatchPlanned, BatchWrapped, BlockedBySuspend, Boundary, BoundaryChecked, BoundaryDecided,
@@ -87,7 +88,8 @@ class LoopMachine(MachineProtocol):
 
     __slots__ = (
         "_accept_queue", "_answers", "_batch_aborted", "_calls", "_final_batch", "_last_turn",
-        "_ledger", "_ordinal", "_pooled", "_serial", "final_turn", "iterations", "max_iterations",
+        "_ledger", "_ordinal", "_pooled", "_resume", "_serial", "final_turn", "iterations",
+        "max_iterations",
         "state", "stop_reason", "wired",
     )
 
@@ -97,6 +99,7 @@ class LoopMachine(MachineProtocol):
         max_iterations: int,
         *,
         wired: frozenset[str] = frozenset(),
+        resume_calls: Sequence[ToolCall] = (),
     ) -> None:
         if not isinstance(state, ToolLoopState):
             raise UsageError(f"state must be a ToolLoopState, got {type(state).__name__}")
@@ -128,6 +131,7 @@ class LoopMachine(MachineProtocol):
         self._final_batch = False
         self._accept_queue: deque[ToolMessage] = deque()
         self._ordinal = 0
+        self._resume = check_resume_calls(state.open_suspends, resume_calls) if resume_calls else ()
 
     # ---- the protocol's other half: start, send, and what the driver may ask ------------------
 
@@ -165,12 +169,19 @@ class LoopMachine(MachineProtocol):
         return self._ledger.part
 
     def start(self) -> None:
-        """Begin the run. A state with open suspends ends at once: nothing may happen until they are
-        answered."""
+        """Begin the run. With ``resume_calls`` the run begins with them as its first batch (each
+        answers its open suspend); otherwise a state with open suspends ends at once: nothing may
+        happen until they are answered."""
         if self._phase is not Phase.IDLE:
             raise self._failed() if self._phase is Phase.ERROR else ProtocolError(
                 "start() was already called")
-        if self.state.open_suspends:
+        resume, self._resume = self._resume, ()
+        if resume:
+            st = self.state
+            st.open_suspends = [s for s in st.open_suspends
+                                if all(c.id != s.tool_call_id for c in resume)]
+            self._batch(resume)
+        elif self.state.open_suspends:
             self._finish(self._suspend_reason())
         else:
             self._request(_CHECK)
@@ -307,10 +318,15 @@ class LoopMachine(MachineProtocol):
             self._progress()
         if not calls:
             self._would_end()
-            return
+        else:
+            self._batch(calls)
+
+    def _batch(self, calls: tuple[ToolCall, ...]) -> None:
+        # A batch begins: a turn's calls, or the resumed calls of open suspends (start()).
         self._calls = calls
         self._answers = [None] * len(calls)
         self._batch_aborted = self._final_batch = False
+        wired = self.wired
         if "run_tool_batch" in wired:
             self._request(WrapToolBatch(calls))
         elif "runs_serially" in wired:

@@ -110,9 +110,10 @@ _AFTER_BATCH: Final = _RESULTS | {_P.CHECK_FINAL}
 _TOOL_STEP: Final = frozenset({_P.RUN_TOOL, _P.RUN_TOOL_BATCH})
 _AFTER_TOOL: Final = _AFTER_BATCH | _TOOL_STEP
 
-START_SUCCESSORS: Final = frozenset({_P.CHECK_BOUNDARY, _P.DONE})
-"""Where :meth:`~bindloop.lowlevel.LoopMachine.start` leads from ``IDLE``: the first boundary, or
-``DONE`` at once for a state with open suspends."""
+START_SUCCESSORS: Final = frozenset({_P.CHECK_BOUNDARY, _P.DONE, _P.PLAN_BATCH, _P.RUN_TOOL,
+                                     _P.RUN_TOOL_BATCH, _P.WRAP_TOOL_BATCH})
+"""Where :meth:`~bindloop.lowlevel.LoopMachine.start` leads from ``IDLE``: the first boundary,
+``DONE`` at once for a state with open suspends, or the batch of the resumed calls."""
 
 SUCCESSORS: Final[Mapping[tuple[Phase, type], frozenset[Phase]]] = MappingProxyType({
     # Stop or out of iterations -> DONE; else compaction, a checkpoint boundary, or the model.

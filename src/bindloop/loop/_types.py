@@ -282,10 +282,17 @@ and ``on_boundary`` (:class:`LoopControl`'s hook)."""
 
 class ToolLoopParams(ToolLoopPorts, frozen=True, kw_only=True):
     """Everything a run needs: its live ``state``, the model turns it may use
-    (``max_iterations``), and the ports of :class:`ToolLoopPorts`."""
+    (``max_iterations``), and the ports of :class:`ToolLoopPorts`.
+
+    ``resume_calls`` are calls of ``state.open_suspends`` to run now (an approved call: each names
+    an open suspend's call id and tool, its arguments may differ): the run begins with them as its
+    first batch, run and reported exactly as a turn's batch — pool, bounds, signal,
+    ``run_tool_batch`` — and their results answer the suspends; the run then goes on as after any
+    batch (suspends still open end it with their reason)."""
 
     state: ToolLoopState
     max_iterations: int
+    resume_calls: tuple[ToolCall, ...] = ()
 
 
 BoundaryDecision: TypeAlias = Literal["continue", "checkpoint"]
