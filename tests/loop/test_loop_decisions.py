@@ -272,3 +272,28 @@ def test_the_order_in_which_the_driver_asks_the_host() -> None:
         "ran s", "activate", "ran boom", "is_fatal_tool_error", "format_tool_exception",
         "on_tool_call_rejected", "is_final_call s", "is_final_call boom", "accept", "accept",
         "settled False", "on_assistant_message", "settled True"]
+
+
+def test_resumed_calls_are_planned_by_the_host_as_data_too() -> None:
+    from bindloop.contracts import AssistantMessage
+    from bindloop.loop import OpenSuspend
+
+    calls = (ToolCall(id="a", name="s"), ToolCall(id="b", name="t"))
+    state = ToolLoopState(
+        messages=[UserMessage(content="go"), AssistantMessage(content=None, tool_calls=calls)],
+        open_suspends=[OpenSuspend(tool_call_id=c.id, tool_name=c.name, mode="waiting_for_reply")
+                       for c in calls])
+    m = LoopMachine(state, 2, wired=frozenset({"runs_serially", "is_final_call"}),
+                    resume_calls=calls)
+    m.start()
+    assert m.next_effect() == PlanBatch(calls) and m.phase is Phase.PLAN_BATCH
+    m.send(BatchPlanned([True, False]))
+    order = []
+    _, request = pop_to_request(m)
+    while isinstance(request, RunTool):
+        order.append(request.call.id)
+        m.send(ToolReturned(request.index, ToolResult(content=request.call.id)))
+        _, request = pop_to_request(m)
+    assert order == ["a", "b"] and isinstance(request, CheckFinal)
+    m.send(FinalChecked([False, False]))
+    assert isinstance(pop_to_request(m)[1], CheckBoundary) and not state.open_suspends

@@ -5,9 +5,9 @@ port with the turn's calls and a runner that runs whatever calls it is given exa
 unwired loop runs a batch — ``runs_serially`` calls first, alone, in order; the rest pooled per
 tool name under ``batch_options``; once the signal fires nothing more starts and each call left is
 answered ``not_run``; a fatal raise propagates — and answers with what the machine says the model
-reads (:meth:`~bindloop.lowlevel.LoopMachine.outcome_of`, pure). Every call the runner was handed
-is recorded, in the order the unwired loop would report it (each serial call as it is answered,
-then the pool in call order), and sent back with the port's outcomes as
+reads (:meth:`~bindloop.lowlevel.LoopMachine.outcome_of`, a pure rule). Every call the runner was
+handed is recorded, in the order the unwired loop would report it (each serial call as it is
+answered, then the pool in call order), and sent back with the port's outcomes as
 :class:`~bindloop.lowlevel.BatchWrapped`.
 
 :class:`Raised` is how the driver's tool runner hands back a non-fatal raise: the exception is
@@ -27,7 +27,7 @@ from ..errors import AbortedToolCallError, PortContractError
 from ._pool import ToolBatchOptions, run_tool_calls_pooled_by_tool
 from ..signal import AbortSignal
 from ._effects import BatchWrapped, RanCall, ToolAnswer, ToolNotRun, ToolReturned
-from ._machine import LoopMachine
+from ._tool_errors import answer_outcome
 
 __all__ = ("Raised", "RawAnswer", "id_of", "name_of", "wrap_tool_batch")
 
@@ -70,7 +70,6 @@ async def wrap_tool_batch(
     once the port has returned."""
     runs: list[RanCall] = []
     open_ = True
-    outcome_of = LoopMachine.outcome_of
 
     async def runner(given: Sequence[ToolCall]) -> list[ToolOutcome]:
         if not open_:
@@ -89,7 +88,7 @@ async def wrap_tool_batch(
             else:
                 answer = settle(await run_one(i, call))
             runs.append(RanCall(call, answer))
-            outcomes[i] = outcome_of(call, answer)
+            outcomes[i] = answer_outcome(call, answer)
         if pooled:
             pool = await run_tool_calls_pooled_by_tool(
                 pooled, run_pooled_item, tool_name=name_of, item_id=id_of, signal=signal,
@@ -97,7 +96,7 @@ async def wrap_tool_batch(
             for (i, call), a in zip(pooled, pool):
                 answer = ToolNotRun(i, a.reason) if isinstance(a, AbortedToolCallError) else settle(a)
                 runs.append(RanCall(call, answer))
-                outcomes[i] = outcome_of(call, answer)
+                outcomes[i] = answer_outcome(call, answer)
         return outcomes  # every slot is filled: each call is serial or pooled
 
     pending = port(calls, runner)

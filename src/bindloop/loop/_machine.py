@@ -40,9 +40,9 @@ from types import MappingProxyType
 from typing import Any, Final, Literal
 
 from ..contracts import (
-    AuxiliarySpend, CompactionApplied, Message, ModelTurnResult, RunStats, ToolCall, ToolError,
-    ToolMessage, ToolOutcome, ToolResult, ToolSuspend, tool_outcome_message)
-from ..errors import AbortedToolCallError, PortContractError, ProtocolError, UsageError
+    AuxiliarySpend, CompactionApplied, Message, ModelTurnResult, RunStats, ToolCall, ToolMessage,
+    ToolOutcome, ToolResult, ToolSuspend, tool_outcome_message)
+from ..errors import PortContractError, ProtocolError, UsageError
 from ._checks import (
     check_batch_outcomes, check_decisions, check_messages, check_outcome, check_resume_calls,
     check_turn, check_usage)
@@ -56,6 +56,7 @@ from ._effects import (
 from ._ledger import RunLedger
 from ._phases import START_SUCCESSORS, SUCCESSORS, Phase
 from ._protocol import MachineProtocol
+from ._tool_errors import answer_outcome
 from ._types import (
     WIRABLE, ActivationKind, ControlledStopReason, OpenSuspend, StepSettlement, ToolLoopState)
 
@@ -187,23 +188,8 @@ class LoopMachine(MachineProtocol):
             self._request(_CHECK)
         assert self._phase in START_SUCCESSORS
 
-    @staticmethod
-    def outcome_of(call: ToolCall, answer: ToolAnswer) -> ToolOutcome:
-        """What the model reads for ``answer`` to ``call``: the outcome it returned, the tool error
-        a raise carries (each checked), or the ``not_run`` error for a call that never started.
-        Pure: the loop's batch runner uses it for the outcomes it hands ``run_tool_batch``."""
-        if isinstance(answer, ToolReturned):
-            check_outcome(answer.outcome, call.id)
-            return answer.outcome
-        if isinstance(answer, ToolRaised):
-            error = answer.error
-            if type(error) is not ToolError:
-                raise PortContractError(
-                    f"ToolRaised for call {call.id!r} carries {type(error).__name__}; expected the "
-                    "ToolError the model reads (tool_exception_error's)")
-            check_outcome(error, call.id, "format_tool_exception")
-            return error
-        return ToolError(error=str(AbortedToolCallError(call.id, answer.reason)), kind="not_run")
+    outcome_of = staticmethod(answer_outcome)
+    """What the model reads for a tool answer (:func:`~bindloop.loop._tool_errors.answer_outcome`)."""
 
     # ---- plumbing ------------------------------------------------------------------------------
 
@@ -322,7 +308,8 @@ class LoopMachine(MachineProtocol):
             self._batch(calls)
 
     def _batch(self, calls: tuple[ToolCall, ...]) -> None:
-        # A batch begins: a turn's calls, or the resumed calls of open suspends (start()).
+        # A batch begins (a turn's calls, or the resumed calls of open suspends: start()): the port
+        # wraps it, or the host plans it, or it is pooled whole.
         self._calls = calls
         self._answers = [None] * len(calls)
         self._batch_aborted = self._final_batch = False
@@ -411,7 +398,7 @@ class LoopMachine(MachineProtocol):
             check_outcome(outcome, call.id)
             self._ledger.tool_call(call.name, answer.ms)
         else:
-            outcome = self.outcome_of(call, answer)
+            outcome = answer_outcome(call, answer)
             self._fold_run(call, answer)
         self._apply(i, call, outcome)
 

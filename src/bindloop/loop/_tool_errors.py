@@ -1,5 +1,5 @@
 """What a tool's raise means: fatal or not (:func:`is_fatal_raise`), and what the model reads for a
-non-fatal one (:func:`tool_exception_error`). The one rule, used by the driver, which evaluates
+non-fatal one (:func:`tool_exception_error`) and for any tool answer (:func:`answer_outcome`). The one rule, used by the driver, which evaluates
 both where the raise happens and hands the machine only the result (a fatal raise never reaches
 it; a non-fatal one arrives as a :class:`~bindloop.lowlevel.ToolRaised` of plain data)."""
 
@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..contracts import ToolError
-from ..errors import PortContractError, RunCancelledError, ToolFailure
-from ._checks import check_bool
+from ..contracts import ToolCall, ToolError, ToolOutcome
+from ..errors import AbortedToolCallError, PortContractError, RunCancelledError, ToolFailure
+from ._checks import check_bool, check_outcome
+from ._effects import ToolAnswer, ToolRaised, ToolReturned
 
-__all__ = ("default_tool_exception_error", "is_fatal_raise", "tool_exception_error")
+__all__ = ("answer_outcome", "default_tool_exception_error", "is_fatal_raise",
+           "tool_exception_error")
 
 
 def is_fatal_raise(error: BaseException,
@@ -49,3 +51,22 @@ def tool_exception_error(error: Exception,
         raise PortContractError(
             f"format_tool_exception returned {type(formatted).__name__}; expected a ToolError")
     return formatted
+
+
+def answer_outcome(call: ToolCall, answer: ToolAnswer) -> ToolOutcome:
+    """What the model reads for ``answer`` to ``call``: the outcome it returned, the tool error a
+    raise carries (each checked), or the ``not_run`` error for a call that never started. Pure:
+    the machine applies it to every answer, and the loop's batch runner to the outcomes it hands
+    ``run_tool_batch`` (``LoopMachine.outcome_of``)."""
+    if isinstance(answer, ToolReturned):
+        check_outcome(answer.outcome, call.id)
+        return answer.outcome
+    if isinstance(answer, ToolRaised):
+        error = answer.error
+        if type(error) is not ToolError:
+            raise PortContractError(
+                f"ToolRaised for call {call.id!r} carries {type(error).__name__}; expected the "
+                "ToolError the model reads (tool_exception_error's)")
+        check_outcome(error, call.id, "format_tool_exception")
+        return error
+    return ToolError(error=str(AbortedToolCallError(call.id, answer.reason)), kind="not_run")
