@@ -15,6 +15,7 @@ from bindloop.testing.store_kit import (
     LimitStoreSuite,
     ReceiptStoreSuite,
     StoreHandles,
+    TokenStoreSuite,
 )
 
 Failed = (AssertionError, pytest.fail.Exception)
@@ -71,3 +72,81 @@ def test_a_defective_store_fails_the_kit(test: Any, factory: Any) -> None:
 def test_the_reference_passes_the_same_checks() -> None:
     _run(CheckpointStoreSuite().test_checkpoint_next_revision_lands_and_others_conflict,
          lambda **kw: InMemoryCheckpointStore(**kw))
+
+
+def test_run_store_cases_reports_each_case_without_pytest() -> None:
+    """The runner workerd uses: every case's outcome, a defect named in its failure's detail."""
+    from bindloop.testing.store_kit import CHECKPOINT_CASES, run_store_cases
+
+    from .factories import InMemoryBackend
+
+    async def main(factory_for: Any) -> dict[str, Any]:
+        results = await run_store_cases(CHECKPOINT_CASES, factory_for)
+        return {r.name: r for r in results}
+
+    good = anyio.run(main, lambda name: InMemoryBackend())
+    assert list(good) == list(CHECKPOINT_CASES)
+    assert good["checkpoint_writers_in_processes_one_wins"].outcome == "skipped"
+    assert {r.outcome for n, r in good.items()
+            if n != "checkpoint_writers_in_processes_one_wins"} == {"passed"}
+    bad = anyio.run(main, lambda name: lambda **kw: Unfenced(**kw))
+    failed = bad["checkpoint_next_revision_lands_and_others_conflict"]
+    assert failed.outcome == "failed" and "CheckpointConflictError" in failed.detail
+
+
+def test_raises_refuses_a_missing_or_different_error() -> None:
+    from bindloop.testing.store_kit import raises
+
+    with pytest.raises(AssertionError, match="did not raise ValueError"):
+        with raises(ValueError):
+            pass
+    with pytest.raises(AssertionError, match="does not match"):
+        with raises(ValueError, match="^b"):
+            raise ValueError("a")
+    with raises(ValueError, match="^a") as info:
+        raise ValueError("abc")
+    assert str(info.value) == "abc"
+
+
+class Chatty:
+    """A token store that shows its tokens in its repr."""
+
+    def __init__(self) -> None:
+        self.tokens: Any = None
+        self.client: Any = None
+
+    def __repr__(self) -> str:
+        return f"Chatty({self.tokens!r})"
+
+    async def load_tokens(self) -> Any:
+        return self.tokens
+
+    async def save_tokens(self, tokens: Any) -> None:
+        self.tokens = tokens
+
+    async def load_client(self) -> Any:
+        return self.client
+
+    async def save_client(self, client: Any) -> None:
+        self.client = client
+
+
+class OneSlot(Chatty):
+    """Forgetting the tokens forgets the registration too."""
+
+    def __repr__(self) -> str:
+        return "OneSlot()"
+
+    async def save_tokens(self, tokens: Any) -> None:
+        self.tokens = tokens
+        if tokens is None:
+            self.client = None
+
+
+@pytest.mark.parametrize("test, store", [
+    (TokenStoreSuite().test_token_store_never_shows_a_secret, Chatty()),
+    (TokenStoreSuite().test_token_store_keeps_client_and_tokens_apart, OneSlot()),
+], ids=["chatty-tokens", "one-slot"])
+def test_a_defective_token_store_fails_the_kit(test: Any, store: Any) -> None:
+    with pytest.raises(Failed):
+        _run(test, lambda: store)

@@ -21,6 +21,9 @@ Routes (the table is :data:`ROUTES`; a new route is one ``ROUTES.add``)
     conversation; each response's events are logged, so a dropped client reconnects.
 ``GET /conformance``
     bindloop's conformance report, run in this isolate (when ``conformance/`` is vendored).
+``POST /_kit/...``
+    Test-only, 404 unless the ``STORE_KIT`` binding is ``"1"``: bindloop's store conformance kit
+    run in this isolate against the Durable Object stores (stores_kit_route.py).
 
 SSE events, each with ``id: <run>:<offset>``: ``session`` (id, the stored revision and the run id), ``turn`` (the turn text stream's
 ``text`` / ``reset`` events, rendered by ``TurnStreamReducer`` in wasm/demo/turn-stream.js),
@@ -55,10 +58,13 @@ from bindloop.session import (
     create_loop_checkpoint,
 )
 from frontends import ag_ui, ag_ui_stop, ag_ui_stream, api_chat, api_chat_stop, api_chat_stream
+from oauth_store import McpTokens
+from receipts import Receipts
 from sessions import RateLimiter, RunLog, Session, SessionStore, drive
+from stores_kit_route import add_kit_routes
 from web import JSON_HEADERS, EventStream, Routes, json_response, read_json
 
-__all__ = ("Default", "RateLimiter", "Session")  # workerd finds the Durable Object classes here
+__all__ = ("Default", "McpTokens", "RateLimiter", "Receipts", "Session")  # workerd finds the Durable Object classes here
 
 
 def _config(env: Any) -> AgentConfig:
@@ -301,3 +307,5 @@ ROUTES.add("POST", r"/api/chat/(?P<id>[^/]+)/stop", api_chat_stop)
 ROUTES.add("POST", "/ag-ui", ag_ui)
 ROUTES.add("GET", r"/ag-ui/(?P<id>[^/]+)/stream", ag_ui_stream)
 ROUTES.add("POST", r"/ag-ui/(?P<id>[^/]+)/stop", ag_ui_stop)
+# Test-only (answers 404 unless the STORE_KIT binding is "1"): the store kit in this isolate.
+add_kit_routes(ROUTES)

@@ -49,6 +49,7 @@ from bindloop.agent import InMemoryLimitStore, LimitStore
 from bindloop.agent import ToolLoopExceededError, TurnBudgetExceededError
 from bindloop.hosts.js_fetch import FetchTransport
 from bindloop.session import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
+from checkpoints import MAX_VALUE_BYTES, stored_size
 
 MAX_CONTINUATIONS = 2
 """Lost runs the alarm continues in a row before it leaves the session ``ready`` for a client."""
@@ -171,6 +172,25 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
             return ""
         await self.ctx.storage.put("stop", lease["run"])
         return str(lease["run"])
+
+    # -- the CheckpointStore port (checkpoints.py's DurableCheckpointStore), without the lease
+
+    async def store_checkpoint(self, revision: int, data: str) -> str:
+        """Store ``data`` as ``revision`` when that is one after the stored revision (any
+        revision when none is stored). Answers ``{"ok": bool, "stored": <revision before>}``.
+        Lease-free: a run holding the lease finds its next save refused (``stale``)."""
+        current = await self._revision()
+        if current != -1 and current + 1 != int(revision):
+            return json.dumps({"ok": False, "stored": current})
+        await self.ctx.storage.put(_js_obj({"checkpoint": data, "revision": int(revision)}))
+        return json.dumps({"ok": True, "stored": current})
+
+    async def delete_checkpoint(self) -> bool:
+        """Forget the session (checkpoint, lease, event log, alarm); whether one was stored."""
+        had = await self._revision() != -1
+        await self.ctx.storage.deleteAlarm()
+        await self.ctx.storage.deleteAll()
+        return had
 
     # -- the event log of the latest run: rows (run, offset, event, data) in the object's SQLite
 
@@ -407,10 +427,20 @@ class SessionStore:
                          f"{answer['revision']}, not {self.revision}: another request wrote it "
                          "first; reload and retry", revision=answer["revision"])
 
+    def _encode(self, cp: LoopCheckpoint) -> str:
+        """``cp`` as stored, refused (413) past Durable Object storage's value size limit, which
+        workerd does not enforce but Cloudflare does: a clear refusal, not a failed RPC."""
+        data = serialize_loop_checkpoint(cp).decode("utf-8")
+        if (size := stored_size(data)) > MAX_VALUE_BYTES:
+            raise HttpError(413, "checkpoint_too_large", f"session {self.session_id!r} would "
+                            f"take {size} bytes of storage, over the {MAX_VALUE_BYTES} a Durable "
+                            "Object stores per value; start a new session", revision=self.revision)
+        return data
+
     async def claim(self, cp: LoopCheckpoint, extra: dict[str, Any] | None = None) -> LoopCheckpoint:
         """Store ``cp`` (the run's input) and take the lease as run ``r<cp.revision>`` (see
         :meth:`run_for`), with the keys of ``extra`` in the same write."""
-        data = serialize_loop_checkpoint(cp).decode("utf-8")
+        data = self._encode(cp)
         run = self.run_for(cp)
         answer = json.loads(str(await self._target.claim(self.revision, cp.revision, data, run,
                                                           self.lease_ms, json.dumps(extra or {}))))
@@ -428,7 +458,7 @@ class SessionStore:
                      extra: dict[str, Any] | None = None) -> None:
         """A save of the run (``outcome`` ``""``), or its settled checkpoint (the lease released),
         with the keys of ``extra`` in the same write."""
-        data = serialize_loop_checkpoint(cp).decode("utf-8")
+        data = self._encode(cp)
         answer = json.loads(str(await self._target.commit(self.revision, cp.revision, data,
                                                            self.run, outcome,
                                                            json.dumps(extra or {}))))

@@ -99,10 +99,16 @@ def _copy_tree(src: Path, dest: Path) -> None:
 
 def stage(stage_dir: Path, *, bindings: Mapping[str, str], storage_dir: Path,
           with_conformance: bool = True, wheels_dir: Path = WHEELS_DIR,
-          src_dir: Path = WORKER_DIR / "src", durable_objects: bool = True) -> Path:
+          src_dir: Path = WORKER_DIR / "src", durable_objects: bool = True,
+          extra_objects: Mapping[str, str] | None = None, racers: int = 0) -> Path:
     """Write the Worker (the ``*.py`` of ``src_dir``, ``entry.py`` first), its vendored modules and
     ``config.capnp`` into ``stage_dir``. ``durable_objects`` declares the template's ``Session``
-    and ``RateLimiter`` classes (bound as ``SESSION`` and ``LIMITS``) on local-disk storage."""
+    and ``RateLimiter`` classes (bound as ``SESSION`` and ``LIMITS``) on local-disk storage, and
+    ``extra_objects`` more (binding name -> class name, e.g. ``{"MCP_TOKENS": "McpTokens"}``).
+    ``racers`` adds that many more Workers of the same modules and bindings (each its own
+    isolate and Python), whose Durable Object bindings reach the main Worker's objects, bound
+    in the main Worker as services ``KIT_RACER_0``... and each told its name in ``KIT_ISOLATE``
+    (the store kit's several-isolate races)."""
     if stage_dir.exists():
         shutil.rmtree(stage_dir)
     vendor = stage_dir / "python_modules"
@@ -122,22 +128,32 @@ def stage(stage_dir: Path, *, bindings: Mapping[str, str], storage_dir: Path,
         lines.append(f"    (name = {_capnp_str(rel)}, {kind} = embed {_capnp_str(rel)}),")
     binding_lines = [f"    (name = {_capnp_str(k)}, text = {_capnp_str(v)})," for k, v in bindings.items()]
     namespaces = ""
+    objects = dict(extra_objects or {})
     if durable_objects:
-        binding_lines.append('    (name = "SESSION", durableObjectNamespace = "Session"),')
-        binding_lines.append('    (name = "LIMITS", durableObjectNamespace = "RateLimiter"),')
-        namespaces = ('  durableObjectNamespaces = [\n'
-                      '    (className = "Session", uniqueKey = "bindloop-worker-session", enableSql = true),\n'
-                      '    (className = "RateLimiter", uniqueKey = "bindloop-worker-limits", enableSql = true),\n'
-                      '  ],\n'
+        objects = {"SESSION": "Session", "LIMITS": "RateLimiter", **objects}
+    keys = {"Session": "bindloop-worker-session", "RateLimiter": "bindloop-worker-limits"}
+    racer_lines = list(binding_lines)
+    for name, cls in objects.items():
+        binding_lines.append(f'    (name = {_capnp_str(name)}, durableObjectNamespace = {_capnp_str(cls)}),')
+        racer_lines.append(f'    (name = {_capnp_str(name)}, durableObjectNamespace = '
+                           f'(className = {_capnp_str(cls)}, serviceName = "main")),')
+    if objects:
+        declared = "".join(
+            f'    (className = {_capnp_str(cls)}, uniqueKey = '
+            f'{_capnp_str(keys.get(cls, "bindloop-worker-" + cls.lower()))}, enableSql = true),\n'
+            for cls in objects.values())
+        namespaces = ('  durableObjectNamespaces = [\n' + declared + '  ],\n'
                       '  durableObjectStorage = (localDisk = "do-disk"),\n')
+    binding_lines += [f'    (name = "KIT_RACER_{i}", service = "racer{i}"),' for i in range(racers)]
     storage_dir.mkdir(parents=True, exist_ok=True)
     flags = ", ".join(_capnp_str(f) for f in COMPATIBILITY_FLAGS)
+    racer_services = "".join(f'    (name = "racer{i}", worker = .racer{i}),\n' for i in range(racers))
     config = f"""using Workerd = import "/workerd/workerd.capnp";
 
 const config :Workerd.Config = (
   services = [
     (name = "main", worker = .worker),
-    (name = "net", network = (allow = ["public", "private", "local"])),
+{racer_services}    (name = "net", network = (allow = ["public", "private", "local"])),
     (name = "do-disk", disk = (path = {_capnp_str(str(storage_dir.resolve()))}, writable = true)),
   ],
   sockets = [(name = "http", address = "127.0.0.1:0", http = (), service = "main")],
@@ -153,6 +169,22 @@ const worker :Workerd.Worker = (
 {chr(10).join(binding_lines)}
   ],
 {namespaces}  globalOutbound = "net",
+);
+"""
+    module_list = chr(10).join(lines)
+    for i in range(racers):
+        racer_bindings = chr(10).join([*racer_lines, f'    (name = "KIT_ISOLATE", text = "racer{i}"),'])
+        config += f"""
+const racer{i} :Workerd.Worker = (
+  modules = [
+{module_list}
+  ],
+  compatibilityDate = "{COMPATIBILITY_DATE}",
+  compatibilityFlags = [{flags}],
+  bindings = [
+{racer_bindings}
+  ],
+  globalOutbound = "net",
 );
 """
     (stage_dir / "config.capnp").write_text(config)

@@ -1,0 +1,148 @@
+"""bindloop's ``ToolCallReceiptStore`` port over Durable Objects: idempotency receipts for tools
+with side effects, shared by every isolate.
+
+``Receipts`` is the object: one per ``(tenant_id, run_id)`` (``idFromName``), so one run's
+receipts are fenced in one place and different runs never contend. Each receipt is one storage
+key (the JSON array of the key's four parts, so no two keys collide) holding the JSON of its
+``ReceiptState``. Every operation is one RPC whose handler reads the row and writes it back
+awaiting nothing but the object's storage, so the object's input gate lets no other call in
+between: two isolates claiming one receipt get one ``True``.
+
+``DurableReceiptStore`` is the handle. Leases are measured on its ``now`` (wall-clock ms by
+default, ``Date.now()`` of the calling isolate: keep leases far longer than clock skew), sent
+with each call. Arguments are checked before the call (``UsageError``), and a failure of the
+object is ``StoreError("durable_object", <operation>, ...)``. Not bound in the template by
+default (its tools have no side effects): bind ``Receipts`` as ``RECEIPTS`` in wrangler.jsonc
+(with a ``new_sqlite_classes`` migration) and pass ``DurableReceiptStore(env.RECEIPTS)`` where a
+tool's effect goes through receipts. ``bindloop.testing.store_kit``'s receipt cases run against
+it in workerd (tests/worker/test_workerd_store_kit.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+import msgspec
+from workers import DurableObject  # type: ignore[import-not-found]
+
+from bindloop.hosts._store_common import check_attempt, check_lease, key_parts
+from bindloop.run import (
+    ReceiptCompleted,
+    ReceiptFailed,
+    ReceiptRunning,
+    ReceiptState,
+    ToolCallReceiptKey,
+)
+from bindloop.session import StoreError
+
+__all__ = ("DurableReceiptStore", "Receipts")
+
+STORE = "durable_object"
+T = TypeVar("T")
+_decoder = msgspec.json.Decoder(ReceiptState)
+
+
+def _next(row: ReceiptState | None, op: str, attempt: int, lease_ms: float, now: float,
+          value: Any) -> ReceiptState | None:
+    """The receipt after ``op`` (``None``: refused, nothing changes) — the attempt fence of
+    ``bindloop.testing.InMemoryReceiptStore``, whose answers the kit compares op for op."""
+    if op == "claim":
+        claimable = row is None or isinstance(row, ReceiptFailed) or (
+            isinstance(row, ReceiptRunning) and now >= row.lease_expires_at_ms)
+        current = 0 if row is None else row.attempt
+        if not claimable or current != attempt - 1:
+            return None
+        return ReceiptRunning(attempt=attempt, lease_expires_at_ms=now + lease_ms)
+    if not (isinstance(row, ReceiptRunning) and row.attempt == attempt):
+        return None  # only the attempt holding the receipt may renew, complete or fail it
+    if op == "renew":
+        return ReceiptRunning(attempt=attempt, lease_expires_at_ms=now + lease_ms)
+    if op == "complete":
+        return ReceiptCompleted(attempt=attempt, result=value)
+    return ReceiptFailed(attempt=attempt, error=value)
+
+
+class Receipts(DurableObject):  # type: ignore[misc]  # the SDK is untyped
+    """The receipts of one run: ``read`` and ``apply``, each one read and at most one write."""
+
+    async def read(self, key: str) -> str | None:
+        raw = await self.ctx.storage.get(str(key))
+        return None if raw is None else str(raw)
+
+    async def apply(self, key: str, op: str, attempt: int, lease_ms: float, now: float,
+                    value: str) -> bool:
+        """``op`` (``claim``, ``renew``, ``complete``, ``fail``) of ``attempt`` on the receipt;
+        ``value`` is the JSON of the result or error. Whether it landed."""
+        if op not in ("claim", "renew", "complete", "fail"):
+            raise ValueError(f"unknown receipt operation {op!r}")
+        raw = await self.ctx.storage.get(str(key))
+        row = None if raw is None else _decoder.decode(str(raw))
+        after = _next(row, str(op), int(attempt), float(lease_ms), float(now),
+                      json.loads(str(value)))
+        if after is None:
+            return False
+        await self.ctx.storage.put(str(key), msgspec.json.encode(after).decode("utf-8"))
+        return True
+
+
+async def _call(operation: str, pending: Awaitable[T]) -> T:
+    try:
+        return await pending
+    except Exception as exc:  # a JS error from the RPC: named by type only (it may echo data)
+        raise StoreError(STORE, operation, f"the Receipts object failed ({type(exc).__name__})"
+                         ) from exc
+
+
+def _wall_clock_ms() -> float:
+    import js  # type: ignore[import-not-found]  # only where it runs: in the Worker
+
+    return float(js.Date.now())
+
+
+class DurableReceiptStore:
+    """``bindloop.run.ToolCallReceiptStore`` (plus ``renew``) over ``Receipts`` objects."""
+
+    def __init__(self, namespace: Any, *, prefix: str = "", now: Any = None) -> None:
+        self._namespace = namespace
+        self.prefix = prefix
+        self.now = _wall_clock_ms if now is None else now
+
+    def __repr__(self) -> str:
+        return f"DurableReceiptStore(prefix={self.prefix!r})"
+
+    def _target(self, key: ToolCallReceiptKey) -> tuple[Any, str]:
+        parts = key_parts(key)
+        ns = self._namespace
+        stub = ns.get(ns.idFromName(self.prefix + json.dumps(parts[:2])))
+        return stub, json.dumps(parts)
+
+    async def read(self, key: ToolCallReceiptKey) -> ReceiptState | None:
+        stub, name = self._target(key)
+        raw = await _call("read", stub.read(name))
+        if raw is None:
+            return None
+        try:
+            return _decoder.decode(str(raw))
+        except msgspec.DecodeError as exc:
+            raise StoreError(STORE, "read", f"the stored receipt does not decode: {exc}") from None
+
+    async def _apply(self, op: str, key: ToolCallReceiptKey, attempt: int, lease_ms: float,
+                     value: Any) -> bool:
+        stub, name = self._target(key)
+        body = msgspec.json.encode(value).decode("utf-8")
+        return bool(await _call(op, stub.apply(name, op, attempt, lease_ms, float(self.now()),
+                                               body)))
+
+    async def claim(self, key: ToolCallReceiptKey, attempt: int, lease_ms: float) -> bool:
+        return await self._apply("claim", key, check_attempt(attempt), check_lease(lease_ms), None)
+
+    async def renew(self, key: ToolCallReceiptKey, attempt: int, lease_ms: float) -> bool:
+        return await self._apply("renew", key, check_attempt(attempt), check_lease(lease_ms), None)
+
+    async def complete(self, key: ToolCallReceiptKey, attempt: int, result: Any) -> bool:
+        return await self._apply("complete", key, check_attempt(attempt), 1.0, result)
+
+    async def fail(self, key: ToolCallReceiptKey, attempt: int, error: str | None) -> bool:
+        return await self._apply("fail", key, check_attempt(attempt), 1.0, error)
