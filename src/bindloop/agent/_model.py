@@ -18,6 +18,7 @@ import msgspec
 
 from ..completion import (
     FinishEvent,
+    ProviderItemEvent,
     ReasoningEvent,
     StreamEvent,
     TextEvent,
@@ -94,10 +95,13 @@ class AgentModel(Protocol):
 
 def turn_events(turn: ModelTurnResult) -> list[StreamEvent]:
     """A whole turn as the events a streaming provider would have sent (one fragment each), so a
-    non-streaming model (a routed call, a journal replay) feeds the same fold and stream events."""
+    non-streaming model (a routed call, a journal replay) feeds the same fold and stream events.
+    Folding them gives ``turn`` back, provider items included (its cost is the fold's price)."""
     events: list[StreamEvent] = []
     for index, part in enumerate(turn.reasoning):
         events.append(ReasoningEvent(part=part, index=index))
+    for index, item in enumerate(turn.provider_items):
+        events.append(ProviderItemEvent(part=item, index=index))
     if turn.text:
         events.append(TextEvent(content=turn.text))
     for index, call in enumerate(turn.tool_calls):
