@@ -210,8 +210,7 @@ class _RoutedAgentModel:
     turn. ``"live"`` (the default) streams every attempt at once: ``complete_turn`` (what the
     agent calls) treats its observer as a retractable surface and sends it
     :data:`~bindloop.agent._stream.RETRY_START` before a fallback takes over from an attempt it
-    saw; ``stream`` (a plain iterator, which cannot retract — what a stream-only wrapper such as
-    ``create_limit_middleware`` reads) is settled unless ``"live"`` was asked explicitly, and then
+    saw; ``stream`` (a plain iterator, which cannot retract — what a stream-only wrapper reads) is settled unless ``"live"`` was asked explicitly, and then
     lets the first content delta clamp the route, so a failure after it fails the turn. ``"settled"`` holds an attempt's events
     while a fallback could still follow it and streams live from the moment none can (the plan's
     last possible attempt, or a permanent text surface already clamped the route).
