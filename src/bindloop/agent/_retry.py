@@ -124,7 +124,7 @@ def create_retry_middleware(*, max_attempts: int = 3, backoff_ms: float = 500.0,
 
     One retry layer per call: a :class:`~bindloop.wire.ModelAdapter` retries this way on its own
     (its ``retry=``, on by default), so wrapping one whose policy allows more than one call
-    (directly or under other wrappers) raises :class:`~bindloop.errors.UsageError` when the
+    (directly or under ``WrappedModel`` layers) raises :class:`~bindloop.errors.UsageError` when the
     middleware is applied, naming the fix (set the policy on the adapter, or
     ``ModelAdapter(retry=None)``). A ``RoutedModel`` calls each candidate once per attempt and
     its failure is its final word: wrapping one adds no call. Fallback to *another* provider is
