@@ -8,7 +8,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-import anyio.lowlevel
 import pytest
 
 from bindloop.agent import (
@@ -48,21 +47,9 @@ from bindloop.wire import (
     create_wire_adapter,
 )
 
+from agent.test_limits import FakeTime
+
 pytestmark = pytest.mark.anyio
-
-
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds * 1000.0
-        await anyio.lowlevel.checkpoint()
 
 
 def _busy() -> ProviderHttpError:
