@@ -100,8 +100,10 @@ from bindloop.agent import (  # noqa: E402
 )
 from bindloop.completion import StreamEvent  # noqa: E402
 from bindloop.contracts import (  # noqa: E402
+    AssistantMessage,
     Message,
     ModelTurnResult,
+    ProviderItemPart,
     RunStats,
     ToolCall,
     ToolResult,
@@ -137,18 +139,24 @@ async def _add(args: AddArgs, ctx: object) -> ToolResult:
 ADD = define_tool(name="add", description="Add two integers.", args=AddArgs, execute=_add)
 
 
+def _wire_of(turns: list[ModelTurnResult]) -> str:
+    # Provider items exist on the Responses wire only: a script that carries them goes through it.
+    return "openai_responses" if any(t.provider_items for t in turns) else "openai_chat"
+
+
 class _ReplayTransport:
-    """Serves the next scripted turn as a streamed Chat Completions reply per request."""
+    """Serves the next scripted turn as a streamed reply of ``wire`` per request."""
 
     def __init__(self, turns: list[ModelTurnResult]) -> None:
         self.turns = turns
         self.position = 0
+        self.wire = _wire_of(turns)
 
     @asynccontextmanager
     async def open(self, request: HttpRequest) -> AsyncIterator[_Body]:
         turn = self.turns[self.position]
         self.position += 1
-        yield _Body(render_sse("openai_chat", turn, model="m"))
+        yield _Body(render_sse(self.wire, turn, model="m"))
 
 
 class _WholeTurnModel:
@@ -184,13 +192,22 @@ def _routed(turns: list[ModelTurnResult]) -> RoutedModel:
         candidates=(RouteCandidate(provider_id=provider_id("p"), canonical_model_id=mid,
                                    provider_invocation_model="m",
                                    credential_source="platform"),)),))
-    adapter = ModelAdapter(create_wire_adapter("openai_chat"), _ReplayTransport(turns),
-                           WireOptions(model="m", stream=True), price=_price)
+    adapter = ModelAdapter(create_wire_adapter(_wire_of(turns)),
+                           _ReplayTransport(turns), WireOptions(model="m", stream=True),
+                           price=_price)
     return RoutedModel(plan=plan, models={"p": adapter})
 
 
+def _item(r: int) -> ProviderItemPart:
+    """A Responses item the canonical turn does not model, as the wire keeps it (compact JSON)."""
+    data = {"type": "tool_search_call", "id": f"ts_{r}", "status": "completed",
+            "arguments": {"query": f"round {r}"}}
+    return ProviderItemPart(wire="openai_responses", kind="tool_search_call", id=f"ts_{r}",
+                            data=json.dumps(data, separators=(",", ":")))
+
+
 def _script(tool_rounds: list[list[tuple[int, int]]], answers: list[str],
-            usage: list[tuple[int, int]]) -> list[ModelTurnResult]:
+            usage: list[tuple[int, int]], items: bool = False) -> list[ModelTurnResult]:
     turns: list[ModelTurnResult] = []
     k = 0
     for r, calls in enumerate(tool_rounds):
@@ -198,6 +215,7 @@ def _script(tool_rounds: list[list[tuple[int, int]]], answers: list[str],
             tool_calls=tuple(ToolCall(id=f"call_{r}_{i}", name="add",
                                       arguments=msgspec.json.encode({"a": a, "b": b}).decode())
                              for i, (a, b) in enumerate(calls)),
+            provider_items=(_item(r),) if items else (),
             finish_reason="tool_calls"))
     turns += [ModelTurnResult(text=t, finish_reason="stop") for t in answers]
     out = []
@@ -266,8 +284,9 @@ async def _through(path: str, turns: list[ModelTurnResult], refused: int,
     if path == "whole-turn":
         model = _WholeTurnModel(turns)
     elif path == "wire":
-        model = ModelAdapter(create_wire_adapter("openai_chat"), _ReplayTransport(turns),
-                             WireOptions(model="m", stream=True), price=_price)
+        model = ModelAdapter(create_wire_adapter(_wire_of(turns)),
+                             _ReplayTransport(turns), WireOptions(model="m", stream=True),
+                             price=_price)
     elif path == "routed":
         model = _routed(turns)
     else:
@@ -311,16 +330,22 @@ PATHS = ("plain", "plain watched", "traced", "snapshots", "saved", "replayed", "
                                      min_size=1, max_size=3), max_size=3),
        refused=st.integers(0, 2),
        usage=st.lists(st.tuples(st.integers(0, 500), st.integers(0, 500)), min_size=1,
-                      max_size=4))
+                      max_size=4),
+       items=st.booleans())
 def test_every_path_gives_the_same_run(tool_rounds: list[list[tuple[int, int]]], refused: int,
-                                       usage: list[tuple[int, int]]) -> None:
+                                       usage: list[tuple[int, int]], items: bool) -> None:
+    """``items``: the tool turns carry a provider item (a Responses ``tool_search_call``), which
+    every path, the journal replay included, keeps in the assistant message."""
     answers = [f"answer {k}" for k in range(refused + 1)]
-    turns = _script(tool_rounds, answers, usage)
+    turns = _script(tool_rounds, answers, usage, items)
     seen: dict[str, list[tuple[int, object]]] = {path: [] for path in PATHS}
     results = {path: anyio.run(_through, path, turns, refused, seen[path]) for path in PATHS}
     plain = results["plain"]
     assert plain.data == answers[-1] and plain.stop_reason == "done"
     assert plain.stats.cost == sum(_price(t.usage) for t in turns)
+    kept = [p for m in plain.delta if isinstance(m, AssistantMessage)
+            and isinstance(m.content, tuple) for p in m.content if isinstance(p, ProviderItemPart)]
+    assert kept == [t.provider_items[0] for t in turns if t.provider_items]
     for path, chat in results.items():
         assert (chat.data, chat.delta, chat.stop_reason) == (
             plain.data, plain.delta, plain.stop_reason), path

@@ -136,8 +136,8 @@ async def test_call_model_on_reset_retracts_a_failed_attempts_events(
 
 async def test_a_route_behind_a_stream_only_wrapper_still_falls_back_after_text(
         server: ScriptedProviderServer) -> None:
-    """``create_limit_middleware`` reads the route's ``stream()``, which cannot retract: by default it is
-    settled there, so a primary that drops after some text still falls back (the Worker's path)."""
+    """Behind ``create_limit_middleware`` (the Worker's path) the route keeps its own fold: a primary
+    that drops after some text still falls back."""
     from bindloop.agent import augment_model, create_simple_limit_middleware
 
     dropping = _slow_answer()

@@ -76,3 +76,46 @@ def test_port_leaves_short_transcripts_alone() -> None:
 
     port = compaction_port(state=state, model=never, context_window=120_000, keep_turns=6)
     assert anyio.run(port, list(state.messages)) is None
+
+
+def test_compaction_spend_keeps_every_usage_detail_in_the_stats() -> None:
+    """A summary that took two calls (an empty one, then the summary), each with cache and
+    reasoning details: RunStats sums every detail of both, as it does for turns."""
+    history: list[Message] = [SystemMessage(content="sys")]
+    for r in range(6):
+        history += [UserMessage(content=f"u{r}"), AssistantMessage(content=f"a{r}")]
+    history.append(UserMessage(content="now"))
+    state = fresh_state(history)
+    script = scripted_model([
+        tool_call_turn([tool_call("read")], usage=TurnUsage(input_tokens=95_000, output_tokens=10)),
+        final_answer("done", usage=TurnUsage(input_tokens=20)),
+    ])
+    replies = [
+        ModelTurnResult(text="", usage=TurnUsage(input_tokens=400, output_tokens=30,
+                                                 cached_input_tokens=100, reasoning_tokens=20,
+                                                 cache_write_tokens=50), cost=1),
+        ModelTurnResult(text="SUMMARY", usage=TurnUsage(input_tokens=500, output_tokens=50,
+                                                        cached_input_tokens=300,
+                                                        reasoning_tokens=40,
+                                                        cache_write_tokens=7), cost=2),
+    ]
+
+    async def summarizer(messages: list[Message], tools: list[ToolDefinition]) -> ModelTurnResult:
+        return replies.pop(0)
+
+    port = compaction_port(state=state, model=summarizer, context_window=120_000, keep_turns=3)
+
+    async def tool(call):  # type: ignore[no-untyped-def]
+        from bindloop.contracts import ToolResult
+        return ToolResult(content="ok")
+
+    params = ToolLoopParams(state=state, call_model=script, run_tool_call=tool, max_iterations=10,
+                            compact=port)
+    result = anyio.run(run_tool_loop, params)
+    assert not replies  # both summary calls ran
+    stats = result.stats
+    assert stats.input_tokens == 95_000 + 20 + 400 + 500
+    assert stats.cached_input_tokens == 400
+    assert stats.reasoning_tokens == 60
+    assert stats.cache_write_tokens == 57
+    assert stats.cost == 3

@@ -201,3 +201,21 @@ def test_invalid_input_raises_before_calling_the_model() -> None:
     with pytest.raises(CompactInvalidInputError):
         run(compact_conversation, model=model, messages=[])
     assert model.prompts == []
+
+
+def test_usage_of_every_summary_call_keeps_its_details_and_split() -> None:
+    from bindloop.contracts import UsageIteration
+
+    split = TurnUsage(input_tokens=30, output_tokens=5, cache_write_tokens=4, iterations=(
+        UsageIteration(kind="compaction", input_tokens=20, output_tokens=3, cache_write_tokens=4),
+        UsageIteration(kind="message", input_tokens=10, output_tokens=2)))
+    first = ModelTurnResult(text="", usage=TurnUsage(input_tokens=7, output_tokens=1,
+                                                     reasoning_tokens=1, cached_input_tokens=2))
+    model = FakeModel([first, ModelTurnResult(text="real", usage=split)])
+    res = run(compact_conversation, model=model, messages=convo(2))
+    assert res.usage == TurnUsage(
+        input_tokens=37, output_tokens=6, cached_input_tokens=2, reasoning_tokens=1,
+        cache_write_tokens=4, iterations=(
+            UsageIteration(kind="message", input_tokens=7, output_tokens=1,
+                           cached_input_tokens=2),
+            *split.iterations))

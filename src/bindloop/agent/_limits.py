@@ -17,7 +17,7 @@ import msgspec
 
 from ..clock import Clock, monotonic_ms
 from ..completion import FinishEvent, StreamEvent, UsageEvent
-from ..contracts import Message, TurnUsage
+from ..contracts import Message, ModelTurnResult, TurnUsage
 from ..errors import UsageError
 from ..run import window_wait
 from ._errors import RateLimitExceededError
@@ -194,13 +194,41 @@ class _Limited(WrappedModel):
                 yield event
         finally:
             with anyio.CancelScope(shield=True):
-                for slot in entered:
-                    await self._store.leave(f"{self._key}:{slot.name}")
-                tokens = usage.input_tokens + usage.output_tokens
-                for rule in self._rules:
-                    if isinstance(rule, RateRule) and rule.unit == "tokens":
-                        await self._store.charge(f"{self._key}:{rule.name}", rule.window_ms,
-                                                 tokens, self._clock())
+                await self._release(entered, usage)
+
+    async def _complete(self, messages: Sequence[Message], options: ModelStreamOptions,
+                        on_event: Callable[[StreamEvent], None] | None = None,
+                        ) -> ModelTurnResult:
+        """The inner model's own fold under the same rules: admitted first, its slots returned
+        and its tokens charged when it ends (a failed call: the usage its events reported)."""
+        entered = await self._admit()
+        seen = [TurnUsage()]
+
+        def sink(event: StreamEvent) -> None:
+            if isinstance(event, UsageEvent):
+                seen[0] = event.usage
+            elif isinstance(event, FinishEvent) and event.usage is not None:
+                seen[0] = event.usage
+            if on_event is not None:
+                on_event(event)
+
+        complete = self._inner.complete_turn  # type: ignore[attr-defined]
+        try:
+            turn: ModelTurnResult = await complete(messages, options, sink)
+            seen[0] = turn.usage
+            return turn
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._release(entered, seen[0])
+
+    async def _release(self, entered: list[ConcurrencyRule], usage: TurnUsage) -> None:
+        for slot in entered:
+            await self._store.leave(f"{self._key}:{slot.name}")
+        tokens = usage.input_tokens + usage.output_tokens
+        for rule in self._rules:
+            if isinstance(rule, RateRule) and rule.unit == "tokens":
+                await self._store.charge(f"{self._key}:{rule.name}", rule.window_ms,
+                                         tokens, self._clock())
 
 
 def create_limit_middleware(rules: Sequence[LimitRule], *, store: LimitStore | None = None,

@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeAlias, TypeVar
 
 import msgspec
 
-from ..contracts import ToolCall, ToolDefinition, ToolOutcome, TurnUsage
+from ..contracts import ModelTurnResult, ToolCall, ToolDefinition, ToolOutcome, TurnUsage
 from ..errors import PortContractError, UsageError
 from ._errors import LoopMissingToolOutputError
 from ._model import AgentModel
@@ -37,11 +37,17 @@ P = TypeVar("P")
 
 
 class WrappedModel:
-    """The part of a wrapping model middleware that only forwards: ``id``, ``provider``,
-    ``structured_output`` and ``price`` are the inner model's. A subclass adds ``stream`` (and its
-    own slots); the agent folds that stream with the forwarded ``price``."""
+    """The part of a wrapping model middleware that forwards: ``id``, ``provider``,
+    ``structured_output`` and ``price`` are the inner model's, and any other attribute the inner
+    model has is read through from it. A subclass adds ``stream`` (and its own slots).
 
-    __slots__ = ("_inner", "id", "price", "provider", "structured_output")
+    ``complete_turn`` (the inner model's own fold: a route's retractable live stream, an adapter's
+    fold) is kept only by a subclass that wraps it too, with ``_complete(messages, options,
+    on_event)``: then ``complete_turn`` is that method whenever the inner model has one, and
+    ``None`` (absent) otherwise. A subclass without ``_complete`` hides the inner fold, so every
+    turn goes through its ``stream``, which the agent folds with the forwarded ``price``."""
+
+    __slots__ = ("_inner", "complete_turn", "id", "price", "provider", "structured_output")
 
     def __init__(self, inner: AgentModel) -> None:
         self._inner = inner
@@ -49,6 +55,17 @@ class WrappedModel:
         self.provider = getattr(inner, "provider", None)
         self.structured_output = getattr(inner, "structured_output", "tool")
         self.price: Callable[[TurnUsage], int] | None = getattr(inner, "price", None)
+        wraps = getattr(self, "_complete", None)
+        self.complete_turn: Callable[..., Awaitable[ModelTurnResult]] | None = (
+            wraps if wraps is not None and getattr(inner, "complete_turn", None) is not None
+            else None)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for a name the wrapper does not have itself: the inner model's extras
+        # (a host's own metadata) read the same through any number of wrappers.
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
 
 
 class ModelMiddleware(msgspec.Struct, frozen=True):
@@ -56,9 +73,10 @@ class ModelMiddleware(msgspec.Struct, frozen=True):
 
     The wrapper should forward ``inner``'s optional ``structured_output`` attribute (and
     ``complete_turn``, if it offers one): a wrapper without ``structured_output`` makes the agent
-    treat the model as one without native JSON-schema mode (the forced output tool), which the
-    built-in ``create_limit_middleware`` / ``create_retry_middleware`` wrappers avoid by
-    forwarding it."""
+    treat the model as one without native JSON-schema mode (the forced output tool). The
+    built-in ``create_limit_middleware`` / ``create_retry_middleware`` wrappers are
+    :class:`WrappedModel` s that forward every extra and wrap ``complete_turn`` as well as
+    ``stream``."""
 
     name: str
     wrap: Callable[[AgentModel], AgentModel]

@@ -18,6 +18,7 @@ import msgspec
 
 from ..completion import (
     FinishEvent,
+    ProviderItemEvent,
     ReasoningEvent,
     StreamEvent,
     TextEvent,
@@ -94,10 +95,13 @@ class AgentModel(Protocol):
 
 def turn_events(turn: ModelTurnResult) -> list[StreamEvent]:
     """A whole turn as the events a streaming provider would have sent (one fragment each), so a
-    non-streaming model (a routed call, a journal replay) feeds the same fold and stream events."""
+    non-streaming model (a routed call, a journal replay) feeds the same fold and stream events.
+    Folding them gives ``turn`` back, provider items included (its cost is the fold's price)."""
     events: list[StreamEvent] = []
     for index, part in enumerate(turn.reasoning):
         events.append(ReasoningEvent(part=part, index=index))
+    for index, item in enumerate(turn.provider_items):
+        events.append(ProviderItemEvent(part=item, index=index))
     if turn.text:
         events.append(TextEvent(content=turn.text))
     for index, call in enumerate(turn.tool_calls):
@@ -206,8 +210,7 @@ class _RoutedAgentModel:
     turn. ``"live"`` (the default) streams every attempt at once: ``complete_turn`` (what the
     agent calls) treats its observer as a retractable surface and sends it
     :data:`~bindloop.agent._stream.RETRY_START` before a fallback takes over from an attempt it
-    saw; ``stream`` (a plain iterator, which cannot retract — what a stream-only wrapper such as
-    ``create_limit_middleware`` reads) is settled unless ``"live"`` was asked explicitly, and then
+    saw; ``stream`` (a plain iterator, which cannot retract — what a stream-only wrapper reads) is settled unless ``"live"`` was asked explicitly, and then
     lets the first content delta clamp the route, so a failure after it fails the turn. ``"settled"`` holds an attempt's events
     while a fallback could still follow it and streams live from the moment none can (the plan's
     last possible attempt, or a permanent text surface already clamped the route).

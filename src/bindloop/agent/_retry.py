@@ -9,15 +9,18 @@ from typing import TypeAlias
 import anyio
 
 from ..completion import ReasoningEvent, StreamEvent, TextEvent, ToolCallEvent
-from ..contracts import Message
+from ..contracts import Message, ModelTurnResult
 from ..errors import UsageError
 from ..wire import RetryPolicy
 from ._middleware import ModelMiddleware, WrappedModel
-from ._model import AgentModel, ModelStreamOptions
+from ._model import AgentModel, ModelStreamOptions, _WireModel
 
 __all__ = ("create_retry_middleware",)
 
 Sleep: TypeAlias = Callable[[float], Awaitable[None]]
+
+
+_CONTENT = (TextEvent, ToolCallEvent, ReasoningEvent)
 
 
 class _Retrying(WrappedModel):
@@ -25,6 +28,7 @@ class _Retrying(WrappedModel):
 
     def __init__(self, inner: AgentModel, policy: RetryPolicy, random: Callable[[], float],
                  sleep: Sleep) -> None:
+        _refuse_double_retry(inner)
         super().__init__(inner)
         self._policy = policy
         self._random = random
@@ -38,8 +42,7 @@ class _Retrying(WrappedModel):
             produced = False
             try:
                 async for event in self._inner.stream(messages, options):
-                    if not produced and isinstance(event, (TextEvent, ToolCallEvent,
-                                                           ReasoningEvent)):
+                    if not produced and isinstance(event, _CONTENT):
                         produced = True
                     yield event
                 return
@@ -50,6 +53,60 @@ class _Retrying(WrappedModel):
                 if delay is None:
                     raise
             await self._sleep(delay / 1000.0)
+
+    async def _complete(self, messages: Sequence[Message], options: ModelStreamOptions,
+                        on_event: Callable[[StreamEvent], None] | None = None,
+                        ) -> ModelTurnResult:
+        """The inner model's own fold, called again under the same rule as ``stream``: only
+        while none of its content events has been handed on."""
+        complete = self._inner.complete_turn  # type: ignore[attr-defined]
+        produced = [False]
+
+        def sink(event: StreamEvent) -> None:
+            if not produced[0] and isinstance(event, _CONTENT):
+                produced[0] = True
+            if on_event is not None:
+                on_event(event)
+
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                turn: ModelTurnResult = await complete(messages, options, sink)
+                return turn
+            except Exception as exc:
+                delay = None if produced[0] else self._policy.delay_ms(attempt, exc, self._random)
+                if delay is None:
+                    raise
+            await self._sleep(delay / 1000.0)
+
+
+def _own_retry(model: object) -> str | None:
+    """What retries ``model``'s calls by itself already (through any wrapper), or ``None``.
+
+    A route is not one: it calls each candidate's adapter once per attempt (retrying is its
+    fallback's and breaker's decision), and its failure (an ``AttemptError``) is final, never
+    retried here."""
+    while isinstance(model, WrappedModel):
+        model = model._inner
+    if isinstance(model, _WireModel):
+        policy = model._inner.retry
+        if policy is not None and policy.max_attempts > 1:
+            return (f"its ModelAdapter (retry=RetryPolicy(max_attempts={policy.max_attempts}), "
+                    "the default)")
+    return None
+
+
+def _refuse_double_retry(inner: AgentModel) -> None:
+    # One retry per call: a ModelAdapter already retries its provider's transient failures, and
+    # a second layer around it would multiply the attempts (3 x 3 calls for one failure).
+    owner = _own_retry(inner)
+    if owner is not None:
+        raise UsageError(
+            f"create_retry_middleware() over model {inner.id!r}: {owner} already retries its "
+            "transient failures, and two retry layers multiply the attempts. Set the policy on "
+            "the adapter (ModelAdapter(retry=RetryPolicy(max_attempts=..., backoff_ms=...))), or "
+            "pass ModelAdapter(retry=None) to retry in this middleware instead")
 
 
 def create_retry_middleware(*, max_attempts: int = 3, backoff_ms: float = 500.0,
@@ -62,9 +119,16 @@ def create_retry_middleware(*, max_attempts: int = 3, backoff_ms: float = 500.0,
     sent one (one longer than ``max_delay_ms`` is not waited on: the error is raised), else
     ``backoff_ms * 2**(n-1)`` (at most ``max_delay_ms``) with equal jitter from ``random()`` in
     [0, 1) — the default ``1.0`` is deterministic; pass ``random.Random().random`` from the host
-    for real jitter. ``sleep`` takes seconds (``anyio.sleep``). A :class:`~bindloop.wire.ModelAdapter`
-    retries this way on its own (its ``retry=``); this middleware is for any other model. Fallback
-    to *another* provider is routing's job (``RoutedModel``), not this one's."""
+    for real jitter. ``sleep`` takes seconds (``anyio.sleep``). It wraps ``stream`` and, when the
+    model has one, ``complete_turn`` (forwarding every other attribute).
+
+    One retry layer per call: a :class:`~bindloop.wire.ModelAdapter` retries this way on its own
+    (its ``retry=``, on by default), so wrapping one whose policy allows more than one call
+    (directly or under ``WrappedModel`` layers) raises :class:`~bindloop.errors.UsageError` when the
+    middleware is applied, naming the fix (set the policy on the adapter, or
+    ``ModelAdapter(retry=None)``). A ``RoutedModel`` calls each candidate once per attempt and
+    its failure is its final word: wrapping one adds no call. Fallback to *another* provider is
+    routing's job, not this one's."""
     try:
         policy = RetryPolicy(max_attempts=max_attempts, backoff_ms=backoff_ms,
                              max_delay_ms=max_delay_ms)

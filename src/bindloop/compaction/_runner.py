@@ -16,6 +16,7 @@ from ..contracts import (
     ToolDefinition,
     TurnUsage,
     UserMessage,
+    add_usage,
 )
 from ..errors import ProviderError, RunCancelledError, is_prompt_too_long as _is_prompt_too_long
 from ..signal import AbortSignal
@@ -102,12 +103,6 @@ def _raise_if_aborted(signal: AbortSignal | None) -> None:
         raise RunCancelledError("compaction aborted" if reason is None else str(reason))
 
 
-def _add(a: TurnUsage, b: TurnUsage) -> TurnUsage:
-    return TurnUsage(input_tokens=a.input_tokens + b.input_tokens,
-                     output_tokens=a.output_tokens + b.output_tokens,
-                     cached_input_tokens=a.cached_input_tokens + b.cached_input_tokens)
-
-
 async def compact_conversation(
     *,
     model: SummaryModel,
@@ -168,7 +163,7 @@ async def compact_conversation(
                 transient_retries += 1
                 continue
             raise
-        usage = _add(usage, result.usage)
+        usage = add_usage(usage, result.usage)
         cost += result.cost
         summary = (result.text or "").strip()
         if summary:

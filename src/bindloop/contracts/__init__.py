@@ -65,6 +65,7 @@ from ._turn import (
     accumulate_run as accumulate_run,
     accumulate_tool_call as accumulate_tool_call,
     accumulate_turn as accumulate_turn,
+    add_usage as add_usage,
     empty_run_stats as empty_run_stats,
 )
 
@@ -104,6 +105,7 @@ __all__ = (
     "accumulate_run",
     "accumulate_tool_call",
     "accumulate_turn",
+    "add_usage",
     "content_text",
     "decode_message",
     "decode_messages",

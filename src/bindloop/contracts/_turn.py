@@ -36,6 +36,7 @@ __all__ = (
     "accumulate_run",
     "accumulate_tool_call",
     "accumulate_turn",
+    "add_usage",
     "empty_run_stats",
 )
 
@@ -84,6 +85,31 @@ class TurnUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     reasoning_tokens: int = 0
     cache_write_tokens: int = 0
     iterations: tuple[UsageIteration, ...] = ()
+
+
+_NO_TOKENS = TurnUsage()
+
+def _passes(usage: TurnUsage) -> tuple[UsageIteration, ...]:
+    if usage.iterations or usage == _NO_TOKENS:
+        return usage.iterations
+    return (UsageIteration(kind="message", input_tokens=usage.input_tokens,
+                           output_tokens=usage.output_tokens,
+                           cached_input_tokens=usage.cached_input_tokens,
+                           cache_write_tokens=usage.cache_write_tokens),)
+
+
+def add_usage(a: TurnUsage, b: TurnUsage) -> TurnUsage:
+    """The usage of two model calls billed together (a call and its retry): every count and
+    detail summed. ``iterations`` stays empty when neither call was itemised; otherwise it lists
+    both calls' passes in order, an unitemised call as one ``"message"`` pass, so the totals stay
+    the sum of the passes."""
+    iterations = (*_passes(a), *_passes(b)) if a.iterations or b.iterations else ()
+    return TurnUsage(input_tokens=a.input_tokens + b.input_tokens,
+                     output_tokens=a.output_tokens + b.output_tokens,
+                     cached_input_tokens=a.cached_input_tokens + b.cached_input_tokens,
+                     reasoning_tokens=a.reasoning_tokens + b.reasoning_tokens,
+                     cache_write_tokens=a.cache_write_tokens + b.cache_write_tokens,
+                     iterations=iterations)
 
 
 class TurnTimings(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -104,6 +104,9 @@ def _responses_items(turn: ModelTurnResult) -> list[dict[str, Any]]:
         if part.encrypted_content:
             item["encrypted_content"] = part.encrypted_content
         items.append(item)
+    for provider_item in turn.provider_items:  # this wire's own items go back as they came
+        if provider_item.wire == "openai_responses":
+            items.append(json.loads(provider_item.data))
     if turn.text:
         items.append({"id": "msg_scripted", "type": "message", "role": "assistant",
                       "status": "completed",
@@ -152,6 +155,9 @@ def _responses_sse(turn: ModelTurnResult, model: str) -> list[bytes]:
             for piece in _halves(item["content"][0]["text"]):
                 out.append(ev("response.output_text.delta", item_id=item["id"], content_index=0,
                               delta=piece))
+            out.append(ev("response.output_item.done", item=item))
+        elif item["type"] != "function_call":  # an item the canonical turn carries whole
+            out.append(ev("response.output_item.added", item=item))
             out.append(ev("response.output_item.done", item=item))
         else:
             out.append(ev("response.output_item.added", item={**item, "arguments": ""}))
