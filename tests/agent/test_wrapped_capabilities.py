@@ -47,7 +47,7 @@ from bindloop.wire import (
     create_wire_adapter,
 )
 
-from agent.test_limits import FakeTime
+from test_limits import FakeTime  # tests/agent is on sys.path (pytest prepend mode)
 
 pytestmark = pytest.mark.anyio
 
