@@ -20,17 +20,20 @@ sync (NTP) or pass the same clock everywhere.
 
 The schema (tables in the Postgres schema ``schema``, default ``bindloop``) is created on first
 use under an advisory lock, and versioned in its ``meta`` table: a schema written by a newer
-bindloop is refused, never misread. Connections come from a small pool (``pool_size``). A
-connection that fails is discarded and the operation raises
-:class:`~bindloop.session.StoreError` naming the operation — except reads, and a ``save``
-whose outcome is unknown, which retry once on a fresh connection (the retried ``save`` recognises
-its own checkpoint if the first attempt had landed). Every write is one transaction: a checkpoint
-is stored whole or not at all.
+bindloop is refused, never misread. Connections come from a small pool (``pool_size``). An idle
+connection the server closed (a restart between two operations) is noticed before anything is
+sent on it — its socket has become readable — and replaced by a fresh one, so the first write
+after a restart lands. A connection that fails once a statement was sent is discarded and the
+operation raises :class:`~bindloop.session.StoreError` naming the operation (whether it landed
+is unknown) — except reads, and a ``save``, which retry once on a fresh connection (the retried
+``save`` recognises its own checkpoint if the first attempt had landed). Every write is one
+transaction: a checkpoint is stored whole or not at all.
 """
 
 from __future__ import annotations
 
 import re
+import select
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -141,12 +144,28 @@ class PostgresStore:
             self.conninfo, autocommit=True, connect_timeout=max(1, int(self.connect_timeout_s)))
         return conn
 
+    async def _checkout(self) -> AsyncConnection[Any]:
+        # An idle connection whose socket is readable has heard from the server while idle:
+        # that is the server ending the session (a restart, a fast shutdown, a killed backend,
+        # an idle timeout) — nothing of ours was sent on it, so a fresh connection in its place
+        # is safe for any operation, writes included.
+        while self._idle:
+            conn = self._idle.pop()
+            if not _went_away(conn):
+                return conn
+            with anyio.CancelScope(shield=True):
+                try:
+                    await conn.close()
+                except Exception:  # a dead socket may refuse even the goodbye
+                    pass
+        return await self._connect()
+
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
         if self._slots is None:
             self._slots = anyio.Semaphore(self.pool_size)
         async with self._slots:
-            conn = self._idle.pop() if self._idle else await self._connect()
+            conn = await self._checkout()
             try:
                 yield conn
             except BaseException as exc:
@@ -456,6 +475,17 @@ def _receipt(row: tuple[Any, ...]) -> ReceiptState:
         return ReceiptFailed(attempt=attempt,
                              error=None if error is None else msgspec.json.decode(error, type=str))
     raise ValueError(f"unknown status {status!r}")
+
+
+def _went_away(conn: AsyncConnection[Any]) -> bool:
+    """Whether an idle connection was closed (or spoken to) by the server since its last use."""
+    if conn.closed or conn.broken:
+        return True
+    try:
+        ready, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    except Exception:  # no socket any more (closed, or the driver refuses to say)
+        return True
+    return bool(ready)
 
 
 def _first_line(exc: BaseException) -> str:
