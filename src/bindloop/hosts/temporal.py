@@ -507,6 +507,10 @@ def agent_worker(client: Any, *, task_queue: str, activities: list[Callable[...,
     """A ``temporalio.worker.Worker`` running :class:`AgentRunWorkflow` and ``activities``, with
     bindloop, msgspec and anyio passed through the workflow sandbox (they are deterministic and
     import-side-effect free; re-importing them per workflow would cost time for nothing)."""
+    # anyio loads its asyncio backend on the first task group; a batch's runner opens one inside
+    # the workflow, and a module first imported there is imported under the sandbox's
+    # restrictions, which refuse it (seen: a fresh worker replaying a two-call batch).
+    import anyio._backends._asyncio  # noqa: F401
     from temporalio.worker import Worker
     from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
