@@ -159,7 +159,7 @@ async def test_a_write_cut_after_it_was_sent_stays_a_store_error(
     if kind != "postgres":
         pytest.skip("the Postgres store's reconnect")
     assert await store.enter("slots", 5)
-    proxy.cut_on(b"INSERT INTO", "after")
+    proxy.cut_on(b"enter_slot", "after")
     with pytest.raises(StoreError) as info:
         await store.enter("slots", 5)
     assert (info.value.store, info.value.operation) == ("postgres", "enter")
@@ -185,11 +185,11 @@ async def test_wrong_types_in_postgres_are_typed_errors(postgres_dsn: str, names
         async with await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True) as conn:
             await conn.execute(f"ALTER TABLE {namespace}.checkpoints ALTER COLUMN revision "
                                "TYPE text")
-            await conn.execute(f"UPDATE {namespace}.meta SET value = 2")
+            await conn.execute(f"UPDATE {namespace}.meta SET value = 3")
         with pytest.raises(StoreError, match="save failed"):
             await store.save(checkpoint_at("x", 1))
         fresh = PostgresStore(postgres_dsn, schema=namespace)
-        with pytest.raises(StoreError, match="schema version 2"):
+        with pytest.raises(StoreError, match="schema version 3"):
             await fresh.load("x")
         await fresh.aclose()
     finally:
@@ -212,7 +212,7 @@ async def test_wrong_types_in_redis_are_typed_errors(redis_url: str, namespace: 
         await store.client.hset(store._rc(KEY), mapping={"status": "running", "attempt": "one"})
         with pytest.raises(StoreError, match="read failed"):
             await store.read(KEY)
-        await store.client.set(f"{namespace}:schema", b"2")
+        await store.client.set(f"{namespace}:schema", b"3")
         fresh = RedisStore(redis_url, prefix=f"{namespace}:")
         with pytest.raises(StoreError, match="layout version"):
             await fresh.load("x")

@@ -6,7 +6,9 @@ connection to the same database, file or namespace, so two handles see each othe
 taking only the keyword options the suite passes:
 
 - ``now``: the store's clock for receipt leases (milliseconds), passed by the lease tests;
-- ``max_checkpoint_bytes``: the size bound, passed by the size tests.
+- ``max_checkpoint_bytes``: the size bound, passed by the size tests;
+- ``slot_lease_ms``: how long a concurrency slot stands without a renewal (with ``now``), passed by
+  the slot-lease test.
 
 It may return the store or an awaitable of it. The fixture is function-scoped: give each test a
 fresh namespace (a new file, schema or key prefix). Handles are closed after the test through
@@ -478,6 +480,34 @@ class LimitStoreSuite(_Suite):
             await store.leave("s")                      # never below zero
         assert [await store.enter("s", 2) for _ in range(3)] == [True, True, False]
         assert await store.enter("s", 3) is True        # the limit is the caller's, per call
+
+    async def test_limit_slot_of_a_killed_holder_is_reclaimed_after_the_lease(
+            self, stores: StoreHandles) -> None:
+        """Handle ``a`` takes every slot, renews once, then dies (never renews or leaves again):
+        its slots stand for the lease after the last renewal, then ``b`` gets them; a late
+        ``leave`` of the dead holder frees nothing of ``b``'s."""
+        clock = ManualClock()
+        a = await stores.open(now=clock, slot_lease_ms=1_000.0)
+        b = await stores.open(now=clock, slot_lease_ms=1_000.0)
+        assert await a.enter("lease", 2) is True
+        assert await a.enter("lease", 2) is True
+        assert await b.enter("lease", 2) is False
+        clock.value += 600.0
+        await a.renew_slots()                           # the holder's heartbeat
+        clock.value += 600.0                            # past the first lease, not the renewed
+        assert await b.enter("lease", 2) is False
+        clock.value += 400.0                            # the renewed lease is over: a is dead
+        assert [await b.enter("lease", 2) for _ in range(3)] == [True, True, False]
+        await a.leave("lease")
+        await a.renew_slots()                           # a lapsed slot stays lapsed
+        assert await b.enter("lease", 2) is False
+        await b.leave("lease")
+        assert await b.enter("lease", 2) is True
+        clock.value += 900.0
+        await b.renew_slots()
+        clock.value += 900.0                            # b's renewal holds both its slots
+        assert await a.enter("lease", 2) is False
+        assert await a.enter("other", 1) is True        # leases are per key
 
     async def test_limit_admits_are_atomic_under_concurrent_callers(self, stores: StoreHandles
                                                                     ) -> None:
