@@ -67,6 +67,7 @@ __all__ = (
     "ReceiptStoreSuite",
     "StoreHandles",
     "checkpoint_at",
+    "limit_slot_of_a_killed_holder_is_reclaimed_after_the_lease",
     "race_admit",
     "race_claim",
     "race_enter",
@@ -449,6 +450,36 @@ LIMIT_SCRIPT: tuple[tuple[str, float, int, int, float], ...] = (
 )
 
 
+async def limit_slot_of_a_killed_holder_is_reclaimed_after_the_lease(stores: StoreHandles
+                                                                     ) -> None:
+    """The slot-lease case, a plain function (no pytest): handle ``a`` takes every slot, renews
+    once, then dies (never renews or leaves again): its slots stand for the lease after the last
+    renewal, then ``b`` gets them; a late ``leave`` of the dead holder frees nothing of ``b``'s.
+    The factory gets ``now`` and ``slot_lease_ms``."""
+    clock = ManualClock()
+    a = await stores.open(now=clock, slot_lease_ms=1_000.0)
+    b = await stores.open(now=clock, slot_lease_ms=1_000.0)
+    assert await a.enter("lease", 2) is True
+    assert await a.enter("lease", 2) is True
+    assert await b.enter("lease", 2) is False
+    clock.value += 600.0
+    await a.renew_slots()                           # the holder's heartbeat
+    clock.value += 600.0                            # past the first lease, not the renewed
+    assert await b.enter("lease", 2) is False
+    clock.value += 400.0                            # the renewed lease is over: a is dead
+    assert [await b.enter("lease", 2) for _ in range(3)] == [True, True, False]
+    await a.leave("lease")
+    await a.renew_slots()                           # a lapsed slot stays lapsed
+    assert await b.enter("lease", 2) is False
+    await b.leave("lease")
+    assert await b.enter("lease", 2) is True
+    clock.value += 900.0
+    await b.renew_slots()
+    clock.value += 900.0                            # b's renewal holds both its slots
+    assert await a.enter("lease", 2) is False
+    assert await a.enter("other", 1) is True        # leases are per key
+
+
 class LimitStoreSuite(_Suite):
     """:class:`~bindloop.agent.LimitStore`: sliding windows and concurrency slots, answer for
     answer the same as :class:`~bindloop.agent.InMemoryLimitStore`, atomic under concurrent
@@ -483,31 +514,7 @@ class LimitStoreSuite(_Suite):
 
     async def test_limit_slot_of_a_killed_holder_is_reclaimed_after_the_lease(
             self, stores: StoreHandles) -> None:
-        """Handle ``a`` takes every slot, renews once, then dies (never renews or leaves again):
-        its slots stand for the lease after the last renewal, then ``b`` gets them; a late
-        ``leave`` of the dead holder frees nothing of ``b``'s."""
-        clock = ManualClock()
-        a = await stores.open(now=clock, slot_lease_ms=1_000.0)
-        b = await stores.open(now=clock, slot_lease_ms=1_000.0)
-        assert await a.enter("lease", 2) is True
-        assert await a.enter("lease", 2) is True
-        assert await b.enter("lease", 2) is False
-        clock.value += 600.0
-        await a.renew_slots()                           # the holder's heartbeat
-        clock.value += 600.0                            # past the first lease, not the renewed
-        assert await b.enter("lease", 2) is False
-        clock.value += 400.0                            # the renewed lease is over: a is dead
-        assert [await b.enter("lease", 2) for _ in range(3)] == [True, True, False]
-        await a.leave("lease")
-        await a.renew_slots()                           # a lapsed slot stays lapsed
-        assert await b.enter("lease", 2) is False
-        await b.leave("lease")
-        assert await b.enter("lease", 2) is True
-        clock.value += 900.0
-        await b.renew_slots()
-        clock.value += 900.0                            # b's renewal holds both its slots
-        assert await a.enter("lease", 2) is False
-        assert await a.enter("other", 1) is True        # leases are per key
+        await limit_slot_of_a_killed_holder_is_reclaimed_after_the_lease(stores)
 
     async def test_limit_admits_are_atomic_under_concurrent_callers(self, stores: StoreHandles
                                                                     ) -> None:
