@@ -349,3 +349,31 @@ async def test_a_large_tool_result_stays_out_of_history(env: Any, tmp_path: Path
     resolved = await resolve_references(cp, store)
     full = [m for m in resolved.messages if getattr(m, "tool_call_id", "") == "c1"]
     assert full[0].content == "c1 " + "y" * 100_000
+
+
+async def test_a_fatal_tool_error_fails_the_run_not_the_batch_retry(env: Any,
+                                                                    tmp_path: Path) -> None:
+    """``is_fatal_tool_error`` inside the batch: the activity fails without retries and the
+    workflow fails, naming the error's type and nothing of its message."""
+    from temporalio.client import WorkflowFailureError
+    from temporalio.exceptions import ActivityError, ApplicationError
+
+    store, _ = charge_tool(str(tmp_path / "f.db"))
+    tries: list[str] = []
+
+    async def fatal(call: ToolCall) -> ToolResult:
+        tries.append(call.id)
+        raise KeyError("token=s3cret")
+
+    queue = f"q-{uuid.uuid4().hex}"
+    async with agent_worker(env.client, task_queue=queue, activities=agent_activities(
+            call_model=scripted_model, run_tool_call=fatal, payloads=store,
+            is_fatal_tool_error=lambda e: isinstance(e, KeyError))):
+        handle = await env.client.start_workflow(
+            AgentRunWorkflow.run, _start("f1"), id=f"run-{uuid.uuid4().hex}", task_queue=queue)
+        with pytest.raises(WorkflowFailureError) as info:
+            await handle.result()
+    cause = info.value.cause
+    assert isinstance(cause, ActivityError) and isinstance(cause.cause, ApplicationError)
+    assert cause.cause.type == "KeyError" and "s3cret" not in str(cause.cause)
+    assert tries and len(tries) == len(set(tries))  # one attempt of the batch: not retried
