@@ -377,3 +377,32 @@ async def test_a_fatal_tool_error_fails_the_run_not_the_batch_retry(env: Any,
     assert isinstance(cause, ActivityError) and isinstance(cause.cause, ApplicationError)
     assert cause.cause.type == "KeyError" and "s3cret" not in str(cause.cause)
     assert tries and len(tries) == len(set(tries))  # one attempt of the batch: not retried
+
+
+async def test_a_model_turn_the_loop_refuses_fails_the_run(env: Any, tmp_path: Path) -> None:
+    """Two calls under one id: the loop refuses the turn (InvalidModelTurnError), and the workflow
+    fails with it at once instead of retrying its task forever."""
+    from temporalio.client import WorkflowFailureError
+    from temporalio.exceptions import ApplicationError
+
+    from bindloop.contracts import ModelTurnResult
+
+    store, _ = charge_tool(str(tmp_path / "d.db"))
+
+    async def model(messages: list[Any], tools: list[Any]) -> ModelTurnResult:
+        return ModelTurnResult(tool_calls=(ToolCall(id="dup", name="echo", arguments='{"n": 1}'),
+                                           ToolCall(id="dup", name="echo", arguments='{"n": 2}')))
+
+    async def echo(call: ToolCall) -> ToolResult:
+        return ToolResult(content=f"got {call.arguments}")
+
+    queue = f"q-{uuid.uuid4().hex}"
+    async with agent_worker(env.client, task_queue=queue, activities=agent_activities(
+            call_model=model, run_tool_call=echo, payloads=store)):
+        handle = await env.client.start_workflow(
+            AgentRunWorkflow.run, _start("d1"), id=f"run-{uuid.uuid4().hex}", task_queue=queue)
+        with anyio.fail_after(30), pytest.raises(WorkflowFailureError) as info:
+            await handle.result()
+    cause = info.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "InvalidModelTurnError"
+    assert "repeats id 'dup'" in str(cause)

@@ -41,7 +41,7 @@ the workers (a completed receipt per chunk, under tenant ``"bindloop-temporal"``
 activity gets the list of chunk references, so history grows with each message about twice
 instead of once per turn that follows. A tool result whose content is larger than
 ``inline_bytes`` (16 KiB by default) does not enter history at all: the batch activity returns a
-reference to its journal row (``ToolResult.content`` is ``"\x00bindloop-ref:<name>"``), the
+reference to its journal row (``ToolResult.content`` is ``"\\x00bindloop-ref:<name>"``), the
 workflow's transcript, ``checkpoint`` query and result hold that reference, and the model-turn
 activity reads the content back for the model. A host reading a result or query resolves them with
 :func:`resolve_references`.
@@ -76,7 +76,7 @@ with workflow.unsafe.imports_passed_through():
         decode_messages,
         encode_messages,
     )
-    from bindloop.errors import PortContractError, RunCancelledError
+    from bindloop.errors import BindloopError, PortContractError, RunCancelledError
     from bindloop.loop import (
         BatchRunner,
         BoundaryDecision,
@@ -84,7 +84,7 @@ with workflow.unsafe.imports_passed_through():
         ToolLoopState,
         run_tool_loop,
     )
-    from bindloop.run import ToolBatchOptions, ToolCallReceiptStore
+    from bindloop.run import ToolBatchOptions, ToolCallReceiptStore, sha256_hex
     from bindloop.session import (
         CheckpointInputError,
         CheckpointReply,
@@ -152,7 +152,7 @@ class ModelTurnInput:  # Temporal's payload converter reads dataclasses
 @dataclass(frozen=True, kw_only=True)
 class ToolBatchInput:  # Temporal's payload converter reads dataclasses
     """One model turn's tool calls; ``batch`` names the batch (Temporal run id and ordinal), so
-    the journal rows of its calls are ``<batch>:<call id>``."""
+    the journal rows of its calls are ``<batch>:<call id>:<hash of name and arguments>``."""
 
     execution_id: str
     batch: str
@@ -252,7 +252,7 @@ class AgentActivities:
             except _Abandon as abandon:
                 raise abandon.error from None
         limit = self._inline_bytes
-        return msgspec.json.encode([stub_if_large(o, f"{batch.batch}:{c.id}", limit)
+        return msgspec.json.encode([stub_if_large(o, _row(batch, c), limit)
                                     for c, o in zip(calls, outcomes)]).decode()
 
     async def _run_batch(self, batch: ToolBatchInput,
@@ -264,7 +264,7 @@ class AgentActivities:
             return isinstance(exc, _Abandon) or (host_fatal is not None and host_fatal(exc))
 
         async def journaled(call: ToolCall) -> ToolOutcome:
-            key = journal_key(ident, f"{batch.batch}:{call.id}")
+            key = journal_key(ident, _row(batch, call))
             try:
                 stored, attempt = await journal_outcome(store, key)
             except Exception as exc:
@@ -311,6 +311,13 @@ class AgentActivities:
         return got[0]
 
 
+def _row(batch: ToolBatchInput, call: ToolCall) -> str:
+    # A call's journal row: its batch, its id, and what it asks (two calls of one batch that
+    # share an id but not their arguments must not replay each other).
+    asked = sha256_hex(f"{call.name}\n{call.arguments}")[:16]
+    return f"{batch.batch}:{call.id}:{asked}"
+
+
 def _activations_are_the_workflows(kind: str, names: tuple[str, ...]) -> None:
     # A result's activations travel back in the outcome; the workflow's loop applies them.
     return None
@@ -329,7 +336,10 @@ def agent_activities(**kwargs: Any) -> list[Callable[..., Any]]:
     return [acts.model_turn, acts.tool_batch]
 
 
-@workflow.defn(name="bindloop.AgentRun")
+# A bindloop error raised in the workflow (a model turn the loop refuses, a port contract broken)
+# fails the run, as it would end run_tool_loop anywhere else; any other exception fails only the
+# workflow task, which Temporal retries (a bug fixed by a redeploy).
+@workflow.defn(name="bindloop.AgentRun", failure_exception_types=[BindloopError])
 class AgentRunWorkflow:
     """One agent run; see the module docstring."""
 
