@@ -4,14 +4,22 @@ the transcript). ``--peers`` measures the same workload on pydantic-ai, openai-a
 (extra ``bench``) and a bare Python loop, each in its own interpreter, side by side in one table.
 
     python bench/loop_overhead.py [--ns 10,100,1000] [--peers]
+
+``--before DIR`` measures base against this checkout in one run: each side in a fresh interpreter
+with its own ``src`` on the path (this file's workload both times), alternating before/after for
+``--rounds`` rounds; the median over rounds and after / before are printed.
+
+    git archive <base> src | tar -x -C /tmp/base && python bench/loop_overhead.py --before /tmp/base
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -83,6 +91,28 @@ def measure(n: int, *, budget_s: float = 2.0, max_repeats: int = 200) -> tuple[f
     return statistics.median(samples) / n * 1e6, len(samples)
 
 
+def side_by_side(before_dir: str, ns: list[int], rounds: int) -> int:
+    """Base (``before_dir/src``) and this checkout, alternating in fresh interpreters."""
+    here = os.path.abspath(__file__)
+    sides = (("before", os.path.join(os.path.abspath(before_dir), "src")),
+             ("after", os.path.join(os.path.dirname(os.path.dirname(here)), "src")))
+    samples: dict[str, list[list[float]]] = {"before": [], "after": []}
+    for _ in range(rounds):
+        for label, src in sides:
+            proc = subprocess.run([sys.executable, here, "--json", "--ns", ",".join(map(str, ns))],
+                                  capture_output=True, text=True, check=True,
+                                  env={**os.environ, "PYTHONPATH": src})
+            samples[label].append(json.loads(proc.stdout))
+    med = {label: [statistics.median(r[i] for r in runs) for i in range(len(ns))]
+           for label, runs in samples.items()}
+    print(f"µs/turn, median of {rounds} alternating rounds; ratio = after / before")
+    print(f"{'N':>6}{'before':>10}{'after':>10}{'ratio':>8}")
+    for i, n in enumerate(ns):
+        b, a = med["before"][i], med["after"][i]
+        print(f"{n:>6}{b:>10.2f}{a:>10.2f}{a / b:>8.3f}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--ns", default="10,100,1000")
@@ -90,10 +120,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="also run pydantic-ai, openai-agents, smolagents and a bare loop")
     parser.add_argument("--max-seconds", type=float, default=90.0,
                         help="peers: skip a cell whose first run exceeds this")
+    parser.add_argument("--json", action="store_true", help="print only the µs/turn list")
+    parser.add_argument("--before", metavar="DIR",
+                        help="alternate with a checkout of the base in DIR (its src/)")
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
     ns = [int(x) for x in args.ns.split(",") if x.strip()]
+    if args.before:
+        return side_by_side(args.before, ns, args.rounds)
 
     cells = [measure(n) for n in ns]
+    if args.json:
+        print(json.dumps([us for us, _ in cells]))
+        return 0
     header = ["harness", *(f"N={n} µs/turn" for n in ns), "N=max / N=min"]
     rows = [["bindloop", *(f"{us:,.1f}" for us, _ in cells), f"{cells[-1][0] / cells[0][0]:.2f}×"]]
     if args.peers:

@@ -12,7 +12,7 @@ import json, sys, time
 from contextlib import aclosing, asynccontextmanager
 import anyio, anyio.lowlevel
 from bindloop.contracts import UserMessage
-from bindloop.completion import StreamBudgets
+from bindloop.wire import StreamBudgets
 from bindloop.wire import ModelAdapter, WireOptions, create_wire_adapter
 
 N = 2000

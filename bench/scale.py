@@ -5,7 +5,7 @@ Every session is a real loop through ``run_from_checkpoint`` with a ``ModelAdapt
 the scripted OpenAI-chat provider on 127.0.0.1 (SSE): two ``charge`` tool calls, each through an
 idempotency receipt (read, claim, complete), then a final answer — three model turns, a checkpoint
 committed at every settled boundary, and every model call admitted by the limit store (a
-concurrency slot and a requests-per-minute window, as ``with_limit`` does). Per configuration it
+concurrency slot and a requests-per-minute window, as ``create_limit_middleware`` does). Per configuration it
 prints sessions/s, the store time added per turn (p50/p99 over sessions), session wall time, and
 store calls and network round trips per turn.
 
@@ -137,7 +137,7 @@ async def worker(config: str, addresses: dict[str, str], prefix: str, first: int
     timers: dict[str, float] = {}
 
     async def call_model(*args: Any, **kwargs: Any) -> Any:
-        # What with_limit does around a call: a slot, a window admission, the slot back.
+        # What create_limit_middleware does around a call: a slot, a window admission, the slot back.
         while not await limits.enter("provider:slots", 10_000):
             await anyio.sleep(0.001)
         try:

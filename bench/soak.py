@@ -193,7 +193,7 @@ async def run_bindloop(port: int, sessions: int, db: str) -> None:
     )
     from bindloop.session import RestoredLoop, create_loop_checkpoint, run_from_checkpoint
     from bindloop.transcript import validate_and_heal_messages
-    from bindloop.completion import StreamBudgets
+    from bindloop.wire import StreamBudgets
     from bindloop.wire import ModelAdapter, OpenAIChatAdapter, RoutedModel, WireOptions
 
     store = SqliteStore(db)

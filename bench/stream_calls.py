@@ -9,7 +9,7 @@ read does (so the watchdog's supervisor task runs as it would), unless ``--no-yi
 
 - **calls per chunk**: Python function calls (``sys.setprofile`` "call" events; C functions are
   not counted) during the stream, divided by N, split by where the called function lives: the wire
-  (``bindloop.wire``), the watchdog (``bindloop.completion._watchdog``), the signal
+  (``bindloop.wire``), its watchdog apart (``bindloop.wire._watchdog``), the signal
   (``bindloop.signal``), the clock (``bindloop.clock``), the rest of bindloop (the fold), anyio and
   the event loop (the last three are the host's, not counted in the bindloop total); ``--top``
   lists bindloop's most called functions;
@@ -98,7 +98,7 @@ class MemoryTransport:
         yield _Response(self.chunks, self.yields)
 
 
-_BUCKETS = (("bindloop.wire", "wire"), ("bindloop.completion._watchdog", "watchdog"),
+_BUCKETS = (("bindloop.wire._watchdog", "watchdog"), ("bindloop.wire", "wire"),
             ("bindloop.signal", "signal"), ("bindloop.clock", "clock"), ("bindloop", "fold/other"),
             ("anyio", "anyio"), ("asyncio", "event loop"))
 

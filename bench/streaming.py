@@ -23,15 +23,14 @@ from collections.abc import Callable
 
 from bindloop.completion import (
     FinishEvent,
-    PartialJsonParser,
     StreamEvent,
     TextEvent,
     ToolCallChunk,
     ToolCallEvent,
     UsageEvent,
     collect_turn,
-    parse_partial_json,
 )
+from bindloop.agent import PartialJsonParser, parse_partial_json
 from bindloop.contracts import TurnUsage
 from bindloop.wire import SseDecoder
 

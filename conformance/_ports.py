@@ -32,7 +32,7 @@ from bindloop import (
     ToolResult,
 )
 from bindloop.contracts import CompactionApplied, content_text, messages_from_openai
-from bindloop.run import ToolBatchOptions
+from bindloop.loop import ToolBatchOptions
 from bindloop.compaction import persist_tool_output
 from bindloop.loop import LoopCounters, OpenSuspend
 from bindloop.testing import ScriptedModel, SteppingClock, stepping_clock

@@ -54,7 +54,7 @@ def _state_report(state: ToolLoopState) -> dict[str, Any]:
         "output_tokens": state.output_tokens,
         "cached_input_tokens": state.cached_input_tokens,
         "cost": state.cost,
-        "tool_calls": state.tool_calls,
+        "tool_calls": state.requested_tool_calls,
         "last_prompt_tokens": state.last_prompt_tokens,
         "last_output_tokens": state.last_output_tokens,
         "has_fresh_token_count": state.has_fresh_token_count,

@@ -125,13 +125,8 @@ def test_the_checker_sees_a_circle() -> None:
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
 
 
-# A package's private modules are its own: another package imports its public names. The two left
-# are known and named here so that no new one can appear unnoticed (the Chat request form belongs
-# with the Chat wire; MCP's equip reads the agent's frame).
-_PRIVATE_IMPORTS_LEFT = {
-    ("bindloop.wire._common", "bindloop.contracts._codec"),
-    ("bindloop.mcp._equip", "bindloop.agent._context"),
-}
+# A package's private modules are its own: another package imports its public names.
+_PRIVATE_IMPORTS_LEFT: set[tuple[str, str]] = set()
 
 
 def _private_imports() -> set[tuple[str, str]]:

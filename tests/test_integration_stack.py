@@ -33,7 +33,7 @@ import pytest
 
 import bindloop as bl
 import bindloop.compaction
-import bindloop.completion
+import bindloop.textstream
 import bindloop.contracts
 import bindloop.loop
 import bindloop.routing
@@ -208,7 +208,7 @@ def test_fallback_routes_and_surface_has_no_glued_text(reference: Execution) -> 
             e.kind == "text" and e.epoch == 0 for e in events)  # epoch 0: the first attempt
         # A reset after the failed attempt only if that attempt had streamed text.
         assert len(resets) == (1 if shown_before_failing else 0)
-        reducer = bl.completion.TurnStreamReducer()
+        reducer = bl.textstream.TurnStreamReducer()
         for event in events:
             assert reducer.apply(event) == "applied"
         shown = reducer.text(turn_id) or ""   # None: the turn never emitted (tool calls only)

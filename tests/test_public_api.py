@@ -92,7 +92,7 @@ def test_testing_and_hosts_are_not_reexported() -> None:
     assert not {m for m in bindloop._EXPORTS if m in ("testing", "hosts")}
 
 
-def test_the_seed_names_have_a_public_home() -> None:
+def test_the_loop_contract_names_have_a_public_home() -> None:
     homes = {
         "bindloop": ("run_tool_loop", "ToolLoopState", "ToolLoopParams", "ToolLoopResult", "RunStats",
                      "StepSettlement", "ModelTurnResult", "TurnUsage"),
@@ -200,3 +200,20 @@ def test_annotations_still_resolve_after_rehoming() -> None:
                 typing.get_type_hints(obj)
                 checked += 1
     assert checked > 100
+
+
+def test_one_verb_per_act() -> None:
+    """docs/api.md's verb rule: ``equip_*`` hooks live with the agent, a public function never
+    starts with ``with_`` (a ``with_*`` is a method returning a derived value), and ``augment_*``
+    takes what it wraps and the middlewares to put around it."""
+    for module_name in _module_names():
+        module = importlib.import_module(module_name)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if not inspect.isfunction(obj):
+                continue
+            assert not name.startswith("with_"), f"{module_name}.{name}: make it create_*"
+            if name.startswith("equip_"):
+                assert obj.__module__ == "bindloop.agent", f"{module_name}.{name} is not a hook"
+            if name.startswith("augment_"):
+                assert list(inspect.signature(obj).parameters)[1] == "middlewares", name

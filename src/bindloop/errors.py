@@ -50,7 +50,7 @@ tests/errors/test_error_tree.py renders the real tree and compares it with this 
         SseError (bindloop.wire)
           SseLimitError (bindloop.wire)
         StoreError (bindloop.session)
-        StreamStalledError (bindloop.completion)
+        StreamStalledError (bindloop.wire)
         ToolCallDeltaError (bindloop.completion)
         TransportError (bindloop.wire)
         WireDecodeError (bindloop.wire)

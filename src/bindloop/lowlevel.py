@@ -1,6 +1,9 @@
 """The loop machine for custom drivers: :class:`LoopMachine`, the requests it makes, the notices it
 gives, its phases and the answers each accepts (:class:`Phase`, :data:`SUCCESSORS`, which replaced
-the request-keyed ``TRANSITIONS``), and why it rejects a call (:data:`RejectReason`).
+the request-keyed ``TRANSITIONS``), and why it rejects a call (:data:`RejectReason`). The machine
+calls no host callable: a driver asks the host's decisions (:class:`PlanBatch`,
+:class:`CheckFinal`, :func:`is_fatal_raise`, :func:`tool_exception_error`) and sends the answers
+as data.
 
 :func:`bindloop.run_tool_loop` is the driver almost every host wants. Drive the machine yourself
 only to run the loop's decisions under another scheduler or to step it in a test; docs/loop.md has
@@ -15,6 +18,7 @@ from .loop._effects import (
     Answer as Answer,
     AskNudge as AskNudge,
     BatchFinished as BatchFinished,
+    BatchPlanned as BatchPlanned,
     BatchWrapped as BatchWrapped,
     BlockedBySuspend as BlockedBySuspend,
     Boundary as Boundary,
@@ -22,10 +26,12 @@ from .loop._effects import (
     BoundaryDecided as BoundaryDecided,
     CallModel as CallModel,
     CheckBoundary as CheckBoundary,
+    CheckFinal as CheckFinal,
     Compact as Compact,
     Compacted as Compacted,
     DiscardedTurn as DiscardedTurn,
     Effect as Effect,
+    FinalChecked as FinalChecked,
     Finish as Finish,
     ModelReplied as ModelReplied,
     NotRun as NotRun,
@@ -33,6 +39,7 @@ from .loop._effects import (
     NotifyAssistant as NotifyAssistant,
     NotifyProgress as NotifyProgress,
     Nudged as Nudged,
+    PlanBatch as PlanBatch,
     RaisedByTool as RaisedByTool,
     RanCall as RanCall,
     Reject as Reject,
@@ -60,6 +67,7 @@ from .loop._phases import (
 )
 from .loop._tool_errors import (
     default_tool_exception_error as default_tool_exception_error,
+    is_fatal_raise as is_fatal_raise,
     tool_exception_error as tool_exception_error,
 )
 
@@ -70,6 +78,7 @@ __all__ = (
     "Answer",
     "AskNudge",
     "BatchFinished",
+    "BatchPlanned",
     "BatchWrapped",
     "BlockedBySuspend",
     "Boundary",
@@ -77,10 +86,12 @@ __all__ = (
     "BoundaryDecided",
     "CallModel",
     "CheckBoundary",
+    "CheckFinal",
     "Compact",
     "Compacted",
     "DiscardedTurn",
     "Effect",
+    "FinalChecked",
     "Finish",
     "LoopMachine",
     "ModelReplied",
@@ -90,6 +101,7 @@ __all__ = (
     "NotifyProgress",
     "Nudged",
     "Phase",
+    "PlanBatch",
     "REQUEST_PHASES",
     "RaisedByTool",
     "RanCall",
@@ -110,6 +122,7 @@ __all__ = (
     "WIRABLE",
     "WrapToolBatch",
     "default_tool_exception_error",
+    "is_fatal_raise",
     "reason_exception",
     "tool_exception_error",
 )

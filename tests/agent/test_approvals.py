@@ -486,3 +486,144 @@ def test_approvals_under_a_tool_call_loop_middleware_and_a_trace(tmp_path: Path)
         done = anyio.run(lambda: run_with(create_agent(id="f", handler=decide), model=model,
                                           initial_props=None, event_bus=Bus()))
         assert deleted == ["/x"] and done.data == "ok"
+
+
+# -- an approved call runs on the loop's one path ---------------------------------------------
+
+def test_on_tool_error_sees_an_approved_calls_exception(tmp_path: Path) -> None:
+    """The approved call raises: the loop formats the tool error the model reads and reports the
+    exception itself through run_with(on_tool_error=), as for any other call."""
+    from bindloop.agent import run_with
+
+    class Boom(Exception):
+        pass
+
+    async def explode(args: Path_, ctx: object) -> ToolResult:
+        raise Boom("disk on fire")
+
+    tool = define_tool(name="delete", description="Delete", args=Path_, execute=explode)
+    reports: list[Any] = []
+    with SqliteStore(tmp_path / "s.db") as store:
+        paused = _pause(store, [], "/tmp/x")
+        model = scripted_stream_model([final_answer("it failed")])
+        done = anyio.run(lambda: run_with(
+            create_agent(id="files", handler=_resume(tool, paused.checkpoint,
+                                                     decisions=[approve("d0")],
+                                                     on_checkpoint=store.save_checkpoint)),
+            initial_props=None, model=model, on_tool_error=reports.append))
+    assert done.data == "it failed"
+    assert [(r.call_id, r.tool_name, type(r.error)) for r in reports] == [("d0", "delete", Boom)]
+    last = model.requests[0].messages[-1]
+    assert isinstance(last, ToolMessage) and last.is_error and "disk on fire" not in last.content
+    assert done.stats.tool_calls == 1  # it ran (and failed)
+
+
+def _comparable(stats: Any) -> Any:
+    return msgspec.structs.replace(stats, model_ms=0.0, tool_ms=0.0, tools={
+        n: msgspec.structs.replace(t, ms=0.0) for n, t in stats.tools.items()})
+
+
+def test_an_approved_runs_stats_are_the_ungated_runs(tmp_path: Path) -> None:
+    """Gated or not, the execution counts the same turns, tokens and calls: the suspend for the
+    approval runs nothing (no tool call), the approved run counts the call once; prompt_stats()
+    is the ChatResult's stats."""
+    from bindloop.agent import prompt_stats
+    from bindloop.contracts import TurnUsage, accumulate_run
+
+    turns = [tool_call_turn([tool_call("ls", {"path": "/"}, id="l0"),
+                             tool_call("delete", {"path": "/tmp/x"}, id="d0")],
+                            usage=TurnUsage(input_tokens=11, output_tokens=3), cost=2),
+             final_answer("gone", usage=TurnUsage(input_tokens=17, output_tokens=5), cost=4)]
+    read: list[Any] = []
+
+    def handler(gated: bool, **kw: Any) -> Any:
+        async def run(_: None) -> ChatResult:
+            equip_instruction("clean up")
+            equip_tool(_deleter([]), needs_approval=gated)
+            equip_tool(_lister())
+            out = await (prompt_chat(**kw) if "cp" not in kw else resume_chat(
+                kw.pop("cp"), **kw))
+            read.append(prompt_stats())
+            return out
+
+        return run
+
+    plain = anyio.run(create_agent(id="f", model=scripted_stream_model(turns),
+                                   handler=handler(False)), None)
+    with SqliteStore(tmp_path / "s.db") as store:
+        paused = anyio.run(create_agent(id="f", model=scripted_stream_model(turns[:1]),
+                                        handler=handler(True, on_checkpoint=store.save_checkpoint)),
+                           None)
+        assert paused.stats.tool_calls == 1 and set(paused.stats.tools) == {"ls"}
+        done = anyio.run(create_agent(id="f", model=scripted_stream_model(turns[1:]),
+                                      handler=handler(True, cp=paused.checkpoint,
+                                                      decisions=[approve("d0")],
+                                                      on_checkpoint=store.save_checkpoint)),
+                         None)
+    assert read[1:] == [paused.stats, done.stats]  # prompt_stats() is the ChatResult's stats
+    assert _comparable(accumulate_run(paused.stats, done.stats)) == _comparable(plain.stats)
+    assert done.checkpoint is not None
+    assert _comparable(done.checkpoint.stats) == _comparable(plain.stats)
+    assert (done.data, [*paused.delta, *done.delta]) == (plain.data, plain.delta)
+
+
+def test_an_abort_during_an_approved_call_stops_the_batch(tmp_path: Path) -> None:
+    """Two approved calls of a serial tool; the first fires the run's signal: the second is not
+    started (the loop answers it not_run and reports it), and the prompt ends aborted."""
+    from bindloop.agent import run_with
+    from bindloop.errors import AbortedToolCallError, RunCancelledError
+    from bindloop.signal import AbortController
+
+    controller = AbortController()
+    ran: list[str] = []
+
+    async def delete(args: Path_, ctx: object) -> ToolResult:
+        ran.append(args.path)
+        controller.abort("user pressed stop")
+        return ToolResult(content="deleted")
+
+    tool = define_tool(name="delete", description="Delete", args=Path_, execute=delete)
+    reports: list[Any] = []
+    with SqliteStore(tmp_path / "s.db") as store:
+        paused = _pause(store, [], "/a", "/b")
+
+        async def decide(_: None) -> ChatResult:
+            equip_tool(tool, needs_approval=True, serial=True)
+            return await resume_chat(paused.checkpoint, on_checkpoint=store.save_checkpoint,
+                                     decisions=[approve("d0"), approve("d1")])
+
+        model = scripted_stream_model([final_answer("never")])
+        with pytest.raises(RunCancelledError):
+            anyio.run(lambda: run_with(create_agent(id="files", handler=decide),
+                                       initial_props=None, model=model,
+                                       signal=controller.signal, on_tool_error=reports.append))
+    assert ran == ["/a"] and model.requests == []
+    assert [(r.call_id, type(r.error)) for r in reports] == [("d1", AbortedToolCallError)]
+
+
+def test_a_middleware_sees_the_approved_batch_and_its_decisions(tmp_path: Path) -> None:
+    """The resumed run's first batch is the decided calls, through the tool-call-loop middleware
+    like any batch; the denied call reaches it too (answered below it, never run)."""
+    from bindloop.agent import ToolCallLoopMiddleware, equip_tool_call_loop_middleware
+
+    seen: list[tuple[str, ...]] = []
+
+    async def watch(ctx: Any, calls: list[Any], next: Any) -> Any:
+        seen.append(tuple(c.id for c in calls))
+        return await next(calls)
+
+    deleted: list[str] = []
+    with SqliteStore(tmp_path / "s.db") as store:
+        paused = _pause(store, deleted, "/a", "/b")
+
+        async def decide(_: None) -> ChatResult:
+            equip_tool(_deleter(deleted), needs_approval=True)
+            equip_tool_call_loop_middleware(ToolCallLoopMiddleware(name="watch", handler=watch))
+            return await resume_chat(paused.checkpoint, on_checkpoint=store.save_checkpoint,
+                                     decisions=[deny("d0", "no"), approve("d1")])
+
+        model = scripted_stream_model([final_answer("ok")])
+        done = anyio.run(create_agent(id="files", handler=decide, model=model), None)
+    assert seen == [("d0", "d1")] and deleted == ["/b"] and done.data == "ok"
+    assert [m.tool_call_id for m in model.requests[0].messages if isinstance(m, ToolMessage)] \
+        == ["d0", "d1"]  # the model's order

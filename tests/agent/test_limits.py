@@ -1,4 +1,4 @@
-"""with_simple_limit / with_limit over a LimitStore, with_retry, equip_budget."""
+"""create_simple_limit_middleware / create_limit_middleware over a LimitStore, create_retry_middleware, equip_budget."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from bindloop.agent import (
     equip_budget,
     equip_instruction,
     prompt_chat,
-    with_limit,
-    with_retry,
-    with_simple_limit,
+    create_limit_middleware,
+    create_retry_middleware,
+    create_simple_limit_middleware,
 )
 from bindloop.completion import StreamEvent, TextEvent
 from bindloop.contracts import Message, TurnUsage
@@ -57,7 +57,7 @@ async def _drain(model: Any) -> list[StreamEvent]:
 async def test_rpm_waits_for_the_window_through_the_injected_sleep() -> None:
     t = FakeTime()
     model = augment_model(scripted_stream_model([final_answer("x")] * 3),
-                          [with_simple_limit(rpm=2, clock=t.clock, sleep=t.sleep)])
+                          [create_simple_limit_middleware(rpm=2, clock=t.clock, sleep=t.sleep)])
     for _ in range(3):
         await _drain(model)
     assert t.sleeps == [60.0]  # the third call waited for the first to leave the minute
@@ -65,7 +65,7 @@ async def test_rpm_waits_for_the_window_through_the_injected_sleep() -> None:
 
 async def test_a_raising_rule_and_max_wait_raise_rate_limit_exceeded() -> None:
     t = FakeTime()
-    model = augment_model(scripted_stream_model([final_answer("x")] * 3), [with_limit(
+    model = augment_model(scripted_stream_model([final_answer("x")] * 3), [create_limit_middleware(
         [RateRule(name="burst", limit=1, window_ms=1000, on_limit="raise")],
         clock=t.clock, sleep=t.sleep)])
     await _drain(model)
@@ -75,7 +75,7 @@ async def test_a_raising_rule_and_max_wait_raise_rate_limit_exceeded() -> None:
     t.now = 1000.0
     await _drain(model)  # the window moved on
 
-    capped = augment_model(scripted_stream_model([final_answer("x")] * 2), [with_limit(
+    capped = augment_model(scripted_stream_model([final_answer("x")] * 2), [create_limit_middleware(
         [RateRule(name="slow", limit=1, window_ms=10_000, max_wait_ms=500)],
         clock=t.clock, sleep=t.sleep)])
     await _drain(capped)
@@ -87,7 +87,7 @@ async def test_tpm_charges_tokens_after_the_call() -> None:
     t = FakeTime()
     usage = TurnUsage(input_tokens=60, output_tokens=40)
     model = augment_model(scripted_stream_model([final_answer("x", usage=usage)] * 2),
-                          [with_simple_limit(tpm=100, clock=t.clock, sleep=t.sleep)])
+                          [create_simple_limit_middleware(tpm=100, clock=t.clock, sleep=t.sleep)])
     await _drain(model)
     await _drain(model)  # 100 used: the window is full, this one waited a minute
     assert t.sleeps == [60.0]
@@ -111,8 +111,8 @@ async def test_concurrency_caps_calls_in_flight_and_a_shared_store_shares_the_qu
 
     store = InMemoryLimitStore()
     rule = [ConcurrencyRule(name="c", limit=2, poll_ms=1)]
-    a = augment_model(Slow(), [with_limit(rule, store=store, key="tenant")])
-    b = augment_model(Slow(), [with_limit(rule, store=store, key="tenant")])
+    a = augment_model(Slow(), [create_limit_middleware(rule, store=store, key="tenant")])
+    b = augment_model(Slow(), [create_limit_middleware(rule, store=store, key="tenant")])
     async with anyio.create_task_group() as tg:
         for m in (a, b, a, b, a):
             tg.start_soon(_drain, m)
@@ -142,11 +142,11 @@ def test_in_memory_store_never_admits_more_than_the_limit_per_window(
 
 def test_limit_rules_are_checked() -> None:
     with pytest.raises(UsageError, match="at least one"):
-        with_simple_limit()
+        create_simple_limit_middleware()
     with pytest.raises(UsageError, match="positive int"):
-        with_limit([RateRule(name="r", limit=0)])
+        create_limit_middleware([RateRule(name="r", limit=0)])
     with pytest.raises(UsageError, match="not a RateRule"):
-        with_limit(["rpm=5"])  # type: ignore[list-item]
+        create_limit_middleware(["rpm=5"])  # type: ignore[list-item]
 
 
 def _http(status: int, category: str, retry_after_ms: float | None = None) -> ProviderHttpError:
@@ -162,7 +162,7 @@ async def test_retry_retries_transient_failures_with_backoff_and_retry_after() -
         TransportError("reset"),
         final_answer("ok"),
     ])
-    model = augment_model(script, [with_retry(max_attempts=4, backoff_ms=100, max_delay_ms=5_000,
+    model = augment_model(script, [create_retry_middleware(max_attempts=4, backoff_ms=100, max_delay_ms=5_000,
                                               random=lambda: 0.5, sleep=t.sleep)])
     events = await _drain(model)
     assert any(isinstance(e, TextEvent) for e in events)
@@ -178,7 +178,7 @@ async def test_retry_never_calls_before_a_retry_after_longer_than_it_waits() -> 
     script = scripted_stream_model([_http(429, "rate_limited", retry_after_ms=120_000.0),
                                     final_answer("too early")])
     with pytest.raises(ProviderHttpError, match="rate_limited"):
-        await _drain(augment_model(script, [with_retry(max_delay_ms=5_000, sleep=t.sleep)]))
+        await _drain(augment_model(script, [create_retry_middleware(max_delay_ms=5_000, sleep=t.sleep)]))
     assert t.sleeps == [] and script.position == 1
 
 
@@ -186,12 +186,12 @@ async def test_retry_gives_up_on_permanent_errors_and_after_max_attempts() -> No
     t = FakeTime()
     auth = scripted_stream_model([_http(401, "auth"), final_answer("never")])
     with pytest.raises(ProviderHttpError, match="auth"):
-        await _drain(augment_model(auth, [with_retry(sleep=t.sleep)]))
+        await _drain(augment_model(auth, [create_retry_middleware(sleep=t.sleep)]))
     assert auth.position == 1
 
     busy = scripted_stream_model([_http(503, "server_error")] * 3)
     with pytest.raises(ProviderHttpError, match="server_error"):
-        await _drain(augment_model(busy, [with_retry(max_attempts=3, sleep=t.sleep)]))
+        await _drain(augment_model(busy, [create_retry_middleware(max_attempts=3, sleep=t.sleep)]))
     assert busy.position == 3
 
 
@@ -208,7 +208,7 @@ async def test_retry_never_retries_after_output_was_streamed() -> None:
 
     inner = HalfThenFail()
     with pytest.raises(TransportError):
-        await _drain(augment_model(inner, [with_retry(sleep=FakeTime().sleep)]))
+        await _drain(augment_model(inner, [create_retry_middleware(sleep=FakeTime().sleep)]))
     assert inner.calls == 1
 
 
@@ -289,7 +289,7 @@ async def test_a_streaming_call_renews_its_slot_lease_and_a_silent_holder_loses_
             return {}
 
     rule = [ConcurrencyRule(name="c", limit=1, renew_ms=30.0)]
-    model = augment_model(Long(), [with_limit(rule, store=store, key="tenant", clock=t.clock,
+    model = augment_model(Long(), [create_limit_middleware(rule, store=store, key="tenant", clock=t.clock,
                                               sleep=t.sleep)])
     await _drain(model)
     assert refused[:50] == [True] * 50  # renewed while it streamed
@@ -298,4 +298,4 @@ async def test_a_streaming_call_renews_its_slot_lease_and_a_silent_holder_loses_
 
 def test_concurrency_rule_renew_ms_must_be_positive() -> None:
     with pytest.raises(UsageError, match="renew_ms"):
-        with_limit([ConcurrencyRule(name="c", limit=1, renew_ms=0.0)])
+        create_limit_middleware([ConcurrencyRule(name="c", limit=1, renew_ms=0.0)])

@@ -233,17 +233,21 @@ async def _through(path: str, turns: list[ModelTurnResult], refused: int,
             if type(e.event).__module__.startswith("bindloop.agent"):
                 seen.append((e.turn_index, e.event))
 
+    gated = path == "approved"
+
     async def handler(_: None) -> Any:
         equip_instruction("add things")
-        equip_tool(ADD)
+        equip_tool(ADD, needs_approval=gated)
         expect_validator(validator)
         if watched:
             on_stream(consume)
         saves: list[object] = []
-        return await prompt_chat(max_turn_steps=8,
-                                 on_checkpoint=saves.append if path == "saved" else None)
+        return await prompt_chat(max_turn_steps=8, on_checkpoint=saves.append
+                                 if path in ("saved", "approved") else None)
 
     agent = create_agent(id="p", handler=handler, max_retries=3)
+    if gated:
+        return await _approved_every_time(agent, validator, turns)
 
     class Bus:
         def emit(self, event: object) -> None:
@@ -273,8 +277,33 @@ async def _through(path: str, turns: list[ModelTurnResult], refused: int,
                           enable_snapshot=path == "snapshots")
 
 
+async def _approved_every_time(agent: Any, validator: Any, turns: list[ModelTurnResult]) -> Any:
+    """Every tool round suspends for approval and is approved in a resumed chat: the legs, put
+    together, are the ungated run (the suspend itself runs and counts nothing)."""
+    from bindloop.agent import approve, resume_chat
+    from bindloop.contracts import accumulate_run
+
+    model = scripted_stream_model(turns, price=_price)
+    chat = await run_with(agent, initial_props=None, model=model)
+    delta, stats = list(chat.delta), chat.stats
+    while chat.stop_reason == "waiting_for_reply":
+        cp, pending = chat.checkpoint, chat.approvals
+
+        async def decide(_: None) -> Any:
+            equip_tool(ADD, needs_approval=True)
+            expect_validator(validator)
+            return await resume_chat(cp, decisions=[approve(p) for p in pending],
+                                     on_checkpoint=lambda c: None)
+
+        chat = await run_with(create_agent(id="p", handler=decide, max_retries=3),
+                              initial_props=None, model=model)
+        delta += chat.delta
+        stats = accumulate_run(stats, chat.stats)
+    return msgspec.structs.replace(chat, delta=delta, stats=stats)
+
+
 PATHS = ("plain", "plain watched", "traced", "snapshots", "saved", "replayed", "whole-turn",
-         "whole-turn watched", "wire", "wire watched", "routed", "routed watched")
+         "whole-turn watched", "wire", "wire watched", "routed", "routed watched", "approved")
 
 
 @settings(max_examples=60, deadline=None)

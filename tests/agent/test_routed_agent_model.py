@@ -25,7 +25,8 @@ from bindloop.agent import (
     prompt_chat,
     run_with,
 )
-from bindloop.completion import StreamBudgets, TextEvent, UsageEvent
+from bindloop.completion import TextEvent, UsageEvent
+from bindloop.wire import StreamBudgets
 from bindloop.contracts import ModelTurnResult, ToolCall, TurnUsage
 from bindloop.errors import UsageError
 from bindloop.hosts.httpx_transport import HttpxTransport

@@ -11,7 +11,8 @@ import anyio
 import pytest
 
 from bindloop.agent import as_agent_model, create_agent, equip_instruction, on_stream, prompt_chat
-from bindloop.completion import StreamBudgets, TextEvent
+from bindloop.completion import TextEvent
+from bindloop.wire import StreamBudgets
 from bindloop.hosts.httpx_transport import HttpxTransport
 from bindloop.hosts.provider_replies import sse_event
 from bindloop.hosts.scripted_server import ScriptedProviderServer, ScriptedReply
@@ -135,15 +136,15 @@ async def test_call_model_on_reset_retracts_a_failed_attempts_events(
 
 async def test_a_route_behind_a_stream_only_wrapper_still_falls_back_after_text(
         server: ScriptedProviderServer) -> None:
-    """``with_limit`` reads the route's ``stream()``, which cannot retract: by default it is
+    """``create_limit_middleware`` reads the route's ``stream()``, which cannot retract: by default it is
     settled there, so a primary that drops after some text still falls back (the Worker's path)."""
-    from bindloop.agent import augment_model, with_simple_limit
+    from bindloop.agent import augment_model, create_simple_limit_middleware
 
     dropping = _slow_answer()
     server.enqueue("primary", ScriptedReply(headers=dropping.headers, chunks=dropping.chunks,
                                             drop_after=3))
     server.enqueue("backup", ScriptedReply(headers=dropping.headers, chunks=dropping.chunks))
-    model = augment_model(as_agent_model(_route(server)), [with_simple_limit(concurrency=1)])
+    model = augment_model(as_agent_model(_route(server)), [create_simple_limit_middleware(concurrency=1)])
 
     async def handler(_: None) -> str:
         equip_instruction("weather?")

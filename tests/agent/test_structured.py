@@ -20,7 +20,7 @@ from bindloop.agent import (
     prompt_agent,
 )
 from bindloop.schema import strict_json_schema
-from bindloop.completion import TURN_RESET_REASONS, TurnResetEvent, TurnTextEvent
+from bindloop.textstream import TURN_RESET_REASONS, TurnResetEvent, TurnTextEvent
 from bindloop.contracts import ToolResult, UserMessage
 from bindloop.errors import PortContractError
 from bindloop.agent import StructuredOutputError, ToolLoopExceededError, TurnBudgetExceededError

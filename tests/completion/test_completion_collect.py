@@ -242,3 +242,43 @@ def test_reasoning_blocks_fold_by_the_documented_rules(events: list[ReasoningEve
                 or part.id:
             want.append(part)
     assert collect_turn(events).reasoning == tuple(want)
+
+
+# The fold reads the exact event types by one type lookup and a ToolCallChunk of plain strings
+# inline; everything else (a subclass, a bad fragment, a mapping delta) takes the general checks.
+# Both must fold alike: the same turn, or the same error.
+
+class _Chunk(ToolCallChunk):  # a subclass: never on the inline path
+    pass
+
+
+_fragment = st.one_of(st.none(), st.sampled_from(["", "a", "b_", '{"x":', "1}"]), st.just(7))
+_usage = st.builds(TurnUsage, input_tokens=st.integers(-2, 9), output_tokens=st.integers(-2, 9),
+                   cached_input_tokens=st.integers(-1, 3))
+_event = st.one_of(
+    st.builds(TextEvent, content=st.sampled_from(["", "hi", " there"])),
+    st.builds(lambda i, cid, n, a: tc(i, id=cid, name=n, arguments=a),
+              st.one_of(st.integers(-1, 2), st.just(True)), _fragment, _fragment, _fragment),
+    st.builds(UsageEvent, usage=_usage, snapshot=st.booleans()),
+    st.builds(FinishEvent, finish_reason=st.sampled_from(["stop", "tool_calls"]),
+              usage=st.one_of(st.none(), _usage)),
+)
+
+
+def _fold(events: list[StreamEvent], general: bool) -> Any:
+    collector = TurnCollector(mint_id=lambda i: f"minted_{i}")
+    try:
+        for event in events:
+            if general and isinstance(event, ToolCallEvent):
+                c = event.tool_call
+                event = ToolCallEvent(tool_call=_Chunk(index=c.index, id=c.id, name=c.name,
+                                                       arguments=c.arguments))
+            (collector._observe_any if general else collector.observe)(event)
+        return collector.result()
+    except (ToolCallDeltaError, PortContractError) as exc:
+        return type(exc).__name__
+
+
+@given(st.lists(_event, max_size=8))
+def test_the_inline_fold_and_the_general_checks_agree(events: list[StreamEvent]) -> None:
+    assert _fold(events, general=False) == _fold(events, general=True)

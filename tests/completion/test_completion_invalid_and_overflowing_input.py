@@ -11,14 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bindloop.completion import (
-    ParsedArguments,
-    PartialJson,
-    PartialJsonParser,
-    UnparseableArguments,
-    parse_partial_json,
-    parse_tool_call_arguments,
-)
+from bindloop.plugins import ParsedArguments, UnparseableArguments, parse_tool_call_arguments
+from bindloop.agent import PartialJson, PartialJsonParser, parse_partial_json
 from bindloop.contracts import ToolCall
 
 # -- numbers no continuation can repair -------------------------------------------------------

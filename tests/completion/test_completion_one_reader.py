@@ -9,10 +9,10 @@ import msgspec
 import pytest
 from hypothesis import given, strategies as st
 
-from bindloop.completion import (
+from bindloop.completion import create_tool_call_accumulator
+from bindloop.plugins import (
     ParsedArguments,
     UnparseableArguments,
-    create_tool_call_accumulator,
     parse_tool_call_arguments,
     read_tool_arguments,
 )

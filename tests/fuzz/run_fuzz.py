@@ -213,9 +213,9 @@ def giant_tiny_events(wire: str) -> Giant:
     watchdog's ``total_ms`` ends it with its typed error."""
     import anyio
 
-    from bindloop.completion import StreamStalledError
+    from bindloop.wire import StreamStalledError
     from bindloop.contracts import UserMessage
-    from bindloop.completion import StreamBudgets
+    from bindloop.wire import StreamBudgets
     from bindloop.wire import ModelAdapter, WireOptions
 
     preamble = b""

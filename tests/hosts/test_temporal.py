@@ -112,7 +112,7 @@ async def test_the_loop_runs_the_batch_inside_the_activity(env: Any, tmp_path: P
     serial call runs alone first, the pooled ones at most max_per_tool at a time, and a raise
     becomes the loop's tool error (its message kept from the model)."""
     from bindloop.contracts import ModelTurnResult, ToolMessage
-    from bindloop.run import ToolBatchOptions
+    from bindloop.loop import ToolBatchOptions
 
     store, _ = charge_tool(str(tmp_path / "b.db"))
     log: list[str] = []

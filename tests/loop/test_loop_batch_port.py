@@ -27,7 +27,7 @@ from bindloop import (
 )
 from bindloop.errors import AbortedToolCallError, PortContractError
 from bindloop.loop import BatchRunner, LoopBoundary, LoopControl
-from bindloop.run import ToolBatchOptions
+from bindloop.loop import ToolBatchOptions
 from bindloop.testing import final_answer, loop_harness, tool_call, tool_call_turn
 
 

@@ -83,4 +83,4 @@ def test_checkpoint_anywhere_then_resume_equals_an_uninterrupted_run(n: int, sto
     combined = accumulate_run(r1.stats, r2.stats)
     # the clock is shared across both legs, so even the timings add up to the uninterrupted run's
     assert combined == accumulate_run(full.stats, empty_run_stats())
-    assert restored.tool_calls == whole.state.tool_calls
+    assert restored.requested_tool_calls == whole.state.requested_tool_calls

@@ -1,5 +1,7 @@
 """Hypothesis drives the pure loop machine with random worlds — turns, outcomes, suspends, aborts,
-host input, nudges, compactions — without an event loop, and checks the loop's invariants."""
+host input, nudges, compactions, the host's serial and final-call decisions — without an event
+loop, and checks the loop's invariants. The machine is given no callable: every host decision is
+sent to it as data."""
 
 from __future__ import annotations
 
@@ -33,20 +35,24 @@ from bindloop.lowlevel import (
     Activate,
     AskNudge,
     BatchFinished,
+    BatchPlanned,
     BatchWrapped,
     Boundary,
     BoundaryChecked,
     BoundaryDecided,
     CallModel,
     CheckBoundary,
+    CheckFinal,
     Compact,
     Compacted,
+    FinalChecked,
     Finish,
     LoopMachine,
     ModelReplied,
     NotifyAssistant,
     NotifyProgress,
     Nudged,
+    PlanBatch,
     RaisedByTool,
     RanCall,
     Reject,
@@ -60,6 +66,7 @@ from bindloop.lowlevel import (
     ToolReturned,
     WrapToolBatch,
     reason_exception,
+    tool_exception_error,
 )
 
 NAMES = ("add", "load", "search")
@@ -73,7 +80,6 @@ def worlds(draw: st.DrawFn) -> dict[str, Any]:
         "max_iterations": draw(st.integers(0, 7)),
         "serial": draw(st.frozensets(st.sampled_from(NAMES))),
         "wired": draw(st.frozensets(st.sampled_from(sorted(WIRABLE)))),
-        "final": draw(st.booleans()),
         "seed_tokens": draw(st.integers(0, 1000)),
         "seed_cost": draw(st.integers(0, 100)),
     }
@@ -85,10 +91,9 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
                           counters=LoopCounters(requested_tool_calls=3))
     serial = world["serial"]
     wired = world["wired"]
-    m = LoopMachine(state, world["max_iterations"], runs_serially=lambda c: c.name in serial,
-                    wired=wired,
-                    is_final_call=(lambda c, o: c.name == "search" and isinstance(o, ToolResult))
-                    if world["final"] else None)
+    m = LoopMachine(state, world["max_iterations"], wired=wired)
+    alone: list[int] = []  # the lone calls the last plan promised, in the order they must run
+    final_batch = False
     taken: set[tuple[Any, type, Any]] = set()
     counter = 0
     turns = ran = requested = 0
@@ -106,6 +111,8 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
     last_turn = None
 
     def send(answer: Any) -> None:
+        # An answer trace is plain data too: no exception object, no secret, JSON all through.
+        assert SECRET not in msgspec.json.encode(answer).decode()
         before = m.phase
         m.send(answer)
         taken.add((before, type(answer), m.phase))
@@ -154,11 +161,30 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
             usage_out += u.output_tokens
             cost += c
             last_turn = turn
+            final_batch = False
             send(ModelReplied(turn, 2.0))
+        elif isinstance(effect, PlanBatch):
+            assert "runs_serially" in wired and "run_tool_batch" not in wired
+            assert effect.calls == last_turn.tool_calls  # type: ignore[union-attr]
+            flags = [c.name in serial for c in effect.calls]
+            alone = [i for i, flag in enumerate(flags) if flag]
+            send(BatchPlanned(flags))
+        elif isinstance(effect, CheckFinal):
+            assert "is_final_call" in wired
+            assert effect.calls == last_turn.tool_calls  # type: ignore[union-attr]
+            flags = [c.name == "search" and isinstance(o, ToolResult)
+                     for c, o in zip(effect.calls, effect.outcomes, strict=True)]
+            final_batch = any(flags)
+            send(FinalChecked(flags))
         elif isinstance(effect, (RunTool, RunToolBatch, WrapToolBatch)):
             assert isinstance(effect, WrapToolBatch) == ("run_tool_batch" in wired)
             if isinstance(effect, RunToolBatch):
                 assert len(effect.items) > 1, "a single call is run alone, never pooled"
+                assert not alone, "the pool started before every lone call ran"
+                if "runs_serially" in wired:
+                    assert not any(c.name in serial for _, c in effect.items), "a lone call pooled"
+            if isinstance(effect, RunTool) and alone:
+                assert effect.index == alone.pop(0), "lone calls run first, in model order"
             items = ([(effect.index, effect.call)] if isinstance(effect, RunTool)
                      else list(enumerate(effect.calls)) if isinstance(effect, WrapToolBatch)
                      else list(effect.items))
@@ -173,7 +199,9 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
                 ran += 1
                 ran_by_name[call.name] = ran_by_name.get(call.name, 0) + 1
                 if kind == "raise":
-                    results.append(ToolRaised(index, RuntimeError(SECRET), 1.0))
+                    # What the driver sends: the tool error the model reads, never the exception.
+                    results.append(ToolRaised(index, tool_exception_error(RuntimeError(SECRET)),
+                                              "RuntimeError", 1.0))
                     expected_rejections += 1
                     continue
                 if kind == "result":
@@ -241,7 +269,7 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
     assert s.cost == cost + aux_cost
     assert state.input_tokens == world["seed_tokens"] + s.input_tokens
     assert state.cost == world["seed_cost"] + s.cost
-    assert state.tool_calls == 3 + requested
+    assert state.requested_tool_calls == 3 + requested
     assert rejections == expected_rejections
     # timings: every model call took 2 ms, every applied compaction 1 ms, every tool that ran 1 ms
     assert s.model_ms == 2.0 * turns + 1.0 * compactions
@@ -297,6 +325,7 @@ def drive(data: st.DataObject, world: dict[str, Any]) -> None:
     if stop_reason == "done":
         assert not state.open_suspends
         assert m.final_turn is last_turn is not None
+        assert not last_turn.tool_calls or final_batch, "a turn with calls ended the run unasked"
     else:
         assert m.final_turn is None
     if aborted_batch:
@@ -402,13 +431,10 @@ def test_an_answer_before_its_notices_are_popped_is_refused() -> None:
         raise AssertionError
 
 
-def test_fatal_raises_and_tool_error_text_are_the_machines_decisions() -> None:
-    from bindloop.errors import RunCancelledError, ToolFailure
+def test_a_raise_arrives_as_data_and_the_machine_keeps_no_exception() -> None:
+    from bindloop.errors import ToolFailure
 
-    m = LoopMachine(ToolLoopState(messages=[UserMessage(content="go")]), 2,
-                    is_fatal_tool_error=lambda e: isinstance(e, KeyError))
-    assert m.is_fatal(RunCancelledError()) and m.is_fatal(KeyError("k"))
-    assert not m.is_fatal(ValueError("v"))
+    m = LoopMachine(ToolLoopState(messages=[UserMessage(content="go")]), 2)
     m.start()
     m.next_effect()
     m.send(BoundaryChecked(False))
@@ -417,9 +443,11 @@ def test_fatal_raises_and_tool_error_text_are_the_machines_decisions() -> None:
     m.send(ModelReplied(ModelTurnResult(tool_calls=calls), 1.0))
     batch = m.next_effect()
     assert isinstance(batch, RunToolBatch)
-    err = ValueError(SECRET)
-    m.send(BatchFinished([ToolRaised(1, ToolFailure("read-only", kind="rejected"), 1.0),
-                          ToolRaised(0, err, 1.0)]))
+    # What the driver sends for a ToolFailure and for a foreign raise (tool_exception_error's).
+    m.send(BatchFinished([
+        ToolRaised(1, tool_exception_error(ToolFailure("read-only", kind="rejected")),
+                   "ToolFailure", 1.0),
+        ToolRaised(0, tool_exception_error(ValueError(SECRET)), "ValueError", 1.0)]))
     effects = []
     while True:
         e = m.next_effect()
@@ -427,13 +455,30 @@ def test_fatal_raises_and_tool_error_text_are_the_machines_decisions() -> None:
         if isinstance(e, (Finish, CheckBoundary)):
             break
     rejects = [e for e in effects if isinstance(e, Reject)]
-    # In the answer's order, so the driver pairs each with the exception it sent.
+    # In the answer's order, so the driver pairs each with the exception it kept.
     assert [r.reason for r in rejects] == [RaisedByTool("ToolFailure"), RaisedByTool("ValueError")]
     assert not any(isinstance(getattr(m, name, None), BaseException)
                    for name in dir(m) if not name.startswith("__"))
     contents = [x.content for x in m.state.messages[2:]]
     assert contents == ['{"error":"ValueError: the tool failed","kind":"error"}',
                         '{"error":"read-only","kind":"rejected"}']
+    assert m.stats.tool_calls == 2
+
+
+def test_fatal_raises_are_judged_by_one_rule_before_the_machine() -> None:
+    from bindloop.errors import PortContractError, RunCancelledError
+    from bindloop.lowlevel import is_fatal_raise
+
+    assert is_fatal_raise(RunCancelledError()) and not is_fatal_raise(KeyError("k"))
+    fatal = lambda e: isinstance(e, KeyError)  # noqa: E731
+    assert is_fatal_raise(RunCancelledError(), fatal) and is_fatal_raise(KeyError("k"), fatal)
+    assert not is_fatal_raise(ValueError("v"), fatal)
+    try:
+        is_fatal_raise(ValueError("v"), lambda e: "yes")  # type: ignore[arg-type,return-value]
+    except PortContractError as exc:
+        assert "is_fatal_tool_error must return a bool" in str(exc)
+    else:  # pragma: no cover
+        raise AssertionError
 
 
 def test_docs_show_the_table_the_machine_uses() -> None:

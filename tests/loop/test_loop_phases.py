@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from bindloop.contracts import ModelTurnResult, ToolCall, ToolResult, UserMessage
+from bindloop.contracts import ModelTurnResult, ToolCall, ToolError, ToolResult, UserMessage
 from bindloop.errors import PortContractError, ProtocolError
 from bindloop.loop import StepSettlement, ToolLoopState
 from bindloop.lowlevel import (
-    REQUEST_PHASES, START_SUCCESSORS, SUCCESSORS, WIRABLE, BatchFinished, BatchWrapped,
-    BoundaryChecked, BoundaryDecided, CallModel, CheckBoundary, Compacted, Finish, LoopMachine,
-    ModelReplied, Nudged, Phase, RanCall, Settled, ToolMessageAccepted, ToolNotRun, ToolRaised,
-    ToolReturned,
+    REQUEST_PHASES, START_SUCCESSORS, SUCCESSORS, WIRABLE, BatchFinished, BatchPlanned,
+    BatchWrapped, BoundaryChecked, BoundaryDecided, CallModel, CheckBoundary, CheckFinal,
+    Compacted, FinalChecked, Finish, LoopMachine, ModelReplied, Nudged, Phase, PlanBatch, RanCall,
+    RunTool, Settled, ToolMessageAccepted, ToolNotRun, ToolRaised, ToolReturned,
 )
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "loop.md"
@@ -61,8 +61,9 @@ def test_docs_draw_the_successor_table() -> None:
 
 # ---- ERROR ---------------------------------------------------------------------------------------
 
-def started(**kw: Any) -> LoopMachine:
-    m = LoopMachine(ToolLoopState(messages=[UserMessage(content="go")]), 3, **kw)
+def started(*wired: str) -> LoopMachine:
+    m = LoopMachine(ToolLoopState(messages=[UserMessage(content="go")]), 3,
+                    wired=frozenset(wired))
     m.start()
     assert isinstance(m.next_effect(), CheckBoundary)
     m.send(BoundaryChecked(False))
@@ -86,15 +87,32 @@ def test_a_bad_port_answer_moves_the_machine_to_error_not_to_a_wedge() -> None:
     assert_absorbing(m, "PortContractError: call_model returned str")
 
 
-def test_a_raising_host_decision_moves_the_machine_to_error_without_its_message() -> None:
-    def serial(call: ToolCall) -> bool:
-        raise KeyError("password=hunter2")
+def test_a_host_decision_that_is_not_a_bool_moves_the_machine_to_error() -> None:
+    m = started("runs_serially")
+    m.send(ModelReplied(ModelTurnResult(tool_calls=(ToolCall(id="a", name="x"),)), 1.0))
+    assert isinstance(m.next_effect(), PlanBatch)
+    with pytest.raises(PortContractError, match="runs_serially must return a bool, got str"):
+        m.send(BatchPlanned(["yes"]))  # type: ignore[list-item]
+    assert_absorbing(m, "PortContractError: runs_serially must return a bool")
 
-    m = started(runs_serially=serial)
-    with pytest.raises(KeyError):
-        m.send(ModelReplied(ModelTurnResult(tool_calls=(ToolCall(id="a", name="x"),)), 1.0))
-    assert m.failure == "KeyError"
-    assert_absorbing(m, "KeyError;")
+    m = started("is_final_call")
+    m.send(ModelReplied(ModelTurnResult(tool_calls=(ToolCall(id="a", name="x"),)), 1.0))
+    assert isinstance(m.next_effect(), RunTool)
+    m.send(ToolReturned(0, ToolResult(content="ok"), 1.0))
+    assert isinstance(m.next_effect(), CheckFinal)
+    with pytest.raises(ProtocolError, match="FinalChecked has 2 answers for 1 calls"):
+        m.send(FinalChecked([True, True]))
+    assert_absorbing(m, "ProtocolError: FinalChecked has 2 answers")
+
+
+def test_a_raise_that_is_not_data_moves_the_machine_to_error_without_its_message() -> None:
+    m = started()
+    m.send(ModelReplied(ModelTurnResult(tool_calls=(ToolCall(id="a", name="x"),)), 1.0))
+    assert isinstance(m.next_effect(), RunTool)
+    with pytest.raises(PortContractError, match="carries KeyError; expected the ToolError"):
+        m.send(ToolRaised(0, KeyError("password=hunter2"), "KeyError"))  # type: ignore[arg-type]
+    assert m.failure is not None and "hunter2" not in m.failure
+    assert_absorbing(m, "PortContractError: ToolRaised for call 'a' carries KeyError")
 
 
 def test_a_refused_answer_and_an_answer_after_done_move_the_machine_to_error() -> None:
@@ -131,7 +149,13 @@ _ANSWERS = st.sampled_from([
     ModelReplied("not a turn", 1.0),  # type: ignore[arg-type]
     ToolReturned(0, ToolResult(content="ok"), 1.0), ToolReturned(1, ToolResult(content="ok"), 1.0),
     ToolReturned(0, "not an outcome", 1.0),  # type: ignore[arg-type]
-    ToolRaised(0, ValueError("boom"), 1.0), ToolNotRun(0),
+    ToolRaised(0, ToolError(error="ValueError: the tool failed"), "ValueError", 1.0),
+    ToolRaised(0, ValueError("boom"), "ValueError", 1.0),  # type: ignore[arg-type]
+    ToolNotRun(0),
+    BatchPlanned([True]), BatchPlanned([False, True]), BatchPlanned([False, False]),
+    BatchPlanned(["no"]),  # type: ignore[list-item]
+    FinalChecked([False]), FinalChecked([True]), FinalChecked([False, True]),
+    FinalChecked([1]),  # type: ignore[list-item]
     BatchFinished([ToolReturned(0, ToolResult(content="ok")), ToolReturned(1, ToolResult(content="ok"))]),
     BatchFinished([ToolReturned(0, ToolResult(content="ok"))]),
     BatchWrapped([ToolResult(content="a"), ToolResult(content="b")],
@@ -145,12 +169,11 @@ _ANSWERS = st.sampled_from([
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.frozensets(st.sampled_from(sorted(WIRABLE))), st.booleans(),
+@given(st.frozensets(st.sampled_from(sorted(WIRABLE))),
        st.lists(st.tuples(st.booleans(), _ANSWERS), max_size=40))
 def test_random_answer_sequences_never_wedge_and_error_absorbs(
-        wired: frozenset[str], serial: bool, steps: list[tuple[bool, Any]]) -> None:
-    m = LoopMachine(ToolLoopState(messages=[UserMessage(content="go")]), 4, wired=wired,
-                    runs_serially=(lambda c: c.name == "x") if serial else None)
+        wired: frozenset[str], steps: list[tuple[bool, Any]]) -> None:
+    m = LoopMachine(ToolLoopState(messages=[UserMessage(content="go")]), 4, wired=wired)
     m.start()
     failure: str | None = None
     for pop, answer in steps:

@@ -33,7 +33,7 @@ from bindloop.loop import (
     InvalidModelTurnError,
     MissingActivationPortError,
 )
-from bindloop.run import ToolBatchOptions
+from bindloop.loop import ToolBatchOptions
 from bindloop.testing import (
     ScriptExhaustedError,
     final_answer,
@@ -79,7 +79,7 @@ def test_stats_and_state_fold_exactly_with_a_seed() -> None:
     assert (s.input_tokens, s.output_tokens, s.cached_input_tokens, s.cost) == (30, 7, 8, 7)
     assert (state.input_tokens, state.output_tokens, state.cached_input_tokens, state.cost) == (
         1030, 7, 8, 57)
-    assert state.tool_calls == 8 and s.tool_calls == 1
+    assert state.requested_tool_calls == 8 and s.tool_calls == 1
     assert state.last_prompt_tokens == 20 and state.last_output_tokens == 4
     # stepping clock: each reading advances 1 ms → each model call and tool call takes 1 ms
     assert s.model_ms == 2.0 and s.tool_ms == 1.0 and s.tools["a"].calls == 1
@@ -311,7 +311,7 @@ def test_abort_mid_batch_answers_queued_calls_as_not_run() -> None:
     r = run(h)
     assert r.stop_reason == "aborted"
     assert h.ran == ["a"]
-    assert h.state.tool_calls == 3 and r.stats.tool_calls == 1
+    assert h.state.requested_tool_calls == 3 and r.stats.tool_calls == 1
     tool_msgs = [m for m in h.state.messages if isinstance(m, ToolMessage)]
     assert len(tool_msgs) == 3
     assert tool_msgs[1].is_error and '"kind":"not_run"' in str(tool_msgs[1].content)
@@ -458,7 +458,7 @@ def test_should_stop_outranks_delivered_input_which_is_kept() -> None:
     h = loop_harness(
         [tool_call_turn([tool_call("a")]), final_answer("x")],
         on_step_settled=lambda w: StepSettlement(messages=(UserMessage(content="late"),)),
-        should_stop=lambda: True if h.state.tool_calls else False,
+        should_stop=lambda: True if h.state.requested_tool_calls else False,
     )
     r = run(h)
     assert r.stop_reason == "aborted"

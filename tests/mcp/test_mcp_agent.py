@@ -7,15 +7,34 @@ from typing import Any
 
 import pytest
 
-from bindloop.agent import ChatResult, create_agent, equip_instruction, prompt_chat
+import subprocess
+import sys
+
+from bindloop.agent import (
+    AfterPromptAgentError,
+    ChatResult,
+    NoAgentContextError,
+    create_agent,
+    equip_instruction,
+    equip_mcp,
+    prompt_chat,
+)
 from bindloop.contracts import ToolMessage
 from bindloop.errors import UsageError
-from bindloop.agent import AfterPromptAgentError, NoAgentContextError
 from bindloop.hosts.httpx_transport import HttpxTransport
-from bindloop.mcp import McpHttpClient, McpToolset, equip_mcp, load_mcp_tools, open_mcp_client
+from bindloop.mcp import McpHttpClient, McpToolset, load_mcp_tools, open_mcp_client
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize(("imported", "absent"), [("bindloop.agent", "bindloop.mcp"),
+                                                  ("bindloop.mcp", "bindloop.agent")])
+def test_the_agent_and_mcp_import_apart(imported: str, absent: str) -> None:
+    # equip_mcp lives with the agent's hooks and loads MCP on its first call; MCP needs no agent.
+    code = f"import sys, {imported}; print({absent!r} in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 @pytest.fixture

@@ -264,6 +264,32 @@ async def test_metadata_naming_another_resource_is_refused_before_authorizing(
         await http.aclose()
 
 
+@pytest.mark.parametrize(("path", "named"), [
+    ("/.well-known/oauth-protected-resource/mcp", "protected resource metadata"),
+    ("/.well-known/oauth-authorization-server/as", "authorization server metadata")])
+async def test_malformed_metadata_is_named_before_authorizing(
+        scripted: ScriptedProviderServer, path: str, named: str) -> None:
+    world = World(scripted)
+    scripted.set_responder(".well-known", lambda request: (
+        json_reply({"resource": 7, "issuer": 7}) if request.path == path
+        else world.well_known(request)))
+    transport = HttpxTransport(world.base + "/mcp")
+    import httpx
+
+    http = httpx.AsyncClient()
+    try:
+        oauth = McpOAuth(server_url=world.base + "/mcp",
+                         fetch=transport_fetch(lambda url: HttpxTransport(url, client=http)),
+                         authorize=world.authorize, redirect_uri="http://127.0.0.1:9/cb",
+                         random_bytes=bytes)
+        with pytest.raises(McpAuthorizationError, match=f"{named} at .*{path} is malformed"):
+            await McpHttpClient(transport, server="guarded", auth=oauth).connect()
+        assert world.authorizations == []
+    finally:
+        await transport.aclose()
+        await http.aclose()
+
+
 def test_an_authorization_code_provider_needs_its_ports() -> None:
     from bindloop.errors import UsageError
 

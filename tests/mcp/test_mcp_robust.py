@@ -212,7 +212,7 @@ async def test_the_401_challenge_is_exposed(scripted: ScriptedProviderServer,
 async def test_an_aborted_agent_run_cancels_its_mcp_call_on_the_server(
         scripted: ScriptedProviderServer, transport: HttpxTransport) -> None:
     from bindloop.agent import ChatResult, create_agent, equip_instruction, prompt_chat, run_with
-    from bindloop.mcp import equip_mcp
+    from bindloop.agent import equip_mcp
     from bindloop.signal import AbortController
     from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 

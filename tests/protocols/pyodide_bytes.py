@@ -13,10 +13,9 @@ from bindloop.completion import (
     TextEvent,
     ToolCallChunk,
     ToolCallEvent,
-    TurnResetEvent,
-    TurnTextEvent,
     UsageEvent,
 )
+from bindloop.textstream import TurnResetEvent, TurnTextEvent
 from bindloop.contracts import ReasoningPart, ToolCall, ToolResult, ToolSuspend, TurnUsage
 from bindloop.protocols import (
     AgUiEncoder,

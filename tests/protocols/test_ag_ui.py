@@ -9,14 +9,8 @@ import msgspec
 from hypothesis import given, settings
 
 from bindloop.agent import ToolCallDoneEvent
-from bindloop.completion import (
-    TextEvent,
-    ToolCallChunk,
-    ToolCallEvent,
-    TurnResetEvent,
-    TurnTextEvent,
-    UsageEvent,
-)
+from bindloop.completion import TextEvent, ToolCallChunk, ToolCallEvent, UsageEvent
+from bindloop.textstream import TurnResetEvent, TurnTextEvent
 from bindloop.contracts import ToolCall, ToolResult, ToolSuspend, TurnUsage
 from bindloop.protocols import (
     AgUiEncoder,

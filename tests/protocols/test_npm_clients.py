@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
-from bindloop.completion import TurnResetEvent, TurnTextEvent
+from bindloop.textstream import TurnResetEvent, TurnTextEvent
 from bindloop.hosts.asgi import ChatApp, ChatInput, Emit
 from bindloop.hosts.asgi_log import SqliteRunLogs
 from bindloop.contracts import AssistantMessage, Message, UserMessage

@@ -19,15 +19,8 @@ from bindloop.agent import (
     on_stream,
     prompt_chat,
 )
-from bindloop.completion import (
-    FinishEvent,
-    TextEvent,
-    ToolCallChunk,
-    ToolCallEvent,
-    TurnResetEvent,
-    TurnTextEvent,
-    UsageEvent,
-)
+from bindloop.completion import FinishEvent, TextEvent, ToolCallChunk, ToolCallEvent, UsageEvent
+from bindloop.textstream import TurnResetEvent, TurnTextEvent
 from bindloop.contracts import ToolCall, ToolError, ToolResult, ToolSuspend, TurnUsage
 from bindloop.errors import ProtocolError
 from bindloop.plugins import define_tool

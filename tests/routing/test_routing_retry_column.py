@@ -1,4 +1,4 @@
-"""One retry table: ``with_retry`` decides same-provider retries from the disposition table's
+"""One retry table: ``create_retry_middleware`` decides same-provider retries from the disposition table's
 ``same_provider_retry`` column, and a clamped disposition (output already shown) never retries."""
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from bindloop.wire import is_retryable
-from bindloop.completion import StreamStall, StreamStalledError
+from bindloop.wire import StreamStalledError
+from bindloop.wire import StreamStall
 from bindloop.routing import FAILURE_CATEGORIES, FAILURE_DISPOSITIONS, failure_disposition
 from bindloop.wire import IncompleteStreamError, ProviderHttpError, TransportError
 

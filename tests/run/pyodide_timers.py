@@ -5,7 +5,7 @@ import json
 
 import anyio
 
-from bindloop.completion import create_stream_watchdog
+from bindloop.wire import create_stream_watchdog
 from bindloop.run import create_run_deadline, watch_deadline
 
 watchdog = create_stream_watchdog()

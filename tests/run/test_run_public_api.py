@@ -18,7 +18,7 @@ def test_curated_all_is_sorted_complete_and_importable(name: str) -> None:
 
 def test_pool_keeps_its_exports_for_the_loop() -> None:
     import bindloop.run as run
-    from bindloop.run import ToolBatchOptions, run_tool_calls_pooled_by_tool
+    from bindloop.loop import ToolBatchOptions, run_tool_calls_pooled_by_tool
 
     # The error a not-run call comes back as has one home, bindloop.errors.
     assert "AbortedToolCallError" not in run.__all__

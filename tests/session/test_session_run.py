@@ -320,7 +320,8 @@ def test_receipts_keep_a_replayed_span_from_repeating_a_side_effect() -> None:
 def test_restored_loop_offers_every_loop_port() -> None:
     """RestoredLoop mirrors ToolLoopParams' ports, with the loop's own types: a port added to the
     loop must be restorable, and a port type the loop changes must change here too."""
-    loop_ports = {f.name for f in msgspec.structs.fields(ToolLoopParams)} - {"state", "max_iterations"}
+    loop_ports = {f.name for f in msgspec.structs.fields(ToolLoopParams)} - {
+        "state", "max_iterations", "resume_calls"}  # the run's position, not ports
     restored = {f.name for f in msgspec.structs.fields(RestoredLoop)} - {"capture_bindings"}
     assert restored == loop_ports
     loop_hints, restored_hints = get_type_hints(ToolLoopParams), get_type_hints(RestoredLoop)
@@ -398,7 +399,7 @@ def test_loop_state_from_checkpoint_seeds_the_loop_where_the_checkpoint_stands()
     assert state.messages == list(cp.messages) and state.open_suspends == list(cp.open_suspends)
     assert (state.input_tokens, state.output_tokens, state.cached_input_tokens, state.cost) == (
         cp.stats.input_tokens, cp.stats.output_tokens, cp.stats.cached_input_tokens, cp.stats.cost)
-    assert (state.tool_calls, state.last_prompt_tokens, state.last_output_tokens,
+    assert (state.requested_tool_calls, state.last_prompt_tokens, state.last_output_tokens,
             state.has_fresh_token_count) == (
         cp.counters.requested_tool_calls, cp.counters.last_prompt_tokens,
         cp.counters.last_output_tokens, cp.counters.has_fresh_token_count)
@@ -408,6 +409,6 @@ def test_loop_state_from_checkpoint_seeds_the_loop_where_the_checkpoint_stands()
     resumed = anyio.run(lambda: run_tool_loop(ToolLoopParams(
         state=state, call_model=scripted_model(script(2)[1:]), run_tool_call=add,
         max_iterations=cp.max_iterations - cp.iterations, now=stepping_clock())))
-    assert resumed.stop_reason == "done" and state.tool_calls == 2
+    assert resumed.stop_reason == "done" and state.requested_tool_calls == 2
     with pytest.raises(CheckpointFormatError, match="stats.turns"):
         loop_state_from_checkpoint(msgspec.structs.replace(cp, iterations=0))

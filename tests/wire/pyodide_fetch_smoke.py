@@ -8,10 +8,11 @@ from pyodide.ffi import to_js
 from bindloop.contracts import ModelTurnResult, ToolCall, TurnUsage, UserMessage
 from bindloop.hosts.js_fetch import FetchTransport
 from bindloop.hosts.provider_replies import render_sse
-from bindloop.completion import StreamStalledError, TextEvent
+from bindloop.completion import TextEvent
+from bindloop.wire import StreamStalledError
 from bindloop.errors import RunCancelledError
 from bindloop.signal import AbortController
-from bindloop.completion import StreamBudgets
+from bindloop.wire import StreamBudgets
 from bindloop.wire import ModelAdapter, OpenAIChatAdapter, ProviderHttpError, WireOptions
 
 turn = ModelTurnResult(text="héllo from fetch", tool_calls=(ToolCall(id="c1", name="f", arguments='{"a":1}'),),

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bindloop.completion import create_stream_watchdog
+from bindloop.wire import create_stream_watchdog
 from bindloop.wire import WireStream, create_wire_adapter
 from bindloop.wire._stream import chunk_kind
 

@@ -15,7 +15,7 @@ import pytest
 
 from bindloop.completion import TextEvent
 from bindloop.contracts import ModelTurnResult, TurnUsage, UserMessage
-from bindloop.completion import StreamBudgets
+from bindloop.wire import StreamBudgets
 from bindloop.wire import (
     WIRE_NAMES,
     ModelAdapter,

@@ -9,7 +9,8 @@ import anyio
 import msgspec
 import pytest
 
-from bindloop.completion import StreamStalledError, TextEvent
+from bindloop.completion import TextEvent
+from bindloop.wire import StreamStalledError
 from bindloop.contracts import (
     ModelTurnResult,
     ToolCall,
@@ -30,7 +31,7 @@ from bindloop.routing import (
     provider_id,
 )
 from bindloop.signal import AbortController
-from bindloop.completion import StreamBudgets
+from bindloop.wire import StreamBudgets
 from bindloop.wire import (
     WIRE_NAMES,
     ModelAdapter,

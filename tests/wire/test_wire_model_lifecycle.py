@@ -14,13 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bindloop.completion import StreamEvent, StreamStalledError, TextEvent, TurnCollector
+from bindloop.completion import StreamEvent, TextEvent, TurnCollector
+from bindloop.wire import StreamStalledError
 from bindloop.contracts import ModelTurnResult, TurnUsage, UserMessage
 from bindloop.errors import RunCancelledError, RunTimeoutError
 from bindloop.hosts.provider_replies import render_body, render_sse
 from bindloop.run import create_run_deadline, watch_deadline
 from bindloop.signal import AbortController, AbortSignal
-from bindloop.completion import StreamBudgets
+from bindloop.wire import StreamBudgets
 from bindloop.wire import (
     SseDecoder,
     HttpRequest,

@@ -13,7 +13,8 @@ import msgspec
 import pytest
 
 from bindloop.clock import monotonic_ms
-from bindloop.completion import StreamStalledError, TurnCollector
+from bindloop.completion import TurnCollector
+from bindloop.wire import StreamStalledError
 from bindloop.contracts import ModelTurnResult, TurnUsage, UserMessage
 from bindloop.errors import RunCancelledError, UsageError
 from bindloop.routing import (
@@ -25,7 +26,7 @@ from bindloop.routing import (
     provider_id,
 )
 from bindloop.signal import AbortController
-from bindloop.completion import StreamBudgets
+from bindloop.wire import StreamBudgets
 from bindloop.wire import ModelAdapter, RoutedModel, WireOptions, create_wire_adapter
 
 httpx_transport = pytest.importorskip("bindloop.hosts.httpx_transport")

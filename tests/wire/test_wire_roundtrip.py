@@ -26,7 +26,7 @@ from bindloop.contracts import (
     UserMessage,
 )
 from bindloop.hosts.provider_replies import render_body, render_sse, sse_event
-from bindloop.completion import StreamBudgets
+from bindloop.wire import StreamBudgets
 from bindloop.wire import (
     WIRE_NAMES,
     HttpRequest,

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bindloop.completion import StreamBudgets, StreamEvent, TextEvent, TurnCollector
+from bindloop.completion import StreamEvent, TextEvent, TurnCollector
+from bindloop.wire import StreamBudgets
 from bindloop.contracts import ModelTurnResult, ToolDefinition, TurnUsage, UserMessage
 from bindloop.errors import UsageError
 from bindloop.routing import (

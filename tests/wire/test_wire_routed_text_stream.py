@@ -8,11 +8,8 @@ from collections.abc import Iterator, Sequence
 import anyio
 import pytest
 
-from bindloop.completion import (
-    ReasoningEvent,
-    StreamEvent,
-    TextEvent,
-    ToolCallEvent,
+from bindloop.completion import ReasoningEvent, StreamEvent, TextEvent, ToolCallEvent
+from bindloop.textstream import (
     TurnResetEvent,
     TurnStreamEvent,
     TurnTextEvent,
@@ -36,7 +33,7 @@ from bindloop.routing import (
     canonical_model_id,
     provider_id,
 )
-from bindloop.completion import StreamBudgets
+from bindloop.wire import StreamBudgets
 from bindloop.wire import ModelAdapter, RoutedModel, WireOptions, create_wire_adapter
 
 httpx_transport = pytest.importorskip("bindloop.hosts.httpx_transport")

@@ -28,7 +28,7 @@ from bindloop.hosts.scripted_server import (
     error_reply,
     turn_reply,
 )
-from bindloop.completion import TurnStreamReducer
+from bindloop.textstream import TurnStreamReducer
 from bindloop.testing import final_answer, tool_call, tool_call_turn
 
 REPO = Path(__file__).resolve().parents[2]
@@ -119,7 +119,7 @@ class Served:
                                 "FALLBACK_API_KEY": "sk-fallback-secret",
                                 "MAX_ITERATIONS": "6",
                                 # One model call in flight across the Worker, counted in the
-                                # RateLimiter Durable Object (with_limit's LimitStore).
+                                # RateLimiter Durable Object (create_limit_middleware's LimitStore).
                                 "RATE_LIMIT_CONCURRENCY": "1",
                                 "SYSTEM_PROMPT": "Be brief.",
                                 # Short enough for a test to see them work: keep-alive comments,
@@ -452,7 +452,7 @@ def test_a_client_that_hangs_up_mid_stream_does_not_stop_the_session(served: Ser
 
 
 def test_two_chats_share_one_concurrency_limit_in_the_rate_limiter_object(served: Served) -> None:
-    """RATE_LIMIT_CONCURRENCY=1: the second chat's model call waits in with_limit (its slot taken
+    """RATE_LIMIT_CONCURRENCY=1: the second chat's model call waits in create_limit_middleware (its slot taken
     in the RateLimiter Durable Object) until the first chat's call, slowly streamed, has ended."""
     from concurrent.futures import ThreadPoolExecutor
 

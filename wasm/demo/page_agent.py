@@ -62,13 +62,9 @@ from bindloop.agent import (
     prompt_agent,
     prompt_chat,
 )
-from bindloop.completion import (
-    ErrorEvent,
-    StreamBudgets,
-    TurnStreamEvent,
-    TurnTextStream,
-    create_turn_text_stream,
-)
+from bindloop.completion import ErrorEvent
+from bindloop.textstream import TurnStreamEvent, TurnTextStream, create_turn_text_stream
+from bindloop.wire import StreamBudgets
 from bindloop.contracts import Message, ToolOutcome, ToolResult, UserMessage
 from bindloop.hosts.demo import DEFAULT_PROMPT, Notes, calculate
 from bindloop.hosts.js_fetch import FetchTransport

@@ -1,8 +1,8 @@
 // The browser half of bindloop's turn text stream: renders the events that
-// `bindloop.completion.create_turn_text_stream` emits, on a transport that may
+// `bindloop.textstream.create_turn_text_stream` emits, on a transport that may
 // reorder or duplicate them. The same reducer exists in Python
-// (`bindloop.completion.TurnStreamReducer`); both run the JSON vectors in
-// tests/completion/vectors/turn_stream_vectors.json.
+// (`bindloop.textstream.TurnStreamReducer`); both run the JSON vectors in
+// tests/textstream/vectors/turn_stream_vectors.json.
 //
 // Events on the wire (field names as bindloop encodes them):
 //   { kind: "text",  turn_id, epoch, seq, text }

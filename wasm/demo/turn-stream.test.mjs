@@ -7,7 +7,7 @@ import { test } from "node:test";
 import { TurnStreamReducer, createTurnStreamReducer } from "./turn-stream.js";
 
 const vectors = JSON.parse(
-  readFileSync(new URL("../../tests/completion/vectors/turn_stream_vectors.json", import.meta.url), "utf8"),
+  readFileSync(new URL("../../tests/textstream/vectors/turn_stream_vectors.json", import.meta.url), "utf8"),
 );
 
 function reducerFor(c) {

@@ -26,15 +26,11 @@ from bindloop.agent import (
     equip_tool,
     prompt_chat,
     resume_chat,
-    with_simple_limit,
+    create_simple_limit_middleware,
 )
 from bindloop.clock import Clock
-from bindloop.completion import (
-    StreamBudgets,
-    TurnStreamEvent,
-    TurnTextStream,
-    create_turn_text_stream,
-)
+from bindloop.textstream import TurnStreamEvent, TurnTextStream, create_turn_text_stream
+from bindloop.wire import StreamBudgets
 from bindloop.contracts import (
     AssistantMessage,
     StopReason,
@@ -282,7 +278,7 @@ def build_model(config: AgentConfig, *, transport_for: TransportFor,
     if limit_store is None or clock is None:
         raise HttpError(500, "misconfigured", "RATE_LIMIT_* is set but the Worker has no rate-limit "
                         "store binding (LIMITS in wrangler.jsonc)")
-    return augment_model(model, [with_simple_limit(
+    return augment_model(model, [create_simple_limit_middleware(
         rpm=config.rate_limit_rpm, concurrency=config.rate_limit_concurrency,
         key="providers", store=limit_store, clock=clock)])
 

@@ -267,8 +267,8 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
 
 class RateLimiter(DurableObject):  # type: ignore[misc]  # the SDK is untyped
     """The rate-limit state every isolate shares: one object per limit group (``idFromName``), so
-    ``with_limit``'s windows and in-flight counts are counted once however many isolates call the
-    providers. The object serialises its calls, and each method finishes without awaiting, so no
+    ``create_limit_middleware``'s windows and in-flight counts are counted once however many
+    isolates call the providers. The object serialises its calls, and each method finishes without awaiting, so no
     two requests interleave inside one. State lives in the object's memory (it is evicted only
     after a quiet spell longer than a one-minute window, which has emptied by then; concurrency
     slots of calls that outlive an eviction are forgotten, never double-counted).
@@ -314,10 +314,10 @@ class RateLimiter(DurableObject):  # type: ignore[misc]  # the SDK is untyped
 
 class DurableLimitStore:
     """bindloop's ``LimitStore`` over a :class:`RateLimiter` Durable Object (RPC), for
-    ``with_limit(store=...)``: requests in any isolate share one limit. Pair it with a clock every
-    isolate agrees on (:func:`wall_clock_ms`), not a per-process monotonic one. Its slots are
-    leased to this isolate (:func:`isolate_name`) for ``slot_lease_ms`` and renewed by
-    :meth:`renew_slots`, which ``with_limit`` calls while a call streams."""
+    ``create_limit_middleware(store=...)``: requests in any isolate share one limit. Pair it with a
+    clock every isolate agrees on (:func:`wall_clock_ms`), not a per-process monotonic one. Its
+    slots are leased to this isolate (:func:`isolate_name`) for ``slot_lease_ms`` and renewed by
+    :meth:`renew_slots`, which the limit middleware calls while a call streams."""
 
     def __init__(self, namespace: Any, name: str = "providers", *,
                  slot_lease_ms: float = 60_000.0) -> None:

@@ -1,5 +1,6 @@
-"""The agent API: hooks-style agents built on the tool loop, the wire models, the turn text stream,
-partial JSON and session checkpoints. See docs/agent.md.
+"""The agent API: hooks-style agents that run prompts on the tool loop (built on the wire models, the
+turn text stream and session checkpoints; partial JSON reads a structured answer as it streams).
+See docs/agent.md.
 
 ``create_agent`` makes an awaitable agent; inside its handler the ``equip_*`` / ``expect_*`` /
 ``on_stream`` hooks shape one generation's prompt, ``prompt_agent(schema)`` / ``prompt_chat()``
@@ -82,8 +83,8 @@ from ._limits import (
     LimitRule as LimitRule,
     LimitStore as LimitStore,
     RateRule as RateRule,
-    with_limit as with_limit,
-    with_simple_limit as with_simple_limit,
+    create_limit_middleware as create_limit_middleware,
+    create_simple_limit_middleware as create_simple_limit_middleware,
 )
 from ._model import (
     AgentModel as AgentModel,
@@ -101,9 +102,9 @@ from ._prompt import (
     ChatResult as ChatResult,
     prompt_agent as prompt_agent,
     prompt_chat as prompt_chat,
-    resume_chat as resume_chat,
 )
-from ._retry import with_retry as with_retry
+from ._resume import resume_chat as resume_chat
+from ._retry import create_retry_middleware as create_retry_middleware
 from ._run import (
     dump_snapshot as dump_snapshot,
     restore_snapshot as restore_snapshot,
@@ -133,6 +134,13 @@ from ._trace import (
     TraceEvent as TraceEvent,
     TraceOptions as TraceOptions,
 )
+from ._partial_json import (
+    PartialJson as PartialJson,
+    PartialJsonParser as PartialJsonParser,
+    PartialJsonState as PartialJsonState,
+    parse_partial_json as parse_partial_json,
+)
+from ._mcp import equip_mcp as equip_mcp
 
 __all__ = (
     "SNAPSHOT_VERSION",
@@ -205,9 +213,9 @@ __all__ = (
     "resume_chat",
     "run_with",
     "turn_events",
-    "with_limit",
-    "with_retry",
-    "with_simple_limit",
+    "create_limit_middleware",
+    "create_retry_middleware",
+    "create_simple_limit_middleware",
     "AfterPromptAgentError",
     "AgentError",
     "BudgetExceededError",
@@ -238,6 +246,13 @@ __all__ = (
     "deny",
     "edit_arguments",
     "pending_approvals",
+    # Partial JSON, read as the structured answer streams (_partial_json).
+    "PartialJson",
+    "PartialJsonParser",
+    "PartialJsonState",
+    "parse_partial_json",
+    # An MCP server's tools equipped in this generation (_mcp).
+    "equip_mcp",
 )
 
 from .._public import publish as _publish

@@ -24,11 +24,13 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from ..contracts import AssistantMessage, Message, ToolCall
-from ..errors import UsageError
+from .._awaitable import resolve
+from ..contracts import AssistantMessage, Message, ToolCall, ToolError, ToolOutcome, ToolSuspend
+from ..errors import PortContractError, UsageError
 from ..run import canonical_json_bytes
 from ..session import ApprovalRecord, DecidedCall, LoopCheckpoint
 from ._errors import ApprovalAlreadyDecidedError, ApprovalError, ApprovalTokenError
+from ._saves import Position, SaveFn
 
 __all__ = (
     "ApprovalDecision",
@@ -175,8 +177,6 @@ def needs_approval(rule: NeedsApproval, call: ToolCall) -> bool:
         return True  # nothing to judge: ask
     verdict = rule(args)  # type: ignore[operator]
     if not isinstance(verdict, bool):
-        from ..errors import PortContractError
-
         raise PortContractError(f"equip_tool(needs_approval=...) for {call.name!r} returned "
                                 f"{type(verdict).__name__}, not a bool")
     return verdict
@@ -249,3 +249,113 @@ def is_conflict(exc: BaseException) -> bool:
     refused ``revision`` and the ``stored`` one), told apart from any other failure to save."""
     return isinstance(exc, UsageError) and isinstance(getattr(exc, "revision", None), int) \
         and isinstance(getattr(exc, "stored", None), int)
+
+
+_LOST = ("approved, but the run stopped while this call was running: it may or may not have "
+         "taken effect, and it was not run again")
+
+
+class ApprovalGate:
+    """The approval layer of a prompt's batch port, between the tool-call-loop middleware and the
+    loop's runner: what it answers itself never runs (so the loop neither counts nor reports it).
+
+    A call of a gated tool (``rules``: tool name -> ``needs_approval``) that needs approval is
+    answered with a ``waiting_for_reply`` suspend (its id joins ``awaiting``). A resumed call is
+    answered by its decision (``answers``): ``None`` lets an approved one through to the runner,
+    once; a denial or a decision an interrupted invocation left is answered with its tool error."""
+
+    __slots__ = ("answers", "awaiting", "rules")
+
+    def __init__(self, rules: Mapping[str, NeedsApproval],
+                 answers: Mapping[str, ToolOutcome | None]) -> None:
+        self.rules = rules
+        self.answers = dict(answers)
+        self.awaiting: list[str] = []  # call ids suspended for a decision, in call order
+
+    def split(self, calls: Sequence[ToolCall]) -> tuple[dict[str, ToolOutcome], list[ToolCall]]:
+        """What the gate answers (by call id), and the calls left for the runner, in order."""
+        answered: dict[str, ToolOutcome] = {}
+        run: list[ToolCall] = []
+        rules, answers = self.rules, self.answers
+        for call in calls:
+            if call.id in answers:
+                outcome = answers.pop(call.id)  # a decision answers its call once
+                if outcome is None:
+                    run.append(call)
+                else:
+                    answered[call.id] = outcome
+            elif call.name in rules and needs_approval(rules[call.name], call):
+                self.awaiting.append(call.id)
+                answered[call.id] = ToolSuspend(mode="waiting_for_reply",
+                                                detail=f"approval required: {call.name}")
+            else:
+                run.append(call)
+        return answered, run
+
+
+def resumed_calls(pos: Position, messages: Sequence[Message],
+                  live: Sequence[DecidedCall]) -> tuple[tuple[ToolCall, ...],
+                                                       dict[str, ToolOutcome | None]]:
+    """The decided calls the resumed run begins with (``ToolLoopParams.resume_calls``, in the
+    model's order; an edit's arguments in place of the model's) and the gate's answers for them.
+
+    ``live`` are this invocation's decisions: an approved one runs. The ones an earlier,
+    interrupted invocation committed (``pos.approvals_decided`` beyond ``live``) are answered
+    without running: the call may have run already. The position forgets them all: once the batch
+    is in, no checkpoint lists them as decided."""
+    running = {d.call_id for d in live}
+    decided = {d.call_id: d for d in pos.approvals_decided}
+    pos.approvals_decided = ()
+    calls: list[ToolCall] = []
+    answers: dict[str, ToolOutcome | None] = {}
+    for call in last_calls(messages).values():
+        d = decided.get(call.id)
+        if d is None:
+            continue
+        if d.decision == "deny":
+            answers[call.id] = ToolError(error=d.reason or "denied", kind="denied")
+        elif call.id not in running:
+            answers[call.id] = ToolError(error=_LOST, kind="error")
+        else:
+            answers[call.id] = None
+            if d.arguments is not None:
+                call = ToolCall(id=call.id, name=call.name, arguments=d.arguments)
+        calls.append(call)
+    return tuple(calls), answers
+
+
+async def commit_decisions(cp: LoopCheckpoint, pos: Position,
+                           decided: Sequence[tuple[ToolCall, DecidedCall]],
+                           saver: SaveFn, stored_revision: int) -> None:
+    """Commit ``decided`` as the position's next revision through ``saver`` before anything runs;
+    a revision-fenced store's refusal is :class:`ApprovalAlreadyDecidedError`."""
+    now = {d.call_id for _, d in decided}
+    pos.approvals_pending = tuple(c for c in pos.approvals_pending if c not in now)
+    pos.approvals_decided = (*pos.approvals_decided, *(d for _, d in decided))
+    try:
+        await resolve(saver(pos.checkpoint("waiting_for_reply")))  # the calls are still open
+    except Exception as exc:
+        if is_conflict(exc):
+            ids = tuple(sorted(now))
+            raise ApprovalAlreadyDecidedError(
+                f"execution {cp.execution_id!r} revision {stored_revision} was decided already "
+                f"(the store holds a later revision); calls {list(ids)} do not run again",
+                ids) from exc
+        raise
+
+
+def note_suspended(pos: Position, gate: ApprovalGate | None, secret: bytes | str | None) -> None:
+    """After a suspend: the position's pending approvals are the open suspends the gate asked for
+    now or that were pending before (once signed, a suspension's approvals stay signed)."""
+    open_ids = {s.tool_call_id for s in pos.state.open_suspends}
+    asked = set(gate.awaiting) if gate is not None else set()
+    pos.approvals_pending = tuple(
+        c for c in last_calls(pos.state.messages)
+        if c in open_ids and (c in asked or c in pos.approvals_pending))
+    if asked:
+        pos.approvals_signed = pos.approvals_signed or secret is not None
+
+
+def check_secret(secret: object) -> None:
+    """``approval_secret=`` checked: non-empty bytes or str."""
+    _secret(secret)

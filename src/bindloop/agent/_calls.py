@@ -1,10 +1,11 @@
 """The prompt's tool ports: one call through its tool's onion (journaled, replayed, traced), and
-the tool-call-loop middleware chain around the loop's own batch runner.
+the tool-call-loop middleware chain and the approval gate around the loop's own batch runner.
 
 The loop decides what runs and how (serial calls alone and in order, the rest pooled per tool,
 nothing new once the signal fires, which raises are fatal): a tool-call-loop middleware wraps the
-loop's ``run_tool_batch`` port and its ``next(calls)`` is the loop's runner, so equipping one
-changes what is asked, never how it runs.
+loop's ``run_tool_batch`` port and its ``next(calls)`` is the loop's runner (behind the
+:class:`~bindloop.agent._approvals.ApprovalGate`), so equipping one changes what is asked, never
+how it runs; an approved call runs through that same runner.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from typing import Any
 
 import msgspec
 
-from ..contracts import ToolCall, ToolError, ToolOutcome, ToolResult, ToolSuspend
+from ..contracts import ToolCall, ToolError, ToolOutcome, ToolResult
 from ..loop import BatchRunner
-from ._approvals import needs_approval
+from ..plugins import Tool
+from ._approvals import ApprovalGate
 from ._context import Frame, Generation
 from ._middleware import ToolCallLoopContext, ToolContext, ToolOutput, ToolTurn, run_loop_chain
 from ._tools import AgentTool
@@ -26,24 +28,21 @@ __all__ = ("ToolPort",)
 _RECEIVED = ToolResult(content="Answer received.")
 
 
-async def _awaiting(call: ToolCall) -> ToolOutcome:
-    return ToolSuspend(mode="waiting_for_reply", detail=f"approval required: {call.name}")
-
-
 class ToolPort:
-    """``run_tool_call`` (and, with tool-call-loop middleware, ``run_tool_batch``) for one prompt.
+    """``run_tool_call`` (and, with tool-call-loop middleware or a ``gate``, ``run_tool_batch``)
+    for one prompt.
 
     ``output`` names the output tool of a tool-mode structured prompt: its call is the answer, so
     it runs nothing and returns a plain receipt (the loop's ``is_final_call`` then ends the run on
-    it). ``step()`` is the loop step a batch belongs to (1-based model turn)."""
+    it). ``context(calls, done)`` builds the middleware's :class:`ToolCallLoopContext`."""
 
-    __slots__ = ("approved", "awaiting", "context", "done", "frame", "gated", "gen", "output",
-                 "plain", "recording", "step", "tools", "tracer")
+    __slots__ = ("agent_id", "context", "direct", "done", "frame", "gate", "gen", "output",
+                 "recording", "session_id", "tools", "trace_id", "tracer")
 
     def __init__(self, frame: Frame, gen: Generation, *, output: str | None,
                  context: Callable[[tuple[ToolCall, ...], tuple[ToolTurn, ...]],
                                    ToolCallLoopContext],
-                 recording: bool) -> None:
+                 recording: bool, gate: ApprovalGate | None = None) -> None:
         self.frame = frame
         self.gen = gen
         self.output = output
@@ -53,11 +52,14 @@ class ToolPort:
         run = frame.run
         self.tracer = run.tracer
         self.recording = recording
-        # Nothing to replay, record or trace: straight to a tool without middleware.
-        self.plain = not recording and not run.tracer.enabled
-        self.gated = gen.approvals  # tool name -> needs_approval rule
-        self.awaiting: list[str] = []  # call ids suspended for a decision, in call order
-        self.approved: set[str] = set()  # call ids decided: they run without asking again
+        # Nothing to replay, record or trace: a tool without middleware is called straight.
+        plain = not recording and not run.tracer.enabled
+        self.direct: dict[str, Tool[Any, Any]] = {
+            name: t.tool for name, (t, mw) in self.tools.items()
+            if plain and not mw and not t.middleware}
+        self.agent_id, self.session_id, self.trace_id = frame.agent_id, run.session_id, \
+            run.trace_id
+        self.gate = gate
 
     def is_final_call(self, call: ToolCall, outcome: ToolOutcome) -> bool:
         return call.name == self.output and outcome is _RECEIVED
@@ -66,18 +68,13 @@ class ToolPort:
         """The loop's port. A plain function handing back the call's awaitable: on the common
         path (nothing to replay, record or trace; a tool without middleware) that is the tool's
         own coroutine, with no frame of ours around it."""
-        entry = self.tools.get(call.name)
-        if self.gated and call.name in self.gated and call.id not in self.approved and \
-                needs_approval(self.gated[call.name], call):
-            self.awaiting.append(call.id)
-            return _awaiting(call)
-        if self.plain and entry is not None and not entry[1] and not entry[0].middleware:
-            tool = entry[0].tool
-            run = self.frame.run
-            return tool.execute(call.arguments, ToolContext(
-                tool.name, tool.description, tool.parameters, call.arguments, call.id,
-                self.frame.agent_id, run.session_id, run.trace_id))
-        return self._call(call, entry)
+        tool = self.direct.get(call.name)
+        if tool is not None:
+            raw = call.arguments
+            return tool.execute(raw, ToolContext(tool.name, tool.description, tool.parameters,
+                                                 raw, call.id, self.agent_id, self.session_id,
+                                                 self.trace_id))
+        return self._call(call, self.tools.get(call.name))
 
     async def _call(self, call: ToolCall, entry: tuple[AgentTool, Any] | None) -> ToolOutcome:
         frame = self.frame
@@ -119,13 +116,20 @@ class ToolPort:
     async def run_tool_batch(self, calls: Sequence[ToolCall],
                              run: BatchRunner) -> list[ToolOutcome]:
         """The loop's batch port: the batch through this generation's tool-call-loop middleware
-        down to ``run``, the loop's own runner."""
-        async def execute(current: Sequence[ToolCall]) -> list[ToolOutput]:
-            outcomes = await run(current)
-            return [ToolOutput(call_id=c.id, outcome=o) for c, o in zip(current, outcomes)]
+        and the approval gate down to ``run``, the loop's own runner."""
+        gate = self.gate
 
+        async def execute(current: Sequence[ToolCall]) -> list[ToolOutput]:
+            answered, todo = gate.split(current) if gate is not None else ({}, current)
+            if todo:
+                answered.update(zip((c.id for c in todo), await run(todo)))
+            return [ToolOutput(call_id=c.id, outcome=answered[c.id]) for c in current]
+
+        layers = self.gen.loop_middleware
+        if not layers:  # the gate alone: nothing for a middleware to see or journal
+            return [o.outcome for o in await execute(calls)]
         ctx = self.context(tuple(calls), tuple(self.done))
-        got = await run_loop_chain(self.gen.loop_middleware, ctx, execute)
+        got = await run_loop_chain(layers, ctx, execute)
         self.done.append(ToolTurn(step=ctx.step, calls=ctx.original_calls, outputs=tuple(
             ToolOutput(call_id=c.id, outcome=got[c.id]) for c in calls)))
         if self.recording:  # what a layer answered itself is the call's outcome too

@@ -56,7 +56,7 @@ class RunState:
                  trace_id: str | None = None,
                  on_tool_error: ToolErrorHook | None = None) -> None:
         self.on_tool_error = on_tool_error
-        self.session_id = session_id  # what a ToolContext reports (the seed's metadata)
+        self.session_id = session_id  # what a ToolContext reports (rejelly's metadata)
         self.trace_id = trace_id
         self.providers = providers
         self.model = model

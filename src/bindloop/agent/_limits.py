@@ -1,5 +1,5 @@
-"""Rate limits for models: ``with_limit(rules, store=)`` over a :class:`LimitStore`, and
-``with_simple_limit(rpm=, tpm=, concurrency=)``.
+"""Rate limits for models: ``create_limit_middleware(rules, store=)`` over a
+:class:`LimitStore`, and ``create_simple_limit_middleware(rpm=, tpm=, concurrency=)``.
 
 A rule either waits until the call fits (through the injected ``sleep``) or raises
 :class:`~bindloop.agent.RateLimitExceededError`; a waiting rule with ``max_wait_ms`` raises when
@@ -30,8 +30,8 @@ __all__ = (
     "LimitRule",
     "LimitStore",
     "RateRule",
-    "with_limit",
-    "with_simple_limit",
+    "create_limit_middleware",
+    "create_simple_limit_middleware",
 )
 
 Sleep: TypeAlias = Callable[[float], Awaitable[None]]
@@ -81,9 +81,9 @@ class LimitStore(Protocol):
     that took it (``slot_lease_ms`` on the stores bindloop ships): the slot lapses unless the
     handle renews it, and a lapsed slot counts for nobody. Such a store has ``renew_slots()``,
     the holder's heartbeat: it renews every slot the handle holds (a lapsed one stays lapsed, and
-    ``leave`` of a lapsed slot frees nothing of anyone else's). ``with_limit`` calls it while a
-    call holds slots (see :class:`ConcurrencyRule`'s ``renew_ms``); keep the lease several times
-    longer than that."""
+    ``leave`` of a lapsed slot frees nothing of anyone else's). ``create_limit_middleware`` calls
+    it while a call holds slots (see :class:`ConcurrencyRule`'s ``renew_ms``); keep the lease
+    several times longer than that."""
 
     async def admit(self, key: str, window_ms: float, limit: int, amount: int,
                     now: float) -> float: ...
@@ -183,10 +183,11 @@ class InMemoryLimitStore:
 def _check_rules(rules: Sequence[object]) -> tuple[LimitRule, ...]:
     out = tuple(rules)
     if not out:
-        raise UsageError("with_limit() needs at least one rule")
+        raise UsageError("create_limit_middleware() needs at least one rule")
     for r in out:
         if not isinstance(r, (RateRule, ConcurrencyRule)):
-            raise UsageError(f"with_limit(): {r!r} is not a RateRule or ConcurrencyRule")
+            raise UsageError(
+                f"create_limit_middleware(): {r!r} is not a RateRule or ConcurrencyRule")
         if isinstance(r.limit, bool) or not isinstance(r.limit, int) or r.limit < 1:
             raise UsageError(f"limit rule {r.name!r}: limit must be a positive int, got "
                              f"{r.limit!r}")
@@ -270,9 +271,9 @@ class _Limited(WrappedModel):
                                                  tokens, self._clock())
 
 
-def with_limit(rules: Sequence[LimitRule], *, store: LimitStore | None = None,
-               key: str = "model", clock: Clock = monotonic_ms,
-               sleep: Sleep = anyio.sleep) -> ModelMiddleware:
+def create_limit_middleware(rules: Sequence[LimitRule], *, store: LimitStore | None = None,
+                            key: str = "model", clock: Clock = monotonic_ms,
+                            sleep: Sleep = anyio.sleep) -> ModelMiddleware:
     """A model middleware enforcing ``rules`` (each in order, before the call) in ``store``
     (default: a fresh :class:`InMemoryLimitStore`) under ``key`` — share a store and key between
     models that share one quota."""
@@ -283,12 +284,12 @@ def with_limit(rules: Sequence[LimitRule], *, store: LimitStore | None = None,
         wrap=lambda inner: _Limited(inner, checked, the_store, key, clock, sleep))
 
 
-def with_simple_limit(*, rpm: int | None = None, tpm: int | None = None,
-                      concurrency: int | None = None, key: str = "model",
-                      store: LimitStore | None = None, clock: Clock = monotonic_ms,
-                      sleep: Sleep = anyio.sleep) -> ModelMiddleware:
-    """``with_limit`` for the common case: requests and tokens per minute, calls in flight. Every
-    rule waits until the call fits."""
+def create_simple_limit_middleware(*, rpm: int | None = None, tpm: int | None = None,
+                                   concurrency: int | None = None, key: str = "model",
+                                   store: LimitStore | None = None, clock: Clock = monotonic_ms,
+                                   sleep: Sleep = anyio.sleep) -> ModelMiddleware:
+    """``create_limit_middleware`` for the common case: requests and tokens per minute, calls in
+    flight. Every rule waits until the call fits."""
     rules: list[LimitRule] = []
     if rpm is not None:
         rules.append(RateRule(name="rpm", limit=rpm, unit="requests"))
@@ -297,5 +298,6 @@ def with_simple_limit(*, rpm: int | None = None, tpm: int | None = None,
     if concurrency is not None:
         rules.append(ConcurrencyRule(name="concurrency", limit=concurrency))
     if not rules:
-        raise UsageError("with_simple_limit() needs at least one of rpm=, tpm=, concurrency=")
-    return with_limit(rules, store=store, key=key, clock=clock, sleep=sleep)
+        raise UsageError("create_simple_limit_middleware() needs at least one of rpm=, tpm=, "
+                         "concurrency=")
+    return create_limit_middleware(rules, store=store, key=key, clock=clock, sleep=sleep)

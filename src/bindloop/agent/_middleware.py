@@ -57,7 +57,8 @@ class ModelMiddleware(msgspec.Struct, frozen=True):
     The wrapper should forward ``inner``'s optional ``structured_output`` attribute (and
     ``complete_turn``, if it offers one): a wrapper without ``structured_output`` makes the agent
     treat the model as one without native JSON-schema mode (the forced output tool), which the
-    built-in ``with_limit`` / ``with_retry`` wrappers avoid by forwarding it."""
+    built-in ``create_limit_middleware`` / ``create_retry_middleware`` wrappers avoid by
+    forwarding it."""
 
     name: str
     wrap: Callable[[AgentModel], AgentModel]
@@ -89,7 +90,7 @@ def augment_model(model: object, middlewares: Sequence[ModelMiddleware]) -> Agen
 class ToolContext(msgspec.Struct, frozen=True):
     """What a tool middleware sees: the tool's name, description and JSON-schema ``parameters``,
     the call's raw ``input`` (JSON text or a mapping), the ``call_id`` (``None`` for
-    :func:`call_tool`), the calling agent's id, and the run's metadata (the seed's
+    :func:`call_tool`), the calling agent's id, and the run's metadata (rejelly's
     ``metadata.sessionId`` / ``metadata.traceId``): ``session_id`` as given to
     ``run_with(session_id=)`` and ``trace_id``, the run's trace id (``run_with(trace=
     TraceOptions(trace_id=))``, or the tracer's own when an ``event_bus`` traces the run) — each

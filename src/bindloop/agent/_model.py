@@ -1,7 +1,7 @@
 """The model protocol the agent API calls, and adapters for the wire's models.
 
-:class:`AgentModel` is the seed's model adapter in Python: an ``id`` and ``stream(messages, options)``
-yielding :mod:`bindloop.completion` events, with an optional ``provider``, ``price`` and whole-turn
+:class:`AgentModel` is rejelly's model adapter in Python: an ``id`` and
+``stream(messages, options)`` yielding :mod:`bindloop.completion` events, with an optional ``provider``, ``price`` and whole-turn
 ``complete_turn``.
 :func:`as_agent_model` turns a :class:`~bindloop.wire.ModelAdapter` or
 :class:`~bindloop.wire.RoutedModel` into one without forking them.
@@ -207,8 +207,8 @@ class _RoutedAgentModel:
     agent calls) treats its observer as a retractable surface and sends it
     :data:`~bindloop.agent._stream.RETRY_START` before a fallback takes over from an attempt it
     saw; ``stream`` (a plain iterator, which cannot retract — what a stream-only wrapper such as
-    ``with_limit`` reads) is settled unless ``"live"`` was asked explicitly, and then lets the
-    first content delta clamp the route, so a failure after it fails the turn. ``"settled"`` holds an attempt's events
+    ``create_limit_middleware`` reads) is settled unless ``"live"`` was asked explicitly, and then
+    lets the first content delta clamp the route, so a failure after it fails the turn. ``"settled"`` holds an attempt's events
     while a fallback could still follow it and streams live from the moment none can (the plan's
     last possible attempt, or a permanent text surface already clamped the route).
     """

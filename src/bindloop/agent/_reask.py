@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from .._awaitable import resolve
-from ..completion import TurnTextStream
+from ..textstream import TurnTextStream
 from ..contracts import Message, ModelTurnResult, UserMessage
 from ..errors import PortContractError
 from ._errors import StructuredOutputError, ToolLoopExceededError, TurnBudgetExceededError

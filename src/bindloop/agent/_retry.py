@@ -1,4 +1,5 @@
-"""``with_retry``: retry one provider's transient failures before the first output byte."""
+"""``create_retry_middleware``: retry one provider's transient failures before the first output
+byte."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from ..wire import RetryPolicy
 from ._middleware import ModelMiddleware, WrappedModel
 from ._model import AgentModel, ModelStreamOptions
 
-__all__ = ("with_retry",)
+__all__ = ("create_retry_middleware",)
 
 Sleep: TypeAlias = Callable[[float], Awaitable[None]]
 
@@ -51,9 +52,10 @@ class _Retrying(WrappedModel):
             await self._sleep(delay / 1000.0)
 
 
-def with_retry(*, max_attempts: int = 3, backoff_ms: float = 500.0,
-               max_delay_ms: float = 30_000.0, random: Callable[[], float] = lambda: 1.0,
-               sleep: Sleep = anyio.sleep) -> ModelMiddleware:
+def create_retry_middleware(*, max_attempts: int = 3, backoff_ms: float = 500.0,
+                            max_delay_ms: float = 30_000.0,
+                            random: Callable[[], float] = lambda: 1.0,
+                            sleep: Sleep = anyio.sleep) -> ModelMiddleware:
     """A model middleware retrying one provider's transient failures
     (:func:`bindloop.wire.is_retryable`) up to ``max_attempts`` calls in all, only while no output
     has been streamed, by :class:`bindloop.wire.RetryPolicy`: the provider's Retry-After when it
@@ -67,6 +69,6 @@ def with_retry(*, max_attempts: int = 3, backoff_ms: float = 500.0,
         policy = RetryPolicy(max_attempts=max_attempts, backoff_ms=backoff_ms,
                              max_delay_ms=max_delay_ms)
     except UsageError as exc:
-        raise UsageError(f"with_retry(): {exc}") from None
+        raise UsageError(f"create_retry_middleware(): {exc}") from None
     return ModelMiddleware(name="retry",
                            wrap=lambda inner: _Retrying(inner, policy, random, sleep))

@@ -90,10 +90,7 @@ async def run_with(fn: Callable[..., Awaitable[R]], *, initial_props: Any = _UNS
             raise UsageError(f"run_with(fn): fn returned {type(out).__name__}, not an awaitable; "
                              "pass an async function")
 
-        async def body() -> R:
-            return await out
-
-        return await hosting(run, body)
+        return await hosting(run, lambda: out)  # the awaitable itself: no wrapping coroutine
     finally:
         leave(token)
 

@@ -15,8 +15,9 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from ..completion import PartialJsonParser, StreamEvent, TextEvent, ToolCallEvent, TurnCollector, \
-    TurnTextStream
+from ..completion import StreamEvent, TextEvent, ToolCallEvent, TurnCollector
+from ..textstream import TurnTextStream
+from ._partial_json import PartialJsonParser
 from ..contracts import Message, ModelTurnResult, ToolDefinition, TurnUsage
 from ..errors import PortContractError, UsageError
 from ._errors import BudgetExceededError, ModelRegistryNotFoundError
@@ -257,8 +258,8 @@ class TurnPort:
     raises ``out_of_steps()`` instead."""
 
     __slots__ = ("budgets", "choose", "complete", "frame", "hasher", "hub", "limit", "model",
-                 "options", "out_of_steps", "price", "recording", "spec", "text", "tool_mode",
-                 "tracer", "turns", "watched")
+                 "options", "out_of_steps", "plain", "price", "recording", "spec", "text",
+                 "tool_mode", "tracer", "turns", "watched")
 
     def __init__(self, frame: Frame, model: AgentModel, options: ModelStreamOptions, *,
                  spec: OutputSpec | None, tool_mode: bool, hub: StreamHub | None,
@@ -292,6 +293,8 @@ class TurnPort:
         self.hasher = PromptHasher(options.tools, options.schema, options.tool_choice) \
             if self.recording else None
         self.watched = self.recording or hub is not None or text is not None
+        # Unwatched and unpriced, a streamed model's turn is the fold itself.
+        self.plain = not self.watched and self.complete is None and self.price is None
         self.turns = 0
 
     # -- budget -----------------------------------------------------------------------------------
@@ -334,7 +337,7 @@ class TurnPort:
             self._choose(messages)
         self.turns += 1
         # The live transcript is passed as it is: a model reads it and copies what it keeps.
-        if not self.watched and self.complete is None and self.price is None:
+        if self.plain:
             return fold_stream(self.model.stream(messages, self.options), None, None)
         return self._call(messages)
 

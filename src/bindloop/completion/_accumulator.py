@@ -20,6 +20,8 @@ __all__ = (
     "ToolCallAccumulator",
     "ToolCallDelta",
     "create_tool_call_accumulator",
+    "finished_call",
+    "plain_chunk",
 )
 
 ToolCallDelta: TypeAlias = ToolCallChunk | Mapping[str, Any]
@@ -43,6 +45,33 @@ def _fragment(value: object, field: str, index: int) -> str | None:
         f"tool-call delta at index {index}: {field} must be a string fragment, got "
         f"{type(value).__name__}"
     )
+
+
+def plain_chunk(delta: object) -> bool:
+    """Whether ``delta`` is a :class:`ToolCallChunk` whose fields need no further check: a
+    non-negative int index, ``str`` or ``None`` fragments."""
+    if type(delta) is not ToolCallChunk:
+        return False
+    index, call_id, name, arguments = delta.index, delta.id, delta.name, delta.arguments
+    return (type(index) is int and index >= 0 and (call_id is None or type(call_id) is str)
+            and (name is None or type(name) is str)
+            and (arguments is None or type(arguments) is str))
+
+
+def finished_call(index: int, call_id: str | None, name: str, arguments: str,
+                  mint_id: Callable[[int], str] | None) -> ToolCall:
+    """The call of the slot at ``index`` once its stream ended: ``call_id`` (``None``: none came)
+    or ``mint_id(index)``, and a name; else :class:`ToolCallDeltaError`."""
+    if call_id is None:
+        if mint_id is None:
+            raise ToolCallDeltaError(
+                f"the tool call at index {index} ended without an id, so its result could "
+                "not be paired with it; pass mint_id= for providers that omit ids"
+            )
+        call_id = mint_id(index)
+    if not name:
+        raise ToolCallDeltaError(f"the tool call at index {index} ended without a name")
+    return ToolCall(id=call_id, name=name, arguments=arguments)
 
 
 class ToolCallAccumulator:
@@ -72,6 +101,10 @@ class ToolCallAccumulator:
         Raises :class:`ToolCallDeltaError` for a delta without a non-negative integer ``index`` or
         whose ``id`` contradicts the slot's; the slots already merged are kept.
         """
+        if plain_chunk(deltas):  # the common delta: its fields need no further check
+            chunk: ToolCallChunk = deltas  # type: ignore[assignment]
+            self._place(chunk.index, chunk.id, chunk.name, chunk.arguments)
+            return
         if deltas is None:
             return
         if isinstance(deltas, (ToolCallChunk, Mapping)):
@@ -98,9 +131,12 @@ class ToolCallAccumulator:
                 f"tool-call delta has no usable index (got {index!r}); deltas are merged by index, "
                 "so one without it cannot be placed"
             )
-        call_id = _fragment(call_id, "id", index)
-        name = _fragment(name, "name", index)
-        arguments = _fragment(arguments, "arguments", index)
+        self._place(index, _fragment(call_id, "id", index), _fragment(name, "name", index),
+                    _fragment(arguments, "arguments", index))
+
+    def _place(self, index: int, call_id: str | None, name: str | None,
+               arguments: str | None) -> None:
+        # One checked delta into its slot.
         slot = self._slots.get(index)
         if slot is None:
             slot = self._slots[index] = _Slot()
@@ -125,22 +161,10 @@ class ToolCallAccumulator:
         when the accumulator was given one; otherwise, like a slot with no name, it raises
         :class:`ToolCallDeltaError`.
         """
-        calls = []
-        for index in sorted(self._slots):
-            slot = self._slots[index]
-            call_id = slot.id
-            if call_id is None:
-                if self._mint_id is None:
-                    raise ToolCallDeltaError(
-                        f"the tool call at index {index} ended without an id, so its result could "
-                        "not be paired with it; pass mint_id= for providers that omit ids"
-                    )
-                call_id = self._mint_id(index)
-            name = "".join(slot.name)
-            if not name:
-                raise ToolCallDeltaError(f"the tool call at index {index} ended without a name")
-            calls.append(ToolCall(id=call_id, name=name, arguments="".join(slot.arguments)))
-        return tuple(calls)
+        slots = self._slots
+        return tuple(finished_call(index, slots[index].id, "".join(slots[index].name),
+                                   "".join(slots[index].arguments), self._mint_id)
+                     for index in sorted(slots))
 
 
 def create_tool_call_accumulator(

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterable, Callable, Iterable
 
 from ..contracts import ModelTurnResult, ProviderItemPart, ReasoningPart, TurnUsage
 from ..errors import PortContractError
-from ._accumulator import ToolCallAccumulator
+from ._accumulator import ToolCallAccumulator, finished_call, plain_chunk
 from ._events import (
     ErrorEvent,
     ExtraEvent,
@@ -16,6 +16,7 @@ from ._events import (
     ReasoningEvent,
     StreamEvent,
     TextEvent,
+    ToolCallChunk,
     ToolCallEvent,
     UsageEvent,
 )
@@ -92,8 +93,8 @@ class TurnCollector:
     place for them. Provider items become ``provider_items``.
     """
 
-    __slots__ = ("_finish_reason", "_items", "_mint_id", "_price", "_reasoning", "_text",
-                 "_tool_calls", "_usage")
+    __slots__ = ("_finish_reason", "_first_call", "_items", "_mint_id", "_price", "_reasoning",
+                 "_text", "_tool_calls", "_usage")
 
     def __init__(self, *, price: Callable[[TurnUsage], int] | None = None,
                  mint_id: Callable[[int], str] | None = None) -> None:
@@ -102,23 +103,57 @@ class TurnCollector:
         self._text: list[str] = []
         self._reasoning: dict[int, _ReasoningBlock] | None = None
         self._tool_calls: ToolCallAccumulator | None = None
+        # A turn's first tool-call chunk waits here: a call that arrives whole (one chunk, the
+        # common case for many providers) needs no accumulator; a second chunk makes one.
+        self._first_call: ToolCallChunk | None = None
         self._mint_id = mint_id
         self._usage = _NO_USAGE
         self._finish_reason: FinishReason | None = None
         self._price = price
-        self._items: dict[int, ProviderItemPart] = {}
+        self._items: dict[int, ProviderItemPart] | None = None  # made on the first item
 
     def observe(self, event: StreamEvent) -> None:
         """Fold one event."""
+        # The exact event types first, by one type lookup (this runs for every event of every
+        # stream); a subclass, a rarer kind or a non-event takes the isinstance chain below.
+        kind = type(event)
+        if kind is TextEvent:
+            if event.content:  # type: ignore[union-attr]
+                self._text.append(event.content)  # type: ignore[union-attr]
+            return
+        if kind is ToolCallEvent:
+            chunk = event.tool_call  # type: ignore[union-attr]
+            if self._tool_calls is None and self._first_call is None and plain_chunk(chunk):
+                self._first_call = chunk
+            else:
+                self._accumulator().observe(chunk)
+            return
+        if kind is UsageEvent:
+            usage: TurnUsage = event.usage  # type: ignore[union-attr,assignment]
+            if event.snapshot:  # type: ignore[union-attr]
+                self._usage = usage
+            elif self._usage is _NO_USAGE and type(usage) is TurnUsage and \
+                    usage.input_tokens >= 0 and usage.output_tokens >= 0 and \
+                    usage.cached_input_tokens >= 0:
+                self._usage = usage  # the turn's first report (the common case): nothing to merge
+            else:
+                self._usage = _max_usage(self._usage, usage)
+            return
+        if kind is FinishEvent:
+            self._finish_reason = event.finish_reason  # type: ignore[union-attr]
+            final: TurnUsage | None = event.usage  # type: ignore[union-attr]
+            if final is not None:
+                self._usage = _max_usage(self._usage, final)
+            return
+        self._observe_any(event)
+
+    def _observe_any(self, event: StreamEvent) -> None:
         # Ordered by frequency: text and tool-call deltas are nearly every event of a stream.
         if isinstance(event, TextEvent):
             if event.content:
                 self._text.append(event.content)
         elif isinstance(event, ToolCallEvent):
-            calls = self._tool_calls
-            if calls is None:
-                calls = self._tool_calls = ToolCallAccumulator(mint_id=self._mint_id)
-            calls.observe(event.tool_call)
+            self._accumulator().observe(event.tool_call)
         elif isinstance(event, ReasoningEvent):
             blocks = self._reasoning
             if blocks is None:
@@ -136,6 +171,8 @@ class TurnCollector:
         elif isinstance(event, ExtraEvent):
             pass
         elif isinstance(event, ProviderItemEvent):
+            if self._items is None:
+                self._items = {}
             self._items[event.index] = event.part  # an item arrives whole: the last one stands
         elif isinstance(event, ErrorEvent):
             if isinstance(event.error, Exception):
@@ -145,6 +182,16 @@ class TurnCollector:
             raise PortContractError(
                 f"a model stream yielded {type(event).__name__}, which is not a stream event"
             )
+
+    def _accumulator(self) -> ToolCallAccumulator:
+        calls = self._tool_calls
+        if calls is None:
+            calls = self._tool_calls = ToolCallAccumulator(mint_id=self._mint_id)
+            first = self._first_call
+            if first is not None:
+                self._first_call = None
+                calls.observe(first)
+        return calls
 
     def result(self) -> ModelTurnResult:
         """The turn so far: text (``None`` when empty), reasoning parts ordered by block index,
@@ -158,15 +205,19 @@ class TurnCollector:
             part for index in sorted(blocks) if (part := blocks[index].part()) is not None)
         texts = self._text
         calls = self._tool_calls
+        first = self._first_call
         usage = self._usage
+        items = self._items
         return ModelTurnResult(
             text=(texts[0] if len(texts) == 1 else "".join(texts)) if texts else None,
-            tool_calls=() if calls is None else calls.assembled(),
+            tool_calls=calls.assembled() if calls is not None else () if first is None else (
+                finished_call(first.index, first.id or None, first.name or "",
+                              first.arguments or "", self._mint_id),),
             reasoning=reasoning,
             usage=usage,
             cost=self._price(usage) if self._price is not None else 0,
             finish_reason=self._finish_reason,
-            provider_items=tuple(self._items[i] for i in sorted(self._items)),
+            provider_items=tuple(items[i] for i in sorted(items)) if items else (),
         )
 
 

@@ -1,18 +1,11 @@
-"""The completion package's errors: a tool-call delta that cannot merge, a stream that failed or
-stalled."""
+"""The completion package's errors: a tool-call delta that cannot merge, a stream that failed."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..errors import ProviderError
-
-if TYPE_CHECKING:  # the stall a StreamStalledError carries
-    from ._watchdog import StreamStall
 
 __all__ = (
     "ModelStreamError",
-    "StreamStalledError",
     "ToolCallDeltaError",
 )
 
@@ -31,15 +24,3 @@ class ModelStreamError(ProviderError):
     def __init__(self, error: object) -> None:
         super().__init__(f"the model stream failed: {error!r}")
         self.error = error
-
-
-class StreamStalledError(ProviderError):
-    """The abort reason the watchdog's signal carries when it tears a stream down. A transport that
-    raises its signal's reason raises this; routing can treat it as retriable."""
-
-    def __init__(self, stall: StreamStall) -> None:
-        super().__init__(
-            f"the model stream stalled: {stall.kind} budget of {stall.budget_ms:g} ms exceeded "
-            f"({stall.elapsed_ms:g} ms)"
-        )
-        self.stall = stall

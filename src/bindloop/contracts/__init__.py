@@ -7,10 +7,12 @@ from ._codec import (
     encode_messages as encode_messages,
     message_from_openai as message_from_openai,
     message_to_openai as message_to_openai,
-    message_to_openai_request as message_to_openai_request,
     messages_from_openai as messages_from_openai,
     messages_to_openai as messages_to_openai,
+    openai_file_data as openai_file_data,
+    openai_image_url as openai_image_url,
     openai_tool_call_fields as openai_tool_call_fields,
+    tool_call_to_openai as tool_call_to_openai,
 )
 from ._errors import JsonBoundsError as JsonBoundsError, JsonBoundsReason as JsonBoundsReason
 from ._json_bounds import (
@@ -111,7 +113,6 @@ __all__ = (
     "encode_tool_error",
     "message_from_openai",
     "message_to_openai",
-    "message_to_openai_request",
     "messages_from_openai",
     "messages_to_openai",
     "tool_error_message",
@@ -124,6 +125,10 @@ __all__ = (
     "decode_json_bounded",
     "json_nesting_depth",
     "openai_tool_call_fields",
+    # The OpenAI-chat rules every wire's request form shares (_codec).
+    "openai_file_data",
+    "openai_image_url",
+    "tool_call_to_openai",
 )
 
 from .._public import publish as _publish

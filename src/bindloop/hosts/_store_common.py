@@ -14,7 +14,7 @@ __all__ = ("DEFAULT_SLOT_LEASE_MS", "HeldSlots", "check_attempt", "check_lease",
            "check_max_bytes", "encode_checkpoint", "key_parts")
 
 DEFAULT_SLOT_LEASE_MS = 60_000.0
-"""How long a concurrency slot of a shared store stands without a renewal (``with_limit`` renews
+"""How long a concurrency slot of a shared store stands without a renewal (``create_limit_middleware`` renews
 every 10 s while a call streams)."""
 
 

@@ -226,7 +226,7 @@ async def run_agent(call_model: CallModelFn, prompt: str, write: Callable[[str],
     write(f"\nstop reason: {result.stop_reason}")
     write("run stats:\n" + _fmt_stats(result.stats))
     write(f"state totals: {state.input_tokens} in / {state.output_tokens} out tokens, "
-          f"{state.tool_calls} tool calls requested, {len(state.messages)} messages")
+          f"{state.requested_tool_calls} tool calls requested, {len(state.messages)} messages")
     return result
 
 

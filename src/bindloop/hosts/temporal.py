@@ -80,11 +80,12 @@ with workflow.unsafe.imports_passed_through():
     from bindloop.loop import (
         BatchRunner,
         BoundaryDecision,
+        ToolBatchOptions,
         ToolLoopParams,
         ToolLoopState,
         run_tool_loop,
     )
-    from bindloop.run import ToolBatchOptions, ToolCallReceiptStore, sha256_hex
+    from bindloop.run import ToolCallReceiptStore, sha256_hex
     from bindloop.session import (
         CheckpointInputError,
         CheckpointReply,

@@ -1,6 +1,6 @@
-"""The tool loop: :func:`run_tool_loop`, its ports, state and result. The decision machine it drives
-is public in :mod:`bindloop.lowlevel`. Also the per-turn thinking-budget schedules
-(:func:`thinking_budget`)."""
+"""The tool loop: :func:`run_tool_loop`, its ports, state and result, and the pool its batches run in
+(:func:`run_tool_calls_pooled_by_tool`). The decision machine it drives is public in
+:mod:`bindloop.lowlevel`. Also the per-turn thinking-budget schedules (:func:`thinking_budget`)."""
 
 from ._driver import run_tool_loop as run_tool_loop
 from ._errors import (
@@ -36,6 +36,10 @@ from ._thinking import (
     ThinkingDecay as ThinkingDecay,
     thinking_budget as thinking_budget,
 )
+from ._pool import (
+    ToolBatchOptions as ToolBatchOptions,
+    run_tool_calls_pooled_by_tool as run_tool_calls_pooled_by_tool,
+)
 
 __all__ = (
     "ActivationKind",
@@ -65,6 +69,9 @@ __all__ = (
     "InputBlockedBySuspendError",
     "InvalidModelTurnError",
     "MissingActivationPortError",
+    # Pooled tool batches: per-tool bounds, claims stop once the signal fires (_pool).
+    "ToolBatchOptions",
+    "run_tool_calls_pooled_by_tool",
 )
 
 from .._public import publish as _publish

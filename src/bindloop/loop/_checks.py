@@ -30,15 +30,17 @@ from ..contracts import (
     TurnUsage,
     UserMessage,
 )
-from ..errors import PortContractError, UsageError
+from ..errors import PortContractError, ProtocolError, UsageError
 from ._errors import InvalidModelTurnError
 
 __all__ = (
     "check_batch_outcomes",
     "check_bool",
     "check_content",
+    "check_decisions",
     "check_messages",
     "check_outcome",
+    "check_resume_calls",
     "check_sync_result",
     "check_tools",
     "check_turn",
@@ -139,6 +141,20 @@ def check_messages(value: object, where: str) -> Sequence[Any]:
     return value
 
 
+def check_resume_calls(suspends: Sequence[Any], calls: object) -> tuple[ToolCall, ...]:
+    """``ToolLoopParams.resume_calls`` checked: each a :class:`ToolCall` naming an open suspend's
+    call id and tool, once (its arguments may differ: an approver's edit)."""
+    if isinstance(calls, (str, bytes)) or not isinstance(calls, Sequence):
+        raise UsageError(f"resume_calls must be a sequence of ToolCall, got {type(calls).__name__}")
+    waiting = {s.tool_call_id: s.tool_name for s in suspends}
+    for call in calls:
+        if (not isinstance(call, ToolCall) or not isinstance(call.arguments, str)
+                or waiting.pop(call.id, None) != call.name):
+            raise UsageError(f"resume_calls: a {type(call).__name__} that is not the call of an "
+                             "open suspend (each names an open suspend's call id and tool, once)")
+    return tuple(calls)
+
+
 def check_bool(value: object, port: str) -> bool:
     """The answer of a synchronous predicate port. A coroutine means an ``async def`` was wired
     where the loop calls synchronously: it is closed (no "never awaited" warning) and refused."""
@@ -146,6 +162,19 @@ def check_bool(value: object, port: str) -> bool:
         return value
     _refuse_awaitable(value, port)
     raise PortContractError(f"{port} must return a bool, got {type(value).__name__}")
+
+
+def check_decisions(flags: object, calls: int, answer: str, port: str) -> Sequence[bool]:
+    """A decision answer (``BatchPlanned``, ``FinalChecked``): a list or tuple of one ``port``
+    answer per call, in order (:class:`ProtocolError` otherwise), each a bool."""
+    if not isinstance(flags, (list, tuple)) or len(flags) != calls:
+        got = f"{len(flags)} answers" if isinstance(flags, (list, tuple)) else repr(flags)
+        raise ProtocolError(f"{answer} has {got} for {calls} calls; expected one {port} answer "
+                            "per call, in order")
+    for flag in flags:
+        if type(flag) is not bool:
+            check_bool(flag, port)  # raises, naming the port
+    return flags
 
 
 def _refuse_awaitable(value: object, port: str) -> None:

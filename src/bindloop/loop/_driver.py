@@ -1,9 +1,14 @@
 """``run_tool_loop``: the anyio driver that carries the machine's effects out through the ports.
 
-The driver owns no decisions. It pops an effect, performs it with the host's ports, and sends the
-answer back; the only logic here is how a port is called (sync or async), how long it took, and
-checking what a port returned. What a raise means (fatal, or the tool error the model reads), what a
-call that never ran says, and which calls run alone are the machine's (:mod:`bindloop.lowlevel`).
+The driver owns no decisions of the loop's. It pops an effect, performs it with the host's ports,
+and sends the answer back; the only logic here is how a port is called (sync or async), how long it
+took, and checking what a port returned. The host's decisions are asked here, where the ports are,
+and sent as data: ``runs_serially`` and ``is_final_call`` answer the machine's ``PlanBatch`` and
+``CheckFinal`` requests; a raise is judged the moment it happens (:func:`is_fatal_raise`: a fatal
+one propagates and cancels its batch) and a non-fatal one is sent as the tool error the model reads
+(:func:`tool_exception_error`) and its type's name, the exception itself kept here for
+``on_tool_call_rejected``. What a call that never ran says, and what the loop does with each
+answer, are the machine's (:mod:`bindloop.lowlevel`).
 """
 
 from __future__ import annotations
@@ -15,25 +20,29 @@ from typing import Any, Final, cast, overload
 from .._awaitable import isawaitable, resolve as _resolve
 from ..contracts import ToolCall, ToolOutcome
 from ..errors import AbortedToolCallError, PortContractError
-from ..run import run_tool_calls_pooled_by_tool
+from ._pool import run_tool_calls_pooled_by_tool
 from ._checks import check_bool, check_sync_result, check_tools
 from ._effects import (
     AcceptToolMessage,
     Activate,
     AskNudge,
     BatchFinished,
+    BatchPlanned,
     Boundary,
     BoundaryChecked,
     BoundaryDecided,
     CallModel,
     CheckBoundary,
+    CheckFinal,
     Compact,
     Compacted,
+    FinalChecked,
     Finish,
     ModelReplied,
     NotifyAssistant,
     NotifyProgress,
     Nudged,
+    PlanBatch,
     RaisedByTool,
     Reject,
     RunTool,
@@ -48,8 +57,9 @@ from ._effects import (
     WrapToolBatch,
     reason_exception,
 )
-from ._batch_port import id_of, name_of, wrap_tool_batch
+from ._batch_port import Raised, RawAnswer, id_of, name_of, wrap_tool_batch
 from ._machine import LoopMachine
+from ._tool_errors import is_fatal_raise, tool_exception_error
 from ._types import (
     EFFECT_PORTS,
     ControlledToolLoopResult,
@@ -103,37 +113,44 @@ async def run_tool_loop(
              else frozenset(compress(EFFECT_PORTS, [port is not None for port in ports])))
     if control is not None:
         wired |= _ON_BOUNDARY
-    machine = LoopMachine(
-        p.state,
-        p.max_iterations,
-        wired=wired,
-        runs_serially=p.runs_serially,
-        is_fatal_tool_error=p.is_fatal_tool_error,
-        format_tool_exception=p.format_tool_exception,
-        is_final_call=p.is_final_call,
-    )
+    machine = LoopMachine(p.state, p.max_iterations, wired=wired, resume_calls=p.resume_calls)
     now = p.now
     signal = p.signal
     run_tool_call = p.run_tool_call
+    fatal = p.is_fatal_tool_error
+    format_exception = p.format_tool_exception
+    serially = p.runs_serially
     state = p.state
     send = machine.send
-    is_fatal = machine.is_fatal
-    # The exceptions of the ToolRaised answers sent, in order: each RaisedByTool rejection the
-    # machine gives back takes the next one (the machine keeps no exception).
+    # The exceptions of the ToolRaised answers made, in order: each RaisedByTool rejection the
+    # machine gives back takes the next one (no exception enters the machine).
     raised: list[Exception] = []
 
-    async def run_one(index: int, call: ToolCall) -> ToolAnswer:
+    def raise_answer(index: int, exc: Exception, ms: float) -> ToolRaised:
+        raised.append(exc)
+        return ToolRaised(index, tool_exception_error(exc, format_exception), type(exc).__name__,
+                          ms)
+
+    def settle(answer: RawAnswer) -> ToolAnswer:
+        if isinstance(answer, Raised):
+            return raise_answer(answer.index, answer.error, answer.ms)
+        return answer
+
+    def runs_alone(call: ToolCall) -> bool:
+        return serially is not None and check_bool(serially(call), "runs_serially")
+
+    async def run_one(index: int, call: ToolCall) -> RawAnswer:
         started = now()
         try:
             value: Any = run_tool_call(call)
             outcome: ToolOutcome = await value if isawaitable(value) else value
         except Exception as exc:
-            if is_fatal(exc):
+            if is_fatal_raise(exc, fatal):
                 raise
-            return ToolRaised(index, exc, now() - started)
+            return Raised(index, exc, now() - started)
         return ToolReturned(index, outcome, now() - started)
 
-    async def run_pooled_item(item: tuple[int, ToolCall]) -> ToolAnswer:
+    async def run_pooled_item(item: tuple[int, ToolCall]) -> RawAnswer:
         return await run_one(item[0], item[1])
 
     machine.start()
@@ -175,10 +192,9 @@ async def run_tool_loop(
                     result: Any = run_tool_call(run.call)
                     outcome = await result if isawaitable(result) else result
                 except Exception as exc:
-                    if is_fatal(exc):
+                    if is_fatal_raise(exc, fatal):
                         raise
-                    raised.append(exc)
-                    answer: ToolAnswer = ToolRaised(run.index, exc, now() - started)
+                    answer: ToolAnswer = raise_answer(run.index, exc, now() - started)
                 else:
                     answer = ToolReturned(run.index, outcome, now() - started)
                 send(answer)
@@ -188,23 +204,31 @@ async def run_tool_loop(
                 effect.items, run_pooled_item, tool_name=name_of, item_id=id_of,
                 signal=signal, options=p.batch_options,
             )
-            finished = [
-                ToolNotRun(item[0], a.reason) if isinstance(a, AbortedToolCallError) else a
+            # Formatted here, in call order, once the pool is over (see _batch_port.Raised).
+            send(BatchFinished([
+                ToolNotRun(item[0], a.reason) if isinstance(a, AbortedToolCallError) else settle(a)
                 for item, a in zip(effect.items, answers)
-            ]
-            raised.extend(a.error for a in finished if type(a) is ToolRaised)
-            send(BatchFinished(finished))
+            ]))
+        elif kind is PlanBatch:
+            assert isinstance(effect, PlanBatch) and serially is not None
+            # Each answer checked as it comes (an async predicate's coroutine is closed at once);
+            # the machine checks the data again, for drivers that do not.
+            send(BatchPlanned([check_bool(serially(c), "runs_serially") for c in effect.calls]))
+        elif kind is CheckFinal:
+            assert isinstance(effect, CheckFinal) and p.is_final_call is not None
+            final = p.is_final_call
+            send(FinalChecked([check_bool(final(c, o), "is_final_call")
+                               for c, o in zip(effect.calls, effect.outcomes)]))
         elif kind is WrapToolBatch:
             assert isinstance(effect, WrapToolBatch)
-            wrapped = await wrap_tool_batch(
-                p.run_tool_batch, effect.calls, machine=machine, run_one=run_one,
-                run_pooled_item=run_pooled_item, signal=signal, options=p.batch_options)
-            raised.extend(r.answer.error for r in wrapped.runs if type(r.answer) is ToolRaised)
-            send(wrapped)
+            send(await wrap_tool_batch(
+                p.run_tool_batch, effect.calls, run_one=run_one, run_pooled_item=run_pooled_item,
+                settle=settle, runs_alone=runs_alone, signal=signal, options=p.batch_options))
         elif kind is NotifyProgress:
             assert isinstance(effect, NotifyProgress) and p.on_progress_update is not None
-            check_sync_result(p.on_progress_update(effect.output_tokens, effect.tool_calls),
-                              "on_progress_update")
+            check_sync_result(
+                p.on_progress_update(effect.output_tokens, effect.requested_tool_calls),
+                "on_progress_update")
         elif kind is NotifyAssistant:
             assert isinstance(effect, NotifyAssistant) and p.on_assistant_message is not None
             await _resolve(p.on_assistant_message(effect.message))

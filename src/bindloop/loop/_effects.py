@@ -4,9 +4,11 @@ A *request* needs an answer: the driver performs it and feeds the answer back th
 :meth:`~bindloop.lowlevel.LoopMachine.send`. A *notice* needs none: the driver tells a port and moves
 on. Every request and notice is a frozen, tagged Struct of plain data, so an effect trace encodes to
 JSON (``msgspec.json.encode(effect)``); why a call was rejected is a :data:`RejectReason` value,
-never an exception object. Answers are frozen Structs too; :class:`ToolRaised` is the one that
-carries a live exception, because formatting it for the model is the machine's decision; the
-machine reads it while handling the answer and keeps nothing of it but its type's name.
+never an exception object. Answers are frozen Structs of plain data too: the host's decisions
+(which calls run alone, which call ends the run, what the model reads for a raise, whether a raise
+is fatal) are evaluated by the driver, which owns the ports, and arrive as values — the flags of
+:class:`BatchPlanned` and :class:`FinalChecked`, the :class:`~bindloop.contracts.ToolError` and
+type name in :class:`ToolRaised`. No exception object ever enters the machine.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ..contracts import (
     Message,
     ModelTurnResult,
     ToolCall,
+    ToolError,
     ToolMessage,
     ToolOutcome,
 )
@@ -44,13 +47,16 @@ __all__ = (
     "BlockedBySuspend",
     "Boundary",
     "BoundaryChecked",
+    "BatchPlanned",
     "BoundaryDecided",
     "CallModel",
     "CheckBoundary",
+    "CheckFinal",
     "Compact",
     "Compacted",
     "DiscardedTurn",
     "Effect",
+    "FinalChecked",
     "Finish",
     "ModelReplied",
     "Notice",
@@ -58,6 +64,7 @@ __all__ = (
     "NotifyProgress",
     "Nudged",
     "NotRun",
+    "PlanBatch",
     "RaisedByTool",
     "RanCall",
     "Reject",
@@ -96,11 +103,18 @@ class CallModel(msgspec.Struct, frozen=True, tag=True):
     """Build the tool surface and call the model; answer :class:`ModelReplied`."""
 
 
+class PlanBatch(msgspec.Struct, frozen=True, tag=True):
+    """Only with ``runs_serially`` wired (and ``run_tool_batch`` not): ask ``runs_serially(call)``
+    for each of the turn's ``calls``, in order; answer :class:`BatchPlanned` with the answers."""
+
+    calls: tuple[ToolCall, ...]
+
+
 class RunTool(msgspec.Struct, frozen=True, tag=True):
     """Run one call alone: if the batch's signal has fired, answer :class:`ToolNotRun` without
     starting it; otherwise run it and answer :class:`ToolReturned`, or :class:`ToolRaised` for a
-    raise that :meth:`~bindloop.lowlevel.LoopMachine.is_fatal` does not claim (a fatal one
-    propagates)."""
+    raise that :func:`~bindloop.lowlevel.is_fatal_raise` does not claim (a fatal one propagates
+    and never reaches the machine)."""
 
     index: int
     call: ToolCall
@@ -119,6 +133,16 @@ class WrapToolBatch(msgspec.Struct, frozen=True, tag=True):
     :class:`BatchWrapped`."""
 
     calls: tuple[ToolCall, ...]
+
+
+class CheckFinal(msgspec.Struct, frozen=True, tag=True):
+    """Only with ``is_final_call`` wired, once every call of a batch is answered and before any of
+    its results joins the transcript: ask ``is_final_call(call, outcome)`` for each pair, in
+    model order (``outcomes[i]`` is what the transcript gets for ``calls[i]``); answer
+    :class:`FinalChecked` with the answers."""
+
+    calls: tuple[ToolCall, ...]
+    outcomes: tuple[ToolOutcome, ...]
 
 
 class AcceptToolMessage(msgspec.Struct, frozen=True, tag=True):
@@ -143,8 +167,8 @@ class AskNudge(msgspec.Struct, frozen=True, tag=True):
 
 
 Request: TypeAlias = (
-    CheckBoundary | Compact | Boundary | CallModel | RunTool | RunToolBatch | WrapToolBatch
-    | AcceptToolMessage | Settle | AskNudge
+    CheckBoundary | Compact | Boundary | CallModel | PlanBatch | RunTool | RunToolBatch
+    | WrapToolBatch | CheckFinal | AcceptToolMessage | Settle | AskNudge
 )
 
 
@@ -212,17 +236,17 @@ class NotifyAssistant(msgspec.Struct, frozen=True, tag=True):
 
 
 class NotifyProgress(msgspec.Struct, frozen=True, tag=True):
-    """Tell ``on_progress_update`` the live totals."""
+    """Tell ``on_progress_update`` the live totals (tool calls requested so far)."""
 
     output_tokens: int
-    tool_calls: int
+    requested_tool_calls: int
 
 
 class Reject(msgspec.Struct, frozen=True, tag=True):
     """Report a rejection through ``on_tool_call_rejected``. The exception to hand it is the
-    tool's own for :class:`RaisedByTool` — the driver has it: it sent it in the
-    :class:`ToolRaised` answer (the rejections of one ``send()`` come in the order of the raises in
-    that answer) — and :func:`reason_exception` for every other reason."""
+    tool's own for :class:`RaisedByTool` — the driver kept it when it made the :class:`ToolRaised`
+    answer (the rejections of one ``send()`` come in the order of the :class:`ToolRaised` in that
+    answer) — and :func:`reason_exception` for every other reason."""
 
     tool_call_id: str
     reason: RejectReason
@@ -275,6 +299,14 @@ class ModelReplied(msgspec.Struct, frozen=True, tag=True):
     ms: float
 
 
+class BatchPlanned(msgspec.Struct, frozen=True, tag=True):
+    """Answers :class:`PlanBatch`: one ``runs_serially`` answer per call, in order, as the predicate
+    returned it (the machine checks each is a bool: :class:`~bindloop.errors.PortContractError`
+    naming the port). Calls answered ``True`` run first, alone, in order; the rest are pooled."""
+
+    serial: Sequence[bool]
+
+
 class ToolReturned(msgspec.Struct, frozen=True, tag=True):
     """One call returned ``outcome`` after ``ms``."""
 
@@ -284,10 +316,14 @@ class ToolReturned(msgspec.Struct, frozen=True, tag=True):
 
 
 class ToolRaised(msgspec.Struct, frozen=True, tag=True):
-    """One call raised ``error`` (not fatal) after ``ms``; the machine decides what the model reads."""
+    """One call raised (not fatally) after ``ms``: ``error`` is the tool error the model reads —
+    :func:`~bindloop.lowlevel.tool_exception_error` of the exception, ``format_tool_exception``'s
+    when wired — and ``exception_type`` the exception's type name (the rejection's
+    :class:`RaisedByTool`). The exception itself stays with the driver."""
 
     index: int
-    error: Exception
+    error: ToolError
+    exception_type: str
     ms: float = 0.0
 
 
@@ -325,6 +361,14 @@ class BatchWrapped(msgspec.Struct, frozen=True, tag=True):
     runs: Sequence[RanCall]
 
 
+class FinalChecked(msgspec.Struct, frozen=True, tag=True):
+    """Answers :class:`CheckFinal`: one ``is_final_call`` answer per call, in order, as the
+    predicate returned it (each checked to be a bool). Any ``True`` makes the batch end the run as a
+    turn that would end does."""
+
+    final: Sequence[bool]
+
+
 class ToolMessageAccepted(msgspec.Struct, frozen=True, tag=True):
     """Answers :class:`AcceptToolMessage`: the hook returned; append the message."""
 
@@ -342,6 +386,7 @@ class Nudged(msgspec.Struct, frozen=True, tag=True):
 
 
 Answer: TypeAlias = (
-    BoundaryChecked | Compacted | BoundaryDecided | ModelReplied | ToolReturned | ToolRaised
-    | ToolNotRun | BatchFinished | BatchWrapped | ToolMessageAccepted | Settled | Nudged
+    BoundaryChecked | Compacted | BoundaryDecided | ModelReplied | BatchPlanned | ToolReturned
+    | ToolRaised | ToolNotRun | BatchFinished | BatchWrapped | FinalChecked | ToolMessageAccepted
+    | Settled | Nudged
 )

@@ -1,15 +1,22 @@
 """The loop's decisions as a synchronous state machine (sans-I/O).
 
-The machine never awaits and never calls an I/O port. The driver pops effects
-(:meth:`LoopMachine.next_effect`): *notices* it passes to a port, and at the end of each batch one
-*request* it performs and answers with :meth:`LoopMachine.send`. Which answers each phase accepts
-and where each may lead is one table of data (:data:`~bindloop.loop._phases.SUCCESSORS`, drawn in
-docs/loop.md); anything else, and anything that raises while an answer is handled, moves the machine
-to ``ERROR`` (:mod:`bindloop.loop._protocol`). Every decision lives here — what the model reads for a
-tool's raise or a call that never ran, whether a raise is fatal, which calls run alone, which call
-ends the run — so the same run is identical on every runtime and Hypothesis can explore it without
-an event loop. The only host callables it calls are those synchronous decisions (``runs_serially``,
-``is_fatal_tool_error``, ``format_tool_exception``, ``is_final_call``), each answer checked.
+The machine never awaits and never calls a host callable: data in, data out, as in h11. The
+driver pops effects (:meth:`LoopMachine.next_effect`): *notices* it passes to a port, and at the
+end of each batch one *request* it performs and answers with :meth:`LoopMachine.send`. Which
+answers each phase accepts and where each may lead is one table of data
+(:data:`~bindloop.loop._phases.SUCCESSORS`, drawn in docs/loop.md); anything else, and anything
+that raises while an answer is handled, moves the machine to ``ERROR``
+(:mod:`bindloop.loop._protocol`). Every decision of the loop lives here — what a call that never
+ran says, which calls pool, when a batch's results join the transcript, what ends the run — so the
+same run is identical on every runtime and Hypothesis can explore it without an event loop.
+
+The *host's* decisions arrive as data, each checked: which calls run alone and which call ends the
+run as the answers to the decision requests :class:`~bindloop.lowlevel.PlanBatch` and
+:class:`~bindloop.lowlevel.CheckFinal` (made only when ``runs_serially`` / ``is_final_call`` are in
+``wired``); what the model reads for a tool's raise as the :class:`~bindloop.contracts.ToolError`
+inside :class:`~bindloop.lowlevel.ToolRaised`. Whether a raise is fatal is settled by the driver
+before anything is sent (:func:`~bindloop.lowlevel.is_fatal_raise`): a fatal raise never reaches
+the machine.
 
 Invariants the machine keeps (and the property tests hunt for):
 
@@ -19,8 +26,10 @@ Invariants the machine keeps (and the property tests hunt for):
   one commit point (:meth:`LoopMachine._commit`) refuses it;
 * ``stats`` is this invocation folded from zero, and ``state.totals`` the seed folded with the same
   events (:class:`~bindloop.loop._ledger.RunLedger`);
-* the machine holds no exception: a rejection is a :data:`~bindloop.lowlevel.RejectReason` value,
-  and the driver keeps the tool's own exception for ``on_tool_call_rejected``.
+* no exception object enters or stays in the machine: a raise arrives as a
+  :class:`~bindloop.lowlevel.ToolRaised` of plain data, a rejection leaves as a
+  :data:`~bindloop.lowlevel.RejectReason` value, and the driver keeps the tool's own exception for
+  ``on_tool_call_rejected``.
 """
 
 from __future__ import annotations
@@ -33,21 +42,20 @@ from typing import Any, Final, Literal
 from ..contracts import (
     AuxiliarySpend, CompactionApplied, Message, ModelTurnResult, RunStats, ToolCall, ToolError,
     ToolMessage, ToolOutcome, ToolResult, ToolSuspend, tool_outcome_message)
-from ..errors import (
-    AbortedToolCallError, PortContractError, ProtocolError, RunCancelledError, UsageError)
+from ..errors import AbortedToolCallError, PortContractError, ProtocolError, UsageError
 from ._checks import (
-    check_batch_outcomes, check_bool, check_messages, check_outcome, check_turn, check_usage)
+    check_batch_outcomes, check_decisions, check_messages, check_outcome, check_resume_calls,
+    check_turn, check_usage)
 from ._effects import (
     AcceptToolMessage, Activate, ActivationPortMissing, Answer, AskNudge, BatchFinished,
-    BatchWrapped, BlockedBySuspend, Boundary, BoundaryChecked, BoundaryDecided, CallModel,
-    CheckBoundary, Compact, Compacted, DiscardedTurn, Effect, Finish, ModelReplied, NotifyAssistant,
-    NotifyProgress, Nudged, NotRun, RaisedByTool, RanCall, Reject, Request, RunTool, RunToolBatch,
-    Settle, Settled, ToolAnswer, ToolMessageAccepted, ToolNotRun, ToolRaised, ToolReturned,
-    WrapToolBatch)
+    BatchPlanned, BatchWrapped, BlockedBySuspend, Boundary, BoundaryChecked, BoundaryDecided,
+    CallModel, CheckBoundary, CheckFinal, Compact, Compacted, DiscardedTurn, Effect, FinalChecked,
+    Finish, ModelReplied, NotifyAssistant, NotifyProgress, Nudged, NotRun, PlanBatch, RaisedByTool,
+    RanCall, Reject, Request, RunTool, RunToolBatch, Settle, Settled, ToolAnswer,
+    ToolMessageAccepted, ToolNotRun, ToolRaised, ToolReturned, WrapToolBatch)
 from ._ledger import RunLedger
 from ._phases import START_SUCCESSORS, SUCCESSORS, Phase
 from ._protocol import MachineProtocol
-from ._tool_errors import tool_exception_error
 from ._types import (
     WIRABLE, ActivationKind, ControlledStopReason, OpenSuspend, StepSettlement, ToolLoopState)
 
@@ -75,12 +83,13 @@ class LoopMachine(MachineProtocol):
     :meth:`next_effect` and answer each request with :meth:`send`. ``wired`` names the optional
     ports (:data:`WIRABLE`) the driver will carry out; the machine emits no effect for any other.
     ``stats`` is this invocation's part; ``state`` is updated in place (seed plus this invocation);
-    ``final_turn`` is the model turn that ended a ``done`` run."""
+    ``final_turn`` is the model turn that ended a ``done`` run. It takes no callable: with
+    ``runs_serially`` / ``is_final_call`` in ``wired`` it asks for those decisions as requests."""
 
     __slots__ = (
-        "_accept_queue", "_answers", "_batch_aborted", "_calls", "_final_batch",
-        "_format_exception", "_is_fatal", "_is_final_call", "_last_turn", "_ledger", "_ordinal",
-        "_pooled", "_runs_serially", "_serial", "final_turn", "iterations", "max_iterations",
+        "_accept_queue", "_answers", "_batch_aborted", "_calls", "_final_batch", "_last_turn",
+        "_ledger", "_ordinal", "_pooled", "_resume", "_serial", "final_turn", "iterations",
+        "max_iterations",
         "state", "stop_reason", "wired",
     )
 
@@ -90,10 +99,7 @@ class LoopMachine(MachineProtocol):
         max_iterations: int,
         *,
         wired: frozenset[str] = frozenset(),
-        runs_serially: Callable[[ToolCall], bool] | None = None,
-        is_fatal_tool_error: Callable[[BaseException], bool] | None = None,
-        format_tool_exception: Callable[[Exception], ToolError] | None = None,
-        is_final_call: Callable[[ToolCall, ToolOutcome], bool] | None = None,
+        resume_calls: Sequence[ToolCall] = (),
     ) -> None:
         if not isinstance(state, ToolLoopState):
             raise UsageError(f"state must be a ToolLoopState, got {type(state).__name__}")
@@ -116,10 +122,6 @@ class LoopMachine(MachineProtocol):
         self.stop_reason: ControlledStopReason | None = None
         self.final_turn: ModelTurnResult | None = None
         self._ledger = RunLedger(state)
-        self._runs_serially = runs_serially
-        self._is_fatal = is_fatal_tool_error
-        self._format_exception = format_tool_exception
-        self._is_final_call = is_final_call
         self._last_turn: ModelTurnResult | None = None
         self._calls: tuple[ToolCall, ...] = ()
         self._answers: list[ToolOutcome | None] = []
@@ -129,6 +131,7 @@ class LoopMachine(MachineProtocol):
         self._final_batch = False
         self._accept_queue: deque[ToolMessage] = deque()
         self._ordinal = 0
+        self._resume = check_resume_calls(state.open_suspends, resume_calls) if resume_calls else ()
 
     # ---- the protocol's other half: start, send, and what the driver may ask ------------------
 
@@ -166,40 +169,40 @@ class LoopMachine(MachineProtocol):
         return self._ledger.part
 
     def start(self) -> None:
-        """Begin the run. A state with open suspends ends at once: nothing may happen until they are
-        answered."""
+        """Begin the run. With ``resume_calls`` the run begins with them as its first batch (each
+        answers its open suspend); otherwise a state with open suspends ends at once: nothing may
+        happen until they are answered."""
         if self._phase is not Phase.IDLE:
             raise self._failed() if self._phase is Phase.ERROR else ProtocolError(
                 "start() was already called")
-        if self.state.open_suspends:
+        resume, self._resume = self._resume, ()
+        if resume:
+            st = self.state
+            st.open_suspends = [s for s in st.open_suspends
+                                if all(c.id != s.tool_call_id for c in resume)]
+            self._batch(resume)
+        elif self.state.open_suspends:
             self._finish(self._suspend_reason())
         else:
             self._request(_CHECK)
         assert self._phase in START_SUCCESSORS
 
-    def is_fatal(self, error: BaseException) -> bool:
-        """Whether a tool's raise must end the run instead of becoming a tool error the model reads:
-        :class:`~bindloop.errors.RunCancelledError` always, otherwise ``is_fatal_tool_error``. Asked
-        by the driver the moment a call raises, so a fatal raise can cancel its batch."""
-        if isinstance(error, RunCancelledError):
-            return True
-        predicate = self._is_fatal
-        return predicate is not None and check_bool(predicate(error), "is_fatal_tool_error")
-
-    def runs_alone(self, call: ToolCall) -> bool:
-        """Whether ``call`` runs first, alone (``runs_serially``), before the pooled rest — asked by
-        the loop's runner inside ``run_tool_batch``."""
-        predicate = self._runs_serially
-        return predicate is not None and check_bool(predicate(call), "runs_serially")
-
-    def outcome_of(self, call: ToolCall, answer: ToolAnswer) -> ToolOutcome:
-        """What the model reads for ``answer`` to ``call``: the outcome it returned (checked), the
-        tool error for a raise, or the ``not_run`` error for a call that never started."""
+    @staticmethod
+    def outcome_of(call: ToolCall, answer: ToolAnswer) -> ToolOutcome:
+        """What the model reads for ``answer`` to ``call``: the outcome it returned, the tool error
+        a raise carries (each checked), or the ``not_run`` error for a call that never started.
+        Pure: the loop's batch runner uses it for the outcomes it hands ``run_tool_batch``."""
         if isinstance(answer, ToolReturned):
             check_outcome(answer.outcome, call.id)
             return answer.outcome
         if isinstance(answer, ToolRaised):
-            return tool_exception_error(answer.error, self._format_exception)
+            error = answer.error
+            if type(error) is not ToolError:
+                raise PortContractError(
+                    f"ToolRaised for call {call.id!r} carries {type(error).__name__}; expected the "
+                    "ToolError the model reads (tool_exception_error's)")
+            check_outcome(error, call.id, "format_tool_exception")
+            return error
         return ToolError(error=str(AbortedToolCallError(call.id, answer.reason)), kind="not_run")
 
     # ---- plumbing ------------------------------------------------------------------------------
@@ -221,7 +224,7 @@ class LoopMachine(MachineProtocol):
 
     def _progress(self) -> None:
         st = self.state
-        self._effects.append(NotifyProgress(st.output_tokens, st.tool_calls))
+        self._effects.append(NotifyProgress(st.output_tokens, st.requested_tool_calls))
 
     def _commit(self, message: Message) -> None:
         # The one place a message joins the transcript. From the tool-call turn until its batch's
@@ -315,22 +318,30 @@ class LoopMachine(MachineProtocol):
             self._progress()
         if not calls:
             self._would_end()
-            return
+        else:
+            self._batch(calls)
+
+    def _batch(self, calls: tuple[ToolCall, ...]) -> None:
+        # A batch begins: a turn's calls, or the resumed calls of open suspends (start()).
         self._calls = calls
         self._answers = [None] * len(calls)
         self._batch_aborted = self._final_batch = False
+        wired = self.wired
         if "run_tool_batch" in wired:
             self._request(WrapToolBatch(calls))
-            return
-        predicate = self._runs_serially
-        if predicate is None:
-            self._pooled = _ONE_CALL if len(calls) == 1 else tuple(range(len(calls)))
+        elif "runs_serially" in wired:
+            self._request(PlanBatch(calls))
         else:
-            serial: deque[int] = deque()
-            pooled: list[int] = []
-            for i, call in enumerate(calls):
-                (serial if check_bool(predicate(call), "runs_serially") else pooled).append(i)
-            self._serial, self._pooled = serial, tuple(pooled)
+            self._pooled = _ONE_CALL if len(calls) == 1 else tuple(range(len(calls)))
+            self._next_tool_step()
+
+    def _batch_planned(self, request: PlanBatch, answer: BatchPlanned) -> None:
+        flags = check_decisions(answer.serial, len(request.calls), "BatchPlanned", "runs_serially")
+        serial: deque[int] = deque()
+        pooled: list[int] = []
+        for i, alone in enumerate(flags):
+            (serial if alone else pooled).append(i)
+        self._serial, self._pooled = serial, tuple(pooled)
         self._next_tool_step()
 
     def _next_tool_step(self) -> None:
@@ -383,7 +394,11 @@ class LoopMachine(MachineProtocol):
             self._effects.append(Reject(call.id, NotRun(answer.reason)))
             return
         if isinstance(answer, ToolRaised):
-            self._effects.append(Reject(call.id, RaisedByTool(type(answer.error).__name__)))
+            name = answer.exception_type
+            if type(name) is not str:
+                raise PortContractError(f"ToolRaised.exception_type for call {call.id!r} must be "
+                                        f"the exception's type name, got {type(name).__name__}")
+            self._effects.append(Reject(call.id, RaisedByTool(name)))
         self._ledger.tool_call(call.name, answer.ms)
 
     def _record(self, answer: ToolAnswer) -> None:
@@ -401,11 +416,8 @@ class LoopMachine(MachineProtocol):
         self._apply(i, call, outcome)
 
     def _apply(self, i: int, call: ToolCall, outcome: ToolOutcome) -> None:
-        # The outcome the transcript gets for call i: its activations and the final-call verdict.
+        # The outcome the transcript gets for call i, and its activations.
         self._answers[i] = outcome
-        final = self._is_final_call
-        if final is not None and check_bool(final(call, outcome), "is_final_call"):
-            self._final_batch = True
         if isinstance(outcome, ToolResult):
             if outcome.activate_plugins:
                 self._activation("plugins", outcome.activate_plugins, call.id)
@@ -419,6 +431,21 @@ class LoopMachine(MachineProtocol):
             self._effects.append(Reject(call_id, ActivationPortMissing(kind, names)))
 
     def _batch_done(self) -> None:
+        # Every call answered: the host's final-call verdict first (when wired), then the results.
+        if "is_final_call" in self.wired:
+            answers = self._answers
+            if None in answers:
+                self._queue_results()  # refuses: names the call never answered
+            self._request(CheckFinal(self._calls, tuple(answers)))  # type: ignore[arg-type]
+        else:
+            self._queue_results()
+
+    def _final_checked(self, request: CheckFinal, answer: FinalChecked) -> None:
+        self._final_batch = any(check_decisions(answer.final, len(request.calls), "FinalChecked",
+                                                "is_final_call"))
+        self._queue_results()
+
+    def _queue_results(self) -> None:
         calls = self._calls
         st = self.state
         queue = self._accept_queue
@@ -559,11 +586,13 @@ _HANDLERS: Final[Mapping[tuple[Phase, type], _Handler]] = MappingProxyType({
     (Phase.COMPACT, Compacted): LoopMachine._compacted,
     (Phase.BOUNDARY, BoundaryDecided): LoopMachine._boundary_decided,
     (Phase.CALL_MODEL, ModelReplied): LoopMachine._model_replied,
+    (Phase.PLAN_BATCH, BatchPlanned): LoopMachine._batch_planned,
     (Phase.RUN_TOOL, ToolReturned): LoopMachine._tool_answered,
     (Phase.RUN_TOOL, ToolRaised): LoopMachine._tool_answered,
     (Phase.RUN_TOOL, ToolNotRun): LoopMachine._tool_answered,
     (Phase.RUN_TOOL_BATCH, BatchFinished): LoopMachine._batch_finished,
     (Phase.WRAP_TOOL_BATCH, BatchWrapped): LoopMachine._batch_wrapped,
+    (Phase.CHECK_FINAL, FinalChecked): LoopMachine._final_checked,
     (Phase.ACCEPT_TOOL_MESSAGE, ToolMessageAccepted): LoopMachine._tool_message_accepted,
     (Phase.SETTLE, Settled): LoopMachine._settled,
     (Phase.ASK_NUDGE, Nudged): LoopMachine._nudged,

@@ -1,13 +1,29 @@
-"""What the model reads when a tool raises: the one rule, used by the machine and the batch runner."""
+"""What a tool's raise means: fatal or not (:func:`is_fatal_raise`), and what the model reads for a
+non-fatal one (:func:`tool_exception_error`). The one rule, used by the driver, which evaluates
+both where the raise happens and hands the machine only the result (a fatal raise never reaches
+it; a non-fatal one arrives as a :class:`~bindloop.lowlevel.ToolRaised` of plain data)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from ..contracts import ToolError
-from ..errors import PortContractError, ToolFailure
+from ..errors import PortContractError, RunCancelledError, ToolFailure
+from ._checks import check_bool
 
-__all__ = ("default_tool_exception_error", "tool_exception_error")
+__all__ = ("default_tool_exception_error", "is_fatal_raise", "tool_exception_error")
+
+
+def is_fatal_raise(error: BaseException,
+                   is_fatal_tool_error: Callable[[BaseException], bool] | None = None) -> bool:
+    """Whether a tool's raise must end the run instead of becoming a tool error the model reads:
+    :class:`~bindloop.errors.RunCancelledError` always, otherwise ``is_fatal_tool_error``'s answer
+    (a :class:`~bindloop.errors.PortContractError` unless it is a bool). A driver asks it the moment
+    a call raises, so a fatal raise can cancel its batch."""
+    if isinstance(error, RunCancelledError):
+        return True
+    return is_fatal_tool_error is not None and check_bool(is_fatal_tool_error(error),
+                                                          "is_fatal_tool_error")
 
 
 def default_tool_exception_error(exc: Exception) -> ToolError:
@@ -21,8 +37,9 @@ def tool_exception_error(error: Exception,
                          ) -> ToolError:
     """The one rule for what the model reads when a tool raises (non-fatally): a
     :class:`~bindloop.errors.ToolFailure` keeps its message and kind; anything else goes through
-    ``format_tool_exception``, or :func:`default_tool_exception_error` when that is unwired. Anyone
-    turning a raise into a tool error outside the loop (a batch middleware runner) uses this too."""
+    ``format_tool_exception``, or :func:`default_tool_exception_error` when that is unwired. The
+    driver builds :class:`~bindloop.lowlevel.ToolRaised` with it; anyone turning a raise into a tool
+    error outside the loop (a batch middleware runner) uses this too."""
     if isinstance(error, ToolFailure):
         return ToolError(error=error.message, kind=error.kind)
     if format_tool_exception is None:

@@ -23,7 +23,7 @@ from ..contracts import (
     ToolOutcome,
     TurnUsage,
 )
-from ..run import ToolBatchOptions
+from ._pool import ToolBatchOptions
 from ..signal import AbortSignal
 
 __all__ = (
@@ -101,8 +101,9 @@ class ToolLoopState(msgspec.Struct, kw_only=True):
     ``open_suspends`` lists calls whose results are withheld; a run started with open suspends ends
     at once with their stop reason and makes no model call.
 
-    The flat read-only properties (``input_tokens``, ``tool_calls``, ...) read those two values;
-    ``tool_calls`` is ``counters.requested_tool_calls``.
+    The flat read-only properties (``input_tokens``, ``requested_tool_calls``, ...) read those two
+    values. Calls *requested* are ``requested_tool_calls`` here; calls that *ran* are
+    ``totals.tool_calls`` (:class:`~bindloop.contracts.RunStats`).
     """
 
     messages: list[Message] = msgspec.field(default_factory=list)
@@ -127,7 +128,7 @@ class ToolLoopState(msgspec.Struct, kw_only=True):
         return self.totals.cost
 
     @property
-    def tool_calls(self) -> int:
+    def requested_tool_calls(self) -> int:
         return self.counters.requested_tool_calls
 
     @property
@@ -193,9 +194,12 @@ class ToolLoopPorts(msgspec.Struct, frozen=True, kw_only=True):
       :class:`~bindloop.errors.MissingActivationPortError` and the run goes on. (It replaced the
       two ports ``activate_plugins`` and ``activate_skills``.)
     - ``runs_serially(call)``: such calls run first, alone, in model order, each outcome (including
-      activations) applied before the next; the rest run concurrently, pooled per tool name.
+      activations) applied before the next; the rest run concurrently, pooled per tool name. Asked
+      once per call of a turn, after the turn's ``on_assistant_message`` and before its first call
+      runs (with ``run_tool_batch`` wired, by the runner for the calls it is handed).
     - ``is_fatal_tool_error(exc)``: a raise that must end the run instead of becoming a tool error the
-      model reads. :class:`~bindloop.errors.RunCancelledError` is always fatal.
+      model reads, asked the moment a call raises. :class:`~bindloop.errors.RunCancelledError` is
+      always fatal.
     - ``format_tool_exception(exc)``: the :class:`~bindloop.contracts.ToolError` the model reads for
       any other raise. Unwired, the model sees only the exception's type and a fixed text
       (``"RuntimeError: the tool failed"``): an exception message can hold what must never reach a
@@ -227,8 +231,9 @@ class ToolLoopPorts(msgspec.Struct, frozen=True, kw_only=True):
       ran; activations are read off the port's outcomes and applied after the port returns (a
       serial call's activation is not applied before the next call starts, as it is unwired).
       Unwired, the loop runs batches itself (today's path, unchanged).
-    - ``is_final_call(call, outcome)``: after a batch, a call whose outcome satisfies it (checked
-      on each call's outcome as the transcript gets it) makes the batch end the run: once its
+    - ``is_final_call(call, outcome)``: after a batch, a call whose outcome satisfies it (asked
+      once every call is answered, for each call in model order, with its outcome as the
+      transcript gets it) makes the batch end the run: once its
       results are appended the run is treated as a turn that would end — ``on_step_settled(True)``,
       then ``on_turn_would_end(turn)`` — and ends ``done`` with that turn as ``final_turn``; the
       real call and its result stay in the transcript, nothing is made up. A fired signal still
@@ -263,10 +268,12 @@ class ToolLoopPorts(msgspec.Struct, frozen=True, kw_only=True):
 
 
 EFFECT_PORTS: Final = (
-    "activate", "before_tool_message_accepted", "compact", "on_assistant_message",
-    "on_progress_update", "on_step_settled", "on_turn_would_end", "run_tool_batch",
+    "activate", "before_tool_message_accepted", "compact", "is_final_call", "on_assistant_message",
+    "on_progress_update", "on_step_settled", "on_turn_would_end", "run_tool_batch", "runs_serially",
 )
-"""The optional ports of :class:`ToolLoopPorts` the machine emits effects for only when wired."""
+"""The optional ports of :class:`ToolLoopPorts` the machine emits effects for only when wired
+(``runs_serially`` and ``is_final_call`` as the decision requests ``PlanBatch`` and
+``CheckFinal``, whose answers the driver fills in)."""
 
 WIRABLE: Final = frozenset(EFFECT_PORTS) | {"on_boundary"}
 """What a :class:`~bindloop.lowlevel.LoopMachine`'s ``wired`` set may name: :data:`EFFECT_PORTS`
@@ -275,10 +282,17 @@ and ``on_boundary`` (:class:`LoopControl`'s hook)."""
 
 class ToolLoopParams(ToolLoopPorts, frozen=True, kw_only=True):
     """Everything a run needs: its live ``state``, the model turns it may use
-    (``max_iterations``), and the ports of :class:`ToolLoopPorts`."""
+    (``max_iterations``), and the ports of :class:`ToolLoopPorts`.
+
+    ``resume_calls`` are calls of ``state.open_suspends`` to run now (an approved call: each names
+    an open suspend's call id and tool, its arguments may differ): the run begins with them as its
+    first batch, run and reported exactly as a turn's batch — pool, bounds, signal,
+    ``run_tool_batch`` — and their results answer the suspends; the run then goes on as after any
+    batch (suspends still open end it with their reason)."""
 
     state: ToolLoopState
     max_iterations: int
+    resume_calls: tuple[ToolCall, ...] = ()
 
 
 BoundaryDecision: TypeAlias = Literal["continue", "checkpoint"]

@@ -1,16 +1,16 @@
-"""MCP tools: a sans-I/O Model Context Protocol client (:class:`McpClientSession`), its streamable
-HTTP binding over the host's ``Transport`` (:class:`McpHttpClient`), and a server's tools as
-bindloop tools (:func:`load_mcp_tools`), equipped in an agent (:func:`equip_mcp`) or as a registry
-plugin (:class:`McpServerPlugin`). Around them: authorization (:class:`McpOAuth`), the server's own
-requests answered through the host's ports (:class:`ServerRequestHandlers`), and resources,
-prompts and completion (:func:`list_resources`, :func:`get_prompt`, :func:`complete`, ...), and
-tool calls run as tasks (:func:`run_tool_task`).
+"""MCP, the client side: bindloop talking to a Model Context Protocol server — a sans-I/O client
+(:class:`McpClientSession`), its streamable HTTP binding over the host's ``Transport``
+(:class:`McpHttpClient`), and a server's tools as bindloop tools (:func:`load_mcp_tools`), equipped
+in an agent (``bindloop.agent.equip_mcp``) or as a registry plugin (:class:`McpServerPlugin`).
+Around them: authorization (:class:`McpOAuth`), the server's own requests answered through the
+host's ports (:class:`ServerRequestHandlers`), and resources, prompts and completion
+(:func:`list_resources`, :func:`get_prompt`, :func:`complete`, ...), and tool calls run as tasks
+(:func:`run_tool_task`).
 
 See docs/mcp.md.
 """
 
 from ._content import map_call_result as map_call_result, map_content_block as map_content_block
-from ._equip import equip_mcp as equip_mcp
 from ._errors import (
     McpAuthorizationError as McpAuthorizationError,
     McpConnectionError as McpConnectionError,
@@ -196,7 +196,6 @@ __all__ = (
     "call_tool_as_task",
     "cancel_task",
     "complete",
-    "equip_mcp",
     "get_prompt",
     "get_task",
     "id_jag_exchange",

@@ -14,8 +14,8 @@ lifetimes), ``store`` (tokens and client registration; :class:`MemoryTokenStore`
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal, Protocol
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, Literal, Protocol, TypeVar
 
 import msgspec
 
@@ -64,6 +64,7 @@ _MAX_BODY = 1024 * 1024
 _JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 _JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 _TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+_M = TypeVar("_M", ProtectedResourceMetadata, AuthorizationServerMetadata)
 
 
 class McpAuth(Protocol):
@@ -354,20 +355,25 @@ class McpOAuth:
         except TransportError as exc:
             raise self._fail(f"could not reach {url}: {exc}") from exc
 
+    async def _first_metadata(self, urls: Iterable[str], kind: type[_M], what: str) -> _M | None:
+        """The metadata document at the first of ``urls`` that answers 200 (``None`` if none does);
+        one that answers with a malformed document fails the discovery."""
+        for url in urls:
+            resp = await self._get(url)
+            if resp.status == 200:
+                try:
+                    return msgspec.json.decode(resp.body, type=kind)
+                except msgspec.DecodeError as exc:
+                    raise self._fail(f"{what} at {url} is malformed: {exc}") from exc
+        return None
+
     async def _discover(self, challenge: WwwAuthenticate) -> _Discovered:
         if self._discovered is not None and challenge.resource_metadata in (
                 None, self._discovered_from):
             return self._discovered
-        resource: ProtectedResourceMetadata | None = None
-        for url in protected_resource_metadata_urls(self.server_url, challenge):
-            resp = await self._get(url)
-            if resp.status == 200:
-                try:
-                    resource = msgspec.json.decode(resp.body, type=ProtectedResourceMetadata)
-                except msgspec.DecodeError as exc:
-                    raise self._fail(f"protected resource metadata at {url} is malformed: "
-                                     f"{exc}") from exc
-                break
+        resource = await self._first_metadata(
+            protected_resource_metadata_urls(self.server_url, challenge), ProtectedResourceMetadata,
+            "protected resource metadata")
         origin = split_url(self.server_url)[0]
         if resource is not None:
             if resource.resource and not resource_allowed(self.server_url, resource.resource):
@@ -378,16 +384,9 @@ class McpOAuth:
             issuer = resource.authorization_servers[0]
         else:
             issuer = origin  # the 2025-03-26 revision: the MCP server's origin is the issuer
-        server: AuthorizationServerMetadata | None = None
-        for url in authorization_server_metadata_urls(issuer):
-            resp = await self._get(url)
-            if resp.status == 200:
-                try:
-                    server = msgspec.json.decode(resp.body, type=AuthorizationServerMetadata)
-                except msgspec.DecodeError as exc:
-                    raise self._fail(f"authorization server metadata at {url} is malformed: "
-                                     f"{exc}") from exc
-                break
+        server = await self._first_metadata(authorization_server_metadata_urls(issuer),
+                                            AuthorizationServerMetadata,
+                                            "authorization server metadata")
         if server is None:
             if resource is not None:
                 raise self._fail(f"no authorization server metadata for {issuer!r}")

@@ -12,7 +12,7 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from ..completion import ParsedArguments, read_tool_arguments
+from ..plugins import ParsedArguments, read_tool_arguments
 from ..contracts import ToolDefinition, ToolError, ToolOutcome
 from ..errors import RunCancelledError, ToolFailure, UsageError
 from ..plugins import RawArguments, ResolveOutcome, Tool, ToolRegistry, tool_wire_definition
@@ -106,7 +106,7 @@ class McpTool(Tool[McpArguments, Any]):
 
     def with_signal_source(self, source: Callable[[], AbortSignal | None]) -> McpTool:
         """This tool, watching ``source()`` (read at each call) when its ``ctx`` carries no signal
-        of its own: how ``equip_mcp`` gives its tools the agent run's abort signal."""
+        of its own: how ``bindloop.agent.equip_mcp`` gives its tools the agent run's abort signal."""
         inner = self._execute
 
         async def execute(args: McpArguments, ctx: Any) -> ToolOutcome:

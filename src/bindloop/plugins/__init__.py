@@ -1,6 +1,8 @@
-"""Plugins: tools authored from msgspec Structs, bundles dispatched by name, progressive tool
-disclosure (a registry instance, the catalog partition, restoring a persisted activation set), and
-tool-call dedup for the dispatcher (replay identical re-calls, break tight loops)."""
+"""Plugins: the tools a model calls — tools authored from msgspec Structs and the one reader of a
+call's arguments (:func:`read_tool_arguments`, :func:`parse_tool_call_arguments`), bundles
+dispatched by name, progressive tool disclosure (a registry instance, the catalog partition,
+restoring a persisted activation set), and tool-call dedup for the dispatcher (replay identical
+re-calls, break tight loops)."""
 
 from ._plugin import (
     PluginSummary as PluginSummary,
@@ -39,6 +41,14 @@ from ._dedup import (
     ToolCallDedup as ToolCallDedup,
     canonicalize_shell_command as canonicalize_shell_command,
 )
+from ._arguments import (
+    ParsedArguments as ParsedArguments,
+    ToolCallArguments as ToolCallArguments,
+    UnparseableArguments as UnparseableArguments,
+    UnsupportedToolCallType as UnsupportedToolCallType,
+    parse_tool_call_arguments as parse_tool_call_arguments,
+    read_tool_arguments as read_tool_arguments,
+)
 
 __all__ = (
     "DEFAULT_BLOCK_REASON",
@@ -67,6 +77,13 @@ __all__ = (
     "rehydrate_activation",
     "summarize_plugin",
     "tool_wire_definition",
+    # The one reader of a tool call's arguments: plugins, MCP tools, protocols (_arguments).
+    "ParsedArguments",
+    "ToolCallArguments",
+    "UnparseableArguments",
+    "UnsupportedToolCallType",
+    "parse_tool_call_arguments",
+    "read_tool_arguments",
 )
 
 from .._public import publish as _publish

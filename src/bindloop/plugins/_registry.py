@@ -7,6 +7,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from .._keyed import index_unique
 from ..contracts import ToolCall, ToolDefinition, ToolError, ToolOutcome
 from ..errors import UsageError
 from ._plugin import PluginSummary, ToolPlugin, summarize_plugin
@@ -183,11 +184,8 @@ def partition_plugin_catalog(active: Iterable[str],
     UsageError
         Two different summaries share a name.
     """
-    by_name: dict[str, PluginSummary] = {}
-    for summary in summaries:
-        seen = by_name.setdefault(summary.name, summary)
-        if seen != summary:  # keeping either would make the output depend on input order
-            raise UsageError(f"two different summaries are named {summary.name!r}")
+    by_name = index_unique(summaries, lambda s: s.name,
+                           lambda name: f"two different summaries are named {name!r}")
     wanted = set(active)
     return PluginCatalog(
         active=tuple(by_name[n] for n in sorted(by_name) if n in wanted),

@@ -17,7 +17,7 @@ from ..contracts import (
     ToolSuspend,
 )
 from ..errors import PortContractError, UsageError
-from ..completion import ParsedArguments, read_tool_arguments
+from ._arguments import ParsedArguments, read_tool_arguments
 from ..schema import SchemaSanitizeError, sanitize_tool_schema
 
 __all__ = (
@@ -74,7 +74,7 @@ class Tool(Generic[ArgsT, CtxT]):
         """Validate ``raw`` into a typed instance (defaults applied), or return a ``validation``
         :class:`ToolError` naming the offending path. Never raises for bad input.
 
-        ``raw`` is read by :func:`bindloop.completion.read_tool_arguments`, the one argument reader
+        ``raw`` is read by :func:`bindloop.plugins.read_tool_arguments`, the one argument reader
         (``""`` and ``None`` are ``{}``; ``NaN``, ``1e999``, non-UTF-8 bytes and non-objects are
         refused), then validated against ``args_type``."""
         parsed = read_tool_arguments(raw)

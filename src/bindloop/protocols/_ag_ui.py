@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..completion import TurnResetEvent
+from ..textstream import TurnResetEvent
 from ..contracts import ToolCall, ToolError, ToolResult, content_text
 from ..errors import ProtocolError
 from ._ag_ui_types import (

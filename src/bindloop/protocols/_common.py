@@ -16,10 +16,9 @@ from ..completion import (
     TextEvent,
     ToolCallChunk,
     ToolCallEvent,
-    TurnResetEvent,
-    TurnTextEvent,
     UsageEvent,
 )
+from ..textstream import TurnResetEvent, TurnTextEvent
 from ..contracts import ToolCall, TurnUsage
 from ..errors import ProtocolError
 from ._input import (
@@ -250,8 +249,8 @@ class RunEncoder(ABC, Generic[Out]):
         elif isinstance(event, TurnResetEvent):
             self._on_reset(event, out)
         elif isinstance(event, TurnFailedEvent):
-            # A failed turn may be retried (a re-ask, with_retry); the run's own end says whether
-            # it failed, so here only the turn's open parts are closed.
+            # A failed turn may be retried (a re-ask, create_retry_middleware); the run's own end
+            # says whether it failed, so here only the turn's open parts are closed.
             self._close_parts(out)
         elif not isinstance(event, (ExtraEvent, ErrorEvent)):  # nothing a UI shows
             self._on_other(turn, event, out)

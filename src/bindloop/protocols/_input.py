@@ -22,7 +22,8 @@ from ..agent import (
     TurnFailedEvent,
     TurnStartEvent,
 )
-from ..completion import StreamEvent, TurnResetEvent, TurnTextEvent
+from ..completion import StreamEvent
+from ..textstream import TurnResetEvent, TurnTextEvent
 from ..contracts import ToolError, ToolResult, ToolSuspend
 
 __all__ = (

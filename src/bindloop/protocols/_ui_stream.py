@@ -14,12 +14,9 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from ..completion import (
-    FinishReason,
-    ParsedArguments,
-    TurnResetEvent,
-    parse_tool_call_arguments,
-)
+from ..completion import FinishReason
+from ..textstream import TurnResetEvent
+from ..plugins import ParsedArguments, parse_tool_call_arguments
 from ..contracts import Content, ToolCall, ToolError, ToolResult, TurnUsage, content_text
 from ..errors import ProtocolError
 from ._common import RunEncoder

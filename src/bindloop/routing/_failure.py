@@ -40,8 +40,9 @@ class FailureDisposition(msgspec.Struct, frozen=True, kw_only=True):
     ``breaker``: ``none`` (the endpoint's health says nothing), ``record`` (count one failure),
     ``open`` (open the circuit at once). ``same_provider_retry``: whether the failure is transient
     enough to call the *same* provider again before any output (``bindloop.wire.is_retryable``
-    reads this column, for ``ModelAdapter``'s own retries and ``bindloop.agent.with_retry``;
-    routing's own ``retry`` action is for response defects).
+    reads this column, for ``ModelAdapter``'s own retries and
+    ``bindloop.agent.create_retry_middleware``; routing's own ``retry`` action is for response
+    defects).
     """
 
     action: DispositionAction

@@ -1,5 +1,5 @@
 """Run control: deadlines, cancellation scopes, idempotency receipts over RFC 8785 canonical JSON,
-coalesced heartbeats, and pooled tool batches. See docs/run.md."""
+and coalesced heartbeats. See docs/run.md."""
 
 from ._canonical_json import (
     canonical_json as canonical_json,
@@ -17,10 +17,6 @@ from ._heartbeat import (
     CoalescedHeartbeat as CoalescedHeartbeat,
     HeartbeatStatistics as HeartbeatStatistics,
     create_coalesced_heartbeat as create_coalesced_heartbeat,
-)
-from ._pool import (
-    ToolBatchOptions as ToolBatchOptions,
-    run_tool_calls_pooled_by_tool as run_tool_calls_pooled_by_tool,
 )
 from ._receipts import (
     DigestFn as DigestFn,
@@ -63,7 +59,6 @@ __all__ = (
     "ReceiptWait",
     "RunDeadline",
     "RunFailureStatus",
-    "ToolBatchOptions",
     "ToolCallReceiptKey",
     "ToolCallReceiptStore",
     "ToolEffect",
@@ -76,7 +71,6 @@ __all__ = (
     "create_run_deadline",
     "decide_tool_call_receipt",
     "format_number",
-    "run_tool_calls_pooled_by_tool",
     "sha256_hex",
     "tool_call_args_hash",
     "watch_deadline",

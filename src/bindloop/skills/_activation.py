@@ -103,7 +103,7 @@ def create_skill_activation(
     ``activation.activate(names)`` for ``kind == "skills"`` (``activate=lambda kind, names:
     activation.activate(names)`` when skills are all a tool activates). ``store`` resolves a tuple of active refs (typically a closure over
     :func:`resolve_active_skill_instructions`); ``apply_instructions`` re-renders your system prompt.
-    ``active_skills`` and ``loaded_skill_shas`` are yours: seed them before the first turn and
+    ``active_skills`` and ``loaded_skill_shas`` are yours: set them before the first turn and
     persist them after the last."""
     return SkillActivation(available_skills=available_skills, active_skills=active_skills,
                            loaded_skill_shas=loaded_skill_shas, store=store,

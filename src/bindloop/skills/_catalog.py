@@ -7,6 +7,7 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
+from .._keyed import index_unique
 from ..errors import PortContractError, UsageError
 from ._model import SkillSummary
 
@@ -93,11 +94,8 @@ def partition_skill_catalog(
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)
                                or budget < 0):
         raise UsageError(f"budget must be a non-negative int or None, got {budget!r}")
-    by_ref: dict[str, SkillSummary] = {}
-    for summary in available:
-        seen = by_ref.setdefault(summary.ref, summary)
-        if seen != summary:  # keeping either would make the output depend on input order
-            raise UsageError(f"two different skill summaries have the ref {summary.ref!r}")
+    by_ref = index_unique(available, lambda s: s.ref,
+                          lambda ref: f"two different skill summaries have the ref {ref!r}")
     wanted = set(active)
     ordered = sorted(by_ref.values(), key=lambda s: (s.origin, s.name, s.ref))
     loaded = tuple(s for s in ordered if s.ref in wanted)

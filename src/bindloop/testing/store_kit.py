@@ -313,10 +313,10 @@ class CheckpointStoreSuite(_Suite):
 KEY = ToolCallReceiptKey(tenant_id="t", run_id="r", tool_name="send_email", args_hash="h")
 
 
-def _ops(seed: int, count: int) -> list[tuple[str, int, int, float]]:
+def _ops(start: int, count: int) -> list[tuple[str, int, int, float]]:
     """A deterministic op sequence (a small LCG: the kit takes no randomness from the host)."""
     out: list[tuple[str, int, int, float]] = []
-    state = seed
+    state = start
     names = ("read", "claim", "complete", "fail", "renew", "tick")
     for _ in range(count):
         state = (state * 1103515245 + 12345) % 2**31
@@ -367,7 +367,7 @@ class ReceiptStoreSuite(_Suite):
         store = await stores.open(now=clock)
         ref = InMemoryReceiptStore(now=clock)
         renews = hasattr(store, "renew")
-        for op, which, attempt, ms in _ops(seed=22, count=300):
+        for op, which, attempt, ms in _ops(start=22, count=300):
             key = msgspec.structs.replace(KEY, tool_name=f"tool{which}")
             step = (op, which, attempt, ms)
             if op == "tick":
@@ -545,7 +545,13 @@ class LimitStoreSuite(_Suite):
 
     async def test_with_limit_over_the_store_caps_calls_in_flight(self, stores: StoreHandles
                                                                   ) -> None:
-        from ..agent import ConcurrencyRule, ModelStreamOptions, RateRule, augment_model, with_limit
+        from ..agent import (
+            ConcurrencyRule,
+            ModelStreamOptions,
+            RateRule,
+            augment_model,
+            create_limit_middleware,
+        )
         from ..completion import TextEvent
 
         in_flight = peak = 0
@@ -574,8 +580,9 @@ class LimitStoreSuite(_Suite):
         rules: list[RateRule | ConcurrencyRule] = [RateRule(name="rpm", limit=5, window_ms=60_000.0),
                  ConcurrencyRule(name="c", limit=2, poll_ms=1.0)]
         handles = [await stores.open() for _ in range(2)]
-        models = [augment_model(Slow(), [with_limit(rules, store=h, key="tenant", clock=clock,
-                                                    sleep=no_wait)]) for h in handles]
+        models = [augment_model(Slow(), [create_limit_middleware(rules, store=h, key="tenant",
+                                                                 clock=clock, sleep=no_wait)])
+                  for h in handles]
 
         async def call(model: Any) -> None:
             async for _ in model.stream([], ModelStreamOptions()):

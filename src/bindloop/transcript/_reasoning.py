@@ -73,7 +73,7 @@ def sanitize_history_for_provider(messages: Sequence[Message],
                                   target: ReasoningTarget) -> Sequence[Message]:
     """Apply :func:`reasoning_wire_action` to every reasoning block of every assistant turn.
 
-    For hosts that seed history from a store (or old, untagged sessions) and want foreign signatures
+    For hosts that load history from a store (or old, untagged sessions) and want foreign signatures
     gone from their source of truth in one call. Only assistant turns that changed are new objects;
     everything else passes through by reference, and the input object itself is returned when nothing
     changed. An assistant turn left with no content and no tool calls gets

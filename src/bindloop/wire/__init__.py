@@ -1,17 +1,20 @@
 """JSON-only wire adapters: SSE decoding and the OpenAI Chat Completions, OpenAI Responses,
-Anthropic Messages and Gemini wires, plus their composition with a host transport.
+Anthropic Messages and Gemini wires, plus their composition with a host transport (the call, its
+stall watchdog, retries and routes).
 
 The adapters are pure (bytes and JSON in, bytes and JSON out); the host performs HTTP through the
 :class:`Transport` port (``bindloop.hosts`` ships httpx and JS ``fetch`` transports). See docs/wire.md.
 """
 
 from ._anthropic import AnthropicAdapter as AnthropicAdapter
+from ._chat_request import message_to_openai_request as message_to_openai_request
 from ._errors import (
     IncompleteStreamError as IncompleteStreamError,
     ProviderHttpError as ProviderHttpError,
     ProviderPromptTooLongError as ProviderPromptTooLongError,
     SseError as SseError,
     SseLimitError as SseLimitError,
+    StreamStalledError as StreamStalledError,
     TransportError as TransportError,
     WireDecodeError as WireDecodeError,
     WireRequestError as WireRequestError,
@@ -54,6 +57,14 @@ from ._types import (
     WireAdapter as WireAdapter,
     WireName as WireName,
     WireOptions as WireOptions,
+)
+from ._watchdog import (
+    ChunkKind as ChunkKind,
+    StallKind as StallKind,
+    StreamBudgets as StreamBudgets,
+    StreamStall as StreamStall,
+    StreamWatchdog as StreamWatchdog,
+    create_stream_watchdog as create_stream_watchdog,
 )
 
 __all__ = (
@@ -102,6 +113,17 @@ __all__ = (
     "request_url",
     "transport_redactor",
     "transport_settings",
+    # The stall watchdog for streamed completions (_watchdog).
+    "ChunkKind",
+    "StallKind",
+    "StreamBudgets",
+    "StreamStall",
+    "StreamWatchdog",
+    "create_stream_watchdog",
+    # The abort reason the watchdog fires with.
+    "StreamStalledError",
+    # The OpenAI Chat Completions request form of a message (_chat_request).
+    "message_to_openai_request",
 )
 
 from .._public import publish as _publish

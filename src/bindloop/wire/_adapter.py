@@ -19,7 +19,6 @@ from ..clock import Clock, monotonic_ms
 from ..completion import (
     ErrorEvent,
     ReasoningEvent,
-    StreamBudgets,
     StreamEvent,
     TextEvent,
     ToolCallEvent,
@@ -33,6 +32,7 @@ from ._retry import RetryPolicy
 from ._stream import WireStream
 from ._transport import Transport
 from ._types import HttpRequest, WireAdapter, WireOptions
+from ._watchdog import StreamBudgets
 
 __all__ = ("ModelAdapter",)
 
@@ -121,7 +121,7 @@ class ModelAdapter:
         The block runs inside the call's cancel scope, beside one watchdog supervisor. When a budget
         runs out (or ``signal`` fires) while the iterator waits on the provider, that wait is
         cancelled: the block unwinds like any cancelled code, and leaving it raises
-        :class:`~bindloop.completion.StreamStalledError` or the caller's cancellation (see
+        :class:`~bindloop.wire.StreamStalledError` or the caller's cancellation (see
         :meth:`complete`). One that runs out while the consumer holds an event never cancels the
         consumer's code; the iterator's next step raises it. The idle budgets stand still while the
         consumer holds events (a slow consumer is not a stalled provider); ``total_ms`` keeps
@@ -176,7 +176,7 @@ class ModelAdapter:
         once the whole body is read).
 
         Raises :class:`~bindloop.wire.ProviderHttpError` for an error status,
-        :class:`~bindloop.completion.StreamStalledError` when the watchdog tears the call down, the
+        :class:`~bindloop.wire.StreamStalledError` when the watchdog tears the call down, the
         decoder's errors, and for ``signal``: its reason itself when that is a
         :class:`~bindloop.errors.RunCancelledError` or :class:`~bindloop.errors.RunTimeoutError`
         (a run deadline's signal raises the deadline's error), else a

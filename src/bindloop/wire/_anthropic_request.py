@@ -133,26 +133,23 @@ def _opaque_block(part: ProviderItemPart) -> dict[str, Any]:
     return value
 
 
+def _source(p: ImagePart | FilePart, missing: str) -> dict[str, Any]:
+    """An image's or a document's ``source``: inline bytes first, else the URL."""
+    if p.data is not None:
+        return {"type": "base64", "media_type": inline_media_type(p), "data": p.data}
+    if p.url is not None:
+        return {"type": "url", "url": p.url}
+    raise WireRequestError(missing)
+
+
 def _content_block(p: ContentPart) -> dict[str, Any]:
     if isinstance(p, TextPart):
         return {"type": "text", "text": p.text}
     if isinstance(p, ImagePart):
-        if p.data is not None:
-            source = {"type": "base64", "media_type": inline_media_type(p), "data": p.data}
-        elif p.url is not None:
-            source = {"type": "url", "url": p.url}
-        else:
-            raise WireRequestError("an image part needs a url or inline data")
-        return {"type": "image", "source": source}
+        return {"type": "image", "source": _source(p, "an image part needs a url or inline data")}
     if isinstance(p, FilePart):
-        if p.file_id is not None:
-            doc = {"type": "file", "file_id": p.file_id}
-        elif p.data is not None:
-            doc = {"type": "base64", "media_type": inline_media_type(p), "data": p.data}
-        elif p.url is not None:
-            doc = {"type": "url", "url": p.url}
-        else:
-            raise WireRequestError("a file part needs a file_id, inline data or a url")
+        doc = ({"type": "file", "file_id": p.file_id} if p.file_id is not None
+               else _source(p, "a file part needs a file_id, inline data or a url"))
         out: dict[str, Any] = {"type": "document", "source": doc}
         if p.filename:
             out["title"] = p.filename

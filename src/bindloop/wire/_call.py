@@ -15,20 +15,14 @@ from contextlib import AsyncExitStack, asynccontextmanager
 import anyio
 
 from ..clock import Clock
-from ..completion import (
-    ErrorEvent,
-    StreamBudgets,
-    StreamEvent,
-    StreamStalledError,
-    StreamWatchdog,
-    create_stream_watchdog,
-)
+from ..completion import ErrorEvent, StreamEvent
 from ..errors import RunCancelledError, RunTimeoutError
 from ..signal import AbortSignal
-from ._errors import ProviderHttpError
+from ._errors import ProviderHttpError, StreamStalledError
 from ._secrets import Redactor, transport_redactor
 from ._transport import Transport, TransportResponse
 from ._types import Headers, HttpRequest
+from ._watchdog import StreamBudgets, StreamWatchdog, create_stream_watchdog
 
 __all__ = ("Call", "cancelled", "open_call")
 

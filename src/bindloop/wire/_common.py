@@ -17,16 +17,13 @@ from ..contracts import (
     Message,
     TextPart,
     ToolDefinition,
-)
-from ..contracts._codec import (  # the codec's rules, with the wire's error type
     openai_image_url,
-    request_file_data,
-    request_text,
 )
 from ..errors import TranscriptFormatError
 from ..routing import neutral_status_category, retry_after_ms_from_headers
 from ..schema import sanitize_tool_schema
 from ..transcript import ReasoningTarget, sanitize_history_for_provider
+from ._chat_request import request_file_data, request_text
 from ._errors import (
     ProviderHttpError,
     ProviderPromptTooLongError,
@@ -148,7 +145,7 @@ def inline_media_type(part: ImagePart | FilePart) -> str:
 
 def text_of(parts: Sequence[ContentPart], where: str) -> str:
     """The text of parts that must be text only on this wire (reasoning parts are skipped), by the
-    codec's rule (``request_text`` in contracts/_codec.py). Raises
+    request form's rule (``request_text`` in wire/_chat_request.py). Raises
     :class:`~bindloop.wire.WireRequestError`."""
     try:
         return request_text(tuple(parts), where)

@@ -9,8 +9,12 @@ Each provider-side error maps to exactly one routing category through :func:`wir
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..errors import PromptTooLongError, ProviderError, UsageError
+
+if TYPE_CHECKING:  # the stall a StreamStalledError carries
+    from ._watchdog import StreamStall
 
 __all__ = (
     "IncompleteStreamError",
@@ -18,6 +22,7 @@ __all__ = (
     "ProviderPromptTooLongError",
     "SseError",
     "SseLimitError",
+    "StreamStalledError",
     "TransportError",
     "WireDecodeError",
     "WireRequestError",
@@ -27,6 +32,18 @@ __all__ = (
 class WireRequestError(UsageError):
     """The canonical input cannot be encoded for this wire (an image part with neither ``url`` nor
     ``data``, a file URL on a wire that only takes inline files, an option the wire lacks)."""
+
+
+class StreamStalledError(ProviderError):
+    """The abort reason the watchdog's signal carries when it tears a stream down. A transport that
+    raises its signal's reason raises this; routing can treat it as retriable."""
+
+    def __init__(self, stall: StreamStall) -> None:
+        super().__init__(
+            f"the model stream stalled: {stall.kind} budget of {stall.budget_ms:g} ms exceeded "
+            f"({stall.elapsed_ms:g} ms)"
+        )
+        self.stall = stall
 
 
 class SseError(ProviderError):

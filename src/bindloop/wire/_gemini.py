@@ -186,13 +186,13 @@ class _TurnState:
     A function call streamed in pieces (:class:`StreamedCall`) is one call, emitted whole when
     it ends (or when the candidate finishes with the call still open)."""
 
-    __slots__ = ("block", "calls", "id_seed", "model", "open_call", "thought", "thought_signed")
+    __slots__ = ("block", "calls", "id_prefix", "model", "open_call", "thought", "thought_signed")
 
-    def __init__(self, id_seed: str | None) -> None:
+    def __init__(self, id_prefix: str | None) -> None:
         self.calls = 0
         self.block = 0
         self.model: str | None = None
-        self.id_seed = id_seed
+        self.id_prefix = id_prefix
         self.thought: int | None = None  # the open thought block's index
         self.thought_signed = False
         self.open_call: StreamedCall | None = None
@@ -200,7 +200,7 @@ class _TurnState:
     def _emit_call(self, index: int, call_id: str | None, name: str, args: Any,
                    out: list[StreamEvent]) -> None:
         out.append(ToolCallEvent(tool_call=ToolCallChunk(
-            index=index, id=call_id or f"{self.id_seed or 'call'}_{index}",
+            index=index, id=call_id or f"{self.id_prefix or 'call'}_{index}",
             name=name, arguments=_ENCODE.encode(args if args is not None else {}).decode())))
 
     def close_call(self, out: list[StreamEvent]) -> None:

@@ -29,16 +29,10 @@ from ..completion import (
     UsageEvent,
     collect_turn,
 )
-from ..contracts import (
-    Message,
-    ModelTurnResult,
-    message_to_openai_request,
-    ReasoningPart,
-    ToolDefinition,
-    TurnUsage,
-)
+from ..contracts import Message, ModelTurnResult, ReasoningPart, ToolDefinition, TurnUsage
 
 from ..errors import TranscriptFormatError
+from ._chat_request import message_to_openai_request
 from ._common import (
     JSON_HEADERS,
     SSE_ACCEPT,

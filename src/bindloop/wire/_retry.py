@@ -5,8 +5,9 @@ One home for both. :func:`failure_category` is the mapping routing's attempts us
 (:func:`~bindloop.wire.attempt_error_from`); whether a category is worth another call to the *same*
 provider is the ``same_provider_retry`` column of routing's one disposition table
 (:data:`~bindloop.routing.FAILURE_DISPOSITIONS`); :class:`RetryPolicy` is the bound and the backoff,
-read by :class:`~bindloop.wire.ModelAdapter` (on by default) and by ``bindloop.agent.with_retry``.
-Nothing here sleeps or draws random numbers: the caller passes ``random`` and does the waiting.
+read by :class:`~bindloop.wire.ModelAdapter` (on by default) and by
+``bindloop.agent.create_retry_middleware``. Nothing here sleeps or draws random numbers: the caller
+passes ``random`` and does the waiting.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from collections.abc import Callable
 
 import msgspec
 
-from ..completion import StreamStalledError, ToolCallDeltaError
+from ..completion import ToolCallDeltaError
 from ..errors import PromptTooLongError, UsageError
 from ..routing import FAILURE_DISPOSITIONS, FailureCategory, is_cancellation
 from ._errors import (
     IncompleteStreamError,
     ProviderHttpError,
     SseError,
+    StreamStalledError,
     TransportError,
     WireDecodeError,
 )

@@ -9,12 +9,8 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from ..completion import (
-    StreamEvent,
-    TextEvent,
-    TurnOutcome,
-    TurnTextStream,
-)
+from ..completion import StreamEvent, TextEvent
+from ..textstream import TurnOutcome, TurnTextStream
 from ..contracts import Message, ModelTurnResult, ToolDefinition
 from ..errors import PortContractError, UsageError
 from ..routing import (
@@ -59,7 +55,7 @@ def attempt_error_from(error: BaseException, target: AttemptTarget) -> AttemptEr
 
 TextStreamSource: TypeAlias = TurnTextStream | Callable[[], TurnTextStream]
 """What :class:`RoutedModel` streams a turn's text into: one
-:class:`~bindloop.completion.TurnTextStream` (serves a single turn), or a zero-argument factory
+:class:`~bindloop.textstream.TurnTextStream` (serves a single turn), or a zero-argument factory
 called once at the start of every turn (for a model the loop calls turn after turn)."""
 
 # WireOptions fields a call may override; ``model`` is each candidate's provider_invocation_model.
@@ -97,20 +93,20 @@ class RoutedModel:
 
     ``text_stream`` (see :data:`TextStreamSource`) is driven across the attempts of one turn: one
     stream per turn (built before the first attempt, never per attempt — a per-attempt stream never
-    sees the retry it exists to repair), :meth:`~bindloop.completion.TurnTextStream.begin_attempt`
-    at the top of every attempt, :meth:`~bindloop.completion.TurnTextStream.observe` with each
+    sees the retry it exists to repair), :meth:`~bindloop.textstream.TurnTextStream.begin_attempt`
+    at the top of every attempt, :meth:`~bindloop.textstream.TurnTextStream.observe` with each
     :class:`~bindloop.completion.TextEvent`'s text and nothing else, and
-    :meth:`~bindloop.completion.TurnTextStream.finish` with the route's outcome (also when the
+    :meth:`~bindloop.textstream.TurnTextStream.finish` with the route's outcome (also when the
     route raised). A retractable surface thus keeps the whole fallback chain (it is sent a reset,
     then the retry's text); a permanent one clamps on its first byte.
 
     ``produced_output`` on a failed attempt — the flag routing clamps on — is the stream's
-    :attr:`~bindloop.completion.TurnTextStream.produced_output`. Without a stream it is true only
+    :attr:`~bindloop.textstream.TurnTextStream.produced_output`. Without a stream it is true only
     once answer *text* reached the adapter's ``on_event`` sink. Tool-call deltas never count (a
     call is not an effect until it is dispatched, after the turn), and neither do reasoning
     deltas: whether shown thinking is output is a product decision, and the conservative default
     here keeps a fallback available. A host that displays thinking as a permanent record says so
-    with :meth:`~bindloop.completion.TurnTextStream.mark_produced_output` from its sink. A
+    with :meth:`~bindloop.textstream.TurnTextStream.mark_produced_output` from its sink. A
     call's own ``on_event`` (see :meth:`call_model`) adds to this only with ``events_are_output``.
     """
 

@@ -5,14 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ..completion import (
-    ChunkKind,
-    ReasoningEvent,
-    StreamEvent,
-    StreamWatchdog,
-    TextEvent,
-    ToolCallEvent,
-)
+from ..completion import ReasoningEvent, StreamEvent, TextEvent, ToolCallEvent
+from ._watchdog import ChunkKind, StreamWatchdog
 from ._sse import SseDecoder
 from ._types import StreamDecoder, WireAdapter
 

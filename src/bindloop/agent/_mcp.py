@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from ..signal import AbortSignal
-from ._http import McpHttpClient
-from ._tools import McpToolset, ToolFilter, load_mcp_tools
+from ._context import draft_generation, optional_frame
+from ._hooks import equip_tool
+from ._middleware import ToolMiddleware
 
 if TYPE_CHECKING:
-    from ..agent import ToolMiddleware
+    from ..mcp import McpHttpClient, McpToolset, ToolFilter
 
 __all__ = ("equip_mcp",)
 
@@ -26,20 +27,19 @@ async def equip_mcp(server: McpHttpClient | McpToolset, *, allow: ToolFilter = N
     ``server`` is a connected-or-new :class:`McpHttpClient` (its tools are listed now, every page) or
     an :class:`McpToolset` loaded earlier with :func:`load_mcp_tools` — pass the toolset to avoid
     listing the tools again in every generation of a reborn loop (``allow`` and ``prefix`` were
-    applied when it was loaded, so they are refused here). Like :func:`~bindloop.agent.equip_tool`
+    applied when it was loaded, so they are refused here). Like :func:`equip_tool`
     it must come before the prompt (``AfterPromptAgentError``) and inside an agent handler
     (``NoAgentContextError``); the server is contacted only after that check passes.
 
-    ``bindloop.agent`` is imported on the first call, so importing ``bindloop.mcp`` alone (a loop
-    host without the agent API) does not pay for it.
+    ``bindloop.mcp`` is imported on the first call, so importing ``bindloop.agent`` alone (an agent
+    without MCP servers) does not pay for it, and ``bindloop.mcp`` needs nothing of the agent.
 
     Raises
     ------
     McpError
         The server could not be reached or did not speak MCP (the message names it).
     """
-    from ..agent import equip_tool
-    from ..agent._context import draft_generation, optional_frame
+    from ..mcp import McpHttpClient, McpToolset, load_mcp_tools
 
     if isinstance(server, McpToolset):
         if allow is not None or prefix is not None:

@@ -10,7 +10,7 @@ what arrives early), and only then ``epoch`` drops a stale attempt and a ``reset
 reset would be accepted and then cleared by that reset, leaving the surface blank.
 
 The same reducer exists in JavaScript (``wasm/demo/turn-stream.js``); both run the JSON vectors in
-``tests/completion/vectors/turn_stream_vectors.json``.
+``tests/textstream/vectors/turn_stream_vectors.json``.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class _Turn:
     __slots__ = ("held", "last_seq", "newest_epoch", "parts", "resync_needed")
 
     def __init__(self) -> None:
-        # -1, not 0: seq starts at 0, so seeding 0 would drop the first delta of every turn.
+        # -1, not 0: seq starts at 0, so starting at 0 would drop the first delta of every turn.
         self.last_seq = -1
         self.newest_epoch = -1
         self.parts: list[str] = []

@@ -24,8 +24,8 @@ from bindloop.contracts import (
     UserMessage,
     content_text,
     message_to_openai,
-    message_to_openai_request,
 )
+from bindloop.wire import message_to_openai_request
 from bindloop.errors import TranscriptFormatError
 from bindloop.testing.strategies import messages
 from bindloop.wire import OpenAIChatAdapter, WireOptions, WireRequestError

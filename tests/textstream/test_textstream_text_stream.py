@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bindloop.completion import (
+from bindloop.textstream import (
     TurnResetEvent,
     TurnStreamEvent,
     TurnTextEvent,

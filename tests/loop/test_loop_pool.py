@@ -8,7 +8,7 @@ from hypothesis import given, strategies as st
 
 from bindloop.contracts import ToolCall
 from bindloop.errors import AbortedToolCallError, UsageError
-from bindloop.run import ToolBatchOptions, run_tool_calls_pooled_by_tool
+from bindloop.loop import ToolBatchOptions, run_tool_calls_pooled_by_tool
 from bindloop.signal import AbortController
 
 

@@ -10,12 +10,8 @@ import pytest
 import trio
 import trio.testing
 
-from bindloop.completion import (
-    StreamStall,
-    StreamStalledError,
-    StreamWatchdog,
-    create_stream_watchdog,
-)
+from bindloop.wire import StreamStalledError
+from bindloop.wire import StreamStall, StreamWatchdog, create_stream_watchdog
 from bindloop.errors import ProtocolError, UsageError
 from bindloop.signal import AbortController
 from bindloop.testing import SteppingClock, stepping_clock

@@ -1,4 +1,4 @@
-"""The rejelly seed's examples, in Python: the search agent, the safe search tool with static and
+"""Rejelly's examples, in Python: the search agent, the safe search tool with static and
 dynamic middleware, the rate-limited search loop middleware, the validator re-ask, the UI stream
 consumer and the call-order example."""
 

@@ -11,12 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bindloop.completion import (
+from bindloop.textstream import TurnStreamReducer, TurnView
+from bindloop.textstream import (
     TurnResetEvent,
     TurnStreamEvent,
-    TurnStreamReducer,
     TurnTextEvent,
-    TurnView,
     create_turn_text_stream,
 )
 from bindloop.errors import UsageError

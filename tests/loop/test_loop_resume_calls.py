@@ -1,0 +1,98 @@
+"""``ToolLoopParams.resume_calls``: calls of open suspends the run begins with, as its first batch,
+run exactly as a turn's batch (serial rule, pool, signal, ``run_tool_batch``, rejections, stats)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from bindloop.contracts import AssistantMessage, ToolCall, ToolMessage, ToolResult, UserMessage
+from bindloop.errors import UsageError
+from bindloop.loop import OpenSuspend, ToolLoopParams, ToolLoopState, run_tool_loop
+from bindloop.signal import AbortController
+from bindloop.testing import final_answer, scripted_model
+
+CALLS = (ToolCall(id="a", name="pay", arguments='{"n":1}'),
+         ToolCall(id="b", name="pay", arguments='{"n":2}'),
+         ToolCall(id="c", name="ask", arguments="{}"))
+
+
+def _suspended() -> ToolLoopState:
+    return ToolLoopState(
+        messages=[UserMessage(content="go"), AssistantMessage(content=None, tool_calls=CALLS)],
+        open_suspends=[OpenSuspend(tool_call_id=c.id, tool_name=c.name, mode="waiting_for_reply")
+                       for c in CALLS])
+
+
+def _run(state: ToolLoopState, resume: tuple[ToolCall, ...], *,
+         controller: AbortController | None = None, **kw: Any) -> Any:
+    ran: list[str] = []
+
+    async def run_tool_call(call: ToolCall) -> ToolResult:
+        ran.append(f"{call.id}:{call.arguments}")
+        if call.id == "a" and controller is not None:
+            controller.abort("stop")  # fired while the first resumed call runs
+        return ToolResult(content=f"ran {call.id}")
+
+    model = scripted_model([final_answer("done")])
+    params = ToolLoopParams(call_model=model, run_tool_call=run_tool_call, state=state,
+                            max_iterations=3, resume_calls=resume,
+                            signal=None if controller is None else controller.signal, **kw)
+    return anyio.run(run_tool_loop, params), ran, model
+
+
+def test_the_resumed_calls_are_the_first_batch_and_other_suspends_end_the_run() -> None:
+    state = _suspended()
+    edited = ToolCall(id="b", name="pay", arguments='{"n":20}')
+    result, ran, model = _run(state, (CALLS[0], edited))
+    assert ran == ['a:{"n":1}', 'b:{"n":20}']  # the edit's arguments are what runs
+    assert result.stop_reason == "waiting_for_reply" and model.position == 0
+    assert [s.tool_call_id for s in state.open_suspends] == ["c"]
+    assert [m.tool_call_id for m in state.messages if isinstance(m, ToolMessage)] == ["a", "b"]
+    assert result.stats.tool_calls == 2 and result.stats.turns == 0
+
+
+def test_with_nothing_left_open_the_run_goes_on_to_the_model() -> None:
+    state = _suspended()
+    state.open_suspends.pop()  # "c" answered elsewhere
+    state.messages.append(ToolMessage(tool_call_id="c", content="yes"))
+    rejected: list[str] = []
+    result, ran, model = _run(state, CALLS[:2], runs_serially=lambda call: True,
+                              on_tool_call_rejected=lambda cid, exc: rejected.append(cid))
+    assert result.stop_reason == "done" and model.position == 1 and ran == [
+        'a:{"n":1}', 'b:{"n":2}']
+    assert rejected == []
+
+
+def test_the_signal_bounds_the_resumed_batch_as_any_batch() -> None:
+    rejected: list[tuple[str, str]] = []
+    result, ran, model = _run(
+        _suspended(), CALLS[:2], runs_serially=lambda call: True,
+        controller=AbortController(),
+        on_tool_call_rejected=lambda cid, exc: rejected.append((cid, type(exc).__name__)))
+    assert ran == ['a:{"n":1}'] and result.stop_reason == "aborted" and model.position == 0
+    assert rejected == [("b", "AbortedToolCallError")]
+
+
+def test_the_batch_port_wraps_the_resumed_batch() -> None:
+    seen: list[tuple[str, ...]] = []
+
+    async def port(calls: Any, run: Any) -> Any:
+        seen.append(tuple(c.id for c in calls))
+        return await run(calls)
+
+    result, ran, _ = _run(_suspended(), CALLS[:1], run_tool_batch=port)
+    assert seen == [("a",)] and ran == ['a:{"n":1}']
+
+
+@pytest.mark.parametrize("bad", [
+    (ToolCall(id="zz", name="pay", arguments="{}"),),  # no such suspend
+    (ToolCall(id="a", name="ask", arguments="{}"),),  # another tool's name
+    (CALLS[0], CALLS[0]),  # twice
+    ("a",),
+])
+def test_resume_calls_that_answer_no_open_suspend_are_refused(bad: Any) -> None:
+    with pytest.raises(UsageError, match="resume_calls"):
+        _run(_suspended(), bad)
