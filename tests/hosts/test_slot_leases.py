@@ -67,13 +67,16 @@ async def test_a_killed_holders_slots_come_back_after_the_lease(
         holder.kill()  # SIGKILL: no leave, no renewal, ever
         holder.wait()
         assert await store.enter("k", 2) is False  # the dead holder's slots still stand
-        while not await store.enter("k", 2):
-            assert time.monotonic() - killed < 10, "the slots never came back"
+        taken = 0
+        while taken < 2:  # each lapses a lease after the holder took it
+            if await store.enter("k", 2):
+                taken += 1
+                continue
+            assert time.monotonic() - killed < 10, f"{2 - taken} slot(s) never came back"
             await anyio.sleep(0.05)
         waited = (time.monotonic() - killed) * 1000
-        assert await store.enter("k", 2) is True
-        assert await store.enter("k", 2) is False
-        assert waited < LEASE_MS + 2_000, waited
+        assert await store.enter("k", 2) is False  # both are ours now
+        assert waited < LEASE_MS + 3_000, waited
     finally:
         if holder.poll() is None:
             holder.kill()
