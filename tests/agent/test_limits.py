@@ -262,3 +262,40 @@ def test_budget_arguments_are_checked() -> None:
             equip_budget({"credit": 2})  # type: ignore[arg-type]
 
     anyio.run(create_agent(id="b", handler=handler), None)
+
+
+async def test_a_streaming_call_renews_its_slot_lease_and_a_silent_holder_loses_it() -> None:
+    """The slot lease is 100 ms on the store's clock. A call whose stream keeps delivering events
+    holds its slot for 1 s (renewed every 30 ms of the limiter's clock): nobody else gets in.
+    Once it goes silent for longer than the lease, its slot lapses to another handle."""
+    t = FakeTime()
+    store = InMemoryLimitStore(now=t.clock, slot_lease_ms=100.0)
+    other = store.handle()
+    refused: list[bool] = []
+
+    class Long:
+        id, provider = "long", None
+
+        async def stream(self, messages: Any, options: Any) -> AsyncIterator[StreamEvent]:
+            for _ in range(50):
+                t.now += 20.0  # 1 s of events
+                refused.append(not await other.enter("tenant:c", 1))
+                yield TextEvent(content="x")
+            t.now += 150.0  # then a silence longer than the lease
+            refused.append(not await other.enter("tenant:c", 1))
+            yield TextEvent(content="y")
+
+        def calculate_cost(self, usage: Any) -> dict[str, int]:
+            return {}
+
+    rule = [ConcurrencyRule(name="c", limit=1, renew_ms=30.0)]
+    model = augment_model(Long(), [create_limit_middleware(rule, store=store, key="tenant", clock=t.clock,
+                                              sleep=t.sleep)])
+    await _drain(model)
+    assert refused[:50] == [True] * 50  # renewed while it streamed
+    assert refused[50] is False  # lapsed after the silence: the other handle took it
+
+
+def test_concurrency_rule_renew_ms_must_be_positive() -> None:
+    with pytest.raises(UsageError, match="renew_ms"):
+        create_limit_middleware([ConcurrencyRule(name="c", limit=1, renew_ms=0.0)])

@@ -18,13 +18,14 @@ class InMemoryBackend:
         self.receipts = InMemoryReceiptStore()
         self.limits = InMemoryLimitStore()
 
-    def __call__(self, *, now: Any = None, max_checkpoint_bytes: int | None = None) -> Any:
-        return InMemoryHandle(self, now, max_checkpoint_bytes)
+    def __call__(self, *, now: Any = None, max_checkpoint_bytes: int | None = None,
+                 slot_lease_ms: float | None = None) -> Any:
+        return InMemoryHandle(self, now, max_checkpoint_bytes, slot_lease_ms)
 
 
 class InMemoryHandle:
-    def __init__(self, backend: InMemoryBackend, now: Any, max_checkpoint_bytes: int | None
-                 ) -> None:
+    def __init__(self, backend: InMemoryBackend, now: Any, max_checkpoint_bytes: int | None,
+                 slot_lease_ms: float | None = None) -> None:
         cps = InMemoryCheckpointStore(max_checkpoint_bytes=max_checkpoint_bytes)
         cps.rows = backend.checkpoints.rows
         self._cps = cps
@@ -36,5 +37,6 @@ class InMemoryHandle:
         r = backend.receipts
         self.read, self.claim, self.complete, self.fail, self.renew = (
             r.read, r.claim, r.complete, r.fail, r.renew)
-        lim = backend.limits
+        lim = backend.limits.handle(now=now, slot_lease_ms=slot_lease_ms)  # its own holder
         self.admit, self.charge, self.enter, self.leave = lim.admit, lim.charge, lim.enter, lim.leave
+        self.renew_slots = lim.renew_slots

@@ -1,6 +1,8 @@
-"""The Temporal tests' host side: a scripted model and a ``charge`` tool whose effect (a ledger row)
-lands through an idempotency receipt in SQLite, atomically with the receipt — and a worker
-process (``python -m tests.hosts.temporal_app ADDRESS DB TASK_QUEUE``) that the tests SIGKILL."""
+"""The Temporal tests' host side: a scripted model asking for ``BATCH`` charges per turn and a
+``charge`` tool whose effect (a ledger row) lands through an idempotency receipt in SQLite,
+atomically with the receipt — and a worker process (``python -m tests.hosts.temporal_app ADDRESS
+DB TASK_QUEUE DELAY``) that the tests SIGKILL. Step ``s`` takes ``DELAY * (1 + s % BATCH)``
+seconds, so the calls of one batch finish at different moments and a kill can land between."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ import json
 import sys
 from typing import Any
 
-STEPS = 3
+STEPS = 4
+BATCH = 2
+TURNS = -(-STEPS // BATCH) + 1  # model turns of a run: one per batch, then the answer
 TENANT = "temporal-test"
 
 
@@ -20,9 +24,10 @@ async def scripted_model(messages: list[Any], tools: list[Any]) -> Any:
     done = [m for m in messages if isinstance(m, ToolMessage)]
     usage = TurnUsage(input_tokens=10 * len(messages), output_tokens=5)
     if len(done) < STEPS:
-        args = json.dumps({"session": session, "step": len(done)})
-        return ModelTurnResult(text=f"step {len(done)}", usage=usage, tool_calls=(
-            ToolCall(id=f"c{len(done)}", name="charge", arguments=args),))
+        steps = range(len(done), min(STEPS, len(done) + BATCH))
+        return ModelTurnResult(text=f"steps {steps.start}-{steps.stop - 1}", usage=usage,
+                               tool_calls=tuple(ToolCall(id=f"c{s}", name="charge", arguments=(
+                                   json.dumps({"session": session, "step": s}))) for s in steps))
     return ModelTurnResult(text="done: " + "; ".join(str(m.content) for m in done), usage=usage)
 
 
@@ -44,9 +49,13 @@ def charge_tool(db: str, delay_s: float = 0.0) -> Any:
     store = SqliteStore(db)
     store.connection.execute(
         "CREATE TABLE IF NOT EXISTS ledger (session TEXT, step INTEGER, attempt INTEGER)")
+    # Every invocation of the tool, outside any receipt: how often a call was run at all.
+    store.connection.execute("CREATE TABLE IF NOT EXISTS invocations (session TEXT, step INTEGER)")
 
     async def charge(call: ToolCall) -> ToolResult:
         args = json.loads(call.arguments)
+        store.connection.execute("INSERT INTO invocations VALUES (?, ?)",  # autocommit
+                                 (args["session"], args["step"]))
         key = ToolCallReceiptKey(tenant_id=TENANT, run_id=args["session"], tool_name="charge",
                                  args_hash=tool_call_args_hash(args))
         while True:
@@ -60,7 +69,7 @@ def charge_tool(db: str, delay_s: float = 0.0) -> Any:
             assert isinstance(decision, ReceiptExecute)
             if not store.claim_sync(key, decision.attempt, 1000.0):
                 continue
-            await anyio.sleep(delay_s)
+            await anyio.sleep(delay_s * (1 + args["step"] % BATCH))
             result = f"charged {args['session']}:{args['step']}"
 
             def write(conn: Any, a: dict[str, Any] = args, n: int = decision.attempt) -> None:

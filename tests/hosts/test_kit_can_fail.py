@@ -63,7 +63,10 @@ def _run(test: Any, factory: Any) -> None:
     (ReceiptStoreSuite().test_receipt_fence_and_leases, lambda **kw: Sticky(**kw)),
     (LimitStoreSuite().test_limit_admits_are_atomic_under_concurrent_callers,
      lambda store=Racy(): store),
-], ids=["unfenced-checkpoints", "unbounded-checkpoints", "sticky-leases", "racy-limits"])
+    (LimitStoreSuite().test_limit_slot_of_a_killed_holder_is_reclaimed_after_the_lease,
+     lambda base=InMemoryLimitStore(), now=None, slot_lease_ms=None: base.handle(now=now)),
+], ids=["unfenced-checkpoints", "unbounded-checkpoints", "sticky-leases", "racy-limits",
+        "unleased-slots"])  # unleased: handles whose slots never lapse
 def test_a_defective_store_fails_the_kit(test: Any, factory: Any) -> None:
     with pytest.raises(Failed):
         _run(test, factory)

@@ -121,6 +121,51 @@ async def test_a_server_restarted_between_two_commits(kind: str, namespace: str,
         await store.aclose()
 
 
+async def test_the_first_writes_after_a_postgres_restart_land(
+        namespace: str, postgres_server: PostgresServer | None) -> None:
+    """Every pooled connection died with the server; none of the writes that follow (none of
+    them retried by the store: claim, complete, enter, admit, delete) may fail for it."""
+    if postgres_server is None:
+        pytest.skip("the machine's own server cannot be restarted by a test")
+    store = PostgresStore(postgres_server.dsn, schema=namespace, pool_size=3)
+    try:
+        import anyio
+
+        async def warm() -> None:  # three connections in the pool, all idle afterwards
+            await store.admit("k", 60_000.0, 10, 0, 0.0)
+            await anyio.sleep(0.05)
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(3):
+                tg.start_soon(warm)
+        assert len(store._idle) == 3
+        await store.save(checkpoint_at("x", 0))
+        postgres_server.restart()
+        assert await store.claim(KEY, 1, 60_000)
+        assert await store.complete(KEY, 1, "done")
+        assert await store.enter("slots", 1)
+        assert await store.admit("k", 60_000.0, 10, 1, 0.0) == 0
+        assert await store.delete("x") is True
+        assert await store.read(KEY) is not None
+    finally:
+        await store.aclose()
+
+
+async def test_a_write_cut_after_it_was_sent_stays_a_store_error(
+        proxied: tuple[Any, CuttingProxy], kind: str) -> None:
+    """The reconnect is only for a connection that died while idle: a write whose connection
+    drops after the statement went out (outcome unknown) is not repeated."""
+    store, proxy = proxied
+    if kind != "postgres":
+        pytest.skip("the Postgres store's reconnect")
+    assert await store.enter("slots", 5)
+    proxy.cut_on(b"enter_slot", "after")
+    with pytest.raises(StoreError) as info:
+        await store.enter("slots", 5)
+    assert (info.value.store, info.value.operation) == ("postgres", "enter")
+    assert proxy.cuts == 1  # tried once: not retried on a fresh connection
+
+
 async def test_wrong_types_in_postgres_are_typed_errors(postgres_dsn: str, namespace: str
                                                         ) -> None:
     import psycopg
@@ -140,11 +185,11 @@ async def test_wrong_types_in_postgres_are_typed_errors(postgres_dsn: str, names
         async with await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True) as conn:
             await conn.execute(f"ALTER TABLE {namespace}.checkpoints ALTER COLUMN revision "
                                "TYPE text")
-            await conn.execute(f"UPDATE {namespace}.meta SET value = 2")
+            await conn.execute(f"UPDATE {namespace}.meta SET value = 3")
         with pytest.raises(StoreError, match="save failed"):
             await store.save(checkpoint_at("x", 1))
         fresh = PostgresStore(postgres_dsn, schema=namespace)
-        with pytest.raises(StoreError, match="schema version 2"):
+        with pytest.raises(StoreError, match="schema version 3"):
             await fresh.load("x")
         await fresh.aclose()
     finally:
@@ -167,7 +212,7 @@ async def test_wrong_types_in_redis_are_typed_errors(redis_url: str, namespace: 
         await store.client.hset(store._rc(KEY), mapping={"status": "running", "attempt": "one"})
         with pytest.raises(StoreError, match="read failed"):
             await store.read(KEY)
-        await store.client.set(f"{namespace}:schema", b"2")
+        await store.client.set(f"{namespace}:schema", b"3")
         fresh = RedisStore(redis_url, prefix=f"{namespace}:")
         with pytest.raises(StoreError, match="layout version"):
             await fresh.load("x")

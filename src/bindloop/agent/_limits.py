@@ -52,13 +52,16 @@ class RateRule(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ConcurrencyRule(msgspec.Struct, frozen=True, kw_only=True):
-    """At most ``limit`` calls in flight at once."""
+    """At most ``limit`` calls in flight at once. While a call holds its slot and its stream
+    delivers events, the slot's lease is renewed at most every ``renew_ms`` (on stores that lease
+    slots, see :class:`LimitStore`); a stream silent for a whole lease loses its slot."""
 
     name: str
     limit: int
     on_limit: Literal["wait", "raise"] = "wait"
     max_wait_ms: float | None = None
     poll_ms: float = 25.0
+    renew_ms: float = 10_000.0
 
 
 LimitRule: TypeAlias = RateRule | ConcurrencyRule
@@ -71,7 +74,16 @@ class LimitStore(Protocol):
     window has room for it (``amount=0`` asks whether it holds fewer than ``limit``), else the
     milliseconds until it will, recording nothing. ``charge`` records ``amount`` unconditionally.
     ``enter(key, limit)`` takes a concurrency slot (``False`` when all are taken); ``leave``
-    returns one."""
+    returns one.
+
+    **Slot leases.** A slot taken by a process that is then killed is never returned by
+    ``leave``. A store shared between processes therefore leases each slot to the store handle
+    that took it (``slot_lease_ms`` on the stores bindloop ships): the slot lapses unless the
+    handle renews it, and a lapsed slot counts for nobody. Such a store has ``renew_slots()``,
+    the holder's heartbeat: it renews every slot the handle holds (a lapsed one stays lapsed, and
+    ``leave`` of a lapsed slot frees nothing of anyone else's). ``create_limit_middleware`` calls
+    it while a call holds slots (see :class:`ConcurrencyRule`'s ``renew_ms``); keep the lease
+    several times longer than that."""
 
     async def admit(self, key: str, window_ms: float, limit: int, amount: int,
                     now: float) -> float: ...
@@ -83,13 +95,45 @@ class LimitStore(Protocol):
     async def leave(self, key: str) -> None: ...
 
 
-class InMemoryLimitStore:
-    """A :class:`LimitStore` for one process: sliding windows of ``(time, amount)`` per key. One
-    instance per limiter group (share it between models that share a quota)."""
+class _Slots:
+    """Slot leases shared by the handles of one :class:`InMemoryLimitStore`: per key, slot id to
+    expiry (ms on the holder's clock)."""
 
     def __init__(self) -> None:
+        self.leases: dict[str, dict[int, float]] = {}
+        self.next_id = 0
+
+
+class InMemoryLimitStore:
+    """A :class:`LimitStore` for one process: sliding windows of ``(time, amount)`` per key. One
+    instance per limiter group (share it between models that share a quota).
+
+    ``slot_lease_ms`` (``None``: slots never lapse) leases each slot on the clock ``now``;
+    :meth:`handle` opens another holder on the same windows and slots (what a second process's
+    handle on a shared store is), so a holder that stops renewing can be tested in one process."""
+
+    def __init__(self, *, now: Clock = monotonic_ms, slot_lease_ms: float | None = None) -> None:
+        if slot_lease_ms is not None and not (isinstance(slot_lease_ms, (int, float))
+                                              and slot_lease_ms > 0):
+            raise UsageError(f"slot_lease_ms must be positive or None, got {slot_lease_ms!r}")
         self._windows: dict[str, deque[tuple[float, int]]] = {}
-        self._in_flight: dict[str, int] = {}
+        self._slots = _Slots()
+        self._held: dict[str, list[int]] = {}
+        self._now = now
+        self._lease = slot_lease_ms
+
+    def handle(self, *, now: Clock | None = None,
+               slot_lease_ms: float | None = None) -> InMemoryLimitStore:
+        """Another holder on this store's windows and slots, with its own clock and lease
+        (default: this one's)."""
+        other = InMemoryLimitStore(now=now or self._now,
+                                   slot_lease_ms=self._lease if slot_lease_ms is None
+                                   else slot_lease_ms)
+        other._windows, other._slots = self._windows, self._slots
+        return other
+
+    def _expiry(self) -> float:
+        return float("inf") if self._lease is None else self._now() + self._lease
 
     def _window(self, key: str, window_ms: float, now: float) -> deque[tuple[float, int]]:
         window = self._windows.setdefault(key, deque())
@@ -110,14 +154,30 @@ class InMemoryLimitStore:
             self._window(key, window_ms, now).append((now, amount))
 
     async def enter(self, key: str, limit: int) -> bool:
-        n = self._in_flight.get(key, 0)
-        if n >= limit:
+        leases = self._slots.leases.setdefault(key, {})
+        now = self._now()
+        for slot in [s for s, until in leases.items() if until <= now]:
+            del leases[slot]  # lapsed: its holder stopped renewing
+        if len(leases) >= limit:
             return False
-        self._in_flight[key] = n + 1
+        slot = self._slots.next_id = self._slots.next_id + 1
+        leases[slot] = self._expiry()
+        self._held.setdefault(key, []).append(slot)
         return True
 
     async def leave(self, key: str) -> None:
-        self._in_flight[key] = max(self._in_flight.get(key, 0) - 1, 0)
+        held = self._held.get(key)
+        if held:
+            self._slots.leases.get(key, {}).pop(held.pop(), None)
+
+    async def renew_slots(self) -> None:
+        """Renew every slot this handle holds and that has not lapsed."""
+        now, until = self._now(), self._expiry()
+        for key, held in self._held.items():
+            leases = self._slots.leases.get(key, {})
+            for slot in held:
+                if leases.get(slot, now) > now:
+                    leases[slot] = until
 
 
 def _check_rules(rules: Sequence[object]) -> tuple[LimitRule, ...]:
@@ -133,6 +193,8 @@ def _check_rules(rules: Sequence[object]) -> tuple[LimitRule, ...]:
                              f"{r.limit!r}")
         if isinstance(r, RateRule) and not r.window_ms > 0:
             raise UsageError(f"limit rule {r.name!r}: window_ms must be positive")
+        if isinstance(r, ConcurrencyRule) and not r.renew_ms > 0:
+            raise UsageError(f"limit rule {r.name!r}: renew_ms must be positive")
     return out  # type: ignore[return-value]
 
 
@@ -185,8 +247,14 @@ class _Limited(WrappedModel):
                      options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
         entered = await self._admit()
         usage = TurnUsage()
+        renew = getattr(self._store, "renew_slots", None) if entered else None
+        every = min((r.renew_ms for r in entered), default=0.0)
+        renewed = self._clock()
         try:
             async for event in self._inner.stream(messages, options):
+                if renew is not None and self._clock() - renewed >= every:
+                    await renew()  # the holder's heartbeat: the slots' leases go on
+                    renewed = self._clock()
                 if isinstance(event, UsageEvent):
                     usage = event.usage
                 elif isinstance(event, FinishEvent) and event.usage is not None:

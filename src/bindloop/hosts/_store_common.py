@@ -4,12 +4,18 @@ sliding-window answer of :class:`bindloop.agent.LimitStore` (the same arithmetic
 
 from __future__ import annotations
 
+import uuid
 
 from bindloop.errors import UsageError
 from bindloop.run import ToolCallReceiptKey
 from bindloop.session import LoopCheckpoint, serialize_loop_checkpoint
 
-__all__ = ("check_attempt", "check_lease", "check_max_bytes", "encode_checkpoint", "key_parts")
+__all__ = ("DEFAULT_SLOT_LEASE_MS", "HeldSlots", "check_attempt", "check_lease",
+           "check_max_bytes", "encode_checkpoint", "key_parts")
+
+DEFAULT_SLOT_LEASE_MS = 60_000.0
+"""How long a concurrency slot of a shared store stands without a renewal (``create_limit_middleware`` renews
+every 10 s while a call streams)."""
 
 
 def key_parts(key: ToolCallReceiptKey) -> tuple[str, str, str, str]:
@@ -48,3 +54,33 @@ def encode_checkpoint(checkpoint: LoopCheckpoint, max_checkpoint_bytes: int | No
                          f"max_checkpoint_bytes={max_checkpoint_bytes}")
     return body
 
+
+
+class HeldSlots:
+    """The concurrency slots one store handle holds (see :class:`bindloop.agent.LimitStore`'s slot
+    leases): each slot is a row named ``<holder>:<n>`` with an expiry, ``holder`` a random id of
+    this handle, so a killed process's slots lapse and a late ``leave`` frees only its own."""
+
+    def __init__(self, lease_ms: float | None) -> None:
+        self.lease_ms = None if lease_ms is None else check_lease(lease_ms)
+        self.holder = uuid.uuid4().hex
+        self._count = 0
+        self._held: dict[str, list[str]] = {}
+
+    def expiry(self, now: float) -> float:
+        return float("inf") if self.lease_ms is None else now + self.lease_ms
+
+    def new_slot(self) -> str:
+        self._count += 1
+        return f"{self.holder}:{self._count}"
+
+    def took(self, key: str, slot: str) -> None:
+        self._held.setdefault(key, []).append(slot)
+
+    def give_back(self, key: str) -> str | None:
+        """The slot a ``leave`` of ``key`` returns (``None``: this handle holds none there)."""
+        held = self._held.get(key)
+        return held.pop() if held else None
+
+    def all(self) -> list[tuple[str, str]]:
+        return [(key, slot) for key, slots in self._held.items() for slot in slots]

@@ -13,24 +13,29 @@ conformance kit (``bindloop.testing.store_kit``):
   the host's own side effect on the same connection, in the transaction that completes the
   receipt, so both land or neither.
 - :class:`bindloop.agent.LimitStore`: sliding windows under a per-key advisory transaction lock,
-  concurrency slots as one conditional upsert.
+  concurrency slots as leased rows taken in one call (a function of the schema, under the same
+  kind of lock): each slot is leased to this store object for ``slot_lease_ms`` and renewed by
+  ``renew_slots()``, so the slots of a killed process come back when their lease ends.
 
 Leases are measured on ``now`` (wall-clock milliseconds by default): keep the workers' clocks in
 sync (NTP) or pass the same clock everywhere.
 
 The schema (tables in the Postgres schema ``schema``, default ``bindloop``) is created on first
 use under an advisory lock, and versioned in its ``meta`` table: a schema written by a newer
-bindloop is refused, never misread. Connections come from a small pool (``pool_size``). A
-connection that fails is discarded and the operation raises
-:class:`~bindloop.session.StoreError` naming the operation — except reads, and a ``save``
-whose outcome is unknown, which retry once on a fresh connection (the retried ``save`` recognises
-its own checkpoint if the first attempt had landed). Every write is one transaction: a checkpoint
-is stored whole or not at all.
+bindloop is refused, never misread. Connections come from a small pool (``pool_size``). An idle
+connection the server closed (a restart between two operations) is noticed before anything is
+sent on it — its socket has become readable — and replaced by a fresh one, so the first write
+after a restart lands. A connection that fails once a statement was sent is discarded and the
+operation raises :class:`~bindloop.session.StoreError` naming the operation (whether it landed
+is unknown) — except reads, and a ``save``, which retry once on a fresh connection (the retried
+``save`` recognises its own checkpoint if the first attempt had landed). Every write is one
+transaction: a checkpoint is stored whole or not at all.
 """
 
 from __future__ import annotations
 
 import re
+import select
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -57,6 +62,8 @@ from bindloop.session import (
 )
 
 from ._store_common import (
+    DEFAULT_SLOT_LEASE_MS,
+    HeldSlots,
     check_attempt,
     check_lease,
     check_max_bytes,
@@ -69,7 +76,7 @@ if TYPE_CHECKING:
 
 __all__ = ("SCHEMA_VERSION", "PostgresStore")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _T = TypeVar("_T")
 _IDENT = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _KEY = "tenant_id = %s AND run_id = %s AND tool_name = %s AND args_hash = %s"
@@ -78,6 +85,7 @@ _DDL = """
 CREATE SCHEMA IF NOT EXISTS {s};
 CREATE TABLE IF NOT EXISTS {s}.meta (name text PRIMARY KEY, value integer NOT NULL);
 INSERT INTO {s}.meta VALUES ('schema_version', {version}) ON CONFLICT DO NOTHING;
+UPDATE {s}.meta SET value = {version} WHERE name = 'schema_version' AND value < {version};
 CREATE TABLE IF NOT EXISTS {s}.checkpoints (
     execution_id text PRIMARY KEY, revision bigint NOT NULL, body bytea NOT NULL);
 CREATE TABLE IF NOT EXISTS {s}.receipts (
@@ -90,8 +98,27 @@ CREATE TABLE IF NOT EXISTS {s}.limit_events (
     seq bigserial PRIMARY KEY, key text NOT NULL, at double precision NOT NULL,
     amount bigint NOT NULL);
 CREATE INDEX IF NOT EXISTS limit_events_key ON {s}.limit_events (key, at);
-CREATE TABLE IF NOT EXISTS {s}.limit_slots (key text PRIMARY KEY, n integer NOT NULL);
+CREATE TABLE IF NOT EXISTS {s}.limit_leases (
+    key text NOT NULL, slot text NOT NULL, holder text NOT NULL,
+    expires_at double precision NOT NULL, PRIMARY KEY (key, slot));
+CREATE INDEX IF NOT EXISTS limit_leases_holder ON {s}.limit_leases (holder);
+CREATE OR REPLACE FUNCTION {s}.enter_slot(k text, slot_id text, holder_id text,
+                                         at_ms double precision, until_ms double precision,
+                                         lim integer) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  -- One round trip; the per-key lock orders concurrent callers, and each statement after it
+  -- sees what they committed.
+  PERFORM pg_advisory_xact_lock(hashtextextended('bindloop-slots:{s}:' || k, 0));
+  DELETE FROM {s}.limit_leases WHERE key = k AND expires_at <= at_ms;
+  IF (SELECT count(*) FROM {s}.limit_leases WHERE key = k) >= lim THEN
+    RETURN false;
+  END IF;
+  INSERT INTO {s}.limit_leases VALUES (k, slot_id, holder_id, until_ms);
+  RETURN true;
+END $$;
 """
+# Version 2: concurrency slots are leased rows (limit_leases, taken by enter_slot); version 1's
+# limit_slots counters are no longer read. A version-1 schema is upgraded in place on open.
 
 
 def _psycopg() -> Any:
@@ -113,7 +140,8 @@ class PostgresStore:
 
     def __init__(self, conninfo: str, *, schema: str = "bindloop", now: Clock = epoch_ms,
                  max_checkpoint_bytes: int | None = None, pool_size: int = 4,
-                 connect_timeout_s: float = 10.0) -> None:
+                 connect_timeout_s: float = 10.0,
+                 slot_lease_ms: float | None = DEFAULT_SLOT_LEASE_MS) -> None:
         if not isinstance(schema, str) or not _IDENT.fullmatch(schema):
             raise UsageError(f"schema must be a lower-case SQL identifier, got {schema!r}")
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
@@ -123,6 +151,7 @@ class PostgresStore:
         self.schema = schema
         self.now = now
         self.max_checkpoint_bytes = check_max_bytes(max_checkpoint_bytes)
+        self._held = HeldSlots(slot_lease_ms)
         self.pool_size = pool_size
         self.connect_timeout_s = connect_timeout_s
         self.round_trips = 0
@@ -132,7 +161,8 @@ class PostgresStore:
         self._slots: anyio.Semaphore | None = None
         self._ready = False
         self._t = {name: f"{schema}.{name}" for name in
-                   ("meta", "checkpoints", "receipts", "limit_events", "limit_slots")}
+                   ("meta", "checkpoints", "receipts", "limit_events", "limit_leases",
+                    "enter_slot")}
 
     # -- connections -----------------------------------------------------------------------------
 
@@ -141,12 +171,28 @@ class PostgresStore:
             self.conninfo, autocommit=True, connect_timeout=max(1, int(self.connect_timeout_s)))
         return conn
 
+    async def _checkout(self) -> AsyncConnection[Any]:
+        # An idle connection whose socket is readable has heard from the server while idle:
+        # that is the server ending the session (a restart, a fast shutdown, a killed backend,
+        # an idle timeout) — nothing of ours was sent on it, so a fresh connection in its place
+        # is safe for any operation, writes included.
+        while self._idle:
+            conn = self._idle.pop()
+            if not _went_away(conn):
+                return conn
+            with anyio.CancelScope(shield=True):
+                try:
+                    await conn.close()
+                except Exception:  # a dead socket may refuse even the goodbye
+                    pass
+        return await self._connect()
+
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
         if self._slots is None:
             self._slots = anyio.Semaphore(self.pool_size)
         async with self._slots:
-            conn = self._idle.pop() if self._idle else await self._connect()
+            conn = await self._checkout()
             try:
                 yield conn
             except BaseException as exc:
@@ -200,8 +246,8 @@ class PostgresStore:
                 row = await cur.fetchone()
             except self._psycopg.errors.UndefinedTable:
                 row = None
-            if row is None:
-                row = await self._create_schema(conn)
+            if row is None or (isinstance(row[0], int) and row[0] < SCHEMA_VERSION):
+                row = await self._create_schema(conn)  # created, or upgraded
         version = row[0] if row else None
         if version != SCHEMA_VERSION:
             raise StoreError(self.name, "open", f"schema {self.schema!r} has store schema version "
@@ -426,21 +472,41 @@ class PostgresStore:
     async def enter(self, key: str, limit: int) -> bool:
         if limit < 1:
             return False
+        held, now = self._held, self.now()
+        slot = held.new_slot()
 
         async def body(conn: AsyncConnection[Any]) -> bool:
-            cur = await self._execute(
-                conn, "INSERT INTO {limit_slots} AS s VALUES (%s, 1) ON CONFLICT (key) DO UPDATE "
-                      "SET n = s.n + 1 WHERE s.n < %s RETURNING n", (key, limit))
-            return await cur.fetchone() is not None
+            cur = await self._execute(conn, "SELECT {enter_slot}(%s, %s, %s, %s, %s, %s)",
+                                      (key, slot, held.holder, now, held.expiry(now), limit))
+            row = await cur.fetchone()
+            return bool(row and row[0])
 
-        return await self._op("enter", body)
+        taken = await self._op("enter", body)
+        if taken:
+            held.took(key, slot)
+        return taken
 
     async def leave(self, key: str) -> None:
+        slot = self._held.give_back(key)
+        if slot is None:
+            return
+
         async def body(conn: AsyncConnection[Any]) -> None:
-            await self._execute(conn, "UPDATE {limit_slots} SET n = GREATEST(n - 1, 0) "
-                                      "WHERE key = %s", (key,))
+            await self._execute(conn, "DELETE FROM {limit_leases} WHERE key = %s AND slot = %s",
+                                (key, slot))
 
         await self._op("leave", body)
+
+    async def renew_slots(self) -> None:
+        """Renew the leases of every slot this handle holds (a lapsed one stays lapsed)."""
+        held, now = self._held, self.now()
+
+        async def body(conn: AsyncConnection[Any]) -> None:
+            await self._execute(conn, "UPDATE {limit_leases} SET expires_at = %s "
+                                      "WHERE holder = %s AND expires_at > %s",
+                                (held.expiry(now), held.holder, now))
+
+        await self._op("renew_slots", body)
 
 
 def _receipt(row: tuple[Any, ...]) -> ReceiptState:
@@ -456,6 +522,17 @@ def _receipt(row: tuple[Any, ...]) -> ReceiptState:
         return ReceiptFailed(attempt=attempt,
                              error=None if error is None else msgspec.json.decode(error, type=str))
     raise ValueError(f"unknown status {status!r}")
+
+
+def _went_away(conn: AsyncConnection[Any]) -> bool:
+    """Whether an idle connection was closed (or spoken to) by the server since its last use."""
+    if conn.closed or conn.broken:
+        return True
+    try:
+        ready, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    except Exception:  # no socket any more (closed, or the driver refuses to say)
+        return True
+    return bool(ready)
 
 
 def _first_line(exc: BaseException) -> str:

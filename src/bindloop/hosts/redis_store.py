@@ -18,7 +18,9 @@ restart loses every checkpoint.
 Connection failures become :class:`~bindloop.session.StoreError` naming the operation (the client's
 own silent retries are turned off so an unknown outcome is never repeated behind the caller's
 back); reads, and a ``save`` (which recognises its own checkpoint if the first try had landed),
-retry once. Leases are measured on ``now`` (wall-clock milliseconds by default).
+retry once. Leases are measured on ``now`` (wall-clock milliseconds by default); concurrency
+slots are leased to the store object that took them for ``slot_lease_ms`` and renewed by
+``renew_slots()``, so the slots of a killed process come back when their lease ends.
 """
 
 from __future__ import annotations
@@ -44,11 +46,19 @@ from bindloop.session import (
     parse_loop_checkpoint,
 )
 
-from ._store_common import check_attempt, check_lease, check_max_bytes, encode_checkpoint, key_parts
+from ._store_common import (
+    DEFAULT_SLOT_LEASE_MS,
+    HeldSlots,
+    check_attempt,
+    check_lease,
+    check_max_bytes,
+    encode_checkpoint,
+    key_parts,
+)
 
 __all__ = ("SCHEMA_VERSION", "RedisStore")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SAVE = """
 local cur = redis.call('HGET', KEYS[1], 'revision')
@@ -145,16 +155,24 @@ add(KEYS[1], KEYS[2], KEYS[3], ARGV[3], tonumber(ARGV[2]), tonumber(ARGV[1]))
 return 1
 """
 
+# Slots are members of a zset per key, scored by the lease's end. KEYS: the zset.
+# ARGV: limit, now, lease end, slot.
 _ENTER = """
-local n = tonumber(redis.call('GET', KEYS[1]) or '0')
-if n >= tonumber(ARGV[1]) then return 0 end
-redis.call('INCR', KEYS[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[4])
 return 1
 """
 
-_LEAVE = """
-local n = tonumber(redis.call('GET', KEYS[1]) or '0')
-if n > 0 then redis.call('DECR', KEYS[1]) end
+# KEYS: the zset of each held slot. ARGV: now, lease end, then the slots in KEYS order. A slot
+# whose lease has ended stays ended, even before an enter has swept it away.
+_RENEW_SLOTS = """
+for i = 1, #KEYS do
+  local score = redis.call('ZSCORE', KEYS[i], ARGV[i + 2])
+  if score and tonumber(score) > tonumber(ARGV[1]) then
+    redis.call('ZADD', KEYS[i], 'XX', ARGV[2], ARGV[i + 2])
+  end
+end
 return 1
 """
 
@@ -180,7 +198,8 @@ class RedisStore:
     name = "redis"
 
     def __init__(self, url: str, *, prefix: str = "bindloop:", now: Clock = epoch_ms,
-                 max_checkpoint_bytes: int | None = None, socket_timeout_s: float = 10.0) -> None:
+                 max_checkpoint_bytes: int | None = None, socket_timeout_s: float = 10.0,
+                 slot_lease_ms: float | None = DEFAULT_SLOT_LEASE_MS) -> None:
         if not isinstance(prefix, str):
             raise UsageError(f"prefix must be a str, got {prefix!r}")
         self._redis = redis = _redis()
@@ -188,6 +207,7 @@ class RedisStore:
         self.prefix = prefix
         self.now = now
         self.max_checkpoint_bytes = check_max_bytes(max_checkpoint_bytes)
+        self._held = HeldSlots(slot_lease_ms)
         self.round_trips = 0
         self.fenced_writes = 0
         self.client = redis.asyncio.Redis.from_url(
@@ -195,7 +215,8 @@ class RedisStore:
             retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0), retry_on_error=[])
         self._scripts = {name: self.client.register_script(src) for name, src in (
             ("save", _SAVE), ("claim", _CLAIM), ("renew", _RENEW), ("settle", _SETTLE),
-            ("admit", _ADMIT), ("charge", _CHARGE), ("enter", _ENTER), ("leave", _LEAVE))}
+            ("admit", _ADMIT), ("charge", _CHARGE), ("enter", _ENTER),
+            ("renew_slots", _RENEW_SLOTS))}
         self._ready = False
 
     async def aclose(self) -> None:
@@ -229,6 +250,10 @@ class RedisStore:
         self.round_trips += 2
         await self.client.set(key, str(SCHEMA_VERSION), nx=True)
         stored = await self.client.get(key)
+        if stored == b"1":  # version 1 counted slots under ls:*; version 2 leases them (lz:*)
+            self.round_trips += 2
+            await self.client.set(key, str(SCHEMA_VERSION), xx=True)
+            stored = await self.client.get(key)
         if stored != str(SCHEMA_VERSION).encode():
             raise StoreError(self.name, "open", f"prefix {self.prefix!r} has store layout version "
                              f"{stored!r}; this bindloop reads version {SCHEMA_VERSION}")
@@ -349,10 +374,29 @@ class RedisStore:
             await self._call("charge", "charge", self._lw(key), [_num(window_ms), amount, _num(now)])
 
     async def enter(self, key: str, limit: int) -> bool:
-        return bool(await self._call("enter", "enter", [f"{self.prefix}ls:{key}"], [limit]))
+        held, now = self._held, self.now()
+        slot = held.new_slot()
+        taken = bool(await self._call("enter", "enter", [self._lz(key)],
+                                      [limit, _num(now), _num(held.expiry(now)), slot]))
+        if taken:
+            held.took(key, slot)
+        return taken
 
     async def leave(self, key: str) -> None:
-        await self._call("leave", "leave", [f"{self.prefix}ls:{key}"], [])
+        slot = self._held.give_back(key)
+        if slot is not None:
+            await self._call("leave", None, [], [], command=("ZREM", self._lz(key), slot))
+
+    async def renew_slots(self) -> None:
+        """Renew the leases of every slot this handle holds (a lapsed one stays lapsed)."""
+        held = self._held.all()
+        if held:
+            now = self.now()
+            await self._call("renew_slots", "renew_slots", [self._lz(k) for k, _ in held],
+                             [_num(now), _num(self._held.expiry(now)), *(s for _, s in held)])
+
+    def _lz(self, key: str) -> str:
+        return f"{self.prefix}lz:{key}"
 
     async def outbox(self, name: str) -> list[bytes]:
         """The values appended to the outbox list ``name`` so far (see :meth:`complete_with`)."""

@@ -18,7 +18,9 @@ Outside the fences (it does file I/O). It serves the existing ports:
   either lands both or neither, so an expired ``running`` receipt proves the effect did not happen.
 
 - **limits**: a :class:`bindloop.agent.LimitStore` (sliding windows and concurrency slots), so
-  several processes on one machine share a provider quota.
+  several processes on one machine share a provider quota. Each slot is leased to the store
+  object that took it for ``slot_lease_ms`` (on ``now``) and renewed by ``renew_slots()``: the
+  slots of a killed process come back when their lease ends.
 
 It is also a :class:`bindloop.session.CheckpointStore` (async ``load`` / ``save`` / ``delete``)
 and passes ``bindloop.testing.store_kit``. The schema is versioned (``PRAGMA user_version``): a
@@ -55,6 +57,8 @@ from bindloop.run import (
 from bindloop.session import CheckpointConflictError, LoopCheckpoint, parse_loop_checkpoint
 
 from ._store_common import (
+    DEFAULT_SLOT_LEASE_MS,
+    HeldSlots,
     check_attempt as _attempt,
     check_lease as _lease,
     check_max_bytes,
@@ -65,7 +69,7 @@ from ._store_common import (
 # CheckpointConflictError lives in bindloop.session (every store raises it); re-exported here.
 __all__ = ("SqliteStore",)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS checkpoints (
@@ -96,7 +100,17 @@ CREATE TABLE IF NOT EXISTS limit_slots (
     key TEXT PRIMARY KEY,
     n   INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS limit_leases (
+    key        TEXT NOT NULL,
+    slot       TEXT NOT NULL,
+    holder     TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    PRIMARY KEY (key, slot)
+);
+CREATE INDEX IF NOT EXISTS limit_leases_holder ON limit_leases (holder);
 """
+# Version 2: concurrency slots are leased rows (limit_leases); limit_slots (version 1's counters)
+# is no longer read. A version-1 file is upgraded in place on open.
 _KEY_WHERE = "tenant_id = ? AND run_id = ? AND tool_name = ? AND args_hash = ?"
 
 
@@ -112,11 +126,13 @@ class SqliteStore:
     def __init__(self, path: str | os.PathLike[str], *, now: Clock = epoch_ms,
                  max_checkpoint_bytes: int | None = None,
                  synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
-                 busy_timeout_s: float = 30.0) -> None:
+                 busy_timeout_s: float = 30.0,
+                 slot_lease_ms: float | None = DEFAULT_SLOT_LEASE_MS) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise UsageError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
         self.now = now
         self.max_checkpoint_bytes = check_max_bytes(max_checkpoint_bytes)
+        self._slots = HeldSlots(slot_lease_ms)
         self.fenced_writes = 0
         """Receipt writes refused by the attempt fence (a diagnostic, per store object)."""
         self._db = sqlite3.connect(os.fspath(path), timeout=busy_timeout_s, isolation_level=None)
@@ -339,13 +355,32 @@ class SqliteStore:
                 "INSERT INTO limit_events (key, at, amount) VALUES (?, ?, ?)", (key, now, amount)))
 
     async def enter(self, key: str, limit: int) -> bool:
-        def write(db: sqlite3.Connection) -> bool:
-            db.execute("INSERT OR IGNORE INTO limit_slots VALUES (?, 0)", (key,))
-            return db.execute("UPDATE limit_slots SET n = n + 1 WHERE key = ? AND n < ?",
-                              (key, limit)).rowcount == 1
+        slots, now = self._slots, self.now()
+        slot = slots.new_slot()
 
-        return bool(self._write(write))
+        def write(db: sqlite3.Connection) -> bool:
+            db.execute("DELETE FROM limit_leases WHERE key = ? AND expires_at <= ?", (key, now))
+            if db.execute("SELECT count(*) FROM limit_leases WHERE key = ?",
+                          (key,)).fetchone()[0] >= limit:
+                return False
+            db.execute("INSERT INTO limit_leases VALUES (?, ?, ?, ?)",
+                       (key, slot, slots.holder, slots.expiry(now)))
+            return True
+
+        taken = bool(self._write(write))
+        if taken:
+            slots.took(key, slot)
+        return taken
 
     async def leave(self, key: str) -> None:
+        slot = self._slots.give_back(key)
+        if slot is not None:
+            self._write(lambda db: db.execute(
+                "DELETE FROM limit_leases WHERE key = ? AND slot = ?", (key, slot)))
+
+    async def renew_slots(self) -> None:
+        """Renew the leases of every slot this handle holds (a lapsed one stays lapsed)."""
+        slots, now = self._slots, self.now()
         self._write(lambda db: db.execute(
-            "UPDATE limit_slots SET n = MAX(n - 1, 0) WHERE key = ?", (key,)))
+            "UPDATE limit_leases SET expires_at = ? WHERE holder = ? AND expires_at > ?",
+            (slots.expiry(now), slots.holder, now)))

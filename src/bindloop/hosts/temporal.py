@@ -6,10 +6,19 @@ workflow, so Temporal replays it from history after a worker dies; everything th
 world is an activity:
 
 - each **model turn** is the activity ``bindloop.model_turn``;
-- each **tool call** is the activity ``bindloop.tool_call`` (the calls of one batch run as
-  concurrent activities, pooled as the loop pools them); side-effecting tools should still go
-  through idempotency receipts (``bindloop.run``), because an activity whose worker died after the
-  effect but before reporting is run again;
+- each **tool batch** (all the calls of one model turn) is ONE activity, ``bindloop.tool_batch``.
+  The workflow's loop hands the batch to its ``run_tool_batch`` port, which runs the activity and
+  then feeds the activity's outcomes through the loop's own runner, so the workflow's stats and
+  transcript are what an unwired loop would make of them. Inside the activity the loop itself
+  runs the batch (:func:`bindloop.loop.run_tool_loop` over that one turn): the host's
+  ``runs_serially`` calls first, alone and in order, the rest pooled per tool name under
+  ``batch_options``, a raise formatted by ``format_tool_exception``, a fatal one
+  (``is_fatal_tool_error``) failing the workflow;
+- every call's outcome is **journaled** in the payload store as it finishes, so a batch activity
+  retried after its worker died (SIGKILL, lost machine) replays the calls that had finished and
+  runs only the ones that had not. A call in flight at the kill runs again: side-effecting tools
+  still go through idempotency receipts (``bindloop.run``) so that second run replays instead of
+  repeating the effect. A call that raised is not journaled (it runs again on a retry);
 - the loop's clock is workflow time, so replays see the same times.
 
 **Suspends are updates.** A tool that returns ``ToolSuspend`` ends the loop with a
@@ -20,14 +29,22 @@ the checkpoint is rejected by its validator, before it enters history.
 
 **Cancellation is Temporal's.** Cancelling the workflow cancels the activity in flight and the
 workflow ends as cancelled; the ``checkpoint`` query still answers with the last settled
-checkpoint, from which a new run (or another engine) can go on.
+checkpoint, from which a new run (or another engine) can go on. With ``heartbeat_timeout_s`` set
+the batch activity heartbeats while its tools run, which is how the cancellation reaches them: the
+activity's task is cancelled, the tools in flight get ``CancelledError`` at their next await and
+the calls still queued never start. (Without a heartbeat timeout Temporal tells a worker of the
+cancellation at the next throttled heartbeat, up to 30 s later, or never.)
 
 **Large payloads by reference.** The transcript is not sent to every model turn: the workflow
 puts each turn's new messages once into a :class:`~bindloop.run.ToolCallReceiptStore` shared by
 the workers (a completed receipt per chunk, under tenant ``"bindloop-temporal"``), and the
-activity gets the list of chunk references, so history grows with each message about twice (once
-as the activity result that produced it, once as the chunk that stores it) instead of once per
-turn that follows.
+activity gets the list of chunk references, so history grows with each message about twice
+instead of once per turn that follows. A tool result whose content is larger than
+``inline_bytes`` (16 KiB by default) does not enter history at all: the batch activity returns a
+reference to its journal row (``ToolResult.content`` is ``"\\x00bindloop-ref:<name>"``), the
+workflow's transcript, ``checkpoint`` query and result hold that reference, and the model-turn
+activity reads the content back for the model. A host reading a result or query resolves them with
+:func:`resolve_references`.
 
 The host wires its model and tools with :func:`agent_activities` and registers the workflow with
 :func:`agent_worker`; workflows must live in importable modules (this one), not ``__main__``.
@@ -37,7 +54,9 @@ What is not here: the agent API's hooks (``create_agent``) — the workflow driv
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -47,39 +66,63 @@ from temporalio import activity, workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from bindloop._awaitable import isawaitable
     from bindloop.contracts import (
         ModelTurnResult,
         ToolCall,
         ToolDefinition,
+        ToolError,
         ToolOutcome,
         decode_messages,
         encode_messages,
     )
-    from bindloop.errors import RunCancelledError
-    from bindloop.loop import BoundaryDecision
-    from bindloop.run import ReceiptCompleted, ToolCallReceiptKey, ToolCallReceiptStore
+    from bindloop.errors import BindloopError, PortContractError, RunCancelledError
+    from bindloop.loop import (
+        BatchRunner,
+        BoundaryDecision,
+        ToolBatchOptions,
+        ToolLoopParams,
+        ToolLoopState,
+        run_tool_loop,
+    )
+    from bindloop.run import ToolCallReceiptStore, sha256_hex
     from bindloop.session import (
         CheckpointInputError,
         CheckpointReply,
         CheckpointWake,
         LoopCheckpoint,
         RestoredLoop,
+        StoreError,
         apply_checkpoint_input,
         parse_loop_checkpoint,
         run_from_checkpoint,
         serialize_loop_checkpoint,
     )
 
-__all__ = ("AgentActivities", "AgentRunInput", "AgentRunOutcome", "AgentRunWorkflow",
-           "ModelTurnInput", "ToolCallInput", "agent_activities", "agent_worker")
+    from ._temporal_payloads import (
+        PAYLOAD_TENANT,
+        chunk_key,
+        journal_key,
+        journal_outcome,
+        read_payload,
+        record_outcome,
+        resolve_messages,
+        resolve_references,
+        stub_if_large,
+    )
 
-PAYLOAD_TENANT = "bindloop-temporal"
+__all__ = ("PAYLOAD_TENANT", "AgentActivities", "AgentRunInput", "AgentRunOutcome",
+           "AgentRunWorkflow", "ModelTurnInput", "ToolBatchInput", "agent_activities",
+           "agent_worker", "resolve_references")
+
+_OUTCOMES = msgspec.json.Decoder(list[ToolOutcome])
 
 
 @dataclass(frozen=True, kw_only=True)
 class AgentRunInput:  # Temporal's payload converter reads dataclasses
     """The run's start: the checkpoint to run from (its JSON), the tools offered to the model,
-    and the activities' timeouts."""
+    and the activities' timeouts (``tool_timeout_s`` bounds one batch activity, start to close;
+    ``heartbeat_timeout_s`` makes it heartbeat, see the module docstring)."""
 
     checkpoint: str
     tools: list[dict[str, Any]] = field(default_factory=list)
@@ -95,6 +138,7 @@ class AgentRunOutcome:  # Temporal's payload converter reads dataclasses
     revision: int
     model_turns: int
     tool_calls: int
+    tool_batches: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,76 +151,196 @@ class ModelTurnInput:  # Temporal's payload converter reads dataclasses
 
 
 @dataclass(frozen=True, kw_only=True)
-class ToolCallInput:  # Temporal's payload converter reads dataclasses
+class ToolBatchInput:  # Temporal's payload converter reads dataclasses
+    """One model turn's tool calls; ``batch`` names the batch (Temporal run id and ordinal), so
+    the journal rows of its calls are ``<batch>:<call id>:<hash of name and arguments>``."""
+
     execution_id: str
-    call: dict[str, Any]
+    batch: str
+    calls: list[dict[str, Any]]
 
 
-def _chunk_key(execution_id: str, chunk: str) -> ToolCallReceiptKey:
-    return ToolCallReceiptKey(tenant_id=PAYLOAD_TENANT, run_id=execution_id,
-                              tool_name="transcript", args_hash=chunk)
+class _Abandon(Exception):
+    """Raised inside a batch to end the activity instead of becoming a tool error the model reads
+    (the journal failed, or a tool raised a fatal error)."""
+
+    def __init__(self, error: ApplicationError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+@asynccontextmanager
+async def _heartbeating() -> AsyncIterator[None]:
+    # With a heartbeat timeout the activity beats while it runs, which is also how a
+    # cancellation (the workflow's) reaches its tools: as CancelledError at their next await.
+    timeout = activity.info().heartbeat_timeout
+    if not timeout:
+        yield
+        return
+
+    async def beat(every: float) -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(every)
+
+    beats = asyncio.ensure_future(beat(timeout.total_seconds() / 3))
+    try:
+        yield
+    finally:
+        beats.cancel()
 
 
 class AgentActivities:
     """The activities, bound to the host's model and tools. ``payloads`` is the shared store of
-    transcript chunks (any :class:`~bindloop.run.ToolCallReceiptStore` every worker reaches:
-    ``SqliteStore`` on one machine, ``PostgresStore`` across machines)."""
+    transcript chunks and batch journals (any :class:`~bindloop.run.ToolCallReceiptStore` every
+    worker reaches: ``SqliteStore`` on one machine, ``PostgresStore`` across machines).
+    ``runs_serially``, ``batch_options``, ``is_fatal_tool_error``, ``format_tool_exception`` and
+    ``on_tool_call_rejected`` are the loop's ports of those names, applied inside each batch;
+    ``inline_bytes`` is the largest tool result content kept inline in workflow history."""
 
     def __init__(self, *, call_model: Callable[[list[Any], list[ToolDefinition]],
                                                 Awaitable[ModelTurnResult]],
                  run_tool_call: Callable[[ToolCall], Awaitable[ToolOutcome]],
-                 payloads: ToolCallReceiptStore) -> None:
+                 payloads: ToolCallReceiptStore,
+                 runs_serially: Callable[[ToolCall], bool] | None = None,
+                 batch_options: ToolBatchOptions = ToolBatchOptions(),
+                 is_fatal_tool_error: Callable[[BaseException], bool] | None = None,
+                 format_tool_exception: Callable[[Exception], ToolError] | None = None,
+                 on_tool_call_rejected: Callable[[str, BaseException], None] | None = None,
+                 inline_bytes: int = 16_384) -> None:
+        if isinstance(inline_bytes, bool) or not isinstance(inline_bytes, int) or inline_bytes < 0:
+            raise ValueError(f"inline_bytes must be a non-negative int, got {inline_bytes!r}")
         self._call_model = call_model
         self._run_tool_call = run_tool_call
         self._payloads = payloads
+        self._runs_serially = runs_serially
+        self._batch_options = batch_options
+        self._is_fatal = is_fatal_tool_error
+        self._format = format_tool_exception
+        self._rejected = on_tool_call_rejected
+        self._inline_bytes = inline_bytes
 
     @activity.defn(name="bindloop.model_turn")
     async def model_turn(self, turn: ModelTurnInput) -> str:
         store = self._payloads
         if turn.new_messages:
-            key = _chunk_key(turn.execution_id, turn.new_chunk)
+            key = chunk_key(turn.execution_id, turn.new_chunk)
             # Idempotent: a retried activity finds its chunk already completed.
             if await store.claim(key, 1, 600_000.0):
                 await store.complete(key, 1, turn.new_messages)
         messages: list[Any] = []
         for chunk in turn.chunks:
-            state = await store.read(_chunk_key(turn.execution_id, chunk))
-            if not isinstance(state, ReceiptCompleted) or not isinstance(state.result, str):
+            text = await read_payload(store, chunk_key(turn.execution_id, chunk))
+            if text is None:
                 raise ApplicationError(f"transcript chunk {chunk!r} of {turn.execution_id!r} is "
                                        "missing from the payload store", non_retryable=True)
-            messages.extend(decode_messages(state.result))
+            messages.extend(decode_messages(text))
+        try:
+            messages = await resolve_messages(messages, execution_id=turn.execution_id,
+                                              payloads=store)
+        except StoreError as exc:
+            raise ApplicationError(str(exc), non_retryable=True) from None
         tools = msgspec.convert(turn.tools, list[ToolDefinition])
         result = await self._call_model(messages, tools)
         return msgspec.json.encode(result).decode()
 
-    @activity.defn(name="bindloop.tool_call")
-    async def tool_call(self, call: ToolCallInput) -> str:
-        # With a heartbeat timeout the activity beats while the tool runs, which is also how a
-        # cancellation (the workflow's) reaches the tool: as CancelledError at its next await.
-        timeout = activity.info().heartbeat_timeout
-        beats = None
-        if timeout:
-            async def beat(every: float) -> None:
-                while True:
-                    activity.heartbeat()
-                    await asyncio.sleep(every)
+    @activity.defn(name="bindloop.tool_batch")
+    async def tool_batch(self, batch: ToolBatchInput) -> str:
+        calls = tuple(msgspec.convert(batch.calls, list[ToolCall]))
+        async with _heartbeating():
+            try:
+                outcomes = await self._run_batch(batch, calls)
+            except _Abandon as abandon:
+                raise abandon.error from None
+        limit = self._inline_bytes
+        return msgspec.json.encode([stub_if_large(o, _row(batch, c), limit)
+                                    for c, o in zip(calls, outcomes)]).decode()
 
-            beats = asyncio.ensure_future(beat(timeout.total_seconds() / 3))
+    async def _run_batch(self, batch: ToolBatchInput,
+                         calls: tuple[ToolCall, ...]) -> Sequence[ToolOutcome]:
+        store, ident, tool = self._payloads, batch.execution_id, self._run_tool_call
+        host_fatal = self._is_fatal
+
+        def fatal(exc: BaseException) -> bool:
+            return isinstance(exc, _Abandon) or (host_fatal is not None and host_fatal(exc))
+
+        async def journaled(call: ToolCall) -> ToolOutcome:
+            key = journal_key(ident, _row(batch, call))
+            try:
+                stored, attempt = await journal_outcome(store, key)
+            except Exception as exc:
+                raise _Abandon(_journal_error(exc)) from None
+            if stored is not None:
+                return stored  # finished before this attempt: replayed, not run again
+            value: Any = tool(call)
+            outcome: ToolOutcome = await value if isawaitable(value) else value
+            try:
+                kept = await record_outcome(store, key, attempt, outcome)
+            except Exception as exc:
+                raise _Abandon(_journal_error(exc)) from None
+            if kept is None:
+                raise _Abandon(ApplicationError(
+                    f"the journal row of call {call.id!r} is held by another attempt"))
+            return kept
+
+        got: list[Sequence[ToolOutcome]] = []
+
+        async def port(given: Sequence[ToolCall], run: BatchRunner) -> Sequence[ToolOutcome]:
+            got.append(await run(given))
+            return got[-1]
+
+        async def the_turn(messages: list[Any], tools: list[ToolDefinition]) -> ModelTurnResult:
+            return ModelTurnResult(tool_calls=calls)
+
         try:
-            outcome = await self._run_tool_call(msgspec.convert(call.call, ToolCall))
-        finally:
-            if beats is not None:
-                beats.cancel()
-        return msgspec.json.encode(outcome).decode()
+            # The loop itself runs the batch: one model turn that asks for exactly these calls.
+            await run_tool_loop(ToolLoopParams(
+                call_model=the_turn, run_tool_call=journaled, run_tool_batch=port,
+                activate=_activations_are_the_workflows,
+                runs_serially=self._runs_serially, batch_options=self._batch_options,
+                is_fatal_tool_error=fatal, format_tool_exception=self._format,
+                on_tool_call_rejected=self._rejected, state=ToolLoopState(), max_iterations=1))
+        except _Abandon:
+            raise
+        except Exception as exc:  # a fatal tool error: the run must end, not retry the batch
+            raise _Abandon(ApplicationError(
+                f"a tool raised a fatal {type(exc).__name__}", type=type(exc).__name__,
+                non_retryable=True)) from None
+        if len(got) != 1 or len(got[0]) != len(calls):
+            raise _Abandon(ApplicationError("the batch did not run as one batch",
+                                            non_retryable=True))
+        return got[0]
+
+
+def _row(batch: ToolBatchInput, call: ToolCall) -> str:
+    # A call's journal row: its batch, its id, and what it asks (two calls of one batch that
+    # share an id but not their arguments must not replay each other).
+    asked = sha256_hex(f"{call.name}\n{call.arguments}")[:16]
+    return f"{batch.batch}:{call.id}:{asked}"
+
+
+def _activations_are_the_workflows(kind: str, names: tuple[str, ...]) -> None:
+    # A result's activations travel back in the outcome; the workflow's loop applies them.
+    return None
+
+
+def _journal_error(exc: Exception) -> ApplicationError:
+    # A StoreError's message names the store and the operation and nothing secret; anything
+    # else is named by type only. Retryable: the store may be back for the next attempt.
+    text = str(exc) if isinstance(exc, StoreError) else type(exc).__name__
+    return ApplicationError(f"the batch journal failed: {text}")
 
 
 def agent_activities(**kwargs: Any) -> list[Callable[..., Any]]:
-    """``[model_turn, tool_call]`` of an :class:`AgentActivities` built from ``kwargs``."""
+    """``[model_turn, tool_batch]`` of an :class:`AgentActivities` built from ``kwargs``."""
     acts = AgentActivities(**kwargs)
-    return [acts.model_turn, acts.tool_call]
+    return [acts.model_turn, acts.tool_batch]
 
 
-@workflow.defn(name="bindloop.AgentRun")
+# A bindloop error raised in the workflow (a model turn the loop refuses, a port contract broken)
+# fails the run, as it would end run_tool_loop anywhere else; any other exception fails only the
+# workflow task, which Temporal retries (a bug fixed by a redeploy).
+@workflow.defn(name="bindloop.AgentRun", failure_exception_types=[BindloopError])
 class AgentRunWorkflow:
     """One agent run; see the module docstring."""
 
@@ -187,6 +351,8 @@ class AgentRunWorkflow:
         self._sent = 0
         self._turns = 0
         self._calls = 0
+        self._batches = 0
+        self._served: dict[str, deque[ToolOutcome]] = {}
         self._cancelled = False
 
     @workflow.run
@@ -215,7 +381,7 @@ class AgentRunWorkflow:
         return AgentRunOutcome(stop_reason=stop_reason,
                                checkpoint=serialize_loop_checkpoint(final).decode(),
                                revision=final.revision, model_turns=self._turns,
-                               tool_calls=self._calls)
+                               tool_calls=self._calls, tool_batches=self._batches)
 
     async def _run_loop(self, cp: LoopCheckpoint, start: AgentRunInput,
                         tools: Sequence[ToolDefinition]) -> Any:
@@ -248,11 +414,12 @@ class AgentRunWorkflow:
     def _restore(self, cp: LoopCheckpoint, start: AgentRunInput,
                  tools: Sequence[ToolDefinition]) -> RestoredLoop:
         ident = cp.execution_id
+        run_id = workflow.info().run_id  # names this run's payload rows (see _temporal_payloads)
 
         async def call_model(messages: list[Any], offered: list[ToolDefinition]) -> ModelTurnResult:
             self._refuse_if_cancelled()
             fresh = messages[self._sent:]
-            chunk = f"{self._sent}-{len(messages)}" if fresh else ""
+            chunk = f"{run_id}:{self._sent}-{len(messages)}" if fresh else ""
             if fresh:
                 self._chunks.append(chunk)
                 self._sent = len(messages)
@@ -269,25 +436,48 @@ class AgentRunWorkflow:
                 result_type=str)
             return msgspec.json.decode(out, type=ModelTurnResult)
 
-        async def run_tool_call(call: ToolCall) -> ToolOutcome:
+        async def run_tool_batch(calls: Sequence[ToolCall],
+                                 run: BatchRunner) -> list[ToolOutcome]:
             self._refuse_if_cancelled()
-            self._calls += 1
+            batch = f"{run_id}-{self._batches}"
+            self._batches += 1
             out = await workflow.execute_activity(
-                "bindloop.tool_call",
-                ToolCallInput(execution_id=ident, call=msgspec.to_builtins(call)),
+                "bindloop.tool_batch",
+                ToolBatchInput(execution_id=ident, batch=batch,
+                               calls=[msgspec.to_builtins(c) for c in calls]),
                 start_to_close_timeout=timedelta(seconds=start.tool_timeout_s),
                 heartbeat_timeout=(None if start.heartbeat_timeout_s is None
                                    else timedelta(seconds=start.heartbeat_timeout_s)),
                 result_type=str)
-            return msgspec.json.decode(out, type=ToolOutcome)
+            outcomes = _OUTCOMES.decode(out)
+            if len(outcomes) != len(calls):
+                raise PortContractError(f"the tool batch activity answered {len(outcomes)} "
+                                        f"outcomes for {len(calls)} calls")
+            for call, outcome in zip(calls, outcomes):
+                self._served.setdefault(call.id, deque()).append(outcome)
+            # Through the loop's own runner, which serves what the activity answered: the
+            # loop's stats and rejections are those of an unwired loop that ran these calls.
+            return await run(calls)
 
-        return RestoredLoop(call_model=call_model, run_tool_call=run_tool_call,
+        def serve(call: ToolCall) -> ToolOutcome:
+            self._calls += 1
+            waiting = self._served.get(call.id)
+            if not waiting:
+                raise PortContractError(f"no outcome of the tool batch activity for call "
+                                        f"{call.id!r}")
+            outcome = waiting.popleft()
+            if not waiting:
+                del self._served[call.id]
+            return outcome
+
+        return RestoredLoop(call_model=call_model, run_tool_call=serve,
+                            run_tool_batch=run_tool_batch,
                             build_tools=lambda: list(tools),
                             now=lambda: workflow.time() * 1000.0,
                             ensure_not_cancelled=self._refuse_if_cancelled,
-                            is_fatal_tool_error=lambda e: isinstance(e, RunCancelledError),
+                            is_fatal_tool_error=lambda e: isinstance(e, (RunCancelledError,
+                                                                         PortContractError)),
                             capture_bindings=lambda: cp.bindings)
-
     def _check_input(self, answer: CheckpointReply | CheckpointWake) -> None:
         cp = self._checkpoint
         if cp is None:
@@ -328,6 +518,10 @@ def agent_worker(client: Any, *, task_queue: str, activities: list[Callable[...,
     """A ``temporalio.worker.Worker`` running :class:`AgentRunWorkflow` and ``activities``, with
     bindloop, msgspec and anyio passed through the workflow sandbox (they are deterministic and
     import-side-effect free; re-importing them per workflow would cost time for nothing)."""
+    # anyio loads its asyncio backend on the first task group; a batch's runner opens one inside
+    # the workflow, and a module first imported there is imported under the sandbox's
+    # restrictions, which refuse it (seen: a fresh worker replaying a two-call batch).
+    import anyio._backends._asyncio  # noqa: F401
     from temporalio.worker import Worker
     from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 

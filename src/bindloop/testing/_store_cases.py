@@ -515,8 +515,39 @@ async def with_limit_over_the_store_caps_calls_in_flight(stores: StoreHandles) -
     assert [await handles[1].enter("tenant:c", 2) for _ in range(3)] == [True, True, False]
 
 
+async def limit_slot_of_a_killed_holder_is_reclaimed_after_the_lease(stores: StoreHandles
+                                                                     ) -> None:
+    """The slot-lease case, a plain function (no pytest): handle ``a`` takes every slot, renews
+    once, then dies (never renews or leaves again): its slots stand for the lease after the last
+    renewal, then ``b`` gets them; a late ``leave`` of the dead holder frees nothing of ``b``'s.
+    The factory gets ``now`` and ``slot_lease_ms``."""
+    clock = ManualClock()
+    a = await stores.open(now=clock, slot_lease_ms=1_000.0)
+    b = await stores.open(now=clock, slot_lease_ms=1_000.0)
+    assert await a.enter("lease", 2) is True
+    assert await a.enter("lease", 2) is True
+    assert await b.enter("lease", 2) is False
+    clock.value += 600.0
+    await a.renew_slots()                           # the holder's heartbeat
+    clock.value += 600.0                            # past the first lease, not the renewed
+    assert await b.enter("lease", 2) is False
+    clock.value += 400.0                            # the renewed lease is over: a is dead
+    assert [await b.enter("lease", 2) for _ in range(3)] == [True, True, False]
+    await a.leave("lease")
+    await a.renew_slots()                           # a lapsed slot stays lapsed
+    assert await b.enter("lease", 2) is False
+    await b.leave("lease")
+    assert await b.enter("lease", 2) is True
+    clock.value += 900.0
+    await b.renew_slots()
+    clock.value += 900.0                            # b's renewal holds both its slots
+    assert await a.enter("lease", 2) is False
+    assert await a.enter("other", 1) is True        # leases are per key
+
+
 LIMIT_CASES: Mapping[str, Case] = _by_name(
     limit_windows_match_the_reference, limit_slots,
+    limit_slot_of_a_killed_holder_is_reclaimed_after_the_lease,
     limit_admits_are_atomic_under_concurrent_callers, limit_admits_are_atomic_across_processes,
     with_limit_over_the_store_caps_calls_in_flight)
 """The limit store cases by name."""

@@ -6,7 +6,9 @@ connection to the same database, file or namespace, so two handles see each othe
 taking only the keyword options the suite passes:
 
 - ``now``: the store's clock for receipt leases (milliseconds), passed by the lease tests;
-- ``max_checkpoint_bytes``: the size bound, passed by the size tests.
+- ``max_checkpoint_bytes``: the size bound, passed by the size tests;
+- ``slot_lease_ms``: how long a concurrency slot stands without a renewal (with ``now``), passed by
+  the slot-lease test.
 
 It may return the store or an awaitable of it. The fixture is function-scoped: give each test a
 fresh namespace (a new file, schema or key prefix). Handles are closed after the test through
@@ -53,6 +55,7 @@ import pytest
 from .._public import publish as _publish
 from . import _store_cases as cases, _token_cases as tokens
 from ._store_cases import (
+    limit_slot_of_a_killed_holder_is_reclaimed_after_the_lease as limit_slot_of_a_killed_holder_is_reclaimed_after_the_lease,
     CHECKPOINT_CASES as CHECKPOINT_CASES,
     LIMIT_CASES as LIMIT_CASES,
     RECEIPT_CASES as RECEIPT_CASES,
@@ -86,6 +89,7 @@ __all__ = (
     "TOKEN_CASES",
     "TokenStoreSuite",
     "checkpoint_at",
+    "limit_slot_of_a_killed_holder_is_reclaimed_after_the_lease",
     "race_admit",
     "race_claim",
     "race_enter",
@@ -193,6 +197,10 @@ class LimitStoreSuite(_Suite):
 
     async def test_limit_slots(self, stores: StoreHandles) -> None:
         await _run(cases.limit_slots, stores)
+
+    async def test_limit_slot_of_a_killed_holder_is_reclaimed_after_the_lease(
+            self, stores: StoreHandles) -> None:
+        await _run(cases.limit_slot_of_a_killed_holder_is_reclaimed_after_the_lease, stores)
 
     async def test_limit_admits_are_atomic_under_concurrent_callers(self, stores: StoreHandles) -> None:
         await _run(cases.limit_admits_are_atomic_under_concurrent_callers, stores)
