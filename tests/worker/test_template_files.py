@@ -46,11 +46,14 @@ def test_wrangler_config_matches_the_entry_module() -> None:
     cfg = wrangler()
     assert (WORKER / cfg["main"]).is_file()
     tree = ast.parse((WORKER / cfg["main"]).read_text())
-    # The Durable Object classes are defined in sessions.py and exported by the entry module.
-    imported = {a.name for n in tree.body if isinstance(n, ast.ImportFrom) and n.module == "sessions"
+    # The Durable Object classes are defined in sessions.py and limits.py and exported by the
+    # entry module.
+    homes = ("sessions", "limits")
+    imported = {a.name for n in tree.body if isinstance(n, ast.ImportFrom) and n.module in homes
                 for a in n.names}
-    sessions = ast.parse((WORKER / "src" / "sessions.py").read_text())
-    classes = {n.name for n in sessions.body if isinstance(n, ast.ClassDef)}
+    classes = {n.name for home in homes
+               for n in ast.parse((WORKER / "src" / f"{home}.py").read_text()).body
+               if isinstance(n, ast.ClassDef)}
     bindings = cfg["durable_objects"]["bindings"]
     assert bindings == [{"name": "SESSION", "class_name": "Session"},
                         {"name": "LIMITS", "class_name": "RateLimiter"}]

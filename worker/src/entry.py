@@ -60,7 +60,8 @@ from bindloop.session import (
 from frontends import ag_ui, ag_ui_stop, ag_ui_stream, api_chat, api_chat_stop, api_chat_stream
 from oauth_store import McpTokens
 from receipts import Receipts
-from sessions import RateLimiter, RunLog, Session, SessionStore, drive
+from limits import RateLimiter
+from sessions import RunLog, Session, SessionStore, drive
 from stores_kit_route import add_kit_routes
 from web import JSON_HEADERS, EventStream, Routes, json_response, read_json
 

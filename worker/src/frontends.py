@@ -67,7 +67,8 @@ from bindloop.protocols import (
     decode_ui_chat_request,
 )
 from replay import LogFollower, RecordedFrames, decode_fed, encode_fed, replay
-from sessions import RunLog, SessionStore, limit_store, wall_clock_ms
+from limits import limit_store, wall_clock_ms
+from sessions import RunLog, SessionStore
 from web import EventStream
 
 __all__ = ("ag_ui", "ag_ui_stop", "ag_ui_stream", "api_chat", "api_chat_stop", "api_chat_stream",

@@ -41,7 +41,8 @@ from bindloop.contracts import UserMessage
 from checkpoints import DurableCheckpointStore
 from oauth_store import DurableTokenStore
 from receipts import DurableReceiptStore
-from sessions import DurableLimitStore, SessionStore
+from limits import DurableLimitStore
+from sessions import SessionStore
 from web import Routes, json_response, read_json
 
 __all__ = ("add_kit_routes",)
