@@ -341,6 +341,17 @@ KEYS = st.text(min_size=8, max_size=40) | st.text(
     max_size=60)
 
 
+# The redaction's own wording and the failure type names: a key that is a piece of them (Hypothesis
+# found ``'<redacted>'`` and ``'Transpor'``) would "leak" through the very words that replace it.
+_OWN_WORDS = ("<redacted>", "<redacted \u2026", "<withheld: the text contained a credential>",
+              "TransportError", "ProviderHttpError", "RouteUnavailableError", "AttemptError",
+              "ConnectionError", "OSError", "ValueError")
+
+
+def _not_own_words(key: str) -> bool:
+    return not any(key in word for word in _OWN_WORDS)
+
+
 async def _outputs(wire: str, status: int, body: bytes, key: str, limit: int) -> list[str]:
     adapter = create_wire_adapter(wire)
     model = ModelAdapter(adapter, _ErrorTransport(status, body, adapter.auth_headers(key)),
@@ -366,6 +377,7 @@ def test_no_message_contains_the_key_whatever_the_body_embeds(
                        ensure_ascii=how == "json_ascii").encode()
             if shape == "json_message" else text.encode())
     # Only a key that is not a piece of the error's own wording can be asked for.
+    assume(_not_own_words(key))
     baseline = anyio.run(_outputs, wire, status, b"", key, limit)
     assume(not any(key in t for t in baseline))
     outputs = anyio.run(_outputs, wire, status, body, key, limit)
@@ -413,6 +425,7 @@ def test_no_transport_failure_shows_the_key(wire: str, key: str, how: str,
     error = kind(f"cannot send to {base}/x: {_embed(key, how)}")
     if in_query:
         error.__cause__ = OSError(f"GET {base} refused")
+    assume(_not_own_words(key))
     baseline = anyio.run(_transport_outputs, wire, kind("cannot send"), base, key)
     assume(not any(key in t for t in baseline))
     outputs = anyio.run(_transport_outputs, wire, error, base, key)
