@@ -75,6 +75,7 @@ from ._middleware import (
     ToolMiddleware as ToolMiddleware,
     ToolOutput as ToolOutput,
     ToolTurn as ToolTurn,
+    WrappedModel as WrappedModel,
     augment_model as augment_model,
 )
 from ._limits import (
@@ -182,6 +183,7 @@ __all__ = (
     "TurnDoneEvent",
     "TurnFailedEvent",
     "TurnStartEvent",
+    "WrappedModel",
     "as_agent_model",
     "augment_agent",
     "augment_model",

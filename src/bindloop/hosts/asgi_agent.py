@@ -38,6 +38,7 @@ from bindloop.agent import (
     TurnFailedEvent,
     ToolContext,
     ToolMiddleware,
+    WrappedModel,
     create_agent,
     equip_history,
     equip_tool,
@@ -48,12 +49,12 @@ from bindloop.agent import (
 from bindloop.completion import StreamEvent
 from bindloop.contracts import (
     Message,
+    ModelTurnResult,
     ToolError,
     ToolMessage,
     ToolOutcome,
     ToolResult,
     ToolSuspend,
-    TurnUsage,
     tool_error_message,
     tool_outcome_message,
 )
@@ -77,28 +78,16 @@ class _AnyArgs(msgspec.Struct):
     """A client-declared tool's arguments: the client validates them (the server never runs it)."""
 
 
-class PacedModel:
+class PacedModel(WrappedModel):
     """``inner`` with a pause of ``delay_s`` before each stream event: a provider's pace, for demos
-    and for tests that must act while a response is still streaming."""
+    and for tests that must act while a response is still streaming. Its extras are read through;
+    its own fold is hidden, so every turn streams at that pace."""
+
+    __slots__ = ("_delay",)
 
     def __init__(self, inner: AgentModel, delay_s: float) -> None:
-        self._inner = inner
         self._delay = delay_s
-        self.structured_output = getattr(inner, "structured_output", "tool")
-
-    @property
-    def id(self) -> str:
-        return self._inner.id
-
-    @property
-    def provider(self) -> str | None:
-        provider: str | None = getattr(self._inner, "provider", None)
-        return provider
-
-    def calculate_cost(self, usage: TurnUsage) -> dict[str, int]:
-        # Read through getattr: not every agent model shape carries a cost function.
-        cost = getattr(self._inner, "calculate_cost", None)
-        return {} if cost is None else dict(cost(usage))
+        super().__init__(inner)
 
     async def stream(self, messages: Sequence[Message],
                      options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
@@ -107,27 +96,22 @@ class PacedModel:
             yield event
 
 
-class _Counted:
-    """``inner`` as it is -- its optional extras passed on, its own fold (``complete_turn``)
-    too -- counting the turns started through it."""
+class _Counted(WrappedModel):
+    """``inner`` as it is -- its extras read through, its own fold (``complete_turn``) kept --
+    counting the turns started through it."""
+
+    __slots__ = ("_turns",)
 
     def __init__(self, inner: AgentModel, turns: _FedTurns) -> None:
-        self._inner = inner
         self._turns = turns
-        for name in ("provider", "price", "structured_output", "calculate_cost"):
-            if hasattr(inner, name):
-                setattr(self, name, getattr(inner, name))
-        own = getattr(inner, "complete_turn", None)
-        if own is not None:
-            async def complete_turn(*args: Any, **kwargs: Any) -> Any:
-                turns.started += 1
-                return await own(*args, **kwargs)
+        super().__init__(inner)
 
-            self.complete_turn = complete_turn
-
-    @property
-    def id(self) -> str:
-        return self._inner.id
+    async def _complete(self, messages: Sequence[Message], options: ModelStreamOptions,
+                        on_event: Callable[[StreamEvent], None] | None = None) -> ModelTurnResult:
+        self._turns.started += 1
+        result: ModelTurnResult = await self._inner.complete_turn(  # type: ignore[attr-defined]
+            messages, options, on_event)
+        return result
 
     async def stream(self, messages: Sequence[Message],
                      options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
