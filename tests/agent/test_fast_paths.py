@@ -206,3 +206,27 @@ async def test_a_tool_gets_the_same_context_on_the_plain_and_the_general_path(
                                 parameters=tool.parameters, input='{"q":"x"}', call_id="c7",
                                 agent_id="seer",  # a traced run's tools see its trace id
                                 trace_id="0" * 31 + "1" if traced else None)]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("traced", [False, True])
+async def test_a_tool_returning_no_outcome_is_named_on_the_plain_and_the_general_path(
+        traced: bool) -> None:
+    from bindloop.agent import create_agent, equip_instruction, equip_tool, prompt_chat, run_with
+    from bindloop.errors import PortContractError
+    from bindloop.plugins import define_tool
+    from bindloop.testing import final_answer, tool_call, tool_call_turn
+
+    async def sloppy(args: _Q, ctx: Any) -> Any:
+        return args.q  # a str, not a ToolResult
+
+    async def handler(_: None) -> str:
+        equip_instruction("go")
+        equip_tool(define_tool(name="sloppy", description="S", args=_Q, execute=sloppy))
+        return (await prompt_chat()).data
+
+    model = scripted_stream_model([tool_call_turn([tool_call("sloppy", {"q": "x"}, id="c7")]),
+                                   final_answer("done")])
+    with pytest.raises(PortContractError, match=r"'sloppy'.*returned str|returned str.*'sloppy'"):
+        await run_with(create_agent(id="a", handler=handler), model=model,
+                       event_bus=_Bus() if traced else None)

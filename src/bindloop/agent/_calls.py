@@ -64,14 +64,16 @@ class ToolPort:
     def is_final_call(self, call: ToolCall, outcome: ToolOutcome) -> bool:
         return call.name == self.output and outcome is _RECEIVED
 
-    def run_tool_call(self, call: ToolCall) -> Awaitable[ToolOutcome]:
-        """The loop's port. A plain function handing back the call's awaitable: on the common
-        path (nothing to replay, record or trace; a tool without middleware) that is the tool's
-        own coroutine, with no frame of ours around it."""
+    def run_tool_call(self, call: ToolCall) -> ToolOutcome | Awaitable[ToolOutcome]:
+        """The loop's port. A plain function handing back the call's outcome or awaitable: on
+        the common path (nothing to replay, record or trace; a tool without middleware) that is
+        what the tool body returned (:meth:`~bindloop.plugins.Tool.invoke`), with no frame of ours
+        around it."""
         tool = self.direct.get(call.name)
         if tool is not None:
+            # invoke, not execute: the driver awaits the body and the machine checks its outcome
             raw = call.arguments
-            return tool.execute(raw, ToolContext(tool.name, tool.description, tool.parameters,
+            return tool.invoke(raw, ToolContext(tool.name, tool.description, tool.parameters,
                                                  raw, call.id, self.agent_id, self.session_id,
                                                  self.trace_id))
         return self._call(call, self.tools.get(call.name))

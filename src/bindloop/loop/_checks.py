@@ -70,8 +70,10 @@ def _str_tuple(value: object, where: str) -> None:
         raise PortContractError(f"{where} must be a tuple of non-empty str, got {value!r}")
 
 
-def check_outcome(outcome: object, call_id: str, port: str = "run_tool_call") -> None:
-    """What ``port`` (``run_tool_call`` unless told) returned for ``call_id``."""
+def check_outcome(outcome: object, call_id: str, port: str = "run_tool_call",
+                  tool: str | None = None) -> None:
+    """What ``port`` (``run_tool_call`` unless told) returned for ``call_id`` (a call of
+    ``tool``, named in the message for an outcome of the wrong type when given)."""
     if (type(outcome) is ToolResult and type(outcome.content) is str
             and outcome.activate_plugins == () and outcome.activate_skills == ()):
         return  # the common outcome: text, no activation
@@ -91,7 +93,8 @@ def check_outcome(outcome: object, call_id: str, port: str = "run_tool_call") ->
             raise PortContractError(f"{where}: ToolSuspend.detail must be a str or None")
     else:
         raise PortContractError(
-            f"{port} returned {type(outcome).__name__} for call {call_id!r}; "
+            f"{port} returned {type(outcome).__name__} for call {call_id!r}"
+            f"{'' if tool is None else f' of tool {tool!r}'}; "
             "expected ToolResult, ToolError or ToolSuspend"
         )
 

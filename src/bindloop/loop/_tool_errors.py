@@ -59,7 +59,7 @@ def answer_outcome(call: ToolCall, answer: ToolAnswer) -> ToolOutcome:
     the machine applies it to every answer, and the loop's batch runner to the outcomes it hands
     ``run_tool_batch`` (``LoopMachine.outcome_of``)."""
     if isinstance(answer, ToolReturned):
-        check_outcome(answer.outcome, call.id)
+        check_outcome(answer.outcome, call.id, tool=call.name)
         return answer.outcome
     if isinstance(answer, ToolRaised):
         error = answer.error

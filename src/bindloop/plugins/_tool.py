@@ -52,7 +52,7 @@ class Tool(Generic[ArgsT, CtxT]):
     against the same type, so what the model is shown and what is accepted cannot drift.
     """
 
-    __slots__ = ("_execute", "args_type", "description", "name", "parameters")
+    __slots__ = ("_decode", "_execute", "args_type", "description", "name", "parameters")
 
     name: str
     description: str
@@ -66,6 +66,9 @@ class Tool(Generic[ArgsT, CtxT]):
         self.args_type = args_type
         self.parameters = parameters
         self._execute = execute
+        # JSON text straight into ``args_type``: one decode, no intermediate dict (see
+        # parse_arguments for why it accepts exactly what the documented reader does).
+        self._decode = msgspec.json.Decoder(args_type).decode
 
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r}, args_type={self.args_type.__name__})"
@@ -76,15 +79,36 @@ class Tool(Generic[ArgsT, CtxT]):
 
         ``raw`` is read by :func:`bindloop.plugins.read_tool_arguments`, the one argument reader
         (``""`` and ``None`` are ``{}``; ``NaN``, ``1e999``, non-UTF-8 bytes and non-objects are
-        refused), then validated against ``args_type``."""
+        refused), then validated against ``args_type`` as JSON is: object keys of a
+        ``dict[int, ...]`` field read as the numbers they spell (JSON keys are always strings)."""
+        if type(raw) is str and raw:
+            # The common case, decoded straight into args_type. msgspec's typed decode refuses
+            # everything the reader refuses (NaN, numbers out of range, lone surrogates, deep
+            # nesting, non-objects) and gives equal values for the rest; anything it refuses
+            # takes the path below, whose verdict and message stay the documented ones.
+            try:
+                return self._decode(raw)
+            except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
+                pass
         parsed = read_tool_arguments(raw)
         if not isinstance(parsed, ParsedArguments):
             return ToolError(error=f"Invalid arguments for {self.name}: {parsed.detail}",
                              kind="validation")
         try:
-            return msgspec.convert(parsed.arguments, type=self.args_type)
+            return msgspec.convert(parsed.arguments, type=self.args_type, str_keys=True)
         except msgspec.ValidationError as exc:
             return ToolError(error=f"Invalid arguments for {self.name}: {exc}", kind="validation")
+
+    def invoke(self, raw: RawArguments, ctx: CtxT) -> ToolOutcome | Awaitable[ToolOutcome]:
+        """Parse ``raw`` and start the tool body: a bad argument comes back as the ``validation``
+        :class:`ToolError` itself, else whatever the body returned — its awaitable not awaited
+        and its outcome not checked. For a caller that awaits and checks the outcome itself, as
+        the tool loop's driver does (``run_tool_call`` may return a value or an awaitable); every
+        other caller wants :meth:`execute`."""
+        parsed = self.parse_arguments(raw)
+        if type(parsed) is ToolError:
+            return parsed
+        return self._execute(parsed, ctx)  # type: ignore[arg-type]  # not a ToolError: ArgsT
 
     async def execute(self, raw: RawArguments, ctx: CtxT) -> ToolOutcome:
         """Parse ``raw`` and run the tool with a typed instance.
@@ -99,10 +123,7 @@ class Tool(Generic[ArgsT, CtxT]):
         PortContractError
             When the tool body returns something other than a ToolResult / ToolError / ToolSuspend.
         """
-        parsed = self.parse_arguments(raw)
-        if isinstance(parsed, ToolError):
-            return parsed
-        value = self._execute(parsed, ctx)
+        value = self.invoke(raw, ctx)
         outcome = await value if isawaitable(value) else value
         if not isinstance(outcome, _OUTCOMES):
             raise PortContractError(
