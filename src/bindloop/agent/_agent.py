@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Generic, TypeVar
 
 import anyio
@@ -98,19 +98,26 @@ class Agent(Generic[P, R]):
             return found
         return model
 
-    async def __call__(self, props: P = None) -> R:  # type: ignore[assignment]
+    def __call__(self, props: P = None) -> Coroutine[Any, Any, R]:  # type: ignore[assignment]
+        """``await agent(props)``: inside a run (or another agent) a sub-agent of the current
+        frame, else the root of an implicit run. Which one is decided here, when it is called."""
         parent = optional_frame()
         if parent is None:
-            # An implicit run: this call is its root and hosts its background consumers.
-            run = _implicit_run()
-            token = enter(run.root)
-            try:
-                return await hosting(run, lambda: self._call(run.root, props))
-            finally:
-                leave(token)
-        return await self._call(parent, props)
+            return self._implicit(props)
+        return self._call(parent, props)
+
+    async def _implicit(self, props: P) -> R:
+        # An implicit run: this call is its root and hosts its background consumers.
+        run = _implicit_run()
+        token = enter(run.root)
+        try:
+            return await hosting(run, lambda: self._call(run.root, props))
+        finally:
+            leave(token)
 
     async def _call(self, parent: Frame, props: P) -> R:
+        """One invocation: a fresh frame, then one generation per ``reborn()``. One coroutine
+        for all of it, the handler called inline (each layer of ``await`` is paid on every run)."""
         run = parent.run
         index = parent.child_count
         parent.child_count += 1
@@ -124,97 +131,96 @@ class Agent(Generic[P, R]):
         if run.enable_snapshot:
             parent.children.append(frame)
         tracer = run.tracer
-        name = f"invoke_agent {self.id}"
-        if tracer.enabled:
-            frame.span = tracer.start(name, parent.span, {
+        traced = tracer.enabled
+        if traced:
+            frame.span = tracer.start(f"invoke_agent {self.id}", parent.span, {
                 "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": self.id,
                 "gen_ai.agent.id": self.id, "bindloop.frame.path": list(frame.path)})
+        agent_span = frame.span
         token = enter(frame)
         try:
-            result = await self._generations(frame, props)
+            generation = 0
+            while True:
+                if generation > self.max_reborns:
+                    raise RebornLimitExceededError(
+                        f"agent {self.id!r} returned reborn() {generation} times (max_reborns="
+                        f"{self.max_reborns}); if a counter decides when to stop, keep it in "
+                        "equip_memory (handler locals reset every generation), or raise "
+                        "max_reborns")
+                frame.generation = gen = Generation(generation)
+                span = None
+                if traced:
+                    span = frame.span = tracer.start(
+                        "bindloop.generation", agent_span,
+                        {"bindloop.generation.index": generation, "gen_ai.agent.name": self.id})
+                try:
+                    try:
+                        if self.middleware:
+                            result = await self._through_middleware(props, generation)
+                        else:
+                            result = self._finished(await self._started(self.handler(props)))
+                    except anyio.get_cancelled_exc_class():
+                        raise
+                    except BaseException as exc:
+                        if gen.consumers:  # the generation closes: its awaited consumers end too
+                            await close_consumers(gen.consumers, exc)
+                        raise
+                    if gen.consumers:
+                        await close_consumers(gen.consumers, None)
+                except BaseException as exc:
+                    if span is not None:
+                        tracer.end(span, "bindloop.generation", error=exc)
+                    raise
+                finally:
+                    frame.span = agent_span
+                if span is not None:
+                    tracer.end(span, "bindloop.generation",
+                               {"bindloop.reborn": isinstance(result, Reborn)})
+                if isinstance(result, Reborn):
+                    generation += 1
+                    continue
+                break
         except BaseException as exc:
-            if tracer.enabled and frame.span is not None:
-                tracer.end(frame.span, name, error=exc)
+            if traced and agent_span is not None:
+                tracer.end(agent_span, f"invoke_agent {self.id}", error=exc)
             raise
         finally:
             frame.generation = None
             leave(token)
-        if tracer.enabled and frame.span is not None:
-            tracer.end(frame.span, name)
+        if traced and agent_span is not None:
+            tracer.end(agent_span, f"invoke_agent {self.id}")
+        return result  # type: ignore[no-any-return]  # not a Reborn: the loop went on
+
+    def _started(self, out: object) -> Awaitable[Any]:
+        """What the handler returned, checked: it must be awaitable."""
+        if not inspect.isawaitable(out):
+            raise PortContractError(
+                f"agent {self.id!r}: the handler returned {type(out).__name__}, not an "
+                "awaitable; define it with `async def handler(props): ...`")
+        return out
+
+    def _finished(self, result: Any) -> Any:
+        """What the awaited handler gave, checked: a coroutine means an ``await`` is missing."""
+        if inspect.iscoroutine(result):
+            result.close()  # never run: no "was never awaited" warning at exit
+            raise UsageError(
+                f"agent {self.id!r}: the handler returned a coroutine "
+                f"({getattr(result, '__qualname__', 'coroutine')}) instead of a result: an "
+                "`await` is missing, e.g. `return prompt_chat()` must be "
+                "`return await prompt_chat()`")
         return result
 
-    async def _generations(self, frame: Frame, props: P) -> R:
-        tracer = frame.run.tracer
-        agent_span = frame.span
-        index = 0
-        while True:
-            if index > self.max_reborns:
-                raise RebornLimitExceededError(
-                    f"agent {self.id!r} returned reborn() {index} times (max_reborns="
-                    f"{self.max_reborns}); if a counter decides when to stop, keep it in "
-                    "equip_memory (handler locals reset every generation), or raise max_reborns")
-            frame.generation = gen = Generation(index)
-            span = None
-            if tracer.enabled:
-                span = tracer.start("bindloop.generation", agent_span,
-                                    {"bindloop.generation.index": index,
-                                     "gen_ai.agent.name": self.id})
-                frame.span = span
-            try:
-                try:
-                    result = await self._one_generation(frame, props, index)
-                except anyio.get_cancelled_exc_class():
-                    raise
-                except BaseException as exc:
-                    if gen.consumers:  # the generation closes: its awaited consumers end too
-                        await close_consumers(gen.consumers, exc)
-                    raise
-                if gen.consumers:
-                    await close_consumers(gen.consumers, None)
-            except BaseException as exc:
-                if span is not None:
-                    tracer.end(span, "bindloop.generation", error=exc)
-                raise
-            finally:
-                frame.span = agent_span
-            if span is not None:
-                tracer.end(span, "bindloop.generation",
-                           {"bindloop.reborn": isinstance(result, Reborn)})
-            if isinstance(result, Reborn):
-                index += 1
-                continue
-            return result
-
-    async def _one_generation(self, frame: Frame, props: P, index: int) -> R | Reborn:
-        handler = self.handler
-
-        async def run_handler() -> Any:
-            out = handler(props)
-            if not inspect.isawaitable(out):
-                raise PortContractError(
-                    f"agent {self.id!r}: the handler returned {type(out).__name__}, not an "
-                    "awaitable; define it with `async def handler(props): ...`")
-            result = await out
-            if inspect.iscoroutine(result):
-                result.close()  # never run: no "was never awaited" warning at exit
-                raise UsageError(
-                    f"agent {self.id!r}: the handler returned a coroutine "
-                    f"({getattr(result, '__qualname__', 'coroutine')}) instead of a result: an "
-                    "`await` is missing, e.g. `return prompt_chat()` must be "
-                    "`return await prompt_chat()`")
-            return result
-
-        if not self.middleware:
-            return await run_handler()  # type: ignore[no-any-return]
+    async def _through_middleware(self, props: P, index: int) -> Any:
         ctx = AgentMiddlewareContext(agent_id=self.id, props=props, generation=index)
         layers = self.middleware
+        handler = self.handler
 
         async def step(i: int) -> Any:
             if i == len(layers):
-                return await run_handler()
+                return self._finished(await self._started(handler(props)))
             return await layers[i].handler(ctx, lambda: step(i + 1))
 
-        return await step(0)  # type: ignore[no-any-return]
+        return await step(0)
 
 
 def _check_int(name: str, value: object, minimum: int) -> int:

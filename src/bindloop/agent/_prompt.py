@@ -250,12 +250,14 @@ async def drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Pos
     raise RunCancelledError(f"agent {frame.agent_id!r}: the prompt was aborted ({reason})")
 
 
-async def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
-                      max_turn_steps: int, max_total_turns: int | None,
-                      text_sink: TurnStreamSink | None, hook: str,
-                      additional_options: Mapping[str, Any] | None,
-                      on_checkpoint: SaveFn | None = None,
-                      secret: bytes | str | None = None) -> tuple[Any, ChatResult | None]:
+def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
+                max_turn_steps: int, max_total_turns: int | None,
+                text_sink: TurnStreamSink | None, hook: str,
+                additional_options: Mapping[str, Any] | None,
+                on_checkpoint: SaveFn | None = None,
+                secret: bytes | str | None = None) -> Awaitable[tuple[Any, ChatResult | None]]:
+    """The prompt's position and streams set up (a bad argument raises here), and the awaitable
+    of its run: :func:`drive` itself when nothing watches the stream."""
     total = budgets(max_turn_steps, max_total_turns, frame.max_retries)
     initial = _messages(frame, gen, hook)
     text = None
@@ -273,10 +275,11 @@ async def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
                      secret=secret)
 
     def finish(ok: bool) -> None:
-        if text is not None:
-            text.finish("succeeded" if ok else "failed")
+        assert text is not None
+        text.finish("succeeded" if ok else "failed")
 
-    return await with_consumers(frame.run, gen.streams, body, finish, gen.consumers)
+    return with_consumers(frame.run, gen.streams, body, None if text is None else finish,
+                          gen.consumers)
 
 
 @overload

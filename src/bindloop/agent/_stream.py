@@ -233,17 +233,27 @@ async def close_consumers(pending: list[ConsumerTask], failure: BaseException | 
 R = TypeVar("R")
 
 
-async def with_consumers(run: RunState, consumers: list[StreamConsumer],
-                         body: Callable[[StreamHub | None], Awaitable[R]],
-                         on_end: Callable[[bool], None] | None = None,
-                         pending: list[ConsumerTask] | None = None) -> R:
+def with_consumers(run: RunState, consumers: list[StreamConsumer],
+                   body: Callable[[StreamHub | None], Awaitable[R]],
+                   on_end: Callable[[bool], None] | None = None,
+                   pending: list[ConsumerTask] | None = None) -> Awaitable[R]:
     """Run ``body(hub)`` with a generation's stream ``consumers``; the hub is closed (every
     consumer sees its end) however ``body`` ends, after ``on_end(ok)``. Without consumers there is
-    no hub: a prompt nobody watches pays nothing for streaming. Inside a run the consumers are
+    no hub: a prompt nobody watches pays nothing for streaming (and without ``on_end`` either, the
+    awaitable is ``body(None)`` itself). Inside a run the consumers are
     tasks of the run root's task group and the prompt returns without waiting for them: the
     awaited ones are added to ``pending`` (the generation's, waited for by
     :func:`close_consumers` when it closes). Outside one (no root task group) the prompt hosts
     them in a task group of its own and waits; a consumer's exception is re-raised as itself."""
+    if not consumers and on_end is None:
+        return body(None)
+    return _with_consumers(run, consumers, body, on_end, pending)
+
+
+async def _with_consumers(run: RunState, consumers: list[StreamConsumer],
+                          body: Callable[[StreamHub | None], Awaitable[R]],
+                          on_end: Callable[[bool], None] | None,
+                          pending: list[ConsumerTask] | None) -> R:
     background = run.background
     if not consumers or background is not None:
         hub = None if not consumers else StreamHub(consumers, None, background,
