@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+from types import CoroutineType
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -193,7 +194,7 @@ class Agent(Generic[P, R]):
 
     def _started(self, out: object) -> Awaitable[Any]:
         """What the handler returned, checked: it must be awaitable."""
-        if not inspect.isawaitable(out):
+        if type(out) is not CoroutineType and not inspect.isawaitable(out):
             raise PortContractError(
                 f"agent {self.id!r}: the handler returned {type(out).__name__}, not an "
                 "awaitable; define it with `async def handler(props): ...`")
@@ -201,7 +202,7 @@ class Agent(Generic[P, R]):
 
     def _finished(self, result: Any) -> Any:
         """What the awaited handler gave, checked: a coroutine means an ``await`` is missing."""
-        if inspect.iscoroutine(result):
+        if isinstance(result, CoroutineType):
             result.close()  # never run: no "was never awaited" warning at exit
             raise UsageError(
                 f"agent {self.id!r}: the handler returned a coroutine "

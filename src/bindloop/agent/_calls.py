@@ -48,15 +48,21 @@ class ToolPort:
         self.output = output
         self.context = context
         self.done: list[ToolTurn] = []  # the finished rounds (ToolCallLoopContext.tool_turns)
-        self.tools: dict[str, tuple[AgentTool, Any]] = {t.name: (t, mw) for t, mw in gen.tools}
         run = frame.run
         self.tracer = run.tracer
         self.recording = recording
         # Nothing to replay, record or trace: a tool without middleware is called straight.
         plain = not recording and not run.tracer.enabled
-        self.direct: dict[str, Tool[Any, Any]] = {
-            name: t.tool for name, (t, mw) in self.tools.items()
-            if plain and not mw and not t.middleware}
+        tools: dict[str, tuple[AgentTool, Any]] = {}
+        direct: dict[str, Tool[Any, Any]] = {}
+        for entry in gen.tools:  # one pass: this runs once per prompt
+            t, mw = entry
+            name = t.name
+            tools[name] = entry
+            if plain and not mw and not t.middleware:
+                direct[name] = t.tool
+        self.tools = tools
+        self.direct = direct
         self.agent_id, self.session_id, self.trace_id = frame.agent_id, run.session_id, \
             run.trace_id
         self.gate = gate

@@ -10,7 +10,7 @@ are spent (:class:`~bindloop.errors.StructuredOutputError`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from .._awaitable import resolve
@@ -94,8 +94,10 @@ class Reasks:
             "and re-asks together) without an accepted answer; raise max_total_turns",
             max_total_turns=total)
 
-    async def __call__(self, turn: ModelTurnResult) -> list[Message] | None:
-        """The loop's ``on_turn_would_end``: ``None`` accepts ``turn``, a re-ask continues."""
+    def __call__(self, turn: ModelTurnResult) -> list[Message] | None | Awaitable[
+            list[Message] | None]:
+        """The loop's ``on_turn_would_end``: ``None`` accepts ``turn``, a re-ask continues (an
+        awaitable of the verdict when validators are equipped: they may be async)."""
         source = answer_source(turn, self.output)
         value: Any = source
         problem: str | None = None
@@ -106,7 +108,14 @@ class Reasks:
             except InvalidOutputError as exc:
                 problem = exc.reason
         if problem is None and self.gen.validators:
-            problem = await validate(self.gen, value)
+            return self._validated(source, value)
+        return self._verdict(source, value, problem)
+
+    async def _validated(self, source: str, value: Any) -> list[Message] | None:
+        return self._verdict(source, value, await validate(self.gen, value))
+
+    def _verdict(self, source: str, value: Any, problem: str | None) -> list[Message] | None:
+        spec = self.spec
         if problem is None:
             self.value = value
             return None

@@ -66,7 +66,7 @@ async def run_with(fn: Callable[..., Awaitable[R]], *, initial_props: Any = _UNS
     if session_id is not None and not isinstance(session_id, str):
         raise UsageError(f"run_with(session_id=) must be a string or None, got {session_id!r}")
     registry = {}
-    for key, value in (model_registry or {}).items():
+    for key, value in (model_registry.items() if model_registry else ()):
         if not isinstance(key, str):
             raise UsageError(f"run_with(model_registry=): key {key!r} is not a string")
         registry[key] = as_agent_model(value)
@@ -75,7 +75,7 @@ async def run_with(fn: Callable[..., Awaitable[R]], *, initial_props: Any = _UNS
         snap = snapshot if isinstance(snapshot, AgentSnapshot) else parse_snapshot(snapshot)
     tracer = Tracer(event_bus, trace)
     traced = tracer.enabled or trace is not None and trace.trace_id is not None
-    run = RunState(providers=dict(providers or {}),
+    run = RunState(providers={} if providers is None else dict(providers),
                    model=None if model is None else as_agent_model(model), registry=registry,
                    enable_snapshot=bool(enable_snapshot), signal=signal, tracer=tracer,
                    replay=None if snap is None else ReplayCursor(snap.root),

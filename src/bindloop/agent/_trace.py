@@ -9,7 +9,7 @@ the tool outcome) that :func:`~bindloop.agent.restore_snapshot` rebuilds a snaps
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 import msgspec
 
@@ -49,6 +49,9 @@ class TraceOptions(msgspec.Struct, frozen=True, kw_only=True):
     attributes: dict[str, Any] = {}
 
 
+_FIRST_TRACE_ID: Final = "0" * 31 + "1"
+
+
 class Tracer:
     """Mints span ids and emits events; inert (``enabled`` false) without an event bus."""
 
@@ -57,10 +60,12 @@ class Tracer:
     def __init__(self, bus: TraceEmitter | None, options: TraceOptions | None) -> None:
         self._bus = bus
         self.enabled = bus is not None
-        opts = options or TraceOptions()
-        self.trace_id = opts.trace_id or "0" * 31 + "1"
-        self.parent = opts.parent_span_id
-        self.attributes = dict(opts.attributes)
+        if options is None:  # every untraced run: no options object to build and read
+            self.trace_id, self.parent, self.attributes = _FIRST_TRACE_ID, None, {}
+        else:
+            self.trace_id = options.trace_id or _FIRST_TRACE_ID
+            self.parent = options.parent_span_id
+            self.attributes = dict(options.attributes)
         self._seq = 0
         self._next_span = 0
 

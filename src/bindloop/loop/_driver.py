@@ -254,7 +254,8 @@ async def run_tool_loop(
             send(Settled(await _resolve(p.on_step_settled(effect.would_end))))
         elif kind is AskNudge:
             assert isinstance(effect, AskNudge) and p.on_turn_would_end is not None
-            send(Nudged(await _resolve(p.on_turn_would_end(effect.turn))))
+            nudge: Any = p.on_turn_would_end(effect.turn)  # every prompt's last turn: inline
+            send(Nudged(await nudge if isawaitable(nudge) else nudge))
         elif kind is Compact:
             assert p.compact is not None
             started = now()
