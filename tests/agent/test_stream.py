@@ -314,3 +314,71 @@ async def test_awaited_and_fire_and_forget_consumers_together() -> None:
 
     assert await create_agent(id="ff", handler=handler, model=model)(None) == "x"
     assert seen == {"awaited": 1, "detached": 1}
+
+
+async def test_cancelling_the_run_cancels_the_consumers_it_hosts() -> None:
+    """A fire-and-forget consumer still running when the run is cancelled is cancelled with it
+    (its cleanup runs) and run_with does not return before it finished."""
+    from bindloop.agent import run_with
+
+    model = scripted_stream_model([final_answer("x")])
+    log: list[str] = []
+
+    async def ui(stream: Any) -> None:
+        async for _ in stream:
+            pass
+        try:
+            await anyio.sleep_forever()
+        finally:
+            log.append("consumer cancelled")
+
+    async def handler(_: None) -> str:
+        equip_instruction("q")
+        on_stream(ui, await_on_end=False)
+        return (await prompt_chat()).data
+
+    async def root() -> str:
+        out = await create_agent(id="ff", handler=handler, model=model)(None)
+        log.append("agent returned")
+        await anyio.sleep_forever()
+        return out
+
+    with anyio.fail_after(5):
+        with anyio.move_on_after(0.1) as scope:
+            await run_with(root)
+        log.append("run_with left")
+    assert scope.cancelled_caught
+    assert log == ["agent returned", "consumer cancelled", "run_with left"]
+
+
+async def test_a_run_nobody_watches_never_yields_to_the_event_loop(anyio_backend: str) -> None:
+    """On asyncio the root hosts consumers as tasks started on demand: a run without any opens no
+    task group, so a run whose model and tools never wait does not give the loop a turn (an
+    empty anyio task group's exit would)."""
+    from bindloop.agent import ModelStreamOptions, run_with
+    from bindloop.completion import StreamEvent
+
+    if anyio_backend != "asyncio":
+        pytest.skip("the root opens an anyio task group on other backends")
+    import asyncio
+
+    class Instant:
+        id, provider, structured_output = "instant", "test", "json_schema"
+
+        async def stream(self, messages: Any, options: ModelStreamOptions) -> Any:
+            event: StreamEvent
+            for event in (TextEvent(content='{"answer": "a", "score": 1}'),
+                          FinishEvent(finish_reason="stop")):
+                yield event
+
+    async def handler(_: None) -> Answer:
+        equip_instruction("q")
+        return await prompt_agent(Answer)
+
+    ran: list[int] = []
+    asyncio.get_running_loop().call_soon(ran.append, 1)
+    out = await run_with(create_agent(id="still", handler=handler), model=Instant())
+    assert out == Answer(answer="a", score=1)
+    assert ran == []  # nothing else ran while the run did
+    await anyio.sleep(0)
+    assert ran == [1]

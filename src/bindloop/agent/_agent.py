@@ -13,8 +13,8 @@ import anyio
 
 from ..errors import PortContractError, UsageError
 from ._errors import ModelRegistryNotFoundError, RebornLimitExceededError
-from ._context import Frame, Generation, RunState, current_frame, enter, hosting, leave, \
-    optional_frame
+from ._context import Frame, Generation, RunState, current_frame, enter, leave, optional_frame
+from ._host import hosting
 from ._middleware import (
     AgentMiddleware,
     AgentMiddlewareContext,

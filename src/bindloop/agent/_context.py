@@ -9,12 +9,9 @@ inherit a copy.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, TypeVar
-
-import anyio
-from anyio.abc import TaskGroup
+from typing import TYPE_CHECKING, Any
 
 from ..contracts import Message, RunStats
 from ._errors import AfterPromptAgentError, NoAgentContextError
@@ -22,6 +19,7 @@ from ..signal import AbortSignal
 from ._snapshot import Journal
 
 if TYPE_CHECKING:
+    from ._host import ConsumerHost
     from ._observe import ToolErrorHook
     from ._middleware import ToolCallLoopMiddleware, ToolMiddleware
     from ._model import AgentModel
@@ -33,7 +31,6 @@ if TYPE_CHECKING:
 
 __all__ = (
     "Frame",
-    "hosting",
     "Generation",
     "RunState",
     "current_frame",
@@ -66,10 +63,10 @@ class RunState:
         self.tracer = tracer
         self.replay = replay
         self.root = Frame(run=self, agent_id=None, parent=None, path=())
-        # The task group of the run's root (run_with, or the outermost agent call of an implicit
-        # run) that hosts ``on_stream(..., await_on_end=False)`` consumers past their prompt, and
-        # what those consumers raised (re-raised once the root is done).
-        self.background: TaskGroup | None = None
+        # The run's root (run_with, or the outermost agent call of an implicit run) as the host
+        # of the ``on_stream`` consumers past their prompt (see ``_host``), and what the
+        # fire-and-forget ones raised (re-raised once the root is done).
+        self.background: ConsumerHost | None = None
         self.background_errors: list[BaseException] = []
 
 
@@ -170,33 +167,6 @@ def draft_generation(hook: str) -> tuple[Frame, Generation]:
             f"hooks shape the prompt, so call {hook}() before the prompt (or return reborn() and "
             "call it in the next generation)")
     return frame, generation
-
-
-R = TypeVar("R")
-
-
-async def hosting(run: RunState, body: Callable[[], Awaitable[R]]) -> R:
-    """Run ``body()`` as the root of ``run``, hosting its fire-and-forget stream consumers.
-
-    The root returns once ``body`` has and every such consumer finished (no task outlives the
-    run). ``body``'s own exception is re-raised as it is (never wrapped in an exception group);
-    else the first exception a background consumer raised."""
-    result: list[R] = []
-    failure: BaseException | None = None
-    async with anyio.create_task_group() as tg:
-        run.background = tg
-        try:
-            result.append(await body())
-        except anyio.get_cancelled_exc_class():
-            raise
-        except BaseException as exc:  # re-raised outside the task group, never wrapped
-            failure = exc
-    run.background = None
-    if failure is not None:
-        raise failure
-    if run.background_errors:
-        raise run.background_errors[0]
-    return result[0]
 
 
 def enter(frame: Frame) -> Any:

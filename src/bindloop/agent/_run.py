@@ -12,7 +12,8 @@ from ..errors import UsageError
 from ..session import CheckpointFormatError
 from ._errors import NoAgentContextError, SnapshotDisabledError
 from ..signal import AbortSignal
-from ._context import Frame, RunState, enter, hosting, leave, optional_frame
+from ._context import Frame, RunState, enter, leave, optional_frame
+from ._host import hosting
 from ._observe import ToolErrorHook
 from ._model import as_agent_model
 from ._snapshot import (

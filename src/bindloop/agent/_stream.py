@@ -21,6 +21,7 @@ from ..signal import AbortSignal
 
 if TYPE_CHECKING:
     from ._context import RunState
+    from ._host import ConsumerHost
 
 __all__ = (
     "AgentEvent",
@@ -134,7 +135,7 @@ class ConsumerTask:
 class StreamHub:
     """The multicast of one prompt: :meth:`emit` copies each event to every consumer's buffer.
 
-    With the run root's task group (``background``, always there inside a run) every consumer runs
+    With the run root's host (``background``, always there inside a run) every consumer runs
     there: the prompt never waits for one. An awaited consumer (``await_on_end=True``) gets a
     :class:`ConsumerTask` in ``pending``, which its generation waits for when it closes; what a
     fire-and-forget one raises is appended to ``errors`` for the run's root to re-raise. Without
@@ -144,7 +145,7 @@ class StreamHub:
     __slots__ = ("_sends",)
 
     def __init__(self, consumers: list[StreamConsumer], tg: TaskGroup | None,
-                 background: TaskGroup | None = None,
+                 background: ConsumerHost | None = None,
                  errors: list[BaseException] | None = None,
                  pending: list[ConsumerTask] | None = None) -> None:
         self._sends: list[MemoryObjectSendStream[AgentStreamEvent]] = []
@@ -241,9 +242,9 @@ def with_consumers(run: RunState, consumers: list[StreamConsumer],
     consumer sees its end) however ``body`` ends, after ``on_end(ok)``. Without consumers there is
     no hub: a prompt nobody watches pays nothing for streaming (and without ``on_end`` either, the
     awaitable is ``body(None)`` itself). Inside a run the consumers are
-    tasks of the run root's task group and the prompt returns without waiting for them: the
+    tasks the run's root hosts and the prompt returns without waiting for them: the
     awaited ones are added to ``pending`` (the generation's, waited for by
-    :func:`close_consumers` when it closes). Outside one (no root task group) the prompt hosts
+    :func:`close_consumers` when it closes). Outside one (no root host) the prompt hosts
     them in a task group of its own and waits; a consumer's exception is re-raised as itself."""
     if not consumers and on_end is None:
         return body(None)
