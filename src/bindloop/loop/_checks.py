@@ -70,13 +70,12 @@ def _str_tuple(value: object, where: str) -> None:
         raise PortContractError(f"{where} must be a tuple of non-empty str, got {value!r}")
 
 
-def check_outcome(outcome: object, call_id: str, port: str = "run_tool_call",
-                  tool: str | None = None) -> None:
-    """What ``port`` (``run_tool_call`` unless told) returned for ``call_id`` (a call of
-    ``tool``, named in the message for an outcome of the wrong type when given)."""
+def check_outcome(outcome: object, call: ToolCall, port: str = "run_tool_call") -> None:
+    """What ``port`` (``run_tool_call`` unless told) returned for ``call``."""
     if (type(outcome) is ToolResult and type(outcome.content) is str
             and outcome.activate_plugins == () and outcome.activate_skills == ()):
         return  # the common outcome: text, no activation
+    call_id = call.id
     where = f"{port}({call_id!r})"
     if isinstance(outcome, ToolResult):
         check_content(outcome.content, f"{where}.content")
@@ -93,9 +92,8 @@ def check_outcome(outcome: object, call_id: str, port: str = "run_tool_call",
             raise PortContractError(f"{where}: ToolSuspend.detail must be a str or None")
     else:
         raise PortContractError(
-            f"{port} returned {type(outcome).__name__} for call {call_id!r}"
-            f"{'' if tool is None else f' of tool {tool!r}'}; "
-            "expected ToolResult, ToolError or ToolSuspend"
+            f"{port} returned {type(outcome).__name__} for call {call_id!r} of tool "
+            f"{call.name!r}; expected ToolResult, ToolError or ToolSuspend"
         )
 
 
@@ -108,7 +106,7 @@ def check_batch_outcomes(outcomes: object, calls: Sequence[ToolCall]) -> Sequenc
         raise PortContractError(f"run_tool_batch returned {got} for {len(calls)} calls; "
                                 "expected one ToolOutcome per call, in order")
     for outcome, call in zip(outcomes, calls):
-        check_outcome(outcome, call.id, "run_tool_batch")
+        check_outcome(outcome, call, "run_tool_batch")
     return outcomes
 
 

@@ -395,7 +395,7 @@ class LoopMachine(MachineProtocol):
         call = self._calls[i]
         if type(answer) is ToolReturned:  # the common answer, without the two calls below
             outcome = answer.outcome
-            check_outcome(outcome, call.id, tool=call.name)
+            check_outcome(outcome, call)
             self._ledger.tool_call(call.name, answer.ms)
         else:
             outcome = answer_outcome(call, answer)

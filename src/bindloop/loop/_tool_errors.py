@@ -59,7 +59,7 @@ def answer_outcome(call: ToolCall, answer: ToolAnswer) -> ToolOutcome:
     the machine applies it to every answer, and the loop's batch runner to the outcomes it hands
     ``run_tool_batch`` (``LoopMachine.outcome_of``)."""
     if isinstance(answer, ToolReturned):
-        check_outcome(answer.outcome, call.id, tool=call.name)
+        check_outcome(answer.outcome, call)
         return answer.outcome
     if isinstance(answer, ToolRaised):
         error = answer.error
@@ -67,6 +67,6 @@ def answer_outcome(call: ToolCall, answer: ToolAnswer) -> ToolOutcome:
             raise PortContractError(
                 f"ToolRaised for call {call.id!r} carries {type(error).__name__}; expected the "
                 "ToolError the model reads (tool_exception_error's)")
-        check_outcome(error, call.id, "format_tool_exception")
+        check_outcome(error, call, "format_tool_exception")
         return error
     return ToolError(error=str(AbortedToolCallError(call.id, answer.reason)), kind="not_run")
