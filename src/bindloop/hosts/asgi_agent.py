@@ -70,6 +70,7 @@ from bindloop.contracts import (
     ToolSuspend,
 )
 from bindloop.loop import LoopCounters, OpenSuspend
+from bindloop.lowlevel import tool_exception_error
 from bindloop.plugins import Tool
 from bindloop.session import (
     ApprovalRecord,
@@ -139,7 +140,12 @@ class _Counted(WrappedModel):
 
 def _reporting(emit: Emit) -> ToolMiddleware:
     async def handler(ctx: ToolContext, next_: Callable[[], Awaitable[ToolOutcome]]) -> ToolOutcome:
-        outcome = await next_()
+        try:
+            outcome = await next_()
+        except Exception as exc:  # the loop answers it with its tool error: the client sees that
+            emit(None, ToolOutputEvent(tool_call_id=ctx.call_id or "",
+                                       outcome=tool_exception_error(exc)))
+            raise
         emit(None, ToolOutputEvent(tool_call_id=ctx.call_id or "", outcome=outcome))
         return outcome
 
