@@ -270,3 +270,31 @@ def test_a_call_left_undecided_keeps_the_chat_waiting(approved: bool) -> None:
     assert model.prompts == []
     assert "tool-approval-request" not in [c["type"] for c in chunks]
     assert chunks[-1]["type"] == "finish"
+
+
+def test_the_save_after_the_decided_calls_is_the_point_before_the_model_s_turn() -> None:
+    """A host's save may take its time (awaiting storage before it notes what was fed): the
+    first model turn's events are held back until it returns, so what was fed by then is exactly
+    what came before that turn, and a continuation from the save writes the rest."""
+    world, model = World(), Scripted()
+    chat = ChatInput(chat_id="c", protocol="ui", transcript=(ASK, ASKED),
+                     approvals=(approval(ASKED.tool_calls[0], True),))
+    out: list[bytes] = []
+    offsets: list[int] = []
+
+    async def slow_save(_chat: ChatInput, _cp: LoopCheckpoint) -> None:
+        for _ in range(5):
+            await anyio.sleep(0)  # the consumer gets every chance to run meanwhile
+        offsets.append(len(out))
+
+    async def main() -> None:
+        runner = agent_runner(model, tools=world.tools(), needs_approval=["delete_note"],
+                              on_checkpoint=slow_save)
+        frames = UiFrames(UIStreamEncoder("msg-1", known_calls={"c-del"}))
+        await drive_run(runner, chat, frames, out.extend)
+
+    anyio.run(main)
+    assert len(offsets) == 1
+    before = [msgspec.json.decode(b)["type"] for b in out[:offsets[0]]]
+    assert before == ["start", "tool-output-available"]
+    assert msgspec.json.decode(out[offsets[0]])["type"] == "start-step"

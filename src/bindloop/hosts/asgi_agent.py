@@ -268,6 +268,8 @@ def agent_runner(model: AgentModel | ModelFor, *, tools: Iterable[Tool[Any, Any]
 
         async def forward(stream: AsyncIterator[AgentStreamEvent]) -> None:
             async for event in stream:
+                if fed.held is not None:  # a save of the point before this turn is under way
+                    await fed.held.wait()
                 turn, item = agent_event_input(event)
                 emit(turn, item)
                 if isinstance(item, (TurnDoneEvent, TurnFailedEvent)):
@@ -310,13 +312,20 @@ class _FedTurns:
         self.started = 0
         self.ended = 0
         self._changed = anyio.Event()
-        # A save of the transcript the first model turn is handed (see ``run``), taken once.
+        # A save of the transcript the first model turn is handed (see ``run``), taken once;
+        # while it is awaited the consumer holds that turn's events back.
         self.before_first: Callable[[tuple[Message, ...]], Awaitable[None]] | None = None
+        self.held: anyio.Event | None = None
 
     async def starting(self, messages: Sequence[Message]) -> None:
         first, self.before_first = self.before_first, None
-        if first is not None:  # nothing of this turn was fed yet: the consumer runs behind
-            await first(tuple(messages))
+        if first is not None:
+            self.held = held = anyio.Event()
+            try:
+                await first(tuple(messages))
+            finally:
+                self.held = None
+                held.set()
         self.started += 1
 
     def turn_ended(self) -> None:
