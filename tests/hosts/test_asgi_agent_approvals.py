@@ -24,11 +24,11 @@ from bindloop.contracts import (
     TurnUsage,
     UserMessage,
 )
-from bindloop.hosts.asgi import ChatInput, UiFrames, drive_run
+from bindloop.hosts.asgi import AgUiFrames, ChatInput, UiFrames, drive_run
 from bindloop.hosts.asgi_agent import agent_runner
 from bindloop.hosts.ui_demo import DemoModel
 from bindloop.plugins import define_tool
-from bindloop.protocols import ToolApproval, UIStreamEncoder, decode_ui_chat_request
+from bindloop.protocols import AgUiEncoder, ToolApproval, UIStreamEncoder, decode_ui_chat_request
 from bindloop.session import LoopCheckpoint
 
 
@@ -165,7 +165,7 @@ def test_an_approved_call_runs_inside_the_loop_with_its_context_and_error_hook()
             "errorText": "RuntimeError: the tool failed"} in chunks
     answered = model.prompts[-1][-1]
     assert isinstance(answered, ToolMessage) and answered.is_error
-    assert msgspec.json.decode(answered.content) == {"error": "RuntimeError: the tool failed",
+    assert msgspec.json.decode(str(answered.content)) == {"error": "RuntimeError: the tool failed",
                                                      "kind": "error"}
 
 
@@ -200,7 +200,7 @@ def test_a_denied_call_never_runs_and_reads_as_the_client_will_send_it_back() ->
     assert {"type": "tool-output-denied", "toolCallId": "c-del"} in chunks
     denial = model.prompts[-1][-1]
     assert isinstance(denial, ToolMessage) and denial.is_error
-    assert msgspec.json.decode(denial.content) == {"error": "keep it", "kind": "denied"}
+    assert msgspec.json.decode(str(denial.content)) == {"error": "keep it", "kind": "denied"}
     # The client's next request carries the call as output-denied: it decodes to the very tool
     # message the model read, so the prompt stays byte-stable across requests.
     body = msgspec.json.encode({"id": "c", "trigger": "submit-message", "messages": [
@@ -257,8 +257,8 @@ def test_an_approval_for_a_call_that_does_not_wait_ends_the_run_with_an_error() 
 @pytest.mark.parametrize("approved", [True, False])
 def test_a_call_left_undecided_keeps_the_chat_waiting(approved: bool) -> None:
     """Two calls wait for approval and the request answers one: that one is decided, the other
-    still waits (it was asked for already, so it is not asked again) and the model is not called
-    with a call left unanswered."""
+    still waits -- the run ends asking for it again (an AG-UI run ends on its interrupt) -- and the
+    model is not called with a call left unanswered."""
     world, model = World(), Scripted()
     calls = (DELETE_CALL("a"), ToolCall(id="c-del-2", name="delete_note",
                                         arguments='{"title":"b"}'))
@@ -268,7 +268,8 @@ def test_a_call_left_undecided_keeps_the_chat_waiting(approved: bool) -> None:
     chunks = anyio.run(serve, chat, world, model)
     assert world.deleted == (["a"] if approved else [])
     assert model.prompts == []
-    assert "tool-approval-request" not in [c["type"] for c in chunks]
+    assert [(c["toolCallId"], c["approvalId"]) for c in chunks
+            if c["type"] == "tool-approval-request"] == [("c-del-2", "approval-c-del-2")]
     assert chunks[-1]["type"] == "finish"
 
 
@@ -298,3 +299,26 @@ def test_the_save_after_the_decided_calls_is_the_point_before_the_model_s_turn()
     before = [msgspec.json.decode(b)["type"] for b in out[:offsets[0]]]
     assert before == ["start", "tool-output-available"]
     assert msgspec.json.decode(out[offsets[0]])["type"] == "start-step"
+
+
+def test_an_ag_ui_run_left_waiting_on_an_approval_ends_on_its_interrupt() -> None:
+    world, model = World(), Scripted()
+    calls = (DELETE_CALL("a"), ToolCall(id="c-del-2", name="delete_note",
+                                        arguments='{"title":"b"}'))
+    chat = ChatInput(chat_id="c", protocol="ag-ui",
+                     transcript=(ASK, AssistantMessage(tool_calls=calls)),
+                     approvals=(approval(calls[0], True),))
+    out: list[bytes] = []
+
+    async def main() -> None:
+        runner = agent_runner(model, tools=world.tools(), needs_approval=["delete_note"])
+        await drive_run(runner, chat, AgUiFrames(AgUiEncoder(thread_id="t", run_id="r")),
+                        out.extend)
+
+    anyio.run(main)
+    events = [msgspec.json.decode(b) for b in out]
+    assert world.deleted == ["a"]
+    assert events[-1]["type"] == "RUN_FINISHED"
+    assert events[-1]["outcome"] == {"type": "interrupt", "interrupts": [
+        {"id": "approval-c-del-2", "reason": "approval", "message": "approve delete_note?",
+         "toolCallId": "c-del-2"}]}

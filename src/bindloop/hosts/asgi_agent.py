@@ -56,7 +56,6 @@ from bindloop.agent import (
     equip_history,
     equip_tool,
     on_stream,
-    pending_approvals,
     prompt_chat,
     resume_chat,
 )
@@ -261,8 +260,6 @@ def agent_runner(model: AgentModel | ModelFor, *, tools: Iterable[Tool[Any, Any]
                 if on_checkpoint is not None:
                     fed.before_first = _after_decisions(on_checkpoint, chat, start.execution_id,
                                                         max_turn_steps)
-        # Calls already waiting for a decision were reported as approval requests then.
-        asked = {p.call_id for p in pending_approvals(start)} if start is not None else set()
         reporting = _reporting(emit)
         saver = None if on_checkpoint is None else fed.saver(on_checkpoint, chat)
 
@@ -293,9 +290,8 @@ def agent_runner(model: AgentModel | ModelFor, *, tools: Iterable[Tool[Any, Any]
 
         result = await create_agent(id=f"chat-{chat.protocol}", handler=handler,
                                     model=fed.model if saver is not None else agent_model)(None)
-        for pending in result.approvals:
-            if pending.call_id not in asked:
-                emit(None, _approval_request(pending.call_id, pending.tool))
+        for pending in result.approvals:  # what the run ends waiting on, asked for before or not
+            emit(None, _approval_request(pending.call_id, pending.tool))
         return result.data or None
 
     return run
