@@ -254,17 +254,22 @@ def test_an_approval_for_a_call_that_does_not_wait_ends_the_run_with_an_error() 
     assert world.deleted == [] and model.prompts == []
 
 
+def one_of_two_decided(protocol: Any, approved: bool) -> ChatInput:
+    """Two deletions waiting for approval, the request deciding the first."""
+    calls = (DELETE_CALL("a"), ToolCall(id="c-del-2", name="delete_note",
+                                        arguments='{"title":"b"}'))
+    return ChatInput(chat_id="c", protocol=protocol,
+                     transcript=(ASK, AssistantMessage(tool_calls=calls)),
+                     approvals=(approval(calls[0], approved),))
+
+
 @pytest.mark.parametrize("approved", [True, False])
 def test_a_call_left_undecided_keeps_the_chat_waiting(approved: bool) -> None:
     """Two calls wait for approval and the request answers one: that one is decided, the other
     still waits -- the run ends asking for it again (an AG-UI run ends on its interrupt) -- and the
     model is not called with a call left unanswered."""
     world, model = World(), Scripted()
-    calls = (DELETE_CALL("a"), ToolCall(id="c-del-2", name="delete_note",
-                                        arguments='{"title":"b"}'))
-    chat = ChatInput(chat_id="c", protocol="ui",
-                     transcript=(ASK, AssistantMessage(tool_calls=calls)),
-                     approvals=(approval(calls[0], approved),))
+    chat = one_of_two_decided("ui", approved)
     chunks = anyio.run(serve, chat, world, model)
     assert world.deleted == (["a"] if approved else [])
     assert model.prompts == []
@@ -303,11 +308,7 @@ def test_the_save_after_the_decided_calls_is_the_point_before_the_model_s_turn()
 
 def test_an_ag_ui_run_left_waiting_on_an_approval_ends_on_its_interrupt() -> None:
     world, model = World(), Scripted()
-    calls = (DELETE_CALL("a"), ToolCall(id="c-del-2", name="delete_note",
-                                        arguments='{"title":"b"}'))
-    chat = ChatInput(chat_id="c", protocol="ag-ui",
-                     transcript=(ASK, AssistantMessage(tool_calls=calls)),
-                     approvals=(approval(calls[0], True),))
+    chat = one_of_two_decided("ag-ui", True)
     out: list[bytes] = []
 
     async def main() -> None:
