@@ -54,7 +54,7 @@ class Scripted(DemoModel):
         if isinstance(last, UserMessage) and str(last.content).startswith("both "):
             title = str(last.content).removeprefix("both ")
             return ModelTurnResult(text="Both.", finish_reason="tool_calls", usage=usage,
-                                   tool_calls=(DELETE_CALL(title), COUNT_CALL))
+                                   tool_calls=(delete_call(title), COUNT_CALL))
         if isinstance(last, ToolMessage) and last.name == "delete_note" and not last.is_error \
                 and self.then_count:
             return ModelTurnResult(finish_reason="tool_calls", usage=usage, tool_calls=(
@@ -65,7 +65,7 @@ class Scripted(DemoModel):
     then_count = False
 
 
-def DELETE_CALL(title: str) -> ToolCall:  # noqa: N802 -- reads as the constant it stands for
+def delete_call(title: str) -> ToolCall:
     return ToolCall(id="c-del", name="delete_note",
                     arguments=msgspec.json.encode({"title": title}).decode())
 
@@ -124,7 +124,7 @@ async def serve(chat: ChatInput, world: World, model: Scripted,
 
 
 ASK = UserMessage(content="delete groceries")
-ASKED = AssistantMessage(tool_calls=(DELETE_CALL("groceries"),))
+ASKED = AssistantMessage(tool_calls=(delete_call("groceries"),))
 
 
 def test_a_call_needing_approval_suspends_without_running_and_is_asked_for_once() -> None:
@@ -219,7 +219,7 @@ def test_a_turn_s_answered_calls_keep_their_answers_when_its_approval_comes_back
                       world, model)
     assert world.counted == ["a b"] and world.deleted == []
     assert [c["toolCallId"] for c in first if c["type"] == "tool-approval-request"] == ["c-del"]
-    both = AssistantMessage(content="Both.", tool_calls=(DELETE_CALL("taxes"), COUNT_CALL))
+    both = AssistantMessage(content="Both.", tool_calls=(delete_call("taxes"), COUNT_CALL))
     counted = ToolMessage(tool_call_id="c-wc", name="word_count", content="2")
     chat = ChatInput(chat_id="c", protocol="ui",
                      transcript=(UserMessage(content="both taxes"), both, counted),
@@ -256,7 +256,7 @@ def test_an_approval_for_a_call_that_does_not_wait_ends_the_run_with_an_error() 
 
 def one_of_two_decided(protocol: Any, approved: bool) -> ChatInput:
     """Two deletions waiting for approval, the request deciding the first."""
-    calls = (DELETE_CALL("a"), ToolCall(id="c-del-2", name="delete_note",
+    calls = (delete_call("a"), ToolCall(id="c-del-2", name="delete_note",
                                         arguments='{"title":"b"}'))
     return ChatInput(chat_id="c", protocol=protocol,
                      transcript=(ASK, AssistantMessage(tool_calls=calls)),
