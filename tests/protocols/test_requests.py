@@ -68,7 +68,7 @@ def test_ui_messages_fold_into_steps_with_their_tool_answers() -> None:
                     content='{"error":"no fix","kind":"error"}'),
         AssistantMessage(tool_calls=(ToolCall(id="c3", name="del", arguments="{}"),)),
         ToolMessage(tool_call_id="c3", name="del", is_error=True,
-                    content='{"error":"keep it","kind":"rejected"}'),
+                    content='{"error":"keep it","kind":"denied"}'),
         AssistantMessage(content="Done."),
     )
 

@@ -3,10 +3,14 @@ its stream events and tool outcomes fed to the protocol encoder.
 
 - the request's transcript is the history (``equip_history``); the server's tools are equipped with a
   middleware that reports each outcome (``ToolOutputEvent``);
-- a tool named in ``needs_approval`` does not run when the model calls it: the call suspends with an
+- a tool named in ``needs_approval`` is equipped with ``equip_tool(needs_approval=True)``: when the
+  model calls it, the chat suspends with the call in ``ChatResult.approvals``, reported as an
   approval request (id ``approval-<call id>``). The client's answer comes back on the next request
-  (an AI SDK ``approval-responded`` part, an AG-UI resume entry): approved, the tool runs then, once
-  for that request, and its result goes into the transcript; denied, the model reads the refusal;
+  (an AI SDK ``approval-responded`` part, an AG-UI resume entry): the transcript is then the
+  position that chat suspended at, and ``resume_chat(decisions=...)`` continues it -- an approved
+  call runs as the resumed loop's first batch (its pool, signal, middleware, ``on_tool_error``,
+  stats), a denied one is answered with the denial the model reads; calls the transcript already
+  answers keep their answers;
 - a tool the client declared (AG-UI ``tools``) is offered to the model and left for the client to
   run: its call suspends as ``resuming_later`` (AG-UI ``pendingToolCallIds``; in the AI SDK the call
   stays ``input-available`` for the client's ``onToolCall``) and the result arrives as a tool message
@@ -14,12 +18,14 @@ its stream events and tool outcomes fed to the protocol encoder.
 
 The server keeps no conversation: the client sends it back each time, so an approval answered twice
 by a client that replays its request runs the tool twice -- pair such tools with ``bindloop.run``
-receipts.
+receipts. (The decisions' once-only commit is ``on_checkpoint``'s to make: without one the runner
+commits them nowhere.)
 
-A host that can lose a run midway (a process killed) passes ``on_checkpoint``: it gets a ``ready``
-checkpoint once the approvals ran, and at every settled boundary of the prompt after that; a
+A host that can lose a run midway (a process killed) passes ``on_checkpoint``: it gets the ``ready``
+checkpoint of every settled boundary of the prompt -- the first one right after the approved calls
+ran, before the model is called -- once the stream consumer has fed what came before it; a
 :class:`~bindloop.hosts.asgi.ChatInput` carrying one of them goes on from there (``resume_chat``),
-its approvals not run again.
+its approvals not run again. A run lost between an approved call and that save runs it again.
 """
 
 from __future__ import annotations
@@ -33,13 +39,20 @@ import msgspec
 from bindloop.agent import (
     AgentModel,
     AgentStreamEvent,
+    ApprovalDecision,
+    ApprovalError,
+    ChatResult,
+    DenyCall,
     ModelStreamOptions,
     TurnDoneEvent,
     TurnFailedEvent,
     ToolContext,
     ToolMiddleware,
     WrappedModel,
+    approve,
     create_agent,
+    deny,
+    edit_arguments,
     equip_history,
     equip_tool,
     on_stream,
@@ -48,18 +61,22 @@ from bindloop.agent import (
 )
 from bindloop.completion import StreamEvent
 from bindloop.contracts import (
+    AssistantMessage,
     Message,
     ModelTurnResult,
-    ToolError,
     ToolMessage,
     ToolOutcome,
-    ToolResult,
     ToolSuspend,
-    tool_error_message,
-    tool_outcome_message,
 )
+from bindloop.loop import LoopCounters, OpenSuspend
+from bindloop.lowlevel import tool_exception_error
 from bindloop.plugins import Tool
-from bindloop.session import LoopCheckpoint, create_loop_checkpoint
+from bindloop.session import (
+    ApprovalRecord,
+    LoopCheckpoint,
+    create_loop_checkpoint,
+    serialize_loop_checkpoint,
+)
 from bindloop.protocols import (
     StateSnapshotEvent,
     ToolDeniedEvent,
@@ -108,32 +125,36 @@ class _Counted(WrappedModel):
 
     async def _complete(self, messages: Sequence[Message], options: ModelStreamOptions,
                         on_event: Callable[[StreamEvent], None] | None = None) -> ModelTurnResult:
-        self._turns.started += 1
+        await self._turns.starting(messages)
         result: ModelTurnResult = await self._inner.complete_turn(  # type: ignore[attr-defined]
             messages, options, on_event)
         return result
 
     async def stream(self, messages: Sequence[Message],
                      options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
-        self._turns.started += 1
+        await self._turns.starting(messages)
         async for event in self._inner.stream(messages, options):
             yield event
 
 
-def _reporting(emit: Emit, needs_approval: frozenset[str]) -> ToolMiddleware:
+def _reporting(emit: Emit) -> ToolMiddleware:
     async def handler(ctx: ToolContext, next_: Callable[[], Awaitable[ToolOutcome]]) -> ToolOutcome:
-        call_id = ctx.call_id or ""
-        if ctx.tool_name in needs_approval:
-            outcome: ToolOutcome = ToolSuspend(mode="waiting_for_reply",
-                                               detail=f"approve {ctx.tool_name}?")
-            emit(None, ToolOutputEvent(tool_call_id=call_id, outcome=outcome,
-                                       approval_id=f"approval-{call_id}"))
-            return outcome
-        outcome = await next_()
-        emit(None, ToolOutputEvent(tool_call_id=call_id, outcome=outcome))
+        try:
+            outcome = await next_()
+        except Exception as exc:  # the loop answers it with its tool error: the client sees that
+            emit(None, ToolOutputEvent(tool_call_id=ctx.call_id or "",
+                                       outcome=tool_exception_error(exc)))
+            raise
+        emit(None, ToolOutputEvent(tool_call_id=ctx.call_id or "", outcome=outcome))
         return outcome
 
     return ToolMiddleware(name="bindloop.protocols.report", handler=handler)
+
+
+def _approval_request(call_id: str, tool: str) -> ToolOutputEvent:
+    """What a protocol encoder makes an approval request of (``approval-<call id>``)."""
+    return ToolOutputEvent(tool_call_id=call_id, approval_id=f"approval-{call_id}",
+                           outcome=ToolSuspend(mode="waiting_for_reply", detail=f"approve {tool}?"))
 
 
 def _client_tool(definition: Any) -> Tool[_AnyArgs, Any]:
@@ -144,34 +165,65 @@ def _client_tool(definition: Any) -> Tool[_AnyArgs, Any]:
                 parameters=definition.parameters, execute=later)
 
 
-async def _apply_approvals(chat: ChatInput, tools: dict[str, Tool[Any, Any]],
-                           emit: Emit) -> tuple[Message, ...]:
-    """The transcript with every answered approval resolved into the tool message it calls for."""
-    transcript = list(chat.transcript)
-    for approval in chat.approvals:
-        tool = tools.get(approval.tool_name)
-        if not approval.approved:
-            transcript.append(tool_error_message(
-                approval.tool_call_id, approval.reason or "the user denied this tool call",
-                "rejected", name=approval.tool_name))
-            emit(None, ToolDeniedEvent(tool_call_id=approval.tool_call_id, reason=approval.reason))
-            continue
-        if tool is None:
-            outcome: ToolOutcome = ToolError(error=f"no tool {approval.tool_name!r}",
-                                             kind="not_found")
+def _suspended_at(chat: ChatInput, approval: frozenset[str], max_turn_steps: int,
+                  ) -> tuple[LoopCheckpoint, list[ApprovalDecision]] | None:
+    """The position the client's transcript stands at when ``chat.approvals`` answer calls of its
+    last tool-call turn: the checkpoint the chat suspended with (that turn's unanswered calls open,
+    the approval tools' ones pending a decision), and the decisions on it. ``None`` when no
+    approval is left to apply (an answered call keeps its answer)."""
+    messages = chat.transcript
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    live = [a for a in chat.approvals if a.tool_call_id not in answered]
+    if not live:
+        return None
+    turn = next((m for m in reversed(messages)
+                 if isinstance(m, AssistantMessage) and m.tool_calls), None)
+    calls = {c.id: c for c in turn.tool_calls if c.id not in answered} if turn else {}
+    stale = sorted(a.tool_call_id for a in live if a.tool_call_id not in calls)
+    if stale:
+        raise ApprovalError(f"the request answers approvals for calls {stale}, which do not wait "
+                            "in the conversation's last tool-call turn")
+    decided = {a.tool_call_id for a in live}
+    waiting = tuple(c.id for c in calls.values() if c.id in decided or c.name in approval)
+    suspends = tuple(
+        OpenSuspend(tool_call_id=c.id, tool_name=c.name, mode="waiting_for_reply",
+                    detail=f"approval required: {c.name}") if c.id in waiting else
+        OpenSuspend(tool_call_id=c.id, tool_name=c.name, mode="resuming_later")
+        for c in calls.values())
+    checkpoint = LoopCheckpoint(
+        execution_id=f"chat-{chat.chat_id}", revision=0, status="waiting_for_reply",
+        max_iterations=max_turn_steps, iterations=0, messages=messages, open_suspends=suspends,
+        counters=LoopCounters(requested_tool_calls=len(turn.tool_calls) if turn else 0),
+        approvals=ApprovalRecord(pending=waiting))
+    serialize_loop_checkpoint(checkpoint)  # a transcript no run could have left is refused here
+    decisions: list[ApprovalDecision] = []
+    for a in live:
+        if not a.approved:
+            decisions.append(deny(a.tool_call_id, a.reason or "the user denied this tool call"))
+        elif a.arguments != calls[a.tool_call_id].arguments:
+            decisions.append(edit_arguments(a.tool_call_id, a.arguments))
         else:
-            try:
-                outcome = await tool.execute(approval.arguments, None)
-            except Exception as exc:  # the model reads the failure, as the loop would show it
-                outcome = ToolError(error=f"{type(exc).__name__}: {exc}")
-        emit(None, ToolOutputEvent(tool_call_id=approval.tool_call_id, outcome=outcome))
-        if isinstance(outcome, (ToolResult, ToolError)):
-            transcript.append(tool_outcome_message(approval.tool_call_id, outcome,
-                                                   name=approval.tool_name))
-        else:
-            transcript.append(ToolMessage(tool_call_id=approval.tool_call_id,
-                                          content=outcome.detail or "", name=approval.tool_name))
-    return tuple(transcript)
+            decisions.append(approve(a.tool_call_id))
+    return checkpoint, decisions
+
+
+def _after_decisions(save: RunSaver, chat: ChatInput, execution_id: str, max_turn_steps: int,
+                     ) -> Callable[[tuple[Message, ...]], Awaitable[None]]:
+    """The save of the point right after a request's decided calls, from the transcript the first
+    model turn is then handed. (The loop reports no boundary between a resumed run's first batch
+    and its first model call -- it skips a run's first one -- so the runner takes this one
+    itself.) A run lost after it goes on from there without running the decided calls again."""
+
+    async def after(messages: tuple[Message, ...]) -> None:
+        await save(chat, create_loop_checkpoint(execution_id=execution_id, messages=messages,
+                                                max_iterations=max_turn_steps))
+
+    return after
+
+
+async def _uncommitted(_checkpoint: LoopCheckpoint) -> None:
+    """Where the decisions are committed without ``on_checkpoint``: nowhere (the client holds the
+    conversation; see the module docstring)."""
 
 
 RunSaver = Callable[[ChatInput, LoopCheckpoint], Awaitable[None]]
@@ -183,50 +235,63 @@ def agent_runner(model: AgentModel | ModelFor, *, tools: Iterable[Tool[Any, Any]
                  needs_approval: Iterable[str] = (), max_turn_steps: int = 8,
                  on_checkpoint: RunSaver | None = None) -> Runner:
     """A runner that answers each request with one ``prompt_chat`` over ``model`` (an agent model,
-    or a function of the request that makes one) and ``tools`` -- or, for a request carrying a
-    ``checkpoint``, one ``resume_chat`` of it. Returns the chat's final text as the run's result.
-    ``on_checkpoint`` gets each settled boundary (see the module docstring)."""
+    or a function of the request that makes one) and ``tools`` -- or one ``resume_chat``: of the
+    request's ``checkpoint``, or, when its approvals answer calls of its transcript, of the
+    position the chat suspended at, with those decisions. Returns the chat's final text as the
+    run's result. ``on_checkpoint`` gets each settled boundary (see the module docstring)."""
     server_tools = {t.name: t for t in tools}
     approval = frozenset(needs_approval)
 
     async def run(chat: ChatInput, emit: Emit) -> Any:
-        transcript = chat.transcript
-        if chat.checkpoint is None:
-            transcript = await _apply_approvals(chat, server_tools, emit)
-            if chat.state is not None:
-                emit(None, StateSnapshotEvent(state=chat.state))  # the state this run starts from
-            if chat.approvals and on_checkpoint is not None:
-                # The approved calls ran: a run lost after this must not run them again.
-                await on_checkpoint(chat, create_loop_checkpoint(
-                    execution_id=f"chat-{chat.chat_id}", messages=transcript,
-                    max_iterations=max_turn_steps))
+        start, decisions = chat.checkpoint, list[ApprovalDecision]()
         agent_model = cast(AgentModel, model(chat) if callable(model) and not hasattr(model, "stream")
                            else model)
-        reporting = _reporting(emit, approval)
         fed = _FedTurns(agent_model)
+        if start is None:
+            if chat.state is not None:
+                emit(None, StateSnapshotEvent(state=chat.state))  # the state this run starts from
+            position = _suspended_at(chat, approval, max_turn_steps)
+            if position is not None:
+                start, decisions = position
+                denied = {d.call_id for d in decisions if isinstance(d, DenyCall)}
+                for a in chat.approvals:  # a denied call never runs: its refusal is reported now
+                    if a.tool_call_id in denied:
+                        emit(None, ToolDeniedEvent(tool_call_id=a.tool_call_id, reason=a.reason))
+                if on_checkpoint is not None:
+                    fed.before_first = _after_decisions(on_checkpoint, chat, start.execution_id,
+                                                        max_turn_steps)
+        reporting = _reporting(emit)
         saver = None if on_checkpoint is None else fed.saver(on_checkpoint, chat)
 
         async def forward(stream: AsyncIterator[AgentStreamEvent]) -> None:
             async for event in stream:
+                if fed.held is not None:  # a save of the point before this turn is under way
+                    await fed.held.wait()
                 turn, item = agent_event_input(event)
                 emit(turn, item)
                 if isinstance(item, (TurnDoneEvent, TurnFailedEvent)):
                     fed.turn_ended()
 
-        async def handler(_: None) -> Any:
+        async def handler(_: None) -> ChatResult:
             for tool in server_tools.values():
-                equip_tool(tool, middleware=[reporting])
+                equip_tool(tool, middleware=[reporting], needs_approval=tool.name in approval)
             for definition in chat.tools:
                 if definition.name not in server_tools:
-                    equip_tool(_client_tool(definition), middleware=[reporting])
+                    equip_tool(_client_tool(definition), middleware=[reporting],
+                               needs_approval=definition.name in approval)
             on_stream(forward)
-            if chat.checkpoint is not None:
-                return await resume_chat(chat.checkpoint, on_checkpoint=saver)
-            equip_history(transcript)
-            return await prompt_chat(max_turn_steps=max_turn_steps, on_checkpoint=saver)
+            if start is None:
+                equip_history(chat.transcript)
+                return await prompt_chat(max_turn_steps=max_turn_steps, on_checkpoint=saver)
+            if decisions:
+                return await resume_chat(start, decisions=decisions, max_turn_steps=max_turn_steps,
+                                         on_checkpoint=saver or _uncommitted)
+            return await resume_chat(start, on_checkpoint=saver)
 
         result = await create_agent(id=f"chat-{chat.protocol}", handler=handler,
                                     model=fed.model if saver is not None else agent_model)(None)
+        for pending in result.approvals:  # what the run ends waiting on, asked for before or not
+            emit(None, _approval_request(pending.call_id, pending.tool))
         return result.data or None
 
     return run
@@ -243,6 +308,21 @@ class _FedTurns:
         self.started = 0
         self.ended = 0
         self._changed = anyio.Event()
+        # A save of the transcript the first model turn is handed (see ``run``), taken once;
+        # while it is awaited the consumer holds that turn's events back.
+        self.before_first: Callable[[tuple[Message, ...]], Awaitable[None]] | None = None
+        self.held: anyio.Event | None = None
+
+    async def starting(self, messages: Sequence[Message]) -> None:
+        first, self.before_first = self.before_first, None
+        if first is not None:
+            self.held = held = anyio.Event()
+            try:
+                await first(tuple(messages))
+            finally:
+                self.held = None
+                held.set()
+        self.started += 1
 
     def turn_ended(self) -> None:
         self.ended += 1

@@ -234,7 +234,7 @@ def _step(block: list[tuple[int, dict[str, Any]]], where: str, out: list[Message
             answers.append(ToolMessage(
                 tool_call_id=call_id, name=name, is_error=True,
                 content=encode_tool_error(reason if isinstance(reason, str) and reason
-                                          else "the user denied this tool call", "rejected")))
+                                          else "the user denied this tool call", "denied")))
         elif state == "approval-responded":
             if not isinstance(approval, dict) or not isinstance(approval.get("approved"), bool):
                 raise ProtocolRequestError(f"{at}.approval must hold a boolean approved",

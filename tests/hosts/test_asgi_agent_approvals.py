@@ -1,0 +1,325 @@
+"""``agent_runner``'s approvals on the agent's one path: a call of a tool in ``needs_approval``
+suspends through ``equip_tool(needs_approval=True)``, and the request that answers it continues
+the position the chat suspended at with ``resume_chat(decisions=...)`` -- so an approved call runs
+inside the resumed loop like any other call (its context, ``run_with(on_tool_error=)``, the
+stats of the chat's checkpoints) and a denied one is the loop's denied tool error."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+
+from bindloop.agent import ToolErrorReport, run_with
+from bindloop.contracts import (
+    AssistantMessage,
+    Message,
+    ModelTurnResult,
+    ToolCall,
+    ToolMessage,
+    ToolResult,
+    TurnUsage,
+    UserMessage,
+)
+from bindloop.hosts.asgi import AgUiFrames, ChatInput, UiFrames, drive_run
+from bindloop.hosts.asgi_agent import agent_runner
+from bindloop.hosts.ui_demo import DemoModel
+from bindloop.plugins import define_tool
+from bindloop.protocols import AgUiEncoder, ToolApproval, UIStreamEncoder, decode_ui_chat_request
+from bindloop.session import LoopCheckpoint
+
+
+class Title(msgspec.Struct, frozen=True):
+    title: str
+
+
+class Words(msgspec.Struct, frozen=True):
+    text: str
+
+
+class Scripted(DemoModel):
+    """The demo model, keeping each prompt; "both <title>" asks for a deletion and a count in
+    one turn, and after a deletion's result it counts the words of that result before answering."""
+
+    def __init__(self) -> None:
+        self.prompts: list[tuple[Message, ...]] = []
+
+    def turn_for(self, messages: Sequence[Message]) -> ModelTurnResult:
+        self.prompts.append(tuple(messages))
+        last = messages[-1]
+        usage = TurnUsage(input_tokens=1, output_tokens=1)
+        if isinstance(last, UserMessage) and str(last.content).startswith("both "):
+            title = str(last.content).removeprefix("both ")
+            return ModelTurnResult(text="Both.", finish_reason="tool_calls", usage=usage,
+                                   tool_calls=(delete_call(title), COUNT_CALL))
+        if isinstance(last, ToolMessage) and last.name == "delete_note" and not last.is_error \
+                and self.then_count:
+            return ModelTurnResult(finish_reason="tool_calls", usage=usage, tool_calls=(
+                ToolCall(id="wc-after", name="word_count",
+                         arguments=msgspec.json.encode({"text": str(last.content)}).decode()),))
+        return super().turn_for(messages)
+
+    then_count = False
+
+
+def delete_call(title: str) -> ToolCall:
+    return ToolCall(id="c-del", name="delete_note",
+                    arguments=msgspec.json.encode({"title": title}).decode())
+
+
+COUNT_CALL = ToolCall(id="c-wc", name="word_count", arguments='{"text":"a b"}')
+
+
+class World:
+    """The server's tools, noting every execution and the context it was given."""
+
+    def __init__(self, *, fail: bool = False) -> None:
+        self.deleted: list[str] = []
+        self.counted: list[str] = []
+        self.contexts: list[Any] = []
+        self.fail = fail
+
+    def tools(self) -> list[Any]:
+        def delete(args: Title, ctx: Any) -> ToolResult:
+            self.contexts.append(ctx)
+            if self.fail:
+                raise RuntimeError(f"the store refused to delete {args.title!r}")
+            self.deleted.append(args.title)
+            return ToolResult(content=f"deleted {args.title!r}")
+
+        def count(args: Words, _ctx: Any) -> ToolResult:
+            self.counted.append(args.text)
+            return ToolResult(content=str(len(args.text.split())))
+
+        return [define_tool(name="delete_note", description="Delete a note.", args=Title,
+                            execute=delete),
+                define_tool(name="word_count", description="Count words.", args=Words,
+                            execute=count)]
+
+
+def approval(call: ToolCall, approved: bool, reason: str | None = None) -> ToolApproval:
+    return ToolApproval(approval_id=f"approval-{call.id}", tool_call_id=call.id,
+                        tool_name=call.name, arguments=call.arguments, approved=approved,
+                        reason=reason)
+
+
+async def serve(chat: ChatInput, world: World, model: Scripted,
+                saves: list[LoopCheckpoint] | None = None) -> list[dict[str, Any]]:
+    """One request through ``agent_runner`` and the AI SDK encoder: the chunks it wrote."""
+
+    async def save(_chat: ChatInput, cp: LoopCheckpoint) -> None:
+        assert saves is not None
+        saves.append(cp)
+
+    runner = agent_runner(model, tools=world.tools(), needs_approval=["delete_note"],
+                          on_checkpoint=None if saves is None else save)
+    known = {c.id for m in chat.transcript for c in getattr(m, "tool_calls", ())}
+    out: list[bytes] = []
+    await drive_run(runner, chat, UiFrames(UIStreamEncoder("msg-1", known_calls=known)),
+                    out.extend)
+    return [msgspec.json.decode(b) for b in out if b != b"[DONE]"]
+
+
+ASK = UserMessage(content="delete groceries")
+ASKED = AssistantMessage(tool_calls=(delete_call("groceries"),))
+
+
+def test_a_call_needing_approval_suspends_without_running_and_is_asked_for_once() -> None:
+    world, model = World(), Scripted()
+    chunks = anyio.run(serve, ChatInput(chat_id="c", protocol="ui", transcript=(ASK,)),
+                       world, model)
+    kinds = [c["type"] for c in chunks]
+    assert kinds.count("tool-approval-request") == 1
+    request = next(c for c in chunks if c["type"] == "tool-approval-request")
+    call_id = request["toolCallId"]
+    assert request["approvalId"] == f"approval-{call_id}"
+    assert kinds.index("tool-input-available") < kinds.index("tool-approval-request")
+    assert world.deleted == [] and world.contexts == []  # the tool (and its middleware) never ran
+    assert chunks[-1]["finishReason"] == "tool-calls"
+
+
+def test_an_approved_call_runs_inside_the_loop_with_its_context_and_error_hook() -> None:
+    """The approved call is one of the loop's calls: it gets its ToolContext (call id, the run's
+    session id), a raise reaches ``run_with(on_tool_error=)``, and the model reads the loop's
+    tool error. (Run outside the loop, the call had no context and the hook never heard of it.)"""
+    world, model = World(fail=True), Scripted()
+    reports: list[ToolErrorReport] = []
+    chat = ChatInput(chat_id="c", protocol="ui", transcript=(ASK, ASKED),
+                     approvals=(approval(ASKED.tool_calls[0], True),))
+
+    async def main() -> list[dict[str, Any]]:
+        return await run_with(lambda: serve(chat, world, model), on_tool_error=reports.append,
+                              session_id="session-7")
+
+    chunks = anyio.run(main)
+    assert [(c.call_id, c.session_id) for c in world.contexts] == [("c-del", "session-7")]
+    assert [(r.call_id, r.tool_name, type(r.error)) for r in reports] == [
+        ("c-del", "delete_note", RuntimeError)]
+    # The message stays with the host (the report); the model and the client read the loop's
+    # tool error for the raise.
+    assert str(reports[0].error) == "the store refused to delete 'groceries'"
+    assert {"type": "tool-output-error", "toolCallId": "c-del",
+            "errorText": "RuntimeError: the tool failed"} in chunks
+    answered = model.prompts[-1][-1]
+    assert isinstance(answered, ToolMessage) and answered.is_error
+    assert msgspec.json.decode(str(answered.content)) == {"error": "RuntimeError: the tool failed",
+                                                     "kind": "error"}
+
+
+def test_the_chat_s_checkpoints_count_the_approved_call() -> None:
+    """The approved call is part of the chat's stats: the boundary after the next tool round
+    counts it beside that round's call. (Run outside the loop, it was never counted.)"""
+    world, model = World(), Scripted()
+    model.then_count = True
+    saves: list[LoopCheckpoint] = []
+    chat = ChatInput(chat_id="c", protocol="ui", transcript=(ASK, ASKED),
+                     approvals=(approval(ASKED.tool_calls[0], True),))
+    chunks = anyio.run(serve, chat, world, model, saves)
+    assert world.deleted == ["groceries"] and world.counted == ["deleted 'groceries'"]
+    assert chunks[-1]["type"] == "finish"
+    # The first save is the point right after the approved call, before the model was called;
+    # then the loop's own boundary after the count's round, with every call the chat ran.
+    assert [len(cp.messages) for cp in saves] == [3, 5]
+    assert saves[0].messages[-1] == ToolMessage(tool_call_id="c-del", name="delete_note",
+                                                content="deleted 'groceries'")
+    last = saves[-1]
+    assert last.status == "ready"
+    assert last.stats.tool_calls == 2
+    assert set(last.stats.tools) == {"delete_note", "word_count"}
+
+
+def test_a_denied_call_never_runs_and_reads_as_the_client_will_send_it_back() -> None:
+    world, model = World(), Scripted()
+    chat = ChatInput(chat_id="c", protocol="ui", transcript=(ASK, ASKED),
+                     approvals=(approval(ASKED.tool_calls[0], False, "keep it"),))
+    chunks = anyio.run(serve, chat, world, model)
+    assert world.deleted == [] and world.contexts == []
+    assert {"type": "tool-output-denied", "toolCallId": "c-del"} in chunks
+    denial = model.prompts[-1][-1]
+    assert isinstance(denial, ToolMessage) and denial.is_error
+    assert msgspec.json.decode(str(denial.content)) == {"error": "keep it", "kind": "denied"}
+    # The client's next request carries the call as output-denied: it decodes to the very tool
+    # message the model read, so the prompt stays byte-stable across requests.
+    body = msgspec.json.encode({"id": "c", "trigger": "submit-message", "messages": [
+        {"id": "u", "role": "user", "parts": [{"type": "text", "text": "delete groceries"}]},
+        {"id": "a", "role": "assistant", "parts": [
+            {"type": "tool-delete_note", "toolCallId": "c-del", "state": "output-denied",
+             "input": {"title": "groceries"},
+             "approval": {"id": "approval-c-del", "approved": False, "reason": "keep it"}}]}]})
+    assert decode_ui_chat_request(body).transcript[-1] == denial
+
+
+def test_a_turn_s_answered_calls_keep_their_answers_when_its_approval_comes_back() -> None:
+    world, model = World(), Scripted()
+    first = anyio.run(serve, ChatInput(chat_id="c", protocol="ui",
+                                       transcript=(UserMessage(content="both taxes"),)),
+                      world, model)
+    assert world.counted == ["a b"] and world.deleted == []
+    assert [c["toolCallId"] for c in first if c["type"] == "tool-approval-request"] == ["c-del"]
+    both = AssistantMessage(content="Both.", tool_calls=(delete_call("taxes"), COUNT_CALL))
+    counted = ToolMessage(tool_call_id="c-wc", name="word_count", content="2")
+    chat = ChatInput(chat_id="c", protocol="ui",
+                     transcript=(UserMessage(content="both taxes"), both, counted),
+                     approvals=(approval(both.tool_calls[0], True),))
+    chunks = anyio.run(serve, chat, world, model)
+    assert world.counted == ["a b"]  # answered before: not run again
+    assert world.deleted == ["taxes"]
+    assert [c["type"] for c in chunks].count("tool-output-available") == 1
+    assert model.prompts[-1][2:] == (counted, ToolMessage(
+        tool_call_id="c-del", name="delete_note", content="deleted 'taxes'"))
+
+
+def test_an_approval_answered_twice_in_one_request_is_not_run_twice() -> None:
+    world, model = World(), Scripted()
+    done = ToolMessage(tool_call_id="c-del", name="delete_note", content="deleted 'groceries'")
+    chat = ChatInput(chat_id="c", protocol="ui", transcript=(ASK, ASKED, done),
+                     approvals=(approval(ASKED.tool_calls[0], True),))
+    anyio.run(serve, chat, world, model)
+    assert world.deleted == []  # the transcript answers the call: its answer stands
+    assert model.prompts[-1][-1] == done
+
+
+def test_an_approval_for_a_call_that_does_not_wait_ends_the_run_with_an_error() -> None:
+    world, model = World(), Scripted()
+    stale = ToolCall(id="old", name="delete_note", arguments='{"title":"x"}')
+    chat = ChatInput(chat_id="c", protocol="ui", transcript=(ASK, ASKED),
+                     approvals=(approval(stale, True),))
+    chunks = anyio.run(serve, chat, world, model)
+    assert chunks[-1]["type"] == "error"
+    assert chunks[-1]["errorText"].startswith("ApprovalError:") and "'old'" in \
+        chunks[-1]["errorText"]
+    assert world.deleted == [] and model.prompts == []
+
+
+def one_of_two_decided(protocol: Any, approved: bool) -> ChatInput:
+    """Two deletions waiting for approval, the request deciding the first."""
+    calls = (delete_call("a"), ToolCall(id="c-del-2", name="delete_note",
+                                        arguments='{"title":"b"}'))
+    return ChatInput(chat_id="c", protocol=protocol,
+                     transcript=(ASK, AssistantMessage(tool_calls=calls)),
+                     approvals=(approval(calls[0], approved),))
+
+
+@pytest.mark.parametrize("approved", [True, False])
+def test_a_call_left_undecided_keeps_the_chat_waiting(approved: bool) -> None:
+    """Two calls wait for approval and the request answers one: that one is decided, the other
+    still waits -- the run ends asking for it again (an AG-UI run ends on its interrupt) -- and the
+    model is not called with a call left unanswered."""
+    world, model = World(), Scripted()
+    chat = one_of_two_decided("ui", approved)
+    chunks = anyio.run(serve, chat, world, model)
+    assert world.deleted == (["a"] if approved else [])
+    assert model.prompts == []
+    assert [(c["toolCallId"], c["approvalId"]) for c in chunks
+            if c["type"] == "tool-approval-request"] == [("c-del-2", "approval-c-del-2")]
+    assert chunks[-1]["type"] == "finish"
+
+
+def test_the_save_after_the_decided_calls_is_the_point_before_the_model_s_turn() -> None:
+    """A host's save may take its time (awaiting storage before it notes what was fed): the
+    first model turn's events are held back until it returns, so what was fed by then is exactly
+    what came before that turn, and a continuation from the save writes the rest."""
+    world, model = World(), Scripted()
+    chat = ChatInput(chat_id="c", protocol="ui", transcript=(ASK, ASKED),
+                     approvals=(approval(ASKED.tool_calls[0], True),))
+    out: list[bytes] = []
+    offsets: list[int] = []
+
+    async def slow_save(_chat: ChatInput, _cp: LoopCheckpoint) -> None:
+        for _ in range(5):
+            await anyio.sleep(0)  # the consumer gets every chance to run meanwhile
+        offsets.append(len(out))
+
+    async def main() -> None:
+        runner = agent_runner(model, tools=world.tools(), needs_approval=["delete_note"],
+                              on_checkpoint=slow_save)
+        frames = UiFrames(UIStreamEncoder("msg-1", known_calls={"c-del"}))
+        await drive_run(runner, chat, frames, out.extend)
+
+    anyio.run(main)
+    assert len(offsets) == 1
+    before = [msgspec.json.decode(b)["type"] for b in out[:offsets[0]]]
+    assert before == ["start", "tool-output-available"]
+    assert msgspec.json.decode(out[offsets[0]])["type"] == "start-step"
+
+
+def test_an_ag_ui_run_left_waiting_on_an_approval_ends_on_its_interrupt() -> None:
+    world, model = World(), Scripted()
+    chat = one_of_two_decided("ag-ui", True)
+    out: list[bytes] = []
+
+    async def main() -> None:
+        runner = agent_runner(model, tools=world.tools(), needs_approval=["delete_note"])
+        await drive_run(runner, chat, AgUiFrames(AgUiEncoder(thread_id="t", run_id="r")),
+                        out.extend)
+
+    anyio.run(main)
+    events = [msgspec.json.decode(b) for b in out]
+    assert world.deleted == ["a"]
+    assert events[-1]["type"] == "RUN_FINISHED"
+    assert events[-1]["outcome"] == {"type": "interrupt", "interrupts": [
+        {"id": "approval-c-del-2", "reason": "approval", "message": "approve delete_note?",
+         "toolCallId": "c-del-2"}]}
