@@ -180,11 +180,12 @@ def test_the_chat_s_checkpoints_count_the_approved_call() -> None:
     chunks = anyio.run(serve, chat, world, model, saves)
     assert world.deleted == ["groceries"] and world.counted == ["deleted 'groceries'"]
     assert chunks[-1]["type"] == "finish"
-    # The first save is the point right after the approved call, before the model was called;
-    # then the loop's own boundary after the count's round, with every call the chat ran.
+    # The loop's boundaries: right after the approved call, before the model was called (its
+    # stats already count the call), then after the count's round, with every call the chat ran.
     assert [len(cp.messages) for cp in saves] == [3, 5]
     assert saves[0].messages[-1] == ToolMessage(tool_call_id="c-del", name="delete_note",
                                                 content="deleted 'groceries'")
+    assert saves[0].status == "ready" and saves[0].stats.tool_calls == 1
     last = saves[-1]
     assert last.status == "ready"
     assert last.stats.tool_calls == 2
@@ -279,9 +280,9 @@ def test_a_call_left_undecided_keeps_the_chat_waiting(approved: bool) -> None:
 
 
 def test_the_save_after_the_decided_calls_is_the_point_before_the_model_s_turn() -> None:
-    """A host's save may take its time (awaiting storage before it notes what was fed): the
-    first model turn's events are held back until it returns, so what was fed by then is exactly
-    what came before that turn, and a continuation from the save writes the rest."""
+    """A host's save may take its time (awaiting storage before it notes what was fed): the loop
+    awaits it at the boundary before it calls the model, so what was fed by then is exactly what
+    came before that turn, and a continuation from the save writes the rest."""
     world, model = World(), Scripted()
     chat = ChatInput(chat_id="c", protocol="ui", transcript=(ASK, ASKED),
                      approvals=(approval(ASKED.tool_calls[0], True),))

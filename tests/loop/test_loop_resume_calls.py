@@ -96,3 +96,37 @@ def test_the_batch_port_wraps_the_resumed_batch() -> None:
 def test_resume_calls_that_answer_no_open_suspend_are_refused(bad: Any) -> None:
     with pytest.raises(UsageError, match="resume_calls"):
         _run(_suspended(), bad)
+
+
+@pytest.mark.parametrize("resumed", [True, False])
+def test_a_resumed_run_settles_a_boundary_after_its_first_batch(resumed: bool) -> None:
+    """The decided calls' results are new state: the boundary before the first model call is
+    reported for a resumed run (a host saves it, so a run lost later does not run them again),
+    and skipped for a run starting from its input as before."""
+    from bindloop.loop import LoopBoundary, LoopControl
+
+    state = _suspended()
+    state.open_suspends.pop()
+    state.messages.append(ToolMessage(tool_call_id="c", content="yes"))
+    if not resumed:
+        state = ToolLoopState(messages=[UserMessage(content="go")])
+    seen: list[tuple[int, bool, int, list[str]]] = []
+
+    def on_boundary(b: LoopBoundary) -> str:
+        seen.append((b.iterations, b.final, b.stats.tool_calls,
+                     [m.tool_call_id for m in b.state.messages if isinstance(m, ToolMessage)]))
+        return "checkpoint" if not b.final else "continue"
+
+    async def run_tool_call(call: ToolCall) -> ToolResult:
+        return ToolResult(content=f"ran {call.id}")
+
+    model = scripted_model([final_answer("done")])
+    params = ToolLoopParams(call_model=model, run_tool_call=run_tool_call, state=state,
+                            max_iterations=3, resume_calls=CALLS[:2] if resumed else ())
+    result = anyio.run(run_tool_loop, params, LoopControl(on_boundary=on_boundary))
+    if resumed:
+        assert result.stop_reason == "checkpointed" and model.position == 0
+        assert seen[0] == (0, False, 2, ["c", "a", "b"])  # after the batch, before the model
+    else:
+        assert result.stop_reason == "done" and model.position == 1
+        assert [s[1] for s in seen] == [True]  # only the final one

@@ -22,8 +22,9 @@ receipts. (The decisions' once-only commit is ``on_checkpoint``'s to make: witho
 commits them nowhere.)
 
 A host that can lose a run midway (a process killed) passes ``on_checkpoint``: it gets the ``ready``
-checkpoint of every settled boundary of the prompt -- the first one right after the approved calls
-ran, before the model is called -- once the stream consumer has fed what came before it; a
+checkpoint of every settled boundary of the prompt -- the first one (the loop's) right after the
+approved calls ran, before the model is called -- once the stream consumer has fed what came
+before it; a
 :class:`~bindloop.hosts.asgi.ChatInput` carrying one of them goes on from there (``resume_chat``),
 its approvals not run again. A run lost between an approved call and that save runs it again.
 """
@@ -74,7 +75,6 @@ from bindloop.plugins import Tool
 from bindloop.session import (
     ApprovalRecord,
     LoopCheckpoint,
-    create_loop_checkpoint,
     serialize_loop_checkpoint,
 )
 from bindloop.protocols import (
@@ -125,14 +125,14 @@ class _Counted(WrappedModel):
 
     async def _complete(self, messages: Sequence[Message], options: ModelStreamOptions,
                         on_event: Callable[[StreamEvent], None] | None = None) -> ModelTurnResult:
-        await self._turns.starting(messages)
+        self._turns.starting()
         result: ModelTurnResult = await self._inner.complete_turn(  # type: ignore[attr-defined]
             messages, options, on_event)
         return result
 
     async def stream(self, messages: Sequence[Message],
                      options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
-        await self._turns.starting(messages)
+        self._turns.starting()
         async for event in self._inner.stream(messages, options):
             yield event
 
@@ -207,20 +207,6 @@ def _suspended_at(chat: ChatInput, approval: frozenset[str], max_turn_steps: int
     return checkpoint, decisions
 
 
-def _after_decisions(save: RunSaver, chat: ChatInput, execution_id: str, max_turn_steps: int,
-                     ) -> Callable[[tuple[Message, ...]], Awaitable[None]]:
-    """The save of the point right after a request's decided calls, from the transcript the first
-    model turn is then handed. (The loop reports no boundary between a resumed run's first batch
-    and its first model call -- it skips a run's first one -- so the runner takes this one
-    itself.) A run lost after it goes on from there without running the decided calls again."""
-
-    async def after(messages: tuple[Message, ...]) -> None:
-        await save(chat, create_loop_checkpoint(execution_id=execution_id, messages=messages,
-                                                max_iterations=max_turn_steps))
-
-    return after
-
-
 async def _uncommitted(_checkpoint: LoopCheckpoint) -> None:
     """Where the decisions are committed without ``on_checkpoint``: nowhere (the client holds the
     conversation; see the module docstring)."""
@@ -257,16 +243,11 @@ def agent_runner(model: AgentModel | ModelFor, *, tools: Iterable[Tool[Any, Any]
                 for a in chat.approvals:  # a denied call never runs: its refusal is reported now
                     if a.tool_call_id in denied:
                         emit(None, ToolDeniedEvent(tool_call_id=a.tool_call_id, reason=a.reason))
-                if on_checkpoint is not None:
-                    fed.before_first = _after_decisions(on_checkpoint, chat, start.execution_id,
-                                                        max_turn_steps)
         reporting = _reporting(emit)
         saver = None if on_checkpoint is None else fed.saver(on_checkpoint, chat)
 
         async def forward(stream: AsyncIterator[AgentStreamEvent]) -> None:
             async for event in stream:
-                if fed.held is not None:  # a save of the point before this turn is under way
-                    await fed.held.wait()
                 turn, item = agent_event_input(event)
                 emit(turn, item)
                 if isinstance(item, (TurnDoneEvent, TurnFailedEvent)):
@@ -308,20 +289,8 @@ class _FedTurns:
         self.started = 0
         self.ended = 0
         self._changed = anyio.Event()
-        # A save of the transcript the first model turn is handed (see ``run``), taken once;
-        # while it is awaited the consumer holds that turn's events back.
-        self.before_first: Callable[[tuple[Message, ...]], Awaitable[None]] | None = None
-        self.held: anyio.Event | None = None
 
-    async def starting(self, messages: Sequence[Message]) -> None:
-        first, self.before_first = self.before_first, None
-        if first is not None:
-            self.held = held = anyio.Event()
-            try:
-                await first(tuple(messages))
-            finally:
-                self.held = None
-                held.set()
+    def starting(self) -> None:
         self.started += 1
 
     def turn_ended(self) -> None:

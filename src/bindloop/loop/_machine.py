@@ -89,7 +89,7 @@ class LoopMachine(MachineProtocol):
 
     __slots__ = (
         "_accept_queue", "_answers", "_batch_aborted", "_calls", "_final_batch", "_last_turn",
-        "_ledger", "_ordinal", "_pooled", "_resume", "_serial", "final_turn", "iterations",
+        "_ledger", "_ordinal", "_pooled", "_resume", "_resumed", "_serial", "final_turn", "iterations",
         "max_iterations",
         "state", "stop_reason", "wired",
     )
@@ -133,6 +133,7 @@ class LoopMachine(MachineProtocol):
         self._accept_queue: deque[ToolMessage] = deque()
         self._ordinal = 0
         self._resume = check_resume_calls(state.open_suspends, resume_calls) if resume_calls else ()
+        self._resumed = False  # the run began with resume_calls: its first boundary is new state
 
     # ---- the protocol's other half: start, send, and what the driver may ask ------------------
 
@@ -178,6 +179,7 @@ class LoopMachine(MachineProtocol):
                 "start() was already called")
         resume, self._resume = self._resume, ()
         if resume:
+            self._resumed = True
             st = self.state
             st.open_suspends = [s for s in st.open_suspends
                                 if all(c.id != s.tool_call_id for c in resume)]
@@ -247,8 +249,9 @@ class LoopMachine(MachineProtocol):
     def _before_model(self) -> None:
         # The settled boundary a custom driver may checkpoint at: after nudge, suspension and
         # compaction decisions, before the next model call. The run's first one is skipped — it is
-        # the input the driver already holds.
-        if self.iterations > 0 and "on_boundary" in self.wired:
+        # the input the driver already holds — unless the run began with resume_calls: the state
+        # after that batch (the decided calls' results) is not.
+        if (self.iterations > 0 or self._resumed) and "on_boundary" in self.wired:
             self._request(_BOUNDARY)
         else:  # _request inlined: every turn passes here
             self._pending = _CALL
