@@ -152,7 +152,7 @@ def on_stream(consumer: ConsumerFn, signal: AbortSignal | None = None,
     """Receive this generation's agent stream events: ``consumer(events)`` is started when the
     prompt crosses the draft barrier and iterates ``events`` (an async iterator). The stream always
     ends — also when the model fails at once — and does not survive reborn. ``signal`` ends this
-    consumer's stream early. The consumer runs in the run's root task group (``run_with``, or the
+    consumer's stream early. The consumer is hosted by the run's root (``run_with``, or the
     outermost agent call) and the prompt never waits for it. With ``await_on_end=True`` (the
     default) the generation waits for it when it closes (the handler returned, raised or chose
     reborn), so its cleanup may wait for handler code after the prompt; what it raised is then
