@@ -189,10 +189,11 @@ async def drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Pos
         turns.limit = turns.turns + pos.steps
 
     reasks.on_reask = new_attempt
-    system, instruction = "\n\n".join(gen.system), "\n\n".join(gen.instructions)
 
     def context(calls: tuple[Any, ...], done: tuple[Any, ...]) -> ToolCallLoopContext:
-        return ToolCallLoopContext(step=turns.turns, system=system, instruction=instruction,
+        # Only a tool-call-loop middleware reads it: built when one runs, not per prompt.
+        return ToolCallLoopContext(step=turns.turns, system="\n\n".join(gen.system),
+                                   instruction="\n\n".join(gen.instructions),
                                    tools=options.tools, original_calls=calls,
                                    agent_id=frame.agent_id, tool_turns=done)
 

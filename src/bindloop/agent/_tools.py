@@ -23,16 +23,13 @@ class AgentTool:
     Built by :func:`augment_tool`; :func:`~bindloop.agent.equip_tool` also takes a bare ``Tool``.
     Immutable: augmenting again returns a new one with the new layers outside the old."""
 
-    __slots__ = ("definition", "middleware", "tool")
+    __slots__ = ("definition", "middleware", "name", "tool")
 
     def __init__(self, tool: Tool[Any, Any], middleware: tuple[ToolMiddleware, ...]) -> None:
         self.tool = tool
         self.middleware = middleware
         self.definition: ToolDefinition = tool_wire_definition(tool)
-
-    @property
-    def name(self) -> str:
-        return self.tool.name
+        self.name: str = tool.name  # the tool's (a Tool is immutable), read on every prompt
 
     def __repr__(self) -> str:
         names = [m.name for m in self.middleware]
