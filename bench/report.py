@@ -99,8 +99,9 @@ def agent_lines(ns: list[int], figures: dict[str, list[float]], rounds: int,
         "| agent (whole) / bare loop | " + " | ".join(
             f"{a / b:.2f}x" for a, b in zip(figures["agent (whole)"], bare)) + " |",
         "",
-        "At N=10 the run's fixed cost (the root's task group, the agent's frame and generation, "
-        "the prompt's setup) is a large share of each turn; it is spread thin by N=100.",
+        "At N=10 the run's fixed cost (`run_with`, the agent's frame and generation, the "
+        "prompt's ports; on asyncio no task group unless a stream consumer is equipped) is a "
+        "large share of each turn; it is spread thin by N=100.",
         "",
     ]
     return lines
