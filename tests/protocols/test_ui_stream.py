@@ -9,6 +9,7 @@ import anyio
 import msgspec
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bindloop.agent import (
     ToolCallDoneEvent,
@@ -295,3 +296,59 @@ def test_every_event_a_real_agent_emits_passes_the_one_adapter() -> None:
     assert {turn for turn, _ in seen} == {0, 1}
     assert any(isinstance(item, TurnStartEvent) for _, item in seen)
     assert any(isinstance(item, ToolCallDoneEvent) for _, item in seen)
+
+
+_REPORTS = st.lists(st.tuples(
+    st.integers(0, 2), st.booleans(),
+    st.builds(TurnUsage, input_tokens=st.integers(0, 50), output_tokens=st.integers(0, 50),
+              cached_input_tokens=st.integers(0, 9), reasoning_tokens=st.integers(0, 9),
+              cache_write_tokens=st.integers(0, 9))), max_size=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_REPORTS)
+def test_a_runs_usage_is_each_turns_own_fold_summed_with_every_detail(
+        reports: list[tuple[int, bool, TurnUsage]]) -> None:
+    """Both encoders report what the turns' own folds (``collect_turn``) give, summed over the
+    turns with ``add_usage``: cache reads, cache writes and reasoning included."""
+    from functools import reduce
+
+    from bindloop.completion import collect_turn
+    from bindloop.contracts import add_usage
+    from bindloop.protocols import AgUiEncoder
+
+    ui, ag = UIStreamEncoder("m"), AgUiEncoder(thread_id="t", run_id="r")
+    ui.start()
+    ag.start()
+    per_turn: dict[int, list[UsageEvent]] = {}
+    step = 0
+    for turn, snapshot, usage in reports:
+        event = UsageEvent(usage=usage, snapshot=snapshot)
+        step = max(step, turn)  # a step only moves on: a late report belongs to the open one
+        per_turn.setdefault(step, []).append(event)
+        ui.feed(event, turn_index=turn)
+        ag.feed(event, turn_index=turn)
+    expected = reduce(add_usage, (collect_turn(events).usage for events in per_turn.values()),
+                      TurnUsage())
+    assert ui.usage() == expected and ag.usage() == expected
+    meta = _wire(ui.finish())[-1]["messageMetadata"]["usage"]
+    assert meta["inputTokens"] == expected.input_tokens
+    assert meta.get("inputTokenDetails", {}).get("cacheWriteTokens", 0) == \
+        expected.cache_write_tokens
+    assert meta.get("outputTokenDetails", {}).get("reasoningTokens", 0) == \
+        expected.reasoning_tokens
+    finished = msgspec.to_builtins(ag.finish()[-1])["usage"][0]
+    assert finished.get("cacheWriteInputTokens", 0) == expected.cache_write_tokens
+    assert finished.get("reasoningTokens", 0) == expected.reasoning_tokens
+    assert finished.get("cachedInputTokens", 0) == expected.cached_input_tokens
+
+
+def test_usage_details_reach_the_ui_metadata_in_the_ai_sdk_names() -> None:
+    enc = UIStreamEncoder("m")
+    enc.start()
+    enc.feed(UsageEvent(usage=TurnUsage(input_tokens=20, output_tokens=9, cached_input_tokens=6,
+                                        cache_write_tokens=4, reasoning_tokens=5)), turn_index=0)
+    assert _wire(enc.finish())[-1]["messageMetadata"]["usage"] == {
+        "inputTokens": 20, "outputTokens": 9, "totalTokens": 29, "cachedInputTokens": 6,
+        "reasoningTokens": 5, "inputTokenDetails": {"cacheReadTokens": 6, "cacheWriteTokens": 4},
+        "outputTokenDetails": {"reasoningTokens": 5}}

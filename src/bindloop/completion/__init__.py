@@ -10,6 +10,7 @@ from ._collect import (
     TurnCollector as TurnCollector,
     collect_turn as collect_turn,
     collect_turn_async as collect_turn_async,
+    fold_usage as fold_usage,
 )
 from ._errors import ModelStreamError as ModelStreamError, ToolCallDeltaError as ToolCallDeltaError
 from ._events import (
@@ -48,6 +49,7 @@ __all__ = (
     "collect_turn",
     "collect_turn_async",
     "create_tool_call_accumulator",
+    "fold_usage",
 )
 
 from .._public import publish as _publish

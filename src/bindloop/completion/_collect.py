@@ -22,7 +22,7 @@ from ._events import (
 )
 from ._errors import ModelStreamError
 
-__all__ = ("TurnCollector", "collect_turn", "collect_turn_async")
+__all__ = ("TurnCollector", "collect_turn", "collect_turn_async", "fold_usage")
 
 
 _PROVENANCE = ("signature", "data", "encrypted_content", "provider", "model", "id")
@@ -67,9 +67,12 @@ class _ReasoningBlock:
 _NO_USAGE = TurnUsage()
 
 
-def _max_usage(a: TurnUsage, b: TurnUsage) -> TurnUsage:
-    # Usage events are cumulative snapshots that may each carry only some fields (input at the
-    # start, output at the end); the field-wise maximum is their union and ignores a repeat.
+def fold_usage(a: TurnUsage, b: TurnUsage) -> TurnUsage:
+    """One turn's usage so far (``a``) with its next report ``b`` folded in, as
+    :class:`TurnCollector` folds the ``UsageEvent`` reports of a turn that are not snapshots: they are
+    cumulative and may each carry only some fields (input at the start, output at the end), so
+    the field-wise maximum is their union and a repeated report changes nothing; ``b``'s
+    ``iterations`` win when it has any."""
     if a is _NO_USAGE and min(b.input_tokens, b.output_tokens, b.cached_input_tokens) >= 0:
         return b  # the first report of a turn (the common case): nothing to merge
     return TurnUsage(
@@ -137,13 +140,13 @@ class TurnCollector:
                     usage.cached_input_tokens >= 0:
                 self._usage = usage  # the turn's first report (the common case): nothing to merge
             else:
-                self._usage = _max_usage(self._usage, usage)
+                self._usage = fold_usage(self._usage, usage)
             return
         if kind is FinishEvent:
             self._finish_reason = event.finish_reason  # type: ignore[union-attr]
             final: TurnUsage | None = event.usage  # type: ignore[union-attr]
             if final is not None:
-                self._usage = _max_usage(self._usage, final)
+                self._usage = fold_usage(self._usage, final)
             return
         self._observe_any(event)
 
@@ -163,11 +166,11 @@ class TurnCollector:
                 block = blocks[event.index] = _ReasoningBlock()
             block.merge(event.part)
         elif isinstance(event, UsageEvent):
-            self._usage = event.usage if event.snapshot else _max_usage(self._usage, event.usage)
+            self._usage = event.usage if event.snapshot else fold_usage(self._usage, event.usage)
         elif isinstance(event, FinishEvent):
             self._finish_reason = event.finish_reason
             if event.usage is not None:
-                self._usage = _max_usage(self._usage, event.usage)
+                self._usage = fold_usage(self._usage, event.usage)
         elif isinstance(event, ExtraEvent):
             pass
         elif isinstance(event, ProviderItemEvent):

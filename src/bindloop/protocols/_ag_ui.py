@@ -123,7 +123,9 @@ class AgUiEncoder(RunEncoder[AgUiEvent]):
             usage=(AgUiTokenUsage(input_tokens=usage.input_tokens,
                                   output_tokens=usage.output_tokens,
                                   total_tokens=usage.input_tokens + usage.output_tokens,
-                                  cached_input_tokens=usage.cached_input_tokens or None),)))
+                                  reasoning_tokens=usage.reasoning_tokens or None,
+                                  cached_input_tokens=usage.cached_input_tokens or None,
+                                  cache_write_input_tokens=usage.cache_write_tokens or None),)))
         return out
 
     def abort(self) -> list[AgUiEvent]:

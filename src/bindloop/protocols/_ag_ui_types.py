@@ -123,10 +123,15 @@ class OutcomeCancelled(_Wire, frozen=True, tag_field="type", tag="cancelled"):
 
 
 class AgUiTokenUsage(_Wire, frozen=True):
+    """AG-UI's ``TokenUsage``: the two totals and their sum; the details (cache reads, cache
+    writes, reasoning) are parts of the totals, present only when reported."""
+
     input_tokens: int
     output_tokens: int
     total_tokens: int
+    reasoning_tokens: int | None = None
     cached_input_tokens: int | None = None
+    cache_write_input_tokens: int | None = None
     provider: str | None = None
     model: str | None = None
 

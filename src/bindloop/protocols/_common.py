@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
+from functools import reduce
 from typing import Generic, TypeVar
 
 from ..completion import (
+    fold_usage,
     ErrorEvent,
     ExtraEvent,
     FinishEvent,
@@ -19,7 +21,7 @@ from ..completion import (
     UsageEvent,
 )
 from ..textstream import TurnResetEvent, TurnTextEvent
-from ..contracts import ToolCall, TurnUsage
+from ..contracts import ToolCall, TurnUsage, add_usage
 from ..errors import ProtocolError
 from ._input import (
     EncoderInput,
@@ -70,8 +72,10 @@ class CallSlot:
 
 
 class UsageLedger:
-    """Each turn's usage snapshots folded as ``collect_turn`` folds them (field-wise maximum, or
-    the last one for a ``snapshot``), summed over the run's turns."""
+    """Each turn's usage reports folded as the turn's own fold folds them
+    (:func:`~bindloop.completion.fold_usage`, or the last one for a ``snapshot``), summed over the
+    run's turns with :func:`~bindloop.contracts.add_usage`: every detail kept (cache reads and
+    writes, reasoning)."""
 
     __slots__ = ("_turns",)
 
@@ -80,19 +84,10 @@ class UsageLedger:
 
     def record(self, turn: int, usage: TurnUsage, snapshot: bool = False) -> None:
         prev = self._turns.get(turn)
-        if prev is None or snapshot:
-            self._turns[turn] = usage
-            return
-        self._turns[turn] = TurnUsage(
-            input_tokens=max(prev.input_tokens, usage.input_tokens),
-            output_tokens=max(prev.output_tokens, usage.output_tokens),
-            cached_input_tokens=max(prev.cached_input_tokens, usage.cached_input_tokens))
+        self._turns[turn] = usage if prev is None or snapshot else fold_usage(prev, usage)
 
     def total(self) -> TurnUsage:
-        turns = self._turns.values()
-        return TurnUsage(input_tokens=sum(u.input_tokens for u in turns),
-                         output_tokens=sum(u.output_tokens for u in turns),
-                         cached_input_tokens=sum(u.cached_input_tokens for u in turns))
+        return reduce(add_usage, self._turns.values(), TurnUsage())
 
 
 Out = TypeVar("Out")

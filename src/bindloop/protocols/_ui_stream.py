@@ -63,13 +63,24 @@ _FINISH: Mapping[FinishReason, UIFinishReason] = MappingProxyType({
 })
 
 
-def usage_metadata(usage: TurnUsage) -> dict[str, int]:
-    """A run's token counts as the AI SDK names them (``inputTokens``, ``outputTokens``,
-    ``totalTokens``, ``cachedInputTokens``)."""
-    out = {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens,
-           "totalTokens": usage.input_tokens + usage.output_tokens}
-    if usage.cached_input_tokens:
-        out["cachedInputTokens"] = usage.cached_input_tokens
+def usage_metadata(usage: TurnUsage) -> dict[str, Any]:
+    """A run's token counts as the AI SDK's ``LanguageModelUsage`` names them: ``inputTokens``,
+    ``outputTokens``, ``totalTokens``, and — each only when the provider reported it — the parts
+    of those totals: ``cachedInputTokens`` and ``reasoningTokens`` (the flat names), and
+    ``inputTokenDetails`` (``cacheReadTokens``, ``cacheWriteTokens``) / ``outputTokenDetails``
+    (``reasoningTokens``), the AI SDK 6 form, which is the only one with cache writes."""
+    out: dict[str, Any] = {"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens,
+                           "totalTokens": usage.input_tokens + usage.output_tokens}
+    cached, written, reasoning = (usage.cached_input_tokens, usage.cache_write_tokens,
+                                  usage.reasoning_tokens)
+    if cached:
+        out["cachedInputTokens"] = cached
+    if reasoning:
+        out["reasoningTokens"] = reasoning
+    if cached or written:
+        out["inputTokenDetails"] = {"cacheReadTokens": cached, "cacheWriteTokens": written}
+    if reasoning:
+        out["outputTokenDetails"] = {"reasoningTokens": reasoning}
     return out
 
 
