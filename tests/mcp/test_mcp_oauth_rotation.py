@@ -13,10 +13,19 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from bindloop.hosts.httpx_transport import HttpxTransport
 from bindloop.hosts.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply
-from bindloop.mcp import McpHttpClient, McpOAuth, MemoryTokenStore, transport_fetch
+from bindloop.mcp import (
+    McpHttpClient,
+    McpOAuth,
+    MemoryTokenStore,
+    OAuthRequest,
+    OAuthResponse,
+    OAuthTokens,
+    transport_fetch,
+)
 from bindloop.mcp._oauth_model import query_params
 from test_mcp_oauth import World
 
@@ -155,3 +164,62 @@ async def test_a_refused_refresh_with_nothing_newer_stored_is_an_authorization_e
         assert "token" not in repr(auth).lower() and "access-token" not in repr(store)
     finally:
         await transport.aclose()
+
+
+@settings(max_examples=60, deadline=None)
+@given(strict=st.booleans(), delays=st.lists(st.integers(0, 6), min_size=2, max_size=5),
+       save_delay=st.integers(0, 4))
+def test_any_number_of_racing_refreshes_end_on_the_stored_rotation(
+        strict: bool, delays: list[int], save_delay: int) -> None:
+    """Property: n clients on one store refresh one expired token at once, each request answered
+    after its own number of scheduler turns and the store's swap yielding too: every client ends
+    on the stored tokens, which the server still honours; a strict server issued exactly one."""
+    live = {"rt-0"}
+    issued: list[str] = []
+    calls = itertools.count()
+
+    class SlowStore(MemoryTokenStore):
+        async def swap_tokens(self, tokens: Any, *, expected: Any) -> bool:
+            for _ in range(save_delay):  # the I/O before an atomic compare-and-swap
+                await anyio.sleep(0)
+            return await super().swap_tokens(tokens, expected=expected)
+
+    store = SlowStore()
+    store.tokens = OAuthTokens(access_token="at-0", refresh_token="rt-0", expires_at_ms=1.0)
+
+    async def fetch(request: OAuthRequest) -> OAuthResponse:
+        if request.method != "POST":
+            return OAuthResponse(status=404)
+        used = query_params("?" + request.body.decode())["refresh_token"]
+        honoured = used in live
+        if honoured:
+            token = f"{len(issued) + 1}"
+            issued.append(token)
+            if strict:
+                live.discard(used)
+            live.add(f"rt-{token}")
+        for _ in range(delays[next(calls) % len(delays)]):
+            await anyio.sleep(0)
+        if not honoured:
+            return OAuthResponse(status=400, body=b'{"error": "invalid_grant"}')
+        return OAuthResponse(status=200, body=json.dumps({
+            "access_token": f"at-{token}", "expires_in": 3600,
+            "refresh_token": f"rt-{token}"}).encode())
+
+    async def nap(_: float) -> None:
+        await anyio.sleep(0)
+
+    async def main() -> list[McpOAuth]:
+        clients = [McpOAuth(server_url="https://mcp.invalid/mcp", fetch=fetch, store=store,
+                            grant="client_credentials", client_id="c", now=lambda: 0.0,
+                            sleep=nap) for _ in delays]
+        async with anyio.create_task_group() as tg:
+            for client in clients:
+                tg.start_soon(client.prepare)
+        return clients
+
+    clients = anyio.run(main)
+    stored = store.tokens
+    assert stored is not None and stored.refresh_token in live
+    assert all(client.tokens == stored for client in clients)
+    assert 1 <= len(issued) <= len(delays) and (len(issued) == 1 or not strict)
