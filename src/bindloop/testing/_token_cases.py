@@ -212,7 +212,8 @@ async def mcp_oauth_refreshes_race_to_one_rotation(stores: StoreHandles) -> None
             for client in clients:
                 tg.start_soon(client.prepare)
         stored = await handles[1].load_tokens()
-        assert stored is not None and stored.refresh_token in server.live, (strict, stored)
+        assert stored is not None and stored.refresh_token in server.live, (
+            strict, "the store holds a refresh token the server no longer honours")
         for client in clients:
             assert client.tokens == stored, (strict, "a client kept tokens the store lost")
         assert len(server.issued) == (1 if strict else 2) and server.refused == (
