@@ -146,10 +146,40 @@ class OneSlot(Chatty):
             self.client = None
 
 
+class UnfencedSwap(OneSlot):
+    """A compare-and-swap that reads, yields, then writes: two holders can both land."""
+
+    async def save_tokens(self, tokens: Any) -> None:
+        self.tokens = tokens
+
+    async def swap_tokens(self, tokens: Any, *, expected: Any) -> bool:
+        seen = self.tokens
+        await anyio.sleep(0)
+        if seen != expected:
+            return False
+        self.tokens = tokens
+        return True
+
+
+class CarelessSwap(UnfencedSwap):
+    """A compare-and-swap that compares only the access token."""
+
+    async def swap_tokens(self, tokens: Any, *, expected: Any) -> bool:
+        if (self.tokens and self.tokens.access_token) != (expected and expected.access_token):
+            return False
+        self.tokens = tokens
+        return True
+
+
 @pytest.mark.parametrize("test, store", [
     (TokenStoreSuite().test_token_store_never_shows_a_secret, Chatty()),
     (TokenStoreSuite().test_token_store_keeps_client_and_tokens_apart, OneSlot()),
-], ids=["chatty-tokens", "one-slot"])
+    (TokenStoreSuite().test_token_store_swap_race_has_one_winner, UnfencedSwap()),
+    (TokenStoreSuite().test_mcp_oauth_refreshes_race_to_one_rotation, UnfencedSwap()),
+    (TokenStoreSuite().test_token_store_swap_lands_only_on_the_expected_tokens, CarelessSwap()),
+    (TokenStoreSuite().test_token_store_swap_lands_only_on_the_expected_tokens, OneSlot()),
+], ids=["chatty-tokens", "one-slot", "unfenced-swap", "unfenced-swap-oauth", "careless-swap",
+        "no-swap"])
 def test_a_defective_token_store_fails_the_kit(test: Any, store: Any) -> None:
     with pytest.raises(Failed):
         _run(test, lambda: store)

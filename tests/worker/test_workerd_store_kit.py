@@ -5,7 +5,8 @@ workerd): the checkpoint cases against ``DurableCheckpointStore`` (the ``Session
 receipt cases against ``DurableReceiptStore`` (``Receipts``), the limit cases against ``DurableLimitStore`` (``RateLimiter``), the token cases against
 ``DurableTokenStore`` (``McpTokens``), plus the objects' own checks (the run lease's claim race,
 a lease-free save fencing a run, corrupt stored tokens, checkpoints past the 2 MB value limit, and
-the kit's race failing a store that checks the revision outside the object). The several-process races run as concurrent requests to two more
+the kit's races failing a store that checks the revision, or compares the tokens, outside the
+object). The several-process races run as concurrent requests to two more
 Workers -- two more isolates, each its own Python -- whose bindings reach the same objects.
 Every case must pass; none may be skipped but the one that cannot apply (NOT_APPLICABLE).
 """
@@ -76,7 +77,7 @@ def test_the_durable_objects_own_checks_pass(kit_worker: Workerd) -> None:
     _assert_all_passed(kit_worker, "/_kit/checks", [
         "claims_race_one_winner", "lease_free_save_fences_the_run",
         "stored_tokens_that_do_not_decode", "large_checkpoints",
-        "a_fence_outside_the_object_fails_the_kit"])
+        "a_fence_outside_the_object_fails_the_kit", "a_swap_outside_the_object_fails_the_kit"])
 
 
 def test_the_kit_routes_are_off_without_the_binding(tmp_path: Path) -> None:

@@ -4,7 +4,10 @@ finds them, so a run does not authorize again because it landed in a new isolate
 
 ``McpTokens`` is the object (one per user and MCP server: ``idFromName(name)``; the caller picks
 the name, e.g. ``f"{user_id}:{server_url}"``); ``DurableTokenStore`` is bindloop's
-:class:`bindloop.mcp.TokenStore` over its RPC methods. Tokens are secrets: the object stores them
+:class:`bindloop.mcp.SwapTokenStore` over its RPC methods. Its compare-and-swap save is one RPC,
+``swap``, whose handler reads the stored tokens, compares and writes awaiting nothing but the
+object's storage, so the object's input gate lets no other call in between: two isolates
+refreshing one rotated token at once see exactly one swap land. Tokens are secrets: the object stores them
 in its own storage only, and nothing here puts them in a ``repr``, a log line or an error
 message (a failure names the operation and the error's type, never a value). The object's
 storage is the Worker's; whoever can call the namespace can read the tokens, as with any secret
@@ -21,6 +24,7 @@ Wiring (the template does not use MCP itself, so it is not bound by default): ex
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -40,8 +44,9 @@ T = TypeVar("T")
 
 
 class McpTokens(DurableObject):  # type: ignore[misc]  # the SDK is untyped
-    """One token store: ``tokens`` and ``client``, each a JSON string or absent. Each method is
-    one storage call, so concurrent saves land whole, the last one winning."""
+    """One token store: ``tokens`` and ``client``, each a JSON string or absent. ``read`` and
+    ``write`` are one storage call each, so concurrent saves land whole, the last one winning;
+    ``swap`` is the compare-and-swap of the tokens, one read and at most one write."""
 
     async def read(self, kind: str) -> str | None:
         if kind not in KINDS:
@@ -58,6 +63,19 @@ class McpTokens(DurableObject):  # type: ignore[misc]  # the SDK is untyped
         else:
             await self.ctx.storage.delete(kind)
 
+    async def swap(self, expected: str, data: str) -> bool:
+        """Store the tokens ``data`` (``""`` removes them) only if the stored tokens are
+        ``expected`` (``""``: none stored), compared as JSON values; whether it did."""
+        raw = await self.ctx.storage.get("tokens")
+        stored = None if raw is None else json.loads(str(raw))
+        if stored != (json.loads(str(expected)) if expected else None):
+            return False
+        if data:
+            await self.ctx.storage.put("tokens", str(data))
+        else:
+            await self.ctx.storage.delete("tokens")
+        return True
+
 
 async def _call(operation: str, pending: Awaitable[T]) -> T:
     try:
@@ -67,8 +85,12 @@ async def _call(operation: str, pending: Awaitable[T]) -> T:
                          ) from None
 
 
+def _json(value: msgspec.Struct | None) -> str:
+    return "" if value is None else msgspec.json.encode(value).decode("utf-8")
+
+
 class DurableTokenStore:
-    """:class:`bindloop.mcp.TokenStore` over one :class:`McpTokens` object of ``namespace``."""
+    """:class:`bindloop.mcp.SwapTokenStore` over one :class:`McpTokens` object of ``namespace``."""
 
     def __init__(self, namespace: Any, name: str) -> None:
         if not isinstance(name, str) or not name:
@@ -90,8 +112,7 @@ class DurableTokenStore:
                              "new ones") from None  # the message would quote the secret
 
     async def _save(self, kind: str, value: msgspec.Struct | None) -> None:
-        data = "" if value is None else msgspec.json.encode(value).decode("utf-8")
-        await _call(f"save_{kind}", self._stub.write(kind, data))
+        await _call(f"save_{kind}", self._stub.write(kind, _json(value)))
 
     # bindloop.mcp is imported on first use: a Worker that never authorizes does not pay for it
     # at start-up (the entry module imports McpTokens).
@@ -102,6 +123,11 @@ class DurableTokenStore:
 
     async def save_tokens(self, tokens: OAuthTokens | None) -> None:
         await self._save("tokens", tokens)
+
+    async def swap_tokens(self, tokens: OAuthTokens | None, *,
+                          expected: OAuthTokens | None) -> bool:
+        landed = await _call("swap_tokens", self._stub.swap(_json(expected), _json(tokens)))
+        return bool(landed)
 
     async def load_client(self) -> OAuthClientInfo | None:
         from bindloop.mcp import OAuthClientInfo

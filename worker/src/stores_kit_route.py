@@ -288,11 +288,33 @@ async def _a_fence_outside_the_object_fails_the_kit(handles: Any) -> None:
     assert result.outcome == "failed" and "AssertionError" in result.detail, result
 
 
+class _SwapOutside(DurableTokenStore):
+    """A defective token store for the check below: the compare made in the caller (load, then
+    an unconditional write), two RPCs the object cannot serialise."""
+
+    async def swap_tokens(self, tokens: Any, *, expected: Any) -> bool:
+        if await self.load_tokens() != expected:
+            return False
+        await self.save_tokens(tokens)
+        return True
+
+
+async def _a_swap_outside_the_object_fails_the_kit(handles: Any) -> None:
+    """The kit's token race catches a compare-and-swap made outside the object."""
+    from bindloop.testing._store_cases import StoreHandles, run_case
+    from bindloop.testing._token_cases import token_store_swap_race_has_one_winner
+
+    env, ns = handles.factory.env, handles.factory.ns
+    racy = StoreHandles(lambda **_: _SwapOutside(env.MCP_TOKENS, ns + "/swap-outside"))
+    result = await run_case("racy", token_store_swap_race_has_one_winner, racy)
+    assert result.outcome == "failed" and "swaps landed" in result.detail, result
+
+
 CHECKS: Mapping[str, Callable[[Any], Awaitable[None]]] = {
     case.__name__.lstrip("_"): case for case in (
         _claims_race_one_winner, _lease_free_save_fences_the_run,
         _stored_tokens_that_do_not_decode, _large_checkpoints,
-        _a_fence_outside_the_object_fails_the_kit)}
+        _a_fence_outside_the_object_fails_the_kit, _a_swap_outside_the_object_fails_the_kit)}
 
 
 async def run_checks(owner: Any, request: Any, match: re.Match[str]) -> Response:

@@ -55,13 +55,16 @@ from ._oauth import (
     AuthorizeRedirect as AuthorizeRedirect,
     McpAuth as McpAuth,
     McpOAuth as McpOAuth,
-    MemoryTokenStore as MemoryTokenStore,
     OAuthFetch as OAuthFetch,
     OAuthRequest as OAuthRequest,
     OAuthResponse as OAuthResponse,
-    TokenStore as TokenStore,
     id_jag_exchange as id_jag_exchange,
     transport_fetch as transport_fetch,
+)
+from ._token_store import (
+    MemoryTokenStore as MemoryTokenStore,
+    SwapTokenStore as SwapTokenStore,
+    TokenStore as TokenStore,
 )
 from ._oauth_model import (
     AuthorizationServerMetadata as AuthorizationServerMetadata,
@@ -202,6 +205,7 @@ __all__ = (
     "SamplingRequest",
     "ServerRequestHandlers",
     "SkippedMcpTool",
+    "SwapTokenStore",
     "TokenStore",
     "ToolFilter",
     "ToolProgress",

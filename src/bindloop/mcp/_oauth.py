@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Literal, Protocol, TypeVar
 
+import anyio
 import msgspec
 
 from ..clock import Clock, monotonic_ms
@@ -45,17 +46,16 @@ from ._oauth_model import (
     split_url,
     state_value,
 )
+from ._token_store import MemoryTokenStore, SwapTokenStore, TokenStore
 
 __all__ = (
     "AuthorizeRedirect",
     "McpAuth",
     "McpOAuth",
-    "MemoryTokenStore",
     "OAuthFetch",
     "OAuthRequest",
     "OAuthResponse",
     "AuthorizationGrant",
-    "TokenStore",
     "id_jag_exchange",
     "transport_fetch",
 )
@@ -165,44 +165,6 @@ def id_jag_exchange(fetch: OAuthFetch, *, token_endpoint: str, id_token: str,
     return grant
 
 
-class TokenStore(Protocol):
-    """Where a client's tokens and registration live between runs (memory, a file, Durable
-    Object storage): the host's port."""
-
-    async def load_tokens(self) -> OAuthTokens | None: ...
-
-    async def save_tokens(self, tokens: OAuthTokens | None) -> None: ...
-
-    async def load_client(self) -> OAuthClientInfo | None: ...
-
-    async def save_client(self, client: OAuthClientInfo | None) -> None: ...
-
-
-class MemoryTokenStore:
-    """A :class:`TokenStore` in memory: tokens live as long as the object."""
-
-    __slots__ = ("client", "tokens")
-
-    def __init__(self) -> None:
-        self.tokens: OAuthTokens | None = None
-        self.client: OAuthClientInfo | None = None
-
-    def __repr__(self) -> str:  # never the tokens
-        return f"MemoryTokenStore(tokens={'set' if self.tokens else 'none'})"
-
-    async def load_tokens(self) -> OAuthTokens | None:
-        return self.tokens
-
-    async def save_tokens(self, tokens: OAuthTokens | None) -> None:
-        self.tokens = tokens
-
-    async def load_client(self) -> OAuthClientInfo | None:
-        return self.client
-
-    async def save_client(self, client: OAuthClientInfo | None) -> None:
-        self.client = client
-
-
 class _Discovered(msgspec.Struct, frozen=True):
     resource: ProtectedResourceMetadata | None
     server: AuthorizationServerMetadata
@@ -222,8 +184,15 @@ class McpOAuth:
     name a pre-registered client; ``client_metadata_url`` is this client's metadata document,
     used as its ``client_id`` where the server supports that; otherwise the client registers
     dynamically as ``client_name``. ``offline`` asks for ``offline_access`` (a refresh token)
-    where the server offers it. ``max_step_ups`` bounds the authorizations one refusal
-    sequence may start.
+    where the server offers it.
+
+    A refresh is shared with every other client on the same ``store`` (other processes,
+    isolates): it reloads the stored tokens first and uses them if another client already
+    rotated; it saves with the store's compare-and-swap (:class:`SwapTokenStore`) and, if that
+    refuses because another client saved first, uses the winner's tokens; and if the server
+    refuses the refresh token (already rotated by another client whose save has not landed
+    yet), it re-reads the store for up to ``refresh_wait_ms`` (every 100 ms, on ``sleep``) and
+    uses the tokens that appear there before giving up.
     """
 
     def __init__(self, *, server_url: str, fetch: OAuthFetch,
@@ -236,7 +205,9 @@ class McpOAuth:
                  client_metadata_url: str | None = None, client_name: str = "bindloop",
                  client_assertion: Callable[[str], Awaitable[str]] | None = None,
                  authorization_grant: AuthorizationGrant | None = None,
-                 offline: bool = True, scope: str | None = None) -> None:
+                 offline: bool = True, scope: str | None = None,
+                 sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+                 refresh_wait_ms: float = 2_000.0) -> None:
         split_url(server_url)  # an absolute URL, or ValueError now
         if grant == "authorization_code" and (authorize is None or redirect_uri is None
                                               or random_bytes is None):
@@ -255,6 +226,10 @@ class McpOAuth:
         self._redirect_uri = redirect_uri
         self._random = random_bytes
         self._store: TokenStore = store if store is not None else MemoryTokenStore()
+        self._swap = self._store if isinstance(self._store, SwapTokenStore) else None
+        self._sleep = sleep
+        self._refresh_wait_ms = refresh_wait_ms
+        self._refreshing = anyio.Lock()
         self._now = now
         self._preset = (None if client_id is None else
                         OAuthClientInfo(client_id=client_id, client_secret=client_secret,
@@ -455,7 +430,9 @@ class McpOAuth:
 
     async def _token_request(self, discovered: _Discovered, client: OAuthClientInfo,
                              form: list[tuple[str, str | None]], what: str,
-                             previous_refresh: str | None = None) -> None:
+                             previous_refresh: str | None = None) -> OAuthTokens:
+        """Ask the token endpoint; the tokens it issued (used and saved unless refreshing:
+        :meth:`_refresh` saves with compare-and-swap)."""
         endpoint = discovered.server.token_endpoint
         if not endpoint:
             raise self._fail("the authorization server metadata has no token_endpoint")
@@ -486,8 +463,10 @@ class McpOAuth:
         if tokens.token_type.lower() != "bearer":
             raise self._fail(f"the token endpoint issued a {tokens.token_type!r} token, not "
                              "Bearer")
-        self._use(tokens)
-        await self._store.save_tokens(tokens)
+        if previous_refresh is None:
+            self._use(tokens)
+            await self._store.save_tokens(tokens)
+        return tokens
 
     async def _authorization_code(self, discovered: _Discovered, client: OAuthClientInfo,
                                   scope: str | None, resource: str) -> None:
@@ -522,12 +501,67 @@ class McpOAuth:
             "client credentials")
 
     async def _refresh(self, tokens: OAuthTokens) -> None:
+        """Refresh ``tokens`` (expired or refused), in agreement with every other client of the
+        store; raises :class:`McpAuthorizationError` when no usable token results."""
+        async with self._refreshing:
+            held = self._tokens
+            if held is not None and held != tokens and not held.expired(self._now()):
+                return  # a concurrent request of this provider refreshed already
+            current = tokens
+            for _ in range(4):  # each round ends in a token, or another client's newer save
+                stored = await self._store.load_tokens()
+                if stored is not None and stored != current:
+                    current = stored  # another client rotated first: theirs, or refresh theirs
+                    if not stored.expired(self._now()):
+                        self._use(stored)
+                        return
+                if current.refresh_token is None:
+                    raise self._fail("the stored token expired and has no refresh token")
+                try:
+                    fresh = await self._refresh_request(current)
+                except McpAuthorizationError:
+                    if await self._store_changed(stored):
+                        continue  # the rotation that beat this one has landed: use it
+                    raise
+                if await self._save_if(fresh, stored):
+                    self._use(fresh)
+                    return
+                for secret in self._secrets(fresh):  # unused, but live: never shown either
+                    self._on_secret(secret)
+                # Another client saved first: the next round loads and uses the winner's.
+            raise self._fail("the stored tokens kept changing while refreshing")
+
+    async def _refresh_request(self, tokens: OAuthTokens) -> OAuthTokens:
         assert tokens.refresh_token is not None
         discovered = await self._discover(WwwAuthenticate())
         client = await self._client(discovered, tokens.scope)
-        await self._token_request(discovered, client, [
+        return await self._token_request(discovered, client, [
             ("grant_type", "refresh_token"), ("refresh_token", tokens.refresh_token),
             ("resource", self._resource(discovered))], "refresh", tokens.refresh_token)
+
+    async def _store_changed(self, seen: OAuthTokens | None) -> bool:
+        """Whether the stored tokens differ from ``seen``, re-reading for up to
+        ``refresh_wait_ms``: a refused refresh token may have been rotated by another client
+        that has not saved yet."""
+        waited = 0.0
+        while True:
+            stored = await self._store.load_tokens()
+            if stored is not None and stored != seen:
+                return True
+            if waited >= self._refresh_wait_ms:
+                return False
+            await self._sleep(0.1)
+            waited += 100.0
+
+    async def _save_if(self, tokens: OAuthTokens, expected: OAuthTokens | None) -> bool:
+        if self._swap is not None:
+            return await self._swap.swap_tokens(tokens, expected=expected)
+        # A store without compare-and-swap: compare, then save (atomic within this provider,
+        # whose refreshes hold a lock; not across processes -- see SwapTokenStore).
+        if await self._store.load_tokens() != expected:
+            return False
+        await self._store.save_tokens(tokens)
+        return True
 
     def _use(self, tokens: OAuthTokens | None) -> None:
         self._tokens = tokens

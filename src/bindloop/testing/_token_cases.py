@@ -4,7 +4,10 @@ pytest suite (``store_kit.TokenStoreSuite``) and a route inside workerd run the 
 
 A factory handle here is a view on one token store (one user at one MCP server): two handles of
 the same factory see each other's saves. Tokens are secrets: the cases also check that a store's
-``repr`` never shows them.
+``repr`` never shows them. A store shared by several processes must be a
+:class:`bindloop.mcp.SwapTokenStore`: the ``swap`` cases check its compare-and-swap save lands only
+on the expected tokens, atomically across handles, and that two :class:`~bindloop.mcp.McpOAuth`
+on two handles refreshing at once end on one rotation.
 """
 
 from __future__ import annotations
@@ -14,7 +17,14 @@ from types import MappingProxyType
 
 import anyio
 
-from ..mcp import McpOAuth, OAuthClientInfo, OAuthRequest, OAuthResponse, OAuthTokens
+from ..mcp import (
+    McpOAuth,
+    OAuthClientInfo,
+    OAuthRequest,
+    OAuthResponse,
+    OAuthTokens,
+    SwapTokenStore,
+)
 from ._store_cases import Case, StoreHandles
 
 __all__ = ("TOKEN_CASES",)
@@ -101,6 +111,115 @@ async def mcp_oauth_uses_the_stored_tokens(stores: StoreHandles) -> None:
     assert requests == []
 
 
+def _swapping(store: object) -> SwapTokenStore:
+    assert isinstance(store, SwapTokenStore), (
+        f"{type(store).__name__} has no swap_tokens: a token store shared by processes needs "
+        "the compare-and-swap save (bindloop.mcp.SwapTokenStore)")
+    return store
+
+
+async def token_store_swap_lands_only_on_the_expected_tokens(stores: StoreHandles) -> None:
+    a, b = _swapping(await stores.open()), _swapping(await stores.open())
+    assert await a.swap_tokens(FULL, expected=None) is True       # nothing stored: expected None
+    assert await b.swap_tokens(BARE, expected=None) is False      # FULL is stored now
+    assert await b.load_tokens() == FULL
+    stale = OAuthTokens(access_token=FULL.access_token, refresh_token=FULL.refresh_token,
+                        scope=FULL.scope, expires_at_ms=1.0)  # differs in one field only
+    assert await b.swap_tokens(BARE, expected=stale) is False
+    assert await a.load_tokens() == FULL
+    assert await b.swap_tokens(BARE, expected=FULL) is True       # through another handle
+    assert await a.load_tokens() == BARE
+    assert await a.swap_tokens(FULL, expected=FULL) is False
+    assert await a.swap_tokens(None, expected=BARE) is True       # a swap can forget them
+    assert await b.load_tokens() is None
+    await a.save_client(CLIENT)
+    assert await b.swap_tokens(BARE, expected=None) is True       # the registration is apart
+    assert await b.load_client() == CLIENT
+
+
+async def token_store_swap_race_has_one_winner(stores: StoreHandles) -> None:
+    """Six holders of one refresh token each store their rotation: exactly one lands."""
+    first = OAuthTokens(access_token="at-0", refresh_token="rt-0", expires_at_ms=0.0)
+    handles = [_swapping(await stores.open()) for _ in range(6)]
+    await handles[0].save_tokens(first)
+    rotated = [OAuthTokens(access_token=f"at-{i}", refresh_token=f"rt-{i}", expires_at_ms=1.0)
+               for i in range(1, len(handles) + 1)]
+    landed: list[int] = []
+
+    async def swap(i: int) -> None:
+        if await handles[i].swap_tokens(rotated[i], expected=first):
+            landed.append(i)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(handles)):
+            tg.start_soon(swap, i)
+    assert len(landed) == 1, f"{len(landed)} swaps landed on the same expected tokens"
+    for handle in handles:
+        assert await handle.load_tokens() == rotated[landed[0]]
+
+
+class _RotatingServer:
+    """A token endpoint that rotates refresh tokens and answers only once both racing refreshes
+    are in flight. ``strict``: a used refresh token is refused (``invalid_grant``); otherwise it
+    is honoured again (a reuse grace period), so both refreshes succeed."""
+
+    def __init__(self, strict: bool, racers: int) -> None:
+        self.strict = strict
+        self.live = {"rt-gen-0"}
+        self.issued: list[str] = []
+        self.refused = 0
+        self._racers = racers
+        self._arrived = 0
+        self._all_in = anyio.Event()
+
+    async def fetch(self, request: OAuthRequest) -> OAuthResponse:
+        if request.method != "POST":
+            return OAuthResponse(status=404)  # no metadata: the default endpoints at the origin
+        form = dict(pair.split("=", 1) for pair in request.body.decode().split("&"))
+        used = form.get("refresh_token", "")
+        honoured = used in self.live
+        if honoured:
+            token = f"gen-{len(self.issued) + 1}"
+            self.issued.append(token)
+            if self.strict:
+                self.live.discard(used)
+            self.live.add(f"rt-{token}")
+        self._arrived += 1
+        if self._arrived >= self._racers:
+            self._all_in.set()
+        with anyio.fail_after(10):
+            await self._all_in.wait()
+        if not honoured:
+            self.refused += 1
+            return OAuthResponse(status=400, body=b'{"error": "invalid_grant"}')
+        return OAuthResponse(status=200, body=(
+            f'{{"access_token": "at-{token}", "token_type": "Bearer", "expires_in": 3600, '
+            f'"refresh_token": "rt-{token}"}}').encode())
+
+
+async def mcp_oauth_refreshes_race_to_one_rotation(stores: StoreHandles) -> None:
+    """Two McpOAuth on two handles refresh one expired token at once: both end on the tokens
+    the store holds, which the server still honours; a strict rotating server issued one."""
+    for strict in (True, False):
+        server = _RotatingServer(strict, racers=2)
+        handles = [await stores.open() for _ in range(2)]
+        await handles[0].save_tokens(OAuthTokens(access_token="at-gen-0",
+                                                 refresh_token="rt-gen-0", expires_at_ms=1.0))
+        clients = [McpOAuth(server_url="https://mcp.invalid/mcp", fetch=server.fetch, store=h,
+                            grant="client_credentials", client_id="c", now=lambda: 0.0)
+                   for h in handles]
+        async with anyio.create_task_group() as tg:
+            for client in clients:
+                tg.start_soon(client.prepare)
+        stored = await handles[1].load_tokens()
+        assert stored is not None and stored.refresh_token in server.live, (
+            strict, "the store holds a refresh token the server no longer honours")
+        for client in clients:
+            assert client.tokens == stored, (strict, "a client kept tokens the store lost")
+        assert len(server.issued) == (1 if strict else 2) and server.refused == (
+            1 if strict else 0), (strict, server.issued, server.refused)
+
+
 def _by_name(*cases: Case) -> Mapping[str, Case]:
     return MappingProxyType({case.__name__: case for case in cases})
 
@@ -108,5 +227,7 @@ def _by_name(*cases: Case) -> Mapping[str, Case]:
 TOKEN_CASES: Mapping[str, Case] = _by_name(
     token_store_starts_empty, token_store_round_trips_through_another_handle,
     token_store_keeps_client_and_tokens_apart, token_store_never_shows_a_secret,
-    token_store_concurrent_saves_store_one_whole, mcp_oauth_uses_the_stored_tokens)
+    token_store_concurrent_saves_store_one_whole, mcp_oauth_uses_the_stored_tokens,
+    token_store_swap_lands_only_on_the_expected_tokens, token_store_swap_race_has_one_winner,
+    mcp_oauth_refreshes_race_to_one_rotation)
 """The token store cases by name."""

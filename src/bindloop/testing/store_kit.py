@@ -214,7 +214,9 @@ class LimitStoreSuite(_Suite):
 
 class TokenStoreSuite(_Suite):
     """:class:`~bindloop.mcp.TokenStore`: MCP OAuth tokens and the client registration, shared by
-    every handle on the store, the latest save winning, never shown in a ``repr``."""
+    every handle on the store, the latest save winning, never shown in a ``repr``, with an atomic
+    compare-and-swap save (:class:`~bindloop.mcp.SwapTokenStore`) that keeps two processes
+    refreshing at once on one rotation."""
 
     async def test_token_store_starts_empty(self, stores: StoreHandles) -> None:
         await _run(tokens.token_store_starts_empty, stores)
@@ -233,5 +235,15 @@ class TokenStoreSuite(_Suite):
 
     async def test_mcp_oauth_uses_the_stored_tokens(self, stores: StoreHandles) -> None:
         await _run(tokens.mcp_oauth_uses_the_stored_tokens, stores)
+
+    async def test_token_store_swap_lands_only_on_the_expected_tokens(
+            self, stores: StoreHandles) -> None:
+        await _run(tokens.token_store_swap_lands_only_on_the_expected_tokens, stores)
+
+    async def test_token_store_swap_race_has_one_winner(self, stores: StoreHandles) -> None:
+        await _run(tokens.token_store_swap_race_has_one_winner, stores)
+
+    async def test_mcp_oauth_refreshes_race_to_one_rotation(self, stores: StoreHandles) -> None:
+        await _run(tokens.mcp_oauth_refreshes_race_to_one_rotation, stores)
 
 _publish(__name__, globals(), __all__)
