@@ -361,7 +361,8 @@ async def test_a_large_tool_result_stays_out_of_history(env: Any, tmp_path: Path
 async def test_a_fatal_tool_error_fails_the_run_not_the_batch_retry(env: Any,
                                                                     tmp_path: Path) -> None:
     """``is_fatal_tool_error`` inside the batch: the activity fails without retries and the
-    workflow fails, naming the error's type and nothing of its message."""
+    workflow fails, naming the error's type and nothing of its message; the raise is not
+    journaled as an answer."""
     from temporalio.client import WorkflowFailureError
     from temporalio.exceptions import ActivityError, ApplicationError
 
@@ -384,6 +385,7 @@ async def test_a_fatal_tool_error_fails_the_run_not_the_batch_retry(env: Any,
     assert isinstance(cause, ActivityError) and isinstance(cause.cause, ApplicationError)
     assert cause.cause.type == "KeyError" and "s3cret" not in str(cause.cause)
     assert tries and len(tries) == len(set(tries))  # one attempt of the batch: not retried
+    assert _payload_rows(tmp_path / "f.db", "tool-outcome") == 0  # a fatal raise is no answer
 
 
 async def test_a_model_turn_the_loop_refuses_fails_the_run(env: Any, tmp_path: Path) -> None:
