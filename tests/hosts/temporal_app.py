@@ -1,8 +1,10 @@
 """The Temporal tests' host side: a scripted model asking for ``BATCH`` charges per turn and a
 ``charge`` tool whose effect (a ledger row) lands through an idempotency receipt in SQLite,
 atomically with the receipt — and a worker process (``python -m tests.hosts.temporal_app ADDRESS
-DB TASK_QUEUE DELAY``) that the tests SIGKILL. Step ``s`` takes ``DELAY * (1 + s % BATCH)``
-seconds, so the calls of one batch finish at different moments and a kill can land between."""
+DB TASK_QUEUE DELAY [RAISE_STEP]``) that the tests SIGKILL. Step ``s`` takes
+``DELAY * (1 + s % BATCH)`` seconds, so the calls of one batch finish at different moments and a
+kill can land between. Step ``RAISE_STEP`` (none by default) records its invocation, a side effect
+outside any receipt, and raises: a tool that did something before raising."""
 
 from __future__ import annotations
 
@@ -31,8 +33,13 @@ async def scripted_model(messages: list[Any], tools: list[Any]) -> Any:
     return ModelTurnResult(text="done: " + "; ".join(str(m.content) for m in done), usage=usage)
 
 
-def charge_tool(db: str, delay_s: float = 0.0) -> Any:
-    """``charge`` through a receipt in the SQLite file ``db`` (ledger written with the receipt)."""
+RAISED = "card declined: token=s3cret"
+"""The message of the raise at ``raise_step`` (a secret the model and the journal must not see)."""
+
+
+def charge_tool(db: str, delay_s: float = 0.0, raise_step: int | None = None) -> Any:
+    """``charge`` through a receipt in the SQLite file ``db`` (ledger written with the receipt);
+    step ``raise_step`` raises ``RuntimeError(RAISED)`` after recording its invocation."""
     import anyio
 
     from bindloop.contracts import ToolCall, ToolResult
@@ -56,6 +63,8 @@ def charge_tool(db: str, delay_s: float = 0.0) -> Any:
         args = json.loads(call.arguments)
         store.connection.execute("INSERT INTO invocations VALUES (?, ?)",  # autocommit
                                  (args["session"], args["step"]))
+        if args["step"] == raise_step:
+            raise RuntimeError(RAISED)
         key = ToolCallReceiptKey(tenant_id=TENANT, run_id=args["session"], tool_name="charge",
                                  args_hash=tool_call_args_hash(args))
         while True:
@@ -81,14 +90,15 @@ def charge_tool(db: str, delay_s: float = 0.0) -> Any:
     return store, charge
 
 
-async def serve(address: str, db: str, task_queue: str, delay_s: float) -> None:
+async def serve(address: str, db: str, task_queue: str, delay_s: float,
+                raise_step: int | None = None) -> None:
     from datetime import timedelta
 
     from temporalio.client import Client
 
     from bindloop.hosts.temporal import agent_activities, agent_worker
 
-    store, charge = charge_tool(db, delay_s)
+    store, charge = charge_tool(db, delay_s, raise_step)
     client = await Client.connect(address)
     # A dead worker's sticky queue is abandoned after 1 s (default 5 s): the test runs faster.
     worker = agent_worker(client, task_queue=task_queue, activities=agent_activities(
@@ -101,4 +111,5 @@ async def serve(address: str, db: str, task_queue: str, delay_s: float) -> None:
 if __name__ == "__main__":
     import asyncio
 
-    asyncio.run(serve(sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])))
+    asyncio.run(serve(sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]),
+                      int(sys.argv[5]) if len(sys.argv) > 5 else None))

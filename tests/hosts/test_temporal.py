@@ -26,7 +26,7 @@ from bindloop.hosts.temporal import (
 )
 from bindloop.session import create_loop_checkpoint, parse_loop_checkpoint, serialize_loop_checkpoint
 
-from .temporal_app import BATCH, STEPS, TURNS, charge_tool, scripted_model
+from .temporal_app import BATCH, RAISED, STEPS, TURNS, charge_tool, scripted_model
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,11 +137,13 @@ async def test_the_loop_runs_the_batch_inside_the_activity(env: Any, tmp_path: P
         live[0] -= 1
         return ToolResult(content=f"ok {call.id}")
 
+    rejected: list[tuple[str, BaseException]] = []
     queue = f"q-{uuid.uuid4().hex}"
     async with agent_worker(env.client, task_queue=queue, activities=agent_activities(
             call_model=model, run_tool_call=tool, payloads=store,
             runs_serially=lambda c: c.name == "serial",
-            batch_options=ToolBatchOptions(max_per_tool=1))):
+            batch_options=ToolBatchOptions(max_per_tool=1),
+            on_tool_call_rejected=lambda i, e: rejected.append((i, e)))):
         handle = await env.client.start_workflow(
             AgentRunWorkflow.run, _start("b1"), id=f"run-{uuid.uuid4().hex}", task_queue=queue)
         outcome = await handle.result()
@@ -151,6 +153,9 @@ async def test_the_loop_runs_the_batch_inside_the_activity(env: Any, tmp_path: P
     final = str(parse_loop_checkpoint(outcome.checkpoint).messages[-1].content)
     assert final.startswith("ok p0 | ok p1 | ok p2 | ok s | ")
     assert "RuntimeError" in final and "hunter2" not in final
+    # Not retried: the host's hook got the tool's own exception, as an unwired loop gives it.
+    assert [(i, type(e), str(e)) for i, e in rejected] == [
+        ("boom", RuntimeError, "password=hunter2")]
 
 
 async def _waiting(handle: Any) -> None:
@@ -233,9 +238,11 @@ async def test_cancellation_is_temporal_cancellation_and_reaches_the_batch(
     assert _ledger(tmp_path / "c.db") == []  # the cancelled tools never completed
 
 
-def _worker(address: str, db: Path, queue: str, delay_s: float) -> subprocess.Popen[str]:
+def _worker(address: str, db: Path, queue: str, delay_s: float,
+            *extra: str) -> subprocess.Popen[str]:
     proc = subprocess.Popen([sys.executable, "-m", "tests.hosts.temporal_app", address, str(db),
-                             queue, str(delay_s)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+                             queue, str(delay_s), *extra], cwd=ROOT, stdout=subprocess.PIPE,
+                            text=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     return proc
 
@@ -354,7 +361,8 @@ async def test_a_large_tool_result_stays_out_of_history(env: Any, tmp_path: Path
 async def test_a_fatal_tool_error_fails_the_run_not_the_batch_retry(env: Any,
                                                                     tmp_path: Path) -> None:
     """``is_fatal_tool_error`` inside the batch: the activity fails without retries and the
-    workflow fails, naming the error's type and nothing of its message."""
+    workflow fails, naming the error's type and nothing of its message; the raise is not
+    journaled as an answer."""
     from temporalio.client import WorkflowFailureError
     from temporalio.exceptions import ActivityError, ApplicationError
 
@@ -377,6 +385,7 @@ async def test_a_fatal_tool_error_fails_the_run_not_the_batch_retry(env: Any,
     assert isinstance(cause, ActivityError) and isinstance(cause.cause, ApplicationError)
     assert cause.cause.type == "KeyError" and "s3cret" not in str(cause.cause)
     assert tries and len(tries) == len(set(tries))  # one attempt of the batch: not retried
+    assert _payload_rows(tmp_path / "f.db", "tool-outcome") == 0  # a fatal raise is no answer
 
 
 async def test_a_model_turn_the_loop_refuses_fails_the_run(env: Any, tmp_path: Path) -> None:
@@ -406,3 +415,141 @@ async def test_a_model_turn_the_loop_refuses_fails_the_run(env: Any, tmp_path: P
     cause = info.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == "InvalidModelTurnError"
     assert "repeats id 'dup'" in str(cause)
+
+
+def _journaled_raise(db: Path) -> Any:
+    """The one journal row holding a raise, decoded."""
+    from bindloop.hosts._temporal_payloads import JournaledRaise
+
+    # A row's result is the encoded answer, stored as a JSON string.
+    rows = [msgspec.json.decode(msgspec.json.decode(r[0])) for r in _rows(
+        db, "SELECT result FROM receipts WHERE tenant_id = 'bindloop-temporal' "
+            "AND tool_name = 'tool-outcome'")]
+    raised = [msgspec.convert(r, JournaledRaise) for r in rows if r["outcome"] == "raised"]
+    assert len(raised) == 1, rows
+    return raised[0]
+
+
+async def test_a_call_that_raised_is_not_run_again_by_a_retried_batch(
+        env: Any, tmp_path: Path) -> None:
+    """Step 0 records a side effect and raises; the worker is SIGKILLed while step 1 of the same
+    batch still runs. The retried batch answers step 0 from the journal (its tool is not invoked
+    again) and the model reads the error journaled by the attempt that ran it."""
+    db = tmp_path / "x.db"
+    charge_tool(str(db))  # creates the tables
+    address = env.client.service_client.config.target_host
+    queue = f"q-{uuid.uuid4().hex}"
+    first = _worker(address, db, queue, 0.4, "0")
+    second = None
+    try:
+        handle = await env.client.start_workflow(
+            AgentRunWorkflow.run, _start("x1", tool_timeout_s=3.0, model_timeout_s=3.0),
+            id=f"run-{uuid.uuid4().hex}", task_queue=queue)
+        for _ in range(400):
+            if _rows(db, "SELECT * FROM invocations WHERE step = 0"):
+                break  # step 0 did its side effect and raised
+            await anyio.sleep(0.02)
+        await anyio.sleep(0.2)  # time to journal it; step 1 (0.8 s) is still running
+        assert _ledger(db) == [], "the kill must land inside the first batch"
+        first.kill()  # SIGKILL, mid-batch
+        first.wait()
+        second = _worker(address, db, queue, 0.0, "0")
+        outcome = await handle.result()
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert outcome.stop_reason == "done"
+    invoked = _rows(db, "SELECT step, count(*) FROM invocations GROUP BY step ORDER BY step")
+    assert invoked == [(0, 1), (1, 2), (2, 1), (3, 1)]  # the raising step ran once
+    assert _ledger(db) == [("x1", s) for s in range(1, STEPS)]
+    journaled = _journaled_raise(db)
+    assert journaled.exception_type == "RuntimeError" and "s3cret" not in journaled.error.error
+    cp = parse_loop_checkpoint(outcome.checkpoint)
+    read = [m for m in cp.messages if getattr(m, "tool_call_id", "") == "c0"]
+    assert len(read) == 1 and journaled.error.error in str(read[0].content)
+    assert "s3cret" not in outcome.checkpoint
+    assert (outcome.tool_calls, cp.stats.tool_calls) == (STEPS, STEPS)  # counted once
+
+
+class _FailsOnce:
+    """A payload store whose first journal claim for call ``slow`` fails (a retryable journal
+    failure: the batch activity's attempt ends and Temporal retries it)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store, self.failed = store, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    async def claim(self, key: Any, attempt: int, lease_ms: float) -> bool:
+        from bindloop.session import StoreError
+
+        if ":slow:" in key.args_hash and not self.failed:
+            self.failed = True
+            raise StoreError("FailsOnce", "claim", "unavailable")
+        return bool(await self.store.claim(key, attempt, lease_ms))
+
+
+async def test_a_retried_batch_answers_a_raise_from_the_journal(env: Any, tmp_path: Path) -> None:
+    """The batch's first attempt fails after call ``boom`` raised (after its side effect) and was
+    journaled. The retry does not run it again: the model reads the text ``format_tool_exception``
+    gave on the first attempt (the formatter numbers its calls: it ran once), and the host's
+    ``on_tool_call_rejected`` sees a JournaledToolRaise carrying that text and the type name;
+    the call counts once."""
+    from bindloop.contracts import ModelTurnResult, ToolError, ToolMessage
+    from bindloop.hosts import temporal
+
+    store, _ = charge_tool(str(tmp_path / "j.db"))
+    effects: list[str] = []
+    formats: list[str] = []
+    rejected: list[tuple[str, BaseException]] = []
+    read: list[str] = []
+
+    async def model(messages: list[Any], tools: list[Any]) -> ModelTurnResult:
+        done = [m for m in messages if isinstance(m, ToolMessage)]
+        if done:
+            read.extend(str(m.content) for m in done if m.tool_call_id == "boom")
+            return ModelTurnResult(text="done")
+        return ModelTurnResult(tool_calls=(ToolCall(id="boom", name="boom", arguments="{}"),
+                                           ToolCall(id="slow", name="slow", arguments="{}")))
+
+    async def tool(call: ToolCall) -> ToolResult:
+        effects.append(call.id)
+        if call.id == "boom":
+            raise RuntimeError(RAISED)
+        await anyio.sleep(0.1)
+        return ToolResult(content="slow done")
+
+    def fmt(exc: Exception) -> ToolError:
+        formats.append(type(exc).__name__)
+        return ToolError(error=f"declined ({type(exc).__name__} #{len(formats)})")
+
+    queue = f"q-{uuid.uuid4().hex}"
+    async with agent_worker(env.client, task_queue=queue, activities=agent_activities(
+            call_model=model, run_tool_call=tool, payloads=_FailsOnce(store),
+            format_tool_exception=fmt,
+            on_tool_call_rejected=lambda i, e: rejected.append((i, e)))):
+        handle = await env.client.start_workflow(
+            AgentRunWorkflow.run, _start("j1"), id=f"run-{uuid.uuid4().hex}", task_queue=queue)
+        outcome = await handle.result()
+    history = await handle.fetch_history()
+    attempts = [e.activity_task_started_event_attributes.attempt for e in history.events
+                if e.HasField("activity_task_started_event_attributes")]
+    assert max(attempts) == 2  # the batch activity was retried once
+    assert effects == ["boom", "slow", "slow"]  # boom's side effect happened once
+    assert formats == ["RuntimeError"]
+    # What the model read for boom: the first attempt's text (the formatter's only call).
+    assert [msgspec.json.decode(r)["error"] for r in read] == ["declined (RuntimeError #1)"]
+    # The rejection is reported by the attempt that finished the batch (the first one ended
+    # before its rejections were reported): a stand-in, since the exception died with it.
+    assert [i for i, _ in rejected] == ["boom"]
+    replayed = rejected[0][1]
+    assert isinstance(replayed, temporal.JournaledToolRaise)
+    assert (replayed.message, replayed.kind, replayed.exception_type) == (
+        "declined (RuntimeError #1)", "error", "RuntimeError")
+    assert "s3cret" not in str(replayed)
+    cp = parse_loop_checkpoint(outcome.checkpoint)
+    assert (outcome.tool_calls, cp.stats.tool_calls, outcome.tool_batches) == (2, 2, 1)
+    assert "s3cret" not in outcome.checkpoint

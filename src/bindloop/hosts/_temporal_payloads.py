@@ -12,6 +12,11 @@ A **reference** is a :class:`~bindloop.contracts.ToolResult` whose ``content`` i
 history, its ``checkpoint`` query and its result) holds that short string; the model-turn activity
 puts the stored content back before the model reads it, and :func:`resolve_references` does the
 same for a host reading a checkpoint.
+
+A journal row holds what a call *answered*: the outcome it returned, or — for a tool that raised
+(not fatally) — a :class:`JournaledRaise`, the loop's ``ToolRaised`` answer as plain data: the
+:class:`~bindloop.contracts.ToolError` the model read and the exception's type name. Never the
+exception itself (its message may hold what must not be stored).
 """
 
 from __future__ import annotations
@@ -21,11 +26,11 @@ from typing import Any
 
 import msgspec
 
-from bindloop.contracts import Message, ToolMessage, ToolOutcome, ToolResult
+from bindloop.contracts import Message, ToolError, ToolMessage, ToolOutcome, ToolResult
 from bindloop.run import ReceiptCompleted, ToolCallReceiptKey, ToolCallReceiptStore
 from bindloop.session import LoopCheckpoint, StoreError
 
-__all__ = ("PAYLOAD_TENANT", "REFERENCE_PREFIX", "chunk_key", "journal_key", "journal_outcome",
+__all__ = ("PAYLOAD_TENANT", "REFERENCE_PREFIX", "JournaledRaise", "chunk_key", "journal_key", "journal_outcome",
            "read_payload", "record_outcome", "resolve_messages", "resolve_references",
            "stub_if_large")
 
@@ -39,7 +44,21 @@ JOURNAL_LEASE_MS = 2_000.0
 is taken after the tool returned and completed right away; only a kill between the two leaves
 one behind)."""
 
-_OUTCOME = msgspec.json.Decoder(ToolOutcome)
+
+
+class JournaledRaise(msgspec.Struct, frozen=True, kw_only=True, tag_field="outcome", tag="raised"):
+    """A call whose tool raised (not fatally): ``error`` is what the model read (the loop's
+    ``tool_exception_error`` of the exception), ``exception_type`` the exception's type name —
+    the data of the loop's ``ToolRaised`` answer, without its batch index and time."""
+
+    error: ToolError
+    exception_type: str
+
+
+JournalEntry = ToolOutcome | JournaledRaise
+"""What one journal row answers for its call."""
+
+_OUTCOME = msgspec.json.Decoder(JournalEntry)
 
 
 def chunk_key(execution_id: str, chunk: str) -> ToolCallReceiptKey:
@@ -61,8 +80,8 @@ async def read_payload(store: ToolCallReceiptStore, key: ToolCallReceiptKey) -> 
 
 
 async def journal_outcome(store: ToolCallReceiptStore, key: ToolCallReceiptKey
-                          ) -> tuple[ToolOutcome | None, int]:
-    """The journaled outcome (``None`` if the call has not finished under any attempt) and the
+                          ) -> tuple[JournalEntry | None, int]:
+    """The journaled answer (``None`` if the call has not finished under any attempt) and the
     attempt number the next write must use."""
     state = await store.read(key)
     if state is None:
@@ -76,8 +95,8 @@ async def journal_outcome(store: ToolCallReceiptStore, key: ToolCallReceiptKey
 
 
 async def record_outcome(store: ToolCallReceiptStore, key: ToolCallReceiptKey, attempt: int,
-                         outcome: ToolOutcome) -> ToolOutcome | None:
-    """Journal ``outcome`` as ``attempt``; the outcome the journal holds afterwards (another
+                         outcome: JournalEntry) -> JournalEntry | None:
+    """Journal ``outcome`` as ``attempt``; the answer the journal holds afterwards (another
     attempt's, if it wrote first), or ``None`` when the row is held by a live claim of another
     attempt (retry later)."""
     text = msgspec.json.encode(outcome).decode()

@@ -18,7 +18,17 @@ world is an activity:
   retried after its worker died (SIGKILL, lost machine) replays the calls that had finished and
   runs only the ones that had not. A call in flight at the kill runs again: side-effecting tools
   still go through idempotency receipts (``bindloop.run``) so that second run replays instead of
-  repeating the effect. A call that raised is not journaled (it runs again on a retry);
+  repeating the effect. A call whose tool raised (not fatally) is journaled too, as the loop's
+  answer to it — the :class:`~bindloop.contracts.ToolError` the model reads (the loop's
+  ``tool_exception_error``, ``format_tool_exception``'s when wired) and the exception's type
+  name, never the exception — so a retried batch answers it from the journal and the tool runs
+  at most once. The host's ``on_tool_call_rejected`` (applied inside the batch) sees the
+  rejection from the attempt that finishes the batch: the exception itself if that attempt ran
+  the tool, a :class:`JournaledToolRaise` (the same text, kind and type name) if an earlier one
+  did; the workflow's loop gets the call's ``ToolError`` among the batch's outcomes either way.
+  A *fatal* raise is not journaled: it fails the workflow (a non-retryable activity failure),
+  so no attempt retries the batch; a new workflow run of the execution journals under its own
+  run id, so there the call runs again;
 - the loop's clock is workflow time, so replays see the same times.
 
 **Suspends are updates.** A tool that returns ``ToolSuspend`` ends the loop with a
@@ -76,7 +86,7 @@ with workflow.unsafe.imports_passed_through():
         decode_messages,
         encode_messages,
     )
-    from bindloop.errors import BindloopError, PortContractError, RunCancelledError
+    from bindloop.errors import BindloopError, PortContractError, RunCancelledError, ToolFailure
     from bindloop.loop import (
         BatchRunner,
         BoundaryDecision,
@@ -85,6 +95,7 @@ with workflow.unsafe.imports_passed_through():
         ToolLoopState,
         run_tool_loop,
     )
+    from bindloop.lowlevel import is_fatal_raise, tool_exception_error
     from bindloop.run import ToolCallReceiptStore, sha256_hex
     from bindloop.session import (
         CheckpointInputError,
@@ -101,6 +112,7 @@ with workflow.unsafe.imports_passed_through():
 
     from ._temporal_payloads import (
         PAYLOAD_TENANT,
+        JournaledRaise,
         chunk_key,
         journal_key,
         journal_outcome,
@@ -112,8 +124,8 @@ with workflow.unsafe.imports_passed_through():
     )
 
 __all__ = ("PAYLOAD_TENANT", "AgentActivities", "AgentRunInput", "AgentRunOutcome",
-           "AgentRunWorkflow", "ModelTurnInput", "ToolBatchInput", "agent_activities",
-           "agent_worker", "resolve_references")
+           "AgentRunWorkflow", "JournaledToolRaise", "ModelTurnInput", "ToolBatchInput",
+           "agent_activities", "agent_worker", "resolve_references")
 
 _OUTCOMES = msgspec.json.Decoder(list[ToolOutcome])
 
@@ -158,6 +170,18 @@ class ToolBatchInput:  # Temporal's payload converter reads dataclasses
     execution_id: str
     batch: str
     calls: list[dict[str, Any]]
+
+
+class JournaledToolRaise(ToolFailure):
+    """What the host's ``on_tool_call_rejected`` receives, in a retried batch activity, for a call
+    whose tool raised under an earlier attempt: the tool is not run again and its exception is
+    gone with that attempt (only its answer was journaled). ``message`` and ``kind`` are the tool
+    error the model read, ``exception_type`` the original exception's type name. The attempt
+    that ran the tool reported the exception itself."""
+
+    def __init__(self, message: str, *, kind: str = "error", exception_type: str) -> None:
+        super().__init__(message, kind=kind)
+        self.exception_type = exception_type
 
 
 class _Abandon(Exception):
@@ -259,10 +283,40 @@ class AgentActivities:
     async def _run_batch(self, batch: ToolBatchInput,
                          calls: tuple[ToolCall, ...]) -> Sequence[ToolOutcome]:
         store, ident, tool = self._payloads, batch.execution_id, self._run_tool_call
-        host_fatal = self._is_fatal
+        host_fatal, host_format = self._is_fatal, self._format
+        # The tool errors journaled for this attempt's raises, by exception: the loop's own
+        # formatting of the raise gives the model the very text the journal holds.
+        formatted: dict[int, tuple[Exception, ToolError]] = {}
 
         def fatal(exc: BaseException) -> bool:
-            return isinstance(exc, _Abandon) or (host_fatal is not None and host_fatal(exc))
+            if isinstance(exc, _Abandon):
+                return True
+            if isinstance(exc, JournaledToolRaise):
+                return False  # journaled as an answer, so it was not fatal when it was raised
+            return host_fatal is not None and host_fatal(exc)
+
+        def format_raise(exc: Exception) -> ToolError:
+            made = formatted.pop(id(exc), None)
+            if made is not None and made[0] is exc:
+                return made[1]
+            return tool_exception_error(exc, host_format)
+
+        def answer(entry: Any) -> ToolOutcome:
+            if isinstance(entry, JournaledRaise):  # the loop reports it as the raise it was
+                raise JournaledToolRaise(entry.error.error, kind=entry.error.kind,
+                                         exception_type=entry.exception_type)
+            outcome: ToolOutcome = entry
+            return outcome
+
+        async def journal(call: ToolCall, key: Any, attempt: int, entry: Any) -> Any:
+            try:
+                kept = await record_outcome(store, key, attempt, entry)
+            except Exception as exc:
+                raise _Abandon(_journal_error(exc)) from None
+            if kept is None:
+                raise _Abandon(ApplicationError(
+                    f"the journal row of call {call.id!r} is held by another attempt"))
+            return kept
 
         async def journaled(call: ToolCall) -> ToolOutcome:
             key = journal_key(ident, _row(batch, call))
@@ -271,17 +325,21 @@ class AgentActivities:
             except Exception as exc:
                 raise _Abandon(_journal_error(exc)) from None
             if stored is not None:
-                return stored  # finished before this attempt: replayed, not run again
-            value: Any = tool(call)
-            outcome: ToolOutcome = await value if isawaitable(value) else value
+                return answer(stored)  # finished before this attempt: replayed, not run again
             try:
-                kept = await record_outcome(store, key, attempt, outcome)
+                value: Any = tool(call)
+                outcome: ToolOutcome = await value if isawaitable(value) else value
             except Exception as exc:
-                raise _Abandon(_journal_error(exc)) from None
-            if kept is None:
-                raise _Abandon(ApplicationError(
-                    f"the journal row of call {call.id!r} is held by another attempt"))
-            return kept
+                if is_fatal_raise(exc, fatal):
+                    raise  # not an answer: the run ends (see tool_batch)
+                error = tool_exception_error(exc, host_format)
+                kept = await journal(call, key, attempt, JournaledRaise(
+                    error=error, exception_type=type(exc).__name__))
+                if kept != JournaledRaise(error=error, exception_type=type(exc).__name__):
+                    return answer(kept)  # another attempt journaled first: its answer stands
+                formatted[id(exc)] = (exc, error)
+                raise  # the loop reports this attempt's raise with the exception itself
+            return answer(await journal(call, key, attempt, outcome))
 
         got: list[Sequence[ToolOutcome]] = []
 
@@ -298,7 +356,7 @@ class AgentActivities:
                 call_model=the_turn, run_tool_call=journaled, run_tool_batch=port,
                 activate=_activations_are_the_workflows,
                 runs_serially=self._runs_serially, batch_options=self._batch_options,
-                is_fatal_tool_error=fatal, format_tool_exception=self._format,
+                is_fatal_tool_error=fatal, format_tool_exception=format_raise,
                 on_tool_call_rejected=self._rejected, state=ToolLoopState(), max_iterations=1))
         except _Abandon:
             raise
