@@ -333,9 +333,9 @@ class AgentActivities:
                 if is_fatal_raise(exc, fatal):
                     raise  # not an answer: the run ends (see tool_batch)
                 error = tool_exception_error(exc, host_format)
-                kept = await journal(call, key, attempt, JournaledRaise(
-                    error=error, exception_type=type(exc).__name__))
-                if kept != JournaledRaise(error=error, exception_type=type(exc).__name__):
+                raised = JournaledRaise(error=error, exception_type=type(exc).__name__)
+                kept = await journal(call, key, attempt, raised)
+                if kept != raised:
                     return answer(kept)  # another attempt journaled first: its answer stands
                 formatted[id(exc)] = (exc, error)
                 raise  # the loop reports this attempt's raise with the exception itself
