@@ -21,12 +21,23 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# `make demo` needs only the package and httpx (the loopback transport): a venv of its own, so a
+# fresh clone runs the demo without downloading the test toolchain.
+DEMO_VENV  := .venv-demo
+DEMO_PY    := $(DEMO_VENV)/bin/python
+DEMO_STAMP := $(DEMO_VENV)/.installed
+
+$(DEMO_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_PY) -m pip install --quiet -e '.[httpx]'
+	touch $@
+
 ## make demo: an agent loop over a deterministic policy model with real pure tools, traced; then
 ## the agent API: prompt_agent(schema) with a tool, a re-ask and partial structured output, over
 ## a scripted OpenAI-chat provider on 127.0.0.1.
-demo: venv
-	$(PY) -m bindloop.hosts.demo
-	$(PY) -m bindloop.hosts.agent_demo
+demo: $(DEMO_STAMP)
+	$(DEMO_PY) -m bindloop.hosts.demo
+	$(DEMO_PY) -m bindloop.hosts.agent_demo
 
 ## The same agent through real provider wires over loopback HTTP: an Anthropic-wire provider that
 ## answers 503, then fallback to an OpenAI-chat-wire provider streaming SSE (route log in the trace).
