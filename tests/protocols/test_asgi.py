@@ -3,6 +3,7 @@ resumption by Last-Event-ID, a disconnect that does not cancel the run, stop, re
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import anyio
 import httpx
 import msgspec
 import pytest
+from hypothesis import given, strategies as st
 
 from bindloop.hosts.asgi import ChatApp, ChatInput, Emit
 from bindloop.hosts.asgi_log import MemoryRunLogs, RunBusyError, SqliteRunLogs
@@ -209,3 +211,64 @@ def test_two_processes_on_one_sqlite_store_share_a_chat(served: Any, tmp_path: P
         assert _post(base, "/api/chat", {**CHAT, "id": "revived"}).status_code == 200
     record = dead.record("ghost")
     assert record is not None and record.status == "interrupted"
+
+
+def test_many_short_chats_never_drop_a_running_one_and_a_full_log_refuses_with_503(
+        served: Any) -> None:
+    """More finished chats than the log keeps, posted while chats stream: a running chat keeps
+    its log and finishes; with every kept run running, a new chat gets 503, not a dead app."""
+    release = threading.Event()
+
+    async def runner(chat: ChatInput, emit: Emit) -> Any:
+        emit(0, TextEvent(content="hold"))
+        if chat.chat_id.startswith("hold"):
+            while not release.is_set():  # held open until the test lets it end
+                await anyio.sleep(0.01)
+        emit(0, TextEvent(content=" done"))
+
+    with served(ChatApp(runner, logs=MemoryRunLogs(keep=3))) as base:
+        with httpx.stream("POST", base + "/api/chat", json={**CHAT, "id": "hold-victim"},
+                          timeout=30) as victim:
+            chunks = victim.iter_text()
+            text = next(chunks)
+            for i in range(8):  # each a whole, quick chat: the log passes `keep` several times
+                short = _post(base, "/api/chat", {**CHAT, "id": f"short{i}"})
+                assert short.status_code == 200 and short.text.endswith("data: [DONE]\n\n")
+            with httpx.stream("POST", base + "/api/chat", json={**CHAT, "id": "hold-2"},
+                              timeout=30) as second:
+                next(second.iter_text())
+                with httpx.stream("POST", base + "/api/chat", json={**CHAT, "id": "hold-3"},
+                                  timeout=30) as third:
+                    next(third.iter_text())
+                    full = _post(base, "/api/chat", {**CHAT, "id": "short-refused"})
+                    assert full.status_code == 503 and full.json()["error"] == "too_many_runs"
+                    release.set()
+            text += "".join(chunks)
+        after = _post(base, "/api/chat", {**CHAT, "id": "after"})
+        assert after.status_code == 200
+    payloads = [d for _, d in _frames(text)]
+    assert payloads[-1] == "[DONE]"
+    assert msgspec.json.decode(payloads[-2])["type"] == "finish"
+    assert " done" in "".join(payloads)
+
+
+@given(st.lists(st.sampled_from(["begin", "end"]), max_size=40), st.integers(1, 5))
+def test_memory_logs_keep_every_running_run_and_at_most_keep_runs(ops: list[str],
+                                                                  keep: int) -> None:
+    from bindloop.hosts.asgi_log import RunsFullError
+
+    logs = MemoryRunLogs(keep=keep)
+    running: list[str] = []
+    for n, op in enumerate(ops):
+        if op == "begin":
+            try:
+                logs.begin(f"r{n}", f"c{n}", "ui", now_ms=0, lease_until_ms=10)
+            except RunsFullError:
+                assert len(running) == keep
+                continue
+            running.append(f"r{n}")
+        elif running:
+            logs.end(running.pop(0), "finished")
+        for run_id in running:
+            assert logs.append(run_id, b"x") >= 0  # a running run's log is always there
+        assert len(logs._runs) <= keep

@@ -59,7 +59,7 @@ from bindloop.protocols import (
 )
 from bindloop.session import LoopCheckpoint
 
-from .asgi_log import MemoryRunLogs, RunBusyError, RunLogs, RunStatus
+from .asgi_log import MemoryRunLogs, RunBusyError, RunLogs, RunsFullError, RunStatus
 
 __all__ = ("AgUiFrames", "ChatApp", "ChatInput", "Emit", "Frames", "Runner", "UiFrames",
            "ag_ui_chat_input", "drive_run", "error_text", "sse_event", "ui_chat_input", "ui_encoder")
@@ -291,6 +291,9 @@ class ChatApp:
         except RunBusyError as exc:
             raise _HttpError(409, "chat_busy", f"chat {chat_id!r} already has a running response "
                              f"({exc.run_id}); reconnect to it, or stop it first") from None
+        except RunsFullError:
+            raise _HttpError(503, "too_many_runs", "the server is running as many chats as it "
+                             "holds; try again shortly") from None
         run = _Run(run_id, protocol)
         self._live[run_id] = run
         self._active[(protocol, chat_id)] = run_id

@@ -19,7 +19,8 @@ from typing import Literal, Protocol
 
 import msgspec
 
-__all__ = ("MemoryRunLogs", "RunBusyError", "RunLogs", "RunRecord", "RunStatus", "SqliteRunLogs")
+__all__ = ("MemoryRunLogs", "RunBusyError", "RunLogs", "RunRecord", "RunStatus", "RunsFullError",
+           "SqliteRunLogs")
 
 RunStatus = Literal["running", "finished", "failed", "stopped", "interrupted"]
 
@@ -44,6 +45,15 @@ class RunBusyError(Exception):
     def __init__(self, run_id: str) -> None:
         super().__init__(f"run {run_id!r} of this chat is still running")
         self.run_id = run_id
+
+
+class RunsFullError(Exception):
+    """The logs hold as many running runs as they may keep: a new run is refused rather than a
+    running one dropped (``running``: how many are running)."""
+
+    def __init__(self, running: int) -> None:
+        super().__init__(f"{running} runs are running: no room for another")
+        self.running = running
 
 
 class RunLogs(Protocol):
@@ -71,9 +81,16 @@ class _Run:
 
 
 class MemoryRunLogs:
-    """Run logs in this process's memory (``keep``: the newest runs kept; older ones are dropped)."""
+    """Run logs in this process's memory.
+
+    ``keep`` bounds the runs held. When a new run would pass it, the oldest runs that have ended
+    are dropped; a run still ``running`` is never dropped (its stream and its next ``append`` need
+    its log), so when every kept run is running, :meth:`begin` refuses the new one with
+    :class:`RunsFullError` (the host answers 503) instead of dropping one in flight."""
 
     def __init__(self, keep: int = 1000) -> None:
+        if keep < 1:
+            raise ValueError(f"MemoryRunLogs(keep=) must be at least 1, got {keep}")
         self._runs: dict[str, _Run] = {}
         self._latest: dict[tuple[str, str], str] = {}
         self._keep = keep
@@ -87,12 +104,19 @@ class MemoryRunLogs:
             raise RunBusyError(latest.run_id)
         if latest is not None and latest.status == "running":
             self._runs[latest.run_id].status = "interrupted"
+        if len(self._runs) >= self._keep:
+            self._drop_ended(len(self._runs) - self._keep + 1)
+        if len(self._runs) >= self._keep:
+            raise RunsFullError(len(self._runs))
         self._runs[run_id] = _Run(chat_id, protocol, lease_until_ms)
         self._latest[(chat_id, protocol)] = run_id
-        while len(self._runs) > self._keep:
-            oldest = next(iter(self._runs))
-            run = self._runs.pop(oldest)
-            if self._latest.get((run.chat_id, run.protocol)) == oldest:
+
+    def _drop_ended(self, count: int) -> None:
+        """Drop up to ``count`` of the oldest runs that are no longer running."""
+        ended = [run_id for run_id, run in self._runs.items() if run.status != "running"][:count]
+        for run_id in ended:
+            run = self._runs.pop(run_id)
+            if self._latest.get((run.chat_id, run.protocol)) == run_id:
                 del self._latest[(run.chat_id, run.protocol)]
 
     def renew(self, run_id: str, lease_until_ms: float) -> bool:
