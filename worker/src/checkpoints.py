@@ -79,7 +79,8 @@ class DurableCheckpointStore:
         data = await _call("load", self._stub(execution_id).load())
         if data is None:
             return None
-        return parse_loop_checkpoint(str(data).encode("utf-8"), max_bytes=self.max_checkpoint_bytes)
+        return parse_loop_checkpoint(str(data).encode("utf-8"), max_bytes=self.max_checkpoint_bytes,
+                                     execution_id=execution_id)
 
     async def save(self, checkpoint: LoopCheckpoint) -> None:
         body = encode_checkpoint(checkpoint, self.max_checkpoint_bytes).decode("utf-8")

@@ -289,7 +289,8 @@ class PostgresStore:
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise StoreError(self.name, "load", f"checkpoint {execution_id!r} is stored as "
                              f"{type(data).__name__}, not bytes")
-        return parse_loop_checkpoint(bytes(data), max_bytes=self.max_checkpoint_bytes)
+        return parse_loop_checkpoint(bytes(data), max_bytes=self.max_checkpoint_bytes,
+                                     execution_id=execution_id)
 
     async def save(self, checkpoint: LoopCheckpoint) -> None:
         """Store ``checkpoint`` under the revision fence (:class:`CheckpointConflictError` when

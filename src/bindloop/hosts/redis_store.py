@@ -275,7 +275,8 @@ class RedisStore:
         if not isinstance(data, bytes):
             raise StoreError(self.name, "load", f"checkpoint {execution_id!r} is stored as "
                              f"{type(data).__name__}, not bytes")
-        return parse_loop_checkpoint(data, max_bytes=self.max_checkpoint_bytes)
+        return parse_loop_checkpoint(data, max_bytes=self.max_checkpoint_bytes,
+                                     execution_id=execution_id)
 
     async def save(self, checkpoint: LoopCheckpoint) -> None:
         data = encode_checkpoint(checkpoint, self.max_checkpoint_bytes)

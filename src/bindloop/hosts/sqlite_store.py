@@ -204,7 +204,8 @@ class SqliteStore:
                                (execution_id,)).fetchone()
         if row is None:
             return None
-        return parse_loop_checkpoint(bytes(row[0]), max_bytes=self.max_checkpoint_bytes)
+        return parse_loop_checkpoint(bytes(row[0]), max_bytes=self.max_checkpoint_bytes,
+                                     execution_id=execution_id)
 
     def delete_checkpoint(self, execution_id: str) -> bool:
         """Remove the stored checkpoint of ``execution_id``; whether there was one."""

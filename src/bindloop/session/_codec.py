@@ -307,7 +307,8 @@ def _refuse_lone_surrogates(cp: LoopCheckpoint) -> None:
             where, "text holds a lone surrogate (not valid Unicode, so not storable)") from None
 
 
-def parse_loop_checkpoint(value: object, *, max_bytes: int | None = None) -> LoopCheckpoint:
+def parse_loop_checkpoint(value: object, *, max_bytes: int | None = None,
+                          execution_id: str | None = None) -> LoopCheckpoint:
     """Read a stored checkpoint: the parsed JSON value (a dict) or the JSON text/bytes themselves.
 
     Validates strictly: an unknown ``version`` raises :class:`UnsupportedCheckpointVersionError`;
@@ -318,6 +319,10 @@ def parse_loop_checkpoint(value: object, *, max_bytes: int | None = None) -> Loo
     Cost: loading takes memory of roughly 15x the stored size (a 38 MB transcript costs about
     0.6 GB while it is read), so a host reading untrusted storage sets ``max_bytes``: longer text
     or bytes are refused before decoding (a dict, already in memory, is not measured).
+
+    ``execution_id``: the id the caller asked for. A store passes it, so a body whose own
+    ``execution_id`` differs (a row copied under another key) raises :class:`CheckpointFormatError`
+    instead of handing one conversation's checkpoint to another.
     """
     if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int)
                                   or max_bytes < 1):
@@ -343,6 +348,12 @@ def parse_loop_checkpoint(value: object, *, max_bytes: int | None = None) -> Loo
         from_text = True
     else:
         from_text = False
+        # msgspec's convert raises a bare UnicodeEncodeError on a lone surrogate in some places
+        # (a wrong-typed field): name the field first.
+        where = _unicode_problem(value)
+        if where is not None:
+            raise CheckpointFormatError(
+                where, "text holds a lone surrogate (not valid Unicode, so not storable)")
     if not isinstance(value, Mapping):
         raise CheckpointFormatError("", f"expected a JSON object, got {type(value).__name__}")
     if "version" not in value:
@@ -357,8 +368,10 @@ def parse_loop_checkpoint(value: object, *, max_bytes: int | None = None) -> Loo
     except RecursionError:
         raise CheckpointFormatError("", "nested too deeply to read") from None
     check_invariants(cp)
-    if not from_text:  # decoded text is valid UTF-8 already
-        _refuse_lone_surrogates(cp)
+    if execution_id is not None and cp.execution_id != execution_id:
+        raise CheckpointFormatError(
+            "execution_id", f"the stored body belongs to {cp.execution_id!r}, not to the "
+            f"{execution_id!r} asked for (a row copied under another key?)")
     return msgspec.structs.replace(cp, stats=_plain_zero(cp.stats))
 
 

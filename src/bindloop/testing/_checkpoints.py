@@ -37,7 +37,8 @@ class InMemoryCheckpointStore:
         row = self.rows.get(execution_id)
         if row is None:
             return None
-        return parse_loop_checkpoint(row[1], max_bytes=self.max_checkpoint_bytes)
+        return parse_loop_checkpoint(row[1], max_bytes=self.max_checkpoint_bytes,
+                                     execution_id=execution_id)
 
     async def save(self, checkpoint: LoopCheckpoint) -> None:
         body = serialize_loop_checkpoint(checkpoint)
