@@ -345,9 +345,7 @@ def parse_loop_checkpoint(value: object, *, max_bytes: int | None = None,
             raise CheckpointFormatError("", f"not JSON: {exc}") from exc
         except RecursionError:
             raise CheckpointFormatError("", "nested too deeply to decode") from None
-        from_text = True
     else:
-        from_text = False
         # msgspec's convert raises a bare UnicodeEncodeError on a lone surrogate in some places
         # (a wrong-typed field): name the field first.
         where = _unicode_problem(value)
