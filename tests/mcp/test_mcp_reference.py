@@ -290,3 +290,20 @@ async def test_a_session_the_server_ended_is_renewed(client: McpHttpClient,
     result = await client.call_tool("add", {"a": 2, "b": 2})
     assert result.structured_content == {"result": 4}
     assert client.session_id not in (None, old)
+
+
+async def test_progress_forever_is_bounded_by_default(reference_url: str) -> None:
+    """No max_timeout_ms given: a server that keeps sending progress still cannot hold a call open
+    past ten request timeouts (a 3 s call with a 150 ms timeout ends after about 1.5 s)."""
+    from bindloop.mcp import McpTimeoutError
+
+    transport = HttpxTransport(reference_url)
+    try:
+        async with open_mcp_client(transport, server="ref") as client:
+            started = anyio.current_time()
+            with anyio.fail_after(2.9), pytest.raises(McpTimeoutError):
+                await client.call_tool("slow", {"seconds": 3}, timeout_ms=150)
+            assert anyio.current_time() - started >= 1.4
+            assert client.session.pending() == ()
+    finally:
+        await transport.aclose()

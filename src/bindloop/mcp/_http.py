@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
@@ -58,6 +58,7 @@ from ._session import (
 __all__ = ("McpHttpClient", "ProgressCallback", "open_mcp_client")
 
 ProgressCallback = Callable[[McpProgress], None]
+_AUTO_OVERALL = 10  # max_timeout_ms="auto": the overall bound, in request timeouts
 _LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
@@ -70,7 +71,9 @@ class McpHttpClient(ServerTasks):
     ``transport`` holds the endpoint: its base URL plus ``path`` is the MCP endpoint (e.g. base
     ``http://127.0.0.1:8000/mcp`` and ``path=""``). ``server`` names the server in every error.
     ``timeout_ms`` bounds each request (``None``: unbounded); progress from the server starts it
-    again, up to ``max_timeout_ms`` in all (``None``: no overall bound). A request that times out,
+    again, up to ``max_timeout_ms`` in all: ``"auto"`` (the default) is ten times the request's
+    timeout, so a server that keeps sending progress cannot hold a call open forever; ``None``
+    removes the overall bound. A request that times out,
     or whose ``signal`` fires, is cancelled on the server with ``notifications/cancelled``.
     ``on_event(event)`` sees every event that is not a response (progress not claimed by a call,
     ``tools/list_changed``, logging, discarded messages). ``sleep`` waits before a resumption (the
@@ -109,7 +112,7 @@ class McpHttpClient(ServerTasks):
         path: str = "",
         headers: Sequence[tuple[str, str]] = (),
         timeout_ms: float | None = 30_000.0,
-        max_timeout_ms: float | None = None,
+        max_timeout_ms: float | Literal["auto"] | None = "auto",
         now: Clock = monotonic_ms,
         ids: Callable[[], RequestId] | None = None,
         protocol_versions: tuple[str, ...] = PROTOCOL_VERSIONS,
@@ -129,8 +132,10 @@ class McpHttpClient(ServerTasks):
     ) -> None:
         if timeout_ms is not None and not (timeout_ms > 0):
             raise UsageError(f"timeout_ms must be positive or None, got {timeout_ms!r}")
-        if max_timeout_ms is not None and not (max_timeout_ms > 0):
-            raise UsageError(f"max_timeout_ms must be positive or None, got {max_timeout_ms!r}")
+        if max_timeout_ms != "auto" and max_timeout_ms is not None and not (
+                isinstance(max_timeout_ms, (int, float)) and max_timeout_ms > 0):
+            raise UsageError(f"max_timeout_ms must be positive, 'auto' or None, "
+                             f"got {max_timeout_ms!r}")
         if max_resumes < 0 or max_body_bytes < 1:
             raise UsageError("max_resumes must be >= 0 and max_body_bytes positive")
         if handlers is not None and not isinstance(handlers, ServerRequestHandlers):
@@ -467,8 +472,10 @@ class McpHttpClient(ServerTasks):
         try:
             with anyio.move_on_after(None if timeout is None else timeout / 1000.0) as timer:
                 if timeout is not None:
-                    limit = (None if self._max_timeout_ms is None else
-                             anyio.current_time() + self._max_timeout_ms / 1000.0)
+                    overall = (timeout * _AUTO_OVERALL if self._max_timeout_ms == "auto"
+                               else self._max_timeout_ms)
+                    limit = (None if overall is None else
+                             anyio.current_time() + overall / 1000.0)
                     self._extend[request_id] = (timer, timeout, limit)
                 with scope:
                     answer = await self._exchange(out)
