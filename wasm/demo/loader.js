@@ -5,7 +5,7 @@
 //   const ns = await runPythonFile(pyodide, "/demo/page_agent.py");   // a module-like namespace
 //   await ns.get("run_page_agent")(bridge, location.origin);
 //
-// - pyodideURL: a directory holding the npm `pyodide` package's files (pyodide.mjs, pyodide.asm.js,
+// - pyodideURL: a directory holding the npm `pyodide` package's files (pyodide.mjs, pyodide.asm.mjs,
 //   pyodide.asm.wasm, python_stdlib.zip, pyodide-lock.json); it becomes Pyodide's indexURL, so the
 //   runtime never reaches for a CDN.
 // - wheelsURL + wheels: the wheel files to install (bindloop, msgspec's pyemscripten wasm32 wheel,
