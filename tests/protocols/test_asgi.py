@@ -32,11 +32,16 @@ def _frames(text: str) -> list[tuple[int | None, str]]:
         data = ""
         for line in block.split("\n"):
             if line.startswith("id: "):
-                ident = int(line[4:])
+                ident = int(line[4:].rpartition(":")[2])  # "<run>:<offset>"
             elif line.startswith("data: "):
                 data += line[6:]
         out.append((ident, data))
     return out
+
+
+def _ids(text: str) -> list[str]:
+    """The raw ``id:`` values of a stream, in order."""
+    return [line[4:] for line in text.split("\n") if line.startswith("id: ")]
 
 
 def _post(base: str, path: str, body: Any) -> httpx.Response:
@@ -71,8 +76,8 @@ def test_a_dropped_client_resumes_from_last_event_id_and_the_run_was_not_cancell
                     break
         seen = _frames(buffer[:buffer.rindex("\n\n") + 2])
         time.sleep(1.0)  # the run finishes meanwhile, with nobody reading
-        last = seen[-1][0]
-        rest = httpx.get(f"{base}/api/chat/cut/stream", headers={"last-event-id": str(last)},
+        last = _ids(buffer[:buffer.rindex("\n\n") + 2])[-1]
+        rest = httpx.get(f"{base}/api/chat/cut/stream", headers={"last-event-id": last},
                          timeout=30)
         assert rest.status_code == 200
         # with nothing running and no Last-Event-ID, the AI SDK's reconnect gets 204
@@ -272,3 +277,42 @@ def test_memory_logs_keep_every_running_run_and_at_most_keep_runs(ops: list[str]
         for run_id in running:
             assert logs.append(run_id, b"x") >= 0  # a running run's log is always there
         assert len(logs._runs) <= keep
+
+
+def test_a_resume_names_its_run_and_never_gets_another_runs_frames(served: Any) -> None:
+    """Event ids are ``<run>:<offset>``: after the chat starts a new run, resuming the first run
+    gets that run's remaining frames; an unknown run, another chat's run or a bare offset gets
+    204, never the latest run's frames."""
+    with served(build_demo_app(delay_s=0)) as base:
+        first = _post(base, "/api/chat", {**CHAT, "id": "c"}).text
+        second = _post(base, "/api/chat", {**CHAT, "id": "c", "messages": [
+            {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "hello there"}]}]}).text
+        first_ids, second_ids = _ids(first), _ids(second)
+        assert len({i.rpartition(":")[0] for i in first_ids}) == 1
+        assert {i.rpartition(":")[0] for i in first_ids}.isdisjoint(
+            {i.rpartition(":")[0] for i in second_ids})
+        rest = httpx.get(f"{base}/api/chat/c/stream",
+                         headers={"last-event-id": first_ids[2]}, timeout=30)
+        assert rest.status_code == 200
+        assert _frames(rest.text) == _frames(first)[3:]
+        other = _post(base, "/api/chat", {**CHAT, "id": "other"}).text
+        tail = httpx.get(f"{base}/api/chat/c/stream", headers={"last-event-id": first_ids[-1]},
+                         timeout=30)
+        assert _frames(tail.text) == [(None, "[DONE]")]  # all but the bare end marker was seen
+        for foreign in ("nope:1", "2", _ids(other)[0]):
+            gone = httpx.get(f"{base}/api/chat/c/stream", headers={"last-event-id": foreign},
+                             timeout=30)
+            assert gone.status_code == 204, foreign
+        bad = httpx.post(base + "/ag-ui", json={"threadId": "t", "runId": "r\nid: 9",
+                                                "messages": []}, timeout=30)
+        assert bad.status_code == 400 and bad.json()["error"] == "invalid_request"
+
+
+@given(st.from_regex(r"[A-Za-z0-9._~-]{1,128}", fullmatch=True), st.integers(0, 10**18 - 1))
+def test_run_event_ids_round_trip(run: str, offset: int) -> None:
+    from bindloop.protocols import parse_run_event_id, sse_frame
+
+    frame = sse_frame(b"{}", event_id=f"{run}:{offset}")
+    header = frame.split(b"\n")[0][4:]
+    assert parse_run_event_id(header) == (run, offset)
+    assert parse_run_event_id(str(offset)) is None

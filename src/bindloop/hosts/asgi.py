@@ -54,7 +54,8 @@ from bindloop.protocols import (
     decode_ui_chat_request,
     encode_ag_ui_event,
     encode_ui_chunk,
-    parse_last_event_id,
+    RUN_ID_PATTERN,
+    parse_run_event_id,
     sse_frame,
 )
 from bindloop.session import LoopCheckpoint
@@ -230,6 +231,9 @@ class ChatApp:
             request = decode_run_agent_input(body, max_bytes=self._max_body)
         except (JsonBoundsError, ProtocolRequestError) as exc:
             raise self._refuse(exc) from None
+        if not RUN_ID_PATTERN.fullmatch(request.run_id):
+            raise _HttpError(400, "invalid_request", "runId must be 1 to 128 characters of "
+                             "A-Z a-z 0-9 . _ ~ - (it names the run's events)")
         encoder = AgUiEncoder(thread_id=request.thread_id, run_id=request.run_id,
                               messages=request.messages)
         chat = ag_ui_chat_input(request)
@@ -239,18 +243,28 @@ class ChatApp:
 
     async def _reconnect(self, protocol: str, chat_id: str, scope: Scope, receive: Receive,
                          send: Send) -> None:
-        after = None
+        named = None
         for name, value in scope.get("headers", ()):
             if name == b"last-event-id":
-                after = parse_last_event_id(value)
-        run_id = self._active.get((protocol, chat_id))
-        if run_id is None:
-            latest = self.logs.latest(chat_id, protocol)
-            if latest is not None and latest.live(self._now()):
-                run_id = latest.run_id  # running in another process that shares the store
-            elif latest is not None and after is not None and latest.events > after + 1:
-                # A client that names the last event it saw gets the rest, even of a finished run.
-                run_id = latest.run_id
+                named = parse_run_event_id(value)
+        after: int | None = None
+        run_id: str | None
+        if named is not None:
+            # The run the client saw, whichever run of the chat is the latest now: the rest of
+            # it, or nothing when this chat has no such run (a bare offset names no run).
+            record = self.logs.record(named[0])
+            run_id = None
+            if record is not None and (record.chat_id, record.protocol) == (chat_id, protocol):
+                run_id, after = named
+                if record.events <= after + 1 and not record.live(self._now()) \
+                        and run_id not in self._live:
+                    run_id = None  # it ended and the client saw all of it
+        else:
+            run_id = self._active.get((protocol, chat_id))
+            if run_id is None:
+                latest = self.logs.latest(chat_id, protocol)
+                if latest is not None and latest.live(self._now()):
+                    run_id = latest.run_id  # running in another process that shares the store
         if run_id is None:
             await send({"type": "http.response.start", "status": 204, "headers": []})
             await send({"type": "http.response.body", "body": b""})
@@ -364,7 +378,7 @@ class ChatApp:
                 elsewhere = record is not None and record.live(self._now())
             frames = self.logs.read(run_id, after)
             if frames:
-                body = b"".join(sse_event(o, p) for o, p in frames)
+                body = b"".join(sse_event(run_id, o, p) for o, p in frames)
                 after = frames[-1][0]
                 await send({"type": "http.response.body", "body": body, "more_body": True})
                 continue
@@ -377,10 +391,13 @@ class ChatApp:
                 return
 
 
-def sse_event(offset: int, payload: bytes) -> bytes:
-    """One logged payload as the SSE bytes a client gets: its offset as the ``id:``, except the AI
-    SDK's ``[DONE]`` marker, which goes out bare, as the SDK's own servers send it."""
-    return SSE_DONE if payload == _DONE_PAYLOAD else sse_frame(payload, event_id=offset)
+def sse_event(run_id: str, offset: int, payload: bytes) -> bytes:
+    """One logged payload as the SSE bytes a client gets: ``<run>:<offset>`` as the ``id:`` (so a
+    resume names the run it saw, never another run of the chat), except the AI SDK's ``[DONE]``
+    marker, which goes out bare, as the SDK's own servers send it."""
+    if payload == _DONE_PAYLOAD:
+        return SSE_DONE
+    return sse_frame(payload, event_id=f"{run_id}:{offset}")
 
 
 class Frames(Protocol):

@@ -34,7 +34,13 @@ from ._input import (
     ToolOutputEvent as ToolOutputEvent,
     agent_event_input as agent_event_input,
 )
-from ._sse import SSE_DONE as SSE_DONE, parse_last_event_id as parse_last_event_id, sse_frame as sse_frame
+from ._sse import (
+    RUN_ID_PATTERN as RUN_ID_PATTERN,
+    SSE_DONE as SSE_DONE,
+    parse_last_event_id as parse_last_event_id,
+    parse_run_event_id as parse_run_event_id,
+    sse_frame as sse_frame,
+)
 from ._ui_chunks import (
     UI_STREAM_HEADERS as UI_STREAM_HEADERS,
     UIChunk as UIChunk,
@@ -62,8 +68,10 @@ __all__ = (
     "ToolOutputEvent",
     "agent_event_input",
     # SSE framing and resumption (_sse)
+    "RUN_ID_PATTERN",
     "SSE_DONE",
     "parse_last_event_id",
+    "parse_run_event_id",
     "sse_frame",
     # the AI SDK UI message stream (_ui_chunks, _ui_stream, _ui_request)
     "UI_STREAM_HEADERS",
