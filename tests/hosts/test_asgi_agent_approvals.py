@@ -250,7 +250,7 @@ def test_an_approval_for_a_call_that_does_not_wait_ends_the_run_with_an_error() 
                      approvals=(approval(stale, True),))
     chunks = anyio.run(serve, chat, world, model)
     assert chunks[-1]["type"] == "error"
-    assert chunks[-1]["errorText"].startswith("ApprovalError:") and "'old'" in \
+    assert chunks[-1]["errorText"].startswith("the approval was refused:") and "'old'" in \
         chunks[-1]["errorText"]
     assert world.deleted == [] and model.prompts == []
 

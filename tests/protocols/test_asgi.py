@@ -127,22 +127,36 @@ def test_requests_are_refused_with_a_code(served: Any) -> None:
             assert busy.status_code == 409 and busy.json()["error"] == "chat_busy"
 
 
-def test_a_failing_run_ends_with_the_protocols_error_and_no_traceback(served: Any) -> None:
+def test_a_failing_run_tells_the_client_a_category_and_a_ref_and_logs_the_detail(
+        served: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """The client reads a short category and the run id to quote, never the exception's message
+    (it can name an internal URL); the host's log has the detail under that id."""
+    from bindloop.routing import AttemptError
+
     async def runner(chat: ChatInput, emit: Emit) -> Any:
         emit(0, TextEvent(content="partial"))
         await anyio.sleep(0)
-        raise RuntimeError("provider down")
+        if chat.chat_id == "t":
+            raise AttemptError("server_error", status_code=502,
+                               message="http://10.0.0.7:8080/v1 answered 502")
+        raise RuntimeError("db at postgres://admin@10.0.0.9 is down")
 
+    caplog.set_level("ERROR", logger="bindloop.hosts.asgi")
     with served(ChatApp(runner)) as base:
-        ui = [d for _, d in _frames(_post(base, "/api/chat", CHAT).text)]
+        ui_text = _post(base, "/api/chat", CHAT).text
+        ui = [d for _, d in _frames(ui_text)]
         ag = [d for _, d in _frames(_post(base, "/ag-ui", {
             "threadId": "t", "runId": "r", "messages": []}).text)]
-    assert msgspec.json.decode(ui[-2]) == {"type": "error",
-                                           "errorText": "RuntimeError: provider down"}
-    assert msgspec.json.decode(ag[-1]) == {"type": "RUN_ERROR",
-                                           "message": "RuntimeError: provider down"}
-    assert "Traceback" not in "".join(ui + ag)
-
+    run = _ids(ui_text)[0].rpartition(":")[0]
+    assert msgspec.json.decode(ui[-2]) == {
+        "type": "error", "errorText": f"the run failed: internal_error [ref {run}]"}
+    assert msgspec.json.decode(ag[-1]) == {
+        "type": "RUN_ERROR", "message": "the model call failed: server_error (HTTP 502) [ref r]"}
+    seen = "".join(ui + ag)
+    assert "Traceback" not in seen and "10.0.0" not in seen
+    records = {r.getMessage(): r for r in caplog.records}
+    assert set(records) == {f"run {run} of chat 'c1' (ui) failed", "run r of chat 't' (ag-ui) failed"}
+    assert all(r.exc_info is not None for r in records.values())
 
 def test_sqlite_logs_close_runs_a_dead_process_left_running(tmp_path: Path) -> None:
     logs = SqliteRunLogs(tmp_path / "r.db")

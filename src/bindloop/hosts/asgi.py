@@ -23,6 +23,7 @@ requests get ``{"error": code, "message": ...}`` with a 4xx status.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -58,6 +59,9 @@ from bindloop.protocols import (
     parse_run_event_id,
     sse_frame,
 )
+from bindloop.agent import ApprovalError
+from bindloop.errors import ProviderError
+from bindloop.routing import AttemptError
 from bindloop.session import LoopCheckpoint
 
 from .asgi_log import MemoryRunLogs, RunBusyError, RunLogs, RunsFullError, RunStatus
@@ -335,12 +339,19 @@ class ChatApp:
         run.changed.set()
         run.changed = anyio.Event()
 
+    @staticmethod
+    def _describe(run: _Run, chat: ChatInput, exc: Exception) -> str:
+        LOGGER.error("run %s of chat %r (%s) failed", run.run_id, chat.chat_id, run.protocol,
+                     exc_info=exc)
+        return error_text(exc, run.run_id)
+
     async def _drive(self, run: _Run, chat: ChatInput, frames: Frames) -> None:
         status: RunStatus = "stopped"  # unless drive_run returns: the scope caught a stop
         try:
             with run.scope:
                 status = await drive_run(self._runner, chat, frames,
-                                         lambda payloads: self._append(run, payloads))
+                                         lambda payloads: self._append(run, payloads),
+                                         describe=lambda exc: self._describe(run, chat, exc))
         finally:
             with anyio.CancelScope(shield=True):
                 self.logs.end(run.run_id, status)
@@ -412,9 +423,27 @@ class Frames(Protocol):
     def close(self) -> list[bytes]: ...
 
 
-def error_text(exc: Exception) -> str:
-    """What a client is told of a failed run by default: the exception's type and message."""
-    return f"{type(exc).__name__}: {exc}"
+LOGGER = logging.getLogger("bindloop.hosts.asgi")
+"""Where :class:`ChatApp` records a failed run's detail (ERROR, with the exception); the client
+is told only :func:`error_text`'s short category and the run's id to quote."""
+
+
+def error_text(exc: Exception, ref: str | None = None) -> str:
+    """What a client is told of a failed run: a short category, never the exception's message (a
+    transport error can name an internal URL, a provider's answer can echo input). A provider
+    failure says its failure category and HTTP status; a refused approval says why (it names the
+    client's own decision); anything else is ``internal_error``.
+    ``ref`` (the run id) is appended, so an operator can find the detail in the host's log."""
+    if isinstance(exc, AttemptError):
+        status = "" if exc.status_code is None else f" (HTTP {exc.status_code})"
+        text = f"the model call failed: {exc.category}{status}"
+    elif isinstance(exc, ProviderError):
+        text = "the model call failed"
+    elif isinstance(exc, ApprovalError):  # about the client's own decisions: it may read them
+        text = f"the approval was refused: {exc}"
+    else:
+        text = "the run failed: internal_error"
+    return text if ref is None else f"{text} [ref {ref}]"
 
 
 async def drive_run(runner: Runner, chat: ChatInput, frames: Frames,
