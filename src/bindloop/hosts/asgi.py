@@ -18,7 +18,10 @@ Routes (no web framework; run it under any ASGI server, e.g. ``uvicorn``):
 Each run is a task of the app (started in the ASGI lifespan), not of the request: every frame it
 produces goes to its event log (:mod:`bindloop.hosts.asgi_log`) with its offset as the SSE ``id:``,
 and responses read the log. A client that disconnects stops reading; the run goes on. Refused
-requests get ``{"error": code, "message": ...}`` with a 4xx status.
+requests get ``{"error": code, "message": ...}`` with a 4xx status (5xx when the app is full).
+
+Every request first goes through ``authorize`` (see :class:`ChatApp`): the identity it returns owns
+the chats it starts, and another identity can neither read, resume, stop nor reuse them.
 """
 
 from __future__ import annotations
@@ -66,8 +69,9 @@ from bindloop.session import LoopCheckpoint
 
 from .asgi_log import MemoryRunLogs, RunBusyError, RunLogs, RunsFullError, RunStatus
 
-__all__ = ("AgUiFrames", "ChatApp", "ChatInput", "Emit", "Frames", "Runner", "UiFrames",
-           "ag_ui_chat_input", "drive_run", "error_text", "sse_event", "ui_chat_input", "ui_encoder")
+__all__ = ("AgUiFrames", "Authorize", "ChatApp", "ChatInput", "ChatRefused", "ChatRequest", "Emit",
+           "Frames", "Runner", "UiFrames", "ag_ui_chat_input", "drive_run", "error_text",
+           "scoped_chat_id", "sse_event", "ui_chat_input", "ui_encoder")
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -94,6 +98,44 @@ class ChatInput(msgspec.Struct, frozen=True, kw_only=True):
     approvals: tuple[ToolApproval, ...] = ()
     state: Any = None
     checkpoint: LoopCheckpoint | None = None
+    identity: str = ""
+
+
+class ChatRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``authorize`` sees of a request: ``headers`` lower-cased names with their values
+    (latin-1 decoded, in order), ``client`` the peer's ``(host, port)`` when the server says."""
+
+    method: str
+    path: str
+    headers: tuple[tuple[str, str], ...]
+    client: tuple[str, int] | None = None
+
+    def header(self, name: str) -> str | None:
+        """The first value of header ``name`` (case-insensitive), or ``None``."""
+        name = name.lower()
+        return next((v for k, v in self.headers if k == name), None)
+
+
+class ChatRefused(Exception):
+    """Raised by ``authorize`` to refuse a request: ``status`` (401 or 403) and a ``message`` the
+    client may read."""
+
+    def __init__(self, message: str = "not authorized", *, status: int = 401) -> None:
+        if status not in (401, 403):
+            raise ValueError(f"ChatRefused(status=) must be 401 or 403, got {status}")
+        super().__init__(message)
+        self.status = status
+
+
+Authorize = Callable[[ChatRequest], Awaitable[str]]
+"""``await authorize(request)`` -> the caller's identity (a non-empty str), or raise
+:class:`ChatRefused`."""
+
+
+def scoped_chat_id(identity: str, chat_id: str) -> str:
+    """The chat's key for the logs and the runner: the client's id within its identity's space
+    (length-prefixed, so no two (identity, id) pairs meet); the id itself in single-user mode."""
+    return chat_id if not identity else f"{len(identity)}:{identity}:{chat_id}"
 
 
 Runner = Callable[[ChatInput, Emit], Awaitable[Any]]
@@ -110,11 +152,12 @@ class _HttpError(Exception):
 
 
 class _Run:
-    __slots__ = ("changed", "protocol", "run_id", "scope")
+    __slots__ = ("changed", "identity", "protocol", "run_id", "scope")
 
-    def __init__(self, run_id: str, protocol: str) -> None:
+    def __init__(self, run_id: str, protocol: str, identity: str = "") -> None:
         self.run_id = run_id
         self.protocol = protocol
+        self.identity = identity
         self.changed = anyio.Event()
         self.scope = anyio.CancelScope()
 
@@ -123,14 +166,37 @@ class ChatApp:
     """The ASGI application. ``runner`` does the work (see :func:`bindloop.hosts.asgi_agent.agent_runner`
     for one over bindloop's agent API); ``logs`` keep each run's frames (memory by default; pass a
     :class:`~bindloop.hosts.asgi_log.SqliteRunLogs` to keep them on disk, and to let several
-    processes serve one chat). ``max_body`` bounds a request body (413 above it). A run renews its
-    lease (``lease_ms``, on ``clock_ms``, wall-clock milliseconds by default) every third of it;
-    another process's run is followed by polling the store every ``poll_s``."""
+    processes serve one chat). ``max_body`` bounds a request body (413 above it) and
+    ``body_timeout_s`` the time to read it (408 after). A run renews its lease (``lease_ms``, on
+    ``clock_ms``, wall-clock milliseconds by default) every third of it; another process's run is
+    followed by polling the store every ``poll_s``.
+
+    ``authorize`` (``await authorize(ChatRequest) -> identity``, or raise :class:`ChatRefused`)
+    runs before every route. A chat belongs to the identity that started it: its key is
+    :func:`scoped_chat_id` (what the runner gets as ``ChatInput.chat_id``, with
+    ``ChatInput.identity``), so another identity's read, resume or stop of the same id finds
+    nothing, and its post starts a chat of its own. Without ``authorize`` the app is
+    **single-user**: every caller is the same identity, which suits a server bound to 127.0.0.1
+    and nothing else.
+
+    ``max_runs`` bounds the runs going on in this app at once and ``max_runs_per_identity`` those
+    of one identity; a request past either gets 429 with ``Retry-After``."""
 
     def __init__(self, runner: Runner, *, logs: RunLogs | None = None,
                  max_body: int = 1024 * 1024, new_id: Callable[[], str] | None = None,
                  lease_ms: float = 10_000, clock_ms: Callable[[], float] | None = None,
-                 poll_s: float = 0.05) -> None:
+                 poll_s: float = 0.05, authorize: Authorize | None = None,
+                 max_runs: int = 256, max_runs_per_identity: int = 8,
+                 body_timeout_s: float = 15.0) -> None:
+        if max_runs < 1 or max_runs_per_identity < 1:
+            raise ValueError("max_runs and max_runs_per_identity must be at least 1")
+        if not body_timeout_s > 0:
+            raise ValueError(f"body_timeout_s must be positive, got {body_timeout_s!r}")
+        self._authorize = authorize
+        self._max_runs = max_runs
+        self._max_runs_per_identity = max_runs_per_identity
+        self._body_timeout_s = body_timeout_s
+        self._per_identity: dict[str, int] = {}
         self._runner = runner
         self.logs: RunLogs = logs if logs is not None else MemoryRunLogs()
         self._max_body = max_body
@@ -151,9 +217,29 @@ class ChatApp:
         if scope["type"] != "http":
             return
         try:
-            await self._route(scope, receive, send)
+            identity = await self._identify(scope)
+            await self._route(scope, receive, send, identity)
         except _HttpError as exc:
-            await _send_json(send, exc.status, {"error": exc.code, "message": str(exc)})
+            headers = [(b"retry-after", b"1")] if exc.status in (429, 503) else []
+            await _send_json(send, exc.status, {"error": exc.code, "message": str(exc)},
+                             headers)
+
+    async def _identify(self, scope: Scope) -> str:
+        if self._authorize is None:
+            return ""
+        request = ChatRequest(
+            method=scope["method"], path=scope["path"],
+            headers=tuple((bytes(k).decode("latin-1").lower(), bytes(v).decode("latin-1"))
+                          for k, v in scope.get("headers", ())),
+            client=tuple(scope["client"]) if scope.get("client") else None)
+        try:
+            identity = await self._authorize(request)
+        except ChatRefused as exc:
+            raise _HttpError(exc.status, "unauthorized" if exc.status == 401 else "forbidden",
+                             str(exc)) from None
+        if not isinstance(identity, str) or not identity:
+            raise _HttpError(401, "unauthorized", "not authorized")
+        return identity
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         message = await receive()
@@ -168,17 +254,17 @@ class ChatApp:
         self._tg = None
         await send({"type": "lifespan.shutdown.complete"})
 
-    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _route(self, scope: Scope, receive: Receive, send: Send, identity: str) -> None:
         method, path = scope["method"], scope["path"].rstrip("/") or "/"
         parts = path.strip("/").split("/")
         if path == "/api/chat" and method == "POST":
-            await self._post_ui(scope, receive, send)
+            await self._post_ui(scope, receive, send, identity)
         elif path == "/ag-ui" and method == "POST":
-            await self._post_ag_ui(scope, receive, send)
+            await self._post_ag_ui(scope, receive, send, identity)
         elif len(parts) == 4 and parts[:2] == ["api", "chat"] or (
                 len(parts) == 3 and parts[0] == "ag-ui"):
             protocol = "ui" if parts[0] == "api" else "ag-ui"
-            chat_id, action = parts[-2], parts[-1]
+            chat_id, action = scoped_chat_id(identity, parts[-2]), parts[-1]
             if action == "stream" and method == "GET":
                 await self._reconnect(protocol, chat_id, scope, receive, send)
             elif action == "stop" and method == "POST":
@@ -198,18 +284,21 @@ class ChatApp:
                                  f"the request body is over {self._max_body} bytes")
         chunks: list[bytes] = []
         size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise _HttpError(400, "disconnected", "the client went away mid-request")
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self._max_body:
-                raise _HttpError(413, "body_too_large",
-                                 f"the request body is over {self._max_body} bytes")
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
+        with anyio.move_on_after(self._body_timeout_s):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise _HttpError(400, "disconnected", "the client went away mid-request")
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > self._max_body:
+                    raise _HttpError(413, "body_too_large",
+                                     f"the request body is over {self._max_body} bytes")
+                chunks.append(chunk)
+                if not message.get("more_body", False):
+                    return b"".join(chunks)
+        raise _HttpError(408, "body_timeout",
+                         f"the request body took longer than {self._body_timeout_s:g} s")
 
     def _refuse(self, exc: Exception) -> _HttpError:
         if isinstance(exc, JsonBoundsError):
@@ -217,19 +306,20 @@ class ChatApp:
             return _HttpError(status, f"body_{exc.reason}", str(exc))
         return _HttpError(400, "invalid_request", str(exc))
 
-    async def _post_ui(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _post_ui(self, scope: Scope, receive: Receive, send: Send, identity: str) -> None:
         body = await self._body(scope, receive)
         try:
             request = decode_ui_chat_request(body, max_bytes=self._max_body)
         except (JsonBoundsError, ProtocolRequestError) as exc:
             raise self._refuse(exc) from None
         encoder = ui_encoder(request, self._new_id())
-        chat = ui_chat_input(request)
-        run = self._begin("ui", request.id)
+        chat = _owned(ui_chat_input(request), identity)
+        run = self._begin("ui", chat.chat_id, identity)
         self._spawn(run, chat, UiFrames(encoder))
         await self._serve(run.run_id, None, UI_STREAM_HEADERS, receive, send)
 
-    async def _post_ag_ui(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _post_ag_ui(self, scope: Scope, receive: Receive, send: Send,
+                          identity: str) -> None:
         body = await self._body(scope, receive)
         try:
             request = decode_run_agent_input(body, max_bytes=self._max_body)
@@ -240,8 +330,8 @@ class ChatApp:
                              "A-Z a-z 0-9 . _ ~ - (it names the run's events)")
         encoder = AgUiEncoder(thread_id=request.thread_id, run_id=request.run_id,
                               messages=request.messages)
-        chat = ag_ui_chat_input(request)
-        run = self._begin("ag-ui", request.thread_id, run_id=request.run_id)
+        chat = _owned(ag_ui_chat_input(request), identity)
+        run = self._begin("ag-ui", chat.chat_id, identity, run_id=request.run_id)
         self._spawn(run, chat, AgUiFrames(encoder))
         await self._serve(run.run_id, None, AG_UI_HEADERS, receive, send)
 
@@ -285,20 +375,27 @@ class ChatApp:
             return
         latest = self.logs.latest(chat_id, protocol)
         if latest is None or not latest.live(self._now()):
-            raise _HttpError(409, "not_running", f"nothing is running for {chat_id!r}")
+            raise _HttpError(409, "not_running", "nothing is running in this chat")
         # Another process runs it: it sees the request at its next lease renewal.
         self.logs.request_stop(latest.run_id)
         await _send_json(send, 202, {"stopping": latest.run_id})
 
     # -- runs -----------------------------------------------------------------------------------
 
-    def _begin(self, protocol: str, chat_id: str, run_id: str | None = None) -> _Run:
+    def _begin(self, protocol: str, chat_id: str, identity: str,
+               run_id: str | None = None) -> _Run:
         if self._tg is None:
             raise _HttpError(500, "no_lifespan", "the app's runs live in the ASGI lifespan: run it "
                              "under a server with lifespan on (uvicorn's default)")
         if (protocol, chat_id) in self._active:
-            raise _HttpError(409, "chat_busy", f"chat {chat_id!r} already has a running response; "
+            raise _HttpError(409, "chat_busy", "this chat already has a running response; "
                              "reconnect to it, or stop it first")
+        if len(self._live) >= self._max_runs:
+            raise _HttpError(429, "too_many_runs", "the server is running as many chats as it "
+                             "may; try again shortly")
+        if self._per_identity.get(identity, 0) >= self._max_runs_per_identity:
+            raise _HttpError(429, "too_many_runs", f"you have {self._max_runs_per_identity} "
+                             "chats running already; try again when one has finished")
         run_id = run_id or self._new_id()
         if run_id in self._live or self.logs.record(run_id) is not None:
             raise _HttpError(409, "run_exists", f"run {run_id!r} already exists")
@@ -306,15 +403,16 @@ class ChatApp:
         try:
             self.logs.begin(run_id, chat_id, protocol, now_ms=now,
                             lease_until_ms=now + self._lease_ms)
-        except RunBusyError as exc:
-            raise _HttpError(409, "chat_busy", f"chat {chat_id!r} already has a running response "
-                             f"({exc.run_id}); reconnect to it, or stop it first") from None
+        except RunBusyError:
+            raise _HttpError(409, "chat_busy", "this chat already has a running response; "
+                             "reconnect to it, or stop it first") from None
         except RunsFullError:
             raise _HttpError(503, "too_many_runs", "the server is running as many chats as it "
                              "holds; try again shortly") from None
-        run = _Run(run_id, protocol)
+        run = _Run(run_id, protocol, identity)
         self._live[run_id] = run
         self._active[(protocol, chat_id)] = run_id
+        self._per_identity[identity] = self._per_identity.get(identity, 0) + 1
         return run
 
     def _spawn(self, run: _Run, chat: ChatInput, frames: Frames) -> None:
@@ -356,6 +454,11 @@ class ChatApp:
             with anyio.CancelScope(shield=True):
                 self.logs.end(run.run_id, status)
                 self._live.pop(run.run_id, None)
+                left = self._per_identity.get(run.identity, 1) - 1
+                if left > 0:
+                    self._per_identity[run.identity] = left
+                else:
+                    self._per_identity.pop(run.identity, None)
                 key = (chat.protocol, chat.chat_id)
                 if self._active.get(key) == run.run_id:
                     del self._active[key]
@@ -585,7 +688,16 @@ def ag_ui_chat_input(run: AgUiRunInput) -> ChatInput:
                      tools=run.tools, approvals=tuple(approvals), state=run.state)
 
 
-async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
+def _owned(chat: ChatInput, identity: str) -> ChatInput:
+    """``chat`` as the identity's own: its id scoped (:func:`scoped_chat_id`), its owner named."""
+    if not identity:
+        return chat
+    return msgspec.structs.replace(chat, chat_id=scoped_chat_id(identity, chat.chat_id),
+                                   identity=identity)
+
+
+async def _send_json(send: Send, status: int, body: dict[str, Any],
+                     headers: list[tuple[bytes, bytes]] | None = None) -> None:
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json")]})
+                "headers": [(b"content-type", b"application/json"), *(headers or ())]})
     await send({"type": "http.response.body", "body": _JSON.encode(body)})
