@@ -224,7 +224,8 @@ def test_two_processes_on_one_sqlite_store_share_a_chat(served: Any, tmp_path: P
         assert msgspec.json.decode(payloads[-2]) == {"type": "abort", "reason": "stopped"}
 
     dead = SqliteRunLogs(db)  # a host that died mid-run: its lease ran out long ago
-    dead.begin("ghost", "revived", "ui", now_ms=0, lease_until_ms=1)
+    long_ago = time.time() * 1000 - 60_000
+    dead.begin("ghost", "revived", "ui", now_ms=long_ago, lease_until_ms=long_ago + 1)
     with served(build_demo_app(delay_s=0, logs=SqliteRunLogs(db))) as base:
         assert httpx.get(f"{base}/api/chat/revived/stream", timeout=30).status_code == 204
         assert _post(base, "/api/chat", {**CHAT, "id": "revived"}).status_code == 200
@@ -271,26 +272,66 @@ def test_many_short_chats_never_drop_a_running_one_and_a_full_log_refuses_with_5
     assert " done" in "".join(payloads)
 
 
-@given(st.lists(st.sampled_from(["begin", "end"]), max_size=40), st.integers(1, 5))
-def test_memory_logs_keep_every_running_run_and_at_most_keep_runs(ops: list[str],
-                                                                  keep: int) -> None:
+@given(st.lists(st.tuples(st.sampled_from(["begin", "end", "append"]), st.integers(0, 300)),
+                max_size=60),
+       st.integers(1, 5), st.integers(1, 2000), st.integers(1, 500))
+def test_memory_logs_keep_every_running_run_and_prune_ended_ones_past_a_bound(
+        ops: list[tuple[str, int]], keep: int, max_bytes: int, max_age_ms: int) -> None:
     from bindloop.hosts.asgi_log import RunsFullError
 
-    logs = MemoryRunLogs(keep=keep)
+    logs = MemoryRunLogs(keep=keep, max_bytes=max_bytes, max_age_ms=max_age_ms)
     running: list[str] = []
-    for n, op in enumerate(ops):
+    now = 0
+    for n, (op, size) in enumerate(ops):
+        now += size
         if op == "begin":
             try:
-                logs.begin(f"r{n}", f"c{n}", "ui", now_ms=0, lease_until_ms=10)
+                logs.begin(f"r{n}", f"c{n}", "ui", now_ms=now, lease_until_ms=now + 10)
             except RunsFullError:
                 assert len(running) == keep
                 continue
             running.append(f"r{n}")
-        elif running:
+            ended = [r for r in logs._runs.values() if r.status != "running"]
+            assert len(logs._runs) <= keep
+            assert all(now - r.started_ms <= max_age_ms for r in ended)
+            # over the byte bound only with no ended run left to drop (running ones are kept)
+            assert logs._bytes <= max_bytes or not ended
+        elif op == "end" and running:
             logs.end(running.pop(0), "finished")
+        elif op == "append" and running:
+            logs.append(running[-1], b"x" * size)
         for run_id in running:
-            assert logs.append(run_id, b"x") >= 0  # a running run's log is always there
-        assert len(logs._runs) <= keep
+            assert logs.record(run_id) is not None  # a running run's log is always there
+        assert logs._bytes == sum(r.size for r in logs._runs.values())
+
+
+def test_sqlite_logs_prune_ended_runs_by_age_and_count_and_upgrade_an_old_file(
+        tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "old.db"
+    old = sqlite3.connect(db)
+    old.executescript("""
+        CREATE TABLE protocol_runs (run_id TEXT PRIMARY KEY, chat_id TEXT NOT NULL,
+            protocol TEXT NOT NULL, status TEXT NOT NULL, seq INTEGER NOT NULL,
+            lease_until_ms REAL NOT NULL DEFAULT 0, stop_requested INTEGER NOT NULL DEFAULT 0);
+        INSERT INTO protocol_runs VALUES ('ancient', 'c0', 'ui', 'finished', 1, 0, 0);
+        INSERT INTO protocol_runs VALUES ('alive', 'c9', 'ui', 'running', 2, 1e15, 0);""")
+    old.commit()
+    old.close()
+    logs = SqliteRunLogs(db, keep=2, max_age_ms=1000)
+    assert logs.record("ancient") is not None  # nothing is pruned before the next begin
+    for n in range(4):
+        logs.begin(f"r{n}", f"c{n}", "ui", now_ms=5000 + n, lease_until_ms=10**15)
+        logs.append(f"r{n}", b"frame")
+        logs.end(f"r{n}", "finished")
+    assert logs.record("ancient") is None  # started "at 0" in the old file: past the age
+    assert logs.record("alive") is not None  # running: never pruned
+    # keep=2: each begin keeps the newest two ended runs, so r3's begin dropped r0
+    assert [r for r in ("r0", "r1", "r2", "r3") if logs.record(r)] == ["r1", "r2", "r3"]
+    logs.begin("late", "c9x", "ui", now_ms=9000, lease_until_ms=10**15)
+    assert [r for r in ("r2", "r3") if logs.record(r)] == []  # 4 s old: past the age bound
+    assert logs.read("r3", None) == []
 
 
 def test_a_resume_names_its_run_and_never_gets_another_runs_frames(served: Any) -> None:

@@ -69,10 +69,14 @@ class RunLogs(Protocol):
 
 
 class _Run:
-    __slots__ = ("chat_id", "events", "lease_until_ms", "protocol", "status", "stop")
+    __slots__ = ("chat_id", "events", "lease_until_ms", "protocol", "size", "started_ms", "status",
+                 "stop")
 
-    def __init__(self, chat_id: str, protocol: str, lease_until_ms: float) -> None:
+    def __init__(self, chat_id: str, protocol: str, lease_until_ms: float,
+                 started_ms: float) -> None:
         self.chat_id = chat_id
+        self.started_ms = started_ms
+        self.size = 0
         self.protocol = protocol
         self.status: RunStatus = "running"
         self.events: list[bytes] = []
@@ -83,17 +87,23 @@ class _Run:
 class MemoryRunLogs:
     """Run logs in this process's memory.
 
-    ``keep`` bounds the runs held. When a new run would pass it, the oldest runs that have ended
-    are dropped; a run still ``running`` is never dropped (its stream and its next ``append`` need
-    its log), so when every kept run is running, :meth:`begin` refuses the new one with
-    :class:`RunsFullError` (the host answers 503) instead of dropping one in flight."""
+    ``keep`` bounds the runs held, ``max_bytes`` the bytes of their frames, and ``max_age_ms`` how
+    long an ended run's log outlives its start. At each :meth:`begin` the runs past a bound that
+    have ended are dropped, oldest first; a run still ``running`` is never dropped (its stream and
+    its next ``append`` need its log), so when every kept run is running, :meth:`begin` refuses
+    the new one with :class:`RunsFullError` (the host answers 503) instead of dropping one in
+    flight."""
 
-    def __init__(self, keep: int = 1000) -> None:
-        if keep < 1:
-            raise ValueError(f"MemoryRunLogs(keep=) must be at least 1, got {keep}")
+    def __init__(self, keep: int = 1000, *, max_bytes: int = 256 * 1024 * 1024,
+                 max_age_ms: float = 24 * 3_600_000) -> None:
+        if keep < 1 or max_bytes < 1 or not max_age_ms > 0:
+            raise ValueError("MemoryRunLogs(keep=, max_bytes=, max_age_ms=) must be positive")
         self._runs: dict[str, _Run] = {}
         self._latest: dict[tuple[str, str], str] = {}
         self._keep = keep
+        self._max_bytes = max_bytes
+        self._max_age_ms = max_age_ms
+        self._bytes = 0
 
     def begin(self, run_id: str, chat_id: str, protocol: str, *, now_ms: float,
               lease_until_ms: float) -> None:
@@ -104,18 +114,21 @@ class MemoryRunLogs:
             raise RunBusyError(latest.run_id)
         if latest is not None and latest.status == "running":
             self._runs[latest.run_id].status = "interrupted"
-        if len(self._runs) >= self._keep:
-            self._drop_ended(len(self._runs) - self._keep + 1)
+        self._prune(now_ms)
         if len(self._runs) >= self._keep:
             raise RunsFullError(len(self._runs))
-        self._runs[run_id] = _Run(chat_id, protocol, lease_until_ms)
+        self._runs[run_id] = _Run(chat_id, protocol, lease_until_ms, now_ms)
         self._latest[(chat_id, protocol)] = run_id
 
-    def _drop_ended(self, count: int) -> None:
-        """Drop up to ``count`` of the oldest runs that are no longer running."""
-        ended = [run_id for run_id, run in self._runs.items() if run.status != "running"][:count]
-        for run_id in ended:
-            run = self._runs.pop(run_id)
+    def _prune(self, now_ms: float) -> None:
+        """Drop the oldest ended runs while a bound is passed (room is made for one more run)."""
+        for run_id in [r for r, run in self._runs.items() if run.status != "running"]:
+            run = self._runs[run_id]
+            if (len(self._runs) < self._keep and self._bytes <= self._max_bytes
+                    and now_ms - run.started_ms <= self._max_age_ms):
+                continue
+            del self._runs[run_id]
+            self._bytes -= run.size
             if self._latest.get((run.chat_id, run.protocol)) == run_id:
                 del self._latest[(run.chat_id, run.protocol)]
 
@@ -130,6 +143,8 @@ class MemoryRunLogs:
     def append(self, run_id: str, payload: bytes) -> int:
         run = self._runs[run_id]
         run.events.append(payload)
+        run.size += len(payload)
+        self._bytes += len(payload)
         return len(run.events) - 1
 
     def end(self, run_id: str, status: RunStatus) -> None:
@@ -163,7 +178,8 @@ CREATE TABLE IF NOT EXISTS protocol_runs (
     status   TEXT NOT NULL,
     seq      INTEGER NOT NULL,
     lease_until_ms REAL NOT NULL DEFAULT 0,
-    stop_requested INTEGER NOT NULL DEFAULT 0
+    stop_requested INTEGER NOT NULL DEFAULT 0,
+    started_ms REAL NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS protocol_runs_chat ON protocol_runs (chat_id, protocol, seq);
 CREATE TABLE IF NOT EXISTS protocol_run_events (
@@ -178,14 +194,38 @@ CREATE TABLE IF NOT EXISTS protocol_run_events (
 class SqliteRunLogs:
     """Run logs in a SQLite file (its own tables: it can share the file of a
     :class:`~bindloop.hosts.sqlite_store.SqliteStore`). Every append is committed before it is
-    served, so what a client saw is on disk."""
+    served, so what a client saw is on disk.
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    Ended runs are pruned at each :meth:`begin`: those started more than ``max_age_ms`` ago, and
+    all but the newest ``keep`` ended ones. A running run is never pruned. A file written
+    before ``started_ms`` existed gets the column (its old runs count as started at 0, so the first
+    prune takes them once they have ended)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, keep: int = 10_000,
+                 max_age_ms: float = 7 * 24 * 3_600_000) -> None:
+        if keep < 1 or not max_age_ms > 0:
+            raise ValueError("SqliteRunLogs(keep=, max_age_ms=) must be positive")
+        self._keep = keep
+        self._max_age_ms = max_age_ms
         self._db = sqlite3.connect(os.fspath(path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+        columns = {r[1] for r in self._db.execute("PRAGMA table_info(protocol_runs)")}
+        if "started_ms" not in columns:  # a file from before the column
+            self._db.execute("ALTER TABLE protocol_runs ADD COLUMN started_ms REAL NOT NULL "
+                             "DEFAULT 0")
         self._next: dict[str, int] = {}
+
+    def _prune(self, now_ms: float) -> None:
+        """Inside begin's write: drop ended runs past the age bound or beyond the newest keep."""
+        doomed = [r[0] for r in self._db.execute(
+            "SELECT run_id FROM protocol_runs WHERE status != 'running' AND (started_ms < ? OR "
+            "run_id NOT IN (SELECT run_id FROM protocol_runs WHERE status != 'running' "
+            "ORDER BY seq DESC LIMIT ?))", (now_ms - self._max_age_ms, self._keep))]
+        for run_id in doomed:
+            self._db.execute("DELETE FROM protocol_run_events WHERE run_id = ?", (run_id,))
+            self._db.execute("DELETE FROM protocol_runs WHERE run_id = ?", (run_id,))
 
     def close(self) -> None:
         self._db.close()
@@ -216,10 +256,13 @@ class SqliteRunLogs:
             if row is not None and row[1] == "running":
                 self._db.execute("UPDATE protocol_runs SET status = 'interrupted' WHERE run_id = ?",
                                  (row[0],))
+            self._prune(now_ms)
             seq = self._db.execute(
                 "SELECT COALESCE(MAX(seq), 0) + 1 FROM protocol_runs").fetchone()[0]
-            self._db.execute("INSERT INTO protocol_runs VALUES (?, ?, ?, 'running', ?, ?, 0)",
-                             (run_id, chat_id, protocol, seq, lease_until_ms))
+            self._db.execute(
+                "INSERT INTO protocol_runs (run_id, chat_id, protocol, status, seq, lease_until_ms,"
+                " stop_requested, started_ms) VALUES (?, ?, ?, 'running', ?, ?, 0, ?)",
+                (run_id, chat_id, protocol, seq, lease_until_ms, now_ms))
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
