@@ -337,3 +337,46 @@ async def test_a_broken_authorization_step_is_named_and_sends_no_token(
                 "token": "HTTP 400 (invalid_grant)"}[case]
     assert expected in str(caught.value) and "sk-live" not in str(caught.value)
     assert oauth.tokens is None and world.tokens == {}
+
+
+class ForeignHintWorld(World):
+    """The 401 challenge names protected-resource metadata on another origin (``localhost`` for a
+    server reached as ``127.0.0.1``): it serves a document there too, so a fetch would succeed."""
+
+    def __init__(self, scripted: ScriptedProviderServer) -> None:
+        super().__init__(scripted)
+        self.foreign = self.base.replace("127.0.0.1", "localhost")
+        scripted.set_responder("elsewhere", lambda request: json_reply(
+            {"resource": f"{self.base}/mcp", "authorization_servers": [f"{self.base}/as"]}))
+
+    def mcp(self, request: RecordedRequest) -> ScriptedReply:
+        reply = super().mcp(request)
+        if reply.status == 401:
+            return ScriptedReply(status=401, streamed=False, chunks=(b"{}",), headers=(
+                ("www-authenticate",
+                 f'Bearer scope="mcp:read", resource_metadata="{self.foreign}/elsewhere/prm"'),))
+        return reply
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+async def test_a_challenge_cannot_send_discovery_to_another_origin(
+        scripted: ScriptedProviderServer, allowed: bool) -> None:
+    world = ForeignHintWorld(scripted)
+    transport = HttpxTransport(world.base + "/mcp")
+    import httpx
+
+    http = httpx.AsyncClient()
+    try:
+        oauth = McpOAuth(server_url=world.base + "/mcp",
+                         fetch=transport_fetch(lambda url: HttpxTransport(url, client=http)),
+                         authorize=world.authorize, redirect_uri="http://127.0.0.1:9/cb",
+                         random_bytes=bytes,
+                         metadata_origins=(world.foreign,) if allowed else ())
+        await McpHttpClient(transport, server="guarded", auth=oauth).connect()
+        paths = [r.path for r in scripted.requests]
+        assert ("/elsewhere/prm" in paths) is allowed
+        # not allowed: the well-known URL at the server's own origin was used instead
+        assert ("/.well-known/oauth-protected-resource/mcp" in paths) is not allowed
+    finally:
+        await transport.aclose()
+        await http.aclose()

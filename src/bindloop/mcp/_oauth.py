@@ -193,6 +193,11 @@ class McpOAuth:
     refuses the refresh token (already rotated by another client whose save has not landed
     yet), it re-reads the store for up to ``refresh_wait_ms`` (every 100 ms, on ``sleep``) and
     uses the tokens that appear there before giving up.
+
+    Discovery stays on the MCP server's origin: a ``resource_metadata`` URL in a 401 challenge on
+    another origin is not fetched (a hostile server would make the client request any URL it
+    names) unless that origin is listed in ``metadata_origins``; the well-known URLs at the
+    server's origin are tried instead.
     """
 
     def __init__(self, *, server_url: str, fetch: OAuthFetch,
@@ -207,8 +212,11 @@ class McpOAuth:
                  authorization_grant: AuthorizationGrant | None = None,
                  offline: bool = True, scope: str | None = None,
                  sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
-                 refresh_wait_ms: float = 2_000.0) -> None:
+                 refresh_wait_ms: float = 2_000.0,
+                 metadata_origins: tuple[str, ...] = ()) -> None:
         split_url(server_url)  # an absolute URL, or ValueError now
+        self._metadata_origins = frozenset(
+            split_url(u)[0].lower() for u in (server_url, *metadata_origins))
         if grant == "authorization_code" and (authorize is None or redirect_uri is None
                                               or random_bytes is None):
             raise UsageError("McpOAuth(grant='authorization_code') needs authorize=, "
@@ -346,6 +354,9 @@ class McpOAuth:
         if self._discovered is not None and challenge.resource_metadata in (
                 None, self._discovered_from):
             return self._discovered
+        hinted = challenge.resource_metadata
+        if hinted is not None and _origin_of(hinted) not in self._metadata_origins:
+            challenge = msgspec.structs.replace(challenge, resource_metadata=None)
         resource = await self._first_metadata(
             protected_resource_metadata_urls(self.server_url, challenge), ProtectedResourceMetadata,
             "protected resource metadata")
@@ -573,3 +584,11 @@ class McpOAuth:
         if tokens is None:
             return []
         return [t for t in (tokens.access_token, tokens.refresh_token) if t]
+
+
+def _origin_of(url: str) -> str | None:
+    """``url``'s origin, or ``None`` when it is not an absolute URL."""
+    try:
+        return split_url(url)[0].lower()
+    except ValueError:
+        return None
