@@ -389,11 +389,13 @@ def test_extra_headers_are_sent(server: ScriptedProviderServer) -> None:
 
 # ---- no key in any message or repr --------------------------------------------------------------
 
-# A key is not a provider's or a keyword's name ("openai-responses", "temperature" are accepted).
+# A key is not a provider's or a keyword's name ("openai-responses", "temperature" are accepted),
+# and mixes letters and digits, as real keys do (an all-letter one may be a word of the message).
 _NAMES = {*PROVIDERS, *inspect.signature(create_model).parameters,
           *ModelOptions.__annotations__}
 _KEYS = st.text(alphabet=string.ascii_letters + string.digits + "-_", min_size=8,
-                max_size=60).filter(lambda k: k not in _NAMES)
+                max_size=60).filter(lambda k: k not in _NAMES and any(c.isdigit() for c in k)
+                                    and any(c.isalpha() for c in k))
 
 
 def _mistakes(key: str) -> list[Callable[[], object]]:
@@ -550,6 +552,52 @@ def test_a_bad_fallback_is_refused(fallback: Any, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         create_model("openai:a", api_key="k-123456789", fallback=fallback, env={
             "OPENAI_API_KEY": "k-123456789"})
+
+
+# ---- in an agent -------------------------------------------------------------------------------
+
+class Weather(msgspec.Struct):
+    city: str
+    high_c: int
+
+
+def test_an_agent_gets_a_typed_answer_through_a_model_from_one_line(
+        server: ScriptedProviderServer) -> None:
+    from bindloop.agent import as_agent_model, create_agent, equip_instruction, prompt_agent
+
+    answer = ModelTurnResult(text='{"city": "Lisbon", "high_c": 24}', finish_reason="stop",
+                             usage=TurnUsage(input_tokens=5, output_tokens=9))
+    server.enqueue("p", turn_reply("openai_chat", answer, stream=True))
+
+    async def handler(city: str) -> Weather:
+        equip_instruction(f"Today's weather in {city}?")
+        return await prompt_agent(Weather)
+
+    model = create_model("openai:gpt-x", api_key="k-123456789", base_url=server.base_url("p"))
+    agent = create_agent(id="weather", handler=handler, model=as_agent_model(model))
+    assert anyio.run(agent, "Lisbon") == Weather(city="Lisbon", high_c=24)
+    body = msgspec.json.decode(server.requests[0].body)
+    assert body["stream"] is True and body["response_format"]["type"] == "json_schema"
+
+
+# ---- the docs ----------------------------------------------------------------------------------
+
+def test_the_wire_page_example_builds_what_it_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "wire.md").read_text()
+    section = page.split("## A model from one line", 1)[1].split("\n## ", 1)[0]
+    [block] = re.findall(r"```python\n(.*?)```", section, re.S)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-env-1")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-anthropic-env-1")
+    namespace: dict[str, Any] = {"gemini_key": "gemini-key-1"}
+    exec(compile(block, "wire.md", "exec"), namespace)
+    assert [type(namespace[n]) for n in ("model", "claude", "gemini", "local", "both")] == [
+        ModelAdapter, ModelAdapter, ModelAdapter, ModelAdapter, RoutedModel]
+    assert namespace["claude"].options.max_tokens == 2048
+    assert repr(namespace["local"].transport) == "HttpxTransport('http://127.0.0.1:11434/v1')"
+    assert list(namespace["both"].models) == ["anthropic", "openai"]
 
 
 # ---- the package's one name ---------------------------------------------------------------------
