@@ -602,6 +602,18 @@ def test_the_wire_page_example_builds_what_it_says(monkeypatch: pytest.MonkeyPat
 
 # ---- the package's one name ---------------------------------------------------------------------
 
+def test_importing_bindloop_hosts_loads_no_model_code() -> None:
+    import subprocess
+
+    probe = ("import sys, bindloop.hosts; "
+             "print(sorted(m for m in sys.modules if m.startswith(('bindloop.hosts.', "
+             "'bindloop.wire', 'httpx'))))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
 def test_create_model_is_bindloop_hosts_one_name() -> None:
     assert hosts.__all__ == ("create_model",)
     assert hosts.create_model is create_model

@@ -201,10 +201,9 @@ def _resolve_key(provider: Provider, *, api_key: str | None, env: object, own_en
             return None
         raise _missing(provider, emscripten=emscripten, env_given=env is not None)
     where = f"env's {var}" if env is not None else f"the environment variable {var}"
-    if isinstance(value, str):
-        keys.append(value)
     if not isinstance(value, str):
         raise UsageError(f"create_model(): {where} is a {type(value).__name__}, not a str key")
+    keys.append(value)
     return _checked(value, where)
 
 
