@@ -4,9 +4,9 @@
 import json
 import os
 import sys
-from types import SimpleNamespace
-
 from mcp_host import fetch, url  # the real fetch, restricted to 127.0.0.1, and the server's URL
+
+from pyodide.code import run_js
 
 from bindloop.completion import TextEvent
 from bindloop.contracts import UserMessage
@@ -31,8 +31,13 @@ turn = await gemini.complete([UserMessage(content="hi")],  # noqa: F704 (top-lev
                              on_event=lambda e: texts.append(e.content)
                              if isinstance(e, TextEvent) and e.content else None)
 
-# A Worker's bindings as env=, and a fallback across a 503.
-bindings = SimpleNamespace(OPENAI_API_KEY="k-openai-binding")
+# A Worker's bindings as env= (a JS object: its secrets are attributes), and a fallback across a 503.
+bindings = run_js("({OPENAI_API_KEY: 'k-openai-binding'})")
+try:
+    create_model("anthropic:claude-x", env=bindings)
+    raise AssertionError("a binding that is not there was found")
+except MissingApiKeyError as exc:
+    assert "env= has no ANTHROPIC_API_KEY" in str(exc), str(exc)
 routed = create_model(
     "anthropic:claude-x", api_key="k-anthropic-wasm", base_url=url + "/primary", fetch=fetch,
     fallback=create_model("openai:gpt-x", base_url=url + "/backup", env=bindings, fetch=fetch))

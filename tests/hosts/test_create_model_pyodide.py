@@ -1,6 +1,7 @@
 """``create_model`` under Pyodide 314 in Node, over JS fetch, against the scripted provider server
 on 127.0.0.1: no environment read, FetchTransports, a streamed Gemini turn, and a fallback from a
-503 Anthropic-wire primary to an OpenAI-chat-wire secondary keyed from a Worker-style ``env=``.
+503 Anthropic-wire primary to an OpenAI-chat-wire secondary keyed from ``env=`` a JS object
+(as a Worker's bindings are).
 
 Run by ``make wasm-smoke`` (part of ``make test``), which builds ``wasm/node_modules`` and
 ``wasm/wheels`` first and sets ``BINDLOOP_REQUIRE_PYODIDE``; a plain pytest run skips it. The
