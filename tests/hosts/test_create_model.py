@@ -364,6 +364,34 @@ def test_every_wire_options_field_is_a_keyword() -> None:
     assert model.options == WireOptions(model="m-1", **every)
 
 
+_OPTION_VALUES: dict[str, st.SearchStrategy[Any]] = {
+    "stream": st.booleans(),
+    "max_tokens": st.none() | st.integers(min_value=1, max_value=10**6),
+    "temperature": st.none() | st.floats(min_value=0, max_value=2),
+    "top_p": st.none() | st.floats(min_value=0, max_value=1),
+    "stop": st.lists(st.text(max_size=5), max_size=3).map(tuple),
+    "tool_choice": st.none() | st.sampled_from(["auto", "none", "required"])
+    | st.builds(ForcedTool, name=st.text(min_size=1, max_size=8)),
+    "parallel_tool_calls": st.none() | st.booleans(),
+    "response_format": st.none() | st.just(JsonSchemaFormat(name="o", schema={"type": "object"})),
+    "reasoning": st.none() | st.builds(ReasoningOptions, effort=st.sampled_from(["low", "high"])),
+    "extra_body": st.none() | st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+    "cache": st.none() | st.builds(CachePolicy, key=st.text(min_size=1, max_size=5)),
+}
+
+
+@settings(max_examples=80, deadline=None)
+@given(provider=st.sampled_from(sorted(PROVIDERS)),
+       model=st.text(min_size=1, max_size=30).filter(lambda m: m == m.strip()),
+       chosen=st.fixed_dictionaries({}, optional=_OPTION_VALUES))
+def test_the_options_are_wire_options_with_streaming_on(provider: str, model: str,
+                                                        chosen: dict[str, Any]) -> None:
+    assert set(_OPTION_VALUES) == set(ModelOptions.__annotations__)
+    built = create_model(f"{provider}:{model}", api_key="k-123456789", **chosen)
+    assert built.options == WireOptions(model=model, **{"stream": True, **chosen})
+    assert built.adapter.wire == PROVIDERS[provider].wire
+
+
 def test_the_adapter_settings_pass_through() -> None:
     from bindloop.wire import RetryPolicy, StreamBudgets
 
