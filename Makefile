@@ -87,9 +87,11 @@ js-test:
 
 conformance: conformance-compare
 
-## The JS fetch transport under Pyodide: a real JS Response body streamed into the wire decoders.
+## The JS fetch transport under Pyodide: a real JS Response body streamed into the wire decoders;
+## then create_model there (no environment read, fetch, fallback across a 503) over loopback HTTP.
 wasm-smoke: wasm/node_modules/.package-lock.json wasm-wheels
 	node wasm/run_smoke.mjs tests/wire/pyodide_fetch_smoke.py
+	BINDLOOP_REQUIRE_PYODIDE=1 $(PY) -m pytest tests/hosts/test_create_model_pyodide.py -q
 
 ## The MCP client under Pyodide in Node, over JS fetch, against the SDK's server on 127.0.0.1.
 mcp-pyodide: wasm/node_modules/.package-lock.json wasm-wheels

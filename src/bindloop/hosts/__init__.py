@@ -3,7 +3,24 @@ the core's ports are answered with — the httpx and JS ``fetch`` transports, th
 and Redis stores, the ASGI apps, Temporal, OpenTelemetry and logging — and the demos and scripted
 servers the tests and ``make demo`` run.
 
-Nothing in the core imports this package.
+Nothing in the core imports this package. Its one name, :func:`create_model` (a model from a
+``"provider:model"`` string, :mod:`bindloop.hosts.models`), loads on first use: importing a host
+binding such as ``bindloop.hosts.sqlite_store`` does not load the wire adapters.
 """
 
-__all__ = ()
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .models import create_model as create_model
+
+__all__ = ("create_model",)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "create_model":
+        from .models import create_model
+
+        return create_model
+    raise AttributeError(f"module 'bindloop.hosts' has no attribute {name!r}")
