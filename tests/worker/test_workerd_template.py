@@ -777,3 +777,44 @@ def test_nothing_after_the_last_event_id_is_a_204_and_an_unknown_session_a_404(s
     assert (status, raw) == (204, b"")
     status, body = _error(served, "GET", "/v1/sessions/nope/stream")
     assert (status, body["error"]) == (404, "unknown_session")
+
+
+def _raw_chunked(served: Served, path: str, chunks: list[bytes], hold_s: float = 0.0) -> bytes:
+    """A POST with ``Transfer-Encoding: chunked`` and no ``Content-Length``; ``hold_s`` > 0 keeps
+    the body open (no final chunk) that long while waiting for the answer."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", served.workerd.port), timeout=60) as sock:
+        sock.sendall(f"POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                     "transfer-encoding: chunked\r\n\r\n".encode())
+        for chunk in chunks:
+            try:
+                sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            except OSError:
+                break  # the server answered and closed while we were still sending
+        if not hold_s:
+            try:
+                sock.sendall(b"0\r\n\r\n")
+            except OSError:
+                pass
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            got = sock.recv(65536)
+            if not got:
+                break
+            answer += got
+        return answer
+
+
+@pytest.mark.parametrize("path", ["/v1/chat", "/api/chat"])
+def test_a_chunked_body_is_bounded_while_it_streams(served: Served, path: str) -> None:
+    """No Content-Length: the 413 comes when the body passes 64 KiB, not after reading it all
+    (200 MiB were once read whole first); a body that stops arriving gets a 408."""
+    started = time.monotonic()
+    answer = _raw_chunked(served, path, [b"x" * 65536] * 64)  # 4 MiB offered
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert time.monotonic() - started < 10
+    held = _raw_chunked(served, path, [b'{"message": "'], hold_s=30)
+    assert held.startswith(b"HTTP/1.1 408"), held[:200]
+    events = served.events("/v1/chat", {"message": "still here"})
+    assert events[-1][1]["text"] == "You said: still here"

@@ -60,6 +60,9 @@ MAX_BODY_BYTES = 64 * 1024
 MAX_BODY_DEPTH = 32
 """Requests nested deeper than this are refused with 400 before they are parsed."""
 
+BODY_TIMEOUT_S = 10.0
+"""A request body that has not arrived whole in this time is refused with 408."""
+
 DEFAULT_MAX_ITERATIONS = 8
 DEFAULT_HEARTBEAT_MS = 15_000
 """An SSE comment this often while a run sends nothing (proxies drop idle streams at 30-100 s)."""

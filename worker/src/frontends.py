@@ -69,7 +69,7 @@ from bindloop.protocols import (
 from replay import LogFollower, RecordedFrames, decode_fed, encode_fed, replay
 from limits import limit_store, wall_clock_ms
 from sessions import RunLog, SessionStore
-from web import EventStream
+from web import EventStream, read_text
 
 __all__ = ("ag_ui", "ag_ui_stop", "ag_ui_stream", "api_chat", "api_chat_stop", "api_chat_stream",
            "continue_lost_run")
@@ -79,11 +79,7 @@ _BOUNDS = {"too_large": (413, "body_too_large"), "too_deep": (400, "body_too_dee
 
 
 async def _body(request: Any) -> str:
-    length = request.headers.get("content-length")
-    if length is not None and str(length).isdigit() and int(str(length)) > MAX_BODY_BYTES:
-        raise HttpError(413, "body_too_large",
-                        f"the request body is {length} bytes; the limit is {MAX_BODY_BYTES}")
-    return str(await request.text())
+    return await read_text(request)
 
 
 def _refused(exc: Exception) -> HttpError:

@@ -20,7 +20,7 @@ import msgspec
 from pyodide.ffi import JsException  # type: ignore[import-not-found]
 from workers import Response  # type: ignore[import-not-found]
 
-from agent import MAX_BODY_BYTES, MAX_BODY_DEPTH, HttpError
+from agent import BODY_TIMEOUT_S, MAX_BODY_BYTES, MAX_BODY_DEPTH, HttpError
 from bindloop.contracts import JsonBoundsError, decode_json_bounded
 
 JSON_HEADERS = {"content-type": "application/json"}
@@ -34,15 +34,60 @@ def json_response(status: int, body: dict[str, Any]) -> Response:
     return Response(json.dumps(body), status=status, headers=JSON_HEADERS)
 
 
+async def read_text(request: Any, *, max_bytes: int = MAX_BODY_BYTES,
+                    timeout_s: float = BODY_TIMEOUT_S) -> str:
+    """The body as text, bounded while it streams: a declared ``Content-Length`` over
+    ``max_bytes`` is a 413 before anything is read, and so is a body (chunked, or lying about its
+    length) the moment it passes ``max_bytes`` -- never read whole first (a Worker has 128 MB); a
+    body not whole within ``timeout_s`` is a 408. Invalid UTF-8 becomes U+FFFD, as ``text()``."""
+    length = request.headers.get("content-length")
+    if length is not None and str(length).isdigit() and int(str(length)) > max_bytes:
+        raise HttpError(413, "body_too_large",
+                        f"the request body is {length} bytes; the limit is {max_bytes}")
+    stream = getattr(request, "js_object", request).body
+    if stream is None:
+        return ""
+    reader = stream.getReader()
+
+    async def read_one() -> Any:
+        return await reader.read()
+
+    chunks: list[bytes] = []
+    size = 0
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    finished = False
+    try:
+        while True:
+            left = deadline - asyncio.get_running_loop().time()
+            try:
+                result = await asyncio.wait_for(read_one(), max(left, 0.0))
+            except asyncio.TimeoutError:
+                raise HttpError(408, "body_timeout", f"the request body took longer than "
+                                f"{timeout_s:g} s") from None
+            if result.done:
+                finished = True
+                break
+            chunk = bytes(result.value.to_bytes())
+            size += len(chunk)
+            if size > max_bytes:
+                raise HttpError(413, "body_too_large",
+                                f"the request body is over {max_bytes} bytes")
+            chunks.append(chunk)
+    finally:
+        if not finished:
+            try:
+                await reader.cancel()
+            except Exception:  # the stream is already broken: nothing more to release
+                pass
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
 async def read_json(request: Any) -> dict[str, Any]:
     """The body as a JSON object, bounded before it is parsed: a body over ``MAX_BODY_BYTES`` is a
-    413, one nested deeper than ``MAX_BODY_DEPTH`` a 400 -- a recursive parse of 10,000 brackets
-    would overflow the JS stack and abort the isolate with every stream in it."""
-    length = request.headers.get("content-length")
-    if length is not None and str(length).isdigit() and int(str(length)) > MAX_BODY_BYTES:
-        raise HttpError(413, "body_too_large",
-                        f"the request body is {length} bytes; the limit is {MAX_BODY_BYTES}")
-    raw = await request.text()
+    413 (while it streams: :func:`read_text`), one nested deeper than ``MAX_BODY_DEPTH`` a 400 -- a
+    recursive parse of 10,000 brackets would overflow the JS stack and abort the isolate with every
+    stream in it."""
+    raw = await read_text(request)
     try:
         body: dict[str, Any] = decode_json_bounded(raw, max_bytes=MAX_BODY_BYTES,
                                                    max_depth=MAX_BODY_DEPTH, require_object=True)
