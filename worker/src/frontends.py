@@ -101,12 +101,14 @@ def _transport(provider: Provider, headers: Sequence[tuple[str, str]]) -> FetchT
 
 
 def _chat(config: AgentConfig, chat: ChatInput) -> ChatInput:
-    """The Worker's system prompt opens a conversation that has none."""
-    if config.system_prompt is None or any(isinstance(m, SystemMessage) for m in chat.transcript):
-        return chat
-    return ChatInput(chat_id=chat.chat_id, protocol=chat.protocol,
-                     transcript=(SystemMessage(content=config.system_prompt), *chat.transcript),
-                     tools=chat.tools, approvals=chat.approvals, state=chat.state)
+    """The operator's instructions stay the operator's: a system message the client sent is
+    carried as user content (it can ask, never instruct), and the Worker's ``SYSTEM_PROMPT``
+    opens every conversation."""
+    transcript = tuple(UserMessage(content=m.content) if isinstance(m, SystemMessage) else m
+                       for m in chat.transcript)
+    if config.system_prompt is not None:
+        transcript = (SystemMessage(content=config.system_prompt), *transcript)
+    return msgspec.structs.replace(chat, transcript=transcript)
 
 
 LOG_BATCH = 256
