@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Any
 
 import anyio
 import msgspec
@@ -48,7 +49,8 @@ ADD = ToolDefinition(name="add", description="Add two integers.",
 
 
 def bindloop_run_once(n_turns: int) -> float:
-    """One run of ``n_turns`` turns; returns wall seconds. Asserts the workload really happened."""
+    """One run of ``n_turns`` turns; returns CPU seconds (``process_time``, as every peer row).
+    Asserts the workload really happened."""
     added = [0]
     turn = [0]
 
@@ -71,9 +73,9 @@ def bindloop_run_once(n_turns: int) -> float:
                             max_iterations=n_turns + 1, build_tools=lambda: tools)
 
     async def main() -> float:
-        started = time.perf_counter()
+        started = time.process_time()
         result = await run_tool_loop(params)
-        elapsed = time.perf_counter() - started
+        elapsed = time.process_time() - started
         assert result.stop_reason == "done" and result.stats.turns == n_turns
         assert added[0] == n_turns - 1 and len(state.messages) == 1 + 2 * (n_turns - 1) + 1
         return elapsed
@@ -123,29 +125,81 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print only the µs/turn list")
     parser.add_argument("--before", metavar="DIR",
                         help="alternate with a checkout of the base in DIR (its src/)")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of every row (--peers) or of each side (--before)")
     args = parser.parse_args(argv)
     ns = [int(x) for x in args.ns.split(",") if x.strip()]
     if args.before:
         return side_by_side(args.before, ns, args.rounds)
 
+    if args.peers:
+        return peers_table(ns, rounds=args.rounds, max_seconds=args.max_seconds)
     cells = [measure(n) for n in ns]
     if args.json:
         print(json.dumps([us for us, _ in cells]))
         return 0
     header = ["harness", *(f"N={n} µs/turn" for n in ns), "N=max / N=min"]
     rows = [["bindloop", *(f"{us:,.1f}" for us, _ in cells), f"{cells[-1][0] / cells[0][0]:.2f}×"]]
-    if args.peers:
-        import peers
+    _print_table(header, rows)
+    print(f"\n(bindloop runs per cell: {', '.join(str(k) for _, k in cells)}; "
+          f"python {sys.version.split()[0]}; CPU time)")
+    return 0
 
-        for name in [*peers.REFERENCE, *peers.PEERS]:
-            row = peers.measure_row_isolated(name, ns, max_seconds=args.max_seconds)
-            if row.problem:
-                rows.append([row.label, row.problem, *[""] * len(ns)])
-                continue
-            values = [c.us_per_turn for c in row.cells]
-            ratio = (f"{values[-1] / values[0]:.2f}×" if values[0] and values[-1] else "")
-            rows.append([row.label, *(c.render() for c in row.cells), ratio])
+
+def peers_table(ns: list[int], *, rounds: int, max_seconds: float) -> int:
+    """Every row the same way: each runner (bindloop among them) in a fresh interpreter, CPU time,
+    ``rounds`` rounds in turn (so drift hits every row alike); each cell the median of the rounds'
+    medians. Then each peer's ratio to bindloop, cell by cell."""
+    import peers
+
+    names = [*peers.REFERENCE, *peers.PEERS]
+    runs: dict[str, list[Any]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names:
+            print(f"# round {r + 1}/{rounds}: {name}", file=sys.stderr, flush=True)
+            runs[name].append(peers.measure_row_isolated(name, ns, max_seconds=max_seconds))
+    medians: dict[str, list[float | None]] = {}
+    labels: dict[str, str] = {}
+    problems: dict[str, str] = {}
+    for name, rows_of in runs.items():
+        ok = [row for row in rows_of if not row.problem]
+        labels[name] = (ok or rows_of)[0].label
+        if not ok:
+            problems[name] = rows_of[0].problem
+            continue
+        medians[name] = []
+        for i in range(len(ns)):
+            values = [row.cells[i].us_per_turn for row in ok
+                      if i < len(row.cells) and row.cells[i].us_per_turn is not None]
+            medians[name].append(statistics.median(values) if values else None)
+    header = ["harness", *(f"N={n} µs/turn" for n in ns)]
+    table = []
+    for name in names:
+        if name in problems:
+            table.append([labels[name], problems[name], *[""] * (len(ns) - 1)])
+        else:
+            table.append([labels[name], *("skipped" if v is None else f"{v:,.1f}"
+                                          for v in medians[name])])
+    print(f"CPU µs per turn, median of {rounds} rounds (each row in a fresh interpreter)")
+    _print_table(header, table)
+    base = medians.get("bindloop")
+    if base is None:
+        print(f"\nbindloop's row failed: {problems.get('bindloop', 'no figures')}")
+        return 1
+    ratios = []
+    for name in names:
+        if name == "bindloop" or name not in medians:
+            continue
+        ratios.append([f"{labels[name]} / bindloop", *(
+            "" if v is None or b is None else f"{v / b:,.1f}×"
+            for v, b in zip(medians[name], base))])
+    print("\nratio to bindloop (same rounds, same measure)")
+    _print_table(["harness", *(f"N={n}" for n in ns)], ratios)
+    print(f"\npython {sys.version.split()[0]}")
+    return 0
+
+
+def _print_table(header: list[str], rows: list[list[str]]) -> None:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     fmt = lambda r: "| " + " | ".join(  # noqa: E731
         [r[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(r[1:], widths[1:]))]) + " |"
@@ -153,9 +207,6 @@ def main(argv: list[str] | None = None) -> int:
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for r in rows:
         print(fmt(r))
-    print(f"\n(bindloop runs per cell: {', '.join(str(k) for _, k in cells)}; "
-          f"python {sys.version.split()[0]})")
-    return 0
 
 
 if __name__ == "__main__":

@@ -7,7 +7,10 @@ runner asserts that the model was called N times, that ``add`` ran N-1 times, th
 after the first saw the previous tool result at the tail of its input (checked in O(1)), and that the
 run's final output is ``"done"``.
 
-Each runner builds a fresh agent, model and tool (untimed) and then times only the run call itself
+Every runner's time is **CPU time** (``time.process_time``: the whole process, every thread), so a
+busy machine does not inflate one row more than another; bindloop's own row is one of the runners,
+measured the same way in its own interpreter. Each runner builds a fresh agent, model and tool
+(untimed) and then times only the run call itself
 (``Agent.run`` / ``Runner.run`` / ``ToolCallingAgent.run``); for the async frameworks the timer is
 inside the coroutine, so event-loop start-up is not counted. There is no ``gc.collect()`` before a
 run: collections triggered by earlier runs' garbage count, as they would in a long-lived process, and
@@ -168,7 +171,7 @@ def bare_loop_run_once(n_turns: int) -> float:
             ],
         }
 
-    start = time.perf_counter()
+    start = time.process_time()
     messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
     while True:
         reply = model(messages)
@@ -180,7 +183,7 @@ def bare_loop_run_once(n_turns: int) -> float:
             function = call["function"]
             result = tools[function["name"]](**json.loads(function["arguments"]))
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": str(result)})
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     script.verify(messages[-1]["content"])
     return elapsed
 
@@ -228,9 +231,9 @@ def pydantic_ai_run_once(n_turns: int) -> float:
         return a + b
 
     async def timed() -> tuple[float, object]:
-        start = time.perf_counter()
+        start = time.process_time()
         result = await agent.run("go", usage_limits=UsageLimits(request_limit=None))
-        return time.perf_counter() - start, result.output
+        return time.process_time() - start, result.output
 
     elapsed, output = asyncio.run(timed())
     script.verify(output)
@@ -301,9 +304,9 @@ def openai_agents_run_once(n_turns: int) -> float:
     config = RunConfig(model=ScriptedModel(), tracing_disabled=True)
 
     async def timed() -> tuple[float, object]:
-        start = time.perf_counter()
+        start = time.process_time()
         result = await Runner.run(agent, "go", max_turns=n_turns + 5, run_config=config)
-        return time.perf_counter() - start, result.final_output
+        return time.process_time() - start, result.final_output
 
     elapsed, output = asyncio.run(timed())
     script.verify(output)
@@ -368,9 +371,9 @@ def smolagents_run_once(n_turns: int) -> float:
         max_steps=n_turns + 5,
         verbosity_level=LogLevel.OFF,
     )
-    start = time.perf_counter()
+    start = time.process_time()
     output = agent.run("go")
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     script.verify(output)
     return elapsed
 
@@ -385,7 +388,15 @@ PEERS: dict[str, RunOnce] = {
 }
 """Every peer runner; a runner whose framework is missing raises PeerUnavailable (see available_peers)."""
 
-REFERENCE: dict[str, RunOnce] = {"bare python loop": bare_loop_run_once}
+def bindloop_run_once(n_turns: int) -> float:
+    """bindloop's own row: ``bench/loop_overhead.py``'s workload (the same script), CPU seconds."""
+    import loop_overhead
+
+    return loop_overhead.bindloop_run_once(n_turns)
+
+
+REFERENCE: dict[str, RunOnce] = {"bindloop": bindloop_run_once,
+                                 "bare python loop": bare_loop_run_once}
 
 
 def available_peers() -> dict[str, str]:
@@ -415,7 +426,7 @@ def runnable_peers() -> dict[str, RunOnce]:
 
 
 def measure(fn: RunOnce, n: int, repeats: int) -> float:
-    """Run ``fn(n)`` ``repeats`` times; return the median wall time per turn in microseconds."""
+    """Run ``fn(n)`` ``repeats`` times; return the median CPU time per turn in microseconds."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     return statistics.median(fn(n) for _ in range(repeats)) / n * 1e6
@@ -626,7 +637,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(format_table(ns, rows))
     print(
-        f"\ntotal {time.perf_counter() - began:.1f}s; python {sys.version.split()[0]}; median wall time of one run / N"
+        f"\ntotal {time.perf_counter() - began:.1f}s; python {sys.version.split()[0]}; median CPU time of one run / N"
     )
     return 0
 
