@@ -201,6 +201,28 @@ def test_an_explicit_key_wins_over_the_variable(server: ScriptedProviderServer,
     assert "from-the-environment" not in repr(server.requests[0])
 
 
+@pytest.mark.parametrize(("provider", "variable"), [
+    ("openai", "OPENAI_BASE_URL"), ("openai-responses", "OPENAI_BASE_URL"),
+    ("anthropic", "ANTHROPIC_BASE_URL")])
+def test_the_sdk_endpoint_variable_moves_the_endpoint_with_the_key(
+        provider: str, variable: str, server: ScriptedProviderServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A program written for the provider runs unchanged against a gateway the user configured
+    beside the key (OPENAI_BASE_URL / ANTHROPIC_BASE_URL, as the official SDKs read them)."""
+    wire, path, (header, value) = SPEAKS[provider]
+    monkeypatch.setenv(PROVIDERS[provider].key_variable, "k-123456789")
+    monkeypatch.setenv(variable, server.base_url("gateway"))
+    server.enqueue("gateway", turn_reply(wire, ANSWER, stream=True))
+    assert _complete(create_model(f"{provider}:m-1")).text == "hello live"
+    [request] = server.requests
+    assert request.path == f"/gateway{path}" and (header, value) in request.headers
+    # an explicit base_url= wins over the variable
+    server.enqueue("explicit", turn_reply(wire, ANSWER, stream=True))
+    _complete(create_model(f"{provider}:m-1", base_url=server.base_url("explicit"),
+                           api_key="k-987654321"))
+    assert server.requests[1].path == f"/explicit{path}"
+
+
 def test_a_base_url_never_gets_the_provider_variable(server: ScriptedProviderServer,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-secret-1")

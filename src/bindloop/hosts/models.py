@@ -17,6 +17,10 @@ Where the key comes from:
 * with ``base_url=`` the provider's variable is not read at all (a key for the provider's own
   endpoint is never sent to another one): the key is ``api_key=``, or none (a local server).
 
+Without ``base_url=``, ``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL`` move the endpoint where the key
+variable is read, as the providers' own SDKs do (a gateway or local server configured beside the
+key): so a program written for the provider runs unchanged against another endpoint.
+
 The transport is :class:`~bindloop.hosts.httpx_transport.HttpxTransport` on CPython (extra
 ``bindloop[httpx]``) and :class:`~bindloop.hosts.js_fetch.FetchTransport` under emscripten.
 
@@ -65,21 +69,25 @@ __all__ = ("PROVIDERS", "MissingApiKeyError", "ModelOptions", "Provider", "creat
 @dataclass(frozen=True)
 class Provider:
     """One provider a model string can name: the ``wire`` it speaks, its ``base_url``, and
-    ``key_variable``, the environment variable its key is read from on CPython."""
+    ``key_variable``, the environment variable its key is read from on CPython, and
+    ``base_url_variable``, the one that moves its endpoint there (as the provider's own SDK
+    reads it: a gateway or a local server the user configured beside the key)."""
 
     name: str
     wire: WireName
     base_url: str
     key_variable: str
+    base_url_variable: str | None = None
 
 
 PROVIDERS: Mapping[str, Provider] = MappingProxyType({p.name: p for p in (
     Provider(name="openai", wire="openai_chat", base_url="https://api.openai.com/v1",
-             key_variable="OPENAI_API_KEY"),
+             key_variable="OPENAI_API_KEY", base_url_variable="OPENAI_BASE_URL"),
     Provider(name="openai-responses", wire="openai_responses",
-             base_url="https://api.openai.com/v1", key_variable="OPENAI_API_KEY"),
+             base_url="https://api.openai.com/v1", key_variable="OPENAI_API_KEY",
+             base_url_variable="OPENAI_BASE_URL"),
     Provider(name="anthropic", wire="anthropic", base_url="https://api.anthropic.com",
-             key_variable="ANTHROPIC_API_KEY"),
+             key_variable="ANTHROPIC_API_KEY", base_url_variable="ANTHROPIC_BASE_URL"),
     Provider(name="google", wire="gemini", base_url="https://generativelanguage.googleapis.com",
              key_variable="GEMINI_API_KEY"),
 )})
@@ -273,6 +281,12 @@ def _assemble(spec: object, *, api_key: str | None, base_url: str | None, header
     adapter = create_wire_adapter(provider.wire)
     auth = adapter.auth_headers(key) if key is not None else ()
     url = provider.base_url if base_url is None else base_url
+    if base_url is None and provider.base_url_variable is not None:
+        # The endpoint variable the provider's SDK honours, read where the key is read.
+        source = env if env is not None else None if emscripten else os.environ
+        moved = None if source is None else _read(source, provider.base_url_variable)
+        if isinstance(moved, str) and moved:
+            url = moved
     wire_options = _wire_options(model, options)
     transport = _transport(url, (*_extra_headers(headers), *auth), fetch=fetch,
                            emscripten=emscripten)
