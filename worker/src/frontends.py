@@ -44,7 +44,7 @@ from agent import (
     config_from_env,
     error_event,
 )
-from bindloop.contracts import JsonBoundsError, SystemMessage, UserMessage
+from bindloop.contracts import JsonBoundsError, Message, SystemMessage, UserMessage
 from bindloop.session import CheckpointFormatError, LoopCheckpoint, create_loop_checkpoint
 from bindloop.hosts.asgi import (
     AgUiFrames,
@@ -104,8 +104,9 @@ def _chat(config: AgentConfig, chat: ChatInput) -> ChatInput:
     """The operator's instructions stay the operator's: a system message the client sent is
     carried as user content (it can ask, never instruct), and the Worker's ``SYSTEM_PROMPT``
     opens every conversation."""
-    transcript = tuple(UserMessage(content=m.content) if isinstance(m, SystemMessage) else m
-                       for m in chat.transcript)
+    transcript: tuple[Message, ...] = tuple(
+        UserMessage(content=m.content) if isinstance(m, SystemMessage) else m
+        for m in chat.transcript)
     if config.system_prompt is not None:
         transcript = (SystemMessage(content=config.system_prompt), *transcript)
     return msgspec.structs.replace(chat, transcript=transcript)
