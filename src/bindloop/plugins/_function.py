@@ -202,9 +202,23 @@ def _mentions_context(hint: Any) -> bool:
     return any(_mentions_context(arg) for arg in typing.get_args(hint))
 
 
+def _hint_source(fn: Any) -> Any:
+    """What holds ``fn``'s annotations: the function under a ``functools.partial``, the
+    ``__call__`` of a callable object."""
+    import functools
+
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if not hasattr(fn, "__code__") and not hasattr(fn, "__func__") and not isinstance(fn, type):
+        call = getattr(type(fn), "__call__", None)
+        if call is not None:
+            return call
+    return fn
+
+
 def _resolve_hints(fn: Callable[..., Any], where: str, sig: Any) -> dict[str, Any]:
     try:
-        return typing.get_type_hints(fn, include_extras=True)
+        return typing.get_type_hints(_hint_source(fn), include_extras=True)
     except Exception as exc:  # NameError, or any error raised while evaluating an annotation
         missing = getattr(exc, "name", None)
         culprit = ""
@@ -234,8 +248,10 @@ def _field_type(hint: Any, meta: tuple[Any, ...], doc: str | None) -> Any:
 
 
 def _default(value: Any) -> Any:
-    # A non-empty list, dict or set default would be shared between calls; each call gets a copy.
-    if isinstance(value, (list, dict, set, bytearray)) and value:
+    # A mutable default (a non-empty list, dict or set, a Struct that is not frozen) would be
+    # shared between calls, and msgspec refuses it: each call gets a copy instead.
+    if (isinstance(value, (list, dict, set, bytearray)) and value) or (
+            isinstance(value, msgspec.Struct) and not value.__struct_config__.frozen):
         import copy
 
         return msgspec.field(default_factory=lambda: copy.deepcopy(value))
