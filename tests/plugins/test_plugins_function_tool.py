@@ -654,3 +654,72 @@ def test_for_any_signature_the_schema_and_the_decoder_agree(
     assert received == [expected]
     for name, _, _, _ in params:  # equal and of the same type: 1 is not 1.0, nor True
         assert type(received[0][name]) is type(expected[name])
+
+
+# -- the agent takes a plain function where it takes a tool --------------------------------------
+
+def city_weather(city: str) -> str:
+    """Weather for a city."""
+    return f"sunny in {city}"
+
+
+async def test_equip_tool_call_tool_and_augment_tool_take_a_plain_function() -> None:
+    from bindloop.agent import (
+        ToolMiddleware,
+        augment_tool,
+        call_tool,
+        create_agent,
+        equip_instruction,
+        equip_tool,
+        prompt_chat,
+    )
+    from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
+
+    assert await call_tool(city_weather, {"city": "Porto"}) == "sunny in Porto"
+    layers: list[str] = []
+
+    async def mark(ctx: ToolContext, next_: Any) -> Any:
+        layers.append(ctx.tool_name)
+        return await next_()
+
+    wrapped = augment_tool(city_weather, [ToolMiddleware(name="mark", handler=mark)])
+    assert wrapped.name == "city_weather" and wrapped.definition.description == "Weather for a city."
+    assert await call_tool(wrapped, {"city": "Faro"}) == "sunny in Faro" and layers == ["city_weather"]
+
+    model = scripted_stream_model([tool_call_turn([tool_call("city_weather", {"city": "Lisbon"})]),
+                                   final_answer("ok")] * 2)
+
+    async def handler(_: None) -> Any:
+        equip_instruction("Weather in Lisbon?")
+        equip_tool(city_weather)
+        return await prompt_chat()
+
+    agent = create_agent(id="a", handler=handler, model=model)
+    assert (await agent(None)).data == "ok"
+    assert (await agent(None)).data == "ok"
+    tool_messages = [m for m in model.requests[1].messages if isinstance(m, ToolMessage)]
+    assert [m.content for m in tool_messages] == ["sunny in Lisbon"]
+
+
+async def test_equip_tool_refuses_a_function_it_cannot_describe_before_the_model_is_called() -> None:
+    from bindloop.agent import create_agent, equip_instruction, equip_tool, prompt_chat
+    from bindloop.testing import final_answer, scripted_stream_model
+
+    model = scripted_stream_model([final_answer("never")])
+
+    async def handler(_: None) -> Any:
+        equip_instruction("q")
+        equip_tool(takes_socket)
+        return await prompt_chat()
+
+    with pytest.raises(UsageError, match="'conn'"):
+        await create_agent(id="a", handler=handler, model=model)(None)
+    assert model.requests == []
+
+    async def not_a_tool(_: None) -> Any:
+        equip_instruction("q")
+        equip_tool(42)  # type: ignore[arg-type]
+        return await prompt_chat()
+
+    with pytest.raises(UsageError, match="not a tool"):
+        await create_agent(id="b", handler=not_a_tool, model=model)(None)
