@@ -23,6 +23,8 @@ from ._context import ToolContext
 __all__ = ("FunctionSpec", "describe_function", "parse_docstring")
 
 _OUTCOMES: Final = (ToolResult, ToolError, ToolSuspend)
+# Returns that are plainly data, never awaitable: no need to look for ``__await__``.
+_DATA: Final = frozenset({int, float, bool, type(None), dict, list, tuple})
 # Sorted keys: equal results give equal bytes (a set, or a dict built in another order, would not).
 _ENCODE: Final = msgspec.json.Encoder(order="deterministic").encode
 
@@ -346,41 +348,62 @@ def describe_function(fn: Callable[..., Any], *, name: str | None,
         name=name,
         description=summary if description is None else description,
         args_type=args_type,
-        execute=_caller(fn, name, len(positional), tuple(keyword), ctx_index, ctx_keyword),
+        execute=_caller(fn, name, len(positional), tuple(keyword), ctx_index, ctx_keyword,
+                        inspect.iscoroutinefunction(fn)),
     )
 
 
 # ---- calling it ---------------------------------------------------------------------------------
 
 def _caller(fn: Callable[..., Any], tool: str, n_pos: int, keyword: tuple[str, ...],
-            ctx_index: int | None, ctx_keyword: str | None,
+            ctx_index: int | None, ctx_keyword: str | None, is_async: bool,
             ) -> Callable[[Any, Any], ToolOutcome | Awaitable[ToolOutcome]]:
     """``execute(args, ctx)`` for the decoded Struct: the function called with its fields (by
     position, then keyword-only by name) and the context where it asked for one; what it returns
-    made an outcome. One closure per shape, so the common ones do no bookkeeping per call."""
+    made an outcome. A coroutine function gets a coroutine; any other function answers at once
+    (what it returns is awaited only if it is awaitable, e.g. a callable object's async
+    ``__call__``), so a sync tool costs the loop no await."""
     astuple = msgspec.structs.astuple
+    simple = not keyword and ctx_keyword is None and ctx_index is None
+    call = _binder(fn, n_pos, keyword, ctx_index, ctx_keyword)
 
-    def finish(value: Any) -> ToolOutcome | Awaitable[ToolOutcome]:
-        if isawaitable(value):
+    if is_async:
+        async def execute_async(args: Any, ctx: Any) -> ToolOutcome:
+            return as_outcome(await call(args, ctx), tool)
+        return execute_async
+
+    def execute(args: Any, ctx: Any) -> ToolOutcome | Awaitable[ToolOutcome]:
+        value = fn(*astuple(args)) if simple else call(args, ctx)
+        # the common returns first: isawaitable's attribute miss costs more than these checks
+        if type(value) is str:
+            return ToolResult(content=value)
+        if isinstance(value, msgspec.Struct):
+            return value if isinstance(value, _OUTCOMES) else _json_result(value, tool)
+        if type(value) not in _DATA and isawaitable(value):
             return _finish_async(value, tool)
-        return as_outcome(value, tool)
+        return _json_result(value, tool)
 
+    return execute
+
+
+def _binder(fn: Callable[..., Any], n_pos: int, keyword: tuple[str, ...],
+            ctx_index: int | None, ctx_keyword: str | None) -> Callable[[Any, Any], Any]:
+    """``call(args, ctx)``: ``fn`` called with the Struct's fields and the context, one closure
+    per shape so the common ones do no bookkeeping per call."""
+    astuple = msgspec.structs.astuple
     if not keyword and ctx_keyword is None:
         if ctx_index is None:
-            def execute(args: Any, ctx: Any) -> ToolOutcome | Awaitable[ToolOutcome]:
-                return finish(fn(*astuple(args)))
-        elif ctx_index == n_pos:
-            def execute(args: Any, ctx: Any) -> ToolOutcome | Awaitable[ToolOutcome]:
-                return finish(fn(*astuple(args), ctx))
-        else:
-            at = ctx_index
+            return lambda args, ctx: fn(*astuple(args))
+        if ctx_index == n_pos:
+            return lambda args, ctx: fn(*astuple(args), ctx)
+        at = ctx_index
 
-            def execute(args: Any, ctx: Any) -> ToolOutcome | Awaitable[ToolOutcome]:
-                values = astuple(args)
-                return finish(fn(*values[:at], ctx, *values[at:]))
-        return execute
+        def middle(args: Any, ctx: Any) -> Any:
+            values = astuple(args)
+            return fn(*values[:at], ctx, *values[at:])
+        return middle
 
-    def execute_general(args: Any, ctx: Any) -> ToolOutcome | Awaitable[ToolOutcome]:
+    def general(args: Any, ctx: Any) -> Any:
         values = astuple(args)
         pos = list(values[:n_pos])
         if ctx_index is not None:
@@ -388,9 +411,9 @@ def _caller(fn: Callable[..., Any], tool: str, n_pos: int, keyword: tuple[str, .
         kwargs = dict(zip(keyword, values[n_pos:]))
         if ctx_keyword is not None:
             kwargs[ctx_keyword] = ctx
-        return finish(fn(*pos, **kwargs))
+        return fn(*pos, **kwargs)
 
-    return execute_general
+    return general
 
 
 async def _finish_async(value: Awaitable[Any], tool: str) -> ToolOutcome:
@@ -411,7 +434,11 @@ def as_outcome(value: Any, tool: str) -> ToolOutcome:
         return ToolResult(content=value)
     if isinstance(value, _OUTCOMES):
         return value
-    if isinstance(value, str):
+    return _json_result(value, tool)
+
+
+def _json_result(value: Any, tool: str) -> ToolResult:
+    if isinstance(value, str):  # a str subclass: its text, not a JSON string
         return ToolResult(content=str(value))
     try:
         text = _ENCODE(value)
