@@ -723,3 +723,30 @@ async def test_equip_tool_refuses_a_function_it_cannot_describe_before_the_model
 
     with pytest.raises(UsageError, match="not a tool"):
         await create_agent(id="b", handler=not_a_tool, model=model)(None)
+
+
+# -- docs/plugins.md's example runs as written ----------------------------------------------------
+
+async def test_the_plugins_page_example_runs_as_written() -> None:
+    import re
+    import textwrap
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "plugins.md").read_text()
+    section = page.split("## Tools from functions", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    namespace: dict[str, Any] = {}
+    exec(compile(textwrap.dedent(block), "plugins.md", "exec"), namespace)
+    tool = namespace["search"]
+    assert (tool.name, tool.description) == ("search", "Search the corpus.")
+    props = tool.parameters["properties"]
+    assert props["query"] == {"type": "string", "minLength": 1, "description": "What to look for."}
+    assert props["limit"]["description"] == "How many hits at most."
+    assert tool.parameters["required"] == ["query"]
+    out = await tool.execute('{"query": "bind"}', _ctx("search"))
+    assert out == ToolResult(content='[{"title":"bind (call_1)","score":1.0}]')
+    bad = await tool.execute('{"query": "q", "limit": "x"}', _ctx("search"))
+    assert bad == ToolError(
+        error="Invalid arguments for search: Expected `int`, got `str` - at `$.limit`",
+        kind="validation")
+    assert bad.error in page  # the message the page quotes
