@@ -138,6 +138,7 @@ def test_decorator_with_overrides_and_call_form() -> None:
 
 async def test_a_partial_and_a_callable_object_work_given_a_name() -> None:
     def scale(x: int, factor: int) -> int:
+        """Scale x."""
         return x * factor
 
     class Doubler:
@@ -145,6 +146,7 @@ async def test_a_partial_and_a_callable_object_work_given_a_name() -> None:
             return x * 2
 
     triple = define_tool(functools.partial(scale, factor=3), name="triple")
+    assert triple.description == "Scale x."  # the function's, not functools.partial's
     assert list(triple.parameters["properties"]) == ["x", "factor"]  # type: ignore[arg-type]
     assert await triple.execute('{"x": 2}', None) == ToolResult(content="6")
     assert await define_tool(Doubler(), name="double").execute('{"x": 4}', None) == ToolResult(
@@ -750,3 +752,98 @@ async def test_the_plugins_page_example_runs_as_written() -> None:
         error="Invalid arguments for search: Expected `int`, got `str` - at `$.limit`",
         kind="validation")
     assert bad.error in page  # the message the page quotes
+
+
+def test_a_sentence_ending_in_a_colon_is_not_a_section() -> None:
+    def lookup(key: str) -> str:
+        """Look the key up in this order:
+
+        the cache, then the database.
+
+        Args:
+            key: The key.
+        """
+        return key
+
+    tool = define_tool(lookup)
+    assert tool.description == "Look the key up in this order:\n\nthe cache, then the database."
+    assert tool.parameters["properties"]["key"]["description"] == "The key."  # type: ignore[index]
+
+
+def test_an_explicit_form_execute_passed_as_a_function_is_refused_with_a_hint() -> None:
+    async def execute(args: Point, ctx: object) -> ToolResult:
+        return ToolResult(content="")
+
+    with pytest.raises(UsageError, match=r"'ctx'.*define_tool\(name=, description=, args=, "):
+        define_tool(execute)
+
+
+def test_a_name_no_provider_accepts_is_refused() -> None:
+    def ok(x: int) -> int:
+        return x
+
+    with pytest.raises(UsageError, match="not a valid provider tool name"):
+        define_tool(ok, name="has space")
+    with pytest.raises(UsageError, match="not a valid provider tool name"):
+        define_tool(ok, name="x" * 65)
+
+
+# -- docstrings: each style gives back the descriptions it was written with ----------------------
+
+WORDS = st.lists(st.sampled_from(["alpha", "beta", "the", "city", "e.g.", "(km)", "a-b", "42"]),
+                 min_size=1, max_size=12)
+
+
+def _wrap(words: list[str], width: int) -> list[str]:
+    lines: list[str] = []
+    for i in range(0, len(words), width):
+        lines.append(" ".join(words[i:i + width]))
+    return lines
+
+
+def _render(style: str, summary: list[str], docs: dict[str, list[str]], width: int) -> str:
+    out = [*_wrap(summary, width), ""]
+    if style == "google":
+        out.append("Args:")
+        for name, words in docs.items():
+            first, *rest = _wrap(words, width)
+            out.append(f"    {name} (int): {first}")
+            out.extend(f"        {line}" for line in rest)
+        out += ["", "Returns:", "    Something."]
+    elif style == "numpy":
+        out += ["Parameters", "----------"]
+        for name, words in docs.items():
+            out.append(f"{name} : int, optional")
+            out.extend(f"    {line}" for line in _wrap(words, width))
+        out += ["", "Returns", "-------", "int", "    Something."]
+    else:
+        for name, words in docs.items():
+            first, *rest = _wrap(words, width)
+            out.append(f":param {name}: {first}")
+            out.extend(f"    {line}" for line in rest)
+            out.append(f":type {name}: int")
+        out.append(":returns: Something.")
+    return "\n    ".join(out)  # indented like a docstring in a function body
+
+
+def _three(a: int = 0, b: int = 0, c: int = 0) -> int:
+    return a
+
+
+@settings(max_examples=100, deadline=None)
+@given(style=st.sampled_from(["google", "numpy", "rest"]), summary=WORDS,
+       docs=st.dictionaries(st.sampled_from(["a", "b", "c"]), WORDS, max_size=3),
+       width=st.integers(1, 6))
+def test_each_docstring_style_gives_back_what_it_says(style: str, summary: list[str],
+                                                      docs: dict[str, list[str]],
+                                                      width: int) -> None:
+    fn = functools.partial(_three)
+    fn.__doc__ = _render(style, summary, docs, width)
+    tool = define_tool(fn, name="three")
+    assert tool.description == " ".join(summary)
+    props: Any = tool.parameters["properties"]
+    for name in ("a", "b", "c"):
+        if name in docs:
+            assert props[name]["description"] == " ".join(docs[name]), (fn.__doc__, props)
+        else:
+            assert "description" not in props[name]

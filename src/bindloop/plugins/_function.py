@@ -32,6 +32,11 @@ _ENCODE: Final = msgspec.json.Encoder(order="deterministic").encode
 # with dashes; reST: ``:param name: text`` fields.
 _GOOGLE_PARAMS: Final = frozenset({"args", "arguments", "parameters", "params", "keyword args",
                                    "keyword arguments", "other parameters"})
+# Only the known titles: "Look them up in this order:" is a sentence, not a section.
+_GOOGLE_TITLES: Final = _GOOGLE_PARAMS | frozenset({
+    "returns", "return", "yields", "yield", "raises", "raise", "warns", "examples", "example",
+    "notes", "note", "warnings", "warning", "see also", "attributes", "references", "todo",
+    "methods", "receives"})
 _GOOGLE_HEADER: Final = re.compile(r"([A-Za-z][A-Za-z ]*):\s*")
 _NUMPY_RULE: Final = re.compile(r"-{3,}\s*")
 _GOOGLE_ENTRY: Final = re.compile(r"\*{0,2}([A-Za-z_]\w*)\s*(?:\([^)]*\))?\s*:(.*)")
@@ -78,7 +83,7 @@ def _section_at(lines: list[str], i: int) -> tuple[str, str] | None:
             and _indent(lines[i + 1]) == _indent(lines[i]):
         return "numpy", line.lower()
     google = _GOOGLE_HEADER.fullmatch(line)
-    if google is not None:
+    if google is not None and google.group(1).strip().lower() in _GOOGLE_TITLES:
         return "google", google.group(1).strip().lower()
     if _REST_FIELD.fullmatch(line):
         return "rest", ""
@@ -218,22 +223,56 @@ def _hint_source(fn: Any) -> Any:
     return fn
 
 
+def _unresolved(where: str, exc: Exception, sig: Any) -> UsageError:
+    """The error for annotations that do not evaluate, naming the parameter when ``sig`` (with
+    annotations as text) shows which one names the missing type."""
+    missing = getattr(exc, "name", None)
+    culprit = ""
+    if isinstance(missing, str) and sig is not None:
+        for p in sig.parameters.values():
+            if isinstance(p.annotation, str) and re.search(rf"\b{re.escape(missing)}\b",
+                                                           p.annotation):
+                culprit = f" (parameter {p.name!r}: {p.annotation!r})"
+                break
+    return UsageError(
+        f"{where}: cannot resolve its type hints{culprit}: {type(exc).__name__}: {exc}. "
+        "Annotations are resolved in the function's module: define the types they name at "
+        "module level")
+
+
+def _signature(fn: Callable[..., Any], where: str) -> Any:
+    import inspect
+
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"{where}: cannot read the function's signature: {exc}") from exc
+    except Exception as exc:  # from 3.14 annotations are evaluated here: NameError and the like
+        as_text: Any = None
+        try:  # annotationlib.Format.STRING (an IntEnum) on 3.14; a TypeError before
+            signature: Any = inspect.signature
+            as_text = signature(fn, annotation_format=4)
+        except Exception:  # the error below names the missing type either way
+            pass
+        raise _unresolved(where, exc, as_text) from exc
+
+
+def _docstring(fn: Any) -> str | None:
+    """``fn``'s docstring; a ``functools.partial``'s is its function's unless one was set on it
+    (the partial type's own docstring describes ``partial``, not the tool)."""
+    import functools
+
+    if isinstance(fn, functools.partial) and "__doc__" not in vars(fn):
+        fn = _hint_source(fn)
+    doc = getattr(fn, "__doc__", None)
+    return doc if isinstance(doc, str) else None
+
+
 def _resolve_hints(fn: Callable[..., Any], where: str, sig: Any) -> dict[str, Any]:
     try:
         return typing.get_type_hints(_hint_source(fn), include_extras=True)
     except Exception as exc:  # NameError, or any error raised while evaluating an annotation
-        missing = getattr(exc, "name", None)
-        culprit = ""
-        if isinstance(missing, str):
-            for p in sig.parameters.values():
-                if isinstance(p.annotation, str) and re.search(rf"\b{re.escape(missing)}\b",
-                                                               p.annotation):
-                    culprit = f" (parameter {p.name!r}: {p.annotation!r})"
-                    break
-        raise UsageError(
-            f"{where}: cannot resolve its type hints{culprit}: {type(exc).__name__}: {exc}. "
-            "Annotations are resolved in the function's module: define the types they name at "
-            "module level") from exc
+        raise _unresolved(where, exc, sig) from exc
 
 
 def _field_type(hint: Any, meta: tuple[Any, ...], doc: str | None) -> Any:
@@ -258,6 +297,14 @@ def _default(value: Any) -> Any:
 
         return msgspec.field(default_factory=lambda: copy.deepcopy(value))
     return value
+
+
+def _explicit_hint(pname: str) -> str:
+    # An explicit-form ``execute(args, ctx)`` handed to define_tool as if it were a function tool.
+    if pname == "ctx":
+        return ("; an execute(args, ctx) of the explicit form goes to define_tool(name=, "
+                "description=, args=, execute=)")
+    return ""
 
 
 def _function_name(fn: Callable[..., Any]) -> str | None:
@@ -285,12 +332,9 @@ def describe_function(fn: Callable[..., Any], *, name: str | None,
         if name is None:
             raise UsageError(f"{where}: the function has no usable __name__ (a lambda, a partial "
                              "or a callable object); pass define_tool(fn, name=...)")
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(f"{where}: cannot read the function's signature: {exc}") from exc
+    sig = _signature(fn, where)
     hints = _resolve_hints(fn, where, sig)
-    summary, param_docs = parse_docstring(getattr(fn, "__doc__", None))
+    summary, param_docs = parse_docstring(_docstring(fn))
 
     fields: list[tuple[Any, ...]] = []
     positional: list[str] = []      # non-context parameters passed by position, in order
@@ -306,7 +350,7 @@ def describe_function(fn: Callable[..., Any], *, name: str | None,
         if pname not in hints:
             raise UsageError(f"{where}: parameter {pname!r} has no type hint; annotate it (the "
                              "hint is what the model is shown and what its argument is "
-                             "validated against)")
+                             f"validated against){_explicit_hint(pname)}")
         hint, meta = _strip_annotated(hints[pname])
         if hint is ToolContext:
             if ctx_index is not None or ctx_keyword is not None:
@@ -328,7 +372,8 @@ def describe_function(fn: Callable[..., Any], *, name: str | None,
             raise UsageError(
                 f"{where}: parameter {pname!r} has type {shown}, which msgspec cannot describe "
                 f"as JSON schema ({str(exc).splitlines()[-1]}); use JSON types, Structs, "
-                "Literals, enums, or a ToolContext parameter for the context") from exc
+                "Literals, enums, or a ToolContext parameter for the context"
+                f"{_explicit_hint(pname)}") from exc
         if param.default is param.empty:
             fields.append((pname, ftype))
         else:

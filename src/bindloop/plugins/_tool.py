@@ -222,8 +222,9 @@ def _define_function(fn: Callable[..., Any], *, name: str | None,
     spec = describe_function(fn, name=name, description=description)
     _check_name(spec.name)
     if not _WIRE_NAME.fullmatch(spec.name):
-        raise UsageError(f"define_tool({spec.name}): {spec.name!r} is not a valid provider tool "
-                         "name ([A-Za-z0-9_-], 1-64 chars); pass name=")
+        raise UsageError(f"define_tool: {spec.name!r} is not a valid provider tool name "
+                         "([A-Za-z0-9_-], 1-64 chars)" + ("" if name is not None else
+                                                          "; pass name="))
     try:
         parameters = sanitize_tool_schema(msgspec.json.schema(spec.args_type))
     except (SchemaSanitizeError, TypeError, ValueError) as exc:
