@@ -847,3 +847,30 @@ def test_each_docstring_style_gives_back_what_it_says(style: str, summary: list[
             assert props[name]["description"] == " ".join(docs[name]), (fn.__doc__, props)
         else:
             assert "description" not in props[name]
+
+
+# -- a returned value: the model reads it back exactly, in the same bytes whatever the key order ---
+
+@settings(max_examples=150, deadline=None)
+@given(ANY_JSON.filter(lambda v: not isinstance(v, str)), st.randoms(use_true_random=False))
+def test_a_returned_json_value_reads_back_equal_with_stable_bytes(value: Any, rnd: Any) -> None:
+    def shuffled(v: Any) -> Any:
+        if isinstance(v, dict):
+            items = [(k, shuffled(x)) for k, x in v.items()]
+            rnd.shuffle(items)
+            return dict(items)
+        if isinstance(v, list):
+            return [shuffled(x) for x in v]
+        return v
+
+    def body() -> Any:
+        return value
+
+    def other() -> Any:
+        return shuffled(value)
+
+    first = define_tool(body).invoke("{}", None)
+    second = define_tool(other, name="body").invoke("{}", None)
+    assert isinstance(first, ToolResult) and isinstance(first.content, str)
+    assert msgspec.json.decode(first.content) == value
+    assert first == second
