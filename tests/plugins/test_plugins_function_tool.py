@@ -778,6 +778,27 @@ def test_an_explicit_form_execute_passed_as_a_function_is_refused_with_a_hint() 
         define_tool(execute)
 
 
+async def test_a_method_is_defined_from_the_bound_method() -> None:
+    with pytest.raises(UsageError, match=r"'self'.*define_tool\(obj.method\)"):
+        class Service:
+            @define_tool  # type: ignore[misc]
+            def lookup(self, key: str) -> str:
+                return key
+
+    class Store:
+        def __init__(self) -> None:
+            self.data = {"a": "1"}
+
+        def get(self, key: str) -> str:
+            """Read a key."""
+            return self.data[key]
+
+    tool = define_tool(Store().get)
+    assert (tool.name, tool.description) == ("get", "Read a key.")
+    assert list(tool.parameters["properties"]) == ["key"]  # type: ignore[arg-type]
+    assert await tool.execute('{"key": "a"}', None) == ToolResult(content="1")
+
+
 def test_a_name_no_provider_accepts_is_refused() -> None:
     def ok(x: int) -> int:
         return x

@@ -304,6 +304,8 @@ def _explicit_hint(pname: str) -> str:
     if pname == "ctx":
         return ("; an execute(args, ctx) of the explicit form goes to define_tool(name=, "
                 "description=, args=, execute=)")
+    if pname == "self":  # @define_tool on a method in a class body
+        return "; for a method, define the tool from the bound method: define_tool(obj.method)"
     return ""
 
 
