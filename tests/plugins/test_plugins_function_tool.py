@@ -77,8 +77,14 @@ class SearchArgs(msgspec.Struct, kw_only=True):
     bbox: tuple[float, float] = (0.0, 0.0)
 
 
-EXPLICIT = define_tool(name="search", description="Search the corpus.", args=SearchArgs,
-                       execute=lambda a, c: ToolResult(content=f"{c.tool_name}:{a.query}:{a.limit}"))
+EXPLICIT: Tool[SearchArgs, Any] = define_tool(
+    name="search", description="Search the corpus.", args=SearchArgs,
+    execute=lambda a, c: ToolResult(content=f"{c.tool_name}:{a.query}:{a.limit}"))
+
+
+def _props(tool: Tool[Any, Any]) -> dict[str, Any]:
+    props: Any = tool.parameters["properties"]
+    return dict(props)
 
 
 def _untitled(schema: dict[str, object]) -> dict[str, object]:
@@ -147,7 +153,7 @@ async def test_a_partial_and_a_callable_object_work_given_a_name() -> None:
 
     triple = define_tool(functools.partial(scale, factor=3), name="triple")
     assert triple.description == "Scale x."  # the function's, not functools.partial's
-    assert list(triple.parameters["properties"]) == ["x", "factor"]  # type: ignore[arg-type]
+    assert list(_props(triple)) == ["x", "factor"]
     assert await triple.execute('{"x": 2}', None) == ToolResult(content="6")
     assert await define_tool(Doubler(), name="double").execute('{"x": 4}', None) == ToolResult(
         content="8")
@@ -320,9 +326,10 @@ async def test_the_context_parameter_may_sit_anywhere_and_is_not_in_the_schema()
 
     for fn in (first, middle, last, keyword_only, positional_only, no_context):
         tool = define_tool(fn)
-        assert list(tool.parameters["properties"]) == ["a", "b"], fn  # type: ignore[arg-type]
+        assert list(_props(tool)) == ["a", "b"], fn
         out = await tool.execute('{"a": 1, "b": 3}', CTX)
-        assert isinstance(out, ToolResult) and out.content.endswith(":1:3"), (fn, out)
+        assert isinstance(out, ToolResult) and isinstance(out.content, str), (fn, out)
+        assert out.content.endswith(":1:3"), (fn, out)
         if fn not in (positional_only, no_context):
             assert out.content == "call_1:1:3"
 
@@ -781,7 +788,7 @@ def test_an_explicit_form_execute_passed_as_a_function_is_refused_with_a_hint() 
 async def test_a_method_is_defined_from_the_bound_method() -> None:
     with pytest.raises(UsageError, match=r"'self'.*define_tool\(obj.method\)"):
         class Service:
-            @define_tool  # type: ignore[misc]
+            @define_tool
             def lookup(self, key: str) -> str:
                 return key
 
@@ -795,7 +802,7 @@ async def test_a_method_is_defined_from_the_bound_method() -> None:
 
     tool = define_tool(Store().get)
     assert (tool.name, tool.description) == ("get", "Read a key.")
-    assert list(tool.parameters["properties"]) == ["key"]  # type: ignore[arg-type]
+    assert list(_props(tool)) == ["key"]
     assert await tool.execute('{"key": "a"}', None) == ToolResult(content="1")
 
 
