@@ -26,7 +26,12 @@ from bindloop.plugins import (
     plugin_from_tools,
     tool_wire_definition,
 )
-from bindloop.schema import sanitize_tool_schema, sanitize_tool_schema_report, strict_json_schema
+from bindloop.schema import (
+    first_schema_violation,
+    sanitize_tool_schema,
+    sanitize_tool_schema_report,
+    strict_json_schema,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -647,6 +652,8 @@ def test_for_any_signature_the_schema_and_the_decoder_agree(
     outcome = tool.invoke(msgspec.json.encode(value), CTX)
     accepted = not isinstance(outcome, ToolError)
     assert schema_says == accepted, (value, outcome, tool.parameters)
+    # the project's own validator (MCP calls, structured answers) reads the schema the same way
+    assert (first_schema_violation(value, tool.parameters) is None) == accepted, value
     if not accepted:
         assert received == [] and "Invalid arguments for generated" in outcome.error  # type: ignore[union-attr]
         return
