@@ -585,6 +585,11 @@ KINDS: list[tuple[Any, st.SearchStrategy[Any], list[Any]]] = [
     (Annotated[str, msgspec.Meta(max_length=2), "short text"], st.sampled_from(["", "ab"]), ["z"]),
     (Annotated[list[int], msgspec.Meta(min_length=1)], st.lists(st.integers(0, 2), min_size=1,
                                                                 max_size=2), [[1]]),
+    (int | str, st.one_of(st.integers(0, 3), st.sampled_from(["a", ""])), [0, "x"]),
+    (list[Point], st.lists(st.fixed_dictionaries({"x": st.integers(0, 3)}), max_size=2), [[]]),
+    (tuple[float, float], st.tuples(st.integers(0, 2), st.sampled_from([0.5, 1.5])).map(list),
+     [(0.0, 0.0)]),
+    (Annotated[float, msgspec.Meta(gt=0.0, le=1.0)], st.sampled_from([0.25, 1, 1.0]), [0.5]),
 ]
 
 
