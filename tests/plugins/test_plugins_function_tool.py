@@ -914,3 +914,31 @@ def test_a_returned_json_value_reads_back_equal_with_stable_bytes(value: Any, rn
     assert isinstance(first, ToolResult) and isinstance(first.content, str)
     assert msgspec.json.decode(first.content) == value
     assert first == second
+
+
+async def test_equip_tool_defines_a_plain_function_once_per_agent(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import bindloop.agent._tools as agent_tools
+    from bindloop.agent import create_agent, equip_instruction, equip_tool, prompt_chat
+    from bindloop.testing import final_answer, scripted_stream_model
+
+    defined: list[object] = []
+    real = agent_tools.define_tool
+
+    def counting(fn: Any) -> Any:
+        defined.append(fn)
+        return real(fn)
+
+    monkeypatch.setattr(agent_tools, "define_tool", counting)
+    model = scripted_stream_model([final_answer("ok")] * 3)
+
+    async def handler(_: None) -> Any:
+        equip_instruction("q")
+        equip_tool(city_weather)
+        return await prompt_chat()
+
+    agent = create_agent(id="a", handler=handler, model=model)
+    for _ in range(3):
+        assert (await agent(None)).data == "ok"
+    assert defined == [city_weather]
+    assert [d.name for d in model.requests[2].options.tools] == ["city_weather"]
