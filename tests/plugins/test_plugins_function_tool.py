@@ -942,3 +942,16 @@ async def test_equip_tool_defines_a_plain_function_once_per_agent(
         assert (await agent(None)).data == "ok"
     assert defined == [city_weather]
     assert [d.name for d in model.requests[2].options.tools] == ["city_weather"]
+
+
+async def test_a_parameter_named_with_two_leading_underscores_keeps_its_name() -> None:
+    def odd(__key: str, _p0: int = 1, __opts: list[int] = [1]) -> str:
+        return f"{__key}:{_p0}:{__opts}"
+
+    tool = define_tool(odd)
+    assert list(_props(tool)) == ["__key", "_p0", "__opts"]
+    assert tool.parameters["required"] == ["__key"]
+    assert await tool.execute('{"__key": "k", "__opts": [2]}', None) == ToolResult(
+        content="k:1:[2]")
+    bad = await tool.execute('{"_p0": 2}', None)
+    assert isinstance(bad, ToolError) and "`__key`" in bad.error

@@ -288,15 +288,17 @@ def _field_type(hint: Any, meta: tuple[Any, ...], doc: str | None) -> Any:
     return Annotated[(hint, *kept)] if kept else hint
 
 
-def _default(value: Any) -> Any:
-    # A mutable default (a non-empty list, dict or set, a Struct that is not frozen) would be
-    # shared between calls, and msgspec refuses it: each call gets a copy instead.
+def _default(value: Any, wire: str | None) -> Any:
+    """The Struct field's default: ``value`` itself, or a ``msgspec.field`` when the field keeps
+    another name on the wire or ``value`` is mutable (a non-empty list, dict or set, a Struct
+    that is not frozen) — shared between calls, and refused by msgspec: each call gets a copy."""
+    named: dict[str, Any] = {} if wire is None else {"name": wire}
     if (isinstance(value, (list, dict, set, bytearray)) and value) or (
             isinstance(value, msgspec.Struct) and not value.__struct_config__.frozen):
         import copy
 
-        return msgspec.field(default_factory=lambda: copy.deepcopy(value))
-    return value
+        return msgspec.field(default_factory=lambda: copy.deepcopy(value), **named)
+    return msgspec.field(default=value, **named) if named else value
 
 
 def _explicit_hint(pname: str) -> str:
@@ -307,6 +309,12 @@ def _explicit_hint(pname: str) -> str:
     if pname == "self":  # @define_tool on a method in a class body
         return "; for a method, define the tool from the bound method: define_tool(obj.method)"
     return ""
+
+
+def _free_name(base: str, taken: Any) -> str:
+    while base in taken:
+        base += "_"
+    return base
 
 
 def _function_name(fn: Callable[..., Any]) -> str | None:
@@ -376,15 +384,20 @@ def describe_function(fn: Callable[..., Any], *, name: str | None,
                 f"as JSON schema ({str(exc).splitlines()[-1]}); use JSON types, Structs, "
                 "Literals, enums, or a ToolContext parameter for the context"
                 f"{_explicit_hint(pname)}") from exc
+        # A Struct attribute cannot start with "__" (it would be name-mangled): such a parameter
+        # keeps its name on the wire under another attribute name.
+        wire = pname if pname.startswith("__") else None
+        attr = pname if wire is None else _free_name(f"_p{len(fields)}", sig.parameters)
         if param.default is param.empty:
-            fields.append((pname, ftype))
+            fields.append((attr, ftype) if wire is None else
+                          (attr, ftype, msgspec.field(name=wire)))
         else:
             try:
                 _ENCODE(param.default)
             except (TypeError, ValueError, OverflowError) as exc:
                 raise UsageError(f"{where}: parameter {pname!r} has the default "
                                  f"{param.default!r}, which is not JSON ({exc})") from exc
-            fields.append((pname, ftype, _default(param.default)))
+            fields.append((attr, ftype, _default(param.default, wire)))
         (keyword if param.kind is param.KEYWORD_ONLY else positional).append(pname)
 
     try:
