@@ -97,6 +97,13 @@ wasm-smoke: wasm/node_modules/.package-lock.json wasm-wheels
 mcp-pyodide: wasm/node_modules/.package-lock.json wasm-wheels
 	BINDLOOP_REQUIRE_PYODIDE=1 $(PY) -m pytest tests/mcp/test_mcp_pyodide.py -q
 
+## Tools from plain functions under Pyodide in Node (Python 3.14, deferred annotations): the same
+## definitions, answers and refusals as on CPython.
+tools-pyodide: wasm/node_modules/.package-lock.json wasm-wheels
+	BINDLOOP_REQUIRE_PYODIDE=1 $(PY) -m pytest tests/plugins/test_pyodide_function_tools.py -q
+test: tools-pyodide
+.PHONY: tools-pyodide
+
 ## Under Pyodide in Node, a finished run leaves no long timer scheduled: Node exits within seconds.
 pyodide-timers: wasm/node_modules/.package-lock.json wasm-wheels
 	BINDLOOP_REQUIRE_PYODIDE=1 $(PY) -m pytest tests/run/test_pyodide_exit.py -q

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bindloop.agent import AgentModel, ToolContext, as_agent_model
+from bindloop.agent import AgentModel, as_agent_model
 from bindloop.agent._model import is_agent_model
 from bindloop.schema import output_spec
 from bindloop.agent._snapshot import PromptHasher, prompt_hash
@@ -22,6 +22,7 @@ from bindloop.contracts import (
     UserMessage,
 )
 from bindloop.errors import UsageError
+from bindloop.plugins import ToolContext
 from bindloop.testing import scripted_stream_model
 from bindloop.wire import ForcedTool
 

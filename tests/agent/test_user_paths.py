@@ -323,7 +323,8 @@ async def test_a_replay_checks_the_per_turn_choice() -> None:
 
 @pytest.mark.parametrize("layered", [False, True])
 async def test_a_tool_sees_the_runs_session_and_trace_ids(layered: bool) -> None:
-    from bindloop.agent import ToolContext, ToolMiddleware, TraceOptions, run_with
+    from bindloop.agent import ToolMiddleware, TraceOptions, run_with
+    from bindloop.plugins import ToolContext
 
     seen: list[tuple[str | None, str | None, str | None]] = []
 

@@ -49,7 +49,6 @@ from bindloop.agent import (
     AgentStreamEvent,
     StructuredDataEvent,
     ChatResult,
-    ToolContext,
     ToolMiddleware,
     as_agent_model,
     create_agent,
@@ -68,7 +67,7 @@ from bindloop.wire import StreamBudgets
 from bindloop.contracts import Message, ToolOutcome, ToolResult, UserMessage
 from bindloop.hosts.demo import DEFAULT_PROMPT, Notes, calculate
 from bindloop.hosts.js_fetch import FetchTransport
-from bindloop.plugins import Tool, define_tool
+from bindloop.plugins import Tool, ToolContext, define_tool
 from bindloop.routing import (
     OrderedPolicy,
     RouteCandidate,

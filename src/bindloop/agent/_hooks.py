@@ -68,12 +68,22 @@ def equip_history(messages: Sequence[Message]) -> None:
         gen.history.append(m)
 
 
-def equip_tool(tool: Tool[Any, Any] | AgentTool, *,
+def _hashable(value: object) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def equip_tool(tool: Tool[Any, Any] | AgentTool | Callable[..., Any], *,
                middleware: Sequence[ToolMiddleware] = (), serial: bool = False,
                needs_approval: bool | Callable[[Any], bool] = False) -> None:
-    """Offer ``tool`` (from ``define_tool`` or ``augment_tool``) to this generation's prompt, with
-    dynamic ``middleware`` around its static layers (dynamic -> static -> tool). Equipping the same
-    name twice replaces the first.
+    """Offer ``tool`` (from ``define_tool`` or ``augment_tool``, or a plain typed function, which
+    is made a tool by :func:`~bindloop.plugins.define_tool` once per agent) to this generation's
+    prompt, with dynamic ``middleware`` around its static layers (dynamic -> static -> tool).
+    Equipping the same name twice replaces the first. A function the schema cannot describe is a
+    :class:`~bindloop.errors.UsageError` here, before the model is called.
 
     ``serial=True``: when the model asks for several calls in one turn, this tool's calls run
     first, alone and in the model's order, each finished before the next starts; the turn's other
@@ -91,9 +101,10 @@ def equip_tool(tool: Tool[Any, Any] | AgentTool, *,
     if not isinstance(needs_approval, bool) and not callable(needs_approval):
         raise UsageError("equip_tool(needs_approval=) takes a bool or a predicate of the call's "
                          f"arguments, got {needs_approval!r}")
-    if isinstance(tool, Tool):
-        # A bare Tool is wrapped (its wire definition built) once per agent, not per call: the
-        # agent's cache holds the Tool itself as the key, so the key cannot be recycled.
+    if isinstance(tool, Tool) or (not isinstance(tool, AgentTool) and _hashable(tool)):
+        # A bare Tool is wrapped (its wire definition built), and a plain function defined, once
+        # per agent, not per call: the agent's cache holds the object itself as the key, so the
+        # key cannot be recycled.
         key = ("tool", tool)
         agent_tool = frame.specs.get(key)
         if agent_tool is None:

@@ -13,6 +13,7 @@ import msgspec
 
 from ..contracts import ModelTurnResult, ToolCall, ToolDefinition, ToolOutcome, TurnUsage
 from ..errors import PortContractError, UsageError
+from ..plugins import ToolContext as ToolContext  # defined with the tools; the middlewares see it too
 from ._errors import LoopMissingToolOutputError
 from ._model import AgentModel
 
@@ -22,7 +23,6 @@ __all__ = (
     "ModelMiddleware",
     "ToolCallLoopContext",
     "ToolCallLoopMiddleware",
-    "ToolContext",
     "ToolMiddleware",
     "ToolOutput",
     "ToolTurn",
@@ -103,28 +103,6 @@ def augment_model(model: object, middlewares: Sequence[ModelMiddleware]) -> Agen
                 "(it needs an id and stream(messages, options))")
         wrapped = out
     return wrapped
-
-
-class ToolContext(msgspec.Struct, frozen=True):
-    """What a tool middleware sees: the tool's name, description and JSON-schema ``parameters``,
-    the call's raw ``input`` (JSON text or a mapping), the ``call_id`` (``None`` for
-    :func:`call_tool`), the calling agent's id, and the run's metadata (rejelly's
-    ``metadata.sessionId`` / ``metadata.traceId``): ``session_id`` as given to
-    ``run_with(session_id=)`` and ``trace_id``, the run's trace id (``run_with(trace=
-    TraceOptions(trace_id=))``, or the tracer's own when an ``event_bus`` traces the run) — each
-    ``None`` when the run has none.
-
-    A frozen msgspec Struct (one is built per tool call, and a Struct costs a tenth of a frozen
-    dataclass to build); fields are positional or keyword, in this order."""
-
-    tool_name: str
-    description: str
-    parameters: dict[str, object]
-    input: Any
-    call_id: str | None
-    agent_id: str | None
-    session_id: str | None = None
-    trace_id: str | None = None
 
 
 ToolNext: TypeAlias = Callable[[], Awaitable[ToolOutcome]]

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..contracts import ToolDefinition, ToolError, ToolOutcome, ToolResult
 from ..errors import UsageError
 from ._errors import ToolCallFailedError
-from ..plugins import Tool, tool_wire_definition
+from ..plugins import Tool, define_tool, tool_wire_definition
 from ._context import optional_frame
 from ._middleware import ToolContext, ToolMiddleware, run_tool_chain
 
@@ -69,11 +69,13 @@ def as_agent_tool(where: str, tool: object) -> AgentTool:
         return tool
     if isinstance(tool, Tool):
         return AgentTool(tool, ())
-    raise UsageError(f"{where}: {tool!r} is not a tool; make one with bindloop.plugins.define_tool"
-                     "(name=, description=, args=, execute=)")
+    if callable(tool):
+        return AgentTool(define_tool(tool), ())
+    raise UsageError(f"{where}: {tool!r} is not a tool; pass a typed function or make one with "
+                     "bindloop.plugins.define_tool")
 
 
-def augment_tool(tool: Tool[Any, Any] | AgentTool,
+def augment_tool(tool: Tool[Any, Any] | AgentTool | Callable[..., Any],
                  middlewares: Sequence[ToolMiddleware]) -> AgentTool:
     """``tool`` with static ``middlewares`` (first = outermost; placed outside any it already has).
 
@@ -83,7 +85,7 @@ def augment_tool(tool: Tool[Any, Any] | AgentTool,
     return AgentTool(base.tool, (*_check_layers("augment_tool", middlewares), *base.middleware))
 
 
-async def call_tool(tool: Tool[Any, Any] | AgentTool,
+async def call_tool(tool: Tool[Any, Any] | AgentTool | Callable[..., Any],
                     args: Mapping[str, Any] | str | None = None) -> Any:
     """Run one tool directly, through its static middleware only (no tool-call-loop middleware,
     no dynamic layers): returns the result's raw ``content``.

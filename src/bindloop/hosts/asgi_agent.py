@@ -47,7 +47,6 @@ from bindloop.agent import (
     ModelStreamOptions,
     TurnDoneEvent,
     TurnFailedEvent,
-    ToolContext,
     ToolMiddleware,
     WrappedModel,
     approve,
@@ -71,7 +70,7 @@ from bindloop.contracts import (
 )
 from bindloop.loop import LoopCounters, OpenSuspend
 from bindloop.lowlevel import tool_exception_error
-from bindloop.plugins import Tool
+from bindloop.plugins import Tool, ToolContext
 from bindloop.session import (
     ApprovalRecord,
     LoopCheckpoint,

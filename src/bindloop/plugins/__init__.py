@@ -1,4 +1,5 @@
-"""Plugins: the tools a model calls — tools authored from msgspec Structs and the one reader of a
+"""Plugins: the tools a model calls — tools from plain typed functions or authored from msgspec
+Structs, the context a tool call runs with, and the one reader of a
 call's arguments (:func:`read_tool_arguments`, :func:`parse_tool_call_arguments`), bundles
 dispatched by name, progressive tool disclosure (a registry instance, the catalog partition,
 restoring a persisted activation set), and tool-call dedup for the dispatcher (replay identical
@@ -25,6 +26,7 @@ from ._rehydrate import (
     ResolveOutcome as ResolveOutcome,
     rehydrate_activation as rehydrate_activation,
 )
+from ._context import ToolContext as ToolContext
 from ._tool import (
     RawArguments as RawArguments,
     Tool as Tool,
@@ -64,6 +66,7 @@ __all__ = (
     "ResolveOutcome",
     "Tool",
     "ToolCallDedup",
+    "ToolContext",
     "ToolExecute",
     "ToolPlugin",
     "ToolRegistry",

@@ -1,11 +1,12 @@
-"""``define_tool``: a tool whose msgspec Struct is the single source of truth for its arguments."""
+"""``define_tool``: a tool whose msgspec Struct is the single source of truth for its arguments —
+written by hand (the explicit form) or derived from a plain function's signature."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from .._awaitable import isawaitable
-from typing import Any, Generic, TypeAlias, TypeVar
+from typing import Any, Generic, TypeAlias, TypeVar, overload
 
 import msgspec
 
@@ -18,6 +19,7 @@ from ..contracts import (
 )
 from ..errors import PortContractError, UsageError
 from ._arguments import ParsedArguments, read_tool_arguments
+from ._function import describe_function
 from ..schema import SchemaSanitizeError, sanitize_tool_schema
 
 __all__ = (
@@ -133,16 +135,53 @@ class Tool(Generic[ArgsT, CtxT]):
         return outcome
 
 
+@overload
 def define_tool(
     *,
     name: str,
     description: str,
     args: type[ArgsT],
     execute: ToolExecute[ArgsT, CtxT],
-) -> Tool[ArgsT, CtxT]:
-    """Define a tool from a msgspec Struct.
+) -> Tool[ArgsT, CtxT]: ...
+@overload
+def define_tool(fn: Callable[..., Any], /, *, name: str | None = None,
+                description: str | None = None) -> Tool[Any, Any]: ...
+@overload
+def define_tool(*, name: str | None = None, description: str | None = None,
+                ) -> Callable[[Callable[..., Any]], Tool[Any, Any]]: ...
+def define_tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    args: type[Any] | None = None,
+    execute: ToolExecute[Any, Any] | None = None,
+) -> Tool[Any, Any] | Callable[[Callable[..., Any]], Tool[Any, Any]]:
+    """Define a tool from a plain function, or explicitly from a msgspec Struct.
 
-    ``args`` is the single source of truth: its JSON Schema (``msgspec.json.schema``, then
+    **From a function** — ``define_tool(fn)``, ``@define_tool``, or ``@define_tool(name=...,
+    description=...)`` to override what is derived:
+
+    - the name is the function's name; the description is its docstring's text before the first
+      section; each parameter's description comes from ``Annotated[T, "text"]``, a
+      ``msgspec.Meta(description=...)``, or the docstring's ``Args:`` / numpy ``Parameters`` /
+      reST ``:param x:`` entry (in that order of precedence);
+    - the parameters become a msgspec Struct (type hints, defaults, ``Annotated`` constraints), whose
+      sanitized JSON schema is ``parameters`` and which decodes and validates the model's
+      arguments exactly as in the explicit form: bad arguments are the same ``validation``
+      :class:`~bindloop.contracts.ToolError`;
+    - a parameter annotated :class:`~bindloop.plugins.ToolContext` receives the call's context
+      (what the dispatcher passes as ``ctx``) and is not in the schema;
+    - the function may be sync or async. A sync function is called directly on the event loop
+      (there are no threads on Pyodide and workerd), so it must not block: do blocking work in an
+      async function;
+    - what it returns becomes the outcome: a ``ToolResult`` / ``ToolError`` / ``ToolSuspend`` as
+      is, a ``str`` as the result text, anything else as JSON text (Structs, dicts, lists,
+      numbers; ``None`` is ``null``). A value msgspec cannot encode is a ``PortContractError``.
+
+    **Explicitly** — ``define_tool(name=, description=, args=, execute=)``: ``args`` is the
+    single source of truth: its JSON Schema (``msgspec.json.schema``, then
     :func:`~bindloop.schema.sanitize_tool_schema`) is what the model sees, and the same type validates
     what comes back — defaults, ``Meta`` constraints, optionals, unions, enums and nested Structs
     included. ``execute(args, ctx)`` receives a typed ``args`` instance and the host's context; it may
@@ -151,10 +190,58 @@ def define_tool(
     Raises
     ------
     UsageError
-        ``name`` is empty, ``args`` is not a msgspec Struct type, or its schema is not an object.
+        When the tool is defined, never when the model calls it: the name is empty; the function
+        cannot be described (a parameter without a type hint, a type msgspec cannot express such as
+        a socket or a ``Callable``, a default that is not JSON, ``*args`` / ``**kwargs``, no usable
+        ``__name__`` without ``name=``) — the message names the function and the parameter;
+        ``args`` is not a msgspec Struct type or its schema is not an object; or the two forms are
+        mixed.
     """
+    if args is not None or execute is not None:
+        if fn is not None:
+            raise UsageError("define_tool: pass a function, or args= and execute=, not both")
+        if args is None or execute is None:
+            raise UsageError("define_tool: the explicit form takes both args= (a msgspec Struct) "
+                             "and execute=; or pass a plain function")
+        if name is None or description is None:
+            raise UsageError("define_tool: the explicit form takes name= and description=")
+        return _define_explicit(name=name, description=description, args=args, execute=execute)
+    if fn is None:
+        def decorate(function: Callable[..., Any]) -> Tool[Any, Any]:
+            return _define_function(function, name=name, description=description)
+        return decorate
+    return _define_function(fn, name=name, description=description)
+
+
+def _define_function(fn: Callable[..., Any], *, name: str | None,
+                     description: str | None) -> Tool[Any, Any]:
+    if isinstance(fn, Tool) or not callable(fn):
+        raise UsageError(f"define_tool: {fn!r} is not a function")
+    if name is not None:
+        _check_name(name)
+    spec = describe_function(fn, name=name, description=description)
+    _check_name(spec.name)
+    if not _WIRE_NAME.fullmatch(spec.name):
+        raise UsageError(f"define_tool: {spec.name!r} is not a valid provider tool name "
+                         "([A-Za-z0-9_-], 1-64 chars)" + ("" if name is not None else
+                                                          "; pass name="))
+    try:
+        parameters = sanitize_tool_schema(msgspec.json.schema(spec.args_type))
+    except (SchemaSanitizeError, TypeError, ValueError) as exc:
+        raise UsageError(f"define_tool({spec.name}): its parameters have no tool schema: "
+                         f"{exc}") from exc
+    return Tool(name=spec.name, description=spec.description, args_type=spec.args_type,
+                parameters=parameters, execute=spec.execute)
+
+
+def _check_name(name: object) -> None:
     if not isinstance(name, str) or not name or name != name.strip():
         raise UsageError(f"tool name must be a non-empty string without surrounding spaces: {name!r}")
+
+
+def _define_explicit(*, name: str, description: str, args: type[ArgsT],
+                     execute: ToolExecute[ArgsT, CtxT]) -> Tool[ArgsT, CtxT]:
+    _check_name(name)
     if not (isinstance(args, type) and issubclass(args, msgspec.Struct)):
         raise UsageError(f"define_tool(args=...) must be a msgspec.Struct subclass, got {args!r}")
     if not callable(execute):
