@@ -30,7 +30,7 @@ from ..contracts import (
     ToolOutcome,
     UserMessage,
 )
-from ..errors import PortContractError, RunCancelledError, UsageError
+from ..errors import PortContractError, RunCancelledError, UsageError, is_infrastructure_error
 from ..loop import ToolLoopParams, ToolLoopState, run_tool_loop
 from ..session import LoopCheckpoint
 from ._approvals import ApprovalGate, PendingApproval, check_secret, note_suspended, \
@@ -66,9 +66,10 @@ _FATAL = (LoopMissingToolOutputError, PortContractError, NoAgentContextError,
 
 
 def _fatal(exc: BaseException) -> bool:
-    # Contract breaks and run-level stops end the prompt; any other raise is a tool error the
-    # model reads (the loop's default).
-    return isinstance(exc, _FATAL)
+    # Contract breaks, run-level stops and bindloop's own store failing (a receipt's claim: the
+    # prompt stops and resumes from its last save, as the loop's default has it) end the prompt;
+    # any other raise is a tool error the model reads.
+    return isinstance(exc, _FATAL) or is_infrastructure_error(exc)
 
 
 class ChatResult(msgspec.Struct, frozen=True, kw_only=True):
