@@ -1,0 +1,95 @@
+"""The one module of the core that makes log records: a tool call that failed, as a WARNING on the
+``bindloop.agent.tools`` logger, by default (:func:`log_tool_error`).
+
+The core configures nothing — no handler, level, filter, formatter or ``basicConfig``: whether the
+record is shown, where, and how is the host's (a program without logging configuration sees it on
+stderr through Python's last-resort handler). tests/test_fences.py allows ``logging`` here alone,
+and only to get a logger and emit.
+
+Nothing in a record shows a credential: the message and the ``exc_info`` pass the wire's shape
+rule (``Bearer`` / ``Basic`` tokens, secret query parameters and URL user info blanked). The
+``exc_info`` is the failure's type and traceback with a stand-in value whose text is redacted —
+its chained causes and contexts and its notes too — so a formatter printing the traceback prints no
+more than the message does; the exception itself is the host's on the
+:class:`~bindloop.agent.ToolErrorReport` (``ChatResult.tool_failures``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..wire import Redactor
+from ._observe import ToolErrorReport
+
+__all__ = ("TOOL_LOGGER", "log_tool_error", "tool_error_record_args")
+
+TOOL_LOGGER = "bindloop.agent.tools"
+_SHAPES = Redactor()  # no known secret: the credential-shape rule alone
+
+
+def _text(exc: BaseException) -> str:
+    try:
+        return _SHAPES.text(str(exc))
+    except Exception:  # a __str__ that raises must not turn a report into a crash
+        return "<exception str() failed>"
+
+
+def _stand_in(exc: BaseException, seen: dict[int, BaseException]) -> BaseException:
+    """An exception that prints like ``exc`` in a traceback — same type name and module,
+    traceback, chain and notes — with every text redacted."""
+    made = seen.get(id(exc))
+    if made is not None:
+        return made
+    cls = type(exc)
+    names = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
+    if isinstance(exc, BaseExceptionGroup):
+        group = type(cls.__name__, (ExceptionGroup,), names)
+        inner = [_stand_in(e, seen) for e in exc.exceptions]
+        copy: BaseException = group(_SHAPES.text(exc.message), inner)
+    else:
+        copy = type(cls.__name__, (Exception,), names)(_text(exc))
+    seen[id(exc)] = copy
+    copy.__traceback__ = exc.__traceback__
+    if exc.__cause__ is not None:
+        copy.__cause__ = _stand_in(exc.__cause__, seen)
+    if exc.__context__ is not None:
+        copy.__context__ = _stand_in(exc.__context__, seen)
+    copy.__suppress_context__ = exc.__suppress_context__
+    notes = getattr(exc, "__notes__", None)
+    if isinstance(notes, list):
+        for note in notes:
+            copy.add_note(_SHAPES.text(str(note)))
+    return copy
+
+
+def redacted_exc_info(exc: BaseException) -> tuple[type[BaseException], BaseException, Any]:
+    """``exc_info`` for a record about ``exc``: its type and traceback, a redacted stand-in value."""
+    return type(exc), _stand_in(exc, {}), exc.__traceback__
+
+
+def tool_error_record_args(failure: ToolErrorReport) -> tuple[str, tuple[object, ...],
+                                                              dict[str, object]]:
+    """The message format, its arguments and the ``bindloop`` extra of a failed call's record (the
+    one shape :func:`log_tool_error` and ``bindloop.hosts.logs.log_tool_errors`` share)."""
+    error = failure.error
+    text = _SHAPES.text(f"{type(error).__name__}: {_text(error)}")
+    fields: dict[str, object] = {
+        "call_id": failure.call_id, "tool_name": failure.tool_name,
+        "agent_id": failure.agent_id, "session_id": failure.session_id,
+        "trace_id": failure.trace_id, "error_type": type(error).__name__}
+    return ("tool %s (call %s) of agent %s failed: %s",
+            (failure.tool_name, failure.call_id, failure.agent_id, text), fields)
+
+
+def log_tool_error(failure: ToolErrorReport) -> None:
+    """The default ``on_tool_error``: one WARNING record on the ``bindloop.agent.tools`` logger
+    naming the tool, the call, the agent and the error (type and message, redacted), with the
+    redacted ``exc_info`` and the structured fields in its ``bindloop`` extra. A hook passed to
+    ``run_with(on_tool_error=)`` replaces it (no second record); call this from yours to keep it."""
+    log = logging.getLogger(TOOL_LOGGER)
+    if not log.isEnabledFor(logging.WARNING):
+        return
+    message, args, fields = tool_error_record_args(failure)
+    log.warning(message, *args, exc_info=redacted_exc_info(failure.error),
+                extra={"bindloop": fields})
