@@ -169,6 +169,27 @@ def test_an_approved_call_runs_inside_the_loop_with_its_context_and_error_hook()
                                                      "kind": "error"}
 
 
+def test_without_a_hook_the_failed_call_is_one_default_warning_record(caplog: Any) -> None:
+    """The ASGI runner wires nothing: a raise reaches the host as the core's one WARNING record
+    on ``bindloop.agent.tools`` (not two: the runner's reporting middleware logs nothing)."""
+    import logging
+
+    from bindloop.agent import TOOL_LOGGER
+
+    world, model = World(fail=True), Scripted()
+    chat = ChatInput(chat_id="c", protocol="ui", transcript=(ASK, ASKED),
+                     approvals=(approval(ASKED.tool_calls[0], True),))
+    with caplog.at_level(logging.DEBUG):
+        chunks = anyio.run(serve, chat, world, model)
+    records = [r for r in caplog.records if r.name.startswith("bindloop")]
+    assert [(r.name, r.levelno) for r in records] == [(TOOL_LOGGER, logging.WARNING)]
+    assert records[0].getMessage() == (
+        "tool delete_note (call c-del) of agent chat-ui failed: RuntimeError: the store refused to "
+        "delete 'groceries'")
+    assert {"type": "tool-output-error", "toolCallId": "c-del",
+            "errorText": "RuntimeError: the tool failed"} in chunks
+
+
 def test_the_chat_s_checkpoints_count_the_approved_call() -> None:
     """The approved call is part of the chat's stats: the boundary after the next tool round
     counts it beside that round's call. (Run outside the loop, it was never counted.)"""
