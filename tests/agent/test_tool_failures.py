@@ -11,6 +11,8 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bindloop.agent import (
     TOOL_LOGGER,
@@ -263,3 +265,80 @@ async def test_a_store_error_after_a_save_resumes_from_it(caplog: Any) -> None:
     assert _records(caplog) == []
     read = [content_text(m.content) for m in result.delta if isinstance(m, ToolMessage)]
     assert read == ["charged second"]
+
+
+# -- the record never shows a credential, whatever the exception's shape ------------------------
+
+_TOKEN = st.text(alphabet="ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789",
+                 min_size=12, max_size=24)
+_SHAPES = st.sampled_from(["Authorization: Bearer {}", "https://app:{}@db.internal/x",
+                           "GET /v1?api_key={}&x=1", "Basic {}=="])
+_TYPES = st.sampled_from([ValueError, KeyError, OSError, Refused, ConnectionError])
+
+
+@st.composite
+def _exceptions(draw: st.DrawFn, depth: int = 0) -> tuple[BaseException, list[str]]:
+    """An exception tree — causes, contexts, notes, groups — whose texts hold credentials."""
+    secrets: list[str] = []
+
+    def text() -> str:
+        secret = draw(_TOKEN)
+        secrets.append(secret)
+        return draw(_SHAPES).format(secret)
+
+    if depth < 2 and draw(st.booleans()):
+        inner = [draw(_exceptions(depth + 1)) for _ in range(draw(st.integers(1, 2)))]
+        for _, s in inner:
+            secrets += s
+        exc: BaseException = ExceptionGroup(text(), [e for e, _ in inner])  # type: ignore[misc]
+    else:
+        exc = draw(_TYPES)(text())
+    if draw(st.booleans()):
+        exc.add_note(text())
+    if depth < 2 and draw(st.booleans()):
+        cause, more = draw(_exceptions(depth + 1))
+        secrets += more
+        if draw(st.booleans()):
+            exc.__cause__ = cause
+        else:
+            exc.__context__ = cause
+    return exc, secrets
+
+
+@settings(max_examples=60, deadline=None)
+@given(tree=_exceptions())
+def test_no_credential_reaches_the_record_or_its_traceback(tree: tuple[BaseException, list[str]]
+                                                           ) -> None:
+    exc, secrets = tree
+    try:
+        raise exc
+    except BaseException as raised:  # noqa: BLE001 - the tool's raise, with its traceback
+        error = raised
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    logger, keep = logging.getLogger(TOOL_LOGGER), Keep()
+    logger.addHandler(keep)
+    try:
+        log_tool_error(ToolErrorReport(call_id="c", tool_name="t", agent_id="a", error=error))
+    finally:
+        logger.removeHandler(keep)
+    (record,) = records
+    shown = logging.Formatter().format(record)
+    assert not [s for s in secrets if s in shown], shown
+    assert record.exc_info is not None and record.exc_info[0] is type(error)
+    assert f"{type(error).__name__}" in shown and "Traceback" in shown
+
+
+def test_an_exception_whose_str_raises_is_still_reported(caplog: Any) -> None:
+    class Broken(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    with caplog.at_level(logging.DEBUG):
+        log_tool_error(ToolErrorReport(call_id="c", tool_name="t", agent_id="a", error=Broken()))
+    (record,) = _records(caplog)
+    assert "Broken: <exception str() failed>" in record.getMessage()
