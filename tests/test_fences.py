@@ -21,7 +21,7 @@ EXTRA_ALLOWED = {"testing/strategies.py": {"hypothesis"},
 # The one module that makes log records (a failed tool call's WARNING): it may get a logger and
 # emit; configuring logging (handlers, levels, filters, basicConfig) stays the host's everywhere.
 LOGGING_MODULE = "agent/_log.py"
-LOGGING_ALLOWED = {"logging.getLogger", "logging.WARNING"}
+LOGGING_ALLOWED = {"logging.getLogger", "logging.WARNING", "logging.Logger"}
 LOGGING_CONFIG_METHODS = {
     "basicConfig", "addHandler", "removeHandler", "setLevel", "addFilter", "removeFilter",
     "setFormatter", "dictConfig", "fileConfig", "listen", "captureWarnings", "disable",

@@ -10,19 +10,21 @@ Nothing in a record shows a credential: the message and the ``exc_info`` pass th
 rule (``Bearer`` / ``Basic`` tokens, secret query parameters and URL user info blanked). The
 ``exc_info`` is the failure's type and traceback with a stand-in value whose text is redacted —
 its chained causes and contexts and its notes too — so a formatter printing the traceback prints no
-more than the message does; the exception itself is the host's on the
+more than the message does (bar the source lines it reads from your files, as for any traceback:
+keep credentials out of code); the exception itself is the host's on the
 :class:`~bindloop.agent.ToolErrorReport` (``ChatResult.tool_failures``).
 """
 
 from __future__ import annotations
 
 import logging
+import traceback
 from typing import Any
 
 from ..wire import Redactor
 from ._observe import ToolErrorReport
 
-__all__ = ("TOOL_LOGGER", "log_tool_error", "tool_error_record_args")
+__all__ = ("TOOL_LOGGER", "log_tool_error", "redacted_exc_info")
 
 TOOL_LOGGER = "bindloop.agent.tools"
 _SHAPES = Redactor()  # no known secret: the credential-shape rule alone
@@ -68,28 +70,31 @@ def redacted_exc_info(exc: BaseException) -> tuple[type[BaseException], BaseExce
     return type(exc), _stand_in(exc, {}), exc.__traceback__
 
 
-def tool_error_record_args(failure: ToolErrorReport) -> tuple[str, tuple[object, ...],
-                                                              dict[str, object]]:
-    """The message format, its arguments and the ``bindloop`` extra of a failed call's record (the
-    one shape :func:`log_tool_error` and ``bindloop.hosts.logs.log_tool_errors`` share)."""
+def log_tool_error(failure: ToolErrorReport, *, logger: logging.Logger | None = None,
+                   level: int = logging.WARNING, include_traceback: bool = False) -> None:
+    """The default ``on_tool_error``: one record — a WARNING on the ``bindloop.agent.tools``
+    logger unless ``logger`` / ``level`` say otherwise — naming the tool, the call, the agent and
+    the error (type and message, redacted), with the redacted ``exc_info`` and the structured
+    fields in its ``bindloop`` extra (``call_id``, ``tool_name``, ``agent_id``, ``session_id``,
+    ``trace_id``, ``error_type``). ``include_traceback`` writes the redacted traceback into the
+    message instead of ``exc_info`` (for a formatter that drops ``exc_info``).
+
+    A hook passed to ``run_with(on_tool_error=)`` replaces it (no second record); call this from
+    yours to keep it."""
+    log = logger if logger is not None else logging.getLogger(TOOL_LOGGER)
+    if not log.isEnabledFor(level):
+        return
     error = failure.error
-    text = _SHAPES.text(f"{type(error).__name__}: {_text(error)}")
     fields: dict[str, object] = {
         "call_id": failure.call_id, "tool_name": failure.tool_name,
         "agent_id": failure.agent_id, "session_id": failure.session_id,
         "trace_id": failure.trace_id, "error_type": type(error).__name__}
-    return ("tool %s (call %s) of agent %s failed: %s",
-            (failure.tool_name, failure.call_id, failure.agent_id, text), fields)
-
-
-def log_tool_error(failure: ToolErrorReport) -> None:
-    """The default ``on_tool_error``: one WARNING record on the ``bindloop.agent.tools`` logger
-    naming the tool, the call, the agent and the error (type and message, redacted), with the
-    redacted ``exc_info`` and the structured fields in its ``bindloop`` extra. A hook passed to
-    ``run_with(on_tool_error=)`` replaces it (no second record); call this from yours to keep it."""
-    log = logging.getLogger(TOOL_LOGGER)
-    if not log.isEnabledFor(logging.WARNING):
+    message = "tool %s (call %s) of agent %s failed: %s"
+    args = (failure.tool_name, failure.call_id, failure.agent_id,
+            _SHAPES.text(f"{type(error).__name__}: {_text(error)}"))
+    if include_traceback:
+        # As text, the whole traceback passes the rule: its source lines too.
+        trace = _SHAPES.text("".join(traceback.format_exception(error)).rstrip())
+        log.log(level, message + "\n%s", *args, trace, extra={"bindloop": fields})
         return
-    message, args, fields = tool_error_record_args(failure)
-    log.warning(message, *args, exc_info=redacted_exc_info(failure.error),
-                extra={"bindloop": fields})
+    log.log(level, message, *args, exc_info=redacted_exc_info(error), extra={"bindloop": fields})

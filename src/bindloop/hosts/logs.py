@@ -14,23 +14,19 @@ session, trace, error type) for a JSON formatter.
 from __future__ import annotations
 
 import logging
-import traceback
 
-from bindloop.agent import TOOL_LOGGER, ToolErrorHook, ToolErrorReport
-from bindloop.agent._log import redacted_exc_info, tool_error_record_args
-from bindloop.wire import Redactor
+from bindloop.agent import TOOL_LOGGER, ToolErrorHook, ToolErrorReport, log_tool_error
 
 __all__ = ("LOGGER_NAME", "log_tool_errors")
-
-_SHAPES = Redactor()  # no known secret: the credential-shape rule alone
 
 LOGGER_NAME = TOOL_LOGGER
 
 
 def log_tool_errors(logger: logging.Logger | None = None, *, level: int = logging.WARNING,
                     include_traceback: bool = False) -> ToolErrorHook:
-    """A ``run_with(on_tool_error=)`` hook logging each failed tool call at ``level``, in place of
-    the default WARNING record (the same record otherwise).
+    """A ``run_with(on_tool_error=)`` hook logging each failed tool call at ``level`` on
+    ``logger`` (``bindloop.agent.tools`` by default), in place of the default WARNING record —
+    the same record otherwise (``bindloop.agent.log_tool_error``).
 
     The message names the tool, the call, the agent and the error (type and message, redacted);
     ``exc_info`` carries the traceback with a redacted stand-in value. ``include_traceback`` writes
@@ -39,14 +35,6 @@ def log_tool_errors(logger: logging.Logger | None = None, *, level: int = loggin
     log = logger if logger is not None else logging.getLogger(LOGGER_NAME)
 
     def report(failure: ToolErrorReport) -> None:
-        if not log.isEnabledFor(level):
-            return
-        message, args, fields = tool_error_record_args(failure)
-        if include_traceback:
-            trace = _SHAPES.text("".join(traceback.format_exception(failure.error)).rstrip())
-            log.log(level, message + "\n%s", *args, trace, extra={"bindloop": fields})
-            return
-        log.log(level, message, *args, exc_info=redacted_exc_info(failure.error),
-                extra={"bindloop": fields})
+        log_tool_error(failure, logger=log, level=level, include_traceback=include_traceback)
 
     return report
