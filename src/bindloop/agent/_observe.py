@@ -51,7 +51,8 @@ class ToolErrorReport(msgspec.Struct, frozen=True, kw_only=True):
 
 ToolErrorHook = Callable[[ToolErrorReport], None]
 """``run_with(on_tool_error=)``: called synchronously, the moment the call failed (log, count,
-queue; keep it cheap). A raise from the hook fails the prompt."""
+queue; keep it cheap), in place of the default ``log_tool_error``. A raise from the hook fails
+the prompt."""
 
 
 def _tool_name(messages: Sequence[Message], call_id: str) -> str | None:
