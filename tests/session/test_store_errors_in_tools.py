@@ -255,3 +255,48 @@ def test_a_predicate_answering_a_non_bool_is_a_contract_break(answer: object) ->
 
     with pytest.raises(PortContractError, match="is_fatal_tool_error"):
         is_fatal_raise(StoreError("m", "claim", "x"), lambda e: answer)  # type: ignore[arg-type,return-value]
+
+
+def test_cancellation_stays_fatal_whatever_the_host_predicate_says() -> None:
+    from bindloop.errors import RunCancelledError
+
+    assert is_fatal_raise(RunCancelledError("stop"))
+    assert is_fatal_raise(RunCancelledError("stop"), lambda e: False)
+
+
+def test_a_cancelled_tool_stops_the_run_and_the_resume_runs_the_effect_once() -> None:
+    """A tool cancelled mid-call (``RunCancelledError``) ends the run like a store error: the
+    resumed run asks again and the receipt runs the effect once."""
+    from bindloop.errors import RunCancelledError
+
+    async def main() -> None:
+        store = FaultyReceipts({})
+        inner = charging_tool(store)
+        cancelled: list[str] = []
+
+        async def cancel_once(call: ToolCall) -> ToolResult:
+            if call.id == "c1" and not cancelled:
+                cancelled.append(call.id)
+                raise RunCancelledError("the host cancelled the call")
+            result: ToolResult = await inner(call)
+            return result
+
+        saved = [serialize_loop_checkpoint(create_loop_checkpoint(
+            execution_id="e", max_iterations=STEPS + 2, messages=[UserMessage(content="go")]))]
+
+        def commit(cp: LoopCheckpoint) -> str:
+            saved.append(serialize_loop_checkpoint(cp))
+            return "continue"
+
+        stops = 0
+        while (cp := parse_loop_checkpoint(saved[-1])).status != "finished":
+            try:
+                await run_from_checkpoint(
+                    checkpoint=cp, commit=commit,
+                    restore=lambda c: RestoredLoop(call_model=model, run_tool_call=cancel_once,
+                                                   capture_bindings=lambda: c.bindings))
+            except RunCancelledError:
+                stops += 1
+        assert stops == 1 and store.ledger == [(0, 0), (0, 1), (0, 2)]
+
+    anyio.run(main)
