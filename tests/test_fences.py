@@ -22,10 +22,12 @@ EXTRA_ALLOWED = {"testing/strategies.py": {"hypothesis"},
 # emit; configuring logging (handlers, levels, filters, basicConfig) stays the host's everywhere.
 LOGGING_MODULE = "agent/_log.py"
 LOGGING_ALLOWED = {"logging.getLogger", "logging.WARNING", "logging.Logger"}
+# Called on anything (a logger, a handler, the module); the module's other functions
+# (logging.disable, logging.config.listen, ...) are caught as uses outside LOGGING_ALLOWED.
 LOGGING_CONFIG_METHODS = {
     "basicConfig", "addHandler", "removeHandler", "setLevel", "addFilter", "removeFilter",
-    "setFormatter", "dictConfig", "fileConfig", "listen", "captureWarnings", "disable",
-    "setLoggerClass", "setLogRecordFactory", "addLevelName",
+    "setFormatter", "dictConfig", "fileConfig", "captureWarnings", "setLoggerClass",
+    "setLogRecordFactory", "addLevelName",
 }
 LOGGING_CONFIG_ATTRS = {"propagate", "disabled", "handlers", "level", "filters"}
 FORBIDDEN_MODULES = {
@@ -211,6 +213,8 @@ def test_logging_is_emitted_never_configured(path: Path) -> None:
         "import logging.config\nlogging.config.dictConfig({})",
         "from logging import basicConfig\nbasicConfig()",
         "import logging as lg\nlg.root.handlers",
+        "import logging\nlogging.disable(logging.CRITICAL)",
+        "from logging.config import listen\nlisten(9030)",
     ],
 )
 def test_logging_fence_catches_configuration(source: str) -> None:
