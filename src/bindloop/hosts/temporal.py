@@ -225,8 +225,10 @@ class AgentActivities:
     transcript chunks and batch journals (any :class:`~bindloop.run.ToolCallReceiptStore` every
     worker reaches: ``SqliteStore`` on one machine, ``PostgresStore`` across machines).
     ``runs_serially``, ``batch_options``, ``is_fatal_tool_error``, ``format_tool_exception`` and
-    ``on_tool_call_rejected`` are the loop's ports of those names, applied inside each batch;
-    ``inline_bytes`` is the largest tool result content kept inline in workflow history."""
+    ``on_tool_call_rejected`` are the loop's ports of those names, applied inside each batch
+    (``is_fatal_tool_error`` unwired: a store error inside a tool retries the batch, see the
+    module's docstring); ``inline_bytes`` is the largest tool result content kept inline in
+    workflow history."""
 
     def __init__(self, *, call_model: Callable[[list[Any], list[ToolDefinition]],
                                                 Awaitable[ModelTurnResult]],
