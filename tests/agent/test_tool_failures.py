@@ -11,6 +11,8 @@ from typing import Any
 
 import msgspec
 import pytest
+
+from bindloop.errors import UsageError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -60,9 +62,6 @@ FAILING = define_tool(name="flaky", description="f", args=Q, execute=_failing)
 
 async def _no_ctx(args: Q) -> ToolResult:  # the ctx parameter forgotten: a developer's error
     return ToolResult(content=args.q)
-
-
-NO_CTX = define_tool(name="echo", description="e", args=Q, execute=_no_ctx)  # type: ignore[arg-type]
 
 
 def _handler(tool: Any) -> Any:
@@ -148,16 +147,11 @@ async def test_a_disabled_logger_costs_nothing_and_the_result_still_reports(capl
     assert _records(caplog) == [] and len(result.tool_failures) == 1
 
 
-async def test_a_tool_written_without_its_ctx_parameter_is_loud(caplog: Any) -> None:
-    """The call raises TypeError inside the tool runner: the model reads the redacted error, as for
-    any raise, and the developer gets the WARNING naming the TypeError."""
-    with caplog.at_level(logging.DEBUG):
-        result = await create_agent(id="a", handler=_handler(NO_CTX),
-                                    model=_model("echo"))(None)
-    (record,) = _records(caplog)
-    assert record.levelno == logging.WARNING and "failed: TypeError" in record.getMessage()
-    assert record.exc_info is not None and record.exc_info[0] is TypeError
-    assert result.tool_failures[0].error_type == "TypeError"
+def test_a_tool_written_without_its_ctx_parameter_is_refused_when_defined() -> None:
+    """The forgotten ``ctx`` would fail only when the model calls the tool (a TypeError the model
+    reads): it is a UsageError when the tool is defined, before any run."""
+    with pytest.raises(UsageError, match="execute"):
+        define_tool(name="echo", description="e", args=Q, execute=_no_ctx)  # type: ignore[arg-type]
 
 
 async def test_a_chat_without_failures_reports_none(caplog: Any) -> None:
