@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 import anyio
@@ -24,7 +24,6 @@ import msgspec
 
 from ..contracts import JsonBoundsError, ToolError, ToolOutcome, decode_json_bounded
 from ..errors import PortContractError, UsageError
-from ..lowlevel import is_fatal_raise, tool_exception_error
 from ..plugins import Tool
 from ..signal import AbortController, AbortSignal
 from ._content import call_result_of
@@ -403,6 +402,10 @@ class McpServer:
         return _result(call.request_id, result)
 
     def _raised(self, tool: str, exc: Exception) -> tuple[ToolOutcome | None, bool]:
+        # The loop's one rule for what a raise becomes, imported here: a client of bindloop.mcp
+        # (most importers) does not pay for the loop at import.
+        from ..lowlevel import is_fatal_raise, tool_exception_error
+
         if self._on_exception is not None:
             self._on_exception(tool, exc)
         if isinstance(exc, PortContractError) or is_fatal_raise(exc, self._is_fatal):
