@@ -103,7 +103,9 @@ pyodide-timers: wasm/node_modules/.package-lock.json wasm-wheels
 
 ## The official MCP conformance suite (npm @modelcontextprotocol/conformance, on Node 22 from npm
 ## node@22) running its client scenarios against bindloop's client through
-## bindloop.hosts.mcp_conformance_client; prints one line per scenario and the totals.
+## bindloop.hosts.mcp_conformance_client; then its server scenarios against bindloop's MCP server
+## (McpServerApp under uvicorn, tests/mcp/conformance/run_server.py); prints one line per scenario
+## and the totals.
 MCP_CONFORMANCE := tests/mcp/conformance
 $(MCP_CONFORMANCE)/node_modules/.package-lock.json: $(MCP_CONFORMANCE)/package.json $(MCP_CONFORMANCE)/package-lock.json
 	cd $(MCP_CONFORMANCE) && npm ci --no-audit --no-fund
@@ -111,6 +113,7 @@ $(MCP_CONFORMANCE)/node_modules/.package-lock.json: $(MCP_CONFORMANCE)/package.j
 
 test-mcp-conformance: venv $(MCP_CONFORMANCE)/node_modules/.package-lock.json
 	$(PY) $(MCP_CONFORMANCE)/run.py --retry
+	$(PY) $(MCP_CONFORMANCE)/run_server.py
 
 ## The TypeScript everything server (npm @modelcontextprotocol/server-everything, bound to
 ## 127.0.0.1) against bindloop's client on asyncio and trio: tools, resources, prompts,

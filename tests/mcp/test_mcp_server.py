@@ -338,6 +338,8 @@ async def test_refusals_are_typed_json_rpc_errors(url: str) -> None:
         assert elsewhere.status_code == 404
         rebinding = await post(_rpc("ping"), origin="http://evil.example")
         assert rebinding.status_code == 403
+        rebound = await post(_rpc("ping"), host="evil.example", origin="http://evil.example")
+        assert rebound.status_code == 403  # DNS rebinding: a loopback server serves loopback names
         same = await post(_rpc("ping"), origin=url.rsplit("/", 1)[0])
         assert same.status_code == 200 and same.json()["result"] == {}
 

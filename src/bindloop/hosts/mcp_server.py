@@ -6,8 +6,8 @@ The protocol's decisions are :class:`bindloop.mcp.McpServer`'s (pure); this modu
 bytes: the endpoint (``/mcp`` by default) takes ``POST`` (one JSON-RPC message; a ``tools/call``
 that sent a ``progressToken`` is answered on an event stream carrying its progress, everything
 else with one JSON body), ``DELETE`` (ends the session) and answers ``GET`` with 405 (this server
-opens no stream of its own). Before anything else: the ``Origin`` check (DNS rebinding: a
-browser page's request from another origin is refused with 403) and the identity hook of the
+opens no stream of its own). Before anything else: the ``Host`` and ``Origin`` checks (DNS
+rebinding: a browser page's request from another origin is refused with 403) and the identity hook of the
 web host (``authorize``, as :class:`bindloop.hosts.asgi.ChatApp` takes it: 401/403 when it
 refuses; the identity owns the sessions it opens). Bodies are bounded (413). A client that goes
 away cancels its call.
@@ -60,8 +60,11 @@ class McpServerApp:
 
     ``authorize``: ``await authorize(ChatRequest) -> identity`` or raise
     :class:`~bindloop.hosts.asgi.ChatRefused`, run on every request. ``allowed_origins``: origins
-    (``scheme://host[:port]``) whose browser requests are served besides the request's own host;
-    a request without ``Origin`` (not a browser's) is not checked. ``max_body``: bytes (413 above
+    (``scheme://host[:port]``) whose browser requests are served besides the request's own host
+    (and, on loopback, loopback origins); a request without ``Origin`` (not a browser's) is not
+    checked. Served on a loopback address, the app answers only ``Host`` names that are loopback
+    (``localhost``, ``127.0.0.1``, ``[::1]``) or in ``allowed_hosts`` (``name`` or
+    ``name:port``): the guard against DNS rebinding. ``max_body``: bytes (413 above
     it). ``body_timeout_s``: how long a body may take to arrive (408). Sessions get ids from
     ``secrets.token_urlsafe`` unless ``session_ids`` is given. A tool's raise is logged here
     (logger ``bindloop.hosts.mcp_server``) unless ``on_tool_exception`` says otherwise; the
@@ -70,6 +73,7 @@ class McpServerApp:
 
     def __init__(self, tools: Sequence[Tool[Any, Any]] | McpServer, *, path: str = "/mcp",
                  authorize: Authorize | None = None, allowed_origins: Sequence[str] = (),
+                 allowed_hosts: Sequence[str] = (),
                  name: str = "bindloop", version: str = "", instructions: str | None = None,
                  sessions: bool = True, session_ids: Callable[[], str] | None = None,
                  max_body: int = 1024 * 1024, body_timeout_s: float = 30.0,
@@ -88,6 +92,7 @@ class McpServerApp:
         self.path = "/" + path.strip("/")
         self._authorize = authorize
         self._origins = frozenset(o.rstrip("/").lower() for o in allowed_origins)
+        self._hosts = frozenset(h.lower() for h in allowed_hosts)
         self._max_body = self.server.max_body
         self._body_timeout_s = body_timeout_s
 
@@ -111,7 +116,7 @@ class McpServerApp:
         method = scope["method"]
         if (scope["path"].rstrip("/") or "/") != self.path:
             raise _Refused(404, -32000, "Not Found")
-        self._check_origin(headers)
+        self._check_origin(scope, headers)
         identity = await self._identify(scope, headers)
         session_id = _header(headers, "mcp-session-id")
         if method == "DELETE":
@@ -140,14 +145,24 @@ class McpServerApp:
         else:
             await self._json_call(decided, receive, send, session_id)
 
-    def _check_origin(self, headers: list[tuple[str, str]]) -> None:
+    def _check_origin(self, scope: Scope, headers: list[tuple[str, str]]) -> None:
+        # DNS rebinding: a page on evil.example whose name now resolves to 127.0.0.1 reaches a
+        # loopback server with Host and Origin both evil.example. A server listening on loopback
+        # therefore serves only loopback names (and allowed_hosts); everywhere a browser's Origin
+        # must be the request's own host, a loopback name on loopback, or an allowed origin.
+        host = (_header(headers, "host") or "").lower()
+        server = scope.get("server")
+        on_loopback = server is not None and _is_loopback(str(server[0]))
+        if on_loopback and host and _hostname(host) not in _LOOPBACK \
+                and host not in self._hosts and _hostname(host) not in self._hosts:
+            raise _Refused(403, -32000, "Forbidden: the Host is not allowed")
         origin = _header(headers, "origin")
         if origin is None:
             return
         origin = origin.rstrip("/").lower()
-        host = (_header(headers, "host") or "").lower()
         parts = urlsplit(origin)
-        if parts.netloc and parts.netloc == host or origin in self._origins:
+        if origin in self._origins or (parts.netloc and parts.netloc == host) or (
+                on_loopback and (parts.hostname or "") in _LOOPBACK):
             return
         raise _Refused(403, -32000, "Forbidden: the Origin is not allowed")
 
@@ -246,6 +261,17 @@ async def _lifespan(receive: Receive, send: Send) -> None:
         elif message["type"] == "lifespan.shutdown":
             await send({"type": "lifespan.shutdown.complete"})
             return
+
+
+_LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def _is_loopback(address: str) -> bool:
+    return address in _LOOPBACK or address.startswith("127.")
+
+
+def _hostname(host: str) -> str:
+    return urlsplit("//" + host).hostname or ""
 
 
 def _header(headers: list[tuple[str, str]], name: str) -> str | None:
