@@ -203,6 +203,80 @@ async def test_the_official_sdk_client_lists_and_calls_the_served_tools(
             await session.send_ping()
 
 
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_2026_07_28_client_is_served_statelessly_on_the_same_endpoint(
+        url: str, anyio_backend: str) -> None:
+    """The SDK's ``Client`` probes ``server/discover`` and, finding 2026-07-28, speaks the
+    stateless form (no initialize, no session); the same server answered the handshake above."""
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+
+    progress: list[float] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+
+    async with Client(url) as client:
+        assert client.protocol_version == "2026-07-28"
+        assert {t.name for t in (await client.list_tools()).tools} == {t.name for t in TOOLS}
+        added = await client.call_tool("add", {"a": 2, "b": 40})
+        assert added.content[0].text == "42" and added.result_type == "complete"  # type: ignore[union-attr]
+        assert added.meta == {"io.modelcontextprotocol/serverInfo": {"name": "served",
+                                                                     "version": "1.0"}}
+        await client.call_tool("slow", {"steps": 3}, progress_callback=on_progress)
+        assert progress == [1.0, 2.0, 3.0]
+        boom = await client.call_tool("explode", {})
+        assert boom.is_error and boom.content[0].text == "RuntimeError: the tool failed"  # type: ignore[union-attr]
+        with pytest.raises(MCPError) as unknown:
+            await client.call_tool("nope", {})
+        assert unknown.value.error.code == -32602
+
+
+def _modern(method: str, params: dict[str, Any] | None = None, *, version: str = "2026-07-28",
+            capabilities: bool = True) -> tuple[bytes, dict[str, str]]:
+    meta: dict[str, Any] = {"io.modelcontextprotocol/protocolVersion": version}
+    if capabilities:
+        meta["io.modelcontextprotocol/clientCapabilities"] = {}
+    headers = {**_HEADERS, "mcp-protocol-version": version, "mcp-method": method}
+    if params is not None and "name" in params:
+        headers["mcp-name"] = params["name"]
+    return _rpc(method, {**(params or {}), "_meta": meta}), headers
+
+
+async def test_the_stateless_form_checks_its_envelope_and_headers(url: str) -> None:
+    async with httpx.AsyncClient() as http:
+        body, headers = _modern("server/discover")
+        discover = await http.post(url, content=body, headers=headers)  # no session needed
+        result = discover.json()["result"]
+        assert result["supportedVersions"][:2] == ["2026-07-28", "2025-11-25"]
+        assert result["capabilities"] == {"tools": {}} and result["resultType"] == "complete"
+        assert "mcp-session-id" not in discover.headers
+
+        body, headers = _modern("tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}})
+        named = {**headers, "mcp-name": "=?base64?YWRk?="}  # "add", base64-encoded
+        call = await http.post(url, content=body, headers=named)
+        assert call.json()["result"]["content"] == [{"type": "text", "text": "3"}]
+
+        async def refused(body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
+            reply = await http.post(url, content=body, headers=headers)
+            return reply.status_code, reply.json()["error"]
+
+        status, error = await refused(*_modern("tools/list", capabilities=False))
+        assert (status, error["code"]) == (400, -32602)
+        body, headers = _modern("tools/list")
+        for wrong in ({"mcp-method": "tools/call"}, {"mcp-protocol-version": "2025-11-25"}):
+            status, error = await refused(body, {**headers, **wrong})
+            assert (status, error["code"]) == (400, -32020)
+        body, headers = _modern("tools/call", {"name": "add", "arguments": {}})
+        status, error = await refused(body, {**headers, "mcp-name": "other"})
+        assert (status, error["code"]) == (400, -32020)
+        status, error = await refused(*_modern("tools/list", version="2099-01-01"))
+        assert (status, error["code"]) == (400, -32022)
+        assert error["data"] == {"supported": ["2026-07-28"], "requested": "2099-01-01"}
+        status, error = await refused(*_modern("ping"))  # removed in 2026-07-28
+        assert (status, error["code"]) == (404, -32601)
+
+
 # -- bindloop's own client, and an agent equipping the served tools ------------------------------
 
 
@@ -417,7 +491,12 @@ _MESSAGES = st.fixed_dictionaries({}, optional={
                                "notifications/cancelled", "x"]) | _JSON_VALUES,
     "params": st.fixed_dictionaries({}, optional={
         "name": st.sampled_from([t.name for t in TOOLS]) | _JSON_VALUES,
-        "arguments": _JSON_VALUES, "_meta": _JSON_VALUES, "protocolVersion": _JSON_VALUES,
+        "arguments": _JSON_VALUES, "protocolVersion": _JSON_VALUES,
+        "_meta": st.fixed_dictionaries({}, optional={
+            "io.modelcontextprotocol/protocolVersion": st.sampled_from(["2026-07-28", "x"])
+            | _JSON_VALUES,
+            "io.modelcontextprotocol/clientCapabilities": _JSON_VALUES,
+            "progressToken": _JSON_VALUES}) | _JSON_VALUES,
         "requestId": _JSON_VALUES}) | _JSON_VALUES,
     "result": _JSON_VALUES, "error": _JSON_VALUES})
 _BODIES = st.binary(max_size=200) | _MESSAGES.map(lambda m: json.dumps(m).encode()) | \
@@ -426,12 +505,16 @@ _BODIES = st.binary(max_size=200) | _MESSAGES.map(lambda m: json.dumps(m).encode
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(body=_BODIES, session=st.none() | st.sampled_from(["session-1", "x"]),
-       version=st.none() | st.sampled_from(["2025-11-25", "bogus"]))
+       version=st.none() | st.sampled_from(["2025-11-25", "2026-07-28", "bogus"]),
+       method=st.none() | st.sampled_from(["tools/call", "tools/list", "server/discover"]),
+       name=st.none() | st.sampled_from(["add", "=?base64?!!?=", "=?base64?YWRk?="]))
 def test_no_body_makes_the_core_raise_or_answer_outside_json_rpc(
-        body: bytes, session: str | None, version: str | None) -> None:
+        body: bytes, session: str | None, version: str | None, method: str | None,
+        name: str | None) -> None:
     server = McpServer(TOOLS)
     server.post(_INIT)  # session-1 exists
-    decided = server.post(body, session_id=session, protocol_version=version)
+    decided = server.post(body, session_id=session, protocol_version=version,
+                          method_header=method, name_header=name)
     if isinstance(decided, McpCall):
         assert decided.tool in server.tools
         return
@@ -440,7 +523,8 @@ def test_no_body_makes_the_core_raise_or_answer_outside_json_rpc(
         reply = json.loads(decided.body)
         assert reply["jsonrpc"] == "2.0" and ("result" in reply) != ("error" in reply)
         if "error" in reply:
-            assert reply["error"]["code"] in (-32700, -32600, -32601, -32602, -32000, -32001)
+            assert reply["error"]["code"] in (-32700, -32600, -32601, -32602, -32000, -32001,
+                                              -32020, -32022)
             assert "Traceback" not in reply["error"]["message"]
 
 
@@ -484,3 +568,38 @@ def test_tools_are_checked_when_served() -> None:
         McpServer([TOOLS[0], TOOLS[0]])
     with pytest.raises(UsageError, match="bindloop Tools"):
         McpServer([object()])  # type: ignore[list-item]
+
+
+def _docs_example() -> dict[str, Any]:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text()
+    section = text.split("## bindloop as an MCP server", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    namespace: dict[str, Any] = {"__name__": "docs_mcp"}
+    exec(compile(block, "docs/mcp.md", "exec"), namespace)
+    return namespace
+
+
+async def test_the_docs_example_serves_a_tool_and_an_agent_as_one_tool() -> None:
+    """docs/mcp.md's server example, as written, with a scripted model for the agent: bindloop's
+    client (behind the example's bearer token) calls the plain tool and the agent-tool."""
+    example = _docs_example()
+    model = scripted_stream_model([final_answer("Paris.")])
+    app = example["build_app"](model)
+    with serve(app) as base:
+        transport = HttpxTransport(base, headers=[("authorization", "Bearer let-me-in")])
+        try:
+            async with open_mcp_client(transport, server="docs") as mcp:
+                assert (await mcp.call_tool("add", {"a": 1, "b": 2})).content[0]["text"] == "3"
+                seen: list[McpProgress] = []
+                answer = await mcp.call_tool("ask_researcher", {"question": "Capital of France?"},
+                                             on_progress=seen.append)
+                assert answer.content == [{"type": "text", "text": "Paris."}]
+                assert [p.message for p in seen] == ["thinking"]
+        finally:
+            await transport.aclose()
+        async with httpx.AsyncClient() as http:
+            refused = await http.post(base, content=_INIT, headers=_HEADERS)
+            assert refused.status_code == 401

@@ -136,14 +136,17 @@ class McpServerApp:
                                         "text/event-stream")
         body = await self._body(scope, receive)
         decided = self.server.post(body, session_id=session_id, identity=identity,
-                                   protocol_version=_header(headers, "mcp-protocol-version"))
+                                   protocol_version=_header(headers, "mcp-protocol-version"),
+                                   method_header=_header(headers, "mcp-method"),
+                                   name_header=_header(headers, "mcp-name"))
         if isinstance(decided, McpReply):
             await _send_reply(send, decided, not takes_json)
             return
+        reply_session = decided.session_id
         if (decided.progress_token is not None and takes_sse) or not takes_json:
-            await self._stream_call(decided, receive, send, session_id)
+            await self._stream_call(decided, receive, send, reply_session)
         else:
-            await self._json_call(decided, receive, send, session_id)
+            await self._json_call(decided, receive, send, reply_session)
 
     def _check_origin(self, scope: Scope, headers: list[tuple[str, str]]) -> None:
         # DNS rebinding: a page on evil.example whose name now resolves to 127.0.0.1 reaches a

@@ -14,6 +14,8 @@ bounded by ``max_sessions`` (the least recently used session goes first).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -38,7 +40,8 @@ from ._protocol import (
     RpcResponse,
 )
 
-__all__ = ("McpCall", "McpReply", "McpServer", "McpToolContext", "ToolExceptionHook")
+__all__ = ("STATELESS_VERSIONS", "McpCall", "McpReply", "McpServer", "McpToolContext",
+           "ToolExceptionHook")
 
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
@@ -48,6 +51,17 @@ INTERNAL_ERROR: Final = -32603
 REQUEST_CANCELLED: Final = -32800
 _NO_SESSION: Final = -32001  # the official SDKs' code for "session not found"
 _BAD_REQUEST: Final = -32000
+HEADER_MISMATCH: Final = -32020
+UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
+
+STATELESS_VERSIONS: Final[tuple[str, ...]] = ("2026-07-28",)
+"""The revisions of the stateless form (no ``initialize``, the version in each request's
+``_meta``) this server answers."""
+_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
+_SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+_NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_B64_HEADER = re.compile(r"=\?base64\?(?P<payload>.*)\?=")
 
 _MAX_DEPTH = 64
 _SESSION_ID = re.compile(r"[\x21-\x7e]{1,256}")
@@ -71,7 +85,8 @@ class McpReply(msgspec.Struct, frozen=True, kw_only=True):
 class McpCall(msgspec.Struct, frozen=True, kw_only=True):
     """A ``tools/call`` for the host to run with :meth:`McpServer.run_call`. ``progress_token`` is
     the client's (``None``: it asked for no progress, and a JSON reply does); ``session_id`` the
-    session it belongs to (``None`` without sessions)."""
+    session it belongs to (``None`` without sessions, and for a ``stateless`` call: one in the
+    2026-07-28 form, whose result carries ``resultType``)."""
 
     request_id: RequestId
     tool: str
@@ -79,6 +94,7 @@ class McpCall(msgspec.Struct, frozen=True, kw_only=True):
     progress_token: RequestId | None
     session_id: str | None
     identity: str
+    stateless: bool = False
 
 
 class McpToolContext:
@@ -241,10 +257,17 @@ class McpServer:
     # -- POST -----------------------------------------------------------------------------------
 
     def post(self, body: bytes, *, session_id: str | None = None,
-             protocol_version: str | None = None, identity: str = "") -> McpReply | McpCall:
-        """Decide one POST: ``body`` as received, the ``Mcp-Session-Id`` and
-        ``MCP-Protocol-Version`` headers (``None`` when absent) and the caller's ``identity``.
-        Never raises for anything a client sends."""
+             protocol_version: str | None = None, identity: str = "",
+             method_header: str | None = None, name_header: str | None = None
+             ) -> McpReply | McpCall:
+        """Decide one POST: ``body`` as received, the ``Mcp-Session-Id``,
+        ``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name`` headers (``None`` when absent)
+        and the caller's ``identity``. Never raises for anything a client sends.
+
+        The era is decided per request, by what the client speaks: a request whose
+        ``params._meta`` names ``io.modelcontextprotocol/protocolVersion`` (and is not
+        ``initialize``) is the stateless 2026-07-28 form — no session, headers that must agree
+        with the body, ``server/discover`` — and everything else the 2025-11-25 session form."""
         try:
             value = decode_json_bounded(body, max_bytes=self.max_body, max_depth=_MAX_DEPTH)
         except JsonBoundsError as exc:
@@ -264,6 +287,12 @@ class McpServer:
                           "Invalid Request: not a JSON-RPC 2.0 message")
         if message.jsonrpc != "2.0":
             return _error(400, message.id, INVALID_REQUEST, "Invalid Request: jsonrpc must be 2.0")
+        if message.method is not None and message.method != "initialize" \
+                and isinstance(message.params, dict) \
+                and isinstance(message.params.get("_meta"), dict) \
+                and _VERSION_KEY in message.params["_meta"]:
+            return self._stateless(message, protocol_version, method_header, name_header,
+                                   identity)
         if protocol_version is not None and protocol_version not in PROTOCOL_VERSIONS:
             return _error(400, message.id, _BAD_REQUEST,
                           "Bad Request: unsupported MCP-Protocol-Version "
@@ -343,6 +372,10 @@ class McpServer:
             return McpReply(status=202)
         if method != "tools/call":
             return _error(200, request_id, METHOD_NOT_FOUND, f"Method not found: {method}"[:200])
+        return self._call(request_id, params, session_id, identity, stateless=False)
+
+    def _call(self, request_id: RequestId, params: dict[str, Any] | None,
+              session_id: str | None, identity: str, *, stateless: bool) -> McpReply | McpCall:
         params = params or {}
         name = params.get("name")
         arguments = params.get("arguments")
@@ -359,7 +392,59 @@ class McpServer:
         if isinstance(token, bool) or not isinstance(token, (int, str)):
             token = None
         return McpCall(request_id=request_id, tool=name, arguments=arguments,
-                       progress_token=token, session_id=session_id, identity=identity)
+                       progress_token=token, session_id=session_id, identity=identity,
+                       stateless=stateless)
+
+    # -- the stateless form (2026-07-28) ----------------------------------------------------------
+
+    def _stateless(self, message: RpcIncoming, version_header: str | None,
+                   method_header: str | None, name_header: str | None,
+                   identity: str) -> McpReply | McpCall:
+        method = message.method
+        params = message.params
+        assert method is not None and params is not None
+        meta = params["_meta"]
+        request_id = message.id
+        if _CAPABILITIES_KEY not in meta:
+            return _error(400, request_id, INVALID_PARAMS,
+                          f"Invalid params: _meta needs {_CAPABILITIES_KEY!r}")
+        version = meta[_VERSION_KEY]
+        name_key = _NAME_BEARING.get(method)
+        named = params.get(name_key) if name_key is not None else None
+        if version_header is None or version_header != version:
+            return _error(400, request_id, HEADER_MISMATCH,
+                          "the MCP-Protocol-Version header does not match the request's _meta")
+        if method_header != method:
+            return _error(400, request_id, HEADER_MISMATCH,
+                          "the Mcp-Method header does not match the request's method")
+        if named is not None and _header_value(name_header) != named:
+            return _error(400, request_id, HEADER_MISMATCH,
+                          f"the Mcp-Name header does not match the request's {name_key}")
+        if version not in STATELESS_VERSIONS:
+            return McpReply(status=400, body=_error_message(
+                request_id, UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version",
+                {"supported": list(STATELESS_VERSIONS), "requested": str(version)[:100]}))
+        if request_id is None:
+            return McpReply(status=202)  # a notification: nothing in this form needs one
+        if method == "server/discover":
+            return McpReply(status=200, body=_result(request_id, self._stamped({
+                "supportedVersions": [*STATELESS_VERSIONS, *PROTOCOL_VERSIONS],
+                "capabilities": {"tools": {}},
+                **({"instructions": self.instructions} if self.instructions is not None else {}),
+                "ttlMs": 0, "cacheScope": "private"})))
+        if method == "tools/list":
+            return McpReply(status=200, body=_result(request_id, self._stamped({
+                **self._tools_list, "ttlMs": 0, "cacheScope": "private"})))
+        if method == "tools/call":
+            return self._call(request_id, params, None, identity, stateless=True)
+        return _error(404, request_id, METHOD_NOT_FOUND, f"Method not found: {method}"[:200])
+
+    def _stamped(self, result: dict[str, Any]) -> dict[str, Any]:
+        """A stateless-form result: ``resultType`` and the server's identity in ``_meta``."""
+        result["resultType"] = "complete"
+        result["_meta"] = {_SERVER_INFO_KEY: {"name": self.info.name,
+                                              "version": self.info.version}}
+        return result
 
     # -- running a call ---------------------------------------------------------------------------
 
@@ -399,7 +484,7 @@ class McpServer:
         if outcome is None:
             return _error_message(call.request_id, INTERNAL_ERROR, "Internal error")
         result = msgspec.to_builtins(call_result_of(outcome, call.tool))
-        return _result(call.request_id, result)
+        return _result(call.request_id, self._stamped(result) if call.stateless else result)
 
     def _raised(self, tool: str, exc: Exception) -> tuple[ToolOutcome | None, bool]:
         # The loop's one rule for what a raise becomes, imported here: a client of bindloop.mcp
@@ -451,11 +536,26 @@ def _result(request_id: RequestId, result: dict[str, Any]) -> bytes:
     return _ENCODER.encode(RpcResponse(jsonrpc="2.0", id=request_id, result=result))
 
 
-def _error_message(request_id: RequestId | None, code: int, message: str) -> bytes:
+def _error_message(request_id: RequestId | None, code: int, message: str,
+                   data: Any = None) -> bytes:
     # JSON-RPC wants "id": null on an error for a request whose id could not be read; RpcResponse
     # needs an id, so this one envelope is built by hand.
     return _ENCODER.encode({"jsonrpc": "2.0", "id": request_id,
-                            "error": RpcErrorObject(code=code, message=message)})
+                            "error": RpcErrorObject(code=code, message=message, data=data)})
+
+
+def _header_value(value: str | None) -> str | None:
+    """An ``Mcp-Name`` header's value: as sent, or the UTF-8 of its ``=?base64?...?=`` form
+    (``None`` for a malformed one, which then matches nothing)."""
+    if value is None:
+        return None
+    match = _B64_HEADER.fullmatch(value)
+    if match is None:
+        return value
+    try:
+        return base64.b64decode(match["payload"], validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
 
 
 def _error(status: int, request_id: RequestId | None, code: int, message: str) -> McpReply:
