@@ -1,4 +1,5 @@
-"""bindloop tools served over MCP's streamable HTTP transport (2025-11-25), as a plain ASGI app.
+"""bindloop tools served over MCP's streamable HTTP transport (2025-11-25 sessions and the
+stateless 2026-07-28 form, per request), as a plain ASGI app.
 
     app = McpServerApp([add, search])          # uvicorn module:app
 

@@ -1,5 +1,6 @@
 """bindloop as an MCP server, the protocol half: the streamable HTTP transport's decisions for a
-toolset (MCP 2025-11-25 and the handshake revisions before it), with no I/O.
+toolset — MCP 2025-11-25 with sessions (and the handshake revisions before it), and the stateless
+2026-07-28 form, decided per request — with no I/O.
 
 A host hands :meth:`McpServer.post` one POST (its body and the headers that matter) and gets
 either an :class:`McpReply` to send as is, or an :class:`McpCall` to run with
