@@ -6,6 +6,7 @@ the pure core and the ASGI app."""
 from __future__ import annotations
 
 import json
+import math
 import socket
 import threading
 import time
@@ -25,7 +26,15 @@ from bindloop.errors import ToolFailure
 from bindloop.hosts.asgi import ChatRefused, ChatRequest
 from bindloop.hosts.httpx_transport import HttpxTransport
 from bindloop.hosts.mcp_server import McpServerApp
-from bindloop.mcp import McpCall, McpHttpClient, McpProgress, McpReply, McpServer, open_mcp_client
+from bindloop.mcp import (
+    McpCall,
+    McpHttpClient,
+    McpProgress,
+    McpReply,
+    McpServer,
+    McpToolContext,
+    open_mcp_client,
+)
 from bindloop.plugins import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
@@ -442,6 +451,19 @@ async def test_a_cancelled_call_is_stopped_and_answered_as_cancelled(url: str) -
         assert CANCELLED == ["user pressed stop"]
 
 
+async def test_a_client_that_goes_away_cancels_its_call(url: str) -> None:
+    CANCELLED.clear()
+    async with httpx.AsyncClient() as http:
+        session = await _open_session(http, url)
+        with pytest.raises(httpx.ReadTimeout):
+            await http.post(url, content=_rpc("tools/call", {"name": "wait"}), timeout=0.3,
+                            headers={**_HEADERS, "mcp-session-id": session})
+    with anyio.fail_after(5):
+        while not CANCELLED:
+            await anyio.sleep(0.02)
+    assert CANCELLED == ["the call was cancelled"]
+
+
 async def test_the_identity_hook_applies_and_owns_its_sessions(auth_url: str) -> None:
     async with httpx.AsyncClient() as http:
         none = await http.post(auth_url, content=_INIT, headers=_HEADERS)
@@ -559,6 +581,45 @@ async def test_no_request_makes_the_asgi_app_answer_500_or_leak(anyio_backend: s
 
         await anyio.to_thread.run_sync(one)
         assert 413 in seen and 200 in seen
+
+
+@settings(max_examples=200, deadline=None)
+@given(reports=st.lists(st.tuples(
+    st.integers(-5, 20) | st.floats(allow_nan=True, allow_infinity=True) | st.booleans(),
+    st.none() | st.floats(allow_nan=True) | st.integers(0, 30),
+    st.none() | st.text(max_size=5)), max_size=12), token=st.none() | st.sampled_from([7, "t"]))
+def test_progress_sent_is_finite_and_strictly_increasing(
+        reports: list[tuple[Any, Any, Any]], token: int | str | None) -> None:
+    from bindloop.signal import AbortController
+
+    sent: list[bytes] = []
+    ctx = McpToolContext(tool_name="t", request_id=1, session_id=None, identity="",
+                         signal=AbortController().signal, progress_token=token, emit=sent.append)
+    answers = [ctx.report_progress(p, t, m) for p, t, m in reports]
+    assert answers.count(True) == len(sent)
+    values = [json.loads(m)["params"] for m in sent]
+    if token is None:
+        assert sent == []
+    progress = [v["progress"] for v in values]
+    assert progress == sorted(set(progress)) and all(math.isfinite(p) for p in progress)
+    assert all(v["progressToken"] == token and math.isfinite(v.get("total", 0)) for v in values)
+    assert all(json.loads(m)["method"] == "notifications/progress" for m in sent)
+
+
+def test_sessions_are_bounded_and_minted_ids_checked() -> None:
+    from bindloop.errors import PortContractError
+
+    server = McpServer(TOOLS, max_sessions=2)
+    first, second, third = (server.post(_INIT) for _ in range(3))
+    assert server.session_count == 2
+    ping = _rpc("ping")
+    assert server.post(ping, session_id=first.session_id).status == 404  # type: ignore[union-attr]
+    assert server.post(ping, session_id=third.session_id).status == 200  # type: ignore[union-attr]
+    server.close()
+    assert server.session_count == 0
+    bad = McpServer(TOOLS, session_ids=lambda: "same id")
+    with pytest.raises(PortContractError, match="session_ids"):
+        bad.post(_INIT)
 
 
 def test_tools_are_checked_when_served() -> None:

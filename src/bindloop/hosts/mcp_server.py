@@ -208,16 +208,17 @@ class McpServerApp:
 
     async def _json_call(self, call: McpCall, receive: Receive, send: Send,
                          session_id: str | None) -> None:
+        gone = _Disconnect()
         answer: bytes | None = None
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
+            tg.start_soon(gone.watch, receive, tg.cancel_scope)
 
             def drop(_: bytes) -> None:
                 pass  # no progress token, so nothing is ever emitted
 
             answer = await self.server.run_call(call, drop)
             tg.cancel_scope.cancel()
-        if answer is not None:
+        if answer is not None and not gone.seen:
             await _send_body(send, 200, answer, _session_header(session_id))
 
     async def _stream_call(self, call: McpCall, receive: Receive, send: Send,
@@ -240,21 +241,33 @@ class McpServerApp:
             finally:
                 out.close()
 
+        gone = _Disconnect()
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
+            tg.start_soon(gone.watch, receive, tg.cancel_scope)
             tg.start_soon(run)
             async with into:
                 async for message in into:
                     await send({"type": "http.response.body", "more_body": True,
                                 "body": b"event: message\ndata: " + message + b"\n\n"})
             tg.cancel_scope.cancel()
-        await send({"type": "http.response.body", "body": b""})
+        if not gone.seen:
+            await send({"type": "http.response.body", "body": b""})
 
 
-async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
-    scope.cancel()
+class _Disconnect:
+    """Watches for the client going away while a call runs: the call is cancelled (its
+    ``ctx.signal`` fires) and nothing more is sent."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    async def watch(self, receive: Receive, scope: anyio.CancelScope) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        self.seen = True
+        scope.cancel()
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:

@@ -473,6 +473,11 @@ class McpServer:
                 session.running[call.request_id] = _Running(scope, controller)
             try:
                 outcome = await tool.execute(call.arguments, ctx)
+            except anyio.get_cancelled_exc_class():
+                # Cancelled from outside too (the host, when the client went away): the tool's
+                # signal says so, for whatever it started that anyio does not cancel.
+                controller.abort("the call was cancelled")
+                raise
             except Exception as exc:  # noqa: BLE001 - every raise is answered; the host hears it
                 outcome, failed = self._raised(call.tool, exc)
             finally:
