@@ -1,7 +1,8 @@
 """bindloop as an MCP server vs the official SDK's server, one ``add`` tool each, side by side: time
 to first byte, time to the end of the reply, and the server process's CPU per request, for N
-``tools/call`` requests over loopback (one session, one keep-alive connection, JSON replies so
-both answer the same way), plus the pure core alone (no HTTP).
+``tools/call`` requests over loopback (one keep-alive connection, JSON replies so both answer the
+same way), in the 2025-11-25 session form and the stateless 2026-07-28 form, plus the pure core
+alone (no HTTP).
 
 Each server runs under uvicorn in a process of its own on 127.0.0.1, so its CPU time
 (``/proc/<pid>/stat``, user + system) is its own; the client is a raw socket in this process
@@ -124,7 +125,7 @@ class RawClient:
         self.sock.close()
 
 
-def measure(which: str, calls: int, nodelay: bool) -> dict[str, float]:
+def measure(which: str, calls: int, nodelay: bool, form: str) -> dict[str, float]:
     proc = subprocess.Popen([sys.executable, __file__, "--serve", which,
                              *(["--nodelay"] if nodelay else [])], stdout=subprocess.PIPE,
                             text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
@@ -137,12 +138,18 @@ def measure(which: str, calls: int, nodelay: bool) -> dict[str, float]:
                 break
             except OSError:
                 time.sleep(0.1)
-        _, _, headers, _ = client.post(_INIT)
-        client.headers = {"mcp-session-id": headers["mcp-session-id"],
-                          "mcp-protocol-version": "2025-11-25"}
-        client.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                "params": {"name": "add", "arguments": {"a": 2, "b": 40}}}
+        params: dict[str, Any] = {"name": "add", "arguments": {"a": 2, "b": 40}}
+        if form == "2025-11-25":
+            _, _, headers, _ = client.post(_INIT)
+            client.headers = {"mcp-session-id": headers["mcp-session-id"],
+                              "mcp-protocol-version": "2025-11-25"}
+            client.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        else:  # stateless: no handshake, the envelope in every request
+            client.headers = {"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call",
+                              "mcp-name": "add"}
+            params["_meta"] = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                               "io.modelcontextprotocol/clientCapabilities": {}}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
         for n in range(20):  # warm-up
             client.post(body | {"id": n + 1})
         first: list[float] = []
@@ -201,17 +208,17 @@ def main() -> int:
     if args.serve:
         serve(args.serve, args.nodelay)
         return 0
-    print(f"{args.calls} tools/call over loopback (uvicorn, JSON replies, one session), "
+    print(f"{args.calls} tools/call over loopback (uvicorn, JSON replies, one connection), "
           "CPython " + sys.version.split()[0])
-    print(f"{'server':<24}{'socket':<12}{'TTFB med':>10}{'TTFB p90':>10}{'reply med':>11}"
-          f"{'CPU/req':>10}{'wall':>8}")
-    for nodelay in (True, False):
+    print(f"{'server':<24}{'form':<12}{'socket':<10}{'TTFB med':>10}{'TTFB p90':>10}"
+          f"{'reply med':>11}{'CPU/req':>10}{'wall':>8}")
+    for nodelay, form in ((True, "2025-11-25"), (True, "2026-07-28"), (False, "2025-11-25")):
         for name, which in (("bindloop McpServerApp", "bindloop"),
                             ("official SDK MCPServer", "sdk")):
-            r = measure(which, args.calls, nodelay)
-            print(f"{name:<24}{'NODELAY' if nodelay else 'default':<12}{r['ttfb_ms']:>8.2f}ms"
-                  f"{r['ttfb_p90_ms']:>8.2f}ms{r['reply_ms']:>9.2f}ms{r['cpu_us']:>8.0f}µs"
-                  f"{r['wall_s']:>7.1f}s", flush=True)
+            r = measure(which, args.calls, nodelay, form)
+            print(f"{name:<24}{form:<12}{'NODELAY' if nodelay else 'default':<10}"
+                  f"{r['ttfb_ms']:>8.2f}ms{r['ttfb_p90_ms']:>8.2f}ms{r['reply_ms']:>9.2f}ms"
+                  f"{r['cpu_us']:>8.0f}µs{r['wall_s']:>7.1f}s", flush=True)
     print(f"bindloop core alone (McpServer.post + run_call, no HTTP): {core_only(args.calls):.1f} µs"
           " per call")
     return 0
