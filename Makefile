@@ -93,9 +93,11 @@ wasm-smoke: wasm/node_modules/.package-lock.json wasm-wheels
 	node wasm/run_smoke.mjs tests/wire/pyodide_fetch_smoke.py
 	BINDLOOP_REQUIRE_PYODIDE=1 $(PY) -m pytest tests/hosts/test_create_model_pyodide.py -q
 
-## The MCP client under Pyodide in Node, over JS fetch, against the SDK's server on 127.0.0.1.
+## The MCP client under Pyodide in Node, over JS fetch, against the SDK's server on 127.0.0.1;
+## and the MCP server core there, its transcript identical to CPython's.
 mcp-pyodide: wasm/node_modules/.package-lock.json wasm-wheels
-	BINDLOOP_REQUIRE_PYODIDE=1 $(PY) -m pytest tests/mcp/test_mcp_pyodide.py -q
+	BINDLOOP_REQUIRE_PYODIDE=1 $(PY) -m pytest tests/mcp/test_mcp_pyodide.py \
+		tests/mcp/test_mcp_server_runtimes.py -q
 
 ## Under Pyodide in Node, a finished run leaves no long timer scheduled: Node exits within seconds.
 pyodide-timers: wasm/node_modules/.package-lock.json wasm-wheels
@@ -130,9 +132,11 @@ include clients/clients.mk
 bench: venv
 	$(PY) bench/loop_overhead.py
 
-## MCP client overhead per call vs a direct tool call, and import cost on CPython and Pyodide.
+## MCP client overhead per call vs a direct tool call, and import cost on CPython and Pyodide;
+## then bindloop's MCP server vs the SDK's: TTFB and server CPU per tools/call.
 bench-mcp: venv
 	$(PY) bench/mcp_client.py
+	$(PY) bench/mcp_server.py
 
 bench-peers: venv
 	$(PY) -m pip install --quiet -e '.[bench]'
