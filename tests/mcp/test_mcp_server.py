@@ -486,8 +486,8 @@ async def test_progress_without_a_token_or_out_of_order_is_not_sent() -> None:
     server = McpServer(TOOLS, sessions=False)
     emitted: list[bytes] = []
     body = _rpc("tools/call", {"name": "slow", "arguments": {"steps": 2}})
-    call = server.post(body)
-    assert isinstance(call, McpCall) and call.progress_token is None
+    call = server.post(body, session_id="made-up")  # no sessions: a client's id means nothing
+    assert isinstance(call, McpCall) and call.progress_token is None and call.session_id is None
     answer = json.loads(await server.run_call(call, emitted.append))
     assert answer["result"]["content"] == [{"type": "text", "text": "done"}] and emitted == []
     with_token = server.post(_rpc("tools/call", {"name": "slow", "arguments": {"steps": 2},

@@ -316,7 +316,8 @@ class McpServer:
         if message.id is None:
             self._notification(message.method, message.params, session)
             return McpReply(status=202)
-        return self._request(message.id, message.method, message.params, session_id, identity)
+        return self._request(message.id, message.method, message.params,
+                             session_id if session is not None else None, identity)
 
     def _initialize(self, request_id: RequestId, params: dict[str, Any] | None,
                     identity: str) -> McpReply:
