@@ -157,7 +157,8 @@ async def _authorize(request: ChatRequest) -> str:
 
 @pytest.fixture(scope="module")
 def auth_url() -> Iterator[str]:
-    with serve(McpServerApp(TOOLS, authorize=_authorize)) as base:
+    with serve(McpServerApp(TOOLS, authorize=_authorize,
+                            www_authenticate='Bearer realm="tools"')) as base:
         yield base
 
 
@@ -468,9 +469,10 @@ async def test_the_identity_hook_applies_and_owns_its_sessions(auth_url: str) ->
     async with httpx.AsyncClient() as http:
         none = await http.post(auth_url, content=_INIT, headers=_HEADERS)
         assert none.status_code == 401 and "bearer token" in none.json()["error"]["message"]
+        assert none.headers["www-authenticate"] == 'Bearer realm="tools"'
         wrong = await http.post(auth_url, content=_INIT,
                                 headers={**_HEADERS, "authorization": "Bearer mallory"})
-        assert wrong.status_code == 403
+        assert wrong.status_code == 403 and "www-authenticate" not in wrong.headers
         alice = {"authorization": "Bearer alice-token"}
         session = await _open_session(http, auth_url, **alice)
         call = _rpc("tools/call", {"name": "whoami", "arguments": {}})

@@ -65,7 +65,9 @@ class McpServerApp:
     (and, on loopback, loopback origins); a request without ``Origin`` (not a browser's) is not
     checked. Served on a loopback address, the app answers only ``Host`` names that are loopback
     (``localhost``, ``127.0.0.1``, ``[::1]``) or in ``allowed_hosts`` (``name`` or
-    ``name:port``): the guard against DNS rebinding. ``max_body``: bytes (413 above
+    ``name:port``): the guard against DNS rebinding. ``www_authenticate``: the challenge sent
+    with every 401 (e.g. ``Bearer resource_metadata="https://.../.well-known/oauth-protected-
+    resource"``, which MCP clients follow to authorize). ``max_body``: bytes (413 above
     it). ``body_timeout_s``: how long a body may take to arrive (408). Sessions get ids from
     ``secrets.token_urlsafe`` unless ``session_ids`` is given. A tool's raise is logged here
     (logger ``bindloop.hosts.mcp_server``) unless ``on_tool_exception`` says otherwise; the
@@ -74,7 +76,7 @@ class McpServerApp:
 
     def __init__(self, tools: Sequence[Tool[Any, Any]] | McpServer, *, path: str = "/mcp",
                  authorize: Authorize | None = None, allowed_origins: Sequence[str] = (),
-                 allowed_hosts: Sequence[str] = (),
+                 allowed_hosts: Sequence[str] = (), www_authenticate: str | None = None,
                  name: str = "bindloop", version: str = "", instructions: str | None = None,
                  sessions: bool = True, session_ids: Callable[[], str] | None = None,
                  max_body: int = 1024 * 1024, body_timeout_s: float = 30.0,
@@ -94,6 +96,7 @@ class McpServerApp:
         self._authorize = authorize
         self._origins = frozenset(o.rstrip("/").lower() for o in allowed_origins)
         self._hosts = frozenset(h.lower() for h in allowed_hosts)
+        self._challenge = www_authenticate
         self._max_body = self.server.max_body
         self._body_timeout_s = body_timeout_s
 
@@ -178,10 +181,15 @@ class McpServerApp:
         try:
             identity = await self._authorize(request)
         except ChatRefused as exc:
-            raise _Refused(exc.status, -32000, str(exc)) from None
+            raise _Refused(exc.status, -32000, str(exc), self._challenged(exc.status)) from None
         if not isinstance(identity, str) or not identity:
-            raise _Refused(401, -32000, "not authorized")
+            raise _Refused(401, -32000, "not authorized", self._challenged(401))
         return identity
+
+    def _challenged(self, status: int) -> list[tuple[bytes, bytes]]:
+        if status != 401 or self._challenge is None:
+            return []
+        return [(b"www-authenticate", self._challenge.encode("latin-1"))]
 
     async def _body(self, scope: Scope, receive: Receive) -> bytes:
         for name, value in scope.get("headers", ()):
