@@ -6,10 +6,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from conftest import MCP_NODE_DIR
+MCP_NODE_DIR = Path(__file__).resolve().parent / "conformance"
 
 
 def test_the_conformance_suites_server_scenarios_pass() -> None:
