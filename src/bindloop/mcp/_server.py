@@ -20,6 +20,7 @@ import binascii
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
 from typing import Any, Final
 
 import anyio
@@ -61,7 +62,8 @@ STATELESS_VERSIONS: Final[tuple[str, ...]] = ("2026-07-28",)
 _VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 _CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
 _SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
-_NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_NAME_BEARING: Final[Mapping[str, str]] = MappingProxyType(
+    {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"})
 _B64_HEADER = re.compile(r"=\?base64\?(?P<payload>.*)\?=")
 
 _MAX_DEPTH = 64
