@@ -1,10 +1,14 @@
-// The real AI SDK client (npm `ai`, v6) against bindloop's protocol host: `node ai_sdk.mjs BASE_URL`.
-// Each scenario's final UI message (folded by the SDK's own readUIMessageStream) is compared with
-// the one an uninterrupted run gives; ids minted per response are normalised first.
+// The real AI SDK client (npm `ai`, 6 or 7) against bindloop's protocol host:
+// `node ai_sdk.mjs BASE_URL [MODULE_ROOT]` (MODULE_ROOT: clients/ for ai@6, the default, or
+// clients/v7 for ai@7 on Node 22; see sdk.mjs). Each scenario's final UI message (folded by the
+// SDK's own readUIMessageStream) is compared with the one an uninterrupted run gives; ids minted
+// per response are normalised first.
 import assert from 'node:assert/strict';
-import { DefaultChatTransport, readUIMessageStream } from 'ai';
+import { loadAi, moduleRoot } from './sdk.mjs';
 
 const base = process.argv[2];
+const { ai, version } = await loadAi(moduleRoot(process.argv[3]));
+const { DefaultChatTransport, readUIMessageStream } = ai;
 const transport = new DefaultChatTransport({ api: `${base}/api/chat` });
 const user = (id, text) => ({ id, role: 'user', parts: [{ type: 'text', text }] });
 
@@ -22,7 +26,7 @@ async function send(chatId, messages, abortSignal) {
                                   abortSignal });
 }
 
-const results = {};
+const results = { ai: version };
 
 // 1. an uninterrupted run: text, reasoning, a tool round, usage in the metadata.
 const prompt = [user('u1', 'count the words of this sentence please')];

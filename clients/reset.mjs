@@ -1,11 +1,14 @@
 // What each real client ends with when a failed attempt's text is retracted (bindloop's turn text
-// stream reset, e.g. a fallback to a second provider): `node reset.mjs BASE_URL`, against a host
-// whose run streams "Partial", a reset, then "Full answer.".
+// stream reset, e.g. a fallback to a second provider): `node reset.mjs BASE_URL [MODULE_ROOT]`
+// (the AI SDK major from MODULE_ROOT, see sdk.mjs), against a host whose run streams "Partial", a
+// reset, then "Full answer.".
 import assert from 'node:assert/strict';
-import { DefaultChatTransport, readUIMessageStream } from 'ai';
 import { HttpAgent } from '@ag-ui/client';
+import { loadAi, moduleRoot } from './sdk.mjs';
 
 const base = process.argv[2];
+const { ai, version } = await loadAi(moduleRoot(process.argv[3]));
+const { DefaultChatTransport, readUIMessageStream } = ai;
 process.env.SUPPRESS_TRANSFORMATION_WARNINGS = 'true';
 
 // The AI SDK has no retraction: the message keeps both texts, with a data-bindloop-reset part
@@ -40,4 +43,4 @@ const agent = new HttpAgent({ url: `${base}/ag-ui`, threadId: 'reset',
 await agent.runAgent({ runId: 'run-reset' });
 assert.deepEqual(agent.messages.map((m) => [m.role, m.content]),
                  [['user', 'hi'], ['assistant', 'Full answer.']]);
-console.log(JSON.stringify({ ai: message.parts.map((p) => p.type), agUi: agent.messages }));
+console.log(JSON.stringify({ version, ai: message.parts.map((p) => p.type), agUi: agent.messages }));

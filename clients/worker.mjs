@@ -1,10 +1,12 @@
 // The real clients against the Worker template's POST /api/chat and POST /ag-ui in workerd:
-// `node worker.mjs BASE_URL`. The provider behind it is scripted: "count ..." makes one
-// word_count round, "ask ..." calls ask_user (a question the client answers), anything else is
-// echoed as "You said: ...".
+// `node worker.mjs BASE_URL [MODULE_ROOT]` (the AI SDK major from MODULE_ROOT, see sdk.mjs). The
+// provider behind it is scripted: "count ..." makes one word_count round, "ask ..." calls ask_user
+// (a question the client answers), anything else is echoed as "You said: ...".
 import assert from 'node:assert/strict';
-import { DefaultChatTransport, readUIMessageStream } from 'ai';
 import { HttpAgent, runHttpRequest, transformHttpEventStream } from '@ag-ui/client';
+import { loadAi, moduleRoot } from './sdk.mjs';
+
+const { DefaultChatTransport, readUIMessageStream } = (await loadAi(moduleRoot(process.argv[3]))).ai;
 
 const base = process.argv[2];
 process.env.SUPPRESS_TRANSFORMATION_WARNINGS = 'true';

@@ -1,10 +1,14 @@
-"""The real frontend clients from npm, on Node, against the ASGI host under uvicorn: npm ``ai`` (v6)
+"""The real frontend clients from npm, on Node, against the ASGI host under uvicorn: npm ``ai``
 ``DefaultChatTransport`` + ``readUIMessageStream``, npm ``@ag-ui/client``'s ``HttpAgent`` with
-its event verifier, and ``@ai-sdk/react``'s ``useChat`` on a page in headless Chromium. ``make test-clients`` installs them (clients/package-lock.json) and runs this
-file; without the install the tests skip, unless ``BINDLOOP_REQUIRE_CLIENTS=1``."""
+its event verifier, and ``@ai-sdk/react``'s ``useChat`` on a page in headless Chromium. The AI SDK
+tests run once per major: ``ai@6`` on the system Node (clients/package-lock.json) and ``ai@7`` with
+its ``@ai-sdk/react`` on Node 22 from npm ``node@22`` (clients/v7/package-lock.json) -- the same
+scripts, given the module root of the major. ``make test-clients`` installs both and runs this
+file; without the installs the tests skip, unless ``BINDLOOP_REQUIRE_CLIENTS=1``."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -21,23 +25,48 @@ from bindloop.contracts import AssistantMessage, Message, UserMessage
 from bindloop.hosts.ui_demo import DemoModel, build_demo_app
 
 CLIENTS = Path(__file__).resolve().parents[2] / "clients"
+MAJORS = (6, 7)
+"""The AI SDK majors tested: each one's module root holds its ``ai`` and ``@ai-sdk/react``."""
 
 
-def _node_ready() -> None:
+def module_root(major: int) -> Path:
+    return CLIENTS if major == 6 else CLIENTS / f"v{major}"
+
+
+def node_for(major: int) -> str | None:
+    """The Node that runs a major's scripts: ai@7 needs Node 22 (npm ``node@22`` in its root)."""
+    if major == 6:
+        return shutil.which("node")
+    node = module_root(major) / "node_modules" / "node" / "bin" / "node"
+    return str(node) if node.is_file() else None
+
+
+def _node_ready(major: int = 6) -> None:
     installed = all((CLIENTS / "node_modules" / name).is_dir()
                     for name in ("ai", "@ag-ui/client", "@ai-sdk/react", "esbuild",
                                  "playwright-core"))
-    if shutil.which("node") is None or not installed:
+    installed = installed and all((module_root(major) / "node_modules" / name).is_dir()
+                                  for name in ("ai", "@ai-sdk/react", "react", "react-dom"))
+    if shutil.which("node") is None or node_for(major) is None or not installed:
         if os.environ.get("BINDLOOP_REQUIRE_CLIENTS") == "1":
             pytest.fail("the npm clients are not installed: run `make test-clients`")
         pytest.skip("npm clients not installed (make test-clients)")
 
 
-def _run(script: str, base: str) -> str:
-    proc = subprocess.run(["node", str(CLIENTS / script), base], capture_output=True, text=True,
-                          timeout=120, cwd=CLIENTS)
-    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout}\n{proc.stderr}"
+def _run(script: str, base: str, *args: str, major: int = 6) -> str:
+    """``script`` on the major's Node with its module root as the last argument."""
+    node = node_for(major)
+    assert node is not None
+    proc = subprocess.run([node, str(CLIENTS / script), base, *args, str(module_root(major))],
+                          capture_output=True, text=True, timeout=180, cwd=CLIENTS)
+    assert proc.returncode == 0, f"{script} (ai@{major}) failed:\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
+
+
+def _ran_major(out: str, key: str = "ai") -> int:
+    """The major of ``ai`` a script reports it ran (its last line is a JSON object)."""
+    version = json.loads(out.strip().splitlines()[-1])[key]
+    return int(version.split(".")[0])
 
 
 class RecordingModel(DemoModel):
@@ -52,18 +81,24 @@ class RecordingModel(DemoModel):
 
 
 @pytest.mark.parametrize("store", ["memory", "sqlite"])
-@pytest.mark.parametrize("script", ["ai_sdk.mjs", "ag_ui.mjs"])
-def test_the_real_client(served: Any, tmp_path: Path, script: str, store: str) -> None:
+@pytest.mark.parametrize(("script", "major"),
+                         [("ai_sdk.mjs", 6), ("ai_sdk.mjs", 7), ("ag_ui.mjs", 6)],
+                         ids=["ai_sdk-6", "ai_sdk-7", "ag_ui"])
+def test_the_real_client(served: Any, tmp_path: Path, script: str, major: int,
+                         store: str) -> None:
     """Each client's scenarios (clients/<script>): a whole run, a cut connection resumed, an
-    approval granted and one denied (AI SDK) or resumed as an interrupt (AG-UI), a client-side
-    tool (AG-UI), stop -- with the run logs in memory and in SQLite."""
-    _node_ready()
+    approval granted and one denied (AI SDK, each major) or resumed as an interrupt (AG-UI), a
+    client-side tool (AG-UI), stop -- with the run logs in memory and in SQLite."""
+    _node_ready(major)
     deleted: list[str] = []
     logs = SqliteRunLogs(tmp_path / "runs.db") if store == "sqlite" else None
     model = RecordingModel()
     app = build_demo_app(delay_s=0.02, logs=logs, deleted=deleted, model=model)
     with served(app) as base:
-        _run(script, base)
+        if script == "ag_ui.mjs":
+            _run(script, base)
+        else:
+            assert _ran_major(_run(script, base, major=major)) == major
     # The approved deletion ran exactly once; the denied one never.
     assert deleted == ["groceries"]
     # What the client sent back decodes into the transcript the model saw (byte-stable prompts,
@@ -75,8 +110,9 @@ def test_the_real_client(served: Any, tmp_path: Path, script: str, store: str) -
     assert follow[3] == AssistantMessage(content="The tool answered: 6.")
 
 
-def test_a_retracted_attempt_as_each_client_ends_with_it(served: Any) -> None:
-    _node_ready()
+@pytest.mark.parametrize("major", MAJORS)
+def test_a_retracted_attempt_as_each_client_ends_with_it(served: Any, major: int) -> None:
+    _node_ready(major)
 
     async def runner(chat: ChatInput, emit: Emit) -> Any:
         emit(0, TurnTextEvent(turn_id="t", epoch=0, seq=0, text="Partial"))
@@ -86,14 +122,17 @@ def test_a_retracted_attempt_as_each_client_ends_with_it(served: Any) -> None:
         return "Full answer."
 
     with served(ChatApp(runner)) as base:
-        _run("reset.mjs", base)
+        assert _ran_major(_run("reset.mjs", base, major=major), "version") == major
 
 
-def test_use_chat_in_headless_chromium_with_an_approval_clicked_through(served: Any) -> None:
-    """@ai-sdk/react's useChat on a page bundled offline by esbuild (clients/use_chat/app.jsx), in
-    headless Debian Chromium driven by playwright-core: a tool round streams in, then an approval
-    is clicked and the same assistant message goes on to the answer; the deletion runs once."""
-    _node_ready()
+@pytest.mark.parametrize("major", MAJORS)
+def test_use_chat_in_headless_chromium_with_an_approval_clicked_through(served: Any,
+                                                                        major: int) -> None:
+    """@ai-sdk/react's useChat (the major matching each ``ai``) on a page bundled offline by
+    esbuild (clients/use_chat/app.jsx), in headless Debian Chromium driven by playwright-core: a
+    tool round streams in, then an approval is clicked and the same assistant message goes on to
+    the answer; the deletion runs once."""
+    _node_ready(major)
     chromium = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
     if not Path(chromium).is_file():
         if os.environ.get("BINDLOOP_REQUIRE_CLIENTS") == "1":
@@ -101,5 +140,7 @@ def test_use_chat_in_headless_chromium_with_an_approval_clicked_through(served: 
         pytest.skip("no Chromium")
     deleted: list[str] = []
     with served(build_demo_app(delay_s=0.01, deleted=deleted)) as base:
-        _run("use_chat.mjs", base)
+        out = _run("use_chat.mjs", base, "demo", major=major)
     assert deleted == ["groceries"]
+    assert _ran_major(out) == major
+    assert _ran_major(out, "react") == {6: 3, 7: 4}[major]  # @ai-sdk/react's own major
