@@ -21,7 +21,7 @@ import pytest
 from bindloop.textstream import TurnResetEvent, TurnTextEvent
 from bindloop.hosts.asgi import ChatApp, ChatInput, Emit
 from bindloop.hosts.asgi_log import SqliteRunLogs
-from bindloop.contracts import AssistantMessage, Message, UserMessage
+from bindloop.contracts import AssistantMessage, Message, ToolMessage, UserMessage
 from bindloop.hosts.ui_demo import DemoModel, build_demo_app
 
 CLIENTS = Path(__file__).resolve().parents[2] / "clients"
@@ -108,6 +108,18 @@ def test_the_real_client(served: Any, tmp_path: Path, script: str, major: int,
     first = next(p for p in model.prompts if len(p) == 3 and p[0] == follow[0])
     assert follow[:3] == first
     assert follow[3] == AssistantMessage(content="The tool answered: 6.")
+    if script == "ag_ui.mjs":
+        return
+    # A call whose arguments were not JSON goes back with them (AI SDK 7: the part's input, 6:
+    # its rawInput), and the model reads the failure again.
+    garbled = next(p for p in model.prompts if isinstance(p[-1], UserMessage)
+                   and p[-1].content == "and now?")
+    asked = next(p for p in model.prompts if len(p) == 3 and p[0] == garbled[0])
+    assert isinstance(garbled[1], AssistantMessage) and isinstance(asked[1], AssistantMessage)
+    sent, back = asked[1].tool_calls[0], garbled[1].tool_calls[0]
+    assert sent.arguments == '{"text": "two words'
+    assert back == sent
+    assert isinstance(garbled[2], ToolMessage) and garbled[2].is_error
 
 
 @pytest.mark.parametrize("major", MAJORS)

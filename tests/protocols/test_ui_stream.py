@@ -170,12 +170,14 @@ def test_a_tool_output_reported_before_its_call_is_held_until_input_available() 
 
 
 def test_outcomes_map_to_their_chunks() -> None:
-    enc = UIStreamEncoder("m", known_calls=["a", "b", "c", "d", "e"])
+    enc = UIStreamEncoder("m", known_calls=["a", "b", "b2", "c", "d", "e"])
     enc.start()
     got = _wire([
         *enc.feed(ToolOutputEvent(tool_call_id="a", outcome=ToolError(error="boom"))),
         *enc.feed(ToolOutputEvent(tool_call_id="b", outcome=ToolSuspend(mode="waiting_for_reply"),
                                   approval_id="ap-b")),
+        *enc.feed(ToolOutputEvent(tool_call_id="b2", approval_id="ap-b2", outcome=ToolSuspend(
+            mode="waiting_for_reply", detail="approve delete_note?"))),
         *enc.feed(ToolOutputEvent(tool_call_id="c", outcome=ToolSuspend(
             mode="waiting_for_reply", detail="Which city?"))),
         *enc.feed(ToolOutputEvent(tool_call_id="d", outcome=ToolSuspend(mode="resuming_later"))),
@@ -185,6 +187,9 @@ def test_outcomes_map_to_their_chunks() -> None:
     assert got == [
         {"type": "tool-output-error", "toolCallId": "a", "errorText": "boom"},
         {"type": "tool-approval-request", "approvalId": "ap-b", "toolCallId": "b"},
+        # the suspend's detail is the request's reason (AI SDK 7: approval.requestReason)
+        {"type": "tool-approval-request", "approvalId": "ap-b2", "toolCallId": "b2",
+         "reason": "approve delete_note?"},
         {"type": "data-bindloop-suspend", "id": "c",
          "data": {"toolCallId": "c", "mode": "waiting_for_reply", "detail": "Which city?"}},
         {"type": "tool-output-denied", "toolCallId": "e"},

@@ -123,8 +123,12 @@ class UIToolOutputDenied(_Chunk, frozen=True, tag="tool-output-denied"):
 
 
 class UIToolApprovalRequest(_Chunk, frozen=True, tag="tool-approval-request"):
+    """``reason`` is why the call waits for the user: AI SDK 7 shows it as the part's
+    ``approval.requestReason``; AI SDK 6 reads the chunk loosely and ignores it."""
+
     approval_id: str
     tool_call_id: str
+    reason: str | None = None
 
 
 class UIMessageMetadata(_Chunk, frozen=True, tag="message-metadata"):

@@ -210,7 +210,8 @@ class UIStreamEncoder(RunEncoder[UIChunk]):
             out.append(UIToolOutputError(tool_call_id=event.tool_call_id, error_text=outcome.error))
         elif event.approval_id is not None:
             out.append(UIToolApprovalRequest(approval_id=event.approval_id,
-                                             tool_call_id=event.tool_call_id))
+                                             tool_call_id=event.tool_call_id,
+                                             reason=outcome.detail))
         elif outcome.mode == "waiting_for_reply":
             # The call stays at input-available: the AI SDK's "the client answers this call"
             # state (addToolResult); the question rides beside it. (resuming_later -- a tool the
