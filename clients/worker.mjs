@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { HttpAgent, runHttpRequest, transformHttpEventStream } from '@ag-ui/client';
 import { loadAi, moduleRoot } from './sdk.mjs';
 
-const { DefaultChatTransport, readUIMessageStream } = (await loadAi(moduleRoot(process.argv[3]))).ai;
+const { ai: { DefaultChatTransport, readUIMessageStream }, version } =
+  await loadAi(moduleRoot(process.argv[3]));
 
 const base = process.argv[2];
 process.env.SUPPRESS_TRANSFORMATION_WARNINGS = 'true';
@@ -112,4 +113,4 @@ const whole = await last(await send('w5', slow));
   assert.deepEqual(again.messages.map((m) => m.role), ['user', 'assistant', 'tool', 'assistant']);
 }
 
-console.log(JSON.stringify({ ai: counted, agUi: agent.messages }));
+console.log(JSON.stringify({ version, ai: counted, agUi: agent.messages }));

@@ -12,7 +12,8 @@ import readline from 'node:readline';
 import { HttpAgent, runHttpRequest, transformHttpEventStream } from '@ag-ui/client';
 import { loadAi, moduleRoot } from './sdk.mjs';
 
-const { DefaultChatTransport, readUIMessageStream } = (await loadAi(moduleRoot(process.argv[3]))).ai;
+const { ai: { DefaultChatTransport, readUIMessageStream }, version } =
+  await loadAi(moduleRoot(process.argv[3]));
 
 process.env.SUPPRESS_TRANSFORMATION_WARNINGS = 'true';
 const SAID = 'hold count these four words';
@@ -101,4 +102,4 @@ const reference = new HttpAgent({ url: `${again}/ag-ui`, threadId: 'k2-whole',
 await reference.runAgent({ runId: 'run-k2-whole' });
 assert.deepEqual(agUi(reconnecting.messages), agUi(reference.messages));
 assert.deepEqual(reference.messages.map((m) => m.role), ['user', 'assistant', 'tool', 'assistant']);
-console.log(JSON.stringify({ ai: aiMessage, agUi: reconnecting.messages }));
+console.log(JSON.stringify({ version, ai: aiMessage, agUi: reconnecting.messages }));

@@ -8,9 +8,7 @@ file; without the installs the tests skip, unless ``BINDLOOP_REQUIRE_CLIENTS=1``
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -23,31 +21,11 @@ from bindloop.hosts.asgi import ChatApp, ChatInput, Emit
 from bindloop.hosts.asgi_log import SqliteRunLogs
 from bindloop.contracts import AssistantMessage, Message, ToolMessage, UserMessage
 from bindloop.hosts.ui_demo import DemoModel, build_demo_app
-
-CLIENTS = Path(__file__).resolve().parents[2] / "clients"
-MAJORS = (6, 7)
-"""The AI SDK majors tested: each one's module root holds its ``ai`` and ``@ai-sdk/react``."""
-
-
-def module_root(major: int) -> Path:
-    return CLIENTS if major == 6 else CLIENTS / f"v{major}"
-
-
-def node_for(major: int) -> str | None:
-    """The Node that runs a major's scripts: ai@7 needs Node 22 (npm ``node@22`` in its root)."""
-    if major == 6:
-        return shutil.which("node")
-    node = module_root(major) / "node_modules" / "node" / "bin" / "node"
-    return str(node) if node.is_file() else None
+from ai_sdk_majors import CLIENTS, MAJORS, installed, module_root, node_for, ran_major
 
 
 def _node_ready(major: int = 6) -> None:
-    installed = all((CLIENTS / "node_modules" / name).is_dir()
-                    for name in ("ai", "@ag-ui/client", "@ai-sdk/react", "esbuild",
-                                 "playwright-core"))
-    installed = installed and all((module_root(major) / "node_modules" / name).is_dir()
-                                  for name in ("ai", "@ai-sdk/react", "react", "react-dom"))
-    if shutil.which("node") is None or node_for(major) is None or not installed:
+    if not installed(major):
         if os.environ.get("BINDLOOP_REQUIRE_CLIENTS") == "1":
             pytest.fail("the npm clients are not installed: run `make test-clients`")
         pytest.skip("npm clients not installed (make test-clients)")
@@ -61,12 +39,6 @@ def _run(script: str, base: str, *args: str, major: int = 6) -> str:
                           capture_output=True, text=True, timeout=180, cwd=CLIENTS)
     assert proc.returncode == 0, f"{script} (ai@{major}) failed:\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
-
-
-def _ran_major(out: str, key: str = "ai") -> int:
-    """The major of ``ai`` a script reports it ran (its last line is a JSON object)."""
-    version = json.loads(out.strip().splitlines()[-1])[key]
-    return int(version.split(".")[0])
 
 
 class RecordingModel(DemoModel):
@@ -98,7 +70,7 @@ def test_the_real_client(served: Any, tmp_path: Path, script: str, major: int,
         if script == "ag_ui.mjs":
             _run(script, base)
         else:
-            assert _ran_major(_run(script, base, major=major)) == major
+            assert ran_major(_run(script, base, major=major)) == major
     # The approved deletion ran exactly once; the denied one never.
     assert deleted == ["groceries"]
     # What the client sent back decodes into the transcript the model saw (byte-stable prompts,
@@ -134,7 +106,7 @@ def test_a_retracted_attempt_as_each_client_ends_with_it(served: Any, major: int
         return "Full answer."
 
     with served(ChatApp(runner)) as base:
-        assert _ran_major(_run("reset.mjs", base, major=major), "version") == major
+        assert ran_major(_run("reset.mjs", base, major=major), "version") == major
 
 
 @pytest.mark.parametrize("major", MAJORS)
@@ -154,5 +126,5 @@ def test_use_chat_in_headless_chromium_with_an_approval_clicked_through(served: 
     with served(build_demo_app(delay_s=0.01, deleted=deleted)) as base:
         out = _run("use_chat.mjs", base, "demo", major=major)
     assert deleted == ["groceries"]
-    assert _ran_major(out) == major
-    assert _ran_major(out, "react") == {6: 3, 7: 4}[major]  # @ai-sdk/react's own major
+    assert ran_major(out) == major
+    assert ran_major(out, "react") == {6: 3, 7: 4}[major]  # @ai-sdk/react's own major
