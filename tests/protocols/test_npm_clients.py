@@ -8,6 +8,7 @@ file; without the installs the tests skip, unless ``BINDLOOP_REQUIRE_CLIENTS=1``
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -94,8 +95,30 @@ def test_the_real_client(served: Any, tmp_path: Path, script: str, major: int,
     assert isinstance(garbled[2], ToolMessage) and garbled[2].is_error
 
 
-@pytest.mark.parametrize("major", MAJORS)
-def test_a_retracted_attempt_as_each_client_ends_with_it(served: Any, major: int) -> None:
+def test_both_majors_fold_the_stream_into_the_same_messages(served: Any) -> None:
+    """ai@6 and ai@7 read the same responses (clients/ai_sdk.mjs, one host) into the same UI
+    messages, but for what 7 adds: the approval's requestReason, and a failed call's raw
+    arguments as input where 6 has rawInput."""
+    for major in MAJORS:
+        _node_ready(major)
+    with served(build_demo_app(delay_s=0.01)) as base:
+        got = {major: json.loads(_run("ai_sdk.mjs", base, major=major).splitlines()[-1])
+               for major in MAJORS}
+    six, seven = got[6], got[7]
+    assert (six.pop("ai")[0], seven.pop("ai")[0]) == ("6", "7")
+    approval = seven["approved"]["parts"][1]["approval"]
+    assert approval.pop("requestReason") == "approve delete_note?"
+    failed = seven["garbled"]["parts"][1]
+    failed["rawInput"] = failed.pop("input")
+    assert seven == six
+
+
+@pytest.mark.parametrize(("major", "ai_sdk"), [(6, 6), (7, 6), (7, 7), (6, 7)])
+def test_a_retracted_attempt_as_each_client_ends_with_it(served: Any, major: int,
+                                                         ai_sdk: int) -> None:
+    """A retracted attempt (clients/reset.mjs): announced as a data part (``ChatApp()``), which
+    each major keeps and a renderer hides; or as AI SDK 7's reset-step (``ChatApp(ai_sdk=7)``),
+    after which ai@7 holds only the retry -- and which ai@6 refuses."""
     _node_ready(major)
 
     async def runner(chat: ChatInput, emit: Emit) -> Any:
@@ -105,8 +128,13 @@ def test_a_retracted_attempt_as_each_client_ends_with_it(served: Any, major: int
         emit(0, TurnTextEvent(turn_id="t", epoch=1, seq=2, text="Full answer."))
         return "Full answer."
 
-    with served(ChatApp(runner)) as base:
-        assert ran_major(_run("reset.mjs", base, major=major), "version") == major
+    mode = "step" if ai_sdk >= 7 else "data"
+    with served(ChatApp(runner, ai_sdk=ai_sdk)) as base:
+        if major < ai_sdk:
+            with pytest.raises(AssertionError, match="reset-step"):
+                _run("reset.mjs", base, mode, major=major)
+            return
+        assert ran_major(_run("reset.mjs", base, mode, major=major), "version") == major
 
 
 @pytest.mark.parametrize("major", MAJORS)

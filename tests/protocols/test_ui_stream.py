@@ -217,6 +217,32 @@ def test_a_reset_ends_the_attempts_text_and_names_it_retracted() -> None:
         {"type": "text-start", "id": order[1]})
 
 
+def test_for_ai_sdk_7_a_reset_is_its_reset_step_inside_the_step() -> None:
+    enc = UIStreamEncoder("m", ai_sdk=7)
+    chunks = enc.start()
+    chunks += enc.feed(TurnTextEvent(turn_id="t", epoch=0, seq=0, text="Partial"), turn_index=0)
+    chunks += enc.feed(TurnResetEvent(turn_id="t", epoch=1, seq=1, reason="fallback"),
+                       turn_index=0)
+    chunks += enc.feed(TurnTextEvent(turn_id="t", epoch=1, seq=2, text="Full answer."),
+                       turn_index=0)
+    chunks += enc.finish()
+    wire = _wire(chunks)
+    assert [c["type"] for c in wire] == [
+        "start", "start-step", "text-start", "text-delta", "text-end", "reset-step",
+        "text-start", "text-delta", "text-end", "finish-step", "finish"]
+    assert {c["type"] for c in wire} - {"start", "finish"} <= set(ui_chunk_types(7))
+    assert "reset-step" not in ui_chunk_types(6)
+    # A reset before anything of this response opens its step first: 7 removes the parts after
+    # the last step-start, which would otherwise be a continued message's earlier step.
+    enc = UIStreamEncoder("m", ai_sdk=7)
+    enc.start()
+    early = _wire(enc.feed(TurnResetEvent(turn_id="t", epoch=1, seq=0, reason="fallback"),
+                           turn_index=0))
+    assert [c["type"] for c in early] == ["start-step", "reset-step"]
+    with pytest.raises(ProtocolError):
+        UIStreamEncoder("m", ai_sdk=8)
+
+
 def test_usage_folds_per_turn_and_sums_over_turns() -> None:
     enc = UIStreamEncoder("m")
     enc.start()
