@@ -150,8 +150,7 @@ class UIData(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 UIChunk: TypeAlias = (
     UIStart | UIStartStep | UIFinishStep | UIResetStep | UIFinish | UIAbort | UIError | UITextStart
-    | UITextDelta
-    | UITextEnd | UIReasoningStart | UIReasoningDelta | UIReasoningEnd | UIToolInputStart
+    | UITextDelta | UITextEnd | UIReasoningStart | UIReasoningDelta | UIReasoningEnd | UIToolInputStart
     | UIToolInputDelta | UIToolInputAvailable | UIToolInputError | UIToolOutputAvailable
     | UIToolOutputError | UIToolOutputDenied | UIToolApprovalRequest | UIMessageMetadata | UIData
 )
