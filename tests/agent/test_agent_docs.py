@@ -86,6 +86,8 @@ def _nested(tp: object, into: dict[str, type]) -> None:
     import msgspec
 
     if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
+        if tp.__name__ == "LoopCheckpoint":  # the session's document, described in its own docs
+            return
         if tp.__name__ not in into:
             into[tp.__name__] = tp
             for _, inner in _fields(tp):
@@ -102,14 +104,14 @@ def render_event_table() -> str:
 
     import msgspec
 
-    from bindloop.agent import AgentEvent
+    from bindloop.agent import RunEvent
 
     def fields(cls: type) -> str:
         return ", ".join(f"`{name}`: {_type_name(tp)}" for name, tp in _fields(cls)) or "—"
 
     rows = ["| `type` | class | from | fields |", "|---|---|---|---|"]
     nested: dict[str, type] = {}
-    for cls in typing.get_args(AgentEvent):
+    for cls in typing.get_args(RunEvent):
         info = msgspec.inspect.type_info(cls)
         assert isinstance(info, msgspec.inspect.StructType)
         source = "agent" if cls.__module__.startswith("bindloop.agent") else "model stream"

@@ -389,6 +389,8 @@ def test_a_replayed_turn_is_served_whole_to_its_watchers() -> None:
         AgentStreamEvent,
         StructuredDataEvent,
         ToolCallDoneEvent,
+        ToolFinishedEvent,
+        ToolStartedEvent,
         TurnDoneEvent,
         TurnStartEvent,
         prompt_agent,
@@ -426,7 +428,11 @@ def test_a_replayed_turn_is_served_whole_to_its_watchers() -> None:
     assert again == value == Point(3, 4)
     kinds = [(e.turn_index, type(e.event)) for e in seen]
     assert kinds == [(0, TurnStartEvent), (0, ToolCallDoneEvent), (0, TurnDoneEvent),
+                     (0, ToolStartedEvent), (0, ToolFinishedEvent),
                      (1, TurnStartEvent), (1, StructuredDataEvent), (1, TurnDoneEvent)]
+    # The journaled call is served, not run: started and finished as live, with its outcome.
+    assert [e for e in seen if isinstance(e.event, ToolFinishedEvent)] == \
+        [e for e in live if isinstance(e.event, ToolFinishedEvent)]
     # The answer's final view is the live run's final view.
     final = [e for e in live if isinstance(e.event, StructuredDataEvent)][-1]
-    assert seen[4] == final
+    assert seen[6] == final

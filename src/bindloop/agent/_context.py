@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ._middleware import ToolCallLoopMiddleware, ToolMiddleware
     from ._model import AgentModel
     from ._snapshot import ReplayCursor
-    from ._stream import ConsumerTask, StreamConsumer
+    from ._stream import ConsumerTask, StreamConsumer, Watcher
     from ._trace import Tracer
     from ._turns import ToolChoicePolicy
     from ._tools import AgentTool
@@ -44,7 +44,7 @@ class RunState:
 
     __slots__ = ("background", "background_errors", "enable_snapshot", "model", "providers",
                  "on_tool_error", "registry", "replay", "root", "session_id", "signal", "trace_id",
-                 "tracer")
+                 "tracer", "watch")
 
     def __init__(self, *, providers: dict[str, Any], model: AgentModel | None,
                  registry: dict[str, AgentModel], enable_snapshot: bool,
@@ -68,6 +68,8 @@ class RunState:
         # fire-and-forget ones raised (re-raised once the root is done).
         self.background: ConsumerHost | None = None
         self.background_errors: list[BaseException] = []
+        # stream_text's observer of the top-level agent's prompts (None: nobody streams the text).
+        self.watch: Watcher | None = None
 
 
 class Generation:

@@ -14,7 +14,7 @@ loop's ports (:func:`drive`, which ``resume_chat`` runs too).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 import msgspec
@@ -49,13 +49,15 @@ from ._context import Frame, Generation, current_frame
 from ._middleware import ToolCallLoopContext
 from ._observe import reporter
 from ._reask import Reasks
+from ._run_events import RunEvents
 from ._saves import Position, SaveFn, refuse_saves
 from ..schema import OutputSpec, output_spec
-from ._stream import StreamHub, with_consumers
+from ..session import DecidedCall
+from ._stream import StreamHub, Watcher, with_consumers
 from ._turns import ToolChoiceArg, TurnPort, choice_policy, model_surface, resolve_model
 
 __all__ = ("ChatResult", "begin", "begin_chat", "budgets", "drive", "prompt_agent",
-           "prompt_chat")
+           "prompt_chat", "run_watcher")
 
 T = TypeVar("T")
 
@@ -171,11 +173,14 @@ async def drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Pos
                 start_len: int, resuming: bool = False,
                 resume_calls: tuple[ToolCall, ...] = (),
                 answers: Mapping[str, ToolOutcome | None] | None = None,
-                secret: bytes | str | None = None) -> tuple[Any, ChatResult | None]:
+                secret: bytes | str | None = None,
+                decided: Sequence[DecidedCall] = (),
+                commit: LoopCheckpoint | None = None) -> tuple[Any, ChatResult | None]:
     """The prompt's one tool loop from ``pos``, and what its stop reason means to the caller.
 
     ``resume_calls`` (decided approval suspends) begin the run as its first batch, through the
-    same batch port as every other call; ``answers`` are the gate's for them (``None``: run)."""
+    same batch port as every other call; ``answers`` are the gate's for them (``None``: run);
+    ``decided`` are the decisions committed (as ``commit``) before, reported first to a hub."""
     model = resolve_model(frame)
     options, tool_mode = model_surface(frame, gen, model, spec, additional_options)
     output = spec.name if tool_mode and spec is not None else None
@@ -202,8 +207,16 @@ async def drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Pos
                      gate=gate)
     serial = frozenset(gen.serial)
     run, hook = frame.run, frame.run.on_tool_error
+    run_tool_call = tools.run_tool_call
+    events = None
+    if hub is not None:  # watched: the tool, approval and checkpoint events (_run_events)
+        events = RunEvents(hub, lambda: turns.turns - 1, output=output, fatal=_fatal)
+        run_tool_call = events.tool_port(run_tool_call)
+        if saver is not None:
+            saver = events.saver(saver)
+        events.decided(decided, commit)
     params = ToolLoopParams(
-        call_model=turns.call_model, run_tool_call=tools.run_tool_call, state=pos.state,
+        call_model=turns.call_model, run_tool_call=run_tool_call, state=pos.state,
         max_iterations=max(pos.total_end - pos.iterations, 0), signal=frame.signal,
         is_fatal_tool_error=_fatal, resume_calls=resume_calls,
         runs_serially=(lambda call: call.name in serial) if serial else None,
@@ -238,6 +251,9 @@ async def drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Pos
     if reason in ("waiting_for_reply", "resuming_later"):
         note_suspended(pos, gate, secret)
         checkpoint = pos.checkpoint(reason)
+        approvals = pending_approvals(checkpoint, secret=secret)
+        if events is not None:
+            events.requested(approvals)
         if saver is not None:  # the suspend is the chat's last save
             await resolve(saver(checkpoint))
         if not chat:
@@ -247,8 +263,15 @@ async def drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Pos
                 checkpoint)
         return None, ChatResult(data="", delta=pos.state.messages[start_len:],
                                 stop_reason=reason, stats=stats, checkpoint=checkpoint,
-                                approvals=pending_approvals(checkpoint, secret=secret))
+                                approvals=approvals)
     raise RunCancelledError(f"agent {frame.agent_id!r}: the prompt was aborted ({reason})")
+
+
+def run_watcher(frame: Frame) -> Watcher | None:
+    """The run's :func:`~bindloop.agent.stream_text` observer, for a prompt of the run's
+    top-level agent (a sub-agent's events are its caller's business)."""
+    run = frame.run
+    return run.watch if frame.parent is run.root else None
 
 
 def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
@@ -280,7 +303,7 @@ def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
         text.finish("succeeded" if ok else "failed")
 
     return with_consumers(frame.run, gen.streams, body, None if text is None else finish,
-                          gen.consumers)
+                          gen.consumers, run_watcher(frame))
 
 
 @overload
