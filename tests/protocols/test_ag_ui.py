@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 from hypothesis import given, settings
 
-from bindloop.agent import ToolCallDoneEvent
+from bindloop.agent import ApprovalRequestedEvent, ToolCallDoneEvent, ToolFinishedEvent
 from bindloop.completion import TextEvent, ToolCallChunk, ToolCallEvent, UsageEvent
 from bindloop.textstream import TurnResetEvent, TurnTextEvent
 from bindloop.contracts import ToolCall, ToolResult, ToolSuspend, TurnUsage
@@ -16,7 +16,6 @@ from bindloop.protocols import (
     AgUiEncoder,
     StateDeltaEvent,
     StateSnapshotEvent,
-    ToolOutputEvent,
     encode_ag_ui_event,
 )
 from protocol_helpers import agent_kind, feed_all, run_events
@@ -87,7 +86,8 @@ def _tool_turn(enc: AgUiEncoder) -> list[Any]:
 def test_a_turn_is_one_assistant_message_with_its_calls_and_results() -> None:
     enc = AgUiEncoder(thread_id="t", run_id="r")
     out = [*enc.start(), *_tool_turn(enc),
-           *enc.feed(ToolOutputEvent(tool_call_id="c1", outcome=ToolResult(content="2"))),
+           *enc.feed(ToolFinishedEvent(call=ToolCall(id="c1", name="wc", arguments='{"a":1}'),
+                                       outcome=ToolResult(content="2"))),
            *enc.feed(TextEvent(content="Two."), turn_index=1), *enc.finish("Two.")]
     wire = _wire(out)
     check_sequence(wire)
@@ -106,16 +106,17 @@ def test_suspends_become_interrupts_and_frontend_calls_pending() -> None:
     enc = AgUiEncoder(thread_id="t", run_id="r")
     enc.start()
     _tool_turn(enc)
-    enc.feed(ToolOutputEvent(tool_call_id="c1", outcome=ToolSuspend(mode="waiting_for_reply"),
-                             approval_id="approval-c1"))
+    enc.feed(ApprovalRequestedEvent(call_id="c1", tool="wc", arguments='{"a":1}'))
     finished = _wire(enc.finish())[-1]
     assert finished["outcome"] == {"type": "interrupt", "interrupts": [
-        {"id": "approval-c1", "reason": "approval", "toolCallId": "c1"}]}
+        {"id": "approval-c1", "reason": "approval", "message": "approve wc?",
+         "toolCallId": "c1"}]}
 
     enc = AgUiEncoder(thread_id="t", run_id="r")
     enc.start()
     _tool_turn(enc)
-    enc.feed(ToolOutputEvent(tool_call_id="c1", outcome=ToolSuspend(mode="resuming_later")))
+    enc.feed(ToolFinishedEvent(call=ToolCall(id="c1", name="wc", arguments='{"a":1}'),
+                               outcome=ToolSuspend(mode="resuming_later")))
     assert _wire(enc.finish())[-1]["outcome"] == {"type": "success",
                                                   "pendingToolCallIds": ["c1"]}
 

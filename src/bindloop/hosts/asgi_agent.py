@@ -1,16 +1,17 @@
 """A :data:`~bindloop.hosts.asgi.Runner` over bindloop's agent API: one ``prompt_chat`` per request,
-its stream events and tool outcomes fed to the protocol encoder.
+its run events (``on_stream``: the model's stream, the tools' outcomes, the approvals) fed to the
+protocol encoder, and nothing else.
 
-- the request's transcript is the history (``equip_history``); the server's tools are equipped with a
-  middleware that reports each outcome (``ToolOutputEvent``);
+- the request's transcript is the history (``equip_history``); the server's tools are equipped as
+  they are (each outcome reaches the client as the run's ``tool_finished`` event);
 - a tool named in ``needs_approval`` is equipped with ``equip_tool(needs_approval=True)``: when the
-  model calls it, the chat suspends with the call in ``ChatResult.approvals``, reported as an
-  approval request (id ``approval-<call id>``). The client's answer comes back on the next request
+  model calls it, the chat suspends with the call in ``ChatResult.approvals``, reported as the
+  run's ``approval_requested`` event (id ``approval-<call id>``). The client's answer comes back on the next request
   (an AI SDK ``approval-responded`` part, an AG-UI resume entry): the transcript is then the
   position that chat suspended at, and ``resume_chat(decisions=...)`` continues it -- an approved
   call runs as the resumed loop's first batch (its pool, signal, middleware, ``on_tool_error``,
-  stats), a denied one is answered with the denial the model reads; calls the transcript already
-  answers keep their answers;
+  stats), a denied one is answered with the denial the model reads (the run's ``approval_decided``
+  event tells the client); calls the transcript already answers keep their answers;
 - a tool the client declared (AG-UI ``tools``) is offered to the model and left for the client to
   run: its call suspends as ``resuming_later`` (AG-UI ``pendingToolCallIds``; in the AI SDK the call
   stays ``input-available`` for the client's ``onToolCall``) and the result arrives as a tool message
@@ -43,12 +44,10 @@ from bindloop.agent import (
     ApprovalDecision,
     ApprovalError,
     ChatResult,
-    DenyCall,
+    CheckpointSavedEvent,
     ModelStreamOptions,
     TurnDoneEvent,
     TurnFailedEvent,
-    ToolContext,
-    ToolMiddleware,
     WrappedModel,
     approve,
     create_agent,
@@ -66,23 +65,16 @@ from bindloop.contracts import (
     Message,
     ModelTurnResult,
     ToolMessage,
-    ToolOutcome,
     ToolSuspend,
 )
 from bindloop.loop import LoopCounters, OpenSuspend
-from bindloop.lowlevel import tool_exception_error
 from bindloop.plugins import Tool
 from bindloop.session import (
     ApprovalRecord,
     LoopCheckpoint,
     serialize_loop_checkpoint,
 )
-from bindloop.protocols import (
-    StateSnapshotEvent,
-    ToolDeniedEvent,
-    ToolOutputEvent,
-    agent_event_input,
-)
+from bindloop.protocols import StateSnapshotEvent, agent_event_input
 
 from .asgi import ChatInput, Emit, Runner
 
@@ -135,26 +127,6 @@ class _Counted(WrappedModel):
         self._turns.starting()
         async for event in self._inner.stream(messages, options):
             yield event
-
-
-def _reporting(emit: Emit) -> ToolMiddleware:
-    async def handler(ctx: ToolContext, next_: Callable[[], Awaitable[ToolOutcome]]) -> ToolOutcome:
-        try:
-            outcome = await next_()
-        except Exception as exc:  # the loop answers it with its tool error: the client sees that
-            emit(None, ToolOutputEvent(tool_call_id=ctx.call_id or "",
-                                       outcome=tool_exception_error(exc)))
-            raise
-        emit(None, ToolOutputEvent(tool_call_id=ctx.call_id or "", outcome=outcome))
-        return outcome
-
-    return ToolMiddleware(name="bindloop.protocols.report", handler=handler)
-
-
-def _approval_request(call_id: str, tool: str) -> ToolOutputEvent:
-    """What a protocol encoder makes an approval request of (``approval-<call id>``)."""
-    return ToolOutputEvent(tool_call_id=call_id, approval_id=f"approval-{call_id}",
-                           outcome=ToolSuspend(mode="waiting_for_reply", detail=f"approve {tool}?"))
 
 
 def _client_tool(definition: Any) -> Tool[_AnyArgs, Any]:
@@ -239,26 +211,23 @@ def agent_runner(model: AgentModel | ModelFor, *, tools: Iterable[Tool[Any, Any]
             position = _suspended_at(chat, approval, max_turn_steps)
             if position is not None:
                 start, decisions = position
-                denied = {d.call_id for d in decisions if isinstance(d, DenyCall)}
-                for a in chat.approvals:  # a denied call never runs: its refusal is reported now
-                    if a.tool_call_id in denied:
-                        emit(None, ToolDeniedEvent(tool_call_id=a.tool_call_id, reason=a.reason))
-        reporting = _reporting(emit)
         saver = None if on_checkpoint is None else fed.saver(on_checkpoint, chat)
 
         async def forward(stream: AsyncIterator[AgentStreamEvent]) -> None:
             async for event in stream:
                 turn, item = agent_event_input(event)
+                if isinstance(item, CheckpointSavedEvent):
+                    continue  # the host's own save (on_checkpoint); nothing for the client
                 emit(turn, item)
                 if isinstance(item, (TurnDoneEvent, TurnFailedEvent)):
                     fed.turn_ended()
 
         async def handler(_: None) -> ChatResult:
             for tool in server_tools.values():
-                equip_tool(tool, middleware=[reporting], needs_approval=tool.name in approval)
+                equip_tool(tool, needs_approval=tool.name in approval)
             for definition in chat.tools:
                 if definition.name not in server_tools:
-                    equip_tool(_client_tool(definition), middleware=[reporting],
+                    equip_tool(_client_tool(definition),
                                needs_approval=definition.name in approval)
             on_stream(forward)
             if start is None:
@@ -271,8 +240,6 @@ def agent_runner(model: AgentModel | ModelFor, *, tools: Iterable[Tool[Any, Any]
 
         result = await create_agent(id=f"chat-{chat.protocol}", handler=handler,
                                     model=fed.model if saver is not None else agent_model)(None)
-        for pending in result.approvals:  # what the run ends waiting on, asked for before or not
-            emit(None, _approval_request(pending.call_id, pending.tool))
         return result.data or None
 
     return run

@@ -6,7 +6,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from functools import reduce
-from typing import Generic, TypeVar
+from typing import Generic, TypeAlias, TypeVar
 
 from ..completion import (
     fold_usage,
@@ -24,16 +24,22 @@ from ..textstream import TurnResetEvent, TurnTextEvent
 from ..contracts import ToolCall, TurnUsage, add_usage
 from ..errors import ProtocolError
 from ._input import (
+    ApprovalDecidedEvent,
+    ApprovalRequestedEvent,
+    CheckpointSavedEvent,
     EncoderInput,
     ToolCallDoneEvent,
-    ToolDeniedEvent,
-    ToolOutputEvent,
+    ToolFinishedEvent,
+    ToolStartedEvent,
     TurnDoneEvent,
     TurnFailedEvent,
     TurnStartEvent,
 )
 
-__all__ = ("CallSlot", "RunEncoder", "UsageLedger")
+__all__ = ("CallSlot", "CallOutput", "RunEncoder", "UsageLedger")
+
+CallOutput: TypeAlias = ToolFinishedEvent | ApprovalRequestedEvent | ApprovalDecidedEvent
+"""What a client is told about a complete call: its outcome, an approval asked for, a denial."""
 
 
 class CallSlot:
@@ -115,7 +121,7 @@ class RunEncoder(ABC, Generic[Out]):
         self._reasoning_index = -1
         self._calls: dict[tuple[int, int], CallSlot] = {}
         self._complete: set[str] = set(known_calls)
-        self._held: dict[str, list[ToolOutputEvent | ToolDeniedEvent]] = {}
+        self._held: dict[str, list[CallOutput]] = {}
         self._usage = UsageLedger()
         self._turn_finish: FinishReason | None = None
         self._counter = 0
@@ -173,8 +179,9 @@ class RunEncoder(ABC, Generic[Out]):
         """The call is complete; ``streamed``: it was announced before (else this is its first sight)."""
 
     @abstractmethod
-    def _on_output(self, event: ToolOutputEvent | ToolDeniedEvent, out: list[Out]) -> None:
-        """A tool's outcome for a complete call."""
+    def _on_output(self, event: CallOutput, out: list[Out]) -> None:
+        """What a complete call came to: a tool's outcome (never ``None``: a fatal raise is the
+        run's failure, told by its end), an approval request, or a denial."""
 
     @abstractmethod
     def _on_reset(self, event: TurnResetEvent, out: list[Out]) -> None:
@@ -236,11 +243,22 @@ class RunEncoder(ABC, Generic[Out]):
             if isinstance(event, FinishEvent) and event.usage is not None:
                 self._usage.record(turn, event.usage)
             self._close_parts(out)
-        elif isinstance(event, (ToolOutputEvent, ToolDeniedEvent)):
-            if event.tool_call_id in self._complete:
+        elif isinstance(event, (ToolFinishedEvent, ApprovalRequestedEvent,
+                                ApprovalDecidedEvent)):
+            if isinstance(event, ToolFinishedEvent):
+                if event.outcome is None:
+                    return out  # a fatal raise: the run fails, and its end says so
+                call_id = event.call.id
+            elif isinstance(event, ApprovalDecidedEvent) and event.approved:
+                return out  # the call runs now: its outcome is what the client is told
+            else:
+                call_id = event.call_id
+            if call_id in self._complete:
                 self._on_output(event, out)
             else:
-                self._held.setdefault(event.tool_call_id, []).append(event)
+                self._held.setdefault(call_id, []).append(event)
+        elif isinstance(event, (ToolStartedEvent, CheckpointSavedEvent)):
+            pass  # a call running and a save are nothing these protocols show
         elif isinstance(event, TurnResetEvent):
             self._on_reset(event, out)
         elif isinstance(event, TurnFailedEvent):
