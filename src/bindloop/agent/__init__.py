@@ -63,6 +63,7 @@ from ._hooks import (
     expect_resource as expect_resource,
     expect_scope as expect_scope,
     expect_validator as expect_validator,
+    on_event as on_event,
     on_stream as on_stream,
 )
 from ._middleware import (
@@ -217,6 +218,7 @@ __all__ = (
     "expect_resource",
     "expect_scope",
     "expect_validator",
+    "on_event",
     "on_stream",
     "parse_snapshot",
     "prompt_agent",

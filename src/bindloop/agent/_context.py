@@ -68,7 +68,7 @@ class RunState:
         # fire-and-forget ones raised (re-raised once the root is done).
         self.background: ConsumerHost | None = None
         self.background_errors: list[BaseException] = []
-        # stream_text's observer of the top-level agent's prompts (None: nobody streams the text).
+        # run_with(on_event=): the synchronous observer of the top-level agent's prompts.
         self.watch: Watcher | None = None
 
 
@@ -77,7 +77,7 @@ class Generation:
 
     __slots__ = ("approvals", "budget", "consumers", "history", "index", "instructions",
                  "loop_middleware", "prompted", "serial", "stats", "streams", "system", "tool_choice",
-                 "tools", "validators")
+                 "tools", "validators", "watchers")
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -90,6 +90,7 @@ class Generation:
         self.loop_middleware: list[ToolCallLoopMiddleware] = []
         self.validators: list[Callable[[Any], object]] = []
         self.streams: list[StreamConsumer] = []
+        self.watchers: list[Watcher] = []  # on_event observers, called as each event is emitted
         # The awaited stream consumers still running after the prompt (waited for at the close).
         self.consumers: list[ConsumerTask] = []
         self.stats: RunStats | None = None  # the prompt's, once it returned

@@ -53,7 +53,7 @@ from ._run_events import RunEvents
 from ._saves import Position, SaveFn, refuse_saves
 from ..schema import OutputSpec, output_spec
 from ..session import DecidedCall
-from ._stream import StreamHub, Watcher, with_consumers
+from ._stream import AgentStreamEvent, StreamHub, Watcher, with_consumers
 from ._turns import ToolChoiceArg, TurnPort, choice_policy, model_surface, resolve_model
 
 __all__ = ("ChatResult", "begin", "begin_chat", "budgets", "drive", "prompt_agent",
@@ -267,11 +267,22 @@ async def drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Pos
     raise RunCancelledError(f"agent {frame.agent_id!r}: the prompt was aborted ({reason})")
 
 
-def run_watcher(frame: Frame) -> Watcher | None:
-    """The run's :func:`~bindloop.agent.stream_text` observer, for a prompt of the run's
-    top-level agent (a sub-agent's events are its caller's business)."""
+def run_watcher(frame: Frame, gen: Generation) -> Watcher | None:
+    """The synchronous observer of a prompt: the generation's ``on_event`` ones, and
+    ``run_with(on_event=)``'s for a prompt of the run's top-level agent (a sub-agent's events are
+    its caller's business). ``None`` when there is none (nothing to call per event)."""
     run = frame.run
-    return run.watch if frame.parent is run.root else None
+    watchers = list(gen.watchers)
+    if run.watch is not None and frame.parent is run.root:
+        watchers.append(run.watch)
+    if len(watchers) < 2:
+        return watchers[0] if watchers else None
+
+    def watch(event: AgentStreamEvent) -> None:
+        for w in watchers:
+            w(event)
+
+    return watch
 
 
 def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
@@ -303,7 +314,7 @@ def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
         text.finish("succeeded" if ok else "failed")
 
     return with_consumers(frame.run, gen.streams, body, None if text is None else finish,
-                          gen.consumers, run_watcher(frame))
+                          gen.consumers, run_watcher(frame, gen))
 
 
 @overload

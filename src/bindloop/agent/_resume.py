@@ -116,4 +116,4 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
         return chat
 
     return await with_consumers(frame.run, gen.streams, body, None, gen.consumers,
-                                run_watcher(frame))
+                                run_watcher(frame, gen))

@@ -4,8 +4,9 @@
         async for text in chunks:
             print(text, end="")
 
-It is ``run_with`` with an observer of the run's events (:data:`~bindloop.agent.RunEvent`) that
-keeps the text deltas of the top-level agent's prompts; nothing else is different.
+It is ``run_with`` with an ``on_event`` observer of the run's events
+(:data:`~bindloop.agent.RunEvent`) that keeps the text deltas of the top-level agent's prompts;
+nothing else is different.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from ..completion import TextEvent
 from ..errors import UsageError
-from ._context import optional_frame
 from ._run import run_with
 from ._stream import AgentStreamEvent
 
@@ -68,7 +68,8 @@ class TextStream(Generic[R]):
 @asynccontextmanager
 async def stream_text(fn: Callable[..., Awaitable[R]], *, initial_props: Any = _UNSET,
                       **options: Any) -> AsyncIterator[TextStream[R]]:
-    """Run ``fn`` as :func:`~bindloop.agent.run_with` does (``options`` are its keywords) while
+    """Run ``fn`` as :func:`~bindloop.agent.run_with` does (``options`` are its keywords but
+    ``on_event``, which this takes) while
     the block iterates the text the top-level agent's model streams (see :class:`TextStream`).
 
     The run starts when the block is entered and the block's end waits for it to return: leaving
@@ -88,17 +89,11 @@ async def stream_text(fn: Callable[..., Awaitable[R]], *, initial_props: Any = _
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass  # the block stopped reading; the run goes on
 
-    async def root(*args: Any) -> R:
-        frame = optional_frame()
-        assert frame is not None  # run_with made the root frame current
-        frame.run.watch = watch
-        return await fn(*args)
-
     async def go() -> None:
         try:
             if initial_props is not _UNSET:
                 options["initial_props"] = initial_props
-            stream._result = await run_with(root, **options)
+            stream._result = await run_with(fn, on_event=watch, **options)
             stream._done = True
         except Exception as exc:  # raised as itself when the block ends, never in a group
             failure.append(exc)

@@ -24,8 +24,8 @@ commits them nowhere.)
 
 A host that can lose a run midway (a process killed) passes ``on_checkpoint``: it gets the ``ready``
 checkpoint of every settled boundary of the prompt -- the first one (the loop's) right after the
-approved calls ran, before the model is called -- once the stream consumer has fed what came
-before it; a
+approved calls ran, before the model is called -- with the encoder fed everything before it (the
+run's events reach it through ``run_with(on_event=)``, synchronously); a
 :class:`~bindloop.hosts.asgi.ChatInput` carrying one of them goes on from there (``resume_chat``),
 its approvals not run again. A run lost between an approved call and that save runs it again.
 """
@@ -46,8 +46,6 @@ from bindloop.agent import (
     ChatResult,
     CheckpointSavedEvent,
     ModelStreamOptions,
-    TurnDoneEvent,
-    TurnFailedEvent,
     WrappedModel,
     approve,
     create_agent,
@@ -55,15 +53,14 @@ from bindloop.agent import (
     edit_arguments,
     equip_history,
     equip_tool,
-    on_stream,
     prompt_chat,
+    on_event,
     resume_chat,
 )
 from bindloop.completion import StreamEvent
 from bindloop.contracts import (
     AssistantMessage,
     Message,
-    ModelTurnResult,
     ToolMessage,
     ToolSuspend,
 )
@@ -102,30 +99,6 @@ class PacedModel(WrappedModel):
                      options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
         async for event in self._inner.stream(messages, options):
             await anyio.sleep(self._delay)
-            yield event
-
-
-class _Counted(WrappedModel):
-    """``inner`` as it is -- its extras read through, its own fold (``complete_turn``) kept --
-    counting the turns started through it."""
-
-    __slots__ = ("_turns",)
-
-    def __init__(self, inner: AgentModel, turns: _FedTurns) -> None:
-        self._turns = turns
-        super().__init__(inner)
-
-    async def _complete(self, messages: Sequence[Message], options: ModelStreamOptions,
-                        on_event: Callable[[StreamEvent], None] | None = None) -> ModelTurnResult:
-        self._turns.starting()
-        result: ModelTurnResult = await self._inner.complete_turn(  # type: ignore[attr-defined]
-            messages, options, on_event)
-        return result
-
-    async def stream(self, messages: Sequence[Message],
-                     options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
-        self._turns.starting()
-        async for event in self._inner.stream(messages, options):
             yield event
 
 
@@ -204,23 +177,19 @@ def agent_runner(model: AgentModel | ModelFor, *, tools: Iterable[Tool[Any, Any]
         start, decisions = chat.checkpoint, list[ApprovalDecision]()
         agent_model = cast(AgentModel, model(chat) if callable(model) and not hasattr(model, "stream")
                            else model)
-        fed = _FedTurns(agent_model)
         if start is None:
             if chat.state is not None:
                 emit(None, StateSnapshotEvent(state=chat.state))  # the state this run starts from
             position = _suspended_at(chat, approval, max_turn_steps)
             if position is not None:
                 start, decisions = position
-        saver = None if on_checkpoint is None else fed.saver(on_checkpoint, chat)
+        saver = None if on_checkpoint is None else _saver(on_checkpoint, chat)
 
-        async def forward(stream: AsyncIterator[AgentStreamEvent]) -> None:
-            async for event in stream:
-                turn, item = agent_event_input(event)
-                if isinstance(item, CheckpointSavedEvent):
-                    continue  # the host's own save (on_checkpoint); nothing for the client
+        def forward(event: AgentStreamEvent) -> None:
+            # Called as each event is emitted: by a save, the encoder was fed all that preceded it.
+            turn, item = agent_event_input(event)
+            if not isinstance(item, CheckpointSavedEvent):  # the host's own save: not the client's
                 emit(turn, item)
-                if isinstance(item, (TurnDoneEvent, TurnFailedEvent)):
-                    fed.turn_ended()
 
         async def handler(_: None) -> ChatResult:
             for tool in server_tools.values():
@@ -229,7 +198,7 @@ def agent_runner(model: AgentModel | ModelFor, *, tools: Iterable[Tool[Any, Any]
                 if definition.name not in server_tools:
                     equip_tool(_client_tool(definition),
                                needs_approval=definition.name in approval)
-            on_stream(forward)
+            on_event(forward)
             if start is None:
                 equip_history(chat.transcript)
                 return await prompt_chat(max_turn_steps=max_turn_steps, on_checkpoint=saver)
@@ -239,38 +208,15 @@ def agent_runner(model: AgentModel | ModelFor, *, tools: Iterable[Tool[Any, Any]
             return await resume_chat(start, on_checkpoint=saver)
 
         result = await create_agent(id=f"chat-{chat.protocol}", handler=handler,
-                                    model=fed.model if saver is not None else agent_model)(None)
+                                    model=agent_model)(None)
         return result.data or None
 
     return run
 
 
-class _FedTurns:
-    """Whether every event before a boundary reached ``emit``. The stream consumer runs behind the
-    loop (it reads a buffer), so a save at a boundary first waits until it has fed the end of each
-    model turn started so far: the checkpoint and what the encoder was fed then describe the same
-    point, and a continuation from the one repeats exactly the other."""
-
-    def __init__(self, inner: AgentModel) -> None:
-        self.model = _Counted(inner, self)
-        self.started = 0
-        self.ended = 0
-        self._changed = anyio.Event()
-
-    def starting(self) -> None:
-        self.started += 1
-
-    def turn_ended(self) -> None:
-        self.ended += 1
-        self._changed.set()
-        self._changed = anyio.Event()
-
-    def saver(self, save: RunSaver, chat: ChatInput) -> Callable[[LoopCheckpoint], Awaitable[None]]:
-        async def on_checkpoint(checkpoint: LoopCheckpoint) -> None:
-            if checkpoint.status != "ready":  # a suspend or the end: the run's outcome, no save
-                return
-            while self.ended < self.started:
-                await self._changed.wait()
+def _saver(save: RunSaver, chat: ChatInput) -> Callable[[LoopCheckpoint], Awaitable[None]]:
+    async def on_checkpoint(checkpoint: LoopCheckpoint) -> None:
+        if checkpoint.status == "ready":  # a suspend or the end: the run's outcome, no save
             await save(chat, checkpoint)
 
-        return on_checkpoint
+    return on_checkpoint
