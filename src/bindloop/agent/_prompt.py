@@ -31,7 +31,7 @@ from ..contracts import (
     UserMessage,
 )
 from ..errors import PortContractError, RunCancelledError, UsageError
-from ..loop import ToolLoopParams, ToolLoopState, run_tool_loop
+from ..loop import RunToolCallFn, ToolLoopParams, ToolLoopState, run_tool_loop
 from ..session import LoopCheckpoint
 from ._approvals import ApprovalGate, PendingApproval, check_secret, note_suspended, \
     pending_approvals
@@ -207,7 +207,7 @@ async def drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Pos
                      gate=gate)
     serial = frozenset(gen.serial)
     run, hook = frame.run, frame.run.on_tool_error
-    run_tool_call = tools.run_tool_call
+    run_tool_call: RunToolCallFn = tools.run_tool_call
     events = None
     if hub is not None:  # watched: the tool, approval and checkpoint events (_run_events)
         events = RunEvents(hub, lambda: turns.turns - 1, output=output, fatal=_fatal)

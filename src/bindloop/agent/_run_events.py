@@ -9,6 +9,7 @@ are wrapped only when there is a hub.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from .._awaitable import isawaitable, resolve
 from ..contracts import ToolCall, ToolOutcome
@@ -56,7 +57,7 @@ class RunEvents:
         async def run(call: ToolCall) -> ToolOutcome:
             self.emit(ToolStartedEvent(call=call))
             try:
-                value = inner(call)
+                value: Any = inner(call)
                 outcome: ToolOutcome = await value if isawaitable(value) else value
             except Exception as exc:
                 # The loop's own rule, asked as the driver asks it: what the model reads.
