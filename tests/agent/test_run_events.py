@@ -100,7 +100,7 @@ async def test_a_tool_starts_and_finishes_with_what_the_model_reads() -> None:
     assert msgspec.json.decode(msgspec.json.encode(by_id["c2"]), type=RunEvent) == by_id["c2"]
     # What the model read is what the transcript holds.
     read = [m.content for m in chat.delta if getattr(m, "tool_call_id", None) == "c2"]
-    assert read == [msgspec.json.encode(by_id["c2"].outcome).decode()]
+    assert read == ['{"error":"RuntimeError: the tool failed","kind":"error"}']
 
 
 async def test_a_fatal_raise_finishes_with_no_outcome() -> None:
