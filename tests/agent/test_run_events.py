@@ -289,3 +289,50 @@ async def test_run_with_on_event_sees_the_top_level_agent_only() -> None:
 async def test_tool_finished_without_an_exception_has_none() -> None:
     event = ToolFinishedEvent(call=ToolCall(id="c", name="t"), outcome=None)
     assert event.error is None
+
+
+async def test_tool_spans_are_read_off_the_tool_events_live_and_replayed() -> None:
+    """A trace's ``execute_tool`` spans are the run's tool events: one per call started, ending
+    with the outcome the model read (or the raise), the same when a replay serves the calls."""
+    from bindloop.agent import TraceEvent, dump_snapshot
+
+    calls = [tool_call("search", {"q": "a"}, id="c1"), tool_call("broken", {"q": "b"}, id="c2")]
+    turns = [tool_call_turn(calls), final_answer("done")]
+
+    class Bus:
+        def __init__(self) -> None:
+            self.events: list[TraceEvent] = []
+
+        def emit(self, event: TraceEvent) -> None:
+            self.events.append(event)
+
+    seen: list[AgentStreamEvent] = []
+
+    async def handler(_: None) -> Any:
+        equip_instruction("go")
+        equip_tool(_tool("search", _ok))
+        equip_tool(_tool("broken", _boom))
+        on_event(seen.append)
+        return await prompt_chat()
+
+    agent = create_agent(id="t", handler=handler)
+
+    def tool_spans(bus: Bus) -> list[tuple[str, str | None, Any]]:
+        return [(e.name, e.status, e.attributes.get("bindloop.tool.outcome")) for e in bus.events
+                if e.type == "span_end" and e.name.startswith("execute_tool")]
+
+    async def root() -> Any:
+        return await agent(None), dump_snapshot()
+
+    live = Bus()
+    _, snap = await run_with(root, model=scripted_stream_model(turns), event_bus=live,
+                             enable_snapshot=True)
+    finished = {e.event.call.id: e.event for e in seen if isinstance(e.event, ToolFinishedEvent)}
+    assert sorted(tool_spans(live)) == [
+        ("execute_tool broken", "error", None),
+        ("execute_tool search", "ok", msgspec.to_builtins(finished["c1"].outcome))]
+    replayed = Bus()
+    await run_with(agent, initial_props=None, snapshot=snap, model=scripted_stream_model([]),
+                   event_bus=replayed)
+    # The journal keeps what a call returned; a raise is not journaled, so the replay runs it.
+    assert sorted(tool_spans(replayed)) == sorted(tool_spans(live))

@@ -50,6 +50,7 @@ from ._middleware import ToolCallLoopContext
 from ._observe import reporter
 from ._reask import Reasks
 from ._run_events import RunEvents
+from ._trace import ToolSpans
 from ._saves import Position, SaveFn, refuse_saves
 from ..schema import OutputSpec, output_spec
 from ..session import DecidedCall
@@ -209,10 +210,12 @@ async def drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Pos
     run, hook = frame.run, frame.run.on_tool_error
     run_tool_call: RunToolCallFn = tools.run_tool_call
     events = None
-    if hub is not None:  # watched: the tool, approval and checkpoint events (_run_events)
-        events = RunEvents(hub, lambda: turns.turns - 1, output=output, fatal=_fatal)
+    tracer = run.tracer
+    if hub is not None or tracer.enabled:  # the tool, approval and checkpoint events
+        events = RunEvents(hub, lambda: turns.turns - 1, output=output, fatal=_fatal,
+                           spans=ToolSpans(tracer, frame.span) if tracer.enabled else None)
         run_tool_call = events.tool_port(run_tool_call)
-        if saver is not None:
+        if saver is not None and hub is not None:
             saver = events.saver(saver)
         events.decided(decided, commit)
     params = ToolLoopParams(

@@ -1,9 +1,9 @@
 """Where a prompt's run events beyond its model turns are emitted, on the loop's ports: a call
 started and finished (the loop's ``run_tool_call`` port, observed), a checkpoint saved (the
 prompt's ``on_checkpoint``, observed), approvals decided and requested (at the start of a resumed
-chat and at a suspend). Model turns are reported by the turn port's observer
-(:mod:`bindloop.agent._turns`). Nothing here runs unless someone watches the prompt: the ports
-are wrapped only when there is a hub.
+chat and at a suspend), to the stream and to the trace (its tool spans read these events). Model
+turns are reported by the turn port's observer (:mod:`bindloop.agent._turns`). Nothing here runs
+unless someone watches or traces the prompt: the ports are wrapped only then.
 """
 
 from __future__ import annotations
@@ -28,25 +28,32 @@ from ._stream import (
     ToolStartedEvent,
     tool_finished,
 )
+from ._trace import ToolSpans
 
 __all__ = ("RunEvents",)
 
 
 class RunEvents:
-    """A watched prompt's emitter of its tool, approval and checkpoint events; ``turn()`` is the
+    """A watched or traced prompt's emitter of its tool, approval and checkpoint events, to its
+    stream (``hub``) and to its trace (``spans``, which reads the tool events); ``turn()`` is the
     index of the prompt's latest model turn (the envelope's ``turn_index``)."""
 
-    __slots__ = ("fatal", "hub", "output", "turn")
+    __slots__ = ("fatal", "hub", "output", "spans", "turn")
 
-    def __init__(self, hub: StreamHub, turn: Callable[[], int], *, output: str | None,
-                 fatal: Callable[[BaseException], bool] | None) -> None:
+    def __init__(self, hub: StreamHub | None, turn: Callable[[], int], *, output: str | None,
+                 fatal: Callable[[BaseException], bool] | None,
+                 spans: ToolSpans | None = None) -> None:
         self.hub = hub
         self.turn = turn
         self.output = output
         self.fatal = fatal
+        self.spans = spans
 
     def emit(self, event: RunEvent) -> None:
-        self.hub.emit(AgentStreamEvent(turn_index=self.turn(), event=event))
+        if self.spans is not None:
+            self.spans.observe(event)
+        if self.hub is not None:
+            self.hub.emit(AgentStreamEvent(turn_index=self.turn(), event=event))
 
     def tool_port(self, inner: RunToolCallFn) -> RunToolCallFn:
         """The loop's ``run_tool_call`` port around ``inner``: each call reported as it starts

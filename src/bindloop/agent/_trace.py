@@ -13,7 +13,9 @@ from typing import Any, Final, Literal, Protocol
 
 import msgspec
 
-__all__ = ("TraceEmitter", "TraceEvent", "TraceOptions", "Tracer")
+from ._stream import RunEvent, ToolFinishedEvent, ToolStartedEvent
+
+__all__ = ("ToolSpans", "TraceEmitter", "TraceEvent", "TraceOptions", "Tracer")
 
 
 class TraceEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -93,3 +95,40 @@ class Tracer:
     def event(self, span: str | None, name: str, attributes: dict[str, Any]) -> None:
         if self.enabled:
             self._emit(type="event", span_id=span or "", name=name, attributes=attributes)
+
+
+class ToolSpans:
+    """A prompt's ``execute_tool`` spans, read off its run events: a span opens at a call's
+    :class:`~bindloop.agent.ToolStartedEvent` and ends at its
+    :class:`~bindloop.agent.ToolFinishedEvent` -- with the outcome the model read (the journal data
+    :func:`~bindloop.agent.restore_snapshot` reads), or ``error`` for a raise. The same events the
+    stream carries, so a traced run and a watched one report the same calls (a journaled call a
+    replay serves included)."""
+
+    __slots__ = ("_open", "parent", "tracer")
+
+    def __init__(self, tracer: Tracer, parent: str | None) -> None:
+        self.tracer = tracer
+        self.parent = parent
+        self._open: dict[str, str] = {}  # call id -> its span
+
+    def observe(self, event: RunEvent) -> None:
+        kind = type(event)
+        if kind is ToolStartedEvent:
+            call = event.call  # type: ignore[union-attr]
+            self._open[call.id] = self.tracer.start(f"execute_tool {call.name}", self.parent, {
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
+                "gen_ai.tool.call.id": call.id})
+        elif kind is ToolFinishedEvent:
+            assert isinstance(event, ToolFinishedEvent)
+            call = event.call
+            span = self._open.pop(call.id, None)
+            if span is None:
+                return
+            name = f"execute_tool {call.name}"
+            if event.error is not None:
+                self.tracer.end(span, name, error=event.error)
+            else:
+                self.tracer.end(span, name, {
+                    "gen_ai.tool.call.id": call.id,
+                    "bindloop.tool.outcome": msgspec.to_builtins(event.outcome)})
