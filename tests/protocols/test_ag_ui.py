@@ -8,7 +8,8 @@ from typing import Any
 import msgspec
 from hypothesis import given, settings
 
-from bindloop.agent import ApprovalRequestedEvent, ToolCallDoneEvent, ToolFinishedEvent
+from bindloop.agent import ApprovalRequestedEvent, ToolCallDoneEvent, ToolFinishedEvent, \
+    TurnStartEvent
 from bindloop.completion import TextEvent, ToolCallChunk, ToolCallEvent, UsageEvent
 from bindloop.textstream import TurnResetEvent, TurnTextEvent
 from bindloop.contracts import ToolCall, ToolResult, ToolSuspend, TurnUsage
@@ -135,6 +136,19 @@ def test_a_reset_is_taken_back_with_a_messages_snapshot() -> None:
     assert snapshot["messages"] == []  # the retracted text is gone from what the client holds
     starts = [e["messageId"] for e in wire if e["type"] == "TEXT_MESSAGE_START"]
     assert len(set(starts)) == 2  # the retry writes a new message, never appends to the old one
+    assert [m.content for m in enc.messages()] == ["Full."]  # type: ignore[union-attr]
+
+
+def test_a_turn_started_again_is_taken_back_with_a_messages_snapshot() -> None:
+    enc = AgUiEncoder(thread_id="t", run_id="r")
+    out = [*enc.start(), *enc.feed(TurnStartEvent(), turn_index=0),
+           *enc.feed(TextEvent(content="Partial"), turn_index=0),
+           *enc.feed(TurnStartEvent(), turn_index=0),  # a route's fallback took the turn over
+           *enc.feed(TextEvent(content="Full."), turn_index=0), *enc.finish()]
+    wire = _wire(out)
+    check_sequence(wire)
+    assert [e["type"] for e in wire].count("STEP_STARTED") == 1
+    assert next(e for e in wire if e["type"] == "MESSAGES_SNAPSHOT")["messages"] == []
     assert [m.content for m in enc.messages()] == ["Full."]  # type: ignore[union-attr]
 
 

@@ -201,6 +201,34 @@ def test_outcomes_map_to_their_chunks() -> None:
     ]
 
 
+def test_a_turn_started_again_is_a_reset() -> None:
+    """A route's fallback takes a turn over after its text was shown (a second ``turn_start`` of
+    the same turn): the text is retracted as a reset's, and the takeover's call fragments start
+    afresh instead of joining the failed attempt's."""
+    enc = UIStreamEncoder("m")
+    chunks = enc.start()
+    for event in (TurnStartEvent(), TextEvent(content="Primary wor"),
+                  ToolCallEvent(tool_call=ToolCallChunk(index=0, id="p1", name="t",
+                                                        arguments='{"q":')),
+                  TurnStartEvent(), TextEvent(content="Backup answer."),
+                  ToolCallEvent(tool_call=ToolCallChunk(index=0, id="b1", name="t",
+                                                        arguments='{"q":1}')),
+                  ToolCallDoneEvent(tool_call=ToolCall(id="b1", name="t", arguments='{"q":1}')),
+                  TurnStartEvent()):
+        chunks += enc.feed(event, turn_index=0)
+    chunks += enc.finish()
+    wire = _wire(chunks)
+    assert [c["type"] for c in wire].count("start-step") == 1
+    reset = [c for c in wire if c["type"] == "data-bindloop-reset"]
+    assert [r["data"] for r in reset] == [
+        {"turnId": "m-turn0", "epoch": 1, "reason": "attempt_failed", "retracted": 1},
+        {"turnId": "m-turn0", "epoch": 2, "reason": "attempt_failed", "retracted": 1}]
+    deltas = [c["inputTextDelta"] for c in wire if c["type"] == "tool-input-delta"]
+    assert deltas == ['{"q":', '{"q":1}']  # the takeover's arguments, not glued onto the first
+    texts = check_well_formed(wire)
+    assert sorted(texts.values()) == ["Backup answer.", "Primary wor"]
+
+
 def test_a_reset_ends_the_attempts_text_and_names_it_retracted() -> None:
     enc = UIStreamEncoder("m")
     chunks = enc.start()

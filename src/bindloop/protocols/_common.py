@@ -124,6 +124,8 @@ class RunEncoder(ABC, Generic[Out]):
         self._held: dict[str, list[CallOutput]] = {}
         self._usage = UsageLedger()
         self._turn_finish: FinishReason | None = None
+        self._restart_turn: int | None = None
+        self._restarts = 0
         self._counter = 0
         self._started = False
         self.done = False
@@ -221,7 +223,11 @@ class RunEncoder(ABC, Generic[Out]):
                                 "run's end")
         out: list[Out] = []
         if isinstance(event, TurnStartEvent):
-            self._open_step(self._next_turn if turn_index is None else turn_index, out)
+            turn = self._next_turn if turn_index is None else turn_index
+            if turn == self._step:
+                self._restart(turn, out)  # the turn starts again: a reset
+            else:
+                self._open_step(turn, out)
             return out
         if turn_index is not None and (self._step is None or turn_index > self._step):
             self._open_step(turn_index, out)
@@ -268,6 +274,19 @@ class RunEncoder(ABC, Generic[Out]):
         elif not isinstance(event, (ExtraEvent, ErrorEvent)):  # nothing a UI shows
             self._on_other(turn, event, out)
         return out
+
+    def _restart(self, turn: int, out: list[Out]) -> None:
+        """A second ``turn_start`` of the open step: another attempt (a route's fallback) took the
+        turn over after its events were fed. What it showed is retracted as a turn text stream's
+        reset would be (``attempt_failed``, epoch = the turn's restarts so far), and its calls not
+        yet complete are forgotten, so the new attempt's fragments start afresh."""
+        self._restarts = restarts = self._restarts + 1 if self._restart_turn == turn else 1
+        self._restart_turn = turn
+        self._on_reset(TurnResetEvent(turn_id=f"{self._id_prefix}-turn{turn}", epoch=restarts,
+                                      seq=0, reason="attempt_failed"), out)
+        self._close_parts(out)
+        for key in [k for k, c in self._calls.items() if k[0] == turn and c.id not in self._complete]:
+            del self._calls[key]
 
     def _open_step(self, turn: int, out: list[Out]) -> None:
         if self._step is not None and self._step == turn:
