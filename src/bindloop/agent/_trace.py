@@ -18,12 +18,13 @@ from ._stream import RunEvent, ToolFinishedEvent, ToolStartedEvent
 __all__ = ("ToolSpans", "TraceEmitter", "TraceEvent", "TraceOptions", "Tracer")
 
 
-class TraceEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class TraceEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, dict=True):
     """One trace record. ``type``: ``span_start`` / ``span_end`` / ``event`` (a point event inside
     ``span_id``). ``name`` is the span name (``invoke_agent search_agent``, ``chat gpt-x``,
     ``execute_tool search``); ``attributes`` use GenAI names (``gen_ai.operation.name``,
     ``gen_ai.agent.name``, ``gen_ai.request.model``, ``gen_ai.usage.input_tokens``, ...) plus
-    ``bindloop.*`` ones. ``status`` is ``ok`` / ``error`` on a span end."""
+    ``bindloop.*`` ones. ``status`` is ``ok`` / ``error`` on a span end, and :attr:`exception`
+    the exception itself for an in-process exporter (not a field: never encoded)."""
 
     seq: int
     type: Literal["span_start", "span_end", "event"]
@@ -34,6 +35,12 @@ class TraceEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     attributes: dict[str, Any] = {}
     status: Literal["ok", "error"] | None = None
     error: str | None = None
+
+    @property
+    def exception(self) -> BaseException | None:
+        """What ended the span with ``error`` (a tool's raise, a failed turn), or ``None``."""
+        raised: BaseException | None = self.__dict__.get("raised")
+        return raised
 
 
 class TraceEmitter(Protocol):
@@ -71,10 +78,13 @@ class Tracer:
         self._seq = 0
         self._next_span = 0
 
-    def _emit(self, **fields: Any) -> None:
+    def _emit(self, raised: BaseException | None = None, **fields: Any) -> None:
         assert self._bus is not None
         self._seq += 1
-        self._bus.emit(TraceEvent(seq=self._seq, trace_id=self.trace_id, **fields))
+        event = TraceEvent(seq=self._seq, trace_id=self.trace_id, **fields)
+        if raised is not None:
+            event.__dict__["raised"] = raised
+        self._bus.emit(event)
 
     def start(self, name: str, parent: str | None, attributes: dict[str, Any]) -> str:
         self._next_span += 1
@@ -88,8 +98,8 @@ class Tracer:
     def end(self, span: str, name: str, attributes: dict[str, Any] | None = None,
             error: BaseException | None = None) -> None:
         if self.enabled:
-            self._emit(type="span_end", span_id=span, name=name, attributes=attributes or {},
-                       status="error" if error is not None else "ok",
+            self._emit(error, type="span_end", span_id=span, name=name,
+                       attributes=attributes or {}, status="error" if error is not None else "ok",
                        error=None if error is None else f"{type(error).__name__}: {error}")
 
     def event(self, span: str | None, name: str, attributes: dict[str, Any]) -> None:
