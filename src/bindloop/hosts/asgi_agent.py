@@ -53,8 +53,8 @@ from bindloop.agent import (
     edit_arguments,
     equip_history,
     equip_tool,
-    prompt_chat,
     on_event,
+    prompt_chat,
     resume_chat,
 )
 from bindloop.completion import StreamEvent
