@@ -225,6 +225,11 @@ def test_a_turn_started_again_is_a_reset() -> None:
         {"turnId": "m-turn0", "epoch": 2, "reason": "attempt_failed", "retracted": 1}]
     deltas = [c["inputTextDelta"] for c in wire if c["type"] == "tool-input-delta"]
     assert deltas == ['{"q":', '{"q":1}']  # the takeover's arguments, not glued onto the first
+    # The failed attempt's call is closed as abandoned; the takeover's completes.
+    assert [(c["type"], c["toolCallId"]) for c in wire if c["type"].startswith("tool-input-")
+            and c["type"] not in ("tool-input-delta",)] == [
+        ("tool-input-start", "p1"), ("tool-input-error", "p1"), ("tool-input-start", "b1"),
+        ("tool-input-available", "b1")]
     texts = check_well_formed(wire)
     assert sorted(texts.values()) == ["Backup answer.", "Primary wor"]
 

@@ -239,6 +239,9 @@ class AgUiEncoder(RunEncoder[AgUiEvent]):
             # resuming_later: the result arrives from outside (a frontend tool the client runs).
             self._pending.append(call_id)
 
+    def _on_call_abandoned(self, call_id: str, name: str, out: list[AgUiEvent]) -> None:
+        out.append(ToolCallEnd(tool_call_id=call_id))  # started, so it ends; no result follows
+
     def _result(self, call_id: str, text: str, out: list[AgUiEvent], *,
                 error: bool = False) -> None:
         self._close_parts(out)

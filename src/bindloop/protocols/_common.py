@@ -186,6 +186,10 @@ class RunEncoder(ABC, Generic[Out]):
         run's failure, told by its end), an approval request, or a denial."""
 
     @abstractmethod
+    def _on_call_abandoned(self, call_id: str, name: str, out: list[Out]) -> None:
+        """An announced call will never complete: the attempt streaming it lost the turn."""
+
+    @abstractmethod
     def _on_reset(self, event: TurnResetEvent, out: list[Out]) -> None:
         """The turn text stream retracted the attempt's text."""
 
@@ -278,15 +282,19 @@ class RunEncoder(ABC, Generic[Out]):
     def _restart(self, turn: int, out: list[Out]) -> None:
         """A second ``turn_start`` of the open step: another attempt (a route's fallback) took the
         turn over after its events were fed. What it showed is retracted as a turn text stream's
-        reset would be (``attempt_failed``, epoch = the turn's restarts so far), and its calls not
-        yet complete are forgotten, so the new attempt's fragments start afresh."""
+        reset would be (``attempt_failed``, epoch = the turn's restarts so far); its announced calls
+        not yet complete are closed as abandoned and forgotten, so the new attempt's fragments start
+        afresh."""
         self._restarts = restarts = self._restarts + 1 if self._restart_turn == turn else 1
         self._restart_turn = turn
         self._on_reset(TurnResetEvent(turn_id=f"{self._id_prefix}-turn{turn}", epoch=restarts,
                                       seq=0, reason="attempt_failed"), out)
         self._close_parts(out)
-        for key in [k for k, c in self._calls.items() if k[0] == turn and c.id not in self._complete]:
-            del self._calls[key]
+        for key, call in list(self._calls.items()):
+            if key[0] == turn and call.id not in self._complete:
+                if call.started:
+                    self._on_call_abandoned(call.id or "", call.name, out)
+                del self._calls[key]
 
     def _open_step(self, turn: int, out: list[Out]) -> None:
         if self._step is not None and self._step == turn:

@@ -226,6 +226,11 @@ class UIStreamEncoder(RunEncoder[UIChunk]):
                               data={"toolCallId": call_id, "mode": outcome.mode,
                                     "detail": outcome.detail}))
 
+    def _on_call_abandoned(self, call_id: str, name: str, out: list[UIChunk]) -> None:
+        out.append(UIToolInputError(tool_call_id=call_id, tool_name=name, input=None,
+                                    error_text="the attempt streaming this call failed; another "
+                                               "took the turn over"))
+
     def _on_reset(self, event: TurnResetEvent, out: list[UIChunk]) -> None:
         self._close_text(out)
         self._resets += 1
