@@ -275,11 +275,12 @@ def run_watcher(frame: Frame, gen: Generation) -> Watcher | None:
     ``run_with(on_event=)``'s for a prompt of the run's top-level agent (a sub-agent's events are
     its caller's business). ``None`` when there is none (nothing to call per event)."""
     run = frame.run
-    watchers = list(gen.watchers)
-    if run.watch is not None and frame.parent is run.root:
-        watchers.append(run.watch)
-    if len(watchers) < 2:
-        return watchers[0] if watchers else None
+    top = run.watch if run.watch is not None and frame.parent is run.root else None
+    if not gen.watchers:  # the common case: nothing, or the run's alone
+        return top
+    watchers = [*gen.watchers, top] if top is not None else gen.watchers
+    if len(watchers) == 1:
+        return watchers[0]
 
     def watch(event: AgentStreamEvent) -> None:
         for w in watchers:
