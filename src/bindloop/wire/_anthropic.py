@@ -201,19 +201,24 @@ class AnthropicAdapter:
                       options: WireOptions) -> HttpRequest:
         system: list[dict[str, Any]] = []
         turns: list[dict[str, Any]] = []
+        compaction = any(b.startswith("compact-") for b in self._beta)
         for m in prepare_history(messages, "anthropic"):
             if isinstance(m, SystemMessage):
                 text = text_of(parts_of(m.content), "a system message")
                 if text:
                     system.append({"type": "text", "text": text})
                 continue
-            role, blocks = message_blocks(m)
+            role, blocks = message_blocks(m, compaction=compaction)
             if not blocks:
                 continue
             if turns and turns[-1]["role"] == role:
                 turns[-1]["content"].extend(blocks)
             else:
                 turns.append({"role": role, "content": blocks})
+        if not turns:
+            raise WireRequestError(
+                "messages: nothing to send to the Anthropic Messages API (it needs at least one "
+                "message, and empty or whitespace-only text is left out)")
         for turn in turns:
             if turn["role"] == "user":
                 turn["content"] = results_first(turn["content"])

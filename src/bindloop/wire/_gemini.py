@@ -347,7 +347,8 @@ class GeminiAdapter:
             if r.budget_tokens is not None:
                 thinking["thinkingBudget"] = r.budget_tokens
             elif r.effort is not None:
-                thinking["thinkingLevel"] = "low" if r.effort in ("minimal", "low") else "high"
+                # Gemini 3 has all four levels (MINIMAL, LOW, MEDIUM, HIGH): each is sent as asked.
+                thinking["thinkingLevel"] = r.effort
             generation["thinkingConfig"] = thinking
         if generation:
             body["generationConfig"] = generation
