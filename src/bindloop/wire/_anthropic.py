@@ -58,8 +58,9 @@ from ._common import (
     tool_parameters,
 )
 from ._errors import IncompleteStreamError, ProviderHttpError, WireRequestError
+from ._names import OPENAI_NAMES, ToolNames
 from ._sse import SseEvent
-from ._types import Headers, HttpRequest, WireName, WireOptions
+from ._types import Headers, HttpRequest, StreamDecoder, WireName, WireOptions
 
 __all__ = ("AnthropicAdapter", "classify_anthropic_error")
 
@@ -182,13 +183,14 @@ class AnthropicAdapter:
     when the options give none. ``beta`` values go into ``anthropic-beta``. Schemas are sent as
     given unless ``sanitize_schemas`` (Anthropic accepts full JSON Schema)."""
 
-    __slots__ = ("_beta", "_default_max_tokens", "_sanitize")
+    __slots__ = ("_beta", "_default_max_tokens", "_names", "_sanitize")
 
     def __init__(self, *, default_max_tokens: int = 4096, beta: Sequence[str] = (),
                  sanitize_schemas: bool = False) -> None:
         self._default_max_tokens = default_max_tokens
         self._beta = tuple(beta)
         self._sanitize = sanitize_schemas
+        self._names = ToolNames(OPENAI_NAMES)  # the same pattern: ^[a-zA-Z0-9_-]{1,64}$
 
     @property
     def wire(self) -> WireName:
@@ -199,6 +201,7 @@ class AnthropicAdapter:
 
     def build_request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                       options: WireOptions) -> HttpRequest:
+        messages, tools, options = self._names.renamed(messages, tools, options)
         system: list[dict[str, Any]] = []
         turns: list[dict[str, Any]] = []
         compaction = any(b.startswith("compact-") for b in self._beta)
@@ -289,10 +292,10 @@ class AnthropicAdapter:
         reason = finish_reason(msg.stop_reason, _FINISH)
         if reason is not None:
             events.append(FinishEvent(finish_reason=reason))
-        return events
+        return self._names.restore(events)
 
-    def stream_decoder(self) -> _AnthropicStreamDecoder:
-        return _AnthropicStreamDecoder()
+    def stream_decoder(self) -> StreamDecoder:
+        return self._names.decoder(_AnthropicStreamDecoder())
 
     def classify_error(self, status: int, headers: Headers, body: bytes, *,
                        now: Clock | None = None) -> ProviderHttpError:
