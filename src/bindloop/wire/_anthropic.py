@@ -99,6 +99,7 @@ class _Delta(msgspec.Struct):
 
 class _Iteration(msgspec.Struct):
     type: str = ""
+    model: str | None = None  # advisor_message, fallback_message: the model that ran the pass
     input_tokens: int | None = None
     output_tokens: int | None = None
     cache_read_input_tokens: int | None = None
@@ -149,26 +150,33 @@ def _merged(base: _Usage | None, update: _Usage) -> _Usage:
                      for f in _USAGE_FIELDS})
 
 
-def _iteration(it: _Iteration) -> UsageIteration:
+def _iteration(it: _Iteration, model: str | None) -> UsageIteration:
     read = it.cache_read_input_tokens or 0
     created = it.cache_creation_input_tokens or 0
+    # A pass names its model only when the API says which ran it (advisor_message,
+    # fallback_message); it is another model's when that differs from the message's own.
+    other = it.model if it.model is not None and it.model != model else None
     return UsageIteration(kind=it.type or "unknown",
                           input_tokens=(it.input_tokens or 0) + read + created,
                           output_tokens=it.output_tokens or 0, cached_input_tokens=read,
-                          cache_write_tokens=created)
+                          cache_write_tokens=created, model=other)
 
 
-def _usage(u: _Usage) -> TurnUsage:
+def _usage(u: _Usage, model: str | None = None) -> TurnUsage:
     """What the call is billed: cache reads and writes are input the API counts apart, so they are
     added into ``input_tokens`` (and kept as the details). With server-side compaction the
     top-level counts are the answer's pass only and ``iterations`` itemises every pass: the bill,
-    and so the totals, are the passes' sum."""
+    and so the totals, are the sum of the passes ``model`` (the message's) ran. A pass of another
+    model (the advisor tool's ``advisor_message``, a fallback model's ``fallback_message``) is
+    billed at that model's rate: it is kept in ``iterations`` with its ``model`` and left out of
+    the totals (``price_by_model`` prices it)."""
     if u.iterations:
-        passes = tuple(_iteration(it) for it in u.iterations)
-        return TurnUsage(input_tokens=sum(p.input_tokens for p in passes),
-                         output_tokens=sum(p.output_tokens for p in passes),
-                         cached_input_tokens=sum(p.cached_input_tokens for p in passes),
-                         cache_write_tokens=sum(p.cache_write_tokens for p in passes),
+        passes = tuple(_iteration(it, model) for it in u.iterations)
+        own = [p for p in passes if p.model is None]
+        return TurnUsage(input_tokens=sum(p.input_tokens for p in own),
+                         output_tokens=sum(p.output_tokens for p in own),
+                         cached_input_tokens=sum(p.cached_input_tokens for p in own),
+                         cache_write_tokens=sum(p.cache_write_tokens for p in own),
                          iterations=passes)
     read = u.cache_read_input_tokens or 0
     created = u.cache_creation_input_tokens or 0
@@ -288,7 +296,7 @@ class AnthropicAdapter:
         events: list[StreamEvent] = []
         _whole_blocks(msg, events)
         if msg.usage is not None:
-            events.append(UsageEvent(usage=_usage(msg.usage), snapshot=True))
+            events.append(UsageEvent(usage=_usage(msg.usage, msg.model), snapshot=True))
         reason = finish_reason(msg.stop_reason, _FINISH)
         if reason is not None:
             events.append(FinishEvent(finish_reason=reason))
@@ -443,14 +451,14 @@ class _AnthropicStreamDecoder:
             _whole_blocks(msg, out)
             if msg.usage is not None:
                 self._usage = _merged(self._usage, msg.usage)
-                out.append(UsageEvent(usage=_usage(self._usage), snapshot=True))
+                out.append(UsageEvent(usage=_usage(self._usage, self._model), snapshot=True))
             reason = finish_reason(msg.stop_reason, _FINISH)
             if reason is not None:
                 out.append(FinishEvent(finish_reason=reason))
         elif kind == "message_delta":
             if ev.usage is not None:
                 self._usage = _merged(self._usage, ev.usage)
-                out.append(UsageEvent(usage=_usage(self._usage), snapshot=True))
+                out.append(UsageEvent(usage=_usage(self._usage, self._model), snapshot=True))
             if ev.delta is not None and ev.delta.stop_reason is not None:
                 reason = finish_reason(ev.delta.stop_reason, _FINISH)
                 assert reason is not None
