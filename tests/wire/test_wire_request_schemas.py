@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bindloop.contracts import Message, ToolDefinition
+from bindloop.contracts import AssistantMessage, Message, ToolDefinition, ToolMessage
 from bindloop.testing.strategies import transcripts
 from bindloop.wire import (
     WIRE_NAMES,
@@ -156,10 +156,28 @@ def options(draw: st.DrawFn, tools: list[ToolDefinition]) -> WireOptions:
     )
 
 
+# Call ids as other providers and gateways mint them (a mixed-route history).
+_ID_STYLES = [lambda i: i, lambda i: f"functions.lookup:{i}", lambda i: "toolu_" + "x" * 70 + i,
+              lambda i: f"call|{i}"]
+
+
+def _reid(messages: list[Message], style: Any) -> list[Message]:
+    replace = msgspec.structs.replace
+    out: list[Message] = []
+    for m in messages:
+        if isinstance(m, AssistantMessage) and m.tool_calls:
+            m = replace(m, tool_calls=tuple(replace(c, id=style(c.id)) for c in m.tool_calls))
+        elif isinstance(m, ToolMessage):
+            m = replace(m, tool_call_id=style(m.tool_call_id))
+        out.append(m)
+    return out
+
+
 @st.composite
 def requests(draw: st.DrawFn) -> tuple[list[Message], list[ToolDefinition], WireOptions]:
     tools = draw(TOOLS)
-    return draw(transcripts()), tools, draw(options(tools))
+    messages = _reid(draw(transcripts()), draw(st.sampled_from(_ID_STYLES)))
+    return messages, tools, draw(options(tools))
 
 
 # The fields a typed refusal names (an option, or a part of the transcript by where it sits).

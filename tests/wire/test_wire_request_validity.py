@@ -386,6 +386,19 @@ def test_responses_shortens_long_call_ids_alike_for_the_call_and_its_output() ->
     assert _body("openai_responses", messages)["input"] == items  # deterministic
 
 
+def test_anthropic_sends_other_providers_call_ids_under_plain_ones() -> None:
+    odd = ["functions.get_weather:0", "call|7", "a" * 10]
+    messages: list[Message] = [UserMessage(content="go"), AssistantMessage(tool_calls=tuple(
+        ToolCall(id=i, name="t") for i in odd)),
+        *[ToolMessage(tool_call_id=i, content="r") for i in odd]]
+    blocks = [b for m in _body("anthropic", messages)["messages"] for b in m["content"]]
+    uses = [b["id"] for b in blocks if b["type"] == "tool_use"]
+    results = [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
+    assert uses == results and len(set(uses)) == 3
+    assert all(re.fullmatch(r"[a-zA-Z0-9_-]+", i) for i in uses)
+    assert uses[2] == "a" * 10
+
+
 # -- C5: compaction blocks need the beta ----------------------------------------------------------
 
 def test_a_compaction_block_goes_back_only_with_the_compaction_beta() -> None:

@@ -22,6 +22,7 @@ from ..contracts import (
 )
 from ._common import decode_arguments, inline_media_type, parts_of
 from ._errors import WireRequestError
+from ._names import plain_id
 from ._types import CachePolicy, ForcedTool, WireOptions
 
 __all__ = ("cache_breakpoints", "message_blocks", "results_first", "tool_choice")
@@ -122,7 +123,9 @@ def message_blocks(m: Message, *, compaction: bool = True) -> tuple[str, list[di
                 raise WireRequestError(
                     f"an assistant message carries only text here, got {type(p).__name__}")
         for call in m.tool_calls:
-            blocks.append({"type": "tool_use", "id": call.id, "name": call.name,
+            # The API takes ids of ^[a-zA-Z0-9_-]+$ only; another provider's id is sent under
+            # a deterministic plain one, the same for its result.
+            blocks.append({"type": "tool_use", "id": plain_id(call.id), "name": call.name,
                            "input": _tool_input(call.arguments)})
         return "assistant", blocks
     if isinstance(m, ToolMessage):
@@ -133,7 +136,7 @@ def message_blocks(m: Message, *, compaction: bool = True) -> tuple[str, list[di
         else:
             content = [_content_block(p) for p in parts
                        if not isinstance(p, ReasoningPart) and not _blank(p)]
-        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id}
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": plain_id(m.tool_call_id)}
         if content if isinstance(content, list) else content.strip():
             # An empty or whitespace-only result is sent without content (the field is
             # optional; "" is an empty text block to the API).

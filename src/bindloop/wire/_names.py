@@ -28,7 +28,7 @@ from ._errors import WireRequestError
 from ._sse import SseEvent
 from ._types import ForcedTool, StreamDecoder, WireOptions
 
-__all__ = ("NameRule", "ToolNames", "GEMINI_NAMES", "OPENAI_NAMES", "short_id")
+__all__ = ("NameRule", "ToolNames", "GEMINI_NAMES", "OPENAI_NAMES", "plain_id", "short_id")
 
 
 class NameRule(msgspec.Struct, frozen=True):
@@ -189,3 +189,17 @@ def short_id(value: str, limit: int = _ID_MAX) -> str:
     if len(value) <= limit:
         return value
     return f"{value[:limit - 17]}_{_digest(value, 16)}"
+
+
+_PLAIN_ID = re.compile(r"[a-zA-Z0-9_-]+")
+_NOT_PLAIN = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def plain_id(value: str) -> str:
+    """``value`` itself when it matches ``^[a-zA-Z0-9_-]+$`` (Anthropic's pattern for a
+    ``tool_use`` id), else its characters outside the pattern replaced by ``_`` and 16 hex digits
+    of its SHA-256 added: ids from other providers and gateways (``functions.get_weather:0``)
+    keep pairing their call and result, and two ids never merge into one."""
+    if _PLAIN_ID.fullmatch(value):
+        return value
+    return f"{_NOT_PLAIN.sub('_', value)}_{_digest(value, 16)}"
