@@ -6,7 +6,8 @@ them — are grouped into one user message, since every ``tool_result`` must sit
 after its ``tool_use``; the results go first in that turn, as the API requires. Thinking and redacted thinking blocks are echoed with their signatures, as
 the reasoning policy allows. Usage: ``input_tokens`` counts cache reads and writes too (Anthropic
 reports them apart), ``cached_input_tokens`` is the cache reads and ``cache_write_tokens`` the
-writes; with server-side compaction the totals are the sum of ``usage.iterations``.
+writes; with server-side compaction the totals are the sum of ``usage.iterations``, except the
+passes another model ran (advisor, fallback), which are itemised with their ``model`` only.
 """
 
 from __future__ import annotations
