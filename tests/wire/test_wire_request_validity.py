@@ -10,8 +10,11 @@ import base64
 import hashlib
 import json
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import msgspec
 import pytest
 from hypothesis import given, settings
@@ -44,12 +47,17 @@ from bindloop.wire import (
     CachePolicy,
     ForcedTool,
     GeminiAdapter,
+    HttpRequest,
+    ModelAdapter,
     ReasoningOptions,
+    StreamBudgets,
     WireOptions,
     WireRequestError,
     create_wire_adapter,
 )
 from bindloop.wire._stream import decode_stream
+
+_NO_BUDGETS = StreamBudgets(first_token_ms=None, inter_chunk_ms=None, total_ms=None)
 
 PATTERN = {"openai_chat": r"[a-zA-Z0-9_-]{1,64}", "openai_responses": r"[a-zA-Z0-9_-]{1,64}",
            "anthropic": r"[a-zA-Z0-9_-]{1,64}", "gemini": r"[a-zA-Z_][a-zA-Z0-9_.:-]{0,127}"}
@@ -194,6 +202,44 @@ def test_the_next_turn_sends_the_mapped_call_under_the_same_wire_name(wire: str)
                ToolMessage(tool_call_id=turn.tool_calls[0].id, content="done")]
     sent = _sent_names(wire, _body(wire, history, tools, adapter=adapter))
     assert sent["calls"] == [wire_name] and sent["tools"] == [wire_name]
+
+
+class _Reply:
+    def __init__(self, body: bytes, status: int = 200) -> None:
+        self.status = status
+        self.headers: tuple[tuple[str, str], ...] = ()
+        self._body = body
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        yield self._body
+
+
+class _CallingTransport:
+    """A provider that calls the first tool of each request by the name the request sent, and
+    refuses a name outside its pattern with a 400, as the real ones do."""
+
+    def __init__(self, wire: str) -> None:
+        self.wire = wire
+
+    @asynccontextmanager
+    async def open(self, request: HttpRequest) -> AsyncIterator[_Reply]:
+        name = _sent_names(self.wire, msgspec.json.decode(request.body))["tools"][0]
+        if not re.fullmatch(PATTERN[self.wire], name):
+            yield _Reply(b'{"error": {"message": "tools.0.name: String should match pattern"}}',
+                         status=400)
+            return
+        yield _Reply(_stream(self.wire, name) if request.stream
+                     else json.dumps(_RESPONSES[self.wire](name)).encode())
+
+
+@pytest.mark.parametrize("wire", WIRE_NAMES)
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_model_adapter_hands_the_loop_the_canonical_name(wire: str, stream: bool) -> None:
+    model = ModelAdapter(create_wire_adapter(wire), _CallingTransport(wire),
+                         WireOptions(model="m", stream=stream), budgets=_NO_BUDGETS)
+    tools = [ToolDefinition(name="github:create issue")]
+    turn = anyio.run(model.complete, [UserMessage(content="go")], tools)
+    assert [c.name for c in turn.tool_calls] == ["github:create issue"]
 
 
 _ANY_NAME = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=150)
