@@ -7,7 +7,8 @@ strict for pydantic (``wire_strict_types``: ``extra="forbid"``, ``strict=True``,
 ``list``); for Gemini, google-genai's ``Content`` / ``Tool`` / ``ToolConfig`` /
 ``GenerationConfig`` (which forbid unknown fields) under the documented top-level keys of
 ``models.generateContent``. Constraints the types do not carry are checked from the providers'
-documentation: tool-name patterns, Responses ``call_id`` at most 64 characters, Anthropic's
+documentation: tool-name patterns, call ids (Chat: at most 40 characters, the API's 400;
+Responses ``call_id``: at most 64, the spec), Anthropic's
 refusal of blank text blocks (and of ``cache_control`` on them) and its ``tool_use`` id pattern.
 
 Input: any transcript of :mod:`bindloop.testing.strategies` (every content part, reasoning,
@@ -92,6 +93,9 @@ def _documented(wire: str, body: dict[str, Any]) -> list[str]:
         names = [t["function"]["name"] for t in body.get("tools", ())]
         names += [c["function"]["name"] for m in body["messages"] for c in m.get("tool_calls", ())]
         out += [f"tool name {n!r}" for n in names if not _OPENAI_NAME.fullmatch(n)]
+        ids = [c["id"] for m in body["messages"] for c in m.get("tool_calls", ())]
+        ids += [m["tool_call_id"] for m in body["messages"] if m["role"] == "tool"]
+        out += [f"tool call id of {len(i)} characters" for i in ids if len(i) > 40]
     elif wire == "openai_responses":
         names = [t["name"] for t in body.get("tools", ())]
         names += [i["name"] for i in body["input"] if i.get("type") == "function_call"]

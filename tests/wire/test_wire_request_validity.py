@@ -445,6 +445,19 @@ def test_anthropic_sends_other_providers_call_ids_under_plain_ones() -> None:
     assert uses[2] == "a" * 10
 
 
+def test_chat_shortens_call_ids_over_40_alike_for_the_call_and_its_result() -> None:
+    long_a, long_b = "toolu_" + "a" * 40, "toolu_" + "b" * 40
+    messages: list[Message] = [UserMessage(content="go"), AssistantMessage(tool_calls=(
+        ToolCall(id=long_a, name="t"), ToolCall(id=long_b, name="t"),
+        ToolCall(id="call_abc", name="t"))),
+        *[ToolMessage(tool_call_id=i, content="r") for i in (long_a, long_b, "call_abc")]]
+    sent = _body("openai_chat", messages)["messages"]
+    calls = [c["id"] for c in sent[1]["tool_calls"]]
+    results = [m["tool_call_id"] for m in sent[2:]]
+    assert calls == results and len(set(calls)) == 3
+    assert all(len(c) <= 40 for c in calls) and calls[2] == "call_abc"
+
+
 # -- C5: compaction blocks need the beta ----------------------------------------------------------
 
 def test_a_compaction_block_goes_back_only_with_the_compaction_beta() -> None:

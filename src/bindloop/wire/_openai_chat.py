@@ -47,7 +47,7 @@ from ._common import (
     tool_parameters,
 )
 from ._errors import IncompleteStreamError, ProviderHttpError, WireRequestError
-from ._names import OPENAI_NAMES, ToolNames
+from ._names import OPENAI_NAMES, ToolNames, short_id
 from ._sse import SseEvent
 from ._types import ForcedTool, Headers, HttpRequest, StreamDecoder, WireName, WireOptions
 
@@ -373,12 +373,23 @@ class _ChatStreamDecoder:
 
 # -- requests: messages --------------------------------------------------------------------------
 
+_CALL_ID_MAX = 40  # the API's 400: "'messages[N].tool_calls[0].id': ... maximum length 40"
+
+
 def _message(m: Message) -> dict[str, Any]:
     # The request form is the contracts codec's, beside the stored form it shares its parts with.
     try:
-        return message_to_openai_request(m)
+        out = message_to_openai_request(m)
     except TranscriptFormatError as exc:
         raise WireRequestError(str(exc)) from None
+    # A longer call id (another provider's, a gateway's) goes shortened, alike for the call and
+    # its result, so they still pair; the API's answers carry ids it mints itself.
+    if "tool_calls" in out:
+        for call in out["tool_calls"]:
+            call["id"] = short_id(call["id"], _CALL_ID_MAX)
+    elif "tool_call_id" in out:
+        out["tool_call_id"] = short_id(out["tool_call_id"], _CALL_ID_MAX)
+    return out
 
 
 # -- errors --------------------------------------------------------------------------------------
