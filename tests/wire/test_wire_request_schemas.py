@@ -24,7 +24,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bindloop.contracts import AssistantMessage, Message, ToolDefinition, ToolMessage
+from bindloop.contracts import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolDefinition,
+    ToolMessage,
+)
 from bindloop.testing.strategies import transcripts
 from bindloop.wire import (
     WIRE_NAMES,
@@ -177,10 +183,21 @@ def _reid(messages: list[Message], style: Any) -> list[Message]:
     return out
 
 
+def _blanked(messages: list[Message], which: set[int], blank: str) -> list[Message]:
+    """Some messages' text content made blank (empty or whitespace only), as a tool that printed
+    nothing or a user who sent a newline leaves it."""
+    replace = msgspec.structs.replace
+    return [replace(m, content=blank)
+            if i in which and isinstance(m.content, str) and not isinstance(m, SystemMessage)
+            else m for i, m in enumerate(messages)]
+
+
 @st.composite
 def requests(draw: st.DrawFn) -> tuple[list[Message], list[ToolDefinition], WireOptions]:
     tools = draw(TOOLS)
     messages = _reid(draw(transcripts()), draw(st.sampled_from(_ID_STYLES)))
+    which = draw(st.sets(st.integers(0, max(len(messages) - 1, 0)), max_size=3))
+    messages = _blanked(messages, which, draw(st.sampled_from(["", " ", "\n\t"])))
     return messages, tools, draw(options(tools))
 
 

@@ -350,11 +350,13 @@ def test_anthropic_leaves_blank_text_out_of_user_turns_and_tool_results() -> Non
         ToolMessage(tool_call_id="c2", content=(
             TextPart(text=" "), ImagePart(data="iVBORw0KGgo=", media_type="image/png"))),
         UserMessage(content="\t"),
+        AssistantMessage(content=(TextPart(text=" \n"), TextPart(text="fine"))),
+        UserMessage(content="next"),
     ]
     body = _body("anthropic", messages, options=WireOptions(model="m", cache=CachePolicy()))
     blocks = [b for m in body["messages"] for b in m["content"]]
     texts = [b["text"] for b in blocks if b["type"] == "text"]
-    assert texts == ["look"]
+    assert texts == ["look", "fine", "next"]
     results = [b for b in blocks if b["type"] == "tool_result"]
     assert "content" not in results[0]  # a blank result goes without content
     assert [c["type"] for c in results[1]["content"]] == ["image"]

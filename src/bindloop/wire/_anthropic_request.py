@@ -112,7 +112,7 @@ def message_blocks(m: Message, *, compaction: bool = True) -> tuple[str, list[di
                     blocks.append({"type": "thinking", "thinking": p.text,
                                    "signature": p.signature or ""})
             elif isinstance(p, TextPart):
-                if p.text:  # the API refuses empty text blocks
+                if not _blank(p):  # the API refuses empty and whitespace-only text blocks
                     blocks.append({"type": "text", "text": p.text})
             elif isinstance(p, ProviderItemPart):
                 # Another wire's item means nothing here; a compaction block means nothing to an
