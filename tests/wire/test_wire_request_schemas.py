@@ -118,7 +118,7 @@ def _documented(wire: str, body: dict[str, Any]) -> list[str]:
                 blocks.append({"type": "text", "text": b["content"]})
         names += [b["name"] for b in blocks if b["type"] == "tool_use"]
         out += [f"tool name {n!r}" for n in names if not _OPENAI_NAME.fullmatch(n)]
-        out += [f"blank text block {b!r}" for b in blocks
+        out += [f"blank text block {b!r}" for b in [*blocks, *body.get("system", ())]
                 if b["type"] == "text" and not b["text"].strip()]
         out += [f"tool_use id {b['id']!r}" for b in blocks
                 if b["type"] == "tool_use" and not re.fullmatch(r"[a-zA-Z0-9_-]+", b["id"])]

@@ -344,6 +344,7 @@ def test_valid_names_and_ids_pass_through_unchanged(wire: str, messages: list[Me
 
 def test_anthropic_leaves_blank_text_out_of_user_turns_and_tool_results() -> None:
     messages: list[Message] = [
+        SystemMessage(content="rules"), SystemMessage(content=" \n"),
         UserMessage(content=(TextPart(text="look"), TextPart(text="  \n"), TextPart(text=""))),
         AssistantMessage(tool_calls=(ToolCall(id="c1", name="t"), ToolCall(id="c2", name="t"))),
         ToolMessage(tool_call_id="c1", content="   "),
@@ -354,6 +355,7 @@ def test_anthropic_leaves_blank_text_out_of_user_turns_and_tool_results() -> Non
         UserMessage(content="next"),
     ]
     body = _body("anthropic", messages, options=WireOptions(model="m", cache=CachePolicy()))
+    assert [b["text"] for b in body["system"]] == ["rules"]
     blocks = [b for m in body["messages"] for b in m["content"]]
     texts = [b["text"] for b in blocks if b["type"] == "text"]
     assert texts == ["look", "fine", "next"]

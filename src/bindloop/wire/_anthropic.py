@@ -217,7 +217,7 @@ class AnthropicAdapter:
         for m in prepare_history(messages, "anthropic"):
             if isinstance(m, SystemMessage):
                 text = text_of(parts_of(m.content), "a system message")
-                if text:
+                if text.strip():  # a blank system block is refused like any blank text
                     system.append({"type": "text", "text": text})
                 continue
             role, blocks = message_blocks(m, compaction=compaction)
