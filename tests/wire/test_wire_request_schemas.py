@@ -24,13 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bindloop.contracts import (
-    AssistantMessage,
-    Message,
-    SystemMessage,
-    ToolDefinition,
-    ToolMessage,
-)
+from bindloop.contracts import AssistantMessage, Message, ToolDefinition, ToolMessage
 from bindloop.testing.strategies import transcripts
 from bindloop.wire import (
     WIRE_NAMES,
@@ -187,9 +181,8 @@ def _blanked(messages: list[Message], which: set[int], blank: str) -> list[Messa
     """Some messages' text content made blank (empty or whitespace only), as a tool that printed
     nothing or a user who sent a newline leaves it."""
     replace = msgspec.structs.replace
-    return [replace(m, content=blank)
-            if i in which and isinstance(m.content, str) and not isinstance(m, SystemMessage)
-            else m for i, m in enumerate(messages)]
+    return [replace(m, content=blank) if i in which and isinstance(m.content, str) else m
+            for i, m in enumerate(messages)]
 
 
 @st.composite
