@@ -61,7 +61,7 @@ _NO_BUDGETS = StreamBudgets(first_token_ms=None, inter_chunk_ms=None, total_ms=N
 
 PATTERN = {"openai_chat": r"[a-zA-Z0-9_-]{1,64}", "openai_responses": r"[a-zA-Z0-9_-]{1,64}",
            "anthropic": r"[a-zA-Z0-9_-]{1,64}", "gemini": r"[a-zA-Z_][a-zA-Z0-9_.:-]{0,127}"}
-BAD_NAMES = ["ns:tool", "has space", "slash/name", "x" * 70, "9lives", "café", ""]
+BAD_NAMES = ["ns:tool", "has space", "slash/name", "x" * 70, "9lives", "café", "", "t\udc80x"]
 
 
 def _body(wire: str, messages: list[Message], tools: list[ToolDefinition] = (),  # type: ignore[assignment]
