@@ -55,7 +55,7 @@ from bindloop.wire import (
     WireRequestError,
     create_wire_adapter,
 )
-from bindloop.wire._stream import decode_stream
+from bindloop.wire._stream import WireStream, decode_stream
 
 _NO_BUDGETS = StreamBudgets(first_token_ms=None, inter_chunk_ms=None, total_ms=None)
 
@@ -187,6 +187,17 @@ def test_calls_in_responses_come_back_under_the_canonical_name(wire: str, stream
     # A name this adapter never sent under a wire name is read as it is.
     assert adapter.parse_response(json.dumps(_RESPONSES[wire]("other_x")).encode()) \
         .tool_calls[0].name == "other_x"
+
+
+@pytest.mark.parametrize("wire", WIRE_NAMES)
+def test_a_decoder_made_before_the_request_still_maps_back(wire: str) -> None:
+    adapter = create_wire_adapter(wire)
+    decoder = adapter.stream_decoder()
+    body = _body(wire, [UserMessage(content="go")], [ToolDefinition(name="a b")], adapter=adapter)
+    (sent,) = _sent_names(wire, body)["tools"]
+    stream = WireStream(decoder)
+    turn = collect_turn([*stream.feed(_stream(wire, sent)), *stream.end()])
+    assert [c.name for c in turn.tool_calls] == ["a b"]
 
 
 @pytest.mark.parametrize("wire", WIRE_NAMES)

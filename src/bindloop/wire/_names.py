@@ -160,9 +160,10 @@ class ToolNames:
         return events
 
     def decoder(self, inner: StreamDecoder) -> StreamDecoder:
-        """``inner`` itself while no name was ever mapped (the common case costs nothing), else
-        ``inner`` behind :meth:`restore`."""
-        return _Restoring(inner, self) if self._back else inner
+        """``inner`` behind :meth:`restore`. The table is read at each batch, so a decoder made
+        before its request was built still maps back; while no name was ever mapped a batch
+        costs one call and a truth test."""
+        return _Restoring(inner, self)
 
 
 class _Restoring:
