@@ -118,7 +118,8 @@ def expected_flow(messages: list[Message], wire: str) -> list[tuple[Any, ...]]:
     out: list[tuple[Any, ...]] = []
     for m in sanitize_history_for_provider(messages, _TARGET[wire]):  # type: ignore[arg-type]
         if isinstance(m, SystemMessage):
-            out.append(("system", m.content))
+            if not (wire == "anthropic" and isinstance(m.content, str) and not m.content.strip()):
+                out.append(("system", m.content))
         elif isinstance(m, UserMessage):
             parts = (TextPart(text=m.content),) if isinstance(m.content, str) else m.content
             out += [("text", "user", p.text) if isinstance(p, TextPart) else ("image",)
@@ -130,7 +131,8 @@ def expected_flow(messages: list[Message], wire: str) -> list[tuple[Any, ...]]:
                     fact = _reasoning_fact(p, wire)
                     if fact is not None:
                         out.append(fact)
-            text = "".join(p.text for p in parts if isinstance(p, TextPart))
+            text = "".join(p.text for p in parts
+                           if isinstance(p, TextPart) and not (wire == "anthropic" and _blank(p)))
             if text:
                 out.append(("text", "assistant", text))
             out += [("call", c.id, c.name, _val(c.arguments)) for c in m.tool_calls]
