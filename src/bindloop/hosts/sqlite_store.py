@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import uuid
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Literal
@@ -122,6 +123,13 @@ class SqliteStore:
     roughly 15x the stored size in memory). Tool results given to :meth:`complete` must be plain
     JSON values (``read`` returns them decoded as such).
     """
+
+    @staticmethod
+    def new_execution_id() -> str:
+        """A fresh execution id, unique across processes: pass it as ``create_agent(execution_ids=
+        store.new_execution_id)`` when several processes share this file (the agent's default
+        counts per agent object, so two processes would both start at ``"<id>-0"``)."""
+        return uuid.uuid4().hex
 
     def __init__(self, path: str | os.PathLike[str], *, now: Clock = epoch_ms,
                  max_checkpoint_bytes: int | None = None,
