@@ -223,7 +223,8 @@ class _Refused(Exception):
 class A2aServer:
     """The A2A ASGI application over ``runner``.
 
-    The card says ``name``, ``description``, ``skills`` (:class:`~bindloop.protocols.A2aAgentSkill`),
+    The card says ``name``, ``description``, ``skills`` (:class:`~bindloop.protocols.A2aAgentSkill`;
+    without any, one ``chat`` skill of the name and description: the card requires one),
     ``version``, ``provider`` and ``security_schemes``/``security_requirements`` (ProtoJSON
     objects, for an ``authorize`` that checks them); its JSON-RPC URL is ``url`` (the public URL of
     ``rpc_path``), or, without it, the request's own scheme and ``Host`` joined with
@@ -259,7 +260,9 @@ class A2aServer:
             capabilities=A2aAgentCapabilities(streaming=streaming, push_notifications=False,
                                               extended_agent_card=False),
             default_input_modes=("text/plain", "application/json"),
-            default_output_modes=("text/plain",), skills=tuple(skills), provider=provider,
+            default_output_modes=("text/plain",), provider=provider,
+            skills=tuple(skills) or (A2aAgentSkill(id="chat", name=name, description=description,
+                                                   tags=("chat",)),),
             security_schemes=security_schemes, security_requirements=tuple(security_requirements))
         self._fixed_url = url is not None
         self._rpc_path = rpc_path.rstrip("/") or "/"

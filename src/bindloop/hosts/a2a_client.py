@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 
@@ -42,6 +42,7 @@ from bindloop.protocols import (
 __all__ = ("A2aClient", "A2aClientError", "AskAgent", "a2a_tool", "task_text")
 
 _JSON = msgspec.json.Encoder()
+_T = TypeVar("_T")
 
 
 class A2aClientError(BindloopError):
@@ -207,7 +208,7 @@ class A2aClient:
         return envelope.result
 
     @staticmethod
-    def _as(value: Any, type_: Any, what: str) -> Any:
+    def _as(value: Any, type_: type[_T], what: str) -> _T:
         try:
             return msgspec.convert(value, type_)
         except msgspec.ValidationError:

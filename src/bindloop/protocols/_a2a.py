@@ -332,9 +332,11 @@ def a2a_reply(message: A2aMessage, pending: Sequence[A2aPending]
     texts = [p.text for p in message.parts if p.text is not None]
     datas = [p.data for p in message.parts if p.data is not msgspec.UNSET]
     text = "\n".join(texts).strip()
-    obj = next((d for d in datas if isinstance(d, dict)), {})
-    each = obj.get("approvals") if isinstance(obj.get("approvals"), dict) else {}
-    answers = obj.get("answers") if isinstance(obj.get("answers"), dict) else {}
+    obj: dict[str, Any] = next((d for d in datas if isinstance(d, dict)), {})
+    each_given = obj.get("approvals")
+    each: dict[str, Any] = each_given if isinstance(each_given, dict) else {}
+    answers_given = obj.get("answers")
+    answers: dict[str, Any] = answers_given if isinstance(answers_given, dict) else {}
     approvals: list[ToolApproval] = []
     tool_messages: list[ToolMessage] = []
     for p in pending:

@@ -115,11 +115,8 @@ class A2aRpcError(BindloopError):
         return _REASONS.get(self.code)
 
 
-class _Wire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
-    pass
-
-
-class A2aPart(_Wire):
+class A2aPart(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
+         rename="camel"):
     """One part of a message or artifact: exactly one of ``text``, ``raw`` (base64), ``url`` or
     ``data`` (any JSON value, ``null`` included -- hence UNSET when absent)."""
 
@@ -132,7 +129,8 @@ class A2aPart(_Wire):
     media_type: str | None = None
 
 
-class A2aMessage(_Wire):
+class A2aMessage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
+         rename="camel"):
     """One message: ``ROLE_USER`` from the client, ``ROLE_AGENT`` from the agent."""
 
     message_id: str
@@ -145,13 +143,15 @@ class A2aMessage(_Wire):
     reference_task_ids: tuple[str, ...] = ()
 
 
-class A2aTaskStatus(_Wire):
+class A2aTaskStatus(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
+         rename="camel"):
     state: A2aTaskState
     message: A2aMessage | None = None
     timestamp: str | None = None
 
 
-class A2aArtifact(_Wire):
+class A2aArtifact(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
+         rename="camel"):
     artifact_id: str
     parts: tuple[A2aPart, ...] = ()
     name: str | None = None
@@ -160,7 +160,8 @@ class A2aArtifact(_Wire):
     extensions: tuple[str, ...] = ()
 
 
-class A2aTask(_Wire):
+class A2aTask(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
+         rename="camel"):
     id: str
     status: A2aTaskStatus
     context_id: str | None = None
@@ -169,7 +170,8 @@ class A2aTask(_Wire):
     metadata: dict[str, Any] | None = None
 
 
-class A2aStatusUpdate(_Wire):
+class A2aStatusUpdate(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
+         rename="camel"):
     """``TaskStatusUpdateEvent``."""
 
     task_id: str
@@ -178,7 +180,8 @@ class A2aStatusUpdate(_Wire):
     metadata: dict[str, Any] | None = None
 
 
-class A2aArtifactUpdate(_Wire):
+class A2aArtifactUpdate(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
+         rename="camel"):
     """``TaskArtifactUpdateEvent``: ``append`` adds the parts to the artifact of that id (else it
     replaces it); ``last_chunk`` says no more follows for it."""
 
@@ -190,7 +193,8 @@ class A2aArtifactUpdate(_Wire):
     metadata: dict[str, Any] | None = None
 
 
-class A2aStreamResponse(_Wire):
+class A2aStreamResponse(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
+         rename="camel"):
     """One streamed result: exactly one field is set."""
 
     task: A2aTask | None = None
@@ -199,38 +203,44 @@ class A2aStreamResponse(_Wire):
     artifact_update: A2aArtifactUpdate | None = None
 
 
-class A2aSendConfiguration(_Wire):
+class A2aSendConfiguration(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
+         rename="camel"):
     accepted_output_modes: tuple[str, ...] = ()
     history_length: int | None = None
     return_immediately: bool = False
     task_push_notification_config: Any = msgspec.UNSET
 
 
-class A2aSendMessageRequest(_Wire):
+class A2aSendMessageRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
+         rename="camel"):
     message: A2aMessage
     configuration: A2aSendConfiguration | None = None
     metadata: dict[str, Any] | None = None
     tenant: str | None = None
 
 
-class A2aGetTaskRequest(_Wire):
+class A2aGetTaskRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
+         rename="camel"):
     id: str
     history_length: int | None = None
     tenant: str | None = None
 
 
-class A2aCancelTaskRequest(_Wire):
+class A2aCancelTaskRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
+         rename="camel"):
     id: str
     metadata: dict[str, Any] | None = None
     tenant: str | None = None
 
 
-class A2aSubscribeRequest(_Wire):
+class A2aSubscribeRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
+         rename="camel"):
     id: str
     tenant: str | None = None
 
 
-class A2aAgentInterface(_Wire):
+class A2aAgentInterface(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
+         rename="camel"):
     """One way to reach the agent: ``protocol_binding`` ``JSONRPC`` (or ``GRPC``,
     ``HTTP+JSON``) at ``url`` for ``protocol_version``."""
 
@@ -240,13 +250,15 @@ class A2aAgentInterface(_Wire):
     tenant: str | None = None
 
 
-class A2aAgentCapabilities(_Wire):
+class A2aAgentCapabilities(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
+         rename="camel"):
     streaming: bool | None = None
     push_notifications: bool | None = None
     extended_agent_card: bool | None = None
 
 
-class A2aAgentSkill(_Wire):
+class A2aAgentSkill(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
+         rename="camel"):
     id: str
     name: str
     description: str
@@ -256,23 +268,27 @@ class A2aAgentSkill(_Wire):
     output_modes: tuple[str, ...] = ()
 
 
-class A2aAgentProvider(_Wire):
+class A2aAgentProvider(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
+         rename="camel"):
     organization: str
     url: str
 
 
-class A2aAgentCard(_Wire):
+class A2aAgentCard(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
+         rename="camel"):
     """What an agent publishes at :data:`A2A_AGENT_CARD_PATH`. ``security_schemes`` and
-    ``security_requirements`` are carried as their ProtoJSON objects."""
+    ``security_requirements`` are carried as their ProtoJSON objects. The lists default to empty
+    so a card read from a peer that leaves them out decodes; a card this side publishes fills
+    them (empty ones are left out on encode)."""
 
     name: str
     description: str
     supported_interfaces: tuple[A2aAgentInterface, ...]
     version: str
-    capabilities: A2aAgentCapabilities
-    default_input_modes: tuple[str, ...]
-    default_output_modes: tuple[str, ...]
-    skills: tuple[A2aAgentSkill, ...]
+    capabilities: A2aAgentCapabilities = A2aAgentCapabilities()
+    default_input_modes: tuple[str, ...] = ()
+    default_output_modes: tuple[str, ...] = ()
+    skills: tuple[A2aAgentSkill, ...] = ()
     provider: A2aAgentProvider | None = None
     documentation_url: str | None = None
     icon_url: str | None = None
