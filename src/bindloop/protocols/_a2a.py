@@ -39,6 +39,7 @@ from ..contracts import (
     ToolSuspend,
     tool_error_message,
 )
+from ..errors import ProviderError, UsageError
 from ..textstream import TurnResetEvent, TurnTextEvent
 from ._a2a_types import (
     A2aArtifact,
@@ -294,7 +295,12 @@ class RunRecorder:
         elif isinstance(event, TurnTextEvent):
             pass  # the retractable view of text the turn's own events carry
         elif isinstance(event, _STREAM_EVENTS):
-            self._collector.observe(event)  # type: ignore[arg-type]
+            try:
+                self._collector.observe(event)  # type: ignore[arg-type]
+            except (ProviderError, UsageError):
+                # Fragments the loop's own fold refused too: that turn fails there, and the
+                # retry (or the run's failure) follows; the record only must not break the run.
+                self._collector = TurnCollector()
 
     def messages(self, open_calls: Sequence[ToolCall] = ()) -> tuple[Message, ...]:
         """The run's messages: first the answers it gave to ``open_calls`` (calls of the

@@ -8,6 +8,7 @@ Only what a bindloop server and client exchange is modelled; unknown fields are 
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal, TypeAlias, TypeVar
 
 import msgspec
@@ -372,8 +373,13 @@ def decode_a2a_params(params: dict[str, Any], type_: type[_T]) -> _T:
         text = str(exc)
         where = text.rsplit(" - at ", 1)
         path = where[1] if len(where) == 2 else "$"
+        # msgspec quotes an invalid enum value: the problem is named, the value is not
+        problem = _QUOTED.sub("(not one of the allowed values)", where[0].split(" - ")[0])
         raise A2aRpcError(A2aErrorCode.INVALID_PARAMS,
-                          f"invalid params at {path}: {where[0].split(' - ')[0]}") from None
+                          f"invalid params at {path}: {problem}") from None
+
+
+_QUOTED = re.compile(r"'[^']*'")
 
 
 _ENC = msgspec.json.Encoder()
