@@ -9,6 +9,8 @@ Only what a bindloop server and client exchange is modelled; unknown fields are 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Literal, TypeAlias, TypeVar
 
 import msgspec
@@ -90,13 +92,13 @@ class A2aErrorCode:
     VERSION_NOT_SUPPORTED = -32009
 
 
-_REASONS = {
+_REASONS: Mapping[int, str] = MappingProxyType({
     -32001: "TASK_NOT_FOUND", -32002: "TASK_NOT_CANCELABLE",
     -32003: "PUSH_NOTIFICATION_NOT_SUPPORTED", -32004: "UNSUPPORTED_OPERATION",
     -32005: "CONTENT_TYPE_NOT_SUPPORTED", -32006: "INVALID_AGENT_RESPONSE",
     -32007: "EXTENDED_AGENT_CARD_NOT_CONFIGURED", -32008: "EXTENSION_SUPPORT_REQUIRED",
     -32009: "VERSION_NOT_SUPPORTED",
-}
+})
 
 
 class A2aRpcError(BindloopError):
