@@ -381,7 +381,7 @@ def _sdk_server(served: Any) -> Iterator[str]:
     class Late:  # the card's URL is known once the port is
         async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
             if scope["type"] == "lifespan":  # the SDK's app needs none
-                while (message := await receive())["type"] != "lifespan.shutdown":
+                while (await receive())["type"] != "lifespan.shutdown":
                     await send({"type": "lifespan.startup.complete"})
                 await send({"type": "lifespan.shutdown.complete"})
                 return

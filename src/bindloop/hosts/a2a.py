@@ -399,13 +399,14 @@ class A2aServer:
             if streaming and not self._streaming:
                 raise A2aRpcError(A2aErrorCode.UNSUPPORTED_OPERATION,
                                   "this agent does not stream")
-            task = self._take(request, identity)
-            offset = len(task.log)  # the run starts at the next await: its updates follow this
+            task, begin = self._take(request, identity)
             config = request.configuration
             length = config.history_length if config is not None else None
             if streaming:
-                await self._stream(rid, task, offset, receive, send, first=task.snapshot(length))
+                await self._stream(rid, task, len(task.log), receive, send,
+                                   first=task.snapshot(length), begin=begin)
                 return
+            begin()
             if config is None or not config.return_immediately:
                 await _until_settled(task)
             await _respond(send, 200, encode_a2a_result(rid, {"task": task.snapshot(length)}))
@@ -469,8 +470,10 @@ class A2aServer:
             tasks.append(snap)
         return {"tasks": tasks, "nextPageToken": "", "pageSize": size, "totalSize": len(mine)}
 
-    def _take(self, request: A2aSendMessageRequest, identity: str) -> _Task:
-        """The task this message starts or continues, its run started."""
+    def _take(self, request: A2aSendMessageRequest, identity: str
+              ) -> tuple[_Task, Callable[[], None]]:
+        """The task this message starts or continues, and the call that starts its run (a
+        stream sends its first event before: the run's first steps do not delay it)."""
         message = request.message
         if message.role != "ROLE_USER":
             raise A2aRpcError(A2aErrorCode.INVALID_PARAMS, "message.role must be ROLE_USER")
@@ -535,8 +538,8 @@ class A2aServer:
         encoder = A2aTaskEncoder(task.id, task.context_id,
                                  now=lambda: iso_timestamp(self._now()), known_calls=open_calls)
         frames = _Frames(self, task, encoder, RunRecorder())
-        self._tg.start_soon(self._drive, task, chat, frames, open_calls)
-        return task
+        tg = self._tg
+        return task, lambda: tg.start_soon(self._drive, task, chat, frames, open_calls)
 
     def _admit(self, identity: str) -> None:
         if self._runs >= self._max_runs or \
@@ -597,9 +600,18 @@ class A2aServer:
         return task
 
     async def _stream(self, rid: str | int | None, task: _Task, after: int, receive: Receive,
-                      send: Send, *, first: A2aTask) -> None:
-        """SSE: ``first`` (the task), then its updates from ``after`` until the run's end."""
-        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+                      send: Send, *, first: A2aTask,
+                      begin: Callable[[], None] | None = None) -> None:
+        """SSE: ``first`` (the task), then its updates from ``after`` until the run's end;
+        ``begin()`` (the run's start) once ``first`` is sent -- or the client gone."""
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+            await _send_sse(send, rid, {"task": first})
+        except OSError:
+            return  # the client's socket is gone
+        finally:
+            if begin is not None:
+                begin()
         async with anyio.create_task_group() as tg:
             async def watch_disconnect() -> None:
                 while (await receive())["type"] != "http.disconnect":
@@ -608,7 +620,6 @@ class A2aServer:
 
             tg.start_soon(watch_disconnect)
             try:
-                await _send_sse(send, rid, {"task": first})
                 while True:
                     changed = task.changed
                     if after < len(task.log):
