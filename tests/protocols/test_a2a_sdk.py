@@ -475,3 +475,25 @@ def test_a_bindloop_agent_asks_a_bindloop_a2a_agent_through_the_tool(served: Any
     assert events[-1].status_update.status.state == "TASK_STATE_COMPLETED"
 
 
+
+
+def test_the_docs_page_runs_as_written(capsys: Any) -> None:
+    import re
+    import textwrap
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "a2a.md").read_text()
+    blocks = [textwrap.dedent(b) for b in re.findall(r"```python\n(.*?)```", text, re.S)]
+    namespace: dict[str, Any] = {}
+    try:
+        for block in blocks:
+            exec(compile(block, "a2a.md", "exec"), namespace)
+    finally:
+        if "server" in namespace:
+            namespace["server"].should_exit = True
+    assert capsys.readouterr().out.splitlines() == [
+        "geo",
+        "TASK_STATE_COMPLETED Paris is the capital of France.",
+        "TASK_STATE_COMPLETED About 2.1 million people.",
+        "ask_geo ['message', 'task_id']",
+    ]
