@@ -309,7 +309,7 @@ class A2aServer:
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         method, path = scope["method"], scope["path"].rstrip("/") or "/"
-        if path == A2A_AGENT_CARD_PATH and method in ("GET", "HEAD"):
+        if path == A2A_AGENT_CARD_PATH and method == "GET":
             body = _JSON.encode(self.card(scope))
             await _respond(send, 200, body, [(b"cache-control", b"public, max-age=300")])
             return
@@ -525,7 +525,6 @@ class A2aServer:
             open_calls = ()
             chat = ChatInput(chat_id=scoped_chat_id(identity, context_id), protocol="a2a",
                              transcript=transcript, identity=identity)
-            self._forget_old()
         task.history.append(msgspec.structs.replace(message, task_id=task.id,
                                                     context_id=task.context_id))
         task.transcript = chat.transcript
@@ -533,6 +532,7 @@ class A2aServer:
                                     timestamp=iso_timestamp(self._now()))
         task.pending = ()
         task.running = True
+        self._forget_old()
         task.ended = anyio.Event()
         task.scope = anyio.CancelScope()
         encoder = A2aTaskEncoder(task.id, task.context_id,
