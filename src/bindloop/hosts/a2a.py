@@ -539,7 +539,11 @@ class A2aServer:
                                  now=lambda: iso_timestamp(self._now()), known_calls=open_calls)
         frames = _Frames(self, task, encoder, RunRecorder())
         tg = self._tg
-        return task, lambda: tg.start_soon(self._drive, task, chat, frames, open_calls)
+
+        def begin() -> None:
+            tg.start_soon(self._drive, task, chat, frames, open_calls)
+
+        return task, begin
 
     def _admit(self, identity: str) -> None:
         if self._runs >= self._max_runs or \
