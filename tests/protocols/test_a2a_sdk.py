@@ -197,7 +197,7 @@ def _approval_app(world: _World, *turns: Any) -> A2aServer:
 def test_an_approval_is_input_required_and_yes_on_the_task_runs_the_call(served: Any) -> None:
     world = _World()
     app = _approval_app(world, tool_call_turn([tool_call("delete_note", {"title": "groceries"},
-                                                         id="c1")]),
+                                                         id="c1")], text="Deleting."),
                         final_answer("Deleted it."))
     with served(app) as base:
         asked = asyncio.run(_events(base, _send("delete groceries")))
@@ -209,10 +209,19 @@ def test_an_approval_is_input_required_and_yes_on_the_task_runs_the_call(served:
         assert data == [{"kind": "approval", "id": "approval-c1", "toolCallId": "c1",
                          "toolName": "delete_note", "arguments": {"title": "groceries"}}]
         answered = asyncio.run(_events(base, _send("yes", task_id=task_id)))
+
+        async def get() -> Task:
+            client = await _client(base)
+            return await client.get_task(GetTaskRequest(id=task_id))
+
+        final = asyncio.run(get())
     assert world.deleted == ["groceries"]
     assert _states(answered) == ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING",
                                  "TASK_STATE_COMPLETED"]
     assert answered[0].task.id == task_id
+    # the second run's artifact adds to the first run's (its ids are its own)
+    assert [a.parts[0].text for a in final.artifacts] == ["Deleting.", "Deleted it."]
+    assert [m.role for m in final.history] == [Role.ROLE_USER, Role.ROLE_AGENT, Role.ROLE_USER]
 
 
 def test_a_data_denial_on_the_context_never_runs_the_call_and_the_model_reads_why(served: Any) -> None:

@@ -130,6 +130,7 @@ class _Task:
         self.transcript: tuple[Message, ...] = ()
         self.pending: tuple[A2aPending, ...] = ()
         self.updated_ms = now_ms
+        self.runs = 0
 
     @property
     def state(self) -> str:
@@ -535,8 +536,10 @@ class A2aServer:
         self._forget_old()
         task.ended = anyio.Event()
         task.scope = anyio.CancelScope()
+        task.runs += 1
         encoder = A2aTaskEncoder(task.id, task.context_id,
-                                 now=lambda: iso_timestamp(self._now()), known_calls=open_calls)
+                                 now=lambda: iso_timestamp(self._now()), known_calls=open_calls,
+                                 id_prefix=task.id if task.runs == 1 else f"{task.id}.{task.runs}")
         frames = _Frames(self, task, encoder, RunRecorder())
         tg = self._tg
 

@@ -119,15 +119,18 @@ class A2aTaskEncoder(RunEncoder[A2aStreamResponse]):
     ``finish()`` (``COMPLETED``, or ``INPUT_REQUIRED`` with :meth:`pending` when the run waits on
     approvals or answers), ``fail(text)`` (``FAILED``, the text as the status message) or
     ``abort()`` (``CANCELED``). ``now()`` stamps each status (``None``: no timestamp).
-    Ids are ``<task_id>-<kind><n>``: equal runs give equal updates."""
+    ``known_calls``: calls of the conversation still open when the run starts (their outcomes
+    need no announcement). Ids are ``<id_prefix>-<kind><n>`` (``id_prefix`` defaults to the task
+    id; a later run of the same task takes another, so its artifacts add to the earlier ones):
+    equal runs give equal updates."""
 
     _name = "A2aTaskEncoder"
 
     def __init__(self, task_id: str, context_id: str, *,
                  now: Callable[[], str | None] = lambda: None,
-                 known_calls: Iterable[ToolCall] = ()) -> None:
+                 known_calls: Iterable[ToolCall] = (), id_prefix: str | None = None) -> None:
         known = tuple(known_calls)
-        super().__init__(task_id, known_calls=(c.id for c in known))
+        super().__init__(id_prefix or task_id, known_calls=(c.id for c in known))
         self.task_id = task_id
         self.context_id = context_id
         self._now = now
