@@ -396,6 +396,8 @@ class A2aServer:
                         identity: str, receive: Receive, send: Send) -> None:
         if method in ("SendMessage", "SendStreamingMessage"):
             request = decode_a2a_params(params, A2aSendMessageRequest)
+            if request.configuration is not None:
+                _check_history_length(request.configuration.history_length)
             streaming = method == "SendStreamingMessage"
             if streaming and not self._streaming:
                 raise A2aRpcError(A2aErrorCode.UNSUPPORTED_OPERATION,
@@ -413,8 +415,7 @@ class A2aServer:
             await _respond(send, 200, encode_a2a_result(rid, {"task": task.snapshot(length)}))
         elif method == "GetTask":
             get = decode_a2a_params(params, A2aGetTaskRequest)
-            if get.history_length is not None and get.history_length < 0:
-                raise A2aRpcError(A2aErrorCode.INVALID_PARAMS, "historyLength must be >= 0")
+            _check_history_length(get.history_length)
             task = self._find(identity, get.id)
             await _respond(send, 200, encode_a2a_result(rid, task.snapshot(get.history_length)))
         elif method == "CancelTask":
@@ -462,10 +463,13 @@ class A2aServer:
                 and (state in (None, "TASK_STATE_UNSPECIFIED") or t.state == state)]
         mine.sort(key=lambda t: t.updated_ms, reverse=True)
         with_artifacts = params.get("includeArtifacts") is True
+        length = params.get("historyLength")
+        if length is not None and (not isinstance(length, int) or isinstance(length, bool)):
+            raise A2aRpcError(A2aErrorCode.INVALID_PARAMS, "historyLength must be an integer")
+        _check_history_length(length)
         tasks = []
         for t in mine[:size]:
-            snap = t.snapshot(params.get("historyLength")
-                              if isinstance(params.get("historyLength"), int) else None)
+            snap = t.snapshot(length)
             if not with_artifacts:
                 snap = msgspec.structs.replace(snap, artifacts=())
             tasks.append(snap)
@@ -642,6 +646,11 @@ class A2aServer:
             except OSError:
                 pass  # the client's socket is gone
             tg.cancel_scope.cancel()
+
+
+def _check_history_length(length: int | None) -> None:
+    if length is not None and length < 0:
+        raise A2aRpcError(A2aErrorCode.INVALID_PARAMS, "historyLength must be >= 0")
 
 
 def _interface(url: str) -> A2aAgentInterface:
