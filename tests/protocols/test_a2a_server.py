@@ -190,3 +190,14 @@ def test_a_body_that_does_not_arrive_in_time_gets_408(served: Any) -> None:
             start = time.monotonic()
             answer = sock.recv(4096)
         assert answer.startswith(b"HTTP/1.1 408") and time.monotonic() - start < 5
+
+
+def test_one_tool_serves_run_after_run_each_on_its_own_event_loop(served: Any) -> None:
+    from bindloop.contracts import ToolResult
+    from bindloop.hosts.a2a_client import a2a_tool
+
+    with served(A2aServer(_echo, name="e", description="d")) as base:
+        tool = a2a_tool(base)  # made once, outside any loop
+        for word in ("one", "two", "three"):
+            outcome = anyio.run(tool.execute, '{"message": "%s"}' % word, None)
+            assert outcome == ToolResult(content=f"echo {word}")

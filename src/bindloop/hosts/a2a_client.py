@@ -21,6 +21,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, TypeVar
 
+import anyio.lowlevel
 import msgspec
 
 from bindloop.contracts import ToolError, ToolResult
@@ -78,7 +79,8 @@ def _httpx() -> Any:
 class A2aClient:
     """A client of the agent at ``url`` (its base URL: the card is read from
     ``url + /.well-known/agent-card.json``; pass ``card`` to skip that). ``http`` is an
-    ``httpx.AsyncClient`` the host owns (else one is made, and closed by :meth:`aclose`);
+    ``httpx.AsyncClient`` the host owns (else this client makes one per event loop, and
+    :meth:`aclose` closes the running loop's);
     ``headers`` go with every request (credentials). ``timeout_s`` bounds each request (a stream
     between two events); ``max_bytes`` each answer or event."""
 
@@ -88,16 +90,32 @@ class A2aClient:
                  new_id: Callable[[], str] | None = None) -> None:
         self._url = url.rstrip("/")
         self._owned = http is None
-        self._http = http if http is not None else _httpx().AsyncClient()
+        self._given = http
+        self._clients: tuple[object, Any] | None = None  # (event loop token, client it owns)
         self._headers = {**(headers or {}), "A2A-Version": A2A_PROTOCOL_VERSION}
         self._card = card
         self._timeout = timeout_s
         self._max = max_bytes
         self._new_id = new_id or (lambda: uuid.uuid4().hex)
 
+    @property
+    def _http(self) -> Any:
+        """The httpx client for the running event loop: the host's, or one this client owns per
+        loop (an httpx client's pooled connections cannot move between loops, and a tool made
+        once may serve run after run, each on its own ``anyio.run``)."""
+        if self._given is not None:
+            return self._given
+        loop = anyio.lowlevel.current_token()
+        if self._clients is None or self._clients[0] != loop:
+            # a client of an earlier loop cannot be closed from this one: it is dropped
+            self._clients = (loop, _httpx().AsyncClient())
+        return self._clients[1]
+
     async def aclose(self) -> None:
-        if self._owned:
-            await self._http.aclose()
+        """Close the client this one owns on the running loop (the host's is the host's)."""
+        clients, self._clients = self._clients, None
+        if clients is not None and clients[0] == anyio.lowlevel.current_token():
+            await clients[1].aclose()
 
     async def __aenter__(self) -> A2aClient:
         return self
