@@ -405,3 +405,24 @@ def test_the_unsupported_methods_say_which_capability_is_missing() -> None:
         return codes
 
     assert anyio.run(main) == [-32003, -32004, -32004, -32601]
+
+
+def test_a_fault_of_the_server_is_internal_error_with_nothing_of_it_shown(
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = A2aServer(_quick, name="a", description="d")
+
+    def broken(*_: Any) -> Any:
+        raise KeyError("/srv/secret/path")
+
+    monkeypatch.setattr(app, "_find", broken)
+    body = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "GetTask",
+                       "params": {"id": "t"}}).encode()
+
+    async def main() -> tuple[int, bytes]:
+        async with _running(app) as running:
+            return await _post(running, body)
+
+    status, answer = anyio.run(main)
+    assert status == 200 and json.loads(answer) == {
+        "jsonrpc": "2.0", "id": 9, "error": {"code": -32603, "message": "internal error"}}
+    assert "secret" in caplog.text  # the operator has it; the client does not

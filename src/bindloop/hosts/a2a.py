@@ -35,7 +35,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from typing import Any
 
 import anyio
@@ -328,11 +328,25 @@ class A2aServer:
         except A2aRpcError as exc:
             await _respond(send, 200, encode_a2a_error(exc.request_id, exc))
             return
+        started = [False]
+
+        async def tracked(message: MutableMapping[str, Any]) -> None:
+            started[0] = True
+            await send(message)
+
         try:
             _check_version(scope)
-            await self._dispatch(call.id, call.method, call.params, identity, receive, send)
+            await self._dispatch(call.id, call.method, call.params, identity, receive, tracked)
         except A2aRpcError as exc:
             await _respond(send, 200, encode_a2a_error(call.id, exc))
+        except Exception:
+            # A fault of this server, not of the request: the detail goes to the log, the client
+            # reads -32603 (or, mid-stream, the stream ends).
+            LOGGER.exception("A2A %s failed", call.method)
+            if started[0]:
+                raise
+            await _respond(send, 200, encode_a2a_error(call.id, A2aRpcError(
+                A2aErrorCode.INTERNAL_ERROR, "internal error")))
 
     def card(self, scope: Scope | None = None) -> A2aAgentCard:
         """The agent card (its interface URL from the request's ``Host`` unless ``url`` was
