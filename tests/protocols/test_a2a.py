@@ -426,3 +426,36 @@ def test_a_fault_of_the_server_is_internal_error_with_nothing_of_it_shown(
     assert status == 200 and json.loads(answer) == {
         "jsonrpc": "2.0", "id": 9, "error": {"code": -32603, "message": "internal error"}}
     assert "secret" in caplog.text  # the operator has it; the client does not
+
+
+def test_the_card_says_where_the_json_rpc_interface_is_and_what_the_agent_can() -> None:
+    def card_of(app: A2aServer, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b""}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "method": "GET", "path": "/.well-known/agent-card.json",
+                 "headers": headers, "scheme": "https", "query_string": b""}
+        anyio.run(app, scope, receive, send)
+        assert sent[0]["status"] == 200
+        return dict(json.loads(sent[1]["body"]))
+
+    hosted = card_of(A2aServer(_quick, name="a", description="d", rpc_path="/a2a"),
+                     [(b"host", b"agents.example:8443")])
+    assert hosted["supportedInterfaces"] == [{"url": "https://agents.example:8443/a2a",
+                                              "protocolBinding": "JSONRPC",
+                                              "protocolVersion": "1.0"}]
+    assert hosted["skills"] == [{"id": "chat", "name": "a", "description": "d",
+                                 "tags": ["chat"]}]
+    fixed = card_of(A2aServer(_quick, name="a", description="d", streaming=False,
+                              url="https://public.example/rpc", version="2.1.0"),
+                    [(b"host", b"internal:9000")])
+    assert fixed["supportedInterfaces"][0]["url"] == "https://public.example/rpc"
+    assert fixed["capabilities"] == {"streaming": False, "pushNotifications": False,
+                                     "extendedAgentCard": False}
+    assert fixed["version"] == "2.1.0"
+    assert fixed["defaultInputModes"] == ["text/plain", "application/json"]
