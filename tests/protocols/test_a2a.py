@@ -451,6 +451,9 @@ def test_the_card_says_where_the_json_rpc_interface_is_and_what_the_agent_can() 
                                               "protocolVersion": "1.0"}]
     assert hosted["skills"] == [{"id": "chat", "name": "a", "description": "d",
                                  "tags": ["chat"]}]
+    odd = card_of(A2aServer(_quick, name="a", description="d"),
+                  [(b"host", b"evil.example/phish?x=")])  # not a host: the served address
+    assert odd["supportedInterfaces"][0]["url"] == "https://localhost/"
     fixed = card_of(A2aServer(_quick, name="a", description="d", streaming=False,
                               url="https://public.example/rpc", version="2.1.0"),
                     [(b"host", b"internal:9000")])

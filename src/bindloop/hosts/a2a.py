@@ -33,6 +33,7 @@ The runner's events are read through :class:`~bindloop.protocols.A2aTaskEncoder`
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 from collections.abc import Callable, MutableMapping, Sequence
@@ -104,6 +105,9 @@ _JSON = msgspec.json.Encoder()
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
                 (b"x-accel-buffering", b"no")]
 _INTERRUPTED = frozenset({"TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"})
+_PUSH_METHODS = frozenset({"CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig",
+                           "ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig"})
+_HOST = re.compile(r"[A-Za-z0-9.\-]+(:[0-9]{1,5})?|\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?")
 
 
 def iso_timestamp(ms: float) -> str:
@@ -312,7 +316,10 @@ class A2aServer:
         method, path = scope["method"], scope["path"].rstrip("/") or "/"
         if path == A2A_AGENT_CARD_PATH and method == "GET":
             body = _JSON.encode(self.card(scope))
-            await _respond(send, 200, body, [(b"cache-control", b"public, max-age=300")])
+            # a card naming the request's own Host is that request's: no shared cache keeps it
+            caching = [(b"cache-control", b"public, max-age=300")] if self._fixed_url else \
+                [(b"cache-control", b"private, max-age=300"), (b"vary", b"host")]
+            await _respond(send, 200, body, caching)
             return
         if path != self._rpc_path:
             await _respond(send, 404, _JSON.encode({"error": "not_found"}))
@@ -355,7 +362,7 @@ class A2aServer:
             return self._card
         headers = dict(scope.get("headers", ()))
         host = bytes(headers.get(b"host", b"")).decode("latin-1")
-        if not host:
+        if not _HOST.fullmatch(host):  # none, or not a host[:port]: the address served on
             server = scope.get("server")
             host = f"{server[0]}:{server[1]}" if server else "localhost"
         rpc = f"{scope.get('scheme', 'http')}://{host}{self._card.supported_interfaces[0].url}"
@@ -448,8 +455,7 @@ class A2aServer:
             await self._stream(rid, task, len(task.log), receive, send, first=task.snapshot())
         elif method == "ListTasks":
             await _respond(send, 200, encode_a2a_result(rid, self._list(identity, params)))
-        elif method.endswith("PushNotificationConfig") or \
-                method == "ListTaskPushNotificationConfigs":
+        elif method in _PUSH_METHODS:
             raise A2aRpcError(A2aErrorCode.PUSH_NOTIFICATION_NOT_SUPPORTED,
                               "this agent sends no push notifications")
         elif method == "GetExtendedAgentCard":
