@@ -201,3 +201,26 @@ def test_one_tool_serves_run_after_run_each_on_its_own_event_loop(served: Any) -
         for word in ("one", "two", "three"):
             outcome = anyio.run(tool.execute, '{"message": "%s"}' % word, None)
             assert outcome == ToolResult(content=f"echo {word}")
+
+
+def test_the_tool_streams_from_an_agent_that_streams_and_sends_to_one_that_does_not(
+        served: Any) -> None:
+    from bindloop.contracts import ToolResult
+    from bindloop.hosts.a2a_client import a2a_tool
+
+    seen: list[str] = []
+
+    async def recording(chat: ChatInput, emit: Emit) -> Any:
+        seen.append(chat.transcript[-1].content)  # type: ignore[union-attr]
+        # 1.2 s in all, longer than the streaming client's timeout; no silence reaches it
+        for word in ("slow ", "ans", "wer"):
+            emit(0, TextEvent(content=word))
+            await anyio.sleep(0.6)
+
+    for streaming in (True, False):
+        with served(A2aServer(recording, name="r", description="d",
+                              streaming=streaming)) as base:
+            client = A2aClient(base, timeout_s=1.0 if streaming else 5)
+            outcome = anyio.run(a2a_tool(client).execute, '{"message": "q"}', None)
+            assert outcome == ToolResult(content="slow answer"), streaming
+    assert seen == ["q", "q"]

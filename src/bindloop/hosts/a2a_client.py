@@ -166,6 +166,25 @@ class A2aClient:
         raise A2aClientError("SendMessage answered neither a task nor a message",
                              kind="bad_response")
 
+    async def ask(self, message: A2aMessage) -> A2aTask | A2aMessage:
+        """``message`` answered: the task once it ended or waits on input, or the agent's direct
+        message. An agent that streams is read as a stream (``timeout_s`` then bounds the silence
+        between two events, not the whole task, which may run for minutes) and its task read back
+        whole with ``GetTask``; one that does not is asked with a blocking ``SendMessage``."""
+        if not (await self.card()).capabilities.streaming:
+            return await self.send(message)
+        task_id: str | None = None
+        async for event in self.stream(message):
+            if event.message is not None and task_id is None:
+                return event.message
+            if event.task is not None:
+                task_id = event.task.id
+            elif event.status_update is not None:
+                task_id = event.status_update.task_id
+        if task_id is None:
+            raise A2aClientError("the agent's stream named no task", kind="bad_response")
+        return await self.get_task(task_id)
+
     async def get_task(self, task_id: str, *, history_length: int | None = None) -> A2aTask:
         params: dict[str, Any] = {"id": task_id}
         if history_length is not None:
@@ -326,7 +345,7 @@ def a2a_tool(url: str | A2aClient, *, name: str = "ask_agent",
              description: str | None = None, headers: dict[str, str] | None = None,
              http: Any = None) -> Tool[AskAgent, Any]:
     """The A2A agent at ``url`` (or behind an :class:`A2aClient`) as a tool named ``name``: the
-    model's ``message`` goes to the agent as a user message (``SendMessage``, blocking until the
+    model's ``message`` goes to the agent as a user message (:meth:`A2aClient.ask`: until the
     task ends or asks for input), and the tool returns the task's text (:func:`task_text`).
 
     A task that asks for input returns ``input required (task_id=...)`` and the agent's question;
@@ -340,7 +359,7 @@ def a2a_tool(url: str | A2aClient, *, name: str = "ask_agent",
 
     async def execute(args: AskAgent, _ctx: object) -> ToolResult | ToolError:
         try:
-            answer = await client.send(client.message(args.message, task_id=args.task_id))
+            answer = await client.ask(client.message(args.message, task_id=args.task_id))
         except A2aRpcError as exc:
             return ToolError(error=f"the agent refused the message ({exc.reason or exc.code}): "
                                    f"{exc.message}")
