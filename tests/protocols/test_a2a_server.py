@@ -224,3 +224,18 @@ def test_the_tool_streams_from_an_agent_that_streams_and_sends_to_one_that_does_
             outcome = anyio.run(a2a_tool(client).execute, '{"message": "q"}', None)
             assert outcome == ToolResult(content="slow answer"), streaming
     assert seen == ["q", "q"]
+
+
+def test_a_tasks_update_log_is_dropped_once_no_run_and_no_stream_needs_it(served: Any) -> None:
+    app = A2aServer(_echo, name="e", description="d")
+    with served(app) as base:
+        async def main() -> list[Any]:
+            async with A2aClient(base) as client:
+                events = [e async for e in client.stream(client.message("x"))]
+                await client.send(client.message("y"))
+                return events
+
+        events = anyio.run(main)
+        logs = [(len(t.log), t.log_base) for t in app._tasks.values()]
+    assert len(events) > 3
+    assert all(size == 0 and base > 0 for size, base in logs)  # kept: the tasks, not the logs

@@ -126,7 +126,12 @@ class _Task:
         self.status = A2aTaskStatus(state="TASK_STATE_SUBMITTED")
         self.history: list[A2aMessage] = []
         self.artifacts: dict[str, A2aArtifact] = {}
+        # The updates its streams still read: positions are absolute (``log_base`` is the first
+        # one kept); once no run goes and no stream reads, the log is dropped (the task's fields
+        # hold what it says).
         self.log: list[A2aStreamResponse] = []
+        self.log_base = 0
+        self.readers = 0
         self.changed = anyio.Event()
         self.ended = anyio.Event()
         self.scope = anyio.CancelScope()
@@ -139,6 +144,16 @@ class _Task:
     @property
     def state(self) -> str:
         return self.status.state
+
+    @property
+    def log_end(self) -> int:
+        return self.log_base + len(self.log)
+
+    def trim(self) -> None:
+        """Drop the log when nothing needs it (no run, no stream)."""
+        if not self.running and self.readers == 0:
+            self.log_base += len(self.log)
+            self.log = []
 
     def snapshot(self, history_length: int | None = None) -> A2aTask:
         history = tuple(self.history)
@@ -427,7 +442,7 @@ class A2aServer:
             config = request.configuration
             length = config.history_length if config is not None else None
             if streaming:
-                await self._stream(rid, task, len(task.log), receive, send,
+                await self._stream(rid, task, task.log_end, receive, send,
                                    first=task.snapshot(length), begin=begin)
                 return
             begin()
@@ -452,7 +467,7 @@ class A2aServer:
             if task.state in TERMINAL_STATES:
                 raise A2aRpcError(A2aErrorCode.UNSUPPORTED_OPERATION,
                                   "the task has ended; GetTask reads it")
-            await self._stream(rid, task, len(task.log), receive, send, first=task.snapshot())
+            await self._stream(rid, task, task.log_end, receive, send, first=task.snapshot())
         elif method == "ListTasks":
             await _respond(send, 200, encode_a2a_result(rid, self._list(identity, params)))
         elif method in _PUSH_METHODS:
@@ -608,6 +623,7 @@ class A2aServer:
                 task.pending = frames.encoder.pending() \
                     if task.state == "TASK_STATE_INPUT_REQUIRED" else ()
                 task.running = False
+                task.trim()
                 self._runs -= 1
                 left = self._per_identity.get(task.identity, 1) - 1
                 if left > 0:
@@ -628,6 +644,7 @@ class A2aServer:
             task.apply(A2aStreamResponse(status_update=_status_event(
                 task, "TASK_STATE_CANCELED", iso_timestamp(self._now()))), self._now())
             task.pending = ()
+            task.trim()
         return task
 
     async def _stream(self, rid: str | int | None, task: _Task, after: int, receive: Receive,
@@ -635,6 +652,15 @@ class A2aServer:
                       begin: Callable[[], None] | None = None) -> None:
         """SSE: ``first`` (the task), then its updates from ``after`` until the run's end;
         ``begin()`` (the run's start) once ``first`` is sent -- or the client gone."""
+        task.readers += 1
+        try:
+            await self._tail(rid, task, after, receive, send, first, begin)
+        finally:
+            task.readers -= 1
+            task.trim()
+
+    async def _tail(self, rid: str | int | None, task: _Task, after: int, receive: Receive,
+                    send: Send, first: A2aTask, begin: Callable[[], None] | None) -> None:
         try:
             await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
             await _send_sse(send, rid, {"task": first})
@@ -653,8 +679,8 @@ class A2aServer:
             try:
                 while True:
                     changed = task.changed
-                    if after < len(task.log):
-                        chunk = task.log[after:]
+                    if after < task.log_end:
+                        chunk = task.log[after - task.log_base:]
                         after += len(chunk)
                         await send({"type": "http.response.body", "more_body": True,
                                     "body": b"".join(_sse(rid, u) for u in chunk)})
