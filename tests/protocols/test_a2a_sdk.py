@@ -38,6 +38,7 @@ from a2a.types.a2a_pb2 import (  # noqa: E402
     SendMessageConfiguration,
     SendMessageRequest,
     StreamResponse,
+    SubscribeToTaskRequest,
     Task,
     TaskState,
 )
@@ -308,6 +309,38 @@ def test_cancel_stops_the_run_and_a_second_cancel_is_not_cancelable(served: Any)
     assert TaskState.Name(got.status.state) == "TASK_STATE_CANCELED"
     assert isinstance(again, TaskNotCancelableError)
     assert isinstance(missing, TaskNotFoundError)
+
+
+def test_the_sdk_subscribes_to_a_running_task_and_reads_it_to_its_end(served: Any) -> None:
+    release = threading.Event()
+
+    async def held(chat: ChatInput, emit: Emit) -> Any:
+        emit(0, TextEvent(content="half "))
+        while not release.is_set():
+            await anyio.sleep(0.01)
+        emit(0, TextEvent(content="whole"))
+
+    with served(A2aServer(held, name="h", description="d")) as base:
+        async def main() -> list[StreamResponse]:
+            http = httpx.AsyncClient()
+            client = await create_client(base, ClientConfig(streaming=True, httpx_client=http))
+            started = [e async for e in (await _client(base)).send_message(SendMessageRequest(
+                message=Message(message_id="m", role=Role.ROLE_USER, parts=[Part(text="go")]),
+                configuration=SendMessageConfiguration(return_immediately=True)))]
+            task_id = started[-1].task.id
+            threading.Timer(0.3, release.set).start()
+            try:
+                return [e async for e in client.subscribe(SubscribeToTaskRequest(id=task_id))]
+            finally:
+                await client.close()
+                await http.aclose()
+
+        events = asyncio.run(main())
+    assert events[0].HasField("task")
+    assert TaskState.Name(events[0].task.status.state) == "TASK_STATE_WORKING"
+    assert _states(events)[-1] == "TASK_STATE_COMPLETED"
+    assert "whole" in "".join(p.text for e in events if e.HasField("artifact_update")
+                              for p in e.artifact_update.artifact.parts)
 
 
 def test_a_message_to_an_ended_task_is_unsupported(served: Any) -> None:
