@@ -93,9 +93,11 @@ wasm-smoke: wasm/node_modules/.package-lock.json wasm-wheels
 	node wasm/run_smoke.mjs tests/wire/pyodide_fetch_smoke.py
 	BINDLOOP_REQUIRE_PYODIDE=1 $(PY) -m pytest tests/hosts/test_create_model_pyodide.py -q
 
-## The MCP client under Pyodide in Node, over JS fetch, against the SDK's server on 127.0.0.1.
+## The MCP client under Pyodide in Node, over JS fetch, against the SDK's server on 127.0.0.1;
+## and the MCP server core there, its transcript identical to CPython's.
 mcp-pyodide: wasm/node_modules/.package-lock.json wasm-wheels
-	BINDLOOP_REQUIRE_PYODIDE=1 $(PY) -m pytest tests/mcp/test_mcp_pyodide.py -q
+	BINDLOOP_REQUIRE_PYODIDE=1 $(PY) -m pytest tests/mcp/test_mcp_pyodide.py \
+		tests/mcp/test_mcp_server_runtimes.py -q
 
 ## Tools from plain functions under Pyodide in Node (Python 3.14, deferred annotations): the same
 ## definitions, answers and refusals as on CPython.
@@ -110,7 +112,9 @@ pyodide-timers: wasm/node_modules/.package-lock.json wasm-wheels
 
 ## The official MCP conformance suite (npm @modelcontextprotocol/conformance, on Node 22 from npm
 ## node@22) running its client scenarios against bindloop's client through
-## bindloop.hosts.mcp_conformance_client; prints one line per scenario and the totals.
+## bindloop.hosts.mcp_conformance_client; then its server scenarios against bindloop's MCP server
+## (McpServerApp under uvicorn, tests/mcp/conformance/run_server.py); prints one line per scenario
+## and the totals.
 MCP_CONFORMANCE := tests/mcp/conformance
 $(MCP_CONFORMANCE)/node_modules/.package-lock.json: $(MCP_CONFORMANCE)/package.json $(MCP_CONFORMANCE)/package-lock.json
 	cd $(MCP_CONFORMANCE) && npm ci --no-audit --no-fund
@@ -118,6 +122,7 @@ $(MCP_CONFORMANCE)/node_modules/.package-lock.json: $(MCP_CONFORMANCE)/package.j
 
 test-mcp-conformance: venv $(MCP_CONFORMANCE)/node_modules/.package-lock.json
 	$(PY) $(MCP_CONFORMANCE)/run.py --retry
+	$(PY) $(MCP_CONFORMANCE)/run_server.py
 
 ## The TypeScript everything server (npm @modelcontextprotocol/server-everything, bound to
 ## 127.0.0.1) against bindloop's client on asyncio and trio: tools, resources, prompts,
@@ -134,9 +139,11 @@ include clients/clients.mk
 bench: venv
 	$(PY) bench/loop_overhead.py
 
-## MCP client overhead per call vs a direct tool call, and import cost on CPython and Pyodide.
+## MCP client overhead per call vs a direct tool call, and import cost on CPython and Pyodide;
+## then bindloop's MCP server vs the SDK's: TTFB and server CPU per tools/call.
 bench-mcp: venv
 	$(PY) bench/mcp_client.py
+	$(PY) bench/mcp_server.py
 
 ## A2A 1.0 on CPython: time to first byte and server CPU per request (SendStreamingMessage,
 ## SendMessage, GetTask) beside POST /api/chat of the same agent.

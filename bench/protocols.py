@@ -14,6 +14,11 @@ not a test.
    no encoder (``prompt_chat`` over the same model and tools).
 3. ``--workerd``: the Worker template's routes in real workerd, the same requests over a scripted
    provider: time to first byte and workerd's CPU per request (warm isolate).
+4. ``--clients``: ``POST /api/chat`` on the demo host of 2., sent by each AI SDK major's own
+   ``DefaultChatTransport`` and folded by its ``readUIMessageStream`` (clients/ttfb.mjs: ai@6 on
+   the system Node, ai@7 on Node 22 from clients/v7; needs ``make clients-node``): time to the
+   response, to the first UI chunk and to the end (client side, median), and the server's CPU
+   per request.
 """
 
 from __future__ import annotations
@@ -276,6 +281,57 @@ def _workerd_rows(n: int, src_dir: Any) -> list[tuple[str, float, float, float]]
     return rows
 
 
+CLIENTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients")
+
+
+def client_costs(n: int) -> None:
+    majors = {6: (CLIENTS, "node"),
+              7: (os.path.join(CLIENTS, "v7"),
+                  os.path.join(CLIENTS, "v7", "node_modules", "node", "bin", "node"))}
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "bindloop.hosts.ui_demo", "--port", str(port),
+                             "--delay", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    rows: list[tuple[Any, ...]] = []
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(base + "/", timeout=1)
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        _requests(base, "/api/chat", {**UI_BODY, "id": "warm"}, 1, "id")  # warm up
+        ttfb, total = _requests(base, "/api/chat", UI_BODY, n, "id")
+        rows.append(("httpx (bytes only)", "-", None, statistics.median(ttfb),
+                     statistics.median(total)))
+        for major, (root, node) in majors.items():
+            cpu0 = _cpu_of(proc.pid)
+            out = subprocess.run([node, os.path.join(CLIENTS, "ttfb.mjs"), base, root, str(n)],
+                                 capture_output=True, text=True, check=True, timeout=600)
+            cpu = (_cpu_of(proc.pid) - cpu0) / (2 * n + 2)  # its requests and fetch's
+            got = msgspec.json.decode(out.stdout.strip().splitlines()[-1])
+            bare = got["fetch"]
+            rows.append(("plain fetch", got["node"], bare["headersMs"] / 1e3,
+                         bare["firstByteMs"] / 1e3, bare["totalMs"] / 1e3))
+            rows.append((f"ai@{got['ai']}", got["node"], got["headersMs"] / 1e3,
+                         got["firstChunkMs"] / 1e3, got["totalMs"] / 1e3, cpu))
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    print(f"\n4. POST /api/chat from each AI SDK major's client (demo host under uvicorn, {n} "
+          "sequential requests: a tool round, then the answer)")
+    print(f"   {'client':<18} {'node':<9} {'response ms':>11} {'1st chunk ms':>12} {'total ms':>9} "
+          f"{'server CPU ms':>14}")
+    for row in rows:
+        name, node, t0, t1, tt = row[:5]
+        cpu = f"{row[5] * 1e3:>14.2f}" if len(row) > 5 else f"{'':>14}"
+        response = f"{t0 * 1e3:>11.2f}" if t0 is not None else f"{'':>11}"
+        print(f"   {name:<18} {node:<9} {response} {t1 * 1e3:>12.2f} {tt * 1e3:>9.2f} {cpu}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
@@ -283,7 +339,12 @@ def main() -> None:
                         help="also the Worker's routes in workerd (needs make test-worker's install)")
     parser.add_argument("--workerd-base", metavar="REV",
                         help="with --workerd: also worker/src at git revision REV, for ratios")
+    parser.add_argument("--clients", action="store_true",
+                        help="only the AI SDK 6 and 7 clients' requests (needs make clients-node)")
     args = parser.parse_args()
+    if args.clients:
+        client_costs(20 if args.quick else 100)
+        return
     print(f"python {platform.python_version()} on {platform.machine()}, msgspec "
           f"{msgspec.__version__}")
     encoder_costs(2_000 if args.quick else 20_000)

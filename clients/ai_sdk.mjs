@@ -1,10 +1,14 @@
-// The real AI SDK client (npm `ai`, v6) against bindloop's protocol host: `node ai_sdk.mjs BASE_URL`.
-// Each scenario's final UI message (folded by the SDK's own readUIMessageStream) is compared with
-// the one an uninterrupted run gives; ids minted per response are normalised first.
+// The real AI SDK client (npm `ai`, 6 or 7) against bindloop's protocol host:
+// `node ai_sdk.mjs BASE_URL [MODULE_ROOT]` (MODULE_ROOT: clients/ for ai@6, the default, or
+// clients/v7 for ai@7 on Node 22; see sdk.mjs). Each scenario's final UI message (folded by the
+// SDK's own readUIMessageStream) is compared with the one an uninterrupted run gives; ids minted
+// per response are normalised first.
 import assert from 'node:assert/strict';
-import { DefaultChatTransport, readUIMessageStream } from 'ai';
+import { loadAi, moduleRoot } from './sdk.mjs';
 
 const base = process.argv[2];
+const { ai, version, major } = await loadAi(moduleRoot(process.argv[3]));
+const { DefaultChatTransport, readUIMessageStream } = ai;
 const transport = new DefaultChatTransport({ api: `${base}/api/chat` });
 const user = (id, text) => ({ id, role: 'user', parts: [{ type: 'text', text }] });
 
@@ -22,7 +26,7 @@ async function send(chatId, messages, abortSignal) {
                                   abortSignal });
 }
 
-const results = {};
+const results = { ai: version };
 
 // 1. an uninterrupted run: text, reasoning, a tool round, usage in the metadata.
 const prompt = [user('u1', 'count the words of this sentence please')];
@@ -71,6 +75,8 @@ assert.equal(await transport.reconnectToStream({ chatId: 'never-seen' }), null);
   const pending = await lastMessage(await send('chat-approve', ask));
   const part = pending.parts.find((p) => p.type === 'tool-delete_note');
   assert.equal(part.state, 'approval-requested');
+  // why it waits (the chunk's reason): AI SDK 7 shows it as requestReason, 6 ignores it.
+  assert.equal(part.approval.requestReason, major >= 7 ? 'approve delete_note?' : undefined);
   assert.equal(pending.metadata.usage.totalTokens > 0, true);
   const answered = { ...pending, parts: pending.parts.map((p) => p === part
     ? { ...p, state: 'approval-responded', approval: { ...p.approval, approved: true } } : p) };
@@ -96,7 +102,24 @@ assert.equal(await transport.reconnectToStream({ chatId: 'never-seen' }), null);
   assert.match(denied.parts.at(-1).text, /keep it/);
 }
 
-// 5. stop: the explicit stop endpoint ends a running response with `abort`.
+// 5. arguments that are not JSON: the call fails before it runs (tool-input-error, then the
+//    tool's error). AI SDK 7 keeps the raw arguments as the part's input, 6 as its rawInput; the
+//    message goes back with the next user message (the pytest side checks the model reads its
+//    own arguments again).
+{
+  const ask = [user('u4', 'garble two words')];
+  const failed = await lastMessage(await send('chat-garble', ask));
+  const part = failed.parts.find((p) => p.type === 'tool-word_count');
+  assert.equal(part.state, 'output-error');
+  assert.match(part.errorText, /not valid JSON/);
+  const raw = '{"text": "two words';
+  assert.deepEqual([part.input, part.rawInput], major >= 7 ? [raw, undefined] : [undefined, raw]);
+  const reply = await lastMessage(await send('chat-garble', [...ask, failed, user('u5', 'and now?')]));
+  assert.match(reply.parts.at(-1).text, /^You said: and now\?/);
+  results.garbled = norm(failed);
+}
+
+// 6. stop: the explicit stop endpoint ends a running response with `abort`.
 {
   const stream = await send('chat-stop', prompt);
   const reader = stream.getReader();

@@ -1,6 +1,8 @@
 # The real frontend clients, from the npm registry (pinned in clients/package-lock.json): npm `ai`
 # (v6, Node 20), `@ag-ui/client`, and `@ai-sdk/react` on a page bundled by esbuild for headless
-# Chromium (playwright-core), run against bindloop's ASGI protocol host under uvicorn.
+# Chromium (playwright-core), run against bindloop's ASGI protocol host under uvicorn. AI SDK 7
+# beside it (clients/v7/package-lock.json): `ai@7` and its `@ai-sdk/react`, React, and Node 22 from
+# npm `node@22`; the same scripts run with clients/v7 as their module root.
 # Included from the root Makefile, which defines PY and the `venv` target; $(CHROMIUM) and its
 # apt-get install come from wasm/wasm.mk.
 
@@ -12,19 +14,23 @@ test: test-clients protocols-pyodide
 clean: clients-clean
 
 clients-clean:
-	rm -rf clients/node_modules clients/dist
+	rm -rf clients/node_modules clients/v7/node_modules clients/dist
 
 clients/node_modules/.package-lock.json: clients/package.json $(wildcard clients/package-lock.json)
 	cd clients && if [ -f package-lock.json ]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi
 	touch $@
 
-clients-node: clients/node_modules/.package-lock.json
+clients/v7/node_modules/.package-lock.json: clients/v7/package.json clients/v7/package-lock.json
+	cd clients/v7 && npm ci --no-audit --no-fund
+	touch $@
+
+clients-node: clients/node_modules/.package-lock.json clients/v7/node_modules/.package-lock.json
 
 ## The AI SDK's DefaultChatTransport / readUIMessageStream and AG-UI's HttpAgent (with its event
 ## verifier) against the host: whole runs, a connection cut mid-stream and resumed, approvals,
 ## client-side tools, stop; run logs in memory and in SQLite; then useChat in headless Chromium
-## with an approval clicked through.
-test-clients: venv clients/node_modules/.package-lock.json $(CHROMIUM)
+## with an approval clicked through. The AI SDK scenarios run once per major (ai@6, ai@7).
+test-clients: venv clients-node $(CHROMIUM)
 	BINDLOOP_REQUIRE_CLIENTS=1 $(PY) -m pytest tests/protocols/test_npm_clients.py -q
 
 ## The protocol host on http://127.0.0.1:8787 over a scripted model (PORT=..., DELAY=... seconds
@@ -38,7 +44,7 @@ demo-ui: venv clients/node_modules/.package-lock.json
 
 # The Worker's frontend routes are tested with the same clients (tests/worker/test_workerd_protocols.py):
 # whole runs, a cut connection, a workerd killed with SIGKILL mid-run, useChat in Chromium.
-test-worker: clients/node_modules/.package-lock.json $(CHROMIUM)
+test-worker: clients-node $(CHROMIUM)
 
 ## The encoders and decoders under Pyodide 314 in Node give the same bytes as on CPython.
 protocols-pyodide: wasm/node_modules/.package-lock.json wasm-wheels

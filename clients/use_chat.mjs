@@ -1,6 +1,8 @@
 // @ai-sdk/react's useChat in headless Chromium against bindloop's protocol host:
-// `node use_chat.mjs BASE_URL [worker]`. The page (use_chat/app.jsx) is bundled offline by esbuild
-// and served by this script on 127.0.0.1, which forwards /api/* to the host (one origin, no CORS).
+// `node use_chat.mjs BASE_URL [demo|worker] [MODULE_ROOT]`. The page (use_chat/app.jsx) is bundled
+// offline by esbuild with `ai`, `@ai-sdk/react` and React taken from MODULE_ROOT (clients/ for AI
+// SDK 6, the default; clients/v7 for AI SDK 7 and its @ai-sdk/react major; see sdk.mjs), and
+// served by this script on 127.0.0.1, which forwards /api/* to the host (one origin, no CORS).
 // Against the demo host (ui_demo): a message with a tool round streams into the page; "delete
 // groceries" asks for an approval, which is clicked through, and the page ends with the tool's
 // result and the model's answer. `worker`: against the Worker template in workerd with
@@ -8,21 +10,41 @@
 // message equals the one DefaultChatTransport gets for the same request and answer.
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import path from 'node:path';
 import { build } from 'esbuild';
 import { chromium } from 'playwright-core';
-import { DefaultChatTransport, readUIMessageStream } from 'ai';
+import { loadAi, moduleRoot, packageAt } from './sdk.mjs';
 
 const base = process.argv[2];
 const scenario = process.argv[3] ?? 'demo';
+const root = moduleRoot(process.argv[4]);
+const { ai, version } = await loadAi(root);
+const { DefaultChatTransport, readUIMessageStream } = ai;
 const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
 const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
+// The page's bare imports resolve in MODULE_ROOT (one copy of React, the major under test).
+const fromRoot = {
+  name: 'module-root',
+  setup(b) {
+    b.onResolve({ filter: /^[^./]/ }, (args) => (args.pluginData?.fromRoot ? undefined
+      : b.resolve(args.path, { resolveDir: root, kind: args.kind,
+                               pluginData: { fromRoot: true } })));
+  },
+};
 const bundled = await build({
   entryPoints: [new URL('./use_chat/app.jsx', import.meta.url).pathname], bundle: true,
   write: false, format: 'esm', minify: true, jsx: 'automatic',
-  define: { 'process.env.NODE_ENV': '"production"' }, logLevel: 'silent' });
+  define: { 'process.env.NODE_ENV': '"production"' }, logLevel: 'silent', plugins: [fromRoot],
+  metafile: true });
 const js = bundled.outputFiles[0].contents;
+// Every package on the page came from MODULE_ROOT: the page runs the major under test.
+const packages = Object.keys(bundled.metafile.inputs).filter((i) => i.includes('node_modules/'))
+  .map((i) => path.resolve(i));
+assert.ok(packages.some((i) => i.startsWith(path.join(root, 'node_modules', '@ai-sdk', 'react'))));
+assert.deepEqual(packages.filter((i) => !i.startsWith(path.join(root, 'node_modules') + path.sep)),
+                 []);
 const page = '<!doctype html><meta charset="utf-8"><title>bindloop chat</title>' +
   '<div id="root"></div><script type="module" src="/app.js"></script>';
 
@@ -89,7 +111,8 @@ async function demoScenario(tab, ask, idle) {
   const tool = messages[3].parts.find((p) => p.type === 'tool-delete_note');
   assert.equal(tool.state, 'output-available');
   assert.equal(await tab.$('#error'), null);
-  console.log(JSON.stringify(messages));
+  console.log(JSON.stringify({ ai: version, react: packageAt(root, '@ai-sdk/react').version,
+                               messages }));
 }
 
 async function workerScenario(tab, ask, idle) {
@@ -123,5 +146,6 @@ async function workerScenario(tab, ask, idle) {
   const tool = whole.parts.find((p) => p.type === 'tool-word_count');
   assert.equal(tool.state, 'output-available');
   assert.equal(tool.approval.approved, true);
-  console.log(JSON.stringify(messages));
+  console.log(JSON.stringify({ ai: version, react: packageAt(root, '@ai-sdk/react').version,
+                               messages }));
 }

@@ -1,10 +1,13 @@
 // The real clients against the Worker template's POST /api/chat and POST /ag-ui in workerd:
-// `node worker.mjs BASE_URL`. The provider behind it is scripted: "count ..." makes one
-// word_count round, "ask ..." calls ask_user (a question the client answers), anything else is
-// echoed as "You said: ...".
+// `node worker.mjs BASE_URL [MODULE_ROOT]` (the AI SDK major from MODULE_ROOT, see sdk.mjs). The
+// provider behind it is scripted: "count ..." makes one word_count round, "ask ..." calls ask_user
+// (a question the client answers), anything else is echoed as "You said: ...".
 import assert from 'node:assert/strict';
-import { DefaultChatTransport, readUIMessageStream } from 'ai';
 import { HttpAgent, runHttpRequest, transformHttpEventStream } from '@ag-ui/client';
+import { loadAi, moduleRoot } from './sdk.mjs';
+
+const { ai: { DefaultChatTransport, readUIMessageStream }, version } =
+  await loadAi(moduleRoot(process.argv[3]));
 
 const base = process.argv[2];
 process.env.SUPPRESS_TRANSFORMATION_WARNINGS = 'true';
@@ -110,4 +113,4 @@ const whole = await last(await send('w5', slow));
   assert.deepEqual(again.messages.map((m) => m.role), ['user', 'assistant', 'tool', 'assistant']);
 }
 
-console.log(JSON.stringify({ ai: counted, agUi: agent.messages }));
+console.log(JSON.stringify({ version, ai: counted, agUi: agent.messages }));

@@ -1,4 +1,5 @@
-// The real clients across a workerd killed with SIGKILL mid-run: `node worker_kill.mjs BASE_URL`.
+// The real clients across a workerd killed with SIGKILL mid-run: `node worker_kill.mjs BASE_URL
+// [MODULE_ROOT]` (the AI SDK major from MODULE_ROOT, see sdk.mjs).
 // Both clients send a message whose run makes a word_count round and then waits on the (held)
 // provider, and the AI SDK one more whose run waits on its first model call (nothing saved yet);
 // once both rounds streamed in this prints "ready" and waits for a line on stdin: the
@@ -8,8 +9,11 @@
 // continued, and must end with the message an uninterrupted run of the same request gives.
 import assert from 'node:assert/strict';
 import readline from 'node:readline';
-import { DefaultChatTransport, readUIMessageStream } from 'ai';
 import { HttpAgent, runHttpRequest, transformHttpEventStream } from '@ag-ui/client';
+import { loadAi, moduleRoot } from './sdk.mjs';
+
+const { ai: { DefaultChatTransport, readUIMessageStream }, version } =
+  await loadAi(moduleRoot(process.argv[3]));
 
 process.env.SUPPRESS_TRANSFORMATION_WARNINGS = 'true';
 const SAID = 'hold count these four words';
@@ -98,4 +102,4 @@ const reference = new HttpAgent({ url: `${again}/ag-ui`, threadId: 'k2-whole',
 await reference.runAgent({ runId: 'run-k2-whole' });
 assert.deepEqual(agUi(reconnecting.messages), agUi(reference.messages));
 assert.deepEqual(reference.messages.map((m) => m.role), ['user', 'assistant', 'tool', 'assistant']);
-console.log(JSON.stringify({ ai: aiMessage, agUi: reconnecting.messages }));
+console.log(JSON.stringify({ version, ai: aiMessage, agUi: reconnecting.messages }));

@@ -18,6 +18,18 @@ ALLOWED_THIRD_PARTY = {"msgspec", "anyio"}
 EXTRA_ALLOWED = {"testing/strategies.py": {"hypothesis"},
                  # the store conformance kit is a pytest suite (a store author runs it with pytest)
                  "testing/store_kit.py": {"pytest"}}
+# The one module that makes log records (a failed tool call's WARNING): it may get a logger and
+# emit; configuring logging (handlers, levels, filters, basicConfig) stays the host's everywhere.
+LOGGING_MODULE = "agent/_log.py"
+LOGGING_ALLOWED = {"logging.getLogger", "logging.WARNING", "logging.Logger"}
+# Called on anything (a logger, a handler, the module); the module's other functions
+# (logging.disable, logging.config.listen, ...) are caught as uses outside LOGGING_ALLOWED.
+LOGGING_CONFIG_METHODS = {
+    "basicConfig", "addHandler", "removeHandler", "setLevel", "addFilter", "removeFilter",
+    "setFormatter", "dictConfig", "fileConfig", "captureWarnings", "setLoggerClass",
+    "setLogRecordFactory", "addLevelName",
+}
+LOGGING_CONFIG_ATTRS = {"propagate", "disabled", "handlers", "level", "filters"}
 FORBIDDEN_MODULES = {
     "socket", "subprocess", "threading", "multiprocessing", "asyncio.subprocess", "urllib",
     "http", "ssl", "select", "selectors", "shutil", "tempfile", "pathlib", "glob", "io",
@@ -57,6 +69,8 @@ def test_imports_stay_inside_the_fence(path: Path) -> None:
     extra = EXTRA_ALLOWED.get(_rel(path), set())
     for name in _imports(tree):
         top = name.split(".")[0]
+        if name == "logging" and _rel(path) == LOGGING_MODULE:
+            continue  # what it may do with it: test_logging_is_emitted_never_configured
         assert name not in FORBIDDEN_MODULES and top not in FORBIDDEN_MODULES, (
             f"{_rel(path)} imports {name}: I/O, threads and randomness belong to hosts")
         if top == "bindloop":
@@ -156,6 +170,66 @@ def test_fence_scanner_allows_harmless_uses() -> None:
     ok = "from datetime import datetime, timezone\nx = datetime(2020, 1, 1, tzinfo=timezone.utc)\n"
     assert _violations(ok, "sample.py") == []
     assert _violations("import time\ntime.monotonic()", CLOCK_MODULE) == []
+
+
+def _logging_violations(source: str, rel: str) -> list[str]:
+    """Configuring logging anywhere in the core: a configuration method called on anything (a
+    logger, a handler, the module), a logger's configuration attribute assigned, or — in the
+    logging module — a use of ``logging`` other than getting a logger and naming its level."""
+    tree = ast.parse(source)
+    aliases = _aliases(tree)
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in LOGGING_CONFIG_METHODS:
+            found.append(f"{rel}:{node.lineno} calls .{node.func.attr}()")
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            found += [f"{rel}:{node.lineno} sets .{t.attr}" for t in targets
+                      if isinstance(t, ast.Attribute) and t.attr in LOGGING_CONFIG_ATTRS]
+        if isinstance(node, (ast.Attribute, ast.Name)):
+            dotted = _dotted(node, aliases)
+            if dotted is not None and dotted.split(".")[0] == "logging" and dotted != "logging" \
+                    and not any(dotted == ok or dotted.startswith(ok + ".")
+                                for ok in LOGGING_ALLOWED):
+                found.append(f"{rel}:{node.lineno} uses {dotted}")
+    return sorted(set(found))
+
+
+@pytest.mark.parametrize("path", CORE, ids=_rel)
+def test_logging_is_emitted_never_configured(path: Path) -> None:
+    assert _logging_violations(path.read_text(), _rel(path)) == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import logging\nlogging.basicConfig(level=logging.INFO)",
+        "import logging\nlogging.getLogger('bindloop').addHandler(h)",
+        "import logging\nlogging.getLogger('bindloop').setLevel(10)",
+        "import logging\nlog = logging.getLogger('x')\nlog.setLevel(10)",
+        "import logging\nlogging.getLogger('x').propagate = False",
+        "import logging\nlogging.StreamHandler()",
+        "import logging.config\nlogging.config.dictConfig({})",
+        "from logging import basicConfig\nbasicConfig()",
+        "import logging as lg\nlg.root.handlers",
+        "import logging\nlogging.disable(logging.CRITICAL)",
+        "from logging.config import listen\nlisten(9030)",
+    ],
+)
+def test_logging_fence_catches_configuration(source: str) -> None:
+    assert _logging_violations(source, LOGGING_MODULE), source
+
+
+def test_logging_fence_allows_getting_a_logger_and_emitting() -> None:
+    ok = ("import logging\nlog = logging.getLogger('bindloop.agent.tools')\n"
+          "if log.isEnabledFor(logging.WARNING):\n    log.warning('x %s', 1, exc_info=e)\n")
+    assert _logging_violations(ok, LOGGING_MODULE) == []
+    assert (SRC / LOGGING_MODULE).exists()
+    # and only that module may import logging at all
+    other = [p for p in CORE if _rel(p) != LOGGING_MODULE
+             and "logging" in [n.split(".")[0] for n in _imports(ast.parse(p.read_text()))]]
+    assert other == []
 
 
 def _is_mutable_value(node: ast.expr) -> bool:

@@ -13,7 +13,7 @@ branches:
 
 The rule: this module holds the root, the four general branches and the few leaves every layer
 shares (a port's or a state machine's contract broken, an unreadable transcript, a prompt too long,
-a timeout, a cancel, an aborted call); every other exception lives in the ``_errors.py`` of the one
+an infrastructure failure, a timeout, a cancel, an aborted call); every other exception lives in the ``_errors.py`` of the one
 package that raises it and is exported by that package. This module imports nothing of bindloop.
 tests/errors/test_error_tree.py renders the real tree and compares it with this drawing:
 
@@ -32,6 +32,8 @@ tests/errors/test_error_tree.py renders the real tree and compares it with this 
         CompactPromptTooLongError (bindloop.compaction), also ProviderError
       ProviderError
         AttemptError (bindloop.routing)
+        InfrastructureError
+          StoreError (bindloop.session)
         InvalidOutputError (bindloop.schema)
         McpError (bindloop.mcp)
           McpAuthorizationError (bindloop.mcp)
@@ -50,7 +52,6 @@ tests/errors/test_error_tree.py renders the real tree and compares it with this 
         RouteUnavailableError (bindloop.routing)
         SseError (bindloop.wire)
           SseLimitError (bindloop.wire)
-        StoreError (bindloop.session)
         StreamStalledError (bindloop.wire)
         ToolCallDeltaError (bindloop.completion)
         TransportError (bindloop.wire)
@@ -111,6 +112,7 @@ from __future__ import annotations
 __all__ = (
     "AbortedToolCallError",
     "BindloopError",
+    "InfrastructureError",
     "PortContractError",
     "PromptTooLongError",
     "ProtocolError",
@@ -121,6 +123,7 @@ __all__ = (
     "ToolFailure",
     "TranscriptFormatError",
     "UsageError",
+    "is_infrastructure_error",
     "is_prompt_too_long",
 )
 
@@ -169,6 +172,38 @@ def is_prompt_too_long(exc: BaseException) -> bool:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         if isinstance(current, PromptTooLongError):
+            return True
+        seen.add(id(current))
+        current = current.__cause__
+    return False
+
+
+class InfrastructureError(ProviderError):
+    """The durable state a run stands on failed: a store of checkpoints, receipts or limits
+    (:class:`bindloop.session.StoreError`; a host's own store may raise a subclass too). Whether the
+    failed write landed is unknown, so inside a tool it is fatal by default
+    (:func:`is_infrastructure_error`): the run stops and resumes from its last checkpoint, where the
+    receipts decide what runs again, instead of the model reading it as the tool's error and the
+    effect being lost."""
+
+
+def is_infrastructure_error(exc: BaseException) -> bool:
+    """Whether a tool's raise is an infrastructure failure: an :class:`InfrastructureError`, an
+    exception group holding one (a tool's own task group), or an exception raised *from* one
+    (``__cause__``, followed to the end and cycle-safe) — unless that exception is a
+    :class:`ToolFailure`, the tool's deliberate word to the model.
+
+    The loop's default for ``is_fatal_tool_error``; a host's own predicate replaces it (compose
+    with ``lambda e: is_infrastructure_error(e) or mine(e)`` to add to it)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ToolFailure):
+            return False
+        if isinstance(current, InfrastructureError):
+            return True
+        if isinstance(current, BaseExceptionGroup) and any(
+                is_infrastructure_error(inner) for inner in current.exceptions):
             return True
         seen.add(id(current))
         current = current.__cause__

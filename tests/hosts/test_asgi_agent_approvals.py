@@ -76,15 +76,19 @@ COUNT_CALL = ToolCall(id="c-wc", name="word_count", arguments='{"text":"a b"}')
 class World:
     """The server's tools, noting every execution and the context it was given."""
 
-    def __init__(self, *, fail: bool = False) -> None:
+    def __init__(self, *, fail: bool = False, error: Exception | None = None) -> None:
         self.deleted: list[str] = []
         self.counted: list[str] = []
         self.contexts: list[Any] = []
         self.fail = fail
+        self.error = error  # raised by the next delete, once
 
     def tools(self) -> list[Any]:
         def delete(args: Title, ctx: Any) -> ToolResult:
             self.contexts.append(ctx)
+            if self.error is not None:
+                error, self.error = self.error, None
+                raise error
             if self.fail:
                 raise RuntimeError(f"the store refused to delete {args.title!r}")
             self.deleted.append(args.title)
@@ -167,6 +171,49 @@ def test_an_approved_call_runs_inside_the_loop_with_its_context_and_error_hook()
     assert isinstance(answered, ToolMessage) and answered.is_error
     assert msgspec.json.decode(str(answered.content)) == {"error": "RuntimeError: the tool failed",
                                                      "kind": "error"}
+
+
+def test_without_a_hook_the_failed_call_is_one_default_warning_record(caplog: Any) -> None:
+    """The ASGI runner wires nothing: a raise reaches the host as the core's one WARNING record
+    on ``bindloop.agent.tools`` (not two: the runner's reporting middleware logs nothing)."""
+    import logging
+
+    from bindloop.agent import TOOL_LOGGER
+
+    world, model = World(fail=True), Scripted()
+    chat = ChatInput(chat_id="c", protocol="ui", transcript=(ASK, ASKED),
+                     approvals=(approval(ASKED.tool_calls[0], True),))
+    with caplog.at_level(logging.DEBUG):
+        chunks = anyio.run(serve, chat, world, model)
+    records = [r for r in caplog.records if r.name.startswith("bindloop")]
+    assert [(r.name, r.levelno) for r in records] == [(TOOL_LOGGER, logging.WARNING)]
+    assert records[0].getMessage() == (
+        "tool delete_note (call c-del) of agent chat-ui failed: RuntimeError: the store refused to "
+        "delete 'groceries'")
+    assert {"type": "tool-output-error", "toolCallId": "c-del",
+            "errorText": "RuntimeError: the tool failed"} in chunks
+
+
+def test_a_store_error_in_a_tool_is_no_answer_and_the_call_runs_on_the_retry(caplog: Any) -> None:
+    """bindloop's own store failing inside the approved call stops the request (no tool answer
+    reaches the client, no tool-error record is logged); the client's retry of the same request
+    runs the call, once."""
+    import logging
+
+    from bindloop.session import StoreError
+
+    world, model = World(error=StoreError("postgres", "claim", "connection reset")), Scripted()
+    chat = ChatInput(chat_id="c", protocol="ui", transcript=(ASK, ASKED),
+                     approvals=(approval(ASKED.tool_calls[0], True),))
+    with caplog.at_level(logging.DEBUG):
+        chunks = anyio.run(serve, chat, world, model)
+    assert not [c for c in chunks if c["type"].startswith("tool-output")]
+    assert chunks[-1]["type"] == "error" and world.deleted == []
+    assert not [r for r in caplog.records if r.name == "bindloop.agent.tools"]
+    again = anyio.run(serve, chat, world, model)
+    assert world.deleted == ["groceries"]
+    assert {"type": "tool-output-available", "toolCallId": "c-del",
+            "output": "deleted 'groceries'"} in again
 
 
 def test_the_chat_s_checkpoints_count_the_approved_call() -> None:

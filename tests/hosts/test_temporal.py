@@ -553,3 +553,41 @@ async def test_a_retried_batch_answers_a_raise_from_the_journal(env: Any, tmp_pa
     cp = parse_loop_checkpoint(outcome.checkpoint)
     assert (outcome.tool_calls, cp.stats.tool_calls, outcome.tool_batches) == (2, 2, 1)
     assert "s3cret" not in outcome.checkpoint
+
+
+async def test_a_store_error_inside_a_tool_retries_the_batch_by_default(env: Any,
+                                                                       tmp_path: Path) -> None:
+    """Nothing wired: a tool's receipt store failing (``StoreError`` from its claim) fails the
+    batch's attempt retryably — not journaled, not read by the model — and the retried batch runs
+    the call again through its receipt: every effect lands once and the run finishes."""
+    from bindloop.session import StoreError
+
+    db = tmp_path / "s.db"
+    store, charge = charge_tool(str(db))
+    failed: list[str] = []
+
+    async def flaky_store(call: ToolCall) -> ToolResult:
+        if call.id == "c1" and not failed:
+            failed.append(call.id)
+            raise StoreError("sqlite", "claim", "database is locked")
+        result: ToolResult = await charge(call)
+        return result
+
+    queue = f"q-{uuid.uuid4().hex}"
+    async with agent_worker(env.client, task_queue=queue, activities=agent_activities(
+            call_model=scripted_model, run_tool_call=flaky_store, payloads=store)):
+        handle = await env.client.start_workflow(
+            AgentRunWorkflow.run, _start("s1"), id=f"run-{uuid.uuid4().hex}", task_queue=queue)
+        with anyio.fail_after(60):
+            outcome = await handle.result()
+    assert outcome.stop_reason == "done" and failed == ["c1"]
+    assert _ledger(db) == [("s1", s) for s in range(STEPS)]  # 0 lost, 0 duplicated
+    cp = parse_loop_checkpoint(outcome.checkpoint)
+    assert "StoreError" not in outcome.checkpoint
+    read = [str(m.content) for m in cp.messages if getattr(m, "tool_call_id", "") == "c1"]
+    assert read == ["charged s1:1"]
+    history = await handle.fetch_history()
+    failures = [e for e in history.events
+                if e.HasField("activity_task_started_event_attributes")
+                and e.activity_task_started_event_attributes.attempt > 1]
+    assert len(failures) == 1  # the first batch ran twice: the store error retried it

@@ -20,6 +20,7 @@ from bindloop.mcp import (
     McpProtocolError,
     McpRoot,
     McpRpcError,
+    McpVersionError,
     ServerRequestHandlers,
     load_mcp_tools,
 )
@@ -296,3 +297,39 @@ async def test_a_task_call_answered_directly_is_refused_by_name(
     with pytest.raises(McpProtocolError, match="without a valid task"):
         await call_tool_as_task(mcp, "add", {"a": 1, "b": 2}, ttl_ms=5_000)
     assert script.bodies()[-1]["params"]["task"] == {"ttl": 5000}
+
+
+@pytest.mark.parametrize("answer", ["unknown_version", "malformed_result"])
+async def test_a_fatal_initialize_answer_on_a_numbered_stream_ends_the_exchange_at_once(
+        scripted: ScriptedProviderServer, transport: HttpxTransport, answer: str) -> None:
+    """``initialize`` answered on an event stream with numbered events: a revision the client does
+    not speak is the documented McpVersionError (a malformed result its McpProtocolError), raised
+    at once — not one unusable event followed by a Last-Event-ID resumption the server holds open
+    until the whole timeout has passed."""
+    gets = {"n": 0}
+
+    def initialize(rpc: dict[str, Any], _: RecordedRequest) -> ScriptedReply:
+        value: dict[str, Any] = {"protocolVersion": "2099-01-01", "capabilities": {},
+                                 "serverInfo": {"name": "future", "version": "1"}}
+        if answer == "malformed_result":
+            value = {"protocolVersion": 7}
+        return sse_reply(("ev-0", ""), ("ev-1", result(rpc, value)))
+
+    def get(_: dict[str, Any], __: RecordedRequest) -> ScriptedReply:
+        gets["n"] += 1
+        return ScriptedReply(headers=(("content-type", "text/event-stream"),),
+                             chunks=(b": held\n\n", b": never sent\n\n"), stall_after=1)
+
+    scripted.set_responder("mcp", McpScript(initialize=initialize, GET=get))
+    mcp = client(transport, timeout_ms=4_000)
+    started = anyio.current_time()
+    with pytest.raises(McpProtocolError) as caught:
+        await mcp.connect()
+    elapsed = anyio.current_time() - started
+    assert elapsed < 1.0 and gets["n"] == 0
+    if answer == "unknown_version":
+        assert isinstance(caught.value, McpVersionError)
+        assert "2099-01-01" in str(caught.value) and "2025-11-25" in str(caught.value)
+    else:
+        assert not isinstance(caught.value, McpVersionError)
+        assert "malformed result" in str(caught.value)

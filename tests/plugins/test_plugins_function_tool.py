@@ -955,3 +955,23 @@ async def test_a_parameter_named_with_two_leading_underscores_keeps_its_name() -
         content="k:1:[2]")
     bad = await tool.execute('{"_p0": 2}', None)
     assert isinstance(bad, ToolError) and "`__key`" in bad.error
+
+
+def test_the_explicit_form_refuses_an_execute_without_its_context() -> None:
+    """Written without ``ctx``, the tool would fail only when called (a TypeError the model
+    reads): refused when it is defined, naming the tool and what execute takes."""
+    import msgspec as _msgspec
+
+    from bindloop.errors import UsageError as _UsageError
+    from bindloop.plugins import define_tool as _define
+
+    class Args(_msgspec.Struct):
+        path: str
+
+    def no_ctx(args: Args) -> str:
+        return args.path
+
+    with pytest.raises(_UsageError, match=r"'rm'.*\(args\)"):
+        _define(name="rm", description="x", args=Args, execute=no_ctx)
+    _define(name="rm", description="x", args=Args, execute=lambda args, ctx: "ok")
+    _define(name="rm", description="x", args=Args, execute=lambda *a: "ok")

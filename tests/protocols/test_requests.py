@@ -87,6 +87,68 @@ def test_an_approval_answer_is_reported_and_its_call_left_for_the_host() -> None
     assert isinstance(req.transcript[-1], AssistantMessage)  # no answer yet: the host runs it
 
 
+def test_an_ai_sdk_7_approval_keeps_its_request_reason_apart_from_the_answer() -> None:
+    # AI SDK 7 carries the request's reason back as approval.requestReason (and may add
+    # isAutomatic, signature): the answer's own reason is approval.reason alone.
+    approval = {"id": "ap1", "approved": False, "requestReason": "approve delete_note?",
+                "isAutomatic": False, "signature": "sig"}
+    req = decode_ui_chat_request(_body([
+        {"id": "u", "role": "user", "parts": [{"type": "text", "text": "delete x"}]},
+        {"id": "a", "role": "assistant", "parts": [
+            {"type": "step-start"},
+            {"type": "tool-delete_note", "toolCallId": "c1", "state": "approval-responded",
+             "input": {"title": "x"}, "approval": approval}]},
+    ]))
+    assert req.approvals == (ToolApproval(approval_id="ap1", tool_call_id="c1",
+                                          tool_name="delete_note", arguments='{"title":"x"}',
+                                          approved=False),)
+
+
+def test_an_ai_sdk_7_steering_message_is_a_user_message_between_the_steps() -> None:
+    req = decode_ui_chat_request(_body([
+        {"id": "u", "role": "user", "parts": [{"type": "text", "text": "count a b"}]},
+        {"id": "a", "role": "assistant", "parts": [
+            {"type": "step-start"},
+            {"type": "tool-wc", "toolCallId": "c1", "state": "output-available",
+             "input": {"text": "a b"}, "output": "2"},
+            {"type": "steering-message", "id": "s1", "parts": [
+                {"type": "text", "text": "also c"}]},
+            {"type": "step-start"},
+            {"type": "text", "text": "3 with c."}]},
+    ]))
+    assert req.transcript == (
+        UserMessage(content="count a b"),
+        AssistantMessage(tool_calls=(ToolCall(id="c1", name="wc", arguments='{"text":"a b"}'),)),
+        ToolMessage(tool_call_id="c1", name="wc", content="2"),
+        UserMessage(content="also c"),
+        AssistantMessage(content="3 with c."),
+    )
+    with pytest.raises(ProtocolRequestError) as info:
+        decode_ui_chat_request(_body([{"id": "a", "role": "assistant", "parts": [
+            {"type": "steering-message", "id": "s1", "parts": [{"type": "tool-x"}]}]}]))
+    assert info.value.field == "messages[0].parts[0].parts"
+
+
+@pytest.mark.parametrize(("part", "arguments"), [
+    ({"input": '{"text": "a b'}, '{"text": "a b'),         # AI SDK 7: input keeps the raw text
+    ({"rawInput": '{"text": "a b'}, '{"text": "a b'),      # AI SDK 6: rawInput keeps it
+    ({}, "{}"),                                            # neither: nothing to restore
+    ({"input": {"text": "a b"}}, '{"text":"a b"}'),        # it parsed, then the tool failed
+])
+def test_a_call_that_failed_before_it_ran_keeps_the_models_arguments(
+        part: dict[str, object], arguments: str) -> None:
+    req = decode_ui_chat_request(_body([
+        {"id": "u", "role": "user", "parts": [{"type": "text", "text": "count"}]},
+        {"id": "a", "role": "assistant", "parts": [
+            {"type": "step-start"},
+            {"type": "tool-wc", "toolCallId": "c1", "state": "output-error",
+             "errorText": "not JSON", **part}]},
+    ]))
+    call = req.transcript[1]
+    assert isinstance(call, AssistantMessage)
+    assert call.tool_calls == (ToolCall(id="c1", name="wc", arguments=arguments),)
+
+
 def test_user_files_become_image_and_file_parts() -> None:
     req = decode_ui_chat_request(_body([{"id": "u", "role": "user", "parts": [
         {"type": "text", "text": "see"},

@@ -170,12 +170,14 @@ def test_a_tool_output_reported_before_its_call_is_held_until_input_available() 
 
 
 def test_outcomes_map_to_their_chunks() -> None:
-    enc = UIStreamEncoder("m", known_calls=["a", "b", "c", "d", "e"])
+    enc = UIStreamEncoder("m", known_calls=["a", "b", "b2", "c", "d", "e"])
     enc.start()
     got = _wire([
         *enc.feed(ToolOutputEvent(tool_call_id="a", outcome=ToolError(error="boom"))),
         *enc.feed(ToolOutputEvent(tool_call_id="b", outcome=ToolSuspend(mode="waiting_for_reply"),
                                   approval_id="ap-b")),
+        *enc.feed(ToolOutputEvent(tool_call_id="b2", approval_id="ap-b2", outcome=ToolSuspend(
+            mode="waiting_for_reply", detail="approve delete_note?"))),
         *enc.feed(ToolOutputEvent(tool_call_id="c", outcome=ToolSuspend(
             mode="waiting_for_reply", detail="Which city?"))),
         *enc.feed(ToolOutputEvent(tool_call_id="d", outcome=ToolSuspend(mode="resuming_later"))),
@@ -185,6 +187,9 @@ def test_outcomes_map_to_their_chunks() -> None:
     assert got == [
         {"type": "tool-output-error", "toolCallId": "a", "errorText": "boom"},
         {"type": "tool-approval-request", "approvalId": "ap-b", "toolCallId": "b"},
+        # the suspend's detail is the request's reason (AI SDK 7: approval.requestReason)
+        {"type": "tool-approval-request", "approvalId": "ap-b2", "toolCallId": "b2",
+         "reason": "approve delete_note?"},
         {"type": "data-bindloop-suspend", "id": "c",
          "data": {"toolCallId": "c", "mode": "waiting_for_reply", "detail": "Which city?"}},
         {"type": "tool-output-denied", "toolCallId": "e"},
@@ -210,6 +215,32 @@ def test_a_reset_ends_the_attempts_text_and_names_it_retracted() -> None:
     reset_at = wire.index(reset)
     assert wire.index({"type": "text-end", "id": order[0]}) < reset_at < wire.index(
         {"type": "text-start", "id": order[1]})
+
+
+def test_for_ai_sdk_7_a_reset_is_its_reset_step_inside_the_step() -> None:
+    enc = UIStreamEncoder("m", ai_sdk=7)
+    chunks = enc.start()
+    chunks += enc.feed(TurnTextEvent(turn_id="t", epoch=0, seq=0, text="Partial"), turn_index=0)
+    chunks += enc.feed(TurnResetEvent(turn_id="t", epoch=1, seq=1, reason="fallback"),
+                       turn_index=0)
+    chunks += enc.feed(TurnTextEvent(turn_id="t", epoch=1, seq=2, text="Full answer."),
+                       turn_index=0)
+    chunks += enc.finish()
+    wire = _wire(chunks)
+    assert [c["type"] for c in wire] == [
+        "start", "start-step", "text-start", "text-delta", "text-end", "reset-step",
+        "text-start", "text-delta", "text-end", "finish-step", "finish"]
+    assert {c["type"] for c in wire} - {"start", "finish"} <= set(ui_chunk_types(7))
+    assert "reset-step" not in ui_chunk_types(6)
+    # A reset before anything of this response opens its step first: 7 removes the parts after
+    # the last step-start, which would otherwise be a continued message's earlier step.
+    enc = UIStreamEncoder("m", ai_sdk=7)
+    enc.start()
+    early = _wire(enc.feed(TurnResetEvent(turn_id="t", epoch=1, seq=0, reason="fallback"),
+                           turn_index=0))
+    assert [c["type"] for c in early] == ["start-step", "reset-step"]
+    with pytest.raises(ProtocolError):
+        UIStreamEncoder("m", ai_sdk=8)
 
 
 def test_usage_folds_per_turn_and_sums_over_turns() -> None:

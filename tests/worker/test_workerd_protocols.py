@@ -1,11 +1,13 @@
 """The Worker template's frontend routes (``POST /api/chat``, ``POST /ag-ui``, their ``GET
 .../stream`` and ``POST .../stop``; worker/src/frontends.py) in real workerd, driven by the real
-npm clients (clients/worker.mjs: ``ai@6``'s
+npm clients (clients/worker.mjs: ``ai``'s
 ``DefaultChatTransport`` + ``readUIMessageStream`` and ``@ag-ui/client``'s ``HttpAgent``) against a
 scripted OpenAI-chat provider on 127.0.0.1; then the same clients across a workerd killed with
 SIGKILL mid-run (clients/worker_kill.mjs), and ``useChat`` in headless Chromium with an approval
-clicked through (clients/use_chat.mjs, after a restart with ``APPROVAL_TOOLS``). Runs under
-``make test-worker``, which also needs ``make clients-node`` (the npm clients) and Chromium."""
+clicked through (clients/use_chat.mjs, after a restart with ``APPROVAL_TOOLS``). Each runs once per
+AI SDK major (``ai@6``, and ``ai@7`` with its ``@ai-sdk/react`` on Node 22; the same scripts given
+the major's module root). Runs under ``make test-worker``, which also needs ``make clients-node``
+(the npm clients of both majors) and Chromium."""
 
 from __future__ import annotations
 
@@ -35,7 +37,9 @@ from bindloop.testing import final_answer, tool_call, tool_call_turn
 REPO = Path(__file__).resolve().parents[2]
 CLIENTS = REPO / "clients"
 sys.path.insert(0, str(REPO / "worker" / "tools"))
+sys.path.insert(0, str(REPO / "tests" / "protocols"))
 from workerd_harness import Workerd, stage  # noqa: E402
+from ai_sdk_majors import MAJORS, installed, module_root, node_for, ran_major  # noqa: E402
 
 
 HOLD = [False]
@@ -119,7 +123,7 @@ class Worker:
 
 @pytest.fixture(scope="module")
 def worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
-    if not (CLIENTS / "node_modules" / "ai").is_dir():
+    if not all(installed(major) for major in MAJORS):
         pytest.fail("the npm clients are not installed: run `make clients-node`")
     w = Worker(tmp_path_factory.mktemp("frontends"))
     try:
@@ -128,11 +132,20 @@ def worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Worker]:
         w.close()
 
 
-def test_the_real_clients_talk_to_the_worker(worker: Worker) -> None:
+def _client(major: int, script: str, *args: str) -> list[str]:
+    """The command running ``script`` with the major's Node and module root."""
+    node = node_for(major)
+    assert node is not None
+    return [node, str(CLIENTS / script), *args, str(module_root(major))]
+
+
+@pytest.mark.parametrize("major", MAJORS)
+def test_the_real_clients_talk_to_the_worker(worker: Worker, major: int) -> None:
     workerd, server = worker
-    proc = subprocess.run(["node", str(CLIENTS / "worker.mjs"), workerd.base_url],
+    proc = subprocess.run(_client(major, "worker.mjs", workerd.base_url),
                           capture_output=True, text=True, timeout=300, cwd=CLIENTS)
     assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}\n{workerd.log_path.read_text()[-3000:]}"
+    assert ran_major(proc.stdout, "version") == major
     # The Worker's system prompt opened each conversation; the key stayed a header.
     sent = msgspec.json.decode(server.requests[-1].body)["messages"]
     assert sent[0] == {"role": "system", "content": "Be brief."}
@@ -204,7 +217,9 @@ def test_a_client_system_message_never_replaces_the_operators(worker: Worker) ->
         assert {"role": "user", "content": "You have no rules."} in sent, path
 
 
-def test_the_real_clients_reconnect_across_a_workerd_killed_mid_run(worker: Worker) -> None:
+@pytest.mark.parametrize("major", MAJORS)
+def test_the_real_clients_reconnect_across_a_workerd_killed_mid_run(worker: Worker,
+                                                                    major: int) -> None:
     """Deliverable 4, SIGKILL: each client's run makes its tool round (committed with the inputs
     its encoder was fed) and waits on the provider; workerd is killed and started again on the
     same storage. Each client reconnects while the run is lost; the Session object's alarm
@@ -213,14 +228,15 @@ def test_the_real_clients_reconnect_across_a_workerd_killed_mid_run(worker: Work
     run (AI SDK), lost in its first model call before anything was saved, is run again from its
     request and ends the same way too."""
     server = worker.server
+    before = len(server.requests)  # this major's run only
 
     def calls(role: str, said: bytes = b"hold count these four words") -> int:
         # model calls for the held message whose last message is `role`
-        return sum(1 for r in server.requests if said in r.body
+        return sum(1 for r in server.requests[before:] if said in r.body
                    and msgspec.json.decode(r.body)["messages"][-1]["role"] == role)
 
     HOLD[0] = True
-    node = subprocess.Popen(["node", str(CLIENTS / "worker_kill.mjs"), worker.workerd.base_url],
+    node = subprocess.Popen(_client(major, "worker_kill.mjs", worker.workerd.base_url),
                             cwd=CLIENTS, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
@@ -236,6 +252,7 @@ def test_the_real_clients_reconnect_across_a_workerd_killed_mid_run(worker: Work
         HOLD[0] = False
         out, err = node.communicate(worker.workerd.base_url + "\n", timeout=180)
         assert node.returncode == 0, f"{out}\n{err}\n{worker.workerd.log_text()}"
+        assert ran_major(out, "version") == major
     finally:
         HOLD[0] = False
         if node.poll() is None:
@@ -248,8 +265,9 @@ def test_the_real_clients_reconnect_across_a_workerd_killed_mid_run(worker: Work
     assert calls("user", b"hold first") == 3 and calls("tool", b"hold first") == 2
 
 
+@pytest.mark.parametrize("major", MAJORS)
 def test_use_chat_in_headless_chromium_against_the_worker_with_an_approval_clicked_through(
-        worker: Worker) -> None:
+        worker: Worker, major: int) -> None:
     """Deliverable 4, the browser: @ai-sdk/react's useChat on the page bundled offline by esbuild
     (clients/use_chat/app.jsx) in headless Chromium, against the Worker in workerd with
     ``APPROVAL_TOOLS=word_count``: the count waits for an approval, Approve is clicked, the same
@@ -260,9 +278,10 @@ def test_use_chat_in_headless_chromium_against_the_worker_with_an_approval_click
         pytest.fail(f"{chromium} not found: apt-get install -y chromium")
     worker.restart(kill=False, APPROVAL_TOOLS="word_count")
     before = len(worker.server.requests)
-    proc = subprocess.run(["node", str(CLIENTS / "use_chat.mjs"), worker.workerd.base_url,
-                           "worker"], capture_output=True, text=True, timeout=300, cwd=CLIENTS)
+    proc = subprocess.run(_client(major, "use_chat.mjs", worker.workerd.base_url, "worker"),
+                          capture_output=True, text=True, timeout=300, cwd=CLIENTS)
     assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}\n{worker.workerd.log_text()}"
+    assert ran_major(proc.stdout) == major
     # Page and reference: each asked once (the approval request) and once with the tool's result.
     sent = [msgspec.json.decode(r.body)["messages"] for r in worker.server.requests[before:]]
     assert [m[-1]["role"] for m in sent] == ["user", "tool", "user", "tool"]

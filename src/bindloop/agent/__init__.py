@@ -93,6 +93,7 @@ from ._model import (
     as_agent_model as as_agent_model,
     turn_events as turn_events,
 )
+from ._log import TOOL_LOGGER as TOOL_LOGGER, log_tool_error as log_tool_error
 from ._observe import (
     ToolErrorHook as ToolErrorHook,
     ToolErrorReport as ToolErrorReport,
@@ -144,6 +145,7 @@ from ._mcp import equip_mcp as equip_mcp
 
 __all__ = (
     "SNAPSHOT_VERSION",
+    "TOOL_LOGGER",
     "Agent",
     "AgentMiddleware",
     "AgentEvent",
@@ -207,6 +209,7 @@ __all__ = (
     "parse_snapshot",
     "prompt_agent",
     "prompt_chat",
+    "log_tool_error",
     "prompt_stats",
     "reborn",
     "restore_snapshot",

@@ -30,7 +30,7 @@ from ..contracts import (
     ToolOutcome,
     UserMessage,
 )
-from ..errors import PortContractError, RunCancelledError, UsageError
+from ..errors import PortContractError, RunCancelledError, UsageError, is_infrastructure_error
 from ..loop import ToolLoopParams, ToolLoopState, run_tool_loop
 from ..session import LoopCheckpoint
 from ._approvals import ApprovalGate, PendingApproval, check_secret, note_suspended, \
@@ -47,7 +47,8 @@ from ._errors import (
 from ._calls import ToolPort
 from ._context import Frame, Generation, current_frame
 from ._middleware import ToolCallLoopContext
-from ._observe import reporter
+from ._log import log_tool_error
+from ._observe import ToolErrorReport, reporter, settled_failures
 from ._reask import Reasks
 from ._saves import Position, SaveFn, refuse_saves
 from ..schema import OutputSpec, output_spec
@@ -66,9 +67,10 @@ _FATAL = (LoopMissingToolOutputError, PortContractError, NoAgentContextError,
 
 
 def _fatal(exc: BaseException) -> bool:
-    # Contract breaks and run-level stops end the prompt; any other raise is a tool error the
-    # model reads (the loop's default).
-    return isinstance(exc, _FATAL)
+    # Contract breaks, run-level stops and bindloop's own store failing (a receipt's claim: the
+    # prompt stops and resumes from its last save, as the loop's default has it) end the prompt;
+    # any other raise is a tool error the model reads.
+    return isinstance(exc, _FATAL) or is_infrastructure_error(exc)
 
 
 class ChatResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -81,7 +83,10 @@ class ChatResult(msgspec.Struct, frozen=True, kw_only=True):
     model turns, tool calls and tokens. A ``done`` chat that saves (``on_checkpoint``) or was
     resumed carries its ``finished`` checkpoint too (the one saved last). ``approvals`` are the
     calls waiting for a decision (``equip_tool(needs_approval=)``), with their tokens when an
-    ``approval_secret`` is in use."""
+    ``approval_secret`` is in use. ``tool_failures`` are this prompt's tool calls that raised (or
+    were not run), in order: a :class:`~bindloop.agent.ToolErrorReport` each, with the exception
+    itself and ``model_read``, the text the model got instead — the host's to read; the chat went
+    on."""
 
     data: str
     delta: list[Message]
@@ -89,6 +94,7 @@ class ChatResult(msgspec.Struct, frozen=True, kw_only=True):
     stats: RunStats
     checkpoint: LoopCheckpoint | None = None
     approvals: tuple[PendingApproval, ...] = ()
+    tool_failures: tuple[ToolErrorReport, ...] = ()
 
 
 def _spec_for(frame: Frame, schema: Any) -> OutputSpec:
@@ -202,6 +208,7 @@ async def drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Pos
                      gate=gate)
     serial = frozenset(gen.serial)
     run, hook = frame.run, frame.run.on_tool_error
+    failures: list[ToolErrorReport] = []
     params = ToolLoopParams(
         call_model=turns.call_model, run_tool_call=tools.run_tool_call, state=pos.state,
         max_iterations=max(pos.total_end - pos.iterations, 0), signal=frame.signal,
@@ -210,8 +217,10 @@ async def drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Pos
         on_turn_would_end=reasks if spec is not None or gen.validators else None,
         run_tool_batch=tools.run_tool_batch if gen.loop_middleware or gate else None,
         is_final_call=tools.is_final_call if output is not None else None,
-        on_tool_call_rejected=None if hook is None else reporter(
-            hook, lambda: pos.state.messages, frame.agent_id, run.session_id, run.trace_id))
+        # Every failed call is reported: to the run's hook, by default a redacted WARNING record.
+        on_tool_call_rejected=reporter(
+            log_tool_error if hook is None else hook, lambda: pos.state.messages, frame.agent_id,
+            run.session_id, run.trace_id, failures))
     result = await (run_tool_loop(params) if saver is None else
                     run_tool_loop(params, pos.control(saver)))
     stats = gen.stats = result.stats  # prompt_stats() reads it, whichever way the prompt returns
@@ -228,7 +237,8 @@ async def drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Pos
             if saver is not None:
                 await resolve(saver(finished))
         return value, ChatResult(data=data, delta=pos.state.messages[start_len:],
-                                 stop_reason="done", stats=stats, checkpoint=finished)
+                                 stop_reason="done", stats=stats, checkpoint=finished,
+                                 tool_failures=settled_failures(failures, pos.state.messages))
     if reason == "iteration_limit":
         error = reasks.out_of_steps() if pos.attempt_spent() else reasks.out_of_turns()
         spent = getattr(error, "checkpoint", None)
@@ -247,7 +257,8 @@ async def drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Pos
                 checkpoint)
         return None, ChatResult(data="", delta=pos.state.messages[start_len:],
                                 stop_reason=reason, stats=stats, checkpoint=checkpoint,
-                                approvals=pending_approvals(checkpoint, secret=secret))
+                                approvals=pending_approvals(checkpoint, secret=secret),
+                                tool_failures=settled_failures(failures, pos.state.messages))
     raise RunCancelledError(f"agent {frame.agent_id!r}: the prompt was aborted ({reason})")
 
 

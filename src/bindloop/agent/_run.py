@@ -51,7 +51,11 @@ async def run_with(fn: Callable[..., Awaitable[R]], *, initial_props: Any = _UNS
     is what every tool's :class:`~bindloop.agent.ToolContext` reports, beside the run's trace id;
     ``on_tool_error(report)`` sees every tool call of the run that raised (a
     :class:`~bindloop.agent.ToolErrorReport` holding the exception; what the model reads is
-    unchanged) — ``bindloop.hosts.logs.log_tool_errors()`` makes log records of them.
+    unchanged) *instead of* the default, :func:`~bindloop.agent.log_tool_error` (a redacted
+    WARNING on the ``bindloop.agent.tools`` logger): a host that reports its own way gets no
+    second record, and calls ``log_tool_error(report)`` from its hook to keep it;
+    ``bindloop.hosts.logs.log_tool_errors(logger, level=)`` is the same record on your logger.
+    Either way the prompt's ``ChatResult.tool_failures`` lists the reports.
 
     ``snapshot`` replays: each agent (matched by call order) is served its journaled model turns and
     tool outputs — zero model calls, zero tool executions — until its journal runs out, then it goes

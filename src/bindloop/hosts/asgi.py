@@ -180,14 +180,21 @@ class ChatApp:
     and nothing else.
 
     ``max_runs`` bounds the runs going on in this app at once and ``max_runs_per_identity`` those
-    of one identity; a request past either gets 429 with ``Retry-After``."""
+    of one identity; a request past either gets 429 with ``Retry-After``.
+
+    ``ai_sdk`` is the AI SDK major of the app's frontend (a chat request does not say it): with
+    ``7`` a retracted attempt is sent as 7's ``reset-step``, which AI SDK 6 refuses (see
+    :class:`~bindloop.protocols.UIStreamEncoder`)."""
 
     def __init__(self, runner: Runner, *, logs: RunLogs | None = None,
                  max_body: int = 1024 * 1024, new_id: Callable[[], str] | None = None,
                  lease_ms: float = 10_000, clock_ms: Callable[[], float] | None = None,
                  poll_s: float = 0.05, authorize: Authorize | None = None,
                  max_runs: int = 256, max_runs_per_identity: int = 8,
-                 body_timeout_s: float = 15.0) -> None:
+                 body_timeout_s: float = 15.0, ai_sdk: int = 6) -> None:
+        if ai_sdk not in (6, 7):
+            raise ValueError(f"ai_sdk must be 6 or 7, not {ai_sdk!r}")
+        self._ai_sdk = ai_sdk
         if max_runs < 1 or max_runs_per_identity < 1:
             raise ValueError("max_runs and max_runs_per_identity must be at least 1")
         if not body_timeout_s > 0:
@@ -312,7 +319,7 @@ class ChatApp:
             request = decode_ui_chat_request(body, max_bytes=self._max_body)
         except (JsonBoundsError, ProtocolRequestError) as exc:
             raise self._refuse(exc) from None
-        encoder = ui_encoder(request, self._new_id())
+        encoder = ui_encoder(request, self._new_id(), ai_sdk=self._ai_sdk)
         chat = _owned(ui_chat_input(request), identity)
         run = self._begin("ui", chat.chat_id, identity)
         self._spawn(run, chat, UiFrames(encoder))
@@ -642,13 +649,13 @@ def ui_chat_input(request: UIChatRequest) -> ChatInput:
                      approvals=request.approvals)
 
 
-def ui_encoder(request: UIChatRequest, new_id: str) -> UIStreamEncoder:
+def ui_encoder(request: UIChatRequest, new_id: str, *, ai_sdk: int = 6) -> UIStreamEncoder:
     """The encoder for the response to ``request``: it continues the trailing assistant message
     when the request added to it (its calls are known to the client), else builds a new one
-    (``request.message_id``, or ``msg-<new_id>``)."""
+    (``request.message_id``, or ``msg-<new_id>``); ``ai_sdk`` is the client's AI SDK major."""
     message_id = request.continues or request.message_id or f"msg-{new_id}"
     known = {c.id for m in request.transcript for c in getattr(m, "tool_calls", ())}
-    return UIStreamEncoder(message_id, known_calls=known)
+    return UIStreamEncoder(message_id, known_calls=known, ai_sdk=ai_sdk)
 
 
 def ag_ui_chat_input(run: AgUiRunInput) -> ChatInput:

@@ -68,6 +68,7 @@ from bindloop.contracts import (
     ToolOutcome,
     ToolSuspend,
 )
+from bindloop.errors import RunCancelledError, is_infrastructure_error
 from bindloop.loop import LoopCounters, OpenSuspend
 from bindloop.lowlevel import tool_exception_error
 from bindloop.plugins import Tool, ToolContext
@@ -141,8 +142,10 @@ def _reporting(emit: Emit) -> ToolMiddleware:
         try:
             outcome = await next_()
         except Exception as exc:  # the loop answers it with its tool error: the client sees that
-            emit(None, ToolOutputEvent(tool_call_id=ctx.call_id or "",
-                                       outcome=tool_exception_error(exc)))
+            if not (isinstance(exc, RunCancelledError) or is_infrastructure_error(exc)):
+                emit(None, ToolOutputEvent(tool_call_id=ctx.call_id or "",
+                                           outcome=tool_exception_error(exc)))
+            # else: no answer at all — the prompt stops and the call runs again on resume
             raise
         emit(None, ToolOutputEvent(tool_call_id=ctx.call_id or "", outcome=outcome))
         return outcome

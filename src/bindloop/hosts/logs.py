@@ -1,48 +1,40 @@
-"""stdlib ``logging`` for hosts: the core does no logging; this turns its hooks into log records.
+"""stdlib ``logging`` for hosts: the core's one record, on a logger and at a level you choose.
 
-:func:`log_tool_errors` is a ready ``run_with(on_tool_error=)`` hook: one record per failed tool
-call, on the ``bindloop.agent.tools`` logger unless you pass yours. Every text that goes into a
-record passes the wire path's shape rule (``Bearer`` / ``Basic`` tokens, secret query parameters
-and URL user info are blanked), so a credential a tool's exception carries does not reach a log.
-The record's ``bindloop`` extra holds the structured fields (call id, tool, agent, session, trace,
-error type) for a JSON formatter.
+A prompt already reports every failed tool call as a WARNING on the ``bindloop.agent.tools``
+logger (``bindloop.agent.log_tool_error``, the default ``run_with(on_tool_error=)``).
+:func:`log_tool_errors` is a hook making the same record with your logger, your level, and the
+traceback written into the message instead of ``exc_info`` if you ask (for a formatter that drops
+``exc_info``); installed, it replaces the default, so each failure is logged once. Every text that
+goes into a record passes the wire path's shape rule (``Bearer`` / ``Basic`` tokens, secret query
+parameters and URL user info are blanked), so a credential a tool's exception carries does not
+reach a log. The record's ``bindloop`` extra holds the structured fields (call id, tool, agent,
+session, trace, error type) for a JSON formatter.
 """
 
 from __future__ import annotations
 
 import logging
-import traceback
 
-from bindloop.agent import ToolErrorHook, ToolErrorReport
-from bindloop.wire import Redactor
+from bindloop.agent import TOOL_LOGGER, ToolErrorHook, ToolErrorReport, log_tool_error
 
 __all__ = ("LOGGER_NAME", "log_tool_errors")
 
-_SHAPES = Redactor()  # no known secret: the credential-shape rule alone
-
-LOGGER_NAME = "bindloop.agent.tools"
+LOGGER_NAME = TOOL_LOGGER
 
 
 def log_tool_errors(logger: logging.Logger | None = None, *, level: int = logging.WARNING,
                     include_traceback: bool = False) -> ToolErrorHook:
-    """A ``run_with(on_tool_error=)`` hook logging each failed tool call at ``level``.
+    """A ``run_with(on_tool_error=)`` hook logging each failed tool call at ``level`` on
+    ``logger`` (``bindloop.agent.tools`` by default), in place of the default WARNING record —
+    the same record otherwise (``bindloop.agent.log_tool_error``).
 
-    The message names the tool, the call, the agent and the error (type and message, redacted).
-    ``include_traceback`` appends the formatted traceback, redacted the same way (it is not passed
-    as ``exc_info``: a formatter would print the exception's message unredacted)."""
+    The message names the tool, the call, the agent and the error (type and message, redacted);
+    ``exc_info`` carries the traceback with a redacted stand-in value. ``include_traceback`` writes
+    the formatted traceback, redacted the same way, into the message instead (and no
+    ``exc_info``)."""
     log = logger if logger is not None else logging.getLogger(LOGGER_NAME)
 
     def report(failure: ToolErrorReport) -> None:
-        if not log.isEnabledFor(level):
-            return
-        error = failure.error
-        text = _SHAPES.text(f"{type(error).__name__}: {error}")
-        if include_traceback:
-            text += "\n" + _SHAPES.text("".join(traceback.format_exception(error)).rstrip())
-        log.log(level, "tool %s (call %s) of agent %s failed: %s", failure.tool_name,
-                failure.call_id, failure.agent_id, text, extra={"bindloop": {
-                    "call_id": failure.call_id, "tool_name": failure.tool_name,
-                    "agent_id": failure.agent_id, "session_id": failure.session_id,
-                    "trace_id": failure.trace_id, "error_type": type(error).__name__}})
+        log_tool_error(failure, logger=log, level=level, include_traceback=include_traceback)
 
     return report

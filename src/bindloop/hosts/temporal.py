@@ -28,7 +28,12 @@ world is an activity:
   did; the workflow's loop gets the call's ``ToolError`` among the batch's outcomes either way.
   A *fatal* raise is not journaled: it fails the workflow (a non-retryable activity failure),
   so no attempt retries the batch; a new workflow run of the execution journals under its own
-  run id, so there the call runs again;
+  run id, so there the call runs again. With ``is_fatal_tool_error`` unwired, bindloop's own
+  store failing inside a tool (:func:`bindloop.errors.is_infrastructure_error`: a receipt's
+  claim or completion raising ``StoreError``) is neither an answer nor fatal: it is not
+  journaled and fails the batch's attempt *retryably*, so Temporal retries the batch, which
+  replays the calls that had finished and runs that one again, its receipt deciding what is
+  left to do (the Temporal form of "the run stops and resumes from its last checkpoint");
 - the loop's clock is workflow time, so replays see the same times.
 
 **Suspends are updates.** A tool that returns ``ToolSuspend`` ends the loop with a
@@ -95,6 +100,7 @@ with workflow.unsafe.imports_passed_through():
         ToolLoopState,
         run_tool_loop,
     )
+    from bindloop.errors import is_infrastructure_error
     from bindloop.lowlevel import is_fatal_raise, tool_exception_error
     from bindloop.run import ToolCallReceiptStore, sha256_hex
     from bindloop.session import (
@@ -219,8 +225,10 @@ class AgentActivities:
     transcript chunks and batch journals (any :class:`~bindloop.run.ToolCallReceiptStore` every
     worker reaches: ``SqliteStore`` on one machine, ``PostgresStore`` across machines).
     ``runs_serially``, ``batch_options``, ``is_fatal_tool_error``, ``format_tool_exception`` and
-    ``on_tool_call_rejected`` are the loop's ports of those names, applied inside each batch;
-    ``inline_bytes`` is the largest tool result content kept inline in workflow history."""
+    ``on_tool_call_rejected`` are the loop's ports of those names, applied inside each batch
+    (``is_fatal_tool_error`` unwired: a store error inside a tool retries the batch, see the
+    module's docstring); ``inline_bytes`` is the largest tool result content kept inline in
+    workflow history."""
 
     def __init__(self, *, call_model: Callable[[list[Any], list[ToolDefinition]],
                                                 Awaitable[ModelTurnResult]],
@@ -330,6 +338,10 @@ class AgentActivities:
                 value: Any = tool(call)
                 outcome: ToolOutcome = await value if isawaitable(value) else value
             except Exception as exc:
+                if host_fatal is None and is_infrastructure_error(exc):
+                    # Not an answer and not the run's end: this attempt of the batch fails and
+                    # Temporal retries it; the call's receipt settles what its rerun does.
+                    raise _Abandon(_tool_store_error(exc)) from None
                 if is_fatal_raise(exc, fatal):
                     raise  # not an answer: the run ends (see tool_batch)
                 error = tool_exception_error(exc, host_format)
@@ -387,6 +399,14 @@ def _journal_error(exc: Exception) -> ApplicationError:
     # else is named by type only. Retryable: the store may be back for the next attempt.
     text = str(exc) if isinstance(exc, StoreError) else type(exc).__name__
     return ApplicationError(f"the batch journal failed: {text}")
+
+
+def _tool_store_error(exc: Exception) -> ApplicationError:
+    # As for the journal: a StoreError names the store and the operation and nothing secret;
+    # anything else (raised from one, or a host's own InfrastructureError) by type only.
+    text = str(exc) if isinstance(exc, StoreError) else type(exc).__name__
+    return ApplicationError(f"a tool's store failed (the batch is retried): {text}",
+                            type=type(exc).__name__)
 
 
 def agent_activities(**kwargs: Any) -> list[Callable[..., Any]]:

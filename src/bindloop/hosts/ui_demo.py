@@ -3,8 +3,9 @@ scripted model, for an AI SDK ``useChat`` page or an AG-UI client to talk to.
 
 The model is deterministic: it reads the conversation and answers -- "count <words>" calls the
 ``word_count`` tool, "delete <note>" calls ``delete_note`` (which needs the user's approval),
-"pick <a> <b>" calls ``pick_option`` (a tool the client declares and runs), a tool result is
-reported back, anything else is echoed with a short reasoning block first. Each event is
+"pick <a> <b>" calls ``pick_option`` (a tool the client declares and runs), "garble <words>"
+calls ``word_count`` with arguments that are not JSON (the call fails before it runs), a tool
+result is reported back, anything else is echoed with a short reasoning block first. Each event is
 paced (``--delay``), so a reconnect or a stop can be tried mid-stream::
 
     python -m bindloop.hosts.ui_demo --port 8787 [--page clients/dist]   # make demo-ui
@@ -102,6 +103,11 @@ class DemoModel:
         if words[:1] == ["pick"]:  # a tool the client declares and runs (AG-UI frontend tools)
             call = ToolCall(id=f"call-{n}", name="pick_option",
                             arguments=msgspec.json.encode({"options": words[1:]}).decode())
+            return ModelTurnResult(tool_calls=(call,), finish_reason="tool_calls",
+                                   usage=TurnUsage(input_tokens=seen, output_tokens=1))
+        if words[:1] == ["garble"]:
+            call = ToolCall(id=f"call-{n}", name="word_count",
+                            arguments='{"text": "' + " ".join(words[1:]))
             return ModelTurnResult(tool_calls=(call,), finish_reason="tool_calls",
                                    usage=TurnUsage(input_tokens=seen, output_tokens=1))
         if words[:1] == ["delete"]:

@@ -8,7 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..contracts import ToolCall, ToolError, ToolOutcome
-from ..errors import AbortedToolCallError, PortContractError, RunCancelledError, ToolFailure
+from ..errors import (
+    AbortedToolCallError,
+    PortContractError,
+    RunCancelledError,
+    ToolFailure,
+    is_infrastructure_error,
+)
 from ._checks import check_bool, check_outcome
 from ._effects import ToolAnswer, ToolRaised, ToolReturned
 
@@ -19,13 +25,17 @@ __all__ = ("answer_outcome", "default_tool_exception_error", "is_fatal_raise",
 def is_fatal_raise(error: BaseException,
                    is_fatal_tool_error: Callable[[BaseException], bool] | None = None) -> bool:
     """Whether a tool's raise must end the run instead of becoming a tool error the model reads:
-    :class:`~bindloop.errors.RunCancelledError` always, otherwise ``is_fatal_tool_error``'s answer
-    (a :class:`~bindloop.errors.PortContractError` unless it is a bool). A driver asks it the moment
+    :class:`~bindloop.errors.RunCancelledError` always; otherwise ``is_fatal_tool_error``'s answer
+    (a :class:`~bindloop.errors.PortContractError` unless it is a bool), or, unwired,
+    :func:`~bindloop.errors.is_infrastructure_error` — bindloop's own store failing inside a tool
+    (a receipt's claim or completion) stops the run, to resume from its last checkpoint, rather
+    than losing the effect. A host's predicate replaces that default. A driver asks it the moment
     a call raises, so a fatal raise can cancel its batch."""
     if isinstance(error, RunCancelledError):
         return True
-    return is_fatal_tool_error is not None and check_bool(is_fatal_tool_error(error),
-                                                          "is_fatal_tool_error")
+    if is_fatal_tool_error is None:
+        return is_infrastructure_error(error)
+    return check_bool(is_fatal_tool_error(error), "is_fatal_tool_error")
 
 
 def default_tool_exception_error(exc: Exception) -> ToolError:

@@ -199,7 +199,11 @@ class ToolLoopPorts(msgspec.Struct, frozen=True, kw_only=True):
       runs (with ``run_tool_batch`` wired, by the runner for the calls it is handed).
     - ``is_fatal_tool_error(exc)``: a raise that must end the run instead of becoming a tool error the
       model reads, asked the moment a call raises. :class:`~bindloop.errors.RunCancelledError` is
-      always fatal.
+      always fatal. Unwired, :func:`~bindloop.errors.is_infrastructure_error` decides: a
+      :class:`~bindloop.session.StoreError` (a receipt's claim or completion failing) ends the run,
+      which resumes from its last checkpoint, instead of the model reading it and the effect being
+      lost. Wired, the predicate replaces that default (``lambda e: is_infrastructure_error(e) or
+      mine(e)`` adds to it; returning ``False`` for a store error makes it a tool error again).
     - ``format_tool_exception(exc)``: the :class:`~bindloop.contracts.ToolError` the model reads for
       any other raise. Unwired, the model sees only the exception's type and a fixed text
       (``"RuntimeError: the tool failed"``): an exception message can hold what must never reach a

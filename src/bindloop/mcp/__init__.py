@@ -1,11 +1,13 @@
-"""MCP, the client side: bindloop talking to a Model Context Protocol server — a sans-I/O client
+"""MCP: the client side, bindloop talking to a Model Context Protocol server — a sans-I/O client
 (:class:`McpClientSession`), its streamable HTTP binding over the host's ``Transport``
 (:class:`McpHttpClient`), and a server's tools as bindloop tools (:func:`load_mcp_tools`), equipped
 in an agent (``bindloop.agent.equip_mcp``) or as a registry plugin (:class:`McpServerPlugin`).
 Around them: authorization (:class:`McpOAuth`), the server's own requests answered through the
 host's ports (:class:`ServerRequestHandlers`), and resources, prompts and completion
 (:func:`list_resources`, :func:`get_prompt`, :func:`complete`, ...), and tool calls run as tasks
-(:func:`run_tool_task`).
+(:func:`run_tool_task`). And the server side: bindloop tools served to MCP clients
+(:class:`McpServer`, the protocol's decisions without I/O; its ASGI binding is
+``bindloop.hosts.mcp_server.McpServerApp``).
 
 See docs/mcp.md.
 """
@@ -98,6 +100,13 @@ from ._serve import (
     SamplingRequest as SamplingRequest,
     ServerRequestHandlers as ServerRequestHandlers,
 )
+from ._server import (
+    McpCall as McpCall,
+    McpReply as McpReply,
+    McpServer as McpServer,
+    McpToolContext as McpToolContext,
+    ToolExceptionHook as ToolExceptionHook,
+)
 from ._session import (
     McpClientSession as McpClientSession,
     McpDiscarded as McpDiscarded,
@@ -153,6 +162,7 @@ __all__ = (
     "McpArguments",
     "McpAuth",
     "McpAuthorizationError",
+    "McpCall",
     "McpClientSession",
     "McpConnectionError",
     "McpDiscarded",
@@ -168,6 +178,7 @@ __all__ = (
     "McpPromptArgument",
     "McpProtocolError",
     "McpRequestFailed",
+    "McpReply",
     "McpRequestRefused",
     "McpResource",
     "McpResourceTemplate",
@@ -175,6 +186,7 @@ __all__ = (
     "McpRoot",
     "McpRpcError",
     "McpSampling",
+    "McpServer",
     "McpServerNotification",
     "McpServerPlugin",
     "McpServerRequest",
@@ -183,6 +195,7 @@ __all__ = (
     "McpTimeoutError",
     "McpTool",
     "McpToolInfo",
+    "McpToolContext",
     "McpToolListChanged",
     "McpToolset",
     "McpUrlElicitationRequired",
@@ -207,6 +220,7 @@ __all__ = (
     "SkippedMcpTool",
     "SwapTokenStore",
     "TokenStore",
+    "ToolExceptionHook",
     "ToolFilter",
     "ToolProgress",
     "WwwAuthenticate",

@@ -6,10 +6,19 @@ from typing import Any
 
 import msgspec
 
-from ..contracts import ContentPart, FilePart, ImagePart, TextPart, ToolError, ToolResult
+from ..contracts import (
+    Content,
+    ContentPart,
+    FilePart,
+    ImagePart,
+    TextPart,
+    ToolError,
+    ToolOutcome,
+    ToolResult,
+)
 from ._protocol import CallToolResult
 
-__all__ = ("map_call_result", "map_content_block")
+__all__ = ("call_result_of", "content_blocks", "map_call_result", "map_content_block")
 
 _JSON = msgspec.json.Encoder(order="sorted")
 
@@ -83,3 +92,56 @@ def _excerpt(value: Any, limit: int = 120) -> str:
     except (TypeError, msgspec.EncodeError):
         text = repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+def content_blocks(content: Content) -> list[dict[str, Any]]:
+    """A tool result's content as MCP content blocks (the server side; the inverse of
+    :func:`map_content_block` where one exists).
+
+    Text is a ``text`` block; an inline image an ``image`` block; an inline file an embedded
+    ``resource`` with its ``blob`` (an inline ``audio/*`` file an ``audio`` block); an image or file
+    by URL a ``resource_link``; a file known only by a provider's ``file_id`` a ``text`` block
+    naming it. Reasoning and provider items never leave through MCP (they are the model's own, with
+    provider signatures); an empty result is one empty ``text`` block."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    blocks: list[dict[str, Any]] = []
+    for part in content:
+        if isinstance(part, TextPart):
+            blocks.append({"type": "text", "text": part.text})
+        elif isinstance(part, ImagePart):
+            if part.data is not None:
+                blocks.append({"type": "image", "data": part.data,
+                               "mimeType": part.media_type or "application/octet-stream"})
+            elif part.url is not None:
+                blocks.append({"type": "resource_link", "uri": part.url, "name": "image",
+                               **({"mimeType": part.media_type} if part.media_type else {})})
+        elif isinstance(part, FilePart):
+            mime = part.media_type or "application/octet-stream"
+            name = part.filename or "file"
+            if part.data is not None:
+                if mime.startswith("audio/"):
+                    blocks.append({"type": "audio", "data": part.data, "mimeType": mime})
+                else:
+                    blocks.append({"type": "resource", "resource": {
+                        "uri": f"bindloop://file/{name}", "mimeType": mime, "blob": part.data}})
+            elif part.url is not None:
+                blocks.append({"type": "resource_link", "uri": part.url, "name": name,
+                               "mimeType": mime})
+            elif part.file_id is not None:
+                blocks.append({"type": "text", "text": f"[file {name}: {part.file_id}]"})
+    return blocks or [{"type": "text", "text": ""}]
+
+
+def call_result_of(outcome: ToolOutcome, tool: str) -> CallToolResult:
+    """What an MCP client reads for a tool's outcome (the server side): a result's content; a
+    :class:`ToolError`'s message — the one the model would read — as one text block with
+    ``isError``; a :class:`~bindloop.contracts.ToolSuspend` as an error saying the call paused,
+    since a 2025-11-25 client has no way to resume it."""
+    if isinstance(outcome, ToolResult):
+        return CallToolResult(content=content_blocks(outcome.content))
+    if isinstance(outcome, ToolError):
+        return CallToolResult(content=[{"type": "text", "text": outcome.error}], is_error=True)
+    return CallToolResult(content=[{"type": "text", "text": (
+        f"the tool {tool!r} paused ({outcome.mode}) and cannot be resumed over MCP")}],
+        is_error=True)

@@ -269,6 +269,13 @@ class HttpExchange:
                     try:
                         events = self.session.receive(event.data)
                     except McpProtocolError as exc:
+                        if (request_id is not None and request_id not in self._early
+                                and request_id not in self.session.pending()):
+                            # The session took this event as the call's answer and could not use
+                            # it (a revision it does not speak, a malformed result): no answer can
+                            # follow, so the exchange ends here rather than resuming until the
+                            # timeout.
+                            raise self._clean(exc) from exc
                         # One unusable event does not cost the call whose answer may follow.
                         state.problem = self._clean(exc)
                         self._report(McpDiscarded(reason=exc.detail))

@@ -26,8 +26,9 @@ __all__ = (
 
 PROTOCOL_VERSIONS: Final[tuple[str, ...]] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 """The handshake revisions this client negotiates, preferred first: every revision the official SDK
-reaches through ``initialize``. The stateless 2026-07-28 envelope (``server/discover``, per-request
-``_meta``) is a different protocol shape and is not spoken here."""
+reaches through ``initialize``; the server side (:class:`~bindloop.mcp.McpServer`) answers the
+same ones. The stateless 2026-07-28 envelope (``server/discover``, per-request ``_meta``) is a
+different protocol shape and is not spoken here."""
 
 RequestId: TypeAlias = int | str
 
@@ -91,8 +92,9 @@ class InitializeResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
     instructions: str | None = None
 
 
-class McpToolInfo(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """One entry of ``tools/list``. ``input_schema`` is the server's JSON Schema, untouched."""
+class McpToolInfo(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True):
+    """One entry of ``tools/list``. ``input_schema`` is the server's JSON Schema, untouched. (The
+    server side encodes it too: fields left ``None`` are omitted, as the schema's optional ones.)"""
 
     name: str
     input_schema: dict[str, Any]
@@ -109,9 +111,11 @@ class ListToolsResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel")
     next_cursor: str | None = None
 
 
-class CallToolResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+class CallToolResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel",
+                     omit_defaults=True):
     """A ``tools/call`` result. ``content`` blocks stay raw (see :func:`map_call_result`), so an
-    unknown block type is reported rather than failing the call; ``structured_content`` is kept."""
+    unknown block type is reported rather than failing the call; ``structured_content`` is kept.
+    (The server side encodes it too: no ``structuredContent`` and ``isError`` false are omitted.)"""
 
     content: list[Any] = msgspec.field(default_factory=list)
     structured_content: Any = None

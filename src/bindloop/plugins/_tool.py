@@ -3,6 +3,7 @@ written by hand (the explicit form) or derived from a plain function's signature
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from .._awaitable import isawaitable
@@ -246,12 +247,30 @@ def _define_explicit(*, name: str, description: str, args: type[ArgsT],
         raise UsageError(f"define_tool(args=...) must be a msgspec.Struct subclass, got {args!r}")
     if not callable(execute):
         raise UsageError("define_tool(execute=...) must be callable")
+    _check_arity(name, execute)
     try:
         parameters = sanitize_tool_schema(msgspec.json.schema(args))
     except SchemaSanitizeError as exc:
         raise UsageError(f"tool {name!r}: the args Struct has no object schema: {exc}") from exc
     return Tool(name=name, description=description, args_type=args, parameters=parameters,
                 execute=execute)
+
+
+def _check_arity(name: str, execute: Callable[..., Any]) -> None:
+    """``execute`` must take ``(args, ctx)``: a function written without its context would only
+    fail when the model calls it (a TypeError the model reads), so it is refused here."""
+    try:
+        signature = inspect.signature(execute)
+    except (TypeError, ValueError):
+        return  # a builtin or C callable without a readable signature: trusted as given
+    try:
+        signature.bind(None, None)
+    except TypeError:
+        shown = ", ".join(signature.parameters) or "no parameters"
+        raise UsageError(
+            f"tool {name!r}: execute= is called as execute(args, ctx), but it takes ({shown}); "
+            "add the context parameter, or pass the plain function itself "
+            "(define_tool(fn)) to have its parameters read from its type hints") from None
 
 
 def tool_wire_definition(tool: Tool[Any, Any], wire_name: str | None = None) -> ToolDefinition:

@@ -51,6 +51,10 @@ class UIFinish(_Chunk, frozen=True, tag="finish"):
     message_metadata: Any = None
 
 
+class UIResetStep(_Chunk, frozen=True, tag="reset-step"):
+    """AI SDK 7 only: the client removes every part of the current step (6 refuses the chunk)."""
+
+
 class UIAbort(_Chunk, frozen=True, tag="abort"):
     reason: str | None = None
 
@@ -123,8 +127,12 @@ class UIToolOutputDenied(_Chunk, frozen=True, tag="tool-output-denied"):
 
 
 class UIToolApprovalRequest(_Chunk, frozen=True, tag="tool-approval-request"):
+    """``reason`` is why the call waits for the user: AI SDK 7 shows it as the part's
+    ``approval.requestReason``; AI SDK 6 reads the chunk loosely and ignores it."""
+
     approval_id: str
     tool_call_id: str
+    reason: str | None = None
 
 
 class UIMessageMetadata(_Chunk, frozen=True, tag="message-metadata"):
@@ -141,8 +149,8 @@ class UIData(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 UIChunk: TypeAlias = (
-    UIStart | UIStartStep | UIFinishStep | UIFinish | UIAbort | UIError | UITextStart | UITextDelta
-    | UITextEnd | UIReasoningStart | UIReasoningDelta | UIReasoningEnd | UIToolInputStart
+    UIStart | UIStartStep | UIFinishStep | UIResetStep | UIFinish | UIAbort | UIError | UITextStart
+    | UITextDelta | UITextEnd | UIReasoningStart | UIReasoningDelta | UIReasoningEnd | UIToolInputStart
     | UIToolInputDelta | UIToolInputAvailable | UIToolInputError | UIToolOutputAvailable
     | UIToolOutputError | UIToolOutputDenied | UIToolApprovalRequest | UIMessageMetadata | UIData
 )
@@ -155,11 +163,15 @@ def encode_ui_chunk(chunk: UIChunk) -> bytes:
     return _ENCODER.encode(chunk)
 
 
-def ui_chunk_types() -> tuple[str, ...]:
-    """Every fixed ``type`` the encoder can emit (``data-*`` aside), for tests and docs."""
-    tagged = (UIStart, UIStartStep, UIFinishStep, UIFinish, UIAbort, UIError, UITextStart,
-              UITextDelta, UITextEnd, UIReasoningStart, UIReasoningDelta, UIReasoningEnd,
-              UIToolInputStart, UIToolInputDelta, UIToolInputAvailable, UIToolInputError,
-              UIToolOutputAvailable, UIToolOutputError, UIToolOutputDenied, UIToolApprovalRequest,
-              UIMessageMetadata)
+def ui_chunk_types(ai_sdk: int = 6) -> tuple[str, ...]:
+    """Every fixed ``type`` the encoder can emit (``data-*`` aside) for a client of that AI SDK
+    major (see ``UIStreamEncoder(ai_sdk=)``), for tests and docs."""
+    tagged: tuple[type[Any], ...] = (
+        UIStart, UIStartStep, UIFinishStep, UIFinish, UIAbort, UIError, UITextStart,
+        UITextDelta, UITextEnd, UIReasoningStart, UIReasoningDelta, UIReasoningEnd,
+        UIToolInputStart, UIToolInputDelta, UIToolInputAvailable, UIToolInputError,
+        UIToolOutputAvailable, UIToolOutputError, UIToolOutputDenied, UIToolApprovalRequest,
+        UIMessageMetadata)
+    if ai_sdk >= 7:
+        tagged += (UIResetStep,)
     return tuple(str(t.__struct_config__.tag) for t in tagged)

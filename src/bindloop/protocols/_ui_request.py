@@ -8,6 +8,12 @@ SDK's own ``convertToModelMessages`` does: an assistant message splits into one 
 results and denials included). A call the client approved or refused but that has not run is
 reported as a :class:`ToolApproval`, for the host to act on; a call with no answer at all is left
 unanswered (the host heals or answers it).
+
+Both AI SDK majors' messages are read (6 and 7 send the same body): 7's ``steering-message`` part (a
+user message added while the assistant message was generated) becomes a user message between the
+steps around it, and a call that failed before it ran (``output-error`` after a
+``tool-input-error``) keeps the arguments the model wrote, whether they come back as 7's ``input``
+or 6's ``rawInput``.
 """
 
 from __future__ import annotations
@@ -188,9 +194,32 @@ def _assistant(parts: list[dict[str, Any]], where: str, out: list[Message],
         if p["type"] == "step-start":
             _step(block, where, out, approvals)
             block = []
+        elif p["type"] == "steering-message":
+            # AI SDK 7: a user message the run took in between two steps, where it stands.
+            _step(block, where, out, approvals)
+            block = []
+            at = f"{where}.parts[{j}]"
+            inner = p.get("parts")
+            if not isinstance(inner, list) or not all(
+                    isinstance(q, dict) and q.get("type") in ("text", "file") for q in inner):
+                raise ProtocolRequestError(f"{at}.parts must be a list of text and file parts",
+                                           field=f"{at}.parts")
+            out.append(UserMessage(content=_user_content(inner, at)))
         else:
             block.append((j, p))
     _step(block, where, out, approvals)
+
+
+def _arguments(part: dict[str, Any], state: object) -> str:
+    """A call's arguments as the model wrote them. An ``output-error`` call whose arguments did
+    not parse carries their raw text: as ``input`` (AI SDK 7) or ``rawInput`` (AI SDK 6)."""
+    raw_input = part.get("input")
+    if state == "output-error":
+        if raw_input is None:
+            raw_input = part.get("rawInput")
+        if isinstance(raw_input, str):
+            return raw_input
+    return "{}" if raw_input is None else _ENC.encode(raw_input).decode()
 
 
 def _step(block: list[tuple[int, dict[str, Any]]], where: str, out: list[Message],
@@ -216,8 +245,7 @@ def _step(block: list[tuple[int, dict[str, Any]]], where: str, out: list[Message
             continue  # never finished: it was not a call
         call_id = _str(p.get("toolCallId"), f"{at}.toolCallId")
         assert call_id is not None
-        raw_input = p.get("input")
-        arguments = "{}" if raw_input is None else _ENC.encode(raw_input).decode()
+        arguments = _arguments(p, state)
         calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
         approval = p.get("approval")
         if state == "output-available":

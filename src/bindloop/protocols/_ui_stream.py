@@ -40,6 +40,7 @@ from ._ui_chunks import (
     UIReasoningDelta,
     UIReasoningEnd,
     UIReasoningStart,
+    UIResetStep,
     UIStart,
     UIStartStep,
     UITextDelta,
@@ -101,15 +102,23 @@ class UIStreamEncoder(RunEncoder[UIChunk]):
     Steps follow model turns: a ``start-step`` when a turn starts, its ``finish-step`` when the next
     one starts or the run ends, so a turn's tool outputs land in its step. A retracted attempt
     (``TurnResetEvent``) ends its text part and is announced as a ``data-bindloop-reset`` part:
-    the protocol has no retraction of its own, so a client that hides the text parts of the step
-    before that part (``data.retracted`` of them) shows only the retry.
+    AI SDK 6 has no retraction of its own, so a client that hides the text parts of the step
+    before that part (``data.retracted`` of them) shows only the retry. ``ai_sdk=7`` (the client
+    runs AI SDK 7, which a request does not say) sends 7's ``reset-step`` instead: the client
+    itself removes the step's parts so far -- everything the failed attempt streamed, since a
+    reset comes before the turn's tool outputs -- and a stock ``useChat`` shows only the retry.
+    AI SDK 6 refuses that chunk.
     """
 
     _name = "UIStreamEncoder"
 
-    def __init__(self, message_id: str, *, known_calls: Iterable[str] = ()) -> None:
+    def __init__(self, message_id: str, *, known_calls: Iterable[str] = (),
+                 ai_sdk: int = 6) -> None:
         if not isinstance(message_id, str) or not message_id:
             raise ProtocolError("UIStreamEncoder needs a non-empty message_id")
+        if ai_sdk not in (6, 7):
+            raise ProtocolError(f"UIStreamEncoder speaks to AI SDK 6 or 7, not {ai_sdk!r}")
+        self._ai_sdk = ai_sdk
         super().__init__(message_id, known_calls)
         self._message_id = message_id
         self._attempt_parts = 0
@@ -210,7 +219,8 @@ class UIStreamEncoder(RunEncoder[UIChunk]):
             out.append(UIToolOutputError(tool_call_id=event.tool_call_id, error_text=outcome.error))
         elif event.approval_id is not None:
             out.append(UIToolApprovalRequest(approval_id=event.approval_id,
-                                             tool_call_id=event.tool_call_id))
+                                             tool_call_id=event.tool_call_id,
+                                             reason=outcome.detail))
         elif outcome.mode == "waiting_for_reply":
             # The call stays at input-available: the AI SDK's "the client answers this call"
             # state (addToolResult); the question rides beside it. (resuming_later -- a tool the
@@ -221,6 +231,13 @@ class UIStreamEncoder(RunEncoder[UIChunk]):
 
     def _on_reset(self, event: TurnResetEvent, out: list[UIChunk]) -> None:
         self._close_text(out)
+        if self._ai_sdk >= 7:
+            # Inside a step of this response: 7 removes the parts after the last step-start,
+            # which without one would be an earlier step of a continued message.
+            self._ensure_step(out)
+            out.append(UIResetStep())
+            self._attempt_parts = 0
+            return
         self._resets += 1
         # UI messages keep no part ids, so the retracted text is named by position: the text
         # parts of this step that precede this part.

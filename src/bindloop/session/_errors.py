@@ -3,7 +3,7 @@ cannot take in its current status."""
 
 from __future__ import annotations
 
-from ..errors import ProviderError, UsageError
+from ..errors import InfrastructureError, UsageError
 
 __all__ = (
     "CheckpointConflictError",
@@ -85,12 +85,14 @@ class CheckpointConflictError(UsageError):
         self.stored = stored
 
 
-class StoreError(ProviderError):
+class StoreError(InfrastructureError):
     """A storage backend failed an operation: ``store`` names the backend (``"postgres"``,
     ``"redis"``...), ``operation`` the call (``"save"``, ``"claim"``...). Whether the write landed
     is unknown unless the message says so; every write the stores ship is one transaction or one
     atomic script, so a checkpoint is either wholly stored or not at all. Retrying is the caller's
-    choice: a fenced write retried after an unknown outcome is refused, never doubled."""
+    choice: a fenced write retried after an unknown outcome is refused, never doubled. Raised inside
+    a tool (a receipt's claim or completion), it ends the run by default: see
+    :class:`~bindloop.errors.InfrastructureError`."""
 
     def __init__(self, store: str, operation: str, problem: str) -> None:
         super().__init__(f"{store} store: {operation} failed: {problem}")

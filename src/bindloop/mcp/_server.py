@@ -1,0 +1,572 @@
+"""bindloop as an MCP server, the protocol half: the streamable HTTP transport's decisions for a
+toolset — MCP 2025-11-25 with sessions (and the handshake revisions before it), and the stateless
+2026-07-28 form, decided per request — with no I/O.
+
+A host hands :meth:`McpServer.post` one POST (its body and the headers that matter) and gets
+either an :class:`McpReply` to send as is, or an :class:`McpCall` to run with
+:meth:`McpServer.run_call`, which runs the tool the way the tool loop does (the tool's own
+argument reader, the loop's rule for what a raise becomes) and hands back the response message;
+progress notifications go out through the ``emit`` callback on the way. ``DELETE`` is
+:meth:`McpServer.delete`. The ASGI binding is :class:`bindloop.hosts.mcp_server.McpServerApp`.
+
+State: the sessions (``Mcp-Session-Id``) and the calls running in them live in the instance,
+bounded by ``max_sessions`` (the least recently used session goes first).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
+from typing import Any, Final
+
+import anyio
+import msgspec
+
+from ..contracts import JsonBoundsError, ToolError, ToolOutcome, decode_json_bounded
+from ..errors import PortContractError, UsageError
+from ..plugins import Tool
+from ..signal import AbortController, AbortSignal
+from ._content import call_result_of
+from ._protocol import (
+    PROTOCOL_VERSIONS,
+    Implementation,
+    McpToolInfo,
+    RequestId,
+    RpcErrorObject,
+    RpcIncoming,
+    RpcNotification,
+    RpcResponse,
+)
+
+__all__ = ("STATELESS_VERSIONS", "McpCall", "McpReply", "McpServer", "McpToolContext",
+           "ToolExceptionHook")
+
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+REQUEST_CANCELLED: Final = -32800
+_NO_SESSION: Final = -32001  # the official SDKs' code for "session not found"
+_BAD_REQUEST: Final = -32000
+HEADER_MISMATCH: Final = -32020
+UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
+
+STATELESS_VERSIONS: Final[tuple[str, ...]] = ("2026-07-28",)
+"""The revisions of the stateless form (no ``initialize``, the version in each request's
+``_meta``) this server answers."""
+_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
+_SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+_NAME_BEARING: Final[Mapping[str, str]] = MappingProxyType(
+    {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"})
+_B64_HEADER = re.compile(r"=\?base64\?(?P<payload>.*)\?=")
+
+_MAX_DEPTH = 64
+_SESSION_ID = re.compile(r"[\x21-\x7e]{1,256}")
+_ENCODER = msgspec.json.Encoder()
+
+ToolExceptionHook = Callable[[str, BaseException], None]
+"""``on_tool_exception(tool_name, exc)``: a tool raised (the host logs it; the client reads only
+the redacted message, or an internal error for a fatal raise)."""
+
+
+class McpReply(msgspec.Struct, frozen=True, kw_only=True):
+    """An answer to send as is: the HTTP ``status``, a JSON ``body`` (a JSON-RPC message; ``None``
+    for no body, e.g. 202 to a notification) and, after ``initialize``, the ``session_id`` to
+    send as ``Mcp-Session-Id``."""
+
+    status: int
+    body: bytes | None = None
+    session_id: str | None = None
+
+
+class McpCall(msgspec.Struct, frozen=True, kw_only=True):
+    """A ``tools/call`` for the host to run with :meth:`McpServer.run_call`. ``progress_token`` is
+    the client's (``None``: it asked for no progress, and a JSON reply does); ``session_id`` the
+    session it belongs to (``None`` without sessions, and for a ``stateless`` call: one in the
+    2026-07-28 form, whose result carries ``resultType``)."""
+
+    request_id: RequestId
+    tool: str
+    arguments: dict[str, Any] | None
+    progress_token: RequestId | None
+    session_id: str | None
+    identity: str
+    stateless: bool = False
+
+
+class McpToolContext:
+    """The context argument a served tool is called with (the ``ctx`` of ``execute(args, ctx)``).
+
+    ``tool_name``, the JSON-RPC ``request_id``, the ``session_id`` (``None`` without sessions),
+    the caller's ``identity`` (what the host's ``authorize`` returned; ``""`` without one) and
+    ``signal``, an :class:`~bindloop.signal.AbortSignal` fired when the client cancels the call
+    or goes away (the call's task is cancelled as well).
+
+    :meth:`report_progress` is how a tool reports progress: a tool written for any host calls
+    ``getattr(ctx, "report_progress", None)`` and uses it when there is one."""
+
+    __slots__ = ("_emit", "_last", "_token", "identity", "request_id", "session_id", "signal",
+                 "tool_name")
+
+    def __init__(self, *, tool_name: str, request_id: RequestId, session_id: str | None,
+                 identity: str, signal: AbortSignal, progress_token: RequestId | None,
+                 emit: Callable[[bytes], None]) -> None:
+        self.tool_name = tool_name
+        self.request_id = request_id
+        self.session_id = session_id
+        self.identity = identity
+        self.signal = signal
+        self._token = progress_token
+        self._emit: Callable[[bytes], None] | None = emit
+        self._last = -math.inf
+
+    def __repr__(self) -> str:
+        return f"McpToolContext(tool_name={self.tool_name!r}, request_id={self.request_id!r})"
+
+    def report_progress(self, progress: float, total: float | None = None,
+                        message: str | None = None) -> bool:
+        """Send ``notifications/progress`` for this call; ``True`` when it went out. Nothing is
+        sent (``False``) when the client asked for no progress, after the call has ended, or for
+        a ``progress`` that is not finite or does not increase (the protocol requires each to be
+        larger than the last); ``total`` is dropped unless finite."""
+        emit = self._emit
+        if (emit is None or self._token is None or isinstance(progress, bool)
+                or not isinstance(progress, (int, float)) or not math.isfinite(progress)
+                or progress <= self._last):
+            return False
+        self._last = progress
+        params: dict[str, Any] = {"progressToken": self._token, "progress": progress}
+        if (isinstance(total, (int, float)) and not isinstance(total, bool)
+                and math.isfinite(total)):
+            params["total"] = total
+        if isinstance(message, str):
+            params["message"] = message
+        emit(_ENCODER.encode(RpcNotification(jsonrpc="2.0", method="notifications/progress",
+                                             params=params)))
+        return True
+
+    def _close(self) -> None:
+        self._emit = None
+
+
+class _Running:
+    __slots__ = ("controller", "scope")
+
+    def __init__(self, scope: anyio.CancelScope, controller: AbortController) -> None:
+        self.scope = scope
+        self.controller = controller
+
+    def cancel(self, reason: str) -> None:
+        self.controller.abort(reason)
+        self.scope.cancel()
+
+
+class _Session:
+    __slots__ = ("identity", "running", "version")
+
+    def __init__(self, identity: str, version: str) -> None:
+        self.identity = identity
+        self.version = version
+        self.running: dict[RequestId, _Running] = {}
+
+
+def _counter() -> Callable[[], str]:
+    count = 0
+
+    def next_id() -> str:
+        nonlocal count
+        count += 1
+        return f"session-{count}"
+
+    return next_id
+
+
+class McpServer:
+    """Serves ``tools`` (:class:`~bindloop.plugins.Tool` values, the ones an agent equips) over
+    MCP's streamable HTTP transport, as decisions: see the module docstring for the flow.
+
+    Parameters
+    ----------
+    tools
+        Served under their own names, each with its ``parameters`` schema as ``inputSchema``.
+    name, version, instructions
+        What ``initialize`` answers as ``serverInfo`` and ``instructions``.
+    sessions
+        ``True`` (default): ``initialize`` opens a session (``Mcp-Session-Id``) that every later
+        request must carry (400 without it, 404 for one unknown, ended or another identity's).
+        ``False``: no session is kept; any request may go to any instance.
+    session_ids
+        Mints session ids (visible ASCII). The default counts (``session-1``, ...), which is only
+        safe behind ``authorize``: a host should pass a secure random source
+        (:class:`~bindloop.hosts.mcp_server.McpServerApp` does).
+    max_sessions
+        Sessions kept; the least recently used one is forgotten when a new one would exceed it.
+    max_body
+        The largest request body accepted (413 above it).
+    format_tool_exception, is_fatal_tool_error
+        The tool loop's ports of the same names: what the client reads for a raise (default: the
+        exception's type name and a fixed text; a :class:`~bindloop.errors.ToolFailure` keeps its
+        message) and which raises are not the tool's to report (answered as a JSON-RPC internal
+        error without detail).
+    on_tool_exception
+        Told of every raise, with the exception (the host's log).
+    """
+
+    def __init__(self, tools: Iterable[Tool[Any, Any]], *, name: str = "bindloop",
+                 version: str = "", instructions: str | None = None, sessions: bool = True,
+                 session_ids: Callable[[], str] | None = None, max_sessions: int = 1000,
+                 max_body: int = 1024 * 1024,
+                 format_tool_exception: Callable[[Exception], ToolError] | None = None,
+                 is_fatal_tool_error: Callable[[BaseException], bool] | None = None,
+                 on_tool_exception: ToolExceptionHook | None = None) -> None:
+        served: dict[str, Tool[Any, Any]] = {}
+        for tool in tools:
+            if not isinstance(tool, Tool):
+                raise UsageError(f"McpServer serves bindloop Tools (define_tool); got {tool!r}")
+            if tool.name in served:
+                raise UsageError(f"McpServer: two tools are named {tool.name!r}")
+            served[tool.name] = tool
+        if max_sessions < 1 or max_body < 1:
+            raise UsageError("McpServer: max_sessions and max_body must be >= 1")
+        self.tools: Mapping[str, Tool[Any, Any]] = served
+        self.info = Implementation(name=name, version=version)
+        self.instructions = instructions
+        self.sessions_enabled = sessions
+        self.max_body = max_body
+        self._max_sessions = max_sessions
+        self._session_ids = session_ids if session_ids is not None else _counter()
+        self._format = format_tool_exception
+        self._is_fatal = is_fatal_tool_error
+        self._on_exception = on_tool_exception
+        self._sessions: dict[str, _Session] = {}
+        listing = [McpToolInfo(name=t.name, description=t.description or None,
+                               input_schema=dict(t.parameters)) for t in served.values()]
+        self._tools_list: dict[str, Any] = {"tools": msgspec.to_builtins(listing)}
+
+    def __repr__(self) -> str:
+        return f"McpServer(tools={list(self.tools)!r}, sessions={len(self._sessions)})"
+
+    @property
+    def session_count(self) -> int:
+        """Sessions open now."""
+        return len(self._sessions)
+
+    # -- POST -----------------------------------------------------------------------------------
+
+    def post(self, body: bytes, *, session_id: str | None = None,
+             protocol_version: str | None = None, identity: str = "",
+             method_header: str | None = None, name_header: str | None = None
+             ) -> McpReply | McpCall:
+        """Decide one POST: ``body`` as received, the ``Mcp-Session-Id``,
+        ``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name`` headers (``None`` when absent)
+        and the caller's ``identity``. Never raises for anything a client sends.
+
+        The era is decided per request, by what the client speaks: a request whose
+        ``params._meta`` names ``io.modelcontextprotocol/protocolVersion`` (and is not
+        ``initialize``) is the stateless 2026-07-28 form — no session, headers that must agree
+        with the body, ``server/discover`` — and everything else the 2025-11-25 session form."""
+        try:
+            value = decode_json_bounded(body, max_bytes=self.max_body, max_depth=_MAX_DEPTH)
+        except JsonBoundsError as exc:
+            if exc.reason == "too_large":
+                return _error(413, None, INVALID_REQUEST, "the request body is too large")
+            return _error(400, None, PARSE_ERROR, "Parse error: the body is not JSON"
+                          if exc.reason == "malformed" else "Parse error: the body nests too deep")
+        if isinstance(value, list):
+            return _error(400, None, INVALID_REQUEST,
+                          "Invalid Request: JSON-RPC batches are not accepted")
+        if not isinstance(value, dict):
+            return _error(400, None, INVALID_REQUEST, "Invalid Request: not a JSON-RPC message")
+        try:
+            message = msgspec.convert(value, RpcIncoming)
+        except msgspec.ValidationError:
+            return _error(400, _id_of(value), INVALID_REQUEST,
+                          "Invalid Request: not a JSON-RPC 2.0 message")
+        if message.jsonrpc != "2.0":
+            return _error(400, message.id, INVALID_REQUEST, "Invalid Request: jsonrpc must be 2.0")
+        if message.method is not None and message.method != "initialize" \
+                and isinstance(message.params, dict) \
+                and isinstance(message.params.get("_meta"), dict) \
+                and _VERSION_KEY in message.params["_meta"]:
+            return self._stateless(message, protocol_version, method_header, name_header,
+                                   identity)
+        if protocol_version is not None and protocol_version not in PROTOCOL_VERSIONS:
+            return _error(400, message.id, _BAD_REQUEST,
+                          "Bad Request: unsupported MCP-Protocol-Version "
+                          f"(this server speaks {', '.join(PROTOCOL_VERSIONS)})")
+        if message.method is None:
+            if message.id is None or (message.result is msgspec.UNSET and message.error is None):
+                return _error(400, message.id, INVALID_REQUEST,
+                              "Invalid Request: neither a request, a notification nor a response")
+            return McpReply(status=202)  # a response: this server sends no requests to answer
+        if message.method == "initialize" and message.id is not None:
+            return self._initialize(message.id, message.params, identity)
+        session: _Session | None = None
+        if self.sessions_enabled:
+            if session_id is None:
+                return _error(400, message.id, _BAD_REQUEST,
+                              "Bad Request: the Mcp-Session-Id header is required")
+            session = self._session(session_id, identity)
+            if session is None:
+                return _error(404, message.id, _NO_SESSION, "Session not found")
+        if message.id is None:
+            self._notification(message.method, message.params, session)
+            return McpReply(status=202)
+        return self._request(message.id, message.method, message.params,
+                             session_id if session is not None else None, identity)
+
+    def _initialize(self, request_id: RequestId, params: dict[str, Any] | None,
+                    identity: str) -> McpReply:
+        asked = (params or {}).get("protocolVersion")
+        if not isinstance(asked, str):
+            return _error(200, request_id, INVALID_PARAMS,
+                          "Invalid params: initialize needs a protocolVersion string")
+        version = asked if asked in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[0]
+        result: dict[str, Any] = {
+            "protocolVersion": version, "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": {"name": self.info.name, "version": self.info.version}}
+        if self.instructions is not None:
+            result["instructions"] = self.instructions
+        session_id: str | None = None
+        if self.sessions_enabled:
+            session_id = self._session_ids()
+            if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id) \
+                    or session_id in self._sessions:
+                raise PortContractError("McpServer(session_ids=) must mint new ids of 1-256 "
+                                        f"visible ASCII characters; it gave {session_id!r}")
+            while len(self._sessions) >= self._max_sessions:
+                oldest = next(iter(self._sessions))
+                self._end(oldest)
+            self._sessions[session_id] = _Session(identity, version)
+        return McpReply(status=200, body=_result(request_id, result), session_id=session_id)
+
+    def _session(self, session_id: str, identity: str) -> _Session | None:
+        session = self._sessions.get(session_id)
+        if session is None or session.identity != identity:
+            return None  # another identity's session is as unknown as an ended one
+        # Most recently used last: eviction takes the first.
+        del self._sessions[session_id]
+        self._sessions[session_id] = session
+        return session
+
+    def _notification(self, method: str, params: dict[str, Any] | None,
+                      session: _Session | None) -> None:
+        if method != "notifications/cancelled" or session is None or params is None:
+            return
+        target = params.get("requestId")
+        if isinstance(target, (int, str)) and not isinstance(target, bool):
+            running = session.running.get(target)
+            if running is not None:
+                reason = params.get("reason")
+                running.cancel(reason if isinstance(reason, str) else "cancelled by the client")
+
+    def _request(self, request_id: RequestId, method: str, params: dict[str, Any] | None,
+                 session_id: str | None, identity: str) -> McpReply | McpCall:
+        if method == "ping":
+            return McpReply(status=200, body=_result(request_id, {}))
+        if method == "tools/list":
+            return McpReply(status=200, body=_result(request_id, self._tools_list))
+        if method == "initialize":  # a notification named initialize
+            return McpReply(status=202)
+        if method != "tools/call":
+            return _error(200, request_id, METHOD_NOT_FOUND, f"Method not found: {method}"[:200])
+        return self._call(request_id, params, session_id, identity, stateless=False)
+
+    def _call(self, request_id: RequestId, params: dict[str, Any] | None,
+              session_id: str | None, identity: str, *, stateless: bool) -> McpReply | McpCall:
+        params = params or {}
+        name = params.get("name")
+        arguments = params.get("arguments")
+        if not isinstance(name, str):
+            return _error(200, request_id, INVALID_PARAMS, "Invalid params: tools/call needs a "
+                                                           "tool name")
+        if arguments is not None and not isinstance(arguments, dict):
+            return _error(200, request_id, INVALID_PARAMS,
+                          "Invalid params: arguments must be an object")
+        if name not in self.tools:
+            return _error(200, request_id, INVALID_PARAMS, f"Unknown tool: {name}"[:200])
+        meta = params.get("_meta")
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        if isinstance(token, bool) or not isinstance(token, (int, str)):
+            token = None
+        return McpCall(request_id=request_id, tool=name, arguments=arguments,
+                       progress_token=token, session_id=session_id, identity=identity,
+                       stateless=stateless)
+
+    # -- the stateless form (2026-07-28) ----------------------------------------------------------
+
+    def _stateless(self, message: RpcIncoming, version_header: str | None,
+                   method_header: str | None, name_header: str | None,
+                   identity: str) -> McpReply | McpCall:
+        method = message.method
+        params = message.params
+        assert method is not None and params is not None
+        meta = params["_meta"]
+        request_id = message.id
+        if _CAPABILITIES_KEY not in meta:
+            return _error(400, request_id, INVALID_PARAMS,
+                          f"Invalid params: _meta needs {_CAPABILITIES_KEY!r}")
+        version = meta[_VERSION_KEY]
+        name_key = _NAME_BEARING.get(method)
+        named = params.get(name_key) if name_key is not None else None
+        if version_header is None or version_header != version:
+            return _error(400, request_id, HEADER_MISMATCH,
+                          "the MCP-Protocol-Version header does not match the request's _meta")
+        if method_header != method:
+            return _error(400, request_id, HEADER_MISMATCH,
+                          "the Mcp-Method header does not match the request's method")
+        if named is not None and _header_value(name_header) != named:
+            return _error(400, request_id, HEADER_MISMATCH,
+                          f"the Mcp-Name header does not match the request's {name_key}")
+        if version not in STATELESS_VERSIONS:
+            return McpReply(status=400, body=_error_message(
+                request_id, UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version",
+                {"supported": list(STATELESS_VERSIONS), "requested": str(version)[:100]}))
+        if request_id is None:
+            return McpReply(status=202)  # a notification: nothing in this form needs one
+        if method == "server/discover":
+            return McpReply(status=200, body=_result(request_id, self._stamped({
+                "supportedVersions": [*STATELESS_VERSIONS, *PROTOCOL_VERSIONS],
+                "capabilities": {"tools": {}},
+                **({"instructions": self.instructions} if self.instructions is not None else {}),
+                "ttlMs": 0, "cacheScope": "private"})))
+        if method == "tools/list":
+            return McpReply(status=200, body=_result(request_id, self._stamped({
+                **self._tools_list, "ttlMs": 0, "cacheScope": "private"})))
+        if method == "tools/call":
+            return self._call(request_id, params, None, identity, stateless=True)
+        return _error(404, request_id, METHOD_NOT_FOUND, f"Method not found: {method}"[:200])
+
+    def _stamped(self, result: dict[str, Any]) -> dict[str, Any]:
+        """A stateless-form result: ``resultType`` and the server's identity in ``_meta``."""
+        result["resultType"] = "complete"
+        result["_meta"] = {_SERVER_INFO_KEY: {"name": self.info.name,
+                                              "version": self.info.version}}
+        return result
+
+    # -- running a call ---------------------------------------------------------------------------
+
+    async def run_call(self, call: McpCall, emit: Callable[[bytes], None]) -> bytes:
+        """Run ``call``'s tool and return its JSON-RPC response message. ``emit(message)`` is
+        called (synchronously) with each progress notification while it runs.
+
+        The tool runs as the loop runs it (:meth:`~bindloop.plugins.Tool.execute`: its argument
+        reader, so bad arguments are a ``validation`` error the client can correct). What it
+        returns or raises becomes a ``CallToolResult``, an error one (``isError``) with the text
+        the model would read for a :class:`~bindloop.contracts.ToolError` or a non-fatal raise; a
+        fatal raise, or a broken port, is a JSON-RPC internal error with no detail. Cancelled
+        (``notifications/cancelled``, or the host cancelling on disconnect): error -32800."""
+        tool = self.tools[call.tool]
+        controller = AbortController()
+        ctx = McpToolContext(tool_name=call.tool, request_id=call.request_id,
+                             session_id=call.session_id, identity=call.identity,
+                             signal=controller.signal, progress_token=call.progress_token,
+                             emit=emit)
+        session = self._sessions.get(call.session_id) if call.session_id is not None else None
+        outcome: ToolOutcome | None = None
+        failed = False
+        with anyio.CancelScope() as scope:
+            if session is not None:
+                session.running[call.request_id] = _Running(scope, controller)
+            try:
+                outcome = await tool.execute(call.arguments, ctx)
+            except anyio.get_cancelled_exc_class():
+                # Cancelled from outside too (the host, when the client went away): the tool's
+                # signal says so, for whatever it started that anyio does not cancel.
+                controller.abort("the call was cancelled")
+                raise
+            except Exception as exc:  # noqa: BLE001 - every raise is answered; the host hears it
+                outcome, failed = self._raised(call.tool, exc)
+            finally:
+                ctx._close()
+                if session is not None:
+                    session.running.pop(call.request_id, None)
+        if scope.cancelled_caught or (outcome is None and (not failed
+                                                          or controller.signal.aborted)):
+            return _error_message(call.request_id, REQUEST_CANCELLED, "Request cancelled")
+        if outcome is None:
+            return _error_message(call.request_id, INTERNAL_ERROR, "Internal error")
+        result = msgspec.to_builtins(call_result_of(outcome, call.tool))
+        return _result(call.request_id, self._stamped(result) if call.stateless else result)
+
+    def _raised(self, tool: str, exc: Exception) -> tuple[ToolOutcome | None, bool]:
+        # The loop's one rule for what a raise becomes, imported here: a client of bindloop.mcp
+        # (most importers) does not pay for the loop at import.
+        from ..lowlevel import is_fatal_raise, tool_exception_error
+
+        if self._on_exception is not None:
+            self._on_exception(tool, exc)
+        if isinstance(exc, PortContractError) or is_fatal_raise(exc, self._is_fatal):
+            return None, True
+        try:
+            return tool_exception_error(exc, self._format), False
+        except PortContractError:
+            return None, True
+
+    # -- DELETE and ends --------------------------------------------------------------------------
+
+    def delete(self, session_id: str | None, *, identity: str = "") -> McpReply:
+        """``DELETE`` with ``Mcp-Session-Id``: the session ends (its running calls are cancelled);
+        405 without sessions, 400 without the header, 404 for an unknown one."""
+        if not self.sessions_enabled:
+            return _error(405, None, _BAD_REQUEST, "Method not allowed: this server keeps no "
+                                                   "sessions")
+        if session_id is None:
+            return _error(400, None, _BAD_REQUEST,
+                          "Bad Request: the Mcp-Session-Id header is required")
+        if self._session(session_id, identity) is None:
+            return _error(404, None, _NO_SESSION, "Session not found")
+        self._end(session_id)
+        return McpReply(status=200)
+
+    def _end(self, session_id: str) -> None:
+        session = self._sessions.pop(session_id)
+        for running in list(session.running.values()):
+            running.cancel("the session ended")
+
+    def close(self) -> None:
+        """End every session (cancelling their running calls)."""
+        for session_id in list(self._sessions):
+            self._end(session_id)
+
+
+def _id_of(value: Mapping[str, Any]) -> RequestId | None:
+    ident = value.get("id")
+    return ident if isinstance(ident, (int, str)) and not isinstance(ident, bool) else None
+
+
+def _result(request_id: RequestId, result: dict[str, Any]) -> bytes:
+    return _ENCODER.encode(RpcResponse(jsonrpc="2.0", id=request_id, result=result))
+
+
+def _error_message(request_id: RequestId | None, code: int, message: str,
+                   data: Any = None) -> bytes:
+    # JSON-RPC wants "id": null on an error for a request whose id could not be read; RpcResponse
+    # needs an id, so this one envelope is built by hand.
+    return _ENCODER.encode({"jsonrpc": "2.0", "id": request_id,
+                            "error": RpcErrorObject(code=code, message=message, data=data)})
+
+
+def _header_value(value: str | None) -> str | None:
+    """An ``Mcp-Name`` header's value: as sent, or the UTF-8 of its ``=?base64?...?=`` form
+    (``None`` for a malformed one, which then matches nothing)."""
+    if value is None:
+        return None
+    match = _B64_HEADER.fullmatch(value)
+    if match is None:
+        return value
+    try:
+        return base64.b64decode(match["payload"], validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
+def _error(status: int, request_id: RequestId | None, code: int, message: str) -> McpReply:
+    return McpReply(status=status, body=_error_message(request_id, code, message))
+

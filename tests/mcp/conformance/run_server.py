@@ -1,0 +1,98 @@
+"""Run the official MCP conformance suite's **server** scenarios against bindloop's MCP server
+(:class:`bindloop.hosts.mcp_server.McpServerApp` serving ``server_tools.py`` under uvicorn on
+127.0.0.1), one at a time; print one line per scenario and the totals.
+
+    python tests/mcp/conformance/run_server.py [--scenario NAME ...]
+
+The scenarios run are those a tools-only server answers (``SCENARIOS``); the others need what
+bindloop's server does not offer (resources, prompts, completion, logging, sampling and
+elicitation requests to the client, SSE resumption) or, for ``json-schema-2020-12``, a tool whose
+schema keeps ``$schema``/``$defs`` (define_tool serves the sanitized schema, references inlined).
+Exit status 1 if any scenario failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+HERE = pathlib.Path(__file__).resolve().parent
+NODE = HERE / "node_modules" / "node" / "bin" / "node"
+CLI = HERE / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+
+SCENARIOS = (
+    "server-initialize", "ping", "tools-list", "tools-call-simple-text", "tools-call-image",
+    "tools-call-audio", "tools-call-embedded-resource", "tools-call-mixed-content",
+    "tools-call-error", "tools-call-with-progress", "dns-rebinding-protection",
+    "server-sse-multiple-streams",
+)
+
+
+@contextmanager
+def serve() -> Iterator[str]:
+    import uvicorn
+
+    sys.path.insert(0, str(HERE))
+    from server_tools import app
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app(), log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def run_one(name: str, url: str) -> tuple[bool, int, str]:
+    with tempfile.TemporaryDirectory(prefix="mcp-server-conformance-") as out:
+        proc = subprocess.run([str(NODE), str(CLI), "server", "--url", url, "--scenario", name,
+                               "-o", out], capture_output=True, text=True, timeout=120)
+        checks: list[dict[str, object]] = []
+        for path in sorted(pathlib.Path(out).glob("**/checks.json")):
+            checks += json.loads(path.read_text())
+    failed = [f"{c.get('id')}: {c.get('errorMessage')}" for c in checks
+              if c.get("status") in ("FAILURE", "WARNING")]
+    note = "; ".join(failed[:3])
+    if proc.returncode != 0 and not failed:
+        note = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+    return proc.returncode == 0 and not failed, len(checks), note
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--scenario", action="append")
+    args = parser.parse_args()
+    names = args.scenario or list(SCENARIOS)
+    passed = 0
+    with serve() as url:
+        for name in names:
+            ok, checks, note = run_one(name, url)
+            passed += ok
+            print(f"{'PASS' if ok else 'FAIL'} {name} ({checks} checks){': ' + note if note else ''}",
+                  flush=True)
+    print(f"{passed}/{len(names)} server scenarios passed")
+    return 0 if passed == len(names) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
