@@ -5,7 +5,6 @@ and the client's typed errors."""
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 import time
@@ -74,14 +73,8 @@ def test_runs_per_identity_are_bounded_and_subscribe_follows_a_running_task(serv
                 events: list[Any] = []
 
                 async def follow() -> None:
-                    body = {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask",
-                            "params": {"id": first.id}}
-                    async with httpx.AsyncClient(timeout=30) as http, http.stream(
-                            "POST", base + "/", json=body,
-                            headers={"A2A-Version": "1.0"}) as r:
-                        async for line in r.aiter_lines():
-                            if line.startswith("data: "):
-                                events.append(json.loads(line[6:])["result"])
+                    async for event in client.subscribe(first.id):
+                        events.append(msgspec.to_builtins(event))
 
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(follow)

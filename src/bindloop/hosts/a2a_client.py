@@ -2,8 +2,8 @@
 
 :class:`A2aClient` reads the agent's card (``/.well-known/agent-card.json`` under the agent's
 URL), picks its JSON-RPC interface for protocol 1.x, and calls ``SendMessage``,
-``SendStreamingMessage`` (SSE), ``GetTask`` and ``CancelTask`` with the ``A2A-Version: 1.0``
-header. The agent's JSON-RPC errors are raised as :class:`~bindloop.protocols.A2aRpcError`
+``SendStreamingMessage`` and ``SubscribeToTask`` (SSE), ``GetTask`` and ``CancelTask`` with the
+``A2A-Version: 1.0`` header. The agent's JSON-RPC errors are raised as :class:`~bindloop.protocols.A2aRpcError`
 (``code``, ``reason``, the agent's message); anything else that goes wrong on the way (the agent
 unreachable, an HTTP error status, a body that is not an A2A answer, one over ``max_bytes``) is an
 :class:`A2aClientError` whose message names the failure, never the URL.
@@ -194,13 +194,21 @@ class A2aClient:
     async def cancel_task(self, task_id: str) -> A2aTask:
         return self._as(await self._call("CancelTask", {"id": task_id}), A2aTask, "CancelTask")
 
-    async def stream(self, message: A2aMessage) -> AsyncIterator[A2aStreamResponse]:
+    def stream(self, message: A2aMessage) -> AsyncIterator[A2aStreamResponse]:
         """``SendStreamingMessage``: each streamed result as it arrives (the task first, then its
         status and artifact updates) until the agent closes the stream."""
+        return self._sse("SendStreamingMessage", A2aSendMessageRequest(message=message))
+
+    def subscribe(self, task_id: str) -> AsyncIterator[A2aStreamResponse]:
+        """``SubscribeToTask``: a task that has not ended, from now on (the task first, then its
+        updates until it ends or asks for input) -- how a client that lost its stream follows
+        the task again."""
+        return self._sse("SubscribeToTask", {"id": task_id})
+
+    async def _sse(self, method: str, params: Any) -> AsyncIterator[A2aStreamResponse]:
         url = await self._rpc_url()
-        body = _JSON.encode({"jsonrpc": "2.0", "id": self._new_id(), "method":
-                             "SendStreamingMessage",
-                             "params": A2aSendMessageRequest(message=message)})
+        body = _JSON.encode({"jsonrpc": "2.0", "id": self._new_id(), "method": method,
+                             "params": params})
         httpx = _httpx()
         headers = {**self._headers, "content-type": "application/json",
                    "accept": "text/event-stream"}
