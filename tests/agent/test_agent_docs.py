@@ -30,6 +30,12 @@ def test_agent_tutorial_runs(capsys) -> None:  # type: ignore[no-untyped-def]
     assert "Removed it. ['/home/a.txt'] finished" in out  # approved once, run inside the run
     assert "['draft 1', 'draft 2']" in out
     assert "complete:{'city': 'Oslo', 'high_c': -3, 'note': 'snow'}" in out
+    # The run events: the text as it streams, tools started and finished, turns and saves.
+    assert "Sunny| in L|isbon|, 24C|.| -> Sunny in Lisbon, 24C." in out
+    assert ('[\'done flaky: {"outcome":"error","error":"ConnectionError: the tool failed"} '
+            "ConnectionError', 'done weather: {\"outcome\":\"result\",\"content\":\"sunny, "
+            "24C\"} None', 'start flaky', 'start weather']") in out
+    assert "['turn 0 tool_calls 0', 'saved ready r0', 'turn 1 stop 0', 'saved finished r1']" in out
     # Stats without a trace bus; the tool failure logged, redacted; the model read no message.
     assert "(Weather(city='Lisbon', high_c=24, note=None), 2, 60)" in out
     assert "tool lookup (call call_1_0) of agent costed failed: ConnectionError: db at " \
@@ -86,6 +92,8 @@ def _nested(tp: object, into: dict[str, type]) -> None:
     import msgspec
 
     if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
+        if tp.__name__ == "LoopCheckpoint":  # the session's document, described in its own docs
+            return
         if tp.__name__ not in into:
             into[tp.__name__] = tp
             for _, inner in _fields(tp):
@@ -102,14 +110,14 @@ def render_event_table() -> str:
 
     import msgspec
 
-    from bindloop.agent import AgentEvent
+    from bindloop.agent import RunEvent
 
     def fields(cls: type) -> str:
         return ", ".join(f"`{name}`: {_type_name(tp)}" for name, tp in _fields(cls)) or "—"
 
     rows = ["| `type` | class | from | fields |", "|---|---|---|---|"]
     nested: dict[str, type] = {}
-    for cls in typing.get_args(AgentEvent):
+    for cls in typing.get_args(RunEvent):
         info = msgspec.inspect.type_info(cls)
         assert isinstance(info, msgspec.inspect.StructType)
         source = "agent" if cls.__module__.startswith("bindloop.agent") else "model stream"

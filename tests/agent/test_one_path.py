@@ -92,7 +92,11 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from bindloop.agent import (  # noqa: E402
+    CheckpointSavedEvent,
     ModelStreamOptions,
+    ToolFinishedEvent,
+    ToolStartedEvent,
+    TurnDoneEvent,
     TurnStartEvent,
     dump_snapshot,
     equip_tool,
@@ -278,6 +282,7 @@ async def _through(path: str, turns: list[ModelTurnResult], refused: int,
         _, snap = await run_with(root, model=scripted_stream_model(turns, price=_price),
                                  enable_snapshot=True)
         refusals[0] = 0
+        seen.clear()  # what the replay emits, not the recording run
         return await run_with(agent, initial_props=None, snapshot=snap,
                               model=scripted_stream_model([]))
     model: Any
@@ -321,7 +326,8 @@ async def _approved_every_time(agent: Any, validator: Any, turns: list[ModelTurn
     return msgspec.structs.replace(chat, delta=delta, stats=stats)
 
 
-PATHS = ("plain", "plain watched", "traced", "snapshots", "saved", "replayed", "whole-turn",
+PATHS = ("plain", "plain watched", "traced", "traced watched", "snapshots", "snapshots watched",
+         "saved", "saved watched", "replayed", "replayed watched", "whole-turn",
          "whole-turn watched", "wire", "wire watched", "routed", "routed watched", "approved")
 
 
@@ -351,8 +357,24 @@ def test_every_path_gives_the_same_run(tool_rounds: list[list[tuple[int, int]]],
             plain.data, plain.delta, plain.stop_reason), path
         assert _comparable(chat.stats) == _comparable(plain.stats), path
         if path.endswith(" watched"):
-            assert seen[path] == seen["plain watched"], path
-    assert len([e for _, e in seen["plain watched"] if isinstance(e, TurnStartEvent)]) == len(turns)
+            # The run events: watched, traced, journaled, saved, replayed, folded by the model or
+            # by the agent, routed -- the same events in the same order (a saving run adds its
+            # saves, where they happen).
+            events = [(i, e) for i, e in seen[path] if not isinstance(e, CheckpointSavedEvent)]
+            assert events == seen["plain watched"], path
+    watched = [e for _, e in seen["plain watched"]]
+    assert len([e for e in watched if isinstance(e, TurnStartEvent)]) == len(turns)
+    # Every call the model requested ran: started, then finished with what the model read.
+    calls = [c for t in turns for c in t.tool_calls]
+    assert [e.call for e in watched if isinstance(e, ToolStartedEvent)] == calls
+    assert [(e.call, e.outcome) for e in watched if isinstance(e, ToolFinishedEvent)] == [
+        (c, ToolResult(content=str(sum(msgspec.json.decode(c.arguments).values()))))
+        for c in calls]
+    assert [e.usage for e in watched if isinstance(e, TurnDoneEvent)] == [t.usage for t in turns]
+    assert sum(e.cost for e in watched if isinstance(e, TurnDoneEvent)) == plain.stats.cost
+    saves = [e for _, e in seen["saved watched"] if isinstance(e, CheckpointSavedEvent)]
+    assert [e.checkpoint.revision for e in saves] == list(range(len(saves)))
+    assert saves[-1].checkpoint.status == "finished"
 
 
 def test_the_output_tool_ends_the_run_as_a_real_call() -> None:
@@ -389,6 +411,8 @@ def test_a_replayed_turn_is_served_whole_to_its_watchers() -> None:
         AgentStreamEvent,
         StructuredDataEvent,
         ToolCallDoneEvent,
+        ToolFinishedEvent,
+        ToolStartedEvent,
         TurnDoneEvent,
         TurnStartEvent,
         prompt_agent,
@@ -426,7 +450,11 @@ def test_a_replayed_turn_is_served_whole_to_its_watchers() -> None:
     assert again == value == Point(3, 4)
     kinds = [(e.turn_index, type(e.event)) for e in seen]
     assert kinds == [(0, TurnStartEvent), (0, ToolCallDoneEvent), (0, TurnDoneEvent),
+                     (0, ToolStartedEvent), (0, ToolFinishedEvent),
                      (1, TurnStartEvent), (1, StructuredDataEvent), (1, TurnDoneEvent)]
+    # The journaled call is served, not run: started and finished as live, with its outcome.
+    assert [e for e in seen if isinstance(e.event, ToolFinishedEvent)] == \
+        [e for e in live if isinstance(e.event, ToolFinishedEvent)]
     # The answer's final view is the live run's final view.
     final = [e for e in live if isinstance(e.event, StructuredDataEvent)][-1]
-    assert seen[4] == final
+    assert seen[6] == final

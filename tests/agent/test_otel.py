@@ -91,3 +91,32 @@ async def test_content_on_request_and_errors_as_error_status() -> None:
     chat = next(s for s in exporter.get_finished_spans() if s.name == "chat scripted")
     assert chat.status.status_code == StatusCode.ERROR
     assert chat.attributes["error.type"] == "ProviderError"
+
+
+async def test_a_tools_exception_reaches_its_span_with_content_only() -> None:
+    """The exception the run's tool_finished event carries is recorded on the tool's span (an OTel
+    exception event) when content is exported; without, only the error status and type."""
+    async def broken(args: Q, ctx: object) -> ToolResult:
+        raise ConnectionError("db password=hunter2 refused")
+
+    tool = define_tool(name="broken", description="b", args=Q, execute=broken)
+
+    async def handler(_: None) -> str:
+        equip_instruction("q")
+        equip_tool(tool)
+        return (await prompt_chat()).data
+
+    for include in (True, False):
+        tracer, exporter = _provider()
+        await run_with(lambda: create_agent(id="helper", handler=handler)(None),
+                       model=scripted_stream_model([tool_call_turn([tool_call("broken", {"q": "x"})]),
+                                                    final_answer("ok")]),
+                       event_bus=OtelTraceBus(tracer, include_content=include))
+        span = next(s for s in exporter.get_finished_spans() if s.name == "execute_tool broken")
+        assert span.status.status_code == StatusCode.ERROR
+        assert span.attributes["error.type"] == "ConnectionError"
+        recorded = [e for e in span.events if e.name == "exception"]
+        if include:
+            assert [e.attributes["exception.type"] for e in recorded] == ["ConnectionError"]
+        else:
+            assert recorded == []

@@ -13,6 +13,8 @@ from bindloop.agent import (
     AgentStreamEvent,
     StructuredDataEvent,
     ToolCallDoneEvent,
+    ToolFinishedEvent,
+    ToolStartedEvent,
     TurnDoneEvent,
     TurnFailedEvent,
     TurnStartEvent,
@@ -87,7 +89,8 @@ async def test_events_are_multicast_with_turn_indices_and_structured_partials() 
         AgentStreamEvent(turn_index=1, event=TurnDoneEvent(finish_reason="stop"))]
     # The model's own events, as it streamed them, inside the envelope.
     assert [type(e.event) for e in first if e.turn_index == 0] == [
-        TurnStartEvent, ToolCallEvent, UsageEvent, FinishEvent, ToolCallDoneEvent, TurnDoneEvent]
+        TurnStartEvent, ToolCallEvent, UsageEvent, FinishEvent, ToolCallDoneEvent, TurnDoneEvent,
+        ToolStartedEvent, ToolFinishedEvent]
     calls = [e for e in first if isinstance(e.event, ToolCallDoneEvent)]
     assert [(c.turn_index, c.event.tool_call.name) for c in calls] == [(0, "search")]
     text = "".join(e.event.content for e in first if isinstance(e.event, TextEvent))

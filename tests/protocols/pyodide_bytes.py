@@ -6,7 +6,8 @@ import hashlib
 
 import msgspec
 
-from bindloop.agent import ToolCallDoneEvent, TurnStartEvent
+from bindloop.agent import ApprovalRequestedEvent, ToolCallDoneEvent, ToolFinishedEvent, \
+    TurnStartEvent
 from bindloop.completion import (
     FinishEvent,
     ReasoningEvent,
@@ -19,7 +20,6 @@ from bindloop.textstream import TurnResetEvent, TurnTextEvent
 from bindloop.contracts import ReasoningPart, ToolCall, ToolResult, ToolSuspend, TurnUsage
 from bindloop.protocols import (
     AgUiEncoder,
-    ToolOutputEvent,
     UIStreamEncoder,
     decode_run_agent_input,
     decode_ui_chat_request,
@@ -56,8 +56,7 @@ def _events(n):
         elif op == 7:
             call = ToolCall(id=f"c{turn}", name="wc", arguments='{"t":1}')
             out.append((turn, _kind(ToolCallDoneEvent, turn, tool_call=call)))
-            out.append((None, ToolOutputEvent(tool_call_id=f"c{turn}",
-                                              outcome=ToolResult(content=str(i)))))
+            out.append((None, ToolFinishedEvent(call=call, outcome=ToolResult(content=str(i)))))
         elif op == 8:
             out.append((turn, UsageEvent(usage=TurnUsage(input_tokens=i, output_tokens=i // 2))))
         elif op == 9:
@@ -65,8 +64,10 @@ def _events(n):
             out.append((turn, TurnTextEvent(turn_id="t", epoch=i, seq=i + 1, text="retry ")))
         else:
             out.append((turn, FinishEvent(finish_reason="tool_calls")))
-    out.append((None, ToolOutputEvent(tool_call_id="c0", outcome=ToolSuspend(
-        mode="waiting_for_reply", detail="which?"), approval_id="approval-c0")))
+    out.append((None, ToolFinishedEvent(call=ToolCall(id="c1", name="wc", arguments="{}"),
+                                        outcome=ToolSuspend(mode="waiting_for_reply",
+                                                            detail="which?"))))
+    out.append((None, ApprovalRequestedEvent(call_id="c0", tool="wc", arguments="{}")))
     return out
 
 

@@ -8,7 +8,8 @@ from typing import Any
 import msgspec
 from hypothesis import given, settings
 
-from bindloop.agent import ToolCallDoneEvent
+from bindloop.agent import ApprovalRequestedEvent, ToolCallDoneEvent, ToolFinishedEvent, \
+    TurnStartEvent
 from bindloop.completion import TextEvent, ToolCallChunk, ToolCallEvent, UsageEvent
 from bindloop.textstream import TurnResetEvent, TurnTextEvent
 from bindloop.contracts import ToolCall, ToolResult, ToolSuspend, TurnUsage
@@ -16,7 +17,6 @@ from bindloop.protocols import (
     AgUiEncoder,
     StateDeltaEvent,
     StateSnapshotEvent,
-    ToolOutputEvent,
     encode_ag_ui_event,
 )
 from protocol_helpers import agent_kind, feed_all, run_events
@@ -87,7 +87,8 @@ def _tool_turn(enc: AgUiEncoder) -> list[Any]:
 def test_a_turn_is_one_assistant_message_with_its_calls_and_results() -> None:
     enc = AgUiEncoder(thread_id="t", run_id="r")
     out = [*enc.start(), *_tool_turn(enc),
-           *enc.feed(ToolOutputEvent(tool_call_id="c1", outcome=ToolResult(content="2"))),
+           *enc.feed(ToolFinishedEvent(call=ToolCall(id="c1", name="wc", arguments='{"a":1}'),
+                                       outcome=ToolResult(content="2"))),
            *enc.feed(TextEvent(content="Two."), turn_index=1), *enc.finish("Two.")]
     wire = _wire(out)
     check_sequence(wire)
@@ -106,16 +107,17 @@ def test_suspends_become_interrupts_and_frontend_calls_pending() -> None:
     enc = AgUiEncoder(thread_id="t", run_id="r")
     enc.start()
     _tool_turn(enc)
-    enc.feed(ToolOutputEvent(tool_call_id="c1", outcome=ToolSuspend(mode="waiting_for_reply"),
-                             approval_id="approval-c1"))
+    enc.feed(ApprovalRequestedEvent(call_id="c1", tool="wc", arguments='{"a":1}'))
     finished = _wire(enc.finish())[-1]
     assert finished["outcome"] == {"type": "interrupt", "interrupts": [
-        {"id": "approval-c1", "reason": "approval", "toolCallId": "c1"}]}
+        {"id": "approval-c1", "reason": "approval", "message": "approve wc?",
+         "toolCallId": "c1"}]}
 
     enc = AgUiEncoder(thread_id="t", run_id="r")
     enc.start()
     _tool_turn(enc)
-    enc.feed(ToolOutputEvent(tool_call_id="c1", outcome=ToolSuspend(mode="resuming_later")))
+    enc.feed(ToolFinishedEvent(call=ToolCall(id="c1", name="wc", arguments='{"a":1}'),
+                               outcome=ToolSuspend(mode="resuming_later")))
     assert _wire(enc.finish())[-1]["outcome"] == {"type": "success",
                                                   "pendingToolCallIds": ["c1"]}
 
@@ -134,6 +136,19 @@ def test_a_reset_is_taken_back_with_a_messages_snapshot() -> None:
     assert snapshot["messages"] == []  # the retracted text is gone from what the client holds
     starts = [e["messageId"] for e in wire if e["type"] == "TEXT_MESSAGE_START"]
     assert len(set(starts)) == 2  # the retry writes a new message, never appends to the old one
+    assert [m.content for m in enc.messages()] == ["Full."]  # type: ignore[union-attr]
+
+
+def test_a_turn_started_again_is_taken_back_with_a_messages_snapshot() -> None:
+    enc = AgUiEncoder(thread_id="t", run_id="r")
+    out = [*enc.start(), *enc.feed(TurnStartEvent(), turn_index=0),
+           *enc.feed(TextEvent(content="Partial"), turn_index=0),
+           *enc.feed(TurnStartEvent(), turn_index=0),  # a route's fallback took the turn over
+           *enc.feed(TextEvent(content="Full."), turn_index=0), *enc.finish()]
+    wire = _wire(out)
+    check_sequence(wire)
+    assert [e["type"] for e in wire].count("STEP_STARTED") == 1
+    assert next(e for e in wire if e["type"] == "MESSAGES_SNAPSHOT")["messages"] == []
     assert [m.content for m in enc.messages()] == ["Full."]  # type: ignore[union-attr]
 
 

@@ -12,7 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bindloop.agent import (
+    ApprovalDecidedEvent,
+    ApprovalRequestedEvent,
     ToolCallDoneEvent,
+    ToolFinishedEvent,
+    ToolStartedEvent,
     TurnStartEvent,
     create_agent,
     equip_instruction,
@@ -27,8 +31,6 @@ from bindloop.errors import ProtocolError
 from bindloop.plugins import define_tool
 from bindloop.protocols import (
     DataEvent,
-    ToolDeniedEvent,
-    ToolOutputEvent,
     UIStreamEncoder,
     agent_event_input,
     encode_ui_chunk,
@@ -99,9 +101,7 @@ def _run_agent(turns: list[Any]) -> list[dict[str, Any]]:
     chunks = encoder.start()
 
     async def words(args: Any, _ctx: object) -> ToolResult:
-        outcome = ToolResult(content=str(len(args.text.split())))
-        chunks.extend(encoder.feed(ToolOutputEvent(tool_call_id=_ctx.call_id, outcome=outcome)))  # type: ignore[attr-defined]
-        return outcome
+        return ToolResult(content=str(len(args.text.split())))  # reported by the run's stream
 
     class Text(msgspec.Struct):
         text: str
@@ -159,7 +159,8 @@ def test_a_tool_output_reported_before_its_call_is_held_until_input_available() 
     chunks = enc.start()
     chunks += enc.feed(ToolCallEvent(tool_call=ToolCallChunk(index=0, id="c1", name="t",
                                                              arguments="{}")), turn_index=0)
-    early = enc.feed(ToolOutputEvent(tool_call_id="c1", outcome=ToolResult(content="ok")))
+    early = enc.feed(ToolFinishedEvent(call=ToolCall(id="c1", name="t"),
+                                       outcome=ToolResult(content="ok")))
     assert early == []  # the call is not available yet: a client would refuse the output
     chunks += early
     chunks += enc.feed(agent_kind(ToolCallDoneEvent, 0, tool_call=ToolCall(id="c1", name="t")),
@@ -169,32 +170,70 @@ def test_a_tool_output_reported_before_its_call_is_held_until_input_available() 
     assert kinds.index("tool-input-available") + 1 == kinds.index("tool-output-available")
 
 
+def _call(call_id: str) -> ToolCall:
+    return ToolCall(id=call_id, name="t", arguments="{}")
+
+
 def test_outcomes_map_to_their_chunks() -> None:
-    enc = UIStreamEncoder("m", known_calls=["a", "b", "b2", "c", "d", "e"])
+    """What a complete call came to, as the run reports it: an approved call, a call starting and
+    a fatal raise (no outcome: the run's end tells it) show nothing."""
+    enc = UIStreamEncoder("m", known_calls=["a", "b", "c", "d", "e", "f", "g"])
     enc.start()
     got = _wire([
-        *enc.feed(ToolOutputEvent(tool_call_id="a", outcome=ToolError(error="boom"))),
-        *enc.feed(ToolOutputEvent(tool_call_id="b", outcome=ToolSuspend(mode="waiting_for_reply"),
-                                  approval_id="ap-b")),
-        *enc.feed(ToolOutputEvent(tool_call_id="b2", approval_id="ap-b2", outcome=ToolSuspend(
-            mode="waiting_for_reply", detail="approve delete_note?"))),
-        *enc.feed(ToolOutputEvent(tool_call_id="c", outcome=ToolSuspend(
+        *enc.feed(ToolFinishedEvent(call=_call("a"), outcome=ToolError(error="boom"))),
+        *enc.feed(ApprovalRequestedEvent(call_id="b", tool="t", arguments="{}")),
+        *enc.feed(ToolFinishedEvent(call=_call("c"), outcome=ToolSuspend(
             mode="waiting_for_reply", detail="Which city?"))),
-        *enc.feed(ToolOutputEvent(tool_call_id="d", outcome=ToolSuspend(mode="resuming_later"))),
-        *enc.feed(ToolDeniedEvent(tool_call_id="e")),
+        *enc.feed(ToolFinishedEvent(call=_call("d"), outcome=ToolSuspend(mode="resuming_later"))),
+        *enc.feed(ApprovalDecidedEvent(call_id="e", approved=False, reason="no")),
+        *enc.feed(ApprovalDecidedEvent(call_id="f", approved=True, arguments="{}")),
+        *enc.feed(ToolStartedEvent(call=_call("f"))),
+        *enc.feed(ToolFinishedEvent(call=_call("g"), outcome=None)),
         *enc.feed(DataEvent(name="weather", id="w1", data={"c": 21}, transient=True)),
     ])
     assert got == [
         {"type": "tool-output-error", "toolCallId": "a", "errorText": "boom"},
-        {"type": "tool-approval-request", "approvalId": "ap-b", "toolCallId": "b"},
-        # the suspend's detail is the request's reason (AI SDK 7: approval.requestReason)
-        {"type": "tool-approval-request", "approvalId": "ap-b2", "toolCallId": "b2",
-         "reason": "approve delete_note?"},
+        # the approval request's reason (AI SDK 7 shows it as approval.requestReason)
+        {"type": "tool-approval-request", "approvalId": "approval-b", "toolCallId": "b",
+         "reason": "approve t?"},
         {"type": "data-bindloop-suspend", "id": "c",
          "data": {"toolCallId": "c", "mode": "waiting_for_reply", "detail": "Which city?"}},
         {"type": "tool-output-denied", "toolCallId": "e"},
         {"type": "data-weather", "id": "w1", "data": {"c": 21}, "transient": True},
     ]
+
+
+def test_a_turn_started_again_is_a_reset() -> None:
+    """A route's fallback takes a turn over after its text was shown (a second ``turn_start`` of
+    the same turn): the text is retracted as a reset's, and the takeover's call fragments start
+    afresh instead of joining the failed attempt's."""
+    enc = UIStreamEncoder("m")
+    chunks = enc.start()
+    for event in (TurnStartEvent(), TextEvent(content="Primary wor"),
+                  ToolCallEvent(tool_call=ToolCallChunk(index=0, id="p1", name="t",
+                                                        arguments='{"q":')),
+                  TurnStartEvent(), TextEvent(content="Backup answer."),
+                  ToolCallEvent(tool_call=ToolCallChunk(index=0, id="b1", name="t",
+                                                        arguments='{"q":1}')),
+                  ToolCallDoneEvent(tool_call=ToolCall(id="b1", name="t", arguments='{"q":1}')),
+                  TurnStartEvent()):
+        chunks += enc.feed(event, turn_index=0)
+    chunks += enc.finish()
+    wire = _wire(chunks)
+    assert [c["type"] for c in wire].count("start-step") == 1
+    reset = [c for c in wire if c["type"] == "data-bindloop-reset"]
+    assert [r["data"] for r in reset] == [
+        {"turnId": "m-turn0", "epoch": 1, "reason": "attempt_failed", "retracted": 1},
+        {"turnId": "m-turn0", "epoch": 2, "reason": "attempt_failed", "retracted": 1}]
+    deltas = [c["inputTextDelta"] for c in wire if c["type"] == "tool-input-delta"]
+    assert deltas == ['{"q":', '{"q":1}']  # the takeover's arguments, not glued onto the first
+    # The failed attempt's call is closed as abandoned; the takeover's completes.
+    assert [(c["type"], c["toolCallId"]) for c in wire if c["type"].startswith("tool-input-")
+            and c["type"] not in ("tool-input-delta",)] == [
+        ("tool-input-start", "p1"), ("tool-input-error", "p1"), ("tool-input-start", "b1"),
+        ("tool-input-available", "b1")]
+    texts = check_well_formed(wire)
+    assert sorted(texts.values()) == ["Backup answer.", "Primary wor"]
 
 
 def test_a_reset_ends_the_attempts_text_and_names_it_retracted() -> None:
@@ -323,10 +362,15 @@ def test_every_event_a_real_agent_emits_passes_the_one_adapter() -> None:
 
     anyio.run(create_agent(id="t", handler=handler, model=model), None)
     assert seen and all(isinstance(item, kinds) for _, item in seen)
-    assert [turn for turn, _ in seen] == sorted(turn for turn, _ in seen)
-    assert {turn for turn, _ in seen} == {0, 1}
+    turned = [turn for turn, _ in seen if turn is not None]
+    assert turned == sorted(turned)
+    assert set(turned) == {0, 1}
     assert any(isinstance(item, TurnStartEvent) for _, item in seen)
     assert any(isinstance(item, ToolCallDoneEvent) for _, item in seen)
+    # The tool's events belong to no turn of their own: they never open a step.
+    tools = [(turn, type(item)) for turn, item in seen
+             if isinstance(item, (ToolStartedEvent, ToolFinishedEvent))]
+    assert tools == [(None, ToolStartedEvent), (None, ToolFinishedEvent)]
 
 
 _REPORTS = st.lists(st.tuples(

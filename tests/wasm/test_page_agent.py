@@ -79,7 +79,7 @@ def test_the_page_agent_reports_the_run(origin: str) -> None:
     assert calls == [("turn-1", "calculator"), ("turn-1", "calculator"),
                      ("turn-2", "notes_write"), ("turn-2", "notes_write"), ("turn-2", "notes_list")]
     assert [e["turn_id"] for e in events if e["type"] == "turn_done"] == ["turn-1", "turn-2", "turn-3"]
-    # Results come from the tool middleware: writes ran before the list saw them.
+    # Results come from the run's tool_finished events: writes ran before the list saw them.
     results = {r["id"]: (r["turn_id"], r["ok"], r["result"]) for r in bridge.of("tool_result")}
     assert results["calc_0"] == ("turn-1", True, "395")
     assert results["note_1"] == ("turn-2", True, "saved note 'result 2'")

@@ -236,7 +236,7 @@ def test_the_worker_s_own_model_over_http_continues_to_the_same_bytes() -> None:
                 assert prefix == whole[:saves[0].offset] and prefix + rest == whole
 
         anyio.run(main)
-        # The model's own fold served every turn: the turn counter hid nothing of the model.
+        # The model's own fold served every turn: the runner wraps nothing around the model.
         assert folds and set(folds) == {"complete_turn"}
     finally:
         server.stop()

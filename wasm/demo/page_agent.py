@@ -22,7 +22,8 @@ The bridge receives JSON strings only (no proxies to keep alive):
                        ``turn_start``, ``text``, ``tool_call`` chunks, ``tool_call_done``,
                        ``usage``, ``turn_done``, ... — and its fields; ``turn_id`` added), in the
                        order the agent emitted them
-``tool_result(json)``  a tool call's outcome (``turn_id``, ``id``, ``ok``, ``result``)
+``tool_result(json)``  a tool call's outcome, from the agent stream's ``tool_finished`` event
+                       (``turn_id``, ``id``, ``ok``, ``result``)
 ``done(json)``         stop reason, run stats, the message count and the ``transcript`` (the
                        instruction and the messages the run added, as JSON)
 
@@ -49,7 +50,7 @@ from bindloop.agent import (
     AgentStreamEvent,
     StructuredDataEvent,
     ChatResult,
-    ToolMiddleware,
+    ToolFinishedEvent,
     as_agent_model,
     create_agent,
     equip_history,
@@ -64,10 +65,10 @@ from bindloop.agent import (
 from bindloop.completion import ErrorEvent
 from bindloop.textstream import TurnStreamEvent, TurnTextStream, create_turn_text_stream
 from bindloop.wire import StreamBudgets
-from bindloop.contracts import Message, ToolOutcome, ToolResult, UserMessage
+from bindloop.contracts import Message, ToolResult, UserMessage
 from bindloop.hosts.demo import DEFAULT_PROMPT, Notes, calculate
 from bindloop.hosts.js_fetch import FetchTransport
-from bindloop.plugins import Tool, ToolContext, define_tool
+from bindloop.plugins import Tool, define_tool
 from bindloop.routing import (
     OrderedPolicy,
     RouteCandidate,
@@ -201,30 +202,27 @@ async def run_page_agent(bridge: Any, origin: str, prompt: str = DEFAULT_PROMPT,
 
     async def watch(events: AsyncIterator[AgentStreamEvent]) -> None:
         async for envelope in events:
-            if isinstance(envelope.event, ErrorEvent):
+            event = envelope.event
+            if isinstance(event, ErrorEvent):
                 continue  # its exception is not JSON; the turn_failed event that follows says it
-            shown = {"turn_index": envelope.turn_index, **msgspec.to_builtins(envelope.event),
-                     "turn_id": _turn_id(envelope.turn_index)}
+            turn_id = _turn_id(envelope.turn_index)
+            if isinstance(event, ToolFinishedEvent):  # a call's outcome: the tool's own turn
+                outcome = event.outcome
+                bridge.tool_result(_json({
+                    "turn_id": turn_id, "id": event.call.id,
+                    "ok": isinstance(outcome, ToolResult),
+                    "result": outcome.content if isinstance(outcome, ToolResult) else str(outcome)}))
+                continue
+            shown = {"turn_index": envelope.turn_index, **msgspec.to_builtins(event),
+                     "turn_id": turn_id}
             bridge.agent_event(_json(shown))
-
-    async def report(ctx: ToolContext, next_: Any) -> ToolOutcome:
-        # A once-per-call side effect, so a dynamic (equip_tool) layer: it runs in the tool's own
-        # turn, which is the route's latest text stream.
-        outcome: ToolOutcome = await next_()
-        bridge.tool_result(_json({
-            "turn_id": streams[-1].turn_id, "id": ctx.call_id,
-            "ok": isinstance(outcome, ToolResult),
-            "result": outcome.content if isinstance(outcome, ToolResult) else str(outcome)}))
-        return outcome
-
-    shown_to_page = ToolMiddleware(name="report-to-page", handler=report)
 
     async def handler(request: str) -> ChatResult:
         equip_system(SYSTEM)
         equip_instruction(request)
         for tool in demo_tools(Notes()):
             # Writes run first, one at a time, so a list in the same turn sees them.
-            equip_tool(tool, middleware=[shown_to_page], serial=tool.name in SERIAL_TOOLS)
+            equip_tool(tool, serial=tool.name in SERIAL_TOOLS)
         on_stream(watch)
         return await prompt_chat(max_turn_steps=max_iterations)
 

@@ -12,6 +12,7 @@ from typing import Any, Generic, TypeVar
 import anyio
 
 from ..errors import PortContractError, UsageError
+from ._chat_handler import chat_handler
 from ._errors import ModelRegistryNotFoundError, RebornLimitExceededError
 from ._context import Frame, Generation, RunState, current_frame, enter, leave, optional_frame
 from ._host import hosting
@@ -230,11 +231,19 @@ def _check_int(name: str, value: object, minimum: int) -> int:
     return value
 
 
-def create_agent(*, id: str, handler: Callable[[P], Awaitable[R | Reborn]],
+def create_agent(*, id: str | None = None, handler: Callable[[P], Awaitable[R | Reborn]] | None = None,
                  model: object = None, max_retries: int = 3,
                  max_reborns: int = 100,
-                 execution_ids: Callable[[], str] | None = None) -> Agent[P, R]:
+                 execution_ids: Callable[[], str] | None = None,
+                 tools: Sequence[Any] = (), instructions: str | None = None) -> Agent[P, R]:
     """An :class:`Agent` running ``handler(props)``.
+
+    Without a ``handler`` it is a chat: called with the user's message (a ``str``), it equips
+    ``instructions`` (the system message) and ``tools`` (plain functions or ``Tool`` s) and returns
+    :func:`~bindloop.agent.prompt_chat`'s :class:`~bindloop.agent.ChatResult`. ``tools`` and
+    ``instructions`` belong to that chat only: with a handler of your own, equip them in it
+    (:class:`~bindloop.errors.UsageError` otherwise). ``id`` names the agent in traces, logs and
+    execution ids (default: the handler's ``__name__``, ``"chat"`` without one).
 
     ``model`` is an :class:`~bindloop.agent.AgentModel`, a wire ``ModelAdapter`` / ``RoutedModel``
     (adapted), a ``run_with(model_registry=)`` id resolved at call time, or ``None`` to inherit the
@@ -247,6 +256,15 @@ def create_agent(*, id: str, handler: Callable[[P], Awaitable[R | Reborn]],
     ``"<id>-1"``, ...), unique within one process; agents in several processes that share a store
     need ids unique across them (``lambda: uuid.uuid4().hex``, from the host).
     """
+    if handler is None:
+        handler = chat_handler(tools, instructions)  # type: ignore[assignment]
+        id = "chat" if id is None else id
+    elif tools or instructions is not None:
+        raise UsageError("create_agent(tools=, instructions=) make the chat of an agent without a "
+                         "handler; with handler=, equip them in the handler (equip_tool, "
+                         "equip_system)")
+    if id is None:
+        id = getattr(handler, "__name__", None) or "agent"
     if not isinstance(id, str) or not id:
         raise UsageError(f"create_agent(id=...) must be a non-empty string, got {id!r}")
     if not callable(handler):

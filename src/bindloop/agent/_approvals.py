@@ -326,14 +326,17 @@ def resumed_calls(pos: Position, messages: Sequence[Message],
 
 async def commit_decisions(cp: LoopCheckpoint, pos: Position,
                            decided: Sequence[tuple[ToolCall, DecidedCall]],
-                           saver: SaveFn, stored_revision: int) -> None:
-    """Commit ``decided`` as the position's next revision through ``saver`` before anything runs;
-    a revision-fenced store's refusal is :class:`ApprovalAlreadyDecidedError`."""
+                           saver: SaveFn, stored_revision: int) -> LoopCheckpoint:
+    """Commit ``decided`` as the position's next revision through ``saver`` before anything runs
+    and return the checkpoint saved; a revision-fenced store's refusal is
+    :class:`ApprovalAlreadyDecidedError`."""
     now = {d.call_id for _, d in decided}
     pos.approvals_pending = tuple(c for c in pos.approvals_pending if c not in now)
     pos.approvals_decided = (*pos.approvals_decided, *(d for _, d in decided))
+    commit = pos.checkpoint("waiting_for_reply")  # the calls are still open
     try:
-        await resolve(saver(pos.checkpoint("waiting_for_reply")))  # the calls are still open
+        await resolve(saver(commit))
+        return commit
     except Exception as exc:
         if is_conflict(exc):
             ids = tuple(sorted(now))

@@ -1,5 +1,7 @@
-"""The prompt's tool ports: one call through its tool's onion (journaled, replayed, traced), and
+"""The prompt's tool ports: one call through its tool's onion (journaled, replayed), and
 the tool-call-loop middleware chain and the approval gate around the loop's own batch runner.
+(Each call's start and finish -- the stream's events, its trace span -- are reported around this
+port: :mod:`bindloop.agent._run_events`.)
 
 The loop decides what runs and how (serial calls alone and in order, the rest pooled per tool,
 nothing new once the signal fires, which raises are fatal): a tool-call-loop middleware wraps the
@@ -13,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-import msgspec
 
 from ..contracts import ToolCall, ToolError, ToolOutcome, ToolResult
 from ..loop import BatchRunner
@@ -37,7 +38,7 @@ class ToolPort:
     it). ``context(calls, done)`` builds the middleware's :class:`ToolCallLoopContext`."""
 
     __slots__ = ("agent_id", "context", "direct", "done", "frame", "gate", "gen", "output",
-                 "recording", "session_id", "tools", "trace_id", "tracer")
+                 "recording", "session_id", "tools", "trace_id")
 
     def __init__(self, frame: Frame, gen: Generation, *, output: str | None,
                  context: Callable[[tuple[ToolCall, ...], tuple[ToolTurn, ...]],
@@ -49,10 +50,9 @@ class ToolPort:
         self.context = context
         self.done: list[ToolTurn] = []  # the finished rounds (ToolCallLoopContext.tool_turns)
         run = frame.run
-        self.tracer = run.tracer
         self.recording = recording
-        # Nothing to replay, record or trace: a tool without middleware is called straight.
-        plain = not recording and not run.tracer.enabled
+        # Nothing to replay or record: a tool without middleware is called straight.
+        plain = not recording
         tools: dict[str, tuple[AgentTool, Any]] = {}
         direct: dict[str, Tool[Any, Any]] = {}
         for entry in gen.tools:  # one pass: this runs once per prompt
@@ -103,23 +103,9 @@ class ToolPort:
         if entry is None:
             return ToolError(error=f"no tool named {call.name!r} is equipped", kind="not_found")
         tool, dynamic = entry
-        agent_id = self.frame.agent_id
-        if not self.tracer.enabled:
-            return await tool.run(call.arguments, call_id=call.id, dynamic=dynamic,
-                                  agent_id=agent_id)
-        name = f"execute_tool {call.name}"
-        span = self.tracer.start(name, self.frame.span, {
-            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
-            "gen_ai.tool.call.id": call.id})
-        try:
-            outcome = await tool.run(call.arguments, call_id=call.id, dynamic=dynamic,
-                                     agent_id=agent_id)
-        except BaseException as exc:
-            self.tracer.end(span, name, error=exc)
-            raise
-        self.tracer.end(span, name, {"gen_ai.tool.call.id": call.id,
-                                     "bindloop.tool.outcome": msgspec.to_builtins(outcome)})
-        return outcome
+        # Its trace span is read off the run's tool events (_run_events, _trace.ToolSpans).
+        return await tool.run(call.arguments, call_id=call.id, dynamic=dynamic,
+                              agent_id=self.frame.agent_id)
 
     async def run_tool_batch(self, calls: Sequence[ToolCall],
                              run: BatchRunner) -> list[ToolOutcome]:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ._middleware import ToolCallLoopMiddleware, ToolMiddleware
     from ._model import AgentModel
     from ._snapshot import ReplayCursor
-    from ._stream import ConsumerTask, StreamConsumer
+    from ._stream import ConsumerTask, StreamConsumer, Watcher
     from ._trace import Tracer
     from ._turns import ToolChoicePolicy
     from ._tools import AgentTool
@@ -44,7 +44,7 @@ class RunState:
 
     __slots__ = ("background", "background_errors", "enable_snapshot", "model", "providers",
                  "on_tool_error", "registry", "replay", "root", "session_id", "signal", "trace_id",
-                 "tracer")
+                 "tracer", "watch")
 
     def __init__(self, *, providers: dict[str, Any], model: AgentModel | None,
                  registry: dict[str, AgentModel], enable_snapshot: bool,
@@ -68,6 +68,8 @@ class RunState:
         # fire-and-forget ones raised (re-raised once the root is done).
         self.background: ConsumerHost | None = None
         self.background_errors: list[BaseException] = []
+        # run_with(on_event=): the synchronous observer of the top-level agent's prompts.
+        self.watch: Watcher | None = None
 
 
 class Generation:
@@ -75,7 +77,7 @@ class Generation:
 
     __slots__ = ("approvals", "budget", "consumers", "history", "index", "instructions",
                  "loop_middleware", "prompted", "serial", "stats", "streams", "system", "tool_choice",
-                 "tools", "validators")
+                 "tools", "validators", "watchers")
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -88,6 +90,7 @@ class Generation:
         self.loop_middleware: list[ToolCallLoopMiddleware] = []
         self.validators: list[Callable[[Any], object]] = []
         self.streams: list[StreamConsumer] = []
+        self.watchers: list[Watcher] = []  # on_event observers, called as each event is emitted
         # The awaited stream consumers still running after the prompt (waited for at the close).
         self.consumers: list[ConsumerTask] = []
         self.stats: RunStats | None = None  # the prompt's, once it returned

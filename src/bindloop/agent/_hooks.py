@@ -15,7 +15,7 @@ from ..plugins import Tool
 from ..signal import AbortSignal
 from ._context import Frame, current_frame, draft_generation, optional_frame
 from ._middleware import ToolCallLoopMiddleware, ToolMiddleware
-from ._stream import ConsumerFn, StreamConsumer
+from ._stream import AgentStreamEvent, ConsumerFn, StreamConsumer
 from ._tools import AgentTool, as_agent_tool, check_dynamic
 
 __all__ = (
@@ -32,6 +32,7 @@ __all__ = (
     "expect_resource",
     "expect_scope",
     "expect_validator",
+    "on_event",
     "on_stream",
 )
 
@@ -175,6 +176,18 @@ def on_stream(consumer: ConsumerFn, signal: AbortSignal | None = None,
     if not callable(consumer):
         raise UsageError(f"on_stream() takes a callable consumer(events), got {consumer!r}")
     gen.streams.append(StreamConsumer(consumer, signal, await_on_end))
+
+
+def on_event(observer: Callable[[AgentStreamEvent], None]) -> None:
+    """Observe this generation's run events synchronously: ``observer(event)`` is called with each
+    :class:`AgentStreamEvent` the moment it is emitted, before the prompt goes on (keep it cheap;
+    a raise fails the prompt). What it has seen when ``on_checkpoint`` is called is exactly what
+    came before that save -- the ASGI host feeds its protocol encoder this way. For work that
+    awaits, use :func:`on_stream`."""
+    _, gen = draft_generation("on_event")
+    if not callable(observer):
+        raise UsageError(f"on_event() takes a callable observer(event), got {observer!r}")
+    gen.watchers.append(observer)
 
 
 def equip_memory(key: str, initial: T) -> tuple[T, Callable[[T], None]]:

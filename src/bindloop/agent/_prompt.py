@@ -14,7 +14,7 @@ loop's ports (:func:`drive`, which ``resume_chat`` runs too).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 import msgspec
@@ -31,7 +31,7 @@ from ..contracts import (
     UserMessage,
 )
 from ..errors import PortContractError, RunCancelledError, UsageError, is_infrastructure_error
-from ..loop import ToolLoopParams, ToolLoopState, run_tool_loop
+from ..loop import RunToolCallFn, ToolLoopParams, ToolLoopState, run_tool_loop
 from ..session import LoopCheckpoint
 from ._approvals import ApprovalGate, PendingApproval, check_secret, note_suspended, \
     pending_approvals
@@ -50,13 +50,16 @@ from ._middleware import ToolCallLoopContext
 from ._log import log_tool_error
 from ._observe import ToolErrorReport, reporter, settled_failures
 from ._reask import Reasks
+from ._run_events import RunEvents
+from ._trace import ToolSpans
 from ._saves import Position, SaveFn, refuse_saves
 from ..schema import OutputSpec, output_spec
-from ._stream import StreamHub, with_consumers
+from ..session import DecidedCall
+from ._stream import AgentStreamEvent, StreamHub, Watcher, with_consumers
 from ._turns import ToolChoiceArg, TurnPort, choice_policy, model_surface, resolve_model
 
 __all__ = ("ChatResult", "begin", "begin_chat", "budgets", "drive", "prompt_agent",
-           "prompt_chat")
+           "prompt_chat", "run_watcher")
 
 T = TypeVar("T")
 
@@ -177,11 +180,14 @@ async def drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Pos
                 start_len: int, resuming: bool = False,
                 resume_calls: tuple[ToolCall, ...] = (),
                 answers: Mapping[str, ToolOutcome | None] | None = None,
-                secret: bytes | str | None = None) -> tuple[Any, ChatResult | None]:
+                secret: bytes | str | None = None,
+                decided: Sequence[DecidedCall] = (),
+                commit: LoopCheckpoint | None = None) -> tuple[Any, ChatResult | None]:
     """The prompt's one tool loop from ``pos``, and what its stop reason means to the caller.
 
     ``resume_calls`` (decided approval suspends) begin the run as its first batch, through the
-    same batch port as every other call; ``answers`` are the gate's for them (``None``: run)."""
+    same batch port as every other call; ``answers`` are the gate's for them (``None``: run);
+    ``decided`` are the decisions committed (as ``commit``) before, reported first to a hub."""
     model = resolve_model(frame)
     options, tool_mode = model_surface(frame, gen, model, spec, additional_options)
     output = spec.name if tool_mode and spec is not None else None
@@ -209,8 +215,18 @@ async def drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Pos
     serial = frozenset(gen.serial)
     run, hook = frame.run, frame.run.on_tool_error
     failures: list[ToolErrorReport] = []
+    run_tool_call: RunToolCallFn = tools.run_tool_call
+    events = None
+    tracer = run.tracer
+    if hub is not None or tracer.enabled:  # the tool, approval and checkpoint events
+        events = RunEvents(hub, lambda: turns.turns - 1, output=output, fatal=_fatal,
+                           spans=ToolSpans(tracer, frame.span) if tracer.enabled else None)
+        run_tool_call = events.tool_port(run_tool_call)
+        if saver is not None and hub is not None:
+            saver = events.saver(saver)
+        events.decided(decided, commit)
     params = ToolLoopParams(
-        call_model=turns.call_model, run_tool_call=tools.run_tool_call, state=pos.state,
+        call_model=turns.call_model, run_tool_call=run_tool_call, state=pos.state,
         max_iterations=max(pos.total_end - pos.iterations, 0), signal=frame.signal,
         is_fatal_tool_error=_fatal, resume_calls=resume_calls,
         runs_serially=(lambda call: call.name in serial) if serial else None,
@@ -248,6 +264,9 @@ async def drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Pos
     if reason in ("waiting_for_reply", "resuming_later"):
         note_suspended(pos, gate, secret)
         checkpoint = pos.checkpoint(reason)
+        approvals = pending_approvals(checkpoint, secret=secret)
+        if events is not None:
+            events.requested(approvals)
         if saver is not None:  # the suspend is the chat's last save
             await resolve(saver(checkpoint))
         if not chat:
@@ -257,9 +276,28 @@ async def drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Pos
                 checkpoint)
         return None, ChatResult(data="", delta=pos.state.messages[start_len:],
                                 stop_reason=reason, stats=stats, checkpoint=checkpoint,
-                                approvals=pending_approvals(checkpoint, secret=secret),
+                                approvals=approvals,
                                 tool_failures=settled_failures(failures, pos.state.messages))
     raise RunCancelledError(f"agent {frame.agent_id!r}: the prompt was aborted ({reason})")
+
+
+def run_watcher(frame: Frame, gen: Generation) -> Watcher | None:
+    """The synchronous observer of a prompt: the generation's ``on_event`` ones, and
+    ``run_with(on_event=)``'s for a prompt of the run's top-level agent (a sub-agent's events are
+    its caller's business). ``None`` when there is none (nothing to call per event)."""
+    run = frame.run
+    top = run.watch if run.watch is not None and frame.parent is run.root else None
+    if not gen.watchers:  # the common case: nothing, or the run's alone
+        return top
+    watchers = [*gen.watchers, top] if top is not None else gen.watchers
+    if len(watchers) == 1:
+        return watchers[0]
+
+    def watch(event: AgentStreamEvent) -> None:
+        for w in watchers:
+            w(event)
+
+    return watch
 
 
 def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
@@ -291,7 +329,7 @@ def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
         text.finish("succeeded" if ok else "failed")
 
     return with_consumers(frame.run, gen.streams, body, None if text is None else finish,
-                          gen.consumers)
+                          gen.consumers, run_watcher(frame, gen))
 
 
 @overload

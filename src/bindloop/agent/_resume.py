@@ -12,7 +12,7 @@ from ..session import CheckpointReply, CheckpointWake, LoopCheckpoint, apply_che
 from ..errors import UsageError
 from ._approvals import ApprovalDecision, check_decisions, commit_decisions, record_of, \
     resumed_calls
-from ._prompt import ChatResult, begin_chat, budgets, drive
+from ._prompt import ChatResult, begin_chat, budgets, drive, run_watcher
 from ._saves import resumed
 from ._stream import StreamHub, with_consumers
 from ._turns import ToolChoiceArg
@@ -100,16 +100,20 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
     pos = resumed(cp, steps=max_turn_steps, retries=frame.max_retries)
     # The applied reply is not saved on its own: the next save follows the stored revision.
     pos.revision = stored_revision
+    commit = None
     if decided:
         assert saver is not None  # checked above
-        await commit_decisions(cp, pos, decided, saver, stored_revision)
-    calls, answers = resumed_calls(pos, cp.messages, [d for _, d in decided])
+        commit = await commit_decisions(cp, pos, decided, saver, stored_revision)
+    live = [d for _, d in decided]
+    calls, answers = resumed_calls(pos, cp.messages, live)
 
     async def body(hub: StreamHub | None) -> ChatResult:
         _, chat = await drive(frame, gen, None, pos, hub=hub, text=None, saver=saver,
                               additional_options=None, start_len=start_len, resuming=True,
-                              resume_calls=calls, answers=answers, secret=approval_secret)
+                              resume_calls=calls, answers=answers, secret=approval_secret,
+                              decided=live, commit=commit)
         assert chat is not None  # without a schema drive always builds the ChatResult
         return chat
 
-    return await with_consumers(frame.run, gen.streams, body, None, gen.consumers)
+    return await with_consumers(frame.run, gen.streams, body, None, gen.consumers,
+                                run_watcher(frame, gen))

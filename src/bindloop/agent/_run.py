@@ -24,6 +24,7 @@ from ._snapshot import (
     memory_builtins,
     parse_snapshot,
 )
+from ._stream import AgentStreamEvent
 from ._trace import TraceEmitter, TraceEvent, TraceOptions, Tracer
 
 __all__ = ("dump_snapshot", "restore_snapshot", "run_with")
@@ -39,7 +40,8 @@ async def run_with(fn: Callable[..., Awaitable[R]], *, initial_props: Any = _UNS
                    model_registry: Mapping[str, object] | None = None,
                    enable_snapshot: bool = False, trace: TraceOptions | None = None,
                    signal: AbortSignal | None = None, session_id: str | None = None,
-                   on_tool_error: ToolErrorHook | None = None) -> R:
+                   on_tool_error: ToolErrorHook | None = None,
+                   on_event: Callable[[AgentStreamEvent], None] | None = None) -> R:
     """Run ``fn()`` (or ``fn(initial_props)``) as the root of a run: everything is explicit, there
     is no environment default.
 
@@ -56,6 +58,12 @@ async def run_with(fn: Callable[..., Awaitable[R]], *, initial_props: Any = _UNS
     second record, and calls ``log_tool_error(report)`` from its hook to keep it;
     ``bindloop.hosts.logs.log_tool_errors(logger, level=)`` is the same record on your logger.
     Either way the prompt's ``ChatResult.tool_failures`` lists the reports.
+    ``on_event(event)`` is called synchronously with each run event
+    (:class:`~bindloop.agent.AgentStreamEvent`) of the top-level agent's prompts the moment it is
+    emitted, before the run goes on (keep it cheap; a raise fails the prompt): what it has seen
+    when a checkpoint is saved is exactly what came before that save. A sub-agent's events are
+    its caller's to forward (``on_stream`` inside it). :func:`~bindloop.agent.stream_text` is
+    built on it.
 
     ``snapshot`` replays: each agent (matched by call order) is served its journaled model turns and
     tool outputs — zero model calls, zero tool executions — until its journal runs out, then it goes
@@ -68,6 +76,9 @@ async def run_with(fn: Callable[..., Awaitable[R]], *, initial_props: Any = _UNS
     if on_tool_error is not None and not callable(on_tool_error):
         raise UsageError(f"run_with(on_tool_error=) must be a function of the report, got "
                          f"{on_tool_error!r}")
+    if on_event is not None and not callable(on_event):
+        raise UsageError(f"run_with(on_event=) must be a function of the event, got "
+                         f"{on_event!r}")
     if session_id is not None and not isinstance(session_id, str):
         raise UsageError(f"run_with(session_id=) must be a string or None, got {session_id!r}")
     registry = {}
@@ -86,6 +97,7 @@ async def run_with(fn: Callable[..., Awaitable[R]], *, initial_props: Any = _UNS
                    replay=None if snap is None else ReplayCursor(snap.root),
                    session_id=session_id, trace_id=tracer.trace_id if traced else None,
                    on_tool_error=on_tool_error)
+    run.watch = on_event
     run.root.cursor = run.replay
     run.root.signal = signal
     token = enter(run.root)

@@ -1,8 +1,10 @@
-"""Agent stream events (``on_stream``): each one an :class:`AgentStreamEvent` envelope, the turn's
-index around either a completion event exactly as the model's stream produced it
-(:data:`bindloop.completion.StreamEvent`) or one of the agent's own kinds (:data:`AgentEvent`).
-They are multicast to every consumer of a generation, each through its own unbounded buffer so a
-slow consumer never stalls the model."""
+"""The run's events (``on_stream``): each one an :class:`AgentStreamEvent` envelope, the turn's
+index around one member of :data:`RunEvent`, the one tagged union a run is observed through -- a
+completion event exactly as the model's stream produced it
+(:data:`bindloop.completion.StreamEvent`), a turn's start, end or failure, a tool call requested,
+started and finished, an approval requested and decided, a checkpoint saved. They are multicast to
+every consumer of a generation, each through its own unbounded buffer so a slow consumer never
+stalls the model; the protocol encoders, the ASGI host and :func:`stream_text` read them."""
 
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..completion import FinishReason, StreamEvent
-from ..contracts import ToolCall
+from ..contracts import ToolCall, ToolOutcome, TurnUsage
+from ..session import LoopCheckpoint
 from ..signal import AbortSignal
 
 if TYPE_CHECKING:
@@ -24,24 +27,32 @@ if TYPE_CHECKING:
     from ._host import ConsumerHost
 
 __all__ = (
-    "AgentEvent",
     "AgentStreamEvent",
+    "ApprovalDecidedEvent",
+    "ApprovalRequestedEvent",
+    "CheckpointSavedEvent",
     "ConsumerTask",
     "RETRY_START",
+    "RunEvent",
     "StreamConsumer",
     "StreamHub",
     "StructuredDataEvent",
     "ToolCallDoneEvent",
+    "ToolFinishedEvent",
+    "ToolStartedEvent",
     "TurnDoneEvent",
     "TurnFailedEvent",
     "TurnStartEvent",
     "close_consumers",
+    "tool_finished",
     "with_consumers",
 )
 
 
 class TurnStartEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="turn_start"):
-    """A model turn begins (clear the previous turn's local UI state)."""
+    """A model turn begins (clear the previous turn's local UI state). A second ``turn_start`` of
+    the same ``turn_index`` is a reset: another attempt (a route's fallback) took the turn over
+    after this one's events were seen, and what the turn streamed so far is void."""
 
 
 RETRY_START = TurnStartEvent()
@@ -62,15 +73,21 @@ class StructuredDataEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="
 
 class ToolCallDoneEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type",
                         tag="tool_call_done"):
-    """A tool call assembled from its chunks (the ``tool_call`` completion events)."""
+    """A tool call the model *requested*, assembled from its chunks (the ``tool_call``
+    completion events), at the end of its turn. Whether and when it runs is told by
+    :class:`ToolStartedEvent` / :class:`ToolFinishedEvent` (or an approval's events)."""
 
     tool_call: ToolCall
 
 
 class TurnDoneEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="turn_done"):
-    """The turn is folded: what the loop receives next is this turn."""
+    """The turn is folded: what the loop receives next is this turn. ``usage`` is the turn's
+    tokens as its fold totals them (every detail kept) and ``cost`` the model's price of them,
+    charged once, as the prompt's stats count them."""
 
     finish_reason: FinishReason
+    usage: TurnUsage = TurnUsage()
+    cost: int = 0
 
 
 class TurnFailedEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type",
@@ -81,23 +98,96 @@ class TurnFailedEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type
     error: str
 
 
-AgentEvent: TypeAlias = (
+class ToolStartedEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type",
+                       tag="tool_started"):
+    """The loop starts running ``call`` (as it runs it: an approval's edited arguments in place of
+    the model's). A journaled call a replay serves starts and finishes too, without running."""
+
+    call: ToolCall
+
+
+class ToolFinishedEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type",
+                        tag="tool_finished", dict=True):
+    """``call`` finished: ``outcome`` is what the model reads for it -- the tool's result, error
+    or suspend, or for a raise the redacted tool error the loop makes of it -- and ``None`` when
+    the raise is fatal (the run stops; the model reads nothing).
+
+    :attr:`error` is the exception the tool raised, for the host alone: it is not a field, so it
+    is never encoded (no JSON form, no protocol frame, no trace attribute carries it) and two
+    events that differ only in it compare equal."""
+
+    call: ToolCall
+    outcome: ToolOutcome | None
+
+    @property
+    def error(self) -> BaseException | None:
+        """What the tool raised (``None`` when it returned)."""
+        raised: BaseException | None = self.__dict__.get("raised")
+        return raised
+
+
+def tool_finished(call: ToolCall, outcome: ToolOutcome | None,
+                  error: BaseException | None = None) -> ToolFinishedEvent:
+    """A :class:`ToolFinishedEvent` carrying ``error`` for the host."""
+    event = ToolFinishedEvent(call=call, outcome=outcome)
+    if error is not None:
+        event.__dict__["raised"] = error
+    return event
+
+
+class ApprovalRequestedEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type",
+                             tag="approval_requested"):
+    """The prompt ends waiting for a decision on ``call_id`` (``equip_tool(needs_approval=)``):
+    one event per pending approval of the suspend's checkpoint, asked for now or before, each
+    with the token a decision must carry when an ``approval_secret`` is in use."""
+
+    call_id: str
+    tool: str
+    arguments: str
+    token: str | None = None
+
+
+class ApprovalDecidedEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type",
+                           tag="approval_decided"):
+    """A decision ``resume_chat(decisions=)`` committed, before the call runs: ``approved``
+    (with the ``arguments`` it runs with) or denied, the model then reading ``reason``."""
+
+    call_id: str
+    approved: bool
+    arguments: str | None = None
+    reason: str | None = None
+
+
+class CheckpointSavedEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type",
+                           tag="checkpoint_saved"):
+    """``on_checkpoint`` stored ``checkpoint`` (it returned): a settled boundary, a decisions'
+    commit, a suspend, the end or running out of turns."""
+
+    checkpoint: LoopCheckpoint
+
+
+RunEvent: TypeAlias = (
     StreamEvent | TurnStartEvent | StructuredDataEvent | ToolCallDoneEvent | TurnDoneEvent
-    | TurnFailedEvent
+    | TurnFailedEvent | ToolStartedEvent | ToolFinishedEvent | ApprovalRequestedEvent
+    | ApprovalDecidedEvent | CheckpointSavedEvent
 )
-"""What an :class:`AgentStreamEvent` carries: a completion event as the model streamed it, or one
-of the agent's own kinds."""
+"""What an :class:`AgentStreamEvent` carries, one tagged union (``type``): a completion event as
+the model streamed it, or one of the run's own kinds."""
 
 
 class AgentStreamEvent(msgspec.Struct, frozen=True, kw_only=True):
-    """One agent stream event: ``event`` happened in the prompt's model turn ``turn_index``
-    (0-based, counting every model call of the prompt, re-asks included)."""
+    """One run event: ``event`` happened in the prompt's model turn ``turn_index`` (0-based,
+    counting every model call of the prompt, re-asks included). A tool, approval or checkpoint
+    event carries the index of the prompt's latest model turn (the one whose calls are running),
+    ``-1`` before the prompt's first (a resumed chat's approved calls)."""
 
     turn_index: int
-    event: AgentEvent
+    event: RunEvent
 
 
 ConsumerFn: TypeAlias = Callable[[AsyncIterator[AgentStreamEvent]], Awaitable[None] | None]
+Watcher: TypeAlias = Callable[[AgentStreamEvent], None]
+"""A run-level observer called synchronously with each event of a prompt (:func:`stream_text`'s)."""
 
 
 class StreamConsumer:
@@ -142,13 +232,15 @@ class StreamHub:
     it, consumers run in ``tg`` (the prompt's own task group). :meth:`close` ends every stream, so
     each consumer sees the end; a consumer keeps running its own cleanup after that."""
 
-    __slots__ = ("_sends",)
+    __slots__ = ("_sends", "_watch")
 
     def __init__(self, consumers: list[StreamConsumer], tg: TaskGroup | None,
                  background: ConsumerHost | None = None,
                  errors: list[BaseException] | None = None,
-                 pending: list[ConsumerTask] | None = None) -> None:
+                 pending: list[ConsumerTask] | None = None,
+                 watch: Watcher | None = None) -> None:
         self._sends: list[MemoryObjectSendStream[AgentStreamEvent]] = []
+        self._watch = watch
         for c in consumers:
             send, receive = anyio.create_memory_object_stream[AgentStreamEvent](math.inf)
             self._sends.append(send)
@@ -198,7 +290,7 @@ class StreamHub:
 
     @property
     def active(self) -> bool:
-        return bool(self._sends)
+        return bool(self._sends) or self._watch is not None
 
     def emit(self, event: AgentStreamEvent) -> None:
         for send in self._sends:
@@ -206,11 +298,14 @@ class StreamHub:
                 send.send_nowait(event)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass  # that consumer stopped reading; the others still get the event
+        if self._watch is not None:
+            self._watch(event)
 
     def close(self) -> None:
         for send in self._sends:
             send.close()
         self._sends = []
+        self._watch = None
 
 
 async def close_consumers(pending: list[ConsumerTask], failure: BaseException | None) -> None:
@@ -237,7 +332,8 @@ R = TypeVar("R")
 def with_consumers(run: RunState, consumers: list[StreamConsumer],
                    body: Callable[[StreamHub | None], Awaitable[R]],
                    on_end: Callable[[bool], None] | None = None,
-                   pending: list[ConsumerTask] | None = None) -> Awaitable[R]:
+                   pending: list[ConsumerTask] | None = None,
+                   watch: Watcher | None = None) -> Awaitable[R]:
     """Run ``body(hub)`` with a generation's stream ``consumers``; the hub is closed (every
     consumer sees its end) however ``body`` ends, after ``on_end(ok)``. Without consumers there is
     no hub: a prompt nobody watches pays nothing for streaming (and without ``on_end`` either, the
@@ -245,20 +341,22 @@ def with_consumers(run: RunState, consumers: list[StreamConsumer],
     tasks the run's root hosts and the prompt returns without waiting for them: the
     awaited ones are added to ``pending`` (the generation's, waited for by
     :func:`close_consumers` when it closes). Outside one (no root host) the prompt hosts
-    them in a task group of its own and waits; a consumer's exception is re-raised as itself."""
-    if not consumers and on_end is None:
+    them in a task group of its own and waits; a consumer's exception is re-raised as itself.
+    ``watch`` (the run's :func:`stream_text` observer) is called with each event as it is
+    emitted."""
+    if not consumers and on_end is None and watch is None:
         return body(None)
-    return _with_consumers(run, consumers, body, on_end, pending)
+    return _with_consumers(run, consumers, body, on_end, pending, watch)
 
 
 async def _with_consumers(run: RunState, consumers: list[StreamConsumer],
                           body: Callable[[StreamHub | None], Awaitable[R]],
                           on_end: Callable[[bool], None] | None,
-                          pending: list[ConsumerTask] | None) -> R:
+                          pending: list[ConsumerTask] | None, watch: Watcher | None) -> R:
     background = run.background
     if not consumers or background is not None:
-        hub = None if not consumers else StreamHub(consumers, None, background,
-                                                   run.background_errors, pending)
+        hub = None if not consumers and watch is None else StreamHub(
+            consumers, None, background, run.background_errors, pending, watch)
         ok = False
         try:
             out = await body(hub)
@@ -273,7 +371,7 @@ async def _with_consumers(run: RunState, consumers: list[StreamConsumer],
     failure: BaseException | None = None
     own: list[ConsumerTask] = []
     async with anyio.create_task_group() as tg:
-        hub = StreamHub(consumers, tg, None, run.background_errors, own)
+        hub = StreamHub(consumers, tg, None, run.background_errors, own, watch)
         try:
             result.append(await body(hub))
         except anyio.get_cancelled_exc_class():

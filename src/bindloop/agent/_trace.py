@@ -13,15 +13,18 @@ from typing import Any, Final, Literal, Protocol
 
 import msgspec
 
-__all__ = ("TraceEmitter", "TraceEvent", "TraceOptions", "Tracer")
+from ._stream import RunEvent, ToolFinishedEvent, ToolStartedEvent
+
+__all__ = ("ToolSpans", "TraceEmitter", "TraceEvent", "TraceOptions", "Tracer")
 
 
-class TraceEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class TraceEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, dict=True):
     """One trace record. ``type``: ``span_start`` / ``span_end`` / ``event`` (a point event inside
     ``span_id``). ``name`` is the span name (``invoke_agent search_agent``, ``chat gpt-x``,
     ``execute_tool search``); ``attributes`` use GenAI names (``gen_ai.operation.name``,
     ``gen_ai.agent.name``, ``gen_ai.request.model``, ``gen_ai.usage.input_tokens``, ...) plus
-    ``bindloop.*`` ones. ``status`` is ``ok`` / ``error`` on a span end."""
+    ``bindloop.*`` ones. ``status`` is ``ok`` / ``error`` on a span end, and :attr:`exception`
+    the exception itself for an in-process exporter (not a field: never encoded)."""
 
     seq: int
     type: Literal["span_start", "span_end", "event"]
@@ -32,6 +35,12 @@ class TraceEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     attributes: dict[str, Any] = {}
     status: Literal["ok", "error"] | None = None
     error: str | None = None
+
+    @property
+    def exception(self) -> BaseException | None:
+        """What ended the span with ``error`` (a tool's raise, a failed turn), or ``None``."""
+        raised: BaseException | None = self.__dict__.get("raised")
+        return raised
 
 
 class TraceEmitter(Protocol):
@@ -69,10 +78,13 @@ class Tracer:
         self._seq = 0
         self._next_span = 0
 
-    def _emit(self, **fields: Any) -> None:
+    def _emit(self, raised: BaseException | None = None, **fields: Any) -> None:
         assert self._bus is not None
         self._seq += 1
-        self._bus.emit(TraceEvent(seq=self._seq, trace_id=self.trace_id, **fields))
+        event = TraceEvent(seq=self._seq, trace_id=self.trace_id, **fields)
+        if raised is not None:
+            event.__dict__["raised"] = raised
+        self._bus.emit(event)
 
     def start(self, name: str, parent: str | None, attributes: dict[str, Any]) -> str:
         self._next_span += 1
@@ -86,10 +98,47 @@ class Tracer:
     def end(self, span: str, name: str, attributes: dict[str, Any] | None = None,
             error: BaseException | None = None) -> None:
         if self.enabled:
-            self._emit(type="span_end", span_id=span, name=name, attributes=attributes or {},
-                       status="error" if error is not None else "ok",
+            self._emit(error, type="span_end", span_id=span, name=name,
+                       attributes=attributes or {}, status="error" if error is not None else "ok",
                        error=None if error is None else f"{type(error).__name__}: {error}")
 
     def event(self, span: str | None, name: str, attributes: dict[str, Any]) -> None:
         if self.enabled:
             self._emit(type="event", span_id=span or "", name=name, attributes=attributes)
+
+
+class ToolSpans:
+    """A prompt's ``execute_tool`` spans, read off its run events: a span opens at a call's
+    :class:`~bindloop.agent.ToolStartedEvent` and ends at its
+    :class:`~bindloop.agent.ToolFinishedEvent` -- with the outcome the model read (the journal data
+    :func:`~bindloop.agent.restore_snapshot` reads), or ``error`` for a raise. The same events the
+    stream carries, so a traced run and a watched one report the same calls (a journaled call a
+    replay serves included)."""
+
+    __slots__ = ("_open", "parent", "tracer")
+
+    def __init__(self, tracer: Tracer, parent: str | None) -> None:
+        self.tracer = tracer
+        self.parent = parent
+        self._open: dict[str, str] = {}  # call id -> its span
+
+    def observe(self, event: RunEvent) -> None:
+        kind = type(event)
+        if kind is ToolStartedEvent:
+            call = event.call  # type: ignore[union-attr]
+            self._open[call.id] = self.tracer.start(f"execute_tool {call.name}", self.parent, {
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
+                "gen_ai.tool.call.id": call.id})
+        elif kind is ToolFinishedEvent:
+            assert isinstance(event, ToolFinishedEvent)
+            call = event.call
+            span = self._open.pop(call.id, None)
+            if span is None:
+                return
+            name = f"execute_tool {call.name}"
+            if event.error is not None:
+                self.tracer.end(span, name, error=event.error)
+            else:
+                self.tracer.end(span, name, {
+                    "gen_ai.tool.call.id": call.id,
+                    "bindloop.tool.outcome": msgspec.to_builtins(event.outcome)})

@@ -249,7 +249,8 @@ class _Watch:
             self._emit(StructuredDataEvent(status="complete" if ok else "error",
                                            data=self._copy(self.parser.result().value),
                                            is_valid=ok))
-        self._emit(TurnDoneEvent(finish_reason=turn.finish_reason or "stop"))  # type: ignore[arg-type]
+        self._emit(TurnDoneEvent(finish_reason=turn.finish_reason or "stop",  # type: ignore[arg-type]
+                                 usage=turn.usage, cost=turn.cost))
 
 
 class TurnPort:

@@ -1,16 +1,17 @@
 """A :data:`~bindloop.hosts.asgi.Runner` over bindloop's agent API: one ``prompt_chat`` per request,
-its stream events and tool outcomes fed to the protocol encoder.
+its run events (``on_stream``: the model's stream, the tools' outcomes, the approvals) fed to the
+protocol encoder, and nothing else.
 
-- the request's transcript is the history (``equip_history``); the server's tools are equipped with a
-  middleware that reports each outcome (``ToolOutputEvent``);
+- the request's transcript is the history (``equip_history``); the server's tools are equipped as
+  they are (each outcome reaches the client as the run's ``tool_finished`` event);
 - a tool named in ``needs_approval`` is equipped with ``equip_tool(needs_approval=True)``: when the
-  model calls it, the chat suspends with the call in ``ChatResult.approvals``, reported as an
-  approval request (id ``approval-<call id>``). The client's answer comes back on the next request
+  model calls it, the chat suspends with the call in ``ChatResult.approvals``, reported as the
+  run's ``approval_requested`` event (id ``approval-<call id>``). The client's answer comes back on the next request
   (an AI SDK ``approval-responded`` part, an AG-UI resume entry): the transcript is then the
   position that chat suspended at, and ``resume_chat(decisions=...)`` continues it -- an approved
   call runs as the resumed loop's first batch (its pool, signal, middleware, ``on_tool_error``,
-  stats), a denied one is answered with the denial the model reads; calls the transcript already
-  answers keep their answers;
+  stats), a denied one is answered with the denial the model reads (the run's ``approval_decided``
+  event tells the client); calls the transcript already answers keep their answers;
 - a tool the client declared (AG-UI ``tools``) is offered to the model and left for the client to
   run: its call suspends as ``resuming_later`` (AG-UI ``pendingToolCallIds``; in the AI SDK the call
   stays ``input-available`` for the client's ``onToolCall``) and the result arrives as a tool message
@@ -23,8 +24,8 @@ commits them nowhere.)
 
 A host that can lose a run midway (a process killed) passes ``on_checkpoint``: it gets the ``ready``
 checkpoint of every settled boundary of the prompt -- the first one (the loop's) right after the
-approved calls ran, before the model is called -- once the stream consumer has fed what came
-before it; a
+approved calls ran, before the model is called -- with the encoder fed everything before it (the
+run's events reach it through ``run_with(on_event=)``, synchronously); a
 :class:`~bindloop.hosts.asgi.ChatInput` carrying one of them goes on from there (``resume_chat``),
 its approvals not run again. A run lost between an approved call and that save runs it again.
 """
@@ -43,11 +44,8 @@ from bindloop.agent import (
     ApprovalDecision,
     ApprovalError,
     ChatResult,
-    DenyCall,
+    CheckpointSavedEvent,
     ModelStreamOptions,
-    TurnDoneEvent,
-    TurnFailedEvent,
-    ToolMiddleware,
     WrappedModel,
     approve,
     create_agent,
@@ -55,7 +53,7 @@ from bindloop.agent import (
     edit_arguments,
     equip_history,
     equip_tool,
-    on_stream,
+    on_event,
     prompt_chat,
     resume_chat,
 )
@@ -63,26 +61,17 @@ from bindloop.completion import StreamEvent
 from bindloop.contracts import (
     AssistantMessage,
     Message,
-    ModelTurnResult,
     ToolMessage,
-    ToolOutcome,
     ToolSuspend,
 )
-from bindloop.errors import RunCancelledError, is_infrastructure_error
 from bindloop.loop import LoopCounters, OpenSuspend
-from bindloop.lowlevel import tool_exception_error
-from bindloop.plugins import Tool, ToolContext
+from bindloop.plugins import Tool
 from bindloop.session import (
     ApprovalRecord,
     LoopCheckpoint,
     serialize_loop_checkpoint,
 )
-from bindloop.protocols import (
-    StateSnapshotEvent,
-    ToolDeniedEvent,
-    ToolOutputEvent,
-    agent_event_input,
-)
+from bindloop.protocols import StateSnapshotEvent, agent_event_input
 
 from .asgi import ChatInput, Emit, Runner
 
@@ -111,52 +100,6 @@ class PacedModel(WrappedModel):
         async for event in self._inner.stream(messages, options):
             await anyio.sleep(self._delay)
             yield event
-
-
-class _Counted(WrappedModel):
-    """``inner`` as it is -- its extras read through, its own fold (``complete_turn``) kept --
-    counting the turns started through it."""
-
-    __slots__ = ("_turns",)
-
-    def __init__(self, inner: AgentModel, turns: _FedTurns) -> None:
-        self._turns = turns
-        super().__init__(inner)
-
-    async def _complete(self, messages: Sequence[Message], options: ModelStreamOptions,
-                        on_event: Callable[[StreamEvent], None] | None = None) -> ModelTurnResult:
-        self._turns.starting()
-        result: ModelTurnResult = await self._inner.complete_turn(  # type: ignore[attr-defined]
-            messages, options, on_event)
-        return result
-
-    async def stream(self, messages: Sequence[Message],
-                     options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
-        self._turns.starting()
-        async for event in self._inner.stream(messages, options):
-            yield event
-
-
-def _reporting(emit: Emit) -> ToolMiddleware:
-    async def handler(ctx: ToolContext, next_: Callable[[], Awaitable[ToolOutcome]]) -> ToolOutcome:
-        try:
-            outcome = await next_()
-        except Exception as exc:  # the loop answers it with its tool error: the client sees that
-            if not (isinstance(exc, RunCancelledError) or is_infrastructure_error(exc)):
-                emit(None, ToolOutputEvent(tool_call_id=ctx.call_id or "",
-                                           outcome=tool_exception_error(exc)))
-            # else: no answer at all — the prompt stops and the call runs again on resume
-            raise
-        emit(None, ToolOutputEvent(tool_call_id=ctx.call_id or "", outcome=outcome))
-        return outcome
-
-    return ToolMiddleware(name="bindloop.protocols.report", handler=handler)
-
-
-def _approval_request(call_id: str, tool: str) -> ToolOutputEvent:
-    """What a protocol encoder makes an approval request of (``approval-<call id>``)."""
-    return ToolOutputEvent(tool_call_id=call_id, approval_id=f"approval-{call_id}",
-                           outcome=ToolSuspend(mode="waiting_for_reply", detail=f"approve {tool}?"))
 
 
 def _client_tool(definition: Any) -> Tool[_AnyArgs, Any]:
@@ -234,35 +177,28 @@ def agent_runner(model: AgentModel | ModelFor, *, tools: Iterable[Tool[Any, Any]
         start, decisions = chat.checkpoint, list[ApprovalDecision]()
         agent_model = cast(AgentModel, model(chat) if callable(model) and not hasattr(model, "stream")
                            else model)
-        fed = _FedTurns(agent_model)
         if start is None:
             if chat.state is not None:
                 emit(None, StateSnapshotEvent(state=chat.state))  # the state this run starts from
             position = _suspended_at(chat, approval, max_turn_steps)
             if position is not None:
                 start, decisions = position
-                denied = {d.call_id for d in decisions if isinstance(d, DenyCall)}
-                for a in chat.approvals:  # a denied call never runs: its refusal is reported now
-                    if a.tool_call_id in denied:
-                        emit(None, ToolDeniedEvent(tool_call_id=a.tool_call_id, reason=a.reason))
-        reporting = _reporting(emit)
-        saver = None if on_checkpoint is None else fed.saver(on_checkpoint, chat)
+        saver = None if on_checkpoint is None else _saver(on_checkpoint, chat)
 
-        async def forward(stream: AsyncIterator[AgentStreamEvent]) -> None:
-            async for event in stream:
-                turn, item = agent_event_input(event)
+        def forward(event: AgentStreamEvent) -> None:
+            # Called as each event is emitted: by a save, the encoder was fed all that preceded it.
+            turn, item = agent_event_input(event)
+            if not isinstance(item, CheckpointSavedEvent):  # the host's own save: not the client's
                 emit(turn, item)
-                if isinstance(item, (TurnDoneEvent, TurnFailedEvent)):
-                    fed.turn_ended()
 
         async def handler(_: None) -> ChatResult:
             for tool in server_tools.values():
-                equip_tool(tool, middleware=[reporting], needs_approval=tool.name in approval)
+                equip_tool(tool, needs_approval=tool.name in approval)
             for definition in chat.tools:
                 if definition.name not in server_tools:
-                    equip_tool(_client_tool(definition), middleware=[reporting],
+                    equip_tool(_client_tool(definition),
                                needs_approval=definition.name in approval)
-            on_stream(forward)
+            on_event(forward)
             if start is None:
                 equip_history(chat.transcript)
                 return await prompt_chat(max_turn_steps=max_turn_steps, on_checkpoint=saver)
@@ -272,40 +208,15 @@ def agent_runner(model: AgentModel | ModelFor, *, tools: Iterable[Tool[Any, Any]
             return await resume_chat(start, on_checkpoint=saver)
 
         result = await create_agent(id=f"chat-{chat.protocol}", handler=handler,
-                                    model=fed.model if saver is not None else agent_model)(None)
-        for pending in result.approvals:  # what the run ends waiting on, asked for before or not
-            emit(None, _approval_request(pending.call_id, pending.tool))
+                                    model=agent_model)(None)
         return result.data or None
 
     return run
 
 
-class _FedTurns:
-    """Whether every event before a boundary reached ``emit``. The stream consumer runs behind the
-    loop (it reads a buffer), so a save at a boundary first waits until it has fed the end of each
-    model turn started so far: the checkpoint and what the encoder was fed then describe the same
-    point, and a continuation from the one repeats exactly the other."""
-
-    def __init__(self, inner: AgentModel) -> None:
-        self.model = _Counted(inner, self)
-        self.started = 0
-        self.ended = 0
-        self._changed = anyio.Event()
-
-    def starting(self) -> None:
-        self.started += 1
-
-    def turn_ended(self) -> None:
-        self.ended += 1
-        self._changed.set()
-        self._changed = anyio.Event()
-
-    def saver(self, save: RunSaver, chat: ChatInput) -> Callable[[LoopCheckpoint], Awaitable[None]]:
-        async def on_checkpoint(checkpoint: LoopCheckpoint) -> None:
-            if checkpoint.status != "ready":  # a suspend or the end: the run's outcome, no save
-                return
-            while self.ended < self.started:
-                await self._changed.wait()
+def _saver(save: RunSaver, chat: ChatInput) -> Callable[[LoopCheckpoint], Awaitable[None]]:
+    async def on_checkpoint(checkpoint: LoopCheckpoint) -> None:
+        if checkpoint.status == "ready":  # a suspend or the end: the run's outcome, no save
             await save(chat, checkpoint)
 
-        return on_checkpoint
+    return on_checkpoint

@@ -5,7 +5,9 @@
 core has no clock), point events into span events, ``status="error"`` into an error status. The
 ``gen_ai.*`` attributes pass through as they are. Message content — the journaled turn, tool
 outcomes and memory values that :func:`~bindloop.agent.restore_snapshot` reads — stays out of the
-spans unless ``include_content=True``.
+spans unless ``include_content=True``, and so does the exception itself (a tool's raise, as the
+run's ``tool_finished`` event carries it to the trace; a failed turn's), which is then recorded on
+its span as an OTel exception event (``record_exception``: its message and traceback).
 
     from opentelemetry import trace
     bus = OtelTraceBus(trace.get_tracer("my-app"))
@@ -85,6 +87,8 @@ class OtelTraceBus:
                 status = self._trace.Status(self._trace.StatusCode.ERROR, event.error)
                 span.set_status(status)
                 span.set_attribute("error.type", (event.error or "error").split(":", 1)[0])
+                if self._include and event.exception is not None:
+                    span.record_exception(event.exception)
             span.end()
         else:
             span = self._spans.get(event.span_id)

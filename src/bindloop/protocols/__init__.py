@@ -65,13 +65,10 @@ from ._ag_ui_types import (
 )
 from ._errors import ProtocolRequestError as ProtocolRequestError
 from ._input import (
-    AgentOnlyEvent as AgentOnlyEvent,
     DataEvent as DataEvent,
     EncoderInput as EncoderInput,
     StateDeltaEvent as StateDeltaEvent,
     StateSnapshotEvent as StateSnapshotEvent,
-    ToolDeniedEvent as ToolDeniedEvent,
-    ToolOutputEvent as ToolOutputEvent,
     agent_event_input as agent_event_input,
 )
 from ._sse import (
@@ -98,14 +95,11 @@ from ._ui_request import (
 from ._ui_stream import UIStreamEncoder as UIStreamEncoder, usage_metadata as usage_metadata
 
 __all__ = (
-    # the run events an encoder reads (_input)
-    "AgentOnlyEvent",
+    # what an encoder reads besides the agent's run events (_input)
     "DataEvent",
     "EncoderInput",
     "StateDeltaEvent",
     "StateSnapshotEvent",
-    "ToolDeniedEvent",
-    "ToolOutputEvent",
     "agent_event_input",
     # SSE framing and resumption (_sse)
     "RUN_ID_PATTERN",

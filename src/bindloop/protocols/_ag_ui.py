@@ -50,16 +50,17 @@ from ._ag_ui_types import (
     ToolCallResult,
     ToolCallStart,
 )
-from ._common import RunEncoder
+from ._common import CallOutput, RunEncoder
 from ._input import (
+    ApprovalDecidedEvent,
+    ApprovalRequestedEvent,
     StructuredDataEvent,
     DataEvent,
     EncoderInput,
     StateDeltaEvent,
     StateSnapshotEvent,
-    ToolDeniedEvent,
-    ToolOutputEvent,
 )
+from ._ui_stream import approval_id
 
 __all__ = ("AgUiEncoder",)
 
@@ -211,29 +212,35 @@ class AgUiEncoder(RunEncoder[AgUiEvent]):
         turn.calls[call.id] = AgUiToolCall(id=call.id, function=AgUiFunction(
             name=call.name, arguments=call.arguments))
 
-    def _on_output(self, event: ToolOutputEvent | ToolDeniedEvent, out: list[AgUiEvent]) -> None:
-        if isinstance(event, ToolDeniedEvent):
-            self._result(event.tool_call_id, event.reason or "the user denied this tool call",
+    def _on_output(self, event: CallOutput, out: list[AgUiEvent]) -> None:
+        if isinstance(event, ApprovalDecidedEvent):  # a denial (an approved call runs)
+            self._result(event.call_id, event.reason or "the user denied this tool call",
                          out, error=True)
             return
-        outcome = event.outcome
+        if isinstance(event, ApprovalRequestedEvent):
+            self._interrupts.append(AgUiInterrupt(
+                id=approval_id(event.call_id), reason="approval",
+                message=f"approve {event.tool}?", tool_call_id=event.call_id))
+            return
+        call_id, outcome = event.call.id, event.outcome
         if isinstance(outcome, ToolResult):
             content = outcome.content
-            self._result(event.tool_call_id,
-                         content if isinstance(content, str) else content_text(content), out)
+            self._result(call_id, content if isinstance(content, str) else content_text(content),
+                         out)
         elif isinstance(outcome, ToolError):
-            self._result(event.tool_call_id, outcome.error, out, error=True)
-        elif event.approval_id is not None:
-            self._interrupts.append(AgUiInterrupt(
-                id=event.approval_id, reason="approval", message=outcome.detail,
-                tool_call_id=event.tool_call_id))
+            self._result(call_id, outcome.error, out, error=True)
+        elif outcome is None:
+            return  # a fatal raise: the run fails, and its end says so
         elif outcome.mode == "waiting_for_reply":
             self._interrupts.append(AgUiInterrupt(
-                id=event.tool_call_id, reason="waiting_for_reply", message=outcome.detail,
-                tool_call_id=event.tool_call_id))
+                id=call_id, reason="waiting_for_reply", message=outcome.detail,
+                tool_call_id=call_id))
         else:
             # resuming_later: the result arrives from outside (a frontend tool the client runs).
-            self._pending.append(event.tool_call_id)
+            self._pending.append(call_id)
+
+    def _on_call_abandoned(self, call_id: str, name: str, out: list[AgUiEvent]) -> None:
+        out.append(ToolCallEnd(tool_call_id=call_id))  # started, so it ends; no result follows
 
     def _result(self, call_id: str, text: str, out: list[AgUiEvent], *,
                 error: bool = False) -> None:

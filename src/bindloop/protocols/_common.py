@@ -6,7 +6,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from functools import reduce
-from typing import Generic, TypeVar
+from typing import Generic, TypeAlias, TypeVar
 
 from ..completion import (
     fold_usage,
@@ -24,16 +24,22 @@ from ..textstream import TurnResetEvent, TurnTextEvent
 from ..contracts import ToolCall, TurnUsage, add_usage
 from ..errors import ProtocolError
 from ._input import (
+    ApprovalDecidedEvent,
+    ApprovalRequestedEvent,
+    CheckpointSavedEvent,
     EncoderInput,
     ToolCallDoneEvent,
-    ToolDeniedEvent,
-    ToolOutputEvent,
+    ToolFinishedEvent,
+    ToolStartedEvent,
     TurnDoneEvent,
     TurnFailedEvent,
     TurnStartEvent,
 )
 
-__all__ = ("CallSlot", "RunEncoder", "UsageLedger")
+__all__ = ("CallSlot", "CallOutput", "RunEncoder", "UsageLedger")
+
+CallOutput: TypeAlias = ToolFinishedEvent | ApprovalRequestedEvent | ApprovalDecidedEvent
+"""What a client is told about a complete call: its outcome, an approval asked for, a denial."""
 
 
 class CallSlot:
@@ -115,9 +121,11 @@ class RunEncoder(ABC, Generic[Out]):
         self._reasoning_index = -1
         self._calls: dict[tuple[int, int], CallSlot] = {}
         self._complete: set[str] = set(known_calls)
-        self._held: dict[str, list[ToolOutputEvent | ToolDeniedEvent]] = {}
+        self._held: dict[str, list[CallOutput]] = {}
         self._usage = UsageLedger()
         self._turn_finish: FinishReason | None = None
+        self._restart_turn: int | None = None
+        self._restarts = 0
         self._counter = 0
         self._started = False
         self.done = False
@@ -173,8 +181,13 @@ class RunEncoder(ABC, Generic[Out]):
         """The call is complete; ``streamed``: it was announced before (else this is its first sight)."""
 
     @abstractmethod
-    def _on_output(self, event: ToolOutputEvent | ToolDeniedEvent, out: list[Out]) -> None:
-        """A tool's outcome for a complete call."""
+    def _on_output(self, event: CallOutput, out: list[Out]) -> None:
+        """What a complete call came to: a tool's outcome (never ``None``: a fatal raise is the
+        run's failure, told by its end), an approval request, or a denial."""
+
+    @abstractmethod
+    def _on_call_abandoned(self, call_id: str, name: str, out: list[Out]) -> None:
+        """An announced call will never complete: the attempt streaming it lost the turn."""
 
     @abstractmethod
     def _on_reset(self, event: TurnResetEvent, out: list[Out]) -> None:
@@ -214,7 +227,11 @@ class RunEncoder(ABC, Generic[Out]):
                                 "run's end")
         out: list[Out] = []
         if isinstance(event, TurnStartEvent):
-            self._open_step(self._next_turn if turn_index is None else turn_index, out)
+            turn = self._next_turn if turn_index is None else turn_index
+            if turn == self._step:
+                self._restart(turn, out)  # the turn starts again: a reset
+            else:
+                self._open_step(turn, out)
             return out
         if turn_index is not None and (self._step is None or turn_index > self._step):
             self._open_step(turn_index, out)
@@ -236,11 +253,22 @@ class RunEncoder(ABC, Generic[Out]):
             if isinstance(event, FinishEvent) and event.usage is not None:
                 self._usage.record(turn, event.usage)
             self._close_parts(out)
-        elif isinstance(event, (ToolOutputEvent, ToolDeniedEvent)):
-            if event.tool_call_id in self._complete:
+        elif isinstance(event, (ToolFinishedEvent, ApprovalRequestedEvent,
+                                ApprovalDecidedEvent)):
+            if isinstance(event, ToolFinishedEvent):
+                if event.outcome is None:
+                    return out  # a fatal raise: the run fails, and its end says so
+                call_id = event.call.id
+            elif isinstance(event, ApprovalDecidedEvent) and event.approved:
+                return out  # the call runs now: its outcome is what the client is told
+            else:
+                call_id = event.call_id
+            if call_id in self._complete:
                 self._on_output(event, out)
             else:
-                self._held.setdefault(event.tool_call_id, []).append(event)
+                self._held.setdefault(call_id, []).append(event)
+        elif isinstance(event, (ToolStartedEvent, CheckpointSavedEvent)):
+            pass  # a call running and a save are nothing these protocols show
         elif isinstance(event, TurnResetEvent):
             self._on_reset(event, out)
         elif isinstance(event, TurnFailedEvent):
@@ -250,6 +278,23 @@ class RunEncoder(ABC, Generic[Out]):
         elif not isinstance(event, (ExtraEvent, ErrorEvent)):  # nothing a UI shows
             self._on_other(turn, event, out)
         return out
+
+    def _restart(self, turn: int, out: list[Out]) -> None:
+        """A second ``turn_start`` of the open step: another attempt (a route's fallback) took the
+        turn over after its events were fed. What it showed is retracted as a turn text stream's
+        reset would be (``attempt_failed``, epoch = the turn's restarts so far); its announced calls
+        not yet complete are closed as abandoned and forgotten, so the new attempt's fragments start
+        afresh."""
+        self._restarts = restarts = self._restarts + 1 if self._restart_turn == turn else 1
+        self._restart_turn = turn
+        self._on_reset(TurnResetEvent(turn_id=f"{self._id_prefix}-turn{turn}", epoch=restarts,
+                                      seq=0, reason="attempt_failed"), out)
+        self._close_parts(out)
+        for key, call in list(self._calls.items()):
+            if key[0] == turn and call.id not in self._complete:
+                if call.started:
+                    self._on_call_abandoned(call.id or "", call.name, out)
+                del self._calls[key]
 
     def _open_step(self, turn: int, out: list[Out]) -> None:
         if self._step is not None and self._step == turn:

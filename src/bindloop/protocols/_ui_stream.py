@@ -19,15 +19,15 @@ from ..textstream import TurnResetEvent
 from ..plugins import ParsedArguments, parse_tool_call_arguments
 from ..contracts import Content, ToolCall, ToolError, ToolResult, TurnUsage, content_text
 from ..errors import ProtocolError
-from ._common import RunEncoder
+from ._common import CallOutput, RunEncoder
 from ._input import (
+    ApprovalDecidedEvent,
+    ApprovalRequestedEvent,
     StructuredDataEvent,
     DataEvent,
     EncoderInput,
     StateDeltaEvent,
     StateSnapshotEvent,
-    ToolDeniedEvent,
-    ToolOutputEvent,
 )
 from ._ui_chunks import (
     UIAbort,
@@ -56,7 +56,7 @@ from ._ui_chunks import (
     UIToolOutputError,
 )
 
-__all__ = ("UIStreamEncoder", "usage_metadata")
+__all__ = ("UIStreamEncoder", "approval_id", "usage_metadata")
 
 _FINISH: Mapping[FinishReason, UIFinishReason] = MappingProxyType({
     "stop": "stop", "length": "length", "tool_calls": "tool-calls",
@@ -83,6 +83,12 @@ def usage_metadata(usage: TurnUsage) -> dict[str, Any]:
     if reasoning:
         out["outputTokenDetails"] = {"reasoningTokens": reasoning}
     return out
+
+
+def approval_id(call_id: str) -> str:
+    """The protocols' id of the approval asked for call ``call_id``: ``approval-<call id>`` (the
+    client answers it with the call id, which the approval's decision names)."""
+    return f"approval-{call_id}"
 
 
 def tool_output_text(content: Content) -> str:
@@ -207,27 +213,33 @@ class UIStreamEncoder(RunEncoder[UIChunk]):
             out.append(UIToolInputError(tool_call_id=call.id, tool_name=call.name,
                                         input=call.arguments, error_text=str(detail)))
 
-    def _on_output(self, event: ToolOutputEvent | ToolDeniedEvent, out: list[UIChunk]) -> None:
-        if isinstance(event, ToolDeniedEvent):
-            out.append(UIToolOutputDenied(tool_call_id=event.tool_call_id))
+    def _on_output(self, event: CallOutput, out: list[UIChunk]) -> None:
+        if isinstance(event, ApprovalDecidedEvent):  # a denial (an approved call runs)
+            out.append(UIToolOutputDenied(tool_call_id=event.call_id))
             return
-        outcome = event.outcome
+        if isinstance(event, ApprovalRequestedEvent):
+            out.append(UIToolApprovalRequest(approval_id=approval_id(event.call_id),
+                                             tool_call_id=event.call_id,
+                                             reason=f"approve {event.tool}?"))
+            return
+        call_id, outcome = event.call.id, event.outcome
         if isinstance(outcome, ToolResult):
-            out.append(UIToolOutputAvailable(tool_call_id=event.tool_call_id,
+            out.append(UIToolOutputAvailable(tool_call_id=call_id,
                                              output=tool_output_text(outcome.content)))
         elif isinstance(outcome, ToolError):
-            out.append(UIToolOutputError(tool_call_id=event.tool_call_id, error_text=outcome.error))
-        elif event.approval_id is not None:
-            out.append(UIToolApprovalRequest(approval_id=event.approval_id,
-                                             tool_call_id=event.tool_call_id,
-                                             reason=outcome.detail))
-        elif outcome.mode == "waiting_for_reply":
+            out.append(UIToolOutputError(tool_call_id=call_id, error_text=outcome.error))
+        elif outcome is not None and outcome.mode == "waiting_for_reply":
             # The call stays at input-available: the AI SDK's "the client answers this call"
             # state (addToolResult); the question rides beside it. (resuming_later -- a tool the
             # client runs itself -- needs nothing more: its onToolCall already has the call.)
-            out.append(UIData(type="data-bindloop-suspend", id=event.tool_call_id,
-                              data={"toolCallId": event.tool_call_id, "mode": outcome.mode,
+            out.append(UIData(type="data-bindloop-suspend", id=call_id,
+                              data={"toolCallId": call_id, "mode": outcome.mode,
                                     "detail": outcome.detail}))
+
+    def _on_call_abandoned(self, call_id: str, name: str, out: list[UIChunk]) -> None:
+        out.append(UIToolInputError(tool_call_id=call_id, tool_name=name, input=None,
+                                    error_text="the attempt streaming this call failed; another "
+                                               "took the turn over"))
 
     def _on_reset(self, event: TurnResetEvent, out: list[UIChunk]) -> None:
         self._close_text(out)
