@@ -18,7 +18,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from protocol_helpers import feed_all, run_events
 
-from bindloop.agent import ToolCallDoneEvent, TurnDoneEvent, TurnStartEvent
+from bindloop.agent import (
+    ApprovalDecidedEvent,
+    ApprovalRequestedEvent,
+    ToolCallDoneEvent,
+    ToolFinishedEvent,
+    TurnDoneEvent,
+    TurnStartEvent,
+)
 from bindloop.completion import TextEvent, ToolCallChunk, ToolCallEvent
 from bindloop.contracts import (
     AssistantMessage,
@@ -40,8 +47,6 @@ from bindloop.protocols import (
     A2aSendMessageRequest,
     A2aTaskEncoder,
     RunRecorder,
-    ToolDeniedEvent,
-    ToolOutputEvent,
     a2a_reply,
     decode_a2a_call,
     decode_a2a_params,
@@ -59,9 +64,8 @@ def _run(encoder: A2aTaskEncoder, events: list[tuple[int | None, Any]]) -> list[
     return out
 
 
-def _approval(call: ToolCall = CALL) -> ToolOutputEvent:
-    return ToolOutputEvent(tool_call_id=call.id, approval_id=f"approval-{call.id}",
-                           outcome=ToolSuspend(mode="waiting_for_reply", detail="approve?"))
+def _approval(call: ToolCall = CALL) -> ApprovalRequestedEvent:
+    return ApprovalRequestedEvent(call_id=call.id, tool=call.name, arguments=call.arguments)
 
 
 # -- the encoder ------------------------------------------------------------------------------------
@@ -99,8 +103,8 @@ def test_a_question_ends_input_required_and_an_answered_call_is_not_pending() ->
     other = ToolCall(id="c2", name="ask", arguments="{}")
     enc = A2aTaskEncoder("t1", "ctx")
     out = _run(enc, [(0, ToolCallDoneEvent(tool_call=CALL)), (0, ToolCallDoneEvent(tool_call=other)),
-                     (None, ToolOutputEvent(tool_call_id="c1", outcome=ToolResult(content="ok"))),
-                     (None, ToolOutputEvent(tool_call_id="c2", outcome=ToolSuspend(
+                     (None, ToolFinishedEvent(call=CALL, outcome=ToolResult(content="ok"))),
+                     (None, ToolFinishedEvent(call=other, outcome=ToolSuspend(
                          mode="waiting_for_reply", detail="Which city?")))]) + enc.finish()
     assert [p.kind for p in enc.pending()] == ["question"]
     assert out[-1].status_update.status.message.parts[0].text == "Which city?"
@@ -127,23 +131,48 @@ def test_a_retracted_attempt_replaces_its_artifact_with_nothing() -> None:
         ("t-text1", False, "wrong"), ("t-text1", False, ""), ("t-text2", False, "right")]
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+def _surviving_text(events: list[tuple[int | None, Any]]) -> str:
+    """The run's text less what a turn started again took back (the attempt it replaced)."""
+    kept: list[str] = []
+    attempt: list[str] = []
+    step: int | None = None
+    for turn, event in events:
+        if isinstance(event, TurnStartEvent):
+            if turn == step:
+                attempt = []  # another attempt takes the turn over
+            else:
+                kept += attempt
+                attempt, step = [], turn
+            continue
+        if turn is not None and (step is None or turn > step):
+            kept += attempt
+            attempt, step = [], turn
+        if isinstance(event, TextEvent):
+            attempt.append(event.content)
+    return "".join(kept + attempt)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 @given(run_events())
 def test_property_artifacts_carry_exactly_the_runs_text(events: list[tuple[int, Any]]) -> None:
     enc = A2aTaskEncoder("t", "c")
     out = enc.start() + feed_all(enc, events) + enc.finish()
-    streamed: dict[str, str] = {}
+    artifacts: dict[str, str] = {}
     for u in out:
         if u.artifact_update is not None:
             art = u.artifact_update
-            if not art.append:
-                assert art.artifact.artifact_id not in streamed  # no id opens twice
             text = "".join(p.text or "" for p in art.artifact.parts)
-            streamed[art.artifact.artifact_id] = streamed.get(art.artifact.artifact_id, "") + text
-    assert "".join(streamed.values()) == "".join(
-        e.content for _, e in events if isinstance(e, TextEvent))
-    assert [u.status_update.status.state for u in out if u.status_update is not None] == [
-        "TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]
+            if art.append:
+                assert art.artifact.artifact_id in artifacts  # appends follow an opening
+                artifacts[art.artifact.artifact_id] += text
+            else:
+                artifacts[art.artifact.artifact_id] = text
+    assert "".join(artifacts.values()) == _surviving_text(events)
+    states = [u.status_update.status.state for u in out if u.status_update is not None]
+    asked = {e.call_id for _, e in events if isinstance(e, ApprovalRequestedEvent)}
+    assert {p.tool_call_id for p in enc.pending()} <= asked
+    assert states == ["TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED" if enc.pending()
+                      else "TASK_STATE_COMPLETED"]
     json.loads(msgspec.json.encode(out))  # all of it is JSON
 
 
@@ -152,12 +181,12 @@ def test_property_artifacts_carry_exactly_the_runs_text(events: list[tuple[int, 
 def test_the_recorder_orders_outcomes_after_their_turn_whenever_they_came() -> None:
     rec = RunRecorder()
     second = ToolCall(id="c2", name="word_count", arguments="{}")
-    for event in [ToolOutputEvent(tool_call_id="c2", outcome=ToolError(error="boom")),
+    for event in [ToolFinishedEvent(call=second, outcome=ToolError(error="boom")),
                   TurnStartEvent(), TextEvent(content="Let me."),
                   ToolCallEvent(tool_call=ToolCallChunk(index=0, id="c1", name="delete_note")),
                   ToolCallDoneEvent(tool_call=CALL), ToolCallDoneEvent(tool_call=second),
                   TurnDoneEvent(finish_reason="tool_calls"), _approval(),
-                  ToolDeniedEvent(tool_call_id="zz")]:
+                  ApprovalDecidedEvent(call_id="zz", approved=False)]:
         rec.feed(event)
     messages = rec.messages()
     assert isinstance(messages[0], AssistantMessage)
@@ -169,7 +198,8 @@ def test_the_recorder_orders_outcomes_after_their_turn_whenever_they_came() -> N
 
 def test_the_recorder_puts_answers_to_calls_open_before_the_run_first() -> None:
     rec = RunRecorder()
-    rec.feed(ToolOutputEvent(tool_call_id="c1", outcome=ToolResult(content="deleted")))
+    rec.feed(ApprovalDecidedEvent(call_id="c1", approved=True, arguments=CALL.arguments))
+    rec.feed(ToolFinishedEvent(call=CALL, outcome=ToolResult(content="deleted")))
     rec.feed(TurnStartEvent())
     rec.feed(TextEvent(content="Done."))
     rec.feed(TurnDoneEvent(finish_reason="stop"))
@@ -186,8 +216,7 @@ def test_property_the_recorder_never_breaks_a_run_and_answers_follow_their_calls
     for _, event in events:
         rec.feed(event)
         if isinstance(event, ToolCallDoneEvent):
-            rec.feed(ToolOutputEvent(tool_call_id=event.tool_call.id,
-                                     outcome=ToolResult(content="r")))
+            rec.feed(ToolFinishedEvent(call=event.tool_call, outcome=ToolResult(content="r")))
     seen: set[str] = set()
     for m in rec.messages():
         if isinstance(m, AssistantMessage):
@@ -462,3 +491,24 @@ def test_the_card_says_where_the_json_rpc_interface_is_and_what_the_agent_can() 
                                      "extendedAgentCard": False}
     assert fixed["version"] == "2.1.0"
     assert fixed["defaultInputModes"] == ["text/plain", "application/json"]
+
+
+def test_a_denial_ends_nothing_pending_and_the_recorder_keeps_the_refusal() -> None:
+    enc = A2aTaskEncoder("t", "c", known_calls=(CALL,))
+    rec = RunRecorder()
+    denied = ApprovalDecidedEvent(call_id="c1", approved=False, reason="keep it")
+    out = enc.start() + enc.feed(denied) + enc.finish()
+    rec.feed(denied)
+    assert out[-1].status_update.status.state == "TASK_STATE_COMPLETED"
+    (refusal,) = rec.messages(open_calls=(CALL,))
+    assert isinstance(refusal, ToolMessage) and refusal.is_error and "keep it" in str(
+        refusal.content)
+
+
+def test_a_turn_started_again_retracts_the_failed_attempts_text() -> None:
+    enc = A2aTaskEncoder("t", "c")
+    out = _run(enc, [(0, TurnStartEvent()), (0, TextEvent(content="half")),
+                     (0, TurnStartEvent()), (0, TextEvent(content="whole"))])
+    arts = [u.artifact_update for u in out if u.artifact_update is not None]
+    assert [(a.artifact.artifact_id, a.append, a.artifact.parts[0].text) for a in arts] == [
+        ("t-text1", False, "half"), ("t-text1", False, ""), ("t-text2", False, "whole")]

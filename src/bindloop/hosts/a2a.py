@@ -25,9 +25,10 @@ card is public. Bodies are bounded (``max_body``, ``body_timeout_s``); errors ar
 errors whose messages name the problem, never a value, a path or an exception's text.
 
 The runner's events are read through :class:`~bindloop.protocols.A2aTaskEncoder` and
-:class:`~bindloop.protocols.RunRecorder`: completion stream events, ``TurnStartEvent``,
-``ToolCallDoneEvent``, ``TurnDoneEvent``, ``TurnFailedEvent``, ``TurnResetEvent``, and the host's
-``ToolOutputEvent`` (an approval request is one with ``approval_id``) and ``ToolDeniedEvent``.
+:class:`~bindloop.protocols.RunRecorder`: the agent's run events -- completion stream events,
+``TurnStartEvent``, ``ToolCallDoneEvent``, ``TurnDoneEvent``, ``TurnFailedEvent``,
+``ToolFinishedEvent``, ``ApprovalRequestedEvent``, ``ApprovalDecidedEvent`` -- and a turn text
+stream's ``TurnResetEvent`` (``ToolStartedEvent`` and ``CheckpointSavedEvent`` are read past).
 """
 
 from __future__ import annotations

@@ -3,12 +3,12 @@
 or its context continues it (:class:`RunRecorder`), and a client's reply to an ``input-required``
 task read as the approvals and answers it gives (:func:`a2a_reply`).
 
-What the encoder reads of the run: text (each text part of a model turn becomes one artifact,
-streamed with ``append``; a retracted attempt's text replaces it with nothing), the tool calls as
-they complete (to name an approval's tool and arguments), and the host's tool outcomes --
-a :class:`ToolOutputEvent` whose ``ToolSuspend`` carries an ``approval_id`` is an approval the
-run waits on, one ``waiting_for_reply`` without it a question; either ends the task
-``TASK_STATE_INPUT_REQUIRED`` instead of ``TASK_STATE_COMPLETED``. Reasoning, usage and tool
+What the encoder reads of the run (the agent's run events): text (each text part of a model turn
+becomes one artifact, streamed with ``append``; a retracted attempt's text -- a turn text stream's
+reset, or a turn started again by another attempt -- replaces it with nothing), the calls as they
+complete, ``ApprovalRequestedEvent`` (an approval the run ends waiting on) and
+``ToolFinishedEvent`` with a ``waiting_for_reply`` suspend (a tool's question); either ends the
+task ``TASK_STATE_INPUT_REQUIRED`` instead of ``TASK_STATE_COMPLETED``. Reasoning, usage and tool
 results are not sent (A2A has no place for them in a task's output).
 """
 
@@ -51,17 +51,19 @@ from ._a2a_types import (
     A2aTaskState,
     A2aTaskStatus,
 )
-from ._common import RunEncoder
+from ._common import CallOutput, RunEncoder
 from ._input import (
+    ApprovalDecidedEvent,
+    ApprovalRequestedEvent,
     EncoderInput,
     ToolCallDoneEvent,
-    ToolDeniedEvent,
-    ToolOutputEvent,
+    ToolFinishedEvent,
     TurnDoneEvent,
     TurnFailedEvent,
     TurnStartEvent,
 )
 from ._ui_request import ToolApproval
+from ._ui_stream import approval_id
 
 __all__ = ("A2aPending", "A2aTaskEncoder", "RunRecorder", "a2a_reply", "pending_message")
 
@@ -137,6 +139,7 @@ class A2aTaskEncoder(RunEncoder[A2aStreamResponse]):
         self._calls_seen: dict[str, ToolCall] = {c.id: c for c in known}
         self._pending: dict[str, A2aPending] = {}
         self._text_started: set[str] = set()
+        self._attempt: list[str] = []  # the text artifacts of the turn's current attempt
         self.state: A2aTaskState = "TASK_STATE_SUBMITTED"
 
     def pending(self) -> tuple[A2aPending, ...]:
@@ -191,13 +194,15 @@ class A2aTaskEncoder(RunEncoder[A2aStreamResponse]):
     # -- RunEncoder hooks ------------------------------------------------------------------
 
     def _on_step_start(self, turn: int, out: list[A2aStreamResponse]) -> None:
-        pass
+        self._attempt = []
 
     def _on_step_end(self, turn: int, out: list[A2aStreamResponse]) -> None:
         pass
 
     def _on_text_start(self, out: list[A2aStreamResponse]) -> str:
-        return self._next_id("text")
+        part_id = self._next_id("text")
+        self._attempt.append(part_id)
+        return part_id
 
     def _on_text(self, part_id: str, text: str, out: list[A2aStreamResponse]) -> None:
         first = part_id not in self._text_started
@@ -225,31 +230,33 @@ class A2aTaskEncoder(RunEncoder[A2aStreamResponse]):
     def _on_call_done(self, call: ToolCall, streamed: bool, out: list[A2aStreamResponse]) -> None:
         self._calls_seen[call.id] = call
 
-    def _on_output(self, event: ToolOutputEvent | ToolDeniedEvent,
-                   out: list[A2aStreamResponse]) -> None:
-        if isinstance(event, ToolDeniedEvent):
+    def _on_output(self, event: CallOutput, out: list[A2aStreamResponse]) -> None:
+        if isinstance(event, ApprovalRequestedEvent):
+            self._pending[event.call_id] = A2aPending(
+                kind="approval", id=approval_id(event.call_id), tool_call_id=event.call_id,
+                tool_name=event.tool, arguments=event.arguments)
             return
-        outcome = event.outcome
-        call = self._calls_seen.get(event.tool_call_id)
-        if not isinstance(outcome, ToolSuspend) or call is None:
-            self._pending.pop(event.tool_call_id, None)  # answered after all
+        if isinstance(event, ApprovalDecidedEvent):  # a denial: the call never runs
+            self._pending.pop(event.call_id, None)
             return
-        if event.approval_id is not None:
-            self._pending[call.id] = A2aPending(
-                kind="approval", id=event.approval_id, tool_call_id=call.id, tool_name=call.name,
-                arguments=call.arguments)
-        elif outcome.mode == "waiting_for_reply":
+        call, outcome = event.call, event.outcome
+        if isinstance(outcome, ToolSuspend) and outcome.mode == "waiting_for_reply":
             self._pending[call.id] = A2aPending(
                 kind="question", id=call.id, tool_call_id=call.id, tool_name=call.name,
                 arguments=call.arguments, detail=outcome.detail)
+        else:
+            self._pending.pop(call.id, None)  # answered after all
+
+    def _on_call_abandoned(self, call_id: str, name: str, out: list[A2aStreamResponse]) -> None:
+        pass  # calls are not shown: nothing to take back
 
     def _on_reset(self, event: TurnResetEvent, out: list[A2aStreamResponse]) -> None:
-        # The attempt's text is retracted: its artifact is replaced with nothing (A2A has no
-        # retraction; a replacement without ``append`` is how an artifact changes).
-        text = self._text
-        if text is not None:
-            out.append(self._artifact(text, "", append=False, last=True))
-            self._text = None
+        # The attempt's text is retracted: each of its artifacts is replaced with nothing (A2A
+        # has no retraction; a replacement without ``append`` is how an artifact changes).
+        self._text = None
+        for part_id in self._attempt:
+            out.append(self._artifact(part_id, "", append=False, last=True))
+        self._attempt = []
 
     def _on_other(self, turn: int, event: EncoderInput, out: list[A2aStreamResponse]) -> None:
         pass
@@ -259,7 +266,8 @@ class RunRecorder:
     """The canonical messages a run added to its conversation, folded from the same events an
     encoder reads: each model turn's stream events folded into its assistant message (reasoning
     kept; the calls as the loop assembled them), each tool outcome its tool message after that
-    turn, a denied call its refusal. A call still waiting (a suspend) has no message: the reply
+    turn, a denied call its refusal (``ApprovalDecidedEvent``). A call still waiting (an approval
+    asked, a suspend) has no message: the reply
     to the ``input-required`` task answers it. Outcomes may arrive before their turn's end (the
     stream is read behind the loop); they are placed after their call's turn all the same."""
 
@@ -284,17 +292,17 @@ class RunRecorder:
                 self._turns.append(turn.to_message())
             self._collector = TurnCollector()
             self._calls = []
-        elif isinstance(event, ToolOutputEvent):
-            outcome = event.outcome
+        elif isinstance(event, ToolFinishedEvent):
+            call, outcome = event.call, event.outcome
             if isinstance(outcome, ToolResult):
-                self._answers[event.tool_call_id] = ToolMessage(
-                    tool_call_id=event.tool_call_id, content=outcome.content)
+                self._answers[call.id] = ToolMessage(tool_call_id=call.id,
+                                                     content=outcome.content)
             elif isinstance(outcome, ToolError):
-                self._answers[event.tool_call_id] = tool_error_message(
-                    event.tool_call_id, outcome.error, outcome.kind)
-        elif isinstance(event, ToolDeniedEvent):
-            self._answers[event.tool_call_id] = tool_error_message(
-                event.tool_call_id, event.reason or "the user denied this tool call", "rejected")
+                self._answers[call.id] = tool_error_message(call.id, outcome.error, outcome.kind)
+        elif isinstance(event, ApprovalDecidedEvent):
+            if not event.approved:  # what the model reads of a denial
+                self._answers[event.call_id] = tool_error_message(
+                    event.call_id, event.reason or "the user denied this tool call", "rejected")
         elif isinstance(event, TurnTextEvent):
             pass  # the retractable view of text the turn's own events carry
         elif isinstance(event, _STREAM_EVENTS):
