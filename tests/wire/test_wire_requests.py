@@ -118,11 +118,12 @@ def expected_flow(messages: list[Message], wire: str) -> list[tuple[Any, ...]]:
     out: list[tuple[Any, ...]] = []
     for m in sanitize_history_for_provider(messages, _TARGET[wire]):  # type: ignore[arg-type]
         if isinstance(m, SystemMessage):
-            out.append(("system", m.content))
+            if not (wire == "anthropic" and isinstance(m.content, str) and not m.content.strip()):
+                out.append(("system", m.content))
         elif isinstance(m, UserMessage):
             parts = (TextPart(text=m.content),) if isinstance(m.content, str) else m.content
             out += [("text", "user", p.text) if isinstance(p, TextPart) else ("image",)
-                    for p in parts]
+                    for p in parts if not (wire == "anthropic" and _blank(p))]
         elif isinstance(m, AssistantMessage):
             parts = (TextPart(text=m.content),) if isinstance(m.content, str) else (m.content or ())
             for p in parts:
@@ -130,18 +131,27 @@ def expected_flow(messages: list[Message], wire: str) -> list[tuple[Any, ...]]:
                     fact = _reasoning_fact(p, wire)
                     if fact is not None:
                         out.append(fact)
-            text = "".join(p.text for p in parts if isinstance(p, TextPart))
+            text = "".join(p.text for p in parts
+                           if isinstance(p, TextPart) and not (wire == "anthropic" and _blank(p)))
             if text:
                 out.append(("text", "assistant", text))
             out += [("call", c.id, c.name, _val(c.arguments)) for c in m.tool_calls]
         elif isinstance(m, ToolMessage):
             error = m.is_error if wire in ("anthropic", "gemini") else None
-            out.append(("result", m.tool_call_id, m.content, error))
+            content = m.content
+            if wire == "anthropic" and isinstance(content, str) and not content.strip():
+                content = None  # the API refuses blank text: the result goes without content
+            out.append(("result", m.tool_call_id, content, error))
     if wire in ("anthropic", "gemini"):  # system is lifted out of the conversation
         out = [f for f in out if f[0] != "system"] + [f for f in out if f[0] == "system"]
     if wire == "anthropic":
         out = _results_lead_user_turns(out)
     return out
+
+
+def _blank(p: object) -> bool:
+    """Text Anthropic refuses as a block (empty or whitespace only), which its wire leaves out."""
+    return isinstance(p, TextPart) and not p.text.strip()
 
 
 def _user_side(fact: tuple[Any, ...]) -> bool:
@@ -226,7 +236,8 @@ def echo(wire: str, body: dict[str, Any]) -> list[tuple[Any, ...]]:
                 elif t == "tool_use":
                     out.append(("call", b["id"], b["name"], b["input"]))
                 elif t == "tool_result":
-                    out.append(("result", b["tool_use_id"], b["content"], b.get("is_error", False)))
+                    out.append(("result", b["tool_use_id"], b.get("content"),
+                                b.get("is_error", False)))
         out += [("system", s["text"]) for s in body.get("system", ())]
     else:
         for c in body["contents"]:

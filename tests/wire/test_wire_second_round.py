@@ -22,7 +22,7 @@ from bindloop.contracts import (
     accumulate_run,
     accumulate_turn,
 )
-from bindloop.wire import create_wire_adapter
+from bindloop.wire import AnthropicAdapter, create_wire_adapter
 from bindloop.wire._stream import decode_stream  # the test helper of this area
 
 from .wire_fixtures import fixture
@@ -366,7 +366,8 @@ def test_an_anthropic_compaction_block_goes_back_to_anthropic() -> None:
     turn = turn_of("anthropic", "stream_compaction_usage.sse")
     (part,) = turn.provider_items
     history = [UserMessage(content="continue"), turn.to_message(), UserMessage(content="next?")]
-    sent = json.loads(create_wire_adapter("anthropic").build_request(
+    # Compaction is a beta: the block goes back on an adapter that sends the beta header.
+    sent = json.loads(AnthropicAdapter(beta=("compact-2026-01-12",)).build_request(
         history, (), WireOptions(model="claude-x")).body)
     assert sent["messages"][1]["content"][0] == json.loads(part.data)
     assert sent["messages"][1]["content"][0]["type"] == "compaction"

@@ -67,6 +67,7 @@ from ._turn import (
     accumulate_turn as accumulate_turn,
     add_usage as add_usage,
     empty_run_stats as empty_run_stats,
+    price_by_model as price_by_model,
 )
 
 __all__ = (
@@ -117,6 +118,7 @@ __all__ = (
     "message_to_openai",
     "messages_from_openai",
     "messages_to_openai",
+    "price_by_model",
     "tool_error_message",
     "tool_outcome_message",
     # Untrusted JSON text, size and nesting bounded before decoding (_json_bounds).

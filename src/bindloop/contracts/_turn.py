@@ -6,9 +6,12 @@ summed and a bill must not. Times are milliseconds as read from the injected clo
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Literal, TypeAlias
 
 import msgspec
+
+from ..errors import UsageError
 
 from ._messages import (
     AssistantMessage,
@@ -38,6 +41,7 @@ __all__ = (
     "accumulate_turn",
     "add_usage",
     "empty_run_stats",
+    "price_by_model",
 )
 
 StopReason: TypeAlias = Literal[
@@ -59,14 +63,26 @@ STOP_REASONS: tuple[StopReason, ...] = (
 class UsageIteration(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One sampling pass of a single model call that the provider itemises (Anthropic's
     server-side compaction summarises the conversation in a pass of its own before the answer).
-    ``kind`` is the provider's name for the pass (``"compaction"``, ``"message"``); the token
-    fields mean what they mean on :class:`TurnUsage`."""
+    ``kind`` is the provider's name for the pass (``"compaction"``, ``"message"``,
+    ``"advisor_message"``); the token fields mean what they mean on :class:`TurnUsage`.
+
+    ``model`` is set only on a pass that **another model** ran (Anthropic's advisor tool, a
+    server-side fallback model): its tokens are billed at that model's rate, so they are kept
+    here and left out of the call's totals (price them with :func:`price_by_model`). ``None``
+    is the call's own model."""
 
     kind: str
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
     cache_write_tokens: int = 0
+    model: str | None = None
+
+    def as_usage(self) -> TurnUsage:
+        """This pass alone, as the usage of a call (what a price function reads)."""
+        return TurnUsage(input_tokens=self.input_tokens, output_tokens=self.output_tokens,
+                         cached_input_tokens=self.cached_input_tokens,
+                         cache_write_tokens=self.cache_write_tokens)
 
 
 class TurnUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -77,7 +93,10 @@ class TurnUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     bills at a premium) are parts of ``input_tokens``; ``reasoning_tokens`` (thinking the model
     did not show) is a part of ``output_tokens``. A provider that does not report a detail leaves it
     0. ``iterations`` keeps the split of a call the provider ran in several passes; the totals are
-    then their sum."""
+    then the sum of the passes of the call's own model (``model`` ``None``). A pass another model
+    ran (``UsageIteration.model`` set) is in ``iterations`` only: a price of the call's model
+    applied to the totals bills the call's model's tokens, and :func:`price_by_model` adds the
+    other models' passes at their own rates."""
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -96,6 +115,34 @@ def _passes(usage: TurnUsage) -> tuple[UsageIteration, ...]:
                            output_tokens=usage.output_tokens,
                            cached_input_tokens=usage.cached_input_tokens,
                            cache_write_tokens=usage.cache_write_tokens),)
+
+
+def price_by_model(own: Callable[[TurnUsage], int],
+                   others: Mapping[str, Callable[[TurnUsage], int]] | None = None, *,
+                   default: Callable[[TurnUsage], int] | None = None,
+                   ) -> Callable[[TurnUsage], int]:
+    """A price for ``ModelAdapter(price=...)`` that bills each model at its own rate: ``own``
+    prices the call's totals (its own model's passes), and every pass another model ran
+    (:attr:`UsageIteration.model`: an advisor, a fallback model) is priced by ``others[model]``
+    on that pass alone (:meth:`UsageIteration.as_usage`). A model ``others`` does not name is
+    priced by ``default``; without one it raises :class:`~bindloop.errors.UsageError` naming the
+    model, rather than billing its tokens at a wrong rate."""
+    table = dict(others or {})
+
+    def price(usage: TurnUsage) -> int:
+        total = own(usage)
+        for step in usage.iterations:
+            if step.model is None:
+                continue
+            rate = table.get(step.model, default)
+            if rate is None:
+                raise UsageError(
+                    f"usage holds a {step.kind!r} pass of model {step.model!r}, which "
+                    "price_by_model has no price for (pass it in `others`, or a `default`)")
+            total += rate(step.as_usage())
+        return total
+
+    return price
 
 
 def add_usage(a: TurnUsage, b: TurnUsage) -> TurnUsage:

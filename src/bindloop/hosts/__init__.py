@@ -3,9 +3,10 @@ the core's ports are answered with — the httpx and JS ``fetch`` transports, th
 and Redis stores, the ASGI apps, Temporal, OpenTelemetry and logging — and the demos and scripted
 servers the tests and ``make demo`` run.
 
-Nothing in the core imports this package. Its one name, :func:`create_model` (a model from a
-``"provider:model"`` string, :mod:`bindloop.hosts.models`), loads on first use: importing a host
-binding such as ``bindloop.hosts.sqlite_store`` does not load the wire adapters.
+Nothing in the core imports this package. Its names load on first use — :func:`create_model` (a
+model from a ``"provider:model"`` string, :mod:`bindloop.hosts.models`) and :func:`mcp_tools` (an
+MCP server's tools from its URL, :mod:`bindloop.hosts.mcp_toolset`) — so importing a host binding
+such as ``bindloop.hosts.sqlite_store`` loads neither the wire adapters nor the MCP client.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .mcp_toolset import mcp_tools as mcp_tools
     from .models import create_model as create_model
 
-__all__ = ("create_model",)
+__all__ = ("create_model", "mcp_tools")
 
 
 def __getattr__(name: str) -> Any:
@@ -23,4 +25,8 @@ def __getattr__(name: str) -> Any:
         from .models import create_model
 
         return create_model
+    if name == "mcp_tools":
+        from .mcp_toolset import mcp_tools
+
+        return mcp_tools
     raise AttributeError(f"module 'bindloop.hosts' has no attribute {name!r}")

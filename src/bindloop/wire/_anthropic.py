@@ -6,7 +6,8 @@ them — are grouped into one user message, since every ``tool_result`` must sit
 after its ``tool_use``; the results go first in that turn, as the API requires. Thinking and redacted thinking blocks are echoed with their signatures, as
 the reasoning policy allows. Usage: ``input_tokens`` counts cache reads and writes too (Anthropic
 reports them apart), ``cached_input_tokens`` is the cache reads and ``cache_write_tokens`` the
-writes; with server-side compaction the totals are the sum of ``usage.iterations``.
+writes; with server-side compaction the totals are the sum of ``usage.iterations``, except the
+passes another model ran (advisor, fallback), which are itemised with their ``model`` only.
 """
 
 from __future__ import annotations
@@ -58,8 +59,9 @@ from ._common import (
     tool_parameters,
 )
 from ._errors import IncompleteStreamError, ProviderHttpError, WireRequestError
+from ._names import OPENAI_NAMES, ToolNames
 from ._sse import SseEvent
-from ._types import Headers, HttpRequest, WireName, WireOptions
+from ._types import Headers, HttpRequest, StreamDecoder, WireName, WireOptions
 
 __all__ = ("AnthropicAdapter", "classify_anthropic_error")
 
@@ -98,6 +100,7 @@ class _Delta(msgspec.Struct):
 
 class _Iteration(msgspec.Struct):
     type: str = ""
+    model: str | None = None  # advisor_message, fallback_message: the model that ran the pass
     input_tokens: int | None = None
     output_tokens: int | None = None
     cache_read_input_tokens: int | None = None
@@ -148,26 +151,33 @@ def _merged(base: _Usage | None, update: _Usage) -> _Usage:
                      for f in _USAGE_FIELDS})
 
 
-def _iteration(it: _Iteration) -> UsageIteration:
+def _iteration(it: _Iteration, model: str | None) -> UsageIteration:
     read = it.cache_read_input_tokens or 0
     created = it.cache_creation_input_tokens or 0
+    # A pass names its model only when the API says which ran it (advisor_message,
+    # fallback_message); it is another model's when that differs from the message's own.
+    other = it.model if it.model is not None and it.model != model else None
     return UsageIteration(kind=it.type or "unknown",
                           input_tokens=(it.input_tokens or 0) + read + created,
                           output_tokens=it.output_tokens or 0, cached_input_tokens=read,
-                          cache_write_tokens=created)
+                          cache_write_tokens=created, model=other)
 
 
-def _usage(u: _Usage) -> TurnUsage:
+def _usage(u: _Usage, model: str | None = None) -> TurnUsage:
     """What the call is billed: cache reads and writes are input the API counts apart, so they are
     added into ``input_tokens`` (and kept as the details). With server-side compaction the
     top-level counts are the answer's pass only and ``iterations`` itemises every pass: the bill,
-    and so the totals, are the passes' sum."""
+    and so the totals, are the sum of the passes ``model`` (the message's) ran. A pass of another
+    model (the advisor tool's ``advisor_message``, a fallback model's ``fallback_message``) is
+    billed at that model's rate: it is kept in ``iterations`` with its ``model`` and left out of
+    the totals (``price_by_model`` prices it)."""
     if u.iterations:
-        passes = tuple(_iteration(it) for it in u.iterations)
-        return TurnUsage(input_tokens=sum(p.input_tokens for p in passes),
-                         output_tokens=sum(p.output_tokens for p in passes),
-                         cached_input_tokens=sum(p.cached_input_tokens for p in passes),
-                         cache_write_tokens=sum(p.cache_write_tokens for p in passes),
+        passes = tuple(_iteration(it, model) for it in u.iterations)
+        own = [p for p in passes if p.model is None]
+        return TurnUsage(input_tokens=sum(p.input_tokens for p in own),
+                         output_tokens=sum(p.output_tokens for p in own),
+                         cached_input_tokens=sum(p.cached_input_tokens for p in own),
+                         cache_write_tokens=sum(p.cache_write_tokens for p in own),
                          iterations=passes)
     read = u.cache_read_input_tokens or 0
     created = u.cache_creation_input_tokens or 0
@@ -182,13 +192,14 @@ class AnthropicAdapter:
     when the options give none. ``beta`` values go into ``anthropic-beta``. Schemas are sent as
     given unless ``sanitize_schemas`` (Anthropic accepts full JSON Schema)."""
 
-    __slots__ = ("_beta", "_default_max_tokens", "_sanitize")
+    __slots__ = ("_beta", "_default_max_tokens", "_names", "_sanitize")
 
     def __init__(self, *, default_max_tokens: int = 4096, beta: Sequence[str] = (),
                  sanitize_schemas: bool = False) -> None:
         self._default_max_tokens = default_max_tokens
         self._beta = tuple(beta)
         self._sanitize = sanitize_schemas
+        self._names = ToolNames(OPENAI_NAMES)  # the same pattern: ^[a-zA-Z0-9_-]{1,64}$
 
     @property
     def wire(self) -> WireName:
@@ -199,21 +210,27 @@ class AnthropicAdapter:
 
     def build_request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                       options: WireOptions) -> HttpRequest:
+        messages, tools, options = self._names.renamed(messages, tools, options)
         system: list[dict[str, Any]] = []
         turns: list[dict[str, Any]] = []
+        compaction = any(b.startswith("compact-") for b in self._beta)
         for m in prepare_history(messages, "anthropic"):
             if isinstance(m, SystemMessage):
                 text = text_of(parts_of(m.content), "a system message")
-                if text:
+                if text.strip():  # a blank system block is refused like any blank text
                     system.append({"type": "text", "text": text})
                 continue
-            role, blocks = message_blocks(m)
+            role, blocks = message_blocks(m, compaction=compaction)
             if not blocks:
                 continue
             if turns and turns[-1]["role"] == role:
                 turns[-1]["content"].extend(blocks)
             else:
                 turns.append({"role": role, "content": blocks})
+        if not turns:
+            raise WireRequestError(
+                "messages: nothing to send to the Anthropic Messages API (it needs at least one "
+                "message, and empty or whitespace-only text is left out)")
         for turn in turns:
             if turn["role"] == "user":
                 turn["content"] = results_first(turn["content"])
@@ -280,14 +297,14 @@ class AnthropicAdapter:
         events: list[StreamEvent] = []
         _whole_blocks(msg, events)
         if msg.usage is not None:
-            events.append(UsageEvent(usage=_usage(msg.usage), snapshot=True))
+            events.append(UsageEvent(usage=_usage(msg.usage, msg.model), snapshot=True))
         reason = finish_reason(msg.stop_reason, _FINISH)
         if reason is not None:
             events.append(FinishEvent(finish_reason=reason))
-        return events
+        return self._names.restore(events)
 
-    def stream_decoder(self) -> _AnthropicStreamDecoder:
-        return _AnthropicStreamDecoder()
+    def stream_decoder(self) -> StreamDecoder:
+        return self._names.decoder(_AnthropicStreamDecoder())
 
     def classify_error(self, status: int, headers: Headers, body: bytes, *,
                        now: Clock | None = None) -> ProviderHttpError:
@@ -435,14 +452,14 @@ class _AnthropicStreamDecoder:
             _whole_blocks(msg, out)
             if msg.usage is not None:
                 self._usage = _merged(self._usage, msg.usage)
-                out.append(UsageEvent(usage=_usage(self._usage), snapshot=True))
+                out.append(UsageEvent(usage=_usage(self._usage, self._model), snapshot=True))
             reason = finish_reason(msg.stop_reason, _FINISH)
             if reason is not None:
                 out.append(FinishEvent(finish_reason=reason))
         elif kind == "message_delta":
             if ev.usage is not None:
                 self._usage = _merged(self._usage, ev.usage)
-                out.append(UsageEvent(usage=_usage(self._usage), snapshot=True))
+                out.append(UsageEvent(usage=_usage(self._usage, self._model), snapshot=True))
             if ev.delta is not None and ev.delta.stop_reason is not None:
                 reason = finish_reason(ev.delta.stop_reason, _FINISH)
                 assert reason is not None

@@ -4,6 +4,8 @@ back), ``tool_choice``, and the prompt-cache breakpoints of a :class:`CachePolic
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Any
 
 from ..contracts import (
@@ -20,6 +22,7 @@ from ..contracts import (
 )
 from ._common import decode_arguments, inline_media_type, parts_of
 from ._errors import WireRequestError
+from ._names import plain_id
 from ._types import CachePolicy, ForcedTool, WireOptions
 
 __all__ = ("cache_breakpoints", "message_blocks", "results_first", "tool_choice")
@@ -84,10 +87,21 @@ def _tool_input(arguments: str) -> object:
     return value if value is not None else {"_raw_arguments": arguments}
 
 
-def message_blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
+def _blank(p: ContentPart) -> bool:
+    """A text part the API refuses as a block ("text content blocks must contain non-whitespace
+    text"): empty or whitespace only. Such parts are left out of every turn."""
+    return isinstance(p, TextPart) and not p.text.strip()
+
+
+def message_blocks(m: Message, *, compaction: bool = True) -> tuple[str, list[dict[str, Any]]]:
+    """The message's role and blocks. Empty and whitespace-only text is left out everywhere (the
+    API refuses it, and so a ``cache_control`` mark can never land on it); a message left with
+    no blocks is left out by the caller. ``compaction`` says whether the request may carry a
+    ``compaction`` block (only with a compaction beta); without it such a block is left out,
+    as another wire's item is, and the history before it is sent whole."""
     if isinstance(m, UserMessage):
         return "user", [_content_block(p) for p in parts_of(m.content)
-                        if not isinstance(p, ReasoningPart)]
+                        if not isinstance(p, ReasoningPart) and not _blank(p)]
     if isinstance(m, AssistantMessage):
         blocks: list[dict[str, Any]] = []
         for p in parts_of(m.content):
@@ -98,16 +112,20 @@ def message_blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
                     blocks.append({"type": "thinking", "thinking": p.text,
                                    "signature": p.signature or ""})
             elif isinstance(p, TextPart):
-                if p.text:  # the API refuses empty text blocks
+                if not _blank(p):  # the API refuses empty and whitespace-only text blocks
                     blocks.append({"type": "text", "text": p.text})
             elif isinstance(p, ProviderItemPart):
-                if p.wire == "anthropic":  # another wire's item means nothing here
+                # Another wire's item means nothing here; a compaction block means nothing to an
+                # endpoint without the compaction beta (the stable Messages API refuses it).
+                if p.wire == "anthropic" and (compaction or p.kind != "compaction"):
                     blocks.append(_opaque_block(p))
             else:
                 raise WireRequestError(
                     f"an assistant message carries only text here, got {type(p).__name__}")
         for call in m.tool_calls:
-            blocks.append({"type": "tool_use", "id": call.id, "name": call.name,
+            # The API takes ids of ^[a-zA-Z0-9_-]+$ only; another provider's id is sent under
+            # a deterministic plain one, the same for its result.
+            blocks.append({"type": "tool_use", "id": plain_id(call.id), "name": call.name,
                            "input": _tool_input(call.arguments)})
         return "assistant", blocks
     if isinstance(m, ToolMessage):
@@ -116,9 +134,13 @@ def message_blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
         if all(isinstance(p, TextPart) for p in parts):
             content = "".join(p.text for p in parts if isinstance(p, TextPart))
         else:
-            content = [_content_block(p) for p in parts if not isinstance(p, ReasoningPart)]
-        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id,
-                                 "content": content}
+            content = [_content_block(p) for p in parts
+                       if not isinstance(p, ReasoningPart) and not _blank(p)]
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": plain_id(m.tool_call_id)}
+        if content if isinstance(content, list) else content.strip():
+            # An empty or whitespace-only result is sent without content (the field is
+            # optional; "" is an empty text block to the API).
+            block["content"] = content
         if m.is_error:
             block["is_error"] = True
         return "user", [block]
@@ -133,6 +155,13 @@ def _opaque_block(part: ProviderItemPart) -> dict[str, Any]:
     return value
 
 
+# The media types each inline source takes (the Messages API reference: Base64ImageSource,
+# Base64PDFSource, PlainTextSource).
+IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+PDF = "application/pdf"
+PLAIN_TEXT = "text/plain"
+
+
 def _source(p: ImagePart | FilePart, missing: str) -> dict[str, Any]:
     """An image's or a document's ``source``: inline bytes first, else the URL."""
     if p.data is not None:
@@ -142,16 +171,53 @@ def _source(p: ImagePart | FilePart, missing: str) -> dict[str, Any]:
     raise WireRequestError(missing)
 
 
+def _image(p: ImagePart | FilePart, missing: str) -> dict[str, Any]:
+    source = _source(p, missing)
+    if source["type"] == "base64" and source["media_type"] not in IMAGE_TYPES:
+        raise WireRequestError(
+            f"an inline {type(p).__name__} of media_type {source['media_type']!r} cannot be an "
+            f"Anthropic image block (media_type must be one of {', '.join(IMAGE_TYPES)})")
+    return {"type": "image", "source": source}
+
+
+def _document(p: FilePart) -> dict[str, Any]:
+    """A file as the block its media type allows: a PDF (or a file by id or URL) as a
+    ``document``, plain text as a ``document`` with a ``text`` source, an image as an ``image``
+    block. Any other inline type has no block: :class:`WireRequestError`."""
+    media = inline_media_type(p) if p.file_id is None and p.data is not None else p.media_type
+    if p.file_id is None and media in IMAGE_TYPES:
+        return _image(p, "a file part needs a file_id, inline data or a url")
+    doc: dict[str, Any]
+    if p.file_id is not None:
+        doc = {"type": "file", "file_id": p.file_id}
+    elif p.data is not None and media == PLAIN_TEXT:
+        doc = {"type": "text", "media_type": PLAIN_TEXT, "data": _plain_text(p.data)}
+    elif media is not None and media != PDF:
+        raise WireRequestError(
+            f"a FilePart of media_type {media!r} has no Anthropic block: a base64 "
+            f"document takes only {PDF}, a text document {PLAIN_TEXT}, an image block "
+            f"{', '.join(IMAGE_TYPES)} (convert the file, or upload it and pass its file_id)")
+    else:
+        doc = _source(p, "a file part needs a file_id, inline data or a url")
+    out: dict[str, Any] = {"type": "document", "source": doc}
+    if p.filename:
+        out["title"] = p.filename
+    return out
+
+
+def _plain_text(data: str) -> str:
+    try:
+        return base64.b64decode(data, validate=True).decode()
+    except (binascii.Error, ValueError):  # UnicodeDecodeError is a ValueError
+        raise WireRequestError("an inline text/plain FilePart's data is not base64 of UTF-8 "
+                               "text") from None
+
+
 def _content_block(p: ContentPart) -> dict[str, Any]:
     if isinstance(p, TextPart):
         return {"type": "text", "text": p.text}
     if isinstance(p, ImagePart):
-        return {"type": "image", "source": _source(p, "an image part needs a url or inline data")}
+        return _image(p, "an image part needs a url or inline data")
     if isinstance(p, FilePart):
-        doc = ({"type": "file", "file_id": p.file_id} if p.file_id is not None
-               else _source(p, "a file part needs a file_id, inline data or a url"))
-        out: dict[str, Any] = {"type": "document", "source": doc}
-        if p.filename:
-            out["title"] = p.filename
-        return out
+        return _document(p)
     raise WireRequestError(f"cannot send a {type(p).__name__} in a user turn")

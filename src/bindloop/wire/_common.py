@@ -61,10 +61,47 @@ SSE_ACCEPT: tuple[tuple[str, str], ...] = (("accept", "text/event-stream"),)
 
 
 def encode_body(body: dict[str, Any], options: WireOptions) -> bytes:
-    """The JSON body, with ``options.extra_body`` merged over the top level last."""
+    """The JSON body, with ``options.extra_body`` merged over the top level last. A string that
+    is not Unicode text (a lone surrogate, which no UTF-8 body can carry) raises
+    :class:`~bindloop.wire.WireRequestError` naming where it sits (``messages[1].content``)."""
     if options.extra_body:
         body = {**body, **options.extra_body}
-    return _ENCODER.encode(body)
+    try:
+        return _ENCODER.encode(body)
+    except UnicodeEncodeError:
+        where = _surrogate_path(body, "") or "the body"
+        raise WireRequestError(
+            f"the request's {where} holds a lone surrogate (a str that is not Unicode text); "
+            "no JSON body can carry it: repair the text (e.g. encode('utf-8', 'replace')) "
+            "before sending") from None
+
+
+def _surrogate_path(value: object, path: str) -> str | None:
+    """Where the first string holding a lone surrogate is (a key or a value), as a JSON path."""
+    if isinstance(value, str):
+        return path if not _is_text(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            step = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str) and not _is_text(key):
+                return f"{path or 'body'} key {key.encode('utf-8', 'backslashreplace')!r}"
+            found = _surrogate_path(item, step)
+            if found is not None:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found = _surrogate_path(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return None
+
+
+def _is_text(value: str) -> bool:
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def decode_json(data: bytes | str, decoder: msgspec.json.Decoder[Any], what: str) -> Any:
@@ -93,7 +130,9 @@ def decode_arguments(arguments: str) -> dict[str, Any] | None:
     it is not one (not JSON, not an object, or nested too deeply to decode)."""
     try:
         value = _ANY.decode(arguments) if arguments.strip() else {}
-    except (msgspec.DecodeError, RecursionError):
+    except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
+        # A lone surrogate is not JSON text either; the raw text then fails the body's encoding,
+        # which names where it sits.
         return None
     return value if isinstance(value, dict) else None
 

@@ -67,9 +67,10 @@ from ._errors import (
 )
 from ._gemini_calls import FunctionCall, StreamedCall
 from ._gemini_errors import classify_gemini_error
+from ._names import GEMINI_NAMES, ToolNames
 from ._secrets import scrub_shapes
 from ._sse import SseEvent
-from ._types import ForcedTool, Headers, HttpRequest, WireName, WireOptions
+from ._types import ForcedTool, Headers, HttpRequest, StreamDecoder, WireName, WireOptions
 
 __all__ = ("GeminiAdapter", "classify_gemini_error", "gemini_schema")
 
@@ -272,11 +273,12 @@ class _TurnState:
 class GeminiAdapter:
     """The Gemini API wire. ``api_version`` is the path prefix (``v1beta``)."""
 
-    __slots__ = ("_api_version", "_sanitize")
+    __slots__ = ("_api_version", "_names", "_sanitize")
 
     def __init__(self, *, api_version: str = "v1beta", sanitize_schemas: bool = True) -> None:
         self._api_version = api_version
         self._sanitize = sanitize_schemas
+        self._names = ToolNames(GEMINI_NAMES)
 
     @property
     def wire(self) -> WireName:
@@ -287,6 +289,7 @@ class GeminiAdapter:
 
     def build_request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                       options: WireOptions) -> HttpRequest:
+        messages, tools, options = self._names.renamed(messages, tools, options)
         system: list[dict[str, Any]] = []
         contents: list[dict[str, Any]] = []
         names: dict[str, str] = {}
@@ -347,7 +350,8 @@ class GeminiAdapter:
             if r.budget_tokens is not None:
                 thinking["thinkingBudget"] = r.budget_tokens
             elif r.effort is not None:
-                thinking["thinkingLevel"] = "low" if r.effort in ("minimal", "low") else "high"
+                # Gemini 3 has all four levels (MINIMAL, LOW, MEDIUM, HIGH): each is sent as asked.
+                thinking["thinkingLevel"] = r.effort
             generation["thinkingConfig"] = thinking
         if generation:
             body["generationConfig"] = generation
@@ -384,10 +388,10 @@ class GeminiAdapter:
         if reason is None:
             raise IncompleteStreamError("the Gemini response has no finish reason")
         events.append(FinishEvent(finish_reason=reason))
-        return events
+        return self._names.restore(events)
 
-    def stream_decoder(self) -> _GeminiStreamDecoder:
-        return _GeminiStreamDecoder()
+    def stream_decoder(self) -> StreamDecoder:
+        return self._names.decoder(_GeminiStreamDecoder())
 
     def classify_error(self, status: int, headers: Headers, body: bytes, *,
                        now: Clock | None = None) -> ProviderHttpError:

@@ -47,8 +47,9 @@ from ._common import (
     tool_parameters,
 )
 from ._errors import IncompleteStreamError, ProviderHttpError, WireRequestError
+from ._names import OPENAI_NAMES, ToolNames, short_id
 from ._sse import SseEvent
-from ._types import ForcedTool, Headers, HttpRequest, WireName, WireOptions
+from ._types import ForcedTool, Headers, HttpRequest, StreamDecoder, WireName, WireOptions
 
 __all__ = ("OpenAIChatAdapter", "classify_openai_error")
 
@@ -153,12 +154,13 @@ class OpenAIChatAdapter:
     :func:`~bindloop.schema.sanitize_tool_schema` (strict mode rejects the whole request otherwise).
     """
 
-    __slots__ = ("_max_tokens_field", "_sanitize")
+    __slots__ = ("_max_tokens_field", "_names", "_sanitize")
 
     def __init__(self, *, max_tokens_field: Literal["max_completion_tokens", "max_tokens"] =
                  "max_completion_tokens", sanitize_schemas: bool = True) -> None:
         self._max_tokens_field = max_tokens_field
         self._sanitize = sanitize_schemas
+        self._names = ToolNames(OPENAI_NAMES)
 
     @property
     def wire(self) -> WireName:
@@ -171,6 +173,7 @@ class OpenAIChatAdapter:
 
     def build_request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                       options: WireOptions) -> HttpRequest:
+        messages, tools, options = self._names.renamed(messages, tools, options)
         body: dict[str, Any] = {
             "model": options.model,
             "messages": [_message(m) for m in prepare_history(messages, "openai")],
@@ -236,10 +239,10 @@ class OpenAIChatAdapter:
         events = _message_events(resp.choices[0], resp.model)
         if resp.usage is not None:
             events.append(UsageEvent(usage=_usage(resp.usage)))
-        return events
+        return self._names.restore(events)
 
-    def stream_decoder(self) -> _ChatStreamDecoder:
-        return _ChatStreamDecoder()
+    def stream_decoder(self) -> StreamDecoder:
+        return self._names.decoder(_ChatStreamDecoder())
 
     def classify_error(self, status: int, headers: Headers, body: bytes, *,
                        now: Clock | None = None) -> ProviderHttpError:
@@ -370,12 +373,23 @@ class _ChatStreamDecoder:
 
 # -- requests: messages --------------------------------------------------------------------------
 
+_CALL_ID_MAX = 40  # the API's 400: "'messages[N].tool_calls[0].id': ... maximum length 40"
+
+
 def _message(m: Message) -> dict[str, Any]:
     # The request form is the contracts codec's, beside the stored form it shares its parts with.
     try:
-        return message_to_openai_request(m)
+        out = message_to_openai_request(m)
     except TranscriptFormatError as exc:
         raise WireRequestError(str(exc)) from None
+    # A longer call id (another provider's, a gateway's) goes shortened, alike for the call and
+    # its result, so they still pair; the API's answers carry ids it mints itself.
+    if "tool_calls" in out:
+        for call in out["tool_calls"]:
+            call["id"] = short_id(call["id"], _CALL_ID_MAX)
+    elif "tool_call_id" in out:
+        out["tool_call_id"] = short_id(out["tool_call_id"], _CALL_ID_MAX)
+    return out
 
 
 # -- errors --------------------------------------------------------------------------------------

@@ -69,9 +69,10 @@ from ._errors import (
     WireDecodeError,
     WireRequestError,
 )
+from ._names import OPENAI_NAMES, ToolNames, short_id
 from ._openai_chat import classify_openai_error
 from ._sse import SseEvent
-from ._types import ForcedTool, Headers, HttpRequest, WireName, WireOptions
+from ._types import ForcedTool, Headers, HttpRequest, StreamDecoder, WireName, WireOptions
 
 __all__ = ("OpenAIResponsesAdapter",)
 
@@ -223,11 +224,12 @@ class OpenAIResponsesAdapter:
     """The Responses wire. ``store`` is sent as given (``None`` omits it);
     ``sanitize_schemas`` as for :class:`OpenAIChatAdapter`."""
 
-    __slots__ = ("_sanitize", "_store")
+    __slots__ = ("_names", "_sanitize", "_store")
 
     def __init__(self, *, store: bool | None = False, sanitize_schemas: bool = True) -> None:
         self._store = store
         self._sanitize = sanitize_schemas
+        self._names = ToolNames(OPENAI_NAMES)
 
     @property
     def wire(self) -> WireName:
@@ -240,6 +242,7 @@ class OpenAIResponsesAdapter:
                       options: WireOptions) -> HttpRequest:
         if options.stop:
             raise WireRequestError("the Responses API has no stop sequences")
+        messages, tools, options = self._names.renamed(messages, tools, options)
         items: list[Any] = []
         for m in prepare_history(messages, "openai"):
             self._items(m, items)
@@ -324,10 +327,12 @@ class OpenAIResponsesAdapter:
             if text:
                 items.append({"role": "assistant", "content": "".join(text)})
             for call in m.tool_calls:
-                items.append({"type": "function_call", "call_id": call.id, "name": call.name,
-                              "arguments": call.arguments})
+                # call_id has maxLength 64; a longer id (another provider's, a gateway's) is
+                # sent shortened, the same way for the call and its output.
+                items.append({"type": "function_call", "call_id": short_id(call.id),
+                              "name": call.name, "arguments": call.arguments})
         elif isinstance(m, ToolMessage):
-            items.append({"type": "function_call_output", "call_id": m.tool_call_id,
+            items.append({"type": "function_call_output", "call_id": short_id(m.tool_call_id),
                           "output": text_of(parts_of(m.content), "a tool result")})
         else:
             raise WireRequestError(f"not a message: {type(m).__name__}")
@@ -375,10 +380,10 @@ class OpenAIResponsesAdapter:
         if resp.usage is not None:
             events.append(UsageEvent(usage=_usage(resp.usage)))
         events.append(FinishEvent(finish_reason=_finish(resp, called, refused)))
-        return events
+        return self._names.restore(events)
 
-    def stream_decoder(self) -> _ResponsesStreamDecoder:
-        return _ResponsesStreamDecoder()
+    def stream_decoder(self) -> StreamDecoder:
+        return self._names.decoder(_ResponsesStreamDecoder())
 
     def classify_error(self, status: int, headers: Headers, body: bytes, *,
                        now: Clock | None = None) -> ProviderHttpError:
