@@ -328,9 +328,12 @@ def test_the_sdk_subscribes_to_a_running_task_and_reads_it_to_its_end(served: An
                 message=Message(message_id="m", role=Role.ROLE_USER, parts=[Part(text="go")]),
                 configuration=SendMessageConfiguration(return_immediately=True)))]
             task_id = started[-1].task.id
-            threading.Timer(0.3, release.set).start()
             try:
-                return [e async for e in client.subscribe(SubscribeToTaskRequest(id=task_id))]
+                events = []
+                async for event in client.subscribe(SubscribeToTaskRequest(id=task_id)):
+                    events.append(event)
+                    release.set()  # subscribed (the task came first): let the run end
+                return events
             finally:
                 await client.close()
                 await http.aclose()
