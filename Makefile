@@ -145,6 +145,12 @@ bench-mcp: venv
 	$(PY) bench/mcp_client.py
 	$(PY) bench/mcp_server.py
 
+## A2A 1.0 on CPython: time to first byte and server CPU per request (SendStreamingMessage,
+## SendMessage, GetTask) beside POST /api/chat of the same agent.
+.PHONY: bench-a2a
+bench-a2a: venv
+	$(PY) bench/a2a.py
+
 bench-peers: venv
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) bench/loop_overhead.py --peers

@@ -92,7 +92,7 @@ class ChatInput(msgspec.Struct, frozen=True, kw_only=True):
     its approvals were applied and its state sent then, so neither happens again."""
 
     chat_id: str
-    protocol: Literal["ui", "ag-ui"]
+    protocol: Literal["ui", "ag-ui", "a2a"]
     transcript: tuple[Message, ...]
     tools: tuple[ToolDefinition, ...] = ()
     approvals: tuple[ToolApproval, ...] = ()
