@@ -14,7 +14,7 @@ test: test-clients protocols-pyodide
 clean: clients-clean
 
 clients-clean:
-	rm -rf clients/node_modules clients/v7/node_modules clients/dist
+	rm -rf clients/node_modules clients/v7/node_modules clients/a2a/node_modules clients/dist
 
 clients/node_modules/.package-lock.json: clients/package.json $(wildcard clients/package-lock.json)
 	cd clients && if [ -f package-lock.json ]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi
@@ -24,14 +24,20 @@ clients/v7/node_modules/.package-lock.json: clients/v7/package.json clients/v7/p
 	cd clients/v7 && npm ci --no-audit --no-fund
 	touch $@
 
-clients-node: clients/node_modules/.package-lock.json clients/v7/node_modules/.package-lock.json
+clients/a2a/node_modules/.package-lock.json: clients/a2a/package.json clients/a2a/package-lock.json
+	cd clients/a2a && npm ci --no-audit --no-fund
+	touch $@
+
+clients-node: clients/node_modules/.package-lock.json clients/v7/node_modules/.package-lock.json \
+	clients/a2a/node_modules/.package-lock.json
 
 ## The AI SDK's DefaultChatTransport / readUIMessageStream and AG-UI's HttpAgent (with its event
 ## verifier) against the host: whole runs, a connection cut mid-stream and resumed, approvals,
 ## client-side tools, stop; run logs in memory and in SQLite; then useChat in headless Chromium
 ## with an approval clicked through. The AI SDK scenarios run once per major (ai@6, ai@7).
 test-clients: venv clients-node $(CHROMIUM)
-	BINDLOOP_REQUIRE_CLIENTS=1 $(PY) -m pytest tests/protocols/test_npm_clients.py -q
+	BINDLOOP_REQUIRE_CLIENTS=1 $(PY) -m pytest tests/protocols/test_npm_clients.py \
+		tests/protocols/test_a2a_js.py -q
 
 ## The protocol host on http://127.0.0.1:8787 over a scripted model (PORT=..., DELAY=... seconds
 ## before each event): a useChat page at / (bundled offline by esbuild), POST /api/chat for the
