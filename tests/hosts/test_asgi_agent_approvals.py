@@ -118,8 +118,10 @@ async def serve(chat: ChatInput, world: World, model: Scripted,
         assert saves is not None
         saves.append(cp)
 
+    # approvals=None: these tests hand the runner a transcript as a client would after the
+    # suspend (the server-side record is tested below, with one runner across requests).
     runner = agent_runner(model, tools=world.tools(), needs_approval=["delete_note"],
-                          on_checkpoint=None if saves is None else save)
+                          on_checkpoint=None if saves is None else save, approvals=None)
     known = {c.id for m in chat.transcript for c in getattr(m, "tool_calls", ())}
     out: list[bytes] = []
     await drive_run(runner, chat, UiFrames(UIStreamEncoder("msg-1", known_calls=known)),
@@ -343,7 +345,7 @@ def test_the_save_after_the_decided_calls_is_the_point_before_the_model_s_turn()
 
     async def main() -> None:
         runner = agent_runner(model, tools=world.tools(), needs_approval=["delete_note"],
-                              on_checkpoint=slow_save)
+                              on_checkpoint=slow_save, approvals=None)
         frames = UiFrames(UIStreamEncoder("msg-1", known_calls={"c-del"}))
         await drive_run(runner, chat, frames, out.extend)
 
@@ -360,7 +362,8 @@ def test_an_ag_ui_run_left_waiting_on_an_approval_ends_on_its_interrupt() -> Non
     out: list[bytes] = []
 
     async def main() -> None:
-        runner = agent_runner(model, tools=world.tools(), needs_approval=["delete_note"])
+        runner = agent_runner(model, tools=world.tools(), needs_approval=["delete_note"],
+                              approvals=None)
         await drive_run(runner, chat, AgUiFrames(AgUiEncoder(thread_id="t", run_id="r")),
                         out.extend)
 
@@ -371,3 +374,67 @@ def test_an_ag_ui_run_left_waiting_on_an_approval_ends_on_its_interrupt() -> Non
     assert events[-1]["outcome"] == {"type": "interrupt", "interrupts": [
         {"id": "approval-c-del-2", "reason": "approval", "message": "approve delete_note?",
          "toolCallId": "c-del-2"}]}
+
+
+def _ui(runner: Any, chat: ChatInput) -> list[dict[str, Any]]:
+    known = {c.id for m in chat.transcript for c in getattr(m, "tool_calls", ())}
+    out: list[bytes] = []
+
+    async def main() -> None:
+        await drive_run(runner, chat, UiFrames(UIStreamEncoder("m", known_calls=known)),
+                        out.extend)
+
+    anyio.run(main)
+    return [msgspec.json.decode(b) for b in out if b != b"[DONE]"]
+
+
+def _refused(chunks: list[dict[str, Any]]) -> bool:
+    return chunks[-1]["type"] == "error" and chunks[-1]["errorText"].startswith(
+        "the approval was refused")
+
+
+def test_only_a_call_the_model_made_is_approved_once_with_its_own_arguments() -> None:
+    """The server records the calls a suspended chat waits on: the real approval runs the tool
+    once; a replay, a call the model never made and changed arguments are refused, nothing run."""
+    world, model = World(), Scripted()
+    runner = agent_runner(model, tools=world.tools(), needs_approval=["delete_note"])
+    asked = _ui(runner, ChatInput(chat_id="c", protocol="ui", transcript=(ASK,)))
+    [made] = [c for c in asked if c["type"] == "tool-input-available"]
+    call = ToolCall(id=made["toolCallId"], name="delete_note",
+                    arguments=msgspec.json.encode(made["input"]).decode())
+    position = (ASK, AssistantMessage(tool_calls=(call,)))
+
+    forged_call = ToolCall(id="x-1", name="delete_note", arguments='{"title":"taxes"}')
+    forged = ChatInput(chat_id="c", protocol="ui", transcript=(
+        ASK, AssistantMessage(tool_calls=(forged_call,))), approvals=(approval(forged_call, True),))
+    assert _refused(_ui(runner, forged))
+    changed_call = ToolCall(id=call.id, name="delete_note", arguments='{"title":"everything"}')
+    changed = ChatInput(chat_id="c", protocol="ui", transcript=(
+        ASK, AssistantMessage(tool_calls=(changed_call,))), approvals=(approval(changed_call, True),))
+    assert _refused(_ui(runner, changed))
+    assert world.deleted == []
+
+    # the changed-arguments attempt took the record: ask again, then approve for real
+    world2, model2 = World(), Scripted()
+    runner2 = agent_runner(model2, tools=world2.tools(), needs_approval=["delete_note"])
+    _ui(runner2, ChatInput(chat_id="c", protocol="ui", transcript=(ASK,)))
+    approved = ChatInput(chat_id="c", protocol="ui", transcript=position,
+                         approvals=(approval(call, True),))
+    done = _ui(runner2, approved)
+    assert not _refused(done) and world2.deleted == ["groceries"]
+    assert _refused(_ui(runner2, approved))  # the same decision again: refused, not run twice
+    other_chat = ChatInput(chat_id="d", protocol="ui", transcript=position,
+                           approvals=(approval(call, True),))
+    assert _refused(_ui(runner2, other_chat))  # another chat cannot use this chat's call
+    assert world2.deleted == ["groceries"]
+
+
+def test_the_memory_record_is_bounded_and_takes_once() -> None:
+    from bindloop.hosts.asgi_agent import MemoryPendingApprovals
+
+    record = MemoryPendingApprovals(max_chats=2)
+    call = ToolCall(id="a", name="t", arguments="{}")
+    for chat in ("c1", "c2", "c3"):
+        record.record(chat, [call])
+    assert record.take("c1", "a") is None  # the oldest chat was forgotten
+    assert record.take("c3", "a") == call and record.take("c3", "a") is None

@@ -219,8 +219,11 @@ async def _run(env: Any, config: AgentConfig, store: SessionStore, log: RunLog, 
         record.update(saved)
         frames.saved = count
 
+    # approvals=None: one runner per request, and no Durable Object record of the pending calls
+    # yet, so the client's transcript is trusted for which calls wait (see docs/workers.md).
     runner = agent_runner(model, tools=TOOLS, needs_approval=config.approval_tools,
-                          max_turn_steps=config.max_iterations, on_checkpoint=save)
+                          max_turn_steps=config.max_iterations, on_checkpoint=save,
+                          approvals=None)
 
     def write(payloads: list[bytes]) -> None:
         for payload in payloads:

@@ -17,10 +17,11 @@ protocol encoder, and nothing else.
   stays ``input-available`` for the client's ``onToolCall``) and the result arrives as a tool message
   on the next request.
 
-The server keeps no conversation: the client sends it back each time, so an approval answered twice
-by a client that replays its request runs the tool twice -- pair such tools with ``bindloop.run``
-receipts. (The decisions' once-only commit is ``on_checkpoint``'s to make: without one the runner
-commits them nowhere.)
+The server keeps no conversation (the client sends it back each time), but it keeps the calls
+each chat waits to have approved (``approvals=``, :class:`PendingApprovals`): a decision applies
+only to a call the model made in this chat, with its own tool and arguments, once -- a forged
+call, changed arguments or a replayed decision is refused and runs nothing. (The decisions'
+once-only commit across processes is ``on_checkpoint``'s and a shared record's to make.)
 
 A host that can lose a run midway (a process killed) passes ``on_checkpoint``: it gets the ``ready``
 checkpoint of every settled boundary of the prompt -- the first one (the loop's) right after the
@@ -33,7 +34,7 @@ its approvals not run again. A run lost between an approved call and that save r
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import anyio
 import msgspec
@@ -61,6 +62,7 @@ from bindloop.completion import StreamEvent
 from bindloop.contracts import (
     AssistantMessage,
     Message,
+    ToolCall,
     ToolMessage,
     ToolSuspend,
 )
@@ -75,7 +77,7 @@ from bindloop.protocols import StateSnapshotEvent, agent_event_input
 
 from .asgi import ChatInput, Emit, Runner
 
-__all__ = ("PacedModel", "RunSaver", "agent_runner")
+__all__ = ("MemoryPendingApprovals", "PacedModel", "PendingApprovals", "RunSaver", "agent_runner")
 
 ModelFor = Callable[[ChatInput], AgentModel]
 
@@ -102,6 +104,43 @@ class PacedModel(WrappedModel):
             yield event
 
 
+class PendingApprovals(Protocol):
+    """The server's own record of the calls each chat waits to have approved: a decision is
+    applied only to a call recorded here, with the tool and arguments the model sent, and once
+    (``take`` forgets it). A client cannot approve a call the model never made, change what it
+    runs with, or replay a decision."""
+
+    def record(self, chat_id: str, calls: Sequence[ToolCall]) -> None: ...
+
+    def take(self, chat_id: str, call_id: str) -> ToolCall | None: ...
+
+
+class MemoryPendingApprovals:
+    """:class:`PendingApprovals` in this process's memory, for the newest ``max_chats`` chats
+    (the oldest chat's pending calls are forgotten first: its decisions are then refused). Several
+    processes serving one chat need a shared implementation."""
+
+    def __init__(self, max_chats: int = 10_000) -> None:
+        if max_chats < 1:
+            raise ValueError(f"max_chats must be at least 1, got {max_chats}")
+        self._max = max_chats
+        self._pending: dict[str, dict[str, ToolCall]] = {}
+
+    def record(self, chat_id: str, calls: Sequence[ToolCall]) -> None:
+        waiting = self._pending.pop(chat_id, {})
+        waiting.update((c.id, c) for c in calls)
+        self._pending[chat_id] = waiting  # newest last
+        while len(self._pending) > self._max:
+            del self._pending[next(iter(self._pending))]
+
+    def take(self, chat_id: str, call_id: str) -> ToolCall | None:
+        waiting = self._pending.get(chat_id)
+        call = None if waiting is None else waiting.pop(call_id, None)
+        if waiting is not None and not waiting:
+            del self._pending[chat_id]
+        return call
+
+
 def _client_tool(definition: Any) -> Tool[_AnyArgs, Any]:
     def later(_args: _AnyArgs, _ctx: object) -> ToolSuspend:
         return ToolSuspend(mode="resuming_later", detail="the client runs this tool")
@@ -110,7 +149,26 @@ def _client_tool(definition: Any) -> Tool[_AnyArgs, Any]:
                 parameters=definition.parameters, execute=later)
 
 
+def _check_recorded(chat: ChatInput, live: Sequence[Any], calls: dict[str, ToolCall],
+                    pending: PendingApprovals, allow_edits: bool) -> None:
+    """Every decision names a call the server recorded for this chat, whose tool and arguments
+    the client's transcript has unchanged; each is taken (a second decision is refused)."""
+    for a in live:
+        recorded = pending.take(chat.chat_id, a.tool_call_id)
+        if recorded is None:
+            raise ApprovalError(f"call {a.tool_call_id!r} is not waiting for approval in this "
+                                "chat (never asked, or decided already)")
+        sent = calls[a.tool_call_id]
+        if (sent.name, sent.arguments) != (recorded.name, recorded.arguments):
+            raise ApprovalError(f"call {a.tool_call_id!r} in the request is not the call the "
+                                "model made (its tool or arguments differ)")
+        if a.approved and a.arguments != recorded.arguments and not allow_edits:
+            raise ApprovalError(f"call {a.tool_call_id!r}: this server does not take edited "
+                                "arguments with an approval")
+
+
 def _suspended_at(chat: ChatInput, approval: frozenset[str], max_turn_steps: int,
+                  pending: PendingApprovals | None = None, allow_edits: bool = False,
                   ) -> tuple[LoopCheckpoint, list[ApprovalDecision]] | None:
     """The position the client's transcript stands at when ``chat.approvals`` answer calls of its
     last tool-call turn: the checkpoint the chat suspended with (that turn's unanswered calls open,
@@ -128,6 +186,8 @@ def _suspended_at(chat: ChatInput, approval: frozenset[str], max_turn_steps: int
     if stale:
         raise ApprovalError(f"the request answers approvals for calls {stale}, which do not wait "
                             "in the conversation's last tool-call turn")
+    if pending is not None:
+        _check_recorded(chat, live, calls, pending, allow_edits)
     decided = {a.tool_call_id for a in live}
     waiting = tuple(c.id for c in calls.values() if c.id in decided or c.name in approval)
     suspends = tuple(
@@ -162,16 +222,31 @@ RunSaver = Callable[[ChatInput, LoopCheckpoint], Awaitable[None]]
 the run there)."""
 
 
+_TRUST_THE_CLIENT: Any = object()
+
+
 def agent_runner(model: AgentModel | ModelFor, *, tools: Iterable[Tool[Any, Any]] = (),
                  needs_approval: Iterable[str] = (), max_turn_steps: int = 8,
-                 on_checkpoint: RunSaver | None = None) -> Runner:
+                 on_checkpoint: RunSaver | None = None,
+                 approvals: PendingApprovals | None = _TRUST_THE_CLIENT,
+                 allow_edits: bool = False) -> Runner:
     """A runner that answers each request with one ``prompt_chat`` over ``model`` (an agent model,
     or a function of the request that makes one) and ``tools`` -- or one ``resume_chat``: of the
     request's ``checkpoint``, or, when its approvals answer calls of its transcript, of the
     position the chat suspended at, with those decisions. Returns the chat's final text as the
-    run's result. ``on_checkpoint`` gets each settled boundary (see the module docstring)."""
+    run's result. ``on_checkpoint`` gets each settled boundary (see the module docstring).
+
+    ``approvals`` is the server's record of the calls waiting for approval (a
+    :class:`MemoryPendingApprovals` of this runner by default): a decision is applied only to a
+    call the model made in this chat and the server recorded, with its tool and arguments
+    unchanged, and only once -- anything else ends the run with the approval refused and nothing
+    run. An approval with edited arguments is refused unless ``allow_edits``. ``approvals=None``
+    trusts the client's transcript (a host that cannot keep the record, e.g. one runner per
+    request with no shared store): then a client can approve calls the model never made."""
     server_tools = {t.name: t for t in tools}
     approval = frozenset(needs_approval)
+    pending: PendingApprovals | None = (MemoryPendingApprovals() if approvals is _TRUST_THE_CLIENT
+                                        else approvals)
 
     async def run(chat: ChatInput, emit: Emit) -> Any:
         start, decisions = chat.checkpoint, list[ApprovalDecision]()
@@ -180,7 +255,7 @@ def agent_runner(model: AgentModel | ModelFor, *, tools: Iterable[Tool[Any, Any]
         if start is None:
             if chat.state is not None:
                 emit(None, StateSnapshotEvent(state=chat.state))  # the state this run starts from
-            position = _suspended_at(chat, approval, max_turn_steps)
+            position = _suspended_at(chat, approval, max_turn_steps, pending, allow_edits)
             if position is not None:
                 start, decisions = position
         saver = None if on_checkpoint is None else _saver(on_checkpoint, chat)
@@ -209,6 +284,14 @@ def agent_runner(model: AgentModel | ModelFor, *, tools: Iterable[Tool[Any, Any]
 
         result = await create_agent(id=f"chat-{chat.protocol}", handler=handler,
                                     model=agent_model)(None)
+        if pending is not None and result.approvals:
+            made = {c.id: c for m in result.delta if isinstance(m, AssistantMessage)
+                    for c in m.tool_calls}
+            made.update((c.id, c) for m in (start.messages if start else chat.transcript)
+                        if isinstance(m, AssistantMessage) for c in m.tool_calls
+                        if c.id not in made)
+            pending.record(chat.chat_id, [made[p.call_id] for p in result.approvals
+                                          if p.call_id in made])
         return result.data or None
 
     return run
