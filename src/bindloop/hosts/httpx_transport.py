@@ -45,7 +45,7 @@ def _httpx() -> Any:
     try:
         import httpx
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("HttpxTransport needs httpx: pip install 'bindloop[httpx]'") from exc
+        raise ImportError("HttpxTransport needs httpx: pip install httpx (bindloop's httpx extra)") from exc
     return httpx
 
 

@@ -63,7 +63,7 @@ def start_reference_server() -> tuple[subprocess.Popen[str], str]:
     if not line.startswith("READY "):
         proc.kill()
         raise SystemExit("the reference MCP server did not start (is the `mcp` extra installed? "
-                         "pip install 'bindloop[mcp]')")
+                         "pip install mcp (bindloop's mcp extra))")
     return proc, line.split()[1]
 
 

@@ -1,4 +1,4 @@
-"""A small MCP server built with the official ``mcp`` SDK (``pip install 'bindloop[mcp]'``), served
+"""A small MCP server built with the official ``mcp`` SDK (``pip install mcp (bindloop's mcp extra)``), served
 over streamable HTTP on 127.0.0.1 for the MCP tests, the demo and the benchmark.
 
     python -m bindloop.hosts.mcp_reference_server [--port 0] [--json-response] [--client-features]
@@ -46,7 +46,7 @@ def build_server(client_features: bool = False) -> Any:
     try:
         from mcp.server.mcpserver import Context, Image, MCPServer
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise SystemExit("the reference MCP server needs the SDK: pip install 'bindloop[mcp]'") from exc
+        raise SystemExit("the reference MCP server needs the SDK: pip install mcp (bindloop's mcp extra)") from exc
 
     server = MCPServer("bindloop-reference", instructions="Arithmetic, shapes and a slow job.",
                             log_level="WARNING")

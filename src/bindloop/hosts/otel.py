@@ -32,7 +32,7 @@ def _otel() -> Any:
         from opentelemetry import trace
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
         raise ImportError("bindloop.hosts.otel needs OpenTelemetry: pip install "
-                          "'bindloop[otel]'") from exc
+                          "opentelemetry-api (bindloop's otel extra)") from exc
     return trace
 
 

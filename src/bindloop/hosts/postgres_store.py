@@ -125,7 +125,7 @@ def _psycopg() -> Any:
     try:
         import psycopg
     except ImportError as exc:  # pragma: no cover - the extra is installed in the tests
-        raise UsageError("PostgresStore needs psycopg 3: pip install 'bindloop[postgres]'") from exc
+        raise UsageError("PostgresStore needs psycopg 3: pip install 'psycopg[binary]' (bindloop's postgres extra)") from exc
     return psycopg
 
 

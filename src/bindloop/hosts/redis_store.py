@@ -183,7 +183,7 @@ def _redis() -> Any:
         import redis.backoff
         import redis.retry
     except ImportError as exc:  # pragma: no cover - the extra is installed in the tests
-        raise UsageError("RedisStore needs redis-py: pip install 'bindloop[redis]'") from exc
+        raise UsageError("RedisStore needs redis-py: pip install redis (bindloop's redis extra)") from exc
     return redis
 
 
