@@ -366,7 +366,13 @@ async def test_a_hostile_call_inside_the_loop_leaves_a_valid_transcript(
         scripted: ScriptedProviderServer, transport: HttpxTransport, case: str) -> None:
     handler, error_type = HOSTILE_CALLS[case]
     scripted.set_responder("mcp", McpScript(tools_call=handler))
-    toolset = await load_mcp_tools(client(transport, timeout_ms=300), prefix="h")
+    # Only the silent call is bounded by a timeout (the thing it tests). Connecting and listing
+    # are answered at once but may take any time on a loaded machine: a short timeout over them
+    # tested the machine's load, not the client ("initialize got no response within 300 ms").
+    mcp = client(transport, timeout_ms=60_000)  # a hang guard only
+    toolset = await load_mcp_tools(mcp, prefix="h")
+    if case == "silent":
+        mcp._timeout_ms = 300  # from here on: the tool calls
     add = toolset.tools[0]
     with pytest.raises(ToolFailure) as caught:
         await add.execute({"a": 1, "b": 2}, None)
