@@ -52,6 +52,8 @@ class CuttingProxy:
         self._times = 0
         self._starting: Starting | None = None
         self.cuts = 0
+        """Faults that fired (cuts and blackholes)."""
+        self.blackholes = 0
         self.refusals = 0
         self.server_ended_blackholed = threading.Event()
         """Set once the server closed a connection this proxy had blackholed (its own timeout
@@ -75,6 +77,7 @@ class CuttingProxy:
             if self._times > 0 and self._marker is not None and self._marker in chunk:
                 self._times -= 1
                 self.cuts += 1
+                self.blackholes += self._fault == "blackhole"
                 return self._when, self._fault
         return None
 
