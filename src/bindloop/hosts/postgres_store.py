@@ -49,7 +49,11 @@ leaves no lock behind on the server:
   is found dead before it is used.
 
 Values set in ``conninfo`` (its ``options``' ``-c`` settings, ``keepalives*``, ``tcp_user_timeout``)
-win over these. ``io_timeout_s=None`` turns all of it off.
+win over these. ``io_timeout_s=None`` turns all of it off. The two server settings travel in the
+``options`` startup parameter, which PgBouncer refuses unless ``ignore_startup_parameters`` lists
+it (and then drops them): behind it, set ``statement_timeout`` and
+``idle_in_transaction_session_timeout`` for the database or role on the server instead
+(``ALTER ROLE ... SET``); the client deadline and the keepalives hold either way.
 
 A server still starting up (``the database system is starting up``, a recovery in progress) is
 waited for, up to ``startup_wait_s`` per connection, instead of failing: nothing was sent, so any
