@@ -443,7 +443,8 @@ def main() -> None:
                         choices=("sqlite", "postgres", "redis", "temporal"))
     parser.add_argument("--processes", type=int, default=3)
     parser.add_argument("--restarts", type=int, default=3,
-                        help="server restarts over the run (Postgres, Redis started here)")
+                        help="server restarts over the run (Postgres, Redis started here; the "
+                             "Temporal dev server)")
     parser.add_argument("--blackholes", type=float, default=0.1,
                         help="the share of connection faults that blackhole instead of cut")
     parser.add_argument("--no-faults", action="store_true",
@@ -469,7 +470,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="bindloop-crash-") as tmp:
             anyio.run(lambda: run_temporal_crash_test(
                 kills=args.kills, sessions=args.sessions, seed=args.seed, workdir=Path(tmp),
-                processes=args.processes, report=report))
+                processes=args.processes, report=report, restarts=args.restarts))
         report.seconds = time.perf_counter() - t0
         _print_and_exit(report, args.kills)
     address, server = _servers(args.backend, args.target)
