@@ -163,14 +163,19 @@ bench-scale: venv store-servers
 ## Crash test: SIGKILL one of PROCESSES children running agent sessions on a shared BACKEND
 ## (sqlite, postgres, redis, or temporal: workflows on the dev server; servers are started here)
 ## at seeded random points, start a replacement, until every session is done; prints kills,
-## finished, duplicates, lost, and transcripts differing from the uncrashed run.
+## finished, duplicates, lost, and transcripts differing from the uncrashed run. Postgres and
+## Redis are reached through a fault proxy (connections cut, a share BLACKHOLES of the faults
+## silenced) and restarted RESTARTS times over the run.
 KILLS ?= 200
 SEED  ?= 1
 BACKEND ?= sqlite
 PROCESSES ?= 3
+RESTARTS ?= 3
+BLACKHOLES ?= 0.1
 crash-test: venv store-servers
 	$(PY) tests/hardening/crash_harness.py --kills $(KILLS) --sessions 8 --seed $(SEED) \
-		--backend $(BACKEND) --processes $(PROCESSES)
+		--backend $(BACKEND) --processes $(PROCESSES) --restarts $(RESTARTS) \
+		--blackholes $(BLACKHOLES)
 
 ## Fuzz every parser that takes outside bytes for SECONDS, then the giants (1 GB line, endless
 ## tiny events, 100,000-deep nesting); prints inputs per target, worst time and memory.

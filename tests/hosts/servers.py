@@ -155,12 +155,12 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def _spawn(self) -> None:
+    def _spawn(self, *extra: str) -> None:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
                  str(self.root), "--save", "", "--appendonly", "yes", "--appendfsync", "always",
-                 "--protected-mode", "no"], stdout=log, stderr=log)
+                 "--protected-mode", "no", *extra], stdout=log, stderr=log)
 
     def start(self) -> None:
         for _ in range(3):
@@ -178,9 +178,14 @@ class RedisServer:
         _stop(self.proc, sig)
         self.proc = None
 
-    def restart(self) -> None:
+    def restart(self, key_load_delay_us: int = 0) -> None:
+        """Stop and start again on the same port and data. ``key_load_delay_us`` makes it load
+        each key of the append-only file's RDB base that much slower (Redis's own test hook), so
+        it answers ``LOADING`` for a while after the port opens."""
         self.stop()
-        self._spawn()
+        self._spawn(*(("--key-load-delay", str(key_load_delay_us),
+                       "--loading-process-events-interval-bytes", "1024")
+                      if key_load_delay_us else ()))
         assert self.proc is not None
         _wait_port(self.port, self.proc, "redis-server", log=self.log)
 

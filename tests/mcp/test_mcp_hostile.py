@@ -266,8 +266,11 @@ async def test_a_server_that_never_answers_times_out_and_is_told_to_cancel(
         scripted: ScriptedProviderServer, transport: HttpxTransport) -> None:
     script = McpScript(tools_call=lambda rpc, _: ScriptedReply(stall_before_headers=True))
     scripted.set_responder("mcp", script)
-    mcp = client(transport, timeout_ms=200)
+    # Only the silent call is bounded by the short timeout (what is tested); connecting, and the
+    # cancellation the test then looks for, get all the time a loaded machine needs.
+    mcp = client(transport, timeout_ms=60_000, notify_timeout_ms=60_000)
     await mcp.connect()
+    mcp._timeout_ms = 200
     with pytest.raises(McpTimeoutError, match="'hostile': tools/call got no response within 200"):
         await mcp.call_tool("add", {"a": 1, "b": 2})
     cancelled = [b for b in script.bodies() if b.get("method") == "notifications/cancelled"]
@@ -366,7 +369,13 @@ async def test_a_hostile_call_inside_the_loop_leaves_a_valid_transcript(
         scripted: ScriptedProviderServer, transport: HttpxTransport, case: str) -> None:
     handler, error_type = HOSTILE_CALLS[case]
     scripted.set_responder("mcp", McpScript(tools_call=handler))
-    toolset = await load_mcp_tools(client(transport, timeout_ms=300), prefix="h")
+    # Only the silent call is bounded by a timeout (the thing it tests). Connecting and listing
+    # are answered at once but may take any time on a loaded machine: a short timeout over them
+    # tested the machine's load, not the client ("initialize got no response within 300 ms").
+    mcp = client(transport, timeout_ms=60_000)  # a hang guard only
+    toolset = await load_mcp_tools(mcp, prefix="h")
+    if case == "silent":
+        mcp._timeout_ms = 300  # from here on: the tool calls
     add = toolset.tools[0]
     with pytest.raises(ToolFailure) as caught:
         await add.execute({"a": 1, "b": 2}, None)

@@ -452,3 +452,116 @@ def test_supervise_sleeps_through_a_pause_and_wakes_for_the_resumed_deadline() -
     stall, now = run_virtual(main)
     assert stall is not None and stall.kind == "first_token"
     assert now == pytest.approx(10_100)
+
+
+# -- an overloaded event loop: its lag is not the provider's silence ------------------------------
+# A "hog" blocks the loop by jumping trio's MockClock forward without yielding: time passes and no
+# task runs, as when the loop is busy elsewhere. The reader is the task feeding the stream: after a
+# wake-up it needs two more turns of the loop before it records a chunk (as a socket read through
+# anyio does), so a supervisor that decided at once would always decide before it.
+
+
+def _reader_then(wd: StreamWatchdog, chunks: int) -> Any:
+    async def read() -> None:
+        for _ in range(chunks):
+            await anyio.sleep(0.05)  # the provider sends a chunk every 50 ms
+            await anyio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
+            wd.observed_chunk("answer")
+    return read
+
+
+def _hog(clock: trio.testing.MockClock, at_s: float, for_s: float) -> Any:
+    async def hog() -> None:
+        await anyio.sleep(at_s)
+        clock.jump(for_s)  # the loop is blocked: nothing else runs meanwhile
+    return hog
+
+
+def run_overloaded(fn: Any) -> Any:
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    return anyio.run(fn, clock, backend="trio", backend_options={"clock": clock})
+
+
+def test_a_loop_blocked_past_the_budget_is_not_a_stall() -> None:
+    async def main(clock: trio.testing.MockClock) -> tuple[StreamStall | None, float]:
+        wd = create_stream_watchdog(first_token_ms=1000, inter_chunk_ms=1000, total_ms=None,
+                                    clock=virtual_ms)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wd.supervise)
+            wd.open()
+            wd.observed_chunk("answer")
+            tg.start_soon(_hog(clock, 0.2, 1.2))  # past the 1 s budget the supervisor sleeps on
+            await _reader_then(wd, 20)()
+            wd.dispose()
+        return wd.stall(), wd.loop_lag_ms
+
+    stall, lag = run_overloaded(main)
+    assert stall is None
+    assert lag == pytest.approx(400.0)  # woke at 1.4 s for a deadline at 1.0 s
+
+
+def test_a_silent_provider_on_a_lagging_loop_still_stalls_after_the_catch_up() -> None:
+    async def main(clock: trio.testing.MockClock) -> tuple[StreamStall | None, float]:
+        wd = create_stream_watchdog(first_token_ms=1000, inter_chunk_ms=1000, total_ms=None,
+                                    clock=virtual_ms)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wd.supervise)
+            wd.open()
+            tg.start_soon(_hog(clock, 0.1, 1.2))
+            await _reader_then(wd, 2)()  # two chunks, at 0.05 s and 1.3 s, then silence
+            fired = anyio.Event()
+            wd.signal.add_listener(lambda _r: fired.set())
+            await fired.wait()
+        return wd.stall(), virtual_ms()
+
+    stall, fired_at = run_overloaded(main)
+    assert stall is not None and stall.kind == "inter_chunk"
+    # The last chunk was recorded at 1.3 s, the loop ran on time after it: the budget, no excuse.
+    assert fired_at == pytest.approx(2300.0)
+
+
+def test_a_dead_stream_on_a_loop_that_never_catches_up_stalls_within_two_budgets() -> None:
+    async def main(clock: trio.testing.MockClock) -> tuple[StreamStall | None, float, float]:
+        wd = create_stream_watchdog(first_token_ms=1000, inter_chunk_ms=1000, total_ms=None,
+                                    clock=virtual_ms)
+        fired = anyio.Event()
+        wd.signal.add_listener(lambda _r: fired.set())
+
+        async def always_busy() -> None:  # every turn of the loop takes 300 ms
+            while not fired.is_set():
+                clock.jump(0.3)
+                await anyio.lowlevel.checkpoint()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wd.supervise)
+            wd.open()
+            wd.observed_chunk("answer")  # the last chunk, at 0 s
+            tg.start_soon(always_busy)
+            await fired.wait()
+        return wd.stall(), virtual_ms(), wd.loop_lag_ms
+
+    stall, fired_at, lag = run_overloaded(main)
+    assert stall is not None and stall.kind == "inter_chunk"
+    assert lag > 0
+    # Two budgets (the silence, then at most one budget excused), plus how late the last wake-up
+    # came (the loop's: under trio's scheduling here, within two of its 300 ms turns).
+    assert 2000.0 <= fired_at <= 2000.0 + 2 * 300.0
+
+
+def test_timer_jitter_is_not_lag() -> None:
+    async def main(clock: trio.testing.MockClock) -> tuple[StreamStall | None, float, float]:
+        wd = create_stream_watchdog(first_token_ms=100, inter_chunk_ms=100, total_ms=None,
+                                    clock=virtual_ms)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wd.supervise)
+            wd.open()
+            tg.start_soon(_hog(clock, 0.095, 0.01))  # 5 ms late: within the 10 ms tolerance
+            fired = anyio.Event()
+            wd.signal.add_listener(lambda _r: fired.set())
+            await fired.wait()
+        return wd.stall(), virtual_ms(), wd.loop_lag_ms
+
+    stall, fired_at, lag = run_overloaded(main)
+    assert stall is not None and stall.kind == "first_token"
+    assert fired_at == pytest.approx(105.0) and lag == 0.0

@@ -11,7 +11,7 @@ from bindloop.run import ToolCallReceiptKey
 from bindloop.session import LoopCheckpoint, serialize_loop_checkpoint
 
 __all__ = ("DEFAULT_SLOT_LEASE_MS", "HeldSlots", "check_attempt", "check_lease",
-           "check_max_bytes", "encode_checkpoint", "key_parts")
+           "check_max_bytes", "check_seconds", "encode_checkpoint", "key_parts")
 
 DEFAULT_SLOT_LEASE_MS = 60_000.0
 """How long a concurrency slot of a shared store stands without a renewal (``create_limit_middleware`` renews
@@ -37,6 +37,16 @@ def check_lease(lease_ms: object) -> float:
     return float(lease_ms)
 
 
+def check_seconds(name: str, value: object, *, allow_zero: bool = False) -> float:
+    """A finite number of seconds, > 0 (>= 0 with ``allow_zero``); anything else is a
+    :class:`UsageError` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            (0 <= value if allow_zero else 0 < value) and value < float("inf")):
+        raise UsageError(f"{name} must be a finite number of seconds "
+                         f"{'>= 0' if allow_zero else '> 0'}, got {value!r}")
+    return float(value)
+
+
 def check_max_bytes(max_checkpoint_bytes: object) -> int | None:
     if max_checkpoint_bytes is not None and (
             isinstance(max_checkpoint_bytes, bool) or not isinstance(max_checkpoint_bytes, int)
@@ -53,7 +63,6 @@ def encode_checkpoint(checkpoint: LoopCheckpoint, max_checkpoint_bytes: int | No
         raise UsageError(f"checkpoint {checkpoint.execution_id!r} is {len(body)} bytes, over "
                          f"max_checkpoint_bytes={max_checkpoint_bytes}")
     return body
-
 
 
 class HeldSlots:

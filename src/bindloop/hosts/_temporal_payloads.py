@@ -32,7 +32,7 @@ from bindloop.session import LoopCheckpoint, StoreError
 
 __all__ = ("PAYLOAD_TENANT", "REFERENCE_PREFIX", "JournaledRaise", "chunk_key", "journal_key", "journal_outcome",
            "read_payload", "record_outcome", "resolve_messages", "resolve_references",
-           "stub_if_large")
+           "stub_if_large", "write_payload")
 
 PAYLOAD_TENANT = "bindloop-temporal"
 REFERENCE_PREFIX = "\x00bindloop-ref:"
@@ -44,6 +44,10 @@ JOURNAL_LEASE_MS = 2_000.0
 is taken after the tool returned and completed right away; only a kill between the two leaves
 one behind)."""
 
+PAYLOAD_LEASE_MS = 1.0
+"""A transcript chunk's claim: every attempt writes the same bytes under the same name (the
+workflow is deterministic), so an attempt that finds another's claim may take it over at once —
+whichever completes, the row holds the same text."""
 
 
 class JournaledRaise(msgspec.Struct, frozen=True, kw_only=True, tag_field="outcome", tag="raised"):
@@ -77,6 +81,25 @@ async def read_payload(store: ToolCallReceiptStore, key: ToolCallReceiptKey) -> 
     if isinstance(state, ReceiptCompleted) and isinstance(state.result, str):
         return state.result
     return None
+
+
+async def write_payload(store: ToolCallReceiptStore, key: ToolCallReceiptKey, text: str) -> None:
+    """Store ``text`` as the completed row ``key``: done when it is there, whoever wrote it.
+
+    A claim left behind by an attempt that died between its claim and its completion (a killed
+    worker, a cut connection) is taken over with the next attempt number rather than trusted:
+    the row is only ever written with these same bytes. Raises :class:`StoreError` when the
+    store fails, or when other writers keep taking the row over (it never completed)."""
+    for _ in range(8):
+        state = await store.read(key)
+        if isinstance(state, ReceiptCompleted):
+            return
+        attempt = 1 if state is None else state.attempt + 1
+        if await store.claim(key, attempt, PAYLOAD_LEASE_MS) and \
+                await store.complete(key, attempt, text):
+            return
+    raise StoreError(type(store).__name__, "write", f"row {key.args_hash!r} of {key.run_id!r} "
+                     "was taken over by other writers eight times without completing")
 
 
 async def journal_outcome(store: ToolCallReceiptStore, key: ToolCallReceiptKey

@@ -30,10 +30,39 @@ operation raises :class:`~bindloop.session.StoreError` naming the operation (whe
 is unknown) — except reads, and a ``save``, which retry once on a fresh connection (the retried
 ``save`` recognises its own checkpoint if the first attempt had landed). Every write is one
 transaction: a checkpoint is stored whole or not at all.
+
+Every operation is bounded in time by ``io_timeout_s`` (default 10 s), on both ends of the
+connection, so a network that goes silent mid-statement costs a worker that long and no more, and
+leaves no lock behind on the server:
+
+- the client abandons an operation that has not been answered ``io_timeout_s`` after its
+  connection was taken (its statements, and ``complete_with``'s effect), closes the connection
+  and raises :class:`~bindloop.session.StoreError` ("no answer within ...");
+- each session runs with ``statement_timeout`` and ``idle_in_transaction_session_timeout`` at
+  ``io_timeout_s``: a statement (a lock wait included) never runs longer, and a transaction whose
+  client went silent is ended by the server at most ``io_timeout_s`` after the last message it
+  received, releasing its row and advisory locks — so a worker taking over an expired receipt
+  lease waits at most that long for the lock a vanished holder kept. Keep ``io_timeout_s`` below
+  the receipt leases you claim;
+- TCP keepalives (``keepalives_idle`` half of it, three probes) and ``tcp_user_timeout`` bound how
+  long the kernel keeps a dead connection open, so an idle pooled connection to a vanished peer
+  is found dead before it is used.
+
+Values set in ``conninfo`` (its ``options``' ``-c`` settings, ``keepalives*``, ``tcp_user_timeout``)
+win over these. ``io_timeout_s=None`` turns all of it off. The two server settings travel in the
+``options`` startup parameter, which PgBouncer refuses unless ``ignore_startup_parameters`` lists
+it (and then drops them): behind it, set ``statement_timeout`` and
+``idle_in_transaction_session_timeout`` for the database or role on the server instead
+(``ALTER ROLE ... SET``); the client deadline and the keepalives hold either way.
+
+A server still starting up (``the database system is starting up``, a recovery in progress) is
+waited for, up to ``startup_wait_s`` per connection, instead of failing: nothing was sent, so any
+operation may wait for it.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import select
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -67,6 +96,7 @@ from ._store_common import (
     check_attempt,
     check_lease,
     check_max_bytes,
+    check_seconds,
     encode_checkpoint,
     key_parts,
 )
@@ -74,9 +104,13 @@ from ._store_common import (
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
 
-__all__ = ("SCHEMA_VERSION", "PostgresStore")
+__all__ = ("DEFAULT_IO_TIMEOUT_S", "DEFAULT_STARTUP_WAIT_S", "SCHEMA_VERSION", "PostgresStore")
 
 SCHEMA_VERSION = 2
+DEFAULT_IO_TIMEOUT_S = 10.0
+"""How long one operation may go unanswered (see the module docstring)."""
+DEFAULT_STARTUP_WAIT_S = 30.0
+"""How long a connection waits for a server that is still starting up."""
 _T = TypeVar("_T")
 _IDENT = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _KEY = "tenant_id = %s AND run_id = %s AND tool_name = %s AND args_hash = %s"
@@ -141,11 +175,16 @@ class PostgresStore:
     def __init__(self, conninfo: str, *, schema: str = "bindloop", now: Clock = epoch_ms,
                  max_checkpoint_bytes: int | None = None, pool_size: int = 4,
                  connect_timeout_s: float = 10.0,
-                 slot_lease_ms: float | None = DEFAULT_SLOT_LEASE_MS) -> None:
+                 slot_lease_ms: float | None = DEFAULT_SLOT_LEASE_MS,
+                 io_timeout_s: float | None = DEFAULT_IO_TIMEOUT_S,
+                 startup_wait_s: float = DEFAULT_STARTUP_WAIT_S) -> None:
         if not isinstance(schema, str) or not _IDENT.fullmatch(schema):
             raise UsageError(f"schema must be a lower-case SQL identifier, got {schema!r}")
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise UsageError(f"pool_size must be a positive int, got {pool_size!r}")
+        self.io_timeout_s = (None if io_timeout_s is None
+                             else check_seconds("io_timeout_s", io_timeout_s))
+        self.startup_wait_s = check_seconds("startup_wait_s", startup_wait_s, allow_zero=True)
         self._psycopg = _psycopg()
         self.conninfo = conninfo
         self.schema = schema
@@ -157,6 +196,7 @@ class PostgresStore:
         self.round_trips = 0
         self.fenced_writes = 0
         """Receipt writes refused by the attempt fence (a diagnostic, per store object)."""
+        self._session = _session_params(self._psycopg, conninfo, self.io_timeout_s)
         self._idle: list[AsyncConnection[Any]] = []
         self._slots: anyio.Semaphore | None = None
         self._ready = False
@@ -167,9 +207,21 @@ class PostgresStore:
     # -- connections -----------------------------------------------------------------------------
 
     async def _connect(self) -> AsyncConnection[Any]:
-        conn: AsyncConnection[Any] = await self._psycopg.AsyncConnection.connect(
-            self.conninfo, autocommit=True, connect_timeout=max(1, int(self.connect_timeout_s)))
-        return conn
+        waited, pause = 0.0, 0.05
+        while True:
+            try:
+                conn: AsyncConnection[Any] = await self._psycopg.AsyncConnection.connect(
+                    self.conninfo, autocommit=True,
+                    connect_timeout=max(1, int(self.connect_timeout_s)), **self._session)
+                return conn
+            except self._psycopg.OperationalError as exc:
+                # Refused before anything of ours was sent: waiting is safe for any operation.
+                if not _starting_up(exc) or waited >= self.startup_wait_s:
+                    raise
+            pause = min(pause, self.startup_wait_s - waited)
+            await anyio.sleep(pause)
+            waited += pause
+            pause = min(pause * 2, 1.0)
 
     async def _checkout(self) -> AsyncConnection[Any]:
         # An idle connection whose socket is readable has heard from the server while idle:
@@ -196,10 +248,11 @@ class PostgresStore:
             try:
                 yield conn
             except BaseException as exc:
-                # A driver error or a cancellation may leave the connection mid-protocol; an
-                # error of ours (an effect that raised: its transaction was rolled back) does not.
-                if isinstance(exc, self._psycopg.Error) or not isinstance(exc, Exception) \
-                        or conn.broken:
+                # A driver error, a cancellation or an unanswered operation may leave the
+                # connection mid-protocol; an error of ours (an effect that raised: its
+                # transaction was rolled back) does not.
+                if isinstance(exc, (self._psycopg.Error, _NoAnswer)) \
+                        or not isinstance(exc, Exception) or conn.broken:
                     with anyio.CancelScope(shield=True):
                         await conn.close()
                 else:
@@ -211,21 +264,35 @@ class PostgresStore:
 
     async def _op(self, operation: str, body: Callable[[AsyncConnection[Any]], Awaitable[_T]],
                   *, retries: int = 0) -> _T:
-        """Run ``body`` on a pooled connection; a driver error becomes :class:`StoreError`, after
-        ``retries`` more tries on fresh connections for operations that are safe to repeat."""
+        """Run ``body`` on a pooled connection, within ``io_timeout_s`` of taking it; a driver
+        error or no answer in time becomes :class:`StoreError`, after ``retries`` more tries on
+        fresh connections for operations that are safe to repeat."""
         psycopg = self._psycopg
         for tries_left in range(retries, -1, -1):
             try:
-                if not self._ready:
-                    await self._ensure_schema()
                 async with self._connection() as conn:
-                    return await body(conn)
+                    # The bound starts once the connection is ours: waiting for a pool slot, or
+                    # for a server still starting up, is not the server going silent.
+                    with anyio.CancelScope(deadline=self._deadline()) as scope:
+                        if not self._ready:
+                            await self._ensure_schema(conn)
+                        return await body(conn)
+                    if scope.cancelled_caught:
+                        raise _NoAnswer
+            except _NoAnswer as exc:
+                if tries_left == 0:
+                    raise StoreError(self.name, operation, f"no answer from the server within "
+                                     f"{self.io_timeout_s} s (io_timeout_s)") from exc
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 if tries_left == 0:
                     raise StoreError(self.name, operation, _first_line(exc)) from exc
             except psycopg.Error as exc:  # a wrong type, a missing table: not worth retrying
                 raise StoreError(self.name, operation, _first_line(exc)) from exc
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _deadline(self) -> float:
+        io = self.io_timeout_s
+        return math.inf if io is None else anyio.current_time() + io
 
     async def _execute(self, conn: AsyncConnection[Any], query: str,
                        params: tuple[Any, ...] = ()) -> Any:
@@ -238,16 +305,15 @@ class PostgresStore:
         async with conn.transaction():
             yield
 
-    async def _ensure_schema(self) -> None:
-        async with self._connection() as conn:
-            try:  # the common case: created by an earlier worker; one read, no DDL, no lock
-                cur = await self._execute(conn, "SELECT value FROM {meta} "
-                                                "WHERE name = 'schema_version'")
-                row = await cur.fetchone()
-            except self._psycopg.errors.UndefinedTable:
-                row = None
-            if row is None or (isinstance(row[0], int) and row[0] < SCHEMA_VERSION):
-                row = await self._create_schema(conn)  # created, or upgraded
+    async def _ensure_schema(self, conn: AsyncConnection[Any]) -> None:
+        try:  # the common case: created by an earlier worker; one read, no DDL, no lock
+            cur = await self._execute(conn, "SELECT value FROM {meta} "
+                                            "WHERE name = 'schema_version'")
+            row = await cur.fetchone()
+        except self._psycopg.errors.UndefinedTable:
+            row = None
+        if row is None or (isinstance(row[0], int) and row[0] < SCHEMA_VERSION):
+            row = await self._create_schema(conn)  # created, or upgraded
         version = row[0] if row else None
         if version != SCHEMA_VERSION:
             raise StoreError(self.name, "open", f"schema {self.schema!r} has store schema version "
@@ -523,6 +589,44 @@ def _receipt(row: tuple[Any, ...]) -> ReceiptState:
         return ReceiptFailed(attempt=attempt,
                              error=None if error is None else msgspec.json.decode(error, type=str))
     raise ValueError(f"unknown status {status!r}")
+
+
+class _NoAnswer(Exception):
+    """An operation got no answer within ``io_timeout_s`` (its connection is mid-protocol)."""
+
+
+# What a server says while it cannot take connections yet (SQLSTATE 57P03, which libpq does not
+# hand over for a refused connection, only the message).
+_STARTING_UP = ("the database system is starting up", "not yet accepting connections",
+                "the database system is in recovery mode")
+
+
+def _starting_up(exc: BaseException) -> bool:
+    text = str(exc)
+    return any(marker in text for marker in _STARTING_UP)
+
+
+def _session_params(psycopg: Any, conninfo: str, io_timeout_s: float | None) -> dict[str, Any]:
+    """The connection parameters that bound each round trip (see the module docstring); what
+    ``conninfo`` sets itself is kept."""
+    if io_timeout_s is None:
+        return {}
+    given = psycopg.conninfo.conninfo_to_dict(conninfo)
+    ms = max(1, math.ceil(io_timeout_s * 1000))
+    options = str(given.get("options") or "")
+    settings = " ".join(f"-c {name}={ms}" for name in
+                        ("statement_timeout", "idle_in_transaction_session_timeout")
+                        if name not in options)
+    params: dict[str, Any] = {}
+    if settings:
+        params["options"] = f"{options} {settings}".strip()
+    idle = max(1, math.ceil(io_timeout_s / 2))
+    for name, value in (("keepalives", 1), ("keepalives_idle", idle),
+                        ("keepalives_interval", max(1, math.ceil(idle / 3))),
+                        ("keepalives_count", 3), ("tcp_user_timeout", ms)):
+        if name not in given:
+            params[name] = value
+    return params
 
 
 def _went_away(conn: AsyncConnection[Any]) -> bool:

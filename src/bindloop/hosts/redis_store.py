@@ -18,7 +18,11 @@ restart loses every checkpoint.
 Connection failures become :class:`~bindloop.session.StoreError` naming the operation (the client's
 own silent retries are turned off so an unknown outcome is never repeated behind the caller's
 back); reads, and a ``save`` (which recognises its own checkpoint if the first try had landed),
-retry once. Leases are measured on ``now`` (wall-clock milliseconds by default); concurrency
+retry once. Every command is bounded by ``socket_timeout_s`` (default 10 s; the connect too): a
+connection that goes silent mid-command becomes a ``StoreError`` after that long, and since a
+script runs whole inside the server, no lock or half-written value outlives it. A server still
+loading its dataset after a restart (``LOADING``) refused the command without running it, so any
+operation waits for it, up to ``startup_wait_s``, instead of failing. Leases are measured on ``now`` (wall-clock milliseconds by default); concurrency
 slots are leased to the store object that took them for ``slot_lease_ms`` and renewed by
 ``renew_slots()``, so the slots of a killed process come back when their lease ends.
 """
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import msgspec
 
 from bindloop.clock import Clock, epoch_ms
@@ -52,13 +57,16 @@ from ._store_common import (
     check_attempt,
     check_lease,
     check_max_bytes,
+    check_seconds,
     encode_checkpoint,
     key_parts,
 )
 
-__all__ = ("SCHEMA_VERSION", "RedisStore")
+__all__ = ("DEFAULT_STARTUP_WAIT_S", "SCHEMA_VERSION", "RedisStore")
 
 SCHEMA_VERSION = 2
+DEFAULT_STARTUP_WAIT_S = 30.0
+"""How long an operation waits for a server still loading its dataset."""
 
 _SAVE = """
 local cur = redis.call('HGET', KEYS[1], 'revision')
@@ -180,8 +188,8 @@ return 1
 def _redis() -> Any:
     try:
         import redis.asyncio
+        import redis.asyncio.retry
         import redis.backoff
-        import redis.retry
     except ImportError as exc:  # pragma: no cover - the extra is installed in the tests
         raise UsageError("RedisStore needs redis-py: pip install redis (bindloop's redis extra)") from exc
     return redis
@@ -199,9 +207,12 @@ class RedisStore:
 
     def __init__(self, url: str, *, prefix: str = "bindloop:", now: Clock = epoch_ms,
                  max_checkpoint_bytes: int | None = None, socket_timeout_s: float = 10.0,
-                 slot_lease_ms: float | None = DEFAULT_SLOT_LEASE_MS) -> None:
+                 slot_lease_ms: float | None = DEFAULT_SLOT_LEASE_MS,
+                 startup_wait_s: float = DEFAULT_STARTUP_WAIT_S) -> None:
         if not isinstance(prefix, str):
             raise UsageError(f"prefix must be a str, got {prefix!r}")
+        socket_timeout_s = check_seconds("socket_timeout_s", socket_timeout_s)
+        self.startup_wait_s = check_seconds("startup_wait_s", startup_wait_s, allow_zero=True)
         self._redis = redis = _redis()
         self.url = url
         self.prefix = prefix
@@ -212,7 +223,7 @@ class RedisStore:
         self.fenced_writes = 0
         self.client = redis.asyncio.Redis.from_url(
             url, socket_timeout=socket_timeout_s, socket_connect_timeout=socket_timeout_s,
-            retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0), retry_on_error=[])
+            retry=redis.asyncio.retry.Retry(redis.backoff.NoBackoff(), 0), retry_on_error=[])
         self._scripts = {name: self.client.register_script(src) for name, src in (
             ("save", _SAVE), ("claim", _CLAIM), ("renew", _RENEW), ("settle", _SETTLE),
             ("admit", _ADMIT), ("charge", _CHARGE), ("enter", _ENTER),
@@ -228,7 +239,8 @@ class RedisStore:
                     *, retries: int = 0, command: tuple[Any, ...] = ()) -> Any:
         """Run a script (or one plain ``command``); driver errors become :class:`StoreError`."""
         errors = self._redis.exceptions
-        for tries_left in range(retries, -1, -1):
+        tries_left, waited, pause = retries, 0.0, 0.05
+        while True:
             try:
                 if not self._ready:
                     await self._ensure_schema()
@@ -236,14 +248,24 @@ class RedisStore:
                 if script is None:
                     return await self.client.execute_command(*command)
                 return await self._scripts[script](keys=keys, args=args)
+            except errors.BusyLoadingError as exc:
+                # Refused without running (the server is loading its dataset): safe to repeat
+                # for any operation, and it costs no retry.
+                if waited >= self.startup_wait_s:
+                    raise StoreError(self.name, operation, f"{_first_line(exc)} (still loading "
+                                     f"after startup_wait_s={self.startup_wait_s})") from exc
+                pause = min(pause, self.startup_wait_s - waited)
+                await anyio.sleep(pause)
+                waited += pause
+                pause = min(pause * 2, 1.0)
             except (errors.ConnectionError, errors.TimeoutError) as exc:
                 if tries_left == 0:
                     raise StoreError(self.name, operation, _first_line(exc)) from exc
+                tries_left -= 1
                 if script == "save":
                     args = [*args[:2], "1"]  # the retry accepts its own landed checkpoint
             except errors.RedisError as exc:  # WRONGTYPE, a script error: not worth retrying
                 raise StoreError(self.name, operation, _first_line(exc)) from exc
-        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _ensure_schema(self) -> None:
         key = f"{self.prefix}schema"

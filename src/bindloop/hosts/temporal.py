@@ -54,7 +54,9 @@ cancellation at the next throttled heartbeat, up to 30 s later, or never.)
 puts each turn's new messages once into a :class:`~bindloop.run.ToolCallReceiptStore` shared by
 the workers (a completed receipt per chunk, under tenant ``"bindloop-temporal"``), and the
 activity gets the list of chunk references, so history grows with each message about twice
-instead of once per turn that follows. A tool result whose content is larger than
+instead of once per turn that follows. Each chunk is written by the model-turn activity that first
+sends it; a retried attempt completes a chunk whose row an attempt that died (a killed worker, a
+cut connection) had claimed but not completed — every attempt writes the same bytes there. A tool result whose content is larger than
 ``inline_bytes`` (16 KiB by default) does not enter history at all: the batch activity returns a
 reference to its journal row (``ToolResult.content`` is ``"\\x00bindloop-ref:<name>"``), the
 workflow's transcript, ``checkpoint`` query and result hold that reference, and the model-turn
@@ -127,6 +129,7 @@ with workflow.unsafe.imports_passed_through():
         resolve_messages,
         resolve_references,
         stub_if_large,
+        write_payload,
     )
 
 __all__ = ("PAYLOAD_TENANT", "AgentActivities", "AgentRunInput", "AgentRunOutcome",
@@ -256,10 +259,11 @@ class AgentActivities:
     async def model_turn(self, turn: ModelTurnInput) -> str:
         store = self._payloads
         if turn.new_messages:
-            key = chunk_key(turn.execution_id, turn.new_chunk)
-            # Idempotent: a retried activity finds its chunk already completed.
-            if await store.claim(key, 1, 600_000.0):
-                await store.complete(key, 1, turn.new_messages)
+            # Idempotent: a retried activity finds its chunk completed, or completes it — also
+            # when the attempt before it died between claiming the row and completing it (that
+            # claim used to be trusted, and this turn then found its own chunk missing).
+            await write_payload(store, chunk_key(turn.execution_id, turn.new_chunk),
+                                turn.new_messages)
         messages: list[Any] = []
         for chunk in turn.chunks:
             text = await read_payload(store, chunk_key(turn.execution_id, chunk))

@@ -15,6 +15,15 @@ The two idle budgets measure the *provider's* silence. While the consumer holds 
 produced (:meth:`StreamWatchdog.pause` .. :meth:`StreamWatchdog.resume`) they stand still, so a slow
 consumer is never mistaken for a stalled provider; the total cap keeps counting.
 
+The idle budgets do not count the client's own event-loop lag either. An overloaded loop runs
+the supervisor late, and the task that reads the stream just as late, so chunks the provider sent
+in time sit unread: :meth:`StreamWatchdog.supervise` measures how late its timer fired on the
+injected clock (past a 10 ms tolerance for timer jitter) and, instead of deciding at once, gives
+that time back to the idle clock twice over — once because it was the loop's time, not the
+provider's, once for the starved reader to catch up — at most one idle budget per silence, so a
+dead stream on a loop that never catches up still stalls after twice its budget (plus however
+late the loop runs that last check). :attr:`StreamWatchdog.loop_lag_ms` adds up what it measured.
+
 The core is sans-I/O: :meth:`StreamWatchdog.check` compares the budgets with the injected clock and
 fires the signal, so tests drive it with a stepping clock and no sleeps. :meth:`StreamWatchdog.supervise`
 is the anyio task that calls ``check`` at the next deadline for a live stream.
@@ -53,6 +62,10 @@ StallKind: TypeAlias = Literal["first_token", "inter_chunk", "total"]
 """Which budget ran out: the wait for answer output, the gap inside the answer, or the overall cap."""
 
 _CHUNK_KINDS = frozenset(("answer", "reasoning", "none"))
+
+_LAG_TOLERANCE_MS = 10.0
+"""How late the supervisor's timer may fire and still count as on time (timer jitter); beyond it
+the lateness is the event loop's lag, not the provider's silence."""
 
 
 class StreamStall(msgspec.Struct, frozen=True, kw_only=True):
@@ -112,9 +125,9 @@ class StreamWatchdog:
 
     __slots__ = (
         "_answer_chunks", "_answer_mode", "_cap", "_clock", "_controller_abort", "_disposed",
-        "_external", "_first_token_ms", "_idle_since", "_inter_chunk_ms", "_opened_at",
-        "_paused_at", "_reasoning_chunks", "_remove_listener", "_stall", "_target", "_total_ms",
-        "_wake", "fired", "signal",
+        "_excused", "_external", "_first_token_ms", "_idle_since", "_inter_chunk_ms",
+        "_opened_at", "_paused_at", "_reasoning_chunks", "_remove_listener", "_stall", "_target",
+        "_total_ms", "_wake", "fired", "loop_lag_ms", "signal",
     )
 
     def __init__(self, *, budgets: StreamBudgets, external: AbortSignal | None,
@@ -130,6 +143,10 @@ class StreamWatchdog:
         self._opened_at: float | None = None
         self._cap: float | None = None  # the clock reading the total cap runs out at
         self._idle_since = 0.0
+        self._excused = 0.0  # loop lag given back to the idle clock since the last progress
+        self.loop_lag_ms = 0.0
+        """How late, in all, :meth:`supervise` found its timer firing past the 10 ms tolerance
+        (the client's event-loop lag, not counted as silence)."""
         self._paused_at: float | None = None
         self._answer_mode = False
         self._answer_chunks = 0
@@ -212,6 +229,7 @@ class StreamWatchdog:
         # not the provider's silence, and resume() adds it back).
         paused_at = self._paused_at
         self._idle_since = self._clock() if paused_at is None else paused_at
+        self._excused = 0.0
         if kind == "answer":
             self._answer_chunks += 1
             self._answer_mode = True
@@ -232,6 +250,7 @@ class StreamWatchdog:
             raise ProtocolError("StreamWatchdog.observed_progress() before open()")
         paused_at = self._paused_at
         self._idle_since = self._clock() if paused_at is None else paused_at
+        self._excused = 0.0
 
     def pause(self) -> None:
         """The consumer holds what the stream produced: stop the idle clock (first-token and
@@ -337,12 +356,14 @@ class StreamWatchdog:
 
         Sleeps on the event loop's clock and re-checks on the injected one, so the two need only agree
         on the passage of time (a mock clock for tests: trio's ``MockClock`` with the injected clock
-        reading it).
+        reading it). A timer that fires late measures the loop's lag, which is not counted as
+        silence (see the module docstring).
         """
         try:
             while not (self._disposed or self.fired):
                 event = anyio.Event()
                 self._wake = event.set
+                woken = True
                 try:
                     deadline = self._target = self.next_deadline_ms
                     if deadline is None:
@@ -350,14 +371,37 @@ class StreamWatchdog:
                     else:
                         delay = (deadline - self._clock()) / 1000.0
                         if delay > 0:
-                            await wait_woken(event, delay)
+                            woken = await wait_woken(event, delay)
                         else:
                             await anyio.lowlevel.checkpoint()
                 finally:
                     self._wake = None
+                if not woken and deadline is not None and self._excuse_lag(deadline):
+                    continue
                 self.check()
         except Exception as exc:
             self._controller_abort(exc)
+
+    def _excuse_lag(self, deadline: float) -> bool:
+        """The timer for ``deadline`` fired: if late past the tolerance, and an idle budget is what
+        ran out, give the lateness back to the idle clock (twice: it was the loop's time, and the
+        reader starved as long needs as long to catch up), within one idle budget per silence.
+        True when something was given back (the supervisor sleeps again instead of checking)."""
+        if self._disposed or self.fired:
+            return False
+        lag = self._clock() - deadline
+        if lag <= _LAG_TOLERANCE_MS:
+            return False
+        self.loop_lag_ms += lag
+        idle = self._idle_budget()
+        if idle is None or self._cap == deadline:
+            return False  # the total cap is wall time as the caller lives it: never excused
+        excuse = min(2.0 * lag, idle - self._excused)
+        if excuse <= 0:
+            return False
+        self._excused += excuse
+        self._idle_since += excuse
+        return True
 
 
 def _ms(value: float | None) -> float | None:
