@@ -149,7 +149,7 @@ bench-mcp: venv
 ## SendMessage, GetTask) beside POST /api/chat of the same agent.
 .PHONY: bench-a2a
 bench-a2a: venv
-	$(PY) bench/a2a.py
+	$(PY) bench/a2a_requests.py
 
 bench-peers: venv
 	$(PY) -m pip install --quiet -e '.[bench]'

@@ -22,8 +22,8 @@ With Postgres and Redis the children reach the server through a fault proxy
 parent arms connection faults at random statements — cuts before or after the statement reached
 the server, and now and then a blackhole (the connection goes silent both ways, for the store's
 own timeouts to end) — and restarts the server ``--restarts`` times over the run. A store error
-inside the ``charge`` tool is made fatal (``is_fatal_tool_error``): the run stops and the child
-resumes it from its last checkpoint, as a host does.
+inside the ``charge`` tool stops the run by default (bindloop's own infrastructure errors are fatal
+unless a host says otherwise): the child resumes it from its last checkpoint, as a host does.
 
     python tests/hardening/crash_harness.py --kills 200 --sessions 8 --seed 1
 """
@@ -141,12 +141,6 @@ async def run_child(backend_kind: str, target: str, namespace: str, base_url: st
                                            args["step"]):
                 return ToolResult(content=result)
 
-    def store_failed(exc: BaseException) -> bool:
-        # A store that failed inside the tool stops the run (resumed below from its checkpoint)
-        # instead of becoming a tool error the model reads. Passed explicitly here; it is the
-        # default once store errors are fatal by default.
-        return isinstance(exc, StoreError)
-
     async def one(n: int) -> None:
         ident = f"s{n:03d}"
         while True:
@@ -166,8 +160,7 @@ async def run_child(backend_kind: str, target: str, namespace: str, base_url: st
                     checkpoint=cp, commit=store.commit,
                     restore=lambda c: RestoredLoop(call_model=model.call_model,
                                                    run_tool_call=charge, build_tools=lambda: tools,
-                                                   capture_bindings=lambda: c.bindings,
-                                                   is_fatal_tool_error=store_failed))
+                                                   capture_bindings=lambda: c.bindings))
             except CheckpointConflictError:
                 # Another process advanced this session first (the single-writer fence): stop
                 # this invocation and go on from what it stored.

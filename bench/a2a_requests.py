@@ -1,7 +1,7 @@
 """A2A benchmark: what serving a bindloop agent over A2A 1.0 (JSON-RPC binding) costs on CPython.
 Prints a table; not a test.
 
-    .venv/bin/python bench/a2a.py [--quick] [-n N]
+    .venv/bin/python bench/a2a_requests.py [--quick] [-n N]
 
 The demo agent of ``bindloop.hosts.ui_demo`` (its scripted model, no pacing, its tools: a tool
 round, then the answer) served by ``A2aServer`` under uvicorn in a child process, requests sent one
