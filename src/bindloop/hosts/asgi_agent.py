@@ -32,19 +32,17 @@ its approvals not run again. A run lost between an approved call and that save r
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import msgspec
 
 from bindloop.agent import (
-    AgentModel,
     AgentStreamEvent,
     ApprovalDecision,
     ApprovalError,
     ChatResult,
     DenyCall,
-    ModelStreamOptions,
     TurnDoneEvent,
     TurnFailedEvent,
     ToolContext,
@@ -70,6 +68,7 @@ from bindloop.contracts import (
     ToolSuspend,
 )
 from bindloop.loop import LoopCounters, OpenSuspend
+from bindloop.model import Model, ModelRequest
 from bindloop.lowlevel import tool_exception_error
 from bindloop.plugins import Tool
 from bindloop.session import (
@@ -88,9 +87,6 @@ from .asgi import ChatInput, Emit, Runner
 
 __all__ = ("PacedModel", "RunSaver", "agent_runner")
 
-ModelFor = Callable[[ChatInput], AgentModel]
-
-
 class _AnyArgs(msgspec.Struct):
     """A client-declared tool's arguments: the client validates them (the server never runs it)."""
 
@@ -102,38 +98,37 @@ class PacedModel(WrappedModel):
 
     __slots__ = ("_delay",)
 
-    def __init__(self, inner: AgentModel, delay_s: float) -> None:
+    def __init__(self, inner: Model, delay_s: float) -> None:
         self._delay = delay_s
         super().__init__(inner)
 
     async def stream(self, messages: Sequence[Message],
-                     options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
-        async for event in self._inner.stream(messages, options):
+                     request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
+        async for event in self._inner.stream(messages, request):
             await anyio.sleep(self._delay)
             yield event
 
 
 class _Counted(WrappedModel):
-    """``inner`` as it is -- its extras read through, its own fold (``complete_turn``) kept --
+    """``inner`` as it is -- its extras read through, its own fold (``complete``) kept --
     counting the turns started through it."""
 
     __slots__ = ("_turns",)
 
-    def __init__(self, inner: AgentModel, turns: _FedTurns) -> None:
+    def __init__(self, inner: Model, turns: _FedTurns) -> None:
         self._turns = turns
         super().__init__(inner)
 
-    async def _complete(self, messages: Sequence[Message], options: ModelStreamOptions,
-                        on_event: Callable[[StreamEvent], None] | None = None) -> ModelTurnResult:
+    def complete(self, messages: Sequence[Message], request: ModelRequest, /,
+                 on_event: Callable[[StreamEvent], None] | None = None,
+                 on_reset: Callable[[], None] | None = None) -> Awaitable[ModelTurnResult]:
         self._turns.starting()
-        result: ModelTurnResult = await self._inner.complete_turn(  # type: ignore[attr-defined]
-            messages, options, on_event)
-        return result
+        return self._inner.complete(messages, request, on_event, on_reset)
 
     async def stream(self, messages: Sequence[Message],
-                     options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
+                     request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
         self._turns.starting()
-        async for event in self._inner.stream(messages, options):
+        async for event in self._inner.stream(messages, request):
             yield event
 
 
@@ -217,11 +212,11 @@ RunSaver = Callable[[ChatInput, LoopCheckpoint], Awaitable[None]]
 the run there)."""
 
 
-def agent_runner(model: AgentModel | ModelFor, *, tools: Iterable[Tool[Any, Any]] = (),
+def agent_runner(model: Model, *, tools: Iterable[Tool[Any, Any]] = (),
                  needs_approval: Iterable[str] = (), max_turn_steps: int = 8,
                  on_checkpoint: RunSaver | None = None) -> Runner:
-    """A runner that answers each request with one ``prompt_chat`` over ``model`` (an agent model,
-    or a function of the request that makes one) and ``tools`` -- or one ``resume_chat``: of the
+    """A runner that answers each request with one ``prompt_chat`` over ``model`` (a
+    :class:`~bindloop.model.Model`) and ``tools`` -- or one ``resume_chat``: of the
     request's ``checkpoint``, or, when its approvals answer calls of its transcript, of the
     position the chat suspended at, with those decisions. Returns the chat's final text as the
     run's result. ``on_checkpoint`` gets each settled boundary (see the module docstring)."""
@@ -230,9 +225,7 @@ def agent_runner(model: AgentModel | ModelFor, *, tools: Iterable[Tool[Any, Any]
 
     async def run(chat: ChatInput, emit: Emit) -> Any:
         start, decisions = chat.checkpoint, list[ApprovalDecision]()
-        agent_model = cast(AgentModel, model(chat) if callable(model) and not hasattr(model, "stream")
-                           else model)
-        fed = _FedTurns(agent_model)
+        fed = _FedTurns(model)
         if start is None:
             if chat.state is not None:
                 emit(None, StateSnapshotEvent(state=chat.state))  # the state this run starts from
@@ -270,7 +263,7 @@ def agent_runner(model: AgentModel | ModelFor, *, tools: Iterable[Tool[Any, Any]
             return await resume_chat(start, on_checkpoint=saver)
 
         result = await create_agent(id=f"chat-{chat.protocol}", handler=handler,
-                                    model=fed.model if saver is not None else agent_model)(None)
+                                    model=fed.model if saver is not None else model)(None)
         for pending in result.approvals:  # what the run ends waiting on, asked for before or not
             emit(None, _approval_request(pending.call_id, pending.tool))
         return result.data or None
@@ -284,7 +277,7 @@ class _FedTurns:
     model turn started so far: the checkpoint and what the encoder was fed then describe the same
     point, and a continuation from the one repeats exactly the other."""
 
-    def __init__(self, inner: AgentModel) -> None:
+    def __init__(self, inner: Model) -> None:
         self.model = _Counted(inner, self)
         self.started = 0
         self.ended = 0
