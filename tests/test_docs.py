@@ -43,3 +43,11 @@ def test_agent_approval_example_runs_on_its_own(capsys) -> None:  # type: ignore
         "refused: ('call_1_0',)",
         "Removed it. ['/home/a.txt'] finished",
     ]
+
+
+def test_model_page_runs(capsys) -> None:  # type: ignore[no-untyped-def]
+    """docs/model.md's blocks: a StreamModel's own fold, priced, and the loop's port over a model."""
+    namespace: dict[str, object] = {}
+    for block in _python_blocks((ROOT / "docs" / "model.md").read_text()):
+        exec(compile(block, "model.md", "exec"), namespace)
+    assert capsys.readouterr().out.splitlines() == ["you said: hi 6 5", "done"]
