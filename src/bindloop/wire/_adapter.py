@@ -221,14 +221,19 @@ class ModelAdapter:
                         yield event
                 return
             except Exception as exc:
-                delay = None if produced else self._retry_delay_ms(attempt, exc)
+                delay = self._retry_delay_ms(self.retry, attempt, exc, produced)
                 if delay is None:
                     raise
             await self._sleep(delay / 1000.0)
 
-    def _retry_delay_ms(self, attempt: int, error: BaseException) -> float | None:
-        policy = self.retry
-        return None if policy is None else policy.delay_ms(attempt, error, self._random)
+    def _retry_delay_ms(self, retry: RetryPolicy | None, attempt: int, error: BaseException,
+                        produced: bool) -> float | None:
+        """The one retry rule of :meth:`complete` and :meth:`stream`: how long to wait before
+        calling again after ``attempt`` failed with ``error``, or ``None`` (raise it) — always
+        once output reached a consumer (another call would splice two answers)."""
+        if produced or retry is None:
+            return None
+        return retry.delay_ms(attempt, error, self._random)
 
     def complete(self, messages: Sequence[Message], request: ModelRequest = _NO_REQUEST, /,
                  on_event: Callable[[StreamEvent], None] | None = None,
@@ -283,18 +288,16 @@ class ModelAdapter:
                 request = self._request(messages, tools, opts, signal)
                 async with self._open(request, signal) as (call, chunks):
                     if opts.stream:
-                        # _events() inline (an async generator between the reads and the fold
-                        # costs two calls per chunk); the same steps, in the same order.
+                        # _events()' loop inline (an async generator between the reads and the
+                        # fold costs two calls per chunk); each read's events from the one
+                        # per-chunk step both share.
                         stream = WireStream(self.adapter.stream_decoder())
-                        watchdog = call.watchdog
                         while (chunk := await call.read(chunks)) is not None:
-                            for event in stream.feed_watched(chunk, watchdog):
-                                if type(event) is ErrorEvent:
-                                    event = call.scrub(event)
+                            for event in _chunk_events(stream, chunk, call):
                                 if watched is not None:
                                     watched(event)
                                 observe(event)
-                        for event in map(call.scrub, stream.end()):
+                        for event in _end_events(stream, call):
                             if watched is not None:
                                 watched(event)
                             observe(event)
@@ -310,8 +313,7 @@ class ModelAdapter:
                         observe(event)
                 return collector.result()
             except Exception as exc:
-                delay = None if produced or retry is None else retry.delay_ms(
-                    attempt, exc, self._random)
+                delay = self._retry_delay_ms(retry, attempt, exc, produced)
                 if delay is None:
                     raise
             await self._sleep(delay / 1000.0)
@@ -361,17 +363,29 @@ async def _events(call: Call, stream: WireStream, chunks: AsyncIterator[bytes],
                   ) -> AsyncGenerator[StreamEvent, None]:
     """The response's events. Holds no scope: a wait the watchdog cuts raises the cancellation
     through the consumer to the call's scope, which turns it into the reason."""
-    watchdog = call.watchdog
     while (chunk := await call.read(chunks)) is not None:
-        for event in stream.feed_watched(chunk, watchdog):
-            # An in-stream error may echo a credential. The decoders make exact ErrorEvents, and
-            # the type check costs a tenth of isinstance() on this per-event path.
-            if type(event) is ErrorEvent:
-                event = call.scrub(event)
+        for event in _chunk_events(stream, chunk, call):
             if sink is not None:
                 sink(event)
             yield event
-    for event in map(call.scrub, stream.end()):
+    for event in _end_events(stream, call):
         if sink is not None:
             sink(event)
         yield event
+
+
+def _chunk_events(stream: WireStream, chunk: bytes, call: Call) -> list[StreamEvent]:
+    """One read's events, the per-chunk step of every streamed call: decoded (the watchdog told
+    in the same pass), an in-stream error scrubbed of the transport's credential (it may echo
+    one). The decoders make exact ErrorEvents, and the type check costs a tenth of isinstance()
+    on this per-event path."""
+    events = stream.feed_watched(chunk, call.watchdog)
+    for event in events:
+        if type(event) is ErrorEvent:
+            return [call.scrub(e) if type(e) is ErrorEvent else e for e in events]
+    return events
+
+
+def _end_events(stream: WireStream, call: Call) -> list[StreamEvent]:
+    """The events the end of the body completes (the decoder's verdict on a cut stream), scrubbed."""
+    return [call.scrub(event) for event in stream.end()]
