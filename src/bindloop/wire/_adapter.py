@@ -26,7 +26,6 @@ import msgspec
 
 from ..clock import Clock, monotonic_ms
 from ..completion import (
-    ErrorEvent,
     ReasoningEvent,
     StreamEvent,
     TextEvent,
@@ -290,14 +289,15 @@ class ModelAdapter:
                     if opts.stream:
                         # _events()' loop inline (an async generator between the reads and the
                         # fold costs two calls per chunk); each read's events from the one
-                        # per-chunk step both share.
-                        stream = WireStream(self.adapter.stream_decoder())
+                        # per-chunk step both share, WireStream.feed_watched.
+                        stream = WireStream(self.adapter.stream_decoder(), scrub=call.scrub)
+                        watchdog = call.watchdog
                         while (chunk := await call.read(chunks)) is not None:
-                            for event in _chunk_events(stream, chunk, call):
+                            for event in stream.feed_watched(chunk, watchdog):
                                 if watched is not None:
                                     watched(event)
                                 observe(event)
-                        for event in _end_events(stream, call):
+                        for event in stream.end():
                             if watched is not None:
                                 watched(event)
                             observe(event)
@@ -337,7 +337,8 @@ class ModelAdapter:
                         ) -> AsyncGenerator[AsyncIterator[StreamEvent], None]:
         request = self._request(messages, tools, options, signal)
         async with self._open(request, signal) as (call, chunks):
-            events = _events(call, WireStream(self.adapter.stream_decoder()), chunks, sink)
+            events = _events(call, WireStream(self.adapter.stream_decoder(), scrub=call.scrub),
+                             chunks, sink)
             try:
                 yield events
             finally:
@@ -363,29 +364,14 @@ async def _events(call: Call, stream: WireStream, chunks: AsyncIterator[bytes],
                   ) -> AsyncGenerator[StreamEvent, None]:
     """The response's events. Holds no scope: a wait the watchdog cuts raises the cancellation
     through the consumer to the call's scope, which turns it into the reason."""
+    watchdog = call.watchdog
     while (chunk := await call.read(chunks)) is not None:
-        for event in _chunk_events(stream, chunk, call):
+        for event in stream.feed_watched(chunk, watchdog):
             if sink is not None:
                 sink(event)
             yield event
-    for event in _end_events(stream, call):
+    for event in stream.end():
         if sink is not None:
             sink(event)
         yield event
 
-
-def _chunk_events(stream: WireStream, chunk: bytes, call: Call) -> list[StreamEvent]:
-    """One read's events, the per-chunk step of every streamed call: decoded (the watchdog told
-    in the same pass), an in-stream error scrubbed of the transport's credential (it may echo
-    one). The decoders make exact ErrorEvents, and the type check costs a tenth of isinstance()
-    on this per-event path."""
-    events = stream.feed_watched(chunk, call.watchdog)
-    for event in events:
-        if type(event) is ErrorEvent:
-            return [call.scrub(e) if type(e) is ErrorEvent else e for e in events]
-    return events
-
-
-def _end_events(stream: WireStream, call: Call) -> list[StreamEvent]:
-    """The events the end of the body completes (the decoder's verdict on a cut stream), scrubbed."""
-    return [call.scrub(event) for event in stream.end()]
