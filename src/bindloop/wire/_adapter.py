@@ -15,6 +15,7 @@ from collections.abc import (
     Awaitable,
     Callable,
     Coroutine,
+    Iterator,
     Mapping,
     Sequence,
 )
@@ -207,32 +208,15 @@ class ModelAdapter:
         """
         options = self.wire_options(request)
         tools, signal = request.tools, request.signal
-        attempt = 0
-        while True:
-            attempt += 1
-            produced = False
-            try:
+        for attempt in _attempts(self, self.retry):
+            async with attempt:
                 async with self.open_stream(messages, tools, options=options,
                                             signal=signal) as events:
                     async for event in events:
-                        if not produced and is_content(event):
-                            produced = True
+                        if not attempt.produced and is_content(event):
+                            attempt.produced = True
                         yield event
                 return
-            except Exception as exc:
-                delay = self._retry_delay_ms(self.retry, attempt, exc, produced)
-                if delay is None:
-                    raise
-            await self._sleep(delay / 1000.0)
-
-    def _retry_delay_ms(self, retry: RetryPolicy | None, attempt: int, error: BaseException,
-                        produced: bool) -> float | None:
-        """The one retry rule of :meth:`complete` and :meth:`stream`: how long to wait before
-        calling again after ``attempt`` failed with ``error``, or ``None`` (raise it) — always
-        once output reached a consumer (another call would splice two answers)."""
-        if produced or retry is None:
-            return None
-        return retry.delay_ms(attempt, error, self._random)
 
     def complete(self, messages: Sequence[Message], request: ModelRequest = _NO_REQUEST, /,
                  on_event: Callable[[StreamEvent], None] | None = None,
@@ -268,22 +252,19 @@ class ModelAdapter:
         opts = options or self.options
         if sink is not None and not opts.stream:
             opts = msgspec.structs.replace(opts, stream=True)
-        attempt = 0
-        while True:
-            attempt += 1
-            produced = False
-            watched = sink
-            if sink is not None and retry is not None:
-                own = sink
+        for attempt in _attempts(self, retry):
+            async with attempt:
+                watched = sink
+                if sink is not None and retry is not None:
+                    own, seen = sink, attempt
 
-                def watched(event: StreamEvent) -> None:
-                    nonlocal produced
-                    if not produced and is_content(event):
-                        produced = True  # before the sink runs: one that raised may have shown it
-                    own(event)
-            collector = TurnCollector(price=self._price)
-            observe = collector.observe
-            try:
+                    def watched(event: StreamEvent) -> None:
+                        # Marked before the sink runs: one that raised may have shown it.
+                        if not seen.produced and is_content(event):
+                            seen.produced = True
+                        own(event)
+                collector = TurnCollector(price=self._price)
+                observe = collector.observe
                 request = self._request(messages, tools, opts, signal)
                 async with self._open(request, signal) as (call, chunks):
                     if opts.stream:
@@ -312,11 +293,7 @@ class ModelAdapter:
                             watched(event)
                         observe(event)
                 return collector.result()
-            except Exception as exc:
-                delay = self._retry_delay_ms(retry, attempt, exc, produced)
-                if delay is None:
-                    raise
-            await self._sleep(delay / 1000.0)
+        raise AssertionError("unreachable: every attempt returns or raises")
 
     def _request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                  options: WireOptions, signal: AbortSignal | None) -> HttpRequest:
@@ -343,6 +320,53 @@ class ModelAdapter:
                 yield events
             finally:
                 await events.aclose()
+
+
+class _Attempt:
+    """One call of :func:`_attempts`: ``async with attempt:`` around the call. Leaving it with an
+    exception asks the one retry rule — no retry once ``produced`` (output reached a consumer:
+    another call would splice two answers), else the policy's delay for this error — and either
+    lets the error through or waits the delay and swallows it, so the loop calls again."""
+
+    __slots__ = ("_model", "_number", "_retry", "done", "produced")
+
+    def __init__(self, model: ModelAdapter, retry: RetryPolicy | None, number: int) -> None:
+        self._model = model
+        self._retry = retry
+        self._number = number
+        self.produced = False
+        self.done = False
+
+    async def __aenter__(self) -> _Attempt:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        _tb: object) -> bool:
+        if error is None:
+            self.done = True
+            return False
+        retry = self._retry
+        if not isinstance(error, Exception) or self.produced or retry is None:
+            return False  # cancellation, an exit, or output already shown: never retried
+        model = self._model
+        delay = retry.delay_ms(self._number, error, model._random)
+        if delay is None:
+            return False
+        await model._sleep(delay / 1000.0)
+        return True
+
+
+def _attempts(model: ModelAdapter, retry: RetryPolicy | None) -> Iterator[_Attempt]:
+    """The one retry loop of :meth:`ModelAdapter.complete` and :meth:`ModelAdapter.stream`: a
+    fresh :class:`_Attempt` per call until one ends without an error (or lets its error
+    through). A plain iterator, so a coroutine and a generator run their calls under it alike."""
+    number = 0
+    while True:
+        number += 1
+        attempt = _Attempt(model, retry, number)
+        yield attempt
+        if attempt.done:
+            return
 
 
 def _both(own: Callable[[StreamEvent], None] | None,
