@@ -2,8 +2,8 @@
 
 A turn is folded exactly once, priced inside that fold: by the model's own
 :meth:`~bindloop.model.Model.complete` (``ModelAdapter``'s fold, each candidate's for a route, a
-:class:`~bindloop.model.StreamModel`'s fold of its stream). Whoever watches — ``on_stream`` consumers, a text sink, the partial structured view —
-is one observer of that fold's events; a trace and a journal take the folded turn; a replay feeds
+:class:`~bindloop.model.StreamModel`'s fold of its stream). Whoever watches — ``on_stream``
+consumers, a text sink, the partial structured view — is one observer of that fold's events; a trace and a journal take the folded turn; a replay feeds
 the journaled turn in as it is. Unwatched, the same call runs with no observer at all.
 """
 
@@ -41,6 +41,7 @@ __all__ = ("ToolChoiceArg", "ToolChoiceContext", "ToolChoicePolicy", "TurnPort",
 _JSON_ENCODE = msgspec.json.Encoder().encode
 _JSON_DECODE = msgspec.json.Decoder().decode
 _START = TurnStartEvent()
+
 
 class ToolChoiceContext(msgspec.Struct, frozen=True, kw_only=True):
     """What a chat's tool-choice policy sees before each model call: the prompt's ``turn_index``
@@ -284,11 +285,7 @@ class TurnPort:
             node = node.parent
 
     # -- the port ---------------------------------------------------------------------------------
-    async def _fold(self, messages: list[Message], watch: _Watch | None) -> ModelTurnResult:
-        if watch is None:
-            turn = await self.complete(messages, self.options)
-        else:
-            turn = await self.complete(messages, self.options, watch, watch.restart)
+    def _checked(self, turn: object) -> ModelTurnResult:
         if not isinstance(turn, ModelTurnResult):
             raise PortContractError(f"model {self.model.id!r}: complete() returned "
                                     f"{type(turn).__name__}, not a ModelTurnResult")
@@ -320,8 +317,8 @@ class TurnPort:
     async def _call(self, messages: list[Message]) -> ModelTurnResult:
         if self.watched:
             turn = await self._watched(messages, self.turns - 1)
-        else:
-            turn = await self._fold(messages, None)
+        else:  # nobody watches: the model's own fold, with no observer
+            turn = self._checked(await self.complete(messages, self.options))
         if turn.cost:
             self._charge(turn.cost)
         return turn
@@ -349,8 +346,11 @@ class TurnPort:
                 turn = replayed.turn  # served as journaled: no model call, no fold
                 if watch is not None:
                     watch.replayed(turn)
+            elif watch is None:
+                turn = self._checked(await self.complete(messages, self.options))
             else:
-                turn = await self._fold(messages, watch)
+                turn = self._checked(await self.complete(messages, self.options, watch,
+                                                         watch.restart))
         except BaseException as exc:
             if hub is not None and isinstance(exc, Exception):
                 hub.emit(AgentStreamEvent(turn_index=index, event=TurnFailedEvent(
