@@ -20,7 +20,7 @@ from ._partial_json import PartialJsonParser
 from ..contracts import Message, ModelTurnResult, ToolDefinition
 from ..errors import PortContractError, UsageError
 from ._errors import BudgetExceededError, ModelRegistryNotFoundError
-from ..model import ForcedTool, Model, ModelRequest, ToolChoice
+from ..model import ForcedTool, Model, ModelRequest, StreamModel, ToolChoice, fold_events
 from ._context import Frame, Generation
 from ..schema import InvalidOutputError, OutputSpec
 from ._snapshot import PromptHasher
@@ -232,8 +232,8 @@ class TurnPort:
     raises ``out_of_steps()`` instead."""
 
     __slots__ = ("budgets", "choose", "complete", "frame", "hasher", "hub", "limit", "model",
-                 "options", "out_of_steps", "recording", "spec", "text", "tool_mode", "tracer",
-                 "turns", "watched")
+                 "options", "out_of_steps", "plain", "recording", "spec", "text", "tool_mode",
+                 "tracer", "turns", "watched")
 
     def __init__(self, frame: Frame, model: Model, options: ModelRequest, *,
                  spec: OutputSpec | None, tool_mode: bool, hub: StreamHub | None,
@@ -266,6 +266,11 @@ class TurnPort:
         self.hasher = PromptHasher(options.tools, options.schema, options.tool_choice) \
             if self.recording else None
         self.watched = self.recording or hub is not None or text is not None
+        # Unwatched, a StreamModel that keeps the base's complete and price has nothing to charge
+        # (its fold prices nothing): its turn is that fold itself, awaited by the loop directly.
+        kind = type(model)
+        self.plain = not self.watched and kind.complete is StreamModel.complete \
+            and kind.price is StreamModel.price
         self.turns = 0
 
     # -- budget -----------------------------------------------------------------------------------
@@ -286,7 +291,7 @@ class TurnPort:
 
     # -- the port ---------------------------------------------------------------------------------
     def _checked(self, turn: object) -> ModelTurnResult:
-        if not isinstance(turn, ModelTurnResult):
+        if type(turn) is not ModelTurnResult and not isinstance(turn, ModelTurnResult):
             raise PortContractError(f"model {self.model.id!r}: complete() returned "
                                     f"{type(turn).__name__}, not a ModelTurnResult")
         return turn
@@ -303,6 +308,8 @@ class TurnPort:
             self._choose(messages)
         self.turns += 1
         # The live transcript is passed as it is: a model reads it and copies what it keeps.
+        if self.plain:
+            return fold_events(self.model.stream(messages, self.options), None)
         return self._call(messages)
 
     def _choose(self, messages: list[Message]) -> None:
@@ -318,7 +325,9 @@ class TurnPort:
         if self.watched:
             turn = await self._watched(messages, self.turns - 1)
         else:  # nobody watches: the model's own fold, with no observer
-            turn = self._checked(await self.complete(messages, self.options))
+            turn = await self.complete(messages, self.options)
+            if type(turn) is not ModelTurnResult:
+                turn = self._checked(turn)
         if turn.cost:
             self._charge(turn.cost)
         return turn
