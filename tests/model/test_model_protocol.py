@@ -225,3 +225,68 @@ def test_function_models_declare_what_they_are_given(mode: Any) -> None:
     assert (model.id, model.structured_output, model.price(TurnUsage())) == ("f", mode, 0)
     with pytest.raises(UsageError, match="not a ModelTurnResult"):
         anyio.run(model.complete, [], ModelRequest())
+
+
+class _Turns(StreamModel):
+    """A StreamModel over a script of turns (one per call)."""
+
+    id = "turns"
+
+    def __init__(self, turns: Sequence[ModelTurnResult]) -> None:
+        self.turns = list(turns)
+
+    async def stream(self, messages: Sequence[Message],
+                     request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
+        for event in turn_events(self.turns.pop(0)):
+            yield event
+
+
+class _PricedTurns(_Turns):
+    def price(self, usage: TurnUsage, /) -> int:
+        return _price(usage)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", [_Turns, _PricedTurns])
+async def test_a_stream_model_runs_the_same_watched_or_not(kind: type[_Turns]) -> None:
+    """Unwatched, a StreamModel that charges nothing is folded by the agent with no extra frame;
+    watched or priced it goes through its complete: the chat, its stats and its cost agree."""
+    from bindloop.testing import tool_call, tool_call_turn
+
+    def script() -> list[ModelTurnResult]:
+        return [tool_call_turn([tool_call("echo", {"text": "hi"}, id="c1")],
+                               usage=TurnUsage(input_tokens=3, output_tokens=2)),
+                final_answer("done", usage=TurnUsage(input_tokens=5, output_tokens=1))]
+
+    from bindloop.agent import equip_tool
+    from bindloop.contracts import ToolResult
+    from bindloop.plugins import define_tool
+
+    class Echo(msgspec.Struct):
+        text: str
+
+    async def echo(args: Echo, ctx: object) -> ToolResult:
+        return ToolResult(content=args.text)
+
+    tool = define_tool(name="echo", description="Echo.", args=Echo, execute=echo)
+
+    async def run(watched: bool) -> Any:
+        async def drain(events: Any) -> None:
+            async for _ in events:
+                pass
+
+        async def handler(_: None) -> Any:
+            equip_instruction("go")
+            equip_tool(tool)
+            if watched:
+                on_stream(drain)
+            return await prompt_chat()
+
+        return await create_agent(id="a", handler=handler, model=kind(script()))(None)
+
+    plain, watched = await run(False), await run(True)
+    assert (plain.data, plain.stop_reason) == (watched.data, watched.stop_reason) == ("done",
+                                                                                      "done")
+    assert plain.stats.cost == watched.stats.cost == (
+        sum(_price(t.usage) for t in script()) if kind is _PricedTurns else 0)
+    assert (plain.stats.input_tokens, plain.stats.output_tokens) == (8, 3)
