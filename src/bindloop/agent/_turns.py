@@ -355,11 +355,11 @@ class TurnPort:
                 turn = replayed.turn  # served as journaled: no model call, no fold
                 if watch is not None:
                     watch.replayed(turn)
-            elif watch is None:
-                turn = self._checked(await self.complete(messages, self.options))
             else:
-                turn = self._checked(await self.complete(messages, self.options, watch,
-                                                         watch.restart))
+                turn = await (self.complete(messages, self.options) if watch is None else
+                              self.complete(messages, self.options, watch, watch.restart))
+                if type(turn) is not ModelTurnResult:
+                    turn = self._checked(turn)
         except BaseException as exc:
             if hub is not None and isinstance(exc, Exception):
                 hub.emit(AgentStreamEvent(turn_index=index, event=TurnFailedEvent(
