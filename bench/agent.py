@@ -11,9 +11,9 @@ Runners:
   ``run_tool_loop`` user of a streaming model does).
 * ``agent API``: ``run_with(agent, model=...)`` of one ``create_agent`` (defined once, reused) with
   ``equip_tool(define_tool(...))`` + ``prompt_agent(Final)`` over
-  an :class:`~bindloop.agent.AgentModel` that streams each turn as events (what every real model
+  a :class:`~bindloop.model.StreamModel` that streams each turn as events (what every real model
   does), in native JSON-schema mode; no stream consumer, no trace, no snapshot.
-* ``agent (whole)``: the same, over a model that also offers ``complete_turn`` (whole turns, as
+* ``agent (whole)``: the same, over a model whose own ``complete`` returns whole turns (as
   the wire's ``ModelAdapter`` does), which the agent uses when nothing watches the stream.
 * ``agent (snapshot)``: the streamed agent with ``enable_snapshot=True`` (each turn journaled
   with its prompt hash, as with a trace or a replay).
@@ -53,7 +53,6 @@ import msgspec
 from bindloop import Message, ModelTurnResult, ToolCall, ToolDefinition, ToolLoopParams, \
     ToolLoopState, ToolOutcome, ToolResult, TurnUsage, UserMessage, run_tool_loop
 from bindloop.agent import (
-    ModelStreamOptions,
     create_agent,
     equip_instruction,
     equip_tool,
@@ -63,6 +62,11 @@ from bindloop.agent import (
 from bindloop.completion import FinishEvent, StreamEvent, TextEvent, ToolCallChunk, \
     ToolCallEvent, TurnCollector, UsageEvent
 from bindloop.plugins import define_tool
+
+try:
+    from bindloop.model import StreamModel as _ModelBase
+except ImportError:  # ``--before`` runs this file's engine-only runner over an older checkout
+    _ModelBase = object  # type: ignore[assignment,misc]
 
 RunOnce = Callable[[int], float]
 # CPU seconds of this process: on a shared machine other processes' load does not count (the
@@ -134,8 +138,9 @@ def bare_loop_run_once(n: int) -> float:
     return anyio.run(main)
 
 
-class _StreamModel:
-    """An AgentModel streaming each scripted turn as events, one fragment each."""
+class _StreamModel(_ModelBase):
+    """A model streaming each scripted turn as events, one fragment each (its ``complete`` is
+    ``StreamModel``'s fold of this stream)."""
 
     structured_output = "json_schema"
 
@@ -144,13 +149,8 @@ class _StreamModel:
         self.n = n
         self.turn = 0
 
-    def calculate_cost(self, usage: TurnUsage) -> dict[str, int]:
-        # Not read by this checkout (an agent model's price is optional); the base checkout that
-        # ``--before`` measures with this file required the member.
-        return {}
-
     async def stream(self, messages: Sequence[Message],
-                     options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
+                     request: Any, /) -> AsyncIterator[StreamEvent]:
         self.turn += 1
         i = self.turn
         if i < self.n:
@@ -165,12 +165,12 @@ class _StreamModel:
 
 
 class _WholeTurnModel(_StreamModel):
-    """The same script, also offering ``complete_turn`` (a whole-turn call, as ``ModelAdapter``
-    does): the agent uses it when nothing observes the stream."""
+    """The same script, its own ``complete`` returning whole turns (nothing observes the stream
+    here, so it is never asked to hand events on)."""
 
-    async def complete_turn(self, messages: Sequence[Message], options: ModelStreamOptions,
-                            on_event: Callable[[StreamEvent], None] | None = None,
-                            ) -> ModelTurnResult:
+    async def complete(self, messages: Sequence[Message], request: Any, /,
+                       on_event: Callable[[StreamEvent], None] | None = None,
+                       on_reset: Callable[[], None] | None = None) -> ModelTurnResult:
         self.turn += 1
         i = self.turn
         usage = TurnUsage(input_tokens=1, output_tokens=1)
@@ -338,7 +338,7 @@ def bare_stream_run_once(n: int) -> float:
     which any ``run_tool_loop`` user of a streaming model does too)."""
     added = [0]
     model = _StreamModel(n)
-    options = ModelStreamOptions()
+    options: Any = None  # the script reads no request
 
     async def call_model(messages: list[Message], tools: list[ToolDefinition]) -> ModelTurnResult:
         collector = TurnCollector()

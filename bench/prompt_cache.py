@@ -50,6 +50,7 @@ from bindloop.contracts import (
     UserMessage,
 )
 from bindloop.loop import ToolLoopParams, run_tool_loop
+from bindloop.model import call_model_port
 from bindloop.testing import fresh_state
 from bindloop.wire import AnthropicAdapter, CachePolicy, HttpRequest, ModelAdapter, WireOptions
 
@@ -179,7 +180,7 @@ async def run_session(turns: int, policy: CachePolicy | None) -> tuple[RunStats,
     state = fresh_state([SystemMessage(content=system),
                          UserMessage(content="Make the wire decode every recorded shape.")])
     result = await run_tool_loop(ToolLoopParams(
-        state=state, call_model=model.call_model, run_tool_call=_tool,
+        state=state, call_model=call_model_port(model), run_tool_call=_tool,
         build_tools=lambda: TOOLS, max_iterations=turns + 2))
     return result.stats, server.requests
 

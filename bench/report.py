@@ -80,7 +80,7 @@ def agent_lines(ns: list[int], figures: dict[str, list[float]], rounds: int,
         "call per turn for N-1 turns, beside the bare `run_tool_loop` over the same script: "
         "`bare loop` with whole turns, `bare (stream)` folding the same event stream with the "
         "engine's `TurnCollector`. `agent API` streams each turn as events (the one fold); "
-        "`agent (whole)` is a model with `complete_turn`. CPU µs per turn, each runner in its "
+        "`agent (whole)` is a model whose own `complete` returns whole turns. CPU µs per turn, each runner in its "
         f"own interpreter, median of {rounds} interleaved rounds"
         + (f" ({when}; this section was measured alone with `python bench/report.py --only "
            "agent`)" if when else "") + ". Targets: the streamed agent within 1.3x of `bare "

@@ -1,4 +1,4 @@
-"""CPU µs per streamed token through ``as_agent_model(RoutedModel)`` vs ``as_agent_model(ModelAdapter)``,
+"""CPU µs per streamed token through a ``RoutedModel`` vs a ``ModelAdapter``,
 side by side in one run: 2000 one-token openai_chat SSE chunks from an in-memory transport, read
 (a) straight from the agent model's ``stream()`` and (b) through the agent API (``prompt_chat`` with
 an ``on_stream`` consumer, so every delta is folded and multicast). Routes: one candidate (live from
@@ -13,7 +13,8 @@ machine does not count.
 import json, time
 from contextlib import asynccontextmanager
 import anyio, anyio.lowlevel
-from bindloop.agent import ModelStreamOptions, as_agent_model, create_agent, equip_instruction, on_stream, prompt_chat
+from bindloop.agent import create_agent, equip_instruction, on_stream, prompt_chat
+from bindloop.model import ModelRequest
 from bindloop.contracts import UserMessage
 from bindloop.routing import OrderedPolicy, RouteCandidate, RoutePlan, RouteStage, canonical_model_id, provider_id
 from bindloop.wire import ModelAdapter, RoutedModel, WireOptions, create_wire_adapter
@@ -43,7 +44,7 @@ class T:
 def adapter():
     return ModelAdapter(create_wire_adapter("openai_chat"), T(), WireOptions(model="m", stream=True))
 
-def route(n):
+def route(n, streaming=None):
     mid = canonical_model_id("bench/m")
     names = [f"p{i}" for i in range(n)]
     plan = RoutePlan(stages=(RouteStage(role="primary", model=mid,
@@ -51,20 +52,20 @@ def route(n):
         candidates=tuple(RouteCandidate(provider_id=provider_id(x), canonical_model_id=mid,
                                         provider_invocation_model="m", credential_source="platform")
                          for x in names)),))
-    return RoutedModel(plan=plan, models={x: adapter() for x in names})
+    return RoutedModel(plan=plan, models={x: adapter() for x in names}, streaming=streaming)
 
 MODELS = {
-    "ModelAdapter": lambda: as_agent_model(adapter()),
-    "RoutedModel, 1 candidate": lambda: as_agent_model(route(1)),
-    "RoutedModel, 2, settled": lambda: as_agent_model(route(2), route_streaming="settled"),
-    "RoutedModel, 2, live": lambda: as_agent_model(route(2), route_streaming="live"),
+    "ModelAdapter": lambda: adapter(),
+    "RoutedModel, 1 candidate": lambda: route(1),
+    "RoutedModel, 2, settled": lambda: route(2, "settled"),
+    "RoutedModel, 2, live": lambda: route(2, "live"),
 }
 MSGS = [UserMessage(content="x")]
 
 async def direct(model):
     t0 = time.process_time()
     n = 0
-    async for _ in model.stream(MSGS, ModelStreamOptions()):
+    async for _ in model.stream(MSGS, ModelRequest()):
         n += 1
     assert n >= N
     return (time.process_time() - t0) / N * 1e6

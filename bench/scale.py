@@ -121,6 +121,7 @@ async def worker(config: str, addresses: dict[str, str], prefix: str, first: int
         decide_tool_call_receipt,
         tool_call_args_hash,
     )
+    from bindloop.model import call_model_port
     from bindloop.session import RestoredLoop, create_loop_checkpoint, run_from_checkpoint
     from bindloop.wire import ModelAdapter, OpenAIChatAdapter, WireOptions
 
@@ -136,13 +137,15 @@ async def worker(config: str, addresses: dict[str, str], prefix: str, first: int
     per_session: list[tuple[float, float, int]] = []  # (wall s, store s, turns)
     timers: dict[str, float] = {}
 
+    port = call_model_port(model)
+
     async def call_model(*args: Any, **kwargs: Any) -> Any:
         # What create_limit_middleware does around a call: a slot, a window admission, the slot back.
         while not await limits.enter("provider:slots", 10_000):
             await anyio.sleep(0.001)
         try:
             await limits.admit("provider:rpm", 60_000.0, 10**9, 1, time.time() * 1000)
-            return await model.call_model(*args, **kwargs)
+            return await port(*args, **kwargs)
         finally:
             await limits.leave("provider:slots")
 

@@ -279,8 +279,8 @@ PROGRAMS: dict[str, Callable[[dict[str, Any], Observed], Awaitable[Any]]] = {
 
 def _requests(model: ScriptedStreamModel) -> list[Any]:
     return [{"messages": messages_to_openai(list(r.messages)),
-             "tools": [t.name for t in r.options.tools],
-             "schema": r.options.schema is not None} for r in model.requests]
+             "tools": [t.name for t in r.request.tools],
+             "schema": r.request.schema is not None} for r in model.requests]
 
 
 async def _run(sc: AgentScenario, snapshot: Any = None) -> dict[str, Any]:

@@ -165,3 +165,11 @@ def test_the_serve_page_server_answers_use_chat(monkeypatch) -> None:  # type: i
         web.should_exit = True
         thread.join(10)
         provider.stop()
+
+
+def test_model_page_runs(capsys) -> None:  # type: ignore[no-untyped-def]
+    """docs/model.md's blocks: a StreamModel's own fold, priced, and the loop's port over a model."""
+    namespace: dict[str, object] = {}
+    for block in _python_blocks((ROOT / "docs" / "model.md").read_text()):
+        exec(compile(block, "model.md", "exec"), namespace)
+    assert capsys.readouterr().out.splitlines() == ["you said: hi 6 5", "done"]

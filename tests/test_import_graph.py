@@ -1,5 +1,7 @@
 """No import circle in src/bindloop: neither between modules at run time nor between packages once
-the imports made only for type checkers are counted too (``errors`` imports nothing of bindloop)."""
+the imports made only for type checkers and those inside function bodies (they run later, but they
+are a dependency all the same) are counted too; and every package imports only the packages above
+it in the map (``LAYERS``; ``errors`` imports nothing of bindloop)."""
 
 from __future__ import annotations
 
@@ -27,9 +29,11 @@ def _is_type_checking(test: ast.expr) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imports(modules: Mapping[str, tuple[Path, bool]], *,
-             typing_too: bool) -> dict[str, set[str]]:
-    """Module-level imports of each module (function bodies excluded: they run later)."""
+def _imports(modules: Mapping[str, tuple[Path, bool]], *, typing_too: bool,
+             bodies: bool = False) -> dict[str, set[str]]:
+    """Module-level imports of each module; with ``bodies``, also those inside functions and
+    classes (a function-body import is a dependency that runs later: no circle at import time,
+    but a circle between packages all the same)."""
     graph: dict[str, set[str]] = {}
     for name, (path, is_package) in modules.items():
         edges: set[str] = set()
@@ -37,12 +41,23 @@ def _imports(modules: Mapping[str, tuple[Path, bool]], *,
         def visit(body: Iterable[ast.stmt], module: str = name, pkg: bool = is_package,
                   found: set[str] = edges) -> None:
             for node in body:
-                if isinstance(node, ast.If):
+                if bodies and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                ast.ClassDef)):
+                    visit(node.body)
+                elif isinstance(node, (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor,
+                                       ast.While)) and bodies:
+                    visit(node.body)
+                elif isinstance(node, ast.If):
                     if typing_too or not _is_type_checking(node.test):
                         visit(node.body)
                     visit(node.orelse)
                 elif isinstance(node, ast.Try):
                     visit(node.body)
+                    if bodies:
+                        for handler in node.handlers:
+                            visit(handler.body)
+                        visit(node.orelse)
+                        visit(node.finalbody)
                 elif isinstance(node, ast.Import):
                     found.update(a.name for a in node.names if a.name in modules)
                 elif isinstance(node, ast.ImportFrom):
@@ -111,18 +126,66 @@ def test_no_module_import_circle_at_run_time() -> None:
     assert _cycles(_imports(_modules(), typing_too=False)) == []
 
 
-def test_no_package_import_circle_counting_type_checking_imports() -> None:
-    graph = _imports(_modules(), typing_too=True)
+def _package_graph() -> dict[str, set[str]]:
+    """Package -> the packages it imports, counting type-checking and function-body imports."""
+    graph = _imports(_modules(), typing_too=True, bodies=True)
     packages: dict[str, set[str]] = {}
     for module, targets in graph.items():
         packages.setdefault(_package(module), set()).update(
             _package(t) for t in targets if _package(t) != _package(module))
-    assert _cycles(packages) == []
+    return packages
+
+
+def test_no_package_import_circle_counting_type_checking_and_function_body_imports() -> None:
+    assert _cycles(_package_graph()) == []
+
+
+# The map of src/bindloop/, lowest first: a package imports only those before it. The root
+# (``bindloop``, whose names load lazily) and the root-level ``bindloop._x`` helpers shared by
+# every layer are outside the order.
+LAYERS = (
+    "errors", "clock", "signal",
+    "contracts",
+    "schema",
+    "completion", "model", "textstream",
+    "transcript", "compaction",
+    "plugins",
+    "skills", "routing", "run",
+    "loop", "lowlevel",
+    "session",
+    "wire",
+    "mcp",
+    "agent",
+    "protocols",
+    "testing",
+    "hosts",
+)
+
+
+def test_every_package_imports_only_the_packages_above_it() -> None:
+    rank = {f"bindloop.{name}": i for i, name in enumerate(LAYERS)}
+    graph = _package_graph()
+    placed = {p for p in graph if p != "bindloop" and not p.startswith("bindloop._")}
+    assert placed == set(rank), "every package has a place in LAYERS"
+    upward = sorted((p, t) for p in placed for t in graph[p] if t in rank and rank[t] > rank[p])
+    assert upward == []
 
 
 def test_the_checker_sees_a_circle() -> None:
     # The check itself: a package pair that imports each other is found.
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+
+
+def test_the_checker_reads_function_bodies(tmp_path: Path) -> None:
+    # An import inside a function (in a nested block too) is an edge for the package check,
+    # never for the run-time one.
+    (tmp_path / "a.py").write_text(
+        "def f():\n    try:\n        from . import b\n    except ImportError:\n        pass\n")
+    (tmp_path / "b.py").write_text("from . import a\n")
+    modules = {"pkg.a": (tmp_path / "a.py", False), "pkg.b": (tmp_path / "b.py", False)}
+    assert _imports(modules, typing_too=True, bodies=True) == {"pkg.a": {"pkg.b"},
+                                                               "pkg.b": {"pkg.a"}}
+    assert _imports(modules, typing_too=True) == {"pkg.a": set(), "pkg.b": {"pkg.a"}}
 
 
 # A package's private modules are its own: another package imports its public names.

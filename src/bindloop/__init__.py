@@ -26,7 +26,9 @@ _EXPORTS: MappingProxyType[str, tuple[str, ...]] = MappingProxyType({
     # the agent API: agents, their hooks, structured output and chat, the model protocol
     "agent": ("create_agent", "prompt_agent", "prompt_chat", "resume_chat", "ChatResult",
               "reborn", "run_with", "equip_system", "equip_instruction", "equip_tool",
-              "equip_memory", "expect_validator", "on_stream", "augment_model", "AgentModel",),
+              "equip_memory", "expect_validator", "on_stream", "augment_model",),
+    # the one model protocol and the request a call carries
+    "model": ("Model", "ModelRequest",),
     # the error roots a host catches
     "errors": ("BindloopError", "UsageError", "ProviderError", "PromptTooLongError",
                "RunStoppedError", "RunTimeoutError", "RunCancelledError", "ToolFailure",
@@ -76,7 +78,10 @@ if TYPE_CHECKING:
         expect_validator as expect_validator,
         on_stream as on_stream,
         augment_model as augment_model,
-        AgentModel as AgentModel,
+    )
+    from .model import (
+        Model as Model,
+        ModelRequest as ModelRequest,
     )
     from .errors import (
         BindloopError as BindloopError,

@@ -12,8 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bindloop.agent import (
-    AgentModel,
-    as_agent_model,
+    augment_model,
     create_agent,
     equip_budget,
     equip_history,
@@ -34,7 +33,8 @@ from bindloop.agent import (
     run_with,
     ToolCallLoopMiddleware,
 )
-from bindloop.contracts import SystemMessage, ToolResult, UserMessage
+from bindloop.contracts import SystemMessage, ToolResult, TurnUsage, UserMessage
+from bindloop.model import Model
 from bindloop.errors import PortContractError, UsageError
 from bindloop.agent import (
     AfterPromptAgentError,
@@ -335,7 +335,7 @@ def test_create_agent_refuses_bad_arguments() -> None:
         create_agent(id="a", handler="nope")  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="max_retries"):
         create_agent(id="a", handler=handler, max_retries=-1)
-    with pytest.raises(UsageError, match="not a model"):
+    with pytest.raises(UsageError, match="not a bindloop.model.Model"):
         create_agent(id="a", handler=handler, model=42)
 
 
@@ -345,16 +345,45 @@ async def test_a_non_awaitable_handler_is_a_typed_error() -> None:
         await agent(1)
 
 
-def test_wire_models_satisfy_the_protocol() -> None:
+def test_wire_models_declare_their_capabilities() -> None:
     class NoTransport:
         def open(self, request: object) -> Any:
             raise AssertionError("not called")
 
     adapter = ModelAdapter(OpenAIChatAdapter(), NoTransport(), WireOptions(model="gpt-x"),
                            price=lambda u: u.input_tokens)
-    model = as_agent_model(adapter)
-    assert isinstance(model, AgentModel)
-    assert (model.id, model.provider) == ("gpt-x", "openai_chat")
-    assert getattr(model, "structured_output") == "json_schema"
+    model: Model = adapter  # the wire's model is a Model as it is: no adapter in between
+    assert (model.id, model.provider, model.structured_output) == ("gpt-x", "openai_chat",
+                                                                   "json_schema")
+    assert model.price(TurnUsage(input_tokens=7)) == 7
+    own = ModelAdapter(OpenAIChatAdapter(), NoTransport(), WireOptions(model="gpt-x"), id="mine",
+                       provider="acme", structured_output="tool")
+    assert (own.id, own.provider, own.structured_output, own.price(TurnUsage())) == (
+        "mine", "acme", "tool", 0)
+    with pytest.raises(UsageError, match="structured_output"):
+        ModelAdapter(OpenAIChatAdapter(), NoTransport(), WireOptions(model="gpt-x"),
+                     structured_output="native")  # type: ignore[arg-type]
     stream_model = scripted_stream_model([])
-    assert as_agent_model(stream_model) is stream_model
+    assert create_agent(id="a", handler=_noop, model=stream_model)._model is stream_model
+
+
+async def _noop(_: None) -> None:
+    return None
+
+
+@pytest.mark.parametrize("where", ["create_agent", "run_with", "augment_model"])
+async def test_something_that_is_not_a_model_is_refused_naming_what_it_lacks(where: str) -> None:
+    class StreamOnly:
+        id = "half"
+
+        async def stream(self, messages: Any, request: Any) -> Any:
+            yield None
+
+    with pytest.raises(UsageError, match=rf"{where}\(model=\).*lacks provider, "
+                                         r"structured_output, price, complete"):
+        if where == "create_agent":
+            create_agent(id="a", handler=_noop, model=StreamOnly())  # type: ignore[arg-type]
+        elif where == "run_with":
+            await run_with(lambda: None, model=StreamOnly())  # type: ignore[arg-type]
+        else:
+            augment_model(StreamOnly(), [])  # type: ignore[arg-type]

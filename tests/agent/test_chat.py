@@ -82,7 +82,7 @@ async def test_chat_runs_tools_and_returns_text_delta_and_stats() -> None:
     assert (result.stats.turns, result.stats.tool_calls) == (2, 1)
     assert (result.stats.input_tokens, result.stats.output_tokens) == (30, 8)
     # The equipped tool is what the model was offered.
-    assert [t.name for t in model.requests[0].options.tools] == ["calc"]
+    assert [t.name for t in model.requests[0].request.tools] == ["calc"]
 
 
 async def test_delta_continues_a_chat_through_equip_history() -> None:

@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bindloop.agent import AgentModel, as_agent_model
-from bindloop.agent._model import is_agent_model
+from bindloop.agent._model import checked_model
 from bindloop.schema import output_spec
 from bindloop.agent._snapshot import PromptHasher, prompt_hash
 from bindloop.contracts import (
@@ -23,7 +22,7 @@ from bindloop.contracts import (
 )
 from bindloop.errors import UsageError
 from bindloop.plugins import ToolContext
-from bindloop.testing import scripted_stream_model
+from bindloop.testing import scripted_model, scripted_stream_model
 from bindloop.wire import ForcedTool
 
 TEXT = st.text(max_size=8)
@@ -37,7 +36,7 @@ MESSAGES: st.SearchStrategy[Message] = st.one_of(
 )
 # What can happen to a prompt's transcript between two model calls: the loop and the re-asks
 # append; a compaction replaces the contents wholesale (in place); a resume starts a new list.
-# (Editing a message in the middle in place is outside the contract: AgentModel must not mutate
+# (Editing a message in the middle in place is outside the contract: a Model must not mutate
 # the transcript, and the loop never does.)
 STEPS = st.lists(st.one_of(
     st.tuples(st.just("append"), st.lists(MESSAGES, max_size=3)),
@@ -122,38 +121,40 @@ def test_decode_falls_back_for_a_synthetic_null() -> None:
 class _Duck:
     id = "duck"
     provider = None
+    structured_output = "tool"
 
-    def stream(self, messages: Any, options: Any) -> Any:
+    def price(self, usage: Any) -> int:
+        return 0
+
+    def stream(self, messages: Any, request: Any) -> Any:
+        raise NotImplementedError
+
+    def complete(self, messages: Any, request: Any, on_event: Any = None,
+                 on_reset: Any = None) -> Any:
         raise NotImplementedError
 
 
-class _Bare:  # provider and price are optional (the seed marks them so)
+class _StreamOnly:  # what an agent model was before capabilities were declared
     id = "bare"
 
     def stream(self, messages: Any, options: Any) -> Any:
         raise NotImplementedError
 
 
-class _NoStream(_Duck):
-    stream = None  # type: ignore[assignment]
+class _NoComplete(_Duck):
+    complete = None  # type: ignore[assignment]
 
 
-class _NoId:
-    provider = None
-
-    def stream(self, messages: Any, options: Any) -> Any:
-        raise NotImplementedError
-
-
-@pytest.mark.parametrize("obj", [_Duck(), _Bare(), _NoStream(), _NoId(), object(), "model", None,
-                                 scripted_stream_model([])])
-def test_structural_model_check_agrees_with_the_protocol(obj: object) -> None:
-    assert is_agent_model(obj) is isinstance(obj, AgentModel)
-    if is_agent_model(obj):
-        assert as_agent_model(obj) is obj
-    elif not isinstance(obj, str) and obj is not None:
-        with pytest.raises(UsageError, match="is not a model"):
-            as_agent_model(obj)
+@pytest.mark.parametrize("obj", [_Duck(), _StreamOnly(), _NoComplete(), object(),
+                                 scripted_stream_model([]), scripted_model([])])
+def test_a_model_is_checked_once_for_every_declared_member(obj: object) -> None:
+    has_all = all(getattr(obj, name, None) is not None for name in (
+        "id", "structured_output", "price", "stream", "complete")) and hasattr(obj, "provider")
+    if has_all:
+        assert checked_model(obj, "here") is obj
+    else:
+        with pytest.raises(UsageError, match="here: .* is not a bindloop.model.Model"):
+            checked_model(obj, "here")
 
 
 def test_tool_context_is_a_frozen_value() -> None:

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from bindloop.agent import (
     ConcurrencyRule,
     InMemoryLimitStore,
-    ModelStreamOptions,
     RateRule,
     augment_model,
     create_agent,
@@ -27,6 +26,7 @@ from bindloop.agent import (
 from bindloop.completion import StreamEvent, TextEvent
 from bindloop.contracts import Message, TurnUsage
 from bindloop.errors import UsageError
+from bindloop.model import ModelRequest, StreamModel
 from bindloop.agent import BudgetExceededError, RateLimitExceededError
 from bindloop.testing import final_answer, scripted_stream_model
 from bindloop.wire import ProviderHttpError, TransportError
@@ -51,7 +51,7 @@ class FakeTime:
 
 
 async def _drain(model: Any) -> list[StreamEvent]:
-    return [e async for e in model.stream([], ModelStreamOptions())]
+    return [e async for e in model.stream([], ModelRequest())]
 
 
 async def test_rpm_waits_for_the_window_through_the_injected_sleep() -> None:
@@ -97,11 +97,11 @@ async def test_concurrency_caps_calls_in_flight_and_a_shared_store_shares_the_qu
     in_flight = 0
     peak = 0
 
-    class Slow:
-        id, provider = "slow", None
+    class Slow(StreamModel):
+        id = "slow"
 
         async def stream(self, messages: Sequence[Message],
-                         options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
+                         request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
             nonlocal in_flight, peak
             in_flight += 1
             peak = max(peak, in_flight)
@@ -196,12 +196,12 @@ async def test_retry_gives_up_on_permanent_errors_and_after_max_attempts() -> No
 
 
 async def test_retry_never_retries_after_output_was_streamed() -> None:
-    class HalfThenFail:
-        id, provider = "half", None
+    class HalfThenFail(StreamModel):
+        id = "half"
         calls = 0
 
         async def stream(self, messages: Sequence[Message],
-                         options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
+                         request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
             self.calls += 1
             yield TextEvent(content="partial ")
             raise TransportError("dropped")
@@ -273,10 +273,10 @@ async def test_a_streaming_call_renews_its_slot_lease_and_a_silent_holder_loses_
     other = store.handle()
     refused: list[bool] = []
 
-    class Long:
-        id, provider = "long", None
+    class Long(StreamModel):
+        id = "long"
 
-        async def stream(self, messages: Any, options: Any) -> AsyncIterator[StreamEvent]:
+        async def stream(self, messages: Any, request: Any, /) -> AsyncIterator[StreamEvent]:
             for _ in range(50):
                 t.now += 20.0  # 1 s of events
                 refused.append(not await other.enter("tenant:c", 1))

@@ -11,14 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bindloop.model import Model, ModelRequest
 from bindloop.agent import (
     AgentMiddleware,
-    AgentModel,
     ModelMiddleware,
-    ModelStreamOptions,
     ToolCallLoopMiddleware,
     ToolMiddleware,
     ToolOutput,
+    WrappedModel,
     augment_agent,
     augment_model,
     augment_tool,
@@ -66,17 +66,17 @@ def _tool_layer(name: str, log: list[str]) -> ToolMiddleware:
     return ToolMiddleware(name=name, handler=handler)
 
 
-class _Logged:
+class _Logged(WrappedModel):
     """A model middleware's product: logs, then delegates."""
 
-    def __init__(self, inner: AgentModel, name: str, log: list[str]) -> None:
-        self.inner, self.name, self.log = inner, name, log
-        self.id, self.provider = inner.id, inner.provider
+    def __init__(self, inner: Model, name: str, log: list[str]) -> None:
+        super().__init__(inner)
+        self.name, self.log = name, log
 
     async def stream(self, messages: Sequence[Message],
-                     options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
+                     request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
         self.log.append(f"> {self.name}")
-        async for event in self.inner.stream(messages, options):
+        async for event in self._inner.stream(messages, request):
             yield event
         self.log.append(f"< {self.name}")
 
@@ -96,7 +96,7 @@ def test_model_onion_order_for_any_list(names: list[str]) -> None:
                           [_model_layer(n, log) for n in names])
 
     async def main() -> None:
-        async for _ in model.stream([], ModelStreamOptions()):
+        async for _ in model.stream([], ModelRequest()):
             pass
 
     anyio.run(main)

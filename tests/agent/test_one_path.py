@@ -93,7 +93,6 @@ from hypothesis import strategies as st  # noqa: E402
 
 from bindloop.agent import (  # noqa: E402
     CheckpointSavedEvent,
-    ModelStreamOptions,
     ToolFinishedEvent,
     ToolStartedEvent,
     TurnDoneEvent,
@@ -103,6 +102,7 @@ from bindloop.agent import (  # noqa: E402
     expect_validator,
 )
 from bindloop.completion import StreamEvent  # noqa: E402
+from bindloop.model import ModelRequest, StreamModel, turn_events  # noqa: E402
 from bindloop.contracts import (  # noqa: E402
     AssistantMessage,
     Message,
@@ -163,26 +163,25 @@ class _ReplayTransport:
         yield _Body(render_sse(self.wire, turn, model="m"))
 
 
-class _WholeTurnModel:
-    """A model with its own fold: complete_turn hands each event to on_event and prices the turn."""
+class _WholeTurnModel(StreamModel):
+    """A model with its own fold: complete hands each event to on_event and prices the turn."""
 
     structured_output = "json_schema"
 
     def __init__(self, turns: list[ModelTurnResult]) -> None:
         self.id, self.turns, self.position = "whole", turns, 0
 
-    def stream(self, messages: Sequence[Message], options: ModelStreamOptions,
+    def stream(self, messages: Sequence[Message], request: ModelRequest, /,
                ) -> AsyncIterator[StreamEvent]:
-        raise AssertionError("a model with complete_turn is never streamed")
+        raise AssertionError("a model with its own complete is never streamed")
 
-    async def complete_turn(self, messages: Sequence[Message], options: ModelStreamOptions,
-                            on_event: Any = None) -> ModelTurnResult:
-        from bindloop.agent import turn_events as events_of
+    async def complete(self, messages: Sequence[Message], request: ModelRequest, /,
+                       on_event: Any = None, on_reset: Any = None) -> ModelTurnResult:
         from bindloop.completion import collect_turn
 
         turn = self.turns[self.position]
         self.position += 1
-        events = events_of(turn)
+        events = turn_events(turn)
         if on_event is not None:
             for event in events:
                 on_event(event)

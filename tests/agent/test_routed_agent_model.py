@@ -1,4 +1,4 @@
-"""``as_agent_model(RoutedModel)`` as a first-class agent model, over real HTTP to the scripted
+"""A ``RoutedModel`` as the agent's model, over real HTTP to the scripted
 provider server: the call's options reach every candidate's request (also after a fallback), a
 structured answer goes out natively or as a forced output tool, and ``on_stream`` sees exactly the
 attempt that serves the turn, streamed as it arrives."""
@@ -17,7 +17,6 @@ from bindloop.agent import (
     TurnDoneEvent,
     TurnFailedEvent,
     TurnStartEvent,
-    as_agent_model,
     create_agent,
     equip_instruction,
     on_stream,
@@ -80,14 +79,19 @@ def _plan(names: Sequence[str]) -> RoutePlan:
                                         credential_source="platform") for n in names)),))
 
 
-def _route(server: ScriptedProviderServer, wires: dict[str, str]) -> RoutedModel:
+def _route(server: ScriptedProviderServer, wires: dict[str, str], **options: Any) -> RoutedModel:
     models = {}
     for name, wire in wires.items():
         adapter = create_wire_adapter(wire)
         models[name] = ModelAdapter(
             adapter, HttpxTransport(server.base_url(name), headers=adapter.auth_headers("k")),
             WireOptions(model="unused", stream=True, max_tokens=64), budgets=BUDGETS)
-    return RoutedModel(plan=_plan(list(wires)), models=models)
+    return RoutedModel(plan=_plan(list(wires)), models=models, **options)
+
+
+def _as(routed: RoutedModel, **options: Any) -> RoutedModel:
+    """The same route with ``options`` (``id``, ``structured_output``, ``streaming``)."""
+    return RoutedModel(plan=routed.plan, models=routed.models, **options)
 
 
 def _text(wire: str, text: str = ANSWER, **options: object) -> ScriptedReply:
@@ -119,7 +123,7 @@ async def test_native_schema_and_options_reach_every_candidate_after_a_fallback(
     server.enqueue("primary", error_reply(
         529, b'{"type":"error","error":{"type":"overloaded_error","message":"busy"}}'))
     server.enqueue("backup", _text("openai_chat", '{"x": 3, "y": 4}'))
-    model = as_agent_model(_route(server, {"primary": "anthropic", "backup": "openai_chat"}))
+    model = _as(_route(server, {"primary": "anthropic", "backup": "openai_chat"}))
     assert getattr(model, "structured_output") == "json_schema"
     agent = create_agent(id="n", handler=_point_handler(
         additional_options={"max_tokens": 32}), model=model)
@@ -145,7 +149,7 @@ async def test_tool_mode_forces_the_output_tool_on_every_candidate(
                                                   arguments='{"x": 5, "y": 6}'),),
                              finish_reason="tool_calls")
     server.enqueue("backup", turn_reply("anthropic", answer, stream=True))
-    model = as_agent_model(_route(server, {"primary": "openai_chat", "backup": "anthropic"}),
+    model = _as(_route(server, {"primary": "openai_chat", "backup": "anthropic"}),
                            structured_output="tool")
     assert getattr(model, "structured_output") == "tool"
     assert await create_agent(id="t", handler=_point_handler(), model=model)(None) == Point(5, 6)
@@ -161,8 +165,8 @@ async def test_an_unbound_candidate_makes_the_route_use_the_output_tool(
         server: ScriptedProviderServer) -> None:
     routed = _route(server, {"only": "openai_chat"})
     unbound = RoutedModel(plan=_plan(["only", "ghost"]), models=routed.models)
-    assert getattr(as_agent_model(unbound), "structured_output") == "tool"
-    assert getattr(as_agent_model(routed), "structured_output") == "json_schema"
+    assert _as(unbound).structured_output == "tool"
+    assert _as(routed).structured_output == "json_schema"
 
 
 @pytest.mark.parametrize(("options", "named"), [
@@ -172,7 +176,7 @@ async def test_an_unbound_candidate_makes_the_route_use_the_output_tool(
 ])
 async def test_bad_call_options_are_refused_before_any_request(
         server: ScriptedProviderServer, options: dict[str, Any], named: str) -> None:
-    model = as_agent_model(_route(server, {"a": "openai_chat", "b": "openai_chat"}))
+    model = _as(_route(server, {"a": "openai_chat", "b": "openai_chat"}))
 
     async def handler(_: None) -> str:
         equip_instruction("hi")
@@ -183,14 +187,12 @@ async def test_bad_call_options_are_refused_before_any_request(
     assert server.requests == []
 
 
-async def test_as_agent_model_refuses_bad_keywords(server: ScriptedProviderServer) -> None:
+async def test_routed_model_refuses_bad_keywords(server: ScriptedProviderServer) -> None:
     routed = _route(server, {"a": "openai_chat"})
     with pytest.raises(UsageError, match="structured_output"):
-        as_agent_model(routed, structured_output="native")  # type: ignore[arg-type]
-    with pytest.raises(UsageError, match="route_streaming"):
-        as_agent_model(routed, route_streaming="eager")  # type: ignore[arg-type]
-    with pytest.raises(UsageError, match="RoutedModel only"):
-        as_agent_model(routed.models["a"], route_streaming="live")
+        _as(routed, structured_output="native")
+    with pytest.raises(UsageError, match="streaming"):
+        _as(routed, streaming="eager")
 
 
 # -- streamed tokens ---------------------------------------------------------------------------------
@@ -227,9 +229,10 @@ async def test_503_before_text_streams_only_the_backup(server: ScriptedProviderS
                                                        streaming: str) -> None:
     server.enqueue("primary", _busy())
     server.enqueue("backup", _text("openai_chat"))
-    routed = _route(server, {"primary": "openai_chat", "backup": "openai_chat"})
+    routed = _route(server, {"primary": "openai_chat", "backup": "openai_chat"},
+                    streaming=streaming)
     events: list[AgentStreamEvent] = []
-    model = as_agent_model(routed, route_streaming=streaming)  # type: ignore[arg-type]
+    model = routed
     assert await _run(model, events) == ANSWER
     # The backup's deltas as they came (two), not one whole-turn text event.
     assert _texts(events) == [FIRST_HALF, ANSWER[len(FIRST_HALF):]]
@@ -245,9 +248,9 @@ async def test_settled_mid_stream_drop_never_shows_the_failed_attempt(
     server.enqueue("primary", _text("openai_chat", "Primary words that must vanish.",
                                     drop_after=drop_after))
     server.enqueue("backup", _text("openai_chat"))
-    routed = _route(server, {"primary": "openai_chat", "backup": "openai_chat"})
+    routed = _route(server, {"primary": "openai_chat", "backup": "openai_chat"}, streaming="settled")
     events: list[AgentStreamEvent] = []
-    assert await _run(as_agent_model(routed, route_streaming="settled"), events) == ANSWER
+    assert await _run(routed, events) == ANSWER
     assert "".join(_texts(events)) == ANSWER
     assert _kinds(events) == ["TurnStartEvent", "FinishEvent", "UsageEvent", "TurnDoneEvent"]
     assert [(a.provider_id, a.outcome, a.produced_output)
@@ -262,9 +265,9 @@ async def test_live_mid_stream_drop_after_text_is_retracted_and_falls_back(
     # "clear this turn's UI state"), then the backup's deltas. The turn is the backup's alone.
     server.enqueue("primary", _text("openai_chat", "Primary words that vanish.", drop_after=2))
     server.enqueue("backup", _text("openai_chat"))
-    routed = _route(server, {"primary": "openai_chat", "backup": "openai_chat"})
+    routed = _route(server, {"primary": "openai_chat", "backup": "openai_chat"}, streaming="live")
     events: list[AgentStreamEvent] = []
-    assert await _run(as_agent_model(routed, route_streaming="live"), events) == ANSWER
+    assert await _run(routed, events) == ANSWER
     starts = [i for i, e in enumerate(events) if isinstance(e.event, TurnStartEvent)]
     assert len(starts) == 2 and {e.turn_index for e in events} == {0}
     assert "".join(_texts(events[:starts[1]])) == "Primary words that vanish."[:13]
@@ -279,9 +282,9 @@ async def test_live_mid_stream_drop_after_text_is_retracted_and_falls_back(
 async def test_live_drop_before_text_still_falls_back(server: ScriptedProviderServer) -> None:
     server.enqueue("primary", _text("openai_chat", drop_after=1))  # the role chunk only
     server.enqueue("backup", _text("openai_chat"))
-    routed = _route(server, {"primary": "openai_chat", "backup": "openai_chat"})
+    routed = _route(server, {"primary": "openai_chat", "backup": "openai_chat"}, streaming="live")
     events: list[AgentStreamEvent] = []
-    assert await _run(as_agent_model(routed, route_streaming="live"), events) == ANSWER
+    assert await _run(routed, events) == ANSWER
     assert _texts(events) == [FIRST_HALF, ANSWER[len(FIRST_HALF):]]
 
 
@@ -293,7 +296,7 @@ async def test_the_last_attempt_streams_live(server: ScriptedProviderServer) -> 
     routed = _route(server, {"primary": "openai_chat", "backup": "openai_chat"})
     events: list[AgentStreamEvent] = []
     with pytest.raises(AttemptError) as info:
-        await _run(as_agent_model(routed), events)
+        await _run(routed, events)
     assert info.value.category == "stream_stall"
     assert _texts(events) == [FIRST_HALF]
     assert isinstance(events[-1].event, TurnFailedEvent)
@@ -303,9 +306,9 @@ async def test_a_held_attempt_that_stalls_is_never_shown(server: ScriptedProvide
     server.enqueue("primary", _text("openai_chat", "Primary words that must vanish.",
                                     stall_after=2))
     server.enqueue("backup", _text("openai_chat"))
-    routed = _route(server, {"primary": "openai_chat", "backup": "openai_chat"})
+    routed = _route(server, {"primary": "openai_chat", "backup": "openai_chat"}, streaming="settled")
     events: list[AgentStreamEvent] = []
-    assert await _run(as_agent_model(routed, route_streaming="settled"), events) == ANSWER
+    assert await _run(routed, events) == ANSWER
     assert "".join(_texts(events)) == ANSWER
     assert sum(isinstance(e.event, UsageEvent) for e in events) == 1
     assert sum(isinstance(e.event, TurnDoneEvent) for e in events) == 1
@@ -317,13 +320,13 @@ async def test_closing_the_stream_early_cancels_the_route(server: ScriptedProvid
     # The backup stalls mid-answer (long budgets): closing after the first delta must not wait
     # for the watchdog, and must leave nothing running.
     server.enqueue("only", _text("openai_chat", stall_after=2))
-    model = as_agent_model(_route(server, {"only": "openai_chat"}))
-    from bindloop.agent import ModelStreamOptions
+    model = _as(_route(server, {"only": "openai_chat"}))
+    from bindloop.model import ModelRequest
     from bindloop.contracts import UserMessage
     from bindloop.completion import TextEvent
 
     with anyio.fail_after(1.5):  # well under the 2 s first-token budget and the stall
-        events = model.stream([UserMessage(content="x")], ModelStreamOptions())
+        events = model.stream([UserMessage(content="x")], ModelRequest())
         async for event in events:
             if isinstance(event, TextEvent):
                 break
@@ -332,7 +335,7 @@ async def test_closing_the_stream_early_cancels_the_route(server: ScriptedProvid
 
 @pytest.mark.parametrize("watched", [True, False])
 async def test_a_run_signal_cancels_a_route(server: ScriptedProviderServer, watched: bool) -> None:
-    # Watched: the streaming path; not watched: complete_turn. Either way the agent reports a
+    # Watched: the streaming path; not watched: complete without a sink. Either way the agent reports a
     # cancellation as from any model, not as the route's AttemptError.
     from bindloop.agent import run_with
     from bindloop.errors import RunCancelledError
@@ -340,7 +343,7 @@ async def test_a_run_signal_cancels_a_route(server: ScriptedProviderServer, watc
 
     server.enqueue("a", _busy())
     server.enqueue("b", ScriptedReply(stall_before_headers=True))
-    model = as_agent_model(_route(server, {"a": "openai_chat", "b": "openai_chat"}))
+    model = _as(_route(server, {"a": "openai_chat", "b": "openai_chat"}))
     controller = AbortController()
     events: list[AgentStreamEvent] = []
 
@@ -383,8 +386,8 @@ async def test_structured_partials_stream_from_the_backup_only(server: ScriptedP
     server.enqueue("primary", reply('{"x": 100, "y": 200}', drop_after=2))
     server.enqueue("backup", reply('{"x": 1, "y": 2}'))
     routed = _route(server, {"primary": "openai_chat", "backup": "openai_chat"})
-    model = as_agent_model(routed, structured_output=mode,  # type: ignore[arg-type]
-                           route_streaming=streaming)  # type: ignore[arg-type]
+    model = routed = _as(routed, structured_output=mode,  # type: ignore[arg-type]
+                           streaming=streaming)  # type: ignore[arg-type]
     events: list[AgentStreamEvent] = []
 
     async def handler(_: None) -> Point:
@@ -434,7 +437,7 @@ async def test_a_traced_or_journaled_run_nobody_watches_keeps_live_fallbacks(
 
     with anyio.fail_after(10):
         out = await run_with(create_agent(id="t", handler=handler),
-                             model=as_agent_model(routed, route_streaming="live"),
+                             model=(routed := _as(routed, streaming="live")),
                              event_bus=bus if traced else None, enable_snapshot=snapshot)
     assert out == ANSWER
     assert [a.outcome for a in routed.last_result.attempts] == ["failed", "succeeded"]  # type: ignore[union-attr]

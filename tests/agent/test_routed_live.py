@@ -10,7 +10,8 @@ from typing import Any
 import anyio
 import pytest
 
-from bindloop.agent import as_agent_model, create_agent, equip_instruction, on_stream, prompt_chat
+from bindloop.agent import create_agent, equip_instruction, on_stream, prompt_chat
+from bindloop.model import ModelRequest
 from bindloop.completion import TextEvent
 from bindloop.wire import StreamBudgets
 from bindloop.hosts.httpx_transport import HttpxTransport
@@ -56,7 +57,7 @@ def _slow_answer() -> ScriptedReply:
                          delay_s=GAP_S)
 
 
-def _route(server: ScriptedProviderServer) -> RoutedModel:
+def _route(server: ScriptedProviderServer, streaming: Any = None) -> RoutedModel:
     model_id = canonical_model_id("demo/m")
     names = ["primary", "backup"]
     models = {}
@@ -72,7 +73,7 @@ def _route(server: ScriptedProviderServer) -> RoutedModel:
         candidates=tuple(RouteCandidate(provider_id=provider_id(n), canonical_model_id=model_id,
                                         provider_invocation_model=f"{n}-model",
                                         credential_source="platform") for n in names)),))
-    return RoutedModel(plan=plan, models=models)
+    return RoutedModel(plan=plan, models=models, streaming=streaming)
 
 
 async def _spread(server: ScriptedProviderServer, **options: Any) -> tuple[float, str]:
@@ -90,7 +91,7 @@ async def _spread(server: ScriptedProviderServer, **options: Any) -> tuple[float
         on_stream(ui)
         return (await prompt_chat()).data
 
-    model = as_agent_model(_route(server), **options)
+    model = _route(server, **options)
     with anyio.fail_after(20):
         text = await create_agent(id="live", handler=handler, model=model)(None)
     assert len(arrivals) == len(WORDS)
@@ -100,7 +101,7 @@ async def _spread(server: ScriptedProviderServer, **options: Any) -> tuple[float
 async def test_a_routed_model_streams_a_healthy_primary_live_by_default(
         server: ScriptedProviderServer) -> None:
     default, text = await _spread(server)
-    settled, _ = await _spread(server, route_streaming="settled")
+    settled, _ = await _spread(server, streaming="settled")
     print(f"delta spread over loopback: default {default:.3f} s, settled {settled:.3f} s "
           f"(the primary sends a word every {GAP_S} s)")
     assert text == "".join(WORDS)
@@ -122,11 +123,10 @@ async def test_call_model_on_reset_retracts_a_failed_attempts_events(
     server.enqueue("backup", ScriptedReply(headers=dropping.headers, chunks=dropping.chunks))
     seen: list[str] = []
     routed = _route(server)
-    turn = await routed.call_model(
-        [UserMessage(content="weather?")], [],
-        on_event=lambda e: seen.append(e.content) if isinstance(e, TextEvent) and e.content
-        else None,
-        on_reset=lambda: seen.append("<reset>"))
+    turn = await routed.complete(
+        [UserMessage(content="weather?")], ModelRequest(),
+        lambda e: seen.append(e.content) if isinstance(e, TextEvent) and e.content else None,
+        lambda: seen.append("<reset>"))
     assert turn.text == "".join(WORDS)
     assert seen == [*WORDS[:2], "<reset>", *WORDS]
     attempts = routed.last_result.attempts  # type: ignore[union-attr]
@@ -144,7 +144,7 @@ async def test_a_route_behind_a_stream_only_wrapper_still_falls_back_after_text(
     server.enqueue("primary", ScriptedReply(headers=dropping.headers, chunks=dropping.chunks,
                                             drop_after=3))
     server.enqueue("backup", ScriptedReply(headers=dropping.headers, chunks=dropping.chunks))
-    model = augment_model(as_agent_model(_route(server)), [create_simple_limit_middleware(concurrency=1)])
+    model = augment_model(_route(server), [create_simple_limit_middleware(concurrency=1)])
 
     async def handler(_: None) -> str:
         equip_instruction("weather?")

@@ -358,17 +358,18 @@ async def test_a_run_nobody_watches_never_yields_to_the_event_loop(anyio_backend
     """On asyncio the root hosts consumers as tasks started on demand: a run without any opens no
     task group, so a run whose model and tools never wait does not give the loop a turn (an
     empty anyio task group's exit would)."""
-    from bindloop.agent import ModelStreamOptions, run_with
+    from bindloop.agent import run_with
+    from bindloop.model import ModelRequest, StreamModel
     from bindloop.completion import StreamEvent
 
     if anyio_backend != "asyncio":
         pytest.skip("the root opens an anyio task group on other backends")
     import asyncio
 
-    class Instant:
+    class Instant(StreamModel):
         id, provider, structured_output = "instant", "test", "json_schema"
 
-        async def stream(self, messages: Any, options: ModelStreamOptions) -> Any:
+        async def stream(self, messages: Any, request: ModelRequest, /) -> Any:
             event: StreamEvent
             for event in (TextEvent(content='{"answer": "a", "score": 1}'),
                           FinishEvent(finish_reason="stop")):

@@ -270,7 +270,7 @@ async def test_native_mode_sends_the_strict_schema_and_decodes_the_type() -> Non
                                                 '"home": null, "kind": "human"}')])
     person = await _agent(model, Person)(None)
     assert person == Person(name="Ada", age=36)
-    options = model.requests[0].options
+    options = model.requests[0].request
     assert options.schema == strict_json_schema(Person)
     assert options.schema_name == "Person" and options.tool_choice is None
     assert options.tools == ()
@@ -293,7 +293,7 @@ async def test_tool_mode_forces_the_output_tool() -> None:
     model = scripted_stream_model(
         [tool_call_turn([tool_call("Point", {"x": 4, "y": 5})])], structured_output="tool")
     assert await _agent(model, Point)(None) == Point(x=4, y=5)
-    options = model.requests[0].options
+    options = model.requests[0].request
     assert options.schema is None
     assert options.tool_choice == ForcedTool(name="Point")
     assert [t.name for t in options.tools] == ["Point"]
@@ -317,8 +317,8 @@ async def test_tool_mode_with_other_tools_requires_a_tool_and_runs_them_first() 
         tool_call_turn([tool_call("Point", {"x": 42, "y": 0})]),
     ], structured_output="tool")
     assert await _agent(model, Point, tools=[LOOKUP])(None) == Point(x=42)
-    assert model.requests[0].options.tool_choice == "required"
-    assert [t.name for t in model.requests[0].options.tools] == ["lookup", "Point"]
+    assert model.requests[0].request.tool_choice == "required"
+    assert [t.name for t in model.requests[0].request.tools] == ["lookup", "Point"]
     assert "answer: 42" in str(model.requests[1].messages[-1])
 
 

@@ -257,7 +257,7 @@ async def test_a_tool_choice_policy_sets_each_turns_choice() -> None:
 
     assert await create_agent(id="a", handler=handler, model=model)(None) == "done"
     assert seen == [0, 1]
-    assert [r.options.tool_choice for r in model.requests] == ["required", None]
+    assert [r.request.tool_choice for r in model.requests] == ["required", None]
 
 
 async def test_a_fixed_tool_choice_and_bad_ones() -> None:
@@ -272,7 +272,7 @@ async def test_a_fixed_tool_choice_and_bad_ones() -> None:
         return (await prompt_chat(tool_choice=ForcedTool(name="search"))).data
 
     await create_agent(id="a", handler=fixed, model=model)(None)
-    assert model.requests[0].options.tool_choice == ForcedTool(name="search")
+    assert model.requests[0].request.tool_choice == ForcedTool(name="search")
 
     async def bad(_: None) -> str:
         equip_instruction("q")
@@ -474,7 +474,7 @@ def test_property_choices_and_tool_turns_follow_the_script() -> None:
 
         agent = create_agent(id="p", handler=handler, model=model)
         assert anyio.run(agent, None) == "end"
-        assert [r.options.tool_choice for r in model.requests] == picks[:len(rounds) + 1]
+        assert [r.request.tool_choice for r in model.requests] == picks[:len(rounds) + 1]
         ids = [[f"c{r}.{i}" for i in range(n)] for r, n in enumerate(rounds)]
         assert histories == [ids[:k] for k in range(len(rounds))]
 

@@ -12,7 +12,6 @@ import msgspec
 import pytest
 
 from bindloop.agent import (
-    as_agent_model,
     create_agent,
     equip_instruction,
     prompt_agent,
@@ -74,7 +73,7 @@ async def _point(_: None) -> Point:
 async def test_model_adapter_sends_the_strict_schema_and_options(
         server: ScriptedProviderServer) -> None:
     server.enqueue("openai", _text('{"x": 1}'), _text('{"x": 1, "y": 2}'))
-    model = as_agent_model(_chat(server))
+    model = _chat(server)
     assert await create_agent(id="p", handler=_point, model=model)(None) == Point(x=1, y=2)
     first, second = (msgspec.json.decode(r.body) for r in server.requests)
     assert first["response_format"]["json_schema"]["name"] == "Point"
@@ -87,7 +86,7 @@ async def test_model_adapter_sends_the_strict_schema_and_options(
 async def test_an_aborted_run_signal_cancels_the_prompt(server: ScriptedProviderServer) -> None:
     controller = AbortController()
     controller.abort("user pressed stop")
-    model = as_agent_model(_chat(server))
+    model = _chat(server)
 
     async def handler(_: None) -> str:
         equip_instruction("hi")
@@ -125,9 +124,8 @@ async def test_routed_model_falls_back_and_uses_the_output_tool(
                                 WireOptions(model="claude-x", max_tokens=100)),
         "backup": _chat(server, "backup"),
     }
-    routed = as_agent_model(RoutedModel(plan=plan, models=models), id="point-route",
-                            structured_output="tool")
-    assert getattr(routed, "structured_output") == "tool"
+    routed = RoutedModel(plan=plan, models=models, id="point-route", structured_output="tool")
+    assert routed.structured_output == "tool"
 
     async def handler(_: None) -> Point:
         equip_instruction("a point")

@@ -12,8 +12,6 @@ import pytest
 
 from bindloop.agent import (
     ModelMiddleware,
-    ModelStreamOptions,
-    as_agent_model,
     augment_model,
     create_agent,
     create_limit_middleware,
@@ -21,12 +19,12 @@ from bindloop.agent import (
     create_simple_limit_middleware,
     equip_instruction,
     prompt_chat,
-    turn_events,
 )
 from bindloop.agent import RateRule
 from bindloop.completion import StreamEvent, TextEvent, collect_turn
 from bindloop.contracts import Message, ModelTurnResult, TurnUsage
 from bindloop.errors import UsageError
+from bindloop.model import ModelRequest, StreamModel, turn_events
 from bindloop.hosts.provider_replies import render_sse
 from bindloop.routing import (
     OrderedPolicy,
@@ -57,7 +55,7 @@ def _busy() -> ProviderHttpError:
 
 
 class WholeTurnModel:
-    """A model with its own fold and every optional extra; its ``stream`` must never be used."""
+    """A model with its own fold and a host's own extra; its ``stream`` must never be used."""
 
     provider = "acme"
     structured_output = "json_schema"
@@ -71,13 +69,13 @@ class WholeTurnModel:
     def price(self, usage: TurnUsage) -> int:
         return 5
 
-    def stream(self, messages: Sequence[Message], options: ModelStreamOptions,
+    def stream(self, messages: Sequence[Message], request: ModelRequest,
                ) -> AsyncIterator[StreamEvent]:
-        raise AssertionError("a model with complete_turn is never streamed")
+        raise AssertionError("a model with its own fold is never streamed")
 
-    async def complete_turn(self, messages: Sequence[Message], options: ModelStreamOptions,
-                            on_event: Callable[[StreamEvent], None] | None = None,
-                            ) -> ModelTurnResult:
+    async def complete(self, messages: Sequence[Message], request: ModelRequest,
+                       on_event: Callable[[StreamEvent], None] | None = None,
+                       on_reset: Callable[[], None] | None = None) -> ModelTurnResult:
         self.calls += 1
         item = self.script.pop(0)
         if isinstance(item, str):  # some text reaches the watcher, then the call fails
@@ -93,11 +91,11 @@ class WholeTurnModel:
         return collect_turn(events, price=self.price)
 
 
-class StreamOnly:
+class StreamOnly(StreamModel):
     id = "streamed"
 
     async def stream(self, messages: Sequence[Message],
-                     options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
+                     request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
         for event in turn_events(final_answer("s")):
             yield event
 
@@ -116,16 +114,15 @@ async def test_a_wrapper_keeps_id_provider_structured_output_price_and_extras(ki
     assert (model.id, model.provider, model.structured_output) == ("whole", "acme", "json_schema")
     assert model.price(TurnUsage()) == 5
     assert model.region == "eu-west"
-    assert model.complete_turn is not None
     stacked: Any = augment_model(inner, [WRAPPERS["limit"](FakeTime()),
                                          WRAPPERS[kind](FakeTime())])
-    assert stacked.region == "eu-west" and stacked.complete_turn is not None
+    assert stacked.region == "eu-west" and stacked.price(TurnUsage()) == 5
 
 
 @pytest.mark.parametrize("kind", sorted(WRAPPERS))
 async def test_a_wrapper_keeps_the_whole_turn_fold_and_adds_none(kind: str) -> None:
-    """The agent calls the wrapped model's own ``complete_turn`` (never its ``stream``), priced by
-    it; a model without one stays without one."""
+    """The agent calls the wrapped model's own ``complete`` (never its ``stream``), priced by
+    it; over a stream-only model the wrapper's ``complete`` folds its own stream."""
     inner = WholeTurnModel([final_answer("hello", usage=TurnUsage(input_tokens=3)),
                             final_answer("again")])
     seen: list[StreamEvent] = []
@@ -137,10 +134,11 @@ async def test_a_wrapper_keeps_the_whole_turn_fold_and_adds_none(kind: str) -> N
     model = augment_model(inner, [WRAPPERS[kind](FakeTime())])
     chat = await create_agent(id="w", handler=handler, model=model)(None)
     assert (chat.data, chat.stats.cost, inner.calls) == ("hello", 5, 1)
-    turn = await model.complete_turn([], ModelStreamOptions(), seen.append)  # type: ignore[attr-defined]
+    turn = await model.complete([], ModelRequest(), seen.append)
     assert turn.text == "again" and seen and inner.calls == 2
-    assert getattr(augment_model(StreamOnly(), [WRAPPERS[kind](FakeTime())]),
-                   "complete_turn", None) is None
+    streamed = await augment_model(StreamOnly(), [WRAPPERS[kind](FakeTime())]).complete(
+        [], ModelRequest())
+    assert streamed.text == "s"
 
 
 async def test_the_limit_charges_a_whole_turn_and_holds_its_slot() -> None:
@@ -149,14 +147,15 @@ async def test_the_limit_charges_a_whole_turn_and_holds_its_slot() -> None:
     inner = WholeTurnModel([final_answer("x", usage=usage)] * 2)
     model: Any = augment_model(inner, [create_simple_limit_middleware(tpm=100, clock=t.clock,
                                                                       sleep=t.sleep)])
-    await model.complete_turn([], ModelStreamOptions())
-    await model.complete_turn([], ModelStreamOptions())  # the window is full: a minute's wait
+    await model.complete([], ModelRequest())
+    await model.complete([], ModelRequest())  # the window is full: a minute's wait
     assert t.sleeps == [60.0]
 
     inside: list[int] = []
 
     class Counting(WholeTurnModel):
-        async def complete_turn(self, messages: Any, options: Any, on_event: Any = None) -> Any:
+        async def complete(self, messages: Any, request: Any, on_event: Any = None,
+                           on_reset: Any = None) -> Any:
             inside.append(1)
             assert len(inside) == 1, "two calls in flight under concurrency=1"
             await anyio.sleep(0.01)
@@ -166,7 +165,7 @@ async def test_the_limit_charges_a_whole_turn_and_holds_its_slot() -> None:
     gated: Any = augment_model(Counting([]), [create_simple_limit_middleware(concurrency=1)])
     async with anyio.create_task_group() as tg:
         for _ in range(3):
-            tg.start_soon(gated.complete_turn, [], ModelStreamOptions())
+            tg.start_soon(gated.complete, [], ModelRequest())
 
 
 async def test_retry_retries_a_whole_turn_only_before_its_content_was_handed_on() -> None:
@@ -174,13 +173,13 @@ async def test_retry_retries_a_whole_turn_only_before_its_content_was_handed_on(
     inner = WholeTurnModel([_busy(), _busy(), final_answer("ok")])
     model: Any = augment_model(inner, [create_retry_middleware(sleep=t.sleep, backoff_ms=100)])
     seen: list[StreamEvent] = []
-    turn = await model.complete_turn([], ModelStreamOptions(), seen.append)
+    turn = await model.complete([], ModelRequest(), seen.append)
     assert turn.text == "ok" and inner.calls == 3 and t.sleeps == [0.1, 0.2]
 
     half = WholeTurnModel(["partial ", final_answer("never")])
     model = augment_model(half, [create_retry_middleware(sleep=t.sleep)])
     with pytest.raises(ProviderHttpError):
-        await model.complete_turn([], ModelStreamOptions())  # unwatched: the same rule
+        await model.complete([], ModelRequest())  # unwatched: the same rule
     assert half.calls == 1
 
 
@@ -228,12 +227,12 @@ def _route(adapter: ModelAdapter) -> RoutedModel:
         models={"p": adapter})
 
 
-@pytest.mark.parametrize("shape", ["adapter", "agent model", "behind a limit"])
+@pytest.mark.parametrize("shape", ["adapter", "wrapped", "behind a limit"])
 def test_retry_refuses_a_model_that_retries_itself(shape: str) -> None:
     adapter = _adapter(CountingTransport(0))  # retries by default: three calls in all
-    model: object = {"adapter": adapter, "agent model": as_agent_model(adapter),
-                     "behind a limit": augment_model(adapter, [create_simple_limit_middleware(
-                         rpm=5)])}[shape]
+    model: Any = {"adapter": adapter, "wrapped": augment_model(adapter, []),
+                  "behind a limit": augment_model(adapter, [create_simple_limit_middleware(
+                      rpm=5)])}[shape]
     with pytest.raises(UsageError, match=r"already retries.*ModelAdapter\(retry=None\)"):
         augment_model(model, [create_retry_middleware()])
 
@@ -247,26 +246,26 @@ async def test_retry_over_a_route_adds_no_calls_to_the_routes_own_decisions() ->
     model: Any = augment_model(_route(_adapter(transport)),
                                [create_retry_middleware(max_attempts=3, sleep=FakeTime().sleep)])
     with pytest.raises(AttemptError):
-        await model.complete_turn([], ModelStreamOptions())
+        await model.complete([], ModelRequest())
     assert transport.requests == 1
 
 
 async def test_retry_over_an_adapter_that_does_not_retry_calls_as_often_as_asked() -> None:
     """The adapter's own retry alone, or the middleware alone: never both (no 3 x 3)."""
     own = CountingTransport(failures=2)
-    turn = await _adapter(own).complete([], [])
+    turn = await _adapter(own).complete([])
     assert turn.text == "ok" and own.requests == 3
 
     layered = CountingTransport(failures=2)
     t = FakeTime()
     model: Any = augment_model(_adapter(layered, retry=None),
                                [create_retry_middleware(max_attempts=3, sleep=t.sleep)])
-    turn = await model.complete_turn([], ModelStreamOptions())
+    turn = await model.complete([], ModelRequest())
     assert turn.text == "ok" and layered.requests == 3
 
     failing = CountingTransport(failures=10)
     model = augment_model(_adapter(failing, retry=RetryPolicy(max_attempts=1)),
                           [create_retry_middleware(max_attempts=3, sleep=t.sleep)])
     with pytest.raises(ProviderHttpError):
-        await model.complete_turn([], ModelStreamOptions())
+        await model.complete([], ModelRequest())
     assert failing.requests == 3

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import anyio
 
 from bindloop.compaction import (
@@ -12,12 +14,19 @@ from bindloop.contracts import (
     Message,
     ModelTurnResult,
     SystemMessage,
-    ToolDefinition,
     TurnUsage,
     UserMessage,
 )
 from bindloop.loop import LoopCounters, ToolLoopParams, run_tool_loop
-from bindloop.testing import final_answer, fresh_state, scripted_model, tool_call, tool_call_turn
+from bindloop.model import ModelRequest
+from bindloop.testing import (
+    final_answer,
+    fresh_state,
+    function_model,
+    scripted_model,
+    tool_call,
+    tool_call_turn,
+)
 
 
 def test_port_compacts_once_over_threshold_and_spend_is_not_a_turn() -> None:
@@ -34,13 +43,13 @@ def test_port_compacts_once_over_threshold_and_spend_is_not_a_turn() -> None:
     ])
     summaries: list[list[Message]] = []
 
-    async def summarizer(messages: list[Message], tools: list[ToolDefinition]) -> ModelTurnResult:
+    async def summarizer(messages: Sequence[Message], request: ModelRequest) -> ModelTurnResult:
         summaries.append(messages)
         return ModelTurnResult(text="SUMMARY", usage=TurnUsage(input_tokens=500, output_tokens=50),
                                cost=3)
 
     decisions: list[AutoCompactDecision] = []
-    port = compaction_port(state=state, model=summarizer, context_window=120_000, keep_turns=3,
+    port = compaction_port(state=state, model=function_model(summarizer), context_window=120_000, keep_turns=3,
                            on_decision=decisions.append)
 
     async def tool(call):  # type: ignore[no-untyped-def]
@@ -71,10 +80,10 @@ def test_port_leaves_short_transcripts_alone() -> None:
     state = fresh_state([UserMessage(content="hi")])
     state.counters = LoopCounters(last_prompt_tokens=119_000, has_fresh_token_count=True)
 
-    async def never(messages, tools):  # type: ignore[no-untyped-def]
+    async def never(messages, request):  # type: ignore[no-untyped-def]
         raise AssertionError("must not be called")
 
-    port = compaction_port(state=state, model=never, context_window=120_000, keep_turns=6)
+    port = compaction_port(state=state, model=function_model(never), context_window=120_000, keep_turns=6)
     assert anyio.run(port, list(state.messages)) is None
 
 
@@ -100,10 +109,10 @@ def test_compaction_spend_keeps_every_usage_detail_in_the_stats() -> None:
                                                         cache_write_tokens=7), cost=2),
     ]
 
-    async def summarizer(messages: list[Message], tools: list[ToolDefinition]) -> ModelTurnResult:
+    async def summarizer(messages: Sequence[Message], request: ModelRequest) -> ModelTurnResult:
         return replies.pop(0)
 
-    port = compaction_port(state=state, model=summarizer, context_window=120_000, keep_turns=3)
+    port = compaction_port(state=state, model=function_model(summarizer), context_window=120_000, keep_turns=3)
 
     async def tool(call):  # type: ignore[no-untyped-def]
         from bindloop.contracts import ToolResult

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import anyio
 import pytest
@@ -23,27 +24,28 @@ from bindloop.contracts import (
     SystemMessage,
     TextPart,
     ToolCall,
-    ToolDefinition,
     ToolMessage,
     TurnUsage,
     UserMessage,
     content_text,
 )
 from bindloop.errors import PromptTooLongError, ProviderError
+from bindloop.model import ModelRequest, StreamModel
 from bindloop.signal import AbortController
 
 from transcript.checkers import all_violations
 
 
-class FakeModel:
+class FakeModel(StreamModel):
     """Answers each call with the next scripted item: a result or an exception to raise."""
 
     def __init__(self, script: Sequence[ModelTurnResult | BaseException]) -> None:
         self.script = list(script)
         self.prompts: list[list[Message]] = []
 
-    async def __call__(self, messages: list[Message], tools: list[ToolDefinition]) -> ModelTurnResult:
-        assert tools == []
+    async def complete(self, messages: Sequence[Message], request: ModelRequest, /,
+                       on_event: Any = None, on_reset: Any = None) -> ModelTurnResult:
+        assert request.tools == ()
         self.prompts.append(messages)
         item = self.script.pop(0)
         if isinstance(item, BaseException):
@@ -187,7 +189,8 @@ def test_aborts_are_reraised_unchanged() -> None:
     err = ProviderError("connection reset by abort")
 
     class Aborting(FakeModel):
-        async def __call__(self, messages, tools):  # type: ignore[no-untyped-def]
+        async def complete(self, messages, request, on_event=None,  # type: ignore[no-untyped-def]
+                           on_reset=None):
             ctl2.abort()
             raise err
 

@@ -85,6 +85,7 @@ async def run_child(backend_kind: str, target: str, namespace: str, base_url: st
     import httpx
 
     from bindloop.contracts import ToolCall, ToolDefinition, ToolResult, UserMessage
+    from bindloop.model import call_model_port
     from bindloop.hosts.httpx_transport import HttpxTransport
     from bindloop.run import (
         ReceiptAmbiguous,
@@ -158,7 +159,7 @@ async def run_child(backend_kind: str, target: str, namespace: str, base_url: st
                     return
                 await run_from_checkpoint(
                     checkpoint=cp, commit=store.commit,
-                    restore=lambda c: RestoredLoop(call_model=model.call_model,
+                    restore=lambda c: RestoredLoop(call_model=call_model_port(model),
                                                    run_tool_call=charge, build_tools=lambda: tools,
                                                    capture_bindings=lambda: c.bindings))
             except CheckpointConflictError:

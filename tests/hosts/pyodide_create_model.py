@@ -42,7 +42,7 @@ routed = create_model(
     "anthropic:claude-x", api_key="k-anthropic-wasm", base_url=url + "/primary", fetch=fetch,
     fallback=create_model("openai:gpt-x", base_url=url + "/backup", env=bindings, fetch=fetch))
 assert all(isinstance(m.transport, FetchTransport) for m in routed.models.values())
-served = await routed.call_model([UserMessage(content="hi")], [])  # noqa: F704
+served = await routed.complete([UserMessage(content="hi")])  # noqa: F704
 
 json.dumps({"ok": True, "missing": missing, "texts": texts, "single": turn.text,
             "routed": served.text, "served_by": routed.last_result.served.provider_id})

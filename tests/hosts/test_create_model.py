@@ -84,8 +84,6 @@ def _complete(model: ModelAdapter | RoutedModel) -> ModelTurnResult:
     """One turn through the model (the one call site to adapt if the call's name changes)."""
     async def go() -> ModelTurnResult:
         with anyio.fail_after(10):
-            if isinstance(model, RoutedModel):
-                return await model.call_model([UserMessage(content="hi")], [])
             return await model.complete([UserMessage(content="hi")])
     return anyio.run(go)
 
@@ -613,7 +611,7 @@ class Weather(msgspec.Struct):
 
 def test_an_agent_gets_a_typed_answer_through_a_model_from_one_line(
         server: ScriptedProviderServer) -> None:
-    from bindloop.agent import as_agent_model, create_agent, equip_instruction, prompt_agent
+    from bindloop.agent import create_agent, equip_instruction, prompt_agent
 
     answer = ModelTurnResult(text='{"city": "Lisbon", "high_c": 24}', finish_reason="stop",
                              usage=TurnUsage(input_tokens=5, output_tokens=9))
@@ -624,7 +622,7 @@ def test_an_agent_gets_a_typed_answer_through_a_model_from_one_line(
         return await prompt_agent(Weather)
 
     model = create_model("openai:gpt-x", api_key="k-123456789", base_url=server.base_url("p"))
-    agent = create_agent(id="weather", handler=handler, model=as_agent_model(model))
+    agent = create_agent(id="weather", handler=handler, model=model)
     assert anyio.run(agent, "Lisbon") == Weather(city="Lisbon", high_c=24)
     body = msgspec.json.decode(server.requests[0].body)
     assert body["stream"] is True and body["response_format"]["type"] == "json_schema"

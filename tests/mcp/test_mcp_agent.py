@@ -68,7 +68,7 @@ async def test_an_agent_calls_the_servers_tools(client: McpHttpClient) -> None:
     assert result.data == "42" and result.stop_reason == "done"
     assert [t.name for t in seen["toolset"].tools] == ["calc__add"]
     # Only the allowed tool was offered to the model, under its namespaced name.
-    offered = [t.name for t in model.requests[0].options.tools]
+    offered = [t.name for t in model.requests[0].request.tools]
     assert offered == ["calc__add"]
     answers = _tool_answers(result)
     assert "42" in str(answers["c1"].content) and not answers["c1"].is_error

@@ -6,7 +6,7 @@ URLElicitationRequired error with its completion notification), and the capabili
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anyio
@@ -25,6 +25,8 @@ from bindloop.contracts import (
     UserMessage,
 )
 from bindloop.hosts.httpx_transport import HttpxTransport
+from bindloop.model import ModelRequest
+from bindloop.testing import function_model
 from bindloop.mcp import (
     ElicitationRequest,
     ElicitationResult,
@@ -57,8 +59,8 @@ async def test_sampling_with_tools_round_trips_tool_use_and_tool_result(
     seen: list[tuple[list[Message], list[Any]]] = []
     policies: list[SamplingRequest] = []
 
-    async def model(messages: list[Message], tools: list[Any]) -> ModelTurnResult:
-        seen.append((messages, tools))
+    async def model(messages: Sequence[Message], request: ModelRequest) -> ModelTurnResult:
+        seen.append((list(messages), list(request.tools)))
         if not any(isinstance(m, ToolMessage) for m in messages):
             return ModelTurnResult(text="Let me look.", tool_calls=(ToolCall(
                 id="call-1", name="forecast", arguments='{"city": "Lyon"}'),),
@@ -70,7 +72,7 @@ async def test_sampling_with_tools_round_trips_tool_use_and_tool_result(
         policies.append(request)
         return True
 
-    handlers = ServerRequestHandlers(sampling=McpSampling(model, policy=policy))
+    handlers = ServerRequestHandlers(sampling=McpSampling(function_model(model), policy=policy))
     async with McpHttpClient(transport, server="ref", handlers=handlers) as client:
         result = await client.call_tool("weather_report", {"city": "Lyon"})
     assert result.content[0]["text"] == "It is sunny in Lyon."
@@ -88,13 +90,13 @@ async def test_sampling_with_tools_round_trips_tool_use_and_tool_result(
 
 
 async def test_sampling_tools_capability_is_declared_only_for_mcp_sampling() -> None:
-    async def model(messages: list[Message], tools: list[Any]) -> ModelTurnResult:
+    async def model(messages: Sequence[Message], request: ModelRequest) -> ModelTurnResult:
         return ModelTurnResult(text="x")
 
     async def raw(request: SamplingRequest) -> dict[str, Any]:
         return {}
 
-    assert ServerRequestHandlers(sampling=McpSampling(model)).capabilities() == {
+    assert ServerRequestHandlers(sampling=McpSampling(function_model(model))).capabilities() == {
         "sampling": {"tools": {}}}
     assert ServerRequestHandlers(sampling=raw).capabilities() == {"sampling": {}}
 
@@ -110,11 +112,11 @@ def _ask(**extra: Any) -> SamplingRequest:
 async def test_tool_choice_none_hides_the_tools_and_required_insists_on_a_call() -> None:
     shown: list[list[Any]] = []
 
-    async def chatty(messages: list[Message], tools: list[Any]) -> ModelTurnResult:
-        shown.append(tools)
+    async def chatty(messages: Sequence[Message], request: ModelRequest) -> ModelTurnResult:
+        shown.append(list(request.tools))
         return ModelTurnResult(text="no tools needed")
 
-    sampling = McpSampling(chatty)
+    sampling = McpSampling(function_model(chatty))
     answer = await sampling(_ask(tool_choice={"mode": "none"}))
     assert shown[-1] == [] and answer["content"] == {"type": "text", "text": "no tools needed"}
     with pytest.raises(McpRequestRefused, match="without a tool call"):
@@ -125,27 +127,27 @@ async def test_tool_choice_none_hides_the_tools_and_required_insists_on_a_call()
 
 
 async def test_a_call_to_a_tool_not_offered_or_with_bad_arguments_is_refused() -> None:
-    async def rogue(messages: list[Message], tools: list[Any]) -> ModelTurnResult:
+    async def rogue(messages: Sequence[Message], request: ModelRequest) -> ModelTurnResult:
         return ModelTurnResult(tool_calls=(ToolCall(id="1", name="rm_rf", arguments="{}"),))
 
-    async def garbled(messages: list[Message], tools: list[Any]) -> ModelTurnResult:
+    async def garbled(messages: Sequence[Message], request: ModelRequest) -> ModelTurnResult:
         return ModelTurnResult(tool_calls=(ToolCall(id="1", name="forecast", arguments="[1"),))
 
     with pytest.raises(McpRequestRefused, match="did not offer"):
-        await McpSampling(rogue)(_ask())
+        await McpSampling(function_model(rogue))(_ask())
     with pytest.raises(McpRequestRefused, match="not a JSON object"):
-        await McpSampling(garbled)(_ask())
+        await McpSampling(function_model(garbled))(_ask())
 
 
 async def test_tool_results_must_answer_the_tool_uses_before_them() -> None:
-    async def model(messages: list[Message], tools: list[Any]) -> ModelTurnResult:
+    async def model(messages: Sequence[Message], request: ModelRequest) -> ModelTurnResult:
         raise AssertionError("never reached")
 
     orphan = SamplingRequest(max_tokens=5, messages=[
         {"role": "user", "content": [{"type": "tool_result", "toolUseId": "nope",
                                       "content": []}]}])
     with pytest.raises(McpRequestRefused, match="answers no tool_use") as refused:
-        await McpSampling(model)(orphan)
+        await McpSampling(function_model(model))(orphan)
     assert refused.value.code == -32602
     mixed = SamplingRequest(max_tokens=5, messages=[
         {"role": "assistant", "content": [{"type": "tool_use", "id": "u1", "name": "f",
@@ -153,7 +155,7 @@ async def test_tool_results_must_answer_the_tool_uses_before_them() -> None:
         {"role": "user", "content": [{"type": "tool_result", "toolUseId": "u1", "content": []},
                                      {"type": "text", "text": "and more"}]}])
     with pytest.raises(McpRequestRefused, match="alone"):
-        await McpSampling(model)(mixed)
+        await McpSampling(function_model(model))(mixed)
 
 
 async def test_a_raw_sampling_port_refuses_requests_with_tools() -> None:
@@ -267,12 +269,13 @@ def _steps(result: Any) -> list[tuple[str, Any]]:
 
 async def test_a_task_augmented_sampling_request_runs_as_a_task_the_server_polls(
         transport: HttpxTransport) -> None:
-    async def model(messages: list[Message], tools: list[Any]) -> ModelTurnResult:
+    async def model(messages: Sequence[Message], request: ModelRequest) -> ModelTurnResult:
         await anyio.sleep(0.15)  # long enough for the server to see the task working
         return ModelTurnResult(text="Tasks let work outlive a request.")
 
     times = iter(range(1_767_225_600_000, 1_767_225_600_000 + 10_000_000, 250))
-    handlers = ServerRequestHandlers(sampling=McpSampling(model, model_name="m"), tasks=True)
+    handlers = ServerRequestHandlers(sampling=McpSampling(function_model(model), model_name="m"),
+                                     tasks=True)
     assert handlers.capabilities()["tasks"] == {
         "list": {}, "cancel": {}, "requests": {"sampling": {"createMessage": {}}}}
     async with McpHttpClient(transport, server="ref", handlers=handlers,
@@ -319,11 +322,12 @@ async def test_a_task_augmented_elicitation_is_cancelled_by_the_server(
 
 async def test_a_failed_task_answers_tasks_result_with_the_requests_own_error(
         transport: HttpxTransport) -> None:
-    async def model(messages: list[Message], tools: list[Any]) -> ModelTurnResult:
+    async def model(messages: Sequence[Message], request: ModelRequest) -> ModelTurnResult:
         raise AssertionError("refused before the model")
 
     handlers = ServerRequestHandlers(
-        sampling=McpSampling(model, policy=lambda _: "no sampling today"), tasks=True)
+        sampling=McpSampling(function_model(model), policy=lambda _: "no sampling today"),
+        tasks=True)
     async with McpHttpClient(transport, server="ref", handlers=handlers) as client:
         steps = _steps(await client.call_tool(
             "task_round", {"method": "sampling/createMessage", "cancel": False}))
@@ -335,10 +339,10 @@ async def test_a_failed_task_answers_tasks_result_with_the_requests_own_error(
 
 async def test_without_tasks_a_task_augmented_request_is_answered_directly(
         transport: HttpxTransport) -> None:
-    async def model(messages: list[Message], tools: list[Any]) -> ModelTurnResult:
+    async def model(messages: Sequence[Message], request: ModelRequest) -> ModelTurnResult:
         return ModelTurnResult(text="direct")
 
-    handlers = ServerRequestHandlers(sampling=McpSampling(model))
+    handlers = ServerRequestHandlers(sampling=McpSampling(function_model(model)))
     assert "tasks" not in handlers.capabilities()
     async with McpHttpClient(transport, server="ref", handlers=handlers) as client:
         steps = _steps(await client.call_tool(
@@ -349,7 +353,7 @@ async def test_without_tasks_a_task_augmented_request_is_answered_directly(
 
 async def test_the_agents_own_model_answers_sampling_with_tools(
         transport: HttpxTransport) -> None:
-    """One scripted AgentModel is both the agent's model and the sampling port's: the agent
+    """One scripted model is both the agent's model and the sampling port's: the agent
     calls ``weather_report``; inside it the server samples with its ``forecast`` tool, which the
     same model calls; the server's tool result comes back and the model answers; the agent
     finishes."""
@@ -374,8 +378,8 @@ async def test_the_agents_own_model_answers_sampling_with_tools(
     (answer,) = [m for m in result.delta if isinstance(m, ToolMessage)]
     assert "Oslo looks sunny." in str(answer.content)
     sampled = model.requests[1]
-    assert [t.name for t in sampled.options.tools] == ["forecast"]
-    assert sampled.options.tool_choice is None
+    assert [t.name for t in sampled.request.tools] == ["forecast"]
+    assert sampled.request.tool_choice is None
     # The sampling follow-up carries the model's tool use and the server's tool result.
     assert ToolMessage(tool_call_id="f1", content="sunny in Oslo") in model.requests[2].messages
 

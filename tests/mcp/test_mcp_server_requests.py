@@ -5,6 +5,7 @@ defaults), roots (a host-given list), anything else refused; and logging/setLeve
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -12,6 +13,8 @@ import pytest
 from bindloop.contracts import Message, ModelTurnResult, SystemMessage, UserMessage
 from bindloop.errors import UsageError
 from bindloop.hosts.httpx_transport import HttpxTransport
+from bindloop.model import ModelRequest
+from bindloop.testing import function_model
 from bindloop.hosts.scripted_server import ScriptedProviderServer
 from bindloop.mcp import (
     ElicitationRequest,
@@ -55,15 +58,15 @@ async def test_every_kind_of_server_request_is_answered_through_its_port(
     script = _server(scripted, SAMPLE, ELICIT, ROOTS, OTHER)
     seen: dict[str, Any] = {}
 
-    async def model(messages: list[Message], tools: list[Any]) -> ModelTurnResult:
-        seen["messages"], seen["tools"] = messages, tools
+    async def model(messages: Sequence[Message], request: ModelRequest) -> ModelTurnResult:
+        seen["messages"], seen["tools"] = messages, list(request.tools)
         return ModelTurnResult(text="4", finish_reason="stop")
 
     async def elicit(request: ElicitationRequest) -> ElicitationResult:
         seen["elicit"] = request
         return ElicitationResult(action="accept", content={"age": 36})
 
-    handlers = ServerRequestHandlers(sampling=McpSampling(model, model_name="scripted"),
+    handlers = ServerRequestHandlers(sampling=McpSampling(function_model(model), model_name="scripted"),
                                      elicitation=elicit,
                                      roots=lambda: [McpRoot(uri="file:///srv", name="srv")])
     mcp = client(transport, handlers=handlers)
@@ -89,7 +92,7 @@ async def test_a_policy_refuses_sampling_and_a_failing_port_is_an_internal_error
         scripted: ScriptedProviderServer, transport: HttpxTransport) -> None:
     script = _server(scripted, SAMPLE, ELICIT)
 
-    async def model(messages: list[Message], tools: list[Any]) -> ModelTurnResult:
+    async def model(messages: Sequence[Message], request: ModelRequest) -> ModelTurnResult:
         raise AssertionError("a refused request never reaches the model")
 
     async def broken(request: ElicitationRequest) -> ElicitationResult:
@@ -99,7 +102,7 @@ async def test_a_policy_refuses_sampling_and_a_failing_port_is_an_internal_error
         return "over budget" if request.max_tokens > 10 else True
 
     mcp = client(transport, handlers=ServerRequestHandlers(
-        sampling=McpSampling(model, policy=policy), elicitation=broken))
+        sampling=McpSampling(function_model(model), policy=policy), elicitation=broken))
     await mcp.connect()
     await mcp.call_tool("add", {"a": 1, "b": 2})
     answers = _answers(script)

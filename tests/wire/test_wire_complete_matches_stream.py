@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from bindloop.completion import ErrorEvent, StreamEvent, TurnCollector
 from bindloop.contracts import TurnUsage, UserMessage
+from bindloop.model import ModelRequest
 from bindloop.wire import HttpRequest, ModelAdapter, Redactor, WireOptions, create_wire_adapter
 
 from .wire_fixtures import fixture, stream_fixtures
@@ -72,7 +73,7 @@ async def _via_complete(wire: str, pieces: Sequence[bytes]) -> tuple[list[object
     seen: list[StreamEvent] = []
     try:
         turn: Any = await _model(wire, pieces).complete([UserMessage(content="x")],
-                                                        on_event=seen.append)
+                                                        ModelRequest(), seen.append)
     except Exception as exc:  # noqa: BLE001 - compared below
         turn = (type(exc), str(exc))
     return _plain(seen), turn

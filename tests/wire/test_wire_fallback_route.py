@@ -50,7 +50,7 @@ def test_a_retry_after_keeps_the_primary_out_until_it_passes() -> None:
 
         async def turn() -> str:
             with anyio.fail_after(10):
-                return (await route.call_model([UserMessage(content="x")], [])).text
+                return (await route.complete([UserMessage(content="x")])).text
 
         assert anyio.run(turn) == "ok"  # turn 1: 429, then the backup
         assert (_calls(srv, "main"), _calls(srv, "backup")) == (1, 1)
@@ -71,7 +71,7 @@ def test_a_503_falls_back_and_the_plan_is_ordinary() -> None:
         route = fallback_route(primary, backup, names=("alpha", "beta"), breaker=None)
         srv.enqueue("a", error_reply(503, b'{"error":{"message":"busy"}}'))
         srv.enqueue("b", turn_reply("gemini", ANSWER, stream=True))
-        turn = anyio.run(route.call_model, [UserMessage(content="x")], [])
+        turn = anyio.run(route.complete, [UserMessage(content="x")])
         assert turn.text == "ok"
         [stage] = route.plan.stages
         assert [(c.provider_id, c.provider_invocation_model) for c in stage.candidates] == [
@@ -87,7 +87,7 @@ def test_a_shared_breaker_is_used_as_given() -> None:
                                breaker=breaker)
         srv.enqueue("a", error_reply(429, b'{"error":{"message":"later"}}', retry_after="3"))
         srv.enqueue("b", turn_reply("openai_chat", ANSWER, stream=True))
-        anyio.run(route.call_model, [UserMessage(content="x")], [])
+        anyio.run(route.complete, [UserMessage(content="x")])
     key = BreakerKey(provider_id="primary", invocation_model="a-model", credential_source="platform")
     assert breaker.state(key).not_before_ms == 3000.0
 

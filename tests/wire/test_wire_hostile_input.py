@@ -327,7 +327,7 @@ async def test_routing_falls_back_past_deeply_nested_replies(wire: str, anyio_ba
         routed = RoutedModel(plan=plan, on_route=routes.append, models={
             n: ModelAdapter(adapter, httpx_transport.HttpxTransport(server.base_url(f"{wire}-{n}")),
                             WireOptions(model="m", stream=True)) for n in names})
-        turn = await routed.call_model([UserMessage(content="hi")], [])
+        turn = await routed.complete([UserMessage(content="hi")])
     assert turn.text == "fine"
     attempts = routes[0].attempts  # type: ignore[attr-defined]
     assert [a.category for a in attempts[:2]] == ["server_error", "response_defect"]

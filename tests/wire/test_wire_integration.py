@@ -10,6 +10,7 @@ import msgspec
 import pytest
 
 from bindloop.completion import TextEvent
+from bindloop.model import ModelRequest, call_model_port
 from bindloop.wire import StreamStalledError
 from bindloop.contracts import (
     ModelTurnResult,
@@ -108,7 +109,7 @@ async def test_loop_runs_through_each_wire(server: ScriptedProviderServer, wire:
                    turn_reply(wire, ANSWER, stream=stream))
     seen = len(server.requests)
     model = _model(server, wire, prefix, stream=stream)
-    stop, state, stats = await _run(model.call_model)
+    stop, state, stats = await _run(call_model_port(model))
     assert stop == "done"
     assert state.messages[-1].content == "2 + 3 = 5"  # type: ignore[union-attr]
     assert state.messages[2].content == "5"  # type: ignore[union-attr]
@@ -139,7 +140,7 @@ async def test_fallback_from_503_to_second_provider_is_in_the_route_log(
     routed = RoutedModel(plan=plan, models={"primary": _model(server, "gemini", "primary"),
                                             "backup": _model(server, "anthropic", "backup")},
                          on_route=routes.append)
-    turn = await routed.call_model([UserMessage(content="hi")], [])
+    turn = await routed.complete([UserMessage(content="hi")])
     assert turn.text == "2 + 3 = 5"
     (result,) = routes
     assert result.ok and result.fallback_kind == "provider"
@@ -153,7 +154,7 @@ async def test_prompt_too_long_propagates_recognisably(server: ScriptedProviderS
     server.enqueue("ptl", error_reply(400, fixture("anthropic", "error_prompt_too_long.json")))
     model = _model(server, "anthropic", "ptl")
     with pytest.raises(PromptTooLongError) as info:
-        await model.call_model([UserMessage(content="x" * 100)], [])
+        await model.complete([UserMessage(content="x" * 100)])
     assert isinstance(info.value, ProviderHttpError) and info.value.status_code == 400
 
 
@@ -164,14 +165,14 @@ async def test_stall_mid_stream_is_torn_down_by_the_watchdog(
                    budgets=StreamBudgets(first_token_ms=2000, inter_chunk_ms=150, total_ms=5000))
     with anyio.fail_after(5):
         with pytest.raises(StreamStalledError) as info:
-            await model.call_model([UserMessage(content="x")], [])
+            await model.complete([UserMessage(content="x")])
     assert info.value.stall.kind == "inter_chunk"
 
 
 async def test_dropped_connection_is_a_transport_error(server: ScriptedProviderServer) -> None:
     server.enqueue("drop", turn_reply("anthropic", ANSWER, stream=True, drop_after=3))
     with pytest.raises(TransportError):
-        await _model(server, "anthropic", "drop").call_model([UserMessage(content="x")], [])
+        await _model(server, "anthropic", "drop").complete([UserMessage(content="x")])
 
 
 async def test_clean_close_before_the_terminal_event_is_incomplete(
@@ -183,8 +184,7 @@ async def test_clean_close_before_the_terminal_event_is_incomplete(
     chunks = tuple(render_sse("openai_responses", ANSWER)[:-1])
     server.enqueue("short", ScriptedReply(chunks=chunks))
     with pytest.raises(IncompleteStreamError):
-        await _model(server, "openai_responses", "short").call_model(
-            [UserMessage(content="x")], [])
+        await _model(server, "openai_responses", "short").complete([UserMessage(content="x")])
 
 
 async def test_cancellation_closes_the_stream(server: ScriptedProviderServer) -> None:
@@ -202,7 +202,7 @@ async def test_cancellation_closes_the_stream(server: ScriptedProviderServer) ->
             tg.start_soon(cancel_soon)
             with pytest.raises(RunCancelledError):
                 async for event in model.stream([UserMessage(content="x")],
-                                                signal=controller.signal):
+                                                ModelRequest(signal=controller.signal)):
                     seen.append(event)
     assert seen and all(not isinstance(e, TextEvent) or e.content for e in seen)
     # The server, stalled mid-body, saw the client hang up: the connection was really closed.
@@ -254,7 +254,7 @@ async def test_routed_stall_counts_as_stream_stall_and_falls_back(
         "s1": _model(server, "openai_chat", "s1", budgets=budgets),
         "s2": _model(server, "openai_chat", "s2", budgets=budgets)})
     with anyio.fail_after(5):
-        turn = await routed.call_model([UserMessage(content="x")], [])
+        turn = await routed.complete([UserMessage(content="x")])
     assert turn.text == "2 + 3 = 5"
     assert routed.last_result is not None
     assert [a.category for a in routed.last_result.attempts] == ["stream_stall", None]
@@ -265,7 +265,7 @@ async def test_unreachable_provider_is_a_connection_failure() -> None:
     transport = httpx_transport.HttpxTransport("http://127.0.0.1:9")
     model = ModelAdapter(adapter, transport, WireOptions(model="m"))
     with pytest.raises(TransportError) as info:
-        await model.call_model([UserMessage(content="x")], [])
+        await model.complete([UserMessage(content="x")])
     assert info.value.kind == "connection"
 
 
@@ -311,7 +311,7 @@ async def test_output_already_shown_stops_fallback(server: ScriptedProviderServe
         "shown1": _model(server, "openai_chat", "shown1", on_event=shown.append),
         "shown2": _model(server, "openai_chat", "shown2", on_event=shown.append)})
     with pytest.raises(AttemptError) as info:
-        await routed.call_model([UserMessage(content="x")], [])
+        await routed.complete([UserMessage(content="x")])
     assert info.value.category == "connection"
     assert routed.last_result is not None
     assert [(a.provider_id, a.produced_output) for a in routed.last_result.attempts] == [

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bindloop.completion import StreamEvent, TextEvent, TurnCollector
+from bindloop.model import ModelRequest
 from bindloop.wire import StreamStalledError
 from bindloop.contracts import ModelTurnResult, TurnUsage, UserMessage
 from bindloop.errors import RunCancelledError, RunTimeoutError
@@ -164,7 +165,7 @@ async def turn_via(m: ModelAdapter, via: str, *, signal: AbortSignal | None = No
     """One turn through ``complete()``, ``open_stream()`` or ``stream()``; the two streaming
     consumers spend ``pause_s`` on every event (a UI awaiting backpressure)."""
     if via == "complete":
-        return await m.complete(MESSAGES, signal=signal)
+        return await m.complete(MESSAGES, ModelRequest(signal=signal))
     collector = TurnCollector()
     if via == "open_stream":
         async with m.open_stream(MESSAGES, signal=signal) as events:
@@ -172,7 +173,7 @@ async def turn_via(m: ModelAdapter, via: str, *, signal: AbortSignal | None = No
                 collector.observe(event)
                 await anyio.sleep(pause_s)
     else:
-        async with aclosing(m.stream(MESSAGES, signal=signal)) as gen:
+        async with aclosing(m.stream(MESSAGES, ModelRequest(signal=signal))) as gen:
             async for event in gen:
                 collector.observe(event)
                 await anyio.sleep(pause_s)
@@ -431,7 +432,7 @@ async def test_plain_reason_is_mentioned_in_the_cancellation() -> None:
     controller = AbortController()
     controller.abort("user pressed stop")
     with pytest.raises(RunCancelledError, match="user pressed stop"):
-        await model(MemoryTransport(SSE)).complete(MESSAGES, signal=controller.signal)
+        await model(MemoryTransport(SSE)).complete(MESSAGES, ModelRequest(signal=controller.signal))
 
 
 async def test_already_fired_deadline_raises_its_own_error_before_sending() -> None:

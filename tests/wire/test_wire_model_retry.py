@@ -156,7 +156,7 @@ def test_a_routed_attempt_is_one_call_the_route_falls_back() -> None:
         srv.enqueue("b", turn_reply("openai_chat", ANSWER, stream=True))
         route = fallback_route(_model(srv, "a", sleep=sleeps), _model(srv, "b", sleep=sleeps),
                                breaker=None)
-        assert anyio.run(route.call_model, [UserMessage(content="x")], []).text == "fine"
+        assert anyio.run(route.complete, [UserMessage(content="x")]).text == "fine"
         assert [r.path.split("/")[1] for r in srv.requests] == ["a", "b"]
     assert sleeps.calls == []
 

@@ -14,6 +14,7 @@ import pytest
 
 from bindloop.clock import monotonic_ms
 from bindloop.completion import TurnCollector
+from bindloop.model import ModelRequest
 from bindloop.wire import StreamStalledError
 from bindloop.contracts import ModelTurnResult, TurnUsage, UserMessage
 from bindloop.errors import RunCancelledError, UsageError
@@ -148,7 +149,8 @@ async def test_caller_abort_before_headers_is_a_cancellation(
         async with anyio.create_task_group() as tg:
             tg.start_soon(abort_soon)
             with pytest.raises(RunCancelledError):
-                await model.complete([UserMessage(content="x")], signal=controller.signal)
+                await model.complete([UserMessage(content="x")],
+                                     ModelRequest(signal=controller.signal))
     await _client_left(server, "nohdr-abort", anyio_backend)
 
 
@@ -168,7 +170,7 @@ async def test_routed_stall_before_headers_falls_back_as_stream_stall(
     routed = RoutedModel(plan=plan, models={"hdr1": _model(server, "hdr1", budgets=budgets),
                                             "hdr2": _model(server, "hdr2", budgets=budgets)})
     with anyio.fail_after(5):
-        turn = await routed.call_model([UserMessage(content="x")], [])
+        turn = await routed.complete([UserMessage(content="x")])
     assert turn.text == "2 + 3 = 5"
     assert routed.last_result is not None
     assert [(a.provider_id, a.category) for a in routed.last_result.attempts] == [

@@ -135,7 +135,7 @@ async def test_an_error_body_echoing_the_key_is_redacted_on_every_wire(
     routes: list[RouteResult[ModelTurnResult]] = []
     routed = RoutedModel(plan=_plan("p"), models={"p": model}, on_route=routes.append)
     with pytest.raises(Exception) as routed_info:
-        await routed.call_model(MESSAGES, [])
+        await routed.complete(MESSAGES)
     assert routes and not routes[0].ok
     attempts = [a for r in routes for a in r.attempts]
     # Positive control: the key really went out with both requests.
@@ -229,7 +229,7 @@ async def test_a_hang_up_on_a_url_carrying_the_key_is_redacted(wire: str) -> Non
         with pytest.raises(TransportError) as info:
             await model.complete(MESSAGES)
         with pytest.raises(Exception) as routed_info:
-            await routed.call_model(MESSAGES, [])
+            await routed.complete(MESSAGES)
         # Positive control: the key really was in the URL the server saw, after the path's query.
         assert len(hang.lines) == 2 and all(f"key={KEY}&x=1" in line for line in hang.lines)
         assert hang.lines[0].startswith("POST /v1/")
@@ -407,7 +407,7 @@ async def _transport_outputs(wire: str, error: Exception, base_url: str, key: st
     routes: list[RouteResult[ModelTurnResult]] = []
     routed = RoutedModel(plan=_plan("p"), models={"p": model}, on_route=routes.append)
     try:
-        await routed.call_model(MESSAGES, [])
+        await routed.complete(MESSAGES)
     except Exception as exc:
         return [*texts_of(exc), *(t for r in routes for t in texts_of(r))]
     raise AssertionError("no error raised")

@@ -1,6 +1,7 @@
-"""RoutedModel.call_model's per-call keywords over loopback HTTP: ``options`` applied on top of each
-candidate's own WireOptions, a call ``signal``, and an ``on_event`` sink that sees the attempt that
-ends the turn and no other (a property over every mix of failures)."""
+"""A RoutedModel call's request over loopback HTTP: ``additional_options`` applied on top of each
+candidate's own WireOptions, a call ``signal``, and an ``on_event`` sink (settled ``complete``) or a
+live ``stream`` that sees the attempt that ends the turn and no other (a property over every mix of
+failures)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from hypothesis import strategies as st
 from bindloop.completion import StreamEvent, TextEvent, TurnCollector
 from bindloop.wire import StreamBudgets
 from bindloop.contracts import ModelTurnResult, ToolDefinition, TurnUsage, UserMessage
-from bindloop.errors import UsageError
+from bindloop.errors import RunCancelledError, UsageError
+from bindloop.model import ModelRequest, fold_events
 from bindloop.routing import (
     AttemptError,
     OrderedPolicy,
@@ -96,8 +98,8 @@ async def test_options_apply_on_top_of_each_candidates_own(server: ScriptedProvi
     server.enqueue(b, _answer("ok"))
     routed = _routed(server, [a, b])
     tools = [ToolDefinition(name="add", parameters={"type": "object", "properties": {}})]
-    turn = await routed.call_model([UserMessage(content="x")], tools, options={
-        "tool_choice": "required", "max_tokens": 9})
+    turn = await routed.complete([UserMessage(content="x")], ModelRequest(
+        tools=tuple(tools), additional_options={"tool_choice": "required", "max_tokens": 9}))
     assert turn.text == "ok"
     for name in (a, b):
         (body,) = _bodies(server, name)
@@ -106,7 +108,7 @@ async def test_options_apply_on_top_of_each_candidates_own(server: ScriptedProvi
         assert body["tool_choice"] == "required" and body["max_completion_tokens"] == 9
     # A call's options do not stick: the next call sends the candidate's options again.
     server.enqueue(a, _answer("again"))
-    await routed.call_model([UserMessage(content="x")], tools)
+    await routed.complete([UserMessage(content="x")], ModelRequest(tools=tuple(tools)))
     assert "tool_choice" not in _bodies(server, a)[-1]
 
 
@@ -123,7 +125,8 @@ async def test_bad_options_raise_before_any_request(server: ScriptedProviderServ
     (a,) = _names(1)
     before = len(server.requests)
     with pytest.raises(UsageError, match=named):
-        await _routed(server, [a]).call_model([UserMessage(content="x")], [], options=options)
+        await _routed(server, [a]).complete([UserMessage(content="x")],
+                                            ModelRequest(additional_options=options))
     assert len(server.requests) == before
 
 
@@ -144,15 +147,18 @@ async def test_the_call_signal_cancels_without_leaving_a_listener(
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
             tg.start_soon(stop)
-            with pytest.raises(AttemptError) as info:
-                await routed.call_model([UserMessage(content="x")], [], signal=call.signal)
-    assert info.value.category == "cancelled"
+            # A cancelled route raises the cancellation itself, as any model does.
+            with pytest.raises(RunCancelledError, match="user pressed stop"):
+                await routed.complete([UserMessage(content="x")], ModelRequest(signal=call.signal))
+    assert routed.last_result is not None
+    assert routed.last_result.attempts[-1].category == "cancelled"
     assert server.pending(b) == 1  # cancellation is not a reason to fall back
     # The model's long-lived signal keeps no listener per call, and still cancels on its own.
     assert model_signal.signal._listeners == []  # type: ignore[attr-defined]
     model_signal.abort("shutdown")
     with pytest.raises(Exception, match="shutdown|cancelled"):
-        await routed.call_model([UserMessage(content="x")], [], signal=AbortController().signal)
+        await routed.complete([UserMessage(content="x")],
+                              ModelRequest(signal=AbortController().signal))
 
 
 # -- on_event: a property over every mix of failures ----------------------------------------------
@@ -186,15 +192,21 @@ def test_on_event_sees_one_attempt_and_folds_to_the_turn(
     texts = [f"Answer number {i} from candidate {name}." for i, name in enumerate(names)]
     for name, kind, text in zip(names, replies, texts, strict=True):
         server.enqueue(name, _reply(kind, text))
+    # live: the route's stream (every attempt streams; the first content clamps the route);
+    # settled: complete() with a sink that cannot take events back (no on_reset).
     routed = RoutedModel(plan=_plan(names, defect_retries=0),
-                         models=_routed(server, names).models)
+                         models=_routed(server, names).models,
+                         streaming="live" if live else "settled")
     seen: list[StreamEvent] = []
 
     async def main() -> ModelTurnResult | AttemptError:
         with anyio.fail_after(15):
             try:
-                return await routed.call_model([UserMessage(content="x")], [],
-                                               on_event=seen.append, events_are_output=live)
+                if live:
+                    return await fold_events(routed.stream([UserMessage(content="x")]), None,
+                                             seen.append)
+                return await routed.complete([UserMessage(content="x")], ModelRequest(),
+                                             seen.append)
             except AttemptError as exc:
                 return exc
 

@@ -125,7 +125,7 @@ async def test_tool_call_only_partial_attempt_falls_back(server: ScriptedProvide
     shown: list[StreamEvent] = []
     routed = _routed(server, ["tc1", "tc2"], on_event=shown)
     with anyio.fail_after(5):
-        turn = await routed.call_model([UserMessage(content="x")], [])
+        turn = await routed.complete([UserMessage(content="x")])
     assert turn.tool_calls == CALL_ONLY.tool_calls
     assert _attempts(routed) == [("tc1", "failed", "stream_stall", False),
                                  ("tc2", "succeeded", None, False)]
@@ -141,7 +141,7 @@ async def test_reasoning_only_partial_attempt_falls_back(server: ScriptedProvide
     shown: list[StreamEvent] = []
     routed = _routed(server, ["rs1", "rs2"], wire="anthropic", on_event=shown)
     with anyio.fail_after(5):
-        turn = await routed.call_model([UserMessage(content="x")], [])
+        turn = await routed.complete([UserMessage(content="x")])
     assert turn.text == "5"
     assert _attempts(routed) == [("rs1", "failed", "stream_stall", False),
                                  ("rs2", "succeeded", None, False)]
@@ -155,7 +155,7 @@ async def test_text_without_a_sink_is_not_output(server: ScriptedProviderServer)
     server.enqueue("ns2", turn_reply("openai_chat", ANSWER, stream=True))
     routed = _routed(server, ["ns1", "ns2"])
     with anyio.fail_after(5):
-        turn = await routed.call_model([UserMessage(content="x")], [])
+        turn = await routed.complete([UserMessage(content="x")])
     assert turn.text == "2 + 3 = 5"
     assert _attempts(routed) == [("ns1", "failed", "stream_stall", False),
                                  ("ns2", "succeeded", None, False)]
@@ -175,7 +175,7 @@ async def test_retractable_stream_resets_on_retry(server: ScriptedProviderServer
 
     routed = _routed(server, ["rt1", "rt2"], text_stream=per_turn)
     with anyio.fail_after(5):
-        turn = await routed.call_model([UserMessage(content="x")], [])
+        turn = await routed.complete([UserMessage(content="x")])
     assert turn.text == "2 + 3 = 5"
     assert _attempts(routed) == [("rt1", "failed", "stream_stall", False),
                                  ("rt2", "succeeded", None, False)]
@@ -199,7 +199,7 @@ async def test_non_retractable_stream_clamps(server: ScriptedProviderServer) -> 
     routed = _routed(server, ["nr1", "nr2"], text_stream=stream)
     with anyio.fail_after(5):
         with pytest.raises(AttemptError) as info:
-            await routed.call_model([UserMessage(content="x")], [])
+            await routed.complete([UserMessage(content="x")])
     assert info.value.category == "stream_stall"
     assert _attempts(routed) == [("nr1", "failed", "stream_stall", True)]
     assert server.pending("nr2") == 1
@@ -217,7 +217,7 @@ async def test_retry_answering_with_tool_calls_only_flushes_the_reset(
     routed = _routed(server, ["fl1", "fl2"],
                      text_stream=lambda: create_turn_text_stream(turn_id="t", sink=surface))
     with anyio.fail_after(5):
-        turn = await routed.call_model([UserMessage(content="x")], [])
+        turn = await routed.complete([UserMessage(content="x")])
     assert turn.tool_calls == CALL_ONLY.tool_calls
     assert [e.kind for e in surface.events] == ["text", "reset"]
     assert surface.rendered == ""
@@ -232,7 +232,7 @@ async def test_every_attempt_failing_keeps_the_partial_text(
     routed = _routed(server, ["ff1", "ff2"], text_stream=stream)
     with anyio.fail_after(5):
         with pytest.raises(AttemptError):
-            await routed.call_model([UserMessage(content="x")], [])
+            await routed.complete([UserMessage(content="x")])
     assert [a[1] for a in _attempts(routed)] == ["failed", "failed"]
     # The reset armed for the second attempt was never delivered: it produced no text, and
     # finish("failed") drops it, so the reader keeps the partial answer.
@@ -252,7 +252,7 @@ async def test_factory_builds_one_stream_per_turn(server: ScriptedProviderServer
     routed = _routed(server, ["pt"], text_stream=per_turn)
     for _ in range(2):
         with anyio.fail_after(5):
-            await routed.call_model([UserMessage(content="x")], [])
+            await routed.complete([UserMessage(content="x")])
     assert [s.rendered for s in surfaces] == ["2 + 3 = 5", "2 + 3 = 5"]
     assert [{(e.turn_id, e.epoch) for e in s.events} for s in surfaces] == [
         {("turn-1", 0)}, {("turn-2", 0)}]
@@ -263,10 +263,10 @@ async def test_a_single_stream_serves_one_turn(server: ScriptedProviderServer) -
     stream = create_turn_text_stream(turn_id="t", sink=Surface(retractable=True))
     routed = _routed(server, ["one"], text_stream=stream)
     with anyio.fail_after(5):
-        await routed.call_model([UserMessage(content="x")], [])
+        await routed.complete([UserMessage(content="x")])
     assert stream.finished
     with pytest.raises(UsageError, match="factory"):
-        await routed.call_model([UserMessage(content="x")], [])
+        await routed.complete([UserMessage(content="x")])
     assert server.pending("one") == 0 and len(
         [r for r in server.requests if r.path.startswith("/one/")]) == 1
 

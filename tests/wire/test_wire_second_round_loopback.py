@@ -22,6 +22,7 @@ from bindloop.contracts import (
     TurnUsage,
 )
 from bindloop.loop import ToolLoopParams, run_tool_loop
+from bindloop.model import call_model_port
 from bindloop.testing import fresh_state
 from bindloop.wire import CachePolicy, ModelAdapter, WireOptions, create_wire_adapter
 
@@ -66,7 +67,7 @@ async def _run(server: ScriptedProviderServer, prefix: str, wire: str,
                          options)
     state = fresh_state(prompt="plan my trip")
     result = await run_tool_loop(ToolLoopParams(
-        state=state, call_model=model.call_model, run_tool_call=_tool,
+        state=state, call_model=call_model_port(model), run_tool_call=_tool,
         build_tools=lambda: TOOLS, max_iterations=4))
     bodies = [r.body for r in server.requests[before:] if r.path.startswith(f"/{prefix}")]
     return result, list(state.messages), bodies

@@ -24,6 +24,7 @@ from bindloop.contracts import (
     encode_messages,
 )
 from bindloop.loop import ToolLoopParams, ToolLoopState, run_tool_loop
+from bindloop.model import call_model_port
 from bindloop.routing import (
     OrderedPolicy,
     RouteCandidate,
@@ -125,7 +126,7 @@ async def _run(routed: RoutedModel, out: _Outputs) -> None:
 
     try:
         result = await run_tool_loop(ToolLoopParams(
-            state=state, call_model=routed.call_model, run_tool_call=add, max_iterations=3,
+            state=state, call_model=call_model_port(routed), run_tool_call=add, max_iterations=3,
             build_tools=lambda: TOOLS))
         out.add(result)
         out.add(result.stats)

@@ -165,8 +165,10 @@ def test_a_reconnected_stream_is_always_the_start_of_one_run_s_stream(data: st.D
 
 def test_the_worker_s_own_model_over_http_continues_to_the_same_bytes() -> None:
     """The same with what the Worker runs: its routed model (agent.build_model, which folds its
-    own turns: ``complete_turn``) over a scripted OpenAI-chat provider on 127.0.0.1, its tools."""
+    own turns: ``complete``) over a scripted OpenAI-chat provider on 127.0.0.1, its tools."""
     import agent
+
+    from bindloop.agent import WrappedModel
 
     from bindloop.hosts.httpx_transport import HttpxTransport
     from bindloop.hosts.scripted_server import ScriptedProviderServer, turn_reply
@@ -193,23 +195,17 @@ def test_the_worker_s_own_model_over_http_continues_to_the_same_bytes() -> None:
 
         folds: list[str] = []
 
-        class Spy:
+        class Spy(WrappedModel):
             """The model, noting which of its two ways each turn went through."""
-
-            def __init__(self, inner: Any) -> None:
-                self._inner = inner
-                self.id = inner.id
-                self.price = getattr(inner, "price", None)
 
             def stream(self, *args: Any) -> Any:
                 folds.append("stream")
                 return self._inner.stream(*args)
 
-            async def complete_turn(self, *args: Any, **kwargs: Any) -> Any:
-                folds.append("complete_turn")
-                return await self._inner.complete_turn(*args, **kwargs)
+            def complete(self, *args: Any) -> Any:
+                folds.append("complete")
+                return self._inner.complete(*args)
 
-        assert hasattr(model(), "complete_turn")
         chat = ChatInput(chat_id="w", protocol="ui", transcript=(UserMessage(content="count"),))
 
         async def go(chat: ChatInput, frames: RecordedFrames,
@@ -236,7 +232,7 @@ def test_the_worker_s_own_model_over_http_continues_to_the_same_bytes() -> None:
                 assert prefix == whole[:saves[0].offset] and prefix + rest == whole
 
         anyio.run(main)
-        # The model's own fold served every turn: the runner wraps nothing around the model.
-        assert folds and set(folds) == {"complete_turn"}
+        # The model's own fold served every turn: the turn counter hid nothing of the model.
+        assert folds and set(folds) == {"complete"}
     finally:
         server.stop()

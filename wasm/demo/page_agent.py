@@ -4,7 +4,7 @@ Loaded by ``loader.js`` into Pyodide (browser or Node) after the wheels are inst
 ``await run_page_agent(bridge, origin, prompt)``. The run goes through the agent API
 (:mod:`bindloop.agent`): ``create_agent`` with a handler that equips a system prompt, the user's
 instruction and the demo's three tools, watches the agent stream with ``on_stream`` and runs
-``prompt_chat``. Its model is a :class:`~bindloop.wire.RoutedModel` (``as_agent_model``) that routes
+``prompt_chat``. Its model is a :class:`~bindloop.wire.RoutedModel` (a :class:`~bindloop.model.Model`) that routes
 each turn to a flaky primary provider, then to a backup, both OpenAI-chat wire over the JS ``fetch``
 transport (a real streamed ``Response`` body).
 
@@ -29,7 +29,7 @@ The bridge receives JSON strings only (no proxies to keep alive):
 
 ``await run_report_agent(bridge, origin, transcript_json)`` then runs a second agent on that
 transcript (``equip_history``) asking ``prompt_agent(NotesReport)``, a structured answer, from a
-provider that honours a JSON schema natively (``as_agent_model(ModelAdapter)``: the schema goes out as
+provider that honours a JSON schema natively (a ``ModelAdapter``: the schema goes out as
 ``response_format``) and streams the JSON a few characters a chunk. Its bridge calls:
 
 ``structured(json)``   an agent stream ``structured_data`` event: ``status`` ``partial`` (the
@@ -51,7 +51,6 @@ from bindloop.agent import (
     StructuredDataEvent,
     ChatResult,
     ToolFinishedEvent,
-    as_agent_model,
     create_agent,
     equip_history,
     equip_instruction,
@@ -226,7 +225,7 @@ async def run_page_agent(bridge: Any, origin: str, prompt: str = DEFAULT_PROMPT,
         on_stream(watch)
         return await prompt_chat(max_turn_steps=max_iterations)
 
-    agent = create_agent(id="page-agent", handler=handler, model=as_agent_model(routed))
+    agent = create_agent(id="page-agent", handler=handler, model=routed)
     result: ChatResult = await agent(prompt)
     bridge.done(_json({"stop_reason": result.stop_reason, "stats": result.stats,
                        # the transcript: the system prompt and the instruction, then the run's own
@@ -243,9 +242,9 @@ async def run_report_agent(bridge: Any, origin: str, transcript: str,
     history = msgspec.json.decode(transcript, type=list[Message])
     chat = OpenAIChatAdapter()
     budgets = StreamBudgets(first_token_ms=10_000, inter_chunk_ms=5_000, total_ms=30_000)
-    model = as_agent_model(ModelAdapter(
+    model = ModelAdapter(
         chat, transport(f"{origin}/structured/v1", headers=chat.auth_headers("demo-key")),
-        WireOptions(model="structured-model", stream=True), budgets=budgets))
+        WireOptions(model="structured-model", stream=True), budgets=budgets)
 
     async def watch(events: AsyncIterator[AgentStreamEvent]) -> None:
         async for envelope in events:

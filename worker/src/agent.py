@@ -16,11 +16,9 @@ from typing import Annotated, Any
 import msgspec
 
 from bindloop.agent import (
-    AgentModel,
     ChatResult,
     LimitStore,
     augment_model,
-    as_agent_model,
     create_agent,
     equip_history,
     equip_tool,
@@ -40,6 +38,7 @@ from bindloop.contracts import (
     accumulate_run,
 )
 from bindloop.loop import LoopCounters
+from bindloop.model import Model
 from bindloop.errors import ProviderError
 from bindloop.plugins import define_tool
 from bindloop.routing import (
@@ -272,7 +271,7 @@ TransportFor = Callable[[Provider, Sequence[tuple[str, str]]], Transport]
 def build_model(config: AgentConfig, *, transport_for: TransportFor,
                 on_turn_event: Callable[[TurnStreamEvent], None], turn_prefix: str,
                 first_turn: int, limit_store: LimitStore | None = None,
-                clock: Clock | None = None) -> AgentModel:
+                clock: Clock | None = None) -> Model:
     """The providers as one agent model: a :class:`RoutedModel` over the route plan whose turn text
     stream (one per model call, ``turn_id`` = ``<turn_prefix>:<n>`` counting from ``first_turn``)
     goes to ``on_turn_event`` live, with the fallback's ``reset`` — then the rate limit, when the
@@ -290,8 +289,8 @@ def build_model(config: AgentConfig, *, transport_for: TransportFor,
         turn[0] += 1
         return create_turn_text_stream(turn_id=f"{turn_prefix}:{turn[0]}", sink=sink)
 
-    routed = RoutedModel(plan=route_plan(config), models=models, text_stream=next_stream)
-    model = as_agent_model(routed, id="worker/agent")
+    model = RoutedModel(plan=route_plan(config), models=models, text_stream=next_stream,
+                        id="worker/agent")
     if config.rate_limit_rpm is None and config.rate_limit_concurrency is None:
         return model
     if limit_store is None or clock is None:
@@ -305,7 +304,7 @@ def build_model(config: AgentConfig, *, transport_for: TransportFor,
 SaveFn = Callable[[LoopCheckpoint], Awaitable[None]]
 
 
-async def run_session(stored: LoopCheckpoint, *, model: AgentModel,
+async def run_session(stored: LoopCheckpoint, *, model: Model,
                       save: SaveFn | None = None) -> SessionRun:
     """Run a stored ``ready`` checkpoint until it settles, through the agent API.
 

@@ -87,13 +87,6 @@ from ._limits import (
     create_limit_middleware as create_limit_middleware,
     create_simple_limit_middleware as create_simple_limit_middleware,
 )
-from ._model import (
-    AgentModel as AgentModel,
-    ModelStreamOptions as ModelStreamOptions,
-    StructuredOutputMode as StructuredOutputMode,
-    as_agent_model as as_agent_model,
-    turn_events as turn_events,
-)
 from ._log import TOOL_LOGGER as TOOL_LOGGER, log_tool_error as log_tool_error
 from ._observe import (
     ToolErrorHook as ToolErrorHook,
@@ -156,7 +149,6 @@ __all__ = (
     "Agent",
     "AgentMiddleware",
     "AgentMiddlewareContext",
-    "AgentModel",
     "AgentSnapshot",
     "AgentStreamEvent",
     "AgentTool",
@@ -171,12 +163,10 @@ __all__ = (
     "LimitRule",
     "LimitStore",
     "ModelMiddleware",
-    "ModelStreamOptions",
     "RateRule",
     "Reborn",
     "RunEvent",
     "StructuredDataEvent",
-    "StructuredOutputMode",
     "ToolCallDoneEvent",
     "ToolCallLoopContext",
     "ToolCallLoopMiddleware",
@@ -197,7 +187,6 @@ __all__ = (
     "TurnFailedEvent",
     "TurnStartEvent",
     "WrappedModel",
-    "as_agent_model",
     "augment_agent",
     "augment_model",
     "augment_tool",
@@ -230,7 +219,6 @@ __all__ = (
     "resume_chat",
     "run_with",
     "stream_text",
-    "turn_events",
     "create_limit_middleware",
     "create_retry_middleware",
     "create_simple_limit_middleware",

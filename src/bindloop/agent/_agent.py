@@ -21,7 +21,8 @@ from ._middleware import (
     AgentMiddlewareContext,
     check_agent_middlewares,
 )
-from ._model import AgentModel, as_agent_model
+from ..model import Model
+from ._model import checked_model
 from ._stream import close_consumers
 from ._trace import Tracer
 
@@ -68,7 +69,7 @@ class Agent(Generic[P, R]):
                  "max_retries", "middleware")
 
     def __init__(self, *, id: str, handler: Callable[[P], Awaitable[R | Reborn]],
-                 model: AgentModel | str | None, max_retries: int, max_reborns: int,
+                 model: Model | str | None, max_retries: int, max_reborns: int,
                  middleware: tuple[AgentMiddleware, ...] = (),
                  execution_ids: Callable[[], str] | None = None) -> None:
         self.id = id
@@ -88,7 +89,7 @@ class Agent(Generic[P, R]):
     def __repr__(self) -> str:
         return f"Agent(id={self.id!r})"
 
-    def _resolve_model(self, run: RunState) -> AgentModel | None:
+    def _resolve_model(self, run: RunState) -> Model | None:
         model = self._model
         if isinstance(model, str):
             found = run.registry.get(model)
@@ -231,8 +232,9 @@ def _check_int(name: str, value: object, minimum: int) -> int:
     return value
 
 
-def create_agent(*, id: str | None = None, handler: Callable[[P], Awaitable[R | Reborn]] | None = None,
-                 model: object = None, max_retries: int = 3,
+def create_agent(*, id: str | None = None,
+                 handler: Callable[[P], Awaitable[R | Reborn]] | None = None,
+                 model: Model | str | None = None, max_retries: int = 3,
                  max_reborns: int = 100,
                  execution_ids: Callable[[], str] | None = None,
                  tools: Sequence[Any] = (), instructions: str | None = None) -> Agent[P, R]:
@@ -245,9 +247,9 @@ def create_agent(*, id: str | None = None, handler: Callable[[P], Awaitable[R | 
     (:class:`~bindloop.errors.UsageError` otherwise). ``id`` names the agent in traces, logs and
     execution ids (default: the handler's ``__name__``, ``"chat"`` without one).
 
-    ``model`` is an :class:`~bindloop.agent.AgentModel`, a wire ``ModelAdapter`` / ``RoutedModel``
-    (adapted), a ``run_with(model_registry=)`` id resolved at call time, or ``None`` to inherit the
-    parent's / the root's. ``max_retries`` bounds structured-output re-asks per prompt;
+    ``model`` is a :class:`~bindloop.model.Model` (a wire ``ModelAdapter`` or ``RoutedModel``, a
+    wrapped or scripted model), a ``run_with(model_registry=)`` id resolved at call time, or
+    ``None`` to inherit the parent's / the root's. ``max_retries`` bounds structured-output re-asks per prompt;
     ``max_reborns`` the reborns per call (N reborns = N + 1 generations).
 
     ``execution_ids()`` is the id port: every conversation (each ``prompt_chat`` /
@@ -272,11 +274,11 @@ def create_agent(*, id: str | None = None, handler: Callable[[P], Awaitable[R | 
     if execution_ids is not None and not callable(execution_ids):
         raise UsageError("create_agent(execution_ids=...) must be a function returning a new id "
                          f"string, got {execution_ids!r}")
-    resolved: AgentModel | str | None
+    resolved: Model | str | None
     if model is None or isinstance(model, str):
         resolved = model
     else:
-        resolved = as_agent_model(model)
+        resolved = checked_model(model, "create_agent(model=)")
     return Agent(id=id, handler=handler, model=resolved,
                  max_retries=_check_int("max_retries", max_retries, 0),
                  max_reborns=_check_int("max_reborns", max_reborns, 0),

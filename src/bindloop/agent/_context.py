@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ._host import ConsumerHost
     from ._observe import ToolErrorHook
     from ._middleware import ToolCallLoopMiddleware, ToolMiddleware
-    from ._model import AgentModel
+    from ..model import Model
     from ._snapshot import ReplayCursor
     from ._stream import ConsumerTask, StreamConsumer, Watcher
     from ._trace import Tracer
@@ -46,8 +46,8 @@ class RunState:
                  "on_tool_error", "registry", "replay", "root", "session_id", "signal", "trace_id",
                  "tracer", "watch")
 
-    def __init__(self, *, providers: dict[str, Any], model: AgentModel | None,
-                 registry: dict[str, AgentModel], enable_snapshot: bool,
+    def __init__(self, *, providers: dict[str, Any], model: Model | None,
+                 registry: dict[str, Model], enable_snapshot: bool,
                  signal: AbortSignal | None, tracer: Tracer,
                  replay: ReplayCursor | None, session_id: str | None = None,
                  trace_id: str | None = None,
@@ -113,7 +113,7 @@ class Frame:
                  "span", "specs", "spent", "new_execution_id")
 
     def __init__(self, *, run: RunState, agent_id: str | None, parent: Frame | None,
-                 path: tuple[int, ...], model: AgentModel | None = None,
+                 path: tuple[int, ...], model: Model | None = None,
                  signal: AbortSignal | None = None, max_retries: int = 3,
                  cursor: ReplayCursor | None = None,
                  specs: dict[Any, Any] | None = None,

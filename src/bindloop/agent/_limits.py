@@ -22,7 +22,7 @@ from ..errors import UsageError
 from ..run import window_wait
 from ._errors import RateLimitExceededError
 from ._middleware import ModelMiddleware, WrappedModel
-from ._model import AgentModel, ModelStreamOptions
+from ..model import Model, ModelRequest
 
 __all__ = (
     "ConcurrencyRule",
@@ -201,7 +201,7 @@ def _check_rules(rules: Sequence[object]) -> tuple[LimitRule, ...]:
 class _Limited(WrappedModel):
     __slots__ = ("_clock", "_key", "_rules", "_sleep", "_store")
 
-    def __init__(self, inner: AgentModel, rules: tuple[LimitRule, ...], store: LimitStore,
+    def __init__(self, inner: Model, rules: tuple[LimitRule, ...], store: LimitStore,
                  key: str, clock: Clock, sleep: Sleep) -> None:
         super().__init__(inner)
         self._rules = rules
@@ -244,14 +244,14 @@ class _Limited(WrappedModel):
         return entered
 
     async def stream(self, messages: Sequence[Message],
-                     options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
+                     request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
         entered = await self._admit()
         usage = TurnUsage()
         renew = getattr(self._store, "renew_slots", None) if entered else None
         every = min((r.renew_ms for r in entered), default=0.0)
         renewed = self._clock()
         try:
-            async for event in self._inner.stream(messages, options):
+            async for event in self._inner.stream(messages, request):
                 if renew is not None and self._clock() - renewed >= every:
                     await renew()  # the holder's heartbeat: the slots' leases go on
                     renewed = self._clock()
@@ -264,9 +264,9 @@ class _Limited(WrappedModel):
             with anyio.CancelScope(shield=True):
                 await self._release(entered, usage)
 
-    async def _complete(self, messages: Sequence[Message], options: ModelStreamOptions,
-                        on_event: Callable[[StreamEvent], None] | None = None,
-                        ) -> ModelTurnResult:
+    async def complete(self, messages: Sequence[Message], request: ModelRequest, /,
+                       on_event: Callable[[StreamEvent], None] | None = None,
+                       on_reset: Callable[[], None] | None = None) -> ModelTurnResult:
         """The inner model's own fold under the same rules: admitted first, its slots returned
         and its tokens charged when it ends (a failed call: the usage its events reported)."""
         entered = await self._admit()
@@ -280,9 +280,9 @@ class _Limited(WrappedModel):
             if on_event is not None:
                 on_event(event)
 
-        complete = self._inner.complete_turn  # type: ignore[attr-defined]
+        complete = self._inner.complete
         try:
-            turn: ModelTurnResult = await complete(messages, options, sink)
+            turn: ModelTurnResult = await complete(messages, request, sink, on_reset)
             seen[0] = turn.usage
             return turn
         finally:

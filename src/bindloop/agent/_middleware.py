@@ -6,16 +6,25 @@ passes through the list in order and the response comes back in reverse.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeAlias, TypeVar
 
 import msgspec
 
-from ..contracts import ModelTurnResult, ToolCall, ToolDefinition, ToolOutcome, TurnUsage
+from ..completion import StreamEvent
+from ..contracts import (
+    Message,
+    ModelTurnResult,
+    ToolCall,
+    ToolDefinition,
+    ToolOutcome,
+    TurnUsage,
+)
 from ..errors import PortContractError, UsageError
 from ..plugins import ToolContext as ToolContext  # defined with the tools; the middlewares see it too
+from ..model import Model, ModelRequest, StructuredOutputMode, fold_events
 from ._errors import LoopMissingToolOutputError
-from ._model import AgentModel
+from ._model import checked_model
 
 __all__ = (
     "AgentMiddleware",
@@ -37,28 +46,41 @@ P = TypeVar("P")
 
 
 class WrappedModel:
-    """The part of a wrapping model middleware that forwards: ``id``, ``provider``,
-    ``structured_output`` and ``price`` are the inner model's, and any other attribute the inner
-    model has is read through from it. A subclass adds ``stream`` (and its own slots).
+    """A base for a model that wraps another: ``id``, ``provider``, ``structured_output`` and
+    :meth:`price` are the inner model's, any other attribute the inner model has is read through
+    from it, and :meth:`stream` and :meth:`complete` call it. A subclass overrides what it
+    changes (and declares its own slots).
 
-    ``complete_turn`` (the inner model's own fold: a route's retractable live stream, an adapter's
-    fold) is kept only by a subclass that wraps it too, with ``_complete(messages, options,
-    on_event)``: then ``complete_turn`` is that method whenever the inner model has one, and
-    ``None`` (absent) otherwise. A subclass without ``_complete`` hides the inner fold, so every
-    turn goes through its ``stream``, which the agent folds with the forwarded ``price``."""
+    A subclass that overrides only :meth:`stream` changes every turn: its :meth:`complete` folds
+    that stream with :meth:`price` (the inner model's own fold is hidden). One that overrides
+    :meth:`complete` too wraps the inner fold as well (a route's retractable live stream, an
+    adapter's streamed fold), which is what the built-in limit and retry middlewares do."""
 
-    __slots__ = ("_inner", "complete_turn", "id", "price", "provider", "structured_output")
+    __slots__ = ("_folds", "_inner", "id", "provider", "structured_output")
 
-    def __init__(self, inner: AgentModel) -> None:
+    def __init__(self, inner: Model) -> None:
         self._inner = inner
-        self.id = inner.id
-        self.provider = getattr(inner, "provider", None)
-        self.structured_output = getattr(inner, "structured_output", "tool")
-        self.price: Callable[[TurnUsage], int] | None = getattr(inner, "price", None)
-        wraps = getattr(self, "_complete", None)
-        self.complete_turn: Callable[..., Awaitable[ModelTurnResult]] | None = (
-            wraps if wraps is not None and getattr(inner, "complete_turn", None) is not None
-            else None)
+        self.id: str = inner.id
+        self.provider: str | None = inner.provider
+        self.structured_output: StructuredOutputMode = inner.structured_output
+        cls = type(self)
+        # Decided once: whether complete() folds this wrapper's own stream.
+        self._folds = cls.stream is not WrappedModel.stream and \
+            cls.complete is WrappedModel.complete
+
+    def price(self, usage: TurnUsage, /) -> int:
+        return self._inner.price(usage)
+
+    def stream(self, messages: Sequence[Message],
+               request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
+        return self._inner.stream(messages, request)
+
+    def complete(self, messages: Sequence[Message], request: ModelRequest, /,
+                 on_event: Callable[[StreamEvent], None] | None = None,
+                 on_reset: Callable[[], None] | None = None) -> Awaitable[ModelTurnResult]:
+        if self._folds:
+            return fold_events(self.stream(messages, request), self.price, on_event)
+        return self._inner.complete(messages, request, on_event, on_reset)
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for a name the wrapper does not have itself: the inner model's extras
@@ -69,39 +91,32 @@ class WrappedModel:
 
 
 class ModelMiddleware(msgspec.Struct, frozen=True):
-    """``wrap(inner) -> model``: returns an :class:`AgentModel` that calls ``inner``.
-
-    The wrapper should forward ``inner``'s optional ``structured_output`` attribute (and
-    ``complete_turn``, if it offers one): a wrapper without ``structured_output`` makes the agent
-    treat the model as one without native JSON-schema mode (the forced output tool). The
-    built-in ``create_limit_middleware`` / ``create_retry_middleware`` wrappers are
-    :class:`WrappedModel` s that forward every extra and wrap ``complete_turn`` as well as
-    ``stream``."""
+    """``wrap(inner) -> model``: returns a :class:`~bindloop.model.Model` that calls ``inner``
+    (a :class:`WrappedModel` subclass forwards what it does not change)."""
 
     name: str
-    wrap: Callable[[AgentModel], AgentModel]
+    wrap: Callable[[Model], Model]
 
 
-def augment_model(model: object, middlewares: Sequence[ModelMiddleware]) -> AgentModel:
+def augment_model(model: Model, middlewares: Sequence[ModelMiddleware]) -> Model:
     """``model`` wrapped in ``middlewares``: the request goes through the list left to right (the
     first is outermost), so ``[limit, log]`` gives ``limit -> log -> model``.
 
-    Raises :class:`~bindloop.errors.UsageError` for a middleware that is not a
-    :class:`ModelMiddleware`, and :class:`~bindloop.errors.PortContractError` naming the middleware
-    whose ``wrap`` returned something that is not a model.
+    Raises :class:`~bindloop.errors.UsageError` for a model that is not a
+    :class:`~bindloop.model.Model` or a middleware that is not a :class:`ModelMiddleware`, and
+    :class:`~bindloop.errors.PortContractError` naming the middleware whose ``wrap`` returned
+    something that is not a model.
     """
-    from ._model import as_agent_model, is_agent_model
-
-    wrapped = as_agent_model(model)
+    wrapped = checked_model(model, "augment_model(model=)")
     for mw in reversed(tuple(middlewares)):
         if not isinstance(mw, ModelMiddleware):
             raise UsageError(f"augment_model: {mw!r} is not a ModelMiddleware(name=, wrap=)")
         out = mw.wrap(wrapped)
-        if not is_agent_model(out):
-            raise PortContractError(
-                f"model middleware {mw.name!r}: wrap() returned {type(out).__name__}, not a model "
-                "(it needs an id and stream(messages, options))")
-        wrapped = out
+        try:
+            wrapped = checked_model(out, f"model middleware {mw.name!r}")
+        except UsageError as exc:
+            raise PortContractError(f"model middleware {mw.name!r}: wrap() returned "
+                                    f"{type(out).__name__}, not a model: {exc}") from None
     return wrapped
 
 

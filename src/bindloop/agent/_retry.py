@@ -11,9 +11,9 @@ import anyio
 from ..completion import ReasoningEvent, StreamEvent, TextEvent, ToolCallEvent
 from ..contracts import Message, ModelTurnResult
 from ..errors import UsageError
-from ..wire import RetryPolicy
+from ..model import Model, ModelRequest
+from ..wire import ModelAdapter, RetryPolicy
 from ._middleware import ModelMiddleware, WrappedModel
-from ._model import AgentModel, ModelStreamOptions, _WireModel
 
 __all__ = ("create_retry_middleware",)
 
@@ -26,7 +26,7 @@ _CONTENT = (TextEvent, ToolCallEvent, ReasoningEvent)
 class _Retrying(WrappedModel):
     __slots__ = ("_policy", "_random", "_sleep")
 
-    def __init__(self, inner: AgentModel, policy: RetryPolicy, random: Callable[[], float],
+    def __init__(self, inner: Model, policy: RetryPolicy, random: Callable[[], float],
                  sleep: Sleep) -> None:
         _refuse_double_retry(inner)
         super().__init__(inner)
@@ -35,13 +35,13 @@ class _Retrying(WrappedModel):
         self._sleep = sleep
 
     async def stream(self, messages: Sequence[Message],
-                     options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
+                     request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
         attempt = 0
         while True:
             attempt += 1
             produced = False
             try:
-                async for event in self._inner.stream(messages, options):
+                async for event in self._inner.stream(messages, request):
                     if not produced and isinstance(event, _CONTENT):
                         produced = True
                     yield event
@@ -54,12 +54,12 @@ class _Retrying(WrappedModel):
                     raise
             await self._sleep(delay / 1000.0)
 
-    async def _complete(self, messages: Sequence[Message], options: ModelStreamOptions,
-                        on_event: Callable[[StreamEvent], None] | None = None,
-                        ) -> ModelTurnResult:
+    async def complete(self, messages: Sequence[Message], request: ModelRequest, /,
+                       on_event: Callable[[StreamEvent], None] | None = None,
+                       on_reset: Callable[[], None] | None = None) -> ModelTurnResult:
         """The inner model's own fold, called again under the same rule as ``stream``: only
         while none of its content events has been handed on."""
-        complete = self._inner.complete_turn  # type: ignore[attr-defined]
+        complete = self._inner.complete
         produced = [False]
 
         def sink(event: StreamEvent) -> None:
@@ -72,7 +72,7 @@ class _Retrying(WrappedModel):
         while True:
             attempt += 1
             try:
-                turn: ModelTurnResult = await complete(messages, options, sink)
+                turn: ModelTurnResult = await complete(messages, request, sink, on_reset)
                 return turn
             except Exception as exc:
                 delay = None if produced[0] else self._policy.delay_ms(attempt, exc, self._random)
@@ -89,15 +89,15 @@ def _own_retry(model: object) -> str | None:
     retried here."""
     while isinstance(model, WrappedModel):
         model = model._inner
-    if isinstance(model, _WireModel):
-        policy = model._inner.retry
+    if isinstance(model, ModelAdapter):
+        policy = model.retry
         if policy is not None and policy.max_attempts > 1:
             return (f"its ModelAdapter (retry=RetryPolicy(max_attempts={policy.max_attempts}), "
                     "the default)")
     return None
 
 
-def _refuse_double_retry(inner: AgentModel) -> None:
+def _refuse_double_retry(inner: Model) -> None:
     # One retry per call: a ModelAdapter already retries its provider's transient failures, and
     # a second layer around it would multiply the attempts (3 x 3 calls for one failure).
     owner = _own_retry(inner)
@@ -119,8 +119,8 @@ def create_retry_middleware(*, max_attempts: int = 3, backoff_ms: float = 500.0,
     sent one (one longer than ``max_delay_ms`` is not waited on: the error is raised), else
     ``backoff_ms * 2**(n-1)`` (at most ``max_delay_ms``) with equal jitter from ``random()`` in
     [0, 1) — the default ``1.0`` is deterministic; pass ``random.Random().random`` from the host
-    for real jitter. ``sleep`` takes seconds (``anyio.sleep``). It wraps ``stream`` and, when the
-    model has one, ``complete_turn`` (forwarding every other attribute).
+    for real jitter. ``sleep`` takes seconds (``anyio.sleep``). It wraps ``stream`` and
+    ``complete`` (forwarding every other attribute).
 
     One retry layer per call: a :class:`~bindloop.wire.ModelAdapter` retries this way on its own
     (its ``retry=``, on by default), so wrapping one whose policy allows more than one call

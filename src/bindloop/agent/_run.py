@@ -15,7 +15,8 @@ from ..signal import AbortSignal
 from ._context import Frame, RunState, enter, leave, optional_frame
 from ._host import hosting
 from ._observe import ToolErrorHook
-from ._model import as_agent_model
+from ..model import Model
+from ._model import checked_model
 from ._snapshot import (
     AgentSnapshot,
     FrameSnapshot,
@@ -36,8 +37,8 @@ _UNSET: Any = object()
 async def run_with(fn: Callable[..., Awaitable[R]], *, initial_props: Any = _UNSET,
                    snapshot: AgentSnapshot | bytes | str | None = None,
                    event_bus: TraceEmitter | None = None,
-                   providers: Mapping[str, Any] | None = None, model: object = None,
-                   model_registry: Mapping[str, object] | None = None,
+                   providers: Mapping[str, Any] | None = None, model: Model | None = None,
+                   model_registry: Mapping[str, Model] | None = None,
                    enable_snapshot: bool = False, trace: TraceOptions | None = None,
                    signal: AbortSignal | None = None, session_id: str | None = None,
                    on_tool_error: ToolErrorHook | None = None,
@@ -85,14 +86,15 @@ async def run_with(fn: Callable[..., Awaitable[R]], *, initial_props: Any = _UNS
     for key, value in (model_registry.items() if model_registry else ()):
         if not isinstance(key, str):
             raise UsageError(f"run_with(model_registry=): key {key!r} is not a string")
-        registry[key] = as_agent_model(value)
+        registry[key] = checked_model(value, f"run_with(model_registry=)[{key!r}]")
     snap = None
     if snapshot is not None:
         snap = snapshot if isinstance(snapshot, AgentSnapshot) else parse_snapshot(snapshot)
     tracer = Tracer(event_bus, trace)
     traced = tracer.enabled or trace is not None and trace.trace_id is not None
     run = RunState(providers={} if providers is None else dict(providers),
-                   model=None if model is None else as_agent_model(model), registry=registry,
+                   model=None if model is None else checked_model(model, "run_with(model=)"),
+                   registry=registry,
                    enable_snapshot=bool(enable_snapshot), signal=signal, tracer=tracer,
                    replay=None if snap is None else ReplayCursor(snap.root),
                    session_id=session_id, trace_id=tracer.trace_id if traced else None,

@@ -134,7 +134,7 @@ class PromptHasher:
     the hashed first and last messages at their places is hashed again from the start (a
     compaction's wholesale replacement, a truncation, a resumed list). A message edited in place
     in the middle, keeping the length and the first and last, would go unseen: the loop never
-    does that and an :class:`AgentModel` must not mutate the transcript."""
+    does that and a :class:`~bindloop.model.Model` must not mutate the transcript."""
 
     __slots__ = ("_count", "_first", "_last", "_list", "_schema", "_state", "_suffix", "_tools")
 

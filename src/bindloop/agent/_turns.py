@@ -1,29 +1,27 @@
 """The prompt's model port: every model call of a prompt through one fold.
 
-A turn is folded exactly once, priced inside that fold: by the model's own ``complete_turn``
-(``ModelAdapter.complete`` for the wire's models, each candidate's for a route) or, for a model
-that only streams, by a :class:`~bindloop.completion.TurnCollector` holding the model's
-``price``. Whoever watches — ``on_stream`` consumers, a text sink, the partial structured view —
-is one observer of that fold's events; a trace and a journal take the folded turn; a replay feeds
+A turn is folded exactly once, priced inside that fold: by the model's own
+:meth:`~bindloop.model.Model.complete` (``ModelAdapter``'s fold, each candidate's for a route, a
+:class:`~bindloop.model.StreamModel`'s fold of its stream). Whoever watches — ``on_stream``
+consumers, a text sink, the partial structured view — is one observer of that fold's events; a trace and a journal take the folded turn; a replay feeds
 the journaled turn in as it is. Unwatched, the same call runs with no observer at all.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 import msgspec
 
-from ..completion import StreamEvent, TextEvent, ToolCallEvent, TurnCollector
+from ..completion import StreamEvent, TextEvent, ToolCallEvent
 from ..textstream import TurnTextStream
 from ._partial_json import PartialJsonParser
-from ..contracts import Message, ModelTurnResult, ToolDefinition, TurnUsage
+from ..contracts import Message, ModelTurnResult, ToolDefinition
 from ..errors import PortContractError, UsageError
 from ._errors import BudgetExceededError, ModelRegistryNotFoundError
-from ..wire import ForcedTool, ToolChoice
+from ..model import ForcedTool, Model, ModelRequest, StreamModel, ToolChoice, fold_events
 from ._context import Frame, Generation
-from ._model import AgentModel, ModelStreamOptions
 from ..schema import InvalidOutputError, OutputSpec
 from ._snapshot import PromptHasher
 from ._stream import (
@@ -38,14 +36,11 @@ from ._stream import (
 )
 
 __all__ = ("ToolChoiceArg", "ToolChoiceContext", "ToolChoicePolicy", "TurnPort", "choice_policy",
-           "fold_stream", "model_surface", "resolve_model")
+           "model_surface", "resolve_model")
 
 _JSON_ENCODE = msgspec.json.Encoder().encode
 _JSON_DECODE = msgspec.json.Decoder().decode
 _START = TurnStartEvent()
-_RESTART: object = RETRY_START  # typed as object: it reaches the observer as a stream event
-
-Observer = Callable[[StreamEvent], None]
 
 
 class ToolChoiceContext(msgspec.Struct, frozen=True, kw_only=True):
@@ -73,7 +68,7 @@ def _checked_choice(choice: object) -> ToolChoice | None:
                             "'none', 'required', ForcedTool(name=...) or None")
 
 
-def resolve_model(frame: Frame) -> AgentModel:
+def resolve_model(frame: Frame) -> Model:
     """The agent's model: its own, the nearest ancestor's, or the run's."""
     node: Frame | None = frame
     while node is not None:
@@ -87,12 +82,12 @@ def resolve_model(frame: Frame) -> AgentModel:
         "agent one, or pass run_with(model=...)")
 
 
-def model_surface(frame: Frame, gen: Generation, model: AgentModel, spec: OutputSpec | None,
-                  additional_options: Mapping[str, Any] | None) -> tuple[ModelStreamOptions, bool]:
+def model_surface(frame: Frame, gen: Generation, model: Model, spec: OutputSpec | None,
+                  additional_options: Mapping[str, Any] | None) -> tuple[ModelRequest, bool]:
     """The options every model call of the prompt is sent, and whether the answer comes as the
     output tool's call (a structured prompt over a model without native JSON-schema mode)."""
     defs = [t.definition for t, _ in gen.tools]
-    tool_mode = spec is not None and getattr(model, "structured_output", "tool") != "json_schema"
+    tool_mode = spec is not None and model.structured_output != "json_schema"
     schema: dict[str, Any] | None = None
     choice: ToolChoice | None = None
     if spec is not None:
@@ -106,32 +101,10 @@ def model_surface(frame: Frame, gen: Generation, model: AgentModel, spec: Output
             choice = ForcedTool(name=spec.name) if len(defs) == 1 else "required"
         else:
             schema = spec.schema
-    return ModelStreamOptions(schema=schema, schema_name=spec.name if spec else "final_result",
-                              tools=tuple(defs), tool_choice=choice, signal=frame.signal,
-                              additional_options=dict(additional_options)
-                              if additional_options else None), tool_mode
-
-
-async def fold_stream(events: AsyncIterator[StreamEvent], price: Callable[[TurnUsage], int] | None,
-                      observer: Observer | None) -> ModelTurnResult:
-    """Fold a model's stream into its turn, priced by ``price``; ``observer`` sees every event
-    first (as ``ModelAdapter``'s sink does). The stream is closed if the fold fails."""
-    collector = TurnCollector(price=price)
-    observe = collector.observe
-    try:
-        if observer is None:
-            async for event in events:
-                observe(event)
-        else:
-            async for event in events:
-                observer(event)
-                observe(event)
-    except BaseException:
-        aclose = getattr(events, "aclose", None)
-        if aclose is not None:
-            await aclose()
-        raise
-    return collector.result()
+    return ModelRequest(schema=schema, schema_name=spec.name if spec else "final_result",
+                        tools=tuple(defs), tool_choice=choice, signal=frame.signal,
+                        additional_options=dict(additional_options)
+                        if additional_options else None), tool_mode
 
 
 def choice_policy(value: ToolChoiceArg, hook: str) -> ToolChoicePolicy | None:
@@ -169,9 +142,6 @@ class _Watch:
         hub = self.hub
         if hub is not None:
             hub.emit(AgentStreamEvent(turn_index=self.index, event=event))
-        if event is _RESTART:  # a route's fallback took the turn over: start the views again
-            self._restart()
-            return
         if self.text is not None and type(event) is TextEvent:
             self.text.observe(event.content)
         if self.parser is None:
@@ -194,7 +164,11 @@ class _Watch:
                 self._emit(StructuredDataEvent(status="partial", data=self._copy(partial.value),
                                                is_valid=False))
 
-    def _restart(self) -> None:
+    def restart(self) -> None:
+        """The model took back what it sent (a route's fallback took the turn over): the turn
+        starts again — a second ``turn_start`` of the same index, and the views afresh."""
+        if self.hub is not None:
+            self.hub.emit(AgentStreamEvent(turn_index=self.index, event=RETRY_START))
         if self.text is not None:
             self.text.begin_attempt("attempt_failed")
         if self.parser is not None:
@@ -259,10 +233,10 @@ class TurnPort:
     raises ``out_of_steps()`` instead."""
 
     __slots__ = ("budgets", "choose", "complete", "frame", "hasher", "hub", "limit", "model",
-                 "options", "out_of_steps", "plain", "price", "recording", "spec", "text",
-                 "tool_mode", "tracer", "turns", "watched")
+                 "options", "out_of_steps", "plain", "recording", "spec", "text", "tool_mode",
+                 "tracer", "turns", "watched")
 
-    def __init__(self, frame: Frame, model: AgentModel, options: ModelStreamOptions, *,
+    def __init__(self, frame: Frame, model: Model, options: ModelRequest, *,
                  spec: OutputSpec | None, tool_mode: bool, hub: StreamHub | None,
                  text: TurnTextStream | None, limit: int,
                  out_of_steps: Callable[[], BaseException],
@@ -286,16 +260,18 @@ class TurnPort:
                 budgets.append(node)
             node = node.parent
         self.budgets = budgets
-        self.price: Callable[[TurnUsage], int] | None = getattr(model, "price", None)
-        self.complete = getattr(model, "complete_turn", None)
+        self.complete = model.complete
         run = frame.run
         self.tracer = run.tracer
         self.recording = run.enable_snapshot or run.tracer.enabled or frame.cursor is not None
         self.hasher = PromptHasher(options.tools, options.schema, options.tool_choice) \
             if self.recording else None
         self.watched = self.recording or hub is not None or text is not None
-        # Unwatched and unpriced, a streamed model's turn is the fold itself.
-        self.plain = not self.watched and self.complete is None and self.price is None
+        # Unwatched, a StreamModel that keeps the base's complete and price has nothing to charge
+        # (its fold prices nothing): its turn is that fold itself, awaited by the loop directly.
+        kind = type(model)
+        self.plain = not self.watched and kind.complete is StreamModel.complete \
+            and kind.price is StreamModel.price
         self.turns = 0
 
     # -- budget -----------------------------------------------------------------------------------
@@ -315,21 +291,16 @@ class TurnPort:
             node = node.parent
 
     # -- the port ---------------------------------------------------------------------------------
-    async def _fold(self, messages: list[Message], observer: Observer | None) -> ModelTurnResult:
-        complete = self.complete
-        if complete is not None:
-            turn = await complete(messages, self.options, observer)
-            if not isinstance(turn, ModelTurnResult):
-                raise PortContractError(f"model {self.model.id!r}: complete_turn() returned "
-                                        f"{type(turn).__name__}, not a ModelTurnResult")
-            return turn
-        return await fold_stream(self.model.stream(messages, self.options), self.price, observer)
+    def _checked(self, turn: object) -> ModelTurnResult:
+        if type(turn) is not ModelTurnResult and not isinstance(turn, ModelTurnResult):
+            raise PortContractError(f"model {self.model.id!r}: complete() returned "
+                                    f"{type(turn).__name__}, not a ModelTurnResult")
+        return turn
 
     def call_model(self, messages: list[Message],
                    _tools: list[ToolDefinition]) -> Awaitable[ModelTurnResult]:
         """The loop's port: a plain function that checks the bounds and hands back the call's
-        awaitable. Unwatched and unpriced, a streamed model's turn is the fold itself (its cost
-        is 0, so there is nothing to charge afterwards)."""
+        awaitable."""
         if self.turns >= self.limit:
             raise self.out_of_steps()
         if self.budgets:
@@ -339,7 +310,7 @@ class TurnPort:
         self.turns += 1
         # The live transcript is passed as it is: a model reads it and copies what it keeps.
         if self.plain:
-            return fold_stream(self.model.stream(messages, self.options), None, None)
+            return fold_events(self.model.stream(messages, self.options), None)
         return self._call(messages)
 
     def _choose(self, messages: list[Message]) -> None:
@@ -354,8 +325,10 @@ class TurnPort:
     async def _call(self, messages: list[Message]) -> ModelTurnResult:
         if self.watched:
             turn = await self._watched(messages, self.turns - 1)
-        else:
-            turn = await self._fold(messages, None)
+        else:  # nobody watches: the model's own fold, with no observer
+            turn = await self.complete(messages, self.options)
+            if type(turn) is not ModelTurnResult:
+                turn = self._checked(turn)
         if turn.cost:
             self._charge(turn.cost)
         return turn
@@ -369,7 +342,7 @@ class TurnPort:
         if self.tracer.enabled:
             span = self.tracer.start(f"chat {model_id}", frame.span, {
                 "gen_ai.operation.name": "chat", "gen_ai.request.model": model_id,
-                "gen_ai.provider.name": getattr(self.model, "provider", None) or "unknown",
+                "gen_ai.provider.name": self.model.provider or "unknown",
                 "bindloop.turn_index": index})
         watch = _Watch(index, hub, self.text, self.spec, self.tool_mode) \
             if hub is not None or self.text is not None else None
@@ -384,7 +357,10 @@ class TurnPort:
                 if watch is not None:
                     watch.replayed(turn)
             else:
-                turn = await self._fold(messages, watch)
+                turn = await (self.complete(messages, self.options) if watch is None else
+                              self.complete(messages, self.options, watch, watch.restart))
+                if type(turn) is not ModelTurnResult:
+                    turn = self._checked(turn)
         except BaseException as exc:
             if hub is not None and isinstance(exc, Exception):
                 hub.emit(AgentStreamEvent(turn_index=index, event=TurnFailedEvent(

@@ -65,7 +65,6 @@ from ._runner import (
     DEFAULT_SUMMARY_INSTRUCTIONS as DEFAULT_SUMMARY_INSTRUCTIONS,
     SUMMARY_REQUEST as SUMMARY_REQUEST,
     CompactResult as CompactResult,
-    SummaryModel as SummaryModel,
     build_summary_prompt as build_summary_prompt,
     compact_conversation as compact_conversation,
 )
@@ -107,7 +106,6 @@ __all__ = (
     "PersistPlan",
     "SessionItem",
     "Span",
-    "SummaryModel",
     "TailScope",
     "TokenUsageLike",
     "UpToScope",

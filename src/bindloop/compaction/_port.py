@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from ..contracts import CompactionApplied, Message, SystemMessage
+from ..model import Model
 from ..signal import AbortSignal
 from ._errors import CompactInvalidInputError
 from ._markers import CompactMarker, SessionItem, WireView, render_summary, summary_to_turn
@@ -17,7 +18,7 @@ from ._policy import (
     AutoCompactInput,
     should_auto_compact,
 )
-from ._runner import CompactResult, SummaryModel, compact_conversation
+from ._runner import CompactResult, compact_conversation
 
 __all__ = ("DEFAULT_KEEP_TURNS", "PromptSizeSource", "append_compaction", "compaction_port")
 
@@ -52,7 +53,7 @@ def append_compaction(items: Sequence[SessionItem], view: WireView, result: Comp
 def compaction_port(
     *,
     state: PromptSizeSource,
-    model: SummaryModel,
+    model: Model,
     context_window: int | None,
     threshold: float = DEFAULT_AUTO_COMPACT_THRESHOLD,
     keep_turns: int = DEFAULT_KEEP_TURNS,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import msgspec
@@ -10,14 +10,13 @@ import msgspec
 from ..contracts import (
     Content,
     Message,
-    ModelTurnResult,
     SystemMessage,
     TextPart,
-    ToolDefinition,
     TurnUsage,
     UserMessage,
     add_usage,
 )
+from ..model import Model, ModelRequest
 from ..errors import ProviderError, RunCancelledError, is_prompt_too_long as _is_prompt_too_long
 from ..signal import AbortSignal
 from ..transcript import validate_and_heal_messages
@@ -32,13 +31,10 @@ __all__ = (
     "DEFAULT_SUMMARY_INSTRUCTIONS",
     "SUMMARY_REQUEST",
     "CompactResult",
-    "SummaryModel",
     "build_summary_prompt",
     "compact_conversation",
 )
 
-SummaryModel = Callable[[list[Message], list[ToolDefinition]], Awaitable[ModelTurnResult]]
-"""The loop's ``call_model`` shape; compaction calls it with no tools."""
 
 DEFAULT_SUMMARY_INSTRUCTIONS: Final = (
     "You write the working memory of an agent whose conversation is being compacted. Summarize the "
@@ -105,7 +101,7 @@ def _raise_if_aborted(signal: AbortSignal | None) -> None:
 
 async def compact_conversation(
     *,
-    model: SummaryModel,
+    model: Model,
     messages: Sequence[Message],
     scope: CompactScope = "full",
     signal: AbortSignal | None = None,
@@ -115,7 +111,8 @@ async def compact_conversation(
     is_prompt_too_long: Callable[[BaseException], bool] = _is_prompt_too_long,
     is_transient: Callable[[BaseException], bool] = _default_transient,
 ) -> CompactResult:
-    """Summarize part of ``messages`` (chosen by ``scope``) with one model call.
+    """Summarize part of ``messages`` (chosen by ``scope``) with one call of ``model``'s
+    :meth:`~bindloop.model.Model.complete` (no tools; ``signal`` is its request's).
 
     On prompt-too-long (``is_prompt_too_long``; by default
     :func:`bindloop.errors.is_prompt_too_long`, which follows ``__cause__``, so a routed model's
@@ -141,7 +138,8 @@ async def compact_conversation(
         _raise_if_aborted(signal)
         attempts += 1
         try:
-            result = await model(build_summary_prompt(chunk, instructions), [])
+            result = await model.complete(build_summary_prompt(chunk, instructions),
+                                          ModelRequest(signal=signal))
         except Exception as exc:
             if signal is not None and signal.aborted:
                 raise

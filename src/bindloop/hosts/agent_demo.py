@@ -21,7 +21,6 @@ from bindloop.agent import (
     ToolCallDoneEvent,
     TraceEvent,
     TurnStartEvent,
-    as_agent_model,
     create_agent,
     equip_instruction,
     equip_system,
@@ -108,11 +107,11 @@ async def run_agent_demo(write: Callable[[str], None], city: str = "Lisbon",
     with ScriptedProviderServer() as server:
         server.set_responder("openai", _policy)
         chat = OpenAIChatAdapter()
-        adapter = ModelAdapter(chat, HttpxTransport(server.base_url("openai"),
-                                                    headers=chat.auth_headers("demo-key")),
-                               WireOptions(model="gpt-demo", stream=True),
-                               price=lambda u: u.input_tokens * 1 + u.output_tokens * 6)
-        model = as_agent_model(adapter)  # cost in micro-USD, priced by the adapter's fold
+        # Cost in micro-USD, priced by the adapter's fold.
+        model = ModelAdapter(chat, HttpxTransport(server.base_url("openai"),
+                                                  headers=chat.auth_headers("demo-key")),
+                             WireOptions(model="gpt-demo", stream=True),
+                             price=lambda u: u.input_tokens * 1 + u.output_tokens * 6)
 
         async def show(stream: Any) -> None:
             last = ""

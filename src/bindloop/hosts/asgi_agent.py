@@ -34,19 +34,17 @@ its approvals not run again. A run lost between an approved call and that save r
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import anyio
 import msgspec
 
 from bindloop.agent import (
-    AgentModel,
     AgentStreamEvent,
     ApprovalDecision,
     ApprovalError,
     ChatResult,
     CheckpointSavedEvent,
-    ModelStreamOptions,
     WrappedModel,
     approve,
     create_agent,
@@ -67,6 +65,7 @@ from bindloop.contracts import (
     ToolSuspend,
 )
 from bindloop.loop import LoopCounters, OpenSuspend
+from bindloop.model import Model, ModelRequest
 from bindloop.plugins import Tool
 from bindloop.session import (
     ApprovalRecord,
@@ -79,9 +78,6 @@ from .asgi import ChatInput, Emit, Runner
 
 __all__ = ("MemoryPendingApprovals", "PacedModel", "PendingApprovals", "RunSaver", "agent_runner")
 
-ModelFor = Callable[[ChatInput], AgentModel]
-
-
 class _AnyArgs(msgspec.Struct):
     """A client-declared tool's arguments: the client validates them (the server never runs it)."""
 
@@ -93,13 +89,13 @@ class PacedModel(WrappedModel):
 
     __slots__ = ("_delay",)
 
-    def __init__(self, inner: AgentModel, delay_s: float) -> None:
+    def __init__(self, inner: Model, delay_s: float) -> None:
         self._delay = delay_s
         super().__init__(inner)
 
     async def stream(self, messages: Sequence[Message],
-                     options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
-        async for event in self._inner.stream(messages, options):
+                     request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
+        async for event in self._inner.stream(messages, request):
             await anyio.sleep(self._delay)
             yield event
 
@@ -225,13 +221,13 @@ the run there)."""
 _TRUST_THE_CLIENT: Any = object()
 
 
-def agent_runner(model: AgentModel | ModelFor, *, tools: Iterable[Tool[Any, Any]] = (),
+def agent_runner(model: Model, *, tools: Iterable[Tool[Any, Any]] = (),
                  needs_approval: Iterable[str] = (), max_turn_steps: int = 8,
                  on_checkpoint: RunSaver | None = None,
                  approvals: PendingApprovals | None = _TRUST_THE_CLIENT,
                  allow_edits: bool = False) -> Runner:
-    """A runner that answers each request with one ``prompt_chat`` over ``model`` (an agent model,
-    or a function of the request that makes one) and ``tools`` -- or one ``resume_chat``: of the
+    """A runner that answers each request with one ``prompt_chat`` over ``model`` (a
+    :class:`~bindloop.model.Model`) and ``tools`` -- or one ``resume_chat``: of the
     request's ``checkpoint``, or, when its approvals answer calls of its transcript, of the
     position the chat suspended at, with those decisions. Returns the chat's final text as the
     run's result. ``on_checkpoint`` gets each settled boundary (see the module docstring).
@@ -250,8 +246,6 @@ def agent_runner(model: AgentModel | ModelFor, *, tools: Iterable[Tool[Any, Any]
 
     async def run(chat: ChatInput, emit: Emit) -> Any:
         start, decisions = chat.checkpoint, list[ApprovalDecision]()
-        agent_model = cast(AgentModel, model(chat) if callable(model) and not hasattr(model, "stream")
-                           else model)
         if start is None:
             if chat.state is not None:
                 emit(None, StateSnapshotEvent(state=chat.state))  # the state this run starts from
@@ -283,7 +277,7 @@ def agent_runner(model: AgentModel | ModelFor, *, tools: Iterable[Tool[Any, Any]
             return await resume_chat(start, on_checkpoint=saver)
 
         result = await create_agent(id=f"chat-{chat.protocol}", handler=handler,
-                                    model=agent_model)(None)
+                                    model=model)(None)
         if pending is not None and result.approvals:
             made = {c.id: c for m in result.delta if isinstance(m, AssistantMessage)
                     for c in m.tool_calls}

@@ -24,6 +24,7 @@ import msgspec
 from bindloop import Message, ModelTurnResult, ToolDefinition, ToolLoopResult
 from bindloop.completion import TextEvent
 from bindloop.contracts import messages_from_openai
+from bindloop.model import call_model_port
 from bindloop.routing import (
     OrderedPolicy,
     RouteCandidate,
@@ -119,8 +120,8 @@ async def run_scripted(prompt: str, write: Callable[[str], None],
         routed = RoutedModel(plan=plan, models=models, on_route=on_route)  # type: ignore[arg-type]
         write(f"scripted providers on {server.base_url('')}: primary=anthropic wire (503), "
               "backup=openai_chat wire (SSE)")
-        result = await run_agent(routed.call_model, prompt, write, max_iterations,
-                                   show_text=False)
+        result = await run_agent(call_model_port(routed), prompt, write, max_iterations,
+                                 show_text=False)
         write(f"HTTP requests served: {len(server.requests)}")
         return result
 
@@ -138,8 +139,10 @@ async def run_openai(prompt: str, write: Callable[[str], None], *, base_url: str
     adapter = ModelAdapter(chat, transport, WireOptions(model=model, stream=True),
                            on_event=stream_text)
 
+    port = call_model_port(adapter)
+
     async def call_model(messages: list[Message], tools: list[ToolDefinition]) -> ModelTurnResult:
-        turn = await adapter.call_model(messages, tools)
+        turn = await port(messages, tools)
         if printed:
             write("   🗨 " + "".join(printed))
             printed.clear()

@@ -24,7 +24,7 @@ from typing import Any
 
 import msgspec
 
-from bindloop.agent import ModelStreamOptions, turn_events
+from bindloop.model import ModelRequest, StreamModel, turn_events
 from bindloop.completion import StreamEvent, TextEvent
 from bindloop.contracts import (
     AssistantMessage,
@@ -73,16 +73,12 @@ def demo_tools(deleted: list[str] | None = None) -> list[Any]:
                         execute=_delete)]
 
 
-class DemoModel:
+class DemoModel(StreamModel):
     """A scripted model that answers from the conversation (see the module docstring). Text comes
     in word-sized fragments; every turn reports usage (words in, words out)."""
 
     id = "demo"
     provider = "scripted"
-    structured_output = "tool"
-
-    def calculate_cost(self, usage: TurnUsage) -> dict[str, int]:
-        return {}
 
     def turn_for(self, messages: Sequence[Message]) -> ModelTurnResult:
         last = messages[-1] if messages else None
@@ -121,7 +117,7 @@ class DemoModel:
             finish_reason="stop", usage=TurnUsage(input_tokens=seen, output_tokens=len(text.split())))
 
     async def stream(self, messages: Sequence[Message],
-                     options: ModelStreamOptions) -> AsyncIterator[StreamEvent]:
+                     request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
         for event in turn_events(self.turn_for(messages)):
             if isinstance(event, TextEvent):
                 words = event.content.split(" ")

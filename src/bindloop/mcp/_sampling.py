@@ -16,7 +16,6 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from ..completion import collect_turn_async
 from ..contracts import (
     AssistantMessage,
     ContentPart,
@@ -31,12 +30,13 @@ from ..contracts import (
     UserMessage,
 )
 from ..errors import UsageError
+from ..model import Model, ModelRequest
 from ..plugins import ParsedArguments, read_tool_arguments
 from ..schema import SchemaSanitizeError, sanitize_tool_schema
 from ._content import map_content_block
 from ._errors import McpRequestRefused
 
-__all__ = ("CallModel", "McpSampling", "SamplingPolicy", "SamplingRequest")
+__all__ = ("McpSampling", "SamplingPolicy", "SamplingRequest")
 
 _INVALID_PARAMS = -32602
 _INTERNAL = -32603
@@ -68,17 +68,14 @@ class SamplingRequest(msgspec.Struct, frozen=True, kw_only=True, rename="camel")
 
 
 SamplingPolicy: TypeAlias = Callable[[SamplingRequest], "bool | str | Awaitable[bool | str]"]
-CallModel: TypeAlias = Callable[[list[Message], list[Any]], Awaitable[ModelTurnResult]]
 
 
 class McpSampling:
     """Sampling answered by a model the host passes, behind a policy the host decides with.
 
-    ``model`` is a loop ``call_model`` port, ``(messages, tools) -> ModelTurnResult`` (a
-    ``ModelAdapter``'s ``call_model``, say), or the agent's own model — an
-    :class:`~bindloop.agent.AgentModel`, what ``create_agent(model=)`` takes — whose stream is
-    folded into the turn (``toolChoice`` then reaches it as ``tool_choice``). It is shown the
-    server's tools as
+    ``model`` is a :class:`~bindloop.model.Model` (a ``ModelAdapter``, a ``RoutedModel``, what
+    ``create_agent(model=)`` takes), called through its own fold, ``complete``, with the request's
+    ``toolChoice`` as its ``tool_choice`` (``required``). It is shown the server's tools as
     :class:`~bindloop.contracts.ToolDefinition` (schemas sanitized as every tool's are; none with
     ``toolChoice: none``); its tool calls are answered as ``tool_use`` blocks. ``policy(request)``
     returns ``True`` to allow, ``False`` or a reason (``str``) to refuse — the server then gets a
@@ -89,10 +86,11 @@ class McpSampling:
     __slots__ = ("model", "model_name", "policy")
     supports_tools = True
 
-    def __init__(self, model: CallModel | Any, *, policy: SamplingPolicy | None = None,
+    def __init__(self, model: Model, *, policy: SamplingPolicy | None = None,
                  model_name: str = "bindloop") -> None:
-        if not callable(model) and getattr(model, "stream", None) is None:
-            raise UsageError("McpSampling(model=...) must be a call_model port or an AgentModel")
+        if not callable(getattr(model, "complete", None)):
+            raise UsageError("McpSampling(model=...) must be a bindloop.model.Model (a "
+                             f"ModelAdapter, a RoutedModel, ...), got {type(model).__name__}")
         self.model = model
         self.policy = policy
         self.model_name = model_name
@@ -143,14 +141,9 @@ class McpSampling:
 
     async def _turn(self, messages: list[Message], tools: list[ToolDefinition],
                     mode: str) -> ModelTurnResult:
-        if callable(self.model):
-            turn: ModelTurnResult = await self.model(messages, tools)
-            return turn
-        from ..agent import ModelStreamOptions  # an agent model: the agent API is in use
-
-        options = ModelStreamOptions(tools=tuple(tools),
-                                     tool_choice="required" if mode == "required" else None)
-        return await collect_turn_async(self.model.stream(messages, options))
+        request = ModelRequest(tools=tuple(tools),
+                               tool_choice="required" if mode == "required" else None)
+        return await self.model.complete(messages, request)
 
 
 def _definition(raw: Any) -> ToolDefinition:

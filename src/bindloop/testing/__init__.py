@@ -19,9 +19,11 @@ from ._stream_model import (
     scripted_stream_model as scripted_stream_model,
 )
 from ._script import (
+    FunctionModel as FunctionModel,
     ScriptedModel as ScriptedModel,
     final_answer as final_answer,
     fresh_state as fresh_state,
+    function_model as function_model,
     scripted_model as scripted_model,
     tool_call as tool_call,
     tool_call_turn as tool_call_turn,
@@ -29,6 +31,7 @@ from ._script import (
 from ._errors import ScriptExhaustedError as ScriptExhaustedError
 
 __all__ = (
+    "FunctionModel",
     "InMemoryCheckpointStore",
     "InMemoryReceiptStore",
     "LoopHarness",
@@ -41,6 +44,7 @@ __all__ = (
     "ToolFn",
     "final_answer",
     "fresh_state",
+    "function_model",
     "loop_harness",
     "recording_sink",
     "scripted_model",

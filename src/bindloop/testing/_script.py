@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any, Literal
 
 import msgspec
 
@@ -16,14 +16,18 @@ from ..contracts import (
     TurnUsage,
     UserMessage,
 )
+from ..completion import StreamEvent
 from ..errors import UsageError
 from ..loop import ToolLoopState
+from ..model import ModelRequest, turn_events
 from ._errors import ScriptExhaustedError
 
 __all__ = (
+    "FunctionModel",
     "ScriptedModel",
     "final_answer",
     "fresh_state",
+    "function_model",
     "scripted_model",
     "tool_call",
     "tool_call_turn",
@@ -57,12 +61,18 @@ def fresh_state(messages: Sequence[Message] | None = None, *, prompt: str = "Go.
 
 
 class ScriptedModel:
-    """A ``call_model`` that replays prepared turns in order.
+    """A :class:`~bindloop.model.Model` that replays prepared turns in order, whole (each turn's
+    ``cost`` is the script's; :meth:`price` is 0). Calling it is the loop's ``call_model`` port.
 
     ``calls`` records, per model call, how many messages it was shown and the tool names offered.
     Tool calls without an id get ``call_<turn>_<index>`` (1-based turn); any id used twice in the
-    script raises :class:`UsageError` at construction.
+    script raises :class:`UsageError` at construction. More calls than turns raise
+    :class:`~bindloop.testing.ScriptExhaustedError`.
     """
+
+    id = "scripted"
+    provider: str | None = "scripted"
+    structured_output: Literal["json_schema", "tool"] = "json_schema"
 
     def __init__(self, turns: Sequence[ModelTurnResult]) -> None:
         minted: list[ModelTurnResult] = []
@@ -87,9 +97,31 @@ class ScriptedModel:
     def remaining(self) -> int:
         return len(self.turns) - self.position
 
+    def price(self, usage: TurnUsage, /) -> int:
+        return 0
+
+    async def complete(self, messages: Sequence[Message], request: ModelRequest, /,
+                       on_event: Callable[[StreamEvent], None] | None = None,
+                       on_reset: Callable[[], None] | None = None) -> ModelTurnResult:
+        """The next turn; ``on_event`` gets it as the events a provider would have sent."""
+        turn = self._next(len(messages), request.tools)
+        if on_event is not None:
+            for event in turn_events(turn):
+                on_event(event)
+        return turn
+
+    async def stream(self, messages: Sequence[Message],
+                     request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
+        """The next turn as the events a provider would have sent."""
+        for event in turn_events(self._next(len(messages), request.tools)):
+            yield event
+
     async def __call__(self, messages: list[Message],
                        tools: list[ToolDefinition]) -> ModelTurnResult:
-        self.calls.append((len(messages), tuple(t.name for t in tools)))
+        return self._next(len(messages), tools)
+
+    def _next(self, shown: int, tools: Sequence[ToolDefinition]) -> ModelTurnResult:
+        self.calls.append((shown, tuple(t.name for t in tools)))
         if self.position >= len(self.turns):
             raise ScriptExhaustedError(
                 f"the scripted model was called {self.position + 1} times but the script has "
@@ -103,3 +135,49 @@ class ScriptedModel:
 def scripted_model(turns: Sequence[ModelTurnResult]) -> ScriptedModel:
     """A :class:`ScriptedModel` over ``turns``."""
     return ScriptedModel(turns)
+
+
+class FunctionModel:
+    """A :class:`~bindloop.model.Model` whose turns come from ``respond(messages, request)``, a
+    coroutine function returning a :class:`~bindloop.contracts.ModelTurnResult` (or raising):
+    a fake whose answer depends on what it is shown. ``on_event`` gets each turn as the events a
+    provider would have sent; the turn's ``cost`` is the function's (:meth:`price` is 0)."""
+
+    provider: str | None = "function"
+    structured_output: Literal["json_schema", "tool"] = "json_schema"
+
+    def __init__(self, respond: Callable[[Sequence[Message], ModelRequest],
+                                         Awaitable[ModelTurnResult]], *,
+                 id: str = "function",
+                 structured_output: Literal["json_schema", "tool"] = "json_schema") -> None:
+        if not callable(respond):
+            raise UsageError(f"function_model() takes a coroutine function, got {respond!r}")
+        self.respond = respond
+        self.id = id
+        self.structured_output = structured_output
+
+    def price(self, usage: TurnUsage, /) -> int:
+        return 0
+
+    async def complete(self, messages: Sequence[Message], request: ModelRequest, /,
+                       on_event: Callable[[StreamEvent], None] | None = None,
+                       on_reset: Callable[[], None] | None = None) -> ModelTurnResult:
+        turn = await self.respond(messages, request)
+        if not isinstance(turn, ModelTurnResult):
+            raise UsageError(f"function model {self.id!r}: respond() returned "
+                             f"{type(turn).__name__}, not a ModelTurnResult")
+        if on_event is not None:
+            for event in turn_events(turn):
+                on_event(event)
+        return turn
+
+    async def stream(self, messages: Sequence[Message],
+                     request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
+        for event in turn_events(await self.complete(messages, request)):
+            yield event
+
+
+def function_model(respond: Callable[[Sequence[Message], ModelRequest],
+                                     Awaitable[ModelTurnResult]], **options: Any) -> FunctionModel:
+    """A :class:`FunctionModel` over ``respond(messages, request)``."""
+    return FunctionModel(respond, **options)

@@ -460,19 +460,19 @@ async def limit_admits_are_atomic_across_processes(stores: StoreHandles) -> None
 async def with_limit_over_the_store_caps_calls_in_flight(stores: StoreHandles) -> None:
     from ..agent import (
         ConcurrencyRule,
-        ModelStreamOptions,
         RateRule,
         augment_model,
         create_limit_middleware,
     )
     from ..completion import TextEvent
+    from ..model import ModelRequest, StreamModel
 
     in_flight = peak = 0
 
-    class Slow:
-        id, provider = "slow", None
+    class Slow(StreamModel):
+        id = "slow"
 
-        async def stream(self, messages: Any, options: Any) -> AsyncIterator[Any]:
+        async def stream(self, messages: Any, request: Any, /) -> AsyncIterator[Any]:
             nonlocal in_flight, peak
             in_flight += 1
             peak = max(peak, in_flight)
@@ -486,9 +486,6 @@ async def with_limit_over_the_store_caps_calls_in_flight(stores: StoreHandles) -
             in_flight -= 1
             yield TextEvent(content="x")
 
-        def calculate_cost(self, usage: Any) -> dict[str, int]:
-            return {}
-
     async def no_wait(seconds: float) -> None:
         await anyio.sleep(0.01)
 
@@ -501,7 +498,7 @@ async def with_limit_over_the_store_caps_calls_in_flight(stores: StoreHandles) -
               for h in handles]
 
     async def call(model: Any) -> None:
-        async for _ in model.stream([], ModelStreamOptions()):
+        async for _ in model.stream([], ModelRequest()):
             pass
 
     with anyio.fail_after(10):

@@ -1,9 +1,9 @@
-"""``scripted_stream_model``: an agent model (``bindloop.agent.AgentModel``) that streams prepared
-turns as events and records every request it got."""
+"""``scripted_stream_model``: a :class:`~bindloop.model.Model` that streams prepared turns as
+events and records every request it got."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Literal
 
 import msgspec
@@ -11,6 +11,7 @@ import msgspec
 from ..completion import StreamEvent, TextEvent
 from ..contracts import Message, ModelTurnResult, TurnUsage
 from ..errors import UsageError
+from ..model import ModelRequest, fold_events, turn_events
 from ._script import ScriptedModel
 from ._errors import ScriptExhaustedError
 
@@ -18,10 +19,10 @@ __all__ = ("ScriptedStreamModel", "StreamRequest", "scripted_stream_model")
 
 
 class StreamRequest(msgspec.Struct, frozen=True, kw_only=True):
-    """One recorded request: the messages it was shown (a copy) and the options it was sent."""
+    """One recorded request: the messages it was shown (a copy) and the request it was sent."""
 
     messages: tuple[Message, ...]
-    options: Any
+    request: ModelRequest
 
 
 class ScriptedStreamModel:
@@ -30,8 +31,8 @@ class ScriptedStreamModel:
 
     A script entry that is an exception is raised by that call instead (a provider failure before
     any output). ``requests`` records every call, failed ones included. ``price`` (``usage -> int``)
-    is the model's optional price: the agent folds this stream with it, so each turn's ``cost`` is
-    ``price(usage)``. ``structured_output`` is the mode this model advertises (``"json_schema"``: native JSON-schema mode; ``"tool"``: the agent must
+    is the model's optional price: :meth:`complete` folds the stream with it, so each turn's
+    ``cost`` is ``price(usage)`` (0 without one). ``structured_output`` is the mode this model advertises (``"json_schema"``: native JSON-schema mode; ``"tool"``: the agent must
     use a forced output tool). More calls than turns raise
     :class:`~bindloop.testing.ScriptExhaustedError`.
     """
@@ -57,18 +58,25 @@ class ScriptedStreamModel:
         self.position = 0
         self.requests: list[StreamRequest] = []
         self._chunk = chunk_size
-        self.price = price  # the agent folds this model's stream with it
+        self._price = price
+
+    def price(self, usage: TurnUsage, /) -> int:
+        price = self._price
+        return 0 if price is None else price(usage)
 
     @property
     def remaining(self) -> int:
         return len(self.turns) - self.position
 
-    async def stream(self, messages: Sequence[Message],
-                     options: Any) -> AsyncIterator[StreamEvent]:
-        # Imported here: bindloop.agent sits above testing's other imports in the module map.
-        from ..agent import turn_events
+    def complete(self, messages: Sequence[Message], request: ModelRequest, /,
+                 on_event: Callable[[StreamEvent], None] | None = None,
+                 on_reset: Callable[[], None] | None = None) -> Awaitable[ModelTurnResult]:
+        """The next turn: :meth:`stream` folded with :meth:`price`."""
+        return fold_events(self.stream(messages, request), self._price, on_event)
 
-        self.requests.append(StreamRequest(messages=tuple(messages), options=options))
+    async def stream(self, messages: Sequence[Message],
+                     request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
+        self.requests.append(StreamRequest(messages=tuple(messages), request=request))
         if self.position >= len(self.turns):
             raise ScriptExhaustedError(
                 f"the scripted stream model was called {self.position + 1} times but the script "

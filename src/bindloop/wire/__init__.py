@@ -20,6 +20,13 @@ from ._errors import (
     WireRequestError as WireRequestError,
 )
 from ._fallback import fallback_route as fallback_route
+# Defined with the model protocol (a ModelRequest carries them) and exported here too: WireOptions'
+# fields are typed with them, so a wire user imports them beside it.
+from ..model import (
+    ForcedTool as ForcedTool,
+    JsonSchemaFormat as JsonSchemaFormat,
+    ToolChoice as ToolChoice,
+)
 from ._gemini import GeminiAdapter as GeminiAdapter, gemini_schema as gemini_schema
 from ._adapter import ModelAdapter as ModelAdapter
 from ._openai_chat import OpenAIChatAdapter as OpenAIChatAdapter
@@ -31,6 +38,7 @@ from ._retry import (
     is_retryable as is_retryable,
 )
 from ._routed import (
+    RouteStreaming as RouteStreaming,
     RoutedModel as RoutedModel,
     TextStreamSource as TextStreamSource,
     attempt_error_from as attempt_error_from,
@@ -47,13 +55,10 @@ from ._transport import (
 from ._types import (
     ANTHROPIC_CACHE_BREAKPOINTS as ANTHROPIC_CACHE_BREAKPOINTS,
     CachePolicy as CachePolicy,
-    ForcedTool as ForcedTool,
     Headers as Headers,
     HttpRequest as HttpRequest,
-    JsonSchemaFormat as JsonSchemaFormat,
     ReasoningOptions as ReasoningOptions,
     StreamDecoder as StreamDecoder,
-    ToolChoice as ToolChoice,
     WireAdapter as WireAdapter,
     WireName as WireName,
     WireOptions as WireOptions,
@@ -72,10 +77,10 @@ __all__ = (
     "WIRE_NAMES",
     "AnthropicAdapter",
     "CachePolicy",
-    "ForcedTool",
     "GeminiAdapter",
     "Headers",
     "HttpRequest",
+    "ForcedTool",
     "IncompleteStreamError",
     "JsonSchemaFormat",
     "ModelAdapter",
@@ -86,6 +91,7 @@ __all__ = (
     "ReasoningOptions",
     "Redactor",
     "RetryPolicy",
+    "RouteStreaming",
     "RoutedModel",
     "SseDecoder",
     "SseError",

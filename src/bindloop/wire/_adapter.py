@@ -1,7 +1,7 @@
 """Composition: a wire adapter plus a host transport is a model the loop can call.
 
 :class:`ModelAdapter` sends one request and yields normalized events, under a stream watchdog, and
-offers :meth:`ModelAdapter.call_model` for :class:`~bindloop.loop.ToolLoopParams`. The transport is
+is a :class:`~bindloop.model.Model` (``call_model_port(adapter)`` is the loop's port). The transport is
 a port: the core never does I/O itself. A streamed body is read once (:class:`WireStream`: one SSE
 parse feeds the decoder and the watchdog); a non-streamed body is decoded to events once and
 folded once.
@@ -15,6 +15,8 @@ from collections.abc import (
     Awaitable,
     Callable,
     Coroutine,
+    Iterator,
+    Mapping,
     Sequence,
 )
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -25,7 +27,6 @@ import msgspec
 
 from ..clock import Clock, monotonic_ms
 from ..completion import (
-    ErrorEvent,
     ReasoningEvent,
     StreamEvent,
     TextEvent,
@@ -34,6 +35,7 @@ from ..completion import (
 )
 from ..contracts import Message, ModelTurnResult, ToolDefinition, TurnUsage
 from ..errors import UsageError
+from ..model import JsonSchemaFormat, ModelRequest, StructuredOutputMode
 from ..signal import AbortSignal
 from ._call import Call, cancelled, open_call
 from ._retry import RetryPolicy
@@ -45,6 +47,24 @@ from ._watchdog import StreamBudgets
 __all__ = ("ModelAdapter",)
 
 _DEFAULT_RETRY = RetryPolicy()
+_NO_REQUEST = ModelRequest()
+_MODES = ("json_schema", "tool")
+
+
+def request_changes(request: ModelRequest) -> dict[str, Any]:
+    """A call's :class:`WireOptions` field changes: ``additional_options``, then the schema as
+    ``response_format`` and the tool choice (these two win: the caller asked for them)."""
+    extra = request.additional_options
+    if extra is not None and not isinstance(extra, Mapping):
+        raise UsageError("additional_options must be a mapping of WireOptions field names to "
+                         f"values, got {type(extra).__name__}")
+    changes: dict[str, Any] = dict(extra or {})
+    if request.schema is not None:
+        changes["response_format"] = JsonSchemaFormat(name=request.schema_name,
+                                                      schema=request.schema)
+    if request.tool_choice is not None:
+        changes["tool_choice"] = request.tool_choice
+    return changes
 
 
 def is_content(event: StreamEvent) -> bool:
@@ -56,7 +76,15 @@ def is_content(event: StreamEvent) -> bool:
 
 
 class ModelAdapter:
-    """One provider binding: ``adapter`` (pure) + ``transport`` (host) + default ``options``.
+    """One provider binding: ``adapter`` (pure) + ``transport`` (host) + default ``options``; a
+    :class:`~bindloop.model.Model`.
+
+    ``id`` (default ``options.model``), ``provider`` (default the adapter's wire name) and
+    ``structured_output`` (``"json_schema"``: every built-in wire sends a request's schema as its
+    native ``response_format``; ``"tool"`` for a provider model without it) are its declared
+    capabilities. A call's :class:`~bindloop.model.ModelRequest` is applied on top of
+    ``options``: its ``additional_options`` replace option fields, its schema goes out as
+    ``response_format`` and its tool choice as ``tool_choice``.
 
     ``on_event`` sees every event as it is decoded (a UI sink); ``price`` turns usage into the
     turn's integer cost, charged once by the fold of :meth:`complete` — the one cost mechanism:
@@ -79,8 +107,8 @@ class ModelAdapter:
     candidate, and its breaker keeps a ``Retry-After``): a routed attempt is one call.
     """
 
-    __slots__ = ("_budgets", "_clock", "_max_error", "_random", "_sleep", "adapter", "on_event",
-                 "options", "price", "retry", "transport")
+    __slots__ = ("_budgets", "_clock", "_max_error", "_price", "_random", "_sleep", "adapter", "id",
+                 "on_event", "options", "provider", "retry", "structured_output", "transport")
 
     def __init__(self, adapter: WireAdapter, transport: Transport, options: WireOptions, *,
                  budgets: StreamBudgets = StreamBudgets(), clock: Clock = monotonic_ms,
@@ -89,7 +117,9 @@ class ModelAdapter:
                  max_error_body_bytes: int = 65_536,
                  retry: RetryPolicy | None = _DEFAULT_RETRY,
                  sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
-                 random: Callable[[], float] = lambda: 1.0) -> None:
+                 random: Callable[[], float] = lambda: 1.0,
+                 id: str | None = None, provider: str | None = None,
+                 structured_output: StructuredOutputMode = "json_schema") -> None:
         if not isinstance(budgets, StreamBudgets):
             raise UsageError(f"budgets must be a StreamBudgets, got {type(budgets).__name__}")
         if not isinstance(options, WireOptions):
@@ -103,6 +133,12 @@ class ModelAdapter:
                              f"{max_error_body_bytes!r}")
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise UsageError(f"retry must be a RetryPolicy or None, got {type(retry).__name__}")
+        if structured_output not in _MODES:
+            raise UsageError("structured_output must be 'json_schema' or 'tool', got "
+                             f"{structured_output!r}")
+        self.id: str = id or options.model
+        self.provider: str | None = provider or adapter.wire
+        self.structured_output: StructuredOutputMode = structured_output
         self.retry = retry
         self._sleep = sleep
         self._random = random
@@ -110,7 +146,7 @@ class ModelAdapter:
         self.transport = transport
         self.options = options
         self.on_event = on_event
-        self.price = price
+        self._price = price
         # replace() re-runs StreamBudgets' own check, which msgspec.structs.force_setattr skips.
         self._budgets = msgspec.structs.replace(budgets)
         self._clock = clock
@@ -138,11 +174,29 @@ class ModelAdapter:
         opts = msgspec.structs.replace(options or self.options, stream=True)
         return self._streamed(messages, tools, opts, signal, self.on_event)
 
-    async def stream(self, messages: Sequence[Message], tools: Sequence[ToolDefinition] = (), *,
-                     options: WireOptions | None = None,
-                     signal: AbortSignal | None = None) -> AsyncGenerator[StreamEvent, None]:
-        """:meth:`open_stream` as an async generator, with the same semantics and errors (raised
-        from the generator itself, never inside the consumer's loop body).
+    def price(self, usage: TurnUsage, /) -> int:
+        """The turn's cost by ``ModelAdapter(price=)`` (``0`` without one); :meth:`complete`'s
+        fold charges it once per turn."""
+        price = self._price
+        return 0 if price is None else price(usage)
+
+    def wire_options(self, request: ModelRequest) -> WireOptions:
+        """``options`` with ``request`` applied (see the class docstring). Raises
+        :class:`~bindloop.errors.UsageError` when ``additional_options`` names a field
+        :class:`WireOptions` does not have or gives one a value it does not take."""
+        if (request.schema is None and request.tool_choice is None
+                and not request.additional_options):
+            return self.options
+        try:
+            return msgspec.structs.replace(self.options, **request_changes(request))
+        except TypeError as exc:
+            raise UsageError(f"additional_options for model {self.id!r} name a field WireOptions "
+                             f"does not have: {exc}") from exc
+
+    async def stream(self, messages: Sequence[Message], request: ModelRequest = _NO_REQUEST, /,
+                     ) -> AsyncGenerator[StreamEvent, None]:
+        """:meth:`open_stream` of ``request`` as an async generator, with the same semantics and
+        errors (raised from the generator itself, never inside the consumer's loop body).
 
         Closing the generator (``aclose()``, or leaving ``aclosing(...)``) closes the connection at
         once. The generator holds the call's cancel scope, the supervisor's task group and the
@@ -152,41 +206,31 @@ class ModelAdapter:
         trio), iterate it in one task, and do not await a single ``__anext__()`` under a cancel
         scope of your own. :meth:`open_stream` has none of these rules.
         """
-        attempt = 0
-        while True:
-            attempt += 1
-            produced = False
-            try:
+        options = self.wire_options(request)
+        tools, signal = request.tools, request.signal
+        for attempt in _attempts(self, self.retry):
+            async with attempt:
                 async with self.open_stream(messages, tools, options=options,
                                             signal=signal) as events:
                     async for event in events:
-                        if not produced and is_content(event):
-                            produced = True
+                        if not attempt.produced and is_content(event):
+                            attempt.produced = True
                         yield event
                 return
-            except Exception as exc:
-                delay = None if produced else self._retry_delay_ms(attempt, exc)
-                if delay is None:
-                    raise
-            await self._sleep(delay / 1000.0)
 
-    def _retry_delay_ms(self, attempt: int, error: BaseException) -> float | None:
-        policy = self.retry
-        return None if policy is None else policy.delay_ms(attempt, error, self._random)
-
-    def complete(self, messages: Sequence[Message], tools: Sequence[ToolDefinition] = (),
-                 *, options: WireOptions | None = None,
-                 signal: AbortSignal | None = None,
+    def complete(self, messages: Sequence[Message], request: ModelRequest = _NO_REQUEST, /,
                  on_event: Callable[[StreamEvent], None] | None = None,
+                 on_reset: Callable[[], None] | None = None,
                  ) -> Coroutine[Any, Any, ModelTurnResult]:
-        """One turn, streamed or not as ``options.stream`` says, folded into a result (await it).
-        An :class:`~bindloop.completion.ErrorEvent` inside the stream raises its error.
-        ``on_event`` replaces the adapter's sink for this call (a non-streamed reply's events reach
-        it too, once the whole body is read).
+        """One turn of ``request``, folded into a result and priced by :meth:`price` (await it).
+        The call streams whenever its events have a consumer (``on_event``, or the adapter's own
+        ``on_event``: both see every event, the adapter's first), else as ``options.stream``
+        says. An :class:`~bindloop.completion.ErrorEvent` inside the stream raises its error.
+        ``on_reset`` is never called: a retry happens only before any output reached a sink.
 
         Raises :class:`~bindloop.wire.ProviderHttpError` for an error status,
         :class:`~bindloop.wire.StreamStalledError` when the watchdog tears the call down, the
-        decoder's errors, and for ``signal``: its reason itself when that is a
+        decoder's errors, and for ``request.signal``: its reason itself when that is a
         :class:`~bindloop.errors.RunCancelledError` or :class:`~bindloop.errors.RunTimeoutError`
         (a run deadline's signal raises the deadline's error), else a
         :class:`~bindloop.errors.RunCancelledError` naming the reason and chained from it.
@@ -195,46 +239,46 @@ class ModelAdapter:
         another call (see the class docstring); the error raised is the last call's."""
         # The call's own coroutine, not one awaiting it: every frame waiting in a streamed call
         # is resumed once per chunk.
-        return self._complete(messages, tools, options, signal, on_event, self.retry)
+        return self._complete(messages, request.tools, self.wire_options(request),
+                              request.signal, _both(self.on_event, on_event), self.retry)
 
     async def _complete(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                         options: WireOptions | None, signal: AbortSignal | None,
                         on_event: Callable[[StreamEvent], None] | None,
                         retry: RetryPolicy | None) -> ModelTurnResult:
-        """:meth:`complete` under ``retry`` (``None``: one call, as a route's attempt is)."""
-        sink = on_event if on_event is not None else self.on_event
+        """:meth:`complete` under ``retry`` (``None``: one call, as a route's attempt is);
+        ``on_event`` is the call's whole sink. A consumed call streams."""
+        sink = on_event
         opts = options or self.options
-        attempt = 0
-        while True:
-            attempt += 1
-            produced = False
-            watched = sink
-            if sink is not None and retry is not None:
-                own = sink
+        if sink is not None and not opts.stream:
+            opts = msgspec.structs.replace(opts, stream=True)
+        for attempt in _attempts(self, retry):
+            async with attempt:
+                watched = sink
+                if sink is not None and retry is not None:
+                    own, seen = sink, attempt
 
-                def watched(event: StreamEvent) -> None:
-                    nonlocal produced
-                    if not produced and is_content(event):
-                        produced = True  # before the sink runs: one that raised may have shown it
-                    own(event)
-            collector = TurnCollector(price=self.price)
-            observe = collector.observe
-            try:
+                    def watched(event: StreamEvent) -> None:
+                        # Marked before the sink runs: one that raised may have shown it.
+                        if not seen.produced and is_content(event):
+                            seen.produced = True
+                        own(event)
+                collector = TurnCollector(price=self._price)
+                observe = collector.observe
                 request = self._request(messages, tools, opts, signal)
                 async with self._open(request, signal) as (call, chunks):
                     if opts.stream:
-                        # _events() inline (an async generator between the reads and the fold
-                        # costs two calls per chunk); the same steps, in the same order.
-                        stream = WireStream(self.adapter.stream_decoder())
+                        # _events()' loop inline (an async generator between the reads and the
+                        # fold costs two calls per chunk); each read's events from the one
+                        # per-chunk step both share, WireStream.feed_watched.
+                        stream = WireStream(self.adapter.stream_decoder(), scrub=call.scrub)
                         watchdog = call.watchdog
                         while (chunk := await call.read(chunks)) is not None:
                             for event in stream.feed_watched(chunk, watchdog):
-                                if type(event) is ErrorEvent:
-                                    event = call.scrub(event)
                                 if watched is not None:
                                     watched(event)
                                 observe(event)
-                        for event in map(call.scrub, stream.end()):
+                        for event in stream.end():
                             if watched is not None:
                                 watched(event)
                             observe(event)
@@ -249,17 +293,7 @@ class ModelAdapter:
                             watched(event)
                         observe(event)
                 return collector.result()
-            except Exception as exc:
-                delay = None if produced or retry is None else retry.delay_ms(
-                    attempt, exc, self._random)
-                if delay is None:
-                    raise
-            await self._sleep(delay / 1000.0)
-
-    def call_model(self, messages: list[Message], tools: list[ToolDefinition],
-                   ) -> Coroutine[Any, Any, ModelTurnResult]:
-        """The loop's ``call_model`` port (:meth:`complete`'s coroutine)."""
-        return self._complete(messages, tools, None, None, None, self.retry)
+        raise AssertionError("unreachable: every attempt returns or raises")
 
     def _request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                  options: WireOptions, signal: AbortSignal | None) -> HttpRequest:
@@ -280,11 +314,73 @@ class ModelAdapter:
                         ) -> AsyncGenerator[AsyncIterator[StreamEvent], None]:
         request = self._request(messages, tools, options, signal)
         async with self._open(request, signal) as (call, chunks):
-            events = _events(call, WireStream(self.adapter.stream_decoder()), chunks, sink)
+            events = _events(call, WireStream(self.adapter.stream_decoder(), scrub=call.scrub),
+                             chunks, sink)
             try:
                 yield events
             finally:
                 await events.aclose()
+
+
+class _Attempt:
+    """One call of :func:`_attempts`: ``async with attempt:`` around the call. Leaving it with an
+    exception asks the one retry rule — no retry once ``produced`` (output reached a consumer:
+    another call would splice two answers), else the policy's delay for this error — and either
+    lets the error through or waits the delay and swallows it, so the loop calls again."""
+
+    __slots__ = ("_model", "_number", "_retry", "done", "produced")
+
+    def __init__(self, model: ModelAdapter, retry: RetryPolicy | None, number: int) -> None:
+        self._model = model
+        self._retry = retry
+        self._number = number
+        self.produced = False
+        self.done = False
+
+    async def __aenter__(self) -> _Attempt:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        _tb: object) -> bool:
+        if error is None:
+            self.done = True
+            return False
+        retry = self._retry
+        if not isinstance(error, Exception) or self.produced or retry is None:
+            return False  # cancellation, an exit, or output already shown: never retried
+        model = self._model
+        delay = retry.delay_ms(self._number, error, model._random)
+        if delay is None:
+            return False
+        await model._sleep(delay / 1000.0)
+        return True
+
+
+def _attempts(model: ModelAdapter, retry: RetryPolicy | None) -> Iterator[_Attempt]:
+    """The one retry loop of :meth:`ModelAdapter.complete` and :meth:`ModelAdapter.stream`: a
+    fresh :class:`_Attempt` per call until one ends without an error (or lets its error
+    through). A plain iterator, so a coroutine and a generator run their calls under it alike."""
+    number = 0
+    while True:
+        number += 1
+        attempt = _Attempt(model, retry, number)
+        yield attempt
+        if attempt.done:
+            return
+
+
+def _both(own: Callable[[StreamEvent], None] | None,
+          theirs: Callable[[StreamEvent], None] | None) -> Callable[[StreamEvent], None] | None:
+    """The adapter's sink and a call's, as one (either alone when the other is absent)."""
+    if own is None:
+        return theirs
+    if theirs is None:
+        return own
+
+    def both(event: StreamEvent) -> None:
+        own(event)
+        theirs(event)
+    return both
 
 
 async def _events(call: Call, stream: WireStream, chunks: AsyncIterator[bytes],
@@ -295,14 +391,11 @@ async def _events(call: Call, stream: WireStream, chunks: AsyncIterator[bytes],
     watchdog = call.watchdog
     while (chunk := await call.read(chunks)) is not None:
         for event in stream.feed_watched(chunk, watchdog):
-            # An in-stream error may echo a credential. The decoders make exact ErrorEvents, and
-            # the type check costs a tenth of isinstance() on this per-event path.
-            if type(event) is ErrorEvent:
-                event = call.scrub(event)
             if sink is not None:
                 sink(event)
             yield event
-    for event in map(call.scrub, stream.end()):
+    for event in stream.end():
         if sink is not None:
             sink(event)
         yield event
+

@@ -4,15 +4,18 @@ those attempts; plus the mapping of a model call's exceptions onto the routing t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, TypeAlias
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any, Literal, TypeAlias
 
+import anyio
 import msgspec
 
 from ..completion import StreamEvent, TextEvent
 from ..textstream import TurnOutcome, TurnTextStream
-from ..contracts import Message, ModelTurnResult, ToolDefinition
-from ..errors import PortContractError, UsageError
+from ..contracts import Message, ModelTurnResult, ToolDefinition, TurnUsage
+from ..errors import PortContractError, RunCancelledError, UsageError
+from ..model import JsonSchemaFormat, ModelRequest, StructuredOutputMode
 from ..routing import (
     AttemptError,
     AttemptFailure,
@@ -33,7 +36,7 @@ from ._errors import ProviderHttpError
 from ._retry import failure_category
 from ._types import WireOptions
 
-__all__ = ("RoutedModel", "TextStreamSource", "attempt_error_from")
+__all__ = ("RouteStreaming", "RoutedModel", "TextStreamSource", "attempt_error_from")
 
 
 def attempt_error_from(error: BaseException, target: AttemptTarget) -> AttemptError:
@@ -58,25 +61,43 @@ TextStreamSource: TypeAlias = TurnTextStream | Callable[[], TurnTextStream]
 :class:`~bindloop.textstream.TurnTextStream` (serves a single turn), or a zero-argument factory
 called once at the start of every turn (for a model the loop calls turn after turn)."""
 
+RouteStreaming: TypeAlias = Literal["settled", "live"]
+"""How a :class:`RoutedModel` hands a turn's events to their consumer (see the class docstring)."""
+
+_ROUTE_STREAMING = ("settled", "live")
+_MODES = ("json_schema", "tool")
+_NO_REQUEST = ModelRequest()
+
 # WireOptions fields a call may override; ``model`` is each candidate's provider_invocation_model.
 _OVERRIDABLE = frozenset(WireOptions.__struct_fields__) - {"model"}
 
 
-def _checked_overrides(options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``options`` as WireOptions field changes, refused here (before any attempt) when a name is
-    not a field, is ``model``, or a value is not what the field takes."""
+def _checked_overrides(request: ModelRequest) -> dict[str, Any]:
+    """``request`` as WireOptions field changes (``additional_options``, then the schema as
+    ``response_format`` and the tool choice), refused here (before any attempt) when a name is not
+    a field, is ``model``, or a value is not what the field takes."""
+    changes = _checked_additional(request.additional_options)
+    if request.schema is not None:
+        changes["response_format"] = JsonSchemaFormat(name=request.schema_name,
+                                                      schema=request.schema)
+    if request.tool_choice is not None:
+        changes["tool_choice"] = request.tool_choice
+    return changes
+
+
+def _checked_additional(options: Mapping[str, Any] | None) -> dict[str, Any]:
     if options is None:
         return {}
     if not isinstance(options, Mapping):
-        raise UsageError("RoutedModel.call_model(options=) must be a mapping of WireOptions field "
-                         f"names to values, got {type(options).__name__}")
+        raise UsageError("RoutedModel: additional_options must be a mapping of WireOptions "
+                         f"field names to values, got {type(options).__name__}")
     changes = dict(options)
     if "model" in changes:
-        raise UsageError("RoutedModel.call_model(options=) cannot set 'model': a route calls each "
+        raise UsageError("RoutedModel: additional_options cannot set 'model': a route calls each "
                          "candidate's provider_invocation_model; change the plan instead")
     unknown = sorted(str(k) for k in changes if k not in _OVERRIDABLE)
     if unknown:
-        raise UsageError(f"RoutedModel.call_model(options=) names {unknown}, not WireOptions "
+        raise UsageError(f"RoutedModel: additional_options names {unknown}, not WireOptions "
                          f"fields; use one of {sorted(_OVERRIDABLE)}")
     if changes:  # WireOptions checks every value on construction: a bad type fails here, once
         WireOptions(model="probe", **changes)
@@ -84,7 +105,7 @@ def _checked_overrides(options: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 class RoutedModel:
-    """``call_model`` over a route plan: each candidate's ``provider_id`` names a
+    """A :class:`~bindloop.model.Model` over a route plan: each candidate's ``provider_id`` names a
     :class:`ModelAdapter` in ``models``; the candidate's ``provider_invocation_model`` replaces
     ``options.model`` for that attempt. ``on_route`` receives every :class:`RouteResult` (the
     attempt log is the fallback trace). A route that fails raises its last
@@ -107,17 +128,49 @@ class RoutedModel:
     deltas: whether shown thinking is output is a product decision, and the conservative default
     here keeps a fallback available. A host that displays thinking as a permanent record says so
     with :meth:`~bindloop.textstream.TurnTextStream.mark_produced_output` from its sink. A
-    call's own ``on_event`` (see :meth:`call_model`) adds to this only with ``events_are_output``.
+    call's own ``on_event`` adds to this only when the route streams live through :meth:`stream`.
+
+    Declared capabilities: ``id`` (default ``"routed"``), ``provider`` (default ``None``: the
+    serving candidate varies), ``structured_output`` (default ``"json_schema"`` when every
+    candidate of the plan is bound to a ``ModelAdapter``, whose wires all send a schema natively,
+    else ``"tool"``) and :meth:`price`. A call's :class:`~bindloop.model.ModelRequest`
+    (``additional_options``, the schema as ``response_format``, the tool choice) is applied on top
+    of *each candidate's* own ``WireOptions`` for its attempt (never ``model``, which is the
+    candidate's): a forced output tool is forced on every candidate, a schema goes out natively on
+    each, and a wrong name or value is refused with :class:`~bindloop.errors.UsageError` before any
+    request.
+
+    How a turn's events reach their consumer (``streaming``). The consumer of the agent's stream
+    cannot take an event back (its fold keeps every delta, and so may its consumers), so a failed
+    attempt must never have been shown unless its failure ends the turn, or the consumer was told
+    to forget it. ``"live"`` (the default) streams every attempt at once: :meth:`complete` with an
+    ``on_reset`` treats ``on_event`` as a retractable surface and calls ``on_reset()`` before a
+    fallback takes over from an attempt it saw; :meth:`stream` (a plain iterator, which cannot
+    retract — what a stream-only wrapper reads) is settled unless ``"live"`` was asked explicitly,
+    and then lets the first content delta clamp the route, so a failure after it fails the turn.
+    ``"settled"`` holds an attempt's events while a fallback could still follow it and streams
+    live from the moment none can (the plan's last possible attempt, or a permanent text surface
+    already clamped the route): ``on_event`` then gets the events of the attempt that serves the
+    turn and of no other, and a failed attempt's held events are dropped.
     """
 
-    __slots__ = ("_breaker", "_models", "_on_route", "_plan", "_signal", "_text_stream",
-                 "last_result")
+    __slots__ = ("_breaker", "_live", "_models", "_on_route", "_plan", "_signal", "_stream_live",
+                 "_text_stream", "id", "last_result", "provider", "structured_output")
 
     def __init__(self, *, plan: RoutePlan, models: Mapping[str, ModelAdapter],
                  breaker: CircuitBreaker | None = None,
                  on_route: Callable[[RouteResult[ModelTurnResult]], None] | None = None,
                  signal: AbortSignal | None = None,
-                 text_stream: TextStreamSource | None = None) -> None:
+                 text_stream: TextStreamSource | None = None,
+                 id: str = "routed", provider: str | None = None,
+                 structured_output: StructuredOutputMode | None = None,
+                 streaming: RouteStreaming | None = None) -> None:
+        if structured_output is not None and structured_output not in _MODES:
+            raise UsageError("RoutedModel(structured_output=) must be 'json_schema', 'tool' or "
+                             f"None, got {structured_output!r}")
+        if streaming is not None and streaming not in _ROUTE_STREAMING:
+            raise UsageError(f"RoutedModel(streaming=) must be 'settled', 'live' or None, got "
+                             f"{streaming!r}")
         if text_stream is not None and not (isinstance(text_stream, TurnTextStream)
                                             or callable(text_stream)):
             raise UsageError("text_stream must be a TurnTextStream or a zero-argument factory "
@@ -129,6 +182,88 @@ class RoutedModel:
         self._signal = signal
         self._text_stream = text_stream
         self.last_result: RouteResult[ModelTurnResult] | None = None
+        self.id = id
+        self.provider = provider
+        if structured_output is None:
+            native = all(c.provider_id in self._models
+                         for stage in plan.stages for c in stage.candidates)
+            structured_output = "json_schema" if native else "tool"
+        self.structured_output: StructuredOutputMode = structured_output
+        self._live = streaming != "settled"  # complete(): live (retractable) by default
+        # stream() cannot retract: it commits on the first content only when "live" was asked.
+        self._stream_live = streaming == "live"
+
+    def price(self, usage: TurnUsage, /) -> int:
+        """What the plan's first bound candidate charges for ``usage``. A turn :meth:`complete`
+        returns is priced by the adapter of the candidate that served it, inside its fold."""
+        for stage in self._plan.stages:
+            for candidate in stage.candidates:
+                model = self._models.get(candidate.provider_id)
+                if model is not None:
+                    return model.price(usage)
+        return 0
+
+    async def stream(self, messages: Sequence[Message],
+                     request: ModelRequest = _NO_REQUEST, /) -> AsyncIterator[StreamEvent]:
+        """The turn's events as the route hands them over: settled (only the serving attempt's),
+        or with ``streaming="live"`` every attempt's until the first content clamps the route."""
+        changes = _checked_overrides(request)
+        send, receive = anyio.create_memory_object_stream[StreamEvent | _End](math.inf)
+
+        def hand_over(event: StreamEvent) -> None:
+            try:
+                send.send_nowait(event)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass  # the consumer closed the stream; the task is being cancelled
+
+        async def route() -> None:
+            with send:
+                try:
+                    await self._call(list(messages), list(request.tools), changes,
+                                     signal=request.signal, on_event=hand_over,
+                                     events_are_output=self._stream_live)
+                except Exception as exc:  # raised from the generator, in the consumer's task
+                    send.send_nowait(_End(exc))
+
+        error: Exception | None = None
+        async with anyio.create_task_group() as tg, receive:
+            tg.start_soon(route)
+            try:
+                async for item in receive:
+                    if isinstance(item, _End):
+                        error = item.error
+                        break
+                    yield item
+            except GeneratorExit:
+                # Closed early (aclose): stop the route and return. Letting GeneratorExit through
+                # the task group would turn it into an exception group the close cannot accept.
+                tg.cancel_scope.cancel()
+                return
+        if error is not None:  # outside the task group: raised as itself, not in a group
+            raise _route_error(error)
+
+    def complete(self, messages: Sequence[Message], request: ModelRequest = _NO_REQUEST, /,
+                 on_event: Callable[[StreamEvent], None] | None = None,
+                 on_reset: Callable[[], None] | None = None) -> Awaitable[ModelTurnResult]:
+        """One turn over the route (see the class docstring). Each candidate's ``ModelAdapter``
+        folds and prices its own attempt. A route that fails raises its last
+        :class:`~bindloop.routing.AttemptError`, or the cancellation itself when the attempt was
+        cancelled."""
+        return self._complete(messages, request, on_event,
+                              on_reset if self._live and on_event is not None else None)
+
+    async def _complete(self, messages: Sequence[Message], request: ModelRequest,
+                        on_event: Callable[[StreamEvent], None] | None,
+                        on_reset: Callable[[], None] | None) -> ModelTurnResult:
+        try:
+            return await self._call(list(messages), list(request.tools),
+                                    _checked_overrides(request), signal=request.signal,
+                                    on_event=on_event, on_reset=on_reset)
+        except AttemptError as exc:
+            unwrapped = _route_error(exc)
+            if unwrapped is exc:
+                raise
+            raise unwrapped from None  # the cancellation itself, already the route error's cause
 
     @property
     def plan(self) -> RoutePlan:
@@ -163,19 +298,16 @@ class RoutedModel:
             return False
         return cursor.candidate == len(self._plan.stages[cursor.stage].candidates) - 1
 
-    async def call_model(self, messages: list[Message], tools: list[ToolDefinition], *,
-                         options: Mapping[str, Any] | None = None,
-                         signal: AbortSignal | None = None,
-                         on_event: Callable[[StreamEvent], None] | None = None,
-                         events_are_output: bool = False,
-                         on_reset: Callable[[], None] | None = None) -> ModelTurnResult:
-        """One turn over the route (the loop's ``call_model`` port; the keywords are per call).
+    async def _call(self, messages: list[Message], tools: list[ToolDefinition],
+                    changes: dict[str, Any], *,
+                    signal: AbortSignal | None = None,
+                    on_event: Callable[[StreamEvent], None] | None = None,
+                    events_are_output: bool = False,
+                    on_reset: Callable[[], None] | None = None) -> ModelTurnResult:
+        """One turn over the route; the keywords are per call.
 
-        ``options`` are :class:`WireOptions` field changes applied on top of *each candidate's*
-        own options for its attempt (``tool_choice``, ``response_format``, ``temperature``, ...;
-        never ``model``, which is the candidate's): refused with
-        :class:`~bindloop.errors.UsageError` before any request when a name or value is wrong.
-        ``signal`` cancels this call as well as the model's own signal.
+        ``changes`` are checked :class:`WireOptions` field changes applied on top of *each
+        candidate's* own options for its attempt (see :func:`_checked_overrides`). ``signal`` cancels this call as well as the model's own signal.
 
         ``on_event`` receives the events of the attempt that ends the turn and of no other: an
         attempt's events are held while another attempt could still follow it, and pass through
@@ -193,7 +325,6 @@ class RoutedModel:
         fallback may still follow it), and before an attempt that follows one whose events reached
         ``on_event``, ``on_reset()`` is called: drop what the earlier attempt sent.
         """
-        changes = _checked_overrides(options)
         if not isinstance(events_are_output, bool):
             raise UsageError(f"events_are_output must be True or False, got {events_are_output!r}")
         stream = self._turn_stream()
@@ -288,3 +419,21 @@ class RoutedModel:
         if isinstance(result, RouteFailure):
             result.raise_error()
         return result.value
+
+
+def _route_error(exc: Exception) -> Exception:
+    """What a route's failure is to its caller: a cancelled attempt is the cancellation itself
+    (``RunCancelledError``, as from any other model), everything else the route's own error."""
+    if isinstance(exc, AttemptError) and exc.category == "cancelled" and isinstance(
+            exc.__cause__, RunCancelledError):
+        return exc.__cause__
+    return exc
+
+
+class _End:
+    """The route task's last word on the channel: the exception that ended the route."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error

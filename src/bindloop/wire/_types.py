@@ -14,19 +14,21 @@ from ..clock import Clock
 from ..errors import UsageError
 from ..completion import StreamEvent
 from ..contracts import Message, ModelTurnResult, ToolDefinition
+from ..model import (  # re-exported for the wire modules that read them with WireOptions
+    ForcedTool as ForcedTool,
+    JsonSchemaFormat as JsonSchemaFormat,
+    ToolChoice as ToolChoice,
+)
 from ._errors import ProviderHttpError
 from ._sse import SseEvent
 
 __all__ = (
     "ANTHROPIC_CACHE_BREAKPOINTS",
     "CachePolicy",
-    "ForcedTool",
     "Headers",
     "HttpRequest",
-    "JsonSchemaFormat",
     "ReasoningOptions",
     "StreamDecoder",
-    "ToolChoice",
     "WireAdapter",
     "WireName",
     "WireOptions",
@@ -85,24 +87,6 @@ def redact_headers(headers: Headers) -> tuple[tuple[str, str], ...]:
             value = REDACTED
         out.append((name, value))
     return tuple(out)
-
-
-class ForcedTool(msgspec.Struct, frozen=True, kw_only=True):
-    """``tool_choice`` that forces one named tool."""
-
-    name: str
-
-
-ToolChoice: TypeAlias = Literal["auto", "none", "required"] | ForcedTool
-
-
-class JsonSchemaFormat(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """Structured output: the answer text must be JSON matching ``schema``."""
-
-    name: str
-    schema: dict[str, object]
-    strict: bool = True
-    description: str | None = None
 
 
 class ReasoningOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -1,0 +1,36 @@
+"""The one model protocol: what every model is (the wire's adapters and routes, wrapped models,
+the scripted models of ``bindloop.testing``) and what the agent, compaction's summaries and MCP
+sampling call; the request a call carries; the fold of a model's stream; the loop's port over a
+model. See docs/model.md."""
+
+from ._model import (
+    Model as Model,
+    StreamModel as StreamModel,
+    call_model_port as call_model_port,
+    fold_events as fold_events,
+    turn_events as turn_events,
+)
+from ._request import (
+    ForcedTool as ForcedTool,
+    JsonSchemaFormat as JsonSchemaFormat,
+    ModelRequest as ModelRequest,
+    StructuredOutputMode as StructuredOutputMode,
+    ToolChoice as ToolChoice,
+)
+
+__all__ = (
+    "ForcedTool",
+    "JsonSchemaFormat",
+    "Model",
+    "ModelRequest",
+    "StreamModel",
+    "StructuredOutputMode",
+    "ToolChoice",
+    "call_model_port",
+    "fold_events",
+    "turn_events",
+)
+
+from .._public import publish as _publish
+
+_publish(__name__, globals(), __all__)

@@ -1,0 +1,292 @@
+"""bindloop.model: one Model protocol. The fold of a stream gives the turn back, priced once; the
+loop's port over a model passes the loop's tools; the wire's models are Models as they are, and a
+consumed call streams whatever ``WireOptions.stream`` says (a stream listener never gets the whole
+answer as one chunk, under the agent too)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bindloop.agent import create_agent, equip_instruction, on_stream, prompt_chat
+from bindloop.completion import StreamEvent, TextEvent
+from bindloop.contracts import Message, ModelTurnResult, ToolDefinition, TurnUsage, UserMessage
+from bindloop.errors import UsageError
+from bindloop.hosts.provider_replies import render_body, render_sse
+from bindloop.model import (
+    ForcedTool,
+    JsonSchemaFormat,
+    Model,
+    ModelRequest,
+    StreamModel,
+    call_model_port,
+    fold_events,
+    turn_events,
+)
+from bindloop.routing import (
+    OrderedPolicy,
+    RouteCandidate,
+    RoutePlan,
+    RouteStage,
+    canonical_model_id,
+    provider_id,
+)
+from bindloop.testing import final_answer, function_model, scripted_model
+from bindloop.testing.strategies import model_turns
+from bindloop.wire import HttpRequest, ModelAdapter, RoutedModel, WireOptions, create_wire_adapter
+
+
+def _price(usage: TurnUsage) -> int:
+    return usage.input_tokens + 3 * usage.output_tokens
+
+
+class _Script(StreamModel):
+    id = "script"
+
+    def __init__(self, turn: ModelTurnResult) -> None:
+        self.turn = turn
+
+    def price(self, usage: TurnUsage, /) -> int:
+        return _price(usage)
+
+    async def stream(self, messages: Sequence[Message],
+                     request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
+        for event in turn_events(self.turn):
+            yield event
+
+
+@given(model_turns())
+def test_a_stream_models_own_fold_is_the_turn_priced_once(turn: ModelTurnResult) -> None:
+    seen: list[StreamEvent] = []
+    model: Model = _Script(turn)
+    folded = anyio.run(model.complete, [UserMessage(content="x")], ModelRequest(), seen.append)
+    assert seen == turn_events(turn)  # the observer saw every event the fold folded, in order
+    # An empty text is no text; a turn without a finish reason ended with "stop".
+    assert folded == msgspec.structs.replace(turn, cost=_price(turn.usage), text=turn.text or None,
+                                             finish_reason=turn.finish_reason or "stop")
+    again = anyio.run(fold_events, _Script(turn).stream([], ModelRequest()), _price)
+    assert again == folded
+
+
+def test_call_model_port_passes_the_loops_tools_and_the_shared_request() -> None:
+    seen: list[ModelRequest] = []
+
+    async def respond(messages: Sequence[Message], request: ModelRequest) -> ModelTurnResult:
+        seen.append(request)
+        return final_answer("ok")
+
+    stop = ModelRequest(additional_options={"temperature": 0.5})
+    port = call_model_port(function_model(respond), stop)
+    tools = [ToolDefinition(name="add")]
+    assert anyio.run(port, [UserMessage(content="x")], tools).text == "ok"
+    assert anyio.run(port, [UserMessage(content="x")], []).text == "ok"
+    assert seen[0] == ModelRequest(tools=tuple(tools), additional_options={"temperature": 0.5})
+    assert seen[1] is stop  # no tools offered: the shared request as it is
+    with pytest.raises(UsageError, match="takes no tools"):
+        call_model_port(function_model(respond), ModelRequest(tools=tuple(tools)))
+
+
+def test_a_scripted_model_is_a_model_and_the_loops_port() -> None:
+    script = scripted_model([final_answer("a"), final_answer("b")])
+    seen: list[StreamEvent] = []
+    first = anyio.run(script.complete, [UserMessage(content="x")],
+                      ModelRequest(tools=(ToolDefinition(name="t"),)), seen.append)
+    second = anyio.run(script, [UserMessage(content="x")], [])
+    assert (first.text, second.text) == ("a", "b")
+    assert seen == turn_events(final_answer("a"))
+    assert script.calls == [(1, ("t",)), (1, ())]
+
+
+# -- the wire's models ---------------------------------------------------------------------------
+
+class _Body:
+    status = 200
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def __init__(self, chunks: Sequence[bytes]) -> None:
+        self._chunks = chunks
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        for chunk in self._chunks:
+            await anyio.lowlevel.checkpoint()
+            yield chunk
+
+
+class _Provider:
+    """Answers each request as the provider would: SSE when it asked to stream, else JSON."""
+
+    def __init__(self, turn: ModelTurnResult) -> None:
+        self.turn = turn
+        self.requests: list[HttpRequest] = []
+
+    @asynccontextmanager
+    async def open(self, request: HttpRequest) -> AsyncIterator[_Body]:
+        self.requests.append(request)
+        if request.stream:
+            yield _Body(render_sse("openai_chat", self.turn, model="m"))
+        else:
+            yield _Body([render_body("openai_chat", self.turn, model="m")])
+
+
+ANSWER = ModelTurnResult(text="It is sunny in Lisbon today.", finish_reason="stop",
+                         usage=TurnUsage(input_tokens=5, output_tokens=7))
+
+
+def _adapter(provider: _Provider, **options: Any) -> ModelAdapter:
+    return ModelAdapter(create_wire_adapter("openai_chat"), provider,
+                        WireOptions(model="m", stream=False), price=_price, **options)
+
+
+@pytest.mark.anyio
+async def test_a_consumed_call_streams_even_when_the_options_say_not_to() -> None:
+    provider = _Provider(ANSWER)
+    model = _adapter(provider)
+    plain = await model.complete([UserMessage(content="x")])
+    seen: list[StreamEvent] = []
+    watched = await model.complete([UserMessage(content="x")], ModelRequest(), seen.append)
+    own_sink = await _adapter(provider, on_event=seen.append).complete([UserMessage(content="x")])
+    assert [r.stream for r in provider.requests] == [False, True, True]
+    assert [msgspec.json.decode(r.body).get("stream", False) for r in provider.requests] == [
+        False, True, True]
+    assert plain == watched == own_sink and plain.cost == _price(ANSWER.usage)
+    assert len([e for e in seen if isinstance(e, TextEvent)]) > 2  # deltas, not one chunk each
+
+
+@pytest.mark.anyio
+async def test_an_on_stream_consumer_gets_the_deltas_of_a_non_streaming_adapter() -> None:
+    """The issue's case: ``WireOptions(stream=False)`` (the default) and an agent stream listener:
+    the wire call streams, and the listener sees the answer as it is generated."""
+    texts: list[str] = []
+
+    async def show(events: Any) -> None:
+        async for envelope in events:
+            if isinstance(envelope.event, TextEvent):
+                texts.append(envelope.event.content)
+
+    async def handler(_: None) -> str:
+        equip_instruction("weather?")
+        on_stream(show)
+        return (await prompt_chat()).data
+
+    provider = _Provider(ANSWER)
+    answer = await create_agent(id="w", handler=handler, model=_adapter(provider))(None)
+    assert answer == ANSWER.text and provider.requests[0].stream
+    assert len(texts) > 1 and "".join(texts) == ANSWER.text
+
+
+def test_a_request_applies_on_top_of_the_adapters_options() -> None:
+    model = _adapter(_Provider(ANSWER))
+    assert model.wire_options(ModelRequest()) is model.options
+    options = model.wire_options(ModelRequest(
+        schema={"type": "object"}, schema_name="Point", tool_choice=ForcedTool(name="f"),
+        additional_options={"temperature": 0.25, "tool_choice": "none"}))
+    assert options.response_format == JsonSchemaFormat(name="Point", schema={"type": "object"})
+    assert options.tool_choice == ForcedTool(name="f")  # the request's choice wins
+    assert options.temperature == 0.25 and options.model == "m"
+    with pytest.raises(UsageError, match="does not have"):
+        model.wire_options(ModelRequest(additional_options={"temprature": 1}))
+    with pytest.raises(UsageError, match="mapping"):
+        model.wire_options(ModelRequest(additional_options=["temperature"]))  # type: ignore[arg-type]
+
+
+def test_a_route_declares_its_capabilities_and_prices_by_its_primary() -> None:
+    mid = canonical_model_id("test/m")
+    names = ("a", "b")
+    plan = RoutePlan(stages=(RouteStage(
+        role="primary", model=mid, policy=OrderedPolicy(providers=tuple(map(provider_id, names))),
+        candidates=tuple(RouteCandidate(provider_id=provider_id(n), canonical_model_id=mid,
+                                        provider_invocation_model="m",
+                                        credential_source="platform") for n in names)),))
+    primary = _adapter(_Provider(ANSWER))
+    backup = ModelAdapter(create_wire_adapter("openai_chat"), _Provider(ANSWER),
+                          WireOptions(model="m"), price=lambda u: 1000)
+    route: Model = RoutedModel(plan=plan, models={"a": primary, "b": backup})
+    assert (route.id, route.provider, route.structured_output) == ("routed", None, "json_schema")
+    assert route.price(ANSWER.usage) == _price(ANSWER.usage)
+    only_backup = RoutedModel(plan=plan, models={"b": backup}, id="r", provider="acme")
+    assert (only_backup.id, only_backup.provider, only_backup.structured_output) == (
+        "r", "acme", "tool")  # a candidate without a ModelAdapter: the forced output tool
+    assert only_backup.price(ANSWER.usage) == 1000
+
+
+@given(st.sampled_from(["json_schema", "tool"]))
+def test_function_models_declare_what_they_are_given(mode: Any) -> None:
+    async def respond(messages: Sequence[Message], request: ModelRequest) -> Any:
+        return "not a turn"
+
+    model = function_model(respond, id="f", structured_output=mode)
+    assert (model.id, model.structured_output, model.price(TurnUsage())) == ("f", mode, 0)
+    with pytest.raises(UsageError, match="not a ModelTurnResult"):
+        anyio.run(model.complete, [], ModelRequest())
+
+
+class _Turns(StreamModel):
+    """A StreamModel over a script of turns (one per call)."""
+
+    id = "turns"
+
+    def __init__(self, turns: Sequence[ModelTurnResult]) -> None:
+        self.turns = list(turns)
+
+    async def stream(self, messages: Sequence[Message],
+                     request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
+        for event in turn_events(self.turns.pop(0)):
+            yield event
+
+
+class _PricedTurns(_Turns):
+    def price(self, usage: TurnUsage, /) -> int:
+        return _price(usage)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", [_Turns, _PricedTurns])
+async def test_a_stream_model_runs_the_same_watched_or_not(kind: type[_Turns]) -> None:
+    """Unwatched, a StreamModel that charges nothing is folded by the agent with no extra frame;
+    watched or priced it goes through its complete: the chat, its stats and its cost agree."""
+    from bindloop.testing import tool_call, tool_call_turn
+
+    def script() -> list[ModelTurnResult]:
+        return [tool_call_turn([tool_call("echo", {"text": "hi"}, id="c1")],
+                               usage=TurnUsage(input_tokens=3, output_tokens=2)),
+                final_answer("done", usage=TurnUsage(input_tokens=5, output_tokens=1))]
+
+    from bindloop.agent import equip_tool
+    from bindloop.contracts import ToolResult
+    from bindloop.plugins import define_tool
+
+    class Echo(msgspec.Struct):
+        text: str
+
+    async def echo(args: Echo, ctx: object) -> ToolResult:
+        return ToolResult(content=args.text)
+
+    tool = define_tool(name="echo", description="Echo.", args=Echo, execute=echo)
+
+    async def run(watched: bool) -> Any:
+        async def drain(events: Any) -> None:
+            async for _ in events:
+                pass
+
+        async def handler(_: None) -> Any:
+            equip_instruction("go")
+            equip_tool(tool)
+            if watched:
+                on_stream(drain)
+            return await prompt_chat()
+
+        return await create_agent(id="a", handler=handler, model=kind(script()))(None)
+
+    plain, watched = await run(False), await run(True)
+    assert (plain.data, plain.stop_reason) == (watched.data, watched.stop_reason) == ("done",
+                                                                                      "done")
+    assert plain.stats.cost == watched.stats.cost == (
+        sum(_price(t.usage) for t in script()) if kind is _PricedTurns else 0)
+    assert (plain.stats.input_tokens, plain.stats.output_tokens) == (8, 3)
