@@ -77,10 +77,13 @@ def _worker(root: Path) -> Path:
 class Dev:
     """The dev command as a child process, its stderr read line by line."""
 
-    def __init__(self, directory: Path, *args: str) -> None:
+    def __init__(self, directory: Path, *args: str, sigint_ignored: bool = False) -> None:
+        # sigint_ignored: started as a non-interactive shell starts a background job (`cmd &`),
+        # with SIGINT ignored, which a Python program inherits.
         self.proc = subprocess.Popen(
             [sys.executable, str(HARNESS), "dev", str(directory), "--port", "0", *args],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None)
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
         assert self.proc.stderr is not None
@@ -164,7 +167,7 @@ def test_dev_starts_from_its_memory_snapshot_and_stops_on_sigterm_and_sigint(tmp
     root = _worker(tmp_path / "w")
     for signum, code, how, count in ((signal.SIGTERM, 128 + signal.SIGTERM, "memory snapshot written", 1),
                                      (signal.SIGINT, 130, "from its memory snapshot", 2)):
-        dev = Dev(root, "--snapshot")
+        dev = Dev(root, "--snapshot", sigint_ignored=signum == signal.SIGINT)
         try:
             port, pid, line = dev.served()
             assert how in line, line

@@ -724,6 +724,11 @@ class DevServer:
             # start writes one (and boots Python before it listens).
             mode = "load" if (snapshots / SNAPSHOT_NAME).is_file() else "save"
             snapshot = (mode, snapshots)
+            if mode == "save":  # ~30 MiB each: keep the two latest besides the one to write
+                older = sorted((d for d in snapshots.parent.glob("*") if d != snapshots),
+                               key=lambda d: d.stat().st_mtime, reverse=True)
+                for stale in older[2:]:
+                    shutil.rmtree(stale, ignore_errors=True)
         t0 = time.perf_counter()
         self.workerd = Workerd(stage_dir / "config.capnp", snapshot=snapshot, listen=self.sock,
                                output_to_terminal=True).start(timeout_s=300)
@@ -777,7 +782,9 @@ def _raise_exit(signum: int, _frame: FrameType | None) -> None:
 
 def dev(options: DevOptions) -> int:
     server = DevServer(options)
-    # SIGTERM unwinds like ^C does, through the finally that stops workerd.
+    # SIGTERM unwinds like ^C does, through the finally that stops workerd; ^C is handled even
+    # when the shell that started this in the background set it to be ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _raise_exit)
     signal.signal(signal.SIGHUP, _raise_exit)
     try:
