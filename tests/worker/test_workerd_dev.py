@@ -75,20 +75,20 @@ def _worker(root: Path) -> Path:
 
 
 class Dev:
-    """The dev command as a child process, its stderr read line by line."""
+    """The dev command as a child process, its output read line by line."""
 
     def __init__(self, directory: Path, *args: str, sigint_ignored: bool = False) -> None:
         # sigint_ignored: started as a non-interactive shell starts a background job (`cmd &`),
         # with SIGINT ignored, which a Python program inherits.
         self.proc = subprocess.Popen(
             [sys.executable, str(HARNESS), "dev", str(directory), "--port", "0", *args],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None)
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
-        assert self.proc.stderr is not None
-        stderr = self.proc.stderr
-        threading.Thread(target=lambda: [self.lines.put(line) for line in stderr], daemon=True).start()
+        assert self.proc.stdout is not None
+        output = self.proc.stdout  # its own and workerd's, which it passes through
+        threading.Thread(target=lambda: [self.lines.put(line) for line in output], daemon=True).start()
 
     def wait_for(self, pattern: str, timeout_s: float = 300) -> re.Match[str]:
         deadline = time.monotonic() + timeout_s
@@ -155,10 +155,18 @@ def test_dev_reloads_on_change_and_its_workerd_dies_with_it(tmp_path: Path) -> N
         (root / "wrangler.jsonc").write_text(WRANGLER.replace('"main"', '"main": 1, "x"'))
         dev.wait_for(r"not reloaded \(wrangler\.jsonc changed\)")
         assert _get(port)["version"] == 2
+        # A Worker that raises at import: reported, and the next change starts it again.
+        (root / "src" / "lib" / "helper.py").write_text("VERSION = 1 / 0\n")
+        (root / "wrangler.jsonc").write_text(WRANGLER)
+        dev.wait_for(r"ZeroDivisionError")
+        dev.wait_for(r"workerd did not start; its output is above; waiting for a change")
+        (root / "src" / "lib" / "helper.py").write_text("VERSION = 3\n")
+        _, third, _ = dev.served()
+        assert _get(port)["version"] == 3
         # The parent killed outright: no cleanup runs in it, its watchdog stops workerd.
         os.kill(dev.proc.pid, signal.SIGKILL)
         dev.proc.wait()
-        assert _gone(second), f"workerd {second} outlived its SIGKILLed parent"
+        assert _gone(third), f"workerd {third} outlived its SIGKILLed parent"
     finally:
         dev.close()
 

@@ -565,7 +565,9 @@ class Workerd:
                 chunk = os.read(read_fd, 4096) if ready else b""
                 if not chunk:
                     self.stop()
-                    raise HarnessError(f"workerd did not report a port; log:\n{self.log_text()}")
+                    where = ("its output is above" if self.output_to_terminal
+                             else f"log:\n{self.log_text()}")
+                    raise HarnessError(f"workerd did not start; {where}")
                 buf += chunk
         finally:
             os.close(read_fd)
@@ -732,16 +734,26 @@ class DevServer:
         t0 = time.perf_counter()
         self.workerd = Workerd(stage_dir / "config.capnp", snapshot=snapshot, listen=self.sock,
                                output_to_terminal=True).start(timeout_s=300)
-        self.spec = spec
         how = "" if snapshot is None else (" from its memory snapshot" if snapshot[0] == "load"
                                            else ", memory snapshot written")
         self._log(f"{spec.name} ({self.directory}) at http://127.0.0.1:{self.port}/ "
                   f"(workerd pid {self.workerd.pid}, listening after "
                   f"{(time.perf_counter() - t0) * 1000:.0f} ms{how}; storage {self.storage})")
 
+    def _try_start(self, spec: WorkerSpec) -> None:
+        """Start workerd; one that does not start (the Worker raised at import, say) is reported
+        and the next change is waited for (requests made meanwhile wait on the socket)."""
+        self.spec = spec
+        try:
+            self._start(spec)
+        except HarnessError as exc:
+            if not self.options.watch:
+                raise
+            self._log(f"{exc}; waiting for a change")
+
     def serve(self) -> None:
         spec, _ = self._stage()
-        self._start(spec)
+        self._try_start(spec)
         if not self.options.watch:
             assert self.workerd is not None and self.workerd.proc is not None
             self.workerd.proc.wait()
@@ -766,7 +778,8 @@ class DevServer:
             self._log(f"{', '.join(changed)} changed: restarting workerd")
             if self.workerd is not None:
                 self.workerd.stop()
-            self._start(spec)
+                self.workerd = None
+            self._try_start(spec)
             seen = watched_files(spec, self.options.wheels_dirs)
 
     def close(self) -> None:
