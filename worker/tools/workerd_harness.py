@@ -861,7 +861,7 @@ def main(argv: list[str]) -> int:
     d.add_argument("--port", type=int, default=8787, help="on 127.0.0.1 (default 8787; 0: any)")
     d.add_argument("--var", type=_var, action="append", default=[], metavar="NAME=VALUE",
                    help="a text binding over wrangler.jsonc's vars and .dev.vars (repeatable)")
-    d.add_argument("--persist", type=Path, help=f"Durable Object storage (default DIR/{DEV_STATE}/storage)")
+    d.add_argument("--persist", type=Path, metavar="DIR", help=f"Durable Object storage (default DIR/{DEV_STATE}/storage)")
     d.add_argument("--wheels", type=Path, action="append", metavar="DIR",
                    help="wheels to vendor into python_modules/ (repeatable; default wasm/wheels-pyc)")
     d.add_argument("--snapshot", action="store_true",
