@@ -2,8 +2,9 @@
 template: a wrangler.jsonc with vars, a JSON var, a Durable Object class and its migration,
 ``.dev.vars``, a module in a sub-package) in real workerd, restarts it when a file changes (the
 Durable Object's storage and the port kept), keeps serving the old code when the new config is
-broken, starts from a memory snapshot it wrote itself, and leaves no workerd behind when it is
-stopped with SIGTERM or SIGINT or killed with SIGKILL (its watchdog stops the workerd).
+broken or raises at import, starts from a memory snapshot it wrote itself, and leaves no workerd
+behind when it is stopped with SIGTERM, SIGINT or SIGHUP or killed with SIGKILL (its watchdog stops
+the workerd).
 """
 
 from __future__ import annotations
@@ -171,10 +172,11 @@ def test_dev_reloads_on_change_and_its_workerd_dies_with_it(tmp_path: Path) -> N
         dev.close()
 
 
-def test_dev_starts_from_its_memory_snapshot_and_stops_on_sigterm_and_sigint(tmp_path: Path) -> None:
+def test_dev_starts_from_its_memory_snapshot_and_stops_on_sigterm_sigint_and_sighup(tmp_path: Path) -> None:
     root = _worker(tmp_path / "w")
     for signum, code, how, count in ((signal.SIGTERM, 128 + signal.SIGTERM, "memory snapshot written", 1),
-                                     (signal.SIGINT, 130, "from its memory snapshot", 2)):
+                                     (signal.SIGINT, 130, "from its memory snapshot", 2),
+                                     (signal.SIGHUP, 128 + signal.SIGHUP, "from its memory snapshot", 3)):
         dev = Dev(root, "--snapshot", sigint_ignored=signum == signal.SIGINT)
         try:
             port, pid, line = dev.served()

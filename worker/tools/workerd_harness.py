@@ -3,7 +3,7 @@ local development, ``conformance`` for ``make conformance-workerd``; the tests a
 import :func:`stage` and :class:`Workerd` from here.
 
     python worker/tools/workerd_harness.py dev DIR [--port N] [--var K=V]... [--persist DIR]
-                                           [--wheels DIR]... [--snapshot] [--no-watch]
+                                           [--wheels DIR]... [--snapshot]
     python worker/tools/workerd_harness.py conformance OUT_REPORT
 
 What serving a Worker directory does:
@@ -686,7 +686,6 @@ class DevOptions:
     persist: Path | None = None
     wheels_dirs: Sequence[Path] = (WHEELS_DIR,)
     snapshot: bool = False
-    watch: bool = True
     poll_s: float = 0.5
 
 
@@ -747,17 +746,11 @@ class DevServer:
         try:
             self._start(spec)
         except HarnessError as exc:
-            if not self.options.watch:
-                raise
             self._log(f"{exc}; waiting for a change")
 
     def serve(self) -> None:
         spec, _ = self._stage()
         self._try_start(spec)
-        if not self.options.watch:
-            assert self.workerd is not None and self.workerd.proc is not None
-            self.workerd.proc.wait()
-            return
         seen = watched_files(spec, self.options.wheels_dirs)
         while True:
             time.sleep(self.options.poll_s)
@@ -866,7 +859,6 @@ def main(argv: list[str]) -> int:
                    help="wheels to vendor into python_modules/ (repeatable; default wasm/wheels-pyc)")
     d.add_argument("--snapshot", action="store_true",
                    help="start from a memory snapshot of these exact modules, writing one first")
-    d.add_argument("--no-watch", dest="watch", action="store_false", help="do not restart on change")
     c = sub.add_parser("conformance", help="GET /conformance of the template into OUT_REPORT")
     c.add_argument("out", type=Path)
     args = parser.parse_args(argv)
@@ -875,7 +867,7 @@ def main(argv: list[str]) -> int:
             return conformance(args.out)
         return dev(DevOptions(directory=args.directory, port=args.port, variables=dict(args.var),
                               persist=args.persist, wheels_dirs=tuple(args.wheels or (WHEELS_DIR,)),
-                              snapshot=args.snapshot, watch=args.watch))
+                              snapshot=args.snapshot))
     except HarnessError as exc:
         print(f"[workerd {args.command}] {exc}", file=sys.stderr)
         return 1
