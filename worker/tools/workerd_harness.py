@@ -765,15 +765,15 @@ class DevServer:
             seen = now
             try:
                 spec, _ = self._stage()
-            except (HarnessError, OSError, KeyError, TypeError) as exc:
+            except (HarnessError, OSError, KeyError, TypeError, ValueError) as exc:
                 self._log(f"not reloaded ({', '.join(changed)} changed): {exc}")
                 continue
             self._log(f"{', '.join(changed)} changed: restarting workerd")
             if self.workerd is not None:
                 self.workerd.stop()
                 self.workerd = None
+            # `seen` stays what was staged: a file saved during the restart is the next change.
             self._try_start(spec)
-            seen = watched_files(spec, self.options.wheels_dirs)
 
     def close(self) -> None:
         if self.workerd is not None:
