@@ -6,7 +6,7 @@
 WORKERD_REPORT ?= .reports/conformance-workerd.json
 WORKER_STAMP   := $(VENV)/.worker-installed
 
-.PHONY: worker-node worker-wheel conformance-workerd test-worker worker-clean
+.PHONY: worker-node worker-wheel conformance-workerd test-worker worker-dev worker-clean
 
 worker/node_modules/.package-lock.json: worker/package.json $(wildcard worker/package-lock.json)
 	cd worker && if [ -f package-lock.json ]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi
@@ -46,5 +46,13 @@ conformance-workerd: worker/node_modules/.package-lock.json wasm-wheels-pyc $(WO
 test-worker: worker/node_modules/.package-lock.json wasm-wheels-pyc worker-wheel $(WORKER_STAMP)
 	BINDLOOP_WORKERD_TESTS=1 $(PY) -m pytest tests/worker tests/mcp/test_mcp_workerd.py -q
 
+# A Worker directory (DEV, the template by default) served in workerd on 127.0.0.1:8787, offline,
+# restarted when its files change: `make worker-dev DEV=path/to/worker DEV_ARGS="--snapshot"`.
+# See docs/workers.md ("Run a Worker locally") for the options.
+DEV      ?= worker
+DEV_ARGS ?=
+worker-dev: worker/node_modules/.package-lock.json wasm-wheels-pyc $(WORKER_STAMP)
+	$(PY) worker/tools/workerd_harness.py dev $(DEV) $(DEV_ARGS)
+
 worker-clean:
-	rm -rf worker/node_modules worker/.cache
+	rm -rf worker/node_modules worker/.cache worker/.workerd-dev
