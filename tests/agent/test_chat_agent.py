@@ -29,7 +29,7 @@ async def test_an_agent_without_a_handler_chats_over_its_tools() -> None:
     first = model.requests[0]
     assert first.messages[0] == SystemMessage(content="Be brief.")
     assert first.messages[-1] == UserMessage(content="How many words in 'a b c'?")
-    assert [t.name for t in first.options.tools] == ["word_count"]
+    assert [t.name for t in first.request.tools] == ["word_count"]
     answered = model.requests[1].messages[-1]
     assert isinstance(answered, ToolMessage) and answered.content == "3"
     assert agent.id == "chat"

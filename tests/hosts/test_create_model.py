@@ -421,7 +421,8 @@ def test_the_adapter_settings_pass_through() -> None:
     budgets = StreamBudgets(first_token_ms=5_000)
     model = create_model("openai:m-1", api_key="k-123456789", retry=None, price=price,
                          budgets=budgets)
-    assert model.retry is None and model.price is price and model._budgets == budgets
+    assert model.retry is None and model._budgets == budgets
+    assert model.price(TurnUsage(input_tokens=7, output_tokens=2)) == 7
     assert create_model("openai:m-1", api_key="k-123456789").retry == RetryPolicy()
 
 
@@ -662,8 +663,10 @@ def test_importing_bindloop_hosts_loads_no_model_code() -> None:
     assert done.stdout.strip() == "[]"
 
 
-def test_create_model_is_bindloop_hosts_one_name() -> None:
-    assert hosts.__all__ == ("create_model",)
-    assert hosts.create_model is create_model
+def test_bindloop_hosts_names_load_on_first_use() -> None:
+    from bindloop.hosts.mcp_toolset import mcp_tools
+
+    assert hosts.__all__ == ("create_model", "mcp_tools")
+    assert hosts.create_model is create_model and hosts.mcp_tools is mcp_tools
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         hosts.nothing  # noqa: B018

@@ -329,7 +329,7 @@ async def test_an_agent_equips_the_served_tools_through_equip_mcp(ours: McpHttpC
 
     result = await create_agent(id="calc", handler=handler, model=model)(None)
     assert result.data == "42" and result.stop_reason == "done"
-    assert sorted(t.name for t in model.requests[0].options.tools) == ["srv__add", "srv__explode"]
+    assert sorted(t.name for t in model.requests[0].request.tools) == ["srv__add", "srv__explode"]
     answers = {m.tool_call_id: m for m in result.delta if isinstance(m, ToolMessage)}
     assert "42" in str(answers["c1"].content) and not answers["c1"].is_error
     assert answers["c2"].is_error and SECRET not in str(answers["c2"].content)

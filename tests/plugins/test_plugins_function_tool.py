@@ -371,7 +371,7 @@ async def test_the_agent_passes_each_call_its_context() -> None:
     result = await create_agent(id="forecaster", handler=handler, model=model)("Lisbon?")
     assert result.data == "Sunny, 24C."
     assert seen == [("Lisbon", "c1", "forecaster", 1)]
-    tools = {d.name: d for d in model.requests[0].options.tools}
+    tools = {d.name: d for d in model.requests[0].request.tools}
     assert tools["weather"].description == "Current weather for a city."
     assert tools["weather"].parameters["properties"]["city"]["description"] == "A city name"
     answers = [m for m in model.requests[2].messages if isinstance(m, ToolMessage)]
@@ -941,7 +941,7 @@ async def test_equip_tool_defines_a_plain_function_once_per_agent(
     for _ in range(3):
         assert (await agent(None)).data == "ok"
     assert defined == [city_weather]
-    assert [d.name for d in model.requests[2].options.tools] == ["city_weather"]
+    assert [d.name for d in model.requests[2].request.tools] == ["city_weather"]
 
 
 async def test_a_parameter_named_with_two_leading_underscores_keeps_its_name() -> None:

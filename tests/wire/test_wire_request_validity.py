@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bindloop.model import ModelRequest
 from bindloop import contracts
 from bindloop.completion import collect_turn
 from bindloop.contracts import (
@@ -249,7 +250,7 @@ def test_a_model_adapter_hands_the_loop_the_canonical_name(wire: str, stream: bo
     model = ModelAdapter(create_wire_adapter(wire), _CallingTransport(wire),
                          WireOptions(model="m", stream=stream), budgets=_NO_BUDGETS)
     tools = [ToolDefinition(name="github:create issue")]
-    turn = anyio.run(model.complete, [UserMessage(content="go")], tools)
+    turn = anyio.run(model.complete, [UserMessage(content="go")], ModelRequest(tools=tuple(tools)))
     assert [c.name for c in turn.tool_calls] == ["github:create issue"]
 
 
