@@ -31,6 +31,7 @@ tests/errors/test_error_tree.py renders the real tree and compares it with this 
         CompactInvalidInputError (bindloop.compaction), also UsageError
         CompactPromptTooLongError (bindloop.compaction), also ProviderError
       ProviderError
+        A2aRpcError (bindloop.protocols)
         AttemptError (bindloop.routing)
         InfrastructureError
           StoreError (bindloop.session)

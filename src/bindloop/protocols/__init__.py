@@ -35,7 +35,6 @@ from ._a2a_types import (
     A2aMessage as A2aMessage,
     A2aPart as A2aPart,
     A2aRpcCall as A2aRpcCall,
-    A2aRpcError as A2aRpcError,
     A2aSendConfiguration as A2aSendConfiguration,
     A2aSendMessageRequest as A2aSendMessageRequest,
     A2aStatusUpdate as A2aStatusUpdate,
@@ -63,7 +62,7 @@ from ._ag_ui_types import (
     AgUiMessage as AgUiMessage,
     encode_ag_ui_event as encode_ag_ui_event,
 )
-from ._errors import ProtocolRequestError as ProtocolRequestError
+from ._errors import A2aRpcError as A2aRpcError, ProtocolRequestError as ProtocolRequestError
 from ._input import (
     DataEvent as DataEvent,
     EncoderInput as EncoderInput,

@@ -9,14 +9,12 @@ Only what a bindloop server and client exchange is modelled; unknown fields are 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Any, Literal, TypeAlias, TypeVar
 
 import msgspec
 
 from ..contracts import JsonBoundsError, decode_json_bounded
-from ..errors import BindloopError
+from ._errors import A2aRpcError
 
 __all__ = (
     "A2A_AGENT_CARD_PATH",
@@ -35,7 +33,6 @@ __all__ = (
     "A2aMessage",
     "A2aPart",
     "A2aRpcCall",
-    "A2aRpcError",
     "A2aSendConfiguration",
     "A2aSendMessageRequest",
     "A2aStatusUpdate",
@@ -90,32 +87,6 @@ class A2aErrorCode:
     EXTENDED_AGENT_CARD_NOT_CONFIGURED = -32007
     EXTENSION_SUPPORT_REQUIRED = -32008
     VERSION_NOT_SUPPORTED = -32009
-
-
-_REASONS: Mapping[int, str] = MappingProxyType({
-    -32001: "TASK_NOT_FOUND", -32002: "TASK_NOT_CANCELABLE",
-    -32003: "PUSH_NOTIFICATION_NOT_SUPPORTED", -32004: "UNSUPPORTED_OPERATION",
-    -32005: "CONTENT_TYPE_NOT_SUPPORTED", -32006: "INVALID_AGENT_RESPONSE",
-    -32007: "EXTENDED_AGENT_CARD_NOT_CONFIGURED", -32008: "EXTENSION_SUPPORT_REQUIRED",
-    -32009: "VERSION_NOT_SUPPORTED",
-})
-
-
-class A2aRpcError(BindloopError):
-    """A JSON-RPC error: ``code`` (:class:`A2aErrorCode`) and a ``message`` the peer may read --
-    never an exception's text or a value from the request. On the client side it is what the
-    agent answered."""
-
-    def __init__(self, code: int, message: str, *, request_id: str | int | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.request_id = request_id
-
-    @property
-    def reason(self) -> str | None:
-        """The A2A error's reason (``TASK_NOT_FOUND``...), ``None`` for JSON-RPC's own codes."""
-        return _REASONS.get(self.code)
 
 
 class A2aPart(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
