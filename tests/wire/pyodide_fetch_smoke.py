@@ -11,6 +11,7 @@ from bindloop.hosts.provider_replies import render_sse
 from bindloop.completion import TextEvent
 from bindloop.wire import StreamStalledError
 from bindloop.errors import RunCancelledError
+from bindloop.model import ModelRequest
 from bindloop.signal import AbortController
 from bindloop.wire import StreamBudgets
 from bindloop.wire import ModelAdapter, OpenAIChatAdapter, ProviderHttpError, WireOptions
@@ -84,7 +85,7 @@ silent = ModelAdapter(chat, FetchTransport("https://example.test/v1", fetch=make
 stop = AbortController()
 asyncio.get_running_loop().call_later(0.05, stop.abort, "user pressed stop")
 try:
-    await silent.complete([UserMessage(content="hi")], signal=stop.signal)
+    await silent.complete([UserMessage(content="hi")], ModelRequest(signal=stop.signal))
     raise AssertionError("expected a cancellation")
 except RunCancelledError:
     pass
