@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TypeVar
+import base64
+
 import msgspec
 
 from ..wire import HttpRequest, SseDecoder, SseError, Transport, TransportError, TransportResponse
@@ -36,7 +38,7 @@ from ._session import (
     Outgoing,
 )
 
-__all__ = ("Answer", "HttpExchange", "StreamRead", "content_type", "header")
+__all__ = ("Answer", "HttpExchange", "StreamRead", "content_type", "header", "header_value")
 
 Answer = McpResponse | McpRequestFailed
 _E = TypeVar("_E", bound=McpError)
@@ -117,7 +119,8 @@ class HttpExchange:
         return []
 
     def _http(self, method: str, body: bytes, *, accept: str | None = "application/json, "
-              "text/event-stream", last_event_id: str | None = None) -> HttpRequest:
+              "text/event-stream", last_event_id: str | None = None,
+              out: Outgoing | None = None) -> HttpRequest:
         headers: list[tuple[str, str]] = []
         if method == "POST":
             headers.append(("content-type", "application/json"))
@@ -126,6 +129,12 @@ class HttpExchange:
         if self.session_id is not None:
             headers.append(("mcp-session-id", self.session_id))
         version = self.session.protocol_version
+        if out is not None and out.version is not None:
+            # The stateless form: the headers repeat the body, for intermediaries to route on.
+            version = out.version
+            headers.append(("mcp-method", out.method))
+            if out.name is not None:
+                headers.append(("mcp-name", header_value(out.name)))
         if version is not None:
             headers.append(("mcp-protocol-version", version))
         if last_event_id is not None:
@@ -196,7 +205,14 @@ class HttpExchange:
         the count (servers that poll close every stream after a while, by design)."""
         request_id = out.request_id
         assert request_id is not None
-        async with self._open(self._http("POST", out.body), out.method) as resp:
+        async with self._open(self._http("POST", out.body, out=out), out.method) as resp:
+            if out.version is not None and resp.status in (400, 404, 405) \
+                    and content_type(resp) == "application/json":
+                # A stateless server answers its refusals (an unsupported revision, a header
+                # mismatch, an unknown method) with a 4xx that carries the JSON-RPC error.
+                refused = await self._modern_refusal(resp, out)
+                if refused is not None:
+                    return refused
             await self._check_status(resp, out.method, expect_answer=True)
             if out.method == "initialize":
                 self.session_id = header(resp, "mcp-session-id")
@@ -249,6 +265,23 @@ class HttpExchange:
         raise McpConnectionError(self.server,
                                  f"the reply stream for {out.method} ended before its response, "
                                  f"{how}")
+
+    async def _modern_refusal(self, resp: TransportResponse, out: Outgoing) -> Answer | None:
+        """The JSON-RPC error answer in a stateless request's 4xx body; otherwise (not JSON-RPC,
+        not its answer: a server that does not speak the form) :class:`McpHttpError`."""
+        body = await self._read_body(resp, out.method)
+        try:
+            events = self.session.receive(body)
+        except McpProtocolError:
+            events = []
+        answer = next((e for e in events if isinstance(e, McpRequestFailed)
+                       and e.request_id == out.request_id), None)
+        if answer is not None:
+            return answer
+        text = " ".join(self.redact(body[:4 * _MAX_ERROR_EXCERPT].decode("utf-8", "replace"))
+                        .split())[:_MAX_ERROR_EXCERPT]
+        raise self._clean(McpHttpError(self.server, resp.status, text, what=out.method,
+                                       www_authenticate=header(resp, "www-authenticate")))
 
     async def _read_stream(self, resp: TransportResponse, request_id: RequestId | None,
                            method: str, last_id: str | None = None) -> StreamRead:
@@ -335,6 +368,15 @@ class HttpExchange:
         for message in self.session.take_outgoing():
             await self._notify(message)
         return mine
+
+
+def header_value(value: str) -> str:
+    """``value`` as an HTTP header value: as is when it is plain visible ASCII (inner spaces
+    allowed), else in the ``=?base64?...?=`` form the 2026-07-28 transport defines."""
+    if value and value == value.strip() and all(" " <= ch <= "~" for ch in value) \
+            and not (value.startswith("=?base64?") and value.endswith("?=")):
+        return value
+    return "=?base64?" + base64.b64encode(value.encode("utf-8")).decode("ascii") + "?="
 
 
 def header(resp: TransportResponse, name: str) -> str | None:
