@@ -311,7 +311,8 @@ class McpHttpClient(ServerTasks):
             await self.connect()
         stack = AsyncExitStack()
         group = await stack.enter_async_context(anyio.create_task_group())
-        if self._listen_by_default:
+        if self._listen_by_default and self.session.era != "modern":
+            # (A stateless server has no GET stream: see subscriptions/listen.)
             try:
                 # Returns once the stream is open (or refused): what the server sends there from
                 # now on is seen, even for the very next call.
