@@ -265,9 +265,11 @@ class McpHttpClient(ServerTasks):
                 if exc.code != _UNSUPPORTED_VERSION:
                     raise
                 supported = _supported(exc.data)
-                retry = next((v for v in self._modern if v in supported and v not in tried),
-                             None)
-                if retry is not None:
+                # The first revision the server lists that this client speaks: once more even
+                # when it is the one just refused (a server may refuse a request transiently),
+                # within one try per revision offered and one more.
+                retry = next((v for v in self._modern if v in supported), None)
+                if retry is not None and len(tried) <= len(self._modern):
                     version = retry
                     continue
                 if any(v in supported for v in self._versions):
