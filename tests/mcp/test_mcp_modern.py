@@ -34,7 +34,7 @@ from bindloop.mcp import (
     load_mcp_tools,
     open_mcp_client,
 )
-from bindloop.mcp._exchange import header_value
+from bindloop.mcp._exchange import header_value, param_header_values, param_headers
 from bindloop.mcp._server import _header_value
 from bindloop.plugins import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
@@ -445,3 +445,60 @@ def test_the_session_envelope_carries_version_info_and_capabilities() -> None:
         from bindloop.mcp._protocol import DiscoverResult
 
         session.adopt("2026-07-28", DiscoverResult(supported_versions=["2030-01-01"]))
+
+
+def test_x_mcp_header_annotations_are_read_or_the_tool_refused() -> None:
+    schema = {"type": "object", "properties": {
+        "region": {"type": "string", "x-mcp-header": "Region"},
+        "n": {"type": "integer", "x-mcp-header": "N"},
+        "flag": {"type": "boolean", "x-mcp-header": "Flag"},
+        "deep": {"type": "object", "properties": {"id": {"type": "string",
+                                                          "x-mcp-header": "Id"}}},
+        "plain": {"type": "string"}}}
+    params, problem = param_headers(schema)
+    assert problem is None
+    assert [(p[0], p[1]) for p in params] == [("Region", ("region",)), ("N", ("n",)),
+                                            ("Flag", ("flag",)), ("Id", ("deep", "id"))]
+    values = dict(param_header_values(params, {"region": "us-west1", "n": 42, "flag": False,
+                                               "deep": {"id": "Hello, 世界"}, "plain": "x"}))
+    assert values == {"mcp-param-Region": "us-west1", "mcp-param-N": "42",
+                      "mcp-param-Flag": "false",
+                      "mcp-param-Id": "=?base64?" + base64.b64encode(
+                          "Hello, 世界".encode()).decode() + "?="}
+    assert param_header_values(params, {"n": 1.5, "region": None}) == ()  # wrong type: none
+    for bad in (
+        {"properties": {"x": {"type": "number", "x-mcp-header": "X"}}},
+        {"properties": {"x": {"type": "string", "x-mcp-header": "A B"}}},
+        {"properties": {"x": {"type": "string", "x-mcp-header": "A"},
+                        "y": {"type": "string", "x-mcp-header": "a"}}},
+        {"properties": {"x": {"type": "array", "items": {"type": "string",
+                                                          "x-mcp-header": "X"}}}},
+        {"anyOf": [{"properties": {"x": {"type": "string", "x-mcp-header": "X"}}}]},
+    ):
+        assert param_headers(bad)[1] is not None, bad
+
+
+async def test_a_tool_with_an_invalid_x_mcp_header_is_skipped_and_params_are_mirrored() -> None:
+    async def on_call(body: dict[str, Any], request: httpx.Request) -> httpx.Response:
+        assert request.headers.get("mcp-param-region") == "eu"
+        return _reply(body["id"], _complete({"content": []}))
+
+    class WithHeaders(Scripted):
+        async def __call__(self, request: httpx.Request) -> httpx.Response:
+            body = msgspec.json.decode(request.content)
+            if body["method"] == "tools/list":
+                return _reply(body["id"], _complete({"tools": [
+                    {"name": "ask", "inputSchema": {"type": "object", "properties": {
+                        "region": {"type": "string", "x-mcp-header": "Region"}}}},
+                    {"name": "bad", "inputSchema": {"type": "object", "properties": {
+                        "v": {"type": "number", "x-mcp-header": "V"}}}}]}))
+            return await super().__call__(request)
+
+    client, http = client_for(WithHeaders(on_call))
+    try:
+        await client.connect()
+        tools, skipped = await client.list_tools()
+        assert [t.name for t in tools] == ["ask"] and [s.name for s in skipped] == ["bad"]
+        await client.call_tool("ask", {"region": "eu"})
+    finally:
+        await http.aclose()

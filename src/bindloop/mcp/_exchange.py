@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import TypeVar
 import base64
+import re
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -38,7 +39,8 @@ from ._session import (
     Outgoing,
 )
 
-__all__ = ("Answer", "HttpExchange", "StreamRead", "content_type", "header", "header_value")
+__all__ = ("Answer", "HttpExchange", "ParamHeader", "StreamRead", "content_type", "header",
+           "header_value", "param_headers", "param_header_values")
 
 Answer = McpResponse | McpRequestFailed
 _E = TypeVar("_E", bound=McpError)
@@ -135,6 +137,7 @@ class HttpExchange:
             headers.append(("mcp-method", out.method))
             if out.name is not None:
                 headers.append(("mcp-name", header_value(out.name)))
+            headers.extend(out.headers)
         if version is not None:
             headers.append(("mcp-protocol-version", version))
         if last_event_id is not None:
@@ -372,11 +375,94 @@ class HttpExchange:
 
 def header_value(value: str) -> str:
     """``value`` as an HTTP header value: as is when it is plain visible ASCII (inner spaces
-    allowed), else in the ``=?base64?...?=`` form the 2026-07-28 transport defines."""
-    if value and value == value.strip() and all(" " <= ch <= "~" for ch in value) \
+    allowed) or empty, else in the ``=?base64?...?=`` form the 2026-07-28 transport defines."""
+    if not value:
+        return value
+    if value == value.strip() and all(" " <= ch <= "~" for ch in value) \
             and not (value.startswith("=?base64?") and value.endswith("?=")):
         return value
     return "=?base64?" + base64.b64encode(value.encode("utf-8")).decode("ascii") + "?="
+
+
+ParamHeader = tuple[str, tuple[str, ...], str]
+"""One ``x-mcp-header`` annotation: the header's name part, the ``properties`` path to the value,
+and the property's type (``string``, ``integer`` or ``boolean``)."""
+
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_HEADER_TYPES = ("string", "integer", "boolean")
+_SAFE_INTEGER = 2 ** 53 - 1
+
+
+def param_headers(schema: dict[str, Any]) -> tuple[tuple[ParamHeader, ...], str | None]:
+    """The ``x-mcp-header`` annotations of a tool's ``inputSchema`` (2026-07-28), or the reason the
+    tool must be left out: a name that is not an HTTP token or repeats another (case-insensitively),
+    a property that is not a string, integer or boolean, or an annotation that is not reached from
+    the root through ``properties`` alone."""
+    found: list[ParamHeader] = []
+    seen: set[str] = set()
+    problem: str | None = None
+
+    def walk(node: Any, path: tuple[str, ...]) -> None:
+        nonlocal problem
+        props = node.get("properties") if isinstance(node, dict) else None
+        if not isinstance(props, dict):
+            return
+        for key, sub in props.items():
+            if not isinstance(sub, dict):
+                continue
+            if "x-mcp-header" in sub:
+                name = sub["x-mcp-header"]
+                kind = sub.get("type")
+                if not isinstance(name, str) or not _TOKEN.fullmatch(name):
+                    problem = problem or f"x-mcp-header {str(name)[:40]!r} is not an HTTP token"
+                elif name.lower() in seen:
+                    problem = problem or f"x-mcp-header {name!r} is used twice"
+                elif kind not in _HEADER_TYPES:
+                    problem = problem or (f"x-mcp-header {name!r} is on a {kind!r} property "
+                                          "(string, integer or boolean only)")
+                else:
+                    seen.add(name.lower())
+                    found.append((name, (*path, key), kind))
+            walk(sub, (*path, key))
+
+    walk(schema, ())
+    if problem is None and _count_annotations(schema) != len(found):
+        problem = "an x-mcp-header is not reached from the root through properties alone"
+    return tuple(found), problem
+
+
+def _count_annotations(node: Any, depth: int = 0) -> int:
+    if depth > 64:
+        return 0
+    if isinstance(node, dict):
+        return ("x-mcp-header" in node) + sum(_count_annotations(v, depth + 1)
+                                              for v in node.values())
+    if isinstance(node, list):
+        return sum(_count_annotations(v, depth + 1) for v in node)
+    return 0
+
+
+def param_header_values(params: tuple[ParamHeader, ...],
+                        arguments: Any) -> tuple[tuple[str, str], ...]:
+    """The ``Mcp-Param-{name}`` headers of one call: each annotated value found in
+    ``arguments`` at its path, as text (booleans lowercase), encoded like ``Mcp-Name``. A value
+    missing, ``null`` or not of the declared type sends no header."""
+    out: list[tuple[str, str]] = []
+    for name, path, kind in params:
+        value: Any = arguments
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if kind == "boolean" and isinstance(value, bool):
+            text = "true" if value else "false"
+        elif kind == "integer" and isinstance(value, int) and not isinstance(value, bool) \
+                and abs(value) <= _SAFE_INTEGER:
+            text = str(value)
+        elif kind == "string" and isinstance(value, str):
+            text = value
+        else:
+            continue
+        out.append((f"mcp-param-{name}", header_value(text)))
+    return tuple(out)
 
 
 def header(resp: TransportResponse, name: str) -> str | None:

@@ -35,7 +35,7 @@ from ._errors import (
     McpUrlElicitationRequired,
     McpVersionError,
 )
-from ._exchange import Answer
+from ._exchange import Answer, ParamHeader, param_header_values, param_headers
 from ._pending import CALLING
 from ._server_tasks import ServerTasks
 from ._oauth import McpAuth
@@ -184,6 +184,7 @@ class McpHttpClient(ServerTasks):
         self._extend: dict[RequestId, tuple[anyio.CancelScope, float, float | None]] = {}
         self._early: dict[RequestId, Answer] = {}
         self._output_schemas: dict[str, dict[str, Any]] = {}
+        self._param_headers: dict[str, tuple[ParamHeader, ...]] = {}
         self._listen_by_default = listen
         self.listening = 0
         """How many GET streams from the server are open now (the background one included)."""
@@ -346,6 +347,7 @@ class McpHttpClient(ServerTasks):
         """
         tools: list[McpToolInfo] = []
         skipped: list[SkippedMcpTool] = []
+        headers: dict[str, tuple[ParamHeader, ...]] = {}
         cursor: str | None = None
         seen: set[str] = set()
         for _ in range(max_pages):
@@ -353,7 +355,17 @@ class McpHttpClient(ServerTasks):
             page = answer.result
             for raw in page.tools:
                 try:
-                    tools.append(msgspec.convert(raw, McpToolInfo))
+                    tool = msgspec.convert(raw, McpToolInfo)
+                    if self.session.era == "modern":
+                        params, problem = param_headers(tool.input_schema)
+                        if problem is not None:
+                            # The 2026-07-28 transport: a tool whose x-mcp-header is invalid is
+                            # left out, and the others stay usable.
+                            skipped.append(SkippedMcpTool(server=self.server, name=tool.name,
+                                                          reason=problem))
+                            continue
+                        headers[tool.name] = params
+                    tools.append(tool)
                 except msgspec.ValidationError as exc:
                     name = raw.get("name") if isinstance(raw, dict) else None
                     label = name if isinstance(name, str) else f"#{len(tools) + len(skipped)}"
@@ -364,6 +376,7 @@ class McpHttpClient(ServerTasks):
                 self.session.mark_tools_fresh(page.ttl_ms, page.cache_scope)
                 self._output_schemas = {t.name: t.output_schema for t in tools
                                         if t.output_schema is not None}
+                self._param_headers = {n: p for n, p in headers.items() if p}
                 return tuple(tools), tuple(skipped)
             if cursor in seen:
                 raise McpProtocolError(self.server, f"tools/list repeated cursor {cursor!r}")
@@ -388,12 +401,14 @@ class McpHttpClient(ServerTasks):
         McpTimeoutError, McpError
             As for every request.
         """
+        # x-mcp-header parameters (2026-07-28) mirrored into Mcp-Param-* headers.
+        mirrored = param_header_values(self._param_headers.get(name, ()), arguments)
         calling = CALLING.set((self.server, name))  # what a pending elicitation names
         try:
             try:
                 answer = await self._rounds(
                     lambda session, extra: session.call_tool(name, arguments, progress=True,
-                                                             extra=extra),
+                                                             extra=extra, headers=mirrored),
                     signal=signal, on_progress=on_progress or _ignore, timeout_ms=timeout_ms)
             except McpUrlElicitationRequired as refused:
                 if not await self._complete_url_elicitations(refused, signal, self._handlers):
@@ -402,7 +417,7 @@ class McpHttpClient(ServerTasks):
                 # is raised; the server never ran the refused call).
                 answer = await self._rounds(
                     lambda session, extra: session.call_tool(name, arguments, progress=True,
-                                                             extra=extra),
+                                                             extra=extra, headers=mirrored),
                     signal=signal, on_progress=on_progress or _ignore, timeout_ms=timeout_ms)
         finally:
             CALLING.reset(calling)

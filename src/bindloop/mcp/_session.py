@@ -77,6 +77,8 @@ class Outgoing(msgspec.Struct, frozen=True, kw_only=True):
     ``MCP-Protocol-Version`` header with ``Mcp-Method`` (``None``: a legacy message)."""
     name: str | None = None
     """The ``Mcp-Name`` header of a stateless request (the tool or prompt name, the URI)."""
+    headers: tuple[tuple[str, str], ...] = ()
+    """More headers of a stateless request (a tool's ``Mcp-Param-*`` headers)."""
 
 
 class McpResponse(msgspec.Struct, frozen=True, kw_only=True):
@@ -363,7 +365,8 @@ class McpClientSession:
         return self._request("tools/list", None if cursor is None else {"cursor": cursor})
 
     def call_tool(self, name: str, arguments: Mapping[str, Any], *,
-                  progress: bool = False, extra: Mapping[str, Any] | None = None) -> Outgoing:
+                  progress: bool = False, extra: Mapping[str, Any] | None = None,
+                  headers: tuple[tuple[str, str], ...] = ()) -> Outgoing:
         """``tools/call``. With ``progress`` the request's own id is its progress token, so the
         server's :class:`McpProgress` events carry it. ``extra`` params go beside the name and
         arguments (a Multi Round-Trip retry's ``inputResponses`` and ``requestState``)."""
@@ -372,7 +375,10 @@ class McpClientSession:
         params: dict[str, Any] = {**(extra or {}), "name": name, "arguments": dict(arguments)}
         if progress:
             params["_meta"] = {"progressToken": request_id}
-        return self._request("tools/call", params, request_id)
+        out = self._request("tools/call", params, request_id)
+        if headers and out.version is not None:
+            out = msgspec.structs.replace(out, headers=headers)
+        return out
 
     def ping(self) -> Outgoing:
         self._require_ready("ping")
