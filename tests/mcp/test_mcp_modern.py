@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import anyio
 import httpx
 import msgspec
 import pytest
@@ -502,3 +503,67 @@ async def test_a_tool_with_an_invalid_x_mcp_header_is_skipped_and_params_are_mir
         await client.call_tool("ask", {"region": "eu"})
     finally:
         await http.aclose()
+
+
+async def test_subscriptions_listen_replaces_the_get_stream_for_a_stateless_server() -> None:
+    listened: list[dict[str, Any]] = []
+
+    async def on_call(body: dict[str, Any], _: httpx.Request) -> httpx.Response:
+        raise AssertionError("no call")
+
+    class Listening(Scripted):
+        async def __call__(self, request: httpx.Request) -> httpx.Response:
+            assert request.method == "POST"  # never a GET stream
+            body = msgspec.json.decode(request.content)
+            if body["method"] != "subscriptions/listen":
+                return await super().__call__(request)
+            listened.append(body)
+            sub = {"io.modelcontextprotocol/subscriptionId": body["id"]}
+            events = [
+                {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                 "params": {"notifications": {"toolsListChanged": True}, "_meta": sub}},
+                {"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
+                 "params": {"_meta": sub}},
+                {"jsonrpc": "2.0", "id": body["id"], "result": {"resultType": "complete",
+                                                                "_meta": sub}},
+            ]
+            text = "".join(f"event: message\ndata: {msgspec.json.encode(e).decode()}\n\n"
+                           for e in events)
+            return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                                  content=text.encode())
+
+    seen: list[Any] = []
+    http = httpx.AsyncClient(transport=httpx.MockTransport(Listening(on_call)))
+    client = McpHttpClient(HttpxTransport("http://scripted.test/mcp", client=http),
+                           server="scripted", on_event=seen.append, sleep=_no_sleep)
+    try:
+        async with client:
+            await client.list_tools()
+            for _ in range(100):
+                if any(type(e).__name__ == "McpToolListChanged" for e in seen):
+                    break
+                await anyio.sleep(0.01)
+            await anyio.sleep(0.05)
+        # Closed by the server's answer: not reopened.
+        assert len(listened) == 1
+        assert listened[0]["params"]["notifications"]["toolsListChanged"] is True
+        assert listened[0]["params"]["_meta"][META_VERSION] == "2026-07-28"
+        assert any(getattr(e, "method", "") == "notifications/subscriptions/acknowledged"
+                   for e in seen)
+        assert any(type(e).__name__ == "McpToolListChanged" for e in seen)
+    finally:
+        await http.aclose()
+
+
+async def test_a_stateless_server_without_subscriptions_is_left_alone(url: str) -> None:
+    transport = HttpxTransport(url)
+    try:
+        async with open_mcp_client(transport, server="served") as client:
+            assert client.listening == 0  # bindloop's server refuses the method: no stream
+            assert (await client.call_tool("add", {"a": 1, "b": 2})).content[0]["text"] == "3"
+    finally:
+        await transport.aclose()
+
+
+async def _no_sleep(_: float) -> None:
+    return None

@@ -97,7 +97,15 @@ class McpHttpClient(ServerTasks):
     ``listen`` (default on) opens the server's GET stream in the background while the client is
     used as ``async with`` (or through :func:`open_mcp_client`), so requests and notifications a
     server sends outside any call are seen; a server without one answers 405 and nothing more
-    happens. ``auth`` is an authorization provider (:class:`McpOAuth`).
+    happens. For a 2026-07-28 server it is a ``subscriptions/listen`` stream asking for every list
+    change (a server that refuses it: nothing more happens). ``auth`` is an authorization
+    provider (:class:`McpOAuth`).
+
+    The era is decided per server by :meth:`connect`: ``modern_versions`` (default
+    ``("2026-07-28",)``) are tried first with ``server/discover``, the handshake revisions
+    (``protocol_versions``) after; ``modern_versions=()`` keeps the handshake. A 2026-07-28 call
+    answered ``input_required`` is answered through ``handlers`` and sent again, at most
+    ``max_input_rounds`` times.
 
     With a ``url_elicitation`` handler, a ``tools/call`` refused with URLElicitationRequired
     (-32042) shows each URL to the handler; when every one is accepted, the client waits for the
@@ -314,8 +322,8 @@ class McpHttpClient(ServerTasks):
             await self.connect()
         stack = AsyncExitStack()
         group = await stack.enter_async_context(anyio.create_task_group())
-        if self._listen_by_default and self.session.era != "modern":
-            # (A stateless server has no GET stream: see subscriptions/listen.)
+        if self._listen_by_default:
+            # The GET stream; for a stateless server, subscriptions/listen.
             try:
                 # Returns once the stream is open (or refused): what the server sends there from
                 # now on is seen, even for the very next call.
