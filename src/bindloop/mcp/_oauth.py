@@ -381,6 +381,10 @@ class McpOAuth:
             server = AuthorizationServerMetadata(
                 issuer=base, authorization_endpoint=f"{base}/authorize",
                 token_endpoint=f"{base}/token", registration_endpoint=f"{base}/register")
+        if resource is not None and server.issuer is not None and server.issuer != issuer:
+            # RFC 8414 section 3.3: the metadata must name the issuer it was fetched for, exactly.
+            raise self._fail(f"the authorization server metadata names issuer "
+                             f"{server.issuer!r}, not {issuer!r}")
         if server.code_challenge_methods_supported is not None and (
                 "S256" not in server.code_challenge_methods_supported
                 and self._grant == "authorization_code"):
@@ -497,6 +501,15 @@ class McpOAuth:
             raise self._fail(f"the authorization server answered {params['error']!r}")
         if params.get("state") != state:
             raise self._fail("the redirect's state does not match the request's")
+        # RFC 9207: the redirect names the issuer that answered; compared exactly (no
+        # normalization), required when the server says it sends it.
+        iss = params.get("iss")
+        if iss is None and discovered.server.authorization_response_iss_parameter_supported:
+            raise self._fail("the redirect carries no iss although the authorization server "
+                             "says it sends one")
+        if iss is not None and iss != discovered.issuer:
+            raise self._fail(f"the redirect's iss {iss!r} is not the authorization server "
+                             f"{discovered.issuer!r}")
         code = params.get("code")
         if not code:
             raise self._fail("the redirect carries no authorization code")
