@@ -36,6 +36,7 @@ from bindloop.mcp import (
     open_mcp_client,
 )
 from bindloop.mcp._exchange import header_value, param_header_values, param_headers
+from bindloop.mcp._oauth_model import application_type, registration_body
 from bindloop.mcp._server import _header_value
 from bindloop.plugins import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
@@ -567,3 +568,18 @@ async def test_a_stateless_server_without_subscriptions_is_left_alone(url: str) 
 
 async def _no_sleep(_: float) -> None:
     return None
+
+
+@pytest.mark.parametrize(("uris", "kind"), [
+    (["http://localhost:3000/callback"], "native"),
+    (["http://127.0.0.1:8765/cb"], "native"),
+    (["http://[::1]:8765/cb"], "native"),
+    (["com.example.app:/oauth"], "native"),
+    (["https://app.example.com/callback"], "web"),
+    (["http://localhost/cb", "https://app.example.com/cb"], "web"),
+    ([], "native"),
+])
+def test_registration_names_its_application_type(uris: list[str], kind: str) -> None:
+    body = registration_body(client_name="c", redirect_uris=uris, grant_types=["x"],
+                             methods=None, scope=None)
+    assert body["application_type"] == application_type(uris) == kind

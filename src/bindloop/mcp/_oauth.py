@@ -399,8 +399,8 @@ class McpOAuth:
 
     async def _client(self, discovered: _Discovered, scope: str | None) -> OAuthClientInfo:
         stored = await self._store.load_client()
-        if stored is not None:
-            return stored
+        if stored is not None and (stored.issuer is None or stored.issuer == discovered.issuer):
+            return stored  # (registered at another issuer: the server moved; register again)
         if self._preset is not None:
             return self._preset
         server = discovered.server
@@ -430,6 +430,7 @@ class McpOAuth:
                 client_id=client.client_id, client_secret=client.client_secret,
                 token_endpoint_auth_method=None if asked == "none" and client.client_secret
                 else asked)
+        client = msgspec.structs.replace(client, issuer=discovered.issuer)
         if client.client_secret:
             self._on_secret(client.client_secret)
         await self._store.save_client(client)

@@ -91,11 +91,14 @@ class AuthorizationServerMetadata(msgspec.Struct, frozen=True, kw_only=True):
 class OAuthClientInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """This client at one authorization server: registered, pre-registered or a client ID
     metadata document URL. ``token_endpoint_auth_method`` is how it authenticates at the token
-    endpoint (``none``, ``client_secret_basic``, ``client_secret_post``, ``private_key_jwt``)."""
+    endpoint (``none``, ``client_secret_basic``, ``client_secret_post``, ``private_key_jwt``).
+    ``issuer`` is the authorization server a registration was made at: a stored registration is
+    used only there (a server that moved to another issuer gets a new registration)."""
 
     client_id: str
     client_secret: str | None = None
     token_endpoint_auth_method: str | None = None
+    issuer: str | None = None
 
 
 class OAuthTokens(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
