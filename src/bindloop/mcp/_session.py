@@ -186,11 +186,17 @@ class McpClientSession:
     A response to a request the session forgot (cancelled, timed out) is dropped silently, as the
     protocol expects; a response to an id never issued (or answered already) is an
     :class:`McpDiscarded` event: it fails nothing, and the messages beside it are processed.
+
+    The stateless era (``modern_versions``, 2026-07-28): :meth:`discover` builds the probe (its own
+    id, ``discover-N``) and :meth:`adopt` makes the session ready with no handshake; from then on
+    every request carries the ``_meta`` envelope (:attr:`Outgoing.version` and
+    :attr:`Outgoing.name` give the headers), a result must name a known ``resultType``, and an
+    ``input_required`` one comes back as an :class:`McpInputRequired` result.
     """
 
     __slots__ = ("_capabilities", "_client_info", "_era", "_forgotten", "_fresh_until", "_ids",
-                 "_inbound", "_modern", "_now", "_probes", "_outbox", "_pending", "_phase", "_serves",
-                 "_stale", "_versions", "discover_result", "initialize_result", "server",
+                 "_inbound", "_modern", "_now", "_outbox", "_pending", "_phase", "_probes",
+                 "_serves", "_stale", "_versions", "discover_result", "initialize_result", "server",
                  "tools_cache_scope")
 
     def __init__(self, *, server: str, client_info: Implementation | None = None,
