@@ -302,6 +302,10 @@ class McpOAuth:
                 return True
             except McpAuthorizationError:
                 pass  # refused: authorize from scratch
+        if not step_up and tokens is not None:
+            # A token the server no longer takes: its metadata may name another authorization
+            # server now (a migration), so it is read again rather than trusted from before.
+            self._discovered = None
         discovered = await self._discover(challenge)
         previous = tokens.scope if (step_up and tokens is not None) else None
         if step_up and previous is None and tokens is not None:
