@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: all venv demo demo-providers demo-openai demo-mcp test lint pytest typecheck js-test wasm-smoke \
 	mcp-pyodide pyodide-timers conformance bench bench-peers bench-mcp bench-agent clean crash-test fuzz soak bench-report \
-	test-matrix store-servers bench-scale test-mcp-conformance mcp-everything
+	test-matrix store-servers bench-scale test-mcp-conformance test-mcp-conformance-2026 mcp-everything
 
 all: test
 
@@ -123,6 +123,16 @@ $(MCP_CONFORMANCE)/node_modules/.package-lock.json: $(MCP_CONFORMANCE)/package.j
 test-mcp-conformance: venv $(MCP_CONFORMANCE)/node_modules/.package-lock.json
 	$(PY) $(MCP_CONFORMANCE)/run.py --retry
 	$(PY) $(MCP_CONFORMANCE)/run_server.py
+
+## The suite's 0.2.0 pre-release (tests/mcp/conformance/v2026, pinned apart from 0.1.16) with its
+## 2026-07-28 client scenarios against the same adapter: bindloop's client speaking the stateless
+## revision. Not part of `make test` while the suite is a pre-release.
+$(MCP_CONFORMANCE)/v2026/node_modules/.package-lock.json: $(MCP_CONFORMANCE)/v2026/package.json $(MCP_CONFORMANCE)/v2026/package-lock.json
+	cd $(MCP_CONFORMANCE)/v2026 && npm ci --no-audit --no-fund
+	touch $@
+
+test-mcp-conformance-2026: venv $(MCP_CONFORMANCE)/v2026/node_modules/.package-lock.json
+	$(PY) $(MCP_CONFORMANCE)/run.py --retry --suite v2026 --spec-version 2026-07-28
 
 ## The TypeScript everything server (npm @modelcontextprotocol/server-everything, bound to
 ## 127.0.0.1) against bindloop's client on asyncio and trio: tools, resources, prompts,

@@ -24,7 +24,7 @@ from bindloop.signal import AbortController
 from bindloop.testing import final_answer, loop_harness, tool_call, tool_call_turn
 from bindloop.transcript import validate_and_heal_messages
 
-client = McpHttpClient(FetchTransport(url, fetch=fetch), server="ref")
+client = McpHttpClient(FetchTransport(url, fetch=fetch), server="ref", modern_versions=())
 toolset = await load_mcp_tools(client)
 assert client.session_id and client.session.protocol_version == "2025-11-25"
 plugin = plugin_from_tools(name="ref", description="reference", tools=toolset.tools)
@@ -76,7 +76,8 @@ else:
     raise AssertionError("the server never saw notifications/cancelled")
 
 # async with: the background GET stream opens in Pyodide's loop too, and calls go on beside it.
-async with McpHttpClient(FetchTransport(url, fetch=fetch), server="ref2") as listening:
+async with McpHttpClient(FetchTransport(url, fetch=fetch), server="ref2",
+                         modern_versions=()) as listening:
     for _ in range(100):
         if listening.listening:
             break

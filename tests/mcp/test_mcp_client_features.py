@@ -73,7 +73,7 @@ async def test_sampling_with_tools_round_trips_tool_use_and_tool_result(
         return True
 
     handlers = ServerRequestHandlers(sampling=McpSampling(function_model(model), policy=policy))
-    async with McpHttpClient(transport, server="ref", handlers=handlers) as client:
+    async with McpHttpClient(transport, server="ref", modern_versions=(), handlers=handlers) as client:
         result = await client.call_tool("weather_report", {"city": "Lyon"})
     assert result.content[0]["text"] == "It is sunny in Lyon."
     first, second = seen
@@ -182,7 +182,7 @@ async def test_url_elicitation_request_path_reaches_the_url_handler(
 
     handlers = ServerRequestHandlers(elicitation=form, url_elicitation=consent)
     assert handlers.capabilities()["elicitation"] == {"form": {}, "url": {}}
-    async with McpHttpClient(transport, server="ref", handlers=handlers) as client:
+    async with McpHttpClient(transport, server="ref", modern_versions=(), handlers=handlers) as client:
         result = await client.call_tool("open_dashboard", {})
         assert result.content[0]["text"] == "accept"
         # This server never announces completion: waiting says so instead of hanging.
@@ -205,7 +205,7 @@ async def test_url_elicitation_required_is_shown_waited_for_and_the_call_retried
         return ElicitationResult(action="accept")
 
     handlers = ServerRequestHandlers(url_elicitation=browser)
-    async with McpHttpClient(transport, server="ref", handlers=handlers, on_event=events.append,
+    async with McpHttpClient(transport, server="ref", modern_versions=(), handlers=handlers, on_event=events.append,
                              url_elicitation_wait_ms=20_000) as client:
         started = anyio.current_time()
         result = await client.call_tool("link_account", {})
@@ -223,7 +223,7 @@ async def test_a_declined_url_elicitation_raises_the_typed_error(
     async def decline(request: ElicitationRequest) -> ElicitationResult:
         return ElicitationResult(action="decline")
 
-    async with McpHttpClient(transport, server="ref", handlers=ServerRequestHandlers(
+    async with McpHttpClient(transport, server="ref", modern_versions=(), handlers=ServerRequestHandlers(
             url_elicitation=decline)) as client:
         with pytest.raises(McpUrlElicitationRequired) as refused:
             await client.call_tool("link_account", {})
@@ -239,7 +239,7 @@ async def test_without_a_url_handler_the_error_is_raised_and_url_requests_refuse
 
     handlers = ServerRequestHandlers(elicitation=form)
     assert handlers.capabilities()["elicitation"] == {"form": {}}
-    async with McpHttpClient(transport, server="ref", handlers=handlers) as client:
+    async with McpHttpClient(transport, server="ref", modern_versions=(), handlers=handlers) as client:
         with pytest.raises(McpUrlElicitationRequired):
             await client.call_tool("link_account", {})
     url_request = ElicitationRequest(message="go", mode="url", url="https://x.example",
@@ -278,7 +278,7 @@ async def test_a_task_augmented_sampling_request_runs_as_a_task_the_server_polls
                                      tasks=True)
     assert handlers.capabilities()["tasks"] == {
         "list": {}, "cancel": {}, "requests": {"sampling": {"createMessage": {}}}}
-    async with McpHttpClient(transport, server="ref", handlers=handlers,
+    async with McpHttpClient(transport, server="ref", modern_versions=(), handlers=handlers,
                              wall_clock=lambda: float(next(times))) as client:
         steps = _steps(await client.call_tool(
             "task_round", {"method": "sampling/createMessage", "cancel": False}))
@@ -310,7 +310,7 @@ async def test_a_task_augmented_elicitation_is_cancelled_by_the_server(
         raise AssertionError("unreachable")
 
     handlers = ServerRequestHandlers(elicitation=never_answers, tasks=True)
-    async with McpHttpClient(transport, server="ref", handlers=handlers) as client:
+    async with McpHttpClient(transport, server="ref", modern_versions=(), handlers=handlers) as client:
         steps = _steps(await client.call_tool(
             "task_round", {"method": "elicitation/create", "cancel": True}))
         assert cancelled.is_set()  # the user's form was closed: its work was cancelled
@@ -328,7 +328,7 @@ async def test_a_failed_task_answers_tasks_result_with_the_requests_own_error(
     handlers = ServerRequestHandlers(
         sampling=McpSampling(function_model(model), policy=lambda _: "no sampling today"),
         tasks=True)
-    async with McpHttpClient(transport, server="ref", handlers=handlers) as client:
+    async with McpHttpClient(transport, server="ref", modern_versions=(), handlers=handlers) as client:
         steps = _steps(await client.call_tool(
             "task_round", {"method": "sampling/createMessage", "cancel": False}))
     final = [answer for what, answer in steps[:-1] if what == "tasks/get"][-1]
@@ -344,7 +344,7 @@ async def test_without_tasks_a_task_augmented_request_is_answered_directly(
 
     handlers = ServerRequestHandlers(sampling=McpSampling(function_model(model)))
     assert "tasks" not in handlers.capabilities()
-    async with McpHttpClient(transport, server="ref", handlers=handlers) as client:
+    async with McpHttpClient(transport, server="ref", modern_versions=(), handlers=handlers) as client:
         steps = _steps(await client.call_tool(
             "task_round", {"method": "sampling/createMessage", "cancel": False}))
     assert steps[0][1]["content"] == {"type": "text", "text": "direct"}
@@ -367,7 +367,7 @@ async def test_the_agents_own_model_answers_sampling_with_tools(
         final_answer("The forecast for Oslo is sunny."),
     ])
     handlers = ServerRequestHandlers(sampling=McpSampling(model, model_name="agent-model"))
-    async with McpHttpClient(transport, server="ref", handlers=handlers) as client:
+    async with McpHttpClient(transport, server="ref", modern_versions=(), handlers=handlers) as client:
         async def handler(_: None) -> ChatResult:
             equip_instruction("What is the weather in Oslo?")
             await equip_mcp(client, allow=["weather_report"], prefix="ref")

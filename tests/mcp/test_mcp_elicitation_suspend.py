@@ -72,7 +72,7 @@ async def test_the_run_waits_for_the_hosts_answer_checked_against_the_schema(
     inbox = PendingElicitations(on_pending=seen.append)
     handlers = ServerRequestHandlers(elicitation=inbox)
     outcome: dict[str, Any] = {}
-    async with McpHttpClient(transport, server="ref", handlers=handlers) as client:
+    async with McpHttpClient(transport, server="ref", modern_versions=(), handlers=handlers) as client:
         booker = _booker(client)
 
         async def run() -> None:
@@ -107,7 +107,7 @@ async def test_the_run_waits_for_the_hosts_answer_checked_against_the_schema(
 async def test_decline_cancel_and_timeout_reach_the_tool(transport: HttpxTransport,
                                                          answer: str) -> None:
     inbox = PendingElicitations(timeout_ms=150 if answer == "timeout" else None)
-    async with McpHttpClient(transport, server="ref", handlers=ServerRequestHandlers(
+    async with McpHttpClient(transport, server="ref", modern_versions=(), handlers=ServerRequestHandlers(
             elicitation=inbox)) as client:
         booker = _booker(client)
         outcome: dict[str, Any] = {}
@@ -134,7 +134,7 @@ async def test_an_aborted_run_takes_its_pending_elicitation_away(
     inbox = PendingElicitations(timeout_ms=None)
     controller = AbortController()
     outcome: dict[str, Any] = {}
-    async with McpHttpClient(transport, server="ref", handlers=ServerRequestHandlers(
+    async with McpHttpClient(transport, server="ref", modern_versions=(), handlers=ServerRequestHandlers(
             elicitation=inbox)) as client:
         booker = _booker(client)
 
@@ -237,7 +237,7 @@ async def test_a_url_elicitation_required_error_becomes_a_pending_url_entry(
 
     inbox = PendingElicitations()
     outcome: dict[str, Any] = {}
-    async with McpHttpClient(transport, server="ref", url_elicitation_wait_ms=20_000,
+    async with McpHttpClient(transport, server="ref", modern_versions=(), url_elicitation_wait_ms=20_000,
                              handlers=ServerRequestHandlers(url_elicitation=inbox)) as client:
         async def call() -> None:
             outcome["result"] = await client.call_tool("link_account", {})
@@ -259,7 +259,7 @@ async def test_an_abort_while_the_user_is_at_the_url_stops_the_call(
     inbox = PendingElicitations()
     controller = AbortController()
     outcome: dict[str, Any] = {}
-    async with McpHttpClient(transport, server="ref",
+    async with McpHttpClient(transport, server="ref", modern_versions=(),
                              handlers=ServerRequestHandlers(url_elicitation=inbox)) as client:
         async def call() -> None:
             try:

@@ -100,7 +100,7 @@ class McpScript:
 def client(transport: HttpxTransport, **options: Any) -> McpHttpClient:
     options.setdefault("timeout_ms", 2_000)
     options.setdefault("notify_timeout_ms", 300)
-    return McpHttpClient(transport, server="hostile", **options)
+    return McpHttpClient(transport, server="hostile", **{"modern_versions": (), **options})
 
 
 async def test_headers_session_id_protocol_version_auth_and_delete_on_close(

@@ -7,9 +7,11 @@ in ``make test-mcp-conformance``."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import itertools
 import json
+import urllib.parse
 from typing import Any
 
 import pytest
@@ -24,6 +26,7 @@ from bindloop.mcp import (
     McpHttpError,
     McpOAuth,
     MemoryTokenStore,
+    OAuthClientInfo,
     ProtectedResourceMetadata,
     parse_www_authenticate,
     transport_fetch,
@@ -377,6 +380,148 @@ async def test_a_challenge_cannot_send_discovery_to_another_origin(
         assert ("/elsewhere/prm" in paths) is allowed
         # not allowed: the well-known URL at the server's own origin was used instead
         assert ("/.well-known/oauth-protected-resource/mcp" in paths) is not allowed
+    finally:
+        await transport.aclose()
+        await http.aclose()
+
+
+class IssWorld(World):
+    """The authorization server says it sends ``iss`` (RFC 9207); the redirect's ``iss`` is
+    ``iss`` (``None``: left out)."""
+
+    def __init__(self, scripted: ScriptedProviderServer, iss: str | None,
+                 advertised: bool = True) -> None:
+        super().__init__(scripted)
+        self.iss = iss
+        self.advertised = advertised
+        self.registrations = 0
+
+    def well_known(self, request: RecordedRequest) -> ScriptedReply:
+        reply = super().well_known(request)
+        if request.path != "/.well-known/oauth-authorization-server/as":
+            return reply
+        metadata = json.loads(b"".join(reply.chunks))
+        metadata["authorization_response_iss_parameter_supported"] = self.advertised
+        return json_reply(metadata)
+
+    def auth_server(self, request: RecordedRequest) -> ScriptedReply:
+        if request.path == "/as/register":
+            assert json.loads(request.body)["application_type"] == "native"  # a loopback redirect
+            self.registrations += 1
+        return super().auth_server(request)
+
+    async def authorize(self, url: str) -> str:
+        redirect = await super().authorize(url)
+        if self.iss is None:
+            return redirect
+        return redirect + "&iss=" + urllib.parse.quote(self.iss, safe="")
+
+
+@pytest.mark.parametrize(("iss", "advertised", "refused"), [
+    ("{as}", True, None),
+    ("{as}", False, None),
+    (None, False, None),
+    (None, True, "no iss"),
+    ("https://evil.example/as", True, "evil.example"),
+    ("https://evil.example/as", False, "evil.example"),
+    ("{as}/", True, "is not the authorization server"),  # compared exactly: no normalization
+])
+async def test_the_redirects_issuer_is_checked_exactly_rfc_9207(
+        scripted: ScriptedProviderServer, iss: str | None, advertised: bool,
+        refused: str | None) -> None:
+    world = IssWorld(scripted, None if iss is None else iss.format(**{"as": "AS"}),
+                     advertised)
+    if world.iss is not None:
+        world.iss = world.iss.replace("AS", f"{world.base}/as")
+    # A registration stored at another issuer is not used there: this one registers anew.
+    store = MemoryTokenStore()
+    await store.save_client(OAuthClientInfo(client_id="old-client", issuer="https://old.example"))
+    transport = HttpxTransport(world.base + "/mcp")
+    import httpx
+
+    http = httpx.AsyncClient()
+    try:
+        oauth = McpOAuth(server_url=world.base + "/mcp",
+                         fetch=transport_fetch(lambda url: HttpxTransport(url, client=http)),
+                         authorize=world.authorize, redirect_uri="http://127.0.0.1:9/cb",
+                         random_bytes=lambda n: bytes(range(n)), store=store)
+        client = McpHttpClient(transport, server="guarded", auth=oauth, timeout_ms=5_000)
+        if refused is None:
+            await client.connect()
+            assert world.token_forms and world.registrations == 1
+            assert store.client is not None and store.client.issuer == f"{world.base}/as"
+        else:
+            with pytest.raises(McpAuthorizationError, match=refused):
+                await client.connect()
+            assert world.token_forms == []  # the code is never redeemed
+    finally:
+        await transport.aclose()
+        await http.aclose()
+
+
+class MovingWorld(World):
+    """After ``move()`` the resource names another authorization server (``/as2``, a copy of the
+    first under another issuer) and refuses the tokens of the first."""
+
+    def __init__(self, scripted: ScriptedProviderServer) -> None:
+        super().__init__(scripted)
+        self.moved = False
+        self.registered_at: list[str] = []
+        scripted.set_responder("as2", self.auth_server)
+
+    def move(self) -> None:
+        self.moved = True
+        self.tokens.clear()
+
+    def well_known(self, request: RecordedRequest) -> ScriptedReply:
+        if request.path == "/.well-known/oauth-protected-resource/mcp" and self.moved:
+            return json_reply({"resource": f"{self.base}/mcp",
+                               "authorization_servers": [f"{self.base}/as2"]})
+        if request.path == "/.well-known/oauth-authorization-server/as2":
+            first = super().well_known(with_path(
+                request, "/.well-known/oauth-authorization-server/as"))
+            return json_reply(json.loads(b"".join(first.chunks).replace(
+                b"/as", b"/as2")))
+        return super().well_known(request)
+
+    def auth_server(self, request: RecordedRequest) -> ScriptedReply:
+        if request.path.endswith("/register"):
+            self.registered_at.append(request.path.split("/")[1])
+        if self.moved and request.path.startswith("/as/"):
+            # The old authorization server is gone: a refresh there is refused.
+            return ScriptedReply(status=400, streamed=False, headers=(
+                ("content-type", "application/json"),), chunks=(b'{"error":"invalid_grant"}',))
+        return super().auth_server(with_path(
+            request, request.path.replace("/as2/", "/as/")))
+
+    async def authorize(self, url: str) -> str:
+        return await super().authorize(url.replace("/as2/", "/as/"))
+
+
+def with_path(request: RecordedRequest, path: str) -> RecordedRequest:
+    return dataclasses.replace(request, path=path)
+
+
+async def test_a_resource_that_moves_to_another_issuer_is_rediscovered_and_registered_again(
+        scripted: ScriptedProviderServer) -> None:
+    world = MovingWorld(scripted)
+    store = MemoryTokenStore()
+    transport = HttpxTransport(world.base + "/mcp")
+    import httpx
+
+    http = httpx.AsyncClient()
+    try:
+        oauth = McpOAuth(server_url=world.base + "/mcp",
+                         fetch=transport_fetch(lambda url: HttpxTransport(url, client=http)),
+                         authorize=world.authorize, redirect_uri="http://127.0.0.1:9/cb",
+                         random_bytes=lambda n: bytes(range(n)), store=store)
+        client = McpHttpClient(transport, server="guarded", auth=oauth, timeout_ms=5_000)
+        await client.connect()
+        assert world.registered_at == ["as"]
+        world.move()
+        await client.list_tools()  # 401: the metadata is read again, the client registers anew
+        assert world.registered_at == ["as", "as2"]
+        assert store.client is not None and store.client.issuer == f"{world.base}/as2"
     finally:
         await transport.aclose()
         await http.aclose()

@@ -85,7 +85,7 @@ class EchoTransport:
 
 
 async def _shown(secret: str, place: str, spelling: str) -> list[str]:
-    mcp = McpHttpClient(EchoTransport(place, spelling), server="echo",  # type: ignore[arg-type]
+    mcp = McpHttpClient(EchoTransport(place, spelling), server="echo", modern_versions=(),  # type: ignore[arg-type]
                         headers=[("authorization", f"Bearer {secret}")], timeout_ms=5_000)
     texts: list[str] = []
     try:

@@ -46,7 +46,7 @@ def assert_valid_transcript(messages: list[Any]) -> None:
 async def client(reference_url: str) -> AsyncIterator[McpHttpClient]:
     transport = HttpxTransport(reference_url)
     try:
-        async with open_mcp_client(transport, server="ref") as mcp:
+        async with open_mcp_client(transport, server="ref", modern_versions=()) as mcp:
             yield mcp
     finally:
         await transport.aclose()
@@ -159,7 +159,7 @@ async def test_a_timeout_cancels_on_the_server_and_raises_typed(reference_url: s
 
     transport = HttpxTransport(reference_url)
     try:
-        async with open_mcp_client(transport, server="ref", max_timeout_ms=700) as client:
+        async with open_mcp_client(transport, server="ref", modern_versions=(), max_timeout_ms=700) as client:
             # Progress every 50 ms starts the 200 ms timeout again: a 0.5 s call finishes ...
             done = await client.call_tool("slow", {"seconds": 0.5}, timeout_ms=200)
             assert "slept 0.5s" in str(done.content)
@@ -189,7 +189,7 @@ async def test_server_side_refusals_come_back_as_tool_errors(client: McpHttpClie
 async def test_json_response_mode_works_too(reference_json_url: str) -> None:
     transport = HttpxTransport(reference_json_url)
     try:
-        async with open_mcp_client(transport, server="json") as mcp:
+        async with open_mcp_client(transport, server="json", modern_versions=()) as mcp:
             toolset = await load_mcp_tools(mcp)
             add = {t.name: t for t in toolset.tools}["json__add"]
             assert (await add.execute({"a": 5, "b": 6}, None)).content == "11"  # type: ignore[union-attr]
@@ -204,7 +204,7 @@ async def test_a_server_is_a_plugin_loaded_on_activation_and_rehydrated(
     async def connect() -> McpHttpClient:
         transport = HttpxTransport(reference_url)
         transports.append(transport)
-        return McpHttpClient(transport, server="ref")
+        return McpHttpClient(transport, server="ref", modern_versions=())
 
     plugin = McpServerPlugin(name="shapes", description="Shapes and arithmetic over MCP.",
                              connect=connect)
@@ -255,7 +255,7 @@ async def test_a_server_is_a_plugin_loaded_on_activation_and_rehydrated(
 async def test_the_servers_own_stream_stays_open_until_cancelled(reference_url: str) -> None:
     transport = HttpxTransport(reference_url)
     try:
-        async with open_mcp_client(transport, server="ref", listen=False) as client:
+        async with open_mcp_client(transport, server="ref", modern_versions=(), listen=False) as client:
             with anyio.move_on_after(0.3) as scope:
                 await client.listen()
             assert scope.cancelled_caught
@@ -299,7 +299,7 @@ async def test_progress_forever_is_bounded_by_default(reference_url: str) -> Non
 
     transport = HttpxTransport(reference_url)
     try:
-        async with open_mcp_client(transport, server="ref") as client:
+        async with open_mcp_client(transport, server="ref", modern_versions=()) as client:
             started = anyio.current_time()
             with anyio.fail_after(2.9), pytest.raises(McpTimeoutError):
                 await client.call_tool("slow", {"seconds": 3}, timeout_ms=150)

@@ -40,6 +40,10 @@ _TOOL_FOR = {
 }
 
 
+_LIST_ONLY = frozenset({"initialize", "json-schema-ref-no-deref"})
+_EVERY_TOOL = frozenset({"sep-2322-client-request-state"})
+
+
 def _context() -> dict[str, Any]:
     raw = os.environ.get("MCP_CONFORMANCE_CONTEXT")
     if not raw:
@@ -127,7 +131,26 @@ async def run_scenario(url: str, scenario: str, context: dict[str, Any]) -> None
         # servers send the requests (elicitation) they make from inside a tool.
         async with McpHttpClient(transport, server="conformance", **options) as mcp:
             tools, _ = await mcp.list_tools()
-            if scenario == "initialize":
+            if scenario in _LIST_ONLY:
+                return
+            if scenario in _EVERY_TOOL:
+                # Each tool in turn: an input_required flow of one call must not leak its
+                # inputResponses or requestState into the next.
+                for tool in tools:
+                    result = await mcp.call_tool(tool.name, {})
+                    print(json.dumps({"tool": tool.name, "content": result.content})[:2000])
+                return
+            echo = next((t for t in tools if t.name == "json_schema_echo"), None)
+            if echo is not None:
+                # What the client kept of the other tool's inputSchema goes back verbatim.
+                other = next(t for t in tools if t is not echo)
+                await mcp.call_tool(echo.name, {"schema": other.input_schema})
+                return
+            calls = context.get("toolCalls")
+            if isinstance(calls, list) and calls:
+                for call in calls:
+                    result = await mcp.call_tool(call["name"], call.get("arguments") or {})
+                    print(json.dumps({"tool": call["name"], "content": result.content})[:2000])
                 return
             name, arguments = _TOOL_FOR.get(scenario, (None, {}))
             if name is None:

@@ -81,8 +81,10 @@ from ._pending import (
     PendingElicitations as PendingElicitations,
 )
 from ._protocol import (
+    MODERN_VERSIONS as MODERN_VERSIONS,
     PROTOCOL_VERSIONS as PROTOCOL_VERSIONS,
     CallToolResult as CallToolResult,
+    DiscoverResult as DiscoverResult,
     Implementation as Implementation,
     InitializeResult as InitializeResult,
     ListToolsResult as ListToolsResult,
@@ -111,7 +113,9 @@ from ._session import (
     McpClientSession as McpClientSession,
     McpDiscarded as McpDiscarded,
     McpElicitationComplete as McpElicitationComplete,
+    McpEra as McpEra,
     McpEvent as McpEvent,
+    McpInputRequired as McpInputRequired,
     McpPhase as McpPhase,
     McpProgress as McpProgress,
     McpRequestFailed as McpRequestFailed,
@@ -144,6 +148,7 @@ from ._tools import (
 )
 
 __all__ = (
+    "MODERN_VERSIONS",
     "PROTOCOL_VERSIONS",
     "TERMINAL_TASK_STATUSES",
     "AuthorizationGrant",
@@ -166,6 +171,9 @@ __all__ = (
     "McpClientSession",
     "McpConnectionError",
     "McpDiscarded",
+    "DiscoverResult",
+    "McpEra",
+    "McpInputRequired",
     "McpElicitationComplete",
     "McpError",
     "McpEvent",

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import TypeVar
+import base64
+import re
+from typing import Any, TypeVar
+
 import msgspec
 
 from ..wire import HttpRequest, SseDecoder, SseError, Transport, TransportError, TransportResponse
@@ -36,7 +39,8 @@ from ._session import (
     Outgoing,
 )
 
-__all__ = ("Answer", "HttpExchange", "StreamRead", "content_type", "header")
+__all__ = ("Answer", "HttpExchange", "ParamHeader", "StreamRead", "content_type", "header",
+           "header_value", "param_headers", "param_header_values")
 
 Answer = McpResponse | McpRequestFailed
 _E = TypeVar("_E", bound=McpError)
@@ -117,7 +121,8 @@ class HttpExchange:
         return []
 
     def _http(self, method: str, body: bytes, *, accept: str | None = "application/json, "
-              "text/event-stream", last_event_id: str | None = None) -> HttpRequest:
+              "text/event-stream", last_event_id: str | None = None,
+              out: Outgoing | None = None) -> HttpRequest:
         headers: list[tuple[str, str]] = []
         if method == "POST":
             headers.append(("content-type", "application/json"))
@@ -126,6 +131,13 @@ class HttpExchange:
         if self.session_id is not None:
             headers.append(("mcp-session-id", self.session_id))
         version = self.session.protocol_version
+        if out is not None and out.version is not None:
+            # The stateless form: the headers repeat the body, for intermediaries to route on.
+            version = out.version
+            headers.append(("mcp-method", out.method))
+            if out.name is not None:
+                headers.append(("mcp-name", header_value(out.name)))
+            headers.extend(out.headers)
         if version is not None:
             headers.append(("mcp-protocol-version", version))
         if last_event_id is not None:
@@ -196,7 +208,14 @@ class HttpExchange:
         the count (servers that poll close every stream after a while, by design)."""
         request_id = out.request_id
         assert request_id is not None
-        async with self._open(self._http("POST", out.body), out.method) as resp:
+        async with self._open(self._http("POST", out.body, out=out), out.method) as resp:
+            if out.version is not None and resp.status in (400, 404, 405) \
+                    and content_type(resp) == "application/json":
+                # A stateless server answers its refusals (an unsupported revision, a header
+                # mismatch, an unknown method) with a 4xx that carries the JSON-RPC error.
+                refused = await self._modern_refusal(resp, out)
+                if refused is not None:
+                    return refused
             await self._check_status(resp, out.method, expect_answer=True)
             if out.method == "initialize":
                 self.session_id = header(resp, "mcp-session-id")
@@ -249,6 +268,23 @@ class HttpExchange:
         raise McpConnectionError(self.server,
                                  f"the reply stream for {out.method} ended before its response, "
                                  f"{how}")
+
+    async def _modern_refusal(self, resp: TransportResponse, out: Outgoing) -> Answer | None:
+        """The JSON-RPC error answer in a stateless request's 4xx body; otherwise (not JSON-RPC,
+        not its answer: a server that does not speak the form) :class:`McpHttpError`."""
+        body = await self._read_body(resp, out.method)
+        try:
+            events = self.session.receive(body)
+        except McpProtocolError:
+            events = []
+        answer = next((e for e in events if isinstance(e, McpRequestFailed)
+                       and e.request_id == out.request_id), None)
+        if answer is not None:
+            return answer
+        text = " ".join(self.redact(body[:4 * _MAX_ERROR_EXCERPT].decode("utf-8", "replace"))
+                        .split())[:_MAX_ERROR_EXCERPT]
+        raise self._clean(McpHttpError(self.server, resp.status, text, what=out.method,
+                                       www_authenticate=header(resp, "www-authenticate")))
 
     async def _read_stream(self, resp: TransportResponse, request_id: RequestId | None,
                            method: str, last_id: str | None = None) -> StreamRead:
@@ -335,6 +371,98 @@ class HttpExchange:
         for message in self.session.take_outgoing():
             await self._notify(message)
         return mine
+
+
+def header_value(value: str) -> str:
+    """``value`` as an HTTP header value: as is when it is plain visible ASCII (inner spaces
+    allowed) or empty, else in the ``=?base64?...?=`` form the 2026-07-28 transport defines."""
+    if not value:
+        return value
+    if value == value.strip() and all(" " <= ch <= "~" for ch in value) \
+            and not (value.startswith("=?base64?") and value.endswith("?=")):
+        return value
+    return "=?base64?" + base64.b64encode(value.encode("utf-8")).decode("ascii") + "?="
+
+
+ParamHeader = tuple[str, tuple[str, ...], str]
+"""One ``x-mcp-header`` annotation: the header's name part, the ``properties`` path to the value,
+and the property's type (``string``, ``integer`` or ``boolean``)."""
+
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_HEADER_TYPES = ("string", "integer", "boolean")
+_SAFE_INTEGER = 2 ** 53 - 1
+
+
+def param_headers(schema: dict[str, Any]) -> tuple[tuple[ParamHeader, ...], str | None]:
+    """The ``x-mcp-header`` annotations of a tool's ``inputSchema`` (2026-07-28), or the reason the
+    tool must be left out: a name that is not an HTTP token or repeats another (case-insensitively),
+    a property that is not a string, integer or boolean, or an annotation that is not reached from
+    the root through ``properties`` alone."""
+    found: list[ParamHeader] = []
+    seen: set[str] = set()
+    problem: str | None = None
+
+    def walk(node: Any, path: tuple[str, ...]) -> None:
+        nonlocal problem
+        props = node.get("properties") if isinstance(node, dict) else None
+        if not isinstance(props, dict):
+            return
+        for key, sub in props.items():
+            if not isinstance(sub, dict):
+                continue
+            if "x-mcp-header" in sub:
+                name = sub["x-mcp-header"]
+                kind = sub.get("type")
+                if not isinstance(name, str) or not _TOKEN.fullmatch(name):
+                    problem = problem or f"x-mcp-header {str(name)[:40]!r} is not an HTTP token"
+                elif name.lower() in seen:
+                    problem = problem or f"x-mcp-header {name!r} is used twice"
+                elif kind not in _HEADER_TYPES:
+                    problem = problem or (f"x-mcp-header {name!r} is on a {kind!r} property "
+                                          "(string, integer or boolean only)")
+                else:
+                    seen.add(name.lower())
+                    found.append((name, (*path, key), kind))
+            walk(sub, (*path, key))
+
+    walk(schema, ())
+    if problem is None and _count_annotations(schema) != len(found):
+        problem = "an x-mcp-header is not reached from the root through properties alone"
+    return tuple(found), problem
+
+
+def _count_annotations(node: Any, depth: int = 0) -> int:
+    if depth > 64:
+        return 0
+    if isinstance(node, dict):
+        return ("x-mcp-header" in node) + sum(_count_annotations(v, depth + 1)
+                                              for v in node.values())
+    if isinstance(node, list):
+        return sum(_count_annotations(v, depth + 1) for v in node)
+    return 0
+
+
+def param_header_values(params: tuple[ParamHeader, ...],
+                        arguments: Any) -> tuple[tuple[str, str], ...]:
+    """The ``Mcp-Param-{name}`` headers of one call: each annotated value found in
+    ``arguments`` at its path, as text (booleans lowercase), encoded like ``Mcp-Name``. A value
+    missing, ``null`` or not of the declared type sends no header."""
+    out: list[tuple[str, str]] = []
+    for name, path, kind in params:
+        value: Any = arguments
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if kind == "boolean" and isinstance(value, bool):
+            text = "true" if value else "false"
+        elif kind == "integer" and isinstance(value, int) and not isinstance(value, bool) \
+                and abs(value) <= _SAFE_INTEGER:
+            text = str(value)
+        elif kind == "string" and isinstance(value, str):
+            text = value
+        else:
+            continue
+        out.append((f"mcp-param-{name}", header_value(text)))
+    return tuple(out)
 
 
 def header(resp: TransportResponse, name: str) -> str | None:

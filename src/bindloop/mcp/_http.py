@@ -28,28 +28,35 @@ from ._errors import (
     McpError,
     McpHttpError,
     McpProtocolError,
+    McpRequestRefused,
+    McpRpcError,
     McpSessionExpiredError,
     McpTimeoutError,
     McpUrlElicitationRequired,
+    McpVersionError,
 )
-from ._exchange import Answer
+from ._exchange import Answer, ParamHeader, param_header_values, param_headers
 from ._pending import CALLING
 from ._server_tasks import ServerTasks
 from ._oauth import McpAuth
 from ._protocol import (
+    MODERN_VERSIONS,
     PROTOCOL_VERSIONS,
     CallToolResult,
+    DiscoverResult,
     Implementation,
     InitializeResult,
     McpToolInfo,
     RequestId,
     SkippedMcpTool,
 )
-from ._serve import ServerRequestHandlers
+from ._serve import ServerRequestHandlers, serve_request
 from ._session import (
     McpClientSession,
     McpEvent,
+    McpInputRequired,
     McpProgress,
+    McpServerRequest,
     McpRequestFailed,
     McpResponse,
     Outgoing,
@@ -59,6 +66,8 @@ __all__ = ("McpHttpClient", "ProgressCallback", "open_mcp_client")
 
 ProgressCallback = Callable[[McpProgress], None]
 _AUTO_OVERALL = 10  # max_timeout_ms="auto": the overall bound, in request timeouts
+_UNSUPPORTED_VERSION = -32022  # the 2026-07-28 UnsupportedProtocolVersionError
+_MODERN_ERRORS = (-32020, -32021, _UNSUPPORTED_VERSION)  # codes only a stateless server sends
 _LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
@@ -88,7 +97,15 @@ class McpHttpClient(ServerTasks):
     ``listen`` (default on) opens the server's GET stream in the background while the client is
     used as ``async with`` (or through :func:`open_mcp_client`), so requests and notifications a
     server sends outside any call are seen; a server without one answers 405 and nothing more
-    happens. ``auth`` is an authorization provider (:class:`McpOAuth`).
+    happens. For a 2026-07-28 server it is a ``subscriptions/listen`` stream asking for every list
+    change (a server that refuses it: nothing more happens). ``auth`` is an authorization
+    provider (:class:`McpOAuth`).
+
+    The era is decided per server by :meth:`connect`: ``modern_versions`` (default
+    ``("2026-07-28",)``) are tried first with ``server/discover``, the handshake revisions
+    (``protocol_versions``) after; ``modern_versions=()`` keeps the handshake. A 2026-07-28 call
+    answered ``input_required`` is answered through ``handlers`` and sent again, at most
+    ``max_input_rounds`` times.
 
     With a ``url_elicitation`` handler, a ``tools/call`` refused with URLElicitationRequired
     (-32042) shows each URL to the handler; when every one is accepted, the client waits for the
@@ -116,6 +133,8 @@ class McpHttpClient(ServerTasks):
         now: Clock = monotonic_ms,
         ids: Callable[[], RequestId] | None = None,
         protocol_versions: tuple[str, ...] = PROTOCOL_VERSIONS,
+        modern_versions: tuple[str, ...] = MODERN_VERSIONS,
+        max_input_rounds: int = 8,
         client_info: Implementation | None = None,
         on_event: Callable[[McpEvent], None] | None = None,
         max_resumes: int = 3,
@@ -138,6 +157,8 @@ class McpHttpClient(ServerTasks):
                              f"got {max_timeout_ms!r}")
         if max_resumes < 0 or max_body_bytes < 1:
             raise UsageError("max_resumes must be >= 0 and max_body_bytes positive")
+        if max_input_rounds < 1:
+            raise UsageError("max_input_rounds must be >= 1")
         if handlers is not None and not isinstance(handlers, ServerRequestHandlers):
             raise UsageError("handlers= takes a ServerRequestHandlers")
         if ids is None:
@@ -146,6 +167,8 @@ class McpHttpClient(ServerTasks):
         self._ids = ids
         self._client_info = client_info
         self._versions = protocol_versions
+        self._modern = modern_versions
+        self._max_rounds = max_input_rounds
         self._now = now
         self._handlers = handlers or ServerRequestHandlers()
         self.server = server
@@ -169,6 +192,7 @@ class McpHttpClient(ServerTasks):
         self._extend: dict[RequestId, tuple[anyio.CancelScope, float, float | None]] = {}
         self._early: dict[RequestId, Answer] = {}
         self._output_schemas: dict[str, dict[str, Any]] = {}
+        self._param_headers: dict[str, tuple[ParamHeader, ...]] = {}
         self._listen_by_default = listen
         self.listening = 0
         """How many GET streams from the server are open now (the background one included)."""
@@ -196,20 +220,86 @@ class McpHttpClient(ServerTasks):
         return McpClientSession(server=self.server, client_info=self._client_info,
                                 protocol_versions=self._versions, ids=self._ids, now=self._now,
                                 capabilities=self._handlers.capabilities(),
-                                serves=self._handlers.serves())
+                                serves=self._handlers.serves(),
+                                modern_versions=self._modern)
 
     # -- public API -------------------------------------------------------------------------
 
     async def connect(self) -> InitializeResult:
-        """``initialize`` (version negotiated), then ``notifications/initialized``.
+        """Decide the server's era, then start: a 2026-07-28 server (it answers
+        ``server/discover`` in the stateless form, or refuses the revision asked with
+        UnsupportedProtocolVersionError listing one this client speaks) needs no handshake; any
+        other gets ``initialize`` (version negotiated), then ``notifications/initialized``. For
+        a stateless server the result is made from its ``server/discover`` answer
+        (``session.discover_result``). With ``modern_versions=()`` only the handshake is tried.
 
         Raises
         ------
         McpVersionError
-            The server chose a revision this client does not speak.
+            The server speaks no revision this client does (both sides named).
         McpError
             Any other failure (HTTP status, not MCP, unreachable, timeout).
         """
+        if self._modern and self.session.phase == "new":
+            adopted = await self._discover()
+            if adopted is not None:
+                return adopted
+        return await self._initialize()
+
+    async def _discover(self) -> InitializeResult | None:
+        """``server/discover`` in the stateless form: the result when the server speaks a
+        stateless revision this client does, ``None`` for a server to start with ``initialize``
+        (a 4xx without a stateless error, or an error only a legacy server sends)."""
+        tried: list[str] = []
+        version = self._modern[0]
+        attempts = 0
+        while True:
+            tried.append(version)
+            try:
+                answer = await self._call(self.session.discover(version))
+            except McpVersionError:
+                raise
+            except McpProtocolError:
+                return None  # an answer that is not a stateless one: a legacy server
+            except McpHttpError as exc:
+                if attempts < 3 and await self._reauthorize(exc):
+                    attempts += 1
+                    continue
+                if 400 <= exc.status < 500 and exc.status not in (401, 403):
+                    return None  # not a stateless server: the handshake decides
+                raise
+            except McpRpcError as exc:
+                if exc.code not in _MODERN_ERRORS:
+                    return None  # a legacy server's refusal (no session, unknown method)
+                if exc.code != _UNSUPPORTED_VERSION:
+                    raise
+                supported = _supported(exc.data)
+                # The first revision the server lists that this client speaks: once more even
+                # when it is the one just refused (a server may refuse a request transiently),
+                # within one try per revision offered and one more.
+                retry = next((v for v in self._modern if v in supported), None)
+                if retry is not None and len(tried) <= len(self._modern):
+                    version = retry
+                    continue
+                if any(v in supported for v in self._versions):
+                    return None  # a dual-era server that speaks a handshake revision we know
+                raise McpVersionError(self.server, ", ".join(supported) or "no revision",
+                                      self._modern + self._versions) from None
+            break
+        discovered = answer.result
+        assert isinstance(discovered, DiscoverResult)
+        chosen = next((v for v in self._modern if v in discovered.supported_versions), None)
+        if chosen is None:
+            if any(v in discovered.supported_versions for v in self._versions):
+                return None
+            raise McpVersionError(self.server, ", ".join(discovered.supported_versions),
+                                  self._modern + self._versions)
+        self.session.adopt(chosen, discovered)
+        result = self.session.initialize_result
+        assert result is not None
+        return result
+
+    async def _initialize(self) -> InitializeResult:
         attempts = 0
         while True:
             try:
@@ -233,6 +323,7 @@ class McpHttpClient(ServerTasks):
         stack = AsyncExitStack()
         group = await stack.enter_async_context(anyio.create_task_group())
         if self._listen_by_default:
+            # The GET stream; for a stateless server, subscriptions/listen.
             try:
                 # Returns once the stream is open (or refused): what the server sends there from
                 # now on is seen, even for the very next call.
@@ -264,6 +355,7 @@ class McpHttpClient(ServerTasks):
         """
         tools: list[McpToolInfo] = []
         skipped: list[SkippedMcpTool] = []
+        headers: dict[str, tuple[ParamHeader, ...]] = {}
         cursor: str | None = None
         seen: set[str] = set()
         for _ in range(max_pages):
@@ -271,7 +363,17 @@ class McpHttpClient(ServerTasks):
             page = answer.result
             for raw in page.tools:
                 try:
-                    tools.append(msgspec.convert(raw, McpToolInfo))
+                    tool = msgspec.convert(raw, McpToolInfo)
+                    if self.session.era == "modern":
+                        params, problem = param_headers(tool.input_schema)
+                        if problem is not None:
+                            # The 2026-07-28 transport: a tool whose x-mcp-header is invalid is
+                            # left out, and the others stay usable.
+                            skipped.append(SkippedMcpTool(server=self.server, name=tool.name,
+                                                          reason=problem))
+                            continue
+                        headers[tool.name] = params
+                    tools.append(tool)
                 except msgspec.ValidationError as exc:
                     name = raw.get("name") if isinstance(raw, dict) else None
                     label = name if isinstance(name, str) else f"#{len(tools) + len(skipped)}"
@@ -279,9 +381,10 @@ class McpHttpClient(ServerTasks):
                                                   reason=f"not a valid tool entry: {exc}"))
             cursor = page.next_cursor
             if not cursor:
-                self.session.mark_tools_fresh()
+                self.session.mark_tools_fresh(page.ttl_ms, page.cache_scope)
                 self._output_schemas = {t.name: t.output_schema for t in tools
                                         if t.output_schema is not None}
+                self._param_headers = {n: p for n, p in headers.items() if p}
                 return tuple(tools), tuple(skipped)
             if cursor in seen:
                 raise McpProtocolError(self.server, f"tools/list repeated cursor {cursor!r}")
@@ -306,19 +409,23 @@ class McpHttpClient(ServerTasks):
         McpTimeoutError, McpError
             As for every request.
         """
+        # x-mcp-header parameters (2026-07-28) mirrored into Mcp-Param-* headers.
+        mirrored = param_header_values(self._param_headers.get(name, ()), arguments)
         calling = CALLING.set((self.server, name))  # what a pending elicitation names
         try:
             try:
-                answer = await self._renewing(
-                    lambda session: session.call_tool(name, arguments, progress=True),
+                answer = await self._rounds(
+                    lambda session, extra: session.call_tool(name, arguments, progress=True,
+                                                             extra=extra, headers=mirrored),
                     signal=signal, on_progress=on_progress or _ignore, timeout_ms=timeout_ms)
             except McpUrlElicitationRequired as refused:
                 if not await self._complete_url_elicitations(refused, signal, self._handlers):
                     raise
                 # The user did what the server asked: the call goes once more (a second -32042
                 # is raised; the server never ran the refused call).
-                answer = await self._renewing(
-                    lambda session: session.call_tool(name, arguments, progress=True),
+                answer = await self._rounds(
+                    lambda session, extra: session.call_tool(name, arguments, progress=True,
+                                                             extra=extra, headers=mirrored),
                     signal=signal, on_progress=on_progress or _ignore, timeout_ms=timeout_ms)
         finally:
             CALLING.reset(calling)
@@ -344,8 +451,10 @@ class McpHttpClient(ServerTasks):
         """Any request by method name (``resources/read``, ``prompts/get``, ...): its raw
         result (``raw=False``: typed where the session types it, as for ``tools/call``). The
         typed helpers are in :mod:`bindloop.mcp` (:func:`list_resources`, ...)."""
-        answer = await self._renewing(lambda session: session.request(method, params, raw=raw),
-                                      signal=signal, timeout_ms=timeout_ms)
+        answer = await self._rounds(
+            lambda session, extra: session.request(
+                method, params if extra is None else {**(params or {}), **extra}, raw=raw),
+            signal=signal, timeout_ms=timeout_ms)
         return answer.result
 
     async def set_log_level(self, level: str) -> None:
@@ -384,6 +493,47 @@ class McpHttpClient(ServerTasks):
                 pass  # the server is gone or refuses: the session is over either way
         self.session_id = None
 
+    # -- Multi Round-Trip Requests (2026-07-28) -----------------------------------------------
+
+    async def _rounds(self, build: Callable[[McpClientSession, dict[str, Any] | None], Outgoing],
+                      *, signal: AbortSignal | None = None,
+                      on_progress: ProgressCallback | None = None,
+                      timeout_ms: float | None | bool = True) -> McpResponse:
+        """One request, re-issued while a stateless server answers ``input_required``: each
+        input request is answered through the host's ports (``handlers``: elicitation, sampling,
+        roots, as a legacy server's own requests are) and the request goes again with
+        ``inputResponses`` and the ``requestState`` as received, at most ``max_input_rounds``
+        times in all."""
+        extra: dict[str, Any] | None = None
+        for _ in range(self._max_rounds):
+            answer = await self._renewing(lambda session: build(session, extra), signal=signal,
+                                          on_progress=on_progress, timeout_ms=timeout_ms)
+            asked = answer.result
+            if not isinstance(asked, McpInputRequired):
+                return answer
+            extra = {}
+            if asked.input_requests:
+                extra["inputResponses"] = {
+                    key: await self._input_response(answer.method, key, request)
+                    for key, request in asked.input_requests.items()}
+            if asked.request_state is not None:
+                extra["requestState"] = asked.request_state
+        raise McpProtocolError(self.server, f"still asked for input after {self._max_rounds} "
+                                            "rounds; the request is abandoned")
+
+    async def _input_response(self, method: str, key: str,
+                              request: dict[str, Any]) -> dict[str, Any]:
+        asked = McpServerRequest(request_id=key, method=request["method"],
+                                 params=request.get("params") if isinstance(
+                                     request.get("params"), dict) else None)
+        try:
+            return await serve_request(self._handlers, asked)
+        except McpRequestRefused as refusal:
+            # An input response has no error form: the request cannot go on.
+            raise self._clean(McpProtocolError(
+                self.server, f"{method} needs input {key!r} ({asked.method}) that this client "
+                             f"cannot give: {refusal.message}")) from None
+
     # -- auth and server requests -------------------------------------------------------------
 
     def _auth_headers(self) -> list[tuple[str, str]]:
@@ -395,9 +545,12 @@ class McpHttpClient(ServerTasks):
         if self._auth is None or not _auth_challenge(exc):
             return False
         try:
-            return await self._auth.unauthorized(exc)
+            renewed = await self._auth.unauthorized(exc)
         except McpError as failure:
             raise self._clean(failure) from None
+        if renewed and self.session.tools_cache_scope == "private":
+            self.session.tools_stale = True  # listed under other credentials: not to be reused
+        return renewed
 
     def _saw_progress(self, request_id: RequestId) -> None:
         entry = self._extend.get(request_id)
@@ -507,8 +660,8 @@ class McpHttpClient(ServerTasks):
 
     async def _send_cancel(self, request_id: RequestId, reason: str) -> None:
         message = self.session.cancel(request_id, reason)
-        if message is None:
-            return
+        if message is None or self.session.era == "modern":
+            return  # a stateless server stops the call when its request's stream is closed
         # Shielded and bounded: this runs while the caller is being cancelled, and a server that
         # no longer answers must not hold the caller up.
         with anyio.move_on_after(self._notify_s, shield=True):
@@ -516,6 +669,13 @@ class McpHttpClient(ServerTasks):
                 await self._notify(message)
             except McpError:
                 pass  # best effort: the request is forgotten here whatever the server does
+
+
+def _supported(data: object) -> list[str]:
+    listed = data.get("supported") if isinstance(data, dict) else None
+    if not isinstance(listed, list):
+        return []
+    return [v for v in listed if isinstance(v, str)][:20]
 
 
 def _ignore(_: McpProgress) -> None:

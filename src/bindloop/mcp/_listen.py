@@ -1,6 +1,7 @@
 """The server's own GET stream: opened by hand (:meth:`listen`) or in the background by
-``async with`` the client, reopened from its last event id when the server ends it. A base class
-of :class:`~bindloop.mcp.McpHttpClient`, not public API.
+``async with`` the client, reopened from its last event id when the server ends it; for a
+2026-07-28 server, ``subscriptions/listen`` in its place. A base class of
+:class:`~bindloop.mcp.McpHttpClient`, not public API.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import anyio.abc
 from ..errors import UsageError
 from ._errors import McpError, McpProtocolError
 from ._exchange import HttpExchange, StreamRead, content_type
+from ._session import McpRequestFailed
 from ._session import McpDiscarded, McpEvent
 
 __all__ = ("GetStreams",)
@@ -33,6 +35,41 @@ class GetStreams(HttpExchange):
             Any other status, or a stream that is not MCP.
         """
         return await self._listen(lambda: None) is not None
+
+    async def _subscribe(self, opened: Callable[[], None]) -> StreamRead | None:
+        """One ``subscriptions/listen`` stream (2026-07-28), asking for every list change:
+        ``None`` when the server refuses it (a JSON-RPC error: it has no such method), else what
+        it brought before it ended (the server's answer closes the subscription)."""
+        out = self.session.request("subscriptions/listen", {"notifications": {
+            "toolsListChanged": True, "promptsListChanged": True,
+            "resourcesListChanged": True}})
+        request_id = out.request_id
+        assert request_id is not None
+        what = "subscriptions/listen"
+        try:
+            async with self._open(self._http("POST", out.body, out=out), what) as resp:
+                if resp.status in (400, 404, 405) and content_type(resp) == "application/json":
+                    refused = await self._modern_refusal(resp, out)
+                    return None if isinstance(refused, McpRequestFailed) else StreamRead()
+                await self._check_status(resp, what, expect_answer=True)
+                if content_type(resp) == "application/json":
+                    body = await self._read_body(resp, what)
+                    answer = await self._take(self.session.receive(body), request_id)
+                    return None if isinstance(answer, McpRequestFailed) else StreamRead()
+                if content_type(resp) != "text/event-stream":
+                    raise McpProtocolError(self.server, "answered subscriptions/listen without "
+                                                        "an event stream")
+                self.listening += 1
+                opened()
+                try:
+                    state = await self._read_stream(resp, request_id, what)
+                finally:
+                    self.listening -= 1
+            if isinstance(state.answer, McpRequestFailed):
+                return None
+            return state
+        finally:
+            self.session.cancel(request_id)  # a stream cut off has no answer: forget it
 
     async def _listen(self, opened: Callable[[], None],
                       last_event_id: str | None = None) -> StreamRead | None:
@@ -74,12 +111,15 @@ class GetStreams(HttpExchange):
         try:
             while quiet < 3 and self.session.phase == "ready":
                 try:
-                    state = await self._listen(opened, last_id)
+                    state = (await self._subscribe(opened) if self.session.era == "modern"
+                             else await self._listen(opened, last_id))
                 except McpError as exc:
                     self._report(_listen_failed(exc))
                     return
                 if state is None:
                     return
+                if state.answer is not None:
+                    return  # the server closed the subscription itself (shutting down)
                 quiet = 0 if state.events else quiet + 1
                 last_id = state.last_id or last_id
                 # The stream's own retry, as for a resumption (half a second without one).

@@ -302,6 +302,10 @@ class McpOAuth:
                 return True
             except McpAuthorizationError:
                 pass  # refused: authorize from scratch
+        if not step_up and tokens is not None:
+            # A token the server no longer takes: its metadata may name another authorization
+            # server now (a migration), so it is read again rather than trusted from before.
+            self._discovered = None
         discovered = await self._discover(challenge)
         previous = tokens.scope if (step_up and tokens is not None) else None
         if step_up and previous is None and tokens is not None:
@@ -381,6 +385,10 @@ class McpOAuth:
             server = AuthorizationServerMetadata(
                 issuer=base, authorization_endpoint=f"{base}/authorize",
                 token_endpoint=f"{base}/token", registration_endpoint=f"{base}/register")
+        if resource is not None and server.issuer is not None and server.issuer != issuer:
+            # RFC 8414 section 3.3: the metadata must name the issuer it was fetched for, exactly.
+            raise self._fail(f"the authorization server metadata names issuer "
+                             f"{server.issuer!r}, not {issuer!r}")
         if server.code_challenge_methods_supported is not None and (
                 "S256" not in server.code_challenge_methods_supported
                 and self._grant == "authorization_code"):
@@ -395,8 +403,8 @@ class McpOAuth:
 
     async def _client(self, discovered: _Discovered, scope: str | None) -> OAuthClientInfo:
         stored = await self._store.load_client()
-        if stored is not None:
-            return stored
+        if stored is not None and (stored.issuer is None or stored.issuer == discovered.issuer):
+            return stored  # (registered at another issuer: the server moved; register again)
         if self._preset is not None:
             return self._preset
         server = discovered.server
@@ -426,6 +434,7 @@ class McpOAuth:
                 client_id=client.client_id, client_secret=client.client_secret,
                 token_endpoint_auth_method=None if asked == "none" and client.client_secret
                 else asked)
+        client = msgspec.structs.replace(client, issuer=discovered.issuer)
         if client.client_secret:
             self._on_secret(client.client_secret)
         await self._store.save_client(client)
@@ -497,6 +506,15 @@ class McpOAuth:
             raise self._fail(f"the authorization server answered {params['error']!r}")
         if params.get("state") != state:
             raise self._fail("the redirect's state does not match the request's")
+        # RFC 9207: the redirect names the issuer that answered; compared exactly (no
+        # normalization), required when the server says it sends it.
+        iss = params.get("iss")
+        if iss is None and discovered.server.authorization_response_iss_parameter_supported:
+            raise self._fail("the redirect carries no iss although the authorization server "
+                             "says it sends one")
+        if iss is not None and iss != discovered.issuer:
+            raise self._fail(f"the redirect's iss {iss!r} is not the authorization server "
+                             f"{discovered.issuer!r}")
         code = params.get("code")
         if not code:
             raise self._fail("the redirect carries no authorization code")

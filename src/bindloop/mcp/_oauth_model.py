@@ -85,16 +85,20 @@ class AuthorizationServerMetadata(msgspec.Struct, frozen=True, kw_only=True):
     code_challenge_methods_supported: list[str] | None = None
     token_endpoint_auth_methods_supported: list[str] | None = None
     client_id_metadata_document_supported: bool = False
+    authorization_response_iss_parameter_supported: bool = False
 
 
 class OAuthClientInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """This client at one authorization server: registered, pre-registered or a client ID
     metadata document URL. ``token_endpoint_auth_method`` is how it authenticates at the token
-    endpoint (``none``, ``client_secret_basic``, ``client_secret_post``, ``private_key_jwt``)."""
+    endpoint (``none``, ``client_secret_basic``, ``client_secret_post``, ``private_key_jwt``).
+    ``issuer`` is the authorization server a registration was made at: a stored registration is
+    used only there (a server that moved to another issuer gets a new registration)."""
 
     client_id: str
     client_secret: str | None = None
     token_endpoint_auth_method: str | None = None
+    issuer: str | None = None
 
 
 class OAuthTokens(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -280,6 +284,19 @@ def client_auth(client: OAuthClientInfo, methods: Sequence[str] | None,
     return []
 
 
+def application_type(redirect_uris: Sequence[str]) -> str:
+    """OpenID's ``application_type`` for a registration (SEP-837): ``"native"`` when every
+    redirect goes to this machine (loopback) or to an app's own scheme, else ``"web"``."""
+    for uri in redirect_uris:
+        scheme, _, rest = uri.partition("://")
+        host = rest.split("/", 1)[0].rsplit("@", 1)[-1]
+        host = host[1:].split("]", 1)[0] if host.startswith("[") else host.split(":", 1)[0]
+        if scheme.lower() in ("http", "https") and host.lower() not in (
+                "localhost", "127.0.0.1", "::1"):
+            return "web"
+    return "native"
+
+
 def registration_body(*, client_name: str, redirect_uris: Sequence[str],
                       grant_types: Sequence[str], methods: Sequence[str] | None,
                       scope: str | None) -> dict[str, Any]:
@@ -290,7 +307,8 @@ def registration_body(*, client_name: str, redirect_uris: Sequence[str],
               "client_secret_basic" if "client_secret_basic" in offered else offered[0])
     body: dict[str, Any] = {"client_name": client_name, "redirect_uris": list(redirect_uris),
                             "grant_types": list(grant_types), "response_types": ["code"],
-                            "token_endpoint_auth_method": method}
+                            "token_endpoint_auth_method": method,
+                            "application_type": application_type(redirect_uris)}
     if scope:
         body["scope"] = scope
     return body

@@ -9,8 +9,10 @@ from typing import Any, Final, TypeAlias
 import msgspec
 
 __all__ = (
+    "MODERN_VERSIONS",
     "PROTOCOL_VERSIONS",
     "CallToolResult",
+    "DiscoverResult",
     "Implementation",
     "InitializeResult",
     "ListToolsResult",
@@ -27,8 +29,18 @@ __all__ = (
 PROTOCOL_VERSIONS: Final[tuple[str, ...]] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 """The handshake revisions this client negotiates, preferred first: every revision the official SDK
 reaches through ``initialize``; the server side (:class:`~bindloop.mcp.McpServer`) answers the
-same ones. The stateless 2026-07-28 envelope (``server/discover``, per-request ``_meta``) is a
-different protocol shape and is not spoken here."""
+same ones. The stateless revisions are :data:`MODERN_VERSIONS`."""
+
+MODERN_VERSIONS: Final[tuple[str, ...]] = ("2026-07-28",)
+"""The stateless revisions this client speaks, preferred first: no ``initialize``; the version,
+client info and capabilities travel in every request's ``_meta``. The client tries them first
+(``server/discover``) and falls back to :data:`PROTOCOL_VERSIONS` for a server that does not
+answer in this form."""
+
+META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
+META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
+META_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
+META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
 
 RequestId: TypeAlias = int | str
 
@@ -105,10 +117,26 @@ class McpToolInfo(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omi
 
 
 class ListToolsResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """One page of ``tools/list``: entries stay raw so one malformed tool skips alone."""
+    """One page of ``tools/list``: entries stay raw so one malformed tool skips alone. A
+    2026-07-28 server adds cache hints: ``ttl_ms`` (how long the list may be reused; 0 = stale at
+    once) and ``cache_scope`` (``"private"``: only under the same credentials)."""
 
     tools: list[Any]
     next_cursor: str | None = None
+    ttl_ms: float | None = None
+    cache_scope: str | None = None
+
+
+class DiscoverResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A ``server/discover`` answer (2026-07-28): the revisions the server speaks, its
+    capabilities and instructions, cache hints, and ``_meta`` (the server's identity)."""
+
+    supported_versions: list[str]
+    capabilities: dict[str, Any] = msgspec.field(default_factory=dict)
+    instructions: str | None = None
+    ttl_ms: float | None = None
+    cache_scope: str | None = None
+    meta: dict[str, Any] = msgspec.field(default_factory=dict, name="_meta")
 
 
 class CallToolResult(msgspec.Struct, frozen=True, kw_only=True, rename="camel",

@@ -21,8 +21,14 @@ from ..clock import Clock, monotonic_ms
 from ..errors import ProtocolError, UsageError
 from ._errors import McpProtocolError, McpRpcError, McpVersionError, rpc_error
 from ._protocol import (
+    META_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_SERVER_INFO,
+    META_VERSION,
+    MODERN_VERSIONS,
     PROTOCOL_VERSIONS,
     CallToolResult,
+    DiscoverResult,
     Implementation,
     InitializeResult,
     ListToolsResult,
@@ -38,7 +44,9 @@ __all__ = (
     "McpClientSession",
     "McpDiscarded",
     "McpElicitationComplete",
+    "McpEra",
     "McpEvent",
+    "McpInputRequired",
     "McpPhase",
     "McpProgress",
     "McpRequestFailed",
@@ -50,6 +58,7 @@ __all__ = (
 )
 
 McpPhase: TypeAlias = Literal["new", "initializing", "ready", "closed"]
+McpEra: TypeAlias = Literal["legacy", "modern"]
 
 _ENCODER = msgspec.json.Encoder()
 _METHOD_NOT_FOUND = -32601
@@ -63,6 +72,13 @@ class Outgoing(msgspec.Struct, frozen=True, kw_only=True):
     body: bytes
     method: str
     request_id: RequestId | None = None
+    version: str | None = None
+    """The revision a stateless (2026-07-28) request names in its ``_meta``: it goes in the
+    ``MCP-Protocol-Version`` header with ``Mcp-Method`` (``None``: a legacy message)."""
+    name: str | None = None
+    """The ``Mcp-Name`` header of a stateless request (the tool or prompt name, the URI)."""
+    headers: tuple[tuple[str, str], ...] = ()
+    """More headers of a stateless request (a tool's ``Mcp-Param-*`` headers)."""
 
 
 class McpResponse(msgspec.Struct, frozen=True, kw_only=True):
@@ -131,6 +147,17 @@ class McpDiscarded(msgspec.Struct, frozen=True, kw_only=True):
     request_id: RequestId | None = None
 
 
+class McpInputRequired(msgspec.Struct, frozen=True, kw_only=True):
+    """A 2026-07-28 server answered with ``resultType: "input_required"`` (Multi Round-Trip
+    Requests): ``input_requests`` are server requests by key (``elicitation/create``,
+    ``sampling/createMessage``, ``roots/list``: ``{"method": ..., "params": ...}``) and
+    ``request_state`` is opaque. The request is re-issued with ``inputResponses`` (one result per
+    key) and the ``requestState`` as they came. It is the ``result`` of an :class:`McpResponse`."""
+
+    input_requests: dict[str, Any]
+    request_state: str | None = None
+
+
 McpEvent: TypeAlias = (McpResponse | McpRequestFailed | McpProgress | McpToolListChanged
                        | McpServerNotification | McpServerRequest | McpElicitationComplete
                        | McpDiscarded)
@@ -140,6 +167,7 @@ class _Pending(msgspec.Struct, frozen=True):
     method: str
     started_ms: float
     raw: bool = False  # the result stays a dict (a task-augmented call answers a task)
+    modern: bool = False  # sent in the stateless form: the result names its resultType
 
 
 class McpClientSession:
@@ -158,24 +186,37 @@ class McpClientSession:
     A response to a request the session forgot (cancelled, timed out) is dropped silently, as the
     protocol expects; a response to an id never issued (or answered already) is an
     :class:`McpDiscarded` event: it fails nothing, and the messages beside it are processed.
+
+    The stateless era (``modern_versions``, 2026-07-28): :meth:`discover` builds the probe (its own
+    id, ``discover-N``) and :meth:`adopt` makes the session ready with no handshake; from then on
+    every request carries the ``_meta`` envelope (:attr:`Outgoing.version` and
+    :attr:`Outgoing.name` give the headers), a result must name a known ``resultType``, and an
+    ``input_required`` one comes back as an :class:`McpInputRequired` result.
     """
 
-    __slots__ = ("_capabilities", "_client_info", "_forgotten", "_ids", "_inbound", "_now",
-                 "_outbox", "_pending", "_phase", "_serves", "_versions", "initialize_result",
-                 "server", "tools_stale")
+    __slots__ = ("_capabilities", "_client_info", "_era", "_forgotten", "_fresh_until", "_ids",
+                 "_inbound", "_modern", "_now", "_outbox", "_pending", "_phase", "_probes",
+                 "_serves", "_stale", "_versions", "discover_result", "initialize_result", "server",
+                 "tools_cache_scope")
 
     def __init__(self, *, server: str, client_info: Implementation | None = None,
                  protocol_versions: tuple[str, ...] = PROTOCOL_VERSIONS,
                  ids: Callable[[], RequestId] | None = None, now: Clock = monotonic_ms,
                  capabilities: Mapping[str, Any] | None = None,
-                 serves: frozenset[str] = frozenset()) -> None:
+                 serves: frozenset[str] = frozenset(),
+                 modern_versions: tuple[str, ...] = MODERN_VERSIONS) -> None:
         if not isinstance(server, str) or not server:
             raise UsageError("McpClientSession(server=...) must be a non-empty name")
         if not protocol_versions or not all(isinstance(v, str) and v for v in protocol_versions):
             raise UsageError("protocol_versions must be a non-empty tuple of revision strings")
+        if not all(isinstance(v, str) and v for v in modern_versions):
+            raise UsageError("modern_versions must be a tuple of revision strings")
         self.server = server
         self._client_info = client_info or Implementation(name="bindloop", version="0.1.0")
         self._versions = tuple(protocol_versions)
+        self._modern = tuple(modern_versions)
+        self._era: McpEra | None = None
+        self._probes = 0
         counter = itertools.count(1)
         self._ids: Callable[[], RequestId] = ids if ids is not None else lambda: next(counter)
         self._now = now
@@ -190,9 +231,15 @@ class McpClientSession:
         # Server requests handed to the host and not answered yet (answered at most once).
         self._inbound: dict[RequestId, str] = {}
         self.initialize_result: InitializeResult | None = None
-        """The server's ``initialize`` answer once the handshake succeeded."""
-        self.tools_stale = False
-        """Set by ``notifications/tools/list_changed``; cleared by :meth:`mark_tools_fresh`."""
+        """The server's ``initialize`` answer once the handshake succeeded (for a 2026-07-28
+        server: made from its ``server/discover`` answer, with the revision chosen)."""
+        self.discover_result: DiscoverResult | None = None
+        """The ``server/discover`` answer of a 2026-07-28 server."""
+        self._stale = False
+        self._fresh_until: float | None = None
+        self.tools_cache_scope: str | None = None
+        """The ``cacheScope`` of the last tool list (``"private"``: not to be reused under other
+        credentials)."""
 
     def __repr__(self) -> str:
         return f"McpClientSession(server={self.server!r}, phase={self._phase!r})"
@@ -200,6 +247,30 @@ class McpClientSession:
     @property
     def phase(self) -> McpPhase:
         return self._phase
+
+    @property
+    def era(self) -> McpEra | None:
+        """``"modern"`` (2026-07-28, stateless), ``"legacy"`` (the ``initialize`` handshake), or
+        ``None`` before either was chosen."""
+        return self._era
+
+    @property
+    def modern_versions(self) -> tuple[str, ...]:
+        return self._modern
+
+    @property
+    def protocol_versions(self) -> tuple[str, ...]:
+        return self._versions
+
+    @property
+    def tools_stale(self) -> bool:
+        """Whether the tool list must be fetched again: the server said it changed
+        (``notifications/tools/list_changed``), or its cache hint (``ttlMs``) has run out."""
+        return self._stale or (self._fresh_until is not None and self._now() >= self._fresh_until)
+
+    @tools_stale.setter
+    def tools_stale(self, value: bool) -> None:
+        self._stale = value
 
     @property
     def protocol_version(self) -> str | None:
@@ -213,14 +284,69 @@ class McpClientSession:
     # -- requests ---------------------------------------------------------------------------
 
     def _request(self, method: str, params: dict[str, Any] | None,
-                 request_id: RequestId | None = None, *, raw: bool = False) -> Outgoing:
+                 request_id: RequestId | None = None, *, raw: bool = False,
+                 version: str | None = None) -> Outgoing:
         if request_id is None:
             request_id = self._ids()
         if request_id in self._pending or request_id in self._forgotten:
             raise UsageError(f"the ids port returned {request_id!r} twice; request ids must be unique")
-        self._pending[request_id] = _Pending(method, self._now(), raw)
+        if version is None and self._era == "modern":
+            version = self.protocol_version
+        name: str | None = None
+        if version is not None:
+            params = self._envelope(params, version)
+            key = _NAME_BEARING.get(method)
+            named = params.get(key) if key is not None else None
+            name = named if isinstance(named, str) else None
+        self._pending[request_id] = _Pending(method, self._now(), raw, version is not None)
         body = _ENCODER.encode(RpcRequest(jsonrpc="2.0", id=request_id, method=method, params=params))
-        return Outgoing(body=body, method=method, request_id=request_id)
+        return Outgoing(body=body, method=method, request_id=request_id, version=version,
+                        name=name)
+
+    def _envelope(self, params: dict[str, Any] | None, version: str) -> dict[str, Any]:
+        """``params`` with the stateless ``_meta``: the revision, this client and its
+        capabilities (kept beside what ``_meta`` holds already, e.g. a progress token)."""
+        out = dict(params or {})
+        meta = dict(out.get("_meta") or {})
+        meta[META_VERSION] = version
+        meta[META_CLIENT_INFO] = msgspec.to_builtins(self._client_info)
+        meta[META_CAPABILITIES] = dict(self._capabilities)
+        out["_meta"] = meta
+        return out
+
+    def discover(self, version: str) -> Outgoing:
+        """``server/discover`` in the stateless form naming ``version`` (one of the
+        ``modern_versions``): what the server speaks. Only before the era is chosen."""
+        if self._phase != "new":
+            raise ProtocolError(f"MCP server {self.server!r}: server/discover after the session "
+                                "started")
+        if version not in self._modern:
+            raise UsageError(f"server/discover names {version!r}, not one of {self._modern}")
+        # Its own id, not one of the ids port's: a legacy server answers the probe as it likes
+        # (an error, a stray reply), and the handshake that follows starts at the first id.
+        self._probes += 1
+        return self._request("server/discover", None, f"discover-{self._probes}",
+                             version=version)
+
+    def adopt(self, version: str, discovered: DiscoverResult) -> None:
+        """Speak the stateless revision ``version`` from now on (the server listed it in
+        ``discovered``): the session is ready with no handshake."""
+        if self._phase != "new":
+            raise ProtocolError(f"MCP server {self.server!r}: the era is chosen already")
+        if version not in self._modern or version not in discovered.supported_versions:
+            raise McpVersionError(self.server, ", ".join(discovered.supported_versions),
+                                  self._modern + self._versions)
+        info = discovered.meta.get(META_SERVER_INFO)
+        try:
+            server_info = msgspec.convert(info, Implementation)
+        except msgspec.ValidationError:
+            server_info = Implementation(name=self.server)
+        self.discover_result = discovered
+        self.initialize_result = InitializeResult(
+            protocol_version=version, server_info=server_info,
+            capabilities=dict(discovered.capabilities), instructions=discovered.instructions)
+        self._era = "modern"
+        self._phase = "ready"
 
     def _require_ready(self, method: str) -> None:
         if self._phase != "ready":
@@ -232,6 +358,7 @@ class McpClientSession:
         if self._phase != "new":
             raise ProtocolError(f"MCP server {self.server!r}: initialize sent twice")
         self._phase = "initializing"
+        self._era = "legacy"
         return self._request("initialize", {
             "protocolVersion": self._versions[0],
             "capabilities": dict(self._capabilities),
@@ -244,15 +371,20 @@ class McpClientSession:
         return self._request("tools/list", None if cursor is None else {"cursor": cursor})
 
     def call_tool(self, name: str, arguments: Mapping[str, Any], *,
-                  progress: bool = False) -> Outgoing:
+                  progress: bool = False, extra: Mapping[str, Any] | None = None,
+                  headers: tuple[tuple[str, str], ...] = ()) -> Outgoing:
         """``tools/call``. With ``progress`` the request's own id is its progress token, so the
-        server's :class:`McpProgress` events carry it."""
+        server's :class:`McpProgress` events carry it. ``extra`` params go beside the name and
+        arguments (a Multi Round-Trip retry's ``inputResponses`` and ``requestState``)."""
         self._require_ready("tools/call")
         request_id = self._ids()
-        params: dict[str, Any] = {"name": name, "arguments": dict(arguments)}
+        params: dict[str, Any] = {**(extra or {}), "name": name, "arguments": dict(arguments)}
         if progress:
             params["_meta"] = {"progressToken": request_id}
-        return self._request("tools/call", params, request_id)
+        out = self._request("tools/call", params, request_id)
+        if headers and out.version is not None:
+            out = msgspec.structs.replace(out, headers=headers)
+        return out
 
     def ping(self) -> Outgoing:
         self._require_ready("ping")
@@ -322,9 +454,14 @@ class McpClientSession:
         if len(self._forgotten) > _MAX_FORGOTTEN:
             del self._forgotten[next(iter(self._forgotten))]
 
-    def mark_tools_fresh(self) -> None:
-        """The host has listed the tools again."""
-        self.tools_stale = False
+    def mark_tools_fresh(self, ttl_ms: float | None = None, scope: str | None = None) -> None:
+        """The host has listed the tools again; with the server's cache hint ``ttl_ms`` the list
+        goes stale by itself that long after now (0: at once; ``None``: until the server says it
+        changed). ``scope`` is the hint's ``cacheScope``."""
+        self._stale = False
+        self._fresh_until = (None if ttl_ms is None or not ttl_ms >= 0
+                             else self._now() + float(ttl_ms))
+        self.tools_cache_scope = scope
 
     def close(self) -> None:
         """No more requests; late responses are dropped."""
@@ -448,6 +585,16 @@ class McpClientSession:
             raise McpProtocolError(self.server, f"answered {entry.method} with neither result "
                                                 "nor error")
         result: Any = message.result
+        if entry.modern:
+            kind = message.result.get("resultType", "complete")
+            if kind == "input_required":
+                return [McpResponse(request_id=request_id, method=entry.method,
+                                    result=self._input_required(entry.method, message.result),
+                                    elapsed_ms=self._now() - entry.started_ms)]
+            if kind != "complete":
+                raise McpProtocolError(self.server, f"answered {entry.method} with resultType "
+                                                    f"{str(kind)[:60]!r}, which this client does "
+                                                    "not know")
         typed = None if entry.raw else _RESULT_TYPES.get(entry.method)
         if typed is not None:
             try:
@@ -463,6 +610,23 @@ class McpClientSession:
         return [McpResponse(request_id=request_id, method=entry.method, result=result,
                             elapsed_ms=self._now() - entry.started_ms)]
 
+    def _input_required(self, method: str, result: dict[str, Any]) -> McpInputRequired:
+        requests = result.get("inputRequests")
+        state = result.get("requestState")
+        if requests is None:
+            requests = {}
+        if not isinstance(requests, dict) or not all(
+                isinstance(v, dict) and isinstance(v.get("method"), str)
+                for v in requests.values()):
+            raise McpProtocolError(self.server, f"answered {method} with malformed inputRequests")
+        if state is not None and not isinstance(state, str):
+            raise McpProtocolError(self.server, f"answered {method} with a requestState that is "
+                                                "not a string")
+        if not requests and state is None:
+            raise McpProtocolError(self.server, f"answered {method} input_required with neither "
+                                                "inputRequests nor requestState")
+        return McpInputRequired(input_requests=requests, request_state=state)
+
     def _handshake(self, result: InitializeResult) -> None:
         if result.protocol_version not in self._versions:
             self._phase = "closed"
@@ -474,7 +638,11 @@ class McpClientSession:
             method="notifications/initialized"))
 
 
+_NAME_BEARING: Mapping[str, str] = MappingProxyType(
+    {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"})
+
 _RESULT_TYPES: Mapping[str, type[Any]] = MappingProxyType({
+    "server/discover": DiscoverResult,
     "initialize": InitializeResult,
     "tools/list": ListToolsResult,
     "tools/call": CallToolResult,

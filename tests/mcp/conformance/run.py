@@ -2,9 +2,13 @@
 time, and print one line per scenario and the totals.
 
     python tests/mcp/conformance/run.py [--command CMD] [--scenario NAME ...] [--out DIR]
+        [--suite DIR] [--spec-version REVISION]
 
-Node 22 and the suite come from this directory's package.json (npm install); the adapter the suite
-launches is ``python -m bindloop.hosts.mcp_conformance_client``. Exit status 1 if any scenario failed.
+Node 22 and the suite come from this directory's package.json (npm install): 0.1.16, the
+2025-11-25 scenarios. ``--suite v2026`` takes them from ``v2026/`` instead (the 0.2.0 pre-release
+that has the 2026-07-28 client scenarios; ``--spec-version 2026-07-28`` picks those). The adapter
+the suite launches is ``python -m bindloop.hosts.mcp_conformance_client``. Exit status 1 if any
+scenario failed.
 """
 
 from __future__ import annotations
@@ -18,19 +22,28 @@ import tempfile
 import time
 
 HERE = pathlib.Path(__file__).resolve().parent
-NODE = HERE / "node_modules" / "node" / "bin" / "node"
-CLI = HERE / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+SUITE = HERE
 
 
-def scenarios() -> list[str]:
-    out = subprocess.run([str(NODE), str(CLI), "list", "--client"], capture_output=True,
+def node() -> str:
+    return str(SUITE / "node_modules" / "node" / "bin" / "node")
+
+
+def cli() -> str:
+    return str(SUITE / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist"
+               / "index.js")
+
+
+def scenarios(spec_version: str | None = None) -> list[str]:
+    extra = [] if spec_version is None else ["--spec-version", spec_version]
+    out = subprocess.run([node(), cli(), "list", "--client", *extra], capture_output=True,
                          text=True, check=True).stdout
     return [line.strip()[2:].split(" [")[0] for line in out.splitlines()
             if line.strip().startswith("- ")]
 
 
 def run_one(name: str, command: str, out_dir: pathlib.Path) -> tuple[bool, str]:
-    proc = subprocess.run([str(NODE), str(CLI), "client", "--command", command, "--scenario",
+    proc = subprocess.run([node(), cli(), "client", "--command", command, "--scenario",
                            name, "-o", str(out_dir), "--timeout", "30000"],
                           capture_output=True, text=True, timeout=120)
     checks: list[dict[str, object]] = []
@@ -49,10 +62,16 @@ def main() -> int:
                         help="the adapter command the suite launches")
     parser.add_argument("--scenario", action="append")
     parser.add_argument("--out")
+    parser.add_argument("--suite", help="the package directory of the suite (default: this one)")
+    parser.add_argument("--spec-version", help="only the scenarios of this revision")
     parser.add_argument("--retry", action="store_true",
                         help="run a failed scenario once more before counting it")
     args = parser.parse_args()
-    names = args.scenario or scenarios()
+    global SUITE
+    if args.suite is not None:
+        SUITE = (HERE / args.suite).resolve() if not pathlib.Path(args.suite).is_absolute() \
+            else pathlib.Path(args.suite)
+    names = args.scenario or scenarios(args.spec_version)
     if args.out is None:  # the suite's own result files are kept only when asked for (--out)
         with tempfile.TemporaryDirectory(prefix="mcp-conformance-") as scratch:
             return run_all(names, args, pathlib.Path(scratch))

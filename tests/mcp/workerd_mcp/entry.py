@@ -32,7 +32,8 @@ def _outcome(outcome: object) -> dict[str, Any]:
 class Default(WorkerEntrypoint):  # type: ignore[misc]
     async def fetch(self, request: Any) -> Response:
         t0 = time.perf_counter()
-        client = McpHttpClient(FetchTransport(str(self.env.MCP_URL)), server="ref")
+        client = McpHttpClient(FetchTransport(str(self.env.MCP_URL)), server="ref",
+                               modern_versions=())
         toolset = await load_mcp_tools(client)
         t1 = time.perf_counter()
         tools = {t.name: t for t in toolset.tools}
