@@ -291,8 +291,8 @@ class TurnPort:
         run = frame.run
         self.tracer = run.tracer
         self.recording = run.enable_snapshot or run.tracer.enabled or frame.cursor is not None
-        self.hasher = PromptHasher(options.tools, options.schema, options.tool_choice) \
-            if self.recording else None
+        self.hasher = PromptHasher(options.tools, options.schema, options.tool_choice,
+                                   run.prompt_hashes) if self.recording else None
         self.watched = self.recording or hub is not None or text is not None
         # Unwatched and unpriced, a streamed model's turn is the fold itself.
         self.plain = not self.watched and self.complete is None and self.price is None
