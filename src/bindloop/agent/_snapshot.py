@@ -12,8 +12,9 @@ from typing import Any
 
 import msgspec
 
-from ..contracts import AssistantMessage, Message, ModelTurnResult, SystemMessage, \
-    ToolDefinition, ToolMessage, ToolOutcome, UserMessage
+from ..contracts import AssistantMessage, FilePart, ImagePart, Message, ModelTurnResult, \
+    ProviderItemPart, ReasoningPart, SystemMessage, TextPart, ToolCall, ToolDefinition, \
+    ToolMessage, ToolOutcome, UserMessage
 from ..errors import UsageError
 from ..session import CheckpointFormatError
 from ._errors import SnapshotDivergenceError
@@ -128,33 +129,46 @@ def prompt_hash(messages: Sequence[Message], tools: Sequence[ToolDefinition],
     return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 
 
-# The message classes whose canonical JSON is msgspec's sorted encoding (see _fast_canonical):
-# every field is a str, a bool, None, a str Literal, or a tuple of frozen Structs made of the same,
-# with ASCII names and str tags. tests/agent/test_hashing.py walks their msgspec type info and
-# fails if a field of another type (a number, a dict, Any) is ever added.
-_NUMBERLESS = frozenset({SystemMessage, UserMessage, AssistantMessage, ToolMessage})
+# Structs whose fields have ASCII names and whose tags are strings (tests/agent/test_hashing.py
+# checks it): with leaves that are exactly str, bool or None, msgspec's sorted encoding of them is
+# their RFC 8785 text (same key order, same minimal escapes, non-ASCII written as is).
+_STRUCTS = frozenset({SystemMessage, UserMessage, AssistantMessage, ToolMessage, ToolCall,
+                      TextPart, ImagePart, FilePart, ReasoningPart, ProviderItemPart})
+_LEAVES = frozenset({str, bool, type(None)})
 _SORTED = msgspec.json.Encoder(order="sorted")
 _HEAD = b'{"messages":['
+
+
+def _plain(value: object) -> bool:
+    """Whether ``value`` is made only of the Structs above, tuples, lists and exact str / bool /
+    None leaves (a number, a mapping, bytes, a str subclass or any other object is not)."""
+    kind = type(value)
+    if kind in _STRUCTS:
+        for item in msgspec.structs.astuple(value):  # type: ignore[arg-type]
+            if type(item) not in _LEAVES and not _plain(item):
+                return False
+        return True
+    if kind is tuple or kind is list:
+        for item in value:  # type: ignore[attr-defined]
+            if type(item) not in _LEAVES and not _plain(item):
+                return False
+        return True
+    return kind in _LEAVES
 
 
 def canonical_message(message: object) -> bytes:
     """The RFC 8785 canonical JSON bytes of one message: ``canonical_json(to_builtins(message))``
     as UTF-8, raising :class:`~bindloop.run.CanonicalJsonError` where it does.
 
-    For the four message classes this is msgspec's sorted encoding: their values are strings,
-    booleans, nulls, arrays and objects with ASCII keys, for which RFC 8785 and msgspec write the
-    same text (same key order, same minimal escapes, literal non-ASCII). The encoding is taken only
-    when it decodes back, as the message's own class, to a message equal to it: a value of another
-    type in a field (a number, a dict, bytes, a ``msgspec.Raw``) fails that check, and so does a
-    lone surrogate (msgspec refuses it); those go the pure-Python way, which gives today's bytes
-    or today's error."""
-    kind = type(message)
-    if kind in _NUMBERLESS:
+    A message made of strings, booleans and nulls (every well-typed one) is msgspec's sorted
+    encoding: RFC 8785 and msgspec write such values alike (key order, minimal escapes, literal
+    non-ASCII). Anything else in a field (a number, a dict, bytes, a str subclass; msgspec does
+    not check types at construction), and a lone surrogate (msgspec refuses to encode it), goes
+    the pure-Python way, which gives today's bytes or today's error."""
+    if _plain(message):
         try:
-            data = _SORTED.encode(message)
-            if msgspec.json.decode(data, type=kind) == message:
-                return data
-        except (msgspec.MsgspecError, UnicodeEncodeError, TypeError, ValueError):
+            return _SORTED.encode(message)
+        except UnicodeEncodeError:  # a lone surrogate: canonical_json names it below
             pass
     return canonical_json(msgspec.to_builtins(message)).encode()
 
@@ -167,7 +181,7 @@ class _Trail:
     __slots__ = ("canon", "counts", "objs", "state", "states")
 
     def __init__(self, objs: list[object], canon: list[bytes], count: int,
-                 state: Any) -> None:
+                 state: hashlib._Hash) -> None:
         self.objs = objs
         self.canon = canon
         self.counts = [count]
