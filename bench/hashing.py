@@ -12,12 +12,16 @@ two interleaved repeat by repeat in one process. CPU µs per turn, median over r
   (each is encoded once); the second, over the same history plus the first's exchange, resumes
   from the hashed prefix and encodes only its new messages.
 
-    python bench/hashing.py [--ns 5,50,500,2500] [--hs 10,100,1000,5000] [--budget 1.0]
+    python bench/hashing.py [--ns 5,50,500,2500] [--hs 10,100,1000,5000] [--budget 1.0] [--json]
+
+``python bench/report.py --only hashing`` runs it in fresh interpreters and writes the figures into
+docs/performance.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -160,29 +164,43 @@ def _interleaved(run: Callable[[bool], Any], budget_s: float) -> dict[bool, list
     return out
 
 
+def measure(ns: list[int], hs: list[int], budget_s: float) -> dict[str, dict[int, list[float]]]:
+    """``in_prompt``: N -> [plain, snapshot]; ``prompt_start``: H -> [plain, snapshot] of the
+    first prompt then of the second. CPU µs per turn, medians of interleaved repeats."""
+    out: dict[str, dict[int, list[float]]] = {"in_prompt": {}, "prompt_start": {}}
+    for n in ns:
+        runs = _interleaved(lambda s, n=n: in_prompt_once(n, s), budget_s)
+        out["in_prompt"][n] = [statistics.median(runs[s]) * 1e6 for s in (False, True)]
+    for h in hs:
+        runs = _interleaved(lambda s, h=h: prompt_start_once(h, s), budget_s)
+        out["prompt_start"][h] = [statistics.median(r[k] for r in runs[s]) * 1e6
+                                  for k in (0, 1) for s in (False, True)]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ns", default="5,50,500,2500")
     parser.add_argument("--hs", default="10,100,1000,5000")
     parser.add_argument("--budget", type=float, default=1.0)
+    parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    fig = measure([int(x) for x in args.ns.split(",")], [int(x) for x in args.hs.split(",")],
+                  args.budget)
+    if args.json:
+        print(json.dumps(fig))
+        return 0
     print("CPU µs per turn, median; snapshot / plain measured interleaved in this process")
     print(f"{'in a prompt':<24}{'plain':>10}{'snapshot':>10}{'ratio':>8}")
-    for n in (int(x) for x in args.ns.split(",")):
-        runs = _interleaved(lambda s, n=n: in_prompt_once(n, s), args.budget)
-        plain, snap = (statistics.median(runs[s]) * 1e6 for s in (False, True))
+    for n, (plain, snap) in fig["in_prompt"].items():
         print(f"{f'N={n} turns (~{2 * n} msgs)':<24}{plain:>10.1f}{snap:>10.1f}"
               f"{snap / plain:>7.2f}x")
     print(f"{'prompt start':<24}{'plain':>10}{'snapshot':>10}{'ratio':>8}"
           f"{'plain':>10}{'snapshot':>10}{'ratio':>8}")
     print(f"{'':<24}{'first prompt of the run':>28}{'second prompt':>28}")
-    for h in (int(x) for x in args.hs.split(",")):
-        runs = _interleaved(lambda s, h=h: prompt_start_once(h, s), args.budget)
-        cells = ""
-        for k in (0, 1):
-            plain, snap = (statistics.median(r[k] for r in runs[s]) * 1e6 for s in (False, True))
-            cells += f"{plain:>10.1f}{snap:>10.1f}{snap / plain:>7.2f}x"
-        print(f"{f'H={h} stored msgs':<24}{cells}")
+    for h, (p1, s1, p2, s2) in fig["prompt_start"].items():
+        print(f"{f'H={h} stored msgs':<24}{p1:>10.1f}{s1:>10.1f}{s1 / p1:>7.2f}x"
+              f"{p2:>10.1f}{s2:>10.1f}{s2 / p2:>7.2f}x")
     return 0
 
 

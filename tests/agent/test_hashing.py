@@ -256,3 +256,30 @@ def test_a_new_prompt_encodes_only_its_new_messages() -> None:
                                                                          None)
     added = [entry[0] for key, entry in cache._canon.items() if key not in before]
     assert added == [second[0], second[-1]]
+
+
+def test_the_benchmark_runs_and_its_report_section_renders() -> None:
+    """bench/hashing.py (its figures feed docs/performance.md through bench/report.py)."""
+    import importlib.util
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[2] / "bench"
+    env = {**os.environ, "PYTHONPATH": str(bench.parent / "src")}
+    out = subprocess.run([sys.executable, str(bench / "hashing.py"), "--ns", "2", "--hs", "4",
+                          "--budget", "0", "--json"], capture_output=True, text=True, env=env,
+                         check=True, timeout=300)
+    fig = json.loads(out.stdout)
+    assert len(fig["in_prompt"]["2"]) == 2 and len(fig["prompt_start"]["4"]) == 4
+    assert all(v > 0 for cells in fig.values() for row in cells.values() for v in row)
+    spec = importlib.util.spec_from_file_location("bench_report", bench / "report.py")
+    assert spec is not None and spec.loader is not None
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    lines = report.section_hashing(fig, 1)
+    assert lines[0] == report.HASHING_SECTION and "| N=2 (~4 msgs) |" in "\n".join(lines)
+    page = report.splice("# Performance\n\n## Soak under faults\n\nx\n", [lines])
+    assert page.index("## Soak under faults") < page.index(report.HASHING_SECTION)
