@@ -43,8 +43,8 @@ class RunState:
     """One root run: what ``run_with`` injected, shared by every agent on the chain."""
 
     __slots__ = ("background", "background_errors", "enable_snapshot", "model", "providers",
-                 "on_tool_error", "prompt_hashes", "registry", "replay", "root", "session_id", "signal", "trace_id",
-                 "tracer", "watch")
+                 "on_tool_error", "prompt_hashes", "registry", "replay", "root", "session_id",
+                 "signal", "trace_id", "tracer", "watch")
 
     def __init__(self, *, providers: dict[str, Any], model: AgentModel | None,
                  registry: dict[str, AgentModel], enable_snapshot: bool,
