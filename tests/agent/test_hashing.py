@@ -7,11 +7,11 @@ from typing import Any
 
 import msgspec
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from bindloop.agent._snapshot import _STRUCTS, PromptHashCache, PromptHasher, _plain, \
-    canonical_message, prompt_hash
+    canonical_message, canonical_value, prompt_hash
 from bindloop.contracts import (
     AssistantMessage,
     FilePart,
@@ -283,3 +283,57 @@ def test_the_benchmark_runs_and_its_report_section_renders() -> None:
     assert lines[0] == report.HASHING_SECTION and "| N=2 (~4 msgs) |" in "\n".join(lines)
     page = report.splice("# Performance\n\n## Soak under faults\n\nx\n", [lines])
     assert page.index("## Soak under faults") < page.index(report.HASHING_SECTION)
+
+
+ANY_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.integers(-2**60, 2**60) | st.floats()
+    | TEXT | st.sampled_from([0.0, -0.0, 1.0, 1e21, 1e-7, 5e-324, 2.0**53, 2**53, 2**53 + 1]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3)
+    | st.dictionaries(st.integers(0, 3), inner, max_size=2),
+    max_leaves=10)
+
+
+def _reference_value(value: object, builtins: bool) -> bytes | type[BaseException]:
+    try:
+        return canonical_json(msgspec.to_builtins(value) if builtins else value).encode()
+    except (CanonicalJsonError, TypeError, ValueError) as exc:
+        return type(exc)
+
+
+@settings(max_examples=500, deadline=None)
+@given(ANY_JSON, st.booleans())
+@example(float("nan"), True)
+@example([float("inf")], False)
+@example({"\uffff": 1, "\U0001f600": 2}, True)
+@example({"a": 2**53 + 1}, True)
+@example({"a": [1.0, -0.0]}, False)
+@example({"k": "\ud800"}, True)
+def test_canonical_value_is_rfc8785(value: Any, builtins: bool) -> None:
+    """Floats, big integers, non-ASCII and non-string keys, nested objects, lone surrogates:
+    msgspec's sorted encoding is used only where it is the RFC 8785 text, the pure-Python
+    encoder (and its errors) everywhere else."""
+    try:
+        fast: bytes | type[BaseException] = canonical_value(value, builtins=builtins)
+    except (CanonicalJsonError, TypeError, ValueError) as exc:
+        fast = type(exc)
+    assert fast == _reference_value(value, builtins)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.dictionaries(TEXT, ANY_JSON, max_size=3), max_size=3),
+       st.none() | st.dictionaries(TEXT, ANY_JSON, max_size=3),
+       st.sampled_from([None, "auto", "required", ForcedTool(name="t")]))
+def test_prompt_hasher_suffix_equals_prompt_hash(params: list[dict[str, Any]], schema: Any,
+                                                 choice: Any) -> None:
+    """The tools, schema and tool choice part of the hash, for any JSON in them."""
+    tools = [ToolDefinition(name=f"t{i}", parameters=p) for i, p in enumerate(params)]
+    messages: list[Message] = [UserMessage(content="q")]
+    try:
+        expected: str | type[BaseException] = prompt_hash(messages, tools, schema, choice)
+    except (CanonicalJsonError, TypeError, ValueError) as exc:
+        expected = type(exc)
+    try:
+        got: str | type[BaseException] = PromptHasher(tools, schema, choice)(messages)
+    except (CanonicalJsonError, TypeError, ValueError) as exc:
+        got = type(exc)
+    assert got == expected

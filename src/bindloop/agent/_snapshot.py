@@ -4,6 +4,7 @@ bytes; replay serves the journal (zero model calls, zero tool runs) until it run
 from __future__ import annotations
 
 import hashlib
+import re
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from itertools import compress, count
@@ -23,6 +24,7 @@ from ..run import canonical_json
 __all__ = (
     "SNAPSHOT_VERSION",
     "canonical_message",
+    "canonical_value",
     "AgentSnapshot",
     "FrameSnapshot",
     "Journal",
@@ -173,6 +175,38 @@ def canonical_message(message: object) -> bytes:
     return canonical_json(msgspec.to_builtins(message)).encode()
 
 
+def _no_float(text: str) -> object:
+    raise ValueError(f"a float ({text}): RFC 8785 may print it otherwise")
+
+
+# Decodes JSON refusing every float literal (msgspec writes a float with "." or an exponent, RFC
+# 8785 prints 1.0 as 1 and 1e21 as 1e+21). An integer of 16 digits or more may be past 2**53,
+# which RFC 8785 prints as a double: such text (in a string too, to keep the check one C scan)
+# goes the pure-Python way.
+_NO_FLOAT = msgspec.json.Decoder(float_hook=_no_float)
+_LONG_INT = re.compile(rb"[0-9]{16}")
+
+
+def canonical_value(value: object, *, builtins: bool = True) -> bytes:
+    """The RFC 8785 bytes of a tool definition, schema or tool choice:
+    ``canonical_json(to_builtins(value))`` (``canonical_json(value)`` with ``builtins=False``) as
+    UTF-8, raising where it does.
+
+    msgspec's sorted encoding is taken when it is that text: it is ASCII (so every key sorts the
+    same by code point and by UTF-16 unit), holds no float and no integer of 16 digits or more,
+    and decodes back to the value's builtins (which rules out what JSON cannot hold faithfully:
+    NaN and the infinities, which msgspec writes as null, or a key that is not a string).
+    Otherwise the pure-Python encoder writes it."""
+    reference = msgspec.to_builtins(value) if builtins else value
+    try:
+        data = _SORTED.encode(value)
+        same = data.isascii() and _LONG_INT.search(data) is None \
+            and _NO_FLOAT.decode(data) == reference
+    except (TypeError, ValueError, msgspec.MsgspecError):  # a lone surrogate, a float, odd types
+        same = False
+    return data if same else canonical_json(reference).encode()
+
+
 class _Trail:
     """One transcript as hashed: its messages, their canonical bytes, the running SHA-256 state
     after ``{"messages":[`` and them, and states saved at model calls (``marks``: message counts
@@ -292,9 +326,9 @@ class PromptHasher:
                  tool_choice: object, cache: PromptHashCache | None = None) -> None:
         self._cache = PromptHashCache() if cache is None else cache
         # The payload after the messages: `],"schema":S,"tool_choice":C,"tools":T}`.
-        self._schema = b'],"schema":' + canonical_json(schema).encode() + b',"tool_choice":'
-        self._tools = b',"tools":' + canonical_json(msgspec.to_builtins(list(tools))).encode() \
-            + b"}"
+        self._schema = b'],"schema":' + canonical_value(schema, builtins=False) \
+            + b',"tool_choice":'
+        self._tools = b',"tools":[' + b",".join(canonical_value(t) for t in tools) + b"]}"
         self.choose(tool_choice)
         self._list: object = None
         self._trail: _Trail | None = None
@@ -304,8 +338,7 @@ class PromptHasher:
 
     def choose(self, tool_choice: object) -> None:
         """The next calls' tool choice (a per-turn tool-choice policy changes it between turns)."""
-        self._suffix = self._schema + canonical_json(
-            msgspec.to_builtins(tool_choice)).encode() + self._tools
+        self._suffix = self._schema + canonical_value(tool_choice) + self._tools
 
     def __call__(self, messages: list[Message]) -> str:
         count = self._count
