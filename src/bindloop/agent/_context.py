@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..contracts import Message, RunStats
 from ._errors import AfterPromptAgentError, NoAgentContextError
 from ..signal import AbortSignal
-from ._snapshot import Journal
+from ._snapshot import Journal, PromptHashCache
 
 if TYPE_CHECKING:
     from ._host import ConsumerHost
@@ -43,8 +43,8 @@ class RunState:
     """One root run: what ``run_with`` injected, shared by every agent on the chain."""
 
     __slots__ = ("background", "background_errors", "enable_snapshot", "model", "providers",
-                 "on_tool_error", "registry", "replay", "root", "session_id", "signal", "trace_id",
-                 "tracer", "watch")
+                 "on_tool_error", "prompt_hashes", "registry", "replay", "root", "session_id",
+                 "signal", "trace_id", "tracer", "watch")
 
     def __init__(self, *, providers: dict[str, Any], model: Model | None,
                  registry: dict[str, Model], enable_snapshot: bool,
@@ -62,6 +62,8 @@ class RunState:
         self.signal = signal
         self.tracer = tracer
         self.replay = replay
+        # What its prompts' hashes (snapshots, traces, replays) share: see PromptHashCache.
+        self.prompt_hashes = PromptHashCache()
         self.root = Frame(run=self, agent_id=None, parent=None, path=())
         # The run's root (run_with, or the outermost agent call of an implicit run) as the host
         # of the ``on_stream`` consumers past their prompt (see ``_host``), and what the

@@ -4,12 +4,18 @@ bytes; replay serves the journal (zero model calls, zero tool runs) until it run
 from __future__ import annotations
 
 import hashlib
+import re
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
+from itertools import compress, count
+from operator import is_not
 from typing import Any
 
 import msgspec
 
-from ..contracts import Message, ModelTurnResult, ToolDefinition, ToolOutcome
+from ..contracts import AssistantMessage, FilePart, ImagePart, Message, ModelTurnResult, \
+    ProviderItemPart, ReasoningPart, SystemMessage, TextPart, ToolCall, ToolDefinition, \
+    ToolMessage, ToolOutcome, UserMessage
 from ..errors import UsageError
 from ..session import CheckpointFormatError
 from ._errors import SnapshotDivergenceError
@@ -17,10 +23,13 @@ from ..run import canonical_json
 
 __all__ = (
     "SNAPSHOT_VERSION",
+    "canonical_message",
+    "canonical_value",
     "AgentSnapshot",
     "FrameSnapshot",
     "Journal",
     "JournalTurn",
+    "PromptHashCache",
     "PromptHasher",
     "ReplayCursor",
     "encode_snapshot",
@@ -122,6 +131,178 @@ def prompt_hash(messages: Sequence[Message], tools: Sequence[ToolDefinition],
     return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 
 
+# Structs whose fields have ASCII names and whose tags are strings (tests/agent/test_hashing.py
+# checks it): with leaves that are exactly str, bool or None, msgspec's sorted encoding of them is
+# their RFC 8785 text (same key order, same minimal escapes, non-ASCII written as is).
+_STRUCTS = frozenset({SystemMessage, UserMessage, AssistantMessage, ToolMessage, ToolCall,
+                      TextPart, ImagePart, FilePart, ReasoningPart, ProviderItemPart})
+_LEAVES = frozenset({str, bool, type(None)})
+_SORTED = msgspec.json.Encoder(order="sorted")
+_HEAD = b'{"messages":['
+
+
+def _plain(value: object) -> bool:
+    """Whether ``value`` is made only of the Structs above, tuples, lists and exact str / bool /
+    None leaves (a number, a mapping, bytes, a str subclass or any other object is not)."""
+    kind = type(value)
+    if kind in _STRUCTS:
+        for item in msgspec.structs.astuple(value):  # type: ignore[arg-type]
+            if type(item) not in _LEAVES and not _plain(item):
+                return False
+        return True
+    if kind is tuple or kind is list:
+        for item in value:  # type: ignore[attr-defined]
+            if type(item) not in _LEAVES and not _plain(item):
+                return False
+        return True
+    return kind in _LEAVES
+
+
+def canonical_message(message: object) -> bytes:
+    """The RFC 8785 canonical JSON bytes of one message: ``canonical_json(to_builtins(message))``
+    as UTF-8, raising :class:`~bindloop.run.CanonicalJsonError` where it does.
+
+    A message made of strings, booleans and nulls (every well-typed one) is msgspec's sorted
+    encoding: RFC 8785 and msgspec write such values alike (key order, minimal escapes, literal
+    non-ASCII). Anything else in a field (a number, a dict, bytes, a str subclass; msgspec does
+    not check types at construction), and a lone surrogate (msgspec refuses to encode it), goes
+    the pure-Python way, which gives today's bytes or today's error."""
+    if _plain(message):
+        try:
+            return _SORTED.encode(message)
+        except UnicodeEncodeError:  # a lone surrogate: canonical_json names it below
+            pass
+    return canonical_json(msgspec.to_builtins(message)).encode()
+
+
+def _no_float(text: str) -> object:
+    raise ValueError(f"a float ({text}): RFC 8785 may print it otherwise")
+
+
+# Decodes JSON refusing every float literal (msgspec writes a float with "." or an exponent, RFC
+# 8785 prints 1.0 as 1 and 1e21 as 1e+21). An integer of 16 digits or more may be past 2**53,
+# which RFC 8785 prints as a double: such text (in a string too, to keep the check one C scan)
+# goes the pure-Python way.
+_NO_FLOAT = msgspec.json.Decoder(float_hook=_no_float)
+_LONG_INT = re.compile(rb"[0-9]{16}")
+
+
+def canonical_value(value: object, *, builtins: bool = True) -> bytes:
+    """The RFC 8785 bytes of a tool definition, schema or tool choice:
+    ``canonical_json(to_builtins(value))`` (``canonical_json(value)`` with ``builtins=False``) as
+    UTF-8, raising where it does.
+
+    msgspec's sorted encoding is taken when it is that text: it is ASCII (so every key sorts the
+    same by code point and by UTF-16 unit), holds no float and no integer of 16 digits or more,
+    and decodes back to the value's builtins (which rules out what JSON cannot hold faithfully:
+    NaN and the infinities, which msgspec writes as null, or a key that is not a string).
+    Otherwise the pure-Python encoder writes it."""
+    reference = msgspec.to_builtins(value) if builtins else value
+    try:
+        data = _SORTED.encode(value)
+        same = data.isascii() and _LONG_INT.search(data) is None \
+            and _NO_FLOAT.decode(data) == reference
+    except (TypeError, ValueError, msgspec.MsgspecError):  # a lone surrogate, a float, odd types
+        same = False
+    return data if same else canonical_json(reference).encode()
+
+
+class _Trail:
+    """One transcript as hashed: its messages, their canonical bytes, the running SHA-256 state
+    after ``{"messages":[`` and them, and states saved at model calls (``marks``: message counts
+    ascending, states never updated in place) that another prompt can resume from."""
+
+    __slots__ = ("canon", "counts", "objs", "state", "states")
+
+    def __init__(self, objs: list[object], canon: list[bytes], count: int,
+                 state: hashlib._Hash) -> None:
+        self.objs = objs
+        self.canon = canon
+        self.counts = [count]
+        self.states = [state]
+        self.state = state.copy()
+
+    def mark(self, limit: int) -> None:
+        self.counts.append(len(self.objs))
+        self.states.append(self.state.copy())
+        if len(self.counts) > limit:  # thin the older marks, keep the newest
+            self.counts = self.counts[-2::-2][::-1] + self.counts[-1:]
+            self.states = self.states[-2::-2][::-1] + self.states[-1:]
+
+
+class PromptHashCache:
+    """A run's memory for its prompt hashes (one per ``run_with``, shared by its prompts and
+    sub-agents; a cache in an instance, never global).
+
+    It keeps the canonical bytes of up to ``limit`` messages by identity (messages are frozen:
+    equal identity, equal bytes; each entry holds its message, so an id is never reused while
+    cached) and the last ``trails`` hashed transcripts with their SHA-256 states at each model
+    call (at most ``marks`` per transcript). A new prompt's transcript resumes from the longest
+    prefix it shares with one of them -- same objects, or messages with the same canonical bytes
+    (a system message rebuilt per generation) -- so only the messages after it are encoded and
+    hashed. Finding that prefix compares the lists by identity in C (tens of ns per message)."""
+
+    __slots__ = ("_canon", "_limit", "_marks", "_trails", "_max_trails")
+
+    def __init__(self, *, limit: int = 8192, trails: int = 8, marks: int = 64) -> None:
+        self._canon: dict[int, tuple[object, bytes]] = {}
+        self._limit = limit
+        self._trails: list[_Trail] = []
+        self._max_trails = trails
+        self._marks = marks
+
+    def canonical(self, message: object) -> bytes:
+        """:func:`canonical_message`, computed once per message object while it stays cached."""
+        hit = self._canon.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        data = canonical_message(message)
+        canon = self._canon
+        if len(canon) >= self._limit:
+            del canon[next(iter(canon))]  # the oldest entry
+        canon[id(message)] = (message, data)
+        return data
+
+    def _shared(self, messages: Sequence[object], trail: _Trail) -> int:
+        """How many leading messages have the trail's canonical bytes (identity first)."""
+        objs, canon = trail.objs, trail.canon
+        for i in compress(count(), map(is_not, messages, objs)):
+            if self.canonical(messages[i]) != canon[i]:
+                return i
+        return min(len(messages), len(objs))
+
+    def start(self, messages: Sequence[object]) -> _Trail:
+        """A new trail for ``messages``, resumed from the best saved state (not yet extended)."""
+        best, source, at = 0, None, 0
+        for trail in self._trails:
+            shared = self._shared(messages, trail)
+            i = bisect_right(trail.counts, shared) - 1  # the last mark inside the shared prefix
+            if i >= 0 and trail.counts[i] > best:
+                best, source, at = trail.counts[i], trail, i
+                if shared == len(messages) or shared == len(trail.objs):
+                    break
+        if source is None:
+            trail = _Trail([], [], 0, hashlib.sha256(_HEAD))
+        else:
+            trail = _Trail(list(messages[:best]), source.canon[:best], best, source.states[at])
+        trails = self._trails
+        trails.insert(0, trail)
+        del trails[self._max_trails:]
+        return trail
+
+    def extend(self, trail: _Trail, messages: Sequence[object]) -> None:
+        """Hash ``messages[len(trail.objs):]`` into the trail and mark the state there."""
+        objs, canon, update = trail.objs, trail.canon, trail.state.update
+        for i in range(len(objs), len(messages)):
+            message = messages[i]
+            data = self.canonical(message)
+            update(b"," + data if i else data)
+            objs.append(message)
+            canon.append(data)
+        if trail.counts[-1] != len(objs):
+            trail.mark(self._marks)
+
+
 class PromptHasher:
     """:func:`prompt_hash` for one prompt's successive model calls, in time proportional to the
     messages added since the previous call rather than to the whole transcript.
@@ -131,49 +312,48 @@ class PromptHasher:
     after ``{"messages":[m1,...,mk`` is reused and only the fixed suffix is appended per call. The
     value equals :func:`prompt_hash` exactly. Messages are frozen Structs; the transcript is one
     list the loop only appends to, and a list that is not the same one, shrank, or no longer holds
-    the hashed first and last messages at their places is hashed again from the start (a
-    compaction's wholesale replacement, a truncation, a resumed list). A message edited in place
-    in the middle, keeping the length and the first and last, would go unseen: the loop never
-    does that and a :class:`~bindloop.model.Model` must not mutate the transcript."""
+    the hashed first and last messages at their places is matched again against the
+    :class:`PromptHashCache` (a compaction's wholesale replacement, a truncation, a resumed list, a
+    new prompt of the run): it resumes from the longest prefix it shares with a transcript hashed
+    before. A message edited in place in the middle, keeping the length and the first and last,
+    would go unseen: the loop never does that and a :class:`~bindloop.model.Model` must not mutate the
+    transcript. ``cache`` is the run's (a private one when omitted)."""
 
-    __slots__ = ("_count", "_first", "_last", "_list", "_schema", "_state", "_suffix", "_tools")
+    __slots__ = ("_cache", "_count", "_first", "_last", "_list", "_schema", "_suffix",
+                 "_tools", "_trail")
 
     def __init__(self, tools: Sequence[ToolDefinition], schema: Mapping[str, Any] | None,
-                 tool_choice: object) -> None:
-        self._tools = msgspec.to_builtins(list(tools))
-        self._schema = schema
+                 tool_choice: object, cache: PromptHashCache | None = None) -> None:
+        self._cache = PromptHashCache() if cache is None else cache
+        # The payload after the messages: `],"schema":S,"tool_choice":C,"tools":T}`.
+        self._schema = b'],"schema":' + canonical_value(schema, builtins=False) \
+            + b',"tool_choice":'
+        self._tools = b',"tools":[' + b",".join(canonical_value(t) for t in tools) + b"]}"
         self.choose(tool_choice)
         self._list: object = None
-        self._reset()
-
-    def choose(self, tool_choice: object) -> None:
-        """The next calls' tool choice (a per-turn tool-choice policy changes it between turns)."""
-        self._suffix = ("]," + canonical_json({
-            "schema": self._schema, "tool_choice": msgspec.to_builtins(tool_choice),
-            "tools": self._tools})[1:]).encode()
-
-    def _reset(self) -> None:
-        self._state = hashlib.sha256(b'{"messages":[')
+        self._trail: _Trail | None = None
         self._count = 0
         self._first: object = None
         self._last: object = None
 
+    def choose(self, tool_choice: object) -> None:
+        """The next calls' tool choice (a per-turn tool-choice policy changes it between turns)."""
+        self._suffix = self._schema + canonical_value(tool_choice) + self._tools
+
     def __call__(self, messages: list[Message]) -> str:
         count = self._count
-        if messages is not self._list or len(messages) < count or (count and (
+        trail = self._trail
+        if trail is None or messages is not self._list or len(messages) < count or (count and (
                 messages[0] is not self._first or messages[count - 1] is not self._last)):
-            self._reset()
+            trail = self._trail = self._cache.start(messages)
             self._list = messages
-            count = 0
-        state = self._state
-        for i in range(count, len(messages)):
-            text = canonical_json(msgspec.to_builtins(messages[i]))
-            state.update((text if i == 0 else "," + text).encode())
-        if len(messages) > count:
+        if len(messages) != len(trail.objs) or trail.counts[-1] != len(messages):
+            self._cache.extend(trail, messages)
+        if messages:
             self._count = len(messages)
             self._first = messages[0]
             self._last = messages[-1]
-        out = state.copy()
+        out = trail.state.copy()
         out.update(self._suffix)
         return out.hexdigest()
 

@@ -264,8 +264,8 @@ class TurnPort:
         run = frame.run
         self.tracer = run.tracer
         self.recording = run.enable_snapshot or run.tracer.enabled or frame.cursor is not None
-        self.hasher = PromptHasher(options.tools, options.schema, options.tool_choice) \
-            if self.recording else None
+        self.hasher = PromptHasher(options.tools, options.schema, options.tool_choice,
+                                   run.prompt_hashes) if self.recording else None
         self.watched = self.recording or hub is not None or text is not None
         # Unwatched, a StreamModel that keeps the base's complete and price has nothing to charge
         # (its fold prices nothing): its turn is that fold itself, awaited by the loop directly.
