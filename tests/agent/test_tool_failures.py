@@ -336,3 +336,28 @@ def test_an_exception_whose_str_raises_is_still_reported(caplog: Any) -> None:
         log_tool_error(ToolErrorReport(call_id="c", tool_name="t", agent_id="a", error=Broken()))
     (record,) = _records(caplog)
     assert "Broken: <exception str() failed>" in record.getMessage()
+
+
+@pytest.mark.parametrize("secret", ["Basic 2aaaaaaaaaaa==", "Basic aaaaaaaaaaaa==",
+                                    "Basic Zm9vOmJhcmJhcmJh"])
+def test_a_basic_credential_with_a_leading_digit_or_only_padding_is_redacted(secret: str) -> None:
+    """Found by the property below: a Basic token whose only digit was its first character (or
+    that had only padding) reached the record."""
+    try:
+        raise ValueError(secret)
+    except ValueError as raised:
+        error = raised
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    logger, keep = logging.getLogger(TOOL_LOGGER), Keep()
+    logger.addHandler(keep)
+    try:
+        log_tool_error(ToolErrorReport(call_id="c", tool_name="t", agent_id="a", error=error))
+    finally:
+        logger.removeHandler(keep)
+    (record,) = records
+    assert secret.split()[1] not in logging.Formatter().format(record)

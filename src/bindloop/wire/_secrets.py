@@ -42,11 +42,12 @@ _SECRET_PARAMS = ("key", "api_key", "apikey", "api-key", "access_token", "token"
 _QUERY = re.compile(
     r"(?i)([?&;](?:key|api[_-]?key|access[_-]?token|token|auth|sig|signature|secret|"
     r"client[_-]?secret|password|x-goog-api-key)=)([^&#\s\"'<>\\]+)")
-# Case-sensitive, and a Basic token needs a digit, capital or padding: "basic authentication" in
-# a provider's prose is not a credential.
+# Case-sensitive, and a Basic token needs a digit, "+" or "/" anywhere, a capital after its first
+# character, or padding: "Basic Authentication" in a provider's prose is not a credential.
 _SCHEME_TOKEN = re.compile(
     r"\b(Bearer|bearer|BEARER)(\s+)([A-Za-z0-9._~+/=-]{8,})"
-    r"|\b(Basic)(\s+)((?=[A-Za-z0-9+/][A-Za-z0-9+/]*?[0-9A-Z+/])[A-Za-z0-9+/]{8,}={0,2})")
+    r"|\b(Basic)(\s+)((?=[A-Za-z0-9+/]*?[0-9+/]|[A-Za-z0-9+/][A-Za-z0-9+/]*?[A-Z]"
+    r"|[A-Za-z0-9+/]*=)[A-Za-z0-9+/]{8,}={0,2})")
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/\s@\"'<>?#]+)@")
 
 
