@@ -67,8 +67,10 @@ async def run(chat: ChatInput, frames: RecordedFrames, deleted: list[str],
         saves.append(Save(parse_loop_checkpoint(serialize_loop_checkpoint(cp)), len(out),
                           encode_fed(frames.fed)))
 
+    # approvals=None, as the Worker's runner: the approvals arrive in a transcript no runner of
+    # this test suspended on.
     runner = agent_runner(DemoModel(), tools=demo_tools(deleted), needs_approval=["delete_note"],
-                          on_checkpoint=save)
+                          on_checkpoint=save, approvals=None)
     assert await drive_run(runner, chat, frames, out.extend, resumed=resumed) == "finished"
     return out, saves
 
