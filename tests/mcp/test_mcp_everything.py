@@ -6,7 +6,7 @@ roots) and logging."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anyio
@@ -14,6 +14,7 @@ import pytest
 
 from bindloop.contracts import ImagePart, Message, ModelTurnResult, UserMessage
 from bindloop.hosts.httpx_transport import HttpxTransport
+from bindloop.testing import function_model
 from bindloop.mcp import (
     ElicitationRequest,
     ElicitationResult,
@@ -41,7 +42,7 @@ pytestmark = pytest.mark.anyio
 asked: list[Any] = []
 
 
-async def model(messages: list[Message], tools: list[Any]) -> ModelTurnResult:
+async def respond(messages: Sequence[Message], request: Any) -> ModelTurnResult:
     asked.append(messages)
     return ModelTurnResult(text="sampled by bindloop", finish_reason="stop")
 
@@ -57,7 +58,7 @@ async def elicit(request: ElicitationRequest) -> ElicitationResult:
 async def everything(everything_url: str) -> AsyncIterator[tuple[McpHttpClient, list[McpEvent]]]:
     events: list[McpEvent] = []
     transport = HttpxTransport(everything_url)
-    handlers = ServerRequestHandlers(sampling=McpSampling(model, model_name="bindloop-test"),
+    handlers = ServerRequestHandlers(sampling=McpSampling(function_model(respond), model_name="bindloop-test"),
                                      elicitation=elicit,
                                      roots=[McpRoot(uri="file:///work/project", name="project")])
     try:
@@ -217,7 +218,7 @@ async def everything_2025_11(everything_url: str) -> AsyncIterator[tuple[McpHttp
         return ElicitationResult(action="accept")
 
     transport = HttpxTransport(everything_url)
-    handlers = ServerRequestHandlers(sampling=McpSampling(model, model_name="bindloop-test"),
+    handlers = ServerRequestHandlers(sampling=McpSampling(function_model(respond), model_name="bindloop-test"),
                                      elicitation=elicit, url_elicitation=consent, tasks=True)
     try:
         async with McpHttpClient(transport, server="everything", handlers=handlers,
