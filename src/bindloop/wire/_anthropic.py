@@ -42,7 +42,14 @@ from ..contracts import (
     TurnUsage,
     UsageIteration,
 )
-from ._anthropic_request import cache_breakpoints, message_blocks, results_first, tool_choice
+from ._anthropic_request import (
+    cache_breakpoints,
+    message_blocks,
+    results_first,
+    results_first_by,
+    tool_choice,
+)
+from ._cache import DEFAULT_REQUEST_CACHE, WireCache, check_cache_size, prepare, raw, tool_pieces
 from ._common import (
     JSON_HEADERS,
     SSE_ACCEPT,
@@ -190,16 +197,20 @@ def _usage(u: _Usage, model: str | None = None) -> TurnUsage:
 class AnthropicAdapter:
     """The Messages wire. ``max_tokens`` is required by the API, so ``default_max_tokens`` fills in
     when the options give none. ``beta`` values go into ``anthropic-beta``. Schemas are sent as
-    given unless ``sanitize_schemas`` (Anthropic accepts full JSON Schema)."""
+    given unless ``sanitize_schemas`` (Anthropic accepts full JSON Schema). ``request_cache`` as
+    for :class:`~bindloop.wire.OpenAIChatAdapter`."""
 
-    __slots__ = ("_beta", "_default_max_tokens", "_names", "_sanitize")
+    __slots__ = ("_beta", "_cache", "_compaction", "_default_max_tokens", "_names", "_sanitize")
 
     def __init__(self, *, default_max_tokens: int = 4096, beta: Sequence[str] = (),
-                 sanitize_schemas: bool = False) -> None:
+                 sanitize_schemas: bool = False,
+                 request_cache: int = DEFAULT_REQUEST_CACHE) -> None:
         self._default_max_tokens = default_max_tokens
         self._beta = tuple(beta)
+        self._compaction = any(b.startswith("compact-") for b in self._beta)
         self._sanitize = sanitize_schemas
         self._names = ToolNames(OPENAI_NAMES)  # the same pattern: ^[a-zA-Z0-9_-]{1,64}$
+        self._cache = WireCache(request_cache) if check_cache_size(request_cache) else None
 
     @property
     def wire(self) -> WireName:
@@ -210,31 +221,60 @@ class AnthropicAdapter:
 
     def build_request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                       options: WireOptions) -> HttpRequest:
-        messages, tools, options = self._names.renamed(messages, tools, options)
-        system: list[dict[str, Any]] = []
+        system: list[Any] = []
         turns: list[dict[str, Any]] = []
-        compaction = any(b.startswith("compact-") for b in self._beta)
-        for m in prepare_history(messages, "anthropic"):
-            if isinstance(m, SystemMessage):
-                text = text_of(parts_of(m.content), "a system message")
-                if text.strip():  # a blank system block is refused like any blank text
-                    system.append({"type": "text", "text": text})
-                continue
-            role, blocks = message_blocks(m, compaction=compaction)
-            if not blocks:
-                continue
-            if turns and turns[-1]["role"] == role:
-                turns[-1]["content"].extend(blocks)
-            else:
-                turns.append({"role": role, "content": blocks})
+        compaction = self._compaction
+        tool_defs: list[Any]
+        cache = self._cache
+        if cache is None:
+            messages, tools, options = self._names.renamed(messages, tools, options)
+            for m in prepare_history(messages, "anthropic"):
+                if isinstance(m, SystemMessage):
+                    text = text_of(parts_of(m.content), "a system message")
+                    if text.strip():  # a blank system block is refused like any blank text
+                        system.append({"type": "text", "text": text})
+                    continue
+                role, blocks = message_blocks(m, compaction=compaction)
+                if not blocks:
+                    continue
+                if turns and turns[-1]["role"] == role:
+                    turns[-1]["content"].extend(blocks)
+                else:
+                    turns.append({"role": role, "content": blocks})
+            for turn in turns:
+                if turn["role"] == "user":
+                    turn["content"] = results_first(turn["content"])
+            tool_defs = [self._tool(t) for t in tools]
+        else:
+            prep = prepare(cache, self._names, messages, tools, options, "anthropic")
+            found = prep.found
+            for i in prep.missing:
+                m = messages[i]
+                piece, size = self._piece(prep.message(m))
+                found[i] = piece
+                prep.keep(m, piece, size)
+            flags: list[list[bool]] = []
+            for role, blocks, results in found:
+                if role is None:  # a system message: its block, or None when blank
+                    if blocks is not None:
+                        system.append(blocks)
+                elif not blocks:
+                    continue
+                elif turns and turns[-1]["role"] == role:
+                    turns[-1]["content"] += blocks
+                    flags[-1] += results
+                else:
+                    turns.append({"role": role, "content": list(blocks)})
+                    flags.append(list(results))
+            for turn, results in zip(turns, flags):
+                if turn["role"] == "user":
+                    turn["content"] = results_first_by(turn["content"], results)
+            tool_defs = tool_pieces(cache, tools, prep.tools, self._tool)
+            tools, options = prep.tools, prep.options
         if not turns:
             raise WireRequestError(
                 "messages: nothing to send to the Anthropic Messages API (it needs at least one "
                 "message, and empty or whitespace-only text is left out)")
-        for turn in turns:
-            if turn["role"] == "user":
-                turn["content"] = results_first(turn["content"])
-        tool_defs = [self._tool(t) for t in tools]
         if options.cache is not None:
             cache_breakpoints(options.cache, system, tool_defs, turns)
         body: dict[str, Any] = {
@@ -279,6 +319,21 @@ class AnthropicAdapter:
             headers = headers + SSE_ACCEPT
         return HttpRequest(method="POST", path="/v1/messages", headers=headers,
                            body=encode_body(body, options), stream=options.stream)
+
+    def _piece(self, m: Message) -> tuple[tuple[str | None, Any, tuple[bool, ...]], int]:
+        """A message's kept form: ``(role, encoded blocks, which are tool results)``, or for a
+        system message ``(None, its encoded block or None, ())``; and its encoded size."""
+        if isinstance(m, SystemMessage):
+            text = text_of(parts_of(m.content), "a system message")
+            if not text.strip():  # a blank system block is refused like any blank text
+                return (None, None, ()), 0
+            block, size = raw({"type": "text", "text": text})
+            return (None, block, ()), size
+        role, blocks = message_blocks(m, compaction=self._compaction)
+        pieces = [raw(b) for b in blocks]
+        size = -1 if any(n < 0 for _, n in pieces) else sum(n for _, n in pieces)
+        return (role, tuple(p for p, _ in pieces),
+                tuple(b["type"] == "tool_result" for b in blocks)), size
 
     def _tool(self, tool: ToolDefinition) -> dict[str, Any]:
         out: dict[str, Any] = {"name": tool.name}

@@ -8,6 +8,8 @@ import base64
 import binascii
 from typing import Any
 
+import msgspec
+
 from ..contracts import (
     AssistantMessage,
     ContentPart,
@@ -25,7 +27,10 @@ from ._errors import WireRequestError
 from ._names import plain_id
 from ._types import CachePolicy, ForcedTool, WireOptions
 
-__all__ = ("cache_breakpoints", "message_blocks", "results_first", "tool_choice")
+__all__ = ("cache_breakpoints", "message_blocks", "results_first", "results_first_by",
+           "tool_choice")
+
+_ENCODE = msgspec.json.Encoder().encode
 
 
 def cache_breakpoints(policy: CachePolicy, system: list[dict[str, Any]],
@@ -39,18 +44,26 @@ def cache_breakpoints(policy: CachePolicy, system: list[dict[str, Any]],
     if policy.ttl is not None:
         mark["ttl"] = policy.ttl
     if policy.system and system:
-        system[-1] = {**system[-1], "cache_control": mark}
+        system[-1] = _marked(system[-1], mark)
     if policy.tools and tools:
-        tools[-1] = {**tools[-1], "cache_control": mark}
+        tools[-1] = _marked(tools[-1], mark)
     left = policy.turns
     for turn in reversed(turns):
         if left == 0:
             break
         blocks = turn["content"]
-        if turn["role"] != "user" or not blocks or not isinstance(blocks[-1], dict):
+        if turn["role"] != "user" or not blocks or not isinstance(blocks[-1], (dict, msgspec.Raw)):
             continue
-        blocks[-1] = {**blocks[-1], "cache_control": mark}
+        blocks[-1] = _marked(blocks[-1], mark)
         left -= 1
+
+
+def _marked(block: Any, mark: dict[str, Any]) -> Any:
+    """``block`` with ``cache_control`` last. A block kept encoded (``msgspec.Raw``, one of this
+    module's own objects, which never hold the key) gets the same bytes the dict would encode to."""
+    if isinstance(block, msgspec.Raw):
+        return msgspec.Raw(bytes(block)[:-1] + b',"cache_control":' + _ENCODE(mark) + b"}")
+    return {**block, "cache_control": mark}
 
 
 def tool_choice(options: WireOptions) -> dict[str, Any] | None:
@@ -69,6 +82,14 @@ def tool_choice(options: WireOptions) -> dict[str, Any] | None:
     if options.parallel_tool_calls is False and out["type"] != "none":
         out["disable_parallel_tool_use"] = True
     return out
+
+
+def results_first_by(blocks: list[Any], results: list[bool]) -> list[Any]:
+    """:func:`results_first` for blocks kept encoded, told apart by ``results`` (which of them
+    are ``tool_result`` blocks)."""
+    if not any(results) or all(results):
+        return blocks
+    return [b for b, r in zip(blocks, results) if r] + [b for b, r in zip(blocks, results) if not r]
 
 
 def results_first(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -48,6 +48,8 @@ from ..contracts import (
     TurnUsage,
     UserMessage,
 )
+from ._cache import DEFAULT_REQUEST_CACHE, Prepared, WireCache, check_cache_size, prepare, raw
+from ._cache import tool_pieces
 from ._common import (
     JSON_HEADERS,
     decode_arguments,
@@ -271,14 +273,17 @@ class _TurnState:
 
 
 class GeminiAdapter:
-    """The Gemini API wire. ``api_version`` is the path prefix (``v1beta``)."""
+    """The Gemini API wire. ``api_version`` is the path prefix (``v1beta``); ``sanitize_schemas``
+    and ``request_cache`` as for :class:`~bindloop.wire.OpenAIChatAdapter`."""
 
-    __slots__ = ("_api_version", "_names", "_sanitize")
+    __slots__ = ("_api_version", "_cache", "_names", "_sanitize")
 
-    def __init__(self, *, api_version: str = "v1beta", sanitize_schemas: bool = True) -> None:
+    def __init__(self, *, api_version: str = "v1beta", sanitize_schemas: bool = True,
+                 request_cache: int = DEFAULT_REQUEST_CACHE) -> None:
         self._api_version = api_version
         self._sanitize = sanitize_schemas
         self._names = ToolNames(GEMINI_NAMES)
+        self._cache = WireCache(request_cache) if check_cache_size(request_cache) else None
 
     @property
     def wire(self) -> WireName:
@@ -289,31 +294,71 @@ class GeminiAdapter:
 
     def build_request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                       options: WireOptions) -> HttpRequest:
-        messages, tools, options = self._names.renamed(messages, tools, options)
-        system: list[dict[str, Any]] = []
+        system: list[Any] = []
         contents: list[dict[str, Any]] = []
         names: dict[str, str] = {}
         cache = options.cache if options.cache is not None and options.cache.cached_content else None
         skip = cache.cached_messages if cache is not None else 0
-        for m in prepare_history(messages, "google"):
-            if isinstance(m, SystemMessage):
-                text = text_of(parts_of(m.content), "a system message")
-                if text:
-                    system.append({"text": text})
-                continue
-            if skip:
-                # Held by the cache; a tool result there still names its call for later ones.
-                skip -= 1
-                if isinstance(m, AssistantMessage):
-                    names.update((c.id, c.name) for c in m.tool_calls)
-                continue
-            role, parts = _parts(m, names)
-            if not parts:
-                continue
-            if contents and contents[-1]["role"] == role:
-                contents[-1]["parts"].extend(parts)
-            else:
-                contents.append({"role": role, "parts": parts})
+        memo = self._cache
+        wire_tools: list[Any]
+        if memo is None:
+            messages, tools, options = self._names.renamed(messages, tools, options)
+            for m in prepare_history(messages, "google"):
+                if isinstance(m, SystemMessage):
+                    text = text_of(parts_of(m.content), "a system message")
+                    if text:
+                        system.append({"text": text})
+                    continue
+                if skip:
+                    # Held by the cache; a tool result there still names its call for later ones.
+                    skip -= 1
+                    if isinstance(m, AssistantMessage):
+                        names.update((c.id, c.name) for c in m.tool_calls)
+                    continue
+                role, parts = _parts(m, names)
+                if not parts:
+                    continue
+                if contents and contents[-1]["role"] == role:
+                    contents[-1]["parts"].extend(parts)
+                else:
+                    contents.append({"role": role, "parts": parts})
+            wire_tools = [self._tool(t) for t in tools]
+        else:
+            prep = prepare(memo, self._names, messages, tools, options, "google")
+            for m, piece in zip(messages, prep.found):
+                # In order, as the uncached build: a tool result's name comes from the calls
+                # before it, and the first message that cannot be sent raises.
+                if isinstance(m, SystemMessage):
+                    if piece is None:
+                        piece = self._piece(prep, m)
+                    if piece[1] is not None:
+                        system.append(piece[1])
+                    continue
+                if skip:
+                    skip -= 1
+                    if isinstance(m, AssistantMessage):
+                        names.update((c.id, prep.call_name(c.name)) for c in m.tool_calls)
+                    continue
+                if isinstance(m, ToolMessage) and m.name is None:
+                    name = names.get(m.tool_call_id)
+                    if name is None:
+                        raise WireRequestError(f"tool result {m.tool_call_id!r} answers no "
+                                               "earlier call; Gemini needs its name")
+                    if piece is None or piece[3] != name:
+                        piece = self._piece(prep, m, name)
+                elif piece is None:
+                    piece = self._piece(prep, m)
+                role, parts, calls, _ = piece
+                if calls:
+                    names.update(calls)
+                if not parts:
+                    continue
+                if contents and contents[-1]["role"] == role:
+                    contents[-1]["parts"] += parts
+                else:
+                    contents.append({"role": role, "parts": list(parts)})
+            wire_tools = tool_pieces(memo, tools, prep.tools, self._tool)
+            tools, options = prep.tools, prep.options
         body: dict[str, Any] = {"contents": contents}
         if cache is not None:
             # The cache holds the system instruction, tools and tool config; Gemini refuses a
@@ -323,7 +368,7 @@ class GeminiAdapter:
         if system:
             body["systemInstruction"] = {"parts": system}
         if tools:
-            body["tools"] = [{"functionDeclarations": [self._tool(t) for t in tools]}]
+            body["tools"] = [{"functionDeclarations": wire_tools}]
         if options.tool_choice is not None and tools:
             choice = options.tool_choice
             config: dict[str, Any]
@@ -364,6 +409,27 @@ class GeminiAdapter:
                            path=f"/{self._api_version}/models/{options.model}:{method}",
                            headers=headers, body=encode_body(body, options),
                            stream=options.stream)
+
+    def _piece(self, prep: Prepared, m: Message, name: str | None = None) -> Any:
+        """A message's kept form, and keep it: ``(role, encoded parts, its calls' (id, name)
+        pairs, the name a nameless tool result was sent under)``; for a system message
+        ``(None, its encoded part or None, (), None)``. ``name`` is a nameless tool result's."""
+        wire_m = prep.message(m)
+        piece: tuple[Any, ...]
+        if isinstance(wire_m, SystemMessage):
+            text = text_of(parts_of(wire_m.content), "a system message")
+            part, size = raw({"text": text}) if text else (None, 0)
+            piece = (None, part, (), None)
+        else:
+            role, parts = _parts(wire_m, {wire_m.tool_call_id: name} if name is not None
+                                 and isinstance(wire_m, ToolMessage) else {})
+            pieces = [raw(p) for p in parts]
+            size = -1 if any(n < 0 for _, n in pieces) else sum(n for _, n in pieces)
+            calls: tuple[Any, ...] = tuple((c.id, c.name) for c in wire_m.tool_calls) \
+                if isinstance(wire_m, AssistantMessage) else ()
+            piece = (role, tuple(p for p, _ in pieces), calls, name)
+        prep.keep(m, piece, size)
+        return piece
 
     def _tool(self, tool: ToolDefinition) -> dict[str, Any]:
         out: dict[str, Any] = {"name": tool.name}

@@ -1,0 +1,184 @@
+"""Each message's and tool definition's wire form, kept per adapter between requests.
+
+An agent sends the same transcript again on every model call, one or two messages longer. Messages
+are frozen Structs, and every step from a message to its bytes on a wire — the tool-name mapping
+(:mod:`._names`, a pure function of each name), the reasoning-forwarding policy (a pure function of
+each assistant message), the wire's own conversion — depends on that message alone (and on the
+adapter's fixed settings). So an adapter keeps what a message became, encoded once as
+``msgspec.Raw``, keyed by the message's identity (the entry holds the message, so its ``id`` is not
+reused while the entry lives), and a request re-encodes only the messages it has not seen. Tool
+definitions are kept the same way: their schemas are checked and sanitized once, not per request.
+Bytes are those of the uncached build (a property test compares them for any transcript).
+
+The memo is bounded in entries and in encoded bytes, oldest first out, so memory stays flat
+however many sessions share the adapter; an evicted message is converted again when it returns.
+A ``ToolDefinition``'s ``parameters`` dict must not be mutated after it was sent (a new definition
+is a new key).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+
+from ..contracts import AssistantMessage, Message, ToolDefinition, ToolMessage
+from ..transcript import ReasoningTarget, sanitize_history_for_provider
+from ._names import ToolNames, rename_message, rename_rest
+from ._types import ForcedTool, WireOptions
+
+__all__ = ("DEFAULT_REQUEST_CACHE", "Prepared", "WireCache", "check_cache_size", "prepare", "raw",
+           "tool_pieces")
+
+DEFAULT_REQUEST_CACHE = 16_384
+"""Messages and tool definitions whose wire form one adapter keeps (``request_cache=``)."""
+
+_MAX_BYTES = 64 << 20  # encoded bytes kept per adapter, whatever the entry count
+
+_ENCODE = msgspec.json.Encoder().encode
+
+def check_cache_size(value: int) -> int:
+    from ..errors import UsageError
+
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UsageError(f"request_cache must be an int >= 0, got {value!r}")
+    return value
+
+
+def raw(value: Any) -> tuple[Any, int]:
+    """``value`` encoded once as ``msgspec.Raw`` and its size; a value holding a lone surrogate
+    stays as it is with size ``-1`` (not kept: the body's encoding then names where it sits)."""
+    try:
+        data = _ENCODE(value)
+    except UnicodeEncodeError:
+        return value, -1
+    return msgspec.Raw(data), len(data)
+
+
+class WireCache:
+    """Identity-keyed, bounded memo of wire forms (see the module docstring). Concurrent requests
+    on one adapter only ever store equal values for one key."""
+
+    __slots__ = ("_bytes", "_entries", "_limit")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        # id(key) -> (key, value, encoded size, whether key holds a name the wire refuses)
+        self._entries: dict[int, tuple[object, Any, int, bool]] = {}
+        self._bytes = 0
+
+    def get(self, key: object) -> Any:
+        entry = self._entries.get(id(key))
+        return entry[1] if entry is not None and entry[0] is key else None
+
+    def put(self, key: object, value: Any, size: int, renamed: bool = False) -> None:
+        """Keep ``value`` for ``key`` (``size`` encoded bytes; a negative size is not kept)."""
+        if size < 0 or size > _MAX_BYTES or self._limit == 0:
+            return
+        entries = self._entries
+        old = entries.pop(id(key), None)
+        if old is not None:
+            self._bytes -= old[2]
+        entries[id(key)] = (key, value, size, renamed)
+        self._bytes += size
+        while len(entries) > self._limit or self._bytes > _MAX_BYTES:
+            oldest = next(iter(entries))
+            self._bytes -= entries.pop(oldest)[2]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def nbytes(self) -> int:
+        """Encoded bytes held."""
+        return self._bytes
+
+
+class Prepared:
+    """One request against an adapter's memo: ``found[i]`` is message ``i``'s kept piece or
+    ``None``; :meth:`message` gives a missing message's renamed and sanitized form to convert,
+    :meth:`keep` stores its piece. ``tools`` and ``options`` carry wire names where needed."""
+
+    __slots__ = ("_cache", "_names", "_target", "found", "missing", "options", "tools", "wire")
+
+    def __init__(self, cache: WireCache, names: ToolNames, found: list[Any], missing: list[int],
+                 tools: Sequence[ToolDefinition], options: WireOptions,
+                 wire: dict[str, str] | None, target: ReasoningTarget) -> None:
+        self._cache = cache
+        self._names = names
+        self._target = target
+        self.found = found
+        self.missing = missing
+        self.tools = tools
+        self.options = options
+        self.wire = wire
+
+    def message(self, m: Message) -> Message:
+        """``m`` as the uncached build converts it: wire names, then the reasoning policy."""
+        if self.wire is not None:
+            m = rename_message(m, self.wire)
+        if isinstance(m, AssistantMessage) and isinstance(m.content, tuple):
+            m = sanitize_history_for_provider((m,), self._target)[0]
+        return m
+
+    def keep(self, m: Message, piece: Any, size: int) -> None:
+        self._cache.put(m, piece, size, self.wire is not None and _refused(self._names, m))
+
+    def call_name(self, name: str) -> str:
+        """A call's name as sent (its wire name where this request maps names)."""
+        return name if self.wire is None else self.wire[name]
+
+
+def _refused(names: ToolNames, m: Message) -> bool:
+    """Whether ``m`` holds a tool name the wire refuses (so the request must map names)."""
+    fits = names.fits
+    if isinstance(m, AssistantMessage):
+        return any(not fits(c.name) for c in m.tool_calls)
+    return isinstance(m, ToolMessage) and m.name is not None and not fits(m.name)
+
+
+def prepare(cache: WireCache, names: ToolNames, messages: Sequence[Message],
+            tools: Sequence[ToolDefinition], options: WireOptions,
+            target: ReasoningTarget) -> Prepared:
+    """Look every message up. When any name in the request is one the wire refuses, map the
+    request's names as :meth:`ToolNames.renamed` does (the same checks, errors and table); the
+    flag is kept with each message, so a request of fitting names reads no name again."""
+    entries = cache._entries
+    found: list[Any] = []
+    missing: list[int] = []
+    append = found.append
+    refused = False
+    for i, m in enumerate(messages):
+        entry = entries.get(id(m))
+        if entry is not None and entry[0] is m:
+            append(entry[1])
+            if entry[3]:
+                refused = True
+        else:
+            append(None)
+            missing.append(i)
+            if not refused and _refused(names, m):
+                refused = True
+    fits = names.fits
+    forced = options.tool_choice.name if isinstance(options.tool_choice, ForcedTool) else None
+    if not refused and all(fits(t.name) for t in tools) and (forced is None or fits(forced)):
+        return Prepared(cache, names, found, missing, tools, options, None, target)
+    wire = names.request(names.request_names(messages, tools, options))
+    renamed, options = rename_rest(tools, options, wire)
+    return Prepared(cache, names, found, missing, renamed, options, wire, target)
+
+
+def tool_pieces(cache: WireCache, tools: Sequence[ToolDefinition],
+                sent: Sequence[ToolDefinition],
+                convert: Callable[[ToolDefinition], Any]) -> list[Any]:
+    """Each tool's converted and encoded form, kept by the identity of the definition the caller
+    passed (``tools``); ``sent`` are the same definitions under their wire names."""
+    out: list[Any] = []
+    for tool, wire_tool in zip(tools, sent):
+        piece = cache.get(tool)
+        if piece is None:
+            piece, size = raw(convert(wire_tool))
+            cache.put(tool, piece, size)
+        out.append(piece)
+    return out
