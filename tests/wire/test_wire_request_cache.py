@@ -79,8 +79,8 @@ def odd(draw: st.DrawFn, messages: list[Message]) -> list[Message]:
         elif isinstance(m, AssistantMessage) and draw(st.integers(0, 5)) == 0:
             item = ProviderItemPart(wire=draw(st.sampled_from(["anthropic", "openai_responses"])),
                                     kind="compaction", data='{"type":"compaction","x":1}')
-            m = replace(m, content=(*(m.content or ()) if not isinstance(m.content, str)
-                                    else (TextPart(text=m.content),), item))
+            parts = (TextPart(text=m.content),) if isinstance(m.content, str) else m.content or ()
+            m = replace(m, content=(*parts, item))
         out.append(m)
     if out and draw(st.integers(0, 9)) == 0:
         out.append(AssistantMessage(tool_calls=(ToolCall(id=draw(ODD_IDS), name="t",
