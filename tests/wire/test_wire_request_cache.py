@@ -6,6 +6,7 @@ grows turn by turn, under a tiny bound, with names the wire maps and with input 
 from __future__ import annotations
 
 from typing import Any
+from unittest.mock import patch
 
 import msgspec
 import pytest
@@ -35,6 +36,8 @@ from bindloop.wire import (
     OpenAIResponsesAdapter,
     WireOptions,
 )
+
+from bindloop.wire._names import ToolNames
 
 from . import wire_strategies
 
@@ -105,11 +108,23 @@ OPTIONS = st.builds(
 
 def outcome(adapter: Any, messages: list[Message], tools: list[ToolDefinition],
             options: WireOptions) -> tuple[Any, ...]:
-    """What a build gives: its request, or the error it raises (type and text)."""
+    """What a build gives: its request, or the error it raises (type and text). A request a
+    caching adapter sends must come from its cached path: the uncached build (which always maps
+    names through ``ToolNames.renamed``) runs only to word a refusal."""
+    uncached: list[object] = []
+    real = ToolNames.renamed
+
+    def spy(self: ToolNames, *args: Any) -> Any:
+        uncached.append(self)
+        return real(self, *args)
+
     try:
-        request = adapter.build_request(messages, tools, options)
+        with patch.object(ToolNames, "renamed", spy):
+            request = adapter.build_request(messages, tools, options)
     except Exception as exc:  # the same refusal, word for word, is part of the contract
         return ("raised", type(exc).__name__, str(exc))
+    if adapter._cache is not None:
+        assert not uncached, "a request that could be sent fell back to the uncached build"
     return ("sent", request.method, request.path, request.headers, request.body, request.stream)
 
 

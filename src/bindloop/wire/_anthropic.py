@@ -44,12 +44,22 @@ from ..contracts import (
 )
 from ._anthropic_request import (
     cache_breakpoints,
+    cache_mark,
+    marked,
     message_blocks,
     results_first,
     results_first_by,
     tool_choice,
 )
-from ._cache import DEFAULT_REQUEST_CACHE, WireCache, check_cache_size, prepare, raw, tool_pieces
+from ._cache import (
+    DEFAULT_REQUEST_CACHE,
+    WireCache,
+    array,
+    check_cache_size,
+    encoded,
+    prepare,
+    tool_pieces,
+)
 from ._common import (
     JSON_HEADERS,
     SSE_ACCEPT,
@@ -221,62 +231,19 @@ class AnthropicAdapter:
 
     def build_request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                       options: WireOptions) -> HttpRequest:
-        system: list[Any] = []
-        turns: list[dict[str, Any]] = []
-        compaction = self._compaction
-        tool_defs: list[Any]
         cache = self._cache
-        if cache is None:
-            messages, tools, options = self._names.renamed(messages, tools, options)
-            for m in prepare_history(messages, "anthropic"):
-                if isinstance(m, SystemMessage):
-                    text = text_of(parts_of(m.content), "a system message")
-                    if text.strip():  # a blank system block is refused like any blank text
-                        system.append({"type": "text", "text": text})
-                    continue
-                role, blocks = message_blocks(m, compaction=compaction)
-                if not blocks:
-                    continue
-                if turns and turns[-1]["role"] == role:
-                    turns[-1]["content"].extend(blocks)
-                else:
-                    turns.append({"role": role, "content": blocks})
-            for turn in turns:
-                if turn["role"] == "user":
-                    turn["content"] = results_first(turn["content"])
-            tool_defs = [self._tool(t) for t in tools]
-        else:
-            prep = prepare(cache, self._names, messages, tools, options, "anthropic")
-            found = prep.found
-            for i in prep.missing:
-                m = messages[i]
-                piece, size = self._piece(prep.message(m))
-                found[i] = piece
-                prep.keep(m, piece, size)
-            flags: list[list[bool]] = []
-            for role, blocks, results in found:
-                if role is None:  # a system message: its block, or None when blank
-                    if blocks is not None:
-                        system.append(blocks)
-                elif not blocks:
-                    continue
-                elif turns and turns[-1]["role"] == role:
-                    turns[-1]["content"] += blocks
-                    flags[-1] += results
-                else:
-                    turns.append({"role": role, "content": list(blocks)})
-                    flags.append(list(results))
-            for turn, results in zip(turns, flags):
-                if turn["role"] == "user":
-                    turn["content"] = results_first_by(turn["content"], results)
-            tool_defs = tool_pieces(cache, tools, prep.tools, self._tool)
-            tools, options = prep.tools, prep.options
-        if not turns:
-            raise WireRequestError(
-                "messages: nothing to send to the Anthropic Messages API (it needs at least one "
-                "message, and empty or whitespace-only text is left out)")
-        if options.cache is not None:
-            cache_breakpoints(options.cache, system, tool_defs, turns)
+        built: dict[str, Any] | None = None
+        if cache is not None:
+            try:
+                built = self._cached(cache, messages, tools, options)
+            except Exception:
+                # A request the wire refuses: the uncached build below raises the very error,
+                # in the same words, as it always did.
+                built = None
+        if built is None:
+            built = self._uncached(messages, tools, options)
+        tools, options = built["_tools"], built["_options"]
+        system, turns, tool_defs = built["system"], built["messages"], built["tools"]
         body: dict[str, Any] = {
             "model": options.model,
             "max_tokens": options.max_tokens if options.max_tokens is not None
@@ -320,20 +287,112 @@ class AnthropicAdapter:
         return HttpRequest(method="POST", path="/v1/messages", headers=headers,
                            body=encode_body(body, options), stream=options.stream)
 
-    def _piece(self, m: Message) -> tuple[tuple[str | None, Any, tuple[bool, ...]], int]:
-        """A message's kept form: ``(role, encoded blocks, which are tool results)``, or for a
-        system message ``(None, its encoded block or None, ())``; and its encoded size."""
+    def _uncached(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
+                  options: WireOptions) -> dict[str, Any]:
+        """System blocks, turns and tools converted from scratch (the build before issue 31)."""
+        messages, tools, options = self._names.renamed(messages, tools, options)
+        system: list[dict[str, Any]] = []
+        turns: list[dict[str, Any]] = []
+        for m in prepare_history(messages, "anthropic"):
+            if isinstance(m, SystemMessage):
+                text = text_of(parts_of(m.content), "a system message")
+                if text.strip():  # a blank system block is refused like any blank text
+                    system.append({"type": "text", "text": text})
+                continue
+            role, blocks = message_blocks(m, compaction=self._compaction)
+            if not blocks:
+                continue
+            if turns and turns[-1]["role"] == role:
+                turns[-1]["content"].extend(blocks)
+            else:
+                turns.append({"role": role, "content": blocks})
+        if not turns:
+            raise WireRequestError(
+                "messages: nothing to send to the Anthropic Messages API (it needs at least one "
+                "message, and empty or whitespace-only text is left out)")
+        for turn in turns:
+            if turn["role"] == "user":
+                turn["content"] = results_first(turn["content"])
+        tool_defs = [self._tool(t) for t in tools]
+        if options.cache is not None:
+            cache_breakpoints(options.cache, system, tool_defs, turns)
+        return {"system": system, "messages": turns, "tools": tool_defs, "_tools": tools,
+                "_options": options}
+
+    def _cached(self, cache: WireCache, messages: Sequence[Message],
+                tools: Sequence[ToolDefinition], options: WireOptions) -> dict[str, Any]:
+        """:meth:`_uncached`'s values from each message's kept encoded form: a turn of one
+        message is its kept bytes, a merged turn is its messages' blocks joined."""
+        prep = prepare(cache, self._names, messages, tools, options, "anthropic")
+        found = prep.found
+        for i in prep.missing:
+            m = messages[i]
+            found[i] = piece = self._piece(prep.message(m))
+            blocks = piece[1]
+            prep.keep(m, piece, len(piece[3]) + (len(blocks) if isinstance(blocks, bytes)
+                                                 else sum(len(b) for b in blocks)))
+        system: list[bytes] = []
+        groups: list[list[Any]] = []
+        last = None
+        for piece in found:
+            role = piece[0]
+            if role is None:  # a system message: its block, or b"" when blank
+                if piece[1]:
+                    system.append(piece[1])
+            elif not piece[1]:
+                continue
+            elif role == last:
+                groups[-1].append(piece)
+            else:
+                groups.append([piece])
+                last = role
+        if not groups:
+            raise WireRequestError("messages: nothing to send")  # the uncached build says why
+        policy = options.cache
+        mark = cache_mark(policy) if policy is not None else b""
+        left = policy.turns if policy is not None else 0
+        turns: list[bytes] = []
+        for group in reversed(groups):
+            role = group[0][0]
+            marks = left > 0 and role == "user"
+            if len(group) == 1 and not marks:
+                turns.append(group[0][3])
+                continue
+            blocks = [b for piece in group for b in piece[1]]
+            if role == "user":
+                blocks = results_first_by(blocks, [r for piece in group for r in piece[2]])
+            if marks:
+                blocks[-1] = marked(blocks[-1], mark)
+                left -= 1
+            turns.append(b'{"role":' + encoded(role) + b',"content":[' + b",".join(blocks)
+                         + b"]}")
+        turns.reverse()
+        tool_defs = tool_pieces(cache, tools, prep.tools, self._tool)
+        if policy is not None:
+            if policy.system and system:
+                system[-1] = marked(system[-1], mark)
+            if policy.tools and tool_defs:
+                tool_defs[-1] = marked(tool_defs[-1], mark)
+        return {"system": array(system) if system else [], "messages": array(turns),
+                "tools": array(tool_defs) if tool_defs else [], "_tools": prep.tools,
+                "_options": prep.options}
+
+    def _piece(self, m: Message) -> tuple[str | None, Any, tuple[bool, ...], bytes]:
+        """A message's kept form: ``(role, encoded blocks, which are tool results, the encoded
+        turn of this message alone)``, or for a system message ``(None, its encoded block or
+        b"" when blank, (), b"")``."""
         if isinstance(m, SystemMessage):
             text = text_of(parts_of(m.content), "a system message")
             if not text.strip():  # a blank system block is refused like any blank text
-                return (None, None, ()), 0
-            block, size = raw({"type": "text", "text": text})
-            return (None, block, ()), size
+                return None, b"", (), b""
+            return None, encoded({"type": "text", "text": text}), (), b""
         role, blocks = message_blocks(m, compaction=self._compaction)
-        pieces = [raw(b) for b in blocks]
-        size = -1 if any(n < 0 for _, n in pieces) else sum(n for _, n in pieces)
-        return (role, tuple(p for p, _ in pieces),
-                tuple(b["type"] == "tool_result" for b in blocks)), size
+        if not blocks:
+            return role, (), (), b""
+        alone = results_first(blocks) if role == "user" else blocks
+        return (role, tuple(encoded(b) for b in blocks),
+                tuple(b["type"] == "tool_result" for b in blocks),
+                encoded({"role": role, "content": alone}))
 
     def _tool(self, tool: ToolDefinition) -> dict[str, Any]:
         out: dict[str, Any] = {"name": tool.name}

@@ -27,8 +27,8 @@ from ._errors import WireRequestError
 from ._names import plain_id
 from ._types import CachePolicy, ForcedTool, WireOptions
 
-__all__ = ("cache_breakpoints", "message_blocks", "results_first", "results_first_by",
-           "tool_choice")
+__all__ = ("cache_breakpoints", "cache_mark", "marked", "message_blocks", "results_first",
+           "results_first_by", "tool_choice")
 
 _ENCODE = msgspec.json.Encoder().encode
 
@@ -44,26 +44,32 @@ def cache_breakpoints(policy: CachePolicy, system: list[dict[str, Any]],
     if policy.ttl is not None:
         mark["ttl"] = policy.ttl
     if policy.system and system:
-        system[-1] = _marked(system[-1], mark)
+        system[-1] = {**system[-1], "cache_control": mark}
     if policy.tools and tools:
-        tools[-1] = _marked(tools[-1], mark)
+        tools[-1] = {**tools[-1], "cache_control": mark}
     left = policy.turns
     for turn in reversed(turns):
         if left == 0:
             break
         blocks = turn["content"]
-        if turn["role"] != "user" or not blocks or not isinstance(blocks[-1], (dict, msgspec.Raw)):
+        if turn["role"] != "user" or not blocks or not isinstance(blocks[-1], dict):
             continue
-        blocks[-1] = _marked(blocks[-1], mark)
+        blocks[-1] = {**blocks[-1], "cache_control": mark}
         left -= 1
 
 
-def _marked(block: Any, mark: dict[str, Any]) -> Any:
-    """``block`` with ``cache_control`` last. A block kept encoded (``msgspec.Raw``, one of this
-    module's own objects, which never hold the key) gets the same bytes the dict would encode to."""
-    if isinstance(block, msgspec.Raw):
-        return msgspec.Raw(bytes(block)[:-1] + b',"cache_control":' + _ENCODE(mark) + b"}")
-    return {**block, "cache_control": mark}
+def cache_mark(policy: CachePolicy) -> bytes:
+    """The encoded ``cache_control`` value of ``policy``'s breakpoints."""
+    mark: dict[str, Any] = {"type": "ephemeral"}
+    if policy.ttl is not None:
+        mark["ttl"] = policy.ttl
+    return _ENCODE(mark)
+
+
+def marked(block: bytes, mark: bytes) -> bytes:
+    """An encoded block of this module's making (which never holds the key) with
+    ``cache_control`` last: the bytes ``{**block, "cache_control": mark}`` encodes to."""
+    return block[:-1] + b',"cache_control":' + mark + b"}"
 
 
 def tool_choice(options: WireOptions) -> dict[str, Any] | None:
@@ -84,7 +90,7 @@ def tool_choice(options: WireOptions) -> dict[str, Any] | None:
     return out
 
 
-def results_first_by(blocks: list[Any], results: list[bool]) -> list[Any]:
+def results_first_by(blocks: list[bytes], results: list[bool]) -> list[bytes]:
     """:func:`results_first` for blocks kept encoded, told apart by ``results`` (which of them
     are ``tool_result`` blocks)."""
     if not any(results) or all(results):

@@ -28,8 +28,8 @@ from ..transcript import ReasoningTarget, sanitize_history_for_provider
 from ._names import ToolNames, rename_message, rename_rest
 from ._types import ForcedTool, WireOptions
 
-__all__ = ("DEFAULT_REQUEST_CACHE", "Prepared", "WireCache", "check_cache_size", "prepare", "raw",
-           "tool_pieces")
+__all__ = ("DEFAULT_REQUEST_CACHE", "Prepared", "WireCache", "check_cache_size", "array", "encoded",
+           "prepare", "tool_pieces")
 
 DEFAULT_REQUEST_CACHE = 16_384
 """Messages and tool definitions whose wire form one adapter keeps (``request_cache=``)."""
@@ -46,14 +46,16 @@ def check_cache_size(value: int) -> int:
     return value
 
 
-def raw(value: Any) -> tuple[Any, int]:
-    """``value`` encoded once as ``msgspec.Raw`` and its size; a value holding a lone surrogate
-    stays as it is with size ``-1`` (not kept: the body's encoding then names where it sits)."""
-    try:
-        data = _ENCODE(value)
-    except UnicodeEncodeError:
-        return value, -1
-    return msgspec.Raw(data), len(data)
+def encoded(value: Any) -> bytes:
+    """``value``'s JSON, as the body's encoder writes it. A lone surrogate raises
+    ``UnicodeEncodeError``: the adapter then builds the request uncached, whose encoding names
+    where it sits."""
+    return _ENCODE(value)
+
+
+def array(pieces: list[bytes]) -> msgspec.Raw:
+    """A JSON array of encoded elements (empty pieces left out), the bytes the encoder writes."""
+    return msgspec.Raw(b"[" + b",".join([p for p in pieces if p]) + b"]")
 
 
 class WireCache:
@@ -73,8 +75,8 @@ class WireCache:
         return entry[1] if entry is not None and entry[0] is key else None
 
     def put(self, key: object, value: Any, size: int, renamed: bool = False) -> None:
-        """Keep ``value`` for ``key`` (``size`` encoded bytes; a negative size is not kept)."""
-        if size < 0 or size > _MAX_BYTES or self._limit == 0:
+        """Keep ``value`` for ``key`` (``size`` encoded bytes)."""
+        if size > _MAX_BYTES:
             return
         entries = self._entries
         old = entries.pop(id(key), None)
@@ -171,14 +173,14 @@ def prepare(cache: WireCache, names: ToolNames, messages: Sequence[Message],
 
 def tool_pieces(cache: WireCache, tools: Sequence[ToolDefinition],
                 sent: Sequence[ToolDefinition],
-                convert: Callable[[ToolDefinition], Any]) -> list[Any]:
+                convert: Callable[[ToolDefinition], Any]) -> list[bytes]:
     """Each tool's converted and encoded form, kept by the identity of the definition the caller
     passed (``tools``); ``sent`` are the same definitions under their wire names."""
-    out: list[Any] = []
+    out: list[bytes] = []
     for tool, wire_tool in zip(tools, sent):
         piece = cache.get(tool)
         if piece is None:
-            piece, size = raw(convert(wire_tool))
-            cache.put(tool, piece, size)
+            piece = encoded(convert(wire_tool))
+            cache.put(tool, piece, len(piece))
         out.append(piece)
     return out

@@ -48,8 +48,16 @@ from ..contracts import (
     TurnUsage,
     UserMessage,
 )
-from ._cache import DEFAULT_REQUEST_CACHE, Prepared, WireCache, check_cache_size, prepare, raw
-from ._cache import tool_pieces
+from ._cache import (
+    DEFAULT_REQUEST_CACHE,
+    Prepared,
+    WireCache,
+    array,
+    check_cache_size,
+    encoded,
+    prepare,
+    tool_pieces,
+)
 from ._common import (
     JSON_HEADERS,
     decode_arguments,
@@ -294,71 +302,20 @@ class GeminiAdapter:
 
     def build_request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                       options: WireOptions) -> HttpRequest:
-        system: list[Any] = []
-        contents: list[dict[str, Any]] = []
-        names: dict[str, str] = {}
         cache = options.cache if options.cache is not None and options.cache.cached_content else None
         skip = cache.cached_messages if cache is not None else 0
         memo = self._cache
-        wire_tools: list[Any]
-        if memo is None:
-            messages, tools, options = self._names.renamed(messages, tools, options)
-            for m in prepare_history(messages, "google"):
-                if isinstance(m, SystemMessage):
-                    text = text_of(parts_of(m.content), "a system message")
-                    if text:
-                        system.append({"text": text})
-                    continue
-                if skip:
-                    # Held by the cache; a tool result there still names its call for later ones.
-                    skip -= 1
-                    if isinstance(m, AssistantMessage):
-                        names.update((c.id, c.name) for c in m.tool_calls)
-                    continue
-                role, parts = _parts(m, names)
-                if not parts:
-                    continue
-                if contents and contents[-1]["role"] == role:
-                    contents[-1]["parts"].extend(parts)
-                else:
-                    contents.append({"role": role, "parts": parts})
-            wire_tools = [self._tool(t) for t in tools]
-        else:
-            prep = prepare(memo, self._names, messages, tools, options, "google")
-            for m, piece in zip(messages, prep.found):
-                # In order, as the uncached build: a tool result's name comes from the calls
-                # before it, and the first message that cannot be sent raises.
-                if isinstance(m, SystemMessage):
-                    if piece is None:
-                        piece = self._piece(prep, m)
-                    if piece[1] is not None:
-                        system.append(piece[1])
-                    continue
-                if skip:
-                    skip -= 1
-                    if isinstance(m, AssistantMessage):
-                        names.update((c.id, prep.call_name(c.name)) for c in m.tool_calls)
-                    continue
-                if isinstance(m, ToolMessage) and m.name is None:
-                    name = names.get(m.tool_call_id)
-                    if name is None:
-                        raise WireRequestError(f"tool result {m.tool_call_id!r} answers no "
-                                               "earlier call; Gemini needs its name")
-                    if piece is None or piece[3] != name:
-                        piece = self._piece(prep, m, name)
-                elif piece is None:
-                    piece = self._piece(prep, m)
-                role, parts, calls, _ = piece
-                if calls:
-                    names.update(calls)
-                if not parts:
-                    continue
-                if contents and contents[-1]["role"] == role:
-                    contents[-1]["parts"] += parts
-                else:
-                    contents.append({"role": role, "parts": list(parts)})
-            wire_tools = tool_pieces(memo, tools, prep.tools, self._tool)
-            tools, options = prep.tools, prep.options
+        built: tuple[Any, ...] | None = None
+        if memo is not None:
+            try:
+                built = self._cached(memo, messages, tools, options, skip)
+            except Exception:
+                # A request the wire refuses: the uncached build below raises the very error,
+                # in the same words, as it always did.
+                built = None
+        if built is None:
+            built = self._uncached(messages, tools, options, skip)
+        system, contents, wire_tools, tools, options = built
         body: dict[str, Any] = {"contents": contents}
         if cache is not None:
             # The cache holds the system instruction, tools and tool config; Gemini refuses a
@@ -410,25 +367,102 @@ class GeminiAdapter:
                            headers=headers, body=encode_body(body, options),
                            stream=options.stream)
 
+    def _uncached(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
+                  options: WireOptions, skip: int) -> tuple[Any, ...]:
+        """System parts, contents and tools converted from scratch (the build before issue 31)."""
+        messages, tools, options = self._names.renamed(messages, tools, options)
+        system: list[dict[str, Any]] = []
+        contents: list[dict[str, Any]] = []
+        names: dict[str, str] = {}
+        for m in prepare_history(messages, "google"):
+            if isinstance(m, SystemMessage):
+                text = text_of(parts_of(m.content), "a system message")
+                if text:
+                    system.append({"text": text})
+                continue
+            if skip:
+                # Held by the cache; a tool result there still names its call for later ones.
+                skip -= 1
+                if isinstance(m, AssistantMessage):
+                    names.update((c.id, c.name) for c in m.tool_calls)
+                continue
+            role, parts = _parts(m, names)
+            if not parts:
+                continue
+            if contents and contents[-1]["role"] == role:
+                contents[-1]["parts"].extend(parts)
+            else:
+                contents.append({"role": role, "parts": parts})
+        return system, contents, [self._tool(t) for t in tools], tools, options
+
+    def _cached(self, memo: WireCache, messages: Sequence[Message],
+                tools: Sequence[ToolDefinition], options: WireOptions,
+                skip: int) -> tuple[Any, ...]:
+        """:meth:`_uncached`'s values from each message's kept encoded form, in message order
+        (a tool result without a name takes it from the calls before it)."""
+        prep = prepare(memo, self._names, messages, tools, options, "google")
+        system: list[bytes] = []
+        groups: list[list[Any]] = []
+        names: dict[str, str] = {}
+        last = None
+        for m, piece in zip(messages, prep.found):
+            if piece is None or piece[3] is not None or skip:
+                if isinstance(m, SystemMessage):
+                    if piece is None:
+                        piece = self._piece(prep, m)
+                elif skip:
+                    skip -= 1
+                    if isinstance(m, AssistantMessage):
+                        names.update((c.id, prep.call_name(c.name)) for c in m.tool_calls)
+                    continue
+                elif isinstance(m, ToolMessage) and m.name is None:
+                    name = names[m.tool_call_id]  # none: the uncached build says why
+                    if piece is None or piece[3] != name:
+                        piece = self._piece(prep, m, name)
+                elif piece is None:
+                    piece = self._piece(prep, m)
+            role = piece[0]
+            if role is None:  # a system message: its part, or b"" when it has no text
+                if piece[1]:
+                    system.append(piece[1])
+                continue
+            if piece[2]:
+                names.update(piece[2])
+            if not piece[1]:
+                continue
+            if role == last:
+                groups[-1].append(piece)
+            else:
+                groups.append([piece])
+                last = role
+        contents = [group[0][4] if len(group) == 1 else
+                    b'{"role":' + encoded(group[0][0]) + b',"parts":['
+                    + b",".join([p for piece in group for p in piece[1]]) + b"]}"
+                    for group in groups]
+        wire_tools = tool_pieces(memo, tools, prep.tools, self._tool)
+        return ([msgspec.Raw(p) for p in system], array(contents),
+                [msgspec.Raw(t) for t in wire_tools], prep.tools, prep.options)
+
     def _piece(self, prep: Prepared, m: Message, name: str | None = None) -> Any:
         """A message's kept form, and keep it: ``(role, encoded parts, its calls' (id, name)
-        pairs, the name a nameless tool result was sent under)``; for a system message
-        ``(None, its encoded part or None, (), None)``. ``name`` is a nameless tool result's."""
+        pairs, the name a nameless tool result was sent under, the encoded turn of this message
+        alone)``; for a system message ``(None, its encoded part or b"", (), None, b"")``.
+        ``name`` is a nameless tool result's."""
         wire_m = prep.message(m)
-        piece: tuple[Any, ...]
+        piece: Any
         if isinstance(wire_m, SystemMessage):
             text = text_of(parts_of(wire_m.content), "a system message")
-            part, size = raw({"text": text}) if text else (None, 0)
-            piece = (None, part, (), None)
+            piece = (None, encoded({"text": text}) if text else b"", (), None, b"")
         else:
             role, parts = _parts(wire_m, {wire_m.tool_call_id: name} if name is not None
                                  and isinstance(wire_m, ToolMessage) else {})
-            pieces = [raw(p) for p in parts]
-            size = -1 if any(n < 0 for _, n in pieces) else sum(n for _, n in pieces)
             calls: tuple[Any, ...] = tuple((c.id, c.name) for c in wire_m.tool_calls) \
                 if isinstance(wire_m, AssistantMessage) else ()
-            piece = (role, tuple(p for p, _ in pieces), calls, name)
-        prep.keep(m, piece, size)
+            piece = (role, tuple(encoded(p) for p in parts), calls, name,
+                     encoded({"role": role, "parts": parts}) if parts else b"")
+        parts = piece[1]
+        prep.keep(m, piece, len(piece[4]) + (len(parts) if isinstance(parts, bytes)
+                                             else sum(len(p) for p in parts)))
         return piece
 
     def _tool(self, tool: ToolDefinition) -> dict[str, Any]:

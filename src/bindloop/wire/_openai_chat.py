@@ -33,7 +33,15 @@ from ..contracts import Message, ModelTurnResult, ReasoningPart, ToolDefinition,
 
 from ..errors import TranscriptFormatError
 from ._chat_request import message_to_openai_request
-from ._cache import DEFAULT_REQUEST_CACHE, WireCache, check_cache_size, prepare, raw, tool_pieces
+from ._cache import (
+    DEFAULT_REQUEST_CACHE,
+    WireCache,
+    array,
+    check_cache_size,
+    encoded,
+    prepare,
+    tool_pieces,
+)
 from ._common import (
     JSON_HEADERS,
     SSE_ACCEPT,
@@ -180,22 +188,26 @@ class OpenAIChatAdapter:
     def build_request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                       options: WireOptions) -> HttpRequest:
         cache = self._cache
-        wire_messages: list[Any]
-        wire_tools: list[Any]
-        if cache is None:
+        wire_messages: Any = None
+        if cache is not None:
+            try:
+                prep = prepare(cache, self._names, messages, tools, options, "openai")
+                found = prep.found
+                for i in prep.missing:
+                    m = messages[i]
+                    found[i] = piece = encoded(_message(prep.message(m)))
+                    prep.keep(m, piece, len(piece))
+                wire_messages = array(found)
+                wire_tools: Any = array(tool_pieces(cache, tools, prep.tools, self._tool))
+                tools, options = prep.tools, prep.options
+            except Exception:
+                # A request the wire refuses: the uncached build below raises the very error,
+                # in the same words, as it always did.
+                wire_messages = None
+        if wire_messages is None:
             messages, tools, options = self._names.renamed(messages, tools, options)
             wire_messages = [_message(m) for m in prepare_history(messages, "openai")]
             wire_tools = [self._tool(t) for t in tools]
-        else:
-            prep = prepare(cache, self._names, messages, tools, options, "openai")
-            wire_messages = prep.found
-            for i in prep.missing:
-                m = messages[i]
-                piece, size = raw(_message(prep.message(m)))
-                wire_messages[i] = piece
-                prep.keep(m, piece, size)
-            wire_tools = tool_pieces(cache, tools, prep.tools, self._tool)
-            tools, options = prep.tools, prep.options
         body: dict[str, Any] = {"model": options.model, "messages": wire_messages}
         if tools:
             body["tools"] = wire_tools

@@ -50,7 +50,15 @@ from ..contracts import (
     TurnUsage,
     UserMessage,
 )
-from ._cache import DEFAULT_REQUEST_CACHE, WireCache, check_cache_size, prepare, raw, tool_pieces
+from ._cache import (
+    DEFAULT_REQUEST_CACHE,
+    WireCache,
+    array,
+    check_cache_size,
+    encoded,
+    prepare,
+    tool_pieces,
+)
 from ._common import (
     JSON_HEADERS,
     SSE_ACCEPT,
@@ -246,28 +254,31 @@ class OpenAIResponsesAdapter:
         if options.stop:
             raise WireRequestError("the Responses API has no stop sequences")
         cache = self._cache
-        items: list[Any] = []
-        wire_tools: list[Any]
-        if cache is None:
+        items: Any = None
+        if cache is not None:
+            try:
+                prep = prepare(cache, self._names, messages, tools, options, "openai")
+                found = prep.found
+                for i in prep.missing:
+                    m = messages[i]
+                    own: list[Any] = []
+                    self._items(prep.message(m), own)
+                    # The message's items as one run of array elements ("a,b"; empty for none).
+                    found[i] = piece = b",".join([encoded(item) for item in own])
+                    prep.keep(m, piece, len(piece))
+                items = array(found)
+                wire_tools: Any = array(tool_pieces(cache, tools, prep.tools, self._tool))
+                tools, options = prep.tools, prep.options
+            except Exception:
+                # A request the wire refuses: the uncached build below raises the very error,
+                # in the same words, as it always did.
+                items = None
+        if items is None:
             messages, tools, options = self._names.renamed(messages, tools, options)
+            items = []
             for m in prepare_history(messages, "openai"):
                 self._items(m, items)
             wire_tools = [self._tool(t) for t in tools]
-        else:
-            prep = prepare(cache, self._names, messages, tools, options, "openai")
-            found = prep.found
-            for i in prep.missing:
-                m = messages[i]
-                own: list[Any] = []
-                self._items(prep.message(m), own)
-                pieces = [raw(item) for item in own]
-                found[i] = [piece for piece, _ in pieces]
-                prep.keep(m, found[i], -1 if any(size < 0 for _, size in pieces)
-                          else sum(size for _, size in pieces))
-            for piece in found:
-                items += piece
-            wire_tools = tool_pieces(cache, tools, prep.tools, self._tool)
-            tools, options = prep.tools, prep.options
         body: dict[str, Any] = {"model": options.model, "input": items}
         if tools:
             body["tools"] = wire_tools
