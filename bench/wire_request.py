@@ -83,9 +83,8 @@ def transcript(n: int) -> list[Message]:
     return out[:n]
 
 
-def turns_of(n: int, k: int) -> list[list[Message]]:
-    """``k`` transcripts of ``n`` messages: the same first ``n - 2`` objects, two new ones."""
-    base = transcript(n)
+def turns_of(base: list[Message], k: int) -> list[list[Message]]:
+    """``k`` transcripts of ``base``'s length: the same first ``n - 2`` objects, two new ones."""
     head = base[:-2]
     return [head + [msgspec.structs.replace(m) for m in base[-2:]] for _ in range(k)]
 
@@ -102,16 +101,17 @@ def measure(wire: str, n: int, n_tools: int, rounds: int) -> dict[str, float]:
     options = WireOptions(model="m", stream=True, max_tokens=1024)
     cached, uncached = MAKERS[wire](), MAKERS[wire](request_cache=0)
     # The session so far went through the cached adapter already (its earlier turns).
-    cached.build_request(transcript(n)[:-2], defs, options)
-    body = msgspec.json.decode(uncached.build_request(transcript(n), defs, options).body)
+    base = transcript(n)
+    cached.build_request(base[:-2], defs, options)
+    body = msgspec.json.decode(uncached.build_request(base, defs, options).body)
     encode = msgspec.json.Encoder().encode
     figures: dict[str, list[float]] = {"floor": [], "uncached": [], "cached": []}
     for _ in range(rounds):
-        batch = turns_of(n, k)
+        batch = turns_of(base, k)
         figures["floor"].append(cpu(lambda: [encode(body) for _ in batch]) / k)
         figures["uncached"].append(cpu(lambda: [uncached.build_request(m, defs, options)
                                                 for m in batch]) / k)
-        batch = turns_of(n, k)
+        batch = turns_of(base, k)
         out: list[Any] = []
         figures["cached"].append(cpu(lambda: out.extend(cached.build_request(m, defs, options)
                                                         for m in batch)) / k)

@@ -203,3 +203,26 @@ def test_the_memo_stays_within_its_bound(wire: str) -> None:
 def test_a_bad_request_cache_is_refused(wire: str, bad: object) -> None:
     with pytest.raises(UsageError, match="request_cache"):
         ADAPTERS[wire](request_cache=bad)
+
+
+@pytest.mark.parametrize("wire", WIRE_NAMES)
+@given(messages=TRANSCRIPTS, tools=TOOLS, options=OPTIONS, data=st.data())
+@settings(max_examples=30, deadline=None)
+def test_a_transcript_edited_in_place_keeps_the_uncached_bytes(
+        wire: str, messages: list[Message], tools: list[ToolDefinition], options: WireOptions,
+        data: st.DataObject) -> None:
+    """A message replaced in the middle of the one list (a compaction, a repair), the list cut
+    short, or another session's transcript in between: the previous request's prefix is reused
+    only where every message is the same object."""
+    make = ADAPTERS[wire]
+    cached, fresh = make(), make(request_cache=0)
+    transcript = list(messages)
+    outcome(cached, transcript, tools, options)
+    outcome(cached, data.draw(TRANSCRIPTS), tools, options)  # another session, same adapter
+    if transcript:
+        i = data.draw(st.integers(0, len(transcript) - 1))
+        transcript[i] = data.draw(kit.messages())
+        transcript = transcript[:data.draw(st.integers(i, len(transcript)))] + [
+            UserMessage(content="next")]
+    assert outcome(cached, transcript, tools, options) == outcome(
+        fresh, list(transcript), tools, options)

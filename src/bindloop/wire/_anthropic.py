@@ -331,6 +331,7 @@ class AnthropicAdapter:
             blocks = piece[1]
             prep.keep(m, piece, len(piece[3]) + (len(blocks) if isinstance(blocks, bytes)
                                                  else sum(len(b) for b in blocks)))
+        prep.sent()
         system: list[bytes] = []
         groups: list[list[Any]] = []
         last = None

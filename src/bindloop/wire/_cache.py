@@ -19,6 +19,7 @@ is a new key).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from operator import is_
 from typing import Any
 
 import msgspec
@@ -36,6 +37,7 @@ DEFAULT_REQUEST_CACHE = 16_384
 
 _MAX_BYTES = 64 << 20  # encoded bytes kept per adapter, whatever the entry count
 
+_RECENT = 4  # transcripts remembered per adapter for the prefix shortcut
 _ENCODE = msgspec.json.Encoder().encode
 
 def check_cache_size(value: int) -> int:
@@ -62,13 +64,16 @@ class WireCache:
     """Identity-keyed, bounded memo of wire forms (see the module docstring). Concurrent requests
     on one adapter only ever store equal values for one key."""
 
-    __slots__ = ("_bytes", "_entries", "_limit")
+    __slots__ = ("_bytes", "_entries", "_limit", "recent")
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
         # id(key) -> (key, value, encoded size, whether key holds a name the wire refuses)
         self._entries: dict[int, tuple[object, Any, int, bool]] = {}
         self._bytes = 0
+        # The last few transcripts sent (a copy of the list, its pieces, whether it maps names),
+        # newest first: a transcript that starts with one of them skips that many look-ups.
+        self.recent: list[tuple[list[Message], list[Any], bool]] = []
 
     def get(self, key: object) -> Any:
         entry = self._entries.get(id(key))
@@ -102,7 +107,8 @@ class Prepared:
     ``None``; :meth:`message` gives a missing message's renamed and sanitized form to convert,
     :meth:`keep` stores its piece. ``tools`` and ``options`` carry wire names where needed."""
 
-    __slots__ = ("_cache", "_names", "_target", "found", "missing", "options", "tools", "wire")
+    __slots__ = ("_cache", "_matched", "_messages", "_names", "_refused", "_target", "found",
+                 "missing", "options", "tools", "wire")
 
     def __init__(self, cache: WireCache, names: ToolNames, found: list[Any], missing: list[int],
                  tools: Sequence[ToolDefinition], options: WireOptions,
@@ -110,6 +116,9 @@ class Prepared:
         self._cache = cache
         self._names = names
         self._target = target
+        self._matched = -1
+        self._messages: Sequence[Message] = ()
+        self._refused = False
         self.found = found
         self.missing = missing
         self.tools = tools
@@ -126,6 +135,15 @@ class Prepared:
 
     def keep(self, m: Message, piece: Any, size: int) -> None:
         self._cache.put(m, piece, size, self.wire is not None and _refused(self._names, m))
+
+    def sent(self) -> None:
+        """Remember this request's transcript and pieces (every ``found`` is filled in) for the
+        next request of the same session, which starts with the same message objects."""
+        recent = self._cache.recent
+        if self._matched >= 0:
+            del recent[self._matched]
+        recent.insert(0, (list(self._messages), self.found[:], self._refused))
+        del recent[_RECENT:]
 
     def call_name(self, name: str) -> str:
         """A call's name as sent (its wire name where this request maps names)."""
@@ -149,9 +167,21 @@ def prepare(cache: WireCache, names: ToolNames, messages: Sequence[Message],
     entries = cache._entries
     found: list[Any] = []
     missing: list[int] = []
-    append = found.append
     refused = False
-    for i, m in enumerate(messages):
+    start = 0
+    matched = -1
+    count = len(messages)
+    for index, (sent, pieces, flag) in enumerate(cache.recent):
+        k = len(sent)
+        # The same objects in the same places (identity, in C): their pieces are already known.
+        if 0 < k <= count and messages[k - 1] is sent[-1] and messages[0] is sent[0] \
+                and all(map(is_, sent, messages)):
+            found = pieces[:]
+            start, refused, matched = k, flag, index
+            break
+    append = found.append
+    for i in range(start, count):
+        m = messages[i]
         entry = entries.get(id(m))
         if entry is not None and entry[0] is m:
             append(entry[1])
@@ -165,10 +195,13 @@ def prepare(cache: WireCache, names: ToolNames, messages: Sequence[Message],
     fits = names.fits
     forced = options.tool_choice.name if isinstance(options.tool_choice, ForcedTool) else None
     if not refused and all(fits(t.name) for t in tools) and (forced is None or fits(forced)):
-        return Prepared(cache, names, found, missing, tools, options, None, target)
-    wire = names.request(names.request_names(messages, tools, options))
-    renamed, options = rename_rest(tools, options, wire)
-    return Prepared(cache, names, found, missing, renamed, options, wire, target)
+        prep = Prepared(cache, names, found, missing, tools, options, None, target)
+    else:
+        wire = names.request(names.request_names(messages, tools, options))
+        renamed, options = rename_rest(tools, options, wire)
+        prep = Prepared(cache, names, found, missing, renamed, options, wire, target)
+    prep._matched, prep._messages, prep._refused = matched, messages, refused
+    return prep
 
 
 def tool_pieces(cache: WireCache, tools: Sequence[ToolDefinition],

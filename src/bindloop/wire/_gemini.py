@@ -405,7 +405,8 @@ class GeminiAdapter:
         groups: list[list[Any]] = []
         names: dict[str, str] = {}
         last = None
-        for m, piece in zip(messages, prep.found):
+        found = prep.found
+        for i, (m, piece) in enumerate(zip(messages, found)):
             if piece is None or piece[3] is not None or skip:
                 if isinstance(m, SystemMessage):
                     if piece is None:
@@ -421,6 +422,7 @@ class GeminiAdapter:
                         piece = self._piece(prep, m, name)
                 elif piece is None:
                     piece = self._piece(prep, m)
+                found[i] = piece
             role = piece[0]
             if role is None:  # a system message: its part, or b"" when it has no text
                 if piece[1]:
@@ -435,6 +437,7 @@ class GeminiAdapter:
             else:
                 groups.append([piece])
                 last = role
+        prep.sent()
         contents = [group[0][4] if len(group) == 1 else
                     b'{"role":' + encoded(group[0][0]) + b',"parts":['
                     + b",".join([p for piece in group for p in piece[1]]) + b"]}"

@@ -197,6 +197,7 @@ class OpenAIChatAdapter:
                     m = messages[i]
                     found[i] = piece = encoded(_message(prep.message(m)))
                     prep.keep(m, piece, len(piece))
+                prep.sent()
                 wire_messages = array(found)
                 wire_tools: Any = array(tool_pieces(cache, tools, prep.tools, self._tool))
                 tools, options = prep.tools, prep.options

@@ -266,6 +266,7 @@ class OpenAIResponsesAdapter:
                     # The message's items as one run of array elements ("a,b"; empty for none).
                     found[i] = piece = b",".join([encoded(item) for item in own])
                     prep.keep(m, piece, len(piece))
+                prep.sent()
                 items = array(found)
                 wire_tools: Any = array(tool_pieces(cache, tools, prep.tools, self._tool))
                 tools, options = prep.tools, prep.options
