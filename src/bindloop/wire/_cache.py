@@ -64,7 +64,7 @@ class WireCache:
     """Identity-keyed, bounded memo of wire forms (see the module docstring). Concurrent requests
     on one adapter only ever store equal values for one key."""
 
-    __slots__ = ("_bytes", "_entries", "_limit", "recent")
+    __slots__ = ("_bytes", "_entries", "_limit", "recent", "tools")
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
@@ -74,6 +74,8 @@ class WireCache:
         # The last few transcripts sent (a copy of the list, its pieces, whether it maps names),
         # newest first: a transcript that starts with one of them skips that many look-ups.
         self.recent: list[tuple[list[Message], list[Any], bool]] = []
+        # The last tool list sent: a copy, whether every name fits the wire, the encoded pieces.
+        self.tools: tuple[list[ToolDefinition], bool, list[bytes]] = ([], True, [])
 
     def get(self, key: object) -> Any:
         entry = self._entries.get(id(key))
@@ -194,7 +196,11 @@ def prepare(cache: WireCache, names: ToolNames, messages: Sequence[Message],
                 refused = True
     fits = names.fits
     forced = options.tool_choice.name if isinstance(options.tool_choice, ForcedTool) else None
-    if not refused and all(fits(t.name) for t in tools) and (forced is None or fits(forced)):
+    last, fitting, _ = cache.tools
+    if len(last) != len(tools) or not all(map(is_, last, tools)):
+        fitting = all(fits(t.name) for t in tools)
+        cache.tools = (list(tools), fitting, [])
+    if not refused and fitting and (forced is None or fits(forced)):
         prep = Prepared(cache, names, found, missing, tools, options, None, target)
     else:
         wire = names.request(names.request_names(messages, tools, options))
@@ -209,6 +215,9 @@ def tool_pieces(cache: WireCache, tools: Sequence[ToolDefinition],
                 convert: Callable[[ToolDefinition], Any]) -> list[bytes]:
     """Each tool's converted and encoded form, kept by the identity of the definition the caller
     passed (``tools``); ``sent`` are the same definitions under their wire names."""
+    last, fitting, pieces = cache.tools
+    if pieces and len(last) == len(tools) and all(map(is_, last, tools)):
+        return pieces[:]  # the same definitions as the last request (checked in prepare)
     out: list[bytes] = []
     for tool, wire_tool in zip(tools, sent):
         piece = cache.get(tool)
@@ -216,4 +225,6 @@ def tool_pieces(cache: WireCache, tools: Sequence[ToolDefinition],
             piece = encoded(convert(wire_tool))
             cache.put(tool, piece, len(piece))
         out.append(piece)
+    if len(last) == len(tools) and all(map(is_, last, tools)):
+        cache.tools = (last, fitting, out[:])
     return out
