@@ -5,8 +5,8 @@ msgspec encoding the same request body (already built as Python objects) each tu
 
 An agent turn sends the whole transcript again with two messages more (the assistant's tool call
 and its result). For each wire and transcript size N, three paths run interleaved in the same
-process, each over K turns whose last two messages are new objects (the ones before are the same
-objects every turn, as in a loop's transcript):
+process over the same sessions: up to 20 successive requests ending at N messages, each the
+previous one plus two new message objects (as a loop's transcript grows):
 
 - ``floor``: ``msgspec.json.encode`` of the request's body as Python objects (decoded once from
   the request's own bytes): the least any builder pays, an encoder that is handed the body;
@@ -14,7 +14,7 @@ objects every turn, as in a loop's transcript):
   every request (the build before issue 31);
 - ``cached``: the default adapter, which keeps each message's and tool's encoded wire form.
 
-CPU µs per request (``time.process_time``), median of ``--rounds`` interleaved rounds, ratios
+CPU µs per request (``time.process_time``, the cyclic collector off while timing), median of ``--rounds`` interleaved rounds, ratios
 to the floor of the same round. A second table shows the cached build at 10 messages with 1, 10
 and 100 tools: flat in the number of tools once their schemas were checked. Every cached body is
 checked equal to the uncached one.
@@ -23,6 +23,7 @@ checked equal to the uncached one.
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import time
 from collections.abc import Callable
@@ -83,39 +84,54 @@ def transcript(n: int) -> list[Message]:
     return out[:n]
 
 
-def turns_of(base: list[Message], k: int) -> list[list[Message]]:
-    """``k`` transcripts of ``base``'s length: the same first ``n - 2`` objects, two new ones."""
-    head = base[:-2]
-    return [head + [msgspec.structs.replace(m) for m in base[-2:]] for _ in range(k)]
+def session(base: list[Message], k: int) -> list[list[Message]]:
+    """``k`` successive requests of one session ending at ``base``'s length: each one the
+    previous one plus a tool call and its result (new objects each time this is called; the
+    messages before them are ``base``'s own)."""
+    n = len(base)
+    tail = [msgspec.structs.replace(m) for m in base[n - 2 * k:]]
+    full = base[:n - 2 * k] + tail
+    return [full[:n - 2 * (k - 1 - j)] for j in range(k)]
 
 
 def cpu(fn: Callable[[], object]) -> float:
-    t0 = time.process_time()
-    fn()
-    return time.process_time() - t0
+    """CPU seconds of ``fn()``, the cyclic collector off (as ``timeit`` does): a collection
+    triggered by one path's allocations would walk every path's transcripts."""
+    gc.collect()
+    gc.disable()
+    try:
+        t0 = time.process_time()
+        fn()
+        return time.process_time() - t0
+    finally:
+        gc.enable()
 
 
 def measure(wire: str, n: int, n_tools: int, rounds: int) -> dict[str, float]:
-    k = max(20, 20_000 // n)
+    k = max(1, min(20, (n - 2) // 2))
     defs = tools(n_tools)
     options = WireOptions(model="m", stream=True, max_tokens=1024)
     cached, uncached = MAKERS[wire](), MAKERS[wire](request_cache=0)
-    # The session so far went through the cached adapter already (its earlier turns).
     base = transcript(n)
-    cached.build_request(base[:-2], defs, options)
-    body = msgspec.json.decode(uncached.build_request(base, defs, options).body)
     encode = msgspec.json.Encoder().encode
     figures: dict[str, list[float]] = {"floor": [], "uncached": [], "cached": []}
+    repeat = max(1, 400 // n)  # sessions per round: enough CPU time to read at 10 messages
     for _ in range(rounds):
-        batch = turns_of(base, k)
-        figures["floor"].append(cpu(lambda: [encode(body) for _ in batch]) / k)
+        batches = [session(base, k) for _ in range(repeat)]
+        bodies = [msgspec.json.decode(uncached.build_request(m, defs, options).body)
+                  for batch in batches for m in batch]
+        calls = len(bodies)
+        figures["floor"].append(cpu(lambda: [encode(b) for b in bodies]) / calls)
         figures["uncached"].append(cpu(lambda: [uncached.build_request(m, defs, options)
-                                                for m in batch]) / k)
-        batch = turns_of(base, k)
+                                                for batch in batches for m in batch]) / calls)
+        batches = [session(base, k) for _ in range(repeat)]
+        # The session's earlier turns went through the adapter already.
+        for batch in batches:
+            cached.build_request(batch[0][:-2], defs, options)
         out: list[Any] = []
-        figures["cached"].append(cpu(lambda: out.extend(cached.build_request(m, defs, options)
-                                                        for m in batch)) / k)
-        expected = uncached.build_request(batch[-1], defs, options).body
+        figures["cached"].append(cpu(lambda: [out.append(cached.build_request(m, defs, options))
+                                              for batch in batches for m in batch]) / calls)
+        expected = uncached.build_request(batches[-1][-1], defs, options).body
         assert out[-1].body == expected, f"{wire}: cached bytes differ at {n} messages"
     return {name: statistics.median(v) * 1e6 for name, v in figures.items()}
 
