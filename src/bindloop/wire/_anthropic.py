@@ -42,7 +42,24 @@ from ..contracts import (
     TurnUsage,
     UsageIteration,
 )
-from ._anthropic_request import cache_breakpoints, message_blocks, results_first, tool_choice
+from ._anthropic_request import (
+    cache_breakpoints,
+    cache_mark,
+    marked,
+    message_blocks,
+    results_first,
+    results_first_by,
+    tool_choice,
+)
+from ._cache import (
+    DEFAULT_REQUEST_CACHE,
+    WireCache,
+    array,
+    check_cache_size,
+    encoded,
+    prepare,
+    tool_pieces,
+)
 from ._common import (
     JSON_HEADERS,
     SSE_ACCEPT,
@@ -190,16 +207,20 @@ def _usage(u: _Usage, model: str | None = None) -> TurnUsage:
 class AnthropicAdapter:
     """The Messages wire. ``max_tokens`` is required by the API, so ``default_max_tokens`` fills in
     when the options give none. ``beta`` values go into ``anthropic-beta``. Schemas are sent as
-    given unless ``sanitize_schemas`` (Anthropic accepts full JSON Schema)."""
+    given unless ``sanitize_schemas`` (Anthropic accepts full JSON Schema). ``request_cache`` as
+    for :class:`~bindloop.wire.OpenAIChatAdapter`."""
 
-    __slots__ = ("_beta", "_default_max_tokens", "_names", "_sanitize")
+    __slots__ = ("_beta", "_cache", "_compaction", "_default_max_tokens", "_names", "_sanitize")
 
     def __init__(self, *, default_max_tokens: int = 4096, beta: Sequence[str] = (),
-                 sanitize_schemas: bool = False) -> None:
+                 sanitize_schemas: bool = False,
+                 request_cache: int = DEFAULT_REQUEST_CACHE) -> None:
         self._default_max_tokens = default_max_tokens
         self._beta = tuple(beta)
+        self._compaction = any(b.startswith("compact-") for b in self._beta)
         self._sanitize = sanitize_schemas
         self._names = ToolNames(OPENAI_NAMES)  # the same pattern: ^[a-zA-Z0-9_-]{1,64}$
+        self._cache = WireCache(request_cache) if check_cache_size(request_cache) else None
 
     @property
     def wire(self) -> WireName:
@@ -210,33 +231,19 @@ class AnthropicAdapter:
 
     def build_request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                       options: WireOptions) -> HttpRequest:
-        messages, tools, options = self._names.renamed(messages, tools, options)
-        system: list[dict[str, Any]] = []
-        turns: list[dict[str, Any]] = []
-        compaction = any(b.startswith("compact-") for b in self._beta)
-        for m in prepare_history(messages, "anthropic"):
-            if isinstance(m, SystemMessage):
-                text = text_of(parts_of(m.content), "a system message")
-                if text.strip():  # a blank system block is refused like any blank text
-                    system.append({"type": "text", "text": text})
-                continue
-            role, blocks = message_blocks(m, compaction=compaction)
-            if not blocks:
-                continue
-            if turns and turns[-1]["role"] == role:
-                turns[-1]["content"].extend(blocks)
-            else:
-                turns.append({"role": role, "content": blocks})
-        if not turns:
-            raise WireRequestError(
-                "messages: nothing to send to the Anthropic Messages API (it needs at least one "
-                "message, and empty or whitespace-only text is left out)")
-        for turn in turns:
-            if turn["role"] == "user":
-                turn["content"] = results_first(turn["content"])
-        tool_defs = [self._tool(t) for t in tools]
-        if options.cache is not None:
-            cache_breakpoints(options.cache, system, tool_defs, turns)
+        cache = self._cache
+        built: dict[str, Any] | None = None
+        if cache is not None:
+            try:
+                built = self._cached(cache, messages, tools, options)
+            except Exception:
+                # A request the wire refuses: the uncached build below raises the very error,
+                # in the same words, as it always did.
+                built = None
+        if built is None:
+            built = self._uncached(messages, tools, options)
+        tools, options = built["_tools"], built["_options"]
+        system, turns, tool_defs = built["system"], built["messages"], built["tools"]
         body: dict[str, Any] = {
             "model": options.model,
             "max_tokens": options.max_tokens if options.max_tokens is not None
@@ -279,6 +286,114 @@ class AnthropicAdapter:
             headers = headers + SSE_ACCEPT
         return HttpRequest(method="POST", path="/v1/messages", headers=headers,
                            body=encode_body(body, options), stream=options.stream)
+
+    def _uncached(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
+                  options: WireOptions) -> dict[str, Any]:
+        """System blocks, turns and tools converted from scratch (the build before issue 31)."""
+        messages, tools, options = self._names.renamed(messages, tools, options)
+        system: list[dict[str, Any]] = []
+        turns: list[dict[str, Any]] = []
+        for m in prepare_history(messages, "anthropic"):
+            if isinstance(m, SystemMessage):
+                text = text_of(parts_of(m.content), "a system message")
+                if text.strip():  # a blank system block is refused like any blank text
+                    system.append({"type": "text", "text": text})
+                continue
+            role, blocks = message_blocks(m, compaction=self._compaction)
+            if not blocks:
+                continue
+            if turns and turns[-1]["role"] == role:
+                turns[-1]["content"].extend(blocks)
+            else:
+                turns.append({"role": role, "content": blocks})
+        if not turns:
+            raise WireRequestError(
+                "messages: nothing to send to the Anthropic Messages API (it needs at least one "
+                "message, and empty or whitespace-only text is left out)")
+        for turn in turns:
+            if turn["role"] == "user":
+                turn["content"] = results_first(turn["content"])
+        tool_defs = [self._tool(t) for t in tools]
+        if options.cache is not None:
+            cache_breakpoints(options.cache, system, tool_defs, turns)
+        return {"system": system, "messages": turns, "tools": tool_defs, "_tools": tools,
+                "_options": options}
+
+    def _cached(self, cache: WireCache, messages: Sequence[Message],
+                tools: Sequence[ToolDefinition], options: WireOptions) -> dict[str, Any]:
+        """:meth:`_uncached`'s values from each message's kept encoded form: a turn of one
+        message is its kept bytes, a merged turn is its messages' blocks joined."""
+        prep = prepare(cache, self._names, messages, tools, options, "anthropic")
+        found = prep.found
+        for i in prep.missing:
+            m = messages[i]
+            found[i] = piece = self._piece(prep.message(m))
+            blocks = piece[1]
+            prep.keep(m, piece, len(piece[3]) + (len(blocks) if isinstance(blocks, bytes)
+                                                 else sum(len(b) for b in blocks)))
+        prep.sent()
+        system: list[bytes] = []
+        groups: list[list[Any]] = []
+        last = None
+        for piece in found:
+            role = piece[0]
+            if role is None:  # a system message: its block, or b"" when blank
+                if piece[1]:
+                    system.append(piece[1])
+            elif not piece[1]:
+                continue
+            elif role == last:
+                groups[-1].append(piece)
+            else:
+                groups.append([piece])
+                last = role
+        if not groups:
+            raise WireRequestError("messages: nothing to send")  # the uncached build says why
+        policy = options.cache
+        mark = cache_mark(policy) if policy is not None else b""
+        left = policy.turns if policy is not None else 0
+        turns: list[bytes] = []
+        for group in reversed(groups):
+            role = group[0][0]
+            marks = left > 0 and role == "user"
+            if len(group) == 1 and not marks:
+                turns.append(group[0][3])
+                continue
+            blocks = [b for piece in group for b in piece[1]]
+            if role == "user":
+                blocks = results_first_by(blocks, [r for piece in group for r in piece[2]])
+            if marks:
+                blocks[-1] = marked(blocks[-1], mark)
+                left -= 1
+            turns.append(b'{"role":' + encoded(role) + b',"content":[' + b",".join(blocks)
+                         + b"]}")
+        turns.reverse()
+        tool_defs = tool_pieces(cache, tools, prep.tools, self._tool)
+        if policy is not None:
+            if policy.system and system:
+                system[-1] = marked(system[-1], mark)
+            if policy.tools and tool_defs:
+                tool_defs[-1] = marked(tool_defs[-1], mark)
+        return {"system": array(system) if system else [], "messages": array(turns),
+                "tools": array(tool_defs) if tool_defs else [], "_tools": prep.tools,
+                "_options": prep.options}
+
+    def _piece(self, m: Message) -> tuple[str | None, Any, tuple[bool, ...], bytes]:
+        """A message's kept form: ``(role, encoded blocks, which are tool results, the encoded
+        turn of this message alone)``, or for a system message ``(None, its encoded block or
+        b"" when blank, (), b"")``."""
+        if isinstance(m, SystemMessage):
+            text = text_of(parts_of(m.content), "a system message")
+            if not text.strip():  # a blank system block is refused like any blank text
+                return None, b"", (), b""
+            return None, encoded({"type": "text", "text": text}), (), b""
+        role, blocks = message_blocks(m, compaction=self._compaction)
+        if not blocks:
+            return role, (), (), b""
+        alone = results_first(blocks) if role == "user" else blocks
+        return (role, tuple(encoded(b) for b in blocks),
+                tuple(b["type"] == "tool_result" for b in blocks),
+                encoded({"role": role, "content": alone}))
 
     def _tool(self, tool: ToolDefinition) -> dict[str, Any]:
         out: dict[str, Any] = {"name": tool.name}

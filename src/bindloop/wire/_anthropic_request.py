@@ -8,6 +8,8 @@ import base64
 import binascii
 from typing import Any
 
+import msgspec
+
 from ..contracts import (
     AssistantMessage,
     ContentPart,
@@ -25,7 +27,10 @@ from ._errors import WireRequestError
 from ._names import plain_id
 from ._types import CachePolicy, ForcedTool, WireOptions
 
-__all__ = ("cache_breakpoints", "message_blocks", "results_first", "tool_choice")
+__all__ = ("cache_breakpoints", "cache_mark", "marked", "message_blocks", "results_first",
+           "results_first_by", "tool_choice")
+
+_ENCODE = msgspec.json.Encoder().encode
 
 
 def cache_breakpoints(policy: CachePolicy, system: list[dict[str, Any]],
@@ -53,6 +58,20 @@ def cache_breakpoints(policy: CachePolicy, system: list[dict[str, Any]],
         left -= 1
 
 
+def cache_mark(policy: CachePolicy) -> bytes:
+    """The encoded ``cache_control`` value of ``policy``'s breakpoints."""
+    mark: dict[str, Any] = {"type": "ephemeral"}
+    if policy.ttl is not None:
+        mark["ttl"] = policy.ttl
+    return _ENCODE(mark)
+
+
+def marked(block: bytes, mark: bytes) -> bytes:
+    """An encoded block of this module's making (which never holds the key) with
+    ``cache_control`` last: the bytes ``{**block, "cache_control": mark}`` encodes to."""
+    return block[:-1] + b',"cache_control":' + mark + b"}"
+
+
 def tool_choice(options: WireOptions) -> dict[str, Any] | None:
     choice = options.tool_choice
     out: dict[str, Any]
@@ -69,6 +88,14 @@ def tool_choice(options: WireOptions) -> dict[str, Any] | None:
     if options.parallel_tool_calls is False and out["type"] != "none":
         out["disable_parallel_tool_use"] = True
     return out
+
+
+def results_first_by(blocks: list[bytes], results: list[bool]) -> list[bytes]:
+    """:func:`results_first` for blocks kept encoded, told apart by ``results`` (which of them
+    are ``tool_result`` blocks)."""
+    if not any(results) or all(results):
+        return blocks
+    return [b for b, r in zip(blocks, results) if r] + [b for b, r in zip(blocks, results) if not r]
 
 
 def results_first(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -48,6 +48,16 @@ from ..contracts import (
     TurnUsage,
     UserMessage,
 )
+from ._cache import (
+    DEFAULT_REQUEST_CACHE,
+    Prepared,
+    WireCache,
+    array,
+    check_cache_size,
+    encoded,
+    prepare,
+    tool_pieces,
+)
 from ._common import (
     JSON_HEADERS,
     decode_arguments,
@@ -271,14 +281,17 @@ class _TurnState:
 
 
 class GeminiAdapter:
-    """The Gemini API wire. ``api_version`` is the path prefix (``v1beta``)."""
+    """The Gemini API wire. ``api_version`` is the path prefix (``v1beta``); ``sanitize_schemas``
+    and ``request_cache`` as for :class:`~bindloop.wire.OpenAIChatAdapter`."""
 
-    __slots__ = ("_api_version", "_names", "_sanitize")
+    __slots__ = ("_api_version", "_cache", "_names", "_sanitize")
 
-    def __init__(self, *, api_version: str = "v1beta", sanitize_schemas: bool = True) -> None:
+    def __init__(self, *, api_version: str = "v1beta", sanitize_schemas: bool = True,
+                 request_cache: int = DEFAULT_REQUEST_CACHE) -> None:
         self._api_version = api_version
         self._sanitize = sanitize_schemas
         self._names = ToolNames(GEMINI_NAMES)
+        self._cache = WireCache(request_cache) if check_cache_size(request_cache) else None
 
     @property
     def wire(self) -> WireName:
@@ -289,31 +302,20 @@ class GeminiAdapter:
 
     def build_request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                       options: WireOptions) -> HttpRequest:
-        messages, tools, options = self._names.renamed(messages, tools, options)
-        system: list[dict[str, Any]] = []
-        contents: list[dict[str, Any]] = []
-        names: dict[str, str] = {}
         cache = options.cache if options.cache is not None and options.cache.cached_content else None
         skip = cache.cached_messages if cache is not None else 0
-        for m in prepare_history(messages, "google"):
-            if isinstance(m, SystemMessage):
-                text = text_of(parts_of(m.content), "a system message")
-                if text:
-                    system.append({"text": text})
-                continue
-            if skip:
-                # Held by the cache; a tool result there still names its call for later ones.
-                skip -= 1
-                if isinstance(m, AssistantMessage):
-                    names.update((c.id, c.name) for c in m.tool_calls)
-                continue
-            role, parts = _parts(m, names)
-            if not parts:
-                continue
-            if contents and contents[-1]["role"] == role:
-                contents[-1]["parts"].extend(parts)
-            else:
-                contents.append({"role": role, "parts": parts})
+        memo = self._cache
+        built: tuple[Any, ...] | None = None
+        if memo is not None:
+            try:
+                built = self._cached(memo, messages, tools, options, skip)
+            except Exception:
+                # A request the wire refuses: the uncached build below raises the very error,
+                # in the same words, as it always did.
+                built = None
+        if built is None:
+            built = self._uncached(messages, tools, options, skip)
+        system, contents, wire_tools, tools, options = built
         body: dict[str, Any] = {"contents": contents}
         if cache is not None:
             # The cache holds the system instruction, tools and tool config; Gemini refuses a
@@ -323,7 +325,7 @@ class GeminiAdapter:
         if system:
             body["systemInstruction"] = {"parts": system}
         if tools:
-            body["tools"] = [{"functionDeclarations": [self._tool(t) for t in tools]}]
+            body["tools"] = [{"functionDeclarations": wire_tools}]
         if options.tool_choice is not None and tools:
             choice = options.tool_choice
             config: dict[str, Any]
@@ -364,6 +366,107 @@ class GeminiAdapter:
                            path=f"/{self._api_version}/models/{options.model}:{method}",
                            headers=headers, body=encode_body(body, options),
                            stream=options.stream)
+
+    def _uncached(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
+                  options: WireOptions, skip: int) -> tuple[Any, ...]:
+        """System parts, contents and tools converted from scratch (the build before issue 31)."""
+        messages, tools, options = self._names.renamed(messages, tools, options)
+        system: list[dict[str, Any]] = []
+        contents: list[dict[str, Any]] = []
+        names: dict[str, str] = {}
+        for m in prepare_history(messages, "google"):
+            if isinstance(m, SystemMessage):
+                text = text_of(parts_of(m.content), "a system message")
+                if text:
+                    system.append({"text": text})
+                continue
+            if skip:
+                # Held by the cache; a tool result there still names its call for later ones.
+                skip -= 1
+                if isinstance(m, AssistantMessage):
+                    names.update((c.id, c.name) for c in m.tool_calls)
+                continue
+            role, parts = _parts(m, names)
+            if not parts:
+                continue
+            if contents and contents[-1]["role"] == role:
+                contents[-1]["parts"].extend(parts)
+            else:
+                contents.append({"role": role, "parts": parts})
+        return system, contents, [self._tool(t) for t in tools], tools, options
+
+    def _cached(self, memo: WireCache, messages: Sequence[Message],
+                tools: Sequence[ToolDefinition], options: WireOptions,
+                skip: int) -> tuple[Any, ...]:
+        """:meth:`_uncached`'s values from each message's kept encoded form, in message order
+        (a tool result without a name takes it from the calls before it)."""
+        prep = prepare(memo, self._names, messages, tools, options, "google")
+        system: list[bytes] = []
+        groups: list[list[Any]] = []
+        names: dict[str, str] = {}
+        last = None
+        found = prep.found
+        for i, (m, piece) in enumerate(zip(messages, found)):
+            if piece is None or piece[3] is not None or skip:
+                if isinstance(m, SystemMessage):
+                    if piece is None:
+                        piece = self._piece(prep, m)
+                elif skip:
+                    skip -= 1
+                    if isinstance(m, AssistantMessage):
+                        names.update((c.id, prep.call_name(c.name)) for c in m.tool_calls)
+                    continue
+                elif isinstance(m, ToolMessage) and m.name is None:
+                    name = names[m.tool_call_id]  # none: the uncached build says why
+                    if piece is None or piece[3] != name:
+                        piece = self._piece(prep, m, name)
+                elif piece is None:
+                    piece = self._piece(prep, m)
+                found[i] = piece
+            role = piece[0]
+            if role is None:  # a system message: its part, or b"" when it has no text
+                if piece[1]:
+                    system.append(piece[1])
+                continue
+            if piece[2]:
+                names.update(piece[2])
+            if not piece[1]:
+                continue
+            if role == last:
+                groups[-1].append(piece)
+            else:
+                groups.append([piece])
+                last = role
+        prep.sent()
+        contents = [group[0][4] if len(group) == 1 else
+                    b'{"role":' + encoded(group[0][0]) + b',"parts":['
+                    + b",".join([p for piece in group for p in piece[1]]) + b"]}"
+                    for group in groups]
+        wire_tools = tool_pieces(memo, tools, prep.tools, self._tool)
+        return ([msgspec.Raw(p) for p in system], array(contents),
+                [msgspec.Raw(t) for t in wire_tools], prep.tools, prep.options)
+
+    def _piece(self, prep: Prepared, m: Message, name: str | None = None) -> Any:
+        """A message's kept form, and keep it: ``(role, encoded parts, its calls' (id, name)
+        pairs, the name a nameless tool result was sent under, the encoded turn of this message
+        alone)``; for a system message ``(None, its encoded part or b"", (), None, b"")``.
+        ``name`` is a nameless tool result's."""
+        wire_m = prep.message(m)
+        piece: Any
+        if isinstance(wire_m, SystemMessage):
+            text = text_of(parts_of(wire_m.content), "a system message")
+            piece = (None, encoded({"text": text}) if text else b"", (), None, b"")
+        else:
+            role, parts = _parts(wire_m, {wire_m.tool_call_id: name} if name is not None
+                                 and isinstance(wire_m, ToolMessage) else {})
+            calls: tuple[Any, ...] = tuple((c.id, c.name) for c in wire_m.tool_calls) \
+                if isinstance(wire_m, AssistantMessage) else ()
+            piece = (role, tuple(encoded(p) for p in parts), calls, name,
+                     encoded({"role": role, "parts": parts}) if parts else b"")
+        parts = piece[1]
+        prep.keep(m, piece, len(piece[4]) + (len(parts) if isinstance(parts, bytes)
+                                             else sum(len(p) for p in parts)))
+        return piece
 
     def _tool(self, tool: ToolDefinition) -> dict[str, Any]:
         out: dict[str, Any] = {"name": tool.name}

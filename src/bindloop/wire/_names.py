@@ -28,7 +28,8 @@ from ._errors import WireRequestError
 from ._sse import SseEvent
 from ._types import ForcedTool, StreamDecoder, WireOptions
 
-__all__ = ("NameRule", "ToolNames", "GEMINI_NAMES", "OPENAI_NAMES", "plain_id", "short_id")
+__all__ = ("NameRule", "ToolNames", "GEMINI_NAMES", "OPENAI_NAMES", "plain_id", "rename_message",
+           "rename_rest", "short_id")
 
 
 class NameRule(msgspec.Struct, frozen=True):
@@ -107,39 +108,38 @@ class ToolNames:
             del back[next(iter(back))]
         return out
 
-    def renamed(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
-                options: WireOptions,
-                ) -> tuple[Sequence[Message], Sequence[ToolDefinition], WireOptions]:
-        """The request's input with every tool name the wire would refuse replaced by its wire
-        name: tool definitions, calls in the history, tool results' names, a forced choice.
-        Input whose names all fit is returned as it is (no copy, the same bytes)."""
-        forced = options.tool_choice.name if isinstance(options.tool_choice, ForcedTool) else None
+    def fits(self, name: str) -> bool:
+        """Whether the wire accepts ``name`` as it is."""
+        return self._valid.fullmatch(name) is not None
+
+    @staticmethod
+    def request_names(messages: Sequence[Message], tools: Sequence[ToolDefinition],
+                      options: WireOptions) -> list[str]:
+        """Every tool name a request carries, in the order :meth:`request` checks them: tool
+        definitions, calls in the history, tool results' names, a forced choice."""
         names = [t.name for t in tools]
         for m in messages:
             if isinstance(m, AssistantMessage):
                 names.extend(c.name for c in m.tool_calls)
             elif isinstance(m, ToolMessage) and m.name is not None:
                 names.append(m.name)
-        if forced is not None:
-            names.append(forced)
+        if isinstance(options.tool_choice, ForcedTool):
+            names.append(options.tool_choice.name)
+        return names
+
+    def renamed(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
+                options: WireOptions,
+                ) -> tuple[Sequence[Message], Sequence[ToolDefinition], WireOptions]:
+        """The request's input with every tool name the wire would refuse replaced by its wire
+        name: tool definitions, calls in the history, tool results' names, a forced choice.
+        Input whose names all fit is returned as it is (no copy, the same bytes)."""
+        names = self.request_names(messages, tools, options)
         valid = self._valid.fullmatch
         if all(valid(n) for n in names):
             return messages, tools, options
         wire = self.request(names)
-        replace = msgspec.structs.replace
-        out: list[Message] = []
-        for m in messages:
-            if isinstance(m, AssistantMessage) and any(wire[c.name] != c.name
-                                                       for c in m.tool_calls):
-                m = replace(m, tool_calls=tuple(replace(c, name=wire[c.name])
-                                                for c in m.tool_calls))
-            elif isinstance(m, ToolMessage) and m.name is not None and wire[m.name] != m.name:
-                m = replace(m, name=wire[m.name])
-            out.append(m)
-        if forced is not None and wire[forced] != forced:
-            options = replace(options, tool_choice=ForcedTool(name=wire[forced]))
-        return out, [t if wire[t.name] == t.name else replace(t, name=wire[t.name])
-                     for t in tools], options
+        tools, options = rename_rest(tools, options, wire)
+        return [rename_message(m, wire) for m in messages], tools, options
 
     def canonical(self, name: str) -> str:
         """The canonical name of a name a response carries (itself unless this adapter sent it
@@ -164,6 +164,27 @@ class ToolNames:
         before its request was built still maps back; while no name was ever mapped a batch
         costs one call and a truth test."""
         return _Restoring(inner, self)
+
+
+def rename_message(m: Message, wire: dict[str, str]) -> Message:
+    """``m`` with its tool names replaced by their wire names in ``wire`` (:meth:`ToolNames.request`'s
+    map); ``m`` itself when none changes."""
+    replace = msgspec.structs.replace
+    if isinstance(m, AssistantMessage) and any(wire[c.name] != c.name for c in m.tool_calls):
+        return replace(m, tool_calls=tuple(replace(c, name=wire[c.name]) for c in m.tool_calls))
+    if isinstance(m, ToolMessage) and m.name is not None and wire[m.name] != m.name:
+        return replace(m, name=wire[m.name])
+    return m
+
+
+def rename_rest(tools: Sequence[ToolDefinition], options: WireOptions, wire: dict[str, str],
+                ) -> tuple[Sequence[ToolDefinition], WireOptions]:
+    """Tool definitions and a forced choice under their wire names in ``wire``."""
+    choice = options.tool_choice
+    replace = msgspec.structs.replace
+    if isinstance(choice, ForcedTool) and wire[choice.name] != choice.name:
+        options = replace(options, tool_choice=ForcedTool(name=wire[choice.name]))
+    return [t if wire[t.name] == t.name else replace(t, name=wire[t.name]) for t in tools], options
 
 
 class _Restoring:

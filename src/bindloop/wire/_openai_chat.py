@@ -33,6 +33,15 @@ from ..contracts import Message, ModelTurnResult, ReasoningPart, ToolDefinition,
 
 from ..errors import TranscriptFormatError
 from ._chat_request import message_to_openai_request
+from ._cache import (
+    DEFAULT_REQUEST_CACHE,
+    WireCache,
+    array,
+    check_cache_size,
+    encoded,
+    prepare,
+    tool_pieces,
+)
 from ._common import (
     JSON_HEADERS,
     SSE_ACCEPT,
@@ -152,15 +161,20 @@ class OpenAIChatAdapter:
     ``max_tokens_field`` picks ``max_completion_tokens`` (OpenAI today) or the older ``max_tokens``
     many compatible servers still want; ``sanitize_schemas`` passes tool schemas through
     :func:`~bindloop.schema.sanitize_tool_schema` (strict mode rejects the whole request otherwise).
+    ``request_cache`` is how many messages and tool definitions keep their encoded wire form
+    between requests (by identity, bounded; ``0`` converts everything on every request): a
+    request then converts only what it has not sent before, with the same bytes.
     """
 
-    __slots__ = ("_max_tokens_field", "_names", "_sanitize")
+    __slots__ = ("_cache", "_max_tokens_field", "_names", "_sanitize")
 
     def __init__(self, *, max_tokens_field: Literal["max_completion_tokens", "max_tokens"] =
-                 "max_completion_tokens", sanitize_schemas: bool = True) -> None:
+                 "max_completion_tokens", sanitize_schemas: bool = True,
+                 request_cache: int = DEFAULT_REQUEST_CACHE) -> None:
         self._max_tokens_field = max_tokens_field
         self._sanitize = sanitize_schemas
         self._names = ToolNames(OPENAI_NAMES)
+        self._cache = WireCache(request_cache) if check_cache_size(request_cache) else None
 
     @property
     def wire(self) -> WireName:
@@ -173,13 +187,31 @@ class OpenAIChatAdapter:
 
     def build_request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                       options: WireOptions) -> HttpRequest:
-        messages, tools, options = self._names.renamed(messages, tools, options)
-        body: dict[str, Any] = {
-            "model": options.model,
-            "messages": [_message(m) for m in prepare_history(messages, "openai")],
-        }
+        cache = self._cache
+        wire_messages: Any = None
+        if cache is not None:
+            try:
+                prep = prepare(cache, self._names, messages, tools, options, "openai")
+                found = prep.found
+                for i in prep.missing:
+                    m = messages[i]
+                    found[i] = piece = encoded(_message(prep.message(m)))
+                    prep.keep(m, piece, len(piece))
+                prep.sent()
+                wire_messages = array(found)
+                wire_tools: Any = array(tool_pieces(cache, tools, prep.tools, self._tool))
+                tools, options = prep.tools, prep.options
+            except Exception:
+                # A request the wire refuses: the uncached build below raises the very error,
+                # in the same words, as it always did.
+                wire_messages = None
+        if wire_messages is None:
+            messages, tools, options = self._names.renamed(messages, tools, options)
+            wire_messages = [_message(m) for m in prepare_history(messages, "openai")]
+            wire_tools = [self._tool(t) for t in tools]
+        body: dict[str, Any] = {"model": options.model, "messages": wire_messages}
         if tools:
-            body["tools"] = [self._tool(t) for t in tools]
+            body["tools"] = wire_tools
         if options.tool_choice is not None and tools:
             # A tool_choice without tools is refused by the API (400), whatever its value.
             body["tool_choice"] = (

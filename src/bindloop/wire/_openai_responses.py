@@ -50,6 +50,15 @@ from ..contracts import (
     TurnUsage,
     UserMessage,
 )
+from ._cache import (
+    DEFAULT_REQUEST_CACHE,
+    WireCache,
+    array,
+    check_cache_size,
+    encoded,
+    prepare,
+    tool_pieces,
+)
 from ._common import (
     JSON_HEADERS,
     SSE_ACCEPT,
@@ -222,14 +231,16 @@ def _response_error(resp: _Response, status: int | None = None) -> ProviderHttpE
 
 class OpenAIResponsesAdapter:
     """The Responses wire. ``store`` is sent as given (``None`` omits it);
-    ``sanitize_schemas`` as for :class:`OpenAIChatAdapter`."""
+    ``sanitize_schemas`` and ``request_cache`` as for :class:`OpenAIChatAdapter`."""
 
-    __slots__ = ("_names", "_sanitize", "_store")
+    __slots__ = ("_cache", "_names", "_sanitize", "_store")
 
-    def __init__(self, *, store: bool | None = False, sanitize_schemas: bool = True) -> None:
+    def __init__(self, *, store: bool | None = False, sanitize_schemas: bool = True,
+                 request_cache: int = DEFAULT_REQUEST_CACHE) -> None:
         self._store = store
         self._sanitize = sanitize_schemas
         self._names = ToolNames(OPENAI_NAMES)
+        self._cache = WireCache(request_cache) if check_cache_size(request_cache) else None
 
     @property
     def wire(self) -> WireName:
@@ -242,13 +253,36 @@ class OpenAIResponsesAdapter:
                       options: WireOptions) -> HttpRequest:
         if options.stop:
             raise WireRequestError("the Responses API has no stop sequences")
-        messages, tools, options = self._names.renamed(messages, tools, options)
-        items: list[Any] = []
-        for m in prepare_history(messages, "openai"):
-            self._items(m, items)
+        cache = self._cache
+        items: Any = None
+        if cache is not None:
+            try:
+                prep = prepare(cache, self._names, messages, tools, options, "openai")
+                found = prep.found
+                for i in prep.missing:
+                    m = messages[i]
+                    own: list[Any] = []
+                    self._items(prep.message(m), own)
+                    # The message's items as one run of array elements ("a,b"; empty for none).
+                    found[i] = piece = b",".join([encoded(item) for item in own])
+                    prep.keep(m, piece, len(piece))
+                prep.sent()
+                items = array(found)
+                wire_tools: Any = array(tool_pieces(cache, tools, prep.tools, self._tool))
+                tools, options = prep.tools, prep.options
+            except Exception:
+                # A request the wire refuses: the uncached build below raises the very error,
+                # in the same words, as it always did.
+                items = None
+        if items is None:
+            messages, tools, options = self._names.renamed(messages, tools, options)
+            items = []
+            for m in prepare_history(messages, "openai"):
+                self._items(m, items)
+            wire_tools = [self._tool(t) for t in tools]
         body: dict[str, Any] = {"model": options.model, "input": items}
         if tools:
-            body["tools"] = [self._tool(t) for t in tools]
+            body["tools"] = wire_tools
         if options.tool_choice is not None and tools:
             # A tool_choice without tools is refused by the API (400), whatever its value.
             body["tool_choice"] = (

@@ -1,0 +1,230 @@
+"""Each message's and tool definition's wire form, kept per adapter between requests.
+
+An agent sends the same transcript again on every model call, one or two messages longer. Messages
+are frozen Structs, and every step from a message to its bytes on a wire — the tool-name mapping
+(:mod:`._names`, a pure function of each name), the reasoning-forwarding policy (a pure function of
+each assistant message), the wire's own conversion — depends on that message alone (and on the
+adapter's fixed settings). So an adapter keeps what a message became, encoded once as
+``msgspec.Raw``, keyed by the message's identity (the entry holds the message, so its ``id`` is not
+reused while the entry lives), and a request re-encodes only the messages it has not seen. Tool
+definitions are kept the same way: their schemas are checked and sanitized once, not per request.
+Bytes are those of the uncached build (a property test compares them for any transcript).
+
+The memo is bounded in entries and in encoded bytes, oldest first out, so memory stays flat
+however many sessions share the adapter; an evicted message is converted again when it returns.
+A ``ToolDefinition``'s ``parameters`` dict must not be mutated after it was sent (a new definition
+is a new key).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from operator import is_
+from typing import Any
+
+import msgspec
+
+from ..contracts import AssistantMessage, Message, ToolDefinition, ToolMessage
+from ..transcript import ReasoningTarget, sanitize_history_for_provider
+from ._names import ToolNames, rename_message, rename_rest
+from ._types import ForcedTool, WireOptions
+
+__all__ = ("DEFAULT_REQUEST_CACHE", "Prepared", "WireCache", "check_cache_size", "array", "encoded",
+           "prepare", "tool_pieces")
+
+DEFAULT_REQUEST_CACHE = 16_384
+"""Messages and tool definitions whose wire form one adapter keeps (``request_cache=``)."""
+
+_MAX_BYTES = 64 << 20  # encoded bytes kept per adapter, whatever the entry count
+
+_RECENT = 4  # transcripts remembered per adapter for the prefix shortcut
+_ENCODE = msgspec.json.Encoder().encode
+
+def check_cache_size(value: int) -> int:
+    from ..errors import UsageError
+
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UsageError(f"request_cache must be an int >= 0, got {value!r}")
+    return value
+
+
+def encoded(value: Any) -> bytes:
+    """``value``'s JSON, as the body's encoder writes it. A lone surrogate raises
+    ``UnicodeEncodeError``: the adapter then builds the request uncached, whose encoding names
+    where it sits."""
+    return _ENCODE(value)
+
+
+def array(pieces: list[bytes]) -> msgspec.Raw:
+    """A JSON array of encoded elements (empty pieces left out), the bytes the encoder writes."""
+    return msgspec.Raw(b"[" + b",".join([p for p in pieces if p]) + b"]")
+
+
+class WireCache:
+    """Identity-keyed, bounded memo of wire forms (see the module docstring). Concurrent requests
+    on one adapter only ever store equal values for one key."""
+
+    __slots__ = ("_bytes", "_entries", "_limit", "recent", "tools")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        # id(key) -> (key, value, encoded size, whether key holds a name the wire refuses)
+        self._entries: dict[int, tuple[object, Any, int, bool]] = {}
+        self._bytes = 0
+        # The last few transcripts sent (a copy of the list, its pieces, whether it maps names),
+        # newest first: a transcript that starts with one of them skips that many look-ups.
+        self.recent: list[tuple[list[Message], list[Any], bool]] = []
+        # The last tool list sent: a copy, whether every name fits the wire, the encoded pieces.
+        self.tools: tuple[list[ToolDefinition], bool, list[bytes]] = ([], True, [])
+
+    def get(self, key: object) -> Any:
+        entry = self._entries.get(id(key))
+        return entry[1] if entry is not None and entry[0] is key else None
+
+    def put(self, key: object, value: Any, size: int, renamed: bool = False) -> None:
+        """Keep ``value`` for ``key`` (``size`` encoded bytes)."""
+        if size > _MAX_BYTES:
+            return
+        entries = self._entries
+        old = entries.pop(id(key), None)
+        if old is not None:
+            self._bytes -= old[2]
+        entries[id(key)] = (key, value, size, renamed)
+        self._bytes += size
+        while len(entries) > self._limit or self._bytes > _MAX_BYTES:
+            oldest = next(iter(entries))
+            self._bytes -= entries.pop(oldest)[2]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def nbytes(self) -> int:
+        """Encoded bytes held."""
+        return self._bytes
+
+
+class Prepared:
+    """One request against an adapter's memo: ``found[i]`` is message ``i``'s kept piece or
+    ``None``; :meth:`message` gives a missing message's renamed and sanitized form to convert,
+    :meth:`keep` stores its piece. ``tools`` and ``options`` carry wire names where needed."""
+
+    __slots__ = ("_cache", "_matched", "_messages", "_names", "_refused", "_target", "found",
+                 "missing", "options", "tools", "wire")
+
+    def __init__(self, cache: WireCache, names: ToolNames, found: list[Any], missing: list[int],
+                 tools: Sequence[ToolDefinition], options: WireOptions,
+                 wire: dict[str, str] | None, target: ReasoningTarget) -> None:
+        self._cache = cache
+        self._names = names
+        self._target = target
+        self._matched = -1
+        self._messages: Sequence[Message] = ()
+        self._refused = False
+        self.found = found
+        self.missing = missing
+        self.tools = tools
+        self.options = options
+        self.wire = wire
+
+    def message(self, m: Message) -> Message:
+        """``m`` as the uncached build converts it: wire names, then the reasoning policy."""
+        if self.wire is not None:
+            m = rename_message(m, self.wire)
+        if isinstance(m, AssistantMessage) and isinstance(m.content, tuple):
+            m = sanitize_history_for_provider((m,), self._target)[0]
+        return m
+
+    def keep(self, m: Message, piece: Any, size: int) -> None:
+        self._cache.put(m, piece, size, self.wire is not None and _refused(self._names, m))
+
+    def sent(self) -> None:
+        """Remember this request's transcript and pieces (every ``found`` is filled in) for the
+        next request of the same session, which starts with the same message objects."""
+        recent = self._cache.recent
+        if self._matched >= 0:
+            del recent[self._matched]
+        recent.insert(0, (list(self._messages), self.found[:], self._refused))
+        del recent[_RECENT:]
+
+    def call_name(self, name: str) -> str:
+        """A call's name as sent (its wire name where this request maps names)."""
+        return name if self.wire is None else self.wire[name]
+
+
+def _refused(names: ToolNames, m: Message) -> bool:
+    """Whether ``m`` holds a tool name the wire refuses (so the request must map names)."""
+    fits = names.fits
+    if isinstance(m, AssistantMessage):
+        return any(not fits(c.name) for c in m.tool_calls)
+    return isinstance(m, ToolMessage) and m.name is not None and not fits(m.name)
+
+
+def prepare(cache: WireCache, names: ToolNames, messages: Sequence[Message],
+            tools: Sequence[ToolDefinition], options: WireOptions,
+            target: ReasoningTarget) -> Prepared:
+    """Look every message up. When any name in the request is one the wire refuses, map the
+    request's names as :meth:`ToolNames.renamed` does (the same checks, errors and table); the
+    flag is kept with each message, so a request of fitting names reads no name again."""
+    entries = cache._entries
+    found: list[Any] = []
+    missing: list[int] = []
+    refused = False
+    start = 0
+    matched = -1
+    count = len(messages)
+    for index, (sent, pieces, flag) in enumerate(cache.recent):
+        k = len(sent)
+        # The same objects in the same places (identity, in C): their pieces are already known.
+        if 0 < k <= count and messages[k - 1] is sent[-1] and messages[0] is sent[0] \
+                and all(map(is_, sent, messages)):
+            found = pieces[:]
+            start, refused, matched = k, flag, index
+            break
+    append = found.append
+    for i in range(start, count):
+        m = messages[i]
+        entry = entries.get(id(m))
+        if entry is not None and entry[0] is m:
+            append(entry[1])
+            if entry[3]:
+                refused = True
+        else:
+            append(None)
+            missing.append(i)
+            if not refused and _refused(names, m):
+                refused = True
+    fits = names.fits
+    forced = options.tool_choice.name if isinstance(options.tool_choice, ForcedTool) else None
+    last, fitting, _ = cache.tools
+    if len(last) != len(tools) or not all(map(is_, last, tools)):
+        fitting = all(fits(t.name) for t in tools)
+        cache.tools = (list(tools), fitting, [])
+    if not refused and fitting and (forced is None or fits(forced)):
+        prep = Prepared(cache, names, found, missing, tools, options, None, target)
+    else:
+        wire = names.request(names.request_names(messages, tools, options))
+        renamed, options = rename_rest(tools, options, wire)
+        prep = Prepared(cache, names, found, missing, renamed, options, wire, target)
+    prep._matched, prep._messages, prep._refused = matched, messages, refused
+    return prep
+
+
+def tool_pieces(cache: WireCache, tools: Sequence[ToolDefinition],
+                sent: Sequence[ToolDefinition],
+                convert: Callable[[ToolDefinition], Any]) -> list[bytes]:
+    """Each tool's converted and encoded form, kept by the identity of the definition the caller
+    passed (``tools``); ``sent`` are the same definitions under their wire names."""
+    last, fitting, pieces = cache.tools
+    if pieces and len(last) == len(tools) and all(map(is_, last, tools)):
+        return pieces[:]  # the same definitions as the last request (checked in prepare)
+    out: list[bytes] = []
+    for tool, wire_tool in zip(tools, sent):
+        piece = cache.get(tool)
+        if piece is None:
+            piece = encoded(convert(wire_tool))
+            cache.put(tool, piece, len(piece))
+        out.append(piece)
+    if len(last) == len(tools) and all(map(is_, last, tools)):
+        cache.tools = (last, fitting, out[:])
+    return out

@@ -1,0 +1,228 @@
+"""Each adapter keeps every message's and tool definition's encoded wire form between requests
+(issue 31): a request converts only what it has not sent before. The bytes must be the uncached
+build's for any transcript, tools and options — also through one adapter across a transcript that
+grows turn by turn, under a tiny bound, with names the wire maps and with input it refuses."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest.mock import patch
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bindloop.contracts import (
+    AssistantMessage,
+    Message,
+    ProviderItemPart,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolDefinition,
+    ToolMessage,
+    UserMessage,
+)
+from bindloop.errors import UsageError
+from bindloop.testing import strategies as kit
+from bindloop.wire import (
+    WIRE_NAMES,
+    AnthropicAdapter,
+    CachePolicy,
+    ForcedTool,
+    GeminiAdapter,
+    OpenAIChatAdapter,
+    OpenAIResponsesAdapter,
+    WireOptions,
+)
+
+from bindloop.wire._names import ToolNames
+
+from . import wire_strategies
+
+ADAPTERS: dict[str, Any] = {
+    "openai_chat": OpenAIChatAdapter, "openai_responses": OpenAIResponsesAdapter,
+    "anthropic": lambda **kw: AnthropicAdapter(beta=("compact-2026-01-12",), **kw),
+    "gemini": GeminiAdapter,
+}
+# Names the wires refuse (mapped to wire names), a name that is another's wire name, long ids.
+ODD_NAMES = st.sampled_from(["ns:tool", "has space", "slash/name", "x" * 70, "9lives", "ok_name",
+                             "search", "ns_tool"])
+ODD_IDS = st.sampled_from(["functions.get_weather:0", "c" * 70, "call 1"])
+
+
+def _schema(name: str) -> dict[str, object]:
+    return {"type": "object", "properties": {name: {"type": "string", "format": "uri"},
+                                             "n": {"type": "integer", "minimum": 0}},
+            "required": [name], "additionalProperties": False}
+
+
+TOOLS = st.lists(
+    st.builds(ToolDefinition, name=st.one_of(kit._ident, ODD_NAMES),
+              description=st.sampled_from(["", "Does a thing."]),
+              parameters=st.sampled_from(["q", "url"]).map(_schema),
+              strict=st.sampled_from([None, True, False])),
+    max_size=3, unique_by=lambda t: t.name)
+
+
+@st.composite
+def odd(draw: st.DrawFn, messages: list[Message]) -> list[Message]:
+    """``messages`` with some tool names and ids the wires map, nameless tool results, opaque
+    items, and now and then a lone surrogate."""
+    out: list[Message] = []
+    replace = msgspec.structs.replace
+    for m in messages:
+        if isinstance(m, AssistantMessage) and m.tool_calls and draw(st.booleans()):
+            m = replace(m, tool_calls=tuple(
+                replace(c, name=draw(ODD_NAMES)) if draw(st.booleans()) else c
+                for c in m.tool_calls))
+        elif isinstance(m, ToolMessage) and draw(st.booleans()):
+            m = replace(m, name=draw(st.one_of(st.none(), ODD_NAMES)))
+        elif isinstance(m, AssistantMessage) and draw(st.integers(0, 5)) == 0:
+            item = ProviderItemPart(wire=draw(st.sampled_from(["anthropic", "openai_responses"])),
+                                    kind="compaction", data='{"type":"compaction","x":1}')
+            parts = (TextPart(text=m.content),) if isinstance(m.content, str) else m.content or ()
+            m = replace(m, content=(*parts, item))
+        out.append(m)
+    if out and draw(st.integers(0, 9)) == 0:
+        out.append(AssistantMessage(tool_calls=(ToolCall(id=draw(ODD_IDS), name="t",
+                                                         arguments="{}"),)))
+        out.append(ToolMessage(tool_call_id=out[-1].tool_calls[0].id,  # type: ignore[union-attr]
+                               content="done"))
+    if out and draw(st.integers(0, 19)) == 0:
+        out.append(UserMessage(content="bad \udcff text"))
+    return out
+
+
+TRANSCRIPTS = st.one_of(kit.transcripts(), wire_strategies.transcripts(),
+                        st.lists(kit.messages(), max_size=6)).flatmap(odd)
+OPTIONS = st.builds(
+    WireOptions, model=st.just("m"),
+    tool_choice=st.one_of(st.none(), st.sampled_from(["auto", "required", "none"]),
+                          ODD_NAMES.map(lambda n: ForcedTool(name=n))),
+    cache=st.one_of(st.none(), st.builds(CachePolicy, system=st.booleans(), tools=st.booleans(),
+                                         turns=st.integers(0, 2))),
+    stream=st.booleans(), max_tokens=st.one_of(st.none(), st.just(64)))
+
+
+def outcome(adapter: Any, messages: list[Message], tools: list[ToolDefinition],
+            options: WireOptions) -> tuple[Any, ...]:
+    """What a build gives: its request, or the error it raises (type and text). A request a
+    caching adapter sends must come from its cached path: the uncached build (which always maps
+    names through ``ToolNames.renamed``) runs only to word a refusal."""
+    uncached: list[object] = []
+    real = ToolNames.renamed
+
+    def spy(self: ToolNames, *args: Any) -> Any:
+        uncached.append(self)
+        return real(self, *args)
+
+    try:
+        with patch.object(ToolNames, "renamed", spy):
+            request = adapter.build_request(messages, tools, options)
+    except Exception as exc:  # the same refusal, word for word, is part of the contract
+        return ("raised", type(exc).__name__, str(exc))
+    if adapter._cache is not None:
+        assert not uncached, "a request that could be sent fell back to the uncached build"
+    return ("sent", request.method, request.path, request.headers, request.body, request.stream)
+
+
+@pytest.mark.parametrize("wire", WIRE_NAMES)
+@given(messages=TRANSCRIPTS, tools=TOOLS, options=OPTIONS, data=st.data())
+@settings(max_examples=60, deadline=None)
+def test_cached_builds_are_the_uncached_bytes(wire: str, messages: list[Message],
+                                              tools: list[ToolDefinition], options: WireOptions,
+                                              data: st.DataObject) -> None:
+    make = ADAPTERS[wire]
+    cached = make(request_cache=data.draw(st.sampled_from([1, 3, 16_384])))
+    expected = outcome(make(request_cache=0), messages, tools, options)
+    # Twice through the same adapter: the second build reads what the first one kept.
+    assert outcome(cached, messages, tools, options) == expected
+    assert outcome(cached, messages, tools, options) == expected
+    # Equal but not identical messages (a transcript loaded again) give the same bytes too.
+    copies = [msgspec.structs.replace(m) for m in messages]
+    assert outcome(cached, copies, tools, options) == expected
+
+
+@pytest.mark.parametrize("wire", WIRE_NAMES)
+@given(messages=TRANSCRIPTS, tools=TOOLS, options=OPTIONS)
+@settings(max_examples=40, deadline=None)
+def test_a_transcript_growing_turn_by_turn_keeps_the_uncached_bytes(
+        wire: str, messages: list[Message], tools: list[ToolDefinition],
+        options: WireOptions) -> None:
+    make = ADAPTERS[wire]
+    cached = make()
+    fresh = make(request_cache=0)
+    transcript: list[Message] = []  # one list the agent appends to, as the loop does
+    for m in messages:
+        transcript.append(m)
+        assert outcome(cached, transcript, tools, options) == outcome(
+            fresh, list(transcript), tools, options)
+
+
+@pytest.mark.parametrize("wire", WIRE_NAMES)
+def test_a_second_request_converts_only_the_new_messages_and_no_schema(
+        wire: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import bindloop.wire._common as common
+
+    checked: list[object] = []
+    real = common.sanitize_tool_schema
+    monkeypatch.setattr(common, "sanitize_tool_schema",
+                        lambda schema: checked.append(schema) or real(schema))
+    adapter = ADAPTERS[wire](sanitize_schemas=True)
+    tools = [ToolDefinition(name=f"tool_{i}", parameters=_schema("q")) for i in range(50)]
+    transcript: list[Message] = [SystemMessage(content="Be brief."), UserMessage(content="hi")]
+    options = WireOptions(model="m")
+    adapter.build_request(transcript, tools, options)
+    assert len(checked) == 50
+    kept = len(adapter._cache)
+    transcript += [AssistantMessage(tool_calls=(ToolCall(id="c1", name="tool_1",
+                                                         arguments='{"q":"x"}'),)),
+                   ToolMessage(tool_call_id="c1", content="ok", name="tool_1")]
+    adapter.build_request(transcript, tools, options)
+    assert len(checked) == 50  # the schemas were checked once, on the first request
+    assert len(adapter._cache) == kept + 2  # the two new messages, nothing else
+
+
+@pytest.mark.parametrize("wire", WIRE_NAMES)
+def test_the_memo_stays_within_its_bound(wire: str) -> None:
+    adapter = ADAPTERS[wire](request_cache=10)
+    transcript: list[Message] = [UserMessage(content="start")]
+    for i in range(100):
+        transcript += [AssistantMessage(content=f"answer {i}"), UserMessage(content=f"q {i}")]
+        adapter.build_request(transcript, [], WireOptions(model="m"))
+        assert len(adapter._cache) <= 10
+    uncached = ADAPTERS[wire](request_cache=0)
+    assert adapter.build_request(transcript, [], WireOptions(model="m")).body == \
+        uncached.build_request(transcript, [], WireOptions(model="m")).body
+
+
+@pytest.mark.parametrize("wire", WIRE_NAMES)
+@pytest.mark.parametrize("bad", [-1, True, 1.5, "10"])
+def test_a_bad_request_cache_is_refused(wire: str, bad: object) -> None:
+    with pytest.raises(UsageError, match="request_cache"):
+        ADAPTERS[wire](request_cache=bad)
+
+
+@pytest.mark.parametrize("wire", WIRE_NAMES)
+@given(messages=TRANSCRIPTS, tools=TOOLS, options=OPTIONS, data=st.data())
+@settings(max_examples=30, deadline=None)
+def test_a_transcript_edited_in_place_keeps_the_uncached_bytes(
+        wire: str, messages: list[Message], tools: list[ToolDefinition], options: WireOptions,
+        data: st.DataObject) -> None:
+    """A message replaced in the middle of the one list (a compaction, a repair), the list cut
+    short, or another session's transcript in between: the previous request's prefix is reused
+    only where every message is the same object."""
+    make = ADAPTERS[wire]
+    cached, fresh = make(), make(request_cache=0)
+    transcript = list(messages)
+    outcome(cached, transcript, tools, options)
+    outcome(cached, data.draw(TRANSCRIPTS), data.draw(TOOLS), options)  # another session
+    if transcript:
+        i = data.draw(st.integers(0, len(transcript) - 1))
+        transcript[i] = data.draw(kit.messages())
+        transcript = transcript[:data.draw(st.integers(i, len(transcript)))] + [
+            UserMessage(content="next")]
+    assert outcome(cached, transcript, tools, options) == outcome(
+        fresh, list(transcript), tools, options)
