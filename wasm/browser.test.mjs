@@ -115,9 +115,14 @@ for (const variant of ["pyc", "plain"]) {
       for (const e of demo.agentEvents) (agentKinds[e.turn_id] ??= []).push(e.type === "tool_call_done" ? `tool_call:${e.tool_call.id}` : e.type);
       assert.deepEqual(Object.keys(agentKinds), ["turn-1", "turn-2", "turn-3"]);
       const calls = { "turn-1": ["calc_0", "calc_1"], "turn-2": ["note_0", "note_1", "list_0"], "turn-3": [] };
-      for (const [turnId, kinds] of Object.entries(agentKinds)) {
-        assert.equal(kinds[0], "turn_start", kinds.join(" "));
-        assert.equal(kinds.at(-1), "turn_done", kinds.join(" "));
+      // The run's tool events carry the turn whose calls they run, after that turn's turn_done.
+      const RUN_ONLY = ["tool_started", "tool_finished", "approval_requested", "approval_decided",
+                        "checkpoint_saved"];
+      for (const [turnId, all] of Object.entries(agentKinds)) {
+        const kinds = all.filter((k) => !RUN_ONLY.includes(k));
+        assert.equal(kinds[0], "turn_start", all.join(" "));
+        assert.equal(kinds.at(-1), "turn_done", all.join(" "));
+        assert.equal(all.filter((k) => k === "tool_started").length, calls[turnId].length, all.join(" "));
         assert.deepEqual(kinds.filter((k) => k.startsWith("tool_call:")), calls[turnId].map((id) => `tool_call:${id}`));
         assert.ok(kinds.includes("usage"), kinds.join(" "));
         assert.ok(!kinds.includes("error"), kinds.join(" "));
