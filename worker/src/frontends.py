@@ -44,7 +44,8 @@ from agent import (
     config_from_env,
     error_event,
 )
-from bindloop.contracts import JsonBoundsError, Message, SystemMessage, UserMessage
+from bindloop.agent import ApprovalError
+from bindloop.contracts import JsonBoundsError, Message, SystemMessage, ToolCall, UserMessage
 from bindloop.session import CheckpointFormatError, LoopCheckpoint, create_loop_checkpoint
 from bindloop.hosts.asgi import (
     AgUiFrames,
@@ -68,7 +69,7 @@ from bindloop.protocols import (
 )
 from replay import LogFollower, RecordedFrames, decode_fed, encode_fed, replay
 from limits import limit_store, wall_clock_ms
-from sessions import RunLog, SessionStore
+from sessions import RunLog, SessionStore, recorded_calls
 from web import EventStream, read_text
 
 __all__ = ("ag_ui", "ag_ui_stop", "ag_ui_stream", "api_chat", "api_chat_stop", "api_chat_stream",
@@ -92,8 +93,34 @@ def _refused(exc: Exception) -> HttpError:
 
 def _describe(exc: Exception) -> str:
     """A failed run as the client reads it: the provider and the kind of failure, never a URL or
-    what the provider said (the Worker's own routes' rule, agent.error_event)."""
+    what the provider said (the Worker's own routes' rule, agent.error_event); a refused
+    approval says which call and why."""
+    if isinstance(exc, ApprovalError):
+        return f"approval refused: {exc}"
     return str(error_event(exc, session_id="", revision=-1)["message"])
+
+
+class ChatApprovals:
+    """bindloop's ``PendingApprovals`` for one request's run, over the chat's ``Session`` object:
+    the server's record of the calls the chat waits to have approved. The calls this request's
+    decisions name were taken out of the object's record by the run's claim (``taken``: one RPC,
+    under the object's input gate, so of two requests with one decision only one gets the call);
+    the calls the run suspends on (``recorded``) are added to it by the run's release, in the
+    same write that frees the chat for its next request. A decision on a call not taken -- one
+    the model never made, another chat's, or one decided already -- is refused and runs
+    nothing."""
+
+    def __init__(self, chat_id: str, taken: dict[str, ToolCall]) -> None:
+        self._chat_id = chat_id
+        self._taken = dict(taken)
+        self.recorded: list[ToolCall] = []
+
+    def record(self, chat_id: str, calls: Sequence[ToolCall]) -> None:
+        if chat_id == self._chat_id:
+            self.recorded.extend(calls)
+
+    def take(self, chat_id: str, call_id: str) -> ToolCall | None:
+        return self._taken.pop(call_id, None) if chat_id == self._chat_id else None
 
 
 def _transport(provider: Provider, headers: Sequence[tuple[str, str]]) -> FetchTransport:
@@ -175,11 +202,13 @@ async def _start(owner: Any, config: AgentConfig, protocol: str, raw: str) -> An
                                  revision=store.revision + 1)
     record = {"run": store.run_for(cp), "protocol": protocol, "new_id": new_id, "chunks": 0,
               "offset": 0}
-    await store.claim(cp, extra={"protocol": json.dumps(record), "protocol_body": raw})
+    await store.claim(cp, extra={"protocol": json.dumps(record), "protocol_body": raw},
+                      take=[a.tool_call_id for a in chat.approvals])
     stream = EventStream(heartbeat_ms=config.heartbeat_ms, frame=_frame, headers=dict(headers))
     log = RunLog(store.target, store.run, stream)
     owner.ctx.waitUntil(asyncio.ensure_future(
-        _run(owner.env, config, store, log, chat, RecordedFrames(frames), record)))
+        _run(owner.env, config, store, log, chat, RecordedFrames(frames), record,
+             ChatApprovals(chat.chat_id, store.taken))))
     return stream.response()
 
 
@@ -198,10 +227,12 @@ def _claimed(session_id: str, chat: ChatInput, config: AgentConfig) -> LoopCheck
 
 
 async def _run(env: Any, config: AgentConfig, store: SessionStore, log: RunLog, chat: ChatInput,
-               frames: RecordedFrames, record: dict[str, Any], *, resumed: bool = False) -> None:
+               frames: RecordedFrames, record: dict[str, Any], approvals: ChatApprovals, *,
+               resumed: bool = False) -> None:
     """One protocol run to its end, its frames to ``log``. Each boundary the runner reports
     (the approvals ran, a tool round settled) is committed with the encoder inputs fed since the
-    last one and the log's length, in one write: what :func:`continue_lost_run` starts from."""
+    last one and the log's length, in one write: what :func:`continue_lost_run` starts from.
+    The calls it suspends on for approval are recorded with its release (``approvals``)."""
     model = build_model(config, transport_for=_transport, on_turn_event=lambda _ev: None,
                         turn_prefix=f"{chat.protocol}:{chat.chat_id}", first_turn=0,
                         limit_store=limit_store(env), clock=wall_clock_ms)
@@ -219,11 +250,9 @@ async def _run(env: Any, config: AgentConfig, store: SessionStore, log: RunLog, 
         record.update(saved)
         frames.saved = count
 
-    # approvals=None: one runner per request, and no Durable Object record of the pending calls
-    # yet, so the client's transcript is trusted for which calls wait (see docs/workers.md).
     runner = agent_runner(model, tools=TOOLS, needs_approval=config.approval_tools,
                           max_turn_steps=config.max_iterations, on_checkpoint=save,
-                          approvals=None)
+                          approvals=approvals)
 
     def write(payloads: list[bytes]) -> None:
         for payload in payloads:
@@ -240,7 +269,7 @@ async def _run(env: Any, config: AgentConfig, store: SessionStore, log: RunLog, 
     finally:
         keeper.cancel()
         with contextlib.suppress(Exception):  # unreachable: the lease runs out instead
-            await store.release(outcome)
+            await store.release(outcome, approvals.recorded)
         await log.close()
 
 
@@ -276,8 +305,10 @@ async def continue_lost_run(target: Any, config: AgentConfig, *, lost_run: str,
     log = RunLog(target, store.run, None)
     for payload in payloads:
         log.send("", msgspec.Raw(payload))
-    await _run(target.env, config, store, log, chat, recorder,
-               {**record, "run": store.run}, resumed=saved)
+    # Without a save the request's decisions apply again, to the calls its claim took.
+    await _run(target.env, config, store, log, chat, recorder, {**record, "run": store.run},
+               ChatApprovals(chat.chat_id, recorded_calls(state.get("taken") or {})),
+               resumed=saved)
 
 
 def _last_event_id(header: Any) -> tuple[str, int]:
