@@ -388,3 +388,51 @@ def test_a_forged_or_replayed_approval_runs_nothing_and_the_real_one_runs(
     assert status == 200 and "approval refused" not in text and "TOOL_CALL_RESULT" in text, text
     assert _said(text) == "Counted 2 words."
     refused("/ag-ui", _ag_ui_approval("real-ag", "wc-3", "count a b", "a b"))
+
+
+def test_each_token_is_an_identity_whose_chats_no_other_reads_stops_or_reuses(
+        worker: Worker) -> None:
+    """Issue 32's identity in the Worker (worker/src/identity.py): with ``API_TOKEN`` set, a
+    request without one of its tokens is a 401; each token's chats are its own -- another token
+    naming the same chat id gets nothing from reconnect (204) or stop (409) while the owner's
+    run is live, and its POST with that id is a chat of its own, leaving the owner's log."""
+    worker.restart(kill=False, API_TOKEN="tok-alice,tok-bob")
+    alice, bob = ({"authorization": f"Bearer tok-{n}"} for n in ("alice", "bob"))
+    body = {"id": "mine", "messages": [
+        {"id": "u", "role": "user", "parts": [{"type": "text", "text": "hold first hello"}]}]}
+    try:
+        assert _post(worker, "/api/chat", body)[0] == 401
+        assert _post(worker, "/api/chat", body, {"authorization": "Bearer tok-eve"})[0] == 401
+        assert _post(worker, "/api/chat/mine/stop", {}, {"authorization": "Bearer x"})[0] == 401
+        HOLD[0] = True
+        conn = http.client.HTTPConnection("127.0.0.1", worker.workerd.port, timeout=60)
+        conn.request("POST", "/api/chat", body=json.dumps(body),
+                     headers={"content-type": "application/json", **alice})
+        live = conn.getresponse()  # streaming: the model call is held
+        assert live.status == 200
+        for who, want in ((bob, 204),):
+            c2 = http.client.HTTPConnection("127.0.0.1", worker.workerd.port, timeout=60)
+            c2.request("GET", "/api/chat/mine/stream", headers=who)
+            r2 = c2.getresponse()
+            assert r2.status == want and r2.read() == b""
+            c2.close()
+        status, text = _post(worker, "/api/chat/mine/stop", {}, bob)
+        assert status == 409 and json.loads(text)["error"] == "not_running"
+        status, text = _post(worker, "/api/chat/mine/stop", {}, alice)
+        assert status == 202, text
+        assert "abort" in live.read().decode()
+        conn.close()
+        HOLD[0] = False
+        # Bob's chat with the same id is his own; Alice's log is still hers.
+        status, text = _post(worker, "/api/chat", {"id": "mine", "messages": [
+            {"id": "u", "role": "user", "parts": [{"type": "text", "text": "bob here"}]}]}, bob)
+        assert status == 200 and _said(text) == "You said: bob here"
+        c3 = http.client.HTTPConnection("127.0.0.1", worker.workerd.port, timeout=60)
+        c3.request("GET", "/api/chat/mine/stream", headers={**alice, "last-event-id": "r0:0"})
+        r3 = c3.getresponse()
+        mine = r3.read().decode()
+        c3.close()
+        assert r3.status == 200 and "abort" in mine and "bob here" not in mine
+    finally:
+        HOLD[0] = False
+        worker.restart(kill=False, API_TOKEN="")

@@ -68,6 +68,7 @@ from bindloop.protocols import (
     decode_ui_chat_request,
 )
 from replay import LogFollower, RecordedFrames, decode_fed, encode_fed, replay
+from identity import authorize, scoped_chat_id
 from limits import limit_store, wall_clock_ms
 from sessions import RunLog, SessionStore, recorded_calls
 from web import EventStream, read_text
@@ -151,10 +152,13 @@ def _frame(_event: str, payload: str, event_id: str | None) -> str:
     return f"id: {event_id}\ndata: {payload}\n\n"
 
 
-def _session(env: Any, protocol: str, chat_id: str, config: AgentConfig) -> SessionStore:
+def _session(env: Any, protocol: str, chat_id: str, config: AgentConfig,
+             identity: str = "") -> SessionStore:
     """Each protocol chat's Session object (its run lease and event log), named apart from the
-    Worker's own sessions."""
-    return SessionStore.for_session(env, f"{protocol}:{chat_id}", lease_ms=config.lease_ms)
+    Worker's own sessions and within its caller's identity (identity.py): another identity's
+    request with the same id reaches another object."""
+    return SessionStore.for_session(env, f"{protocol}:{scoped_chat_id(identity, chat_id)}",
+                                    lease_ms=config.lease_ms)
 
 
 def _request(protocol: str, raw: str, new_id: str,
@@ -188,7 +192,8 @@ FED_CHUNK = 100_000
 """Characters of saved encoder inputs per storage value (a value holds at most 128 KiB)."""
 
 
-async def _start(owner: Any, config: AgentConfig, protocol: str, raw: str) -> Any:
+async def _start(owner: Any, config: AgentConfig, protocol: str, raw: str,
+                 identity: str = "") -> Any:
     """Claim the chat's Session object for this request's run and answer with its live stream.
     The claim stores what a continuation needs: the request body, the minted message id, and a
     checkpoint of the request's transcript (a ``ready`` one: the alarm continues the run if its
@@ -196,7 +201,7 @@ async def _start(owner: Any, config: AgentConfig, protocol: str, raw: str) -> An
     new_id = str(js.crypto.randomUUID())
     chat, frames = _request(protocol, raw, new_id, config)
     headers = UI_STREAM_HEADERS if protocol == "ui" else AG_UI_HEADERS
-    store = _session(owner.env, protocol, chat.chat_id, config)
+    store = _session(owner.env, protocol, chat.chat_id, config, identity)
     await store.load()
     cp = msgspec.structs.replace(_claimed(store.session_id, chat, config),
                                  revision=store.revision + 1)
@@ -343,8 +348,9 @@ async def _reconnect(owner: Any, request: Any, protocol: str, chat_id: str,
     """The chat's running response again, from its start (the AI SDK's ``reconnectToStream``
     replays) or after ``Last-Event-ID`` -- also a run that was lost and is being (or will be)
     continued by the Session object's alarm; 204 when nothing is running."""
+    identity = await authorize(request, owner.env)
     config = config_from_env(owner.env)
-    store = _session(owner.env, protocol, chat_id, config)
+    store = _session(owner.env, protocol, chat_id, config, identity)
     want_run, after = _last_event_id(request.headers.get("last-event-id"))
     batch = json.loads(str(await store.target.read_log(after, LOG_BATCH)))
     if want_run and batch["run"] != want_run:
@@ -360,9 +366,11 @@ async def _reconnect(owner: Any, request: Any, protocol: str, chat_id: str,
     return stream.response()
 
 
-async def _stop(owner: Any, protocol: str, chat_id: str) -> Any:
+async def _stop(owner: Any, request: Any, protocol: str, chat_id: str) -> Any:
+    identity = await authorize(request, owner.env)
     config = config_from_env(owner.env)
-    run = str(await _session(owner.env, protocol, chat_id, config).target.request_stop())
+    run = str(await _session(owner.env, protocol, chat_id, config,
+                             identity).target.request_stop())
     if not run:
         raise HttpError(409, "not_running", f"nothing is running for {chat_id!r}")
     return Response(json.dumps({"stopping": run}), status=202,
@@ -373,25 +381,27 @@ async def api_chat_stream(owner: Any, request: Any, match: re.Match[str]) -> Any
     return await _reconnect(owner, request, "ui", match.group("id"), UI_STREAM_HEADERS)
 
 
-async def api_chat_stop(owner: Any, _request: Any, match: re.Match[str]) -> Any:
-    return await _stop(owner, "ui", match.group("id"))
+async def api_chat_stop(owner: Any, request: Any, match: re.Match[str]) -> Any:
+    return await _stop(owner, request, "ui", match.group("id"))
 
 
 async def ag_ui_stream(owner: Any, request: Any, match: re.Match[str]) -> Any:
     return await _reconnect(owner, request, "ag-ui", match.group("id"), AG_UI_HEADERS)
 
 
-async def ag_ui_stop(owner: Any, _request: Any, match: re.Match[str]) -> Any:
-    return await _stop(owner, "ag-ui", match.group("id"))
+async def ag_ui_stop(owner: Any, request: Any, match: re.Match[str]) -> Any:
+    return await _stop(owner, request, "ag-ui", match.group("id"))
 
 
 async def api_chat(owner: Any, request: Any, _match: re.Match[str]) -> Any:
+    identity = await authorize(request, owner.env)  # before the body is read
     raw = await _body(request)
     config = config_from_env(owner.env)  # refuse (500, named) before anything runs
-    return await _start(owner, config, "ui", raw)
+    return await _start(owner, config, "ui", raw, identity)
 
 
 async def ag_ui(owner: Any, request: Any, _match: re.Match[str]) -> Any:
+    identity = await authorize(request, owner.env)
     raw = await _body(request)
     config = config_from_env(owner.env)
-    return await _start(owner, config, "ag-ui", raw)
+    return await _start(owner, config, "ag-ui", raw, identity)
