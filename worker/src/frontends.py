@@ -12,7 +12,9 @@ the response again (the AI SDK replays from the start; ``Last-Event-ID: <run>:<o
 after an event) while the run goes on in ``ctx.waitUntil``. ``ask_user`` suspends as the protocol's
 question: the AI SDK call stays ``input-available`` for the client's ``addToolResult``, AG-UI
 finishes with an interrupt. A tool named in ``APPROVAL_TOOLS`` waits for the user's approval (the
-AI SDK's ``tool-approval-request``, an AG-UI interrupt); the answer comes with the next request.
+AI SDK's ``tool-approval-request``, an AG-UI interrupt); the answer comes with the next request,
+and applies only to a call the chat's Session object recorded (:class:`ChatApprovals`). Each
+chat belongs to its caller's identity (identity.py): its object is named within that identity.
 
 A run whose isolate dies goes on: it commits every boundary (the approved calls ran, a tool round
 settled) with the encoder inputs fed so far (replay.py), and the object's alarm continues it from
