@@ -436,3 +436,29 @@ def test_each_token_is_an_identity_whose_chats_no_other_reads_stops_or_reuses(
     finally:
         HOLD[0] = False
         worker.restart(kill=False, API_TOKEN="")
+
+
+def test_the_owner_deletes_a_chat_with_its_storage(worker: Worker) -> None:
+    """``DELETE /api/chat/{id}`` and ``DELETE /ag-ui/{id}``: the chat's Session object forgets
+    everything (its log replays nothing after); a second delete is a 404."""
+    status, _ = _post(worker, "/api/chat", {"id": "del-me", "messages": [
+        {"id": "u", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]})
+    assert status == 200
+    status, _ = _post(worker, "/ag-ui", {"threadId": "del-me", "runId": "run-1", "messages": [
+        {"id": "u", "role": "user", "content": "hi"}], "tools": [], "context": [],
+        "state": None, "forwardedProps": None})
+    assert status == 200
+    for path in ("/api/chat/del-me", "/ag-ui/del-me"):
+        conn = http.client.HTTPConnection("127.0.0.1", worker.workerd.port, timeout=60)
+        conn.request("GET", path + "/stream", headers={"last-event-id": "r0:0"})
+        resp = conn.getresponse()
+        assert resp.status == 200 and resp.read()
+        conn.close()
+        assert _post(worker, "DELETE " + path, {})[0] == 204
+        conn = http.client.HTTPConnection("127.0.0.1", worker.workerd.port, timeout=60)
+        conn.request("GET", path + "/stream", headers={"last-event-id": "r0:0"})
+        resp = conn.getresponse()
+        assert resp.status == 204 and resp.read() == b""
+        conn.close()
+        status, text = _post(worker, "DELETE " + path, {})
+        assert status == 404 and json.loads(text)["error"] == "unknown_chat"

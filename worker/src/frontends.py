@@ -75,8 +75,8 @@ from limits import limit_store, wall_clock_ms
 from sessions import RunLog, SessionStore, recorded_calls
 from web import EventStream, read_text
 
-__all__ = ("ag_ui", "ag_ui_stop", "ag_ui_stream", "api_chat", "api_chat_stop", "api_chat_stream",
-           "continue_lost_run")
+__all__ = ("ag_ui", "ag_ui_delete", "ag_ui_stop", "ag_ui_stream", "api_chat", "api_chat_delete",
+           "api_chat_stop", "api_chat_stream", "continue_lost_run")
 
 _BOUNDS = {"too_large": (413, "body_too_large"), "too_deep": (400, "body_too_deep"),
            "malformed": (400, "malformed_json"), "not_an_object": (400, "malformed_json")}
@@ -377,6 +377,28 @@ async def _stop(owner: Any, request: Any, protocol: str, chat_id: str) -> Any:
         raise HttpError(409, "not_running", f"nothing is running for {chat_id!r}")
     return Response(json.dumps({"stopping": run}), status=202,
                     headers={"content-type": "application/json"})
+
+
+async def _delete(owner: Any, request: Any, protocol: str, chat_id: str) -> Any:
+    """The owner deletes a chat with its storage (204); 404 when it has none, 409 while a run
+    of it is live. Another identity's request names another object: a 404."""
+    identity = await authorize(request, owner.env)
+    config = config_from_env(owner.env)
+    answer = str(await _session(owner.env, protocol, chat_id, config,
+                                identity).target.delete_chat())
+    if answer == "busy":
+        raise HttpError(409, "run_in_progress", f"{chat_id!r} has a live run: stop it first")
+    if answer == "none":
+        raise HttpError(404, "unknown_chat", f"no chat {chat_id!r}")
+    return Response("", status=204)
+
+
+async def api_chat_delete(owner: Any, request: Any, match: re.Match[str]) -> Any:
+    return await _delete(owner, request, "ui", match.group("id"))
+
+
+async def ag_ui_delete(owner: Any, request: Any, match: re.Match[str]) -> Any:
+    return await _delete(owner, request, "ag-ui", match.group("id"))
 
 
 async def api_chat_stream(owner: Any, request: Any, match: re.Match[str]) -> Any:

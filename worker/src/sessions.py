@@ -198,6 +198,19 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
         await self.ctx.storage.deleteAll()
         return had
 
+    async def delete_chat(self) -> str:
+        """Forget the chat with all its storage (checkpoint, request, saved inputs, approval
+        record, event log, alarm) unless a run is live: answers ``"deleted"``, ``"busy"`` or
+        ``"none"`` (nothing stored)."""
+        lease = await self._lease()
+        if lease is not None and lease["expires"] > wall_clock_ms():
+            return "busy"
+        if await self._revision() == -1:
+            return "none"
+        await self.ctx.storage.deleteAlarm()
+        await self.ctx.storage.deleteAll()
+        return "deleted"
+
     # -- the event log of the latest run: rows (run, offset, event, data) in the object's SQLite
 
     def _sql(self) -> Any:
