@@ -16,9 +16,10 @@ Routes (the table is :data:`ROUTES`; a new route is one ``ROUTES.add``)
     run ends: what a client that lost its stream reconnects to. 204 when there is nothing to send.
 ``POST /v1/sessions/{id}/stop``
     Stops the live run (202); its last saved round is stored ``aborted``. 409 when none is live.
-``POST /api/chat`` / ``POST /ag-ui``, ``GET .../{id}/stream``, ``POST .../{id}/stop``
+``POST /api/chat`` / ``POST /ag-ui``, ``GET .../{id}/stream``, ``POST .../{id}/stop``, ``DELETE .../{id}``
     The Vercel AI SDK UI message stream and AG-UI (frontends.py): the client holds the
-    conversation; each response's events are logged, so a dropped client reconnects.
+    conversation; each response's events are logged, so a dropped client reconnects; its owner
+    deletes a chat with its storage.
 ``GET /conformance``
     bindloop's conformance report, run in this isolate (when ``conformance/`` is vendored).
 ``POST /_kit/...``
@@ -57,7 +58,16 @@ from bindloop.session import (
     apply_checkpoint_input,
     create_loop_checkpoint,
 )
-from frontends import ag_ui, ag_ui_stop, ag_ui_stream, api_chat, api_chat_stop, api_chat_stream
+from frontends import (
+    ag_ui,
+    ag_ui_delete,
+    ag_ui_stop,
+    ag_ui_stream,
+    api_chat,
+    api_chat_delete,
+    api_chat_stop,
+    api_chat_stream,
+)
 from oauth_store import McpTokens
 from receipts import Receipts
 from limits import RateLimiter
@@ -305,8 +315,10 @@ ROUTES.add("POST", _SESSION + "/stop", Default.stop)
 ROUTES.add("POST", "/api/chat", api_chat)
 ROUTES.add("GET", r"/api/chat/(?P<id>[^/]+)/stream", api_chat_stream)
 ROUTES.add("POST", r"/api/chat/(?P<id>[^/]+)/stop", api_chat_stop)
+ROUTES.add("DELETE", r"/api/chat/(?P<id>[^/]+)", api_chat_delete)
 ROUTES.add("POST", "/ag-ui", ag_ui)
 ROUTES.add("GET", r"/ag-ui/(?P<id>[^/]+)/stream", ag_ui_stream)
 ROUTES.add("POST", r"/ag-ui/(?P<id>[^/]+)/stop", ag_ui_stop)
+ROUTES.add("DELETE", r"/ag-ui/(?P<id>[^/]+)", ag_ui_delete)
 # Test-only (answers 404 unless the STORE_KIT binding is "1"): the store kit in this isolate.
 add_kit_routes(ROUTES)

@@ -12,7 +12,9 @@ the response again (the AI SDK replays from the start; ``Last-Event-ID: <run>:<o
 after an event) while the run goes on in ``ctx.waitUntil``. ``ask_user`` suspends as the protocol's
 question: the AI SDK call stays ``input-available`` for the client's ``addToolResult``, AG-UI
 finishes with an interrupt. A tool named in ``APPROVAL_TOOLS`` waits for the user's approval (the
-AI SDK's ``tool-approval-request``, an AG-UI interrupt); the answer comes with the next request.
+AI SDK's ``tool-approval-request``, an AG-UI interrupt); the answer comes with the next request,
+and applies only to a call the chat's Session object recorded (:class:`ChatApprovals`). Each
+chat belongs to its caller's identity (identity.py): its object is named within that identity.
 
 A run whose isolate dies goes on: it commits every boundary (the approved calls ran, a tool round
 settled) with the encoder inputs fed so far (replay.py), and the object's alarm continues it from
@@ -44,7 +46,8 @@ from agent import (
     config_from_env,
     error_event,
 )
-from bindloop.contracts import JsonBoundsError, Message, SystemMessage, UserMessage
+from bindloop.agent import ApprovalError
+from bindloop.contracts import JsonBoundsError, Message, SystemMessage, ToolCall, UserMessage
 from bindloop.session import CheckpointFormatError, LoopCheckpoint, create_loop_checkpoint
 from bindloop.hosts.asgi import (
     AgUiFrames,
@@ -67,12 +70,13 @@ from bindloop.protocols import (
     decode_ui_chat_request,
 )
 from replay import LogFollower, RecordedFrames, decode_fed, encode_fed, replay
+from identity import authorize, scoped_chat_id
 from limits import limit_store, wall_clock_ms
-from sessions import RunLog, SessionStore
+from sessions import RunLog, SessionStore, recorded_calls
 from web import EventStream, read_text
 
-__all__ = ("ag_ui", "ag_ui_stop", "ag_ui_stream", "api_chat", "api_chat_stop", "api_chat_stream",
-           "continue_lost_run")
+__all__ = ("ag_ui", "ag_ui_delete", "ag_ui_stop", "ag_ui_stream", "api_chat", "api_chat_delete",
+           "api_chat_stop", "api_chat_stream", "continue_lost_run")
 
 _BOUNDS = {"too_large": (413, "body_too_large"), "too_deep": (400, "body_too_deep"),
            "malformed": (400, "malformed_json"), "not_an_object": (400, "malformed_json")}
@@ -92,8 +96,34 @@ def _refused(exc: Exception) -> HttpError:
 
 def _describe(exc: Exception) -> str:
     """A failed run as the client reads it: the provider and the kind of failure, never a URL or
-    what the provider said (the Worker's own routes' rule, agent.error_event)."""
+    what the provider said (the Worker's own routes' rule, agent.error_event); a refused
+    approval says which call and why."""
+    if isinstance(exc, ApprovalError):
+        return f"approval refused: {exc}"
     return str(error_event(exc, session_id="", revision=-1)["message"])
+
+
+class ChatApprovals:
+    """bindloop's ``PendingApprovals`` for one request's run, over the chat's ``Session`` object:
+    the server's record of the calls the chat waits to have approved. The calls this request's
+    decisions name were taken out of the object's record by the run's claim (``taken``: one RPC,
+    under the object's input gate, so of two requests with one decision only one gets the call);
+    the calls the run suspends on (``recorded``) are added to it by the run's release, in the
+    same write that frees the chat for its next request. A decision on a call not taken -- one
+    the model never made, another chat's, or one decided already -- is refused and runs
+    nothing."""
+
+    def __init__(self, chat_id: str, taken: dict[str, ToolCall]) -> None:
+        self._chat_id = chat_id
+        self._taken = dict(taken)
+        self.recorded: list[ToolCall] = []
+
+    def record(self, chat_id: str, calls: Sequence[ToolCall]) -> None:
+        if chat_id == self._chat_id:
+            self.recorded.extend(calls)
+
+    def take(self, chat_id: str, call_id: str) -> ToolCall | None:
+        return self._taken.pop(call_id, None) if chat_id == self._chat_id else None
 
 
 def _transport(provider: Provider, headers: Sequence[tuple[str, str]]) -> FetchTransport:
@@ -124,10 +154,13 @@ def _frame(_event: str, payload: str, event_id: str | None) -> str:
     return f"id: {event_id}\ndata: {payload}\n\n"
 
 
-def _session(env: Any, protocol: str, chat_id: str, config: AgentConfig) -> SessionStore:
+def _session(env: Any, protocol: str, chat_id: str, config: AgentConfig,
+             identity: str = "") -> SessionStore:
     """Each protocol chat's Session object (its run lease and event log), named apart from the
-    Worker's own sessions."""
-    return SessionStore.for_session(env, f"{protocol}:{chat_id}", lease_ms=config.lease_ms)
+    Worker's own sessions and within its caller's identity (identity.py): another identity's
+    request with the same id reaches another object."""
+    return SessionStore.for_session(env, f"{protocol}:{scoped_chat_id(identity, chat_id)}",
+                                    lease_ms=config.lease_ms)
 
 
 def _request(protocol: str, raw: str, new_id: str,
@@ -161,7 +194,8 @@ FED_CHUNK = 100_000
 """Characters of saved encoder inputs per storage value (a value holds at most 128 KiB)."""
 
 
-async def _start(owner: Any, config: AgentConfig, protocol: str, raw: str) -> Any:
+async def _start(owner: Any, config: AgentConfig, protocol: str, raw: str,
+                 identity: str = "") -> Any:
     """Claim the chat's Session object for this request's run and answer with its live stream.
     The claim stores what a continuation needs: the request body, the minted message id, and a
     checkpoint of the request's transcript (a ``ready`` one: the alarm continues the run if its
@@ -169,17 +203,19 @@ async def _start(owner: Any, config: AgentConfig, protocol: str, raw: str) -> An
     new_id = str(js.crypto.randomUUID())
     chat, frames = _request(protocol, raw, new_id, config)
     headers = UI_STREAM_HEADERS if protocol == "ui" else AG_UI_HEADERS
-    store = _session(owner.env, protocol, chat.chat_id, config)
+    store = _session(owner.env, protocol, chat.chat_id, config, identity)
     await store.load()
     cp = msgspec.structs.replace(_claimed(store.session_id, chat, config),
                                  revision=store.revision + 1)
     record = {"run": store.run_for(cp), "protocol": protocol, "new_id": new_id, "chunks": 0,
               "offset": 0}
-    await store.claim(cp, extra={"protocol": json.dumps(record), "protocol_body": raw})
+    await store.claim(cp, extra={"protocol": json.dumps(record), "protocol_body": raw},
+                      take=[a.tool_call_id for a in chat.approvals])
     stream = EventStream(heartbeat_ms=config.heartbeat_ms, frame=_frame, headers=dict(headers))
     log = RunLog(store.target, store.run, stream)
     owner.ctx.waitUntil(asyncio.ensure_future(
-        _run(owner.env, config, store, log, chat, RecordedFrames(frames), record)))
+        _run(owner.env, config, store, log, chat, RecordedFrames(frames), record,
+             ChatApprovals(chat.chat_id, store.taken))))
     return stream.response()
 
 
@@ -198,10 +234,12 @@ def _claimed(session_id: str, chat: ChatInput, config: AgentConfig) -> LoopCheck
 
 
 async def _run(env: Any, config: AgentConfig, store: SessionStore, log: RunLog, chat: ChatInput,
-               frames: RecordedFrames, record: dict[str, Any], *, resumed: bool = False) -> None:
+               frames: RecordedFrames, record: dict[str, Any], approvals: ChatApprovals, *,
+               resumed: bool = False) -> None:
     """One protocol run to its end, its frames to ``log``. Each boundary the runner reports
     (the approvals ran, a tool round settled) is committed with the encoder inputs fed since the
-    last one and the log's length, in one write: what :func:`continue_lost_run` starts from."""
+    last one and the log's length, in one write: what :func:`continue_lost_run` starts from.
+    The calls it suspends on for approval are recorded with its release (``approvals``)."""
     model = build_model(config, transport_for=_transport, on_turn_event=lambda _ev: None,
                         turn_prefix=f"{chat.protocol}:{chat.chat_id}", first_turn=0,
                         limit_store=limit_store(env), clock=wall_clock_ms)
@@ -219,11 +257,9 @@ async def _run(env: Any, config: AgentConfig, store: SessionStore, log: RunLog, 
         record.update(saved)
         frames.saved = count
 
-    # approvals=None: one runner per request, and no Durable Object record of the pending calls
-    # yet, so the client's transcript is trusted for which calls wait (see docs/workers.md).
     runner = agent_runner(model, tools=TOOLS, needs_approval=config.approval_tools,
                           max_turn_steps=config.max_iterations, on_checkpoint=save,
-                          approvals=None)
+                          approvals=approvals)
 
     def write(payloads: list[bytes]) -> None:
         for payload in payloads:
@@ -240,7 +276,7 @@ async def _run(env: Any, config: AgentConfig, store: SessionStore, log: RunLog, 
     finally:
         keeper.cancel()
         with contextlib.suppress(Exception):  # unreachable: the lease runs out instead
-            await store.release(outcome)
+            await store.release(outcome, approvals.recorded)
         await log.close()
 
 
@@ -276,8 +312,10 @@ async def continue_lost_run(target: Any, config: AgentConfig, *, lost_run: str,
     log = RunLog(target, store.run, None)
     for payload in payloads:
         log.send("", msgspec.Raw(payload))
-    await _run(target.env, config, store, log, chat, recorder,
-               {**record, "run": store.run}, resumed=saved)
+    # Without a save the request's decisions apply again, to the calls its claim took.
+    await _run(target.env, config, store, log, chat, recorder, {**record, "run": store.run},
+               ChatApprovals(chat.chat_id, recorded_calls(state.get("taken") or {})),
+               resumed=saved)
 
 
 def _last_event_id(header: Any) -> tuple[str, int]:
@@ -312,8 +350,9 @@ async def _reconnect(owner: Any, request: Any, protocol: str, chat_id: str,
     """The chat's running response again, from its start (the AI SDK's ``reconnectToStream``
     replays) or after ``Last-Event-ID`` -- also a run that was lost and is being (or will be)
     continued by the Session object's alarm; 204 when nothing is running."""
+    identity = await authorize(request, owner.env)
     config = config_from_env(owner.env)
-    store = _session(owner.env, protocol, chat_id, config)
+    store = _session(owner.env, protocol, chat_id, config, identity)
     want_run, after = _last_event_id(request.headers.get("last-event-id"))
     batch = json.loads(str(await store.target.read_log(after, LOG_BATCH)))
     if want_run and batch["run"] != want_run:
@@ -329,38 +368,64 @@ async def _reconnect(owner: Any, request: Any, protocol: str, chat_id: str,
     return stream.response()
 
 
-async def _stop(owner: Any, protocol: str, chat_id: str) -> Any:
+async def _stop(owner: Any, request: Any, protocol: str, chat_id: str) -> Any:
+    identity = await authorize(request, owner.env)
     config = config_from_env(owner.env)
-    run = str(await _session(owner.env, protocol, chat_id, config).target.request_stop())
+    run = str(await _session(owner.env, protocol, chat_id, config,
+                             identity).target.request_stop())
     if not run:
         raise HttpError(409, "not_running", f"nothing is running for {chat_id!r}")
     return Response(json.dumps({"stopping": run}), status=202,
                     headers={"content-type": "application/json"})
 
 
+async def _delete(owner: Any, request: Any, protocol: str, chat_id: str) -> Any:
+    """The owner deletes a chat with its storage (204); 404 when it has none, 409 while a run
+    of it is live. Another identity's request names another object: a 404."""
+    identity = await authorize(request, owner.env)
+    config = config_from_env(owner.env)
+    answer = str(await _session(owner.env, protocol, chat_id, config,
+                                identity).target.delete_chat())
+    if answer == "busy":
+        raise HttpError(409, "run_in_progress", f"{chat_id!r} has a live run: stop it first")
+    if answer == "none":
+        raise HttpError(404, "unknown_chat", f"no chat {chat_id!r}")
+    return Response("", status=204)
+
+
+async def api_chat_delete(owner: Any, request: Any, match: re.Match[str]) -> Any:
+    return await _delete(owner, request, "ui", match.group("id"))
+
+
+async def ag_ui_delete(owner: Any, request: Any, match: re.Match[str]) -> Any:
+    return await _delete(owner, request, "ag-ui", match.group("id"))
+
+
 async def api_chat_stream(owner: Any, request: Any, match: re.Match[str]) -> Any:
     return await _reconnect(owner, request, "ui", match.group("id"), UI_STREAM_HEADERS)
 
 
-async def api_chat_stop(owner: Any, _request: Any, match: re.Match[str]) -> Any:
-    return await _stop(owner, "ui", match.group("id"))
+async def api_chat_stop(owner: Any, request: Any, match: re.Match[str]) -> Any:
+    return await _stop(owner, request, "ui", match.group("id"))
 
 
 async def ag_ui_stream(owner: Any, request: Any, match: re.Match[str]) -> Any:
     return await _reconnect(owner, request, "ag-ui", match.group("id"), AG_UI_HEADERS)
 
 
-async def ag_ui_stop(owner: Any, _request: Any, match: re.Match[str]) -> Any:
-    return await _stop(owner, "ag-ui", match.group("id"))
+async def ag_ui_stop(owner: Any, request: Any, match: re.Match[str]) -> Any:
+    return await _stop(owner, request, "ag-ui", match.group("id"))
 
 
 async def api_chat(owner: Any, request: Any, _match: re.Match[str]) -> Any:
+    identity = await authorize(request, owner.env)  # before the body is read
     raw = await _body(request)
     config = config_from_env(owner.env)  # refuse (500, named) before anything runs
-    return await _start(owner, config, "ui", raw)
+    return await _start(owner, config, "ui", raw, identity)
 
 
 async def ag_ui(owner: Any, request: Any, _match: re.Match[str]) -> Any:
+    identity = await authorize(request, owner.env)
     raw = await _body(request)
     config = config_from_env(owner.env)
-    return await _start(owner, config, "ag-ui", raw)
+    return await _start(owner, config, "ag-ui", raw, identity)

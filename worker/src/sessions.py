@@ -46,6 +46,7 @@ from agent import (
     stopped_checkpoint,
 )
 from bindloop.agent import ToolLoopExceededError, TurnBudgetExceededError
+from bindloop.contracts import ToolCall
 from bindloop.hosts.js_fetch import FetchTransport
 from bindloop.session import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
 from checkpoints import MAX_VALUE_BYTES, stored_size
@@ -91,11 +92,16 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
                            "last_run": json.loads(str(last)) if last else None})
 
     async def claim(self, expected_revision: int, revision: int, data: str, run: str,
-                    lease_ms: int, extra: str = "") -> str:
+                    lease_ms: int, extra: str = "", take: str = "") -> str:
         """Store a run's input (``revision``, over ``expected_revision``; ``-1``: nothing stored)
         and give ``run`` the lease, unless another run's lease is live; ``extra`` (a JSON object)
-        holds more keys to store with it. Answers ``{"ok": true}`` or
-        ``{"ok": false, "reason": "stale" | "busy", "revision", "run"?}``."""
+        holds more keys to store with it. ``take`` (a JSON array of call ids; ``""``: none) takes
+        those calls out of the record of calls waiting for approval (:meth:`release` writes it)
+        in the same write, kept as ``approvals_taken`` for a continuation of this run: a call is
+        taken once, by the one claim that succeeds (the object's input gate holds other calls
+        while this one's storage operations run). Answers ``{"ok": true, "revision", "taken":
+        {id: [name, arguments]}}`` or ``{"ok": false, "reason": "stale" | "busy", "revision",
+        "run"?}`` (nothing taken)."""
         current = await self._revision()
         if current != int(expected_revision):
             return json.dumps({"ok": False, "reason": "stale", "revision": current})
@@ -105,6 +111,12 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
             return json.dumps({"ok": False, "reason": "busy", "revision": current,
                                "run": lease["run"], "expires_in_ms": int(lease["expires"] - now)})
         expires = now + int(lease_ms)
+        taken: dict[str, Any] = {}
+        took: dict[str, Any] = {}
+        if take:
+            waiting = json.loads(str(await self._get("approvals") or "{}"))
+            taken = {i: waiting.pop(i) for i in json.loads(take) if i in waiting}
+            took = {"approvals": json.dumps(waiting), "approvals_taken": json.dumps(taken)}
         # One put of every key: atomic, so no reader sees a revision without its checkpoint.
         await self.ctx.storage.put(_js_obj({
             "checkpoint": data, "revision": int(revision),
@@ -112,11 +124,11 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
             "log_run": run, "log_end": "", "log_continues": "", "stop": "",
             # A request's claim starts the count of lost runs continued in a row again; the
             # alarm's claims carry theirs.
-            "continuations": 0, **(json.loads(extra) if extra else {})}))
+            "continuations": 0, **took, **(json.loads(extra) if extra else {})}))
         await self.ctx.storage.setAlarm(expires + ALARM_GRACE_MS)
         # The session keeps the event log of its latest run only.
         self._sql().exec("DELETE FROM events WHERE run != ?", run)
-        return json.dumps({"ok": True, "revision": int(revision)})
+        return json.dumps({"ok": True, "revision": int(revision), "taken": taken})
 
     async def commit(self, expected_revision: int, revision: int, data: str, run: str,
                      outcome: str, extra: str = "") -> str:
@@ -186,6 +198,19 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
         await self.ctx.storage.deleteAll()
         return had
 
+    async def delete_chat(self) -> str:
+        """Forget the chat with all its storage (checkpoint, request, saved inputs, approval
+        record, event log, alarm) unless a run is live: answers ``"deleted"``, ``"busy"`` or
+        ``"none"`` (nothing stored)."""
+        lease = await self._lease()
+        if lease is not None and lease["expires"] > wall_clock_ms():
+            return "busy"
+        if await self._revision() == -1:
+            return "none"
+        await self.ctx.storage.deleteAlarm()
+        await self.ctx.storage.deleteAll()
+        return "deleted"
+
     # -- the event log of the latest run: rows (run, offset, event, data) in the object's SQLite
 
     def _sql(self) -> Any:
@@ -241,24 +266,34 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
         """What a protocol run (frontends.py) stored for its continuation: ``{"record", "body",
         "fed"}`` -- its record (run, protocol, message id, how many input chunks, the log offset
         and turns at its last save), the request body and the encoder inputs it saved (JSON
-        lines); ``{}`` when the session holds none."""
+        lines) and the calls waiting for approval its claim took (``taken``, as
+        :meth:`claim` answers them); ``{}`` when the session holds none."""
         raw = await self._get("protocol")
         if not raw:
             return "{}"
         record = json.loads(str(raw))
         chunks = [str(await self._get(f"fed:{i:06d}") or "") for i in range(record["chunks"])]
         return json.dumps({"record": record, "body": str(await self._get("protocol_body") or ""),
-                           "fed": "".join(chunks)})
+                           "fed": "".join(chunks),
+                           "taken": json.loads(str(await self._get("approvals_taken") or "{}"))})
 
-    async def release(self, run: str, outcome: str) -> None:
+    async def release(self, run: str, outcome: str, record: str = "") -> None:
         """``run`` ended without a settled checkpoint to store (it failed): storage keeps its
-        last save, the lease goes, and ``last_run`` says how it ended."""
+        last save, the lease goes, and ``last_run`` says how it ended. ``record`` (a JSON object
+        ``{id: [name, arguments]}``; ``""``: none) adds the calls the run suspended on for the
+        user's approval to the chat's record, in the same write: no next request can claim the
+        chat before the calls it may decide on are recorded."""
         lease = await self._lease()
         if lease is None or lease["run"] != run:
             return
-        await self.ctx.storage.put(_js_obj({
+        values: dict[str, Any] = {
             "lease": "", "last_run": json.dumps({"run": run, "outcome": str(outcome)}),
-            "continuations": 0}))
+            "continuations": 0}
+        if record:
+            waiting = json.loads(str(await self._get("approvals") or "{}"))
+            waiting.update(json.loads(record))
+            values["approvals"] = json.dumps(waiting)
+        await self.ctx.storage.put(_js_obj(values))
 
     async def alarm(self, *_info: Any) -> None:
         lease = await self._lease()
@@ -320,6 +355,12 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
         return cp
 
 
+def recorded_calls(stored: dict[str, Any]) -> dict[str, ToolCall]:
+    """The approval record's ``{id: [name, arguments]}`` as the calls the model made."""
+    return {str(i): ToolCall(id=str(i), name=str(name), arguments=str(arguments))
+            for i, (name, arguments) in stored.items()}
+
+
 class SessionStore:
     """A run's handle on one session: the object's RPC stub from a request, or the object itself
     from its alarm (the same methods either way). ``revision`` is the last one this handle read
@@ -332,6 +373,7 @@ class SessionStore:
         self.revision = -1
         self.run = ""
         self.latest: LoopCheckpoint | None = None  # what storage holds, once known
+        self.taken: dict[str, ToolCall] = {}  # the approval calls the claim took
 
     @property
     def target(self) -> Any:
@@ -380,16 +422,20 @@ class SessionStore:
                             "Object stores per value; start a new session", revision=self.revision)
         return data
 
-    async def claim(self, cp: LoopCheckpoint, extra: dict[str, Any] | None = None) -> LoopCheckpoint:
+    async def claim(self, cp: LoopCheckpoint, extra: dict[str, Any] | None = None,
+                    take: Sequence[str] | None = None) -> LoopCheckpoint:
         """Store ``cp`` (the run's input) and take the lease as run ``r<cp.revision>`` (see
-        :meth:`run_for`), with the keys of ``extra`` in the same write."""
+        :meth:`run_for`), with the keys of ``extra`` in the same write; ``take`` names calls to
+        take out of the chat's record of calls waiting for approval (then in :attr:`taken`)."""
         data = self._encode(cp)
         run = self.run_for(cp)
-        answer = json.loads(str(await self._target.claim(self.revision, cp.revision, data, run,
-                                                          self.lease_ms, json.dumps(extra or {}))))
+        answer = json.loads(str(await self._target.claim(
+            self.revision, cp.revision, data, run, self.lease_ms, json.dumps(extra or {}),
+            "" if take is None else json.dumps(list(take)))))
         if not answer["ok"]:
             raise self._refused(answer)
         self.revision, self.latest, self.run = cp.revision, cp, run
+        self.taken = recorded_calls(answer.get("taken") or {})
         return cp
 
     @staticmethod
@@ -417,10 +463,13 @@ class SessionStore:
                                                                               self.lease_ms)))
         return answer
 
-    async def release(self, outcome: str) -> None:
+    async def release(self, outcome: str, record: Sequence[ToolCall] = ()) -> None:
+        """Give the lease up with ``outcome``, adding ``record`` (the calls the run suspended on
+        for approval) to the chat's record in the same write."""
         if self.run:
             run, self.run = self.run, ""
-            await self._target.release(run, outcome)
+            await self._target.release(run, outcome, json.dumps(
+                {c.id: [c.name, c.arguments] for c in record}) if record else "")
 
 
 class Client(Protocol):
