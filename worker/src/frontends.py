@@ -257,9 +257,10 @@ async def _run(env: Any, config: AgentConfig, store: SessionStore, log: RunLog, 
         record.update(saved)
         frames.saved = count
 
+    # _chat already carried the client's system messages as user content, after SYSTEM_PROMPT.
     runner = agent_runner(model, tools=TOOLS, needs_approval=config.approval_tools,
                           max_turn_steps=config.max_iterations, on_checkpoint=save,
-                          approvals=approvals)
+                          approvals=approvals, trust_system_messages=True)
 
     def write(payloads: list[bytes]) -> None:
         for payload in payloads:

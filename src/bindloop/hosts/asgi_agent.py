@@ -60,9 +60,11 @@ from bindloop.completion import StreamEvent
 from bindloop.contracts import (
     AssistantMessage,
     Message,
+    SystemMessage,
     ToolCall,
     ToolMessage,
     ToolSuspend,
+    UserMessage,
 )
 from bindloop.loop import LoopCounters, OpenSuspend
 from bindloop.model import Model, ModelRequest
@@ -225,7 +227,8 @@ def agent_runner(model: Model, *, tools: Iterable[Tool[Any, Any]] = (),
                  needs_approval: Iterable[str] = (), max_turn_steps: int = 8,
                  on_checkpoint: RunSaver | None = None,
                  approvals: PendingApprovals | None = _TRUST_THE_CLIENT,
-                 allow_edits: bool = False) -> Runner:
+                 allow_edits: bool = False, instructions: str | None = None,
+                 trust_system_messages: bool = False) -> Runner:
     """A runner that answers each request with one ``prompt_chat`` over ``model`` (a
     :class:`~bindloop.model.Model`) and ``tools`` -- or one ``resume_chat``: of the
     request's ``checkpoint``, or, when its approvals answer calls of its transcript, of the
@@ -238,7 +241,12 @@ def agent_runner(model: Model, *, tools: Iterable[Tool[Any, Any]] = (),
     unchanged, and only once -- anything else ends the run with the approval refused and nothing
     run. An approval with edited arguments is refused unless ``allow_edits``. ``approvals=None``
     trusts the client's transcript (a host that cannot keep the record, e.g. one runner per
-    request with no shared store): then a client can approve calls the model never made."""
+    request with no shared store): then a client can approve calls the model never made.
+
+    The operator's instructions stay the operator's: a system message in the client's transcript
+    is carried as user content (it can ask, never instruct), and ``instructions`` (the host's
+    system prompt) opens every conversation. ``trust_system_messages=True`` is for a host that
+    already did both to the transcript it hands over (the Worker's own routes)."""
     server_tools = {t.name: t for t in tools}
     approval = frozenset(needs_approval)
     pending: PendingApprovals | None = (MemoryPendingApprovals() if approvals is _TRUST_THE_CLIENT
@@ -246,7 +254,8 @@ def agent_runner(model: Model, *, tools: Iterable[Tool[Any, Any]] = (),
 
     async def run(chat: ChatInput, emit: Emit) -> Any:
         start, decisions = chat.checkpoint, list[ApprovalDecision]()
-        if start is None:
+        if start is None and not trust_system_messages:
+            chat = _operators(chat, instructions)
             if chat.state is not None:
                 emit(None, StateSnapshotEvent(state=chat.state))  # the state this run starts from
             position = _suspended_at(chat, approval, max_turn_steps, pending, allow_edits)
@@ -289,6 +298,16 @@ def agent_runner(model: Model, *, tools: Iterable[Tool[Any, Any]] = (),
         return result.data or None
 
     return run
+
+
+def _operators(chat: ChatInput, instructions: str | None) -> ChatInput:
+    """The client's transcript with its system messages as user content, after ``instructions``."""
+    transcript: tuple[Message, ...] = tuple(
+        UserMessage(content=m.content) if isinstance(m, SystemMessage) else m
+        for m in chat.transcript)
+    if instructions is not None:
+        transcript = (SystemMessage(content=instructions), *transcript)
+    return msgspec.structs.replace(chat, transcript=transcript)
 
 
 def _saver(save: RunSaver, chat: ChatInput) -> Callable[[LoopCheckpoint], Awaitable[None]]:
