@@ -254,8 +254,9 @@ def agent_runner(model: Model, *, tools: Iterable[Tool[Any, Any]] = (),
 
     async def run(chat: ChatInput, emit: Emit) -> Any:
         start, decisions = chat.checkpoint, list[ApprovalDecision]()
-        if start is None and not trust_system_messages:
-            chat = _operators(chat, instructions)
+        if start is None:
+            if not trust_system_messages:
+                chat = _operators(chat, instructions)
             if chat.state is not None:
                 emit(None, StateSnapshotEvent(state=chat.state))  # the state this run starts from
             position = _suspended_at(chat, approval, max_turn_steps, pending, allow_edits)
