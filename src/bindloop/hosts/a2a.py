@@ -87,15 +87,17 @@ from bindloop.protocols import (
 
 from .asgi import (
     Authorize,
+    BodyRefused,
     ChatInput,
     ChatRefused,
-    ChatRequest,
     Receive,
     Runner,
     Scope,
     Send,
+    chat_request,
     drive_run,
     error_text,
+    read_body,
     scoped_chat_id,
 )
 
@@ -388,13 +390,8 @@ class A2aServer:
     async def _identify(self, scope: Scope) -> str:
         if self._authorize is None:
             return ""
-        request = ChatRequest(
-            method=scope["method"], path=scope["path"],
-            headers=tuple((bytes(k).decode("latin-1").lower(), bytes(v).decode("latin-1"))
-                          for k, v in scope.get("headers", ())),
-            client=tuple(scope["client"]) if scope.get("client") else None)
         try:
-            identity = await self._authorize(request)
+            identity = await self._authorize(chat_request(scope))
         except ChatRefused as exc:
             raise _Refused(exc.status, encode_a2a_error(None, A2aRpcError(
                 A2aErrorCode.INVALID_REQUEST, str(exc)))) from None
@@ -404,28 +401,14 @@ class A2aServer:
         return identity
 
     async def _body(self, scope: Scope, receive: Receive) -> bytes:
-        too_large = _Refused(413, encode_a2a_error(None, A2aRpcError(
-            A2aErrorCode.INVALID_REQUEST, f"the request body is over {self._max_body} bytes")))
-        for name, value in scope.get("headers", ()):
-            if name == b"content-length" and value.isdigit() and int(value) > self._max_body:
-                raise too_large
-        chunks: list[bytes] = []
-        size = 0
-        with anyio.move_on_after(self._body_timeout_s):
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    raise _Refused(400, b"")
-                chunk = message.get("body", b"")
-                size += len(chunk)
-                if size > self._max_body:
-                    raise too_large
-                chunks.append(chunk)
-                if not message.get("more_body", False):
-                    return b"".join(chunks)
-        raise _Refused(408, encode_a2a_error(None, A2aRpcError(
-            A2aErrorCode.INVALID_REQUEST,
-            f"the request body took longer than {self._body_timeout_s:g} s")))
+        try:
+            return await read_body(scope, receive, max_bytes=self._max_body,
+                                   timeout_s=self._body_timeout_s)
+        except BodyRefused as exc:
+            if exc.status == 400:  # the client went away: nobody reads an answer
+                raise _Refused(400, b"") from None
+            raise _Refused(exc.status, encode_a2a_error(None, A2aRpcError(
+                A2aErrorCode.INVALID_REQUEST, str(exc)))) from None
 
     # -- methods -------------------------------------------------------------------------------
 

@@ -69,9 +69,10 @@ from bindloop.session import LoopCheckpoint
 
 from .asgi_log import MemoryRunLogs, RunBusyError, RunLogs, RunsFullError, RunStatus
 
-__all__ = ("AgUiFrames", "Authorize", "ChatApp", "ChatInput", "ChatRefused", "ChatRequest", "Emit",
-           "Frames", "Runner", "UiFrames", "ag_ui_chat_input", "drive_run", "error_text",
-           "scoped_chat_id", "sse_event", "ui_chat_input", "ui_encoder")
+__all__ = ("AgUiFrames", "Authorize", "BodyRefused", "ChatApp", "ChatInput", "ChatRefused",
+           "ChatRequest", "Emit", "Frames", "Runner", "UiFrames", "ag_ui_chat_input",
+           "chat_request", "drive_run", "error_text", "read_body", "scoped_chat_id", "sse_event",
+           "ui_chat_input", "ui_encoder")
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -130,6 +131,49 @@ class ChatRefused(Exception):
 Authorize = Callable[[ChatRequest], Awaitable[str]]
 """``await authorize(request)`` -> the caller's identity (a non-empty str), or raise
 :class:`ChatRefused`."""
+
+
+def chat_request(scope: Scope) -> ChatRequest:
+    """What an ``authorize`` hook sees of an ASGI request (the one reading for every host)."""
+    return ChatRequest(
+        method=scope["method"], path=scope["path"],
+        headers=tuple((bytes(k).decode("latin-1").lower(), bytes(v).decode("latin-1"))
+                      for k, v in scope.get("headers", ())),
+        client=tuple(scope["client"]) if scope.get("client") else None)
+
+
+class BodyRefused(Exception):
+    """Why :func:`read_body` gave up: ``status`` 413 (over the bound, declared or streamed), 408
+    (not whole in time) or 400 (the client went away); the message a client may read."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+async def read_body(scope: Scope, receive: Receive, *, max_bytes: int, timeout_s: float) -> bytes:
+    """The request body, bounded while it arrives: a declared ``Content-Length`` over
+    ``max_bytes`` is refused before anything is read, a body is refused the moment it passes it,
+    and one not whole within ``timeout_s`` is refused (:class:`BodyRefused`)."""
+    too_large = f"the request body is over {max_bytes} bytes"
+    for name, value in scope.get("headers", ()):
+        if name.lower() == b"content-length" and value.isdigit() and int(value) > max_bytes:
+            raise BodyRefused(413, too_large)
+    chunks: list[bytes] = []
+    size = 0
+    with anyio.move_on_after(timeout_s):
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise BodyRefused(400, "the client went away mid-request")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > max_bytes:
+                raise BodyRefused(413, too_large)
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+    raise BodyRefused(408, f"the request body took longer than {timeout_s:g} s")
 
 
 def scoped_chat_id(identity: str, chat_id: str) -> str:
@@ -234,13 +278,8 @@ class ChatApp:
     async def _identify(self, scope: Scope) -> str:
         if self._authorize is None:
             return ""
-        request = ChatRequest(
-            method=scope["method"], path=scope["path"],
-            headers=tuple((bytes(k).decode("latin-1").lower(), bytes(v).decode("latin-1"))
-                          for k, v in scope.get("headers", ())),
-            client=tuple(scope["client"]) if scope.get("client") else None)
         try:
-            identity = await self._authorize(request)
+            identity = await self._authorize(chat_request(scope))
         except ChatRefused as exc:
             raise _HttpError(exc.status, "unauthorized" if exc.status == 401 else "forbidden",
                              str(exc)) from None
@@ -285,27 +324,12 @@ class ChatApp:
     # -- requests -------------------------------------------------------------------------------
 
     async def _body(self, scope: Scope, receive: Receive) -> bytes:
-        for name, value in scope.get("headers", ()):
-            if name == b"content-length" and value.isdigit() and int(value) > self._max_body:
-                raise _HttpError(413, "body_too_large",
-                                 f"the request body is over {self._max_body} bytes")
-        chunks: list[bytes] = []
-        size = 0
-        with anyio.move_on_after(self._body_timeout_s):
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    raise _HttpError(400, "disconnected", "the client went away mid-request")
-                chunk = message.get("body", b"")
-                size += len(chunk)
-                if size > self._max_body:
-                    raise _HttpError(413, "body_too_large",
-                                     f"the request body is over {self._max_body} bytes")
-                chunks.append(chunk)
-                if not message.get("more_body", False):
-                    return b"".join(chunks)
-        raise _HttpError(408, "body_timeout",
-                         f"the request body took longer than {self._body_timeout_s:g} s")
+        try:
+            return await read_body(scope, receive, max_bytes=self._max_body,
+                                   timeout_s=self._body_timeout_s)
+        except BodyRefused as exc:
+            code = {413: "body_too_large", 408: "body_timeout"}.get(exc.status, "disconnected")
+            raise _HttpError(exc.status, code, str(exc)) from None
 
     def _refuse(self, exc: Exception) -> _HttpError:
         if isinstance(exc, JsonBoundsError):

@@ -29,7 +29,7 @@ from bindloop.contracts import ToolError
 from bindloop.mcp import McpCall, McpReply, McpServer
 from bindloop.plugins import Tool
 
-from .asgi import Authorize, ChatRefused, ChatRequest
+from .asgi import Authorize, BodyRefused, ChatRefused, chat_request, read_body
 
 __all__ = ("McpServerApp",)
 
@@ -121,7 +121,7 @@ class McpServerApp:
         if (scope["path"].rstrip("/") or "/") != self.path:
             raise _Refused(404, -32000, "Not Found")
         self._check_origin(scope, headers)
-        identity = await self._identify(scope, headers)
+        identity = await self._identify(scope)
         session_id = _header(headers, "mcp-session-id")
         if method == "DELETE":
             await _send_reply(send, self.server.delete(session_id, identity=identity), False)
@@ -173,13 +173,11 @@ class McpServerApp:
             return
         raise _Refused(403, -32000, "Forbidden: the Origin is not allowed")
 
-    async def _identify(self, scope: Scope, headers: list[tuple[str, str]]) -> str:
+    async def _identify(self, scope: Scope) -> str:
         if self._authorize is None:
             return ""
-        request = ChatRequest(method=scope["method"], path=scope["path"], headers=tuple(headers),
-                              client=tuple(scope["client"]) if scope.get("client") else None)
         try:
-            identity = await self._authorize(request)
+            identity = await self._authorize(chat_request(scope))
         except ChatRefused as exc:
             raise _Refused(exc.status, -32000, str(exc), self._challenged(exc.status)) from None
         if not isinstance(identity, str) or not identity:
@@ -192,27 +190,12 @@ class McpServerApp:
         return [(b"www-authenticate", self._challenge.encode("latin-1"))]
 
     async def _body(self, scope: Scope, receive: Receive) -> bytes:
-        for name, value in scope.get("headers", ()):
-            if name.lower() == b"content-length" and value.isdigit() \
-                    and int(value) > self._max_body:
-                raise _Refused(413, -32600, f"the request body is over {self._max_body} bytes")
-        chunks: list[bytes] = []
-        size = 0
-        with anyio.move_on_after(self._body_timeout_s):
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    raise _Refused(400, -32000, "the client went away mid-request")
-                chunk = message.get("body", b"")
-                size += len(chunk)
-                if size > self._max_body:
-                    raise _Refused(413, -32600,
-                                   f"the request body is over {self._max_body} bytes")
-                chunks.append(chunk)
-                if not message.get("more_body", False):
-                    return b"".join(chunks)
-        raise _Refused(408, -32000, f"the request body took longer than "
-                                    f"{self._body_timeout_s:g} s")
+        try:
+            return await read_body(scope, receive, max_bytes=self._max_body,
+                                   timeout_s=self._body_timeout_s)
+        except BodyRefused as exc:
+            code = -32600 if exc.status == 413 else -32000
+            raise _Refused(exc.status, code, str(exc)) from None
 
     async def _json_call(self, call: McpCall, receive: Receive, send: Send,
                          session_id: str | None) -> None:
