@@ -20,6 +20,9 @@ Routes (the table is :data:`ROUTES`; a new route is one ``ROUTES.add``)
     The Vercel AI SDK UI message stream and AG-UI (frontends.py): the client holds the
     conversation; each response's events are logged, so a dropped client reconnects; its owner
     deletes a chat with its storage.
+``GET /.well-known/agent-card.json``, ``POST /a2a``
+    The agent as an A2A 1.0 agent (a2a_route.py): its card, and the JSON-RPC binding
+    (``SendMessage``, ``SendStreamingMessage``, ``GetTask``, ``CancelTask``, ``SubscribeToTask``).
 ``GET /conformance``
     bindloop's conformance report, run in this isolate (when ``conformance/`` is vendored).
 ``POST /_kit/...``
@@ -49,6 +52,7 @@ import js  # type: ignore[import-not-found]
 import msgspec
 from workers import Response, WorkerEntrypoint  # type: ignore[import-not-found]
 
+from a2a_route import add_a2a_routes
 from agent import SESSION_ID, AgentConfig, HttpError, config_from_env, run_view
 from bindloop.contracts import Message, SystemMessage, UserMessage
 from bindloop.session import (
@@ -320,5 +324,7 @@ ROUTES.add("POST", "/ag-ui", ag_ui)
 ROUTES.add("GET", r"/ag-ui/(?P<id>[^/]+)/stream", ag_ui_stream)
 ROUTES.add("POST", r"/ag-ui/(?P<id>[^/]+)/stop", ag_ui_stop)
 ROUTES.add("DELETE", r"/ag-ui/(?P<id>[^/]+)", ag_ui_delete)
+# A2A 1.0 (a2a_route.py): the agent card and the JSON-RPC binding at POST /a2a.
+add_a2a_routes(ROUTES)
 # Test-only (answers 404 unless the STORE_KIT binding is "1"): the store kit in this isolate.
 add_kit_routes(ROUTES)

@@ -45,19 +45,14 @@ import msgspec
 from anyio.abc import TaskGroup
 
 from bindloop.contracts import (
-    AssistantMessage,
     Message,
     ToolCall,
-    ToolMessage,
     UserMessage,
 )
 from bindloop.protocols import (
     A2A_AGENT_CARD_PATH,
-    A2A_PROTOCOL_VERSION,
     TERMINAL_STATES,
-    A2aAgentCapabilities,
     A2aAgentCard,
-    A2aAgentInterface,
     A2aAgentProvider,
     A2aAgentSkill,
     A2aArtifact,
@@ -65,7 +60,6 @@ from bindloop.protocols import (
     A2aErrorCode,
     A2aGetTaskRequest,
     A2aMessage,
-    A2aPart,
     A2aPending,
     A2aRpcError,
     A2aSendMessageRequest,
@@ -78,11 +72,18 @@ from bindloop.protocols import (
     A2aTaskStatus,
     EncoderInput,
     RunRecorder,
+    a2a_agent_card,
+    a2a_interface,
+    a2a_open_calls,
     a2a_reply,
+    a2a_user_content,
+    check_a2a_version,
+    check_user_message,
     decode_a2a_call,
     decode_a2a_params,
     encode_a2a_error,
     encode_a2a_result,
+    join_a2a_text_parts,
 )
 
 from .asgi import (
@@ -175,7 +176,7 @@ class _Task:
             change = update.artifact_update
             old = self.artifacts.get(change.artifact.artifact_id)
             if change.append and old is not None:
-                parts = _joined(old.parts + change.artifact.parts)
+                parts = join_a2a_text_parts(old.parts + change.artifact.parts)
                 self.artifacts[old.artifact_id] = msgspec.structs.replace(old, parts=parts)
             else:
                 self.artifacts[change.artifact.artifact_id] = change.artifact
@@ -183,18 +184,6 @@ class _Task:
         self.log.append(update)
         self.changed.set()
         self.changed = anyio.Event()
-
-
-def _joined(parts: tuple[A2aPart, ...]) -> tuple[A2aPart, ...]:
-    """Adjacent plain text parts of one artifact as one (streamed chunks read back whole)."""
-    out: list[A2aPart] = []
-    for part in parts:
-        if out and part.text is not None and out[-1].text is not None and \
-                part.metadata is None and out[-1].metadata is None:
-            out[-1] = msgspec.structs.replace(out[-1], text=(out[-1].text or "") + part.text)
-        else:
-            out.append(part)
-    return tuple(p for p in out if p.text != "" or len(out) == 1)
 
 
 class _Frames:
@@ -277,16 +266,10 @@ class A2aServer:
         if not body_timeout_s > 0:
             raise ValueError(f"body_timeout_s must be positive, got {body_timeout_s!r}")
         self._runner = runner
-        self._card = A2aAgentCard(
-            name=name, description=description, version=version,
-            supported_interfaces=(_interface(url or rpc_path),),
-            capabilities=A2aAgentCapabilities(streaming=streaming, push_notifications=False,
-                                              extended_agent_card=False),
-            default_input_modes=("text/plain", "application/json"),
-            default_output_modes=("text/plain",), provider=provider,
-            skills=tuple(skills) or (A2aAgentSkill(id="chat", name=name, description=description,
-                                                   tags=("chat",)),),
-            security_schemes=security_schemes, security_requirements=tuple(security_requirements))
+        self._card = a2a_agent_card(
+            name=name, description=description, url=url or rpc_path, skills=skills,
+            version=version, provider=provider, security_schemes=security_schemes,
+            security_requirements=security_requirements, streaming=streaming)
         self._fixed_url = url is not None
         self._rpc_path = rpc_path.rstrip("/") or "/"
         self._streaming = streaming
@@ -385,7 +368,7 @@ class A2aServer:
             host = f"{server[0]}:{server[1]}" if server else "localhost"
         rpc = f"{scope.get('scheme', 'http')}://{host}{self._card.supported_interfaces[0].url}"
         return msgspec.structs.replace(
-            self._card, supported_interfaces=(_interface(rpc),))
+            self._card, supported_interfaces=(a2a_interface(rpc),))
 
     async def _identify(self, scope: Scope) -> str:
         if self._authorize is None:
@@ -499,13 +482,8 @@ class A2aServer:
         """The task this message starts or continues, and the call that starts its run (a
         stream sends its first event before: the run's first steps do not delay it)."""
         message = request.message
-        if message.role != "ROLE_USER":
-            raise A2aRpcError(A2aErrorCode.INVALID_PARAMS, "message.role must be ROLE_USER")
-        if not message.message_id:
-            raise A2aRpcError(A2aErrorCode.INVALID_PARAMS, "message.messageId is required")
-        if not message.parts:
-            raise A2aRpcError(A2aErrorCode.INVALID_PARAMS, "message.parts must not be empty")
-        content = _user_content(message)
+        check_user_message(message)
+        content = a2a_user_content(message)
         if self._tg is None:
             raise A2aRpcError(A2aErrorCode.INTERNAL_ERROR, "the server runs no lifespan")
         task: _Task | None = None
@@ -533,7 +511,7 @@ class A2aServer:
             self._admit(identity)
             approvals, answers = a2a_reply(message, task.pending)
             transcript = task.transcript + answers
-            open_calls = _open_calls(transcript)
+            open_calls = a2a_open_calls(transcript)
             chat = ChatInput(chat_id=scoped_chat_id(identity, task.context_id), protocol="a2a",
                              transcript=transcript, approvals=approvals, identity=identity)
         else:
@@ -683,11 +661,6 @@ def _check_history_length(length: int | None) -> None:
         raise A2aRpcError(A2aErrorCode.INVALID_PARAMS, "historyLength must be >= 0")
 
 
-def _interface(url: str) -> A2aAgentInterface:
-    return A2aAgentInterface(url=url, protocol_binding="JSONRPC",
-                             protocol_version=A2A_PROTOCOL_VERSION)
-
-
 def _status_event(task: _Task, state: A2aTaskState, timestamp: str) -> A2aStatusUpdate:
     return A2aStatusUpdate(task_id=task.id, context_id=task.context_id,
                            status=A2aTaskStatus(state=state, timestamp=timestamp))
@@ -696,31 +669,6 @@ def _status_event(task: _Task, state: A2aTaskState, timestamp: str) -> A2aStatus
 async def _until_settled(task: _Task) -> None:
     while task.running:
         await task.ended.wait()
-
-
-def _open_calls(transcript: tuple[Message, ...]) -> tuple[ToolCall, ...]:
-    """The calls of the transcript's last tool-call turn that no tool message answers yet."""
-    answered = {m.tool_call_id for m in transcript if isinstance(m, ToolMessage)}
-    turn = next((m for m in reversed(transcript)
-                 if isinstance(m, AssistantMessage) and m.tool_calls), None)
-    return tuple(c for c in turn.tool_calls if c.id not in answered) if turn else ()
-
-
-def _user_content(message: A2aMessage) -> str:
-    """The user's text: text parts as they are, data parts as JSON; a file part is refused."""
-    pieces: list[str] = []
-    for part in message.parts:
-        if part.text is not None:
-            pieces.append(part.text)
-        elif part.data is not msgspec.UNSET:
-            pieces.append(_JSON.encode(part.data).decode())
-        else:
-            raise A2aRpcError(A2aErrorCode.CONTENT_TYPE_NOT_SUPPORTED,
-                              "this agent reads text and data parts only")
-    text = "\n".join(pieces)
-    if not text.strip():
-        raise A2aRpcError(A2aErrorCode.INVALID_PARAMS, "the message holds no text")
-    return text
 
 
 def _check_version(scope: Scope) -> None:
@@ -734,12 +682,7 @@ def _check_version(scope: Scope) -> None:
             key, _, value = pair.partition("=")
             if key.lower() == "a2a-version":
                 version = value.strip()
-    wanted = A2A_PROTOCOL_VERSION.split(".")
-    got = (version or "0.3").split(".")
-    if got[:2] != wanted[:2]:
-        raise A2aRpcError(A2aErrorCode.VERSION_NOT_SUPPORTED,
-                          f"this agent speaks A2A {A2A_PROTOCOL_VERSION}: send the "
-                          f"A2A-Version: {A2A_PROTOCOL_VERSION} header")
+    check_a2a_version(version)
 
 
 def _sse(rid: str | int | None, update: A2aStreamResponse) -> bytes:

@@ -46,11 +46,13 @@ from bindloop.contracts import (
 from bindloop.protocols import (
     AG_UI_HEADERS,
     SSE_DONE,
+    A2aTaskEncoder,
     UI_STREAM_HEADERS,
     AgUiEncoder,
     AgUiRunInput,
     EncoderInput,
     ProtocolRequestError,
+    RunRecorder,
     ToolApproval,
     UIChatRequest,
     UIStreamEncoder,
@@ -69,7 +71,7 @@ from bindloop.session import LoopCheckpoint
 
 from .asgi_log import MemoryRunLogs, RunBusyError, RunLogs, RunsFullError, RunStatus
 
-__all__ = ("AgUiFrames", "Authorize", "BodyRefused", "ChatApp", "ChatInput", "ChatRefused",
+__all__ = ("A2aFrames", "AgUiFrames", "Authorize", "BodyRefused", "ChatApp", "ChatInput", "ChatRefused",
            "ChatRequest", "Emit", "Frames", "Runner", "UiFrames", "ag_ui_chat_input",
            "chat_request", "drive_run", "error_text", "read_body", "scoped_chat_id", "sse_event",
            "ui_chat_input", "ui_encoder")
@@ -662,6 +664,36 @@ class AgUiFrames:
 
     def fail(self, text: str) -> list[bytes]:
         return [encode_ag_ui_event(e) for e in self.encoder.fail(text)]
+
+    def close(self) -> list[bytes]:
+        return []
+
+
+class A2aFrames:
+    """An A2A task's updates as :class:`Frames`: each ``A2aStreamResponse`` of ``encoder`` as its
+    JSON (the ``result`` of a streamed JSON-RPC response), the run recorded beside them as
+    canonical messages (``recorder``: what the task's next message, or its context's next task,
+    continues from)."""
+
+    def __init__(self, encoder: A2aTaskEncoder) -> None:
+        self.encoder = encoder
+        self.recorder = RunRecorder()
+
+    def start(self) -> list[bytes]:
+        return [_JSON.encode(u) for u in self.encoder.start()]
+
+    def feed(self, event: EncoderInput, turn_index: int | None) -> list[bytes]:
+        self.recorder.feed(event)
+        return [_JSON.encode(u) for u in self.encoder.feed(event, turn_index=turn_index)]
+
+    def finish(self, result: Any) -> list[bytes]:
+        return [_JSON.encode(u) for u in self.encoder.finish()]
+
+    def abort(self) -> list[bytes]:
+        return [_JSON.encode(u) for u in self.encoder.abort()]
+
+    def fail(self, text: str) -> list[bytes]:
+        return [_JSON.encode(u) for u in self.encoder.fail(text)]
 
     def close(self) -> list[bytes]:
         return []

@@ -17,6 +17,16 @@ from ._a2a import (
     a2a_reply as a2a_reply,
     pending_message as pending_message,
 )
+from ._a2a_task import (
+    a2a_agent_card as a2a_agent_card,
+    a2a_interface as a2a_interface,
+    a2a_open_calls as a2a_open_calls,
+    a2a_user_content as a2a_user_content,
+    check_a2a_version as check_a2a_version,
+    check_user_message as check_user_message,
+    fold_a2a_task as fold_a2a_task,
+    join_a2a_text_parts as join_a2a_text_parts,
+)
 from ._a2a_types import (
     A2A_AGENT_CARD_PATH as A2A_AGENT_CARD_PATH,
     A2A_METHODS as A2A_METHODS,
@@ -130,7 +140,7 @@ __all__ = (
     "ag_ui_messages_to_transcript",
     "decode_run_agent_input",
     "encode_ag_ui_event",
-    # A2A 1.0, JSON-RPC binding (_a2a_types, _a2a)
+    # A2A 1.0, JSON-RPC binding (_a2a_types, _a2a, _a2a_task)
     "A2A_AGENT_CARD_PATH",
     "A2A_METHODS",
     "A2A_PROTOCOL_VERSION",
@@ -160,11 +170,19 @@ __all__ = (
     "A2aTaskState",
     "A2aTaskStatus",
     "RunRecorder",
+    "a2a_agent_card",
+    "a2a_interface",
+    "a2a_open_calls",
     "a2a_reply",
+    "a2a_user_content",
+    "check_a2a_version",
+    "check_user_message",
     "decode_a2a_call",
     "decode_a2a_params",
     "encode_a2a_error",
     "encode_a2a_result",
+    "fold_a2a_task",
+    "join_a2a_text_parts",
     "pending_message",
     # errors (_errors)
     "ProtocolRequestError",
