@@ -218,9 +218,10 @@ def test_a_task_is_the_contexts_checkpointed_run(served: Workerd) -> None:
     assert (task["contextId"], task["status"]["state"]) == (first["contextId"],
                                                            "TASK_STATE_COMPLETED")
     assert task["id"] != first["id"]
-    # the context keeps its latest task
-    old = _rpc(base, "GetTask", {"id": first["id"]})
-    assert old["error"]["code"] == -32001
+    # the context's earlier task stays readable, ended
+    old = _rpc(base, "GetTask", {"id": first["id"]})["result"]
+    assert (old["id"], old["status"]["state"]) == (first["id"], "TASK_STATE_COMPLETED")
+    assert _rpc(base, "CancelTask", {"id": first["id"]})["error"]["code"] == -32002
 
 
 def test_a_failed_run_says_its_category_and_nothing_internal(served: Workerd) -> None:

@@ -13,8 +13,9 @@ a run of that object, checkpointed there as the protocol routes' runs are (its s
 settled tool round, its lease renewed while it runs); its id is ``<context>.<n>``, so a task id
 names its object. The run's event log is the task's record: a ``task`` row (the task as the run
 starts it), one ``update`` row per status or artifact update, and an ``end`` row (the context's
-transcript after it, and what an ``input-required`` task waits on). ``GetTask`` folds the log;
-a stream is the log, live. A context keeps its latest task: an older one's id is ``-32001``.
+transcript after it, and what an ``input-required`` task waits on), after ``past`` rows: the
+context's earlier tasks as they ended (the last :data:`PAST_TASKS`; an older one's id is
+``-32001``). ``GetTask`` folds the log; a stream is the log, live.
 
 ``input-required`` is a run that ended on an approval (a tool in ``APPROVAL_TOOLS``) or a
 tool's question; the next message with the task's id (or only its context's) answers it
@@ -106,6 +107,8 @@ LOG_ROWS = 100_000
 CANCEL_WAIT_S = 10.0
 """How long ``CancelTask`` waits for a stopped run to write its end (it sees the stop within a
 second)."""
+PAST_TASKS = 32
+"""Ended tasks of a context kept readable (``GetTask``) besides its latest one."""
 _SSE = {"content-type": "text/event-stream", "cache-control": "no-store"}
 _INTERRUPTED = frozenset({"TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"})
 _TASK_ID = re.compile(r"^(?P<context>[A-Za-z0-9_-]{1,64})\.(?P<n>[0-9]{1,12})$")
@@ -129,6 +132,22 @@ class _Record(msgspec.Struct, frozen=True, kw_only=True):
     pending: tuple[A2aPending, ...] = ()
     ended: bool = False
     live: bool = False
+    past: tuple[A2aTask, ...] = ()
+    """The context's earlier tasks, oldest first (at most :data:`PAST_TASKS`)."""
+
+    def find(self, task_id: str) -> _Record | None:
+        """This record when ``task_id`` is its task, an earlier task's (ended) record, or
+        ``None``."""
+        if self.task.id == task_id:
+            return self
+        old = next((t for t in self.past if t.id == task_id), None)
+        return None if old is None else _Record(task=old, ended=True)
+
+    def log_past(self, log: RunLog) -> None:
+        """Write the context's earlier tasks, this one included, at the head of a new run's
+        log: the log is the context's record."""
+        for task in (*self.past, self.task)[-PAST_TASKS:]:
+            log.send("past", A2aStreamResponse(task=task))
 
 
 def _fold(batch: dict[str, Any]) -> _Record | None:
@@ -136,7 +155,13 @@ def _fold(batch: dict[str, Any]) -> _Record | None:
     task: A2aTask | None = None
     transcript: tuple[Message, ...] = ()
     pending: tuple[A2aPending, ...] = ()
+    past: list[A2aTask] = []
     for _offset, event, data in batch["events"]:
+        if event == "past":
+            old = _UPDATE.decode(data).task
+            if old is not None:
+                past.append(old)
+            continue
         if event == "end":
             end = json.loads(data)
             transcript = tuple(decode_messages(json.dumps(end["transcript"])))
@@ -155,7 +180,7 @@ def _fold(batch: dict[str, Any]) -> _Record | None:
                     message_id=f"{task.id}.lost", role="ROLE_AGENT",
                     parts=(A2aPart(text="the run was lost; send the message again"),))))))
     return _Record(task=task, transcript=transcript, pending=pending,
-                   ended=bool(batch["ended"]), live=bool(batch["live"]))
+                   ended=bool(batch["ended"]), live=bool(batch["live"]), past=tuple(past))
 
 
 def _history(task: A2aTask, length: int | None) -> A2aTask:
@@ -189,9 +214,10 @@ class _Context:
 
     async def task(self, task_id: str) -> _Record:
         record = await self.record()
-        if record is None or record.task.id != task_id:
+        found = None if record is None else record.find(task_id)
+        if found is None:
             raise A2aRpcError(A2aErrorCode.TASK_NOT_FOUND, "task not found")
-        return record
+        return found
 
 
 def _frame(rid: str | int | None) -> Any:
@@ -200,7 +226,7 @@ def _frame(rid: str | int | None) -> Any:
     head = '{"jsonrpc":"2.0","id":' + json.dumps(rid) + ',"result":'
 
     def frame(event: str, payload: str, _event_id: str | None) -> str:
-        return "" if event == "end" else f"data: {head}{payload}}}\n\n"
+        return "" if event in ("end", "past") else f"data: {head}{payload}}}\n\n"
 
     return frame
 
@@ -321,15 +347,16 @@ async def _send(owner: Any, config: AgentConfig, identity: str, rid: str | int |
     ctx = _Context(owner.env, config, identity, context_id)
     cp = await ctx.store.load()
     last = await ctx.record() if cp is not None else None
-    if message.task_id and (last is None or last.task.id != message.task_id):
+    named = None if last is None or not message.task_id else last.find(message.task_id)
+    if message.task_id and named is None:
         raise A2aRpcError(A2aErrorCode.TASK_NOT_FOUND, "task not found")
     revision = (cp.revision if cp is not None else -1) + 1
     continues = last is not None and last.task.status.state == "TASK_STATE_INPUT_REQUIRED" \
-        and not last.live
-    if message.task_id and last is not None and not continues:
-        if last.task.status.state in TERMINAL_STATES:
+        and not last.live and (named is None or named is last)
+    if named is not None and not continues:
+        if named.task.status.state in TERMINAL_STATES or named is not last:
             raise A2aRpcError(A2aErrorCode.UNSUPPORTED_OPERATION,
-                              f"the task has ended ({last.task.status.state}); send a new "
+                              f"the task has ended ({named.task.status.state}); send a new "
                               "message in its context instead")
         raise A2aRpcError(A2aErrorCode.UNSUPPORTED_OPERATION,
                           "the task is running; wait for it or cancel it")
@@ -366,11 +393,13 @@ async def _send(owner: Any, config: AgentConfig, identity: str, rid: str | int |
     if streaming:
         stream = EventStream(heartbeat_ms=config.heartbeat_ms, frame=_frame(rid), headers=_SSE)
         log = RunLog(ctx.store.target, ctx.store.run, stream)
+        _log_head(log, last, continues)
         log.send("task", A2aStreamResponse(task=_history(task, length)))
         owner.ctx.waitUntil(asyncio.ensure_future(
             _run(owner.env, config, ctx, log, chat, frames, grants, task, open_calls)))
         return stream.response()
     log = RunLog(ctx.store.target, ctx.store.run, None)
+    _log_head(log, last, continues)
     log.send("task", A2aStreamResponse(task=task))
     run = _run(owner.env, config, ctx, log, chat, frames, grants, task, open_calls)
     if request.configuration is not None and request.configuration.return_immediately:
@@ -380,12 +409,25 @@ async def _send(owner: Any, config: AgentConfig, identity: str, rid: str | int |
     return _rpc(encode_a2a_result(rid, {"task": _history(task, length)}))
 
 
+def _log_head(log: RunLog, last: _Record | None, continues: bool) -> None:
+    """A new run's log starts with the context's earlier tasks (the task it continues is not
+    one of them)."""
+    if last is None:
+        return
+    if continues:
+        for task in last.past[-PAST_TASKS:]:
+            log.send("past", A2aStreamResponse(task=task))
+    else:
+        last.log_past(log)
+
+
 async def _cancel(owner: Any, config: AgentConfig, identity: str, rid: str | int | None,
                   task_id: str) -> Response:
     ctx = _Context(owner.env, config, identity, _context_of(task_id))
+    latest = await ctx.record()
     record = await ctx.task(task_id)
     state = record.task.status.state
-    if state in TERMINAL_STATES:
+    if state in TERMINAL_STATES or latest is None or latest.task.id != task_id:
         raise A2aRpcError(A2aErrorCode.TASK_NOT_CANCELABLE, f"the task has ended ({state})")
     if record.live:  # the run's stop: its lease's holder sees it and ends the task CANCELED
         await ctx.store.target.request_stop()
@@ -405,6 +447,7 @@ async def _cancel(owner: Any, config: AgentConfig, identity: str, rid: str | int
         status=A2aTaskStatus(state="TASK_STATE_CANCELED", timestamp=_now())))
     task = fold_a2a_task(record.task, canceled)
     log = RunLog(ctx.store.target, ctx.store.run, None)
+    _log_head(log, latest, True)
     log.send("task", A2aStreamResponse(task=record.task))
     log.send("update", canceled)
     log.send("end", {"transcript": msgspec.Raw(encode_messages(record.transcript)),
@@ -434,8 +477,9 @@ async def _subscribe(owner: Any, config: AgentConfig, identity: str, rid: str | 
                      task_id: str) -> Response:
     ctx = _Context(owner.env, config, identity, _context_of(task_id))
     batch = json.loads(str(await ctx.store.target.read_log(-1, LOG_ROWS)))
-    record = _fold(batch) if batch["run"] else None
-    if record is None or record.task.id != task_id:
+    latest = _fold(batch) if batch["run"] else None
+    record = None if latest is None else latest.find(task_id)
+    if record is None:
         raise A2aRpcError(A2aErrorCode.TASK_NOT_FOUND, "task not found")
     if record.task.status.state in TERMINAL_STATES or not record.live:
         raise A2aRpcError(A2aErrorCode.UNSUPPORTED_OPERATION,
