@@ -325,8 +325,10 @@ COMPATIBILITY_FLAGS = dev_compatibility_flags(TEMPLATE.compatibility_flags)
 # --- staging ----------------------------------------------------------------------------------
 
 def _unpack_wheels(wheels_dirs: Sequence[Path], dest: Path) -> list[str]:
+    """Unpack every wheel of ``wheels_dirs`` into ``dest``; no directories: none (a Worker that
+    vendors nothing), directories without a wheel: an error naming the make target."""
     wheels = sorted(w for d in wheels_dirs for w in d.glob("*.whl"))
-    if not wheels:
+    if not wheels and wheels_dirs:
         raise HarnessError(f"no wheels in {', '.join(map(str, wheels_dirs))}: run "
                            "`make wasm-wheels wasm-wheels-pyc`")
     for whl in wheels:
