@@ -88,18 +88,21 @@ def compressed(root: Path) -> int:
 
 def vs_hello(rounds: int) -> int:
     """The issue-31 figure: worker/tools/coldstart.py's measurement, printed."""
-    from coldstart import measure
+    from coldstart import PYWRANGLER_WHEELS, measure
 
-    result = measure(rounds, say=print)
-    kinds, sizes = result["kinds"], result["snapshot_mib"]
-    assert isinstance(kinds, dict) and isinstance(sizes, dict)
-    print(f"cold start from the dedicated snapshot, {rounds} fresh workerd per Worker "
-          "(median CPU to the first response, 10 ms ticks)")
-    print(f"  template (GET /.well-known/agent-card.json)  {result['template_s'] * 1000:6.0f} ms"
-          f"  snapshot {sizes['template']:.1f} MiB ({kinds['template']})")
-    print(f"  hello world (GET /)                          {result['hello_s'] * 1000:6.0f} ms"
-          f"  snapshot {sizes['hello']:.1f} MiB ({kinds['hello']})")
-    print(f"  template / hello world                       {result['ratio']:6.2f}x")
+    for wheels in (PYWRANGLER_WHEELS, WHEELS_DIR):
+        result = measure(rounds, wheels_dir=wheels, say=print)
+        kinds, sizes = result["kinds"], result["snapshot_mib"]
+        assert isinstance(kinds, dict) and isinstance(sizes, dict)
+        print(f"cold start from the dedicated snapshot, the template vendoring {wheels.name} "
+              f"({result['vendored_files']} files), {rounds} fresh workerd per Worker "
+              "(median CPU to the first response, 10 ms ticks)")
+        print(f"  template (GET /.well-known/agent-card.json)  "
+              f"{result['template_s'] * 1000:6.0f} ms  snapshot {sizes['template']:.1f} MiB "
+              f"({kinds['template']})")
+        print(f"  hello world (GET /)                          {result['hello_s'] * 1000:6.0f} ms"
+              f"  snapshot {sizes['hello']:.1f} MiB ({kinds['hello']})")
+        print(f"  template / hello world                       {result['ratio']:6.2f}x")
     return 0
 
 
@@ -109,7 +112,8 @@ def main() -> int:
     ap.add_argument("--turns", type=int, default=10, help="warm chats per process")
     ap.add_argument("--vs-hello", type=int, metavar="ROUNDS", default=0,
                     help="instead: CPU to the first response from the dedicated snapshot, the "
-                    "template beside a hello-world Worker, ROUNDS cold starts each")
+                    "template (vendoring the plain wheels as pywrangler does, then the .pyc set) "
+                    "beside a hello-world Worker, ROUNDS cold starts each")
     args = ap.parse_args()
     if args.vs_hello:
         return vs_hello(args.vs_hello)

@@ -1,7 +1,8 @@
 """The Worker's cold start as production serves it: from the *dedicated* memory snapshot a deploy
 gets (see workerd_harness.production_implied_flags), the CPU workerd spends from its process
 start to the first response, beside a hello-world Python Worker staged with the same
-compatibility date and flags (and no vendored packages).
+compatibility date and flags (and no vendored packages). The template vendors what a deploy
+vendors (:data:`PYWRANGLER_WHEELS`).
 
 For each Worker, one workerd writes its snapshot (``--python-save-snapshot``: with
 ``python_dedicated_snapshot`` on, taken after the Worker's top-level code ran, as Cloudflare's
@@ -23,14 +24,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 from workerd_harness import (
+    REPO_ROOT,
     SNAPSHOT_NAME,
     TEMPLATE,
-    WHEELS_DIR,
     Workerd,
     read_worker,
     stage,
     stage_worker,
 )
+
+PYWRANGLER_WHEELS = REPO_ROOT / "wasm" / "wheels"
+"""The plain wheels (``make wasm-wheels``): what ``pywrangler sync`` vendors into
+``python_modules/`` for a deploy -- ``.py`` files, no ``.pyc`` (the tests' default set,
+``wasm/wheels-pyc``, holds both). From a dedicated snapshot the imports are already done, so
+the ``.pyc`` files only add modules to load."""
 
 HELLO_ENTRY = '''from workers import Response, WorkerEntrypoint
 
@@ -100,16 +107,18 @@ class Subject:
             return cpu_s(wd.pid)
 
 
-def measure(rounds: int, *, say: Callable[[str], None] = lambda _: None
-            ) -> dict[str, object]:
-    """``rounds`` cold starts of each Worker; returns the medians (seconds), the ratio, each
-    sample, the snapshots' kinds and sizes."""
+def measure(rounds: int, *, wheels_dir: Path = PYWRANGLER_WHEELS,
+            say: Callable[[str], None] = lambda _: None) -> dict[str, object]:
+    """``rounds`` cold starts of each Worker, the template vendoring the wheels of
+    ``wheels_dir`` (by default the plain wheels, as ``pywrangler sync`` vendors them: ``.py``
+    files only); returns the medians (seconds), the ratio, each sample, the snapshots' kinds and
+    sizes, and how many files the template vendors."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         template = Subject("template", stage(
             root / "template", storage_dir=root / "do", with_conformance=False,
             bindings={"PROVIDER_BASE_URL": "http://127.0.0.1:9/v1", "PROVIDER_MODEL": "m",
-                      "PROVIDER_API_KEY": "k"}, wheels_dir=WHEELS_DIR),
+                      "PROVIDER_API_KEY": "k"}, wheels_dir=wheels_dir),
             "/.well-known/agent-card.json", root / "snap-template")
         hello = Subject("hello", stage_worker(
             read_worker(hello_world(root / "hello-src")), root / "hello",
@@ -121,8 +130,11 @@ def measure(rounds: int, *, say: Callable[[str], None] = lambda _: None
                 samples[subject.name].append(subject.cold())
                 say(f"  {subject.name}: {samples[subject.name][-1] * 1000:.0f} ms CPU")
         med = {k: statistics.median(v) for k, v in samples.items()}
+        vendored = sum(1 for p in (root / "template" / "python_modules").rglob("*")
+                       if p.is_file())
         return {"template_s": med["template"], "hello_s": med["hello"],
                 "ratio": med["template"] / med["hello"], "samples": samples,
                 "kinds": {"template": template.kind, "hello": hello.kind},
+                "vendored_files": vendored,
                 "snapshot_mib": {"template": template.snapshot.stat().st_size / 2**20,
                                  "hello": hello.snapshot.stat().st_size / 2**20}}
