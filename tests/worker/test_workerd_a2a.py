@@ -224,6 +224,23 @@ def test_a_task_is_the_contexts_checkpointed_run(served: Workerd) -> None:
     assert _rpc(base, "CancelTask", {"id": first["id"]})["error"]["code"] == -32002
 
 
+def test_history_length_shapes_the_answer_not_the_record(served: Workerd) -> None:
+    base = served.base_url
+    body = {"jsonrpc": "2.0", "id": "s1", "method": "SendStreamingMessage",
+            "params": {**_message("short"), "configuration": {"historyLength": 0}}}
+    with httpx.stream("POST", base + "/a2a", json=body, headers=HEADERS, timeout=60) as r:
+        assert r.headers["content-type"].startswith("text/event-stream")
+        events = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: ")]
+    assert all(e["jsonrpc"] == "2.0" and e["id"] == "s1" for e in events)
+    first = events[0]["result"]["task"]
+    assert "history" not in first and first["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    task = _rpc(base, "GetTask", {"id": first["id"]})["result"]
+    assert [m["parts"][0]["text"] for m in task["history"]] == ["short"]
+    assert _rpc(base, "GetTask", {"id": first["id"], "historyLength": 0})["result"].get(
+        "history") is None
+
+
 def test_a_failed_run_says_its_category_and_nothing_internal(served: Workerd) -> None:
     base = served.base_url
     task = _rpc(base, "SendMessage", _message("break"))["result"]["task"]

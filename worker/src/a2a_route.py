@@ -231,6 +231,21 @@ def _frame(rid: str | int | None) -> Any:
     return frame
 
 
+class _Updates:
+    """A stream as a run log's client: the log's ``task`` row is not sent (the stream opened with
+    the task as its request asked for it)."""
+
+    def __init__(self, stream: EventStream) -> None:
+        self._stream = stream
+
+    def send_encoded(self, event: str, payload: str, event_id: str | None = None) -> None:
+        if event != "task":
+            self._stream.send_encoded(event, payload, event_id)
+
+    async def close(self) -> None:
+        await self._stream.close()
+
+
 def _describe(exc: Exception) -> str:
     """A failed run as the client reads it: the provider and the kind of failure, never a URL or
     what the provider said (agent.error_event's rule); a refused approval says which call."""
@@ -392,9 +407,13 @@ async def _send(owner: Any, config: AgentConfig, identity: str, rid: str | int |
     grants = ChatApprovals(chat_id, ctx.store.taken)
     if streaming:
         stream = EventStream(heartbeat_ms=config.heartbeat_ms, frame=_frame(rid), headers=_SSE)
-        log = RunLog(ctx.store.target, ctx.store.run, stream)
+        # the stream opens with the task as the request asked for it (historyLength); the log
+        # keeps it whole
+        stream.send_encoded("task", msgspec.json.encode(
+            A2aStreamResponse(task=_history(task, length))).decode())
+        log = RunLog(ctx.store.target, ctx.store.run, _Updates(stream))
         _log_head(log, last, continues)
-        log.send("task", A2aStreamResponse(task=_history(task, length)))
+        log.send("task", A2aStreamResponse(task=task))
         owner.ctx.waitUntil(asyncio.ensure_future(
             _run(owner.env, config, ctx, log, chat, frames, grants, task, open_calls)))
         return stream.response()
