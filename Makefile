@@ -7,6 +7,10 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
+# The test tooling that is not shipped (harness.fixtures) and the demos (examples.demos) import
+# from the repository root.
+export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
+
 .PHONY: all venv demo demo-providers demo-openai demo-mcp test lint pytest typecheck js-test wasm-smoke \
 	mcp-pyodide pyodide-timers conformance bench bench-peers bench-mcp bench-agent clean crash-test fuzz soak bench-report \
 	test-matrix store-servers bench-scale test-mcp-conformance test-mcp-conformance-2026 mcp-everything
@@ -36,23 +40,23 @@ $(DEMO_STAMP): pyproject.toml
 ## the agent API: prompt_agent(schema) with a tool, a re-ask and partial structured output, over
 ## a scripted OpenAI-chat provider on 127.0.0.1.
 demo: $(DEMO_STAMP)
-	$(DEMO_PY) -m bindloop.hosts.demo
-	$(DEMO_PY) -m bindloop.hosts.agent_demo
+	$(DEMO_PY) -m examples.demos.demo
+	$(DEMO_PY) -m examples.demos.agent_demo
 
 ## The same agent through real provider wires over loopback HTTP: an Anthropic-wire provider that
 ## answers 503, then fallback to an OpenAI-chat-wire provider streaming SSE (route log in the trace).
 demo-providers: venv
-	$(PY) -m bindloop.hosts.provider_demo
+	$(PY) -m examples.demos.provider_demo
 
 ## Against a real OpenAI-compatible endpoint: make demo-openai BASE_URL=... MODEL=... (key from
 ## $$OPENAI_API_KEY, read by the CLI only).
 demo-openai: venv
-	$(PY) -m bindloop.hosts.provider_demo openai --base-url $(BASE_URL) --model $(MODEL)
+	$(PY) -m examples.demos.provider_demo openai --base-url $(BASE_URL) --model $(MODEL)
 
 ## An agent that finds a local MCP server (the official SDK's, on 127.0.0.1) in its plugin catalog,
 ## loads it and uses its tools, traced.
 demo-mcp: venv
-	$(PY) -m bindloop.hosts.mcp_demo
+	$(PY) -m examples.demos.mcp_demo
 
 ## make test: pytest (unit, property, fences, API), mypy --strict, JS tests, conformance on
 ## CPython, on Pyodide 314 in Node (plain and .pyc wheels) and in real workerd, byte-for-byte
@@ -112,7 +116,7 @@ pyodide-timers: wasm/node_modules/.package-lock.json wasm-wheels
 
 ## The official MCP conformance suite (npm @modelcontextprotocol/conformance, on Node 22 from npm
 ## node@22) running its client scenarios against bindloop's client through
-## bindloop.hosts.mcp_conformance_client; then its server scenarios against bindloop's MCP server
+## harness.fixtures.mcp_conformance_client; then its server scenarios against bindloop's MCP server
 ## (McpServerApp under uvicorn, tests/mcp/conformance/run_server.py); prints one line per scenario
 ## and the totals.
 MCP_CONFORMANCE := tests/mcp/conformance

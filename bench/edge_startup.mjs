@@ -8,7 +8,7 @@
 //   pyodide      loadPyodide() (the runtime itself; the same for both variants)
 //   install      fetch/read + unpackArchive of the 5 wheels
 //   import       `import bindloop` and the modules an agent run needs: bindloop.agent,
-//                bindloop.loop, bindloop.wire (a wire adapter), bindloop.routing, bindloop.hosts.js_fetch
+//                bindloop.loop, bindloop.wire (a wire adapter), bindloop.routing, bindloop.hosts.transports.js_fetch
 //   run          the demo agent (wasm/demo/page_agent.py, the agent API): 3 turns over streaming fetch with a 503
 //                fallback and a mid-stream drop, against serve.py on 127.0.0.1 (no chunk delay)
 //   first token  from process start (Node) / navigation start (Chromium) to the first streamed text,
@@ -26,7 +26,7 @@ const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.dirname(HERE);
 const WASM = path.join(REPO, "wasm");
 const VARIANTS = { plain: path.join(WASM, "wheels"), pyc: path.join(WASM, "wheels-pyc") };
-const IMPORTS = "import bindloop, bindloop.agent, bindloop.loop, bindloop.wire, bindloop.routing, bindloop.hosts.js_fetch";
+const IMPORTS = "import bindloop, bindloop.agent, bindloop.loop, bindloop.wire, bindloop.routing, bindloop.hosts.transports.js_fetch";
 
 const args = process.argv.slice(2);
 if (args[0] === "--child") await child(args[1], args[2]);

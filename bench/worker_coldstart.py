@@ -33,9 +33,10 @@ import msgspec
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "worker" / "tools"))
+sys.path.insert(0, str(REPO))  # harness.fixtures
 from workerd_harness import WHEELS_DIR, Workerd, stage, tree_bytes  # noqa: E402
 
-from bindloop.hosts.scripted_server import (  # noqa: E402
+from harness.fixtures.scripted_server import (  # noqa: E402
     RecordedRequest,
     ScriptedProviderServer,
     ScriptedReply,

@@ -35,13 +35,14 @@ import msgspec
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "worker" / "tools"))
 sys.path.insert(0, str(REPO / "worker" / "src"))
+sys.path.insert(0, str(REPO))  # harness.fixtures
 
 import agent  # noqa: E402
 from workerd_harness import Workerd, stage, tree_bytes  # noqa: E402
 
 from bindloop.contracts import UserMessage  # noqa: E402
-from bindloop.hosts.httpx_transport import HttpxTransport  # noqa: E402
-from bindloop.hosts.scripted_server import (  # noqa: E402
+from bindloop.hosts.transports.httpx import HttpxTransport  # noqa: E402
+from harness.fixtures.scripted_server import (  # noqa: E402
     RecordedRequest,
     ScriptedProviderServer,
     ScriptedReply,

@@ -46,7 +46,7 @@ PORT  ?= 8787
 DELAY ?= 0.05
 demo-ui: venv clients/node_modules/.package-lock.json
 	node clients/build_page.mjs clients/dist
-	$(PY) -m bindloop.hosts.ui_demo --port $(PORT) --delay $(DELAY) --page clients/dist
+	$(PY) -m examples.demos.ui_demo --port $(PORT) --delay $(DELAY) --page clients/dist
 
 # The Worker's frontend routes are tested with the same clients (tests/worker/test_workerd_protocols.py):
 # whole runs, a cut connection, a workerd killed with SIGKILL mid-run, useChat in Chromium.

@@ -1,4 +1,4 @@
-"""bindloop.hosts.sqlite_store on a real SQLite file: the receipt fence (same answers as the
+"""bindloop.hosts.stores.sqlite on a real SQLite file: the receipt fence (same answers as the
 reference in-memory store, op for op), leases on the store's clock, effects in the fencing
 transaction, the single-writer checkpoint fence, and writers in other processes."""
 
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from bindloop.contracts import ModelTurnResult, ToolCall, ToolResult, UserMessage
 from bindloop.errors import UsageError
-from bindloop.hosts.sqlite_store import SqliteStore
+from bindloop.hosts.stores.sqlite import SqliteStore
 from bindloop.session import CheckpointConflictError
 from bindloop.run import (
     ReceiptCompleted,

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from bindloop.contracts import ModelTurnResult, TurnUsage
-from bindloop.hosts.scripted_server import ScriptedProviderServer, error_reply, turn_reply
+from harness.fixtures.scripted_server import ScriptedProviderServer, error_reply, turn_reply
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = ROOT / "tests" / "mcp" / "run_pyodide_mcp.mjs"

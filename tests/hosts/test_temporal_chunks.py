@@ -13,8 +13,8 @@ import pytest
 
 from bindloop.contracts import ModelTurnResult, ToolCall, ToolDefinition, ToolOutcome, UserMessage
 from bindloop.contracts import encode_messages
-from bindloop.hosts._temporal_payloads import chunk_key, write_payload
-from bindloop.hosts.temporal import AgentActivities, ModelTurnInput
+from bindloop.hosts.temporal._payloads import chunk_key, write_payload
+from bindloop.hosts.temporal.workflow import AgentActivities, ModelTurnInput
 from bindloop.run import ReceiptCompleted, ReceiptRunning, ToolCallReceiptKey
 from bindloop.session import StoreError
 from bindloop.testing import InMemoryReceiptStore, stepping_clock

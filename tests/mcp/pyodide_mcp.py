@@ -16,7 +16,7 @@ import anyio
 from mcp_host import fetch, url
 
 from bindloop.contracts import ImagePart, ToolMessage
-from bindloop.hosts.js_fetch import FetchTransport
+from bindloop.hosts.transports.js_fetch import FetchTransport
 from bindloop.loop import run_tool_loop
 from bindloop.mcp import McpHttpClient, load_mcp_tools
 from bindloop.plugins import plugin_from_tools

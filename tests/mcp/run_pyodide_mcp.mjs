@@ -5,7 +5,7 @@
 //
 // Like wasm/run_smoke.mjs (offline, every wheel in wasm/wheels/ installed), except that the
 // snippet gets one network path: `from mcp_host import fetch, url` is the real fetch, restricted
-// to http://127.0.0.1, for bindloop.hosts.js_fetch.FetchTransport. Everything else stays refused.
+// to http://127.0.0.1, for bindloop.hosts.transports.js_fetch.FetchTransport. Everything else stays refused.
 // The value of the snippet's last expression is printed on stdout.
 
 import fs from "node:fs";

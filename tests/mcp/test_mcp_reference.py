@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from bindloop.contracts import ImagePart, ToolCall, ToolMessage, ToolOutcome
-from bindloop.hosts.httpx_transport import HttpxTransport
+from bindloop.hosts.transports.httpx import HttpxTransport
 from bindloop.loop import run_tool_loop
 from bindloop.mcp import (
     McpHttpClient,

@@ -19,7 +19,7 @@ from bindloop.agent import create_agent, equip_instruction, on_stream, prompt_ch
 from bindloop.completion import StreamEvent, TextEvent
 from bindloop.contracts import Message, ModelTurnResult, ToolDefinition, TurnUsage, UserMessage
 from bindloop.errors import UsageError
-from bindloop.hosts.provider_replies import render_body, render_sse
+from harness.fixtures.provider_replies import render_body, render_sse
 from bindloop.model import (
     ForcedTool,
     JsonSchemaFormat,

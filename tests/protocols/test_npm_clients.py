@@ -18,10 +18,10 @@ import anyio
 import pytest
 
 from bindloop.textstream import TurnResetEvent, TurnTextEvent
-from bindloop.hosts.asgi import ChatApp, ChatInput, Emit
-from bindloop.hosts.asgi_log import SqliteRunLogs
+from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
+from bindloop.hosts.asgi.run_logs import SqliteRunLogs
 from bindloop.contracts import AssistantMessage, Message, ToolMessage, UserMessage
-from bindloop.hosts.ui_demo import DemoModel, build_demo_app
+from examples.demos.ui_demo import DemoModel, build_demo_app
 from ai_sdk_majors import CLIENTS, MAJORS, installed, module_root, node_for, ran_major
 
 

@@ -18,7 +18,7 @@ import anyio
 import msgspec
 import pytest
 
-from bindloop.hosts.httpx_transport import HttpxTransport
+from bindloop.hosts.transports.httpx import HttpxTransport
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -84,7 +84,7 @@ async function load({ pyodideURL, wheelsURL, wheels, onStage }) {
     "import importlib.util as u, os; s = u.find_spec('bindloop'); os.path.exists(u.cache_from_source(s.origin))");
   // The modules an agent run needs, not only the package root (which imports its names lazily).
   await timed("import_bindloop", () => pyodide.runPython(
-    "import bindloop, bindloop.loop, bindloop.wire, bindloop.routing, bindloop.hosts.js_fetch"));
+    "import bindloop, bindloop.loop, bindloop.wire, bindloop.routing, bindloop.hosts.transports.js_fetch"));
   return { pyodide, timings, wheels: names, precompiled };
 }
 

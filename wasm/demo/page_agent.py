@@ -65,8 +65,8 @@ from bindloop.completion import ErrorEvent
 from bindloop.textstream import TurnStreamEvent, TurnTextStream, create_turn_text_stream
 from bindloop.wire import StreamBudgets
 from bindloop.contracts import Message, ToolResult, UserMessage
-from bindloop.hosts.demo import DEFAULT_PROMPT, Notes, calculate
-from bindloop.hosts.js_fetch import FetchTransport
+from examples.demos.demo import DEFAULT_PROMPT, Notes, calculate
+from bindloop.hosts.transports.js_fetch import FetchTransport
 from bindloop.plugins import Tool, define_tool
 from bindloop.routing import (
     OrderedPolicy,
@@ -176,7 +176,7 @@ async def run_page_agent(bridge: Any, origin: str, prompt: str = DEFAULT_PROMPT,
     """Run the demo agent against the scripted providers under ``origin``; returns the stop reason.
 
     ``transport(base_url, headers=...)`` makes each provider's HTTP transport: the JS ``fetch`` one
-    in the page, :class:`~bindloop.hosts.httpx_transport.HttpxTransport` for a CPython run."""
+    in the page, :class:`~bindloop.hosts.transports.httpx.HttpxTransport` for a CPython run."""
     chat = OpenAIChatAdapter()
     # Generous for a local server, tight enough that a stalled provider cannot hang the page.
     budgets = StreamBudgets(first_token_ms=10_000, inter_chunk_ms=5_000, total_ms=30_000)

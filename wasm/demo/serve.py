@@ -2,12 +2,13 @@
 
     .venv/bin/python wasm/demo/serve.py [--wheels wasm/wheels] [--delay-ms 12]
 
-Everything is served by one :class:`bindloop.hosts.scripted_server.ScriptedProviderServer` on
+Everything is served by one :class:`harness.fixtures.scripted_server.ScriptedProviderServer` on
 127.0.0.1 (an ephemeral port; the first line printed is ``serving http://127.0.0.1:PORT/demo/``), so
 the page, Pyodide and the model calls share one origin (no CORS, nothing from elsewhere):
 
 ``/demo/...``      this directory (index.html, loader.js, app.js, page_agent.py, turn-stream.js)
-``/pyodide/...``   wasm/node_modules/pyodide (the npm package: asm.js, asm.wasm, stdlib zip, lock file)
+``/pyodide/...``   wasm/node_modules/pyodide (the npm package: pyodide.mjs, pyodide.asm.mjs,
+                   pyodide.asm.wasm, the stdlib zip, the lock file)
 ``/wheels/...``    the wheel directory; ``/wheels/index.json`` lists its ``.whl`` files
 ``/wheels-pyc/...`` the same for the ``.pyc`` wheel set (wasm/wheels-pyc), the page's default
 ``/primary/...``   an OpenAI-chat provider that fails: ``503`` on the first turn, serves the second,
@@ -48,9 +49,9 @@ from bindloop.contracts import (
     content_text,
     messages_from_openai,
 )
-from bindloop.hosts.demo import PolicyModel
-from bindloop.hosts.provider_replies import render_sse, sse_event
-from bindloop.hosts.scripted_server import (
+from examples.demos.demo import PolicyModel
+from harness.fixtures.provider_replies import render_sse, sse_event
+from harness.fixtures.scripted_server import (
     RecordedRequest,
     ScriptedProviderServer,
     ScriptedReply,
