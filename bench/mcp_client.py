@@ -180,8 +180,8 @@ def cpython_import_ms(runs: int = 7) -> tuple[float, float]:
 
 
 def pyodide_figures(url: str) -> dict[str, Any] | None:
-    if not (ROOT / "wasm" / "node_modules" / "pyodide").exists() or not any(
-            (ROOT / "wasm" / "wheels").glob("bindloop-*.whl")):
+    if not (ROOT / "harness" / "wasm" / "node_modules" / "pyodide").exists() or not any(
+            (ROOT / "harness" / "wasm" / "wheels").glob("bindloop-*.whl")):
         return None
     done = subprocess.run(["node", "tests/mcp/run_pyodide_mcp.mjs", "tests/mcp/pyodide_mcp.py",
                            url], cwd=ROOT, capture_output=True, text=True, timeout=300)

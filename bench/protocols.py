@@ -15,8 +15,8 @@ not a test.
 3. ``--workerd``: the Worker template's routes in real workerd, the same requests over a scripted
    provider: time to first byte and workerd's CPU per request (warm isolate).
 4. ``--clients``: ``POST /api/chat`` on the demo host of 2., sent by each AI SDK major's own
-   ``DefaultChatTransport`` and folded by its ``readUIMessageStream`` (clients/ttfb.mjs: ai@6 on
-   the system Node, ai@7 on Node 22 from clients/v7; needs ``make clients-node``): time to the
+   ``DefaultChatTransport`` and folded by its ``readUIMessageStream`` (harness/clients/ttfb.mjs: ai@6 on
+   the system Node, ai@7 on Node 22 from harness/clients/v7; needs ``make clients-node``): time to the
    response, to the first UI chunk and to the end (client side, median), and the server's CPU
    per request.
 """
@@ -286,7 +286,7 @@ def _workerd_rows(n: int, src_dir: Any) -> list[tuple[str, float, float, float]]
     return rows
 
 
-CLIENTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients")
+CLIENTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness", "clients")
 
 
 def client_costs(n: int) -> None:

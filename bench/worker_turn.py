@@ -3,8 +3,8 @@
 Both run ``worker/src/agent.py``'s ``run_session`` (the agent API: one user message -> one streamed
 model turn -> done) against the scripted OpenAI-chat provider on 127.0.0.1; workerd over its JS
 ``fetch`` transport and SSE to the client with the Durable Object commits, CPython over httpx. The
-workerd figures come twice, side by side: with the plain wheel set (wasm/wheels) and with the
-``.pyc`` one (wasm/wheels-pyc, compiled inside Pyodide). Prints:
+workerd figures come twice, side by side: with the plain wheel set (harness/wasm/wheels) and with the
+``.pyc`` one (harness/wasm/wheels-pyc, compiled inside Pyodide). Prints:
 
 - cold start: workerd process start -> socket listening, and -> first streamed token of the first
   request (the figure a user pays after an isolate is evicted);
@@ -137,7 +137,7 @@ def main() -> int:
     ap.add_argument("--turns", type=int, default=20)
     ap.add_argument("--colds", type=int, default=3, help="fresh workerd processes per wheel set")
     args = ap.parse_args()
-    sets = {"plain": REPO / "wasm" / "wheels", "pyc": REPO / "wasm" / "wheels-pyc"}
+    sets = {"plain": REPO / "harness" / "wasm" / "wheels", "pyc": REPO / "harness" / "wasm" / "wheels-pyc"}
     missing = [n for n, d in sets.items() if not any(d.glob("bindloop-*.whl"))]
     if missing:
         print(f"no wheels for {missing}: run `make wasm-wheels wasm-wheels-pyc`", file=sys.stderr)

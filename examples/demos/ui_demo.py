@@ -8,7 +8,7 @@ calls ``word_count`` with arguments that are not JSON (the call fails before it 
 result is reported back, anything else is echoed with a short reasoning block first. Each event is
 paced (``--delay``), so a reconnect or a stop can be tried mid-stream::
 
-    python -m examples.demos.ui_demo --port 8787 [--page clients/dist]   # make demo-ui
+    python -m examples.demos.ui_demo --port 8787 [--page harness/clients/dist]   # make demo-ui
     curl -N localhost:8787/api/chat -H 'content-type: application/json' \\
       -d '{"id":"c1","trigger":"submit-message","messages":[{"id":"u1","role":"user",
            "parts":[{"type":"text","text":"count the words here"}]}]}'

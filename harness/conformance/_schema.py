@@ -1,7 +1,7 @@
 """The scenario format as a schema, and the conversions from its specs to loop inputs.
 
 Decoding a scenario file into :class:`Scenario` validates it: unknown fields are rejected, so a
-typo in a scenario fails loudly instead of silently testing less. ``conformance/README.md``
+typo in a scenario fails loudly instead of silently testing less. ``harness/conformance/README.md``
 documents every field; :func:`check` catches the inconsistencies a schema alone cannot.
 """
 
@@ -262,7 +262,7 @@ class CheckpointSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
 
 
 class Scenario(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """One conformance scenario (see ``conformance/README.md``)."""
+    """One conformance scenario (see ``harness/conformance/README.md``)."""
 
     description: str
     state: StateSpec

@@ -2,6 +2,7 @@
 //
 //   import { loadBindloop, runPythonFile } from "./loader.js";
 //   const { pyodide, timings } = await loadBindloop({ pyodideURL: "/pyodide/", wheelsURL: "/wheels/" });
+//   await installPythonFiles(pyodide, [{ url: "/examples/demos/demo.py", path: "examples/demos/demo.py" }]);
 //   const ns = await runPythonFile(pyodide, "/demo/page_agent.py");   // a module-like namespace
 //   await ns.get("run_page_agent")(bridge, location.origin);
 //
@@ -86,6 +87,19 @@ async function load({ pyodideURL, wheelsURL, wheels, onStage }) {
   await timed("import_bindloop", () => pyodide.runPython(
     "import bindloop, bindloop.loop, bindloop.wire, bindloop.routing, bindloop.hosts.transports.js_fetch"));
   return { pyodide, timings, wheels: names, precompiled };
+}
+
+/** Fetch Python source files and write them under site-packages, each at its `path` (e.g.
+ * "examples/demos/demo.py"), so the page's code imports them as modules that are not in a wheel. */
+export async function installPythonFiles(pyodide, files) {
+  const site = pyodide.runPython("import sysconfig; sysconfig.get_path('purelib')");
+  const sources = await Promise.all(files.map(({ url }) => fetchOk(url).then((r) => r.text())));
+  files.forEach(({ path }, i) => {
+    const target = `${site}/${path}`;
+    pyodide.FS.mkdirTree(target.slice(0, target.lastIndexOf("/")));
+    pyodide.FS.writeFile(target, sources[i]);
+  });
+  pyodide.runPython("import importlib; importlib.invalidate_caches()");
 }
 
 /** Fetch a Python file and run it in a fresh namespace (a dict proxy: ns.get("name")). */

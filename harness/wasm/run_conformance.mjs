@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 // Run the bindloop conformance suite under Pyodide 314 in Node, fully offline.
 //
-//   node wasm/run_conformance.mjs REPO_ROOT OUT_REPORT_PATH
+//   node harness/wasm/run_conformance.mjs REPO_ROOT OUT_REPORT_PATH
 //
-// 1. loads Pyodide from wasm/node_modules/pyodide (network fetches are refused),
-// 2. installs every wheel in wasm/wheels/ (bindloop, msgspec wasm wheel, anyio, ...),
-// 3. copies REPO_ROOT/conformance/ to /conformance_root/conformance/ in the Pyodide FS,
+// 1. loads Pyodide from harness/wasm/node_modules/pyodide (network fetches are refused),
+// 2. installs every wheel in harness/wasm/wheels/ (bindloop, msgspec wasm wheel, anyio, ...),
+// 3. copies REPO_ROOT/harness/conformance/ to /conformance_root/conformance/ in the Pyodide FS,
 // 4. awaits conformance.runner.report_for('/conformance_root/conformance/scenarios')
 //    (anyio.run()/asyncio.run() cannot be used: Pyodide's loop is already running),
 // 5. writes the returned str to OUT_REPORT_PATH as UTF-8, byte for byte.
@@ -31,9 +31,9 @@ function fail(msg, code) {
 }
 
 const args = process.argv.slice(2);
-if (args.length !== 2) fail("usage: node wasm/run_conformance.mjs REPO_ROOT OUT_REPORT_PATH", 2);
+if (args.length !== 2) fail("usage: node harness/wasm/run_conformance.mjs REPO_ROOT OUT_REPORT_PATH", 2);
 const [repoRoot, outPath] = args;
-const confDir = path.join(repoRoot, "conformance");
+const confDir = path.join(repoRoot, "harness", "conformance");
 if (!fs.existsSync(path.join(confDir, "runner.py"))) fail(`${confDir}/runner.py not found`, 2);
 
 const t0 = performance.now();

@@ -1,4 +1,4 @@
-// node --test wasm/demo/  (make js-test)
+// node --test harness/wasm/demo/  (make js-test)
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { megabytes, readableError } from "./errors.js";

@@ -1,16 +1,18 @@
 """The one local server behind the browser demo: page, Pyodide, wheels and two scripted providers.
 
-    .venv/bin/python wasm/demo/serve.py [--wheels wasm/wheels] [--delay-ms 12]
+    .venv/bin/python harness/wasm/demo/serve.py [--wheels harness/wasm/wheels] [--delay-ms 12]
 
 Everything is served by one :class:`harness.fixtures.scripted_server.ScriptedProviderServer` on
 127.0.0.1 (an ephemeral port; the first line printed is ``serving http://127.0.0.1:PORT/demo/``), so
 the page, Pyodide and the model calls share one origin (no CORS, nothing from elsewhere):
 
 ``/demo/...``      this directory (index.html, loader.js, app.js, page_agent.py, turn-stream.js)
-``/pyodide/...``   wasm/node_modules/pyodide (the npm package: pyodide.mjs, pyodide.asm.mjs,
+``/examples/...``  the repository's ``examples/`` Python files: the page installs
+                   ``examples/demos/demo.py`` (the ``make demo`` tools) into Pyodide
+``/pyodide/...``   harness/wasm/node_modules/pyodide (the npm package: pyodide.mjs, pyodide.asm.mjs,
                    pyodide.asm.wasm, the stdlib zip, the lock file)
 ``/wheels/...``    the wheel directory; ``/wheels/index.json`` lists its ``.whl`` files
-``/wheels-pyc/...`` the same for the ``.pyc`` wheel set (wasm/wheels-pyc), the page's default
+``/wheels-pyc/...`` the same for the ``.pyc`` wheel set (harness/wasm/wheels-pyc), the page's default
 ``/primary/...``   an OpenAI-chat provider that fails: ``503`` on the first turn, serves the second,
                    and drops the connection in the middle of the third (final) answer
 ``/backup/...``    an OpenAI-chat provider that always answers, streamed word by word
@@ -40,6 +42,12 @@ from pathlib import Path
 
 import msgspec
 
+# Run as a script: the demo's tools (examples.demos) and the scripted server (harness.fixtures) are
+# imported from the repository root.
+_ROOT = Path(__file__).resolve().parents[3]
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+
 from bindloop.contracts import (
     AssistantMessage,
     Message,
@@ -61,6 +69,7 @@ from harness.fixtures.scripted_server import (
 DEMO_DIR = Path(__file__).resolve().parent
 WASM_DIR = DEMO_DIR.parent
 PYODIDE_DIR = WASM_DIR / "node_modules" / "pyodide"
+EXAMPLES_DIR = _ROOT / "examples"
 
 _TYPES = {".mjs": "text/javascript", ".js": "text/javascript", ".wasm": "application/wasm",
           ".whl": "application/zip", ".py": "text/x-python; charset=utf-8",
@@ -91,6 +100,17 @@ def static(prefix: str, root: Path) -> Callable[[RecordedRequest], ScriptedReply
                                           ("cache-control", "no-store")),
                                  chunks=(msgspec.json.encode(names),), streamed=False)
         return _file_reply(root, rel)
+    return respond
+
+
+def python_files(prefix: str, root: Path) -> Callable[[RecordedRequest], ScriptedReply]:
+    """GET ``/<prefix>/<file>.py`` from ``root`` (the demo modules the page installs); nothing else."""
+    serve_file = static(prefix, root)
+
+    def respond(request: RecordedRequest) -> ScriptedReply:
+        if not request.path.split("?", 1)[0].endswith(".py"):
+            return error_reply(404, _NOT_FOUND)
+        return serve_file(request)
     return respond
 
 
@@ -201,6 +221,7 @@ def outage(routes: dict[str, Callable[[RecordedRequest], ScriptedReply]], *,
 def build_server(wheels: Path, *, pyc_wheels: Path | None = None, delay_s: float = 0.012) -> ScriptedProviderServer:
     server = ScriptedProviderServer()
     server.set_responder("demo", static("demo", DEMO_DIR))
+    server.set_responder("examples", python_files("examples", EXAMPLES_DIR))
     server.set_responder("pyodide", static("pyodide", PYODIDE_DIR))
     server.set_responder("wheels", static("wheels", wheels))
     if pyc_wheels is not None:
@@ -218,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--wheels", type=Path, default=WASM_DIR / "wheels",
-                        help="directory of the wheels the page installs (default: wasm/wheels)")
+                        help="directory of the wheels the page installs (default: harness/wasm/wheels)")
     parser.add_argument("--pyc-wheels", type=Path, default=WASM_DIR / "wheels-pyc",
                         help="the .pyc wheel set, served under /wheels-pyc/ (the page's default)")
     parser.add_argument("--delay-ms", type=float, default=12.0,

@@ -1,4 +1,4 @@
-// The demo page: load bindloop into Pyodide, run wasm/demo/page_agent.py (an agent of the agent API),
+// The demo page: load bindloop into Pyodide, run harness/wasm/demo/page_agent.py (an agent of the agent API),
 // render what its bridge reports. State for tests and benchmarks is on window.bindloopDemo
 // ({ done, timings, events (turn text stream), agentEvents (agent stream), structuredEvents and report
 // (the report agent's structured_data events and answer), wheels, result, progress (download
@@ -9,7 +9,9 @@
 // two calls: the run fails with every provider down, the page shows one line and a retry button,
 // and the retry (the runtime already loaded) runs through.
 import { megabytes, readableError } from "./errors.js";
-import { loadBindloop, runPythonFile } from "./loader.js";
+import { installPythonFiles, loadBindloop, runPythonFile } from "./loader.js";
+
+const DEMO_MODULES = ["examples/__init__.py", "examples/demos/__init__.py", "examples/demos/demo.py"];
 import { TurnStreamReducer } from "./turn-stream.js";
 
 const params = new URLSearchParams(location.search);
@@ -218,6 +220,9 @@ async function main() {
   window.bindloopDemo.steps = timings;
   mark("bindloop_imported");
   status("importing the agent…");
+  // The make-demo tools and prompt the agent uses (examples/demos/demo.py): served by the page's
+  // own server, not shipped in the wheel.
+  await installPythonFiles(pyodide, DEMO_MODULES.map((path) => ({ url: `/${path}`, path })));
   const ns = await runPythonFile(pyodide, "/demo/page_agent.py");
   mark("agent_imported");
   ns.set("PYODIDE_VERSION", pyodide.version);

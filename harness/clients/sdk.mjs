@@ -1,5 +1,5 @@
 // The AI SDK major a client script runs against: the same scripts serve AI SDK 6 (the packages in
-// clients/node_modules, the default) and AI SDK 7 (clients/v7/node_modules), chosen by the module
+// harness/clients/node_modules, the default) and AI SDK 7 (harness/clients/v7/node_modules), chosen by the module
 // root a script is given. A bare `import 'ai'` would always resolve next to the script, so the
 // packages that differ by major are imported from the root's node_modules by path.
 import fs from 'node:fs';
@@ -8,7 +8,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 
-/** The module root given on the command line (a directory holding node_modules), else clients/. */
+/** The module root given on the command line (a directory holding node_modules), else harness/clients/. */
 export function moduleRoot(arg) {
   return path.resolve(arg ?? HERE);
 }

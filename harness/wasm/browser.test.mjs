@@ -1,6 +1,6 @@
 // The browser demo in real headless Chromium (Debian `chromium` + npm playwright-core), offline:
-//   node --test wasm/browser.test.mjs        (make test-browser installs what it needs first)
-// Loads wasm/demo/ from serve.py, waits for the agent run (the agent API over a routed model),
+//   node --test harness/wasm/browser.test.mjs        (make test-browser installs what it needs first)
+// Loads harness/wasm/demo/ from serve.py, waits for the agent run (the agent API over a routed model),
 // asserts the rendered transcript (the 503 fallback, the tool calls from the agent stream with their
 // results, the mid-stream drop shown as a reset whose wiped text is gone from the answer, the agent
 // stream's events per turn, the run stats, the structured-output panel's streamed partials), that nothing was requested off the server's origin, and saves a
@@ -37,7 +37,7 @@ after(async () => {
   await server?.stop();
 });
 
-assert.ok(fs.existsSync(path.join(REPO_ROOT, "wasm", "wheels-pyc")), "no wasm/wheels-pyc: run make wasm-wheels-pyc");
+assert.ok(fs.existsSync(path.join(REPO_ROOT, "harness", "wasm", "wheels-pyc")), "no harness/wasm/wheels-pyc: run make wasm-wheels-pyc");
 for (const variant of ["pyc", "plain"]) {
   test(`the agent page renders the run (${variant} wheels)`, async () => {
     const { context, page, refused, errors, requested } = await openPage(browser, server.origin);

@@ -1,11 +1,11 @@
-"""Fill ``wasm/wheels/`` with every wheel bindloop needs under Pyodide 314.
+"""Fill ``harness/wasm/wheels/`` with every wheel bindloop needs under Pyodide 314.
 
-Run with the project venv's interpreter (``.venv/bin/python wasm/fetch_wheels.py``).
+Run with the project venv's interpreter (``.venv/bin/python harness/wasm/fetch_wheels.py``).
 
 What it does
 ------------
 1. Builds the bindloop wheel from the repository (always; any older bindloop
-   wheel in ``wasm/wheels/`` is replaced).
+   wheel in ``harness/wasm/wheels/`` is replaced).
 2. Reads that wheel's ``Requires-Dist`` (``msgspec``, ``anyio``) and resolves the
    runtime closure for Pyodide: markers are evaluated for CPython 3.14 on
    Emscripten/wasm32, each distribution is pinned to the version installed in
@@ -20,7 +20,7 @@ What it does
    distributions no longer needed, are removed.
 
 Nothing here uses the Pyodide CDN: the Node runner installs exactly the files in
-``wasm/wheels/`` and nothing else.
+``harness/wasm/wheels/`` and nothing else.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ PYTHON_VERSION = "3.14"
 IMPLEMENTATION = "cp"
 
 WASM_DIR = Path(__file__).resolve().parent
-REPO_ROOT = WASM_DIR.parent
+REPO_ROOT = WASM_DIR.parent.parent
 WHEELS_DIR = WASM_DIR / "wheels"
 
 # PEP 508 marker environment of Pyodide 314 (CPython 3.14 on Emscripten).

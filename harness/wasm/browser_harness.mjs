@@ -1,4 +1,4 @@
-// Shared by the Chromium test and the start-up benchmark: the demo server (wasm/demo/serve.py) and
+// Shared by the Chromium test and the start-up benchmark: the demo server (harness/wasm/demo/serve.py) and
 // headless Debian Chromium driven by playwright-core, with every request off the server's origin
 // refused and recorded (the page must need nothing from anywhere else).
 
@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 
 export const WASM_DIR = path.dirname(fileURLToPath(import.meta.url));
-export const REPO_ROOT = path.dirname(WASM_DIR);
+export const REPO_ROOT = path.dirname(path.dirname(WASM_DIR));
 export const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
 // The flags headless Debian Chromium needs here (DESIGN.md §1); playwright adds --headless and its
 // own fresh --user-data-dir for every launch.

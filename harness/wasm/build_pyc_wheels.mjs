@@ -2,9 +2,9 @@
 // Build the .pyc wheel set: every wheel in SRC_DIR with its modules compiled by Pyodide's own
 // CPython 3.14 (inside Pyodide, in Node, offline), written to OUT_DIR.
 //
-//   node wasm/build_pyc_wheels.mjs wasm/wheels wasm/wheels-pyc
+//   node harness/wasm/build_pyc_wheels.mjs harness/wasm/wheels harness/wasm/wheels-pyc
 //
-// The compiling is wasm/pyc_wheel.py's; this file only moves bytes in and out. OUT_DIR is emptied
+// The compiling is harness/wasm/pyc_wheel.py's; this file only moves bytes in and out. OUT_DIR is emptied
 // of wheels first, so it holds exactly the compiled counterparts of SRC_DIR's wheels.
 
 import fs from "node:fs";
@@ -13,7 +13,7 @@ import { WASM_DIR, pythonErrorText, startPyodide } from "./pyodide_host.mjs";
 
 const [srcDir, outDir] = process.argv.slice(2);
 if (!srcDir || !outDir) {
-  process.stderr.write("usage: node wasm/build_pyc_wheels.mjs SRC_DIR OUT_DIR\n");
+  process.stderr.write("usage: node harness/wasm/build_pyc_wheels.mjs SRC_DIR OUT_DIR\n");
   process.exit(2);
 }
 const wheels = fs.existsSync(srcDir) ? fs.readdirSync(srcDir).filter((f) => f.endsWith(".whl")).sort() : [];

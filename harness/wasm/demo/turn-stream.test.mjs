@@ -1,4 +1,4 @@
-// node --test wasm/demo/turn-stream.test.mjs
+// node --test harness/wasm/demo/turn-stream.test.mjs
 // Runs the vectors shared with the Python reducer, plus the JS-only checks.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -7,7 +7,7 @@ import { test } from "node:test";
 import { TurnStreamReducer, createTurnStreamReducer } from "./turn-stream.js";
 
 const vectors = JSON.parse(
-  readFileSync(new URL("../../tests/textstream/vectors/turn_stream_vectors.json", import.meta.url), "utf8"),
+  readFileSync(new URL("../../../tests/textstream/vectors/turn_stream_vectors.json", import.meta.url), "utf8"),
 );
 
 function reducerFor(c) {

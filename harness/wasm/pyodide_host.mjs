@@ -1,9 +1,9 @@
-// Shared Node-side helpers for the offline Pyodide runners in wasm/.
+// Shared Node-side helpers for the offline Pyodide runners in harness/wasm/.
 //
-// - loads Pyodide from wasm/node_modules/pyodide (never the CDN),
+// - loads Pyodide from harness/wasm/node_modules/pyodide (never the CDN),
 // - refuses any network fetch (http:, https:, ws:, ...) so an accidental CDN
 //   access fails loudly instead of hanging or silently succeeding elsewhere,
-// - installs every wheel in wasm/wheels/ (or $BINDLOOP_WHEELS_DIR) with pyodide.unpackArchive (no
+// - installs every wheel in harness/wasm/wheels/ (or $BINDLOOP_WHEELS_DIR) with pyodide.unpackArchive (no
 //   dependency resolution against pyodide-lock.json, hence no CDN look-ups),
 // - copies a host directory tree into the Pyodide file system.
 
@@ -13,7 +13,7 @@ import { fileURLToPath } from "node:url";
 
 export const WASM_DIR = path.dirname(fileURLToPath(import.meta.url));
 export const PYODIDE_DIR = path.join(WASM_DIR, "node_modules", "pyodide");
-// BINDLOOP_WHEELS_DIR picks another wheel set (e.g. wasm/wheels-pyc, the .pyc variant).
+// BINDLOOP_WHEELS_DIR picks another wheel set (e.g. harness/wasm/wheels-pyc, the .pyc variant).
 export const WHEELS_DIR = process.env.BINDLOOP_WHEELS_DIR
   ? path.resolve(process.env.BINDLOOP_WHEELS_DIR)
   : path.join(WASM_DIR, "wheels");
@@ -46,7 +46,7 @@ function die(msg) {
 export async function startPyodide() {
   const entry = path.join(PYODIDE_DIR, "pyodide.mjs");
   if (!fs.existsSync(entry)) {
-    die(`${entry} not found: run \`cd wasm && npm ci\` (or \`make wasm/node_modules/.package-lock.json\`)`);
+    die(`${entry} not found: run \`cd wasm && npm ci\` (or \`make harness/wasm/node_modules/.package-lock.json\`)`);
   }
   installNetworkGuard();
   const t0 = performance.now();
@@ -62,10 +62,10 @@ export async function startPyodide() {
   return { pyodide, ms: performance.now() - t0 };
 }
 
-/** unpackArchive every wheel in wasm/wheels/ into site-packages; returns the file names. */
+/** unpackArchive every wheel in harness/wasm/wheels/ into site-packages; returns the file names. */
 export function installWheels(pyodide, wheelsDir = WHEELS_DIR) {
   if (!fs.existsSync(wheelsDir)) {
-    die(`${wheelsDir} not found: run \`.venv/bin/python wasm/fetch_wheels.py\` (or \`make wasm-wheels\`)`);
+    die(`${wheelsDir} not found: run \`.venv/bin/python harness/wasm/fetch_wheels.py\` (or \`make wasm-wheels\`)`);
   }
   const wheels = fs.readdirSync(wheelsDir).filter((f) => f.endsWith(".whl")).sort();
   if (wheels.length === 0) die(`no wheels in ${wheelsDir}: run \`make wasm-wheels\``);

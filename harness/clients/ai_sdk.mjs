@@ -1,6 +1,6 @@
 // The real AI SDK client (npm `ai`, 6 or 7) against bindloop's protocol host:
-// `node ai_sdk.mjs BASE_URL [MODULE_ROOT]` (MODULE_ROOT: clients/ for ai@6, the default, or
-// clients/v7 for ai@7 on Node 22; see sdk.mjs). Each scenario's final UI message (folded by the
+// `node ai_sdk.mjs BASE_URL [MODULE_ROOT]` (MODULE_ROOT: harness/clients/ for ai@6, the default, or
+// harness/clients/v7 for ai@7 on Node 22; see sdk.mjs). Each scenario's final UI message (folded by the
 // SDK's own readUIMessageStream) is compared with the one an uninterrupted run gives; ids minted
 // per response are normalised first.
 import assert from 'node:assert/strict';

@@ -1,6 +1,6 @@
 """Compile a wheel's modules to ``.pyc`` with the running interpreter -- meant to run INSIDE Pyodide.
 
-``wasm/build_pyc_wheels.mjs`` loads this into Pyodide 314 (offline, in Node) and calls
+``harness/wasm/build_pyc_wheels.mjs`` loads this into Pyodide 314 (offline, in Node) and calls
 :func:`compile_wheel` on each wheel's bytes. The bytecode must come from Pyodide's own CPython 3.14:
 ``.pyc`` files are specific to the interpreter's magic number, so compiling with the host's CPython
 (what ``pyodide py-compile`` does) gives files Pyodide ignores or rejects.

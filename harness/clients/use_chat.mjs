@@ -1,7 +1,7 @@
 // @ai-sdk/react's useChat in headless Chromium against bindloop's protocol host:
 // `node use_chat.mjs BASE_URL [demo|worker] [MODULE_ROOT]`. The page (use_chat/app.jsx) is bundled
-// offline by esbuild with `ai`, `@ai-sdk/react` and React taken from MODULE_ROOT (clients/ for AI
-// SDK 6, the default; clients/v7 for AI SDK 7 and its @ai-sdk/react major; see sdk.mjs), and
+// offline by esbuild with `ai`, `@ai-sdk/react` and React taken from MODULE_ROOT (harness/clients/ for AI
+// SDK 6, the default; harness/clients/v7 for AI SDK 7 and its @ai-sdk/react major; see sdk.mjs), and
 // served by this script on 127.0.0.1, which forwards /api/* to the host (one origin, no CORS).
 // Against the demo host (ui_demo): a message with a tool round streams into the page; "delete
 // groceries" asks for an approval, which is clicked through, and the page ends with the tool's

@@ -1,6 +1,6 @@
 # The conformance suite on CPython, and the byte-for-byte comparison with the Pyodide run.
 # Included from the root Makefile, which defines PY (.venv/bin/python) and a `venv` target;
-# `conformance-pyodide` and WASM_REPORT come from wasm/wasm.mk.
+# `conformance-pyodide` and WASM_REPORT come from harness/wasm/wasm.mk.
 
 CPYTHON_REPORT ?= .reports/conformance-cpython.json
 
@@ -9,7 +9,7 @@ CPYTHON_REPORT ?= .reports/conformance-cpython.json
 # Exits non-zero (after writing the report) when a scenario fails its expectations.
 conformance-cpython: venv
 	mkdir -p .reports
-	$(PY) -m conformance.runner conformance/scenarios --out $(CPYTHON_REPORT)
+	$(PY) -m harness.conformance.runner harness/conformance/scenarios --out $(CPYTHON_REPORT)
 
 conformance-compare: conformance-cpython conformance-pyodide
 	@cmp $(CPYTHON_REPORT) $(WASM_REPORT) || { \

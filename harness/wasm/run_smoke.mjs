@@ -1,13 +1,13 @@
 #!/usr/bin/env node
 // Run a Python snippet file under Pyodide 314 in Node with every wheel in
-// wasm/wheels/ installed, fully offline.
+// harness/wasm/wheels/ installed, fully offline.
 //
-//   node wasm/run_smoke.mjs SNIPPET.py [REPO_ROOT]
+//   node harness/wasm/run_smoke.mjs SNIPPET.py [REPO_ROOT]
 //
 // The snippet runs through pyodide.runPythonAsync, so top-level `await` works
 // (anyio.run()/asyncio.run() do not: a loop is already running). If the value of
 // its last expression is not None it is printed. With REPO_ROOT, the repo's
-// conformance/ tree is copied to /conformance_root/conformance/ first.
+// harness/conformance/ tree is copied to /conformance_root/conformance/ first.
 // Exit status: 0 on success, 1 on a Python exception (traceback on stderr),
 // 2 on a usage/setup error.
 
@@ -17,7 +17,7 @@ import { copyTree, installWheels, pythonErrorText, refusedNetworkFetches, startP
 
 const [snippetPath, repoRoot] = process.argv.slice(2);
 if (!snippetPath) {
-  process.stderr.write("usage: node wasm/run_smoke.mjs SNIPPET.py [REPO_ROOT]\n");
+  process.stderr.write("usage: node harness/wasm/run_smoke.mjs SNIPPET.py [REPO_ROOT]\n");
   process.exit(2);
 }
 const code = fs.readFileSync(snippetPath, "utf8");
@@ -25,7 +25,7 @@ const code = fs.readFileSync(snippetPath, "utf8");
 const t0 = performance.now();
 const { pyodide, ms } = await startPyodide();
 const wheels = installWheels(pyodide);
-if (repoRoot) copyTree(pyodide, path.join(repoRoot, "conformance"), "/conformance_root/conformance");
+if (repoRoot) copyTree(pyodide, path.join(repoRoot, "harness", "conformance"), "/conformance_root/conformance");
 process.stderr.write(
   `[smoke] pyodide ${pyodide.version}, ${pyodide.runPython("import sys; sys.version.split()[0]")}; ` +
     `loaded in ${ms.toFixed(0)} ms, ready with ${wheels.length} wheels in ${(performance.now() - t0).toFixed(0)} ms\n`,

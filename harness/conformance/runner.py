@@ -4,16 +4,16 @@ return one JSON report.
 Pure on purpose: no threads, no subprocess, no network, no wall clock (time is a
 :func:`bindloop.testing.stepping_clock` that scripted models and tools advance). The same
 :func:`report_for` is awaited on CPython (through :func:`main` / ``anyio.run``) and inside Pyodide
-(``wasm/run_conformance.mjs`` awaits it directly: a loop is already running there), and the two
+(``harness/wasm/run_conformance.mjs`` awaits it directly: a loop is already running there), and the two
 reports must be byte-identical. So a report is built only from values whose text does not depend on
 the runtime: msgspec-encoded builtins with sorted keys, exception *type names*, and messages of
 exceptions whose wording this suite or bindloop controls.
 
-The scenario format is documented in ``conformance/README.md`` (schema: ``conformance._schema``).
+The scenario format is documented in ``harness/conformance/README.md`` (schema: ``conformance._schema``).
 
 Command line (CPython)::
 
-    python -m conformance.runner [SCENARIOS_DIR] [--out FILE]
+    python -m harness.conformance.runner [SCENARIOS_DIR] [--out FILE]
 
 prints the report (or writes it to FILE), lists failing scenarios on stderr, and exits 1 when any
 scenario failed its expectations (or there were none).
@@ -224,11 +224,11 @@ def _failures(report: str) -> tuple[int, list[str]]:
     return data["scenario_count"], lines
 
 
-_USAGE = "usage: python -m conformance.runner [SCENARIOS_DIR] [--out FILE]\n"
+_USAGE = "usage: python -m harness.conformance.runner [SCENARIOS_DIR] [--out FILE]\n"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m conformance.runner [SCENARIOS_DIR] [--out FILE]`` (CPython only: it calls
+    """``python -m harness.conformance.runner [SCENARIOS_DIR] [--out FILE]`` (CPython only: it calls
     ``anyio.run``). Exits 1 when a scenario failed or none was found, 2 on bad arguments."""
     args = list(sys.argv[1:] if argv is None else argv)
     out: str | None = None
