@@ -149,7 +149,7 @@ LAYERS = (
     "schema",
     "completion", "model", "textstream",
     "transcript", "compaction",
-    "plugins",
+    "tools",
     "skills", "routing", "run",
     "loop", "lowlevel",
     "session",

@@ -29,7 +29,7 @@ from bindloop.agent import (
     run_with,
 )
 from bindloop.contracts import ToolMessage, ToolResult, content_text
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.run import ReceiptExecute, ReceiptReplay, ToolCallReceiptKey, \
     decide_tool_call_receipt
 from bindloop.session import LoopCheckpoint, StoreError, serialize_loop_checkpoint

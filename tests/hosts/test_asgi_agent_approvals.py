@@ -27,7 +27,7 @@ from bindloop.contracts import (
 from bindloop.hosts.asgi import AgUiFrames, ChatInput, UiFrames, drive_run
 from bindloop.hosts.asgi_agent import agent_runner
 from bindloop.hosts.ui_demo import DemoModel
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.protocols import AgUiEncoder, ToolApproval, UIStreamEncoder, decode_ui_chat_request
 from bindloop.session import LoopCheckpoint
 

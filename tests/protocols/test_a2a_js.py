@@ -19,7 +19,7 @@ import pytest
 from bindloop.contracts import ToolResult
 from bindloop.hosts.a2a import A2aServer
 from bindloop.hosts.asgi_agent import agent_runner
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
 CLIENT = Path(__file__).resolve().parents[2] / "clients" / "a2a"

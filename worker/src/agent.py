@@ -40,7 +40,7 @@ from bindloop.contracts import (
 from bindloop.loop import LoopCounters
 from bindloop.model import Model
 from bindloop.errors import ProviderError
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.routing import (
     AttemptError,
     OrderedPolicy,

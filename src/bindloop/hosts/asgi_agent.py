@@ -68,7 +68,7 @@ from bindloop.contracts import (
 )
 from bindloop.loop import LoopCounters, OpenSuspend
 from bindloop.model import Model, ModelRequest
-from bindloop.plugins import Tool
+from bindloop.tools import Tool
 from bindloop.session import (
     ApprovalRecord,
     LoopCheckpoint,

@@ -38,7 +38,7 @@ from bindloop.contracts import (
     UserMessage,
     content_text,
 )
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 
 from .asgi import ChatApp
 from .asgi_agent import PacedModel, agent_runner
