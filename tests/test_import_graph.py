@@ -153,6 +153,7 @@ LAYERS = (
     "skills", "routing", "run",
     "loop", "lowlevel",
     "session",
+    "stores",
     "wire",
     "mcp",
     "agent",

@@ -202,7 +202,7 @@ def test_a_store_error_in_a_tool_is_no_answer_and_the_call_runs_on_the_retry(cap
     runs the call, once."""
     import logging
 
-    from bindloop.session import StoreError
+    from bindloop.stores import StoreError
 
     world, model = World(error=StoreError("postgres", "claim", "connection reset")), Scripted()
     chat = ChatInput(chat_id="c", protocol="ui", transcript=(ASK, ASKED),
@@ -430,7 +430,7 @@ def test_only_a_call_the_model_made_is_approved_once_with_its_own_arguments() ->
 
 
 def test_the_memory_record_is_bounded_and_takes_once() -> None:
-    from bindloop.hosts.asgi_agent import MemoryPendingApprovals
+    from bindloop.stores import MemoryPendingApprovals
 
     record = MemoryPendingApprovals(max_chats=2)
     call = ToolCall(id="a", name="t", arguments="{}")

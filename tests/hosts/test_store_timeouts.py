@@ -23,7 +23,7 @@ import pytest
 from bindloop.hosts.postgres_store import PostgresStore
 from bindloop.hosts.redis_store import RedisStore
 from bindloop.run import ReceiptCompleted, ToolCallReceiptKey
-from bindloop.session import StoreError
+from bindloop.stores import StoreError
 from bindloop.testing.store_kit import checkpoint_at
 
 from .proxy import CuttingProxy

@@ -42,7 +42,7 @@ from bindloop.tools import define_tool
 
 from .asgi import ChatApp
 from .asgi_agent import PacedModel, agent_runner
-from .asgi_log import RunLogs
+from ..stores import RunLogs
 
 __all__ = ("DemoModel", "build_demo_app", "demo_tools", "main")
 

@@ -200,7 +200,7 @@ class ToolLoopPorts(msgspec.Struct, frozen=True, kw_only=True):
     - ``is_fatal_tool_error(exc)``: a raise that must end the run instead of becoming a tool error the
       model reads, asked the moment a call raises. :class:`~bindloop.errors.RunCancelledError` is
       always fatal. Unwired, :func:`~bindloop.errors.is_infrastructure_error` decides: a
-      :class:`~bindloop.session.StoreError` (a receipt's claim or completion failing) ends the run,
+      :class:`~bindloop.stores.StoreError` (a receipt's claim or completion failing) ends the run,
       which resumes from its last checkpoint, instead of the model reading it and the effect being
       lost. Wired, the predicate replaces that default (``lambda e: is_infrastructure_error(e) or
       mine(e)`` adds to it; returning ``False`` for a store error makes it a tool error again).
