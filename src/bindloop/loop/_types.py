@@ -191,8 +191,7 @@ class ToolLoopPorts(msgspec.Struct, frozen=True, kw_only=True):
     - ``activate(kind, names)``: a tool's result asked to activate plugins (``kind="plugins"``,
       ``ToolResult.activate_plugins``) or skills (``"skills"``); awaited before the next call of a
       serial run starts. Unwired, the request is reported as
-      :class:`~bindloop.errors.MissingActivationPortError` and the run goes on. (It replaced the
-      two ports ``activate_plugins`` and ``activate_skills``.)
+      :class:`~bindloop.errors.MissingActivationPortError` and the run goes on.
     - ``runs_serially(call)``: such calls run first, alone, in model order, each outcome (including
       activations) applied before the next; the rest run concurrently, pooled per tool name. Asked
       once per call of a turn, after the turn's ``on_assistant_message`` and before its first call
@@ -234,7 +233,7 @@ class ToolLoopPorts(msgspec.Struct, frozen=True, kw_only=True):
       naming the port); those are the results the transcript gets. ``stats`` counts what ``run``
       ran; activations are read off the port's outcomes and applied after the port returns (a
       serial call's activation is not applied before the next call starts, as it is unwired).
-      Unwired, the loop runs batches itself (today's path, unchanged).
+      Unwired, the loop runs every batch itself, as ``runs_serially`` describes.
     - ``is_final_call(call, outcome)``: after a batch, a call whose outcome satisfies it (asked
       once every call is answered, for each call in model order, with its outcome as the
       transcript gets it) makes the batch end the run: once its
