@@ -40,9 +40,9 @@ from bindloop.contracts import (
 )
 from bindloop.tools import define_tool
 
-from .asgi import ChatApp
-from .asgi_agent import PacedModel, agent_runner
-from ..stores import RunLogs
+from bindloop.hosts.asgi.chat import ChatApp
+from bindloop.hosts.asgi.agent import PacedModel, agent_runner
+from bindloop.stores import RunLogs
 
 __all__ = ("DemoModel", "build_demo_app", "demo_tools", "main")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sqlite3
 
-from ..stores import RunBusyError, RunRecord, RunStatus
+from bindloop.stores import RunBusyError, RunRecord, RunStatus
 
 __all__ = ("SqliteRunLogs",)
 
