@@ -35,6 +35,7 @@ import httpx
 import msgspec
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # examples.demos, harness.fixtures
 HEADERS = {"A2A-Version": "1.0"}
 UI_BODY = {"trigger": "submit-message", "messages": [
     {"id": "u", "role": "user", "parts": [{"type": "text", "text": "count the words of this"}]}]}
@@ -53,7 +54,7 @@ def _free_port() -> int:
 
 def policy(request: Any) -> Any:
     from bindloop.contracts import TurnUsage
-    from bindloop.hosts.scripted_server import turn_reply
+    from harness.fixtures.scripted_server import turn_reply
     from bindloop.testing import final_answer, tool_call, tool_call_turn
 
     body = msgspec.json.decode(request.body)
@@ -72,10 +73,10 @@ def serve(kind: str, port: int, provider: str) -> None:
     import uvicorn
 
     from bindloop.hosts import create_model
-    from bindloop.hosts.a2a import A2aServer
-    from bindloop.hosts.asgi import ChatApp
-    from bindloop.hosts.asgi_agent import agent_runner
-    from bindloop.hosts.ui_demo import demo_tools
+    from bindloop.hosts.a2a.server import A2aServer
+    from bindloop.hosts.asgi.agent import agent_runner
+    from bindloop.hosts.asgi.chat import ChatApp
+    from examples.demos.ui_demo import demo_tools
 
     model = create_model("openai:gpt-test", base_url=provider, api_key="sk-bench")
     runner = agent_runner(model, tools=demo_tools())
@@ -178,7 +179,7 @@ def main() -> None:
     if args.serve:
         serve(args.serve[0], int(args.serve[1]), args.serve[2])
         return
-    from bindloop.hosts.scripted_server import ScriptedProviderServer
+    from harness.fixtures.scripted_server import ScriptedProviderServer
 
     with ScriptedProviderServer() as server:
         server.set_responder("p", policy)

@@ -1,6 +1,6 @@
 """The Worker template as an A2A 1.0 agent (worker/src/a2a_route.py) in real workerd, against a
 scripted OpenAI-chat provider on 127.0.0.1: the official ``@a2a-js/sdk`` client
-(clients/a2a/a2a_js.mjs: card, a streamed task read back, a context continued, an approval as
+(harness/clients/a2a/a2a_js.mjs: card, a streamed task read back, a context continued, an approval as
 ``input-required`` answered) and the official ``a2a-sdk`` Python client (a streamed task, a
 question answered, cancel as the run's stop); the task is the context's Session object's run
 (checkpointed there); and the refusals: bodies bounded with and without ``Content-Length``,
@@ -23,7 +23,7 @@ import httpx
 import msgspec
 import pytest
 
-from bindloop.hosts.scripted_server import (
+from harness.fixtures.scripted_server import (
     RecordedRequest,
     ScriptedProviderServer,
     ScriptedReply,
@@ -33,7 +33,7 @@ from bindloop.hosts.scripted_server import (
 from bindloop.testing import final_answer, tool_call, tool_call_turn
 
 REPO = Path(__file__).resolve().parents[2]
-CLIENT = REPO / "clients" / "a2a"
+CLIENT = REPO / "harness" / "clients" / "a2a"
 sys.path.insert(0, str(REPO / "worker" / "tools"))
 from workerd_harness import Workerd, stage  # noqa: E402
 
@@ -108,7 +108,7 @@ def _message(text: str, **extra: Any) -> dict[str, Any]:
 
 def test_the_a2a_js_sdk_client_against_the_worker(served: Workerd) -> None:
     if shutil.which("node") is None or not (CLIENT / "node_modules" / "@a2a-js" / "sdk").is_dir():
-        pytest.fail("@a2a-js/sdk is not installed: cd clients/a2a && npm ci")
+        pytest.fail("@a2a-js/sdk is not installed: cd harness/clients/a2a && npm ci")
     workerd = served
     base = workerd.base_url
     proc = subprocess.run(["node", str(CLIENT / "a2a_js.mjs"), base], capture_output=True,

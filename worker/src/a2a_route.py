@@ -6,7 +6,7 @@ push notifications (``-32003``) or an extended card.
 
 The protocol logic is the wheel's (``bindloop.protocols``: the card, the version check, the
 user's text, a task folded from its updates, the task encoder and run recorder; the run driver
-and ``A2aFrames`` of ``bindloop.hosts.asgi``); this module carries it over the Worker's storage.
+and ``A2aFrames`` of ``bindloop.hosts.asgi.chat``); this module carries it over the Worker's storage.
 Each context is one ``Session`` Durable Object (``a2a:<context>``, named within the caller's
 identity: identity.py's hook applies, and another identity's ids reach other objects). A task is
 a run of that object, checkpointed there as the protocol routes' runs are (its saves at every
@@ -59,10 +59,10 @@ from bindloop.contracts import (
     decode_messages,
     encode_messages,
 )
-from bindloop.hosts.a2a import iso_timestamp
-from bindloop.hosts.asgi import A2aFrames, ChatInput, drive_run
-from bindloop.hosts.asgi_agent import agent_runner
-from bindloop.hosts.js_fetch import FetchTransport
+from bindloop.hosts.a2a.server import iso_timestamp
+from bindloop.hosts.asgi.chat import A2aFrames, ChatInput, drive_run
+from bindloop.hosts.asgi.agent import agent_runner
+from bindloop.hosts.transports.js_fetch import FetchTransport
 from bindloop.protocols import (
     A2A_AGENT_CARD_PATH,
     TERMINAL_STATES,

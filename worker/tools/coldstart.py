@@ -33,7 +33,7 @@ from workerd_harness import (
     stage_worker,
 )
 
-PYWRANGLER_WHEELS = REPO_ROOT / "wasm" / "wheels"
+PYWRANGLER_WHEELS = REPO_ROOT / "harness" / "wasm" / "wheels"
 """The plain wheels (``make wasm-wheels``): what ``pywrangler sync`` vendors into
 ``python_modules/`` for a deploy -- ``.py`` files, no ``.pyc`` (the tests' default set,
 ``wasm/wheels-pyc``, holds both). From a dedicated snapshot the imports are already done, so
