@@ -36,7 +36,7 @@ from workerd_harness import (
 PYWRANGLER_WHEELS = REPO_ROOT / "harness" / "wasm" / "wheels"
 """The plain wheels (``make wasm-wheels``): what ``pywrangler sync`` vendors into
 ``python_modules/`` for a deploy -- ``.py`` files, no ``.pyc`` (the tests' default set,
-``wasm/wheels-pyc``, holds both). From a dedicated snapshot the imports are already done, so
+``harness/wasm/wheels-pyc``, holds both). From a dedicated snapshot the imports are already done, so
 the ``.pyc`` files only add modules to load."""
 
 HELLO_ENTRY = '''from workers import Response, WorkerEntrypoint
