@@ -241,6 +241,53 @@ def test_history_length_shapes_the_answer_not_the_record(served: Workerd) -> Non
         "history") is None
 
 
+def _sse_events(base: str, method: str, params: dict[str, Any], out: list[dict[str, Any]],
+                started: threading.Event) -> None:
+    body = {"jsonrpc": "2.0", "id": method, "method": method, "params": params}
+    with httpx.stream("POST", base + "/a2a", json=body, headers=HEADERS, timeout=60) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: "):
+                out.append(json.loads(line[6:]))
+                started.set()
+
+
+def _state(event: dict[str, Any]) -> str:
+    result = event["result"]
+    return str((result.get("task") or result.get("statusUpdate") or {"status": {"state": ""}})[
+        "status"]["state"])
+
+
+def test_a_subscriber_follows_a_running_task_to_its_cancel(served: Workerd) -> None:
+    base = served.base_url
+    HOLD.set()
+    try:
+        sent: list[dict[str, Any]] = []
+        first = threading.Event()
+        sender = threading.Thread(target=_sse_events, args=(
+            base, "SendStreamingMessage", _message("hold"), sent, first))
+        sender.start()
+        assert first.wait(60)
+        task_id = sent[0]["result"]["task"]["id"]
+        time.sleep(0.5)
+        followed: list[dict[str, Any]] = []
+        subscribed = threading.Event()
+        follower = threading.Thread(target=_sse_events, args=(
+            base, "SubscribeToTask", {"id": task_id}, followed, subscribed))
+        follower.start()
+        assert subscribed.wait(60)
+        assert followed[0]["id"] == "SubscribeToTask"
+        assert followed[0]["result"]["task"]["id"] == task_id
+        canceled = _rpc(base, "CancelTask", {"id": task_id})["result"]
+        assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
+        sender.join(60)
+        follower.join(60)
+        assert _state(sent[-1]) == _state(followed[-1]) == "TASK_STATE_CANCELED"
+    finally:
+        HOLD.clear()
+    # an ended task has nothing to follow
+    assert _rpc(base, "SubscribeToTask", {"id": task_id})["error"]["code"] == -32004
+
+
 def test_a_failed_run_says_its_category_and_nothing_internal(served: Workerd) -> None:
     base = served.base_url
     task = _rpc(base, "SendMessage", _message("break"))["result"]["task"]
