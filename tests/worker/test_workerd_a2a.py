@@ -288,6 +288,21 @@ def test_a_subscriber_follows_a_running_task_to_its_cancel(served: Workerd) -> N
     assert _rpc(base, "SubscribeToTask", {"id": task_id})["error"]["code"] == -32004
 
 
+def test_return_immediately_answers_before_the_run_ends(served: Workerd) -> None:
+    base = served.base_url
+    params = {**_message("later"), "configuration": {"returnImmediately": True}}
+    task = _rpc(base, "SendMessage", params)["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_SUBMITTED"
+    deadline = time.monotonic() + 30
+    while True:
+        got = _rpc(base, "GetTask", {"id": task["id"]})["result"]
+        if got["status"]["state"] == "TASK_STATE_COMPLETED" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert got["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert got["artifacts"][0]["parts"][0]["text"] == "You said: later"
+
+
 def test_a_failed_run_says_its_category_and_nothing_internal(served: Workerd) -> None:
     base = served.base_url
     task = _rpc(base, "SendMessage", _message("break"))["result"]["task"]
