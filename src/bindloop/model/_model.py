@@ -1,11 +1,10 @@
-"""The one shape every model has, the fold of its stream, and the loop's port over it."""
+"""The one shape every model has, and the fold of its stream."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Protocol
 
-import msgspec
 
 from ..completion import (
     FinishEvent,
@@ -18,18 +17,17 @@ from ..completion import (
     TurnCollector,
     UsageEvent,
 )
-from ..contracts import Message, ModelTurnResult, ToolDefinition, TurnUsage
-from ..errors import UsageError
+from ..contracts import Message, ModelTurnResult, TurnUsage
 from ._request import ModelRequest, StructuredOutputMode
 
-__all__ = ("Model", "StreamModel", "call_model_port", "fold_events", "turn_events")
+__all__ = ("Model", "StreamModel", "fold_events", "turn_events")
 
 EventSink = Callable[[StreamEvent], None]
 
 
 class Model(Protocol):
-    """A model: what the agent, compaction's summaries, MCP sampling and the loop (through
-    :func:`call_model_port`) call. ``ModelAdapter``, ``RoutedModel``, a wrapped model
+    """A model: what the agent, compaction's summaries, MCP sampling and the loop
+    (``ToolLoopPorts.model``) call. ``ModelAdapter``, ``RoutedModel``, a wrapped model
     (``augment_model``), the scripted models of ``bindloop.testing`` and :class:`StreamModel`
     subclasses are all one.
 
@@ -135,28 +133,3 @@ def turn_events(turn: ModelTurnResult) -> list[StreamEvent]:
     events.append(UsageEvent(usage=turn.usage))
     events.append(FinishEvent(finish_reason=turn.finish_reason or "stop"))  # type: ignore[arg-type]
     return events
-
-
-_NO_REQUEST = ModelRequest()
-
-
-def call_model_port(model: Model, request: ModelRequest = _NO_REQUEST, *,
-                    on_event: EventSink | None = None,
-                    ) -> Callable[[list[Message], list[ToolDefinition]], Awaitable[ModelTurnResult]]:
-    """``model`` as the loop's ``call_model`` port (``ToolLoopParams(call_model=...)``): each call
-    is ``model.complete(messages, request with the loop's tools, on_event)``. ``request`` carries
-    what every call shares (a signal, ``additional_options``); its ``tools`` are replaced by the
-    ones the loop offers."""
-    if request.tools:
-        raise UsageError("call_model_port(request=) takes no tools: the loop passes the tools "
-                         "it offers on each call")
-    complete = model.complete
-    replace = msgspec.structs.replace
-
-    def call_model(messages: list[Message],
-                   tools: list[ToolDefinition]) -> Awaitable[ModelTurnResult]:
-        return complete(messages, replace(request, tools=tuple(tools)) if tools else request,
-                        on_event)
-
-    return call_model
-
