@@ -15,6 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ._awaitable import isawaitable
+from .errors import UsageError
+
 __all__ = ("AbortController", "AbortSignal", "any_signal", "linked_signal")
 
 
@@ -74,6 +77,12 @@ class AbortSignal:
         checks run whether or not the signal has fired: a source that raises is always asked."""
         for check in self._checks:
             reason = check()
+            if isawaitable(reason):
+                close = getattr(reason, "close", None)
+                if close is not None:
+                    close()
+                raise UsageError(f"a signal's check must be a plain function; {check!r} returned "
+                                 f"{type(reason).__name__} (a check is polled, never awaited)")
             if reason is not None:
                 self._fire(reason)
                 break

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from bindloop.loop import ToolRunner
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,9 +99,12 @@ async def trial(kind: str, direct: str, namespace: str, *, former: bool, seed: i
                 try:
                     await run_from_checkpoint(
                         checkpoint=cp, commit=store.commit,
-                        restore=lambda c: RestoredLoop(call_model=kit.model, run_tool_call=charge,
-                                                       capture_bindings=lambda: c.bindings,
-                                                       **ports))
+                        restore=lambda c: RestoredLoop(
+                            model=kit.model,
+                            capture_bindings=lambda: c.bindings,
+                            **ports,
+                            runner=ToolRunner(run_tool_call=charge),
+                        ))
                 except StoreError:
                     stopped += 1  # the next request resumes from the stored checkpoint
 

@@ -34,6 +34,7 @@ from bindloop.session import (
 )
 
 from .proxy import CuttingProxy
+from bindloop.loop import ToolRunner
 
 pytestmark = pytest.mark.anyio
 STEPS = 3
@@ -193,8 +194,11 @@ async def test_cut_receipt_connections_lose_and_duplicate_no_effect_with_the_def
                 try:  # the deploy example's shape, nothing else wired
                     await run_from_checkpoint(
                         checkpoint=cp, commit=store.commit,
-                        restore=lambda c: RestoredLoop(call_model=model, run_tool_call=charge,
-                                                       capture_bindings=lambda: c.bindings))
+                        restore=lambda c: RestoredLoop(
+                            model=model,
+                            capture_bindings=lambda: c.bindings,
+                            runner=ToolRunner(run_tool_call=charge),
+                        ))
                 except StoreError as exc:  # stopped: the next "request" resumes it
                     stops.append(exc)
                 except CheckpointConflictError:  # pragma: no cover - one worker per session here

@@ -47,6 +47,7 @@ from bindloop.session import (
     serialize_loop_checkpoint,
 )
 from bindloop.testing import final_answer, scripted_model, stepping_clock, tool_call, tool_call_turn
+from bindloop.loop import LoopHooks, ToolRunner
 
 
 class Crash(Exception):
@@ -166,12 +167,18 @@ class Host:
             return None
 
         return RestoredLoop(
-            call_model=call_model, run_tool_call=tool, now=stepping_clock(),
+            model=call_model,
+            now=stepping_clock(),
             capture_bindings=lambda: cp.bindings,
-            compact=compact if self.with_compaction else None,
-            is_fatal_tool_error=lambda exc: isinstance(exc, Crash),
-            on_assistant_message=heard if self.with_nudge else None,
-            on_turn_would_end=nudge if self.with_nudge else None,
+            runner=ToolRunner(
+                run_tool_call=tool,
+                is_fatal_tool_error=lambda exc: isinstance(exc, Crash),
+            ),
+            hooks=LoopHooks(
+                compact=compact if self.with_compaction else None,
+                on_assistant_message=heard if self.with_nudge else None,
+                on_turn_would_end=nudge if self.with_nudge else None,
+            ),
         )
 
     def commit(self, cp: LoopCheckpoint) -> BoundaryDecision:

@@ -41,6 +41,7 @@ from bindloop.session import (
     serialize_loop_checkpoint,
 )
 from bindloop.testing import InMemoryReceiptStore
+from bindloop.loop import ToolRunner
 
 STEPS = 3
 LEASE_MS = 1_000.0
@@ -144,8 +145,12 @@ async def run_until_finished(store: FaultyReceipts, **ports: Any) -> tuple[LoopC
         try:
             await run_from_checkpoint(
                 checkpoint=cp, commit=commit,
-                restore=lambda c: RestoredLoop(call_model=model, run_tool_call=charge,
-                                               capture_bindings=lambda: c.bindings, **ports))
+                restore=lambda c: RestoredLoop(
+                    model=model,
+                    capture_bindings=lambda: c.bindings,
+                    **ports,
+                    runner=ToolRunner(run_tool_call=charge),
+                ))
         except StoreError:
             stops += 1
 
@@ -293,8 +298,11 @@ def test_a_cancelled_tool_stops_the_run_and_the_resume_runs_the_effect_once() ->
             try:
                 await run_from_checkpoint(
                     checkpoint=cp, commit=commit,
-                    restore=lambda c: RestoredLoop(call_model=model, run_tool_call=cancel_once,
-                                                   capture_bindings=lambda: c.bindings))
+                    restore=lambda c: RestoredLoop(
+                        model=model,
+                        capture_bindings=lambda: c.bindings,
+                        runner=ToolRunner(run_tool_call=cancel_once),
+                    ))
             except RunCancelledError:
                 stops += 1
         assert stops == 1 and store.ledger == [(0, 0), (0, 1), (0, 2)]

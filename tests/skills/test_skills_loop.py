@@ -25,6 +25,7 @@ from bindloop.skills import (
     resolve_active_skill_instructions,
 )
 from bindloop.testing import final_answer, loop_harness, tool_call, tool_call_turn
+from bindloop.loop import LoopHooks, ToolRunner
 
 pytestmark = pytest.mark.anyio
 
@@ -71,9 +72,11 @@ async def test_load_skill_tool_activates_and_the_prompt_is_rerendered() -> None:
 
     h = loop_harness(
         [tool_call_turn([tool_call("load_skill", {"ref": "platform:triage"})]), final_answer("ok")],
-        run_tool_call=dispatch,
-        activate=lambda kind, names: activation.activate(names),
-        runs_serially=lambda call: call.name == "load_skill",
+        runner=ToolRunner(
+            run_tool_call=dispatch,
+            runs_serially=lambda call: call.name == "load_skill",
+        ),
+        hooks=LoopHooks(activate=lambda kind, names: activation.activate(names)),
     )
     inner = h.params.call_model
     h.state.messages.insert(0, SystemMessage(content="You are helpful.\n"))

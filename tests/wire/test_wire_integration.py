@@ -51,6 +51,7 @@ from bindloop.hosts.scripted_server import (  # noqa: E402
 )
 
 from .wire_fixtures import fixture  # noqa: E402
+from bindloop.loop import ToolRunner
 
 pytestmark = pytest.mark.anyio
 
@@ -95,8 +96,11 @@ def _add(call: ToolCall) -> ToolResult:
 async def _run(call_model: object) -> tuple[str, ToolLoopState, object]:
     state = ToolLoopState(messages=[UserMessage(content="what is 2 + 3?")])
     result = await run_tool_loop(ToolLoopParams(
-        state=state, call_model=call_model, run_tool_call=_add,  # type: ignore[arg-type]
-        max_iterations=4, build_tools=lambda: TOOLS))
+        state=state,
+        model=call_model,
+        max_iterations=4,
+        runner=ToolRunner(run_tool_call=_add, build_tools=lambda: TOOLS),
+    ))
     return result.stop_reason, state, result.stats
 
 

@@ -21,7 +21,13 @@ import msgspec
 
 from .._awaitable import isawaitable, resolve as _resolve
 from ..contracts import ToolCall, ToolOutcome
-from ..errors import AbortedToolCallError, PortContractError, RunCancelledError, RunTimeoutError
+from ..errors import (
+    AbortedToolCallError,
+    PortContractError,
+    RunCancelledError,
+    RunTimeoutError,
+    UsageError,
+)
 from ._pool import run_tool_calls_pooled_by_tool
 from ._checks import check_bool, check_sync_result, check_tools
 from ._effects import (
@@ -137,6 +143,9 @@ async def run_tool_loop(
     progress: Callable[[int, int], object] = hooks.on_progress_update
     complete = p.model.complete
     request = base_request = p.request
+    if request.tools:
+        raise UsageError("ToolLoopPorts.request carries no tools: the runner's build_tools "
+                         "offers them on each call")
     offered: object = None  # the tools `request` was last built from
     state = p.state
     send = machine.send

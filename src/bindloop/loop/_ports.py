@@ -42,15 +42,13 @@ def _overridden(cls: type, base: type, names: tuple[str, ...]) -> frozenset[str]
     return frozenset(n for n in names if getattr(cls, n) is not getattr(base, n))
 
 
-def _take(obj: object, kind: str, names: tuple[str, ...], given: dict[str, Any]) -> frozenset[str]:
-    """Set the functions passed by keyword on ``obj``; the names set. An unknown name or a
-    non-callable is a :class:`~bindloop.errors.UsageError` naming it."""
+def _take(obj: object, kind: str, given: dict[str, Any]) -> frozenset[str]:
+    """Set the functions passed by keyword on ``obj``; the names set. A non-callable is a
+    :class:`~bindloop.errors.UsageError` naming it."""
     wired = []
     for name, fn in given.items():
         if fn is None:
             continue
-        if name not in names:
-            raise UsageError(f"{kind} has no port {name!r}; its ports are {', '.join(names)}")
         if not callable(fn):
             raise UsageError(f"{kind}({name}=...) must be callable, got {type(fn).__name__}")
         setattr(obj, name, fn)
@@ -113,7 +111,7 @@ class LoopHooks:
         | None = None,
         compact: Callable[[list[Message]], MaybeAwaitable[CompactionApplied | None]] | None = None,
     ) -> None:
-        given = _take(self, "LoopHooks", LoopHooks.PORTS, {
+        given = _take(self, "LoopHooks", {
             "on_assistant_message": on_assistant_message, "on_progress_update": on_progress_update,
             "activate": activate, "on_tool_call_rejected": on_tool_call_rejected,
             "before_tool_message_accepted": before_tool_message_accepted,
@@ -224,7 +222,7 @@ class ToolRunner:
         is_final_call: Callable[[ToolCall, ToolOutcome], bool] | None = None,
         batch_options: ToolBatchOptions | None = None,
     ) -> None:
-        given = _take(self, "ToolRunner", ToolRunner.PORTS, {
+        given = _take(self, "ToolRunner", {
             "run_tool_call": run_tool_call, "build_tools": build_tools,
             "runs_serially": runs_serially, "is_fatal_tool_error": is_fatal_tool_error,
             "format_tool_exception": format_tool_exception, "run_tool_batch": run_tool_batch,
