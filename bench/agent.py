@@ -4,7 +4,7 @@ Workload: a scripted model asks for one ``add(a=t, b=1)`` call on turns 1..N-1 a
 N with a structured object ``{"total": N, "note": "done"}`` that is decoded into a typed value.
 Runners:
 
-* ``bare loop``: ``bindloop.run_tool_loop`` with a ``call_model`` returning whole turns, the final
+* ``bare loop``: ``bindloop.run_tool_loop`` with a model returning whole turns, the final
   text decoded with msgspec — the floor the agent layer is measured against.
 * ``bare (stream)``: the same loop over the streaming model below, each turn folded by the engine's
   ``TurnCollector`` — the floor for the agent's streamed path (the fold is engine work any
@@ -26,9 +26,8 @@ same run; "added" is the agent API's µs/turn minus the bare loop's ("over strea
 streamed loop's). Target: <= 10 µs/turn added, flat in N.
 
 ``--before DIR`` compares with a checkout of the base commit instead (its sources and its own
-``bench/agent.py``; the engine-only ``bare (stream)`` runner is this file's, over the base's
-sources): every runner in a fresh interpreter, before and after interleaved for ``--rounds``
-rounds, the median over rounds, ratio = after / before.
+``bench/agent.py``): every runner in a fresh interpreter, before and after interleaved for
+``--rounds`` rounds, the median over rounds, ratio = after / before.
 
     python bench/agent.py [--ns 10,100,1000] [--peers] [--budget 2.0]
     git archive <base> | tar -x -C /tmp/base && python bench/agent.py --before /tmp/base
@@ -51,7 +50,7 @@ import anyio
 import msgspec
 
 from bindloop import Message, ModelTurnResult, ToolCall, ToolDefinition, ToolLoopParams, \
-    ToolLoopState, ToolOutcome, ToolResult, TurnUsage, UserMessage, run_tool_loop
+    ToolLoopState, ToolOutcome, ToolResult, ToolRunner, TurnUsage, UserMessage, run_tool_loop
 from bindloop.agent import (
     create_agent,
     equip_instruction,
@@ -60,7 +59,7 @@ from bindloop.agent import (
     run_with,
 )
 from bindloop.completion import FinishEvent, StreamEvent, TextEvent, ToolCallChunk, \
-    ToolCallEvent, TurnCollector, UsageEvent
+    ToolCallEvent, UsageEvent
 from bindloop.plugins import define_tool
 
 try:
@@ -107,15 +106,19 @@ def bare_loop_run_once(n: int) -> float:
     added = [0]
     turn = [0]
 
-    async def call_model(messages: list[Message], tools: list[ToolDefinition]) -> ModelTurnResult:
-        turn[0] += 1
-        i = turn[0]
-        if i < n:
-            return ModelTurnResult(tool_calls=(ToolCall(id=f"call_{i}", name="add",
-                                                        arguments=f'{{"a":{i},"b":1}}'),),
-                                   usage=TurnUsage(input_tokens=1, output_tokens=1))
-        return ModelTurnResult(text=_final_json(n), usage=TurnUsage(input_tokens=1,
-                                                                    output_tokens=1))
+    class Bare(_ModelBase):
+        id = "bare"
+
+        async def complete(self, messages: Sequence[Message], request: Any, /,
+                           on_event: Any = None, on_reset: Any = None) -> ModelTurnResult:
+            turn[0] += 1
+            i = turn[0]
+            if i < n:
+                return ModelTurnResult(tool_calls=(ToolCall(id=f"call_{i}", name="add",
+                                                            arguments=f'{{"a":{i},"b":1}}'),),
+                                       usage=TurnUsage(input_tokens=1, output_tokens=1))
+            return ModelTurnResult(text=_final_json(n), usage=TurnUsage(input_tokens=1,
+                                                                        output_tokens=1))
 
     def add(call: ToolCall) -> ToolOutcome:
         args = _ARGS.decode(call.arguments)
@@ -123,8 +126,8 @@ def bare_loop_run_once(n: int) -> float:
         return ToolResult(content=str(args.a + args.b))
 
     state = ToolLoopState(messages=[UserMessage(content="add things")])
-    params = ToolLoopParams(state=state, call_model=call_model, run_tool_call=add,
-                            max_iterations=n + 1, build_tools=lambda: [ADD])
+    params = ToolLoopParams(state=state, model=Bare(), max_iterations=n + 1,
+                            runner=ToolRunner(run_tool_call=add, build_tools=lambda: [ADD]))
 
     async def main() -> float:
         started = _clock()
@@ -337,14 +340,6 @@ def bare_stream_run_once(n: int) -> float:
     ``TurnCollector``: the floor for the agent's streamed path (the fold is the engine's work,
     which any ``run_tool_loop`` user of a streaming model does too)."""
     added = [0]
-    model = _StreamModel(n)
-    options: Any = None  # the script reads no request
-
-    async def call_model(messages: list[Message], tools: list[ToolDefinition]) -> ModelTurnResult:
-        collector = TurnCollector()
-        async for event in model.stream(messages, options):
-            collector.observe(event)
-        return collector.result()
 
     def add(call: ToolCall) -> ToolOutcome:
         args = _ARGS.decode(call.arguments)
@@ -352,8 +347,9 @@ def bare_stream_run_once(n: int) -> float:
         return ToolResult(content=str(args.a + args.b))
 
     state = ToolLoopState(messages=[UserMessage(content="add things")])
-    params = ToolLoopParams(state=state, call_model=call_model, run_tool_call=add,
-                            max_iterations=n + 1, build_tools=lambda: [ADD])
+    # The model's complete is StreamModel's: the engine's fold of the stream (TurnCollector).
+    params = ToolLoopParams(state=state, model=_StreamModel(n), max_iterations=n + 1,
+                            runner=ToolRunner(run_tool_call=add, build_tools=lambda: [ADD]))
 
     async def main() -> float:
         started = _clock()
@@ -421,21 +417,25 @@ def _imported_from(src: str) -> str:
 
 
 def side_by_side(before_dir: str, ns: list[int], budget_s: float, rounds: int) -> int:
-    """Before (the base's sources) and after (this checkout), each runner of this file in a fresh
+    """Before (the base's sources, with the base's own ``bench/agent.py`` when it has one: its
+    runners speak the base's API) and after (this checkout and this file), each runner in a fresh
     interpreter, interleaved before/after for ``rounds`` rounds; the median over rounds is
-    reported. (The runners' models carry what the base's agent API needed as well, so one file
-    measures both.)"""
+    reported."""
     here = os.path.dirname(os.path.abspath(__file__))
     after_src = os.path.join(os.path.dirname(here), "src")
     before_src = os.path.join(os.path.abspath(before_dir), "src")
-    for label, src in (("before", before_src), ("after", after_src)):
-        print(f"{label}: bindloop.agent from {_imported_from(src)}")
+    before_script = os.path.join(os.path.abspath(before_dir), "bench", "agent.py")
+    sides = (("before", before_src,
+              before_script if os.path.exists(before_script) else os.path.abspath(__file__)),
+             ("after", after_src, os.path.abspath(__file__)))
+    for label, src, script in sides:
+        print(f"{label}: bindloop.agent from {_imported_from(src)}, runners of {script}")
     samples: dict[tuple[str, str], list[dict[int, float]]] = {}
     for _ in range(rounds):
         for name in SIDE_BY_SIDE:
-            for label, src in (("before", before_src), ("after", after_src)):
+            for label, src, script in sides:
                 samples.setdefault((label, name), []).append(
-                    _measure_in(os.path.abspath(__file__), src, name, ns, budget_s))
+                    _measure_in(script, src, name, ns, budget_s))
     fig = {key: {n: statistics.median(r[n] for r in runs) for n in ns}
            for key, runs in samples.items()}
     print(f"µs per turn, median of {rounds} interleaved rounds (each the median of a run's "

@@ -24,6 +24,7 @@ from typing import Any
 
 import anyio
 from bindloop.loop import ToolRunner
+from bindloop.testing import function_model
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -100,10 +101,9 @@ async def trial(kind: str, direct: str, namespace: str, *, former: bool, seed: i
                     await run_from_checkpoint(
                         checkpoint=cp, commit=store.commit,
                         restore=lambda c: RestoredLoop(
-                            model=kit.model,
+                            model=function_model(kit.respond),
                             capture_bindings=lambda: c.bindings,
-                            **ports,
-                            runner=ToolRunner(run_tool_call=charge),
+                            runner=ToolRunner(run_tool_call=charge, **ports),
                         ))
                 except StoreError:
                     stopped += 1  # the next request resumes from the stored checkpoint

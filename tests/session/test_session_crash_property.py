@@ -46,8 +46,16 @@ from bindloop.session import (
     run_from_checkpoint,
     serialize_loop_checkpoint,
 )
-from bindloop.testing import final_answer, scripted_model, stepping_clock, tool_call, tool_call_turn
 from bindloop.loop import LoopHooks, ToolRunner
+from bindloop.model import ModelRequest
+from bindloop.testing import (
+    final_answer,
+    function_model,
+    scripted_model,
+    stepping_clock,
+    tool_call,
+    tool_call_turn,
+)
 
 
 class Crash(Exception):
@@ -141,11 +149,11 @@ class Host:
     def restore(self, cp: LoopCheckpoint) -> RestoredLoop:
         model = scripted_model(self.turns[cp.iterations:])
 
-        async def call_model(messages: list[Message], tools: list[Any]) -> ModelTurnResult:
+        async def respond(messages: Sequence[Message], request: ModelRequest) -> ModelTurnResult:
             self.model_calls += 1
             if self.model_calls in self.crash_model:
                 raise Crash(f"model call {self.model_calls}")
-            return await model(messages, tools)
+            return await model.complete(messages, request)
 
         async def tool(call: ToolCall) -> ToolOutcome:
             self.tool_calls += 1
@@ -167,7 +175,7 @@ class Host:
             return None
 
         return RestoredLoop(
-            model=call_model,
+            model=function_model(respond),
             now=stepping_clock(),
             capture_bindings=lambda: cp.bindings,
             runner=ToolRunner(

@@ -56,7 +56,7 @@ from bindloop.testing import (
     tool_call,
     tool_call_turn,
 )
-from bindloop.loop import ToolRunner
+from bindloop.loop import LoopHooks, ToolRunner
 
 U = TurnUsage(input_tokens=10, output_tokens=4)
 
@@ -87,7 +87,10 @@ class Host:
         self.models.append(model)
         capture = self.bindings or (lambda: cp.bindings)
         ports = {"now": stepping_clock(), "run_tool_call": add, **self.ports}
-        return RestoredLoop(model=model, capture_bindings=capture, **ports)
+        rules = {k: ports.pop(k) for k in ToolRunner.PORTS if k in ports}
+        hooks = {k: ports.pop(k) for k in LoopHooks.PORTS if k in ports}
+        return RestoredLoop(model=model, capture_bindings=capture, runner=ToolRunner(**rules),
+                            hooks=LoopHooks(**hooks), **ports)
 
     def commit(self, cp: LoopCheckpoint) -> Any:
         self.committed.append(cp)

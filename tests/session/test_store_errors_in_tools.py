@@ -6,6 +6,7 @@ still replaces the default."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -40,7 +41,7 @@ from bindloop.session import (
     run_from_checkpoint,
     serialize_loop_checkpoint,
 )
-from bindloop.testing import InMemoryReceiptStore
+from bindloop.testing import InMemoryReceiptStore, function_model
 from bindloop.loop import ToolRunner
 
 STEPS = 3
@@ -116,7 +117,7 @@ def charging_tool(store: FaultyReceipts) -> Any:
     return charge
 
 
-async def model(messages: list[Any], tools: list[Any]) -> ModelTurnResult:
+async def respond(messages: Sequence[Any], request: Any) -> ModelTurnResult:
     """Deterministic in the transcript, so a resumed run is asked the same turn again."""
     done = [m for m in messages if isinstance(m, ToolMessage)]
     if len(done) < STEPS:
@@ -146,10 +147,9 @@ async def run_until_finished(store: FaultyReceipts, **ports: Any) -> tuple[LoopC
             await run_from_checkpoint(
                 checkpoint=cp, commit=commit,
                 restore=lambda c: RestoredLoop(
-                    model=model,
+                    model=function_model(respond),
                     capture_bindings=lambda: c.bindings,
-                    **ports,
-                    runner=ToolRunner(run_tool_call=charge),
+                    runner=ToolRunner(run_tool_call=charge, **ports),
                 ))
         except StoreError:
             stops += 1
@@ -299,7 +299,7 @@ def test_a_cancelled_tool_stops_the_run_and_the_resume_runs_the_effect_once() ->
                 await run_from_checkpoint(
                     checkpoint=cp, commit=commit,
                     restore=lambda c: RestoredLoop(
-                        model=model,
+                        model=function_model(respond),
                         capture_bindings=lambda: c.bindings,
                         runner=ToolRunner(run_tool_call=cancel_once),
                     ))
