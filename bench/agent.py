@@ -17,6 +17,10 @@ Runners:
   the wire's ``ModelAdapter`` does), which the agent uses when nothing watches the stream.
 * ``agent (snapshot)``: the streamed agent with ``enable_snapshot=True`` (each turn journaled
   with its prompt hash, as with a trace or a replay).
+* ``agent (public kit)``: the agent as users and their tests run it — ``run_with`` over
+  ``bindloop.testing.scripted_stream_model`` (the script from ``tool_call_turn`` /
+  ``final_answer``) and one tool from a plain function (``@define_tool``); its ratio to the bare
+  loop is printed on its own line (target <= 1.7x at N=300).
 * ``pydantic-ai`` (``Agent(FunctionModel, output_type=Final)``, the final answer through its output
   tool) and ``openai-agents`` (``Runner.run`` with a ``Model`` subclass, ``output_type=Final``):
   extra ``bench``; each runs in its own interpreter (``--peers``), as in ``bench/peers.py``.
@@ -61,6 +65,7 @@ from bindloop.agent import (
 from bindloop.completion import FinishEvent, StreamEvent, TextEvent, ToolCallChunk, \
     ToolCallEvent, UsageEvent
 from bindloop.plugins import define_tool
+from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
 try:
     from bindloop.model import StreamModel as _ModelBase
@@ -329,6 +334,49 @@ def agent_whole_turn_run_once(n: int) -> float:
     return agent_api_run_once(n, _WholeTurnModel)
 
 
+_KIT_ADDED = [0]
+
+
+@define_tool
+def kit_add(a: int, b: int) -> int:
+    """Add two integers."""
+    _KIT_ADDED[0] += 1
+    return a + b
+
+
+async def _kit_handler(n: int) -> Final:
+    equip_instruction("add things")
+    equip_tool(kit_add)
+    return await prompt_agent(Final, max_turn_steps=n + 1)
+
+
+_KIT_AGENT = create_agent(id="kit", handler=_kit_handler)
+
+
+def kit_script(n: int) -> list[ModelTurnResult]:
+    """The workload as a user's test writes it with the testing kit."""
+    usage = TurnUsage(input_tokens=1, output_tokens=1)
+    return [tool_call_turn([tool_call("kit_add", {"a": i, "b": 1}, id=f"call_{i}")], usage=usage)
+            for i in range(1, n)] + [final_answer(_final_json(n), usage=usage)]
+
+
+def agent_public_kit_run_once(n: int) -> float:
+    """The agent as users and their tests run it: ``run_with`` over the public testing kit's
+    ``scripted_stream_model`` (the script built before the clock starts, as a test does), one
+    tool from a plain function through ``define_tool``."""
+    _KIT_ADDED[0] = 0
+    model = scripted_stream_model(kit_script(n))
+
+    async def main() -> float:
+        started = _clock()
+        final = await run_with(_KIT_AGENT, initial_props=n, model=model)
+        elapsed = _clock() - started
+        _check(final, n, _KIT_ADDED[0])
+        return elapsed
+
+    return anyio.run(main)
+
+
 def agent_snapshot_run_once(n: int) -> float:
     """The streamed agent with ``enable_snapshot=True``: every turn journaled with its prompt
     hash (what a trace or a replay also pays)."""
@@ -369,6 +417,7 @@ RUNNERS: dict[str, RunOnce] = {
     "agent API": agent_api_run_once,
     "agent (whole)": agent_whole_turn_run_once,
     "agent (snapshot)": agent_snapshot_run_once,
+    "agent (public kit)": agent_public_kit_run_once,
     "pydantic-ai": pydantic_ai_run_once,
     "openai-agents": openai_agents_run_once,
 }
@@ -499,6 +548,7 @@ def main(argv: list[str] | None = None) -> int:
         "bare (stream)": {n: measure(bare_stream_run_once, n, args.budget) for n in ns},
         "agent API": {n: measure(agent_api_run_once, n, args.budget) for n in ns},
         "agent (whole)": {n: measure(agent_whole_turn_run_once, n, args.budget) for n in ns},
+        "agent (public kit)": {n: measure(agent_public_kit_run_once, n, args.budget) for n in ns},
     }
     if args.peers:
         peer_ns = [int(x) for x in (args.peer_ns or args.ns).split(",")]
@@ -523,6 +573,12 @@ def main(argv: list[str] | None = None) -> int:
         assert isinstance(agent, dict) and isinstance(floor, dict)
         added = "".join(f"{agent[n] - floor[n]:>22.1f}" for n in ns)
         print(f"{label:<16}{added}   (target <= 10 µs/turn, flat in N)")
+    kit, bench_model = rows["agent (public kit)"], rows["agent API"]
+    assert isinstance(kit, dict) and isinstance(bench_model, dict)
+    print("public kit: " + "; ".join(
+        f"N={n}: {kit[n]:.1f} vs bare {bare[n]:.1f} µs/turn = {kit[n] / bare[n]:.2f}x "
+        f"(this file's stream model: {bench_model[n] / bare[n]:.2f}x)" for n in ns)
+        + "   (target <= 1.7x at N=300)")
     return 0
 
 

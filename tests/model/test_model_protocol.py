@@ -35,6 +35,7 @@ from bindloop.model import (
     StreamModel,
     fold_events,
     turn_events,
+    unpriced,
 )
 from bindloop.routing import (
     OrderedPolicy,
@@ -50,6 +51,7 @@ from bindloop.testing import (
     fresh_state,
     function_model,
     scripted_model,
+    scripted_stream_model,
     tool_call,
     tool_call_turn,
 )
@@ -310,3 +312,37 @@ async def test_a_stream_model_runs_the_same_watched_or_not(kind: type[_Turns]) -
     assert plain.stats.cost == watched.stats.cost == (
         sum(_price(t.usage) for t in script()) if kind is _PricedTurns else 0)
     assert (plain.stats.input_tokens, plain.stats.output_tokens) == (8, 3)
+
+
+def test_a_stream_models_price_is_asked_only_when_it_has_one() -> None:
+    class Plain(StreamModel):
+        def __init__(self, turn: ModelTurnResult) -> None:
+            self.turn = turn
+
+        async def stream(self, messages: Sequence[Message],
+                         request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
+            for event in turn_events(self.turn):
+                yield event
+
+    class Priced(Plain):
+        def price(self, usage: TurnUsage, /) -> int:
+            return _price(usage)
+
+    turn = ModelTurnResult(text="hi", usage=TurnUsage(input_tokens=2, output_tokens=1))
+    plain, priced, instance = Plain(turn), Priced(turn), Plain(turn)
+    instance.price = _price  # type: ignore[method-assign]
+    assert unpriced(plain) and not unpriced(priced) and not unpriced(instance)
+    for model, cost in ((plain, 0), (priced, 5), (instance, 5)):
+        assert anyio.run(model.complete, [], ModelRequest()).cost == cost
+
+
+def test_the_scripted_stream_model_is_a_stream_model_priced_only_when_asked() -> None:
+    turns = [final_answer("a long enough answer", usage=TurnUsage(input_tokens=2,
+                                                                   output_tokens=1))]
+    free, paid = scripted_stream_model(turns), scripted_stream_model(turns, price=_price)
+    assert isinstance(free, StreamModel) and unpriced(free) and not unpriced(paid)
+    seen: list[StreamEvent] = []
+    assert anyio.run(free.complete, [], ModelRequest(), seen.append).cost == 0
+    assert anyio.run(paid.complete, [], ModelRequest()).cost == 5
+    assert [e.content for e in seen if isinstance(e, TextEvent)] == ["a long e", "nough an",
+                                                                     "swer"]

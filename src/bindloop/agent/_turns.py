@@ -21,7 +21,7 @@ from ..contracts import Message, ModelTurnResult, ToolDefinition, TurnUsage
 from ..errors import PortContractError, UsageError
 from ._errors import BudgetExceededError, ModelRegistryNotFoundError
 from ..model import ForcedTool, Model, ModelRequest, StreamModel, StructuredOutputMode, \
-    ToolChoice, fold_events
+    ToolChoice, fold_events, unpriced
 from ._context import Frame, Generation
 from ..schema import InvalidOutputError, OutputSpec
 from ._snapshot import PromptHasher
@@ -272,9 +272,8 @@ class TurnPort:
         self.watched = self.recording or hub is not None or text is not None
         # Unwatched, a StreamModel that keeps the base's complete and price has nothing to charge
         # (its fold prices nothing): its turn is that fold itself, awaited by the loop directly.
-        kind = type(model)
-        self.plain = not self.watched and kind.complete is StreamModel.complete \
-            and kind.price is StreamModel.price
+        self.plain = not self.watched and type(model).complete is StreamModel.complete \
+            and unpriced(model)
         self.turns = 0
 
     # -- budget -----------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from ._model import (
     StreamModel as StreamModel,
     fold_events as fold_events,
     turn_events as turn_events,
+    unpriced as unpriced,
 )
 from ._request import (
     ForcedTool as ForcedTool,
@@ -27,6 +28,7 @@ __all__ = (
     "ToolChoice",
     "fold_events",
     "turn_events",
+    "unpriced",
 )
 
 from .._public import publish as _publish

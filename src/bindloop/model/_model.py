@@ -20,7 +20,7 @@ from ..completion import (
 from ..contracts import Message, ModelTurnResult, TurnUsage
 from ._request import ModelRequest, StructuredOutputMode
 
-__all__ = ("Model", "StreamModel", "fold_events", "turn_events")
+__all__ = ("Model", "StreamModel", "fold_events", "turn_events", "unpriced")
 
 EventSink = Callable[[StreamEvent], None]
 
@@ -93,8 +93,9 @@ async def fold_events(events: AsyncIterator[StreamEvent], price: Callable[[TurnU
 class StreamModel:
     """A base for a model written as a stream: subclass it, set ``id`` (and ``provider``,
     ``structured_output`` when they differ from the defaults), write :meth:`stream`, and override
-    :meth:`price` for a model that costs something. :meth:`complete` folds :meth:`stream` with
-    :meth:`price`; ``on_reset`` is never called (a stream cannot take an event back)."""
+    :meth:`price` (in the class, or as an instance attribute) for a model that costs something.
+    :meth:`complete` folds :meth:`stream` with :meth:`price`; ``on_reset`` is never called (a
+    stream cannot take an event back)."""
 
     id: str = "model"
     provider: str | None = None
@@ -110,9 +111,15 @@ class StreamModel:
     def complete(self, messages: Sequence[Message], request: ModelRequest, /,
                  on_event: EventSink | None = None,
                  on_reset: Callable[[], None] | None = None) -> Awaitable[ModelTurnResult]:
-        # A subclass that charges nothing keeps the fold from calling price() every turn.
-        price = None if type(self).price is StreamModel.price else self.price
+        # A model that charges nothing keeps the fold from calling price() every turn.
+        price = None if unpriced(self) else self.price
         return fold_events(self.stream(messages, request), price, on_event)
+
+
+def unpriced(model: object) -> bool:
+    """Whether ``model``'s price is :class:`StreamModel`'s own, neither overridden in its class
+    nor set on the instance: it charges nothing, so a fold need not ask it."""
+    return getattr(getattr(model, "price", None), "__func__", None) is StreamModel.price
 
 
 def turn_events(turn: ModelTurnResult) -> list[StreamEvent]:
