@@ -54,7 +54,7 @@ import anyio
 import msgspec
 
 from bindloop import Message, ModelTurnResult, ToolCall, ToolDefinition, ToolLoopParams, \
-    ToolLoopState, ToolOutcome, ToolResult, ToolRunner, TurnUsage, UserMessage, run_tool_loop
+    ToolLoopState, ToolOutcome, ToolResult, TurnUsage, UserMessage, run_tool_loop
 from bindloop.agent import (
     create_agent,
     equip_instruction,
@@ -64,6 +64,7 @@ from bindloop.agent import (
 )
 from bindloop.completion import FinishEvent, StreamEvent, TextEvent, ToolCallChunk, \
     ToolCallEvent, UsageEvent
+from bindloop.loop import ToolRunner
 from bindloop.plugins import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 

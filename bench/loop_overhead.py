@@ -40,10 +40,10 @@ from bindloop import (  # noqa: E402
     ToolLoopState,
     ToolOutcome,
     ToolResult,
-    ToolRunner,
     UserMessage,
     run_tool_loop,
 )
+from bindloop.loop import ToolRunner  # noqa: E402
 from bindloop.model import ModelRequest, StreamModel  # noqa: E402
 
 _ARGS = msgspec.json.Decoder(dict[str, int])

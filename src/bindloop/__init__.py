@@ -42,8 +42,8 @@ _EXPORTS: MappingProxyType[str, tuple[str, ...]] = MappingProxyType({
     # cancellation
     "signal": ("AbortController", "AbortSignal",),
     # the loop entry point, its ports, state and result
-    "loop": ("run_tool_loop", "ToolLoopParams", "ToolLoopPorts", "ToolRunner", "LoopHooks",
-             "ToolLoopState", "ToolLoopResult", "StepSettlement", "LoopControl", "LoopBoundary", "BoundaryDecision",
+    "loop": ("run_tool_loop", "ToolLoopParams", "ToolLoopPorts", "ToolLoopState", "ToolLoopResult",
+             "StepSettlement", "LoopControl", "LoopBoundary", "BoundaryDecision",
              "ControlledToolLoopResult",),
     # defining tools
     "plugins": ("Tool", "define_tool", "ToolRegistry", "create_tool_registry",),
@@ -128,8 +128,6 @@ if TYPE_CHECKING:
         run_tool_loop as run_tool_loop,
         ToolLoopParams as ToolLoopParams,
         ToolLoopPorts as ToolLoopPorts,
-        ToolRunner as ToolRunner,
-        LoopHooks as LoopHooks,
         ToolLoopState as ToolLoopState,
         ToolLoopResult as ToolLoopResult,
         StepSettlement as StepSettlement,
