@@ -235,7 +235,8 @@ def test_reply_then_run_continues_the_execution() -> None:
     turns = [tool_call_turn([tool_call("ask", id="q")]), final_answer("got it")]
     host = Host(turns)
     host_restore = host.restore
-    host.restore = lambda cp: msgspec.structs.replace(host_restore(cp), run_tool_call=tool)  # type: ignore[method-assign]
+    host.restore = lambda cp: msgspec.structs.replace(  # type: ignore[method-assign]
+        host_restore(cp), runner=ToolRunner(run_tool_call=tool))
     paused = host.run(start()).checkpoint
     assert paused.status == "waiting_for_reply"
     done = host.run(apply_checkpoint_input(paused, CheckpointReply(tool_call_id="q", content="7")))
