@@ -244,11 +244,14 @@ def test_history_length_shapes_the_answer_not_the_record(served: Workerd) -> Non
 def _sse_events(base: str, method: str, params: dict[str, Any], out: list[dict[str, Any]],
                 started: threading.Event) -> None:
     body = {"jsonrpc": "2.0", "id": method, "method": method, "params": params}
-    with httpx.stream("POST", base + "/a2a", json=body, headers=HEADERS, timeout=60) as r:
-        for line in r.iter_lines():
-            if line.startswith("data: "):
-                out.append(json.loads(line[6:]))
-                started.set()
+    try:
+        with httpx.stream("POST", base + "/a2a", json=body, headers=HEADERS, timeout=60) as r:
+            for line in r.iter_lines():
+                if line.startswith("data: "):
+                    out.append(json.loads(line[6:]))
+                    started.set()
+    except httpx.HTTPError:
+        out.append({"dropped": True})  # the server went away mid-stream
 
 
 def _state(event: dict[str, Any]) -> str:
@@ -286,6 +289,38 @@ def test_a_subscriber_follows_a_running_task_to_its_cancel(served: Workerd) -> N
         HOLD.clear()
     # an ended task has nothing to follow
     assert _rpc(base, "SubscribeToTask", {"id": task_id})["error"]["code"] == -32004
+
+
+def test_a_run_lost_with_its_isolate_leaves_its_task_failed(served: Workerd) -> None:
+    """workerd killed (SIGKILL) mid-run: the object's alarm does not continue an A2A run, so once
+    its lease has run out the task reads FAILED, and its context takes the next message."""
+    HOLD.set()
+    try:
+        sent: list[dict[str, Any]] = []
+        first = threading.Event()
+        sender = threading.Thread(target=_sse_events, args=(
+            served.base_url, "SendStreamingMessage", _message("hold"), sent, first))
+        sender.start()
+        assert first.wait(60)
+        task = sent[0]["result"]["task"]
+        time.sleep(1.0)
+        served.kill()
+        sender.join(60)
+    finally:
+        HOLD.clear()
+    served.start()
+    base = served.base_url
+    deadline = time.monotonic() + 30
+    while True:
+        got = _rpc(base, "GetTask", {"id": task["id"]})["result"]
+        if got["status"]["state"] != "TASK_STATE_WORKING" or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert got["status"]["state"] == "TASK_STATE_FAILED"
+    assert got["status"]["message"]["parts"][0]["text"] == \
+        "the run was lost; send the message again"
+    nxt = _rpc(base, "SendMessage", _message("after", contextId=task["contextId"]))
+    assert nxt["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", nxt
 
 
 def test_return_immediately_answers_before_the_run_ends(served: Workerd) -> None:

@@ -150,8 +150,9 @@ class _Record(msgspec.Struct, frozen=True, kw_only=True):
             log.send("past", A2aStreamResponse(task=task))
 
 
-def _fold(batch: dict[str, Any]) -> _Record | None:
-    """The latest task of a context from its log (``None``: it has none)."""
+def _fold(batch: dict[str, Any], *, lost: bool = False) -> _Record | None:
+    """The latest task of a context from its log (``None``: it has none); ``lost``: its run's
+    isolate died (the task has failed, unless it had ended)."""
     task: A2aTask | None = None
     transcript: tuple[Message, ...] = ()
     pending: tuple[A2aPending, ...] = ()
@@ -171,9 +172,8 @@ def _fold(batch: dict[str, Any]) -> _Record | None:
         task = update.task if task is None else fold_a2a_task(task, update)
     if task is None:
         return None
-    if batch["lost"] and not batch["ended"] and task.status.state not in TERMINAL_STATES:
-        # Its isolate died mid-run (the lease ran out unreleased): the object's alarm does not
-        # continue an A2A run (see _claim), so the task has failed.
+    if lost and not batch["ended"] and task.status.state not in TERMINAL_STATES:
+        # The object's alarm does not continue an A2A run (see _claim): the task has failed.
         task = fold_a2a_task(task, A2aStreamResponse(status_update=A2aStatusUpdate(
             task_id=task.id, context_id=task.context_id or "", status=A2aTaskStatus(
                 state="TASK_STATE_FAILED", message=A2aMessage(
@@ -190,6 +190,17 @@ def _history(task: A2aTask, length: int | None) -> A2aTask:
         raise A2aRpcError(A2aErrorCode.INVALID_PARAMS, "historyLength must be >= 0")
     kept = task.history[len(task.history) - length:] if length > 0 else ()
     return msgspec.structs.replace(task, history=kept)
+
+
+async def _lost(store: SessionStore, batch: dict[str, Any]) -> bool:
+    """Whether the log's run died with its isolate: its lease ran out unreleased, or the
+    object's alarm found it so (``last_run`` ``lost``) and gave it up."""
+    if batch["lost"]:
+        return True
+    if batch["live"] or batch["ended"]:
+        return False
+    last = (await store.state()).get("last_run") or {}
+    return bool(last.get("run") == batch["run"] and last.get("outcome") == "lost")
 
 
 def _context_of(task_id: str) -> str:
@@ -210,7 +221,9 @@ class _Context:
 
     async def record(self) -> _Record | None:
         batch = json.loads(str(await self.store.target.read_log(-1, LOG_ROWS)))
-        return _fold(batch) if batch["run"] else None
+        if not batch["run"]:
+            return None
+        return _fold(batch, lost=await _lost(self.store, batch))
 
     async def task(self, task_id: str) -> _Record:
         record = await self.record()
@@ -496,7 +509,7 @@ async def _subscribe(owner: Any, config: AgentConfig, identity: str, rid: str | 
                      task_id: str) -> Response:
     ctx = _Context(owner.env, config, identity, _context_of(task_id))
     batch = json.loads(str(await ctx.store.target.read_log(-1, LOG_ROWS)))
-    latest = _fold(batch) if batch["run"] else None
+    latest = _fold(batch, lost=await _lost(ctx.store, batch)) if batch["run"] else None
     record = None if latest is None else latest.find(task_id)
     if record is None:
         raise A2aRpcError(A2aErrorCode.TASK_NOT_FOUND, "task not found")
