@@ -12,7 +12,10 @@ server runs), ``open_dashboard`` (a URL-mode elicitation), ``link_account`` (ref
 URLElicitationRequired until ``GET /verify/<id>`` is visited, which sends
 ``notifications/elicitation/complete``), ``book_table`` (a form elicitation), ``task_round``
 (sends a task-augmented sampling or elicitation request, then drives the client's ``tasks/*`` and
-returns, as JSON, every answer it got).
+returns, as JSON, every answer it got), and the 2026-07-28 Multi Round-Trip ones:
+``reserve_seat`` (answers ``input_required`` with a form elicitation, a sampling request and a
+``requestState``; the re-issued call books the seat) and ``reserve_rounds`` (how many first and
+re-issued ``reserve_seat`` calls it saw, as JSON).
 """
 
 # No `from __future__ import annotations`: the SDK reads the tool signatures at definition time.
@@ -181,6 +184,55 @@ def _client_feature_tools(server: "MCPServer") -> None:
         if answer.action != "accept":
             return f"booking {answer.action}"
         return f"booked {restaurant} for {answer.data.party} at {answer.data.time}"
+
+    rounds = {"asked": 0, "reissued": 0, "bad_state": 0}
+
+    @server.tool()
+    async def reserve_seat(flight: str, ctx: Context) -> Any:
+        """Reserve a seat: asks for the seat (a form) and a one-line greeting (sampling) through
+        Multi Round-Trip Requests, then books it when the call comes back with both."""
+        import json
+
+        from mcp_types import (CallToolResult, CreateMessageRequest,
+                               CreateMessageRequestParams, ElicitRequest, ElicitRequestFormParams,
+                               InputRequiredResult, SamplingMessage, TextContent)
+
+        answers = ctx.input_responses
+        if not answers:
+            rounds["asked"] += 1
+            return InputRequiredResult(input_requests={
+                "seat": ElicitRequest(params=ElicitRequestFormParams(
+                    message=f"Which seat on {flight}?", requested_schema={
+                        "type": "object", "properties": {
+                            "seat": {"type": "string", "pattern": "^[0-9]{1,2}[A-F]$"},
+                            "meal": {"type": "boolean", "default": False}},
+                        "required": ["seat"]})),
+                "greeting": CreateMessageRequest(params=CreateMessageRequestParams(
+                    messages=[SamplingMessage(role="user", content=TextContent(
+                        type="text", text=f"Greet a passenger of {flight} in one line."))],
+                    max_tokens=40))},
+                request_state=json.dumps({"flight": flight, "round": 1}))
+        state = json.loads(ctx.request_state or "{}")
+        if state.get("flight") != flight:
+            rounds["bad_state"] += 1
+            return CallToolResult(content=[TextContent(type="text", text="state mismatch")],
+                                  is_error=True)
+        rounds["reissued"] += 1
+        seat: Any = answers["seat"]
+        greeting: Any = answers["greeting"]
+        if getattr(seat, "action", None) != "accept":
+            return f"no seat on {flight} ({getattr(seat, 'action', '?')})"
+        content: Any = getattr(seat, "content", None) or {}
+        said = getattr(getattr(greeting, "content", None), "text", "?")
+        return (f"seat {content.get('seat')} on {flight}, meal {content.get('meal')}; "
+                f"greeting: {said}")
+
+    @server.tool()
+    def reserve_rounds() -> str:
+        """How many first and re-issued reserve_seat calls arrived, as JSON."""
+        import json
+
+        return json.dumps(rounds)
 
     @server.tool()
     async def task_round(method: str, cancel: bool, ctx: Context) -> str:

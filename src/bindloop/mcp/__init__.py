@@ -13,6 +13,12 @@ See docs/mcp.md.
 """
 
 from ._content import map_call_result as map_call_result, map_content_block as map_content_block
+from ._deferred import (
+    McpInputPending as McpInputPending,
+    PendingMcpInput as PendingMcpInput,
+    answer_mcp_input as answer_mcp_input,
+    pending_mcp_inputs as pending_mcp_inputs,
+)
 from ._errors import (
     ElicitationContentError as ElicitationContentError,
     ElicitationNotPendingError as ElicitationNotPendingError,
@@ -178,6 +184,7 @@ __all__ = (
     "McpError",
     "McpEvent",
     "McpHttpClient",
+    "McpInputPending",
     "McpHttpError",
     "McpOAuth",
     "McpPhase",
@@ -217,6 +224,7 @@ __all__ = (
     "Outgoing",
     "PendingElicitation",
     "PendingElicitations",
+    "PendingMcpInput",
     "ProgressCallback",
     "PromptResult",
     "ProtectedResourceMetadata",
@@ -232,6 +240,7 @@ __all__ = (
     "ToolFilter",
     "ToolProgress",
     "WwwAuthenticate",
+    "answer_mcp_input",
     "build_mcp_tools",
     "call_tool_as_task",
     "cancel_task",
@@ -249,6 +258,7 @@ __all__ = (
     "mcp_plugin_resolver",
     "open_mcp_client",
     "parse_www_authenticate",
+    "pending_mcp_inputs",
     "prompt_messages",
     "read_resource",
     "resource_parts",
