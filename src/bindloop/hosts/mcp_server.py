@@ -71,7 +71,8 @@ class McpServerApp:
     it). ``body_timeout_s``: how long a body may take to arrive (408). Sessions get ids from
     ``secrets.token_urlsafe`` unless ``session_ids`` is given. A tool's raise is logged here
     (logger ``bindloop.hosts.mcp_server``) unless ``on_tool_exception`` says otherwise; the
-    client reads what the model would (see :meth:`McpServer.run_call`).
+    client reads what the model would (see :meth:`McpServer.run_call`). ``state_secret``: the
+    key that lets a suspended tool ask a 2026-07-28 client for its answer (``McpServer``'s).
     """
 
     def __init__(self, tools: Sequence[Tool[Any, Any]] | McpServer, *, path: str = "/mcp",
@@ -82,7 +83,8 @@ class McpServerApp:
                  max_body: int = 1024 * 1024, body_timeout_s: float = 30.0,
                  format_tool_exception: Callable[[Exception], ToolError] | None = None,
                  is_fatal_tool_error: Callable[[BaseException], bool] | None = None,
-                 on_tool_exception: Callable[[str, BaseException], None] | None = None) -> None:
+                 on_tool_exception: Callable[[str, BaseException], None] | None = None,
+                 state_secret: bytes | None = None) -> None:
         if isinstance(tools, McpServer):
             self.server = tools
         else:
@@ -91,7 +93,8 @@ class McpServerApp:
                 session_ids=session_ids or (lambda: secrets.token_urlsafe(24)),
                 max_body=max_body, format_tool_exception=format_tool_exception,
                 is_fatal_tool_error=is_fatal_tool_error,
-                on_tool_exception=on_tool_exception or _log_tool_exception)
+                on_tool_exception=on_tool_exception or _log_tool_exception,
+                state_secret=state_secret)
         self.path = "/" + path.strip("/")
         self._authorize = authorize
         self._origins = frozenset(o.rstrip("/").lower() for o in allowed_origins)

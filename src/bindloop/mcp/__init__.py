@@ -113,6 +113,7 @@ from ._server import (
     McpReply as McpReply,
     McpServer as McpServer,
     McpToolContext as McpToolContext,
+    McpToolInput as McpToolInput,
     ToolExceptionHook as ToolExceptionHook,
 )
 from ._session import (
@@ -211,6 +212,7 @@ __all__ = (
     "McpTool",
     "McpToolInfo",
     "McpToolContext",
+    "McpToolInput",
     "McpToolListChanged",
     "McpToolset",
     "McpUrlElicitationRequired",
