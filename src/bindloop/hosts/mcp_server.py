@@ -26,7 +26,7 @@ import anyio
 import msgspec
 
 from bindloop.contracts import ToolError
-from bindloop.mcp import McpCall, McpReply, McpServer
+from bindloop.mcp import McpCall, McpReply, McpServer, mcp_post_refusal
 from bindloop.plugins import Tool
 
 from .asgi import Authorize, BodyRefused, ChatRefused, chat_request, read_body
@@ -131,16 +131,13 @@ class McpServerApp:
             return
         if method != "POST":
             raise _Refused(405, -32000, "Method not allowed", [(b"allow", b"POST, DELETE")])
-        kind = (_header(headers, "content-type") or "").split(";", 1)[0].strip().lower()
-        if kind != "application/json":
-            raise _Refused(415, -32000, "Unsupported Media Type: send application/json")
+        refused = mcp_post_refusal(dict(headers))
+        if refused is not None:
+            raise _Refused(refused[0], -32000, refused[1])
         accept = (_header(headers, "accept") or "*/*").lower()
         wildcard = "*/*" in accept
         takes_json = wildcard or "application/json" in accept
         takes_sse = wildcard or "text/event-stream" in accept
-        if not (takes_json or takes_sse):
-            raise _Refused(406, -32000, "Not Acceptable: accept application/json or "
-                                        "text/event-stream")
         body = await self._body(scope, receive)
         decided = self.server.post(body, session_id=session_id, identity=identity,
                                    protocol_version=_header(headers, "mcp-protocol-version"),

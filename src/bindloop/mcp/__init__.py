@@ -19,6 +19,11 @@ from ._deferred import (
     answer_mcp_input as answer_mcp_input,
     pending_mcp_inputs as pending_mcp_inputs,
 )
+from ._server_http import (
+    McpHttpAnswer as McpHttpAnswer,
+    answer_mcp_http as answer_mcp_http,
+    mcp_post_refusal as mcp_post_refusal,
+)
 from ._errors import (
     ElicitationContentError as ElicitationContentError,
     ElicitationNotPendingError as ElicitationNotPendingError,
@@ -184,6 +189,7 @@ __all__ = (
     "McpElicitationComplete",
     "McpError",
     "McpEvent",
+    "McpHttpAnswer",
     "McpHttpClient",
     "McpInputPending",
     "McpHttpError",
@@ -242,6 +248,7 @@ __all__ = (
     "ToolFilter",
     "ToolProgress",
     "WwwAuthenticate",
+    "answer_mcp_http",
     "answer_mcp_input",
     "build_mcp_tools",
     "call_tool_as_task",
@@ -258,6 +265,7 @@ __all__ = (
     "map_call_result",
     "map_content_block",
     "mcp_plugin_resolver",
+    "mcp_post_refusal",
     "open_mcp_client",
     "parse_www_authenticate",
     "pending_mcp_inputs",
