@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 
 from bindloop.contracts import ToolSuspend
@@ -41,10 +42,14 @@ from bindloop.contracts import ToolMessage, tool_outcome_message
 from bindloop.hosts.httpx_transport import HttpxTransport
 from bindloop.hosts.sqlite_store import SqliteStore
 from bindloop.mcp import (ElicitationResult, McpHttpClient, McpSampling, PendingElicitations,
-                          ServerRequestHandlers, answer_mcp_input, pending_mcp_inputs)
+                          ServerRequestHandlers, answer_mcp_input, claim_mcp_input,
+                          pending_mcp_inputs)
+from bindloop.session import CheckpointConflictError, parse_loop_checkpoint, \
+    serialize_loop_checkpoint
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
 url, db, step = sys.argv[1], sys.argv[2], sys.argv[3]
+seen_file = db + ".seen"
 store = SqliteStore(db)
 if step == "start":
     model = scripted_stream_model([tool_call_turn([tool_call(
@@ -64,19 +69,31 @@ async def main() -> None:
 
         async def answer(_: None) -> ChatResult:
             await equip_mcp(client, allow=["reserve_seat"], prefix="seats")
-            (ident,) = store.checkpoint_ids()
-            cp = store.load_checkpoint(ident)
+            if step == "answer":
+                (ident,) = store.checkpoint_ids()
+                cp = store.load_checkpoint(ident)
+                with open(seen_file, "wb") as f:  # what this answerer saw, for a second one
+                    f.write(serialize_loop_checkpoint(cp))
+            else:  # a second answerer, from the very checkpoint the first one loaded
+                with open(seen_file, "rb") as f:
+                    cp = parse_loop_checkpoint(f.read())
             (pending,) = pending_mcp_inputs(cp)
             (question,) = pending.elicitations()
             print("question", question.message)
+            claimed = claim_mcp_input(cp, pending)
+            store.save_checkpoint(claimed)  # revision-fenced: one answerer gets past this line
             outcome = await answer_mcp_input(client, pending, {
                 question.id: ElicitationResult(action="accept", content={"seat": "12C"})})
             reply = tool_outcome_message(pending.tool_call_id, outcome).content
-            return await resume_chat(cp, reply=reply, tool_call_id=pending.tool_call_id,
+            return await resume_chat(claimed, reply=reply, tool_call_id=pending.tool_call_id,
                                      on_checkpoint=store.save_checkpoint)
 
-        out = await create_agent(id="travel", handler=start if step == "start" else answer,
-                                 model=model)(None)
+        try:
+            out = await create_agent(id="travel", handler=start if step == "start" else answer,
+                                     model=model)(None)
+        except CheckpointConflictError as exc:
+            print("refused", type(exc).__name__)
+            return
         print("status", out.checkpoint.status)
         if step == "start":
             print("pending", len(pending_mcp_inputs(out.checkpoint)))
@@ -124,6 +141,11 @@ def test_the_question_survives_a_restart_and_the_call_is_reissued_once(
     after = anyio.run(_rounds, reference_features_url)
     assert after["reissued"] == mid["reissued"] + 1  # exactly once, with the server's state
     assert after["asked"] == mid["asked"] and after["bad_state"] == before["bad_state"]
+    # A second process answering the checkpoint the first one loaded: its claim is refused by
+    # the store, and the call is not re-issued again.
+    assert _run(script, reference_features_url, db, "again") == [
+        "question Which seat on BL7?", "refused CheckpointConflictError"]
+    assert anyio.run(_rounds, reference_features_url)["reissued"] == after["reissued"]
 
 
 @pytest.fixture
@@ -194,6 +216,34 @@ async def test_an_input_without_a_port_is_refused_before_the_reissue(
                                        {"seat": ElicitationResult(action="decline")})
     finally:
         await transport.aclose()
+
+
+def test_a_claim_is_one_revision_on_and_cannot_be_taken_twice() -> None:
+    from bindloop.contracts import UserMessage
+    from bindloop.mcp import PendingMcpInput, claim_mcp_input
+    from bindloop.session import create_loop_checkpoint
+
+    entry = PendingMcpInput(server="seats", tool="reserve_seat", arguments={"flight": "X"},
+                            input_requests={}, request_state="s")
+    from bindloop.mcp._deferred import encode_pending
+
+    cp = msgspec.structs.replace(
+        create_loop_checkpoint(execution_id="e1", max_iterations=5,
+                               messages=(UserMessage(content="hi"),)),
+        status="waiting_for_reply", open_suspends=(OpenSuspend(
+            tool_call_id="c1", tool_name="seats__reserve_seat", mode="waiting_for_reply",
+            state=encode_pending(entry)),))
+    (pending,) = pending_mcp_inputs(cp)
+    claimed = claim_mcp_input(cp, pending)
+    assert claimed.revision == cp.revision + 1
+    (taken,) = pending_mcp_inputs(claimed)
+    assert taken.claimed and not pending.claimed and taken.request_state == "s"
+    with pytest.raises(UsageError, match="claimed already"):
+        claim_mcp_input(claimed, taken)
+    with pytest.raises(UsageError, match="no MCP input for call 'c2'"):
+        claim_mcp_input(cp, msgspec.structs.replace(pending, tool_call_id="c2"))
+    with pytest.raises(UsageError, match="LoopCheckpoint"):
+        claim_mcp_input(object(), pending)  # type: ignore[arg-type]
 
 
 def test_a_damaged_state_is_a_usage_error() -> None:

@@ -17,6 +17,7 @@ from ._deferred import (
     McpInputPending as McpInputPending,
     PendingMcpInput as PendingMcpInput,
     answer_mcp_input as answer_mcp_input,
+    claim_mcp_input as claim_mcp_input,
     pending_mcp_inputs as pending_mcp_inputs,
 )
 from ._server_http import (
@@ -253,6 +254,7 @@ __all__ = (
     "build_mcp_tools",
     "call_tool_as_task",
     "cancel_task",
+    "claim_mcp_input",
     "complete",
     "get_prompt",
     "get_task",

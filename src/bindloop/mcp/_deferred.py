@@ -28,6 +28,7 @@ from ._errors import McpError
 from ._pending import PendingElicitation, PendingElicitations, checked_content
 
 if TYPE_CHECKING:
+    from ..session import LoopCheckpoint
     from ._http import McpHttpClient
     from ._serve import ServerRequestHandlers
 
@@ -35,6 +36,7 @@ __all__ = (
     "McpInputPending",
     "PendingMcpInput",
     "answer_mcp_input",
+    "claim_mcp_input",
     "defers_input",
     "pending_mcp_inputs",
 )
@@ -49,7 +51,8 @@ class PendingMcpInput(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind
     """A 2026-07-28 ``tools/call`` waiting for the user: the ``server`` (the client's name for
     it), the MCP ``tool`` and its ``arguments`` as sent, the server's ``input_requests`` by key
     (``{"method": ..., "params": ...}``) and its opaque ``request_state``. ``tool_call_id`` is the
-    suspended loop call's id (set by :func:`pending_mcp_inputs`)."""
+    suspended loop call's id (set by :func:`pending_mcp_inputs`); ``claimed`` says a process
+    took it to answer (:func:`claim_mcp_input`)."""
 
     server: str
     tool: str
@@ -57,6 +60,7 @@ class PendingMcpInput(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind
     input_requests: dict[str, Any]
     request_state: str | None = None
     tool_call_id: str | None = None
+    claimed: bool = False
 
     def elicitations(self) -> tuple[PendingElicitation, ...]:
         """The questions for the user, one per elicitation input; each ``id`` is its input key
@@ -148,6 +152,38 @@ def pending_mcp_inputs(checkpoint: _HasSuspends) -> tuple[PendingMcpInput, ...]:
                              "does not decode (a damaged checkpoint)") from None
         out.append(msgspec.structs.replace(entry, tool_call_id=suspend.tool_call_id))
     return tuple(out)
+
+
+def claim_mcp_input(checkpoint: LoopCheckpoint, pending: PendingMcpInput) -> LoopCheckpoint:
+    """``checkpoint`` (a :class:`~bindloop.session.LoopCheckpoint`) one revision on, with
+    ``pending``'s entry marked ``claimed``: save it with a revision-fenced store (such as
+    ``SqliteStore.save_checkpoint``) *before* :func:`answer_mcp_input`, so of two processes
+    answering the same stored checkpoint only the first to save re-issues the call; resume from
+    the claimed checkpoint. A process that dies between the claim and the resume leaves the entry
+    claimed and the call not re-issued by anyone else (at most once).
+
+    Raises
+    ------
+    UsageError
+        ``checkpoint`` is not a LoopCheckpoint, has no such open suspend, or it is claimed already.
+    """
+    from ..session import LoopCheckpoint as Checkpoint  # the checkpoint type, on first use only
+
+    if not isinstance(checkpoint, Checkpoint):
+        raise UsageError(f"claim_mcp_input() takes a LoopCheckpoint, got "
+                         f"{type(checkpoint).__name__}")
+    current = {p.tool_call_id: p for p in pending_mcp_inputs(checkpoint)}
+    held = current.get(pending.tool_call_id)
+    if held is None:
+        raise UsageError(f"the checkpoint has no MCP input for call {pending.tool_call_id!r}")
+    if held.claimed:
+        raise UsageError(f"the MCP input of call {pending.tool_call_id!r} is claimed already")
+    state = encode_pending(msgspec.structs.replace(held, claimed=True))
+    suspends = tuple(msgspec.structs.replace(s, state=state)
+                     if s.tool_call_id == pending.tool_call_id else s
+                     for s in checkpoint.open_suspends)
+    return msgspec.structs.replace(checkpoint, revision=checkpoint.revision + 1,
+                                   open_suspends=suspends)
 
 
 async def answer_mcp_input(client: McpHttpClient, pending: PendingMcpInput,
