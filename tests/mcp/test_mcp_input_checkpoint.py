@@ -262,3 +262,12 @@ def test_a_damaged_state_is_a_usage_error() -> None:
         open_suspends = (other,)
 
     assert pending_mcp_inputs(_Mine()) == ()
+
+    huge = OpenSuspend(tool_call_id="c3", tool_name="t", mode="waiting_for_reply",
+                       state='{"kind":"mcp-input"' + " " * (1024 * 1024))
+
+    class _Huge:
+        open_suspends = (huge,)
+
+    with pytest.raises(UsageError, match="'c3'.*over"):
+        pending_mcp_inputs(_Huge())
