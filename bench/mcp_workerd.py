@@ -78,7 +78,7 @@ def server_rows(url: str, pid: int, calls: int, form: str, tool: str,
 def cpython_client(url: str, calls: int, modern: bool) -> dict[str, float]:
     import anyio
 
-    from bindloop.hosts.httpx_transport import HttpxTransport
+    from bindloop.hosts.transports.httpx import HttpxTransport
     from bindloop.mcp import MODERN_VERSIONS, McpHttpClient
 
     async def run() -> dict[str, float]:

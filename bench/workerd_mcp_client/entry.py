@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlparse
 
 from workers import Response, WorkerEntrypoint  # type: ignore[import-not-found]
 
-from bindloop.hosts.js_fetch import FetchTransport
+from bindloop.hosts.transports.js_fetch import FetchTransport
 from bindloop.mcp import MODERN_VERSIONS, McpHttpClient
 
 

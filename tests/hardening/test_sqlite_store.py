@@ -1,4 +1,4 @@
-"""bindloop.hosts.sqlite_store on a real SQLite file: the receipt fence (same answers as the
+"""bindloop.hosts.stores.sqlite on a real SQLite file: the receipt fence (same answers as the
 reference in-memory store, op for op), leases on the store's clock, effects in the fencing
 transaction, the single-writer checkpoint fence, and writers in other processes."""
 
@@ -16,15 +16,15 @@ from hypothesis import strategies as st
 
 from bindloop.contracts import ModelTurnResult, ToolCall, ToolResult, UserMessage
 from bindloop.errors import UsageError
-from bindloop.hosts.sqlite_store import SqliteStore
-from bindloop.session import CheckpointConflictError
+from bindloop.hosts.stores.sqlite import SqliteStore
+from bindloop.stores import CheckpointConflictError
 from bindloop.run import (
     ReceiptCompleted,
     ReceiptFailed,
     ReceiptRunning,
     ToolCallReceiptKey,
-    ToolCallReceiptStore,
 )
+from bindloop.stores import MemoryToolCallReceiptStore, ToolCallReceiptStore
 from bindloop.session import (
     CheckpointFormatError,
     RestoredLoop,
@@ -32,13 +32,13 @@ from bindloop.session import (
     run_from_checkpoint,
 )
 from bindloop.testing import (
-    InMemoryReceiptStore,
     final_answer,
     scripted_model,
     stepping_clock,
     tool_call,
     tool_call_turn,
 )
+from bindloop.loop import ToolRunner
 
 KEY = ToolCallReceiptKey(tenant_id="t", run_id="r", tool_name="send_email", args_hash="h")
 
@@ -91,7 +91,7 @@ OPS = st.lists(st.tuples(
 def test_same_answers_as_the_reference_store(tmp_path: Path, ops: list[tuple[str, str, int, float]]
                                              ) -> None:
     clock = [0.0]
-    ref = InMemoryReceiptStore(now=lambda: clock[0])
+    ref = MemoryToolCallReceiptStore(now=lambda: clock[0])
     path = tmp_path / f"diff-{len(list(tmp_path.iterdir()))}.db"
     real = SqliteStore(path, now=lambda: clock[0])
 
@@ -192,8 +192,12 @@ def test_run_from_checkpoint_commits_every_revision(tmp_path: Path) -> None:
                                     final_answer("done")]
     result = anyio.run(lambda: run_from_checkpoint(
         checkpoint=start, commit=commit,
-        restore=lambda cp: RestoredLoop(call_model=scripted_model(turns), run_tool_call=tool,
-                                        now=stepping_clock(), capture_bindings=lambda: cp.bindings)))
+        restore=lambda cp: RestoredLoop(
+            model=scripted_model(turns),
+            now=stepping_clock(),
+            capture_bindings=lambda: cp.bindings,
+            runner=ToolRunner(run_tool_call=tool),
+        )))
     assert result.stop_reason == "done"
     assert seen == [1, 2]
     assert store.load_checkpoint("run") == result.checkpoint

@@ -19,7 +19,7 @@ import pytest
 
 from bindloop.contracts import ToolSuspend
 from bindloop.errors import UsageError
-from bindloop.hosts.httpx_transport import HttpxTransport
+from bindloop.hosts.transports.httpx import HttpxTransport
 from bindloop.loop import OpenSuspend
 from bindloop.mcp import (
     ElicitationContentError,
@@ -39,13 +39,13 @@ import anyio
 from bindloop.agent import ChatResult, create_agent, equip_instruction, equip_mcp, prompt_chat, \
     resume_chat
 from bindloop.contracts import ToolMessage, tool_outcome_message
-from bindloop.hosts.httpx_transport import HttpxTransport
-from bindloop.hosts.sqlite_store import SqliteStore
+from bindloop.hosts.transports.httpx import HttpxTransport
+from bindloop.hosts.stores.sqlite import SqliteStore
 from bindloop.mcp import (ElicitationResult, McpHttpClient, McpSampling, PendingElicitations,
                           ServerRequestHandlers, answer_mcp_input, claim_mcp_input,
                           pending_mcp_inputs)
-from bindloop.session import CheckpointConflictError, parse_loop_checkpoint, \
-    serialize_loop_checkpoint
+from bindloop.session import parse_loop_checkpoint, serialize_loop_checkpoint
+from bindloop.stores import CheckpointConflictError
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
 url, db, step = sys.argv[1], sys.argv[2], sys.argv[3]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from bindloop.contracts import ToolResult
 from bindloop.mcp import McpHttpAnswer, McpServer, answer_mcp_http
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 
 pytestmark = pytest.mark.anyio
 

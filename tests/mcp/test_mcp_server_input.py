@@ -30,9 +30,9 @@ from bindloop.agent import (
 )
 from bindloop.contracts import ToolOutcome, ToolResult, ToolSuspend
 from bindloop.errors import UsageError
-from bindloop.hosts.httpx_transport import HttpxTransport
-from bindloop.hosts.mcp_server import McpServerApp
-from bindloop.hosts.sqlite_store import SqliteStore
+from bindloop.hosts.transports.httpx import HttpxTransport
+from bindloop.hosts.mcp.server import McpServerApp
+from bindloop.hosts.stores.sqlite import SqliteStore
 from bindloop.mcp import (
     ElicitationRequest,
     ElicitationResult,
@@ -41,7 +41,7 @@ from bindloop.mcp import (
     McpToolInput,
     ServerRequestHandlers,
 )
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
 from test_mcp_server import serve

@@ -23,7 +23,7 @@ import anyio
 import httpx
 import pytest
 
-from bindloop.hosts.httpx_transport import HttpxTransport
+from bindloop.hosts.transports.httpx import HttpxTransport
 from bindloop.mcp import MODERN_VERSIONS, McpHttpClient
 
 REPO = Path(__file__).resolve().parents[2]

@@ -166,7 +166,7 @@ def canonical_message(message: object) -> bytes:
     encoding: RFC 8785 and msgspec write such values alike (key order, minimal escapes, literal
     non-ASCII). Anything else in a field (a number, a dict, bytes, a str subclass; msgspec does
     not check types at construction), and a lone surrogate (msgspec refuses to encode it), goes
-    the pure-Python way, which gives today's bytes or today's error."""
+    the pure-Python way (``canonical_json``), which gives its canonical bytes or raises."""
     if _plain(message):
         try:
             return _SORTED.encode(message)
@@ -340,7 +340,7 @@ class PromptHasher:
         """The next calls' tool choice (a per-turn tool-choice policy changes it between turns)."""
         self._suffix = self._schema + canonical_value(tool_choice) + self._tools
 
-    def __call__(self, messages: list[Message]) -> str:
+    def __call__(self, messages: Sequence[Message]) -> str:
         count = self._count
         trail = self._trail
         if trail is None or messages is not self._list or len(messages) < count or (count and (

@@ -6,7 +6,7 @@ the transport's rules (method, ``Content-Type``, ``Accept``, body size), lets
 that takes event streams, is answered as one event stream holding its progress notifications and
 then its response (sent when the call ends: no live progress); so is any call from a client
 that takes no JSON. The ASGI binding, which streams,
-is ``bindloop.hosts.mcp_server.McpServerApp``.
+is ``bindloop.hosts.mcp.server.McpServerApp``.
 """
 
 from __future__ import annotations
