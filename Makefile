@@ -106,7 +106,7 @@ mcp-pyodide: harness/wasm/node_modules/.package-lock.json wasm-wheels
 ## Tools from plain functions under Pyodide in Node (Python 3.14, deferred annotations): the same
 ## definitions, answers and refusals as on CPython.
 tools-pyodide: harness/wasm/node_modules/.package-lock.json wasm-wheels
-	BINDLOOP_REQUIRE_PYODIDE=1 $(PY) -m pytest tests/plugins/test_pyodide_function_tools.py -q
+	BINDLOOP_REQUIRE_PYODIDE=1 $(PY) -m pytest tests/tools/test_pyodide_function_tools.py -q
 test: tools-pyodide
 .PHONY: tools-pyodide
 

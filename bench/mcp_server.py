@@ -35,7 +35,7 @@ def bindloop_app() -> Any:
 
     from bindloop.contracts import ToolResult
     from bindloop.hosts.mcp.server import McpServerApp
-    from bindloop.plugins import define_tool
+    from bindloop.tools import define_tool
 
     class Pair(msgspec.Struct):
         a: int

@@ -2,7 +2,7 @@
 from bindloop.hosts import create_model
 from bindloop.hosts.asgi.chat import ChatApp
 from bindloop.hosts.asgi.agent import agent_runner
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 
 
 @define_tool

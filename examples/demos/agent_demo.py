@@ -31,7 +31,7 @@ from bindloop.agent import (
     run_with,
 )
 from bindloop.contracts import ModelTurnResult, ToolCall, ToolResult, TurnUsage
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.wire import ModelAdapter, OpenAIChatAdapter, WireOptions
 
 from bindloop.hosts.transports.httpx import HttpxTransport

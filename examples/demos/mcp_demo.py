@@ -38,7 +38,7 @@ from bindloop.contracts import (
 )
 from bindloop.loop import ToolLoopParams, ToolLoopResult, ToolLoopState, run_tool_loop
 from bindloop.mcp import McpHttpClient, McpProgress, McpServerPlugin
-from bindloop.plugins import (
+from bindloop.tools import (
     ToolRegistry,
     create_tool_registry,
     define_tool,

@@ -38,11 +38,11 @@ from bindloop.contracts import (
     UserMessage,
     content_text,
 )
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 
 from bindloop.hosts.asgi.chat import ChatApp
 from bindloop.hosts.asgi.agent import PacedModel, agent_runner
-from bindloop.hosts.asgi.run_logs import RunLogs
+from bindloop.stores import RunLogs
 
 __all__ = ("DemoModel", "build_demo_app", "demo_tools", "main")
 

@@ -39,7 +39,7 @@ from bindloop.agent import (
     run_with,
 )
 from bindloop.errors import UsageError
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.session import parse_loop_checkpoint, serialize_loop_checkpoint
 from bindloop.testing import ScriptedStreamModel
 

@@ -97,11 +97,13 @@ async def run_child(backend_kind: str, target: str, namespace: str, base_url: st
         tool_call_args_hash,
     )
     from bindloop.session import (
-        CheckpointConflictError,
         RestoredLoop,
-        StoreError,
         create_loop_checkpoint,
         run_from_checkpoint,
+    )
+    from bindloop.stores import (
+        CheckpointConflictError,
+        StoreError,
     )
     from bindloop.wire import ModelAdapter, OpenAIChatAdapter, WireOptions
     from crash_backends import CrashBackend

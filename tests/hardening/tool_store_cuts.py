@@ -35,10 +35,10 @@ async def trial(kind: str, direct: str, namespace: str, *, former: bool, seed: i
     from bindloop.run import ToolCallReceiptKey
     from bindloop.session import (
         RestoredLoop,
-        StoreError,
         create_loop_checkpoint,
         run_from_checkpoint,
     )
+    from bindloop.stores import StoreError
     from tests.hosts import test_store_errors_in_tools as kit
     from tests.hosts.proxy import CuttingProxy
 

@@ -20,7 +20,7 @@ from bindloop.session import (
     parse_loop_checkpoint,
     serialize_loop_checkpoint,
 )
-from bindloop.testing import InMemoryCheckpointStore
+from bindloop.stores import MemoryCheckpointStore
 
 ALICE = create_loop_checkpoint(execution_id="alice-1", messages=[UserMessage(content="secret")],
                                max_iterations=4)
@@ -48,7 +48,7 @@ def test_sqlite_refuses_a_copied_row(tmp_path: Path) -> None:
 
 
 def test_the_in_memory_reference_store_refuses_a_copied_row() -> None:
-    store = InMemoryCheckpointStore()
+    store = MemoryCheckpointStore()
     anyio.run(store.save, ALICE)
     store.rows["bob-1"] = store.rows["alice-1"]
     _refused(store.load)

@@ -26,11 +26,13 @@ from bindloop.run import (
     tool_call_args_hash,
 )
 from bindloop.session import (
-    CheckpointConflictError,
     RestoredLoop,
-    StoreError,
     create_loop_checkpoint,
     run_from_checkpoint,
+)
+from bindloop.stores import (
+    CheckpointConflictError,
+    StoreError,
 )
 
 from .proxy import CuttingProxy

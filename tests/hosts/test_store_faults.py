@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import pytest
 
-from bindloop.session import StoreError
+from bindloop.stores import StoreError
 from bindloop.hosts.stores.postgres import PostgresStore
 from bindloop.hosts.stores.redis import RedisStore
 from bindloop.run import ReceiptRunning, ToolCallReceiptKey

@@ -23,7 +23,7 @@ import pytest
 from bindloop.hosts.stores.postgres import PostgresStore
 from bindloop.hosts.stores.redis import RedisStore
 from bindloop.run import ReceiptCompleted, ToolCallReceiptKey
-from bindloop.session import StoreError
+from bindloop.stores import StoreError
 from bindloop.testing.store_kit import checkpoint_at
 
 from .proxy import CuttingProxy

@@ -484,7 +484,7 @@ class _FailsOnce:
         return getattr(self.store, name)
 
     async def claim(self, key: Any, attempt: int, lease_ms: float) -> bool:
-        from bindloop.session import StoreError
+        from bindloop.stores import StoreError
 
         if ":slow:" in key.args_hash and not self.failed:
             self.failed = True
@@ -560,7 +560,7 @@ async def test_a_store_error_inside_a_tool_retries_the_batch_by_default(env: Any
     """Nothing wired: a tool's receipt store failing (``StoreError`` from its claim) fails the
     batch's attempt retryably — not journaled, not read by the model — and the retried batch runs
     the call again through its receipt: every effect lands once and the run finishes."""
-    from bindloop.session import StoreError
+    from bindloop.stores import StoreError
 
     db = tmp_path / "s.db"
     store, charge = charge_tool(str(db))

@@ -38,7 +38,7 @@ from bindloop.mcp import (
 from bindloop.mcp._exchange import header_value, param_header_values, param_headers
 from bindloop.mcp._oauth_model import application_type, registration_body
 from bindloop.mcp._server import _header_value
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
 pytestmark = pytest.mark.anyio

@@ -25,11 +25,13 @@ from bindloop.mcp import (
     McpHttpClient,
     McpHttpError,
     McpOAuth,
-    MemoryTokenStore,
-    OAuthClientInfo,
     ProtectedResourceMetadata,
     parse_www_authenticate,
     transport_fetch,
+)
+from bindloop.stores import (
+    MemoryTokenStore,
+    OAuthClientInfo,
 )
 from bindloop.mcp._oauth_model import (
     authorization_server_metadata_urls,

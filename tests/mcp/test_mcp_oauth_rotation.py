@@ -20,11 +20,13 @@ from harness.fixtures.scripted_server import RecordedRequest, ScriptedProviderSe
 from bindloop.mcp import (
     McpHttpClient,
     McpOAuth,
-    MemoryTokenStore,
     OAuthRequest,
     OAuthResponse,
-    OAuthTokens,
     transport_fetch,
+)
+from bindloop.stores import (
+    MemoryTokenStore,
+    OAuthTokens,
 )
 from bindloop.mcp._oauth_model import query_params
 from test_mcp_oauth import World

@@ -24,7 +24,7 @@ from bindloop.mcp import (
     mcp_plugin_resolver,
     open_mcp_client,
 )
-from bindloop.plugins import (
+from bindloop.tools import (
     create_tool_registry,
     partition_plugin_catalog,
     plugin_from_tools,

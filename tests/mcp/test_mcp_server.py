@@ -35,7 +35,7 @@ from bindloop.mcp import (
     McpToolContext,
     open_mcp_client,
 )
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
 pytestmark = pytest.mark.anyio

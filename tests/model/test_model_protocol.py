@@ -260,7 +260,7 @@ async def test_a_stream_model_runs_the_same_watched_or_not(kind: type[_Turns]) -
 
     from bindloop.agent import equip_tool
     from bindloop.contracts import ToolResult
-    from bindloop.plugins import define_tool
+    from bindloop.tools import define_tool
 
     class Echo(msgspec.Struct):
         text: str

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
-from bindloop.hosts.asgi.run_logs import MemoryRunLogs, RunBusyError, SqliteRunLogs
+from bindloop.hosts.asgi.run_logs import SqliteRunLogs
+from bindloop.stores import MemoryRunLogs, RunBusyError
 from examples.demos.ui_demo import build_demo_app
 from bindloop.completion import TextEvent
 
@@ -277,7 +278,7 @@ def test_many_short_chats_never_drop_a_running_one_and_a_full_log_refuses_with_5
        st.integers(1, 5), st.integers(1, 2000), st.integers(1, 500))
 def test_memory_logs_keep_every_running_run_and_prune_ended_ones_past_a_bound(
         ops: list[tuple[str, int]], keep: int, max_bytes: int, max_age_ms: int) -> None:
-    from bindloop.hosts.asgi.run_logs import RunsFullError
+    from bindloop.stores import RunsFullError
 
     logs = MemoryRunLogs(keep=keep, max_bytes=max_bytes, max_age_ms=max_age_ms)
     running: list[str] = []

@@ -27,10 +27,12 @@ from typing import Any, TypeVar
 from bindloop.hosts.stores._common import check_max_bytes, encode_checkpoint
 from bindloop.loop import BoundaryDecision
 from bindloop.session import (
-    CheckpointConflictError,
     LoopCheckpoint,
-    StoreError,
     parse_loop_checkpoint,
+)
+from bindloop.stores import (
+    CheckpointConflictError,
+    StoreError,
 )
 
 __all__ = ("DurableCheckpointStore",)

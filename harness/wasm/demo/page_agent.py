@@ -67,7 +67,7 @@ from bindloop.wire import StreamBudgets
 from bindloop.contracts import Message, ToolResult, UserMessage
 from examples.demos.demo import DEFAULT_PROMPT, Notes, calculate
 from bindloop.hosts.transports.js_fetch import FetchTransport
-from bindloop.plugins import Tool, define_tool
+from bindloop.tools import Tool, define_tool
 from bindloop.routing import (
     OrderedPolicy,
     RouteCandidate,

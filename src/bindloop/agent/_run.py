@@ -51,7 +51,7 @@ async def run_with(fn: Callable[..., Awaitable[R]], *, initial_props: Any = _UNS
     ``create_agent(model="id")``; ``event_bus.emit(event)`` receives the trace events;
     ``enable_snapshot`` records the journal :func:`dump_snapshot` returns; ``signal`` cancels every
     model call and tool batch of the run; ``session_id`` (the host's conversation or user session)
-    is what every tool's :class:`~bindloop.agent.ToolContext` reports, beside the run's trace id;
+    is what every tool's :class:`~bindloop.tools.ToolContext` reports, beside the run's trace id;
     ``on_tool_error(report)`` sees every tool call of the run that raised (a
     :class:`~bindloop.agent.ToolErrorReport` holding the exception; what the model reads is
     unchanged) *instead of* the default, :func:`~bindloop.agent.log_tool_error` (a redacted

@@ -63,15 +63,8 @@ from ._oauth import (
     id_jag_exchange as id_jag_exchange,
     transport_fetch as transport_fetch,
 )
-from ._token_store import (
-    MemoryTokenStore as MemoryTokenStore,
-    SwapTokenStore as SwapTokenStore,
-    TokenStore as TokenStore,
-)
 from ._oauth_model import (
     AuthorizationServerMetadata as AuthorizationServerMetadata,
-    OAuthClientInfo as OAuthClientInfo,
-    OAuthTokens as OAuthTokens,
     ProtectedResourceMetadata as ProtectedResourceMetadata,
     WwwAuthenticate as WwwAuthenticate,
     parse_www_authenticate as parse_www_authenticate,
@@ -208,12 +201,9 @@ __all__ = (
     "McpToolset",
     "McpUrlElicitationRequired",
     "McpVersionError",
-    "MemoryTokenStore",
-    "OAuthClientInfo",
     "OAuthFetch",
     "OAuthRequest",
     "OAuthResponse",
-    "OAuthTokens",
     "Outgoing",
     "PendingElicitation",
     "PendingElicitations",
@@ -226,8 +216,6 @@ __all__ = (
     "SamplingRequest",
     "ServerRequestHandlers",
     "SkippedMcpTool",
-    "SwapTokenStore",
-    "TokenStore",
     "ToolExceptionHook",
     "ToolFilter",
     "ToolProgress",

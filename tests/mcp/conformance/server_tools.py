@@ -10,7 +10,7 @@ import msgspec
 
 from bindloop.contracts import FilePart, ImagePart, TextPart, ToolError, ToolResult
 from bindloop.hosts.mcp.server import McpServerApp
-from bindloop.plugins import Tool, define_tool
+from bindloop.tools import Tool, define_tool
 
 # A 1x1 red PNG and a minimal WAV header, base64.
 PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5Er"

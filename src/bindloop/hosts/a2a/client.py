@@ -8,7 +8,7 @@ URL), picks its JSON-RPC interface for protocol 1.x, and calls ``SendMessage``,
 unreachable, an HTTP error status, a body that is not an A2A answer, one over ``max_bytes``) is an
 :class:`A2aClientError` whose message names the failure, never the URL.
 
-:func:`a2a_tool` makes a :class:`~bindloop.plugins.Tool` of an agent: the model's ``message`` is
+:func:`a2a_tool` makes a :class:`~bindloop.tools.Tool` of an agent: the model's ``message`` is
 sent as a user message (``task_id`` continues a task that asked for input), and the tool returns
 the task's artifacts as text. A task that ends asking for input returns what it asks and its id;
 one that fails, is rejected or canceled, and every error above, is a :class:`ToolError` the model
@@ -26,7 +26,7 @@ import msgspec
 
 from bindloop.contracts import ToolError, ToolResult
 from bindloop.errors import BindloopError
-from bindloop.plugins import Tool, define_tool
+from bindloop.tools import Tool, define_tool
 from bindloop.protocols import (
     A2A_AGENT_CARD_PATH,
     A2A_PROTOCOL_VERSION,

@@ -18,7 +18,7 @@ protocol encoder, and nothing else.
   on the next request.
 
 The server keeps no conversation (the client sends it back each time), but it keeps the calls
-each chat waits to have approved (``approvals=``, :class:`PendingApprovals`): a decision applies
+each chat waits to have approved (``approvals=``, :class:`~bindloop.stores.PendingApprovals`): a decision applies
 only to a call the model made in this chat, with its own tool and arguments, once -- a forged
 call, changed arguments or a replayed decision is refused and runs nothing. (The decisions'
 once-only commit across processes is ``on_checkpoint``'s and a shared record's to make.)
@@ -34,7 +34,7 @@ its approvals not run again. A run lost between an approved call and that save r
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 import msgspec
@@ -68,17 +68,18 @@ from bindloop.contracts import (
 )
 from bindloop.loop import LoopCounters, OpenSuspend
 from bindloop.model import Model, ModelRequest
-from bindloop.plugins import Tool
+from bindloop.tools import Tool
 from bindloop.session import (
     ApprovalRecord,
     LoopCheckpoint,
     serialize_loop_checkpoint,
 )
 from bindloop.protocols import StateSnapshotEvent, agent_event_input
+from bindloop.stores import MemoryPendingApprovals, PendingApprovals
 
 from bindloop.hosts.asgi.chat import ChatInput, Emit, Runner
 
-__all__ = ("MemoryPendingApprovals", "PacedModel", "PendingApprovals", "RunSaver", "agent_runner")
+__all__ = ("PacedModel", "RunSaver", "agent_runner")
 
 class _AnyArgs(msgspec.Struct):
     """A client-declared tool's arguments: the client validates them (the server never runs it)."""
@@ -100,43 +101,6 @@ class PacedModel(WrappedModel):
         async for event in self._inner.stream(messages, request):
             await anyio.sleep(self._delay)
             yield event
-
-
-class PendingApprovals(Protocol):
-    """The server's own record of the calls each chat waits to have approved: a decision is
-    applied only to a call recorded here, with the tool and arguments the model sent, and once
-    (``take`` forgets it). A client cannot approve a call the model never made, change what it
-    runs with, or replay a decision."""
-
-    def record(self, chat_id: str, calls: Sequence[ToolCall]) -> None: ...
-
-    def take(self, chat_id: str, call_id: str) -> ToolCall | None: ...
-
-
-class MemoryPendingApprovals:
-    """:class:`PendingApprovals` in this process's memory, for the newest ``max_chats`` chats
-    (the oldest chat's pending calls are forgotten first: its decisions are then refused). Several
-    processes serving one chat need a shared implementation."""
-
-    def __init__(self, max_chats: int = 10_000) -> None:
-        if max_chats < 1:
-            raise ValueError(f"max_chats must be at least 1, got {max_chats}")
-        self._max = max_chats
-        self._pending: dict[str, dict[str, ToolCall]] = {}
-
-    def record(self, chat_id: str, calls: Sequence[ToolCall]) -> None:
-        waiting = self._pending.pop(chat_id, {})
-        waiting.update((c.id, c) for c in calls)
-        self._pending[chat_id] = waiting  # newest last
-        while len(self._pending) > self._max:
-            del self._pending[next(iter(self._pending))]
-
-    def take(self, chat_id: str, call_id: str) -> ToolCall | None:
-        waiting = self._pending.get(chat_id)
-        call = None if waiting is None else waiting.pop(call_id, None)
-        if waiting is not None and not waiting:
-            del self._pending[chat_id]
-        return call
 
 
 def _client_tool(definition: Any) -> Tool[_AnyArgs, Any]:
@@ -236,7 +200,7 @@ def agent_runner(model: Model, *, tools: Iterable[Tool[Any, Any]] = (),
     run's result. ``on_checkpoint`` gets each settled boundary (see the module docstring).
 
     ``approvals`` is the server's record of the calls waiting for approval (a
-    :class:`MemoryPendingApprovals` of this runner by default): a decision is applied only to a
+    :class:`~bindloop.stores.MemoryPendingApprovals` of this runner by default): a decision is applied only to a
     call the model made in this chat and the server recorded, with its tool and arguments
     unchanged, and only once -- anything else ends the run with the approval refused and nothing
     run. An approval with edited arguments is refused unless ``allow_edits``. ``approvals=None``

@@ -67,7 +67,7 @@ from bindloop.errors import ProviderError
 from bindloop.routing import AttemptError
 from bindloop.session import LoopCheckpoint
 
-from bindloop.hosts.asgi.run_logs import MemoryRunLogs, RunBusyError, RunLogs, RunsFullError, RunStatus
+from bindloop.stores import MemoryRunLogs, RunBusyError, RunLogs, RunsFullError, RunStatus
 
 __all__ = ("AgUiFrames", "Authorize", "BodyRefused", "ChatApp", "ChatInput", "ChatRefused",
            "ChatRequest", "Emit", "Frames", "Runner", "UiFrames", "ag_ui_chat_input",

@@ -27,7 +27,7 @@ import msgspec
 
 from bindloop.contracts import ToolError
 from bindloop.mcp import McpCall, McpReply, McpServer
-from bindloop.plugins import Tool
+from bindloop.tools import Tool
 
 from bindloop.hosts.asgi.chat import Authorize, BodyRefused, ChatRefused, chat_request, read_body
 
@@ -56,7 +56,7 @@ def _log_tool_exception(tool: str, exc: BaseException) -> None:
 
 
 class McpServerApp:
-    """An ASGI app serving ``tools`` (bindloop :class:`~bindloop.plugins.Tool` values, or an
+    """An ASGI app serving ``tools`` (bindloop :class:`~bindloop.tools.Tool` values, or an
     :class:`~bindloop.mcp.McpServer` built with its own options) at ``path``.
 
     ``authorize``: ``await authorize(ChatRequest) -> identity`` or raise

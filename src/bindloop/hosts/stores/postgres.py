@@ -4,15 +4,15 @@ processes and machines (optional extra ``bindloop[postgres]``: psycopg 3, async;
 It serves the same ports as :class:`~bindloop.hosts.stores.sqlite.SqliteStore` and passes the same
 conformance kit (``bindloop.testing.store_kit``):
 
-- :class:`bindloop.session.CheckpointStore` (``load`` / ``save`` / ``delete``) and ``commit`` (a
+- :class:`bindloop.stores.CheckpointStore` (``load`` / ``save`` / ``delete``) and ``commit`` (a
   :data:`~bindloop.session.CommitFn`). The revision fence is one compare-and-swap statement
   (``INSERT ... ON CONFLICT DO UPDATE ... WHERE stored.revision + 1 = new.revision``): the row
   lock Postgres takes for the upsert orders concurrent writers, and exactly one lands.
-- :class:`bindloop.run.ToolCallReceiptStore` (``read`` / ``claim`` / ``complete`` / ``fail``,
+- :class:`bindloop.stores.ToolCallReceiptStore` (``read`` / ``claim`` / ``complete`` / ``fail``,
   plus ``renew``): each write is one statement fenced on the attempt; :meth:`complete_with` runs
   the host's own side effect on the same connection, in the transaction that completes the
   receipt, so both land or neither.
-- :class:`bindloop.agent.LimitStore`: sliding windows under a per-key advisory transaction lock,
+- :class:`bindloop.stores.LimitStore`: sliding windows under a per-key advisory transaction lock,
   concurrency slots as leased rows taken in one call (a function of the schema, under the same
   kind of lock): each slot is leased to this store object for ``slot_lease_ms`` and renewed by
   ``renew_slots()``, so the slots of a killed process come back when their lease ends.
@@ -26,7 +26,7 @@ bindloop is refused, never misread. Connections come from a small pool (``pool_s
 connection the server closed (a restart between two operations) is noticed before anything is
 sent on it — its socket has become readable — and replaced by a fresh one, so the first write
 after a restart lands. A connection that fails once a statement was sent is discarded and the
-operation raises :class:`~bindloop.session.StoreError` naming the operation (whether it landed
+operation raises :class:`~bindloop.stores.StoreError` naming the operation (whether it landed
 is unknown) — except reads, and a ``save``, which retry once on a fresh connection (the retried
 ``save`` recognises its own checkpoint if the first attempt had landed). Every write is one
 transaction: a checkpoint is stored whole or not at all.
@@ -37,7 +37,7 @@ leaves no lock behind on the server:
 
 - the client abandons an operation that has not been answered ``io_timeout_s`` after its
   connection was taken (its statements, and ``complete_with``'s effect), closes the connection
-  and raises :class:`~bindloop.session.StoreError` ("no answer within ...");
+  and raises :class:`~bindloop.stores.StoreError` ("no answer within ...");
 - each session runs with ``statement_timeout`` and ``idle_in_transaction_session_timeout`` at
   ``io_timeout_s``: a statement (a lock wait included) never runs longer, and a transaction whose
   client went silent is ended by the server at most ``io_timeout_s`` after the last message it
@@ -84,10 +84,12 @@ from bindloop.run import (
     ToolCallReceiptKey,
 )
 from bindloop.session import (
-    CheckpointConflictError,
     LoopCheckpoint,
-    StoreError,
     parse_loop_checkpoint,
+)
+from bindloop.stores import (
+    CheckpointConflictError,
+    StoreError,
 )
 
 from bindloop.hosts.stores._common import (

@@ -2,9 +2,9 @@
 redis-py's asyncio client; asyncio only).
 
 Every operation that reads and writes is one Lua script, which Redis runs atomically: the
-revision fence of :class:`bindloop.session.CheckpointStore`, the attempt fence of
-:class:`bindloop.run.ToolCallReceiptStore`, and the windows and slots of
-:class:`bindloop.agent.LimitStore` cannot interleave with another client's, and a script either
+revision fence of :class:`bindloop.stores.CheckpointStore`, the attempt fence of
+:class:`bindloop.stores.ToolCallReceiptStore`, and the windows and slots of
+:class:`bindloop.stores.LimitStore` cannot interleave with another client's, and a script either
 runs whole or not at all — a checkpoint is never half-written. It passes
 ``bindloop.testing.store_kit``.
 
@@ -15,7 +15,7 @@ this store does not arrange). Durability is the server's: a checkpoint store nee
 append-only file (``appendonly yes``; ``appendfsync always`` to survive power loss too), or a
 restart loses every checkpoint.
 
-Connection failures become :class:`~bindloop.session.StoreError` naming the operation (the client's
+Connection failures become :class:`~bindloop.stores.StoreError` naming the operation (the client's
 own silent retries are turned off so an unknown outcome is never repeated behind the caller's
 back); reads, and a ``save`` (which recognises its own checkpoint if the first try had landed),
 retry once. Every command is bounded by ``socket_timeout_s`` (default 10 s; the connect too): a
@@ -45,10 +45,12 @@ from bindloop.run import (
     ToolCallReceiptKey,
 )
 from bindloop.session import (
-    CheckpointConflictError,
     LoopCheckpoint,
-    StoreError,
     parse_loop_checkpoint,
+)
+from bindloop.stores import (
+    CheckpointConflictError,
+    StoreError,
 )
 
 from bindloop.hosts.stores._common import (

@@ -10,19 +10,19 @@ Outside the fences (it does file I/O). It serves the existing ports:
   revision**: a checkpoint lands only when it is exactly one revision after the stored one (or the
   execution has none yet), so two processes resuming the same execution cannot both commit; the
   loser gets :class:`CheckpointConflictError` and must stop.
-- **receipts**: the class is a :class:`bindloop.run.ToolCallReceiptStore` (``read`` / ``claim`` /
+- **receipts**: the class is a :class:`bindloop.stores.ToolCallReceiptStore` (``read`` / ``claim`` /
   ``complete`` / ``fail``, plus ``renew``) with the attempt fence and leases measured on the store's
   clock (``now``, wall-clock milliseconds by default, so a lease outlives the process that took
   it). :meth:`SqliteStore.complete_with` applies a side effect that lives in this same database in
   the very transaction that completes the receipt — the fence the protocol recommends: a crash
   either lands both or neither, so an expired ``running`` receipt proves the effect did not happen.
 
-- **limits**: a :class:`bindloop.agent.LimitStore` (sliding windows and concurrency slots), so
+- **limits**: a :class:`bindloop.stores.LimitStore` (sliding windows and concurrency slots), so
   several processes on one machine share a provider quota. Each slot is leased to the store
   object that took it for ``slot_lease_ms`` (on ``now``) and renewed by ``renew_slots()``: the
   slots of a killed process come back when their lease ends.
 
-It is also a :class:`bindloop.session.CheckpointStore` (async ``load`` / ``save`` / ``delete``)
+It is also a :class:`bindloop.stores.CheckpointStore` (async ``load`` / ``save`` / ``delete``)
 and passes ``bindloop.testing.store_kit``. The schema is versioned (``PRAGMA user_version``): a
 file written by a newer schema is refused rather than misread.
 
@@ -55,7 +55,8 @@ from bindloop.run import (
     ReceiptState,
     ToolCallReceiptKey,
 )
-from bindloop.session import CheckpointConflictError, LoopCheckpoint, parse_loop_checkpoint
+from bindloop.session import LoopCheckpoint, parse_loop_checkpoint
+from bindloop.stores import CheckpointConflictError
 
 from bindloop.hosts.stores._common import (
     DEFAULT_SLOT_LEASE_MS,
@@ -220,7 +221,7 @@ class SqliteStore:
         return bool(self._write(lambda db: db.execute(
             "DELETE FROM checkpoints WHERE execution_id = ?", (execution_id,)).rowcount == 1))
 
-    # The async CheckpointStore port (bindloop.session.CheckpointStore) over the calls above.
+    # The async CheckpointStore port (bindloop.stores.CheckpointStore) over the calls above.
 
     async def load(self, execution_id: str) -> LoopCheckpoint | None:
         return self.load_checkpoint(execution_id)
@@ -240,7 +241,7 @@ class SqliteStore:
         self.save_checkpoint(checkpoint)
         return "continue"
 
-    # -- receipts (bindloop.run.ToolCallReceiptStore) --------------------------------------------
+    # -- receipts (bindloop.stores.ToolCallReceiptStore) --------------------------------------------
 
     def read_sync(self, key: ToolCallReceiptKey) -> ReceiptState | None:
         row = self._db.execute(
@@ -337,7 +338,7 @@ class SqliteStore:
             self.fenced_writes += 1
         return landed
 
-    # -- limits (bindloop.agent.LimitStore), shared by every process on this file ----------------
+    # -- limits (bindloop.stores.LimitStore), shared by every process on this file ----------------
 
     async def admit(self, key: str, window_ms: float, limit: int, amount: int,
                     now: float) -> float:

@@ -1,7 +1,7 @@
 """What the Temporal workers keep outside workflow history: transcript chunks, the journal of each
 tool batch's outcomes, and the references that stand in for large tool results.
 
-All three live in one :class:`~bindloop.run.ToolCallReceiptStore` the workers share, as completed
+All three live in one :class:`~bindloop.stores.ToolCallReceiptStore` the workers share, as completed
 receipts under tenant :data:`PAYLOAD_TENANT` and run ``execution_id``; the ``tool_name`` says what
 a row is (``"transcript"`` or ``"tool-outcome"``) and the ``args_hash`` names it. Names carry the
 Temporal run id, so a second workflow run of the same execution (resumed from a checkpoint) never
@@ -27,8 +27,10 @@ from typing import Any
 import msgspec
 
 from bindloop.contracts import Message, ToolError, ToolMessage, ToolOutcome, ToolResult
-from bindloop.run import ReceiptCompleted, ToolCallReceiptKey, ToolCallReceiptStore
-from bindloop.session import LoopCheckpoint, StoreError
+from bindloop.run import ReceiptCompleted, ToolCallReceiptKey
+from bindloop.stores import ToolCallReceiptStore
+from bindloop.session import LoopCheckpoint
+from bindloop.stores import StoreError
 
 __all__ = ("PAYLOAD_TENANT", "REFERENCE_PREFIX", "JournaledRaise", "chunk_key", "journal_key", "journal_outcome",
            "read_payload", "record_outcome", "resolve_messages", "resolve_references",

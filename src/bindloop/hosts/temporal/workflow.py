@@ -51,7 +51,7 @@ the calls still queued never start. (Without a heartbeat timeout Temporal tells 
 cancellation at the next throttled heartbeat, up to 30 s later, or never.)
 
 **Large payloads by reference.** The transcript is not sent to every model turn: the workflow
-puts each turn's new messages once into a :class:`~bindloop.run.ToolCallReceiptStore` shared by
+puts each turn's new messages once into a :class:`~bindloop.stores.ToolCallReceiptStore` shared by
 the workers (a completed receipt per chunk, under tenant ``"bindloop-temporal"``), and the
 activity gets the list of chunk references, so history grows with each message about twice
 instead of once per turn that follows. Each chunk is written by the model-turn activity that first
@@ -104,19 +104,20 @@ with workflow.unsafe.imports_passed_through():
     )
     from bindloop.errors import is_infrastructure_error
     from bindloop.lowlevel import is_fatal_raise, tool_exception_error
-    from bindloop.run import ToolCallReceiptStore, sha256_hex
+    from bindloop.run import sha256_hex
+    from bindloop.stores import ToolCallReceiptStore
     from bindloop.session import (
         CheckpointInputError,
         CheckpointReply,
         CheckpointWake,
         LoopCheckpoint,
         RestoredLoop,
-        StoreError,
         apply_checkpoint_input,
         parse_loop_checkpoint,
         run_from_checkpoint,
         serialize_loop_checkpoint,
     )
+    from bindloop.stores import StoreError
 
     from bindloop.hosts.temporal._payloads import (
         PAYLOAD_TENANT,
@@ -225,7 +226,7 @@ async def _heartbeating() -> AsyncIterator[None]:
 
 class AgentActivities:
     """The activities, bound to the host's model and tools. ``payloads`` is the shared store of
-    transcript chunks and batch journals (any :class:`~bindloop.run.ToolCallReceiptStore` every
+    transcript chunks and batch journals (any :class:`~bindloop.stores.ToolCallReceiptStore` every
     worker reaches: ``SqliteStore`` on one machine, ``PostgresStore`` across machines).
     ``runs_serially``, ``batch_options``, ``is_fatal_tool_error``, ``format_tool_exception`` and
     ``on_tool_call_rejected`` are the loop's ports of those names, applied inside each batch

@@ -23,7 +23,7 @@ from bindloop.contracts import (
     tool_outcome_message,
 )
 from bindloop.errors import PortContractError, UsageError
-from bindloop.plugins import define_tool, tool_wire_definition
+from bindloop.tools import define_tool, tool_wire_definition
 
 
 class Color(enum.Enum):

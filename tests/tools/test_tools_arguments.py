@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bindloop.plugins import (
+from bindloop.tools import (
     ParsedArguments,
     UnparseableArguments,
     UnsupportedToolCallType,
@@ -120,7 +120,7 @@ def test_never_raises_and_parsed_means_a_dict(text: str) -> None:
 
 from hypothesis import given, strategies as st  # noqa: E402
 
-from bindloop.plugins._arguments import _parse_text, _parse_text_stdlib  # noqa: E402
+from bindloop.tools._arguments import _parse_text, _parse_text_stdlib  # noqa: E402
 
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from bindloop.contracts import ToolCall, ToolError, ToolOutcome, ToolResult
 from bindloop.errors import RunCancelledError, UsageError
-from bindloop.plugins import (
+from bindloop.tools import (
     DroppedActivation,
     PluginSummary,
     ToolRegistry,

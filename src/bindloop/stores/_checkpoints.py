@@ -1,22 +1,48 @@
-"""An in-memory :class:`~bindloop.session.CheckpointStore`: the reference the conformance kit
-(``bindloop.testing.store_kit``) holds every other store to."""
+"""The checkpoint store port: where a host keeps the latest checkpoint of each execution.
+
+A store is *single-writer fenced on the revision*: :meth:`CheckpointStore.save` lands a checkpoint
+only when it is exactly one revision after the stored one (any revision when the execution has
+none stored, so the first write of a new execution lands once), atomically with respect to every
+other writer of the same backend, in this process or another. The loser gets
+:class:`CheckpointConflictError` and must stop: the execution goes on from the stored checkpoint,
+in whichever process owns it. :class:`MemoryCheckpointStore` is the reference and
+``bindloop.testing.store_kit`` the conformance suite every store passes.
+"""
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from ..errors import UsageError
 from ..loop import BoundaryDecision
-from ..session import (
-    CheckpointConflictError,
-    LoopCheckpoint,
-    parse_loop_checkpoint,
-    serialize_loop_checkpoint,
-)
+from ..session import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
+from ._errors import CheckpointConflictError
 
-__all__ = ("InMemoryCheckpointStore",)
+__all__ = ("CheckpointStore", "MemoryCheckpointStore")
 
 
-class InMemoryCheckpointStore:
-    """Checkpoints as their stored bytes in a dict, fenced on the revision like every store.
+class CheckpointStore(Protocol):
+    """The latest checkpoint per execution.
+
+    ``load(execution_id)`` returns the stored checkpoint, parsed and validated, or ``None``.
+    ``save(checkpoint)`` stores it under the revision fence above (raising
+    :class:`CheckpointConflictError`, naming both revisions, when the fence refuses; nothing is
+    written then). ``delete(execution_id)`` removes it and says whether there was one; a later
+    ``save`` of any revision lands again. A store with a size bound refuses a larger checkpoint
+    with :class:`~bindloop.errors.UsageError` before writing, and a larger stored one with
+    :class:`~bindloop.session.CheckpointFormatError` before decoding it.
+    """
+
+    async def load(self, execution_id: str) -> LoopCheckpoint | None: ...
+
+    async def save(self, checkpoint: LoopCheckpoint) -> None: ...
+
+    async def delete(self, execution_id: str) -> bool: ...
+
+
+class MemoryCheckpointStore:
+    """A :class:`CheckpointStore` in this process's memory: checkpoints as their stored bytes in a
+    dict, fenced on the revision like every store.
 
     It keeps the *serialized* form, so a round trip checks what a real store would: what is read
     back is what :func:`~bindloop.session.parse_loop_checkpoint` makes of the stored bytes.

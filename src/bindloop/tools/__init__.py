@@ -1,9 +1,9 @@
-"""Plugins: the tools a model calls — tools from plain typed functions or authored from msgspec
-Structs, the context a tool call runs with, and the one reader of a
-call's arguments (:func:`read_tool_arguments`, :func:`parse_tool_call_arguments`), bundles
-dispatched by name, progressive tool disclosure (a registry instance, the catalog partition,
-restoring a persisted activation set), and tool-call dedup for the dispatcher (replay identical
-re-calls, break tight loops)."""
+"""Tools: what a model calls and how a call is read and dispatched — tools from plain typed
+functions or authored from msgspec Structs (:func:`define_tool`, :class:`Tool`), the context a call
+runs with (:class:`ToolContext`), the one reader of a call's arguments (:func:`read_tool_arguments`,
+:func:`parse_tool_call_arguments`), plugins (bundles of tools dispatched by name), progressive tool
+disclosure (a registry instance, the catalog partition, restoring a persisted activation set), and
+tool-call dedup for the dispatcher (replay identical re-calls, break tight loops)."""
 
 from ._plugin import (
     PluginSummary as PluginSummary,
@@ -80,7 +80,7 @@ __all__ = (
     "rehydrate_activation",
     "summarize_plugin",
     "tool_wire_definition",
-    # The one reader of a tool call's arguments: plugins, MCP tools, protocols (_arguments).
+    # The one reader of a tool call's arguments: tools, MCP tools, protocols (_arguments).
     "ParsedArguments",
     "ToolCallArguments",
     "UnparseableArguments",

@@ -53,7 +53,7 @@ def summarize_plugin(plugin: ToolPlugin[Any]) -> PluginSummary:
 
 
 class ToolsPlugin(Generic[CtxT]):
-    """A plugin over a flat list of :func:`~bindloop.plugins.define_tool` tools. It only resolves
+    """A plugin over a flat list of :func:`~bindloop.tools.define_tool` tools. It only resolves
     names; validation lives on each tool, so calling a tool directly gives the same guarantee."""
 
     __slots__ = ("_definitions", "_tools", "description", "name")

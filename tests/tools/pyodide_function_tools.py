@@ -1,4 +1,4 @@
-# Tools from plain functions, the same under CPython (tests/plugins/test_pyodide_function_tools.py)
+# Tools from plain functions, the same under CPython (tests/tools/test_pyodide_function_tools.py)
 # and under Pyodide 314 in Node (harness/wasm/run_smoke.mjs): what define_tool derives, what the tools
 # answer, what an agent run over a scripted model reads, and what is refused, as one JSON text.
 # No `from __future__ import annotations`: on Python 3.14 annotations are deferred, and this file
@@ -11,7 +11,7 @@ import msgspec
 from bindloop.agent import create_agent, equip_instruction, equip_tool, prompt_chat
 from bindloop.contracts import ToolMessage, ToolSuspend
 from bindloop.errors import UsageError
-from bindloop.plugins import ToolContext, define_tool
+from bindloop.tools import ToolContext, define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
 

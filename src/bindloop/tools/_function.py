@@ -1,6 +1,6 @@
 """Tools from plain functions: the name, description and argument Struct derived from a function.
 
-A function tool is an ordinary :class:`~bindloop.plugins.Tool` whose ``args_type`` is a Struct built
+A function tool is an ordinary :class:`~bindloop.tools.Tool` whose ``args_type`` is a Struct built
 here from the function's parameters, so its arguments are decoded and validated by exactly the code
 the explicit form uses, and its schema goes through the same sanitizer. Everything that can be
 wrong with the function is found here, once, when the tool is defined.
@@ -324,7 +324,7 @@ def _function_name(fn: Callable[..., Any]) -> str | None:
 
 def describe_function(fn: Callable[..., Any], *, name: str | None,
                       description: str | None) -> FunctionSpec:
-    """Derive a tool from ``fn`` (see :func:`~bindloop.plugins.define_tool`).
+    """Derive a tool from ``fn`` (see :func:`~bindloop.tools.define_tool`).
 
     Raises
     ------

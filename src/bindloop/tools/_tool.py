@@ -80,7 +80,7 @@ class Tool(Generic[ArgsT, CtxT]):
         """Validate ``raw`` into a typed instance (defaults applied), or return a ``validation``
         :class:`ToolError` naming the offending path. Never raises for bad input.
 
-        ``raw`` is read by :func:`bindloop.plugins.read_tool_arguments`, the one argument reader
+        ``raw`` is read by :func:`bindloop.tools.read_tool_arguments`, the one argument reader
         (``""`` and ``None`` are ``{}``; ``NaN``, ``1e999``, non-UTF-8 bytes and non-objects are
         refused), then validated against ``args_type`` as JSON is: object keys of a
         ``dict[int, ...]`` field read as the numbers they spell (JSON keys are always strings)."""
@@ -172,7 +172,7 @@ def define_tool(
       sanitized JSON schema is ``parameters`` and which decodes and validates the model's
       arguments exactly as in the explicit form: bad arguments are the same ``validation``
       :class:`~bindloop.contracts.ToolError`;
-    - a parameter annotated :class:`~bindloop.plugins.ToolContext` receives the call's context
+    - a parameter annotated :class:`~bindloop.tools.ToolContext` receives the call's context
       (what the dispatcher passes as ``ctx``) and is not in the schema;
     - the function may be sync or async. A sync function is called directly on the event loop
       (there are no threads on Pyodide and workerd), so it must not block: do blocking work in an

@@ -1,5 +1,5 @@
 """Tools from plain functions give the same definitions, answers and refusals under Pyodide 314
-(Python 3.14, deferred annotations) as under CPython: tests/plugins/pyodide_function_tools.py,
+(Python 3.14, deferred annotations) as under CPython: tests/tools/pyodide_function_tools.py,
 run on both. Run by ``make tools-pyodide`` (part of ``make test``), after the wheels are rebuilt;
 a plain pytest run checks the CPython side only."""
 
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SNIPPET = ROOT / "tests" / "plugins" / "pyodide_function_tools.py"
+SNIPPET = ROOT / "tests" / "tools" / "pyodide_function_tools.py"
 
 pytestmark = pytest.mark.anyio
 

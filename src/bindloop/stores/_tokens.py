@@ -1,14 +1,42 @@
-"""The token-store port of :class:`~bindloop.mcp.McpOAuth`: where an MCP client's OAuth tokens
-and client registration live between runs and between processes, and the compare-and-swap save
-that keeps a rotated refresh token from being lost when two processes refresh at once."""
+"""The token-store port of ``bindloop.mcp.McpOAuth``: where an MCP client's OAuth tokens and
+client registration live between runs and between processes (the two records it keeps,
+:class:`OAuthTokens` and :class:`OAuthClientInfo`), and the compare-and-swap save that keeps a
+rotated refresh token from being lost when two processes refresh at once."""
 
 from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from ._oauth_model import OAuthClientInfo, OAuthTokens
+import msgspec
 
-__all__ = ("MemoryTokenStore", "SwapTokenStore", "TokenStore")
+__all__ = ("MemoryTokenStore", "OAuthClientInfo", "OAuthTokens", "SwapTokenStore", "TokenStore")
+
+
+class OAuthClientInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """This client at one authorization server: registered, pre-registered or a client ID
+    metadata document URL. ``token_endpoint_auth_method`` is how it authenticates at the token
+    endpoint (``none``, ``client_secret_basic``, ``client_secret_post``, ``private_key_jwt``).
+    ``issuer`` is the authorization server a registration was made at: a stored registration is
+    used only there (a server that moved to another issuer gets a new registration)."""
+
+    client_id: str
+    client_secret: str | None = None
+    token_endpoint_auth_method: str | None = None
+    issuer: str | None = None
+
+
+class OAuthTokens(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A token answer. ``expires_at_ms`` is on the driver's injected clock (``None``: the server
+    gave no lifetime)."""
+
+    access_token: str
+    token_type: str = "Bearer"
+    refresh_token: str | None = None
+    scope: str | None = None
+    expires_at_ms: float | None = None
+
+    def expired(self, now_ms: float, margin_ms: float = 30_000.0) -> bool:
+        return self.expires_at_ms is not None and now_ms + margin_ms >= self.expires_at_ms
 
 
 class TokenStore(Protocol):
@@ -28,7 +56,7 @@ class TokenStore(Protocol):
 
 @runtime_checkable
 class SwapTokenStore(TokenStore, Protocol):
-    """A :class:`TokenStore` with a compare-and-swap save: what :class:`McpOAuth` uses to store
+    """A :class:`TokenStore` with a compare-and-swap save: what ``McpOAuth`` uses to store
     a refreshed token, so two processes refreshing at once agree on one rotation.
 
     ``swap_tokens(tokens, expected=e)`` stores ``tokens`` only if the stored tokens equal ``e``
@@ -36,7 +64,7 @@ class SwapTokenStore(TokenStore, Protocol):
     and says whether it did (``False`` is an answer, not an error: someone else saved first).
 
     It is a separate protocol, not a required method of :class:`TokenStore`, so a store written
-    before it keeps working: :class:`McpOAuth` then compares and saves in two calls, which is
+    before it keeps working: ``McpOAuth`` then compares and saves in two calls, which is
     correct within one process (its refreshes are serialized) but can lose a rotation to
     another process between the two calls."""
 

@@ -6,7 +6,7 @@ import pytest
 
 from bindloop.contracts import ToolCall, ToolMessage
 from bindloop.errors import UsageError
-from bindloop.plugins import DedupRule, ToolCallDedup, canonicalize_shell_command
+from bindloop.tools import DedupRule, ToolCallDedup, canonicalize_shell_command
 
 
 @pytest.mark.parametrize(("raw", "canon"), [

@@ -19,7 +19,7 @@ class ToolContext(msgspec.Struct, frozen=True):
     ``None`` when the run has none.
 
     The agent passes one as the ``ctx`` of every tool it runs; a function tool receives it in the
-    parameter annotated ``ToolContext`` (:func:`~bindloop.plugins.define_tool`). A host running
+    parameter annotated ``ToolContext`` (:func:`~bindloop.tools.define_tool`). A host running
     tools through its own dispatcher passes its own context instead.
 
     A frozen msgspec Struct (one is built per tool call, and a Struct costs a tenth of a frozen

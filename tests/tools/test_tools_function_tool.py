@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from bindloop.contracts import ToolCall, ToolError, ToolMessage, ToolResult, ToolSuspend
 from bindloop.errors import PortContractError, UsageError
-from bindloop.plugins import (
+from bindloop.tools import (
     Tool,
     ToolContext,
     create_tool_registry,
@@ -746,18 +746,18 @@ async def test_equip_tool_refuses_a_function_it_cannot_describe_before_the_model
         await create_agent(id="b", handler=not_a_tool, model=model)(None)
 
 
-# -- docs/plugins.md's example runs as written ----------------------------------------------------
+# -- docs/tools.md's example runs as written ----------------------------------------------------
 
 async def test_the_plugins_page_example_runs_as_written() -> None:
     import re
     import textwrap
     from pathlib import Path
 
-    page = (Path(__file__).resolve().parents[2] / "docs" / "plugins.md").read_text()
+    page = (Path(__file__).resolve().parents[2] / "docs" / "tools.md").read_text()
     section = page.split("## Tools from functions", 1)[1].split("\n## ", 1)[0]
     (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
     namespace: dict[str, Any] = {}
-    exec(compile(textwrap.dedent(block), "plugins.md", "exec"), namespace)
+    exec(compile(textwrap.dedent(block), "tools.md", "exec"), namespace)
     tool = namespace["search"]
     assert (tool.name, tool.description) == ("search", "Search the corpus.")
     props = tool.parameters["properties"]
@@ -963,7 +963,7 @@ def test_the_explicit_form_refuses_an_execute_without_its_context() -> None:
     import msgspec as _msgspec
 
     from bindloop.errors import UsageError as _UsageError
-    from bindloop.plugins import define_tool as _define
+    from bindloop.tools import define_tool as _define
 
     class Args(_msgspec.Struct):
         path: str

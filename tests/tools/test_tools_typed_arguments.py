@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bindloop.contracts import ToolError, ToolResult
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 
 
 class Inner(msgspec.Struct):

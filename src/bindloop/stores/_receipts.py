@@ -1,8 +1,9 @@
-"""An in-memory :class:`~bindloop.run.ToolCallReceiptStore` that honours the attempt fence."""
+"""The receipt store port of idempotent tool calls (:mod:`bindloop.run`'s receipts): the host's
+receipt table, fenced on the attempt, and its in-memory reference."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..clock import Clock, monotonic_ms
 from ..errors import UsageError
@@ -14,7 +15,28 @@ from ..run import (
     ToolCallReceiptKey,
 )
 
-__all__ = ("InMemoryReceiptStore",)
+__all__ = ("MemoryToolCallReceiptStore", "ToolCallReceiptStore")
+
+
+class ToolCallReceiptStore(Protocol):
+    """The host's receipt table. Every write is fenced on the attempt number and returns whether it
+    landed (``False``: another attempt owns the receipt now — stop, do not run or record anything).
+
+    ``claim(key, attempt, lease_ms)`` lands only if the stored attempt is ``attempt - 1`` (absent
+    counts as 0) and the receipt is absent, failed, or running with an expired lease; it writes
+    ``running`` with a lease measured on the store's clock. ``complete`` and ``fail`` land only while
+    the receipt is ``running`` at ``attempt``. Put the
+    fence in the same transaction as the side effect where the store allows it: fencing only the
+    completion leaves a window where two attempts both believe they own the call.
+    """
+
+    async def read(self, key: ToolCallReceiptKey) -> ReceiptState | None: ...
+
+    async def claim(self, key: ToolCallReceiptKey, attempt: int, lease_ms: float) -> bool: ...
+
+    async def complete(self, key: ToolCallReceiptKey, attempt: int, result: Any) -> bool: ...
+
+    async def fail(self, key: ToolCallReceiptKey, attempt: int, error: str | None) -> bool: ...
 
 
 def _check(attempt: object, lease_ms: object) -> None:
@@ -26,8 +48,9 @@ def _check(attempt: object, lease_ms: object) -> None:
         raise UsageError(f"lease_ms must be a finite number > 0, got {lease_ms!r}")
 
 
-class InMemoryReceiptStore:
-    """The reference receipt store. ``now`` is the *store's* clock (leases are measured on it).
+class MemoryToolCallReceiptStore:
+    """A :class:`ToolCallReceiptStore` in this process's memory, the reference. ``now`` is the
+    *store's* clock (leases are measured on it).
 
     Beyond the protocol it keeps a fenced per-receipt trail for resumable effects
     (:meth:`record_step` / :meth:`steps`) and counts rejected writes in ``fenced_writes``.
