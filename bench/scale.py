@@ -122,7 +122,7 @@ async def worker(config: str, addresses: dict[str, str], prefix: str, first: int
         tool_call_args_hash,
     )
     from bindloop.model import call_model_port
-    from bindloop.session import RestoredLoop, create_loop_checkpoint, run_from_checkpoint
+    from bindloop.checkpoints import RestoredLoop, create_loop_checkpoint, run_from_checkpoint
     from bindloop.wire import ModelAdapter, OpenAIChatAdapter, WireOptions
 
     raw_store, raw_limits = _open(config, addresses, prefix)

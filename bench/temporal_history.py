@@ -35,7 +35,7 @@ async def _child(runs: int, calls: int) -> dict[str, Any]:
     from bindloop.contracts import ModelTurnResult, ToolCall, ToolMessage, ToolResult, UserMessage
     from bindloop.hosts import temporal
     from bindloop.hosts.sqlite_store import SqliteStore
-    from bindloop.session import create_loop_checkpoint, serialize_loop_checkpoint
+    from bindloop.checkpoints import create_loop_checkpoint, serialize_loop_checkpoint
 
     async def model(messages: list[Any], tools: list[Any]) -> ModelTurnResult:
         done = sum(isinstance(m, ToolMessage) for m in messages)

@@ -33,7 +33,7 @@ async def trial(kind: str, direct: str, namespace: str, *, former: bool, seed: i
     from bindloop.hosts.postgres_store import PostgresStore
     from bindloop.hosts.redis_store import RedisStore
     from bindloop.run import ToolCallReceiptKey
-    from bindloop.session import (
+    from bindloop.checkpoints import (
         RestoredLoop,
         create_loop_checkpoint,
         run_from_checkpoint,

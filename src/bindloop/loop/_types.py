@@ -71,7 +71,7 @@ class LoopCounters(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     usage and no compaction has replaced the transcript since.
 
     One value, kept unchanged in :class:`ToolLoopState` and in a checkpoint
-    (``bindloop.session.LoopCheckpoint.counters``); the loop replaces it with
+    (``bindloop.checkpoints.LoopCheckpoint.counters``); the loop replaces it with
     :meth:`after_turn` and :meth:`after_compaction`.
     """
 
@@ -180,7 +180,7 @@ RunToolBatchFn: TypeAlias = Callable[
 class ToolLoopPorts(msgspec.Struct, frozen=True, kw_only=True):
     """The executable side of a run: every port. Only ``call_model`` and ``run_tool_call`` are
     required; an unwired optional port changes nothing. :class:`ToolLoopParams` adds the run's
-    ``state`` and ``max_iterations``; ``bindloop.session.RestoredLoop`` adds ``capture_bindings``.
+    ``state`` and ``max_iterations``; ``bindloop.checkpoints.RestoredLoop`` adds ``capture_bindings``.
 
     Ports may be plain functions or coroutine functions, except ``call_model`` and
     ``run_tool_batch`` (always awaited) and ``runs_serially``, ``is_fatal_tool_error``,

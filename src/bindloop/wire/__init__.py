@@ -33,9 +33,12 @@ from ._openai_chat import OpenAIChatAdapter as OpenAIChatAdapter
 from ._openai_responses import OpenAIResponsesAdapter as OpenAIResponsesAdapter
 from ._registry import WIRE_NAMES as WIRE_NAMES, create_wire_adapter as create_wire_adapter
 from ._retry import (
+    RetryAttempt as RetryAttempt,
     RetryPolicy as RetryPolicy,
     failure_category as failure_category,
+    is_content_event as is_content_event,
     is_retryable as is_retryable,
+    retry_attempts as retry_attempts,
 )
 from ._routed import (
     RouteStreaming as RouteStreaming,
@@ -90,6 +93,7 @@ __all__ = (
     "ProviderPromptTooLongError",
     "ReasoningOptions",
     "Redactor",
+    "RetryAttempt",
     "RetryPolicy",
     "RouteStreaming",
     "RoutedModel",
@@ -115,8 +119,10 @@ __all__ = (
     "failure_category",
     "fallback_route",
     "gemini_schema",
+    "is_content_event",
     "is_retryable",
     "request_url",
+    "retry_attempts",
     "transport_redactor",
     "transport_settings",
     # The stall watchdog for streamed completions (_watchdog).
