@@ -47,7 +47,7 @@ def pyodide() -> dict[str, float]:
         f.write(PROBE)
         path = f.name
     try:
-        out = subprocess.run(["node", os.path.join(ROOT, "wasm", "run_smoke.mjs"), path, ROOT],
+        out = subprocess.run(["node", os.path.join(ROOT, "harness", "wasm", "run_smoke.mjs"), path, ROOT],
                              check=True, capture_output=True, text=True).stdout
     finally:
         os.unlink(path)

@@ -37,7 +37,7 @@ import anyio
 import msgspec
 
 from bindloop.contracts import ToolResult
-from bindloop.hosts.httpx_transport import HttpxTransport
+from bindloop.hosts.transports.httpx import HttpxTransport
 from bindloop.mcp import McpHttpClient, load_mcp_tools
 from bindloop.tools import define_tool
 from bindloop.wire import HttpRequest
@@ -105,8 +105,8 @@ async def per_call_us(call: Callable[[int], Awaitable[Any]], calls: int, rounds:
 
 def start_server(*extra: str) -> tuple[subprocess.Popen[str], str]:
     # stderr dropped: the SDK logs the raising tool's traceback, which is expected here.
-    proc = subprocess.Popen([sys.executable, "-m", "bindloop.hosts.mcp_reference_server", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "harness.fixtures.mcp_reference_server", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if not line.startswith("READY "):
@@ -180,8 +180,8 @@ def cpython_import_ms(runs: int = 7) -> tuple[float, float]:
 
 
 def pyodide_figures(url: str) -> dict[str, Any] | None:
-    if not (ROOT / "wasm" / "node_modules" / "pyodide").exists() or not any(
-            (ROOT / "wasm" / "wheels").glob("bindloop-*.whl")):
+    if not (ROOT / "harness" / "wasm" / "node_modules" / "pyodide").exists() or not any(
+            (ROOT / "harness" / "wasm" / "wheels").glob("bindloop-*.whl")):
         return None
     done = subprocess.run(["node", "tests/mcp/run_pyodide_mcp.mjs", "tests/mcp/pyodide_mcp.py",
                            url], cwd=ROOT, capture_output=True, text=True, timeout=300)

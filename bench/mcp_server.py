@@ -34,7 +34,7 @@ def bindloop_app() -> Any:
     import msgspec
 
     from bindloop.contracts import ToolResult
-    from bindloop.hosts.mcp_server import McpServerApp
+    from bindloop.hosts.mcp.server import McpServerApp
     from bindloop.tools import define_tool
 
     class Pair(msgspec.Struct):

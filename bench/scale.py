@@ -42,7 +42,7 @@ def responder() -> Any:
         UserMessage,
         messages_from_openai,
     )
-    from bindloop.hosts.scripted_server import RecordedRequest, ScriptedReply, turn_reply
+    from harness.fixtures.scripted_server import RecordedRequest, ScriptedReply, turn_reply
 
     def respond(request: RecordedRequest) -> ScriptedReply:
         body = msgspec.json.decode(request.body)
@@ -96,12 +96,12 @@ class Timed:
 
 def _open(config: str, addresses: dict[str, str], prefix: str) -> tuple[Any, Any]:
     if config.startswith("sqlite"):
-        from bindloop.hosts.sqlite_store import SqliteStore
+        from bindloop.hosts.stores.sqlite import SqliteStore
 
         store = SqliteStore(addresses["sqlite"])
         return store, store
-    from bindloop.hosts.postgres_store import PostgresStore
-    from bindloop.hosts.redis_store import RedisStore
+    from bindloop.hosts.stores.postgres import PostgresStore
+    from bindloop.hosts.stores.redis import RedisStore
 
     return (PostgresStore(addresses["postgres"], schema=prefix, pool_size=8),
             RedisStore(addresses["redis"], prefix=f"{prefix}:"))
@@ -113,7 +113,7 @@ async def worker(config: str, addresses: dict[str, str], prefix: str, first: int
     import httpx
 
     from bindloop.contracts import ToolCall, ToolDefinition, ToolResult, UserMessage
-    from bindloop.hosts.httpx_transport import HttpxTransport
+    from bindloop.hosts.transports.httpx import HttpxTransport
     from bindloop.run import (
         ReceiptExecute,
         ReceiptReplay,
@@ -121,7 +121,8 @@ async def worker(config: str, addresses: dict[str, str], prefix: str, first: int
         decide_tool_call_receipt,
         tool_call_args_hash,
     )
-    from bindloop.model import call_model_port
+    from bindloop.loop import ToolRunner
+    from bindloop.model import StreamModel
     from bindloop.checkpoints import RestoredLoop, create_loop_checkpoint, run_from_checkpoint
     from bindloop.wire import ModelAdapter, OpenAIChatAdapter, WireOptions
 
@@ -137,17 +138,19 @@ async def worker(config: str, addresses: dict[str, str], prefix: str, first: int
     per_session: list[tuple[float, float, int]] = []  # (wall s, store s, turns)
     timers: dict[str, float] = {}
 
-    port = call_model_port(model)
+    class Limited(StreamModel):
+        id = "scripted"
 
-    async def call_model(*args: Any, **kwargs: Any) -> Any:
-        # What create_limit_middleware does around a call: a slot, a window admission, the slot back.
-        while not await limits.enter("provider:slots", 10_000):
-            await anyio.sleep(0.001)
-        try:
-            await limits.admit("provider:rpm", 60_000.0, 10**9, 1, time.time() * 1000)
-            return await port(*args, **kwargs)
-        finally:
-            await limits.leave("provider:slots")
+        async def complete(self, *args: Any, **kwargs: Any) -> Any:
+            # What create_limit_middleware does around a call: a slot, a window admission, the
+            # slot back.
+            while not await limits.enter("provider:slots", 10_000):
+                await anyio.sleep(0.001)
+            try:
+                await limits.admit("provider:rpm", 60_000.0, 10**9, 1, time.time() * 1000)
+                return await model.complete(*args, **kwargs)
+            finally:
+                await limits.leave("provider:slots")
 
     async def charge(call: ToolCall) -> ToolResult:
         args = json.loads(call.arguments)
@@ -174,8 +177,9 @@ async def worker(config: str, addresses: dict[str, str], prefix: str, first: int
             await store.save(cp)
             result = await run_from_checkpoint(
                 checkpoint=cp, commit=store.commit,
-                restore=lambda c: RestoredLoop(call_model=call_model, run_tool_call=charge,
-                                               build_tools=lambda: tools,
+                restore=lambda c: RestoredLoop(model=Limited(),
+                                               runner=ToolRunner(run_tool_call=charge,
+                                                                 build_tools=lambda: tools),
                                                capture_bindings=lambda: c.bindings))
             assert result.stop_reason == "done", result.stop_reason
             per_session.append((time.perf_counter() - t0, spent[0], result.iterations))
@@ -206,7 +210,7 @@ def run_config(config: str, processes: int, sessions: int, concurrency: int,
     if not config.startswith("sqlite"):
         import anyio
 
-        from bindloop.hosts.postgres_store import PostgresStore
+        from bindloop.hosts.stores.postgres import PostgresStore
 
         async def prepare() -> None:  # the schema once, before the race
             pg = PostgresStore(addresses["postgres"], schema=prefix)
@@ -269,8 +273,8 @@ def main() -> None:
         print(json.dumps(out))
         return
     sys.path.insert(0, str(ROOT))
-    from bindloop.hosts.scripted_server import ScriptedProviderServer
-    from tests.hosts.servers import PostgresServer, RedisServer
+    from harness.fixtures.scripted_server import ScriptedProviderServer
+    from harness.fixtures.store_servers import PostgresServer, RedisServer
 
     pg, rd = PostgresServer(), RedisServer()
     results = []

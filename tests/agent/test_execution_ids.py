@@ -12,7 +12,7 @@ import pytest
 
 from bindloop.agent import ChatResult, create_agent, equip_instruction, prompt_chat, resume_chat
 from bindloop.errors import PortContractError, UsageError
-from bindloop.hosts.sqlite_store import CheckpointConflictError, SqliteStore
+from bindloop.hosts.stores.sqlite import CheckpointConflictError, SqliteStore
 from bindloop.testing import final_answer, scripted_stream_model
 
 

@@ -413,7 +413,7 @@ async def test_log_tool_errors_makes_redacted_log_records(caplog: Any) -> None:
     import logging
 
     from bindloop.agent import run_with
-    from bindloop.hosts.logs import LOGGER_NAME, log_tool_errors
+    from bindloop.hosts.telemetry.logs import LOGGER_NAME, log_tool_errors
 
     async def handler(_: None) -> str:
         equip_instruction("q")

@@ -17,7 +17,7 @@ from bindloop.tools import (
     read_tool_arguments,
 )
 from bindloop.contracts import ToolCall, ToolError, message_from_openai, openai_tool_call_fields
-from bindloop.hosts.httpx_transport import HttpxTransport
+from bindloop.hosts.transports.httpx import HttpxTransport
 from bindloop.mcp import McpArguments, McpHttpClient, McpToolInfo, build_mcp_tools
 from bindloop.tools import define_tool
 

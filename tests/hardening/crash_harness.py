@@ -42,6 +42,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from bindloop.loop import ToolRunner
 
 TENANT = "crash-test"
 STEPS = 3
@@ -55,7 +56,7 @@ def responder() -> Any:
 
     from bindloop.contracts import ModelTurnResult, ToolCall, TurnUsage, messages_from_openai
     from bindloop.contracts import ToolMessage, UserMessage
-    from bindloop.hosts.scripted_server import RecordedRequest, ScriptedReply, turn_reply
+    from harness.fixtures.scripted_server import RecordedRequest, ScriptedReply, turn_reply
 
     def respond(request: RecordedRequest) -> ScriptedReply:
         body = msgspec.json.decode(request.body)
@@ -85,8 +86,7 @@ async def run_child(backend_kind: str, target: str, namespace: str, base_url: st
     import httpx
 
     from bindloop.contracts import ToolCall, ToolDefinition, ToolResult, UserMessage
-    from bindloop.model import call_model_port
-    from bindloop.hosts.httpx_transport import HttpxTransport
+    from bindloop.hosts.transports.httpx import HttpxTransport
     from bindloop.run import (
         ReceiptAmbiguous,
         ReceiptExecute,
@@ -161,9 +161,11 @@ async def run_child(backend_kind: str, target: str, namespace: str, base_url: st
                     return
                 await run_from_checkpoint(
                     checkpoint=cp, commit=store.commit,
-                    restore=lambda c: RestoredLoop(call_model=call_model_port(model),
-                                                   run_tool_call=charge, build_tools=lambda: tools,
-                                                   capture_bindings=lambda: c.bindings))
+                    restore=lambda c: RestoredLoop(
+                        model=model,
+                        capture_bindings=lambda: c.bindings,
+                        runner=ToolRunner(run_tool_call=charge, build_tools=lambda: tools),
+                    ))
             except CheckpointConflictError:
                 # Another process advanced this session first (the single-writer fence): stop
                 # this invocation and go on from what it stored.
@@ -352,7 +354,7 @@ def run_crash_test(*, kills: int, sessions: int, seed: int, workdir: Path,
 
 def _run_trials(report: Report, rng: random.Random, base: Target, workdir: Path, kills: int,
                 sessions: int, processes: int, limit: int, fx: Faults | None) -> None:
-    from bindloop.hosts.scripted_server import ScriptedProviderServer
+    from harness.fixtures.scripted_server import ScriptedProviderServer
 
     backend = base.kind
     with ScriptedProviderServer() as server:
@@ -422,7 +424,7 @@ def _servers(backend: str, address: str) -> tuple[str, Any]:
     if backend == "sqlite" or address:
         return address, None
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from tests.hosts.servers import PostgresServer, RedisServer
+    from harness.fixtures.store_servers import PostgresServer, RedisServer
 
     server: Any = PostgresServer() if backend == "postgres" else RedisServer()
     server.start()

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from bindloop.loop import ToolRunner
+from bindloop.testing import function_model
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,8 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 async def trial(kind: str, direct: str, namespace: str, *, former: bool, seed: int,
                 sessions: int) -> dict[str, Any]:
     from bindloop import UserMessage
-    from bindloop.hosts.postgres_store import PostgresStore
-    from bindloop.hosts.redis_store import RedisStore
+    from bindloop.hosts.stores.postgres import PostgresStore
+    from bindloop.hosts.stores.redis import RedisStore
     from bindloop.run import ToolCallReceiptKey
     from bindloop.checkpoints import (
         RestoredLoop,
@@ -98,9 +100,11 @@ async def trial(kind: str, direct: str, namespace: str, *, former: bool, seed: i
                 try:
                     await run_from_checkpoint(
                         checkpoint=cp, commit=store.commit,
-                        restore=lambda c: RestoredLoop(call_model=kit.model, run_tool_call=charge,
-                                                       capture_bindings=lambda: c.bindings,
-                                                       **ports))
+                        restore=lambda c: RestoredLoop(
+                            model=function_model(kit.respond),
+                            capture_bindings=lambda: c.bindings,
+                            runner=ToolRunner(run_tool_call=charge, **ports),
+                        ))
                 except StoreError:
                     stopped += 1  # the next request resumes from the stored checkpoint
 
@@ -138,7 +142,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    from tests.hosts.servers import PostgresServer, RedisServer
+    from harness.fixtures.store_servers import PostgresServer, RedisServer
 
     postgres, redis = PostgresServer(), RedisServer()
     postgres.start()

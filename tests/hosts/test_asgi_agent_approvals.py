@@ -24,9 +24,9 @@ from bindloop.contracts import (
     TurnUsage,
     UserMessage,
 )
-from bindloop.hosts.asgi import AgUiFrames, ChatInput, UiFrames, drive_run
-from bindloop.hosts.asgi_agent import agent_runner
-from bindloop.hosts.ui_demo import DemoModel
+from bindloop.hosts.asgi.chat import AgUiFrames, ChatInput, UiFrames, drive_run
+from bindloop.hosts.asgi.agent import agent_runner
+from examples.demos.ui_demo import DemoModel
 from bindloop.tools import define_tool
 from bindloop.protocols import AgUiEncoder, ToolApproval, UIStreamEncoder, decode_ui_chat_request
 from bindloop.checkpoints import LoopCheckpoint

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from bindloop.hosts.sqlite_store import SqliteStore
-from bindloop.hosts.store_processes import run_in_processes
+from bindloop.hosts.stores.sqlite import SqliteStore
+from bindloop.hosts.stores.processes import run_in_processes
 from bindloop.testing.store_kit import CheckpointStoreSuite, LimitStoreSuite, ReceiptStoreSuite
 
 from .factories import MemoryBackend

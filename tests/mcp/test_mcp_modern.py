@@ -21,8 +21,8 @@ from hypothesis import given, strategies as st
 
 from bindloop.agent import ChatResult, create_agent, equip_instruction, equip_mcp, prompt_chat
 from bindloop.contracts import ToolMessage, ToolResult
-from bindloop.hosts.httpx_transport import HttpxTransport
-from bindloop.hosts.mcp_server import McpServerApp
+from bindloop.hosts.transports.httpx import HttpxTransport
+from bindloop.hosts.mcp.server import McpServerApp
 from bindloop.mcp import (
     ElicitationRequest,
     ElicitationResult,

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from hypothesis import given, strategies as st
 
-from bindloop.hosts.httpx_transport import HttpxTransport
-from bindloop.hosts.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply
+from bindloop.hosts.transports.httpx import HttpxTransport
+from harness.fixtures.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply
 from bindloop.mcp import (
     AuthorizationServerMetadata,
     McpAuthorizationError,

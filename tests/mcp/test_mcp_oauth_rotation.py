@@ -15,8 +15,8 @@ import httpx
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from bindloop.hosts.httpx_transport import HttpxTransport
-from bindloop.hosts.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply
+from bindloop.hosts.transports.httpx import HttpxTransport
+from harness.fixtures.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply
 from bindloop.mcp import (
     McpHttpClient,
     McpOAuth,

@@ -1,5 +1,5 @@
 # Tools from plain functions, the same under CPython (tests/tools/test_pyodide_function_tools.py)
-# and under Pyodide 314 in Node (wasm/run_smoke.mjs): what define_tool derives, what the tools
+# and under Pyodide 314 in Node (harness/wasm/run_smoke.mjs): what define_tool derives, what the tools
 # answer, what an agent run over a scripted model reads, and what is refused, as one JSON text.
 # No `from __future__ import annotations`: on Python 3.14 annotations are deferred, and this file
 # checks define_tool reads them there too. Its value is the last expression, as run_smoke prints it.

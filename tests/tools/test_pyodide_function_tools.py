@@ -46,7 +46,7 @@ async def test_the_cpython_side_runs_and_says_what_is_expected() -> None:
 @pytest.mark.skipif(not os.environ.get("BINDLOOP_REQUIRE_PYODIDE"),
                     reason="run by `make tools-pyodide`, after the wheels are rebuilt")
 async def test_pyodide_gives_the_same_answers() -> None:
-    done = subprocess.run(["node", str(ROOT / "wasm" / "run_smoke.mjs"), str(SNIPPET)], cwd=ROOT,
+    done = subprocess.run(["node", str(ROOT / "harness" / "wasm" / "run_smoke.mjs"), str(SNIPPET)], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
     assert done.stdout.strip().splitlines()[-1] == await _cpython_value()

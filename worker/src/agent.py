@@ -244,7 +244,7 @@ TOOLS = (
 
 
 class _Sink:
-    """The SSE client re-renders from events (wasm/demo/turn-stream.js), so it can be told to
+    """The SSE client re-renders from events (harness/wasm/demo/turn-stream.js), so it can be told to
     discard a failed attempt's text: retractable, and routing keeps its whole fallback chain."""
 
     retractable = True

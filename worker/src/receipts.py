@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import msgspec
 from workers import DurableObject  # type: ignore[import-not-found]
 
-from bindloop.hosts._store_common import check_attempt, check_lease, key_parts
+from bindloop.hosts.stores._common import check_attempt, check_lease, key_parts
 from bindloop.run import (
     ReceiptCompleted,
     ReceiptFailed,

@@ -57,7 +57,7 @@ async def run_with(fn: Callable[..., Awaitable[R]], *, initial_props: Any = _UNS
     unchanged) *instead of* the default, :func:`~bindloop.agent.log_tool_error` (a redacted
     WARNING on the ``bindloop.agent.tools`` logger): a host that reports its own way gets no
     second record, and calls ``log_tool_error(report)`` from its hook to keep it;
-    ``bindloop.hosts.logs.log_tool_errors(logger, level=)`` is the same record on your logger.
+    ``bindloop.hosts.telemetry.logs.log_tool_errors(logger, level=)`` is the same record on your logger.
     Either way the prompt's ``ChatResult.tool_failures`` lists the reports.
     ``on_event(event)`` is called synchronously with each run event
     (:class:`~bindloop.agent.AgentStreamEvent`) of the top-level agent's prompts the moment it is

@@ -7,7 +7,7 @@ host's ports (:class:`ServerRequestHandlers`), and resources, prompts and comple
 (:func:`list_resources`, :func:`get_prompt`, :func:`complete`, ...), and tool calls run as tasks
 (:func:`run_tool_task`). And the server side: bindloop tools served to MCP clients
 (:class:`McpServer`, the protocol's decisions without I/O; its ASGI binding is
-``bindloop.hosts.mcp_server.McpServerApp``).
+``bindloop.hosts.mcp.server.McpServerApp``).
 
 See docs/mcp.md.
 """

@@ -7,7 +7,7 @@ either an :class:`McpReply` to send as is, or an :class:`McpCall` to run with
 :meth:`McpServer.run_call`, which runs the tool the way the tool loop does (the tool's own
 argument reader, the loop's rule for what a raise becomes) and hands back the response message;
 progress notifications go out through the ``emit`` callback on the way. ``DELETE`` is
-:meth:`McpServer.delete`. The ASGI binding is :class:`bindloop.hosts.mcp_server.McpServerApp`.
+:meth:`McpServer.delete`. The ASGI binding is :class:`bindloop.hosts.mcp.server.McpServerApp`.
 
 State: the sessions (``Mcp-Session-Id``) and the calls running in them live in the instance,
 bounded by ``max_sessions`` (the least recently used session goes first).
@@ -204,7 +204,7 @@ class McpServer:
     session_ids
         Mints session ids (visible ASCII). The default counts (``session-1``, ...), which is only
         safe behind ``authorize``: a host should pass a secure random source
-        (:class:`~bindloop.hosts.mcp_server.McpServerApp` does).
+        (:class:`~bindloop.hosts.mcp.server.McpServerApp` does).
     max_sessions
         Sessions kept; the least recently used one is forgotten when a new one would exceed it.
     max_body

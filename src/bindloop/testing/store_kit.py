@@ -16,7 +16,7 @@ fresh namespace (a new file, schema or key prefix). Handles are closed after the
 fixture (asyncio here; override it to add trio), which is how anyio's pytest plugin runs them::
 
     import functools, pytest
-    from bindloop.hosts.store_processes import run_in_processes
+    from bindloop.hosts.stores.processes import run_in_processes
     from bindloop.testing.store_kit import CheckpointStoreSuite, LimitStoreSuite, ReceiptStoreSuite
 
     class TestMyStore(CheckpointStoreSuite, ReceiptStoreSuite, LimitStoreSuite):
@@ -32,7 +32,7 @@ The multi-process tests (several processes write at once; exactly one wins) need
 ``process_runner``: ``runner(factory, job, count)`` runs the kit's ``job(store, index)`` in
 ``count`` fresh processes, each on its own handle from ``factory()``, and returns the results in
 index order — the factory must then be picklable. The kit runs no processes itself (it lives inside
-the package's no-I/O fence); :func:`bindloop.hosts.store_processes.run_in_processes` is the
+the package's no-I/O fence); :func:`bindloop.hosts.stores.processes.run_in_processes` is the
 ready-made runner. Without one, those tests are skipped, as for a store that cannot be shared
 between processes (the in-memory references).
 
