@@ -154,7 +154,7 @@ LAYERS = (
     "tools",
     "skills", "routing", "run",
     "loop", "lowlevel",
-    "session",
+    "checkpoints",
     "stores",
     "wire",
     "mcp",

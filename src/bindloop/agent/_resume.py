@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..session import CheckpointReply, CheckpointWake, LoopCheckpoint, apply_checkpoint_input, \
+from ..checkpoints import CheckpointReply, CheckpointWake, LoopCheckpoint, apply_checkpoint_input, \
     parse_loop_checkpoint
 from ..errors import UsageError
 from ._approvals import ApprovalDecision, check_decisions, commit_decisions, record_of, \

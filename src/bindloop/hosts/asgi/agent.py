@@ -69,7 +69,7 @@ from bindloop.contracts import (
 from bindloop.loop import LoopCounters, OpenSuspend
 from bindloop.model import Model, ModelRequest
 from bindloop.tools import Tool
-from bindloop.session import (
+from bindloop.checkpoints import (
     ApprovalRecord,
     LoopCheckpoint,
     serialize_loop_checkpoint,

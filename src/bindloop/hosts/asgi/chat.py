@@ -65,7 +65,7 @@ from bindloop.protocols import (
 from bindloop.agent import ApprovalError
 from bindloop.errors import ProviderError
 from bindloop.routing import AttemptError
-from bindloop.session import LoopCheckpoint
+from bindloop.checkpoints import LoopCheckpoint
 
 from bindloop.stores import MemoryRunLogs, RunBusyError, RunLogs, RunsFullError, RunStatus
 
