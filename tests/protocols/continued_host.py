@@ -1,0 +1,78 @@
+"""A protocol host process for the continuation tests: ``ChatApp`` under uvicorn on 127.0.0.1,
+its run logs in a SQLite file, its model an OpenAI-chat provider at a URL, its tools recording
+each call that ran in a file (one line each, across processes).
+
+    python tests/protocols/continued_host.py PORT DB PROVIDER_URL RAN_FILE [--lease-ms N]
+        [--die-after TOOL]
+
+``--die-after TOOL``: the process kills itself with SIGKILL right after TOOL ran (its result
+recorded in RAN_FILE, the save after it not made): a process lost at the worst moment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+from typing import Any
+
+import msgspec
+import uvicorn
+
+from bindloop.contracts import ToolResult
+from bindloop.hosts import create_model
+from bindloop.hosts.asgi import ChatApp
+from bindloop.hosts.asgi_agent import agent_runner
+from bindloop.hosts.asgi_log import SqliteRunLogs
+from bindloop.plugins import define_tool
+
+
+class Words(msgspec.Struct, frozen=True):
+    text: str
+
+
+class Note(msgspec.Struct, frozen=True):
+    title: str
+
+
+def tools(ran_file: str, die_after: str | None) -> list[Any]:
+    def ran(name: str, args: msgspec.Struct) -> None:
+        with open(ran_file, "a") as f:
+            f.write(f"{name} {msgspec.json.encode(args).decode()}\n")
+            f.flush()
+            os.fsync(f.fileno())
+        if name == die_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def count(args: Words, _ctx: object) -> ToolResult:
+        ran("word_count", args)
+        return ToolResult(content=str(len(args.text.split())))
+
+    def delete(args: Note, _ctx: object) -> ToolResult:
+        ran("delete_note", args)
+        return ToolResult(content=f"deleted {args.title!r}")
+
+    return [define_tool(name="word_count", description="Count the words in a text.", args=Words,
+                        execute=count),
+            define_tool(name="delete_note", description="Delete a note by title.", args=Note,
+                        execute=delete)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("port", type=int)
+    parser.add_argument("db")
+    parser.add_argument("provider")
+    parser.add_argument("ran_file")
+    parser.add_argument("--lease-ms", type=float, default=1000)
+    parser.add_argument("--die-after", default=None)
+    args = parser.parse_args()
+    model = create_model("openai:scripted-model", base_url=args.provider, api_key="sk-test")
+    runner = agent_runner(model, tools=tools(args.ran_file, args.die_after),
+                          needs_approval=["delete_note"])
+    app = ChatApp(runner, logs=SqliteRunLogs(args.db), lease_ms=args.lease_ms)
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,228 @@
+"""A run whose host process is killed (SIGKILL) mid-run is taken over, once its lease is out, by
+another process on the same SQLite run logs, and finished from its last save: the client's resume
+gets the continued run's frames -- the message an uninterrupted run gives -- and what ran before
+the save (a tool, a model turn) is not done again. Real processes (uvicorn on 127.0.0.1), a
+scripted OpenAI-chat provider on loopback, plain HTTP as a client sends it."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+
+from bindloop.contracts import ModelTurnResult, ToolCall, TurnUsage
+from bindloop.hosts.scripted_server import (
+    RecordedRequest,
+    ScriptedProviderServer,
+    ScriptedReply,
+    turn_reply,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+HOST = Path(__file__).with_name("continued_host.py")
+LEASE_MS = 800
+USAGE = TurnUsage(input_tokens=3, output_tokens=3)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _last(request: RecordedRequest) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = msgspec.json.decode(request.body)["messages"]
+    return messages[-1]
+
+
+def respond(request: RecordedRequest) -> ScriptedReply:
+    """The provider: a user asking to count gets a ``word_count`` call; a user asking to delete a
+    ``delete_note`` call; a tool's result gets a long answer, streamed slowly (a process can be
+    killed while it streams)."""
+    last = _last(request)
+    if last["role"] == "tool":
+        text = ("The tool answered " + str(last["content"]) + ", and here is a long answer "
+                "that takes a while to stream, word after word, to the end.")
+        return turn_reply("openai_chat", ModelTurnResult(text=text, finish_reason="stop",
+                                                         usage=USAGE),
+                          stream=True, delay_s=0.15)
+    words = str(last["content"]).split()
+    if words[:1] == ["delete"]:
+        call = ToolCall(id="call-del", name="delete_note",
+                        arguments=msgspec.json.encode({"title": words[1]}).decode())
+    else:
+        call = ToolCall(id="call-count", name="word_count",
+                        arguments=msgspec.json.encode({"text": " ".join(words[1:])}).decode())
+    return turn_reply("openai_chat", ModelTurnResult(text="On it.", tool_calls=(call,),
+                                                     finish_reason="tool_calls", usage=USAGE),
+                      stream=True)
+
+
+class Host:
+    """One host process (``continued_host.py``) on ``port``."""
+
+    def __init__(self, tmp: Path, provider: str, *extra: str) -> None:
+        self.port = _free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HOST), str(self.port), str(tmp / "runs.db"), provider,
+             str(tmp / "ran.txt"), "--lease-ms", str(LEASE_MS), *extra],
+            cwd=ROOT, env={"PYTHONPATH": f"{ROOT / 'src'}:{ROOT}", "PATH": "/usr/bin:/bin"})
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                httpx.get(f"{self.base}/nothing", timeout=1)
+                return
+            except httpx.TransportError:
+                assert self.proc.poll() is None, "the host process exited"
+                assert time.monotonic() < deadline, "the host did not start"
+                time.sleep(0.05)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()  # SIGKILL: no shutdown, no lease renewal, ever
+        self.proc.wait()
+
+
+@pytest.fixture
+def provider() -> Iterator[ScriptedProviderServer]:
+    with ScriptedProviderServer() as server:
+        server.set_responder("openai", respond)
+        yield server
+
+
+@pytest.fixture
+def hosts(tmp_path: Path, provider: ScriptedProviderServer) -> Iterator[list[Host]]:
+    started: list[Host] = []
+    yield started
+    for host in started:
+        host.kill()
+
+
+def _events(text: str) -> list[tuple[str | None, bytes]]:
+    """The SSE events of a response body: (id, data)."""
+    out = []
+    for block in text.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        if "data" in fields:
+            out.append((fields.get("id"), fields["data"].encode()))
+    return out
+
+
+def _message(events: list[tuple[str | None, bytes]]) -> list[Any]:
+    """The payloads, the run's own message id replaced (each run mints one)."""
+    datas = [d for _, d in events]
+    start = msgspec.json.decode(datas[0])
+    mid = start.get("messageId", "")
+    return [d.decode().replace(mid, "MSG") if mid else d.decode() for d in datas]
+
+
+def _post_until_killed(base: str, body: dict[str, Any], got: list[str]) -> None:
+    """POST ``body`` and keep what arrives until the connection dies."""
+    try:
+        with httpx.stream("POST", f"{base}/api/chat", json=body, timeout=30) as response:
+            for line in response.iter_lines():
+                got.append(line)
+    except httpx.TransportError:
+        pass
+
+
+CHAT = {"id": "c1", "trigger": "submit-message", "messages": [
+    {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "count one two three"}]}]}
+
+
+def _turns_after_tool(provider: ScriptedProviderServer) -> int:
+    return sum(1 for r in provider.requests if _last(r)["role"] == "tool")
+
+
+def test_a_killed_hosts_run_is_continued_by_another_process_from_its_last_save(
+        tmp_path: Path, provider: ScriptedProviderServer, hosts: list[Host]) -> None:
+    url = provider.base_url("openai")
+    a = Host(tmp_path, url)
+    hosts.append(a)
+    got: list[str] = []
+    client = threading.Thread(target=_post_until_killed, args=(a.base, CHAT, got))
+    client.start()
+    deadline = time.monotonic() + 20
+    while _turns_after_tool(provider) == 0:  # the tool ran and the round was saved
+        assert time.monotonic() < deadline, "the run never reached its second turn"
+        time.sleep(0.01)
+    time.sleep(0.4)  # a few words of the answer are out
+    a.kill()
+    client.join(10)
+    seen = _events("\n".join(got) + "\n\n")
+    assert seen and not any(d == b"[DONE]" for _, d in seen), "the run was not cut mid-stream"
+    dead_run = str(seen[0][0]).rsplit(":", 1)[0]
+
+    b = Host(tmp_path, url)  # a process started on the same file (a restart)
+    hosts.append(b)
+    resumed = httpx.get(f"{b.base}/api/chat/c1/stream", timeout=30)  # useChat's resume
+    assert resumed.status_code == 200
+    events = _events(resumed.text)
+    assert events[-1][1] == b"[DONE]"
+    # Offset after offset: the dead run's frames up to its save (when the resume came while it
+    # was lost), then its continuation's, a run of its own: one stream, the whole message.
+    ids = [str(i).rsplit(":", 1) for i, _ in events[:-1]]
+    assert [int(n) for _, n in ids] == list(range(len(events) - 1))
+    runs = list(dict.fromkeys(r for r, _ in ids))
+    assert runs[-1] != dead_run and runs[:-1] in ([], [dead_run])
+    assert (tmp_path / "ran.txt").read_text().splitlines() == ['word_count {"text":"one two three"}']
+    assert len(provider.requests) == 3  # the tool round once, the answer twice (cut, then again)
+    assert _turns_after_tool(provider) == 2
+
+    whole = httpx.post(f"{b.base}/api/chat", json={**CHAT, "id": "c2"}, timeout=30)
+    assert _message(events) == _message(_events(whole.text))
+
+    # The run the client saw, named by its last event: up to the save the continuation repeats,
+    # the rest comes from it; past the save (frames the continuation did not repeat) it is gone.
+    saved = next(n for n, (_, d) in enumerate(seen)
+                 if d.startswith(b'{"type":"tool-output-available"'))  # the round's last frame
+    after = httpx.get(f"{b.base}/api/chat/c1/stream", timeout=30,
+                      headers={"last-event-id": f"{dead_run}:{saved}"})
+    assert after.status_code == 200, (after.status_code, saved, after.text)
+    assert _events(after.text) == events[saved + 1:]
+    gone = httpx.get(f"{b.base}/api/chat/c1/stream", timeout=30,
+                     headers={"last-event-id": str(seen[-1][0])})
+    assert gone.status_code == 204
+
+
+def test_a_run_lost_before_its_first_save_runs_its_request_again(
+        tmp_path: Path, provider: ScriptedProviderServer, hosts: list[Host]) -> None:
+    """No boundary settled before the process died: the continuation starts the request over
+    (the same message id: the stream a reconnecting client folds is one message)."""
+    url = provider.base_url("openai")
+    provider.set_responder("openai", lambda r: turn_reply(
+        "openai_chat", ModelTurnResult(text="A slow answer with many words in it, one by one.",
+                                       finish_reason="stop", usage=USAGE),
+        stream=True, delay_s=0.2))
+    a = Host(tmp_path, url)
+    hosts.append(a)
+    got: list[str] = []
+    body = {**CHAT, "messages": [{"id": "u1", "role": "user",
+                                  "parts": [{"type": "text", "text": "hello"}]}]}
+    client = threading.Thread(target=_post_until_killed, args=(a.base, body, got))
+    client.start()
+    deadline = time.monotonic() + 20
+    while not any('"text-delta"' in line for line in got):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    a.kill()
+    client.join(10)
+    b = Host(tmp_path, url)
+    hosts.append(b)
+    resumed = httpx.get(f"{b.base}/api/chat/c1/stream", timeout=30)
+    events = _events(resumed.text)
+    assert events[-1][1] == b"[DONE]"
+    whole = httpx.post(f"{b.base}/api/chat", json={**body, "id": "c2"}, timeout=30)
+    assert _message(events) == _message(_events(whole.text))
+    first = msgspec.json.decode(_events("\n".join(got) + "\n\n")[0][1])
+    assert msgspec.json.decode(events[0][1]) == first  # the message the client began to fold
