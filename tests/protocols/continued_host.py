@@ -3,10 +3,12 @@ its run logs in a SQLite file, its model an OpenAI-chat provider at a URL, its t
 each call that ran in a file (one line each, across processes).
 
     python tests/protocols/continued_host.py PORT DB PROVIDER_URL RAN_FILE [--lease-ms N]
-        [--die-after TOOL]
+        [--receipts] [--receipt-lease-ms N] [--die-in TOOL] [--die-after TOOL]
 
-``--die-after TOOL``: the process kills itself with SIGKILL right after TOOL ran (its result
-recorded in RAN_FILE, the save after it not made): a process lost at the worst moment.
+``--receipts``: tool calls go through receipts in a ``SqliteStore`` on the same file.
+``--die-in TOOL``: the process kills itself with SIGKILL while TOOL runs (its effect recorded
+in RAN_FILE, its outcome nowhere). ``--die-after TOOL``: right after TOOL's receipt recorded its
+outcome, before the save that follows: a process lost at the worst moment.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from bindloop.hosts import create_model
 from bindloop.hosts.asgi import ChatApp
 from bindloop.hosts.asgi_agent import agent_runner
 from bindloop.hosts.asgi_log import SqliteRunLogs
+from bindloop.hosts.sqlite_store import SqliteStore
 from bindloop.plugins import define_tool
+from bindloop.run import ToolCallReceiptKey
 
 
 class Words(msgspec.Struct, frozen=True):
@@ -35,13 +39,27 @@ class Note(msgspec.Struct, frozen=True):
     title: str
 
 
-def tools(ran_file: str, die_after: str | None) -> list[Any]:
+class DyingStore(SqliteStore):
+    """Receipts that kill this process once ``tool``'s outcome is recorded."""
+
+    def __init__(self, path: str, tool: str | None) -> None:
+        super().__init__(path)
+        self.tool = tool
+
+    async def complete(self, key: ToolCallReceiptKey, attempt: int, result: Any) -> bool:
+        landed = await super().complete(key, attempt, result)
+        if key.tool_name == self.tool:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return landed
+
+
+def tools(ran_file: str, die_in: str | None) -> list[Any]:
     def ran(name: str, args: msgspec.Struct) -> None:
         with open(ran_file, "a") as f:
             f.write(f"{name} {msgspec.json.encode(args).decode()}\n")
             f.flush()
             os.fsync(f.fileno())
-        if name == die_after:
+        if name == die_in:
             os.kill(os.getpid(), signal.SIGKILL)
 
     def count(args: Words, _ctx: object) -> ToolResult:
@@ -65,11 +83,16 @@ def main() -> None:
     parser.add_argument("provider")
     parser.add_argument("ran_file")
     parser.add_argument("--lease-ms", type=float, default=1000)
+    parser.add_argument("--receipts", action="store_true")
+    parser.add_argument("--receipt-lease-ms", type=float, default=10_000)
+    parser.add_argument("--die-in", default=None)
     parser.add_argument("--die-after", default=None)
     args = parser.parse_args()
     model = create_model("openai:scripted-model", base_url=args.provider, api_key="sk-test")
-    runner = agent_runner(model, tools=tools(args.ran_file, args.die_after),
-                          needs_approval=["delete_note"])
+    receipts = DyingStore(args.db, args.die_after) if args.receipts else None
+    runner = agent_runner(model, tools=tools(args.ran_file, args.die_in),
+                          needs_approval=["delete_note"], receipts=receipts,
+                          receipt_lease_ms=args.receipt_lease_ms)
     app = ChatApp(runner, logs=SqliteRunLogs(args.db), lease_ms=args.lease_ms)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 

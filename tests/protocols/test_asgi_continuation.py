@@ -226,3 +226,61 @@ def test_a_run_lost_before_its_first_save_runs_its_request_again(
     assert _message(events) == _message(_events(whole.text))
     first = msgspec.json.decode(_events("\n".join(got) + "\n\n")[0][1])
     assert msgspec.json.decode(events[0][1]) == first  # the message the client began to fold
+
+
+DELETE = {"id": "d1", "trigger": "submit-message", "messages": [
+    {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "delete groceries"}]}]}
+
+
+def _approved(chat_id: str, asked: list[tuple[str | None, bytes]]) -> dict[str, Any]:
+    """The client's next request: the approval of the call the run asked about."""
+    chunks = [msgspec.json.decode(d) for _, d in asked if d != b"[DONE]"]
+    request = next(c for c in chunks if c["type"] == "tool-approval-request")
+    message_id = next(c for c in chunks if c["type"] == "start")["messageId"]
+    return {"id": chat_id, "trigger": "submit-message", "messages": [
+        *DELETE["messages"],
+        {"id": message_id, "role": "assistant", "parts": [
+            {"type": "text", "text": "On it."},
+            {"type": "tool-delete_note", "toolCallId": request["toolCallId"],
+             "state": "approval-responded", "input": {"title": "groceries"},
+             "approval": {"id": request["approvalId"], "approved": True}}]}]}
+
+
+def _answered(provider: ScriptedProviderServer) -> list[str]:
+    """What the model read as each tool result it was sent."""
+    return [str(_last(r)["content"]) for r in provider.requests if _last(r)["role"] == "tool"]
+
+
+@pytest.mark.parametrize("lost", ["after", "in"])
+def test_an_approved_call_is_not_run_again_when_its_process_dies_before_the_save_after_it(
+        tmp_path: Path, provider: ScriptedProviderServer, hosts: list[Host], lost: str) -> None:
+    """The approved ``delete_note`` runs through a receipt. Killed right after its outcome was
+    recorded (before the save that follows), the continuation answers the call with the recorded
+    outcome; killed while it ran (no outcome), with "may have run". It never runs twice."""
+    url = provider.base_url("openai")
+    a = Host(tmp_path, url, "--receipts", "--receipt-lease-ms", "500",
+             f"--die-{lost}", "delete_note")
+    hosts.append(a)
+    asked = _events(httpx.post(f"{a.base}/api/chat", json=DELETE, timeout=30).text)
+    got: list[str] = []
+    _post_until_killed(a.base, _approved("d1", asked), got)  # A dies in or after the call
+    a.proc.wait(10)
+    assert (tmp_path / "ran.txt").read_text().splitlines() == ['delete_note {"title":"groceries"}']
+    assert _answered(provider) == []  # the model never saw an outcome from A
+
+    b = Host(tmp_path, url, "--receipts", "--receipt-lease-ms", "500")
+    hosts.append(b)
+    resumed = httpx.get(f"{b.base}/api/chat/d1/stream", timeout=30)
+    events = _events(resumed.text)
+    assert events[-1][1] == b"[DONE]"
+    assert (tmp_path / "ran.txt").read_text().splitlines() == ['delete_note {"title":"groceries"}']
+    outcome = "deleted 'groceries'" if lost == "after" else (
+        '{"error":"this call was running when its process died: it may or may not have taken '
+        'effect, and it was not run again","kind":"error"}')
+    assert _answered(provider) == [outcome]
+    if lost == "after":
+        # The stream the client resumes is the one an uninterrupted approval gives.
+        asked2 = _events(httpx.post(f"{b.base}/api/chat", json={**DELETE, "id": "d2"},
+                                    timeout=30).text)
+        whole = httpx.post(f"{b.base}/api/chat", json=_approved("d2", asked2), timeout=30)
+        assert _message(events) == _message(_events(whole.text))
