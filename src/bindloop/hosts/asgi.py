@@ -14,6 +14,9 @@ Routes (no web framework; run it under any ASGI server, e.g. ``uvicorn``):
     An AG-UI ``RunAgentInput`` (``HttpAgent``); answers AG-UI events.
 ``GET /ag-ui/{threadId}/stream`` and ``POST /ag-ui/{threadId}/stop``
     The same reconnect and stop for an AG-UI thread.
+``DELETE /api/chat/{id}`` and ``DELETE /ag-ui/{threadId}``
+    The owner deletes the chat with all the app stored of it (``204``; ``404`` when there is
+    nothing, ``409`` while a run of it goes on).
 
 Each run is a task of the app (started in the ASGI lifespan), not of the request: every frame it
 produces goes to its event log (:mod:`bindloop.hosts.asgi_log`) with its offset as the SSE ``id:``,
@@ -340,6 +343,10 @@ class ChatApp:
             await self._post("ui", scope, receive, send, identity)
         elif path == "/ag-ui" and method == "POST":
             await self._post("ag-ui", scope, receive, send, identity)
+        elif method == "DELETE" and (len(parts) == 3 and parts[:2] == ["api", "chat"] or (
+                len(parts) == 2 and parts[0] == "ag-ui")):
+            await self._delete("ui" if parts[0] == "api" else "ag-ui",
+                               scoped_chat_id(identity, parts[-1]), send)
         elif len(parts) == 4 and parts[:2] == ["api", "chat"] or (
                 len(parts) == 3 and parts[0] == "ag-ui"):
             protocol = "ui" if parts[0] == "api" else "ag-ui"
@@ -454,6 +461,19 @@ class ChatApp:
         # Another process runs it: it sees the request at its next lease renewal.
         self.logs.request_stop(latest.run_id)
         await _send_json(send, 202, {"stopping": latest.run_id})
+
+    async def _delete(self, protocol: str, chat_id: str, send: Send) -> None:
+        if (protocol, chat_id) in self._active:
+            raise _HttpError(409, "chat_busy", "this chat has a running response: stop it first")
+        try:
+            deleted = self.logs.delete_chat(chat_id, protocol, now_ms=self._now())
+        except RunBusyError:
+            raise _HttpError(409, "chat_busy", "this chat has a running response: stop it "
+                             "first") from None
+        if not deleted:
+            raise _HttpError(404, "unknown_chat", "no such chat")
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
 
     # -- runs -----------------------------------------------------------------------------------
 

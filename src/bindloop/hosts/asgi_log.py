@@ -82,6 +82,12 @@ class RunLogs(Protocol):
     def record(self, run_id: str) -> RunRecord | None: ...
     def latest(self, chat_id: str, protocol: str) -> RunRecord | None: ...
 
+    def delete_chat(self, chat_id: str, protocol: str, *, now_ms: float) -> bool:
+        """Forget every run of the chat with all it stored (frames, request, saves); ``False``
+        when it has none. A run of it still live (its lease) is refused with
+        :class:`RunBusyError` and nothing is deleted."""
+        ...
+
 
 class Continuation(msgspec.Struct, frozen=True, kw_only=True):
     """What a run that took over a dead one starts from: the dead run's ``claim`` (what its host
@@ -225,6 +231,17 @@ class MemoryRunLogs:
         run_id = self._latest.get((chat_id, protocol))
         return None if run_id is None else self.record(run_id)
 
+    def delete_chat(self, chat_id: str, protocol: str, *, now_ms: float) -> bool:
+        latest = self.latest(chat_id, protocol)
+        if latest is not None and latest.live(now_ms):
+            raise RunBusyError(latest.run_id)
+        doomed = [r for r, run in self._runs.items()
+                  if (run.chat_id, run.protocol) == (chat_id, protocol)]
+        for run_id in doomed:
+            self._bytes -= self._runs.pop(run_id).size
+        self._latest.pop((chat_id, protocol), None)
+        return bool(doomed)
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS protocol_runs (
@@ -260,17 +277,20 @@ class SqliteRunLogs:
     served, so what a client saw is on disk. A :class:`ContinuableRunLogs`: the claim and the
     saves of a run are kept beside its log (and pruned with it).
 
-    Ended runs are pruned at each :meth:`begin`: those started more than ``max_age_ms`` ago, and
-    all but the newest ``keep`` ended ones. A running run is never pruned. A file written
-    before ``started_ms`` existed gets the column (its old runs count as started at 0, so the first
-    prune takes them once they have ended)."""
+    Ended runs are pruned at each :meth:`begin`: those started more than ``max_age_ms`` ago, all
+    but the newest ``keep`` ended ones, and the oldest ones while the ended runs' frames pass
+    ``max_bytes``; what a run kept to be continued goes when it ends. A running run is never
+    pruned. A file written before ``started_ms`` existed gets the column (its old runs count as
+    started at 0, so the first prune takes them once they have ended)."""
 
     def __init__(self, path: str | os.PathLike[str], *, keep: int = 10_000,
-                 max_age_ms: float = 7 * 24 * 3_600_000) -> None:
-        if keep < 1 or not max_age_ms > 0:
-            raise ValueError("SqliteRunLogs(keep=, max_age_ms=) must be positive")
+                 max_age_ms: float = 7 * 24 * 3_600_000,
+                 max_bytes: int = 1024 * 1024 * 1024) -> None:
+        if keep < 1 or not max_age_ms > 0 or max_bytes < 1:
+            raise ValueError("SqliteRunLogs(keep=, max_age_ms=, max_bytes=) must be positive")
         self._keep = keep
         self._max_age_ms = max_age_ms
+        self._max_bytes = max_bytes
         self._db = sqlite3.connect(os.fspath(path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -283,16 +303,33 @@ class SqliteRunLogs:
             self._db.execute("ALTER TABLE protocol_runs ADD COLUMN continued_by TEXT")
             self._db.execute("ALTER TABLE protocol_runs ADD COLUMN continued_at INTEGER NOT NULL "
                              "DEFAULT 0")
+        if "bytes" not in columns:  # an ended run's frames, measured by the first prune after
+            self._db.execute("ALTER TABLE protocol_runs ADD COLUMN bytes INTEGER")
         self._next: dict[str, int] = {}
 
     def _prune(self, now_ms: float) -> None:
-        """Inside begin's write: drop ended runs past the age bound or beyond the newest keep."""
+        """Inside begin's write: drop ended runs past the age bound, beyond the newest keep, and
+        the oldest while the ended runs' frames pass the byte bound."""
+        self._db.execute("DELETE FROM protocol_run_saves WHERE run_id IN (SELECT run_id FROM "
+                         "protocol_runs WHERE status != 'running')")
+        self._db.execute(
+            "UPDATE protocol_runs SET bytes = (SELECT COALESCE(SUM(LENGTH(payload)), 0) FROM "
+            "protocol_run_events e WHERE e.run_id = protocol_runs.run_id) "
+            "WHERE status != 'running' AND bytes IS NULL")
         doomed = [r[0] for r in self._db.execute(
             "SELECT run_id FROM protocol_runs WHERE status != 'running' AND (started_ms < ? OR "
             "run_id NOT IN (SELECT run_id FROM protocol_runs WHERE status != 'running' "
             "ORDER BY seq DESC LIMIT ?))", (now_ms - self._max_age_ms, self._keep))]
         for run_id in doomed:
             self._forget(run_id)
+        ended = self._db.execute("SELECT run_id, bytes FROM protocol_runs WHERE status != "
+                                 "'running' ORDER BY seq").fetchall()
+        total = sum(int(size) for _, size in ended)
+        for run_id, size in ended:
+            if total <= self._max_bytes:
+                break
+            self._forget(str(run_id))
+            total -= int(size)
 
     def _forget(self, run_id: str) -> None:
         self._db.execute("DELETE FROM protocol_run_events WHERE run_id = ?", (run_id,))
@@ -392,9 +429,8 @@ class SqliteRunLogs:
         self._db.execute("UPDATE protocol_runs SET status = 'continued', continued_by = ?, "
                          "continued_at = ? WHERE run_id = ?", (new_run_id, offset, run_id))
         self._insert(new_run_id, chat_id, protocol, now_ms=now_ms, lease_until_ms=lease_until_ms)
-        self._db.execute("INSERT INTO protocol_run_saves (run_id, claim, checkpoint, fed, offset) "
-                         "SELECT ?, claim, checkpoint, fed, offset FROM protocol_run_saves "
-                         "WHERE run_id = ?", (new_run_id, run_id))
+        self._db.execute("UPDATE protocol_run_saves SET run_id = ? WHERE run_id = ?",
+                         (new_run_id, run_id))
         return Continuation(previous=run_id, claim=bytes(row[4]),
                             checkpoint=None if row[5] is None else bytes(row[5]),
                             fed=str(row[6]), offset=offset)
@@ -422,7 +458,24 @@ class SqliteRunLogs:
 
     def end(self, run_id: str, status: RunStatus) -> None:
         self._db.execute("UPDATE protocol_runs SET status = ? WHERE run_id = ?", (status, run_id))
+        self._db.execute("DELETE FROM protocol_run_saves WHERE run_id = ?", (run_id,))
         self._next.pop(run_id, None)
+
+    def delete_chat(self, chat_id: str, protocol: str, *, now_ms: float) -> bool:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            runs = self._db.execute(
+                "SELECT run_id, status, lease_until_ms FROM protocol_runs WHERE chat_id = ? AND "
+                "protocol = ? ORDER BY seq DESC", (chat_id, protocol)).fetchall()
+            if runs and runs[0][1] == "running" and runs[0][2] > now_ms:
+                raise RunBusyError(str(runs[0][0]))
+            for run_id, _, _ in runs:
+                self._forget(str(run_id))
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+        return bool(runs)
 
     def read(self, run_id: str, after: int | None) -> list[tuple[int, bytes]]:
         rows = self._db.execute(
