@@ -23,12 +23,17 @@ only to a call the model made in this chat, with its own tool and arguments, onc
 call, changed arguments or a replayed decision is refused and runs nothing. (The decisions'
 once-only commit across processes is ``on_checkpoint``'s and a shared record's to make.)
 
-A host that can lose a run midway (a process killed) passes ``on_checkpoint``: it gets the ``ready``
-checkpoint of every settled boundary of the prompt -- the first one (the loop's) right after the
-approved calls ran, before the model is called -- with the encoder fed everything before it (the
-run's events reach it through ``run_with(on_event=)``, synchronously); a
-:class:`~bindloop.hosts.asgi.ChatInput` carrying one of them goes on from there (``resume_chat``),
-its approvals not run again. A run lost between an approved call and that save runs it again.
+A host that can lose a run midway (a process killed) keeps its boundaries: each is handed to the
+host as a :class:`~bindloop.agent.CheckpointSavedEvent` through ``emit`` (what
+:class:`~bindloop.hosts.asgi.ChatApp` stores with continuable logs), and to ``on_checkpoint``
+when given (the ``ready`` ones) -- every settled boundary of the prompt, the first one (the
+loop's) right after the approved calls ran, before the model is called, with the encoder fed
+everything before it (the run's events reach it through ``run_with(on_event=)``, synchronously).
+The host also gets the commit of a request's decisions, saved before the approved calls run. A
+:class:`~bindloop.hosts.asgi.ChatInput` carrying one of them goes on from there
+(``resume_chat``): from a commit, with the same decisions again. With ``receipts`` a call that had
+run (an approved one included) is answered from its receipt and not run again; without, a run
+lost between an approved call and the save after it runs the call again.
 """
 
 from __future__ import annotations
@@ -297,7 +302,8 @@ def _redecided(checkpoint: LoopCheckpoint) -> tuple[LoopCheckpoint, list[Approva
 
 RunSaver = Callable[[ChatInput, LoopCheckpoint], Awaitable[None]]
 """``on_checkpoint(chat, checkpoint)``: store a run's boundary before it goes on (a raise fails
-the run there)."""
+the run there). :class:`~bindloop.hosts.asgi.ChatApp` needs none: it keeps the boundaries the
+runner hands it."""
 
 
 _TRUST_THE_CLIENT: Any = object()
