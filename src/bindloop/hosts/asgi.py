@@ -395,6 +395,7 @@ class ChatApp:
 
     async def _post(self, protocol: str, scope: Scope, receive: Receive, send: Send,
                     identity: str) -> None:
+        self._admit(identity)  # before the body is read: a refused caller costs no more
         body = await self._body(scope, receive)
         minted = self._new_id() if protocol == "ui" else ""
         try:
@@ -485,12 +486,7 @@ class ChatApp:
         if (protocol, chat_id) in self._active:
             raise _HttpError(409, "chat_busy", "this chat already has a running response; "
                              "reconnect to it, or stop it first")
-        if len(self._live) >= self._max_runs:
-            raise _HttpError(429, "too_many_runs", "the server is running as many chats as it "
-                             "may; try again shortly")
-        if self._per_identity.get(identity, 0) >= self._max_runs_per_identity:
-            raise _HttpError(429, "too_many_runs", f"you have {self._max_runs_per_identity} "
-                             "chats running already; try again when one has finished")
+        self._admit(identity)
         run_id = run_id or self._new_id()
         if run_id in self._live or self.logs.record(run_id) is not None:
             raise _HttpError(409, "run_exists", f"run {run_id!r} already exists")
@@ -505,6 +501,15 @@ class ChatApp:
             raise _HttpError(503, "too_many_runs", "the server is running as many chats as it "
                              "holds; try again shortly") from None
         return self._register(run_id, protocol, chat_id, identity)
+
+    def _admit(self, identity: str) -> None:
+        """429 when the app, or ``identity``, runs as many chats as it may."""
+        if len(self._live) >= self._max_runs:
+            raise _HttpError(429, "too_many_runs", "the server is running as many chats as it "
+                             "may; try again shortly")
+        if self._per_identity.get(identity, 0) >= self._max_runs_per_identity:
+            raise _HttpError(429, "too_many_runs", f"you have {self._max_runs_per_identity} "
+                             "chats running already; try again when one has finished")
 
     def _register(self, run_id: str, protocol: str, chat_id: str, identity: str) -> _Run:
         run = _Run(run_id, protocol, identity)
