@@ -5,7 +5,7 @@ it answers, and whether it keeps answering under abuse. Prints figures; not a te
                              [--slow 1000] [--big 300] [--only capacity,rps,abuse]
 
 The host runs in a child process under uvicorn on 127.0.0.1 (one worker, its defaults), serving
-``agent_runner`` over the demo's scripted model (``bindloop.hosts.ui_demo.DemoModel``, paced per
+``agent_runner`` over the demo's scripted model (``examples.demos.ui_demo.DemoModel``, paced per
 event) with an ``authorize`` hook: a bearer token is the caller's identity, any other caller is
 ``anon:<address>`` -- the anonymous clients of the abuse run all come from 127.0.0.1, so they
 share one identity and its bounds.
@@ -53,10 +53,10 @@ ROOT = Path(__file__).resolve().parents[1]
 def serve(port: int, delay_s: float, capacity: bool) -> None:
     import uvicorn
 
-    from bindloop.hosts.asgi import ChatApp, ChatRequest
-    from bindloop.hosts.asgi_agent import PacedModel, agent_runner
-    from bindloop.hosts.asgi_log import MemoryRunLogs
-    from bindloop.hosts.ui_demo import DemoModel, demo_tools
+    from bindloop.hosts.asgi.agent import PacedModel, agent_runner
+    from bindloop.hosts.asgi.chat import ChatApp, ChatRequest
+    from bindloop.stores import MemoryRunLogs
+    from examples.demos.ui_demo import DemoModel, demo_tools
 
     async def authorize(request: ChatRequest) -> str:
         token = request.header("authorization") or ""
@@ -81,7 +81,7 @@ class Host:
             s.bind(("127.0.0.1", 0))
             self.port = int(s.getsockname()[1])
         self.base = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+        env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}"}
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "--serve", str(self.port), str(delay_s),
              "1" if capacity else "0"], env=env)

@@ -23,11 +23,11 @@ import uvicorn
 
 from bindloop.contracts import ToolResult
 from bindloop.hosts import create_model
-from bindloop.hosts.asgi import ChatApp
-from bindloop.hosts.asgi_agent import agent_runner
-from bindloop.hosts.asgi_log import SqliteRunLogs
-from bindloop.hosts.sqlite_store import SqliteStore
-from bindloop.plugins import define_tool
+from bindloop.hosts.asgi.agent import agent_runner
+from bindloop.hosts.asgi.chat import ChatApp
+from bindloop.hosts.asgi.run_logs import SqliteRunLogs
+from bindloop.hosts.stores.sqlite import SqliteStore
+from bindloop.tools import define_tool
 from bindloop.run import ToolCallReceiptKey
 
 

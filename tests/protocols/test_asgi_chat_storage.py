@@ -15,8 +15,16 @@ import httpx
 import pytest
 
 from bindloop.completion import TextEvent
-from bindloop.hosts.asgi import ChatApp, ChatInput, ChatRefused, ChatRequest, Emit, scoped_chat_id
-from bindloop.hosts.asgi_log import MemoryRunLogs, RunBusyError, SqliteRunLogs
+from bindloop.hosts.asgi.chat import (
+    ChatApp,
+    ChatInput,
+    ChatRefused,
+    ChatRequest,
+    Emit,
+    scoped_chat_id,
+)
+from bindloop.hosts.asgi.run_logs import SqliteRunLogs
+from bindloop.stores import MemoryRunLogs, RunBusyError
 
 CHAT = {"id": "c1", "trigger": "submit-message", "messages": [
     {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hello"}]}]}

@@ -20,7 +20,7 @@ import msgspec
 import pytest
 
 from bindloop.contracts import ModelTurnResult, ToolCall, TurnUsage
-from bindloop.hosts.scripted_server import (
+from harness.fixtures.scripted_server import (
     RecordedRequest,
     ScriptedProviderServer,
     ScriptedReply,

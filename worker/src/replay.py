@@ -1,6 +1,6 @@
 """What a reconnected client is sent of a Session object's log while the run it follows may be
 dead (:class:`LogFollower`); the encoder inputs a run keeps to be continued are
-:mod:`bindloop.hosts.asgi_replay`'s.
+:mod:`bindloop.hosts.asgi.replay`'s.
 """
 
 from __future__ import annotations
