@@ -4,8 +4,10 @@ each call that ran in a file (one line each, across processes).
 
     python tests/protocols/continued_host.py PORT DB PROVIDER_URL RAN_FILE [--lease-ms N]
         [--receipts] [--receipt-lease-ms N] [--die-in TOOL] [--die-after TOOL]
+        [--shared-approvals]
 
 ``--receipts``: tool calls go through receipts in a ``SqliteStore`` on the same file.
+``--shared-approvals``: the calls waiting for approval are recorded in that file too.
 ``--die-in TOOL``: the process kills itself with SIGKILL while TOOL runs (its effect recorded
 in RAN_FILE, its outcome nowhere). ``--die-after TOOL``: right after TOOL's receipt recorded its
 outcome, before the save that follows: a process lost at the worst moment.
@@ -24,6 +26,7 @@ import uvicorn
 from bindloop.contracts import ToolResult
 from bindloop.hosts import create_model
 from bindloop.hosts.asgi.agent import agent_runner
+from bindloop.hosts.asgi.approvals import SqlitePendingApprovals
 from bindloop.hosts.asgi.chat import ChatApp
 from bindloop.hosts.asgi.run_logs import SqliteRunLogs
 from bindloop.hosts.stores.sqlite import SqliteStore
@@ -87,12 +90,16 @@ def main() -> None:
     parser.add_argument("--receipt-lease-ms", type=float, default=10_000)
     parser.add_argument("--die-in", default=None)
     parser.add_argument("--die-after", default=None)
+    parser.add_argument("--shared-approvals", action="store_true")
     args = parser.parse_args()
     model = create_model("openai:scripted-model", base_url=args.provider, api_key="sk-test")
     receipts = DyingStore(args.db, args.die_after) if args.receipts else None
+    extra: dict[str, Any] = {}
+    if args.shared_approvals:
+        extra["approvals"] = SqlitePendingApprovals(args.db)
     runner = agent_runner(model, tools=tools(args.ran_file, args.die_in),
                           needs_approval=["delete_note"], receipts=receipts,
-                          receipt_lease_ms=args.receipt_lease_ms)
+                          receipt_lease_ms=args.receipt_lease_ms, **extra)
     app = ChatApp(runner, logs=SqliteRunLogs(args.db), lease_ms=args.lease_ms)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 

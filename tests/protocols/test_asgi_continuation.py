@@ -284,3 +284,36 @@ def test_an_approved_call_is_not_run_again_when_its_process_dies_before_the_save
                                     timeout=30).text)
         whole = httpx.post(f"{b.base}/api/chat", json=_approved("d2", asked2), timeout=30)
         assert _message(events) == _message(_events(whole.text))
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_an_approval_asked_by_a_process_that_died_is_taken_by_the_next_once(
+        tmp_path: Path, provider: ScriptedProviderServer, hosts: list[Host],
+        shared: bool) -> None:
+    """The call waiting for approval is recorded in the shared file (``SqlitePendingApprovals``):
+    the decision, posted to a process started after the one that asked died, runs the call once;
+    the same decision again runs nothing. Recorded in the dead process's memory only, the
+    decision is refused."""
+    url = provider.base_url("openai")
+    flags = ("--shared-approvals",) if shared else ()
+    a = Host(tmp_path, url, *flags)
+    hosts.append(a)
+    asked = _events(httpx.post(f"{a.base}/api/chat", json=DELETE, timeout=30).text)
+    a.kill()
+    b = Host(tmp_path, url, *flags)
+    hosts.append(b)
+    decided = _events(httpx.post(f"{b.base}/api/chat", json=_approved("d1", asked),
+                                 timeout=30).text)
+    chunks = [msgspec.json.decode(d) for _, d in decided if d != b"[DONE]"]
+    ran = (tmp_path / "ran.txt").read_text().splitlines() if (tmp_path / "ran.txt").exists() \
+        else []
+    if not shared:
+        assert ran == [] and any(c["type"] == "error" for c in chunks)
+        return
+    assert ran == ['delete_note {"title":"groceries"}']
+    assert {"type": "tool-output-available", "toolCallId": "call-del",
+            "output": "deleted 'groceries'"} in chunks
+    again = _events(httpx.post(f"{b.base}/api/chat", json=_approved("d1", asked),
+                               timeout=30).text)
+    assert any(msgspec.json.decode(d)["type"] == "error" for _, d in again if d != b"[DONE]")
+    assert (tmp_path / "ran.txt").read_text().splitlines() == ran
