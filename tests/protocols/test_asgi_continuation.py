@@ -27,6 +27,10 @@ from harness.fixtures.scripted_server import (
     turn_reply,
 )
 
+from ai_sdk_majors import CLIENTS, MAJORS, installed, module_root, node_for, ran_major
+from tests.worker.test_workerd_protocols import HOLD
+from tests.worker.test_workerd_protocols import policy as worker_policy
+
 ROOT = Path(__file__).resolve().parents[2]
 HOST = Path(__file__).with_name("continued_host.py")
 LEASE_MS = 800
@@ -317,3 +321,55 @@ def test_an_approval_asked_by_a_process_that_died_is_taken_by_the_next_once(
                                timeout=30).text)
     assert any(msgspec.json.decode(d)["type"] == "error" for _, d in again if d != b"[DONE]")
     assert (tmp_path / "ran.txt").read_text().splitlines() == ran
+
+
+@pytest.mark.parametrize("major", MAJORS)
+def test_the_real_clients_reconnect_across_a_host_killed_mid_run(
+        tmp_path: Path, hosts: list[Host], major: int) -> None:
+    """The Worker's kill test, against the ASGI host (``harness/clients/worker_kill.mjs``, the
+    same script and provider): the AI SDK's ``DefaultChatTransport`` and AG-UI's ``HttpAgent``
+    each start a run that makes its tool round and then waits on the provider, and a third (AI
+    SDK) waits on its first model call; the host is killed with SIGKILL and another started on
+    the same file. Each client reconnects while its run is lost and ends with the message an
+    uninterrupted run gives; the round's model call is not made again, the early run's request
+    is run again from its start."""
+    if not installed(major):
+        pytest.fail("the npm clients are not installed: run `make clients-node`")
+    with ScriptedProviderServer() as server:
+        server.set_responder("v1", worker_policy)
+
+        def calls(role: str, said: bytes = b"hold count these four words") -> int:
+            return sum(1 for r in server.requests if said in r.body
+                       and msgspec.json.decode(r.body)["messages"][-1]["role"] == role)
+
+        url = server.base_url("v1")
+        a = Host(tmp_path, url)
+        hosts.append(a)
+        HOLD[0] = True
+        node = subprocess.Popen(
+            [str(node_for(major)), str(CLIENTS / "worker_kill.mjs"), a.base,
+             str(module_root(major))], cwd=CLIENTS, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert node.stdout is not None
+            ready = node.stdout.readline()
+            assert ready == "ready\n", ready + (node.stderr.read() if node.poll() else "")
+            deadline = time.monotonic() + 30
+            while (calls("tool") < 2 or calls("user", b"hold first") < 1) and (
+                    time.monotonic() < deadline):  # every run waits on the provider
+                time.sleep(0.05)
+            assert (calls("user"), calls("tool"), calls("user", b"hold first")) == (2, 2, 1)
+            a.kill()
+            b = Host(tmp_path, url)
+            hosts.append(b)
+            HOLD[0] = False
+            out, err = node.communicate(b.base + "\n", timeout=180)
+            assert node.returncode == 0, f"{out}\n{err}"
+            assert ran_major(out, "version") == major
+        finally:
+            HOLD[0] = False
+            if node.poll() is None:
+                node.kill()
+                node.wait()
+        assert calls("user") == 4 and calls("tool") == 6
+        assert calls("user", b"hold first") == 3 and calls("tool", b"hold first") == 2
