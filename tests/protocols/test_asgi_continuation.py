@@ -169,6 +169,10 @@ def test_a_killed_hosts_run_is_continued_by_another_process_from_its_last_save(
 
     b = Host(tmp_path, url)  # a process started on the same file (a restart)
     hosts.append(b)
+    # Resumed once the dead run's lease is out (a resume while it still looks alive follows what
+    # it logged after its save, and ends when its continuation does not repeat that: the
+    # client then resumes again).
+    time.sleep(LEASE_MS / 1000 + 0.3)
     resumed = httpx.get(f"{b.base}/api/chat/c1/stream", timeout=30)  # useChat's resume
     assert resumed.status_code == 200
     events = _events(resumed.text)
@@ -223,6 +227,7 @@ def test_a_run_lost_before_its_first_save_runs_its_request_again(
     client.join(10)
     b = Host(tmp_path, url)
     hosts.append(b)
+    time.sleep(LEASE_MS / 1000 + 0.3)  # once its lease is out (see above)
     resumed = httpx.get(f"{b.base}/api/chat/c1/stream", timeout=30)
     events = _events(resumed.text)
     assert events[-1][1] == b"[DONE]"
