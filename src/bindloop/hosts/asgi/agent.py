@@ -23,8 +23,9 @@ only to a call the model made in this chat, with its own tool and arguments, onc
 call, changed arguments or a replayed decision is refused and runs nothing. (The decisions'
 once-only commit across processes is ``on_checkpoint``'s and a shared record's to make.)
 
-A host that can lose a run midway (a process killed) keeps its boundaries: each is handed to the
-host as a :class:`~bindloop.agent.CheckpointSavedEvent` through ``emit`` (what
+A host that can lose a run midway (a process killed) keeps its boundaries: for a
+``continuable`` chat each is handed to the host as a
+:class:`~bindloop.agent.CheckpointSavedEvent` through ``emit`` (what
 :class:`~bindloop.hosts.asgi.chat.ChatApp` stores with continuable logs), and to ``on_checkpoint``
 when given (the ``ready`` ones) -- every settled boundary of the prompt, the first one (the
 loop's) right after the approved calls ran, before the model is called, with the encoder fed
@@ -264,6 +265,11 @@ def _redecided(checkpoint: LoopCheckpoint) -> tuple[LoopCheckpoint, list[Approva
     return msgspec.structs.replace(checkpoint, approvals=undecided), decisions
 
 
+async def _uncommitted(_checkpoint: LoopCheckpoint) -> None:
+    """Where the decisions are committed when nothing keeps the run's boundaries: nowhere (the
+    client holds the conversation; see the module docstring)."""
+
+
 RunSaver = Callable[[ChatInput, LoopCheckpoint], Awaitable[None]]
 """``on_checkpoint(chat, checkpoint)``: store a run's boundary before it goes on (a raise fails
 the run there). :class:`~bindloop.hosts.asgi.chat.ChatApp` needs none: it keeps the boundaries the
@@ -326,7 +332,10 @@ def agent_runner(model: Model, *, tools: Iterable[Tool[Any, Any]] = (),
             position = _suspended_at(chat, approval, max_turn_steps, pending, allow_edits)
             if position is not None:
                 start, decisions = position
-        saver = _saver(on_checkpoint, chat)
+        # Checkpoints are made only for a host or a saver that keeps them (decisions always
+        # commit through one: see _uncommitted).
+        saver = (_saver(on_checkpoint, chat) if on_checkpoint is not None or chat.continuable
+                 else None)
 
         def forward(event: AgentStreamEvent) -> None:
             # Called as each event is emitted: by a save, the encoder was fed all that preceded it.
@@ -355,7 +364,7 @@ def agent_runner(model: Model, *, tools: Iterable[Tool[Any, Any]] = (),
                 return await prompt_chat(max_turn_steps=max_turn_steps, on_checkpoint=saver)
             if decisions:
                 return await resume_chat(start, decisions=decisions, max_turn_steps=max_turn_steps,
-                                         on_checkpoint=saver)
+                                         on_checkpoint=saver or _uncommitted)
             return await resume_chat(start, on_checkpoint=saver)
 
         result = await create_agent(id=f"chat-{chat.protocol}", handler=handler,
@@ -386,8 +395,9 @@ def _operators(chat: ChatInput, instructions: str | None) -> ChatInput:
 def _saver(save: RunSaver | None,
            chat: ChatInput) -> Callable[[LoopCheckpoint], Awaitable[None]]:
     """The agent's ``on_checkpoint``: ``save`` each settled boundary (a suspend or the end is the
-    run's outcome, no save). Given even without ``save``: each checkpoint is then reported as a
-    run event, which the runner hands to the host (``emit``) to keep the run where it can go on."""
+    run's outcome, no save). Given without ``save`` for a continuable chat: each checkpoint is
+    then reported as a run event, which the runner hands to the host (``emit``) to keep the run
+    where it can go on."""
 
     async def on_checkpoint(checkpoint: LoopCheckpoint) -> None:
         if save is not None and checkpoint.status == "ready":

@@ -111,7 +111,9 @@ class ChatInput(msgspec.Struct, frozen=True, kw_only=True):
     itself: a call to one is left for the client), ``approvals`` to apply first, and the shared
     ``state`` (AG-UI). ``checkpoint`` set: the run goes on from that saved boundary of an earlier
     run of this request (a host continuing a run that died; ``transcript`` is its messages) --
-    its approvals were applied and its state sent then, so neither happens again."""
+    its approvals were applied and its state sent then, so neither happens again.
+    ``continuable``: the host keeps the run's boundaries to continue it if its process dies (the
+    runner hands each to ``emit`` as a :class:`~bindloop.agent.CheckpointSavedEvent`)."""
 
     chat_id: str
     protocol: Literal["ui", "ag-ui", "a2a"]
@@ -121,6 +123,7 @@ class ChatInput(msgspec.Struct, frozen=True, kw_only=True):
     state: Any = None
     checkpoint: LoopCheckpoint | None = None
     identity: str = ""
+    continuable: bool = False
 
 
 class ChatRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -406,6 +409,7 @@ class ChatApp:
         chat = _owned(chat, identity)
         run = self._begin(protocol, chat.chat_id, identity, run_id=run_id)
         if isinstance(self.logs, ContinuableRunLogs):
+            chat = msgspec.structs.replace(chat, continuable=True)
             self.logs.claim(run.run_id, _JSON.encode(_Claim(body=body, minted=minted,
                                                              identity=identity)))
             run.recorder = RecordedFrames(frames)
@@ -557,7 +561,7 @@ class ChatApp:
             return  # another process took it, or a newer request superseded it
         claim = _CLAIM.decode(taken.claim)
         chat, frames, _ = self._decoded(record.protocol, claim.body, claim.minted)
-        chat = _owned(chat, claim.identity)
+        chat = msgspec.structs.replace(_owned(chat, claim.identity), continuable=True)
         run = self._register(run_id, record.protocol, record.chat_id, claim.identity)
         run.recorder = RecordedFrames(frames)
         resumed = taken.checkpoint is not None
