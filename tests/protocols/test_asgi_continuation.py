@@ -378,3 +378,30 @@ def test_the_real_clients_reconnect_across_a_host_killed_mid_run(
                 node.wait()
         assert calls("user") == 4 and calls("tool") == 6
         assert calls("user", b"hold first") == 3 and calls("tool", b"hold first") == 2
+
+
+def test_a_lost_run_that_cannot_be_continued_fails_alone_and_the_app_lives_on(
+        served: Any, tmp_path: Path) -> None:
+    """A stored request this app cannot read (written by something else): its continuation is
+    closed as failed and logged; the app goes on serving."""
+    from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
+    from bindloop.hosts.asgi.run_logs import SqliteRunLogs
+
+    async def runner(chat: ChatInput, emit: Emit) -> Any:
+        return None
+
+    dead = SqliteRunLogs(tmp_path / "runs.db")
+    dead.begin("ghost", "c-ghost", "ui", now_ms=0, lease_until_ms=1)  # its lease ran out long ago
+    dead.claim("ghost", b"not a claim")
+    logs = SqliteRunLogs(tmp_path / "runs.db")
+    with served(ChatApp(runner, logs=logs, lease_ms=300)) as base:
+        deadline = time.monotonic() + 10
+        while (record := logs.record("ghost")) is not None and record.status == "running":
+            assert time.monotonic() < deadline, "the lost run was never taken over"
+            time.sleep(0.05)
+        assert record is not None and record.status == "continued"
+        assert record.continued_by is not None
+        failed = logs.record(record.continued_by)
+        assert failed is not None and failed.status == "failed"
+        assert httpx.post(f"{base}/api/chat", json={**CHAT, "id": "alive"},
+                          timeout=30).status_code == 200

@@ -88,7 +88,7 @@ from bindloop.stores import (
 )
 
 from .replay import RecordedFrames, decode_fed, encode_fed, replay
-from .run_logs import ContinuableRunLogs
+from .run_logs import ContinuableRunLogs, Continuation
 
 __all__ = ("AgUiFrames", "Authorize", "BodyRefused", "ChatApp", "ChatInput", "ChatRefused",
            "ChatRequest", "Emit", "Frames", "Runner", "UiFrames", "ag_ui_chat_input",
@@ -529,6 +529,14 @@ class ChatApp:
         self._tg.start_soon(self._drive, run, chat, frames, resumed)
         self._tg.start_soon(self._keep_lease, run)
 
+    def _release(self, identity: str) -> None:
+        """One run of ``identity`` fewer."""
+        left = self._per_identity.get(identity, 1) - 1
+        if left > 0:
+            self._per_identity[identity] = left
+        else:
+            self._per_identity.pop(identity, None)
+
     def _going_on(self, record: RunRecord) -> bool:
         """``record``'s run renews its lease, or its process died and these logs continue it."""
         return record.live(self._now()) or (record.status == "running" and record.claimed)
@@ -544,10 +552,17 @@ class ChatApp:
         recorder.saved = len(recorder.fed)
 
     async def _continue_lost(self, logs: ContinuableRunLogs) -> None:
-        """Every third of a lease: take over the runs whose process died (lease out)."""
+        """Every third of a lease: take over the runs whose process died (lease out). A failure
+        (the store busy, a stored request this app cannot read) is logged and ends that
+        continuation, never the app."""
         while True:
             await anyio.sleep(self._lease_ms / 3000)
-            for record in logs.lost(self._now()):
+            try:
+                lost = logs.lost(self._now())
+            except Exception as exc:
+                LOGGER.error("looking for lost runs failed", exc_info=exc)
+                continue
+            for record in lost:
                 if record.run_id not in self._live and len(self._live) < self._max_runs:
                     self._take_over(logs, record)
 
@@ -555,10 +570,29 @@ class ChatApp:
         """Continue ``record``'s run under a new id, from its last save (or its start)."""
         now = self._now()
         run_id = self._new_id()
-        taken = logs.take_over(record.run_id, run_id, now_ms=now,
-                               lease_until_ms=now + self._lease_ms)
+        try:
+            taken = logs.take_over(record.run_id, run_id, now_ms=now,
+                                   lease_until_ms=now + self._lease_ms)
+        except Exception as exc:
+            LOGGER.error("taking over run %s failed", record.run_id, exc_info=exc)
+            return
         if taken is None:
             return  # another process took it, or a newer request superseded it
+        try:
+            self._continue(record, run_id, taken)
+        except Exception as exc:
+            LOGGER.error("run %s of chat %r (%s) could not be continued", record.run_id,
+                         record.chat_id, record.protocol, exc_info=exc)
+            run = self._live.get(run_id)
+            if run is not None:  # registered before it failed: undo that
+                self._live.pop(run_id, None)
+                self._active.pop((record.protocol, record.chat_id), None)
+                self._release(run.identity)
+            logs.end(run_id, "failed")
+
+    def _continue(self, record: RunRecord, run_id: str, taken: Continuation) -> None:
+        """Start run ``run_id`` from ``taken``: the stored request decoded again, the dead run's
+        frames written again up to its save, the runner resumed from the saved checkpoint."""
         claim = _CLAIM.decode(taken.claim)
         chat, frames, _ = self._decoded(record.protocol, claim.body, claim.minted)
         chat = msgspec.structs.replace(_owned(chat, claim.identity), continuable=True)
@@ -613,11 +647,7 @@ class ChatApp:
             with anyio.CancelScope(shield=True):
                 self.logs.end(run.run_id, status)
                 self._live.pop(run.run_id, None)
-                left = self._per_identity.get(run.identity, 1) - 1
-                if left > 0:
-                    self._per_identity[run.identity] = left
-                else:
-                    self._per_identity.pop(run.identity, None)
+                self._release(run.identity)
                 key = (chat.protocol, chat.chat_id)
                 if self._active.get(key) == run.run_id:
                     del self._active[key]
