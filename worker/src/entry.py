@@ -53,7 +53,7 @@ from workers import Response, WorkerEntrypoint  # type: ignore[import-not-found]
 
 from agent import SESSION_ID, AgentConfig, HttpError, config_from_env, run_view
 from bindloop.contracts import Message, SystemMessage, UserMessage
-from bindloop.session import (
+from bindloop.checkpoints import (
     CheckpointFormatError,
     CheckpointReply,
     LoopCheckpoint,

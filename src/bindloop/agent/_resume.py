@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..session import CheckpointReply, CheckpointWake, LoopCheckpoint, apply_checkpoint_input, \
+from ..checkpoints import CheckpointReply, CheckpointWake, LoopCheckpoint, apply_checkpoint_input, \
     parse_loop_checkpoint
 from ..contracts import Content
 from ..errors import UsageError

@@ -60,7 +60,7 @@ class LoopCounters(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     usage and no compaction has replaced the transcript since.
 
     One value, kept unchanged in :class:`ToolLoopState` and in a checkpoint
-    (``bindloop.session.LoopCheckpoint.counters``); the loop replaces it with
+    (``bindloop.checkpoints.LoopCheckpoint.counters``); the loop replaces it with
     :meth:`after_turn` and :meth:`after_compaction`.
     """
 
