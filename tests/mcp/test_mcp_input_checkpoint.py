@@ -44,7 +44,7 @@ from bindloop.hosts.stores.sqlite import SqliteStore
 from bindloop.mcp import (ElicitationResult, McpHttpClient, McpSampling, PendingElicitations,
                           ServerRequestHandlers, answer_mcp_input, claim_mcp_input,
                           pending_mcp_inputs)
-from bindloop.session import parse_loop_checkpoint, serialize_loop_checkpoint
+from bindloop.checkpoints import parse_loop_checkpoint, serialize_loop_checkpoint
 from bindloop.stores import CheckpointConflictError
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
@@ -221,7 +221,7 @@ async def test_an_input_without_a_port_is_refused_before_the_reissue(
 def test_a_claim_is_one_revision_on_and_cannot_be_taken_twice() -> None:
     from bindloop.contracts import UserMessage
     from bindloop.mcp import PendingMcpInput, claim_mcp_input
-    from bindloop.session import create_loop_checkpoint
+    from bindloop.checkpoints import create_loop_checkpoint
 
     entry = PendingMcpInput(server="seats", tool="reserve_seat", arguments={"flight": "X"},
                             input_requests={}, request_state="s")

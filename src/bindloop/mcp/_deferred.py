@@ -28,7 +28,7 @@ from ._errors import McpError
 from ._pending import PendingElicitation, PendingElicitations, checked_content
 
 if TYPE_CHECKING:
-    from ..session import LoopCheckpoint
+    from ..checkpoints import LoopCheckpoint
     from ._http import McpHttpClient
     from ._serve import ServerRequestHandlers
 
@@ -128,7 +128,7 @@ class _HasSuspends(Protocol):
 
 
 def pending_mcp_inputs(checkpoint: _HasSuspends) -> tuple[PendingMcpInput, ...]:
-    """The MCP inputs a checkpoint (a :class:`~bindloop.session.LoopCheckpoint`, or anything
+    """The MCP inputs a checkpoint (a :class:`~bindloop.checkpoints.LoopCheckpoint`, or anything
     with its ``open_suspends``) waits on, each with its ``tool_call_id``; other suspends are
     left out.
 
@@ -155,7 +155,7 @@ def pending_mcp_inputs(checkpoint: _HasSuspends) -> tuple[PendingMcpInput, ...]:
 
 
 def claim_mcp_input(checkpoint: LoopCheckpoint, pending: PendingMcpInput) -> LoopCheckpoint:
-    """``checkpoint`` (a :class:`~bindloop.session.LoopCheckpoint`) one revision on, with
+    """``checkpoint`` (a :class:`~bindloop.checkpoints.LoopCheckpoint`) one revision on, with
     ``pending``'s entry marked ``claimed``: save it with a revision-fenced store (such as
     ``SqliteStore.save_checkpoint``) *before* :func:`answer_mcp_input`, so of two processes
     answering the same stored checkpoint only the first to save re-issues the call; resume from
@@ -167,7 +167,7 @@ def claim_mcp_input(checkpoint: LoopCheckpoint, pending: PendingMcpInput) -> Loo
     UsageError
         ``checkpoint`` is not a LoopCheckpoint, has no such open suspend, or it is claimed already.
     """
-    from ..session import LoopCheckpoint as Checkpoint  # the checkpoint type, on first use only
+    from ..checkpoints import LoopCheckpoint as Checkpoint  # the checkpoint type, on first use only
 
     if not isinstance(checkpoint, Checkpoint):
         raise UsageError(f"claim_mcp_input() takes a LoopCheckpoint, got "
