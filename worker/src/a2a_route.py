@@ -92,7 +92,7 @@ from bindloop.protocols import (
     encode_a2a_result,
     fold_a2a_task,
 )
-from bindloop.session import CheckpointFormatError, LoopCheckpoint, create_loop_checkpoint
+from bindloop.checkpoints import CheckpointFormatError, LoopCheckpoint, create_loop_checkpoint
 from frontends import ChatApprovals
 from identity import authorize, scoped_chat_id
 from limits import limit_store, wall_clock_ms

@@ -23,6 +23,8 @@ Routes (the table is :data:`ROUTES`; a new route is one ``ROUTES.add``)
 ``GET /.well-known/agent-card.json``, ``POST /a2a``
     The agent as an A2A 1.0 agent (a2a_route.py): its card, and the JSON-RPC binding
     (``SendMessage``, ``SendStreamingMessage``, ``GetTask``, ``CancelTask``, ``SubscribeToTask``).
+``POST /mcp`` (and ``DELETE``)
+    The agent's tools served to MCP clients (mcp_route.py), stateless.
 ``GET /conformance``
     bindloop's conformance report, run in this isolate (when ``harness/conformance/`` is vendored as ``conformance``).
 ``POST /_kit/...``
@@ -55,7 +57,7 @@ from workers import Response, WorkerEntrypoint  # type: ignore[import-not-found]
 from a2a_route import add_a2a_routes
 from agent import SESSION_ID, AgentConfig, HttpError, config_from_env, run_view
 from bindloop.contracts import Message, SystemMessage, UserMessage
-from bindloop.session import (
+from bindloop.checkpoints import (
     CheckpointFormatError,
     CheckpointReply,
     LoopCheckpoint,
@@ -75,6 +77,7 @@ from frontends import (
 from oauth_store import McpTokens
 from receipts import Receipts
 from limits import RateLimiter
+from mcp_route import add_mcp_routes
 from sessions import RunLog, Session, SessionStore, drive
 from stores_kit_route import add_kit_routes
 from web import JSON_HEADERS, EventStream, Routes, json_response, read_json
@@ -326,5 +329,6 @@ ROUTES.add("POST", r"/ag-ui/(?P<id>[^/]+)/stop", ag_ui_stop)
 ROUTES.add("DELETE", r"/ag-ui/(?P<id>[^/]+)", ag_ui_delete)
 # A2A 1.0 (a2a_route.py): the agent card and the JSON-RPC binding at POST /a2a.
 add_a2a_routes(ROUTES)
+add_mcp_routes(ROUTES)  # POST/DELETE /mcp: the tools as an MCP server
 # Test-only (answers 404 unless the STORE_KIT binding is "1"): the store kit in this isolate.
 add_kit_routes(ROUTES)
