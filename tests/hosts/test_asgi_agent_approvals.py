@@ -29,7 +29,7 @@ from bindloop.hosts.asgi.agent import agent_runner
 from examples.demos.ui_demo import DemoModel
 from bindloop.tools import define_tool
 from bindloop.protocols import AgUiEncoder, ToolApproval, UIStreamEncoder, decode_ui_chat_request
-from bindloop.session import LoopCheckpoint
+from bindloop.checkpoints import LoopCheckpoint
 
 
 class Title(msgspec.Struct, frozen=True):

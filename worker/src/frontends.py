@@ -48,7 +48,7 @@ from agent import (
 )
 from bindloop.agent import ApprovalError
 from bindloop.contracts import JsonBoundsError, Message, SystemMessage, ToolCall, UserMessage
-from bindloop.session import CheckpointFormatError, LoopCheckpoint, create_loop_checkpoint
+from bindloop.checkpoints import CheckpointFormatError, LoopCheckpoint, create_loop_checkpoint
 from bindloop.hosts.asgi.chat import (
     AgUiFrames,
     ChatInput,

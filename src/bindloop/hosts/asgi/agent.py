@@ -91,7 +91,7 @@ from bindloop.run import (
 )
 from bindloop.stores import ToolCallReceiptStore
 from bindloop.tools import Tool, ToolContext
-from bindloop.session import (
+from bindloop.checkpoints import (
     ApprovalRecord,
     LoopCheckpoint,
     serialize_loop_checkpoint,

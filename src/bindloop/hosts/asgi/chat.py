@@ -76,7 +76,7 @@ from bindloop.protocols import (
 from bindloop.agent import ApprovalError, CheckpointSavedEvent
 from bindloop.errors import ProviderError
 from bindloop.routing import AttemptError
-from bindloop.session import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
+from bindloop.checkpoints import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
 
 from bindloop.stores import (
     MemoryRunLogs,
