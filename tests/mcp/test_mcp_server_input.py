@@ -220,7 +220,7 @@ async def test_forged_and_moved_states_are_refused_and_a_missing_answer_is_asked
         answer = {"reply": {"action": "accept", "content": {"reply": "Lisbon"}}}
         payload, _, mac = state.partition(".")
         forged_payload = base64.urlsafe_b64encode(b'{"s":"someone-else"}').decode().rstrip("=")
-        cases = {
+        cases: dict[str, dict[str, Any]] = {
             "forged": {"requestState": f"{forged_payload}.{mac}", "inputResponses": answer},
             "garbage": {"requestState": "%%%.!!!", "inputResponses": answer},
             "no state": {"inputResponses": answer},
@@ -231,10 +231,12 @@ async def test_forged_and_moved_states_are_refused_and_a_missing_answer_is_asked
             assert "requestState" in refused["error"]["message"], name
             assert state not in str(refused) and payload not in str(refused)
         # The state is ours but the answer is missing or malformed: the question is asked again.
-        for extra in ({"requestState": state, "inputResponses": {}},
-                      {"requestState": state},
-                      {"requestState": state,
-                       "inputResponses": {"reply": {"action": "accept", "content": {}}}}):
+        retries: list[dict[str, Any]] = [
+            {"requestState": state, "inputResponses": {}},
+            {"requestState": state},
+            {"requestState": state,
+             "inputResponses": {"reply": {"action": "accept", "content": {}}}}]
+        for extra in retries:
             again = (await http.post(url, content=_call(extra), headers=_HEADERS)).json()
             assert again["result"]["resultType"] == "input_required", extra
             (asked_again,) = again["result"]["inputRequests"].values()
