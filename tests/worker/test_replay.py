@@ -25,7 +25,9 @@ from bindloop.protocols import AgUiEncoder, ToolApproval, UIStreamEncoder
 from bindloop.checkpoints import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "worker" / "src"))
-from replay import LogFollower, RecordedFrames, decode_fed, encode_fed, replay  # noqa: E402
+from replay import LogFollower  # noqa: E402
+
+from bindloop.hosts.asgi.replay import RecordedFrames, decode_fed, encode_fed, replay  # noqa: E402
 
 DELETE = AssistantMessage(content="", tool_calls=(
     ToolCall(id="call-del", name="delete_note", arguments='{"title":"groceries"}'),))
