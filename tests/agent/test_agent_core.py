@@ -31,12 +31,12 @@ from bindloop.agent import (
     prompt_chat,
     reborn,
     run_with,
-    ToolCallLoopMiddleware,
 )
+from bindloop.agent.middleware import ToolCallLoopMiddleware
 from bindloop.contracts import SystemMessage, ToolResult, TurnUsage, UserMessage
 from bindloop.model import Model
 from bindloop.errors import PortContractError, UsageError
-from bindloop.agent import (
+from bindloop.agent.errors import (
     AfterPromptAgentError,
     MissingDependencyError,
     ModelRegistryNotFoundError,

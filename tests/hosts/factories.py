@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bindloop.agent import InMemoryLimitStore
+from bindloop.agent.limits import InMemoryLimitStore
 from bindloop.testing import InMemoryCheckpointStore, InMemoryReceiptStore
 
 

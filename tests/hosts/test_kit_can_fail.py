@@ -7,7 +7,7 @@ from typing import Any
 import anyio
 import pytest
 
-from bindloop.agent import InMemoryLimitStore
+from bindloop.agent.limits import InMemoryLimitStore
 from bindloop.session import LoopCheckpoint, serialize_loop_checkpoint
 from bindloop.testing import InMemoryCheckpointStore, InMemoryReceiptStore
 from bindloop.testing.store_kit import (

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from protocol_helpers import feed_all, run_events
 
-from bindloop.agent import (
+from bindloop.agent.events import (
     ApprovalDecidedEvent,
     ApprovalRequestedEvent,
     ToolCallDoneEvent,

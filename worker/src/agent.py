@@ -17,13 +17,15 @@ import msgspec
 
 from bindloop.agent import (
     ChatResult,
-    LimitStore,
     augment_model,
     create_agent,
     equip_history,
     equip_tool,
     prompt_chat,
     resume_chat,
+)
+from bindloop.agent.limits import (
+    LimitStore,
     create_simple_limit_middleware,
 )
 from bindloop.clock import Clock

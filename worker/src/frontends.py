@@ -46,7 +46,7 @@ from agent import (
     config_from_env,
     error_event,
 )
-from bindloop.agent import ApprovalError
+from bindloop.agent.approvals import ApprovalError
 from bindloop.contracts import JsonBoundsError, Message, SystemMessage, ToolCall, UserMessage
 from bindloop.session import CheckpointFormatError, LoopCheckpoint, create_loop_checkpoint
 from bindloop.hosts.asgi import (

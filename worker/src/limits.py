@@ -9,7 +9,7 @@ from typing import Any
 import js  # type: ignore[import-not-found]
 from workers import DurableObject  # type: ignore[import-not-found]
 
-from bindloop.agent import InMemoryLimitStore, LimitStore
+from bindloop.agent.limits import InMemoryLimitStore, LimitStore
 
 __all__ = ("DurableLimitStore", "RateLimiter", "isolate_name", "limit_store", "wall_clock_ms")
 

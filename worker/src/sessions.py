@@ -45,7 +45,7 @@ from agent import (
     run_session,
     stopped_checkpoint,
 )
-from bindloop.agent import ToolLoopExceededError, TurnBudgetExceededError
+from bindloop.agent.errors import ToolLoopExceededError, TurnBudgetExceededError
 from bindloop.contracts import ToolCall
 from bindloop.hosts.js_fetch import FetchTransport
 from bindloop.session import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint

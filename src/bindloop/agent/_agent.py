@@ -47,7 +47,7 @@ _REBORN = Reborn()
 def reborn() -> Reborn:
     """``return reborn()`` from a handler: run it again as a new generation (draft reset, memory
     kept). More than the agent's ``max_reborns`` raises
-    :class:`~bindloop.agent.RebornLimitExceededError`."""
+    :class:`~bindloop.agent.errors.RebornLimitExceededError`."""
     current_frame("reborn")
     return _REBORN
 

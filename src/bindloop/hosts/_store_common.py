@@ -1,6 +1,6 @@
 """What the host stores (SQLite, Postgres, Redis) share: argument checks, the size bound, and the
-sliding-window answer of :class:`bindloop.agent.LimitStore` (the same arithmetic as
-:class:`bindloop.agent.InMemoryLimitStore`, so every store answers alike)."""
+sliding-window answer of :class:`bindloop.agent.limits.LimitStore` (the same arithmetic as
+:class:`bindloop.agent.limits.InMemoryLimitStore`, so every store answers alike)."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def encode_checkpoint(checkpoint: LoopCheckpoint, max_checkpoint_bytes: int | No
 
 
 class HeldSlots:
-    """The concurrency slots one store handle holds (see :class:`bindloop.agent.LimitStore`'s slot
+    """The concurrency slots one store handle holds (see :class:`bindloop.agent.limits.LimitStore`'s slot
     leases): each slot is a row named ``<holder>:<n>`` with an expiry, ``holder`` a random id of
     this handle, so a killed process's slots lapse and a late ``leave`` frees only its own."""
 

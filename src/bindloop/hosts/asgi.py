@@ -62,7 +62,7 @@ from bindloop.protocols import (
     parse_run_event_id,
     sse_frame,
 )
-from bindloop.agent import ApprovalError
+from bindloop.agent.approvals import ApprovalError
 from bindloop.errors import ProviderError
 from bindloop.routing import AttemptError
 from bindloop.session import LoopCheckpoint

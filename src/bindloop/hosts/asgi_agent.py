@@ -40,22 +40,26 @@ import anyio
 import msgspec
 
 from bindloop.agent import (
-    AgentStreamEvent,
-    ApprovalDecision,
-    ApprovalError,
     ChatResult,
-    CheckpointSavedEvent,
-    WrappedModel,
-    approve,
     create_agent,
-    deny,
-    edit_arguments,
     equip_history,
     equip_tool,
     on_event,
     prompt_chat,
     resume_chat,
 )
+from bindloop.agent.approvals import (
+    ApprovalDecision,
+    ApprovalError,
+    approve,
+    deny,
+    edit_arguments,
+)
+from bindloop.agent.events import (
+    AgentStreamEvent,
+    CheckpointSavedEvent,
+)
+from bindloop.agent.middleware import WrappedModel
 from bindloop.completion import StreamEvent
 from bindloop.contracts import (
     AssistantMessage,

@@ -12,7 +12,7 @@ conformance kit (``bindloop.testing.store_kit``):
   plus ``renew``): each write is one statement fenced on the attempt; :meth:`complete_with` runs
   the host's own side effect on the same connection, in the transaction that completes the
   receipt, so both land or neither.
-- :class:`bindloop.agent.LimitStore`: sliding windows under a per-key advisory transaction lock,
+- :class:`bindloop.agent.limits.LimitStore`: sliding windows under a per-key advisory transaction lock,
   concurrency slots as leased rows taken in one call (a function of the schema, under the same
   kind of lock): each slot is leased to this store object for ``slot_lease_ms`` and renewed by
   ``renew_slots()``, so the slots of a killed process come back when their lease ends.

@@ -4,7 +4,7 @@ redis-py's asyncio client; asyncio only).
 Every operation that reads and writes is one Lua script, which Redis runs atomically: the
 revision fence of :class:`bindloop.session.CheckpointStore`, the attempt fence of
 :class:`bindloop.run.ToolCallReceiptStore`, and the windows and slots of
-:class:`bindloop.agent.LimitStore` cannot interleave with another client's, and a script either
+:class:`bindloop.agent.limits.LimitStore` cannot interleave with another client's, and a script either
 runs whole or not at all — a checkpoint is never half-written. It passes
 ``bindloop.testing.store_kit``.
 

@@ -17,7 +17,7 @@ Outside the fences (it does file I/O). It serves the existing ports:
   the very transaction that completes the receipt — the fence the protocol recommends: a crash
   either lands both or neither, so an expired ``running`` receipt proves the effect did not happen.
 
-- **limits**: a :class:`bindloop.agent.LimitStore` (sliding windows and concurrency slots), so
+- **limits**: a :class:`bindloop.agent.limits.LimitStore` (sliding windows and concurrency slots), so
   several processes on one machine share a provider quota. Each slot is leased to the store
   object that took it for ``slot_lease_ms`` (on ``now``) and renewed by ``renew_slots()``: the
   slots of a killed process come back when their lease ends.
@@ -337,7 +337,7 @@ class SqliteStore:
             self.fenced_writes += 1
         return landed
 
-    # -- limits (bindloop.agent.LimitStore), shared by every process on this file ----------------
+    # -- limits (bindloop.agent.limits.LimitStore), shared by every process on this file ----------------
 
     async def admit(self, key: str, window_ms: float, limit: int, amount: int,
                     now: float) -> float:

@@ -188,8 +188,8 @@ class ReceiptStoreSuite(_Suite):
 
 
 class LimitStoreSuite(_Suite):
-    """:class:`~bindloop.agent.LimitStore`: sliding windows and concurrency slots, answer for
-    answer the same as :class:`~bindloop.agent.InMemoryLimitStore`, atomic under concurrent
+    """:class:`~bindloop.agent.limits.LimitStore`: sliding windows and concurrency slots, answer for
+    answer the same as :class:`~bindloop.agent.limits.InMemoryLimitStore`, atomic under concurrent
     callers (in one process and across processes)."""
 
     async def test_limit_windows_match_the_reference(self, stores: StoreHandles) -> None:

@@ -6,7 +6,7 @@ One home for both. :func:`failure_category` is the mapping routing's attempts us
 provider is the ``same_provider_retry`` column of routing's one disposition table
 (:data:`~bindloop.routing.FAILURE_DISPOSITIONS`); :class:`RetryPolicy` is the bound and the backoff,
 read by :class:`~bindloop.wire.ModelAdapter` (on by default) and by
-``bindloop.agent.create_retry_middleware``. Nothing here sleeps or draws random numbers: the caller
+``bindloop.agent.middleware.create_retry_middleware``. Nothing here sleeps or draws random numbers: the caller
 passes ``random`` and does the waiting.
 """
 

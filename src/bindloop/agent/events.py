@@ -1,0 +1,50 @@
+"""What a run reports as it goes.
+
+The stream (``on_stream``): each event an :class:`AgentStreamEvent` envelope around one member of
+:data:`RunEvent` -- a completion event, a turn's start, end or failure, a tool call requested,
+started and finished, an approval requested and decided, a checkpoint saved, structured data.
+The trace (``run_with(event_bus=)``): :class:`TraceEvent` spans named after OpenTelemetry's GenAI
+conventions, emitted by a :class:`TraceEmitter` configured with :class:`TraceOptions`.
+"""
+
+from ._stream import (
+    AgentStreamEvent as AgentStreamEvent,
+    ApprovalDecidedEvent as ApprovalDecidedEvent,
+    ApprovalRequestedEvent as ApprovalRequestedEvent,
+    CheckpointSavedEvent as CheckpointSavedEvent,
+    RunEvent as RunEvent,
+    StructuredDataEvent as StructuredDataEvent,
+    ToolCallDoneEvent as ToolCallDoneEvent,
+    ToolFinishedEvent as ToolFinishedEvent,
+    ToolStartedEvent as ToolStartedEvent,
+    TurnDoneEvent as TurnDoneEvent,
+    TurnFailedEvent as TurnFailedEvent,
+    TurnStartEvent as TurnStartEvent,
+)
+from ._trace import (
+    TraceEmitter as TraceEmitter,
+    TraceEvent as TraceEvent,
+    TraceOptions as TraceOptions,
+)
+
+__all__ = (
+    "AgentStreamEvent",
+    "ApprovalDecidedEvent",
+    "ApprovalRequestedEvent",
+    "CheckpointSavedEvent",
+    "RunEvent",
+    "StructuredDataEvent",
+    "ToolCallDoneEvent",
+    "ToolFinishedEvent",
+    "ToolStartedEvent",
+    "TraceEmitter",
+    "TraceEvent",
+    "TraceOptions",
+    "TurnDoneEvent",
+    "TurnFailedEvent",
+    "TurnStartEvent",
+)
+
+from .._public import publish as _publish
+
+_publish(__name__, globals(), __all__)
