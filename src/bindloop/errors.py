@@ -32,20 +32,20 @@ tests/errors/test_error_tree.py renders the real tree and compares it with this 
         CompactInvalidInputError (bindloop.compaction), also UsageError
         CompactPromptTooLongError (bindloop.compaction), also ProviderError
       ProviderError
-        A2aRpcError (bindloop.protocols)
+        A2aRpcError (bindloop.protocols.a2a)
         AttemptError (bindloop.routing)
         InfrastructureError
           StoreError (bindloop.session)
         InvalidOutputError (bindloop.schema)
         McpError (bindloop.mcp)
-          McpAuthorizationError (bindloop.mcp)
+          McpAuthorizationError (bindloop.mcp.auth)
           McpConnectionError (bindloop.mcp)
           McpHttpError (bindloop.mcp)
             McpSessionExpiredError (bindloop.mcp)
           McpProtocolError (bindloop.mcp)
             McpVersionError (bindloop.mcp)
           McpRpcError (bindloop.mcp)
-            McpUrlElicitationRequired (bindloop.mcp)
+            McpUrlElicitationRequired (bindloop.mcp.server_requests)
           McpTimeoutError (bindloop.mcp)
         ModelStreamError (bindloop.completion)
         PromptTooLongError
@@ -67,7 +67,7 @@ tests/errors/test_error_tree.py renders the real tree and compares it with this 
         RunCancelledError
         RunTimeoutError
       ToolFailure
-        McpRequestRefused (bindloop.mcp)
+        McpRequestRefused (bindloop.mcp.server)
       UsageError
         AfterPromptAgentError (bindloop.agent.errors)
         ApprovalError (bindloop.agent.approvals)
@@ -79,8 +79,8 @@ tests/errors/test_error_tree.py renders the real tree and compares it with this 
           UnsupportedCheckpointVersionError (bindloop.session)
         CheckpointInputError (bindloop.session)
         DiscardedTurnWithToolCallsError (bindloop.loop)
-        ElicitationContentError (bindloop.mcp)
-        ElicitationNotPendingError (bindloop.mcp)
+        ElicitationContentError (bindloop.mcp.server_requests)
+        ElicitationNotPendingError (bindloop.mcp.server_requests)
         InputBlockedBySuspendError (bindloop.loop)
         InvalidIdError (bindloop.routing)
         InvalidModelTurnError (bindloop.loop)

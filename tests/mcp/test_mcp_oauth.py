@@ -20,10 +20,13 @@ from hypothesis import given, strategies as st
 from bindloop.hosts.httpx_transport import HttpxTransport
 from bindloop.hosts.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply
 from bindloop.mcp import (
-    AuthorizationServerMetadata,
-    McpAuthorizationError,
+    McpLimits,
     McpHttpClient,
     McpHttpError,
+)
+from bindloop.mcp.auth import (
+    AuthorizationServerMetadata,
+    McpAuthorizationError,
     McpOAuth,
     MemoryTokenStore,
     OAuthClientInfo,
@@ -216,7 +219,8 @@ async def test_the_whole_flow_discovery_pkce_step_up_and_refresh(
                          authorize=world.authorize, redirect_uri="http://127.0.0.1:9/cb",
                          random_bytes=lambda n: bytes(next(randomness) % 256 for _ in range(n)),
                          store=store, now=lambda: clock[0])
-        mcp = McpHttpClient(transport, server="guarded", auth=oauth, timeout_ms=5_000)
+        mcp = McpHttpClient(transport, server="guarded", auth=oauth,
+                            limits=McpLimits(timeout_ms=5_000))
         await mcp.connect()  # 401 → discovery → registration → code flow → initialize again
         assert [a["scope"] for a in world.authorizations] == ["mcp:read offline_access"]
         await mcp.list_tools()
@@ -445,7 +449,8 @@ async def test_the_redirects_issuer_is_checked_exactly_rfc_9207(
                          fetch=transport_fetch(lambda url: HttpxTransport(url, client=http)),
                          authorize=world.authorize, redirect_uri="http://127.0.0.1:9/cb",
                          random_bytes=lambda n: bytes(range(n)), store=store)
-        client = McpHttpClient(transport, server="guarded", auth=oauth, timeout_ms=5_000)
+        client = McpHttpClient(transport, server="guarded", auth=oauth,
+                               limits=McpLimits(timeout_ms=5_000))
         if refused is None:
             await client.connect()
             assert world.token_forms and world.registrations == 1
@@ -515,7 +520,8 @@ async def test_a_resource_that_moves_to_another_issuer_is_rediscovered_and_regis
                          fetch=transport_fetch(lambda url: HttpxTransport(url, client=http)),
                          authorize=world.authorize, redirect_uri="http://127.0.0.1:9/cb",
                          random_bytes=lambda n: bytes(range(n)), store=store)
-        client = McpHttpClient(transport, server="guarded", auth=oauth, timeout_ms=5_000)
+        client = McpHttpClient(transport, server="guarded", auth=oauth,
+                               limits=McpLimits(timeout_ms=5_000))
         await client.connect()
         assert world.registered_at == ["as"]
         world.move()

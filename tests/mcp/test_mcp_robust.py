@@ -15,15 +15,17 @@ from bindloop.errors import RunCancelledError, ToolFailure
 from bindloop.hosts.httpx_transport import HttpxTransport
 from bindloop.hosts.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply
 from bindloop.mcp import (
-    McpDiscarded,
     McpHttpError,
     McpProtocolError,
-    McpRoot,
     McpRpcError,
     McpVersionError,
-    ServerRequestHandlers,
     load_mcp_tools,
 )
+from bindloop.mcp.server_requests import (
+    McpRoot,
+    ServerRequestHandlers,
+)
+from bindloop.mcp.session import McpDiscarded
 from test_mcp_hostile import ADD_TOOL, McpScript, client, json_reply, result, sse_reply
 
 pytestmark = pytest.mark.anyio
@@ -288,7 +290,7 @@ async def test_the_get_stream_is_reopened_after_its_last_event(
 
 async def test_a_task_call_answered_directly_is_refused_by_name(
         scripted: ScriptedProviderServer, transport: HttpxTransport) -> None:
-    from bindloop.mcp import call_tool_as_task
+    from bindloop.mcp.tasks import call_tool_as_task
 
     script = McpScript(tools_call=lambda rpc, _: json_reply(result(rpc, {"content": []})))
     scripted.set_responder("mcp", script)

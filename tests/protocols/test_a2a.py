@@ -37,7 +37,7 @@ from bindloop.contracts import (
 )
 from bindloop.hosts.a2a import A2aServer, iso_timestamp
 from bindloop.hosts.asgi import ChatInput, Emit
-from bindloop.protocols import (
+from bindloop.protocols.a2a import (
     A2A_METHODS,
     A2aErrorCode,
     A2aMessage,

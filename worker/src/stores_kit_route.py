@@ -332,7 +332,7 @@ async def run_bench(owner: Any, request: Any, match: re.Match[str]) -> Response:
     every round awaits the object, so the figures are wall time in ms steps)."""
     import js  # type: ignore[import-not-found]
 
-    from bindloop.mcp import OAuthTokens
+    from bindloop.mcp.auth import OAuthTokens
     from bindloop.run import ToolCallReceiptKey
 
     _enabled(owner)

@@ -21,14 +21,16 @@ from typing import Any
 import anyio
 
 from bindloop.hosts.httpx_transport import HttpxTransport
-from bindloop.mcp import (
-    ElicitationRequest,
-    ElicitationResult,
-    McpHttpClient,
+from bindloop.mcp import McpHttpClient, McpLimits
+from bindloop.mcp.auth import (
     McpOAuth,
-    ServerRequestHandlers,
     id_jag_exchange,
     transport_fetch,
+)
+from bindloop.mcp.server_requests import (
+    ElicitationRequest,
+    ElicitationResult,
+    ServerRequestHandlers,
 )
 
 __all__ = ("main", "run_scenario")
@@ -123,7 +125,7 @@ async def run_scenario(url: str, scenario: str, context: dict[str, Any]) -> None
     transport = HttpxTransport(url)
     http = httpx.AsyncClient(timeout=20.0)
     try:
-        options: dict[str, Any] = {"timeout_ms": 20_000, "handlers": ServerRequestHandlers(
+        options: dict[str, Any] = {"limits": McpLimits(timeout_ms=20_000), "handlers": ServerRequestHandlers(
             elicitation=accept_with_defaults)}
         if scenario.startswith("auth/"):
             options["auth"] = _oauth(url, scenario, context, http)

@@ -37,7 +37,8 @@ from bindloop.contracts import (
     content_text,
 )
 from bindloop.loop import ToolLoopParams, ToolLoopResult, ToolLoopState, run_tool_loop
-from bindloop.mcp import McpHttpClient, McpProgress, McpServerPlugin
+from bindloop.mcp import McpHttpClient, McpServerPlugin
+from bindloop.mcp.session import McpProgress
 from bindloop.plugins import (
     ToolRegistry,
     create_tool_registry,

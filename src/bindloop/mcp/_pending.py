@@ -75,7 +75,7 @@ class _Waiting:
 
 
 class PendingElicitations:
-    """An :data:`~bindloop.mcp.ElicitationHandler` that suspends: give it as
+    """An :data:`~bindloop.mcp.server_requests.ElicitationHandler` that suspends: give it as
     ``ServerRequestHandlers(elicitation=...)`` (and/or ``url_elicitation=``).
 
     Each request becomes a :class:`PendingElicitation` in :meth:`pending` (``on_pending`` is

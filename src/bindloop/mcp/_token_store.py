@@ -1,4 +1,4 @@
-"""The token-store port of :class:`~bindloop.mcp.McpOAuth`: where an MCP client's OAuth tokens
+"""The token-store port of :class:`~bindloop.mcp.auth.McpOAuth`: where an MCP client's OAuth tokens
 and client registration live between runs and between processes, and the compare-and-swap save
 that keeps a rotated refresh token from being lost when two processes refresh at once."""
 

@@ -110,7 +110,7 @@ class McpTool(Tool[McpArguments, Any]):
         """This tool, watching ``source()`` (read at each call) when its ``ctx`` carries no signal
         of its own: how ``bindloop.agent.equip_mcp`` gives its tools the agent run's abort signal.
         ``agent()`` names the agent making the call, for the elicitations it meets
-        (:class:`~bindloop.mcp.PendingElicitation`)."""
+        (:class:`~bindloop.mcp.server_requests.PendingElicitation`)."""
         inner = self._execute
 
         async def execute(args: McpArguments, ctx: Any) -> ToolOutcome:

@@ -1,12 +1,12 @@
-"""The conformance cases of :class:`bindloop.mcp.TokenStore` (MCP OAuth tokens and the client
+"""The conformance cases of :class:`bindloop.mcp.auth.TokenStore` (MCP OAuth tokens and the client
 registration), as plain async functions like the other store cases (:mod:`._store_cases`): a
 pytest suite (``store_kit.TokenStoreSuite``) and a route inside workerd run the same checks.
 
 A factory handle here is a view on one token store (one user at one MCP server): two handles of
 the same factory see each other's saves. Tokens are secrets: the cases also check that a store's
 ``repr`` never shows them. A store shared by several processes must be a
-:class:`bindloop.mcp.SwapTokenStore`: the ``swap`` cases check its compare-and-swap save lands only
-on the expected tokens, atomically across handles, and that two :class:`~bindloop.mcp.McpOAuth`
+:class:`bindloop.mcp.auth.SwapTokenStore`: the ``swap`` cases check its compare-and-swap save lands only
+on the expected tokens, atomically across handles, and that two :class:`~bindloop.mcp.auth.McpOAuth`
 on two handles refreshing at once end on one rotation.
 """
 
@@ -17,7 +17,7 @@ from types import MappingProxyType
 
 import anyio
 
-from ..mcp import (
+from ..mcp.auth import (
     McpOAuth,
     OAuthClientInfo,
     OAuthRequest,
@@ -114,7 +114,7 @@ async def mcp_oauth_uses_the_stored_tokens(stores: StoreHandles) -> None:
 def _swapping(store: object) -> SwapTokenStore:
     assert isinstance(store, SwapTokenStore), (
         f"{type(store).__name__} has no swap_tokens: a token store shared by processes needs "
-        "the compare-and-swap save (bindloop.mcp.SwapTokenStore)")
+        "the compare-and-swap save (bindloop.mcp.auth.SwapTokenStore)")
     return store
 
 

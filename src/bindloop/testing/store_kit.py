@@ -36,7 +36,7 @@ the package's no-I/O fence); :func:`bindloop.hosts.store_processes.run_in_proces
 ready-made runner. Without one, those tests are skipped, as for a store that cannot be shared
 between processes (the in-memory references).
 
-:class:`TokenStoreSuite` holds an MCP OAuth token store (:class:`bindloop.mcp.TokenStore`) to
+:class:`TokenStoreSuite` holds an MCP OAuth token store (:class:`bindloop.mcp.auth.TokenStore`) to
 the same standard; its factory takes no options.
 
 The cases themselves are plain async functions (:data:`CHECKPOINT_CASES`, :data:`RECEIPT_CASES`,
@@ -213,9 +213,9 @@ class LimitStoreSuite(_Suite):
 
 
 class TokenStoreSuite(_Suite):
-    """:class:`~bindloop.mcp.TokenStore`: MCP OAuth tokens and the client registration, shared by
+    """:class:`~bindloop.mcp.auth.TokenStore`: MCP OAuth tokens and the client registration, shared by
     every handle on the store, the latest save winning, never shown in a ``repr``, with an atomic
-    compare-and-swap save (:class:`~bindloop.mcp.SwapTokenStore`) that keeps two processes
+    compare-and-swap save (:class:`~bindloop.mcp.auth.SwapTokenStore`) that keeps two processes
     refreshing at once on one rotation."""
 
     async def test_token_store_starts_empty(self, stores: StoreHandles) -> None:

@@ -4,7 +4,7 @@ wait before calling the same provider again.
 One home for both. :func:`failure_category` is the mapping routing's attempts use too
 (:func:`~bindloop.wire.attempt_error_from`); whether a category is worth another call to the *same*
 provider is the ``same_provider_retry`` column of routing's one disposition table
-(:data:`~bindloop.routing.FAILURE_DISPOSITIONS`); :class:`RetryPolicy` is the bound and the backoff,
+(:data:`~bindloop.routing.failures.FAILURE_DISPOSITIONS`); :class:`RetryPolicy` is the bound and the backoff,
 read by :class:`~bindloop.wire.ModelAdapter` (on by default) and by
 ``bindloop.agent.middleware.create_retry_middleware``. Nothing here sleeps or draws random numbers: the caller
 passes ``random`` and does the waiting.
@@ -19,7 +19,7 @@ import msgspec
 
 from ..completion import ToolCallDeltaError
 from ..errors import PromptTooLongError, UsageError
-from ..routing import FAILURE_DISPOSITIONS, FailureCategory, is_cancellation
+from ..routing.failures import FAILURE_DISPOSITIONS, FailureCategory, is_cancellation
 from ._errors import (
     IncompleteStreamError,
     ProviderHttpError,
@@ -59,7 +59,7 @@ def failure_category(error: BaseException) -> FailureCategory:
 
 def is_retryable(error: BaseException) -> bool:
     """Whether ``error`` is worth another call to the same provider: its category's
-    ``same_provider_retry`` in :data:`~bindloop.routing.FAILURE_DISPOSITIONS` — a 429, a 5xx or
+    ``same_provider_retry`` in :data:`~bindloop.routing.failures.FAILURE_DISPOSITIONS` — a 429, a 5xx or
     overload, a transport timeout or dropped connection, a stalled or truncated stream."""
     disposition = FAILURE_DISPOSITIONS.get(failure_category(error))
     return disposition is not None and disposition.same_provider_retry
