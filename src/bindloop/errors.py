@@ -87,11 +87,8 @@ tests/errors/test_error_tree.py renders the real tree and compares it with this 
         JsonBoundsError (bindloop.contracts)
         LoopMissingToolOutputError (bindloop.agent.errors)
         MissingActivationPortError (bindloop.loop)
-        MissingDependencyError (bindloop.agent.errors)
-        ModelRegistryNotFoundError (bindloop.agent.errors)
         NoAgentContextError (bindloop.agent.errors)
         PortContractError
-        PromptAgentAlreadyCalledError (bindloop.agent.errors)
         ProtocolError
         ProtocolRequestError (bindloop.protocols)
         RoutePlanError (bindloop.routing)

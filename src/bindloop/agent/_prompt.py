@@ -40,7 +40,6 @@ from ._errors import (
     BudgetExceededError,
     LoopMissingToolOutputError,
     NoAgentContextError,
-    PromptAgentAlreadyCalledError,
     PromptSuspendedError,
     SnapshotDivergenceError,
 )
@@ -119,7 +118,7 @@ def begin(hook: str) -> tuple[Frame, Generation]:
     gen = frame.generation
     assert gen is not None
     if gen.prompted:
-        raise PromptAgentAlreadyCalledError(
+        raise UsageError(
             f"{hook}() was called twice in one generation of agent {frame.agent_id!r}: one "
             "generation makes one prompt; return reborn() to prompt again in a new generation")
     gen.prompted = True
