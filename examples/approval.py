@@ -4,8 +4,8 @@ import anyio
 from bindloop.agent import create_agent, equip_instruction, equip_tool, prompt_chat, resume_chat
 from bindloop.agent.approvals import approve, pending_approvals
 from bindloop.hosts import create_model
-from bindloop.hosts.sqlite_store import SqliteStore
-from bindloop.plugins import define_tool
+from bindloop.hosts.stores.sqlite import SqliteStore
+from bindloop.tools import define_tool
 
 store = SqliteStore("chats.db")
 

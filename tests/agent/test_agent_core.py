@@ -41,7 +41,7 @@ from bindloop.agent.errors import (
     NoAgentContextError,
     RebornLimitExceededError,
 )
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.testing import final_answer, scripted_stream_model
 from bindloop.wire import ModelAdapter, OpenAIChatAdapter, WireOptions
 

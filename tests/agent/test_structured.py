@@ -29,7 +29,7 @@ from bindloop.agent.errors import (
     TurnBudgetExceededError,
 )
 from bindloop.schema import UnsupportedSchemaError
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 from bindloop.wire import ForcedTool, gemini_schema
 

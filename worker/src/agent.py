@@ -24,10 +24,8 @@ from bindloop.agent import (
     prompt_chat,
     resume_chat,
 )
-from bindloop.agent.limits import (
-    LimitStore,
-    create_simple_limit_middleware,
-)
+from bindloop.agent.limits import create_simple_limit_middleware
+from bindloop.stores import LimitStore
 from bindloop.clock import Clock
 from bindloop.textstream import TurnStreamEvent, TurnTextStream, create_turn_text_stream
 from bindloop.wire import StreamBudgets
@@ -42,7 +40,7 @@ from bindloop.contracts import (
 from bindloop.loop import LoopCounters
 from bindloop.model import Model
 from bindloop.errors import ProviderError
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.routing import (
     AttemptError,
     OrderedPolicy,
@@ -246,7 +244,7 @@ TOOLS = (
 
 
 class _Sink:
-    """The SSE client re-renders from events (wasm/demo/turn-stream.js), so it can be told to
+    """The SSE client re-renders from events (harness/wasm/demo/turn-stream.js), so it can be told to
     discard a failed attempt's text: retractable, and routing keeps its whole fallback chain."""
 
     retractable = True

@@ -1,14 +1,12 @@
 """Rate and concurrency limits for models: :func:`create_limit_middleware` applies
-:class:`RateRule` / :class:`ConcurrencyRule` rules over a :class:`LimitStore` (in one process,
-:class:`InMemoryLimitStore`); :func:`create_simple_limit_middleware` takes ``rpm=``, ``tpm=`` and
-``concurrency=``. A rule that may not wait raises :class:`RateLimitExceededError`.
+:class:`RateRule` / :class:`ConcurrencyRule` rules over a :class:`bindloop.stores.LimitStore` (in
+one process, :class:`bindloop.stores.MemoryLimitStore`); :func:`create_simple_limit_middleware`
+takes ``rpm=``, ``tpm=`` and ``concurrency=``. A rule that may not wait raises :class:`RateLimitExceededError`.
 """
 
 from ._limits import (
     ConcurrencyRule as ConcurrencyRule,
-    InMemoryLimitStore as InMemoryLimitStore,
     LimitRule as LimitRule,
-    LimitStore as LimitStore,
     RateRule as RateRule,
     create_limit_middleware as create_limit_middleware,
     create_simple_limit_middleware as create_simple_limit_middleware,
@@ -19,9 +17,7 @@ from ._errors import (
 
 __all__ = (
     "ConcurrencyRule",
-    "InMemoryLimitStore",
     "LimitRule",
-    "LimitStore",
     "RateLimitExceededError",
     "RateRule",
     "create_limit_middleware",

@@ -3,9 +3,9 @@
 refresh, step-up scopes), every outside effect a port (``fetch`` -- :func:`transport_fetch` over the
 host's transport --, ``authorize``, ``random_bytes``, ``now``, ``store``); :class:`McpAuth` is the
 port a client calls for its headers. Tokens and the client registration live in a
-:class:`TokenStore` (:class:`SwapTokenStore` when several processes refresh;
-:class:`MemoryTokenStore` in one process). The protocol's documents and decisions without I/O:
-:func:`parse_www_authenticate`, the metadata documents, :class:`OAuthTokens`;
+:class:`bindloop.stores.TokenStore` (:class:`~bindloop.stores.SwapTokenStore` when several
+processes refresh; :class:`~bindloop.stores.MemoryTokenStore` in one process). The protocol's
+documents and decisions without I/O: :func:`parse_www_authenticate`, the metadata documents;
 :func:`id_jag_exchange` for enterprise-managed authorization. A refused authorization raises
 :class:`McpAuthorizationError`. See docs/mcp.md.
 """
@@ -21,15 +21,8 @@ from ._oauth import (
     id_jag_exchange as id_jag_exchange,
     transport_fetch as transport_fetch,
 )
-from ._token_store import (
-    MemoryTokenStore as MemoryTokenStore,
-    SwapTokenStore as SwapTokenStore,
-    TokenStore as TokenStore,
-)
 from ._oauth_model import (
     AuthorizationServerMetadata as AuthorizationServerMetadata,
-    OAuthClientInfo as OAuthClientInfo,
-    OAuthTokens as OAuthTokens,
     ProtectedResourceMetadata as ProtectedResourceMetadata,
     WwwAuthenticate as WwwAuthenticate,
     parse_www_authenticate as parse_www_authenticate,
@@ -45,15 +38,10 @@ __all__ = (
     "McpAuth",
     "McpAuthorizationError",
     "McpOAuth",
-    "MemoryTokenStore",
-    "OAuthClientInfo",
     "OAuthFetch",
     "OAuthRequest",
     "OAuthResponse",
-    "OAuthTokens",
     "ProtectedResourceMetadata",
-    "SwapTokenStore",
-    "TokenStore",
     "WwwAuthenticate",
     "id_jag_exchange",
     "parse_www_authenticate",
