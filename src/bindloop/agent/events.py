@@ -3,8 +3,9 @@
 The stream (``on_stream``): each event an :class:`AgentStreamEvent` envelope around one member of
 :data:`RunEvent` -- a completion event, a turn's start, end or failure, a tool call requested,
 started and finished, an approval requested and decided, a checkpoint saved, structured data.
-The trace (``run_with(event_bus=)``): :class:`TraceEvent` spans named after OpenTelemetry's GenAI
-conventions, emitted by a :class:`TraceEmitter` configured with :class:`TraceOptions`.
+The trace: :class:`TraceEvent` spans named after OpenTelemetry's GenAI conventions, handed to the
+:class:`TraceEmitter` a run is given (``run_with(event_bus=)``), with the trace id, parent span and
+attributes of ``run_with(trace=TraceOptions(...))``.
 """
 
 from ._stream import (
