@@ -340,7 +340,7 @@ class PromptHasher:
         """The next calls' tool choice (a per-turn tool-choice policy changes it between turns)."""
         self._suffix = self._schema + canonical_value(tool_choice) + self._tools
 
-    def __call__(self, messages: list[Message]) -> str:
+    def __call__(self, messages: Sequence[Message]) -> str:
         count = self._count
         trail = self._trail
         if trail is None or messages is not self._list or len(messages) < count or (count and (

@@ -1,8 +1,8 @@
 """Composition: a wire adapter plus a host transport is a model the loop can call.
 
 :class:`ModelAdapter` sends one request and yields normalized events, under a stream watchdog, and
-is a :class:`~bindloop.model.Model` (``call_model_port(adapter)`` is the loop's port). The transport is
-a port: the core never does I/O itself. A streamed body is read once (:class:`WireStream`: one SSE
+is a :class:`~bindloop.model.Model` (the loop's ``model`` port takes it as it is). The transport
+is a port: the core never does I/O itself. A streamed body is read once (:class:`WireStream`: one SSE
 parse feeds the decoder and the watchdog); a non-streamed body is decoded to events once and
 folded once.
 """
