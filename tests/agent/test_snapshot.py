@@ -31,7 +31,7 @@ from bindloop.agent.snapshots import (
     restore_snapshot,
 )
 from bindloop.contracts import ToolResult
-from bindloop.session import CheckpointFormatError
+from bindloop.checkpoints import CheckpointFormatError
 from bindloop.agent.errors import NoAgentContextError
 from bindloop.agent.snapshots import SnapshotDisabledError, SnapshotDivergenceError
 from bindloop.tools import define_tool

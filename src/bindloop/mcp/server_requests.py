@@ -1,8 +1,12 @@
 """Requests an MCP server sends the client, answered through ports the host fills
 (:class:`ServerRequestHandlers`): ``roots/list`` (:class:`McpRoot`), ``sampling/createMessage``
 (:class:`McpSampling` over a model, or a :data:`SamplingHandler`) and ``elicitation/create``
-(an :data:`ElicitationHandler`, or :class:`PendingElicitations` to answer later). A server that
-needs a URL elicitation before a call raises :class:`McpUrlElicitationRequired`. See docs/mcp.md.
+(an :data:`ElicitationHandler`, or :class:`PendingElicitations` to answer later). A 2026-07-28
+call's ``input_required`` kept in the run's checkpoint (``PendingElicitations(durable=True)``,
+raising :class:`McpInputPending` inside the call) is a :class:`PendingMcpInput`, listed with
+:func:`pending_mcp_inputs` and answered once with :func:`claim_mcp_input` /
+:func:`answer_mcp_input`. A server that needs a URL elicitation before a call raises
+:class:`McpUrlElicitationRequired`. See docs/mcp.md.
 """
 
 from ._serve import (
@@ -24,6 +28,13 @@ from ._errors import (
     ElicitationNotPendingError as ElicitationNotPendingError,
     McpUrlElicitationRequired as McpUrlElicitationRequired,
 )
+from ._deferred import (
+    McpInputPending as McpInputPending,
+    PendingMcpInput as PendingMcpInput,
+    answer_mcp_input as answer_mcp_input,
+    claim_mcp_input as claim_mcp_input,
+    pending_mcp_inputs as pending_mcp_inputs,
+)
 
 __all__ = (
     "ElicitationContentError",
@@ -31,14 +42,19 @@ __all__ = (
     "ElicitationNotPendingError",
     "ElicitationRequest",
     "ElicitationResult",
+    "McpInputPending",
     "McpRoot",
     "McpSampling",
     "McpUrlElicitationRequired",
     "PendingElicitation",
     "PendingElicitations",
+    "PendingMcpInput",
     "SamplingHandler",
     "SamplingRequest",
     "ServerRequestHandlers",
+    "answer_mcp_input",
+    "claim_mcp_input",
+    "pending_mcp_inputs",
 )
 
 from .._public import publish as _publish
