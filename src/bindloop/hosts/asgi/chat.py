@@ -580,7 +580,7 @@ class ChatApp:
         if taken is None:
             return  # another process took it, or a newer request superseded it
         try:
-            self._continue(record, run_id, taken)
+            self._continue(logs, record, run_id, taken)
         except Exception as exc:
             LOGGER.error("run %s of chat %r (%s) could not be continued", record.run_id,
                          record.chat_id, record.protocol, exc_info=exc)
@@ -591,7 +591,8 @@ class ChatApp:
                 self._release(run.identity)
             logs.end(run_id, "failed")
 
-    def _continue(self, record: RunRecord, run_id: str, taken: Continuation) -> None:
+    def _continue(self, logs: ContinuableRunLogs, record: RunRecord, run_id: str,
+                  taken: Continuation) -> None:
         """Start run ``run_id`` from ``taken``: the stored request decoded again, the dead run's
         frames written again up to its save, the runner resumed from the saved checkpoint."""
         claim = _CLAIM.decode(taken.claim)
@@ -603,6 +604,11 @@ class ChatApp:
         if taken.checkpoint is not None:
             checkpoint = parse_loop_checkpoint(taken.checkpoint)
             run.recorder, payloads = replay(frames, decode_fed(taken.fed))
+            if len(payloads) != taken.offset:  # not the dead run's frames (its encoder changed)
+                logs.unlink(record.run_id)
+                LOGGER.error("run %s: its replay wrote %d frames where it had %d by its save; a "
+                             "resume of it gets nothing", record.run_id, len(payloads),
+                             taken.offset)
             self._append(run, payloads)  # the dead run's log again, up to its save
             chat = msgspec.structs.replace(chat, checkpoint=checkpoint,
                                            transcript=checkpoint.messages)
