@@ -35,7 +35,8 @@ from ._errors import (
     McpVersionError,
 )
 from ._exchange import Answer, ParamHeader, param_header_values, param_headers
-from ._deferred import McpInputPending, PendingMcpInput, defers_input
+from ._deferred import PendingMcpInput, defers_input
+from ._errors import McpInputPending
 from ._pending import CALLING
 from ._server_tasks import ServerTasks
 from ._client_options import McpClientPorts, McpLimits

@@ -19,7 +19,8 @@ from ..tools import RawArguments, ResolveOutcome, Tool, ToolRegistry, tool_wire_
 from ..signal import AbortSignal
 from ..schema import SchemaSanitizeError, first_schema_violation, sanitize_tool_schema
 from ._content import map_call_result
-from ._deferred import McpInputPending, encode_pending
+from ._deferred import encode_pending
+from ._errors import McpInputPending
 from ._errors import McpError
 from ._http import McpHttpClient
 from ._pending import RUN_AGENT

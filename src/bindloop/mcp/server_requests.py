@@ -25,11 +25,11 @@ from ._pending import (
 )
 from ._errors import (
     ElicitationContentError as ElicitationContentError,
+    McpInputPending as McpInputPending,
     ElicitationNotPendingError as ElicitationNotPendingError,
     McpUrlElicitationRequired as McpUrlElicitationRequired,
 )
 from ._deferred import (
-    McpInputPending as McpInputPending,
     PendingMcpInput as PendingMcpInput,
     answer_mcp_input as answer_mcp_input,
     claim_mcp_input as claim_mcp_input,
