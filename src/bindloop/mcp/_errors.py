@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import ProviderError, ToolFailure, UsageError
-from typing import TYPE_CHECKING
 
 from ._elicit import ElicitationRequest, url_elicitations
 
