@@ -35,13 +35,13 @@ from bindloop.run import (
 from bindloop.session import (
     LoopCheckpoint,
     RestoredLoop,
-    StoreError,
     create_loop_checkpoint,
     parse_loop_checkpoint,
     run_from_checkpoint,
     serialize_loop_checkpoint,
 )
-from bindloop.testing import InMemoryReceiptStore, function_model
+from bindloop.testing import function_model
+from bindloop.stores import MemoryToolCallReceiptStore, StoreError
 from bindloop.loop import ToolRunner
 
 STEPS = 3
@@ -49,7 +49,7 @@ LEASE_MS = 1_000.0
 OPERATIONS = ("read", "claim", "complete")
 
 
-class FaultyReceipts(InMemoryReceiptStore):
+class FaultyReceipts(MemoryToolCallReceiptStore):
     """The reference store on a manual clock, failing chosen operations with a ``StoreError``:
     ``before`` the write (nothing landed) or ``after`` it (it landed; the answer was lost).
     ``complete`` applies the effect in the receipt's own transaction (``complete_with``)."""

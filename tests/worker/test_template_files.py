@@ -18,8 +18,8 @@ import anyio
 import msgspec
 
 from bindloop.contracts import ModelTurnResult, ToolError, ToolResult, ToolSuspend, UserMessage
-from bindloop.hosts.httpx_transport import HttpxTransport
-from bindloop.hosts.scripted_server import ScriptedProviderServer, error_reply, turn_reply
+from bindloop.hosts.transports.httpx import HttpxTransport
+from harness.fixtures.scripted_server import ScriptedProviderServer, error_reply, turn_reply
 from bindloop.session import (
     CheckpointReply,
     LoopCheckpoint,

@@ -17,7 +17,6 @@ import msgspec
 
 from bindloop.agent import (
     ChatResult,
-    LimitStore,
     augment_model,
     create_agent,
     equip_history,
@@ -26,6 +25,7 @@ from bindloop.agent import (
     resume_chat,
     create_simple_limit_middleware,
 )
+from bindloop.stores import LimitStore
 from bindloop.clock import Clock
 from bindloop.textstream import TurnStreamEvent, TurnTextStream, create_turn_text_stream
 from bindloop.wire import StreamBudgets
@@ -40,7 +40,7 @@ from bindloop.contracts import (
 from bindloop.loop import LoopCounters
 from bindloop.model import Model
 from bindloop.errors import ProviderError
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.routing import (
     AttemptError,
     OrderedPolicy,
@@ -244,7 +244,7 @@ TOOLS = (
 
 
 class _Sink:
-    """The SSE client re-renders from events (wasm/demo/turn-stream.js), so it can be told to
+    """The SSE client re-renders from events (harness/wasm/demo/turn-stream.js), so it can be told to
     discard a failed attempt's text: retractable, and routing keeps its whole fallback chain."""
 
     retractable = True

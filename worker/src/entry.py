@@ -21,13 +21,13 @@ Routes (the table is :data:`ROUTES`; a new route is one ``ROUTES.add``)
     conversation; each response's events are logged, so a dropped client reconnects; its owner
     deletes a chat with its storage.
 ``GET /conformance``
-    bindloop's conformance report, run in this isolate (when ``conformance/`` is vendored).
+    bindloop's conformance report, run in this isolate (when ``harness/conformance/`` is vendored as ``conformance``).
 ``POST /_kit/...``
     Test-only, 404 unless the ``STORE_KIT`` binding is ``"1"``: bindloop's store conformance kit
     run in this isolate against the Durable Object stores (stores_kit_route.py).
 
 SSE events, each with ``id: <run>:<offset>``: ``session`` (id, the stored revision and the run id), ``turn`` (the turn text stream's
-``text`` / ``reset`` events, rendered by ``TurnStreamReducer`` in wasm/demo/turn-stream.js),
+``text`` / ``reset`` events, rendered by ``TurnStreamReducer`` in harness/wasm/demo/turn-stream.js),
 ``done`` (status, stop reason, revision, and the question when waiting) and ``error`` (the failure
 and the revision storage holds); ``: keep-alive`` comments while the run is quiet. Refused requests
 get a 4xx JSON body ``{"error": code, "message": ...}``.

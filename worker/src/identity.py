@@ -44,5 +44,5 @@ async def authorize(request: Any, env: Any) -> str:
 
 def scoped_chat_id(identity: str, chat_id: str) -> str:
     """The chat's key within its identity's space (length-prefixed, so no two (identity, id)
-    pairs meet), as ``bindloop.hosts.asgi.scoped_chat_id``; the id itself for the single user."""
+    pairs meet), as ``bindloop.hosts.asgi.chat.scoped_chat_id``; the id itself for the single user."""
     return chat_id if not identity else f"{len(identity)}:{identity}:{chat_id}"

@@ -167,7 +167,7 @@ class ToolRunner:
     - ``is_fatal_tool_error(exc)``: a raise that must end the run instead of becoming a tool error
       the model reads, asked the moment a call raises. :class:`~bindloop.errors.RunCancelledError`
       is always fatal. By default :func:`~bindloop.errors.is_infrastructure_error` decides: a
-      :class:`~bindloop.session.StoreError` (a receipt's claim or completion failing) ends the run,
+      :class:`~bindloop.stores.StoreError` (a receipt's claim or completion failing) ends the run,
       which resumes from its last checkpoint, instead of the model reading it and the effect being
       lost. An override replaces that default (``super().is_fatal_tool_error(e) or mine(e)`` adds
       to it).
