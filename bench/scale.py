@@ -123,7 +123,7 @@ async def worker(config: str, addresses: dict[str, str], prefix: str, first: int
     )
     from bindloop.loop import ToolRunner
     from bindloop.model import StreamModel
-    from bindloop.session import RestoredLoop, create_loop_checkpoint, run_from_checkpoint
+    from bindloop.checkpoints import RestoredLoop, create_loop_checkpoint, run_from_checkpoint
     from bindloop.wire import ModelAdapter, OpenAIChatAdapter, WireOptions
 
     raw_store, raw_limits = _open(config, addresses, prefix)

@@ -197,7 +197,7 @@ async def run_bindloop(port: int, sessions: int, db: str) -> None:
         provider_id,
     )
     from bindloop.loop import ToolRunner
-    from bindloop.session import RestoredLoop, create_loop_checkpoint, run_from_checkpoint
+    from bindloop.checkpoints import RestoredLoop, create_loop_checkpoint, run_from_checkpoint
     from bindloop.transcript import validate_and_heal_messages
     from bindloop.wire import StreamBudgets
     from bindloop.wire import ModelAdapter, OpenAIChatAdapter, RoutedModel, WireOptions

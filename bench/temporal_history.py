@@ -37,7 +37,7 @@ async def _child(runs: int, calls: int) -> dict[str, Any]:
     from bindloop.hosts import temporal
     from bindloop.testing import function_model
     from bindloop.hosts.stores.sqlite import SqliteStore
-    from bindloop.session import create_loop_checkpoint, serialize_loop_checkpoint
+    from bindloop.checkpoints import create_loop_checkpoint, serialize_loop_checkpoint
 
     async def model(messages: Sequence[Any], request: Any) -> ModelTurnResult:
         done = sum(isinstance(m, ToolMessage) for m in messages)

@@ -42,9 +42,9 @@ from bindloop.wire import (
     WireOptions,
 )
 
-from .demo import DEFAULT_PROMPT, Narrated, PolicyModel, run_agent
-from .httpx_transport import HttpxTransport
-from .scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply, turn_reply
+from examples.demos.demo import DEFAULT_PROMPT, Narrated, PolicyModel, run_agent
+from bindloop.hosts.transports.httpx import HttpxTransport
+from harness.fixtures.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply, turn_reply
 
 _UNAVAILABLE = (b'{"error":{"code":503,"message":"The model is overloaded. Please try again later.",'
                 b'"status":"UNAVAILABLE"}}')

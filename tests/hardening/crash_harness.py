@@ -96,7 +96,7 @@ async def run_child(backend_kind: str, target: str, namespace: str, base_url: st
         decide_tool_call_receipt,
         tool_call_args_hash,
     )
-    from bindloop.session import (
+    from bindloop.checkpoints import (
         RestoredLoop,
         create_loop_checkpoint,
         run_from_checkpoint,

@@ -25,7 +25,7 @@ from bindloop.run import (
     ToolCallReceiptKey,
 )
 from bindloop.stores import MemoryToolCallReceiptStore, ToolCallReceiptStore
-from bindloop.session import (
+from bindloop.checkpoints import (
     CheckpointFormatError,
     RestoredLoop,
     create_loop_checkpoint,

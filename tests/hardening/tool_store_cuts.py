@@ -35,7 +35,7 @@ async def trial(kind: str, direct: str, namespace: str, *, former: bool, seed: i
     from bindloop.hosts.stores.postgres import PostgresStore
     from bindloop.hosts.stores.redis import RedisStore
     from bindloop.run import ToolCallReceiptKey
-    from bindloop.session import (
+    from bindloop.checkpoints import (
         RestoredLoop,
         create_loop_checkpoint,
         run_from_checkpoint,

@@ -26,7 +26,7 @@ from bindloop.run import (
     decide_tool_call_receipt,
     tool_call_args_hash,
 )
-from bindloop.session import (
+from bindloop.checkpoints import (
     RestoredLoop,
     create_loop_checkpoint,
     run_from_checkpoint,

@@ -25,7 +25,7 @@ from bindloop.hosts.temporal.workflow import (
     resolve_references,
 )
 from bindloop.testing import function_model
-from bindloop.session import create_loop_checkpoint, parse_loop_checkpoint, serialize_loop_checkpoint
+from bindloop.checkpoints import create_loop_checkpoint, parse_loop_checkpoint, serialize_loop_checkpoint
 
 from .temporal_app import BATCH, RAISED, STEPS, TURNS, charge_tool, scripted_model
 

@@ -33,7 +33,7 @@ from bindloop.routing import (
     canonical_model_id,
     provider_id,
 )
-from bindloop.session import create_loop_checkpoint, serialize_loop_checkpoint
+from bindloop.checkpoints import create_loop_checkpoint, serialize_loop_checkpoint
 from bindloop.wire import (
     WIRE_NAMES,
     HttpRequest,

@@ -20,6 +20,8 @@ Routes (the table is :data:`ROUTES`; a new route is one ``ROUTES.add``)
     The Vercel AI SDK UI message stream and AG-UI (frontends.py): the client holds the
     conversation; each response's events are logged, so a dropped client reconnects; its owner
     deletes a chat with its storage.
+``POST /mcp`` (and ``DELETE``)
+    The agent's tools served to MCP clients (mcp_route.py), stateless.
 ``GET /conformance``
     bindloop's conformance report, run in this isolate (when ``harness/conformance/`` is vendored as ``conformance``).
 ``POST /_kit/...``
@@ -51,7 +53,7 @@ from workers import Response, WorkerEntrypoint  # type: ignore[import-not-found]
 
 from agent import SESSION_ID, AgentConfig, HttpError, config_from_env, run_view
 from bindloop.contracts import Message, SystemMessage, UserMessage
-from bindloop.session import (
+from bindloop.checkpoints import (
     CheckpointFormatError,
     CheckpointReply,
     LoopCheckpoint,
@@ -71,6 +73,7 @@ from frontends import (
 from oauth_store import McpTokens
 from receipts import Receipts
 from limits import RateLimiter
+from mcp_route import add_mcp_routes
 from sessions import RunLog, Session, SessionStore, drive
 from stores_kit_route import add_kit_routes
 from web import JSON_HEADERS, EventStream, Routes, json_response, read_json
@@ -320,5 +323,6 @@ ROUTES.add("POST", "/ag-ui", ag_ui)
 ROUTES.add("GET", r"/ag-ui/(?P<id>[^/]+)/stream", ag_ui_stream)
 ROUTES.add("POST", r"/ag-ui/(?P<id>[^/]+)/stop", ag_ui_stop)
 ROUTES.add("DELETE", r"/ag-ui/(?P<id>[^/]+)", ag_ui_delete)
+add_mcp_routes(ROUTES)  # POST/DELETE /mcp: the tools as an MCP server
 # Test-only (answers 404 unless the STORE_KIT binding is "1"): the store kit in this isolate.
 add_kit_routes(ROUTES)

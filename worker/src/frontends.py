@@ -48,7 +48,7 @@ from agent import (
 )
 from bindloop.agent import ApprovalError
 from bindloop.contracts import JsonBoundsError, Message, SystemMessage, ToolCall, UserMessage
-from bindloop.session import CheckpointFormatError, LoopCheckpoint, create_loop_checkpoint
+from bindloop.checkpoints import CheckpointFormatError, LoopCheckpoint, create_loop_checkpoint
 from bindloop.hosts.asgi.chat import (
     AgUiFrames,
     ChatInput,
@@ -69,7 +69,8 @@ from bindloop.protocols import (
     decode_run_agent_input,
     decode_ui_chat_request,
 )
-from replay import LogFollower, RecordedFrames, decode_fed, encode_fed, replay
+from bindloop.hosts.asgi.replay import RecordedFrames, decode_fed, encode_fed, replay
+from replay import LogFollower
 from identity import authorize, scoped_chat_id
 from limits import limit_store, wall_clock_ms
 from sessions import RunLog, SessionStore, recorded_calls

@@ -48,7 +48,7 @@ from agent import (
 from bindloop.agent import ToolLoopExceededError, TurnBudgetExceededError
 from bindloop.contracts import ToolCall
 from bindloop.hosts.transports.js_fetch import FetchTransport
-from bindloop.session import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
+from bindloop.checkpoints import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
 from checkpoints import MAX_VALUE_BYTES, stored_size
 from limits import limit_store, wall_clock_ms
 

@@ -35,7 +35,7 @@ from ..contracts import (
 from ..errors import PortContractError, RunCancelledError, UsageError, is_infrastructure_error
 from ..loop import LoopHooks, MaybeAwaitable, ToolLoopParams, ToolLoopState, ToolRunner, \
     run_tool_loop
-from ..session import LoopCheckpoint
+from ..checkpoints import LoopCheckpoint
 from ._approvals import ApprovalGate, PendingApproval, check_secret, note_suspended, \
     pending_approvals
 from ._errors import (
@@ -57,7 +57,7 @@ from ._run_events import RunEvents
 from ._trace import ToolSpans
 from ._saves import Position, SaveFn, refuse_saves
 from ..schema import OutputSpec, output_spec
-from ..session import DecidedCall
+from ..checkpoints import DecidedCall
 from ._stream import AgentStreamEvent, StreamHub, Watcher, with_consumers
 from ._turns import ToolChoiceArg, TurnPort, choice_policy, model_surface, resolve_model
 
@@ -411,7 +411,7 @@ async def prompt_chat(*, max_turn_steps: int = 10, max_total_turns: int | None =
 
     ``on_checkpoint(checkpoint)`` (sync or async; its return value is ignored) is awaited at every
     settled boundary of the chat — after each finished tool round, before the next model call,
-    re-asks included — with a ``ready`` :class:`~bindloop.session.LoopCheckpoint` that
+    re-asks included — with a ``ready`` :class:`~bindloop.checkpoints.LoopCheckpoint` that
     :func:`resume_chat` continues to the same outcome (the re-asks left and the turn budgets travel
     in its ``reask`` field). Store it before returning: a raise fails the prompt there, and nothing
     after it runs. The chat's checkpoints share one ``execution_id`` and their revisions increase

@@ -15,7 +15,7 @@ from .._awaitable import isawaitable, resolve
 from ..contracts import ToolCall, ToolOutcome
 from ..loop import MaybeAwaitable
 from ..lowlevel import is_fatal_raise, tool_exception_error
-from ..session import DecidedCall, LoopCheckpoint
+from ..checkpoints import DecidedCall, LoopCheckpoint
 from ._approvals import PendingApproval
 from ._saves import SaveFn
 from ._stream import (

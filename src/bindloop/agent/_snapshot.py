@@ -17,7 +17,7 @@ from ..contracts import AssistantMessage, FilePart, ImagePart, Message, ModelTur
     ProviderItemPart, ReasoningPart, SystemMessage, TextPart, ToolCall, ToolDefinition, \
     ToolMessage, ToolOutcome, UserMessage
 from ..errors import UsageError
-from ..session import CheckpointFormatError
+from ..checkpoints import CheckpointFormatError
 from ._errors import SnapshotDivergenceError
 from ..run import canonical_json
 
@@ -61,7 +61,7 @@ class FrameSnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 
 class AgentSnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A whole run's snapshot. ``encode_snapshot`` gives its stable bytes; ``parse_snapshot`` reads
-    them back (refusing another version with :class:`~bindloop.session.CheckpointFormatError`)."""
+    them back (refusing another version with :class:`~bindloop.checkpoints.CheckpointFormatError`)."""
 
     version: int = SNAPSHOT_VERSION
     root: FrameSnapshot
@@ -78,7 +78,7 @@ def encode_snapshot(snapshot: AgentSnapshot) -> bytes:
 def parse_snapshot(data: bytes | str | Mapping[str, Any]) -> AgentSnapshot:
     """Read a snapshot from its JSON bytes/text or the decoded object.
 
-    Raises :class:`~bindloop.session.CheckpointFormatError` naming the field for another version, a
+    Raises :class:`~bindloop.checkpoints.CheckpointFormatError` naming the field for another version, a
     wrong shape or an unknown field."""
     try:
         value: Any = msgspec.json.decode(data) if isinstance(data, (bytes, str)) else data

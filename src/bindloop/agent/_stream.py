@@ -18,8 +18,8 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..completion import FinishReason, StreamEvent
+from ..checkpoints import LoopCheckpoint
 from ..contracts import ModelTurnResult, ToolCall, ToolOutcome, TurnUsage
-from ..session import LoopCheckpoint
 from ..signal import AbortSignal
 
 if TYPE_CHECKING:

@@ -270,7 +270,7 @@ _NO_REQUEST = ModelRequest()
 class ToolLoopPorts(msgspec.Struct, frozen=True, kw_only=True):
     """The executable side of a run, in four parts: the model, the tool runner, the hooks and one
     stop signal. :class:`ToolLoopParams` adds the run's ``state`` and ``max_iterations``;
-    ``bindloop.session.RestoredLoop`` adds ``capture_bindings``.
+    ``bindloop.checkpoints.RestoredLoop`` adds ``capture_bindings``.
 
     - ``model``: the :class:`~bindloop.model.Model` each turn is asked of. The loop awaits
       ``model.complete(state.messages, request)`` — ``request`` with the runner's

@@ -43,12 +43,14 @@ ActivationKind: TypeAlias = Literal["plugins", "skills"]
 
 
 class OpenSuspend(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """A tool call whose result is withheld until an answer (a tool message with this id) arrives."""
+    """A tool call whose result is withheld until an answer (a tool message with this id) arrives.
+    ``state`` is the suspending tool's own opaque text (:attr:`ToolSuspend.state`)."""
 
     tool_call_id: str
     tool_name: str
     mode: SuspendMode
     detail: str | None = None
+    state: str | None = None
 
 
 class LoopCounters(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -58,7 +60,7 @@ class LoopCounters(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     usage and no compaction has replaced the transcript since.
 
     One value, kept unchanged in :class:`ToolLoopState` and in a checkpoint
-    (``bindloop.session.LoopCheckpoint.counters``); the loop replaces it with
+    (``bindloop.checkpoints.LoopCheckpoint.counters``); the loop replaces it with
     :meth:`after_turn` and :meth:`after_compaction`.
     """
 

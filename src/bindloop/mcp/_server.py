@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -26,7 +28,7 @@ from typing import Any, Final
 import anyio
 import msgspec
 
-from ..contracts import JsonBoundsError, ToolError, ToolOutcome, decode_json_bounded
+from ..contracts import JsonBoundsError, ToolError, ToolOutcome, ToolSuspend, decode_json_bounded
 from ..errors import PortContractError, UsageError
 from ..tools import Tool
 from ..signal import AbortController, AbortSignal
@@ -43,7 +45,7 @@ from ._protocol import (
 )
 
 __all__ = ("STATELESS_VERSIONS", "McpCall", "McpReply", "McpServer", "McpToolContext",
-           "ToolExceptionHook")
+           "McpToolInput", "ToolExceptionHook")
 
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
@@ -98,6 +100,25 @@ class McpCall(msgspec.Struct, frozen=True, kw_only=True):
     session_id: str | None
     identity: str
     stateless: bool = False
+    input: McpToolInput | None = None
+    can_elicit: bool = False
+
+
+class McpToolInput(msgspec.Struct, frozen=True, kw_only=True):
+    """What a re-issued 2026-07-28 call brings a tool that suspended: ``state``, the tool's own
+    :attr:`ToolSuspend.state <bindloop.contracts.ToolSuspend.state>` as it returned it (checked:
+    the server sealed it), the user's ``action`` on the question (``accept``, ``decline`` or
+    ``cancel``) and, when accepted, the ``reply`` text."""
+
+    state: str | None
+    action: str
+    reply: str | None = None
+
+
+REPLY_KEY: Final = "reply"
+"""The key of the one input a suspended tool's ``input_required`` asks for (a form with one
+string field of that name)."""
+_MAX_STATE = 256 * 1024
 
 
 class McpToolContext:
@@ -106,18 +127,20 @@ class McpToolContext:
     ``tool_name``, the JSON-RPC ``request_id``, the ``session_id`` (``None`` without sessions),
     the caller's ``identity`` (what the host's ``authorize`` returned; ``""`` without one) and
     ``signal``, an :class:`~bindloop.signal.AbortSignal` fired when the client cancels the call
-    or goes away (the call's task is cancelled as well).
+    or goes away (the call's task is cancelled as well). ``input`` is an :class:`McpToolInput`
+    when this call is the re-issue of one the tool suspended (2026-07-28), else ``None``.
 
     :meth:`report_progress` is how a tool reports progress: a tool written for any host calls
     ``getattr(ctx, "report_progress", None)`` and uses it when there is one."""
 
-    __slots__ = ("_emit", "_last", "_token", "identity", "request_id", "session_id", "signal",
-                 "tool_name")
+    __slots__ = ("_emit", "_last", "_token", "identity", "input", "request_id", "session_id",
+                 "signal", "tool_name")
 
     def __init__(self, *, tool_name: str, request_id: RequestId, session_id: str | None,
                  identity: str, signal: AbortSignal, progress_token: RequestId | None,
-                 emit: Callable[[bytes], None]) -> None:
+                 emit: Callable[[bytes], None], input: McpToolInput | None = None) -> None:
         self.tool_name = tool_name
+        self.input = input
         self.request_id = request_id
         self.session_id = session_id
         self.identity = identity
@@ -216,6 +239,15 @@ class McpServer:
         error without detail).
     on_tool_exception
         Told of every raise, with the exception (the host's log).
+    state_secret
+        The key (at least 16 bytes) that seals a suspended tool's state into the
+        ``requestState`` of a 2026-07-28 ``input_required`` answer (HMAC-SHA256 over the tool,
+        the caller's identity, the arguments and the state): with it, a tool that returns a
+        ``waiting_for_reply`` :class:`~bindloop.contracts.ToolSuspend` to a stateless call asks
+        the client for the answer (Multi Round-Trip Requests) and gets it back, on any instance
+        holding the same key, as ``ctx.input``. Without it (or over 2025-11-25) a suspend is an
+        error result saying the call cannot be resumed. The state is signed, not encrypted: the
+        client can read it (keep a reference there, not the data).
     """
 
     def __init__(self, tools: Iterable[Tool[Any, Any]], *, name: str = "bindloop",
@@ -224,7 +256,12 @@ class McpServer:
                  max_body: int = 1024 * 1024,
                  format_tool_exception: Callable[[Exception], ToolError] | None = None,
                  is_fatal_tool_error: Callable[[BaseException], bool] | None = None,
-                 on_tool_exception: ToolExceptionHook | None = None) -> None:
+                 on_tool_exception: ToolExceptionHook | None = None,
+                 state_secret: bytes | None = None) -> None:
+        if state_secret is not None and (not isinstance(state_secret, bytes)
+                                         or len(state_secret) < 16):
+            raise UsageError("McpServer(state_secret=) must be at least 16 bytes")
+        self._state_key = state_secret
         served: dict[str, Tool[Any, Any]] = {}
         for tool in tools:
             if not isinstance(tool, Tool):
@@ -395,9 +432,75 @@ class McpServer:
         token = meta.get("progressToken") if isinstance(meta, dict) else None
         if isinstance(token, bool) or not isinstance(token, (int, str)):
             token = None
+        given: McpToolInput | None = None
+        if stateless and ("requestState" in params or "inputResponses" in params):
+            given = self._unseal(name, identity, arguments, params.get("requestState"),
+                                 params.get("inputResponses"))
+            if given is None:
+                return _error(200, request_id, INVALID_PARAMS,
+                              "Invalid params: the requestState is not one this server issued "
+                              "for this call, or the input responses do not answer it")
         return McpCall(request_id=request_id, tool=name, arguments=arguments,
                        progress_token=token, session_id=session_id, identity=identity,
-                       stateless=stateless)
+                       stateless=stateless, input=given)
+
+    # -- Multi Round-Trip Requests (2026-07-28) ---------------------------------------------------
+
+    def _seal_body(self, tool: str, identity: str, arguments: dict[str, Any] | None,
+                   state: str | None) -> bytes:
+        return _CANONICAL.encode({"a": arguments or {}, "i": identity, "s": state, "t": tool})
+
+    def _seal(self, tool: str, identity: str, arguments: dict[str, Any] | None,
+              state: str | None) -> str:
+        assert self._state_key is not None
+        body = self._seal_body(tool, identity, arguments, state)
+        mac = hmac.new(self._state_key, body, hashlib.sha256).digest()
+        payload = _CANONICAL.encode({"s": state})
+        return (base64.urlsafe_b64encode(payload).decode().rstrip("=") + "."
+                + base64.urlsafe_b64encode(mac).decode().rstrip("="))
+
+    def _unseal(self, tool: str, identity: str, arguments: dict[str, Any] | None,
+                sealed: object, responses: object) -> McpToolInput | None:
+        """The input of a re-issued call, or ``None`` when its ``requestState`` is not one this
+        server sealed for this tool, identity and arguments, or no answer is given."""
+        if self._state_key is None or not isinstance(sealed, str) or len(sealed) > _MAX_STATE \
+                or not isinstance(responses, dict):
+            return None
+        payload_b64, _, mac_b64 = sealed.partition(".")
+        try:
+            payload = msgspec.json.decode(_b64(payload_b64))
+            mac = _b64(mac_b64)
+        except (binascii.Error, ValueError, msgspec.DecodeError):
+            return None
+        state = payload.get("s") if isinstance(payload, dict) else None
+        if state is not None and not isinstance(state, str):
+            return None
+        expected = hmac.new(self._state_key, self._seal_body(tool, identity, arguments, state),
+                            hashlib.sha256).digest()
+        if not hmac.compare_digest(mac, expected):
+            return None
+        answer = responses.get(REPLY_KEY)
+        action = answer.get("action") if isinstance(answer, dict) else None
+        if action not in ("accept", "decline", "cancel"):
+            return None
+        content = answer.get("content") if isinstance(answer, dict) else None
+        reply = content.get(REPLY_KEY) if isinstance(content, dict) else None
+        if action == "accept" and not isinstance(reply, str):
+            return None
+        return McpToolInput(state=state, action=action,
+                            reply=reply if action == "accept" else None)
+
+    def _input_required(self, call: McpCall, suspend: ToolSuspend) -> dict[str, Any]:
+        question = suspend.detail or f"The tool {call.tool!r} needs your answer."
+        return {
+            "resultType": "input_required",
+            "inputRequests": {REPLY_KEY: {"method": "elicitation/create", "params": {
+                "mode": "form", "message": question[:4000], "requestedSchema": {
+                    "type": "object", "properties": {REPLY_KEY: {
+                        "type": "string", "title": "Your answer"}},
+                    "required": [REPLY_KEY]}}}},
+            "requestState": self._seal(call.tool, call.identity, call.arguments, suspend.state),
+            "_meta": {_SERVER_INFO_KEY: {"name": self.info.name, "version": self.info.version}}}
 
     # -- the stateless form (2026-07-28) ----------------------------------------------------------
 
@@ -440,7 +543,12 @@ class McpServer:
             return McpReply(status=200, body=_result(request_id, self._stamped({
                 **self._tools_list, "ttlMs": 0, "cacheScope": "private"})))
         if method == "tools/call":
-            return self._call(request_id, params, None, identity, stateless=True)
+            made = self._call(request_id, params, None, identity, stateless=True)
+            caps = meta.get(_CAPABILITIES_KEY)
+            if isinstance(made, McpCall) and isinstance(caps, dict) \
+                    and isinstance(caps.get("elicitation"), dict):
+                made = msgspec.structs.replace(made, can_elicit=True)
+            return made
         return _error(404, request_id, METHOD_NOT_FOUND, f"Method not found: {method}"[:200])
 
     def _stamped(self, result: dict[str, Any]) -> dict[str, Any]:
@@ -467,7 +575,7 @@ class McpServer:
         ctx = McpToolContext(tool_name=call.tool, request_id=call.request_id,
                              session_id=call.session_id, identity=call.identity,
                              signal=controller.signal, progress_token=call.progress_token,
-                             emit=emit)
+                             emit=emit, input=call.input)
         session = self._sessions.get(call.session_id) if call.session_id is not None else None
         outcome: ToolOutcome | None = None
         failed = False
@@ -492,6 +600,9 @@ class McpServer:
             return _error_message(call.request_id, REQUEST_CANCELLED, "Request cancelled")
         if outcome is None:
             return _error_message(call.request_id, INTERNAL_ERROR, "Internal error")
+        if isinstance(outcome, ToolSuspend) and outcome.mode == "waiting_for_reply" \
+                and call.stateless and call.can_elicit and self._state_key is not None:
+            return _result(call.request_id, self._input_required(call, outcome))
         result = msgspec.to_builtins(call_result_of(outcome, call.tool))
         return _result(call.request_id, self._stamped(result) if call.stateless else result)
 
@@ -534,6 +645,13 @@ class McpServer:
         """End every session (cancelling their running calls)."""
         for session_id in list(self._sessions):
             self._end(session_id)
+
+
+_CANONICAL = msgspec.json.Encoder(order="sorted")
+
+
+def _b64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 def _id_of(value: Mapping[str, Any]) -> RequestId | None:

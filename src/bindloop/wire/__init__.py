@@ -40,9 +40,12 @@ from ._registry import (
     load_wire_name as _load,
 )
 from ._retry import (
+    RetryAttempt as RetryAttempt,
     RetryPolicy as RetryPolicy,
     failure_category as failure_category,
+    is_content_event as is_content_event,
     is_retryable as is_retryable,
+    retry_attempts as retry_attempts,
 )
 from ._routed import (
     RouteStreaming as RouteStreaming,
@@ -97,6 +100,7 @@ __all__ = (
     "ProviderPromptTooLongError",
     "ReasoningOptions",
     "Redactor",
+    "RetryAttempt",
     "RetryPolicy",
     "RouteStreaming",
     "RoutedModel",
@@ -122,8 +126,10 @@ __all__ = (
     "failure_category",
     "fallback_route",
     "gemini_schema",
+    "is_content_event",
     "is_retryable",
     "request_url",
+    "retry_attempts",
     "transport_redactor",
     "transport_settings",
     # The stall watchdog for streamed completions (_watchdog).

@@ -1,7 +1,7 @@
 """Durable agent runs on Temporal (optional extra ``bindloop[temporal]``: temporalio).
 
 A run is the workflow :class:`AgentRunWorkflow`. The loop itself — bindloop's deterministic
-driver, :func:`bindloop.session.run_from_checkpoint` over ``run_tool_loop`` — runs *inside* the
+driver, :func:`bindloop.checkpoints.run_from_checkpoint` over ``run_tool_loop`` — runs *inside* the
 workflow, so Temporal replays it from history after a worker dies; everything that touches the
 world is an activity:
 
@@ -39,7 +39,7 @@ world is an activity:
 **Suspends are updates.** A tool that returns ``ToolSuspend`` ends the loop with a
 ``waiting_for_reply`` (or ``resuming_later``) checkpoint held in the workflow; the update
 ``reply(tool_call_id, content)`` (or ``wake``) applies the answer
-(:func:`bindloop.session.apply_checkpoint_input`) and the run goes on. An update that does not fit
+(:func:`bindloop.checkpoints.apply_checkpoint_input`) and the run goes on. An update that does not fit
 the checkpoint is rejected by its validator, before it enters history.
 
 **Cancellation is Temporal's.** Cancelling the workflow cancels the activity in flight and the
@@ -112,7 +112,7 @@ with workflow.unsafe.imports_passed_through():
     from bindloop.lowlevel import is_fatal_raise, tool_exception_error
     from bindloop.run import sha256_hex
     from bindloop.stores import ToolCallReceiptStore
-    from bindloop.session import (
+    from bindloop.checkpoints import (
         CheckpointInputError,
         CheckpointReply,
         CheckpointWake,

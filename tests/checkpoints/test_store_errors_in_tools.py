@@ -32,7 +32,7 @@ from bindloop.run import (
     decide_tool_call_receipt,
     tool_call_args_hash,
 )
-from bindloop.session import (
+from bindloop.checkpoints import (
     LoopCheckpoint,
     RestoredLoop,
     create_loop_checkpoint,

@@ -23,7 +23,7 @@ from bindloop import (
     UsageError,
     UserMessage,
 )
-from bindloop.session import (
+from bindloop.checkpoints import (
     CheckpointInputError,
     CheckpointLineage,
     CheckpointReply,

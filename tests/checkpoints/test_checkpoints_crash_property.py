@@ -33,7 +33,7 @@ from bindloop import (
     UserMessage,
 )
 from bindloop.contracts import CompactionApplied, content_text
-from bindloop.session import (
+from bindloop.checkpoints import (
     CheckpointInput,
     CheckpointReply,
     CheckpointWake,
