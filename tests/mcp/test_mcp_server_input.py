@@ -207,7 +207,7 @@ def _call(extra: dict[str, Any], *, elicitation: bool = True,
                   "io.modelcontextprotocol/clientCapabilities": caps}}})
 
 
-async def test_forged_moved_and_unanswered_states_are_refused(
+async def test_forged_and_moved_states_are_refused_and_a_missing_answer_is_asked_again(
         served: tuple[Served, str]) -> None:
     _, url = served
     async with httpx.AsyncClient() as http:
@@ -220,19 +220,27 @@ async def test_forged_moved_and_unanswered_states_are_refused(
         answer = {"reply": {"action": "accept", "content": {"reply": "Lisbon"}}}
         payload, _, mac = state.partition(".")
         forged_payload = base64.urlsafe_b64encode(b'{"s":"someone-else"}').decode().rstrip("=")
-        cases = {
+        cases: dict[str, dict[str, Any]] = {
             "forged": {"requestState": f"{forged_payload}.{mac}", "inputResponses": answer},
             "garbage": {"requestState": "%%%.!!!", "inputResponses": answer},
-            "unanswered": {"requestState": state, "inputResponses": {}},
             "no state": {"inputResponses": answer},
-            "bad reply": {"requestState": state,
-                          "inputResponses": {"reply": {"action": "accept", "content": {}}}},
         }
         for name, extra in cases.items():
             refused = (await http.post(url, content=_call(extra), headers=_HEADERS)).json()
             assert refused["error"]["code"] == -32602, name
             assert "requestState" in refused["error"]["message"], name
             assert state not in str(refused) and payload not in str(refused)
+        # The state is ours but the answer is missing or malformed: the question is asked again.
+        retries: list[dict[str, Any]] = [
+            {"requestState": state, "inputResponses": {}},
+            {"requestState": state},
+            {"requestState": state,
+             "inputResponses": {"reply": {"action": "accept", "content": {}}}}]
+        for extra in retries:
+            again = (await http.post(url, content=_call(extra), headers=_HEADERS)).json()
+            assert again["result"]["resultType"] == "input_required", extra
+            (asked_again,) = again["result"]["inputRequests"].values()
+            assert asked_again["params"]["message"] == "Which city?"
         moved = (await http.post(url, content=_call(
             {"requestState": state, "inputResponses": answer},
             arguments={"question": "Another trip"}), headers=_HEADERS)).json()
@@ -241,6 +249,19 @@ async def test_forged_moved_and_unanswered_states_are_refused(
         mute = (await http.post(url, content=_call({}, elicitation=False),
                                 headers=_HEADERS)).json()["result"]
         assert mute["isError"] is True and mute["resultType"] == "complete"
+
+
+async def test_a_2026_request_without_its_meta_version_is_invalid_params(
+        served: tuple[Served, str]) -> None:
+    _, url = served
+    body = msgspec.json.encode({"jsonrpc": "2.0", "id": 5, "method": "tools/list",
+                                "params": {"_meta": {}}})
+    async with httpx.AsyncClient() as http:
+        refused = await http.post(url, content=body, headers={
+            **_HEADERS, "mcp-method": "tools/list"})
+    assert refused.status_code == 400
+    assert refused.json()["error"]["code"] == -32602
+    assert "protocolVersion" in refused.json()["error"]["message"]
 
 
 def test_a_short_state_secret_is_refused() -> None:

@@ -13,6 +13,8 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bindloop.completion import TextEvent
 from bindloop.hosts.asgi.chat import (
@@ -140,3 +142,46 @@ def test_sqlite_logs_drop_the_oldest_ended_runs_past_their_byte_bound(tmp_path: 
     assert kept == [2, 3, 4, 5]  # 2,000 bytes ended kept; the running r4 never counted
     assert _rows(tmp_path / "runs.db")["protocol_run_saves"] == 1  # the running r4's claim
     assert logs.read("r0", None) == []
+
+
+_OPS = st.lists(st.tuples(st.sampled_from(["begin", "append", "end", "delete"]),
+                          st.integers(0, 3), st.integers(1, 900)), max_size=40)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=_OPS)
+def test_sqlite_logs_never_drop_a_running_run_and_delete_only_the_chat_named(ops: Any) -> None:
+    """Any sequence of runs begun, frames appended, runs ended and chats deleted: after each
+    begin the ended runs' frames are within ``max_bytes`` and every running run is still there;
+    a delete takes every run of its chat and nothing of another."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        logs = SqliteRunLogs(Path(tmp) / "runs.db", max_bytes=2000)
+        running: dict[int, str] = {}  # chat -> its running run
+        runs: dict[str, int] = {}  # every run begun -> its chat
+        clock = [0.0]
+        for op, chat, size in ops:
+            clock[0] += 1
+            if op == "begin" and chat not in running:
+                run = f"r{len(runs)}"
+                logs.begin(run, f"c{chat}", "ui", now_ms=clock[0], lease_until_ms=10**12)
+                running[chat], runs[run] = run, chat
+                kept = [r for r in runs if logs.record(r) is not None]
+                ended = [r for r in kept if r not in running.values()]
+                assert sum(len(p) for r in ended for _, p in logs.read(r, None)) <= 2000
+                assert set(running.values()) <= set(kept)
+            elif op == "append" and chat in running:
+                logs.append(running[chat], b"x" * size)
+            elif op == "end" and chat in running:
+                logs.end(running.pop(chat), "finished")
+            elif op == "delete":
+                if chat in running:
+                    with pytest.raises(RunBusyError):
+                        logs.delete_chat(f"c{chat}", "ui", now_ms=clock[0])
+                    continue
+                before = {r for r in runs if logs.record(r) is not None}
+                logs.delete_chat(f"c{chat}", "ui", now_ms=clock[0])
+                after = {r for r in runs if logs.record(r) is not None}
+                assert before - after == {r for r in before if runs[r] == chat}
+        logs.close()

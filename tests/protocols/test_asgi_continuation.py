@@ -405,3 +405,45 @@ def test_a_lost_run_that_cannot_be_continued_fails_alone_and_the_app_lives_on(
         assert failed is not None and failed.status == "failed"
         assert httpx.post(f"{base}/api/chat", json={**CHAT, "id": "alive"},
                           timeout=30).status_code == 200
+
+
+def test_a_continuation_whose_replay_differs_is_not_resumed_into(
+        served: Any, tmp_path: Path) -> None:
+    """The dead run had logged 5 frames by its save, but its saved inputs replay to 1 (as after
+    an encoder change): an event id of the dead run gets 204, never the continuation's frames
+    under the dead run's offsets; the continuation's own ids resume it."""
+    from bindloop.checkpoints import create_loop_checkpoint, serialize_loop_checkpoint
+    from bindloop.contracts import UserMessage
+    from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
+    from bindloop.hosts.asgi.run_logs import SqliteRunLogs
+
+    async def runner(chat: ChatInput, emit: Emit) -> Any:
+        return None
+
+    dead = SqliteRunLogs(tmp_path / "runs.db")
+    dead.begin("ghost", "c1", "ui", now_ms=0, lease_until_ms=1)
+    body = msgspec.json.encode(CHAT)
+    dead.claim("ghost", msgspec.json.encode({"body": body, "minted": "m1", "identity": ""}))
+    for n in range(5):
+        dead.append("ghost", b'{"type":"text-delta","id":"t","delta":"%d"}' % n)
+    checkpoint = create_loop_checkpoint(execution_id="chat-c1", max_iterations=4,
+                                        messages=[UserMessage(content="hi")])
+    dead.save("ghost", serialize_loop_checkpoint(checkpoint), "", 5)
+    logs = SqliteRunLogs(tmp_path / "runs.db")
+    with served(ChatApp(runner, logs=logs, lease_ms=300)) as base:
+        deadline = time.monotonic() + 10
+        while (record := logs.record("ghost")) is not None and record.status == "running":
+            assert time.monotonic() < deadline, "the lost run was never taken over"
+            time.sleep(0.05)
+        assert record is not None and record.continued_by and record.continued_at == 0
+        gone = httpx.get(f"{base}/api/chat/c1/stream", headers={"last-event-id": "ghost:2"},
+                         timeout=30)
+        assert gone.status_code == 204
+        deadline = time.monotonic() + 10
+        while (logs.record(record.continued_by) or record).status == "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        # the continuation's own ids resume it, to its end
+        rest = _events(httpx.get(f"{base}/api/chat/c1/stream", timeout=30,
+                                 headers={"last-event-id": f"{record.continued_by}:0"}).text)
+        assert rest and rest[-1][1] == b"[DONE]"

@@ -333,6 +333,10 @@ class McpServer:
                 and _VERSION_KEY in message.params["_meta"]:
             return self._stateless(message, protocol_version, method_header, name_header,
                                    identity)
+        if protocol_version in STATELESS_VERSIONS and message.method not in (None, "initialize"):
+            # A 2026-07-28 request (by its header) without the version in its _meta.
+            return _error(400, message.id, INVALID_PARAMS,
+                          f"Invalid params: _meta needs {_VERSION_KEY!r}")
         if protocol_version is not None and protocol_version not in PROTOCOL_VERSIONS:
             return _error(400, message.id, _BAD_REQUEST,
                           "Bad Request: unsupported MCP-Protocol-Version "
@@ -434,12 +438,17 @@ class McpServer:
             token = None
         given: McpToolInput | None = None
         if stateless and ("requestState" in params or "inputResponses" in params):
-            given = self._unseal(name, identity, arguments, params.get("requestState"),
-                                 params.get("inputResponses"))
-            if given is None:
+            opened = self._unseal(name, identity, arguments, params.get("requestState"))
+            if opened is None:
                 return _error(200, request_id, INVALID_PARAMS,
                               "Invalid params: the requestState is not one this server issued "
-                              "for this call, or the input responses do not answer it")
+                              "for this call")
+            state, question = opened
+            given = _answer(state, params.get("inputResponses"))
+            if given is None:
+                # The state is ours but the answer is missing or malformed: ask again (SEP-2322).
+                return McpReply(status=200, body=_result(request_id, self._asking(
+                    name, identity, arguments, state, question)))
         return McpCall(request_id=request_id, tool=name, arguments=arguments,
                        progress_token=token, session_id=session_id, identity=identity,
                        stateless=stateless, input=given)
@@ -447,24 +456,24 @@ class McpServer:
     # -- Multi Round-Trip Requests (2026-07-28) ---------------------------------------------------
 
     def _seal_body(self, tool: str, identity: str, arguments: dict[str, Any] | None,
-                   state: str | None) -> bytes:
-        return _CANONICAL.encode({"a": arguments or {}, "i": identity, "s": state, "t": tool})
+                   state: str | None, question: str) -> bytes:
+        return _CANONICAL.encode({"a": arguments or {}, "i": identity, "q": question, "s": state,
+                                  "t": tool})
 
     def _seal(self, tool: str, identity: str, arguments: dict[str, Any] | None,
-              state: str | None) -> str:
+              state: str | None, question: str) -> str:
         assert self._state_key is not None
-        body = self._seal_body(tool, identity, arguments, state)
+        body = self._seal_body(tool, identity, arguments, state, question)
         mac = hmac.new(self._state_key, body, hashlib.sha256).digest()
-        payload = _CANONICAL.encode({"s": state})
+        payload = _CANONICAL.encode({"q": question, "s": state})
         return (base64.urlsafe_b64encode(payload).decode().rstrip("=") + "."
                 + base64.urlsafe_b64encode(mac).decode().rstrip("="))
 
     def _unseal(self, tool: str, identity: str, arguments: dict[str, Any] | None,
-                sealed: object, responses: object) -> McpToolInput | None:
-        """The input of a re-issued call, or ``None`` when its ``requestState`` is not one this
-        server sealed for this tool, identity and arguments, or no answer is given."""
-        if self._state_key is None or not isinstance(sealed, str) or len(sealed) > _MAX_STATE \
-                or not isinstance(responses, dict):
+                sealed: object) -> tuple[str | None, str] | None:
+        """The tool's state and the question of a re-issued call's ``requestState``, or ``None``
+        when it is not one this server sealed for this tool, identity and arguments."""
+        if self._state_key is None or not isinstance(sealed, str) or len(sealed) > _MAX_STATE:
             return None
         payload_b64, _, mac_b64 = sealed.partition(".")
         try:
@@ -472,35 +481,33 @@ class McpServer:
             mac = _b64(mac_b64)
         except (binascii.Error, ValueError, msgspec.DecodeError):
             return None
-        state = payload.get("s") if isinstance(payload, dict) else None
-        if state is not None and not isinstance(state, str):
+        if not isinstance(payload, dict):
             return None
-        expected = hmac.new(self._state_key, self._seal_body(tool, identity, arguments, state),
+        state, question = payload.get("s"), payload.get("q")
+        if (state is not None and not isinstance(state, str)) or not isinstance(question, str):
+            return None
+        expected = hmac.new(self._state_key,
+                            self._seal_body(tool, identity, arguments, state, question),
                             hashlib.sha256).digest()
         if not hmac.compare_digest(mac, expected):
             return None
-        answer = responses.get(REPLY_KEY)
-        action = answer.get("action") if isinstance(answer, dict) else None
-        if action not in ("accept", "decline", "cancel"):
-            return None
-        content = answer.get("content") if isinstance(answer, dict) else None
-        reply = content.get(REPLY_KEY) if isinstance(content, dict) else None
-        if action == "accept" and not isinstance(reply, str):
-            return None
-        return McpToolInput(state=state, action=action,
-                            reply=reply if action == "accept" else None)
+        return state, question
 
-    def _input_required(self, call: McpCall, suspend: ToolSuspend) -> dict[str, Any]:
-        question = suspend.detail or f"The tool {call.tool!r} needs your answer."
+    def _asking(self, tool: str, identity: str, arguments: dict[str, Any] | None,
+                state: str | None, question: str) -> dict[str, Any]:
         return {
             "resultType": "input_required",
             "inputRequests": {REPLY_KEY: {"method": "elicitation/create", "params": {
-                "mode": "form", "message": question[:4000], "requestedSchema": {
+                "mode": "form", "message": question, "requestedSchema": {
                     "type": "object", "properties": {REPLY_KEY: {
                         "type": "string", "title": "Your answer"}},
                     "required": [REPLY_KEY]}}}},
-            "requestState": self._seal(call.tool, call.identity, call.arguments, suspend.state),
+            "requestState": self._seal(tool, identity, arguments, state, question),
             "_meta": {_SERVER_INFO_KEY: {"name": self.info.name, "version": self.info.version}}}
+
+    def _input_required(self, call: McpCall, suspend: ToolSuspend) -> dict[str, Any]:
+        question = (suspend.detail or f"The tool {call.tool!r} needs your answer.")[:4000]
+        return self._asking(call.tool, call.identity, call.arguments, suspend.state, question)
 
     # -- the stateless form (2026-07-28) ----------------------------------------------------------
 
@@ -648,6 +655,19 @@ class McpServer:
 
 
 _CANONICAL = msgspec.json.Encoder(order="sorted")
+
+
+def _answer(state: str | None, responses: object) -> McpToolInput | None:
+    """The user's answer among a re-issued call's ``inputResponses`` (``None``: none usable)."""
+    answer = responses.get(REPLY_KEY) if isinstance(responses, dict) else None
+    action = answer.get("action") if isinstance(answer, dict) else None
+    if action not in ("accept", "decline", "cancel"):
+        return None
+    content = answer.get("content") if isinstance(answer, dict) else None
+    reply = content.get(REPLY_KEY) if isinstance(content, dict) else None
+    if action == "accept" and not isinstance(reply, str):
+        return None
+    return McpToolInput(state=state, action=action, reply=reply if action == "accept" else None)
 
 
 def _b64(text: str) -> bytes:

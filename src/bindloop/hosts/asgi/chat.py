@@ -247,8 +247,9 @@ _CLAIM = msgspec.json.Decoder(_Claim)
 class ChatApp:
     """The ASGI application. ``runner`` does the work (see :func:`bindloop.hosts.asgi.agent.agent_runner`
     for one over bindloop's agent API); ``logs`` keep each run's frames (memory by default; pass a
-    :class:`~bindloop.hosts.asgi.run_logs.SqliteRunLogs` to keep them on disk, and to let several
-    processes serve one chat). ``max_body`` bounds a request body (413 above it) and
+    :class:`~bindloop.hosts.asgi.run_logs.SqliteRunLogs` to keep them on disk, to let several
+    processes serve one chat, and to continue a run whose process died: see the module
+    docstring). ``max_body`` bounds a request body (413 above it) and
     ``body_timeout_s`` the time to read it (408 after). A run renews its lease (``lease_ms``, on
     ``clock_ms``, wall-clock milliseconds by default) every third of it; another process's run is
     followed by polling the store every ``poll_s``.
@@ -579,7 +580,7 @@ class ChatApp:
         if taken is None:
             return  # another process took it, or a newer request superseded it
         try:
-            self._continue(record, run_id, taken)
+            self._continue(logs, record, run_id, taken)
         except Exception as exc:
             LOGGER.error("run %s of chat %r (%s) could not be continued", record.run_id,
                          record.chat_id, record.protocol, exc_info=exc)
@@ -590,7 +591,8 @@ class ChatApp:
                 self._release(run.identity)
             logs.end(run_id, "failed")
 
-    def _continue(self, record: RunRecord, run_id: str, taken: Continuation) -> None:
+    def _continue(self, logs: ContinuableRunLogs, record: RunRecord, run_id: str,
+                  taken: Continuation) -> None:
         """Start run ``run_id`` from ``taken``: the stored request decoded again, the dead run's
         frames written again up to its save, the runner resumed from the saved checkpoint."""
         claim = _CLAIM.decode(taken.claim)
@@ -602,6 +604,11 @@ class ChatApp:
         if taken.checkpoint is not None:
             checkpoint = parse_loop_checkpoint(taken.checkpoint)
             run.recorder, payloads = replay(frames, decode_fed(taken.fed))
+            if len(payloads) != taken.offset:  # not the dead run's frames (its encoder changed)
+                logs.unlink(record.run_id)
+                LOGGER.error("run %s: its replay wrote %d frames where it had %d by its save; a "
+                             "resume of it gets nothing", record.run_id, len(payloads),
+                             taken.offset)
             self._append(run, payloads)  # the dead run's log again, up to its save
             chat = msgspec.structs.replace(chat, checkpoint=checkpoint,
                                            transcript=checkpoint.messages)

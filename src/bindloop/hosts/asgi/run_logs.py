@@ -69,6 +69,11 @@ class ContinuableRunLogs(RunLogs, Protocol):
         took it, or a newer request superseded it)."""
         ...
 
+    def unlink(self, run_id: str) -> None:
+        """``run_id`` was continued, but its continuation's log does not repeat its frames (the
+        replay wrote another number of them): no offset of it leads into the continuation."""
+        ...
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS protocol_runs (
@@ -215,6 +220,9 @@ class SqliteRunLogs:
     def save(self, run_id: str, checkpoint: bytes, fed: str, offset: int) -> None:
         self._db.execute("UPDATE protocol_run_saves SET checkpoint = ?, fed = fed || ?, offset = ? "
                          "WHERE run_id = ?", (checkpoint, fed, offset, run_id))
+
+    def unlink(self, run_id: str) -> None:
+        self._db.execute("UPDATE protocol_runs SET continued_at = 0 WHERE run_id = ?", (run_id,))
 
     def lost(self, now_ms: float) -> list[RunRecord]:
         rows = self._db.execute(
