@@ -29,7 +29,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         config = stage(Path(tmp) / "stage", bindings={"STORE_KIT": "1"},
                        storage_dir=Path(tmp) / "storage", with_conformance=False,
-                       extra_objects={"MCP_TOKENS": "McpTokens", "RECEIPTS": "Receipts"})
+                       src_dir=ROOT / "tests" / "worker" / "kit_worker", extra_objects={"MCP_TOKENS": "McpTokens", "RECEIPTS": "Receipts"})
         with Workerd(config) as wd:
             runs = []
             for label, rounds in (("warm-up", 20), ("measured", args.rounds)):

@@ -8,8 +8,7 @@ from pathlib import Path
 
 from hypothesis import given, strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "worker" / "src"))
-from checkpoints import MAX_VALUE_BYTES, stored_size  # noqa: E402
+from bindloop.hosts.workers.checkpoints import MAX_VALUE_BYTES, stored_size
 
 
 def test_stored_size_counts_what_v8_keeps() -> None:

@@ -35,7 +35,7 @@ import msgspec
 from pyodide.ffi import to_js  # type: ignore[import-not-found]
 from workers import DurableObject  # type: ignore[import-not-found]
 
-from agent import (
+from bindloop.hosts.workers.agent import (
     AgentConfig,
     HttpError,
     Provider,
@@ -48,9 +48,10 @@ from agent import (
 from bindloop.agent import ToolLoopExceededError, TurnBudgetExceededError
 from bindloop.contracts import ToolCall
 from bindloop.hosts.js_fetch import FetchTransport
+from bindloop.plugins import Tool
 from bindloop.session import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
-from checkpoints import MAX_VALUE_BYTES, stored_size
-from limits import limit_store, wall_clock_ms
+from bindloop.hosts.workers.checkpoints import MAX_VALUE_BYTES, stored_size
+from bindloop.hosts.workers.limits import limit_store, wall_clock_ms
 
 MAX_CONTINUATIONS = 2
 """Lost runs the alarm continues in a row before it leaves the session ``ready`` for a client."""
@@ -64,7 +65,15 @@ def _js_obj(value: dict[str, Any]) -> Any:
 class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
     """One conversation: ``checkpoint`` (its JSON) and ``revision`` written together, the run
     ``lease`` and the ``last_run`` outcome. Compare-and-set on the revision, and on the lease's
-    holder for a run's saves, makes the object the session's single writer."""
+    holder for a run's saves, makes the object the session's single writer.
+
+    A Worker subclasses it with its tools (the same as its entrypoint's, which its alarm runs a
+    lost run on with): ``class Session(bindloop.hosts.workers.app.Session): tools = TOOLS``,
+    exported from the Worker's main module under the ``class_name`` its ``wrangler.jsonc``
+    binding names."""
+
+    tools: tuple[Tool[Any, Any], ...] = ()
+    """The Worker's tools: what a run the alarm continues may call."""
 
     async def _get(self, key: str) -> Any:
         value = await self.ctx.storage.get(key)
@@ -308,7 +317,7 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
         # to resume it) go on from its last saved round: the claim there replaces the expired
         # lease, so GET never sees an idle "ready" session in between.
         try:
-            config: AgentConfig | None = config_from_env(self.env)
+            config: AgentConfig | None = config_from_env(self.env, self.tools)
         except HttpError:
             config = None  # a misconfigured Worker: the session stays ready for a client
         raw = await self._get("last_run")
@@ -325,7 +334,7 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
         if record.get("run") == lease["run"] and config is not None and (
                 continuations < MAX_CONTINUATIONS):
             await self.ctx.storage.put("continuations", continuations + 1)
-            from frontends import continue_lost_run  # frontends imports this module
+            from bindloop.hosts.workers.frontends import continue_lost_run  # frontends imports this module
 
             await continue_lost_run(self, config, lost_run=lease["run"],
                                     continuation=continuations + 1)
@@ -571,7 +580,8 @@ async def drive(log: RunLog, store: SessionStore, cp: LoopCheckpoint, config: Ag
                             on_turn_event=lambda ev: sink.send("turn", ev),
                             turn_prefix=f"{cp.execution_id}:{cp.revision}", first_turn=cp.iterations,
                             limit_store=limit_store(env), clock=wall_clock_ms)
-        work = asyncio.ensure_future(run_session(cp, model=model, save=store.commit))
+        work = asyncio.ensure_future(run_session(cp, model=model, tools=config.tools,
+                                                save=store.commit))
         keeper = asyncio.ensure_future(_keep_lease(store, work, stopped))
         try:
             result = await work

@@ -35,10 +35,9 @@ import js  # type: ignore[import-not-found]
 import msgspec
 from workers import Response  # type: ignore[import-not-found]
 
-from agent import (
+from bindloop.hosts.workers.agent import (
     MAX_BODY_BYTES,
     MAX_BODY_DEPTH,
-    TOOLS,
     AgentConfig,
     HttpError,
     Provider,
@@ -69,11 +68,11 @@ from bindloop.protocols import (
     decode_run_agent_input,
     decode_ui_chat_request,
 )
-from replay import LogFollower, RecordedFrames, decode_fed, encode_fed, replay
-from identity import authorize, scoped_chat_id
-from limits import limit_store, wall_clock_ms
-from sessions import RunLog, SessionStore, recorded_calls
-from web import EventStream, read_text
+from bindloop.hosts.workers.replay import LogFollower, RecordedFrames, decode_fed, encode_fed, replay
+from bindloop.hosts.workers.identity import scoped_chat_id
+from bindloop.hosts.workers.limits import limit_store, wall_clock_ms
+from bindloop.hosts.workers.sessions import RunLog, SessionStore, recorded_calls
+from bindloop.hosts.workers.web import EventStream, read_text
 
 __all__ = ("ag_ui", "ag_ui_delete", "ag_ui_stop", "ag_ui_stream", "api_chat", "api_chat_delete",
            "api_chat_stop", "api_chat_stream", "continue_lost_run")
@@ -258,7 +257,7 @@ async def _run(env: Any, config: AgentConfig, store: SessionStore, log: RunLog, 
         frames.saved = count
 
     # _chat already carried the client's system messages as user content, after SYSTEM_PROMPT.
-    runner = agent_runner(model, tools=TOOLS, needs_approval=config.approval_tools,
+    runner = agent_runner(model, tools=config.tools, needs_approval=config.approval_tools,
                           max_turn_steps=config.max_iterations, on_checkpoint=save,
                           approvals=approvals, trust_system_messages=True)
 
@@ -351,8 +350,8 @@ async def _reconnect(owner: Any, request: Any, protocol: str, chat_id: str,
     """The chat's running response again, from its start (the AI SDK's ``reconnectToStream``
     replays) or after ``Last-Event-ID`` -- also a run that was lost and is being (or will be)
     continued by the Session object's alarm; 204 when nothing is running."""
-    identity = await authorize(request, owner.env)
-    config = config_from_env(owner.env)
+    identity = await owner.authorize(request)
+    config = config_from_env(owner.env, owner.tools)
     store = _session(owner.env, protocol, chat_id, config, identity)
     want_run, after = _last_event_id(request.headers.get("last-event-id"))
     batch = json.loads(str(await store.target.read_log(after, LOG_BATCH)))
@@ -370,8 +369,8 @@ async def _reconnect(owner: Any, request: Any, protocol: str, chat_id: str,
 
 
 async def _stop(owner: Any, request: Any, protocol: str, chat_id: str) -> Any:
-    identity = await authorize(request, owner.env)
-    config = config_from_env(owner.env)
+    identity = await owner.authorize(request)
+    config = config_from_env(owner.env, owner.tools)
     run = str(await _session(owner.env, protocol, chat_id, config,
                              identity).target.request_stop())
     if not run:
@@ -383,8 +382,8 @@ async def _stop(owner: Any, request: Any, protocol: str, chat_id: str) -> Any:
 async def _delete(owner: Any, request: Any, protocol: str, chat_id: str) -> Any:
     """The owner deletes a chat with its storage (204); 404 when it has none, 409 while a run
     of it is live. Another identity's request names another object: a 404."""
-    identity = await authorize(request, owner.env)
-    config = config_from_env(owner.env)
+    identity = await owner.authorize(request)
+    config = config_from_env(owner.env, owner.tools)
     answer = str(await _session(owner.env, protocol, chat_id, config,
                                 identity).target.delete_chat())
     if answer == "busy":
@@ -419,14 +418,14 @@ async def ag_ui_stop(owner: Any, request: Any, match: re.Match[str]) -> Any:
 
 
 async def api_chat(owner: Any, request: Any, _match: re.Match[str]) -> Any:
-    identity = await authorize(request, owner.env)  # before the body is read
+    identity = await owner.authorize(request)  # before the body is read
     raw = await _body(request)
-    config = config_from_env(owner.env)  # refuse (500, named) before anything runs
+    config = config_from_env(owner.env, owner.tools)  # refuse (500, named) before anything runs
     return await _start(owner, config, "ui", raw, identity)
 
 
 async def ag_ui(owner: Any, request: Any, _match: re.Match[str]) -> Any:
-    identity = await authorize(request, owner.env)
+    identity = await owner.authorize(request)
     raw = await _body(request)
-    config = config_from_env(owner.env)
+    config = config_from_env(owner.env, owner.tools)
     return await _start(owner, config, "ag-ui", raw, identity)

@@ -20,7 +20,7 @@ import msgspec
 from pyodide.ffi import JsException  # type: ignore[import-not-found]
 from workers import Response  # type: ignore[import-not-found]
 
-from agent import BODY_TIMEOUT_S, MAX_BODY_BYTES, MAX_BODY_DEPTH, HttpError
+from bindloop.hosts.workers.agent import BODY_TIMEOUT_S, MAX_BODY_BYTES, MAX_BODY_DEPTH, HttpError
 from bindloop.contracts import JsonBoundsError, decode_json_bounded
 
 JSON_HEADERS = {"content-type": "application/json"}
@@ -110,6 +110,12 @@ class Routes:
 
     def add(self, method: str, pattern: str, handler: Handler) -> None:
         self._routes.append((method, re.compile(f"^{pattern}$"), handler))
+
+    def copy(self) -> Routes:
+        """A new table with these routes, to add more to without changing this one."""
+        routes = Routes()
+        routes._routes = list(self._routes)
+        return routes
 
     async def dispatch(self, request: Any, owner: Any, path: str) -> Response:
         method = str(request.method)

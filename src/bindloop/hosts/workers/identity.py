@@ -17,7 +17,7 @@ import hashlib
 import hmac
 from typing import Any
 
-from agent import HttpError
+from bindloop.hosts.workers.agent import HttpError
 
 __all__ = ("authorize", "scoped_chat_id")
 
