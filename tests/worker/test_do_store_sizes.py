@@ -3,8 +3,6 @@ in it; the store itself runs in workerd: test_workerd_store_kit.py)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 from hypothesis import given, strategies as st
 

@@ -138,6 +138,12 @@ class ChatWorker(WorkerEntrypoint):  # type: ignore[misc]
     """The agent's tools (``define_tool``); the ``Session`` subclass needs the same."""
     routes: Routes
 
+    def __init_subclass__(cls, **_kwargs: Any) -> None:
+        """The SDK's base class wraps each subclass's ``__init__`` (to wrap ``env``); this
+        class's is wrapped already, so a Worker's subclass inherits it as it is instead of
+        wrapping it again (an ``env`` wrapped twice returns Durable Object stubs whose calls
+        answer coroutines)."""
+
     async def authorize(self, request: Any) -> str:
         """The caller's identity (``""``: the single user) or an :class:`HttpError` (401):
         :func:`bindloop.hosts.workers.identity.authorize` by default (the ``API_TOKEN`` secret's

@@ -75,6 +75,12 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
     tools: tuple[Tool[Any, Any], ...] = ()
     """The Worker's tools: what a run the alarm continues may call."""
 
+    def __init_subclass__(cls, **_kwargs: Any) -> None:
+        """The SDK's base class wraps each subclass's ``__init__`` (to wrap ``env``); this
+        class's is wrapped already, so a Worker's subclass inherits it as it is instead of
+        wrapping it again (an ``env`` wrapped twice returns Durable Object stubs whose calls
+        answer coroutines)."""
+
     async def _get(self, key: str) -> Any:
         value = await self.ctx.storage.get(key)
         return None if value is None else value
