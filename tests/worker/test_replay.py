@@ -1,4 +1,4 @@
-"""The Worker's protocol-run continuation (worker/src/replay.py, no Workers API in it) on CPython:
+"""The Worker's protocol-run continuation (bindloop.hosts.workers.replay, no Workers API in it) on CPython:
 a run lost right after any of its saves, continued by replaying the inputs it had fed into a fresh
 encoder and resuming its saved checkpoint, writes byte for byte the stream an uninterrupted run
 writes -- for the AI SDK and AG-UI, after a tool round and after an approved call (which does not

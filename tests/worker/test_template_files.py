@@ -28,6 +28,7 @@ from bindloop.session import (
     parse_loop_checkpoint,
     serialize_loop_checkpoint,
 )
+from bindloop.plugins import define_tool
 from bindloop.testing import final_answer, tool_call, tool_call_turn
 
 WORKER = Path(__file__).resolve().parents[2] / "worker"
@@ -318,3 +319,41 @@ def test_run_view_tells_a_live_run_from_a_lost_one() -> None:
     assert lost == {"state": "lost", "run_id": "r3",
                     "last": {"run_id": "r1", "outcome": "waiting_for_reply"}}
     assert agent.run_view({"lease": None, "last_run": None}) == {"state": "idle"}
+
+
+def test_run_session_reports_each_tool_call_for_the_v1_stream() -> None:
+    """``on_tool`` (the ``/v1`` stream's ``tool`` events) sees every call start with its
+    arguments and finish with its outcome; a raise is the redacted tool error the model read,
+    never the exception's message."""
+
+    @define_tool
+    def lookup(city: str) -> str:
+        """Look a city up."""
+        raise ConnectionError(f"backend down for {city} at http://10.0.0.1/secret")
+
+    events, server = _served_session([
+        tool_call_turn([tool_call("word_count", {"text": "a b c"}, id="w1"),
+                        tool_call("lookup", {"city": "Lisbon"}, id="l1")]),
+        final_answer("Done."),
+    ])
+    seen: list[dict[str, Any]] = []
+    try:
+        cfg = agent.config_from_env(tools=TOOLS, env=env(PROVIDER_BASE_URL=server.base_url("p")))
+        model = agent.build_model(cfg, transport_for=lambda p, h: HttpxTransport(p.base_url, headers=h),
+                                  on_turn_event=events.append, turn_prefix="t", first_turn=0)
+        start = create_loop_checkpoint(execution_id="t", max_iterations=4,
+                                       messages=[UserMessage(content="count")])
+        run = anyio.run(lambda: agent.run_session(start, tools=(*TOOLS, lookup), model=model,
+                                                  on_tool=seen.append))
+    finally:
+        server.stop()
+    assert run.text == "Done."
+    by_phase = {(e["phase"], e["id"]): e for e in seen}
+    assert by_phase["started", "w1"] == {"phase": "started", "id": "w1", "name": "word_count",
+                                         "arguments": '{"text":"a b c"}'}
+    assert by_phase["finished", "w1"] == {"phase": "finished", "id": "w1", "name": "word_count",
+                                          "outcome": "result", "content": "3"}
+    failed = by_phase["finished", "l1"]
+    assert failed["outcome"] == "error" and "ConnectionError" in failed["error"], failed
+    assert "Lisbon" not in json.dumps(failed) and "10.0.0.1" not in json.dumps(failed)
+    assert len(seen) == 4

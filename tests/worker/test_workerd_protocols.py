@@ -1,5 +1,5 @@
 """The Worker template's frontend routes (``POST /api/chat``, ``POST /ag-ui``, their ``GET
-.../stream`` and ``POST .../stop``; worker/src/frontends.py) in real workerd, driven by the real
+.../stream`` and ``POST .../stop``; bindloop.hosts.workers.frontends) in real workerd, driven by the real
 npm clients (clients/worker.mjs: ``ai``'s
 ``DefaultChatTransport`` + ``readUIMessageStream`` and ``@ag-ui/client``'s ``HttpAgent``) against a
 scripted OpenAI-chat provider on 127.0.0.1; then the same clients across a workerd killed with
@@ -392,7 +392,7 @@ def test_a_forged_or_replayed_approval_runs_nothing_and_the_real_one_runs(
 
 def test_each_token_is_an_identity_whose_chats_no_other_reads_stops_or_reuses(
         worker: Worker) -> None:
-    """Issue 32's identity in the Worker (worker/src/identity.py): with ``API_TOKEN`` set, a
+    """Issue 32's identity in the Worker (bindloop.hosts.workers.identity): with ``API_TOKEN`` set, a
     request without one of its tokens is a 401; each token's chats are its own -- another token
     naming the same chat id gets nothing from reconnect (204) or stop (409) while the owner's
     run is live, and its POST with that id is a chat of its own, leaving the owner's log."""

@@ -17,12 +17,16 @@ from typing import Any
 import msgspec
 
 from bindloop.agent import (
+    AgentStreamEvent,
     ChatResult,
+    ToolFinishedEvent,
+    ToolStartedEvent,
     LimitStore,
     augment_model,
     create_agent,
     equip_history,
     equip_tool,
+    on_event,
     prompt_chat,
     resume_chat,
     create_simple_limit_middleware,
@@ -277,8 +281,31 @@ def build_model(config: AgentConfig, *, transport_for: TransportFor,
 SaveFn = Callable[[LoopCheckpoint], Awaitable[None]]
 
 
+def tool_event(event: AgentStreamEvent) -> dict[str, Any] | None:
+    """The ``/v1`` stream's ``tool`` event for a run event, ``None`` for any other: ``{"phase":
+    "started", "id", "name", "arguments"}`` as a call starts (its arguments as the model sent
+    them, a JSON string) and ``{"phase": "finished", "id", "name", "outcome", ...}`` as it
+    finishes, with the outcome's fields -- ``content`` of a ``result``, ``error`` and ``kind`` of
+    an ``error`` (for a raise, the redacted text the model reads, never the exception's
+    message), ``mode`` and ``detail`` of a ``suspend``; ``"outcome": "fatal"`` when the raise
+    stops the run."""
+    inner = event.event
+    if isinstance(inner, ToolStartedEvent):
+        call = inner.call
+        return {"phase": "started", "id": call.id, "name": call.name, "arguments": call.arguments}
+    if isinstance(inner, ToolFinishedEvent):
+        call = inner.call
+        shown: dict[str, Any] = {"phase": "finished", "id": call.id, "name": call.name}
+        if inner.outcome is None:
+            return {**shown, "outcome": "fatal"}
+        fields: dict[str, Any] = msgspec.to_builtins(inner.outcome)
+        return {**shown, **fields}
+    return None
+
+
 async def run_session(stored: LoopCheckpoint, *, model: Model, tools: Sequence[Tool[Any, Any]] = (),
-                      save: SaveFn | None = None) -> SessionRun:
+                      save: SaveFn | None = None,
+                      on_tool: Callable[[dict[str, Any]], None] | None = None) -> SessionRun:
     """Run a stored ``ready`` checkpoint with ``tools`` until it settles, through the agent API.
 
     A transcript that ends in a tool message (a reply was applied, or a save after a finished tool
@@ -308,6 +335,15 @@ async def run_session(stored: LoopCheckpoint, *, model: Model, tools: Sequence[T
     async def handler(_: None) -> ChatResult:
         for tool in tools:
             equip_tool(tool)
+        if on_tool is not None:
+            report = on_tool
+
+            def watch(event: AgentStreamEvent) -> None:
+                shown = tool_event(event)
+                if shown is not None:
+                    report(shown)
+
+            on_event(watch)
         hook = None if save is None else on_checkpoint
         if resuming:
             return await resume_chat(stored, on_checkpoint=hook)

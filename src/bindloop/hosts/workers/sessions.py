@@ -587,7 +587,8 @@ async def drive(log: RunLog, store: SessionStore, cp: LoopCheckpoint, config: Ag
                             turn_prefix=f"{cp.execution_id}:{cp.revision}", first_turn=cp.iterations,
                             limit_store=limit_store(env), clock=wall_clock_ms)
         work = asyncio.ensure_future(run_session(cp, model=model, tools=config.tools,
-                                                save=store.commit))
+                                                save=store.commit,
+                                                on_tool=lambda ev: sink.send("tool", ev)))
         keeper = asyncio.ensure_future(_keep_lease(store, work, stopped))
         try:
             result = await work

@@ -1,0 +1,101 @@
+"""A Worker directory of its own built on the wheel's ``bindloop.hosts.workers`` (not the
+template; tests/worker/app_worker), in real workerd: its tools are plain functions, its
+``authorize`` override names the caller, a tool that raises leaves a record in the Worker's log
+while the client sees the failure as the protocol's tool error, and the library's ``/v1`` and
+``/api/chat`` routes run its tools.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from bindloop.hosts.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply, turn_reply
+from bindloop.testing import final_answer, tool_call, tool_call_turn
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "worker" / "tools"))
+from workerd_harness import Workerd, stage  # noqa: E402
+
+APP = Path(__file__).resolve().parent / "app_worker"
+
+
+def policy(request: RecordedRequest) -> ScriptedReply:
+    body = msgspec.json.decode(request.body)
+    last = body["messages"][-1]
+    said = " ".join(str(m.get("content")) for m in body["messages"] if m["role"] == "user")
+    if last["role"] == "tool":
+        turn = final_answer(f"The tool said: {last['content']}")
+    elif "weather" in said:
+        turn = tool_call_turn([tool_call("lookup", {"city": "Lisbon"}, id="w1")])
+    else:
+        turn = tool_call_turn([tool_call("shout", {"text": "hi there"}, id="s1")])
+    return turn_reply("openai_chat", turn, stream=True, model=body["model"])
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Workerd, ScriptedProviderServer]]:
+    tmp = tmp_path_factory.mktemp("library")
+    server = ScriptedProviderServer().start()
+    server.set_responder("p", policy)
+    config = stage(tmp / "stage", bindings={"PROVIDER_BASE_URL": server.base_url("p")},
+                   storage_dir=tmp / "do", with_conformance=False, worker_dir=APP)
+    try:
+        with Workerd(config) as wd:
+            yield wd, server
+    finally:
+        server.stop()
+
+
+def _post(wd: Workerd, path: str, body: Any, headers: dict[str, str]) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", wd.port, timeout=120)
+    try:
+        conn.request("POST", path, body=json.dumps(body),
+                     headers={"content-type": "application/json", **headers})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def _ui(chat_id: str, text: str) -> dict[str, Any]:
+    return {"id": chat_id, "messages": [
+        {"id": "u", "role": "user", "parts": [{"type": "text", "text": text}]}]}
+
+
+def test_the_authorize_override_names_the_caller(served: tuple[Workerd, ScriptedProviderServer]) -> None:
+    wd, _ = served
+    status, raw = _post(wd, "/api/chat", _ui("c0", "hello"), {})
+    assert (status, json.loads(raw)["error"]) == (401, "unauthorized"), raw
+
+
+def test_a_raising_tool_is_a_tool_error_to_the_client_and_a_record_in_the_log(
+        served: tuple[Workerd, ScriptedProviderServer]) -> None:
+    wd, _ = served
+    status, raw = _post(wd, "/api/chat", _ui("c1", "the weather?"), {"x-user": "ann"})
+    assert status == 200, raw
+    parts = [json.loads(line[6:]) for line in raw.decode().splitlines()
+             if line.startswith("data: {")]
+    kinds = [p["type"] for p in parts]
+    assert "tool-input-available" in kinds and "finish" in kinds, kinds
+    # The model read the failure (the exception's type, never its message) and answered.
+    said = "".join(p.get("delta", "") for p in parts if p["type"] == "text-delta")
+    assert "ConnectionError" in said and "Lisbon" not in said, said
+    log = wd.log_path.read_text()
+    assert "tool lookup (call w1) of agent" in log and "ConnectionError" in log, log[-2000:]
+
+
+def test_the_v1_routes_run_the_workers_own_tools(served: tuple[Workerd, ScriptedProviderServer]) -> None:
+    wd, _ = served
+    status, raw = _post(wd, "/v1/chat", {"message": "say hi"}, {})
+    assert status == 200, raw
+    done = [json.loads(block.split("data: ", 1)[1]) for block in raw.decode().split("\n\n")
+            if "event: done" in block]
+    assert done and done[0]["text"] == "The tool said: HI THERE", raw
