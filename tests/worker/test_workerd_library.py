@@ -1,8 +1,9 @@
 """A Worker directory of its own built on the wheel's ``bindloop.hosts.workers`` (not the
 template; tests/worker/app_worker), in real workerd: its tools are plain functions, its
 ``authorize`` override names the caller, a tool that raises leaves a record in the Worker's log
-while the client sees the failure as the protocol's tool error, and the library's ``/v1`` and
-``/api/chat`` routes run its tools.
+while the client sees the failure as the protocol's tool error, a provider's 500 is a short
+category to the client (with the run's id on the protocol routes) and a record in the log, and
+the library's ``/v1`` and ``/api/chat`` routes run its tools.
 """
 
 from __future__ import annotations
@@ -17,7 +18,13 @@ from typing import Any
 import msgspec
 import pytest
 
-from bindloop.hosts.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply, turn_reply
+from bindloop.hosts.scripted_server import (
+    RecordedRequest,
+    ScriptedProviderServer,
+    ScriptedReply,
+    error_reply,
+    turn_reply,
+)
 from bindloop.testing import final_answer, tool_call, tool_call_turn
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,6 +38,8 @@ def policy(request: RecordedRequest) -> ScriptedReply:
     body = msgspec.json.decode(request.body)
     last = body["messages"][-1]
     said = " ".join(str(m.get("content")) for m in body["messages"] if m["role"] == "user")
+    if "break" in said:
+        return error_reply(500, b'{"error": {"message": "db at http://10.9.8.7:5432 refused"}}')
     if last["role"] == "tool":
         turn = final_answer(f"The tool said: {last['content']}")
     elif "weather" in said:
@@ -99,3 +108,23 @@ def test_the_v1_routes_run_the_workers_own_tools(served: tuple[Workerd, Scripted
     done = [json.loads(block.split("data: ", 1)[1]) for block in raw.decode().split("\n\n")
             if "event: done" in block]
     assert done and done[0]["text"] == "The tool said: HI THERE", raw
+
+
+def test_a_provider_failure_is_a_category_to_the_client_and_a_record_in_the_log(
+        served: tuple[Workerd, ScriptedProviderServer]) -> None:
+    wd, _ = served
+    status, raw = _post(wd, "/v1/chat", {"message": "break it"}, {})
+    assert status == 200, raw
+    error = [json.loads(block.split("data: ", 1)[1]) for block in raw.decode().split("\n\n")
+             if "event: error" in block][0]
+    assert (error["error"], error["category"], error["status"]) == (
+        "provider_failed", "server_error", 500), error
+    status, raw = _post(wd, "/api/chat", _ui("c2", "break it"), {"x-user": "ann"})
+    parts = [json.loads(line[6:]) for line in raw.decode().splitlines()
+             if line.startswith("data: {")]
+    text = next(p["errorText"] for p in parts if p["type"] == "error")
+    assert text.startswith("the model call failed: server_error (HTTP 500) [ref r"), text
+    assert "10.9.8.7" not in raw.decode()
+    log = wd.log_path.read_text()
+    assert f"of session {error['session_id']!r} failed" in log, log[-3000:]
+    assert "of chat 'c2' (ui) failed" in log, log[-3000:]

@@ -10,6 +10,7 @@ callables.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -71,6 +72,11 @@ DEFAULT_HEARTBEAT_MS = 15_000
 DEFAULT_LEASE_MS = 30_000
 """A run renews its lease every third of this; one not renewed for this long is lost."""
 SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+LOGGER = logging.getLogger("bindloop.hosts.workers")
+"""Where a failed run's detail goes (ERROR, with the exception): the Worker's log (``workerd``'s
+output, ``wrangler tail``). A client reads only a short category (:func:`error_event` on ``/v1``,
+``bindloop.hosts.asgi.error_text`` with the run's id on the protocol routes)."""
 
 
 class HttpError(Exception):

@@ -43,9 +43,8 @@ from bindloop.hosts.workers.agent import (
     Provider,
     build_model,
     config_from_env,
-    error_event,
+    LOGGER,
 )
-from bindloop.agent import ApprovalError
 from bindloop.contracts import JsonBoundsError, Message, SystemMessage, ToolCall, UserMessage
 from bindloop.session import CheckpointFormatError, LoopCheckpoint, create_loop_checkpoint
 from bindloop.hosts.asgi import (
@@ -55,6 +54,7 @@ from bindloop.hosts.asgi import (
     UiFrames,
     ag_ui_chat_input,
     drive_run,
+    error_text,
     ui_chat_input,
     ui_encoder,
 )
@@ -93,13 +93,13 @@ def _refused(exc: Exception) -> HttpError:
                      field=getattr(exc, "field", None))
 
 
-def _describe(exc: Exception) -> str:
-    """A failed run as the client reads it: the provider and the kind of failure, never a URL or
-    what the provider said (the Worker's own routes' rule, agent.error_event); a refused
-    approval says which call and why."""
-    if isinstance(exc, ApprovalError):
-        return f"approval refused: {exc}"
-    return str(error_event(exc, session_id="", revision=-1)["message"])
+def _describe(store: SessionStore, chat: ChatInput, exc: Exception) -> str:
+    """A failed run as the client reads it -- the same short category and ``[ref <run>]`` the
+    ASGI host sends (``error_text``: never a URL nor what the provider said; a refused approval
+    says which call and why) -- with the detail logged for the operator."""
+    LOGGER.error("run %s of chat %r (%s) failed", store.run, chat.chat_id, chat.protocol,
+                 exc_info=exc)
+    return error_text(exc, store.run)
 
 
 class ChatApprovals:
@@ -265,7 +265,8 @@ async def _run(env: Any, config: AgentConfig, store: SessionStore, log: RunLog, 
         for payload in payloads:
             log.send("", msgspec.Raw(payload))  # already JSON: logged and streamed as it is
 
-    work = asyncio.ensure_future(drive_run(runner, chat, frames, write, describe=_describe,
+    work = asyncio.ensure_future(drive_run(runner, chat, frames, write,
+                                           describe=lambda exc: _describe(store, chat, exc),
                                            resumed=resumed))
     keeper = asyncio.ensure_future(_keep_lease(store, work))
     outcome = "stopped"

@@ -36,6 +36,7 @@ from pyodide.ffi import to_js  # type: ignore[import-not-found]
 from workers import DurableObject  # type: ignore[import-not-found]
 
 from bindloop.hosts.workers.agent import (
+    LOGGER,
     AgentConfig,
     HttpError,
     Provider,
@@ -624,6 +625,8 @@ async def drive(log: RunLog, store: SessionStore, cp: LoopCheckpoint, config: Ag
                                 "session_id": store.session_id, "revision": store.revision,
                                 "status": "aborted"})
     except Exception as exc:  # a provider or transport failure, a refused save
+        LOGGER.error("run %s of session %r failed", store.run or "-", store.session_id,
+                     exc_info=exc)
         sink.send("error", error_event(exc, session_id=store.session_id, revision=store.revision))
     finally:
         if keeper is not None:
