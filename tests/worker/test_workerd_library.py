@@ -101,19 +101,42 @@ def test_a_raising_tool_is_a_tool_error_to_the_client_and_a_record_in_the_log(
     assert "tool lookup (call w1) of agent" in log and "ConnectionError" in log, log[-2000:]
 
 
-def test_the_v1_routes_run_the_workers_own_tools(served: tuple[Workerd, ScriptedProviderServer]) -> None:
+def _get(wd: Workerd, path: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", wd.port, timeout=120)
+    try:
+        conn.request("GET", path, headers=headers)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def test_the_v1_routes_run_the_workers_own_tools_behind_its_authorize(
+        served: tuple[Workerd, ScriptedProviderServer]) -> None:
     wd, _ = served
-    status, raw = _post(wd, "/v1/chat", {"message": "say hi"}, {})
+    assert _post(wd, "/v1/chat", {"message": "say hi"}, {})[0] == 401
+    status, raw = _post(wd, "/v1/chat", {"message": "say hi"}, {"x-user": "ann"})
     assert status == 200, raw
-    done = [json.loads(block.split("data: ", 1)[1]) for block in raw.decode().split("\n\n")
-            if "event: done" in block]
+    blocks = raw.decode().split("\n\n")
+    done = [json.loads(b.split("data: ", 1)[1]) for b in blocks if "event: done" in b]
     assert done and done[0]["text"] == "The tool said: HI THERE", raw
+    tools = [json.loads(b.split("data: ", 1)[1]) for b in blocks if "event: tool" in b]
+    assert [(t["phase"], t["name"]) for t in tools] == [("started", "shout"), ("finished", "shout")]
+    sid = done[0]["session_id"]
+    assert _get(wd, f"/v1/sessions/{sid}", {"x-user": "ann"})[0] == 200
+    # Another identity naming the same session reaches another object: nothing there.
+    status, raw = _get(wd, f"/v1/sessions/{sid}", {"x-user": "bob"})
+    assert (status, json.loads(raw)["error"]) == (404, "unknown_session"), raw
+    for path in (f"/v1/sessions/{sid}/stream",):
+        assert _get(wd, path, {"x-user": "bob"})[0] == 404
+    status, raw = _post(wd, "/v1/chat", {"message": "say hi", "session_id": sid}, {"x-user": "bob"})
+    assert status == 404, raw
 
 
 def test_a_provider_failure_is_a_category_to_the_client_and_a_record_in_the_log(
         served: tuple[Workerd, ScriptedProviderServer]) -> None:
     wd, _ = served
-    status, raw = _post(wd, "/v1/chat", {"message": "break it"}, {})
+    status, raw = _post(wd, "/v1/chat", {"message": "break it"}, {"x-user": "ann"})
     assert status == 200, raw
     error = [json.loads(block.split("data: ", 1)[1]) for block in raw.decode().split("\n\n")
              if "event: error" in block][0]

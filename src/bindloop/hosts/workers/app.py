@@ -156,8 +156,9 @@ class ChatWorker(WorkerEntrypoint):  # type: ignore[misc]
         except HttpError as exc:
             return json_response(exc.status, exc.body())
 
-    def _store(self, session_id: str, config: AgentConfig) -> SessionStore:
-        return SessionStore.for_session(self.env, session_id, lease_ms=config.lease_ms)
+    def _store(self, session_id: str, config: AgentConfig, identity: str) -> SessionStore:
+        return SessionStore.for_session(self.env, session_id, lease_ms=config.lease_ms,
+                                        identity=identity)
 
     def _start(self, store: SessionStore, cp: LoopCheckpoint, config: AgentConfig,
                stream: EventStream | None = None) -> Response:
@@ -180,12 +181,13 @@ class ChatWorker(WorkerEntrypoint):  # type: ignore[misc]
         return cp
 
     async def chat(self, request: Any, _match: re.Match[str]) -> Response:
+        identity = await self.authorize(request)  # before the body is read
         body = await read_json(request)
         message = _field(body, "message", str)
         session_id = _field(body, "session_id", str, required=False)
         config = _config(self.env, self.tools)  # refuse before anything is stored
         if session_id is None:
-            store = self._store(str(js.crypto.randomUUID()), config)
+            store = self._store(str(js.crypto.randomUUID()), config, identity)
             history: list[Message] = []
             if config.system_prompt is not None:
                 history.append(SystemMessage(content=config.system_prompt))
@@ -195,7 +197,7 @@ class ChatWorker(WorkerEntrypoint):  # type: ignore[misc]
             return self._start(store, await store.claim(cp), config)
         if not SESSION_ID.match(session_id):
             raise HttpError(400, "invalid_session_id", "a session id is 1-64 characters of A-Z a-z 0-9 _ -")
-        store = self._store(session_id, config)
+        store = self._store(session_id, config, identity)
         cp = await self._load(store)
         if cp.status not in ("finished", "aborted"):
             raise HttpError(409, "session_busy", f"session {session_id!r} is {cp.status}; a new "
@@ -208,7 +210,8 @@ class ChatWorker(WorkerEntrypoint):  # type: ignore[misc]
 
     async def show(self, _request: Any, match: re.Match[str]) -> Response:
         session_id = _session_id(match)
-        store = SessionStore.for_session(self.env, session_id, lease_ms=1)
+        store = SessionStore.for_session(self.env, session_id, lease_ms=1,
+                                         identity=await self.authorize(_request))
         cp = await self._load(store)
         return json_response(200, {"session_id": session_id, "status": cp.status,
                                    "revision": cp.revision, "iterations": cp.iterations,
@@ -216,13 +219,14 @@ class ChatWorker(WorkerEntrypoint):  # type: ignore[misc]
                                    "run": run_view(await store.state())})
 
     async def reply(self, request: Any, match: re.Match[str]) -> Response:
+        identity = await self.authorize(request)
         session_id = _session_id(match)
         body = await read_json(request)
         content = _field(body, "content", str)
         revision = _field(body, "revision", int)
         tool_call_id = _field(body, "tool_call_id", str, required=False)
         config = _config(self.env, self.tools)
-        store = self._store(session_id, config)
+        store = self._store(session_id, config, identity)
         cp = await self._load(store)
         if cp.status != "waiting_for_reply":
             raise HttpError(409, "not_waiting", f"session {session_id!r} is {cp.status}, not "
@@ -244,9 +248,10 @@ class ChatWorker(WorkerEntrypoint):  # type: ignore[misc]
         lease: of two resumes racing for one revision one wins, the other gets a 409, and a
         resume while a run's lease is live gets ``run_in_progress``."""
         session_id = _session_id(match)
+        identity = await self.authorize(request)
         revision = _field(await read_json(request), "revision", int)
         config = _config(self.env, self.tools)
-        store = self._store(session_id, config)
+        store = self._store(session_id, config, identity)
         cp = await self._load(store)
         if cp.status != "ready":
             raise HttpError(409, "not_resumable", f"session {session_id!r} is {cp.status}; only a "
@@ -262,9 +267,10 @@ class ChatWorker(WorkerEntrypoint):  # type: ignore[misc]
         """The latest run's events after ``Last-Event-ID`` (all of them without one), then the
         rest live, from the Session object's event log: a client that lost its stream -- a
         dropped connection, a reload -- reads the run on; the run never depended on it."""
+        identity = await self.authorize(request)
         session_id = _session_id(match)
         config = _config(self.env, self.tools)
-        store = self._store(session_id, config)
+        store = self._store(session_id, config, identity)
         await self._load(store)
         want_run, after = _last_event_id(request.headers.get("last-event-id"))
         batch = json.loads(str(await store.target.read_log(after, LOG_BATCH)))
@@ -280,7 +286,8 @@ class ChatWorker(WorkerEntrypoint):  # type: ignore[misc]
 
     async def stop(self, _request: Any, match: re.Match[str]) -> Response:
         session_id = _session_id(match)
-        store = SessionStore.for_session(self.env, session_id, lease_ms=1)
+        store = SessionStore.for_session(self.env, session_id, lease_ms=1,
+                                         identity=await self.authorize(_request))
         await self._load(store)
         run = str(await store.target.request_stop())
         if not run:

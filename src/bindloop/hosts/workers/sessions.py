@@ -52,6 +52,7 @@ from bindloop.hosts.js_fetch import FetchTransport
 from bindloop.plugins import Tool
 from bindloop.session import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
 from bindloop.hosts.workers.checkpoints import MAX_VALUE_BYTES, stored_size
+from bindloop.hosts.workers.identity import scoped_chat_id
 from bindloop.hosts.workers.limits import limit_store, wall_clock_ms
 
 MAX_CONTINUATIONS = 2
@@ -397,9 +398,14 @@ class SessionStore:
         return self._target
 
     @classmethod
-    def for_session(cls, env: Any, session_id: str, *, lease_ms: int) -> SessionStore:
+    def for_session(cls, env: Any, session_id: str, *, lease_ms: int,
+                    identity: str = "") -> SessionStore:
+        """The handle on ``session_id``'s object within ``identity``'s space (the object is named
+        :func:`~bindloop.hosts.workers.identity.scoped_chat_id`; the single user's ``""`` names
+        it by the id alone), so another identity naming the same id reaches another object."""
         ns = env.SESSION
-        return cls(ns.get(ns.idFromName(session_id)), session_id, lease_ms=lease_ms)
+        name = scoped_chat_id(identity, session_id)
+        return cls(ns.get(ns.idFromName(name)), session_id, lease_ms=lease_ms)
 
     async def load(self) -> LoopCheckpoint | None:
         data = await self._target.load()
