@@ -87,7 +87,14 @@ from bindloop.hosts.workers.identity import authorize
 from bindloop.hosts.workers.oauth_store import McpTokens
 from bindloop.hosts.workers.receipts import Receipts
 from bindloop.hosts.workers.limits import RateLimiter
-from bindloop.hosts.workers.sessions import RunLog, Session, SessionStore, drive
+from bindloop.hosts.workers.sessions import (
+    LOG_BATCH,
+    RunLog,
+    Session,
+    SessionStore,
+    drive,
+    last_event_id,
+)
 from bindloop.hosts.workers.web import JSON_HEADERS, EventStream, Routes, json_response, read_json
 from bindloop.plugins import Tool
 
@@ -272,7 +279,7 @@ class ChatWorker(WorkerEntrypoint):  # type: ignore[misc]
         config = _config(self.env, self.tools)
         store = self._store(session_id, config, identity)
         await self._load(store)
-        want_run, after = _last_event_id(request.headers.get("last-event-id"))
+        want_run, after = last_event_id(request.headers.get("last-event-id"))
         batch = json.loads(str(await store.target.read_log(after, LOG_BATCH)))
         if want_run and batch["run"] != want_run:  # a newer run: all of it
             after = -1
@@ -306,16 +313,6 @@ class ChatWorker(WorkerEntrypoint):  # type: ignore[misc]
         return Response(report, status=200, headers=JSON_HEADERS)
 
 
-LOG_BATCH = 256
-"""Events read from the log per call while a reconnected client catches up."""
-
-
-def _last_event_id(header: Any) -> tuple[str, int]:
-    """``"r5:17"`` -> ``("r5", 17)``; absent or not ours -> ``("", -1)``: the whole log."""
-    run, _, offset = str(header or "").partition(":")
-    if not re.fullmatch(r"r\d{1,12}", run) or not offset.isdigit():
-        return "", -1
-    return run, int(offset)
 
 
 async def _follow(stream: EventStream, target: Any, batch: dict[str, Any], after: int,

@@ -71,7 +71,13 @@ from bindloop.protocols import (
 from bindloop.hosts.workers.replay import LogFollower, RecordedFrames, decode_fed, encode_fed, replay
 from bindloop.hosts.workers.identity import scoped_chat_id
 from bindloop.hosts.workers.limits import limit_store, wall_clock_ms
-from bindloop.hosts.workers.sessions import RunLog, SessionStore, recorded_calls
+from bindloop.hosts.workers.sessions import (
+    LOG_BATCH,
+    RunLog,
+    SessionStore,
+    last_event_id,
+    recorded_calls,
+)
 from bindloop.hosts.workers.web import EventStream, read_text
 
 __all__ = ("ag_ui", "ag_ui_delete", "ag_ui_stop", "ag_ui_stream", "api_chat", "api_chat_delete",
@@ -141,8 +147,6 @@ def _chat(config: AgentConfig, chat: ChatInput) -> ChatInput:
     return msgspec.structs.replace(chat, transcript=transcript)
 
 
-LOG_BATCH = 256
-"""Events read from the log per call while a reconnected client catches up."""
 
 
 def _frame(_event: str, payload: str, event_id: str | None) -> str:
@@ -319,14 +323,6 @@ async def continue_lost_run(target: Any, config: AgentConfig, *, lost_run: str,
                resumed=saved)
 
 
-def _last_event_id(header: Any) -> tuple[str, int]:
-    """``"r5:17"`` -> ``("r5", 17)``; absent or not ours -> ``("", -1)``: the whole log."""
-    run, _, offset = str(header or "").partition(":")
-    if not re.fullmatch(r"r\d{1,12}", run) or not offset.isdigit():
-        return "", -1
-    return run, int(offset)
-
-
 async def _follow(stream: EventStream, target: Any, batch: dict[str, Any], after: int) -> None:
     """Send the chat's log from ``batch`` on, as :class:`replay.LogFollower` decides: live while
     the run is, held back past its last save while it may be dead, then its continuation."""
@@ -354,7 +350,7 @@ async def _reconnect(owner: Any, request: Any, protocol: str, chat_id: str,
     identity = await owner.authorize(request)
     config = config_from_env(owner.env, owner.tools)
     store = _session(owner.env, protocol, chat_id, config, identity)
-    want_run, after = _last_event_id(request.headers.get("last-event-id"))
+    want_run, after = last_event_id(request.headers.get("last-event-id"))
     batch = json.loads(str(await store.target.read_log(after, LOG_BATCH)))
     if want_run and batch["run"] != want_run:
         cont = batch["continues"]

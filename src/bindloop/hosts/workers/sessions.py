@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -492,6 +493,19 @@ class SessionStore:
             run, self.run = self.run, ""
             await self._target.release(run, outcome, json.dumps(
                 {c.id: [c.name, c.arguments] for c in record}) if record else "")
+
+
+LOG_BATCH = 256
+"""Events read from the log per call while a reconnected client catches up."""
+
+
+def last_event_id(header: Any) -> tuple[str, int]:
+    """A reconnect's ``Last-Event-ID``: ``"r5:17"`` -> ``("r5", 17)``; absent or not ours ->
+    ``("", -1)``: the whole log."""
+    run, _, offset = str(header or "").partition(":")
+    if not re.fullmatch(r"r\d{1,12}", run) or not offset.isdigit():
+        return "", -1
+    return run, int(offset)
 
 
 class Client(Protocol):
