@@ -3,7 +3,8 @@ template; tests/worker/app_worker), in real workerd: its tools are plain functio
 ``authorize`` override names the caller, a tool that raises leaves a record in the Worker's log
 while the client sees the failure as the protocol's tool error, a provider's 500 is a short
 category to the client (with the run's id on the protocol routes) and a record in the log, and
-the library's ``/v1`` and ``/api/chat`` routes run its tools.
+the library's ``/v1`` and ``/api/chat`` routes run its tools, and ``MAX_LIVE_RUNS`` bounds each
+caller's runs going at once (429 with ``Retry-After`` past it; another caller unaffected).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import http.client
 import json
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,6 +41,9 @@ def policy(request: RecordedRequest) -> ScriptedReply:
     body = msgspec.json.decode(request.body)
     last = body["messages"][-1]
     said = " ".join(str(m.get("content")) for m in body["messages"] if m["role"] == "user")
+    if "slowly" in said:
+        return turn_reply("openai_chat", final_answer("one two three four five six seven"),
+                          stream=True, model=body["model"], delay_s=0.4)
     if "break" in said:
         return error_reply(500, b'{"error": {"message": "db at http://10.9.8.7:5432 refused"}}')
     if last["role"] == "tool":
@@ -151,3 +157,40 @@ def test_a_provider_failure_is_a_category_to_the_client_and_a_record_in_the_log(
     log = wd.log_path.read_text()
     assert f"of session {error['session_id']!r} failed" in log, log[-3000:]
     assert "of chat 'c2' (ui) failed" in log, log[-3000:]
+
+
+def test_live_runs_per_identity_are_bounded(served: tuple[Workerd, ScriptedProviderServer]) -> None:
+    """MAX_LIVE_RUNS=2: with two slow runs of one caller going, a third (either route) is a 429
+    with Retry-After and claims nothing; another caller is served; once they end, it is too."""
+    wd, server = served
+    before = len(server.requests)
+    held: list[int] = []
+
+    def slow(chat_id: str) -> None:
+        held.append(_post(wd, "/api/chat", _ui(chat_id, "answer slowly"), {"x-user": "cap"})[0])
+
+    threads = [threading.Thread(target=slow, args=(f"slow{i}",)) for i in range(2)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 60
+    while len(server.requests) - before < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(server.requests) - before == 2
+    conn = http.client.HTTPConnection("127.0.0.1", wd.port, timeout=120)
+    conn.request("POST", "/v1/chat", body=json.dumps({"message": "say hi"}),
+                 headers={"content-type": "application/json", "x-user": "cap"})
+    resp = conn.getresponse()
+    body = json.loads(resp.read())
+    conn.close()
+    assert (resp.status, body["error"], resp.getheader("retry-after")) == (429, "too_many_runs", "1")
+    status, raw = _post(wd, "/api/chat", _ui("third", "say hi"), {"x-user": "cap"})
+    assert status == 429, raw
+    assert _post(wd, "/api/chat", _ui("other", "say hi"), {"x-user": "dan"})[0] == 200
+    for t in threads:
+        t.join(60)
+    assert held == [200, 200]
+    deadline = time.monotonic() + 10  # the slots go back as the runs end
+    while (status := _post(wd, "/v1/chat", {"message": "say hi"}, {"x-user": "cap"})[0]) == 429:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert status == 200

@@ -113,7 +113,8 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     once the Session object noticed it, for a client to resume it before the object's alarm
     continues it itself (``0``: at once). ``approval_tools``: the tools whose calls wait for the
     user's approval on the frontend routes (``POST /api/chat``, ``POST /ag-ui``). ``tools``: the
-    Worker's tools (its ``tools`` class attribute)."""
+    Worker's tools (its ``tools`` class attribute). ``max_live_runs``: runs one identity may have
+    going at once, counted across isolates (``None``: no bound)."""
 
     providers: tuple[Provider, ...]
     max_iterations: int = DEFAULT_MAX_ITERATIONS
@@ -126,6 +127,7 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     continue_after_ms: int = 0
     approval_tools: frozenset[str] = frozenset()
     tools: tuple[Tool[Any, Any], ...] = ()
+    max_live_runs: int | None = None
 
 
 def _setting(env: Any, name: str) -> str | None:
@@ -141,8 +143,8 @@ def config_from_env(env: Any, tools: Sequence[Tool[Any, Any]] = ()) -> AgentConf
     (one of bindloop's wire names), ``MODEL``, and the secret ``API_KEY``. ``MAX_ITERATIONS`` bounds a
     session's model turns; ``SYSTEM_PROMPT`` opens every new session; ``RATE_LIMIT_RPM`` and
     ``RATE_LIMIT_CONCURRENCY`` (optional) limit the model calls of every isolate together.
-    ``RUN_LEASE_MS``, ``RUN_CONTINUE_MS`` and ``APPROVAL_TOOLS`` (comma-separated tool names) are
-    :class:`AgentConfig`'s; ``tools`` are the Worker's (``APPROVAL_TOOLS`` must name some of
+    ``RUN_LEASE_MS``, ``RUN_CONTINUE_MS``, ``APPROVAL_TOOLS`` (comma-separated tool names) and
+    ``MAX_LIVE_RUNS`` are :class:`AgentConfig`'s; ``tools`` are the Worker's (``APPROVAL_TOOLS`` must name some of
     them). A misconfigured Worker answers 500 naming the variable (never its
     value)."""
     providers: list[Provider] = []
@@ -188,7 +190,8 @@ def config_from_env(env: Any, tools: Sequence[Tool[Any, Any]] = ()) -> AgentConf
                        budgets=budgets, heartbeat_ms=None if heartbeat is None else int(heartbeat),
                        lease_ms=DEFAULT_LEASE_MS if lease is None else lease,
                        continue_after_ms=0 if continue_after is None else int(continue_after),
-                       approval_tools=approval, tools=tuple(tools))
+                       approval_tools=approval, tools=tuple(tools),
+                       max_live_runs=_positive(env, "MAX_LIVE_RUNS"))
 
 
 def _budget(env: Any, name: str, default: float | None) -> float | None:

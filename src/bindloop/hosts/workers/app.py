@@ -86,7 +86,7 @@ from bindloop.hosts.workers.frontends import (
 from bindloop.hosts.workers.identity import authorize
 from bindloop.hosts.workers.oauth_store import McpTokens
 from bindloop.hosts.workers.receipts import Receipts
-from bindloop.hosts.workers.limits import RateLimiter
+from bindloop.hosts.workers.limits import RateLimiter, live_runs
 from bindloop.hosts.workers.sessions import (
     LOG_BATCH,
     RunLog,
@@ -167,14 +167,25 @@ class ChatWorker(WorkerEntrypoint):  # type: ignore[misc]
         return SessionStore.for_session(self.env, session_id, lease_ms=config.lease_ms,
                                         identity=identity)
 
-    def _start(self, store: SessionStore, cp: LoopCheckpoint, config: AgentConfig,
-               stream: EventStream | None = None) -> Response:
-        """Run the claimed ``cp`` in the background and answer with its live stream: bindloop's
-        SSE dialect unless ``stream`` (another protocol's framing, ``EventStream(frame=...)``)."""
-        if stream is None:
-            stream = EventStream(heartbeat_ms=config.heartbeat_ms)
+    async def _start(self, store: SessionStore, cp: LoopCheckpoint, config: AgentConfig,
+                     identity: str) -> Response:
+        """Claim ``cp`` (within the caller's bound on live runs: a 429 before anything is
+        stored), run it in the background and answer with its live stream (bindloop's SSE
+        dialect)."""
+        runs = live_runs(self.env, config.max_live_runs)
+        slot = None if runs is None else await runs.enter(identity)
+        try:
+            claimed = await store.claim(cp)
+        except BaseException:
+            if runs is not None and slot is not None:
+                await runs.leave(slot)
+            raise
+        stream = EventStream(heartbeat_ms=config.heartbeat_ms)
         log = RunLog(store.target, store.run, stream)
-        self.ctx.waitUntil(asyncio.ensure_future(drive(log, store, cp, config, self.env)))
+        work = drive(log, store, claimed, config, self.env)
+        if runs is not None and slot is not None:
+            work = runs.hold(slot, work)
+        self.ctx.waitUntil(asyncio.ensure_future(work))
         return stream.response()
 
     async def _load(self, store: SessionStore) -> LoopCheckpoint:
@@ -201,7 +212,7 @@ class ChatWorker(WorkerEntrypoint):  # type: ignore[misc]
             history.append(UserMessage(content=message))
             cp = create_loop_checkpoint(execution_id=store.session_id, messages=history,
                                         max_iterations=config.max_iterations)
-            return self._start(store, await store.claim(cp), config)
+            return await self._start(store, cp, config, identity)
         if not SESSION_ID.match(session_id):
             raise HttpError(400, "invalid_session_id", "a session id is 1-64 characters of A-Z a-z 0-9 _ -")
         store = self._store(session_id, config, identity)
@@ -213,7 +224,7 @@ class ChatWorker(WorkerEntrypoint):  # type: ignore[misc]
             raise HttpError(409, "iteration_limit", f"session {session_id!r} used all its "
                             f"{cp.max_iterations} model turns (MAX_ITERATIONS); start a new session")
         cp = apply_checkpoint_input(cp, UserMessage(content=message))
-        return self._start(store, await store.claim(cp), config)
+        return await self._start(store, cp, config, identity)
 
     async def show(self, _request: Any, match: re.Match[str]) -> Response:
         session_id = _session_id(match)
@@ -246,7 +257,7 @@ class ChatWorker(WorkerEntrypoint):  # type: ignore[misc]
             raise HttpError(400, "invalid_field", f"session {session_id!r} is not waiting on tool call "
                             f"{tool_call_id!r}", field="tool_call_id")
         cp = apply_checkpoint_input(cp, CheckpointReply(tool_call_id=tool_call_id, content=content))
-        return self._start(store, await store.claim(cp), config)
+        return await self._start(store, cp, config, identity)
 
     async def resume(self, request: Any, match: re.Match[str]) -> Response:
         """Run a ``ready`` session (its last run failed, or was lost: GET says which) on from what
@@ -267,8 +278,8 @@ class ChatWorker(WorkerEntrypoint):  # type: ignore[misc]
         if cp.iterations >= cp.max_iterations:
             raise HttpError(409, "iteration_limit", f"session {session_id!r} used all its "
                             f"{cp.max_iterations} model turns (MAX_ITERATIONS); start a new session")
-        claimed = await store.claim(msgspec.structs.replace(cp, revision=cp.revision + 1))
-        return self._start(store, claimed, config)
+        return await self._start(store, msgspec.structs.replace(cp, revision=cp.revision + 1),
+                                 config, identity)
 
     async def stream(self, request: Any, match: re.Match[str]) -> Response:
         """The latest run's events after ``Last-Event-ID`` (all of them without one), then the

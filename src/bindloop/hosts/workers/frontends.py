@@ -70,7 +70,7 @@ from bindloop.protocols import (
 )
 from bindloop.hosts.workers.replay import LogFollower, RecordedFrames, decode_fed, encode_fed, replay
 from bindloop.hosts.workers.identity import scoped_chat_id
-from bindloop.hosts.workers.limits import limit_store, wall_clock_ms
+from bindloop.hosts.workers.limits import limit_store, live_runs, wall_clock_ms
 from bindloop.hosts.workers.sessions import (
     LOG_BATCH,
     RunLog,
@@ -212,13 +212,22 @@ async def _start(owner: Any, config: AgentConfig, protocol: str, raw: str,
                                  revision=store.revision + 1)
     record = {"run": store.run_for(cp), "protocol": protocol, "new_id": new_id, "chunks": 0,
               "offset": 0}
-    await store.claim(cp, extra={"protocol": json.dumps(record), "protocol_body": raw},
-                      take=[a.tool_call_id for a in chat.approvals])
+    runs = live_runs(owner.env, config.max_live_runs)
+    slot = None if runs is None else await runs.enter(identity)  # a 429 before the claim
+    try:
+        await store.claim(cp, extra={"protocol": json.dumps(record), "protocol_body": raw},
+                          take=[a.tool_call_id for a in chat.approvals])
+    except BaseException:
+        if runs is not None and slot is not None:
+            await runs.leave(slot)
+        raise
     stream = EventStream(heartbeat_ms=config.heartbeat_ms, frame=_frame, headers=dict(headers))
     log = RunLog(store.target, store.run, stream)
-    owner.ctx.waitUntil(asyncio.ensure_future(
-        _run(owner.env, config, store, log, chat, RecordedFrames(frames), record,
-             ChatApprovals(chat.chat_id, store.taken))))
+    work = _run(owner.env, config, store, log, chat, RecordedFrames(frames), record,
+                ChatApprovals(chat.chat_id, store.taken))
+    if runs is not None and slot is not None:
+        work = runs.hold(slot, work)
+    owner.ctx.waitUntil(asyncio.ensure_future(work))
     return stream.response()
 
 

@@ -31,7 +31,9 @@ _BOUNDS_ANSWER = {"too_large": (413, "body_too_large"), "too_deep": (400, "body_
 
 
 def json_response(status: int, body: dict[str, Any]) -> Response:
-    return Response(json.dumps(body), status=status, headers=JSON_HEADERS)
+    """``body`` as JSON; a 429 or 503 says ``Retry-After: 1``, as the ASGI host's."""
+    headers = {**JSON_HEADERS, "retry-after": "1"} if status in (429, 503) else JSON_HEADERS
+    return Response(json.dumps(body), status=status, headers=headers)
 
 
 async def read_text(request: Any, *, max_bytes: int = MAX_BODY_BYTES,

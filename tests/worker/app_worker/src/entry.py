@@ -4,6 +4,7 @@ from typing import Any
 
 from bindloop.hosts.workers import app
 from bindloop.hosts.workers.agent import HttpError
+from bindloop.hosts.workers.app import RateLimiter  # noqa: F401
 from bindloop.plugins import define_tool
 
 
