@@ -357,3 +357,16 @@ def test_run_session_reports_each_tool_call_for_the_v1_stream() -> None:
     assert failed["outcome"] == "error" and "ConnectionError" in failed["error"], failed
     assert "Lisbon" not in json.dumps(failed) and "10.0.0.1" not in json.dumps(failed)
     assert len(seen) == 4
+
+
+def test_live_run_bound_and_chat_expiry_vars() -> None:
+    default = agent.config_from_env(tools=TOOLS, env=env())
+    assert (default.max_live_runs, default.chat_ttl_ms) == (None, None)
+    cfg = agent.config_from_env(tools=TOOLS, env=env(MAX_LIVE_RUNS="3", CHAT_TTL_MS="86400000"))
+    assert (cfg.max_live_runs, cfg.chat_ttl_ms) == (3, 86_400_000)
+    assert agent.chat_ttl_ms(env(CHAT_TTL_MS="0")) is None
+    for name, bad in (("MAX_LIVE_RUNS", "0"), ("MAX_LIVE_RUNS", "x"), ("CHAT_TTL_MS", "-1"),
+                      ("CHAT_TTL_MS", "1.5")):
+        with pytest.raises(agent.HttpError) as info:
+            agent.config_from_env(tools=TOOLS, env=env(**{name: bad}))
+        assert info.value.code == "misconfigured" and name in info.value.message

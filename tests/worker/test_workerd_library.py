@@ -4,7 +4,9 @@ template; tests/worker/app_worker), in real workerd: its tools are plain functio
 while the client sees the failure as the protocol's tool error, a provider's 500 is a short
 category to the client (with the run's id on the protocol routes) and a record in the log, and
 the library's ``/v1`` and ``/api/chat`` routes run its tools, and ``MAX_LIVE_RUNS`` bounds each
-caller's runs going at once (429 with ``Retry-After`` past it; another caller unaffected).
+caller's runs going at once (429 with ``Retry-After`` past it; another caller unaffected), and
+``CHAT_TTL_MS`` has the Session object's alarm delete a chat's storage once it has outlived its
+last run.
 """
 
 from __future__ import annotations
@@ -194,3 +196,34 @@ def test_live_runs_per_identity_are_bounded(served: tuple[Workerd, ScriptedProvi
         assert time.monotonic() < deadline
         time.sleep(0.2)
     assert status == 200
+
+
+def test_chats_expire_with_their_storage(tmp_path: Path) -> None:
+    server = ScriptedProviderServer().start()
+    server.set_responder("p", policy)
+    config = stage(tmp_path / "stage", storage_dir=tmp_path / "do", with_conformance=False,
+                   worker_dir=APP, bindings={"PROVIDER_BASE_URL": server.base_url("p"),
+                                             "CHAT_TTL_MS": "1500"})
+    user = {"x-user": "ann"}
+    try:
+        with Workerd(config) as wd:
+            status, raw = _post(wd, "/v1/chat", {"message": "say hi"}, user)
+            sid = [json.loads(b.split("data: ", 1)[1]) for b in raw.decode().split("\n\n")
+                   if "event: done" in b][0]["session_id"]
+            assert _post(wd, "/api/chat", _ui("c-exp", "say hi"), user)[0] == 200
+            assert _get(wd, f"/v1/sessions/{sid}", user)[0] == 200
+            deadline = time.monotonic() + 30
+            while _get(wd, f"/v1/sessions/{sid}", user)[0] == 200:
+                assert time.monotonic() < deadline, "the session never expired"
+                time.sleep(0.25)
+            assert _get(wd, f"/v1/sessions/{sid}", user)[0] == 404
+            # The protocol chat's run released its lease before its response ended, after the
+            # session's: its expiry has passed 1.5 s (and the alarm's delay) later.
+            time.sleep(2.5)
+            conn = http.client.HTTPConnection("127.0.0.1", wd.port, timeout=60)
+            conn.request("DELETE", "/api/chat/c-exp", headers=user)
+            resp = conn.getresponse()
+            assert (resp.status, json.loads(resp.read())["error"]) == (404, "unknown_chat")
+            conn.close()
+    finally:
+        server.stop()

@@ -114,7 +114,8 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     continues it itself (``0``: at once). ``approval_tools``: the tools whose calls wait for the
     user's approval on the frontend routes (``POST /api/chat``, ``POST /ag-ui``). ``tools``: the
     Worker's tools (its ``tools`` class attribute). ``max_live_runs``: runs one identity may have
-    going at once, counted across isolates (``None``: no bound)."""
+    going at once, counted across isolates (``None``: no bound). ``chat_ttl_ms``: how long a chat's
+    storage outlives its last run (``None``: kept until deleted)."""
 
     providers: tuple[Provider, ...]
     max_iterations: int = DEFAULT_MAX_ITERATIONS
@@ -128,6 +129,7 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     approval_tools: frozenset[str] = frozenset()
     tools: tuple[Tool[Any, Any], ...] = ()
     max_live_runs: int | None = None
+    chat_ttl_ms: int | None = None
 
 
 def _setting(env: Any, name: str) -> str | None:
@@ -143,8 +145,8 @@ def config_from_env(env: Any, tools: Sequence[Tool[Any, Any]] = ()) -> AgentConf
     (one of bindloop's wire names), ``MODEL``, and the secret ``API_KEY``. ``MAX_ITERATIONS`` bounds a
     session's model turns; ``SYSTEM_PROMPT`` opens every new session; ``RATE_LIMIT_RPM`` and
     ``RATE_LIMIT_CONCURRENCY`` (optional) limit the model calls of every isolate together.
-    ``RUN_LEASE_MS``, ``RUN_CONTINUE_MS``, ``APPROVAL_TOOLS`` (comma-separated tool names) and
-    ``MAX_LIVE_RUNS`` are :class:`AgentConfig`'s; ``tools`` are the Worker's (``APPROVAL_TOOLS`` must name some of
+    ``RUN_LEASE_MS``, ``RUN_CONTINUE_MS``, ``APPROVAL_TOOLS`` (comma-separated tool names),
+    ``MAX_LIVE_RUNS`` and ``CHAT_TTL_MS`` are :class:`AgentConfig`'s; ``tools`` are the Worker's (``APPROVAL_TOOLS`` must name some of
     them). A misconfigured Worker answers 500 naming the variable (never its
     value)."""
     providers: list[Provider] = []
@@ -191,7 +193,14 @@ def config_from_env(env: Any, tools: Sequence[Tool[Any, Any]] = ()) -> AgentConf
                        lease_ms=DEFAULT_LEASE_MS if lease is None else lease,
                        continue_after_ms=0 if continue_after is None else int(continue_after),
                        approval_tools=approval, tools=tuple(tools),
-                       max_live_runs=_positive(env, "MAX_LIVE_RUNS"))
+                       max_live_runs=_positive(env, "MAX_LIVE_RUNS"), chat_ttl_ms=chat_ttl_ms(env))
+
+
+def chat_ttl_ms(env: Any) -> int | None:
+    """``CHAT_TTL_MS``: how long a chat's storage outlives its last run (milliseconds; unset or
+    ``0``: kept until deleted); a value that is not a whole number is a ``misconfigured`` 500."""
+    ttl = _budget(env, "CHAT_TTL_MS", None)
+    return None if ttl is None else int(ttl)
 
 
 def _budget(env: Any, name: str, default: float | None) -> float | None:

@@ -40,6 +40,7 @@ from bindloop.hosts.workers.agent import (
     LOGGER,
     AgentConfig,
     HttpError,
+    chat_ttl_ms,
     Provider,
     build_model,
     config_from_env,
@@ -139,7 +140,7 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
         await self.ctx.storage.put(_js_obj({
             "checkpoint": data, "revision": int(revision),
             "lease": json.dumps({"run": run, "expires": expires}),
-            "log_run": run, "log_end": "", "log_continues": "", "stop": "",
+            "log_run": run, "log_end": "", "log_continues": "", "stop": "", "chat_expires": "",
             # A request's claim starts the count of lost runs continued in a row again; the
             # alarm's claims carry theirs.
             "continuations": 0, **took, **(json.loads(extra) if extra else {})}))
@@ -163,16 +164,43 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
             return json.dumps({"ok": False, "reason": "lease_lost", "revision": current,
                                "run": None if lease is None else lease["run"]})
         values: dict[str, Any] = {"checkpoint": data, "revision": int(revision)}
+        expires = None
         if outcome:
             values["lease"] = ""
             values["last_run"] = json.dumps({"run": run, "outcome": str(outcome)})
             values["continuations"] = 0
+            expires = self._expiry()
+            if expires is not None:
+                values["chat_expires"] = expires
         else:
             values["lease"] = json.dumps({"run": run, "expires": lease["expires"]})
         if extra:
             values.update(json.loads(extra))
         await self.ctx.storage.put(_js_obj(values))
+        if expires is not None:
+            await self.ctx.storage.setAlarm(expires)
         return json.dumps({"ok": True, "revision": int(revision)})
+
+    def _expiry(self) -> float | None:
+        """When the chat's storage goes if no run starts before (``CHAT_TTL_MS`` from now), or
+        ``None`` when chats are kept (or the var is invalid: kept, the routes say why)."""
+        try:
+            ttl = chat_ttl_ms(self.env)
+        except HttpError:
+            return None
+        return None if ttl is None else wall_clock_ms() + ttl
+
+    async def _expire_if_due(self) -> None:
+        """The alarm with no run holding the lease: forget the chat -- checkpoint, request,
+        saved inputs, approval record, event log -- once its expiry has passed."""
+        raw = await self._get("chat_expires")
+        if not raw:
+            return
+        if wall_clock_ms() < float(raw):
+            await self.ctx.storage.setAlarm(float(raw))
+            return
+        await self.ctx.storage.deleteAlarm()
+        await self.ctx.storage.deleteAll()
 
     async def heartbeat(self, run: str, lease_ms: int) -> str:
         """Renew ``run``'s lease (when a third of it has passed since the last renewal). Answers
@@ -311,11 +339,17 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
             waiting = json.loads(str(await self._get("approvals") or "{}"))
             waiting.update(json.loads(record))
             values["approvals"] = json.dumps(waiting)
+        expires = self._expiry()
+        if expires is not None:
+            values["chat_expires"] = expires
         await self.ctx.storage.put(_js_obj(values))
+        if expires is not None:
+            await self.ctx.storage.setAlarm(expires)
 
     async def alarm(self, *_info: Any) -> None:
         lease = await self._lease()
         if lease is None:
+            await self._expire_if_due()
             return
         now = wall_clock_ms()
         if lease["expires"] > now:  # renewed since this alarm was set
@@ -350,7 +384,11 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
             return
         cp = self._continuable(await self.load(), continuations, config)
         if cp is None or config is None or record.get("run") == lease["run"]:
-            await self.ctx.storage.put("lease", "")  # given up: the session waits for a client
+            # Given up: the session waits for a client (until it expires, if chats do).
+            expires = self._expiry()
+            await self.ctx.storage.put(_js_obj({"lease": "", "chat_expires": expires or ""}))
+            if expires is not None:
+                await self.ctx.storage.setAlarm(expires)
             return
         await self.ctx.storage.put("continuations", continuations + 1)
         store = SessionStore(self, cp.execution_id, lease_ms=config.lease_ms)
