@@ -7,6 +7,10 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
+# The test tooling that is not shipped (harness.fixtures) and the demos (examples.demos) import
+# from the repository root.
+export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
+
 .PHONY: all venv demo demo-providers demo-openai demo-mcp test lint pytest typecheck js-test wasm-smoke \
 	mcp-pyodide pyodide-timers conformance bench bench-peers bench-mcp bench-agent clean crash-test fuzz soak bench-report \
 	test-matrix store-servers bench-scale test-mcp-conformance test-mcp-conformance-2026 mcp-everything
@@ -36,23 +40,23 @@ $(DEMO_STAMP): pyproject.toml
 ## the agent API: prompt_agent(schema) with a tool, a re-ask and partial structured output, over
 ## a scripted OpenAI-chat provider on 127.0.0.1.
 demo: $(DEMO_STAMP)
-	$(DEMO_PY) -m bindloop.hosts.demo
-	$(DEMO_PY) -m bindloop.hosts.agent_demo
+	$(DEMO_PY) -m examples.demos.demo
+	$(DEMO_PY) -m examples.demos.agent_demo
 
 ## The same agent through real provider wires over loopback HTTP: an Anthropic-wire provider that
 ## answers 503, then fallback to an OpenAI-chat-wire provider streaming SSE (route log in the trace).
 demo-providers: venv
-	$(PY) -m bindloop.hosts.provider_demo
+	$(PY) -m examples.demos.provider_demo
 
 ## Against a real OpenAI-compatible endpoint: make demo-openai BASE_URL=... MODEL=... (key from
 ## $$OPENAI_API_KEY, read by the CLI only).
 demo-openai: venv
-	$(PY) -m bindloop.hosts.provider_demo openai --base-url $(BASE_URL) --model $(MODEL)
+	$(PY) -m examples.demos.provider_demo openai --base-url $(BASE_URL) --model $(MODEL)
 
 ## An agent that finds a local MCP server (the official SDK's, on 127.0.0.1) in its plugin catalog,
 ## loads it and uses its tools, traced.
 demo-mcp: venv
-	$(PY) -m bindloop.hosts.mcp_demo
+	$(PY) -m examples.demos.mcp_demo
 
 ## make test: pytest (unit, property, fences, API), mypy --strict, JS tests, conformance on
 ## CPython, on Pyodide 314 in Node (plain and .pyc wheels) and in real workerd, byte-for-byte
@@ -80,39 +84,39 @@ typecheck: venv
 	$(PY) -m mypy
 
 lint: venv
-	$(PY) -m ruff check src tests conformance bench worker wasm
+	$(PY) -m ruff check src tests examples harness bench worker
 
 js-test:
-	@if ls wasm/demo/*.test.mjs >/dev/null 2>&1; then node --test wasm/demo/; else echo "no JS tests"; fi
+	@if ls harness/wasm/demo/*.test.mjs >/dev/null 2>&1; then node --test harness/wasm/demo/; else echo "no JS tests"; fi
 
 conformance: conformance-compare
 
 ## The JS fetch transport under Pyodide: a real JS Response body streamed into the wire decoders;
 ## then create_model there (no environment read, fetch, fallback across a 503) over loopback HTTP.
-wasm-smoke: wasm/node_modules/.package-lock.json wasm-wheels
-	node wasm/run_smoke.mjs tests/wire/pyodide_fetch_smoke.py
+wasm-smoke: harness/wasm/node_modules/.package-lock.json wasm-wheels
+	node harness/wasm/run_smoke.mjs tests/wire/pyodide_fetch_smoke.py
 	BINDLOOP_REQUIRE_PYODIDE=1 $(PY) -m pytest tests/hosts/test_create_model_pyodide.py -q
 
 ## The MCP client under Pyodide in Node, over JS fetch, against the SDK's server on 127.0.0.1;
 ## and the MCP server core there, its transcript identical to CPython's.
-mcp-pyodide: wasm/node_modules/.package-lock.json wasm-wheels
+mcp-pyodide: harness/wasm/node_modules/.package-lock.json wasm-wheels
 	BINDLOOP_REQUIRE_PYODIDE=1 $(PY) -m pytest tests/mcp/test_mcp_pyodide.py \
 		tests/mcp/test_mcp_server_runtimes.py -q
 
 ## Tools from plain functions under Pyodide in Node (Python 3.14, deferred annotations): the same
 ## definitions, answers and refusals as on CPython.
-tools-pyodide: wasm/node_modules/.package-lock.json wasm-wheels
-	BINDLOOP_REQUIRE_PYODIDE=1 $(PY) -m pytest tests/plugins/test_pyodide_function_tools.py -q
+tools-pyodide: harness/wasm/node_modules/.package-lock.json wasm-wheels
+	BINDLOOP_REQUIRE_PYODIDE=1 $(PY) -m pytest tests/tools/test_pyodide_function_tools.py -q
 test: tools-pyodide
 .PHONY: tools-pyodide
 
 ## Under Pyodide in Node, a finished run leaves no long timer scheduled: Node exits within seconds.
-pyodide-timers: wasm/node_modules/.package-lock.json wasm-wheels
+pyodide-timers: harness/wasm/node_modules/.package-lock.json wasm-wheels
 	BINDLOOP_REQUIRE_PYODIDE=1 $(PY) -m pytest tests/run/test_pyodide_exit.py -q
 
 ## The official MCP conformance suite (npm @modelcontextprotocol/conformance, on Node 22 from npm
 ## node@22) running its client scenarios against bindloop's client through
-## bindloop.hosts.mcp_conformance_client; then its server scenarios against bindloop's MCP server
+## harness.fixtures.mcp_conformance_client; then its server scenarios against bindloop's MCP server
 ## (McpServerApp under uvicorn, tests/mcp/conformance/run_server.py); prints one line per scenario
 ## and the totals.
 MCP_CONFORMANCE := tests/mcp/conformance
@@ -140,10 +144,10 @@ test-mcp-conformance-2026: venv $(MCP_CONFORMANCE)/v2026/node_modules/.package-l
 mcp-everything: venv $(MCP_CONFORMANCE)/node_modules/.package-lock.json
 	BINDLOOP_REQUIRE_MCP_EVERYTHING=1 $(PY) -m pytest tests/mcp/test_mcp_everything.py -q
 
-include wasm/wasm.mk
-include conformance/conformance.mk
+include harness/wasm/wasm.mk
+include harness/conformance/conformance.mk
 include worker/worker.mk
-include clients/clients.mk
+include harness/clients/clients.mk
 
 ## Benchmarks print tables; they are not part of `make test`.
 bench: venv
@@ -217,4 +221,4 @@ bench-agent: venv
 	$(PY) bench/agent.py --peers --peer-ns 10,100
 
 clean:
-	rm -rf $(VENV) .venv-3.* .reports wasm/node_modules wasm/wheels wasm/wheels-pyc worker/node_modules worker/.cache dist build .mypy_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-3.* .reports harness/wasm/node_modules harness/wasm/wheels harness/wasm/wheels-pyc worker/node_modules worker/.cache dist build .mypy_cache .pytest_cache .hypothesis

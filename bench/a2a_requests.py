@@ -3,7 +3,7 @@ Prints a table; not a test.
 
     .venv/bin/python bench/a2a_requests.py [--quick] [-n N]
 
-The demo agent of ``bindloop.hosts.ui_demo`` (its scripted model, no pacing, its tools: a tool
+The demo agent of ``examples.demos.ui_demo`` (its scripted model, no pacing, its tools: a tool
 round, then the answer) served by ``A2aServer`` under uvicorn in a child process, requests sent one
 after another over loopback: ``SendStreamingMessage`` (time to first byte: the task's first SSE
 event; and to the first artifact chunk), ``SendMessage`` (blocking: the whole task in one JSON),
@@ -24,9 +24,13 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # examples.demos
 
 HEADERS = {"A2A-Version": "1.0"}
 
@@ -47,9 +51,9 @@ def serve(port: int) -> None:
     """The child process: the demo agent as an A2A server."""
     import uvicorn
 
-    from bindloop.hosts.a2a import A2aServer
-    from bindloop.hosts.asgi_agent import agent_runner
-    from bindloop.hosts.ui_demo import DemoModel, demo_tools
+    from bindloop.hosts.a2a.server import A2aServer
+    from bindloop.hosts.asgi.agent import agent_runner
+    from examples.demos.ui_demo import DemoModel, demo_tools
 
     runner = agent_runner(DemoModel(), tools=demo_tools())
     app = A2aServer(runner, name="demo", description="Counts words and keeps notes.",
@@ -58,7 +62,7 @@ def serve(port: int) -> None:
 
 
 def _start(argv: list[str], probe: str) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT)
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -154,7 +158,7 @@ def a2a_rows(n: int) -> list[tuple[str, float, float, float, float]]:
 def ui_row(n: int) -> tuple[str, float, float, float, float]:
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
-    proc = _start([sys.executable, "-m", "bindloop.hosts.ui_demo", "--port", str(port),
+    proc = _start([sys.executable, "-m", "examples.demos.ui_demo", "--port", str(port),
                    "--delay", "0"], base + "/")
     body = {"trigger": "submit-message", "messages": [
         {"id": "u", "role": "user", "parts": [{"type": "text", "text": "count the words of this"}]}]}

@@ -61,7 +61,7 @@ from bindloop.agent import (
 )
 from bindloop.completion import FinishEvent, StreamEvent, TextEvent, ToolCallChunk, \
     ToolCallEvent, TurnCollector, UsageEvent
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 
 try:
     from bindloop.model import StreamModel as _ModelBase

@@ -8,8 +8,8 @@
 //   pyodide      loadPyodide() (the runtime itself; the same for both variants)
 //   install      fetch/read + unpackArchive of the 5 wheels
 //   import       `import bindloop` and the modules an agent run needs: bindloop.agent,
-//                bindloop.loop, bindloop.wire (a wire adapter), bindloop.routing, bindloop.hosts.js_fetch
-//   run          the demo agent (wasm/demo/page_agent.py, the agent API): 3 turns over streaming fetch with a 503
+//                bindloop.loop, bindloop.wire (a wire adapter), bindloop.routing, bindloop.hosts.transports.js_fetch
+//   run          the demo agent (harness/wasm/demo/page_agent.py, the agent API): 3 turns over streaming fetch with a 503
 //                fallback and a mid-stream drop, against serve.py on 127.0.0.1 (no chunk delay)
 //   first token  from process start (Node) / navigation start (Chromium) to the first streamed text,
 //                and from "Pyodide ready" to it (what the wheel set can change: the runtime's boot
@@ -24,9 +24,9 @@ import { fileURLToPath } from "node:url";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.dirname(HERE);
-const WASM = path.join(REPO, "wasm");
+const WASM = path.join(REPO, "harness", "wasm");
 const VARIANTS = { plain: path.join(WASM, "wheels"), pyc: path.join(WASM, "wheels-pyc") };
-const IMPORTS = "import bindloop, bindloop.agent, bindloop.loop, bindloop.wire, bindloop.routing, bindloop.hosts.js_fetch";
+const IMPORTS = "import bindloop, bindloop.agent, bindloop.loop, bindloop.wire, bindloop.routing, bindloop.hosts.transports.js_fetch";
 
 const args = process.argv.slice(2);
 if (args[0] === "--child") await child(args[1], args[2]);
@@ -107,7 +107,7 @@ async function parent() {
   for (const [name, dir] of Object.entries(VARIANTS)) {
     if (!fs.existsSync(dir)) throw new Error(`${dir} missing (${name}): run make wasm-wheels wasm-wheels-pyc`);
   }
-  const { startDemoServer, launchChromium, openPage, runDemo } = await import("../wasm/browser_harness.mjs");
+  const { startDemoServer, launchChromium, openPage, runDemo } = await import("../harness/wasm/browser_harness.mjs");
   const server = await startDemoServer(["--delay-ms", "0"]);
   try {
     wheelSizes();

@@ -45,7 +45,7 @@ from bindloop.completion import FinishEvent, StreamEvent, TextEvent, ToolCallChu
     ToolCallEvent, UsageEvent
 from bindloop.contracts import AssistantMessage, Message, UserMessage
 from bindloop.model import ModelRequest, StreamModel
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 
 _clock = time.process_time  # CPU of this process: other engineers' load does not count
 

@@ -28,7 +28,7 @@ t1 = time.perf_counter()
 from bindloop import run_tool_loop
 t2 = time.perf_counter()
 import bindloop.wire, bindloop.session, bindloop.compaction, bindloop.skills, bindloop.routing
-import bindloop.plugins, bindloop.schema, bindloop.transcript, bindloop.completion
+import bindloop.tools, bindloop.schema, bindloop.transcript, bindloop.completion
 t3 = time.perf_counter()
 print(json.dumps({"deps": (t0 - t) * 1e3, "root": (t1 - t0) * 1e3, "loop": (t2 - t0) * 1e3, "everything": (t3 - t0) * 1e3}))
 """
@@ -47,7 +47,7 @@ def pyodide() -> dict[str, float]:
         f.write(PROBE)
         path = f.name
     try:
-        out = subprocess.run(["node", os.path.join(ROOT, "wasm", "run_smoke.mjs"), path, ROOT],
+        out = subprocess.run(["node", os.path.join(ROOT, "harness", "wasm", "run_smoke.mjs"), path, ROOT],
                              check=True, capture_output=True, text=True).stdout
     finally:
         os.unlink(path)

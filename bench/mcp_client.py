@@ -37,9 +37,9 @@ import anyio
 import msgspec
 
 from bindloop.contracts import ToolResult
-from bindloop.hosts.httpx_transport import HttpxTransport
+from bindloop.hosts.transports.httpx import HttpxTransport
 from bindloop.mcp import McpHttpClient, load_mcp_tools
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.wire import HttpRequest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,8 +105,8 @@ async def per_call_us(call: Callable[[int], Awaitable[Any]], calls: int, rounds:
 
 def start_server(*extra: str) -> tuple[subprocess.Popen[str], str]:
     # stderr dropped: the SDK logs the raising tool's traceback, which is expected here.
-    proc = subprocess.Popen([sys.executable, "-m", "bindloop.hosts.mcp_reference_server", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "harness.fixtures.mcp_reference_server", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if not line.startswith("READY "):
@@ -167,7 +167,7 @@ async def measure(calls: int, rounds: int, sse_url: str, json_url: str) -> list[
 
 
 def cpython_import_ms(runs: int = 7) -> tuple[float, float]:
-    code = ("import time; t0 = time.perf_counter(); import bindloop.plugins, bindloop.schema, "
+    code = ("import time; t0 = time.perf_counter(); import bindloop.tools, bindloop.schema, "
             "bindloop.wire; t1 = time.perf_counter(); import bindloop.mcp; t2 = time.perf_counter(); "
             "print((t1 - t0) * 1000, (t2 - t1) * 1000)")
     deps, own = [], []
@@ -180,8 +180,8 @@ def cpython_import_ms(runs: int = 7) -> tuple[float, float]:
 
 
 def pyodide_figures(url: str) -> dict[str, Any] | None:
-    if not (ROOT / "wasm" / "node_modules" / "pyodide").exists() or not any(
-            (ROOT / "wasm" / "wheels").glob("bindloop-*.whl")):
+    if not (ROOT / "harness" / "wasm" / "node_modules" / "pyodide").exists() or not any(
+            (ROOT / "harness" / "wasm" / "wheels").glob("bindloop-*.whl")):
         return None
     done = subprocess.run(["node", "tests/mcp/run_pyodide_mcp.mjs", "tests/mcp/pyodide_mcp.py",
                            url], cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -222,12 +222,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bindloop client work alone (in-memory transport): "
           f"{by['MCP client, in-memory transport'] - base:.1f} µs per call over a direct tool")
     deps, own = cpython_import_ms()
-    print(f"\nimport cost, CPython (fresh interpreter, median of 7): bindloop.plugins+tools+wire "
+    print(f"\nimport cost, CPython (fresh interpreter, median of 7): bindloop.tools+tools+wire "
           f"{deps:.1f} ms, then bindloop.mcp {own:.1f} ms")
     if pyodide is None:
         print("import cost, Pyodide: skipped (run `make wasm-node wasm-wheels` first)")
     else:
-        print(f"import cost, Pyodide 314 in Node: bindloop.plugins+tools+wire "
+        print(f"import cost, Pyodide 314 in Node: bindloop.tools+tools+wire "
               f"{pyodide['import_deps_ms']} ms, then bindloop.mcp {pyodide['import_mcp_ms']} ms; "
               f"one MCP call over JS fetch {pyodide['mcp_call_ms']} ms")
     return 0

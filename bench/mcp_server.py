@@ -34,8 +34,8 @@ def bindloop_app() -> Any:
     import msgspec
 
     from bindloop.contracts import ToolResult
-    from bindloop.hosts.mcp_server import McpServerApp
-    from bindloop.plugins import define_tool
+    from bindloop.hosts.mcp.server import McpServerApp
+    from bindloop.tools import define_tool
 
     class Pair(msgspec.Struct):
         a: int

@@ -7,7 +7,7 @@ not a test.
    ``AgUiEncoder``, each chunk encoded to JSON and framed as SSE with its offset, beside the base a
    host pays anyway -- the agent event itself encoded and framed (the Worker's own SSE dialect does
    exactly that). CPU time of this process, best of 7.
-2. One request end to end on CPython: the demo host (``bindloop.hosts.ui_demo``, no pacing) under
+2. One request end to end on CPython: the demo host (``examples.demos.ui_demo``, no pacing) under
    uvicorn in a child process, requests sent one after another over loopback. Time to first byte
    (client side, median) and the server's CPU per request (its /proc utime + stime over the batch),
    for ``POST /api/chat`` and ``POST /ag-ui``, beside the same chat run in-process with no HTTP and
@@ -15,8 +15,8 @@ not a test.
 3. ``--workerd``: the Worker template's routes in real workerd, the same requests over a scripted
    provider: time to first byte and workerd's CPU per request (warm isolate).
 4. ``--clients``: ``POST /api/chat`` on the demo host of 2., sent by each AI SDK major's own
-   ``DefaultChatTransport`` and folded by its ``readUIMessageStream`` (clients/ttfb.mjs: ai@6 on
-   the system Node, ai@7 on Node 22 from clients/v7; needs ``make clients-node``): time to the
+   ``DefaultChatTransport`` and folded by its ``readUIMessageStream`` (harness/clients/ttfb.mjs: ai@6 on
+   the system Node, ai@7 on Node 22 from harness/clients/v7; needs ``make clients-node``): time to the
    response, to the first UI chunk and to the end (client side, median), and the server's CPU
    per request.
 """
@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -47,6 +48,9 @@ from bindloop.protocols import (
     encode_ui_chunk,
     sse_frame,
 )
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # examples.demos, harness.fixtures
 
 
 def best_of(repeats: int, fn: Callable[[], object]) -> float:
@@ -140,7 +144,7 @@ def _requests(base: str, path: str, body: dict[str, Any], n: int,
 def in_process_cost(n: int) -> float:
     from bindloop.agent import create_agent, equip_history, equip_tool, prompt_chat
     from bindloop.contracts import UserMessage
-    from bindloop.hosts.ui_demo import DemoModel, demo_tools
+    from examples.demos.ui_demo import DemoModel, demo_tools
 
     tools = demo_tools()
 
@@ -161,8 +165,9 @@ def in_process_cost(n: int) -> float:
 
 def request_costs(n: int) -> None:
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "bindloop.hosts.ui_demo", "--port", str(port),
-                             "--delay", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([sys.executable, "-m", "examples.demos.ui_demo", "--port", str(port),
+                             "--delay", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            cwd=ROOT)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -237,7 +242,7 @@ def _workerd_rows(n: int, src_dir: Any) -> list[tuple[str, float, float, float]]
     from pathlib import Path
 
     from bindloop.contracts import TurnUsage
-    from bindloop.hosts.scripted_server import ScriptedProviderServer, turn_reply
+    from harness.fixtures.scripted_server import ScriptedProviderServer, turn_reply
     from bindloop.testing import final_answer, tool_call, tool_call_turn
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "worker" / "tools"))
@@ -281,7 +286,7 @@ def _workerd_rows(n: int, src_dir: Any) -> list[tuple[str, float, float, float]]
     return rows
 
 
-CLIENTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients")
+CLIENTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness", "clients")
 
 
 def client_costs(n: int) -> None:
@@ -289,8 +294,9 @@ def client_costs(n: int) -> None:
               7: (os.path.join(CLIENTS, "v7"),
                   os.path.join(CLIENTS, "v7", "node_modules", "node", "bin", "node"))}
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "bindloop.hosts.ui_demo", "--port", str(port),
-                             "--delay", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([sys.executable, "-m", "examples.demos.ui_demo", "--port", str(port),
+                             "--delay", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            cwd=ROOT)
     base = f"http://127.0.0.1:{port}"
     rows: list[tuple[Any, ...]] = []
     try:

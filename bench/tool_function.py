@@ -30,7 +30,7 @@ import anyio
 import msgspec
 
 from bindloop.contracts import ToolResult
-from bindloop.plugins import Tool, ToolContext, define_tool
+from bindloop.tools import Tool, ToolContext, define_tool
 
 
 class Pair(msgspec.Struct):

@@ -33,9 +33,10 @@ import msgspec
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "worker" / "tools"))
+sys.path.insert(0, str(REPO))  # harness.fixtures
 from workerd_harness import WHEELS_DIR, Workerd, stage, tree_bytes  # noqa: E402
 
-from bindloop.hosts.scripted_server import (  # noqa: E402
+from harness.fixtures.scripted_server import (  # noqa: E402
     RecordedRequest,
     ScriptedProviderServer,
     ScriptedReply,
@@ -110,7 +111,7 @@ def main() -> int:
             for mode, snap in (order if i % 2 == 0 else order[::-1]):
                 one_start(config, snap, args.turns, results[mode])
         bundles = {}
-        for wheels in (REPO / "wasm" / "wheels", WHEELS_DIR):  # what pywrangler vendors; the tests'
+        for wheels in (REPO / "harness" / "wasm" / "wheels", WHEELS_DIR):  # what pywrangler vendors; the tests'
             stage(root / wheels.name, storage_dir=root / "unused", with_conformance=False,
                   wheels_dir=wheels, bindings={})
             modules = root / wheels.name / "python_modules"

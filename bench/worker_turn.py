@@ -3,8 +3,8 @@
 Both run ``bindloop.hosts.workers.agent.run_session`` (the agent API: one user message -> one streamed
 model turn -> done) against the scripted OpenAI-chat provider on 127.0.0.1; workerd over its JS
 ``fetch`` transport and SSE to the client with the Durable Object commits, CPython over httpx. The
-workerd figures come twice, side by side: with the plain wheel set (wasm/wheels) and with the
-``.pyc`` one (wasm/wheels-pyc, compiled inside Pyodide). Prints:
+workerd figures come twice, side by side: with the plain wheel set (harness/wasm/wheels) and with the
+``.pyc`` one (harness/wasm/wheels-pyc, compiled inside Pyodide). Prints:
 
 - cold start: workerd process start -> socket listening, and -> first streamed token of the first
   request (the figure a user pays after an isolate is evicted);
@@ -35,14 +35,15 @@ import msgspec
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "worker" / "tools"))
 sys.path.insert(0, str(REPO / "worker" / "src"))
+sys.path.insert(0, str(REPO))  # harness.fixtures
 
 from tools import TOOLS  # noqa: E402  # the template's
 from workerd_harness import Workerd, stage, tree_bytes  # noqa: E402
 
 from bindloop.contracts import UserMessage  # noqa: E402
 from bindloop.hosts.workers import agent  # noqa: E402
-from bindloop.hosts.httpx_transport import HttpxTransport  # noqa: E402
-from bindloop.hosts.scripted_server import (  # noqa: E402
+from bindloop.hosts.transports.httpx import HttpxTransport  # noqa: E402
+from harness.fixtures.scripted_server import (  # noqa: E402
     RecordedRequest,
     ScriptedProviderServer,
     ScriptedReply,
@@ -137,7 +138,7 @@ def main() -> int:
     ap.add_argument("--turns", type=int, default=20)
     ap.add_argument("--colds", type=int, default=3, help="fresh workerd processes per wheel set")
     args = ap.parse_args()
-    sets = {"plain": REPO / "wasm" / "wheels", "pyc": REPO / "wasm" / "wheels-pyc"}
+    sets = {"plain": REPO / "harness" / "wasm" / "wheels", "pyc": REPO / "harness" / "wasm" / "wheels-pyc"}
     missing = [n for n, d in sets.items() if not any(d.glob("bindloop-*.whl"))]
     if missing:
         print(f"no wheels for {missing}: run `make wasm-wheels wasm-wheels-pyc`", file=sys.stderr)

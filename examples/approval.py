@@ -4,8 +4,8 @@ import anyio
 from bindloop.agent import approve, create_agent, equip_instruction, equip_tool
 from bindloop.agent import pending_approvals, prompt_chat, resume_chat
 from bindloop.hosts import create_model
-from bindloop.hosts.sqlite_store import SqliteStore
-from bindloop.plugins import define_tool
+from bindloop.hosts.stores.sqlite import SqliteStore
+from bindloop.tools import define_tool
 
 store = SqliteStore("chats.db")
 

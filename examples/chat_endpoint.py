@@ -1,8 +1,8 @@
 # Serve with: uvicorn chat_endpoint:app --port 8787  (POST /api/chat for useChat, POST /ag-ui)
 from bindloop.hosts import create_model
-from bindloop.hosts.asgi import ChatApp
-from bindloop.hosts.asgi_agent import agent_runner
-from bindloop.plugins import define_tool
+from bindloop.hosts.asgi.chat import ChatApp
+from bindloop.hosts.asgi.agent import agent_runner
+from bindloop.tools import define_tool
 
 
 @define_tool

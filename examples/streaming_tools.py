@@ -1,7 +1,7 @@
 import anyio
 from bindloop.agent import create_agent, stream_text
 from bindloop.hosts import create_model
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 
 
 @define_tool

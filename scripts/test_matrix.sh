@@ -55,7 +55,7 @@ for v in $VERSIONS; do
   PYTEST_LINE[$v]="$version: $(tail -n 1 ".reports/matrix-pytest-$v.log")"
   [ $rc -eq 0 ] || status=1
   report=".reports/conformance-cpython-$v.json"
-  "$venv/bin/python" -m conformance.runner conformance/scenarios --out "$report" \
+  "$venv/bin/python" -m harness.conformance.runner harness/conformance/scenarios --out "$report" \
     > ".reports/matrix-conformance-$v.log" 2>&1 || status=1
   if cmp -s "$report" "$PYODIDE_REPORT"; then
     REPORT_STATE[$v]="byte-identical to Pyodide"

@@ -1,6 +1,6 @@
 """The scripted provider of the full-stack integration test: a deterministic "model" that reads
 the transcript each request carries, served on two real wires by
-``bindloop.hosts.scripted_server``.
+``harness.fixtures.scripted_server``.
 
 The next turn is a function of the last tool result in the request (or of its absence), so the
 provider is stateless: a run resumed in another "process" asks the same questions and gets the
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bindloop import ModelTurnResult, TurnUsage
-from bindloop.hosts.scripted_server import RecordedRequest, ScriptedReply, error_reply, turn_reply
+from harness.fixtures.scripted_server import RecordedRequest, ScriptedReply, error_reply, turn_reply
 from bindloop.testing import final_answer, tool_call, tool_call_turn
 
 START = "start"

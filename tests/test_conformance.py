@@ -19,10 +19,10 @@ if str(ROOT) not in sys.path:  # `pytest` (unlike `python -m pytest`) does not p
     sys.path.insert(0, str(ROOT))
 
 from bindloop import STOP_REASONS  # noqa: E402
-from conformance import runner  # noqa: E402
-from conformance._schema import PortsSpec, decode_scenario  # noqa: E402
+from harness.conformance import runner  # noqa: E402
+from harness.conformance._schema import PortsSpec, decode_scenario  # noqa: E402
 
-SCENARIOS = ROOT / "conformance" / "scenarios"
+SCENARIOS = ROOT / "harness" / "conformance" / "scenarios"
 RETURNABLE = tuple(r for r in STOP_REASONS if r != "deadline")  # the loop raises instead
 
 
@@ -86,7 +86,7 @@ def test_every_port_is_wired_by_some_scenario() -> None:
     wired: set[str] = set()
     for path in _scenario_files():
         if json.loads(path.read_bytes()).get("kind") == "agent":
-            continue  # agent-API scenarios (conformance/_agent.py) have no loop ports
+            continue  # agent-API scenarios (harness/conformance/_agent.py) have no loop ports
         ports = decode_scenario(path.read_bytes()).ports
         for field in msgspec.structs.fields(PortsSpec):
             if getattr(ports, field.name) != getattr(default, field.name):
@@ -192,7 +192,7 @@ def test_main_writes_the_report_and_exits_by_verdict(tmp_path: Path, capsys: Any
 
 
 def _runner_modules() -> Iterator[Path]:
-    yield from sorted((ROOT / "conformance").glob("*.py"))
+    yield from sorted((ROOT / "harness" / "conformance").glob("*.py"))
 
 
 @pytest.mark.parametrize("path", list(_runner_modules()), ids=lambda p: p.name)

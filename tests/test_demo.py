@@ -3,7 +3,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from bindloop.hosts.demo import DEFAULT_PROMPT, _expressions, calculate, main, run_demo
+from examples.demos.demo import DEFAULT_PROMPT, _expressions, calculate, main, run_demo
 
 
 def test_demo_runs_to_done_with_real_tool_results() -> None:

@@ -18,7 +18,7 @@ def test_readme_first_example_runs_against_a_provider(monkeypatch, capsys) -> No
     and endpoint from the standard variables, against a loopback OpenAI-chat server."""
     import json
 
-    from bindloop.hosts.scripted_server import ScriptedProviderServer, turn_reply
+    from harness.fixtures.scripted_server import ScriptedProviderServer, turn_reply
     from bindloop.testing import final_answer, tool_call, tool_call_turn
 
     blocks = _python_blocks((ROOT / "README.md").read_text())
@@ -59,7 +59,7 @@ def test_tutorial_runs_end_to_end(monkeypatch, capsys) -> None:  # type: ignore[
     server (key and endpoint from the standard variables), the loop underneath on its own."""
     import json
 
-    from bindloop.hosts.scripted_server import ScriptedProviderServer, turn_reply
+    from harness.fixtures.scripted_server import ScriptedProviderServer, turn_reply
     from bindloop.testing import final_answer, tool_call, tool_call_turn
 
     def policy(request):  # type: ignore[no-untyped-def]
@@ -111,7 +111,7 @@ def test_the_serve_page_server_answers_use_chat(monkeypatch) -> None:  # type: i
     import httpx
     import uvicorn
 
-    from bindloop.hosts.scripted_server import ScriptedProviderServer, turn_reply
+    from harness.fixtures.scripted_server import ScriptedProviderServer, turn_reply
     from bindloop.testing import final_answer, tool_call, tool_call_turn
 
     def policy(request):  # type: ignore[no-untyped-def]

@@ -1,5 +1,6 @@
-"""DESIGN.md §3: the core does no I/O, reads no environment or wall clock outside clock.py, starts no
-threads, holds no module-level mutable state, and depends on msgspec and anyio only."""
+"""The fences (docs/architecture.md): the core does no I/O, reads no environment or wall clock
+outside clock.py, starts no threads, holds no module-level mutable state, and depends on msgspec
+and anyio only."""
 
 from __future__ import annotations
 

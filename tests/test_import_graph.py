@@ -140,7 +140,8 @@ def test_no_package_import_circle_counting_type_checking_and_function_body_impor
     assert _cycles(_package_graph()) == []
 
 
-# The map of src/bindloop/, lowest first: a package imports only those before it. The root
+# The map of src/bindloop/, lowest first: a package imports only those before it (drawn in
+# docs/architecture.md, which the test below compares with this order). The root
 # (``bindloop``, whose names load lazily) and the root-level ``bindloop._x`` helpers shared by
 # every layer are outside the order.
 LAYERS = (
@@ -149,10 +150,11 @@ LAYERS = (
     "schema",
     "completion", "model", "textstream",
     "transcript", "compaction",
-    "plugins",
+    "tools",
     "skills", "routing", "run",
     "loop", "lowlevel",
     "session",
+    "stores",
     "wire",
     "mcp",
     "agent",
@@ -160,6 +162,18 @@ LAYERS = (
     "testing",
     "hosts",
 )
+
+
+def _drawn_layers() -> tuple[str, ...]:
+    """The layer order docs/architecture.md draws: the first column of its ``## Layers`` block."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text()
+    block = doc.split("## Layers", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    return tuple(name.strip() for line in block.splitlines() if line.strip()
+                 for name in line.split("  ", 1)[0].split(","))
+
+
+def test_the_architecture_page_draws_the_layers_in_this_order() -> None:
+    assert _drawn_layers() == LAYERS
 
 
 def test_every_package_imports_only_the_packages_above_it() -> None:

@@ -2,7 +2,7 @@
 
 The agent is built by executing the code blocks of ``docs/howto-full-stack.md`` (so the how-to is
 the wiring under test) from public names only. The provider is the only thing scripted: a
-stateless policy (``integration_provider``) served by ``bindloop.hosts.scripted_server`` on the
+stateless policy (``integration_provider``) served by ``harness.fixtures.scripted_server`` on the
 Anthropic wire (primary: 503 on the first turn, a stream cut after some text on the last) and the
 OpenAI Chat wire (backup, SSE; and the compaction summarizer, plain JSON).
 
@@ -40,7 +40,7 @@ import bindloop.routing
 import bindloop.session
 import bindloop.transcript
 import integration_provider as provider
-from bindloop.hosts.scripted_server import ScriptedProviderServer
+from harness.fixtures.scripted_server import ScriptedProviderServer
 from bindloop.testing import recording_sink
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "howto-full-stack.md"

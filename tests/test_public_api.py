@@ -50,6 +50,16 @@ def test_the_root_is_curated_and_small() -> None:
     assert 60 <= len(bindloop.__all__) <= 90, len(bindloop.__all__)
 
 
+def test_docs_api_states_the_true_number_of_root_names() -> None:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text()
+    root = text.split("- **`bindloop`**", 1)[1].split("\n- ", 1)[0]
+    (stated,) = re.findall(r"(\d+) names", root)
+    assert int(stated) == len(bindloop.__all__), "docs/api.md's root bullet states the count"
+
+
 def test_the_root_derives_from_one_declaration() -> None:
     declared = [(module, name) for module, names in bindloop._EXPORTS.items() for name in names]
     assert tuple(name for _, name in declared) == bindloop.__all__

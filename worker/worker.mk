@@ -1,5 +1,5 @@
 # workerd targets. Included from the root Makefile, which defines PY, VENV, STAMP and `venv`;
-# `wasm-wheels` and the report paths come from wasm/wasm.mk and conformance/conformance.mk.
+# `wasm-wheels` and the report paths come from harness/wasm/wasm.mk and harness/conformance/conformance.mk.
 # Only npm (workerd + pyodide, pinned in worker/package-lock.json) and PyPI (pycapnp, to encode
 # the dev Pyodide bundle) are contacted; every run after that is offline.
 
@@ -28,9 +28,9 @@ $(WORKER_STAMP): $(STAMP) worker/worker.mk
 # builds it with `python -m build --wheel`, every time).
 worker-wheel: wasm-wheels
 	mkdir -p dist
-	cp wasm/wheels/bindloop-*-py3-none-any.whl dist/
+	cp harness/wasm/wheels/bindloop-*-py3-none-any.whl dist/
 
-# Both serve the .pyc wheel set (wasm/wheels-pyc), the workerd default (see workerd_harness.py).
+# Both serve the .pyc wheel set (harness/wasm/wheels-pyc), the workerd default (see workerd_harness.py).
 # The suite served by the Worker template in real workerd (GET /conformance); its report must be
 # byte-identical to the CPython and Pyodide ones.
 conformance-workerd: worker/node_modules/.package-lock.json wasm-wheels-pyc $(WORKER_STAMP) conformance-cpython conformance-pyodide

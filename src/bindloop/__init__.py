@@ -46,7 +46,7 @@ _EXPORTS: MappingProxyType[str, tuple[str, ...]] = MappingProxyType({
              "StepSettlement", "LoopControl", "LoopBoundary", "BoundaryDecision",
              "ControlledToolLoopResult",),
     # defining tools
-    "plugins": ("Tool", "define_tool", "ToolRegistry", "create_tool_registry",),
+    "tools": ("Tool", "define_tool", "ToolRegistry", "create_tool_registry",),
     # fallback across providers
     "routing": ("RoutePlan", "build_route_plan", "create_circuit_breaker", "AttemptError",),
     # the run's wall-clock budget
@@ -136,7 +136,7 @@ if TYPE_CHECKING:
         BoundaryDecision as BoundaryDecision,
         ControlledToolLoopResult as ControlledToolLoopResult,
     )
-    from .plugins import (
+    from .tools import (
         Tool as Tool,
         define_tool as define_tool,
         ToolRegistry as ToolRegistry,

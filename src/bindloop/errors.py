@@ -34,7 +34,7 @@ tests/errors/test_error_tree.py renders the real tree and compares it with this 
         A2aRpcError (bindloop.protocols)
         AttemptError (bindloop.routing)
         InfrastructureError
-          StoreError (bindloop.session)
+          StoreError (bindloop.stores)
         InvalidOutputError (bindloop.schema)
         McpError (bindloop.mcp)
           McpAuthorizationError (bindloop.mcp)
@@ -65,6 +65,7 @@ tests/errors/test_error_tree.py renders the real tree and compares it with this 
         RateLimitExceededError (bindloop.agent)
         RunCancelledError
         RunTimeoutError
+        RunsFullError (bindloop.stores)
       ToolFailure
         McpRequestRefused (bindloop.mcp)
       UsageError
@@ -73,7 +74,7 @@ tests/errors/test_error_tree.py renders the real tree and compares it with this 
           ApprovalAlreadyDecidedError (bindloop.agent)
           ApprovalTokenError (bindloop.agent)
         CanonicalJsonError (bindloop.run)
-        CheckpointConflictError (bindloop.session)
+        CheckpointConflictError (bindloop.stores)
         CheckpointFormatError (bindloop.session)
           UnsupportedCheckpointVersionError (bindloop.session)
         CheckpointInputError (bindloop.session)
@@ -94,6 +95,7 @@ tests/errors/test_error_tree.py renders the real tree and compares it with this 
         ProtocolError
         ProtocolRequestError (bindloop.protocols)
         RoutePlanError (bindloop.routing)
+        RunBusyError (bindloop.stores)
         SchemaSanitizeError (bindloop.schema)
         ScriptExhaustedError (bindloop.testing)
         SkillFormatError (bindloop.skills)
@@ -181,7 +183,7 @@ def is_prompt_too_long(exc: BaseException) -> bool:
 
 class InfrastructureError(ProviderError):
     """The durable state a run stands on failed: a store of checkpoints, receipts or limits
-    (:class:`bindloop.session.StoreError`; a host's own store may raise a subclass too). Whether the
+    (:class:`bindloop.stores.StoreError`; a host's own store may raise a subclass too). Whether the
     failed write landed is unknown, so inside a tool it is fatal by default
     (:func:`is_infrastructure_error`): the run stops and resumes from its last checkpoint, where the
     receipts decide what runs again, instead of the model reading it as the tool's error and the

@@ -44,7 +44,7 @@ from bindloop.agent import (
     PromptAgentAlreadyCalledError,
     RebornLimitExceededError,
 )
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.testing import final_answer, scripted_stream_model
 from bindloop.wire import ModelAdapter, OpenAIChatAdapter, WireOptions
 

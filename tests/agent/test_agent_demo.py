@@ -7,8 +7,8 @@ import msgspec
 import pytest
 
 from bindloop.schema import strict_json_schema
-from bindloop.hosts.agent_demo import Forecast, main, run_agent_demo
-from bindloop.hosts.scripted_server import RecordedRequest
+from examples.demos.agent_demo import Forecast, main, run_agent_demo
+from harness.fixtures.scripted_server import RecordedRequest
 
 
 def test_agent_demo_re_asks_then_returns_the_typed_forecast() -> None:

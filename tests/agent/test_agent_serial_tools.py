@@ -22,7 +22,7 @@ from bindloop.agent import (
 )
 from bindloop.contracts import ToolMessage, ToolResult
 from bindloop.errors import UsageError
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
 

@@ -18,7 +18,7 @@ from bindloop.agent import (
     run_with,
 )
 from bindloop.contracts import ToolResult
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.contracts import TurnUsage
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 

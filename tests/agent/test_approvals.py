@@ -34,8 +34,8 @@ from bindloop.agent import (
 )
 from bindloop.contracts import ToolMessage, ToolResult
 from bindloop.errors import UsageError
-from bindloop.hosts.sqlite_store import SqliteStore
-from bindloop.plugins import define_tool
+from bindloop.hosts.stores.sqlite import SqliteStore
+from bindloop.tools import define_tool
 from bindloop.session import CheckpointFormatError, LoopCheckpoint, parse_loop_checkpoint, \
     serialize_loop_checkpoint
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn

@@ -14,8 +14,8 @@ from bindloop.agent import (ApprovalAlreadyDecidedError, ChatResult, approve, cr
                             equip_instruction, equip_tool, pending_approvals, prompt_chat,
                             resume_chat)
 from bindloop.contracts import ToolResult
-from bindloop.hosts.sqlite_store import SqliteStore
-from bindloop.plugins import define_tool
+from bindloop.hosts.stores.sqlite import SqliteStore
+from bindloop.tools import define_tool
 from bindloop.session import parse_loop_checkpoint, serialize_loop_checkpoint
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 

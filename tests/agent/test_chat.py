@@ -28,7 +28,7 @@ from bindloop.contracts import (
 )
 from bindloop.errors import UsageError
 from bindloop.agent import PromptSuspendedError, ToolLoopExceededError
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.session import parse_loop_checkpoint, serialize_loop_checkpoint
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 

@@ -8,7 +8,7 @@ import pytest
 from bindloop.agent import ChatResult, create_agent, equip_tool, prompt_chat
 from bindloop.contracts import SystemMessage, ToolMessage, UserMessage
 from bindloop.errors import UsageError
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""The agent scenarios in conformance/ (kind "agent"): each meets its expectations, the four the
+"""The agent scenarios in harness/conformance/ (kind "agent"): each meets its expectations, the four the
 issue names exist, and a broken scenario file is reported rather than crashing the suite."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from conformance import runner  # noqa: E402
+from harness.conformance import runner  # noqa: E402
 
-SCENARIOS = ROOT / "conformance" / "scenarios"
+SCENARIOS = ROOT / "harness" / "conformance" / "scenarios"
 
 
 def _agent_files() -> list[Path]:

@@ -12,7 +12,7 @@ import pytest
 
 from bindloop.agent import ChatResult, create_agent, equip_instruction, prompt_chat, resume_chat
 from bindloop.errors import PortContractError, UsageError
-from bindloop.hosts.sqlite_store import CheckpointConflictError, SqliteStore
+from bindloop.hosts.stores.sqlite import CheckpointConflictError, SqliteStore
 from bindloop.testing import final_answer, scripted_stream_model
 
 
@@ -58,7 +58,7 @@ def test_a_reused_id_is_named_another_conversation(tmp_path: Path) -> None:
 
 def test_two_resumes_of_one_checkpoint_are_named_another_writer(tmp_path: Path) -> None:
     from bindloop.contracts import ToolSuspend
-    from bindloop.plugins import define_tool
+    from bindloop.tools import define_tool
     from bindloop.testing import tool_call, tool_call_turn
     import msgspec
 

@@ -21,7 +21,7 @@ from bindloop.contracts import (
     UserMessage,
 )
 from bindloop.errors import UsageError
-from bindloop.plugins import ToolContext
+from bindloop.tools import ToolContext
 from bindloop.testing import scripted_model, scripted_stream_model
 from bindloop.wire import ForcedTool
 
@@ -183,7 +183,7 @@ async def test_a_tool_gets_the_same_context_on_the_plain_and_the_general_path(
         traced: bool) -> None:
     from bindloop.agent import create_agent, equip_instruction, equip_tool, prompt_chat, run_with
     from bindloop.contracts import ToolResult
-    from bindloop.plugins import define_tool
+    from bindloop.tools import define_tool
     from bindloop.testing import final_answer, tool_call, tool_call_turn
 
     seen: list[Any] = []
@@ -216,7 +216,7 @@ async def test_a_tool_returning_no_outcome_is_named_on_the_plain_and_the_general
         traced: bool) -> None:
     from bindloop.agent import create_agent, equip_instruction, equip_tool, prompt_chat, run_with
     from bindloop.errors import PortContractError
-    from bindloop.plugins import define_tool
+    from bindloop.tools import define_tool
     from bindloop.testing import final_answer, tool_call, tool_call_turn
 
     async def sloppy(args: _Q, ctx: Any) -> Any:

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from bindloop.agent import (
     ConcurrencyRule,
-    InMemoryLimitStore,
     RateRule,
     augment_model,
     create_agent,
@@ -23,6 +22,7 @@ from bindloop.agent import (
     create_retry_middleware,
     create_simple_limit_middleware,
 )
+from bindloop.stores import MemoryLimitStore
 from bindloop.completion import StreamEvent, TextEvent
 from bindloop.contracts import Message, TurnUsage
 from bindloop.errors import UsageError
@@ -109,7 +109,7 @@ async def test_concurrency_caps_calls_in_flight_and_a_shared_store_shares_the_qu
             in_flight -= 1
             yield TextEvent(content="x")
 
-    store = InMemoryLimitStore()
+    store = MemoryLimitStore()
     rule = [ConcurrencyRule(name="c", limit=2, poll_ms=1)]
     a = augment_model(Slow(), [create_limit_middleware(rule, store=store, key="tenant")])
     b = augment_model(Slow(), [create_limit_middleware(rule, store=store, key="tenant")])
@@ -124,7 +124,7 @@ async def test_concurrency_caps_calls_in_flight_and_a_shared_store_shares_the_qu
        st.integers(1, 5), st.sampled_from([1_000.0, 10_000.0]))
 def test_in_memory_store_never_admits_more_than_the_limit_per_window(
         gaps: list[float], limit: int, window: float) -> None:
-    store = InMemoryLimitStore()
+    store = MemoryLimitStore()
     admitted: list[float] = []
 
     async def main() -> None:
@@ -269,7 +269,7 @@ async def test_a_streaming_call_renews_its_slot_lease_and_a_silent_holder_loses_
     holds its slot for 1 s (renewed every 30 ms of the limiter's clock): nobody else gets in.
     Once it goes silent for longer than the lease, its slot lapses to another handle."""
     t = FakeTime()
-    store = InMemoryLimitStore(now=t.clock, slot_lease_ms=100.0)
+    store = MemoryLimitStore(now=t.clock, slot_lease_ms=100.0)
     other = store.handle()
     refused: list[bool] = []
 

@@ -35,7 +35,7 @@ from bindloop.completion import StreamEvent
 from bindloop.contracts import Message, ToolError, ToolMessage, ToolResult
 from bindloop.agent import LoopMissingToolOutputError, ToolCallFailedError
 from bindloop.errors import PortContractError, ToolFailure, UsageError
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
 pytestmark = pytest.mark.anyio

@@ -113,8 +113,8 @@ from bindloop.contracts import (  # noqa: E402
     ToolResult,
     TurnUsage,
 )
-from bindloop.hosts.provider_replies import render_sse  # noqa: E402
-from bindloop.plugins import define_tool  # noqa: E402
+from harness.fixtures.provider_replies import render_sse  # noqa: E402
+from bindloop.tools import define_tool  # noqa: E402
 from bindloop.routing import (  # noqa: E402
     OrderedPolicy,
     RouteCandidate,

@@ -1,4 +1,4 @@
-"""bindloop.hosts.otel: trace events become OTel spans (tested with the OTel SDK)."""
+"""bindloop.hosts.telemetry.otel: trace events become OTel spans (tested with the OTel SDK)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from bindloop.agent import (  # noqa: E402
 )
 from bindloop.contracts import ToolResult  # noqa: E402
 from bindloop.errors import ProviderError  # noqa: E402
-from bindloop.hosts.otel import OtelTraceBus  # noqa: E402
-from bindloop.plugins import define_tool  # noqa: E402
+from bindloop.hosts.telemetry.otel import OtelTraceBus  # noqa: E402
+from bindloop.tools import define_tool  # noqa: E402
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn  # noqa: E402
 
 import msgspec  # noqa: E402

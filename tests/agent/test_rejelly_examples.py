@@ -32,7 +32,7 @@ from bindloop.agent import (
 from bindloop.completion import TextEvent
 from bindloop.contracts import ToolError, ToolMessage, ToolResult
 from bindloop.agent import AfterPromptAgentError
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
 pytestmark = pytest.mark.anyio

@@ -28,8 +28,8 @@ from bindloop.completion import TextEvent, UsageEvent
 from bindloop.wire import StreamBudgets
 from bindloop.contracts import ModelTurnResult, ToolCall, TurnUsage
 from bindloop.errors import UsageError
-from bindloop.hosts.httpx_transport import HttpxTransport
-from bindloop.hosts.scripted_server import (
+from bindloop.hosts.transports.httpx import HttpxTransport
+from harness.fixtures.scripted_server import (
     ScriptedProviderServer,
     ScriptedReply,
     error_reply,

@@ -14,9 +14,9 @@ from bindloop.agent import create_agent, equip_instruction, on_stream, prompt_ch
 from bindloop.model import ModelRequest
 from bindloop.completion import TextEvent
 from bindloop.wire import StreamBudgets
-from bindloop.hosts.httpx_transport import HttpxTransport
-from bindloop.hosts.provider_replies import sse_event
-from bindloop.hosts.scripted_server import ScriptedProviderServer, ScriptedReply
+from bindloop.hosts.transports.httpx import HttpxTransport
+from harness.fixtures.provider_replies import sse_event
+from harness.fixtures.scripted_server import ScriptedProviderServer, ScriptedReply
 from bindloop.routing import (
     OrderedPolicy,
     RouteCandidate,

@@ -35,7 +35,7 @@ from bindloop.agent import (
 )
 from bindloop.contracts import ToolCall, ToolError, ToolResult, TurnUsage
 from bindloop.errors import RunCancelledError, UsageError
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
 pytestmark = pytest.mark.anyio

@@ -29,7 +29,7 @@ from bindloop.agent import (
 from bindloop.contracts import ToolResult
 from bindloop.session import CheckpointFormatError
 from bindloop.agent import NoAgentContextError, SnapshotDisabledError, SnapshotDivergenceError
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
 pytestmark = pytest.mark.anyio

@@ -30,7 +30,7 @@ from bindloop.agent import (
 from bindloop.completion import FinishEvent, TextEvent, ToolCallEvent, UsageEvent
 from bindloop.contracts import ToolResult
 from bindloop.errors import ProviderError
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.signal import AbortController
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 

@@ -25,7 +25,7 @@ from bindloop.contracts import ToolResult, UserMessage
 from bindloop.errors import PortContractError
 from bindloop.agent import StructuredOutputError, ToolLoopExceededError, TurnBudgetExceededError
 from bindloop.schema import UnsupportedSchemaError
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 from bindloop.wire import ForcedTool, gemini_schema
 

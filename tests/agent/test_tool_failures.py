@@ -29,12 +29,13 @@ from bindloop.agent import (
     run_with,
 )
 from bindloop.contracts import ToolMessage, ToolResult, content_text
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.run import ReceiptExecute, ReceiptReplay, ToolCallReceiptKey, \
     decide_tool_call_receipt
-from bindloop.session import LoopCheckpoint, StoreError, serialize_loop_checkpoint
-from bindloop.testing import InMemoryReceiptStore, final_answer, scripted_stream_model, \
-    tool_call, tool_call_turn
+from bindloop.session import LoopCheckpoint, serialize_loop_checkpoint
+from bindloop.stores import StoreError
+from bindloop.stores import MemoryToolCallReceiptStore
+from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
 pytestmark = pytest.mark.anyio
 SECRET = "sk-live-0123456789abcdef"
@@ -164,7 +165,7 @@ async def test_a_chat_without_failures_reports_none(caplog: Any) -> None:
 
 # -- bindloop's own store failing inside a tool ------------------------------------------------
 
-class ClaimFailsOnce(InMemoryReceiptStore):
+class ClaimFailsOnce(MemoryToolCallReceiptStore):
     """The ``fail_at``-th claim raises (the connection dropped before it reached the store)."""
 
     def __init__(self, fail_at: int = 1) -> None:

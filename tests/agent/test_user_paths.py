@@ -21,7 +21,7 @@ from bindloop.agent import (
 )
 from bindloop.contracts import ToolResult
 from bindloop.errors import UsageError
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
 pytestmark = pytest.mark.anyio
@@ -324,7 +324,7 @@ async def test_a_replay_checks_the_per_turn_choice() -> None:
 @pytest.mark.parametrize("layered", [False, True])
 async def test_a_tool_sees_the_runs_session_and_trace_ids(layered: bool) -> None:
     from bindloop.agent import ToolMiddleware, TraceOptions, run_with
-    from bindloop.plugins import ToolContext
+    from bindloop.tools import ToolContext
 
     seen: list[tuple[str | None, str | None, str | None]] = []
 
@@ -413,7 +413,7 @@ async def test_log_tool_errors_makes_redacted_log_records(caplog: Any) -> None:
     import logging
 
     from bindloop.agent import run_with
-    from bindloop.hosts.logs import LOGGER_NAME, log_tool_errors
+    from bindloop.hosts.telemetry.logs import LOGGER_NAME, log_tool_errors
 
     async def handler(_: None) -> str:
         equip_instruction("q")

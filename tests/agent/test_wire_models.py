@@ -20,8 +20,8 @@ from bindloop.agent import (
 )
 from bindloop.contracts import ModelTurnResult, ToolCall, TurnUsage
 from bindloop.errors import RunCancelledError
-from bindloop.hosts.httpx_transport import HttpxTransport
-from bindloop.hosts.scripted_server import ScriptedProviderServer, ScriptedReply, turn_reply
+from bindloop.hosts.transports.httpx import HttpxTransport
+from harness.fixtures.scripted_server import ScriptedProviderServer, ScriptedReply, turn_reply
 from bindloop.routing import (
     OrderedPolicy,
     RouteCandidate,

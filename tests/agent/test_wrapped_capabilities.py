@@ -25,7 +25,7 @@ from bindloop.completion import StreamEvent, TextEvent, collect_turn
 from bindloop.contracts import Message, ModelTurnResult, TurnUsage
 from bindloop.errors import UsageError
 from bindloop.model import ModelRequest, StreamModel, turn_events
-from bindloop.hosts.provider_replies import render_sse
+from harness.fixtures.provider_replies import render_sse
 from bindloop.routing import (
     OrderedPolicy,
     RouteCandidate,

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bindloop.plugins import ParsedArguments, UnparseableArguments, parse_tool_call_arguments
+from bindloop.tools import ParsedArguments, UnparseableArguments, parse_tool_call_arguments
 from bindloop.agent import PartialJson, PartialJsonParser, parse_partial_json
 from bindloop.contracts import ToolCall
 

@@ -10,16 +10,16 @@ import pytest
 from hypothesis import given, strategies as st
 
 from bindloop.completion import create_tool_call_accumulator
-from bindloop.plugins import (
+from bindloop.tools import (
     ParsedArguments,
     UnparseableArguments,
     parse_tool_call_arguments,
     read_tool_arguments,
 )
 from bindloop.contracts import ToolCall, ToolError, message_from_openai, openai_tool_call_fields
-from bindloop.hosts.httpx_transport import HttpxTransport
+from bindloop.hosts.transports.httpx import HttpxTransport
 from bindloop.mcp import McpArguments, McpHttpClient, McpToolInfo, build_mcp_tools
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 
 
 class Args(msgspec.Struct):

@@ -21,7 +21,7 @@ from typing import Any
 import yaml as pyyaml
 
 from bindloop.completion import ToolCallDeltaError
-from bindloop.plugins import UnparseableArguments, parse_tool_call_arguments
+from bindloop.tools import UnparseableArguments, parse_tool_call_arguments
 from bindloop.agent import PartialJsonParser, parse_partial_json
 from bindloop.session import CheckpointFormatError, parse_loop_checkpoint
 from bindloop.skills import SkillFormatError, parse_skill_markdown

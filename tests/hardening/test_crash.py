@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from crash_harness import run_crash_test
 
-from tests.hosts.servers import PostgresServer, RedisServer, postgres_bin, redis_bin
+from harness.fixtures.store_servers import PostgresServer, RedisServer, postgres_bin, redis_bin
 
 
 def _check(report: Any, kills: int) -> None:

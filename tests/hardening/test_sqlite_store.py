@@ -1,4 +1,4 @@
-"""bindloop.hosts.sqlite_store on a real SQLite file: the receipt fence (same answers as the
+"""bindloop.hosts.stores.sqlite on a real SQLite file: the receipt fence (same answers as the
 reference in-memory store, op for op), leases on the store's clock, effects in the fencing
 transaction, the single-writer checkpoint fence, and writers in other processes."""
 
@@ -16,15 +16,15 @@ from hypothesis import strategies as st
 
 from bindloop.contracts import ModelTurnResult, ToolCall, ToolResult, UserMessage
 from bindloop.errors import UsageError
-from bindloop.hosts.sqlite_store import SqliteStore
-from bindloop.session import CheckpointConflictError
+from bindloop.hosts.stores.sqlite import SqliteStore
+from bindloop.stores import CheckpointConflictError
 from bindloop.run import (
     ReceiptCompleted,
     ReceiptFailed,
     ReceiptRunning,
     ToolCallReceiptKey,
-    ToolCallReceiptStore,
 )
+from bindloop.stores import ToolCallReceiptStore
 from bindloop.session import (
     CheckpointFormatError,
     RestoredLoop,
@@ -32,13 +32,13 @@ from bindloop.session import (
     run_from_checkpoint,
 )
 from bindloop.testing import (
-    InMemoryReceiptStore,
     final_answer,
     scripted_model,
     stepping_clock,
     tool_call,
     tool_call_turn,
 )
+from bindloop.stores import MemoryToolCallReceiptStore
 
 KEY = ToolCallReceiptKey(tenant_id="t", run_id="r", tool_name="send_email", args_hash="h")
 
@@ -91,7 +91,7 @@ OPS = st.lists(st.tuples(
 def test_same_answers_as_the_reference_store(tmp_path: Path, ops: list[tuple[str, str, int, float]]
                                              ) -> None:
     clock = [0.0]
-    ref = InMemoryReceiptStore(now=lambda: clock[0])
+    ref = MemoryToolCallReceiptStore(now=lambda: clock[0])
     path = tmp_path / f"diff-{len(list(tmp_path.iterdir()))}.db"
     real = SqliteStore(path, now=lambda: clock[0])
 

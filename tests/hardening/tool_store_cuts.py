@@ -30,15 +30,15 @@ ROOT = Path(__file__).resolve().parents[2]
 async def trial(kind: str, direct: str, namespace: str, *, former: bool, seed: int,
                 sessions: int) -> dict[str, Any]:
     from bindloop import UserMessage
-    from bindloop.hosts.postgres_store import PostgresStore
-    from bindloop.hosts.redis_store import RedisStore
+    from bindloop.hosts.stores.postgres import PostgresStore
+    from bindloop.hosts.stores.redis import RedisStore
     from bindloop.run import ToolCallReceiptKey
     from bindloop.session import (
         RestoredLoop,
-        StoreError,
         create_loop_checkpoint,
         run_from_checkpoint,
     )
+    from bindloop.stores import StoreError
     from tests.hosts import test_store_errors_in_tools as kit
     from tests.hosts.proxy import CuttingProxy
 
@@ -138,7 +138,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    from tests.hosts.servers import PostgresServer, RedisServer
+    from harness.fixtures.store_servers import PostgresServer, RedisServer
 
     postgres, redis = PostgresServer(), RedisServer()
     postgres.start()

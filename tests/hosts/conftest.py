@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from .servers import PostgresServer, RedisServer, postgres_bin, redis_bin
+from harness.fixtures.store_servers import PostgresServer, RedisServer, postgres_bin, redis_bin
 
 
 def _missing(what: str) -> None:

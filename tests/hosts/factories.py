@@ -5,28 +5,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from bindloop.agent import InMemoryLimitStore
-from bindloop.testing import InMemoryCheckpointStore, InMemoryReceiptStore
+from bindloop.stores import MemoryLimitStore
+from bindloop.stores import MemoryCheckpointStore, MemoryToolCallReceiptStore
 
 
-class InMemoryBackend:
+class MemoryBackend:
     """One in-memory "backend": every handle is a view on the same three reference stores (the
     size bound is per handle, as a real store's is)."""
 
     def __init__(self) -> None:
-        self.checkpoints = InMemoryCheckpointStore()
-        self.receipts = InMemoryReceiptStore()
-        self.limits = InMemoryLimitStore()
+        self.checkpoints = MemoryCheckpointStore()
+        self.receipts = MemoryToolCallReceiptStore()
+        self.limits = MemoryLimitStore()
 
     def __call__(self, *, now: Any = None, max_checkpoint_bytes: int | None = None,
                  slot_lease_ms: float | None = None) -> Any:
-        return InMemoryHandle(self, now, max_checkpoint_bytes, slot_lease_ms)
+        return MemoryHandle(self, now, max_checkpoint_bytes, slot_lease_ms)
 
 
-class InMemoryHandle:
-    def __init__(self, backend: InMemoryBackend, now: Any, max_checkpoint_bytes: int | None,
+class MemoryHandle:
+    def __init__(self, backend: MemoryBackend, now: Any, max_checkpoint_bytes: int | None,
                  slot_lease_ms: float | None = None) -> None:
-        cps = InMemoryCheckpointStore(max_checkpoint_bytes=max_checkpoint_bytes)
+        cps = MemoryCheckpointStore(max_checkpoint_bytes=max_checkpoint_bytes)
         cps.rows = backend.checkpoints.rows
         self._cps = cps
         self._receipts = backend.receipts

@@ -11,7 +11,7 @@ from pyodide.code import run_js
 from bindloop.completion import TextEvent
 from bindloop.contracts import UserMessage
 from bindloop.hosts import create_model
-from bindloop.hosts.js_fetch import FetchTransport
+from bindloop.hosts.transports.js_fetch import FetchTransport
 from bindloop.hosts.models import MissingApiKeyError
 
 assert sys.platform == "emscripten", sys.platform

@@ -43,7 +43,7 @@ def charge_tool(db: str, delay_s: float = 0.0, raise_step: int | None = None) ->
     import anyio
 
     from bindloop.contracts import ToolCall, ToolResult
-    from bindloop.hosts.sqlite_store import SqliteStore
+    from bindloop.hosts.stores.sqlite import SqliteStore
     from bindloop.run import (
         ReceiptExecute,
         ReceiptReplay,
@@ -96,7 +96,7 @@ async def serve(address: str, db: str, task_queue: str, delay_s: float,
 
     from temporalio.client import Client
 
-    from bindloop.hosts.temporal import agent_activities, agent_worker
+    from bindloop.hosts.temporal.workflow import agent_activities, agent_worker
 
     store, charge = charge_tool(db, delay_s, raise_step)
     client = await Client.connect(address)

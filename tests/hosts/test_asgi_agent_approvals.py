@@ -24,10 +24,10 @@ from bindloop.contracts import (
     TurnUsage,
     UserMessage,
 )
-from bindloop.hosts.asgi import AgUiFrames, ChatInput, UiFrames, drive_run
-from bindloop.hosts.asgi_agent import agent_runner
-from bindloop.hosts.ui_demo import DemoModel
-from bindloop.plugins import define_tool
+from bindloop.hosts.asgi.chat import AgUiFrames, ChatInput, UiFrames, drive_run
+from bindloop.hosts.asgi.agent import agent_runner
+from examples.demos.ui_demo import DemoModel
+from bindloop.tools import define_tool
 from bindloop.protocols import AgUiEncoder, ToolApproval, UIStreamEncoder, decode_ui_chat_request
 from bindloop.session import LoopCheckpoint
 
@@ -202,7 +202,7 @@ def test_a_store_error_in_a_tool_is_no_answer_and_the_call_runs_on_the_retry(cap
     runs the call, once."""
     import logging
 
-    from bindloop.session import StoreError
+    from bindloop.stores import StoreError
 
     world, model = World(error=StoreError("postgres", "claim", "connection reset")), Scripted()
     chat = ChatInput(chat_id="c", protocol="ui", transcript=(ASK, ASKED),
@@ -430,7 +430,7 @@ def test_only_a_call_the_model_made_is_approved_once_with_its_own_arguments() ->
 
 
 def test_the_memory_record_is_bounded_and_takes_once() -> None:
-    from bindloop.hosts.asgi_agent import MemoryPendingApprovals
+    from bindloop.stores import MemoryPendingApprovals
 
     record = MemoryPendingApprovals(max_chats=2)
     call = ToolCall(id="a", name="t", arguments="{}")

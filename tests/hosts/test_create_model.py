@@ -36,8 +36,8 @@ from bindloop.wire import (
 httpx = pytest.importorskip("httpx")
 import bindloop.hosts as hosts  # noqa: E402
 from bindloop.hosts import models  # noqa: E402
-from bindloop.hosts.httpx_transport import HttpxTransport  # noqa: E402
-from bindloop.hosts.js_fetch import FetchTransport  # noqa: E402
+from bindloop.hosts.transports.httpx import HttpxTransport  # noqa: E402
+from bindloop.hosts.transports.js_fetch import FetchTransport  # noqa: E402
 from bindloop.hosts.models import (  # noqa: E402
     PROVIDERS,
     MissingApiKeyError,
@@ -45,8 +45,8 @@ from bindloop.hosts.models import (  # noqa: E402
     Provider,
     create_model,
 )
-from bindloop.hosts.provider_replies import render_sse  # noqa: E402
-from bindloop.hosts.scripted_server import (  # noqa: E402
+from harness.fixtures.provider_replies import render_sse  # noqa: E402
+from harness.fixtures.scripted_server import (  # noqa: E402
     ScriptedProviderServer,
     ScriptedReply,
     error_reply,
@@ -664,7 +664,7 @@ def test_importing_bindloop_hosts_loads_no_model_code() -> None:
 
 
 def test_bindloop_hosts_names_load_on_first_use() -> None:
-    from bindloop.hosts.mcp_toolset import mcp_tools
+    from bindloop.hosts.mcp.toolset import mcp_tools
 
     assert hosts.__all__ == ("create_model", "mcp_tools")
     assert hosts.create_model is create_model and hosts.mcp_tools is mcp_tools

@@ -3,8 +3,8 @@ on 127.0.0.1: no environment read, FetchTransports, a streamed Gemini turn, and 
 503 Anthropic-wire primary to an OpenAI-chat-wire secondary keyed from ``env=`` a JS object
 (as a Worker's bindings are).
 
-Run by ``make wasm-smoke`` (part of ``make test``), which builds ``wasm/node_modules`` and
-``wasm/wheels`` first and sets ``BINDLOOP_REQUIRE_PYODIDE``; a plain pytest run skips it. The
+Run by ``make wasm-smoke`` (part of ``make test``), which builds ``harness/wasm/node_modules`` and
+``harness/wasm/wheels`` first and sets ``BINDLOOP_REQUIRE_PYODIDE``; a plain pytest run skips it. The
 snippet runs through tests/mcp/run_pyodide_mcp.mjs, whose one network path is a fetch restricted
 to http://127.0.0.1.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from bindloop.contracts import ModelTurnResult, TurnUsage
-from bindloop.hosts.scripted_server import ScriptedProviderServer, error_reply, turn_reply
+from harness.fixtures.scripted_server import ScriptedProviderServer, error_reply, turn_reply
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = ROOT / "tests" / "mcp" / "run_pyodide_mcp.mjs"
@@ -32,10 +32,10 @@ ANSWER = ModelTurnResult(text="hello live", usage=TurnUsage(input_tokens=3, outp
 def _missing() -> str | None:
     if shutil.which("node") is None:
         return "node is not installed"
-    if not (ROOT / "wasm" / "node_modules" / "pyodide" / "pyodide.mjs").exists():
-        return "wasm/node_modules is missing (make wasm-node)"
-    if not any((ROOT / "wasm" / "wheels").glob("bindloop-*.whl")):
-        return "wasm/wheels is missing (make wasm-wheels)"
+    if not (ROOT / "harness" / "wasm" / "node_modules" / "pyodide" / "pyodide.mjs").exists():
+        return "harness/wasm/node_modules is missing (make wasm-node)"
+    if not any((ROOT / "harness" / "wasm" / "wheels").glob("bindloop-*.whl")):
+        return "harness/wasm/wheels is missing (make wasm-wheels)"
     return None
 
 

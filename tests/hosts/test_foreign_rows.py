@@ -20,7 +20,7 @@ from bindloop.session import (
     parse_loop_checkpoint,
     serialize_loop_checkpoint,
 )
-from bindloop.testing import InMemoryCheckpointStore
+from bindloop.stores import MemoryCheckpointStore
 
 ALICE = create_loop_checkpoint(execution_id="alice-1", messages=[UserMessage(content="secret")],
                                max_iterations=4)
@@ -34,7 +34,7 @@ def _refused(load: Any) -> None:
 
 
 def test_sqlite_refuses_a_copied_row(tmp_path: Path) -> None:
-    from bindloop.hosts.sqlite_store import SqliteStore
+    from bindloop.hosts.stores.sqlite import SqliteStore
 
     store = SqliteStore(tmp_path / "s.db")
     store.save_checkpoint(ALICE)
@@ -48,7 +48,7 @@ def test_sqlite_refuses_a_copied_row(tmp_path: Path) -> None:
 
 
 def test_the_in_memory_reference_store_refuses_a_copied_row() -> None:
-    store = InMemoryCheckpointStore()
+    store = MemoryCheckpointStore()
     anyio.run(store.save, ALICE)
     store.rows["bob-1"] = store.rows["alice-1"]
     _refused(store.load)
@@ -57,7 +57,7 @@ def test_the_in_memory_reference_store_refuses_a_copied_row() -> None:
 def test_postgres_refuses_a_copied_row(postgres_dsn: str, namespace: str) -> None:
     import psycopg
 
-    from bindloop.hosts.postgres_store import PostgresStore
+    from bindloop.hosts.stores.postgres import PostgresStore
 
     async def main() -> None:
         store = PostgresStore(postgres_dsn, schema=namespace)
@@ -79,7 +79,7 @@ def test_postgres_refuses_a_copied_row(postgres_dsn: str, namespace: str) -> Non
 def test_redis_refuses_a_copied_row(redis_url: str, namespace: str) -> None:
     import redis
 
-    from bindloop.hosts.redis_store import RedisStore
+    from bindloop.hosts.stores.redis import RedisStore
 
     async def main() -> None:
         store = RedisStore(redis_url, prefix=f"{namespace}:")

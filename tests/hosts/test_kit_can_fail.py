@@ -7,9 +7,9 @@ from typing import Any
 import anyio
 import pytest
 
-from bindloop.agent import InMemoryLimitStore
+from bindloop.stores import MemoryLimitStore
 from bindloop.session import LoopCheckpoint, serialize_loop_checkpoint
-from bindloop.testing import InMemoryCheckpointStore, InMemoryReceiptStore
+from bindloop.stores import MemoryCheckpointStore, MemoryToolCallReceiptStore
 from bindloop.testing.store_kit import (
     CheckpointStoreSuite,
     LimitStoreSuite,
@@ -21,20 +21,20 @@ from bindloop.testing.store_kit import (
 Failed = (AssertionError, pytest.fail.Exception)
 
 
-class Unfenced(InMemoryCheckpointStore):
+class Unfenced(MemoryCheckpointStore):
     async def save(self, checkpoint: LoopCheckpoint) -> None:  # last writer wins
         self.rows[checkpoint.execution_id] = (checkpoint.revision,
                                               serialize_loop_checkpoint(checkpoint))
 
 
-class Sticky(InMemoryReceiptStore):
+class Sticky(MemoryToolCallReceiptStore):
     async def claim(self, key: Any, attempt: int, lease_ms: float) -> bool:
         if key in self.rows and attempt > 1:  # never reclaims an expired lease
             return False
         return await super().claim(key, attempt, lease_ms)
 
 
-class Racy(InMemoryLimitStore):
+class Racy(MemoryLimitStore):
     async def admit(self, key: str, window_ms: float, limit: int, amount: int,
                     now: float) -> float:
         asked = await super().admit(key, window_ms, limit, 0, now)  # read ...
@@ -59,12 +59,12 @@ def _run(test: Any, factory: Any) -> None:
     (CheckpointStoreSuite().test_checkpoint_next_revision_lands_and_others_conflict,
      lambda **kw: Unfenced(**kw)),
     (CheckpointStoreSuite().test_checkpoint_size_bound_refuses_before_writing,
-     lambda **kw: InMemoryCheckpointStore()),  # ignores the bound it is given
+     lambda **kw: MemoryCheckpointStore()),  # ignores the bound it is given
     (ReceiptStoreSuite().test_receipt_fence_and_leases, lambda **kw: Sticky(**kw)),
     (LimitStoreSuite().test_limit_admits_are_atomic_under_concurrent_callers,
      lambda store=Racy(): store),
     (LimitStoreSuite().test_limit_slot_of_a_killed_holder_is_reclaimed_after_the_lease,
-     lambda base=InMemoryLimitStore(), now=None, slot_lease_ms=None: base.handle(now=now)),
+     lambda base=MemoryLimitStore(), now=None, slot_lease_ms=None: base.handle(now=now)),
 ], ids=["unfenced-checkpoints", "unbounded-checkpoints", "sticky-leases", "racy-limits",
         "unleased-slots"])  # unleased: handles whose slots never lapse
 def test_a_defective_store_fails_the_kit(test: Any, factory: Any) -> None:
@@ -74,20 +74,20 @@ def test_a_defective_store_fails_the_kit(test: Any, factory: Any) -> None:
 
 def test_the_reference_passes_the_same_checks() -> None:
     _run(CheckpointStoreSuite().test_checkpoint_next_revision_lands_and_others_conflict,
-         lambda **kw: InMemoryCheckpointStore(**kw))
+         lambda **kw: MemoryCheckpointStore(**kw))
 
 
 def test_run_store_cases_reports_each_case_without_pytest() -> None:
     """The runner workerd uses: every case's outcome, a defect named in its failure's detail."""
     from bindloop.testing.store_kit import CHECKPOINT_CASES, run_store_cases
 
-    from .factories import InMemoryBackend
+    from .factories import MemoryBackend
 
     async def main(factory_for: Any) -> dict[str, Any]:
         results = await run_store_cases(CHECKPOINT_CASES, factory_for)
         return {r.name: r for r in results}
 
-    good = anyio.run(main, lambda name: InMemoryBackend())
+    good = anyio.run(main, lambda name: MemoryBackend())
     assert list(good) == list(CHECKPOINT_CASES)
     assert good["checkpoint_writers_in_processes_one_wins"].outcome == "skipped"
     assert {r.outcome for n, r in good.items()

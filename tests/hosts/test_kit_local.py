@@ -8,17 +8,17 @@ from typing import Any
 
 import pytest
 
-from bindloop.hosts.sqlite_store import SqliteStore
-from bindloop.hosts.store_processes import run_in_processes
+from bindloop.hosts.stores.sqlite import SqliteStore
+from bindloop.hosts.stores.processes import run_in_processes
 from bindloop.testing.store_kit import CheckpointStoreSuite, LimitStoreSuite, ReceiptStoreSuite
 
-from .factories import InMemoryBackend
+from .factories import MemoryBackend
 
 
-class TestInMemoryStores(CheckpointStoreSuite, ReceiptStoreSuite, LimitStoreSuite):
+class TestMemoryStores(CheckpointStoreSuite, ReceiptStoreSuite, LimitStoreSuite):
     @pytest.fixture
     def store_factory(self) -> Any:
-        return InMemoryBackend()
+        return MemoryBackend()
 
 
 class TestSqliteStore(CheckpointStoreSuite, ReceiptStoreSuite, LimitStoreSuite):

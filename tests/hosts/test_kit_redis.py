@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from bindloop.hosts.redis_store import RedisStore
-from bindloop.hosts.store_processes import run_in_processes
+from bindloop.hosts.stores.redis import RedisStore
+from bindloop.hosts.stores.processes import run_in_processes
 from bindloop.testing.store_kit import CheckpointStoreSuite, LimitStoreSuite, ReceiptStoreSuite
 
 

@@ -12,9 +12,9 @@ from typing import Any
 import anyio
 import pytest
 
-from bindloop.hosts.postgres_store import PostgresStore
-from bindloop.hosts.redis_store import RedisStore
-from bindloop.hosts.sqlite_store import SqliteStore
+from bindloop.hosts.stores.postgres import PostgresStore
+from bindloop.hosts.stores.redis import RedisStore
+from bindloop.hosts.stores.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,8 +15,8 @@ import pytest
 
 from bindloop import ModelTurnResult, ToolCall, ToolMessage, ToolResult, UserMessage
 from bindloop.contracts import content_text
-from bindloop.hosts.postgres_store import PostgresStore
-from bindloop.hosts.redis_store import RedisStore
+from bindloop.hosts.stores.postgres import PostgresStore
+from bindloop.hosts.stores.redis import RedisStore
 from bindloop.run import (
     ReceiptExecute,
     ReceiptReplay,
@@ -26,11 +26,13 @@ from bindloop.run import (
     tool_call_args_hash,
 )
 from bindloop.session import (
-    CheckpointConflictError,
     RestoredLoop,
-    StoreError,
     create_loop_checkpoint,
     run_from_checkpoint,
+)
+from bindloop.stores import (
+    CheckpointConflictError,
+    StoreError,
 )
 
 from .proxy import CuttingProxy
@@ -131,7 +133,7 @@ def charging_tool(store: Any, ledger: Ledger) -> Any:
 def _redis_claim_marker() -> bytes:
     import hashlib
 
-    from bindloop.hosts.redis_store import _CLAIM
+    from bindloop.hosts.stores.redis import _CLAIM
 
     return hashlib.sha1(_CLAIM.encode()).hexdigest().encode()  # EVALSHA names the script
 

@@ -11,15 +11,15 @@ from typing import Any, Literal
 
 import pytest
 
-from bindloop.session import StoreError
-from bindloop.hosts.postgres_store import PostgresStore
-from bindloop.hosts.redis_store import RedisStore
+from bindloop.stores import StoreError
+from bindloop.hosts.stores.postgres import PostgresStore
+from bindloop.hosts.stores.redis import RedisStore
 from bindloop.run import ReceiptRunning, ToolCallReceiptKey
 from bindloop.session import CheckpointFormatError
 from bindloop.testing.store_kit import checkpoint_at
 
 from .proxy import CuttingProxy
-from .servers import PostgresServer, RedisServer
+from harness.fixtures.store_servers import PostgresServer, RedisServer
 
 pytestmark = pytest.mark.anyio
 KEY = ToolCallReceiptKey(tenant_id="t", run_id="r", tool_name="send", args_hash="h")

@@ -20,10 +20,10 @@ from typing import Any
 import anyio
 import pytest
 
-from bindloop.hosts.postgres_store import PostgresStore
-from bindloop.hosts.redis_store import RedisStore
+from bindloop.hosts.stores.postgres import PostgresStore
+from bindloop.hosts.stores.redis import RedisStore
 from bindloop.run import ReceiptCompleted, ToolCallReceiptKey
-from bindloop.session import StoreError
+from bindloop.stores import StoreError
 from bindloop.testing.store_kit import checkpoint_at
 
 from .proxy import CuttingProxy

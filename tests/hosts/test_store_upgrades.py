@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bindloop.hosts.postgres_store import PostgresStore
-from bindloop.hosts.redis_store import RedisStore
-from bindloop.hosts.sqlite_store import SqliteStore
+from bindloop.hosts.stores.postgres import PostgresStore
+from bindloop.hosts.stores.redis import RedisStore
+from bindloop.hosts.stores.sqlite import SqliteStore
 from bindloop.testing.store_kit import checkpoint_at
 
 pytestmark = pytest.mark.anyio

@@ -17,7 +17,7 @@ import msgspec
 import pytest
 
 from bindloop.contracts import ToolCall, ToolResult, ToolSuspend, UserMessage
-from bindloop.hosts.temporal import (
+from bindloop.hosts.temporal.workflow import (
     AgentRunInput,
     AgentRunWorkflow,
     agent_activities,
@@ -419,7 +419,7 @@ async def test_a_model_turn_the_loop_refuses_fails_the_run(env: Any, tmp_path: P
 
 def _journaled_raise(db: Path) -> Any:
     """The one journal row holding a raise, decoded."""
-    from bindloop.hosts._temporal_payloads import JournaledRaise
+    from bindloop.hosts.temporal._payloads import JournaledRaise
 
     # A row's result is the encoded answer, stored as a JSON string.
     rows = [msgspec.json.decode(msgspec.json.decode(r[0])) for r in _rows(
@@ -484,7 +484,7 @@ class _FailsOnce:
         return getattr(self.store, name)
 
     async def claim(self, key: Any, attempt: int, lease_ms: float) -> bool:
-        from bindloop.session import StoreError
+        from bindloop.stores import StoreError
 
         if ":slow:" in key.args_hash and not self.failed:
             self.failed = True
@@ -499,7 +499,7 @@ async def test_a_retried_batch_answers_a_raise_from_the_journal(env: Any, tmp_pa
     ``on_tool_call_rejected`` sees a JournaledToolRaise carrying that text and the type name;
     the call counts once."""
     from bindloop.contracts import ModelTurnResult, ToolError, ToolMessage
-    from bindloop.hosts import temporal
+    from bindloop.hosts.temporal import workflow as temporal
 
     store, _ = charge_tool(str(tmp_path / "j.db"))
     effects: list[str] = []
@@ -560,7 +560,7 @@ async def test_a_store_error_inside_a_tool_retries_the_batch_by_default(env: Any
     """Nothing wired: a tool's receipt store failing (``StoreError`` from its claim) fails the
     batch's attempt retryably — not journaled, not read by the model — and the retried batch runs
     the call again through its receipt: every effect lands once and the run finishes."""
-    from bindloop.session import StoreError
+    from bindloop.stores import StoreError
 
     db = tmp_path / "s.db"
     store, charge = charge_tool(str(db))

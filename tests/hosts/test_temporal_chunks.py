@@ -13,11 +13,12 @@ import pytest
 
 from bindloop.contracts import ModelTurnResult, ToolCall, ToolDefinition, ToolOutcome, UserMessage
 from bindloop.contracts import encode_messages
-from bindloop.hosts._temporal_payloads import chunk_key, write_payload
-from bindloop.hosts.temporal import AgentActivities, ModelTurnInput
+from bindloop.hosts.temporal._payloads import chunk_key, write_payload
+from bindloop.hosts.temporal.workflow import AgentActivities, ModelTurnInput
 from bindloop.run import ReceiptCompleted, ReceiptRunning, ToolCallReceiptKey
-from bindloop.session import StoreError
-from bindloop.testing import InMemoryReceiptStore, stepping_clock
+from bindloop.stores import StoreError
+from bindloop.testing import stepping_clock
+from bindloop.stores import MemoryToolCallReceiptStore
 
 pytestmark = pytest.mark.anyio
 
@@ -30,7 +31,7 @@ def anyio_backend() -> str:
 class DiesAfterClaim:
     """The store as an attempt that dies right after its claim landed sees it."""
 
-    def __init__(self, store: InMemoryReceiptStore) -> None:
+    def __init__(self, store: MemoryToolCallReceiptStore) -> None:
         self.store = store
         self.read, self.claim = store.read, store.claim
 
@@ -53,7 +54,7 @@ def _activities(store: Any, seen: list[list[Any]]) -> AgentActivities:
 
 
 async def test_a_retried_model_turn_completes_the_chunk_its_dead_attempt_claimed() -> None:
-    store = InMemoryReceiptStore(now=stepping_clock(start=0.0, step=1_000.0))
+    store = MemoryToolCallReceiptStore(now=stepping_clock(start=0.0, step=1_000.0))
     messages = [UserMessage(content="hi")]
     turn = ModelTurnInput(execution_id="e", chunks=["run:0-1"], new_chunk="run:0-1",
                           new_messages=encode_messages(messages).decode(), tools=[])
@@ -69,7 +70,7 @@ async def test_a_retried_model_turn_completes_the_chunk_its_dead_attempt_claimed
 
 
 async def test_a_chunk_written_twice_is_written_once() -> None:
-    store = InMemoryReceiptStore(now=stepping_clock(start=0.0, step=1_000.0))
+    store = MemoryToolCallReceiptStore(now=stepping_clock(start=0.0, step=1_000.0))
     key = chunk_key("e", "run:0-1")
     await write_payload(store, key, "same bytes")
     await write_payload(store, key, "same bytes")  # a retried attempt finds it done
@@ -81,6 +82,6 @@ async def test_a_chunk_that_never_completes_is_a_store_error() -> None:
         async def complete(self, key: ToolCallReceiptKey, attempt: int, result: Any) -> bool:
             return False  # fenced out every time: another writer took it over
 
-    store = InMemoryReceiptStore(now=stepping_clock(start=0.0, step=1_000.0))
+    store = MemoryToolCallReceiptStore(now=stepping_clock(start=0.0, step=1_000.0))
     with pytest.raises(StoreError, match="eight times"):
         await write_payload(NeverCompletes(store), chunk_key("e", "c"), "text")  # type: ignore[arg-type]

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from bindloop.hosts.httpx_transport import HttpxTransport
-from bindloop.hosts.scripted_server import ScriptedProviderServer
+from bindloop.hosts.transports.httpx import HttpxTransport
+from harness.fixtures.scripted_server import ScriptedProviderServer
 
 
 def _start_reference(*extra: str) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bindloop.hosts.mcp_reference_server", "--port", "0", *extra],
+        [sys.executable, "-m", "harness.fixtures.mcp_reference_server", "--port", "0", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()

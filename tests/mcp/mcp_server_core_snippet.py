@@ -8,7 +8,7 @@ import msgspec
 from bindloop.contracts import ToolResult
 from bindloop.errors import ToolFailure
 from bindloop.mcp import McpCall, McpServer
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 
 
 class Pair(msgspec.Struct):

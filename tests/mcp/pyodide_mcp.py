@@ -5,7 +5,7 @@ import json
 import time
 
 t0 = time.perf_counter()
-import bindloop.plugins  # (what bindloop.mcp builds on, timed apart from it)
+import bindloop.tools  # (what bindloop.mcp builds on, timed apart from it)
 import bindloop.schema
 import bindloop.wire
 t1 = time.perf_counter()
@@ -16,10 +16,10 @@ import anyio
 from mcp_host import fetch, url
 
 from bindloop.contracts import ImagePart, ToolMessage
-from bindloop.hosts.js_fetch import FetchTransport
+from bindloop.hosts.transports.js_fetch import FetchTransport
 from bindloop.loop import run_tool_loop
 from bindloop.mcp import McpHttpClient, load_mcp_tools
-from bindloop.plugins import plugin_from_tools
+from bindloop.tools import plugin_from_tools
 from bindloop.signal import AbortController
 from bindloop.testing import final_answer, loop_harness, tool_call, tool_call_turn
 from bindloop.transcript import validate_and_heal_messages

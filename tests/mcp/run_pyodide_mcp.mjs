@@ -3,14 +3,14 @@
 //
 //   node tests/mcp/run_pyodide_mcp.mjs SNIPPET.py MCP_URL
 //
-// Like wasm/run_smoke.mjs (offline, every wheel in wasm/wheels/ installed), except that the
+// Like harness/wasm/run_smoke.mjs (offline, every wheel in harness/wasm/wheels/ installed), except that the
 // snippet gets one network path: `from mcp_host import fetch, url` is the real fetch, restricted
-// to http://127.0.0.1, for bindloop.hosts.js_fetch.FetchTransport. Everything else stays refused.
+// to http://127.0.0.1, for bindloop.hosts.transports.js_fetch.FetchTransport. Everything else stays refused.
 // The value of the snippet's last expression is printed on stdout.
 
 import fs from "node:fs";
 import path from "node:path";
-import { installWheels, pythonErrorText, refusedNetworkFetches, startPyodide } from "../../wasm/pyodide_host.mjs";
+import { installWheels, pythonErrorText, refusedNetworkFetches, startPyodide } from "../../harness/wasm/pyodide_host.mjs";
 
 const [snippetPath, url] = process.argv.slice(2);
 if (!snippetPath || !url || !url.startsWith("http://127.0.0.1:")) {

@@ -1,14 +1,14 @@
 #!/usr/bin/env node
 // Run tests/mcp/mcp_server_core_snippet.py under Pyodide 314 in Node, offline, with bindloop
 // from this working tree (src/bindloop copied over the wheel's) and the other wheels of
-// wasm/wheels/. Prints the snippet's last expression on stdout.
+// harness/wasm/wheels/. Prints the snippet's last expression on stdout.
 //
 //   node tests/mcp/run_pyodide_server.mjs SNIPPET.py
 
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { copyTree, installWheels, pythonErrorText, refusedNetworkFetches, startPyodide } from "../../wasm/pyodide_host.mjs";
+import { copyTree, installWheels, pythonErrorText, refusedNetworkFetches, startPyodide } from "../../harness/wasm/pyodide_host.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
 const [snippetPath] = process.argv.slice(2);

@@ -21,7 +21,7 @@ from bindloop.agent import (
 )
 from bindloop.contracts import ToolMessage
 from bindloop.errors import UsageError
-from bindloop.hosts.httpx_transport import HttpxTransport
+from bindloop.hosts.transports.httpx import HttpxTransport
 from bindloop.mcp import McpHttpClient, McpToolset, load_mcp_tools, open_mcp_client
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 

@@ -24,7 +24,7 @@ from bindloop.contracts import (
     ToolMessage,
     UserMessage,
 )
-from bindloop.hosts.httpx_transport import HttpxTransport
+from bindloop.hosts.transports.httpx import HttpxTransport
 from bindloop.model import ModelRequest
 from bindloop.testing import function_model
 from bindloop.mcp import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bindloop.hosts.mcp_demo import run_mcp_demo
+from examples.demos.mcp_demo import run_mcp_demo
 
 pytestmark = pytest.mark.anyio
 

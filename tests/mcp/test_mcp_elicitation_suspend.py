@@ -24,7 +24,7 @@ from bindloop.agent import (
 )
 from bindloop.contracts import ToolMessage
 from bindloop.errors import RunCancelledError
-from bindloop.hosts.httpx_transport import HttpxTransport
+from bindloop.hosts.transports.httpx import HttpxTransport
 from bindloop.mcp import (
     ElicitationContentError,
     ElicitationNotPendingError,

@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from bindloop.contracts import ImagePart, Message, ModelTurnResult, UserMessage
-from bindloop.hosts.httpx_transport import HttpxTransport
+from bindloop.hosts.transports.httpx import HttpxTransport
 from bindloop.testing import function_model
 from bindloop.mcp import (
     ElicitationRequest,

@@ -11,8 +11,8 @@ import pytest
 
 from bindloop.contracts import ToolCall, ToolMessage, ToolOutcome
 from bindloop.errors import ToolFailure
-from bindloop.hosts.httpx_transport import HttpxTransport
-from bindloop.hosts.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply
+from bindloop.hosts.transports.httpx import HttpxTransport
+from harness.fixtures.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply
 from bindloop.loop import run_tool_loop
 from bindloop.mcp import (
     McpConnectionError,

@@ -21,8 +21,8 @@ from hypothesis import given, strategies as st
 
 from bindloop.agent import ChatResult, create_agent, equip_instruction, equip_mcp, prompt_chat
 from bindloop.contracts import ToolMessage, ToolResult
-from bindloop.hosts.httpx_transport import HttpxTransport
-from bindloop.hosts.mcp_server import McpServerApp
+from bindloop.hosts.transports.httpx import HttpxTransport
+from bindloop.hosts.mcp.server import McpServerApp
 from bindloop.mcp import (
     ElicitationRequest,
     ElicitationResult,
@@ -38,7 +38,7 @@ from bindloop.mcp import (
 from bindloop.mcp._exchange import header_value, param_header_values, param_headers
 from bindloop.mcp._oauth_model import application_type, registration_body
 from bindloop.mcp._server import _header_value
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
 pytestmark = pytest.mark.anyio

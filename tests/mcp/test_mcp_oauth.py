@@ -17,19 +17,21 @@ from typing import Any
 import pytest
 from hypothesis import given, strategies as st
 
-from bindloop.hosts.httpx_transport import HttpxTransport
-from bindloop.hosts.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply
+from bindloop.hosts.transports.httpx import HttpxTransport
+from harness.fixtures.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply
 from bindloop.mcp import (
     AuthorizationServerMetadata,
     McpAuthorizationError,
     McpHttpClient,
     McpHttpError,
     McpOAuth,
-    MemoryTokenStore,
-    OAuthClientInfo,
     ProtectedResourceMetadata,
     parse_www_authenticate,
     transport_fetch,
+)
+from bindloop.stores import (
+    MemoryTokenStore,
+    OAuthClientInfo,
 )
 from bindloop.mcp._oauth_model import (
     authorization_server_metadata_urls,

@@ -15,16 +15,18 @@ import httpx
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from bindloop.hosts.httpx_transport import HttpxTransport
-from bindloop.hosts.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply
+from bindloop.hosts.transports.httpx import HttpxTransport
+from harness.fixtures.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply
 from bindloop.mcp import (
     McpHttpClient,
     McpOAuth,
-    MemoryTokenStore,
     OAuthRequest,
     OAuthResponse,
-    OAuthTokens,
     transport_fetch,
+)
+from bindloop.stores import (
+    MemoryTokenStore,
+    OAuthTokens,
 )
 from bindloop.mcp._oauth_model import query_params
 from test_mcp_oauth import World

@@ -1,7 +1,7 @@
 """The same MCP client under Pyodide 314 in Node, over JS fetch, against the official SDK's server.
 
-Run by ``make mcp-pyodide`` (part of ``make test``), which builds ``wasm/node_modules`` and
-``wasm/wheels`` first and sets ``BINDLOOP_REQUIRE_PYODIDE``; a plain pytest run skips it, so
+Run by ``make mcp-pyodide`` (part of ``make test``), which builds ``harness/wasm/node_modules`` and
+``harness/wasm/wheels`` first and sets ``BINDLOOP_REQUIRE_PYODIDE``; a plain pytest run skips it, so
 ``make test`` pays its ~10 s once, and never against a stale wheel.
 """
 
@@ -23,10 +23,10 @@ SNIPPET = ROOT / "tests" / "mcp" / "pyodide_mcp.py"
 def _missing() -> str | None:
     if shutil.which("node") is None:
         return "node is not installed"
-    if not (ROOT / "wasm" / "node_modules" / "pyodide" / "pyodide.mjs").exists():
-        return "wasm/node_modules is missing (make wasm-node)"
-    if not any((ROOT / "wasm" / "wheels").glob("bindloop-*.whl")):
-        return "wasm/wheels is missing (make wasm-wheels)"
+    if not (ROOT / "harness" / "wasm" / "node_modules" / "pyodide" / "pyodide.mjs").exists():
+        return "harness/wasm/node_modules is missing (make wasm-node)"
+    if not any((ROOT / "harness" / "wasm" / "wheels").glob("bindloop-*.whl")):
+        return "harness/wasm/wheels is missing (make wasm-wheels)"
     return None
 
 

@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from bindloop.contracts import ImagePart, ToolCall, ToolMessage, ToolOutcome
-from bindloop.hosts.httpx_transport import HttpxTransport
+from bindloop.hosts.transports.httpx import HttpxTransport
 from bindloop.loop import run_tool_loop
 from bindloop.mcp import (
     McpHttpClient,
@@ -24,7 +24,7 @@ from bindloop.mcp import (
     mcp_plugin_resolver,
     open_mcp_client,
 )
-from bindloop.plugins import (
+from bindloop.tools import (
     create_tool_registry,
     partition_plugin_catalog,
     plugin_from_tools,

@@ -12,8 +12,8 @@ import anyio
 import pytest
 
 from bindloop.errors import RunCancelledError, ToolFailure
-from bindloop.hosts.httpx_transport import HttpxTransport
-from bindloop.hosts.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply
+from bindloop.hosts.transports.httpx import HttpxTransport
+from harness.fixtures.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply
 from bindloop.mcp import (
     McpDiscarded,
     McpHttpError,

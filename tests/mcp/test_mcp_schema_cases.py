@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from bindloop.contracts import ToolError
-from bindloop.hosts.httpx_transport import HttpxTransport
+from bindloop.hosts.transports.httpx import HttpxTransport
 from bindloop.mcp import McpArguments, McpHttpClient, McpTool, McpToolInfo, build_mcp_tools
 
 

@@ -23,9 +23,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from bindloop.agent import ChatResult, create_agent, equip_instruction, equip_mcp, prompt_chat
 from bindloop.contracts import FilePart, ImagePart, TextPart, ToolMessage, ToolResult
 from bindloop.errors import ToolFailure
-from bindloop.hosts.asgi import ChatRefused, ChatRequest
-from bindloop.hosts.httpx_transport import HttpxTransport
-from bindloop.hosts.mcp_server import McpServerApp
+from bindloop.hosts.asgi.chat import ChatRefused, ChatRequest
+from bindloop.hosts.transports.httpx import HttpxTransport
+from bindloop.hosts.mcp.server import McpServerApp
 from bindloop.mcp import (
     McpCall,
     McpHttpClient,
@@ -35,7 +35,7 @@ from bindloop.mcp import (
     McpToolContext,
     open_mcp_client,
 )
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
 pytestmark = pytest.mark.anyio

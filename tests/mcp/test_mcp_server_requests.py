@@ -12,10 +12,10 @@ import pytest
 
 from bindloop.contracts import Message, ModelTurnResult, SystemMessage, UserMessage
 from bindloop.errors import UsageError
-from bindloop.hosts.httpx_transport import HttpxTransport
+from bindloop.hosts.transports.httpx import HttpxTransport
 from bindloop.model import ModelRequest
 from bindloop.testing import function_model
-from bindloop.hosts.scripted_server import ScriptedProviderServer
+from harness.fixtures.scripted_server import ScriptedProviderServer
 from bindloop.mcp import (
     ElicitationRequest,
     ElicitationResult,

@@ -3,7 +3,7 @@
 arguments, refusals, a hostile body) on CPython, and under Pyodide 314 in Node with this working
 tree's ``src/bindloop`` (``run_pyodide_server.mjs``); the two transcripts must be identical.
 
-The Pyodide half needs ``wasm/node_modules`` and ``wasm/wheels`` (``make wasm-node
+The Pyodide half needs ``harness/wasm/node_modules`` and ``harness/wasm/wheels`` (``make wasm-node
 wasm-wheels``); it is skipped without them unless ``BINDLOOP_REQUIRE_PYODIDE`` is set."""
 
 from __future__ import annotations
@@ -57,10 +57,10 @@ def test_pyodide_gives_the_same_transcript() -> None:
     missing = None
     if shutil.which("node") is None:
         missing = "node is not installed"
-    elif not (ROOT / "wasm" / "node_modules" / "pyodide" / "pyodide.mjs").exists():
-        missing = "wasm/node_modules is missing (make wasm-node)"
-    elif not any((ROOT / "wasm" / "wheels").glob("msgspec-*.whl")):
-        missing = "wasm/wheels is missing (make wasm-wheels)"
+    elif not (ROOT / "harness" / "wasm" / "node_modules" / "pyodide" / "pyodide.mjs").exists():
+        missing = "harness/wasm/node_modules is missing (make wasm-node)"
+    elif not any((ROOT / "harness" / "wasm" / "wheels").glob("msgspec-*.whl")):
+        missing = "harness/wasm/wheels is missing (make wasm-wheels)"
     if missing is not None:
         if os.environ.get("BINDLOOP_REQUIRE_PYODIDE"):
             pytest.fail(missing)

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from bindloop.errors import UsageError
-from bindloop.hosts.httpx_transport import HttpxTransport
-from bindloop.hosts.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply
+from bindloop.hosts.transports.httpx import HttpxTransport
+from harness.fixtures.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply
 from bindloop.mcp import McpHttpClient, McpServerPlugin, build_mcp_tools, load_mcp_tools
 from bindloop.mcp import McpToolInfo
 from bindloop.signal import AbortSignal

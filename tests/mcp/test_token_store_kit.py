@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bindloop.mcp import MemoryTokenStore
+from bindloop.stores import MemoryTokenStore
 from bindloop.testing.store_kit import TokenStoreSuite
 
 

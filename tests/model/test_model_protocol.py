@@ -19,7 +19,7 @@ from bindloop.agent import create_agent, equip_instruction, on_stream, prompt_ch
 from bindloop.completion import StreamEvent, TextEvent
 from bindloop.contracts import Message, ModelTurnResult, ToolDefinition, TurnUsage, UserMessage
 from bindloop.errors import UsageError
-from bindloop.hosts.provider_replies import render_body, render_sse
+from harness.fixtures.provider_replies import render_body, render_sse
 from bindloop.model import (
     ForcedTool,
     JsonSchemaFormat,
@@ -260,7 +260,7 @@ async def test_a_stream_model_runs_the_same_watched_or_not(kind: type[_Turns]) -
 
     from bindloop.agent import equip_tool
     from bindloop.contracts import ToolResult
-    from bindloop.plugins import define_tool
+    from bindloop.tools import define_tool
 
     class Echo(msgspec.Struct):
         text: str

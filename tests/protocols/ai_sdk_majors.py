@@ -1,5 +1,5 @@
 """The AI SDK majors the real-client tests run (tests/protocols, tests/worker): each one's module
-root (its ``ai`` and ``@ai-sdk/react``, see clients/sdk.mjs) and the Node that runs its scripts."""
+root (its ``ai`` and ``@ai-sdk/react``, see harness/clients/sdk.mjs) and the Node that runs its scripts."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import json
 import shutil
 from pathlib import Path
 
-CLIENTS = Path(__file__).resolve().parents[2] / "clients"
+CLIENTS = Path(__file__).resolve().parents[2] / "harness" / "clients"
 MAJORS = (6, 7)
 
 
 def module_root(major: int) -> Path:
-    """clients/ for ai@6 (with the packages every major shares), clients/v<major> otherwise."""
+    """harness/clients/ for ai@6 (with the packages every major shares), harness/clients/v<major> otherwise."""
     return CLIENTS if major == 6 else CLIENTS / f"v{major}"
 
 

@@ -1,6 +1,6 @@
 # The protocol encoders and decoders over a fixed, pseudo-random run (a seeded LCG: no Hypothesis,
 # no randomness source), reduced to one SHA-256 of every byte they produce. The same file runs under
-# CPython (tests/protocols/test_pyodide_bytes.py) and under Pyodide in Node (wasm/run_smoke.mjs):
+# CPython (tests/protocols/test_pyodide_bytes.py) and under Pyodide in Node (harness/wasm/run_smoke.mjs):
 # the digests must be equal. Its value is the last expression, as run_smoke prints it.
 import hashlib
 

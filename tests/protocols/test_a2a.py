@@ -35,8 +35,8 @@ from bindloop.contracts import (
     ToolResult,
     ToolSuspend,
 )
-from bindloop.hosts.a2a import A2aServer, iso_timestamp
-from bindloop.hosts.asgi import ChatInput, Emit
+from bindloop.hosts.a2a.server import A2aServer, iso_timestamp
+from bindloop.hosts.asgi.chat import ChatInput, Emit
 from bindloop.protocols import (
     A2A_METHODS,
     A2aErrorCode,

@@ -1,7 +1,7 @@
-"""The official A2A JavaScript SDK (npm ``@a2a-js/sdk`` 1.3, pinned in clients/a2a/package-lock.json)
+"""The official A2A JavaScript SDK (npm ``@a2a-js/sdk`` 1.3, pinned in harness/clients/a2a/package-lock.json)
 on Node against bindloop's A2A server under uvicorn: its client reads the card, streams a task,
 reads it back, continues the context, answers an approval, and maps bindloop's errors to its own
-typed errors. ``cd clients/a2a && npm ci`` installs it; without it the test skips, unless
+typed errors. ``cd harness/clients/a2a && npm ci`` installs it; without it the test skips, unless
 ``BINDLOOP_REQUIRE_CLIENTS=1``."""
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ import msgspec
 import pytest
 
 from bindloop.contracts import ToolResult
-from bindloop.hosts.a2a import A2aServer
-from bindloop.hosts.asgi_agent import agent_runner
-from bindloop.plugins import define_tool
+from bindloop.hosts.a2a.server import A2aServer
+from bindloop.hosts.asgi.agent import agent_runner
+from bindloop.tools import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
-CLIENT = Path(__file__).resolve().parents[2] / "clients" / "a2a"
+CLIENT = Path(__file__).resolve().parents[2] / "harness" / "clients" / "a2a"
 
 
 class Title(msgspec.Struct):
@@ -32,8 +32,8 @@ class Title(msgspec.Struct):
 def test_the_a2a_js_sdk_client_against_bindloops_server(served: Any) -> None:
     if shutil.which("node") is None or not (CLIENT / "node_modules" / "@a2a-js" / "sdk").is_dir():
         if os.environ.get("BINDLOOP_REQUIRE_CLIENTS") == "1":
-            pytest.fail("@a2a-js/sdk is not installed: cd clients/a2a && npm ci")
-        pytest.skip("@a2a-js/sdk not installed (cd clients/a2a && npm ci)")
+            pytest.fail("@a2a-js/sdk is not installed: cd harness/clients/a2a && npm ci")
+        pytest.skip("@a2a-js/sdk not installed (cd harness/clients/a2a && npm ci)")
     deleted: list[str] = []
 
     def delete(args: Title, _ctx: object) -> ToolResult:

@@ -52,12 +52,12 @@ from google.protobuf.json_format import MessageToDict  # noqa: E402
 from starlette.applications import Starlette  # noqa: E402
 
 from bindloop.contracts import ToolError, ToolResult, ToolSuspend, UserMessage  # noqa: E402
-from bindloop.hosts.a2a import A2aServer  # noqa: E402
-from bindloop.hosts.a2a_client import A2aClient, a2a_tool  # noqa: E402
-from bindloop.hosts.asgi import ChatInput, ChatRefused, ChatRequest, Emit  # noqa: E402
-from bindloop.hosts.asgi_agent import agent_runner  # noqa: E402
+from bindloop.hosts.a2a.server import A2aServer  # noqa: E402
+from bindloop.hosts.a2a.client import A2aClient, a2a_tool  # noqa: E402
+from bindloop.hosts.asgi.chat import ChatInput, ChatRefused, ChatRequest, Emit  # noqa: E402
+from bindloop.hosts.asgi.agent import agent_runner  # noqa: E402
 from bindloop.completion import TextEvent  # noqa: E402
-from bindloop.plugins import define_tool  # noqa: E402
+from bindloop.tools import define_tool  # noqa: E402
 from bindloop.protocols import A2aAgentSkill, A2aRpcError  # noqa: E402
 from bindloop.testing import (  # noqa: E402
     final_answer,

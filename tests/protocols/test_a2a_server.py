@@ -17,9 +17,9 @@ import msgspec
 import pytest
 
 from bindloop.completion import TextEvent
-from bindloop.hosts.a2a import A2aServer
-from bindloop.hosts.a2a_client import A2aClient, A2aClientError
-from bindloop.hosts.asgi import ChatInput, Emit
+from bindloop.hosts.a2a.server import A2aServer
+from bindloop.hosts.a2a.client import A2aClient, A2aClientError
+from bindloop.hosts.asgi.chat import ChatInput, Emit
 from bindloop.protocols import A2aRpcError
 
 
@@ -182,7 +182,7 @@ def test_a_body_that_does_not_arrive_in_time_gets_408(served: Any) -> None:
 
 def test_one_tool_serves_run_after_run_each_on_its_own_event_loop(served: Any) -> None:
     from bindloop.contracts import ToolResult
-    from bindloop.hosts.a2a_client import a2a_tool
+    from bindloop.hosts.a2a.client import a2a_tool
 
     with served(A2aServer(_echo, name="e", description="d")) as base:
         tool = a2a_tool(base)  # made once, outside any loop
@@ -194,7 +194,7 @@ def test_one_tool_serves_run_after_run_each_on_its_own_event_loop(served: Any) -
 def test_the_tool_streams_from_an_agent_that_streams_and_sends_to_one_that_does_not(
         served: Any) -> None:
     from bindloop.contracts import ToolResult
-    from bindloop.hosts.a2a_client import a2a_tool
+    from bindloop.hosts.a2a.client import a2a_tool
 
     seen: list[str] = []
 

@@ -14,9 +14,10 @@ import msgspec
 import pytest
 from hypothesis import given, strategies as st
 
-from bindloop.hosts.asgi import ChatApp, ChatInput, Emit
-from bindloop.hosts.asgi_log import MemoryRunLogs, RunBusyError, SqliteRunLogs
-from bindloop.hosts.ui_demo import build_demo_app
+from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
+from bindloop.hosts.asgi.run_logs import SqliteRunLogs
+from bindloop.stores import MemoryRunLogs, RunBusyError
+from examples.demos.ui_demo import build_demo_app
 from bindloop.completion import TextEvent
 
 CHAT = {"id": "c1", "trigger": "submit-message", "messages": [
@@ -141,7 +142,7 @@ def test_a_failing_run_tells_the_client_a_category_and_a_ref_and_logs_the_detail
                                message="http://10.0.0.7:8080/v1 answered 502")
         raise RuntimeError("db at postgres://admin@10.0.0.9 is down")
 
-    caplog.set_level("ERROR", logger="bindloop.hosts.asgi")
+    caplog.set_level("ERROR", logger="bindloop.hosts.asgi.chat")
     with served(ChatApp(runner)) as base:
         ui_text = _post(base, "/api/chat", CHAT).text
         ui = [d for _, d in _frames(ui_text)]
@@ -175,7 +176,7 @@ def test_sqlite_logs_close_runs_a_dead_process_left_running(tmp_path: Path) -> N
 
 
 def test_the_demo_serves_its_page_beside_the_api(served: Any, tmp_path: Path) -> None:
-    from bindloop.hosts.ui_demo import _WithPage
+    from examples.demos.ui_demo import _WithPage
 
     (tmp_path / "index.html").write_text("<div id=root></div>")
     (tmp_path / "app.js").write_text("export {}")
@@ -277,7 +278,7 @@ def test_many_short_chats_never_drop_a_running_one_and_a_full_log_refuses_with_5
        st.integers(1, 5), st.integers(1, 2000), st.integers(1, 500))
 def test_memory_logs_keep_every_running_run_and_prune_ended_ones_past_a_bound(
         ops: list[tuple[str, int]], keep: int, max_bytes: int, max_age_ms: int) -> None:
-    from bindloop.hosts.asgi_log import RunsFullError
+    from bindloop.stores import RunsFullError
 
     logs = MemoryRunLogs(keep=keep, max_bytes=max_bytes, max_age_ms=max_age_ms)
     running: list[str] = []

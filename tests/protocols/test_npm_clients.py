@@ -1,8 +1,8 @@
 """The real frontend clients from npm, on Node, against the ASGI host under uvicorn: npm ``ai``
 ``DefaultChatTransport`` + ``readUIMessageStream``, npm ``@ag-ui/client``'s ``HttpAgent`` with
 its event verifier, and ``@ai-sdk/react``'s ``useChat`` on a page in headless Chromium. The AI SDK
-tests run once per major: ``ai@6`` on the system Node (clients/package-lock.json) and ``ai@7`` with
-its ``@ai-sdk/react`` on Node 22 from npm ``node@22`` (clients/v7/package-lock.json) -- the same
+tests run once per major: ``ai@6`` on the system Node (harness/clients/package-lock.json) and ``ai@7`` with
+its ``@ai-sdk/react`` on Node 22 from npm ``node@22`` (harness/clients/v7/package-lock.json) -- the same
 scripts, given the module root of the major. ``make test-clients`` installs both and runs this
 file; without the installs the tests skip, unless ``BINDLOOP_REQUIRE_CLIENTS=1``."""
 
@@ -18,10 +18,10 @@ import anyio
 import pytest
 
 from bindloop.textstream import TurnResetEvent, TurnTextEvent
-from bindloop.hosts.asgi import ChatApp, ChatInput, Emit
-from bindloop.hosts.asgi_log import SqliteRunLogs
+from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
+from bindloop.hosts.asgi.run_logs import SqliteRunLogs
 from bindloop.contracts import AssistantMessage, Message, ToolMessage, UserMessage
-from bindloop.hosts.ui_demo import DemoModel, build_demo_app
+from examples.demos.ui_demo import DemoModel, build_demo_app
 from ai_sdk_majors import CLIENTS, MAJORS, installed, module_root, node_for, ran_major
 
 
@@ -59,7 +59,7 @@ class RecordingModel(DemoModel):
                          ids=["ai_sdk-6", "ai_sdk-7", "ag_ui"])
 def test_the_real_client(served: Any, tmp_path: Path, script: str, major: int,
                          store: str) -> None:
-    """Each client's scenarios (clients/<script>): a whole run, a cut connection resumed, an
+    """Each client's scenarios (harness/clients/<script>): a whole run, a cut connection resumed, an
     approval granted and one denied (AI SDK, each major) or resumed as an interrupt (AG-UI), a
     client-side tool (AG-UI), stop -- with the run logs in memory and in SQLite."""
     _node_ready(major)
@@ -96,7 +96,7 @@ def test_the_real_client(served: Any, tmp_path: Path, script: str, major: int,
 
 
 def test_both_majors_fold_the_stream_into_the_same_messages(served: Any) -> None:
-    """ai@6 and ai@7 read the same responses (clients/ai_sdk.mjs, one host) into the same UI
+    """ai@6 and ai@7 read the same responses (harness/clients/ai_sdk.mjs, one host) into the same UI
     messages, but for what 7 adds: the approval's requestReason, and a failed call's raw
     arguments as input where 6 has rawInput."""
     for major in MAJORS:
@@ -116,7 +116,7 @@ def test_both_majors_fold_the_stream_into_the_same_messages(served: Any) -> None
 @pytest.mark.parametrize(("major", "ai_sdk"), [(6, 6), (7, 6), (7, 7), (6, 7)])
 def test_a_retracted_attempt_as_each_client_ends_with_it(served: Any, major: int,
                                                          ai_sdk: int) -> None:
-    """A retracted attempt (clients/reset.mjs): announced as a data part (``ChatApp()``), which
+    """A retracted attempt (harness/clients/reset.mjs): announced as a data part (``ChatApp()``), which
     each major keeps and a renderer hides; or as AI SDK 7's reset-step (``ChatApp(ai_sdk=7)``),
     after which ai@7 holds only the retry -- and which ai@6 refuses."""
     _node_ready(major)
@@ -141,7 +141,7 @@ def test_a_retracted_attempt_as_each_client_ends_with_it(served: Any, major: int
 def test_use_chat_in_headless_chromium_with_an_approval_clicked_through(served: Any,
                                                                         major: int) -> None:
     """@ai-sdk/react's useChat (the major matching each ``ai``) on a page bundled offline by
-    esbuild (clients/use_chat/app.jsx), in headless Debian Chromium driven by playwright-core: a
+    esbuild (harness/clients/use_chat/app.jsx), in headless Debian Chromium driven by playwright-core: a
     tool round streams in, then an approval is clicked and the same assistant message goes on to
     the answer; the deletion runs once."""
     _node_ready(major)

@@ -33,7 +33,7 @@ def test_the_cpython_side_is_deterministic() -> None:
 @pytest.mark.skipif(not os.environ.get("BINDLOOP_REQUIRE_PYODIDE"),
                     reason="run by `make protocols-pyodide`, after the wheels are rebuilt")
 def test_pyodide_gives_the_same_bytes() -> None:
-    done = subprocess.run(["node", str(ROOT / "wasm" / "run_smoke.mjs"), str(SNIPPET)], cwd=ROOT,
+    done = subprocess.run(["node", str(ROOT / "harness" / "wasm" / "run_smoke.mjs"), str(SNIPPET)], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
     assert done.stdout.strip().splitlines()[-1] == _cpython_digest()

@@ -28,7 +28,7 @@ from bindloop.completion import FinishEvent, TextEvent, ToolCallChunk, ToolCallE
 from bindloop.textstream import TurnResetEvent, TurnTextEvent
 from bindloop.contracts import ToolCall, ToolError, ToolResult, ToolSuspend, TurnUsage
 from bindloop.errors import ProtocolError
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.protocols import (
     DataEvent,
     UIStreamEncoder,

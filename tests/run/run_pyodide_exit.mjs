@@ -7,7 +7,7 @@
 
 import fs from "node:fs";
 import path from "node:path";
-import { installWheels, pythonErrorText, startPyodide } from "../../wasm/pyodide_host.mjs";
+import { installWheels, pythonErrorText, startPyodide } from "../../harness/wasm/pyodide_host.mjs";
 
 const [snippetPath] = process.argv.slice(2);
 const code = fs.readFileSync(snippetPath, "utf8");

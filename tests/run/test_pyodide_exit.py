@@ -22,8 +22,8 @@ SNIPPET = ROOT / "tests" / "run" / "pyodide_timers.py"
 @pytest.mark.skipif(not os.environ.get("BINDLOOP_REQUIRE_PYODIDE"),
                     reason="run by `make pyodide-timers`, after the wheels are rebuilt")
 def test_node_exits_soon_after_the_run_under_pyodide() -> None:
-    if shutil.which("node") is None or not any((ROOT / "wasm" / "wheels").glob("bindloop-*.whl")):
-        pytest.fail("node or wasm/wheels is missing (make wasm-wheels)")
+    if shutil.which("node") is None or not any((ROOT / "harness" / "wasm" / "wheels").glob("bindloop-*.whl")):
+        pytest.fail("node or harness/wasm/wheels is missing (make wasm-wheels)")
     # Without the slicing the process lives until the 120 s budget's timer fires: the timeout
     # below is what a regression hits.
     done = subprocess.run(["node", str(RUNNER), str(SNIPPET)], cwd=ROOT, capture_output=True,

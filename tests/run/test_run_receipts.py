@@ -19,12 +19,12 @@ from bindloop.run import (
     ReceiptRunning,
     ReceiptWait,
     ToolCallReceiptKey,
-    ToolCallReceiptStore,
     decide_tool_call_receipt,
     sha256_hex,
     tool_call_args_hash,
 )
-from bindloop.testing import InMemoryReceiptStore
+from bindloop.stores import ToolCallReceiptStore
+from bindloop.stores import MemoryToolCallReceiptStore
 
 T = TypeVar("T")
 
@@ -99,7 +99,7 @@ KEY = ToolCallReceiptKey(tenant_id="t", run_id="r", tool_name="send_email", args
 
 def test_store_is_a_receipt_store_and_honours_the_fence() -> None:
     clock = [0.0]
-    store = InMemoryReceiptStore(now=lambda: clock[0])
+    store = MemoryToolCallReceiptStore(now=lambda: clock[0])
     _: ToolCallReceiptStore = store
 
     async def main() -> None:
@@ -135,7 +135,7 @@ STEPS = ("reserve", "charge", "notify")
 class World:
     def __init__(self, effect: str) -> None:
         self.t = 0.0
-        self.store = InMemoryReceiptStore(now=lambda: self.t)
+        self.store = MemoryToolCallReceiptStore(now=lambda: self.t)
         self.effect = effect
         self.effects: Counter[str] = Counter()
         self.ambiguous = 0

@@ -49,13 +49,13 @@ from bindloop.session import (
     serialize_loop_checkpoint,
 )
 from bindloop.testing import (
-    InMemoryReceiptStore,
     final_answer,
     scripted_model,
     stepping_clock,
     tool_call,
     tool_call_turn,
 )
+from bindloop.stores import MemoryToolCallReceiptStore
 
 U = TurnUsage(input_tokens=10, output_tokens=4)
 
@@ -268,7 +268,7 @@ def test_receipts_keep_a_replayed_span_from_repeating_a_side_effect() -> None:
     receipt keyed by the execution makes the replay read the recorded result instead of charging
     twice."""
     ledger: list[str] = []
-    store = InMemoryReceiptStore(now=stepping_clock())
+    store = MemoryToolCallReceiptStore(now=stepping_clock())
 
     async def charge(call: ToolCall, cp: LoopCheckpoint) -> ToolOutcome:
         key = ToolCallReceiptKey(tenant_id="t", run_id=cp.execution_id, tool_name=call.name,

@@ -34,20 +34,20 @@ from bindloop.run import (
 from bindloop.session import (
     LoopCheckpoint,
     RestoredLoop,
-    StoreError,
     create_loop_checkpoint,
     parse_loop_checkpoint,
     run_from_checkpoint,
     serialize_loop_checkpoint,
 )
-from bindloop.testing import InMemoryReceiptStore
+from bindloop.stores import StoreError
+from bindloop.stores import MemoryToolCallReceiptStore
 
 STEPS = 3
 LEASE_MS = 1_000.0
 OPERATIONS = ("read", "claim", "complete")
 
 
-class FaultyReceipts(InMemoryReceiptStore):
+class FaultyReceipts(MemoryToolCallReceiptStore):
     """The reference store on a manual clock, failing chosen operations with a ``StoreError``:
     ``before`` the write (nothing landed) or ``after`` it (it landed; the answer was lost).
     ``complete`` applies the effect in the receipt's own transaction (``complete_with``)."""

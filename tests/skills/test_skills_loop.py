@@ -9,7 +9,7 @@ import pytest
 
 from bindloop.contracts import Message, SystemMessage, ToolCall, ToolOutcome, ToolResult
 from bindloop.loop import run_tool_loop
-from bindloop.plugins import (
+from bindloop.tools import (
     ToolRegistry,
     ToolsPlugin,
     create_tool_registry,

@@ -1,4 +1,4 @@
-"""wasm/demo/serve.py over real loopback HTTP: static files confined to their roots, the wheel
+"""harness/wasm/demo/serve.py over real loopback HTTP: static files confined to their roots, the wheel
 index, and the two scripted providers' per-turn behaviour (503, served, cut mid-stream)."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def _load(name: str, path: Path) -> ModuleType:
     return module
 
 
-serve = _load("bindloop_demo_serve", ROOT / "wasm" / "demo" / "serve.py")
+serve = _load("bindloop_demo_serve", ROOT / "harness" / "wasm" / "demo" / "serve.py")
 
 
 @pytest.fixture(scope="module")

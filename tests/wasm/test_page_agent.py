@@ -1,4 +1,4 @@
-"""wasm/demo/page_agent.py on CPython, over real loopback HTTP to serve.py's scripted providers.
+"""harness/wasm/demo/page_agent.py on CPython, over real loopback HTTP to serve.py's scripted providers.
 
 The same agent the browser page runs (the agent API over a routed model), with httpx in place of the
 JS fetch transport: what it reports to the bridge is what the page renders, so the Chromium test's
@@ -18,7 +18,7 @@ import anyio
 import msgspec
 import pytest
 
-from bindloop.hosts.httpx_transport import HttpxTransport
+from bindloop.hosts.transports.httpx import HttpxTransport
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,8 +32,8 @@ def _load(name: str, path: Path) -> ModuleType:
     return module
 
 
-serve = _load("bindloop_demo_serve_for_agent", ROOT / "wasm" / "demo" / "serve.py")
-page_agent = _load("bindloop_demo_page_agent", ROOT / "wasm" / "demo" / "page_agent.py")
+serve = _load("bindloop_demo_serve_for_agent", ROOT / "harness" / "wasm" / "demo" / "serve.py")
+page_agent = _load("bindloop_demo_page_agent", ROOT / "harness" / "wasm" / "demo" / "page_agent.py")
 
 
 class Bridge:

@@ -1,4 +1,4 @@
-"""wasm/pyc_wheel.py (the .pyc wheel builder that runs inside Pyodide), exercised on CPython with the
+"""harness/wasm/pyc_wheel.py (the .pyc wheel builder that runs inside Pyodide), exercised on CPython with the
 platform check stood in for: the wheel keeps its sources, gains unchecked pycs the import system
 uses without looking at the source, and its RECORD matches its files."""
 
@@ -16,7 +16,7 @@ import pytest
 
 from .test_demo_server import ROOT, _load
 
-pyc_wheel = _load("bindloop_pyc_wheel", ROOT / "wasm" / "pyc_wheel.py")
+pyc_wheel = _load("bindloop_pyc_wheel", ROOT / "harness" / "wasm" / "pyc_wheel.py")
 NAME = "blpycprobe-1.0-py3-none-any.whl"
 
 

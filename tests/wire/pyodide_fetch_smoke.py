@@ -6,8 +6,8 @@ from pyodide.code import run_js
 from pyodide.ffi import to_js
 
 from bindloop.contracts import ModelTurnResult, ToolCall, TurnUsage, UserMessage
-from bindloop.hosts.js_fetch import FetchTransport
-from bindloop.hosts.provider_replies import render_sse
+from bindloop.hosts.transports.js_fetch import FetchTransport
+from harness.fixtures.provider_replies import render_sse
 from bindloop.completion import TextEvent
 from bindloop.wire import StreamStalledError
 from bindloop.errors import RunCancelledError

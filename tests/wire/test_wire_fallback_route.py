@@ -13,8 +13,8 @@ from bindloop.routing import BreakerKey, create_circuit_breaker
 from bindloop.wire import ModelAdapter, RoutedModel, WireOptions, create_wire_adapter, fallback_route
 
 httpx = pytest.importorskip("httpx")
-from bindloop.hosts.httpx_transport import HttpxTransport  # noqa: E402
-from bindloop.hosts.scripted_server import ScriptedProviderServer, error_reply, turn_reply  # noqa: E402
+from bindloop.hosts.transports.httpx import HttpxTransport  # noqa: E402
+from harness.fixtures.scripted_server import ScriptedProviderServer, error_reply, turn_reply  # noqa: E402
 
 ANSWER = ModelTurnResult(text="ok", usage=TurnUsage(input_tokens=3, output_tokens=1),
                          finish_reason="stop")

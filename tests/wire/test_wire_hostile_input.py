@@ -36,7 +36,7 @@ from bindloop.wire import (
 )
 from bindloop.wire._stream import decode_stream  # the test helper of this area
 
-httpx_transport = pytest.importorskip("bindloop.hosts.httpx_transport")
+httpx_transport = pytest.importorskip("bindloop.hosts.transports.httpx")
 
 DEEP = 100_000
 TARGET = AttemptTarget(cursor=RouteCursor(stage=0, candidate=0), provider_id="p",
@@ -290,7 +290,7 @@ def test_a_gemini_url_part_sends_exactly_its_media_type(part: ImagePart | FilePa
 @pytest.mark.parametrize("wire", WIRE_NAMES)
 async def test_routing_falls_back_past_deeply_nested_replies(wire: str, anyio_backend: str) -> None:
     from bindloop.contracts import ModelTurnResult, TurnUsage
-    from bindloop.hosts.scripted_server import (
+    from harness.fixtures.scripted_server import (
         ScriptedProviderServer,
         ScriptedReply,
         error_reply,

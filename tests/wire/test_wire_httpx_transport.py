@@ -25,8 +25,8 @@ from bindloop.wire import (
 )
 
 httpx = pytest.importorskip("httpx")
-from bindloop.hosts.httpx_transport import HttpxTransport  # noqa: E402
-from bindloop.hosts.scripted_server import ScriptedProviderServer, ScriptedReply, turn_reply  # noqa: E402
+from bindloop.hosts.transports.httpx import HttpxTransport  # noqa: E402
+from harness.fixtures.scripted_server import ScriptedProviderServer, ScriptedReply, turn_reply  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 
@@ -220,9 +220,9 @@ def test_log_records_name_the_request_and_never_a_credential(
             with pytest.raises(Exception):
                 await model.complete([UserMessage(content="x")])
 
-        with caplog.at_level(logging.DEBUG, logger="bindloop.hosts.httpx_transport"):
+        with caplog.at_level(logging.DEBUG, logger="bindloop.hosts.transports.httpx"):
             anyio.run(run)
-    records = [r for r in caplog.records if r.name == "bindloop.hosts.httpx_transport"]
+    records = [r for r in caplog.records if r.name == "bindloop.hosts.transports.httpx"]
     text = "\n".join(r.getMessage() for r in records)
     assert key not in text and "0123456789abcdef" not in text
     assert [r.levelname for r in records] == ["DEBUG", "DEBUG", "WARNING"]

@@ -43,8 +43,8 @@ from bindloop.wire import (
     create_wire_adapter,
 )
 
-httpx_transport = pytest.importorskip("bindloop.hosts.httpx_transport")
-from bindloop.hosts.scripted_server import (  # noqa: E402
+httpx_transport = pytest.importorskip("bindloop.hosts.transports.httpx")
+from harness.fixtures.scripted_server import (  # noqa: E402
     ScriptedProviderServer,
     error_reply,
     turn_reply,
@@ -177,8 +177,8 @@ async def test_dropped_connection_is_a_transport_error(server: ScriptedProviderS
 
 async def test_clean_close_before_the_terminal_event_is_incomplete(
         server: ScriptedProviderServer) -> None:
-    from bindloop.hosts.scripted_server import ScriptedReply
-    from bindloop.hosts.provider_replies import render_sse
+    from harness.fixtures.scripted_server import ScriptedReply
+    from harness.fixtures.provider_replies import render_sse
     from bindloop.wire import IncompleteStreamError
 
     chunks = tuple(render_sse("openai_responses", ANSWER)[:-1])

@@ -19,7 +19,7 @@ from bindloop.model import ModelRequest
 from bindloop.wire import StreamStalledError
 from bindloop.contracts import ModelTurnResult, TurnUsage, UserMessage
 from bindloop.errors import RunCancelledError, RunTimeoutError
-from bindloop.hosts.provider_replies import render_body, render_sse
+from harness.fixtures.provider_replies import render_body, render_sse
 from bindloop.run import create_run_deadline, watch_deadline
 from bindloop.signal import AbortController, AbortSignal
 from bindloop.wire import StreamBudgets

@@ -24,8 +24,8 @@ from bindloop.wire import (
 )
 
 httpx = pytest.importorskip("httpx")
-from bindloop.hosts.httpx_transport import HttpxTransport  # noqa: E402
-from bindloop.hosts.scripted_server import ScriptedProviderServer, error_reply, turn_reply  # noqa: E402
+from bindloop.hosts.transports.httpx import HttpxTransport  # noqa: E402
+from harness.fixtures.scripted_server import ScriptedProviderServer, error_reply, turn_reply  # noqa: E402
 
 ANSWER = ModelTurnResult(text="fine", usage=TurnUsage(input_tokens=2, output_tokens=1),
                          finish_reason="stop")

@@ -30,9 +30,9 @@ from bindloop.signal import AbortController
 from bindloop.wire import StreamBudgets
 from bindloop.wire import ModelAdapter, RoutedModel, WireOptions, create_wire_adapter
 
-httpx_transport = pytest.importorskip("bindloop.hosts.httpx_transport")
-from bindloop.hosts.provider_replies import render_sse  # noqa: E402
-from bindloop.hosts.scripted_server import (  # noqa: E402
+httpx_transport = pytest.importorskip("bindloop.hosts.transports.httpx")
+from harness.fixtures.provider_replies import render_sse  # noqa: E402
+from harness.fixtures.scripted_server import (  # noqa: E402
     ScriptedProviderServer,
     ScriptedReply,
     turn_reply,

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("httpx")
 
-from bindloop.hosts import provider_demo  # noqa: E402
+from examples.demos import provider_demo  # noqa: E402
 
 
 def test_scripted_provider_demo_falls_back_and_finishes() -> None:
@@ -35,7 +35,7 @@ def test_openai_mode_never_prints_the_key_a_server_echoes(
     OpenAI-compatible servers do: neither the output nor the error that ends the run shows it."""
     import traceback
 
-    from bindloop.hosts.scripted_server import ScriptedProviderServer, error_reply
+    from harness.fixtures.scripted_server import ScriptedProviderServer, error_reply
 
     key = "sk-live-demo-9Qx7T2canary0c4d"
     body = ('{"error":{"message":"Incorrect API key provided: ' + key + '.",'

@@ -42,8 +42,8 @@ from bindloop.wire import (
 )
 from bindloop.wire._secrets import REDACTED, Redactor, scrub_shapes
 
-httpx_transport = pytest.importorskip("bindloop.hosts.httpx_transport")
-from bindloop.hosts.scripted_server import (  # noqa: E402
+httpx_transport = pytest.importorskip("bindloop.hosts.transports.httpx")
+from harness.fixtures.scripted_server import (  # noqa: E402
     ScriptedProviderServer,
     ScriptedReply,
     error_reply,

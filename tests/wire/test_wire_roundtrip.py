@@ -25,7 +25,7 @@ from bindloop.contracts import (
     ToolMessage,
     UserMessage,
 )
-from bindloop.hosts.provider_replies import render_body, render_sse, sse_event
+from harness.fixtures.provider_replies import render_body, render_sse, sse_event
 from bindloop.wire import StreamBudgets
 from bindloop.wire import (
     WIRE_NAMES,

@@ -32,8 +32,8 @@ from bindloop.routing import (
 from bindloop.signal import AbortController
 from bindloop.wire import ModelAdapter, RoutedModel, WireOptions, create_wire_adapter
 
-httpx_transport = pytest.importorskip("bindloop.hosts.httpx_transport")
-from bindloop.hosts.scripted_server import (  # noqa: E402
+httpx_transport = pytest.importorskip("bindloop.hosts.transports.httpx")
+from harness.fixtures.scripted_server import (  # noqa: E402
     ScriptedProviderServer,
     ScriptedReply,
     error_reply,

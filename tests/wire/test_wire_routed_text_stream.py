@@ -36,8 +36,8 @@ from bindloop.routing import (
 from bindloop.wire import StreamBudgets
 from bindloop.wire import ModelAdapter, RoutedModel, WireOptions, create_wire_adapter
 
-httpx_transport = pytest.importorskip("bindloop.hosts.httpx_transport")
-from bindloop.hosts.scripted_server import ScriptedProviderServer, turn_reply  # noqa: E402
+httpx_transport = pytest.importorskip("bindloop.hosts.transports.httpx")
+from harness.fixtures.scripted_server import ScriptedProviderServer, turn_reply  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 

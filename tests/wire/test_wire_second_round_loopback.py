@@ -29,8 +29,8 @@ from bindloop.wire import CachePolicy, ModelAdapter, WireOptions, create_wire_ad
 from .wire_fixtures import fixture
 
 httpx = pytest.importorskip("httpx")
-from bindloop.hosts.httpx_transport import HttpxTransport  # noqa: E402
-from bindloop.hosts.scripted_server import (  # noqa: E402
+from bindloop.hosts.transports.httpx import HttpxTransport  # noqa: E402
+from harness.fixtures.scripted_server import (  # noqa: E402
     ScriptedProviderServer,
     ScriptedReply,
     turn_reply,

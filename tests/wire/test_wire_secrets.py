@@ -45,8 +45,8 @@ from bindloop.wire import (
 )
 from bindloop.wire._types import redact_headers
 
-httpx_transport = pytest.importorskip("bindloop.hosts.httpx_transport")
-from bindloop.hosts.scripted_server import (  # noqa: E402
+httpx_transport = pytest.importorskip("bindloop.hosts.transports.httpx")
+from harness.fixtures.scripted_server import (  # noqa: E402
     ScriptedProviderServer,
     error_reply,
     turn_reply,

@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bindloop.contracts import AssistantMessage, ToolCall, UserMessage
-from bindloop.hosts.asgi import AgUiFrames, ChatInput, Frames, UiFrames, drive_run
-from bindloop.hosts.asgi_agent import agent_runner
-from bindloop.hosts.ui_demo import DemoModel, demo_tools
+from bindloop.hosts.asgi.chat import AgUiFrames, ChatInput, Frames, UiFrames, drive_run
+from bindloop.hosts.asgi.agent import agent_runner
+from examples.demos.ui_demo import DemoModel, demo_tools
 from bindloop.protocols import AgUiEncoder, ToolApproval, UIStreamEncoder
 from bindloop.session import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
 
@@ -174,8 +174,8 @@ def test_the_worker_s_own_model_over_http_continues_to_the_same_bytes() -> None:
 
     from bindloop.agent import WrappedModel
 
-    from bindloop.hosts.httpx_transport import HttpxTransport
-    from bindloop.hosts.scripted_server import ScriptedProviderServer, turn_reply
+    from bindloop.hosts.transports.httpx import HttpxTransport
+    from harness.fixtures.scripted_server import ScriptedProviderServer, turn_reply
     from bindloop.testing import final_answer, tool_call, tool_call_turn
 
     def policy(request: Any) -> Any:

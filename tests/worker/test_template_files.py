@@ -18,8 +18,8 @@ import anyio
 import msgspec
 
 from bindloop.contracts import ModelTurnResult, ToolError, ToolResult, ToolSuspend, UserMessage
-from bindloop.hosts.httpx_transport import HttpxTransport
-from bindloop.hosts.scripted_server import ScriptedProviderServer, error_reply, turn_reply
+from bindloop.hosts.transports.httpx import HttpxTransport
+from harness.fixtures.scripted_server import ScriptedProviderServer, error_reply, turn_reply
 from bindloop.session import (
     CheckpointReply,
     LoopCheckpoint,
@@ -28,7 +28,7 @@ from bindloop.session import (
     parse_loop_checkpoint,
     serialize_loop_checkpoint,
 )
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 from bindloop.testing import final_answer, tool_call, tool_call_turn
 
 WORKER = Path(__file__).resolve().parents[2] / "worker"

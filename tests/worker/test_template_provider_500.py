@@ -12,8 +12,8 @@ import anyio
 import pytest
 
 from bindloop.contracts import UserMessage
-from bindloop.hosts.httpx_transport import HttpxTransport
-from bindloop.hosts.scripted_server import ScriptedProviderServer, error_reply, turn_reply
+from bindloop.hosts.transports.httpx import HttpxTransport
+from harness.fixtures.scripted_server import ScriptedProviderServer, error_reply, turn_reply
 from bindloop.session import create_loop_checkpoint
 from bindloop.testing import final_answer
 

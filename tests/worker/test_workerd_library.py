@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from bindloop.hosts.scripted_server import (
+from harness.fixtures.scripted_server import (
     RecordedRequest,
     ScriptedProviderServer,
     ScriptedReply,

@@ -1,10 +1,10 @@
 """The Worker template's frontend routes (``POST /api/chat``, ``POST /ag-ui``, their ``GET
 .../stream`` and ``POST .../stop``; bindloop.hosts.workers.frontends) in real workerd, driven by the real
-npm clients (clients/worker.mjs: ``ai``'s
+npm clients (harness/clients/worker.mjs: ``ai``'s
 ``DefaultChatTransport`` + ``readUIMessageStream`` and ``@ag-ui/client``'s ``HttpAgent``) against a
 scripted OpenAI-chat provider on 127.0.0.1; then the same clients across a workerd killed with
-SIGKILL mid-run (clients/worker_kill.mjs), and ``useChat`` in headless Chromium with an approval
-clicked through (clients/use_chat.mjs, after a restart with ``APPROVAL_TOOLS``). Each runs once per
+SIGKILL mid-run (harness/clients/worker_kill.mjs), and ``useChat`` in headless Chromium with an approval
+clicked through (harness/clients/use_chat.mjs, after a restart with ``APPROVAL_TOOLS``). Each runs once per
 AI SDK major (``ai@6``, and ``ai@7`` with its ``@ai-sdk/react`` on Node 22; the same scripts given
 the major's module root). Runs under ``make test-worker``, which also needs ``make clients-node``
 (the npm clients of both majors) and Chromium."""
@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from bindloop.hosts.scripted_server import (
+from harness.fixtures.scripted_server import (
     RecordedRequest,
     ScriptedProviderServer,
     ScriptedReply,
@@ -35,7 +35,7 @@ from bindloop.contracts import TurnUsage
 from bindloop.testing import final_answer, tool_call, tool_call_turn
 
 REPO = Path(__file__).resolve().parents[2]
-CLIENTS = REPO / "clients"
+CLIENTS = REPO / "harness" / "clients"
 sys.path.insert(0, str(REPO / "worker" / "tools"))
 sys.path.insert(0, str(REPO / "tests" / "protocols"))
 from workerd_harness import Workerd, stage  # noqa: E402
@@ -269,10 +269,10 @@ def test_the_real_clients_reconnect_across_a_workerd_killed_mid_run(worker: Work
 def test_use_chat_in_headless_chromium_against_the_worker_with_an_approval_clicked_through(
         worker: Worker, major: int) -> None:
     """Deliverable 4, the browser: @ai-sdk/react's useChat on the page bundled offline by esbuild
-    (clients/use_chat/app.jsx) in headless Chromium, against the Worker in workerd with
+    (harness/clients/use_chat/app.jsx) in headless Chromium, against the Worker in workerd with
     ``APPROVAL_TOOLS=word_count``: the count waits for an approval, Approve is clicked, the same
     assistant message goes on to the answer -- equal to the one DefaultChatTransport gets for
-    the same request and answer (clients/use_chat.mjs, scenario ``worker``)."""
+    the same request and answer (harness/clients/use_chat.mjs, scenario ``worker``)."""
     chromium = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
     if not Path(chromium).is_file():
         pytest.fail(f"{chromium} not found: apt-get install -y chromium")

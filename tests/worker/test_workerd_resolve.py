@@ -36,7 +36,7 @@ def test_the_template_s_dependencies_resolve_offline_from_the_repository_s_wheel
     assert (WORKER / source["path"]).is_file(), "run `make worker-wheel`"
     out = subprocess.run(
         [str(UV), "pip", "compile", "pyproject.toml", "--no-index", "--offline", "--no-cache",
-         "--find-links", str(REPO / "wasm" / "wheels"), "--python-version", "3.14", "--universal",
+         "--find-links", str(REPO / "harness" / "wasm" / "wheels"), "--python-version", "3.14", "--universal",
          "--no-build", "--no-header", "--quiet"],
         cwd=WORKER, capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stderr
@@ -44,7 +44,7 @@ def test_the_template_s_dependencies_resolve_offline_from_the_repository_s_wheel
             if line.strip() and not line.lstrip().startswith("#")}
     assert source["path"] in pins  # bindloop from the path source, not an index
     vendored = {w.name.split("-")[0].lower().replace("_", "-") + "==" + w.name.split("-")[1]
-                for w in (REPO / "wasm" / "wheels").glob("*.whl") if not w.name.startswith("bindloop-")}
+                for w in (REPO / "harness" / "wasm" / "wheels").glob("*.whl") if not w.name.startswith("bindloop-")}
     assert pins - {source["path"]} == vendored  # exactly what the workerd tests vendor
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import msgspec
 
-from bindloop.hosts.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply, turn_reply
+from harness.fixtures.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply, turn_reply
 from bindloop.testing import final_answer
 
 REPO = Path(__file__).resolve().parents[2]

@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from bindloop.hosts.scripted_server import (
+from harness.fixtures.scripted_server import (
     RecordedRequest,
     ScriptedProviderServer,
     ScriptedReply,
@@ -198,7 +198,7 @@ process.stdout.write(JSON.stringify(shown));
 
 
 def rendered_in_js(events: list[tuple[str, dict[str, Any]]]) -> dict[str, str]:
-    """The same events through the browser's reducer, wasm/demo/turn-stream.js, in Node."""
+    """The same events through the browser's reducer, harness/wasm/demo/turn-stream.js, in Node."""
     turns = [d for n, d in events if n == "turn"]
     out = subprocess.run(["node", "--input-type=module", "-e", JS_RENDER], cwd=REPO, check=True,
                          input=json.dumps(turns).encode(), capture_output=True, timeout=60)
@@ -207,7 +207,7 @@ def rendered_in_js(events: list[tuple[str, dict[str, Any]]]) -> dict[str, str]:
 
 def rendered(events: list[tuple[str, dict[str, Any]]]) -> dict[str, str | None]:
     """What a client shows per turn: the SSE ``turn`` events through bindloop's reducer (the
-    Python twin of wasm/demo/turn-stream.js, both held to the same vectors)."""
+    Python twin of harness/wasm/demo/turn-stream.js, both held to the same vectors)."""
     reducer = TurnStreamReducer()
     turns: list[str] = []
     for name, data in events:

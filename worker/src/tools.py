@@ -6,7 +6,7 @@ from typing import Annotated
 import msgspec
 
 from bindloop.contracts import ToolSuspend
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 
 
 @define_tool

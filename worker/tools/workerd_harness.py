@@ -13,7 +13,7 @@ What serving a Worker directory does:
    date and flags, ``vars``, the Durable Object bindings and the migrations that declare their
    classes (:func:`read_worker`); a binding kind this command cannot serve is refused, never ignored;
 3. stages a directory (:func:`stage_worker`): every ``.py`` under ``main``'s directory as the
-   Worker's modules (``main`` first), every wheel of the wheel directories (``wasm/wheels-pyc`` by
+   Worker's modules (``main`` first), every wheel of the wheel directories (``harness/wasm/wheels-pyc`` by
    default) unpacked under ``python_modules/`` and the directory's own ``python_modules/`` (what
    ``pywrangler sync`` vendors) over them -- ``.py`` files as ``pythonModule``, everything else
    (msgspec's ``.so``) as ``data`` -- after checking that each of ``pyproject.toml``'s
@@ -73,8 +73,8 @@ BUNDLE_DIR = WORKER_DIR / ".cache" / "pyodide-bundle"
 WATCHDOG = TOOLS_DIR / "workerd_watchdog.py"
 # The .pyc wheel set (make wasm-wheels-pyc: compiled inside Pyodide 3.14) is the default: it
 # started workerd to the first streamed token 2-12 % sooner than the plain set in three of four
-# runs of bench/worker_turn.py (docs/workers.md). The plain set is wasm/wheels.
-WHEELS_DIR = REPO_ROOT / "wasm" / "wheels-pyc"
+# runs of bench/worker_turn.py (docs/workers.md). The plain set is harness/wasm/wheels.
+WHEELS_DIR = REPO_ROOT / "harness" / "wasm" / "wheels-pyc"
 
 SNAPSHOT_NAME = "snapshot.bin"  # what --python-save-snapshot writes into --python-snapshot-dir
 DEV_STATE = ".workerd-dev"  # dev's staging, snapshot and (by default) storage, in the Worker's dir
@@ -466,7 +466,7 @@ def stage(stage_dir: Path, *, bindings: Mapping[str, str], storage_dir: Path,
         spec = replace(spec, main=(src_dir / "entry.py").resolve())
     if not durable_objects:
         spec = replace(spec, durable_objects=())
-    trees = {"conformance": REPO_ROOT / "conformance"} if with_conformance else {}
+    trees = {"conformance": REPO_ROOT / "harness" / "conformance"} if with_conformance else {}
     return stage_worker(spec, stage_dir, storage_dir=storage_dir, bindings=bindings,
                         wheels_dirs=(wheels_dir,), vendored_trees=trees,
                         extra_objects=extra_objects, racers=racers)
@@ -821,7 +821,7 @@ def conformance(out: Path) -> int:
         print("[conformance-workerd] two runs in one isolate gave different reports", file=sys.stderr)
         return 1
     # Every scenario file (the agent ones, 100-103, included) ran in the isolate and passed.
-    expected = sorted(p.stem for p in (REPO_ROOT / "conformance" / "scenarios").glob("*.json"))
+    expected = sorted(p.stem for p in (REPO_ROOT / "harness" / "conformance" / "scenarios").glob("*.json"))
     parsed = json.loads(report)
     ran = sorted(e["name"] for e in parsed["scenarios"])
     agent = [n for n in ran if "_agent_" in n]
@@ -856,7 +856,7 @@ def main(argv: list[str]) -> int:
                    help="a text binding over wrangler.jsonc's vars and .dev.vars (repeatable)")
     d.add_argument("--persist", type=Path, metavar="DIR", help=f"Durable Object storage (default DIR/{DEV_STATE}/storage)")
     d.add_argument("--wheels", type=Path, action="append", metavar="DIR",
-                   help="wheels to vendor into python_modules/ (repeatable; default wasm/wheels-pyc)")
+                   help="wheels to vendor into python_modules/ (repeatable; default harness/wasm/wheels-pyc)")
     d.add_argument("--snapshot", action="store_true",
                    help="start from a memory snapshot of these exact modules, writing one first")
     c = sub.add_parser("conformance", help="GET /conformance of the template into OUT_REPORT")

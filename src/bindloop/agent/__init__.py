@@ -80,9 +80,7 @@ from ._middleware import (
 )
 from ._limits import (
     ConcurrencyRule as ConcurrencyRule,
-    InMemoryLimitStore as InMemoryLimitStore,
     LimitRule as LimitRule,
-    LimitStore as LimitStore,
     RateRule as RateRule,
     create_limit_middleware as create_limit_middleware,
     create_simple_limit_middleware as create_simple_limit_middleware,
@@ -158,10 +156,8 @@ __all__ = (
     "ChatResult",
     "ConcurrencyRule",
     "FrameSnapshot",
-    "InMemoryLimitStore",
     "JournalTurn",
     "LimitRule",
-    "LimitStore",
     "ModelMiddleware",
     "RateRule",
     "Reborn",

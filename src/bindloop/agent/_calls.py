@@ -18,7 +18,7 @@ from typing import Any
 
 from ..contracts import ToolCall, ToolError, ToolOutcome, ToolResult
 from ..loop import BatchRunner
-from ..plugins import Tool
+from ..tools import Tool
 from ._approvals import ApprovalGate
 from ._context import Frame, Generation
 from ._middleware import ToolCallLoopContext, ToolContext, ToolOutput, ToolTurn, run_loop_chain
@@ -73,7 +73,7 @@ class ToolPort:
     def run_tool_call(self, call: ToolCall) -> ToolOutcome | Awaitable[ToolOutcome]:
         """The loop's port. A plain function handing back the call's outcome or awaitable: on
         the common path (nothing to replay, record or trace; a tool without middleware) that is
-        what the tool body returned (:meth:`~bindloop.plugins.Tool.invoke`), with no frame of ours
+        what the tool body returned (:meth:`~bindloop.tools.Tool.invoke`), with no frame of ours
         around it."""
         tool = self.direct.get(call.name)
         if tool is not None:

@@ -11,7 +11,7 @@ import msgspec
 from ..contracts import Message
 from ..errors import UsageError
 from ._errors import MissingDependencyError
-from ..plugins import Tool
+from ..tools import Tool
 from ..signal import AbortSignal
 from ._context import Frame, current_frame, draft_generation, optional_frame
 from ._middleware import ToolCallLoopMiddleware, ToolMiddleware
@@ -81,7 +81,7 @@ def equip_tool(tool: Tool[Any, Any] | AgentTool | Callable[..., Any], *,
                middleware: Sequence[ToolMiddleware] = (), serial: bool = False,
                needs_approval: bool | Callable[[Any], bool] = False) -> None:
     """Offer ``tool`` (from ``define_tool`` or ``augment_tool``, or a plain typed function, which
-    is made a tool by :func:`~bindloop.plugins.define_tool` once per agent) to this generation's
+    is made a tool by :func:`~bindloop.tools.define_tool` once per agent) to this generation's
     prompt, with dynamic ``middleware`` around its static layers (dynamic -> static -> tool).
     Equipping the same name twice replaces the first. A function the schema cannot describe is a
     :class:`~bindloop.errors.UsageError` here, before the model is called.

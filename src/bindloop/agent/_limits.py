@@ -1,5 +1,6 @@
 """Rate limits for models: ``create_limit_middleware(rules, store=)`` over a
-:class:`LimitStore`, and ``create_simple_limit_middleware(rpm=, tpm=, concurrency=)``.
+:class:`~bindloop.stores.LimitStore`, and
+``create_simple_limit_middleware(rpm=, tpm=, concurrency=)``.
 
 A rule either waits until the call fits (through the injected ``sleep``) or raises
 :class:`~bindloop.agent.RateLimitExceededError`; a waiting rule with ``max_wait_ms`` raises when
@@ -8,9 +9,8 @@ the wait would be longer. Time comes from the injected ``clock`` (milliseconds).
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Literal, Protocol, TypeAlias
+from typing import Literal, TypeAlias
 
 import anyio
 import msgspec
@@ -19,16 +19,14 @@ from ..clock import Clock, monotonic_ms
 from ..completion import FinishEvent, StreamEvent, UsageEvent
 from ..contracts import Message, ModelTurnResult, TurnUsage
 from ..errors import UsageError
-from ..run import window_wait
+from ..stores import LimitStore, MemoryLimitStore
 from ._errors import RateLimitExceededError
 from ._middleware import ModelMiddleware, WrappedModel
 from ..model import Model, ModelRequest
 
 __all__ = (
     "ConcurrencyRule",
-    "InMemoryLimitStore",
     "LimitRule",
-    "LimitStore",
     "RateRule",
     "create_limit_middleware",
     "create_simple_limit_middleware",
@@ -54,7 +52,8 @@ class RateRule(msgspec.Struct, frozen=True, kw_only=True):
 class ConcurrencyRule(msgspec.Struct, frozen=True, kw_only=True):
     """At most ``limit`` calls in flight at once. While a call holds its slot and its stream
     delivers events, the slot's lease is renewed at most every ``renew_ms`` (on stores that lease
-    slots, see :class:`LimitStore`); a stream silent for a whole lease loses its slot."""
+    slots, see :class:`~bindloop.stores.LimitStore`); a stream silent for a whole lease loses its
+    slot."""
 
     name: str
     limit: int
@@ -65,119 +64,6 @@ class ConcurrencyRule(msgspec.Struct, frozen=True, kw_only=True):
 
 
 LimitRule: TypeAlias = RateRule | ConcurrencyRule
-
-
-class LimitStore(Protocol):
-    """Where limit state lives (in memory for one process; a shared store for several).
-
-    ``admit(key, window_ms, limit, amount, now)`` records ``amount`` and returns ``0`` when the
-    window has room for it (``amount=0`` asks whether it holds fewer than ``limit``), else the
-    milliseconds until it will, recording nothing. ``charge`` records ``amount`` unconditionally.
-    ``enter(key, limit)`` takes a concurrency slot (``False`` when all are taken); ``leave``
-    returns one.
-
-    **Slot leases.** A slot taken by a process that is then killed is never returned by
-    ``leave``. A store shared between processes therefore leases each slot to the store handle
-    that took it (``slot_lease_ms`` on the stores bindloop ships): the slot lapses unless the
-    handle renews it, and a lapsed slot counts for nobody. Such a store has ``renew_slots()``,
-    the holder's heartbeat: it renews every slot the handle holds (a lapsed one stays lapsed, and
-    ``leave`` of a lapsed slot frees nothing of anyone else's). ``create_limit_middleware`` calls
-    it while a call holds slots (see :class:`ConcurrencyRule`'s ``renew_ms``); keep the lease
-    several times longer than that."""
-
-    async def admit(self, key: str, window_ms: float, limit: int, amount: int,
-                    now: float) -> float: ...
-
-    async def charge(self, key: str, window_ms: float, amount: int, now: float) -> None: ...
-
-    async def enter(self, key: str, limit: int) -> bool: ...
-
-    async def leave(self, key: str) -> None: ...
-
-
-class _Slots:
-    """Slot leases shared by the handles of one :class:`InMemoryLimitStore`: per key, slot id to
-    expiry (ms on the holder's clock)."""
-
-    def __init__(self) -> None:
-        self.leases: dict[str, dict[int, float]] = {}
-        self.next_id = 0
-
-
-class InMemoryLimitStore:
-    """A :class:`LimitStore` for one process: sliding windows of ``(time, amount)`` per key. One
-    instance per limiter group (share it between models that share a quota).
-
-    ``slot_lease_ms`` (``None``: slots never lapse) leases each slot on the clock ``now``;
-    :meth:`handle` opens another holder on the same windows and slots (what a second process's
-    handle on a shared store is), so a holder that stops renewing can be tested in one process."""
-
-    def __init__(self, *, now: Clock = monotonic_ms, slot_lease_ms: float | None = None) -> None:
-        if slot_lease_ms is not None and not (isinstance(slot_lease_ms, (int, float))
-                                              and slot_lease_ms > 0):
-            raise UsageError(f"slot_lease_ms must be positive or None, got {slot_lease_ms!r}")
-        self._windows: dict[str, deque[tuple[float, int]]] = {}
-        self._slots = _Slots()
-        self._held: dict[str, list[int]] = {}
-        self._now = now
-        self._lease = slot_lease_ms
-
-    def handle(self, *, now: Clock | None = None,
-               slot_lease_ms: float | None = None) -> InMemoryLimitStore:
-        """Another holder on this store's windows and slots, with its own clock and lease
-        (default: this one's)."""
-        other = InMemoryLimitStore(now=now or self._now,
-                                   slot_lease_ms=self._lease if slot_lease_ms is None
-                                   else slot_lease_ms)
-        other._windows, other._slots = self._windows, self._slots
-        return other
-
-    def _expiry(self) -> float:
-        return float("inf") if self._lease is None else self._now() + self._lease
-
-    def _window(self, key: str, window_ms: float, now: float) -> deque[tuple[float, int]]:
-        window = self._windows.setdefault(key, deque())
-        while window and window[0][0] <= now - window_ms:
-            window.popleft()
-        return window
-
-    async def admit(self, key: str, window_ms: float, limit: int, amount: int,
-                    now: float) -> float:
-        window = self._window(key, window_ms, now)
-        wait = window_wait(window, window_ms, limit, amount, now)
-        if wait == 0.0 and amount:
-            window.append((now, amount))
-        return wait
-
-    async def charge(self, key: str, window_ms: float, amount: int, now: float) -> None:
-        if amount > 0:
-            self._window(key, window_ms, now).append((now, amount))
-
-    async def enter(self, key: str, limit: int) -> bool:
-        leases = self._slots.leases.setdefault(key, {})
-        now = self._now()
-        for slot in [s for s, until in leases.items() if until <= now]:
-            del leases[slot]  # lapsed: its holder stopped renewing
-        if len(leases) >= limit:
-            return False
-        slot = self._slots.next_id = self._slots.next_id + 1
-        leases[slot] = self._expiry()
-        self._held.setdefault(key, []).append(slot)
-        return True
-
-    async def leave(self, key: str) -> None:
-        held = self._held.get(key)
-        if held:
-            self._slots.leases.get(key, {}).pop(held.pop(), None)
-
-    async def renew_slots(self) -> None:
-        """Renew every slot this handle holds and that has not lapsed."""
-        now, until = self._now(), self._expiry()
-        for key, held in self._held.items():
-            leases = self._slots.leases.get(key, {})
-            for slot in held:
-                if leases.get(slot, now) > now:
-                    leases[slot] = until
 
 
 def _check_rules(rules: Sequence[object]) -> tuple[LimitRule, ...]:
@@ -303,10 +189,10 @@ def create_limit_middleware(rules: Sequence[LimitRule], *, store: LimitStore | N
                             key: str = "model", clock: Clock = monotonic_ms,
                             sleep: Sleep = anyio.sleep) -> ModelMiddleware:
     """A model middleware enforcing ``rules`` (each in order, before the call) in ``store``
-    (default: a fresh :class:`InMemoryLimitStore`) under ``key`` — share a store and key between
-    models that share one quota."""
+    (default: a fresh :class:`~bindloop.stores.MemoryLimitStore`) under ``key`` — share a store and
+    key between models that share one quota."""
     checked = _check_rules(rules)
-    the_store: LimitStore = store if store is not None else InMemoryLimitStore()
+    the_store: LimitStore = store if store is not None else MemoryLimitStore()
     return ModelMiddleware(
         name=f"limit:{key}",
         wrap=lambda inner: _Limited(inner, checked, the_store, key, clock, sleep))

@@ -21,7 +21,7 @@ from ..contracts import (
     TurnUsage,
 )
 from ..errors import PortContractError, UsageError
-from ..plugins import ToolContext as ToolContext  # defined with the tools; the middlewares see it too
+from ..tools import ToolContext as ToolContext  # defined with the tools; the middlewares see it too
 from ..model import Model, ModelRequest, StructuredOutputMode, fold_events
 from ._errors import LoopMissingToolOutputError
 from ._model import checked_model

@@ -51,13 +51,13 @@ async def run_with(fn: Callable[..., Awaitable[R]], *, initial_props: Any = _UNS
     ``create_agent(model="id")``; ``event_bus.emit(event)`` receives the trace events;
     ``enable_snapshot`` records the journal :func:`dump_snapshot` returns; ``signal`` cancels every
     model call and tool batch of the run; ``session_id`` (the host's conversation or user session)
-    is what every tool's :class:`~bindloop.agent.ToolContext` reports, beside the run's trace id;
+    is what every tool's :class:`~bindloop.tools.ToolContext` reports, beside the run's trace id;
     ``on_tool_error(report)`` sees every tool call of the run that raised (a
     :class:`~bindloop.agent.ToolErrorReport` holding the exception; what the model reads is
     unchanged) *instead of* the default, :func:`~bindloop.agent.log_tool_error` (a redacted
     WARNING on the ``bindloop.agent.tools`` logger): a host that reports its own way gets no
     second record, and calls ``log_tool_error(report)`` from its hook to keep it;
-    ``bindloop.hosts.logs.log_tool_errors(logger, level=)`` is the same record on your logger.
+    ``bindloop.hosts.telemetry.logs.log_tool_errors(logger, level=)`` is the same record on your logger.
     Either way the prompt's ``ChatResult.tool_failures`` lists the reports.
     ``on_event(event)`` is called synchronously with each run event
     (:class:`~bindloop.agent.AgentStreamEvent`) of the top-level agent's prompts the moment it is

@@ -166,7 +166,7 @@ def canonical_message(message: object) -> bytes:
     encoding: RFC 8785 and msgspec write such values alike (key order, minimal escapes, literal
     non-ASCII). Anything else in a field (a number, a dict, bytes, a str subclass; msgspec does
     not check types at construction), and a lone surrogate (msgspec refuses to encode it), goes
-    the pure-Python way, which gives today's bytes or today's error."""
+    the pure-Python way (``canonical_json``), which gives its canonical bytes or raises."""
     if _plain(message):
         try:
             return _SORTED.encode(message)

@@ -8,7 +8,7 @@ from typing import Any
 from ..contracts import ToolDefinition, ToolError, ToolOutcome, ToolResult
 from ..errors import UsageError
 from ._errors import ToolCallFailedError
-from ..plugins import Tool, define_tool, tool_wire_definition
+from ..tools import Tool, define_tool, tool_wire_definition
 from ._context import optional_frame
 from ._middleware import ToolContext, ToolMiddleware, run_tool_chain
 
@@ -18,7 +18,7 @@ _CURRENT: Any = object()  # AgentTool.run(agent_id=) default: read the current f
 
 
 class AgentTool:
-    """A :class:`~bindloop.plugins.Tool` with static middleware "burned in" (outermost first).
+    """A :class:`~bindloop.tools.Tool` with static middleware "burned in" (outermost first).
 
     Built by :func:`augment_tool`; :func:`~bindloop.agent.equip_tool` also takes a bare ``Tool``.
     Immutable: augmenting again returns a new one with the new layers outside the old."""
@@ -72,7 +72,7 @@ def as_agent_tool(where: str, tool: object) -> AgentTool:
     if callable(tool):
         return AgentTool(define_tool(tool), ())
     raise UsageError(f"{where}: {tool!r} is not a tool; pass a typed function or make one with "
-                     "bindloop.plugins.define_tool")
+                     "bindloop.tools.define_tool")
 
 
 def augment_tool(tool: Tool[Any, Any] | AgentTool | Callable[..., Any],

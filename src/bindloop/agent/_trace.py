@@ -2,7 +2,7 @@
 semantic conventions (``gen_ai.*`` attributes), emitted to the run's ``event_bus``.
 
 Events carry no wall-clock time (the core has no clock): ``seq`` orders them and an exporter stamps
-times as they arrive (``bindloop.hosts.otel``). Span and trace ids are counters, so a replayed run
+times as they arrive (``bindloop.hosts.telemetry.otel``). Span and trace ids are counters, so a replayed run
 emits the same trace. Chat and tool span ends also carry the journal data (the turn, its prompt hash,
 the tool outcome) that :func:`~bindloop.agent.restore_snapshot` rebuilds a snapshot from.
 """

@@ -21,8 +21,8 @@ Without ``base_url=``, ``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL`` move the end
 variable is read, as the providers' own SDKs do (a gateway or local server configured beside the
 key): so a program written for the provider runs unchanged against another endpoint.
 
-The transport is :class:`~bindloop.hosts.httpx_transport.HttpxTransport` on CPython (extra
-``bindloop[httpx]``) and :class:`~bindloop.hosts.js_fetch.FetchTransport` under emscripten.
+The transport is :class:`~bindloop.hosts.transports.httpx.HttpxTransport` on CPython (extra
+``bindloop[httpx]``) and :class:`~bindloop.hosts.transports.js_fetch.FetchTransport` under emscripten.
 
 Every :class:`~bindloop.wire.WireOptions` field but ``model`` is a keyword (``max_tokens=``,
 ``temperature=``, ``reasoning=``, ...); ``stream`` defaults to ``True`` here, so a listener sees
@@ -233,13 +233,13 @@ def _missing(provider: Provider, *, emscripten: bool, env_given: bool) -> Missin
 def _transport(base_url: str, headers: tuple[tuple[str, str], ...], *, fetch: Any,
                emscripten: bool) -> Transport:
     if emscripten:
-        from .js_fetch import FetchTransport
+        from bindloop.hosts.transports.js_fetch import FetchTransport
 
         return FetchTransport(base_url, headers=headers, fetch=fetch)
     if fetch is not None:
         raise UsageError("create_model(fetch=...) is the JS fetch of Pyodide or a Worker; on "
                          "CPython requests go through httpx (leave fetch out)")
-    from .httpx_transport import HttpxTransport
+    from bindloop.hosts.transports.httpx import HttpxTransport
 
     return HttpxTransport(base_url, headers=headers)
 

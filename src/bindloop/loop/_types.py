@@ -191,8 +191,7 @@ class ToolLoopPorts(msgspec.Struct, frozen=True, kw_only=True):
     - ``activate(kind, names)``: a tool's result asked to activate plugins (``kind="plugins"``,
       ``ToolResult.activate_plugins``) or skills (``"skills"``); awaited before the next call of a
       serial run starts. Unwired, the request is reported as
-      :class:`~bindloop.errors.MissingActivationPortError` and the run goes on. (It replaced the
-      two ports ``activate_plugins`` and ``activate_skills``.)
+      :class:`~bindloop.errors.MissingActivationPortError` and the run goes on.
     - ``runs_serially(call)``: such calls run first, alone, in model order, each outcome (including
       activations) applied before the next; the rest run concurrently, pooled per tool name. Asked
       once per call of a turn, after the turn's ``on_assistant_message`` and before its first call
@@ -200,7 +199,7 @@ class ToolLoopPorts(msgspec.Struct, frozen=True, kw_only=True):
     - ``is_fatal_tool_error(exc)``: a raise that must end the run instead of becoming a tool error the
       model reads, asked the moment a call raises. :class:`~bindloop.errors.RunCancelledError` is
       always fatal. Unwired, :func:`~bindloop.errors.is_infrastructure_error` decides: a
-      :class:`~bindloop.session.StoreError` (a receipt's claim or completion failing) ends the run,
+      :class:`~bindloop.stores.StoreError` (a receipt's claim or completion failing) ends the run,
       which resumes from its last checkpoint, instead of the model reading it and the effect being
       lost. Wired, the predicate replaces that default (``lambda e: is_infrastructure_error(e) or
       mine(e)`` adds to it; returning ``False`` for a store error makes it a tool error again).
@@ -234,7 +233,7 @@ class ToolLoopPorts(msgspec.Struct, frozen=True, kw_only=True):
       naming the port); those are the results the transcript gets. ``stats`` counts what ``run``
       ran; activations are read off the port's outcomes and applied after the port returns (a
       serial call's activation is not applied before the next call starts, as it is unwired).
-      Unwired, the loop runs batches itself (today's path, unchanged).
+      Unwired, the loop runs every batch itself, as ``runs_serially`` describes.
     - ``is_final_call(call, outcome)``: after a batch, a call whose outcome satisfies it (asked
       once every call is answered, for each call in model order, with its outcome as the
       transcript gets it) makes the batch end the run: once its

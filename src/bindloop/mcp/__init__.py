@@ -7,7 +7,7 @@ host's ports (:class:`ServerRequestHandlers`), and resources, prompts and comple
 (:func:`list_resources`, :func:`get_prompt`, :func:`complete`, ...), and tool calls run as tasks
 (:func:`run_tool_task`). And the server side: bindloop tools served to MCP clients
 (:class:`McpServer`, the protocol's decisions without I/O; its ASGI binding is
-``bindloop.hosts.mcp_server.McpServerApp``).
+``bindloop.hosts.mcp.server.McpServerApp``).
 
 See docs/mcp.md.
 """
@@ -63,15 +63,8 @@ from ._oauth import (
     id_jag_exchange as id_jag_exchange,
     transport_fetch as transport_fetch,
 )
-from ._token_store import (
-    MemoryTokenStore as MemoryTokenStore,
-    SwapTokenStore as SwapTokenStore,
-    TokenStore as TokenStore,
-)
 from ._oauth_model import (
     AuthorizationServerMetadata as AuthorizationServerMetadata,
-    OAuthClientInfo as OAuthClientInfo,
-    OAuthTokens as OAuthTokens,
     ProtectedResourceMetadata as ProtectedResourceMetadata,
     WwwAuthenticate as WwwAuthenticate,
     parse_www_authenticate as parse_www_authenticate,
@@ -208,12 +201,9 @@ __all__ = (
     "McpToolset",
     "McpUrlElicitationRequired",
     "McpVersionError",
-    "MemoryTokenStore",
-    "OAuthClientInfo",
     "OAuthFetch",
     "OAuthRequest",
     "OAuthResponse",
-    "OAuthTokens",
     "Outgoing",
     "PendingElicitation",
     "PendingElicitations",
@@ -226,8 +216,6 @@ __all__ = (
     "SamplingRequest",
     "ServerRequestHandlers",
     "SkippedMcpTool",
-    "SwapTokenStore",
-    "TokenStore",
     "ToolExceptionHook",
     "ToolFilter",
     "ToolProgress",

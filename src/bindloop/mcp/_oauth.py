@@ -26,8 +26,6 @@ from ..wire import HttpRequest, Transport, TransportError
 from ._errors import McpAuthorizationError, McpHttpError
 from ._oauth_model import (
     AuthorizationServerMetadata,
-    OAuthClientInfo,
-    OAuthTokens,
     ProtectedResourceMetadata,
     WwwAuthenticate,
     authorization_server_metadata_urls,
@@ -46,7 +44,11 @@ from ._oauth_model import (
     split_url,
     state_value,
 )
-from ._token_store import MemoryTokenStore, SwapTokenStore, TokenStore
+from ..stores import (
+    OAuthClientInfo,
+    OAuthTokens,
+)
+from ..stores import MemoryTokenStore, SwapTokenStore, TokenStore
 
 __all__ = (
     "AuthorizeRedirect",

@@ -17,11 +17,10 @@ from typing import Any
 import msgspec
 
 from .._percent import percent_decode as _unquote, percent_encode as _quote
+from ..stores import OAuthClientInfo, OAuthTokens
 
 __all__ = (
     "AuthorizationServerMetadata",
-    "OAuthClientInfo",
-    "OAuthTokens",
     "ProtectedResourceMetadata",
     "WwwAuthenticate",
     "authorization_server_metadata_urls",
@@ -86,33 +85,6 @@ class AuthorizationServerMetadata(msgspec.Struct, frozen=True, kw_only=True):
     token_endpoint_auth_methods_supported: list[str] | None = None
     client_id_metadata_document_supported: bool = False
     authorization_response_iss_parameter_supported: bool = False
-
-
-class OAuthClientInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """This client at one authorization server: registered, pre-registered or a client ID
-    metadata document URL. ``token_endpoint_auth_method`` is how it authenticates at the token
-    endpoint (``none``, ``client_secret_basic``, ``client_secret_post``, ``private_key_jwt``).
-    ``issuer`` is the authorization server a registration was made at: a stored registration is
-    used only there (a server that moved to another issuer gets a new registration)."""
-
-    client_id: str
-    client_secret: str | None = None
-    token_endpoint_auth_method: str | None = None
-    issuer: str | None = None
-
-
-class OAuthTokens(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """A token answer. ``expires_at_ms`` is on the driver's injected clock (``None``: the server
-    gave no lifetime)."""
-
-    access_token: str
-    token_type: str = "Bearer"
-    refresh_token: str | None = None
-    scope: str | None = None
-    expires_at_ms: float | None = None
-
-    def expired(self, now_ms: float, margin_ms: float = 30_000.0) -> bool:
-        return self.expires_at_ms is not None and now_ms + margin_ms >= self.expires_at_ms
 
 
 class _TokenAnswer(msgspec.Struct, frozen=True, kw_only=True):

@@ -31,7 +31,7 @@ from ..contracts import (
 )
 from ..errors import UsageError
 from ..model import Model, ModelRequest
-from ..plugins import ParsedArguments, read_tool_arguments
+from ..tools import ParsedArguments, read_tool_arguments
 from ..schema import SchemaSanitizeError, sanitize_tool_schema
 from ._content import map_content_block
 from ._errors import McpRequestRefused

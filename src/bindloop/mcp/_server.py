@@ -7,7 +7,7 @@ either an :class:`McpReply` to send as is, or an :class:`McpCall` to run with
 :meth:`McpServer.run_call`, which runs the tool the way the tool loop does (the tool's own
 argument reader, the loop's rule for what a raise becomes) and hands back the response message;
 progress notifications go out through the ``emit`` callback on the way. ``DELETE`` is
-:meth:`McpServer.delete`. The ASGI binding is :class:`bindloop.hosts.mcp_server.McpServerApp`.
+:meth:`McpServer.delete`. The ASGI binding is :class:`bindloop.hosts.mcp.server.McpServerApp`.
 
 State: the sessions (``Mcp-Session-Id``) and the calls running in them live in the instance,
 bounded by ``max_sessions`` (the least recently used session goes first).
@@ -28,7 +28,7 @@ import msgspec
 
 from ..contracts import JsonBoundsError, ToolError, ToolOutcome, decode_json_bounded
 from ..errors import PortContractError, UsageError
-from ..plugins import Tool
+from ..tools import Tool
 from ..signal import AbortController, AbortSignal
 from ._content import call_result_of
 from ._protocol import (
@@ -188,7 +188,7 @@ def _counter() -> Callable[[], str]:
 
 
 class McpServer:
-    """Serves ``tools`` (:class:`~bindloop.plugins.Tool` values, the ones an agent equips) over
+    """Serves ``tools`` (:class:`~bindloop.tools.Tool` values, the ones an agent equips) over
     MCP's streamable HTTP transport, as decisions: see the module docstring for the flow.
 
     Parameters
@@ -204,7 +204,7 @@ class McpServer:
     session_ids
         Mints session ids (visible ASCII). The default counts (``session-1``, ...), which is only
         safe behind ``authorize``: a host should pass a secure random source
-        (:class:`~bindloop.hosts.mcp_server.McpServerApp` does).
+        (:class:`~bindloop.hosts.mcp.server.McpServerApp` does).
     max_sessions
         Sessions kept; the least recently used one is forgotten when a new one would exceed it.
     max_body
@@ -456,7 +456,7 @@ class McpServer:
         """Run ``call``'s tool and return its JSON-RPC response message. ``emit(message)`` is
         called (synchronously) with each progress notification while it runs.
 
-        The tool runs as the loop runs it (:meth:`~bindloop.plugins.Tool.execute`: its argument
+        The tool runs as the loop runs it (:meth:`~bindloop.tools.Tool.execute`: its argument
         reader, so bad arguments are a ``validation`` error the client can correct). What it
         returns or raises becomes a ``CallToolResult``, an error one (``isError``) with the text
         the model would read for a :class:`~bindloop.contracts.ToolError` or a non-fatal raise; a

@@ -12,10 +12,10 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from ..plugins import ParsedArguments, read_tool_arguments
+from ..tools import ParsedArguments, read_tool_arguments
 from ..contracts import ToolDefinition, ToolError, ToolOutcome
 from ..errors import RunCancelledError, ToolFailure, UsageError
-from ..plugins import RawArguments, ResolveOutcome, Tool, ToolRegistry, tool_wire_definition
+from ..tools import RawArguments, ResolveOutcome, Tool, ToolRegistry, tool_wire_definition
 from ..signal import AbortSignal
 from ..schema import SchemaSanitizeError, first_schema_violation, sanitize_tool_schema
 from ._content import map_call_result
@@ -55,7 +55,7 @@ class McpArguments(msgspec.Struct, frozen=True):
 
 
 class McpTool(Tool[McpArguments, Any]):
-    """A bindloop :class:`~bindloop.plugins.Tool` that calls a tool on an MCP server.
+    """A bindloop :class:`~bindloop.tools.Tool` that calls a tool on an MCP server.
 
     ``name`` is the namespaced wire name the model sees; ``mcp_name`` the server's own name.
     ``parameters`` is the server's ``inputSchema`` after
@@ -360,7 +360,7 @@ class McpServerPlugin:
 
 def mcp_plugin_resolver(registry: ToolRegistry[Any]
                         ) -> Callable[[str], Awaitable[ResolveOutcome]]:
-    """A ``resolve`` for :func:`~bindloop.plugins.rehydrate_activation`: an unregistered name is
+    """A ``resolve`` for :func:`~bindloop.tools.rehydrate_activation`: an unregistered name is
     ``"unknown"``; an :class:`McpServerPlugin` reconnects and lists its tools (a failure raises, so
     the walk drops it as ``unreachable`` with the server's error in ``detail``); any other
     registered plugin resolves as it is."""

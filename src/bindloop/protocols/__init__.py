@@ -4,7 +4,7 @@ A2A 1.0 (the JSON-RPC binding's wire types and a run as an A2A task).
 
 No I/O: run events in, protocol chunks out (the same bytes on every runtime); request bodies in,
 bindloop's transcript out, read with their size and depth bounded first. A host (the ASGI app in
-``bindloop.hosts.asgi``, the Worker) carries the bytes. See docs/protocols.md.
+``bindloop.hosts.asgi.chat``, the Worker) carries the bytes. See docs/protocols.md.
 """
 
 from __future__ import annotations

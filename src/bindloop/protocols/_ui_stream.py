@@ -16,7 +16,7 @@ from typing import Any
 
 from ..completion import FinishReason
 from ..textstream import TurnResetEvent
-from ..plugins import ParsedArguments, parse_tool_call_arguments
+from ..tools import ParsedArguments, parse_tool_call_arguments
 from ..contracts import Content, ToolCall, ToolError, ToolResult, TurnUsage, content_text
 from ..errors import ProtocolError
 from ._common import CallOutput, RunEncoder

@@ -5,15 +5,15 @@ is a fresh completion and may reorder its calls, so position-keyed receipts woul
 not the same call; content keys fail safe (a new call finds no receipt and runs).
 
 :func:`decide_tool_call_receipt` is the pure decision table. The store is the host's; its contract
-(:class:`ToolCallReceiptStore`) is an *attempt fence*: every write names the attempt it belongs to and
-lands only while that attempt still owns the receipt. ``bindloop.testing.InMemoryReceiptStore`` is the
-reference implementation.
+(:class:`~bindloop.stores.ToolCallReceiptStore`) is an *attempt fence*: every write names the attempt it
+belongs to and lands only while that attempt still owns the receipt;
+:class:`~bindloop.stores.MemoryToolCallReceiptStore` is the reference implementation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal, Protocol, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import msgspec
 
@@ -33,7 +33,6 @@ __all__ = (
     "ReceiptState",
     "ReceiptWait",
     "ToolCallReceiptKey",
-    "ToolCallReceiptStore",
     "ToolEffect",
     "decide_tool_call_receipt",
     "sha256_hex",
@@ -178,24 +177,3 @@ def decide_tool_call_receipt(
         reason=f"attempt {state.attempt} of an opaque effect lost its lease without an outcome; "
                "it may have happened",
     )
-
-
-class ToolCallReceiptStore(Protocol):
-    """The host's receipt table. Every write is fenced on the attempt number and returns whether it
-    landed (``False``: another attempt owns the receipt now — stop, do not run or record anything).
-
-    ``claim(key, attempt, lease_ms)`` lands only if the stored attempt is ``attempt - 1`` (absent
-    counts as 0) and the receipt is absent, failed, or running with an expired lease; it writes
-    ``running`` with a lease measured on the store's clock. ``complete`` and ``fail`` land only while
-    the receipt is ``running`` at ``attempt``. Put the
-    fence in the same transaction as the side effect where the store allows it: fencing only the
-    completion leaves a window where two attempts both believe they own the call.
-    """
-
-    async def read(self, key: ToolCallReceiptKey) -> ReceiptState | None: ...
-
-    async def claim(self, key: ToolCallReceiptKey, attempt: int, lease_ms: float) -> bool: ...
-
-    async def complete(self, key: ToolCallReceiptKey, attempt: int, result: Any) -> bool: ...
-
-    async def fail(self, key: ToolCallReceiptKey, attempt: int, error: str | None) -> bool: ...

@@ -9,7 +9,7 @@ __all__ = ("window_wait",)
 
 def window_wait(entries: Iterable[tuple[float, int]], window_ms: float, limit: int, amount: int,
                 now: float) -> float:
-    """The sliding-window rule every ``bindloop.agent.LimitStore`` applies in ``admit``: ``0.0`` when
+    """The sliding-window rule every ``bindloop.stores.LimitStore`` applies in ``admit``: ``0.0`` when
     ``amount`` fits the window holding ``entries`` (``(time, amount)`` pairs, oldest first, already
     cut to the window; an ``amount`` of 0 asks only that the window is not full), else the
     milliseconds until enough of the oldest entries leave it. A store that keeps its windows

@@ -18,10 +18,8 @@ from ._driver import (
     run_from_checkpoint as run_from_checkpoint,
 )
 from ._errors import (
-    CheckpointConflictError as CheckpointConflictError,
     CheckpointFormatError as CheckpointFormatError,
     CheckpointInputError as CheckpointInputError,
-    StoreError as StoreError,
     UnsupportedCheckpointVersionError as UnsupportedCheckpointVersionError,
 )
 from ._input import (
@@ -42,11 +40,9 @@ from ._schema import (
     ApprovalRecord as ApprovalRecord,
     DecidedCall as DecidedCall,
 )
-from ._store import CheckpointStore as CheckpointStore
 
 __all__ = (
     "CHECKPOINT_VERSION",
-    "CheckpointConflictError",
     "CheckpointFormatError",
     "CheckpointInput",
     "CheckpointInputError",
@@ -54,7 +50,6 @@ __all__ = (
     "CheckpointReply",
     "CheckpointRunResult",
     "CheckpointStatus",
-    "CheckpointStore",
     "CheckpointWake",
     "CommitFn",
     "LoopBindings",
@@ -62,7 +57,6 @@ __all__ = (
     "ReaskRecord",
     "RestoreFn",
     "RestoredLoop",
-    "StoreError",
     "UnsupportedCheckpointVersionError",
     "apply_checkpoint_input",
     "create_loop_checkpoint",

@@ -4,7 +4,6 @@ Credential-free, multi-turn, multi-tool tests without mocking a chat client. Not
 package root: import it as ``bindloop.testing``.
 """
 
-from ._checkpoints import InMemoryCheckpointStore as InMemoryCheckpointStore
 from ._clock import (
     RecordingSink as RecordingSink,
     SteppingClock as SteppingClock,
@@ -12,7 +11,6 @@ from ._clock import (
     stepping_clock as stepping_clock,
 )
 from ._harness import LoopHarness as LoopHarness, ToolFn as ToolFn, loop_harness as loop_harness
-from ._receipts import InMemoryReceiptStore as InMemoryReceiptStore
 from ._stream_model import (
     ScriptedStreamModel as ScriptedStreamModel,
     StreamRequest as StreamRequest,
@@ -32,8 +30,6 @@ from ._errors import ScriptExhaustedError as ScriptExhaustedError
 
 __all__ = (
     "FunctionModel",
-    "InMemoryCheckpointStore",
-    "InMemoryReceiptStore",
     "LoopHarness",
     "RecordingSink",
     "ScriptExhaustedError",

@@ -17,17 +17,17 @@ import anyio
 import msgspec
 
 from .._awaitable import resolve
-from ..agent import InMemoryLimitStore
+from ..stores import MemoryLimitStore
 from ..contracts import AssistantMessage, UserMessage
 from ..errors import UsageError
 from ..run import ReceiptCompleted, ReceiptFailed, ReceiptRunning, ToolCallReceiptKey
 from ..session import (
-    CheckpointConflictError,
     CheckpointFormatError,
     LoopBindings,
     LoopCheckpoint,
     create_loop_checkpoint,
 )
+from ..stores import CheckpointConflictError
 from ._case_runner import (
     Case as Case,
     CaseResult as CaseResult,
@@ -38,7 +38,7 @@ from ._case_runner import (
     run_case as run_case,
     run_store_cases as run_store_cases,
 )
-from ._receipts import InMemoryReceiptStore
+from ..stores import MemoryToolCallReceiptStore
 
 __all__ = (
     "CHECKPOINT_CASES",
@@ -308,7 +308,7 @@ async def receipt_refuses_bad_attempts_and_leases(stores: StoreHandles) -> None:
 async def receipt_same_answers_as_the_reference(stores: StoreHandles) -> None:
     clock = ManualClock()
     store = await stores.open(now=clock)
-    ref = InMemoryReceiptStore(now=clock)
+    ref = MemoryToolCallReceiptStore(now=clock)
     renews = hasattr(store, "renew")
     for op, which, attempt, ms in _ops(start=22, count=300):
         key = msgspec.structs.replace(KEY, tool_name=f"tool{which}")
@@ -404,7 +404,7 @@ LIMIT_SCRIPT: tuple[tuple[str, float, int, int, float], ...] = (
 
 async def limit_windows_match_the_reference(stores: StoreHandles) -> None:
     store = await stores.open()
-    ref = InMemoryLimitStore()
+    ref = MemoryLimitStore()
     for key in ("k1", "k2"):
         for op, window, limit, amount, now in LIMIT_SCRIPT:
             if op == "charge":

@@ -1,11 +1,11 @@
-"""The conformance cases of :class:`bindloop.mcp.TokenStore` (MCP OAuth tokens and the client
+"""The conformance cases of :class:`bindloop.stores.TokenStore` (MCP OAuth tokens and the client
 registration), as plain async functions like the other store cases (:mod:`._store_cases`): a
 pytest suite (``store_kit.TokenStoreSuite``) and a route inside workerd run the same checks.
 
 A factory handle here is a view on one token store (one user at one MCP server): two handles of
 the same factory see each other's saves. Tokens are secrets: the cases also check that a store's
 ``repr`` never shows them. A store shared by several processes must be a
-:class:`bindloop.mcp.SwapTokenStore`: the ``swap`` cases check its compare-and-swap save lands only
+:class:`bindloop.stores.SwapTokenStore`: the ``swap`` cases check its compare-and-swap save lands only
 on the expected tokens, atomically across handles, and that two :class:`~bindloop.mcp.McpOAuth`
 on two handles refreshing at once end on one rotation.
 """
@@ -19,9 +19,11 @@ import anyio
 
 from ..mcp import (
     McpOAuth,
-    OAuthClientInfo,
     OAuthRequest,
     OAuthResponse,
+)
+from ..stores import (
+    OAuthClientInfo,
     OAuthTokens,
     SwapTokenStore,
 )
@@ -114,7 +116,7 @@ async def mcp_oauth_uses_the_stored_tokens(stores: StoreHandles) -> None:
 def _swapping(store: object) -> SwapTokenStore:
     assert isinstance(store, SwapTokenStore), (
         f"{type(store).__name__} has no swap_tokens: a token store shared by processes needs "
-        "the compare-and-swap save (bindloop.mcp.SwapTokenStore)")
+        "the compare-and-swap save (bindloop.stores.SwapTokenStore)")
     return store
 
 

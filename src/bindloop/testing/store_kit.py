@@ -16,7 +16,7 @@ fresh namespace (a new file, schema or key prefix). Handles are closed after the
 fixture (asyncio here; override it to add trio), which is how anyio's pytest plugin runs them::
 
     import functools, pytest
-    from bindloop.hosts.store_processes import run_in_processes
+    from bindloop.hosts.stores.processes import run_in_processes
     from bindloop.testing.store_kit import CheckpointStoreSuite, LimitStoreSuite, ReceiptStoreSuite
 
     class TestMyStore(CheckpointStoreSuite, ReceiptStoreSuite, LimitStoreSuite):
@@ -32,11 +32,11 @@ The multi-process tests (several processes write at once; exactly one wins) need
 ``process_runner``: ``runner(factory, job, count)`` runs the kit's ``job(store, index)`` in
 ``count`` fresh processes, each on its own handle from ``factory()``, and returns the results in
 index order — the factory must then be picklable. The kit runs no processes itself (it lives inside
-the package's no-I/O fence); :func:`bindloop.hosts.store_processes.run_in_processes` is the
+the package's no-I/O fence); :func:`bindloop.hosts.stores.processes.run_in_processes` is the
 ready-made runner. Without one, those tests are skipped, as for a store that cannot be shared
 between processes (the in-memory references).
 
-:class:`TokenStoreSuite` holds an MCP OAuth token store (:class:`bindloop.mcp.TokenStore`) to
+:class:`TokenStoreSuite` holds an MCP OAuth token store (:class:`bindloop.stores.TokenStore`) to
 the same standard; its factory takes no options.
 
 The cases themselves are plain async functions (:data:`CHECKPOINT_CASES`, :data:`RECEIPT_CASES`,
@@ -128,7 +128,7 @@ class _Suite:
 
 
 class CheckpointStoreSuite(_Suite):
-    """:class:`~bindloop.session.CheckpointStore`: load, the revision fence, size bounds, delete."""
+    """:class:`~bindloop.stores.CheckpointStore`: load, the revision fence, size bounds, delete."""
 
     async def test_checkpoint_missing_loads_as_none(self, stores: StoreHandles) -> None:
         await _run(cases.checkpoint_missing_loads_as_none, stores)
@@ -162,8 +162,8 @@ class CheckpointStoreSuite(_Suite):
 
 
 class ReceiptStoreSuite(_Suite):
-    """:class:`~bindloop.run.ToolCallReceiptStore`: the attempt fence and leases on the store's
-    clock, op for op the same answers as :class:`~bindloop.testing.InMemoryReceiptStore`."""
+    """:class:`~bindloop.stores.ToolCallReceiptStore`: the attempt fence and leases on the store's
+    clock, op for op the same answers as :class:`~bindloop.stores.MemoryToolCallReceiptStore`."""
 
     async def test_receipt_fence_and_leases(self, stores: StoreHandles) -> None:
         await _run(cases.receipt_fence_and_leases, stores)
@@ -188,8 +188,8 @@ class ReceiptStoreSuite(_Suite):
 
 
 class LimitStoreSuite(_Suite):
-    """:class:`~bindloop.agent.LimitStore`: sliding windows and concurrency slots, answer for
-    answer the same as :class:`~bindloop.agent.InMemoryLimitStore`, atomic under concurrent
+    """:class:`~bindloop.stores.LimitStore`: sliding windows and concurrency slots, answer for
+    answer the same as :class:`~bindloop.stores.MemoryLimitStore`, atomic under concurrent
     callers (in one process and across processes)."""
 
     async def test_limit_windows_match_the_reference(self, stores: StoreHandles) -> None:
@@ -213,9 +213,9 @@ class LimitStoreSuite(_Suite):
 
 
 class TokenStoreSuite(_Suite):
-    """:class:`~bindloop.mcp.TokenStore`: MCP OAuth tokens and the client registration, shared by
+    """:class:`~bindloop.stores.TokenStore`: MCP OAuth tokens and the client registration, shared by
     every handle on the store, the latest save winning, never shown in a ``repr``, with an atomic
-    compare-and-swap save (:class:`~bindloop.mcp.SwapTokenStore`) that keeps two processes
+    compare-and-swap save (:class:`~bindloop.stores.SwapTokenStore`) that keeps two processes
     refreshing at once on one rotation."""
 
     async def test_token_store_starts_empty(self, stores: StoreHandles) -> None:

@@ -1,6 +1,6 @@
 """The turn text stream a host shows: retractable text events for one turn as it streams
 (:class:`TurnTextStream`), and the client reducer that folds them into what a viewer displays
-(:class:`TurnStreamReducer`). See docs/completion.md."""
+(:class:`TurnStreamReducer`). See docs/textstream.md."""
 
 from ._text_stream import (
     TURN_RESET_REASONS as TURN_RESET_REASONS,

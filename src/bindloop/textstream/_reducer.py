@@ -9,7 +9,7 @@ what arrives early), and only then ``epoch`` drops a stale attempt and a ``reset
 ``seq`` is what makes the ``epoch`` rule sound: by epoch alone, a retry's text arriving before its own
 reset would be accepted and then cleared by that reset, leaving the surface blank.
 
-The same reducer exists in JavaScript (``wasm/demo/turn-stream.js``); both run the JSON vectors in
+The same reducer exists in JavaScript (``harness/wasm/demo/turn-stream.js``); both run the JSON vectors in
 ``tests/textstream/vectors/turn_stream_vectors.json``.
 """
 

@@ -1,9 +1,9 @@
 """Streaming a turn's assistant text to a live surface, repaired across routing retries.
 
 Routing answers a mid-stream failure by trying again (same endpoint, next provider, fallback model),
-and every retry re-renders a turn the reader is already looking at. The old answer was to clamp: once
-a byte left, ``produced_output`` was true and routing stopped. This module asks one question of the
-surface instead — can it be told to discard what it shows? — and, when it can, wipes it lazily on
+and every retry re-renders a turn the reader is already looking at. Clamping (once a byte has left,
+``produced_output`` is true and routing stops) gives up the rest of the chain. This module asks one
+question of the surface instead — can it be told to discard what it shows? — and, when it can, wipes it lazily on
 the retry's first byte so the whole fallback chain stays available.
 
 Two lifetime rules the code cannot enforce: build **one stream per turn** (outside the attempt

@@ -7,7 +7,7 @@ time, and print one line per scenario and the totals.
 Node 22 and the suite come from this directory's package.json (npm install): 0.1.16, the
 2025-11-25 scenarios. ``--suite v2026`` takes them from ``v2026/`` instead (the 0.2.0 pre-release
 that has the 2026-07-28 client scenarios; ``--spec-version 2026-07-28`` picks those). The adapter
-the suite launches is ``python -m bindloop.hosts.mcp_conformance_client``. Exit status 1 if any
+the suite launches is ``python -m harness.fixtures.mcp_conformance_client``. Exit status 1 if any
 scenario failed.
 """
 
@@ -58,7 +58,7 @@ def run_one(name: str, command: str, out_dir: pathlib.Path) -> tuple[bool, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--command", default=f"{sys.executable} -m bindloop.hosts.mcp_conformance_client",
+    parser.add_argument("--command", default=f"{sys.executable} -m harness.fixtures.mcp_conformance_client",
                         help="the adapter command the suite launches")
     parser.add_argument("--scenario", action="append")
     parser.add_argument("--out")

@@ -1,5 +1,5 @@
 """Run the official MCP conformance suite's **server** scenarios against bindloop's MCP server
-(:class:`bindloop.hosts.mcp_server.McpServerApp` serving ``server_tools.py`` under uvicorn on
+(:class:`bindloop.hosts.mcp.server.McpServerApp` serving ``server_tools.py`` under uvicorn on
 127.0.0.1), one at a time; print one line per scenario and the totals.
 
     python tests/mcp/conformance/run_server.py [--scenario NAME ...]

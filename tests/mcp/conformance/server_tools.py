@@ -1,5 +1,5 @@
 """The tools the conformance suite's server scenarios call (``test_simple_text``, ...), defined
-with bindloop's ``define_tool`` and served by :class:`bindloop.hosts.mcp_server.McpServerApp`."""
+with bindloop's ``define_tool`` and served by :class:`bindloop.hosts.mcp.server.McpServerApp`."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import anyio
 import msgspec
 
 from bindloop.contracts import FilePart, ImagePart, TextPart, ToolError, ToolResult
-from bindloop.hosts.mcp_server import McpServerApp
-from bindloop.plugins import Tool, define_tool
+from bindloop.hosts.mcp.server import McpServerApp
+from bindloop.tools import Tool, define_tool
 
 # A 1x1 red PNG and a minimal WAV header, base64.
 PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5Er"

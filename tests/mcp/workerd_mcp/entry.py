@@ -16,7 +16,7 @@ import anyio
 from workers import Response, WorkerEntrypoint  # type: ignore[import-not-found]
 
 from bindloop.contracts import ToolError, ToolResult, content_text
-from bindloop.hosts.js_fetch import FetchTransport
+from bindloop.hosts.transports.js_fetch import FetchTransport
 from bindloop.mcp import McpHttpClient, load_mcp_tools
 
 

@@ -36,7 +36,8 @@ import msgspec
 from workers import Response  # type: ignore[import-not-found]
 
 from bindloop.hosts.workers.agent import HttpError
-from bindloop.session import StoreError, create_loop_checkpoint
+from bindloop.session import create_loop_checkpoint
+from bindloop.stores import StoreError
 from bindloop.contracts import UserMessage
 from bindloop.hosts.workers.checkpoints import DurableCheckpointStore
 from bindloop.hosts.workers.oauth_store import DurableTokenStore
@@ -265,7 +266,8 @@ class _FencedOutside(DurableCheckpointStore):
     an unconditional write), where the object cannot serialise it."""
 
     async def save(self, checkpoint: Any) -> None:
-        from bindloop.session import CheckpointConflictError, serialize_loop_checkpoint
+        from bindloop.session import serialize_loop_checkpoint
+        from bindloop.stores import CheckpointConflictError
 
         stored = await self.load(checkpoint.execution_id)
         if stored is not None and stored.revision + 1 != checkpoint.revision:
@@ -332,7 +334,7 @@ async def run_bench(owner: Any, request: Any, match: re.Match[str]) -> Response:
     every round awaits the object, so the figures are wall time in ms steps)."""
     import js  # type: ignore[import-not-found]
 
-    from bindloop.mcp import OAuthTokens
+    from bindloop.stores import OAuthTokens
     from bindloop.run import ToolCallReceiptKey
 
     _enabled(owner)

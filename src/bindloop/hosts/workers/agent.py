@@ -22,7 +22,6 @@ from bindloop.agent import (
     ChatResult,
     ToolFinishedEvent,
     ToolStartedEvent,
-    LimitStore,
     augment_model,
     create_agent,
     equip_history,
@@ -32,6 +31,7 @@ from bindloop.agent import (
     resume_chat,
     create_simple_limit_middleware,
 )
+from bindloop.stores import LimitStore
 from bindloop.clock import Clock
 from bindloop.textstream import TurnStreamEvent, TurnTextStream, create_turn_text_stream
 from bindloop.wire import StreamBudgets
@@ -44,7 +44,7 @@ from bindloop.contracts import (
 from bindloop.loop import LoopCounters
 from bindloop.model import Model
 from bindloop.errors import ProviderError
-from bindloop.plugins import Tool
+from bindloop.tools import Tool
 from bindloop.routing import (
     AttemptError,
     OrderedPolicy,
@@ -76,7 +76,7 @@ SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 LOGGER = logging.getLogger("bindloop.hosts.workers")
 """Where a failed run's detail goes (ERROR, with the exception): the Worker's log (``workerd``'s
 output, ``wrangler tail``). A client reads only a short category (:func:`error_event` on ``/v1``,
-``bindloop.hosts.asgi.error_text`` with the run's id on the protocol routes)."""
+``bindloop.hosts.asgi.chat.error_text`` with the run's id on the protocol routes)."""
 
 
 class HttpError(Exception):
@@ -239,7 +239,7 @@ def route_plan(config: AgentConfig) -> RoutePlan:
 
 
 class _Sink:
-    """The SSE client re-renders from events (wasm/demo/turn-stream.js), so it can be told to
+    """The SSE client re-renders from events (harness/wasm/demo/turn-stream.js), so it can be told to
     discard a failed attempt's text: retractable, and routing keeps its whole fallback chain."""
 
     retractable = True

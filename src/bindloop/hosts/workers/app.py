@@ -38,10 +38,10 @@ subclass ``routes = ROUTES.copy()`` and adds them)
     conversation; each response's events are logged, so a dropped client reconnects; its owner
     deletes a chat with its storage.
 ``GET /conformance``
-    bindloop's conformance report, run in this isolate (when ``conformance/`` is vendored).
+    bindloop's conformance report, run in this isolate (when ``harness/conformance/`` is vendored as ``conformance``).
 
 SSE events, each with ``id: <run>:<offset>``: ``session`` (id, the stored revision and the run id), ``turn`` (the turn text stream's
-``text`` / ``reset`` events, rendered by ``TurnStreamReducer`` in wasm/demo/turn-stream.js),
+``text`` / ``reset`` events, rendered by ``TurnStreamReducer`` in harness/wasm/demo/turn-stream.js),
 ``done`` (status, stop reason, revision, and the question when waiting) and ``error`` (the failure
 and the revision storage holds); ``: keep-alive`` comments while the run is quiet. Refused requests
 get a 4xx JSON body ``{"error": code, "message": ...}``.
@@ -96,7 +96,7 @@ from bindloop.hosts.workers.sessions import (
     last_event_id,
 )
 from bindloop.hosts.workers.web import JSON_HEADERS, EventStream, Routes, json_response, read_json
-from bindloop.plugins import Tool
+from bindloop.tools import Tool
 
 __all__ = ("ROUTES", "ChatWorker", "McpTokens", "RateLimiter", "Receipts", "Session")
 

@@ -24,13 +24,15 @@ import json
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from bindloop.hosts._store_common import check_max_bytes, encode_checkpoint
+from bindloop.hosts.stores._common import check_max_bytes, encode_checkpoint
 from bindloop.loop import BoundaryDecision
 from bindloop.session import (
-    CheckpointConflictError,
     LoopCheckpoint,
-    StoreError,
     parse_loop_checkpoint,
+)
+from bindloop.stores import (
+    CheckpointConflictError,
+    StoreError,
 )
 
 __all__ = ("DurableCheckpointStore",)

@@ -4,7 +4,7 @@ UI message stream, for ``useChat`` / ``DefaultChatTransport``) and ``POST /ag-ui
 
 The client holds the conversation, as those clients expect: the request carries it, decoded by
 ``bindloop.protocols`` into the transcript (bounded before parsing), and one ``prompt_chat`` runs
-over the Worker's providers and tools (``bindloop.hosts.asgi_agent.agent_runner``), its events
+over the Worker's providers and tools (``bindloop.hosts.asgi.agent.agent_runner``), its events
 encoded as they come. Each response is a run of the chat's own ``Session`` object (named
 ``ui:<id>`` / ``ag-ui:<id>``): it holds the run lease (a second request while one runs gets 409
 ``run_in_progress``; stop is asked through it) and the event log, so a client that dropped reads
@@ -47,7 +47,7 @@ from bindloop.hosts.workers.agent import (
 )
 from bindloop.contracts import JsonBoundsError, Message, SystemMessage, ToolCall, UserMessage
 from bindloop.session import CheckpointFormatError, LoopCheckpoint, create_loop_checkpoint
-from bindloop.hosts.asgi import (
+from bindloop.hosts.asgi.chat import (
     AgUiFrames,
     ChatInput,
     Frames,
@@ -58,8 +58,8 @@ from bindloop.hosts.asgi import (
     ui_chat_input,
     ui_encoder,
 )
-from bindloop.hosts.asgi_agent import agent_runner
-from bindloop.hosts.js_fetch import FetchTransport
+from bindloop.hosts.asgi.agent import agent_runner
+from bindloop.hosts.transports.js_fetch import FetchTransport
 from bindloop.protocols import (
     AG_UI_HEADERS,
     UI_STREAM_HEADERS,

@@ -12,8 +12,8 @@ from typing import Any
 import js  # type: ignore[import-not-found]
 from workers import DurableObject  # type: ignore[import-not-found]
 
-from bindloop.agent import InMemoryLimitStore, LimitStore
 from bindloop.hosts.workers.agent import HttpError
+from bindloop.stores import LimitStore, MemoryLimitStore
 
 __all__ = ("DurableLimitStore", "LiveRuns", "RateLimiter", "isolate_name", "limit_store",
            "live_runs", "wall_clock_ms")
@@ -54,10 +54,10 @@ class RateLimiter(DurableObject):  # type: ignore[misc]  # the SDK is untyped
 
     def __init__(self, ctx: Any, env: Any) -> None:
         super().__init__(ctx, env)
-        self._limits = InMemoryLimitStore(now=wall_clock_ms)
-        self._holders: dict[str, InMemoryLimitStore] = {}
+        self._limits = MemoryLimitStore(now=wall_clock_ms)
+        self._holders: dict[str, MemoryLimitStore] = {}
 
-    def _holder(self, holder: str, lease_ms: float = 0.0) -> InMemoryLimitStore | None:
+    def _holder(self, holder: str, lease_ms: float = 0.0) -> MemoryLimitStore | None:
         if not holder:
             return self._limits
         handle = self._holders.get(holder)

@@ -4,7 +4,7 @@ finds them, so a run does not authorize again because it landed in a new isolate
 
 ``McpTokens`` is the object (one per user and MCP server: ``idFromName(name)``; the caller picks
 the name, e.g. ``f"{user_id}:{server_url}"``); ``DurableTokenStore`` is bindloop's
-:class:`bindloop.mcp.SwapTokenStore` over its RPC methods. Its compare-and-swap save is one RPC,
+:class:`bindloop.stores.SwapTokenStore` over its RPC methods. Its compare-and-swap save is one RPC,
 ``swap``, whose handler reads the stored tokens, compares and writes awaiting nothing but the
 object's storage, so the object's input gate lets no other call in between: two isolates
 refreshing one rotated token at once see exactly one swap land. Tokens are secrets: the object stores them
@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import msgspec
 from workers import DurableObject  # type: ignore[import-not-found]
 
-from bindloop.session import StoreError
+from bindloop.stores import StoreError
 
 if TYPE_CHECKING:
-    from bindloop.mcp import OAuthClientInfo, OAuthTokens
+    from bindloop.stores import OAuthClientInfo, OAuthTokens
 
 __all__ = ("DurableTokenStore", "McpTokens")
 
@@ -90,7 +90,7 @@ def _json(value: msgspec.Struct | None) -> str:
 
 
 class DurableTokenStore:
-    """:class:`bindloop.mcp.SwapTokenStore` over one :class:`McpTokens` object of ``namespace``."""
+    """:class:`bindloop.stores.SwapTokenStore` over one :class:`McpTokens` object of ``namespace``."""
 
     def __init__(self, namespace: Any, name: str) -> None:
         if not isinstance(name, str) or not name:
@@ -117,7 +117,7 @@ class DurableTokenStore:
     # bindloop.mcp is imported on first use: a Worker that never authorizes does not pay for it
     # at start-up (the entry module imports McpTokens).
     async def load_tokens(self) -> OAuthTokens | None:
-        from bindloop.mcp import OAuthTokens
+        from bindloop.stores import OAuthTokens
 
         return await self._load("tokens", OAuthTokens)
 
@@ -130,7 +130,7 @@ class DurableTokenStore:
         return bool(landed)
 
     async def load_client(self) -> OAuthClientInfo | None:
-        from bindloop.mcp import OAuthClientInfo
+        from bindloop.stores import OAuthClientInfo
 
         return await self._load("client", OAuthClientInfo)
 

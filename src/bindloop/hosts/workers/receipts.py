@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import msgspec
 from workers import DurableObject  # type: ignore[import-not-found]
 
-from bindloop.hosts._store_common import check_attempt, check_lease, key_parts
+from bindloop.hosts.stores._common import check_attempt, check_lease, key_parts
 from bindloop.run import (
     ReceiptCompleted,
     ReceiptFailed,
@@ -35,7 +35,7 @@ from bindloop.run import (
     ReceiptState,
     ToolCallReceiptKey,
 )
-from bindloop.session import StoreError
+from bindloop.stores import StoreError
 
 __all__ = ("DurableReceiptStore", "Receipts")
 
@@ -47,7 +47,7 @@ _decoder = msgspec.json.Decoder(ReceiptState)
 def _next(row: ReceiptState | None, op: str, attempt: int, lease_ms: float, now: float,
           value: Any) -> ReceiptState | None:
     """The receipt after ``op`` (``None``: refused, nothing changes) — the attempt fence of
-    ``bindloop.testing.InMemoryReceiptStore``, whose answers the kit compares op for op."""
+    ``bindloop.stores.MemoryToolCallReceiptStore``, whose answers the kit compares op for op."""
     if op == "claim":
         claimable = row is None or isinstance(row, ReceiptFailed) or (
             isinstance(row, ReceiptRunning) and now >= row.lease_expires_at_ms)
@@ -102,7 +102,7 @@ def _wall_clock_ms() -> float:
 
 
 class DurableReceiptStore:
-    """``bindloop.run.ToolCallReceiptStore`` (plus ``renew``) over ``Receipts`` objects."""
+    """``bindloop.stores.ToolCallReceiptStore`` (plus ``renew``) over ``Receipts`` objects."""
 
     def __init__(self, namespace: Any, *, prefix: str = "", now: Any = None) -> None:
         self._namespace = namespace

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from bindloop.hosts.asgi import Frames
+from bindloop.hosts.asgi.chat import Frames
 from bindloop.protocols import EncoderInput
 
 __all__ = ("Fed", "LogFollower", "RecordedFrames", "decode_fed", "encode_fed", "replay")
@@ -76,7 +76,7 @@ def decode_fed(text: str) -> list[Fed]:
 
 
 class RecordedFrames:
-    """``inner`` (a protocol's :class:`~bindloop.hosts.asgi.Frames`) remembering every input it is
+    """``inner`` (a protocol's :class:`~bindloop.hosts.asgi.chat.Frames`) remembering every input it is
     fed, with turn indices shifted by ``turn_base``; ``fed`` are the inputs a continuation
     replayed (already saved)."""
 

@@ -50,8 +50,8 @@ from bindloop.hosts.workers.agent import (
 )
 from bindloop.agent import ToolLoopExceededError, TurnBudgetExceededError
 from bindloop.contracts import ToolCall
-from bindloop.hosts.js_fetch import FetchTransport
-from bindloop.plugins import Tool
+from bindloop.hosts.transports.js_fetch import FetchTransport
+from bindloop.tools import Tool
 from bindloop.session import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
 from bindloop.hosts.workers.checkpoints import MAX_VALUE_BYTES, stored_size
 from bindloop.hosts.workers.identity import scoped_chat_id

@@ -5,7 +5,7 @@ from typing import Any
 from bindloop.hosts.workers import app
 from bindloop.hosts.workers.agent import HttpError
 from bindloop.hosts.workers.app import RateLimiter  # noqa: F401
-from bindloop.plugins import define_tool
+from bindloop.tools import define_tool
 
 
 @define_tool

@@ -1,0 +1,734 @@
+"""A plain ASGI app serving bindloop runs to real frontends: the Vercel AI SDK UI message stream and
+AG-UI, with streams that survive the client.
+
+Routes (no web framework; run it under any ASGI server, e.g. ``uvicorn``):
+
+``POST /api/chat``
+    An AI SDK chat request (``DefaultChatTransport``); answers a UI message stream.
+``GET /api/chat/{id}/stream``
+    Reconnect to chat ``id``'s running response (``reconnectToStream``): the whole stream again, or
+    what follows the ``Last-Event-ID`` header; ``204`` when nothing is running.
+``POST /api/chat/{id}/stop``
+    Stop chat ``id``'s running response (the stream ends with ``abort``).
+``POST /ag-ui``
+    An AG-UI ``RunAgentInput`` (``HttpAgent``); answers AG-UI events.
+``GET /ag-ui/{threadId}/stream`` and ``POST /ag-ui/{threadId}/stop``
+    The same reconnect and stop for an AG-UI thread.
+
+Each run is a task of the app (started in the ASGI lifespan), not of the request: every frame it
+produces goes to its event log (:mod:`bindloop.hosts.asgi.run_logs`) with its offset as the SSE ``id:``,
+and responses read the log. A client that disconnects stops reading; the run goes on. Refused
+requests get ``{"error": code, "message": ...}`` with a 4xx status (5xx when the app is full).
+
+Every request first goes through ``authorize`` (see :class:`ChatApp`): the identity it returns owns
+the chats it starts, and another identity can neither read, resume, stop nor reuse them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any, Literal, Protocol
+
+import anyio
+import msgspec
+from anyio.abc import TaskGroup
+
+from bindloop.contracts import (
+    JsonBoundsError,
+    Message,
+    ToolDefinition,
+    ToolMessage,
+    tool_error_message,
+)
+from bindloop.protocols import (
+    AG_UI_HEADERS,
+    SSE_DONE,
+    UI_STREAM_HEADERS,
+    AgUiEncoder,
+    AgUiRunInput,
+    EncoderInput,
+    ProtocolRequestError,
+    ToolApproval,
+    UIChatRequest,
+    UIStreamEncoder,
+    decode_run_agent_input,
+    decode_ui_chat_request,
+    encode_ag_ui_event,
+    encode_ui_chunk,
+    RUN_ID_PATTERN,
+    parse_run_event_id,
+    sse_frame,
+)
+from bindloop.agent import ApprovalError
+from bindloop.errors import ProviderError
+from bindloop.routing import AttemptError
+from bindloop.session import LoopCheckpoint
+
+from bindloop.stores import MemoryRunLogs, RunBusyError, RunLogs, RunsFullError, RunStatus
+
+__all__ = ("AgUiFrames", "Authorize", "BodyRefused", "ChatApp", "ChatInput", "ChatRefused",
+           "ChatRequest", "Emit", "Frames", "Runner", "UiFrames", "ag_ui_chat_input",
+           "chat_request", "drive_run", "error_text", "read_body", "scoped_chat_id", "sse_event",
+           "ui_chat_input", "ui_encoder")
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+Emit = Callable[[int | None, EncoderInput], None]
+"""``emit(turn_index, event)``: hand one run event to the response's encoder."""
+
+_DONE_PAYLOAD = b"[DONE]"
+_JSON = msgspec.json.Encoder()
+
+
+class ChatInput(msgspec.Struct, frozen=True, kw_only=True):
+    """What a run is asked to do, whichever protocol asked: continue ``transcript`` (canonical
+    messages, the last one usually the user's), with ``tools`` the client declared (it runs them
+    itself: a call to one is left for the client), ``approvals`` to apply first, and the shared
+    ``state`` (AG-UI). ``checkpoint`` set: the run goes on from that saved boundary of an earlier
+    run of this request (a host continuing a run that died; ``transcript`` is its messages) --
+    its approvals were applied and its state sent then, so neither happens again."""
+
+    chat_id: str
+    protocol: Literal["ui", "ag-ui", "a2a"]
+    transcript: tuple[Message, ...]
+    tools: tuple[ToolDefinition, ...] = ()
+    approvals: tuple[ToolApproval, ...] = ()
+    state: Any = None
+    checkpoint: LoopCheckpoint | None = None
+    identity: str = ""
+
+
+class ChatRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``authorize`` sees of a request: ``headers`` lower-cased names with their values
+    (latin-1 decoded, in order), ``client`` the peer's ``(host, port)`` when the server says."""
+
+    method: str
+    path: str
+    headers: tuple[tuple[str, str], ...]
+    client: tuple[str, int] | None = None
+
+    def header(self, name: str) -> str | None:
+        """The first value of header ``name`` (case-insensitive), or ``None``."""
+        name = name.lower()
+        return next((v for k, v in self.headers if k == name), None)
+
+
+class ChatRefused(Exception):
+    """Raised by ``authorize`` to refuse a request: ``status`` (401 or 403) and a ``message`` the
+    client may read."""
+
+    def __init__(self, message: str = "not authorized", *, status: int = 401) -> None:
+        if status not in (401, 403):
+            raise ValueError(f"ChatRefused(status=) must be 401 or 403, got {status}")
+        super().__init__(message)
+        self.status = status
+
+
+Authorize = Callable[[ChatRequest], Awaitable[str]]
+"""``await authorize(request)`` -> the caller's identity (a non-empty str), or raise
+:class:`ChatRefused`."""
+
+
+def chat_request(scope: Scope) -> ChatRequest:
+    """What an ``authorize`` hook sees of an ASGI request (the one reading for every host)."""
+    return ChatRequest(
+        method=scope["method"], path=scope["path"],
+        headers=tuple((bytes(k).decode("latin-1").lower(), bytes(v).decode("latin-1"))
+                      for k, v in scope.get("headers", ())),
+        client=tuple(scope["client"]) if scope.get("client") else None)
+
+
+class BodyRefused(Exception):
+    """Why :func:`read_body` gave up: ``status`` 413 (over the bound, declared or streamed), 408
+    (not whole in time) or 400 (the client went away); the message a client may read."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+async def read_body(scope: Scope, receive: Receive, *, max_bytes: int, timeout_s: float) -> bytes:
+    """The request body, bounded while it arrives: a declared ``Content-Length`` over
+    ``max_bytes`` is refused before anything is read, a body is refused the moment it passes it,
+    and one not whole within ``timeout_s`` is refused (:class:`BodyRefused`)."""
+    too_large = f"the request body is over {max_bytes} bytes"
+    for name, value in scope.get("headers", ()):
+        if name.lower() == b"content-length" and value.isdigit() and int(value) > max_bytes:
+            raise BodyRefused(413, too_large)
+    chunks: list[bytes] = []
+    size = 0
+    with anyio.move_on_after(timeout_s):
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise BodyRefused(400, "the client went away mid-request")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > max_bytes:
+                raise BodyRefused(413, too_large)
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+    raise BodyRefused(408, f"the request body took longer than {timeout_s:g} s")
+
+
+def scoped_chat_id(identity: str, chat_id: str) -> str:
+    """The chat's key for the logs and the runner: the client's id within its identity's space
+    (length-prefixed, so no two (identity, id) pairs meet); the id itself in single-user mode."""
+    return chat_id if not identity else f"{len(identity)}:{identity}:{chat_id}"
+
+
+Runner = Callable[[ChatInput, Emit], Awaitable[Any]]
+"""Runs one request: feeds ``emit`` as it goes and returns the run's result (AG-UI's
+``RUN_FINISHED.result``; ignored by the AI SDK). A raise ends the stream with the protocol's error
+(the exception's type and message, never a traceback)."""
+
+
+class _HttpError(Exception):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+class _Run:
+    __slots__ = ("changed", "identity", "protocol", "run_id", "scope")
+
+    def __init__(self, run_id: str, protocol: str, identity: str = "") -> None:
+        self.run_id = run_id
+        self.protocol = protocol
+        self.identity = identity
+        self.changed = anyio.Event()
+        self.scope = anyio.CancelScope()
+
+
+class ChatApp:
+    """The ASGI application. ``runner`` does the work (see :func:`bindloop.hosts.asgi.agent.agent_runner`
+    for one over bindloop's agent API); ``logs`` keep each run's frames (memory by default; pass a
+    :class:`~bindloop.hosts.asgi.run_logs.SqliteRunLogs` to keep them on disk, and to let several
+    processes serve one chat). ``max_body`` bounds a request body (413 above it) and
+    ``body_timeout_s`` the time to read it (408 after). A run renews its lease (``lease_ms``, on
+    ``clock_ms``, wall-clock milliseconds by default) every third of it; another process's run is
+    followed by polling the store every ``poll_s``.
+
+    ``authorize`` (``await authorize(ChatRequest) -> identity``, or raise :class:`ChatRefused`)
+    runs before every route. A chat belongs to the identity that started it: its key is
+    :func:`scoped_chat_id` (what the runner gets as ``ChatInput.chat_id``, with
+    ``ChatInput.identity``), so another identity's read, resume or stop of the same id finds
+    nothing, and its post starts a chat of its own. Without ``authorize`` the app is
+    **single-user**: every caller is the same identity, which suits a server bound to 127.0.0.1
+    and nothing else.
+
+    ``max_runs`` bounds the runs going on in this app at once and ``max_runs_per_identity`` those
+    of one identity; a request past either gets 429 with ``Retry-After``.
+
+    ``ai_sdk`` is the AI SDK major of the app's frontend (a chat request does not say it): with
+    ``7`` a retracted attempt is sent as 7's ``reset-step``, which AI SDK 6 refuses (see
+    :class:`~bindloop.protocols.UIStreamEncoder`)."""
+
+    def __init__(self, runner: Runner, *, logs: RunLogs | None = None,
+                 max_body: int = 1024 * 1024, new_id: Callable[[], str] | None = None,
+                 lease_ms: float = 10_000, clock_ms: Callable[[], float] | None = None,
+                 poll_s: float = 0.05, authorize: Authorize | None = None,
+                 max_runs: int = 256, max_runs_per_identity: int = 8,
+                 body_timeout_s: float = 15.0, ai_sdk: int = 6) -> None:
+        if ai_sdk not in (6, 7):
+            raise ValueError(f"ai_sdk must be 6 or 7, not {ai_sdk!r}")
+        self._ai_sdk = ai_sdk
+        if max_runs < 1 or max_runs_per_identity < 1:
+            raise ValueError("max_runs and max_runs_per_identity must be at least 1")
+        if not body_timeout_s > 0:
+            raise ValueError(f"body_timeout_s must be positive, got {body_timeout_s!r}")
+        self._authorize = authorize
+        self._max_runs = max_runs
+        self._max_runs_per_identity = max_runs_per_identity
+        self._body_timeout_s = body_timeout_s
+        self._per_identity: dict[str, int] = {}
+        self._runner = runner
+        self.logs: RunLogs = logs if logs is not None else MemoryRunLogs()
+        self._max_body = max_body
+        self._new_id = new_id or (lambda: uuid.uuid4().hex)
+        self._lease_ms = lease_ms
+        self._now = clock_ms or (lambda: time.time() * 1000)
+        self._poll_s = poll_s
+        self._tg: TaskGroup | None = None
+        self._live: dict[str, _Run] = {}
+        self._active: dict[tuple[str, str], str] = {}
+
+    # -- ASGI ---------------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        try:
+            identity = await self._identify(scope)
+            await self._route(scope, receive, send, identity)
+        except _HttpError as exc:
+            headers = [(b"retry-after", b"1")] if exc.status in (429, 503) else []
+            await _send_json(send, exc.status, {"error": exc.code, "message": str(exc)},
+                             headers)
+
+    async def _identify(self, scope: Scope) -> str:
+        if self._authorize is None:
+            return ""
+        try:
+            identity = await self._authorize(chat_request(scope))
+        except ChatRefused as exc:
+            raise _HttpError(exc.status, "unauthorized" if exc.status == 401 else "forbidden",
+                             str(exc)) from None
+        if not isinstance(identity, str) or not identity:
+            raise _HttpError(401, "unauthorized", "not authorized")
+        return identity
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        message = await receive()
+        if message["type"] != "lifespan.startup":
+            return
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            await send({"type": "lifespan.startup.complete"})
+            while (await receive())["type"] != "lifespan.shutdown":
+                pass
+            tg.cancel_scope.cancel()  # runs still going are stopped (their logs end as stopped)
+        self._tg = None
+        await send({"type": "lifespan.shutdown.complete"})
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send, identity: str) -> None:
+        method, path = scope["method"], scope["path"].rstrip("/") or "/"
+        parts = path.strip("/").split("/")
+        if path == "/api/chat" and method == "POST":
+            await self._post_ui(scope, receive, send, identity)
+        elif path == "/ag-ui" and method == "POST":
+            await self._post_ag_ui(scope, receive, send, identity)
+        elif len(parts) == 4 and parts[:2] == ["api", "chat"] or (
+                len(parts) == 3 and parts[0] == "ag-ui"):
+            protocol = "ui" if parts[0] == "api" else "ag-ui"
+            chat_id, action = scoped_chat_id(identity, parts[-2]), parts[-1]
+            if action == "stream" and method == "GET":
+                await self._reconnect(protocol, chat_id, scope, receive, send)
+            elif action == "stop" and method == "POST":
+                await self._stop(protocol, chat_id, send)
+            else:
+                raise _HttpError(405 if action in ("stream", "stop") else 404, "not_found",
+                                 f"no route for {method} {path}")
+        else:
+            raise _HttpError(404, "not_found", f"no route for {method} {path}")
+
+    # -- requests -------------------------------------------------------------------------------
+
+    async def _body(self, scope: Scope, receive: Receive) -> bytes:
+        try:
+            return await read_body(scope, receive, max_bytes=self._max_body,
+                                   timeout_s=self._body_timeout_s)
+        except BodyRefused as exc:
+            code = {413: "body_too_large", 408: "body_timeout"}.get(exc.status, "disconnected")
+            raise _HttpError(exc.status, code, str(exc)) from None
+
+    def _refuse(self, exc: Exception) -> _HttpError:
+        if isinstance(exc, JsonBoundsError):
+            status = 413 if exc.reason == "too_large" else 400
+            return _HttpError(status, f"body_{exc.reason}", str(exc))
+        return _HttpError(400, "invalid_request", str(exc))
+
+    async def _post_ui(self, scope: Scope, receive: Receive, send: Send, identity: str) -> None:
+        body = await self._body(scope, receive)
+        try:
+            request = decode_ui_chat_request(body, max_bytes=self._max_body)
+        except (JsonBoundsError, ProtocolRequestError) as exc:
+            raise self._refuse(exc) from None
+        encoder = ui_encoder(request, self._new_id(), ai_sdk=self._ai_sdk)
+        chat = _owned(ui_chat_input(request), identity)
+        run = self._begin("ui", chat.chat_id, identity)
+        self._spawn(run, chat, UiFrames(encoder))
+        await self._serve(run.run_id, None, UI_STREAM_HEADERS, receive, send)
+
+    async def _post_ag_ui(self, scope: Scope, receive: Receive, send: Send,
+                          identity: str) -> None:
+        body = await self._body(scope, receive)
+        try:
+            request = decode_run_agent_input(body, max_bytes=self._max_body)
+        except (JsonBoundsError, ProtocolRequestError) as exc:
+            raise self._refuse(exc) from None
+        if not RUN_ID_PATTERN.fullmatch(request.run_id):
+            raise _HttpError(400, "invalid_request", "runId must be 1 to 128 characters of "
+                             "A-Z a-z 0-9 . _ ~ - (it names the run's events)")
+        encoder = AgUiEncoder(thread_id=request.thread_id, run_id=request.run_id,
+                              messages=request.messages)
+        chat = _owned(ag_ui_chat_input(request), identity)
+        run = self._begin("ag-ui", chat.chat_id, identity, run_id=request.run_id)
+        self._spawn(run, chat, AgUiFrames(encoder))
+        await self._serve(run.run_id, None, AG_UI_HEADERS, receive, send)
+
+    async def _reconnect(self, protocol: str, chat_id: str, scope: Scope, receive: Receive,
+                         send: Send) -> None:
+        named = None
+        for name, value in scope.get("headers", ()):
+            if name == b"last-event-id":
+                named = parse_run_event_id(value)
+        after: int | None = None
+        run_id: str | None
+        if named is not None:
+            # The run the client saw, whichever run of the chat is the latest now: the rest of
+            # it, or nothing when this chat has no such run (a bare offset names no run).
+            record = self.logs.record(named[0])
+            run_id = None
+            if record is not None and (record.chat_id, record.protocol) == (chat_id, protocol):
+                run_id, after = named
+                if record.events <= after + 1 and not record.live(self._now()) \
+                        and run_id not in self._live:
+                    run_id = None  # it ended and the client saw all of it
+        else:
+            run_id = self._active.get((protocol, chat_id))
+            if run_id is None:
+                latest = self.logs.latest(chat_id, protocol)
+                if latest is not None and latest.live(self._now()):
+                    run_id = latest.run_id  # running in another process that shares the store
+        if run_id is None:
+            await send({"type": "http.response.start", "status": 204, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        headers = UI_STREAM_HEADERS if protocol == "ui" else AG_UI_HEADERS
+        await self._serve(run_id, after, headers, receive, send)
+
+    async def _stop(self, protocol: str, chat_id: str, send: Send) -> None:
+        run_id = self._active.get((protocol, chat_id))
+        run = None if run_id is None else self._live.get(run_id)
+        if run is not None:
+            run.scope.cancel()
+            await _send_json(send, 200, {"stopped": run.run_id})
+            return
+        latest = self.logs.latest(chat_id, protocol)
+        if latest is None or not latest.live(self._now()):
+            raise _HttpError(409, "not_running", "nothing is running in this chat")
+        # Another process runs it: it sees the request at its next lease renewal.
+        self.logs.request_stop(latest.run_id)
+        await _send_json(send, 202, {"stopping": latest.run_id})
+
+    # -- runs -----------------------------------------------------------------------------------
+
+    def _begin(self, protocol: str, chat_id: str, identity: str,
+               run_id: str | None = None) -> _Run:
+        if self._tg is None:
+            raise _HttpError(500, "no_lifespan", "the app's runs live in the ASGI lifespan: run it "
+                             "under a server with lifespan on (uvicorn's default)")
+        if (protocol, chat_id) in self._active:
+            raise _HttpError(409, "chat_busy", "this chat already has a running response; "
+                             "reconnect to it, or stop it first")
+        if len(self._live) >= self._max_runs:
+            raise _HttpError(429, "too_many_runs", "the server is running as many chats as it "
+                             "may; try again shortly")
+        if self._per_identity.get(identity, 0) >= self._max_runs_per_identity:
+            raise _HttpError(429, "too_many_runs", f"you have {self._max_runs_per_identity} "
+                             "chats running already; try again when one has finished")
+        run_id = run_id or self._new_id()
+        if run_id in self._live or self.logs.record(run_id) is not None:
+            raise _HttpError(409, "run_exists", f"run {run_id!r} already exists")
+        now = self._now()
+        try:
+            self.logs.begin(run_id, chat_id, protocol, now_ms=now,
+                            lease_until_ms=now + self._lease_ms)
+        except RunBusyError:
+            raise _HttpError(409, "chat_busy", "this chat already has a running response; "
+                             "reconnect to it, or stop it first") from None
+        except RunsFullError:
+            raise _HttpError(503, "too_many_runs", "the server is running as many chats as it "
+                             "holds; try again shortly") from None
+        run = _Run(run_id, protocol, identity)
+        self._live[run_id] = run
+        self._active[(protocol, chat_id)] = run_id
+        self._per_identity[identity] = self._per_identity.get(identity, 0) + 1
+        return run
+
+    def _spawn(self, run: _Run, chat: ChatInput, frames: Frames) -> None:
+        assert self._tg is not None
+        self._tg.start_soon(self._drive, run, chat, frames)
+        self._tg.start_soon(self._keep_lease, run)
+
+    async def _keep_lease(self, run: _Run) -> None:
+        """Renew the run's lease while it runs; a stop asked through the store cancels it."""
+        while True:
+            await anyio.sleep(self._lease_ms / 3000)
+            if run.run_id not in self._live:
+                return
+            if self.logs.renew(run.run_id, self._now() + self._lease_ms):
+                run.scope.cancel()
+
+    def _append(self, run: _Run, payloads: list[bytes]) -> None:
+        if not payloads:
+            return
+        for payload in payloads:
+            self.logs.append(run.run_id, payload)
+        run.changed.set()
+        run.changed = anyio.Event()
+
+    @staticmethod
+    def _describe(run: _Run, chat: ChatInput, exc: Exception) -> str:
+        LOGGER.error("run %s of chat %r (%s) failed", run.run_id, chat.chat_id, run.protocol,
+                     exc_info=exc)
+        return error_text(exc, run.run_id)
+
+    async def _drive(self, run: _Run, chat: ChatInput, frames: Frames) -> None:
+        status: RunStatus = "stopped"  # unless drive_run returns: the scope caught a stop
+        try:
+            with run.scope:
+                status = await drive_run(self._runner, chat, frames,
+                                         lambda payloads: self._append(run, payloads),
+                                         describe=lambda exc: self._describe(run, chat, exc))
+        finally:
+            with anyio.CancelScope(shield=True):
+                self.logs.end(run.run_id, status)
+                self._live.pop(run.run_id, None)
+                left = self._per_identity.get(run.identity, 1) - 1
+                if left > 0:
+                    self._per_identity[run.identity] = left
+                else:
+                    self._per_identity.pop(run.identity, None)
+                key = (chat.protocol, chat.chat_id)
+                if self._active.get(key) == run.run_id:
+                    del self._active[key]
+                run.changed.set()
+
+    async def _serve(self, run_id: str, after: int | None, headers: tuple[tuple[str, str], ...],
+                     receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(k.encode(), v.encode()) for k, v in headers]})
+        async with anyio.create_task_group() as tg:
+            async def watch_disconnect() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                tg.cancel_scope.cancel()  # only this response: the run goes on
+
+            tg.start_soon(watch_disconnect)
+            try:
+                await self._tail(run_id, after, send)
+            except OSError:
+                pass  # the client's socket is gone
+            tg.cancel_scope.cancel()
+
+    async def _tail(self, run_id: str, after: int | None, send: Send) -> None:
+        while True:
+            run = self._live.get(run_id)
+            changed = None if run is None else run.changed
+            # Another process's run (not live here): is it still renewing its lease?
+            elsewhere = False
+            if run is None:
+                record = self.logs.record(run_id)
+                elsewhere = record is not None and record.live(self._now())
+            frames = self.logs.read(run_id, after)
+            if frames:
+                body = b"".join(sse_event(run_id, o, p) for o, p in frames)
+                after = frames[-1][0]
+                await send({"type": "http.response.body", "body": body, "more_body": True})
+                continue
+            if changed is not None:
+                await changed.wait()
+            elif elsewhere:
+                await anyio.sleep(self._poll_s)
+            else:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                return
+
+
+def sse_event(run_id: str, offset: int, payload: bytes) -> bytes:
+    """One logged payload as the SSE bytes a client gets: ``<run>:<offset>`` as the ``id:`` (so a
+    resume names the run it saw, never another run of the chat), except the AI SDK's ``[DONE]``
+    marker, which goes out bare, as the SDK's own servers send it."""
+    if payload == _DONE_PAYLOAD:
+        return SSE_DONE
+    return sse_frame(payload, event_id=f"{run_id}:{offset}")
+
+
+class Frames(Protocol):
+    """One protocol's encoder behind a run driver: each call returns wire payloads (JSON, or
+    ``b"[DONE]"`` for the AI SDK's end marker)."""
+
+    def start(self) -> list[bytes]: ...
+    def feed(self, event: EncoderInput, turn_index: int | None) -> list[bytes]: ...
+    def finish(self, result: Any) -> list[bytes]: ...
+    def abort(self) -> list[bytes]: ...
+    def fail(self, text: str) -> list[bytes]: ...
+    def close(self) -> list[bytes]: ...
+
+
+LOGGER = logging.getLogger("bindloop.hosts.asgi.chat")
+"""Where :class:`ChatApp` records a failed run's detail (ERROR, with the exception); the client
+is told only :func:`error_text`'s short category and the run's id to quote."""
+
+
+def error_text(exc: Exception, ref: str | None = None) -> str:
+    """What a client is told of a failed run: a short category, never the exception's message (a
+    transport error can name an internal URL, a provider's answer can echo input). A provider
+    failure says its failure category and HTTP status; a refused approval says why (it names the
+    client's own decision); anything else is ``internal_error``.
+    ``ref`` (the run id) is appended, so an operator can find the detail in the host's log."""
+    if isinstance(exc, AttemptError):
+        status = "" if exc.status_code is None else f" (HTTP {exc.status_code})"
+        text = f"the model call failed: {exc.category}{status}"
+    elif isinstance(exc, ProviderError):
+        text = "the model call failed"
+    elif isinstance(exc, ApprovalError):  # about the client's own decisions: it may read them
+        text = f"the approval was refused: {exc}"
+    else:
+        text = "the run failed: internal_error"
+    return text if ref is None else f"{text} [ref {ref}]"
+
+
+async def drive_run(runner: Runner, chat: ChatInput, frames: Frames,
+                    write: Callable[[list[bytes]], None], *,
+                    describe: Callable[[Exception], str] = error_text,
+                    resumed: bool = False) -> RunStatus:
+    """One run from its first frame to its last, every payload handed to ``write`` in order (the
+    ASGI app's event log, the Worker's SSE stream): the start, the runner's events, then the finish
+    -- or the protocol's error when the runner raises (``describe(exc)``, never a traceback; a
+    host whose errors can carry a provider URL passes a scrubbing one), or its abort when the run
+    is cancelled (the cancellation is re-raised). Returns how it ended. ``resumed``: ``frames``
+    were started (and fed) by the caller -- a continuation of a run that died -- so no start is
+    written."""
+    open_ = [True]
+
+    def emit(turn_index: int | None, event: EncoderInput) -> None:
+        if open_[0]:  # a tool still reporting after the run's end is not part of the stream
+            write(frames.feed(event, turn_index))
+
+    if not resumed:
+        write(frames.start())
+    try:
+        result = await runner(chat, emit)
+    except anyio.get_cancelled_exc_class():
+        open_[0] = False
+        write(frames.abort())
+        write(frames.close())
+        raise
+    except Exception as exc:
+        open_[0] = False
+        write(frames.fail(describe(exc)))
+        write(frames.close())
+        return "failed"
+    open_[0] = False
+    write(frames.finish(result))
+    write(frames.close())
+    return "finished"
+
+
+class UiFrames:
+    """The AI SDK UI message stream as :class:`Frames`."""
+
+    def __init__(self, encoder: UIStreamEncoder) -> None:
+        self.encoder = encoder
+
+    def start(self) -> list[bytes]:
+        return [encode_ui_chunk(c) for c in self.encoder.start()]
+
+    def feed(self, event: EncoderInput, turn_index: int | None) -> list[bytes]:
+        return [encode_ui_chunk(c) for c in self.encoder.feed(event, turn_index=turn_index)]
+
+    def finish(self, result: Any) -> list[bytes]:
+        return [encode_ui_chunk(c) for c in self.encoder.finish()]
+
+    def abort(self) -> list[bytes]:
+        return [encode_ui_chunk(c) for c in self.encoder.abort("stopped")]
+
+    def fail(self, text: str) -> list[bytes]:
+        return [encode_ui_chunk(c) for c in self.encoder.fail(text)]
+
+    def close(self) -> list[bytes]:
+        return [_DONE_PAYLOAD]
+
+
+class AgUiFrames:
+    """AG-UI as :class:`Frames`."""
+
+    def __init__(self, encoder: AgUiEncoder) -> None:
+        self.encoder = encoder
+
+    def start(self) -> list[bytes]:
+        return [encode_ag_ui_event(e) for e in self.encoder.start()]
+
+    def feed(self, event: EncoderInput, turn_index: int | None) -> list[bytes]:
+        return [encode_ag_ui_event(e) for e in self.encoder.feed(event, turn_index=turn_index)]
+
+    def finish(self, result: Any) -> list[bytes]:
+        return [encode_ag_ui_event(e) for e in self.encoder.finish(result)]
+
+    def abort(self) -> list[bytes]:
+        return [encode_ag_ui_event(e) for e in self.encoder.abort()]
+
+    def fail(self, text: str) -> list[bytes]:
+        return [encode_ag_ui_event(e) for e in self.encoder.fail(text)]
+
+    def close(self) -> list[bytes]:
+        return []
+
+
+def ui_chat_input(request: UIChatRequest) -> ChatInput:
+    """What an AI SDK chat request asks a runner to do."""
+    return ChatInput(chat_id=request.id, protocol="ui", transcript=request.transcript,
+                     approvals=request.approvals)
+
+
+def ui_encoder(request: UIChatRequest, new_id: str, *, ai_sdk: int = 6) -> UIStreamEncoder:
+    """The encoder for the response to ``request``: it continues the trailing assistant message
+    when the request added to it (its calls are known to the client), else builds a new one
+    (``request.message_id``, or ``msg-<new_id>``); ``ai_sdk`` is the client's AI SDK major."""
+    message_id = request.continues or request.message_id or f"msg-{new_id}"
+    known = {c.id for m in request.transcript for c in getattr(m, "tool_calls", ())}
+    return UIStreamEncoder(message_id, known_calls=known, ai_sdk=ai_sdk)
+
+
+def ag_ui_chat_input(run: AgUiRunInput) -> ChatInput:
+    """What an AG-UI run asks a runner to do, its resume entries applied: an answer to an approval
+    interrupt (id ``approval-<call id>``, resolved with ``{"approved": bool, "reason"?: str}``, or
+    cancelled: a denial) becomes an approval for the runner; an answer to a question interrupt
+    (id: the call's id) becomes that call's tool message -- the payload's text (a non-string as
+    JSON), or a refusal when cancelled."""
+    calls = {c.id: c for m in run.transcript for c in getattr(m, "tool_calls", ())}
+    answered = {m.tool_call_id for m in run.transcript if isinstance(m, ToolMessage)}
+    approvals: list[ToolApproval] = []
+    transcript = list(run.transcript)
+    for entry in run.resume:
+        payload = entry.payload
+        if entry.interrupt_id.startswith("approval-"):
+            call = calls.get(entry.interrupt_id.removeprefix("approval-"))
+            if call is None:
+                continue
+            fields = payload if isinstance(payload, dict) else {}
+            reason = fields.get("reason")
+            approvals.append(ToolApproval(
+                approval_id=entry.interrupt_id, tool_call_id=call.id, tool_name=call.name,
+                arguments=call.arguments,
+                approved=entry.status == "resolved" and fields.get("approved") is True,
+                reason=reason if isinstance(reason, str) else None))
+            continue
+        call = calls.get(entry.interrupt_id)
+        if call is None or call.id in answered:
+            continue
+        if entry.status == "cancelled":
+            transcript.append(tool_error_message(call.id, "the user did not answer", "rejected",
+                                                 name=call.name))
+        else:
+            text = payload if isinstance(payload, str) else _JSON.encode(payload).decode()
+            transcript.append(ToolMessage(tool_call_id=call.id, content=text, name=call.name))
+    return ChatInput(chat_id=run.thread_id, protocol="ag-ui", transcript=tuple(transcript),
+                     tools=run.tools, approvals=tuple(approvals), state=run.state)
+
+
+def _owned(chat: ChatInput, identity: str) -> ChatInput:
+    """``chat`` as the identity's own: its id scoped (:func:`scoped_chat_id`), its owner named."""
+    if not identity:
+        return chat
+    return msgspec.structs.replace(chat, chat_id=scoped_chat_id(identity, chat.chat_id),
+                                   identity=identity)
+
+
+async def _send_json(send: Send, status: int, body: dict[str, Any],
+                     headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), *(headers or ())]})
+    await send({"type": "http.response.body", "body": _JSON.encode(body)})

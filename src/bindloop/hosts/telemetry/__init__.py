@@ -1,0 +1,1 @@
+"""Telemetry: OpenTelemetry spans (:mod:`.otel`) and stdlib ``logging`` of tool errors (:mod:`.logs`)."""

@@ -1,0 +1,1 @@
+"""Durable agent runs on Temporal (:mod:`.workflow`; extra ``bindloop[temporal]``)."""
