@@ -4,7 +4,7 @@ Workload: a scripted model asks for one ``add(a=t, b=1)`` call on turns 1..N-1 a
 N with a structured object ``{"total": N, "note": "done"}`` that is decoded into a typed value.
 Runners:
 
-* ``bare loop``: ``bindloop.run_tool_loop`` with a ``call_model`` returning whole turns, the final
+* ``bare loop``: ``bindloop.run_tool_loop`` with a model returning whole turns, the final
   text decoded with msgspec — the floor the agent layer is measured against.
 * ``bare (stream)``: the same loop over the streaming model below, each turn folded by the engine's
   ``TurnCollector`` — the floor for the agent's streamed path (the fold is engine work any
@@ -17,6 +17,10 @@ Runners:
   the wire's ``ModelAdapter`` does), which the agent uses when nothing watches the stream.
 * ``agent (snapshot)``: the streamed agent with ``enable_snapshot=True`` (each turn journaled
   with its prompt hash, as with a trace or a replay).
+* ``agent (public kit)``: the agent as users and their tests run it — ``run_with`` over
+  ``bindloop.testing.scripted_stream_model`` (the script from ``tool_call_turn`` /
+  ``final_answer``) and one tool from a plain function (``@define_tool``); its ratio to the bare
+  loop is printed on its own line (target <= 1.7x at N=300).
 * ``pydantic-ai`` (``Agent(FunctionModel, output_type=Final)``, the final answer through its output
   tool) and ``openai-agents`` (``Runner.run`` with a ``Model`` subclass, ``output_type=Final``):
   extra ``bench``; each runs in its own interpreter (``--peers``), as in ``bench/peers.py``.
@@ -26,9 +30,8 @@ same run; "added" is the agent API's µs/turn minus the bare loop's ("over strea
 streamed loop's). Target: <= 10 µs/turn added, flat in N.
 
 ``--before DIR`` compares with a checkout of the base commit instead (its sources and its own
-``bench/agent.py``; the engine-only ``bare (stream)`` runner is this file's, over the base's
-sources): every runner in a fresh interpreter, before and after interleaved for ``--rounds``
-rounds, the median over rounds, ratio = after / before.
+``bench/agent.py``): every runner in a fresh interpreter, before and after interleaved for
+``--rounds`` rounds, the median over rounds, ratio = after / before.
 
     python bench/agent.py [--ns 10,100,1000] [--peers] [--budget 2.0]
     git archive <base> | tar -x -C /tmp/base && python bench/agent.py --before /tmp/base
@@ -60,8 +63,10 @@ from bindloop.agent import (
     run_with,
 )
 from bindloop.completion import FinishEvent, StreamEvent, TextEvent, ToolCallChunk, \
-    ToolCallEvent, TurnCollector, UsageEvent
-from bindloop.tools import define_tool
+    ToolCallEvent, UsageEvent
+from bindloop.loop import ToolRunner
+from bindloop.plugins import define_tool
+from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
 try:
     from bindloop.model import StreamModel as _ModelBase
@@ -107,15 +112,19 @@ def bare_loop_run_once(n: int) -> float:
     added = [0]
     turn = [0]
 
-    async def call_model(messages: list[Message], tools: list[ToolDefinition]) -> ModelTurnResult:
-        turn[0] += 1
-        i = turn[0]
-        if i < n:
-            return ModelTurnResult(tool_calls=(ToolCall(id=f"call_{i}", name="add",
-                                                        arguments=f'{{"a":{i},"b":1}}'),),
-                                   usage=TurnUsage(input_tokens=1, output_tokens=1))
-        return ModelTurnResult(text=_final_json(n), usage=TurnUsage(input_tokens=1,
-                                                                    output_tokens=1))
+    class Bare(_ModelBase):
+        id = "bare"
+
+        async def complete(self, messages: Sequence[Message], request: Any, /,
+                           on_event: Any = None, on_reset: Any = None) -> ModelTurnResult:
+            turn[0] += 1
+            i = turn[0]
+            if i < n:
+                return ModelTurnResult(tool_calls=(ToolCall(id=f"call_{i}", name="add",
+                                                            arguments=f'{{"a":{i},"b":1}}'),),
+                                       usage=TurnUsage(input_tokens=1, output_tokens=1))
+            return ModelTurnResult(text=_final_json(n), usage=TurnUsage(input_tokens=1,
+                                                                        output_tokens=1))
 
     def add(call: ToolCall) -> ToolOutcome:
         args = _ARGS.decode(call.arguments)
@@ -123,8 +132,8 @@ def bare_loop_run_once(n: int) -> float:
         return ToolResult(content=str(args.a + args.b))
 
     state = ToolLoopState(messages=[UserMessage(content="add things")])
-    params = ToolLoopParams(state=state, call_model=call_model, run_tool_call=add,
-                            max_iterations=n + 1, build_tools=lambda: [ADD])
+    params = ToolLoopParams(state=state, model=Bare(), max_iterations=n + 1,
+                            runner=ToolRunner(run_tool_call=add, build_tools=lambda: [ADD]))
 
     async def main() -> float:
         started = _clock()
@@ -326,6 +335,49 @@ def agent_whole_turn_run_once(n: int) -> float:
     return agent_api_run_once(n, _WholeTurnModel)
 
 
+_KIT_ADDED = [0]
+
+
+@define_tool
+def kit_add(a: int, b: int) -> int:
+    """Add two integers."""
+    _KIT_ADDED[0] += 1
+    return a + b
+
+
+async def _kit_handler(n: int) -> Final:
+    equip_instruction("add things")
+    equip_tool(kit_add)
+    return await prompt_agent(Final, max_turn_steps=n + 1)
+
+
+_KIT_AGENT = create_agent(id="kit", handler=_kit_handler)
+
+
+def kit_script(n: int) -> list[ModelTurnResult]:
+    """The workload as a user's test writes it with the testing kit."""
+    usage = TurnUsage(input_tokens=1, output_tokens=1)
+    return [tool_call_turn([tool_call("kit_add", {"a": i, "b": 1}, id=f"call_{i}")], usage=usage)
+            for i in range(1, n)] + [final_answer(_final_json(n), usage=usage)]
+
+
+def agent_public_kit_run_once(n: int) -> float:
+    """The agent as users and their tests run it: ``run_with`` over the public testing kit's
+    ``scripted_stream_model`` (the script built before the clock starts, as a test does), one
+    tool from a plain function through ``define_tool``."""
+    _KIT_ADDED[0] = 0
+    model = scripted_stream_model(kit_script(n))
+
+    async def main() -> float:
+        started = _clock()
+        final = await run_with(_KIT_AGENT, initial_props=n, model=model)
+        elapsed = _clock() - started
+        _check(final, n, _KIT_ADDED[0])
+        return elapsed
+
+    return anyio.run(main)
+
+
 def agent_snapshot_run_once(n: int) -> float:
     """The streamed agent with ``enable_snapshot=True``: every turn journaled with its prompt
     hash (what a trace or a replay also pays)."""
@@ -337,14 +389,6 @@ def bare_stream_run_once(n: int) -> float:
     ``TurnCollector``: the floor for the agent's streamed path (the fold is the engine's work,
     which any ``run_tool_loop`` user of a streaming model does too)."""
     added = [0]
-    model = _StreamModel(n)
-    options: Any = None  # the script reads no request
-
-    async def call_model(messages: list[Message], tools: list[ToolDefinition]) -> ModelTurnResult:
-        collector = TurnCollector()
-        async for event in model.stream(messages, options):
-            collector.observe(event)
-        return collector.result()
 
     def add(call: ToolCall) -> ToolOutcome:
         args = _ARGS.decode(call.arguments)
@@ -352,8 +396,9 @@ def bare_stream_run_once(n: int) -> float:
         return ToolResult(content=str(args.a + args.b))
 
     state = ToolLoopState(messages=[UserMessage(content="add things")])
-    params = ToolLoopParams(state=state, call_model=call_model, run_tool_call=add,
-                            max_iterations=n + 1, build_tools=lambda: [ADD])
+    # The model's complete is StreamModel's: the engine's fold of the stream (TurnCollector).
+    params = ToolLoopParams(state=state, model=_StreamModel(n), max_iterations=n + 1,
+                            runner=ToolRunner(run_tool_call=add, build_tools=lambda: [ADD]))
 
     async def main() -> float:
         started = _clock()
@@ -373,6 +418,7 @@ RUNNERS: dict[str, RunOnce] = {
     "agent API": agent_api_run_once,
     "agent (whole)": agent_whole_turn_run_once,
     "agent (snapshot)": agent_snapshot_run_once,
+    "agent (public kit)": agent_public_kit_run_once,
     "pydantic-ai": pydantic_ai_run_once,
     "openai-agents": openai_agents_run_once,
 }
@@ -421,21 +467,25 @@ def _imported_from(src: str) -> str:
 
 
 def side_by_side(before_dir: str, ns: list[int], budget_s: float, rounds: int) -> int:
-    """Before (the base's sources) and after (this checkout), each runner of this file in a fresh
+    """Before (the base's sources, with the base's own ``bench/agent.py`` when it has one: its
+    runners speak the base's API) and after (this checkout and this file), each runner in a fresh
     interpreter, interleaved before/after for ``rounds`` rounds; the median over rounds is
-    reported. (The runners' models carry what the base's agent API needed as well, so one file
-    measures both.)"""
+    reported."""
     here = os.path.dirname(os.path.abspath(__file__))
     after_src = os.path.join(os.path.dirname(here), "src")
     before_src = os.path.join(os.path.abspath(before_dir), "src")
-    for label, src in (("before", before_src), ("after", after_src)):
-        print(f"{label}: bindloop.agent from {_imported_from(src)}")
+    before_script = os.path.join(os.path.abspath(before_dir), "bench", "agent.py")
+    sides = (("before", before_src,
+              before_script if os.path.exists(before_script) else os.path.abspath(__file__)),
+             ("after", after_src, os.path.abspath(__file__)))
+    for label, src, script in sides:
+        print(f"{label}: bindloop.agent from {_imported_from(src)}, runners of {script}")
     samples: dict[tuple[str, str], list[dict[int, float]]] = {}
     for _ in range(rounds):
         for name in SIDE_BY_SIDE:
-            for label, src in (("before", before_src), ("after", after_src)):
+            for label, src, script in sides:
                 samples.setdefault((label, name), []).append(
-                    _measure_in(os.path.abspath(__file__), src, name, ns, budget_s))
+                    _measure_in(script, src, name, ns, budget_s))
     fig = {key: {n: statistics.median(r[n] for r in runs) for n in ns}
            for key, runs in samples.items()}
     print(f"µs per turn, median of {rounds} interleaved rounds (each the median of a run's "
@@ -499,6 +549,7 @@ def main(argv: list[str] | None = None) -> int:
         "bare (stream)": {n: measure(bare_stream_run_once, n, args.budget) for n in ns},
         "agent API": {n: measure(agent_api_run_once, n, args.budget) for n in ns},
         "agent (whole)": {n: measure(agent_whole_turn_run_once, n, args.budget) for n in ns},
+        "agent (public kit)": {n: measure(agent_public_kit_run_once, n, args.budget) for n in ns},
     }
     if args.peers:
         peer_ns = [int(x) for x in (args.peer_ns or args.ns).split(",")]
@@ -523,6 +574,12 @@ def main(argv: list[str] | None = None) -> int:
         assert isinstance(agent, dict) and isinstance(floor, dict)
         added = "".join(f"{agent[n] - floor[n]:>22.1f}" for n in ns)
         print(f"{label:<16}{added}   (target <= 10 µs/turn, flat in N)")
+    kit, bench_model = rows["agent (public kit)"], rows["agent API"]
+    assert isinstance(kit, dict) and isinstance(bench_model, dict)
+    print("public kit: " + "; ".join(
+        f"N={n}: {kit[n]:.1f} vs bare {bare[n]:.1f} µs/turn = {kit[n] / bare[n]:.2f}x "
+        f"(this file's stream model: {bench_model[n] / bare[n]:.2f}x)" for n in ns)
+        + "   (target <= 1.7x at N=300)")
     return 0
 
 

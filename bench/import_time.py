@@ -27,7 +27,7 @@ import bindloop
 t1 = time.perf_counter()
 from bindloop import run_tool_loop
 t2 = time.perf_counter()
-import bindloop.wire, bindloop.session, bindloop.compaction, bindloop.skills, bindloop.routing
+import bindloop.wire, bindloop.checkpoints, bindloop.compaction, bindloop.skills, bindloop.routing
 import bindloop.tools, bindloop.schema, bindloop.transcript, bindloop.completion
 t3 = time.perf_counter()
 print(json.dumps({"deps": (t0 - t) * 1e3, "root": (t1 - t0) * 1e3, "loop": (t2 - t0) * 1e3, "everything": (t3 - t0) * 1e3}))

@@ -6,10 +6,11 @@ the transcript). ``--peers`` measures the same workload on pydantic-ai, openai-a
     python bench/loop_overhead.py [--ns 10,100,1000] [--peers]
 
 ``--before DIR`` measures base against this checkout in one run: each side in a fresh interpreter
-with its own ``src`` on the path (this file's workload both times), alternating before/after for
-``--rounds`` rounds; the median over rounds and after / before are printed.
+with its own ``src`` on the path (and the base's own copy of this file, when the archive has one),
+alternating before/after for ``--rounds`` rounds; the median over rounds and after / before are
+printed.
 
-    git archive <base> src | tar -x -C /tmp/base && python bench/loop_overhead.py --before /tmp/base
+    git archive <base> src bench | tar -x -C /tmp/base && python bench/loop_overhead.py --before /tmp/base
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -41,6 +43,8 @@ from bindloop import (  # noqa: E402
     UserMessage,
     run_tool_loop,
 )
+from bindloop.loop import ToolRunner  # noqa: E402
+from bindloop.model import ModelRequest, StreamModel  # noqa: E402
 
 _ARGS = msgspec.json.Decoder(dict[str, int])
 ADD = ToolDefinition(name="add", description="Add two integers.",
@@ -54,13 +58,17 @@ def bindloop_run_once(n_turns: int) -> float:
     added = [0]
     turn = [0]
 
-    async def call_model(messages: list[Message], tools: list[ToolDefinition]) -> ModelTurnResult:
-        turn[0] += 1
-        i = turn[0]
-        if i < n_turns:
-            return ModelTurnResult(tool_calls=(ToolCall(id=f"call_{i}", name="add",
-                                                        arguments=f'{{"a":{i},"b":1}}'),))
-        return ModelTurnResult(text="done")
+    class Scripted(StreamModel):
+        id = "scripted"
+
+        async def complete(self, messages: Sequence[Message], request: ModelRequest, /,
+                           on_event: Any = None, on_reset: Any = None) -> ModelTurnResult:
+            turn[0] += 1
+            i = turn[0]
+            if i < n_turns:
+                return ModelTurnResult(tool_calls=(ToolCall(id=f"call_{i}", name="add",
+                                                            arguments=f'{{"a":{i},"b":1}}'),))
+            return ModelTurnResult(text="done")
 
     def add(call: ToolCall) -> ToolOutcome:
         args = _ARGS.decode(call.arguments)
@@ -69,8 +77,8 @@ def bindloop_run_once(n_turns: int) -> float:
 
     tools = [ADD]
     state = ToolLoopState(messages=[UserMessage(content="add things")])
-    params = ToolLoopParams(state=state, call_model=call_model, run_tool_call=add,
-                            max_iterations=n_turns + 1, build_tools=lambda: tools)
+    params = ToolLoopParams(state=state, model=Scripted(), max_iterations=n_turns + 1,
+                            runner=ToolRunner(run_tool_call=add, build_tools=lambda: tools))
 
     async def main() -> float:
         started = time.process_time()
@@ -94,14 +102,17 @@ def measure(n: int, *, budget_s: float = 2.0, max_repeats: int = 200) -> tuple[f
 
 
 def side_by_side(before_dir: str, ns: list[int], rounds: int) -> int:
-    """Base (``before_dir/src``) and this checkout, alternating in fresh interpreters."""
+    """Base (``before_dir/src``, with the base's own ``bench/loop_overhead.py`` when it has one:
+    its workload speaks the base's API) and this checkout, alternating in fresh interpreters."""
     here = os.path.abspath(__file__)
-    sides = (("before", os.path.join(os.path.abspath(before_dir), "src")),
-             ("after", os.path.join(os.path.dirname(os.path.dirname(here)), "src")))
+    base_script = os.path.join(os.path.abspath(before_dir), "bench", "loop_overhead.py")
+    sides = (("before", os.path.join(os.path.abspath(before_dir), "src"),
+              base_script if os.path.exists(base_script) else here),
+             ("after", os.path.join(os.path.dirname(os.path.dirname(here)), "src"), here))
     samples: dict[str, list[list[float]]] = {"before": [], "after": []}
     for _ in range(rounds):
-        for label, src in sides:
-            proc = subprocess.run([sys.executable, here, "--json", "--ns", ",".join(map(str, ns))],
+        for label, src, script in sides:
+            proc = subprocess.run([sys.executable, script, "--json", "--ns", ",".join(map(str, ns))],
                                   capture_output=True, text=True, check=True,
                                   env={**os.environ, "PYTHONPATH": src})
             samples[label].append(json.loads(proc.stdout))

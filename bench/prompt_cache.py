@@ -49,8 +49,7 @@ from bindloop.contracts import (
     ToolResult,
     UserMessage,
 )
-from bindloop.loop import ToolLoopParams, run_tool_loop
-from bindloop.model import call_model_port
+from bindloop.loop import ToolLoopParams, ToolRunner, run_tool_loop
 from bindloop.testing import fresh_state
 from bindloop.wire import AnthropicAdapter, CachePolicy, HttpRequest, ModelAdapter, WireOptions
 
@@ -180,8 +179,8 @@ async def run_session(turns: int, policy: CachePolicy | None) -> tuple[RunStats,
     state = fresh_state([SystemMessage(content=system),
                          UserMessage(content="Make the wire decode every recorded shape.")])
     result = await run_tool_loop(ToolLoopParams(
-        state=state, call_model=call_model_port(model), run_tool_call=_tool,
-        build_tools=lambda: TOOLS, max_iterations=turns + 2))
+        state=state, model=model, runner=ToolRunner(run_tool_call=_tool, build_tools=lambda: TOOLS),
+        max_iterations=turns + 2))
     return result.stats, server.requests
 
 

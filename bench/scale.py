@@ -121,8 +121,9 @@ async def worker(config: str, addresses: dict[str, str], prefix: str, first: int
         decide_tool_call_receipt,
         tool_call_args_hash,
     )
-    from bindloop.model import call_model_port
-    from bindloop.session import RestoredLoop, create_loop_checkpoint, run_from_checkpoint
+    from bindloop.loop import ToolRunner
+    from bindloop.model import StreamModel
+    from bindloop.checkpoints import RestoredLoop, create_loop_checkpoint, run_from_checkpoint
     from bindloop.wire import ModelAdapter, OpenAIChatAdapter, WireOptions
 
     raw_store, raw_limits = _open(config, addresses, prefix)
@@ -137,17 +138,19 @@ async def worker(config: str, addresses: dict[str, str], prefix: str, first: int
     per_session: list[tuple[float, float, int]] = []  # (wall s, store s, turns)
     timers: dict[str, float] = {}
 
-    port = call_model_port(model)
+    class Limited(StreamModel):
+        id = "scripted"
 
-    async def call_model(*args: Any, **kwargs: Any) -> Any:
-        # What create_limit_middleware does around a call: a slot, a window admission, the slot back.
-        while not await limits.enter("provider:slots", 10_000):
-            await anyio.sleep(0.001)
-        try:
-            await limits.admit("provider:rpm", 60_000.0, 10**9, 1, time.time() * 1000)
-            return await port(*args, **kwargs)
-        finally:
-            await limits.leave("provider:slots")
+        async def complete(self, *args: Any, **kwargs: Any) -> Any:
+            # What create_limit_middleware does around a call: a slot, a window admission, the
+            # slot back.
+            while not await limits.enter("provider:slots", 10_000):
+                await anyio.sleep(0.001)
+            try:
+                await limits.admit("provider:rpm", 60_000.0, 10**9, 1, time.time() * 1000)
+                return await model.complete(*args, **kwargs)
+            finally:
+                await limits.leave("provider:slots")
 
     async def charge(call: ToolCall) -> ToolResult:
         args = json.loads(call.arguments)
@@ -174,8 +177,9 @@ async def worker(config: str, addresses: dict[str, str], prefix: str, first: int
             await store.save(cp)
             result = await run_from_checkpoint(
                 checkpoint=cp, commit=store.commit,
-                restore=lambda c: RestoredLoop(call_model=call_model, run_tool_call=charge,
-                                               build_tools=lambda: tools,
+                restore=lambda c: RestoredLoop(model=Limited(),
+                                               runner=ToolRunner(run_tool_call=charge,
+                                                                 build_tools=lambda: tools),
                                                capture_bindings=lambda: c.bindings))
             assert result.stop_reason == "done", result.stop_reason
             per_session.append((time.perf_counter() - t0, spent[0], result.iterations))

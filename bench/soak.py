@@ -196,8 +196,8 @@ async def run_bindloop(port: int, sessions: int, db: str) -> None:
         canonical_model_id,
         provider_id,
     )
-    from bindloop.model import call_model_port
-    from bindloop.session import RestoredLoop, create_loop_checkpoint, run_from_checkpoint
+    from bindloop.loop import ToolRunner
+    from bindloop.checkpoints import RestoredLoop, create_loop_checkpoint, run_from_checkpoint
     from bindloop.transcript import validate_and_heal_messages
     from bindloop.wire import StreamBudgets
     from bindloop.wire import ModelAdapter, OpenAIChatAdapter, RoutedModel, WireOptions
@@ -248,8 +248,9 @@ async def run_bindloop(port: int, sessions: int, db: str) -> None:
             try:
                 result = await run_from_checkpoint(
                     checkpoint=latest, commit=store.commit,
-                    restore=lambda c: RestoredLoop(call_model=call_model_port(routed),
-                                                   run_tool_call=lookup, build_tools=lambda: tools,
+                    restore=lambda c: RestoredLoop(model=routed,
+                                                   runner=ToolRunner(run_tool_call=lookup,
+                                                                     build_tools=lambda: tools),
                                                    capture_bindings=lambda: c.bindings))
             except Exception:  # noqa: BLE001 - the whole route failed: resume from storage
                 outcome["retries"] += 1

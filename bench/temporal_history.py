@@ -23,6 +23,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,11 +34,12 @@ async def _child(runs: int, calls: int) -> dict[str, Any]:
     from temporalio.testing import WorkflowEnvironment
 
     from bindloop.contracts import ModelTurnResult, ToolCall, ToolMessage, ToolResult, UserMessage
-    from bindloop.hosts.temporal import workflow as temporal
+    from bindloop.hosts import temporal
+    from bindloop.testing import function_model
     from bindloop.hosts.stores.sqlite import SqliteStore
-    from bindloop.session import create_loop_checkpoint, serialize_loop_checkpoint
+    from bindloop.checkpoints import create_loop_checkpoint, serialize_loop_checkpoint
 
-    async def model(messages: list[Any], tools: list[Any]) -> ModelTurnResult:
+    async def model(messages: Sequence[Any], request: Any) -> ModelTurnResult:
         done = sum(isinstance(m, ToolMessage) for m in messages)
         if done < 2 * calls:
             return ModelTurnResult(text="go", tool_calls=tuple(
@@ -57,7 +59,7 @@ async def _child(runs: int, calls: int) -> dict[str, Any]:
     try:
         async def batch(pad: int, count: int) -> tuple[list[Any], float]:
             queue = f"q-{uuid.uuid4().hex}"
-            acts = temporal.agent_activities(call_model=model, run_tool_call=tool(pad),
+            acts = temporal.agent_activities(model=function_model(model), run_tool_call=tool(pad),
                                              payloads=store)
             handles = []
             async with temporal.agent_worker(env.client, task_queue=queue, activities=acts):

@@ -49,7 +49,7 @@ from harness.fixtures.scripted_server import (  # noqa: E402
     ScriptedReply,
     turn_reply,
 )
-from bindloop.session import create_loop_checkpoint  # noqa: E402
+from bindloop.checkpoints import create_loop_checkpoint  # noqa: E402
 from bindloop.testing import final_answer  # noqa: E402
 
 ANSWER = "The quick brown fox jumps over the lazy dog, twice over and once more for luck."

@@ -72,8 +72,8 @@ def test_errors_raised_out_of_the_loop_are_covered(report: dict[str, Any]) -> No
     errors = {s["outcome"].get("error") for s in report["scenarios"]} - {None}
     assert {
         "PersistenceError",          # a fatal tool error
-        "RunCancelledError",         # thrown by a tool, and by ensure_not_cancelled
-        "RunTimeoutError",           # throw_if_timed_out
+        "RunCancelledError",         # thrown by a tool, and as a signal check's reason
+        "RunTimeoutError",           # a deadline: a signal check's reason
         "CommitError",               # before_tool_message_accepted raising
         "InvalidModelTurnError",     # a malformed model turn
         "ScriptExhaustedError",      # a script that runs out

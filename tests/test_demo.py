@@ -1,6 +1,14 @@
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import anyio
+import httpx
 import pytest
 
 from examples.demos.demo import DEFAULT_PROMPT, _expressions, calculate, main, run_demo
@@ -37,3 +45,55 @@ def test_calculator_refuses_unsafe_input(expr: str) -> None:
 
 def test_expression_extraction() -> None:
     assert _expressions("What is (1 + 2) and 3*4?") == ["(1 + 2)", "3*4"]
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _demo_env() -> dict[str, str]:
+    """The environment `make` gives a demo: the repository root (examples, harness) on the path,
+    and this checkout's package ahead of any installed one."""
+    paths = [str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+
+
+@pytest.mark.parametrize(("name", "last_line"), [
+    ("demo", "stop reason: done"),
+    ("agent_demo", "HTTP requests served: 3"),
+    ("provider_demo", "HTTP requests served: 6"),
+    ("mcp_demo", "stop reason: done"),
+])
+def test_each_demo_runs_from_examples_as_make_runs_it(name: str, last_line: str) -> None:
+    """``python -m examples.demos.<name>`` from the repository root, a fresh process (the
+    ``make demo``, ``demo-providers`` and ``demo-mcp`` command): it exits 0 having done its run."""
+    done = subprocess.run([sys.executable, "-m", f"examples.demos.{name}"], cwd=ROOT,
+                          env=_demo_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert last_line in done.stdout
+
+
+def test_the_ui_demo_serves_from_examples_as_make_demo_ui_runs_it() -> None:
+    """``python -m examples.demos.ui_demo --port P`` serves the demo agent to an AI SDK request."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "examples.demos.ui_demo", "--port", str(port),
+                             "--delay", "0"], cwd=ROOT, env=_demo_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                reply = httpx.post(f"http://127.0.0.1:{port}/api/chat", timeout=30, json={
+                    "id": "c1", "trigger": "submit-message", "messages": [
+                        {"id": "m1", "role": "user",
+                         "parts": [{"type": "text", "text": "count the words of this"}]}]})
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline, "ui_demo did not start"
+                time.sleep(0.2)
+        assert reply.status_code == 200
+        assert '"type":"finish"' in reply.text.replace(" ", "")
+    finally:
+        proc.terminate()  # the PID started here
+        proc.wait(timeout=30)

@@ -6,6 +6,8 @@ import re
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -102,9 +104,12 @@ def test_agent_approval_example_runs_on_its_own(capsys) -> None:  # type: ignore
     ]
 
 
-def test_the_serve_page_server_answers_use_chat(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("durable", [False, True])
+def test_the_serve_page_server_answers_use_chat(monkeypatch, tmp_path,  # type: ignore[no-untyped-def]
+                                                durable) -> None:
     """docs/serve.md's server, as written, behind a loopback provider: refused without the token,
-    a chat that reads a note, and an approval asked for the deletion (nothing deleted)."""
+    a chat that reads a note, and an approval asked for the deletion (nothing deleted); also as
+    the page's "runs that outlive the process" block makes it (its files in a fresh directory)."""
     import json
     import threading
 
@@ -125,20 +130,30 @@ def test_the_serve_page_server_answers_use_chat(monkeypatch) -> None:  # type: i
             turn = final_answer(f"It says: {last['content']}")
         return turn_reply("openai_chat", turn, stream=bool(body.get("stream")))
 
-    (server_block,) = [b for b in _python_blocks((ROOT / "docs" / "serve.md").read_text())]
+    server_block, durable_block = _python_blocks((ROOT / "docs" / "serve.md").read_text())
+    monkeypatch.chdir(tmp_path)
     provider = ScriptedProviderServer().start()
     provider.set_responder("v1", policy)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-serve")
     monkeypatch.setenv("OPENAI_BASE_URL", provider.base_url("v1"))
     namespace: dict[str, object] = {"__name__": "server"}
     exec(compile(server_block, "serve.md", "exec"), namespace)
-    config = uvicorn.Config(namespace["app"], host="127.0.0.1", port=0, log_level="warning")
-    web = uvicorn.Server(config)
-    thread = threading.Thread(target=web.run, daemon=True)
+    servers: list[uvicorn.Server] = []
+
+    def serve() -> None:  # the SQLite stores are used on the thread that opened them
+        if durable:
+            exec(compile(durable_block, "serve.md", "exec"), namespace)
+        config = uvicorn.Config(namespace["app"], host="127.0.0.1", port=0, log_level="warning")
+        servers.append(uvicorn.Server(config))
+        servers[0].run()
+
+    thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     try:
-        while not web.started:
+        while not servers or not servers[0].started:
             thread.join(0.05)
+        web = servers[0]
+        assert (tmp_path / "chats.db").exists() is durable
         port = web.servers[0].sockets[0].getsockname()[1]
         url = f"http://127.0.0.1:{port}/api/chat"
 
@@ -162,7 +177,8 @@ def test_the_serve_page_server_answers_use_chat(monkeypatch) -> None:  # type: i
         assert any(c["type"] == "tool-approval-request" for c in asked)
         assert "ideas" in namespace["NOTES"]  # type: ignore[operator]
     finally:
-        web.should_exit = True
+        for web in servers:
+            web.should_exit = True
         thread.join(10)
         provider.stop()
 

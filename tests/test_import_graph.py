@@ -6,6 +6,7 @@ it in the map (``LAYERS``; ``errors`` imports nothing of bindloop)."""
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -153,7 +154,7 @@ LAYERS = (
     "tools",
     "skills", "routing", "run",
     "loop", "lowlevel",
-    "session",
+    "checkpoints",
     "stores",
     "wire",
     "mcp",
@@ -232,3 +233,21 @@ def _private_imports() -> set[tuple[str, str]]:
 
 def test_no_package_imports_another_packages_private_module() -> None:
     assert _private_imports() == _PRIVATE_IMPORTS_LEFT
+
+
+def test_every_place_the_architecture_page_names_exists() -> None:
+    """Each folder and module in docs/architecture.md's "Where each kind of thing lives" table is
+    there: a folder (``harness/fixtures/``) in the repository, a module (``bindloop.hosts``) under
+    ``src/`` -- so the table cannot point at a place that moved."""
+    root = Path(__file__).resolve().parents[1]
+    doc = (root / "docs" / "architecture.md").read_text()
+    section = doc.split("## Where each kind of thing lives", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+    places = [name for row in rows[1:] for name in re.findall(r"`([^`]+)`", row.split("|")[2])]
+    folders = [p for p in places if p.endswith("/")]
+    modules = [p for p in places if p.startswith("bindloop.")]
+    assert "harness/fixtures/" in folders and "bindloop.hosts" in modules
+    assert [f for f in folders if not (root / f).is_dir()] == []
+    assert [m for m in modules
+            if not (root / "src" / m.replace(".", "/")).is_dir()
+            and not (root / "src" / (m.replace(".", "/") + ".py")).is_file()] == []

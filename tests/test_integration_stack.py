@@ -37,7 +37,7 @@ import bindloop.textstream
 import bindloop.contracts
 import bindloop.loop
 import bindloop.routing
-import bindloop.session
+import bindloop.checkpoints
 import bindloop.transcript
 import integration_provider as provider
 from harness.fixtures.scripted_server import ScriptedProviderServer
@@ -72,7 +72,7 @@ class Execution(msgspec.Struct, kw_only=True):
     assistant: list[bl.AssistantMessage]
     commits: list[bl.LoopCheckpoint]
     bookings: list[str]
-    legs: list[bl.session.CheckpointRunResult]
+    legs: list[bl.checkpoints.CheckpointRunResult]
 
 
 def _execute(stop_at: int | None = None) -> Execution:
@@ -118,7 +118,7 @@ def _execute(stop_at: int | None = None) -> Execution:
                 assert isinstance(final, bl.LoopCheckpoint)
                 return final
 
-        legs: list[bl.session.CheckpointRunResult] = []
+        legs: list[bl.checkpoints.CheckpointRunResult] = []
         bookings: list[str] = []
         final = anyio.run(main)
         requests = list(server.requests)
@@ -245,7 +245,7 @@ def _assert_heals_clean(final: bl.LoopCheckpoint) -> None:
     healed, issues = bl.transcript.validate_and_heal_messages(messages)
     assert [(i.kind, i.index) for i in issues] == [("trailing_assistant", len(messages))]
     assert healed[:-1] == messages and isinstance(healed[-1], bl.UserMessage)
-    follow_up = bl.session.apply_checkpoint_input(final, bl.UserMessage(content="Thanks!"))
+    follow_up = bl.checkpoints.apply_checkpoint_input(final, bl.UserMessage(content="Thanks!"))
     again = list(follow_up.messages)
     healed, issues = bl.transcript.validate_and_heal_messages(again)
     assert not issues and healed is again or healed == again
@@ -261,7 +261,7 @@ def test_finished_transcript_literally_heals_with_no_issues(reference: Execution
     assert not issues
 
 
-def _summed(legs: list[bl.session.CheckpointRunResult]) -> bl.RunStats:
+def _summed(legs: list[bl.checkpoints.CheckpointRunResult]) -> bl.RunStats:
     total = bl.contracts.empty_run_stats()
     for leg in legs:
         total = bl.contracts.accumulate_run(total, leg.stats)

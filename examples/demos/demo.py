@@ -12,7 +12,7 @@ import argparse
 import ast
 import operator
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -38,7 +38,9 @@ from bindloop import (
     run_tool_loop,
 )
 from bindloop.contracts import content_text
-from bindloop.loop import CallModelFn
+from bindloop.completion import StreamEvent
+from bindloop.loop import LoopHooks, ToolRunner
+from bindloop.model import Model, ModelRequest, StreamModel, turn_events
 
 DEFAULT_PROMPT = ("What is (17 * 23) + 4 and what is 2 ** 10 / 8? Save both results as notes, "
                   "then tell me which notes I have.")
@@ -104,26 +106,35 @@ def _args(**kwargs: Any) -> str:
     return msgspec.json.encode(kwargs).decode()
 
 
-class PolicyModel:
+class PolicyModel(StreamModel):
     """A deterministic stand-in for a model: plans from the request, answers from the results."""
+
+    id = "policy"
 
     def __init__(self) -> None:
         self.turn = 0
 
-    def _usage(self, messages: list[Message], out: int) -> TurnUsage:
+    async def stream(self, messages: Sequence[Message],
+                     request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
+        for event in turn_events(await self.complete(messages, request)):
+            yield event
+
+    def _usage(self, messages: Sequence[Message], out: int) -> TurnUsage:
         # A rough token count (4 characters a token) so the stats have something honest to show.
         chars = sum(len(msgspec.json.encode(m)) for m in messages)
         return TurnUsage(input_tokens=chars // 4, output_tokens=out,
                          cached_input_tokens=(chars // 4) // 2 if self.turn > 1 else 0)
 
-    async def __call__(self, messages: list[Message], tools: list[ToolDefinition]) -> ModelTurnResult:
+    async def complete(self, messages: Sequence[Message], request: ModelRequest, /,
+                       on_event: Callable[[StreamEvent], None] | None = None,
+                       on_reset: Callable[[], None] | None = None) -> ModelTurnResult:
         self.turn += 1
-        request = next(content_text(m.content) for m in reversed(messages)
+        asking = next(content_text(m.content) for m in reversed(messages)
                        if isinstance(m, UserMessage))
         results = {m.tool_call_id: content_text(m.content) for m in messages
                    if isinstance(m, ToolMessage)}
         asked = [c for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
-        expressions = _expressions(request)
+        expressions = _expressions(asking)
         if self.turn == 1:
             calls = tuple(ToolCall(id=f"calc_{i}", name="calculator", arguments=_args(expression=e))
                           for i, e in enumerate(expressions))
@@ -192,9 +203,35 @@ def _fmt_stats(stats: RunStats) -> str:
     return "\n".join(out)
 
 
-async def run_agent(call_model: CallModelFn, prompt: str, write: Callable[[str], None],
+class Narrated(StreamModel):
+    """``inner``, with ``before(messages, request)`` told of each call and ``after(turn)`` of each
+    answer."""
+
+    def __init__(self, inner: Model, *,
+                 before: Callable[[Sequence[Message], ModelRequest], None] | None = None,
+                 after: Callable[[ModelTurnResult], None] | None = None) -> None:
+        self.inner, self.before, self.after = inner, before, after
+        self.id, self.provider = inner.id, inner.provider
+        self.structured_output = inner.structured_output
+
+    def stream(self, messages: Sequence[Message],
+               request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
+        return self.inner.stream(messages, request)
+
+    async def complete(self, messages: Sequence[Message], request: ModelRequest, /,
+                       on_event: Callable[[StreamEvent], None] | None = None,
+                       on_reset: Callable[[], None] | None = None) -> ModelTurnResult:
+        if self.before is not None:
+            self.before(messages, request)
+        turn = await self.inner.complete(messages, request, on_event, on_reset)
+        if self.after is not None:
+            self.after(turn)
+        return turn
+
+
+async def run_agent(model: Model, prompt: str, write: Callable[[str], None],
                     max_iterations: int = 8, *, show_text: bool = True) -> ToolLoopResult:
-    """The demo agent over any ``call_model``: real tools, a traced run, then the stop reason and
+    """The demo agent over any ``model``: real tools, a traced run, then the stop reason and
     stats. ``show_text=False`` when the caller already streams the assistant's text itself."""
     dispatch = make_dispatch(Notes())
     state = ToolLoopState(messages=[
@@ -217,11 +254,14 @@ async def run_agent(call_model: CallModelFn, prompt: str, write: Callable[[str],
 
     write(f"user: {prompt}")
     result = await run_tool_loop(ToolLoopParams(
-        state=state, call_model=call_model, run_tool_call=traced, max_iterations=max_iterations,
-        build_tools=lambda: TOOLS, on_assistant_message=on_assistant,
-        # Writes run first, one at a time, so the list in the same batch sees them.
-        runs_serially=lambda call: call.name == "notes_write",
-        on_tool_call_rejected=lambda i, e: write(f"   ✗ {i}: {type(e).__name__}: {e}"),
+        state=state, model=model, max_iterations=max_iterations,
+        runner=ToolRunner(
+            run_tool_call=traced, build_tools=lambda: TOOLS,
+            # Writes run first, one at a time, so the list in the same batch sees them.
+            runs_serially=lambda call: call.name == "notes_write"),
+        hooks=LoopHooks(
+            on_assistant_message=on_assistant,
+            on_tool_call_rejected=lambda i, e: write(f"   ✗ {i}: {type(e).__name__}: {e}")),
     ))
     write(f"\nstop reason: {result.stop_reason}")
     write("run stats:\n" + _fmt_stats(result.stats))
@@ -232,15 +272,14 @@ async def run_agent(call_model: CallModelFn, prompt: str, write: Callable[[str],
 
 async def run_demo(prompt: str, write: Callable[[str], None], max_iterations: int = 8) -> ToolLoopResult:
     """The built-in default: the agent over the deterministic policy model."""
-    model = PolicyModel()
     turn = [0]
 
-    async def call_model(messages: list[Message], tools: list[ToolDefinition]) -> ModelTurnResult:
+    def before(messages: Sequence[Message], request: ModelRequest) -> None:
         turn[0] += 1
-        write(f"\n── turn {turn[0]} ─ model sees {len(messages)} messages, {len(tools)} tools")
-        return await model(messages, tools)
+        write(f"\n── turn {turn[0]} ─ model sees {len(messages)} messages, "
+              f"{len(request.tools)} tools")
 
-    return await run_agent(call_model, prompt, write, max_iterations)
+    return await run_agent(Narrated(PolicyModel(), before=before), prompt, write, max_iterations)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -36,7 +36,16 @@ from bindloop.contracts import (
     accumulate_run,
     content_text,
 )
-from bindloop.loop import ToolLoopParams, ToolLoopResult, ToolLoopState, run_tool_loop
+from bindloop.completion import StreamEvent
+from bindloop.loop import (
+    LoopHooks,
+    ToolLoopParams,
+    ToolLoopResult,
+    ToolLoopState,
+    ToolRunner,
+    run_tool_loop,
+)
+from bindloop.model import ModelRequest, StreamModel, turn_events
 from bindloop.mcp import McpHttpClient, McpProgress, McpServerPlugin
 from bindloop.tools import (
     ToolRegistry,
@@ -75,16 +84,25 @@ def _results(messages: Sequence[Message]) -> dict[str, ToolMessage]:
     return {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
 
 
-class PolicyModel:
+class PolicyModel(StreamModel):
     """Plans from what it sees: load the MCP plugin named in the catalog, call its tools, start a
     slow job, then answer from the results."""
+
+    id = "policy"
 
     def __init__(self) -> None:
         self.turn = 0
 
-    async def __call__(self, messages: list[Message], tools: list[ToolDefinition]) -> ModelTurnResult:
+    async def stream(self, messages: Sequence[Message],
+                     request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
+        for event in turn_events(await self.complete(messages, request)):
+            yield event
+
+    async def complete(self, messages: Sequence[Message], request: ModelRequest, /,
+                       on_event: Callable[[StreamEvent], None] | None = None,
+                       on_reset: Callable[[], None] | None = None) -> ModelTurnResult:
         self.turn += 1
-        names = {t.name for t in tools}
+        names = {t.name for t in request.tools}
         usage = TurnUsage(input_tokens=sum(len(content_text(getattr(m, "content", ""))) // 4
                                            for m in messages), output_tokens=12)
         if "shapes__add" not in names:
@@ -183,18 +201,20 @@ async def run_mcp_demo(url: str, write: Callable[[str], None]) -> ToolLoopResult
     write(f"MCP server: {url}\ncatalog: {listing}\nuser: {PROMPT}")
     try:
         result = await run_tool_loop(ToolLoopParams(
-            state=state, call_model=PolicyModel(), run_tool_call=run_call, max_iterations=8,
-            build_tools=build_tools, activate=activate, on_assistant_message=on_assistant,
-            runs_serially=lambda call: call.name == "load_plugin", signal=controller.signal,
-            on_tool_call_rejected=lambda i, e: write(f"   ✗ {i}: {type(e).__name__}: {e}")))
+            state=state, model=PolicyModel(), max_iterations=8, signal=controller.signal,
+            runner=ToolRunner(run_tool_call=run_call, build_tools=build_tools,
+                              runs_serially=lambda call: call.name == "load_plugin"),
+            hooks=LoopHooks(
+                activate=activate, on_assistant_message=on_assistant,
+                on_tool_call_rejected=lambda i, e: write(f"   ✗ {i}: {type(e).__name__}: {e}"))))
         stats = result.stats
         if result.stop_reason == "aborted":
             write("\nstop reason: aborted (the slow call came back as a cancelled tool error, so "
                   "the transcript is paired and the run can go on)")
             result = await run_tool_loop(ToolLoopParams(
-                state=state, call_model=PolicyModel(), run_tool_call=run_call, max_iterations=8,
-                build_tools=build_tools, activate=activate,
-                on_assistant_message=on_assistant))
+                state=state, model=PolicyModel(), max_iterations=8,
+                runner=ToolRunner(run_tool_call=run_call, build_tools=build_tools),
+                hooks=LoopHooks(activate=activate, on_assistant_message=on_assistant)))
             stats = accumulate_run(stats, result.stats)
         write(f"\nstop reason: {result.stop_reason}")
         write(f"turns: {stats.turns}, tool calls: {stats.tool_calls}, "

@@ -21,10 +21,10 @@ from collections.abc import Callable
 import anyio
 import msgspec
 
-from bindloop import Message, ModelTurnResult, ToolDefinition, ToolLoopResult
+from bindloop import Message, ModelTurnResult, ToolLoopResult
 from bindloop.completion import TextEvent
+from bindloop.model import ModelRequest
 from bindloop.contracts import messages_from_openai
-from bindloop.model import call_model_port
 from bindloop.routing import (
     OrderedPolicy,
     RouteCandidate,
@@ -42,7 +42,7 @@ from bindloop.wire import (
     WireOptions,
 )
 
-from examples.demos.demo import DEFAULT_PROMPT, PolicyModel, run_agent
+from examples.demos.demo import DEFAULT_PROMPT, Narrated, PolicyModel, run_agent
 from bindloop.hosts.transports.httpx import HttpxTransport
 from harness.fixtures.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply, turn_reply
 
@@ -62,8 +62,8 @@ def _policy_responder(model: PolicyModel) -> Callable[[RecordedRequest], Scripte
 
 
 def _sync(model: PolicyModel, messages: list[Message]):  # type: ignore[no-untyped-def]
-    # PolicyModel.__call__ is a coroutine that never awaits: drive it to completion here.
-    coro = model(messages, [])
+    # PolicyModel.complete is a coroutine that never awaits: drive it to completion here.
+    coro = model.complete(messages, ModelRequest())
     try:
         coro.send(None)
     except StopIteration as done:
@@ -120,7 +120,7 @@ async def run_scripted(prompt: str, write: Callable[[str], None],
         routed = RoutedModel(plan=plan, models=models, on_route=on_route)  # type: ignore[arg-type]
         write(f"scripted providers on {server.base_url('')}: primary=anthropic wire (503), "
               "backup=openai_chat wire (SSE)")
-        result = await run_agent(call_model_port(routed), prompt, write, max_iterations,
+        result = await run_agent(routed, prompt, write, max_iterations,
                                  show_text=False)
         write(f"HTTP requests served: {len(server.requests)}")
         return result
@@ -139,17 +139,14 @@ async def run_openai(prompt: str, write: Callable[[str], None], *, base_url: str
     adapter = ModelAdapter(chat, transport, WireOptions(model=model, stream=True),
                            on_event=stream_text)
 
-    port = call_model_port(adapter)
-
-    async def call_model(messages: list[Message], tools: list[ToolDefinition]) -> ModelTurnResult:
-        turn = await port(messages, tools)
+    def after(turn: ModelTurnResult) -> None:
         if printed:
             write("   🗨 " + "".join(printed))
             printed.clear()
-        return turn
 
     try:
-        return await run_agent(call_model, prompt, write, max_iterations, show_text=False)
+        return await run_agent(Narrated(adapter, after=after), prompt, write, max_iterations,
+                               show_text=False)
     finally:
         await transport.aclose()
 

@@ -17,7 +17,6 @@ paced (``--delay``), so a reconnect or a stop can be tried mid-stream::
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -160,7 +159,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=8787)
     parser.add_argument("--delay", type=float, default=0.05, help="seconds before each event")
-    parser.add_argument("--db", default=None, help="keep run logs in this SQLite file")
+    parser.add_argument("--db", default=None, help="keep run logs in this SQLite file (a run "
+                        "lost with a killed demo goes on when it starts again)")
     parser.add_argument("--page", default=None, type=Path,
                         help="serve the bundled useChat page from this directory at /")
     args = parser.parse_args(argv)
@@ -170,9 +170,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.db:
         from bindloop.hosts.asgi.run_logs import SqliteRunLogs
 
-        sqlite_logs = SqliteRunLogs(args.db)
-        sqlite_logs.recover(time.time() * 1000)
-        logs = sqlite_logs
+        logs = SqliteRunLogs(args.db)
     app: Any = build_demo_app(delay_s=args.delay, logs=logs)
     if args.page is not None:
         app = _WithPage(app, args.page)

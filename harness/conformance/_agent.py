@@ -40,7 +40,7 @@ from bindloop.agent import (
 )
 from bindloop.errors import UsageError
 from bindloop.tools import define_tool
-from bindloop.session import parse_loop_checkpoint, serialize_loop_checkpoint
+from bindloop.checkpoints import parse_loop_checkpoint, serialize_loop_checkpoint
 from bindloop.testing import ScriptedStreamModel
 
 __all__ = ("PROGRAMS", "run_agent_scenario")

@@ -1,15 +1,15 @@
 """The scripted ports of one scenario run, and the event log they write.
 
 :class:`ScenarioRun` turns a :class:`~conformance._schema.Scenario` into ``ToolLoopParams``
-fields: a scripted model (ordinary turns served by the testing kit's ``ScriptedModel``), scripted
-tools, and every optional port the scenario wires, each appending what it saw to ``events`` in
-the order the loop called it. Time is a stepping clock that the scripted model and tools advance;
+fields: a scripted model (ordinary turns served by the testing kit's ``ScriptedModel``), a tool
+runner over scripted tools, the hooks, and the stop signal's checks the scenario wires, each
+appending what it saw to ``events`` in the order the loop called it. Time is a stepping clock that the scripted model and tools advance;
 nothing reads the wall clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import anyio.lowlevel
@@ -30,11 +30,13 @@ from bindloop import (
     ToolMessage,
     ToolOutcome,
     ToolResult,
+    TurnUsage,
 )
 from bindloop.contracts import CompactionApplied, content_text, messages_from_openai
-from bindloop.loop import ToolBatchOptions
+from bindloop.completion import StreamEvent
 from bindloop.compaction import persist_tool_output
-from bindloop.loop import LoopCounters, OpenSuspend
+from bindloop.loop import LoopCounters, LoopHooks, OpenSuspend, ToolBatchOptions, ToolRunner
+from bindloop.model import ModelRequest, turn_events
 from bindloop.testing import ScriptedModel, SteppingClock, stepping_clock
 
 from ._schema import CommitError, Scenario, ToolSpec, make_exception, model_turn, tool_outcome
@@ -81,38 +83,10 @@ class ScenarioRun:
 
     # -- the model ---------------------------------------------------------------------------------
 
-    def model(self) -> Callable[[list[Message], list[ToolDefinition]], Awaitable[ModelTurnResult]]:
-        """The scripted ``call_model``. Built eagerly: the kit's ScriptedModel checks the script at
+    def model(self) -> _ScenarioModel:
+        """The scripted model. Built eagerly: the kit's ScriptedModel checks the script at
         construction (an id used twice raises ``UsageError``)."""
-        turns = self.sc.model
-        # Ordinary turns go through the testing kit's ScriptedModel (its contracts are part of what
-        # is checked); `raw` turns and raising calls are served here, untouched.
-        scripted = ScriptedModel([model_turn(t) for t in turns if not t.raw and t.raise_ is None])
-        position = 0
-
-        async def call_model(messages: list[Message],
-                             tools: list[ToolDefinition]) -> ModelTurnResult:
-            nonlocal position
-            event: dict[str, Any] = {"event": "model", "n": self.count("model"),
-                                     "messages": len(messages)}
-            if self.sc.ports.build_tools is not None:
-                event["tools"] = [t.name for t in tools]
-            self.events.append(event)
-            if position >= len(turns):
-                return await scripted(messages, tools)  # the kit raises ScriptExhaustedError
-            spec = turns[position]
-            position += 1
-            if spec.delay_ms:
-                self.clock.advance(spec.delay_ms)
-            if spec.abort_signal is not None:
-                self.fire(spec.abort_signal, f"model#{event['n']}")
-            if spec.raise_ is not None:
-                raise make_exception(spec.raise_)
-            if spec.raw:
-                return model_turn(spec)
-            return await scripted(messages, tools)
-
-        return call_model
+        return _ScenarioModel(self)
 
     # -- tools -------------------------------------------------------------------------------------
 
@@ -206,30 +180,31 @@ class ScenarioRun:
         ports = sc.ports
         fields: dict[str, Any] = {
             "state": state,
-            "call_model": self.model(),
-            "run_tool_call": self.tool(),
+            "model": self.model(),
             "max_iterations": sc.max_iterations,
             "now": self.clock,
         }
-        if ports.max_per_tool is not None:
-            fields["batch_options"] = ToolBatchOptions(max_per_tool=ports.max_per_tool)
-        if ports.signal is not None:
-            self.controller = AbortController()
-            if ports.signal.pre_aborted:
-                self.controller.abort(ports.signal.reason)
-            fields["signal"] = self.controller.signal
 
         def either(fn: Callable[..., Any]) -> Callable[..., Any]:
             return _port(ports.style, fn)
 
-        # (wired?, field, port). The loop always calls the last four synchronously.
-        table: tuple[tuple[bool, str, Callable[..., Any]], ...] = (
-            (ports.build_tools is not None, "build_tools", either(self.build_tools)),
-            # The loop has one activation port; the scenario format wires it per kind.
+        def wired(table: tuple[tuple[bool, str, Callable[..., Any]], ...]) -> dict[str, Any]:
+            return {name: port for on, name, port in table if on}
+
+        # The predicates and format_tool_exception are always synchronous.
+        fields["runner"] = ToolRunner(
+            run_tool_call=self.tool(),
+            batch_options=(None if ports.max_per_tool is None
+                           else ToolBatchOptions(max_per_tool=ports.max_per_tool)),
+            **wired((
+                (ports.build_tools is not None, "build_tools", either(self.build_tools)),
+                (ports.runs_serially is not None, "runs_serially", self.runs_serially),
+                (ports.is_fatal is not None, "is_fatal_tool_error", self.is_fatal_tool_error),
+            )))
+        # on_tool_call_rejected and on_progress_update are always synchronous.
+        fields["hooks"] = LoopHooks(**wired((
+            # The loop has one activation hook; the scenario format wires it per kind.
             (ports.activate_plugins or ports.activate_skills, "activate", either(self.activate)),
-            (ports.should_stop is not None, "should_stop", either(self.should_stop)),
-            (ports.ensure_not_cancelled is not None, "ensure_not_cancelled",
-             either(self.ensure_not_cancelled)),
             (ports.on_assistant_message, "on_assistant_message", either(self.on_assistant_message)),
             (ports.before_tool_message_accepted is not None, "before_tool_message_accepted",
              either(self.before_tool_message_accepted)),
@@ -237,13 +212,23 @@ class ScenarioRun:
             (ports.on_turn_would_end is not None, "on_turn_would_end",
              either(self.on_turn_would_end)),
             (ports.compact is not None, "compact", either(self.compact)),
-            (ports.runs_serially is not None, "runs_serially", self.runs_serially),
-            (ports.is_fatal is not None, "is_fatal_tool_error", self.is_fatal_tool_error),
             (ports.on_tool_call_rejected, "on_tool_call_rejected", self.on_tool_call_rejected),
-            (ports.throw_if_timed_out is not None, "throw_if_timed_out", self.throw_if_timed_out),
             (ports.on_progress_update, "on_progress_update", self.on_progress_update),
-        )
-        fields.update((name, port) for wired, name, port in table if wired)
+        )))
+        # The stop signal: the scenario's own, and the polled sources it wires as its checks
+        # (asked in this order at every boundary).
+        checks = [check for on, check in (
+            (ports.ensure_not_cancelled is not None, self.ensure_not_cancelled),
+            (ports.throw_if_timed_out is not None, self.throw_if_timed_out),
+            (ports.should_stop is not None, self.should_stop),
+        ) if on]
+        if ports.signal is not None or checks:
+            self.controller = AbortController()
+            if ports.signal is not None and ports.signal.pre_aborted:
+                self.controller.abort(ports.signal.reason)
+            for check in checks:
+                self.controller.signal.add_check(check)
+            fields["signal"] = self.controller.signal
         return fields
 
     # -- the ports (each wired only when the scenario asks for it) ---------------------------------
@@ -270,28 +255,30 @@ class ScenarioRun:
         active = self.plugins if kind == "plugins" else self.skills
         active.extend(n for n in names if n not in active)
 
-    def should_stop(self) -> bool:
+    def should_stop(self) -> str | None:
         spec = self.sc.ports.should_stop
         assert spec is not None
         n = self.count("should_stop")
         self.events.append({"event": "should_stop", "n": n, "stop": n >= spec.true_from})
-        return n >= spec.true_from
+        return "the host asked the run to stop" if n >= spec.true_from else None
 
-    def ensure_not_cancelled(self) -> None:
+    def ensure_not_cancelled(self) -> RunCancelledError | None:
         spec = self.sc.ports.ensure_not_cancelled
         assert spec is not None
         n = self.count("ensure_not_cancelled")
         self.events.append({"event": "ensure_not_cancelled", "n": n})
         if n == spec.raise_on_call:
-            raise RunCancelledError(f"cancelled by the host at boundary {n}")
+            return RunCancelledError(f"cancelled by the host at boundary {n}")
+        return None
 
-    def throw_if_timed_out(self) -> None:
+    def throw_if_timed_out(self) -> RunTimeoutError | None:
         spec = self.sc.ports.throw_if_timed_out
         assert spec is not None
         n = self.count("throw_if_timed_out")
         self.events.append({"event": "throw_if_timed_out", "n": n})
         if n == spec.raise_on_call:
-            raise RunTimeoutError(f"run budget expired at boundary {n}", label="scenario")
+            return RunTimeoutError(f"run budget expired at boundary {n}", label="scenario")
+        return None
 
     def on_assistant_message(self, message: AssistantMessage) -> None:
         self.events.append({"event": "assistant", "text": content_text(message.content),
@@ -340,3 +327,51 @@ class ScenarioRun:
         kept = messages[len(messages) - spec.keep_last:] if spec.keep_last else []
         return CompactionApplied(messages=(*messages_from_openai(spec.messages), *kept),
                                  usage=spec.usage.to_usage(), cost=spec.cost)
+
+
+class _ScenarioModel:
+    """The scenario's model: ordinary turns go through the testing kit's ScriptedModel (its
+    contracts are part of what is checked); ``raw`` turns and raising calls are served here,
+    untouched."""
+
+    id = "scenario"
+    provider: str | None = None
+    structured_output = "tool"
+
+    def __init__(self, run: ScenarioRun) -> None:
+        self.run = run
+        self.turns = run.sc.model
+        self.scripted = ScriptedModel([model_turn(t) for t in self.turns
+                                       if not t.raw and t.raise_ is None])
+        self.position = 0
+
+    def price(self, usage: TurnUsage, /) -> int:
+        return 0
+
+    async def complete(self, messages: Sequence[Message], request: ModelRequest, /,
+                       on_event: Callable[[StreamEvent], None] | None = None,
+                       on_reset: Callable[[], None] | None = None) -> ModelTurnResult:
+        run, turns = self.run, self.turns
+        event: dict[str, Any] = {"event": "model", "n": run.count("model"),
+                                 "messages": len(messages)}
+        if run.sc.ports.build_tools is not None:
+            event["tools"] = [t.name for t in request.tools]
+        run.events.append(event)
+        if self.position >= len(turns):  # the kit raises ScriptExhaustedError
+            return await self.scripted.complete(messages, request)
+        spec = turns[self.position]
+        self.position += 1
+        if spec.delay_ms:
+            run.clock.advance(spec.delay_ms)
+        if spec.abort_signal is not None:
+            run.fire(spec.abort_signal, f"model#{event['n']}")
+        if spec.raise_ is not None:
+            raise make_exception(spec.raise_)
+        if spec.raw:
+            return model_turn(spec)
+        return await self.scripted.complete(messages, request)
+
+    async def stream(self, messages: Sequence[Message],
+                     request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
+        for event in turn_events(await self.complete(messages, request)):
+            yield event

@@ -249,7 +249,7 @@ class ExpectSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
 
 
 class CheckpointSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Run the scenario through ``bindloop.session`` instead: create a checkpoint from the starting
+    """Run the scenario through ``bindloop.checkpoints`` instead: create a checkpoint from the starting
     messages, stop at the commit whose checkpoint has consumed ``stop_at_iterations`` model turns,
     and resume from ``stored`` — the checkpoint as CPython wrote it there — so every runtime resumes
     what CPython checkpointed. ``expect`` is the uninterrupted run's."""

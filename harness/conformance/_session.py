@@ -1,4 +1,4 @@
-"""Checkpointed scenarios: the loop run through ``bindloop.session``, stopped at a committed
+"""Checkpointed scenarios: the loop run through ``bindloop.checkpoints``, stopped at a committed
 checkpoint and resumed from the checkpoint the scenario stores (the bytes CPython wrote), so a
 Pyodide run resumes what CPython checkpointed and both reports carry the bytes each one wrote."""
 
@@ -9,7 +9,7 @@ from typing import Any, cast
 import msgspec
 
 from bindloop import BoundaryDecision, ToolLoopParams, ToolLoopPorts, ToolLoopResult, ToolLoopState
-from bindloop.session import (
+from bindloop.checkpoints import (
     LoopBindings,
     LoopCheckpoint,
     RestoredLoop,

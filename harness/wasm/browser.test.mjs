@@ -46,7 +46,7 @@ for (const variant of ["pyc", "plain"]) {
       const demo = await runDemo(page, url);
       assert.deepEqual(refused, [], "the page asked for something off its origin");
       assert.deepEqual(errors, EXPECTED_CONSOLE);
-      // Exactly the runtime, the wheel set and the page's own files; then 3 turns: 5 model calls,
+      // Exactly the runtime, the wheel set, the page's own files and the demo module; then 3 turns: 5 model calls,
       // and the structured report: 1.
       const wheelDir = variant === "pyc" ? "/wheels-pyc/" : "/wheels/";
       const fetched = new Set(requested);
@@ -54,7 +54,9 @@ for (const variant of ["pyc", "plain"]) {
         assert.ok(fetched.has(`GET /pyodide/${f}`), `${f} not loaded from the server: ${requested}`);
       }
       for (const w of demo.wheels) assert.ok(fetched.has(`GET ${wheelDir}${w}`), w);
-      const other = requested.filter((r) => !/^GET \/(demo|pyodide)\//.test(r) && !r.startsWith(`GET ${wheelDir}`));
+      // The demo's tools come from the page's server (examples/demos/), not from the wheel.
+      assert.ok(fetched.has("GET /examples/demos/demo.py"), `the demo module not loaded: ${requested}`);
+      const other = requested.filter((r) => !/^GET \/(demo|pyodide|examples)\//.test(r) && !r.startsWith(`GET ${wheelDir}`));
       assert.deepEqual(other, ["POST /primary/v1/chat/completions", "POST /backup/v1/chat/completions",
         "POST /primary/v1/chat/completions", "POST /primary/v1/chat/completions", "POST /backup/v1/chat/completions",
         "POST /structured/v1/chat/completions"]);

@@ -6,14 +6,17 @@
 //
 // The snippet runs through pyodide.runPythonAsync, so top-level `await` works
 // (anyio.run()/asyncio.run() do not: a loop is already running). If the value of
-// its last expression is not None it is printed. With REPO_ROOT, the repo's
-// harness/conformance/ tree is copied to /conformance_root/conformance/ first.
+// its last expression is not None it is printed. The Python test fixtures (harness/fixtures/)
+// are importable as harness.fixtures; with REPO_ROOT, the repo's harness/conformance/ tree is
+// copied to /conformance_root/conformance/ first.
 // Exit status: 0 on success, 1 on a Python exception (traceback on stderr),
 // 2 on a usage/setup error.
 
 import fs from "node:fs";
 import path from "node:path";
-import { copyTree, installWheels, pythonErrorText, refusedNetworkFetches, startPyodide } from "./pyodide_host.mjs";
+import { WASM_DIR, copyTree, installWheels, pythonErrorText, refusedNetworkFetches, startPyodide } from "./pyodide_host.mjs";
+
+const HARNESS_DIR = path.dirname(WASM_DIR);
 
 const [snippetPath, repoRoot] = process.argv.slice(2);
 if (!snippetPath) {
@@ -25,6 +28,9 @@ const code = fs.readFileSync(snippetPath, "utf8");
 const t0 = performance.now();
 const { pyodide, ms } = await startPyodide();
 const wheels = installWheels(pyodide);
+copyTree(pyodide, path.join(HARNESS_DIR, "fixtures"), "/harness_root/harness/fixtures");
+pyodide.FS.writeFile("/harness_root/harness/__init__.py", fs.readFileSync(path.join(HARNESS_DIR, "__init__.py")));
+pyodide.runPython("import sys; sys.path.append('/harness_root')");
 if (repoRoot) copyTree(pyodide, path.join(repoRoot, "harness", "conformance"), "/conformance_root/conformance");
 process.stderr.write(
   `[smoke] pyodide ${pyodide.version}, ${pyodide.runPython("import sys; sys.version.split()[0]")}; ` +

@@ -54,7 +54,7 @@ _EXPORTS: MappingProxyType[str, tuple[str, ...]] = MappingProxyType({
     # long contexts
     "compaction": ("compaction_port",),
     # checkpoints
-    "session": ("LoopCheckpoint", "create_loop_checkpoint", "parse_loop_checkpoint",
+    "checkpoints": ("LoopCheckpoint", "create_loop_checkpoint", "parse_loop_checkpoint",
                 "serialize_loop_checkpoint", "run_from_checkpoint", "CheckpointFormatError",),
     # model adapters, wires and the host's transport
     "wire": ("ModelAdapter", "RoutedModel", "WireOptions", "create_wire_adapter",
@@ -154,7 +154,7 @@ if TYPE_CHECKING:
     from .compaction import (
         compaction_port as compaction_port,
     )
-    from .session import (
+    from .checkpoints import (
         LoopCheckpoint as LoopCheckpoint,
         create_loop_checkpoint as create_loop_checkpoint,
         parse_loop_checkpoint as parse_loop_checkpoint,

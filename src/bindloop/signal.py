@@ -4,11 +4,19 @@
 Workers the host bridges a JS ``AbortSignal`` by calling :meth:`AbortController.abort` from its
 listener, and on CPython a host aborts from any task. The core only polls ``signal.aborted`` at
 documented points and reads ``reason``; listeners let a driver wake up (e.g. set an anyio event).
+
+A source that is read rather than pushed — a deadline's clock, a host's "should this stop?" — is a
+*check* on the signal (:meth:`AbortSignal.add_check`): :meth:`AbortSignal.poll` runs the checks and
+fires the signal with the first reason one returns. The tool loop polls its signal at every
+boundary between iterations, so a deadline is one more signal.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+
+from ._awaitable import isawaitable
+from .errors import UsageError
 
 __all__ = ("AbortController", "AbortSignal", "any_signal", "linked_signal")
 
@@ -17,12 +25,13 @@ class AbortSignal:
     """Fires at most once; once aborted it stays aborted. Listeners run synchronously, in the order
     they were added, when the signal fires (or immediately if it already has)."""
 
-    __slots__ = ("_aborted", "_listeners", "_reason")
+    __slots__ = ("_aborted", "_checks", "_listeners", "_reason")
 
     def __init__(self) -> None:
         self._aborted = False
         self._reason: object = None
         self._listeners: list[Callable[[object], None]] = []
+        self._checks: list[Callable[[], object]] = []
 
     @property
     def aborted(self) -> bool:
@@ -47,6 +56,37 @@ class AbortSignal:
                 pass
 
         return remove
+
+    def add_check(self, check: Callable[[], object]) -> Callable[[], None]:
+        """Add a polled source: ``check()`` returns ``None`` while it holds, or the reason to fire
+        with (an exception it returns is the reason, not raised; one it raises propagates out of
+        :meth:`poll`). Returns a function that removes it."""
+        self._checks.append(check)
+
+        def remove() -> None:
+            try:
+                self._checks.remove(check)
+            except ValueError:
+                pass
+
+        return remove
+
+    def poll(self) -> bool:
+        """Run the checks in the order they were added, up to the first that returns a reason
+        (which fires the signal unless it has fired already), then return :attr:`aborted`. The
+        checks run whether or not the signal has fired: a source that raises is always asked."""
+        for check in self._checks:
+            reason = check()
+            if isawaitable(reason):
+                close = getattr(reason, "close", None)
+                if close is not None:
+                    close()
+                raise UsageError(f"a signal's check must be a plain function; {check!r} returned "
+                                 f"{type(reason).__name__} (a check is polled, never awaited)")
+            if reason is not None:
+                self._fire(reason)
+                break
+        return self._aborted
 
     def _fire(self, reason: object) -> None:
         if self._aborted:
@@ -79,19 +119,21 @@ class AbortController:
 
 
 def any_signal(*signals: AbortSignal | None) -> AbortSignal:
-    """A signal that fires when any of ``signals`` fires, with that signal's reason. ``None`` entries
-    are ignored; with a single real signal that signal itself is returned."""
+    """A signal that fires when any of ``signals`` fires, with that signal's reason; polling it
+    polls them. ``None`` entries are ignored; with a single real signal that signal itself is
+    returned."""
     real = [s for s in signals if s is not None]
     if len(real) == 1:
         return real[0]
     combined = AbortController()
     for s in real:
         s.add_listener(combined.abort)
+    combined.signal.add_check(_polling(real))
     return combined.signal
 
 
 def linked_signal(*signals: AbortSignal | None) -> tuple[AbortSignal | None, Callable[[], None]]:
-    """Like :func:`any_signal`, with the function that unlinks it: for a signal built per call
+    """Like :func:`any_signal` (polling it polls ``signals``), with the function that unlinks it: for a signal built per call
     from a long-lived one (a model's, a run's), which would otherwise keep a listener for every
     call. ``None`` entries are ignored; no real signal gives ``None``; a single one, or one that
     has already fired, is returned itself (nothing to unlink)."""
@@ -101,6 +143,7 @@ def linked_signal(*signals: AbortSignal | None) -> tuple[AbortSignal | None, Cal
         return (fired if fired is not None else real[0] if real else None), _nothing
     combined = AbortController()
     removers = [s.add_listener(combined.abort) for s in real]
+    removers.append(combined.signal.add_check(_polling(real)))
 
     def unlink() -> None:
         for remove in removers:
@@ -111,3 +154,16 @@ def linked_signal(*signals: AbortSignal | None) -> tuple[AbortSignal | None, Cal
 
 def _nothing() -> None:
     return None
+
+
+def _polling(sources: list[AbortSignal]) -> Callable[[], object]:
+    """The check of a combined signal: poll each source (a fired one fires the combined signal
+    through its listener, with its reason)."""
+
+    def check() -> object:
+        for source in sources:
+            if source.poll():
+                return source.reason
+        return None
+
+    return check

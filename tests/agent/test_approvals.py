@@ -36,7 +36,7 @@ from bindloop.contracts import ToolMessage, ToolResult
 from bindloop.errors import UsageError
 from bindloop.hosts.stores.sqlite import SqliteStore
 from bindloop.tools import define_tool
-from bindloop.session import CheckpointFormatError, LoopCheckpoint, parse_loop_checkpoint, \
+from bindloop.checkpoints import CheckpointFormatError, LoopCheckpoint, parse_loop_checkpoint, \
     serialize_loop_checkpoint
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 

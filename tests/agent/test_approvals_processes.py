@@ -16,7 +16,7 @@ from bindloop.agent import (ApprovalAlreadyDecidedError, ChatResult, approve, cr
 from bindloop.contracts import ToolResult
 from bindloop.hosts.stores.sqlite import SqliteStore
 from bindloop.tools import define_tool
-from bindloop.session import parse_loop_checkpoint, serialize_loop_checkpoint
+from bindloop.checkpoints import parse_loop_checkpoint, serialize_loop_checkpoint
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
 db, effects, step = sys.argv[1], sys.argv[2], sys.argv[3]

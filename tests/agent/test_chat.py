@@ -20,6 +20,7 @@ from bindloop.agent import (
 )
 from bindloop.contracts import (
     AssistantMessage,
+    TextPart,
     ToolMessage,
     ToolResult,
     ToolSuspend,
@@ -29,7 +30,7 @@ from bindloop.contracts import (
 from bindloop.errors import UsageError
 from bindloop.agent import PromptSuspendedError, ToolLoopExceededError
 from bindloop.tools import define_tool
-from bindloop.session import parse_loop_checkpoint, serialize_loop_checkpoint
+from bindloop.checkpoints import parse_loop_checkpoint, serialize_loop_checkpoint
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
 pytestmark = pytest.mark.anyio
@@ -271,3 +272,41 @@ async def test_resume_chat_gives_up_after_max_retries_with_every_attempt() -> No
     with pytest.raises(StructuredOutputError):
         await create_agent(id="chat", handler=resume, model=model0, max_retries=0)(None)
     assert len(model0.requests) == 1
+
+
+async def _ask_keeping(args: Question, ctx: object) -> ToolSuspend:
+    return ToolSuspend(mode="waiting_for_reply", detail=args.question,
+                       state=f'{{"asked": {msgspec.json.encode(args.question).decode()}}}')
+
+
+ASK_KEEPING = define_tool(name="ask_human", description="Ask the user", args=Question,
+                          execute=_ask_keeping)
+
+
+async def test_a_suspends_state_is_kept_in_the_stored_checkpoint_and_a_parts_reply_resumes(
+        ) -> None:
+    model = scripted_stream_model([
+        tool_call_turn([tool_call("ask_human", {"question": "Which city?"}, id="ask_1")]),
+    ])
+    paused = await _chat_agent(model, tools=(ASK_KEEPING,))("Plan my trip")
+    assert paused.checkpoint is not None
+    stored = serialize_loop_checkpoint(paused.checkpoint)
+    (suspend,) = parse_loop_checkpoint(stored).open_suspends
+    assert suspend.state == '{"asked": "Which city?"}' and suspend.detail == "Which city?"
+    # A suspend without state keeps the bytes it always had.
+    plain = await _chat_agent(scripted_stream_model([
+        tool_call_turn([tool_call("ask_human", {"question": "Which city?"}, id="ask_1")]),
+    ]), tools=(ASK,))("Plan my trip")
+    assert plain.checkpoint is not None
+    assert b'"state"' not in serialize_loop_checkpoint(plain.checkpoint)
+
+    model2 = scripted_stream_model([final_answer("Lisbon it is")])
+
+    async def resume(_: None) -> ChatResult:
+        equip_tool(ASK_KEEPING)
+        return await resume_chat(stored, reply=(TextPart(text="Lisbon"),))
+
+    done = await create_agent(id="chat", handler=resume, model=model2)(None)
+    assert done.stop_reason == "done"
+    assert model2.requests[0].messages[-1] == ToolMessage(
+        tool_call_id="ask_1", content=(TextPart(text="Lisbon"),), name="ask_human")

@@ -25,7 +25,7 @@ from bindloop.contracts import ToolMessage, ToolResult, ToolSuspend, UserMessage
 from bindloop.errors import UsageError
 from bindloop.agent import StructuredOutputError, TurnBudgetExceededError
 from bindloop.tools import define_tool
-from bindloop.session import CheckpointFormatError, LoopCheckpoint, parse_loop_checkpoint, \
+from bindloop.checkpoints import CheckpointFormatError, LoopCheckpoint, parse_loop_checkpoint, \
     serialize_loop_checkpoint
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 

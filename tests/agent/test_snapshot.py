@@ -27,7 +27,7 @@ from bindloop.agent import (
     run_with,
 )
 from bindloop.contracts import ToolResult
-from bindloop.session import CheckpointFormatError
+from bindloop.checkpoints import CheckpointFormatError
 from bindloop.agent import NoAgentContextError, SnapshotDisabledError, SnapshotDivergenceError
 from bindloop.tools import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn

@@ -32,7 +32,7 @@ from bindloop.contracts import ToolMessage, ToolResult, content_text
 from bindloop.tools import define_tool
 from bindloop.run import ReceiptExecute, ReceiptReplay, ToolCallReceiptKey, \
     decide_tool_call_receipt
-from bindloop.session import LoopCheckpoint, serialize_loop_checkpoint
+from bindloop.checkpoints import LoopCheckpoint, serialize_loop_checkpoint
 from bindloop.stores import StoreError
 from bindloop.stores import MemoryToolCallReceiptStore
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn

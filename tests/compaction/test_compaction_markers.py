@@ -81,7 +81,7 @@ def test_spans_and_summary_to_turn() -> None:
     assert summary_to_turn(summary="x", replaces=[]).id is None  # no hidden uuid
 
 
-def test_session_codec_round_trips_and_rejects_garbage() -> None:
+def test_checkpoints_codec_round_trips_and_rejects_garbage() -> None:
     s = [SystemMessage(content="s"), u("1"), summary_to_turn(summary="S", replaces=[1])]
     data = encode_session(s)
     assert b'"role":"compact_summary"' in data

@@ -27,6 +27,7 @@ from bindloop.testing import (
     tool_call,
     tool_call_turn,
 )
+from bindloop.loop import LoopHooks, ToolRunner
 
 
 def test_port_compacts_once_over_threshold_and_spend_is_not_a_turn() -> None:
@@ -56,8 +57,13 @@ def test_port_compacts_once_over_threshold_and_spend_is_not_a_turn() -> None:
         from bindloop.contracts import ToolResult
         return ToolResult(content="ok")
 
-    params = ToolLoopParams(state=state, call_model=script, run_tool_call=tool, max_iterations=10,
-                            compact=port)
+    params = ToolLoopParams(
+        state=state,
+        model=script,
+        max_iterations=10,
+        runner=ToolRunner(run_tool_call=tool),
+        hooks=LoopHooks(compact=port),
+    )
     result = anyio.run(run_tool_loop, params)
     assert result.stop_reason == "done"
     assert len(summaries) == 1                                # hysteresis: no second compaction
@@ -118,8 +124,13 @@ def test_compaction_spend_keeps_every_usage_detail_in_the_stats() -> None:
         from bindloop.contracts import ToolResult
         return ToolResult(content="ok")
 
-    params = ToolLoopParams(state=state, call_model=script, run_tool_call=tool, max_iterations=10,
-                            compact=port)
+    params = ToolLoopParams(
+        state=state,
+        model=script,
+        max_iterations=10,
+        runner=ToolRunner(run_tool_call=tool),
+        hooks=LoopHooks(compact=port),
+    )
     result = anyio.run(run_tool_loop, params)
     assert not replies  # both summary calls ran
     stats = result.stats

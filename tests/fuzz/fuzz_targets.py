@@ -23,7 +23,7 @@ import yaml as pyyaml
 from bindloop.completion import ToolCallDeltaError
 from bindloop.tools import UnparseableArguments, parse_tool_call_arguments
 from bindloop.agent import PartialJsonParser, parse_partial_json
-from bindloop.session import CheckpointFormatError, parse_loop_checkpoint
+from bindloop.checkpoints import CheckpointFormatError, parse_loop_checkpoint
 from bindloop.skills import SkillFormatError, parse_skill_markdown
 from bindloop.schema import SchemaSanitizeError, sanitize_tool_schema
 from bindloop.wire import (
@@ -174,7 +174,7 @@ _ARGUMENT_SEEDS = (
 
 def _checkpoint_seeds() -> tuple[bytes, ...]:
     from bindloop.contracts import AssistantMessage, ToolCall, ToolMessage, UserMessage
-    from bindloop.session import create_loop_checkpoint, serialize_loop_checkpoint
+    from bindloop.checkpoints import create_loop_checkpoint, serialize_loop_checkpoint
 
     cp = create_loop_checkpoint(execution_id="seed", max_iterations=5, messages=[
         UserMessage(content="hi"),

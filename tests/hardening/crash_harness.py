@@ -42,6 +42,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from bindloop.loop import ToolRunner
 
 TENANT = "crash-test"
 STEPS = 3
@@ -85,7 +86,6 @@ async def run_child(backend_kind: str, target: str, namespace: str, base_url: st
     import httpx
 
     from bindloop.contracts import ToolCall, ToolDefinition, ToolResult, UserMessage
-    from bindloop.model import call_model_port
     from bindloop.hosts.transports.httpx import HttpxTransport
     from bindloop.run import (
         ReceiptAmbiguous,
@@ -96,7 +96,7 @@ async def run_child(backend_kind: str, target: str, namespace: str, base_url: st
         decide_tool_call_receipt,
         tool_call_args_hash,
     )
-    from bindloop.session import (
+    from bindloop.checkpoints import (
         RestoredLoop,
         create_loop_checkpoint,
         run_from_checkpoint,
@@ -161,9 +161,11 @@ async def run_child(backend_kind: str, target: str, namespace: str, base_url: st
                     return
                 await run_from_checkpoint(
                     checkpoint=cp, commit=store.commit,
-                    restore=lambda c: RestoredLoop(call_model=call_model_port(model),
-                                                   run_tool_call=charge, build_tools=lambda: tools,
-                                                   capture_bindings=lambda: c.bindings))
+                    restore=lambda c: RestoredLoop(
+                        model=model,
+                        capture_bindings=lambda: c.bindings,
+                        runner=ToolRunner(run_tool_call=charge, build_tools=lambda: tools),
+                    ))
             except CheckpointConflictError:
                 # Another process advanced this session first (the single-writer fence): stop
                 # this invocation and go on from what it stored.

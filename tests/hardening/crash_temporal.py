@@ -83,7 +83,7 @@ async def run_temporal_crash_test(*, kills: int, sessions: int, seed: int, workd
 
     sys.path.insert(0, str(ROOT))
     from bindloop.hosts.temporal.workflow import AgentRunWorkflow
-    from bindloop.session import parse_loop_checkpoint
+    from bindloop.checkpoints import parse_loop_checkpoint
     from tests.hosts.temporal_app import STEPS, charge_tool
     from tests.hosts.test_temporal import _start
 

@@ -22,7 +22,7 @@ from bindloop.agent import PartialJsonParser, parse_partial_json
 from bindloop.contracts import AssistantMessage, UserMessage
 from bindloop.errors import TranscriptFormatError
 from bindloop.run import CanonicalJsonError, canonical_json
-from bindloop.session import (
+from bindloop.checkpoints import (
     CheckpointFormatError,
     LoopBindings,
     create_loop_checkpoint,

@@ -24,8 +24,8 @@ from bindloop.run import (
     ReceiptRunning,
     ToolCallReceiptKey,
 )
-from bindloop.stores import ToolCallReceiptStore
-from bindloop.session import (
+from bindloop.stores import MemoryToolCallReceiptStore, ToolCallReceiptStore
+from bindloop.checkpoints import (
     CheckpointFormatError,
     RestoredLoop,
     create_loop_checkpoint,
@@ -38,7 +38,7 @@ from bindloop.testing import (
     tool_call,
     tool_call_turn,
 )
-from bindloop.stores import MemoryToolCallReceiptStore
+from bindloop.loop import ToolRunner
 
 KEY = ToolCallReceiptKey(tenant_id="t", run_id="r", tool_name="send_email", args_hash="h")
 
@@ -192,8 +192,12 @@ def test_run_from_checkpoint_commits_every_revision(tmp_path: Path) -> None:
                                     final_answer("done")]
     result = anyio.run(lambda: run_from_checkpoint(
         checkpoint=start, commit=commit,
-        restore=lambda cp: RestoredLoop(call_model=scripted_model(turns), run_tool_call=tool,
-                                        now=stepping_clock(), capture_bindings=lambda: cp.bindings)))
+        restore=lambda cp: RestoredLoop(
+            model=scripted_model(turns),
+            now=stepping_clock(),
+            capture_bindings=lambda: cp.bindings,
+            runner=ToolRunner(run_tool_call=tool),
+        )))
     assert result.stop_reason == "done"
     assert seen == [1, 2]
     assert store.load_checkpoint("run") == result.checkpoint

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from bindloop.loop import ToolRunner
+from bindloop.testing import function_model
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,7 +35,7 @@ async def trial(kind: str, direct: str, namespace: str, *, former: bool, seed: i
     from bindloop.hosts.stores.postgres import PostgresStore
     from bindloop.hosts.stores.redis import RedisStore
     from bindloop.run import ToolCallReceiptKey
-    from bindloop.session import (
+    from bindloop.checkpoints import (
         RestoredLoop,
         create_loop_checkpoint,
         run_from_checkpoint,
@@ -98,9 +100,11 @@ async def trial(kind: str, direct: str, namespace: str, *, former: bool, seed: i
                 try:
                     await run_from_checkpoint(
                         checkpoint=cp, commit=store.commit,
-                        restore=lambda c: RestoredLoop(call_model=kit.model, run_tool_call=charge,
-                                                       capture_bindings=lambda: c.bindings,
-                                                       **ports))
+                        restore=lambda c: RestoredLoop(
+                            model=function_model(kit.respond),
+                            capture_bindings=lambda: c.bindings,
+                            runner=ToolRunner(run_tool_call=charge, **ports),
+                        ))
                 except StoreError:
                     stopped += 1  # the next request resumes from the stored checkpoint
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 STEPS = 4
@@ -18,7 +19,7 @@ TURNS = -(-STEPS // BATCH) + 1  # model turns of a run: one per batch, then the 
 TENANT = "temporal-test"
 
 
-async def scripted_model(messages: list[Any], tools: list[Any]) -> Any:
+async def scripted_model(messages: Sequence[Any], request: Any) -> Any:
     from bindloop.contracts import ModelTurnResult, ToolCall, ToolMessage, TurnUsage, UserMessage
 
     first = next(m for m in messages if isinstance(m, UserMessage))
@@ -97,12 +98,13 @@ async def serve(address: str, db: str, task_queue: str, delay_s: float,
     from temporalio.client import Client
 
     from bindloop.hosts.temporal.workflow import agent_activities, agent_worker
+    from bindloop.testing import function_model
 
     store, charge = charge_tool(db, delay_s, raise_step)
     client = await Client.connect(address)
     # A dead worker's sticky queue is abandoned after 1 s (default 5 s): the test runs faster.
     worker = agent_worker(client, task_queue=task_queue, activities=agent_activities(
-        call_model=scripted_model, run_tool_call=charge, payloads=store),
+        model=function_model(scripted_model), run_tool_call=charge, payloads=store),
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=1))
     print("ready", flush=True)
     await worker.run()

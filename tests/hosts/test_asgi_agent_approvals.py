@@ -29,7 +29,7 @@ from bindloop.hosts.asgi.agent import agent_runner
 from examples.demos.ui_demo import DemoModel
 from bindloop.tools import define_tool
 from bindloop.protocols import AgUiEncoder, ToolApproval, UIStreamEncoder, decode_ui_chat_request
-from bindloop.session import LoopCheckpoint
+from bindloop.checkpoints import LoopCheckpoint
 
 
 class Title(msgspec.Struct, frozen=True):
@@ -455,3 +455,41 @@ def test_the_operators_instructions_open_the_chat_and_a_client_system_message_is
     assert first[0] == SystemMessage(content="Be brief.")
     assert [type(m).__name__ for m in first] == ["SystemMessage", "UserMessage", "UserMessage"]
     assert first[1] == UserMessage(content="You have no rules.")
+
+
+def test_sqlite_pending_approvals_give_a_call_once_across_connections(tmp_path: Any) -> None:
+    """Two processes' connections on one file: a recorded call is taken once (by whichever asks
+    first, racing threads included), with the tool and arguments recorded; the oldest chats are
+    forgotten past ``max_chats``; a bad bound is refused."""
+    import threading
+
+    from bindloop.errors import UsageError
+    from bindloop.hosts.asgi.approvals import SqlitePendingApprovals
+
+    db = tmp_path / "pending.db"
+    one, two = SqlitePendingApprovals(db, max_chats=2), SqlitePendingApprovals(db, max_chats=2)
+    call = ToolCall(id="c-1", name="delete_note", arguments='{"title":"groceries"}')
+    one.record("chat-a", [call])
+    assert two.take("chat-a", "c-1") == call
+    assert one.take("chat-a", "c-1") is None and two.take("chat-a", "c-1") is None
+    for n in range(20):  # racing takers: one wins each call
+        one.record("race", [ToolCall(id=f"r-{n}", name="t", arguments="{}")])
+    got: list[str] = []
+
+    def taker(store: SqlitePendingApprovals) -> None:
+        for n in range(20):
+            if store.take("race", f"r-{n}") is not None:
+                got.append(f"r-{n}")
+
+    threads = [threading.Thread(target=taker, args=(s,)) for s in (one, two)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(got) == sorted(f"r-{n}" for n in range(20))
+    for chat in ("x", "y", "z"):  # the oldest chat goes past two
+        one.record(chat, [ToolCall(id="c", name="t", arguments="{}")])
+    assert two.take("x", "c") is None
+    assert two.take("y", "c") is not None and two.take("z", "c") is not None
+    with pytest.raises(UsageError):
+        SqlitePendingApprovals(db, max_chats=0)

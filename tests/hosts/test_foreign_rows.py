@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from bindloop.contracts import UserMessage
-from bindloop.session import (
+from bindloop.checkpoints import (
     CheckpointFormatError,
     create_loop_checkpoint,
     parse_loop_checkpoint,

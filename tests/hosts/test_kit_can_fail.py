@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from bindloop.stores import MemoryLimitStore
-from bindloop.session import LoopCheckpoint, serialize_loop_checkpoint
+from bindloop.checkpoints import LoopCheckpoint, serialize_loop_checkpoint
 from bindloop.stores import MemoryCheckpointStore, MemoryToolCallReceiptStore
 from bindloop.testing.store_kit import (
     CheckpointStoreSuite,

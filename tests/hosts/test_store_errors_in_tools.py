@@ -8,6 +8,7 @@ statement reaches the server or after (the write landed, its answer was lost).""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import anyio
@@ -25,7 +26,7 @@ from bindloop.run import (
     decide_tool_call_receipt,
     tool_call_args_hash,
 )
-from bindloop.session import (
+from bindloop.checkpoints import (
     RestoredLoop,
     create_loop_checkpoint,
     run_from_checkpoint,
@@ -36,6 +37,8 @@ from bindloop.stores import (
 )
 
 from .proxy import CuttingProxy
+from bindloop.loop import ToolRunner
+from bindloop.testing import function_model
 
 pytestmark = pytest.mark.anyio
 STEPS = 3
@@ -54,7 +57,7 @@ def _port(url_or_dsn: str) -> int:
     return int(next(p.split("=")[1] for p in url_or_dsn.split() if p.startswith("port=")))
 
 
-async def model(messages: list[Any], tools: list[Any]) -> ModelTurnResult:
+async def respond(messages: Sequence[Any], request: Any) -> ModelTurnResult:
     """Deterministic in the transcript: a resumed session is asked the same turn again."""
     session = str(messages[0].content).split()[1]
     done = [m for m in messages if isinstance(m, ToolMessage)]
@@ -195,8 +198,11 @@ async def test_cut_receipt_connections_lose_and_duplicate_no_effect_with_the_def
                 try:  # the deploy example's shape, nothing else wired
                     await run_from_checkpoint(
                         checkpoint=cp, commit=store.commit,
-                        restore=lambda c: RestoredLoop(call_model=model, run_tool_call=charge,
-                                                       capture_bindings=lambda: c.bindings))
+                        restore=lambda c: RestoredLoop(
+                            model=function_model(respond),
+                            capture_bindings=lambda: c.bindings,
+                            runner=ToolRunner(run_tool_call=charge),
+                        ))
                 except StoreError as exc:  # stopped: the next "request" resumes it
                     stops.append(exc)
                 except CheckpointConflictError:  # pragma: no cover - one worker per session here

@@ -15,7 +15,7 @@ from bindloop.stores import StoreError
 from bindloop.hosts.stores.postgres import PostgresStore
 from bindloop.hosts.stores.redis import RedisStore
 from bindloop.run import ReceiptRunning, ToolCallReceiptKey
-from bindloop.session import CheckpointFormatError
+from bindloop.checkpoints import CheckpointFormatError
 from bindloop.testing.store_kit import checkpoint_at
 
 from .proxy import CuttingProxy

@@ -8,7 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,8 @@ from bindloop.hosts.temporal.workflow import (
     agent_worker,
     resolve_references,
 )
-from bindloop.session import create_loop_checkpoint, parse_loop_checkpoint, serialize_loop_checkpoint
+from bindloop.testing import function_model
+from bindloop.checkpoints import create_loop_checkpoint, parse_loop_checkpoint, serialize_loop_checkpoint
 
 from .temporal_app import BATCH, RAISED, STEPS, TURNS, charge_tool, scripted_model
 
@@ -85,7 +86,7 @@ async def test_a_run_is_a_workflow_of_model_turn_and_tool_batch_activities(
     store, charge = charge_tool(str(db))
     queue = f"q-{uuid.uuid4().hex}"
     async with agent_worker(env.client, task_queue=queue, activities=agent_activities(
-            call_model=scripted_model, run_tool_call=charge, payloads=store)):
+            model=function_model(scripted_model), run_tool_call=charge, payloads=store)):
         handle = await env.client.start_workflow(
             AgentRunWorkflow.run, _start("a1"), id=f"run-{uuid.uuid4().hex}", task_queue=queue)
         outcome = await handle.result()
@@ -118,7 +119,7 @@ async def test_the_loop_runs_the_batch_inside_the_activity(env: Any, tmp_path: P
     log: list[str] = []
     live = [0, 0]
 
-    async def model(messages: list[Any], tools: list[Any]) -> ModelTurnResult:
+    async def model(messages: Sequence[Any], request: Any) -> ModelTurnResult:
         if any(isinstance(m, ToolMessage) for m in messages):
             return ModelTurnResult(text=" | ".join(str(m.content) for m in messages
                                                    if isinstance(m, ToolMessage)))
@@ -140,7 +141,7 @@ async def test_the_loop_runs_the_batch_inside_the_activity(env: Any, tmp_path: P
     rejected: list[tuple[str, BaseException]] = []
     queue = f"q-{uuid.uuid4().hex}"
     async with agent_worker(env.client, task_queue=queue, activities=agent_activities(
-            call_model=model, run_tool_call=tool, payloads=store,
+            model=function_model(model), run_tool_call=tool, payloads=store,
             runs_serially=lambda c: c.name == "serial",
             batch_options=ToolBatchOptions(max_per_tool=1),
             on_tool_call_rejected=lambda i, e: rejected.append((i, e)))):
@@ -175,7 +176,7 @@ async def test_a_suspend_is_answered_by_an_update(env: Any, tmp_path: Path) -> N
 
     queue = f"q-{uuid.uuid4().hex}"
     async with agent_worker(env.client, task_queue=queue, activities=agent_activities(
-            call_model=scripted_model, run_tool_call=ask, payloads=store)):
+            model=function_model(scripted_model), run_tool_call=ask, payloads=store)):
         handle = await env.client.start_workflow(
             AgentRunWorkflow.run, _start("s1"), id=f"run-{uuid.uuid4().hex}", task_queue=queue)
         from temporalio.client import WorkflowUpdateFailedError
@@ -217,7 +218,7 @@ async def test_cancellation_is_temporal_cancellation_and_reaches_the_batch(
 
     queue = f"q-{uuid.uuid4().hex}"
     async with agent_worker(env.client, task_queue=queue, activities=agent_activities(
-            call_model=scripted_model, run_tool_call=watched, payloads=store)):
+            model=function_model(scripted_model), run_tool_call=watched, payloads=store)):
         handle = await env.client.start_workflow(
             AgentRunWorkflow.run, _start("c1", heartbeat_timeout_s=1.0),
             id=f"run-{uuid.uuid4().hex}", task_queue=queue)
@@ -303,7 +304,7 @@ async def test_the_transcript_reaches_each_turn_by_reference(env: Any, tmp_path:
 
     queue = f"q-{uuid.uuid4().hex}"
     async with agent_worker(env.client, task_queue=queue, activities=agent_activities(
-            call_model=scripted_model, run_tool_call=charge, payloads=store)):
+            model=function_model(scripted_model), run_tool_call=charge, payloads=store)):
         small = await history_bytes("r1", 0)
         big = await history_bytes("r2", 100_000)
     copies = (big - small) / (100_000 * 4 / 3)  # payloads are base64 in the history's JSON
@@ -318,9 +319,9 @@ async def test_a_large_tool_result_stays_out_of_history(env: Any, tmp_path: Path
     store, _ = charge_tool(str(tmp_path / "l.db"))
     read: list[int] = []  # the size of c1's result as the model read it, per turn
 
-    async def model(messages: list[Any], tools: list[Any]) -> Any:
+    async def model(messages: Sequence[Any], request: Any) -> Any:
         read.extend(len(str(m.content)) for m in messages if getattr(m, "tool_call_id", "") == "c1")
-        turn = await scripted_model(messages, tools)
+        turn = await scripted_model(messages, request)
         # The final answer would quote every result: keep it short, it is the model's payload.
         return turn if turn.tool_calls else msgspec.structs.replace(turn, text="done")
 
@@ -341,7 +342,7 @@ async def test_a_large_tool_result_stays_out_of_history(env: Any, tmp_path: Path
         for pad in (0, 100_000):
             queue = f"q-{uuid.uuid4().hex}"
             async with agent_worker(env.client, task_queue=queue, activities=agent_activities(
-                    call_model=model, run_tool_call=tool(pad), payloads=store,
+                    model=function_model(model), run_tool_call=tool(pad), payloads=store,
                     inline_bytes=inline_bytes)):
                 size, outcome = await history(queue, pad)
             sizes[f"{mode} {pad}"] = size
@@ -375,7 +376,7 @@ async def test_a_fatal_tool_error_fails_the_run_not_the_batch_retry(env: Any,
 
     queue = f"q-{uuid.uuid4().hex}"
     async with agent_worker(env.client, task_queue=queue, activities=agent_activities(
-            call_model=scripted_model, run_tool_call=fatal, payloads=store,
+            model=function_model(scripted_model), run_tool_call=fatal, payloads=store,
             is_fatal_tool_error=lambda e: isinstance(e, KeyError))):
         handle = await env.client.start_workflow(
             AgentRunWorkflow.run, _start("f1"), id=f"run-{uuid.uuid4().hex}", task_queue=queue)
@@ -398,7 +399,7 @@ async def test_a_model_turn_the_loop_refuses_fails_the_run(env: Any, tmp_path: P
 
     store, _ = charge_tool(str(tmp_path / "d.db"))
 
-    async def model(messages: list[Any], tools: list[Any]) -> ModelTurnResult:
+    async def model(messages: Sequence[Any], request: Any) -> ModelTurnResult:
         return ModelTurnResult(tool_calls=(ToolCall(id="dup", name="echo", arguments='{"n": 1}'),
                                            ToolCall(id="dup", name="echo", arguments='{"n": 2}')))
 
@@ -407,7 +408,7 @@ async def test_a_model_turn_the_loop_refuses_fails_the_run(env: Any, tmp_path: P
 
     queue = f"q-{uuid.uuid4().hex}"
     async with agent_worker(env.client, task_queue=queue, activities=agent_activities(
-            call_model=model, run_tool_call=echo, payloads=store)):
+            model=function_model(model), run_tool_call=echo, payloads=store)):
         handle = await env.client.start_workflow(
             AgentRunWorkflow.run, _start("d1"), id=f"run-{uuid.uuid4().hex}", task_queue=queue)
         with anyio.fail_after(30), pytest.raises(WorkflowFailureError) as info:
@@ -507,7 +508,7 @@ async def test_a_retried_batch_answers_a_raise_from_the_journal(env: Any, tmp_pa
     rejected: list[tuple[str, BaseException]] = []
     read: list[str] = []
 
-    async def model(messages: list[Any], tools: list[Any]) -> ModelTurnResult:
+    async def model(messages: Sequence[Any], request: Any) -> ModelTurnResult:
         done = [m for m in messages if isinstance(m, ToolMessage)]
         if done:
             read.extend(str(m.content) for m in done if m.tool_call_id == "boom")
@@ -528,7 +529,7 @@ async def test_a_retried_batch_answers_a_raise_from_the_journal(env: Any, tmp_pa
 
     queue = f"q-{uuid.uuid4().hex}"
     async with agent_worker(env.client, task_queue=queue, activities=agent_activities(
-            call_model=model, run_tool_call=tool, payloads=_FailsOnce(store),
+            model=function_model(model), run_tool_call=tool, payloads=_FailsOnce(store),
             format_tool_exception=fmt,
             on_tool_call_rejected=lambda i, e: rejected.append((i, e)))):
         handle = await env.client.start_workflow(
@@ -575,7 +576,7 @@ async def test_a_store_error_inside_a_tool_retries_the_batch_by_default(env: Any
 
     queue = f"q-{uuid.uuid4().hex}"
     async with agent_worker(env.client, task_queue=queue, activities=agent_activities(
-            call_model=scripted_model, run_tool_call=flaky_store, payloads=store)):
+            model=function_model(scripted_model), run_tool_call=flaky_store, payloads=store)):
         handle = await env.client.start_workflow(
             AgentRunWorkflow.run, _start("s1"), id=f"run-{uuid.uuid4().hex}", task_queue=queue)
         with anyio.fail_after(60):

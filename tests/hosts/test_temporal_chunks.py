@@ -6,18 +6,19 @@ Temporal server: the activity is called as the worker would call it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 import pytest
 
-from bindloop.contracts import ModelTurnResult, ToolCall, ToolDefinition, ToolOutcome, UserMessage
+from bindloop.contracts import ModelTurnResult, ToolCall, ToolOutcome, UserMessage
 from bindloop.contracts import encode_messages
 from bindloop.hosts.temporal._payloads import chunk_key, write_payload
 from bindloop.hosts.temporal.workflow import AgentActivities, ModelTurnInput
 from bindloop.run import ReceiptCompleted, ReceiptRunning, ToolCallReceiptKey
 from bindloop.stores import StoreError
-from bindloop.testing import stepping_clock
+from bindloop.testing import function_model, stepping_clock
 from bindloop.stores import MemoryToolCallReceiptStore
 
 pytestmark = pytest.mark.anyio
@@ -43,14 +44,14 @@ class DiesAfterClaim:
 
 
 def _activities(store: Any, seen: list[list[Any]]) -> AgentActivities:
-    async def call_model(messages: list[Any], tools: list[ToolDefinition]) -> ModelTurnResult:
+    async def call_model(messages: Sequence[Any], request: Any) -> ModelTurnResult:
         seen.append(messages)
         return ModelTurnResult(text="hello")
 
     async def run_tool_call(call: ToolCall) -> ToolOutcome:
         raise AssertionError("no tools here")
 
-    return AgentActivities(call_model=call_model, run_tool_call=run_tool_call, payloads=store)
+    return AgentActivities(model=function_model(call_model), run_tool_call=run_tool_call, payloads=store)
 
 
 async def test_a_retried_model_turn_completes_the_chunk_its_dead_attempt_claimed() -> None:

@@ -29,6 +29,7 @@ from bindloop.errors import AbortedToolCallError, PortContractError
 from bindloop.loop import BatchRunner, LoopBoundary, LoopControl
 from bindloop.loop import ToolBatchOptions
 from bindloop.testing import final_answer, loop_harness, tool_call, tool_call_turn
+from bindloop.loop import LoopHooks, ToolRunner
 
 
 def run(h: Any) -> ToolLoopResult:
@@ -46,11 +47,14 @@ def passthrough(seen: list[tuple[str, ...]]) -> Any:
 
 def test_every_batch_reaches_the_port_once_with_serial_and_lone_calls() -> None:
     seen: list[tuple[str, ...]] = []
-    h = loop_harness([
+    h = loop_harness(
+        [
         tool_call_turn([tool_call("a"), tool_call("s"), tool_call("b")]),
         tool_call_turn([tool_call("s")]),
         final_answer("done"),
-    ], run_tool_batch=passthrough(seen), runs_serially=lambda c: c.name == "s")
+    ],
+        runner=ToolRunner(run_tool_batch=passthrough(seen), runs_serially=lambda c: c.name == "s"),
+    )
     r = run(h)
     assert r.stop_reason == "done"
     assert seen == [("a", "s", "b"), ("s",)]
@@ -69,8 +73,10 @@ def test_the_ports_outcomes_are_what_the_transcript_gets_and_stats_count_what_ra
                 else ToolResult(content=f"wrapped {next(out).content}")  # type: ignore[union-attr]
                 for c in calls]
 
-    h = loop_harness([tool_call_turn([tool_call("a"), tool_call("blocked")]), final_answer("ok")],
-                     run_tool_batch=port)
+    h = loop_harness(
+        [tool_call_turn([tool_call("a"), tool_call("blocked")]), final_answer("ok")],
+        runner=ToolRunner(run_tool_batch=port),
+    )
     r = run(h)
     contents = [m.content for m in h.state.messages if isinstance(m, ToolMessage)]
     assert contents == ["wrapped a ok", '{"error":"blocked by policy","kind":"policy"}']
@@ -84,7 +90,10 @@ def test_a_retrying_middleware_counts_every_run() -> None:
         await runner(calls)
         return await runner(calls)
 
-    h = loop_harness([tool_call_turn([tool_call("a")]), final_answer("ok")], run_tool_batch=twice)
+    h = loop_harness(
+        [tool_call_turn([tool_call("a")]), final_answer("ok")],
+        runner=ToolRunner(run_tool_batch=twice),
+    )
     r = run(h)
     assert h.ran == ["a", "a"] and r.stats.tool_calls == 2 and r.stats.tools["a"].calls == 2
 
@@ -99,14 +108,19 @@ def test_a_wrong_answer_is_a_port_contract_error_naming_the_port(answer: Any, ma
     async def port(calls: Sequence[ToolCall], runner: BatchRunner) -> Any:
         return answer
 
-    h = loop_harness([tool_call_turn([tool_call("a"), tool_call("b")]), final_answer("ok")],
-                     run_tool_batch=port)
+    h = loop_harness(
+        [tool_call_turn([tool_call("a"), tool_call("b")]), final_answer("ok")],
+        runner=ToolRunner(run_tool_batch=port),
+    )
     with pytest.raises(PortContractError, match=match):
         run(h)
 
 
 def test_a_sync_port_and_a_leaked_runner_are_refused() -> None:
-    h = loop_harness([tool_call_turn([tool_call("a")])], run_tool_batch=lambda calls, r: [])
+    h = loop_harness(
+        [tool_call_turn([tool_call("a")])],
+        runner=ToolRunner(run_tool_batch=lambda calls, r: []),
+    )
     with pytest.raises(PortContractError, match="instead of an awaitable"):
         run(h)
     kept: list[BatchRunner] = []
@@ -115,7 +129,10 @@ def test_a_sync_port_and_a_leaked_runner_are_refused() -> None:
         kept.append(runner)
         return await runner(calls)
 
-    h = loop_harness([tool_call_turn([tool_call("a")]), final_answer("ok")], run_tool_batch=leak)
+    h = loop_harness(
+        [tool_call_turn([tool_call("a")]), final_answer("ok")],
+        runner=ToolRunner(run_tool_batch=leak),
+    )
     run(h)
     with pytest.raises(PortContractError, match="after the port returned"):
         anyio.run(kept[0], [ToolCall(id="x", name="a", arguments="{}")])
@@ -125,7 +142,7 @@ def test_the_runner_refuses_what_is_not_a_tool_call() -> None:
     async def port(calls: Sequence[ToolCall], runner: BatchRunner) -> list[ToolOutcome]:
         return await runner([{"id": "x"}])  # type: ignore[list-item]
 
-    h = loop_harness([tool_call_turn([tool_call("a")])], run_tool_batch=port)
+    h = loop_harness([tool_call_turn([tool_call("a")])], runner=ToolRunner(run_tool_batch=port))
     with pytest.raises(PortContractError, match=r"runner was given a dict at \[0\]"):
         run(h)
 
@@ -142,9 +159,12 @@ def test_a_raise_inside_the_runner_follows_the_loops_policy() -> None:
         seen.extend(out)
         return out
 
-    h = loop_harness([tool_call_turn([tool_call("secret")]), final_answer("ok")],
-                     tools={"secret": secret}, run_tool_batch=port,
-                     on_tool_call_rejected=lambda i, e: rejected.append((i, e)))
+    h = loop_harness(
+        [tool_call_turn([tool_call("secret")]), final_answer("ok")],
+        tools={"secret": secret},
+        runner=ToolRunner(run_tool_batch=port),
+        hooks=LoopHooks(on_tool_call_rejected=lambda i, e: rejected.append((i, e))),
+    )
     assert run(h).stop_reason == "done"
     assert seen == [ToolError(error="RuntimeError: the tool failed")]
     assert "hunter2" not in msgspec.json.encode(h.state.messages).decode()
@@ -158,8 +178,14 @@ def test_a_fatal_raise_propagates_out_of_the_runner_and_the_port() -> None:
     def boom(args: Any) -> Any:
         raise Fatal("stop")
 
-    h = loop_harness([tool_call_turn([tool_call("boom")])], tools={"boom": boom},
-                     run_tool_batch=passthrough([]), is_fatal_tool_error=lambda e: isinstance(e, Fatal))
+    h = loop_harness(
+        [tool_call_turn([tool_call("boom")])],
+        tools={"boom": boom},
+        runner=ToolRunner(
+            run_tool_batch=passthrough([]),
+            is_fatal_tool_error=lambda e: isinstance(e, Fatal),
+        ),
+    )
     with pytest.raises(Fatal):
         run(h)
 
@@ -175,9 +201,14 @@ def test_the_runner_bounds_each_tool_by_batch_options() -> None:
         live[0] -= 1
         return "ok"
 
-    h = loop_harness([tool_call_turn([tool_call("slow") for _ in range(4)]), final_answer("ok")],
-                     tools={"slow": slow}, run_tool_batch=passthrough([]),
-                     batch_options=ToolBatchOptions(max_per_tool=2))
+    h = loop_harness(
+        [tool_call_turn([tool_call("slow") for _ in range(4)]), final_answer("ok")],
+        tools={"slow": slow},
+        runner=ToolRunner(
+            run_tool_batch=passthrough([]),
+            batch_options=ToolBatchOptions(max_per_tool=2),
+        ),
+    )
     run(h)
     assert peak[0] == 2
 
@@ -190,10 +221,13 @@ def test_once_the_signal_fires_the_runner_starts_nothing_and_the_run_aborts() ->
         ctl.abort("enough")
         return "stopped"
 
-    h = loop_harness([tool_call_turn([tool_call("stop"), tool_call("later")]), final_answer("x")],
-                     tools={"stop": stopper}, run_tool_batch=passthrough([]),
-                     runs_serially=lambda c: c.name == "stop", signal=ctl.signal,
-                     on_tool_call_rejected=lambda i, e: rejected.append(e))
+    h = loop_harness(
+        [tool_call_turn([tool_call("stop"), tool_call("later")]), final_answer("x")],
+        tools={"stop": stopper},
+        signal=ctl.signal,
+        runner=ToolRunner(run_tool_batch=passthrough([]), runs_serially=lambda c: c.name == "stop"),
+        hooks=LoopHooks(on_tool_call_rejected=lambda i, e: rejected.append(e)),
+    )
     r = run(h)
     assert r.stop_reason == "aborted" and h.ran == ["stop"]
     last = h.state.messages[-1]
@@ -208,8 +242,11 @@ def test_activations_are_read_off_the_ports_outcomes() -> None:
         await runner(calls)
         return [ToolResult(content="loaded", activate_plugins=("pdf",))]
 
-    h = loop_harness([tool_call_turn([tool_call("load")]), final_answer("ok")],
-                     run_tool_batch=port, activate=lambda kind, names: active.append(names))
+    h = loop_harness(
+        [tool_call_turn([tool_call("load")]), final_answer("ok")],
+        runner=ToolRunner(run_tool_batch=port),
+        hooks=LoopHooks(activate=lambda kind, names: active.append(names)),
+    )
     run(h)
     assert active == [("pdf",)]
 
@@ -235,10 +272,15 @@ def test_a_passthrough_middleware_changes_nothing(turns: list[list[tuple[str, bo
                 raise ValueError("no")
             return "fine"
 
-        h = loop_harness(script + [final_answer("end")], tools=dict.fromkeys(_NAMES, tool),
-                         run_tool_batch=port,
-                         runs_serially=(lambda c: c.name == "s") if serial else None,
-                         on_tool_call_rejected=lambda i, e: rejected.append((i, repr(e))))
+        h = loop_harness(
+            script + [final_answer("end")],
+            tools=dict.fromkeys(_NAMES, tool),
+            runner=ToolRunner(
+                run_tool_batch=port,
+                runs_serially=(lambda c: c.name == "s") if serial else None,
+            ),
+            hooks=LoopHooks(on_tool_call_rejected=lambda i, e: rejected.append((i, repr(e)))),
+        )
         r = run(h)
         return (r, h.state.messages, h.state.totals, h.state.counters, rejected, h.ran)
 
@@ -292,7 +334,10 @@ def is_output(call: ToolCall, outcome: ToolOutcome) -> bool:
 
 def test_a_final_call_ends_the_run_done_with_the_real_call_and_result() -> None:
     turn = tool_call_turn([tool_call("search"), tool_call("final_result", {"answer": 42})])
-    h = loop_harness([turn, final_answer("never asked")], is_final_call=is_output)
+    h = loop_harness(
+        [turn, final_answer("never asked")],
+        runner=ToolRunner(is_final_call=is_output),
+    )
     r = run(h)
     assert r.stop_reason == "done" and r.stats.turns == 1
     assert r.final_turn is not None and [c.name for c in r.final_turn.tool_calls] == [
@@ -303,10 +348,14 @@ def test_a_final_call_ends_the_run_done_with_the_real_call_and_result() -> None:
 
 
 def test_a_refused_final_call_does_not_end_the_run() -> None:
-    h = loop_harness([
+    h = loop_harness(
+        [
         tool_call_turn([tool_call("final_result")]), tool_call_turn([tool_call("final_result")]),
-    ], tools={"final_result": lambda a: ToolError(error="missing answer")}, is_final_call=is_output,
-        max_iterations=2)
+    ],
+        tools={"final_result": lambda a: ToolError(error="missing answer")},
+        max_iterations=2,
+        runner=ToolRunner(is_final_call=is_output),
+    )
     assert run(h).stop_reason == "iteration_limit"
 
 
@@ -321,8 +370,11 @@ def test_a_final_batch_settles_as_a_turn_that_would_end_and_can_be_reasked() -> 
         order.append(("nudge", [c.name for c in turn.tool_calls], turn.text))
         return [UserMessage(content="try again")] if len(order) < 3 else None
 
-    h = loop_harness([tool_call_turn([tool_call("final_result")]), final_answer("plain")],
-                     is_final_call=is_output, on_step_settled=settle, on_turn_would_end=reask)
+    h = loop_harness(
+        [tool_call_turn([tool_call("final_result")]), final_answer("plain")],
+        runner=ToolRunner(is_final_call=is_output),
+        hooks=LoopHooks(on_step_settled=settle, on_turn_would_end=reask),
+    )
     r = run(h)
     assert order == [("settle", True), ("nudge", ["final_result"], None), ("settle", True),
                      ("nudge", [], "plain")]
@@ -330,9 +382,11 @@ def test_a_final_batch_settles_as_a_turn_that_would_end_and_can_be_reasked() -> 
 
 
 def test_signal_and_open_suspends_outrank_a_final_call() -> None:
-    h = loop_harness([tool_call_turn([tool_call("final_result"), tool_call("wait")])],
-                     tools={"wait": lambda a: ToolSuspend(mode="resuming_later")},
-                     is_final_call=is_output)
+    h = loop_harness(
+        [tool_call_turn([tool_call("final_result"), tool_call("wait")])],
+        tools={"wait": lambda a: ToolSuspend(mode="resuming_later")},
+        runner=ToolRunner(is_final_call=is_output),
+    )
     r = run(h)
     assert r.stop_reason == "resuming_later" and r.final_turn is None
     ctl = AbortController()
@@ -341,21 +395,30 @@ def test_signal_and_open_suspends_outrank_a_final_call() -> None:
         ctl.abort()
         return "ok"
 
-    h = loop_harness([tool_call_turn([tool_call("final_result"), tool_call("x")])],
-                     tools={"final_result": stop}, is_final_call=is_output, signal=ctl.signal,
-                     runs_serially=lambda c: c.name == "final_result")
+    h = loop_harness(
+        [tool_call_turn([tool_call("final_result"), tool_call("x")])],
+        tools={"final_result": stop},
+        signal=ctl.signal,
+        runner=ToolRunner(
+            is_final_call=is_output,
+            runs_serially=lambda c: c.name == "final_result",
+        ),
+    )
     assert run(h).stop_reason == "aborted"
 
 
 def test_is_final_call_must_be_a_sync_predicate() -> None:
-    h = loop_harness([tool_call_turn([tool_call("a")])], is_final_call=lambda c, o: "yes")
+    h = loop_harness(
+        [tool_call_turn([tool_call("a")])],
+        runner=ToolRunner(is_final_call=lambda c, o: "yes"),
+    )
     with pytest.raises(PortContractError, match="is_final_call must return a bool"):
         run(h)
 
     async def later(call: ToolCall, outcome: ToolOutcome) -> bool:
         return True
 
-    h = loop_harness([tool_call_turn([tool_call("a")])], is_final_call=later)
+    h = loop_harness([tool_call_turn([tool_call("a")])], runner=ToolRunner(is_final_call=later))
     with pytest.raises(PortContractError, match="is_final_call returned an awaitable"):
         run(h)
 
@@ -365,9 +428,11 @@ def test_a_final_call_through_the_batch_port_is_read_off_the_ports_outcome() -> 
         await runner(calls)
         return [ToolResult(content="accepted")]
 
-    h = loop_harness([tool_call_turn([tool_call("final_result")])],
-                     tools={"final_result": lambda a: ToolError(error="raw")},
-                     run_tool_batch=port, is_final_call=is_output)
+    h = loop_harness(
+        [tool_call_turn([tool_call("final_result")])],
+        tools={"final_result": lambda a: ToolError(error="raw")},
+        runner=ToolRunner(run_tool_batch=port, is_final_call=is_output),
+    )
     r = run(h)
     assert r.stop_reason == "done" and h.state.messages[-1].content == "accepted"
 
@@ -381,7 +446,10 @@ def test_the_nudge_sees_the_turn_that_would_end() -> None:
         turns.append(turn.text)
         return [UserMessage(content="more")] if len(turns) == 1 else None
 
-    h = loop_harness([final_answer("first"), final_answer("second")], on_turn_would_end=nudge)
+    h = loop_harness(
+        [final_answer("first"), final_answer("second")],
+        hooks=LoopHooks(on_turn_would_end=nudge),
+    )
     r = run(h)
     assert turns == ["first", "second"]
     assert r.final_turn is not None and r.final_turn.text == "second"
@@ -394,7 +462,10 @@ def test_a_raise_out_of_the_port_propagates_with_no_result_appended() -> None:
         await runner(calls)
         raise RuntimeError("middleware bug")
 
-    h = loop_harness([tool_call_turn([tool_call("a")]), final_answer("x")], run_tool_batch=broken)
+    h = loop_harness(
+        [tool_call_turn([tool_call("a")]), final_answer("x")],
+        runner=ToolRunner(run_tool_batch=broken),
+    )
     with pytest.raises(RuntimeError, match="middleware bug"):
         run(h)
     assert isinstance(h.state.messages[-1], AssistantMessage) and h.ran == ["a"]

@@ -27,6 +27,7 @@ from bindloop.lowlevel import (
     Reject, Request, RunTool, RunToolBatch, ToolRaised, ToolReturned, WrapToolBatch)
 from bindloop.testing import final_answer, loop_harness, tool_call, tool_call_turn
 from test_loop_phases import started
+from bindloop.loop import LoopHooks, ToolRunner
 
 # The machine's own modules: its handlers and its protocol half (next_effect, refusals).
 MACHINE_SOURCES = {str(Path(f.__code__.co_filename).resolve())
@@ -172,6 +173,7 @@ def decision_ports(log: list[str]) -> dict[str, Any]:
             "format_tool_exception": format_tool_exception, "is_final_call": is_final_call}
 
 
+
 def boom(args: dict[str, Any]) -> Any:
     raise RuntimeError("password=hunter2")
 
@@ -185,12 +187,16 @@ def test_every_host_decision_is_asked_by_the_driver(wrapped: bool) -> None:
         async def port(calls: Sequence[ToolCall], runner: BatchRunner) -> list[ToolOutcome]:
             return await runner(calls)
         extra["run_tool_batch"] = port
-    h = loop_harness([
-        tool_call_turn([tool_call("s"), tool_call("boom"), tool_call("t")]),
-        tool_call_turn([tool_call("answer"), tool_call("s")]),
-        final_answer("never asked"),
-    ], tools={"boom": boom}, on_tool_call_rejected=lambda i, e: rejected.append((i, e)),
-        **decision_ports(log), **extra)
+    h = loop_harness(
+        [
+            tool_call_turn([tool_call("s"), tool_call("boom"), tool_call("t")]),
+            tool_call_turn([tool_call("answer"), tool_call("s")]),
+            final_answer("never asked"),
+        ],
+        tools={"boom": boom},
+        runner=ToolRunner(**decision_ports(log), **extra),
+        hooks=LoopHooks(on_tool_call_rejected=lambda i, e: rejected.append((i, e))),
+    )
     result = anyio.run(run_tool_loop, h.params)
     assert result.stop_reason == "done"
     assert result.final_turn is not None and result.final_turn.tool_calls[0].name == "answer"
@@ -220,8 +226,11 @@ def test_a_fatal_raise_never_reaches_the_machine() -> None:
         sent.append(type(answer).__name__)
         real_send(self, answer)
 
-    h = loop_harness([tool_call_turn([tool_call("f")]), final_answer("x")],
-                     tools={"f": fatal_tool}, is_fatal_tool_error=lambda e: isinstance(e, Fatal))
+    h = loop_harness(
+        [tool_call_turn([tool_call("f")]), final_answer("x")],
+        tools={"f": fatal_tool},
+        runner=ToolRunner(is_fatal_tool_error=lambda e: isinstance(e, Fatal)),
+    )
     mp = pytest.MonkeyPatch()
     mp.setattr(LoopMachine, "send", spy)
     try:
@@ -236,7 +245,10 @@ def test_a_raising_host_decision_propagates_from_the_driver() -> None:
     def serial(call: ToolCall) -> bool:
         raise KeyError("password=hunter2")
 
-    h = loop_harness([tool_call_turn([tool_call("a")]), final_answer("x")], runs_serially=serial)
+    h = loop_harness(
+        [tool_call_turn([tool_call("a")]), final_answer("x")],
+        runner=ToolRunner(runs_serially=serial),
+    )
     with pytest.raises(KeyError):
         anyio.run(run_tool_loop, h.params)
     assert h.ran == []
@@ -257,15 +269,20 @@ def test_the_order_in_which_the_driver_asks_the_host() -> None:
         [tool_call_turn([tool_call("s"), tool_call("boom")]), final_answer("done")],
         tools={"s": lambda a: note("ran s", ToolResult(content="ok", activate_plugins=("p",))),
                "boom": noted_boom},
-        on_assistant_message=lambda m: note("on_assistant_message"),
-        runs_serially=lambda c: note(f"runs_serially {c.name}", c.name == "s"),
-        activate=lambda kind, names: note("activate"),
-        is_fatal_tool_error=lambda e: note("is_fatal_tool_error", False),
-        format_tool_exception=lambda e: note("format_tool_exception", ToolError(error="failed")),
-        on_tool_call_rejected=lambda i, e: note("on_tool_call_rejected"),
-        is_final_call=lambda c, o: note(f"is_final_call {c.name}", False),
-        before_tool_message_accepted=lambda m, k: note("accept"),
-        on_step_settled=lambda would_end: note(f"settled {would_end}"))
+        runner=ToolRunner(
+            runs_serially=lambda c: note(f"runs_serially {c.name}", c.name == "s"),
+            is_fatal_tool_error=lambda e: note("is_fatal_tool_error", False),
+            format_tool_exception=lambda e: note("format_tool_exception", ToolError(error="failed")),
+            is_final_call=lambda c, o: note(f"is_final_call {c.name}", False),
+        ),
+        hooks=LoopHooks(
+            on_assistant_message=lambda m: note("on_assistant_message"),
+            activate=lambda kind, names: note("activate"),
+            on_tool_call_rejected=lambda i, e: note("on_tool_call_rejected"),
+            before_tool_message_accepted=lambda m, k: note("accept"),
+            on_step_settled=lambda would_end: note(f"settled {would_end}"),
+        ),
+    )
     assert anyio.run(run_tool_loop, h.params).stop_reason == "done"
     assert log == [
         "on_assistant_message", "runs_serially s", "runs_serially boom",

@@ -8,6 +8,7 @@ import pytest
 
 from bindloop import (
     AbortController,
+    AbortSignal,
     AssistantMessage,
     ModelTurnResult,
     RunCancelledError,
@@ -24,6 +25,7 @@ from bindloop import (
     UserMessage,
     run_tool_loop,
 )
+from bindloop.run import create_run_deadline
 from bindloop.contracts import CompactionApplied, RunStats
 from bindloop.loop import LoopCounters
 from bindloop.errors import AbortedToolCallError, PortContractError, ToolFailure
@@ -39,9 +41,13 @@ from bindloop.testing import (
     final_answer,
     fresh_state,
     loop_harness,
+    scripted_model,
+    stepping_clock,
     tool_call,
     tool_call_turn,
 )
+from bindloop.loop import LoopHooks, ToolLoopParams, ToolRunner
+from bindloop.model import StreamModel
 
 
 def run(h: Any) -> ToolLoopResult:
@@ -124,8 +130,11 @@ def test_thrown_tool_becomes_a_readable_error_and_is_reported() -> None:
     def boom(args: dict[str, Any]) -> Any:
         raise ValueError("disk full")
 
-    h = loop_harness([tool_call_turn([tool_call("w")]), final_answer("sorry")],
-                     tools={"w": boom}, on_tool_call_rejected=lambda i, e: rejected.append((i, e)))
+    h = loop_harness(
+        [tool_call_turn([tool_call("w")]), final_answer("sorry")],
+        tools={"w": boom},
+        hooks=LoopHooks(on_tool_call_rejected=lambda i, e: rejected.append((i, e))),
+    )
     r = run(h)
     assert r.stop_reason == "done"
     msg = h.state.messages[2]
@@ -136,9 +145,9 @@ def test_thrown_tool_becomes_a_readable_error_and_is_reported() -> None:
     assert h.ran == ["w"] and h.side_effects == []
 
 
-def _first_tool_message(tool: Any, **ports: Any) -> ToolMessage:
+def _first_tool_message(tool: Any, **rules: Any) -> ToolMessage:
     h = loop_harness([tool_call_turn([tool_call("w")]), final_answer("ok")], tools={"w": tool},
-                     **ports)
+                     runner=ToolRunner(**rules))
     assert run(h).stop_reason == "done"
     msg = h.state.messages[2]
     assert isinstance(msg, ToolMessage) and msg.is_error
@@ -183,8 +192,11 @@ def test_format_tool_exception_must_return_a_tool_error() -> None:
     def boom(args: dict[str, Any]) -> Any:
         raise ValueError("x")
 
-    h = loop_harness([tool_call_turn([tool_call("w")]), final_answer("ok")], tools={"w": boom},
-                     format_tool_exception=lambda exc: "oops")
+    h = loop_harness(
+        [tool_call_turn([tool_call("w")]), final_answer("ok")],
+        tools={"w": boom},
+        runner=ToolRunner(format_tool_exception=lambda exc: "oops"),
+    )
     with pytest.raises(PortContractError, match="format_tool_exception"):
         run(h)
 
@@ -196,8 +208,11 @@ def test_fatal_tool_error_propagates() -> None:
     def fail(args: dict[str, Any]) -> Any:
         raise PersistenceError("could not record")
 
-    h = loop_harness([tool_call_turn([tool_call("w")]), final_answer("x")], tools={"w": fail},
-                     is_fatal_tool_error=lambda e: isinstance(e, PersistenceError))
+    h = loop_harness(
+        [tool_call_turn([tool_call("w")]), final_answer("x")],
+        tools={"w": fail},
+        runner=ToolRunner(is_fatal_tool_error=lambda e: isinstance(e, PersistenceError)),
+    )
     with pytest.raises(PersistenceError):
         run(h)
 
@@ -233,8 +248,8 @@ def test_serial_calls_run_first_alone_and_activation_applies_before_the_next() -
         [tool_call_turn([tool_call("read"), tool_call("load_plugin"), tool_call("read")]),
          final_answer("x")],
         tools={"load_plugin": activate, "read": needs_files},
-        runs_serially=lambda c: c.name == "load_plugin",
-        activate=activate_port,
+        runner=ToolRunner(runs_serially=lambda c: c.name == "load_plugin"),
+        hooks=LoopHooks(activate=activate_port),
     )
     run(h)
     assert log == ["activate-tool", "activate plugins ['files']", "read sees ['files']",
@@ -249,7 +264,7 @@ def test_activation_with_unwired_port_is_reported_not_dropped() -> None:
     h = loop_harness(
         [tool_call_turn([tool_call("load")]), final_answer("x")],
         tools={"load": lambda a: ToolResult(content="ok", activate_skills=("pdf",))},
-        on_tool_call_rejected=lambda i, e: rejected.append(e),
+        hooks=LoopHooks(on_tool_call_rejected=lambda i, e: rejected.append(e)),
     )
     assert run(h).stop_reason == "done"
     assert len(rejected) == 1 and isinstance(rejected[0], MissingActivationPortError)
@@ -288,8 +303,11 @@ def test_max_per_tool_bounds_a_pool() -> None:
         live[0] -= 1
         return "ok"
 
-    h = loop_harness([tool_call_turn([tool_call("s") for _ in range(4)]), final_answer("x")],
-                     tools={"s": tool}, batch_options=ToolBatchOptions(max_per_tool=2))
+    h = loop_harness(
+        [tool_call_turn([tool_call("s") for _ in range(4)]), final_answer("x")],
+        tools={"s": tool},
+        runner=ToolRunner(batch_options=ToolBatchOptions(max_per_tool=2)),
+    )
     run(h)
     assert live[1] == 2
 
@@ -304,9 +322,10 @@ def test_abort_mid_batch_answers_queued_calls_as_not_run() -> None:
 
     h = loop_harness(
         [tool_call_turn([tool_call("a"), tool_call("a"), tool_call("a")]), final_answer("x")],
-        tools={"a": first}, signal=controller.signal,
-        batch_options=ToolBatchOptions(max_per_tool=1),
-        on_tool_call_rejected=lambda i, e: rejected.append(e),
+        tools={"a": first},
+        signal=controller.signal,
+        runner=ToolRunner(batch_options=ToolBatchOptions(max_per_tool=1)),
+        hooks=LoopHooks(on_tool_call_rejected=lambda i, e: rejected.append(e)),
     )
     r = run(h)
     assert r.stop_reason == "aborted"
@@ -325,31 +344,55 @@ def test_pre_aborted_signal_makes_no_model_call() -> None:
     assert run(h).stop_reason == "aborted" and h.model.position == 0
 
 
-def test_should_stop_and_boundary_ports() -> None:
+def test_the_signals_checks_are_polled_at_every_boundary() -> None:
     seen: list[str] = []
+    controller = AbortController()
+
+    def cancelled() -> None:
+        seen.append("c")
+
+    controller.signal.add_check(cancelled)
+    controller.signal.add_check(lambda: "enough" if len(seen) >= 2 else None)
     h = loop_harness(
         [tool_call_turn([tool_call("a")]), tool_call_turn([tool_call("b")]), final_answer("x")],
-        should_stop=lambda: len(seen) >= 2,
-        ensure_not_cancelled=lambda: seen.append("c"),
+        signal=controller.signal,
     )
     r = run(h)
-    # boundary 1: one check, go on; boundary 2: stop before the second model call
+    # boundary 1: the checks hold, go on; boundary 2: stop before the second model call
     assert r.stop_reason == "aborted" and r.stats.turns == 1 and seen == ["c", "c"]
+    assert controller.signal.reason == "enough"
 
 
-def test_throw_if_timed_out_propagates_between_iterations() -> None:
-    n = [0]
+def test_a_deadline_is_a_signal_whose_expiry_is_raised_between_iterations() -> None:
+    clock = stepping_clock(0, 0)
+    deadline = create_run_deadline(timeout_ms=10, label="agent run", now=clock)
 
-    def check() -> None:
-        n[0] += 1
-        if n[0] == 2:
-            raise RunTimeoutError(label="agent run")
+    def slow(args: dict[str, Any]) -> str:
+        clock.advance(20)
+        return "done"
 
-    h = loop_harness([tool_call_turn([tool_call("a")]), final_answer("x")],
-                     throw_if_timed_out=check)
-    with pytest.raises(RunTimeoutError):
+    h = loop_harness([tool_call_turn([tool_call("a")]), final_answer("x")], tools={"a": slow},
+                     signal=deadline.signal)
+    with pytest.raises(RunTimeoutError, match="'agent run' timed out after 10 ms"):
         run(h)
-    assert h.ran == ["a"]
+    assert h.ran == ["a"] and deadline.signal.aborted
+
+
+@pytest.mark.parametrize("reason, raised", [
+    (RunCancelledError("the host went away"), RunCancelledError),
+    (RunTimeoutError("budget spent", label="x"), RunTimeoutError),
+    ("the user pressed stop", None),
+])
+def test_a_fired_signals_reason_decides_between_aborted_and_raised(
+        reason: object, raised: type[Exception] | None) -> None:
+    h = loop_harness([final_answer("x")], signal=AbortSignal.aborted_with(reason))
+    if raised is None:
+        assert run(h).stop_reason == "aborted"
+    else:
+        with pytest.raises(raised) as caught:
+            run(h)
+        assert caught.value is reason
+    assert h.model.position == 0  # no model call
 
 
 def test_waiting_for_reply_withholds_the_result_and_later_calls_close_the_gap() -> None:
@@ -357,7 +400,9 @@ def test_waiting_for_reply_withholds_the_result_and_later_calls_close_the_gap() 
     h = loop_harness(
         [tool_call_turn([tool_call("a"), tool_call("ask"), tool_call("b")]), final_answer("x")],
         tools={"ask": lambda a: ToolSuspend(mode="waiting_for_reply", detail="Which file?")},
-        before_tool_message_accepted=lambda m, o: ordinals.append((m.tool_call_id, o)),
+        hooks=LoopHooks(
+            before_tool_message_accepted=lambda m, o: ordinals.append((m.tool_call_id, o)),
+        ),
     )
     r = run(h)
     assert r.stop_reason == "waiting_for_reply"
@@ -378,7 +423,7 @@ def test_answer_delivered_at_settle_clears_the_suspend_and_continues() -> None:
     h = loop_harness(
         [tool_call_turn([tool_call("ask")]), final_answer("thanks")],
         tools={"ask": lambda a: ToolSuspend(mode="waiting_for_reply")},
-        on_step_settled=settle,
+        hooks=LoopHooks(on_step_settled=settle),
     )
     r = run(h)
     assert r.stop_reason == "done"
@@ -391,8 +436,10 @@ def test_user_input_while_suspended_is_blocked_and_reported() -> None:
     h = loop_harness(
         [tool_call_turn([tool_call("ask")]), final_answer("x")],
         tools={"ask": lambda a: ToolSuspend(mode="waiting_for_reply")},
-        on_step_settled=lambda w: StepSettlement(messages=(UserMessage(content="hello?"),)),
-        on_tool_call_rejected=lambda i, e: rejected.append((i, e)),
+        hooks=LoopHooks(
+            on_step_settled=lambda w: StepSettlement(messages=(UserMessage(content="hello?"),)),
+            on_tool_call_rejected=lambda i, e: rejected.append((i, e)),
+        ),
     )
     r = run(h)
     assert r.stop_reason == "waiting_for_reply"
@@ -405,8 +452,10 @@ def test_wake_suspend_still_ends_the_run_after_another_answer() -> None:
         [tool_call_turn([tool_call("ask"), tool_call("sleep")]), final_answer("x")],
         tools={"ask": lambda a: ToolSuspend(mode="waiting_for_reply"),
                "sleep": lambda a: ToolSuspend(mode="resuming_later")},
-        on_step_settled=lambda w: StepSettlement(
+        hooks=LoopHooks(
+            on_step_settled=lambda w: StepSettlement(
             messages=(ToolMessage(tool_call_id="call_1_0", content="answer"),)),
+        ),
     )
     assert run(h).stop_reason == "resuming_later"
 
@@ -436,8 +485,10 @@ def test_settle_runs_before_nudge_and_input_outranks_it() -> None:
         order.append("nudge")
         return None
 
-    h = loop_harness([final_answer("a"), final_answer("b")], on_step_settled=settle,
-                     on_turn_would_end=nudge)
+    h = loop_harness(
+        [final_answer("a"), final_answer("b")],
+        hooks=LoopHooks(on_step_settled=settle, on_turn_would_end=nudge),
+    )
     assert run(h).stop_reason == "done"
     assert order == ["settle True", "settle True", "nudge"]
 
@@ -449,16 +500,23 @@ def test_nudge_continues_the_run() -> None:
         nudges[0] += 1
         return [UserMessage(content="keep going")] if nudges[0] == 1 else None
 
-    h = loop_harness([final_answer("stalled"), final_answer("finished")], on_turn_would_end=nudge)
+    h = loop_harness(
+        [final_answer("stalled"), final_answer("finished")],
+        hooks=LoopHooks(on_turn_would_end=nudge),
+    )
     r = run(h)
     assert r.stop_reason == "done" and r.stats.turns == 2
 
 
-def test_should_stop_outranks_delivered_input_which_is_kept() -> None:
+def test_a_stop_outranks_delivered_input_which_is_kept() -> None:
+    controller = AbortController()
+    controller.signal.add_check(lambda: "stop" if h.state.requested_tool_calls else None)
     h = loop_harness(
         [tool_call_turn([tool_call("a")]), final_answer("x")],
-        on_step_settled=lambda w: StepSettlement(messages=(UserMessage(content="late"),)),
-        should_stop=lambda: True if h.state.requested_tool_calls else False,
+        signal=controller.signal,
+        hooks=LoopHooks(
+            on_step_settled=lambda w: StepSettlement(messages=(UserMessage(content="late"),)),
+        ),
     )
     r = run(h)
     assert r.stop_reason == "aborted"
@@ -466,9 +524,13 @@ def test_should_stop_outranks_delivered_input_which_is_kept() -> None:
 
 
 def test_settle_stop_ends_aborted_with_messages_appended() -> None:
-    h = loop_harness([final_answer("x"), final_answer("y")],
-                     on_step_settled=lambda w: StepSettlement(
-                         messages=(UserMessage(content="bye"),), stop=True))
+    h = loop_harness(
+        [final_answer("x"), final_answer("y")],
+        hooks=LoopHooks(
+            on_step_settled=lambda w: StepSettlement(
+                         messages=(UserMessage(content="bye"),), stop=True),
+        ),
+    )
     assert run(h).stop_reason == "aborted"
     assert roles(h) == ["user", "assistant", "user"]
 
@@ -487,7 +549,10 @@ def test_discard_refused_for_a_turn_with_tool_calls() -> None:
     rejected: list[BaseException] = []
     turn = tool_call_turn([tool_call("a")])
     turn = ModelTurnResult(tool_calls=turn.tool_calls, accept_message=False)
-    h = loop_harness([turn, final_answer("x")], on_tool_call_rejected=lambda i, e: rejected.append(e))
+    h = loop_harness(
+        [turn, final_answer("x")],
+        hooks=LoopHooks(on_tool_call_rejected=lambda i, e: rejected.append(e)),
+    )
     run(h)
     assert isinstance(rejected[0], DiscardedTurnWithToolCallsError)
     assert roles(h) == ["user", "assistant", "tool", "assistant"]
@@ -498,8 +563,10 @@ def test_before_tool_message_accepted_raise_fails_the_run_without_appending() ->
         if ordinal == 1:
             raise OSError("db down")
 
-    h = loop_harness([tool_call_turn([tool_call("a"), tool_call("b")]), final_answer("x")],
-                     before_tool_message_accepted=commit)
+    h = loop_harness(
+        [tool_call_turn([tool_call("a"), tool_call("b")]), final_answer("x")],
+        hooks=LoopHooks(before_tool_message_accepted=commit),
+    )
     with pytest.raises(OSError):
         run(h)
     assert roles(h) == ["user", "assistant", "tool"]
@@ -512,7 +579,10 @@ def test_compaction_contributes_spend_but_not_a_turn() -> None:
                                      usage=TurnUsage(input_tokens=100, output_tokens=10), cost=3)
         return None
 
-    h = loop_harness([tool_call_turn([tool_call("a")]), final_answer("x")], compact=compact)
+    h = loop_harness(
+        [tool_call_turn([tool_call("a")]), final_answer("x")],
+        hooks=LoopHooks(compact=compact),
+    )
     r = run(h)
     assert r.stats.turns == 2 and r.stats.input_tokens == 100 and r.stats.cost == 3
     assert roles(h) == ["user", "assistant"]
@@ -521,17 +591,21 @@ def test_compaction_contributes_spend_but_not_a_turn() -> None:
 
 def test_on_assistant_message_fires_per_message_including_narration() -> None:
     seen: list[AssistantMessage] = []
-    h = loop_harness([tool_call_turn([tool_call("a")], text="Let me look."), final_answer("Done")],
-                     on_assistant_message=seen.append)
+    h = loop_harness(
+        [tool_call_turn([tool_call("a")], text="Let me look."), final_answer("Done")],
+        hooks=LoopHooks(on_assistant_message=seen.append),
+    )
     run(h)
     assert [m.content for m in seen] == ["Let me look.", "Done"]
 
 
 def test_progress_updates_report_live_totals() -> None:
     seen: list[tuple[int, int]] = []
-    h = loop_harness([tool_call_turn([tool_call("a")], usage=TurnUsage(output_tokens=5)),
+    h = loop_harness(
+        [tool_call_turn([tool_call("a")], usage=TurnUsage(output_tokens=5)),
                       final_answer("x", usage=TurnUsage(output_tokens=2))],
-                     on_progress_update=lambda o, t: seen.append((o, t)))
+        hooks=LoopHooks(on_progress_update=lambda o, t: seen.append((o, t))),
+    )
     run(h)
     assert seen == [(5, 1), (5, 1), (7, 1)]
 
@@ -548,23 +622,20 @@ def test_progress_updates_report_live_totals() -> None:
     ],
 )
 def test_malformed_model_turn_is_a_typed_error(turn: ModelTurnResult, fragment: str) -> None:
-    async def model(messages: Any, tools: Any) -> ModelTurnResult:
-        return turn
-
-    h = loop_harness([], call_model=model)
+    h = loop_harness([], model=_Answers(turn))
     with pytest.raises(InvalidModelTurnError, match=fragment):
         run(h)
 
 
 def test_port_returning_the_wrong_type() -> None:
-    async def model(messages: Any, tools: Any) -> Any:
-        return {"text": "hi"}
-
     with pytest.raises(PortContractError, match="call_model returned dict"):
-        run(loop_harness([], call_model=model))
+        run(loop_harness([], model=_Answers({"text": "hi"})))
 
-    h = loop_harness([tool_call_turn([tool_call("a")])], tools={"a": lambda a: None},
-                     run_tool_call=lambda c: "not an outcome")
+    h = loop_harness(
+        [tool_call_turn([tool_call("a")])],
+        tools={"a": lambda a: None},
+        runner=ToolRunner(run_tool_call=lambda c: "not an outcome"),
+    )
     with pytest.raises(PortContractError, match="run_tool_call returned str"):
         run(h)
 
@@ -577,10 +648,12 @@ def test_tool_definitions_are_rebuilt_each_turn() -> None:
     def build() -> list[ToolDefinition]:
         return [ToolDefinition(name=n) for n in sorted(active)]
 
-    h = loop_harness([tool_call_turn([tool_call("load")]), final_answer("x")],
-                     build_tools=build,
-                     tools={"load": lambda a: ToolResult(content="ok", activate_plugins=("extra",))},
-                     activate=lambda kind, names: active.update(names))
+    h = loop_harness(
+        [tool_call_turn([tool_call("load")]), final_answer("x")],
+        tools={"load": lambda a: ToolResult(content="ok", activate_plugins=("extra",))},
+        runner=ToolRunner(build_tools=build),
+        hooks=LoopHooks(activate=lambda kind, names: active.update(names)),
+    )
     run(h)
     assert [c[1] for c in h.model.calls] == [("base",), ("base", "extra")]
 
@@ -593,19 +666,21 @@ def test_runs_on_trio_too() -> None:
 
 def test_tool_error_outcome_is_not_a_rejection() -> None:
     rejected: list[Any] = []
-    h = loop_harness([tool_call_turn([tool_call("a")]), final_answer("x")],
-                     tools={"a": lambda a: ToolError(error="nope", kind="validation")},
-                     on_tool_call_rejected=lambda i, e: rejected.append(e))
+    h = loop_harness(
+        [tool_call_turn([tool_call("a")]), final_answer("x")],
+        tools={"a": lambda a: ToolError(error="nope", kind="validation")},
+        hooks=LoopHooks(on_tool_call_rejected=lambda i, e: rejected.append(e)),
+    )
     run(h)
     assert rejected == []
     assert h.state.messages[2].content == '{"error":"nope","kind":"validation"}'
 
 
 def test_build_tools_returning_the_wrong_type() -> None:
-    h = loop_harness([final_answer("x")], build_tools=lambda: [{"name": "add"}])
+    h = loop_harness([final_answer("x")], runner=ToolRunner(build_tools=lambda: [{"name": "add"}]))
     with pytest.raises(PortContractError, match=r"build_tools\(\)\[0\] is dict"):
         run(h)
-    h = loop_harness([final_answer("x")], build_tools=lambda: None)
+    h = loop_harness([final_answer("x")], runner=ToolRunner(build_tools=lambda: None))
     with pytest.raises(PortContractError, match="build_tools returned NoneType"):
         run(h)
 
@@ -618,9 +693,12 @@ def test_two_fatal_errors_at_once_raise_the_first_as_itself() -> None:
         await anyio.sleep(0)
         raise Fatal(args["n"])
 
-    h = loop_harness([tool_call_turn([tool_call("a", {"n": "1"}), tool_call("b", {"n": "2"})]),
+    h = loop_harness(
+        [tool_call_turn([tool_call("a", {"n": "1"}), tool_call("b", {"n": "2"})]),
                       final_answer("x")],
-                     tools={"a": fail, "b": fail}, is_fatal_tool_error=lambda e: isinstance(e, Fatal))
+        tools={"a": fail, "b": fail},
+        runner=ToolRunner(is_fatal_tool_error=lambda e: isinstance(e, Fatal)),
+    )
     with pytest.raises(Fatal) as info:
         run(h)
     assert str(info.value) == "1"
@@ -638,19 +716,21 @@ def test_two_fatal_errors_at_once_raise_the_first_as_itself() -> None:
          "activate_plugins must be a tuple"),
         ({"tools": {"a": lambda a: ToolSuspend(mode="later")}},  # type: ignore[arg-type]
          "ToolSuspend.mode must be one of"),
-        ({"compact": lambda m: CompactionApplied(messages=("hello",))},  # type: ignore[arg-type]
+        ({"hooks": LoopHooks(compact=lambda m: CompactionApplied(messages=("hello",)))},  # type: ignore[arg-type]
          r"compact\(\).messages\[0\] is str, not a Message"),
-        ({"compact": lambda m: CompactionApplied(messages=(UserMessage(content="s"),),
-                                                 usage=TurnUsage(input_tokens=-5))},
+        ({"hooks": LoopHooks(compact=lambda m: CompactionApplied(
+            messages=(UserMessage(content="s"),), usage=TurnUsage(input_tokens=-5)))},
          r"compact\(\).usage.input_tokens must be a non-negative int"),
-        ({"compact": lambda m: CompactionApplied(messages=(UserMessage(content="s"),), cost=1.5)},  # type: ignore[arg-type]
+        ({"hooks": LoopHooks(compact=lambda m: CompactionApplied(
+            messages=(UserMessage(content="s"),), cost=1.5))},  # type: ignore[arg-type]
          r"compact\(\).cost must be an int"),
-        ({"on_turn_would_end": lambda turn: UserMessage(content="go on")},
+        ({"hooks": LoopHooks(on_turn_would_end=lambda turn: UserMessage(content="go on"))},  # type: ignore[arg-type, return-value]
          r"on_turn_would_end\(\) must be a list or tuple of messages"),
-        ({"on_step_settled": lambda w: StepSettlement(messages=({"role": "user"},))},  # type: ignore[arg-type]
+        ({"hooks": LoopHooks(on_step_settled=lambda w: StepSettlement(
+            messages=({"role": "user"},)))},  # type: ignore[arg-type]
          r"on_step_settled\(\).messages\[0\] is dict, not a Message"),
-        ({"should_stop": lambda: "no"}, "should_stop must return a bool"),
-        ({"runs_serially": lambda c: 1}, "runs_serially must return a bool"),
+        ({"runner": ToolRunner(runs_serially=lambda c: 1)},  # type: ignore[arg-type, return-value]
+         "runs_serially must return a bool"),
     ],
 )
 def test_port_values_of_the_wrong_shape_are_typed_errors(overrides: dict[str, Any],
@@ -671,16 +751,15 @@ def test_port_values_of_the_wrong_shape_are_typed_errors(overrides: dict[str, An
     ],
 )
 def test_malformed_turn_fields(turn: ModelTurnResult, fragment: str) -> None:
-    async def model(messages: Any, tools: Any) -> ModelTurnResult:
-        return turn
-
     with pytest.raises(InvalidModelTurnError, match=fragment):
-        run(loop_harness([], call_model=model))
+        run(loop_harness([], model=_Answers(turn)))
 
 
-@pytest.mark.parametrize("port", ["throw_if_timed_out", "is_fatal_tool_error", "runs_serially",
-                                  "on_tool_call_rejected", "on_progress_update"])
-def test_async_function_on_a_synchronous_port_is_refused(port: str) -> None:
+@pytest.mark.parametrize("group, port", [
+    (ToolRunner, "is_fatal_tool_error"), (ToolRunner, "runs_serially"),
+    (LoopHooks, "on_tool_call_rejected"), (LoopHooks, "on_progress_update"),
+])
+def test_async_function_on_a_synchronous_port_is_refused(group: type, port: str) -> None:
     async def wrong(*args: Any) -> Any:
         raise AssertionError("never awaited")
 
@@ -688,12 +767,73 @@ def test_async_function_on_a_synchronous_port_is_refused(port: str) -> None:
         raise ValueError("x")
 
     h = loop_harness([tool_call_turn([tool_call("a")]), final_answer("x")], tools={"a": boom},
-                     **{port: wrong})
+                     **{"runner" if group is ToolRunner else "hooks": group(**{port: wrong})})
     with pytest.raises(PortContractError, match=f"{port}"):
         run(h)
 
 
-def test_sync_call_model_is_a_clear_error() -> None:
-    h = loop_harness([], call_model=lambda m, t: final_answer("x"))
-    with pytest.raises(PortContractError, match="call_model returned ModelTurnResult instead of an awaitable"):
+def test_an_async_signal_check_is_refused() -> None:
+    async def wrong() -> Any:
+        raise AssertionError("never awaited")
+
+    controller = AbortController()
+    controller.signal.add_check(wrong)
+    with pytest.raises(UsageError, match="a signal's check must be a plain function"):
+        run(loop_harness([final_answer("x")], signal=controller.signal))
+    assert not controller.signal.aborted
+
+
+def test_a_model_whose_complete_is_not_awaitable_is_a_clear_error() -> None:
+    class Sync(_Answers):
+        def complete(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+            return final_answer("x")
+
+    h = loop_harness([], model=Sync(None))
+    with pytest.raises(PortContractError,
+                       match="model.complete returned ModelTurnResult instead of an awaitable"):
         run(h)
+
+
+def test_a_runner_without_run_tool_call_and_a_port_that_is_no_function_are_refused() -> None:
+    with pytest.raises(PortContractError, match="the runner has no run_tool_call"):
+        anyio.run(run_tool_loop, ToolLoopParams(
+            model=scripted_model([final_answer("x")]), runner=ToolRunner(), state=fresh_state(),
+            max_iterations=1))
+    with pytest.raises(UsageError, match=r"ToolRunner\(runs_serially=...\) must be callable"):
+        ToolRunner(runs_serially=True)  # type: ignore[arg-type]
+
+
+def test_hooks_and_runner_rules_from_a_subclass_are_the_wired_ones() -> None:
+    seen: list[str] = []
+
+    class Hooks(LoopHooks):
+        def on_assistant_message(self, message: AssistantMessage, /) -> None:
+            seen.append(f"assistant {len(message.tool_calls)}")
+
+    class Runner(ToolRunner):
+        def run_tool_call(self, call: ToolCall, /) -> ToolResult:
+            seen.append(f"run {call.name}")
+            return ToolResult(content="ok")
+
+        def is_fatal_tool_error(self, exc: BaseException, /) -> bool:
+            return super().is_fatal_tool_error(exc) or isinstance(exc, KeyError)
+
+    hooks, runner = Hooks(), Runner()
+    assert hooks.wired == {"on_assistant_message"}
+    assert runner.wired == {"run_tool_call", "is_fatal_tool_error"}
+    result = anyio.run(run_tool_loop, ToolLoopParams(
+        model=scripted_model([tool_call_turn([tool_call("a")]), final_answer("x")]),
+        runner=runner, hooks=hooks, state=fresh_state(), max_iterations=3))
+    assert result.stop_reason == "done"
+    assert seen == ["assistant 1", "run a", "assistant 0"]
+
+
+class _Answers(StreamModel):
+    """A model answering every call with ``value`` as it is (checked only by the loop)."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    async def complete(self, messages: Any, request: Any, on_event: Any = None,
+                       on_reset: Any = None) -> Any:
+        return self.value

@@ -13,6 +13,7 @@ from bindloop.errors import UsageError
 from bindloop.loop import OpenSuspend, ToolLoopParams, ToolLoopState, run_tool_loop
 from bindloop.signal import AbortController
 from bindloop.testing import final_answer, scripted_model
+from bindloop.loop import LoopHooks, ToolRunner
 
 CALLS = (ToolCall(id="a", name="pay", arguments='{"n":1}'),
          ToolCall(id="b", name="pay", arguments='{"n":2}'),
@@ -27,7 +28,8 @@ def _suspended() -> ToolLoopState:
 
 
 def _run(state: ToolLoopState, resume: tuple[ToolCall, ...], *,
-         controller: AbortController | None = None, **kw: Any) -> Any:
+         controller: AbortController | None = None, hooks: LoopHooks | None = None,
+         **rules: Any) -> Any:
     ran: list[str] = []
 
     async def run_tool_call(call: ToolCall) -> ToolResult:
@@ -37,9 +39,15 @@ def _run(state: ToolLoopState, resume: tuple[ToolCall, ...], *,
         return ToolResult(content=f"ran {call.id}")
 
     model = scripted_model([final_answer("done")])
-    params = ToolLoopParams(call_model=model, run_tool_call=run_tool_call, state=state,
-                            max_iterations=3, resume_calls=resume,
-                            signal=None if controller is None else controller.signal, **kw)
+    params = ToolLoopParams(
+        model=model,
+        state=state,
+        max_iterations=3,
+        resume_calls=resume,
+        signal=None if controller is None else controller.signal,
+        hooks=hooks or LoopHooks(),
+        runner=ToolRunner(run_tool_call=run_tool_call, **rules),
+    )
     return anyio.run(run_tool_loop, params), ran, model
 
 
@@ -60,7 +68,8 @@ def test_with_nothing_left_open_the_run_goes_on_to_the_model() -> None:
     state.messages.append(ToolMessage(tool_call_id="c", content="yes"))
     rejected: list[str] = []
     result, ran, model = _run(state, CALLS[:2], runs_serially=lambda call: True,
-                              on_tool_call_rejected=lambda cid, exc: rejected.append(cid))
+                              hooks=LoopHooks(on_tool_call_rejected=lambda cid, exc:
+                                              rejected.append(cid)))
     assert result.stop_reason == "done" and model.position == 1 and ran == [
         'a:{"n":1}', 'b:{"n":2}']
     assert rejected == []
@@ -71,7 +80,8 @@ def test_the_signal_bounds_the_resumed_batch_as_any_batch() -> None:
     result, ran, model = _run(
         _suspended(), CALLS[:2], runs_serially=lambda call: True,
         controller=AbortController(),
-        on_tool_call_rejected=lambda cid, exc: rejected.append((cid, type(exc).__name__)))
+        hooks=LoopHooks(on_tool_call_rejected=lambda cid, exc:
+                        rejected.append((cid, type(exc).__name__))))
     assert ran == ['a:{"n":1}'] and result.stop_reason == "aborted" and model.position == 0
     assert rejected == [("b", "AbortedToolCallError")]
 
@@ -121,8 +131,13 @@ def test_a_resumed_run_settles_a_boundary_after_its_first_batch(resumed: bool) -
         return ToolResult(content=f"ran {call.id}")
 
     model = scripted_model([final_answer("done")])
-    params = ToolLoopParams(call_model=model, run_tool_call=run_tool_call, state=state,
-                            max_iterations=3, resume_calls=CALLS[:2] if resumed else ())
+    params = ToolLoopParams(
+        model=model,
+        state=state,
+        max_iterations=3,
+        resume_calls=CALLS[:2] if resumed else (),
+        runner=ToolRunner(run_tool_call=run_tool_call),
+    )
     result = anyio.run(run_tool_loop, params, LoopControl(on_boundary=on_boundary))
     if resumed:
         assert result.stop_reason == "checkpointed" and model.position == 0

@@ -25,6 +25,7 @@ from bindloop.errors import ProtocolError
 from bindloop.loop import ToolLoopParams, run_tool_loop
 from bindloop.lowlevel import BoundaryChecked, LoopMachine, ModelReplied, ToolReturned
 from bindloop.testing import final_answer, fresh_state, scripted_model, tool_call, tool_call_turn
+from bindloop.loop import LoopHooks, ToolRunner
 
 _SEEDS = st.sampled_from([
     RunStats(), RunStats(model_ms=-0.0, tool_ms=-0.0), RunStats(model_ms=0),  # type: ignore[arg-type]
@@ -47,9 +48,13 @@ def _run(seed: RunStats, *, hook_folds: bool, turns: int) -> tuple[RunStats, Run
     script = [tool_call_turn([tool_call("add", {})]) for _ in range(turns - 1)] + [
         final_answer("done")]
     result = anyio.run(run_tool_loop, ToolLoopParams(
-        state=state, call_model=scripted_model(script),
-        run_tool_call=lambda call: ToolResult(content="2"), max_iterations=turns,
-        on_step_settled=settled, now=lambda: next(ticks)))
+        state=state,
+        model=scripted_model(script),
+        max_iterations=turns,
+        now=lambda: next(ticks),
+        runner=ToolRunner(run_tool_call=lambda call: ToolResult(content="2")),
+        hooks=LoopHooks(on_step_settled=settled),
+    ))
     return result.stats, state.totals
 
 
@@ -73,8 +78,11 @@ def test_a_run_that_does_nothing_reports_positive_zeros_for_any_zero_seed() -> N
         state = fresh_state()
         state.totals = seed
         result = anyio.run(run_tool_loop, ToolLoopParams(
-            state=state, call_model=scripted_model([]), run_tool_call=lambda c: ToolResult(content=""),
-            max_iterations=0))
+            state=state,
+            model=scripted_model([]),
+            max_iterations=0,
+            runner=ToolRunner(run_tool_call=lambda c: ToolResult(content="")),
+        ))
         s = result.stats
         assert s == RunStats() and math.copysign(1.0, s.model_ms) == 1.0 and type(s.turns) is int
 

@@ -17,7 +17,7 @@ from mcp_host import fetch, url
 
 from bindloop.contracts import ImagePart, ToolMessage
 from bindloop.hosts.transports.js_fetch import FetchTransport
-from bindloop.loop import run_tool_loop
+from bindloop.loop import ToolRunner, run_tool_loop
 from bindloop.mcp import McpHttpClient, load_mcp_tools
 from bindloop.tools import plugin_from_tools
 from bindloop.signal import AbortController
@@ -40,11 +40,14 @@ async def dispatch(call):
     return await plugin.execute(call.name, call.arguments, None)
 
 
-h = loop_harness([tool_call_turn([tool_call("ref__add", {"a": 20, "b": 22}, id="sum"),
+h = loop_harness(
+    [tool_call_turn([tool_call("ref__add", {"a": 20, "b": 22}, id="sum"),
                                   tool_call("ref__render_square", {"red": 0, "green": 9, "blue": 0},
                                             id="img"),
                                   tool_call("ref__explode", {"message": "boom"}, id="err")]),
-                  final_answer("ok")], run_tool_call=dispatch)
+                  final_answer("ok")],
+    runner=ToolRunner(run_tool_call=dispatch),
+)
 assert (await run_tool_loop(h.params)).stop_reason == "done"
 answers = {m.tool_call_id: m for m in h.state.messages if isinstance(m, ToolMessage)}
 assert answers["sum"].content == "42", answers["sum"]
@@ -59,8 +62,12 @@ async def abort_after_progress():
     controller.abort("stop")
 
 before = (await client.call_tool("cancellations", {})).structured_content
-h2 = loop_harness([tool_call_turn([tool_call("ref__slow", {"seconds": 5}, id="s")]),
-                   final_answer("never")], run_tool_call=dispatch, signal=controller.signal)
+h2 = loop_harness(
+    [tool_call_turn([tool_call("ref__slow", {"seconds": 5}, id="s")]),
+                   final_answer("never")],
+    signal=controller.signal,
+    runner=ToolRunner(run_tool_call=dispatch),
+)
 t_cancel = time.perf_counter()
 async with anyio.create_task_group() as tg:
     tg.start_soon(abort_after_progress)
@@ -87,6 +94,7 @@ async with McpHttpClient(FetchTransport(url, fetch=fetch), server="ref2",
 
 # The authorization decisions are pure (hashlib for PKCE): RFC 7636's vector under Pyodide.
 from bindloop.mcp._oauth_model import pkce_pair
+from bindloop.loop import ToolRunner
 
 assert pkce_pair(bytes([116, 24, 223, 180, 151, 153, 224, 37, 79, 250, 96, 125, 216, 173, 187,
                         186, 22, 212, 37, 77, 105, 214, 191, 240, 91, 88, 5, 88, 83, 132, 141,

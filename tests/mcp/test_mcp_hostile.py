@@ -27,6 +27,7 @@ from bindloop.mcp import (
 )
 from bindloop.testing import final_answer, loop_harness, tool_call, tool_call_turn
 from bindloop.transcript import validate_and_heal_messages
+from bindloop.loop import ToolRunner
 
 pytestmark = pytest.mark.anyio
 
@@ -387,8 +388,11 @@ async def test_a_hostile_call_inside_the_loop_leaves_a_valid_transcript(
     async def dispatch(call: ToolCall) -> ToolOutcome:
         return await add.execute(call.arguments, None)
 
-    h = loop_harness([tool_call_turn([tool_call("h__add", {"a": 1, "b": 2}, id="c")]),
-                      final_answer("the server is broken")], run_tool_call=dispatch)
+    h = loop_harness(
+        [tool_call_turn([tool_call("h__add", {"a": 1, "b": 2}, id="c")]),
+                      final_answer("the server is broken")],
+        runner=ToolRunner(run_tool_call=dispatch),
+    )
     assert (await run_tool_loop(h.params)).stop_reason == "done"
     answer = next(m for m in h.state.messages if isinstance(m, ToolMessage))
     assert answer.is_error and "MCP server 'hostile'" in str(answer.content)

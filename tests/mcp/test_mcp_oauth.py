@@ -469,6 +469,7 @@ class MovingWorld(World):
         super().__init__(scripted)
         self.moved = False
         self.registered_at: list[str] = []
+        self.token_calls: list[tuple[str, str]] = []  # (token endpoint path, grant type)
         scripted.set_responder("as2", self.auth_server)
 
     def move(self) -> None:
@@ -489,6 +490,9 @@ class MovingWorld(World):
     def auth_server(self, request: RecordedRequest) -> ScriptedReply:
         if request.path.endswith("/register"):
             self.registered_at.append(request.path.split("/")[1])
+        if request.path.endswith("/token"):
+            grant = query_params("?" + request.body.decode()).get("grant_type", "")
+            self.token_calls.append((request.path, grant))
         if self.moved and request.path.startswith("/as/"):
             # The old authorization server is gone: a refresh there is refused.
             return ScriptedReply(status=400, streamed=False, headers=(
@@ -526,4 +530,39 @@ async def test_a_resource_that_moves_to_another_issuer_is_rediscovered_and_regis
         assert store.client is not None and store.client.issuer == f"{world.base}/as2"
     finally:
         await transport.aclose()
+        await http.aclose()
+
+
+async def test_a_stored_refresh_token_is_only_ever_sent_to_its_issuer(
+        scripted: ScriptedProviderServer) -> None:
+    world = MovingWorld(scripted)
+    store = MemoryTokenStore()
+    clock = [0.0]
+    import httpx
+
+    http = httpx.AsyncClient()
+    transports: list[HttpxTransport] = []
+
+    def connect() -> McpHttpClient:
+        transports.append(HttpxTransport(world.base + "/mcp"))
+        oauth = McpOAuth(server_url=world.base + "/mcp",
+                         fetch=transport_fetch(lambda url: HttpxTransport(url, client=http)),
+                         authorize=world.authorize, redirect_uri="http://127.0.0.1:9/cb",
+                         random_bytes=lambda n: bytes(range(n)), store=store,
+                         now=lambda: clock[0])
+        return McpHttpClient(transports[-1], server="guarded", auth=oauth, timeout_ms=5_000)
+
+    try:
+        await connect().connect()
+        assert store.tokens is not None and store.tokens.issuer == f"{world.base}/as"
+        world.move()
+        clock[0] = 120_000.0  # the stored token has expired; a new process starts from the store
+        await connect().connect()
+        refreshed_at = [path for path, grant in world.token_calls if grant == "refresh_token"]
+        assert not any(path.startswith("/as2/") for path in refreshed_at)
+        assert store.tokens is not None and store.tokens.issuer == f"{world.base}/as2"
+        assert world.registered_at == ["as", "as2"]
+    finally:
+        for transport in transports:
+            await transport.aclose()
         await http.aclose()

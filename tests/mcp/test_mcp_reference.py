@@ -33,6 +33,7 @@ from bindloop.tools import (
 from bindloop.signal import AbortController
 from bindloop.testing import final_answer, loop_harness, tool_call, tool_call_turn
 from bindloop.transcript import validate_and_heal_messages
+from bindloop.loop import LoopHooks, ToolRunner
 
 pytestmark = pytest.mark.anyio
 
@@ -101,7 +102,11 @@ async def test_the_loop_runs_typed_image_structured_and_raising_tools(
                          tool_call("ref__explode", {"message": "boom"}, id="err"),
                          tool_call("ref__add", {"a": 1}, id="bad")]),
          final_answer("done")],
-        run_tool_call=dispatch, build_tools=lambda: list(plugin.tool_definitions()))
+        runner=ToolRunner(
+            run_tool_call=dispatch,
+            build_tools=lambda: list(plugin.tool_definitions()),
+        ),
+    )
     result = await run_tool_loop(h.params)
     assert result.stop_reason == "done"
     answers = by_id(h.state.messages)
@@ -135,9 +140,12 @@ async def test_a_fired_signal_cancels_the_slow_call_on_the_server(client: McpHtt
             await anyio.sleep(0.01)
         controller.abort("user pressed stop")
 
-    h = loop_harness([tool_call_turn([tool_call("ref__slow", {"seconds": 5}, id="s")]),
+    h = loop_harness(
+        [tool_call_turn([tool_call("ref__slow", {"seconds": 5}, id="s")]),
                       final_answer("never")],
-                     run_tool_call=dispatch, signal=controller.signal)
+        signal=controller.signal,
+        runner=ToolRunner(run_tool_call=dispatch),
+    )
     with anyio.fail_after(4):
         async with anyio.create_task_group() as tg:
             tg.start_soon(abort_soon)
@@ -229,11 +237,16 @@ async def test_a_server_is_a_plugin_loaded_on_activation_and_rehydrated(
             return ToolResult(content="loaded", activate_plugins=("shapes",))
         return await registry.run_tool_call(call, None, active)
 
-    h = loop_harness([tool_call_turn([tool_call("load", {}, id="l")]),
+    h = loop_harness(
+        [tool_call_turn([tool_call("load", {}, id="l")]),
                       tool_call_turn([tool_call("shapes__add", {"a": 1, "b": 2}, id="a")]),
                       final_answer("3")],
-                     run_tool_call=dispatch, activate=activate,
-                     build_tools=lambda: registry.tool_definitions(active))
+        runner=ToolRunner(
+            run_tool_call=dispatch,
+            build_tools=lambda: registry.tool_definitions(active),
+        ),
+        hooks=LoopHooks(activate=activate),
+    )
     try:
         assert (await run_tool_loop(h.params)).stop_reason == "done"
         assert by_id(h.state.messages)["a"].content == "3"

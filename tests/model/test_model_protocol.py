@@ -17,7 +17,14 @@ from hypothesis import strategies as st
 
 from bindloop.agent import create_agent, equip_instruction, on_stream, prompt_chat
 from bindloop.completion import StreamEvent, TextEvent
-from bindloop.contracts import Message, ModelTurnResult, ToolDefinition, TurnUsage, UserMessage
+from bindloop.contracts import (
+    Message,
+    ModelTurnResult,
+    ToolDefinition,
+    ToolResult,
+    TurnUsage,
+    UserMessage,
+)
 from bindloop.errors import UsageError
 from harness.fixtures.provider_replies import render_body, render_sse
 from bindloop.model import (
@@ -26,9 +33,9 @@ from bindloop.model import (
     Model,
     ModelRequest,
     StreamModel,
-    call_model_port,
     fold_events,
     turn_events,
+    unpriced,
 )
 from bindloop.routing import (
     OrderedPolicy,
@@ -38,7 +45,16 @@ from bindloop.routing import (
     canonical_model_id,
     provider_id,
 )
-from bindloop.testing import final_answer, function_model, scripted_model
+from bindloop.loop import ToolLoopParams, ToolRunner, run_tool_loop
+from bindloop.testing import (
+    final_answer,
+    fresh_state,
+    function_model,
+    scripted_model,
+    scripted_stream_model,
+    tool_call,
+    tool_call_turn,
+)
 from bindloop.testing.strategies import model_turns
 from bindloop.wire import HttpRequest, ModelAdapter, RoutedModel, WireOptions, create_wire_adapter
 
@@ -75,30 +91,36 @@ def test_a_stream_models_own_fold_is_the_turn_priced_once(turn: ModelTurnResult)
     assert again == folded
 
 
-def test_call_model_port_passes_the_loops_tools_and_the_shared_request() -> None:
+def test_the_loop_asks_its_model_with_the_runners_tools_and_the_shared_request() -> None:
     seen: list[ModelRequest] = []
 
     async def respond(messages: Sequence[Message], request: ModelRequest) -> ModelTurnResult:
         seen.append(request)
-        return final_answer("ok")
+        return tool_call_turn([tool_call("add", id="c1")]) if len(seen) == 1 else final_answer("ok")
 
-    stop = ModelRequest(additional_options={"temperature": 0.5})
-    port = call_model_port(function_model(respond), stop)
+    shared = ModelRequest(additional_options={"temperature": 0.5})
     tools = [ToolDefinition(name="add")]
-    assert anyio.run(port, [UserMessage(content="x")], tools).text == "ok"
-    assert anyio.run(port, [UserMessage(content="x")], []).text == "ok"
+    offered = [tools, []]
+    result = anyio.run(run_tool_loop, ToolLoopParams(
+        model=function_model(respond), request=shared, state=fresh_state(), max_iterations=3,
+        runner=ToolRunner(run_tool_call=lambda call: ToolResult(content="2"),
+                          build_tools=lambda: offered.pop(0))))
+    assert result.stop_reason == "done" and result.final_turn is not None
     assert seen[0] == ModelRequest(tools=tuple(tools), additional_options={"temperature": 0.5})
-    assert seen[1] is stop  # no tools offered: the shared request as it is
-    with pytest.raises(UsageError, match="takes no tools"):
-        call_model_port(function_model(respond), ModelRequest(tools=tuple(tools)))
+    assert seen[1] is shared  # no tools offered: the shared request as it is
+    with pytest.raises(UsageError, match="carries no tools"):
+        anyio.run(run_tool_loop, ToolLoopParams(
+            model=function_model(respond), request=ModelRequest(tools=tuple(tools)),
+            state=fresh_state(), max_iterations=3,
+            runner=ToolRunner(run_tool_call=lambda call: ToolResult(content="2"))))
 
 
-def test_a_scripted_model_is_a_model_and_the_loops_port() -> None:
+def test_a_scripted_model_is_a_model() -> None:
     script = scripted_model([final_answer("a"), final_answer("b")])
     seen: list[StreamEvent] = []
     first = anyio.run(script.complete, [UserMessage(content="x")],
                       ModelRequest(tools=(ToolDefinition(name="t"),)), seen.append)
-    second = anyio.run(script, [UserMessage(content="x")], [])
+    second = anyio.run(script.complete, [UserMessage(content="x")], ModelRequest())
     assert (first.text, second.text) == ("a", "b")
     assert seen == turn_events(final_answer("a"))
     assert script.calls == [(1, ("t",)), (1, ())]
@@ -290,3 +312,37 @@ async def test_a_stream_model_runs_the_same_watched_or_not(kind: type[_Turns]) -
     assert plain.stats.cost == watched.stats.cost == (
         sum(_price(t.usage) for t in script()) if kind is _PricedTurns else 0)
     assert (plain.stats.input_tokens, plain.stats.output_tokens) == (8, 3)
+
+
+def test_a_stream_models_price_is_asked_only_when_it_has_one() -> None:
+    class Plain(StreamModel):
+        def __init__(self, turn: ModelTurnResult) -> None:
+            self.turn = turn
+
+        async def stream(self, messages: Sequence[Message],
+                         request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
+            for event in turn_events(self.turn):
+                yield event
+
+    class Priced(Plain):
+        def price(self, usage: TurnUsage, /) -> int:
+            return _price(usage)
+
+    turn = ModelTurnResult(text="hi", usage=TurnUsage(input_tokens=2, output_tokens=1))
+    plain, priced, instance = Plain(turn), Priced(turn), Plain(turn)
+    instance.price = _price  # type: ignore[method-assign]
+    assert unpriced(plain) and not unpriced(priced) and not unpriced(instance)
+    for model, cost in ((plain, 0), (priced, 5), (instance, 5)):
+        assert anyio.run(model.complete, [], ModelRequest()).cost == cost
+
+
+def test_the_scripted_stream_model_is_a_stream_model_priced_only_when_asked() -> None:
+    turns = [final_answer("a long enough answer", usage=TurnUsage(input_tokens=2,
+                                                                   output_tokens=1))]
+    free, paid = scripted_stream_model(turns), scripted_stream_model(turns, price=_price)
+    assert isinstance(free, StreamModel) and unpriced(free) and not unpriced(paid)
+    seen: list[StreamEvent] = []
+    assert anyio.run(free.complete, [], ModelRequest(), seen.append).cost == 0
+    assert anyio.run(paid.complete, [], ModelRequest()).cost == 5
+    assert [e.content for e in seen if isinstance(e, TextEvent)] == ["a long e", "nough an",
+                                                                     "swer"]

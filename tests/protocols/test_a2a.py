@@ -443,7 +443,7 @@ def test_a_fault_of_the_server_is_internal_error_with_nothing_of_it_shown(
     def broken(*_: Any) -> Any:
         raise KeyError("/srv/secret/path")
 
-    monkeypatch.setattr(app, "_find", broken)
+    monkeypatch.setattr(app._tasks, "find", broken)
     body = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "GetTask",
                        "params": {"id": "t"}}).encode()
 

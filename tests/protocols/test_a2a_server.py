@@ -224,6 +224,6 @@ def test_a_tasks_update_log_is_dropped_once_no_run_and_no_stream_needs_it(served
                 return events
 
         events = anyio.run(main)
-        logs = [(len(t.log), t.log_base) for t in app._tasks.values()]
+        logs = [(len(t.log), t.log_base) for t in app._tasks]
     assert len(events) > 3
     assert all(size == 0 and base > 0 for size, base in logs)  # kept: the tasks, not the logs

@@ -120,6 +120,26 @@ def test_a_body_that_does_not_arrive_in_time_gets_408(served: Any) -> None:
             assert time.monotonic() - started < 5
 
 
+def test_a_caller_at_its_bound_is_refused_before_its_body_is_read(served: Any) -> None:
+    """The 429 comes at once, before the body: a stalled or huge body of a caller with no room
+    left costs the host no read (the body here never arrives)."""
+    runner = Held()
+    with served(ChatApp(runner, authorize=bearer, max_runs_per_identity=1,
+                        body_timeout_s=20)) as base:
+        url = urlsplit(base)
+        with httpx.stream("POST", base + "/api/chat", json=CHAT, headers=_as("alice"),
+                          timeout=30) as one:
+            next(one.iter_text())
+            with socket.create_connection((url.hostname, url.port), timeout=10) as sock:
+                sock.sendall(b"POST /ag-ui HTTP/1.1\r\nhost: x\r\nauthorization: Bearer alice"
+                             b"\r\ncontent-type: application/json\r\ncontent-length: 1048000"
+                             b"\r\n\r\n{")
+                answer = sock.recv(4096)
+            assert answer.startswith(b"HTTP/1.1 429"), answer[:80]
+            assert b"retry-after: 1" in answer.lower()
+            runner.release.set()
+
+
 @pytest.mark.parametrize("status", [200, 500])
 def test_chat_refused_takes_401_or_403_only(status: int) -> None:
     with pytest.raises(ValueError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -24,7 +25,9 @@ from bindloop.skills import (
     create_skill_registry,
     resolve_active_skill_instructions,
 )
-from bindloop.testing import final_answer, loop_harness, tool_call, tool_call_turn
+from bindloop.loop import LoopHooks, ToolRunner
+from bindloop.model import ModelRequest
+from bindloop.testing import final_answer, function_model, loop_harness, tool_call, tool_call_turn
 
 pytestmark = pytest.mark.anyio
 
@@ -64,20 +67,22 @@ async def test_load_skill_tool_activates_and_the_prompt_is_rerendered() -> None:
     async def dispatch(call: ToolCall) -> ToolOutcome:
         return await registry.run_tool_call(call, None, ["skills"])
 
-    async def model_spy(messages: list[Message], tools: Any) -> Any:
+    async def model_spy(messages: Sequence[Message], request: ModelRequest) -> Any:
         first = messages[0]
         seen_systems.append(first.content if isinstance(first, SystemMessage) else "")
-        return await inner(messages, tools)
+        return await inner.complete(messages, request)
 
     h = loop_harness(
         [tool_call_turn([tool_call("load_skill", {"ref": "platform:triage"})]), final_answer("ok")],
-        run_tool_call=dispatch,
-        activate=lambda kind, names: activation.activate(names),
-        runs_serially=lambda call: call.name == "load_skill",
+        runner=ToolRunner(
+            run_tool_call=dispatch,
+            runs_serially=lambda call: call.name == "load_skill",
+        ),
+        hooks=LoopHooks(activate=lambda kind, names: activation.activate(names)),
     )
-    inner = h.params.call_model
+    inner = h.params.model
     h.state.messages.insert(0, SystemMessage(content="You are helpful.\n"))
-    h.params = msgspec.structs.replace(h.params, call_model=model_spy)
+    h.params = msgspec.structs.replace(h.params, model=function_model(model_spy))
     result = await run_tool_loop(h.params)
     assert result.stop_reason == "done"
     assert active == {"platform:triage"}

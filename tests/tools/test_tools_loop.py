@@ -18,6 +18,7 @@ from bindloop.tools import (
     plugin_from_tools,
 )
 from bindloop.testing import final_answer, loop_harness, tool_call, tool_call_turn
+from bindloop.loop import LoopHooks, ToolRunner
 
 pytestmark = pytest.mark.anyio
 
@@ -66,10 +67,14 @@ async def test_a_serial_activation_is_visible_to_a_dependent_call_in_the_same_ba
 
     h = loop_harness(
         script(),
-        run_tool_call=dispatch,
-        build_tools=lambda: registry.tool_definitions(active),
-        activate=lambda kind, names: active.update(registry.canonicalize_name(n) for n in names),
-        runs_serially=lambda call: call.name == "activate_plugin",
+        runner=ToolRunner(
+            run_tool_call=dispatch,
+            build_tools=lambda: registry.tool_definitions(active),
+            runs_serially=lambda call: call.name == "activate_plugin",
+        ),
+        hooks=LoopHooks(
+            activate=lambda kind, names: active.update(registry.canonicalize_name(n) for n in names),
+        ),
     )
     result = await run_tool_loop(h.params)
     assert result.stop_reason == "done"
@@ -89,9 +94,11 @@ async def test_without_runs_serially_the_dependent_call_meets_the_old_surface() 
 
     h = loop_harness(
         script(),
-        run_tool_call=dispatch,
-        build_tools=lambda: registry.tool_definitions(active),
-        activate=lambda kind, names: active.update(names),
+        runner=ToolRunner(
+            run_tool_call=dispatch,
+            build_tools=lambda: registry.tool_definitions(active),
+        ),
+        hooks=LoopHooks(activate=lambda kind, names: active.update(names)),
     )
     result = await run_tool_loop(h.params)
     assert result.stop_reason == "done"

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from bindloop.completion import TextEvent
-from bindloop.model import ModelRequest, call_model_port
+from bindloop.model import Model, ModelRequest
 from bindloop.wire import StreamStalledError
 from bindloop.contracts import (
     ModelTurnResult,
@@ -51,6 +51,7 @@ from harness.fixtures.scripted_server import (  # noqa: E402
 )
 
 from .wire_fixtures import fixture  # noqa: E402
+from bindloop.loop import ToolRunner
 
 pytestmark = pytest.mark.anyio
 
@@ -92,11 +93,14 @@ def _add(call: ToolCall) -> ToolResult:
     return ToolResult(content=str(args["a"] + args["b"]))
 
 
-async def _run(call_model: object) -> tuple[str, ToolLoopState, object]:
+async def _run(model: Model) -> tuple[str, ToolLoopState, object]:
     state = ToolLoopState(messages=[UserMessage(content="what is 2 + 3?")])
     result = await run_tool_loop(ToolLoopParams(
-        state=state, call_model=call_model, run_tool_call=_add,  # type: ignore[arg-type]
-        max_iterations=4, build_tools=lambda: TOOLS))
+        state=state,
+        model=model,
+        max_iterations=4,
+        runner=ToolRunner(run_tool_call=_add, build_tools=lambda: TOOLS),
+    ))
     return result.stop_reason, state, result.stats
 
 
@@ -109,7 +113,7 @@ async def test_loop_runs_through_each_wire(server: ScriptedProviderServer, wire:
                    turn_reply(wire, ANSWER, stream=stream))
     seen = len(server.requests)
     model = _model(server, wire, prefix, stream=stream)
-    stop, state, stats = await _run(call_model_port(model))
+    stop, state, stats = await _run(model)
     assert stop == "done"
     assert state.messages[-1].content == "2 + 3 = 5"  # type: ignore[union-attr]
     assert state.messages[2].content == "5"  # type: ignore[union-attr]

@@ -399,7 +399,7 @@ def test_an_empty_function_call_with_no_call_open_is_not_a_call() -> None:
 
 
 def test_a_checkpoint_keeps_provider_items() -> None:
-    from bindloop.session import (
+    from bindloop.checkpoints import (
         create_loop_checkpoint,
         parse_loop_checkpoint,
         serialize_loop_checkpoint,

@@ -22,7 +22,6 @@ from bindloop.contracts import (
     TurnUsage,
 )
 from bindloop.loop import ToolLoopParams, run_tool_loop
-from bindloop.model import call_model_port
 from bindloop.testing import fresh_state
 from bindloop.wire import CachePolicy, ModelAdapter, WireOptions, create_wire_adapter
 
@@ -35,6 +34,7 @@ from harness.fixtures.scripted_server import (  # noqa: E402
     ScriptedReply,
     turn_reply,
 )
+from bindloop.loop import ToolRunner
 
 pytestmark = pytest.mark.anyio
 
@@ -67,8 +67,11 @@ async def _run(server: ScriptedProviderServer, prefix: str, wire: str,
                          options)
     state = fresh_state(prompt="plan my trip")
     result = await run_tool_loop(ToolLoopParams(
-        state=state, call_model=call_model_port(model), run_tool_call=_tool,
-        build_tools=lambda: TOOLS, max_iterations=4))
+        state=state,
+        model=model,
+        max_iterations=4,
+        runner=ToolRunner(run_tool_call=_tool, build_tools=lambda: TOOLS),
+    ))
     bodies = [r.body for r in server.requests[before:] if r.path.startswith(f"/{prefix}")]
     return result, list(state.messages), bodies
 

@@ -24,7 +24,6 @@ from bindloop.contracts import (
     encode_messages,
 )
 from bindloop.loop import ToolLoopParams, ToolLoopState, run_tool_loop
-from bindloop.model import call_model_port
 from bindloop.routing import (
     OrderedPolicy,
     RouteCandidate,
@@ -34,7 +33,7 @@ from bindloop.routing import (
     canonical_model_id,
     provider_id,
 )
-from bindloop.session import create_loop_checkpoint, serialize_loop_checkpoint
+from bindloop.checkpoints import create_loop_checkpoint, serialize_loop_checkpoint
 from bindloop.wire import (
     WIRE_NAMES,
     HttpRequest,
@@ -51,6 +50,7 @@ from harness.fixtures.scripted_server import (  # noqa: E402
     error_reply,
     turn_reply,
 )
+from bindloop.loop import ToolRunner
 
 pytestmark = pytest.mark.anyio
 
@@ -126,8 +126,11 @@ async def _run(routed: RoutedModel, out: _Outputs) -> None:
 
     try:
         result = await run_tool_loop(ToolLoopParams(
-            state=state, call_model=call_model_port(routed), run_tool_call=add, max_iterations=3,
-            build_tools=lambda: TOOLS))
+            state=state,
+            model=routed,
+            max_iterations=3,
+            runner=ToolRunner(run_tool_call=add, build_tools=lambda: TOOLS),
+        ))
         out.add(result)
         out.add(result.stats)
     except Exception as exc:  # a failed run's error is an output too

@@ -22,9 +22,10 @@ from bindloop.hosts.asgi.chat import AgUiFrames, ChatInput, Frames, UiFrames, dr
 from bindloop.hosts.asgi.agent import agent_runner
 from examples.demos.ui_demo import DemoModel, demo_tools
 from bindloop.protocols import AgUiEncoder, ToolApproval, UIStreamEncoder
-from bindloop.session import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
+from bindloop.checkpoints import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
 
-from bindloop.hosts.workers.replay import LogFollower, RecordedFrames, decode_fed, encode_fed, replay
+from bindloop.hosts.asgi.replay import RecordedFrames, decode_fed, encode_fed, replay
+from bindloop.hosts.workers.replay import LogFollower
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "worker" / "src"))
 from tools import TOOLS  # noqa: E402  # the template's

@@ -20,7 +20,7 @@ import msgspec
 from bindloop.contracts import ModelTurnResult, ToolError, ToolResult, ToolSuspend, UserMessage
 from bindloop.hosts.transports.httpx import HttpxTransport
 from harness.fixtures.scripted_server import ScriptedProviderServer, error_reply, turn_reply
-from bindloop.session import (
+from bindloop.checkpoints import (
     CheckpointReply,
     LoopCheckpoint,
     apply_checkpoint_input,

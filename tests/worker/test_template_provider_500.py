@@ -14,7 +14,7 @@ import pytest
 from bindloop.contracts import UserMessage
 from bindloop.hosts.transports.httpx import HttpxTransport
 from harness.fixtures.scripted_server import ScriptedProviderServer, error_reply, turn_reply
-from bindloop.session import create_loop_checkpoint
+from bindloop.checkpoints import create_loop_checkpoint
 from bindloop.testing import final_answer
 
 from bindloop.hosts.workers import agent

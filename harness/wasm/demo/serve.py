@@ -57,6 +57,7 @@ from bindloop.contracts import (
     content_text,
     messages_from_openai,
 )
+from bindloop.model import ModelRequest
 from examples.demos.demo import PolicyModel
 from harness.fixtures.provider_replies import render_sse, sse_event
 from harness.fixtures.scripted_server import (
@@ -135,7 +136,7 @@ def _policy_turn(messages: list[Message]) -> ModelTurnResult:
     """The policy model's next turn for this transcript, from the transcript alone."""
     model = PolicyModel()
     model.turn = sum(1 for m in messages if isinstance(m, AssistantMessage))
-    coro = model(messages, [])
+    coro = model.complete(messages, ModelRequest())
     try:
         coro.send(None)
     except StopIteration as done:

@@ -28,7 +28,7 @@ from .._awaitable import resolve
 from ..contracts import AssistantMessage, Message, ToolCall, ToolError, ToolOutcome, ToolSuspend
 from ..errors import PortContractError, UsageError
 from ..run import canonical_json_bytes
-from ..session import ApprovalRecord, DecidedCall, LoopCheckpoint
+from ..checkpoints import ApprovalRecord, DecidedCall, LoopCheckpoint
 from ._errors import ApprovalAlreadyDecidedError, ApprovalError, ApprovalTokenError
 from ._saves import Position, SaveFn
 

@@ -9,7 +9,7 @@ reborns used up.
 from __future__ import annotations
 
 from ..errors import BindloopError, RunStoppedError, UsageError
-from ..session import LoopCheckpoint
+from ..checkpoints import LoopCheckpoint
 
 __all__ = (
     "ApprovalAlreadyDecidedError",

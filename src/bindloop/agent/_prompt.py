@@ -1,14 +1,16 @@
 """``prompt_agent`` / ``prompt_chat``: one generation's prompt as ONE ``run_tool_loop``, on the
 loop's ports (:func:`drive`, which ``resume_chat`` runs too).
 
-- ``call_model``: :class:`~bindloop.agent._turns.TurnPort` (the one fold, priced inside it; the
+- ``model``: :class:`~bindloop.agent._turns.TurnPort` (the one fold, priced inside it; the
   stream, traces, journal and replay observe it);
-- ``run_tool_call`` / ``run_tool_batch``: :class:`~bindloop.agent._calls.ToolPort` (each call's
-  tool onion; the tool-call-loop middleware and the approval gate around the loop's own batch
-  runner);
-- ``on_turn_would_end``: :class:`~bindloop.agent._reask.Reasks` (the schema and the validators'
-  verdict: accept, or re-ask in the same loop);
-- ``is_final_call``: the output tool's call ends the run (tool-mode structured output);
+- ``runner``: ``run_tool_call`` / ``run_tool_batch`` from :class:`~bindloop.agent._calls.ToolPort`
+  (each call's tool onion; the tool-call-loop middleware and the approval gate around the loop's
+  own batch runner), ``is_final_call`` (the output tool's call ends the run: tool-mode structured
+  output), the serial tools and the fatal-raise rule;
+- ``hooks``: ``on_turn_would_end`` from :class:`~bindloop.agent._reask.Reasks` (the schema and the
+  validators' verdict: accept, or re-ask in the same loop) and ``on_tool_call_rejected`` (every
+  failed call reported);
+- ``signal``: the run's;
 - ``resume_calls``: a resumed chat's decided approvals, the run's first batch.
 """
 
@@ -31,8 +33,9 @@ from ..contracts import (
     UserMessage,
 )
 from ..errors import PortContractError, RunCancelledError, UsageError, is_infrastructure_error
-from ..loop import RunToolCallFn, ToolLoopParams, ToolLoopState, run_tool_loop
-from ..session import LoopCheckpoint
+from ..loop import LoopHooks, MaybeAwaitable, ToolLoopParams, ToolLoopState, ToolRunner, \
+    run_tool_loop
+from ..checkpoints import LoopCheckpoint
 from ._approvals import ApprovalGate, PendingApproval, check_secret, note_suspended, \
     pending_approvals
 from ._errors import (
@@ -54,7 +57,7 @@ from ._run_events import RunEvents
 from ._trace import ToolSpans
 from ._saves import Position, SaveFn, refuse_saves
 from ..schema import OutputSpec, output_spec
-from ..session import DecidedCall
+from ..checkpoints import DecidedCall
 from ._stream import AgentStreamEvent, StreamHub, Watcher, with_consumers
 from ._turns import ToolChoiceArg, TurnPort, choice_policy, model_surface, resolve_model
 
@@ -215,7 +218,7 @@ async def drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Pos
     serial = frozenset(gen.serial)
     run, hook = frame.run, frame.run.on_tool_error
     failures: list[ToolErrorReport] = []
-    run_tool_call: RunToolCallFn = tools.run_tool_call
+    run_tool_call: Callable[[ToolCall], MaybeAwaitable[ToolOutcome]] = tools.run_tool_call
     events = None
     tracer = run.tracer
     if hub is not None or tracer.enabled:  # the tool, approval and checkpoint events
@@ -225,18 +228,22 @@ async def drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Pos
         if saver is not None and hub is not None:
             saver = events.saver(saver)
         events.decided(decided, commit)
+    reasking = spec is not None or bool(gen.validators)
     params = ToolLoopParams(
-        call_model=turns.call_model, run_tool_call=run_tool_call, state=pos.state,
-        max_iterations=max(pos.total_end - pos.iterations, 0), signal=frame.signal,
-        is_fatal_tool_error=_fatal, resume_calls=resume_calls,
-        runs_serially=(lambda call: call.name in serial) if serial else None,
-        on_turn_would_end=reasks if spec is not None or gen.validators else None,
-        run_tool_batch=tools.run_tool_batch if gen.loop_middleware or gate else None,
-        is_final_call=tools.is_final_call if output is not None else None,
-        # Every failed call is reported: to the run's hook, by default a redacted WARNING record.
-        on_tool_call_rejected=reporter(
-            log_tool_error if hook is None else hook, lambda: pos.state.messages, frame.agent_id,
-            run.session_id, run.trace_id, failures))
+        model=turns, state=pos.state, max_iterations=max(pos.total_end - pos.iterations, 0),
+        signal=frame.signal, resume_calls=resume_calls,
+        runner=ToolRunner(
+            run_tool_call=run_tool_call, is_fatal_tool_error=_fatal,
+            runs_serially=(lambda call: call.name in serial) if serial else None,
+            run_tool_batch=tools.run_tool_batch if gen.loop_middleware or gate else None,
+            is_final_call=tools.is_final_call if output is not None else None),
+        hooks=LoopHooks(
+            on_turn_would_end=reasks if reasking else None,
+            # Every failed call is reported: to the run's hook, by default a redacted WARNING
+            # record.
+            on_tool_call_rejected=reporter(
+                log_tool_error if hook is None else hook, lambda: pos.state.messages,
+                frame.agent_id, run.session_id, run.trace_id, failures)))
     result = await (run_tool_loop(params) if saver is None else
                     run_tool_loop(params, pos.control(saver)))
     stats = gen.stats = result.stats  # prompt_stats() reads it, whichever way the prompt returns
@@ -244,7 +251,7 @@ async def drive(frame: Frame, gen: Generation, spec: OutputSpec | None, pos: Pos
     if reason == "done":
         turn = result.final_turn
         data = turn.text or "" if turn is not None else ""
-        value = reasks.value if params.on_turn_would_end is not None else data
+        value = reasks.value if reasking else data
         if not chat:  # prompt_agent returns the value alone: no ChatResult to build
             return value, None
         finished = None
@@ -404,7 +411,7 @@ async def prompt_chat(*, max_turn_steps: int = 10, max_total_turns: int | None =
 
     ``on_checkpoint(checkpoint)`` (sync or async; its return value is ignored) is awaited at every
     settled boundary of the chat — after each finished tool round, before the next model call,
-    re-asks included — with a ``ready`` :class:`~bindloop.session.LoopCheckpoint` that
+    re-asks included — with a ``ready`` :class:`~bindloop.checkpoints.LoopCheckpoint` that
     :func:`resume_chat` continues to the same outcome (the re-asks left and the turn budgets travel
     in its ``reask`` field). Store it before returning: a raise fails the prompt there, and nothing
     after it runs. The chat's checkpoints share one ``execution_id`` and their revisions increase

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..session import CheckpointReply, CheckpointWake, LoopCheckpoint, apply_checkpoint_input, \
+from ..checkpoints import CheckpointReply, CheckpointWake, LoopCheckpoint, apply_checkpoint_input, \
     parse_loop_checkpoint
+from ..contracts import Content
 from ..errors import UsageError
 from ._approvals import ApprovalDecision, check_decisions, commit_decisions, record_of, \
     resumed_calls
@@ -20,7 +21,7 @@ from ._turns import ToolChoiceArg
 __all__ = ("resume_chat",)
 
 
-def _apply_reply(cp: LoopCheckpoint, reply: str, tool_call_id: str | None) -> LoopCheckpoint:
+def _apply_reply(cp: LoopCheckpoint, reply: Content, tool_call_id: str | None) -> LoopCheckpoint:
     # The reply answers one open suspend that is not an approval's.
     record = record_of(cp)
     approval_ids = {*record.pending, *(d.call_id for d in record.decided)}
@@ -41,7 +42,7 @@ def _apply_reply(cp: LoopCheckpoint, reply: str, tool_call_id: str | None) -> Lo
 
 
 async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, Any], *,
-                      reply: str | None = None, tool_call_id: str | None = None,
+                      reply: Content | None = None, tool_call_id: str | None = None,
                       max_turn_steps: int | None = None,
                       tool_choice: ToolChoiceArg = None,
                       on_checkpoint: Callable[[LoopCheckpoint], object] | None = None,
@@ -56,7 +57,8 @@ async def resume_chat(checkpoint: LoopCheckpoint | bytes | str | Mapping[str, An
     counts this call's turns).
 
     ``reply`` answers the open suspend (``tool_call_id`` picks one when several are open): a
-    ``waiting_for_reply`` suspend gets it as a reply, a ``resuming_later`` one as its wake result.
+    ``waiting_for_reply`` suspend gets it as a reply, a ``resuming_later`` one as its wake result
+    (text, or content parts such as an MCP tool's answer from ``answer_mcp_input``).
     The checkpoint's ``reask`` record (a chat's own checkpoints carry one) gives the refused
     answers so far, the turns left in the current attempt and in the whole prompt, so the chat
     goes on exactly as it would have uninterrupted. ``max_turn_steps`` replaces that: a fresh

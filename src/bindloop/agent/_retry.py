@@ -8,19 +8,17 @@ from typing import TypeAlias
 
 import anyio
 
-from ..completion import ReasoningEvent, StreamEvent, TextEvent, ToolCallEvent
+from ..completion import StreamEvent
 from ..contracts import Message, ModelTurnResult
 from ..errors import UsageError
 from ..model import Model, ModelRequest
-from ..wire import ModelAdapter, RetryPolicy
+from ..wire import ModelAdapter, RetryPolicy, is_content_event, retry_attempts
 from ._middleware import ModelMiddleware, WrappedModel
 
 __all__ = ("create_retry_middleware",)
 
 Sleep: TypeAlias = Callable[[float], Awaitable[None]]
 
-
-_CONTENT = (TextEvent, ToolCallEvent, ReasoningEvent)
 
 
 class _Retrying(WrappedModel):
@@ -36,23 +34,13 @@ class _Retrying(WrappedModel):
 
     async def stream(self, messages: Sequence[Message],
                      request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
-        attempt = 0
-        while True:
-            attempt += 1
-            produced = False
-            try:
+        for attempt in retry_attempts(self._policy, random=self._random, sleep=self._sleep):
+            async with attempt:
                 async for event in self._inner.stream(messages, request):
-                    if not produced and isinstance(event, _CONTENT):
-                        produced = True
+                    if not attempt.produced and is_content_event(event):
+                        attempt.produced = True
                     yield event
                 return
-            except Exception as exc:
-                # After the first output byte the consumer has seen part of an answer: a retry
-                # would splice two answers together, so the error is the caller's to handle.
-                delay = None if produced else self._policy.delay_ms(attempt, exc, self._random)
-                if delay is None:
-                    raise
-            await self._sleep(delay / 1000.0)
 
     async def complete(self, messages: Sequence[Message], request: ModelRequest, /,
                        on_event: Callable[[StreamEvent], None] | None = None,
@@ -60,25 +48,19 @@ class _Retrying(WrappedModel):
         """The inner model's own fold, called again under the same rule as ``stream``: only
         while none of its content events has been handed on."""
         complete = self._inner.complete
-        produced = [False]
+        for attempt in retry_attempts(self._policy, random=self._random, sleep=self._sleep):
+            async with attempt:
+                seen = attempt
 
-        def sink(event: StreamEvent) -> None:
-            if not produced[0] and isinstance(event, _CONTENT):
-                produced[0] = True
-            if on_event is not None:
-                on_event(event)
+                def sink(event: StreamEvent) -> None:
+                    if not seen.produced and is_content_event(event):
+                        seen.produced = True
+                    if on_event is not None:
+                        on_event(event)
 
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
                 turn: ModelTurnResult = await complete(messages, request, sink, on_reset)
                 return turn
-            except Exception as exc:
-                delay = None if produced[0] else self._policy.delay_ms(attempt, exc, self._random)
-                if delay is None:
-                    raise
-            await self._sleep(delay / 1000.0)
+        raise AssertionError("unreachable: every attempt returns or raises")
 
 
 def _own_retry(model: object) -> str | None:

@@ -9,7 +9,7 @@ import msgspec
 
 from ..contracts import ModelTurnResult, ToolOutcome
 from ..errors import UsageError
-from ..session import CheckpointFormatError
+from ..checkpoints import CheckpointFormatError
 from ._errors import NoAgentContextError, SnapshotDisabledError
 from ..signal import AbortSignal
 from ._context import Frame, RunState, enter, leave, optional_frame
@@ -161,7 +161,7 @@ def restore_snapshot(trace: Sequence[TraceEvent | Mapping[str, Any]], *,
     their JSON), up to and including the event whose ``seq`` is ``anchor`` (default: the whole
     trace). Replaying it re-serves the model turns and tool outputs traced before the anchor.
 
-    Raises :class:`~bindloop.session.CheckpointFormatError` for an event that does not decode, and
+    Raises :class:`~bindloop.checkpoints.CheckpointFormatError` for an event that does not decode, and
     :class:`~bindloop.errors.UsageError` for an ``anchor`` that is not in the trace."""
     events: list[TraceEvent] = []
     for i, raw in enumerate(trace):

@@ -1,5 +1,5 @@
 """Where a prompt's run events beyond its model turns are emitted, on the loop's ports: a call
-started and finished (the loop's ``run_tool_call`` port, observed), a checkpoint saved (the
+started and finished (the runner's ``run_tool_call``, observed), a checkpoint saved (the
 prompt's ``on_checkpoint``, observed), approvals decided and requested (at the start of a resumed
 chat and at a suspend), to the stream and to the trace (its tool spans read these events). Model
 turns are reported by the turn port's observer (:mod:`bindloop.agent._turns`). Nothing here runs
@@ -13,9 +13,9 @@ from typing import Any
 
 from .._awaitable import isawaitable, resolve
 from ..contracts import ToolCall, ToolOutcome
-from ..loop import RunToolCallFn
+from ..loop import MaybeAwaitable
 from ..lowlevel import is_fatal_raise, tool_exception_error
-from ..session import DecidedCall, LoopCheckpoint
+from ..checkpoints import DecidedCall, LoopCheckpoint
 from ._approvals import PendingApproval
 from ._saves import SaveFn
 from ._stream import (
@@ -55,8 +55,9 @@ class RunEvents:
         if self.hub is not None:
             self.hub.emit(AgentStreamEvent(turn_index=self.turn(), event=event))
 
-    def tool_port(self, inner: RunToolCallFn) -> RunToolCallFn:
-        """The loop's ``run_tool_call`` port around ``inner``: each call reported as it starts
+    def tool_port(self, inner: Callable[[ToolCall], MaybeAwaitable[ToolOutcome]]
+                  ) -> Callable[[ToolCall], MaybeAwaitable[ToolOutcome]]:
+        """The runner's ``run_tool_call`` around ``inner``: each call reported as it starts
         and as it finishes -- with what the model reads and, for a raise, the exception (a fatal
         one: no outcome, the run stops). The output tool's call runs nothing: not reported."""
         output = self.output

@@ -5,7 +5,7 @@ A chat's checkpoints form one execution: the same ``execution_id``, revisions on
 order they are produced (saves first, then the suspend or out-of-turns checkpoint), iterations and
 stats counted from the start of the chat (the loop state's own totals). The re-ask position the
 loop state cannot hold rides in the checkpoint's typed ``reask`` field
-(:class:`~bindloop.session.ReaskRecord`), so a save taken during a re-ask resumes with the same
+(:class:`~bindloop.checkpoints.ReaskRecord`), so a save taken during a re-ask resumes with the same
 re-asks and turns left.
 """
 
@@ -18,7 +18,7 @@ import msgspec
 from .._awaitable import resolve
 from ..errors import UsageError
 from ..loop import BoundaryDecision, LoopBoundary, LoopControl, ToolLoopState
-from ..session import (
+from ..checkpoints import (
     ApprovalRecord,
     CheckpointStatus,
     DecidedCall,

@@ -17,7 +17,7 @@ from ..contracts import AssistantMessage, FilePart, ImagePart, Message, ModelTur
     ProviderItemPart, ReasoningPart, SystemMessage, TextPart, ToolCall, ToolDefinition, \
     ToolMessage, ToolOutcome, UserMessage
 from ..errors import UsageError
-from ..session import CheckpointFormatError
+from ..checkpoints import CheckpointFormatError
 from ._errors import SnapshotDivergenceError
 from ..run import canonical_json
 
@@ -61,7 +61,7 @@ class FrameSnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 
 class AgentSnapshot(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """A whole run's snapshot. ``encode_snapshot`` gives its stable bytes; ``parse_snapshot`` reads
-    them back (refusing another version with :class:`~bindloop.session.CheckpointFormatError`)."""
+    them back (refusing another version with :class:`~bindloop.checkpoints.CheckpointFormatError`)."""
 
     version: int = SNAPSHOT_VERSION
     root: FrameSnapshot
@@ -78,7 +78,7 @@ def encode_snapshot(snapshot: AgentSnapshot) -> bytes:
 def parse_snapshot(data: bytes | str | Mapping[str, Any]) -> AgentSnapshot:
     """Read a snapshot from its JSON bytes/text or the decoded object.
 
-    Raises :class:`~bindloop.session.CheckpointFormatError` naming the field for another version, a
+    Raises :class:`~bindloop.checkpoints.CheckpointFormatError` naming the field for another version, a
     wrong shape or an unknown field."""
     try:
         value: Any = msgspec.json.decode(data) if isinstance(data, (bytes, str)) else data
@@ -340,7 +340,7 @@ class PromptHasher:
         """The next calls' tool choice (a per-turn tool-choice policy changes it between turns)."""
         self._suffix = self._schema + canonical_value(tool_choice) + self._tools
 
-    def __call__(self, messages: list[Message]) -> str:
+    def __call__(self, messages: Sequence[Message]) -> str:
         count = self._count
         trail = self._trail
         if trail is None or messages is not self._list or len(messages) < count or (count and (

@@ -19,7 +19,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from ..completion import FinishReason, StreamEvent
 from ..contracts import ToolCall, ToolOutcome, TurnUsage
-from ..session import LoopCheckpoint
+from ..checkpoints import LoopCheckpoint
 from ..signal import AbortSignal
 
 if TYPE_CHECKING:

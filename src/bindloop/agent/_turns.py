@@ -9,7 +9,7 @@ the journaled turn in as it is. Unwatched, the same call runs with no observer a
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 import msgspec
@@ -17,10 +17,11 @@ import msgspec
 from ..completion import StreamEvent, TextEvent, ToolCallEvent
 from ..textstream import TurnTextStream
 from ._partial_json import PartialJsonParser
-from ..contracts import Message, ModelTurnResult, ToolDefinition
+from ..contracts import Message, ModelTurnResult, ToolDefinition, TurnUsage
 from ..errors import PortContractError, UsageError
 from ._errors import BudgetExceededError, ModelRegistryNotFoundError
-from ..model import ForcedTool, Model, ModelRequest, StreamModel, ToolChoice, fold_events
+from ..model import ForcedTool, Model, ModelRequest, StreamModel, StructuredOutputMode, \
+    ToolChoice, fold_events, unpriced
 from ._context import Frame, Generation
 from ..schema import InvalidOutputError, OutputSpec
 from ._snapshot import PromptHasher
@@ -228,11 +229,13 @@ class _Watch:
 
 
 class TurnPort:
-    """The loop's ``call_model`` for one prompt. ``turns`` counts the calls made; once it reaches
+    """The loop's model for one prompt: a :class:`~bindloop.model.Model` over the agent's, which
+    asks it with the prompt's own request (tools, schema, tool choice) and observes the turn (the
+    stream, traces, journal, replay, budgets). ``turns`` counts the calls made; once it reaches
     ``limit`` (set by the re-ask logic: where the current attempt's turns run out) the next call
     raises ``out_of_steps()`` instead."""
 
-    __slots__ = ("budgets", "choose", "complete", "frame", "hasher", "hub", "limit", "model",
+    __slots__ = ("budgets", "choose", "model_complete", "frame", "hasher", "hub", "limit", "model",
                  "options", "out_of_steps", "plain", "recording", "spec", "text", "tool_mode",
                  "tracer", "turns", "watched")
 
@@ -260,7 +263,7 @@ class TurnPort:
                 budgets.append(node)
             node = node.parent
         self.budgets = budgets
-        self.complete = model.complete
+        self.model_complete = model.complete
         run = frame.run
         self.tracer = run.tracer
         self.recording = run.enable_snapshot or run.tracer.enabled or frame.cursor is not None
@@ -269,9 +272,8 @@ class TurnPort:
         self.watched = self.recording or hub is not None or text is not None
         # Unwatched, a StreamModel that keeps the base's complete and price has nothing to charge
         # (its fold prices nothing): its turn is that fold itself, awaited by the loop directly.
-        kind = type(model)
-        self.plain = not self.watched and kind.complete is StreamModel.complete \
-            and kind.price is StreamModel.price
+        self.plain = not self.watched and type(model).complete is StreamModel.complete \
+            and unpriced(model)
         self.turns = 0
 
     # -- budget -----------------------------------------------------------------------------------
@@ -297,10 +299,32 @@ class TurnPort:
                                     f"{type(turn).__name__}, not a ModelTurnResult")
         return turn
 
-    def call_model(self, messages: list[Message],
-                   _tools: list[ToolDefinition]) -> Awaitable[ModelTurnResult]:
-        """The loop's port: a plain function that checks the bounds and hands back the call's
-        awaitable."""
+    @property
+    def id(self) -> str:
+        return self.model.id
+
+    @property
+    def provider(self) -> str | None:
+        return self.model.provider
+
+    @property
+    def structured_output(self) -> StructuredOutputMode:
+        return self.model.structured_output
+
+    def price(self, usage: TurnUsage, /) -> int:
+        return self.model.price(usage)
+
+    def stream(self, messages: Sequence[Message],
+               request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
+        """The agent's model's stream for the prompt's request (unobserved, uncounted)."""
+        return self.model.stream(messages, self.options)
+
+    def complete(self, messages: Sequence[Message], request: ModelRequest, /,
+                 on_event: Callable[[StreamEvent], None] | None = None,
+                 on_reset: Callable[[], None] | None = None) -> Awaitable[ModelTurnResult]:
+        """The loop's call: checks the bounds and hands back the call's awaitable. The loop's
+        ``request`` is empty (the agent offers no runner tools); the prompt's own is used. The
+        loop passes no ``on_event``: the turn's observers are the prompt's."""
         if self.turns >= self.limit:
             raise self.out_of_steps()
         if self.budgets:
@@ -313,7 +337,7 @@ class TurnPort:
             return fold_events(self.model.stream(messages, self.options), None)
         return self._call(messages)
 
-    def _choose(self, messages: list[Message]) -> None:
+    def _choose(self, messages: Sequence[Message]) -> None:
         assert self.choose is not None
         choice = _checked_choice(self.choose(ToolChoiceContext(turn_index=self.turns,
                                                                messages=messages)))
@@ -322,18 +346,18 @@ class TurnPort:
             if self.hasher is not None:  # the choice is part of the request a replay checks
                 self.hasher.choose(choice)
 
-    async def _call(self, messages: list[Message]) -> ModelTurnResult:
+    async def _call(self, messages: Sequence[Message]) -> ModelTurnResult:
         if self.watched:
             turn = await self._watched(messages, self.turns - 1)
         else:  # nobody watches: the model's own fold, with no observer
-            turn = await self.complete(messages, self.options)
+            turn = await self.model_complete(messages, self.options)
             if type(turn) is not ModelTurnResult:
                 turn = self._checked(turn)
         if turn.cost:
             self._charge(turn.cost)
         return turn
 
-    async def _watched(self, messages: list[Message], index: int) -> ModelTurnResult:
+    async def _watched(self, messages: Sequence[Message], index: int) -> ModelTurnResult:
         frame = self.frame
         hub = self.hub
         model_id = self.model.id
@@ -357,8 +381,8 @@ class TurnPort:
                 if watch is not None:
                     watch.replayed(turn)
             else:
-                turn = await (self.complete(messages, self.options) if watch is None else
-                              self.complete(messages, self.options, watch, watch.restart))
+                turn = await (self.model_complete(messages, self.options) if watch is None else
+                              self.model_complete(messages, self.options, watch, watch.restart))
                 if type(turn) is not ModelTurnResult:
                     turn = self._checked(turn)
         except BaseException as exc:

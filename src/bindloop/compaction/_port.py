@@ -63,7 +63,7 @@ def compaction_port(
     max_retries: int = 3,
     on_decision: Callable[[AutoCompactDecision], None] | None = None,
 ) -> Callable[[list[Message]], Awaitable[CompactionApplied | None]]:
-    """A ``ToolLoopParams.compact`` port that auto-compacts with :func:`compact_conversation`.
+    """A ``LoopHooks.compact`` hook (``LoopHooks(compact=...)``) that auto-compacts with :func:`compact_conversation`.
 
     Before each model call it asks :func:`should_auto_compact` with the latest fresh prompt size from
     ``state`` (the run's live state). When it fires, everything older than the last ``keep_turns``

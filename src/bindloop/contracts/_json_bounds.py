@@ -31,7 +31,7 @@ DEFAULT_MAX_JSON_BYTES: Final = 64 * 1024
 """64 KiB: a chat request with a long pasted message, not a document store."""
 
 DEFAULT_MAX_JSON_DEPTH: Final = 64
-"""The nesting bound checkpoints already hold JSON values to (``bindloop.session``)."""
+"""The nesting bound checkpoints already hold JSON values to (``bindloop.checkpoints``)."""
 
 
 # A complete JSON string, escapes included (the unrolled form: linear, no nested repetition).

@@ -54,10 +54,13 @@ class ToolSuspend(msgspec.Struct, frozen=True, kw_only=True, tag_field="outcome"
                   omit_defaults=True):
     """The call cannot finish now. ``waiting_for_reply``: a person must answer (``detail`` is the
     question). ``resuming_later``: the tool scheduled its own resume. Either way the result is withheld;
-    the answer arrives later as a tool message carrying this call's id."""
+    the answer arrives later as a tool message carrying this call's id. ``state`` is opaque text
+    the tool needs to finish the call after an answer (kept with the open suspend in the
+    checkpoint, so another process can pick it up; never shown to the model)."""
 
     mode: SuspendMode
     detail: str | None = None
+    state: str | None = None
 
 
 ToolOutcome: TypeAlias = ToolResult | ToolError | ToolSuspend

@@ -167,7 +167,7 @@ class TurnTimings(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
 
 
 class ModelTurnResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """What ``call_model`` returns for one completion.
+    """What a model returns for one completion (``Model.complete``).
 
     ``accept_message=False`` keeps a tolerated empty completion out of the transcript while its spend
     is still folded; the loop refuses the discard for a turn that requested tools.

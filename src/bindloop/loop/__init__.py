@@ -1,4 +1,5 @@
-"""The tool loop: :func:`run_tool_loop`, its ports, state and result, and the pool its batches run in
+"""The tool loop: :func:`run_tool_loop`, its ports (:class:`ToolLoopPorts`: a model, a
+:class:`ToolRunner`, :class:`LoopHooks`, one stop signal), state and result, and the pool its batches run in
 (:func:`run_tool_calls_pooled_by_tool`). The decision machine it drives is public in
 :mod:`bindloop.lowlevel`. Also the per-turn thinking-budget schedules (:func:`thinking_budget`)."""
 
@@ -13,7 +14,6 @@ from ._types import (
     ActivationKind as ActivationKind,
     BatchRunner as BatchRunner,
     BoundaryDecision as BoundaryDecision,
-    CallModelFn as CallModelFn,
     ControlledStopReason as ControlledStopReason,
     ControlledToolLoopResult as ControlledToolLoopResult,
     LoopBoundary as LoopBoundary,
@@ -21,15 +21,17 @@ from ._types import (
     LoopCounters as LoopCounters,
     MaybeAwaitable as MaybeAwaitable,
     OpenSuspend as OpenSuspend,
-    RunToolBatchFn as RunToolBatchFn,
-    RunToolCallFn as RunToolCallFn,
     StepSettlement as StepSettlement,
-    ToolLoopParams as ToolLoopParams,
-    ToolLoopPorts as ToolLoopPorts,
     ToolLoopResult as ToolLoopResult,
     ToolLoopState as ToolLoopState,
 )
 
+from ._ports import (
+    LoopHooks as LoopHooks,
+    ToolLoopParams as ToolLoopParams,
+    ToolLoopPorts as ToolLoopPorts,
+    ToolRunner as ToolRunner,
+)
 from ._thinking import (
     GeometricThinkingDecay as GeometricThinkingDecay,
     StepThinkingDecay as StepThinkingDecay,
@@ -45,17 +47,15 @@ __all__ = (
     "ActivationKind",
     "BatchRunner",
     "BoundaryDecision",
-    "CallModelFn",
     "ControlledStopReason",
     "ControlledToolLoopResult",
     "GeometricThinkingDecay",
     "LoopBoundary",
     "LoopControl",
     "LoopCounters",
+    "LoopHooks",
     "MaybeAwaitable",
     "OpenSuspend",
-    "RunToolBatchFn",
-    "RunToolCallFn",
     "StepSettlement",
     "StepThinkingDecay",
     "ThinkingDecay",
@@ -63,6 +63,7 @@ __all__ = (
     "ToolLoopPorts",
     "ToolLoopResult",
     "ToolLoopState",
+    "ToolRunner",
     "run_tool_loop",
     "thinking_budget",
     "DiscardedTurnWithToolCallsError",

@@ -90,6 +90,8 @@ def check_outcome(outcome: object, call: ToolCall, port: str = "run_tool_call") 
                 f"{where}: ToolSuspend.mode must be one of {_SUSPEND_MODES}, got {outcome.mode!r}")
         if outcome.detail is not None and not isinstance(outcome.detail, str):
             raise PortContractError(f"{where}: ToolSuspend.detail must be a str or None")
+        if outcome.state is not None and not isinstance(outcome.state, str):
+            raise PortContractError(f"{where}: ToolSuspend.state must be a str or None")
     else:
         raise PortContractError(
             f"{port} returned {type(outcome).__name__} for call {call_id!r} of tool "

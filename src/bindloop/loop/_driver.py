@@ -3,23 +3,31 @@
 The driver owns no decisions of the loop's. It pops an effect, performs it with the host's ports,
 and sends the answer back; the only logic here is how a port is called (sync or async), how long it
 took, and checking what a port returned. The host's decisions are asked here, where the ports are,
-and sent as data: ``runs_serially`` and ``is_final_call`` answer the machine's ``PlanBatch`` and
-``CheckFinal`` requests; a raise is judged the moment it happens (:func:`is_fatal_raise`: a fatal
-one propagates and cancels its batch) and a non-fatal one is sent as the tool error the model reads
-(:func:`tool_exception_error`) and its type's name, the exception itself kept here for
+and sent as data: the runner's ``runs_serially`` and ``is_final_call`` answer the machine's
+``PlanBatch`` and ``CheckFinal`` requests; the stop signal is polled at each ``CheckBoundary``; a
+raise is judged the moment it happens (:func:`is_fatal_raise`: a fatal one propagates and cancels
+its batch) and a non-fatal one is sent as the tool error the model reads
+(:func:`tool_exception_error`) and its type's name, the exception itself kept here for the hooks'
 ``on_tool_call_rejected``. What a call that never ran says, and what the loop does with each
 answer, are the machine's (:mod:`bindloop.lowlevel`).
 """
 
 from __future__ import annotations
 
-from itertools import compress
-from operator import attrgetter
+from collections.abc import Callable
 from typing import Any, Final, cast, overload
+
+import msgspec
 
 from .._awaitable import isawaitable, resolve as _resolve
 from ..contracts import ToolCall, ToolOutcome
-from ..errors import AbortedToolCallError, PortContractError
+from ..errors import (
+    AbortedToolCallError,
+    PortContractError,
+    RunCancelledError,
+    RunTimeoutError,
+    UsageError,
+)
 from ._pool import run_tool_calls_pooled_by_tool
 from ._checks import check_bool, check_sync_result, check_tools
 from ._effects import (
@@ -59,21 +67,20 @@ from ._effects import (
 )
 from ._batch_port import Raised, RawAnswer, id_of, name_of, wrap_tool_batch
 from ._machine import LoopMachine
+from ._ports import LoopHooks, ToolLoopParams, ToolRunner
 from ._tool_errors import is_fatal_raise, tool_exception_error
 from ._types import (
     EFFECT_PORTS,
     ControlledToolLoopResult,
     LoopBoundary,
     LoopControl,
-    ToolLoopParams,
     ToolLoopResult,
 )
 
 __all__ = ("run_tool_loop",)
 
-_effect_ports: Final = attrgetter(*EFFECT_PORTS)
-_NO_PORTS: Final = (None,) * len(EFFECT_PORTS)
-_NOTHING_WIRED: Final[frozenset[str]] = frozenset()
+_EFFECT_PORTS: Final = frozenset(EFFECT_PORTS)
+_RAISED_STOPS: Final = (RunTimeoutError, RunCancelledError)
 _ON_BOUNDARY: Final = frozenset({"on_boundary"})
 _ACCEPTED: Final = ToolMessageAccepted()
 _GO: Final = BoundaryChecked(False)
@@ -98,28 +105,48 @@ async def run_tool_loop(
     ``checkpointed``; the result is then a :class:`ControlledToolLoopResult`.
 
     Returns the stop reason and this invocation's :class:`~bindloop.contracts.RunStats`; ``state`` is
-    updated in place throughout. Raises whatever a raise-based port raises
-    (:class:`~bindloop.errors.RunTimeoutError` from ``throw_if_timed_out``, a fatal tool error, a
-    failing ``before_tool_message_accepted`` or ``on_step_settled``) — ``state`` is then the only
-    accounting that survives. Contract violations raise :class:`~bindloop.errors.UsageError` subclasses.
+    updated in place throughout. Raises a stop signal's :class:`~bindloop.errors.RunTimeoutError`
+    or :class:`~bindloop.errors.RunCancelledError` reason, and whatever a port raises (the model, a
+    fatal tool error, a failing ``before_tool_message_accepted`` or ``on_step_settled``) —
+    ``state`` is then the only accounting that survives. Contract violations raise
+    :class:`~bindloop.errors.UsageError` subclasses.
     """
     if not isinstance(params, ToolLoopParams):
         raise PortContractError(f"run_tool_loop expects ToolLoopParams, got {type(params).__name__}")
     p = params
     if control is not None and not isinstance(control, LoopControl):
         raise PortContractError(f"control must be a LoopControl, got {type(control).__name__}")
-    ports = _effect_ports(p)
-    wired = (_NOTHING_WIRED if ports == _NO_PORTS
-             else frozenset(compress(EFFECT_PORTS, [port is not None for port in ports])))
+    runner, hooks = p.runner, p.hooks
+    if not isinstance(runner, ToolRunner):
+        raise PortContractError(f"runner must be a ToolRunner, got {type(runner).__name__}")
+    if not isinstance(hooks, LoopHooks):
+        raise PortContractError(f"hooks must be a LoopHooks, got {type(hooks).__name__}")
+    tool_ports, hook_ports = runner.wired, hooks.wired
+    if "run_tool_call" not in tool_ports:
+        raise PortContractError("the runner has no run_tool_call: pass it "
+                                "(ToolRunner(run_tool_call=...)) or override it in a subclass")
+    wired = (tool_ports | hook_ports) & _EFFECT_PORTS
     if control is not None:
         wired |= _ON_BOUNDARY
     machine = LoopMachine(p.state, p.max_iterations, wired=wired, resume_calls=p.resume_calls)
     now = p.now
     signal = p.signal
-    run_tool_call = p.run_tool_call
-    fatal = p.is_fatal_tool_error
-    format_exception = p.format_tool_exception
-    serially = p.runs_serially
+    run_tool_call = runner.run_tool_call
+    fatal = runner.is_fatal_tool_error if "is_fatal_tool_error" in tool_ports else None
+    format_exception = (runner.format_tool_exception if "format_tool_exception" in tool_ports
+                        else None)
+    serially = runner.runs_serially if "runs_serially" in tool_ports else None
+    build_tools = runner.build_tools if "build_tools" in tool_ports else None
+    # Synchronous hooks: what they return is checked (an awaitable would never run).
+    rejected: Callable[[str, BaseException], object] | None = (
+        hooks.on_tool_call_rejected if "on_tool_call_rejected" in hook_ports else None)
+    progress: Callable[[int, int], object] = hooks.on_progress_update
+    complete = p.model.complete
+    request = base_request = p.request
+    if request.tools:
+        raise UsageError("ToolLoopPorts.request carries no tools: the runner's build_tools "
+                         "offers them on each call")
+    offered: object = None  # the tools `request` was last built from
     state = p.state
     send = machine.send
     # The exceptions of the ToolRaised answers made, in order: each RaisedByTool rejection the
@@ -160,27 +187,29 @@ async def run_tool_loop(
         if kind is CallModel:
             # Maybe-awaitable ports on the per-turn path are resolved inline: a resolve()
             # coroutine per call is a measurable share of a turn.
-            if p.build_tools is None:
-                tools = []
-            else:
-                built = p.build_tools()
-                tools = check_tools(await built if isawaitable(built) else built)
+            if build_tools is not None:
+                built = build_tools()
+                if isawaitable(built):
+                    built = await built
+                if built is not offered or type(built) is not tuple:  # a tuple cannot change
+                    tools = check_tools(built)
+                    request = (msgspec.structs.replace(base_request, tools=tuple(tools)) if tools
+                               else base_request)
+                    offered = built
             started = now()
-            pending = p.call_model(state.messages, tools)
+            pending = complete(state.messages, request)
             if not isawaitable(pending):
                 raise PortContractError(
-                    f"call_model returned {type(pending).__name__} instead of an awaitable: "
-                    "wire an async function")
+                    f"model.complete returned {type(pending).__name__} instead of an awaitable")
             send(ModelReplied(await pending, now() - started))
         elif kind is CheckBoundary:
-            if p.ensure_not_cancelled is not None:
-                await _resolve(p.ensure_not_cancelled())
-            if p.throw_if_timed_out is not None:
-                check_sync_result(p.throw_if_timed_out(), "throw_if_timed_out")
-            stop = signal is not None and signal.aborted
-            if not stop and p.should_stop is not None:
-                stop = check_bool(await _resolve(p.should_stop()), "should_stop")
-            send(_STOP if stop else _GO)
+            if signal is not None and signal.poll():
+                reason = signal.reason
+                if isinstance(reason, _RAISED_STOPS):
+                    raise reason
+                send(_STOP)
+            else:
+                send(_GO)
         elif kind is RunTool:
             run: RunTool = effect  # type: ignore[assignment]  # narrowed by the type check above
             if signal is not None and signal.aborted:
@@ -202,7 +231,7 @@ async def run_tool_loop(
             assert isinstance(effect, RunToolBatch)
             answers = await run_tool_calls_pooled_by_tool(
                 effect.items, run_pooled_item, tool_name=name_of, item_id=id_of,
-                signal=signal, options=p.batch_options,
+                signal=signal, options=runner.batch_options,
             )
             # Formatted here, in call order, once the pool is over (see _batch_port.Raised).
             send(BatchFinished([
@@ -215,51 +244,48 @@ async def run_tool_loop(
             # the machine checks the data again, for drivers that do not.
             send(BatchPlanned([check_bool(serially(c), "runs_serially") for c in effect.calls]))
         elif kind is CheckFinal:
-            assert isinstance(effect, CheckFinal) and p.is_final_call is not None
-            final = p.is_final_call
+            assert isinstance(effect, CheckFinal)
+            final = runner.is_final_call
             send(FinalChecked([check_bool(final(c, o), "is_final_call")
                                for c, o in zip(effect.calls, effect.outcomes)]))
         elif kind is WrapToolBatch:
             assert isinstance(effect, WrapToolBatch)
             send(await wrap_tool_batch(
-                p.run_tool_batch, effect.calls, run_one=run_one, run_pooled_item=run_pooled_item,
-                settle=settle, runs_alone=runs_alone, signal=signal, options=p.batch_options))
+                runner.run_tool_batch, effect.calls, run_one=run_one,
+                run_pooled_item=run_pooled_item, settle=settle, runs_alone=runs_alone,
+                signal=signal, options=runner.batch_options))
         elif kind is NotifyProgress:
-            assert isinstance(effect, NotifyProgress) and p.on_progress_update is not None
+            assert isinstance(effect, NotifyProgress)
             check_sync_result(
-                p.on_progress_update(effect.output_tokens, effect.requested_tool_calls),
+                progress(effect.output_tokens, effect.requested_tool_calls),
                 "on_progress_update")
         elif kind is NotifyAssistant:
-            assert isinstance(effect, NotifyAssistant) and p.on_assistant_message is not None
-            await _resolve(p.on_assistant_message(effect.message))
+            assert isinstance(effect, NotifyAssistant)
+            await _resolve(hooks.on_assistant_message(effect.message))
         elif kind is Reject:
             assert isinstance(effect, Reject)
             why = effect.reason
             error = (raised.pop(0) if isinstance(why, RaisedByTool)
                      else reason_exception(effect.tool_call_id, why))
-            if p.on_tool_call_rejected is not None:
-                check_sync_result(p.on_tool_call_rejected(effect.tool_call_id, error),
-                                  "on_tool_call_rejected")
+            if rejected is not None:
+                check_sync_result(rejected(effect.tool_call_id, error), "on_tool_call_rejected")
         elif kind is Activate:
             assert isinstance(effect, Activate)
-            assert p.activate is not None
-            await _resolve(p.activate(effect.kind, effect.names))
+            await _resolve(hooks.activate(effect.kind, effect.names))
         elif kind is AcceptToolMessage:
             assert isinstance(effect, AcceptToolMessage)
-            assert p.before_tool_message_accepted is not None
-            await _resolve(p.before_tool_message_accepted(effect.message, effect.ordinal))
+            await _resolve(hooks.before_tool_message_accepted(effect.message, effect.ordinal))
             send(_ACCEPTED)
         elif kind is Settle:
-            assert isinstance(effect, Settle) and p.on_step_settled is not None
-            send(Settled(await _resolve(p.on_step_settled(effect.would_end))))
+            assert isinstance(effect, Settle)
+            send(Settled(await _resolve(hooks.on_step_settled(effect.would_end))))
         elif kind is AskNudge:
-            assert isinstance(effect, AskNudge) and p.on_turn_would_end is not None
-            nudge: Any = p.on_turn_would_end(effect.turn)  # every prompt's last turn: inline
+            assert isinstance(effect, AskNudge)
+            nudge: Any = hooks.on_turn_would_end(effect.turn)  # every prompt's last turn: inline
             send(Nudged(await nudge if isawaitable(nudge) else nudge))
         elif kind is Compact:
-            assert p.compact is not None
             started = now()
-            applied = await _resolve(p.compact(state.messages))
+            applied = await _resolve(hooks.compact(state.messages))
             send(Compacted(applied, now() - started))
         elif kind is Boundary:
             assert control is not None

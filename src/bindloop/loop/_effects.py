@@ -86,8 +86,8 @@ __all__ = (
 # ---- requests: perform, then send() the answer the table accepts --------------------------------
 
 class CheckBoundary(msgspec.Struct, frozen=True, tag=True):
-    """Between iterations: run ``ensure_not_cancelled`` / ``throw_if_timed_out`` (they raise), then
-    answer :class:`BoundaryChecked` with whether ``signal`` or ``should_stop`` asks to stop."""
+    """Between iterations: poll the stop signal (a reason that is a ``RunTimeoutError`` or
+    ``RunCancelledError`` is raised), then answer :class:`BoundaryChecked` with whether it fired."""
 
 
 class Compact(msgspec.Struct, frozen=True, tag=True):

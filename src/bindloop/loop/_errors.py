@@ -13,7 +13,7 @@ __all__ = (
 
 
 class InvalidModelTurnError(UsageError):
-    """``call_model`` returned a turn the loop cannot act on (a tool call without an id, arguments that
+    """The model returned a turn the loop cannot act on (a tool call without an id, arguments that
     are not a JSON string, a duplicate id within the turn, ...)."""
 
 

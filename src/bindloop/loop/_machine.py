@@ -446,7 +446,7 @@ class LoopMachine(MachineProtocol):
             if isinstance(outcome, ToolSuspend):
                 st.open_suspends.append(OpenSuspend(
                     tool_call_id=call.id, tool_name=call.name, mode=outcome.mode,
-                    detail=outcome.detail,
+                    detail=outcome.detail, state=outcome.state,
                 ))
             else:
                 queue.append(tool_outcome_message(call.id, outcome, call.name))

@@ -13,6 +13,18 @@ See docs/mcp.md.
 """
 
 from ._content import map_call_result as map_call_result, map_content_block as map_content_block
+from ._deferred import (
+    McpInputPending as McpInputPending,
+    PendingMcpInput as PendingMcpInput,
+    answer_mcp_input as answer_mcp_input,
+    claim_mcp_input as claim_mcp_input,
+    pending_mcp_inputs as pending_mcp_inputs,
+)
+from ._server_http import (
+    McpHttpAnswer as McpHttpAnswer,
+    answer_mcp_http as answer_mcp_http,
+    mcp_post_refusal as mcp_post_refusal,
+)
 from ._errors import (
     ElicitationContentError as ElicitationContentError,
     ElicitationNotPendingError as ElicitationNotPendingError,
@@ -100,6 +112,7 @@ from ._server import (
     McpReply as McpReply,
     McpServer as McpServer,
     McpToolContext as McpToolContext,
+    McpToolInput as McpToolInput,
     ToolExceptionHook as ToolExceptionHook,
 )
 from ._session import (
@@ -170,7 +183,9 @@ __all__ = (
     "McpElicitationComplete",
     "McpError",
     "McpEvent",
+    "McpHttpAnswer",
     "McpHttpClient",
+    "McpInputPending",
     "McpHttpError",
     "McpOAuth",
     "McpPhase",
@@ -197,6 +212,7 @@ __all__ = (
     "McpTool",
     "McpToolInfo",
     "McpToolContext",
+    "McpToolInput",
     "McpToolListChanged",
     "McpToolset",
     "McpUrlElicitationRequired",
@@ -207,6 +223,7 @@ __all__ = (
     "Outgoing",
     "PendingElicitation",
     "PendingElicitations",
+    "PendingMcpInput",
     "ProgressCallback",
     "PromptResult",
     "ProtectedResourceMetadata",
@@ -220,9 +237,12 @@ __all__ = (
     "ToolFilter",
     "ToolProgress",
     "WwwAuthenticate",
+    "answer_mcp_http",
+    "answer_mcp_input",
     "build_mcp_tools",
     "call_tool_as_task",
     "cancel_task",
+    "claim_mcp_input",
     "complete",
     "get_prompt",
     "get_task",
@@ -235,8 +255,10 @@ __all__ = (
     "map_call_result",
     "map_content_block",
     "mcp_plugin_resolver",
+    "mcp_post_refusal",
     "open_mcp_client",
     "parse_www_authenticate",
+    "pending_mcp_inputs",
     "prompt_messages",
     "read_resource",
     "resource_parts",

@@ -36,6 +36,7 @@ from ._errors import (
     McpVersionError,
 )
 from ._exchange import Answer, ParamHeader, param_header_values, param_headers
+from ._deferred import McpInputPending, PendingMcpInput, defers_input
 from ._pending import CALLING
 from ._server_tasks import ServerTasks
 from ._oauth import McpAuth
@@ -409,15 +410,28 @@ class McpHttpClient(ServerTasks):
         McpTimeoutError, McpError
             As for every request.
         """
+        return await self._call_tool(name, arguments, signal=signal, on_progress=on_progress,
+                                     timeout_ms=timeout_ms)
+
+    async def _call_tool(self, name: str, arguments: Mapping[str, Any], *,
+                         first: dict[str, Any] | None = None,
+                         signal: AbortSignal | None = None,
+                         on_progress: ProgressCallback | None = None,
+                         timeout_ms: float | None | bool = True) -> CallToolResult:
+        """:meth:`call_tool`, its first request carrying ``first`` (a kept call's
+        ``inputResponses`` and ``requestState``); an ``input_required`` round the handlers keep
+        for later raises :class:`McpInputPending`."""
         # x-mcp-header parameters (2026-07-28) mirrored into Mcp-Param-* headers.
         mirrored = param_header_values(self._param_headers.get(name, ()), arguments)
         calling = CALLING.set((self.server, name))  # what a pending elicitation names
+        kept = (name, arguments)
         try:
             try:
                 answer = await self._rounds(
                     lambda session, extra: session.call_tool(name, arguments, progress=True,
                                                              extra=extra, headers=mirrored),
-                    signal=signal, on_progress=on_progress or _ignore, timeout_ms=timeout_ms)
+                    signal=signal, on_progress=on_progress or _ignore, timeout_ms=timeout_ms,
+                    first=first, keep=kept)
             except McpUrlElicitationRequired as refused:
                 if not await self._complete_url_elicitations(refused, signal, self._handlers):
                     raise
@@ -426,7 +440,8 @@ class McpHttpClient(ServerTasks):
                 answer = await self._rounds(
                     lambda session, extra: session.call_tool(name, arguments, progress=True,
                                                              extra=extra, headers=mirrored),
-                    signal=signal, on_progress=on_progress or _ignore, timeout_ms=timeout_ms)
+                    signal=signal, on_progress=on_progress or _ignore, timeout_ms=timeout_ms,
+                    keep=kept)
         finally:
             CALLING.reset(calling)
         result = answer.result
@@ -498,19 +513,27 @@ class McpHttpClient(ServerTasks):
     async def _rounds(self, build: Callable[[McpClientSession, dict[str, Any] | None], Outgoing],
                       *, signal: AbortSignal | None = None,
                       on_progress: ProgressCallback | None = None,
-                      timeout_ms: float | None | bool = True) -> McpResponse:
+                      timeout_ms: float | None | bool = True,
+                      first: dict[str, Any] | None = None,
+                      keep: tuple[str, Mapping[str, Any]] | None = None) -> McpResponse:
         """One request, re-issued while a stateless server answers ``input_required``: each
         input request is answered through the host's ports (``handlers``: elicitation, sampling,
         roots, as a legacy server's own requests are) and the request goes again with
         ``inputResponses`` and the ``requestState`` as received, at most ``max_input_rounds``
-        times in all."""
-        extra: dict[str, Any] | None = None
+        times in all. ``first`` is the first request's extra params. For a tool call
+        (``keep``: its name and arguments), a round whose elicitation goes to a durable port is
+        not answered: :class:`McpInputPending` carries it to be kept."""
+        extra: dict[str, Any] | None = first
         for _ in range(self._max_rounds):
             answer = await self._renewing(lambda session: build(session, extra), signal=signal,
                                           on_progress=on_progress, timeout_ms=timeout_ms)
             asked = answer.result
             if not isinstance(asked, McpInputRequired):
                 return answer
+            if keep is not None and defers_input(self._handlers, asked.input_requests):
+                raise McpInputPending(PendingMcpInput(
+                    server=self.server, tool=keep[0], arguments=dict(keep[1]),
+                    input_requests=asked.input_requests, request_state=asked.request_state))
             extra = {}
             if asked.input_requests:
                 extra["inputResponses"] = {

@@ -485,6 +485,7 @@ class McpOAuth:
         if tokens.token_type.lower() != "bearer":
             raise self._fail(f"the token endpoint issued a {tokens.token_type!r} token, not "
                              "Bearer")
+        tokens = msgspec.structs.replace(tokens, issuer=discovered.issuer)
         if previous_refresh is None:
             self._use(tokens)
             await self._store.save_tokens(tokens)
@@ -565,6 +566,10 @@ class McpOAuth:
     async def _refresh_request(self, tokens: OAuthTokens) -> OAuthTokens:
         assert tokens.refresh_token is not None
         discovered = await self._discover(WwwAuthenticate())
+        if tokens.issuer is not None and tokens.issuer != discovered.issuer:
+            # Credentials are the issuer's: a refresh token never goes to another server.
+            raise self._fail("the stored refresh token was issued by another authorization "
+                             "server than the one this resource names now; authorize again")
         client = await self._client(discovered, tokens.scope)
         return await self._token_request(discovered, client, [
             ("grant_type", "refresh_token"), ("refresh_token", tokens.refresh_token),

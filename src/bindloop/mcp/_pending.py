@@ -3,16 +3,16 @@ instead of asking a user itself, holds each server request as a :class:`PendingE
 host lists and answers — ``accept(content)`` (checked against the requested schema), ``decline``
 or ``cancel`` — the way it decides a pending approval.
 
-Why the run waits in-process instead of ending with a checkpoint, as an approval does: an
-approval is decided before its call starts, so nothing is open while the run is suspended. An
-elicitation arrives in the middle of a tool call, as a request of the server bound to that live
-connection (the call's own event stream, or the session's); the server holds its tool's work
-open until it hears the answer. Ending the run and making the call again after a resume would
-run the tool twice and answer a different request. So the agent run (the tool call inside it)
-waits here until the host answers, the ``timeout_ms`` passes (the server is answered ``cancel``,
-as if the user dismissed the form), or the run is aborted (the call is cancelled on the server
-and the entry goes away). A pending elicitation lives in this process only: it is not in any
-checkpoint, and a restarted process cannot answer it.
+A legacy (2025-11-25) server's elicitation arrives in the middle of a tool call, as a request
+bound to the live connection (the call's own event stream, or the session's); the server holds
+its tool's work open until it hears the answer, so the run (the tool call inside it) waits here
+until the host answers, the ``timeout_ms`` passes (the server is answered ``cancel``, as if the
+user dismissed the form), or the run is aborted (the call is cancelled on the server and the
+entry goes away). Such an entry lives in this process only.
+
+A 2026-07-28 server asks with ``input_required`` instead and keeps nothing open: with
+``durable=True`` such a call is not held here but ends as a suspend carrying the request (see
+:mod:`bindloop.mcp._deferred`), so the question survives the process in the run's checkpoint.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ __all__ = (
     "ElicitationNotPendingError",
     "PendingElicitation",
     "PendingElicitations",
+    "checked_content",
 )
 
 CALLING: ContextVar[tuple[str, str | None] | None] = ContextVar("bindloop_mcp_calling",
@@ -65,6 +66,26 @@ class PendingElicitation(msgspec.Struct, frozen=True, kw_only=True):
     elicitation_id: str | None = None
 
 
+def checked_content(entry: PendingElicitation, content: object) -> dict[str, Any]:
+    """A form answer's ``content`` with the schema's defaults filled in, checked against
+    ``entry``'s requested schema by the one validator.
+
+    Raises
+    ------
+    ElicitationContentError
+        The content is not an object, or (defaults filled in) breaks the schema.
+    """
+    if content is not None and not isinstance(content, Mapping):
+        raise ElicitationContentError(entry.id, "/", "the content must be an object")
+    filled = fill_defaults(dict(content or {}), entry.requested_schema)
+    if entry.requested_schema is not None:
+        problem = first_schema_violation(filled, entry.requested_schema)
+        if problem is not None:
+            pointer, _, reason = problem.partition(": ")
+            raise ElicitationContentError(entry.id, pointer or "/", reason or problem)
+    return filled
+
+
 class _Waiting:
     __slots__ = ("answer", "answered", "entry")
 
@@ -89,11 +110,18 @@ class PendingElicitations:
     (:func:`bindloop.schema.first_schema_violation`) and raises :class:`ElicitationContentError`
     when it does not conform (nothing is sent; the entry stays pending). A URL-mode entry is
     accepted without content (the interaction happens at its URL).
+
+    ``durable=True``: a 2026-07-28 ``tools/call`` answered ``input_required`` with an elicitation
+    for this port is not held here: the call raises :class:`~bindloop.mcp.McpInputPending`, which
+    an MCP tool of the loop returns as a ``waiting_for_reply`` suspend keeping the request in the
+    checkpoint (:func:`~bindloop.mcp.pending_mcp_inputs`, :func:`~bindloop.mcp.answer_mcp_input`).
+    A legacy server's elicitation still waits here.
     """
 
     def __init__(self, *, timeout_ms: float | None = 600_000.0,
                  ids: Callable[[], str] | None = None,
-                 on_pending: Callable[[PendingElicitation], object] | None = None) -> None:
+                 on_pending: Callable[[PendingElicitation], object] | None = None,
+                 durable: bool = False) -> None:
         if timeout_ms is not None and not timeout_ms > 0:
             raise UsageError(f"timeout_ms must be positive or None, got {timeout_ms!r}")
         if ids is None:
@@ -104,6 +132,8 @@ class PendingElicitations:
         self._on_pending = on_pending
         self._waiting: dict[str, _Waiting] = {}
         self._arrived: anyio.Event | None = None
+        self.durable = durable
+        """2026-07-28 input is kept in the run's checkpoint instead of waiting here."""
 
     def pending(self) -> tuple[PendingElicitation, ...]:
         """The elicitations waiting for an answer, oldest first."""
@@ -138,15 +168,8 @@ class PendingElicitations:
                                  "content (the user enters nothing here)")
             self._answer(waiting, ElicitationResult(action="accept"))
             return
-        if content is not None and not isinstance(content, Mapping):
-            raise ElicitationContentError(entry.id, "/", "the content must be an object")
-        filled = fill_defaults(dict(content or {}), entry.requested_schema)
-        if entry.requested_schema is not None:
-            problem = first_schema_violation(filled, entry.requested_schema)
-            if problem is not None:
-                pointer, _, reason = problem.partition(": ")
-                raise ElicitationContentError(entry.id, pointer or "/", reason or problem)
-        self._answer(waiting, ElicitationResult(action="accept", content=filled))
+        self._answer(waiting, ElicitationResult(action="accept",
+                                                content=checked_content(entry, content)))
 
     def decline(self, which: PendingElicitation | str) -> None:
         """Answer ``decline`` (the user said no)."""

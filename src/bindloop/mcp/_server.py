@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -26,7 +28,7 @@ from typing import Any, Final
 import anyio
 import msgspec
 
-from ..contracts import JsonBoundsError, ToolError, ToolOutcome, decode_json_bounded
+from ..contracts import JsonBoundsError, ToolError, ToolOutcome, ToolSuspend, decode_json_bounded
 from ..errors import PortContractError, UsageError
 from ..tools import Tool
 from ..signal import AbortController, AbortSignal
@@ -43,7 +45,7 @@ from ._protocol import (
 )
 
 __all__ = ("STATELESS_VERSIONS", "McpCall", "McpReply", "McpServer", "McpToolContext",
-           "ToolExceptionHook")
+           "McpToolInput", "ToolExceptionHook")
 
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
@@ -98,6 +100,25 @@ class McpCall(msgspec.Struct, frozen=True, kw_only=True):
     session_id: str | None
     identity: str
     stateless: bool = False
+    input: McpToolInput | None = None
+    can_elicit: bool = False
+
+
+class McpToolInput(msgspec.Struct, frozen=True, kw_only=True):
+    """What a re-issued 2026-07-28 call brings a tool that suspended: ``state``, the tool's own
+    :attr:`ToolSuspend.state <bindloop.contracts.ToolSuspend.state>` as it returned it (checked:
+    the server sealed it), the user's ``action`` on the question (``accept``, ``decline`` or
+    ``cancel``) and, when accepted, the ``reply`` text."""
+
+    state: str | None
+    action: str
+    reply: str | None = None
+
+
+REPLY_KEY: Final = "reply"
+"""The key of the one input a suspended tool's ``input_required`` asks for (a form with one
+string field of that name)."""
+_MAX_STATE = 256 * 1024
 
 
 class McpToolContext:
@@ -106,18 +127,20 @@ class McpToolContext:
     ``tool_name``, the JSON-RPC ``request_id``, the ``session_id`` (``None`` without sessions),
     the caller's ``identity`` (what the host's ``authorize`` returned; ``""`` without one) and
     ``signal``, an :class:`~bindloop.signal.AbortSignal` fired when the client cancels the call
-    or goes away (the call's task is cancelled as well).
+    or goes away (the call's task is cancelled as well). ``input`` is an :class:`McpToolInput`
+    when this call is the re-issue of one the tool suspended (2026-07-28), else ``None``.
 
     :meth:`report_progress` is how a tool reports progress: a tool written for any host calls
     ``getattr(ctx, "report_progress", None)`` and uses it when there is one."""
 
-    __slots__ = ("_emit", "_last", "_token", "identity", "request_id", "session_id", "signal",
-                 "tool_name")
+    __slots__ = ("_emit", "_last", "_token", "identity", "input", "request_id", "session_id",
+                 "signal", "tool_name")
 
     def __init__(self, *, tool_name: str, request_id: RequestId, session_id: str | None,
                  identity: str, signal: AbortSignal, progress_token: RequestId | None,
-                 emit: Callable[[bytes], None]) -> None:
+                 emit: Callable[[bytes], None], input: McpToolInput | None = None) -> None:
         self.tool_name = tool_name
+        self.input = input
         self.request_id = request_id
         self.session_id = session_id
         self.identity = identity
@@ -216,6 +239,15 @@ class McpServer:
         error without detail).
     on_tool_exception
         Told of every raise, with the exception (the host's log).
+    state_secret
+        The key (at least 16 bytes) that seals a suspended tool's state into the
+        ``requestState`` of a 2026-07-28 ``input_required`` answer (HMAC-SHA256 over the tool,
+        the caller's identity, the arguments and the state): with it, a tool that returns a
+        ``waiting_for_reply`` :class:`~bindloop.contracts.ToolSuspend` to a stateless call asks
+        the client for the answer (Multi Round-Trip Requests) and gets it back, on any instance
+        holding the same key, as ``ctx.input``. Without it (or over 2025-11-25) a suspend is an
+        error result saying the call cannot be resumed. The state is signed, not encrypted: the
+        client can read it (keep a reference there, not the data).
     """
 
     def __init__(self, tools: Iterable[Tool[Any, Any]], *, name: str = "bindloop",
@@ -224,7 +256,12 @@ class McpServer:
                  max_body: int = 1024 * 1024,
                  format_tool_exception: Callable[[Exception], ToolError] | None = None,
                  is_fatal_tool_error: Callable[[BaseException], bool] | None = None,
-                 on_tool_exception: ToolExceptionHook | None = None) -> None:
+                 on_tool_exception: ToolExceptionHook | None = None,
+                 state_secret: bytes | None = None) -> None:
+        if state_secret is not None and (not isinstance(state_secret, bytes)
+                                         or len(state_secret) < 16):
+            raise UsageError("McpServer(state_secret=) must be at least 16 bytes")
+        self._state_key = state_secret
         served: dict[str, Tool[Any, Any]] = {}
         for tool in tools:
             if not isinstance(tool, Tool):
@@ -296,6 +333,10 @@ class McpServer:
                 and _VERSION_KEY in message.params["_meta"]:
             return self._stateless(message, protocol_version, method_header, name_header,
                                    identity)
+        if protocol_version in STATELESS_VERSIONS and message.method not in (None, "initialize"):
+            # A 2026-07-28 request (by its header) without the version in its _meta.
+            return _error(400, message.id, INVALID_PARAMS,
+                          f"Invalid params: _meta needs {_VERSION_KEY!r}")
         if protocol_version is not None and protocol_version not in PROTOCOL_VERSIONS:
             return _error(400, message.id, _BAD_REQUEST,
                           "Bad Request: unsupported MCP-Protocol-Version "
@@ -395,9 +436,78 @@ class McpServer:
         token = meta.get("progressToken") if isinstance(meta, dict) else None
         if isinstance(token, bool) or not isinstance(token, (int, str)):
             token = None
+        given: McpToolInput | None = None
+        if stateless and ("requestState" in params or "inputResponses" in params):
+            opened = self._unseal(name, identity, arguments, params.get("requestState"))
+            if opened is None:
+                return _error(200, request_id, INVALID_PARAMS,
+                              "Invalid params: the requestState is not one this server issued "
+                              "for this call")
+            state, question = opened
+            given = _answer(state, params.get("inputResponses"))
+            if given is None:
+                # The state is ours but the answer is missing or malformed: ask again (SEP-2322).
+                return McpReply(status=200, body=_result(request_id, self._asking(
+                    name, identity, arguments, state, question)))
         return McpCall(request_id=request_id, tool=name, arguments=arguments,
                        progress_token=token, session_id=session_id, identity=identity,
-                       stateless=stateless)
+                       stateless=stateless, input=given)
+
+    # -- Multi Round-Trip Requests (2026-07-28) ---------------------------------------------------
+
+    def _seal_body(self, tool: str, identity: str, arguments: dict[str, Any] | None,
+                   state: str | None, question: str) -> bytes:
+        return _CANONICAL.encode({"a": arguments or {}, "i": identity, "q": question, "s": state,
+                                  "t": tool})
+
+    def _seal(self, tool: str, identity: str, arguments: dict[str, Any] | None,
+              state: str | None, question: str) -> str:
+        assert self._state_key is not None
+        body = self._seal_body(tool, identity, arguments, state, question)
+        mac = hmac.new(self._state_key, body, hashlib.sha256).digest()
+        payload = _CANONICAL.encode({"q": question, "s": state})
+        return (base64.urlsafe_b64encode(payload).decode().rstrip("=") + "."
+                + base64.urlsafe_b64encode(mac).decode().rstrip("="))
+
+    def _unseal(self, tool: str, identity: str, arguments: dict[str, Any] | None,
+                sealed: object) -> tuple[str | None, str] | None:
+        """The tool's state and the question of a re-issued call's ``requestState``, or ``None``
+        when it is not one this server sealed for this tool, identity and arguments."""
+        if self._state_key is None or not isinstance(sealed, str) or len(sealed) > _MAX_STATE:
+            return None
+        payload_b64, _, mac_b64 = sealed.partition(".")
+        try:
+            payload = msgspec.json.decode(_b64(payload_b64))
+            mac = _b64(mac_b64)
+        except (binascii.Error, ValueError, msgspec.DecodeError):
+            return None
+        if not isinstance(payload, dict):
+            return None
+        state, question = payload.get("s"), payload.get("q")
+        if (state is not None and not isinstance(state, str)) or not isinstance(question, str):
+            return None
+        expected = hmac.new(self._state_key,
+                            self._seal_body(tool, identity, arguments, state, question),
+                            hashlib.sha256).digest()
+        if not hmac.compare_digest(mac, expected):
+            return None
+        return state, question
+
+    def _asking(self, tool: str, identity: str, arguments: dict[str, Any] | None,
+                state: str | None, question: str) -> dict[str, Any]:
+        return {
+            "resultType": "input_required",
+            "inputRequests": {REPLY_KEY: {"method": "elicitation/create", "params": {
+                "mode": "form", "message": question, "requestedSchema": {
+                    "type": "object", "properties": {REPLY_KEY: {
+                        "type": "string", "title": "Your answer"}},
+                    "required": [REPLY_KEY]}}}},
+            "requestState": self._seal(tool, identity, arguments, state, question),
+            "_meta": {_SERVER_INFO_KEY: {"name": self.info.name, "version": self.info.version}}}
+
+    def _input_required(self, call: McpCall, suspend: ToolSuspend) -> dict[str, Any]:
+        question = (suspend.detail or f"The tool {call.tool!r} needs your answer.")[:4000]
+        return self._asking(call.tool, call.identity, call.arguments, suspend.state, question)
 
     # -- the stateless form (2026-07-28) ----------------------------------------------------------
 
@@ -440,7 +550,12 @@ class McpServer:
             return McpReply(status=200, body=_result(request_id, self._stamped({
                 **self._tools_list, "ttlMs": 0, "cacheScope": "private"})))
         if method == "tools/call":
-            return self._call(request_id, params, None, identity, stateless=True)
+            made = self._call(request_id, params, None, identity, stateless=True)
+            caps = meta.get(_CAPABILITIES_KEY)
+            if isinstance(made, McpCall) and isinstance(caps, dict) \
+                    and isinstance(caps.get("elicitation"), dict):
+                made = msgspec.structs.replace(made, can_elicit=True)
+            return made
         return _error(404, request_id, METHOD_NOT_FOUND, f"Method not found: {method}"[:200])
 
     def _stamped(self, result: dict[str, Any]) -> dict[str, Any]:
@@ -467,7 +582,7 @@ class McpServer:
         ctx = McpToolContext(tool_name=call.tool, request_id=call.request_id,
                              session_id=call.session_id, identity=call.identity,
                              signal=controller.signal, progress_token=call.progress_token,
-                             emit=emit)
+                             emit=emit, input=call.input)
         session = self._sessions.get(call.session_id) if call.session_id is not None else None
         outcome: ToolOutcome | None = None
         failed = False
@@ -492,6 +607,9 @@ class McpServer:
             return _error_message(call.request_id, REQUEST_CANCELLED, "Request cancelled")
         if outcome is None:
             return _error_message(call.request_id, INTERNAL_ERROR, "Internal error")
+        if isinstance(outcome, ToolSuspend) and outcome.mode == "waiting_for_reply" \
+                and call.stateless and call.can_elicit and self._state_key is not None:
+            return _result(call.request_id, self._input_required(call, outcome))
         result = msgspec.to_builtins(call_result_of(outcome, call.tool))
         return _result(call.request_id, self._stamped(result) if call.stateless else result)
 
@@ -534,6 +652,26 @@ class McpServer:
         """End every session (cancelling their running calls)."""
         for session_id in list(self._sessions):
             self._end(session_id)
+
+
+_CANONICAL = msgspec.json.Encoder(order="sorted")
+
+
+def _answer(state: str | None, responses: object) -> McpToolInput | None:
+    """The user's answer among a re-issued call's ``inputResponses`` (``None``: none usable)."""
+    answer = responses.get(REPLY_KEY) if isinstance(responses, dict) else None
+    action = answer.get("action") if isinstance(answer, dict) else None
+    if action not in ("accept", "decline", "cancel"):
+        return None
+    content = answer.get("content") if isinstance(answer, dict) else None
+    reply = content.get(REPLY_KEY) if isinstance(content, dict) else None
+    if action == "accept" and not isinstance(reply, str):
+        return None
+    return McpToolInput(state=state, action=action, reply=reply if action == "accept" else None)
+
+
+def _b64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 def _id_of(value: Mapping[str, Any]) -> RequestId | None:

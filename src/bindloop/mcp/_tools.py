@@ -13,16 +13,17 @@ from typing import Any, TypeAlias
 import msgspec
 
 from ..tools import ParsedArguments, read_tool_arguments
-from ..contracts import ToolDefinition, ToolError, ToolOutcome
+from ..contracts import ToolDefinition, ToolError, ToolOutcome, ToolResult, ToolSuspend
 from ..errors import RunCancelledError, ToolFailure, UsageError
 from ..tools import RawArguments, ResolveOutcome, Tool, ToolRegistry, tool_wire_definition
 from ..signal import AbortSignal
 from ..schema import SchemaSanitizeError, first_schema_violation, sanitize_tool_schema
 from ._content import map_call_result
+from ._deferred import McpInputPending, encode_pending
 from ._errors import McpError
 from ._http import McpHttpClient
 from ._pending import RUN_AGENT
-from ._protocol import McpToolInfo, SkippedMcpTool
+from ._protocol import CallToolResult, McpToolInfo, SkippedMcpTool
 from ._session import McpProgress
 
 __all__ = (
@@ -242,15 +243,26 @@ def _caller(client: McpHttpClient, wire: str, mcp_name: str,
                                             on_progress=progress)
         except RunCancelledError as exc:
             return ToolError(error=f"{wire} was cancelled ({exc})", kind="cancelled")
+        except McpInputPending as waiting:
+            # 2026-07-28 input kept for later: the run suspends with the request in its checkpoint.
+            return ToolSuspend(mode="waiting_for_reply", detail=waiting.pending.question(),
+                               state=encode_pending(waiting.pending))
         except McpError as exc:
             raise ToolFailure(client.redact(str(exc))) from exc
-        outcome = map_call_result(result, server=client.server, tool=mcp_name)
-        if isinstance(outcome, ToolError):
-            # A server that echoes a credential into its error text must not hand it to the model.
-            outcome = ToolError(error=client.redact(outcome.error), kind=outcome.kind)
-        return outcome
+        return call_outcome(client, mcp_name, result)
 
     return execute
+
+
+def call_outcome(client: McpHttpClient, mcp_name: str,
+                 result: CallToolResult) -> ToolResult | ToolError:
+    """What a call's result is to the model (:func:`map_call_result`), an error's text passed
+    through the client's redaction rule."""
+    outcome = map_call_result(result, server=client.server, tool=mcp_name)
+    if isinstance(outcome, ToolError):
+        # A server that echoes a credential into its error text must not hand it to the model.
+        outcome = ToolError(error=client.redact(outcome.error), kind=outcome.kind)
+    return outcome
 
 
 async def load_mcp_tools(client: McpHttpClient, *, prefix: str | None = None,

@@ -1,14 +1,14 @@
 """The one model protocol: what every model is (the wire's adapters and routes, wrapped models,
 the scripted models of ``bindloop.testing``) and what the agent, compaction's summaries and MCP
-sampling call; the request a call carries; the fold of a model's stream; the loop's port over a
-model. See docs/model.md."""
+sampling call, and the loop's ``model`` port; the request a call carries; the fold of a model's
+stream. See docs/model.md."""
 
 from ._model import (
     Model as Model,
     StreamModel as StreamModel,
-    call_model_port as call_model_port,
     fold_events as fold_events,
     turn_events as turn_events,
+    unpriced as unpriced,
 )
 from ._request import (
     ForcedTool as ForcedTool,
@@ -26,9 +26,9 @@ __all__ = (
     "StreamModel",
     "StructuredOutputMode",
     "ToolChoice",
-    "call_model_port",
     "fold_events",
     "turn_events",
+    "unpriced",
 )
 
 from .._public import publish as _publish

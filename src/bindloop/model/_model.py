@@ -1,11 +1,10 @@
-"""The one shape every model has, the fold of its stream, and the loop's port over it."""
+"""The one shape every model has, and the fold of its stream."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Protocol
 
-import msgspec
 
 from ..completion import (
     FinishEvent,
@@ -18,18 +17,17 @@ from ..completion import (
     TurnCollector,
     UsageEvent,
 )
-from ..contracts import Message, ModelTurnResult, ToolDefinition, TurnUsage
-from ..errors import UsageError
+from ..contracts import Message, ModelTurnResult, TurnUsage
 from ._request import ModelRequest, StructuredOutputMode
 
-__all__ = ("Model", "StreamModel", "call_model_port", "fold_events", "turn_events")
+__all__ = ("Model", "StreamModel", "fold_events", "turn_events", "unpriced")
 
 EventSink = Callable[[StreamEvent], None]
 
 
 class Model(Protocol):
-    """A model: what the agent, compaction's summaries, MCP sampling and the loop (through
-    :func:`call_model_port`) call. ``ModelAdapter``, ``RoutedModel``, a wrapped model
+    """A model: what the agent, compaction's summaries, MCP sampling and the loop
+    (``ToolLoopPorts.model``) call. ``ModelAdapter``, ``RoutedModel``, a wrapped model
     (``augment_model``), the scripted models of ``bindloop.testing`` and :class:`StreamModel`
     subclasses are all one.
 
@@ -95,8 +93,9 @@ async def fold_events(events: AsyncIterator[StreamEvent], price: Callable[[TurnU
 class StreamModel:
     """A base for a model written as a stream: subclass it, set ``id`` (and ``provider``,
     ``structured_output`` when they differ from the defaults), write :meth:`stream`, and override
-    :meth:`price` for a model that costs something. :meth:`complete` folds :meth:`stream` with
-    :meth:`price`; ``on_reset`` is never called (a stream cannot take an event back)."""
+    :meth:`price` (in the class, or as an instance attribute) for a model that costs something.
+    :meth:`complete` folds :meth:`stream` with :meth:`price`; ``on_reset`` is never called (a
+    stream cannot take an event back)."""
 
     id: str = "model"
     provider: str | None = None
@@ -112,9 +111,15 @@ class StreamModel:
     def complete(self, messages: Sequence[Message], request: ModelRequest, /,
                  on_event: EventSink | None = None,
                  on_reset: Callable[[], None] | None = None) -> Awaitable[ModelTurnResult]:
-        # A subclass that charges nothing keeps the fold from calling price() every turn.
-        price = None if type(self).price is StreamModel.price else self.price
+        # A model that charges nothing keeps the fold from calling price() every turn.
+        price = None if unpriced(self) else self.price
         return fold_events(self.stream(messages, request), price, on_event)
+
+
+def unpriced(model: object) -> bool:
+    """Whether ``model``'s price is :class:`StreamModel`'s own, neither overridden in its class
+    nor set on the instance: it charges nothing, so a fold need not ask it."""
+    return getattr(getattr(model, "price", None), "__func__", None) is StreamModel.price
 
 
 def turn_events(turn: ModelTurnResult) -> list[StreamEvent]:
@@ -135,28 +140,3 @@ def turn_events(turn: ModelTurnResult) -> list[StreamEvent]:
     events.append(UsageEvent(usage=turn.usage))
     events.append(FinishEvent(finish_reason=turn.finish_reason or "stop"))  # type: ignore[arg-type]
     return events
-
-
-_NO_REQUEST = ModelRequest()
-
-
-def call_model_port(model: Model, request: ModelRequest = _NO_REQUEST, *,
-                    on_event: EventSink | None = None,
-                    ) -> Callable[[list[Message], list[ToolDefinition]], Awaitable[ModelTurnResult]]:
-    """``model`` as the loop's ``call_model`` port (``ToolLoopParams(call_model=...)``): each call
-    is ``model.complete(messages, request with the loop's tools, on_event)``. ``request`` carries
-    what every call shares (a signal, ``additional_options``); its ``tools`` are replaced by the
-    ones the loop offers."""
-    if request.tools:
-        raise UsageError("call_model_port(request=) takes no tools: the loop passes the tools "
-                         "it offers on each call")
-    complete = model.complete
-    replace = msgspec.structs.replace
-
-    def call_model(messages: list[Message],
-                   tools: list[ToolDefinition]) -> Awaitable[ModelTurnResult]:
-        return complete(messages, replace(request, tools=tuple(tools)) if tools else request,
-                        on_event)
-
-    return call_model
-

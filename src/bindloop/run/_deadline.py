@@ -2,7 +2,9 @@
 
 A :class:`RunDeadline` owns no timer and no thread. It is *checked*: :meth:`~RunDeadline.throw_if_timed_out`,
 :attr:`~RunDeadline.timed_out` and :meth:`~RunDeadline.remaining_ms` read the clock, and the first check
-at or past expiry fires :attr:`~RunDeadline.signal` (its reason is the :class:`~bindloop.errors.RunTimeoutError`).
+at or past expiry fires :attr:`~RunDeadline.signal` (its reason is the :class:`~bindloop.errors.RunTimeoutError`),
+and so does polling that signal (:meth:`~bindloop.signal.AbortSignal.poll`): hand the signal to the
+tool loop (``ToolLoopPorts.signal``), which polls it between iterations and raises the error.
 That keeps the core identical on CPython, Pyodide and Workers and testable with a stepping clock.
 
 When something must be interrupted *between* checks — a model call that streams for minutes — run
@@ -44,11 +46,16 @@ class RunDeadline:
         self._disposed = False
         self._removers: list[Callable[[], None]] = []
         self._wakers: list[Callable[[], None]] = []
+        self._controller.signal.add_check(self._expired)
+
+    def _expired(self) -> RunTimeoutError | None:
+        return self._error() if self._now() >= self.expires_at_ms else None
 
     @property
     def signal(self) -> AbortSignal:
         """Fires (reason: the :class:`~bindloop.errors.RunTimeoutError`) on the first check at or
-        past expiry. Only this deadline fires it: an external signal never does."""
+        past expiry, polling it included. Only this deadline fires it: an external signal never
+        does."""
         return self._controller.signal
 
     @property

@@ -99,9 +99,9 @@ def create_skill_activation(
     store: ResolveActiveInstructions,
     apply_instructions: ApplyInstructions,
 ) -> SkillActivation:
-    """Wire skill loading into the loop: from the loop's ``activate(kind, names)`` port, await
-    ``activation.activate(names)`` for ``kind == "skills"`` (``activate=lambda kind, names:
-    activation.activate(names)`` when skills are all a tool activates). ``store`` resolves a tuple of active refs (typically a closure over
+    """Wire skill loading into the loop: from the ``LoopHooks.activate(kind, names)`` hook, await
+    ``activation.activate(names)`` for ``kind == "skills"`` (``LoopHooks(activate=lambda kind,
+    names: activation.activate(names))`` when skills are all a tool activates). ``store`` resolves a tuple of active refs (typically a closure over
     :func:`resolve_active_skill_instructions`); ``apply_instructions`` re-renders your system prompt.
     ``active_skills`` and ``loaded_skill_shas`` are yours: set them before the first turn and
     persist them after the last."""

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from ..errors import UsageError
 from ..loop import BoundaryDecision
-from ..session import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
+from ..checkpoints import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
 from ._errors import CheckpointConflictError
 
 __all__ = ("CheckpointStore", "MemoryCheckpointStore")
@@ -30,7 +30,7 @@ class CheckpointStore(Protocol):
     written then). ``delete(execution_id)`` removes it and says whether there was one; a later
     ``save`` of any revision lands again. A store with a size bound refuses a larger checkpoint
     with :class:`~bindloop.errors.UsageError` before writing, and a larger stored one with
-    :class:`~bindloop.session.CheckpointFormatError` before decoding it.
+    :class:`~bindloop.checkpoints.CheckpointFormatError` before decoding it.
     """
 
     async def load(self, execution_id: str) -> LoopCheckpoint | None: ...
@@ -45,7 +45,7 @@ class MemoryCheckpointStore:
     dict, fenced on the revision like every store.
 
     It keeps the *serialized* form, so a round trip checks what a real store would: what is read
-    back is what :func:`~bindloop.session.parse_loop_checkpoint` makes of the stored bytes.
+    back is what :func:`~bindloop.checkpoints.parse_loop_checkpoint` makes of the stored bytes.
     ``max_checkpoint_bytes`` bounds writes and reads as in the real stores. One instance is one
     backend: share it between the "handles" of a test.
     """
@@ -80,6 +80,6 @@ class MemoryCheckpointStore:
         return self.rows.pop(execution_id, None) is not None
 
     async def commit(self, checkpoint: LoopCheckpoint) -> BoundaryDecision:
-        """A :data:`~bindloop.session.CommitFn`: save, then ``"continue"``."""
+        """A :data:`~bindloop.checkpoints.CommitFn`: save, then ``"continue"``."""
         await self.save(checkpoint)
         return "continue"

@@ -18,7 +18,7 @@ from ._errors import RunBusyError, RunsFullError
 
 __all__ = ("MemoryRunLogs", "RunLogs", "RunRecord", "RunStatus")
 
-RunStatus = Literal["running", "finished", "failed", "stopped", "interrupted"]
+RunStatus = Literal["running", "finished", "failed", "stopped", "interrupted", "continued"]
 
 
 class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -29,6 +29,15 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
     events: int
     lease_until_ms: float = 0.0
     stop_requested: bool = False
+    continued_by: str | None = None
+    """``continued``: the run that took this one over after its process died; its log repeats
+    this one's first ``continued_at`` frames, byte for byte."""
+    continued_at: int = 0
+    claimed: bool = False
+    """Its host stored what a continuation needs (logs that continue runs): lost, it is taken
+    over."""
+    saved: int = 0
+    """The frames its log had at its last save: what a continuation repeats."""
 
     def live(self, now_ms: float) -> bool:
         """Running, and its process renewed the lease in time."""
@@ -40,7 +49,8 @@ class RunLogs(Protocol):
     opens a run's log (refusing with :class:`RunBusyError` while the chat's latest run holds a live
     lease, with :class:`RunsFullError` when no room is left), ``renew`` extends the lease and says
     whether a stop was requested, ``append`` returns the frame's offset, ``read`` returns the
-    frames after an offset, ``end`` closes the run with its status."""
+    frames after an offset, ``end`` closes the run with its status, ``delete_chat`` forgets a
+    chat's runs."""
 
     def begin(self, run_id: str, chat_id: str, protocol: str, *, now_ms: float,
               lease_until_ms: float) -> None: ...
@@ -51,6 +61,12 @@ class RunLogs(Protocol):
     def read(self, run_id: str, after: int | None) -> list[tuple[int, bytes]]: ...
     def record(self, run_id: str) -> RunRecord | None: ...
     def latest(self, chat_id: str, protocol: str) -> RunRecord | None: ...
+
+    def delete_chat(self, chat_id: str, protocol: str, *, now_ms: float) -> bool:
+        """Forget every run of the chat with all it stored (frames, request, saves); ``False``
+        when it has none. A run of it still live (its lease) is refused with
+        :class:`RunBusyError` and nothing is deleted."""
+        ...
 
 
 class _Run:
@@ -153,3 +169,14 @@ class MemoryRunLogs:
     def latest(self, chat_id: str, protocol: str) -> RunRecord | None:
         run_id = self._latest.get((chat_id, protocol))
         return None if run_id is None else self.record(run_id)
+
+    def delete_chat(self, chat_id: str, protocol: str, *, now_ms: float) -> bool:
+        latest = self.latest(chat_id, protocol)
+        if latest is not None and latest.live(now_ms):
+            raise RunBusyError(latest.run_id)
+        doomed = [r for r, run in self._runs.items()
+                  if (run.chat_id, run.protocol) == (chat_id, protocol)]
+        for run_id in doomed:
+            self._bytes -= self._runs.pop(run_id).size
+        self._latest.pop((chat_id, protocol), None)
+        return bool(doomed)

@@ -27,13 +27,15 @@ class OAuthClientInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
 
 class OAuthTokens(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """A token answer. ``expires_at_ms`` is on the driver's injected clock (``None``: the server
-    gave no lifetime)."""
+    gave no lifetime). ``issuer`` is the authorization server that issued it (``None`` for tokens
+    stored before it was recorded): its refresh token is only ever sent back there."""
 
     access_token: str
     token_type: str = "Bearer"
     refresh_token: str | None = None
     scope: str | None = None
     expires_at_ms: float | None = None
+    issuer: str | None = None
 
     def expired(self, now_ms: float, margin_ms: float = 30_000.0) -> bool:
         return self.expires_at_ms is not None and now_ms + margin_ms >= self.expires_at_ms

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping, Sequence
-from .._awaitable import isawaitable
 from typing import Any
+
+from .._awaitable import isawaitable
 
 import msgspec
 
 from ..contracts import ModelTurnResult, ToolCall, ToolError, ToolOutcome, ToolResult, ToolSuspend
-from ..loop import ToolLoopParams
+from ..loop import ToolLoopParams, ToolRunner
 from ._clock import SteppingClock, stepping_clock
 from ._script import ScriptedModel, fresh_state, scripted_model
 
@@ -46,13 +48,18 @@ def loop_harness(
     script: Sequence[ModelTurnResult] | ScriptedModel,
     *,
     tools: Mapping[str, ToolFn] | None = None,
-    **overrides: Any,
+    runner: ToolRunner | None = None,
+    **fields: Any,
 ) -> LoopHarness:
     """A harness over ``script``. ``tools`` maps a tool name to ``fn(args) -> value`` (sync or
     async); a returned ToolResult / ToolError / ToolSuspend is used as is, anything else is
-    JSON-encoded into a result. A name not in ``tools`` answers ``"<name> ok"``. Every
-    :class:`ToolLoopParams` field can be overridden by keyword (``run_tool_call`` too — it is still
-    recorded in ``ran`` / ``side_effects``). Default ``max_iterations`` is 50.
+    JSON-encoded into a result. A name not in ``tools`` answers ``"<name> ok"``.
+
+    ``runner`` is the :class:`~bindloop.loop.ToolRunner` (its rules: serial calls, fatal raises,
+    a batch wrapper, ...); one without ``run_tool_call`` runs the ``tools`` table. Whichever call
+    runs is recorded in ``ran`` / ``side_effects``. Every other :class:`ToolLoopParams` field
+    (``hooks``, ``signal``, ``state``, ``max_iterations``, ``now``, ...) can be given by keyword.
+    Default ``max_iterations`` is 50.
     """
     model = script if isinstance(script, ScriptedModel) else scripted_model(script)
     clock = stepping_clock()
@@ -70,16 +77,14 @@ def loop_harness(
             return value
         return ToolResult(content=value if isinstance(value, str) else _JSON.encode(value).decode())
 
-    inner = overrides.pop("run_tool_call", dispatch)
-    base = ToolLoopParams(
-        state=fresh_state(),
-        call_model=model,
-        run_tool_call=inner,
-        max_iterations=50,
-        now=clock,
-    )
-    params = msgspec.structs.replace(base, **overrides)
-    harness = LoopHarness(params, model, clock)
+    if runner is None:
+        runner = ToolRunner()
+    inner: Callable[[ToolCall], Any] = (runner.run_tool_call if "run_tool_call" in runner.wired
+                                        else dispatch)
+    recording = copy.copy(runner)  # the caller's runner stays as it was
+    harness = LoopHarness(
+        ToolLoopParams(**{"state": fresh_state(), "model": model, "runner": recording,
+                          "max_iterations": 50, "now": clock, **fields}), model, clock)
 
     async def recorded(call: ToolCall) -> ToolOutcome:
         harness.ran.append(call.name)
@@ -88,5 +93,6 @@ def loop_harness(
         harness.side_effects.append(call.name)
         return outcome
 
-    harness.params = msgspec.structs.replace(params, run_tool_call=recorded)
+    setattr(recording, "run_tool_call", recorded)
+    recording.wired = recording.wired | {"run_tool_call"}
     return harness

@@ -62,7 +62,7 @@ def fresh_state(messages: Sequence[Message] | None = None, *, prompt: str = "Go.
 
 class ScriptedModel:
     """A :class:`~bindloop.model.Model` that replays prepared turns in order, whole (each turn's
-    ``cost`` is the script's; :meth:`price` is 0). Calling it is the loop's ``call_model`` port.
+    ``cost`` is the script's; :meth:`price` is 0).
 
     ``calls`` records, per model call, how many messages it was shown and the tool names offered.
     Tool calls without an id get ``call_<turn>_<index>`` (1-based turn); any id used twice in the
@@ -115,10 +115,6 @@ class ScriptedModel:
         """The next turn as the events a provider would have sent."""
         for event in turn_events(self._next(len(messages), request.tools)):
             yield event
-
-    async def __call__(self, messages: list[Message],
-                       tools: list[ToolDefinition]) -> ModelTurnResult:
-        return self._next(len(messages), tools)
 
     def _next(self, shown: int, tools: Sequence[ToolDefinition]) -> ModelTurnResult:
         self.calls.append((shown, tuple(t.name for t in tools)))

@@ -21,7 +21,7 @@ from ..stores import MemoryLimitStore
 from ..contracts import AssistantMessage, UserMessage
 from ..errors import UsageError
 from ..run import ReceiptCompleted, ReceiptFailed, ReceiptRunning, ToolCallReceiptKey
-from ..session import (
+from ..checkpoints import (
     CheckpointFormatError,
     LoopBindings,
     LoopCheckpoint,

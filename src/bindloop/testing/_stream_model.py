@@ -3,15 +3,24 @@ events and records every request it got."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Literal
 
 import msgspec
 
-from ..completion import StreamEvent, TextEvent
+from ..completion import (
+    FinishEvent,
+    ProviderItemEvent,
+    ReasoningEvent,
+    StreamEvent,
+    TextEvent,
+    ToolCallChunk,
+    ToolCallEvent,
+    UsageEvent,
+)
 from ..contracts import Message, ModelTurnResult, TurnUsage
 from ..errors import UsageError
-from ..model import ModelRequest, fold_events, turn_events
+from ..model import ModelRequest, StreamModel
 from ._script import ScriptedModel
 from ._errors import ScriptExhaustedError
 
@@ -25,15 +34,16 @@ class StreamRequest(msgspec.Struct, frozen=True, kw_only=True):
     request: ModelRequest
 
 
-class ScriptedStreamModel:
+class ScriptedStreamModel(StreamModel):
     """Streams ``turns`` in order, one per ``stream`` call, as the events a provider sends (text in
     ``chunk_size``-character fragments, so partial-JSON consumers see real partial states).
 
     A script entry that is an exception is raised by that call instead (a provider failure before
     any output). ``requests`` records every call, failed ones included. ``price`` (``usage -> int``)
-    is the model's optional price: :meth:`complete` folds the stream with it, so each turn's
-    ``cost`` is ``price(usage)`` (0 without one). ``structured_output`` is the mode this model advertises (``"json_schema"``: native JSON-schema mode; ``"tool"``: the agent must
-    use a forced output tool). More calls than turns raise
+    is the model's optional price: :meth:`complete` (:class:`~bindloop.model.StreamModel`'s) folds
+    the stream with it, so each turn's ``cost`` is ``price(usage)`` (0 without one).
+    ``structured_output`` is the mode this model advertises (``"json_schema"``: native JSON-schema
+    mode; ``"tool"``: the agent must use a forced output tool). More calls than turns raise
     :class:`~bindloop.testing.ScriptExhaustedError`.
     """
 
@@ -58,40 +68,42 @@ class ScriptedStreamModel:
         self.position = 0
         self.requests: list[StreamRequest] = []
         self._chunk = chunk_size
-        self._price = price
-
-    def price(self, usage: TurnUsage, /) -> int:
-        price = self._price
-        return 0 if price is None else price(usage)
+        if price is not None:  # an unpriced model's fold asks no price (StreamModel.complete)
+            self.price = price  # type: ignore[method-assign]
 
     @property
     def remaining(self) -> int:
         return len(self.turns) - self.position
 
-    def complete(self, messages: Sequence[Message], request: ModelRequest, /,
-                 on_event: Callable[[StreamEvent], None] | None = None,
-                 on_reset: Callable[[], None] | None = None) -> Awaitable[ModelTurnResult]:
-        """The next turn: :meth:`stream` folded with :meth:`price`."""
-        return fold_events(self.stream(messages, request), self._price, on_event)
-
     async def stream(self, messages: Sequence[Message],
                      request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
         self.requests.append(StreamRequest(messages=tuple(messages), request=request))
-        if self.position >= len(self.turns):
+        position = self.position
+        if position >= len(self.turns):
             raise ScriptExhaustedError(
-                f"the scripted stream model was called {self.position + 1} times but the script "
+                f"the scripted stream model was called {position + 1} times but the script "
                 f"has {len(self.turns)} turns")
-        entry = self.turns[self.position]
-        self.position += 1
+        entry = self.turns[position]
+        self.position = position + 1
         if isinstance(entry, BaseException):
             raise entry
-        for event in turn_events(entry):
-            if isinstance(event, TextEvent) and len(event.content) > self._chunk:
-                text, n = event.content, self._chunk
+        # turn_events(entry), with its text in chunk_size fragments.
+        for index, part in enumerate(entry.reasoning):
+            yield ReasoningEvent(part=part, index=index)
+        for index, item in enumerate(entry.provider_items):
+            yield ProviderItemEvent(part=item, index=index)
+        text, n = entry.text, self._chunk
+        if text:
+            if len(text) > n:
                 for i in range(0, len(text), n):
                     yield TextEvent(content=text[i:i + n])
             else:
-                yield event
+                yield TextEvent(content=text)
+        for index, call in enumerate(entry.tool_calls):
+            yield ToolCallEvent(tool_call=ToolCallChunk(index=index, id=call.id, name=call.name,
+                                                        arguments=call.arguments))
+        yield UsageEvent(usage=entry.usage)
+        yield FinishEvent(finish_reason=entry.finish_reason or "stop")  # type: ignore[arg-type]
 
 
 def scripted_stream_model(turns: Sequence[ModelTurnResult | BaseException],

@@ -4,9 +4,14 @@ stall watchdog, retries and routes).
 
 The adapters are pure (bytes and JSON in, bytes and JSON out); the host performs HTTP through the
 :class:`Transport` port (``bindloop.hosts`` ships httpx and JS ``fetch`` transports). See docs/wire.md.
+
+Each wire's module (its adapter, and ``gemini_schema``) is imported the first time one of its names
+is read, or its adapter is made by :func:`create_wire_adapter`: importing ``bindloop.wire`` (or
+the agent, which uses its model call) loads no wire.
 """
 
-from ._anthropic import AnthropicAdapter as AnthropicAdapter
+from typing import TYPE_CHECKING, Any
+
 from ._chat_request import message_to_openai_request as message_to_openai_request
 from ._errors import (
     IncompleteStreamError as IncompleteStreamError,
@@ -27,15 +32,20 @@ from ..model import (
     JsonSchemaFormat as JsonSchemaFormat,
     ToolChoice as ToolChoice,
 )
-from ._gemini import GeminiAdapter as GeminiAdapter, gemini_schema as gemini_schema
 from ._adapter import ModelAdapter as ModelAdapter
-from ._openai_chat import OpenAIChatAdapter as OpenAIChatAdapter
-from ._openai_responses import OpenAIResponsesAdapter as OpenAIResponsesAdapter
-from ._registry import WIRE_NAMES as WIRE_NAMES, create_wire_adapter as create_wire_adapter
+from ._registry import (
+    LAZY_NAMES as _LAZY,
+    WIRE_NAMES as WIRE_NAMES,
+    create_wire_adapter as create_wire_adapter,
+    load_wire_name as _load,
+)
 from ._retry import (
+    RetryAttempt as RetryAttempt,
     RetryPolicy as RetryPolicy,
     failure_category as failure_category,
+    is_content_event as is_content_event,
     is_retryable as is_retryable,
+    retry_attempts as retry_attempts,
 )
 from ._routed import (
     RouteStreaming as RouteStreaming,
@@ -90,6 +100,7 @@ __all__ = (
     "ProviderPromptTooLongError",
     "ReasoningOptions",
     "Redactor",
+    "RetryAttempt",
     "RetryPolicy",
     "RouteStreaming",
     "RoutedModel",
@@ -115,8 +126,10 @@ __all__ = (
     "failure_category",
     "fallback_route",
     "gemini_schema",
+    "is_content_event",
     "is_retryable",
     "request_url",
+    "retry_attempts",
     "transport_redactor",
     "transport_settings",
     # The stall watchdog for streamed completions (_watchdog).
@@ -132,6 +145,24 @@ __all__ = (
     "message_to_openai_request",
 )
 
+if TYPE_CHECKING:
+    from ._anthropic import AnthropicAdapter as AnthropicAdapter
+    from ._gemini import GeminiAdapter as GeminiAdapter, gemini_schema as gemini_schema
+    from ._openai_chat import OpenAIChatAdapter as OpenAIChatAdapter
+    from ._openai_responses import OpenAIResponsesAdapter as OpenAIResponsesAdapter
+
 from .._public import publish as _publish
 
-_publish(__name__, globals(), __all__)
+_publish(__name__, globals(), [name for name in __all__ if name not in _LAZY])
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = _load(name)
+    _publish(__name__, {name: value}, (name,))
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,8 +1,8 @@
 """Composition: a wire adapter plus a host transport is a model the loop can call.
 
 :class:`ModelAdapter` sends one request and yields normalized events, under a stream watchdog, and
-is a :class:`~bindloop.model.Model` (``call_model_port(adapter)`` is the loop's port). The transport is
-a port: the core never does I/O itself. A streamed body is read once (:class:`WireStream`: one SSE
+is a :class:`~bindloop.model.Model` (the loop's ``model`` port takes it as it is). The transport
+is a port: the core never does I/O itself. A streamed body is read once (:class:`WireStream`: one SSE
 parse feeds the decoder and the watchdog); a non-streamed body is decoded to events once and
 folded once.
 """
@@ -15,7 +15,6 @@ from collections.abc import (
     Awaitable,
     Callable,
     Coroutine,
-    Iterator,
     Mapping,
     Sequence,
 )
@@ -26,19 +25,13 @@ import anyio
 import msgspec
 
 from ..clock import Clock, monotonic_ms
-from ..completion import (
-    ReasoningEvent,
-    StreamEvent,
-    TextEvent,
-    ToolCallEvent,
-    TurnCollector,
-)
+from ..completion import StreamEvent, TurnCollector
 from ..contracts import Message, ModelTurnResult, ToolDefinition, TurnUsage
 from ..errors import UsageError
 from ..model import JsonSchemaFormat, ModelRequest, StructuredOutputMode
 from ..signal import AbortSignal
 from ._call import Call, cancelled, open_call
-from ._retry import RetryPolicy
+from ._retry import RetryPolicy, is_content_event, retry_attempts
 from ._stream import WireStream
 from ._transport import Transport
 from ._types import HttpRequest, WireAdapter, WireOptions
@@ -65,14 +58,6 @@ def request_changes(request: ModelRequest) -> dict[str, Any]:
     if request.tool_choice is not None:
         changes["tool_choice"] = request.tool_choice
     return changes
-
-
-def is_content(event: StreamEvent) -> bool:
-    """Output a consumer folds into the turn and cannot be made to forget (text, reasoning, a
-    tool-call delta): after it a retry would splice two answers, and a failed attempt that sent it
-    cannot be taken back. One test for the adapter's retries and the route's fallback."""
-    return (isinstance(event, TextEvent) and bool(event.content)) or isinstance(
-        event, (ReasoningEvent, ToolCallEvent))
 
 
 class ModelAdapter:
@@ -208,12 +193,12 @@ class ModelAdapter:
         """
         options = self.wire_options(request)
         tools, signal = request.tools, request.signal
-        for attempt in _attempts(self, self.retry):
+        for attempt in retry_attempts(self.retry, random=self._random, sleep=self._sleep):
             async with attempt:
                 async with self.open_stream(messages, tools, options=options,
                                             signal=signal) as events:
                     async for event in events:
-                        if not attempt.produced and is_content(event):
+                        if not attempt.produced and is_content_event(event):
                             attempt.produced = True
                         yield event
                 return
@@ -252,7 +237,7 @@ class ModelAdapter:
         opts = options or self.options
         if sink is not None and not opts.stream:
             opts = msgspec.structs.replace(opts, stream=True)
-        for attempt in _attempts(self, retry):
+        for attempt in retry_attempts(retry, random=self._random, sleep=self._sleep):
             async with attempt:
                 watched = sink
                 if sink is not None and retry is not None:
@@ -260,7 +245,7 @@ class ModelAdapter:
 
                     def watched(event: StreamEvent) -> None:
                         # Marked before the sink runs: one that raised may have shown it.
-                        if not seen.produced and is_content(event):
+                        if not seen.produced and is_content_event(event):
                             seen.produced = True
                         own(event)
                 collector = TurnCollector(price=self._price)
@@ -320,53 +305,6 @@ class ModelAdapter:
                 yield events
             finally:
                 await events.aclose()
-
-
-class _Attempt:
-    """One call of :func:`_attempts`: ``async with attempt:`` around the call. Leaving it with an
-    exception asks the one retry rule — no retry once ``produced`` (output reached a consumer:
-    another call would splice two answers), else the policy's delay for this error — and either
-    lets the error through or waits the delay and swallows it, so the loop calls again."""
-
-    __slots__ = ("_model", "_number", "_retry", "done", "produced")
-
-    def __init__(self, model: ModelAdapter, retry: RetryPolicy | None, number: int) -> None:
-        self._model = model
-        self._retry = retry
-        self._number = number
-        self.produced = False
-        self.done = False
-
-    async def __aenter__(self) -> _Attempt:
-        return self
-
-    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                        _tb: object) -> bool:
-        if error is None:
-            self.done = True
-            return False
-        retry = self._retry
-        if not isinstance(error, Exception) or self.produced or retry is None:
-            return False  # cancellation, an exit, or output already shown: never retried
-        model = self._model
-        delay = retry.delay_ms(self._number, error, model._random)
-        if delay is None:
-            return False
-        await model._sleep(delay / 1000.0)
-        return True
-
-
-def _attempts(model: ModelAdapter, retry: RetryPolicy | None) -> Iterator[_Attempt]:
-    """The one retry loop of :meth:`ModelAdapter.complete` and :meth:`ModelAdapter.stream`: a
-    fresh :class:`_Attempt` per call until one ends without an error (or lets its error
-    through). A plain iterator, so a coroutine and a generator run their calls under it alike."""
-    number = 0
-    while True:
-        number += 1
-        attempt = _Attempt(model, retry, number)
-        yield attempt
-        if attempt.done:
-            return
 
 
 def _both(own: Callable[[StreamEvent], None] | None,

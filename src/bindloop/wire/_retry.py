@@ -1,23 +1,32 @@
-"""Same-provider retries: which failure of a model call is which routing category, and how long to
-wait before calling the same provider again.
+"""Same-provider retries, in one place: which failure of a model call is which routing category,
+how long to wait before calling the same provider again, which output rules a retry out, and the
+retry loop itself.
 
-One home for both. :func:`failure_category` is the mapping routing's attempts use too
+:func:`failure_category` is the mapping routing's attempts use too
 (:func:`~bindloop.wire.attempt_error_from`); whether a category is worth another call to the *same*
 provider is the ``same_provider_retry`` column of routing's one disposition table
 (:data:`~bindloop.routing.FAILURE_DISPOSITIONS`); :class:`RetryPolicy` is the bound and the backoff,
 read by :class:`~bindloop.wire.ModelAdapter` (on by default) and by
-``bindloop.agent.create_retry_middleware``. Nothing here sleeps or draws random numbers: the caller
-passes ``random`` and does the waiting.
+``bindloop.agent.create_retry_middleware``; :func:`is_content_event` is the output after which no
+call is made again (nor a route fallen back from); :func:`retry_attempts` is the loop both run their
+calls under. Nothing here reads a clock or draws random numbers: the caller passes ``random`` and
+``sleep``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
 
 import msgspec
 
-from ..completion import ToolCallDeltaError
+from ..completion import (
+    ReasoningEvent,
+    StreamEvent,
+    TextEvent,
+    ToolCallDeltaError,
+    ToolCallEvent,
+)
 from ..errors import PromptTooLongError, UsageError
 from ..routing import FAILURE_DISPOSITIONS, FailureCategory, is_cancellation
 from ._errors import (
@@ -29,7 +38,8 @@ from ._errors import (
     WireDecodeError,
 )
 
-__all__ = ("RetryPolicy", "failure_category", "is_retryable")
+__all__ = ("RetryAttempt", "RetryPolicy", "failure_category", "is_content_event", "is_retryable",
+           "retry_attempts")
 
 
 def failure_category(error: BaseException) -> FailureCategory:
@@ -107,3 +117,69 @@ class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True):
             return float(hinted) if hinted <= self.max_delay_ms else None
         base = min(self.backoff_ms * 2 ** (attempt - 1), self.max_delay_ms)
         return float(base / 2 + base / 2 * random())
+
+
+def is_content_event(event: StreamEvent) -> bool:
+    """Output a consumer folds into the turn and cannot be made to forget (non-empty text,
+    reasoning, a tool-call delta): after it a retry would splice two answers, and a failed attempt
+    that sent it cannot be taken back. The one test for retries and for a route's fallback."""
+    return (isinstance(event, TextEvent) and bool(event.content)) or isinstance(
+        event, (ReasoningEvent, ToolCallEvent))
+
+
+class RetryAttempt:
+    """One call of :func:`retry_attempts`: ``async with attempt:`` around the call, and
+    ``attempt.produced = True`` once a :func:`is_content_event` reached a consumer. Leaving the
+    block with an exception asks the one retry rule -- never after ``produced`` (another call would
+    splice two answers), never for a cancellation or an exit, never without a policy; else the
+    policy's :meth:`~RetryPolicy.delay_ms` for this error -- and either lets the error through or
+    sleeps the delay and swallows it, so the loop calls again. Leaving it without one sets
+    ``done`` and ends the loop."""
+
+    __slots__ = ("_number", "_policy", "_random", "_sleep", "done", "produced")
+
+    def __init__(self, policy: RetryPolicy | None, number: int, random: Callable[[], float],
+                 sleep: Callable[[float], Awaitable[None]]) -> None:
+        self._policy = policy
+        self._number = number
+        self._random = random
+        self._sleep = sleep
+        self.produced = False
+        self.done = False
+
+    async def __aenter__(self) -> RetryAttempt:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        _tb: object) -> bool:
+        if error is None:
+            self.done = True
+            return False
+        policy = self._policy
+        if not isinstance(error, Exception) or self.produced or policy is None:
+            return False  # cancellation, an exit, or output already shown: never retried
+        delay = policy.delay_ms(self._number, error, self._random)
+        if delay is None:
+            return False
+        await self._sleep(delay / 1000.0)
+        return True
+
+
+def retry_attempts(policy: RetryPolicy | None, *, random: Callable[[], float],
+                   sleep: Callable[[float], Awaitable[None]]) -> Iterator[RetryAttempt]:
+    """The one retry loop: a fresh :class:`RetryAttempt` per call (numbered from 1) until one ends
+    without an error or lets its error through. ``policy`` ``None`` is one call. ``random()`` in
+    [0, 1) draws the jitter; ``sleep(seconds)`` waits. A plain iterator, so a coroutine and an
+    async generator run their calls under it alike::
+
+        for attempt in retry_attempts(policy, random=random.random, sleep=anyio.sleep):
+            async with attempt:
+                return await call()
+    """
+    number = 0
+    while True:
+        number += 1
+        attempt = RetryAttempt(policy, number, random, sleep)
+        yield attempt
+        if attempt.done:
+            return

@@ -31,9 +31,9 @@ from ..routing import (
     execute_route_plan,
 )
 from ..signal import AbortSignal, linked_signal
-from ._adapter import ModelAdapter, is_content as _is_content
+from ._adapter import ModelAdapter
 from ._errors import ProviderHttpError
-from ._retry import failure_category
+from ._retry import failure_category, is_content_event
 from ._types import WireOptions
 
 __all__ = ("RouteStreaming", "RoutedModel", "TextStreamSource", "attempt_error_from")
@@ -363,7 +363,7 @@ class RoutedModel:
 
             def release(event: StreamEvent, call_sink: Callable[[StreamEvent], None]) -> None:
                 nonlocal committed, content_sent
-                content = _is_content(event)
+                content = is_content_event(event)
                 if not committed:
                     if not ((eager and content) or produced()):
                         held.append(event)

@@ -23,6 +23,7 @@ import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 SUITE = HERE
+ROOT = HERE.parents[2]  # the client command imports harness.fixtures from the repository root
 
 
 def node() -> str:
@@ -45,7 +46,7 @@ def scenarios(spec_version: str | None = None) -> list[str]:
 def run_one(name: str, command: str, out_dir: pathlib.Path) -> tuple[bool, str]:
     proc = subprocess.run([node(), cli(), "client", "--command", command, "--scenario",
                            name, "-o", str(out_dir), "--timeout", "30000"],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     checks: list[dict[str, object]] = []
     for path in sorted(out_dir.glob("**/checks.json")):
         checks = json.loads(path.read_text())

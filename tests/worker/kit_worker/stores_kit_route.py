@@ -35,8 +35,8 @@ from typing import Any
 import msgspec
 from workers import Response  # type: ignore[import-not-found]
 
+from bindloop.checkpoints import create_loop_checkpoint
 from bindloop.hosts.workers.agent import HttpError
-from bindloop.session import create_loop_checkpoint
 from bindloop.stores import StoreError
 from bindloop.contracts import UserMessage
 from bindloop.hosts.workers.checkpoints import DurableCheckpointStore
@@ -266,7 +266,7 @@ class _FencedOutside(DurableCheckpointStore):
     an unconditional write), where the object cannot serialise it."""
 
     async def save(self, checkpoint: Any) -> None:
-        from bindloop.session import serialize_loop_checkpoint
+        from bindloop.checkpoints import serialize_loop_checkpoint
         from bindloop.stores import CheckpointConflictError
 
         stored = await self.load(checkpoint.execution_id)

@@ -34,7 +34,6 @@ stream's ``TurnResetEvent`` (``ToolStartedEvent`` and ``CheckpointSavedEvent`` a
 from __future__ import annotations
 
 import logging
-import re
 import time
 import uuid
 from collections.abc import Callable, MutableMapping, Sequence
@@ -55,28 +54,19 @@ from bindloop.protocols import (
     A2A_AGENT_CARD_PATH,
     A2A_PROTOCOL_VERSION,
     TERMINAL_STATES,
-    A2aAgentCapabilities,
     A2aAgentCard,
-    A2aAgentInterface,
     A2aAgentProvider,
     A2aAgentSkill,
-    A2aArtifact,
     A2aCancelTaskRequest,
     A2aErrorCode,
     A2aGetTaskRequest,
     A2aMessage,
-    A2aPart,
-    A2aPending,
     A2aRpcError,
     A2aSendMessageRequest,
-    A2aStatusUpdate,
     A2aStreamResponse,
     A2aSubscribeRequest,
-    A2aTask,
     A2aTaskEncoder,
-    A2aTaskState,
     A2aTaskStatus,
-    EncoderInput,
     RunRecorder,
     a2a_reply,
     decode_a2a_call,
@@ -85,6 +75,16 @@ from bindloop.protocols import (
     encode_a2a_result,
 )
 
+from bindloop.hosts.a2a._card import agent_card, card_for_request
+from bindloop.hosts.a2a._streaming import Frames, stream_task
+from bindloop.hosts.a2a._tasks import (
+    Task,
+    TaskStore,
+    check_history_length,
+    iso_timestamp,
+    status_event,
+    until_settled,
+)
 from bindloop.hosts.asgi.chat import (
     Authorize,
     BodyRefused,
@@ -105,133 +105,9 @@ __all__ = ("A2aServer", "iso_timestamp")
 
 LOGGER = logging.getLogger("bindloop.hosts.a2a.server")
 _JSON = msgspec.json.Encoder()
-_SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
-                (b"x-accel-buffering", b"no")]
 _INTERRUPTED = frozenset({"TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"})
 _PUSH_METHODS = frozenset({"CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig",
                            "ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig"})
-_HOST = re.compile(r"[A-Za-z0-9.\-]+(:[0-9]{1,5})?|\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?")
-
-
-def iso_timestamp(ms: float) -> str:
-    """``ms`` (Unix milliseconds) as A2A writes a timestamp: ``YYYY-MM-DDTHH:mm:ss.sssZ``."""
-    seconds, millis = divmod(int(ms), 1000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
-
-
-class _Task:
-    """One A2A task: its public fields, its conversation, and its run while one goes."""
-
-    def __init__(self, task_id: str, context_id: str, identity: str, now_ms: float) -> None:
-        self.id = task_id
-        self.context_id = context_id
-        self.identity = identity
-        self.status = A2aTaskStatus(state="TASK_STATE_SUBMITTED")
-        self.history: list[A2aMessage] = []
-        self.artifacts: dict[str, A2aArtifact] = {}
-        # The updates its streams still read: positions are absolute (``log_base`` is the first
-        # one kept); once no run goes and no stream reads, the log is dropped (the task's fields
-        # hold what it says).
-        self.log: list[A2aStreamResponse] = []
-        self.log_base = 0
-        self.readers = 0
-        self.changed = anyio.Event()
-        self.ended = anyio.Event()
-        self.scope = anyio.CancelScope()
-        self.running = False
-        self.transcript: tuple[Message, ...] = ()
-        self.pending: tuple[A2aPending, ...] = ()
-        self.updated_ms = now_ms
-        self.runs = 0
-
-    @property
-    def state(self) -> str:
-        return self.status.state
-
-    @property
-    def log_end(self) -> int:
-        return self.log_base + len(self.log)
-
-    def trim(self) -> None:
-        """Drop the log when nothing needs it (no run, no stream)."""
-        if not self.running and self.readers == 0:
-            self.log_base += len(self.log)
-            self.log = []
-
-    def snapshot(self, history_length: int | None = None) -> A2aTask:
-        history = tuple(self.history)
-        if history_length is not None:
-            history = history[len(history) - history_length:] if history_length > 0 else ()
-        return A2aTask(id=self.id, context_id=self.context_id, status=self.status,
-                       artifacts=tuple(self.artifacts.values()), history=history)
-
-    def apply(self, update: A2aStreamResponse, now_ms: float) -> None:
-        """Fold one update into the task and log it for its streams."""
-        if update.status_update is not None:
-            self.status = update.status_update.status
-            if self.status.message is not None:
-                self.history.append(self.status.message)
-        elif update.artifact_update is not None:
-            change = update.artifact_update
-            old = self.artifacts.get(change.artifact.artifact_id)
-            if change.append and old is not None:
-                parts = _joined(old.parts + change.artifact.parts)
-                self.artifacts[old.artifact_id] = msgspec.structs.replace(old, parts=parts)
-            else:
-                self.artifacts[change.artifact.artifact_id] = change.artifact
-        self.updated_ms = now_ms
-        self.log.append(update)
-        self.changed.set()
-        self.changed = anyio.Event()
-
-
-def _joined(parts: tuple[A2aPart, ...]) -> tuple[A2aPart, ...]:
-    """Adjacent plain text parts of one artifact as one (streamed chunks read back whole)."""
-    out: list[A2aPart] = []
-    for part in parts:
-        if out and part.text is not None and out[-1].text is not None and \
-                part.metadata is None and out[-1].metadata is None:
-            out[-1] = msgspec.structs.replace(out[-1], text=(out[-1].text or "") + part.text)
-        else:
-            out.append(part)
-    return tuple(p for p in out if p.text != "" or len(out) == 1)
-
-
-class _Frames:
-    """The A2A task encoder behind :func:`~bindloop.hosts.asgi.chat.drive_run`: each update is folded
-    into the task (and its log) as it comes; nothing goes through ``write``."""
-
-    def __init__(self, server: A2aServer, task: _Task, encoder: A2aTaskEncoder,
-                 recorder: RunRecorder) -> None:
-        self._server = server
-        self._task = task
-        self.encoder = encoder
-        self.recorder = recorder
-
-    def _apply(self, updates: list[A2aStreamResponse]) -> list[bytes]:
-        now = self._server._now()
-        for update in updates:
-            self._task.apply(update, now)
-        return []
-
-    def start(self) -> list[bytes]:
-        return self._apply(self.encoder.start())
-
-    def feed(self, event: EncoderInput, turn_index: int | None) -> list[bytes]:
-        self.recorder.feed(event)
-        return self._apply(self.encoder.feed(event, turn_index=turn_index))
-
-    def finish(self, result: Any) -> list[bytes]:
-        return self._apply(self.encoder.finish())
-
-    def abort(self) -> list[bytes]:
-        return self._apply(self.encoder.abort())
-
-    def fail(self, text: str) -> list[bytes]:
-        return self._apply(self.encoder.fail(text))
-
-    def close(self) -> list[bytes]:
-        return []
 
 
 class _Refused(Exception):
@@ -277,30 +153,22 @@ class A2aServer:
         if not body_timeout_s > 0:
             raise ValueError(f"body_timeout_s must be positive, got {body_timeout_s!r}")
         self._runner = runner
-        self._card = A2aAgentCard(
-            name=name, description=description, version=version,
-            supported_interfaces=(_interface(url or rpc_path),),
-            capabilities=A2aAgentCapabilities(streaming=streaming, push_notifications=False,
-                                              extended_agent_card=False),
-            default_input_modes=("text/plain", "application/json"),
-            default_output_modes=("text/plain",), provider=provider,
-            skills=tuple(skills) or (A2aAgentSkill(id="chat", name=name, description=description,
-                                                   tags=("chat",)),),
-            security_schemes=security_schemes, security_requirements=tuple(security_requirements))
+        self._card = agent_card(
+            name=name, description=description, skills=skills, version=version,
+            url=url or rpc_path, streaming=streaming, provider=provider,
+            security_schemes=security_schemes, security_requirements=security_requirements)
         self._fixed_url = url is not None
         self._rpc_path = rpc_path.rstrip("/") or "/"
         self._streaming = streaming
         self._authorize = authorize
         self._max_body = max_body
         self._body_timeout_s = body_timeout_s
-        self._max_tasks = max_tasks
         self._max_runs = max_runs
         self._max_runs_per_identity = max_runs_per_identity
         self._new_id = new_id or (lambda: uuid.uuid4().hex)
         self._now = clock_ms or (lambda: time.time() * 1000)
         self._tg: TaskGroup | None = None
-        self._tasks: dict[str, _Task] = {}  # scoped task id -> task, oldest first
-        self._contexts: dict[str, str] = {}  # scoped context id -> scoped id of its last task
+        self._tasks = TaskStore(max_tasks)
         self._runs = 0
         self._per_identity: dict[str, int] = {}
 
@@ -378,14 +246,7 @@ class A2aServer:
         given)."""
         if self._fixed_url or scope is None:
             return self._card
-        headers = dict(scope.get("headers", ()))
-        host = bytes(headers.get(b"host", b"")).decode("latin-1")
-        if not _HOST.fullmatch(host):  # none, or not a host[:port]: the address served on
-            server = scope.get("server")
-            host = f"{server[0]}:{server[1]}" if server else "localhost"
-        rpc = f"{scope.get('scheme', 'http')}://{host}{self._card.supported_interfaces[0].url}"
-        return msgspec.structs.replace(
-            self._card, supported_interfaces=(_interface(rpc),))
+        return card_for_request(self._card, scope)
 
     async def _identify(self, scope: Scope) -> str:
         if self._authorize is None:
@@ -417,7 +278,7 @@ class A2aServer:
         if method in ("SendMessage", "SendStreamingMessage"):
             request = decode_a2a_params(params, A2aSendMessageRequest)
             if request.configuration is not None:
-                _check_history_length(request.configuration.history_length)
+                check_history_length(request.configuration.history_length)
             streaming = method == "SendStreamingMessage"
             if streaming and not self._streaming:
                 raise A2aRpcError(A2aErrorCode.UNSUPPORTED_OPERATION,
@@ -426,34 +287,34 @@ class A2aServer:
             config = request.configuration
             length = config.history_length if config is not None else None
             if streaming:
-                await self._stream(rid, task, task.log_end, receive, send,
-                                   first=task.snapshot(length), begin=begin)
+                await stream_task(rid, task, task.log_end, receive, send,
+                                  first=task.snapshot(length), begin=begin)
                 return
             begin()
             if config is None or not config.return_immediately:
-                await _until_settled(task)
+                await until_settled(task)
             await _respond(send, 200, encode_a2a_result(rid, {"task": task.snapshot(length)}))
         elif method == "GetTask":
             get = decode_a2a_params(params, A2aGetTaskRequest)
-            _check_history_length(get.history_length)
-            task = self._find(identity, get.id)
+            check_history_length(get.history_length)
+            task = self._tasks.find(identity, get.id)
             await _respond(send, 200, encode_a2a_result(rid, task.snapshot(get.history_length)))
         elif method == "CancelTask":
             cancel = decode_a2a_params(params, A2aCancelTaskRequest)
-            task = await self._cancel(self._find(identity, cancel.id))
+            task = await self._cancel(self._tasks.find(identity, cancel.id))
             await _respond(send, 200, encode_a2a_result(rid, task.snapshot()))
         elif method == "SubscribeToTask":
             subscribe = decode_a2a_params(params, A2aSubscribeRequest)
             if not self._streaming:
                 raise A2aRpcError(A2aErrorCode.UNSUPPORTED_OPERATION,
                                   "this agent does not stream")
-            task = self._find(identity, subscribe.id)
+            task = self._tasks.find(identity, subscribe.id)
             if task.state in TERMINAL_STATES:
                 raise A2aRpcError(A2aErrorCode.UNSUPPORTED_OPERATION,
                                   "the task has ended; GetTask reads it")
-            await self._stream(rid, task, task.log_end, receive, send, first=task.snapshot())
+            await stream_task(rid, task, task.log_end, receive, send, first=task.snapshot())
         elif method == "ListTasks":
-            await _respond(send, 200, encode_a2a_result(rid, self._list(identity, params)))
+            await _respond(send, 200, encode_a2a_result(rid, self._tasks.list(identity, params)))
         elif method in _PUSH_METHODS:
             raise A2aRpcError(A2aErrorCode.PUSH_NOTIFICATION_NOT_SUPPORTED,
                               "this agent sends no push notifications")
@@ -463,39 +324,8 @@ class A2aServer:
         else:
             raise A2aRpcError(A2aErrorCode.METHOD_NOT_FOUND, "method not found")
 
-    def _find(self, identity: str, task_id: str) -> _Task:
-        task = self._tasks.get(scoped_chat_id(identity, task_id))
-        if task is None:
-            raise A2aRpcError(A2aErrorCode.TASK_NOT_FOUND, "task not found")
-        return task
-
-    def _list(self, identity: str, params: dict[str, Any]) -> dict[str, Any]:
-        context = params.get("contextId")
-        state = params.get("status")
-        size = params.get("pageSize", 50)
-        if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size <= 100:
-            raise A2aRpcError(A2aErrorCode.INVALID_PARAMS, "pageSize must be 1 to 100")
-        if params.get("pageToken"):
-            raise A2aRpcError(A2aErrorCode.INVALID_PARAMS, "unknown pageToken")
-        mine = [t for t in self._tasks.values() if t.identity == identity
-                and (context is None or t.context_id == context)
-                and (state in (None, "TASK_STATE_UNSPECIFIED") or t.state == state)]
-        mine.sort(key=lambda t: t.updated_ms, reverse=True)
-        with_artifacts = params.get("includeArtifacts") is True
-        length = params.get("historyLength")
-        if length is not None and (not isinstance(length, int) or isinstance(length, bool)):
-            raise A2aRpcError(A2aErrorCode.INVALID_PARAMS, "historyLength must be an integer")
-        _check_history_length(length)
-        tasks = []
-        for t in mine[:size]:
-            snap = t.snapshot(length)
-            if not with_artifacts:
-                snap = msgspec.structs.replace(snap, artifacts=())
-            tasks.append(snap)
-        return {"tasks": tasks, "nextPageToken": "", "pageSize": size, "totalSize": len(mine)}
-
     def _take(self, request: A2aSendMessageRequest, identity: str
-              ) -> tuple[_Task, Callable[[], None]]:
+              ) -> tuple[Task, Callable[[], None]]:
         """The task this message starts or continues, and the call that starts its run (a
         stream sends its first event before: the run's first steps do not delay it)."""
         message = request.message
@@ -508,15 +338,14 @@ class A2aServer:
         content = _user_content(message)
         if self._tg is None:
             raise A2aRpcError(A2aErrorCode.INTERNAL_ERROR, "the server runs no lifespan")
-        task: _Task | None = None
+        task: Task | None = None
         if message.task_id:
-            task = self._find(identity, message.task_id)
+            task = self._tasks.find(identity, message.task_id)
             if message.context_id and message.context_id != task.context_id:
                 raise A2aRpcError(A2aErrorCode.INVALID_PARAMS,
                                   "message.contextId is not the task's context")
         elif message.context_id:
-            last = self._tasks.get(self._contexts.get(
-                scoped_chat_id(identity, message.context_id), ""))
+            last = self._tasks.last_in_context(identity, message.context_id)
             if last is not None and last.state == "TASK_STATE_INPUT_REQUIRED":
                 task = last  # the reply to what the context's task asked
             elif last is not None and last.running:
@@ -538,12 +367,10 @@ class A2aServer:
                              transcript=transcript, approvals=approvals, identity=identity)
         else:
             context_id = message.context_id or self._new_id()
-            last = self._tasks.get(self._contexts.get(scoped_chat_id(identity, context_id), ""))
+            last = self._tasks.last_in_context(identity, context_id)
             self._admit(identity)
-            task = _Task(self._new_id(), context_id, identity, self._now())
-            key = scoped_chat_id(identity, task.id)
-            self._tasks[key] = task
-            self._contexts[scoped_chat_id(identity, context_id)] = key
+            task = Task(self._new_id(), context_id, identity, self._now())
+            self._tasks.add(task)
             prior = last.transcript if last is not None else ()
             transcript = prior + (UserMessage(content=content),)
             open_calls = ()
@@ -556,14 +383,14 @@ class A2aServer:
                                     timestamp=iso_timestamp(self._now()))
         task.pending = ()
         task.running = True
-        self._forget_old()
+        self._tasks.forget_old()
         task.ended = anyio.Event()
         task.scope = anyio.CancelScope()
         task.runs += 1
         encoder = A2aTaskEncoder(task.id, task.context_id,
                                  now=lambda: iso_timestamp(self._now()), known_calls=open_calls,
                                  id_prefix=task.id if task.runs == 1 else f"{task.id}.{task.runs}")
-        frames = _Frames(self, task, encoder, RunRecorder())
+        frames = Frames(task, encoder, RunRecorder(), self._now)
         tg = self._tg
 
         def begin() -> None:
@@ -579,17 +406,7 @@ class A2aServer:
         self._runs += 1
         self._per_identity[identity] = self._per_identity.get(identity, 0) + 1
 
-    def _forget_old(self) -> None:
-        while len(self._tasks) > self._max_tasks:
-            oldest = next((k for k, t in self._tasks.items() if not t.running), None)
-            if oldest is None:
-                return
-            gone = self._tasks.pop(oldest)
-            ctx = scoped_chat_id(gone.identity, gone.context_id)
-            if self._contexts.get(ctx) == oldest:
-                del self._contexts[ctx]
-
-    async def _drive(self, task: _Task, chat: ChatInput, frames: _Frames,
+    async def _drive(self, task: Task, chat: ChatInput, frames: Frames,
                      open_calls: tuple[ToolCall, ...]) -> None:
         def describe(exc: Exception) -> str:
             LOGGER.error("A2A task %s (context %r) failed", task.id, chat.chat_id, exc_info=exc)
@@ -601,7 +418,7 @@ class A2aServer:
         finally:
             with anyio.CancelScope(shield=True):
                 if task.state not in TERMINAL_STATES and task.state not in _INTERRUPTED:
-                    frames._apply(frames.encoder.abort())  # cancelled before the run began
+                    frames.apply(frames.encoder.abort())  # cancelled before the run began
                 if task.state in ("TASK_STATE_COMPLETED", "TASK_STATE_INPUT_REQUIRED"):
                     task.transcript = chat.transcript + frames.recorder.messages(open_calls)
                 task.pending = frames.encoder.pending() \
@@ -617,7 +434,7 @@ class A2aServer:
                 task.ended.set()
                 task.changed.set()
 
-    async def _cancel(self, task: _Task) -> _Task:
+    async def _cancel(self, task: Task) -> Task:
         if task.state in TERMINAL_STATES:
             raise A2aRpcError(A2aErrorCode.TASK_NOT_CANCELABLE,
                               f"the task has ended ({task.state})")
@@ -625,77 +442,12 @@ class A2aServer:
             task.scope.cancel()  # the run's stop: its stream ends CANCELED
             await task.ended.wait()
         else:  # waiting on input: nothing runs, the task just ends
-            task.apply(A2aStreamResponse(status_update=_status_event(
+            task.apply(A2aStreamResponse(status_update=status_event(
                 task, "TASK_STATE_CANCELED", iso_timestamp(self._now()))), self._now())
             task.pending = ()
             task.trim()
         return task
 
-    async def _stream(self, rid: str | int | None, task: _Task, after: int, receive: Receive,
-                      send: Send, *, first: A2aTask,
-                      begin: Callable[[], None] | None = None) -> None:
-        """SSE: ``first`` (the task), then its updates from ``after`` until the run's end;
-        ``begin()`` (the run's start) once ``first`` is sent -- or the client gone."""
-        task.readers += 1
-        try:
-            await self._tail(rid, task, after, receive, send, first, begin)
-        finally:
-            task.readers -= 1
-            task.trim()
-
-    async def _tail(self, rid: str | int | None, task: _Task, after: int, receive: Receive,
-                    send: Send, first: A2aTask, begin: Callable[[], None] | None) -> None:
-        try:
-            await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-            await _send_sse(send, rid, {"task": first})
-        except OSError:
-            return  # the client's socket is gone
-        finally:
-            if begin is not None:
-                begin()
-        async with anyio.create_task_group() as tg:
-            async def watch_disconnect() -> None:
-                while (await receive())["type"] != "http.disconnect":
-                    pass
-                tg.cancel_scope.cancel()  # only this stream: the run goes on
-
-            tg.start_soon(watch_disconnect)
-            try:
-                while True:
-                    changed = task.changed
-                    if after < task.log_end:
-                        chunk = task.log[after - task.log_base:]
-                        after += len(chunk)
-                        await send({"type": "http.response.body", "more_body": True,
-                                    "body": b"".join(_sse(rid, u) for u in chunk)})
-                        continue
-                    if not task.running:
-                        break
-                    await changed.wait()
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
-            except OSError:
-                pass  # the client's socket is gone
-            tg.cancel_scope.cancel()
-
-
-def _check_history_length(length: int | None) -> None:
-    if length is not None and length < 0:
-        raise A2aRpcError(A2aErrorCode.INVALID_PARAMS, "historyLength must be >= 0")
-
-
-def _interface(url: str) -> A2aAgentInterface:
-    return A2aAgentInterface(url=url, protocol_binding="JSONRPC",
-                             protocol_version=A2A_PROTOCOL_VERSION)
-
-
-def _status_event(task: _Task, state: A2aTaskState, timestamp: str) -> A2aStatusUpdate:
-    return A2aStatusUpdate(task_id=task.id, context_id=task.context_id,
-                           status=A2aTaskStatus(state=state, timestamp=timestamp))
-
-
-async def _until_settled(task: _Task) -> None:
-    while task.running:
-        await task.ended.wait()
 
 
 def _open_calls(transcript: tuple[Message, ...]) -> tuple[ToolCall, ...]:
@@ -740,15 +492,6 @@ def _check_version(scope: Scope) -> None:
         raise A2aRpcError(A2aErrorCode.VERSION_NOT_SUPPORTED,
                           f"this agent speaks A2A {A2A_PROTOCOL_VERSION}: send the "
                           f"A2A-Version: {A2A_PROTOCOL_VERSION} header")
-
-
-def _sse(rid: str | int | None, update: A2aStreamResponse) -> bytes:
-    return b"data: " + encode_a2a_result(rid, update) + b"\n\n"
-
-
-async def _send_sse(send: Send, rid: str | int | None, result: Any) -> None:
-    await send({"type": "http.response.body", "more_body": True,
-                "body": b"data: " + encode_a2a_result(rid, result) + b"\n\n"})
 
 
 async def _respond(send: Send, status: int, body: bytes,

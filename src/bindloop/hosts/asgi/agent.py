@@ -23,12 +23,18 @@ only to a call the model made in this chat, with its own tool and arguments, onc
 call, changed arguments or a replayed decision is refused and runs nothing. (The decisions'
 once-only commit across processes is ``on_checkpoint``'s and a shared record's to make.)
 
-A host that can lose a run midway (a process killed) passes ``on_checkpoint``: it gets the ``ready``
-checkpoint of every settled boundary of the prompt -- the first one (the loop's) right after the
-approved calls ran, before the model is called -- with the encoder fed everything before it (the
-run's events reach it through ``run_with(on_event=)``, synchronously); a
-:class:`~bindloop.hosts.asgi.chat.ChatInput` carrying one of them goes on from there (``resume_chat``),
-its approvals not run again. A run lost between an approved call and that save runs it again.
+A host that can lose a run midway (a process killed) keeps its boundaries: for a
+``continuable`` chat each is handed to the host as a
+:class:`~bindloop.agent.CheckpointSavedEvent` through ``emit`` (what
+:class:`~bindloop.hosts.asgi.chat.ChatApp` stores with continuable logs), and to ``on_checkpoint``
+when given (the ``ready`` ones) -- every settled boundary of the prompt, the first one (the
+loop's) right after the approved calls ran, before the model is called, with the encoder fed
+everything before it (the run's events reach it through ``run_with(on_event=)``, synchronously).
+The host also gets the commit of a request's decisions, saved before the approved calls run. A
+:class:`~bindloop.hosts.asgi.chat.ChatInput` carrying one of them goes on from there
+(``resume_chat``): from a commit, with the same decisions again. With ``receipts`` a call that had
+run (an approved one included) is answered from its receipt and not run again; without, a run
+lost between an approved call and the save after it runs the call again.
 """
 
 from __future__ import annotations
@@ -41,10 +47,12 @@ import msgspec
 
 from bindloop.agent import (
     AgentStreamEvent,
+    ApprovalDecidedEvent,
     ApprovalDecision,
     ApprovalError,
     ChatResult,
     CheckpointSavedEvent,
+    ToolMiddleware,
     WrappedModel,
     approve,
     create_agent,
@@ -57,19 +65,33 @@ from bindloop.agent import (
     resume_chat,
 )
 from bindloop.completion import StreamEvent
+from bindloop.clock import epoch_ms
 from bindloop.contracts import (
     AssistantMessage,
     Message,
     SystemMessage,
     ToolCall,
+    ToolError,
     ToolMessage,
+    ToolOutcome,
+    ToolResult,
     ToolSuspend,
     UserMessage,
 )
 from bindloop.loop import LoopCounters, OpenSuspend
 from bindloop.model import Model, ModelRequest
-from bindloop.tools import Tool
-from bindloop.session import (
+from bindloop.run import (
+    CanonicalJsonError,
+    ReceiptAmbiguous,
+    ReceiptReplay,
+    ReceiptWait,
+    ToolCallReceiptKey,
+    decide_tool_call_receipt,
+    tool_call_args_hash,
+)
+from bindloop.stores import ToolCallReceiptStore
+from bindloop.tools import Tool, ToolContext
+from bindloop.checkpoints import (
     ApprovalRecord,
     LoopCheckpoint,
     serialize_loop_checkpoint,
@@ -174,14 +196,84 @@ def _suspended_at(chat: ChatInput, approval: frozenset[str], max_turn_steps: int
     return checkpoint, decisions
 
 
+_MAY_HAVE_RUN = ("this call was running when its process died: it may or may not have taken "
+                 "effect, and it was not run again")
+
+
+def _recorded(outcome: ToolResult | ToolError) -> Any:
+    return msgspec.to_builtins(outcome)
+
+
+def _receipted(receipts: ToolCallReceiptStore, chat: ChatInput,
+               lease_ms: float) -> ToolMiddleware:
+    """Each call of a server tool claimed in ``receipts`` before it runs (keyed by the chat, the
+    call's id and its arguments) and its outcome recorded there: a call that completed is
+    answered with the recorded outcome and not run again, one whose process died while it ran is
+    answered as maybe run (an opaque effect), a live claim is waited for."""
+
+    async def handler(ctx: ToolContext, run: Callable[[], Awaitable[ToolOutcome]]) -> ToolOutcome:
+        try:
+            raw = ctx.input
+            args = msgspec.json.decode(raw) if isinstance(raw, (str, bytes)) else raw
+            key = ToolCallReceiptKey(tenant_id=chat.identity,
+                                     run_id=f"{chat.chat_id}/{ctx.call_id}",
+                                     tool_name=ctx.tool_name, args_hash=tool_call_args_hash(args))
+        except (msgspec.DecodeError, CanonicalJsonError):
+            return await run()  # arguments no tool takes: refused before anything runs
+        while True:
+            decision = decide_tool_call_receipt(state=await receipts.read(key), effect="opaque")
+            if isinstance(decision, ReceiptReplay):
+                return msgspec.convert(decision.result, ToolResult | ToolError)
+            if isinstance(decision, ReceiptWait):
+                await anyio.sleep(max(0.0, decision.lease_expires_at_ms - epoch_ms()) / 1000)
+                continue
+            if isinstance(decision, ReceiptAmbiguous):
+                return ToolError(error=_MAY_HAVE_RUN, kind="error")
+            if not await receipts.claim(key, decision.attempt, lease_ms):
+                continue  # another attempt claimed it first: read again
+            try:
+                outcome = await run()
+            except Exception as exc:  # the tool's own report: nothing landed
+                await receipts.fail(key, decision.attempt, type(exc).__name__)
+                raise
+            if isinstance(outcome, ToolSuspend):  # nothing ran: a later call may
+                await receipts.fail(key, decision.attempt, "suspended")
+            else:
+                await receipts.complete(key, decision.attempt, _recorded(outcome))
+            return outcome
+
+    return ToolMiddleware(name="receipts", handler=handler)
+
+
+def _redecided(checkpoint: LoopCheckpoint) -> tuple[LoopCheckpoint, list[ApprovalDecision]]:
+    """A checkpoint saved when decisions were committed, before their calls ran (a continuation
+    of a run lost then): the position before the commit and the same decisions, so the approved
+    calls go through their receipts (a call that completed is not run again)."""
+    record = checkpoint.approvals
+    if not isinstance(record, ApprovalRecord) or not record.decided:
+        return checkpoint, []
+    decisions: list[ApprovalDecision] = []
+    for d in record.decided:
+        if d.decision == "deny":
+            decisions.append(deny(d.call_id, d.reason or "the user denied this tool call"))
+        elif d.arguments is not None:
+            decisions.append(edit_arguments(d.call_id, d.arguments))
+        else:
+            decisions.append(approve(d.call_id))
+    undecided = ApprovalRecord(pending=(*record.pending, *(d.call_id for d in record.decided)),
+                               signed=record.signed)
+    return msgspec.structs.replace(checkpoint, approvals=undecided), decisions
+
+
 async def _uncommitted(_checkpoint: LoopCheckpoint) -> None:
-    """Where the decisions are committed without ``on_checkpoint``: nowhere (the client holds the
-    conversation; see the module docstring)."""
+    """Where the decisions are committed when nothing keeps the run's boundaries: nowhere (the
+    client holds the conversation; see the module docstring)."""
 
 
 RunSaver = Callable[[ChatInput, LoopCheckpoint], Awaitable[None]]
 """``on_checkpoint(chat, checkpoint)``: store a run's boundary before it goes on (a raise fails
-the run there)."""
+the run there). :class:`~bindloop.hosts.asgi.chat.ChatApp` needs none: it keeps the boundaries the
+runner hands it."""
 
 
 _TRUST_THE_CLIENT: Any = object()
@@ -192,7 +284,9 @@ def agent_runner(model: Model, *, tools: Iterable[Tool[Any, Any]] = (),
                  on_checkpoint: RunSaver | None = None,
                  approvals: PendingApprovals | None = _TRUST_THE_CLIENT,
                  allow_edits: bool = False, instructions: str | None = None,
-                 trust_system_messages: bool = False) -> Runner:
+                 trust_system_messages: bool = False,
+                 receipts: ToolCallReceiptStore | None = None,
+                 receipt_lease_ms: float = 10_000) -> Runner:
     """A runner that answers each request with one ``prompt_chat`` over ``model`` (a
     :class:`~bindloop.model.Model`) and ``tools`` -- or one ``resume_chat``: of the
     request's ``checkpoint``, or, when its approvals answer calls of its transcript, of the
@@ -210,7 +304,16 @@ def agent_runner(model: Model, *, tools: Iterable[Tool[Any, Any]] = (),
     The operator's instructions stay the operator's: a system message in the client's transcript
     is carried as user content (it can ask, never instruct), and ``instructions`` (the host's
     system prompt) opens every conversation. ``trust_system_messages=True`` is for a host that
-    already did both to the transcript it hands over (the Worker's own routes)."""
+    already did both to the transcript it hands over (the Worker's own routes).
+
+    ``receipts`` (a :class:`~bindloop.stores.ToolCallReceiptStore` every process of the host shares,
+    e.g. :class:`~bindloop.hosts.stores.sqlite.SqliteStore`): each call of a server tool is
+    claimed there before it runs and its outcome recorded, keyed by the chat, the call's id and
+    its arguments, so a run continued after its process died (the host's
+    :class:`~bindloop.hosts.asgi.chat.ChatApp` with continuable logs) gets the recorded outcome of a
+    call that had run and does not run it again -- an approved call included; a call lost while
+    it ran is answered as maybe run, not run again. The claim's lease is ``receipt_lease_ms``
+    (on the wall clock, the stores' default)."""
     server_tools = {t.name: t for t in tools}
     approval = frozenset(needs_approval)
     pending: PendingApprovals | None = (MemoryPendingApprovals() if approvals is _TRUST_THE_CLIENT
@@ -218,6 +321,9 @@ def agent_runner(model: Model, *, tools: Iterable[Tool[Any, Any]] = (),
 
     async def run(chat: ChatInput, emit: Emit) -> Any:
         start, decisions = chat.checkpoint, list[ApprovalDecision]()
+        if start is not None:  # a continuation: its decisions, if it was lost with them, again
+            start, decisions = _redecided(start)
+        redecided = {d.call_id for d in decisions}
         if start is None:
             if not trust_system_messages:
                 chat = _operators(chat, instructions)
@@ -226,17 +332,28 @@ def agent_runner(model: Model, *, tools: Iterable[Tool[Any, Any]] = (),
             position = _suspended_at(chat, approval, max_turn_steps, pending, allow_edits)
             if position is not None:
                 start, decisions = position
-        saver = None if on_checkpoint is None else _saver(on_checkpoint, chat)
+        # Checkpoints are made only for a host or a saver that keeps them (decisions always
+        # commit through one: see _uncommitted).
+        saver = (_saver(on_checkpoint, chat) if on_checkpoint is not None or chat.continuable
+                 else None)
 
         def forward(event: AgentStreamEvent) -> None:
             # Called as each event is emitted: by a save, the encoder was fed all that preceded it.
             turn, item = agent_event_input(event)
-            if not isinstance(item, CheckpointSavedEvent):  # the host's own save: not the client's
+            if isinstance(item, ApprovalDecidedEvent) and item.call_id in redecided:
+                return  # the lost run reported it already
+            if not isinstance(item, CheckpointSavedEvent) or item.checkpoint.status == "ready" \
+                    or (isinstance(item.checkpoint.approvals, ApprovalRecord)
+                        and item.checkpoint.approvals.decided):
+                # A settled boundary, or decisions committed before their calls run: the
+                # host's to keep (never the client's).
                 emit(turn, item)
 
         async def handler(_: None) -> ChatResult:
+            middleware = () if receipts is None else (
+                _receipted(receipts, chat, receipt_lease_ms),)
             for tool in server_tools.values():
-                equip_tool(tool, needs_approval=tool.name in approval)
+                equip_tool(tool, needs_approval=tool.name in approval, middleware=middleware)
             for definition in chat.tools:
                 if definition.name not in server_tools:
                     equip_tool(_client_tool(definition),
@@ -275,9 +392,15 @@ def _operators(chat: ChatInput, instructions: str | None) -> ChatInput:
     return msgspec.structs.replace(chat, transcript=transcript)
 
 
-def _saver(save: RunSaver, chat: ChatInput) -> Callable[[LoopCheckpoint], Awaitable[None]]:
+def _saver(save: RunSaver | None,
+           chat: ChatInput) -> Callable[[LoopCheckpoint], Awaitable[None]]:
+    """The agent's ``on_checkpoint``: ``save`` each settled boundary (a suspend or the end is the
+    run's outcome, no save). Given without ``save`` for a continuable chat: each checkpoint is
+    then reported as a run event, which the runner hands to the host (``emit``) to keep the run
+    where it can go on."""
+
     async def on_checkpoint(checkpoint: LoopCheckpoint) -> None:
-        if checkpoint.status == "ready":  # a suspend or the end: the run's outcome, no save
+        if save is not None and checkpoint.status == "ready":
             await save(chat, checkpoint)
 
     return on_checkpoint

@@ -14,6 +14,9 @@ Routes (no web framework; run it under any ASGI server, e.g. ``uvicorn``):
     An AG-UI ``RunAgentInput`` (``HttpAgent``); answers AG-UI events.
 ``GET /ag-ui/{threadId}/stream`` and ``POST /ag-ui/{threadId}/stop``
     The same reconnect and stop for an AG-UI thread.
+``DELETE /api/chat/{id}`` and ``DELETE /ag-ui/{threadId}``
+    The owner deletes the chat with all the app stored of it (``204``; ``404`` when there is
+    nothing, ``409`` while a run of it goes on).
 
 Each run is a task of the app (started in the ASGI lifespan), not of the request: every frame it
 produces goes to its event log (:mod:`bindloop.hosts.asgi.run_logs`) with its offset as the SSE ``id:``,
@@ -22,6 +25,14 @@ requests get ``{"error": code, "message": ...}`` with a 4xx status (5xx when the
 
 Every request first goes through ``authorize`` (see :class:`ChatApp`): the identity it returns owns
 the chats it starts, and another identity can neither read, resume, stop nor reuse them.
+
+With logs that keep what a run needs to go on (:class:`~bindloop.hosts.asgi.run_logs.ContinuableRunLogs`,
+e.g. :class:`~bindloop.hosts.asgi.run_logs.SqliteRunLogs`), a run whose process died is continued: its
+request is stored as it begins and each settled boundary the runner reports (a
+:class:`~bindloop.agent.CheckpointSavedEvent` through ``emit``) is saved with the encoder inputs
+fed by then; once its lease is out, the app of any process on that store takes it over, writes the
+dead run's log again up to that save under a new run id (the encoders are deterministic) and goes
+on from the saved checkpoint. A client's resume follows the dead run into its continuation.
 """
 
 from __future__ import annotations
@@ -62,12 +73,22 @@ from bindloop.protocols import (
     parse_run_event_id,
     sse_frame,
 )
-from bindloop.agent import ApprovalError
+from bindloop.agent import ApprovalError, CheckpointSavedEvent
 from bindloop.errors import ProviderError
 from bindloop.routing import AttemptError
-from bindloop.session import LoopCheckpoint
+from bindloop.checkpoints import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
 
-from bindloop.stores import MemoryRunLogs, RunBusyError, RunLogs, RunsFullError, RunStatus
+from bindloop.stores import (
+    MemoryRunLogs,
+    RunBusyError,
+    RunLogs,
+    RunRecord,
+    RunsFullError,
+    RunStatus,
+)
+
+from .replay import RecordedFrames, decode_fed, encode_fed, replay
+from .run_logs import ContinuableRunLogs, Continuation
 
 __all__ = ("AgUiFrames", "Authorize", "BodyRefused", "ChatApp", "ChatInput", "ChatRefused",
            "ChatRequest", "Emit", "Frames", "Runner", "UiFrames", "ag_ui_chat_input",
@@ -90,7 +111,9 @@ class ChatInput(msgspec.Struct, frozen=True, kw_only=True):
     itself: a call to one is left for the client), ``approvals`` to apply first, and the shared
     ``state`` (AG-UI). ``checkpoint`` set: the run goes on from that saved boundary of an earlier
     run of this request (a host continuing a run that died; ``transcript`` is its messages) --
-    its approvals were applied and its state sent then, so neither happens again."""
+    its approvals were applied and its state sent then, so neither happens again.
+    ``continuable``: the host keeps the run's boundaries to continue it if its process dies (the
+    runner hands each to ``emit`` as a :class:`~bindloop.agent.CheckpointSavedEvent`)."""
 
     chat_id: str
     protocol: Literal["ui", "ag-ui", "a2a"]
@@ -100,6 +123,7 @@ class ChatInput(msgspec.Struct, frozen=True, kw_only=True):
     state: Any = None
     checkpoint: LoopCheckpoint | None = None
     identity: str = ""
+    continuable: bool = False
 
 
 class ChatRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -196,7 +220,7 @@ class _HttpError(Exception):
 
 
 class _Run:
-    __slots__ = ("changed", "identity", "protocol", "run_id", "scope")
+    __slots__ = ("changed", "identity", "logged", "protocol", "recorder", "run_id", "scope")
 
     def __init__(self, run_id: str, protocol: str, identity: str = "") -> None:
         self.run_id = run_id
@@ -204,6 +228,20 @@ class _Run:
         self.identity = identity
         self.changed = anyio.Event()
         self.scope = anyio.CancelScope()
+        self.logged = 0  # frames appended to its log
+        self.recorder: RecordedFrames | None = None  # with continuable logs: what it fed
+
+
+class _Claim(msgspec.Struct, frozen=True, kw_only=True):
+    """What a continuation needs of a request: its body, the message id the app minted for it
+    (AI SDK) and the caller's identity."""
+
+    body: bytes
+    minted: str = ""
+    identity: str = ""
+
+
+_CLAIM = msgspec.json.Decoder(_Claim)
 
 
 class ChatApp:
@@ -293,6 +331,8 @@ class ChatApp:
             return
         async with anyio.create_task_group() as tg:
             self._tg = tg
+            if isinstance(self.logs, ContinuableRunLogs):
+                tg.start_soon(self._continue_lost, self.logs)
             await send({"type": "lifespan.startup.complete"})
             while (await receive())["type"] != "lifespan.shutdown":
                 pass
@@ -304,9 +344,13 @@ class ChatApp:
         method, path = scope["method"], scope["path"].rstrip("/") or "/"
         parts = path.strip("/").split("/")
         if path == "/api/chat" and method == "POST":
-            await self._post_ui(scope, receive, send, identity)
+            await self._post("ui", scope, receive, send, identity)
         elif path == "/ag-ui" and method == "POST":
-            await self._post_ag_ui(scope, receive, send, identity)
+            await self._post("ag-ui", scope, receive, send, identity)
+        elif method == "DELETE" and (len(parts) == 3 and parts[:2] == ["api", "chat"] or (
+                len(parts) == 2 and parts[0] == "ag-ui")):
+            await self._delete("ui" if parts[0] == "api" else "ag-ui",
+                               scoped_chat_id(identity, parts[-1]), send)
         elif len(parts) == 4 and parts[:2] == ["api", "chat"] or (
                 len(parts) == 3 and parts[0] == "ag-ui"):
             protocol = "ui" if parts[0] == "api" else "ag-ui"
@@ -337,34 +381,42 @@ class ChatApp:
             return _HttpError(status, f"body_{exc.reason}", str(exc))
         return _HttpError(400, "invalid_request", str(exc))
 
-    async def _post_ui(self, scope: Scope, receive: Receive, send: Send, identity: str) -> None:
-        body = await self._body(scope, receive)
-        try:
+    def _decoded(self, protocol: str, body: bytes,
+                 minted: str) -> tuple[ChatInput, Frames, str | None]:
+        """A request body as the run it asks for: its input, its protocol's frames (an AI SDK
+        message id ``msg-<minted>`` unless the request names one) and the run id it names
+        (AG-UI's ``runId``; ``None``: the app mints one)."""
+        if protocol == "ui":
             request = decode_ui_chat_request(body, max_bytes=self._max_body)
-        except (JsonBoundsError, ProtocolRequestError) as exc:
-            raise self._refuse(exc) from None
-        encoder = ui_encoder(request, self._new_id(), ai_sdk=self._ai_sdk)
-        chat = _owned(ui_chat_input(request), identity)
-        run = self._begin("ui", chat.chat_id, identity)
-        self._spawn(run, chat, UiFrames(encoder))
-        await self._serve(run.run_id, None, UI_STREAM_HEADERS, receive, send)
-
-    async def _post_ag_ui(self, scope: Scope, receive: Receive, send: Send,
-                          identity: str) -> None:
-        body = await self._body(scope, receive)
-        try:
-            request = decode_run_agent_input(body, max_bytes=self._max_body)
-        except (JsonBoundsError, ProtocolRequestError) as exc:
-            raise self._refuse(exc) from None
-        if not RUN_ID_PATTERN.fullmatch(request.run_id):
+            encoder = ui_encoder(request, minted, ai_sdk=self._ai_sdk)
+            return ui_chat_input(request), UiFrames(encoder), None
+        run = decode_run_agent_input(body, max_bytes=self._max_body)
+        if not RUN_ID_PATTERN.fullmatch(run.run_id):
             raise _HttpError(400, "invalid_request", "runId must be 1 to 128 characters of "
                              "A-Z a-z 0-9 . _ ~ - (it names the run's events)")
-        encoder = AgUiEncoder(thread_id=request.thread_id, run_id=request.run_id,
-                              messages=request.messages)
-        chat = _owned(ag_ui_chat_input(request), identity)
-        run = self._begin("ag-ui", chat.chat_id, identity, run_id=request.run_id)
-        self._spawn(run, chat, AgUiFrames(encoder))
-        await self._serve(run.run_id, None, AG_UI_HEADERS, receive, send)
+        ag_ui = AgUiEncoder(thread_id=run.thread_id, run_id=run.run_id, messages=run.messages)
+        return ag_ui_chat_input(run), AgUiFrames(ag_ui), run.run_id
+
+    async def _post(self, protocol: str, scope: Scope, receive: Receive, send: Send,
+                    identity: str) -> None:
+        self._admit(identity)  # before the body is read: a refused caller costs no more
+        body = await self._body(scope, receive)
+        minted = self._new_id() if protocol == "ui" else ""
+        try:
+            chat, frames, run_id = self._decoded(protocol, body, minted)
+        except (JsonBoundsError, ProtocolRequestError) as exc:
+            raise self._refuse(exc) from None
+        chat = _owned(chat, identity)
+        run = self._begin(protocol, chat.chat_id, identity, run_id=run_id)
+        if isinstance(self.logs, ContinuableRunLogs):
+            chat = msgspec.structs.replace(chat, continuable=True)
+            self.logs.claim(run.run_id, _JSON.encode(_Claim(body=body, minted=minted,
+                                                             identity=identity)))
+            run.recorder = RecordedFrames(frames)
+            frames = run.recorder
+        self._spawn(run, chat, frames)
+        await self._serve(run.run_id, None, UI_STREAM_HEADERS if protocol == "ui"
+                          else AG_UI_HEADERS, receive, send)
 
     async def _reconnect(self, protocol: str, chat_id: str, scope: Scope, receive: Receive,
                          send: Send) -> None:
@@ -381,14 +433,19 @@ class ChatApp:
             run_id = None
             if record is not None and (record.chat_id, record.protocol) == (chat_id, protocol):
                 run_id, after = named
-                if record.events <= after + 1 and not record.live(self._now()) \
-                        and run_id not in self._live:
+                # A run taken over after its process died: its continuation repeats its log up
+                # to the save it went on from; a client that saw more of it gets nothing.
+                while record is not None and record.continued_by is not None:
+                    run_id = record.continued_by if after < record.continued_at else None
+                    record = None if run_id is None else self.logs.record(run_id)
+                if record is None or (record.events <= after + 1 and not self._going_on(record)
+                                      and record.run_id not in self._live):
                     run_id = None  # it ended and the client saw all of it
         else:
             run_id = self._active.get((protocol, chat_id))
             if run_id is None:
                 latest = self.logs.latest(chat_id, protocol)
-                if latest is not None and latest.live(self._now()):
+                if latest is not None and self._going_on(latest):
                     run_id = latest.run_id  # running in another process that shares the store
         if run_id is None:
             await send({"type": "http.response.start", "status": 204, "headers": []})
@@ -411,6 +468,19 @@ class ChatApp:
         self.logs.request_stop(latest.run_id)
         await _send_json(send, 202, {"stopping": latest.run_id})
 
+    async def _delete(self, protocol: str, chat_id: str, send: Send) -> None:
+        if (protocol, chat_id) in self._active:
+            raise _HttpError(409, "chat_busy", "this chat has a running response: stop it first")
+        try:
+            deleted = self.logs.delete_chat(chat_id, protocol, now_ms=self._now())
+        except RunBusyError:
+            raise _HttpError(409, "chat_busy", "this chat has a running response: stop it "
+                             "first") from None
+        if not deleted:
+            raise _HttpError(404, "unknown_chat", "no such chat")
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
     # -- runs -----------------------------------------------------------------------------------
 
     def _begin(self, protocol: str, chat_id: str, identity: str,
@@ -421,12 +491,7 @@ class ChatApp:
         if (protocol, chat_id) in self._active:
             raise _HttpError(409, "chat_busy", "this chat already has a running response; "
                              "reconnect to it, or stop it first")
-        if len(self._live) >= self._max_runs:
-            raise _HttpError(429, "too_many_runs", "the server is running as many chats as it "
-                             "may; try again shortly")
-        if self._per_identity.get(identity, 0) >= self._max_runs_per_identity:
-            raise _HttpError(429, "too_many_runs", f"you have {self._max_runs_per_identity} "
-                             "chats running already; try again when one has finished")
+        self._admit(identity)
         run_id = run_id or self._new_id()
         if run_id in self._live or self.logs.record(run_id) is not None:
             raise _HttpError(409, "run_exists", f"run {run_id!r} already exists")
@@ -440,16 +505,116 @@ class ChatApp:
         except RunsFullError:
             raise _HttpError(503, "too_many_runs", "the server is running as many chats as it "
                              "holds; try again shortly") from None
+        return self._register(run_id, protocol, chat_id, identity)
+
+    def _admit(self, identity: str) -> None:
+        """429 when the app, or ``identity``, runs as many chats as it may."""
+        if len(self._live) >= self._max_runs:
+            raise _HttpError(429, "too_many_runs", "the server is running as many chats as it "
+                             "may; try again shortly")
+        if self._per_identity.get(identity, 0) >= self._max_runs_per_identity:
+            raise _HttpError(429, "too_many_runs", f"you have {self._max_runs_per_identity} "
+                             "chats running already; try again when one has finished")
+
+    def _register(self, run_id: str, protocol: str, chat_id: str, identity: str) -> _Run:
         run = _Run(run_id, protocol, identity)
         self._live[run_id] = run
         self._active[(protocol, chat_id)] = run_id
         self._per_identity[identity] = self._per_identity.get(identity, 0) + 1
         return run
 
-    def _spawn(self, run: _Run, chat: ChatInput, frames: Frames) -> None:
+    def _spawn(self, run: _Run, chat: ChatInput, frames: Frames, *,
+               resumed: bool = False) -> None:
         assert self._tg is not None
-        self._tg.start_soon(self._drive, run, chat, frames)
+        self._tg.start_soon(self._drive, run, chat, frames, resumed)
         self._tg.start_soon(self._keep_lease, run)
+
+    def _release(self, identity: str) -> None:
+        """One run of ``identity`` fewer."""
+        left = self._per_identity.get(identity, 1) - 1
+        if left > 0:
+            self._per_identity[identity] = left
+        else:
+            self._per_identity.pop(identity, None)
+
+    def _going_on(self, record: RunRecord) -> bool:
+        """``record``'s run renews its lease, or its process died and these logs continue it."""
+        return record.live(self._now()) or (record.status == "running" and record.claimed)
+
+    def _save(self, run: _Run, checkpoint: LoopCheckpoint) -> None:
+        """Store a boundary the runner reported, with what was fed and logged by then (a
+        synchronous write: it is on disk before the run goes on)."""
+        recorder = run.recorder
+        if recorder is None or not isinstance(self.logs, ContinuableRunLogs):
+            return
+        self.logs.save(run.run_id, serialize_loop_checkpoint(checkpoint),
+                       encode_fed(recorder.unsaved()), run.logged)
+        recorder.saved = len(recorder.fed)
+
+    async def _continue_lost(self, logs: ContinuableRunLogs) -> None:
+        """Every third of a lease: take over the runs whose process died (lease out). A failure
+        (the store busy, a stored request this app cannot read) is logged and ends that
+        continuation, never the app."""
+        while True:
+            await anyio.sleep(self._lease_ms / 3000)
+            try:
+                lost = logs.lost(self._now())
+            except Exception as exc:
+                LOGGER.error("looking for lost runs failed", exc_info=exc)
+                continue
+            for record in lost:
+                if record.run_id not in self._live and len(self._live) < self._max_runs:
+                    self._take_over(logs, record)
+
+    def _take_over(self, logs: ContinuableRunLogs, record: RunRecord) -> None:
+        """Continue ``record``'s run under a new id, from its last save (or its start)."""
+        now = self._now()
+        run_id = self._new_id()
+        try:
+            taken = logs.take_over(record.run_id, run_id, now_ms=now,
+                                   lease_until_ms=now + self._lease_ms)
+        except Exception as exc:
+            LOGGER.error("taking over run %s failed", record.run_id, exc_info=exc)
+            return
+        if taken is None:
+            return  # another process took it, or a newer request superseded it
+        try:
+            self._continue(logs, record, run_id, taken)
+        except Exception as exc:
+            LOGGER.error("run %s of chat %r (%s) could not be continued", record.run_id,
+                         record.chat_id, record.protocol, exc_info=exc)
+            run = self._live.get(run_id)
+            if run is not None:  # registered before it failed: undo that
+                self._live.pop(run_id, None)
+                self._active.pop((record.protocol, record.chat_id), None)
+                self._release(run.identity)
+            logs.end(run_id, "failed")
+
+    def _continue(self, logs: ContinuableRunLogs, record: RunRecord, run_id: str,
+                  taken: Continuation) -> None:
+        """Start run ``run_id`` from ``taken``: the stored request decoded again, the dead run's
+        frames written again up to its save, the runner resumed from the saved checkpoint."""
+        claim = _CLAIM.decode(taken.claim)
+        chat, frames, _ = self._decoded(record.protocol, claim.body, claim.minted)
+        chat = msgspec.structs.replace(_owned(chat, claim.identity), continuable=True)
+        run = self._register(run_id, record.protocol, record.chat_id, claim.identity)
+        run.recorder = RecordedFrames(frames)
+        resumed = taken.checkpoint is not None
+        if taken.checkpoint is not None:
+            checkpoint = parse_loop_checkpoint(taken.checkpoint)
+            run.recorder, payloads = replay(frames, decode_fed(taken.fed))
+            if len(payloads) != taken.offset:  # not the dead run's frames (its encoder changed)
+                logs.unlink(record.run_id)
+                LOGGER.error("run %s: its replay wrote %d frames where it had %d by its save; a "
+                             "resume of it gets nothing", record.run_id, len(payloads),
+                             taken.offset)
+            self._append(run, payloads)  # the dead run's log again, up to its save
+            chat = msgspec.structs.replace(chat, checkpoint=checkpoint,
+                                           transcript=checkpoint.messages)
+        LOGGER.warning("run %s of chat %r (%s) lost its process: continued as run %s from %s",
+                       record.run_id, record.chat_id, record.protocol, run_id,
+                       f"its save at frame {taken.offset}" if resumed else "its start")
+        self._spawn(run, chat, run.recorder, resumed=resumed)
 
     async def _keep_lease(self, run: _Run) -> None:
         """Renew the run's lease while it runs; a stop asked through the store cancels it."""
@@ -465,6 +630,7 @@ class ChatApp:
             return
         for payload in payloads:
             self.logs.append(run.run_id, payload)
+        run.logged += len(payloads)
         run.changed.set()
         run.changed = anyio.Event()
 
@@ -474,22 +640,20 @@ class ChatApp:
                      exc_info=exc)
         return error_text(exc, run.run_id)
 
-    async def _drive(self, run: _Run, chat: ChatInput, frames: Frames) -> None:
+    async def _drive(self, run: _Run, chat: ChatInput, frames: Frames, resumed: bool) -> None:
         status: RunStatus = "stopped"  # unless drive_run returns: the scope caught a stop
         try:
             with run.scope:
                 status = await drive_run(self._runner, chat, frames,
                                          lambda payloads: self._append(run, payloads),
-                                         describe=lambda exc: self._describe(run, chat, exc))
+                                         describe=lambda exc: self._describe(run, chat, exc),
+                                         resumed=resumed,
+                                         on_save=lambda cp: self._save(run, cp))
         finally:
             with anyio.CancelScope(shield=True):
                 self.logs.end(run.run_id, status)
                 self._live.pop(run.run_id, None)
-                left = self._per_identity.get(run.identity, 1) - 1
-                if left > 0:
-                    self._per_identity[run.identity] = left
-                else:
-                    self._per_identity.pop(run.identity, None)
+                self._release(run.identity)
                 key = (chat.protocol, chat.chat_id)
                 if self._active.get(key) == run.run_id:
                     del self._active[key]
@@ -517,11 +681,24 @@ class ChatApp:
             run = self._live.get(run_id)
             changed = None if run is None else run.changed
             # Another process's run (not live here): is it still renewing its lease?
-            elsewhere = False
+            elsewhere, hold = False, None
             if run is None:
                 record = self.logs.record(run_id)
-                elsewhere = record is not None and record.live(self._now())
+                if record is not None and record.continued_by is not None:
+                    # Its process died and another took it over: the continuation repeats the
+                    # log up to the save it went on from, so a client that saw no more goes on.
+                    if after is not None and after >= record.continued_at:
+                        await send({"type": "http.response.body", "body": b"",
+                                    "more_body": False})
+                        return
+                    run_id = record.continued_by
+                    continue
+                elsewhere = record is not None and self._going_on(record)
+                if record is not None and elsewhere and not record.live(self._now()):
+                    hold = record.saved  # lost: what it logged after its save may not repeat
             frames = self.logs.read(run_id, after)
+            if hold is not None:
+                frames = [f for f in frames if f[0] < hold]
             if frames:
                 body = b"".join(sse_event(run_id, o, p) for o, p in frames)
                 after = frames[-1][0]
@@ -583,17 +760,24 @@ def error_text(exc: Exception, ref: str | None = None) -> str:
 async def drive_run(runner: Runner, chat: ChatInput, frames: Frames,
                     write: Callable[[list[bytes]], None], *,
                     describe: Callable[[Exception], str] = error_text,
-                    resumed: bool = False) -> RunStatus:
+                    resumed: bool = False,
+                    on_save: Callable[[LoopCheckpoint], None] | None = None) -> RunStatus:
     """One run from its first frame to its last, every payload handed to ``write`` in order (the
     ASGI app's event log, the Worker's SSE stream): the start, the runner's events, then the finish
     -- or the protocol's error when the runner raises (``describe(exc)``, never a traceback; a
     host whose errors can carry a provider URL passes a scrubbing one), or its abort when the run
     is cancelled (the cancellation is re-raised). Returns how it ended. ``resumed``: ``frames``
     were started (and fed) by the caller -- a continuation of a run that died -- so no start is
-    written."""
+    written. A :class:`~bindloop.agent.CheckpointSavedEvent` the runner emits (a boundary it
+    could go on from) is no frame: it goes to ``on_save``, which stores it before the run goes
+    on."""
     open_ = [True]
 
     def emit(turn_index: int | None, event: EncoderInput) -> None:
+        if isinstance(event, CheckpointSavedEvent):
+            if on_save is not None and open_[0]:
+                on_save(event.checkpoint)
+            return
         if open_[0]:  # a tool still reporting after the run's end is not part of the stream
             write(frames.feed(event, turn_index))
 

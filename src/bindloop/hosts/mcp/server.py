@@ -26,7 +26,7 @@ import anyio
 import msgspec
 
 from bindloop.contracts import ToolError
-from bindloop.mcp import McpCall, McpReply, McpServer
+from bindloop.mcp import McpCall, McpReply, McpServer, mcp_post_refusal
 from bindloop.tools import Tool
 
 from bindloop.hosts.asgi.chat import Authorize, BodyRefused, ChatRefused, chat_request, read_body
@@ -71,7 +71,8 @@ class McpServerApp:
     it). ``body_timeout_s``: how long a body may take to arrive (408). Sessions get ids from
     ``secrets.token_urlsafe`` unless ``session_ids`` is given. A tool's raise is logged here
     (logger ``bindloop.hosts.mcp.server``) unless ``on_tool_exception`` says otherwise; the
-    client reads what the model would (see :meth:`McpServer.run_call`).
+    client reads what the model would (see :meth:`McpServer.run_call`). ``state_secret``: the
+    key that lets a suspended tool ask a 2026-07-28 client for its answer (``McpServer``'s).
     """
 
     def __init__(self, tools: Sequence[Tool[Any, Any]] | McpServer, *, path: str = "/mcp",
@@ -82,7 +83,8 @@ class McpServerApp:
                  max_body: int = 1024 * 1024, body_timeout_s: float = 30.0,
                  format_tool_exception: Callable[[Exception], ToolError] | None = None,
                  is_fatal_tool_error: Callable[[BaseException], bool] | None = None,
-                 on_tool_exception: Callable[[str, BaseException], None] | None = None) -> None:
+                 on_tool_exception: Callable[[str, BaseException], None] | None = None,
+                 state_secret: bytes | None = None) -> None:
         if isinstance(tools, McpServer):
             self.server = tools
         else:
@@ -91,7 +93,8 @@ class McpServerApp:
                 session_ids=session_ids or (lambda: secrets.token_urlsafe(24)),
                 max_body=max_body, format_tool_exception=format_tool_exception,
                 is_fatal_tool_error=is_fatal_tool_error,
-                on_tool_exception=on_tool_exception or _log_tool_exception)
+                on_tool_exception=on_tool_exception or _log_tool_exception,
+                state_secret=state_secret)
         self.path = "/" + path.strip("/")
         self._authorize = authorize
         self._origins = frozenset(o.rstrip("/").lower() for o in allowed_origins)
@@ -128,16 +131,13 @@ class McpServerApp:
             return
         if method != "POST":
             raise _Refused(405, -32000, "Method not allowed", [(b"allow", b"POST, DELETE")])
-        kind = (_header(headers, "content-type") or "").split(";", 1)[0].strip().lower()
-        if kind != "application/json":
-            raise _Refused(415, -32000, "Unsupported Media Type: send application/json")
+        refused = mcp_post_refusal(dict(headers))
+        if refused is not None:
+            raise _Refused(refused[0], -32000, refused[1])
         accept = (_header(headers, "accept") or "*/*").lower()
         wildcard = "*/*" in accept
         takes_json = wildcard or "application/json" in accept
         takes_sse = wildcard or "text/event-stream" in accept
-        if not (takes_json or takes_sse):
-            raise _Refused(406, -32000, "Not Acceptable: accept application/json or "
-                                        "text/event-stream")
         body = await self._body(scope, receive)
         decided = self.server.post(body, session_id=session_id, identity=identity,
                                    protocol_version=_header(headers, "mcp-protocol-version"),

@@ -8,7 +8,7 @@ import uuid
 
 from bindloop.errors import UsageError
 from bindloop.run import ToolCallReceiptKey
-from bindloop.session import LoopCheckpoint, serialize_loop_checkpoint
+from bindloop.checkpoints import LoopCheckpoint, serialize_loop_checkpoint
 
 __all__ = ("DEFAULT_SLOT_LEASE_MS", "HeldSlots", "check_attempt", "check_lease",
            "check_max_bytes", "check_seconds", "encode_checkpoint", "key_parts")

@@ -5,7 +5,7 @@ It serves the same ports as :class:`~bindloop.hosts.stores.sqlite.SqliteStore` a
 conformance kit (``bindloop.testing.store_kit``):
 
 - :class:`bindloop.stores.CheckpointStore` (``load`` / ``save`` / ``delete``) and ``commit`` (a
-  :data:`~bindloop.session.CommitFn`). The revision fence is one compare-and-swap statement
+  :data:`~bindloop.checkpoints.CommitFn`). The revision fence is one compare-and-swap statement
   (``INSERT ... ON CONFLICT DO UPDATE ... WHERE stored.revision + 1 = new.revision``): the row
   lock Postgres takes for the upsert orders concurrent writers, and exactly one lands.
 - :class:`bindloop.stores.ToolCallReceiptStore` (``read`` / ``claim`` / ``complete`` / ``fail``,
@@ -83,7 +83,7 @@ from bindloop.run import (
     ReceiptState,
     ToolCallReceiptKey,
 )
-from bindloop.session import (
+from bindloop.checkpoints import (
     LoopCheckpoint,
     parse_loop_checkpoint,
 )
@@ -403,7 +403,7 @@ class PostgresStore:
         return await self._op("delete", body)
 
     async def commit(self, checkpoint: LoopCheckpoint) -> BoundaryDecision:
-        """A :data:`~bindloop.session.CommitFn`: save, then ``"continue"``."""
+        """A :data:`~bindloop.checkpoints.CommitFn`: save, then ``"continue"``."""
         await self.save(checkpoint)
         return "continue"
 

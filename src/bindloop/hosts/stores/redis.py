@@ -44,7 +44,7 @@ from bindloop.run import (
     ReceiptState,
     ToolCallReceiptKey,
 )
-from bindloop.session import (
+from bindloop.checkpoints import (
     LoopCheckpoint,
     parse_loop_checkpoint,
 )
@@ -315,7 +315,7 @@ class RedisStore:
                                      command=("DEL", self._cp(execution_id))))
 
     async def commit(self, checkpoint: LoopCheckpoint) -> BoundaryDecision:
-        """A :data:`~bindloop.session.CommitFn`: save, then ``"continue"``."""
+        """A :data:`~bindloop.checkpoints.CommitFn`: save, then ``"continue"``."""
         await self.save(checkpoint)
         return "continue"
 

@@ -3,10 +3,10 @@ file (WAL), shared by every process on the machine that opens it.
 
 Outside the fences (it does file I/O). It serves the existing ports:
 
-- **checkpoints**: :meth:`SqliteStore.commit` is a :data:`bindloop.session.CommitFn` for
-  :func:`bindloop.session.run_from_checkpoint`; :meth:`SqliteStore.save_checkpoint` /
+- **checkpoints**: :meth:`SqliteStore.commit` is a :data:`bindloop.checkpoints.CommitFn` for
+  :func:`bindloop.checkpoints.run_from_checkpoint`; :meth:`SqliteStore.save_checkpoint` /
   :meth:`SqliteStore.load_checkpoint` store and read the bytes of
-  :func:`~bindloop.session.serialize_loop_checkpoint`. Writes are **single-writer fenced on the
+  :func:`~bindloop.checkpoints.serialize_loop_checkpoint`. Writes are **single-writer fenced on the
   revision**: a checkpoint lands only when it is exactly one revision after the stored one (or the
   execution has none yet), so two processes resuming the same execution cannot both commit; the
   loser gets :class:`CheckpointConflictError` and must stop.
@@ -55,7 +55,7 @@ from bindloop.run import (
     ReceiptState,
     ToolCallReceiptKey,
 )
-from bindloop.session import LoopCheckpoint, parse_loop_checkpoint
+from bindloop.checkpoints import LoopCheckpoint, parse_loop_checkpoint
 from bindloop.stores import CheckpointConflictError
 
 from bindloop.hosts.stores._common import (
@@ -68,7 +68,7 @@ from bindloop.hosts.stores._common import (
     key_parts as _key,
 )
 
-# CheckpointConflictError lives in bindloop.session (every store raises it); re-exported here.
+# CheckpointConflictError lives in bindloop.checkpoints (every store raises it); re-exported here.
 __all__ = ("SqliteStore",)
 
 SCHEMA_VERSION = 2
@@ -189,7 +189,7 @@ class SqliteStore:
     def save_checkpoint(self, checkpoint: LoopCheckpoint) -> None:
         """Store ``checkpoint`` if it is exactly one revision after the stored one (any revision
         when the execution has none stored). Raises :class:`CheckpointConflictError` otherwise,
-        :class:`~bindloop.session.CheckpointFormatError` for a checkpoint that cannot be stored,
+        :class:`~bindloop.checkpoints.CheckpointFormatError` for a checkpoint that cannot be stored,
         and :class:`~bindloop.errors.UsageError` past ``max_checkpoint_bytes``."""
         body = encode_checkpoint(checkpoint, self.max_checkpoint_bytes)
         ident, revision = checkpoint.execution_id, checkpoint.revision
@@ -237,7 +237,7 @@ class SqliteStore:
             "SELECT execution_id FROM checkpoints ORDER BY execution_id")]
 
     def commit(self, checkpoint: LoopCheckpoint) -> BoundaryDecision:
-        """A :data:`~bindloop.session.CommitFn`: store, then ``"continue"``."""
+        """A :data:`~bindloop.checkpoints.CommitFn`: store, then ``"continue"``."""
         self.save_checkpoint(checkpoint)
         return "continue"
 

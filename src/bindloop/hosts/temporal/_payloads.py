@@ -29,7 +29,7 @@ import msgspec
 from bindloop.contracts import Message, ToolError, ToolMessage, ToolOutcome, ToolResult
 from bindloop.run import ReceiptCompleted, ToolCallReceiptKey
 from bindloop.stores import ToolCallReceiptStore
-from bindloop.session import LoopCheckpoint
+from bindloop.checkpoints import LoopCheckpoint
 from bindloop.stores import StoreError
 
 __all__ = ("PAYLOAD_TENANT", "REFERENCE_PREFIX", "JournaledRaise", "chunk_key", "journal_key", "journal_outcome",

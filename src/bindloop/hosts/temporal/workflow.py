@@ -1,7 +1,7 @@
 """Durable agent runs on Temporal (optional extra ``bindloop[temporal]``: temporalio).
 
 A run is the workflow :class:`AgentRunWorkflow`. The loop itself — bindloop's deterministic
-driver, :func:`bindloop.session.run_from_checkpoint` over ``run_tool_loop`` — runs *inside* the
+driver, :func:`bindloop.checkpoints.run_from_checkpoint` over ``run_tool_loop`` — runs *inside* the
 workflow, so Temporal replays it from history after a worker dies; everything that touches the
 world is an activity:
 
@@ -39,7 +39,7 @@ world is an activity:
 **Suspends are updates.** A tool that returns ``ToolSuspend`` ends the loop with a
 ``waiting_for_reply`` (or ``resuming_later``) checkpoint held in the workflow; the update
 ``reply(tool_call_id, content)`` (or ``wake``) applies the answer
-(:func:`bindloop.session.apply_checkpoint_input`) and the run goes on. An update that does not fit
+(:func:`bindloop.checkpoints.apply_checkpoint_input`) and the run goes on. An update that does not fit
 the checkpoint is rejected by its validator, before it enters history.
 
 **Cancellation is Temporal's.** Cancelling the workflow cancels the activity in flight and the
@@ -85,6 +85,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from bindloop._awaitable import isawaitable
     from bindloop.contracts import (
+        Message,
         ModelTurnResult,
         ToolCall,
         ToolDefinition,
@@ -94,19 +95,24 @@ with workflow.unsafe.imports_passed_through():
         encode_messages,
     )
     from bindloop.errors import BindloopError, PortContractError, RunCancelledError, ToolFailure
+    from bindloop.completion import StreamEvent
     from bindloop.loop import (
         BatchRunner,
         BoundaryDecision,
+        LoopHooks,
         ToolBatchOptions,
         ToolLoopParams,
         ToolLoopState,
+        ToolRunner,
         run_tool_loop,
     )
+    from bindloop.model import Model, ModelRequest, StreamModel, turn_events
+    from bindloop.signal import AbortSignal
     from bindloop.errors import is_infrastructure_error
     from bindloop.lowlevel import is_fatal_raise, tool_exception_error
     from bindloop.run import sha256_hex
     from bindloop.stores import ToolCallReceiptStore
-    from bindloop.session import (
+    from bindloop.checkpoints import (
         CheckpointInputError,
         CheckpointReply,
         CheckpointWake,
@@ -225,17 +231,18 @@ async def _heartbeating() -> AsyncIterator[None]:
 
 
 class AgentActivities:
-    """The activities, bound to the host's model and tools. ``payloads`` is the shared store of
-    transcript chunks and batch journals (any :class:`~bindloop.stores.ToolCallReceiptStore` every
-    worker reaches: ``SqliteStore`` on one machine, ``PostgresStore`` across machines).
-    ``runs_serially``, ``batch_options``, ``is_fatal_tool_error``, ``format_tool_exception`` and
-    ``on_tool_call_rejected`` are the loop's ports of those names, applied inside each batch
-    (``is_fatal_tool_error`` unwired: a store error inside a tool retries the batch, see the
-    module's docstring); ``inline_bytes`` is the largest tool result content kept inline in
-    workflow history."""
+    """The activities, bound to the host's model and tools. ``model`` answers each model turn
+    (``model.complete(messages, request)``, the request carrying the tools the workflow offers).
+    ``payloads`` is the shared store of transcript chunks and batch journals (any
+    :class:`~bindloop.stores.ToolCallReceiptStore` every worker reaches: ``SqliteStore`` on one
+    machine, ``PostgresStore`` across machines). ``run_tool_call``, ``runs_serially``,
+    ``batch_options``, ``is_fatal_tool_error`` and ``format_tool_exception`` are the
+    :class:`~bindloop.loop.ToolRunner`'s of those names and ``on_tool_call_rejected`` the
+    :class:`~bindloop.loop.LoopHooks`' one, applied inside each batch (``is_fatal_tool_error``
+    unwired: a store error inside a tool retries the batch, see the module's docstring);
+    ``inline_bytes`` is the largest tool result content kept inline in workflow history."""
 
-    def __init__(self, *, call_model: Callable[[list[Any], list[ToolDefinition]],
-                                                Awaitable[ModelTurnResult]],
+    def __init__(self, *, model: Model,
                  run_tool_call: Callable[[ToolCall], Awaitable[ToolOutcome]],
                  payloads: ToolCallReceiptStore,
                  runs_serially: Callable[[ToolCall], bool] | None = None,
@@ -246,7 +253,7 @@ class AgentActivities:
                  inline_bytes: int = 16_384) -> None:
         if isinstance(inline_bytes, bool) or not isinstance(inline_bytes, int) or inline_bytes < 0:
             raise ValueError(f"inline_bytes must be a non-negative int, got {inline_bytes!r}")
-        self._call_model = call_model
+        self._model = model
         self._run_tool_call = run_tool_call
         self._payloads = payloads
         self._runs_serially = runs_serially
@@ -278,7 +285,7 @@ class AgentActivities:
         except StoreError as exc:
             raise ApplicationError(str(exc), non_retryable=True) from None
         tools = msgspec.convert(turn.tools, list[ToolDefinition])
-        result = await self._call_model(messages, tools)
+        result = await self._model.complete(messages, ModelRequest(tools=tuple(tools)))
         return msgspec.json.encode(result).decode()
 
     @activity.defn(name="bindloop.tool_batch")
@@ -364,17 +371,17 @@ class AgentActivities:
             got.append(await run(given))
             return got[-1]
 
-        async def the_turn(messages: list[Any], tools: list[ToolDefinition]) -> ModelTurnResult:
-            return ModelTurnResult(tool_calls=calls)
-
         try:
             # The loop itself runs the batch: one model turn that asks for exactly these calls.
             await run_tool_loop(ToolLoopParams(
-                call_model=the_turn, run_tool_call=journaled, run_tool_batch=port,
-                activate=_activations_are_the_workflows,
-                runs_serially=self._runs_serially, batch_options=self._batch_options,
-                is_fatal_tool_error=fatal, format_tool_exception=format_raise,
-                on_tool_call_rejected=self._rejected, state=ToolLoopState(), max_iterations=1))
+                model=_OneTurn(ModelTurnResult(tool_calls=calls)),
+                runner=ToolRunner(
+                    run_tool_call=journaled, run_tool_batch=port,
+                    runs_serially=self._runs_serially, batch_options=self._batch_options,
+                    is_fatal_tool_error=fatal, format_tool_exception=format_raise),
+                hooks=LoopHooks(activate=_activations_are_the_workflows,
+                                on_tool_call_rejected=self._rejected),
+                state=ToolLoopState(), max_iterations=1))
         except _Abandon:
             raise
         except Exception as exc:  # a fatal tool error: the run must end, not retry the batch
@@ -385,6 +392,45 @@ class AgentActivities:
             raise _Abandon(ApplicationError("the batch did not run as one batch",
                                             non_retryable=True))
         return got[0]
+
+
+class _OneTurn(StreamModel):
+    """The model of a batch activity's one-turn loop: it asks for the batch's calls."""
+
+    id = "bindloop.tool_batch"
+
+    def __init__(self, turn: ModelTurnResult) -> None:
+        self.turn = turn
+
+    async def stream(self, messages: Sequence[Message],
+                     request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
+        for event in turn_events(self.turn):
+            yield event
+
+    async def complete(self, messages: Sequence[Message], request: ModelRequest, /,
+                       on_event: Callable[[StreamEvent], None] | None = None,
+                       on_reset: Callable[[], None] | None = None) -> ModelTurnResult:
+        return self.turn
+
+
+class _Turns(StreamModel):
+    """The workflow's model: each turn is the model-turn activity, offered the request's tools."""
+
+    id = "bindloop.model_turn"
+
+    def __init__(self, call: Callable[[Sequence[Message], Sequence[ToolDefinition]],
+                                      Awaitable[ModelTurnResult]]) -> None:
+        self.call = call
+
+    async def stream(self, messages: Sequence[Message],
+                     request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
+        for event in turn_events(await self.call(messages, request.tools)):
+            yield event
+
+    async def complete(self, messages: Sequence[Message], request: ModelRequest, /,
+                       on_event: Callable[[StreamEvent], None] | None = None,
+                       on_reset: Callable[[], None] | None = None) -> ModelTurnResult:
+        return await self.call(messages, request.tools)
 
 
 def _row(batch: ToolBatchInput, call: ToolCall) -> str:
@@ -487,8 +533,13 @@ class AgentRunWorkflow:
             raise
 
     def _refuse_if_cancelled(self) -> None:
-        if self._cancelled:
-            raise RunCancelledError("the workflow was cancelled")
+        error = self._cancellation()
+        if error is not None:
+            raise error
+
+    def _cancellation(self) -> RunCancelledError | None:
+        # The run's stop signal polls it at every boundary: a cancelled workflow stops there.
+        return RunCancelledError("the workflow was cancelled") if self._cancelled else None
 
     def _commit(self, cp: LoopCheckpoint) -> BoundaryDecision:
         self._checkpoint = cp  # history is the durable store; the checkpoint is for queries
@@ -499,7 +550,8 @@ class AgentRunWorkflow:
         ident = cp.execution_id
         run_id = workflow.info().run_id  # names this run's payload rows (see _temporal_payloads)
 
-        async def call_model(messages: list[Any], offered: list[ToolDefinition]) -> ModelTurnResult:
+        async def call_model(messages: Sequence[Any],
+                             offered: Sequence[ToolDefinition]) -> ModelTurnResult:
             self._refuse_if_cancelled()
             fresh = messages[self._sent:]
             chunk = f"{run_id}:{self._sent}-{len(messages)}" if fresh else ""
@@ -553,13 +605,16 @@ class AgentRunWorkflow:
                 del self._served[call.id]
             return outcome
 
-        return RestoredLoop(call_model=call_model, run_tool_call=serve,
-                            run_tool_batch=run_tool_batch,
-                            build_tools=lambda: list(tools),
+        stop = AbortSignal()
+        stop.add_check(self._cancellation)
+        return RestoredLoop(model=_Turns(call_model),
+                            runner=ToolRunner(
+                                run_tool_call=serve, run_tool_batch=run_tool_batch,
+                                build_tools=lambda: list(tools),
+                                is_fatal_tool_error=lambda e: isinstance(
+                                    e, (RunCancelledError, PortContractError))),
+                            signal=stop,
                             now=lambda: workflow.time() * 1000.0,
-                            ensure_not_cancelled=self._refuse_if_cancelled,
-                            is_fatal_tool_error=lambda e: isinstance(e, (RunCancelledError,
-                                                                         PortContractError)),
                             capture_bindings=lambda: cp.bindings)
     def _check_input(self, answer: CheckpointReply | CheckpointWake) -> None:
         cp = self._checkpoint

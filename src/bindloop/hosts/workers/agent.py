@@ -54,7 +54,7 @@ from bindloop.routing import (
     canonical_model_id,
     provider_id,
 )
-from bindloop.session import LoopCheckpoint, serialize_loop_checkpoint
+from bindloop.checkpoints import LoopCheckpoint, serialize_loop_checkpoint
 from bindloop.wire import WIRE_NAMES, ModelAdapter, RoutedModel, Transport, WireOptions, create_wire_adapter
 
 MAX_BODY_BYTES = 64 * 1024

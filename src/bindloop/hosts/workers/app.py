@@ -37,6 +37,8 @@ subclass ``routes = ROUTES.copy()`` and adds them)
     The Vercel AI SDK UI message stream and AG-UI (frontends.py): the client holds the
     conversation; each response's events are logged, so a dropped client reconnects; its owner
     deletes a chat with its storage.
+``POST /mcp`` (and ``DELETE``)
+    The Worker's tools served to MCP clients (mcp_route.py), stateless.
 ``GET /conformance``
     bindloop's conformance report, run in this isolate (when ``harness/conformance/`` is vendored as ``conformance``).
 
@@ -66,7 +68,7 @@ from workers import Response, WorkerEntrypoint  # type: ignore[import-not-found]
 
 from bindloop.hosts.workers.agent import SESSION_ID, AgentConfig, HttpError, config_from_env, run_view
 from bindloop.contracts import Message, SystemMessage, UserMessage
-from bindloop.session import (
+from bindloop.checkpoints import (
     CheckpointFormatError,
     CheckpointReply,
     LoopCheckpoint,
@@ -84,6 +86,7 @@ from bindloop.hosts.workers.frontends import (
     api_chat_stream,
 )
 from bindloop.hosts.workers.identity import authorize
+from bindloop.hosts.workers.mcp_route import add_mcp_routes
 from bindloop.hosts.workers.oauth_store import McpTokens
 from bindloop.hosts.workers.receipts import Receipts
 from bindloop.hosts.workers.limits import RateLimiter, live_runs
@@ -370,4 +373,5 @@ ROUTES.add("POST", "/ag-ui", ag_ui)
 ROUTES.add("GET", r"/ag-ui/(?P<id>[^/]+)/stream", ag_ui_stream)
 ROUTES.add("POST", r"/ag-ui/(?P<id>[^/]+)/stop", ag_ui_stop)
 ROUTES.add("DELETE", r"/ag-ui/(?P<id>[^/]+)", ag_ui_delete)
+add_mcp_routes(ROUTES)  # POST/DELETE /mcp: the tools as an MCP server (mcp_route.py)
 ChatWorker.routes = ROUTES

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 from bindloop.hosts.stores._common import check_max_bytes, encode_checkpoint
 from bindloop.loop import BoundaryDecision
-from bindloop.session import (
+from bindloop.checkpoints import (
     LoopCheckpoint,
     parse_loop_checkpoint,
 )

@@ -46,7 +46,7 @@ from bindloop.hosts.workers.agent import (
     LOGGER,
 )
 from bindloop.contracts import JsonBoundsError, Message, SystemMessage, ToolCall, UserMessage
-from bindloop.session import CheckpointFormatError, LoopCheckpoint, create_loop_checkpoint
+from bindloop.checkpoints import CheckpointFormatError, LoopCheckpoint, create_loop_checkpoint
 from bindloop.hosts.asgi.chat import (
     AgUiFrames,
     ChatInput,
@@ -68,7 +68,8 @@ from bindloop.protocols import (
     decode_run_agent_input,
     decode_ui_chat_request,
 )
-from bindloop.hosts.workers.replay import LogFollower, RecordedFrames, decode_fed, encode_fed, replay
+from bindloop.hosts.asgi.replay import RecordedFrames, decode_fed, encode_fed, replay
+from bindloop.hosts.workers.replay import LogFollower
 from bindloop.hosts.workers.identity import scoped_chat_id
 from bindloop.hosts.workers.limits import limit_store, live_runs, wall_clock_ms
 from bindloop.hosts.workers.sessions import (

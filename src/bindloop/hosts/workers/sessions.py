@@ -52,7 +52,7 @@ from bindloop.agent import ToolLoopExceededError, TurnBudgetExceededError
 from bindloop.contracts import ToolCall
 from bindloop.hosts.transports.js_fetch import FetchTransport
 from bindloop.tools import Tool
-from bindloop.session import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
+from bindloop.checkpoints import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
 from bindloop.hosts.workers.checkpoints import MAX_VALUE_BYTES, stored_size
 from bindloop.hosts.workers.identity import scoped_chat_id
 from bindloop.hosts.workers.limits import limit_store, wall_clock_ms

@@ -16,7 +16,7 @@ from bindloop import AssistantMessage, RunStats, ToolCall, ToolMessage, UserMess
 from bindloop.contracts import ToolTime
 from bindloop.loop import OpenSuspend
 from bindloop.loop import LoopCounters
-from bindloop.session import (
+from bindloop.checkpoints import (
     CHECKPOINT_VERSION,
     CheckpointFormatError,
     CheckpointLineage,

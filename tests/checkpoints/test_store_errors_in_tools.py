@@ -6,6 +6,7 @@ still replaces the default."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -31,7 +32,7 @@ from bindloop.run import (
     decide_tool_call_receipt,
     tool_call_args_hash,
 )
-from bindloop.session import (
+from bindloop.checkpoints import (
     LoopCheckpoint,
     RestoredLoop,
     create_loop_checkpoint,
@@ -39,8 +40,9 @@ from bindloop.session import (
     run_from_checkpoint,
     serialize_loop_checkpoint,
 )
-from bindloop.stores import StoreError
-from bindloop.stores import MemoryToolCallReceiptStore
+from bindloop.testing import function_model
+from bindloop.stores import MemoryToolCallReceiptStore, StoreError
+from bindloop.loop import ToolRunner
 
 STEPS = 3
 LEASE_MS = 1_000.0
@@ -115,7 +117,7 @@ def charging_tool(store: FaultyReceipts) -> Any:
     return charge
 
 
-async def model(messages: list[Any], tools: list[Any]) -> ModelTurnResult:
+async def respond(messages: Sequence[Any], request: Any) -> ModelTurnResult:
     """Deterministic in the transcript, so a resumed run is asked the same turn again."""
     done = [m for m in messages if isinstance(m, ToolMessage)]
     if len(done) < STEPS:
@@ -144,8 +146,11 @@ async def run_until_finished(store: FaultyReceipts, **ports: Any) -> tuple[LoopC
         try:
             await run_from_checkpoint(
                 checkpoint=cp, commit=commit,
-                restore=lambda c: RestoredLoop(call_model=model, run_tool_call=charge,
-                                               capture_bindings=lambda: c.bindings, **ports))
+                restore=lambda c: RestoredLoop(
+                    model=function_model(respond),
+                    capture_bindings=lambda: c.bindings,
+                    runner=ToolRunner(run_tool_call=charge, **ports),
+                ))
         except StoreError:
             stops += 1
 
@@ -293,8 +298,11 @@ def test_a_cancelled_tool_stops_the_run_and_the_resume_runs_the_effect_once() ->
             try:
                 await run_from_checkpoint(
                     checkpoint=cp, commit=commit,
-                    restore=lambda c: RestoredLoop(call_model=model, run_tool_call=cancel_once,
-                                                   capture_bindings=lambda: c.bindings))
+                    restore=lambda c: RestoredLoop(
+                        model=function_model(respond),
+                        capture_bindings=lambda: c.bindings,
+                        runner=ToolRunner(run_tool_call=cancel_once),
+                    ))
             except RunCancelledError:
                 stops += 1
         assert stops == 1 and store.ledger == [(0, 0), (0, 1), (0, 2)]

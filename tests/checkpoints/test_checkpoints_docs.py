@@ -1,4 +1,4 @@
-"""docs/session.md's example runs as written and prints what it claims, and its input table says
+"""docs/checkpoints.md's example runs as written and prints what it claims, and its input table says
 what the code does."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from bindloop import AssistantMessage, RunStats, ToolCall, UserMessage
 from bindloop.loop import OpenSuspend
-from bindloop.session import (
+from bindloop.checkpoints import (
     CheckpointInputError,
     CheckpointReply,
     CheckpointWake,
@@ -19,7 +19,7 @@ from bindloop.session import (
     apply_checkpoint_input,
 )
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "session.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "checkpoints.md"
 
 
 def test_the_example_runs(capsys: Any) -> None:

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bindloop.contracts import UserMessage
-from bindloop.session import (
+from bindloop.checkpoints import (
     CheckpointFormatError,
     LoopCheckpoint,
     ReaskRecord,

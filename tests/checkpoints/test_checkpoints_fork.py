@@ -23,7 +23,7 @@ from bindloop import (
     UsageError,
     UserMessage,
 )
-from bindloop.session import (
+from bindloop.checkpoints import (
     CheckpointInputError,
     CheckpointLineage,
     CheckpointReply,
@@ -37,6 +37,7 @@ from bindloop.session import (
     serialize_loop_checkpoint,
 )
 from bindloop.testing import final_answer, scripted_model, stepping_clock, tool_call, tool_call_turn
+from bindloop.loop import ToolRunner
 
 
 async def tool(call: ToolCall) -> ToolOutcome:
@@ -49,8 +50,12 @@ def restorer(turns: Sequence[ModelTurnResult], seen: list[LoopCheckpoint] | None
     def restore(cp: LoopCheckpoint) -> RestoredLoop:
         if seen is not None:
             seen.append(cp)
-        return RestoredLoop(call_model=scripted_model(turns[cp.iterations:]), run_tool_call=tool,
-                            capture_bindings=lambda: cp.bindings, now=stepping_clock())
+        return RestoredLoop(
+            model=scripted_model(turns[cp.iterations:]),
+            capture_bindings=lambda: cp.bindings,
+            now=stepping_clock(),
+            runner=ToolRunner(run_tool_call=tool),
+        )
     return restore
 
 

@@ -49,15 +49,17 @@ _MESSAGE_FIELD: Final = re.compile(r"messages\[(?P<k>\d+)\]")
 class RestoredLoop(ToolLoopPorts, frozen=True, kw_only=True):
     """What ``restore`` hands back: the executable side of an execution, re-created by the host.
 
-    The loop's ports (:class:`~bindloop.loop.ToolLoopPorts`: ``call_model`` and ``run_tool_call``
-    required, the rest optional) plus the required ``capture_bindings``; ``state`` and
-    ``max_iterations`` come from the checkpoint. ``capture_bindings()`` is called at every commit and its answer is
-    stored as the new checkpoint's bindings — report what the execution is pinned to *now* (a tool
-    may have changed the environment).
+    The loop's ports (:class:`~bindloop.loop.ToolLoopPorts`: the ``model`` and the ``runner``
+    required, ``hooks``, ``signal``, ``request`` and ``now`` optional) plus the required
+    ``capture_bindings``; ``state`` and ``max_iterations`` come from the checkpoint.
+    ``capture_bindings()`` is called at every commit and its answer is stored as the new
+    checkpoint's bindings — report what the execution is pinned to *now* (a tool may have changed
+    the environment).
 
-    A resumed run enters the loop at a boundary, so the boundary ports and ``compact`` are offered
-    the checkpoint's transcript again before its first model call: a compaction port must leave an
-    already-compacted transcript alone (threshold policies do), or a resume compacts twice.
+    A resumed run enters the loop at a boundary, so the signal is polled and the ``compact`` hook
+    is offered the checkpoint's transcript again before its first model call: a compaction hook
+    must leave an already-compacted transcript alone (threshold policies do), or a resume compacts
+    twice.
     """
 
     capture_bindings: Callable[[], MaybeAwaitable[LoopBindings]]
@@ -114,13 +116,13 @@ def _culprit(cp: LoopCheckpoint, field: str) -> str:
     if _TIME_FIELD.match(field):
         return "now (the clock went backwards: a duration came out negative)"
     if _USAGE_FIELD.match(field):
-        return "compact or call_model (the usage they reported drove a total below zero)"
+        return "the compact hook or the model (the usage they reported drove a total below zero)"
     at = _MESSAGE_FIELD.match(field)
     if at and int(at["k"]) < len(cp.messages) and isinstance(cp.messages[int(at["k"])], ToolMessage):
-        return "run_tool_call (or on_step_settled, which delivers tool messages)"
+        return "the runner's run_tool_call (or on_step_settled, which delivers tool messages)"
     if field.startswith(("messages", "open_suspends")):
-        return ("compact, on_turn_would_end or on_step_settled (the ports that add or replace "
-                "messages)")
+        return ("the hooks compact, on_turn_would_end or on_step_settled (the ports that add or "
+                "replace messages)")
     return "a loop port"
 
 

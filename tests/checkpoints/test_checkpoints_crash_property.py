@@ -33,7 +33,7 @@ from bindloop import (
     UserMessage,
 )
 from bindloop.contracts import CompactionApplied, content_text
-from bindloop.session import (
+from bindloop.checkpoints import (
     CheckpointInput,
     CheckpointReply,
     CheckpointWake,
@@ -46,7 +46,16 @@ from bindloop.session import (
     run_from_checkpoint,
     serialize_loop_checkpoint,
 )
-from bindloop.testing import final_answer, scripted_model, stepping_clock, tool_call, tool_call_turn
+from bindloop.loop import LoopHooks, ToolRunner
+from bindloop.model import ModelRequest
+from bindloop.testing import (
+    final_answer,
+    function_model,
+    scripted_model,
+    stepping_clock,
+    tool_call,
+    tool_call_turn,
+)
 
 
 class Crash(Exception):
@@ -140,11 +149,11 @@ class Host:
     def restore(self, cp: LoopCheckpoint) -> RestoredLoop:
         model = scripted_model(self.turns[cp.iterations:])
 
-        async def call_model(messages: list[Message], tools: list[Any]) -> ModelTurnResult:
+        async def respond(messages: Sequence[Message], request: ModelRequest) -> ModelTurnResult:
             self.model_calls += 1
             if self.model_calls in self.crash_model:
                 raise Crash(f"model call {self.model_calls}")
-            return await model(messages, tools)
+            return await model.complete(messages, request)
 
         async def tool(call: ToolCall) -> ToolOutcome:
             self.tool_calls += 1
@@ -166,12 +175,18 @@ class Host:
             return None
 
         return RestoredLoop(
-            call_model=call_model, run_tool_call=tool, now=stepping_clock(),
+            model=function_model(respond),
+            now=stepping_clock(),
             capture_bindings=lambda: cp.bindings,
-            compact=compact if self.with_compaction else None,
-            is_fatal_tool_error=lambda exc: isinstance(exc, Crash),
-            on_assistant_message=heard if self.with_nudge else None,
-            on_turn_would_end=nudge if self.with_nudge else None,
+            runner=ToolRunner(
+                run_tool_call=tool,
+                is_fatal_tool_error=lambda exc: isinstance(exc, Crash),
+            ),
+            hooks=LoopHooks(
+                compact=compact if self.with_compaction else None,
+                on_assistant_message=heard if self.with_nudge else None,
+                on_turn_would_end=nudge if self.with_nudge else None,
+            ),
         )
 
     def commit(self, cp: LoopCheckpoint) -> BoundaryDecision:

@@ -18,7 +18,7 @@ from bindloop import (
 from bindloop.contracts import ToolTime
 from bindloop.loop import OpenSuspend
 from bindloop.loop import LoopCounters
-from bindloop.session import (
+from bindloop.checkpoints import (
     CheckpointInputError,
     CheckpointReply,
     CheckpointWake,

@@ -1,5 +1,5 @@
 """Checkpoints: settled loop positions as versioned JSON, resumed with a reply, a wake or new input,
-and forked into independent executions. See docs/session.md."""
+and forked into independent executions. See docs/checkpoints.md."""
 
 from ._build import (
     create_loop_checkpoint as create_loop_checkpoint,

@@ -35,7 +35,7 @@ from bindloop.run import (
     decide_tool_call_receipt,
     tool_call_args_hash,
 )
-from bindloop.session import (
+from bindloop.checkpoints import (
     CheckpointFormatError,
     CheckpointReply,
     LoopBindings,
@@ -55,6 +55,7 @@ from bindloop.testing import (
     tool_call,
     tool_call_turn,
 )
+from bindloop.loop import LoopHooks, ToolRunner
 from bindloop.stores import MemoryToolCallReceiptStore
 
 U = TurnUsage(input_tokens=10, output_tokens=4)
@@ -86,7 +87,10 @@ class Host:
         self.models.append(model)
         capture = self.bindings or (lambda: cp.bindings)
         ports = {"now": stepping_clock(), "run_tool_call": add, **self.ports}
-        return RestoredLoop(call_model=model, capture_bindings=capture, **ports)
+        rules = {k: ports.pop(k) for k in ToolRunner.PORTS if k in ports}
+        hooks = {k: ports.pop(k) for k in LoopHooks.PORTS if k in ports}
+        return RestoredLoop(model=model, capture_bindings=capture, runner=ToolRunner(**rules),
+                            hooks=LoopHooks(**hooks), **ports)
 
     def commit(self, cp: LoopCheckpoint) -> Any:
         self.committed.append(cp)
@@ -231,7 +235,8 @@ def test_reply_then_run_continues_the_execution() -> None:
     turns = [tool_call_turn([tool_call("ask", id="q")]), final_answer("got it")]
     host = Host(turns)
     host_restore = host.restore
-    host.restore = lambda cp: msgspec.structs.replace(host_restore(cp), run_tool_call=tool)  # type: ignore[method-assign]
+    host.restore = lambda cp: msgspec.structs.replace(  # type: ignore[method-assign]
+        host_restore(cp), runner=ToolRunner(run_tool_call=tool))
     paused = host.run(start()).checkpoint
     assert paused.status == "waiting_for_reply"
     done = host.run(apply_checkpoint_input(paused, CheckpointReply(tool_call_id="q", content="7")))
@@ -287,9 +292,12 @@ def test_receipts_keep_a_replayed_span_from_repeating_a_side_effect() -> None:
     turns = [tool_call_turn([tool_call("charge", {"cents": 5}, id="p1")]), final_answer("paid")]
 
     def restore(cp: LoopCheckpoint) -> RestoredLoop:
-        return RestoredLoop(call_model=scripted_model(turns[cp.iterations:]),
-                            run_tool_call=lambda c: charge(c, cp),
-                            capture_bindings=lambda: cp.bindings, now=stepping_clock())
+        return RestoredLoop(
+            model=scripted_model(turns[cp.iterations:]),
+            capture_bindings=lambda: cp.bindings,
+            now=stepping_clock(),
+            runner=ToolRunner(run_tool_call=lambda c: charge(c, cp)),
+        )
 
     stored = [serialize_loop_checkpoint(start())]
     writes = [0]
@@ -407,8 +415,12 @@ def test_loop_state_from_checkpoint_seeds_the_loop_where_the_checkpoint_stands()
     assert len(cp.messages) == 3
     # driving the loop from it ends where run_from_checkpoint does
     resumed = anyio.run(lambda: run_tool_loop(ToolLoopParams(
-        state=state, call_model=scripted_model(script(2)[1:]), run_tool_call=add,
-        max_iterations=cp.max_iterations - cp.iterations, now=stepping_clock())))
+        state=state,
+        model=scripted_model(script(2)[1:]),
+        max_iterations=cp.max_iterations - cp.iterations,
+        now=stepping_clock(),
+        runner=ToolRunner(run_tool_call=add),
+    )))
     assert resumed.stop_reason == "done" and state.requested_tool_calls == 2
     with pytest.raises(CheckpointFormatError, match="stats.turns"):
         loop_state_from_checkpoint(msgspec.structs.replace(cp, iterations=0))
