@@ -17,7 +17,9 @@ share one identity and its bounds.
    ``--ceiling-mib`` (measured up to ``--chats``, extrapolated beyond on that slope).
 2. **rps**: requests per second on each protocol -- a tool round then the answer, no pacing, 8
    clients each sending requests one after another over keep-alive for ``--seconds``; median
-   latency and the host's CPU per request.
+   latency and the host's CPU per request. Twice: the defaults (``plain``: logs in memory), and
+   ``durable`` -- run logs, tool receipts and pending approvals in one SQLite file (what
+   continues a run whose process died: docs/serve.md).
 3. **abuse**: a legitimate client (its own token, its own process) sends the same chat one
    request after another -- before, during and after a time when, at once: ``--flood``
    anonymous POSTs sent and disconnected at once (100 in flight), ``--slow`` connections that
@@ -50,7 +52,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # -- the host (child process) -----------------------------------------------------------------
 
-def serve(port: int, delay_s: float, capacity: bool) -> None:
+def serve(port: int, delay_s: float, mode: str) -> None:
+    import tempfile
+
     import uvicorn
 
     from bindloop.hosts.asgi.agent import PacedModel, agent_runner
@@ -64,19 +68,33 @@ def serve(port: int, delay_s: float, capacity: bool) -> None:
             return token[7:]
         return f"anon:{request.client[0] if request.client else '?'}"
 
-    runner = agent_runner(PacedModel(DemoModel(), delay_s), tools=demo_tools(),
-                          needs_approval=["delete_note"])
+    durable: dict[str, Any] = {}
     bounds: dict[str, Any] = {}
-    if capacity:  # the bounds lifted (by default 256 runs at once, 8 per identity, 1,000 logs)
+    if mode == "durable":  # runs that outlive the process: docs/serve.md's setup
+        from bindloop.hosts.asgi.approvals import SqlitePendingApprovals
+        from bindloop.hosts.asgi.run_logs import SqliteRunLogs
+        from bindloop.hosts.stores.sqlite import SqliteStore
+
+        db = Path(tempfile.mkdtemp()) / "chats.db"
+        durable = {"receipts": SqliteStore(db), "approvals": SqlitePendingApprovals(db)}
+        bounds = {"logs": SqliteRunLogs(db)}
+    if mode == "sqlite":  # run logs in SQLite only
+        from bindloop.hosts.asgi.run_logs import SqliteRunLogs
+
+        bounds = {"logs": SqliteRunLogs(Path(tempfile.mkdtemp()) / "runs.db")}
+    if mode == "capacity":  # the bounds lifted (by default 256 runs at once, 8 per identity,
+        # 1,000 logs)
         bounds = {"max_runs": 1_000_000, "max_runs_per_identity": 1_000_000,
                   "logs": MemoryRunLogs(keep=1_000_000)}
+    runner = agent_runner(PacedModel(DemoModel(), delay_s), tools=demo_tools(),
+                          needs_approval=["delete_note"], **durable)
     app = ChatApp(runner, authorize=authorize, **bounds)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="critical", backlog=4096,
                 timeout_keep_alive=30)
 
 
 class Host:
-    def __init__(self, *, delay_s: float = 0.0, capacity: bool = False) -> None:
+    def __init__(self, *, delay_s: float = 0.0, mode: str = "plain") -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = int(s.getsockname()[1])
@@ -84,7 +102,7 @@ class Host:
         env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}"}
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "--serve", str(self.port), str(delay_s),
-             "1" if capacity else "0"], env=env)
+             mode], env=env)
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -142,7 +160,7 @@ def raw_post(path: str, body: bytes, token: str | None = None) -> bytes:
 # -- 1. capacity ------------------------------------------------------------------------------
 
 async def capacity(chats: int, ceiling_mib: float) -> None:
-    host = Host(delay_s=5.0, capacity=True)
+    host = Host(delay_s=5.0, mode="capacity")
     held: list[asyncio.StreamWriter] = []
     points: list[tuple[int, float]] = []
     try:
@@ -188,8 +206,8 @@ async def capacity(chats: int, ceiling_mib: float) -> None:
 
 # -- 2. requests per second -------------------------------------------------------------------
 
-async def rps(seconds: float, clients: int = 8) -> None:
-    host = Host(delay_s=0.0)
+async def rps(seconds: float, mode: str, clients: int = 8) -> None:
+    host = Host(delay_s=0.0, mode=mode)
     try:
         for protocol in ("ui", "ag-ui"):
             latencies: list[float] = []
@@ -218,7 +236,7 @@ async def rps(seconds: float, clients: int = 8) -> None:
             wall, cpu = time.monotonic() - wall0, host.cpu_s() - cpu0
             count = len(latencies)
             path = "POST /api/chat" if protocol == "ui" else "POST /ag-ui"
-            print(f"rps: {path}: {count / wall:.0f} requests/s ({count} in {wall:.1f} s, "
+            print(f"rps ({mode}): {path}: {count / wall:.0f} requests/s ({count} in {wall:.1f} s, "
                   f"{clients} clients; a tool round, then the answer), median "
                   f"{statistics.median(latencies) * 1000:.1f} ms, host CPU "
                   f"{cpu / count * 1000:.2f} ms per request", flush=True)
@@ -351,9 +369,11 @@ def main() -> None:
     parser.add_argument("--slow", type=int, default=1000)
     parser.add_argument("--big", type=int, default=300)
     parser.add_argument("--only", default="capacity,rps,abuse")
+    parser.add_argument("--rps-modes", default="plain,durable",
+                        help="rps hosts: plain, sqlite (run logs in SQLite), durable")
     args = parser.parse_args()
     if args.serve is not None:
-        serve(int(args.serve[0]), float(args.serve[1]), args.serve[2] == "1")
+        serve(int(args.serve[0]), float(args.serve[1]), args.serve[2])
         return
     if args.legit is not None:
         legit_client(args.legit)
@@ -365,7 +385,8 @@ def main() -> None:
     if "capacity" in parts:
         asyncio.run(capacity(args.chats, args.ceiling_mib))
     if "rps" in parts:
-        asyncio.run(rps(args.seconds))
+        for mode in args.rps_modes.split(","):
+            asyncio.run(rps(args.seconds, mode))
     if "abuse" in parts:
         asyncio.run(abuse(args.flood, args.slow, args.big))
 

@@ -41,6 +41,7 @@ tests/errors/test_error_tree.py renders the real tree and compares it with this 
           McpConnectionError (bindloop.mcp)
           McpHttpError (bindloop.mcp)
             McpSessionExpiredError (bindloop.mcp)
+          McpInputPending (bindloop.mcp)
           McpProtocolError (bindloop.mcp)
             McpVersionError (bindloop.mcp)
           McpRpcError (bindloop.mcp)

@@ -24,7 +24,7 @@ import msgspec
 from ..contracts import ToolError, ToolResult
 from ..errors import UsageError
 from ._elicit import ElicitationRequest, ElicitationResult
-from ._errors import McpError
+from ._errors import McpInputPending
 from ._pending import PendingElicitation, PendingElicitations, checked_content
 
 if TYPE_CHECKING:
@@ -88,16 +88,6 @@ _DECODER = msgspec.json.Decoder(PendingMcpInput)
 def encode_pending(pending: PendingMcpInput) -> str:
     """The text a suspend keeps (``ToolSuspend.state``): the entry without its call id."""
     return _ENCODER.encode(msgspec.structs.replace(pending, tool_call_id=None)).decode()
-
-
-class McpInputPending(McpError):
-    """A 2026-07-28 call needs the user's input and the elicitation port keeps it for later
-    (``PendingElicitations(durable=True)``): nothing was answered and nothing is open on the
-    server. ``pending`` is what to keep; an MCP tool of the loop turns this into a suspend."""
-
-    def __init__(self, pending: PendingMcpInput) -> None:
-        super().__init__(pending.server, f"tools/call {pending.tool!r} waits for the user's input")
-        self.pending = pending
 
 
 def _elicitation(request: object) -> ElicitationRequest | None:

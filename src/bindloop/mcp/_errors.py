@@ -9,7 +9,12 @@ request header, so a bearer token cannot leak through one.
 from __future__ import annotations
 
 from ..errors import ProviderError, ToolFailure, UsageError
+from typing import TYPE_CHECKING
+
 from ._elicit import ElicitationRequest, url_elicitations
+
+if TYPE_CHECKING:
+    from ._deferred import PendingMcpInput
 
 __all__ = (
     "ElicitationContentError",
@@ -18,6 +23,7 @@ __all__ = (
     "McpConnectionError",
     "McpError",
     "McpHttpError",
+    "McpInputPending",
     "McpProtocolError",
     "McpRequestRefused",
     "McpRpcError",
@@ -153,3 +159,13 @@ class ElicitationContentError(UsageError):
                          f"schema at {pointer}: {reason}")
         self.pointer = pointer
         self.reason = reason
+
+
+class McpInputPending(McpError):
+    """A 2026-07-28 call needs the user's input and the elicitation port keeps it for later
+    (``PendingElicitations(durable=True)``): nothing was answered and nothing is open on the
+    server. ``pending`` is what to keep; an MCP tool of the loop turns this into a suspend."""
+
+    def __init__(self, pending: PendingMcpInput) -> None:
+        super().__init__(pending.server, f"tools/call {pending.tool!r} waits for the user's input")
+        self.pending = pending

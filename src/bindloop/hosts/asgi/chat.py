@@ -247,8 +247,9 @@ _CLAIM = msgspec.json.Decoder(_Claim)
 class ChatApp:
     """The ASGI application. ``runner`` does the work (see :func:`bindloop.hosts.asgi.agent.agent_runner`
     for one over bindloop's agent API); ``logs`` keep each run's frames (memory by default; pass a
-    :class:`~bindloop.hosts.asgi.run_logs.SqliteRunLogs` to keep them on disk, and to let several
-    processes serve one chat). ``max_body`` bounds a request body (413 above it) and
+    :class:`~bindloop.hosts.asgi.run_logs.SqliteRunLogs` to keep them on disk, to let several
+    processes serve one chat, and to continue a run whose process died: see the module
+    docstring). ``max_body`` bounds a request body (413 above it) and
     ``body_timeout_s`` the time to read it (408 after). A run renews its lease (``lease_ms``, on
     ``clock_ms``, wall-clock milliseconds by default) every third of it; another process's run is
     followed by polling the store every ``poll_s``.
