@@ -17,6 +17,10 @@ continued *in the object*, from its last saved round, as a new run (at most
 retried); its events go to its log (no client is connected), its outcome is the stored
 checkpoint. A protocol run (frontends.py) is continued by ``frontends.continue_lost_run``.
 
+**Expiry.** With ``CHAT_TTL_MS`` set, a run's end (its settled commit, its release, or the alarm
+giving a lost run up) sets the alarm that far ahead; the alarm, finding no run holding the lease,
+deletes the chat's storage. A claim clears the expiry.
+
 Run ids are ``r<claim revision>``: unique per session, and the turn ids of a run's model calls
 (``<session>:<claim revision>:<n>``) are new for every attempt, so a client that keeps its
 ``TurnStreamReducer`` across a resume never glues two attempts' text together.
