@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bindloop.agent import TurnStartEvent
+from bindloop.agent.events import TurnStartEvent
 from bindloop.completion import TextEvent
 from bindloop.contracts import AssistantMessage, ToolCall, ToolMessage, UserMessage
-from bindloop.protocols import (
+from bindloop.protocols.a2a import (
     A2aMessage,
     A2aPart,
     A2aRpcError,
@@ -49,7 +49,7 @@ def test_a_task_folded_from_its_stream_holds_the_whole_text_once(chunks: list[st
 
 
 def test_a_status_message_joins_the_history_and_a_whole_task_replaces_it() -> None:
-    from bindloop.protocols import A2aStatusUpdate, A2aStreamResponse
+    from bindloop.protocols.a2a import A2aStatusUpdate, A2aStreamResponse
 
     task = A2aTask(id="t", status=A2aTaskStatus(state="TASK_STATE_WORKING"))
     said = A2aMessage(message_id="m", role="ROLE_AGENT", parts=(A2aPart(text="why?"),))

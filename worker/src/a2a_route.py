@@ -6,7 +6,8 @@ push notifications (``-32003``) or an extended card.
 
 The protocol logic is the wheel's (``bindloop.protocols``: the card, the version check, the
 user's text, a task folded from its updates, the task encoder and run recorder; the run driver
-and ``A2aFrames`` of ``bindloop.hosts.asgi.chat``); this module carries it over the Worker's storage.
+and ``A2aFrames`` of ``bindloop.hosts.asgi.chat``); this module carries it over the Worker's storage
+(``bindloop.hosts.workers``' Session object, run log, identity hook and body bounds).
 Each context is one ``Session`` Durable Object (``a2a:<context>``, named within the caller's
 identity: identity.py's hook applies, and another identity's ids reach other objects). A task is
 a run of that object, checkpointed there as the protocol routes' runs are (its saves at every
@@ -39,11 +40,10 @@ import js  # type: ignore[import-not-found]
 import msgspec
 from workers import Response  # type: ignore[import-not-found]
 
-from agent import (
+from bindloop.hosts.workers.agent import (
     MAX_BODY_BYTES,
     MAX_BODY_DEPTH,
     SESSION_ID,
-    TOOLS,
     AgentConfig,
     HttpError,
     _setting,
@@ -51,7 +51,7 @@ from agent import (
     config_from_env,
     error_event,
 )
-from bindloop.agent import ApprovalError
+from bindloop.agent.approvals import ApprovalError
 from bindloop.contracts import (
     Message,
     SystemMessage,
@@ -63,7 +63,7 @@ from bindloop.hosts.a2a.server import iso_timestamp
 from bindloop.hosts.asgi.chat import A2aFrames, ChatInput, drive_run
 from bindloop.hosts.asgi.agent import agent_runner
 from bindloop.hosts.transports.js_fetch import FetchTransport
-from bindloop.protocols import (
+from bindloop.protocols.a2a import (
     A2A_AGENT_CARD_PATH,
     TERMINAL_STATES,
     A2aCancelTaskRequest,
@@ -93,11 +93,11 @@ from bindloop.protocols import (
     fold_a2a_task,
 )
 from bindloop.checkpoints import CheckpointFormatError, LoopCheckpoint, create_loop_checkpoint
-from frontends import ChatApprovals
-from identity import authorize, scoped_chat_id
-from limits import limit_store, wall_clock_ms
-from sessions import MAX_CONTINUATIONS, RunLog, SessionStore
-from web import JSON_HEADERS, EventStream, Routes, read_text
+from bindloop.hosts.workers.frontends import ChatApprovals
+from bindloop.hosts.workers.identity import authorize, scoped_chat_id
+from bindloop.hosts.workers.limits import limit_store, wall_clock_ms
+from bindloop.hosts.workers.sessions import MAX_CONTINUATIONS, RunLog, SessionStore
+from bindloop.hosts.workers.web import JSON_HEADERS, EventStream, Routes, read_text
 
 __all__ = ("add_a2a_routes",)
 
@@ -318,7 +318,7 @@ async def _run(env: Any, config: AgentConfig, ctx: _Context, log: RunLog, chat: 
     async def save(_chat: ChatInput, cp: Any) -> None:
         await store.commit(msgspec.structs.replace(cp, revision=store.revision + 1))
 
-    runner = agent_runner(model, tools=TOOLS, needs_approval=config.approval_tools,
+    runner = agent_runner(model, tools=config.tools, needs_approval=config.approval_tools,
                           max_turn_steps=config.max_iterations, on_checkpoint=save,
                           approvals=approvals, trust_system_messages=True)
     state = [task]
@@ -533,7 +533,7 @@ async def _dispatch(owner: Any, request: Any, rid: str | int | None, method: str
                             if k.lower() == "a2a-version" for v in vs), None)
     check_a2a_version(None if version is None else str(version))
     try:
-        config = config_from_env(owner.env)
+        config = config_from_env(owner.env, owner.tools)
     except HttpError:  # a misconfigured Worker: the operator reads the cause in GET /v1/...
         raise A2aRpcError(A2aErrorCode.INTERNAL_ERROR, "the agent is not configured") from None
     if method in ("SendMessage", "SendStreamingMessage"):

@@ -4,7 +4,7 @@ semantic conventions (``gen_ai.*`` attributes), emitted to the run's ``event_bus
 Events carry no wall-clock time (the core has no clock): ``seq`` orders them and an exporter stamps
 times as they arrive (``bindloop.hosts.telemetry.otel``). Span and trace ids are counters, so a replayed run
 emits the same trace. Chat and tool span ends also carry the journal data (the turn, its prompt hash,
-the tool outcome) that :func:`~bindloop.agent.restore_snapshot` rebuilds a snapshot from.
+the tool outcome) that :func:`~bindloop.agent.snapshots.restore_snapshot` rebuilds a snapshot from.
 """
 
 from __future__ import annotations
@@ -13,9 +13,16 @@ from typing import Any, Final, Literal, Protocol
 
 import msgspec
 
-from ._stream import RunEvent, ToolFinishedEvent, ToolStartedEvent
+from ._stream import (
+    RunEvent,
+    ToolFinishedEvent,
+    ToolStartedEvent,
+    TurnDoneEvent,
+    TurnFailedEvent,
+    TurnStartEvent,
+)
 
-__all__ = ("ToolSpans", "TraceEmitter", "TraceEvent", "TraceOptions", "Tracer")
+__all__ = ("ChatSpans", "ToolSpans", "TraceEmitter", "TraceEvent", "TraceOptions", "Tracer")
 
 
 class TraceEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, dict=True):
@@ -107,11 +114,55 @@ class Tracer:
             self._emit(type="event", span_id=span or "", name=name, attributes=attributes)
 
 
+class ChatSpans:
+    """A prompt's ``chat`` spans, read off its turn events: a span opens at a turn's
+    :class:`~bindloop.agent.events.TurnStartEvent` (a second start of the same turn, a route's fallback
+    taking over, keeps it) and ends at its :class:`~bindloop.agent.events.TurnDoneEvent` -- with the
+    turn's usage and finish reason, and the journal data the event carries for the host (the
+    prompt hash and the turn, which :func:`~bindloop.agent.snapshots.restore_snapshot` reads) -- or its
+    :class:`~bindloop.agent.events.TurnFailedEvent` (``error``). The same events the stream carries."""
+
+    __slots__ = ("_open", "name", "parent", "provider", "tracer")
+
+    def __init__(self, tracer: Tracer, parent: str | None, model: str,
+                 provider: str | None) -> None:
+        self.tracer = tracer
+        self.parent = parent
+        self.name = f"chat {model}"
+        self.provider = provider or "unknown"
+        self._open: dict[int, str] = {}  # turn index -> its span
+
+    def observe(self, index: int, event: RunEvent) -> None:
+        kind = type(event)
+        if kind is TurnStartEvent:
+            if index not in self._open:
+                self._open[index] = self.tracer.start(self.name, self.parent, {
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.request.model": self.name[len("chat "):],
+                    "gen_ai.provider.name": self.provider, "bindloop.turn_index": index})
+        elif kind is TurnDoneEvent:
+            assert isinstance(event, TurnDoneEvent)
+            span = self._open.pop(index, None)
+            if span is not None:
+                turn = event.turn
+                self.tracer.end(span, self.name, {
+                    "gen_ai.usage.input_tokens": event.usage.input_tokens,
+                    "gen_ai.usage.output_tokens": event.usage.output_tokens,
+                    "gen_ai.response.finish_reasons": [event.finish_reason],
+                    "bindloop.prompt_hash": event.prompt_hash,
+                    "bindloop.turn": None if turn is None else msgspec.to_builtins(turn)})
+        elif kind is TurnFailedEvent:
+            assert isinstance(event, TurnFailedEvent)
+            span = self._open.pop(index, None)
+            if span is not None:
+                self.tracer.end(span, self.name, error=event.raised)
+
+
 class ToolSpans:
     """A prompt's ``execute_tool`` spans, read off its run events: a span opens at a call's
-    :class:`~bindloop.agent.ToolStartedEvent` and ends at its
-    :class:`~bindloop.agent.ToolFinishedEvent` -- with the outcome the model read (the journal data
-    :func:`~bindloop.agent.restore_snapshot` reads), or ``error`` for a raise. The same events the
+    :class:`~bindloop.agent.events.ToolStartedEvent` and ends at its
+    :class:`~bindloop.agent.events.ToolFinishedEvent` -- with the outcome the model read (the journal data
+    :func:`~bindloop.agent.snapshots.restore_snapshot` reads), or ``error`` for a raise. The same events the
     stream carries, so a traced run and a watched one report the same calls (a journaled call a
     replay serves included)."""
 

@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from bindloop.hosts.asgi.chat import Scope
-from bindloop.protocols import (
+from bindloop.protocols.a2a import (
     A2aAgentCard,
     A2aAgentProvider,
     A2aAgentSkill,
@@ -30,8 +30,8 @@ def agent_card(*, name: str, description: str, skills: Sequence[A2aAgentSkill], 
                security_requirements: Sequence[dict[str, Any]]) -> A2aAgentCard:
     """The card of an agent answering JSON-RPC at ``url``: without ``skills``, one ``chat``
     skill of the name and description (the card requires one); no push notifications and no
-    extended card (:func:`bindloop.protocols.a2a_agent_card`, which the Worker's route serves
-    too)."""
+    extended card (:func:`bindloop.protocols.a2a.a2a_agent_card`, which the Worker's route
+    serves too)."""
     return a2a_agent_card(name=name, description=description, url=url, skills=skills,
                           version=version, provider=provider, security_schemes=security_schemes,
                           security_requirements=security_requirements, streaming=streaming)

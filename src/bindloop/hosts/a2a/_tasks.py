@@ -17,7 +17,7 @@ import msgspec
 
 from bindloop.contracts import Message
 from bindloop.hosts.asgi.chat import scoped_chat_id
-from bindloop.protocols import (
+from bindloop.protocols.a2a import (
     A2aArtifact,
     A2aErrorCode,
     A2aMessage,

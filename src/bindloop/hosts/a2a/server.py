@@ -15,7 +15,7 @@ A task is a run of the :data:`~bindloop.hosts.asgi.chat.Runner` (``agent_runner(
 ``FAILED`` (the client reads :func:`~bindloop.hosts.asgi.chat.error_text`'s category, never the
 exception), ``CANCELED`` (``CancelTask`` stops the run) or ``INPUT_REQUIRED`` when the run ends
 waiting on an approval or a tool's question. The next message with that task's id -- or only its
-context's id -- answers it (:func:`bindloop.protocols.a2a_reply`) and the task runs again from
+context's id -- answers it (:func:`bindloop.protocols.a2a.a2a_reply`) and the task runs again from
 where it stopped. A new task in a known context continues that context's conversation: the server
 keeps each context's transcript (in memory, the oldest ended tasks dropped past ``max_tasks``).
 
@@ -24,8 +24,8 @@ context belong to the identity that made them; another identity finds neither (`
 card is public. Bodies are bounded (``max_body``, ``body_timeout_s``); errors are typed JSON-RPC
 errors whose messages name the problem, never a value, a path or an exception's text.
 
-The runner's events are read through :class:`~bindloop.protocols.A2aTaskEncoder` and
-:class:`~bindloop.protocols.RunRecorder`: the agent's run events -- completion stream events,
+The runner's events are read through :class:`~bindloop.protocols.a2a.A2aTaskEncoder` and
+:class:`~bindloop.protocols.a2a.RunRecorder`: the agent's run events -- completion stream events,
 ``TurnStartEvent``, ``ToolCallDoneEvent``, ``TurnDoneEvent``, ``TurnFailedEvent``,
 ``ToolFinishedEvent``, ``ApprovalRequestedEvent``, ``ApprovalDecidedEvent`` -- and a turn text
 stream's ``TurnResetEvent`` (``ToolStartedEvent`` and ``CheckpointSavedEvent`` are read past).
@@ -47,7 +47,7 @@ from bindloop.contracts import (
     ToolCall,
     UserMessage,
 )
-from bindloop.protocols import (
+from bindloop.protocols.a2a import (
     A2A_AGENT_CARD_PATH,
     TERMINAL_STATES,
     A2aAgentCard,
@@ -121,7 +121,7 @@ class _Refused(Exception):
 class A2aServer:
     """The A2A ASGI application over ``runner``.
 
-    The card says ``name``, ``description``, ``skills`` (:class:`~bindloop.protocols.A2aAgentSkill`;
+    The card says ``name``, ``description``, ``skills`` (:class:`~bindloop.protocols.a2a.A2aAgentSkill`;
     without any, one ``chat`` skill of the name and description: the card requires one),
     ``version``, ``provider`` and ``security_schemes``/``security_requirements`` (ProtoJSON
     objects, for an ``authorize`` that checks them); its JSON-RPC URL is ``url`` (the public URL of

@@ -29,7 +29,7 @@ the chats it starts, and another identity can neither read, resume, stop nor reu
 With logs that keep what a run needs to go on (:class:`~bindloop.hosts.asgi.run_logs.ContinuableRunLogs`,
 e.g. :class:`~bindloop.hosts.asgi.run_logs.SqliteRunLogs`), a run whose process died is continued: its
 request is stored as it begins and each settled boundary the runner reports (a
-:class:`~bindloop.agent.CheckpointSavedEvent` through ``emit``) is saved with the encoder inputs
+:class:`~bindloop.agent.events.CheckpointSavedEvent` through ``emit``) is saved with the encoder inputs
 fed by then; once its lease is out, the app of any process on that store takes it over, writes the
 dead run's log again up to that save under a new run id (the encoders are deterministic) and goes
 on from the saved checkpoint. A client's resume follows the dead run into its continuation.
@@ -54,16 +54,15 @@ from bindloop.contracts import (
     ToolMessage,
     tool_error_message,
 )
+from bindloop.protocols.a2a import A2aTaskEncoder, RunRecorder
 from bindloop.protocols import (
     AG_UI_HEADERS,
     SSE_DONE,
-    A2aTaskEncoder,
     UI_STREAM_HEADERS,
     AgUiEncoder,
     AgUiRunInput,
     EncoderInput,
     ProtocolRequestError,
-    RunRecorder,
     ToolApproval,
     UIChatRequest,
     UIStreamEncoder,
@@ -75,7 +74,8 @@ from bindloop.protocols import (
     parse_run_event_id,
     sse_frame,
 )
-from bindloop.agent import ApprovalError, CheckpointSavedEvent
+from bindloop.agent.approvals import ApprovalError
+from bindloop.agent.events import CheckpointSavedEvent
 from bindloop.errors import ProviderError
 from bindloop.routing import AttemptError
 from bindloop.checkpoints import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
@@ -115,7 +115,7 @@ class ChatInput(msgspec.Struct, frozen=True, kw_only=True):
     run of this request (a host continuing a run that died; ``transcript`` is its messages) --
     its approvals were applied and its state sent then, so neither happens again.
     ``continuable``: the host keeps the run's boundaries to continue it if its process dies (the
-    runner hands each to ``emit`` as a :class:`~bindloop.agent.CheckpointSavedEvent`)."""
+    runner hands each to ``emit`` as a :class:`~bindloop.agent.events.CheckpointSavedEvent`)."""
 
     chat_id: str
     protocol: Literal["ui", "ag-ui", "a2a"]
@@ -771,7 +771,7 @@ async def drive_run(runner: Runner, chat: ChatInput, frames: Frames,
     host whose errors can carry a provider URL passes a scrubbing one), or its abort when the run
     is cancelled (the cancellation is re-raised). Returns how it ended. ``resumed``: ``frames``
     were started (and fed) by the caller -- a continuation of a run that died -- so no start is
-    written. A :class:`~bindloop.agent.CheckpointSavedEvent` the runner emits (a boundary it
+    written. A :class:`~bindloop.agent.events.CheckpointSavedEvent` the runner emits (a boundary it
     could go on from) is no frame: it goes to ``on_save``, which stores it before the run goes
     on."""
     open_ = [True]
