@@ -1,4 +1,4 @@
-"""The Worker template as an A2A 1.0 agent (worker/src/a2a_route.py) in real workerd, against a
+"""The Worker template as an A2A 1.0 agent (bindloop.hosts.workers.a2a_route) in real workerd, against a
 scripted OpenAI-chat provider on 127.0.0.1: the official ``@a2a-js/sdk`` client
 (harness/clients/a2a/a2a_js.mjs: card, a streamed task read back, a context continued, an approval as
 ``input-required`` answered) and the official ``a2a-sdk`` Python client (a streamed task, a

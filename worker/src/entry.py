@@ -4,7 +4,6 @@ The provider comes from wrangler.jsonc's vars (PROVIDER_*) and its key from a se
 are tools.py's; the routes, sessions, stores and protocols are bindloop.hosts.workers'.
 """
 
-from a2a_route import add_a2a_routes
 from bindloop.hosts.workers import app
 from bindloop.hosts.workers.app import McpTokens, RateLimiter, Receipts  # noqa: F401
 from tools import TOOLS
@@ -14,9 +13,5 @@ class Session(app.Session):  # one Durable Object per conversation (wrangler.jso
     tools = TOOLS
 
 
-class Default(app.ChatWorker):  # /v1/chat, /api/chat (useChat), /ag-ui, /a2a
+class Default(app.ChatWorker):  # /v1/chat, /api/chat (useChat), /ag-ui, /mcp, /a2a
     tools = TOOLS
-    routes = app.ROUTES.copy()  # and the A2A agent (a2a_route.py): its card and POST /a2a
-
-
-add_a2a_routes(Default.routes)
