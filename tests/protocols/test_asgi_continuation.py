@@ -429,10 +429,12 @@ def test_a_continuation_whose_replay_differs_is_not_resumed_into(
     logs = SqliteRunLogs(tmp_path / "runs.db")
     with served(ChatApp(runner, logs=logs, lease_ms=300)) as base:
         deadline = time.monotonic() + 10
-        while (record := logs.record("ghost")) is not None and record.status == "running":
-            assert time.monotonic() < deadline, "the lost run was never taken over"
+        # taken over (one write), then unlinked once its replay was found to differ
+        while (record := logs.record("ghost")) is None or record.continued_at != 0 or (
+                record.status == "running"):
+            assert time.monotonic() < deadline, "the lost run was never taken over and unlinked"
             time.sleep(0.05)
-        assert record is not None and record.continued_by and record.continued_at == 0
+        assert record.continued_by and record.status == "continued"
         gone = httpx.get(f"{base}/api/chat/c1/stream", headers={"last-event-id": "ghost:2"},
                          timeout=30)
         assert gone.status_code == 204
