@@ -1,7 +1,7 @@
 """The Worker's Durable Object stores per call, in real workerd on this machine: mean ms per
 round of each store's per-turn calls (a checkpoint save of 4 kB, a load, a receipt's read +
 claim + complete, the limiter's enter + admit + leave, a token save + load), over the
-``/_kit/bench`` route (worker/src/stores_kit_route.py). One workerd process, its objects on
+``/_kit/bench`` route (tests/worker/kit_worker/stores_kit_route.py). One workerd process, its objects on
 local disk: no network between the Worker and its objects, unlike Cloudflare, where an object
 lives in one location and a call from another location crosses the network.
 
@@ -29,7 +29,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         config = stage(Path(tmp) / "stage", bindings={"STORE_KIT": "1"},
                        storage_dir=Path(tmp) / "storage", with_conformance=False,
-                       extra_objects={"MCP_TOKENS": "McpTokens", "RECEIPTS": "Receipts"})
+                       src_dir=ROOT / "tests" / "worker" / "kit_worker", extra_objects={"MCP_TOKENS": "McpTokens", "RECEIPTS": "Receipts"})
         with Workerd(config) as wd:
             runs = []
             for label, rounds in (("warm-up", 20), ("measured", args.rounds)):

@@ -1,6 +1,6 @@
 """The Worker template's agent turn in real workerd, beside the same agent module on CPython.
 
-Both run ``worker/src/agent.py``'s ``run_session`` (the agent API: one user message -> one streamed
+Both run ``bindloop.hosts.workers.agent.run_session`` (the agent API: one user message -> one streamed
 model turn -> done) against the scripted OpenAI-chat provider on 127.0.0.1; workerd over its JS
 ``fetch`` transport and SSE to the client with the Durable Object commits, CPython over httpx. The
 workerd figures come twice, side by side: with the plain wheel set (harness/wasm/wheels) and with the
@@ -37,10 +37,11 @@ sys.path.insert(0, str(REPO / "worker" / "tools"))
 sys.path.insert(0, str(REPO / "worker" / "src"))
 sys.path.insert(0, str(REPO))  # harness.fixtures
 
-import agent  # noqa: E402
+from tools import TOOLS  # noqa: E402  # the template's
 from workerd_harness import Workerd, stage, tree_bytes  # noqa: E402
 
 from bindloop.contracts import UserMessage  # noqa: E402
+from bindloop.hosts.workers import agent  # noqa: E402
 from bindloop.hosts.transports.httpx import HttpxTransport  # noqa: E402
 from harness.fixtures.scripted_server import (  # noqa: E402
     RecordedRequest,
@@ -99,7 +100,7 @@ async def cpython_turn(base_url: str) -> tuple[float, float]:
 
     model = agent.build_model(cfg, transport_for=lambda p, h: HttpxTransport(p.base_url, headers=h),
                               on_turn_event=on_event, turn_prefix="bench", first_turn=0)
-    run = await agent.run_session(cp, model=model)
+    run = await agent.run_session(cp, model=model, tools=TOOLS)
     msgspec.json.encode(run.checkpoint)  # what the Worker stores
     return first[0], time.perf_counter() - t0
 

@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from bindloop.agent import (
     TraceEvent,
+    TurnDoneEvent,
+    TurnFailedEvent,
     TraceOptions,
     create_agent,
     dump_snapshot,
@@ -337,3 +339,45 @@ async def test_replay_re_derives_memory_and_says_nothing_when_an_unjournaled_inp
     with pytest.raises(SnapshotDivergenceError):
         await run_with(main2, model=scripted_stream_model([]), snapshot=snap3,
                        providers={"stamp": "t2"})
+
+
+def _one_agent(search: Any) -> Any:
+    async def handler(_: None) -> str:
+        equip_instruction("research owls")
+        equip_tool(search)
+        return (await prompt_chat()).data
+
+    return lambda: create_agent(id="one", handler=handler)(None)
+
+
+async def test_chat_spans_are_read_off_the_turn_events_the_stream_carries() -> None:
+    search, _ = _world()
+    bus = Bus()
+    seen: list[Any] = []
+    await run_with(_one_agent(search), model=scripted_stream_model(_script()), event_bus=bus,
+                   enable_snapshot=True, on_event=seen.append)
+    done = [e.event for e in seen if isinstance(e.event, TurnDoneEvent)]
+    ends = [e for e in bus.events if e.type == "span_end" and e.name.startswith("chat ")]
+    assert len(done) == len(ends) == 2
+    for event, end in zip(done, ends):
+        assert end.attributes["gen_ai.usage.input_tokens"] == event.usage.input_tokens
+        assert end.attributes["gen_ai.response.finish_reasons"] == [event.finish_reason]
+        assert end.attributes["bindloop.prompt_hash"] == event.prompt_hash != ""
+        assert end.attributes["bindloop.turn"] == msgspec.to_builtins(event.turn)
+        # The host's extras are not part of the event's wire form, nor of its equality.
+        assert set(msgspec.to_builtins(event)) == {"type", "finish_reason", "usage", "cost"}
+        assert event == TurnDoneEvent(finish_reason=event.finish_reason, usage=event.usage)
+
+
+async def test_a_failed_turn_ends_its_chat_span_with_the_exception_the_event_carries() -> None:
+    search, _ = _world()
+    bus = Bus()
+    seen: list[Any] = []
+    boom = RuntimeError("provider down")
+    with pytest.raises(RuntimeError, match="provider down"):
+        await run_with(_one_agent(search), model=scripted_stream_model([boom]), event_bus=bus,
+                       on_event=seen.append)
+    [failed] = [e.event for e in seen if isinstance(e.event, TurnFailedEvent)]
+    assert failed.raised is boom and failed.error == "RuntimeError: provider down"
+    [end] = [e for e in bus.events if e.type == "span_end" and e.name.startswith("chat ")]
+    assert end.status == "error" and end.exception is boom

@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from bindloop.contracts import (
@@ -192,6 +192,8 @@ def _blank(message: Message) -> bool:
 @given(messages=transcripts(), policy=POLICIES,
        reply=st.text(min_size=1, max_size=20).filter(lambda t: t.strip() != ""),
        follow_up=st.text(min_size=1, max_size=20))
+@example(messages=[SystemMessage(content=" "), UserMessage(content="0")],  # no system block at all
+         policy=CachePolicy(system=False, tools=False, turns=0), reply="0", follow_up="0")
 @settings(max_examples=100, deadline=None)
 def test_the_next_turns_request_extends_this_ones_prefix(messages: list[Message],
                                                          policy: CachePolicy, reply: str,
@@ -203,4 +205,4 @@ def test_the_next_turns_request_extends_this_ones_prefix(messages: list[Message]
     later = _body("anthropic", [*messages, AssistantMessage(content=reply),
                                 UserMessage(content=follow_up)], policy)
     assert _strip(later["messages"][:len(now["messages"])]) == _strip(now["messages"])
-    assert later["system"] == now["system"] and later["tools"] == now["tools"]
+    assert later.get("system") == now.get("system") and later.get("tools") == now.get("tools")

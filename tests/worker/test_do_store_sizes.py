@@ -3,13 +3,10 @@ in it; the store itself runs in workerd: test_workerd_store_kit.py)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 from hypothesis import given, strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "worker" / "src"))
-from checkpoints import MAX_VALUE_BYTES, stored_size  # noqa: E402
+from bindloop.hosts.workers.checkpoints import MAX_VALUE_BYTES, stored_size
 
 
 def test_stored_size_counts_what_v8_keeps() -> None:

@@ -1,4 +1,4 @@
-"""The Worker's protocol-run continuation (worker/src/replay.py, no Workers API in it) on CPython:
+"""The Worker's protocol-run continuation (bindloop.hosts.workers.replay, no Workers API in it) on CPython:
 a run lost right after any of its saves, continued by replaying the inputs it had fed into a fresh
 encoder and resuming its saved checkpoint, writes byte for byte the stream an uninterrupted run
 writes -- for the AI SDK and AG-UI, after a tool round and after an approved call (which does not
@@ -24,10 +24,11 @@ from examples.demos.ui_demo import DemoModel, demo_tools
 from bindloop.protocols import AgUiEncoder, ToolApproval, UIStreamEncoder
 from bindloop.checkpoints import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "worker" / "src"))
-from replay import LogFollower  # noqa: E402
+from bindloop.hosts.asgi.replay import RecordedFrames, decode_fed, encode_fed, replay
+from bindloop.hosts.workers.replay import LogFollower
 
-from bindloop.hosts.asgi.replay import RecordedFrames, decode_fed, encode_fed, replay  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "worker" / "src"))
+from tools import TOOLS  # noqa: E402  # the template's
 
 DELETE = AssistantMessage(content="", tool_calls=(
     ToolCall(id="call-del", name="delete_note", arguments='{"title":"groceries"}'),))
@@ -170,7 +171,7 @@ def test_a_reconnected_stream_is_always_the_start_of_one_run_s_stream(data: st.D
 def test_the_worker_s_own_model_over_http_continues_to_the_same_bytes() -> None:
     """The same with what the Worker runs: its routed model (agent.build_model, which folds its
     own turns: ``complete``) over a scripted OpenAI-chat provider on 127.0.0.1, its tools."""
-    import agent
+    from bindloop.hosts.workers import agent
 
     from bindloop.agent import WrappedModel
 
@@ -189,7 +190,7 @@ def test_the_worker_s_own_model_over_http_continues_to_the_same_bytes() -> None:
     server = ScriptedProviderServer().start()
     server.set_responder("p", policy)
     try:
-        cfg = agent.config_from_env(SimpleNamespace(
+        cfg = agent.config_from_env(tools=TOOLS, env=SimpleNamespace(
             PROVIDER_BASE_URL=server.base_url("p"), PROVIDER_MODEL="m", PROVIDER_API_KEY="sk"))
 
         def model() -> Any:
@@ -220,7 +221,7 @@ def test_the_worker_s_own_model_over_http_continues_to_the_same_bytes() -> None:
             async def save(_c: ChatInput, cp: LoopCheckpoint) -> None:
                 saves.append(Save(cp, len(out), encode_fed(frames.fed)))
 
-            runner = agent_runner(Spy(model()), tools=agent.TOOLS, on_checkpoint=save)
+            runner = agent_runner(Spy(model()), tools=TOOLS, on_checkpoint=save)
             assert await drive_run(runner, chat, frames, out.extend, resumed=resumed) == "finished"
             return out, saves
 

@@ -28,12 +28,15 @@ from bindloop.checkpoints import (
     parse_loop_checkpoint,
     serialize_loop_checkpoint,
 )
+from bindloop.tools import define_tool
 from bindloop.testing import final_answer, tool_call, tool_call_turn
 
 WORKER = Path(__file__).resolve().parents[2] / "worker"
 sys.path.insert(0, str(WORKER / "src"))
 sys.path.insert(0, str(WORKER / "tools"))
-import agent  # noqa: E402
+from tools import TOOLS  # noqa: E402  # the template's
+
+from bindloop.hosts.workers import agent  # noqa: E402
 from workerd_harness import COMPATIBILITY_FLAGS  # noqa: E402
 
 
@@ -46,18 +49,17 @@ def test_wrangler_config_matches_the_entry_module() -> None:
     cfg = wrangler()
     assert (WORKER / cfg["main"]).is_file()
     tree = ast.parse((WORKER / cfg["main"]).read_text())
-    # The Durable Object classes are defined in sessions.py and limits.py and exported by the
-    # entry module.
-    homes = ("sessions", "limits")
-    imported = {a.name for n in tree.body if isinstance(n, ast.ImportFrom) and n.module in homes
-                for a in n.names}
-    classes = {n.name for home in homes
-               for n in ast.parse((WORKER / "src" / f"{home}.py").read_text()).body
+    # The entry module exports each bound Durable Object class: Session subclasses the
+    # library's (with the template's tools), RateLimiter is imported from it as it is.
+    defined = {n.name: [ast.unparse(b) for b in n.bases] for n in tree.body
                if isinstance(n, ast.ClassDef)}
+    imported = {a.name for n in tree.body if isinstance(n, ast.ImportFrom)
+                and n.module == "bindloop.hosts.workers.app" for a in n.names}
     bindings = cfg["durable_objects"]["bindings"]
     assert bindings == [{"name": "SESSION", "class_name": "Session"},
                         {"name": "LIMITS", "class_name": "RateLimiter"}]
-    assert {"Session", "RateLimiter"} <= classes & imported
+    assert defined["Session"] == ["app.Session"] and defined["Default"] == ["app.ChatWorker"]
+    assert "RateLimiter" in imported
     migrated = [c for m in cfg["migrations"] for c in m["new_sqlite_classes"]]
     assert migrated == ["Session", "RateLimiter"]
     # Deploy flags are the test flags minus the dev-Pyodide ones only workerd's tests use, plus
@@ -86,7 +88,7 @@ def env(**values: str) -> SimpleNamespace:
 
 
 def test_config_from_env_reads_providers_and_refuses_naming_the_variable() -> None:
-    cfg = agent.config_from_env(env(FALLBACK_BASE_URL="http://f", FALLBACK_WIRE="anthropic",
+    cfg = agent.config_from_env(tools=TOOLS, env=env(FALLBACK_BASE_URL="http://f", FALLBACK_WIRE="anthropic",
                                     FALLBACK_MODEL="c", FALLBACK_API_KEY="sk-2", MAX_ITERATIONS="3"))
     assert [(p.id, p.wire) for p in cfg.providers] == [("primary", "openai_chat"),
                                                        ("fallback", "anthropic")]
@@ -98,12 +100,12 @@ def test_config_from_env_reads_providers_and_refuses_naming_the_variable() -> No
                       (env(MAX_ITERATIONS="0"), "MAX_ITERATIONS"),
                       (SimpleNamespace(), "PROVIDER_BASE_URL")):
         with pytest.raises(agent.HttpError) as info:
-            agent.config_from_env(bad)
+            agent.config_from_env(tools=TOOLS, env=bad)
         assert name in info.value.message and "sk-" not in info.value.message
 
 
 def test_tools() -> None:
-    ask, count = agent.TOOLS
+    ask, count = TOOLS
     assert anyio.run(ask.execute, '{"question": "Name?"}', None) == ToolSuspend(
         mode="waiting_for_reply", detail="Name?")
     assert anyio.run(count.execute, '{"text": "a b c"}', None) == ToolResult(content="3")
@@ -127,7 +129,7 @@ def test_run_session_through_the_agent_api_on_cpython() -> None:
         final_answer("Hi, Ada."),
     ])
     try:
-        cfg = agent.config_from_env(env(PROVIDER_BASE_URL=server.base_url("p"), MAX_ITERATIONS="5"))
+        cfg = agent.config_from_env(tools=TOOLS, env=env(PROVIDER_BASE_URL=server.base_url("p"), MAX_ITERATIONS="5"))
 
         def model(start: LoopCheckpoint) -> Any:
             return agent.build_model(cfg, transport_for=lambda p, h: HttpxTransport(p.base_url, headers=h),
@@ -136,12 +138,12 @@ def test_run_session_through_the_agent_api_on_cpython() -> None:
 
         start = create_loop_checkpoint(execution_id="s1", max_iterations=5,
                                        messages=[UserMessage(content="ask me")])
-        paused = anyio.run(lambda: agent.run_session(start, model=model(start)))
+        paused = anyio.run(lambda: agent.run_session(start, tools=TOOLS, model=model(start)))
         cp = paused.checkpoint
         assert (paused.stop_reason, cp.status, cp.revision) == ("waiting_for_reply", "waiting_for_reply", 1)
         assert (cp.execution_id, cp.max_iterations, cp.iterations) == ("s1", 5, 1)
         replied = apply_checkpoint_input(cp, CheckpointReply(tool_call_id="q1", content="Ada"))
-        done = anyio.run(lambda: agent.run_session(replied, model=model(replied)))
+        done = anyio.run(lambda: agent.run_session(replied, tools=TOOLS, model=model(replied)))
         end = done.checkpoint
         assert (done.stop_reason, done.text, end.status) == ("done", "Hi, Ada.", "finished")
         assert (end.revision, end.iterations, end.execution_id) == (replied.revision + 1, 2, "s1")
@@ -152,7 +154,7 @@ def test_run_session_through_the_agent_api_on_cpython() -> None:
         spent = msgspec.structs.replace(end, max_iterations=2)  # the budget all used
         again = apply_checkpoint_input(spent, UserMessage(content="more"))
         with pytest.raises(agent.HttpError) as info:
-            anyio.run(lambda: agent.run_session(again, model=model(again)))
+            anyio.run(lambda: agent.run_session(again, tools=TOOLS, model=model(again)))
         assert info.value.code == "iteration_limit"
     finally:
         server.stop()
@@ -168,7 +170,7 @@ def test_run_session_saves_each_finished_round_and_a_failed_run_resumes_from_it(
     server = ScriptedProviderServer().start()
     server.set_responder("p", lambda _r: replies.pop(0))
     try:
-        cfg = agent.config_from_env(env(PROVIDER_BASE_URL=server.base_url("p"), MAX_ITERATIONS="5"))
+        cfg = agent.config_from_env(tools=TOOLS, env=env(PROVIDER_BASE_URL=server.base_url("p"), MAX_ITERATIONS="5"))
 
         def model(start: LoopCheckpoint) -> Any:
             return agent.build_model(cfg, transport_for=lambda p, h: HttpxTransport(p.base_url, headers=h),
@@ -184,12 +186,12 @@ def test_run_session_saves_each_finished_round_and_a_failed_run_resumes_from_it(
             execution_id="s2", max_iterations=5, messages=[UserMessage(content="count a b c")]),
             revision=3)
         with pytest.raises(Exception, match="503|overloaded"):
-            anyio.run(lambda: agent.run_session(start, model=model(start), save=save))
+            anyio.run(lambda: agent.run_session(start, tools=TOOLS, model=model(start), save=save))
         (saved,) = stored
         assert (saved.status, saved.revision, saved.iterations, saved.execution_id) == (
             "ready", 4, 1, "s2")
         assert [type(m).__name__ for m in saved.messages][-1] == "ToolMessage"
-        done = anyio.run(lambda: agent.run_session(saved, model=model(saved), save=save))
+        done = anyio.run(lambda: agent.run_session(saved, tools=TOOLS, model=model(saved), save=save))
         end = done.checkpoint
         assert (done.text, end.status, end.revision, end.iterations) == ("Three words.", "finished", 5, 2)
         assert [type(m).__name__ for m in end.messages].count("ToolMessage") == 1
@@ -200,7 +202,7 @@ def test_run_session_saves_each_finished_round_and_a_failed_run_resumes_from_it(
 
 
 def test_a_rate_limit_without_a_store_is_a_named_misconfiguration() -> None:
-    cfg = agent.config_from_env(env(RATE_LIMIT_CONCURRENCY="2"))
+    cfg = agent.config_from_env(tools=TOOLS, env=env(RATE_LIMIT_CONCURRENCY="2"))
     assert cfg.rate_limit_concurrency == 2 and cfg.rate_limit_rpm is None
     with pytest.raises(agent.HttpError) as info:
         agent.build_model(cfg, transport_for=lambda p, h: HttpxTransport(p.base_url, headers=h),
@@ -227,13 +229,13 @@ def test_reply_then_a_tool_round_then_the_answer_stores_consistent_counters() ->
         stored.append(parse_loop_checkpoint(serialize_loop_checkpoint(cp)))
 
     try:
-        cfg = agent.config_from_env(env(PROVIDER_BASE_URL=server.base_url("p"), MAX_ITERATIONS="9"))
+        cfg = agent.config_from_env(tools=TOOLS, env=env(PROVIDER_BASE_URL=server.base_url("p"), MAX_ITERATIONS="9"))
 
         def run(cp: LoopCheckpoint) -> Any:
             model = agent.build_model(cfg, transport_for=lambda p, h: HttpxTransport(p.base_url, headers=h),
                                       on_turn_event=lambda e: None, turn_prefix="s3",
                                       first_turn=cp.iterations)
-            return anyio.run(lambda: agent.run_session(cp, model=model, save=save))
+            return anyio.run(lambda: agent.run_session(cp, tools=TOOLS, model=model, save=save))
 
         start = create_loop_checkpoint(execution_id="s3", max_iterations=9,
                                        messages=[UserMessage(content="ask me, then count")])
@@ -267,13 +269,13 @@ def test_error_events_keep_a_refused_save_s_revision_and_never_show_a_url() -> N
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    cfg = agent.config_from_env(env(PROVIDER_BASE_URL=f"http://127.0.0.1:{port}/internal-gw/v1"))
+    cfg = agent.config_from_env(tools=TOOLS, env=env(PROVIDER_BASE_URL=f"http://127.0.0.1:{port}/internal-gw/v1"))
     model = agent.build_model(cfg, transport_for=lambda p, h: HttpxTransport(p.base_url, headers=h),
                               on_turn_event=lambda e: None, turn_prefix="s", first_turn=0)
     start = create_loop_checkpoint(execution_id="s", max_iterations=2,
                                    messages=[UserMessage(content="hi")])
     with pytest.raises(Exception) as info:
-        anyio.run(lambda: agent.run_session(start, model=model))
+        anyio.run(lambda: agent.run_session(start, tools=TOOLS, model=model))
     assert "127.0.0.1" in str(info.value)  # the exception itself names the upstream ...
     shown = agent.error_event(info.value, session_id="s", revision=0)
     assert shown["error"] == "provider_failed" and shown["category"] == "connection"
@@ -283,10 +285,10 @@ def test_error_events_keep_a_refused_save_s_revision_and_never_show_a_url() -> N
 
 
 def test_budgets_heartbeat_and_lease_come_from_the_worker_s_vars() -> None:
-    default = agent.config_from_env(env())
+    default = agent.config_from_env(tools=TOOLS, env=env())
     assert default.budgets.first_token_ms == 120_000 and default.heartbeat_ms == 15_000
     assert default.lease_ms == agent.DEFAULT_LEASE_MS
-    cfg = agent.config_from_env(env(STREAM_FIRST_TOKEN_MS="2500", STREAM_INTER_CHUNK_MS="0",
+    cfg = agent.config_from_env(tools=TOOLS, env=env(STREAM_FIRST_TOKEN_MS="2500", STREAM_INTER_CHUNK_MS="0",
                                     STREAM_TOTAL_MS="90000", SSE_HEARTBEAT_MS="0",
                                     RUN_LEASE_MS="5000"))
     assert (cfg.budgets.first_token_ms, cfg.budgets.inter_chunk_ms, cfg.budgets.total_ms) == (
@@ -294,18 +296,18 @@ def test_budgets_heartbeat_and_lease_come_from_the_worker_s_vars() -> None:
     assert (cfg.heartbeat_ms, cfg.lease_ms) == (None, 5000)
     for name, bad in (("STREAM_TOTAL_MS", "-1"), ("SSE_HEARTBEAT_MS", "soon"), ("RUN_LEASE_MS", "0")):
         with pytest.raises(agent.HttpError) as info:
-            agent.config_from_env(env(**{name: bad}))
+            agent.config_from_env(tools=TOOLS, env=env(**{name: bad}))
         assert name in info.value.message
 
 
 def test_continue_delay_and_approval_tools_come_from_the_worker_s_vars() -> None:
-    default = agent.config_from_env(env())
+    default = agent.config_from_env(tools=TOOLS, env=env())
     assert (default.continue_after_ms, default.approval_tools) == (0, frozenset())
-    cfg = agent.config_from_env(env(RUN_CONTINUE_MS="4000", APPROVAL_TOOLS=" word_count, "))
+    cfg = agent.config_from_env(tools=TOOLS, env=env(RUN_CONTINUE_MS="4000", APPROVAL_TOOLS=" word_count, "))
     assert (cfg.continue_after_ms, cfg.approval_tools) == (4000, frozenset({"word_count"}))
     for name, bad in (("RUN_CONTINUE_MS", "later"), ("APPROVAL_TOOLS", "word_count,rm_rf")):
         with pytest.raises(agent.HttpError) as info:
-            agent.config_from_env(env(**{name: bad}))
+            agent.config_from_env(tools=TOOLS, env=env(**{name: bad}))
         assert name in info.value.message and info.value.status == 500
 
 
@@ -317,3 +319,54 @@ def test_run_view_tells_a_live_run_from_a_lost_one() -> None:
     assert lost == {"state": "lost", "run_id": "r3",
                     "last": {"run_id": "r1", "outcome": "waiting_for_reply"}}
     assert agent.run_view({"lease": None, "last_run": None}) == {"state": "idle"}
+
+
+def test_run_session_reports_each_tool_call_for_the_v1_stream() -> None:
+    """``on_tool`` (the ``/v1`` stream's ``tool`` events) sees every call start with its
+    arguments and finish with its outcome; a raise is the redacted tool error the model read,
+    never the exception's message."""
+
+    @define_tool
+    def lookup(city: str) -> str:
+        """Look a city up."""
+        raise ConnectionError(f"backend down for {city} at http://10.0.0.1/secret")
+
+    events, server = _served_session([
+        tool_call_turn([tool_call("word_count", {"text": "a b c"}, id="w1"),
+                        tool_call("lookup", {"city": "Lisbon"}, id="l1")]),
+        final_answer("Done."),
+    ])
+    seen: list[dict[str, Any]] = []
+    try:
+        cfg = agent.config_from_env(tools=TOOLS, env=env(PROVIDER_BASE_URL=server.base_url("p")))
+        model = agent.build_model(cfg, transport_for=lambda p, h: HttpxTransport(p.base_url, headers=h),
+                                  on_turn_event=events.append, turn_prefix="t", first_turn=0)
+        start = create_loop_checkpoint(execution_id="t", max_iterations=4,
+                                       messages=[UserMessage(content="count")])
+        run = anyio.run(lambda: agent.run_session(start, tools=(*TOOLS, lookup), model=model,
+                                                  on_tool=seen.append))
+    finally:
+        server.stop()
+    assert run.text == "Done."
+    by_phase = {(e["phase"], e["id"]): e for e in seen}
+    assert by_phase["started", "w1"] == {"phase": "started", "id": "w1", "name": "word_count",
+                                         "arguments": '{"text":"a b c"}'}
+    assert by_phase["finished", "w1"] == {"phase": "finished", "id": "w1", "name": "word_count",
+                                          "outcome": "result", "content": "3"}
+    failed = by_phase["finished", "l1"]
+    assert failed["outcome"] == "error" and "ConnectionError" in failed["error"], failed
+    assert "Lisbon" not in json.dumps(failed) and "10.0.0.1" not in json.dumps(failed)
+    assert len(seen) == 4
+
+
+def test_live_run_bound_and_chat_expiry_vars() -> None:
+    default = agent.config_from_env(tools=TOOLS, env=env())
+    assert (default.max_live_runs, default.chat_ttl_ms) == (None, None)
+    cfg = agent.config_from_env(tools=TOOLS, env=env(MAX_LIVE_RUNS="3", CHAT_TTL_MS="86400000"))
+    assert (cfg.max_live_runs, cfg.chat_ttl_ms) == (3, 86_400_000)
+    assert agent.chat_ttl_ms(env(CHAT_TTL_MS="0")) is None
+    for name, bad in (("MAX_LIVE_RUNS", "0"), ("MAX_LIVE_RUNS", "x"), ("CHAT_TTL_MS", "-1"),
+                      ("CHAT_TTL_MS", "1.5")):
+        with pytest.raises(agent.HttpError) as info:
+            agent.config_from_env(tools=TOOLS, env=env(**{name: bad}))
+        assert info.value.code == "misconfigured" and name in info.value.message

@@ -17,20 +17,22 @@ from harness.fixtures.scripted_server import ScriptedProviderServer, error_reply
 from bindloop.checkpoints import create_loop_checkpoint
 from bindloop.testing import final_answer
 
+from bindloop.hosts.workers import agent
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "worker" / "src"))
-import agent  # noqa: E402
+from tools import TOOLS  # noqa: E402  # the template's
 
 BOOM = b'{"error": {"message": "internal", "type": "server_error"}}'
 
 
 def _run(server: ScriptedProviderServer, **vars: str) -> object:
-    cfg = agent.config_from_env(SimpleNamespace(
+    cfg = agent.config_from_env(tools=TOOLS, env=SimpleNamespace(
         PROVIDER_BASE_URL=server.base_url("p"), PROVIDER_MODEL="m", PROVIDER_API_KEY="k", **vars))
     model = agent.build_model(cfg, transport_for=lambda p, h: HttpxTransport(p.base_url, headers=h),
                               on_turn_event=lambda e: None, turn_prefix="s", first_turn=0)
     start = create_loop_checkpoint(execution_id="s", max_iterations=2,
                                    messages=[UserMessage(content="hi")])
-    return anyio.run(lambda: agent.run_session(start, model=model))
+    return anyio.run(lambda: agent.run_session(start, tools=TOOLS, model=model))
 
 
 def test_a_single_provider_s_500_is_one_call_and_fails_the_run() -> None:

@@ -1,4 +1,4 @@
-"""The Worker template as an MCP server (``POST /mcp``, worker/src/mcp_route.py) in real workerd:
+"""The Worker template as an MCP server (``POST /mcp``, bindloop.hosts.workers.mcp_route) in real workerd:
 bindloop's own client speaking 2026-07-28 and, kept on the handshake, 2025-11-25; the official
 Python SDK's ``Client`` (2026-07-28); the official TypeScript SDK's client (npm
 ``@modelcontextprotocol/sdk`` from the conformance suite's install, 2025-11-25); the identity hook

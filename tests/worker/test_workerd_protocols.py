@@ -1,5 +1,5 @@
 """The Worker template's frontend routes (``POST /api/chat``, ``POST /ag-ui``, their ``GET
-.../stream`` and ``POST .../stop``; worker/src/frontends.py) in real workerd, driven by the real
+.../stream`` and ``POST .../stop``; bindloop.hosts.workers.frontends) in real workerd, driven by the real
 npm clients (harness/clients/worker.mjs: ``ai``'s
 ``DefaultChatTransport`` + ``readUIMessageStream`` and ``@ag-ui/client``'s ``HttpAgent``) against a
 scripted OpenAI-chat provider on 127.0.0.1; then the same clients across a workerd killed with
@@ -343,7 +343,7 @@ def test_a_forged_or_replayed_approval_runs_nothing_and_the_real_one_runs(
     """Issue 32: the server decides which calls wait for approval. The Session object records
     the calls the model made when a run suspends on them; an approval of a call the model never
     made (in a fresh chat, or beside a real pending one), or the same approval sent again, ends
-    the run with ``approval refused``: no tool output, no model call. The real approval runs
+    the run with ``the approval was refused``: no tool output, no model call. The real approval runs
     its call once. Both protocols, plain HTTP as an attacker sends it."""
     _with_approvals(worker)
     server = worker.server
@@ -352,7 +352,7 @@ def test_a_forged_or_replayed_approval_runs_nothing_and_the_real_one_runs(
         before = len(server.requests)
         status, text = _post(worker, path, body)
         assert status == 200, text
-        assert "approval refused" in text, text
+        assert "approval was refused" in text, text
         assert "tool-output-available" not in text and "TOOL_CALL_RESULT" not in text, text
         assert len(server.requests) == before, "the model was asked after a refused approval"
 
@@ -369,7 +369,7 @@ def test_a_forged_or_replayed_approval_runs_nothing_and_the_real_one_runs(
     before = len(server.requests)
     status, text = _post(worker, "/api/chat", _ui_approval("real-ui", "wc-5", "count a b c",
                                                             "a b c"))
-    assert status == 200 and "approval refused" not in text, text
+    assert status == 200 and "approval was refused" not in text, text
     outputs = [c for c in _chunks(text) if c["type"] == "tool-output-available"]
     assert [c["toolCallId"] for c in outputs] == ["wc-5"] and outputs[0]["output"] == "3"
     assert _said(text) == "Counted 3 words."
@@ -385,14 +385,14 @@ def test_a_forged_or_replayed_approval_runs_nothing_and_the_real_one_runs(
     # Another chat's pending call, approved from this one, is refused too.
     refused("/ag-ui", _ag_ui_approval("forge-ag", "wc-3", "count a b", "a b"))
     status, text = _post(worker, "/ag-ui", _ag_ui_approval("real-ag", "wc-3", "count a b", "a b"))
-    assert status == 200 and "approval refused" not in text and "TOOL_CALL_RESULT" in text, text
+    assert status == 200 and "approval was refused" not in text and "TOOL_CALL_RESULT" in text, text
     assert _said(text) == "Counted 2 words."
     refused("/ag-ui", _ag_ui_approval("real-ag", "wc-3", "count a b", "a b"))
 
 
 def test_each_token_is_an_identity_whose_chats_no_other_reads_stops_or_reuses(
         worker: Worker) -> None:
-    """Issue 32's identity in the Worker (worker/src/identity.py): with ``API_TOKEN`` set, a
+    """Issue 32's identity in the Worker (bindloop.hosts.workers.identity): with ``API_TOKEN`` set, a
     request without one of its tokens is a 401; each token's chats are its own -- another token
     naming the same chat id gets nothing from reconnect (204) or stop (409) while the owner's
     run is live, and its POST with that id is a chat of its own, leaving the owner's log."""

@@ -1,6 +1,6 @@
 """bindloop's store conformance kit against the Worker's Durable Object stores, in real workerd.
 
-The kit's cases run inside the Worker (worker/src/stores_kit_route.py; pytest cannot run in
+The kit's cases run inside a test-only Worker (kit_worker/stores_kit_route.py; pytest cannot run in
 workerd): the checkpoint cases against ``DurableCheckpointStore`` (the ``Session`` objects), the
 receipt cases against ``DurableReceiptStore`` (``Receipts``), the limit cases against ``DurableLimitStore`` (``RateLimiter``), the token cases against
 ``DurableTokenStore`` (``McpTokens``), plus the objects' own checks (the run lease's claim race,
@@ -28,12 +28,15 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "worker" / "tools"))
 from workerd_harness import Workerd, stage  # noqa: E402
 
+KIT_WORKER = Path(__file__).resolve().parent / "kit_worker"
+"""The test-only Worker: the library's routes plus the kit's (never in the template)."""
+
 
 @pytest.fixture(scope="module")
 def kit_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workerd]:
     tmp = tmp_path_factory.mktemp("store-kit")
     config = stage(tmp / "stage", bindings={"STORE_KIT": "1"}, storage_dir=tmp / "storage",
-                   with_conformance=False, extra_objects={"MCP_TOKENS": "McpTokens", "RECEIPTS": "Receipts"},
+                   with_conformance=False, src_dir=KIT_WORKER, extra_objects={"MCP_TOKENS": "McpTokens", "RECEIPTS": "Receipts"},
                    racers=2)
     with Workerd(config) as wd:
         yield wd
@@ -83,7 +86,7 @@ def test_the_durable_objects_own_checks_pass(kit_worker: Workerd) -> None:
 def test_the_kit_routes_are_off_without_the_binding(tmp_path: Path) -> None:
     """A Worker without ``STORE_KIT = "1"`` (a deployed one) does not serve them."""
     config = stage(tmp_path / "stage", bindings={}, storage_dir=tmp_path / "storage",
-                   with_conformance=False, extra_objects={"MCP_TOKENS": "McpTokens"})
+                   with_conformance=False, src_dir=KIT_WORKER, extra_objects={"MCP_TOKENS": "McpTokens"})
     with Workerd(config) as wd:
         status, body = _post(wd, "/_kit/checkpoint", {"ns": "x"})
     assert (status, body["error"]) == (404, "not_found"), body

@@ -182,7 +182,7 @@ def parse_sse(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
 
 
 JS_RENDER = """
-import { TurnStreamReducer } from "./wasm/demo/turn-stream.js";
+import { TurnStreamReducer } from "./harness/wasm/demo/turn-stream.js";
 let input = "";
 for await (const chunk of process.stdin) input += chunk;
 const reducer = new TurnStreamReducer();

@@ -18,8 +18,8 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..completion import FinishReason, StreamEvent
-from ..contracts import ToolCall, ToolOutcome, TurnUsage
 from ..checkpoints import LoopCheckpoint
+from ..contracts import ModelTurnResult, ToolCall, ToolOutcome, TurnUsage
 from ..signal import AbortSignal
 
 if TYPE_CHECKING:
@@ -45,6 +45,8 @@ __all__ = (
     "TurnStartEvent",
     "close_consumers",
     "tool_finished",
+    "turn_done",
+    "turn_failed",
     "with_consumers",
 )
 
@@ -80,22 +82,62 @@ class ToolCallDoneEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="ty
     tool_call: ToolCall
 
 
-class TurnDoneEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="turn_done"):
+class TurnDoneEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="turn_done",
+                    dict=True):
     """The turn is folded: what the loop receives next is this turn. ``usage`` is the turn's
     tokens as its fold totals them (every detail kept) and ``cost`` the model's price of them,
-    charged once, as the prompt's stats count them."""
+    charged once, as the prompt's stats count them.
+
+    :attr:`turn` and :attr:`prompt_hash` are for the host (a trace's journal data): not fields,
+    so never encoded, and two events that differ only in them compare equal."""
 
     finish_reason: FinishReason
     usage: TurnUsage = TurnUsage()
     cost: int = 0
 
+    @property
+    def turn(self) -> ModelTurnResult | None:
+        """The folded turn itself (``None`` on an event built without it)."""
+        turn: ModelTurnResult | None = self.__dict__.get("turn")
+        return turn
+
+    @property
+    def prompt_hash(self) -> str:
+        """The hash of the prompt the turn answered (``""`` when the run records none)."""
+        hash_: str = self.__dict__.get("prompt_hash", "")
+        return hash_
+
+
+def turn_done(turn: ModelTurnResult, prompt_hash: str = "") -> TurnDoneEvent:
+    """The :class:`TurnDoneEvent` of ``turn``, carrying the turn and its prompt hash for the
+    host."""
+    event = TurnDoneEvent(finish_reason=turn.finish_reason or "stop",  # type: ignore[arg-type]
+                          usage=turn.usage, cost=turn.cost)
+    event.__dict__["turn"] = turn
+    event.__dict__["prompt_hash"] = prompt_hash
+    return event
+
 
 class TurnFailedEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type",
-                      tag="turn_failed"):
+                      tag="turn_failed", dict=True):
     """The turn failed; ``error`` is the exception's type and message (no traceback, no secrets
-    beyond what the message holds)."""
+    beyond what the message holds). :attr:`raised` is the exception itself, for the host: not a
+    field, never encoded."""
 
     error: str
+
+    @property
+    def raised(self) -> BaseException | None:
+        """What failed the turn (``None`` on an event built without it)."""
+        raised: BaseException | None = self.__dict__.get("raised")
+        return raised
+
+
+def turn_failed(exc: BaseException) -> TurnFailedEvent:
+    """The :class:`TurnFailedEvent` of ``exc``, carrying the exception for the host."""
+    event = TurnFailedEvent(error=f"{type(exc).__name__}: {exc}")
+    event.__dict__["raised"] = exc
+    return event
 
 
 class ToolStartedEvent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type",

@@ -13,9 +13,16 @@ from typing import Any, Final, Literal, Protocol
 
 import msgspec
 
-from ._stream import RunEvent, ToolFinishedEvent, ToolStartedEvent
+from ._stream import (
+    RunEvent,
+    ToolFinishedEvent,
+    ToolStartedEvent,
+    TurnDoneEvent,
+    TurnFailedEvent,
+    TurnStartEvent,
+)
 
-__all__ = ("ToolSpans", "TraceEmitter", "TraceEvent", "TraceOptions", "Tracer")
+__all__ = ("ChatSpans", "ToolSpans", "TraceEmitter", "TraceEvent", "TraceOptions", "Tracer")
 
 
 class TraceEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, dict=True):
@@ -105,6 +112,50 @@ class Tracer:
     def event(self, span: str | None, name: str, attributes: dict[str, Any]) -> None:
         if self.enabled:
             self._emit(type="event", span_id=span or "", name=name, attributes=attributes)
+
+
+class ChatSpans:
+    """A prompt's ``chat`` spans, read off its turn events: a span opens at a turn's
+    :class:`~bindloop.agent.TurnStartEvent` (a second start of the same turn, a route's fallback
+    taking over, keeps it) and ends at its :class:`~bindloop.agent.TurnDoneEvent` -- with the
+    turn's usage and finish reason, and the journal data the event carries for the host (the
+    prompt hash and the turn, which :func:`~bindloop.agent.restore_snapshot` reads) -- or its
+    :class:`~bindloop.agent.TurnFailedEvent` (``error``). The same events the stream carries."""
+
+    __slots__ = ("_open", "name", "parent", "provider", "tracer")
+
+    def __init__(self, tracer: Tracer, parent: str | None, model: str,
+                 provider: str | None) -> None:
+        self.tracer = tracer
+        self.parent = parent
+        self.name = f"chat {model}"
+        self.provider = provider or "unknown"
+        self._open: dict[int, str] = {}  # turn index -> its span
+
+    def observe(self, index: int, event: RunEvent) -> None:
+        kind = type(event)
+        if kind is TurnStartEvent:
+            if index not in self._open:
+                self._open[index] = self.tracer.start(self.name, self.parent, {
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.request.model": self.name[len("chat "):],
+                    "gen_ai.provider.name": self.provider, "bindloop.turn_index": index})
+        elif kind is TurnDoneEvent:
+            assert isinstance(event, TurnDoneEvent)
+            span = self._open.pop(index, None)
+            if span is not None:
+                turn = event.turn
+                self.tracer.end(span, self.name, {
+                    "gen_ai.usage.input_tokens": event.usage.input_tokens,
+                    "gen_ai.usage.output_tokens": event.usage.output_tokens,
+                    "gen_ai.response.finish_reasons": [event.finish_reason],
+                    "bindloop.prompt_hash": event.prompt_hash,
+                    "bindloop.turn": None if turn is None else msgspec.to_builtins(turn)})
+        elif kind is TurnFailedEvent:
+            assert isinstance(event, TurnFailedEvent)
+            span = self._open.pop(index, None)
+            if span is not None:
+                self.tracer.end(span, self.name, error=event.raised)
 
 
 class ToolSpans:

@@ -32,9 +32,11 @@ from ._stream import (
     StructuredDataEvent,
     ToolCallDoneEvent,
     TurnDoneEvent,
-    TurnFailedEvent,
     TurnStartEvent,
+    turn_done,
+    turn_failed,
 )
+from ._trace import ChatSpans
 
 __all__ = ("ToolChoiceArg", "ToolChoiceContext", "ToolChoicePolicy", "TurnPort", "choice_policy",
            "model_surface", "resolve_model")
@@ -208,7 +210,8 @@ class _Watch:
             return next((c.arguments for c in turn.tool_calls if c.name == self.output), None)
         return turn.text if not turn.tool_calls else None
 
-    def finish(self, turn: ModelTurnResult) -> None:
+    def finish(self, turn: ModelTurnResult, done: TurnDoneEvent) -> None:
+        """The turn's closing events: its calls done, the answer's structured view, ``done``."""
         if self.hub is None:
             return
         for call in turn.tool_calls:
@@ -224,8 +227,7 @@ class _Watch:
             self._emit(StructuredDataEvent(status="complete" if ok else "error",
                                            data=self._copy(self.parser.result().value),
                                            is_valid=ok))
-        self._emit(TurnDoneEvent(finish_reason=turn.finish_reason or "stop",  # type: ignore[arg-type]
-                                 usage=turn.usage, cost=turn.cost))
+        self._emit(done)
 
 
 class TurnPort:
@@ -237,7 +239,7 @@ class TurnPort:
 
     __slots__ = ("budgets", "choose", "model_complete", "frame", "hasher", "hub", "limit", "model",
                  "options", "out_of_steps", "plain", "recording", "spec", "text", "tool_mode",
-                 "tracer", "turns", "watched")
+                 "spans", "turns", "watched")
 
     def __init__(self, frame: Frame, model: Model, options: ModelRequest, *,
                  spec: OutputSpec | None, tool_mode: bool, hub: StreamHub | None,
@@ -265,7 +267,8 @@ class TurnPort:
         self.budgets = budgets
         self.model_complete = model.complete
         run = frame.run
-        self.tracer = run.tracer
+        self.spans = (ChatSpans(run.tracer, frame.span, model.id, model.provider)
+                      if run.tracer.enabled else None)
         self.recording = run.enable_snapshot or run.tracer.enabled or frame.cursor is not None
         self.hasher = PromptHasher(options.tools, options.schema, options.tool_choice,
                                    run.prompt_hashes) if self.recording else None
@@ -360,14 +363,10 @@ class TurnPort:
     async def _watched(self, messages: Sequence[Message], index: int) -> ModelTurnResult:
         frame = self.frame
         hub = self.hub
-        model_id = self.model.id
+        spans = self.spans  # the trace reads the turn's events
         hash_ = self.hasher(messages) if self.hasher is not None else ""
-        span = None
-        if self.tracer.enabled:
-            span = self.tracer.start(f"chat {model_id}", frame.span, {
-                "gen_ai.operation.name": "chat", "gen_ai.request.model": model_id,
-                "gen_ai.provider.name": self.model.provider or "unknown",
-                "bindloop.turn_index": index})
+        if spans is not None:
+            spans.observe(index, _START)
         watch = _Watch(index, hub, self.text, self.spec, self.tool_mode) \
             if hub is not None or self.text is not None else None
         if hub is not None:
@@ -386,21 +385,18 @@ class TurnPort:
                 if type(turn) is not ModelTurnResult:
                     turn = self._checked(turn)
         except BaseException as exc:
+            failed = turn_failed(exc)
             if hub is not None and isinstance(exc, Exception):
-                hub.emit(AgentStreamEvent(turn_index=index, event=TurnFailedEvent(
-                    error=f"{type(exc).__name__}: {exc}")))
-            if span is not None:
-                self.tracer.end(span, f"chat {model_id}", error=exc)
+                hub.emit(AgentStreamEvent(turn_index=index, event=failed))
+            if spans is not None:
+                spans.observe(index, failed)
             raise
         if self.recording:
             frame.journal.record_turn(hash_, turn)
-        if span is not None:
-            self.tracer.end(span, f"chat {model_id}", {
-                "gen_ai.usage.input_tokens": turn.usage.input_tokens,
-                "gen_ai.usage.output_tokens": turn.usage.output_tokens,
-                "gen_ai.response.finish_reasons": [turn.finish_reason or "stop"],
-                "bindloop.prompt_hash": hash_,
-                "bindloop.turn": msgspec.to_builtins(turn)})
-        if watch is not None:
-            watch.finish(turn)
+        if spans is not None or watch is not None:
+            done = turn_done(turn, hash_)
+            if spans is not None:
+                spans.observe(index, done)
+            if watch is not None:
+                watch.finish(turn, done)
         return turn

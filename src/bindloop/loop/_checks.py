@@ -194,13 +194,13 @@ def check_sync_result(value: object, port: str) -> None:
     _refuse_awaitable(value, port)
 
 
-def check_tools(tools: object) -> list[ToolDefinition]:
-    """What ``build_tools`` returned: a sequence of tool definitions (copied into a list)."""
+def check_tools(tools: object) -> tuple[ToolDefinition, ...]:
+    """What ``build_tools`` returned: a sequence of tool definitions (copied into a tuple)."""
     if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
         raise PortContractError(
             f"build_tools returned {type(tools).__name__}; expected a sequence of ToolDefinition"
         )
-    out = list(tools)
+    out = tuple(tools)
     for k, tool in enumerate(out):
         if not isinstance(tool, ToolDefinition):
             raise PortContractError(

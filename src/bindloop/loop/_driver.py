@@ -193,8 +193,9 @@ async def run_tool_loop(
                     built = await built
                 if built is not offered or type(built) is not tuple:  # a tuple cannot change
                     tools = check_tools(built)
-                    request = (msgspec.structs.replace(base_request, tools=tuple(tools)) if tools
-                               else base_request)
+                    if tools != request.tools:  # the same tools again: the same request
+                        request = (msgspec.structs.replace(base_request, tools=tools) if tools
+                                   else base_request)
                     offered = built
             started = now()
             pending = complete(state.messages, request)

@@ -2,7 +2,7 @@
 tool call is and how it runs), the :class:`LoopHooks` (what the host hears and may change at each
 step) and one stop signal.
 
-Both are plain classes whose optional methods do nothing (or the documented default) until
+:class:`ToolRunner` and :class:`LoopHooks` are plain classes whose optional methods do nothing (or the documented default) until
 overridden, by a subclass or by passing the function by keyword to the constructor. Which ones are
 overridden is fixed when the object is built (:attr:`LoopHooks.wired`, :attr:`ToolRunner.wired`):
 the loop asks only those, so an unwired method changes nothing and costs nothing. A subclass
@@ -27,11 +27,11 @@ from ..contracts import (
     ToolMessage,
     ToolOutcome,
 )
-from ..errors import UsageError, is_infrastructure_error
-from ._pool import ToolBatchOptions
 from ..clock import Clock, monotonic_ms
+from ..errors import UsageError, is_infrastructure_error
 from ..model import Model, ModelRequest
 from ..signal import AbortSignal
+from ._pool import ToolBatchOptions
 from ._tool_errors import default_tool_exception_error
 from ._types import ActivationKind, BatchRunner, MaybeAwaitable, StepSettlement, ToolLoopState
 

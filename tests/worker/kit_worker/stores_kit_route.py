@@ -35,16 +35,16 @@ from typing import Any
 import msgspec
 from workers import Response  # type: ignore[import-not-found]
 
-from agent import HttpError
 from bindloop.checkpoints import create_loop_checkpoint
+from bindloop.hosts.workers.agent import HttpError
 from bindloop.stores import StoreError
 from bindloop.contracts import UserMessage
-from checkpoints import DurableCheckpointStore
-from oauth_store import DurableTokenStore
-from receipts import DurableReceiptStore
-from limits import DurableLimitStore
-from sessions import SessionStore
-from web import Routes, json_response, read_json
+from bindloop.hosts.workers.checkpoints import DurableCheckpointStore
+from bindloop.hosts.workers.oauth_store import DurableTokenStore
+from bindloop.hosts.workers.receipts import DurableReceiptStore
+from bindloop.hosts.workers.limits import DurableLimitStore
+from bindloop.hosts.workers.sessions import SessionStore
+from bindloop.hosts.workers.web import Routes, json_response, read_json
 
 __all__ = ("add_kit_routes",)
 

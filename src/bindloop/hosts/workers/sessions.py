@@ -17,6 +17,10 @@ continued *in the object*, from its last saved round, as a new run (at most
 retried); its events go to its log (no client is connected), its outcome is the stored
 checkpoint. A protocol run (frontends.py) is continued by ``frontends.continue_lost_run``.
 
+**Expiry.** With ``CHAT_TTL_MS`` set, a run's end (its settled commit, its release, or the alarm
+giving a lost run up) sets the alarm that far ahead; the alarm, finding no run holding the lease,
+deletes the chat's storage. A claim clears the expiry.
+
 Run ids are ``r<claim revision>``: unique per session, and the turn ids of a run's model calls
 (``<session>:<claim revision>:<n>``) are new for every attempt, so a client that keeps its
 ``TurnStreamReducer`` across a resume never glues two attempts' text together.
@@ -27,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -35,9 +40,11 @@ import msgspec
 from pyodide.ffi import to_js  # type: ignore[import-not-found]
 from workers import DurableObject  # type: ignore[import-not-found]
 
-from agent import (
+from bindloop.hosts.workers.agent import (
+    LOGGER,
     AgentConfig,
     HttpError,
+    chat_ttl_ms,
     Provider,
     build_model,
     config_from_env,
@@ -48,9 +55,11 @@ from agent import (
 from bindloop.agent import ToolLoopExceededError, TurnBudgetExceededError
 from bindloop.contracts import ToolCall
 from bindloop.hosts.transports.js_fetch import FetchTransport
+from bindloop.tools import Tool
 from bindloop.checkpoints import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
-from checkpoints import MAX_VALUE_BYTES, stored_size
-from limits import limit_store, wall_clock_ms
+from bindloop.hosts.workers.checkpoints import MAX_VALUE_BYTES, stored_size
+from bindloop.hosts.workers.identity import scoped_chat_id
+from bindloop.hosts.workers.limits import limit_store, wall_clock_ms
 
 MAX_CONTINUATIONS = 2
 """Lost runs the alarm continues in a row before it leaves the session ``ready`` for a client."""
@@ -64,7 +73,21 @@ def _js_obj(value: dict[str, Any]) -> Any:
 class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
     """One conversation: ``checkpoint`` (its JSON) and ``revision`` written together, the run
     ``lease`` and the ``last_run`` outcome. Compare-and-set on the revision, and on the lease's
-    holder for a run's saves, makes the object the session's single writer."""
+    holder for a run's saves, makes the object the session's single writer.
+
+    A Worker subclasses it with its tools (the same as its entrypoint's, which its alarm runs a
+    lost run on with): ``class Session(bindloop.hosts.workers.app.Session): tools = TOOLS``,
+    exported from the Worker's main module under the ``class_name`` its ``wrangler.jsonc``
+    binding names."""
+
+    tools: tuple[Tool[Any, Any], ...] = ()
+    """The Worker's tools: what a run the alarm continues may call."""
+
+    def __init_subclass__(cls, **_kwargs: Any) -> None:
+        """The SDK's base class wraps each subclass's ``__init__`` (to wrap ``env``); this
+        class's is wrapped already, so a Worker's subclass inherits it as it is instead of
+        wrapping it again (an ``env`` wrapped twice returns Durable Object stubs whose calls
+        answer coroutines)."""
 
     async def _get(self, key: str) -> Any:
         value = await self.ctx.storage.get(key)
@@ -121,7 +144,7 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
         await self.ctx.storage.put(_js_obj({
             "checkpoint": data, "revision": int(revision),
             "lease": json.dumps({"run": run, "expires": expires}),
-            "log_run": run, "log_end": "", "log_continues": "", "stop": "",
+            "log_run": run, "log_end": "", "log_continues": "", "stop": "", "chat_expires": "",
             # A request's claim starts the count of lost runs continued in a row again; the
             # alarm's claims carry theirs.
             "continuations": 0, **took, **(json.loads(extra) if extra else {})}))
@@ -145,16 +168,43 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
             return json.dumps({"ok": False, "reason": "lease_lost", "revision": current,
                                "run": None if lease is None else lease["run"]})
         values: dict[str, Any] = {"checkpoint": data, "revision": int(revision)}
+        expires = None
         if outcome:
             values["lease"] = ""
             values["last_run"] = json.dumps({"run": run, "outcome": str(outcome)})
             values["continuations"] = 0
+            expires = self._expiry()
+            if expires is not None:
+                values["chat_expires"] = expires
         else:
             values["lease"] = json.dumps({"run": run, "expires": lease["expires"]})
         if extra:
             values.update(json.loads(extra))
         await self.ctx.storage.put(_js_obj(values))
+        if expires is not None:
+            await self.ctx.storage.setAlarm(expires)
         return json.dumps({"ok": True, "revision": int(revision)})
+
+    def _expiry(self) -> float | None:
+        """When the chat's storage goes if no run starts before (``CHAT_TTL_MS`` from now), or
+        ``None`` when chats are kept (or the var is invalid: kept, the routes say why)."""
+        try:
+            ttl = chat_ttl_ms(self.env)
+        except HttpError:
+            return None
+        return None if ttl is None else wall_clock_ms() + ttl
+
+    async def _expire_if_due(self) -> None:
+        """The alarm with no run holding the lease: forget the chat -- checkpoint, request,
+        saved inputs, approval record, event log -- once its expiry has passed."""
+        raw = await self._get("chat_expires")
+        if not raw:
+            return
+        if wall_clock_ms() < float(raw):
+            await self.ctx.storage.setAlarm(float(raw))
+            return
+        await self.ctx.storage.deleteAlarm()
+        await self.ctx.storage.deleteAll()
 
     async def heartbeat(self, run: str, lease_ms: int) -> str:
         """Renew ``run``'s lease (when a third of it has passed since the last renewal). Answers
@@ -293,11 +343,17 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
             waiting = json.loads(str(await self._get("approvals") or "{}"))
             waiting.update(json.loads(record))
             values["approvals"] = json.dumps(waiting)
+        expires = self._expiry()
+        if expires is not None:
+            values["chat_expires"] = expires
         await self.ctx.storage.put(_js_obj(values))
+        if expires is not None:
+            await self.ctx.storage.setAlarm(expires)
 
     async def alarm(self, *_info: Any) -> None:
         lease = await self._lease()
         if lease is None:
+            await self._expire_if_due()
             return
         now = wall_clock_ms()
         if lease["expires"] > now:  # renewed since this alarm was set
@@ -308,7 +364,7 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
         # to resume it) go on from its last saved round: the claim there replaces the expired
         # lease, so GET never sees an idle "ready" session in between.
         try:
-            config: AgentConfig | None = config_from_env(self.env)
+            config: AgentConfig | None = config_from_env(self.env, self.tools)
         except HttpError:
             config = None  # a misconfigured Worker: the session stays ready for a client
         raw = await self._get("last_run")
@@ -325,14 +381,18 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
         if record.get("run") == lease["run"] and config is not None and (
                 continuations < MAX_CONTINUATIONS):
             await self.ctx.storage.put("continuations", continuations + 1)
-            from frontends import continue_lost_run  # frontends imports this module
+            from bindloop.hosts.workers.frontends import continue_lost_run  # frontends imports this module
 
             await continue_lost_run(self, config, lost_run=lease["run"],
                                     continuation=continuations + 1)
             return
         cp = self._continuable(await self.load(), continuations, config)
         if cp is None or config is None or record.get("run") == lease["run"]:
-            await self.ctx.storage.put("lease", "")  # given up: the session waits for a client
+            # Given up: the session waits for a client (until it expires, if chats do).
+            expires = self._expiry()
+            await self.ctx.storage.put(_js_obj({"lease": "", "chat_expires": expires or ""}))
+            if expires is not None:
+                await self.ctx.storage.setAlarm(expires)
             return
         await self.ctx.storage.put("continuations", continuations + 1)
         store = SessionStore(self, cp.execution_id, lease_ms=config.lease_ms)
@@ -381,9 +441,14 @@ class SessionStore:
         return self._target
 
     @classmethod
-    def for_session(cls, env: Any, session_id: str, *, lease_ms: int) -> SessionStore:
+    def for_session(cls, env: Any, session_id: str, *, lease_ms: int,
+                    identity: str = "") -> SessionStore:
+        """The handle on ``session_id``'s object within ``identity``'s space (the object is named
+        :func:`~bindloop.hosts.workers.identity.scoped_chat_id`; the single user's ``""`` names
+        it by the id alone), so another identity naming the same id reaches another object."""
         ns = env.SESSION
-        return cls(ns.get(ns.idFromName(session_id)), session_id, lease_ms=lease_ms)
+        name = scoped_chat_id(identity, session_id)
+        return cls(ns.get(ns.idFromName(name)), session_id, lease_ms=lease_ms)
 
     async def load(self) -> LoopCheckpoint | None:
         data = await self._target.load()
@@ -470,6 +535,19 @@ class SessionStore:
             run, self.run = self.run, ""
             await self._target.release(run, outcome, json.dumps(
                 {c.id: [c.name, c.arguments] for c in record}) if record else "")
+
+
+LOG_BATCH = 256
+"""Events read from the log per call while a reconnected client catches up."""
+
+
+def last_event_id(header: Any) -> tuple[str, int]:
+    """A reconnect's ``Last-Event-ID``: ``"r5:17"`` -> ``("r5", 17)``; absent or not ours ->
+    ``("", -1)``: the whole log."""
+    run, _, offset = str(header or "").partition(":")
+    if not re.fullmatch(r"r\d{1,12}", run) or not offset.isdigit():
+        return "", -1
+    return run, int(offset)
 
 
 class Client(Protocol):
@@ -571,7 +649,9 @@ async def drive(log: RunLog, store: SessionStore, cp: LoopCheckpoint, config: Ag
                             on_turn_event=lambda ev: sink.send("turn", ev),
                             turn_prefix=f"{cp.execution_id}:{cp.revision}", first_turn=cp.iterations,
                             limit_store=limit_store(env), clock=wall_clock_ms)
-        work = asyncio.ensure_future(run_session(cp, model=model, save=store.commit))
+        work = asyncio.ensure_future(run_session(cp, model=model, tools=config.tools,
+                                                save=store.commit,
+                                                on_tool=lambda ev: sink.send("tool", ev)))
         keeper = asyncio.ensure_future(_keep_lease(store, work, stopped))
         try:
             result = await work
@@ -607,6 +687,8 @@ async def drive(log: RunLog, store: SessionStore, cp: LoopCheckpoint, config: Ag
                                 "session_id": store.session_id, "revision": store.revision,
                                 "status": "aborted"})
     except Exception as exc:  # a provider or transport failure, a refused save
+        LOGGER.error("run %s of session %r failed", store.run or "-", store.session_id,
+                     exc_info=exc)
         sink.send("error", error_event(exc, session_id=store.session_id, revision=store.revision))
     finally:
         if keeper is not None:

@@ -17,7 +17,8 @@ import hashlib
 import hmac
 from typing import Any
 
-from agent import HttpError
+from bindloop.hosts.asgi.chat import scoped_chat_id
+from bindloop.hosts.workers.agent import HttpError
 
 __all__ = ("authorize", "scoped_chat_id")
 
@@ -42,7 +43,3 @@ async def authorize(request: Any, env: Any) -> str:
     raise HttpError(401, "unauthorized", "send Authorization: Bearer <token>")
 
 
-def scoped_chat_id(identity: str, chat_id: str) -> str:
-    """The chat's key within its identity's space (length-prefixed, so no two (identity, id)
-    pairs meet), as ``bindloop.hosts.asgi.chat.scoped_chat_id``; the id itself for the single user."""
-    return chat_id if not identity else f"{len(identity)}:{identity}:{chat_id}"

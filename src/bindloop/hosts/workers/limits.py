@@ -3,15 +3,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
+from collections.abc import Awaitable
 from typing import Any
 
 import js  # type: ignore[import-not-found]
 from workers import DurableObject  # type: ignore[import-not-found]
 
-from bindloop.stores import MemoryLimitStore, LimitStore
+from bindloop.hosts.workers.agent import HttpError
+from bindloop.stores import LimitStore, MemoryLimitStore
 
-__all__ = ("DurableLimitStore", "RateLimiter", "isolate_name", "limit_store", "wall_clock_ms")
+__all__ = ("DurableLimitStore", "LiveRuns", "RateLimiter", "isolate_name", "limit_store",
+           "live_runs", "wall_clock_ms")
 
 
 class _Isolate:
@@ -112,3 +117,55 @@ class DurableLimitStore:
 def limit_store(env: Any) -> LimitStore | None:
     namespace = getattr(env, "LIMITS", None)
     return None if namespace is None else DurableLimitStore(namespace)
+
+
+class LiveRuns:
+    """The runs each identity has going, counted once across isolates: a concurrency slot per run
+    in the ``RateLimiter`` object ``live-runs`` (key ``runs:<identity>``), leased to this isolate
+    for ``slot_lease_ms`` and renewed while the run holds its own lease, so the runs of an isolate
+    that died stop counting when the lease ends. A request past ``limit`` is refused before it
+    claims anything: 429 ``too_many_runs`` (with ``Retry-After``, as the ASGI host's)."""
+
+    def __init__(self, namespace: Any, limit: int, *, slot_lease_ms: float = 60_000.0) -> None:
+        self._store = DurableLimitStore(namespace, "live-runs", slot_lease_ms=slot_lease_ms)
+        self._limit = limit
+        self._lease_ms = slot_lease_ms
+
+    async def enter(self, identity: str) -> str:
+        """Take a slot for a run of ``identity``; answers its key for :meth:`leave`."""
+        key = f"runs:{identity}"
+        if not await self._store.enter(key, self._limit):
+            raise HttpError(429, "too_many_runs", f"you have {self._limit} chats running "
+                            "already; try again when one has finished")
+        return key
+
+    async def leave(self, key: str) -> None:
+        await self._store.leave(key)
+
+    async def hold(self, key: str, work: Awaitable[None]) -> None:
+        """Run ``work`` (the run the slot ``key`` was taken for) holding the slot: renewed every
+        third of its lease while the run goes, given back when it ends, however it ends."""
+        task = asyncio.ensure_future(work)
+        try:
+            while not task.done():
+                await asyncio.wait({task}, timeout=self._lease_ms / 3000)
+                if not task.done():
+                    with contextlib.suppress(Exception):  # unreachable: renewed next time
+                        await self._store.renew_slots()
+            await task
+        finally:
+            task.cancel()
+            with contextlib.suppress(Exception):  # unreachable: the slot's lease ends instead
+                await self._store.leave(key)
+
+
+def live_runs(env: Any, limit: int | None) -> LiveRuns | None:
+    """The bound on each identity's live runs (``MAX_LIVE_RUNS``) over the ``LIMITS`` binding;
+    ``None`` when unbounded."""
+    if limit is None:
+        return None
+    namespace = getattr(env, "LIMITS", None)
+    if namespace is None:
+        raise HttpError(500, "misconfigured", "MAX_LIVE_RUNS is set but the Worker has no LIMITS "
+                        "Durable Object binding (class RateLimiter); add it in wrangler.jsonc")
+    return LiveRuns(namespace, limit)

@@ -1,9 +1,10 @@
 """The Worker as an MCP server: ``POST /mcp`` (and ``DELETE``) serves the agent's tools
-(:data:`agent.TOOLS`, the ones the agent equips) to any MCP client, through bindloop's
+(the entrypoint's ``tools``, the ones the agent equips) to any MCP client, through bindloop's
 binding-neutral handler (:func:`bindloop.mcp.answer_mcp_http`). Stateless: the 2026-07-28 form
 needs no session, and 2025-11-25 clients get no ``Mcp-Session-Id`` (``McpServer(sessions=False)``),
 so any request may reach any isolate and no Durable Object is involved. The caller is who
-:func:`identity.authorize` says; a refusal is a JSON-RPC error body. ``ask_user`` suspends, which
+:meth:`~bindloop.hosts.workers.app.ChatWorker.authorize` says; a refusal is a JSON-RPC error
+body. ``ask_user`` suspends, which
 a stateless call cannot resume: over MCP it answers an error result saying so.
 """
 
@@ -14,10 +15,10 @@ from typing import Any
 
 from workers import Response  # type: ignore[import-not-found]
 
-from agent import TOOLS, HttpError
+from bindloop.hosts.workers.agent import HttpError
+from bindloop.hosts.workers.web import Routes, read_text
 from bindloop.mcp import McpServer, answer_mcp_http
-from identity import authorize
-from web import Routes, read_text
+from bindloop.tools import Tool
 
 __all__ = ("add_mcp_routes",)
 
@@ -27,13 +28,24 @@ _HEADERS = ("content-type", "accept", "mcp-session-id", "mcp-protocol-version", 
 """The request headers the MCP handler reads."""
 
 
-SERVER = McpServer(TOOLS, name="bindloop-worker", sessions=False, max_body=MAX_BODY)
-"""Holds no request state (``sessions=False``): one per isolate."""
+class _Servers:
+    # One server per tool set, made on first use (not at import: the Worker's tools are its
+    # entrypoint's class attribute); a server holds no request state (``sessions=False``).
+    made: dict[tuple[Tool[Any, Any], ...], McpServer] = {}
+
+
+def server_for(tools: tuple[Tool[Any, Any], ...]) -> McpServer:
+    """The stateless MCP server of ``tools``, one per isolate and tool set."""
+    server = _Servers.made.get(tools)
+    if server is None:
+        server = _Servers.made[tools] = McpServer(tools, name="bindloop-worker", sessions=False,
+                                                  max_body=MAX_BODY)
+    return server
 
 
 async def mcp(owner: Any, request: Any, _match: Any) -> Response:
     try:
-        identity = await authorize(request, owner.env)
+        identity = await owner.authorize(request)
         body = await read_text(request, max_bytes=MAX_BODY) if str(request.method) == "POST" \
             else ""
     except HttpError as exc:
@@ -43,7 +55,7 @@ async def mcp(owner: Any, request: Any, _match: Any) -> Response:
                         headers={"content-type": "application/json"})
     headers = {name: str(value) for name in _HEADERS
                if (value := request.headers.get(name)) is not None}
-    answer = await answer_mcp_http(SERVER, method=str(request.method),
+    answer = await answer_mcp_http(server_for(owner.tools), method=str(request.method),
                                    headers=headers, body=body.encode(), identity=identity)
     return Response(answer.body.decode(), status=answer.status, headers=dict(answer.headers))
 

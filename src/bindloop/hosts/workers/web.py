@@ -20,7 +20,7 @@ import msgspec
 from pyodide.ffi import JsException  # type: ignore[import-not-found]
 from workers import Response  # type: ignore[import-not-found]
 
-from agent import BODY_TIMEOUT_S, MAX_BODY_BYTES, MAX_BODY_DEPTH, HttpError
+from bindloop.hosts.workers.agent import BODY_TIMEOUT_S, MAX_BODY_BYTES, MAX_BODY_DEPTH, HttpError
 from bindloop.contracts import JsonBoundsError, decode_json_bounded
 
 JSON_HEADERS = {"content-type": "application/json"}
@@ -31,7 +31,9 @@ _BOUNDS_ANSWER = {"too_large": (413, "body_too_large"), "too_deep": (400, "body_
 
 
 def json_response(status: int, body: dict[str, Any]) -> Response:
-    return Response(json.dumps(body), status=status, headers=JSON_HEADERS)
+    """``body`` as JSON; a 429 or 503 says ``Retry-After: 1``, as the ASGI host's."""
+    headers = {**JSON_HEADERS, "retry-after": "1"} if status in (429, 503) else JSON_HEADERS
+    return Response(json.dumps(body), status=status, headers=headers)
 
 
 async def read_text(request: Any, *, max_bytes: int = MAX_BODY_BYTES,
@@ -110,6 +112,12 @@ class Routes:
 
     def add(self, method: str, pattern: str, handler: Handler) -> None:
         self._routes.append((method, re.compile(f"^{pattern}$"), handler))
+
+    def copy(self) -> Routes:
+        """A new table with these routes, to add more to without changing this one."""
+        routes = Routes()
+        routes._routes = list(self._routes)
+        return routes
 
     async def dispatch(self, request: Any, owner: Any, path: str) -> Response:
         method = str(request.method)

@@ -1,26 +1,32 @@
-"""The agent this Worker runs, with no Workers API in it: providers from the Worker's env, the route
-plan, the tools, and :func:`run_session`, which runs one stored checkpoint through bindloop's agent
-API (``create_agent`` + ``prompt_chat`` for a new message, ``resume_chat`` after a reply) until it
-settles.
+"""The agent a Worker runs, with no Workers API in it (importable and tested on CPython): providers
+from the Worker's env, the route plan, and :func:`run_session`, which runs one stored checkpoint
+with the Worker's tools through bindloop's agent API (``create_agent`` + ``prompt_chat`` for a new
+message, ``resume_chat`` after a reply) until it settles.
 
 Everything Workers-specific (requests, the Durable Objects, the SSE stream, ``fetch``) stays in
-``entry.py`` and reaches this module as plain values and callables.
+``app.py``, ``sessions.py`` and ``frontends.py`` and reaches this module as plain values and
+callables.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 
 from bindloop.agent import (
+    AgentStreamEvent,
     ChatResult,
+    ToolFinishedEvent,
+    ToolStartedEvent,
     augment_model,
     create_agent,
     equip_history,
     equip_tool,
+    on_event,
     prompt_chat,
     resume_chat,
     create_simple_limit_middleware,
@@ -33,14 +39,12 @@ from bindloop.contracts import (
     AssistantMessage,
     StopReason,
     ToolMessage,
-    ToolResult,
-    ToolSuspend,
     accumulate_run,
 )
 from bindloop.loop import LoopCounters
 from bindloop.model import Model
 from bindloop.errors import ProviderError
-from bindloop.tools import define_tool
+from bindloop.tools import Tool
 from bindloop.routing import (
     AttemptError,
     OrderedPolicy,
@@ -68,6 +72,11 @@ DEFAULT_HEARTBEAT_MS = 15_000
 DEFAULT_LEASE_MS = 30_000
 """A run renews its lease every third of this; one not renewed for this long is lost."""
 SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+LOGGER = logging.getLogger("bindloop.hosts.workers")
+"""Where a failed run's detail goes (ERROR, with the exception): the Worker's log (``workerd``'s
+output, ``wrangler tail``). A client reads only a short category (:func:`error_event` on ``/v1``,
+``bindloop.hosts.asgi.chat.error_text`` with the run's id on the protocol routes)."""
 
 
 class HttpError(Exception):
@@ -103,7 +112,10 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     heartbeat before the run counts as lost. ``continue_after_ms``: how long a lost run waits,
     once the Session object noticed it, for a client to resume it before the object's alarm
     continues it itself (``0``: at once). ``approval_tools``: the tools whose calls wait for the
-    user's approval on the frontend routes (``POST /api/chat``, ``POST /ag-ui``)."""
+    user's approval on the frontend routes (``POST /api/chat``, ``POST /ag-ui``). ``tools``: the
+    Worker's tools (its ``tools`` class attribute). ``max_live_runs``: runs one identity may have
+    going at once, counted across isolates (``None``: no bound). ``chat_ttl_ms``: how long a chat's
+    storage outlives its last run (``None``: kept until deleted)."""
 
     providers: tuple[Provider, ...]
     max_iterations: int = DEFAULT_MAX_ITERATIONS
@@ -115,6 +127,9 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     lease_ms: int = DEFAULT_LEASE_MS
     continue_after_ms: int = 0
     approval_tools: frozenset[str] = frozenset()
+    tools: tuple[Tool[Any, Any], ...] = ()
+    max_live_runs: int | None = None
+    chat_ttl_ms: int | None = None
 
 
 def _setting(env: Any, name: str) -> str | None:
@@ -125,13 +140,14 @@ def _setting(env: Any, name: str) -> str | None:
     return text if text and text != "undefined" else None
 
 
-def config_from_env(env: Any) -> AgentConfig:
+def config_from_env(env: Any, tools: Sequence[Tool[Any, Any]] = ()) -> AgentConfig:
     """``PROVIDER_*`` (required) and ``FALLBACK_*`` (optional) vars: ``BASE_URL``, ``WIRE``
     (one of bindloop's wire names), ``MODEL``, and the secret ``API_KEY``. ``MAX_ITERATIONS`` bounds a
     session's model turns; ``SYSTEM_PROMPT`` opens every new session; ``RATE_LIMIT_RPM`` and
     ``RATE_LIMIT_CONCURRENCY`` (optional) limit the model calls of every isolate together.
-    ``RUN_LEASE_MS``, ``RUN_CONTINUE_MS`` and ``APPROVAL_TOOLS`` (comma-separated tool names) are
-    :class:`AgentConfig`'s. A misconfigured Worker answers 500 naming the variable (never its
+    ``RUN_LEASE_MS``, ``RUN_CONTINUE_MS``, ``APPROVAL_TOOLS`` (comma-separated tool names),
+    ``MAX_LIVE_RUNS`` and ``CHAT_TTL_MS`` are :class:`AgentConfig`'s; ``tools`` are the Worker's (``APPROVAL_TOOLS`` must name some of
+    them). A misconfigured Worker answers 500 naming the variable (never its
     value)."""
     providers: list[Provider] = []
     for prefix, pid in (("PROVIDER", "primary"), ("FALLBACK", "fallback")):
@@ -164,10 +180,10 @@ def config_from_env(env: Any) -> AgentConfig:
     continue_after = _budget(env, "RUN_CONTINUE_MS", None)
     approval = frozenset(n.strip() for n in (_setting(env, "APPROVAL_TOOLS") or "").split(",")
                          if n.strip())
-    unknown = sorted(approval - {t.name for t in TOOLS})
+    unknown = sorted(approval - {t.name for t in tools})
     if unknown:
         raise HttpError(500, "misconfigured", f"APPROVAL_TOOLS names {', '.join(unknown)}, not "
-                        f"among the Worker's tools ({', '.join(t.name for t in TOOLS)})")
+                        f"among the Worker's tools ({', '.join(t.name for t in tools)})")
     return AgentConfig(providers=tuple(providers),
                        max_iterations=DEFAULT_MAX_ITERATIONS if max_iterations is None else max_iterations,
                        system_prompt=_setting(env, "SYSTEM_PROMPT"),
@@ -176,7 +192,15 @@ def config_from_env(env: Any) -> AgentConfig:
                        budgets=budgets, heartbeat_ms=None if heartbeat is None else int(heartbeat),
                        lease_ms=DEFAULT_LEASE_MS if lease is None else lease,
                        continue_after_ms=0 if continue_after is None else int(continue_after),
-                       approval_tools=approval)
+                       approval_tools=approval, tools=tuple(tools),
+                       max_live_runs=_positive(env, "MAX_LIVE_RUNS"), chat_ttl_ms=chat_ttl_ms(env))
+
+
+def chat_ttl_ms(env: Any) -> int | None:
+    """``CHAT_TTL_MS``: how long a chat's storage outlives its last run (milliseconds; unset or
+    ``0``: kept until deleted); a value that is not a whole number is a ``misconfigured`` 500."""
+    ttl = _budget(env, "CHAT_TTL_MS", None)
+    return None if ttl is None else int(ttl)
 
 
 def _budget(env: Any, name: str, default: float | None) -> float | None:
@@ -209,35 +233,6 @@ def route_plan(config: AgentConfig) -> RoutePlan:
         role="primary", model=model_id,
         policy=OrderedPolicy(providers=tuple(c.provider_id for c in candidates)),
         candidates=candidates),))
-
-
-# -- tools ---------------------------------------------------------------------------------------
-
-
-class Question(msgspec.Struct, frozen=True):
-    question: Annotated[str, msgspec.Meta(min_length=1)]
-
-
-class Text(msgspec.Struct, frozen=True):
-    text: str
-
-
-def _ask_user(args: Question, _ctx: object) -> ToolSuspend:
-    # The run stops as waiting_for_reply; POST /v1/sessions/{id}/reply answers this call.
-    return ToolSuspend(mode="waiting_for_reply", detail=args.question)
-
-
-def _word_count(args: Text, _ctx: object) -> ToolResult:
-    return ToolResult(content=str(len(args.text.split())))
-
-
-TOOLS = (
-    define_tool(name="ask_user", description="Ask the user a question and wait for the answer "
-                "before continuing.", args=Question, execute=_ask_user),
-    define_tool(name="word_count", description="Count the words in a text.", args=Text,
-                execute=_word_count),
-)
-"""The agent's tools (``define_tool``: the args Struct is the schema and the validator)."""
 
 
 # -- one run -------------------------------------------------------------------------------------
@@ -304,9 +299,32 @@ def build_model(config: AgentConfig, *, transport_for: TransportFor,
 SaveFn = Callable[[LoopCheckpoint], Awaitable[None]]
 
 
-async def run_session(stored: LoopCheckpoint, *, model: Model,
-                      save: SaveFn | None = None) -> SessionRun:
-    """Run a stored ``ready`` checkpoint until it settles, through the agent API.
+def tool_event(event: AgentStreamEvent) -> dict[str, Any] | None:
+    """The ``/v1`` stream's ``tool`` event for a run event, ``None`` for any other: ``{"phase":
+    "started", "id", "name", "arguments"}`` as a call starts (its arguments as the model sent
+    them, a JSON string) and ``{"phase": "finished", "id", "name", "outcome", ...}`` as it
+    finishes, with the outcome's fields -- ``content`` of a ``result``, ``error`` and ``kind`` of
+    an ``error`` (for a raise, the redacted text the model reads, never the exception's
+    message), ``mode`` and ``detail`` of a ``suspend``; ``"outcome": "fatal"`` when the raise
+    stops the run."""
+    inner = event.event
+    if isinstance(inner, ToolStartedEvent):
+        call = inner.call
+        return {"phase": "started", "id": call.id, "name": call.name, "arguments": call.arguments}
+    if isinstance(inner, ToolFinishedEvent):
+        call = inner.call
+        shown: dict[str, Any] = {"phase": "finished", "id": call.id, "name": call.name}
+        if inner.outcome is None:
+            return {**shown, "outcome": "fatal"}
+        fields: dict[str, Any] = msgspec.to_builtins(inner.outcome)
+        return {**shown, **fields}
+    return None
+
+
+async def run_session(stored: LoopCheckpoint, *, model: Model, tools: Sequence[Tool[Any, Any]] = (),
+                      save: SaveFn | None = None,
+                      on_tool: Callable[[dict[str, Any]], None] | None = None) -> SessionRun:
+    """Run a stored ``ready`` checkpoint with ``tools`` until it settles, through the agent API.
 
     A transcript that ends in a tool message (a reply was applied, or a save after a finished tool
     round: a run that failed there) continues with ``resume_chat``; any other (a new user message)
@@ -333,8 +351,17 @@ async def run_session(stored: LoopCheckpoint, *, model: Model,
         revision[0] = cp.revision
 
     async def handler(_: None) -> ChatResult:
-        for tool in TOOLS:
+        for tool in tools:
             equip_tool(tool)
+        if on_tool is not None:
+            report = on_tool
+
+            def watch(event: AgentStreamEvent) -> None:
+                shown = tool_event(event)
+                if shown is not None:
+                    report(shown)
+
+            on_event(watch)
         hook = None if save is None else on_checkpoint
         if resuming:
             return await resume_chat(stored, on_checkpoint=hook)

@@ -35,18 +35,16 @@ import js  # type: ignore[import-not-found]
 import msgspec
 from workers import Response  # type: ignore[import-not-found]
 
-from agent import (
+from bindloop.hosts.workers.agent import (
     MAX_BODY_BYTES,
     MAX_BODY_DEPTH,
-    TOOLS,
     AgentConfig,
     HttpError,
     Provider,
     build_model,
     config_from_env,
-    error_event,
+    LOGGER,
 )
-from bindloop.agent import ApprovalError
 from bindloop.contracts import JsonBoundsError, Message, SystemMessage, ToolCall, UserMessage
 from bindloop.checkpoints import CheckpointFormatError, LoopCheckpoint, create_loop_checkpoint
 from bindloop.hosts.asgi.chat import (
@@ -56,6 +54,7 @@ from bindloop.hosts.asgi.chat import (
     UiFrames,
     ag_ui_chat_input,
     drive_run,
+    error_text,
     ui_chat_input,
     ui_encoder,
 )
@@ -70,11 +69,17 @@ from bindloop.protocols import (
     decode_ui_chat_request,
 )
 from bindloop.hosts.asgi.replay import RecordedFrames, decode_fed, encode_fed, replay
-from replay import LogFollower
-from identity import authorize, scoped_chat_id
-from limits import limit_store, wall_clock_ms
-from sessions import RunLog, SessionStore, recorded_calls
-from web import EventStream, read_text
+from bindloop.hosts.workers.replay import LogFollower
+from bindloop.hosts.workers.identity import scoped_chat_id
+from bindloop.hosts.workers.limits import limit_store, live_runs, wall_clock_ms
+from bindloop.hosts.workers.sessions import (
+    LOG_BATCH,
+    RunLog,
+    SessionStore,
+    last_event_id,
+    recorded_calls,
+)
+from bindloop.hosts.workers.web import EventStream, read_text
 
 __all__ = ("ag_ui", "ag_ui_delete", "ag_ui_stop", "ag_ui_stream", "api_chat", "api_chat_delete",
            "api_chat_stop", "api_chat_stream", "continue_lost_run")
@@ -95,13 +100,13 @@ def _refused(exc: Exception) -> HttpError:
                      field=getattr(exc, "field", None))
 
 
-def _describe(exc: Exception) -> str:
-    """A failed run as the client reads it: the provider and the kind of failure, never a URL or
-    what the provider said (the Worker's own routes' rule, agent.error_event); a refused
-    approval says which call and why."""
-    if isinstance(exc, ApprovalError):
-        return f"approval refused: {exc}"
-    return str(error_event(exc, session_id="", revision=-1)["message"])
+def _describe(store: SessionStore, chat: ChatInput, exc: Exception) -> str:
+    """A failed run as the client reads it -- the same short category and ``[ref <run>]`` the
+    ASGI host sends (``error_text``: never a URL nor what the provider said; a refused approval
+    says which call and why) -- with the detail logged for the operator."""
+    LOGGER.error("run %s of chat %r (%s) failed", store.run, chat.chat_id, chat.protocol,
+                 exc_info=exc)
+    return error_text(exc, store.run)
 
 
 class ChatApprovals:
@@ -143,8 +148,6 @@ def _chat(config: AgentConfig, chat: ChatInput) -> ChatInput:
     return msgspec.structs.replace(chat, transcript=transcript)
 
 
-LOG_BATCH = 256
-"""Events read from the log per call while a reconnected client catches up."""
 
 
 def _frame(_event: str, payload: str, event_id: str | None) -> str:
@@ -210,13 +213,22 @@ async def _start(owner: Any, config: AgentConfig, protocol: str, raw: str,
                                  revision=store.revision + 1)
     record = {"run": store.run_for(cp), "protocol": protocol, "new_id": new_id, "chunks": 0,
               "offset": 0}
-    await store.claim(cp, extra={"protocol": json.dumps(record), "protocol_body": raw},
-                      take=[a.tool_call_id for a in chat.approvals])
+    runs = live_runs(owner.env, config.max_live_runs)
+    slot = None if runs is None else await runs.enter(identity)  # a 429 before the claim
+    try:
+        await store.claim(cp, extra={"protocol": json.dumps(record), "protocol_body": raw},
+                          take=[a.tool_call_id for a in chat.approvals])
+    except BaseException:
+        if runs is not None and slot is not None:
+            await runs.leave(slot)
+        raise
     stream = EventStream(heartbeat_ms=config.heartbeat_ms, frame=_frame, headers=dict(headers))
     log = RunLog(store.target, store.run, stream)
-    owner.ctx.waitUntil(asyncio.ensure_future(
-        _run(owner.env, config, store, log, chat, RecordedFrames(frames), record,
-             ChatApprovals(chat.chat_id, store.taken))))
+    work = _run(owner.env, config, store, log, chat, RecordedFrames(frames), record,
+                ChatApprovals(chat.chat_id, store.taken))
+    if runs is not None and slot is not None:
+        work = runs.hold(slot, work)
+    owner.ctx.waitUntil(asyncio.ensure_future(work))
     return stream.response()
 
 
@@ -259,7 +271,7 @@ async def _run(env: Any, config: AgentConfig, store: SessionStore, log: RunLog, 
         frames.saved = count
 
     # _chat already carried the client's system messages as user content, after SYSTEM_PROMPT.
-    runner = agent_runner(model, tools=TOOLS, needs_approval=config.approval_tools,
+    runner = agent_runner(model, tools=config.tools, needs_approval=config.approval_tools,
                           max_turn_steps=config.max_iterations, on_checkpoint=save,
                           approvals=approvals, trust_system_messages=True)
 
@@ -267,7 +279,8 @@ async def _run(env: Any, config: AgentConfig, store: SessionStore, log: RunLog, 
         for payload in payloads:
             log.send("", msgspec.Raw(payload))  # already JSON: logged and streamed as it is
 
-    work = asyncio.ensure_future(drive_run(runner, chat, frames, write, describe=_describe,
+    work = asyncio.ensure_future(drive_run(runner, chat, frames, write,
+                                           describe=lambda exc: _describe(store, chat, exc),
                                            resumed=resumed))
     keeper = asyncio.ensure_future(_keep_lease(store, work))
     outcome = "stopped"
@@ -320,14 +333,6 @@ async def continue_lost_run(target: Any, config: AgentConfig, *, lost_run: str,
                resumed=saved)
 
 
-def _last_event_id(header: Any) -> tuple[str, int]:
-    """``"r5:17"`` -> ``("r5", 17)``; absent or not ours -> ``("", -1)``: the whole log."""
-    run, _, offset = str(header or "").partition(":")
-    if not re.fullmatch(r"r\d{1,12}", run) or not offset.isdigit():
-        return "", -1
-    return run, int(offset)
-
-
 async def _follow(stream: EventStream, target: Any, batch: dict[str, Any], after: int) -> None:
     """Send the chat's log from ``batch`` on, as :class:`replay.LogFollower` decides: live while
     the run is, held back past its last save while it may be dead, then its continuation."""
@@ -352,10 +357,10 @@ async def _reconnect(owner: Any, request: Any, protocol: str, chat_id: str,
     """The chat's running response again, from its start (the AI SDK's ``reconnectToStream``
     replays) or after ``Last-Event-ID`` -- also a run that was lost and is being (or will be)
     continued by the Session object's alarm; 204 when nothing is running."""
-    identity = await authorize(request, owner.env)
-    config = config_from_env(owner.env)
+    identity = await owner.authorize(request)
+    config = config_from_env(owner.env, owner.tools)
     store = _session(owner.env, protocol, chat_id, config, identity)
-    want_run, after = _last_event_id(request.headers.get("last-event-id"))
+    want_run, after = last_event_id(request.headers.get("last-event-id"))
     batch = json.loads(str(await store.target.read_log(after, LOG_BATCH)))
     if want_run and batch["run"] != want_run:
         cont = batch["continues"]
@@ -371,8 +376,8 @@ async def _reconnect(owner: Any, request: Any, protocol: str, chat_id: str,
 
 
 async def _stop(owner: Any, request: Any, protocol: str, chat_id: str) -> Any:
-    identity = await authorize(request, owner.env)
-    config = config_from_env(owner.env)
+    identity = await owner.authorize(request)
+    config = config_from_env(owner.env, owner.tools)
     run = str(await _session(owner.env, protocol, chat_id, config,
                              identity).target.request_stop())
     if not run:
@@ -384,8 +389,8 @@ async def _stop(owner: Any, request: Any, protocol: str, chat_id: str) -> Any:
 async def _delete(owner: Any, request: Any, protocol: str, chat_id: str) -> Any:
     """The owner deletes a chat with its storage (204); 404 when it has none, 409 while a run
     of it is live. Another identity's request names another object: a 404."""
-    identity = await authorize(request, owner.env)
-    config = config_from_env(owner.env)
+    identity = await owner.authorize(request)
+    config = config_from_env(owner.env, owner.tools)
     answer = str(await _session(owner.env, protocol, chat_id, config,
                                 identity).target.delete_chat())
     if answer == "busy":
@@ -420,14 +425,14 @@ async def ag_ui_stop(owner: Any, request: Any, match: re.Match[str]) -> Any:
 
 
 async def api_chat(owner: Any, request: Any, _match: re.Match[str]) -> Any:
-    identity = await authorize(request, owner.env)  # before the body is read
+    identity = await owner.authorize(request)  # before the body is read
     raw = await _body(request)
-    config = config_from_env(owner.env)  # refuse (500, named) before anything runs
+    config = config_from_env(owner.env, owner.tools)  # refuse (500, named) before anything runs
     return await _start(owner, config, "ui", raw, identity)
 
 
 async def ag_ui(owner: Any, request: Any, _match: re.Match[str]) -> Any:
-    identity = await authorize(request, owner.env)
+    identity = await owner.authorize(request)
     raw = await _body(request)
-    config = config_from_env(owner.env)
+    config = config_from_env(owner.env, owner.tools)
     return await _start(owner, config, "ag-ui", raw, identity)
