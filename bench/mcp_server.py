@@ -177,7 +177,7 @@ def core_only(calls: int) -> float:
     """The pure core's work per call (decide + run the tool + encode), no HTTP: µs."""
     import anyio
 
-    from bindloop.mcp import McpCall, McpServer
+    from bindloop.mcp.server import McpCall, McpServer
 
     server = McpServer(bindloop_app().server.tools.values())
     init = server.post(json.dumps(_INIT).encode())

@@ -39,7 +39,7 @@ import anyio
 import httpx
 import msgspec
 
-from bindloop.agent import AgentStreamEvent, TurnStartEvent
+from bindloop.agent.events import AgentStreamEvent, TurnStartEvent
 from bindloop.completion import TextEvent
 from bindloop.protocols import (
     AgUiEncoder,

@@ -30,7 +30,7 @@ from bindloop.completion import (
     UsageEvent,
     collect_turn,
 )
-from bindloop.agent import PartialJsonParser, parse_partial_json
+from bindloop.agent.partial_json import PartialJsonParser, parse_partial_json
 from bindloop.contracts import TurnUsage
 from bindloop.wire import SseDecoder
 

@@ -87,11 +87,37 @@ def compressed(root: Path) -> int:
     return len(buf.getvalue())
 
 
+def vs_hello(rounds: int) -> int:
+    """The issue-31 figure: worker/tools/coldstart.py's measurement, printed."""
+    from coldstart import PYWRANGLER_WHEELS, measure
+
+    for wheels in (PYWRANGLER_WHEELS, WHEELS_DIR):
+        result = measure(rounds, wheels_dir=wheels, say=print)
+        kinds, sizes = result["kinds"], result["snapshot_mib"]
+        assert isinstance(kinds, dict) and isinstance(sizes, dict)
+        print(f"cold start from the dedicated snapshot, the template vendoring {wheels.name} "
+              f"({result['vendored_files']} files), {rounds} fresh workerd per Worker "
+              "(median CPU to the first response, 10 ms ticks)")
+        print(f"  template (GET /.well-known/agent-card.json)  "
+              f"{result['template_s'] * 1000:6.0f} ms  snapshot {sizes['template']:.1f} MiB "
+              f"({kinds['template']})")
+        print(f"  hello world (GET /)                          {result['hello_s'] * 1000:6.0f} ms"
+              f"  snapshot {sizes['hello']:.1f} MiB ({kinds['hello']})")
+        print(f"  template / hello world                       {result['ratio']:6.2f}x")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--colds", type=int, default=4, help="fresh processes per mode")
     ap.add_argument("--turns", type=int, default=10, help="warm chats per process")
+    ap.add_argument("--vs-hello", type=int, metavar="ROUNDS", default=0,
+                    help="instead: CPU to the first response from the dedicated snapshot, the "
+                    "template (vendoring the plain wheels as pywrangler does, then the .pyc set) "
+                    "beside a hello-world Worker, ROUNDS cold starts each")
     args = ap.parse_args()
+    if args.vs_hello:
+        return vs_hello(args.vs_hello)
     results: dict[str, dict[str, list[float]]] = {
         m: {"listen": [], "first_done": [], "cpu": []} for m in ("plain", "snapshot")}
     with ScriptedProviderServer() as server, tempfile.TemporaryDirectory() as tmp:

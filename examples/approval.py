@@ -1,8 +1,8 @@
 import sys
 
 import anyio
-from bindloop.agent import approve, create_agent, equip_instruction, equip_tool
-from bindloop.agent import pending_approvals, prompt_chat, resume_chat
+from bindloop.agent import create_agent, equip_instruction, equip_tool, prompt_chat, resume_chat
+from bindloop.agent.approvals import approve, pending_approvals
 from bindloop.hosts import create_model
 from bindloop.hosts.stores.sqlite import SqliteStore
 from bindloop.tools import define_tool

@@ -119,6 +119,35 @@ def test_the_loop_contract_names_have_a_public_home() -> None:
             assert name in exported, f"{name} is not exported by {module}"
 
 
+# ---- every namespace: small enough to read ------------------------------------------------------
+
+# A package root whose specialist areas are sub-namespaces keeps what a reader reaches for first.
+_ROOT_CAP = {"bindloop.agent": 40, "bindloop.mcp": 40}
+_NAMESPACE_CAP = 60
+
+
+def test_no_public_namespace_is_wider_than_a_reader_can_scan() -> None:
+    """Every public module below the curated root (walked, not listed, so a new one is counted)
+    exports at most 60 names; the agent and MCP roots at most 40, their specialist areas being
+    sub-namespaces (``bindloop.agent.approvals``, ``bindloop.mcp.auth``, ...)."""
+    widths = {name: len(importlib.import_module(name).__all__) for name in _public_modules()}
+    assert set(_ROOT_CAP) <= set(widths)
+    too_wide = {name: width for name, width in widths.items()
+                if width > _ROOT_CAP.get(name, _NAMESPACE_CAP)}
+    assert not too_wide, f"split these into sub-namespaces: {too_wide}"
+
+
+def test_each_sub_namespace_is_reachable_from_its_package() -> None:
+    """A sub-namespace loads with its package (``import bindloop.agent`` then
+    ``bindloop.agent.approvals``), so its objects report their public home from the first import."""
+    for name in _public_modules():
+        parent, _, leaf = name.rpartition(".")
+        if parent in ("bindloop", "bindloop.testing"):
+            continue
+        module = importlib.import_module(name)
+        assert getattr(importlib.import_module(parent), leaf) is module, name
+
+
 # ---- every tier: one home per object ------------------------------------------------------------
 
 def _defined_objects(module_name: str) -> list[tuple[str, object]]:

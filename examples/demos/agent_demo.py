@@ -17,10 +17,6 @@ import anyio
 import msgspec
 
 from bindloop.agent import (
-    StructuredDataEvent,
-    ToolCallDoneEvent,
-    TraceEvent,
-    TurnStartEvent,
     create_agent,
     equip_instruction,
     equip_system,
@@ -29,6 +25,12 @@ from bindloop.agent import (
     on_stream,
     prompt_agent,
     run_with,
+)
+from bindloop.agent.events import (
+    StructuredDataEvent,
+    ToolCallDoneEvent,
+    TraceEvent,
+    TurnStartEvent,
 )
 from bindloop.contracts import ModelTurnResult, ToolCall, ToolResult, TurnUsage
 from bindloop.tools import define_tool

@@ -46,7 +46,8 @@ from bindloop.loop import (
     run_tool_loop,
 )
 from bindloop.model import ModelRequest, StreamModel, turn_events
-from bindloop.mcp import McpHttpClient, McpProgress, McpServerPlugin
+from bindloop.mcp import McpHttpClient, McpServerPlugin
+from bindloop.mcp.session import McpProgress
 from bindloop.tools import (
     ToolRegistry,
     create_tool_registry,

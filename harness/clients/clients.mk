@@ -37,7 +37,7 @@ clients-node: harness/clients/node_modules/.package-lock.json harness/clients/v7
 ## with an approval clicked through. The AI SDK scenarios run once per major (ai@6, ai@7).
 test-clients: venv clients-node $(CHROMIUM)
 	BINDLOOP_REQUIRE_CLIENTS=1 $(PY) -m pytest tests/protocols/test_npm_clients.py \
-		tests/protocols/test_a2a_js.py -q
+		tests/protocols/test_a2a_js.py tests/protocols/test_asgi_continuation.py -q
 
 ## The protocol host on http://127.0.0.1:8787 over a scripted model (PORT=..., DELAY=... seconds
 ## before each event): a useChat page at / (bundled offline by esbuild), POST /api/chat for the

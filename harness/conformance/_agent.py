@@ -13,16 +13,9 @@ import msgspec
 from bindloop import ModelTurnResult, ToolCall, ToolResult, TurnUsage
 from bindloop.contracts import messages_to_openai
 from bindloop.agent import (
-    AgentStreamEvent,
-    ApprovalError,
     ChatResult,
-    approve,
-    deny,
     resume_chat,
-    StructuredDataEvent,
     create_agent,
-    dump_snapshot,
-    encode_snapshot,
     equip_instruction,
     equip_memory,
     equip_resource,
@@ -37,6 +30,19 @@ from bindloop.agent import (
     prompt_chat,
     reborn,
     run_with,
+)
+from bindloop.agent.approvals import (
+    ApprovalError,
+    approve,
+    deny,
+)
+from bindloop.agent.events import (
+    AgentStreamEvent,
+    StructuredDataEvent,
+)
+from bindloop.agent.snapshots import (
+    dump_snapshot,
+    encode_snapshot,
 )
 from bindloop.errors import UsageError
 from bindloop.tools import define_tool
@@ -321,7 +327,7 @@ async def run_agent_scenario(name: str, data: bytes,
         return entry
     observed = await _run(sc)
     if sc.replay:
-        from bindloop.agent import parse_snapshot
+        from bindloop.agent.snapshots import parse_snapshot
 
         again = await _run(AgentScenario(kind=sc.kind, description=sc.description,
                                          program=sc.program, model=[], input=sc.input),

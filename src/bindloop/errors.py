@@ -8,44 +8,45 @@ branches:
 * :class:`RunStoppedError` — the run, or a call in it, was stopped on purpose (a deadline, a cancel,
   a fired abort signal, a limit the host set);
 * :class:`ToolFailure` — raised by a tool on purpose; the model reads its message;
-* ``bindloop.agent.AgentError`` — the agent gave up on what it was asked (structured output, re-ask,
-  turn and reborn limits).
+* ``bindloop.agent.errors.AgentError`` — the agent gave up on what it was asked (structured output,
+  re-ask, turn and reborn limits).
 
 The rule: this module holds the root, the four general branches and the few leaves every layer
 shares (a port's or a state machine's contract broken, an unreadable transcript, a prompt too long,
-an infrastructure failure, a timeout, a cancel, an aborted call); every other exception lives in the ``_errors.py`` of the one
-package that raises it and is exported by that package. This module imports nothing of bindloop.
+an infrastructure failure, a timeout, a cancel, an aborted call); every other exception lives in
+the ``_errors.py`` of the one package that raises it and is exported by that package or one of its
+sub-namespaces. This module imports nothing of bindloop.
 tests/errors/test_error_tree.py renders the real tree and compares it with this drawing:
 
 .. code-block:: text
 
     BindloopError
-      AgentError (bindloop.agent)
-        RebornLimitExceededError (bindloop.agent)
-        StructuredOutputError (bindloop.agent)
-        ToolCallFailedError (bindloop.agent)
-        ToolLoopExceededError (bindloop.agent)
-        TurnBudgetExceededError (bindloop.agent)
+      AgentError (bindloop.agent.errors)
+        RebornLimitExceededError (bindloop.agent.errors)
+        StructuredOutputError (bindloop.agent.errors)
+        ToolCallFailedError (bindloop.agent.errors)
+        ToolLoopExceededError (bindloop.agent.errors)
+        TurnBudgetExceededError (bindloop.agent.errors)
       CompactError (bindloop.compaction)
         CompactEmptySummaryError (bindloop.compaction), also ProviderError
         CompactInvalidInputError (bindloop.compaction), also UsageError
         CompactPromptTooLongError (bindloop.compaction), also ProviderError
       ProviderError
-        A2aRpcError (bindloop.protocols)
+        A2aRpcError (bindloop.protocols.a2a)
         AttemptError (bindloop.routing)
         InfrastructureError
           StoreError (bindloop.stores)
         InvalidOutputError (bindloop.schema)
         McpError (bindloop.mcp)
-          McpAuthorizationError (bindloop.mcp)
+          McpAuthorizationError (bindloop.mcp.auth)
           McpConnectionError (bindloop.mcp)
           McpHttpError (bindloop.mcp)
             McpSessionExpiredError (bindloop.mcp)
-          McpInputPending (bindloop.mcp)
+          McpInputPending (bindloop.mcp.server_requests)
           McpProtocolError (bindloop.mcp)
             McpVersionError (bindloop.mcp)
           McpRpcError (bindloop.mcp)
-            McpUrlElicitationRequired (bindloop.mcp)
+            McpUrlElicitationRequired (bindloop.mcp.server_requests)
           McpTimeoutError (bindloop.mcp)
         ModelStreamError (bindloop.completion)
         PromptTooLongError
@@ -61,38 +62,35 @@ tests/errors/test_error_tree.py renders the real tree and compares it with this 
           IncompleteStreamError (bindloop.wire)
       RunStoppedError
         AbortedToolCallError
-        BudgetExceededError (bindloop.agent)
-        PromptSuspendedError (bindloop.agent)
-        RateLimitExceededError (bindloop.agent)
+        BudgetExceededError (bindloop.agent.errors)
+        PromptSuspendedError (bindloop.agent.errors)
+        RateLimitExceededError (bindloop.agent.limits)
         RunCancelledError
         RunTimeoutError
         RunsFullError (bindloop.stores)
       ToolFailure
-        McpRequestRefused (bindloop.mcp)
+        McpRequestRefused (bindloop.mcp.server)
       UsageError
-        AfterPromptAgentError (bindloop.agent)
-        ApprovalError (bindloop.agent)
-          ApprovalAlreadyDecidedError (bindloop.agent)
-          ApprovalTokenError (bindloop.agent)
+        AfterPromptAgentError (bindloop.agent.errors)
+        ApprovalError (bindloop.agent.approvals)
+          ApprovalAlreadyDecidedError (bindloop.agent.approvals)
+          ApprovalTokenError (bindloop.agent.approvals)
         CanonicalJsonError (bindloop.run)
         CheckpointConflictError (bindloop.stores)
         CheckpointFormatError (bindloop.checkpoints)
           UnsupportedCheckpointVersionError (bindloop.checkpoints)
         CheckpointInputError (bindloop.checkpoints)
         DiscardedTurnWithToolCallsError (bindloop.loop)
-        ElicitationContentError (bindloop.mcp)
-        ElicitationNotPendingError (bindloop.mcp)
+        ElicitationContentError (bindloop.mcp.server_requests)
+        ElicitationNotPendingError (bindloop.mcp.server_requests)
         InputBlockedBySuspendError (bindloop.loop)
         InvalidIdError (bindloop.routing)
         InvalidModelTurnError (bindloop.loop)
         JsonBoundsError (bindloop.contracts)
-        LoopMissingToolOutputError (bindloop.agent)
+        LoopMissingToolOutputError (bindloop.agent.errors)
         MissingActivationPortError (bindloop.loop)
-        MissingDependencyError (bindloop.agent)
-        ModelRegistryNotFoundError (bindloop.agent)
-        NoAgentContextError (bindloop.agent)
+        NoAgentContextError (bindloop.agent.errors)
         PortContractError
-        PromptAgentAlreadyCalledError (bindloop.agent)
         ProtocolError
         ProtocolRequestError (bindloop.protocols)
         RoutePlanError (bindloop.routing)
@@ -100,8 +98,8 @@ tests/errors/test_error_tree.py renders the real tree and compares it with this 
         SchemaSanitizeError (bindloop.schema)
         ScriptExhaustedError (bindloop.testing)
         SkillFormatError (bindloop.skills)
-        SnapshotDisabledError (bindloop.agent)
-        SnapshotDivergenceError (bindloop.agent)
+        SnapshotDisabledError (bindloop.agent.snapshots)
+        SnapshotDivergenceError (bindloop.agent.snapshots)
         TranscriptFormatError
           ToolPairingError (bindloop.transcript)
         UnsupportedSchemaError (bindloop.schema)

@@ -31,17 +31,14 @@ from bindloop.agent import (
     prompt_chat,
     reborn,
     run_with,
-    ToolCallLoopMiddleware,
 )
+from bindloop.agent.middleware import ToolCallLoopMiddleware
 from bindloop.contracts import SystemMessage, ToolResult, TurnUsage, UserMessage
 from bindloop.model import Model
 from bindloop.errors import PortContractError, UsageError
-from bindloop.agent import (
+from bindloop.agent.errors import (
     AfterPromptAgentError,
-    MissingDependencyError,
-    ModelRegistryNotFoundError,
     NoAgentContextError,
-    PromptAgentAlreadyCalledError,
     RebornLimitExceededError,
 )
 from bindloop.tools import define_tool
@@ -116,7 +113,7 @@ async def test_second_prompt_in_one_generation_is_refused() -> None:
     async def handler(_: None) -> str:
         equip_instruction("hi")
         await prompt_chat()
-        with pytest.raises(PromptAgentAlreadyCalledError, match="reborn"):
+        with pytest.raises(UsageError, match="reborn"):
             await prompt_chat()
         return "done"
 
@@ -244,7 +241,7 @@ async def test_scope_and_resources_reach_sub_agents() -> None:
     async def parent(_: None) -> Any:
         equip_scope("tenant", "acme")
         equip_resource("cache", lambda: {"hits": 0}, [])
-        with pytest.raises(MissingDependencyError, match="equip_scope"):
+        with pytest.raises(UsageError, match="equip_scope"):
             expect_scope("tenant")  # a frame reads its ancestors' scope, not its own
         return await child_agent(None)
 
@@ -258,7 +255,7 @@ async def test_missing_resource_names_the_key_and_the_fix() -> None:
     async def handler(_: None) -> Any:
         return expect_resource("db")
 
-    with pytest.raises(MissingDependencyError, match=r"providers=\{'db'"):
+    with pytest.raises(UsageError, match=r"providers=\{'db'"):
         await run_with(lambda: create_agent(id="a", handler=handler)(None))
 
 
@@ -297,10 +294,10 @@ async def test_model_from_registry_root_and_missing() -> None:
 
     assert await run_with(main, model_registry={"fast": registry_model}, model=root_model) == (
         "from registry", "from root")
-    with pytest.raises(ModelRegistryNotFoundError, match="'slow'"):
+    with pytest.raises(UsageError, match="'slow'"):
         await run_with(lambda: create_agent(id="c", handler=handler, model="slow")(None),
                        model_registry={"fast": registry_model})
-    with pytest.raises(ModelRegistryNotFoundError, match="has no model"):
+    with pytest.raises(UsageError, match="has no model"):
         await inherit(None)
 
 

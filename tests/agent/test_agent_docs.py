@@ -110,7 +110,7 @@ def render_event_table() -> str:
 
     import msgspec
 
-    from bindloop.agent import RunEvent
+    from bindloop.agent.events import RunEvent
 
     def fields(cls: type) -> str:
         return ", ".join(f"`{name}`: {_type_name(tp)}" for name, tp in _fields(cls)) or "—"

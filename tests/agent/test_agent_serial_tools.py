@@ -12,13 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bindloop.agent import (
-    ToolCallLoopMiddleware,
-    ToolOutput,
     create_agent,
     equip_instruction,
     equip_tool,
     equip_tool_call_loop_middleware,
     prompt_chat,
+)
+from bindloop.agent.middleware import (
+    ToolCallLoopMiddleware,
+    ToolOutput,
 )
 from bindloop.contracts import ToolMessage, ToolResult
 from bindloop.errors import UsageError

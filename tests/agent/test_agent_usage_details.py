@@ -9,13 +9,15 @@ import msgspec
 import pytest
 
 from bindloop.agent import (
-    TraceEvent,
-    TraceOptions,
     create_agent,
     equip_instruction,
     equip_tool,
     prompt_chat,
     run_with,
+)
+from bindloop.agent.events import (
+    TraceEvent,
+    TraceOptions,
 )
 from bindloop.contracts import ToolResult
 from bindloop.tools import define_tool

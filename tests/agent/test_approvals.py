@@ -16,21 +16,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bindloop.agent import (
+    ChatResult,
+    create_agent,
+    equip_instruction,
+    equip_tool,
+    prompt_chat,
+    resume_chat,
+)
+from bindloop.agent.approvals import (
     ApprovalAlreadyDecidedError,
     ApprovalError,
     ApprovalTokenError,
-    ChatResult,
     PendingApproval,
     approval_token,
     approve,
-    create_agent,
     deny,
     edit_arguments,
-    equip_instruction,
-    equip_tool,
     pending_approvals,
-    prompt_chat,
-    resume_chat,
 )
 from bindloop.contracts import ToolMessage, ToolResult
 from bindloop.errors import UsageError
@@ -433,7 +435,7 @@ def test_a_reply_answers_the_other_suspend_and_the_approval_stays_pending(tmp_pa
 
 def test_prompt_agent_suspends_with_the_pending_approval_on_its_checkpoint() -> None:
     from bindloop.agent import prompt_agent
-    from bindloop.agent import PromptSuspendedError
+    from bindloop.agent.errors import PromptSuspendedError
 
     async def handler(_: None) -> Any:
         equip_instruction("go")
@@ -449,7 +451,8 @@ def test_prompt_agent_suspends_with_the_pending_approval_on_its_checkpoint() -> 
 
 def test_approvals_under_a_tool_call_loop_middleware_and_a_trace(tmp_path: Path) -> None:
     """The batch port path (a tool-call-loop middleware) and a traced run gate the same way."""
-    from bindloop.agent import ToolCallLoopMiddleware, equip_tool_call_loop_middleware, run_with
+    from bindloop.agent import equip_tool_call_loop_middleware, run_with
+    from bindloop.agent.middleware import ToolCallLoopMiddleware
 
     seen: list[list[str]] = []
 
@@ -604,7 +607,8 @@ def test_an_abort_during_an_approved_call_stops_the_batch(tmp_path: Path) -> Non
 def test_a_middleware_sees_the_approved_batch_and_its_decisions(tmp_path: Path) -> None:
     """The resumed run's first batch is the decided calls, through the tool-call-loop middleware
     like any batch; the denied call reaches it too (answered below it, never run)."""
-    from bindloop.agent import ToolCallLoopMiddleware, equip_tool_call_loop_middleware
+    from bindloop.agent import equip_tool_call_loop_middleware
+    from bindloop.agent.middleware import ToolCallLoopMiddleware
 
     seen: list[tuple[str, ...]] = []
 

@@ -10,9 +10,19 @@ from pathlib import Path
 PROGRAM = r'''
 import sys
 import anyio, msgspec
-from bindloop.agent import (ApprovalAlreadyDecidedError, ChatResult, approve, create_agent,
-                            equip_instruction, equip_tool, pending_approvals, prompt_chat,
-                            resume_chat)
+from bindloop.agent import (
+    ChatResult,
+    create_agent,
+    equip_instruction,
+    equip_tool,
+    prompt_chat,
+    resume_chat,
+)
+from bindloop.agent.approvals import (
+    ApprovalAlreadyDecidedError,
+    approve,
+    pending_approvals,
+)
 from bindloop.contracts import ToolResult
 from bindloop.hosts.stores.sqlite import SqliteStore
 from bindloop.tools import define_tool

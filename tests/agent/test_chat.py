@@ -28,7 +28,7 @@ from bindloop.contracts import (
     UserMessage,
 )
 from bindloop.errors import UsageError
-from bindloop.agent import PromptSuspendedError, ToolLoopExceededError
+from bindloop.agent.errors import PromptSuspendedError, ToolLoopExceededError
 from bindloop.tools import define_tool
 from bindloop.checkpoints import parse_loop_checkpoint, serialize_loop_checkpoint
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
@@ -254,7 +254,7 @@ async def test_resume_chat_re_asks_validators() -> None:
 
 
 async def test_resume_chat_gives_up_after_max_retries_with_every_attempt() -> None:
-    from bindloop.agent import StructuredOutputError
+    from bindloop.agent.errors import StructuredOutputError
 
     stored = await _paused_chat()
     model = scripted_stream_model([final_answer("no"), final_answer("still no")])

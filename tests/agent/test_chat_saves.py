@@ -23,7 +23,7 @@ from bindloop.agent import (
 )
 from bindloop.contracts import ToolMessage, ToolResult, ToolSuspend, UserMessage
 from bindloop.errors import UsageError
-from bindloop.agent import StructuredOutputError, TurnBudgetExceededError
+from bindloop.agent.errors import StructuredOutputError, TurnBudgetExceededError
 from bindloop.tools import define_tool
 from bindloop.checkpoints import CheckpointFormatError, LoopCheckpoint, parse_loop_checkpoint, \
     serialize_loop_checkpoint

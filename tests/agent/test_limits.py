@@ -11,23 +11,26 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bindloop.agent import (
-    ConcurrencyRule,
-    RateRule,
     augment_model,
     create_agent,
     equip_budget,
     equip_instruction,
     prompt_chat,
+)
+from bindloop.agent.limits import (
+    ConcurrencyRule,
+    RateRule,
     create_limit_middleware,
-    create_retry_middleware,
     create_simple_limit_middleware,
 )
+from bindloop.agent.middleware import create_retry_middleware
 from bindloop.stores import MemoryLimitStore
 from bindloop.completion import StreamEvent, TextEvent
 from bindloop.contracts import Message, TurnUsage
 from bindloop.errors import UsageError
 from bindloop.model import ModelRequest, StreamModel
-from bindloop.agent import BudgetExceededError, RateLimitExceededError
+from bindloop.agent.errors import BudgetExceededError
+from bindloop.agent.limits import RateLimitExceededError
 from bindloop.testing import final_answer, scripted_stream_model
 from bindloop.wire import ProviderHttpError, TransportError
 

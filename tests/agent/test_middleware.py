@@ -13,12 +13,6 @@ from hypothesis import strategies as st
 
 from bindloop.model import Model, ModelRequest
 from bindloop.agent import (
-    AgentMiddleware,
-    ModelMiddleware,
-    ToolCallLoopMiddleware,
-    ToolMiddleware,
-    ToolOutput,
-    WrappedModel,
     augment_agent,
     augment_model,
     augment_tool,
@@ -31,9 +25,17 @@ from bindloop.agent import (
     prompt_chat,
     reborn,
 )
+from bindloop.agent.middleware import (
+    AgentMiddleware,
+    ModelMiddleware,
+    ToolCallLoopMiddleware,
+    ToolMiddleware,
+    ToolOutput,
+    WrappedModel,
+)
 from bindloop.completion import StreamEvent
 from bindloop.contracts import Message, ToolError, ToolMessage, ToolResult
-from bindloop.agent import LoopMissingToolOutputError, ToolCallFailedError
+from bindloop.agent.errors import LoopMissingToolOutputError, ToolCallFailedError
 from bindloop.errors import PortContractError, ToolFailure, UsageError
 from bindloop.tools import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn

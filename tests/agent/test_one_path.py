@@ -91,16 +91,18 @@ import msgspec  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from bindloop.agent import (  # noqa: E402
+from bindloop.agent import (
+    equip_tool,
+    expect_validator,
+)
+from bindloop.agent.events import (
     CheckpointSavedEvent,
     ToolFinishedEvent,
     ToolStartedEvent,
     TurnDoneEvent,
     TurnStartEvent,
-    dump_snapshot,
-    equip_tool,
-    expect_validator,
 )
+from bindloop.agent.snapshots import dump_snapshot
 from bindloop.completion import StreamEvent  # noqa: E402
 from bindloop.model import ModelRequest, StreamModel, turn_events  # noqa: E402
 from bindloop.contracts import (  # noqa: E402
@@ -303,7 +305,8 @@ async def _through(path: str, turns: list[ModelTurnResult], refused: int,
 async def _approved_every_time(agent: Any, validator: Any, turns: list[ModelTurnResult]) -> Any:
     """Every tool round suspends for approval and is approved in a resumed chat: the legs, put
     together, are the ungated run (the suspend itself runs and counts nothing)."""
-    from bindloop.agent import approve, resume_chat
+    from bindloop.agent import resume_chat
+    from bindloop.agent.approvals import approve
     from bindloop.contracts import accumulate_run
 
     model = scripted_stream_model(turns, price=_price)
@@ -406,7 +409,8 @@ def test_the_output_tool_ends_the_run_as_a_real_call() -> None:
 
 
 def test_a_replayed_turn_is_served_whole_to_its_watchers() -> None:
-    from bindloop.agent import (
+    from bindloop.agent import prompt_agent
+    from bindloop.agent.events import (
         AgentStreamEvent,
         StructuredDataEvent,
         ToolCallDoneEvent,
@@ -414,7 +418,6 @@ def test_a_replayed_turn_is_served_whole_to_its_watchers() -> None:
         ToolStartedEvent,
         TurnDoneEvent,
         TurnStartEvent,
-        prompt_agent,
     )
     from bindloop.testing import final_answer, tool_call, tool_call_turn
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bindloop.agent import PartialJson, PartialJsonParser, parse_partial_json
+from bindloop.agent.partial_json import PartialJson, PartialJsonParser, parse_partial_json
 from bindloop.errors import UsageError
 
 

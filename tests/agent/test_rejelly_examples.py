@@ -10,13 +10,6 @@ import msgspec
 import pytest
 
 from bindloop.agent import (
-    StructuredDataEvent,
-    ToolCallDoneEvent,
-    ToolCallLoopMiddleware,
-    ToolMiddleware,
-    ToolOutput,
-    TurnDoneEvent,
-    TurnStartEvent,
     augment_tool,
     create_agent,
     equip_instruction,
@@ -29,9 +22,20 @@ from bindloop.agent import (
     prompt_agent,
     reborn,
 )
+from bindloop.agent.events import (
+    StructuredDataEvent,
+    ToolCallDoneEvent,
+    TurnDoneEvent,
+    TurnStartEvent,
+)
+from bindloop.agent.middleware import (
+    ToolCallLoopMiddleware,
+    ToolMiddleware,
+    ToolOutput,
+)
 from bindloop.completion import TextEvent
 from bindloop.contracts import ToolError, ToolMessage, ToolResult
-from bindloop.agent import AfterPromptAgentError
+from bindloop.agent.errors import AfterPromptAgentError
 from bindloop.tools import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 

@@ -13,16 +13,18 @@ import msgspec
 import pytest
 
 from bindloop.agent import (
-    AgentStreamEvent,
-    TurnDoneEvent,
-    TurnFailedEvent,
-    TurnStartEvent,
     create_agent,
     equip_instruction,
     on_stream,
     prompt_agent,
     prompt_chat,
     run_with,
+)
+from bindloop.agent.events import (
+    AgentStreamEvent,
+    TurnDoneEvent,
+    TurnFailedEvent,
+    TurnStartEvent,
 )
 from bindloop.completion import TextEvent, UsageEvent
 from bindloop.wire import StreamBudgets
@@ -371,7 +373,7 @@ async def test_a_run_signal_cancels_a_route(server: ScriptedProviderServer, watc
 @pytest.mark.parametrize("mode", ["json_schema", "tool"])
 async def test_structured_partials_stream_from_the_backup_only(server: ScriptedProviderServer,
                                                                 mode: str, streaming: str) -> None:
-    from bindloop.agent import StructuredDataEvent
+    from bindloop.agent.events import StructuredDataEvent
 
     # The primary starts an answer and drops; the backup answers. Both modes: the structured view
     # is built from the backup's deltas alone and ends valid.

@@ -138,7 +138,8 @@ async def test_a_route_behind_a_stream_only_wrapper_still_falls_back_after_text(
         server: ScriptedProviderServer) -> None:
     """Behind ``create_limit_middleware`` (the Worker's path) the route keeps its own fold: a primary
     that drops after some text still falls back."""
-    from bindloop.agent import augment_model, create_simple_limit_middleware
+    from bindloop.agent import augment_model
+    from bindloop.agent.limits import create_simple_limit_middleware
 
     dropping = _slow_answer()
     server.enqueue("primary", ScriptedReply(headers=dropping.headers, chunks=dropping.chunks,

@@ -12,18 +12,8 @@ import msgspec
 import pytest
 
 from bindloop.agent import (
-    AgentStreamEvent,
-    ApprovalDecidedEvent,
-    ApprovalRequestedEvent,
-    CheckpointSavedEvent,
-    RunEvent,
     TextStream,
-    ToolFinishedEvent,
-    ToolStartedEvent,
-    TurnDoneEvent,
-    approve,
     create_agent,
-    deny,
     equip_instruction,
     equip_tool,
     on_event,
@@ -32,6 +22,20 @@ from bindloop.agent import (
     resume_chat,
     run_with,
     stream_text,
+)
+from bindloop.agent.approvals import (
+    approve,
+    deny,
+)
+from bindloop.agent.events import (
+    AgentStreamEvent,
+    ApprovalDecidedEvent,
+    ApprovalRequestedEvent,
+    CheckpointSavedEvent,
+    RunEvent,
+    ToolFinishedEvent,
+    ToolStartedEvent,
+    TurnDoneEvent,
 )
 from bindloop.contracts import ToolCall, ToolError, ToolResult, TurnUsage
 from bindloop.errors import RunCancelledError, UsageError
@@ -294,7 +298,8 @@ async def test_tool_finished_without_an_exception_has_none() -> None:
 async def test_tool_spans_are_read_off_the_tool_events_live_and_replayed() -> None:
     """A trace's ``execute_tool`` spans are the run's tool events: one per call started, ending
     with the outcome the model read (or the raise), the same when a replay serves the calls."""
-    from bindloop.agent import TraceEvent, dump_snapshot
+    from bindloop.agent.events import TraceEvent
+    from bindloop.agent.snapshots import dump_snapshot
 
     calls = [tool_call("search", {"q": "a"}, id="c1"), tool_call("broken", {"q": "b"}, id="c2")]
     turns = [tool_call_turn(calls), final_answer("done")]

@@ -11,26 +11,31 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bindloop.agent import (
+    create_agent,
+    equip_instruction,
+    equip_memory,
+    equip_tool,
+    prompt_agent,
+    prompt_chat,
+    reborn,
+    run_with,
+)
+from bindloop.agent.events import (
     TraceEvent,
     TurnDoneEvent,
     TurnFailedEvent,
     TraceOptions,
-    create_agent,
+)
+from bindloop.agent.snapshots import (
     dump_snapshot,
     encode_snapshot,
-    equip_instruction,
-    equip_memory,
-    equip_tool,
     parse_snapshot,
-    prompt_agent,
-    prompt_chat,
-    reborn,
     restore_snapshot,
-    run_with,
 )
 from bindloop.contracts import ToolResult
 from bindloop.checkpoints import CheckpointFormatError
-from bindloop.agent import NoAgentContextError, SnapshotDisabledError, SnapshotDivergenceError
+from bindloop.agent.errors import NoAgentContextError
+from bindloop.agent.snapshots import SnapshotDisabledError, SnapshotDivergenceError
 from bindloop.tools import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 

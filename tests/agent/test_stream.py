@@ -10,14 +10,6 @@ import msgspec
 import pytest
 
 from bindloop.agent import (
-    AgentStreamEvent,
-    StructuredDataEvent,
-    ToolCallDoneEvent,
-    ToolFinishedEvent,
-    ToolStartedEvent,
-    TurnDoneEvent,
-    TurnFailedEvent,
-    TurnStartEvent,
     create_agent,
     equip_instruction,
     equip_memory,
@@ -26,6 +18,16 @@ from bindloop.agent import (
     prompt_agent,
     prompt_chat,
     reborn,
+)
+from bindloop.agent.events import (
+    AgentStreamEvent,
+    StructuredDataEvent,
+    ToolCallDoneEvent,
+    ToolFinishedEvent,
+    ToolStartedEvent,
+    TurnDoneEvent,
+    TurnFailedEvent,
+    TurnStartEvent,
 )
 from bindloop.completion import FinishEvent, TextEvent, ToolCallEvent, UsageEvent
 from bindloop.contracts import ToolResult

@@ -23,7 +23,11 @@ from bindloop.schema import strict_json_schema
 from bindloop.textstream import TURN_RESET_REASONS, TurnResetEvent, TurnTextEvent
 from bindloop.contracts import ToolResult, UserMessage
 from bindloop.errors import PortContractError
-from bindloop.agent import StructuredOutputError, ToolLoopExceededError, TurnBudgetExceededError
+from bindloop.agent.errors import (
+    StructuredOutputError,
+    ToolLoopExceededError,
+    TurnBudgetExceededError,
+)
 from bindloop.schema import UnsupportedSchemaError
 from bindloop.tools import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn

@@ -211,7 +211,8 @@ async def test_prompt_chat_stats_are_the_chat_results() -> None:
 # -- item 11: ToolCallLoopContext.tool_turns ---------------------------------------------------------
 
 async def test_a_loop_middleware_sees_the_completed_rounds_as_tool_turns() -> None:
-    from bindloop.agent import ToolCallLoopMiddleware, ToolTurn, equip_tool_call_loop_middleware
+    from bindloop.agent import equip_tool_call_loop_middleware
+    from bindloop.agent.middleware import ToolCallLoopMiddleware, ToolTurn
 
     model = scripted_stream_model([
         tool_call_turn([tool_call("search", {"q": "a"}, id="c1")]),
@@ -292,8 +293,9 @@ async def test_a_fixed_tool_choice_and_bad_ones() -> None:
 async def test_a_replay_checks_the_per_turn_choice() -> None:
     """The choice is part of each request's hash: a snapshot replays under the same policy, and a
     different policy diverges."""
-    from bindloop.agent import dump_snapshot, run_with
-    from bindloop.agent import SnapshotDivergenceError
+    from bindloop.agent import run_with
+    from bindloop.agent.snapshots import dump_snapshot
+    from bindloop.agent.snapshots import SnapshotDivergenceError
 
     first: list[Any] = ["required"]
 
@@ -323,7 +325,9 @@ async def test_a_replay_checks_the_per_turn_choice() -> None:
 
 @pytest.mark.parametrize("layered", [False, True])
 async def test_a_tool_sees_the_runs_session_and_trace_ids(layered: bool) -> None:
-    from bindloop.agent import ToolMiddleware, TraceOptions, run_with
+    from bindloop.agent import run_with
+    from bindloop.agent.events import TraceOptions
+    from bindloop.agent.middleware import ToolMiddleware
     from bindloop.tools import ToolContext
 
     seen: list[tuple[str | None, str | None, str | None]] = []
@@ -373,11 +377,11 @@ FAILING = define_tool(name="flaky", description="f", args=Q, execute=_failing)
 async def test_a_tool_failure_reaches_the_host_hook_and_the_model_text_is_unchanged(
         with_loop_middleware: bool) -> None:
     from bindloop.agent import (
-        ToolCallLoopMiddleware,
         ToolErrorReport,
         equip_tool_call_loop_middleware,
         run_with,
     )
+    from bindloop.agent.middleware import ToolCallLoopMiddleware
 
     reports: list[ToolErrorReport] = []
 
@@ -449,7 +453,8 @@ def test_property_choices_and_tool_turns_follow_the_script() -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from bindloop.agent import ToolCallLoopMiddleware, equip_tool_call_loop_middleware
+    from bindloop.agent import equip_tool_call_loop_middleware
+    from bindloop.agent.middleware import ToolCallLoopMiddleware
 
     choices = st.sampled_from([None, "auto", "none", "required"])
 

@@ -11,16 +11,20 @@ import anyio
 import pytest
 
 from bindloop.agent import (
-    ModelMiddleware,
     augment_model,
     create_agent,
-    create_limit_middleware,
-    create_retry_middleware,
-    create_simple_limit_middleware,
     equip_instruction,
     prompt_chat,
 )
-from bindloop.agent import RateRule
+from bindloop.agent.limits import (
+    create_limit_middleware,
+    create_simple_limit_middleware,
+)
+from bindloop.agent.middleware import (
+    ModelMiddleware,
+    create_retry_middleware,
+)
+from bindloop.agent.limits import RateRule
 from bindloop.completion import StreamEvent, TextEvent, collect_turn
 from bindloop.contracts import Message, ModelTurnResult, TurnUsage
 from bindloop.errors import UsageError

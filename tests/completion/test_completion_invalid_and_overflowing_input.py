@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bindloop.tools import ParsedArguments, UnparseableArguments, parse_tool_call_arguments
-from bindloop.agent import PartialJson, PartialJsonParser, parse_partial_json
+from bindloop.agent.partial_json import PartialJson, PartialJsonParser, parse_partial_json
 from bindloop.contracts import ToolCall
 
 # -- numbers no continuation can repair -------------------------------------------------------

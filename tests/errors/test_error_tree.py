@@ -96,7 +96,7 @@ def test_the_docstring_draws_the_real_tree() -> None:
 
 
 def test_every_public_exception_is_under_a_documented_branch() -> None:
-    from bindloop.agent import AgentError
+    from bindloop.agent.errors import AgentError
     from bindloop.compaction import CompactError
     from bindloop.errors import RunStoppedError, ToolFailure, UsageError
 
@@ -135,16 +135,16 @@ def test_each_exception_lives_in_errors_py_or_its_packages_errors_module() -> No
 
 
 def test_agent_giving_up_is_its_own_branch() -> None:
-    from bindloop.agent import (
+    from bindloop.agent.errors import (
         AgentError,
         BudgetExceededError,
         PromptSuspendedError,
-        RateLimitExceededError,
         RebornLimitExceededError,
         StructuredOutputError,
         ToolLoopExceededError,
         TurnBudgetExceededError,
     )
+    from bindloop.agent.limits import RateLimitExceededError
     from bindloop.errors import RunStoppedError, UsageError
 
     for cls in (StructuredOutputError, RebornLimitExceededError, TurnBudgetExceededError,

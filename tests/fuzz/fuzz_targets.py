@@ -22,7 +22,7 @@ import yaml as pyyaml
 
 from bindloop.completion import ToolCallDeltaError
 from bindloop.tools import UnparseableArguments, parse_tool_call_arguments
-from bindloop.agent import PartialJsonParser, parse_partial_json
+from bindloop.agent.partial_json import PartialJsonParser, parse_partial_json
 from bindloop.checkpoints import CheckpointFormatError, parse_loop_checkpoint
 from bindloop.skills import SkillFormatError, parse_skill_markdown
 from bindloop.schema import SchemaSanitizeError, sanitize_tool_schema

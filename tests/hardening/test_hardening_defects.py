@@ -18,7 +18,7 @@ import yaml as pyyaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bindloop.agent import PartialJsonParser, parse_partial_json
+from bindloop.agent.partial_json import PartialJsonParser, parse_partial_json
 from bindloop.contracts import AssistantMessage, UserMessage
 from bindloop.errors import TranscriptFormatError
 from bindloop.run import CanonicalJsonError, canonical_json

@@ -1,4 +1,4 @@
-# The MCP server core (bindloop.mcp.McpServer) driven without HTTP: the same code runs on CPython
+# The MCP server core (bindloop.mcp.server.McpServer) driven without HTTP: the same code runs on CPython
 # and under Pyodide (tests/mcp/test_mcp_server_runtimes.py), and the two transcripts must be
 # identical. Top-level await; the value of the last expression is the transcript (JSON text).
 import json
@@ -7,7 +7,7 @@ import msgspec
 
 from bindloop.contracts import ToolResult
 from bindloop.errors import ToolFailure
-from bindloop.mcp import McpCall, McpServer
+from bindloop.mcp.server import McpCall, McpServer
 from bindloop.tools import define_tool
 
 

@@ -11,13 +11,15 @@ import subprocess
 import sys
 
 from bindloop.agent import (
-    AfterPromptAgentError,
     ChatResult,
-    NoAgentContextError,
     create_agent,
     equip_instruction,
     equip_mcp,
     prompt_chat,
+)
+from bindloop.agent.errors import (
+    AfterPromptAgentError,
+    NoAgentContextError,
 )
 from bindloop.contracts import ToolMessage
 from bindloop.errors import UsageError

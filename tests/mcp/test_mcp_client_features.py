@@ -27,18 +27,21 @@ from bindloop.contracts import (
 from bindloop.hosts.transports.httpx import HttpxTransport
 from bindloop.model import ModelRequest
 from bindloop.testing import function_model
-from bindloop.mcp import (
+from bindloop.mcp import McpHttpClient
+from bindloop.mcp import McpClientPorts, McpLimits
+from bindloop.mcp.server import McpRequestRefused
+from bindloop.mcp.server_requests import (
     ElicitationRequest,
     ElicitationResult,
-    McpElicitationComplete,
-    McpEvent,
-    McpHttpClient,
-    McpRequestRefused,
     McpSampling,
-    McpServerRequest,
     McpUrlElicitationRequired,
     SamplingRequest,
     ServerRequestHandlers,
+)
+from bindloop.mcp.session import (
+    McpElicitationComplete,
+    McpEvent,
+    McpServerRequest,
 )
 from bindloop.mcp._serve import elicit, serve_request
 
@@ -205,8 +208,9 @@ async def test_url_elicitation_required_is_shown_waited_for_and_the_call_retried
         return ElicitationResult(action="accept")
 
     handlers = ServerRequestHandlers(url_elicitation=browser)
-    async with McpHttpClient(transport, server="ref", modern_versions=(), handlers=handlers, on_event=events.append,
-                             url_elicitation_wait_ms=20_000) as client:
+    async with McpHttpClient(transport, server="ref", modern_versions=(), handlers=handlers,
+                             on_event=events.append,
+                             limits=McpLimits(url_elicitation_wait_ms=20_000)) as client:
         started = anyio.current_time()
         result = await client.call_tool("link_account", {})
         elapsed = anyio.current_time() - started
@@ -279,7 +283,7 @@ async def test_a_task_augmented_sampling_request_runs_as_a_task_the_server_polls
     assert handlers.capabilities()["tasks"] == {
         "list": {}, "cancel": {}, "requests": {"sampling": {"createMessage": {}}}}
     async with McpHttpClient(transport, server="ref", modern_versions=(), handlers=handlers,
-                             wall_clock=lambda: float(next(times))) as client:
+                             ports=McpClientPorts(wall_clock=lambda: float(next(times)))) as client:
         steps = _steps(await client.call_tool(
             "task_round", {"method": "sampling/createMessage", "cancel": False}))
         kept = client.server_tasks()

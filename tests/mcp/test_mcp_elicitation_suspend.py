@@ -25,10 +25,11 @@ from bindloop.agent import (
 from bindloop.contracts import ToolMessage
 from bindloop.errors import RunCancelledError
 from bindloop.hosts.transports.httpx import HttpxTransport
-from bindloop.mcp import (
+from bindloop.mcp import McpHttpClient
+from bindloop.mcp import McpLimits
+from bindloop.mcp.server_requests import (
     ElicitationContentError,
     ElicitationNotPendingError,
-    McpHttpClient,
     PendingElicitation,
     PendingElicitations,
     ServerRequestHandlers,
@@ -157,7 +158,7 @@ async def test_an_aborted_run_takes_its_pending_elicitation_away(
 
 
 async def test_next_times_out_and_url_entries_take_no_content() -> None:
-    from bindloop.mcp import ElicitationRequest
+    from bindloop.mcp.server_requests import ElicitationRequest
     from bindloop.errors import UsageError
 
     inbox = PendingElicitations()
@@ -201,7 +202,7 @@ def test_accept_refuses_exactly_what_the_reference_validator_refuses(
     """``accept`` raises ElicitationContentError exactly when the content, with the schema's
     defaults filled in, is invalid for the ``jsonschema`` reference validator; what it sends is
     that filled content."""
-    from bindloop.mcp import ElicitationRequest
+    from bindloop.mcp.server_requests import ElicitationRequest
 
     jsonschema = pytest.importorskip("jsonschema")
     schema = {"type": "object", "properties": fields,
@@ -237,8 +238,9 @@ async def test_a_url_elicitation_required_error_becomes_a_pending_url_entry(
 
     inbox = PendingElicitations()
     outcome: dict[str, Any] = {}
-    async with McpHttpClient(transport, server="ref", modern_versions=(), url_elicitation_wait_ms=20_000,
-                             handlers=ServerRequestHandlers(url_elicitation=inbox)) as client:
+    async with McpHttpClient(transport, server="ref", modern_versions=(),
+                             handlers=ServerRequestHandlers(url_elicitation=inbox),
+                             limits=McpLimits(url_elicitation_wait_ms=20_000)) as client:
         async def call() -> None:
             outcome["result"] = await client.call_tool("link_account", {})
 

@@ -16,25 +16,32 @@ from bindloop.contracts import ImagePart, Message, ModelTurnResult, UserMessage
 from bindloop.hosts.transports.httpx import HttpxTransport
 from bindloop.testing import function_model
 from bindloop.mcp import (
-    ElicitationRequest,
-    ElicitationResult,
-    McpEvent,
+    McpLimits,
     McpHttpClient,
-    McpRoot,
-    McpSampling,
-    McpServerNotification,
-    ServerRequestHandlers,
+    load_mcp_tools,
+)
+from bindloop.mcp.features import (
     complete,
     get_prompt,
     list_prompts,
     list_resource_templates,
     list_resources,
-    load_mcp_tools,
     prompt_messages,
     read_resource,
     resource_parts,
     subscribe_resource,
     unsubscribe_resource,
+)
+from bindloop.mcp.server_requests import (
+    ElicitationRequest,
+    ElicitationResult,
+    McpRoot,
+    McpSampling,
+    ServerRequestHandlers,
+)
+from bindloop.mcp.session import (
+    McpEvent,
+    McpServerNotification,
 )
 
 pytestmark = pytest.mark.anyio
@@ -63,7 +70,7 @@ async def everything(everything_url: str) -> AsyncIterator[tuple[McpHttpClient, 
                                      roots=[McpRoot(uri="file:///work/project", name="project")])
     try:
         async with McpHttpClient(transport, server="everything", handlers=handlers,
-                                 on_event=events.append, timeout_ms=20_000) as client:
+                                 on_event=events.append, limits=McpLimits(timeout_ms=20_000)) as client:
             yield client, events
     finally:
         await transport.aclose()
@@ -182,7 +189,7 @@ async def test_an_agent_reads_a_resource_and_a_prompt_into_its_context(
 
 
 async def test_a_tool_call_runs_as_a_task(everything: tuple[McpHttpClient, list[McpEvent]]) -> None:
-    from bindloop.mcp import McpTask, get_task, list_tasks, run_tool_task
+    from bindloop.mcp.tasks import McpTask, get_task, list_tasks, run_tool_task
 
     client, _ = everything
     seen: list[McpTask] = []
@@ -196,7 +203,7 @@ async def test_a_tool_call_runs_as_a_task(everything: tuple[McpHttpClient, list[
 
 async def test_a_task_that_needs_input_asks_through_the_elicitation_handler(
         everything: tuple[McpHttpClient, list[McpEvent]]) -> None:
-    from bindloop.mcp import McpTask, run_tool_task
+    from bindloop.mcp.tasks import McpTask, run_tool_task
 
     client, _ = everything
     seen: list[McpTask] = []
@@ -222,7 +229,7 @@ async def everything_2025_11(everything_url: str) -> AsyncIterator[tuple[McpHttp
                                      elicitation=elicit, url_elicitation=consent, tasks=True)
     try:
         async with McpHttpClient(transport, server="everything", handlers=handlers,
-                                 timeout_ms=30_000, url_elicitation_wait_ms=200) as client:
+                                 limits=McpLimits(timeout_ms=30_000, url_elicitation_wait_ms=200)) as client:
             yield client, shown
     finally:
         await transport.aclose()

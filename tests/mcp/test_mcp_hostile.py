@@ -15,6 +15,8 @@ from bindloop.hosts.transports.httpx import HttpxTransport
 from harness.fixtures.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply
 from bindloop.loop import run_tool_loop
 from bindloop.mcp import (
+    McpClientPorts,
+    McpLimits,
     McpConnectionError,
     McpError,
     McpHttpClient,
@@ -98,10 +100,11 @@ class McpScript:
         return [json.loads(r.body) for r in self.requests if r.body]
 
 
-def client(transport: HttpxTransport, **options: Any) -> McpHttpClient:
-    options.setdefault("timeout_ms", 2_000)
-    options.setdefault("notify_timeout_ms", 300)
-    return McpHttpClient(transport, server="hostile", **{"modern_versions": (), **options})
+def client(transport: HttpxTransport, limits: McpLimits = McpLimits(timeout_ms=2_000,
+                                                                   notify_timeout_ms=300),
+           **options: Any) -> McpHttpClient:
+    return McpHttpClient(transport, server="hostile", limits=limits,
+                         **{"modern_versions": (), **options})
 
 
 async def test_headers_session_id_protocol_version_auth_and_delete_on_close(
@@ -221,7 +224,7 @@ async def test_a_dropped_stream_is_resumed_with_last_event_id(
     async def sleep(seconds: float) -> None:
         slept.append(seconds)
 
-    mcp = client(transport, sleep=sleep)
+    mcp = client(transport, ports=McpClientPorts(sleep=sleep))
     seen: list[Any] = []
     await mcp.connect()
     answer = await mcp.call_tool("add", {"a": 1, "b": 2}, on_progress=seen.append)
@@ -269,7 +272,7 @@ async def test_a_server_that_never_answers_times_out_and_is_told_to_cancel(
     scripted.set_responder("mcp", script)
     # Only the silent call is bounded by the short timeout (what is tested); connecting, and the
     # cancellation the test then looks for, get all the time a loaded machine needs.
-    mcp = client(transport, timeout_ms=60_000, notify_timeout_ms=60_000)
+    mcp = client(transport, McpLimits(timeout_ms=60_000, notify_timeout_ms=60_000))
     await mcp.connect()
     mcp._timeout_ms = 200
     with pytest.raises(McpTimeoutError, match="'hostile': tools/call got no response within 200"):
@@ -373,7 +376,7 @@ async def test_a_hostile_call_inside_the_loop_leaves_a_valid_transcript(
     # Only the silent call is bounded by a timeout (the thing it tests). Connecting and listing
     # are answered at once but may take any time on a loaded machine: a short timeout over them
     # tested the machine's load, not the client ("initialize got no response within 300 ms").
-    mcp = client(transport, timeout_ms=60_000)  # a hang guard only
+    mcp = client(transport, McpLimits(timeout_ms=60_000, notify_timeout_ms=300))  # a hang guard
     toolset = await load_mcp_tools(mcp, prefix="h")
     if case == "silent":
         mcp._timeout_ms = 300  # from here on: the tool calls

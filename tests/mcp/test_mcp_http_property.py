@@ -11,7 +11,8 @@ from typing import Any
 import anyio
 from hypothesis import given, strategies as st
 
-from bindloop.mcp import McpHttpClient, McpProgress
+from bindloop.mcp import McpHttpClient
+from bindloop.mcp.session import McpProgress
 from bindloop.wire import HttpRequest
 
 

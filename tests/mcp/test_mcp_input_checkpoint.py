@@ -22,14 +22,16 @@ from bindloop.errors import UsageError
 from bindloop.hosts.transports.httpx import HttpxTransport
 from bindloop.loop import OpenSuspend
 from bindloop.mcp import (
+    McpHttpClient,
+    load_mcp_tools,
+)
+from bindloop.mcp.server_requests import (
     ElicitationContentError,
     ElicitationResult,
-    McpHttpClient,
     McpInputPending,
     PendingElicitations,
     ServerRequestHandlers,
     answer_mcp_input,
-    load_mcp_tools,
     pending_mcp_inputs,
 )
 
@@ -41,9 +43,16 @@ from bindloop.agent import ChatResult, create_agent, equip_instruction, equip_mc
 from bindloop.contracts import ToolMessage, tool_outcome_message
 from bindloop.hosts.transports.httpx import HttpxTransport
 from bindloop.hosts.stores.sqlite import SqliteStore
-from bindloop.mcp import (ElicitationResult, McpHttpClient, McpSampling, PendingElicitations,
-                          ServerRequestHandlers, answer_mcp_input, claim_mcp_input,
-                          pending_mcp_inputs)
+from bindloop.mcp import McpHttpClient
+from bindloop.mcp.server_requests import (
+    ElicitationResult,
+    McpSampling,
+    PendingElicitations,
+    ServerRequestHandlers,
+    answer_mcp_input,
+    claim_mcp_input,
+    pending_mcp_inputs,
+)
 from bindloop.checkpoints import parse_loop_checkpoint, serialize_loop_checkpoint
 from bindloop.stores import CheckpointConflictError
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
@@ -220,7 +229,7 @@ async def test_an_input_without_a_port_is_refused_before_the_reissue(
 
 def test_a_claim_is_one_revision_on_and_cannot_be_taken_twice() -> None:
     from bindloop.contracts import UserMessage
-    from bindloop.mcp import PendingMcpInput, claim_mcp_input
+    from bindloop.mcp.server_requests import PendingMcpInput, claim_mcp_input
     from bindloop.checkpoints import create_loop_checkpoint
 
     entry = PendingMcpInput(server="seats", tool="reserve_seat", arguments={"flight": "X"},

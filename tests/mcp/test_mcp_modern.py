@@ -24,17 +24,21 @@ from bindloop.contracts import ToolMessage, ToolResult
 from bindloop.hosts.transports.httpx import HttpxTransport
 from bindloop.hosts.mcp.server import McpServerApp
 from bindloop.mcp import (
-    ElicitationRequest,
-    ElicitationResult,
-    McpClientSession,
+    McpLimits,
+    McpClientPorts,
     McpHttpClient,
     McpProtocolError,
     McpRpcError,
     McpVersionError,
-    ServerRequestHandlers,
     load_mcp_tools,
     open_mcp_client,
 )
+from bindloop.mcp.server_requests import (
+    ElicitationRequest,
+    ElicitationResult,
+    ServerRequestHandlers,
+)
+from bindloop.mcp.session import McpClientSession
 from bindloop.mcp._exchange import header_value, param_header_values, param_headers
 from bindloop.mcp._oauth_model import application_type, registration_body
 from bindloop.mcp._server import _header_value
@@ -279,7 +283,7 @@ async def test_a_server_that_keeps_asking_is_abandoned_after_max_input_rounds() 
         return _reply(body["id"], {"resultType": "input_required", "requestState": "again"})
 
     server = Scripted(on_call)
-    client, http = client_for(server, max_input_rounds=3)
+    client, http = client_for(server, limits=McpLimits(max_input_rounds=3))
     try:
         await client.connect()
         with pytest.raises(McpProtocolError, match="after 3 rounds"):
@@ -330,7 +334,7 @@ async def test_a_cache_hint_keeps_the_list_fresh_for_its_ttl() -> None:
     async def on_call(body: dict[str, Any], _: httpx.Request) -> httpx.Response:
         raise AssertionError("no call")
 
-    client, http = client_for(Scripted(on_call), now=lambda: clock[0])
+    client, http = client_for(Scripted(on_call), ports=McpClientPorts(now=lambda: clock[0]))
     try:
         await client.connect()
         toolset = await load_mcp_tools(client)
@@ -536,7 +540,8 @@ async def test_subscriptions_listen_replaces_the_get_stream_for_a_stateless_serv
     seen: list[Any] = []
     http = httpx.AsyncClient(transport=httpx.MockTransport(Listening(on_call)))
     client = McpHttpClient(HttpxTransport("http://scripted.test/mcp", client=http),
-                           server="scripted", on_event=seen.append, sleep=_no_sleep)
+                           server="scripted", on_event=seen.append,
+                           ports=McpClientPorts(sleep=_no_sleep))
     try:
         async with client:
             await client.list_tools()

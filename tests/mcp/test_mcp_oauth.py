@@ -20,10 +20,13 @@ from hypothesis import given, strategies as st
 from bindloop.hosts.transports.httpx import HttpxTransport
 from harness.fixtures.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply
 from bindloop.mcp import (
-    AuthorizationServerMetadata,
-    McpAuthorizationError,
+    McpLimits,
     McpHttpClient,
     McpHttpError,
+)
+from bindloop.mcp.auth import (
+    AuthorizationServerMetadata,
+    McpAuthorizationError,
     McpOAuth,
     ProtectedResourceMetadata,
     parse_www_authenticate,
@@ -218,7 +221,8 @@ async def test_the_whole_flow_discovery_pkce_step_up_and_refresh(
                          authorize=world.authorize, redirect_uri="http://127.0.0.1:9/cb",
                          random_bytes=lambda n: bytes(next(randomness) % 256 for _ in range(n)),
                          store=store, now=lambda: clock[0])
-        mcp = McpHttpClient(transport, server="guarded", auth=oauth, timeout_ms=5_000)
+        mcp = McpHttpClient(transport, server="guarded", auth=oauth,
+                            limits=McpLimits(timeout_ms=5_000))
         await mcp.connect()  # 401 → discovery → registration → code flow → initialize again
         assert [a["scope"] for a in world.authorizations] == ["mcp:read offline_access"]
         await mcp.list_tools()
@@ -447,7 +451,8 @@ async def test_the_redirects_issuer_is_checked_exactly_rfc_9207(
                          fetch=transport_fetch(lambda url: HttpxTransport(url, client=http)),
                          authorize=world.authorize, redirect_uri="http://127.0.0.1:9/cb",
                          random_bytes=lambda n: bytes(range(n)), store=store)
-        client = McpHttpClient(transport, server="guarded", auth=oauth, timeout_ms=5_000)
+        client = McpHttpClient(transport, server="guarded", auth=oauth,
+                               limits=McpLimits(timeout_ms=5_000))
         if refused is None:
             await client.connect()
             assert world.token_forms and world.registrations == 1
@@ -521,7 +526,8 @@ async def test_a_resource_that_moves_to_another_issuer_is_rediscovered_and_regis
                          fetch=transport_fetch(lambda url: HttpxTransport(url, client=http)),
                          authorize=world.authorize, redirect_uri="http://127.0.0.1:9/cb",
                          random_bytes=lambda n: bytes(range(n)), store=store)
-        client = McpHttpClient(transport, server="guarded", auth=oauth, timeout_ms=5_000)
+        client = McpHttpClient(transport, server="guarded", auth=oauth,
+                               limits=McpLimits(timeout_ms=5_000))
         await client.connect()
         assert world.registered_at == ["as"]
         world.move()
@@ -550,7 +556,8 @@ async def test_a_stored_refresh_token_is_only_ever_sent_to_its_issuer(
                          authorize=world.authorize, redirect_uri="http://127.0.0.1:9/cb",
                          random_bytes=lambda n: bytes(range(n)), store=store,
                          now=lambda: clock[0])
-        return McpHttpClient(transports[-1], server="guarded", auth=oauth, timeout_ms=5_000)
+        return McpHttpClient(transports[-1], server="guarded", auth=oauth,
+                             limits=McpLimits(timeout_ms=5_000))
 
     try:
         await connect().connect()

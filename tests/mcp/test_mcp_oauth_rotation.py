@@ -17,8 +17,9 @@ from hypothesis import given, settings, strategies as st
 
 from bindloop.hosts.transports.httpx import HttpxTransport
 from harness.fixtures.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply
-from bindloop.mcp import (
-    McpHttpClient,
+from bindloop.mcp import McpHttpClient
+from bindloop.mcp import McpLimits
+from bindloop.mcp.auth import (
     McpOAuth,
     OAuthRequest,
     OAuthResponse,
@@ -95,7 +96,7 @@ async def test_two_clients_refreshing_at_once_end_on_one_live_rotation(
                         store=store, now=lambda: clock[0])
 
     auths = [oauth(), oauth()]
-    clients = [McpHttpClient(t, server="rotating", auth=a, timeout_ms=10_000)
+    clients = [McpHttpClient(t, server="rotating", auth=a, limits=McpLimits(timeout_ms=10_000))
                for t, a in zip(transports, auths)]
     try:
         await clients[0].connect()          # the browser step, once
@@ -154,7 +155,8 @@ async def test_a_refused_refresh_with_nothing_newer_stored_is_an_authorization_e
                     random_bytes=lambda n: bytes(next(randomness) % 256 for _ in range(n)),
                     store=store, now=lambda: clock[0], sleep=sleep, refresh_wait_ms=500)
     transport = HttpxTransport(world.base + "/mcp")
-    client = McpHttpClient(transport, server="rotating", auth=auth, timeout_ms=10_000)
+    client = McpHttpClient(transport, server="rotating", auth=auth,
+                           limits=McpLimits(timeout_ms=10_000))
     try:
         await client.connect()
         world.live_refresh.clear()          # the server revoked the whole family

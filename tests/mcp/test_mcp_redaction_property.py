@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from bindloop.errors import ToolFailure
 from bindloop.mcp import McpError, McpHttpClient, McpHttpError, McpRpcError, load_mcp_tools
+from bindloop.mcp import McpLimits
 from bindloop.wire import HttpRequest
 
 PLACES = ("http_body", "rpc_message", "rpc_data", "tool_error", "bad_event")
@@ -85,8 +86,9 @@ class EchoTransport:
 
 
 async def _shown(secret: str, place: str, spelling: str) -> list[str]:
-    mcp = McpHttpClient(EchoTransport(place, spelling), server="echo", modern_versions=(),  # type: ignore[arg-type]
-                        headers=[("authorization", f"Bearer {secret}")], timeout_ms=5_000)
+    mcp = McpHttpClient(EchoTransport(place, spelling), server="echo", modern_versions=(),
+                        headers=[("authorization", f"Bearer {secret}")],
+                        limits=McpLimits(timeout_ms=5_000))
     texts: list[str] = []
     try:
         await mcp.connect()

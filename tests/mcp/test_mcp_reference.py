@@ -15,8 +15,8 @@ from bindloop.contracts import ImagePart, ToolCall, ToolMessage, ToolOutcome
 from bindloop.hosts.transports.httpx import HttpxTransport
 from bindloop.loop import run_tool_loop
 from bindloop.mcp import (
+    McpLimits,
     McpHttpClient,
-    McpProgress,
     McpServerPlugin,
     McpToolset,
     PROTOCOL_VERSIONS,
@@ -24,6 +24,7 @@ from bindloop.mcp import (
     mcp_plugin_resolver,
     open_mcp_client,
 )
+from bindloop.mcp.session import McpProgress
 from bindloop.tools import (
     create_tool_registry,
     partition_plugin_catalog,
@@ -167,7 +168,8 @@ async def test_a_timeout_cancels_on_the_server_and_raises_typed(reference_url: s
 
     transport = HttpxTransport(reference_url)
     try:
-        async with open_mcp_client(transport, server="ref", modern_versions=(), max_timeout_ms=700) as client:
+        async with open_mcp_client(transport, server="ref", modern_versions=(),
+                                   limits=McpLimits(max_timeout_ms=700)) as client:
             # Progress every 50 ms starts the 200 ms timeout again: a 0.5 s call finishes ...
             done = await client.call_tool("slow", {"seconds": 0.5}, timeout_ms=200)
             assert "slept 0.5s" in str(done.content)

@@ -15,15 +15,19 @@ from bindloop.errors import RunCancelledError, ToolFailure
 from bindloop.hosts.transports.httpx import HttpxTransport
 from harness.fixtures.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply
 from bindloop.mcp import (
-    McpDiscarded,
+    McpClientPorts,
+    McpLimits,
     McpHttpError,
     McpProtocolError,
-    McpRoot,
     McpRpcError,
     McpVersionError,
-    ServerRequestHandlers,
     load_mcp_tools,
 )
+from bindloop.mcp.server_requests import (
+    McpRoot,
+    ServerRequestHandlers,
+)
+from bindloop.mcp.session import McpDiscarded
 from test_mcp_hostile import ADD_TOOL, McpScript, client, json_reply, result, sse_reply
 
 pytestmark = pytest.mark.anyio
@@ -40,7 +44,8 @@ async def test_an_event_stream_reply_may_be_as_large_as_max_body_bytes(
     await mcp.connect()
     answer = await mcp.call_tool("add", {"a": 1, "b": 2})
     assert answer.content[0]["text"] == big
-    small = client(transport, max_body_bytes=1024 * 1024)
+    small = client(transport, McpLimits(timeout_ms=2_000, notify_timeout_ms=300,
+                                       max_body_bytes=1024 * 1024))
     await small.connect()
     with pytest.raises(McpProtocolError, match="unusable event stream"):
         await small.call_tool("add", {"a": 1, "b": 2})
@@ -222,7 +227,7 @@ async def test_an_aborted_agent_run_cancels_its_mcp_call_on_the_server(
 
     script = McpScript(tools_call=tools_call)
     scripted.set_responder("mcp", script)
-    mcp = client(transport, timeout_ms=30_000)
+    mcp = client(transport, McpLimits(timeout_ms=30_000, notify_timeout_ms=300))
     model = scripted_stream_model([tool_call_turn([tool_call("s__add", {"a": 1, "b": 2},
                                                              id="c1")]),
                                    final_answer("never")])
@@ -274,7 +279,7 @@ async def test_the_get_stream_is_reopened_after_its_last_event(
         await anyio.sleep(0)
 
     seen: list[Any] = []
-    async with client(transport, sleep=sleep, on_event=seen.append):
+    async with client(transport, ports=McpClientPorts(sleep=sleep), on_event=seen.append):
         with anyio.fail_after(5):
             while len(gets) < 4:
                 await anyio.sleep(0.02)
@@ -288,7 +293,7 @@ async def test_the_get_stream_is_reopened_after_its_last_event(
 
 async def test_a_task_call_answered_directly_is_refused_by_name(
         scripted: ScriptedProviderServer, transport: HttpxTransport) -> None:
-    from bindloop.mcp import call_tool_as_task
+    from bindloop.mcp.tasks import call_tool_as_task
 
     script = McpScript(tools_call=lambda rpc, _: json_reply(result(rpc, {"content": []})))
     scripted.set_responder("mcp", script)
@@ -321,7 +326,7 @@ async def test_a_fatal_initialize_answer_on_a_numbered_stream_ends_the_exchange_
                              chunks=(b": held\n\n", b": never sent\n\n"), stall_after=1)
 
     scripted.set_responder("mcp", McpScript(initialize=initialize, GET=get))
-    mcp = client(transport, timeout_ms=4_000)
+    mcp = client(transport, McpLimits(timeout_ms=4_000, notify_timeout_ms=300))
     started = anyio.current_time()
     with pytest.raises(McpProtocolError) as caught:
         await mcp.connect()

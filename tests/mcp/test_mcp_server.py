@@ -27,14 +27,16 @@ from bindloop.hosts.asgi.chat import ChatRefused, ChatRequest
 from bindloop.hosts.transports.httpx import HttpxTransport
 from bindloop.hosts.mcp.server import McpServerApp
 from bindloop.mcp import (
-    McpCall,
     McpHttpClient,
-    McpProgress,
+    open_mcp_client,
+)
+from bindloop.mcp.server import (
+    McpCall,
     McpReply,
     McpServer,
     McpToolContext,
-    open_mcp_client,
 )
+from bindloop.mcp.session import McpProgress
 from bindloop.tools import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 

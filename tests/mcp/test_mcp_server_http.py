@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bindloop.contracts import ToolResult
-from bindloop.mcp import McpHttpAnswer, McpServer, answer_mcp_http
+from bindloop.mcp.server import McpHttpAnswer, McpServer, answer_mcp_http
 from bindloop.tools import define_tool
 
 pytestmark = pytest.mark.anyio

@@ -18,27 +18,31 @@ import pytest
 
 from bindloop.agent import (
     ChatResult,
-    approve,
     create_agent,
-    deny,
     equip_instruction,
     equip_tool,
-    pending_approvals,
     prompt_chat,
     resume_chat,
     run_with,
+)
+from bindloop.agent.approvals import (
+    approve,
+    deny,
+    pending_approvals,
 )
 from bindloop.contracts import ToolOutcome, ToolResult, ToolSuspend
 from bindloop.errors import UsageError
 from bindloop.hosts.transports.httpx import HttpxTransport
 from bindloop.hosts.mcp.server import McpServerApp
 from bindloop.hosts.stores.sqlite import SqliteStore
-from bindloop.mcp import (
-    ElicitationRequest,
-    ElicitationResult,
-    McpHttpClient,
+from bindloop.mcp import McpHttpClient
+from bindloop.mcp.server import (
     McpServer,
     McpToolInput,
+)
+from bindloop.mcp.server_requests import (
+    ElicitationRequest,
+    ElicitationResult,
     ServerRequestHandlers,
 )
 from bindloop.tools import define_tool

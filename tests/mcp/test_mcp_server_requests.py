@@ -16,16 +16,18 @@ from bindloop.hosts.transports.httpx import HttpxTransport
 from bindloop.model import ModelRequest
 from bindloop.testing import function_model
 from harness.fixtures.scripted_server import ScriptedProviderServer
-from bindloop.mcp import (
+from bindloop.mcp.server import McpRequestRefused
+from bindloop.mcp.server_requests import (
     ElicitationRequest,
     ElicitationResult,
-    McpDiscarded,
-    McpElicitationComplete,
-    McpRequestRefused,
     McpRoot,
     McpSampling,
     SamplingRequest,
     ServerRequestHandlers,
+)
+from bindloop.mcp.session import (
+    McpDiscarded,
+    McpElicitationComplete,
 )
 from test_mcp_hostile import McpScript, client, json_reply, result, sse_reply
 

@@ -1,5 +1,5 @@
 """The MCP server core is runtime-agnostic: ``mcp_server_core_snippet.py`` drives
-:class:`bindloop.mcp.McpServer` (both protocol forms, a call with progress, a refusal, bad
+:class:`bindloop.mcp.server.McpServer` (both protocol forms, a call with progress, a refusal, bad
 arguments, refusals, a hostile body) on CPython, and under Pyodide 314 in Node with this working
 tree's ``src/bindloop`` (``run_pyodide_server.mjs``); the two transcripts must be identical.
 

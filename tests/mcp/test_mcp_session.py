@@ -13,16 +13,18 @@ from hypothesis import given, strategies as st
 from bindloop.errors import ProtocolError, UsageError
 from bindloop.mcp import (
     CallToolResult,
+    McpProtocolError,
+    McpVersionError,
+    PROTOCOL_VERSIONS,
+)
+from bindloop.mcp.session import (
     McpClientSession,
     McpProgress,
     McpDiscarded,
-    McpProtocolError,
     McpRequestFailed,
     McpResponse,
     McpServerNotification,
     McpToolListChanged,
-    McpVersionError,
-    PROTOCOL_VERSIONS,
 )
 from bindloop.testing import stepping_clock
 

@@ -12,6 +12,7 @@ from bindloop.errors import UsageError
 from bindloop.hosts.transports.httpx import HttpxTransport
 from harness.fixtures.scripted_server import RecordedRequest, ScriptedProviderServer, ScriptedReply
 from bindloop.mcp import McpHttpClient, McpServerPlugin, build_mcp_tools, load_mcp_tools
+from bindloop.mcp import McpLimits
 from bindloop.mcp import McpToolInfo
 from bindloop.signal import AbortSignal
 
@@ -44,7 +45,7 @@ def responder(seen: list[dict[str, Any]]) -> Any:
 def test_bad_options_are_usage_errors_naming_the_fix() -> None:
     transport = HttpxTransport("http://127.0.0.1:9/mcp")
     with pytest.raises(UsageError, match="timeout_ms"):
-        McpHttpClient(transport, server="s", timeout_ms=0)
+        McpHttpClient(transport, server="s", limits=McpLimits(timeout_ms=0))
     with pytest.raises(UsageError, match="non-empty name"):
         McpHttpClient(transport, server="")
     client = McpHttpClient(transport, server="s")

@@ -6,7 +6,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from bindloop.agent import (
+from bindloop.agent.events import (
     ApprovalDecidedEvent,
     ApprovalRequestedEvent,
     ToolCallDoneEvent,

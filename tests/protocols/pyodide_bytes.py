@@ -6,8 +6,12 @@ import hashlib
 
 import msgspec
 
-from bindloop.agent import ApprovalRequestedEvent, ToolCallDoneEvent, ToolFinishedEvent, \
-    TurnStartEvent
+from bindloop.agent.events import (
+    ApprovalRequestedEvent,
+    ToolCallDoneEvent,
+    ToolFinishedEvent,
+    TurnStartEvent,
+)
 from bindloop.completion import (
     FinishEvent,
     ReasoningEvent,

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from protocol_helpers import feed_all, run_events
 
-from bindloop.agent import (
+from bindloop.agent.events import (
     ApprovalDecidedEvent,
     ApprovalRequestedEvent,
     ToolCallDoneEvent,
@@ -37,7 +37,7 @@ from bindloop.contracts import (
 )
 from bindloop.hosts.a2a.server import A2aServer, iso_timestamp
 from bindloop.hosts.asgi.chat import ChatInput, Emit
-from bindloop.protocols import (
+from bindloop.protocols.a2a import (
     A2A_METHODS,
     A2aErrorCode,
     A2aMessage,

@@ -58,7 +58,7 @@ from bindloop.hosts.asgi.chat import ChatInput, ChatRefused, ChatRequest, Emit  
 from bindloop.hosts.asgi.agent import agent_runner  # noqa: E402
 from bindloop.completion import TextEvent  # noqa: E402
 from bindloop.tools import define_tool  # noqa: E402
-from bindloop.protocols import A2aAgentSkill, A2aRpcError  # noqa: E402
+from bindloop.protocols.a2a import A2aAgentSkill, A2aRpcError  # noqa: E402
 from bindloop.testing import (  # noqa: E402
     final_answer,
     scripted_stream_model,

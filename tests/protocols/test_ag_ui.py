@@ -8,8 +8,12 @@ from typing import Any
 import msgspec
 from hypothesis import given, settings
 
-from bindloop.agent import ApprovalRequestedEvent, ToolCallDoneEvent, ToolFinishedEvent, \
-    TurnStartEvent
+from bindloop.agent.events import (
+    ApprovalRequestedEvent,
+    ToolCallDoneEvent,
+    ToolFinishedEvent,
+    TurnStartEvent,
+)
 from bindloop.completion import TextEvent, ToolCallChunk, ToolCallEvent, UsageEvent
 from bindloop.textstream import TurnResetEvent, TurnTextEvent
 from bindloop.contracts import ToolCall, ToolResult, ToolSuspend, TurnUsage

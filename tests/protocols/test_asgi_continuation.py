@@ -6,6 +6,7 @@ scripted OpenAI-chat provider on loopback, plain HTTP as a client sends it."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -336,7 +337,9 @@ def test_the_real_clients_reconnect_across_a_host_killed_mid_run(
     uninterrupted run gives; the round's model call is not made again, the early run's request
     is run again from its start."""
     if not installed(major):
-        pytest.fail("the npm clients are not installed: run `make clients-node`")
+        if os.environ.get("BINDLOOP_REQUIRE_CLIENTS") == "1":
+            pytest.fail("the npm clients are not installed: run `make test-clients`")
+        pytest.skip("npm clients not installed (make test-clients)")
     with ScriptedProviderServer() as server:
         server.set_responder("v1", worker_policy)
 

@@ -12,17 +12,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bindloop.agent import (
+    create_agent,
+    equip_instruction,
+    equip_tool,
+    on_stream,
+    prompt_chat,
+)
+from bindloop.agent.events import (
     ApprovalDecidedEvent,
     ApprovalRequestedEvent,
     ToolCallDoneEvent,
     ToolFinishedEvent,
     ToolStartedEvent,
     TurnStartEvent,
-    create_agent,
-    equip_instruction,
-    equip_tool,
-    on_stream,
-    prompt_chat,
 )
 from bindloop.completion import FinishEvent, TextEvent, ToolCallChunk, ToolCallEvent, UsageEvent
 from bindloop.textstream import TurnResetEvent, TurnTextEvent

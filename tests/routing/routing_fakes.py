@@ -12,7 +12,6 @@ from bindloop.routing import (
     AttemptTarget,
     Availability,
     CanonicalModelId,
-    FailureCategory,
     ProviderId,
     RecordedSkip,
     Resolution,
@@ -24,6 +23,7 @@ from bindloop.routing import (
     canonical_model_id,
     provider_id,
 )
+from bindloop.routing.failures import FailureCategory
 
 
 @dataclass

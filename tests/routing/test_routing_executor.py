@@ -8,7 +8,6 @@ from hypothesis import given, strategies as st
 
 from bindloop.errors import PortContractError
 from bindloop.routing import (
-    FAILURE_CATEGORIES,
     AttemptOutcome,
     BreakerKey,
     OnlyPolicy,
@@ -24,9 +23,12 @@ from bindloop.routing import (
     canonical_model_id,
     create_circuit_breaker,
     execute_route_plan,
-    failure_disposition,
     max_route_attempts,
     provider_id,
+)
+from bindloop.routing.failures import (
+    FAILURE_CATEGORIES,
+    failure_disposition,
 )
 from bindloop.signal import AbortController
 from routing_fakes import candidate, fail, ok, transports

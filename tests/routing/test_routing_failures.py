@@ -8,20 +8,22 @@ from hypothesis import given, strategies as st
 
 from bindloop.errors import PortContractError, RunCancelledError, RunTimeoutError, UsageError
 from bindloop.routing import (
-    FAILURE_CATEGORIES,
-    FAILURE_DISPOSITIONS,
-    AttemptClassification,
     AttemptError,
     AttemptTarget,
     RouteCursor,
-    TransportFailure,
     canonical_model_id,
+    provider_id,
+)
+from bindloop.routing.failures import (
+    FAILURE_CATEGORIES,
+    FAILURE_DISPOSITIONS,
+    AttemptClassification,
+    TransportFailure,
     clamp_retry_after_ms,
     classify_attempt_error,
     failure_disposition,
     neutral_status_category,
     parse_retry_after,
-    provider_id,
     retry_after_ms_from_headers,
 )
 from bindloop.signal import AbortController

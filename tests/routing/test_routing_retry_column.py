@@ -8,7 +8,7 @@ import pytest
 from bindloop.wire import is_retryable
 from bindloop.wire import StreamStalledError
 from bindloop.wire import StreamStall
-from bindloop.routing import FAILURE_CATEGORIES, FAILURE_DISPOSITIONS, failure_disposition
+from bindloop.routing.failures import FAILURE_CATEGORIES, FAILURE_DISPOSITIONS, failure_disposition
 from bindloop.wire import IncompleteStreamError, ProviderHttpError, TransportError
 
 

@@ -48,7 +48,12 @@ def _public_classes() -> dict[str, str]:
     for info in pkgutil.walk_packages(bindloop.__path__, "bindloop."):
         if any(p.startswith("_") for p in info.name.split(".")):
             continue
-        module = importlib.import_module(info.name)
+        try:
+            module = importlib.import_module(info.name)
+        except ModuleNotFoundError as exc:  # a Worker module: only importable inside workerd
+            if exc.name in {"js", "workers", "pyodide"}:
+                continue
+            raise
         for name in getattr(module, "__all__", ()):
             if inspect.isclass(getattr(module, name)):
                 found.setdefault(name, info.name)

@@ -686,7 +686,6 @@ def city_weather(city: str) -> str:
 
 async def test_equip_tool_call_tool_and_augment_tool_take_a_plain_function() -> None:
     from bindloop.agent import (
-        ToolMiddleware,
         augment_tool,
         call_tool,
         create_agent,
@@ -694,6 +693,7 @@ async def test_equip_tool_call_tool_and_augment_tool_take_a_plain_function() -> 
         equip_tool,
         prompt_chat,
     )
+    from bindloop.agent.middleware import ToolMiddleware
     from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 
     assert await call_tool(city_weather, {"city": "Porto"}) == "sunny in Porto"

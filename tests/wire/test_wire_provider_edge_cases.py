@@ -21,7 +21,7 @@ from bindloop.contracts import (
     ToolMessage,
     UserMessage,
 )
-from bindloop.routing import failure_disposition
+from bindloop.routing.failures import failure_disposition
 from bindloop.wire import (
     AnthropicAdapter,
     GeminiAdapter,

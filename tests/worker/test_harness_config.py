@@ -108,6 +108,23 @@ def test_read_worker_needs_a_wrangler_json_config(tmp_path: Path) -> None:
         read_worker(tmp_path)
 
 
+def test_the_staged_flags_keep_what_production_implies() -> None:
+    """python_dedicated_snapshot: implied in production by python_workers_20250116 from
+    2025-10-16, itself implied by python_workers from 2025-09-29 -- which the dev flags switch
+    off, so the harness names it."""
+    implied = harness.production_implied_flags
+    assert implied("2026-11-01", ["python_workers"]) == ("python_dedicated_snapshot",)
+    assert implied("2025-10-16", ["python_workers"]) == ("python_dedicated_snapshot",)
+    assert implied("2025-10-15", ["python_workers"]) == ()
+    assert implied("2025-09-01", ["python_workers", "python_workers_20250116"]) == ()
+    assert implied("2025-10-20", ["python_workers", "no_python_workers_20250116"]) == ()
+    assert implied("2025-10-20", ["python_workers", "disable_python_dedicated_snapshot"]) == ()
+    assert implied("2024-01-01", ["python_workers", "python_dedicated_snapshot"]) == ()
+    assert implied("2024-01-01", ["python_workers", "python_workers_20250116"]) == ()
+    assert implied("2025-11-01", ["python_workers", "python_workers_20250116"]) == (
+        "python_dedicated_snapshot",)
+
+
 def test_dev_flags_replace_the_released_pyodide_flags() -> None:
     assert harness.dev_compatibility_flags(
         ["python_workers", "python_workers_20260610", "python_workers_314", "nodejs_compat"]) == (
@@ -153,8 +170,9 @@ def test_stage_worker_writes_modules_vendored_packages_and_bindings(tmp_path: Pa
     assert '(className = "Session", uniqueKey = "demo-Sessions", enableSql = true)' in text
     assert '(className = "Cache", uniqueKey = "demo-Cache")' in text
     assert 'compatibilityDate = "2026-11-01"' in text
-    flags = ", ".join(json.dumps(f) for f in harness.dev_compatibility_flags(
-        ["python_workers", "python_workers_314", "disable_python_external_sdk"]))
+    flags = ", ".join(json.dumps(f) for f in (*harness.dev_compatibility_flags(
+        ["python_workers", "python_workers_314", "disable_python_external_sdk"]),
+        "python_dedicated_snapshot"))
     assert f"compatibilityFlags = [{flags}]" in text
     assert str((tmp_path / "do").resolve()) in text
 

@@ -173,7 +173,7 @@ def test_the_worker_s_own_model_over_http_continues_to_the_same_bytes() -> None:
     own turns: ``complete``) over a scripted OpenAI-chat provider on 127.0.0.1, its tools."""
     from bindloop.hosts.workers import agent
 
-    from bindloop.agent import WrappedModel
+    from bindloop.agent.middleware import WrappedModel
 
     from bindloop.hosts.transports.httpx import HttpxTransport
     from harness.fixtures.scripted_server import ScriptedProviderServer, turn_reply

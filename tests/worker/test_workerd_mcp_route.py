@@ -25,6 +25,7 @@ import pytest
 
 from bindloop.hosts.transports.httpx import HttpxTransport
 from bindloop.mcp import MODERN_VERSIONS, McpHttpClient
+from bindloop.mcp import McpLimits
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "worker" / "tools"))
@@ -48,8 +49,9 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 async def _with_bindloop(url: str, modern: bool) -> dict[str, Any]:
     transport = HttpxTransport(url, headers=[AUTH])
     try:
-        async with McpHttpClient(transport, server="worker", listen=False, timeout_ms=60_000,
-                                 modern_versions=MODERN_VERSIONS if modern else ()) as client:
+        async with McpHttpClient(transport, server="worker", listen=False,
+                                 modern_versions=MODERN_VERSIONS if modern else (),
+                                 limits=McpLimits(timeout_ms=60_000)) as client:
             infos, _ = await client.list_tools()
             counted = await client.call_tool("word_count", {"text": "one two three"})
             asked = await client.call_tool("ask_user", {"question": "Name?"})

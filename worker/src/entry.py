@@ -13,5 +13,5 @@ class Session(app.Session):  # one Durable Object per conversation (wrangler.jso
     tools = TOOLS
 
 
-class Default(app.ChatWorker):  # /v1/chat, /api/chat (useChat), /ag-ui
+class Default(app.ChatWorker):  # /v1/chat, /api/chat (useChat), /ag-ui, /mcp, /a2a
     tools = TOOLS

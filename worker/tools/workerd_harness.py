@@ -19,7 +19,8 @@ What serving a Worker directory does:
    (msgspec's ``.so``) as ``data`` -- after checking that each of ``pyproject.toml``'s
    dependencies is among them;
 4. writes a workerd config: the Worker with its compatibility date and its flags turned to the dev
-   bundle's (:func:`dev_compatibility_flags`), ``vars`` as text (or JSON) bindings, the Durable
+   bundle's (:func:`dev_compatibility_flags`) plus the ones production implies
+   (:func:`production_implied_flags`: the dedicated memory snapshot), ``vars`` as text (or JSON) bindings, the Durable
    Object classes on local-disk storage, and a ``globalOutbound`` network service that allows
    127.0.0.1;
 5. starts ``workerd serve`` in its own process group on 127.0.0.1 (port 0 reported on
@@ -86,6 +87,17 @@ DEV_STATE = ".workerd-dev"  # dev's staging, snapshot and (by default) storage, 
 # pyodide_dev.capnp.bin from --pyodide-bundle-disk-cache-dir.
 RELEASE_FLAGS = ("python_workers_20250116", "python_workers_20260610", "python_workers_314")
 DEV_FLAGS = ("python_workers_development", *(f"no_{f}" for f in RELEASE_FLAGS))
+
+# What a deployed Python Worker gets by implication that switching python_workers_20250116 off
+# (above) would lose: workerd's compatibility-date.capnp declares pythonDedicatedSnapshot
+# ("python_dedicated_snapshot") $impliedByAfterDate(pythonWorkers20250116, 2025-10-16), and
+# pythonWorkers20250116 $impliedByAfterDate(pythonWorkers, 2025-09-29). With it, the snapshot
+# taken when a Worker is uploaded is a *dedicated* one, collected after the Worker's top-level
+# code ran (src/pyodide/internal/snapshot.ts, maybeCollectDedicatedSnapshot), instead of the
+# *baseline* one collected before the Worker's files are mounted.
+DEDICATED_SNAPSHOT_FLAG = "python_dedicated_snapshot"
+DEDICATED_SNAPSHOT_FROM = "2025-10-16"
+PYTHON_WORKERS_20250116_FROM = "2025-09-29"
 
 # wrangler.jsonc keys that declare bindings this command does not serve: refused, so a Worker
 # never runs here without a binding it expects.
@@ -268,6 +280,23 @@ def dev_compatibility_flags(flags: Sequence[str]) -> tuple[str, ...]:
     return (*kept, *DEV_FLAGS)
 
 
+def production_implied_flags(date: str, flags: Sequence[str]) -> tuple[str, ...]:
+    """The flags Cloudflare's runtime turns on for a Worker of this compatibility ``date`` and
+    ``flags`` by implication, which :func:`dev_compatibility_flags` would switch off with
+    ``python_workers_20250116``: ``python_dedicated_snapshot`` when ``python_workers_20250116``
+    is on (named, or implied by ``python_workers`` from 2025-09-29) and the date is 2025-10-16 or
+    later, unless ``disable_python_dedicated_snapshot`` is named. The staged config names them,
+    so a snapshot written here is the kind production deploys get."""
+    on = set(flags)
+    v20250116 = "no_python_workers_20250116" not in on and (
+        "python_workers_20250116" in on
+        or ("python_workers" in on and date >= PYTHON_WORKERS_20250116_FROM))
+    dedicated = DEDICATED_SNAPSHOT_FLAG in on or (
+        v20250116 and date >= DEDICATED_SNAPSHOT_FROM
+        and f"disable_{DEDICATED_SNAPSHOT_FLAG}" not in on)
+    return (DEDICATED_SNAPSHOT_FLAG,) if dedicated and DEDICATED_SNAPSHOT_FLAG not in on else ()
+
+
 def read_dev_vars(path: Path) -> dict[str, str]:
     """``.dev.vars`` (wrangler's file of local secrets): ``NAME=value`` lines, ``#`` comments,
     values optionally in double or single quotes."""
@@ -296,8 +325,10 @@ COMPATIBILITY_FLAGS = dev_compatibility_flags(TEMPLATE.compatibility_flags)
 # --- staging ----------------------------------------------------------------------------------
 
 def _unpack_wheels(wheels_dirs: Sequence[Path], dest: Path) -> list[str]:
+    """Unpack every wheel of ``wheels_dirs`` into ``dest``; no directories: none (a Worker that
+    vendors nothing), directories without a wheel: an error naming the make target."""
     wheels = sorted(w for d in wheels_dirs for w in d.glob("*.whl"))
-    if not wheels:
+    if not wheels and wheels_dirs:
         raise HarnessError(f"no wheels in {', '.join(map(str, wheels_dirs))}: run "
                            "`make wasm-wheels wasm-wheels-pyc`")
     for whl in wheels:
@@ -405,7 +436,9 @@ def stage_worker(spec: WorkerSpec, stage_dir: Path, *, storage_dir: Path,
                       '  durableObjectStorage = (localDisk = "do-disk"),\n')
     binding_lines += [f'    (name = "KIT_RACER_{i}", service = "racer{i}"),' for i in range(racers)]
     storage_dir.mkdir(parents=True, exist_ok=True)
-    flags = ", ".join(_capnp_str(f) for f in dev_compatibility_flags(spec.compatibility_flags))
+    flags = ", ".join(_capnp_str(f) for f in (
+        *dev_compatibility_flags(spec.compatibility_flags),
+        *production_implied_flags(spec.compatibility_date, spec.compatibility_flags)))
     date = _capnp_str(spec.compatibility_date)
     racer_services = "".join(f'    (name = "racer{i}", worker = .racer{i}),\n' for i in range(racers))
     module_list = "\n".join(lines)

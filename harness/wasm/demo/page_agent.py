@@ -47,10 +47,7 @@ from typing import Any
 import msgspec
 
 from bindloop.agent import (
-    AgentStreamEvent,
-    StructuredDataEvent,
     ChatResult,
-    ToolFinishedEvent,
     create_agent,
     equip_history,
     equip_instruction,
@@ -60,6 +57,11 @@ from bindloop.agent import (
     on_stream,
     prompt_agent,
     prompt_chat,
+)
+from bindloop.agent.events import (
+    AgentStreamEvent,
+    StructuredDataEvent,
+    ToolFinishedEvent,
 )
 from bindloop.completion import ErrorEvent
 from bindloop.textstream import TurnStreamEvent, TurnTextStream, create_turn_text_stream

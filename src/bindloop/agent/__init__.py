@@ -6,6 +6,13 @@ See docs/agent.md.
 ``on_stream`` hooks shape one generation's prompt, ``prompt_agent(schema)`` / ``prompt_chat()``
 run it, ``reborn()`` starts another generation. ``run_with`` is the explicit root of a run (models,
 providers, trace bus, snapshots).
+
+The specialist areas are sub-namespaces, each with its full ``__all__``:
+:mod:`bindloop.agent.approvals` (deciding suspended tool calls), :mod:`bindloop.agent.snapshots`
+(record and replay a run), :mod:`bindloop.agent.limits` (rate and concurrency limits),
+:mod:`bindloop.agent.middleware` (the onions around model, tool, agent and tool-call-loop),
+:mod:`bindloop.agent.events` (the run's stream and trace events), :mod:`bindloop.agent.errors`
+and :mod:`bindloop.agent.partial_json` (live structured output).
 """
 
 from ._agent import (
@@ -14,40 +21,6 @@ from ._agent import (
     augment_agent as augment_agent,
     create_agent as create_agent,
     reborn as reborn,
-)
-from ._errors import (
-    AfterPromptAgentError as AfterPromptAgentError,
-    ApprovalAlreadyDecidedError as ApprovalAlreadyDecidedError,
-    ApprovalError as ApprovalError,
-    ApprovalTokenError as ApprovalTokenError,
-    AgentError as AgentError,
-    BudgetExceededError as BudgetExceededError,
-    LoopMissingToolOutputError as LoopMissingToolOutputError,
-    MissingDependencyError as MissingDependencyError,
-    ModelRegistryNotFoundError as ModelRegistryNotFoundError,
-    NoAgentContextError as NoAgentContextError,
-    PromptAgentAlreadyCalledError as PromptAgentAlreadyCalledError,
-    PromptSuspendedError as PromptSuspendedError,
-    RateLimitExceededError as RateLimitExceededError,
-    RebornLimitExceededError as RebornLimitExceededError,
-    SnapshotDisabledError as SnapshotDisabledError,
-    SnapshotDivergenceError as SnapshotDivergenceError,
-    StructuredOutputError as StructuredOutputError,
-    ToolCallFailedError as ToolCallFailedError,
-    ToolLoopExceededError as ToolLoopExceededError,
-    TurnBudgetExceededError as TurnBudgetExceededError,
-)
-from ._approvals import (
-    ApprovalDecision as ApprovalDecision,
-    ApproveCall as ApproveCall,
-    DenyCall as DenyCall,
-    EditCall as EditCall,
-    PendingApproval as PendingApproval,
-    approval_token as approval_token,
-    approve as approve,
-    deny as deny,
-    edit_arguments as edit_arguments,
-    pending_approvals as pending_approvals,
 )
 from ._hooks import (
     equip_budget as equip_budget,
@@ -66,25 +39,7 @@ from ._hooks import (
     on_event as on_event,
     on_stream as on_stream,
 )
-from ._middleware import (
-    AgentMiddleware as AgentMiddleware,
-    AgentMiddlewareContext as AgentMiddlewareContext,
-    ModelMiddleware as ModelMiddleware,
-    ToolCallLoopContext as ToolCallLoopContext,
-    ToolCallLoopMiddleware as ToolCallLoopMiddleware,
-    ToolMiddleware as ToolMiddleware,
-    ToolOutput as ToolOutput,
-    ToolTurn as ToolTurn,
-    WrappedModel as WrappedModel,
-    augment_model as augment_model,
-)
-from ._limits import (
-    ConcurrencyRule as ConcurrencyRule,
-    LimitRule as LimitRule,
-    RateRule as RateRule,
-    create_limit_middleware as create_limit_middleware,
-    create_simple_limit_middleware as create_simple_limit_middleware,
-)
+from ._middleware import augment_model as augment_model
 from ._log import TOOL_LOGGER as TOOL_LOGGER, log_tool_error as log_tool_error
 from ._observe import (
     ToolErrorHook as ToolErrorHook,
@@ -97,99 +52,28 @@ from ._prompt import (
     prompt_chat as prompt_chat,
 )
 from ._resume import resume_chat as resume_chat
-from ._retry import create_retry_middleware as create_retry_middleware
-from ._run import (
-    dump_snapshot as dump_snapshot,
-    restore_snapshot as restore_snapshot,
-    run_with as run_with,
-)
+from ._run import run_with as run_with
 from ._turns import ToolChoiceContext as ToolChoiceContext, ToolChoicePolicy as ToolChoicePolicy
-from ._snapshot import (
-    SNAPSHOT_VERSION as SNAPSHOT_VERSION,
-    AgentSnapshot as AgentSnapshot,
-    FrameSnapshot as FrameSnapshot,
-    JournalTurn as JournalTurn,
-    encode_snapshot as encode_snapshot,
-    parse_snapshot as parse_snapshot,
-)
-from ._stream import (
-    AgentStreamEvent as AgentStreamEvent,
-    ApprovalDecidedEvent as ApprovalDecidedEvent,
-    ApprovalRequestedEvent as ApprovalRequestedEvent,
-    CheckpointSavedEvent as CheckpointSavedEvent,
-    RunEvent as RunEvent,
-    StructuredDataEvent as StructuredDataEvent,
-    ToolCallDoneEvent as ToolCallDoneEvent,
-    ToolFinishedEvent as ToolFinishedEvent,
-    ToolStartedEvent as ToolStartedEvent,
-    TurnDoneEvent as TurnDoneEvent,
-    TurnFailedEvent as TurnFailedEvent,
-    TurnStartEvent as TurnStartEvent,
-)
 from ._text import TextStream as TextStream, stream_text as stream_text
 from ._tools import AgentTool as AgentTool, augment_tool as augment_tool, call_tool as call_tool
-from ._trace import (
-    TraceEmitter as TraceEmitter,
-    TraceEvent as TraceEvent,
-    TraceOptions as TraceOptions,
-)
-from ._partial_json import (
-    PartialJson as PartialJson,
-    PartialJsonParser as PartialJsonParser,
-    PartialJsonState as PartialJsonState,
-    parse_partial_json as parse_partial_json,
-)
 from ._mcp import equip_mcp as equip_mcp
 
 __all__ = (
-    "SNAPSHOT_VERSION",
     "TOOL_LOGGER",
     "Agent",
-    "AgentMiddleware",
-    "AgentMiddlewareContext",
-    "AgentSnapshot",
-    "AgentStreamEvent",
     "AgentTool",
-    "ApprovalDecidedEvent",
-    "ApprovalRequestedEvent",
-    "CheckpointSavedEvent",
     "ChatResult",
-    "ConcurrencyRule",
-    "FrameSnapshot",
-    "JournalTurn",
-    "LimitRule",
-    "ModelMiddleware",
-    "RateRule",
     "Reborn",
-    "RunEvent",
-    "StructuredDataEvent",
-    "ToolCallDoneEvent",
-    "ToolCallLoopContext",
-    "ToolCallLoopMiddleware",
     "ToolChoiceContext",
     "ToolChoicePolicy",
     "ToolErrorHook",
     "ToolErrorReport",
-    "ToolFinishedEvent",
-    "ToolMiddleware",
-    "ToolOutput",
-    "ToolStartedEvent",
-    "ToolTurn",
-    "TraceEmitter",
-    "TraceEvent",
-    "TraceOptions",
     "TextStream",
-    "TurnDoneEvent",
-    "TurnFailedEvent",
-    "TurnStartEvent",
-    "WrappedModel",
     "augment_agent",
     "augment_model",
     "augment_tool",
     "call_tool",
     "create_agent",
-    "dump_snapshot",
-    "encode_snapshot",
     "equip_budget",
     "equip_history",
     "equip_instruction",
@@ -205,58 +89,21 @@ __all__ = (
     "expect_validator",
     "on_event",
     "on_stream",
-    "parse_snapshot",
     "prompt_agent",
     "prompt_chat",
     "log_tool_error",
     "prompt_stats",
     "reborn",
-    "restore_snapshot",
     "resume_chat",
     "run_with",
     "stream_text",
-    "create_limit_middleware",
-    "create_retry_middleware",
-    "create_simple_limit_middleware",
-    "AfterPromptAgentError",
-    "AgentError",
-    "BudgetExceededError",
-    "LoopMissingToolOutputError",
-    "MissingDependencyError",
-    "ModelRegistryNotFoundError",
-    "NoAgentContextError",
-    "PromptAgentAlreadyCalledError",
-    "PromptSuspendedError",
-    "RateLimitExceededError",
-    "RebornLimitExceededError",
-    "SnapshotDisabledError",
-    "SnapshotDivergenceError",
-    "StructuredOutputError",
-    "ToolCallFailedError",
-    "ToolLoopExceededError",
-    "TurnBudgetExceededError",
-    "ApprovalAlreadyDecidedError",
-    "ApprovalDecision",
-    "ApprovalError",
-    "ApprovalTokenError",
-    "ApproveCall",
-    "DenyCall",
-    "EditCall",
-    "PendingApproval",
-    "approval_token",
-    "approve",
-    "deny",
-    "edit_arguments",
-    "pending_approvals",
-    # Partial JSON, read as the structured answer streams (_partial_json).
-    "PartialJson",
-    "PartialJsonParser",
-    "PartialJsonState",
-    "parse_partial_json",
-    # An MCP server's tools equipped in this generation (_mcp).
     "equip_mcp",
 )
 
 from .._public import publish as _publish
 
 _publish(__name__, globals(), __all__)
+
+# The sub-namespaces load with the package (their modules are already loaded by the names above), so
+# each object reports its public home from the first import on.
+from . import approvals, errors, events, limits, middleware, partial_json, snapshots  # noqa: E402, F401

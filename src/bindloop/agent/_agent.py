@@ -13,7 +13,7 @@ import anyio
 
 from ..errors import PortContractError, UsageError
 from ._chat_handler import chat_handler
-from ._errors import ModelRegistryNotFoundError, RebornLimitExceededError
+from ._errors import RebornLimitExceededError
 from ._context import Frame, Generation, RunState, current_frame, enter, leave, optional_frame
 from ._host import hosting
 from ._middleware import (
@@ -47,7 +47,7 @@ _REBORN = Reborn()
 def reborn() -> Reborn:
     """``return reborn()`` from a handler: run it again as a new generation (draft reset, memory
     kept). More than the agent's ``max_reborns`` raises
-    :class:`~bindloop.agent.RebornLimitExceededError`."""
+    :class:`~bindloop.agent.errors.RebornLimitExceededError`."""
     current_frame("reborn")
     return _REBORN
 
@@ -94,7 +94,7 @@ class Agent(Generic[P, R]):
         if isinstance(model, str):
             found = run.registry.get(model)
             if found is None:
-                raise ModelRegistryNotFoundError(
+                raise UsageError(
                     f"agent {self.id!r} names model {model!r}, which run_with(model_registry=) "
                     f"does not hold (it has {sorted(run.registry)}); register it or pass a model "
                     "object")

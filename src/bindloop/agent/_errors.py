@@ -19,10 +19,7 @@ __all__ = (
     "AgentError",
     "BudgetExceededError",
     "LoopMissingToolOutputError",
-    "MissingDependencyError",
-    "ModelRegistryNotFoundError",
     "NoAgentContextError",
-    "PromptAgentAlreadyCalledError",
     "PromptSuspendedError",
     "RateLimitExceededError",
     "RebornLimitExceededError",
@@ -46,13 +43,6 @@ class AfterPromptAgentError(UsageError):
     """A draft hook was called after this generation's prompt crossed the draft barrier."""
 
 
-class PromptAgentAlreadyCalledError(UsageError):
-    """A second ``prompt_agent`` / ``prompt_chat`` in one generation (use ``reborn()`` for another)."""
-
-
-class ModelRegistryNotFoundError(UsageError):
-    """An agent names a model id that ``run_with(model_registry=)`` does not hold, or has no model
-    at all (none of its own, its parent's, or the root's)."""
 
 
 class LoopMissingToolOutputError(UsageError):
@@ -78,10 +68,6 @@ class SnapshotFormatError(UsageError):
         super().__init__(f"snapshot field {field or '<root>'!r}: {problem}")
         self.field = field
 
-
-class MissingDependencyError(UsageError):
-    """``expect_scope`` / ``expect_resource``: no ancestor agent (nor ``run_with(providers=)``)
-    offers the key."""
 
 
 class SnapshotDivergenceError(UsageError):

@@ -10,7 +10,6 @@ import msgspec
 
 from ..contracts import Message
 from ..errors import UsageError
-from ._errors import MissingDependencyError
 from ..tools import Tool
 from ..signal import AbortSignal
 from ._context import Frame, current_frame, draft_generation, optional_frame
@@ -274,7 +273,7 @@ _MISSING = object()
 
 def expect_scope(key: str, default: Any = _MISSING) -> Any:
     """The nearest ancestor agent's ``equip_scope(key, ...)`` value (or ``default``); raises
-    :class:`~bindloop.errors.MissingDependencyError` naming the key otherwise."""
+    :class:`~bindloop.errors.UsageError` naming the key otherwise."""
     frame = current_frame("expect_scope")
     node = frame.parent
     while node is not None:
@@ -283,7 +282,7 @@ def expect_scope(key: str, default: Any = _MISSING) -> Any:
         node = node.parent
     if default is not _MISSING:
         return default
-    raise MissingDependencyError(
+    raise UsageError(
         f"expect_scope({key!r}): no ancestor agent offered {key!r}; call equip_scope({key!r}, "
         "value) in a parent agent before it calls this one")
 
@@ -291,10 +290,10 @@ def expect_scope(key: str, default: Any = _MISSING) -> Any:
 def expect_resource(key: str, default: Any = _MISSING) -> Any:
     """A resource: the nearest ancestor agent's ``equip_resource(key, ...)``, else what
     ``run_with(providers=)`` injected under ``key`` (or ``default``); raises
-    :class:`~bindloop.errors.MissingDependencyError` naming the key otherwise."""
+    :class:`~bindloop.errors.UsageError` naming the key otherwise."""
     frame = optional_frame()
     if frame is None:
-        raise MissingDependencyError(
+        raise UsageError(
             f"expect_resource({key!r}) was called outside run_with and outside any agent")
     node = frame.parent
     while node is not None:
@@ -305,6 +304,6 @@ def expect_resource(key: str, default: Any = _MISSING) -> Any:
         return frame.run.providers[key]
     if default is not _MISSING:
         return default
-    raise MissingDependencyError(
+    raise UsageError(
         f"expect_resource({key!r}): nothing provides {key!r}; pass run_with(providers={{{key!r}: "
         "...}}) or equip_resource it in a parent agent")

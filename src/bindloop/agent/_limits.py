@@ -3,7 +3,7 @@
 ``create_simple_limit_middleware(rpm=, tpm=, concurrency=)``.
 
 A rule either waits until the call fits (through the injected ``sleep``) or raises
-:class:`~bindloop.agent.RateLimitExceededError`; a waiting rule with ``max_wait_ms`` raises when
+:class:`~bindloop.agent.limits.RateLimitExceededError`; a waiting rule with ``max_wait_ms`` raises when
 the wait would be longer. Time comes from the injected ``clock`` (milliseconds).
 """
 

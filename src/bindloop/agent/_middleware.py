@@ -192,7 +192,7 @@ class ToolCallLoopMiddleware(msgspec.Struct, frozen=True):
     ``await next(calls)`` executes ``calls`` (each through its tool middleware) and returns their
     outputs. Whatever a layer filters out it must answer itself: after the chain, every call of the
     batch needs exactly one output (N in = N out), else
-    :class:`~bindloop.agent.LoopMissingToolOutputError`."""
+    :class:`~bindloop.agent.errors.LoopMissingToolOutputError`."""
 
     name: str
     handler: Callable[[ToolCallLoopContext, list[ToolCall], LoopNext], Awaitable[list[ToolOutput]]]

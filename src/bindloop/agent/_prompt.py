@@ -43,7 +43,6 @@ from ._errors import (
     BudgetExceededError,
     LoopMissingToolOutputError,
     NoAgentContextError,
-    PromptAgentAlreadyCalledError,
     PromptSuspendedError,
     SnapshotDivergenceError,
 )
@@ -122,7 +121,7 @@ def begin(hook: str) -> tuple[Frame, Generation]:
     gen = frame.generation
     assert gen is not None
     if gen.prompted:
-        raise PromptAgentAlreadyCalledError(
+        raise UsageError(
             f"{hook}() was called twice in one generation of agent {frame.agent_id!r}: one "
             "generation makes one prompt; return reborn() to prompt again in a new generation")
     gen.prompted = True

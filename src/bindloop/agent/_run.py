@@ -60,7 +60,7 @@ async def run_with(fn: Callable[..., Awaitable[R]], *, initial_props: Any = _UNS
     ``bindloop.hosts.telemetry.logs.log_tool_errors(logger, level=)`` is the same record on your logger.
     Either way the prompt's ``ChatResult.tool_failures`` lists the reports.
     ``on_event(event)`` is called synchronously with each run event
-    (:class:`~bindloop.agent.AgentStreamEvent`) of the top-level agent's prompts the moment it is
+    (:class:`~bindloop.agent.events.AgentStreamEvent`) of the top-level agent's prompts the moment it is
     emitted, before the run goes on (keep it cheap; a raise fails the prompt): what it has seen
     when a checkpoint is saved is exactly what came before that save. A sub-agent's events are
     its caller's to forward (``on_stream`` inside it). :func:`~bindloop.agent.stream_text` is
@@ -69,7 +69,7 @@ async def run_with(fn: Callable[..., Awaitable[R]], *, initial_props: Any = _UNS
     ``snapshot`` replays: each agent (matched by call order) is served its journaled model turns and
     tool outputs — zero model calls, zero tool executions — until its journal runs out, then it goes
     live. A request whose prompt hash differs from the journal's raises
-    :class:`~bindloop.agent.SnapshotDivergenceError`. A replayed run records its journal too when
+    :class:`~bindloop.agent.snapshots.SnapshotDivergenceError`. A replayed run records its journal too when
     ``enable_snapshot`` is on, so its snapshot equals the original's.
     """
     if not callable(fn):
@@ -125,8 +125,8 @@ def dump_snapshot() -> AgentSnapshot:
     """The run's snapshot so far: every frame's memory and journal, children included — from a
     handler (mid-run) or from the root function after the agents returned.
 
-    Raises :class:`~bindloop.agent.SnapshotDisabledError` unless the run was started with
-    ``run_with(enable_snapshot=True)``, and :class:`~bindloop.agent.NoAgentContextError` outside a
+    Raises :class:`~bindloop.agent.snapshots.SnapshotDisabledError` unless the run was started with
+    ``run_with(enable_snapshot=True)``, and :class:`~bindloop.agent.errors.NoAgentContextError` outside a
     run."""
     frame = optional_frame()
     if frame is None:

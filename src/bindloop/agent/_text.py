@@ -5,7 +5,7 @@
             print(text, end="")
 
 It is ``run_with`` with an ``on_event`` observer of the run's events
-(:data:`~bindloop.agent.RunEvent`) that keeps the text deltas of the top-level agent's prompts;
+(:data:`~bindloop.agent.events.RunEvent`) that keeps the text deltas of the top-level agent's prompts;
 nothing else is different.
 """
 

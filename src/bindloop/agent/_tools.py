@@ -90,7 +90,7 @@ async def call_tool(tool: Tool[Any, Any] | AgentTool | Callable[..., Any],
     """Run one tool directly, through its static middleware only (no tool-call-loop middleware,
     no dynamic layers): returns the result's raw ``content``.
 
-    Raises :class:`~bindloop.agent.ToolCallFailedError` when the tool answers with an error (bad
+    Raises :class:`~bindloop.agent.errors.ToolCallFailedError` when the tool answers with an error (bad
     arguments included) or suspends; exceptions from the tool body propagate unchanged."""
     agent_tool = as_agent_tool("call_tool", tool)
     outcome = await agent_tool.run(args, call_id=None)

@@ -4,7 +4,7 @@ semantic conventions (``gen_ai.*`` attributes), emitted to the run's ``event_bus
 Events carry no wall-clock time (the core has no clock): ``seq`` orders them and an exporter stamps
 times as they arrive (``bindloop.hosts.telemetry.otel``). Span and trace ids are counters, so a replayed run
 emits the same trace. Chat and tool span ends also carry the journal data (the turn, its prompt hash,
-the tool outcome) that :func:`~bindloop.agent.restore_snapshot` rebuilds a snapshot from.
+the tool outcome) that :func:`~bindloop.agent.snapshots.restore_snapshot` rebuilds a snapshot from.
 """
 
 from __future__ import annotations
@@ -116,11 +116,11 @@ class Tracer:
 
 class ChatSpans:
     """A prompt's ``chat`` spans, read off its turn events: a span opens at a turn's
-    :class:`~bindloop.agent.TurnStartEvent` (a second start of the same turn, a route's fallback
-    taking over, keeps it) and ends at its :class:`~bindloop.agent.TurnDoneEvent` -- with the
+    :class:`~bindloop.agent.events.TurnStartEvent` (a second start of the same turn, a route's fallback
+    taking over, keeps it) and ends at its :class:`~bindloop.agent.events.TurnDoneEvent` -- with the
     turn's usage and finish reason, and the journal data the event carries for the host (the
-    prompt hash and the turn, which :func:`~bindloop.agent.restore_snapshot` reads) -- or its
-    :class:`~bindloop.agent.TurnFailedEvent` (``error``). The same events the stream carries."""
+    prompt hash and the turn, which :func:`~bindloop.agent.snapshots.restore_snapshot` reads) -- or its
+    :class:`~bindloop.agent.events.TurnFailedEvent` (``error``). The same events the stream carries."""
 
     __slots__ = ("_open", "name", "parent", "provider", "tracer")
 
@@ -160,9 +160,9 @@ class ChatSpans:
 
 class ToolSpans:
     """A prompt's ``execute_tool`` spans, read off its run events: a span opens at a call's
-    :class:`~bindloop.agent.ToolStartedEvent` and ends at its
-    :class:`~bindloop.agent.ToolFinishedEvent` -- with the outcome the model read (the journal data
-    :func:`~bindloop.agent.restore_snapshot` reads), or ``error`` for a raise. The same events the
+    :class:`~bindloop.agent.events.ToolStartedEvent` and ends at its
+    :class:`~bindloop.agent.events.ToolFinishedEvent` -- with the outcome the model read (the journal data
+    :func:`~bindloop.agent.snapshots.restore_snapshot` reads), or ``error`` for a raise. The same events the
     stream carries, so a traced run and a watched one report the same calls (a journaled call a
     replay serves included)."""
 

@@ -19,7 +19,7 @@ from ..textstream import TurnTextStream
 from ._partial_json import PartialJsonParser
 from ..contracts import Message, ModelTurnResult, ToolDefinition, TurnUsage
 from ..errors import PortContractError, UsageError
-from ._errors import BudgetExceededError, ModelRegistryNotFoundError
+from ._errors import BudgetExceededError
 from ..model import ForcedTool, Model, ModelRequest, StreamModel, StructuredOutputMode, \
     ToolChoice, fold_events, unpriced
 from ._context import Frame, Generation
@@ -80,7 +80,7 @@ def resolve_model(frame: Frame) -> Model:
         node = node.parent
     if frame.run.model is not None:
         return frame.run.model
-    raise ModelRegistryNotFoundError(
+    raise UsageError(
         f"agent {frame.agent_id!r} has no model: pass create_agent(model=...), give a parent "
         "agent one, or pass run_with(model=...)")
 

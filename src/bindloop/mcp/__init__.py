@@ -1,89 +1,36 @@
-"""MCP: the client side, bindloop talking to a Model Context Protocol server — a sans-I/O client
-(:class:`McpClientSession`), its streamable HTTP binding over the host's ``Transport``
-(:class:`McpHttpClient`), and a server's tools as bindloop tools (:func:`load_mcp_tools`), equipped
-in an agent (``bindloop.agent.equip_mcp``) or as a registry plugin (:class:`McpServerPlugin`).
-Around them: authorization (:class:`McpOAuth`), the server's own requests answered through the
-host's ports (:class:`ServerRequestHandlers`), and resources, prompts and completion
-(:func:`list_resources`, :func:`get_prompt`, :func:`complete`, ...), and tool calls run as tasks
-(:func:`run_tool_task`). And the server side: bindloop tools served to MCP clients
-(:class:`McpServer`, the protocol's decisions without I/O; its ASGI binding is
-``bindloop.hosts.mcp.server.McpServerApp``).
+"""MCP: the client side, bindloop talking to a Model Context Protocol server — its streamable HTTP
+client over the host's ``Transport`` (:class:`McpHttpClient`, :func:`open_mcp_client`), and a
+server's tools as bindloop tools (:func:`load_mcp_tools`), equipped in an agent
+(``bindloop.agent.equip_mcp``) or as a registry plugin (:class:`McpServerPlugin`); the protocol's
+results and the client's errors.
+
+The specialist areas are sub-namespaces, each with its full ``__all__``: :mod:`bindloop.mcp.auth`
+(OAuth and the token stores), :mod:`bindloop.mcp.server_requests` (roots, sampling and elicitation
+answered through the host's ports), :mod:`bindloop.mcp.features` (resources, prompts and
+completion), :mod:`bindloop.mcp.tasks` (tool calls run as tasks), :mod:`bindloop.mcp.session` (the
+sans-I/O client session, for a custom driver) and :mod:`bindloop.mcp.server` (bindloop tools served
+to MCP clients, the protocol's decisions without I/O; its ASGI binding is
+``bindloop.hosts.mcp_server.McpServerApp``).
 
 See docs/mcp.md.
 """
 
+from ._client_options import McpClientPorts as McpClientPorts, McpLimits as McpLimits
 from ._content import map_call_result as map_call_result, map_content_block as map_content_block
-from ._deferred import (
-    McpInputPending as McpInputPending,
-    PendingMcpInput as PendingMcpInput,
-    answer_mcp_input as answer_mcp_input,
-    claim_mcp_input as claim_mcp_input,
-    pending_mcp_inputs as pending_mcp_inputs,
-)
-from ._server_http import (
-    McpHttpAnswer as McpHttpAnswer,
-    answer_mcp_http as answer_mcp_http,
-    mcp_post_refusal as mcp_post_refusal,
-)
 from ._errors import (
-    ElicitationContentError as ElicitationContentError,
-    ElicitationNotPendingError as ElicitationNotPendingError,
-    McpAuthorizationError as McpAuthorizationError,
     McpConnectionError as McpConnectionError,
     McpError as McpError,
     McpHttpError as McpHttpError,
     McpProtocolError as McpProtocolError,
-    McpRequestRefused as McpRequestRefused,
     McpRpcError as McpRpcError,
     McpSessionExpiredError as McpSessionExpiredError,
     McpTimeoutError as McpTimeoutError,
-    McpUrlElicitationRequired as McpUrlElicitationRequired,
     McpVersionError as McpVersionError,
-)
-from ._features import (
-    CompletionResult as CompletionResult,
-    McpPrompt as McpPrompt,
-    McpPromptArgument as McpPromptArgument,
-    McpResource as McpResource,
-    McpResourceTemplate as McpResourceTemplate,
-    PromptResult as PromptResult,
-    ResourceContents as ResourceContents,
-    complete as complete,
-    get_prompt as get_prompt,
-    list_prompts as list_prompts,
-    list_resource_templates as list_resource_templates,
-    list_resources as list_resources,
-    prompt_messages as prompt_messages,
-    read_resource as read_resource,
-    resource_parts as resource_parts,
-    subscribe_resource as subscribe_resource,
-    unsubscribe_resource as unsubscribe_resource,
 )
 from ._http import (
     McpHttpClient as McpHttpClient,
     ProgressCallback as ProgressCallback,
     open_mcp_client as open_mcp_client,
-)
-from ._oauth import (
-    AuthorizationGrant as AuthorizationGrant,
-    AuthorizeRedirect as AuthorizeRedirect,
-    McpAuth as McpAuth,
-    McpOAuth as McpOAuth,
-    OAuthFetch as OAuthFetch,
-    OAuthRequest as OAuthRequest,
-    OAuthResponse as OAuthResponse,
-    id_jag_exchange as id_jag_exchange,
-    transport_fetch as transport_fetch,
-)
-from ._oauth_model import (
-    AuthorizationServerMetadata as AuthorizationServerMetadata,
-    ProtectedResourceMetadata as ProtectedResourceMetadata,
-    WwwAuthenticate as WwwAuthenticate,
-    parse_www_authenticate as parse_www_authenticate,
-)
-from ._pending import (
-    PendingElicitation as PendingElicitation,
-    PendingElicitations as PendingElicitations,
 )
 from ._protocol import (
     MODERN_VERSIONS as MODERN_VERSIONS,
@@ -96,50 +43,6 @@ from ._protocol import (
     McpToolInfo as McpToolInfo,
     RequestId as RequestId,
     SkippedMcpTool as SkippedMcpTool,
-)
-from ._serve import (
-    ElicitationHandler as ElicitationHandler,
-    ElicitationRequest as ElicitationRequest,
-    ElicitationResult as ElicitationResult,
-    McpRoot as McpRoot,
-    McpSampling as McpSampling,
-    SamplingHandler as SamplingHandler,
-    SamplingRequest as SamplingRequest,
-    ServerRequestHandlers as ServerRequestHandlers,
-)
-from ._server import (
-    McpCall as McpCall,
-    McpReply as McpReply,
-    McpServer as McpServer,
-    McpToolContext as McpToolContext,
-    McpToolInput as McpToolInput,
-    ToolExceptionHook as ToolExceptionHook,
-)
-from ._session import (
-    McpClientSession as McpClientSession,
-    McpDiscarded as McpDiscarded,
-    McpElicitationComplete as McpElicitationComplete,
-    McpEra as McpEra,
-    McpEvent as McpEvent,
-    McpInputRequired as McpInputRequired,
-    McpPhase as McpPhase,
-    McpProgress as McpProgress,
-    McpRequestFailed as McpRequestFailed,
-    McpResponse as McpResponse,
-    McpServerNotification as McpServerNotification,
-    McpServerRequest as McpServerRequest,
-    McpToolListChanged as McpToolListChanged,
-    Outgoing as Outgoing,
-)
-from ._tasks import (
-    TERMINAL_TASK_STATUSES as TERMINAL_TASK_STATUSES,
-    McpTask as McpTask,
-    call_tool_as_task as call_tool_as_task,
-    cancel_task as cancel_task,
-    get_task as get_task,
-    list_tasks as list_tasks,
-    run_tool_task as run_tool_task,
-    task_result as task_result,
 )
 from ._tools import (
     McpArguments as McpArguments,
@@ -156,119 +59,44 @@ from ._tools import (
 __all__ = (
     "MODERN_VERSIONS",
     "PROTOCOL_VERSIONS",
-    "TERMINAL_TASK_STATUSES",
-    "AuthorizationGrant",
-    "AuthorizationServerMetadata",
-    "AuthorizeRedirect",
     "CallToolResult",
-    "CompletionResult",
-    "ElicitationContentError",
-    "ElicitationHandler",
-    "ElicitationNotPendingError",
-    "ElicitationRequest",
-    "ElicitationResult",
     "Implementation",
     "InitializeResult",
     "ListToolsResult",
     "McpArguments",
-    "McpAuth",
-    "McpAuthorizationError",
-    "McpCall",
-    "McpClientSession",
+    "McpClientPorts",
     "McpConnectionError",
-    "McpDiscarded",
     "DiscoverResult",
-    "McpEra",
-    "McpInputRequired",
-    "McpElicitationComplete",
     "McpError",
-    "McpEvent",
-    "McpHttpAnswer",
     "McpHttpClient",
-    "McpInputPending",
     "McpHttpError",
-    "McpOAuth",
-    "McpPhase",
-    "McpProgress",
-    "McpPrompt",
-    "McpPromptArgument",
+    "McpLimits",
     "McpProtocolError",
-    "McpRequestFailed",
-    "McpReply",
-    "McpRequestRefused",
-    "McpResource",
-    "McpResourceTemplate",
-    "McpResponse",
-    "McpRoot",
     "McpRpcError",
-    "McpSampling",
-    "McpServer",
-    "McpServerNotification",
     "McpServerPlugin",
-    "McpServerRequest",
     "McpSessionExpiredError",
-    "McpTask",
     "McpTimeoutError",
     "McpTool",
     "McpToolInfo",
-    "McpToolContext",
-    "McpToolInput",
-    "McpToolListChanged",
     "McpToolset",
-    "McpUrlElicitationRequired",
     "McpVersionError",
-    "OAuthFetch",
-    "OAuthRequest",
-    "OAuthResponse",
-    "Outgoing",
-    "PendingElicitation",
-    "PendingElicitations",
-    "PendingMcpInput",
     "ProgressCallback",
-    "PromptResult",
-    "ProtectedResourceMetadata",
     "RequestId",
-    "ResourceContents",
-    "SamplingHandler",
-    "SamplingRequest",
-    "ServerRequestHandlers",
     "SkippedMcpTool",
-    "ToolExceptionHook",
     "ToolFilter",
     "ToolProgress",
-    "WwwAuthenticate",
-    "answer_mcp_http",
-    "answer_mcp_input",
     "build_mcp_tools",
-    "call_tool_as_task",
-    "cancel_task",
-    "claim_mcp_input",
-    "complete",
-    "get_prompt",
-    "get_task",
-    "id_jag_exchange",
-    "list_prompts",
-    "list_resource_templates",
-    "list_resources",
-    "list_tasks",
     "load_mcp_tools",
     "map_call_result",
     "map_content_block",
     "mcp_plugin_resolver",
-    "mcp_post_refusal",
     "open_mcp_client",
-    "parse_www_authenticate",
-    "pending_mcp_inputs",
-    "prompt_messages",
-    "read_resource",
-    "resource_parts",
-    "run_tool_task",
-    "subscribe_resource",
-    "task_result",
-    "transport_fetch",
-    "unsubscribe_resource",
 )
 
 from .._public import publish as _publish
 
 _publish(__name__, globals(), __all__)
+
+# The sub-namespaces load with the package, so each object reports its public home from the first
+# import on.
+from . import auth, features, server, server_requests, session, tasks  # noqa: E402, F401

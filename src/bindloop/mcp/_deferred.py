@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from ._serve import ServerRequestHandlers
 
 __all__ = (
-    "McpInputPending",
     "PendingMcpInput",
     "answer_mcp_input",
     "claim_mcp_input",

@@ -2,7 +2,7 @@
 (a flat object schema of primitive fields) or ``url`` mode (2025-11-25: the user is sent to a URL
 and the interaction happens out of band, so nothing the user enters passes through the client),
 and the user's answer. Values only: who asks the user is the host's port
-(:class:`~bindloop.mcp.ServerRequestHandlers`).
+(:class:`~bindloop.mcp.server_requests.ServerRequestHandlers`).
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ request header, so a bearer token cannot leak through one.
 
 from __future__ import annotations
 
-from ..errors import ProviderError, ToolFailure, UsageError
 from typing import TYPE_CHECKING
+
+from ..errors import ProviderError, ToolFailure, UsageError
 
 from ._elicit import ElicitationRequest, url_elicitations
 
@@ -75,7 +76,7 @@ class McpRpcError(McpError):
 
 class McpUrlElicitationRequired(McpRpcError):
     """JSON-RPC error -32042 (2025-11-25): the server needs the user to complete the URL-mode
-    ``elicitations`` first (each an :class:`~bindloop.mcp.ElicitationRequest` with ``mode="url"``,
+    ``elicitations`` first (each an :class:`~bindloop.mcp.server_requests.ElicitationRequest` with ``mode="url"``,
     ``url`` and ``elicitation_id``); the request may be sent again once they are done. A client
     with a URL-elicitation port handles this itself for ``call_tool`` (see docs/mcp.md)."""
 

@@ -151,7 +151,7 @@ async def read_resource(client: McpHttpClient, uri: str) -> list[ResourceContent
 
 async def subscribe_resource(client: McpHttpClient, uri: str) -> None:
     """``resources/subscribe``: the server then sends ``notifications/resources/updated`` for
-    ``uri`` (an :class:`~bindloop.mcp.McpServerNotification` on ``on_event``, usually on the
+    ``uri`` (an :class:`~bindloop.mcp.session.McpServerNotification` on ``on_event``, usually on the
     GET stream the client opens by default); read the resource again to see the change."""
     await client.request("resources/subscribe", {"uri": uri})
 

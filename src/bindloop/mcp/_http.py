@@ -6,21 +6,20 @@ messages (progress, server requests, then the response). ``Mcp-Session-Id`` from
 answer is sent on every later request, with ``MCP-Protocol-Version``. A stream that drops before the
 response is resumed by GET with ``Last-Event-ID`` when the server numbered its events; closing sends
 DELETE. Credentials are the host's: pass them as ``headers`` (or configure the transport), or give
-an ``auth`` provider (:class:`~bindloop.mcp.McpOAuth`); nothing is read from the environment.
+an ``auth`` provider (:class:`~bindloop.mcp.auth.McpOAuth`); nothing is read from the environment.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import anyio.abc
 import msgspec
 
-from ..clock import Clock, epoch_ms, monotonic_ms
 from ..errors import RunCancelledError, UsageError
 from ..signal import AbortSignal
 from ..wire import Transport
@@ -36,9 +35,11 @@ from ._errors import (
     McpVersionError,
 )
 from ._exchange import Answer, ParamHeader, param_header_values, param_headers
-from ._deferred import McpInputPending, PendingMcpInput, defers_input
+from ._deferred import PendingMcpInput, defers_input
+from ._errors import McpInputPending
 from ._pending import CALLING
 from ._server_tasks import ServerTasks
+from ._client_options import McpClientPorts, McpLimits
 from ._oauth import McpAuth
 from ._protocol import (
     MODERN_VERSIONS,
@@ -80,21 +81,22 @@ class McpHttpClient(ServerTasks):
 
     ``transport`` holds the endpoint: its base URL plus ``path`` is the MCP endpoint (e.g. base
     ``http://127.0.0.1:8000/mcp`` and ``path=""``). ``server`` names the server in every error.
-    ``timeout_ms`` bounds each request (``None``: unbounded); progress from the server starts it
-    again, up to ``max_timeout_ms`` in all: ``"auto"`` (the default) is ten times the request's
-    timeout, so a server that keeps sending progress cannot hold a call open forever; ``None``
-    removes the overall bound. A request that times out,
-    or whose ``signal`` fires, is cancelled on the server with ``notifications/cancelled``.
+    ``limits`` (:class:`McpLimits`) holds the timeouts and bounds: ``timeout_ms`` bounds each
+    request (``None``: unbounded); progress from the server starts it again, up to
+    ``max_timeout_ms`` in all: ``"auto"`` (the default) is ten times the request's timeout, so a
+    server that keeps sending progress cannot hold a call open forever; ``None`` removes the
+    overall bound. A request that times out, or whose ``signal`` fires, is cancelled on the server
+    with ``notifications/cancelled``. ``ports`` (:class:`McpClientPorts`) holds the clocks, the
+    ``sleep`` before a resumption (the stream's ``retry``) and the id sources.
     ``on_event(event)`` sees every event that is not a response (progress not claimed by a call,
-    ``tools/list_changed``, logging, discarded messages). ``sleep`` waits before a resumption (the
-    stream's ``retry``); ``max_resumes`` bounds the resumptions in a row that bring nothing.
-    ``notify_timeout_ms`` bounds each fire-and-forget POST (a cancellation, the closing DELETE).
-    With ``renew_expired_session`` (the default), a request the server refuses with 404 because it
+    ``tools/list_changed``, logging, discarded messages). ``limits.max_resumes`` bounds the
+    resumptions in a row that bring nothing; ``limits.notify_timeout_ms`` each fire-and-forget POST
+    (a cancellation, the closing DELETE). With ``renew_expired_session`` (the default), a request the server refuses with 404 because it
     ended the session is sent once more in a fresh session (a new ``initialize``; the server never
     ran the refused request, so nothing runs twice), and ``session.tools_stale`` is set.
 
     ``handlers`` serve the server's own requests (roots, sampling, elicitation: see
-    :class:`~bindloop.mcp.ServerRequestHandlers`); each one given is declared as a capability.
+    :class:`~bindloop.mcp.server_requests.ServerRequestHandlers`); each one given is declared as a capability.
     ``listen`` (default on) opens the server's GET stream in the background while the client is
     used as ``async with`` (or through :func:`open_mcp_client`), so requests and notifications a
     server sends outside any call are seen; a server without one answers 405 and nothing more
@@ -106,17 +108,17 @@ class McpHttpClient(ServerTasks):
     ``("2026-07-28",)``) are tried first with ``server/discover``, the handshake revisions
     (``protocol_versions``) after; ``modern_versions=()`` keeps the handshake. A 2026-07-28 call
     answered ``input_required`` is answered through ``handlers`` and sent again, at most
-    ``max_input_rounds`` times.
+    ``limits.max_input_rounds`` times.
 
     With a ``url_elicitation`` handler, a ``tools/call`` refused with URLElicitationRequired
     (-32042) shows each URL to the handler; when every one is accepted, the client waits for the
-    server's ``notifications/elicitation/complete`` for them (at most ``url_elicitation_wait_ms``:
-    servers need not send it) and sends the call once more.
+    server's ``notifications/elicitation/complete`` for them (at most
+    ``limits.url_elicitation_wait_ms``: servers need not send it) and sends the call once more.
 
     With ``handlers.tasks``, a task-augmented sampling or elicitation request runs as a task the
     server polls (``tasks/get``, ``tasks/list``, ``tasks/cancel``, ``tasks/result``); its id comes
-    from ``task_ids`` (default ``task-1``, ...), its times from ``wall_clock``; ``server_tasks()``
-    lists them.
+    from ``ports.task_ids`` (default ``task-1``, ...), its times from ``ports.wall_clock``;
+    ``server_tasks()`` lists them.
 
     Every error message, ``McpHttpError.body`` and tool error text passes the wire's redaction
     rule with the credentials of the transport, of ``headers`` and of ``auth``.
@@ -129,39 +131,24 @@ class McpHttpClient(ServerTasks):
         server: str,
         path: str = "",
         headers: Sequence[tuple[str, str]] = (),
-        timeout_ms: float | None = 30_000.0,
-        max_timeout_ms: float | Literal["auto"] | None = "auto",
-        now: Clock = monotonic_ms,
-        ids: Callable[[], RequestId] | None = None,
+        auth: McpAuth | None = None,
+        handlers: ServerRequestHandlers | None = None,
+        on_event: Callable[[McpEvent], None] | None = None,
+        listen: bool = True,
+        renew_expired_session: bool = True,
+        client_info: Implementation | None = None,
         protocol_versions: tuple[str, ...] = PROTOCOL_VERSIONS,
         modern_versions: tuple[str, ...] = MODERN_VERSIONS,
-        max_input_rounds: int = 8,
-        client_info: Implementation | None = None,
-        on_event: Callable[[McpEvent], None] | None = None,
-        max_resumes: int = 3,
-        max_body_bytes: int = 16 * 1024 * 1024,
-        renew_expired_session: bool = True,
-        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
-        notify_timeout_ms: float = 2_000.0,
-        handlers: ServerRequestHandlers | None = None,
-        listen: bool = True,
-        auth: McpAuth | None = None,
-        url_elicitation_wait_ms: float = 60_000.0,
-        wall_clock: Clock = epoch_ms,
-        task_ids: Callable[[], str] | None = None,
+        limits: McpLimits = McpLimits(),
+        ports: McpClientPorts = McpClientPorts(),
     ) -> None:
-        if timeout_ms is not None and not (timeout_ms > 0):
-            raise UsageError(f"timeout_ms must be positive or None, got {timeout_ms!r}")
-        if max_timeout_ms != "auto" and max_timeout_ms is not None and not (
-                isinstance(max_timeout_ms, (int, float)) and max_timeout_ms > 0):
-            raise UsageError(f"max_timeout_ms must be positive, 'auto' or None, "
-                             f"got {max_timeout_ms!r}")
-        if max_resumes < 0 or max_body_bytes < 1:
-            raise UsageError("max_resumes must be >= 0 and max_body_bytes positive")
-        if max_input_rounds < 1:
-            raise UsageError("max_input_rounds must be >= 1")
+        if not isinstance(limits, McpLimits):
+            raise UsageError("limits= takes an McpLimits")
+        if not isinstance(ports, McpClientPorts):
+            raise UsageError("ports= takes an McpClientPorts")
         if handlers is not None and not isinstance(handlers, ServerRequestHandlers):
             raise UsageError("handlers= takes a ServerRequestHandlers")
+        ids = ports.ids
         if ids is None:
             counter = itertools.count(1)
             ids = lambda: next(counter)  # noqa: E731 - one counter across renewed sessions
@@ -169,8 +156,8 @@ class McpHttpClient(ServerTasks):
         self._client_info = client_info
         self._versions = protocol_versions
         self._modern = modern_versions
-        self._max_rounds = max_input_rounds
-        self._now = now
+        self._max_rounds = limits.max_input_rounds
+        self._now = ports.now
         self._handlers = handlers or ServerRequestHandlers()
         self.server = server
         self.session = self._new_session()
@@ -179,15 +166,15 @@ class McpHttpClient(ServerTasks):
         self._transport = transport
         self._path = path
         self._headers = tuple(headers)
-        self._timeout_ms = timeout_ms
-        self._max_timeout_ms = max_timeout_ms
+        self._timeout_ms = limits.timeout_ms
+        self._max_timeout_ms = limits.max_timeout_ms
         self._on_event = on_event
-        self._max_resumes = max_resumes
-        self._max_body = max_body_bytes
-        self._sleep = sleep
+        self._max_resumes = limits.max_resumes
+        self._max_body = limits.max_body_bytes
+        self._sleep = ports.sleep
         self._renew = renew_expired_session
         self._renewal: anyio.Lock | None = None  # made on first use, inside the event loop
-        self._notify_s = notify_timeout_ms / 1000.0
+        self._notify_s = limits.notify_timeout_ms / 1000.0
         self._progress: dict[RequestId, ProgressCallback] = {}
         # Per pending call with a timeout: its timer, the timeout, the overall deadline.
         self._extend: dict[RequestId, tuple[anyio.CancelScope, float, float | None]] = {}
@@ -198,10 +185,11 @@ class McpHttpClient(ServerTasks):
         self.listening = 0
         """How many GET streams from the server are open now (the background one included)."""
         self._auth = auth
-        self._url_wait_s = url_elicitation_wait_ms / 1000.0
+        self._url_wait_s = limits.url_elicitation_wait_ms / 1000.0
         # URL-mode elicitations the user accepted, by id: set when the server says it finished.
         self._url_waits: dict[str, anyio.Event] = {}
-        self._wall = wall_clock
+        self._wall = ports.wall_clock
+        task_ids = ports.task_ids
         if task_ids is None:
             tasks_made = itertools.count(1)
             task_ids = lambda: f"task-{next(tasks_made)}"  # noqa: E731

@@ -2,7 +2,7 @@
 ``WWW-Authenticate``, the discovery URLs to try and in which order, the metadata documents, the
 resource check, scope selection, PKCE, the authorization URL, the token and registration request
 bodies and the token answer. No I/O, no clock reads, no randomness: the driver
-(:class:`~bindloop.mcp.McpOAuth`) passes bytes from its injected random source and times from its
+(:class:`~bindloop.mcp.auth.McpOAuth`) passes bytes from its injected random source and times from its
 injected clock.
 """
 

@@ -96,7 +96,7 @@ class _Waiting:
 
 
 class PendingElicitations:
-    """An :data:`~bindloop.mcp.ElicitationHandler` that suspends: give it as
+    """An :data:`~bindloop.mcp.server_requests.ElicitationHandler` that suspends: give it as
     ``ServerRequestHandlers(elicitation=...)`` (and/or ``url_elicitation=``).
 
     Each request becomes a :class:`PendingElicitation` in :meth:`pending` (``on_pending`` is
@@ -112,9 +112,9 @@ class PendingElicitations:
     accepted without content (the interaction happens at its URL).
 
     ``durable=True``: a 2026-07-28 ``tools/call`` answered ``input_required`` with an elicitation
-    for this port is not held here: the call raises :class:`~bindloop.mcp.McpInputPending`, which
+    for this port is not held here: the call raises :class:`~bindloop.mcp.server_requests.McpInputPending`, which
     an MCP tool of the loop returns as a ``waiting_for_reply`` suspend keeping the request in the
-    checkpoint (:func:`~bindloop.mcp.pending_mcp_inputs`, :func:`~bindloop.mcp.answer_mcp_input`).
+    checkpoint (:func:`~bindloop.mcp.server_requests.pending_mcp_inputs`, :func:`~bindloop.mcp.server_requests.answer_mcp_input`).
     A legacy server's elicitation still waits here.
     """
 

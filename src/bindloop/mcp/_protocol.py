@@ -28,7 +28,7 @@ __all__ = (
 
 PROTOCOL_VERSIONS: Final[tuple[str, ...]] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 """The handshake revisions this client negotiates, preferred first: every revision the official SDK
-reaches through ``initialize``; the server side (:class:`~bindloop.mcp.McpServer`) answers the
+reaches through ``initialize``; the server side (:class:`~bindloop.mcp.server.McpServer`) answers the
 same ones. The stateless revisions are :data:`MODERN_VERSIONS`."""
 
 MODERN_VERSIONS: Final[tuple[str, ...]] = ("2026-07-28",)

@@ -53,7 +53,7 @@ class ServerRequestHandlers(msgspec.Struct, frozen=True, kw_only=True):
     ``roots``: the host's list (or a function returning it, asked on every ``roots/list``).
     ``sampling``: an :class:`McpSampling` or any :data:`SamplingHandler`. ``elicitation``: the
     host's :data:`ElicitationHandler` for form-mode requests — in an agent, the place to ask the
-    user (or :class:`~bindloop.mcp.PendingElicitations`, which lets the host answer later).
+    user (or :class:`~bindloop.mcp.server_requests.PendingElicitations`, which lets the host answer later).
     ``url_elicitation``: the handler for URL-mode requests (2025-11-25): show the user the URL
     and, with their consent, open it; answer ``accept`` (no content), ``decline`` or ``cancel``.
     ``tasks``: also run task-augmented sampling and elicitation requests as tasks the server polls

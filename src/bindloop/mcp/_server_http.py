@@ -1,7 +1,7 @@
 """One MCP HTTP request answered whole, for hosts that hand over a request and send back a
 response (a Worker's ``fetch``, any request/response framework): :func:`answer_mcp_http` checks
 the transport's rules (method, ``Content-Type``, ``Accept``, body size), lets
-:class:`~bindloop.mcp.McpServer` decide, runs a tool call to its end and returns an
+:class:`~bindloop.mcp.server.McpServer` decide, runs a tool call to its end and returns an
 :class:`McpHttpAnswer` (status, headers, body). A call that asked for progress, from a client
 that takes event streams, is answered as one event stream holding its progress notifications and
 then its response (sent when the call ends: no live progress); so is any call from a client

@@ -19,7 +19,8 @@ from ..tools import RawArguments, ResolveOutcome, Tool, ToolRegistry, tool_wire_
 from ..signal import AbortSignal
 from ..schema import SchemaSanitizeError, first_schema_violation, sanitize_tool_schema
 from ._content import map_call_result
-from ._deferred import McpInputPending, encode_pending
+from ._deferred import encode_pending
+from ._errors import McpInputPending
 from ._errors import McpError
 from ._http import McpHttpClient
 from ._pending import RUN_AGENT
@@ -111,7 +112,7 @@ class McpTool(Tool[McpArguments, Any]):
         """This tool, watching ``source()`` (read at each call) when its ``ctx`` carries no signal
         of its own: how ``bindloop.agent.equip_mcp`` gives its tools the agent run's abort signal.
         ``agent()`` names the agent making the call, for the elicitations it meets
-        (:class:`~bindloop.mcp.PendingElicitation`)."""
+        (:class:`~bindloop.mcp.server_requests.PendingElicitation`)."""
         inner = self._execute
 
         async def execute(args: McpArguments, ctx: Any) -> ToolOutcome:

@@ -1,4 +1,4 @@
-"""What the protocol encoders read: the agent's run events (:data:`bindloop.agent.RunEvent`: the
+"""What the protocol encoders read: the agent's run events (:data:`bindloop.agent.events.RunEvent`: the
 completion stream events of each model turn, the turns' edges, tool calls requested, started and
 finished, approvals requested and decided, checkpoints saved) and the few host-level facts no run
 carries (a data part, state), plus a turn text stream's events.
@@ -15,7 +15,7 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from ..agent import (
+from ..agent.events import (
     AgentStreamEvent,
     ApprovalDecidedEvent,
     ApprovalRequestedEvent,

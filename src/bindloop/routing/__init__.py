@@ -1,8 +1,10 @@
-"""Routing: route plans, the executor, the circuit breaker, failure classification.
+"""Routing: route plans, the executor and the circuit breaker.
 
 Build a :class:`RoutePlan` with :func:`build_route_plan`, run it with :func:`execute_route_plan`
-against an attempt function that reports facts, and let :func:`failure_disposition` (one table) and a
-:class:`CircuitBreaker` decide what happens next. See docs/routing.md.
+against an attempt function that reports facts, and let
+:func:`bindloop.routing.failures.failure_disposition` (one table) and a :class:`CircuitBreaker`
+decide what happens next. How a failure is classified (categories, the disposition table,
+``Retry-After``) is the sub-namespace :mod:`bindloop.routing.failures`. See docs/routing.md.
 """
 
 from ._breaker import (
@@ -13,14 +15,6 @@ from ._breaker import (
     CircuitBreaker as CircuitBreaker,
     CircuitState as CircuitState,
     create_circuit_breaker as create_circuit_breaker,
-)
-from ._classify import (
-    AttemptClassification as AttemptClassification,
-    TransportFailure as TransportFailure,
-    TransportFailureKind as TransportFailureKind,
-    classify_attempt_error as classify_attempt_error,
-    is_cancellation as is_cancellation,
-    neutral_status_category as neutral_status_category,
 )
 from ._executor import (
     AttemptFailure as AttemptFailure,
@@ -37,18 +31,11 @@ from ._executor import (
 )
 from ._errors import RouteUnavailableError as RouteUnavailableError
 from ._failure import (
-    FAILURE_DISPOSITIONS as FAILURE_DISPOSITIONS,
     AttemptTarget as AttemptTarget,
-    BreakerEffect as BreakerEffect,
-    DispositionAction as DispositionAction,
-    FailureDisposition as FailureDisposition,
     RouteCursor as RouteCursor,
-    failure_disposition as failure_disposition,
 )
 from ._errors import (
-    FAILURE_CATEGORIES as FAILURE_CATEGORIES,
     AttemptError as AttemptError,
-    FailureCategory as FailureCategory,
 )
 from ._ids import (
     CanonicalModelId as CanonicalModelId,
@@ -82,14 +69,8 @@ from ._plan import (
     validate_route_plan as validate_route_plan,
 )
 from ._errors import RoutePlanError as RoutePlanError
-from ._retry_after import (
-    clamp_retry_after_ms as clamp_retry_after_ms,
-    parse_retry_after as parse_retry_after,
-    retry_after_ms_from_headers as retry_after_ms_from_headers,
-)
 
 __all__ = (
-    "AttemptClassification",
     "AttemptError",
     "AttemptFailure",
     "AttemptFn",
@@ -99,18 +80,12 @@ __all__ = (
     "AttemptTarget",
     "Availability",
     "BreakerAdmission",
-    "BreakerEffect",
     "BreakerKey",
     "BreakerPermit",
     "BreakerSnapshot",
     "CanonicalModelId",
     "CircuitBreaker",
     "CircuitState",
-    "DispositionAction",
-    "FAILURE_CATEGORIES",
-    "FAILURE_DISPOSITIONS",
-    "FailureCategory",
-    "FailureDisposition",
     "FallbackKind",
     "InvalidIdError",
     "OnlyPolicy",
@@ -136,27 +111,22 @@ __all__ = (
     "RouteUnavailableError",
     "SkipReason",
     "StageRole",
-    "TransportFailure",
-    "TransportFailureKind",
     "Unserved",
     "build_route_plan",
     "canonical_model_id",
-    "clamp_retry_after_ms",
-    "classify_attempt_error",
     "create_circuit_breaker",
     "decode_route_plan",
     "encode_route_plan",
     "execute_route_plan",
-    "failure_disposition",
-    "is_cancellation",
     "max_route_attempts",
-    "neutral_status_category",
-    "parse_retry_after",
     "provider_id",
-    "retry_after_ms_from_headers",
     "validate_route_plan",
 )
 
 from .._public import publish as _publish
 
 _publish(__name__, globals(), __all__)
+
+# The sub-namespaces load with the package, so each object reports its public home from the first
+# import on.
+from . import failures  # noqa: E402, F401

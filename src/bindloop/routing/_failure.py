@@ -41,7 +41,7 @@ class FailureDisposition(msgspec.Struct, frozen=True, kw_only=True):
     ``open`` (open the circuit at once). ``same_provider_retry``: whether the failure is transient
     enough to call the *same* provider again before any output (``bindloop.wire.is_retryable``
     reads this column, for ``ModelAdapter``'s own retries and
-    ``bindloop.agent.create_retry_middleware``; routing's own ``retry`` action is for response
+    ``bindloop.agent.middleware.create_retry_middleware``; routing's own ``retry`` action is for response
     defects).
     """
 

@@ -1,4 +1,4 @@
-"""The limit store port of the agent's rate limits (``bindloop.agent.create_limit_middleware``):
+"""The limit store port of the agent's rate limits (``bindloop.agent.limits.create_limit_middleware``):
 sliding windows and concurrency slots, and its in-memory version."""
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ class LimitStore(Protocol):
     handle renews it, and a lapsed slot counts for nobody. Such a store has ``renew_slots()``,
     the holder's heartbeat: it renews every slot the handle holds (a lapsed one stays lapsed, and
     ``leave`` of a lapsed slot frees nothing of anyone else's).
-    ``bindloop.agent.create_limit_middleware`` calls it while a call holds slots (see
-    ``bindloop.agent.ConcurrencyRule``'s ``renew_ms``); keep the lease
+    ``bindloop.agent.limits.create_limit_middleware`` calls it while a call holds slots (see
+    ``bindloop.agent.limits.ConcurrencyRule``'s ``renew_ms``); keep the lease
     several times longer than that."""
 
     async def admit(self, key: str, window_ms: float, limit: int, amount: int,

@@ -1,4 +1,4 @@
-"""The token-store port of ``bindloop.mcp.McpOAuth``: where an MCP client's OAuth tokens and
+"""The token-store port of ``bindloop.mcp.auth.McpOAuth``: where an MCP client's OAuth tokens and
 client registration live between runs and between processes (the two records it keeps,
 :class:`OAuthTokens` and :class:`OAuthClientInfo`), and the compare-and-swap save that keeps a
 rotated refresh token from being lost when two processes refresh at once."""

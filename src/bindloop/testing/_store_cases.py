@@ -458,10 +458,10 @@ async def limit_admits_are_atomic_across_processes(stores: StoreHandles) -> None
 
 
 async def with_limit_over_the_store_caps_calls_in_flight(stores: StoreHandles) -> None:
-    from ..agent import (
+    from ..agent import augment_model
+    from ..agent.limits import (
         ConcurrencyRule,
         RateRule,
-        augment_model,
         create_limit_middleware,
     )
     from ..completion import TextEvent

@@ -6,7 +6,7 @@ A factory handle here is a view on one token store (one user at one MCP server):
 the same factory see each other's saves. Tokens are secrets: the cases also check that a store's
 ``repr`` never shows them. A store shared by several processes must be a
 :class:`bindloop.stores.SwapTokenStore`: the ``swap`` cases check its compare-and-swap save lands only
-on the expected tokens, atomically across handles, and that two :class:`~bindloop.mcp.McpOAuth`
+on the expected tokens, atomically across handles, and that two :class:`~bindloop.mcp.auth.McpOAuth`
 on two handles refreshing at once end on one rotation.
 """
 
@@ -17,7 +17,7 @@ from types import MappingProxyType
 
 import anyio
 
-from ..mcp import (
+from ..mcp.auth import (
     McpOAuth,
     OAuthRequest,
     OAuthResponse,

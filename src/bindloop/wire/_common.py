@@ -20,7 +20,7 @@ from ..contracts import (
     openai_image_url,
 )
 from ..errors import TranscriptFormatError
-from ..routing import neutral_status_category, retry_after_ms_from_headers
+from ..routing.failures import neutral_status_category, retry_after_ms_from_headers
 from ..schema import sanitize_tool_schema
 from ..transcript import ReasoningTarget, sanitize_history_for_provider
 from ._chat_request import request_file_data, request_text

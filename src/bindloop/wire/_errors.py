@@ -88,7 +88,7 @@ class ProviderHttpError(ProviderError):
     """A classified provider error: an HTTP error response, or an error event inside a stream
     (``status_code`` ``None``).
 
-    ``category`` is a routing :data:`~bindloop.routing.FailureCategory`; ``retry_after_ms`` the
+    ``category`` is a routing :data:`~bindloop.routing.failures.FailureCategory`; ``retry_after_ms`` the
     upstream's requested delay (header, or the body's own hint such as Gemini's ``RetryInfo``);
     ``error_type`` / ``error_code`` the provider's own vocabulary (Anthropic ``overloaded_error``,
     OpenAI ``context_length_exceeded``, Gemini ``RESOURCE_EXHAUSTED``) exactly as sent.

@@ -5,9 +5,9 @@ retry loop itself.
 :func:`failure_category` is the mapping routing's attempts use too
 (:func:`~bindloop.wire.attempt_error_from`); whether a category is worth another call to the *same*
 provider is the ``same_provider_retry`` column of routing's one disposition table
-(:data:`~bindloop.routing.FAILURE_DISPOSITIONS`); :class:`RetryPolicy` is the bound and the backoff,
+(:data:`~bindloop.routing.failures.FAILURE_DISPOSITIONS`); :class:`RetryPolicy` is the bound and the backoff,
 read by :class:`~bindloop.wire.ModelAdapter` (on by default) and by
-``bindloop.agent.create_retry_middleware``; :func:`is_content_event` is the output after which no
+``bindloop.agent.middleware.create_retry_middleware``; :func:`is_content_event` is the output after which no
 call is made again (nor a route fallen back from); :func:`retry_attempts` is the loop both run their
 calls under. Nothing here reads a clock or draws random numbers: the caller passes ``random`` and
 ``sleep``.
@@ -28,7 +28,7 @@ from ..completion import (
     ToolCallEvent,
 )
 from ..errors import PromptTooLongError, UsageError
-from ..routing import FAILURE_DISPOSITIONS, FailureCategory, is_cancellation
+from ..routing.failures import FAILURE_DISPOSITIONS, FailureCategory, is_cancellation
 from ._errors import (
     IncompleteStreamError,
     ProviderHttpError,
@@ -69,7 +69,7 @@ def failure_category(error: BaseException) -> FailureCategory:
 
 def is_retryable(error: BaseException) -> bool:
     """Whether ``error`` is worth another call to the same provider: its category's
-    ``same_provider_retry`` in :data:`~bindloop.routing.FAILURE_DISPOSITIONS` — a 429, a 5xx or
+    ``same_provider_retry`` in :data:`~bindloop.routing.failures.FAILURE_DISPOSITIONS` — a 429, a 5xx or
     overload, a transport timeout or dropped connection, a stalled or truncated stream."""
     disposition = FAILURE_DISPOSITIONS.get(failure_category(error))
     return disposition is not None and disposition.same_provider_retry

@@ -11,13 +11,12 @@ from typing import Any
 import msgspec
 
 from bindloop.hosts.asgi.chat import Scope
-from bindloop.protocols import (
-    A2A_PROTOCOL_VERSION,
-    A2aAgentCapabilities,
+from bindloop.protocols.a2a import (
     A2aAgentCard,
-    A2aAgentInterface,
     A2aAgentProvider,
     A2aAgentSkill,
+    a2a_agent_card,
+    a2a_interface,
 )
 
 __all__ = ("agent_card", "card_for_request")
@@ -31,17 +30,11 @@ def agent_card(*, name: str, description: str, skills: Sequence[A2aAgentSkill], 
                security_requirements: Sequence[dict[str, Any]]) -> A2aAgentCard:
     """The card of an agent answering JSON-RPC at ``url``: without ``skills``, one ``chat``
     skill of the name and description (the card requires one); no push notifications and no
-    extended card."""
-    return A2aAgentCard(
-        name=name, description=description, version=version,
-        supported_interfaces=(_interface(url),),
-        capabilities=A2aAgentCapabilities(streaming=streaming, push_notifications=False,
-                                          extended_agent_card=False),
-        default_input_modes=("text/plain", "application/json"),
-        default_output_modes=("text/plain",), provider=provider,
-        skills=tuple(skills) or (A2aAgentSkill(id="chat", name=name, description=description,
-                                               tags=("chat",)),),
-        security_schemes=security_schemes, security_requirements=tuple(security_requirements))
+    extended card (:func:`bindloop.protocols.a2a.a2a_agent_card`, which the Worker's route
+    serves too)."""
+    return a2a_agent_card(name=name, description=description, url=url, skills=skills,
+                          version=version, provider=provider, security_schemes=security_schemes,
+                          security_requirements=security_requirements, streaming=streaming)
 
 
 def card_for_request(card: A2aAgentCard, scope: Scope) -> A2aAgentCard:
@@ -53,9 +46,4 @@ def card_for_request(card: A2aAgentCard, scope: Scope) -> A2aAgentCard:
         server = scope.get("server")
         host = f"{server[0]}:{server[1]}" if server else "localhost"
     rpc = f"{scope.get('scheme', 'http')}://{host}{card.supported_interfaces[0].url}"
-    return msgspec.structs.replace(card, supported_interfaces=(_interface(rpc),))
-
-
-def _interface(url: str) -> A2aAgentInterface:
-    return A2aAgentInterface(url=url, protocol_binding="JSONRPC",
-                             protocol_version=A2A_PROTOCOL_VERSION)
+    return msgspec.structs.replace(card, supported_interfaces=(a2a_interface(rpc),))

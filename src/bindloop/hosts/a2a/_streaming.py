@@ -12,11 +12,11 @@ import anyio
 
 from bindloop.hosts.a2a._tasks import Task
 from bindloop.hosts.asgi.chat import Receive, Send
-from bindloop.protocols import (
+from bindloop.protocols import EncoderInput
+from bindloop.protocols.a2a import (
     A2aStreamResponse,
     A2aTask,
     A2aTaskEncoder,
-    EncoderInput,
     RunRecorder,
     encode_a2a_result,
 )

@@ -17,11 +17,10 @@ import msgspec
 
 from bindloop.contracts import Message
 from bindloop.hosts.asgi.chat import scoped_chat_id
-from bindloop.protocols import (
+from bindloop.protocols.a2a import (
     A2aArtifact,
     A2aErrorCode,
     A2aMessage,
-    A2aPart,
     A2aPending,
     A2aRpcError,
     A2aStatusUpdate,
@@ -29,6 +28,7 @@ from bindloop.protocols import (
     A2aTask,
     A2aTaskState,
     A2aTaskStatus,
+    join_a2a_text_parts,
 )
 
 __all__ = ("Task", "TaskStore", "check_history_length", "iso_timestamp", "status_event",
@@ -97,7 +97,7 @@ class Task:
             change = update.artifact_update
             old = self.artifacts.get(change.artifact.artifact_id)
             if change.append and old is not None:
-                parts = _joined(old.parts + change.artifact.parts)
+                parts = join_a2a_text_parts(old.parts + change.artifact.parts)
                 self.artifacts[old.artifact_id] = msgspec.structs.replace(old, parts=parts)
             else:
                 self.artifacts[change.artifact.artifact_id] = change.artifact
@@ -105,18 +105,6 @@ class Task:
         self.log.append(update)
         self.changed.set()
         self.changed = anyio.Event()
-
-
-def _joined(parts: tuple[A2aPart, ...]) -> tuple[A2aPart, ...]:
-    """Adjacent plain text parts of one artifact as one (streamed chunks read back whole)."""
-    out: list[A2aPart] = []
-    for part in parts:
-        if out and part.text is not None and out[-1].text is not None and \
-                part.metadata is None and out[-1].metadata is None:
-            out[-1] = msgspec.structs.replace(out[-1], text=(out[-1].text or "") + part.text)
-        else:
-            out.append(part)
-    return tuple(p for p in out if p.text != "" or len(out) == 1)
 
 
 def check_history_length(length: int | None) -> None:

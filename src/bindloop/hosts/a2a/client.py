@@ -3,7 +3,7 @@
 :class:`A2aClient` reads the agent's card (``/.well-known/agent-card.json`` under the agent's
 URL), picks its JSON-RPC interface for protocol 1.x, and calls ``SendMessage``,
 ``SendStreamingMessage`` and ``SubscribeToTask`` (SSE), ``GetTask`` and ``CancelTask`` with the
-``A2A-Version: 1.0`` header. The agent's JSON-RPC errors are raised as :class:`~bindloop.protocols.A2aRpcError`
+``A2A-Version: 1.0`` header. The agent's JSON-RPC errors are raised as :class:`~bindloop.protocols.a2a.A2aRpcError`
 (``code``, ``reason``, the agent's message); anything else that goes wrong on the way (the agent
 unreachable, an HTTP error status, a body that is not an A2A answer, one over ``max_bytes``) is an
 :class:`A2aClientError` whose message names the failure, never the URL.
@@ -27,7 +27,7 @@ import msgspec
 from bindloop.contracts import ToolError, ToolResult
 from bindloop.errors import BindloopError
 from bindloop.tools import Tool, define_tool
-from bindloop.protocols import (
+from bindloop.protocols.a2a import (
     A2A_AGENT_CARD_PATH,
     A2A_PROTOCOL_VERSION,
     A2aAgentCard,

@@ -15,7 +15,7 @@ A task is a run of the :data:`~bindloop.hosts.asgi.chat.Runner` (``agent_runner(
 ``FAILED`` (the client reads :func:`~bindloop.hosts.asgi.chat.error_text`'s category, never the
 exception), ``CANCELED`` (``CancelTask`` stops the run) or ``INPUT_REQUIRED`` when the run ends
 waiting on an approval or a tool's question. The next message with that task's id -- or only its
-context's id -- answers it (:func:`bindloop.protocols.a2a_reply`) and the task runs again from
+context's id -- answers it (:func:`bindloop.protocols.a2a.a2a_reply`) and the task runs again from
 where it stopped. A new task in a known context continues that context's conversation: the server
 keeps each context's transcript (in memory, the oldest ended tasks dropped past ``max_tasks``).
 
@@ -24,8 +24,8 @@ context belong to the identity that made them; another identity finds neither (`
 card is public. Bodies are bounded (``max_body``, ``body_timeout_s``); errors are typed JSON-RPC
 errors whose messages name the problem, never a value, a path or an exception's text.
 
-The runner's events are read through :class:`~bindloop.protocols.A2aTaskEncoder` and
-:class:`~bindloop.protocols.RunRecorder`: the agent's run events -- completion stream events,
+The runner's events are read through :class:`~bindloop.protocols.a2a.A2aTaskEncoder` and
+:class:`~bindloop.protocols.a2a.RunRecorder`: the agent's run events -- completion stream events,
 ``TurnStartEvent``, ``ToolCallDoneEvent``, ``TurnDoneEvent``, ``TurnFailedEvent``,
 ``ToolFinishedEvent``, ``ApprovalRequestedEvent``, ``ApprovalDecidedEvent`` -- and a turn text
 stream's ``TurnResetEvent`` (``ToolStartedEvent`` and ``CheckpointSavedEvent`` are read past).
@@ -44,15 +44,11 @@ import msgspec
 from anyio.abc import TaskGroup
 
 from bindloop.contracts import (
-    AssistantMessage,
-    Message,
     ToolCall,
-    ToolMessage,
     UserMessage,
 )
-from bindloop.protocols import (
+from bindloop.protocols.a2a import (
     A2A_AGENT_CARD_PATH,
-    A2A_PROTOCOL_VERSION,
     TERMINAL_STATES,
     A2aAgentCard,
     A2aAgentProvider,
@@ -60,7 +56,6 @@ from bindloop.protocols import (
     A2aCancelTaskRequest,
     A2aErrorCode,
     A2aGetTaskRequest,
-    A2aMessage,
     A2aRpcError,
     A2aSendMessageRequest,
     A2aStreamResponse,
@@ -68,7 +63,11 @@ from bindloop.protocols import (
     A2aTaskEncoder,
     A2aTaskStatus,
     RunRecorder,
+    a2a_open_calls,
     a2a_reply,
+    a2a_user_content,
+    check_a2a_version,
+    check_user_message,
     decode_a2a_call,
     decode_a2a_params,
     encode_a2a_error,
@@ -122,7 +121,7 @@ class _Refused(Exception):
 class A2aServer:
     """The A2A ASGI application over ``runner``.
 
-    The card says ``name``, ``description``, ``skills`` (:class:`~bindloop.protocols.A2aAgentSkill`;
+    The card says ``name``, ``description``, ``skills`` (:class:`~bindloop.protocols.a2a.A2aAgentSkill`;
     without any, one ``chat`` skill of the name and description: the card requires one),
     ``version``, ``provider`` and ``security_schemes``/``security_requirements`` (ProtoJSON
     objects, for an ``authorize`` that checks them); its JSON-RPC URL is ``url`` (the public URL of
@@ -329,13 +328,8 @@ class A2aServer:
         """The task this message starts or continues, and the call that starts its run (a
         stream sends its first event before: the run's first steps do not delay it)."""
         message = request.message
-        if message.role != "ROLE_USER":
-            raise A2aRpcError(A2aErrorCode.INVALID_PARAMS, "message.role must be ROLE_USER")
-        if not message.message_id:
-            raise A2aRpcError(A2aErrorCode.INVALID_PARAMS, "message.messageId is required")
-        if not message.parts:
-            raise A2aRpcError(A2aErrorCode.INVALID_PARAMS, "message.parts must not be empty")
-        content = _user_content(message)
+        check_user_message(message)
+        content = a2a_user_content(message)
         if self._tg is None:
             raise A2aRpcError(A2aErrorCode.INTERNAL_ERROR, "the server runs no lifespan")
         task: Task | None = None
@@ -362,7 +356,7 @@ class A2aServer:
             self._admit(identity)
             approvals, answers = a2a_reply(message, task.pending)
             transcript = task.transcript + answers
-            open_calls = _open_calls(transcript)
+            open_calls = a2a_open_calls(transcript)
             chat = ChatInput(chat_id=scoped_chat_id(identity, task.context_id), protocol="a2a",
                              transcript=transcript, approvals=approvals, identity=identity)
         else:
@@ -450,31 +444,6 @@ class A2aServer:
 
 
 
-def _open_calls(transcript: tuple[Message, ...]) -> tuple[ToolCall, ...]:
-    """The calls of the transcript's last tool-call turn that no tool message answers yet."""
-    answered = {m.tool_call_id for m in transcript if isinstance(m, ToolMessage)}
-    turn = next((m for m in reversed(transcript)
-                 if isinstance(m, AssistantMessage) and m.tool_calls), None)
-    return tuple(c for c in turn.tool_calls if c.id not in answered) if turn else ()
-
-
-def _user_content(message: A2aMessage) -> str:
-    """The user's text: text parts as they are, data parts as JSON; a file part is refused."""
-    pieces: list[str] = []
-    for part in message.parts:
-        if part.text is not None:
-            pieces.append(part.text)
-        elif part.data is not msgspec.UNSET:
-            pieces.append(_JSON.encode(part.data).decode())
-        else:
-            raise A2aRpcError(A2aErrorCode.CONTENT_TYPE_NOT_SUPPORTED,
-                              "this agent reads text and data parts only")
-    text = "\n".join(pieces)
-    if not text.strip():
-        raise A2aRpcError(A2aErrorCode.INVALID_PARAMS, "the message holds no text")
-    return text
-
-
 def _check_version(scope: Scope) -> None:
     version = None
     for name, value in scope.get("headers", ()):
@@ -486,12 +455,7 @@ def _check_version(scope: Scope) -> None:
             key, _, value = pair.partition("=")
             if key.lower() == "a2a-version":
                 version = value.strip()
-    wanted = A2A_PROTOCOL_VERSION.split(".")
-    got = (version or "0.3").split(".")
-    if got[:2] != wanted[:2]:
-        raise A2aRpcError(A2aErrorCode.VERSION_NOT_SUPPORTED,
-                          f"this agent speaks A2A {A2A_PROTOCOL_VERSION}: send the "
-                          f"A2A-Version: {A2A_PROTOCOL_VERSION} header")
+    check_a2a_version(version)
 
 
 async def _respond(send: Send, status: int, body: bytes,

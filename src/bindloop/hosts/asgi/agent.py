@@ -25,7 +25,7 @@ once-only commit across processes is ``on_checkpoint``'s and a shared record's t
 
 A host that can lose a run midway (a process killed) keeps its boundaries: for a
 ``continuable`` chat each is handed to the host as a
-:class:`~bindloop.agent.CheckpointSavedEvent` through ``emit`` (what
+:class:`~bindloop.agent.events.CheckpointSavedEvent` through ``emit`` (what
 :class:`~bindloop.hosts.asgi.chat.ChatApp` stores with continuable logs), and to ``on_checkpoint``
 when given (the ``ready`` ones) -- every settled boundary of the prompt, the first one (the
 loop's) right after the approved calls ran, before the model is called, with the encoder fed
@@ -46,23 +46,29 @@ import anyio
 import msgspec
 
 from bindloop.agent import (
-    AgentStreamEvent,
-    ApprovalDecidedEvent,
-    ApprovalDecision,
-    ApprovalError,
     ChatResult,
-    CheckpointSavedEvent,
-    ToolMiddleware,
-    WrappedModel,
-    approve,
     create_agent,
-    deny,
-    edit_arguments,
     equip_history,
     equip_tool,
     on_event,
     prompt_chat,
     resume_chat,
+)
+from bindloop.agent.approvals import (
+    ApprovalDecision,
+    ApprovalError,
+    approve,
+    deny,
+    edit_arguments,
+)
+from bindloop.agent.events import (
+    AgentStreamEvent,
+    ApprovalDecidedEvent,
+    CheckpointSavedEvent,
+)
+from bindloop.agent.middleware import (
+    ToolMiddleware,
+    WrappedModel,
 )
 from bindloop.completion import StreamEvent
 from bindloop.clock import epoch_ms

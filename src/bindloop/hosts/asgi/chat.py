@@ -29,7 +29,7 @@ the chats it starts, and another identity can neither read, resume, stop nor reu
 With logs that keep what a run needs to go on (:class:`~bindloop.hosts.asgi.run_logs.ContinuableRunLogs`,
 e.g. :class:`~bindloop.hosts.asgi.run_logs.SqliteRunLogs`), a run whose process died is continued: its
 request is stored as it begins and each settled boundary the runner reports (a
-:class:`~bindloop.agent.CheckpointSavedEvent` through ``emit``) is saved with the encoder inputs
+:class:`~bindloop.agent.events.CheckpointSavedEvent` through ``emit``) is saved with the encoder inputs
 fed by then; once its lease is out, the app of any process on that store takes it over, writes the
 dead run's log again up to that save under a new run id (the encoders are deterministic) and goes
 on from the saved checkpoint. A client's resume follows the dead run into its continuation.
@@ -54,6 +54,7 @@ from bindloop.contracts import (
     ToolMessage,
     tool_error_message,
 )
+from bindloop.protocols.a2a import A2aTaskEncoder, RunRecorder
 from bindloop.protocols import (
     AG_UI_HEADERS,
     SSE_DONE,
@@ -73,7 +74,8 @@ from bindloop.protocols import (
     parse_run_event_id,
     sse_frame,
 )
-from bindloop.agent import ApprovalError, CheckpointSavedEvent
+from bindloop.agent.approvals import ApprovalError
+from bindloop.agent.events import CheckpointSavedEvent
 from bindloop.errors import ProviderError
 from bindloop.routing import AttemptError
 from bindloop.checkpoints import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
@@ -90,7 +92,7 @@ from bindloop.stores import (
 from .replay import RecordedFrames, decode_fed, encode_fed, replay
 from .run_logs import ContinuableRunLogs, Continuation
 
-__all__ = ("AgUiFrames", "Authorize", "BodyRefused", "ChatApp", "ChatInput", "ChatRefused",
+__all__ = ("A2aFrames", "AgUiFrames", "Authorize", "BodyRefused", "ChatApp", "ChatInput", "ChatRefused",
            "ChatRequest", "Emit", "Frames", "Runner", "UiFrames", "ag_ui_chat_input",
            "chat_request", "drive_run", "error_text", "read_body", "scoped_chat_id", "sse_event",
            "ui_chat_input", "ui_encoder")
@@ -113,7 +115,7 @@ class ChatInput(msgspec.Struct, frozen=True, kw_only=True):
     run of this request (a host continuing a run that died; ``transcript`` is its messages) --
     its approvals were applied and its state sent then, so neither happens again.
     ``continuable``: the host keeps the run's boundaries to continue it if its process dies (the
-    runner hands each to ``emit`` as a :class:`~bindloop.agent.CheckpointSavedEvent`)."""
+    runner hands each to ``emit`` as a :class:`~bindloop.agent.events.CheckpointSavedEvent`)."""
 
     chat_id: str
     protocol: Literal["ui", "ag-ui", "a2a"]
@@ -785,7 +787,7 @@ async def drive_run(runner: Runner, chat: ChatInput, frames: Frames,
     host whose errors can carry a provider URL passes a scrubbing one), or its abort when the run
     is cancelled (the cancellation is re-raised). Returns how it ended. ``resumed``: ``frames``
     were started (and fed) by the caller -- a continuation of a run that died -- so no start is
-    written. A :class:`~bindloop.agent.CheckpointSavedEvent` the runner emits (a boundary it
+    written. A :class:`~bindloop.agent.events.CheckpointSavedEvent` the runner emits (a boundary it
     could go on from) is no frame: it goes to ``on_save``, which stores it before the run goes
     on."""
     open_ = [True]
@@ -863,6 +865,36 @@ class AgUiFrames:
 
     def fail(self, text: str) -> list[bytes]:
         return [encode_ag_ui_event(e) for e in self.encoder.fail(text)]
+
+    def close(self) -> list[bytes]:
+        return []
+
+
+class A2aFrames:
+    """An A2A task's updates as :class:`Frames`: each ``A2aStreamResponse`` of ``encoder`` as its
+    JSON (the ``result`` of a streamed JSON-RPC response), the run recorded beside them as
+    canonical messages (``recorder``: what the task's next message, or its context's next task,
+    continues from)."""
+
+    def __init__(self, encoder: A2aTaskEncoder) -> None:
+        self.encoder = encoder
+        self.recorder = RunRecorder()
+
+    def start(self) -> list[bytes]:
+        return [_JSON.encode(u) for u in self.encoder.start()]
+
+    def feed(self, event: EncoderInput, turn_index: int | None) -> list[bytes]:
+        self.recorder.feed(event)
+        return [_JSON.encode(u) for u in self.encoder.feed(event, turn_index=turn_index)]
+
+    def finish(self, result: Any) -> list[bytes]:
+        return [_JSON.encode(u) for u in self.encoder.finish()]
+
+    def abort(self) -> list[bytes]:
+        return [_JSON.encode(u) for u in self.encoder.abort()]
+
+    def fail(self, text: str) -> list[bytes]:
+        return [_JSON.encode(u) for u in self.encoder.fail(text)]
 
     def close(self) -> list[bytes]:
         return []

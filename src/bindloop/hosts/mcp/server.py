@@ -3,7 +3,7 @@ stateless 2026-07-28 form, per request), as a plain ASGI app.
 
     app = McpServerApp([add, search])          # uvicorn module:app
 
-The protocol's decisions are :class:`bindloop.mcp.McpServer`'s (pure); this module only moves
+The protocol's decisions are :class:`bindloop.mcp.server.McpServer`'s (pure); this module only moves
 bytes: the endpoint (``/mcp`` by default) takes ``POST`` (one JSON-RPC message; a ``tools/call``
 that sent a ``progressToken`` is answered on an event stream carrying its progress, everything
 else with one JSON body), ``DELETE`` (ends the session) and answers ``GET`` with 405 (this server
@@ -26,7 +26,7 @@ import anyio
 import msgspec
 
 from bindloop.contracts import ToolError
-from bindloop.mcp import McpCall, McpReply, McpServer, mcp_post_refusal
+from bindloop.mcp.server import McpCall, McpReply, McpServer, mcp_post_refusal
 from bindloop.tools import Tool
 
 from bindloop.hosts.asgi.chat import Authorize, BodyRefused, ChatRefused, chat_request, read_body
@@ -57,7 +57,7 @@ def _log_tool_exception(tool: str, exc: BaseException) -> None:
 
 class McpServerApp:
     """An ASGI app serving ``tools`` (bindloop :class:`~bindloop.tools.Tool` values, or an
-    :class:`~bindloop.mcp.McpServer` built with its own options) at ``path``.
+    :class:`~bindloop.mcp.server.McpServer` built with its own options) at ``path``.
 
     ``authorize``: ``await authorize(ChatRequest) -> identity`` or raise
     :class:`~bindloop.hosts.asgi.chat.ChatRefused`, run on every request. ``allowed_origins``: origins

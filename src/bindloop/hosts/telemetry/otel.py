@@ -4,7 +4,7 @@
 ``span_start`` / ``span_end`` pair into an OTel span (times stamped as the events arrive, since the
 core has no clock), point events into span events, ``status="error"`` into an error status. The
 ``gen_ai.*`` attributes pass through as they are. Message content — the journaled turn, tool
-outcomes and memory values that :func:`~bindloop.agent.restore_snapshot` reads — stays out of the
+outcomes and memory values that :func:`~bindloop.agent.snapshots.restore_snapshot` reads — stays out of the
 spans unless ``include_content=True``, and so does the exception itself (a tool's raise, as the
 run's ``tool_finished`` event carries it to the trace; a failed turn's), which is then recorded on
 its span as an OTel exception event (``record_exception``: its message and traceback).
@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from bindloop.agent import TraceEvent
+from bindloop.agent.events import TraceEvent
 
 __all__ = ("CONTENT_ATTRIBUTES", "OtelTraceBus")
 

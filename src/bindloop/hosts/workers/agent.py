@@ -18,10 +18,7 @@ from typing import Any
 import msgspec
 
 from bindloop.agent import (
-    AgentStreamEvent,
     ChatResult,
-    ToolFinishedEvent,
-    ToolStartedEvent,
     augment_model,
     create_agent,
     equip_history,
@@ -29,8 +26,13 @@ from bindloop.agent import (
     on_event,
     prompt_chat,
     resume_chat,
-    create_simple_limit_middleware,
 )
+from bindloop.agent.events import (
+    AgentStreamEvent,
+    ToolFinishedEvent,
+    ToolStartedEvent,
+)
+from bindloop.agent.limits import create_simple_limit_middleware
 from bindloop.stores import LimitStore
 from bindloop.clock import Clock
 from bindloop.textstream import TurnStreamEvent, TurnTextStream, create_turn_text_stream

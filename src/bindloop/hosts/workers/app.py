@@ -86,6 +86,7 @@ from bindloop.hosts.workers.frontends import (
     api_chat_stream,
 )
 from bindloop.hosts.workers.identity import authorize
+from bindloop.hosts.workers.a2a_route import add_a2a_routes
 from bindloop.hosts.workers.mcp_route import add_mcp_routes
 from bindloop.hosts.workers.oauth_store import McpTokens
 from bindloop.hosts.workers.receipts import Receipts
@@ -374,4 +375,5 @@ ROUTES.add("GET", r"/ag-ui/(?P<id>[^/]+)/stream", ag_ui_stream)
 ROUTES.add("POST", r"/ag-ui/(?P<id>[^/]+)/stop", ag_ui_stop)
 ROUTES.add("DELETE", r"/ag-ui/(?P<id>[^/]+)", ag_ui_delete)
 add_mcp_routes(ROUTES)  # POST/DELETE /mcp: the tools as an MCP server (mcp_route.py)
+add_a2a_routes(ROUTES)  # the agent card and POST /a2a: the agent as an A2A 1.0 agent (a2a_route.py)
 ChatWorker.routes = ROUTES

@@ -1,6 +1,6 @@
 """The Worker as an MCP server: ``POST /mcp`` (and ``DELETE``) serves the agent's tools
 (the entrypoint's ``tools``, the ones the agent equips) to any MCP client, through bindloop's
-binding-neutral handler (:func:`bindloop.mcp.answer_mcp_http`). Stateless: the 2026-07-28 form
+binding-neutral handler (:func:`bindloop.mcp.server.answer_mcp_http`). Stateless: the 2026-07-28 form
 needs no session, and 2025-11-25 clients get no ``Mcp-Session-Id`` (``McpServer(sessions=False)``),
 so any request may reach any isolate and no Durable Object is involved. The caller is who
 :meth:`~bindloop.hosts.workers.app.ChatWorker.authorize` says; a refusal is a JSON-RPC error
@@ -17,7 +17,7 @@ from workers import Response  # type: ignore[import-not-found]
 
 from bindloop.hosts.workers.agent import HttpError
 from bindloop.hosts.workers.web import Routes, read_text
-from bindloop.mcp import McpServer, answer_mcp_http
+from bindloop.mcp.server import McpServer, answer_mcp_http
 from bindloop.tools import Tool
 
 __all__ = ("add_mcp_routes",)

@@ -52,7 +52,7 @@ from bindloop.hosts.workers.agent import (
     run_session,
     stopped_checkpoint,
 )
-from bindloop.agent import ToolLoopExceededError, TurnBudgetExceededError
+from bindloop.agent.errors import ToolLoopExceededError, TurnBudgetExceededError
 from bindloop.contracts import ToolCall
 from bindloop.hosts.transports.js_fetch import FetchTransport
 from bindloop.tools import Tool

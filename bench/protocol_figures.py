@@ -1,0 +1,205 @@
+"""Per-protocol figures, CPython beside workerd: time to first byte and the server's CPU per
+request for the AI SDK UI message stream (majors 6 and 7) and A2A 1.0 (JSON-RPC,
+``SendStreamingMessage``). Prints a table; not a test.
+
+    .venv/bin/python bench/protocol_figures.py [-n 20]
+
+The same work on both runtimes: one chat turn that calls ``word_count`` and then answers, the
+model an OpenAI-chat provider scripted on 127.0.0.1 (this process), reached over HTTP by the
+server. CPython: bindloop's ASGI apps under uvicorn, one child process per protocol
+(``ChatApp(ai_sdk=6)``, ``ChatApp(ai_sdk=7)``, ``A2aServer``), the model ``create_model`` over
+httpx. workerd: the Worker template (make test-worker's install), ``POST /api/chat`` and
+``POST /a2a``; the Worker serves one UI message stream route for both AI SDK majors (the bytes
+differ only on a retracted attempt, which this workload has none of), so its AI SDK row is measured
+once and printed for both. Requests go one after another after warm-up; TTFB is the client's
+median from sending to the first body byte, CPU the server process's utime + stime over the batch
+(/proc, 10 ms ticks) divided by the requests. workerd also stores each run in its Session
+object (the lease, the event log, the saves); CPython keeps them in memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # examples.demos, harness.fixtures
+HEADERS = {"A2A-Version": "1.0"}
+UI_BODY = {"trigger": "submit-message", "messages": [
+    {"id": "u", "role": "user", "parts": [{"type": "text", "text": "count the words of this"}]}]}
+
+
+def _cpu_of(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def policy(request: Any) -> Any:
+    from bindloop.contracts import TurnUsage
+    from harness.fixtures.scripted_server import turn_reply
+    from bindloop.testing import final_answer, tool_call, tool_call_turn
+
+    body = msgspec.json.decode(request.body)
+    last = body["messages"][-1]
+    if last["role"] == "tool":
+        turn = final_answer(f"Counted {last['content']} words.",
+                            usage=TurnUsage(input_tokens=12, output_tokens=3))
+    else:
+        turn = tool_call_turn([tool_call("word_count", {"text": "the words of this"},
+                                         id="wc1")])
+    return turn_reply("openai_chat", turn, stream=True, model=body["model"])
+
+
+def serve(kind: str, port: int, provider: str) -> None:
+    """The child process: one protocol's ASGI app over the scripted provider."""
+    import uvicorn
+
+    from bindloop.hosts import create_model
+    from bindloop.hosts.a2a.server import A2aServer
+    from bindloop.hosts.asgi.agent import agent_runner
+    from bindloop.hosts.asgi.chat import ChatApp
+    from examples.demos.ui_demo import demo_tools
+
+    model = create_model("openai:gpt-test", base_url=provider, api_key="sk-bench")
+    runner = agent_runner(model, tools=demo_tools())
+    app: Any
+    if kind == "a2a":
+        app = A2aServer(runner, name="bench", description="Counts words.",
+                        url=f"http://127.0.0.1:{port}/a2a", rpc_path="/a2a")
+    else:
+        app = ChatApp(runner, ai_sdk=7 if kind == "ui7" else 6)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+
+
+def _one(client: httpx.Client, url: str, body: dict[str, Any],
+         headers: dict[str, str]) -> tuple[float, float]:
+    start = time.perf_counter()
+    first = None
+    seen = b""
+    with client.stream("POST", url, json=body, headers=headers) as r:
+        if r.status_code != 200:
+            raise RuntimeError(f"{url}: {r.status_code} {r.read()!r}")
+        for chunk in r.iter_bytes():
+            if first is None and chunk:
+                first = time.perf_counter()
+            seen += chunk
+    end = time.perf_counter()
+    if b"Counted" not in seen:
+        raise RuntimeError(f"{url}: no answer in {seen[-500:]!r}")
+    return (first or end) - start, end - start
+
+
+def _body(protocol: str) -> tuple[str, dict[str, Any], dict[str, str]]:
+    if protocol == "a2a":
+        return "a2a", {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {
+            "message": {"messageId": uuid.uuid4().hex, "role": "ROLE_USER",
+                        "parts": [{"text": "count the words of this"}]}}}, HEADERS
+    return "api/chat", {**UI_BODY, "id": uuid.uuid4().hex}, {}
+
+
+def measure(base: str, pid: int, protocol: str, n: int) -> tuple[float, float, float]:
+    """(median TTFB s, median total s, server CPU s per request)."""
+    with httpx.Client(timeout=60) as client:
+        for _ in range(3):  # warm-up
+            path, body, headers = _body(protocol)
+            _one(client, f"{base}/{path}", body, headers)
+        cpu0 = _cpu_of(pid)
+        runs = []
+        for _ in range(n):
+            path, body, headers = _body(protocol)
+            runs.append(_one(client, f"{base}/{path}", body, headers))
+        cpu = (_cpu_of(pid) - cpu0) / n
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs), cpu
+
+
+def cpython_rows(provider: str, n: int) -> dict[str, tuple[float, float, float]]:
+    rows = {}
+    for kind, protocol in (("ui6", "ui"), ("ui7", "ui"), ("a2a", "a2a")):
+        port = _free_port()
+        proc = subprocess.Popen([sys.executable, __file__, "--serve", kind, str(port), provider],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline or proc.poll() is not None:
+                        raise RuntimeError(f"the {kind} server did not start") from None
+                    time.sleep(0.1)
+            rows[kind] = measure(f"http://127.0.0.1:{port}", proc.pid, protocol, n)
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    return rows
+
+
+def workerd_rows(provider: str, n: int) -> dict[str, tuple[float, float, float]]:
+    sys.path.insert(0, str(REPO / "worker" / "tools"))
+    from workerd_harness import Workerd, stage
+
+    with tempfile.TemporaryDirectory() as tmp:
+        config = stage(Path(tmp) / "stage", storage_dir=Path(tmp) / "do", with_conformance=False,
+                       bindings={"PROVIDER_BASE_URL": provider, "PROVIDER_WIRE": "openai_chat",
+                                 "PROVIDER_MODEL": "gpt-test", "PROVIDER_API_KEY": "sk-bench"})
+        workerd = Workerd(config).start()
+        try:
+            ui = measure(workerd.base_url, workerd.pid, "ui", n)
+            a2a = measure(workerd.base_url, workerd.pid, "a2a", n)
+        finally:
+            workerd.stop()
+    return {"ui6": ui, "ui7": ui, "a2a": a2a}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-n", type=int, default=20, help="requests per row")
+    parser.add_argument("--serve", nargs=3, metavar=("KIND", "PORT", "PROVIDER"),
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve[0], int(args.serve[1]), args.serve[2])
+        return
+    from harness.fixtures.scripted_server import ScriptedProviderServer
+
+    with ScriptedProviderServer() as server:
+        server.set_responder("p", policy)
+        provider = server.base_url("p")
+        cp = cpython_rows(provider, args.n)
+        wd = workerd_rows(provider, args.n)
+    print(f"\nper-protocol figures ({args.n} sequential requests each, warm; a tool round then "
+          "the answer, scripted OpenAI-chat provider over loopback HTTP)")
+    print(f"   {'protocol':<34} {'TTFB ms':>17} {'total ms':>17} {'server CPU ms/req':>19}")
+    print(f"   {'':<34} {'CPython':>8} {'workerd':>8} {'CPython':>8} {'workerd':>8} "
+          f"{'CPython':>9} {'workerd':>9}")
+    names = {"ui6": "AI SDK 6 UI stream (POST /api/chat)",
+             "ui7": "AI SDK 7 UI stream (POST /api/chat)",
+             "a2a": "A2A 1.0 SendStreamingMessage"}
+    for kind, name in names.items():
+        (c1, ct, cc), (w1, wt, wc) = cp[kind], wd[kind]
+        print(f"   {name:<34} {c1 * 1e3:>8.2f} {w1 * 1e3:>8.2f} {ct * 1e3:>8.2f} {wt * 1e3:>8.2f} "
+              f"{cc * 1e3:>9.2f} {wc * 1e3:>9.2f}")
+    print("   (workerd serves AI SDK 6 and 7 from one route: one measurement, printed twice)")
+
+
+if __name__ == "__main__":
+    main()

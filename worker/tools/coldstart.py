@@ -1,0 +1,140 @@
+"""The Worker's cold start as production serves it: from the *dedicated* memory snapshot a deploy
+gets (see workerd_harness.production_implied_flags), the CPU workerd spends from its process
+start to the first response, beside a hello-world Python Worker staged with the same
+compatibility date and flags (and no vendored packages). The template vendors what a deploy
+vendors (:data:`PYWRANGLER_WHEELS`).
+
+For each Worker, one workerd writes its snapshot (``--python-save-snapshot``: with
+``python_dedicated_snapshot`` on, taken after the Worker's top-level code ran, as Cloudflare's
+upload does); then fresh workerd processes start from it (``--python-load-snapshot``), the two
+Workers alternating and the order flipped every round, and each answers one ``GET`` (the
+template: its agent card, which reads the Worker's config; hello world: a text). The figure is
+the process's utime + stime (/proc, 10 ms ticks) when the response has been read: Pyodide's
+restore, the isolate, the request.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import statistics
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from workerd_harness import (
+    REPO_ROOT,
+    SNAPSHOT_NAME,
+    TEMPLATE,
+    Workerd,
+    read_worker,
+    stage,
+    stage_worker,
+)
+
+PYWRANGLER_WHEELS = REPO_ROOT / "harness" / "wasm" / "wheels"
+"""The plain wheels (``make wasm-wheels``): what ``pywrangler sync`` vendors into
+``python_modules/`` for a deploy -- ``.py`` files, no ``.pyc`` (the tests' default set,
+``harness/wasm/wheels-pyc``, holds both). From a dedicated snapshot the imports are already done, so
+the ``.pyc`` files only add modules to load."""
+
+HELLO_ENTRY = '''from workers import Response, WorkerEntrypoint
+
+
+class Default(WorkerEntrypoint):
+    async def fetch(self, request):
+        return Response("hello")
+'''
+
+
+def hello_world(directory: Path) -> Path:
+    """A hello-world Python Worker in ``directory`` with the template's compatibility date and
+    flags."""
+    (directory / "src").mkdir(parents=True, exist_ok=True)
+    (directory / "src" / "entry.py").write_text(HELLO_ENTRY)
+    (directory / "wrangler.jsonc").write_text(json.dumps({
+        "name": "hello", "main": "src/entry.py",
+        "compatibility_date": TEMPLATE.compatibility_date,
+        "compatibility_flags": list(TEMPLATE.compatibility_flags)}))
+    return directory
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _get(port: int, path: str) -> bytes:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        body = resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"GET {path}: {resp.status} {body[:500]!r}")
+        return body
+    finally:
+        conn.close()
+
+
+def snapshot_kind(snapshot: Path) -> str:
+    """``"dedicated"`` or ``"baseline"``: what the snapshot's metadata says it is."""
+    head = snapshot.read_bytes()[:4 * 2**20]
+    for kind in ("dedicated", "baseline"):
+        if f'"snapshotType":"{kind}"'.encode() in head:
+            return kind
+    raise RuntimeError(f"{snapshot}: no snapshotType in its metadata")
+
+
+class Subject:
+    """One Worker staged, its snapshot written, started cold from it on demand."""
+
+    def __init__(self, name: str, config: Path, path: str, snapshots: Path) -> None:
+        self.name = name
+        self.config = config
+        self.path = path
+        self.snapshots = snapshots
+        with Workerd(config, snapshot=("save", snapshots)) as wd:
+            _get(wd.port, path)
+        self.snapshot = snapshots / SNAPSHOT_NAME
+        self.kind = snapshot_kind(self.snapshot)
+
+    def cold(self) -> float:
+        """CPU seconds of a fresh workerd from its start to the first response read."""
+        with Workerd(self.config, snapshot=("load", self.snapshots)) as wd:
+            _get(wd.port, self.path)
+            return cpu_s(wd.pid)
+
+
+def measure(rounds: int, *, wheels_dir: Path = PYWRANGLER_WHEELS,
+            say: Callable[[str], None] = lambda _: None) -> dict[str, object]:
+    """``rounds`` cold starts of each Worker, the template vendoring the wheels of
+    ``wheels_dir`` (by default the plain wheels, as ``pywrangler sync`` vendors them: ``.py``
+    files only); returns the medians (seconds), the ratio, each sample, the snapshots' kinds and
+    sizes, and how many files the template vendors."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        template = Subject("template", stage(
+            root / "template", storage_dir=root / "do", with_conformance=False,
+            bindings={"PROVIDER_BASE_URL": "http://127.0.0.1:9/v1", "PROVIDER_MODEL": "m",
+                      "PROVIDER_API_KEY": "k"}, wheels_dir=wheels_dir),
+            "/.well-known/agent-card.json", root / "snap-template")
+        hello = Subject("hello", stage_worker(
+            read_worker(hello_world(root / "hello-src")), root / "hello",
+            storage_dir=root / "do-hello", wheels_dirs=()), "/", root / "snap-hello")
+        samples: dict[str, list[float]] = {"template": [], "hello": []}
+        for i in range(rounds):
+            order = [template, hello] if i % 2 == 0 else [hello, template]
+            for subject in order:
+                samples[subject.name].append(subject.cold())
+                say(f"  {subject.name}: {samples[subject.name][-1] * 1000:.0f} ms CPU")
+        med = {k: statistics.median(v) for k, v in samples.items()}
+        vendored = sum(1 for p in (root / "template" / "python_modules").rglob("*")
+                       if p.is_file())
+        return {"template_s": med["template"], "hello_s": med["hello"],
+                "ratio": med["template"] / med["hello"], "samples": samples,
+                "kinds": {"template": template.kind, "hello": hello.kind},
+                "vendored_files": vendored,
+                "snapshot_mib": {"template": template.snapshot.stat().st_size / 2**20,
+                                 "hello": hello.snapshot.stat().st_size / 2**20}}
