@@ -170,10 +170,8 @@ def test_a_killed_hosts_run_is_continued_by_another_process_from_its_last_save(
 
     b = Host(tmp_path, url)  # a process started on the same file (a restart)
     hosts.append(b)
-    # Resumed once the dead run's lease is out (a resume while it still looks alive follows what
-    # it logged after its save, and ends when its continuation does not repeat that: the
-    # client then resumes again).
-    time.sleep(LEASE_MS / 1000 + 0.3)
+    # Resumed at once, the dead run's lease maybe not out yet: what it logged after its save
+    # is held back until its continuation goes on from there.
     resumed = httpx.get(f"{b.base}/api/chat/c1/stream", timeout=30)  # useChat's resume
     assert resumed.status_code == 200
     events = _events(resumed.text)
@@ -228,7 +226,6 @@ def test_a_run_lost_before_its_first_save_runs_its_request_again(
     client.join(10)
     b = Host(tmp_path, url)
     hosts.append(b)
-    time.sleep(LEASE_MS / 1000 + 0.3)  # once its lease is out (see above)
     resumed = httpx.get(f"{b.base}/api/chat/c1/stream", timeout=30)
     events = _events(resumed.text)
     assert events[-1][1] == b"[DONE]"
@@ -435,10 +432,12 @@ def test_a_continuation_whose_replay_differs_is_not_resumed_into(
     logs = SqliteRunLogs(tmp_path / "runs.db")
     with served(ChatApp(runner, logs=logs, lease_ms=300)) as base:
         deadline = time.monotonic() + 10
-        while (record := logs.record("ghost")) is not None and record.status == "running":
-            assert time.monotonic() < deadline, "the lost run was never taken over"
+        # taken over (one write), then unlinked once its replay was found to differ
+        while (record := logs.record("ghost")) is None or record.continued_at != 0 or (
+                record.status == "running"):
+            assert time.monotonic() < deadline, "the lost run was never taken over and unlinked"
             time.sleep(0.05)
-        assert record is not None and record.continued_by and record.continued_at == 0
+        assert record.continued_by and record.status == "continued"
         gone = httpx.get(f"{base}/api/chat/c1/stream", headers={"last-event-id": "ghost:2"},
                          timeout=30)
         assert gone.status_code == 204
@@ -450,3 +449,102 @@ def test_a_continuation_whose_replay_differs_is_not_resumed_into(
         rest = _events(httpx.get(f"{base}/api/chat/c1/stream", timeout=30,
                                  headers={"last-event-id": f"{record.continued_by}:0"}).text)
         assert rest and rest[-1][1] == b"[DONE]"
+
+
+def _ghost(logs: Any, lease_until_ms: float, unsaved: list[bytes]) -> None:
+    """Run ``ghost`` of chat ``c1`` as another process left it in ``logs``: its request claimed,
+    its start frame logged and saved (what its continuation repeats), then ``unsaved``."""
+    from bindloop.checkpoints import create_loop_checkpoint, serialize_loop_checkpoint
+    from bindloop.contracts import UserMessage
+
+    logs.begin("ghost", "c1", "ui", now_ms=time.time() * 1000, lease_until_ms=lease_until_ms)
+    logs.claim("ghost", msgspec.json.encode({"body": msgspec.json.encode(CHAT), "minted": "m1",
+                                             "identity": ""}))
+    logs.append("ghost", b'{"type":"start","messageId":"msg-m1"}')
+    checkpoint = create_loop_checkpoint(execution_id="chat-c1", max_iterations=4,
+                                        messages=[UserMessage(content="hi")])
+    logs.save("ghost", serialize_loop_checkpoint(checkpoint), "", 1)
+    for payload in unsaved:
+        logs.append("ghost", payload)
+
+
+LOST = [b'{"type":"start-step"}', b'{"type":"text-start","id":"t"}',
+        b'{"type":"text-delta","id":"t","delta":"lost"}']
+
+
+def test_a_resume_while_a_dead_runs_lease_still_looks_live_gets_its_continuation(
+        served: Any, tmp_path: Path) -> None:
+    """A client reconnects right after the run's process died, before its lease ran out: the
+    frames the run logged after its save (its continuation will not repeat them) are held back,
+    and the stream goes on with the continuation from the save to the run's end -- never ends
+    early."""
+    from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
+    from bindloop.hosts.asgi.run_logs import SqliteRunLogs
+
+    async def runner(chat: ChatInput, emit: Emit) -> Any:
+        return None
+
+    lease_until = time.time() * 1000 + 3000
+    _ghost(SqliteRunLogs(tmp_path / "runs.db"), lease_until, LOST)
+    logs = SqliteRunLogs(tmp_path / "runs.db")
+    with served(ChatApp(runner, logs=logs, lease_ms=300)) as base:
+        assert time.time() * 1000 < lease_until - 1000, "the resume must come while it looks live"
+        resumed = httpx.get(f"{base}/api/chat/c1/stream", timeout=30)
+    record = logs.record("ghost")
+    assert record is not None and record.continued_by is not None
+    events = _events(resumed.text)
+    assert b"lost" not in resumed.content and events[0] == (
+        "ghost:0", b'{"type":"start","messageId":"msg-m1"}')
+    assert [i for i, _ in events[1:-1]] == [f"{record.continued_by}:{n}"
+                                            for n in range(1, len(events) - 1)]
+    assert msgspec.json.decode(events[-2][1])["type"] == "finish" and events[-1][1] == b"[DONE]"
+
+
+@pytest.mark.parametrize("sign", ["logs", "renews"])
+def test_another_processs_live_run_is_followed_past_its_save_once_it_shows_it_is_alive(
+        served: Any, tmp_path: Path, sign: str) -> None:
+    """The run's process is alive (it logs a frame, or renews its lease, after the resume came):
+    the frames after its save are sent while it runs, and the rest as it logs them."""
+    from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
+    from bindloop.hosts.asgi.run_logs import SqliteRunLogs
+
+    async def runner(chat: ChatInput, emit: Emit) -> Any:
+        return None
+
+    owner = SqliteRunLogs(tmp_path / "runs.db")
+    lease_until = time.time() * 1000 + 60_000
+    _ghost(owner, lease_until, LOST)
+    with served(ChatApp(runner, logs=SqliteRunLogs(tmp_path / "runs.db"), lease_ms=300)) as base:
+        lines: list[str] = []
+
+        def follow() -> None:
+            with httpx.stream("GET", f"{base}/api/chat/c1/stream", timeout=30) as response:
+                for line in response.iter_lines():
+                    lines.append(line)
+
+        client = threading.Thread(target=follow)
+        client.start()
+        deadline = time.monotonic() + 10
+        while "id: ghost:0" not in lines:
+            assert time.monotonic() < deadline, "the saved frames never came"
+            time.sleep(0.02)
+        time.sleep(0.3)
+        assert not any(line.startswith("id: ghost:1") for line in lines)  # not yet shown alive
+        if sign == "logs":
+            owner.append("ghost", b'{"type":"text-delta","id":"t","delta":" more"}')
+        else:
+            owner.renew("ghost", lease_until + 1000)
+        while "id: ghost:3" not in lines:
+            assert time.monotonic() < deadline, "the frames after the save never came"
+            time.sleep(0.02)
+        record = owner.record("ghost")
+        assert record is not None and record.status == "running"  # sent while it runs
+        owner.append("ghost", b'{"type":"finish"}')
+        owner.append("ghost", b"[DONE]")
+        owner.end("ghost", "finished")
+        client.join(10)
+    events = _events("\n".join(lines) + "\n\n")
+    more = [b'{"type":"text-delta","id":"t","delta":" more"}'] if sign == "logs" else []
+    assert [d for _, d in events] == [b'{"type":"start","messageId":"msg-m1"}', *LOST, *more,
+                                      b'{"type":"finish"}', b"[DONE]"]
+    assert [i for i, _ in events[:-1]] == [f"ghost:{n}" for n in range(len(events) - 1)]

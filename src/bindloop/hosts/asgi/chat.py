@@ -680,6 +680,15 @@ class ChatApp:
             tg.cancel_scope.cancel()
 
     async def _tail(self, run_id: str, after: int | None, send: Send) -> None:
+        """Send run ``run_id``'s log after ``after`` until the run ends, following it into its
+        continuation. Another process's continuable run may be dead while its lease still looks
+        live (a client reconnects right after a kill): what it logged after its last save is
+        held back until it shows it is alive -- it logs more or renews its lease after this
+        tail first saw it -- since its continuation would not repeat that. Until then the tail
+        waits (at most the lease, then the run is lost) and goes on with whichever comes: the
+        run's frames, or its continuation from the save."""
+        witness: tuple[str, int, float] | None = None  # (run, frames, lease) first seen
+        proven = ""  # the run of another process seen alive since this tail began
         while True:
             run = self._live.get(run_id)
             changed = None if run is None else run.changed
@@ -697,8 +706,15 @@ class ChatApp:
                     run_id = record.continued_by
                     continue
                 elsewhere = record is not None and self._going_on(record)
-                if record is not None and elsewhere and not record.live(self._now()):
-                    hold = record.saved  # lost: what it logged after its save may not repeat
+                if record is not None and elsewhere and record.claimed:
+                    seen = (run_id, record.events, record.lease_until_ms)
+                    if witness is None or witness[0] != run_id:
+                        witness = seen
+                    live = record.live(self._now())
+                    if live and (seen[1] > witness[1] or seen[2] > witness[2]):
+                        proven = run_id  # it logged or renewed since: its process is alive
+                    if not live or proven != run_id:
+                        hold = record.saved  # what it logged after its save may not repeat
             frames = self.logs.read(run_id, after)
             if hold is not None:
                 frames = [f for f in frames if f[0] < hold]
