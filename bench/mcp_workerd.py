@@ -12,7 +12,7 @@ process (``HttpxTransport``) and from a Worker in workerd (``FetchTransport``,
 bench/workerd_mcp_client); per call is request sent to result decoded, CPU is the client
 process's (this process's ``process_time``; the workerd process's).
 
-    python bench/mcp_workerd.py [--calls 300] [--wheels wasm/wheels-pyc]
+    python bench/mcp_workerd.py [--calls 300] [--wheels harness/wasm/wheels-pyc]
 """
 
 from __future__ import annotations
