@@ -95,7 +95,7 @@ from bindloop.run import (
     decide_tool_call_receipt,
     tool_call_args_hash,
 )
-from bindloop.stores import ToolCallReceiptStore
+from bindloop.stores import MemoryPendingApprovals, PendingApprovals, ToolCallReceiptStore
 from bindloop.tools import Tool, ToolContext
 from bindloop.checkpoints import (
     ApprovalRecord,
@@ -103,7 +103,6 @@ from bindloop.checkpoints import (
     serialize_loop_checkpoint,
 )
 from bindloop.protocols import StateSnapshotEvent, agent_event_input
-from bindloop.stores import MemoryPendingApprovals, PendingApprovals
 
 from bindloop.hosts.asgi.chat import ChatInput, Emit, Runner
 

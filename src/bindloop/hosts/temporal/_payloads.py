@@ -28,9 +28,8 @@ import msgspec
 
 from bindloop.contracts import Message, ToolError, ToolMessage, ToolOutcome, ToolResult
 from bindloop.run import ReceiptCompleted, ToolCallReceiptKey
-from bindloop.stores import ToolCallReceiptStore
 from bindloop.checkpoints import LoopCheckpoint
-from bindloop.stores import StoreError
+from bindloop.stores import StoreError, ToolCallReceiptStore
 
 __all__ = ("PAYLOAD_TENANT", "REFERENCE_PREFIX", "JournaledRaise", "chunk_key", "journal_key", "journal_outcome",
            "read_payload", "record_outcome", "resolve_messages", "resolve_references",
