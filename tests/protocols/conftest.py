@@ -5,11 +5,15 @@ from __future__ import annotations
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import uvicorn
+
+from log_stores import STORES, LogStore
 
 
 @contextmanager
@@ -43,3 +47,17 @@ def served() -> Any:
     """The :func:`serve` context manager, for tests that start their own app."""
     return serve
 
+
+
+@pytest.fixture(params=STORES)
+def log_store(request: pytest.FixtureRequest, tmp_path: Path) -> LogStore:
+    """Each store of run logs the ASGI host can continue runs on, in a fresh namespace: SQLite
+    in ``tmp_path``, Postgres and Redis on the test servers (skipped without them, failed in
+    CI: see ``tests/conftest.py``)."""
+    if request.param == "postgres":
+        where = request.getfixturevalue("postgres_dsn")
+    elif request.param == "redis":
+        where = request.getfixturevalue("redis_url")
+    else:
+        where = str(tmp_path)
+    return LogStore(request.param, where, f"t_{uuid.uuid4().hex[:16]}")

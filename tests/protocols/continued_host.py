@@ -1,13 +1,17 @@
 """A protocol host process for the continuation tests: ``ChatApp`` under uvicorn on 127.0.0.1,
-its run logs in a SQLite file, its model an OpenAI-chat provider at a URL, its tools recording
-each call that ran in a file (one line each, across processes).
+its run logs in a SQLite file (or Postgres, or Redis), its model an OpenAI-chat provider at a
+URL, its tools recording each call that ran in a file (one line each, across processes).
 
     python tests/protocols/continued_host.py PORT DB PROVIDER_URL RAN_FILE [--lease-ms N]
+        [--store sqlite|postgres|redis --where DSN_OR_URL --namespace NAME]
         [--receipts] [--receipt-lease-ms N] [--die-in TOOL] [--die-after TOOL]
         [--shared-approvals]
 
-``--receipts``: tool calls go through receipts in a ``SqliteStore`` on the same file.
-``--shared-approvals``: the calls waiting for approval are recorded in that file too.
+``--store``: where the run logs are -- the SQLite file DB (the default), or the Postgres server
+at the DSN ``--where`` (schema ``--namespace``), or the Redis server at the URL ``--where`` (key
+prefix ``--namespace:``).
+``--receipts``: tool calls go through receipts in a ``SqliteStore`` on the file DB.
+``--shared-approvals``: the calls waiting for approval are recorded in the run logs' store too.
 ``--die-in TOOL``: the process kills itself with SIGKILL while TOOL runs (its effect recorded
 in RAN_FILE, its outcome nowhere). ``--die-after TOOL``: right after TOOL's receipt recorded its
 outcome, before the save that follows: a process lost at the worst moment.
@@ -29,6 +33,8 @@ from bindloop.hosts.asgi.agent import agent_runner
 from bindloop.hosts.asgi.approvals import SqlitePendingApprovals
 from bindloop.hosts.asgi.chat import ChatApp
 from bindloop.hosts.asgi.run_logs import SqliteRunLogs
+from bindloop.hosts.stores.postgres_chat import PostgresPendingApprovals, PostgresRunLogs
+from bindloop.hosts.stores.redis_chat import RedisPendingApprovals, RedisRunLogs
 from bindloop.hosts.stores.sqlite import SqliteStore
 from bindloop.tools import define_tool
 from bindloop.run import ToolCallReceiptKey
@@ -79,6 +85,17 @@ def tools(ran_file: str, die_in: str | None) -> list[Any]:
                         execute=delete)]
 
 
+def stores(kind: str, db: str, where: str, namespace: str) -> tuple[Any, Any]:
+    """The run logs and the pending approvals of ``kind``."""
+    if kind == "postgres":
+        return (PostgresRunLogs(where, schema=namespace),
+                PostgresPendingApprovals(where, schema=namespace))
+    if kind == "redis":
+        return (RedisRunLogs(where, prefix=f"{namespace}:"),
+                RedisPendingApprovals(where, prefix=f"{namespace}:"))
+    return SqliteRunLogs(db), SqlitePendingApprovals(db)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("port", type=int)
@@ -91,16 +108,20 @@ def main() -> None:
     parser.add_argument("--die-in", default=None)
     parser.add_argument("--die-after", default=None)
     parser.add_argument("--shared-approvals", action="store_true")
+    parser.add_argument("--store", choices=("sqlite", "postgres", "redis"), default="sqlite")
+    parser.add_argument("--where", default="")
+    parser.add_argument("--namespace", default="")
     args = parser.parse_args()
+    logs, approvals = stores(args.store, args.db, args.where, args.namespace)
     model = create_model("openai:scripted-model", base_url=args.provider, api_key="sk-test")
     receipts = DyingStore(args.db, args.die_after) if args.receipts else None
     extra: dict[str, Any] = {}
     if args.shared_approvals:
-        extra["approvals"] = SqlitePendingApprovals(args.db)
+        extra["approvals"] = approvals
     runner = agent_runner(model, tools=tools(args.ran_file, args.die_in),
                           needs_approval=["delete_note"], receipts=receipts,
                           receipt_lease_ms=args.receipt_lease_ms, **extra)
-    app = ChatApp(runner, logs=SqliteRunLogs(args.db), lease_ms=args.lease_ms)
+    app = ChatApp(runner, logs=logs, lease_ms=args.lease_ms)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

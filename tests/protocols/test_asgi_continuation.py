@@ -1,5 +1,6 @@
 """A run whose host process is killed (SIGKILL) mid-run is taken over, once its lease is out, by
-another process on the same SQLite run logs, and finished from its last save: the client's resume
+another process on the same run logs (SQLite, Postgres, Redis: each test that kills a process
+runs on all three), and finished from its last save: the client's resume
 gets the continued run's frames -- the message an uninterrupted run gives -- and what ran before
 the save (a tool, a model turn) is not done again. Real processes (uvicorn on 127.0.0.1), a
 scripted OpenAI-chat provider on loopback, plain HTTP as a client sends it."""
@@ -29,6 +30,7 @@ from harness.fixtures.scripted_server import (
 )
 
 from ai_sdk_majors import CLIENTS, MAJORS, installed, module_root, node_for, ran_major
+from log_stores import LogStore
 from tests.worker.test_workerd_protocols import HOLD
 from tests.worker.test_workerd_protocols import policy as worker_policy
 
@@ -75,12 +77,14 @@ def respond(request: RecordedRequest) -> ScriptedReply:
 class Host:
     """One host process (``continued_host.py``) on ``port``."""
 
-    def __init__(self, tmp: Path, provider: str, *extra: str) -> None:
+    def __init__(self, tmp: Path, provider: str, *extra: str,
+                 store: LogStore | None = None) -> None:
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
             [sys.executable, str(HOST), str(self.port), str(tmp / "runs.db"), provider,
-             str(tmp / "ran.txt"), "--lease-ms", str(LEASE_MS), *extra],
+             str(tmp / "ran.txt"), "--lease-ms", str(LEASE_MS), *extra,
+             *(store.args() if store is not None else ())],
             cwd=ROOT, env={"PYTHONPATH": f"{ROOT / 'src'}:{ROOT}", "PATH": "/usr/bin:/bin"})
         deadline = time.monotonic() + 20
         while True:
@@ -150,9 +154,10 @@ def _turns_after_tool(provider: ScriptedProviderServer) -> int:
 
 
 def test_a_killed_hosts_run_is_continued_by_another_process_from_its_last_save(
-        tmp_path: Path, provider: ScriptedProviderServer, hosts: list[Host]) -> None:
+        tmp_path: Path, provider: ScriptedProviderServer, hosts: list[Host],
+        log_store: LogStore) -> None:
     url = provider.base_url("openai")
-    a = Host(tmp_path, url)
+    a = Host(tmp_path, url, store=log_store)
     hosts.append(a)
     got: list[str] = []
     client = threading.Thread(target=_post_until_killed, args=(a.base, CHAT, got))
@@ -168,7 +173,7 @@ def test_a_killed_hosts_run_is_continued_by_another_process_from_its_last_save(
     assert seen and not any(d == b"[DONE]" for _, d in seen), "the run was not cut mid-stream"
     dead_run = str(seen[0][0]).rsplit(":", 1)[0]
 
-    b = Host(tmp_path, url)  # a process started on the same file (a restart)
+    b = Host(tmp_path, url, store=log_store)  # a process started on the same store (a restart)
     hosts.append(b)
     # Resumed at once, the dead run's lease maybe not out yet: what it logged after its save
     # is held back until its continuation goes on from there.
@@ -203,7 +208,8 @@ def test_a_killed_hosts_run_is_continued_by_another_process_from_its_last_save(
 
 
 def test_a_run_lost_before_its_first_save_runs_its_request_again(
-        tmp_path: Path, provider: ScriptedProviderServer, hosts: list[Host]) -> None:
+        tmp_path: Path, provider: ScriptedProviderServer, hosts: list[Host],
+        log_store: LogStore) -> None:
     """No boundary settled before the process died: the continuation starts the request over
     (the same message id: the stream a reconnecting client folds is one message)."""
     url = provider.base_url("openai")
@@ -211,7 +217,7 @@ def test_a_run_lost_before_its_first_save_runs_its_request_again(
         "openai_chat", ModelTurnResult(text="A slow answer with many words in it, one by one.",
                                        finish_reason="stop", usage=USAGE),
         stream=True, delay_s=0.2))
-    a = Host(tmp_path, url)
+    a = Host(tmp_path, url, store=log_store)
     hosts.append(a)
     got: list[str] = []
     body = {**CHAT, "messages": [{"id": "u1", "role": "user",
@@ -224,7 +230,7 @@ def test_a_run_lost_before_its_first_save_runs_its_request_again(
         time.sleep(0.01)
     a.kill()
     client.join(10)
-    b = Host(tmp_path, url)
+    b = Host(tmp_path, url, store=log_store)
     hosts.append(b)
     resumed = httpx.get(f"{b.base}/api/chat/c1/stream", timeout=30)
     events = _events(resumed.text)
@@ -296,18 +302,18 @@ def test_an_approved_call_is_not_run_again_when_its_process_dies_before_the_save
 @pytest.mark.parametrize("shared", [True, False])
 def test_an_approval_asked_by_a_process_that_died_is_taken_by_the_next_once(
         tmp_path: Path, provider: ScriptedProviderServer, hosts: list[Host],
-        shared: bool) -> None:
-    """The call waiting for approval is recorded in the shared file (``SqlitePendingApprovals``):
-    the decision, posted to a process started after the one that asked died, runs the call once;
-    the same decision again runs nothing. Recorded in the dead process's memory only, the
-    decision is refused."""
+        log_store: LogStore, shared: bool) -> None:
+    """The call waiting for approval is recorded in the shared store (``SqlitePendingApprovals``,
+    ``PostgresPendingApprovals``, ``RedisPendingApprovals``): the decision, posted to a process
+    started after the one that asked died (SIGKILL), runs the call once; the same decision again
+    runs nothing. Recorded in the dead process's memory only, the decision is refused."""
     url = provider.base_url("openai")
     flags = ("--shared-approvals",) if shared else ()
-    a = Host(tmp_path, url, *flags)
+    a = Host(tmp_path, url, *flags, store=log_store)
     hosts.append(a)
     asked = _events(httpx.post(f"{a.base}/api/chat", json=DELETE, timeout=30).text)
     a.kill()
-    b = Host(tmp_path, url, *flags)
+    b = Host(tmp_path, url, *flags, store=log_store)
     hosts.append(b)
     decided = _events(httpx.post(f"{b.base}/api/chat", json=_approved("d1", asked),
                                  timeout=30).text)
