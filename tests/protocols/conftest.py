@@ -50,7 +50,7 @@ def served() -> Any:
 
 
 @pytest.fixture(params=STORES)
-def log_store(request: pytest.FixtureRequest, tmp_path: Path) -> LogStore:
+def log_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LogStore]:
     """Each store of run logs the ASGI host can continue runs on, in a fresh namespace: SQLite
     in ``tmp_path``, Postgres and Redis on the test servers (skipped without them, failed in
     CI: see ``tests/conftest.py``)."""
@@ -60,4 +60,6 @@ def log_store(request: pytest.FixtureRequest, tmp_path: Path) -> LogStore:
         where = request.getfixturevalue("redis_url")
     else:
         where = str(tmp_path)
-    return LogStore(request.param, where, f"t_{uuid.uuid4().hex[:16]}")
+    store = LogStore(request.param, where, f"t_{uuid.uuid4().hex[:16]}")
+    yield store
+    store.close()

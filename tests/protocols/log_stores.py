@@ -14,12 +14,29 @@ class LogStore:
     namespace (a SQLite file, a Postgres schema, a Redis key prefix): each :meth:`logs` call is
     another connection to the same store, as another process would open."""
 
-    def __init__(self, kind: str, where: str, namespace: str) -> None:
+    def __init__(self, kind: str, where: str, namespace: str,
+                 opened: list[Any] | None = None) -> None:
         self.kind = kind
         self.where = where  # the SQLite directory, the Postgres DSN or the Redis URL
         self.namespace = namespace
+        self.opened: list[Any] = [] if opened is None else opened
+
+    def _open(self, store: Any) -> Any:
+        self.opened.append(store)
+        return store
+
+    def close(self) -> None:
+        """Close every connection this store (and its fresh namespaces) opened."""
+        while self.opened:
+            self.opened.pop().close()
 
     def logs(self, **bounds: Any) -> Any:
+        return self._open(self._logs(**bounds))
+
+    def approvals(self, **bounds: Any) -> Any:
+        return self._open(self._approvals(**bounds))
+
+    def _logs(self, **bounds: Any) -> Any:
         if self.kind == "sqlite":
             from bindloop.hosts.asgi.run_logs import SqliteRunLogs
             return SqliteRunLogs(f"{self.where}/{self.namespace}.db", **bounds)
@@ -29,19 +46,19 @@ class LogStore:
         from bindloop.hosts.stores.redis_chat import RedisRunLogs
         return RedisRunLogs(self.where, prefix=f"{self.namespace}:", **bounds)
 
-    def approvals(self) -> Any:
+    def _approvals(self, **bounds: Any) -> Any:
         if self.kind == "sqlite":
             from bindloop.hosts.asgi.approvals import SqlitePendingApprovals
-            return SqlitePendingApprovals(f"{self.where}/{self.namespace}.db")
+            return SqlitePendingApprovals(f"{self.where}/{self.namespace}.db", **bounds)
         if self.kind == "postgres":
             from bindloop.hosts.stores.postgres_chat import PostgresPendingApprovals
-            return PostgresPendingApprovals(self.where, schema=self.namespace)
+            return PostgresPendingApprovals(self.where, schema=self.namespace, **bounds)
         from bindloop.hosts.stores.redis_chat import RedisPendingApprovals
-        return RedisPendingApprovals(self.where, prefix=f"{self.namespace}:")
+        return RedisPendingApprovals(self.where, prefix=f"{self.namespace}:", **bounds)
 
     def fresh(self) -> LogStore:
         """The same kind of store in a namespace of its own."""
-        return LogStore(self.kind, self.where, f"t_{uuid.uuid4().hex[:16]}")
+        return LogStore(self.kind, self.where, f"t_{uuid.uuid4().hex[:16]}", self.opened)
 
     def args(self) -> list[str]:
         """The store as ``continued_host.py`` reads it."""

@@ -18,6 +18,7 @@ from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
 from bindloop.hosts.asgi.run_logs import SqliteRunLogs
 from bindloop.stores import MemoryRunLogs, RunBusyError
 from examples.demos.ui_demo import build_demo_app
+from log_stores import LogStore
 from bindloop.completion import TextEvent
 
 CHAT = {"id": "c1", "trigger": "submit-message", "messages": [
@@ -189,22 +190,32 @@ def test_the_demo_serves_its_page_beside_the_api(served: Any, tmp_path: Path) ->
     assert _frames(chat.text)[-1] == (None, "[DONE]")
 
 
-def test_two_processes_on_one_sqlite_store_share_a_chat(served: Any, tmp_path: Path) -> None:
-    """Two hosts (each its own SqliteRunLogs connection, as two processes would be) on one file: a
-    run's lease refuses a second run of the chat in the other host, which follows the run's log
-    to a reconnecting client and stops it through the store; a run whose host died (its lease
-    ran out) no longer blocks the chat."""
+def _until_running(logs: Any, chat_id: str) -> None:
+    """Wait (a generous deadline) until the chat's latest run has logged a frame and runs."""
+    deadline = time.monotonic() + 20
+    while (latest := logs.latest(chat_id, "ui")) is None or latest.status != "running" or (
+            latest.events == 0):
+        assert time.monotonic() < deadline, f"chat {chat_id!r} never started running"
+        time.sleep(0.01)
+
+
+def test_two_processes_on_one_shared_store_share_a_chat(served: Any,
+                                                        log_store: LogStore) -> None:
+    """Two hosts (each its own connection to the store, as two processes would be) on one
+    SQLite file, Postgres schema or Redis prefix: a run's lease refuses a second run of the chat
+    in the other host, which follows the run's log to a reconnecting client and stops it through
+    the store; a run whose host died (its lease ran out) no longer blocks the chat."""
     import threading
 
-    db = tmp_path / "shared.db"
-    a = build_demo_app(delay_s=0.05, logs=SqliteRunLogs(db), lease_ms=600)
-    b = build_demo_app(delay_s=0.05, logs=SqliteRunLogs(db), lease_ms=600)
+    a = build_demo_app(delay_s=0.1, logs=log_store.logs(), lease_ms=600)
+    b = build_demo_app(delay_s=0.1, logs=log_store.logs(), lease_ms=600)
+    watch = log_store.logs()
     with served(a) as base_a, served(b) as base_b:
         whole: list[str] = []
         reader = threading.Thread(target=lambda: whole.append(
             _post(base_a, "/api/chat", {**CHAT, "id": "shared"}).text))
         reader.start()
-        time.sleep(0.3)
+        _until_running(watch, "shared")
         busy = _post(base_b, "/api/chat", {**CHAT, "id": "shared"})
         assert busy.status_code == 409 and busy.json()["error"] == "chat_busy"
         followed = httpx.get(f"{base_b}/api/chat/shared/stream", timeout=30)
@@ -217,17 +228,17 @@ def test_two_processes_on_one_sqlite_store_share_a_chat(served: Any, tmp_path: P
         reader = threading.Thread(target=lambda: stopped.append(
             _post(base_a, "/api/chat", {**CHAT, "id": "halt"}).text))
         reader.start()
-        time.sleep(0.3)
+        _until_running(watch, "halt")
         stop = httpx.post(f"{base_b}/api/chat/halt/stop", timeout=30)
         assert stop.status_code == 202
         reader.join(30)
         payloads = [d for _, d in _frames(stopped[0])]
         assert msgspec.json.decode(payloads[-2]) == {"type": "abort", "reason": "stopped"}
 
-    dead = SqliteRunLogs(db)  # a host that died mid-run: its lease ran out long ago
+    dead = log_store.logs()  # a host that died mid-run: its lease ran out long ago
     long_ago = time.time() * 1000 - 60_000
     dead.begin("ghost", "revived", "ui", now_ms=long_ago, lease_until_ms=long_ago + 1)
-    with served(build_demo_app(delay_s=0, logs=SqliteRunLogs(db))) as base:
+    with served(build_demo_app(delay_s=0, logs=log_store.logs())) as base:
         assert httpx.get(f"{base}/api/chat/revived/stream", timeout=30).status_code == 204
         assert _post(base, "/api/chat", {**CHAT, "id": "revived"}).status_code == 200
     record = dead.record("ghost")

@@ -1,7 +1,7 @@
 """What the ASGI host keeps of a chat goes: its owner deletes it with all its storage
 (``DELETE /api/chat/{id}``, ``DELETE /ag-ui/{threadId}``; another identity cannot), and ended
-runs expire by age, count and bytes in both log stores, a running one never. Real HTTP (uvicorn
-on 127.0.0.1), a real SQLite file."""
+runs expire by age, count and bytes in every log store, a running one never. Real HTTP (uvicorn
+on 127.0.0.1), a real SQLite file, real Postgres and Redis servers."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bindloop.completion import TextEvent
@@ -25,8 +25,8 @@ from bindloop.hosts.asgi.chat import (
     Emit,
     scoped_chat_id,
 )
-from bindloop.hosts.asgi.run_logs import SqliteRunLogs
 from bindloop.stores import MemoryRunLogs, RunBusyError
+from log_stores import LogStore
 
 CHAT = {"id": "c1", "trigger": "submit-message", "messages": [
     {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hello"}]}]}
@@ -64,11 +64,12 @@ def _rows(db: Path) -> dict[str, int]:
                 for t in ("protocol_runs", "protocol_run_events", "protocol_run_saves")}
 
 
-@pytest.mark.parametrize("store", ["memory", "sqlite"])
+@pytest.mark.parametrize("memory", [True, False])
 def test_the_owner_deletes_a_chat_with_its_storage_and_no_one_else_can(
-        served: Any, tmp_path: Path, store: str) -> None:
-    db = tmp_path / "runs.db"
-    logs = SqliteRunLogs(db) if store == "sqlite" else MemoryRunLogs()
+        served: Any, log_store: LogStore, memory: bool) -> None:
+    if memory and log_store.kind != "sqlite":
+        pytest.skip("the memory logs are the same whichever store the others are in")
+    logs = MemoryRunLogs() if memory else log_store.logs()
     runner = Gated()
     with served(ChatApp(runner, logs=logs, authorize=bearer)) as base:
         for _ in range(2):  # two runs of the chat, both ended
@@ -107,7 +108,8 @@ def test_the_owner_deletes_a_chat_with_its_storage_and_no_one_else_can(
         assert httpx.delete(f"{base}/ag-ui/t1", headers=_as("alice"),
                             timeout=30).status_code == 204
         assert logs.latest(scoped_chat_id("alice", "t1"), "ag-ui") is None
-    if store == "sqlite":
+    if not memory and log_store.kind == "sqlite":
+        db = Path(log_store.where) / f"{log_store.namespace}.db"
         rows = _rows(db)
         assert rows["protocol_runs"] == 1 and rows["protocol_run_saves"] == 0
         with sqlite3.connect(db) as conn:
@@ -117,20 +119,21 @@ def test_the_owner_deletes_a_chat_with_its_storage_and_no_one_else_can(
         assert owners == {bob}
 
 
-def test_a_chat_cannot_be_deleted_while_another_process_runs_it(tmp_path: Path) -> None:
-    logs = SqliteRunLogs(tmp_path / "runs.db")
+def test_a_chat_cannot_be_deleted_while_another_process_runs_it(log_store: LogStore) -> None:
+    logs = log_store.logs()
     logs.begin("r1", "c", "ui", now_ms=1000, lease_until_ms=5000)
     logs.append("r1", b"{}")
     with pytest.raises(RunBusyError):
-        SqliteRunLogs(tmp_path / "runs.db").delete_chat("c", "ui", now_ms=2000)
+        log_store.logs().delete_chat("c", "ui", now_ms=2000)
     assert logs.record("r1") is not None
     # its process died (the lease ran out): the owner may delete it
-    assert SqliteRunLogs(tmp_path / "runs.db").delete_chat("c", "ui", now_ms=6000) is True
+    assert log_store.logs().delete_chat("c", "ui", now_ms=6000) is True
     assert logs.record("r1") is None and logs.read("r1", None) == []
 
 
-def test_sqlite_logs_drop_the_oldest_ended_runs_past_their_byte_bound(tmp_path: Path) -> None:
-    logs = SqliteRunLogs(tmp_path / "runs.db", max_bytes=2500)
+def test_shared_logs_drop_the_oldest_ended_runs_past_their_byte_bound(
+        log_store: LogStore) -> None:
+    logs = log_store.logs(max_bytes=2500)
     for n in range(5):  # each run logs 1,000 bytes and ends; the fifth still runs
         logs.begin(f"r{n}", f"c{n}", "ui", now_ms=n, lease_until_ms=10**12)
         logs.claim(f"r{n}", b"request")
@@ -140,48 +143,166 @@ def test_sqlite_logs_drop_the_oldest_ended_runs_past_their_byte_bound(tmp_path: 
     logs.begin("r5", "c5", "ui", now_ms=5, lease_until_ms=10**12)  # the prune runs here
     kept = [n for n in range(6) if logs.record(f"r{n}") is not None]
     assert kept == [2, 3, 4, 5]  # 2,000 bytes ended kept; the running r4 never counted
-    assert _rows(tmp_path / "runs.db")["protocol_run_saves"] == 1  # the running r4's claim
-    assert logs.read("r0", None) == []
+    assert [n for n in range(6) if getattr(logs.record(f"r{n}"), "claimed", False)] == [4]
+    assert logs.read("r0", None) == []  # the running r4's claim is all that is kept of claims
 
 
 _OPS = st.lists(st.tuples(st.sampled_from(["begin", "append", "end", "delete"]),
                           st.integers(0, 3), st.integers(1, 900)), max_size=40)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=_OPS)
-def test_sqlite_logs_never_drop_a_running_run_and_delete_only_the_chat_named(ops: Any) -> None:
-    """Any sequence of runs begun, frames appended, runs ended and chats deleted: after each
-    begin the ended runs' frames are within ``max_bytes`` and every running run is still there;
-    a delete takes every run of its chat and nothing of another."""
-    import tempfile
+def test_shared_logs_never_drop_a_running_run_and_delete_only_the_chat_named(
+        log_store: LogStore, ops: Any) -> None:
+    """Any sequence of runs begun, frames appended, runs ended and chats deleted, in each store
+    (a fresh namespace per example): after each begin the ended runs' frames are within
+    ``max_bytes`` and every running run is still there; a delete takes every run of its chat and
+    nothing of another."""
+    logs = log_store.fresh().logs(max_bytes=2000)
+    running: dict[int, str] = {}  # chat -> its running run
+    runs: dict[str, int] = {}  # every run begun -> its chat
+    clock = [0.0]
+    for op, chat, size in ops:
+        clock[0] += 1
+        if op == "begin" and chat not in running:
+            run = f"r{len(runs)}"
+            logs.begin(run, f"c{chat}", "ui", now_ms=clock[0], lease_until_ms=10**12)
+            running[chat], runs[run] = run, chat
+            kept = [r for r in runs if logs.record(r) is not None]
+            ended = [r for r in kept if r not in running.values()]
+            assert sum(len(p) for r in ended for _, p in logs.read(r, None)) <= 2000
+            assert set(running.values()) <= set(kept)
+        elif op == "append" and chat in running:
+            logs.append(running[chat], b"x" * size)
+        elif op == "end" and chat in running:
+            logs.end(running.pop(chat), "finished")
+        elif op == "delete":
+            if chat in running:
+                with pytest.raises(RunBusyError):
+                    logs.delete_chat(f"c{chat}", "ui", now_ms=clock[0])
+                continue
+            before = {r for r in runs if logs.record(r) is not None}
+            logs.delete_chat(f"c{chat}", "ui", now_ms=clock[0])
+            after = {r for r in runs if logs.record(r) is not None}
+            assert before - after == {r for r in before if runs[r] == chat}
+    logs.close()
 
-    with tempfile.TemporaryDirectory() as tmp:
-        logs = SqliteRunLogs(Path(tmp) / "runs.db", max_bytes=2000)
-        running: dict[int, str] = {}  # chat -> its running run
-        runs: dict[str, int] = {}  # every run begun -> its chat
-        clock = [0.0]
-        for op, chat, size in ops:
-            clock[0] += 1
-            if op == "begin" and chat not in running:
-                run = f"r{len(runs)}"
-                logs.begin(run, f"c{chat}", "ui", now_ms=clock[0], lease_until_ms=10**12)
-                running[chat], runs[run] = run, chat
-                kept = [r for r in runs if logs.record(r) is not None]
-                ended = [r for r in kept if r not in running.values()]
-                assert sum(len(p) for r in ended for _, p in logs.read(r, None)) <= 2000
-                assert set(running.values()) <= set(kept)
-            elif op == "append" and chat in running:
-                logs.append(running[chat], b"x" * size)
-            elif op == "end" and chat in running:
-                logs.end(running.pop(chat), "finished")
-            elif op == "delete":
-                if chat in running:
-                    with pytest.raises(RunBusyError):
-                        logs.delete_chat(f"c{chat}", "ui", now_ms=clock[0])
-                    continue
-                before = {r for r in runs if logs.record(r) is not None}
-                logs.delete_chat(f"c{chat}", "ui", now_ms=clock[0])
-                after = {r for r in runs if logs.record(r) is not None}
-                assert before - after == {r for r in before if runs[r] == chat}
-        logs.close()
+
+def test_shared_logs_prune_ended_runs_by_age_and_count(log_store: LogStore) -> None:
+    logs = log_store.logs(keep=2, max_age_ms=1000)
+    logs.begin("alive", "c9", "ui", now_ms=0, lease_until_ms=10**15)
+    for n in range(4):
+        logs.begin(f"r{n}", f"c{n}", "ui", now_ms=5000 + n, lease_until_ms=10**15)
+        logs.append(f"r{n}", b"frame")
+        logs.end(f"r{n}", "finished")
+    assert logs.record("alive") is not None  # running, and older than the age bound: kept
+    # keep=2: each begin keeps the newest two ended runs, so r3's begin dropped r0
+    assert [r for r in ("r0", "r1", "r2", "r3") if logs.record(r)] == ["r1", "r2", "r3"]
+    logs.begin("late", "c9x", "ui", now_ms=9000, lease_until_ms=10**15)
+    assert [r for r in ("r1", "r2", "r3") if logs.record(r)] == []  # past the age bound
+    assert logs.read("r3", None) == [] and logs.record("alive") is not None
+
+
+def test_a_run_is_refused_stopped_and_recovered_across_processes(log_store: LogStore) -> None:
+    """Two connections to one store, as two processes: a live lease refuses a second run of the
+    chat in the other, a stop asked there reaches the owner at its next renewal, and once the
+    lease is out the run is closed as interrupted (its frames kept)."""
+    owner, other = log_store.logs(), log_store.logs()
+    owner.begin("r1", "c1", "ui", now_ms=1000, lease_until_ms=2000)
+    assert owner.append("r1", b"{}") == 0 and owner.append("r1", b"[]") == 1
+    with pytest.raises(RunBusyError):
+        other.begin("r2", "c1", "ui", now_ms=1500, lease_until_ms=2500)
+    assert other.recover(now_ms=1500) == []  # the lease is live: the owner may be on it
+    assert owner.renew("r1", 3000) is False
+    other.request_stop("r1")
+    assert owner.renew("r1", 3000) is True
+    assert other.recover(now_ms=3000) == ["r1"]
+    record = other.record("r1")
+    assert record is not None and record.status == "interrupted" and record.events == 2
+    assert other.read("r1", 0) == [(1, b"[]")]
+    other.begin("r2", "c1", "ui", now_ms=3500, lease_until_ms=4500)
+    latest = owner.latest("c1", "ui")
+    assert latest is not None and latest.run_id == "r2"
+
+
+def test_exactly_one_of_many_processes_takes_over_a_lost_run(log_store: LogStore) -> None:
+    """Eight connections race to take over one lost run: one gets its claim, last save and the
+    encoder inputs saved so far; the others get nothing, and the dead run names the winner."""
+    dead = log_store.logs()
+    dead.begin("lost", "c1", "ui", now_ms=0, lease_until_ms=100)
+    dead.claim("lost", b"the request")
+    for n in range(3):
+        dead.append("lost", b"frame %d" % n)
+    dead.save("lost", b"checkpoint 1", "a", 2)
+    dead.save("lost", b"checkpoint 2", "b", 3)
+    dead.append("lost", b"after the save")
+    racers = [log_store.logs() for _ in range(8)]
+    assert [r.run_id for r in racers[0].lost(now_ms=50)] == []  # the lease is live
+    assert [r.run_id for r in racers[0].lost(now_ms=200)] == ["lost"]
+    won: list[tuple[int, Any]] = []
+    start = threading.Barrier(len(racers))
+
+    def race(n: int) -> None:
+        start.wait()
+        won.append((n, racers[n].take_over("lost", f"new{n}", now_ms=200, lease_until_ms=300)))
+
+    threads = [threading.Thread(target=race, args=(n,)) for n in range(len(racers))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    taken = [(n, c) for n, c in won if c is not None]
+    assert len(won) == 8 and len(taken) == 1
+    winner, continuation = taken[0]
+    assert (continuation.previous, continuation.claim, continuation.checkpoint,
+            continuation.fed, continuation.offset) == ("lost", b"the request", b"checkpoint 2",
+                                                      "ab", 3)
+    record = dead.record("lost")
+    assert record is not None and record.status == "continued"
+    assert (record.continued_by, record.continued_at) == (f"new{winner}", 3)
+    new = dead.record(f"new{winner}")
+    assert new is not None and new.status == "running" and new.claimed and new.saved == 3
+    assert dead.lost(now_ms=250) == []  # the continuation holds its own lease
+    dead.unlink("lost")
+    unlinked = dead.record("lost")
+    assert unlinked is not None and unlinked.continued_at == 0
+    dead.end(f"new{winner}", "finished")
+    ended = dead.record(f"new{winner}")
+    assert ended is not None and not ended.claimed  # what it kept to be continued is gone
+
+
+def test_a_pending_approval_is_taken_once_across_processes(log_store: LogStore) -> None:
+    from bindloop.contracts import ToolCall
+
+    asked = log_store.approvals()
+    asked.record("c1", [ToolCall(id="k1", name="delete_note", arguments='{"title":"a"}'),
+                        ToolCall(id="k2", name="word_count", arguments="{}")])
+    takers = [log_store.approvals() for _ in range(8)]
+    got: list[Any] = []
+    start = threading.Barrier(len(takers))
+
+    def take(n: int) -> None:
+        start.wait()
+        got.append(takers[n].take("c1", "k1"))
+
+    threads = [threading.Thread(target=take, args=(n,)) for n in range(len(takers))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(got) == 8 and [c for c in got if c is not None] == [
+        ToolCall(id="k1", name="delete_note", arguments='{"title":"a"}')]
+    assert takers[0].take("c2", "k2") is None  # another chat's id finds nothing
+    assert takers[0].take("c1", "k2") == ToolCall(id="k2", name="word_count", arguments="{}")
+
+
+def test_pending_approvals_keep_the_newest_chats(log_store: LogStore) -> None:
+    from bindloop.contracts import ToolCall
+
+    store = log_store.approvals(max_chats=2)
+    for chat in ("c1", "c2", "c3"):
+        store.record(chat, [ToolCall(id="k", name="t", arguments="{}")])
+    store.record("c1", [])  # c1 is not newer for asking nothing: it was dropped already
+    assert [c for c in ("c1", "c2", "c3") if store.take(c, "k") is not None] == ["c2", "c3"]
