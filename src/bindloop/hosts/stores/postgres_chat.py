@@ -125,10 +125,10 @@ class _Session:
         self._lock = threading.RLock()
 
     def _connection(self) -> Connection[Any]:
-        conn = self._conn
-        if conn is not None and not conn.closed and not conn.broken:
-            return conn
-        conn = self._psycopg.Connection.connect(
+        current = self._conn
+        if current is not None and not current.closed and not current.broken:
+            return current
+        conn: Connection[Any] = self._psycopg.Connection.connect(
             self._conninfo, autocommit=True,
             connect_timeout=max(1, int(self._connect_timeout_s)), **self._params)
         with conn.transaction():
