@@ -2,7 +2,9 @@
 client that dropped can read on from the last event it saw (SSE ``id:`` / ``Last-Event-ID``).
 
 :class:`RunLogs` is the port and :class:`MemoryRunLogs` its in-memory version (one process); the
-SQLite one several processes share is ``bindloop.hosts.asgi.run_logs.SqliteRunLogs``. A run holds a
+stores several processes share are ``bindloop.hosts.asgi.run_logs.SqliteRunLogs``,
+``bindloop.hosts.stores.postgres_chat.PostgresRunLogs`` and
+``bindloop.hosts.stores.redis_chat.RedisRunLogs``. A run holds a
 **lease** (``lease_until_ms``) its process renews while it runs: a second run of the same chat is
 refused while the lease is live (:class:`RunBusyError`).
 """

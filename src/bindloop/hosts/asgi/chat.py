@@ -27,7 +27,9 @@ Every request first goes through ``authorize`` (see :class:`ChatApp`): the ident
 the chats it starts, and another identity can neither read, resume, stop nor reuse them.
 
 With logs that keep what a run needs to go on (:class:`~bindloop.hosts.asgi.run_logs.ContinuableRunLogs`,
-e.g. :class:`~bindloop.hosts.asgi.run_logs.SqliteRunLogs`), a run whose process died is continued: its
+:class:`~bindloop.hosts.asgi.run_logs.SqliteRunLogs`,
+:class:`~bindloop.hosts.stores.postgres_chat.PostgresRunLogs`,
+:class:`~bindloop.hosts.stores.redis_chat.RedisRunLogs`), a run whose process died is continued: its
 request is stored as it begins and each settled boundary the runner reports (a
 :class:`~bindloop.agent.events.CheckpointSavedEvent` through ``emit``) is saved with the encoder inputs
 fed by then; once its lease is out, the app of any process on that store takes it over, writes the
@@ -249,9 +251,9 @@ _CLAIM = msgspec.json.Decoder(_Claim)
 class ChatApp:
     """The ASGI application. ``runner`` does the work (see :func:`bindloop.hosts.asgi.agent.agent_runner`
     for one over bindloop's agent API); ``logs`` keep each run's frames (memory by default; pass a
-    :class:`~bindloop.hosts.asgi.run_logs.SqliteRunLogs` to keep them on disk, to let several
-    processes serve one chat, and to continue a run whose process died: see the module
-    docstring). ``max_body`` bounds a request body (413 above it) and
+    :class:`~bindloop.hosts.asgi.run_logs.SqliteRunLogs`, or a Postgres or Redis one of
+    ``bindloop.hosts.stores``, to keep them beyond the process, to let several processes serve
+    one chat, and to continue a run whose process died: see the module docstring). ``max_body`` bounds a request body (413 above it) and
     ``body_timeout_s`` the time to read it (408 after). A run renews its lease (``lease_ms``, on
     ``clock_ms``, wall-clock milliseconds by default) every third of it; another process's run is
     followed by polling the store every ``poll_s``.

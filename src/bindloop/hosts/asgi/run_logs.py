@@ -8,7 +8,9 @@ run of the chat) closes it as ``interrupted``. Calls are short and synchronous; 
 its own live readers itself and polls the store for another process's run.
 
 Logs that also keep what a run needs to be continued (:class:`ContinuableRunLogs`, the ASGI
-host's refinement of the port: :class:`SqliteRunLogs`) let a run whose process died go on
+host's refinement of the port: :class:`SqliteRunLogs`, and for processes on several machines
+``bindloop.hosts.stores.postgres_chat.PostgresRunLogs`` and
+``bindloop.hosts.stores.redis_chat.RedisRunLogs``) let a run whose process died go on
 elsewhere: its request is stored when it begins (:meth:`~ContinuableRunLogs.claim`), each settled
 boundary with the encoder inputs fed by then and the log's length (:meth:`~ContinuableRunLogs.save`),
 and once its lease is out one process takes it over (:meth:`~ContinuableRunLogs.take_over`,
