@@ -1,6 +1,6 @@
 """A run whose host process is killed (SIGKILL) mid-run is taken over, once its lease is out, by
-another process on the same run logs (SQLite, Postgres, Redis: each test that kills a process
-runs on all three), and finished from its last save: the client's resume
+another process on the same run logs (SQLite, Postgres, Redis: every test here but the npm
+clients' runs on all three), and finished from its last save: the client's resume
 gets the continued run's frames -- the message an uninterrupted run gives -- and what ran before
 the save (a tool, a model turn) is not done again. Real processes (uvicorn on 127.0.0.1), a
 scripted OpenAI-chat provider on loopback, plain HTTP as a client sends it."""
@@ -266,13 +266,14 @@ def _answered(provider: ScriptedProviderServer) -> list[str]:
 
 @pytest.mark.parametrize("lost", ["after", "in"])
 def test_an_approved_call_is_not_run_again_when_its_process_dies_before_the_save_after_it(
-        tmp_path: Path, provider: ScriptedProviderServer, hosts: list[Host], lost: str) -> None:
+        tmp_path: Path, provider: ScriptedProviderServer, hosts: list[Host], lost: str,
+        log_store: LogStore) -> None:
     """The approved ``delete_note`` runs through a receipt. Killed right after its outcome was
     recorded (before the save that follows), the continuation answers the call with the recorded
     outcome; killed while it ran (no outcome), with "may have run". It never runs twice."""
     url = provider.base_url("openai")
     a = Host(tmp_path, url, "--receipts", "--receipt-lease-ms", "500",
-             f"--die-{lost}", "delete_note")
+             f"--die-{lost}", "delete_note", store=log_store)
     hosts.append(a)
     asked = _events(httpx.post(f"{a.base}/api/chat", json=DELETE, timeout=30).text)
     got: list[str] = []
@@ -281,7 +282,7 @@ def test_an_approved_call_is_not_run_again_when_its_process_dies_before_the_save
     assert (tmp_path / "ran.txt").read_text().splitlines() == ['delete_note {"title":"groceries"}']
     assert _answered(provider) == []  # the model never saw an outcome from A
 
-    b = Host(tmp_path, url, "--receipts", "--receipt-lease-ms", "500")
+    b = Host(tmp_path, url, "--receipts", "--receipt-lease-ms", "500", store=log_store)
     hosts.append(b)
     resumed = httpx.get(f"{b.base}/api/chat/d1/stream", timeout=30)
     events = _events(resumed.text)
@@ -387,19 +388,18 @@ def test_the_real_clients_reconnect_across_a_host_killed_mid_run(
 
 
 def test_a_lost_run_that_cannot_be_continued_fails_alone_and_the_app_lives_on(
-        served: Any, tmp_path: Path) -> None:
+        served: Any, log_store: LogStore) -> None:
     """A stored request this app cannot read (written by something else): its continuation is
     closed as failed and logged; the app goes on serving."""
     from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
-    from bindloop.hosts.asgi.run_logs import SqliteRunLogs
 
     async def runner(chat: ChatInput, emit: Emit) -> Any:
         return None
 
-    dead = SqliteRunLogs(tmp_path / "runs.db")
+    dead = log_store.logs()
     dead.begin("ghost", "c-ghost", "ui", now_ms=0, lease_until_ms=1)  # its lease ran out long ago
     dead.claim("ghost", b"not a claim")
-    logs = SqliteRunLogs(tmp_path / "runs.db")
+    logs = log_store.logs()
     with served(ChatApp(runner, logs=logs, lease_ms=300)) as base:
         deadline = time.monotonic() + 10
         while (record := logs.record("ghost")) is not None and record.status == "running":
@@ -418,19 +418,18 @@ def test_a_lost_run_that_cannot_be_continued_fails_alone_and_the_app_lives_on(
 
 
 def test_a_continuation_whose_replay_differs_is_not_resumed_into(
-        served: Any, tmp_path: Path) -> None:
+        served: Any, log_store: LogStore) -> None:
     """The dead run had logged 5 frames by its save, but its saved inputs replay to 1 (as after
     an encoder change): an event id of the dead run gets 204, never the continuation's frames
     under the dead run's offsets; the continuation's own ids resume it."""
     from bindloop.checkpoints import create_loop_checkpoint, serialize_loop_checkpoint
     from bindloop.contracts import UserMessage
     from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
-    from bindloop.hosts.asgi.run_logs import SqliteRunLogs
 
     async def runner(chat: ChatInput, emit: Emit) -> Any:
         return None
 
-    dead = SqliteRunLogs(tmp_path / "runs.db")
+    dead = log_store.logs()
     dead.begin("ghost", "c1", "ui", now_ms=0, lease_until_ms=1)
     body = msgspec.json.encode(CHAT)
     dead.claim("ghost", msgspec.json.encode({"body": body, "minted": "m1", "identity": ""}))
@@ -439,7 +438,7 @@ def test_a_continuation_whose_replay_differs_is_not_resumed_into(
     checkpoint = create_loop_checkpoint(execution_id="chat-c1", max_iterations=4,
                                         messages=[UserMessage(content="hi")])
     dead.save("ghost", serialize_loop_checkpoint(checkpoint), "", 5)
-    logs = SqliteRunLogs(tmp_path / "runs.db")
+    logs = log_store.logs()
     with served(ChatApp(runner, logs=logs, lease_ms=300)) as base:
         deadline = time.monotonic() + 10
         # taken over (one write), then unlinked once its replay was found to differ
@@ -483,20 +482,19 @@ LOST = [b'{"type":"start-step"}', b'{"type":"text-start","id":"t"}',
 
 
 def test_a_resume_while_a_dead_runs_lease_still_looks_live_gets_its_continuation(
-        served: Any, tmp_path: Path) -> None:
+        served: Any, log_store: LogStore) -> None:
     """A client reconnects right after the run's process died, before its lease ran out: the
     frames the run logged after its save (its continuation will not repeat them) are held back,
     and the stream goes on with the continuation from the save to the run's end -- never ends
     early."""
     from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
-    from bindloop.hosts.asgi.run_logs import SqliteRunLogs
 
     async def runner(chat: ChatInput, emit: Emit) -> Any:
         return None
 
     lease_until = time.time() * 1000 + 3000
-    _ghost(SqliteRunLogs(tmp_path / "runs.db"), lease_until, LOST)
-    logs = SqliteRunLogs(tmp_path / "runs.db")
+    _ghost(log_store.logs(), lease_until, LOST)
+    logs = log_store.logs()
     with served(ChatApp(runner, logs=logs, lease_ms=300)) as base:
         assert time.time() * 1000 < lease_until - 1000, "the resume must come while it looks live"
         resumed = httpx.get(f"{base}/api/chat/c1/stream", timeout=30)
@@ -512,19 +510,18 @@ def test_a_resume_while_a_dead_runs_lease_still_looks_live_gets_its_continuation
 
 @pytest.mark.parametrize("sign", ["logs", "renews"])
 def test_another_processs_live_run_is_followed_past_its_save_once_it_shows_it_is_alive(
-        served: Any, tmp_path: Path, sign: str) -> None:
+        served: Any, log_store: LogStore, sign: str) -> None:
     """The run's process is alive (it logs a frame, or renews its lease, after the resume came):
     the frames after its save are sent while it runs, and the rest as it logs them."""
     from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
-    from bindloop.hosts.asgi.run_logs import SqliteRunLogs
 
     async def runner(chat: ChatInput, emit: Emit) -> Any:
         return None
 
-    owner = SqliteRunLogs(tmp_path / "runs.db")
+    owner = log_store.logs()
     lease_until = time.time() * 1000 + 60_000
     _ghost(owner, lease_until, LOST)
-    with served(ChatApp(runner, logs=SqliteRunLogs(tmp_path / "runs.db"), lease_ms=300)) as base:
+    with served(ChatApp(runner, logs=log_store.logs(), lease_ms=300)) as base:
         lines: list[str] = []
 
         def follow() -> None:
