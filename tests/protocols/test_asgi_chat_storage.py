@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -306,3 +307,28 @@ def test_pending_approvals_keep_the_newest_chats(log_store: LogStore) -> None:
         store.record(chat, [ToolCall(id="k", name="t", arguments="{}")])
     store.record("c1", [])  # c1 is not newer for asking nothing: it was dropped already
     assert [c for c in ("c1", "c2", "c3") if store.take(c, "k") is not None] == ["c2", "c3"]
+
+
+@pytest.mark.parametrize("kind", ["postgres", "redis"])
+def test_shared_logs_go_on_across_a_server_restart(kind: str,
+                                                   request: pytest.FixtureRequest) -> None:
+    """The server restarts between two calls (its sessions cut): the next call opens a fresh
+    connection and lands; the run, its frames and a pending approval are still there."""
+    from bindloop.contracts import ToolCall
+
+    server = request.getfixturevalue(f"{kind}_server")
+    if server is None:
+        pytest.skip("the machine's own server cannot be restarted by a test")
+    store = LogStore(kind, server.dsn if kind == "postgres" else server.url,
+                     f"t_{uuid.uuid4().hex[:16]}")
+    try:
+        logs, approvals = store.logs(), store.approvals()
+        logs.begin("r1", "c1", "ui", now_ms=0, lease_until_ms=10**15)
+        assert logs.append("r1", b"before") == 0
+        approvals.record("c1", [ToolCall(id="k", name="t", arguments="{}")])
+        server.restart()
+        assert logs.append("r1", b"after") == 1
+        assert logs.read("r1", None) == [(0, b"before"), (1, b"after")]
+        assert approvals.take("c1", "k") == ToolCall(id="k", name="t", arguments="{}")
+    finally:
+        store.close()

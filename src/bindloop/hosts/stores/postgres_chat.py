@@ -22,8 +22,9 @@ connection (the same package as :class:`~bindloop.hosts.stores.postgres.Postgres
 one): each call blocks the event loop for its round trips, as the SQLite store's writes do. Keep
 the server near the host (the same machine or LAN).
 
-Each object holds one connection, opened at the first call and opened again after the server
-closed it; the session bounds each statement with ``statement_timeout`` and
+Each object holds one connection, opened at the first call; one the server closed while it was
+idle (a restart between two calls) is noticed before anything is sent on it and opened again, so
+the first write after a restart lands. The session bounds each statement with ``statement_timeout`` and
 ``idle_in_transaction_session_timeout`` at ``io_timeout_s``, with the same keepalives as
 :class:`~bindloop.hosts.stores.postgres.PostgresStore`. A driver failure is a
 :class:`~bindloop.stores.StoreError` naming the operation. The tables (``protocol_runs``,
@@ -35,6 +36,7 @@ first use under an advisory lock.
 from __future__ import annotations
 
 import re
+import select
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -126,8 +128,14 @@ class _Session:
 
     def _connection(self) -> Connection[Any]:
         current = self._conn
-        if current is not None and not current.closed and not current.broken:
+        if current is not None and not _went_away(current):
             return current
+        if current is not None:  # the server ended the session while it was idle
+            self._conn = None
+            try:
+                current.close()
+            except Exception:  # a dead socket may refuse even the goodbye
+                pass
         conn: Connection[Any] = self._psycopg.Connection.connect(
             self._conninfo, autocommit=True,
             connect_timeout=max(1, int(self._connect_timeout_s)), **self._params)
@@ -163,6 +171,18 @@ class _Session:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+def _went_away(conn: Connection[Any]) -> bool:
+    """Whether the idle connection was closed (or spoken to) by the server since its last use:
+    nothing of ours was sent on it, so a fresh one in its place is safe for any operation."""
+    if conn.closed or conn.broken:
+        return True
+    try:
+        ready, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    except Exception:  # no socket any more (closed, or the driver refuses to say)
+        return True
+    return bool(ready)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -24,7 +24,9 @@ Keys live under ``prefix`` (default ``"bindloop:"``; they can share a ``RedisSto
 Redis instance (not a Cluster). Durability is the server's (``appendonly yes`` for logs that
 outlive a Redis restart). Every command is bounded by ``socket_timeout_s``; a driver failure is a
 :class:`~bindloop.stores.StoreError` naming the operation (the client's own retries are off, so an
-unknown outcome is never repeated).
+unknown outcome is never repeated). A pooled connection the server closed while it was idle (a
+restart between two calls) is replaced before anything is sent on it; a server still loading its
+dataset (``LOADING``) is a ``StoreError`` (a synchronous call does not wait it out).
 """
 
 from __future__ import annotations
