@@ -332,3 +332,21 @@ def test_shared_logs_go_on_across_a_server_restart(kind: str,
         assert approvals.take("c1", "k") == ToolCall(id="k", name="t", arguments="{}")
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("kind", ["postgres", "redis"])
+def test_a_server_that_is_not_there_is_a_store_error_without_the_password(kind: str) -> None:
+    from bindloop.hosts.stores.postgres_chat import PostgresRunLogs
+    from bindloop.hosts.stores.redis_chat import RedisRunLogs
+    from bindloop.stores import StoreError
+    from harness.fixtures.store_servers import free_port
+
+    port = free_port()  # nothing listens on it
+    logs: Any = (PostgresRunLogs(f"postgresql://u:hunter2@127.0.0.1:{port}/db",
+                                 connect_timeout_s=2) if kind == "postgres"
+                 else RedisRunLogs(f"redis://u:hunter2@127.0.0.1:{port}/0", socket_timeout_s=2))
+    with pytest.raises(StoreError) as failed:
+        logs.begin("r1", "c1", "ui", now_ms=0, lease_until_ms=1)
+    assert (failed.value.store, failed.value.operation) == (kind, "begin")
+    assert "hunter2" not in str(failed.value)
+    logs.close()
