@@ -19,7 +19,10 @@ share one identity and its bounds.
    clients each sending requests one after another over keep-alive for ``--seconds``; median
    latency and the host's CPU per request. Twice: the defaults (``plain``: logs in memory), and
    ``durable`` -- run logs, tool receipts and pending approvals in one SQLite file (what
-   continues a run whose process died: docs/serve.md).
+   continues a run whose process died: docs/serve.md). ``--rps-modes`` adds ``sqlite`` (run logs
+   only), ``postgres`` and ``redis`` (``durable`` on a Postgres or Redis server: the one
+   ``BINDLOOP_TEST_POSTGRES_DSN`` / ``BINDLOOP_TEST_REDIS_URL`` names, else one started here from
+   the Debian binaries, as the tests do).
 3. **abuse**: a legitimate client (its own token, its own process) sends the same chat one
    request after another -- before, during and after a time when, at once: ``--flood``
    anonymous POSTs sent and disconnected at once (100 in flight), ``--slow`` connections that
@@ -78,6 +81,20 @@ def serve(port: int, delay_s: float, mode: str) -> None:
         db = Path(tempfile.mkdtemp()) / "chats.db"
         durable = {"receipts": SqliteStore(db), "approvals": SqlitePendingApprovals(db)}
         bounds = {"logs": SqliteRunLogs(db)}
+    if mode == "postgres":  # durable, on a Postgres server
+        from bindloop.hosts.stores.postgres import PostgresStore
+        from bindloop.hosts.stores.postgres_chat import PostgresPendingApprovals, PostgresRunLogs
+
+        dsn = os.environ["BENCH_STORE_URL"]
+        durable = {"receipts": PostgresStore(dsn), "approvals": PostgresPendingApprovals(dsn)}
+        bounds = {"logs": PostgresRunLogs(dsn)}
+    if mode == "redis":  # durable, on a Redis server
+        from bindloop.hosts.stores.redis import RedisStore
+        from bindloop.hosts.stores.redis_chat import RedisPendingApprovals, RedisRunLogs
+
+        url = os.environ["BENCH_STORE_URL"]
+        durable = {"receipts": RedisStore(url), "approvals": RedisPendingApprovals(url)}
+        bounds = {"logs": RedisRunLogs(url)}
     if mode == "sqlite":  # run logs in SQLite only
         from bindloop.hosts.asgi.run_logs import SqliteRunLogs
 
@@ -94,12 +111,12 @@ def serve(port: int, delay_s: float, mode: str) -> None:
 
 
 class Host:
-    def __init__(self, *, delay_s: float = 0.0, mode: str = "plain") -> None:
+    def __init__(self, *, delay_s: float = 0.0, mode: str = "plain", store_url: str = "") -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = int(s.getsockname()[1])
         self.base = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}"}
+        env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}", "BENCH_STORE_URL": store_url}
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "--serve", str(self.port), str(delay_s),
              mode], env=env)
@@ -206,8 +223,25 @@ async def capacity(chats: int, ceiling_mib: float) -> None:
 
 # -- 2. requests per second -------------------------------------------------------------------
 
+def _store_server(mode: str) -> tuple[str, Any]:
+    """The server a ``postgres`` or ``redis`` host uses (its URL, and the server started here to
+    close afterwards, or ``None``)."""
+    given = os.environ.get({"postgres": "BINDLOOP_TEST_POSTGRES_DSN",
+                            "redis": "BINDLOOP_TEST_REDIS_URL"}.get(mode, ""), "")
+    if mode not in ("postgres", "redis") or given:
+        return given, None
+    if str(ROOT) not in sys.path:  # harness/ is beside bench/, not a package of src/
+        sys.path.insert(0, str(ROOT))
+    from harness.fixtures.store_servers import PostgresServer, RedisServer
+
+    server: Any = PostgresServer() if mode == "postgres" else RedisServer()
+    server.start()
+    return (server.dsn if mode == "postgres" else server.url), server
+
+
 async def rps(seconds: float, mode: str, clients: int = 8) -> None:
-    host = Host(delay_s=0.0, mode=mode)
+    store_url, server = _store_server(mode)
+    host = Host(delay_s=0.0, mode=mode, store_url=store_url)
     try:
         for protocol in ("ui", "ag-ui"):
             latencies: list[float] = []
@@ -242,6 +276,8 @@ async def rps(seconds: float, mode: str, clients: int = 8) -> None:
                   f"{cpu / count * 1000:.2f} ms per request", flush=True)
     finally:
         host.stop()
+        if server is not None:
+            server.close()
 
 
 # -- 3. abuse ---------------------------------------------------------------------------------
@@ -370,7 +406,8 @@ def main() -> None:
     parser.add_argument("--big", type=int, default=300)
     parser.add_argument("--only", default="capacity,rps,abuse")
     parser.add_argument("--rps-modes", default="plain,durable",
-                        help="rps hosts: plain, sqlite (run logs in SQLite), durable")
+                        help="rps hosts: plain, sqlite (run logs in SQLite), durable, postgres, "
+                        "redis")
     args = parser.parse_args()
     if args.serve is not None:
         serve(int(args.serve[0]), float(args.serve[1]), args.serve[2])

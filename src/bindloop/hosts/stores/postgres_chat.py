@@ -88,6 +88,50 @@ CREATE TABLE IF NOT EXISTS {s}.protocol_run_events (
     payload      BYTEA NOT NULL,
     PRIMARY KEY (run_id, frame_offset)
 );
+-- begin in one round trip (one statement, so one transaction): under the chat's advisory lock,
+-- refuse while its latest run's lease is live (returns that run's id), close a lost one as
+-- interrupted, prune the ended runs (age, then count, then bytes, oldest first), insert the run.
+CREATE OR REPLACE FUNCTION {s}.protocol_begin(
+    p_run TEXT, p_chat TEXT, p_protocol TEXT, p_now DOUBLE PRECISION, p_lease DOUBLE PRECISION,
+    p_cutoff DOUBLE PRECISION, p_keep BIGINT, p_max_bytes BIGINT) RETURNS TEXT AS $$
+DECLARE
+    last RECORD;
+    doomed TEXT[];
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended('bindloop-chat:' || p_protocol || ':'
+                                                   || p_chat, 0));
+    SELECT run_id, status, lease_until_ms INTO last FROM {s}.protocol_runs
+        WHERE chat_id = p_chat AND protocol = p_protocol ORDER BY seq DESC LIMIT 1;
+    IF FOUND AND last.status = 'running' THEN
+        IF last.lease_until_ms > p_now THEN
+            RETURN last.run_id;
+        END IF;
+        UPDATE {s}.protocol_runs SET status = 'interrupted' WHERE run_id = last.run_id;
+    END IF;
+    DELETE FROM {s}.protocol_run_saves s USING {s}.protocol_runs r
+        WHERE s.run_id = r.run_id AND r.status <> 'running';
+    UPDATE {s}.protocol_runs r SET bytes = (SELECT COALESCE(SUM(octet_length(payload)), 0)
+        FROM {s}.protocol_run_events e WHERE e.run_id = r.run_id)
+        WHERE status <> 'running' AND bytes IS NULL;
+    WITH ended AS (
+        SELECT run_id, seq, started_ms, bytes, row_number() OVER (ORDER BY seq DESC) AS n
+        FROM {s}.protocol_runs WHERE status <> 'running'),
+    kept AS (
+        SELECT run_id, SUM(bytes) OVER (ORDER BY seq DESC ROWS UNBOUNDED PRECEDING) AS newer
+        FROM ended WHERE started_ms >= p_cutoff AND n <= p_keep)
+    SELECT array_agg(run_id) INTO doomed FROM (
+        SELECT run_id FROM ended WHERE started_ms < p_cutoff OR n > p_keep
+        UNION ALL SELECT run_id FROM kept WHERE newer > p_max_bytes) d;
+    IF doomed IS NOT NULL THEN
+        DELETE FROM {s}.protocol_run_events WHERE run_id = ANY(doomed);
+        DELETE FROM {s}.protocol_run_saves WHERE run_id = ANY(doomed);
+        DELETE FROM {s}.protocol_runs WHERE run_id = ANY(doomed);
+    END IF;
+    INSERT INTO {s}.protocol_runs (run_id, chat_id, protocol, status, lease_until_ms, started_ms)
+        VALUES (p_run, p_chat, p_protocol, 'running', p_lease, p_now);
+    RETURN NULL;
+END
+$$ LANGUAGE plpgsql;
 """
 
 _APPROVALS_DDL = """
@@ -214,6 +258,7 @@ class PostgresRunLogs:
         self._max_bytes = max_bytes
         self._session = _Session(conninfo, schema, _RUNS_DDL,
                                  connect_timeout_s=connect_timeout_s, io_timeout_s=io_timeout_s)
+        self._schema = schema
         self._t = {n: f"{schema}.{n}" for n in
                    ("protocol_runs", "protocol_run_saves", "protocol_run_events")}
         self._next: dict[str, int] = {}
@@ -231,7 +276,8 @@ class PostgresRunLogs:
 
     @staticmethod
     def _lock_chat(conn: Connection[Any], chat_id: str, protocol: str) -> None:
-        """Inside a transaction: the chat's writers (begin, take-over, delete) one at a time."""
+        """Inside a transaction: the chat's writers (begin, take-over, delete) one at a time
+        (the key ``protocol_begin`` takes too)."""
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
                      (f"bindloop-chat:{protocol}:{chat_id}",))
 
@@ -241,28 +287,6 @@ class PostgresRunLogs:
             f"SELECT run_id, status, lease_until_ms FROM {self._t['protocol_runs']} WHERE "
             "chat_id = %s AND protocol = %s ORDER BY seq DESC LIMIT 1",
             (chat_id, protocol)).fetchone()
-
-    def _prune(self, conn: Connection[Any], now_ms: float) -> None:
-        """Inside begin's transaction: drop ended runs past the age bound, beyond the newest keep,
-        and the oldest while the ended runs' frames pass the byte bound."""
-        runs, saves, events = (self._t[n] for n in
-                               ("protocol_runs", "protocol_run_saves", "protocol_run_events"))
-        conn.execute(f"DELETE FROM {saves} s USING {runs} r WHERE s.run_id = r.run_id AND "
-                     "r.status <> 'running'")
-        conn.execute(
-            f"UPDATE {runs} r SET bytes = (SELECT COALESCE(SUM(octet_length(payload)), 0) FROM "
-            f"{events} e WHERE e.run_id = r.run_id) WHERE status <> 'running' AND bytes IS NULL")
-        doomed = [str(r[0]) for r in conn.execute(
-            f"WITH ended AS (SELECT run_id, seq, started_ms, bytes, "
-            f"row_number() OVER (ORDER BY seq DESC) AS n FROM {runs} WHERE status <> 'running'), "
-            "kept AS (SELECT run_id, SUM(bytes) OVER (ORDER BY seq DESC ROWS UNBOUNDED "
-            "PRECEDING) AS newer FROM ended WHERE started_ms >= %(cutoff)s AND n <= %(keep)s) "
-            "SELECT run_id FROM ended WHERE started_ms < %(cutoff)s OR n > %(keep)s "
-            "UNION ALL SELECT run_id FROM kept WHERE newer > %(max_bytes)s",
-            {"cutoff": now_ms - self._max_age_ms, "keep": self._keep,
-             "max_bytes": self._max_bytes})]
-        if doomed:
-            self._forget(conn, doomed)
 
     def _forget(self, conn: Connection[Any], run_ids: list[str]) -> None:
         for table in ("protocol_run_events", "protocol_run_saves", "protocol_runs"):
@@ -286,19 +310,15 @@ class PostgresRunLogs:
 
     def begin(self, run_id: str, chat_id: str, protocol: str, *, now_ms: float,
               lease_until_ms: float) -> None:
-        def body(conn: Connection[Any]) -> None:
-            self._lock_chat(conn, chat_id, protocol)
-            row = self._latest_row(conn, chat_id, protocol)
-            if row is not None and row[1] == "running" and row[2] > now_ms:
-                raise RunBusyError(str(row[0]))
-            if row is not None and row[1] == "running":
-                conn.execute(f"UPDATE {self._t['protocol_runs']} SET status = 'interrupted' "
-                             "WHERE run_id = %s", (row[0],))
-            self._prune(conn, now_ms)
-            self._insert(conn, run_id, chat_id, protocol, now_ms=now_ms,
-                         lease_until_ms=lease_until_ms)
-
-        self._run("begin", body, transaction=True)
+        # One statement (the schema's function): the check, the prune and the insert are one
+        # transaction under the chat's lock, so two processes starting the chat cannot both
+        # pass the check.
+        row = self._run("begin", lambda conn: conn.execute(
+            f"SELECT {self._schema}.protocol_begin(%s, %s, %s, %s, %s, %s, %s, %s)",
+            (run_id, chat_id, protocol, now_ms, lease_until_ms, now_ms - self._max_age_ms,
+             self._keep, self._max_bytes)).fetchone())
+        if row is not None and row[0] is not None:
+            raise RunBusyError(str(row[0]))
         self._next[run_id] = 0
 
     def claim(self, run_id: str, claim: bytes) -> None:
