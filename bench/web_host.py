@@ -22,7 +22,8 @@ share one identity and its bounds.
    continues a run whose process died: docs/serve.md). ``--rps-modes`` adds ``sqlite`` (run logs
    only), ``postgres`` and ``redis`` (``durable`` on a Postgres or Redis server: the one
    ``BINDLOOP_TEST_POSTGRES_DSN`` / ``BINDLOOP_TEST_REDIS_URL`` names, else one started here from
-   the Debian binaries, as the tests do).
+   the Debian binaries as the tests do -- Postgres with ``fsync=off``, Redis with
+   ``appendfsync everysec``).
 3. **abuse**: a legitimate client (its own token, its own process) sends the same chat one
    request after another -- before, during and after a time when, at once: ``--flood``
    anonymous POSTs sent and disconnected at once (100 in flight), ``--slow`` connections that
@@ -234,7 +235,14 @@ def _store_server(mode: str) -> tuple[str, Any]:
         sys.path.insert(0, str(ROOT))
     from harness.fixtures.store_servers import PostgresServer, RedisServer
 
-    server: Any = PostgresServer() if mode == "postgres" else RedisServer()
+    class EverySecond(RedisServer):
+        """Its append-only file synced once a second (Redis's recommended setting), not at
+        every write as the tests' server does."""
+
+        def _spawn(self, *extra: str) -> None:
+            super()._spawn("--appendfsync", "everysec", *extra)
+
+    server: Any = PostgresServer() if mode == "postgres" else EverySecond()
     server.start()
     return (server.dsn if mode == "postgres" else server.url), server
 
