@@ -203,6 +203,7 @@ return out
 # Returns {claim, has checkpoint, checkpoint, fed, offset} or 0.
 _TAKE_OVER = _LIB + """
 local old, new = ARGV[2], ARGV[3]
+if redis.call('EXISTS', runk(new)) == 1 then return redis.error_reply('run ' .. new .. ' exists') end
 local h = redis.call('HMGET', runk(old), 'chat', 'protocol', 'status', 'lease')
 if not h[1] or h[3] ~= 'running' or tonumber(h[4]) > tonumber(ARGV[4]) then return 0 end
 local savek = P .. 'save:' .. old
