@@ -48,17 +48,17 @@ def served() -> Any:
     return serve
 
 
-
 @pytest.fixture(params=STORES)
 def log_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LogStore]:
     """Each store of run logs the ASGI host can continue runs on, in a fresh namespace: SQLite
     in ``tmp_path``, Postgres and Redis on the test servers (skipped without them, failed in
-    CI: see ``tests/conftest.py``)."""
+    CI: see ``tests/conftest.py``). A test may ask for ``memory`` too (indirect
+    parametrization)."""
     if request.param == "postgres":
         where = request.getfixturevalue("postgres_dsn")
     elif request.param == "redis":
         where = request.getfixturevalue("redis_url")
-    else:
+    else:  # sqlite (or memory: nowhere)
         where = str(tmp_path)
     store = LogStore(request.param, where, f"t_{uuid.uuid4().hex[:16]}")
     yield store

@@ -12,7 +12,8 @@ STORES = ("sqlite", "postgres", "redis")
 class LogStore:
     """Run logs and pending approvals of one kind (``sqlite``, ``postgres``, ``redis``) in one
     namespace (a SQLite file, a Postgres schema, a Redis key prefix): each :meth:`logs` call is
-    another connection to the same store, as another process would open."""
+    another connection to the same store, as another process would open. (``memory``: the
+    in-process logs, a new one at each call, for the tests that hold every store alike.)"""
 
     def __init__(self, kind: str, where: str, namespace: str,
                  opened: list[Any] | None = None) -> None:
@@ -28,7 +29,9 @@ class LogStore:
     def close(self) -> None:
         """Close every connection this store (and its fresh namespaces) opened."""
         while self.opened:
-            self.opened.pop().close()
+            store = self.opened.pop()
+            if hasattr(store, "close"):
+                store.close()
 
     def logs(self, **bounds: Any) -> Any:
         return self._open(self._logs(**bounds))
@@ -37,6 +40,9 @@ class LogStore:
         return self._open(self._approvals(**bounds))
 
     def _logs(self, **bounds: Any) -> Any:
+        if self.kind == "memory":
+            from bindloop.stores import MemoryRunLogs
+            return MemoryRunLogs(**bounds)
         if self.kind == "sqlite":
             from bindloop.hosts.asgi.run_logs import SqliteRunLogs
             return SqliteRunLogs(f"{self.where}/{self.namespace}.db", **bounds)

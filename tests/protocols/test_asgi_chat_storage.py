@@ -26,8 +26,8 @@ from bindloop.hosts.asgi.chat import (
     Emit,
     scoped_chat_id,
 )
-from bindloop.stores import MemoryRunLogs, RunBusyError
-from log_stores import LogStore
+from bindloop.stores import RunBusyError
+from log_stores import STORES, LogStore
 
 CHAT = {"id": "c1", "trigger": "submit-message", "messages": [
     {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hello"}]}]}
@@ -65,12 +65,10 @@ def _rows(db: Path) -> dict[str, int]:
                 for t in ("protocol_runs", "protocol_run_events", "protocol_run_saves")}
 
 
-@pytest.mark.parametrize("memory", [True, False])
+@pytest.mark.parametrize("log_store", ["memory", *STORES], indirect=True)
 def test_the_owner_deletes_a_chat_with_its_storage_and_no_one_else_can(
-        served: Any, log_store: LogStore, memory: bool) -> None:
-    if memory and log_store.kind != "sqlite":
-        pytest.skip("the memory logs are the same whichever store the others are in")
-    logs = MemoryRunLogs() if memory else log_store.logs()
+        served: Any, log_store: LogStore) -> None:
+    logs = log_store.logs()
     runner = Gated()
     with served(ChatApp(runner, logs=logs, authorize=bearer)) as base:
         for _ in range(2):  # two runs of the chat, both ended
@@ -109,7 +107,7 @@ def test_the_owner_deletes_a_chat_with_its_storage_and_no_one_else_can(
         assert httpx.delete(f"{base}/ag-ui/t1", headers=_as("alice"),
                             timeout=30).status_code == 204
         assert logs.latest(scoped_chat_id("alice", "t1"), "ag-ui") is None
-    if not memory and log_store.kind == "sqlite":
+    if log_store.kind == "sqlite":
         db = Path(log_store.where) / f"{log_store.namespace}.db"
         rows = _rows(db)
         assert rows["protocol_runs"] == 1 and rows["protocol_run_saves"] == 0
