@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 import httpx
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -348,3 +349,86 @@ def test_a_server_that_is_not_there_is_a_store_error_without_the_password(kind: 
     assert (failed.value.store, failed.value.operation) == (kind, "begin")
     assert "hunter2" not in str(failed.value)
     logs.close()
+
+
+_STEPS = st.lists(st.tuples(
+    st.sampled_from(["begin", "begin", "begin", "append", "append", "claim", "save", "end",
+                     "end", "take_over", "recover", "stop", "delete", "unlink"]),
+    st.integers(0, 3), st.integers(0, 3), st.integers(1, 300)), max_size=40)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=_STEPS)
+@pytest.mark.parametrize("log_store", ["postgres", "redis"], indirect=True)
+def test_shared_logs_answer_as_the_sqlite_logs_do(log_store: LogStore, tmp_path: Path,
+                                                   steps: Any) -> None:
+    """The same calls -- runs begun on a clock, frames appended, requests claimed and saved,
+    runs ended, lost runs taken over or recovered, stops asked, chats deleted, continuations
+    unlinked, with small bounds so pruning happens -- on SQLite and on the server store (a fresh
+    namespace per example): every call answers the same, and so does every record, log and
+    chat's latest run after it. (What a closed run kept to be continued is compared only while
+    it runs: it is gone from every store by the next begin.)"""
+    from bindloop.hosts.asgi.run_logs import SqliteRunLogs
+
+    bounds = {"keep": 3, "max_age_ms": 40, "max_bytes": 1000}
+    ref = SqliteRunLogs(tmp_path / f"{uuid.uuid4().hex}.db", **bounds)
+    other = log_store.fresh().logs(**bounds)
+    runs: list[str] = []
+    now = 0.0
+
+    def both(call: str, *args: Any, **kwargs: Any) -> Any:
+        answers = []
+        for logs in (ref, other):
+            try:
+                answers.append(getattr(logs, call)(*args, **kwargs))
+            except RunBusyError as exc:
+                answers.append(("busy", str(exc)))
+        assert answers[0] == answers[1], (call, args, answers)
+        return answers[0]
+
+    def running(pick: int) -> str | None:
+        live = [r for r in runs if (rec := ref.record(r)) is not None and rec.status == "running"]
+        return live[pick % len(live)] if live else None
+
+    for op, chat, pick, size in steps:
+        now += pick
+        run = running(pick)
+        if op == "begin":
+            runs.append(f"r{len(runs)}")
+            both("begin", runs[-1], f"c{chat}", "ui", now_ms=now, lease_until_ms=now + size % 7)
+        elif op == "append" and run is not None:
+            both("append", run, b"x" * size)
+        elif op == "claim" and run is not None:
+            both("claim", run, b"request %d" % size)
+        elif op == "save" and run is not None and (ref.record(run) or run).claimed:  # type: ignore[union-attr]
+            both("save", run, b"checkpoint %d" % size, f"f{size}", ref.record(run).events)  # type: ignore[union-attr]
+        elif op == "end" and run is not None:
+            both("end", run, ("finished", "failed", "stopped")[pick % 3])
+        elif op == "take_over":
+            lost = both("lost", now)
+            if lost:
+                runs.append(f"r{len(runs)}")
+                both("take_over", lost[pick % len(lost)].run_id, runs[-1], now_ms=now,
+                     lease_until_ms=now + size % 7)
+        elif op == "recover":
+            assert sorted(ref.recover(now)) == sorted(other.recover(now))
+        elif op == "stop" and run is not None:
+            both("request_stop", run)
+            both("renew", run, now + size % 7)
+        elif op == "delete":
+            both("delete_chat", f"c{chat}", "ui", now_ms=now)
+        elif op == "unlink":
+            continued = [r for r in runs if getattr(ref.record(r), "continued_by", None)]
+            if continued:
+                both("unlink", continued[pick % len(continued)])
+        for run_id in runs:
+            mine, theirs = ref.record(run_id), other.record(run_id)
+            if mine is not None and theirs is not None and mine.status != "running":
+                mine = msgspec.structs.replace(mine, claimed=False, saved=0)
+                theirs = msgspec.structs.replace(theirs, claimed=False, saved=0)
+            assert mine == theirs, run_id
+            assert ref.read(run_id, None) == other.read(run_id, None)
+        for c in range(4):
+            assert ref.latest(f"c{c}", "ui") == other.latest(f"c{c}", "ui")
+    ref.close()
