@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -432,3 +433,63 @@ def test_shared_logs_answer_as_the_sqlite_logs_do(log_store: LogStore, tmp_path:
         for c in range(4):
             assert ref.latest(f"c{c}", "ui") == other.latest(f"c{c}", "ui")
     ref.close()
+
+
+@pytest.mark.parametrize("kind", ["postgres", "redis"])
+def test_a_store_gone_mid_run_fails_that_run_and_the_app_lives_on(
+        served: Any, kind: str, request: pytest.FixtureRequest) -> None:
+    """The server stops while a run streams: that run ends (its stream cut), a new chat gets
+    503 ``store_unavailable`` (never a 500 from a dead app); once the server is back, new chats
+    run, and the run left open is taken over as lost and finished."""
+    import signal
+
+    server = request.getfixturevalue(f"{kind}_server")
+    if server is None:
+        pytest.skip("the machine's own server cannot be stopped by a test")
+    store = LogStore(kind, server.dsn if kind == "postgres" else server.url,
+                     f"t_{uuid.uuid4().hex[:16]}")
+    runner = Gated()
+    try:
+        logs = store.logs()
+        with served(ChatApp(runner, logs=logs, lease_ms=600)) as base:
+            runner.hold.set()
+            cut: list[BaseException] = []
+
+            def stream() -> None:
+                try:
+                    with httpx.stream("POST", f"{base}/api/chat", json=CHAT,
+                                      timeout=30) as live:
+                        for _ in live.iter_text():
+                            pass
+                except httpx.HTTPError as exc:
+                    cut.append(exc)
+
+            client = threading.Thread(target=stream)
+            client.start()
+            deadline = time.monotonic() + 20
+            while (latest := store.logs().latest("c1", "ui")) is None or latest.events == 0:
+                assert time.monotonic() < deadline, "the run never started"
+                time.sleep(0.02)
+            server.stop(signal.SIGINT)
+            runner.hold.clear()  # its next frames meet no store
+            client.join(30)
+            down = httpx.post(f"{base}/api/chat", json={**CHAT, "id": "c2"}, timeout=30)
+            assert down.status_code == 503 and down.json()["error"] == "store_unavailable"
+            assert down.headers["retry-after"] == "1"
+            server.restart()
+            back = httpx.post(f"{base}/api/chat", json={**CHAT, "id": "c3"}, timeout=30)
+            assert back.status_code == 200 and back.text.rstrip().endswith("data: [DONE]")
+            deadline = time.monotonic() + 20
+            while (first := logs.latest("c1", "ui")) is None or first.status == "running":
+                assert time.monotonic() < deadline, "the run left open was never closed"
+                time.sleep(0.05)
+            again = logs.latest("c1", "ui")
+            while again is not None and again.continued_by is not None:
+                again = logs.record(again.continued_by)
+                while again is not None and again.status == "running":
+                    assert time.monotonic() < deadline, "the continuation never ended"
+                    time.sleep(0.05)
+                    again = logs.record(again.run_id)
+            assert again is not None and again.status == "finished"
+    finally:
+        store.close()

@@ -89,6 +89,7 @@ from bindloop.stores import (
     RunRecord,
     RunsFullError,
     RunStatus,
+    StoreError,
 )
 
 from .replay import RecordedFrames, decode_fed, encode_fed, replay
@@ -498,12 +499,17 @@ class ChatApp:
                              "reconnect to it, or stop it first")
         self._admit(identity)
         run_id = run_id or self._new_id()
-        if run_id in self._live or self.logs.record(run_id) is not None:
-            raise _HttpError(409, "run_exists", f"run {run_id!r} already exists")
-        now = self._now()
         try:
+            if run_id in self._live or self.logs.record(run_id) is not None:
+                raise _HttpError(409, "run_exists", f"run {run_id!r} already exists")
+            now = self._now()
             self.logs.begin(run_id, chat_id, protocol, now_ms=now,
                             lease_until_ms=now + self._lease_ms)
+        except StoreError as exc:
+            LOGGER.error("a run of chat %r (%s) could not begin", chat_id, protocol,
+                         exc_info=exc)
+            raise _HttpError(503, "store_unavailable", "the server cannot reach its store; try "
+                             "again shortly") from None
         except RunBusyError:
             raise _HttpError(409, "chat_busy", "this chat already has a running response; "
                              "reconnect to it, or stop it first") from None
@@ -622,12 +628,24 @@ class ChatApp:
         self._spawn(run, chat, run.recorder, resumed=resumed)
 
     async def _keep_lease(self, run: _Run) -> None:
-        """Renew the run's lease while it runs; a stop asked through the store cancels it."""
+        """Renew the run's lease while it runs; a stop asked through the store cancels it. A
+        renewal the store fails is logged and tried again; a run whose lease ran out unrenewed
+        is stopped (another process may take it over from then)."""
+        leased_until = self._now() + self._lease_ms
         while True:
             await anyio.sleep(self._lease_ms / 3000)
             if run.run_id not in self._live:
                 return
-            if self.logs.renew(run.run_id, self._now() + self._lease_ms):
+            until = self._now() + self._lease_ms
+            try:
+                stop = self.logs.renew(run.run_id, until)
+            except Exception as exc:
+                LOGGER.error("run %s: its lease could not be renewed", run.run_id, exc_info=exc)
+                if self._now() >= leased_until:
+                    run.scope.cancel()
+                continue
+            leased_until = until
+            if stop:
                 run.scope.cancel()
 
     def _append(self, run: _Run, payloads: list[bytes]) -> None:
@@ -654,9 +672,19 @@ class ChatApp:
                                          describe=lambda exc: self._describe(run, chat, exc),
                                          resumed=resumed,
                                          on_save=lambda cp: self._save(run, cp))
+        except Exception as exc:
+            # The log store failed under the run (a server gone: drive_run could not even write
+            # the failure): this run ends, the app and its other runs go on.
+            LOGGER.error("run %s of chat %r (%s) lost its log store", run.run_id, chat.chat_id,
+                         run.protocol, exc_info=exc)
+            status = "failed"
         finally:
             with anyio.CancelScope(shield=True):
-                self.logs.end(run.run_id, status)
+                try:
+                    self.logs.end(run.run_id, status)
+                except Exception as exc:  # left running: its lease runs out, it is lost
+                    LOGGER.error("run %s could not be closed as %s", run.run_id, status,
+                                 exc_info=exc)
                 self._live.pop(run.run_id, None)
                 self._release(run.identity)
                 key = (chat.protocol, chat.chat_id)
