@@ -493,3 +493,52 @@ def test_a_store_gone_mid_run_fails_that_run_and_the_app_lives_on(
             assert again is not None and again.status == "finished"
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("kind", ["postgres", "redis"])
+def test_a_run_whose_lease_cannot_be_renewed_is_stopped_once_it_is_out(
+        served: Any, kind: str, request: pytest.FixtureRequest) -> None:
+    """A run that logs nothing while the store is gone cannot renew its lease: once the lease is
+    out (another process may take the run over from then) this process stops it -- that run
+    only: once the store is back the app serves new chats."""
+    import signal
+
+    server = request.getfixturevalue(f"{kind}_server")
+    if server is None:
+        pytest.skip("the machine's own server cannot be stopped by a test")
+    store = LogStore(kind, server.dsn if kind == "postgres" else server.url,
+                     f"t_{uuid.uuid4().hex[:16]}")
+    stopped = threading.Event()
+
+    async def runner(chat: ChatInput, emit: Emit) -> Any:
+        emit(0, TextEvent(content="hi"))
+        if chat.chat_id != "c1":
+            return None
+        try:
+            await anyio.sleep(60)  # never logs again
+        finally:
+            stopped.set()
+
+    def post() -> None:
+        try:
+            httpx.post(f"{base}/api/chat", json=CHAT, timeout=60)
+        except httpx.HTTPError:
+            pass  # the stream is cut when its run ends without a store
+
+    try:
+        with served(ChatApp(runner, logs=store.logs(), lease_ms=600)) as base:
+            client = threading.Thread(target=post, daemon=True)
+            client.start()
+            deadline = time.monotonic() + 20
+            while (latest := store.logs().latest("c1", "ui")) is None or latest.events == 0:
+                assert time.monotonic() < deadline, "the run never started"
+                time.sleep(0.02)
+            server.stop(signal.SIGINT)
+            try:
+                assert stopped.wait(20), "the run went on past its lease"
+            finally:
+                server.restart()
+            later = httpx.post(f"{base}/api/chat", json={**CHAT, "id": "c2"}, timeout=30)
+            assert later.status_code == 200 and later.text.rstrip().endswith("data: [DONE]")
+    finally:
+        store.close()
