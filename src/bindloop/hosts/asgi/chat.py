@@ -15,8 +15,9 @@ Routes (no web framework; run it under any ASGI server, e.g. ``uvicorn``):
 ``GET /ag-ui/{threadId}/stream`` and ``POST /ag-ui/{threadId}/stop``
     The same reconnect and stop for an AG-UI thread.
 ``DELETE /api/chat/{id}`` and ``DELETE /ag-ui/{threadId}``
-    The owner deletes the chat with all the app stored of it (``204``; ``404`` when there is
-    nothing, ``409`` while a run of it goes on).
+    The owner deletes the chat with all the app stored of it -- its run logs, and what the runner
+    keeps of it (:class:`ForgetsChats`: the calls waiting for approval, the tool receipts)
+    (``204``; ``404`` when there is nothing, ``409`` while a run of it goes on).
 
 Each run is a task of the app (started in the ASGI lifespan), not of the request: every frame it
 produces goes to its event log (:mod:`bindloop.hosts.asgi.run_logs`) with its offset as the SSE ``id:``,
@@ -41,7 +42,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import anyio
 import msgspec
@@ -93,8 +94,8 @@ from .replay import RecordedFrames, decode_fed, encode_fed, replay
 from .run_logs import ContinuableRunLogs, Continuation
 
 __all__ = ("A2aFrames", "AgUiFrames", "Authorize", "BodyRefused", "ChatApp", "ChatInput", "ChatRefused",
-           "ChatRequest", "Emit", "Frames", "Runner", "UiFrames", "ag_ui_chat_input",
-           "chat_request", "drive_run", "error_text", "read_body", "scoped_chat_id", "sse_event",
+           "ChatRequest", "Emit", "ForgetsChats", "Frames", "Runner", "UiFrames",
+           "ag_ui_chat_input", "chat_request", "drive_run", "error_text", "read_body", "scoped_chat_id", "sse_event",
            "ui_chat_input", "ui_encoder")
 
 Scope = MutableMapping[str, Any]
@@ -126,6 +127,12 @@ class ChatInput(msgspec.Struct, frozen=True, kw_only=True):
     checkpoint: LoopCheckpoint | None = None
     identity: str = ""
     continuable: bool = False
+
+    @property
+    def key(self) -> str:
+        """The chat's key in what a runner keeps of it (its pending approvals, its receipts):
+        the protocol with the id, so a UI chat and an AG-UI thread of one id share nothing."""
+        return f"{self.protocol}:{self.chat_id}"
 
 
 class ChatRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -214,6 +221,16 @@ Runner = Callable[[ChatInput, Emit], Awaitable[Any]]
 (the exception's type and message, never a traceback)."""
 
 
+@runtime_checkable
+class ForgetsChats(Protocol):
+    """A :data:`Runner` that keeps something of each chat beyond its runs (pending approvals,
+    receipts: :class:`~bindloop.hosts.asgi.agent.AgentRunner`): :class:`ChatApp` calls
+    ``forget_chat`` when the chat's owner deletes it, while no run of it goes on. ``chat`` names
+    the chat (``chat_id``, ``protocol``, ``identity``; no transcript). Whether it kept any."""
+
+    async def forget_chat(self, chat: ChatInput) -> bool: ...
+
+
 class _HttpError(Exception):
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(message)
@@ -299,6 +316,7 @@ class ChatApp:
         self._tg: TaskGroup | None = None
         self._live: dict[str, _Run] = {}
         self._active: dict[tuple[str, str], str] = {}
+        self._deleting: set[tuple[str, str]] = set()
 
     # -- ASGI ---------------------------------------------------------------------------------
 
@@ -353,7 +371,7 @@ class ChatApp:
         elif method == "DELETE" and (len(parts) == 3 and parts[:2] == ["api", "chat"] or (
                 len(parts) == 2 and parts[0] == "ag-ui")):
             await self._delete("ui" if parts[0] == "api" else "ag-ui",
-                               scoped_chat_id(identity, parts[-1]), send)
+                               scoped_chat_id(identity, parts[-1]), identity, send)
         elif len(parts) == 4 and parts[:2] == ["api", "chat"] or (
                 len(parts) == 3 and parts[0] == "ag-ui"):
             protocol = "ui" if parts[0] == "api" else "ag-ui"
@@ -471,14 +489,24 @@ class ChatApp:
         self.logs.request_stop(latest.run_id)
         await _send_json(send, 202, {"stopping": latest.run_id})
 
-    async def _delete(self, protocol: str, chat_id: str, send: Send) -> None:
-        if (protocol, chat_id) in self._active:
+    async def _delete(self, protocol: Literal["ui", "ag-ui"], chat_id: str, identity: str,
+                      send: Send) -> None:
+        key = (protocol, chat_id)
+        if key in self._active or key in self._deleting:
             raise _HttpError(409, "chat_busy", "this chat has a running response: stop it first")
         try:
             deleted = self.logs.delete_chat(chat_id, protocol, now_ms=self._now())
         except RunBusyError:
             raise _HttpError(409, "chat_busy", "this chat has a running response: stop it "
                              "first") from None
+        if isinstance(self._runner, ForgetsChats):
+            self._deleting.add(key)  # no run of it starts here while the runner forgets it
+            try:
+                forgot = await self._runner.forget_chat(ChatInput(
+                    chat_id=chat_id, protocol=protocol, transcript=(), identity=identity))
+            finally:
+                self._deleting.discard(key)
+            deleted = deleted or forgot
         if not deleted:
             raise _HttpError(404, "unknown_chat", "no such chat")
         await send({"type": "http.response.start", "status": 204, "headers": []})
@@ -494,6 +522,8 @@ class ChatApp:
         if (protocol, chat_id) in self._active:
             raise _HttpError(409, "chat_busy", "this chat already has a running response; "
                              "reconnect to it, or stop it first")
+        if (protocol, chat_id) in self._deleting:
+            raise _HttpError(409, "chat_busy", "this chat is being deleted")
         self._admit(identity)
         run_id = run_id or self._new_id()
         if run_id in self._live or self.logs.record(run_id) is not None:
