@@ -221,7 +221,8 @@ async def _start(owner: Any, config: AgentConfig, protocol: str, raw: str,
                                  revision=store.revision + 1)
     record = {"run": store.run_for(cp), "protocol": protocol, "new_id": new_id, "chunks": 0,
               "offset": 0}
-    runs = live_runs(owner.env, config.max_live_runs)
+    runs = live_runs(owner.env, config.max_live_runs,
+                     config.max_live_runs_total)
     slot = None if runs is None else await runs.enter(identity)  # a 429 before the claim
     try:
         await store.claim(cp, extra={"protocol": json.dumps(record), "protocol_body": raw},
