@@ -94,7 +94,7 @@ from .replay import RecordedFrames, decode_fed, encode_fed, replay
 from .run_logs import ContinuableRunLogs, Continuation
 
 __all__ = ("A2aFrames", "AgUiFrames", "Authorize", "BodyRefused", "ChatApp", "ChatInput", "ChatRefused",
-           "ChatRequest", "Emit", "ForgetsChats", "Frames", "Runner", "UiFrames",
+           "ChatRequest", "Emit", "ForgetsChats", "Frames", "LARGE_BODY", "Runner", "UiFrames",
            "ag_ui_chat_input", "chat_request", "drive_run", "error_text", "read_body", "scoped_chat_id", "sse_event",
            "ui_chat_input", "ui_encoder")
 
@@ -105,6 +105,18 @@ Emit = Callable[[int | None, EncoderInput], None]
 """``emit(turn_index, event)``: hand one run event to the response's encoder."""
 
 _DONE_PAYLOAD = b"[DONE]"
+LARGE_BODY = 64 * 1024
+"""A request body over this many bytes takes one of the app's large-body slots
+(``ChatApp(max_large_bodies=)``)."""
+
+
+def _declared_length(scope: Scope) -> int:
+    """The request's ``Content-Length`` (``0`` when it declares none, or none that is a
+    number)."""
+    for name, value in scope.get("headers", ()):
+        if name.lower() == b"content-length" and value.isdigit():
+            return int(value)
+    return 0
 _JSON = msgspec.json.Encoder()
 
 
@@ -239,7 +251,8 @@ class _HttpError(Exception):
 
 
 class _Run:
-    __slots__ = ("changed", "identity", "logged", "protocol", "recorder", "run_id", "scope")
+    __slots__ = ("changed", "identity", "large", "logged", "protocol", "recorder", "run_id",
+                 "scope")
 
     def __init__(self, run_id: str, protocol: str, identity: str = "") -> None:
         self.run_id = run_id
@@ -249,6 +262,7 @@ class _Run:
         self.scope = anyio.CancelScope()
         self.logged = 0  # frames appended to its log
         self.recorder: RecordedFrames | None = None  # with continuable logs: what it fed
+        self.large = False  # holds one of the app's large-body slots
 
 
 class _Claim(msgspec.Struct, frozen=True, kw_only=True):
@@ -282,7 +296,13 @@ class ChatApp:
     and nothing else.
 
     ``max_runs`` bounds the runs going on in this app at once and ``max_runs_per_identity`` those
-    of one identity; a request past either gets 429 with ``Retry-After``.
+    of one identity; a request past either gets 429 with ``Retry-After``. ``max_large_bodies``
+    bounds the requests with a body over :data:`LARGE_BODY` bytes (64 KiB: an AG-UI ``state``
+    of that size, a long pasted document) from the moment they are admitted -- by their
+    declared length, before it is read -- until their runs end: past it, 429
+    ``too_many_large_requests`` with ``Retry-After``. Each such body costs milliseconds of the
+    event loop to read, decode and echo, on which every other chat's frames wait, so a crowd of
+    them would stretch every response.
 
     ``ai_sdk`` is the AI SDK major of the app's frontend (a chat request does not say it): with
     ``7`` a retracted attempt is sent as 7's ``reset-step``, which AI SDK 6 refuses (see
@@ -293,12 +313,16 @@ class ChatApp:
                  lease_ms: float = 10_000, clock_ms: Callable[[], float] | None = None,
                  poll_s: float = 0.05, authorize: Authorize | None = None,
                  max_runs: int = 256, max_runs_per_identity: int = 8,
-                 body_timeout_s: float = 15.0, ai_sdk: int = 6) -> None:
+                 body_timeout_s: float = 15.0, ai_sdk: int = 6,
+                 max_large_bodies: int = 8) -> None:
         if ai_sdk not in (6, 7):
             raise ValueError(f"ai_sdk must be 6 or 7, not {ai_sdk!r}")
         self._ai_sdk = ai_sdk
-        if max_runs < 1 or max_runs_per_identity < 1:
-            raise ValueError("max_runs and max_runs_per_identity must be at least 1")
+        if max_runs < 1 or max_runs_per_identity < 1 or max_large_bodies < 1:
+            raise ValueError("max_runs, max_runs_per_identity and max_large_bodies must be at "
+                             "least 1")
+        self._max_large_bodies = max_large_bodies
+        self._large = 0  # requests holding a large-body slot
         if not body_timeout_s > 0:
             raise ValueError(f"body_timeout_s must be positive, got {body_timeout_s!r}")
         self._authorize = authorize
@@ -420,15 +444,27 @@ class ChatApp:
 
     async def _post(self, protocol: str, scope: Scope, receive: Receive, send: Send,
                     identity: str) -> None:
-        self._admit(identity)  # before the body is read: a refused caller costs no more
-        body = await self._body(scope, receive)
-        minted = self._new_id() if protocol == "ui" else ""
+        # Refused before the body is read: a refused caller costs no more. A large body (its
+        # declared length, else what arrived) takes one of the app's large-body slots until
+        # its run ends.
+        large = _declared_length(scope) > LARGE_BODY
+        self._admit(identity, large=large)
+        self._large += large
         try:
-            chat, frames, run_id = self._decoded(protocol, body, minted)
-        except (JsonBoundsError, ProtocolRequestError) as exc:
-            raise self._refuse(exc) from None
-        chat = _owned(chat, identity)
-        run = self._begin(protocol, chat.chat_id, identity, run_id=run_id)
+            body = await self._body(scope, receive)
+            if not large and len(body) > LARGE_BODY:
+                self._admit(identity, large=True)
+                self._large, large = self._large + 1, True
+            minted = self._new_id() if protocol == "ui" else ""
+            try:
+                chat, frames, run_id = self._decoded(protocol, body, minted)
+            except (JsonBoundsError, ProtocolRequestError) as exc:
+                raise self._refuse(exc) from None
+            chat = _owned(chat, identity)
+            run = self._begin(protocol, chat.chat_id, identity, run_id=run_id)
+            run.large, large = large, False  # the run gives the slot back when it ends
+        finally:
+            self._large -= large
         if isinstance(self.logs, ContinuableRunLogs):
             chat = msgspec.structs.replace(chat, continuable=True)
             self.logs.claim(run.run_id, _JSON.encode(_Claim(body=body, minted=minted,
@@ -540,8 +576,12 @@ class ChatApp:
                              "holds; try again shortly") from None
         return self._register(run_id, protocol, chat_id, identity)
 
-    def _admit(self, identity: str) -> None:
-        """429 when the app, or ``identity``, runs as many chats as it may."""
+    def _admit(self, identity: str, *, large: bool = False) -> None:
+        """429 when the app, or ``identity``, runs as many chats as it may -- or, for a
+        ``large`` request, when the app serves as many large bodies as it may."""
+        if large and self._large >= self._max_large_bodies:
+            raise _HttpError(429, "too_many_large_requests", "the server is busy with as many "
+                             "large requests as it takes; try again shortly")
         if len(self._live) >= self._max_runs:
             raise _HttpError(429, "too_many_runs", "the server is running as many chats as it "
                              "may; try again shortly")
@@ -687,6 +727,7 @@ class ChatApp:
                 self.logs.end(run.run_id, status)
                 self._live.pop(run.run_id, None)
                 self._release(run.identity)
+                self._large -= run.large
                 key = (chat.protocol, chat.chat_id)
                 if self._active.get(key) == run.run_id:
                     del self._active[key]
@@ -749,7 +790,8 @@ class ChatApp:
             if hold is not None:
                 frames = [f for f in frames if f[0] < hold]
             if frames:
-                body = b"".join(sse_event(run_id, o, p) for o, p in frames)
+                body = (sse_event(run_id, *frames[0]) if len(frames) == 1 else
+                        b"".join(sse_event(run_id, o, p) for o, p in frames))
                 after = frames[-1][0]
                 await send({"type": "http.response.body", "body": body, "more_body": True})
                 continue
