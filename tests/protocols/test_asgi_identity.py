@@ -175,6 +175,7 @@ def test_large_bodies_are_bounded_from_admission_until_their_runs_end(served: An
                     answer += got
             assert answer.startswith(b"HTTP/1.1 429"), answer[:80]
             assert b"too_many_large_requests" in answer and b"retry-after: 1" in answer.lower()
+            assert b"content-length:" in answer.lower()  # no chunk framing on a refusal
             body = httpx.Request("POST", "/", json=_large_chat("chunked")).read()
 
             def chunks() -> Any:

@@ -1034,6 +1034,10 @@ def _owned(chat: ChatInput, identity: str) -> ChatInput:
 
 async def _send_json(send: Send, status: int, body: dict[str, Any],
                      headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    data = _JSON.encode(body)
+    # A declared length: the server writes the head and the body, with no chunk framing (one
+    # write fewer for every refusal a flood of requests gets).
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), *(headers or ())]})
-    await send({"type": "http.response.body", "body": _JSON.encode(body)})
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(data)).encode()), *(headers or ())]})
+    await send({"type": "http.response.body", "body": data})
