@@ -95,8 +95,8 @@ from .run_logs import ContinuableRunLogs, Continuation
 
 __all__ = ("A2aFrames", "AgUiFrames", "Authorize", "BodyRefused", "ChatApp", "ChatInput", "ChatRefused",
            "ChatRequest", "Emit", "ForgetsChats", "Frames", "LARGE_BODY", "Runner", "UiFrames",
-           "ag_ui_chat_input", "chat_request", "drive_run", "error_text", "read_body", "scoped_chat_id", "sse_event",
-           "ui_chat_input", "ui_encoder")
+           "ag_ui_chat_input", "chat_request", "drive_run", "error_text", "read_body",
+           "scoped_chat_id", "sse_event", "ui_chat_input", "ui_encoder")
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -110,6 +110,9 @@ LARGE_BODY = 64 * 1024
 (``ChatApp(max_large_bodies=)``)."""
 
 
+_JSON = msgspec.json.Encoder()
+
+
 def _declared_length(scope: Scope) -> int:
     """The request's ``Content-Length`` (``0`` when it declares none, or none that is a
     number)."""
@@ -117,7 +120,6 @@ def _declared_length(scope: Scope) -> int:
         if name.lower() == b"content-length" and value.isdigit():
             return int(value)
     return 0
-_JSON = msgspec.json.Encoder()
 
 
 class ChatInput(msgspec.Struct, frozen=True, kw_only=True):
@@ -201,9 +203,8 @@ async def read_body(scope: Scope, receive: Receive, *, max_bytes: int, timeout_s
     ``max_bytes`` is refused before anything is read, a body is refused the moment it passes it,
     and one not whole within ``timeout_s`` is refused (:class:`BodyRefused`)."""
     too_large = f"the request body is over {max_bytes} bytes"
-    for name, value in scope.get("headers", ()):
-        if name.lower() == b"content-length" and value.isdigit() and int(value) > max_bytes:
-            raise BodyRefused(413, too_large)
+    if _declared_length(scope) > max_bytes:
+        raise BodyRefused(413, too_large)
     chunks: list[bytes] = []
     size = 0
     with anyio.move_on_after(timeout_s):
