@@ -518,3 +518,8 @@ class PostgresPendingApprovals:
                                "RETURNING name, arguments", (chat_id, call_id)).fetchone()
         return None if row is None else ToolCall(id=call_id, name=str(row[0]),
                                                  arguments=str(row[1]))
+
+    def forget(self, chat_id: str) -> int:
+        with self._session.use(self.name, "forget") as conn:
+            return int(conn.execute(f"DELETE FROM {self._table} WHERE chat_id = %s",
+                                    (chat_id,)).rowcount)

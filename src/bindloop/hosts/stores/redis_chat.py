@@ -271,6 +271,15 @@ if redis.call('EXISTS', k) == 0 then redis.call('ZREM', P .. 'pending_chats', AR
 return call
 """
 
+# ARGV: prefix, chat. Returns how many calls it waited on.
+_PENDING_FORGET = """
+local P = ARGV[1]
+local n = redis.call('HLEN', P .. 'pending:' .. ARGV[2])
+redis.call('DEL', P .. 'pending:' .. ARGV[2])
+redis.call('ZREM', P .. 'pending_chats', ARGV[2])
+return n
+"""
+
 _CALL = msgspec.json.Decoder(tuple[str, str])
 
 
@@ -457,7 +466,8 @@ class RedisPendingApprovals:
             raise UsageError(f"max_chats must be at least 1, got {max_chats}")
         self._max = max_chats
         self._call = _Scripts(url, prefix, socket_timeout_s,
-                              {"record": _PENDING_RECORD, "take": _PENDING_TAKE})
+                              {"record": _PENDING_RECORD, "take": _PENDING_TAKE,
+                               "forget": _PENDING_FORGET})
 
     def close(self) -> None:
         self._call.close()
@@ -474,3 +484,6 @@ class RedisPendingApprovals:
             return None
         name, arguments = _CALL.decode(found)
         return ToolCall(id=call_id, name=name, arguments=arguments)
+
+    def forget(self, chat_id: str) -> int:
+        return int(self._call("forget", "forget", chat_id))
