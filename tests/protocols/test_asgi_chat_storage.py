@@ -632,3 +632,24 @@ def test_pending_approvals_forget_a_deleted_chat_in_every_store(log_store: LogSt
     assert other.forget("c1") == 2 and other.forget("c1") == 0
     assert store.take("c1", "k1") is None and store.take("c1", "k2") is None
     assert store.take("c2", "k1") == ToolCall(id="k1", name="t", arguments="{}")
+
+
+def test_a_request_the_store_cannot_keep_still_runs_and_frees_its_slot(
+        served: Any, tmp_path: Path) -> None:
+    """The store fails the claim of a request (between its begin and its first frame): the run
+    goes on -- it could not be continued elsewhere -- and its slot comes back when it ends."""
+    from bindloop.hosts.asgi.run_logs import SqliteRunLogs
+    from bindloop.stores import StoreError
+
+    class LosingClaims(SqliteRunLogs):
+        def claim(self, run_id: str, claim: bytes) -> None:
+            raise StoreError("sqlite", "claim", "disk I/O error")
+
+    logs = LosingClaims(tmp_path / "runs.db")
+    with served(ChatApp(Gated(), logs=logs, max_runs=1)) as base:
+        for chat_id in ("c1", "c2"):  # max_runs=1: the second runs only if the first let go
+            done = httpx.post(f"{base}/api/chat", json={**CHAT, "id": chat_id}, timeout=30)
+            assert done.status_code == 200 and done.text.rstrip().endswith("data: [DONE]")
+            record = logs.latest(chat_id, "ui")
+            assert record is not None and record.status == "finished" and not record.claimed
+    logs.close()

@@ -470,11 +470,16 @@ class ChatApp:
         finally:
             self._large -= large
         if isinstance(self.logs, ContinuableRunLogs):
-            chat = msgspec.structs.replace(chat, continuable=True)
-            self.logs.claim(run.run_id, _JSON.encode(_Claim(body=body, minted=minted,
-                                                             identity=identity)))
-            run.recorder = RecordedFrames(frames)
-            frames = run.recorder
+            try:
+                self.logs.claim(run.run_id, _JSON.encode(_Claim(body=body, minted=minted,
+                                                                 identity=identity)))
+            except StoreError as exc:  # it runs, but no other process could continue it
+                LOGGER.error("run %s: its request could not be stored", run.run_id,
+                             exc_info=exc)
+            else:
+                chat = msgspec.structs.replace(chat, continuable=True)
+                run.recorder = RecordedFrames(frames)
+                frames = run.recorder
         self._spawn(run, chat, frames)
         await self._serve(run.run_id, None, UI_STREAM_HEADERS if protocol == "ui"
                           else AG_UI_HEADERS, receive, send)
