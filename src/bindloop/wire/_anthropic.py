@@ -58,7 +58,7 @@ from ._cache import (
     check_cache_size,
     encoded,
     prepare,
-    tool_pieces,
+    tool_array,
 )
 from ._common import (
     JSON_HEADERS,
@@ -368,14 +368,13 @@ class AnthropicAdapter:
             turns.append(b'{"role":' + encoded(role) + b',"content":[' + b",".join(blocks)
                          + b"]}")
         turns.reverse()
-        tool_defs = tool_pieces(cache, tools, prep.tools, self._tool)
-        if policy is not None:
-            if policy.system and system:
-                system[-1] = marked(system[-1], mark)
-            if policy.tools and tool_defs:
-                tool_defs[-1] = marked(tool_defs[-1], mark)
+        if policy is not None and policy.system and system:
+            system[-1] = marked(system[-1], mark)
+        tool_defs = tool_array(cache, tools, prep.tools, self._tool,
+                               mark if policy is not None and policy.tools else b"", marked) \
+            if tools else []
         return {"system": array(system) if system else [], "messages": array(turns),
-                "tools": array(tool_defs) if tool_defs else [], "_tools": prep.tools,
+                "tools": tool_defs, "_tools": prep.tools,
                 "_options": prep.options}
 
     def _piece(self, m: Message) -> tuple[str | None, Any, tuple[bool, ...], bytes]:

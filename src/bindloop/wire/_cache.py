@@ -7,7 +7,9 @@ each assistant message), the wire's own conversion — depends on that message a
 adapter's fixed settings). So an adapter keeps what a message became, encoded once as
 ``msgspec.Raw``, keyed by the message's identity (the entry holds the message, so its ``id`` is not
 reused while the entry lives), and a request re-encodes only the messages it has not seen. Tool
-definitions are kept the same way: their schemas are checked and sanitized once, not per request.
+definitions are kept the same way: their schemas are checked and sanitized once, not per request,
+and the last tool list's whole encoded array is kept too, so a request with the same tools as the
+one before costs the same however many tools it carries.
 Bytes are those of the uncached build (a property test compares them for any transcript).
 
 The memo is bounded in entries and in encoded bytes, oldest first out, so memory stays flat
@@ -30,7 +32,7 @@ from ._names import ToolNames, rename_message, rename_rest
 from ._types import ForcedTool, WireOptions
 
 __all__ = ("DEFAULT_REQUEST_CACHE", "Prepared", "WireCache", "check_cache_size", "array", "encoded",
-           "prepare", "tool_pieces")
+           "prepare", "tool_array")
 
 DEFAULT_REQUEST_CACHE = 16_384
 """Messages and tool definitions whose wire form one adapter keeps (``request_cache=``)."""
@@ -74,8 +76,10 @@ class WireCache:
         # The last few transcripts sent (a copy of the list, its pieces, whether it maps names),
         # newest first: a transcript that starts with one of them skips that many look-ups.
         self.recent: list[tuple[list[Message], list[Any], bool]] = []
-        # The last tool list sent: a copy, whether every name fits the wire, the encoded pieces.
-        self.tools: tuple[list[ToolDefinition], bool, list[bytes]] = ([], True, [])
+        # The last tool list sent: the object passed, a copy of it, whether every name fits the
+        # wire, and its encoded arrays by the cache_control mark on the last tool (b"": none).
+        self.tools: tuple[object, list[ToolDefinition], bool, dict[bytes, msgspec.Raw]] = (
+            None, [], True, {})
 
     def get(self, key: object) -> Any:
         entry = self._entries.get(id(key))
@@ -196,10 +200,13 @@ def prepare(cache: WireCache, names: ToolNames, messages: Sequence[Message],
                 refused = True
     fits = names.fits
     forced = options.tool_choice.name if isinstance(options.tool_choice, ForcedTool) else None
-    last, fitting, _ = cache.tools
-    if len(last) != len(tools) or not all(map(is_, last, tools)):
+    obj, last, fitting, _ = cache.tools
+    # A tuple passed again is the same definitions (the agent passes one per run); a list is
+    # compared element by element, in C.
+    if not (tools is obj and type(tools) is tuple) and (
+            len(last) != len(tools) or not all(map(is_, last, tools))):
         fitting = all(fits(t.name) for t in tools)
-        cache.tools = (list(tools), fitting, [])
+        cache.tools = (tools, list(tools), fitting, {})
     if not refused and fitting and (forced is None or fits(forced)):
         prep = Prepared(cache, names, found, missing, tools, options, None, target)
     else:
@@ -210,21 +217,29 @@ def prepare(cache: WireCache, names: ToolNames, messages: Sequence[Message],
     return prep
 
 
-def tool_pieces(cache: WireCache, tools: Sequence[ToolDefinition],
-                sent: Sequence[ToolDefinition],
-                convert: Callable[[ToolDefinition], Any]) -> list[bytes]:
-    """Each tool's converted and encoded form, kept by the identity of the definition the caller
-    passed (``tools``); ``sent`` are the same definitions under their wire names."""
-    last, fitting, pieces = cache.tools
-    if pieces and len(last) == len(tools) and all(map(is_, last, tools)):
-        return pieces[:]  # the same definitions as the last request (checked in prepare)
-    out: list[bytes] = []
+def tool_array(cache: WireCache, tools: Sequence[ToolDefinition],
+               sent: Sequence[ToolDefinition], convert: Callable[[ToolDefinition], Any],
+               mark: bytes = b"", marked: Callable[[bytes, bytes], bytes] | None = None,
+               ) -> msgspec.Raw:
+    """The encoded array of each tool's converted form, the last one as ``marked(piece, mark)``
+    when ``mark`` is given (a wire's prompt-cache breakpoint). Each definition's piece is kept by the identity of
+    the definition the caller passed (``tools``; ``sent`` are the same definitions under their
+    wire names), and the whole array by the tool list :func:`prepare` just saw: a request with
+    the same tools as the one before joins nothing."""
+    arrays = cache.tools[3]
+    out = arrays.get(mark)
+    if out is not None:
+        return out
+    pieces: list[bytes] = []
     for tool, wire_tool in zip(tools, sent):
         piece = cache.get(tool)
         if piece is None:
             piece = encoded(convert(wire_tool))
             cache.put(tool, piece, len(piece))
-        out.append(piece)
-    if len(last) == len(tools) and all(map(is_, last, tools)):
-        cache.tools = (last, fitting, out[:])
+        pieces.append(piece)
+    if mark and marked is not None and pieces:
+        pieces[-1] = marked(pieces[-1], mark)
+    out = msgspec.Raw(b"[" + b",".join(pieces) + b"]")
+    arrays[mark] = out
     return out
+

@@ -56,7 +56,7 @@ from ._cache import (
     check_cache_size,
     encoded,
     prepare,
-    tool_pieces,
+    tool_array,
 )
 from ._common import (
     JSON_HEADERS,
@@ -442,9 +442,8 @@ class GeminiAdapter:
                     b'{"role":' + encoded(group[0][0]) + b',"parts":['
                     + b",".join([p for piece in group for p in piece[1]]) + b"]}"
                     for group in groups]
-        wire_tools = tool_pieces(memo, tools, prep.tools, self._tool)
         return ([msgspec.Raw(p) for p in system], array(contents),
-                [msgspec.Raw(t) for t in wire_tools], prep.tools, prep.options)
+                tool_array(memo, tools, prep.tools, self._tool), prep.tools, prep.options)
 
     def _piece(self, prep: Prepared, m: Message, name: str | None = None) -> Any:
         """A message's kept form, and keep it: ``(role, encoded parts, its calls' (id, name)
