@@ -260,3 +260,32 @@ def test_tool_sets_changing_between_requests_keep_the_uncached_bytes(
         options = data.draw(OPTIONS)
         assert outcome(cached, messages, tools, options) == outcome(
             fresh, messages, list(tools), options)
+
+
+@pytest.mark.parametrize("wire", WIRE_NAMES)
+@given(messages=TRANSCRIPTS, tools=TOOLS, data=st.data())
+@settings(max_examples=40, deadline=None)
+def test_a_session_resumed_from_its_previous_request_keeps_the_uncached_bytes(
+        wire: str, messages: list[Message], tools: list[ToolDefinition],
+        data: st.DataObject) -> None:
+    """Each request of a session resumes from what the adapter kept of the one before (its
+    turns so far): whatever the options of each request (a cache policy marking the last user
+    turns or not, Gemini's cachedContent leaving a prefix out or not) and whether the next
+    request is one message longer, the same again, or another session's in between."""
+    make = ADAPTERS[wire]
+    cached, fresh = make(), make(request_cache=0)
+    policies = st.one_of(
+        st.none(), st.builds(CachePolicy, system=st.booleans(), tools=st.booleans(),
+                             turns=st.integers(0, 2)),
+        st.builds(CachePolicy, cached_content=st.just("cachedContents/c1"),
+                  cached_messages=st.integers(0, 3)) if wire == "gemini" else st.nothing())
+    transcript: list[Message] = []
+    for m in messages:
+        transcript.append(m)
+        step = data.draw(st.sampled_from(["next", "again", "other"]))
+        if step == "other":
+            outcome(cached, data.draw(TRANSCRIPTS), tools, WireOptions(model="m"))
+        for _ in range(2 if step == "again" else 1):
+            options = WireOptions(model="m", cache=data.draw(policies))
+            assert outcome(cached, transcript, tools, options) == outcome(
+                fresh, list(transcript), tools, options)

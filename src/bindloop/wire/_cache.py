@@ -32,7 +32,7 @@ from ._names import ToolNames, rename_message, rename_rest
 from ._types import ForcedTool, WireOptions
 
 __all__ = ("DEFAULT_REQUEST_CACHE", "Prepared", "WireCache", "check_cache_size", "array", "encoded",
-           "prepare", "tool_array")
+           "joined", "prepare", "tool_array")
 
 DEFAULT_REQUEST_CACHE = 16_384
 """Messages and tool definitions whose wire form one adapter keeps (``request_cache=``)."""
@@ -62,6 +62,11 @@ def array(pieces: list[bytes]) -> msgspec.Raw:
     return msgspec.Raw(b"[" + b",".join([p for p in pieces if p]) + b"]")
 
 
+def joined(pieces: list[bytes]) -> msgspec.Raw:
+    """:func:`array` of pieces none of which is empty."""
+    return msgspec.Raw(b"[" + b",".join(pieces) + b"]")
+
+
 class WireCache:
     """Identity-keyed, bounded memo of wire forms (see the module docstring). Concurrent requests
     on one adapter only ever store equal values for one key."""
@@ -73,9 +78,10 @@ class WireCache:
         # id(key) -> (key, value, encoded size, whether key holds a name the wire refuses)
         self._entries: dict[int, tuple[object, Any, int, bool]] = {}
         self._bytes = 0
-        # The last few transcripts sent (a copy of the list, its pieces, whether it maps names),
-        # newest first: a transcript that starts with one of them skips that many look-ups.
-        self.recent: list[tuple[list[Message], list[Any], bool]] = []
+        # The last few transcripts sent (a copy of the list, its pieces, whether it maps names,
+        # the adapter's state over them), newest first: a transcript that starts with one of
+        # them skips that many look-ups, and the adapter resumes from its state.
+        self.recent: list[tuple[list[Message], list[Any], bool, Any]] = []
         # The last tool list sent: the object passed, a copy of it, whether every name fits the
         # wire, and its encoded arrays by the cache_control mark on the last tool (b"": none).
         self.tools: tuple[object, list[ToolDefinition], bool, dict[bytes, msgspec.Raw]] = (
@@ -111,10 +117,14 @@ class WireCache:
 class Prepared:
     """One request against an adapter's memo: ``found[i]`` is message ``i``'s kept piece or
     ``None``; :meth:`message` gives a missing message's renamed and sanitized form to convert,
-    :meth:`keep` stores its piece. ``tools`` and ``options`` carry wire names where needed."""
+    :meth:`keep` stores its piece. ``tools`` and ``options`` carry wire names where needed.
+
+    When the request starts with a transcript sent before (the same objects), ``start`` is that
+    transcript's length and ``state`` what the adapter kept of it with :meth:`sent` (its work
+    over those messages' pieces, to resume from); otherwise ``0`` and ``None``."""
 
     __slots__ = ("_cache", "_matched", "_messages", "_names", "_refused", "_target", "found",
-                 "missing", "options", "tools", "wire")
+                 "missing", "options", "start", "state", "tools", "wire")
 
     def __init__(self, cache: WireCache, names: ToolNames, found: list[Any], missing: list[int],
                  tools: Sequence[ToolDefinition], options: WireOptions,
@@ -125,6 +135,8 @@ class Prepared:
         self._matched = -1
         self._messages: Sequence[Message] = ()
         self._refused = False
+        self.start = 0
+        self.state: Any = None
         self.found = found
         self.missing = missing
         self.tools = tools
@@ -142,13 +154,14 @@ class Prepared:
     def keep(self, m: Message, piece: Any, size: int) -> None:
         self._cache.put(m, piece, size, self.wire is not None and _refused(self._names, m))
 
-    def sent(self) -> None:
+    def sent(self, state: Any = None) -> None:
         """Remember this request's transcript and pieces (every ``found`` is filled in) for the
-        next request of the same session, which starts with the same message objects."""
+        next request of the same session, which starts with the same message objects, with the
+        adapter's ``state`` over them (which it must not change afterwards)."""
         recent = self._cache.recent
         if self._matched >= 0:
             del recent[self._matched]
-        recent.insert(0, (list(self._messages), self.found[:], self._refused))
+        recent.insert(0, (list(self._messages), self.found[:], self._refused, state))
         del recent[_RECENT:]
 
     def call_name(self, name: str) -> str:
@@ -160,7 +173,7 @@ def _refused(names: ToolNames, m: Message) -> bool:
     """Whether ``m`` holds a tool name the wire refuses (so the request must map names)."""
     fits = names.fits
     if isinstance(m, AssistantMessage):
-        return any(not fits(c.name) for c in m.tool_calls)
+        return not all([fits(c.name) for c in m.tool_calls])
     return isinstance(m, ToolMessage) and m.name is not None and not fits(m.name)
 
 
@@ -176,14 +189,15 @@ def prepare(cache: WireCache, names: ToolNames, messages: Sequence[Message],
     refused = False
     start = 0
     matched = -1
+    state = None
     count = len(messages)
-    for index, (sent, pieces, flag) in enumerate(cache.recent):
+    for index, (sent, pieces, flag, kept) in enumerate(cache.recent):
         k = len(sent)
         # The same objects in the same places (identity, in C): their pieces are already known.
         if 0 < k <= count and messages[k - 1] is sent[-1] and messages[0] is sent[0] \
                 and all(map(is_, sent, messages)):
             found = pieces[:]
-            start, refused, matched = k, flag, index
+            start, refused, matched, state = k, flag, index, kept
             break
     append = found.append
     for i in range(start, count):
@@ -214,6 +228,7 @@ def prepare(cache: WireCache, names: ToolNames, messages: Sequence[Message],
         renamed, options = rename_rest(tools, options, wire)
         prep = Prepared(cache, names, found, missing, renamed, options, wire, target)
     prep._matched, prep._messages, prep._refused = matched, messages, refused
+    prep.start, prep.state = start, state
     return prep
 
 
