@@ -205,7 +205,9 @@ def _usage(u: _Usage, model: str | None = None) -> TurnUsage:
                      cache_write_tokens=created)
 
 
-_ROLE = {role: b'{"role":' + encoded(role) + b',"content":[' for role in ("user", "assistant")}
+# A turn's encoded start, up to its first block, by role.
+_ROLE = MappingProxyType({role: b'{"role":' + encoded(role) + b',"content":['
+                          for role in ("user", "assistant")})
 
 
 def _turn(group: list[Any], mark: bytes = b"") -> bytes:
