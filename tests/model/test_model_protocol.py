@@ -392,3 +392,15 @@ def test_the_scripted_stream_models_requests_are_what_each_call_was_shown(
     first = model.requests[0]
     assert first == StreamRequest(messages=shown[0], request=ModelRequest())
     assert repr(first).startswith("StreamRequest(messages=(")
+
+
+def test_tool_call_turn_refuses_a_bare_call_with_a_usage_error() -> None:
+    """One call where a list is expected (a common slip) is refused at the builder, by name."""
+    from bindloop.errors import UsageError
+    from bindloop.testing import tool_call, tool_call_turn
+
+    with pytest.raises(UsageError, match=r"takes a list of tool calls.*got ToolCall"):
+        tool_call_turn(tool_call("echo", {"text": "hi"}))  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="holding something else"):
+        tool_call_turn([{"name": "echo"}])  # type: ignore[list-item]
+    assert tool_call_turn([tool_call("echo", id="c1")]).tool_calls[0].name == "echo"
