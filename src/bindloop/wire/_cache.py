@@ -215,7 +215,7 @@ def prepare(cache: WireCache, names: ToolNames, messages: Sequence[Message],
     fits = names.fits
     forced = options.tool_choice.name if isinstance(options.tool_choice, ForcedTool) else None
     obj, last, fitting, _ = cache.tools
-    # A tuple passed again is the same definitions (the agent passes one per run); a list is
+    # A tuple passed again is the same definitions (the agent passes one per prompt); a list is
     # compared element by element, in C.
     if not (tools is obj and type(tools) is tuple) and (
             len(last) != len(tools) or not all(map(is_, last, tools))):
