@@ -17,14 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bindloop.completion import TextEvent
-from bindloop.hosts.asgi.chat import (
-    ChatApp,
-    ChatInput,
-    ChatRefused,
-    ChatRequest,
-    Emit,
-    scoped_chat_id,
-)
+from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
+from bindloop.hosts.chat.access import ChatRefused, ChatRequest, scoped_chat_id
 from bindloop.hosts.asgi.run_logs import SqliteRunLogs
 from bindloop.stores import MemoryRunLogs, RunBusyError
 
