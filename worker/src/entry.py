@@ -3,10 +3,11 @@
 from bindloop.hosts import create_model
 from bindloop.hosts.workers import app
 from bindloop.hosts.workers.app import McpTokens, RateLimiter, Receipts  # noqa: F401
+from bindloop.wire import ModelAdapter
 from tools import TOOLS
 
 
-def model(env):  # per run, from the Worker's env: its OPENAI_API_KEY secret (OPENAI_BASE_URL var)
+def model(env: object) -> ModelAdapter:  # per run, from the env: the OPENAI_API_KEY secret
     return create_model("openai:gpt-4.1-mini", env=env)
 
 

@@ -1,7 +1,6 @@
 """The agent's tools: plain functions (hints: the schema; docstrings: the descriptions)."""
 
 from typing import Annotated
-
 import msgspec
 from bindloop.contracts import ToolSuspend
 from bindloop.tools import define_tool

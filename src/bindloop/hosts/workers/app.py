@@ -59,7 +59,7 @@ import asyncio
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlparse
 
 import js  # type: ignore[import-not-found]
@@ -155,6 +155,10 @@ class ChatWorker(WorkerEntrypoint):  # type: ignore[misc]
 
     tools: tuple[Tool[Any, Any], ...] = ()
     """The agent's tools (``define_tool``); the ``Session`` subclass needs the same."""
+    model: ClassVar[ModelFor | None] = None
+    """The agent's model, a function of the Worker's env called for each run
+    (:data:`~bindloop.hosts.workers.agent.ModelFor`: ``create_model(..., env=env)``); ``None``:
+    from the ``PROVIDER_*`` vars. The ``Session`` subclass needs the same."""
     routes: Routes
 
     def __init_subclass__(cls, **_kwargs: Any) -> None:

@@ -33,7 +33,7 @@ import contextlib
 import json
 import re
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import js  # type: ignore[import-not-found]
 import msgspec
@@ -47,6 +47,7 @@ from bindloop.hosts.workers.agent import (
     chat_ttl_ms,
     Provider,
     build_model,
+    ModelFor,
     config_from_env,
     model_of,
     error_event,
@@ -83,6 +84,9 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
 
     tools: tuple[Tool[Any, Any], ...] = ()
     """The Worker's tools: what a run the alarm continues may call."""
+    model: ClassVar[ModelFor | None] = None
+    """The Worker's model (the entrypoint's): what a run the alarm continues calls; ``None``:
+    from the ``PROVIDER_*`` vars."""
 
     def __init_subclass__(cls, **_kwargs: Any) -> None:
         """The SDK's base class wraps each subclass's ``__init__`` (to wrap ``env``); this
