@@ -205,8 +205,7 @@ def rps_rows(provider: str, seconds: float,
 
     with tempfile.TemporaryDirectory() as tmp:
         config = stage(Path(tmp) / "stage", storage_dir=Path(tmp) / "do", with_conformance=False,
-                       bindings={"PROVIDER_BASE_URL": provider, "PROVIDER_WIRE": "openai_chat",
-                                 "PROVIDER_MODEL": "gpt-test", "PROVIDER_API_KEY": "sk-bench"})
+                       bindings={"OPENAI_BASE_URL": provider, "OPENAI_API_KEY": "sk-bench"})
         workerd = Workerd(config).start()
         try:
             for protocol in ("ui", "ag-ui"):
