@@ -205,8 +205,7 @@ def rps_rows(provider: str, seconds: float,
 
     with tempfile.TemporaryDirectory() as tmp:
         config = stage(Path(tmp) / "stage", storage_dir=Path(tmp) / "do", with_conformance=False,
-                       bindings={"PROVIDER_BASE_URL": provider, "PROVIDER_WIRE": "openai_chat",
-                                 "PROVIDER_MODEL": "gpt-test", "PROVIDER_API_KEY": "sk-bench"})
+                       bindings={"OPENAI_BASE_URL": provider, "OPENAI_API_KEY": "sk-bench"})
         workerd = Workerd(config).start()
         try:
             for protocol in ("ui", "ag-ui"):
@@ -246,8 +245,7 @@ def workerd_rows(provider: str, n: int) -> dict[str, tuple[float, float, float]]
 
     with tempfile.TemporaryDirectory() as tmp:
         config = stage(Path(tmp) / "stage", storage_dir=Path(tmp) / "do", with_conformance=False,
-                       bindings={"PROVIDER_BASE_URL": provider, "PROVIDER_WIRE": "openai_chat",
-                                 "PROVIDER_MODEL": "gpt-test", "PROVIDER_API_KEY": "sk-bench"})
+                       bindings={"OPENAI_BASE_URL": provider, "OPENAI_API_KEY": "sk-bench"})
         workerd = Workerd(config).start()
         try:
             ui = measure(workerd.base_url, workerd.pid, "ui", n)

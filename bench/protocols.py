@@ -264,9 +264,8 @@ def _workerd_rows(n: int, src_dir: Any) -> list[tuple[str, float, float, float]]
     with tempfile.TemporaryDirectory() as tmp:
         extra = {} if src_dir is None else {"src_dir": src_dir}
         config = stage(Path(tmp) / "stage", storage_dir=Path(tmp) / "do", with_conformance=False,
-                       bindings={"PROVIDER_BASE_URL": server.base_url("p"),
-                                 "PROVIDER_WIRE": "openai_chat", "PROVIDER_MODEL": "gpt-test",
-                                 "PROVIDER_API_KEY": "sk-bench"}, **extra)
+                       bindings={"OPENAI_BASE_URL": server.base_url("p"),
+                                 "OPENAI_API_KEY": "sk-bench"}, **extra)
         workerd = Workerd(config).start()
         try:
             assert workerd.proc is not None

@@ -62,7 +62,8 @@ def serve(port: int, delay_s: float, mode: str) -> None:
     import uvicorn
 
     from bindloop.hosts.asgi.agent import PacedModel, agent_runner
-    from bindloop.hosts.asgi.chat import ChatApp, ChatRequest
+    from bindloop.hosts.asgi.chat import ChatApp
+    from bindloop.hosts.chat.access import ChatRequest
     from bindloop.stores import MemoryRunLogs
     from examples.demos.ui_demo import DemoModel, demo_tools
 

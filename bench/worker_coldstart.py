@@ -124,8 +124,7 @@ def main() -> int:
         server.set_responder("p", respond)
         root = Path(tmp)
         config = stage(root / "stage", storage_dir=root / "do", with_conformance=False,
-                       bindings={"PROVIDER_BASE_URL": server.base_url("p"),
-                                 "PROVIDER_MODEL": "m", "PROVIDER_API_KEY": "k"})
+                       bindings={"OPENAI_BASE_URL": server.base_url("p"), "OPENAI_API_KEY": "k"})
         snapshots = root / "snapshots"
         t0 = time.perf_counter()
         with Workerd(config, snapshot=("save", snapshots)) as wd:

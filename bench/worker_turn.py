@@ -107,9 +107,8 @@ async def cpython_turn(base_url: str) -> tuple[float, float]:
 
 def staged(server: ScriptedProviderServer, tmp: Path, wheels: Path) -> tuple[Path, dict[str, list[float]]]:
     config = stage(tmp / "stage", storage_dir=tmp / "do", with_conformance=False, wheels_dir=wheels,
-                   bindings={"PROVIDER_BASE_URL": server.base_url("p"),
-                             "PROVIDER_WIRE": "openai_chat", "PROVIDER_MODEL": "m",
-                             "PROVIDER_API_KEY": "k"})
+                   bindings={"OPENAI_BASE_URL": server.base_url("p"),
+                             "OPENAI_API_KEY": "k"})
     files, size = tree_bytes(tmp / "stage" / "python_modules")
     return config, {"listen": [], "cold_first": [], "cold_done": [], "first": [], "done": [],
                     "cpu": [], "size": [files, size]}

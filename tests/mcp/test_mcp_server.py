@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from bindloop.agent import ChatResult, create_agent, equip_instruction, equip_mcp, prompt_chat
 from bindloop.contracts import FilePart, ImagePart, TextPart, ToolMessage, ToolResult
 from bindloop.errors import ToolFailure
-from bindloop.hosts.asgi.chat import ChatRefused, ChatRequest
+from bindloop.hosts.chat.access import ChatRefused, ChatRequest
 from bindloop.hosts.transports.httpx import HttpxTransport
 from bindloop.hosts.mcp.server import McpServerApp
 from bindloop.mcp import (

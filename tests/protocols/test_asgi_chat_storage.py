@@ -20,14 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bindloop.completion import TextEvent
-from bindloop.hosts.asgi.chat import (
-    ChatApp,
-    ChatInput,
-    ChatRefused,
-    ChatRequest,
-    Emit,
-    scoped_chat_id,
-)
+from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
+from bindloop.hosts.chat.access import ChatRefused, ChatRequest, scoped_chat_id
 from bindloop.stores import RunBusyError
 from log_stores import STORES, LogStore
 

@@ -15,7 +15,8 @@ import httpx
 import pytest
 
 from bindloop.completion import TextEvent
-from bindloop.hosts.asgi.chat import ChatApp, ChatInput, ChatRefused, ChatRequest, Emit, scoped_chat_id
+from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
+from bindloop.hosts.chat.access import ChatRefused, ChatRequest, scoped_chat_id
 
 CHAT = {"id": "c1", "trigger": "submit-message", "messages": [
     {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hello"}]}]}

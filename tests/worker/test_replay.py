@@ -1,4 +1,5 @@
-"""The Worker's protocol-run continuation (bindloop.hosts.workers.replay, no Workers API in it) on CPython:
+"""The Worker's protocol-run continuation (bindloop.hosts.asgi.replay and
+bindloop.hosts.chat.follow, no Workers API in them) on CPython:
 a run lost right after any of its saves, continued by replaying the inputs it had fed into a fresh
 encoder and resuming its saved checkpoint, writes byte for byte the stream an uninterrupted run
 writes -- for the AI SDK and AG-UI, after a tool round and after an approved call (which does not
@@ -25,7 +26,7 @@ from bindloop.protocols import AgUiEncoder, ToolApproval, UIStreamEncoder
 from bindloop.checkpoints import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
 
 from bindloop.hosts.asgi.replay import RecordedFrames, decode_fed, encode_fed, replay
-from bindloop.hosts.workers.replay import LogFollower
+from bindloop.hosts.chat.follow import LogFollower
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "worker" / "src"))
 from tools import TOOLS  # noqa: E402  # the template's
@@ -116,19 +117,21 @@ def test_encoded_inputs_round_trip_and_concatenate() -> None:
 # -- what a reconnected client is sent while the run it follows dies and is continued ------------
 
 
-def _world(n: int, kill: int, save: int) -> list[dict[str, Any]]:
+def _world(n: int, kill: int, save: int, quiet: int) -> list[dict[str, Any]]:
     """The states ``read_log`` passes through, as whole logs: run ``r1`` logging the stream ``E``
-    live, killed after ``kill`` events (those past its save at ``save`` are a dead attempt's,
-    ``D``), lost; then ``r2`` continuing it -- repeating ``E`` up to the save, then the rest."""
+    live (renewing its lease as it goes), killed after ``kill`` events (those past its save at
+    ``save`` are a dead attempt's, ``D``); ``quiet`` more reads while its lease still looks live,
+    then lost; then ``r2`` continuing it -- repeating ``E`` up to the save, then the rest."""
     dead = [[i, "", ("E" if i < save else "D", i)] for i in range(kill)]
     whole = [[i, "", ("E", i)] for i in range(n)]
     cont = {"run": "r1", "offset": save - 1} if save > 0 else None
     states = [dict(run="r1", log=dead[:j], live=True, lost=False, ended=False, saved=save - 1,
-                   continues=None) for j in range(kill + 1)]
+                   continues=None, logged=j, expires=1_000 + j) for j in range(kill + 1)]
+    states += [dict(states[-1]) for _ in range(quiet)]  # dead, its lease not out yet
     states.append(dict(states[-1], live=False, lost=True))
     states += [dict(run="r2", log=whole[:j], live=True, lost=False, ended=False, saved=save - 1,
-                    continues=cont) for j in range(n + 1)]
-    states.append(dict(states[-1], live=False, ended=True))
+                    continues=cont, logged=j, expires=5_000 + j) for j in range(n + 1)]
+    states.append(dict(states[-1], live=False, ended=True, expires=0))
     return states
 
 
@@ -143,7 +146,7 @@ def test_a_reconnected_stream_is_always_the_start_of_one_run_s_stream(data: st.D
     n = data.draw(st.integers(1, 12), label="events")
     kill = data.draw(st.integers(0, n), label="kill")
     save = data.draw(st.integers(0, kill), label="save")
-    states = _world(n, kill, save)
+    states = _world(n, kill, save, data.draw(st.integers(0, 3), label="quiet"))
     at = first = data.draw(st.integers(0, len(states) - 1), label="connect at")
     follower = LogFollower(states[at]["run"], -1)
     sent: list[Any] = []
@@ -161,11 +164,53 @@ def test_a_reconnected_stream_is_always_the_start_of_one_run_s_stream(data: st.D
     if then != "end":
         return  # still waiting (the world stopped moving before the run ended)
     if sent and sent[-1][0] == "D":
-        # It had streamed the dead attempt live (so it connected before the kill): it ended
-        # there, and its client reconnects.
-        assert len(sent) <= kill and first < kill + 1
+        # It streamed the dead attempt while the run was proven alive (so it connected before
+        # the kill, and saw it log more): it ended there, and its client reconnects.
+        assert len(sent) <= kill and first < kill
     else:
         assert sent == whole, (sent, first)  # connected later: all of the continued run
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_a_resume_after_the_run_died_under_a_live_lease_gets_the_whole_run(
+        data: st.DataObject) -> None:
+    """A client that reconnects once the run's isolate died but before its lease ran out (the
+    lease looks live, the run logs nothing more) is sent the whole continued run -- never the
+    dead attempt's events past the save, never a stream that ends early."""
+    n = data.draw(st.integers(1, 12), label="events")
+    kill = data.draw(st.integers(1, n), label="kill")
+    save = data.draw(st.integers(0, kill - 1), label="save")  # events past the save died
+    quiet = data.draw(st.integers(1, 3), label="quiet")
+    states = _world(n, kill, save, quiet)
+    at = data.draw(st.integers(kill, kill + quiet), label="connect at")  # dead, lease live
+    assert states[at]["live"] and states[at]["run"] == "r1"
+    follower = LogFollower("r1", -1)
+    sent: list[Any] = []
+    stays = data.draw(st.integers(0, 12), label="reads of an unchanged world")
+    for _ in range(400):
+        events, then = follower.take(_read(states[at], follower.after, data.draw(
+            st.integers(1, 4), label="batch")))
+        sent += [payload for _, _, payload in events]
+        if then == "end":
+            break
+        if stays and data.draw(st.booleans(), label="world stays"):
+            stays -= 1
+        else:
+            at = min(len(states) - 1, at + 1)
+    assert then == "end" and sent == [("E", i) for i in range(n)], sent
+
+
+def test_liveness_is_proven_by_more_events_or_a_renewed_lease_only_while_live() -> None:
+    from bindloop.hosts.chat.follow import Liveness
+
+    seen = Liveness()
+    assert not seen.alive("r1", logged=3, lease_until_ms=100, live=True)  # first sight
+    assert not seen.alive("r1", logged=3, lease_until_ms=100, live=True)  # nothing moved
+    assert seen.alive("r1", logged=3, lease_until_ms=150, live=True)  # renewed
+    assert not seen.alive("r1", logged=3, lease_until_ms=150, live=False)  # lease out
+    assert not seen.alive("r2", logged=9, lease_until_ms=900, live=True)  # another run: afresh
+    assert seen.alive("r2", logged=10, lease_until_ms=900, live=True)  # logged more
 
 
 def test_the_worker_s_own_model_over_http_continues_to_the_same_bytes() -> None:

@@ -68,7 +68,7 @@ def test_wrangler_config_matches_the_entry_module() -> None:
     pinned = {"python_workers_20260610", "python_workers_314"}
     assert set(cfg["compatibility_flags"]) == set(COMPATIBILITY_FLAGS) - dev_only | pinned
     assert {f"no_{f}" for f in pinned} <= set(COMPATIBILITY_FLAGS)
-    assert "PROVIDER_API_KEY" not in cfg["vars"]  # a secret, never a var
+    assert "OPENAI_API_KEY" not in cfg["vars"]  # a secret, never a var
 
 
 def test_pyproject_is_pywrangler_shaped() -> None:
@@ -370,3 +370,104 @@ def test_live_run_bound_and_chat_expiry_vars() -> None:
         with pytest.raises(agent.HttpError) as info:
             agent.config_from_env(tools=TOOLS, env=env(**{name: bad}))
         assert info.value.code == "misconfigured" and name in info.value.message
+
+
+def template_model() -> Any:
+    """The template's ``model`` function, as written in worker/src/entry.py (the module itself
+    imports the Workers runtime): its source run with ``create_model``."""
+    from bindloop.hosts import create_model
+
+    tree = ast.parse((WORKER / "src" / "entry.py").read_text())
+    (func,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "model"]
+    space: dict[str, Any] = {"create_model": create_model}
+    exec(compile(ast.Module(body=[func], type_ignores=[]), "entry.py", "exec"), space)
+    return space["model"]
+
+
+def test_the_template_s_model_is_one_create_model_line_and_a_class_attribute() -> None:
+    tree = ast.parse((WORKER / "src" / "entry.py").read_text())
+    (func,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "model"]
+    assert len(func.body) == 1 and "create_model(" in ast.unparse(func.body[0])
+    # Both classes carry it, read from the class (model_of), so it is never bound as a method.
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+        assert "model" in ast.unparse(cls)
+    holder = type("Holder", (), {"model": template_model()})
+    assert agent.model_of(holder()) is holder.__dict__["model"]
+    assert agent.model_of(object()) is None
+    # The template's Python, entry.py and tools.py together: within 40 lines of code.
+    lines = [line for f in ("entry.py", "tools.py") for line in
+             (WORKER / "src" / f).read_text().splitlines()]
+    assert len(lines) <= 40, len(lines)
+
+
+def test_the_template_s_one_line_model_runs_a_tool_round_with_its_key_from_the_env() -> None:
+    """The key the OPENAI_API_KEY secret, the endpoint moved by OPENAI_BASE_URL; the Worker routes
+    its calls itself (turn events under its prefix), so the /v1 stream shows them as before."""
+    events, server = _served_session([
+        tool_call_turn([tool_call("word_count", {"text": "a b c"}, id="w1")]),
+        final_answer("Three words."),
+    ])
+    try:
+        worker_env = SimpleNamespace(OPENAI_BASE_URL=server.base_url("p"),
+                                     OPENAI_API_KEY="sk-env-key", MAX_ITERATIONS="5")
+        cfg = agent.config_from_env(worker_env, TOOLS, template_model())
+        assert cfg.providers == () and cfg.model is not None
+        model = agent.build_model(cfg, transport_for=lambda p, h: HttpxTransport(p.base_url),
+                                  on_turn_event=events.append, turn_prefix="m1", first_turn=0)
+        start = create_loop_checkpoint(execution_id="m1", max_iterations=5,
+                                       messages=[UserMessage(content="count a b c")])
+        done = anyio.run(lambda: agent.run_session(start, tools=TOOLS, model=model))
+        assert (done.text, done.checkpoint.status) == ("Three words.", "finished")
+        assert [dict((k.lower(), v) for k, v in r.headers).get("authorization")
+                for r in server.requests] == ["Bearer sk-env-key"] * 2
+        assert msgspec.json.decode(server.requests[0].body)["model"] == "gpt-4.1-mini"
+        assert sorted({e.turn_id for e in events}) == ["m1:2"]  # the text turn, streamed live
+    finally:
+        server.stop()
+
+
+def test_a_model_from_the_env_is_a_named_misconfiguration_without_its_key() -> None:
+    with pytest.raises(agent.HttpError) as info:
+        agent.config_from_env(SimpleNamespace(PROVIDER_API_KEY="sk-other"), TOOLS,
+                              template_model())
+    assert (info.value.status, info.value.code) == (500, "misconfigured")
+    assert "OPENAI_API_KEY" in info.value.message and "sk-other" not in info.value.message
+    with pytest.raises(agent.HttpError, match="must return a ModelAdapter or a RoutedModel"):
+        agent.config_from_env(SimpleNamespace(), TOOLS, lambda _env: "openai:gpt-4.1-mini")
+
+
+def test_a_routed_model_from_the_env_falls_back_and_keeps_the_shared_rate_limit() -> None:
+    """``create_model(..., fallback=...)``: a 503 of the first moves on to the second, whose
+    text is streamed after the first's ``reset``; RATE_LIMIT_* still wraps it (and still needs
+    the LIMITS store)."""
+    from bindloop.hosts import create_model
+
+    server = ScriptedProviderServer().start()
+    server.set_responder("a", lambda _r: error_reply(503, b'{"error": {"message": "busy"}}'))
+    server.set_responder("b", lambda _r: turn_reply("openai_chat", final_answer("From b."),
+                                                    stream=True))
+    try:
+        def model(env: Any) -> Any:
+            return create_model("openai:first", base_url=env.A_URL, api_key=env.KEY,
+                                fallback=create_model("openai:second", base_url=env.B_URL,
+                                                      api_key=env.KEY))
+
+        worker_env = SimpleNamespace(A_URL=server.base_url("a"), B_URL=server.base_url("b"),
+                                     KEY="k")
+        cfg = agent.config_from_env(worker_env, TOOLS, model)
+        events: list[Any] = []
+        routed = agent.build_model(cfg, transport_for=lambda p, h: HttpxTransport(p.base_url),
+                                   on_turn_event=events.append, turn_prefix="f", first_turn=0)
+        start = create_loop_checkpoint(execution_id="f", max_iterations=3,
+                                       messages=[UserMessage(content="hi")])
+        done = anyio.run(lambda: agent.run_session(start, tools=TOOLS, model=routed))
+        assert done.text == "From b."
+        assert [msgspec.json.decode(r.body)["model"] for r in server.requests] == [
+            "first", "second"]
+        limited = agent.config_from_env(
+            SimpleNamespace(**vars(worker_env), RATE_LIMIT_RPM="5"), TOOLS, model)
+        with pytest.raises(agent.HttpError, match="LIMITS"):
+            agent.build_model(limited, transport_for=lambda p, h: HttpxTransport(p.base_url),
+                              on_turn_event=lambda e: None, turn_prefix="f", first_turn=0)
+    finally:
+        server.stop()

@@ -70,8 +70,7 @@ def policy(request: RecordedRequest) -> ScriptedReply:
 
 
 def _start(tmp: Path, server: ScriptedProviderServer, **extra: str) -> Workerd:
-    bindings = {"PROVIDER_BASE_URL": server.base_url("p"), "PROVIDER_WIRE": "openai_chat",
-                "PROVIDER_MODEL": "gpt-test", "PROVIDER_API_KEY": "sk-test-secret",
+    bindings = {"OPENAI_BASE_URL": server.base_url("p"), "OPENAI_API_KEY": "sk-test-secret",
                 "MAX_ITERATIONS": "6", "APPROVAL_TOOLS": "word_count", "RUN_LEASE_MS": "3000",
                 **extra}
     config = stage(tmp / "stage", storage_dir=tmp / "do", with_conformance=False,

@@ -89,8 +89,7 @@ class Worker:
         self.server = ScriptedProviderServer().start()
         self.server.set_responder("p", policy)
         self.bindings = {
-            "PROVIDER_BASE_URL": self.server.base_url("p"), "PROVIDER_WIRE": "openai_chat",
-            "PROVIDER_MODEL": "gpt-test", "PROVIDER_API_KEY": "sk-test-secret",
+            "OPENAI_BASE_URL": self.server.base_url("p"), "OPENAI_API_KEY": "sk-test-secret",
             "MAX_ITERATIONS": "6", "SYSTEM_PROMPT": "Be brief.",
             # A killed run's lease runs out 1.5 s after its last renewal; the alarm then waits
             # 5 s for a client before it continues the run itself.

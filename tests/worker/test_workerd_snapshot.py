@@ -54,8 +54,7 @@ def test_a_worker_started_from_a_memory_snapshot_serves_the_same_chat(tmp_path: 
     with ScriptedProviderServer() as server:
         server.set_responder("p", _answer)
         config = stage(tmp_path / "stage", storage_dir=tmp_path / "do", with_conformance=False,
-                       bindings={"PROVIDER_BASE_URL": server.base_url("p"),
-                                 "PROVIDER_MODEL": "m", "PROVIDER_API_KEY": "k"})
+                       bindings={"OPENAI_BASE_URL": server.base_url("p"), "OPENAI_API_KEY": "k"})
         snapshots = tmp_path / "snapshots"
         with Workerd(config, snapshot=("save", snapshots)) as saving:
             took_plain, lines = _chat(saving.port, "before")

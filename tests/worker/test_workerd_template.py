@@ -35,6 +35,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "worker" / "tools"))
 from workerd_harness import Workerd, stage  # noqa: E402
 
+VARS_ENTRY = Path(__file__).resolve().parent / "vars_entry.py"
+
 UNAVAILABLE = b'{"error":{"code":503,"message":"overloaded","status":"UNAVAILABLE"}}'
 QUESTION = "What is your name?"
 
@@ -107,7 +109,10 @@ class Served:
         self.server = ScriptedProviderServer().start()
         self.server.set_responder("primary", lambda _r: error_reply(503, UNAVAILABLE))
         self.server.set_responder("fallback", fallback_policy)
+        # The model from the PROVIDER_* / FALLBACK_* vars: the template's entry without its
+        # one-line model (tests/worker/vars_entry.py).
         self.config = stage(tmp / "stage", storage_dir=tmp / "do-storage", with_conformance=False,
+                            entry=VARS_ENTRY,
                             bindings={
                                 "PROVIDER_BASE_URL": self.server.base_url("primary"),
                                 "PROVIDER_WIRE": "anthropic",

@@ -1,10 +1,7 @@
-"""The agent's tools: plain functions (the type hints are the schema, the docstring the
-description), testable on CPython."""
+"""The agent's tools: plain functions (hints: the schema; docstrings: the descriptions)."""
 
 from typing import Annotated
-
 import msgspec
-
 from bindloop.contracts import ToolSuspend
 from bindloop.tools import define_tool
 

@@ -117,8 +117,8 @@ def measure(rounds: int, *, wheels_dir: Path = PYWRANGLER_WHEELS,
         root = Path(tmp)
         template = Subject("template", stage(
             root / "template", storage_dir=root / "do", with_conformance=False,
-            bindings={"PROVIDER_BASE_URL": "http://127.0.0.1:9/v1", "PROVIDER_MODEL": "m",
-                      "PROVIDER_API_KEY": "k"}, wheels_dir=wheels_dir),
+            bindings={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+                      "OPENAI_API_KEY": "k"}, wheels_dir=wheels_dir),
             "/.well-known/agent-card.json", root / "snap-template")
         hello = Subject("hello", stage_worker(
             read_worker(hello_world(root / "hello-src")), root / "hello",

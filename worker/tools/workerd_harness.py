@@ -379,8 +379,10 @@ def stage_worker(spec: WorkerSpec, stage_dir: Path, *, storage_dir: Path,
                  bindings: Mapping[str, str] | None = None,
                  wheels_dirs: Sequence[Path] = (WHEELS_DIR,),
                  vendored_trees: Mapping[str, Path] | None = None,
-                 extra_objects: Mapping[str, str] | None = None, racers: int = 0) -> Path:
-    """Write ``spec``'s Worker into ``stage_dir`` (replaced): its modules, the vendored modules
+                 extra_objects: Mapping[str, str] | None = None, racers: int = 0,
+                 entry: Path | None = None) -> Path:
+    """Write ``spec``'s Worker into ``stage_dir`` (replaced): its modules (``entry``, if given,
+    staged under ``main``'s name in place of it), the vendored modules
     (the wheels of ``wheels_dirs``, then the Worker's own ``python_modules/``, then each of
     ``vendored_trees`` as ``python_modules/<name>``) and ``config.capnp``, which it returns.
     ``bindings`` are text bindings over the ``vars`` (secrets, overrides). ``extra_objects`` binds
@@ -405,7 +407,7 @@ def stage_worker(spec: WorkerSpec, stage_dir: Path, *, storage_dir: Path,
     for src in worker_modules(spec):
         rel = src.relative_to(spec.modules_dir).as_posix()
         (stage_dir / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, stage_dir / rel)
+        shutil.copy2(entry if entry is not None and src == spec.main else src, stage_dir / rel)
         lines.append(f'    (name = {_capnp_str(rel)}, pythonModule = embed {_capnp_str(rel)}),')
     for path in sorted(p for p in vendor.rglob("*") if p.is_file()):
         rel = path.relative_to(stage_dir).as_posix()
@@ -488,12 +490,12 @@ def stage(stage_dir: Path, *, bindings: Mapping[str, str], storage_dir: Path,
           with_conformance: bool = True, wheels_dir: Path = WHEELS_DIR,
           src_dir: Path | None = None, durable_objects: bool = True,
           extra_objects: Mapping[str, str] | None = None, racers: int = 0,
-          worker_dir: Path = WORKER_DIR) -> Path:
+          worker_dir: Path = WORKER_DIR, entry: Path | None = None) -> Path:
     """:func:`stage_worker` of ``worker_dir`` (the template by default) as its ``wrangler.jsonc``
     declares it, for the tests and benchmarks: ``bindings`` over its vars, ``conformance/``
     vendored unless ``with_conformance`` is false, the modules of ``src_dir`` (its ``entry.py``
-    the entry point) instead of ``main``'s directory if given, and no Durable Objects if
-    ``durable_objects`` is false."""
+    the entry point) instead of ``main``'s directory if given, ``entry`` in place of the entry
+    module if given, and no Durable Objects if ``durable_objects`` is false."""
     spec = read_worker(worker_dir)
     if src_dir is not None:
         spec = replace(spec, main=(src_dir / "entry.py").resolve())
@@ -502,7 +504,7 @@ def stage(stage_dir: Path, *, bindings: Mapping[str, str], storage_dir: Path,
     trees = {"conformance": REPO_ROOT / "harness" / "conformance"} if with_conformance else {}
     return stage_worker(spec, stage_dir, storage_dir=storage_dir, bindings=bindings,
                         wheels_dirs=(wheels_dir,), vendored_trees=trees,
-                        extra_objects=extra_objects, racers=racers)
+                        extra_objects=extra_objects, racers=racers, entry=entry)
 
 
 def tree_bytes(root: Path) -> tuple[int, int]:

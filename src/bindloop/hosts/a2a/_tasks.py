@@ -15,7 +15,7 @@ import anyio
 import msgspec
 
 from bindloop.contracts import Message
-from bindloop.hosts.asgi.chat import scoped_chat_id
+from bindloop.hosts.chat.access import scoped_chat_id
 from bindloop.protocols.a2a import (
     A2aArtifact,
     A2aErrorCode,

@@ -12,7 +12,7 @@ Routes (run it under any ASGI server with lifespan on, e.g. ``uvicorn``):
 
 A task is a run of the :data:`~bindloop.hosts.asgi.chat.Runner` (``agent_runner(...)`` makes one):
 ``TASK_STATE_SUBMITTED`` when it is taken, ``WORKING`` while the run goes, then ``COMPLETED``,
-``FAILED`` (the client reads :func:`~bindloop.hosts.asgi.chat.error_text`'s category, never the
+``FAILED`` (the client reads :func:`~bindloop.hosts.chat.errors.error_text`'s category, never the
 exception), ``CANCELED`` (``CancelTask`` stops the run) or ``INPUT_REQUIRED`` when the run ends
 waiting on an approval or a tool's question. The next message with that task's id -- or only its
 context's id -- answers it (:func:`bindloop.protocols.a2a.a2a_reply`) and the task runs again from
@@ -85,20 +85,18 @@ from bindloop.hosts.a2a._tasks import (
     until_settled,
 )
 from bindloop.hosts.asgi.chat import (
-    Authorize,
-    BodyRefused,
     ChatInput,
-    ChatRefused,
     Receive,
     Runner,
     Scope,
     Send,
     chat_request,
     drive_run,
-    error_text,
     read_body,
-    scoped_chat_id,
 )
+from bindloop.hosts.chat.access import Authorize, ChatRefused, scoped_chat_id
+from bindloop.hosts.chat.bodies import BodyRefused
+from bindloop.hosts.chat.errors import error_text
 
 __all__ = ("A2aServer",)
 

@@ -77,10 +77,7 @@ from bindloop.protocols import (
     parse_run_event_id,
     sse_frame,
 )
-from bindloop.agent.approvals import ApprovalError
 from bindloop.agent.events import CheckpointSavedEvent
-from bindloop.errors import ProviderError
-from bindloop.routing import AttemptError
 from bindloop.checkpoints import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
 
 from bindloop.stores import (
@@ -93,13 +90,17 @@ from bindloop.stores import (
     StoreError,
 )
 
+from bindloop.hosts.chat.access import Authorize, ChatRefused, ChatRequest, scoped_chat_id
+from bindloop.hosts.chat.bodies import BodyBound, BodyRefused
+from bindloop.hosts.chat.errors import error_text
+from bindloop.hosts.chat.follow import Liveness
+
 from .replay import RecordedFrames, decode_fed, encode_fed, replay
 from .run_logs import ContinuableRunLogs, Continuation
 
-__all__ = ("A2aFrames", "AgUiFrames", "Authorize", "BodyRefused", "ChatApp", "ChatInput", "ChatRefused",
-           "ChatRequest", "Emit", "ForgetsChats", "Frames", "LARGE_BODY", "Runner", "UiFrames",
-           "ag_ui_chat_input", "chat_request", "drive_run", "error_text", "read_body",
-           "scoped_chat_id", "sse_event", "ui_chat_input", "ui_encoder")
+__all__ = ("A2aFrames", "AgUiFrames", "ChatApp", "ChatInput", "Emit", "ForgetsChats", "Frames",
+           "LARGE_BODY", "Runner", "UiFrames", "ag_ui_chat_input", "chat_request", "drive_run",
+           "read_body", "sse_event", "ui_chat_input", "ui_encoder")
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -152,37 +153,6 @@ class ChatInput(msgspec.Struct, frozen=True, kw_only=True):
         return f"{self.protocol}:{self.chat_id}"
 
 
-class ChatRequest(msgspec.Struct, frozen=True, kw_only=True):
-    """What ``authorize`` sees of a request: ``headers`` lower-cased names with their values
-    (latin-1 decoded, in order), ``client`` the peer's ``(host, port)`` when the server says."""
-
-    method: str
-    path: str
-    headers: tuple[tuple[str, str], ...]
-    client: tuple[str, int] | None = None
-
-    def header(self, name: str) -> str | None:
-        """The first value of header ``name`` (case-insensitive), or ``None``."""
-        name = name.lower()
-        return next((v for k, v in self.headers if k == name), None)
-
-
-class ChatRefused(Exception):
-    """Raised by ``authorize`` to refuse a request: ``status`` (401 or 403) and a ``message`` the
-    client may read."""
-
-    def __init__(self, message: str = "not authorized", *, status: int = 401) -> None:
-        if status not in (401, 403):
-            raise ValueError(f"ChatRefused(status=) must be 401 or 403, got {status}")
-        super().__init__(message)
-        self.status = status
-
-
-Authorize = Callable[[ChatRequest], Awaitable[str]]
-"""``await authorize(request)`` -> the caller's identity (a non-empty str), or raise
-:class:`ChatRefused`."""
-
-
 def chat_request(scope: Scope) -> ChatRequest:
     """What an ``authorize`` hook sees of an ASGI request (the one reading for every host)."""
     return ChatRequest(
@@ -192,43 +162,22 @@ def chat_request(scope: Scope) -> ChatRequest:
         client=tuple(scope["client"]) if scope.get("client") else None)
 
 
-class BodyRefused(Exception):
-    """Why :func:`read_body` gave up: ``status`` 413 (over the bound, declared or streamed), 408
-    (not whole in time) or 400 (the client went away); the message a client may read."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
 async def read_body(scope: Scope, receive: Receive, *, max_bytes: int, timeout_s: float) -> bytes:
-    """The request body, bounded while it arrives: a declared ``Content-Length`` over
-    ``max_bytes`` is refused before anything is read, a body is refused the moment it passes it,
-    and one not whole within ``timeout_s`` is refused (:class:`BodyRefused`)."""
-    too_large = f"the request body is over {max_bytes} bytes"
-    if _declared_length(scope) > max_bytes:
-        raise BodyRefused(413, too_large)
-    chunks: list[bytes] = []
-    size = 0
+    """The request body, bounded while it arrives (:class:`~bindloop.hosts.chat.bodies.BodyBound`:
+    a declared ``Content-Length`` over ``max_bytes`` is refused before anything is read, a body
+    the moment it passes it, one not whole within ``timeout_s`` too): raises
+    :class:`~bindloop.hosts.chat.bodies.BodyRefused`."""
+    bound = BodyBound(max_bytes=max_bytes, timeout_s=timeout_s)
+    bound.declared(str(_declared_length(scope)))
     with anyio.move_on_after(timeout_s):
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                raise BodyRefused(400, "the client went away mid-request")
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > max_bytes:
-                raise BodyRefused(413, too_large)
-            chunks.append(chunk)
+                raise bound.gone()
+            bound.add(message.get("body", b""))
             if not message.get("more_body", False):
-                return b"".join(chunks)
-    raise BodyRefused(408, f"the request body took longer than {timeout_s:g} s")
-
-
-def scoped_chat_id(identity: str, chat_id: str) -> str:
-    """The chat's key for the logs and the runner: the client's id within its identity's space
-    (length-prefixed, so no two (identity, id) pairs meet); the id itself in single-user mode."""
-    return chat_id if not identity else f"{len(identity)}:{identity}:{chat_id}"
+                return bound.body()
+    raise bound.timed_out()
 
 
 Runner = Callable[[ChatInput, Emit], Awaitable[Any]]
@@ -421,8 +370,7 @@ class ChatApp:
             return await read_body(scope, receive, max_bytes=self._max_body,
                                    timeout_s=self._body_timeout_s)
         except BodyRefused as exc:
-            code = {413: "body_too_large", 408: "body_timeout"}.get(exc.status, "disconnected")
-            raise _HttpError(exc.status, code, str(exc)) from None
+            raise _HttpError(exc.status, exc.code, str(exc)) from None
 
     def _refuse(self, exc: Exception) -> _HttpError:
         if isinstance(exc, JsonBoundsError):
@@ -790,12 +738,11 @@ class ChatApp:
         """Send run ``run_id``'s log after ``after`` until the run ends, following it into its
         continuation. Another process's continuable run may be dead while its lease still looks
         live (a client reconnects right after a kill): what it logged after its last save is
-        held back until it shows it is alive -- it logs more or renews its lease after this
-        tail first saw it -- since its continuation would not repeat that. Until then the tail
+        held back until it is proven alive (:class:`~bindloop.hosts.chat.follow.Liveness`, the
+        Worker's rule too), since its continuation would not repeat that. Until then the tail
         waits (at most the lease, then the run is lost) and goes on with whichever comes: the
         run's frames, or its continuation from the save."""
-        witness: tuple[str, int, float] | None = None  # (run, frames, lease) first seen
-        proven = ""  # the run of another process seen alive since this tail began
+        liveness = Liveness()
         while True:
             run = self._live.get(run_id)
             changed = None if run is None else run.changed
@@ -813,15 +760,10 @@ class ChatApp:
                     run_id = record.continued_by
                     continue
                 elsewhere = record is not None and self._going_on(record)
-                if record is not None and elsewhere and record.claimed:
-                    seen = (run_id, record.events, record.lease_until_ms)
-                    if witness is None or witness[0] != run_id:
-                        witness = seen
-                    live = record.live(self._now())
-                    if live and (seen[1] > witness[1] or seen[2] > witness[2]):
-                        proven = run_id  # it logged or renewed since: its process is alive
-                    if not live or proven != run_id:
-                        hold = record.saved  # what it logged after its save may not repeat
+                if record is not None and elsewhere and record.claimed and not liveness.alive(
+                        run_id, logged=record.events, lease_until_ms=record.lease_until_ms,
+                        live=record.live(self._now())):
+                    hold = record.saved  # what it logged after its save may not repeat
             frames = self.logs.read(run_id, after)
             if hold is not None:
                 frames = [f for f in frames if f[0] < hold]
@@ -864,24 +806,6 @@ class Frames(Protocol):
 LOGGER = logging.getLogger("bindloop.hosts.asgi.chat")
 """Where :class:`ChatApp` records a failed run's detail (ERROR, with the exception); the client
 is told only :func:`error_text`'s short category and the run's id to quote."""
-
-
-def error_text(exc: Exception, ref: str | None = None) -> str:
-    """What a client is told of a failed run: a short category, never the exception's message (a
-    transport error can name an internal URL, a provider's answer can echo input). A provider
-    failure says its failure category and HTTP status; a refused approval says why (it names the
-    client's own decision); anything else is ``internal_error``.
-    ``ref`` (the run id) is appended, so an operator can find the detail in the host's log."""
-    if isinstance(exc, AttemptError):
-        status = "" if exc.status_code is None else f" (HTTP {exc.status_code})"
-        text = f"the model call failed: {exc.category}{status}"
-    elif isinstance(exc, ProviderError):
-        text = "the model call failed"
-    elif isinstance(exc, ApprovalError):  # about the client's own decisions: it may read them
-        text = f"the approval was refused: {exc}"
-    else:
-        text = "the run failed: internal_error"
-    return text if ref is None else f"{text} [ref {ref}]"
 
 
 async def drive_run(runner: Runner, chat: ChatInput, frames: Frames,

@@ -29,7 +29,9 @@ from bindloop.contracts import ToolError
 from bindloop.mcp.server import McpCall, McpReply, McpServer, mcp_post_refusal
 from bindloop.tools import Tool
 
-from bindloop.hosts.asgi.chat import Authorize, BodyRefused, ChatRefused, chat_request, read_body
+from bindloop.hosts.asgi.chat import chat_request, read_body
+from bindloop.hosts.chat.access import Authorize, ChatRefused
+from bindloop.hosts.chat.bodies import BodyRefused
 
 __all__ = ("McpServerApp",)
 
@@ -60,8 +62,8 @@ class McpServerApp:
     :class:`~bindloop.mcp.server.McpServer` built with its own options) at ``path``.
 
     ``authorize``: ``await authorize(ChatRequest) -> identity`` or raise
-    :class:`~bindloop.hosts.asgi.chat.ChatRefused`, run on every request. ``allowed_origins``: origins
-    (``scheme://host[:port]``) whose browser requests are served besides the request's own host
+    :class:`~bindloop.hosts.chat.access.ChatRefused`, run on every request.
+    ``allowed_origins``: origins (``scheme://host[:port]``) whose browser requests are served besides the request's own host
     (and, on loopback, loopback origins); a request without ``Origin`` (not a browser's) is not
     checked. Served on a loopback address, the app answers only ``Host`` names that are loopback
     (``localhost``, ``127.0.0.1``, ``[::1]``) or in ``allowed_hosts`` (``name`` or

@@ -6,8 +6,8 @@ by alarm and the chat routes, as a library a Worker's own code subclasses.
 - :mod:`~bindloop.hosts.workers.agent`: the agent's config from the Worker's env and one run
   (plain Python).
 - :mod:`~bindloop.hosts.workers.sessions`, :mod:`~bindloop.hosts.workers.frontends`: the
-  ``/v1`` sessions and the AI SDK / AG-UI routes; :mod:`~bindloop.hosts.workers.replay`: how a
-  lost protocol run goes on (plain Python).
+  ``/v1`` sessions and the AI SDK / AG-UI routes (what a resumed stream is sent is
+  :mod:`bindloop.hosts.chat.follow`'s, shared with the ASGI app).
 - :mod:`~bindloop.hosts.workers.checkpoints`, :mod:`~bindloop.hosts.workers.receipts`,
   :mod:`~bindloop.hosts.workers.limits`, :mod:`~bindloop.hosts.workers.oauth_store`: bindloop's
   store ports over Durable Objects.

@@ -49,6 +49,7 @@ from bindloop.hosts.workers.agent import (
     _setting,
     build_model,
     config_from_env,
+    model_of,
     error_event,
 )
 from bindloop.agent.approvals import ApprovalError
@@ -533,7 +534,7 @@ async def _dispatch(owner: Any, request: Any, rid: str | int | None, method: str
                             if k.lower() == "a2a-version" for v in vs), None)
     check_a2a_version(None if version is None else str(version))
     try:
-        config = config_from_env(owner.env, owner.tools)
+        config = config_from_env(owner.env, owner.tools, model_of(owner))
     except HttpError:  # a misconfigured Worker: the operator reads the cause in GET /v1/...
         raise A2aRpcError(A2aErrorCode.INTERNAL_ERROR, "the agent is not configured") from None
     if method in ("SendMessage", "SendStreamingMessage"):

@@ -45,7 +45,7 @@ from bindloop.contracts import (
 )
 from bindloop.loop import LoopCounters
 from bindloop.model import Model
-from bindloop.errors import ProviderError
+from bindloop.errors import ProviderError, UsageError
 from bindloop.tools import Tool
 from bindloop.routing import (
     AttemptError,
@@ -57,7 +57,15 @@ from bindloop.routing import (
     provider_id,
 )
 from bindloop.checkpoints import LoopCheckpoint, serialize_loop_checkpoint
-from bindloop.wire import WIRE_NAMES, ModelAdapter, RoutedModel, Transport, WireOptions, create_wire_adapter
+from bindloop.wire import (
+    WIRE_NAMES,
+    ModelAdapter,
+    RoutedModel,
+    Transport,
+    WireOptions,
+    create_wire_adapter,
+    fallback_route,
+)
 
 MAX_BODY_BYTES = 64 * 1024
 """Requests above this are refused with 413 before they are parsed."""
@@ -78,7 +86,7 @@ SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 LOGGER = logging.getLogger("bindloop.hosts.workers")
 """Where a failed run's detail goes (ERROR, with the exception): the Worker's log (``workerd``'s
 output, ``wrangler tail``). A client reads only a short category (:func:`error_event` on ``/v1``,
-``bindloop.hosts.asgi.chat.error_text`` with the run's id on the protocol routes)."""
+``bindloop.hosts.chat.errors.error_text`` with the run's id on the protocol routes)."""
 
 
 class HttpError(Exception):
@@ -106,8 +114,27 @@ class Provider(msgspec.Struct, frozen=True, kw_only=True):
     api_key: str
 
 
+ModelFor = Callable[[Any], Model]
+"""A Worker's model from its env, built for each run: a function of the Worker's bindings (its
+secrets and vars), e.g. ``lambda env: create_model("openai:gpt-4.1-mini", env=env)`` -- the key
+the ``OPENAI_API_KEY`` secret, the endpoint moved by an ``OPENAI_BASE_URL`` var. It returns a
+:class:`~bindloop.wire.ModelAdapter` or a :class:`~bindloop.wire.RoutedModel`
+(``create_model(..., fallback=...)``): the Worker routes its calls itself, so the ``/v1`` stream's
+turn events, a fallback's ``reset`` and the shared ``RATE_LIMIT_*`` hold for it as for the
+``PROVIDER_*`` vars."""
+
+
+def model_of(owner: Any) -> ModelFor | None:
+    """The ``model`` a Worker's class declares (``app.ChatWorker``, ``app.Session``), read from
+    the class, so a plain function assigned in its body is not bound as a method; ``None``: the
+    ``PROVIDER_*`` vars configure the model."""
+    model: ModelFor | None = getattr(type(owner), "model", None)
+    return model
+
+
 class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
-    """``rate_limit_rpm`` / ``rate_limit_concurrency``: model calls per minute and in flight, shared
+    """``model``: the Worker's own model, built from its env (:data:`ModelFor`); ``None``:
+    ``providers``, from the ``PROVIDER_*`` / ``FALLBACK_*`` vars. ``rate_limit_rpm`` / ``rate_limit_concurrency``: model calls per minute and in flight, shared
     by every isolate through the rate-limit store (``None``: no limit). ``budgets``: each model
     call's stall bounds (first token, between chunks, total). ``heartbeat_ms``: the SSE keep-alive
     comment interval (``None``: off). ``lease_ms``: how long a run's lease lives without a
@@ -120,7 +147,8 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     of all identities together (``None``: no bound). ``chat_ttl_ms``: how long a chat's
     storage outlives its last run (``None``: kept until deleted)."""
 
-    providers: tuple[Provider, ...]
+    providers: tuple[Provider, ...] = ()
+    model: ModelAdapter | RoutedModel | None = None
     max_iterations: int = DEFAULT_MAX_ITERATIONS
     system_prompt: str | None = None
     rate_limit_rpm: int | None = None
@@ -144,9 +172,14 @@ def _setting(env: Any, name: str) -> str | None:
     return text if text and text != "undefined" else None
 
 
-def config_from_env(env: Any, tools: Sequence[Tool[Any, Any]] = ()) -> AgentConfig:
-    """``PROVIDER_*`` (required) and ``FALLBACK_*`` (optional) vars: ``BASE_URL``, ``WIRE``
-    (one of bindloop's wire names), ``MODEL``, and the secret ``API_KEY``. ``MAX_ITERATIONS`` bounds a
+def config_from_env(env: Any, tools: Sequence[Tool[Any, Any]] = (),
+                    model: ModelFor | None = None) -> AgentConfig:
+    """The model: ``model(env)`` when the Worker declares one (:data:`ModelFor`; what it raises
+    -- a missing key, a malformed model string -- is a ``misconfigured`` 500 with its message,
+    which never shows a key), else the ``PROVIDER_*`` (required) and ``FALLBACK_*`` (optional)
+    vars: ``BASE_URL``, ``WIRE`` (one of bindloop's wire names), ``MODEL``, and the secret
+    ``API_KEY`` (read only without ``model``; the ``STREAM_*`` budgets apply to these only: a
+    ``model`` has ``create_model(budgets=...)``'s). ``MAX_ITERATIONS`` bounds a
     session's model turns; ``SYSTEM_PROMPT`` opens every new session; ``RATE_LIMIT_RPM`` and
     ``RATE_LIMIT_CONCURRENCY`` (optional) limit the model calls of every isolate together.
     ``RUN_LEASE_MS``, ``RUN_CONTINUE_MS``, ``APPROVAL_TOOLS`` (comma-separated tool names),
@@ -154,7 +187,9 @@ def config_from_env(env: Any, tools: Sequence[Tool[Any, Any]] = ()) -> AgentConf
     them). A misconfigured Worker answers 500 naming the variable (never its
     value)."""
     providers: list[Provider] = []
-    for prefix, pid in (("PROVIDER", "primary"), ("FALLBACK", "fallback")):
+    built = None if model is None else _built(model, env)
+    for prefix, pid in () if built is not None else (("PROVIDER", "primary"),
+                                                     ("FALLBACK", "fallback")):
         base_url = _setting(env, f"{prefix}_BASE_URL")
         if base_url is None:
             if prefix == "PROVIDER":
@@ -165,14 +200,15 @@ def config_from_env(env: Any, tools: Sequence[Tool[Any, Any]] = ()) -> AgentConf
         if wire not in WIRE_NAMES:
             raise HttpError(500, "misconfigured", f"{prefix}_WIRE must be one of "
                             f"{', '.join(WIRE_NAMES)}, got {wire!r}")
-        model = _setting(env, f"{prefix}_MODEL")
-        if model is None:
+        model_name = _setting(env, f"{prefix}_MODEL")
+        if model_name is None:
             raise HttpError(500, "misconfigured", f"the Worker has no {prefix}_MODEL var")
         api_key = _setting(env, f"{prefix}_API_KEY")
         if api_key is None:
             raise HttpError(500, "misconfigured", f"the Worker has no {prefix}_API_KEY secret; add "
                             f"it with `uv run pywrangler secret put {prefix}_API_KEY`")
-        providers.append(Provider(id=pid, base_url=base_url, wire=wire, model=model, api_key=api_key))
+        providers.append(Provider(id=pid, base_url=base_url, wire=wire, model=model_name,
+                                  api_key=api_key))
     max_iterations = _positive(env, "MAX_ITERATIONS")
     defaults = StreamBudgets()
     budgets = StreamBudgets(**{
@@ -188,7 +224,7 @@ def config_from_env(env: Any, tools: Sequence[Tool[Any, Any]] = ()) -> AgentConf
     if unknown:
         raise HttpError(500, "misconfigured", f"APPROVAL_TOOLS names {', '.join(unknown)}, not "
                         f"among the Worker's tools ({', '.join(t.name for t in tools)})")
-    return AgentConfig(providers=tuple(providers),
+    return AgentConfig(providers=tuple(providers), model=built,
                        max_iterations=DEFAULT_MAX_ITERATIONS if max_iterations is None else max_iterations,
                        system_prompt=_setting(env, "SYSTEM_PROMPT"),
                        rate_limit_rpm=_positive(env, "RATE_LIMIT_RPM"),
@@ -200,6 +236,18 @@ def config_from_env(env: Any, tools: Sequence[Tool[Any, Any]] = ()) -> AgentConf
                        max_live_runs=_positive(env, "MAX_LIVE_RUNS"),
                        max_live_runs_total=_positive(env, "MAX_LIVE_RUNS_TOTAL"),
                        chat_ttl_ms=chat_ttl_ms(env))
+
+
+def _built(model: ModelFor, env: Any) -> ModelAdapter | RoutedModel:
+    """``model(env)``, or a ``misconfigured`` 500 saying why not."""
+    try:
+        built = model(env)
+    except UsageError as exc:  # create_model's messages name variables, never a key
+        raise HttpError(500, "misconfigured", f"the Worker's model: {exc}") from None
+    if not isinstance(built, (ModelAdapter, RoutedModel)):
+        raise HttpError(500, "misconfigured", "the Worker's model must return a ModelAdapter or "
+                        f"a RoutedModel (what create_model builds), got {type(built).__name__}")
+    return built
 
 
 def chat_ttl_ms(env: Any) -> int | None:
@@ -273,12 +321,19 @@ def build_model(config: AgentConfig, *, transport_for: TransportFor,
                 on_turn_event: Callable[[TurnStreamEvent], None], turn_prefix: str,
                 first_turn: int, limit_store: LimitStore | None = None,
                 clock: Clock | None = None) -> Model:
-    """The providers as one agent model: a :class:`RoutedModel` over the route plan whose turn text
+    """The providers (or the Worker's own model: its route plan, or its one adapter as a plan of
+    one) as one agent model: a :class:`RoutedModel` over the route plan whose turn text
     stream (one per model call, ``turn_id`` = ``<turn_prefix>:<n>`` counting from ``first_turn``)
     goes to ``on_turn_event`` live, with the fallback's ``reset`` — then the rate limit, when the
     config has one, in ``limit_store`` under the key ``providers`` (``clock``: milliseconds every
     sharer of the store agrees on)."""
     models: dict[str, ModelAdapter] = {}
+    own = config.model
+    if own is not None:  # the Worker's model: its plan and adapters, routed with this run's turns
+        routed = fallback_route(own) if isinstance(own, ModelAdapter) else own
+        plan, models = routed.plan, dict(routed.models)
+    else:
+        plan = route_plan(config)
     for p in config.providers:
         adapter = create_wire_adapter(p.wire)
         models[p.id] = ModelAdapter(adapter, transport_for(p, adapter.auth_headers(p.api_key)),
@@ -290,7 +345,7 @@ def build_model(config: AgentConfig, *, transport_for: TransportFor,
         turn[0] += 1
         return create_turn_text_stream(turn_id=f"{turn_prefix}:{turn[0]}", sink=sink)
 
-    model = RoutedModel(plan=route_plan(config), models=models, text_stream=next_stream,
+    model = RoutedModel(plan=plan, models=models, text_stream=next_stream,
                         id="worker/agent")
     if config.rate_limit_rpm is None and config.rate_limit_concurrency is None:
         return model

@@ -59,14 +59,22 @@ import asyncio
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlparse
 
 import js  # type: ignore[import-not-found]
 import msgspec
 from workers import Response, WorkerEntrypoint  # type: ignore[import-not-found]
 
-from bindloop.hosts.workers.agent import SESSION_ID, AgentConfig, HttpError, config_from_env, run_view
+from bindloop.hosts.workers.agent import (
+    SESSION_ID,
+    AgentConfig,
+    HttpError,
+    ModelFor,
+    config_from_env,
+    model_of,
+    run_view,
+)
 from bindloop.contracts import Message, SystemMessage, UserMessage
 from bindloop.checkpoints import (
     CheckpointFormatError,
@@ -105,9 +113,9 @@ from bindloop.tools import Tool
 __all__ = ("ROUTES", "ChatWorker", "McpTokens", "RateLimiter", "Receipts", "Session")
 
 
-def _config(env: Any, tools: Sequence[Tool[Any, Any]]) -> AgentConfig:
+def _config(env: Any, tools: Sequence[Tool[Any, Any]], model: ModelFor | None) -> AgentConfig:
     """The agent's config, refused (500, named) before anything is stored."""
-    config = config_from_env(env, tools)
+    config = config_from_env(env, tools, model)
     limited = config.rate_limit_rpm is not None or config.rate_limit_concurrency is not None
     if limited and getattr(env, "LIMITS", None) is None:
         raise HttpError(500, "misconfigured", "RATE_LIMIT_* is set but the Worker has no LIMITS "
@@ -147,6 +155,10 @@ class ChatWorker(WorkerEntrypoint):  # type: ignore[misc]
 
     tools: tuple[Tool[Any, Any], ...] = ()
     """The agent's tools (``define_tool``); the ``Session`` subclass needs the same."""
+    model: ClassVar[ModelFor | None] = None
+    """The agent's model, a function of the Worker's env called for each run
+    (:data:`~bindloop.hosts.workers.agent.ModelFor`: ``create_model(..., env=env)``); ``None``:
+    from the ``PROVIDER_*`` vars. The ``Session`` subclass needs the same."""
     routes: Routes
 
     def __init_subclass__(cls, **_kwargs: Any) -> None:
@@ -208,7 +220,7 @@ class ChatWorker(WorkerEntrypoint):  # type: ignore[misc]
         body = await read_json(request)
         message = _field(body, "message", str)
         session_id = _field(body, "session_id", str, required=False)
-        config = _config(self.env, self.tools)  # refuse before anything is stored
+        config = _config(self.env, self.tools, model_of(self))  # refuse before anything is stored
         if session_id is None:
             store = self._store(str(js.crypto.randomUUID()), config, identity)
             history: list[Message] = []
@@ -248,7 +260,7 @@ class ChatWorker(WorkerEntrypoint):  # type: ignore[misc]
         content = _field(body, "content", str)
         revision = _field(body, "revision", int)
         tool_call_id = _field(body, "tool_call_id", str, required=False)
-        config = _config(self.env, self.tools)
+        config = _config(self.env, self.tools, model_of(self))
         store = self._store(session_id, config, identity)
         cp = await self._load(store)
         if cp.status != "waiting_for_reply":
@@ -273,7 +285,7 @@ class ChatWorker(WorkerEntrypoint):  # type: ignore[misc]
         session_id = _session_id(match)
         identity = await self.authorize(request)
         revision = _field(await read_json(request), "revision", int)
-        config = _config(self.env, self.tools)
+        config = _config(self.env, self.tools, model_of(self))
         store = self._store(session_id, config, identity)
         cp = await self._load(store)
         if cp.status != "ready":
@@ -292,7 +304,7 @@ class ChatWorker(WorkerEntrypoint):  # type: ignore[misc]
         dropped connection, a reload -- reads the run on; the run never depended on it."""
         identity = await self.authorize(request)
         session_id = _session_id(match)
-        config = _config(self.env, self.tools)
+        config = _config(self.env, self.tools, model_of(self))
         store = self._store(session_id, config, identity)
         await self._load(store)
         want_run, after = last_event_id(request.headers.get("last-event-id"))

@@ -43,6 +43,7 @@ from bindloop.hosts.workers.agent import (
     Provider,
     build_model,
     config_from_env,
+    model_of,
     LOGGER,
 )
 from bindloop.contracts import JsonBoundsError, Message, SystemMessage, ToolCall, UserMessage
@@ -54,10 +55,10 @@ from bindloop.hosts.asgi.chat import (
     UiFrames,
     ag_ui_chat_input,
     drive_run,
-    error_text,
     ui_chat_input,
     ui_encoder,
 )
+from bindloop.hosts.chat.errors import error_text
 from bindloop.hosts.asgi.agent import agent_runner
 from bindloop.hosts.transports.js_fetch import FetchTransport
 from bindloop.protocols import (
@@ -69,7 +70,7 @@ from bindloop.protocols import (
     decode_ui_chat_request,
 )
 from bindloop.hosts.asgi.replay import RecordedFrames, decode_fed, encode_fed, replay
-from bindloop.hosts.workers.replay import LogFollower
+from bindloop.hosts.chat.follow import LogFollower
 from bindloop.hosts.workers.identity import scoped_chat_id
 from bindloop.hosts.workers.limits import limit_store, live_runs, wall_clock_ms
 from bindloop.hosts.workers.sessions import (
@@ -343,8 +344,9 @@ async def continue_lost_run(target: Any, config: AgentConfig, *, lost_run: str,
 
 
 async def _follow(stream: EventStream, target: Any, batch: dict[str, Any], after: int) -> None:
-    """Send the chat's log from ``batch`` on, as :class:`replay.LogFollower` decides: live while
-    the run is, held back past its last save while it may be dead, then its continuation."""
+    """Send the chat's log from ``batch`` on, as
+    :class:`~bindloop.hosts.chat.follow.LogFollower` decides: live while the run is proven
+    alive, held back past its last save while it may be dead, then its continuation."""
     follower = LogFollower(batch["run"], after)
     try:
         while True:
@@ -367,7 +369,7 @@ async def _reconnect(owner: Any, request: Any, protocol: str, chat_id: str,
     replays) or after ``Last-Event-ID`` -- also a run that was lost and is being (or will be)
     continued by the Session object's alarm; 204 when nothing is running."""
     identity = await owner.authorize(request)
-    config = config_from_env(owner.env, owner.tools)
+    config = config_from_env(owner.env, owner.tools, model_of(owner))
     store = _session(owner.env, protocol, chat_id, config, identity)
     want_run, after = last_event_id(request.headers.get("last-event-id"))
     batch = json.loads(str(await store.target.read_log(after, LOG_BATCH)))
@@ -386,7 +388,7 @@ async def _reconnect(owner: Any, request: Any, protocol: str, chat_id: str,
 
 async def _stop(owner: Any, request: Any, protocol: str, chat_id: str) -> Any:
     identity = await owner.authorize(request)
-    config = config_from_env(owner.env, owner.tools)
+    config = config_from_env(owner.env, owner.tools, model_of(owner))
     run = str(await _session(owner.env, protocol, chat_id, config,
                              identity).target.request_stop())
     if not run:
@@ -399,7 +401,7 @@ async def _delete(owner: Any, request: Any, protocol: str, chat_id: str) -> Any:
     """The owner deletes a chat with its storage (204); 404 when it has none, 409 while a run
     of it is live. Another identity's request names another object: a 404."""
     identity = await owner.authorize(request)
-    config = config_from_env(owner.env, owner.tools)
+    config = config_from_env(owner.env, owner.tools, model_of(owner))
     answer = str(await _session(owner.env, protocol, chat_id, config,
                                 identity).target.delete_chat())
     if answer == "busy":
@@ -436,12 +438,12 @@ async def ag_ui_stop(owner: Any, request: Any, match: re.Match[str]) -> Any:
 async def api_chat(owner: Any, request: Any, _match: re.Match[str]) -> Any:
     identity = await owner.authorize(request)  # before the body is read
     raw = await _body(request)
-    config = config_from_env(owner.env, owner.tools)  # refuse (500, named) before anything runs
+    config = config_from_env(owner.env, owner.tools, model_of(owner))  # refuse (500, named) before anything runs
     return await _start(owner, config, "ui", raw, identity)
 
 
 async def ag_ui(owner: Any, request: Any, _match: re.Match[str]) -> Any:
     identity = await owner.authorize(request)
     raw = await _body(request)
-    config = config_from_env(owner.env, owner.tools)
+    config = config_from_env(owner.env, owner.tools, model_of(owner))
     return await _start(owner, config, "ag-ui", raw, identity)

@@ -17,7 +17,7 @@ import hashlib
 import hmac
 from typing import Any
 
-from bindloop.hosts.asgi.chat import scoped_chat_id
+from bindloop.hosts.chat.access import scoped_chat_id
 from bindloop.hosts.workers.agent import HttpError
 
 __all__ = ("authorize", "scoped_chat_id")

@@ -33,7 +33,7 @@ import contextlib
 import json
 import re
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import js  # type: ignore[import-not-found]
 import msgspec
@@ -47,7 +47,9 @@ from bindloop.hosts.workers.agent import (
     chat_ttl_ms,
     Provider,
     build_model,
+    ModelFor,
     config_from_env,
+    model_of,
     error_event,
     run_session,
     stopped_checkpoint,
@@ -82,6 +84,9 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
 
     tools: tuple[Tool[Any, Any], ...] = ()
     """The Worker's tools: what a run the alarm continues may call."""
+    model: ClassVar[ModelFor | None] = None
+    """The Worker's model (the entrypoint's): what a run the alarm continues calls; ``None``:
+    from the ``PROVIDER_*`` vars."""
 
     def __init_subclass__(cls, **_kwargs: Any) -> None:
         """The SDK's base class wraps each subclass's ``__init__`` (to wrap ``env``); this
@@ -286,19 +291,24 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
     async def read_log(self, after: int, limit: int) -> str:
         """The latest run's events after ``after`` (at most ``limit``), and where it stands:
         ``{"run", "events": [[offset, event, data], ...], "ended", "live", "lost", "saved",
-        "continues"}``; ``run`` is ``""`` when no run was ever logged. ``lost``: its lease ran out
-        unreleased (the alarm will continue it). ``saved``: the offset of the last event before
-        its last save (a protocol run's continuation repeats the log up to there; ``-1``: none).
-        ``continues``: ``{"run", "offset"}`` when this run continues a lost one, whose log it
-        repeats up to ``offset``."""
+        "continues", "logged", "expires"}``; ``run`` is ``""`` when no run was ever logged.
+        ``lost``: its lease ran out unreleased (the alarm will continue it). ``saved``: the offset
+        of the last event before its last save (a protocol run's continuation repeats the log up
+        to there; ``-1``: none). ``continues``: ``{"run", "offset"}`` when this run continues a
+        lost one, whose log it repeats up to ``offset``. ``logged``: the run's events so far;
+        ``expires``: when its lease runs out (ms; ``0``: it holds none) -- what
+        :class:`~bindloop.hosts.chat.follow.Liveness` proves a run alive by."""
         run = await self._get("log_run")
         if not run:
             return json.dumps({"run": "", "events": [], "ended": True, "live": False,
-                               "lost": False, "saved": -1, "continues": None})
+                               "lost": False, "saved": -1, "continues": None, "logged": 0,
+                               "expires": 0})
         row = self._sql().exec(
             "SELECT json_group_array(json_array(offset, event, data)) AS j FROM (SELECT offset, "
             "event, data FROM events WHERE run = ? AND offset > ? ORDER BY offset LIMIT ?)",
             str(run), int(after), int(limit)).one()
+        logged = self._sql().exec("SELECT COUNT(*) AS n FROM events WHERE run = ?",
+                                  str(run)).one()
         lease = await self._lease()
         held = lease is not None and lease["run"] == run
         live = lease is not None and held and lease["expires"] > wall_clock_ms()
@@ -310,7 +320,9 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
                            "ended": (await self._get("log_end")) == run, "live": live,
                            "lost": held and not live,
                            "saved": saved.get("offset", -1) - 1 if saved.get("run") == run else -1,
-                           "continues": {"run": was, "offset": int(upto)} if was else None})
+                           "continues": {"run": was, "offset": int(upto)} if was else None,
+                           "logged": int(logged.n),
+                           "expires": float(lease["expires"]) if held and lease else 0})
 
     async def protocol_run(self) -> str:
         """What a protocol run (frontends.py) stored for its continuation: ``{"record", "body",
@@ -364,7 +376,7 @@ class Session(DurableObject):  # type: ignore[misc]  # the SDK is untyped
         # to resume it) go on from its last saved round: the claim there replaces the expired
         # lease, so GET never sees an idle "ready" session in between.
         try:
-            config: AgentConfig | None = config_from_env(self.env, self.tools)
+            config: AgentConfig | None = config_from_env(self.env, self.tools, model_of(self))
         except HttpError:
             config = None  # a misconfigured Worker: the session stays ready for a client
         raw = await self._get("last_run")

@@ -22,6 +22,7 @@ from workers import Response  # type: ignore[import-not-found]
 
 from bindloop.hosts.workers.agent import BODY_TIMEOUT_S, MAX_BODY_BYTES, MAX_BODY_DEPTH, HttpError
 from bindloop.contracts import JsonBoundsError, decode_json_bounded
+from bindloop.hosts.chat.bodies import BodyBound, BodyRefused
 
 JSON_HEADERS = {"content-type": "application/json"}
 SSE_HEADERS = {"content-type": "text/event-stream", "cache-control": "no-store"}
@@ -38,24 +39,25 @@ def json_response(status: int, body: dict[str, Any]) -> Response:
 
 async def read_text(request: Any, *, max_bytes: int = MAX_BODY_BYTES,
                     timeout_s: float = BODY_TIMEOUT_S) -> str:
-    """The body as text, bounded while it streams: a declared ``Content-Length`` over
+    """The body as text, bounded while it streams as the ASGI host's
+    (:class:`~bindloop.hosts.chat.bodies.BodyBound`): a declared ``Content-Length`` over
     ``max_bytes`` is a 413 before anything is read, and so is a body (chunked, or lying about its
     length) the moment it passes ``max_bytes`` -- never read whole first (a Worker has 128 MB); a
     body not whole within ``timeout_s`` is a 408. Invalid UTF-8 becomes U+FFFD, as ``text()``."""
-    length = request.headers.get("content-length")
-    if length is not None and str(length).isdigit() and int(str(length)) > max_bytes:
-        raise HttpError(413, "body_too_large",
-                        f"the request body is {length} bytes; the limit is {max_bytes}")
-    stream = getattr(request, "js_object", request).body
-    if stream is None:
-        return ""
-    reader = stream.getReader()
+    bound = BodyBound(max_bytes=max_bytes, timeout_s=timeout_s)
+    try:
+        length = request.headers.get("content-length")
+        bound.declared(None if length is None else str(length))
+        stream = getattr(request, "js_object", request).body
+        if stream is None:
+            return ""
+        reader = stream.getReader()
+    except BodyRefused as exc:
+        raise HttpError(exc.status, exc.code, str(exc)) from None
 
     async def read_one() -> Any:
         return await reader.read()
 
-    chunks: list[bytes] = []
-    size = 0
     deadline = asyncio.get_running_loop().time() + timeout_s
     finished = False
     try:
@@ -64,24 +66,20 @@ async def read_text(request: Any, *, max_bytes: int = MAX_BODY_BYTES,
             try:
                 result = await asyncio.wait_for(read_one(), max(left, 0.0))
             except asyncio.TimeoutError:
-                raise HttpError(408, "body_timeout", f"the request body took longer than "
-                                f"{timeout_s:g} s") from None
+                raise bound.timed_out() from None
             if result.done:
                 finished = True
                 break
-            chunk = bytes(result.value.to_bytes())
-            size += len(chunk)
-            if size > max_bytes:
-                raise HttpError(413, "body_too_large",
-                                f"the request body is over {max_bytes} bytes")
-            chunks.append(chunk)
+            bound.add(bytes(result.value.to_bytes()))
+    except BodyRefused as exc:
+        raise HttpError(exc.status, exc.code, str(exc)) from None
     finally:
         if not finished:
             try:
                 await reader.cancel()
             except Exception:  # the stream is already broken: nothing more to release
                 pass
-    return b"".join(chunks).decode("utf-8", errors="replace")
+    return bound.body().decode("utf-8", errors="replace")
 
 
 async def read_json(request: Any) -> dict[str, Any]:

@@ -1,0 +1,12 @@
+"""The chat host's protocol logic, shared by its two bindings -- the ASGI app on CPython
+(:mod:`bindloop.hosts.asgi.chat`) and the Cloudflare Worker (:mod:`bindloop.hosts.workers`). No
+I/O and no binding in it: each binding reads its own store and request and asks these modules
+what to do.
+
+- :mod:`.follow`: what a resumed stream sends of a run's log while the run it follows may have
+  died (its lease still looking live) and been continued elsewhere.
+- :mod:`.bodies`: the bounds on a request body, and the refusal a client gets past them.
+- :mod:`.access`: who is asking -- the request an ``authorize`` hook sees, its refusal, and the
+  key that scopes a chat to its owner.
+- :mod:`.errors`: what a client is told of a failed run.
+"""
