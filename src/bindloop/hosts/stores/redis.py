@@ -11,7 +11,9 @@ runs whole or not at all — a checkpoint is never half-written. It passes
 Keys live under ``prefix`` (default ``"bindloop:"``); ``{prefix}schema`` holds the layout version,
 set on first use: a layout written by a newer bindloop is refused, never misread. One Redis
 instance (scripts touch several keys; a Redis Cluster would need them in one hash slot, which
-this store does not arrange). Durability is the server's: a checkpoint store needs the
+this store does not arrange). Each operation is one command (a script by its SHA, loaded on a
+``NOSCRIPT`` refusal) on a connection this store keeps — opened with the URL's settings (database,
+credentials, TLS) — and answers in one round trip. Durability is the server's: a checkpoint store needs the
 append-only file (``appendonly yes``; ``appendfsync always`` to survive power loss too), or a
 restart loses every checkpoint.
 
@@ -284,9 +286,13 @@ class RedisStore:
         command packed here and the reply read raw, without the client's per-command machinery
         (retries are off anyway). A connection that fails or is interrupted mid-command is
         closed, never reused; one that got an error reply is in step and goes back."""
-        conn = self._idle.pop() if self._idle else self.client.connection_pool.make_connection()
+        pool = self.client.connection_pool
+        conn = self._idle.pop() if self._idle else pool.make_connection()
         self.round_trips += 1
         try:
+            # Connected, and not closed by the server while idle (a restart): else a fresh one,
+            # before anything is sent — safe for any operation.
+            await pool.ensure_connection(conn)
             await conn.send_packed_command(_pack(command), check_health=False)
             reply = await conn.read_response()
         except self._redis.exceptions.ResponseError:
