@@ -59,7 +59,7 @@ from bindloop.contracts import (
     decode_messages,
     encode_messages,
 )
-from bindloop.hosts.a2a.server import iso_timestamp
+from bindloop.clock import iso_timestamp
 from bindloop.hosts.asgi.chat import A2aFrames, ChatInput, drive_run
 from bindloop.hosts.asgi.agent import agent_runner
 from bindloop.hosts.transports.js_fetch import FetchTransport
