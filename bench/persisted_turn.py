@@ -294,7 +294,8 @@ def main() -> None:
     parser.add_argument("spec", nargs="?")
     parser.add_argument("--sessions", type=int, default=400)
     parser.add_argument("--steps", type=int, default=3, help="tool-calling turns per session")
-    parser.add_argument("--concurrency", type=int, default=16, help="sessions in flight per process")
+    parser.add_argument("--concurrency", type=int, default=16,
+                        help="sessions in flight per process")
     parser.add_argument("--processes", default="1,2,4")
     parser.add_argument("--stores", default="memory,postgres,redis")
     parser.add_argument("--read-first", action="store_true",
@@ -314,8 +315,8 @@ def main() -> None:
         for kind in kinds:
             for processes in (int(n) for n in args.processes.split(",")):
                 rows.append(run(servers, kind, processes, args))
-    print(f"{args.sessions} sessions x ({args.steps} tool turns + 1 answer), scripted stream model, "
-          f"{args.concurrency} sessions in flight per process, {os.cpu_count()} cores")
+    print(f"{args.sessions} sessions x ({args.steps} tool turns + 1 answer), scripted stream "
+          f"model, {args.concurrency} sessions in flight per process, {os.cpu_count()} cores")
     print("| store | processes | CPU µs/turn | round trips/turn (client) | server per turn "
           "| sessions/s | turns/s |")
     print("|---|---|---|---|---|---|---|")

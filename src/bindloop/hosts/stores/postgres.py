@@ -10,9 +10,8 @@ conformance kit (``bindloop.testing.store_kit``):
   lock Postgres takes for the upsert orders concurrent writers, and exactly one lands.
 - :class:`bindloop.stores.ToolCallReceiptStore` (``read`` / ``claim`` / ``complete`` / ``fail``,
   plus ``renew``): each write is one statement fenced on the attempt, one round trip;
-  :meth:`complete_with` runs
-  the host's own side effect on the same connection, in the transaction that completes the
-  receipt, so both land or neither.
+  :meth:`complete_with` runs the host's own side effect on the same connection, in the
+  transaction that completes the receipt, so both land or neither.
 - :class:`bindloop.stores.LimitStore`: sliding windows under a per-key advisory transaction lock,
   concurrency slots as leased rows taken in one call (a function of the schema, under the same
   kind of lock): each slot is leased to this store object for ``slot_lease_ms`` and renewed by

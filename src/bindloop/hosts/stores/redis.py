@@ -13,9 +13,9 @@ set on first use: a layout written by a newer bindloop is refused, never misread
 instance (scripts touch several keys; a Redis Cluster would need them in one hash slot, which
 this store does not arrange). Each operation is one command (a script by its SHA, loaded on a
 ``NOSCRIPT`` refusal) on a connection this store keeps — opened with the URL's settings (database,
-credentials, TLS) — and answers in one round trip. Durability is the server's: a checkpoint store needs the
-append-only file (``appendonly yes``; ``appendfsync always`` to survive power loss too), or a
-restart loses every checkpoint.
+credentials, TLS) — and answers in one round trip. Durability is the server's: a checkpoint store
+needs the append-only file (``appendonly yes``; ``appendfsync always`` to survive power loss too),
+or a restart loses every checkpoint.
 
 Connection failures become :class:`~bindloop.stores.StoreError` naming the operation (the client's
 own silent retries are turned off so an unknown outcome is never repeated behind the caller's
@@ -469,7 +469,8 @@ def _pack(command: Sequence[object]) -> bytes:
     """``command`` in the Redis protocol (RESP): an array of bulk strings."""
     out = bytearray(b"*%d\r\n" % len(command))
     for part in command:
-        data = part if type(part) is bytes else str(part).encode()
+        data = bytes(part) if isinstance(part, (bytes, bytearray, memoryview)) \
+            else str(part).encode()
         out += b"$%d\r\n" % len(data)
         out += data
         out += b"\r\n"
