@@ -188,11 +188,15 @@ class Servers:
         self.rd = RedisServer() if "redis" in kinds else None
 
     def __enter__(self) -> Servers:
-        if self.pg:
-            self.pg.start()
-            self._pg_sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-        if self.rd:
-            self.rd.start()
+        try:
+            if self.pg:
+                self.pg.start()
+                self._pg_sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            if self.rd:
+                self.rd.start()
+        except BaseException:
+            self.__exit__()  # a server started before the failure is stopped, not left behind
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
