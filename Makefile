@@ -13,7 +13,7 @@ export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 .PHONY: all venv demo demo-providers demo-openai demo-mcp test lint pytest typecheck js-test wasm-smoke \
 	mcp-pyodide pyodide-timers conformance bench bench-peers bench-mcp bench-agent clean crash-test fuzz soak bench-report \
-	test-matrix store-servers bench-scale test-mcp-conformance test-mcp-conformance-2026 mcp-everything
+	test-matrix store-servers bench-scale bench-persist test-mcp-conformance test-mcp-conformance-2026 mcp-everything
 
 all: test
 
@@ -174,6 +174,11 @@ bench-peers: venv
 ## on SQLite (servers started here); sessions/s, store time and round trips per turn.
 bench-scale: venv store-servers
 	$(PY) bench/scale.py --sessions 1000 --processes 4
+
+## A persisted turn on Postgres and Redis (servers started here): worker CPU, round trips counted
+## by the client and the server, and sessions/s at 1, 2 and 4 processes.
+bench-persist: venv store-servers
+	$(PY) bench/persisted_turn.py
 
 ## Crash test: SIGKILL one of PROCESSES children running agent sessions on a shared BACKEND
 ## (sqlite, postgres, redis, or temporal: workflows on the dev server; servers are started here)

@@ -3,8 +3,8 @@ limit) versus one process on SQLite, in one run.
 
 Every session is a real loop through ``run_from_checkpoint`` with a ``ModelAdapter`` over HTTP to
 the scripted OpenAI-chat provider on 127.0.0.1 (SSE): two ``charge`` tool calls, each through an
-idempotency receipt (read, claim, complete), then a final answer — three model turns, a checkpoint
-committed at every settled boundary, and every model call admitted by the limit store (a
+idempotency receipt (a claim, read only when refused, and a completion), then a final answer —
+three model turns, a checkpoint committed at every settled boundary, and every model call admitted by the limit store (a
 concurrency slot and a requests-per-minute window, as ``create_limit_middleware`` does). Per configuration it
 prints sessions/s, the store time added per turn (p50/p99 over sessions), session wall time, and
 store calls and network round trips per turn.
@@ -156,13 +156,16 @@ async def worker(config: str, addresses: dict[str, str], prefix: str, first: int
         args = json.loads(call.arguments)
         key = ToolCallReceiptKey(tenant_id=TENANT, run_id=args["session"], tool_name=call.name,
                                  args_hash=tool_call_args_hash(args))
-        decision = decide_tool_call_receipt(state=await store.read(key), effect="resumable")
-        if isinstance(decision, ReceiptReplay):
-            return ToolResult(content=str(decision.result))
-        assert isinstance(decision, ReceiptExecute)
-        assert await store.claim(key, decision.attempt, 30_000.0)
+        attempt = 1
+        if not await store.claim(key, 1, 30_000.0):  # a fresh call: claimed in one round trip
+            decision = decide_tool_call_receipt(state=await store.read(key), effect="resumable")
+            if isinstance(decision, ReceiptReplay):
+                return ToolResult(content=str(decision.result))
+            assert isinstance(decision, ReceiptExecute)
+            assert await store.claim(key, decision.attempt, 30_000.0)
+            attempt = decision.attempt
         result = f"charged {args['session']}:{args['step']}"
-        assert await store.complete(key, decision.attempt, result)
+        assert await store.complete(key, attempt, result)
         return ToolResult(content=result)
 
     limiter = anyio.CapacityLimiter(concurrency)

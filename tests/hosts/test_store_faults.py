@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
+import anyio
 import pytest
 
 from bindloop.stores import StoreError
@@ -94,11 +95,13 @@ async def test_a_server_gone_is_a_store_error_naming_the_operation(
         await store.claim(KEY, 1, 1000)                        # not retried: outcome unknown
     assert claim.value.operation == "claim"
     proxy.cut_on(b"", "before", times=0)
-    # Whether the cut claim landed is unknown (the server may or may not have run it); either
-    # way the fence stays whole: it is claimable exactly if it did not land.
+    # Whether the cut claim landed is unknown (the server may or may not have run it, and may
+    # run it only after the next statement arrives on another connection); either way the fence
+    # stays whole: exactly one claim of attempt 1 holds the receipt, whichever it is.
+    await store.claim(KEY, 1, 1000)
     state = await store.read(KEY)
-    assert state is None or (isinstance(state, ReceiptRunning) and state.attempt == 1), state
-    assert await store.claim(KEY, 1, 1000) is (state is None)
+    assert isinstance(state, ReceiptRunning) and state.attempt == 1, state
+    assert not await store.claim(KEY, 1, 1000)  # an attempt never claims twice
     assert not await store.claim(KEY, 2, 1000)  # the (new or old) lease is live
 
 
@@ -123,6 +126,27 @@ async def test_a_server_restarted_between_two_commits(kind: str, namespace: str,
         assert await store.load("x") == checkpoint_at("x", 1, "after restart")
         assert await store.read(KEY) is not None                # the receipt survived
         assert await store.complete(KEY, 1, "done")
+    finally:
+        await store.aclose()
+
+
+async def test_a_write_that_is_not_retried_lands_first_after_a_restart(
+        kind: str, namespace: str, request: pytest.FixtureRequest) -> None:
+    """A claim is never retried (its outcome could be unknown), so the idle connection the
+    restart closed must be noticed before the claim is sent on it, not after."""
+    server: PostgresServer | RedisServer | None = request.getfixturevalue(f"{kind}_server")
+    if server is None:
+        pytest.skip("the machine's own server cannot be restarted by a test")
+    store: Any = (PostgresStore(server.dsn, schema=namespace)  # type: ignore[union-attr]
+                  if kind == "postgres" else RedisStore(server.url, prefix=f"{namespace}:"))  # type: ignore[union-attr]
+    other = ToolCallReceiptKey(tenant_id="t", run_id="r", tool_name="other", args_hash="h")
+    try:
+        assert await store.claim(KEY, 1, 60_000)
+        server.restart()
+        await anyio.sleep(0.05)  # the event loop runs while a server restarts: it sees the close
+        assert await store.claim(other, 1, 60_000)              # on a fresh connection
+        assert await store.complete(KEY, 1, "done")
+        assert await store.read(other) is not None
     finally:
         await store.aclose()
 

@@ -226,7 +226,8 @@ def _receipted(receipts: ToolCallReceiptStore, chat: ChatInput,
                                      args_hash=tool_call_args_hash([ctx.call_id, args]))
         except (msgspec.DecodeError, CanonicalJsonError):
             return await run()  # arguments no tool takes: refused before anything runs
-        while True:
+        attempt = 1  # a call seen first has no receipt: claimed in one round trip
+        while not await receipts.claim(key, attempt, lease_ms):
             decision = decide_tool_call_receipt(state=await receipts.read(key), effect="opaque")
             if isinstance(decision, ReceiptReplay):
                 return msgspec.convert(decision.result, ToolResult | ToolError)
@@ -235,18 +236,17 @@ def _receipted(receipts: ToolCallReceiptStore, chat: ChatInput,
                 continue
             if isinstance(decision, ReceiptAmbiguous):
                 return ToolError(error=_MAY_HAVE_RUN, kind="error")
-            if not await receipts.claim(key, decision.attempt, lease_ms):
-                continue  # another attempt claimed it first: read again
-            try:
-                outcome = await run()
-            except Exception as exc:  # the tool's own report: nothing landed
-                await receipts.fail(key, decision.attempt, type(exc).__name__)
-                raise
-            if isinstance(outcome, ToolSuspend):  # nothing ran: a later call may
-                await receipts.fail(key, decision.attempt, "suspended")
-            else:
-                await receipts.complete(key, decision.attempt, _recorded(outcome))
-            return outcome
+            attempt = decision.attempt  # refused again: another attempt came first, read again
+        try:
+            outcome = await run()
+        except Exception as exc:  # the tool's own report: nothing landed
+            await receipts.fail(key, attempt, type(exc).__name__)
+            raise
+        if isinstance(outcome, ToolSuspend):  # nothing ran: a later call may
+            await receipts.fail(key, attempt, "suspended")
+        else:
+            await receipts.complete(key, attempt, _recorded(outcome))
+        return outcome
 
     return ToolMiddleware(name="receipts", handler=handler)
 

@@ -9,9 +9,9 @@ conformance kit (``bindloop.testing.store_kit``):
   (``INSERT ... ON CONFLICT DO UPDATE ... WHERE stored.revision + 1 = new.revision``): the row
   lock Postgres takes for the upsert orders concurrent writers, and exactly one lands.
 - :class:`bindloop.stores.ToolCallReceiptStore` (``read`` / ``claim`` / ``complete`` / ``fail``,
-  plus ``renew``): each write is one statement fenced on the attempt; :meth:`complete_with` runs
-  the host's own side effect on the same connection, in the transaction that completes the
-  receipt, so both land or neither.
+  plus ``renew``): each write is one statement fenced on the attempt, one round trip;
+  :meth:`complete_with` runs the host's own side effect on the same connection, in the
+  transaction that completes the receipt, so both land or neither.
 - :class:`bindloop.stores.LimitStore`: sliding windows under a per-key advisory transaction lock,
   concurrency slots as leased rows taken in one call (a function of the schema, under the same
   kind of lock): each slot is leased to this store object for ``slot_lease_ms`` and renewed by
@@ -205,6 +205,7 @@ class PostgresStore:
         self._t = {name: f"{schema}.{name}" for name in
                    ("meta", "checkpoints", "receipts", "limit_events", "limit_leases",
                     "enter_slot")}
+        self._sql: dict[str, str] = {}
 
     # -- connections -----------------------------------------------------------------------------
 
@@ -245,7 +246,12 @@ class PostgresStore:
     async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
         if self._slots is None:
             self._slots = anyio.Semaphore(self.pool_size)
-        async with self._slots:
+        slots = self._slots
+        try:  # a free slot is taken without a pass through the event loop
+            slots.acquire_nowait()
+        except anyio.WouldBlock:
+            await slots.acquire()
+        try:
             conn = await self._checkout()
             try:
                 yield conn
@@ -263,6 +269,8 @@ class PostgresStore:
             if conn.closed or conn.broken:
                 return
             self._idle.append(conn)
+        finally:
+            slots.release()
 
     async def _op(self, operation: str, body: Callable[[AsyncConnection[Any]], Awaitable[_T]],
                   *, retries: int = 0) -> _T:
@@ -299,7 +307,10 @@ class PostgresStore:
     async def _execute(self, conn: AsyncConnection[Any], query: str,
                        params: tuple[Any, ...] = ()) -> Any:
         self.round_trips += 1
-        return await conn.execute(query.format(**self._t), params)
+        sql = self._sql.get(query)
+        if sql is None:  # the statements are a fixed set: each is formatted once
+            sql = self._sql[query] = query.format(**self._t)
+        return await conn.execute(sql, params)
 
     @asynccontextmanager
     async def _transaction(self, conn: AsyncConnection[Any]) -> AsyncIterator[None]:
@@ -466,16 +477,20 @@ class PostgresStore:
         k, attempt = key_parts(key), check_attempt(attempt)
         encoded = msgspec.json.encode(result)
 
+        async def settle(conn: AsyncConnection[Any]) -> bool:
+            cur = await self._execute(
+                conn, "UPDATE {receipts} SET status = 'completed', result = %s, "
+                      f"lease_expires_at_ms = NULL WHERE {_KEY} AND status = 'running' "
+                      "AND attempt = %s", (encoded, *k, attempt))
+            return bool(cur.rowcount == 1)
+
         async def body(conn: AsyncConnection[Any]) -> bool:
+            if effect is None:  # one statement: its own transaction, one round trip
+                return await settle(conn)
             async with self._transaction(conn):
-                cur = await self._execute(
-                    conn, "UPDATE {receipts} SET status = 'completed', result = %s, "
-                          f"lease_expires_at_ms = NULL WHERE {_KEY} AND status = 'running' "
-                          "AND attempt = %s", (encoded, *k, attempt))
-                if cur.rowcount != 1:
+                if not await settle(conn):
                     return False
-                if effect is not None:
-                    await effect(conn)
+                await effect(conn)
                 return True
 
         return self._fenced(await self._op("complete", body))

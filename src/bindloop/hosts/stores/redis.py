@@ -11,9 +11,11 @@ runs whole or not at all — a checkpoint is never half-written. It passes
 Keys live under ``prefix`` (default ``"bindloop:"``); ``{prefix}schema`` holds the layout version,
 set on first use: a layout written by a newer bindloop is refused, never misread. One Redis
 instance (scripts touch several keys; a Redis Cluster would need them in one hash slot, which
-this store does not arrange). Durability is the server's: a checkpoint store needs the
-append-only file (``appendonly yes``; ``appendfsync always`` to survive power loss too), or a
-restart loses every checkpoint.
+this store does not arrange). Each operation is one command (a script by its SHA, loaded on a
+``NOSCRIPT`` refusal) on a connection this store keeps — opened with the URL's settings (database,
+credentials, TLS) — and answers in one round trip. Durability is the server's: a checkpoint store
+needs the append-only file (``appendonly yes``; ``appendfsync always`` to survive power loss too),
+or a restart loses every checkpoint.
 
 Connection failures become :class:`~bindloop.stores.StoreError` naming the operation (the client's
 own silent retries are turned off so an unknown outcome is never repeated behind the caller's
@@ -29,6 +31,8 @@ slots are leased to the store object that took them for ``slot_lease_ms`` and re
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -226,13 +230,17 @@ class RedisStore:
         self.client = redis.asyncio.Redis.from_url(
             url, socket_timeout=socket_timeout_s, socket_connect_timeout=socket_timeout_s,
             retry=redis.asyncio.retry.Retry(redis.backoff.NoBackoff(), 0), retry_on_error=[])
-        self._scripts = {name: self.client.register_script(src) for name, src in (
+        self._scripts = {name: (src, hashlib.sha1(src.encode()).hexdigest()) for name, src in (
             ("save", _SAVE), ("claim", _CLAIM), ("renew", _RENEW), ("settle", _SETTLE),
             ("admit", _ADMIT), ("charge", _CHARGE), ("enter", _ENTER),
             ("renew_slots", _RENEW_SLOTS))}
+        self._idle: list[Any] = []
         self._ready = False
 
     async def aclose(self) -> None:
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            await conn.disconnect()
         await self.client.aclose()
 
     close = aclose
@@ -246,10 +254,14 @@ class RedisStore:
             try:
                 if not self._ready:
                     await self._ensure_schema()
-                self.round_trips += 1
                 if script is None:
-                    return await self.client.execute_command(*command)
-                return await self._scripts[script](keys=keys, args=args)
+                    return await self._send(command)
+                source, sha = self._scripts[script]
+                try:
+                    return await self._send(("EVALSHA", sha, len(keys), *keys, *args))
+                except errors.NoScriptError:  # refused without running: load it, send again
+                    await self._send(("SCRIPT", "LOAD", source))
+                    return await self._send(("EVALSHA", sha, len(keys), *keys, *args))
             except errors.BusyLoadingError as exc:
                 # Refused without running (the server is loading its dataset): safe to repeat
                 # for any operation, and it costs no retry.
@@ -269,15 +281,38 @@ class RedisStore:
             except errors.RedisError as exc:  # WRONGTYPE, a script error: not worth retrying
                 raise StoreError(self.name, operation, _first_line(exc)) from exc
 
+    async def _send(self, command: Sequence[object]) -> Any:
+        """One command, one round trip, on an idle connection of this store (or a new one): the
+        command packed here and the reply read raw, without the client's per-command machinery
+        (retries are off anyway). A connection that fails or is interrupted mid-command is
+        closed, never reused; one that got an error reply is in step and goes back."""
+        pool = self.client.connection_pool
+        conn = self._idle.pop() if self._idle else pool.make_connection()
+        self.round_trips += 1
+        try:
+            # Connected, and not closed by the server while idle (a restart): else a fresh one,
+            # before anything is sent — safe for any operation.
+            await pool.ensure_connection(conn)
+            await conn.send_packed_command(_pack(command), check_health=False)
+            reply = await conn.read_response()
+        except self._redis.exceptions.ResponseError:
+            self._idle.append(conn)
+            raise
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await conn.disconnect(nowait=True)
+            raise
+        self._idle.append(conn)
+        return reply
+
     async def _ensure_schema(self) -> None:
         key = f"{self.prefix}schema"
-        self.round_trips += 2
-        await self.client.set(key, str(SCHEMA_VERSION), nx=True)
-        stored = await self.client.get(key)
+        version = str(SCHEMA_VERSION)
+        await self._send(("SET", key, version, "NX"))
+        stored = await self._send(("GET", key))
         if stored == b"1":  # version 1 counted slots under ls:*; version 2 leases them (lz:*)
-            self.round_trips += 2
-            await self.client.set(key, str(SCHEMA_VERSION), xx=True)
-            stored = await self.client.get(key)
+            await self._send(("SET", key, version, "XX"))
+            stored = await self._send(("GET", key))
         if stored != str(SCHEMA_VERSION).encode():
             raise StoreError(self.name, "open", f"prefix {self.prefix!r} has store layout version "
                              f"{stored!r}; this bindloop reads version {SCHEMA_VERSION}")
@@ -446,6 +481,18 @@ class RedisStore:
         values = await self._call("outbox", None, [], [], retries=1,
                                   command=("LRANGE", f"{self.prefix}{name}", 0, -1))
         return list(values)
+
+
+def _pack(command: Sequence[object]) -> bytes:
+    """``command`` in the Redis protocol (RESP): an array of bulk strings."""
+    out = bytearray(b"*%d\r\n" % len(command))
+    for part in command:
+        data = bytes(part) if isinstance(part, (bytes, bytearray, memoryview)) \
+            else str(part).encode()
+        out += b"$%d\r\n" % len(data)
+        out += data
+        out += b"\r\n"
+    return bytes(out)
 
 
 def _pair(store: str, operation: str, answer: Any) -> tuple[bool, int]:
