@@ -64,7 +64,7 @@ demo-mcp: venv
 ## Pyodide, the MCP client against the TypeScript everything server and the official MCP conformance
 ## suite, and the agent page in headless Chromium.
 test: lint pytest typecheck js-test conformance-compare conformance-pyodide-pyc wasm-smoke mcp-pyodide pyodide-timers \
-	mcp-everything test-mcp-conformance \
+	mcp-everything test-mcp-conformance test-mcp-conformance-2026 \
 	conformance-workerd test-worker test-browser
 
 pytest: venv store-servers
@@ -130,7 +130,8 @@ test-mcp-conformance: venv $(MCP_CONFORMANCE)/node_modules/.package-lock.json
 
 ## The suite's 0.2.0 pre-release (tests/mcp/conformance/v2026, pinned apart from 0.1.16) with its
 ## 2026-07-28 client scenarios against the same adapter: bindloop's client speaking the stateless
-## revision. Not part of `make test` while the suite is a pre-release.
+## revision. Pinned to the exact pre-release (its package-lock), so a newer pre-release changes
+## nothing until the pin moves.
 $(MCP_CONFORMANCE)/v2026/node_modules/.package-lock.json: $(MCP_CONFORMANCE)/v2026/package.json $(MCP_CONFORMANCE)/v2026/package-lock.json
 	cd $(MCP_CONFORMANCE)/v2026 && npm ci --no-audit --no-fund
 	touch $@

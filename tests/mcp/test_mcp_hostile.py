@@ -111,7 +111,10 @@ async def test_headers_session_id_protocol_version_auth_and_delete_on_close(
         scripted: ScriptedProviderServer, transport: HttpxTransport) -> None:
     script = McpScript()
     scripted.set_responder("mcp", script)
-    mcp = client(transport, headers=(("authorization", "Bearer s3cret"),))
+    # generous bounds: the closing DELETE is bounded by the notify timeout, and nothing here
+    # tests a timeout (a loaded machine missed the short default once)
+    mcp = client(transport, McpLimits(timeout_ms=60_000, notify_timeout_ms=60_000),
+                 headers=(("authorization", "Bearer s3cret"),))
     await mcp.connect()
     await mcp.list_tools()
     await mcp.aclose()

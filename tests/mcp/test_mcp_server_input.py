@@ -37,6 +37,7 @@ from bindloop.hosts.mcp.server import McpServerApp
 from bindloop.hosts.stores.sqlite import SqliteStore
 from bindloop.mcp import McpHttpClient
 from bindloop.mcp.server import (
+    McpCall,
     McpServer,
     McpToolInput,
 )
@@ -271,3 +272,52 @@ async def test_a_2026_request_without_its_meta_version_is_invalid_params(
 def test_a_short_state_secret_is_refused() -> None:
     with pytest.raises(UsageError, match="16 bytes"):
         McpServer([], state_secret=b"short")
+
+
+async def test_a_request_state_past_its_ttl_is_refused_and_never_reaches_the_tool() -> None:
+    """A genuine state answered inside ``state_ttl_ms`` resumes the tool; the same answer after
+    it is refused as expired (with no part of the state in the message) and the tool is not run."""
+    now = [1_000_000.0]
+    ran: list[str] = []
+
+    class Ask(msgspec.Struct):
+        question: str
+
+    async def ask(args: Ask, ctx: Any) -> ToolOutcome:
+        if ctx.input is None:
+            return ToolSuspend(mode="waiting_for_reply", detail="Which city?", state="s-1")
+        ran.append(ctx.input.reply)
+        return ToolResult(content=f"Booked {ctx.input.reply}.")
+
+    server = McpServer([define_tool(name="plan_trip", description="Plan.", args=Ask,
+                                    execute=ask)],
+                       sessions=False, state_secret=KEY, state_ttl_ms=60_000,
+                       clock=lambda: now[0])
+
+    async def post(extra: dict[str, Any]) -> dict[str, Any]:
+        reply = server.post(_call(extra), protocol_version="2026-07-28",
+                            method_header="tools/call", name_header="plan_trip")
+        if isinstance(reply, McpCall):
+            reply = msgspec.json.decode(await server.run_call(reply, lambda _: None))
+        else:
+            reply = msgspec.json.decode(reply.body)
+        assert isinstance(reply, dict)
+        return reply
+
+    asked = (await post({}))["result"]
+    assert asked["resultType"] == "input_required"
+    state = asked["requestState"]
+    answer = {"reply": {"action": "accept", "content": {"reply": "Lisbon"}}}
+    now[0] += 59_000
+    done = await post({"requestState": state, "inputResponses": answer})
+    assert done["result"]["content"][0]["text"] == "Booked Lisbon." and ran == ["Lisbon"]
+    now[0] += 2_000  # 61 s after it was issued
+    late = await post({"requestState": state, "inputResponses": answer})
+    assert late["error"]["code"] == -32602 and "expired" in late["error"]["message"]
+    assert state.split(".")[0] not in str(late) and ran == ["Lisbon"]
+
+
+def test_a_state_ttl_that_is_not_a_positive_number_is_refused() -> None:
+    for ttl in (0, -1, float("nan"), float("inf")):
+        with pytest.raises(UsageError, match="state_ttl_ms"):
+            McpServer([], state_secret=KEY, state_ttl_ms=ttl)

@@ -346,3 +346,15 @@ def test_the_scripted_stream_model_is_a_stream_model_priced_only_when_asked() ->
     assert anyio.run(paid.complete, [], ModelRequest()).cost == 5
     assert [e.content for e in seen if isinstance(e, TextEvent)] == ["a long e", "nough an",
                                                                      "swer"]
+
+
+def test_tool_call_turn_refuses_a_bare_call_with_a_usage_error() -> None:
+    """One call where a list is expected (a common slip) is refused at the builder, by name."""
+    from bindloop.errors import UsageError
+    from bindloop.testing import tool_call, tool_call_turn
+
+    with pytest.raises(UsageError, match=r"takes a list of tool calls.*got ToolCall"):
+        tool_call_turn(tool_call("echo", {"text": "hi"}))  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="holding something else"):
+        tool_call_turn([{"name": "echo"}])  # type: ignore[list-item]
+    assert tool_call_turn([tool_call("echo", id="c1")]).tool_calls[0].name == "echo"

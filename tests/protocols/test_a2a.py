@@ -35,7 +35,8 @@ from bindloop.contracts import (
     ToolResult,
     ToolSuspend,
 )
-from bindloop.hosts.a2a.server import A2aServer, iso_timestamp
+from bindloop.clock import iso_timestamp
+from bindloop.hosts.a2a.server import A2aServer
 from bindloop.hosts.asgi.chat import ChatInput, Emit
 from bindloop.protocols.a2a import (
     A2A_METHODS,
@@ -512,3 +513,13 @@ def test_a_turn_started_again_retracts_the_failed_attempts_text() -> None:
     arts = [u.artifact_update for u in out if u.artifact_update is not None]
     assert [(a.artifact.artifact_id, a.append, a.artifact.parts[0].text) for a in arts] == [
         ("t-text1", False, "half"), ("t-text1", False, ""), ("t-text2", False, "whole")]
+
+
+@given(st.integers(min_value=0, max_value=253_402_300_799_999))
+def test_iso_timestamp_agrees_with_datetime_for_every_whole_millisecond(ms: int) -> None:
+    """The one RFC 3339 formatter (A2A and MCP tasks) is exact for every millisecond up to 9999."""
+    from datetime import datetime, timezone
+
+    expected = datetime.fromtimestamp(ms // 1000, tz=timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%S") + f".{ms % 1000:03d}Z"
+    assert iso_timestamp(ms) == expected

@@ -28,6 +28,7 @@ from typing import Any, Final
 import anyio
 import msgspec
 
+from ..clock import Clock, epoch_ms
 from ..contracts import JsonBoundsError, ToolError, ToolOutcome, ToolSuspend, decode_json_bounded
 from ..errors import PortContractError, UsageError
 from ..tools import Tool
@@ -53,6 +54,7 @@ METHOD_NOT_FOUND: Final = -32601
 INVALID_PARAMS: Final = -32602
 INTERNAL_ERROR: Final = -32603
 REQUEST_CANCELLED: Final = -32800
+_EXPIRED: Final = object()  # _unseal's answer for a genuine state issued too long ago
 _NO_SESSION: Final = -32001  # the official SDKs' code for "session not found"
 _BAD_REQUEST: Final = -32000
 HEADER_MISMATCH: Final = -32020
@@ -248,6 +250,12 @@ class McpServer:
         holding the same key, as ``ctx.input``. Without it (or over 2025-11-25) a suspend is an
         error result saying the call cannot be resumed. The state is signed, not encrypted: the
         client can read it (keep a reference there, not the data).
+    state_ttl_ms, clock
+        How long a sealed ``requestState`` is honoured after it was issued (default one hour),
+        read on ``clock`` (Unix milliseconds; default :func:`~bindloop.clock.epoch_ms`). A
+        re-issued call with an older state is refused (``Invalid params``, saying it expired)
+        and never reaches the tool: a question answered a day later, or a state replayed long
+        after, starts the call again instead.
     """
 
     def __init__(self, tools: Iterable[Tool[Any, Any]], *, name: str = "bindloop",
@@ -257,7 +265,13 @@ class McpServer:
                  format_tool_exception: Callable[[Exception], ToolError] | None = None,
                  is_fatal_tool_error: Callable[[BaseException], bool] | None = None,
                  on_tool_exception: ToolExceptionHook | None = None,
-                 state_secret: bytes | None = None) -> None:
+                 state_secret: bytes | None = None, state_ttl_ms: float = 3_600_000,
+                 clock: Clock = epoch_ms) -> None:
+        if not (isinstance(state_ttl_ms, (int, float)) and math.isfinite(state_ttl_ms)
+                and state_ttl_ms > 0):
+            raise UsageError("McpServer(state_ttl_ms=) must be a positive number of milliseconds")
+        self._state_ttl_ms = state_ttl_ms
+        self._clock = clock
         if state_secret is not None and (not isinstance(state_secret, bytes)
                                          or len(state_secret) < 16):
             raise UsageError("McpServer(state_secret=) must be at least 16 bytes")
@@ -443,6 +457,10 @@ class McpServer:
                 return _error(200, request_id, INVALID_PARAMS,
                               "Invalid params: the requestState is not one this server issued "
                               "for this call")
+            if opened is _EXPIRED:
+                return _error(200, request_id, INVALID_PARAMS,
+                              "Invalid params: the requestState has expired; call the tool again")
+            assert isinstance(opened, tuple)
             state, question = opened
             given = _answer(state, params.get("inputResponses"))
             if given is None:
@@ -456,23 +474,25 @@ class McpServer:
     # -- Multi Round-Trip Requests (2026-07-28) ---------------------------------------------------
 
     def _seal_body(self, tool: str, identity: str, arguments: dict[str, Any] | None,
-                   state: str | None, question: str) -> bytes:
-        return _CANONICAL.encode({"a": arguments or {}, "i": identity, "q": question, "s": state,
-                                  "t": tool})
+                   state: str | None, question: str, expires: int) -> bytes:
+        return _CANONICAL.encode({"a": arguments or {}, "e": expires, "i": identity,
+                                  "q": question, "s": state, "t": tool})
 
     def _seal(self, tool: str, identity: str, arguments: dict[str, Any] | None,
               state: str | None, question: str) -> str:
         assert self._state_key is not None
-        body = self._seal_body(tool, identity, arguments, state, question)
+        expires = int(self._clock() + self._state_ttl_ms)
+        body = self._seal_body(tool, identity, arguments, state, question, expires)
         mac = hmac.new(self._state_key, body, hashlib.sha256).digest()
-        payload = _CANONICAL.encode({"q": question, "s": state})
+        payload = _CANONICAL.encode({"e": expires, "q": question, "s": state})
         return (base64.urlsafe_b64encode(payload).decode().rstrip("=") + "."
                 + base64.urlsafe_b64encode(mac).decode().rstrip("="))
 
     def _unseal(self, tool: str, identity: str, arguments: dict[str, Any] | None,
-                sealed: object) -> tuple[str | None, str] | None:
-        """The tool's state and the question of a re-issued call's ``requestState``, or ``None``
-        when it is not one this server sealed for this tool, identity and arguments."""
+                sealed: object) -> tuple[str | None, str] | object | None:
+        """The tool's state and the question of a re-issued call's ``requestState``; ``None``
+        when it is not one this server sealed for this tool, identity and arguments; ``_EXPIRED``
+        when it is, but was issued more than ``state_ttl_ms`` ago."""
         if self._state_key is None or not isinstance(sealed, str) or len(sealed) > _MAX_STATE:
             return None
         payload_b64, _, mac_b64 = sealed.partition(".")
@@ -483,14 +503,17 @@ class McpServer:
             return None
         if not isinstance(payload, dict):
             return None
-        state, question = payload.get("s"), payload.get("q")
-        if (state is not None and not isinstance(state, str)) or not isinstance(question, str):
+        state, question, expires = payload.get("s"), payload.get("q"), payload.get("e")
+        if ((state is not None and not isinstance(state, str)) or not isinstance(question, str)
+                or isinstance(expires, bool) or not isinstance(expires, int)):
             return None
         expected = hmac.new(self._state_key,
-                            self._seal_body(tool, identity, arguments, state, question),
+                            self._seal_body(tool, identity, arguments, state, question, expires),
                             hashlib.sha256).digest()
         if not hmac.compare_digest(mac, expected):
             return None
+        if self._clock() > expires:
+            return _EXPIRED
         return state, question
 
     def _asking(self, tool: str, identity: str, arguments: dict[str, Any] | None,

@@ -20,14 +20,13 @@ A base class of :class:`~bindloop.mcp.McpHttpClient`, not public API.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timezone
 from typing import Any
 
 import anyio
 import anyio.abc
 import msgspec
 
-from ..clock import Clock
+from ..clock import Clock, iso_timestamp
 from ._errors import McpError, McpRequestRefused
 from ._pending import CALLING
 from ._serve import ServerRequestHandlers, serve_request
@@ -66,14 +65,9 @@ class _Entry:
 
     def view(self) -> McpTask:
         return McpTask(task_id=self.task_id, status=self.status,
-                       status_message=self.status_message, created_at=_iso(self.created_ms),
-                       last_updated_at=_iso(self.updated_ms), ttl=self.ttl,
+                       status_message=self.status_message, created_at=iso_timestamp(self.created_ms),
+                       last_updated_at=iso_timestamp(self.updated_ms), ttl=self.ttl,
                        poll_interval=_POLL_MS)
-
-
-def _iso(epoch_ms: float) -> str:
-    return datetime.fromtimestamp(epoch_ms / 1000.0, tz=timezone.utc).isoformat(
-        timespec="milliseconds").replace("+00:00", "Z")
 
 
 class ServerTasks(UrlElicitations):

@@ -44,7 +44,15 @@ def tool_call(name: str, args: Mapping[str, Any] | None = None, *, id: str = "")
 def tool_call_turn(calls: Sequence[ToolCall], *, text: str | None = None,
                    usage: TurnUsage | None = None, cost: int = 0,
                    reasoning: Sequence[ReasoningPart] = ()) -> ModelTurnResult:
-    """A turn that asks for ``calls`` (optionally with narration ``text``)."""
+    """A turn that asks for ``calls`` (optionally with narration ``text``).
+
+    ``calls`` is a sequence of :class:`ToolCall` (from :func:`tool_call`); anything else raises
+    :class:`UsageError` here rather than deep inside the model later."""
+    if isinstance(calls, ToolCall) or not all(isinstance(call, ToolCall) for call in calls):
+        raise UsageError("tool_call_turn takes a list of tool calls, e.g. "
+                         "tool_call_turn([tool_call('name', {...})]); got "
+                         f"{type(calls).__name__}" + ("" if isinstance(calls, ToolCall) else
+                                                      " holding something else"))
     return ModelTurnResult(text=text, tool_calls=tuple(calls), usage=usage or TurnUsage(), cost=cost,
                            reasoning=tuple(reasoning), finish_reason="tool_calls")
 

@@ -8,7 +8,6 @@ ended longest ago are forgotten, with their contexts' transcripts.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,14 +30,8 @@ from bindloop.protocols.a2a import (
     join_a2a_text_parts,
 )
 
-__all__ = ("Task", "TaskStore", "check_history_length", "iso_timestamp", "status_event",
+__all__ = ("Task", "TaskStore", "check_history_length", "status_event",
            "until_settled")
-
-
-def iso_timestamp(ms: float) -> str:
-    """``ms`` (Unix milliseconds) as A2A writes a timestamp: ``YYYY-MM-DDTHH:mm:ss.sssZ``."""
-    seconds, millis = divmod(int(ms), 1000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
 
 
 class Task:

@@ -74,13 +74,13 @@ from bindloop.protocols.a2a import (
     encode_a2a_result,
 )
 
+from bindloop.clock import iso_timestamp
 from bindloop.hosts.a2a._card import agent_card, card_for_request
 from bindloop.hosts.a2a._streaming import Frames, stream_task
 from bindloop.hosts.a2a._tasks import (
     Task,
     TaskStore,
     check_history_length,
-    iso_timestamp,
     status_event,
     until_settled,
 )
@@ -100,7 +100,7 @@ from bindloop.hosts.asgi.chat import (
     scoped_chat_id,
 )
 
-__all__ = ("A2aServer", "iso_timestamp")
+__all__ = ("A2aServer",)
 
 LOGGER = logging.getLogger("bindloop.hosts.a2a.server")
 _JSON = msgspec.json.Encoder()
