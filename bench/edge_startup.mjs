@@ -14,6 +14,8 @@
 //   first token  from process start (Node) / navigation start (Chromium) to the first streamed text,
 //                and from "Pyodide ready" to it (what the wheel set can change: the runtime's boot
 //                is the same for both and, on a loaded machine, the noisiest step)
+//   ratio        first token over "Pyodide ready" (a bare Pyodide load: process start or navigation
+//                to a runtime that can run Python), per run, then the median (issue 31: <= 1.15)
 // and prints medians side by side with the pyc/plain ratio. Needs make wasm-node wasm-wheels
 // wasm-wheels-pyc (and Debian chromium for the Chromium half).
 
@@ -26,6 +28,7 @@ const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.dirname(HERE);
 const WASM = path.join(REPO, "harness", "wasm");
 const VARIANTS = { plain: path.join(WASM, "wheels"), pyc: path.join(WASM, "wheels-pyc") };
+const DEMO_MODULES = ["examples/__init__.py", "examples/demos/__init__.py", "examples/demos/demo.py"];
 const IMPORTS = "import bindloop, bindloop.agent, bindloop.loop, bindloop.wire, bindloop.routing, bindloop.hosts.transports.js_fetch";
 
 const args = process.argv.slice(2);
@@ -51,6 +54,12 @@ async function child(wheelsDir, origin) {
   for (const name of fs.readdirSync(wheelsDir).filter((f) => f.endsWith(".whl")).sort()) {
     pyodide.unpackArchive(new Uint8Array(fs.readFileSync(path.join(wheelsDir, name))), "wheel", { extractDir: site });
   }
+  // The demo's own modules (examples/demos/demo.py: its tools and prompt), as the page installs them.
+  for (const rel of DEMO_MODULES) {
+    const target = `${site}/${rel}`;
+    pyodide.FS.mkdirTree(target.slice(0, target.lastIndexOf("/")));
+    pyodide.FS.writeFile(target, fs.readFileSync(path.join(REPO, rel), "utf8"));
+  }
   pyodide.runPython("import importlib; importlib.invalidate_caches()");
   t.install = performance.now() - t0;
   t.precompiled = pyodide.runPython(
@@ -71,6 +80,7 @@ async function child(wheelsDir, origin) {
   const stop = await ns.get("run_page_agent")(bridge, origin);
   t.run = performance.now() - t0;
   t.after_boot = t.first_token - t.ready;
+  t.ratio = t.first_token / t.ready;
   if (stop !== "done" || !done) throw new Error(`agent ended ${stop}`);
   process.stdout.write(JSON.stringify(t) + "\n");
   process.exit(0);
@@ -87,7 +97,8 @@ function table(title, rows, keys, runs) {
   for (const [key, label] of keys) {
     const a = median(rows.plain.map((r) => r[key]));
     const b = median(rows.pyc.map((r) => r[key]));
-    console.log(`  ${label.padEnd(30)}${a.toFixed(0).padStart(10)}${b.toFixed(0).padStart(10)}${(b / a).toFixed(2).padStart(11)}`);
+    const digits = key === "ratio" ? 2 : 0;
+    console.log(`  ${label.padEnd(30)}${a.toFixed(digits).padStart(10)}${b.toFixed(digits).padStart(10)}${(b / a).toFixed(2).padStart(11)}`);
   }
 }
 
@@ -125,7 +136,8 @@ async function parent() {
       }
       table("Node " + process.version + ", Pyodide 314.0.7", rows, [["pyodide", "loadPyodide"], ["install", "install 5 wheels"],
         ["import", "import (bindloop+agent+wire)"], ["run", "agent run (3 turns)"], ["first_token", "process start→1st token"],
-        ["after_boot", "Pyodide ready→1st token"]], runs);
+        ["after_boot", "Pyodide ready→1st token"], ["ready", "process start→Pyodide ready"],
+        ["ratio", "1st token / Pyodide ready"]], runs);
     }
     if (only !== "node") {
       const browser = await launchChromium();
@@ -141,12 +153,14 @@ async function parent() {
             rows[name].push({ pyodide: d.steps.pyodide, install: d.steps.wheels_install, import: d.steps.import_bindloop,
               agent: d.timings.agent_imported - d.timings.bindloop_imported, first_token: d.timings.first_token,
               run: d.timings.done - d.timings.agent_imported,
-              after_boot: d.timings.first_token - d.timings.pyodide_ready });
+              after_boot: d.timings.first_token - d.timings.pyodide_ready, ready: d.timings.pyodide_ready,
+              ratio: d.timings.first_token / d.timings.pyodide_ready });
           }
         }
         table(`Chromium ${browser.version()} (headless)`, rows, [["pyodide", "loadPyodide"], ["install", "install 5 wheels"],
           ["import", "import (bindloop+agent+wire)"], ["agent", "page_agent.py import"], ["run", "agent run (3 turns)"],
-          ["first_token", "navigation→1st token"], ["after_boot", "Pyodide ready→1st token"]], runs);
+          ["first_token", "navigation→1st token"], ["after_boot", "Pyodide ready→1st token"],
+          ["ready", "navigation→Pyodide ready"], ["ratio", "1st token / Pyodide ready"]], runs);
       } finally {
         await browser.close();
       }

@@ -18,12 +18,12 @@ the workload are the same.
 
 Reported per framework: sessions completed, retries/resumes, streamed tokens/s, harness CPU per
 streamed token (the client process only; the server is another process) and bindloop's as a
-ratio to the bare reader's (issue 19's target: within 2x), added latency per
+ratio to the bare reader's (issue 31's target: within 1.25x), added latency per
 fault-free session (its wall time minus the server's scripted send time: what the harness and the
 shared event loop add under this load), peak RSS, and the checks: every transcript provider-valid
 (tool calls paired with exactly one result) and every tool call executed exactly once.
 
-    python bench/soak.py [--sessions 1000] [--seed 1] [--no-peer] [--rounds N]
+    python bench/soak.py [--sessions 1000] [--seed 1] [--no-peer] [--rounds N] [--no-store]
                          [--long-answer CHUNKS] [--json out.json]
 """
 
@@ -174,7 +174,10 @@ def _finish(name: str, *, sessions: int, completed: int, retries: int, tokens: i
 
 # ---- bindloop ---------------------------------------------------------------------------------
 
-async def run_bindloop(port: int, sessions: int, db: str) -> None:
+async def run_bindloop(port: int, sessions: int, db: str, store_checkpoints: bool = True) -> None:
+    """The bindloop side. ``store_checkpoints=False`` is the like-for-like variant of the bare
+    reader: the same routed model and tool loop (``run_tool_loop``) with no store, a session whose
+    route fails entirely run again from its start, as the bare reader does."""
     import anyio
     import httpx
 
@@ -196,13 +199,13 @@ async def run_bindloop(port: int, sessions: int, db: str) -> None:
         canonical_model_id,
         provider_id,
     )
-    from bindloop.loop import ToolRunner
+    from bindloop.loop import ToolLoopParams, ToolLoopState, ToolRunner, run_tool_loop
     from bindloop.checkpoints import RestoredLoop, create_loop_checkpoint, run_from_checkpoint
     from bindloop.transcript import validate_and_heal_messages
     from bindloop.wire import StreamBudgets
     from bindloop.wire import ModelAdapter, OpenAIChatAdapter, RoutedModel, WireOptions
 
-    store = SqliteStore(db)
+    store = SqliteStore(db) if store_checkpoints else None
     ledger = Ledger()
     chat = OpenAIChatAdapter()
     client = httpx.AsyncClient(limits=httpx.Limits(max_connections=None,
@@ -236,7 +239,38 @@ async def run_bindloop(port: int, sessions: int, db: str) -> None:
     durations: dict[str, float] = {}
     outcome = {"completed": 0, "retries": 0, "tokens": 0, "invalid": 0, "unanswered": 0}
 
+    runner = ToolRunner(run_tool_call=lookup, build_tools=lambda: tools)
+
+    async def one_without_store(n: int) -> None:
+        ident = f"s{n:04d}"
+        started = time.perf_counter()
+        for attempt in range(TRIES):
+            state = ToolLoopState(messages=[UserMessage(content=f"session {ident} look up")])
+            try:
+                result = await run_tool_loop(ToolLoopParams(model=routed, runner=runner,
+                                                            state=state, max_iterations=4))
+            except Exception:  # noqa: BLE001 - the whole route failed: run it again
+                outcome["retries"] += 1
+                continue
+            break
+        else:
+            return
+        durations[ident] = time.perf_counter() - started
+        if result.stop_reason != "done":
+            return
+        outcome["completed"] += 1
+        outcome["tokens"] += state.output_tokens
+        check(state.messages)
+
+    def check(messages: Any) -> None:
+        if validate_and_heal_messages(messages, for_request=False).issues:
+            outcome["invalid"] += 1
+        ids = [c.id for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
+        answers = [m.tool_call_id for m in messages if isinstance(m, ToolMessage)]
+        outcome["unanswered"] += sum(answers.count(i) != 1 for i in ids)
+
     async def one(n: int) -> None:
+        assert store is not None
         ident = f"s{n:04d}"
         started = time.perf_counter()
         cp = create_loop_checkpoint(execution_id=ident, max_iterations=4,
@@ -264,23 +298,19 @@ async def run_bindloop(port: int, sessions: int, db: str) -> None:
             return
         outcome["completed"] += 1
         outcome["tokens"] += final.stats.output_tokens
-        messages = final.messages
-        if validate_and_heal_messages(messages, for_request=False).issues:
-            outcome["invalid"] += 1
-        ids = [c.id for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
-        answers = [m.tool_call_id for m in messages if isinstance(m, ToolMessage)]
-        outcome["unanswered"] += sum(answers.count(i) != 1 for i in ids)
+        check(final.messages)
 
     cpu0, _ = _usage()
     t0 = time.perf_counter()
     async with anyio.create_task_group() as tg:
         for n in range(sessions):
-            tg.start_soon(one, n)
+            tg.start_soon(one if store is not None else one_without_store, n)
     wall = time.perf_counter() - t0
     cpu1, rss = _usage()
     await client.aclose()
-    store.close()
-    _finish("bindloop", sessions=sessions, completed=outcome["completed"],
+    if store is not None:
+        store.close()
+    _finish("bindloop" if store is not None else "bindloop, no store", sessions=sessions, completed=outcome["completed"],
             retries=outcome["retries"], tokens=outcome["tokens"], wall=wall, cpu=cpu1 - cpu0,
             rss=rss, durations=durations, invalid=outcome["invalid"],
             unanswered=outcome["unanswered"], duplicates=ledger.duplicates(),
@@ -402,24 +432,36 @@ def _peer_available() -> bool:
 
 
 def soak(sessions: int, seed: int, peer: bool, rounds: int = 1,
-         long_answer: int = 0) -> list[dict[str, Any]]:
+         long_answer: int = 0, no_store: bool = False) -> list[dict[str, Any]]:
     """bindloop, the bare reader, then the peer (if installed and ``peer``): each in a fresh
     process against a fresh server with the same seed. ``rounds`` > 1 alternates bindloop and the
     bare reader that many times (a shared machine's load drifts between runs); the rows are the
     round with the median CPU ratio, and bindloop's row lists every round's ratio.
     ``long_answer`` > ``ANSWER_CHUNKS`` runs both once more with answers that long and adds
     :func:`split_cpu`'s figures to their rows (meaningful only while both sides keep up with the
-    server: one that falls behind sees its own event loop's lag as stalls and repeats requests)."""
+    server: one that falls behind sees its own event loop's lag as stalls and repeats requests).
+    ``no_store`` also runs bindloop without checkpoints in every round, between the two (the bare
+    reader stores nothing either), and puts each round's CPU per token and ratio on bindloop's row
+    (``no_store_rounds``)."""
     with tempfile.TemporaryDirectory(prefix="bindloop-soak-") as tmp:
         pairs = []
         for n in range(max(1, rounds)):
             work = Path(tmp) / f"round{n}"  # a fresh checkpoint database each round
             work.mkdir()
-            pairs.append((_side("bindloop", sessions, seed, work), _side("bare", sessions, seed, work)))
+            ours = _side("bindloop", sessions, seed, work)
+            light = _side("bindloop-nostore", sessions, seed, work) if no_store else None
+            bare = _side("bare", sessions, seed, work)
+            pairs.append((ours, bare))
+            if light is not None:
+                ours["no_store"] = {"cpu_us_per_token": light["cpu_us_per_token"],
+                                    "completed": light["completed"], "tokens": light["tokens"],
+                                    "ratio": cpu_ratio([light, bare])}
         ratios = [cpu_ratio(list(pair)) for pair in pairs]
         known = sorted((r, i) for i, r in enumerate(ratios) if r is not None)
         rows = list(pairs[known[len(known) // 2][1]] if known else pairs[0])
         rows[0]["cpu_ratio_rounds"] = ratios
+        if no_store:
+            rows[0]["no_store_rounds"] = [pair[0]["no_store"] for pair in pairs]
         if long_answer > ANSWER_CHUNKS:
             work = Path(tmp) / "long"
             work.mkdir()
@@ -446,7 +488,8 @@ def split_cpu(short: dict[str, Any], long: dict[str, Any]) -> dict[str, Any] | N
 
 
 def cpu_ratio(rows: list[dict[str, Any]]) -> float | None:
-    """bindloop's CPU per streamed token over the bare reader's (the issue's target: within 2x)."""
+    """bindloop's CPU per streamed token over the bare reader's (issue 31's target: within
+    1.25x)."""
     ours, bare = rows[0]["cpu_us_per_token"], rows[1]["cpu_us_per_token"]
     return ours / bare if ours and bare else None
 
@@ -497,7 +540,7 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     if ratio is not None:
         lines.append(f"harness CPU per streamed token: bindloop {base['cpu_us_per_token']:.1f} µs, "
                      f"bare reader {bare['cpu_us_per_token']:.1f} µs -> {ratio:.2f}x "
-                     f"(target: within 2x)")
+                     f"(issue 31's target: within 1.25x)")
     if base.get("split") and bare.get("split"):
         ours, floor = base["split"], bare["split"]
         lines.append(f"split by a second run with longer answers ({base['split']['long_tokens']} "
@@ -508,6 +551,13 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
                      f"{floor['ms_per_session']:.2f} ms; requests {ours['long_requests']} vs "
                      f"{floor['long_requests']} (a client that falls behind the server repeats "
                      "requests its watchdog cut: the split holds only when both keep up)")
+    light = base.get("no_store_rounds") or []
+    if light:
+        lines.append("like for like (bindloop with no checkpoint store, as the bare reader keeps "
+                     "none), CPU per streamed token by round: "
+                     + ", ".join(f"{r['cpu_us_per_token']:.1f} µs -> "
+                                 + ("-" if r["ratio"] is None else f"{r['ratio']:.2f}x")
+                                 + f" ({r['completed']} sessions)" for r in light))
     rounds = base.get("cpu_ratio_rounds") or []
     if len(rounds) > 1:
         lines.append("  ratio by round (bindloop then bare reader, alternating): "
@@ -520,12 +570,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("mode", nargs="?", default="soak",
-                        choices=("soak", "serve", "run-bindloop", "run-bare", "run-pydantic-ai"))
+                        choices=("soak", "serve", "run-bindloop", "run-bindloop-nostore", "run-bare",
+                                 "run-pydantic-ai"))
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--no-peer", action="store_true")
     parser.add_argument("--rounds", type=int, default=1,
                         help="alternate bindloop and the bare reader this many times")
+    parser.add_argument("--no-store", action="store_true",
+                        help="also run bindloop without checkpoints each round (like for like)")
     parser.add_argument("--json")
     parser.add_argument("--port", type=int)
     parser.add_argument("--db")
@@ -543,6 +596,8 @@ def main() -> None:
         _raise_fd_limit()
         if args.mode == "run-bindloop":
             anyio.run(run_bindloop, args.port, args.sessions, args.db)
+        elif args.mode == "run-bindloop-nostore":
+            anyio.run(run_bindloop, args.port, args.sessions, args.db, False)
         elif args.mode == "run-bare":
             from soak_bare import run_bare
             anyio.run(run_bare, args.port, args.sessions)
@@ -550,7 +605,8 @@ def main() -> None:
             anyio.run(run_pydantic_ai, args.port, args.sessions)
         return
     _raise_fd_limit()
-    rows = soak(args.sessions, args.seed, not args.no_peer, args.rounds, args.long_answer)
+    rows = soak(args.sessions, args.seed, not args.no_peer, args.rounds, args.long_answer,
+                args.no_store)
     print(f"soak: {args.sessions} concurrent sessions, seed {args.seed}, chunk delay "
           f"{CHUNK_DELAY_S * 1000:.0f} ms, 2 model turns + 2 tool calls per session")
     for line in table(rows):

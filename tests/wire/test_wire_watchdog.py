@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import math
 from typing import Any
 
@@ -203,6 +204,34 @@ def test_dispose_detaches_from_the_external_signal() -> None:
     clock.advance(10_000)
     assert wd.check() is None
     wd.observed_chunk("answer")  # a straggling chunk after dispose is ignored
+
+
+def test_a_disposed_watchdog_is_freed_without_the_cyclic_collector() -> None:
+    # A stream under load disposes one watchdog per call: a reference cycle left behind would
+    # hold each until the cyclic collector runs, whose passes then cost more.
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        external = AbortController()
+        for fire in (False, True):
+            clock = manual_clock()
+            wd = watchdog(clock, external=external.signal)
+            wd.open()
+            if fire:  # a stall fired the signal before dispose()
+                clock.advance(10_000_000)
+                assert wd.check() is not None
+            wd.dispose()
+            del wd
+        gc.collect()
+        left = [o for o in gc.garbage if isinstance(o, StreamWatchdog)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        if was_enabled:
+            gc.enable()
+    assert left == []
 
 
 def test_stall_survives_dispose() -> None:

@@ -126,7 +126,7 @@ class StreamWatchdog:
     __slots__ = (
         "_answer_chunks", "_answer_mode", "_cap", "_clock", "_controller_abort", "_disposed",
         "_excused", "_external", "_first_token_ms", "_idle_since", "_inter_chunk_ms",
-        "_opened_at", "_paused_at", "_reasoning_chunks", "_remove_listener", "_stall", "_target",
+        "_opened_at", "_paused_at", "_reasoning_chunks", "_remove_listener", "_remove_on_fired", "_stall", "_target",
         "_total_ms", "_wake", "fired", "loop_lag_ms", "signal",
     )
 
@@ -164,8 +164,10 @@ class StreamWatchdog:
         self._controller_abort: Callable[[object], None] = controller.abort
         self.fired = False
         """Whether :attr:`signal` fired (a plain attribute: the per-chunk paths read it)."""
-        # First listener on the signal: every other one sees `fired` already set.
-        self.signal.add_listener(self._on_fired)
+        # First listener on the signal: every other one sees `fired` already set. dispose()
+        # removes it, so a disposed watchdog is freed by reference counting (the listener is a
+        # cycle through the signal) rather than left to the cyclic garbage collector.
+        self._remove_on_fired: Callable[[], None] | None = self.signal.add_listener(self._on_fired)
         if external is not None:
             self._remove_listener = external.add_listener(controller.abort)
 
@@ -340,6 +342,11 @@ class StreamWatchdog:
             self._remove_listener()
             self._remove_listener = None
         self._poke()
+        # Nothing fires the signal once disposed (check() and supervise() stop, the external
+        # signal is detached): drop the listener that ties it back to this watchdog.
+        if self._remove_on_fired is not None:
+            self._remove_on_fired()
+            self._remove_on_fired = None
 
     def _poke(self) -> None:
         wake = self._wake
