@@ -11,7 +11,7 @@ is ``bindloop.hosts.mcp.server.McpServerApp``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import msgspec
 
@@ -51,6 +51,16 @@ def mcp_post_refusal(headers: Mapping[str, str]) -> tuple[int, str] | None:
     return None
 
 
+def mcp_param_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The ``Mcp-Param-*`` headers among ``headers`` (lower-case names), for
+    :meth:`McpServer.post`: the name after ``mcp-param-`` to the value (the first of repeats)."""
+    found: dict[str, str] = {}
+    for name, value in headers:
+        if name.startswith("mcp-param-") and len(name) > 10:
+            found.setdefault(name[10:], value)
+    return found
+
+
 def _takes(headers: Mapping[str, str], kind: str) -> bool:
     accept = (headers.get("accept") or "*/*").lower()
     return "*/*" in accept or kind in accept
@@ -87,7 +97,8 @@ async def answer_mcp_http(server: McpServer, *, method: str, headers: Mapping[st
     decided = server.post(body, session_id=session_id,
                           protocol_version=headers.get("mcp-protocol-version"),
                           identity=identity, method_header=headers.get("mcp-method"),
-                          name_header=headers.get("mcp-name"))
+                          name_header=headers.get("mcp-name"),
+                          param_headers=mcp_param_headers(headers.items()))
     if isinstance(decided, McpReply):
         return _reply(decided)
     return await _run(server, decided, headers)

@@ -3,8 +3,8 @@ the streamable HTTP transport (an :class:`McpReply` to send, or an :class:`McpCa
 ``run_call``); a served tool reads its :class:`McpToolContext` (a re-issued 2026-07-28 call's
 answers as :class:`McpToolInput`) and may refuse a request with :class:`McpRequestRefused`.
 :func:`answer_mcp_http` answers one HTTP request whole (an :class:`McpHttpAnswer`) for a
-request/response host such as a Worker, :func:`mcp_post_refusal` being the transport checks it
-shares with the streaming ASGI binding, ``bindloop.hosts.mcp.server.McpServerApp``.
+request/response host such as a Worker, :func:`mcp_post_refusal` and :func:`mcp_param_headers`
+being the transport checks and header reading it shares with the streaming ASGI binding, ``bindloop.hosts.mcp.server.McpServerApp``.
 See docs/mcp.md.
 """
 
@@ -22,6 +22,7 @@ from ._errors import (
 from ._server_http import (
     McpHttpAnswer as McpHttpAnswer,
     answer_mcp_http as answer_mcp_http,
+    mcp_param_headers as mcp_param_headers,
     mcp_post_refusal as mcp_post_refusal,
 )
 
@@ -35,6 +36,7 @@ __all__ = (
     "McpToolInput",
     "ToolExceptionHook",
     "answer_mcp_http",
+    "mcp_param_headers",
     "mcp_post_refusal",
 )
 

@@ -26,14 +26,36 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 HERE = pathlib.Path(__file__).resolve().parent
-NODE = HERE / "node_modules" / "node" / "bin" / "node"
-CLI = HERE / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+SUITE = HERE
+
+
+def node() -> str:
+    return str(SUITE / "node_modules" / "node" / "bin" / "node")
+
+
+def cli() -> str:
+    return str(SUITE / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist"
+               / "index.js")
 
 SCENARIOS = (
     "server-initialize", "ping", "tools-list", "tools-call-simple-text", "tools-call-image",
     "tools-call-audio", "tools-call-embedded-resource", "tools-call-mixed-content",
     "tools-call-error", "tools-call-with-progress", "dns-rebinding-protection",
     "server-sse-multiple-streams",
+)
+SCENARIOS_2026 = (
+    "server-stateless", "tools-list", "tools-call-simple-text", "tools-call-image",
+    "tools-call-audio", "tools-call-embedded-resource", "tools-call-mixed-content",
+    "tools-call-error", "tools-call-with-progress", "server-sse-multiple-streams",
+    "dns-rebinding-protection", "caching", "http-header-validation",
+    "http-custom-header-server-validation", "input-required-result-basic-elicitation",
+    "input-required-result-basic-sampling", "input-required-result-basic-list-roots",
+    "input-required-result-request-state", "input-required-result-multiple-input-requests",
+    "input-required-result-multi-round", "input-required-result-missing-input-response",
+    "input-required-result-non-tool-request", "input-required-result-result-type",
+    "input-required-result-unsupported-methods", "input-required-result-tampered-state",
+    "input-required-result-capability-check", "input-required-result-ignore-extra-params",
+    "input-required-result-validate-input",
 )
 
 
@@ -63,10 +85,11 @@ def serve() -> Iterator[str]:
         sock.close()
 
 
-def run_one(name: str, url: str) -> tuple[bool, int, str]:
+def run_one(name: str, url: str, spec_version: str | None) -> tuple[bool, int, str]:
+    extra = [] if spec_version is None else ["--spec-version", spec_version]
     with tempfile.TemporaryDirectory(prefix="mcp-server-conformance-") as out:
-        proc = subprocess.run([str(NODE), str(CLI), "server", "--url", url, "--scenario", name,
-                               "-o", out], capture_output=True, text=True, timeout=120)
+        proc = subprocess.run([node(), cli(), "server", "--url", url, "--scenario", name,
+                               "-o", out, *extra], capture_output=True, text=True, timeout=120)
         checks: list[dict[str, object]] = []
         for path in sorted(pathlib.Path(out).glob("**/checks.json")):
             checks += json.loads(path.read_text())
@@ -81,12 +104,23 @@ def run_one(name: str, url: str) -> tuple[bool, int, str]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--scenario", action="append")
+    parser.add_argument("--suite", help="the package directory of the suite (default: this one)")
+    parser.add_argument("--spec-version", help="the revision the scenarios speak")
+    parser.add_argument("--retry", action="store_true",
+                        help="run a failed scenario once more before counting it")
     args = parser.parse_args()
-    names = args.scenario or list(SCENARIOS)
+    global SUITE
+    if args.suite is not None:
+        SUITE = (HERE / args.suite).resolve() if not pathlib.Path(args.suite).is_absolute() \
+            else pathlib.Path(args.suite)
+    names = args.scenario or list(SCENARIOS_2026 if args.spec_version == "2026-07-28"
+                                  else SCENARIOS)
     passed = 0
     with serve() as url:
         for name in names:
-            ok, checks, note = run_one(name, url)
+            ok, checks, note = run_one(name, url, args.spec_version)
+            if not ok and args.retry:
+                ok, checks, note = run_one(name, url, args.spec_version)
             passed += ok
             print(f"{'PASS' if ok else 'FAIL'} {name} ({checks} checks){': ' + note if note else ''}",
                   flush=True)

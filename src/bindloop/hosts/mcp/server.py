@@ -26,7 +26,13 @@ import anyio
 import msgspec
 
 from bindloop.contracts import ToolError
-from bindloop.mcp.server import McpCall, McpReply, McpServer, mcp_post_refusal
+from bindloop.mcp.server import (
+    McpCall,
+    McpReply,
+    McpServer,
+    mcp_param_headers,
+    mcp_post_refusal,
+)
 from bindloop.tools import Tool
 
 from bindloop.hosts.asgi.chat import Authorize, BodyRefused, ChatRefused, chat_request, read_body
@@ -143,7 +149,8 @@ class McpServerApp:
         decided = self.server.post(body, session_id=session_id, identity=identity,
                                    protocol_version=_header(headers, "mcp-protocol-version"),
                                    method_header=_header(headers, "mcp-method"),
-                                   name_header=_header(headers, "mcp-name"))
+                                   name_header=_header(headers, "mcp-name"),
+                                   param_headers=mcp_param_headers(headers))
         if isinstance(decided, McpReply):
             await _send_reply(send, decided, not takes_json)
             return
