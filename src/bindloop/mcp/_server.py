@@ -332,7 +332,7 @@ class McpServer:
     ``=?base64?...?=``) must carry the argument's value, and be absent when the argument is;
     otherwise the call is refused with ``HeaderMismatch`` (-32020, HTTP 400). Annotations the
     transport forbids (an empty or non-token name, a duplicate ignoring case, one on a property
-    that is not a string, integer or boolean) are a :class:`~bindloop.errors.UsageError` here.
+    that is not a string, integer or boolean, or one of those or null) are a :class:`~bindloop.errors.UsageError` here.
     """
 
     def __init__(self, tools: Iterable[Tool[Any, Any]], *, name: str = "bindloop",
@@ -883,13 +883,28 @@ def _param_headers(tool: str, schema: Mapping[str, Any]) -> dict[str, str]:
         if not isinstance(header, str) or not _HEADER_NAME.fullmatch(header):
             raise UsageError(f"McpServer: tool {tool!r} argument {argument!r} has an x-mcp-header "
                              "that is not a header name (1-100 token characters)")
-        if prop.get("type") not in _HEADER_TYPES:
+        if _header_type(prop) is None:
             raise UsageError(f"McpServer: tool {tool!r} argument {argument!r}: x-mcp-header is "
                              "only for string, integer and boolean arguments")
         if header.lower() in (h.lower() for h in found.values()):
             raise UsageError(f"McpServer: tool {tool!r} names x-mcp-header {header!r} twice")
         found[argument] = header
     return found
+
+
+def _header_type(prop: Mapping[str, Any]) -> str | None:
+    """The primitive type of an ``x-mcp-header`` property: its ``type``, or the one primitive of
+    a ``T | None`` (``anyOf`` or a type list with ``null``); ``None`` for any other."""
+    kinds = prop.get("type")
+    if kinds is None and isinstance(prop.get("anyOf"), list):
+        kinds = [branch.get("type") if isinstance(branch, Mapping) else None
+                 for branch in prop["anyOf"]]
+    if isinstance(kinds, str):
+        kinds = [kinds]
+    if not isinstance(kinds, list):
+        return None
+    primitive = [k for k in kinds if k != "null"]
+    return primitive[0] if len(primitive) == 1 and primitive[0] in _HEADER_TYPES else None
 
 
 def _param_mismatch(annotated: Mapping[str, str], arguments: object,
