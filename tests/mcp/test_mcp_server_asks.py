@@ -313,6 +313,11 @@ def test_ask_refuses_malformed_requests() -> None:
         ctx.ask({"k": NAME_FORM}, state=3)  # type: ignore[arg-type]
 
 
+def test_param_header_names_are_the_annotated_ones() -> None:
+    assert _server(Recorder()).param_header_names == {"region", "priority", "urgent"}
+    assert McpServer([]).param_header_names == frozenset()
+
+
 def test_mcp_param_headers_reads_the_mcp_param_prefix() -> None:
     assert mcp_param_headers([("mcp-param-region", "eu"), ("mcp-param-", "x"),
                               ("mcp-param-region", "us"), ("mcp-name", "t")]) == {"region": "eu"}

@@ -395,6 +395,14 @@ class McpServer:
         return f"McpServer(tools={list(self.tools)!r}, sessions={len(self._sessions)})"
 
     @property
+    def param_header_names(self) -> frozenset[str]:
+        """The ``Mcp-Param-*`` headers the served tools' ``x-mcp-header`` annotations name, lower
+        case and without the prefix: the ones a host that forwards only known headers must hand
+        :meth:`post` (as ``param_headers``)."""
+        return frozenset(h.lower() for table in self._param_headers.values()
+                         for h in table.values())
+
+    @property
     def session_count(self) -> int:
         """Sessions open now."""
         return len(self._sessions)

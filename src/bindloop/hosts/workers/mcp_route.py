@@ -25,7 +25,8 @@ __all__ = ("add_mcp_routes",)
 MAX_BODY = 1024 * 1024
 _HEADERS = ("content-type", "accept", "mcp-session-id", "mcp-protocol-version", "mcp-method",
             "mcp-name")
-"""The request headers the MCP handler reads."""
+"""The request headers the MCP handler reads, besides the ``Mcp-Param-*`` ones the served tools'
+``x-mcp-header`` annotations name."""
 
 
 class _Servers:
@@ -53,9 +54,11 @@ async def mcp(owner: Any, request: Any, _match: Any) -> Response:
                                                            "message": exc.body()["message"]}}
         return Response(json.dumps(refusal), status=exc.status,
                         headers={"content-type": "application/json"})
-    headers = {name: str(value) for name in _HEADERS
+    server = server_for(owner.tools)
+    wanted = (*_HEADERS, *(f"mcp-param-{name}" for name in sorted(server.param_header_names)))
+    headers = {name: str(value) for name in wanted
                if (value := request.headers.get(name)) is not None}
-    answer = await answer_mcp_http(server_for(owner.tools), method=str(request.method),
+    answer = await answer_mcp_http(server, method=str(request.method),
                                    headers=headers, body=body.encode(), identity=identity)
     return Response(answer.body.decode(), status=answer.status, headers=dict(answer.headers))
 
