@@ -149,12 +149,13 @@ def main() -> int:
     passed = 0
     with serve() as url:
         for name in names:
+            began = time.monotonic()
             ok, checks, note = run_one(name, url, args.spec_version)
             if not ok and args.retry:
                 ok, checks, note = run_one(name, url, args.spec_version)
             passed += ok
-            print(f"{'PASS' if ok else 'FAIL'} {name} ({checks} checks){': ' + note if note else ''}",
-                  flush=True)
+            print(f"{'PASS' if ok else 'FAIL'} {name} ({checks} checks, "
+                  f"{time.monotonic() - began:.1f} s){': ' + note if note else ''}", flush=True)
     print(f"{passed}/{len(names)} server scenarios passed")
     return 0 if passed == len(names) else 1
 
