@@ -201,6 +201,23 @@ async def test_a_session_call_sees_the_capabilities_its_initialize_declared() ->
     assert recorder.seen[-1][2] == {"roots": {}}
 
 
+async def test_asking_cannot_resume_over_a_2025_session_or_without_a_secret() -> None:
+    for server, session in ((_server(Recorder()), True), (McpServer(Recorder().tools()), False)):
+        if session:
+            opened = server.post(msgspec.json.encode({
+                "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                    "protocolVersion": "2025-11-25", "capabilities": ALL_CAPS}}))
+            assert isinstance(opened, McpReply)
+            call = server.post(msgspec.json.encode({"jsonrpc": "2.0", "id": 2,
+                                                    "method": "tools/call",
+                                                    "params": {"name": "greet"}}),
+                               session_id=opened.session_id, protocol_version="2025-11-25")
+        else:
+            call = _post(server, "greet")
+        result = (await _run(server, call))["result"]
+        assert result["isError"] is True and "inputRequests" not in result
+
+
 TRIP = {"region": "eu-west", "priority": 3, "query": "hotels"}
 TRIP_HEADERS = {"region": "eu-west", "priority": "3"}
 
