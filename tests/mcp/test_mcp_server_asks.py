@@ -182,6 +182,8 @@ async def test_a_tool_needing_a_capability_is_refused_before_it_runs() -> None:
         McpServer(recorder.tools(), required_client_capabilities={"nope": ("sampling",)})
     with pytest.raises(UsageError, match="capability names"):
         McpServer(recorder.tools(), required_client_capabilities={"summarize": ()})
+    app = McpServerApp(recorder.tools(), required_client_capabilities={"summarize": "sampling"})
+    assert isinstance(_post(app.server, "summarize", caps={}), McpReply)
 
 
 async def test_a_session_call_sees_the_capabilities_its_initialize_declared() -> None:
