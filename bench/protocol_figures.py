@@ -2,7 +2,7 @@
 request for the AI SDK UI message stream (majors 6 and 7) and A2A 1.0 (JSON-RPC,
 ``SendStreamingMessage``). Prints a table; not a test.
 
-    .venv/bin/python bench/protocol_figures.py [-n 20]
+    .venv/bin/python bench/protocol_figures.py [-n 20] [--rps SECONDS] [--clients 8]
 
 The same work on both runtimes: one chat turn that calls ``word_count`` and then answers, the
 model an OpenAI-chat provider scripted on 127.0.0.1 (this process), reached over HTTP by the
@@ -15,6 +15,13 @@ once and printed for both. Requests go one after another after warm-up; TTFB is 
 median from sending to the first body byte, CPU the server process's utime + stime over the batch
 (/proc, 10 ms ticks) divided by the requests. workerd also stores each run in its Session
 object (the lease, the event log, the saves); CPython keeps them in memory.
+
+``--rps SECONDS`` adds requests per second on both chat protocols (``POST /api/chat``, the AI SDK
+UI stream, and ``POST /ag-ui``): ``--clients`` clients each sending the same turn one request after
+another over keep-alive for SECONDS per route, to ``ChatApp`` under uvicorn and to the Worker
+template in workerd, over the same scripted provider. Figures: requests/s, the median latency and
+the server process's CPU per request (the row ``bench/web_host.py`` prints for CPython, there with
+an in-process scripted model instead of the loopback provider).
 """
 
 from __future__ import annotations
@@ -108,6 +115,11 @@ def _one(client: httpx.Client, url: str, body: dict[str, Any],
 
 
 def _body(protocol: str) -> tuple[str, dict[str, Any], dict[str, str]]:
+    if protocol == "ag-ui":
+        thread = uuid.uuid4().hex
+        return "ag-ui", {"threadId": thread, "runId": f"run-{thread}", "messages": [
+            {"id": "u", "role": "user", "content": "count the words of this"}], "tools": [],
+            "context": [], "state": {}, "forwardedProps": {}}, {}
     if protocol == "a2a":
         return "a2a", {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {
             "message": {"messageId": uuid.uuid4().hex, "role": "ROLE_USER",
@@ -128,6 +140,81 @@ def measure(base: str, pid: int, protocol: str, n: int) -> tuple[float, float, f
             runs.append(_one(client, f"{base}/{path}", body, headers))
         cpu = (_cpu_of(pid) - cpu0) / n
     return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs), cpu
+
+
+def rate(base: str, pid: int, protocol: str, seconds: float,
+         clients: int) -> tuple[float, float, float, int]:
+    """(requests/s, median latency s, server CPU s per request, requests) of ``clients`` clients
+    sending one request after another for ``seconds``."""
+    import threading
+
+    latencies: list[float] = []
+    lock = threading.Lock()
+
+    def client() -> None:
+        with httpx.Client(timeout=60) as http:
+            path, body, headers = _body(protocol)
+            _one(http, f"{base}/{path}", body, headers)  # warm: a connection and an isolate
+            stop_at = time.monotonic() + seconds
+            while time.monotonic() < stop_at:
+                path, body, headers = _body(protocol)
+                took = _one(http, f"{base}/{path}", body, headers)[1]
+                with lock:
+                    latencies.append(took)
+
+    cpu0, wall0 = _cpu_of(pid), time.monotonic()
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall, cpu = time.monotonic() - wall0, _cpu_of(pid) - cpu0
+    count = len(latencies)
+    return count / wall, statistics.median(latencies), cpu / count, count
+
+
+def _child(kind: str, provider: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, __file__, "--serve", kind, str(port), provider],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, f"http://127.0.0.1:{port}"
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise RuntimeError(f"the {kind} server did not start") from None
+            time.sleep(0.1)
+
+
+def rps_rows(provider: str, seconds: float,
+             clients: int) -> dict[tuple[str, str], tuple[float, float, float, int]]:
+    """Requests per second on both chat routes, CPython's ChatApp beside the Worker template."""
+    rows = {}
+    proc, base = _child("ui6", provider)
+    try:
+        for protocol in ("ui", "ag-ui"):
+            rows[("CPython", protocol)] = rate(base, proc.pid, protocol, seconds, clients)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    sys.path.insert(0, str(REPO / "worker" / "tools"))
+    from workerd_harness import Workerd, stage
+
+    with tempfile.TemporaryDirectory() as tmp:
+        config = stage(Path(tmp) / "stage", storage_dir=Path(tmp) / "do", with_conformance=False,
+                       bindings={"PROVIDER_BASE_URL": provider, "PROVIDER_WIRE": "openai_chat",
+                                 "PROVIDER_MODEL": "gpt-test", "PROVIDER_API_KEY": "sk-bench"})
+        workerd = Workerd(config).start()
+        try:
+            for protocol in ("ui", "ag-ui"):
+                rows[("workerd", protocol)] = rate(workerd.base_url, workerd.pid, protocol,
+                                                   seconds, clients)
+        finally:
+            workerd.stop()
+    return rows
 
 
 def cpython_rows(provider: str, n: int) -> dict[str, tuple[float, float, float]]:
@@ -173,6 +260,11 @@ def workerd_rows(provider: str, n: int) -> dict[str, tuple[float, float, float]]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-n", type=int, default=20, help="requests per row")
+    parser.add_argument("--rps", type=float, default=0.0, metavar="SECONDS",
+                        help="also requests per second on both chat routes, SECONDS per route")
+    parser.add_argument("--only-rps", action="store_true",
+                        help="only the requests-per-second rows")
+    parser.add_argument("--clients", type=int, default=8, help="clients of the --rps rows")
     parser.add_argument("--serve", nargs=3, metavar=("KIND", "PORT", "PROVIDER"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -184,8 +276,13 @@ def main() -> None:
     with ScriptedProviderServer() as server:
         server.set_responder("p", policy)
         provider = server.base_url("p")
+        rates = rps_rows(provider, args.rps, args.clients) if args.rps > 0 else {}
+        if args.only_rps:
+            _print_rates(rates, args)
+            return
         cp = cpython_rows(provider, args.n)
         wd = workerd_rows(provider, args.n)
+    _print_rates(rates, args)
     print(f"\nper-protocol figures ({args.n} sequential requests each, warm; a tool round then "
           "the answer, scripted OpenAI-chat provider over loopback HTTP)")
     print(f"   {'protocol':<34} {'TTFB ms':>17} {'total ms':>17} {'server CPU ms/req':>19}")
@@ -199,6 +296,21 @@ def main() -> None:
         print(f"   {name:<34} {c1 * 1e3:>8.2f} {w1 * 1e3:>8.2f} {ct * 1e3:>8.2f} {wt * 1e3:>8.2f} "
               f"{cc * 1e3:>9.2f} {wc * 1e3:>9.2f}")
     print("   (workerd serves AI SDK 6 and 7 from one route: one measurement, printed twice)")
+
+
+def _print_rates(rates: dict[tuple[str, str], tuple[float, float, float, int]],
+                 args: argparse.Namespace) -> None:
+    if not rates:
+        return
+    print(f"\nrequests per second ({args.clients} clients, {args.rps:g} s per route, one request "
+          "after another each over keep-alive; a tool round then the answer, scripted "
+          "OpenAI-chat provider over loopback HTTP)")
+    print(f"   {'runtime':<9} {'route':<16} {'requests/s':>10} {'median ms':>10} "
+          f"{'server CPU ms/req':>18} {'requests':>9}")
+    for (runtime, protocol), (per_s, median, cpu, count) in rates.items():
+        route = "POST /api/chat" if protocol == "ui" else "POST /ag-ui"
+        print(f"   {runtime:<9} {route:<16} {per_s:>10.1f} {median * 1e3:>10.1f} "
+              f"{cpu * 1e3:>18.2f} {count:>9}")
 
 
 if __name__ == "__main__":

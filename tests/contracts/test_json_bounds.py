@@ -38,6 +38,8 @@ def test_the_scan_measures_what_the_value_nests_to_and_the_decode_round_trips(va
     text = json.dumps(value)
     assert json_nesting_depth(text) == depth_of(value)
     assert json_nesting_depth(text.encode()) == depth_of(value)
+    raw = json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    assert json_nesting_depth(raw) == depth_of(value)  # the bytes scan, multi-byte text inside
     assert decode_json_bounded(text, max_depth=depth_of(value)) == value
     if depth_of(value):
         with pytest.raises(JsonBoundsError) as info:

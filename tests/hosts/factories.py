@@ -35,8 +35,8 @@ class MemoryHandle:
         self._limits = backend.limits
         self.load, self.save, self.delete, self.commit = cps.load, cps.save, cps.delete, cps.commit
         r = backend.receipts
-        self.read, self.claim, self.complete, self.fail, self.renew = (
-            r.read, r.claim, r.complete, r.fail, r.renew)
+        self.read, self.claim, self.complete, self.fail, self.renew, self.delete_run = (
+            r.read, r.claim, r.complete, r.fail, r.renew, r.delete_run)
         lim = backend.limits.handle(now=now, slot_lease_ms=slot_lease_ms)  # its own holder
         self.admit, self.charge, self.enter, self.leave = lim.admit, lim.charge, lim.enter, lim.leave
         self.renew_slots = lim.renew_slots

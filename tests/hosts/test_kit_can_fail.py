@@ -34,6 +34,14 @@ class Sticky(MemoryToolCallReceiptStore):
         return await super().claim(key, attempt, lease_ms)
 
 
+class Prefixed(MemoryToolCallReceiptStore):
+    async def delete_run(self, tenant_id: str, run_id: str) -> int:  # a prefix, not the run
+        gone = [k for k in self.rows if k.tenant_id == tenant_id and k.run_id.startswith(run_id)]
+        for key in gone:
+            del self.rows[key]
+        return len(gone)
+
+
 class Racy(MemoryLimitStore):
     async def admit(self, key: str, window_ms: float, limit: int, amount: int,
                     now: float) -> float:
@@ -61,11 +69,14 @@ def _run(test: Any, factory: Any) -> None:
     (CheckpointStoreSuite().test_checkpoint_size_bound_refuses_before_writing,
      lambda **kw: MemoryCheckpointStore()),  # ignores the bound it is given
     (ReceiptStoreSuite().test_receipt_fence_and_leases, lambda **kw: Sticky(**kw)),
+    (ReceiptStoreSuite().test_receipt_delete_run_forgets_that_run_only,
+     lambda **kw: Prefixed(**kw)),
     (LimitStoreSuite().test_limit_admits_are_atomic_under_concurrent_callers,
      lambda store=Racy(): store),
     (LimitStoreSuite().test_limit_slot_of_a_killed_holder_is_reclaimed_after_the_lease,
      lambda base=MemoryLimitStore(), now=None, slot_lease_ms=None: base.handle(now=now)),
-], ids=["unfenced-checkpoints", "unbounded-checkpoints", "sticky-leases", "racy-limits",
+], ids=["unfenced-checkpoints", "unbounded-checkpoints", "sticky-leases", "prefix-deletes",
+        "racy-limits",
         "unleased-slots"])  # unleased: handles whose slots never lapse
 def test_a_defective_store_fails_the_kit(test: Any, factory: Any) -> None:
     with pytest.raises(Failed):

@@ -185,3 +185,81 @@ def test_sqlite_logs_never_drop_a_running_run_and_delete_only_the_chat_named(ops
                 after = {r for r in runs if logs.record(r) is not None}
                 assert before - after == {r for r in before if runs[r] == chat}
         logs.close()
+
+
+def _approving(call: Any) -> dict[str, Any]:
+    """An AI SDK request answering ``call`` (which the model made in turn ``a1``): approved."""
+    return {"id": "c1", "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "both x"}]},
+        {"id": "a1", "role": "assistant", "parts": [
+            {"type": "tool-delete_note", "toolCallId": call.id, "state": "approval-responded",
+             "input": {"title": "x"}, "approval": {"id": f"approval-{call.id}",
+                                                   "approved": True}}]}]}
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+def test_deleting_a_chat_deletes_its_pending_approvals_and_receipts(
+        served: Any, tmp_path: Path, store: str) -> None:
+    """``DELETE /api/chat/{id}`` drops the calls the chat waits to have approved (a decision
+    sent after is refused and runs nothing) and the chat's tool receipts -- the owner's chat
+    only: the same id of another identity, and the same id's AG-UI thread, keep theirs."""
+    from bindloop.hosts.asgi.agent import agent_runner
+    from bindloop.hosts.asgi.approvals import SqlitePendingApprovals
+    from bindloop.hosts.stores.sqlite import SqliteStore
+    from bindloop.stores import MemoryPendingApprovals, MemoryToolCallReceiptStore
+    from tests.hosts.test_asgi_agent_approvals import Scripted, World, delete_call
+
+    db = tmp_path / "chat.db"
+    approvals: Any = SqlitePendingApprovals(db) if store == "sqlite" else MemoryPendingApprovals()
+    receipts: Any = SqliteStore(db) if store == "sqlite" else MemoryToolCallReceiptStore()
+    world = World()
+
+    class App:  # made on the server's thread (a SqliteStore's connection stays on its own)
+        app: Any = None
+
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            if self.app is None:
+                runs = SqliteStore(db) if store == "sqlite" else receipts
+                self.app = ChatApp(agent_runner(
+                    Scripted(), tools=world.tools(), needs_approval=["delete_note"],
+                    approvals=approvals, receipts=runs), authorize=bearer)
+            await self.app(scope, receive, send)
+    both = {"id": "c1", "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "both x"}]}]}
+    thread = {"threadId": "c1", "runId": "r1", "messages": [
+        {"id": "u1", "role": "user", "content": "both x"}], "tools": [], "context": [],
+        "state": None, "forwardedProps": {}}
+    key = {who: ChatInput(chat_id=scoped_chat_id(who, "c1"), protocol="ui", transcript=(),
+                          identity=who).key for who in ("alice", "bob")}
+    with served(App()) as base:
+        for who in ("alice", "bob"):
+            asked = httpx.post(f"{base}/api/chat", json=both, headers=_as(who), timeout=30)
+            assert asked.status_code == 200 and "tool-approval-request" in asked.text
+        assert httpx.post(f"{base}/ag-ui", json=thread, headers=_as("alice"),
+                          timeout=30).status_code == 200
+        assert world.counted == ["a b"] * 3  # word_count ran in each, through its receipt
+
+        async def receipts_of(tenant: str, run: str) -> int:  # counted by deleting them
+            return int(await receipts.delete_run(tenant, run))
+
+        assert httpx.delete(f"{base}/api/chat/c1", headers=_as("alice"),
+                            timeout=30).status_code == 204
+        assert approvals.take(key["alice"], "c-del") is None  # forgotten: nothing to decide
+        assert anyio.run(receipts_of, "alice", key["alice"]) == 0  # its receipts are gone
+        refused = httpx.post(f"{base}/api/chat", json=_approving(delete_call("x")),
+                             headers=_as("alice"), timeout=30)
+        assert refused.status_code == 200 and "is not waiting for approval" in refused.text
+        assert world.deleted == []  # the decision on the forgotten call ran nothing
+
+        # bob's chat of the same id and alice's AG-UI thread of that id keep theirs
+        approved = httpx.post(f"{base}/api/chat", json=_approving(delete_call("x")),
+                              headers=_as("bob"), timeout=30)
+        assert approved.status_code == 200 and world.deleted == ["x"]
+        alice_thread = ChatInput(chat_id=scoped_chat_id("alice", "c1"), protocol="ag-ui",
+                                 transcript=(), identity="alice").key
+        assert approvals.take(alice_thread, "c-del") is not None
+        assert anyio.run(receipts_of, "alice", alice_thread) == 1
+        assert anyio.run(receipts_of, "bob", key["bob"]) >= 1
+        for status in (204, 404):  # the refused run's log, then nothing of the chat is left
+            assert httpx.delete(f"{base}/api/chat/c1", headers=_as("alice"),
+                                timeout=30).status_code == status

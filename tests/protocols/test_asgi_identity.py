@@ -144,3 +144,55 @@ def test_a_caller_at_its_bound_is_refused_before_its_body_is_read(served: Any) -
 def test_chat_refused_takes_401_or_403_only(status: int) -> None:
     with pytest.raises(ValueError):
         ChatRefused(status=status)
+
+
+def _large_chat(chat_id: str) -> dict[str, Any]:
+    return {"id": chat_id, "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "x" * 100_000}]}]}
+
+
+def test_large_bodies_are_bounded_from_admission_until_their_runs_end(served: Any) -> None:
+    """``max_large_bodies=1``: while one request with a body over 64 KiB runs, another large one
+    is a 429 ``too_many_large_requests`` -- at once when it declares its length (the body is
+    never read), after the read when it is sent chunked -- and a small one is served; once the
+    large run ends, a large request is served again."""
+    from bindloop.hosts.asgi.chat import LARGE_BODY
+
+    runner = Held()
+    with served(ChatApp(runner, authorize=bearer, max_large_bodies=1, body_timeout_s=20)) as base:
+        url = urlsplit(base)
+        with httpx.stream("POST", base + "/api/chat", json=_large_chat("big"),
+                          headers=_as("alice"), timeout=30) as big:
+            next(big.iter_text())  # its run is going on, holding the one slot
+            with socket.create_connection((url.hostname, url.port), timeout=10) as sock:
+                sock.sendall(b"POST /ag-ui HTTP/1.1\r\nhost: x\r\nauthorization: Bearer bob"
+                             b"\r\ncontent-type: application/json\r\ncontent-length: %d"
+                             b"\r\n\r\n{" % (LARGE_BODY + 1))
+                answer = b""
+                while b"}" not in answer.partition(b"\r\n\r\n")[2]:  # the head, then the JSON
+                    got = sock.recv(4096)
+                    assert got, answer
+                    answer += got
+            assert answer.startswith(b"HTTP/1.1 429"), answer[:80]
+            assert b"too_many_large_requests" in answer and b"retry-after: 1" in answer.lower()
+            assert b"content-length:" in answer.lower()  # no chunk framing on a refusal
+            body = httpx.Request("POST", "/", json=_large_chat("chunked")).read()
+
+            def chunks() -> Any:
+                for i in range(0, len(body), 16_384):
+                    yield body[i:i + 16_384]
+
+            chunked = httpx.post(base + "/api/chat", content=chunks(), timeout=30,
+                                 headers={**_as("bob"), "content-type": "application/json"})
+            assert (chunked.status_code, chunked.json()["error"]) == (
+                429, "too_many_large_requests")
+            runner.release.set()  # from here on every run ends at once
+            small = httpx.post(base + "/api/chat", json=CHAT, headers=_as("carol"), timeout=30)
+            assert small.status_code == 200
+        deadline = time.monotonic() + 30  # the big run ends and gives its slot back
+        while (again := httpx.post(base + "/api/chat", json=_large_chat("again"),
+                                   headers=_as("bob"), timeout=30)).status_code == 429:
+            assert time.monotonic() < deadline, again.text
+            time.sleep(0.05)
+        assert again.status_code == 200
+        assert [seen for seen in runner.seen if seen[0].endswith("chunked")] == []

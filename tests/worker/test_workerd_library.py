@@ -4,7 +4,8 @@ template; tests/worker/app_worker), in real workerd: its tools are plain functio
 while the client sees the failure as the protocol's tool error, a provider's 500 is a short
 category to the client (with the run's id on the protocol routes) and a record in the log, and
 the library's ``/v1`` and ``/api/chat`` routes run its tools, and ``MAX_LIVE_RUNS`` bounds each
-caller's runs going at once (429 with ``Retry-After`` past it; another caller unaffected), and
+caller's runs going at once (429 with ``Retry-After`` past it; another caller unaffected) and
+``MAX_LIVE_RUNS_TOTAL`` all callers' runs together (429 before anything is stored), and
 ``CHAT_TTL_MS`` has the Session object's alarm delete a chat's storage once it has outlived its
 last run.
 """
@@ -193,6 +194,54 @@ def test_live_runs_per_identity_are_bounded(served: tuple[Workerd, ScriptedProvi
     assert held == [200, 200]
     deadline = time.monotonic() + 10  # the slots go back as the runs end
     while (status := _post(wd, "/v1/chat", {"message": "say hi"}, {"x-user": "cap"})[0]) == 429:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert status == 200
+
+
+def test_live_runs_of_all_identities_are_bounded(
+        served: tuple[Workerd, ScriptedProviderServer]) -> None:
+    """MAX_LIVE_RUNS_TOTAL=3: with three slow runs of three callers going, a fourth caller's
+    request (either route) is a 429 ``too_many_runs`` with Retry-After; nothing of it reached the
+    provider or was stored (its chat is unknown). Once the runs end, it is served."""
+    wd, server = served
+    held: dict[str, int] = {}
+
+    def slow(who: str) -> None:
+        deadline = time.monotonic() + 30  # a slot of an earlier test's run may still be going back
+        while (status := _post(wd, "/api/chat", _ui(f"slow-{who}", "answer slowly"),
+                               {"x-user": who})[0]) == 429 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        held[who] = status
+
+    before = len(server.requests)
+    threads = [threading.Thread(target=slow, args=(who,)) for who in ("t1", "t2", "t3")]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 60
+    while len(server.requests) - before < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(server.requests) - before == 3
+    conn = http.client.HTTPConnection("127.0.0.1", wd.port, timeout=120)
+    conn.request("POST", "/api/chat", body=json.dumps(_ui("fourth", "say hi")),
+                 headers={"content-type": "application/json", "x-user": "t4"})
+    resp = conn.getresponse()
+    body = json.loads(resp.read())
+    conn.close()
+    assert (resp.status, body["error"], resp.getheader("retry-after")) == (429, "too_many_runs", "1")
+    status, raw = _post(wd, "/v1/chat", {"message": "say hi"}, {"x-user": "t4"})
+    assert (status, json.loads(raw)["error"]) == (429, "too_many_runs"), raw
+    assert len(server.requests) - before == 3  # the refused requests called no model
+    conn = http.client.HTTPConnection("127.0.0.1", wd.port, timeout=60)
+    conn.request("DELETE", "/api/chat/fourth", headers={"x-user": "t4"})
+    resp = conn.getresponse()
+    assert (resp.status, json.loads(resp.read())["error"]) == (404, "unknown_chat")
+    conn.close()
+    for t in threads:
+        t.join(60)
+    assert held == {"t1": 200, "t2": 200, "t3": 200}
+    deadline = time.monotonic() + 30  # the slots go back as the runs end
+    while (status := _post(wd, "/api/chat", _ui("fourth", "say hi"), {"x-user": "t4"})[0]) == 429:
         assert time.monotonic() < deadline
         time.sleep(0.2)
     assert status == 200

@@ -462,3 +462,29 @@ def test_the_owner_deletes_a_chat_with_its_storage(worker: Worker) -> None:
         conn.close()
         status, text = _post(worker, "DELETE " + path, {})
         assert status == 404 and json.loads(text)["error"] == "unknown_chat"
+
+
+def test_deleting_a_chat_drops_the_call_it_waits_to_have_approved(worker: Worker) -> None:
+    """The call a chat waits to have approved is recorded in its Session object, so its
+    ``DELETE`` drops it with the rest: the approval sent afterwards is refused and runs nothing
+    (no tool output, no model call). Both protocols."""
+    _with_approvals(worker)
+    server = worker.server
+    status, text = _post(worker, "/api/chat", {"id": "del-pending", "messages": [
+        {"id": "u", "role": "user", "parts": [{"type": "text", "text": "count a b c d"}]}]})
+    assert status == 200 and "tool-approval-request" in text, text
+    status, text = _post(worker, "/ag-ui", {
+        "threadId": "del-pending", "runId": "run-1", "messages": [
+            {"id": "u", "role": "user", "content": "count a b c d"}],
+        "tools": [], "context": [], "state": None, "forwardedProps": None})
+    assert status == 200 and "approval-wc-7" in text, text
+    for path, body in (("/api/chat", _ui_approval("del-pending", "wc-7", "count a b c d",
+                                                  "a b c d")),
+                       ("/ag-ui", _ag_ui_approval("del-pending", "wc-7", "count a b c d",
+                                                  "a b c d"))):
+        assert _post(worker, f"DELETE {path}/del-pending", {})[0] == 204
+        before = len(server.requests)
+        status, text = _post(worker, path, body)
+        assert status == 200 and "approval was refused" in text, text
+        assert "tool-output-available" not in text and "TOOL_CALL_RESULT" not in text, text
+        assert len(server.requests) == before

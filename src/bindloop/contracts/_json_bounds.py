@@ -37,6 +37,10 @@ DEFAULT_MAX_JSON_DEPTH: Final = 64
 # A complete JSON string, escapes included (the unrolled form: linear, no nested repetition).
 _STRING: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKET: Final = re.compile(r"[^\[\]{}]+")
+# The same over UTF-8 bytes: brackets, quotes and backslashes are ASCII, and UTF-8 never uses an
+# ASCII byte inside a multi-byte sequence, so the bytes scan finds what the text scan would.
+_STRING_BYTES: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET_BYTES: Final = re.compile(rb"[^\[\]{}]+")
 _DECODER: Final = msgspec.json.Decoder()
 
 
@@ -45,13 +49,13 @@ def json_nesting_depth(text: str | bytes, stop_above: int | None = None) -> int:
     (``0`` for a scalar). Iterative: any depth is measured without recursion. ``stop_above``
     returns as soon as the depth exceeds it (the value returned is then ``stop_above + 1``).
     Malformed text gets a best-effort figure; the decoder reports what is wrong with it."""
+    brackets: str | bytes
     if isinstance(text, (bytes, bytearray, memoryview)):
-        # Brackets and quotes are ASCII, and UTF-8 never uses ASCII bytes inside a multi-byte
-        # sequence: latin-1 maps every byte to one character without failing.
-        text = bytes(text).decode("latin-1")
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+        brackets = _NOT_BRACKET_BYTES.sub(b"", _STRING_BYTES.sub(b"", bytes(text)))
+    else:
+        brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
     depth = deepest = 0
-    for ch in brackets:
+    for ch in brackets.decode("ascii") if isinstance(brackets, bytes) else brackets:
         if ch in "[{":
             depth += 1
             if depth > deepest:
@@ -77,8 +81,11 @@ def decode_json_bounded(data: str | bytes, *, max_bytes: int = DEFAULT_MAX_JSON_
     if len(raw) > max_bytes:
         raise JsonBoundsError("too_large", f"the JSON body is {len(raw)} bytes; the limit is "
                               f"{max_bytes}", max_bytes)
-    depth = json_nesting_depth(raw, stop_above=max_depth)
-    if depth > max_depth:
+    # No more opening brackets in all (strings included) than the bound: no nesting can pass
+    # it, and the scan -- which walks every string, many times the decoder's cost on a body of
+    # long strings -- is skipped.
+    opening = raw.count(b"[") + raw.count(b"{")
+    if opening > max_depth and json_nesting_depth(raw, stop_above=max_depth) > max_depth:
         raise JsonBoundsError("too_deep", f"the JSON body nests deeper than {max_depth} levels",
                               max_depth)
     try:

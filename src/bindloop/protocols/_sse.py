@@ -31,7 +31,7 @@ def sse_frame(data: bytes, *, event_id: int | str | None = None) -> bytes:
     if b"\n" in data or b"\r" in data:
         lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
         return head + b"".join(b"data: " + line + b"\n" for line in lines) + b"\n"
-    return head + b"data: " + data + b"\n\n"
+    return b"".join((head, b"data: ", data, b"\n\n"))  # one copy of a long payload
 
 
 def parse_last_event_id(value: str | bytes | None) -> int | None:

@@ -22,6 +22,11 @@ class PendingApprovals(Protocol):
 
     def take(self, chat_id: str, call_id: str) -> ToolCall | None: ...
 
+    def forget(self, chat_id: str) -> int:
+        """Drop every call chat ``chat_id`` waits on (its owner deleted it): a decision on one
+        is refused from then on. Answers how many there were."""
+        ...
+
 
 class MemoryPendingApprovals:
     """:class:`PendingApprovals` in this process's memory, for the newest ``max_chats`` chats
@@ -47,3 +52,6 @@ class MemoryPendingApprovals:
         if waiting is not None and not waiting:
             del self._pending[chat_id]
         return call
+
+    def forget(self, chat_id: str) -> int:
+        return len(self._pending.pop(chat_id, {}))

@@ -38,6 +38,11 @@ class ToolCallReceiptStore(Protocol):
 
     async def fail(self, key: ToolCallReceiptKey, attempt: int, error: str | None) -> bool: ...
 
+    async def delete_run(self, tenant_id: str, run_id: str) -> int:
+        """Forget every receipt of run ``run_id`` of ``tenant_id`` (whatever their state), when
+        the run's owner deletes it; answers how many there were. Other runs' receipts stay."""
+        ...
+
 
 def _check(attempt: object, lease_ms: object) -> None:
     # NaN compares False with everything: a NaN lease would never expire, so it is refused.
@@ -97,6 +102,13 @@ class MemoryToolCallReceiptStore:
             return False
         self.rows[key] = ReceiptFailed(attempt=attempt, error=error)
         return True
+
+    async def delete_run(self, tenant_id: str, run_id: str) -> int:
+        gone = [k for k in self.rows if (k.tenant_id, k.run_id) == (tenant_id, run_id)]
+        for key in gone:
+            del self.rows[key]
+            self.trails.pop(key, None)
+        return len(gone)
 
     def record_step(self, key: ToolCallReceiptKey, attempt: int, step: str, value: Any = None) -> bool:
         """Record one sub-operation of a resumable effect, fenced like every write. Synchronous on

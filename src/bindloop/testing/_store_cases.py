@@ -356,6 +356,25 @@ async def receipt_keys_do_not_collide(stores: StoreHandles) -> None:
     assert isinstance(await store.read(c), ReceiptRunning)
 
 
+async def receipt_delete_run_forgets_that_run_only(stores: StoreHandles) -> None:
+    store = await stores.open(now=ManualClock())
+    mine = [msgspec.structs.replace(KEY, run_id="chat*[1]", args_hash=f"h{i}") for i in range(3)]
+    others = [msgspec.structs.replace(KEY, run_id="chat*[1]x"),      # a longer run id
+              msgspec.structs.replace(KEY, run_id="chat"),           # a shorter one
+              msgspec.structs.replace(KEY, run_id="chat?[1]"),       # a glob would match it
+              msgspec.structs.replace(KEY, tenant_id="u", run_id="chat*[1]")]  # another tenant
+    for key in (*mine, *others):
+        assert await store.claim(key, 1, 100)
+    assert await store.complete(mine[0], 1, "done") and await store.fail(mine[1], 1, "boom")
+    assert await store.delete_run(KEY.tenant_id, "chat*[1]") == 3   # any state: all of the run
+    for key in mine:
+        assert await store.read(key) is None
+    for key in others:
+        assert isinstance(await store.read(key), ReceiptRunning), key
+    assert await store.delete_run(KEY.tenant_id, "chat*[1]") == 0
+    assert await store.claim(mine[0], 1, 100)   # a deleted receipt starts over at attempt 1
+
+
 async def receipt_concurrent_claims_one_wins(stores: StoreHandles) -> None:
     handles = [await stores.open() for _ in range(6)]
     results: dict[int, bool] = {}
@@ -383,7 +402,8 @@ async def receipt_claims_in_processes_one_wins(stores: StoreHandles) -> None:
 RECEIPT_CASES: Mapping[str, Case] = _by_name(
     receipt_fence_and_leases, receipt_refuses_bad_attempts_and_leases,
     receipt_same_answers_as_the_reference, receipt_results_round_trip,
-    receipt_keys_do_not_collide, receipt_concurrent_claims_one_wins,
+    receipt_keys_do_not_collide, receipt_delete_run_forgets_that_run_only,
+    receipt_concurrent_claims_one_wins,
     receipt_claims_in_processes_one_wins)
 """The receipt store cases by name."""
 

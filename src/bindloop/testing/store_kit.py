@@ -180,6 +180,9 @@ class ReceiptStoreSuite(_Suite):
     async def test_receipt_keys_do_not_collide(self, stores: StoreHandles) -> None:
         await _run(cases.receipt_keys_do_not_collide, stores)
 
+    async def test_receipt_delete_run_forgets_that_run_only(self, stores: StoreHandles) -> None:
+        await _run(cases.receipt_delete_run_forgets_that_run_only, stores)
+
     async def test_receipt_concurrent_claims_one_wins(self, stores: StoreHandles) -> None:
         await _run(cases.receipt_concurrent_claims_one_wins, stores)
 

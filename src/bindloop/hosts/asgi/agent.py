@@ -106,7 +106,7 @@ from bindloop.protocols import StateSnapshotEvent, agent_event_input
 
 from bindloop.hosts.asgi.chat import ChatInput, Emit, Runner
 
-__all__ = ("PacedModel", "RunSaver", "agent_runner")
+__all__ = ("AgentRunner", "PacedModel", "RunSaver", "agent_runner")
 
 class _AnyArgs(msgspec.Struct):
     """A client-declared tool's arguments: the client validates them (the server never runs it)."""
@@ -143,7 +143,7 @@ def _check_recorded(chat: ChatInput, live: Sequence[Any], calls: dict[str, ToolC
     """Every decision names a call the server recorded for this chat, whose tool and arguments
     the client's transcript has unchanged; each is taken (a second decision is refused)."""
     for a in live:
-        recorded = pending.take(chat.chat_id, a.tool_call_id)
+        recorded = pending.take(chat.key, a.tool_call_id)
         if recorded is None:
             raise ApprovalError(f"call {a.tool_call_id!r} is not waiting for approval in this "
                                 "chat (never asked, or decided already)")
@@ -211,8 +211,9 @@ def _recorded(outcome: ToolResult | ToolError) -> Any:
 
 def _receipted(receipts: ToolCallReceiptStore, chat: ChatInput,
                lease_ms: float) -> ToolMiddleware:
-    """Each call of a server tool claimed in ``receipts`` before it runs (keyed by the chat, the
-    call's id and its arguments) and its outcome recorded there: a call that completed is
+    """Each call of a server tool claimed in ``receipts`` before it runs and its outcome
+    recorded there -- the receipt's run is the chat (:attr:`ChatInput.key`, so deleting the chat
+    deletes them), its hash that of the call's id with its arguments: a call that completed is
     answered with the recorded outcome and not run again, one whose process died while it ran is
     answered as maybe run (an opaque effect), a live claim is waited for."""
 
@@ -220,9 +221,9 @@ def _receipted(receipts: ToolCallReceiptStore, chat: ChatInput,
         try:
             raw = ctx.input
             args = msgspec.json.decode(raw) if isinstance(raw, (str, bytes)) else raw
-            key = ToolCallReceiptKey(tenant_id=chat.identity,
-                                     run_id=f"{chat.chat_id}/{ctx.call_id}",
-                                     tool_name=ctx.tool_name, args_hash=tool_call_args_hash(args))
+            key = ToolCallReceiptKey(tenant_id=chat.identity, run_id=chat.key,
+                                     tool_name=ctx.tool_name,
+                                     args_hash=tool_call_args_hash([ctx.call_id, args]))
         except (msgspec.DecodeError, CanonicalJsonError):
             return await run()  # arguments no tool takes: refused before anything runs
         while True:
@@ -291,7 +292,7 @@ def agent_runner(model: Model, *, tools: Iterable[Tool[Any, Any]] = (),
                  allow_edits: bool = False, instructions: str | None = None,
                  trust_system_messages: bool = False,
                  receipts: ToolCallReceiptStore | None = None,
-                 receipt_lease_ms: float = 10_000) -> Runner:
+                 receipt_lease_ms: float = 10_000) -> AgentRunner:
     """A runner that answers each request with one ``prompt_chat`` over ``model`` (a
     :class:`~bindloop.model.Model`) and ``tools`` -- or one ``resume_chat``: of the
     request's ``checkpoint``, or, when its approvals answer calls of its transcript, of the
@@ -314,11 +315,15 @@ def agent_runner(model: Model, *, tools: Iterable[Tool[Any, Any]] = (),
     ``receipts`` (a :class:`~bindloop.stores.ToolCallReceiptStore` every process of the host shares,
     e.g. :class:`~bindloop.hosts.stores.sqlite.SqliteStore`): each call of a server tool is
     claimed there before it runs and its outcome recorded, keyed by the chat, the call's id and
-    its arguments, so a run continued after its process died (the host's
+    its arguments (the chat is the receipt's run: ``run_id`` is :attr:`ChatInput.key`), so a run continued after its process died (the host's
     :class:`~bindloop.hosts.asgi.chat.ChatApp` with continuable logs) gets the recorded outcome of a
     call that had run and does not run it again -- an approved call included; a call lost while
     it ran is answered as maybe run, not run again. The claim's lease is ``receipt_lease_ms``
-    (on the wall clock, the stores' default)."""
+    (on the wall clock, the stores' default).
+
+    Deleting a chat (:meth:`AgentRunner.forget_chat`, which
+    :class:`~bindloop.hosts.asgi.chat.ChatApp` calls on ``DELETE``) drops its pending approvals
+    and its receipts."""
     server_tools = {t.name: t for t in tools}
     approval = frozenset(needs_approval)
     pending: PendingApprovals | None = (MemoryPendingApprovals() if approvals is _TRUST_THE_CLIENT
@@ -380,11 +385,34 @@ def agent_runner(model: Model, *, tools: Iterable[Tool[Any, Any]] = (),
             made.update((c.id, c) for m in (start.messages if start else chat.transcript)
                         if isinstance(m, AssistantMessage) for c in m.tool_calls
                         if c.id not in made)
-            pending.record(chat.chat_id, [made[p.call_id] for p in result.approvals
-                                          if p.call_id in made])
+            pending.record(chat.key, [made[p.call_id] for p in result.approvals
+                                      if p.call_id in made])
         return result.data or None
 
-    return run
+    return AgentRunner(run, pending, receipts)
+
+
+class AgentRunner:
+    """The :data:`~bindloop.hosts.asgi.chat.Runner` :func:`agent_runner` makes: ``await
+    runner(chat, emit)`` runs a request; :meth:`forget_chat` drops what it keeps of a chat."""
+
+    __slots__ = ("_pending", "_receipts", "_run")
+
+    def __init__(self, run: Runner, pending: PendingApprovals | None,
+                 receipts: ToolCallReceiptStore | None) -> None:
+        self._run, self._pending, self._receipts = run, pending, receipts
+
+    async def __call__(self, chat: ChatInput, emit: Emit) -> Any:
+        return await self._run(chat, emit)
+
+    async def forget_chat(self, chat: ChatInput) -> bool:
+        """Drop the calls ``chat`` waits to have approved (a decision on one is refused from
+        then on) and its receipts (``chat`` names it: its id, protocol and identity; call it
+        only when no run of it goes on). Whether there was any."""
+        count = 0 if self._pending is None else self._pending.forget(chat.key)
+        if self._receipts is not None:
+            count += await self._receipts.delete_run(chat.identity, chat.key)
+        return count > 0
 
 
 def _operators(chat: ChatInput, instructions: str | None) -> ChatInput:

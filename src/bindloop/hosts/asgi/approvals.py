@@ -79,3 +79,7 @@ class SqlitePendingApprovals:
         self._db.execute("COMMIT")
         return None if row is None else ToolCall(id=call_id, name=str(row[0]),
                                                  arguments=str(row[1]))
+
+    def forget(self, chat_id: str) -> int:
+        return int(self._db.execute("DELETE FROM protocol_pending_approvals WHERE chat_id = ?",
+                                    (chat_id,)).rowcount)

@@ -15,8 +15,9 @@ Routes (no web framework; run it under any ASGI server, e.g. ``uvicorn``):
 ``GET /ag-ui/{threadId}/stream`` and ``POST /ag-ui/{threadId}/stop``
     The same reconnect and stop for an AG-UI thread.
 ``DELETE /api/chat/{id}`` and ``DELETE /ag-ui/{threadId}``
-    The owner deletes the chat with all the app stored of it (``204``; ``404`` when there is
-    nothing, ``409`` while a run of it goes on).
+    The owner deletes the chat with all the app stored of it -- its run logs, and what the runner
+    keeps of it (:class:`ForgetsChats`: the calls waiting for approval, the tool receipts)
+    (``204``; ``404`` when there is nothing, ``409`` while a run of it goes on).
 
 Each run is a task of the app (started in the ASGI lifespan), not of the request: every frame it
 produces goes to its event log (:mod:`bindloop.hosts.asgi.run_logs`) with its offset as the SSE ``id:``,
@@ -41,7 +42,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import anyio
 import msgspec
@@ -93,9 +94,9 @@ from .replay import RecordedFrames, decode_fed, encode_fed, replay
 from .run_logs import ContinuableRunLogs, Continuation
 
 __all__ = ("A2aFrames", "AgUiFrames", "Authorize", "BodyRefused", "ChatApp", "ChatInput", "ChatRefused",
-           "ChatRequest", "Emit", "Frames", "Runner", "UiFrames", "ag_ui_chat_input",
-           "chat_request", "drive_run", "error_text", "read_body", "scoped_chat_id", "sse_event",
-           "ui_chat_input", "ui_encoder")
+           "ChatRequest", "Emit", "ForgetsChats", "Frames", "LARGE_BODY", "Runner", "UiFrames",
+           "ag_ui_chat_input", "chat_request", "drive_run", "error_text", "read_body",
+           "scoped_chat_id", "sse_event", "ui_chat_input", "ui_encoder")
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -104,7 +105,21 @@ Emit = Callable[[int | None, EncoderInput], None]
 """``emit(turn_index, event)``: hand one run event to the response's encoder."""
 
 _DONE_PAYLOAD = b"[DONE]"
+LARGE_BODY = 64 * 1024
+"""A request body over this many bytes takes one of the app's large-body slots
+(``ChatApp(max_large_bodies=)``)."""
+
+
 _JSON = msgspec.json.Encoder()
+
+
+def _declared_length(scope: Scope) -> int:
+    """The request's ``Content-Length`` (``0`` when it declares none, or none that is a
+    number)."""
+    for name, value in scope.get("headers", ()):
+        if name.lower() == b"content-length" and value.isdigit():
+            return int(value)
+    return 0
 
 
 class ChatInput(msgspec.Struct, frozen=True, kw_only=True):
@@ -126,6 +141,12 @@ class ChatInput(msgspec.Struct, frozen=True, kw_only=True):
     checkpoint: LoopCheckpoint | None = None
     identity: str = ""
     continuable: bool = False
+
+    @property
+    def key(self) -> str:
+        """The chat's key in what a runner keeps of it (its pending approvals, its receipts):
+        the protocol with the id, so a UI chat and an AG-UI thread of one id share nothing."""
+        return f"{self.protocol}:{self.chat_id}"
 
 
 class ChatRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -182,9 +203,8 @@ async def read_body(scope: Scope, receive: Receive, *, max_bytes: int, timeout_s
     ``max_bytes`` is refused before anything is read, a body is refused the moment it passes it,
     and one not whole within ``timeout_s`` is refused (:class:`BodyRefused`)."""
     too_large = f"the request body is over {max_bytes} bytes"
-    for name, value in scope.get("headers", ()):
-        if name.lower() == b"content-length" and value.isdigit() and int(value) > max_bytes:
-            raise BodyRefused(413, too_large)
+    if _declared_length(scope) > max_bytes:
+        raise BodyRefused(413, too_large)
     chunks: list[bytes] = []
     size = 0
     with anyio.move_on_after(timeout_s):
@@ -214,6 +234,16 @@ Runner = Callable[[ChatInput, Emit], Awaitable[Any]]
 (the exception's type and message, never a traceback)."""
 
 
+@runtime_checkable
+class ForgetsChats(Protocol):
+    """A :data:`Runner` that keeps something of each chat beyond its runs (pending approvals,
+    receipts: :class:`~bindloop.hosts.asgi.agent.AgentRunner`): :class:`ChatApp` calls
+    ``forget_chat`` when the chat's owner deletes it, while no run of it goes on. ``chat`` names
+    the chat (``chat_id``, ``protocol``, ``identity``; no transcript). Whether it kept any."""
+
+    async def forget_chat(self, chat: ChatInput) -> bool: ...
+
+
 class _HttpError(Exception):
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(message)
@@ -222,7 +252,8 @@ class _HttpError(Exception):
 
 
 class _Run:
-    __slots__ = ("changed", "identity", "logged", "protocol", "recorder", "run_id", "scope")
+    __slots__ = ("changed", "identity", "large", "logged", "protocol", "recorder", "run_id",
+                 "scope")
 
     def __init__(self, run_id: str, protocol: str, identity: str = "") -> None:
         self.run_id = run_id
@@ -232,6 +263,7 @@ class _Run:
         self.scope = anyio.CancelScope()
         self.logged = 0  # frames appended to its log
         self.recorder: RecordedFrames | None = None  # with continuable logs: what it fed
+        self.large = False  # holds one of the app's large-body slots
 
 
 class _Claim(msgspec.Struct, frozen=True, kw_only=True):
@@ -265,7 +297,13 @@ class ChatApp:
     and nothing else.
 
     ``max_runs`` bounds the runs going on in this app at once and ``max_runs_per_identity`` those
-    of one identity; a request past either gets 429 with ``Retry-After``.
+    of one identity; a request past either gets 429 with ``Retry-After``. ``max_large_bodies``
+    bounds the requests with a body over :data:`LARGE_BODY` bytes (64 KiB: an AG-UI ``state``
+    of that size, a long pasted document) from the moment they are admitted -- by their
+    declared length, before it is read -- until their runs end: past it, 429
+    ``too_many_large_requests`` with ``Retry-After``. Each such body costs milliseconds of the
+    event loop to read, decode and echo, on which every other chat's frames wait, so a crowd of
+    them would stretch every response.
 
     ``ai_sdk`` is the AI SDK major of the app's frontend (a chat request does not say it): with
     ``7`` a retracted attempt is sent as 7's ``reset-step``, which AI SDK 6 refuses (see
@@ -276,12 +314,16 @@ class ChatApp:
                  lease_ms: float = 10_000, clock_ms: Callable[[], float] | None = None,
                  poll_s: float = 0.05, authorize: Authorize | None = None,
                  max_runs: int = 256, max_runs_per_identity: int = 8,
-                 body_timeout_s: float = 15.0, ai_sdk: int = 6) -> None:
+                 body_timeout_s: float = 15.0, ai_sdk: int = 6,
+                 max_large_bodies: int = 8) -> None:
         if ai_sdk not in (6, 7):
             raise ValueError(f"ai_sdk must be 6 or 7, not {ai_sdk!r}")
         self._ai_sdk = ai_sdk
-        if max_runs < 1 or max_runs_per_identity < 1:
-            raise ValueError("max_runs and max_runs_per_identity must be at least 1")
+        if max_runs < 1 or max_runs_per_identity < 1 or max_large_bodies < 1:
+            raise ValueError("max_runs, max_runs_per_identity and max_large_bodies must be at "
+                             "least 1")
+        self._max_large_bodies = max_large_bodies
+        self._large = 0  # requests holding a large-body slot
         if not body_timeout_s > 0:
             raise ValueError(f"body_timeout_s must be positive, got {body_timeout_s!r}")
         self._authorize = authorize
@@ -299,6 +341,7 @@ class ChatApp:
         self._tg: TaskGroup | None = None
         self._live: dict[str, _Run] = {}
         self._active: dict[tuple[str, str], str] = {}
+        self._deleting: set[tuple[str, str]] = set()
 
     # -- ASGI ---------------------------------------------------------------------------------
 
@@ -353,7 +396,7 @@ class ChatApp:
         elif method == "DELETE" and (len(parts) == 3 and parts[:2] == ["api", "chat"] or (
                 len(parts) == 2 and parts[0] == "ag-ui")):
             await self._delete("ui" if parts[0] == "api" else "ag-ui",
-                               scoped_chat_id(identity, parts[-1]), send)
+                               scoped_chat_id(identity, parts[-1]), identity, send)
         elif len(parts) == 4 and parts[:2] == ["api", "chat"] or (
                 len(parts) == 3 and parts[0] == "ag-ui"):
             protocol = "ui" if parts[0] == "api" else "ag-ui"
@@ -402,15 +445,27 @@ class ChatApp:
 
     async def _post(self, protocol: str, scope: Scope, receive: Receive, send: Send,
                     identity: str) -> None:
-        self._admit(identity)  # before the body is read: a refused caller costs no more
-        body = await self._body(scope, receive)
-        minted = self._new_id() if protocol == "ui" else ""
+        # Refused before the body is read: a refused caller costs no more. A large body (its
+        # declared length, else what arrived) takes one of the app's large-body slots until
+        # its run ends.
+        large = _declared_length(scope) > LARGE_BODY
+        self._admit(identity, large=large)
+        self._large += large
         try:
-            chat, frames, run_id = self._decoded(protocol, body, minted)
-        except (JsonBoundsError, ProtocolRequestError) as exc:
-            raise self._refuse(exc) from None
-        chat = _owned(chat, identity)
-        run = self._begin(protocol, chat.chat_id, identity, run_id=run_id)
+            body = await self._body(scope, receive)
+            if not large and len(body) > LARGE_BODY:
+                self._admit(identity, large=True)
+                self._large, large = self._large + 1, True
+            minted = self._new_id() if protocol == "ui" else ""
+            try:
+                chat, frames, run_id = self._decoded(protocol, body, minted)
+            except (JsonBoundsError, ProtocolRequestError) as exc:
+                raise self._refuse(exc) from None
+            chat = _owned(chat, identity)
+            run = self._begin(protocol, chat.chat_id, identity, run_id=run_id)
+            run.large, large = large, False  # the run gives the slot back when it ends
+        finally:
+            self._large -= large
         if isinstance(self.logs, ContinuableRunLogs):
             chat = msgspec.structs.replace(chat, continuable=True)
             self.logs.claim(run.run_id, _JSON.encode(_Claim(body=body, minted=minted,
@@ -471,14 +526,24 @@ class ChatApp:
         self.logs.request_stop(latest.run_id)
         await _send_json(send, 202, {"stopping": latest.run_id})
 
-    async def _delete(self, protocol: str, chat_id: str, send: Send) -> None:
-        if (protocol, chat_id) in self._active:
+    async def _delete(self, protocol: Literal["ui", "ag-ui"], chat_id: str, identity: str,
+                      send: Send) -> None:
+        key = (protocol, chat_id)
+        if key in self._active or key in self._deleting:
             raise _HttpError(409, "chat_busy", "this chat has a running response: stop it first")
         try:
             deleted = self.logs.delete_chat(chat_id, protocol, now_ms=self._now())
         except RunBusyError:
             raise _HttpError(409, "chat_busy", "this chat has a running response: stop it "
                              "first") from None
+        if isinstance(self._runner, ForgetsChats):
+            self._deleting.add(key)  # no run of it starts here while the runner forgets it
+            try:
+                forgot = await self._runner.forget_chat(ChatInput(
+                    chat_id=chat_id, protocol=protocol, transcript=(), identity=identity))
+            finally:
+                self._deleting.discard(key)
+            deleted = deleted or forgot
         if not deleted:
             raise _HttpError(404, "unknown_chat", "no such chat")
         await send({"type": "http.response.start", "status": 204, "headers": []})
@@ -494,6 +559,8 @@ class ChatApp:
         if (protocol, chat_id) in self._active:
             raise _HttpError(409, "chat_busy", "this chat already has a running response; "
                              "reconnect to it, or stop it first")
+        if (protocol, chat_id) in self._deleting:
+            raise _HttpError(409, "chat_busy", "this chat is being deleted")
         self._admit(identity)
         run_id = run_id or self._new_id()
         if run_id in self._live or self.logs.record(run_id) is not None:
@@ -510,8 +577,12 @@ class ChatApp:
                              "holds; try again shortly") from None
         return self._register(run_id, protocol, chat_id, identity)
 
-    def _admit(self, identity: str) -> None:
-        """429 when the app, or ``identity``, runs as many chats as it may."""
+    def _admit(self, identity: str, *, large: bool = False) -> None:
+        """429 when the app, or ``identity``, runs as many chats as it may -- or, for a
+        ``large`` request, when the app serves as many large bodies as it may."""
+        if large and self._large >= self._max_large_bodies:
+            raise _HttpError(429, "too_many_large_requests", "the server is busy with as many "
+                             "large requests as it takes; try again shortly")
         if len(self._live) >= self._max_runs:
             raise _HttpError(429, "too_many_runs", "the server is running as many chats as it "
                              "may; try again shortly")
@@ -657,6 +728,7 @@ class ChatApp:
                 self.logs.end(run.run_id, status)
                 self._live.pop(run.run_id, None)
                 self._release(run.identity)
+                self._large -= run.large
                 key = (chat.protocol, chat.chat_id)
                 if self._active.get(key) == run.run_id:
                     del self._active[key]
@@ -719,7 +791,8 @@ class ChatApp:
             if hold is not None:
                 frames = [f for f in frames if f[0] < hold]
             if frames:
-                body = b"".join(sse_event(run_id, o, p) for o, p in frames)
+                body = (sse_event(run_id, *frames[0]) if len(frames) == 1 else
+                        b"".join(sse_event(run_id, o, p) for o, p in frames))
                 after = frames[-1][0]
                 await send({"type": "http.response.body", "body": body, "more_body": True})
                 continue
@@ -962,6 +1035,10 @@ def _owned(chat: ChatInput, identity: str) -> ChatInput:
 
 async def _send_json(send: Send, status: int, body: dict[str, Any],
                      headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    data = _JSON.encode(body)
+    # A declared length: the server writes the head and the body, with no chunk framing (one
+    # write fewer for every refusal a flood of requests gets).
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), *(headers or ())]})
-    await send({"type": "http.response.body", "body": _JSON.encode(body)})
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(data)).encode()), *(headers or ())]})
+    await send({"type": "http.response.body", "body": data})

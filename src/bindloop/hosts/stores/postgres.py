@@ -496,6 +496,14 @@ class PostgresStore:
 
         return self._fenced(await self._op("fail", body))
 
+    async def delete_run(self, tenant_id: str, run_id: str) -> int:
+        async def body(conn: AsyncConnection[Any]) -> int:
+            cur = await self._execute(conn, "DELETE FROM {receipts} WHERE tenant_id = %s AND "
+                                            "run_id = %s", (str(tenant_id), str(run_id)))
+            return int(cur.rowcount)
+
+        return int(await self._op("delete_run", body, retries=1))
+
     def _fenced(self, landed: bool) -> bool:
         if not landed:
             self.fenced_writes += 1

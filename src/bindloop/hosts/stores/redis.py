@@ -373,6 +373,24 @@ class RedisStore:
                 b"" if error is None else msgspec.json.encode(error), b""]
         return self._fenced(await self._call("fail", "settle", [self._rc(key)], args))
 
+    async def delete_run(self, tenant_id: str, run_id: str) -> int:
+        """One ``SCAN`` over the receipts' keys of the run (their names start with its tenant
+        and run), deleting what it finds: for a run that is over (what runs concurrently with
+        the scan may be missed)."""
+        head = msgspec.json.encode([str(tenant_id), str(run_id)]).decode()[:-1] + ","
+        pattern = _glob_literal(f"{self.prefix}rc:{head}") + "*"
+        cursor: Any = 0
+        deleted = 0
+        while True:
+            answer = await self._call("delete_run", None, [], [], retries=1, command=(
+                "SCAN", cursor, "MATCH", pattern, "COUNT", 1000))
+            cursor, keys = answer[0], list(answer[1])
+            if keys:
+                deleted += int(await self._call("delete_run", None, [], [], retries=1,
+                                                command=("DEL", *keys)))
+            if int(cursor) == 0:
+                return deleted
+
     def _fenced(self, landed: object) -> bool:
         if landed not in (0, 1):
             raise StoreError(self.name, "receipt write", f"unexpected reply {landed!r}")
@@ -436,6 +454,11 @@ def _pair(store: str, operation: str, answer: Any) -> tuple[bool, int]:
         return bool(int(landed)), int(stored)
     except (TypeError, ValueError) as exc:
         raise StoreError(store, operation, f"unexpected reply {answer!r}") from exc
+
+
+def _glob_literal(text: str) -> str:
+    """``text`` as a Redis glob pattern that matches exactly it."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -333,6 +333,11 @@ class SqliteStore:
 
         return self._fenced(self._write(write))
 
+    async def delete_run(self, tenant_id: str, run_id: str) -> int:
+        return int(self._write(lambda db: db.execute(
+            "DELETE FROM receipts WHERE tenant_id = ? AND run_id = ?",
+            (str(tenant_id), str(run_id))).rowcount))
+
     def _fenced(self, landed: bool) -> bool:
         if not landed:
             self.fenced_writes += 1

@@ -417,7 +417,7 @@ async def _send(owner: Any, config: AgentConfig, identity: str, rid: str | int |
     encoder = A2aTaskEncoder(task.id, context_id, now=_now, known_calls=open_calls,
                              id_prefix=id_prefix)
     frames = A2aFrames(encoder)
-    grants = ChatApprovals(chat_id, ctx.store.taken)
+    grants = ChatApprovals(chat.key, ctx.store.taken)
     if streaming:
         stream = EventStream(heartbeat_ms=config.heartbeat_ms, frame=_frame(rid), headers=_SSE)
         # the stream opens with the task as the request asked for it (historyLength); the log

@@ -116,7 +116,8 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     continues it itself (``0``: at once). ``approval_tools``: the tools whose calls wait for the
     user's approval on the frontend routes (``POST /api/chat``, ``POST /ag-ui``). ``tools``: the
     Worker's tools (its ``tools`` class attribute). ``max_live_runs``: runs one identity may have
-    going at once, counted across isolates (``None``: no bound). ``chat_ttl_ms``: how long a chat's
+    going at once, counted across isolates (``None``: no bound); ``max_live_runs_total``: runs
+    of all identities together (``None``: no bound). ``chat_ttl_ms``: how long a chat's
     storage outlives its last run (``None``: kept until deleted)."""
 
     providers: tuple[Provider, ...]
@@ -131,6 +132,7 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     approval_tools: frozenset[str] = frozenset()
     tools: tuple[Tool[Any, Any], ...] = ()
     max_live_runs: int | None = None
+    max_live_runs_total: int | None = None
     chat_ttl_ms: int | None = None
 
 
@@ -148,7 +150,7 @@ def config_from_env(env: Any, tools: Sequence[Tool[Any, Any]] = ()) -> AgentConf
     session's model turns; ``SYSTEM_PROMPT`` opens every new session; ``RATE_LIMIT_RPM`` and
     ``RATE_LIMIT_CONCURRENCY`` (optional) limit the model calls of every isolate together.
     ``RUN_LEASE_MS``, ``RUN_CONTINUE_MS``, ``APPROVAL_TOOLS`` (comma-separated tool names),
-    ``MAX_LIVE_RUNS`` and ``CHAT_TTL_MS`` are :class:`AgentConfig`'s; ``tools`` are the Worker's (``APPROVAL_TOOLS`` must name some of
+    ``MAX_LIVE_RUNS``, ``MAX_LIVE_RUNS_TOTAL`` and ``CHAT_TTL_MS`` are :class:`AgentConfig`'s; ``tools`` are the Worker's (``APPROVAL_TOOLS`` must name some of
     them). A misconfigured Worker answers 500 naming the variable (never its
     value)."""
     providers: list[Provider] = []
@@ -195,7 +197,9 @@ def config_from_env(env: Any, tools: Sequence[Tool[Any, Any]] = ()) -> AgentConf
                        lease_ms=DEFAULT_LEASE_MS if lease is None else lease,
                        continue_after_ms=0 if continue_after is None else int(continue_after),
                        approval_tools=approval, tools=tuple(tools),
-                       max_live_runs=_positive(env, "MAX_LIVE_RUNS"), chat_ttl_ms=chat_ttl_ms(env))
+                       max_live_runs=_positive(env, "MAX_LIVE_RUNS"),
+                       max_live_runs_total=_positive(env, "MAX_LIVE_RUNS_TOTAL"),
+                       chat_ttl_ms=chat_ttl_ms(env))
 
 
 def chat_ttl_ms(env: Any) -> int | None:

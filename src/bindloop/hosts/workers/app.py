@@ -176,7 +176,8 @@ class ChatWorker(WorkerEntrypoint):  # type: ignore[misc]
         """Claim ``cp`` (within the caller's bound on live runs: a 429 before anything is
         stored), run it in the background and answer with its live stream (bindloop's SSE
         dialect)."""
-        runs = live_runs(self.env, config.max_live_runs)
+        runs = live_runs(self.env, config.max_live_runs,
+                         config.max_live_runs_total)
         slot = None if runs is None else await runs.enter(identity)
         try:
             claimed = await store.claim(cp)

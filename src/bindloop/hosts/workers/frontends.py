@@ -131,6 +131,14 @@ class ChatApprovals:
     def take(self, chat_id: str, call_id: str) -> ToolCall | None:
         return self._taken.pop(call_id, None) if chat_id == self._chat_id else None
 
+    def forget(self, chat_id: str) -> int:
+        if chat_id != self._chat_id:
+            return 0
+        count = len(self._taken) + len(self.recorded)
+        self._taken.clear()
+        self.recorded.clear()
+        return count
+
 
 def _transport(provider: Provider, headers: Sequence[tuple[str, str]]) -> FetchTransport:
     return FetchTransport(provider.base_url, headers=headers)
@@ -213,7 +221,8 @@ async def _start(owner: Any, config: AgentConfig, protocol: str, raw: str,
                                  revision=store.revision + 1)
     record = {"run": store.run_for(cp), "protocol": protocol, "new_id": new_id, "chunks": 0,
               "offset": 0}
-    runs = live_runs(owner.env, config.max_live_runs)
+    runs = live_runs(owner.env, config.max_live_runs,
+                     config.max_live_runs_total)
     slot = None if runs is None else await runs.enter(identity)  # a 429 before the claim
     try:
         await store.claim(cp, extra={"protocol": json.dumps(record), "protocol_body": raw},
@@ -225,7 +234,7 @@ async def _start(owner: Any, config: AgentConfig, protocol: str, raw: str,
     stream = EventStream(heartbeat_ms=config.heartbeat_ms, frame=_frame, headers=dict(headers))
     log = RunLog(store.target, store.run, stream)
     work = _run(owner.env, config, store, log, chat, RecordedFrames(frames), record,
-                ChatApprovals(chat.chat_id, store.taken))
+                ChatApprovals(chat.key, store.taken))
     if runs is not None and slot is not None:
         work = runs.hold(slot, work)
     owner.ctx.waitUntil(asyncio.ensure_future(work))
@@ -329,7 +338,7 @@ async def continue_lost_run(target: Any, config: AgentConfig, *, lost_run: str,
         log.send("", msgspec.Raw(payload))
     # Without a save the request's decisions apply again, to the calls its claim took.
     await _run(target.env, config, store, log, chat, recorder, {**record, "run": store.run},
-               ChatApprovals(chat.chat_id, recorded_calls(state.get("taken") or {})),
+               ChatApprovals(chat.key, recorded_calls(state.get("taken") or {})),
                resumed=saved)
 
 

@@ -120,31 +120,46 @@ def limit_store(env: Any) -> LimitStore | None:
 
 
 class LiveRuns:
-    """The runs each identity has going, counted once across isolates: a concurrency slot per run
-    in the ``RateLimiter`` object ``live-runs`` (key ``runs:<identity>``), leased to this isolate
-    for ``slot_lease_ms`` and renewed while the run holds its own lease, so the runs of an isolate
-    that died stop counting when the lease ends. A request past ``limit`` is refused before it
-    claims anything: 429 ``too_many_runs`` (with ``Retry-After``, as the ASGI host's)."""
+    """The runs going on, counted once across isolates: a concurrency slot per run in the
+    ``RateLimiter`` object ``live-runs`` -- under ``runs:<identity>`` for the bound on each
+    identity's (``per_identity``), under ``all-runs`` for the bound on all of them together
+    (``total``; ``None`` for either: that bound is off) -- leased to this isolate for
+    ``slot_lease_ms`` and renewed while the run holds its own lease, so the runs of an isolate
+    that died stop counting when the lease ends. A request past either bound is refused before
+    it claims anything: 429 ``too_many_runs`` (with ``Retry-After``, as the ASGI host's)."""
 
-    def __init__(self, namespace: Any, limit: int, *, slot_lease_ms: float = 60_000.0) -> None:
+    def __init__(self, namespace: Any, per_identity: int | None, *, total: int | None = None,
+                 slot_lease_ms: float = 60_000.0) -> None:
         self._store = DurableLimitStore(namespace, "live-runs", slot_lease_ms=slot_lease_ms)
-        self._limit = limit
+        self._per_identity = per_identity
+        self._total = total
         self._lease_ms = slot_lease_ms
 
-    async def enter(self, identity: str) -> str:
-        """Take a slot for a run of ``identity``; answers its key for :meth:`leave`."""
-        key = f"runs:{identity}"
-        if not await self._store.enter(key, self._limit):
-            raise HttpError(429, "too_many_runs", f"you have {self._limit} chats running "
-                            "already; try again when one has finished")
-        return key
+    async def enter(self, identity: str) -> tuple[str, ...]:
+        """Take the run's slots for ``identity`` (its own first: a caller past its bound takes
+        none of everyone's); answers their keys for :meth:`leave`."""
+        taken: list[str] = []
+        if self._per_identity is not None:
+            key = f"runs:{identity}"
+            if not await self._store.enter(key, self._per_identity):
+                raise HttpError(429, "too_many_runs", f"you have {self._per_identity} chats "
+                                "running already; try again when one has finished")
+            taken.append(key)
+        if self._total is not None:
+            if not await self._store.enter("all-runs", self._total):
+                await self.leave(tuple(taken))
+                raise HttpError(429, "too_many_runs", "the server is running as many chats as "
+                                "it takes; try again shortly")
+            taken.append("all-runs")
+        return tuple(taken)
 
-    async def leave(self, key: str) -> None:
-        await self._store.leave(key)
+    async def leave(self, keys: tuple[str, ...]) -> None:
+        for key in keys:
+            await self._store.leave(key)
 
-    async def hold(self, key: str, work: Awaitable[None]) -> None:
-        """Run ``work`` (the run the slot ``key`` was taken for) holding the slot: renewed every
-        third of its lease while the run goes, given back when it ends, however it ends."""
+    async def hold(self, keys: tuple[str, ...], work: Awaitable[None]) -> None:
+        """Run ``work`` (the run the slots ``keys`` were taken for) holding them: renewed every
+        third of their lease while the run goes, given back when it ends, however it ends."""
         task = asyncio.ensure_future(work)
         try:
             while not task.done():
@@ -155,17 +170,18 @@ class LiveRuns:
             await task
         finally:
             task.cancel()
-            with contextlib.suppress(Exception):  # unreachable: the slot's lease ends instead
-                await self._store.leave(key)
+            with contextlib.suppress(Exception):  # unreachable: the slots' lease ends instead
+                await self.leave(keys)
 
 
-def live_runs(env: Any, limit: int | None) -> LiveRuns | None:
-    """The bound on each identity's live runs (``MAX_LIVE_RUNS``) over the ``LIMITS`` binding;
-    ``None`` when unbounded."""
-    if limit is None:
+def live_runs(env: Any, per_identity: int | None, total: int | None = None) -> LiveRuns | None:
+    """The bounds on live runs -- each identity's (``MAX_LIVE_RUNS``) and all of them together
+    (``MAX_LIVE_RUNS_TOTAL``) -- over the ``LIMITS`` binding; ``None`` when both are off."""
+    if per_identity is None and total is None:
         return None
     namespace = getattr(env, "LIMITS", None)
     if namespace is None:
-        raise HttpError(500, "misconfigured", "MAX_LIVE_RUNS is set but the Worker has no LIMITS "
-                        "Durable Object binding (class RateLimiter); add it in wrangler.jsonc")
-    return LiveRuns(namespace, limit)
+        raise HttpError(500, "misconfigured", "MAX_LIVE_RUNS or MAX_LIVE_RUNS_TOTAL is set but "
+                        "the Worker has no LIMITS Durable Object binding (class RateLimiter); "
+                        "add it in wrangler.jsonc")
+    return LiveRuns(namespace, per_identity, total=total)

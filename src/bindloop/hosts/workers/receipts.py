@@ -2,7 +2,8 @@
 with side effects, shared by every isolate.
 
 ``Receipts`` is the object: one per ``(tenant_id, run_id)`` (``idFromName``), so one run's
-receipts are fenced in one place and different runs never contend. Each receipt is one storage
+receipts are fenced in one place, different runs never contend, and deleting a run
+(``delete_run``) empties its object. Each receipt is one storage
 key (the JSON array of the key's four parts, so no two keys collide) holding the JSON of its
 ``ReceiptState``. Every operation is one RPC whose handler reads the row and writes it back
 awaiting nothing but the object's storage, so the object's input gate lets no other call in
@@ -87,6 +88,13 @@ class Receipts(DurableObject):  # type: ignore[misc]  # the SDK is untyped
         return True
 
 
+    async def delete_all(self) -> int:
+        """Forget every receipt of the run; how many there were."""
+        count = int((await self.ctx.storage.list()).size)
+        await self.ctx.storage.deleteAll()
+        return count
+
+
 async def _call(operation: str, pending: Awaitable[T]) -> T:
     try:
         return await pending
@@ -146,3 +154,8 @@ class DurableReceiptStore:
 
     async def fail(self, key: ToolCallReceiptKey, attempt: int, error: str | None) -> bool:
         return await self._apply("fail", key, check_attempt(attempt), 1.0, error)
+
+    async def delete_run(self, tenant_id: str, run_id: str) -> int:
+        ns = self._namespace
+        stub = ns.get(ns.idFromName(self.prefix + json.dumps([str(tenant_id), str(run_id)])))
+        return int(await _call("delete_run", stub.delete_all()))
