@@ -348,6 +348,52 @@ def test_the_scripted_stream_model_is_a_stream_model_priced_only_when_asked() ->
                                                                      "swer"]
 
 
+_SHOWN = st.lists(st.sampled_from(["grow", "same", "replace", "shrink", "copy", "tuple",
+                                   "mutate_after"]), min_size=1, max_size=12)
+
+
+@given(steps=_SHOWN, data=st.data())
+def test_the_scripted_stream_models_requests_are_what_each_call_was_shown(
+        steps: list[str], data: st.DataObject) -> None:
+    """Each recorded request holds the messages its call was shown, as a tuple, whatever the
+    caller did with its list between calls and after: grew it (as the loop does), sent it
+    again, replaced a message in place (a compaction), cut it short, passed a copy or a tuple,
+    or changed it after the last call."""
+    from bindloop.testing import StreamRequest
+
+    pool = [UserMessage(content=f"m{i}") for i in range(8)]
+    model = scripted_stream_model([final_answer("ok") for _ in steps])
+    live: list[Message] = [pool[0]]
+    shown: list[tuple[Message, ...]] = []
+
+    async def call(messages: Sequence[Message]) -> None:
+        async for _ in model.stream(messages, ModelRequest()):
+            pass
+
+    for step in steps:
+        pick = data.draw(st.sampled_from(pool))
+        if step == "grow":
+            live.extend([pick] * data.draw(st.integers(1, 3)))
+        elif step == "replace":
+            live[data.draw(st.integers(0, len(live) - 1))] = pick
+        elif step == "shrink" and len(live) > 1:
+            del live[data.draw(st.integers(1, len(live) - 1)):]
+        sent: Sequence[Message] = live
+        if step == "copy":
+            sent = list(live)
+        elif step == "tuple":
+            sent = tuple(live)
+        shown.append(tuple(sent))
+        anyio.run(call, sent)
+        if step == "mutate_after":
+            live[0] = UserMessage(content="changed afterwards")
+    assert [r.messages for r in model.requests] == shown
+    assert all(type(r.messages) is tuple for r in model.requests)
+    first = model.requests[0]
+    assert first == StreamRequest(messages=shown[0], request=ModelRequest())
+    assert repr(first).startswith("StreamRequest(messages=(")
+
+
 def test_tool_call_turn_refuses_a_bare_call_with_a_usage_error() -> None:
     """One call where a list is expected (a common slip) is refused at the builder, by name."""
     from bindloop.errors import UsageError

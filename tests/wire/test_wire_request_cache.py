@@ -226,3 +226,66 @@ def test_a_transcript_edited_in_place_keeps_the_uncached_bytes(
             UserMessage(content="next")]
     assert outcome(cached, transcript, tools, options) == outcome(
         fresh, list(transcript), tools, options)
+
+
+@pytest.mark.parametrize("wire", WIRE_NAMES)
+@given(messages=TRANSCRIPTS, pool=st.lists(TOOLS.filter(bool), min_size=1, max_size=3),
+       data=st.data())
+@settings(max_examples=40, deadline=None)
+def test_tool_sets_changing_between_requests_keep_the_uncached_bytes(
+        wire: str, messages: list[Message], pool: list[list[ToolDefinition]],
+        data: st.DataObject) -> None:
+    """The tool list's whole encoded array is kept between requests: the same tuple passed
+    again, a list edited in place (a tool replaced, added or dropped), another set, a reordered
+    one, the cache policy's mark on the last tool switched on and off — every request's bytes
+    are the uncached build's."""
+    make = ADAPTERS[wire]
+    cached, fresh = make(), make(request_cache=0)
+    sets: list[Any] = [tuple(pool[0]), list(pool[0])] + [list(t) for t in pool[1:]]
+    for _ in range(data.draw(st.integers(2, 6))):
+        tools = data.draw(st.sampled_from(sets))
+        edit = data.draw(st.sampled_from(["none", "replace", "append", "drop", "reverse"]))
+        if isinstance(tools, list) and tools:
+            if edit == "replace":
+                i = data.draw(st.integers(0, len(tools) - 1))
+                tools[i] = msgspec.structs.replace(tools[i], description="Changed.")
+            elif edit == "append":
+                tools.append(data.draw(TOOLS.filter(bool))[0])
+                if len({t.name for t in tools}) < len(tools):
+                    tools.pop()
+            elif edit == "drop" and len(tools) > 1:
+                tools.pop()
+            elif edit == "reverse":
+                tools.reverse()
+        options = data.draw(OPTIONS)
+        assert outcome(cached, messages, tools, options) == outcome(
+            fresh, messages, list(tools), options)
+
+
+@pytest.mark.parametrize("wire", WIRE_NAMES)
+@given(messages=TRANSCRIPTS, tools=TOOLS, data=st.data())
+@settings(max_examples=40, deadline=None)
+def test_a_session_resumed_from_its_previous_request_keeps_the_uncached_bytes(
+        wire: str, messages: list[Message], tools: list[ToolDefinition],
+        data: st.DataObject) -> None:
+    """Each request of a session resumes from what the adapter kept of the one before (its
+    turns so far): whatever the options of each request (a cache policy marking the last user
+    turns or not, Gemini's cachedContent leaving a prefix out or not) and whether the next
+    request is one message longer, the same again, or another session's in between."""
+    make = ADAPTERS[wire]
+    cached, fresh = make(), make(request_cache=0)
+    policies = st.one_of(
+        st.none(), st.builds(CachePolicy, system=st.booleans(), tools=st.booleans(),
+                             turns=st.integers(0, 2)),
+        st.builds(CachePolicy, cached_content=st.just("cachedContents/c1"),
+                  cached_messages=st.integers(0, 3)) if wire == "gemini" else st.nothing())
+    transcript: list[Message] = []
+    for m in messages:
+        transcript.append(m)
+        step = data.draw(st.sampled_from(["next", "again", "other"]))
+        if step == "other":
+            outcome(cached, data.draw(TRANSCRIPTS), tools, WireOptions(model="m"))
+        for _ in range(2 if step == "again" else 1):
+            options = WireOptions(model="m", cache=data.draw(policies))
+            assert outcome(cached, transcript, tools, options) == outcome(
+                fresh, list(transcript), tools, options)

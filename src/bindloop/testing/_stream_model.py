@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Literal
 
-import msgspec
-
 from ..completion import (
     FinishEvent,
     ProviderItemEvent,
@@ -27,11 +25,52 @@ from ._errors import ScriptExhaustedError
 __all__ = ("ScriptedStreamModel", "StreamRequest", "scripted_stream_model")
 
 
-class StreamRequest(msgspec.Struct, frozen=True, kw_only=True):
-    """One recorded request: the messages it was shown (a copy) and the request it was sent."""
+class StreamRequest:
+    """One recorded request: the messages it was shown (a copy, as a tuple) and the request it
+    was sent. Read-only; equal when both are equal.
 
-    messages: tuple[Message, ...]
-    request: ModelRequest
+    A :class:`ScriptedStreamModel` records a call without copying what it was shown before: it
+    keeps one list of the messages it saw, extended by each call's new ones, and a request is
+    that list's first ``n`` (``messages`` is built on first read). So a test's model call costs
+    time in the messages it adds, not in the whole transcript."""
+
+    __slots__ = ("_count", "_log", "_messages", "_request")
+
+    def __init__(self, *, messages: Sequence[Message], request: ModelRequest) -> None:
+        self._messages: tuple[Message, ...] | None = tuple(messages)
+        self._log: list[Message] = []
+        self._count = 0
+        self._request = request
+
+    @classmethod
+    def _logged(cls, log: list[Message], count: int, request: ModelRequest) -> StreamRequest:
+        """The request shown ``log[:count]`` (``log`` only ever grows at its end)."""
+        out = cls.__new__(cls)
+        out._messages, out._log, out._count, out._request = None, log, count, request
+        return out
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        kept = self._messages
+        if kept is None:
+            kept = self._messages = tuple(self._log[:self._count])
+            self._log = []
+        return kept
+
+    @property
+    def request(self) -> ModelRequest:
+        return self._request
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StreamRequest):
+            return NotImplemented
+        return self.messages == other.messages and self._request == other._request
+
+    def __hash__(self) -> int:
+        return hash((self.messages, self._request))
+
+    def __repr__(self) -> str:
+        return f"StreamRequest(messages={self.messages!r}, request={self._request!r})"
 
 
 class ScriptedStreamModel(StreamModel):
@@ -67,6 +106,7 @@ class ScriptedStreamModel(StreamModel):
         self.structured_output = structured_output
         self.position = 0
         self.requests: list[StreamRequest] = []
+        self._log: list[Message] = []  # every message shown so far, in order (see StreamRequest)
         self._chunk = chunk_size
         if price is not None:  # an unpriced model's fold asks no price (StreamModel.complete)
             self.price = price  # type: ignore[method-assign]
@@ -75,9 +115,24 @@ class ScriptedStreamModel(StreamModel):
     def remaining(self) -> int:
         return len(self.turns) - self.position
 
+    def _record(self, messages: Sequence[Message], request: ModelRequest) -> StreamRequest:
+        """``request`` shown ``messages``: the log extended by the messages past its end when
+        what it holds is still their start (one comparison of references, in C: the loop's
+        transcript only grows between calls), else a new log (a compaction replaced it)."""
+        log = self._log
+        if type(messages) is list:
+            seen = len(log)
+            if len(messages) >= seen:
+                log.extend(messages[seen:])
+                if messages == log:  # identical elements compare by address, without __eq__
+                    return StreamRequest._logged(log, len(log), request)
+            log = self._log = list(messages)
+            return StreamRequest._logged(log, len(log), request)
+        return StreamRequest(messages=messages, request=request)
+
     async def stream(self, messages: Sequence[Message],
                      request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
-        self.requests.append(StreamRequest(messages=tuple(messages), request=request))
+        self.requests.append(self._record(messages, request))
         position = self.position
         if position >= len(self.turns):
             raise ScriptExhaustedError(

@@ -57,8 +57,9 @@ from ._cache import (
     array,
     check_cache_size,
     encoded,
+    joined,
     prepare,
-    tool_pieces,
+    tool_array,
 )
 from ._common import (
     JSON_HEADERS,
@@ -204,13 +205,34 @@ def _usage(u: _Usage, model: str | None = None) -> TurnUsage:
                      cache_write_tokens=created)
 
 
+# A turn's encoded start, up to its first block, by role.
+_ROLE = MappingProxyType({role: b'{"role":' + encoded(role) + b',"content":['
+                          for role in ("user", "assistant")})
+
+
+def _turn(group: list[Any], mark: bytes = b"") -> bytes:
+    """One turn's encoded bytes from its messages' kept pieces (one role; tool results first in
+    a user turn), its last block marked with ``cache_control`` ``mark`` when given."""
+    if len(group) == 1 and not mark:
+        alone: bytes = group[0][3]  # the message's own turn
+        return alone
+    role = group[0][0]
+    blocks = [b for piece in group for b in piece[1]]
+    if role == "user":
+        blocks = results_first_by(blocks, [r for piece in group for r in piece[2]])
+    if mark:
+        blocks[-1] = marked(blocks[-1], mark)
+    return _ROLE[role] + b",".join(blocks) + b"]}"
+
+
 class AnthropicAdapter:
     """The Messages wire. ``max_tokens`` is required by the API, so ``default_max_tokens`` fills in
     when the options give none. ``beta`` values go into ``anthropic-beta``. Schemas are sent as
     given unless ``sanitize_schemas`` (Anthropic accepts full JSON Schema). ``request_cache`` as
     for :class:`~bindloop.wire.OpenAIChatAdapter`."""
 
-    __slots__ = ("_beta", "_cache", "_compaction", "_default_max_tokens", "_names", "_sanitize")
+    __slots__ = ("_beta", "_cache", "_compaction", "_default_max_tokens", "_headers", "_names",
+                 "_sanitize")
 
     def __init__(self, *, default_max_tokens: int = 4096, beta: Sequence[str] = (),
                  sanitize_schemas: bool = False,
@@ -220,6 +242,10 @@ class AnthropicAdapter:
         self._compaction = any(b.startswith("compact-") for b in self._beta)
         self._sanitize = sanitize_schemas
         self._names = ToolNames(OPENAI_NAMES)  # the same pattern: ^[a-zA-Z0-9_-]{1,64}$
+        headers = JSON_HEADERS + (("anthropic-version", ANTHROPIC_VERSION),)
+        if self._beta:
+            headers = headers + (("anthropic-beta", ",".join(self._beta)),)
+        self._headers = (headers, headers + SSE_ACCEPT)  # by options.stream
         self._cache = WireCache(request_cache) if check_cache_size(request_cache) else None
 
     @property
@@ -278,13 +304,10 @@ class AnthropicAdapter:
                                    "(send them through extra_body if your endpoint accepts them)")
         if options.stop:
             body["stop_sequences"] = list(options.stop)
-        headers = JSON_HEADERS + (("anthropic-version", ANTHROPIC_VERSION),)
-        if self._beta:
-            headers = headers + (("anthropic-beta", ",".join(self._beta)),)
         if options.stream:
             body["stream"] = True
-            headers = headers + SSE_ACCEPT
-        return HttpRequest(method="POST", path="/v1/messages", headers=headers,
+        return HttpRequest(method="POST", path="/v1/messages",
+                           headers=self._headers[bool(options.stream)],
                            body=encode_body(body, options), stream=options.stream)
 
     def _uncached(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
@@ -330,12 +353,23 @@ class AnthropicAdapter:
             found[i] = piece = self._piece(prep.message(m))
             blocks = piece[1]
             prep.keep(m, piece, len(piece[3]) + (len(blocks) if isinstance(blocks, bytes)
-                                                 else sum(len(b) for b in blocks)))
-        prep.sent()
-        system: list[bytes] = []
-        groups: list[list[Any]] = []
-        last = None
-        for piece in found:
+                                                 else sum(map(len, blocks))))
+        policy = options.cache
+        left = policy.turns if policy is not None else 0
+        # Resumed from the previous request of this session where no turn is marked (a mark
+        # lands on the last user turns, which move every request): its system blocks, its
+        # closed turns' bytes and its open turn (the next message may merge into it).
+        state = prep.state if left == 0 else None
+        system: list[bytes]
+        done: list[bytes]
+        group: list[Any]
+        if state is None:
+            system, done, group, last, pieces = [], [], [], None, found
+        else:
+            system, done, group, last = state[0][:], state[1][:], state[2][:], state[3]
+            pieces = found[prep.start:]
+        groups: list[list[Any]] = []  # the turns closed by this request's new messages
+        for piece in pieces:
             role = piece[0]
             if role is None:  # a system message: its block, or b"" when blank
                 if piece[1]:
@@ -343,39 +377,37 @@ class AnthropicAdapter:
             elif not piece[1]:
                 continue
             elif role == last:
-                groups[-1].append(piece)
+                group.append(piece)
             else:
-                groups.append([piece])
+                if group:
+                    groups.append(group)
+                group = [piece]
                 last = role
-        if not groups:
+        if not group:
             raise WireRequestError("messages: nothing to send")  # the uncached build says why
-        policy = options.cache
         mark = cache_mark(policy) if policy is not None else b""
-        left = policy.turns if policy is not None else 0
-        turns: list[bytes] = []
-        for group in reversed(groups):
-            role = group[0][0]
-            marks = left > 0 and role == "user"
-            if len(group) == 1 and not marks:
-                turns.append(group[0][3])
-                continue
-            blocks = [b for piece in group for b in piece[1]]
-            if role == "user":
-                blocks = results_first_by(blocks, [r for piece in group for r in piece[2]])
-            if marks:
-                blocks[-1] = marked(blocks[-1], mark)
-                left -= 1
-            turns.append(b'{"role":' + encoded(role) + b',"content":[' + b",".join(blocks)
-                         + b"]}")
-        turns.reverse()
-        tool_defs = tool_pieces(cache, tools, prep.tools, self._tool)
-        if policy is not None:
-            if policy.system and system:
-                system[-1] = marked(system[-1], mark)
-            if policy.tools and tool_defs:
-                tool_defs[-1] = marked(tool_defs[-1], mark)
-        return {"system": array(system) if system else [], "messages": array(turns),
-                "tools": array(tool_defs) if tool_defs else [], "_tools": prep.tools,
+        if left == 0:
+            done.extend(map(_turn, groups))
+            prep.sent((system, done, group, last))
+            turns = done + [_turn(group)]
+        else:
+            prep.sent()
+            groups.append(group)
+            turns = []
+            for group in reversed(groups):
+                if left > 0 and group[0][0] == "user":
+                    turns.append(_turn(group, mark))
+                    left -= 1
+                else:
+                    turns.append(_turn(group))
+            turns.reverse()
+        if policy is not None and policy.system and system:
+            system = system[:-1] + [marked(system[-1], mark)]
+        tool_defs = tool_array(cache, tools, prep.tools, self._tool,
+                               mark if policy is not None and policy.tools else b"", marked) \
+            if tools else []
+        return {"system": array(system) if system else [], "messages": joined(turns),
+                "tools": tool_defs, "_tools": prep.tools,
                 "_options": prep.options}
 
     def _piece(self, m: Message) -> tuple[str | None, Any, tuple[bool, ...], bytes]:
@@ -390,10 +422,12 @@ class AnthropicAdapter:
         role, blocks = message_blocks(m, compaction=self._compaction)
         if not blocks:
             return role, (), (), b""
-        alone = results_first(blocks) if role == "user" else blocks
-        return (role, tuple(encoded(b) for b in blocks),
-                tuple(b["type"] == "tool_result" for b in blocks),
-                encoded({"role": role, "content": alone}))
+        pieces = list(map(encoded, blocks))
+        results = [b["type"] == "tool_result" for b in blocks]
+        alone = results_first_by(pieces, results) if role == "user" else pieces
+        # The bytes encoded({"role": role, "content": alone}) gives, from the encoded blocks.
+        return (role, tuple(pieces), tuple(results),
+                _ROLE[role] + b",".join(alone) + b"]}")
 
     def _tool(self, tool: ToolDefinition) -> dict[str, Any]:
         out: dict[str, Any] = {"name": tool.name}

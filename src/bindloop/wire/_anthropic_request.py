@@ -127,11 +127,15 @@ def message_blocks(m: Message, *, compaction: bool = True) -> tuple[str, list[di
     ``compaction`` block (only with a compaction beta); without it such a block is left out,
     as another wire's item is, and the history before it is sent whole."""
     if isinstance(m, UserMessage):
+        if isinstance(m.content, str):  # parts_of's one TextPart, without building it
+            return "user", [{"type": "text", "text": m.content}] if m.content.strip() else []
         return "user", [_content_block(p) for p in parts_of(m.content)
                         if not isinstance(p, ReasoningPart) and not _blank(p)]
     if isinstance(m, AssistantMessage):
-        blocks: list[dict[str, Any]] = []
-        for p in parts_of(m.content):
+        text = m.content if isinstance(m.content, str) else None  # one TextPart, not built
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] \
+            if text is not None and text.strip() else []
+        for p in parts_of(m.content) if text is None else ():
             if isinstance(p, ReasoningPart):
                 if p.redacted:
                     blocks.append({"type": "redacted_thinking", "data": p.data or ""})
@@ -156,9 +160,11 @@ def message_blocks(m: Message, *, compaction: bool = True) -> tuple[str, list[di
                            "input": _tool_input(call.arguments)})
         return "assistant", blocks
     if isinstance(m, ToolMessage):
-        parts = parts_of(m.content)
         content: str | list[dict[str, Any]]
-        if all(isinstance(p, TextPart) for p in parts):
+        parts = parts_of(m.content) if not isinstance(m.content, str) else ()
+        if isinstance(m.content, str):
+            content = m.content
+        elif all(isinstance(p, TextPart) for p in parts):
             content = "".join(p.text for p in parts if isinstance(p, TextPart))
         else:
             content = [_content_block(p) for p in parts

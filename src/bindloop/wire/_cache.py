@@ -7,7 +7,9 @@ each assistant message), the wire's own conversion — depends on that message a
 adapter's fixed settings). So an adapter keeps what a message became, encoded once as
 ``msgspec.Raw``, keyed by the message's identity (the entry holds the message, so its ``id`` is not
 reused while the entry lives), and a request re-encodes only the messages it has not seen. Tool
-definitions are kept the same way: their schemas are checked and sanitized once, not per request.
+definitions are kept the same way: their schemas are checked and sanitized once, not per request,
+and the last tool list's whole encoded array is kept too, so a request with the same tools as the
+one before costs the same however many tools it carries.
 Bytes are those of the uncached build (a property test compares them for any transcript).
 
 The memo is bounded in entries and in encoded bytes, oldest first out, so memory stays flat
@@ -30,7 +32,7 @@ from ._names import ToolNames, rename_message, rename_rest
 from ._types import ForcedTool, WireOptions
 
 __all__ = ("DEFAULT_REQUEST_CACHE", "Prepared", "WireCache", "check_cache_size", "array", "encoded",
-           "prepare", "tool_pieces")
+           "joined", "prepare", "tool_array")
 
 DEFAULT_REQUEST_CACHE = 16_384
 """Messages and tool definitions whose wire form one adapter keeps (``request_cache=``)."""
@@ -60,6 +62,11 @@ def array(pieces: list[bytes]) -> msgspec.Raw:
     return msgspec.Raw(b"[" + b",".join([p for p in pieces if p]) + b"]")
 
 
+def joined(pieces: list[bytes]) -> msgspec.Raw:
+    """:func:`array` of pieces none of which is empty."""
+    return msgspec.Raw(b"[" + b",".join(pieces) + b"]")
+
+
 class WireCache:
     """Identity-keyed, bounded memo of wire forms (see the module docstring). Concurrent requests
     on one adapter only ever store equal values for one key."""
@@ -71,11 +78,14 @@ class WireCache:
         # id(key) -> (key, value, encoded size, whether key holds a name the wire refuses)
         self._entries: dict[int, tuple[object, Any, int, bool]] = {}
         self._bytes = 0
-        # The last few transcripts sent (a copy of the list, its pieces, whether it maps names),
-        # newest first: a transcript that starts with one of them skips that many look-ups.
-        self.recent: list[tuple[list[Message], list[Any], bool]] = []
-        # The last tool list sent: a copy, whether every name fits the wire, the encoded pieces.
-        self.tools: tuple[list[ToolDefinition], bool, list[bytes]] = ([], True, [])
+        # The last few transcripts sent (a copy of the list, its pieces, whether it maps names,
+        # the adapter's state over them), newest first: a transcript that starts with one of
+        # them skips that many look-ups, and the adapter resumes from its state.
+        self.recent: list[tuple[list[Message], list[Any], bool, Any]] = []
+        # The last tool list sent: the object passed, a copy of it, whether every name fits the
+        # wire, and its encoded arrays by the cache_control mark on the last tool (b"": none).
+        self.tools: tuple[object, list[ToolDefinition], bool, dict[bytes, msgspec.Raw]] = (
+            None, [], True, {})
 
     def get(self, key: object) -> Any:
         entry = self._entries.get(id(key))
@@ -107,10 +117,14 @@ class WireCache:
 class Prepared:
     """One request against an adapter's memo: ``found[i]`` is message ``i``'s kept piece or
     ``None``; :meth:`message` gives a missing message's renamed and sanitized form to convert,
-    :meth:`keep` stores its piece. ``tools`` and ``options`` carry wire names where needed."""
+    :meth:`keep` stores its piece. ``tools`` and ``options`` carry wire names where needed.
+
+    When the request starts with a transcript sent before (the same objects), ``start`` is that
+    transcript's length and ``state`` what the adapter kept of it with :meth:`sent` (its work
+    over those messages' pieces, to resume from); otherwise ``0`` and ``None``."""
 
     __slots__ = ("_cache", "_matched", "_messages", "_names", "_refused", "_target", "found",
-                 "missing", "options", "tools", "wire")
+                 "missing", "options", "start", "state", "tools", "wire")
 
     def __init__(self, cache: WireCache, names: ToolNames, found: list[Any], missing: list[int],
                  tools: Sequence[ToolDefinition], options: WireOptions,
@@ -121,6 +135,8 @@ class Prepared:
         self._matched = -1
         self._messages: Sequence[Message] = ()
         self._refused = False
+        self.start = 0
+        self.state: Any = None
         self.found = found
         self.missing = missing
         self.tools = tools
@@ -138,13 +154,14 @@ class Prepared:
     def keep(self, m: Message, piece: Any, size: int) -> None:
         self._cache.put(m, piece, size, self.wire is not None and _refused(self._names, m))
 
-    def sent(self) -> None:
+    def sent(self, state: Any = None) -> None:
         """Remember this request's transcript and pieces (every ``found`` is filled in) for the
-        next request of the same session, which starts with the same message objects."""
+        next request of the same session, which starts with the same message objects, with the
+        adapter's ``state`` over them (which it must not change afterwards)."""
         recent = self._cache.recent
         if self._matched >= 0:
             del recent[self._matched]
-        recent.insert(0, (list(self._messages), self.found[:], self._refused))
+        recent.insert(0, (list(self._messages), self.found[:], self._refused, state))
         del recent[_RECENT:]
 
     def call_name(self, name: str) -> str:
@@ -156,7 +173,7 @@ def _refused(names: ToolNames, m: Message) -> bool:
     """Whether ``m`` holds a tool name the wire refuses (so the request must map names)."""
     fits = names.fits
     if isinstance(m, AssistantMessage):
-        return any(not fits(c.name) for c in m.tool_calls)
+        return not all([fits(c.name) for c in m.tool_calls])
     return isinstance(m, ToolMessage) and m.name is not None and not fits(m.name)
 
 
@@ -172,14 +189,15 @@ def prepare(cache: WireCache, names: ToolNames, messages: Sequence[Message],
     refused = False
     start = 0
     matched = -1
+    state = None
     count = len(messages)
-    for index, (sent, pieces, flag) in enumerate(cache.recent):
+    for index, (sent, pieces, flag, kept) in enumerate(cache.recent):
         k = len(sent)
         # The same objects in the same places (identity, in C): their pieces are already known.
         if 0 < k <= count and messages[k - 1] is sent[-1] and messages[0] is sent[0] \
                 and all(map(is_, sent, messages)):
             found = pieces[:]
-            start, refused, matched = k, flag, index
+            start, refused, matched, state = k, flag, index, kept
             break
     append = found.append
     for i in range(start, count):
@@ -196,10 +214,13 @@ def prepare(cache: WireCache, names: ToolNames, messages: Sequence[Message],
                 refused = True
     fits = names.fits
     forced = options.tool_choice.name if isinstance(options.tool_choice, ForcedTool) else None
-    last, fitting, _ = cache.tools
-    if len(last) != len(tools) or not all(map(is_, last, tools)):
+    obj, last, fitting, _ = cache.tools
+    # A tuple passed again is the same definitions (the agent passes one per prompt); a list is
+    # compared element by element, in C.
+    if not (tools is obj and type(tools) is tuple) and (
+            len(last) != len(tools) or not all(map(is_, last, tools))):
         fitting = all(fits(t.name) for t in tools)
-        cache.tools = (list(tools), fitting, [])
+        cache.tools = (tools, list(tools), fitting, {})
     if not refused and fitting and (forced is None or fits(forced)):
         prep = Prepared(cache, names, found, missing, tools, options, None, target)
     else:
@@ -207,24 +228,33 @@ def prepare(cache: WireCache, names: ToolNames, messages: Sequence[Message],
         renamed, options = rename_rest(tools, options, wire)
         prep = Prepared(cache, names, found, missing, renamed, options, wire, target)
     prep._matched, prep._messages, prep._refused = matched, messages, refused
+    prep.start, prep.state = start, state
     return prep
 
 
-def tool_pieces(cache: WireCache, tools: Sequence[ToolDefinition],
-                sent: Sequence[ToolDefinition],
-                convert: Callable[[ToolDefinition], Any]) -> list[bytes]:
-    """Each tool's converted and encoded form, kept by the identity of the definition the caller
-    passed (``tools``); ``sent`` are the same definitions under their wire names."""
-    last, fitting, pieces = cache.tools
-    if pieces and len(last) == len(tools) and all(map(is_, last, tools)):
-        return pieces[:]  # the same definitions as the last request (checked in prepare)
-    out: list[bytes] = []
+def tool_array(cache: WireCache, tools: Sequence[ToolDefinition],
+               sent: Sequence[ToolDefinition], convert: Callable[[ToolDefinition], Any],
+               mark: bytes = b"", marked: Callable[[bytes, bytes], bytes] | None = None,
+               ) -> msgspec.Raw:
+    """The encoded array of each tool's converted form, the last one as ``marked(piece, mark)``
+    when ``mark`` is given (a wire's prompt-cache breakpoint). Each definition's piece is kept by the identity of
+    the definition the caller passed (``tools``; ``sent`` are the same definitions under their
+    wire names), and the whole array by the tool list :func:`prepare` just saw: a request with
+    the same tools as the one before joins nothing."""
+    arrays = cache.tools[3]
+    out = arrays.get(mark)
+    if out is not None:
+        return out
+    pieces: list[bytes] = []
     for tool, wire_tool in zip(tools, sent):
         piece = cache.get(tool)
         if piece is None:
             piece = encoded(convert(wire_tool))
             cache.put(tool, piece, len(piece))
-        out.append(piece)
-    if len(last) == len(tools) and all(map(is_, last, tools)):
-        cache.tools = (last, fitting, out[:])
+        pieces.append(piece)
+    if mark and marked is not None and pieces:
+        pieces[-1] = marked(pieces[-1], mark)
+    out = msgspec.Raw(b"[" + b",".join(pieces) + b"]")
+    arrays[mark] = out
     return out
+

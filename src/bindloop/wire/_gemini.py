@@ -52,11 +52,11 @@ from ._cache import (
     DEFAULT_REQUEST_CACHE,
     Prepared,
     WireCache,
-    array,
     check_cache_size,
     encoded,
+    joined,
     prepare,
-    tool_pieces,
+    tool_array,
 )
 from ._common import (
     JSON_HEADERS,
@@ -280,6 +280,19 @@ class _TurnState:
         self.block += 1
 
 
+def _turn_head(role: str) -> bytes:
+    """The encoded start of a content of ``role``, up to its first part."""
+    return b'{"role":' + encoded(role) + b',"parts":['
+
+
+def _content(group: list[Any]) -> bytes:
+    """One content's encoded bytes from its messages' kept pieces (one role)."""
+    if len(group) == 1:
+        alone: bytes = group[0][4]  # the message's own content
+        return alone
+    return _turn_head(group[0][0]) + b",".join([p for piece in group for p in piece[1]]) + b"]}"
+
+
 class GeminiAdapter:
     """The Gemini API wire. ``api_version`` is the path prefix (``v1beta``); ``sanitize_schemas``
     and ``request_cache`` as for :class:`~bindloop.wire.OpenAIChatAdapter`."""
@@ -401,12 +414,24 @@ class GeminiAdapter:
         """:meth:`_uncached`'s values from each message's kept encoded form, in message order
         (a tool result without a name takes it from the calls before it)."""
         prep = prepare(memo, self._names, messages, tools, options, "google")
-        system: list[bytes] = []
-        groups: list[list[Any]] = []
-        names: dict[str, str] = {}
-        last = None
+        # Resumed from the previous request of this session (without cachedContent, which
+        # leaves a prefix out): its system parts, closed contents' bytes, open content (the next
+        # message may merge into it) and the names its calls gave.
+        resumable = skip == 0
+        state = prep.state if resumable else None
+        system: list[bytes]
+        done: list[bytes]
+        group: list[Any]
+        names: dict[str, str]
+        if state is None:
+            system, done, group, names, last, begin = [], [], [], {}, None, 0
+        else:
+            system, done, group, names, last = (state[0][:], state[1][:], state[2][:],
+                                                dict(state[3]), state[4])
+            begin = prep.start
         found = prep.found
-        for i, (m, piece) in enumerate(zip(messages, found)):
+        for i in range(begin, len(found)):
+            m, piece = messages[i], found[i]
             if piece is None or piece[3] is not None or skip:
                 if isinstance(m, SystemMessage):
                     if piece is None:
@@ -433,18 +458,16 @@ class GeminiAdapter:
             if not piece[1]:
                 continue
             if role == last:
-                groups[-1].append(piece)
+                group.append(piece)
             else:
-                groups.append([piece])
+                if group:
+                    done.append(_content(group))
+                group = [piece]
                 last = role
-        prep.sent()
-        contents = [group[0][4] if len(group) == 1 else
-                    b'{"role":' + encoded(group[0][0]) + b',"parts":['
-                    + b",".join([p for piece in group for p in piece[1]]) + b"]}"
-                    for group in groups]
-        wire_tools = tool_pieces(memo, tools, prep.tools, self._tool)
-        return ([msgspec.Raw(p) for p in system], array(contents),
-                [msgspec.Raw(t) for t in wire_tools], prep.tools, prep.options)
+        prep.sent((system, done, group, names, last) if resumable else None)
+        contents = done + [_content(group)] if group else done
+        return ([msgspec.Raw(p) for p in system], joined(contents),
+                tool_array(memo, tools, prep.tools, self._tool), prep.tools, prep.options)
 
     def _piece(self, prep: Prepared, m: Message, name: str | None = None) -> Any:
         """A message's kept form, and keep it: ``(role, encoded parts, its calls' (id, name)
@@ -461,11 +484,13 @@ class GeminiAdapter:
                                  and isinstance(wire_m, ToolMessage) else {})
             calls: tuple[Any, ...] = tuple((c.id, c.name) for c in wire_m.tool_calls) \
                 if isinstance(wire_m, AssistantMessage) else ()
-            piece = (role, tuple(encoded(p) for p in parts), calls, name,
-                     encoded({"role": role, "parts": parts}) if parts else b"")
+            encoded_parts = tuple(map(encoded, parts))
+            # The bytes encoded({"role": role, "parts": parts}) gives, from the encoded parts.
+            piece = (role, encoded_parts, calls, name,
+                     _turn_head(role) + b",".join(encoded_parts) + b"]}" if parts else b"")
         parts = piece[1]
         prep.keep(m, piece, len(piece[4]) + (len(parts) if isinstance(parts, bytes)
-                                             else sum(len(p) for p in parts)))
+                                             else sum(map(len, parts))))
         return piece
 
     def _tool(self, tool: ToolDefinition) -> dict[str, Any]:

@@ -57,7 +57,7 @@ from ._cache import (
     check_cache_size,
     encoded,
     prepare,
-    tool_pieces,
+    tool_array,
 )
 from ._common import (
     JSON_HEADERS,
@@ -268,7 +268,7 @@ class OpenAIResponsesAdapter:
                     prep.keep(m, piece, len(piece))
                 prep.sent()
                 items = array(found)
-                wire_tools: Any = array(tool_pieces(cache, tools, prep.tools, self._tool))
+                wire_tools: Any = tool_array(cache, tools, prep.tools, self._tool)
                 tools, options = prep.tools, prep.options
             except Exception:
                 # A request the wire refuses: the uncached build below raises the very error,
