@@ -130,7 +130,8 @@ test-mcp-conformance: venv $(MCP_CONFORMANCE)/node_modules/.package-lock.json
 
 ## The suite's 0.2.0 pre-release (tests/mcp/conformance/v2026, pinned apart from 0.1.16) with its
 ## 2026-07-28 client scenarios against the same adapter: bindloop's client speaking the stateless
-## revision. Pinned to the exact pre-release (its package-lock), so a newer pre-release changes
+## revision; then its 2026-07-28 server scenarios against bindloop's MCP server (run_server.py,
+## the ones a tools-only server answers: its docstring lists the rest). Pinned to the exact pre-release (its package-lock), so a newer pre-release changes
 ## nothing until the pin moves.
 $(MCP_CONFORMANCE)/v2026/node_modules/.package-lock.json: $(MCP_CONFORMANCE)/v2026/package.json $(MCP_CONFORMANCE)/v2026/package-lock.json
 	cd $(MCP_CONFORMANCE)/v2026 && npm ci --no-audit --no-fund
@@ -138,6 +139,7 @@ $(MCP_CONFORMANCE)/v2026/node_modules/.package-lock.json: $(MCP_CONFORMANCE)/v20
 
 test-mcp-conformance-2026: venv $(MCP_CONFORMANCE)/v2026/node_modules/.package-lock.json
 	$(PY) $(MCP_CONFORMANCE)/run.py --retry --suite v2026 --spec-version 2026-07-28
+	$(PY) $(MCP_CONFORMANCE)/run_server.py --retry --suite v2026 --spec-version 2026-07-28
 
 ## The TypeScript everything server (npm @modelcontextprotocol/server-everything, bound to
 ## 127.0.0.1) against bindloop's client on asyncio and trio: tools, resources, prompts,

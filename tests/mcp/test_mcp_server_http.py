@@ -12,7 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bindloop.contracts import ToolResult
-from bindloop.mcp.server import McpHttpAnswer, McpServer, answer_mcp_http
+from bindloop.mcp.server import (
+    McpCall,
+    McpHttpAnswer,
+    McpServer,
+    answer_mcp_call,
+    answer_mcp_http,
+    decide_mcp_http,
+    mcp_http_streams,
+)
 from bindloop.tools import define_tool
 
 pytestmark = pytest.mark.anyio
@@ -80,6 +88,25 @@ async def test_a_session_a_json_call_and_a_buffered_progress_stream() -> None:
     assert events[-1]["id"] == 3 and events[-1]["result"]["content"][0]["text"] == "counted 2"
     ended = await answer_mcp_http(server, method="DELETE", headers=headers, body=b"")
     assert ended.status == 200 and server.session_count == 0
+
+
+async def test_the_halves_decide_then_run_a_call_and_say_when_it_streams() -> None:
+    server = McpServer([COUNT], sessions=False)
+    refused = decide_mcp_http(server, method="GET", headers=JSON, body=b"")
+    assert isinstance(refused, McpHttpAnswer) and refused.status == 405
+    listed = decide_mcp_http(server, method="POST", headers=JSON, body=_rpc("tools/list"))
+    assert isinstance(listed, McpHttpAnswer) and listed.status == 200
+    progress = {"name": "count", "arguments": {"steps": 2}, "_meta": {"progressToken": 1}}
+    call = decide_mcp_http(server, method="POST", headers=JSON, body=_rpc("tools/call", progress))
+    assert isinstance(call, McpCall)
+    assert mcp_http_streams(call, JSON)
+    assert not mcp_http_streams(call, {**JSON, "accept": "application/json"})
+    quiet = decide_mcp_http(server, method="POST", headers=JSON,
+                            body=_rpc("tools/call", {"name": "count"}))
+    assert isinstance(quiet, McpCall) and not mcp_http_streams(quiet, JSON)
+    answered = await answer_mcp_call(server, call, JSON)
+    assert dict(answered.headers)["content-type"] == "text/event-stream"
+    assert answered.body.count(b"notifications/progress") == 2
 
 
 _HEADER_NAMES = st.sampled_from(["content-type", "accept", "mcp-session-id",

@@ -228,7 +228,6 @@ async def test_forged_and_moved_states_are_refused_and_a_missing_answer_is_asked
         cases: dict[str, dict[str, Any]] = {
             "forged": {"requestState": f"{forged_payload}.{mac}", "inputResponses": answer},
             "garbage": {"requestState": "%%%.!!!", "inputResponses": answer},
-            "no state": {"inputResponses": answer},
         }
         for name, extra in cases.items():
             refused = (await http.post(url, content=_call(extra), headers=_HEADERS)).json()

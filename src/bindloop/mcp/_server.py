@@ -58,6 +58,7 @@ _EXPIRED: Final = object()  # _unseal's answer for a genuine state issued too lo
 _NO_SESSION: Final = -32001  # the official SDKs' code for "session not found"
 _BAD_REQUEST: Final = -32000
 HEADER_MISMATCH: Final = -32020
+MISSING_CLIENT_CAPABILITY: Final = -32021
 UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
 
 STATELESS_VERSIONS: Final[tuple[str, ...]] = ("2026-07-28",)
@@ -69,6 +70,13 @@ _SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 _NAME_BEARING: Final[Mapping[str, str]] = MappingProxyType(
     {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"})
 _B64_HEADER = re.compile(r"=\?base64\?(?P<payload>.*)\?=")
+INPUT_METHODS: Final[Mapping[str, str]] = MappingProxyType({
+    "elicitation/create": "elicitation", "sampling/createMessage": "sampling",
+    "roots/list": "roots"})
+"""The methods a tool may ask the client for (:meth:`McpToolContext.ask`), each with the client
+capability it needs."""
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,100}")
+_HEADER_TYPES: Final = ("string", "integer", "boolean")
 
 _MAX_DEPTH = 64
 _SESSION_ID = re.compile(r"[\x21-\x7e]{1,256}")
@@ -93,7 +101,8 @@ class McpCall(msgspec.Struct, frozen=True, kw_only=True):
     """A ``tools/call`` for the host to run with :meth:`McpServer.run_call`. ``progress_token`` is
     the client's (``None``: it asked for no progress, and a JSON reply does); ``session_id`` the
     session it belongs to (``None`` without sessions, and for a ``stateless`` call: one in the
-    2026-07-28 form, whose result carries ``resultType``)."""
+    2026-07-28 form, whose result carries ``resultType``); ``client_capabilities`` what the client
+    declared (the request's ``_meta``, or the session's ``initialize``)."""
 
     request_id: RequestId
     tool: str
@@ -103,18 +112,28 @@ class McpCall(msgspec.Struct, frozen=True, kw_only=True):
     identity: str
     stateless: bool = False
     input: McpToolInput | None = None
-    can_elicit: bool = False
+    client_capabilities: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 class McpToolInput(msgspec.Struct, frozen=True, kw_only=True):
     """What a re-issued 2026-07-28 call brings a tool that suspended: ``state``, the tool's own
     :attr:`ToolSuspend.state <bindloop.contracts.ToolSuspend.state>` as it returned it (checked:
     the server sealed it), the user's ``action`` on the question (``accept``, ``decline`` or
-    ``cancel``) and, when accepted, the ``reply`` text."""
+    ``cancel``) and, when accepted, the ``reply`` text.
+
+    For a tool that asked its own input requests (:meth:`McpToolContext.ask`), ``action`` is
+    ``responded`` and ``responses`` holds the client's answer to each key it asked, as the client
+    sent it (an ``ElicitResult``, a ``CreateMessageResult``, a ``ListRootsResult``: JSON objects);
+    keys it did not ask are dropped, and a re-issue missing one is asked again before the tool
+    runs. A call that brings ``inputResponses`` without a ``requestState`` (the ephemeral flow)
+    reaches the tool as ``state=None``, ``action="responded"`` and every response that is an
+    object, unchecked: the tool looks for the keys it needs and asks again when one is missing.
+    Only a state the server sealed is ever given back as ``state``."""
 
     state: str | None
     action: str
     reply: str | None = None
+    responses: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
 
 
 REPLY_KEY: Final = "reply"
@@ -132,17 +151,25 @@ class McpToolContext:
     or goes away (the call's task is cancelled as well). ``input`` is an :class:`McpToolInput`
     when this call is the re-issue of one the tool suspended (2026-07-28), else ``None``.
 
-    :meth:`report_progress` is how a tool reports progress: a tool written for any host calls
-    ``getattr(ctx, "report_progress", None)`` and uses it when there is one."""
+    ``client_capabilities`` is what the client declared (``sampling``, ``elicitation``,
+    ``roots``, ...): a read-only mapping.
 
-    __slots__ = ("_emit", "_last", "_token", "identity", "input", "request_id", "session_id",
-                 "signal", "tool_name")
+    :meth:`report_progress` is how a tool reports progress: a tool written for any host calls
+    ``getattr(ctx, "report_progress", None)`` and uses it when there is one. :meth:`ask` is how
+    it asks the client for input (2026-07-28)."""
+
+    __slots__ = ("_asked", "_emit", "_last", "_token", "client_capabilities", "identity",
+                 "input", "request_id", "session_id", "signal", "tool_name")
 
     def __init__(self, *, tool_name: str, request_id: RequestId, session_id: str | None,
                  identity: str, signal: AbortSignal, progress_token: RequestId | None,
-                 emit: Callable[[bytes], None], input: McpToolInput | None = None) -> None:
+                 emit: Callable[[bytes], None], input: McpToolInput | None = None,
+                 client_capabilities: Mapping[str, Any] | None = None) -> None:
         self.tool_name = tool_name
         self.input = input
+        self.client_capabilities: Mapping[str, Any] = MappingProxyType(
+            dict(client_capabilities or {}))
+        self._asked: tuple[ToolSuspend, dict[str, dict[str, Any]]] | None = None
         self.request_id = request_id
         self.session_id = session_id
         self.identity = identity
@@ -176,6 +203,42 @@ class McpToolContext:
                                              params=params)))
         return True
 
+    def ask(self, requests: Mapping[str, Mapping[str, Any]], *,
+            state: str | None = None) -> ToolSuspend:
+        """Ask the client for input and return the suspend the tool returns: the call is answered
+        ``input_required`` (Multi Round-Trip Requests, 2026-07-28) with ``requests`` — keys of
+        the tool's choosing, each ``{"method": ..., "params": {...}}`` with a method of
+        :data:`INPUT_METHODS` (``elicitation/create``, ``sampling/createMessage``,
+        ``roots/list``) — and a sealed ``requestState`` carrying ``state``. The client re-issues
+        the call with a response for every key; the tool then runs again with ``ctx.input``
+        (``action`` ``responded``, the ``responses`` by key, ``state``). A re-issue missing a key
+        is asked again without running the tool.
+
+        Only on a server with a ``state_secret``, in the stateless form, and for methods whose
+        capability the client declared (read :attr:`client_capabilities` first): a request for
+        an undeclared one is answered ``MissingRequiredClientCapabilityError`` (-32021), and
+        without a secret or over 2025-11-25 the suspend is an error result saying the call
+        cannot be resumed. A malformed request: :class:`~bindloop.errors.UsageError`."""
+        if not isinstance(requests, Mapping) or not requests:
+            raise UsageError("McpToolContext.ask needs a non-empty mapping of input requests")
+        asked: dict[str, dict[str, Any]] = {}
+        for key, request in requests.items():
+            if not isinstance(key, str) or not 1 <= len(key) <= 100:
+                raise UsageError("McpToolContext.ask: each key is a string of 1-100 characters")
+            method = request.get("method") if isinstance(request, Mapping) else None
+            params = request.get("params", {}) if isinstance(request, Mapping) else None
+            if method not in INPUT_METHODS or not isinstance(params, Mapping):
+                raise UsageError(f"McpToolContext.ask: {key!r} must be {{'method': one of "
+                                 f"{sorted(INPUT_METHODS)}, 'params': {{...}}}}")
+            asked[key] = {"method": method, "params": dict(params)}
+        if state is not None and not isinstance(state, str):
+            raise UsageError("McpToolContext.ask(state=) must be a string or None")
+        suspend = ToolSuspend(mode="waiting_for_reply",
+                              detail=f"input requested from the client: {', '.join(asked)}",
+                              state=state)
+        self._asked = (suspend, asked)
+        return suspend
+
     def _close(self) -> None:
         self._emit = None
 
@@ -193,11 +256,12 @@ class _Running:
 
 
 class _Session:
-    __slots__ = ("identity", "running", "version")
+    __slots__ = ("capabilities", "identity", "running", "version")
 
-    def __init__(self, identity: str, version: str) -> None:
+    def __init__(self, identity: str, version: str, capabilities: dict[str, Any]) -> None:
         self.identity = identity
         self.version = version
+        self.capabilities = capabilities
         self.running: dict[RequestId, _Running] = {}
 
 
@@ -256,6 +320,19 @@ class McpServer:
         re-issued call with an older state is refused (``Invalid params``, saying it expired)
         and never reaches the tool: a question answered a day later, or a state replayed long
         after, starts the call again instead.
+    required_client_capabilities
+        Per tool name, the client capabilities a call needs (e.g. ``{"summarize":
+        ("sampling",)}``): a 2026-07-28 call from a client whose ``_meta`` does not declare them
+        is refused with ``MissingRequiredClientCapabilityError`` (-32021, HTTP 400, the missing
+        ones in ``data.requiredCapabilities``) and never reaches the tool.
+
+    A tool whose parameters carry ``x-mcp-header`` annotations (a property's JSON Schema
+    ``"x-mcp-header": "Region"``, e.g. through ``msgspec.Meta(extra_json_schema=...)``) has
+    them checked on every 2026-07-28 call: the ``Mcp-Param-Region`` header (plain, or
+    ``=?base64?...?=``) must carry the argument's value, and be absent when the argument is;
+    otherwise the call is refused with ``HeaderMismatch`` (-32020, HTTP 400). Annotations the
+    transport forbids (an empty or non-token name, a duplicate ignoring case, one on a property
+    that is not a string, integer or boolean, or one of those or null) are a :class:`~bindloop.errors.UsageError` here.
     """
 
     def __init__(self, tools: Iterable[Tool[Any, Any]], *, name: str = "bindloop",
@@ -266,7 +343,9 @@ class McpServer:
                  is_fatal_tool_error: Callable[[BaseException], bool] | None = None,
                  on_tool_exception: ToolExceptionHook | None = None,
                  state_secret: bytes | None = None, state_ttl_ms: float = 3_600_000,
-                 clock: Clock = epoch_ms) -> None:
+                 clock: Clock = epoch_ms,
+                 required_client_capabilities: Mapping[str, Iterable[str]] | None = None
+                 ) -> None:
         if not (isinstance(state_ttl_ms, (int, float)) and math.isfinite(state_ttl_ms)
                 and state_ttl_ms > 0):
             raise UsageError("McpServer(state_ttl_ms=) must be a positive number of milliseconds")
@@ -299,9 +378,29 @@ class McpServer:
         listing = [McpToolInfo(name=t.name, description=t.description or None,
                                input_schema=dict(t.parameters)) for t in served.values()]
         self._tools_list: dict[str, Any] = {"tools": msgspec.to_builtins(listing)}
+        self._param_headers = {t.name: _param_headers(t.name, t.parameters)
+                               for t in served.values()}
+        self._required: dict[str, tuple[str, ...]] = {}
+        for tool_name, capabilities in (required_client_capabilities or {}).items():
+            if tool_name not in served:
+                raise UsageError(f"McpServer(required_client_capabilities=) names {tool_name!r}, "
+                                 "which is not served")
+            names = (capabilities,) if isinstance(capabilities, str) else tuple(capabilities)
+            if not names or not all(isinstance(c, str) and c for c in names):
+                raise UsageError("McpServer(required_client_capabilities=) maps a tool to "
+                                 "capability names")
+            self._required[tool_name] = names
 
     def __repr__(self) -> str:
         return f"McpServer(tools={list(self.tools)!r}, sessions={len(self._sessions)})"
+
+    @property
+    def param_header_names(self) -> frozenset[str]:
+        """The ``Mcp-Param-*`` headers the served tools' ``x-mcp-header`` annotations name, lower
+        case and without the prefix: the ones a host that forwards only known headers must hand
+        :meth:`post` (as ``param_headers``)."""
+        return frozenset(h.lower() for table in self._param_headers.values()
+                         for h in table.values())
 
     @property
     def session_count(self) -> int:
@@ -312,11 +411,13 @@ class McpServer:
 
     def post(self, body: bytes, *, session_id: str | None = None,
              protocol_version: str | None = None, identity: str = "",
-             method_header: str | None = None, name_header: str | None = None
-             ) -> McpReply | McpCall:
+             method_header: str | None = None, name_header: str | None = None,
+             param_headers: Mapping[str, str] | None = None) -> McpReply | McpCall:
         """Decide one POST: ``body`` as received, the ``Mcp-Session-Id``,
-        ``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name`` headers (``None`` when absent)
-        and the caller's ``identity``. Never raises for anything a client sends.
+        ``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name`` headers (``None`` when absent),
+        the ``Mcp-Param-*`` headers (``param_headers``: the name after ``Mcp-Param-``, lower
+        case, to the value) and the caller's ``identity``. Never raises for anything a client
+        sends.
 
         The era is decided per request, by what the client speaks: a request whose
         ``params._meta`` names ``io.modelcontextprotocol/protocolVersion`` (and is not
@@ -341,12 +442,14 @@ class McpServer:
                           "Invalid Request: not a JSON-RPC 2.0 message")
         if message.jsonrpc != "2.0":
             return _error(400, message.id, INVALID_REQUEST, "Invalid Request: jsonrpc must be 2.0")
-        if message.method is not None and message.method != "initialize" \
-                and isinstance(message.params, dict) \
+        if message.method is not None and isinstance(message.params, dict) \
                 and isinstance(message.params.get("_meta"), dict) \
-                and _VERSION_KEY in message.params["_meta"]:
+                and _VERSION_KEY in message.params["_meta"] \
+                and (message.method != "initialize" or "protocolVersion" not in message.params):
+            # An initialize without a protocolVersion is no handshake: in the stateless form
+            # it is a removed method (404).
             return self._stateless(message, protocol_version, method_header, name_header,
-                                   identity)
+                                   param_headers or {}, identity)
         if protocol_version in STATELESS_VERSIONS and message.method not in (None, "initialize"):
             # A 2026-07-28 request (by its header) without the version in its _meta.
             return _error(400, message.id, INVALID_PARAMS,
@@ -374,7 +477,8 @@ class McpServer:
             self._notification(message.method, message.params, session)
             return McpReply(status=202)
         return self._request(message.id, message.method, message.params,
-                             session_id if session is not None else None, identity)
+                             session_id if session is not None else None, identity,
+                             session.capabilities if session is not None else {})
 
     def _initialize(self, request_id: RequestId, params: dict[str, Any] | None,
                     identity: str) -> McpReply:
@@ -398,7 +502,9 @@ class McpServer:
             while len(self._sessions) >= self._max_sessions:
                 oldest = next(iter(self._sessions))
                 self._end(oldest)
-            self._sessions[session_id] = _Session(identity, version)
+            capabilities = (params or {}).get("capabilities")
+            self._sessions[session_id] = _Session(
+                identity, version, capabilities if isinstance(capabilities, dict) else {})
         return McpReply(status=200, body=_result(request_id, result), session_id=session_id)
 
     def _session(self, session_id: str, identity: str) -> _Session | None:
@@ -422,7 +528,8 @@ class McpServer:
                 running.cancel(reason if isinstance(reason, str) else "cancelled by the client")
 
     def _request(self, request_id: RequestId, method: str, params: dict[str, Any] | None,
-                 session_id: str | None, identity: str) -> McpReply | McpCall:
+                 session_id: str | None, identity: str,
+                 capabilities: dict[str, Any]) -> McpReply | McpCall:
         if method == "ping":
             return McpReply(status=200, body=_result(request_id, {}))
         if method == "tools/list":
@@ -431,10 +538,12 @@ class McpServer:
             return McpReply(status=202)
         if method != "tools/call":
             return _error(200, request_id, METHOD_NOT_FOUND, f"Method not found: {method}"[:200])
-        return self._call(request_id, params, session_id, identity, stateless=False)
+        return self._call(request_id, params, session_id, identity, capabilities,
+                          stateless=False)
 
     def _call(self, request_id: RequestId, params: dict[str, Any] | None,
-              session_id: str | None, identity: str, *, stateless: bool) -> McpReply | McpCall:
+              session_id: str | None, identity: str, capabilities: dict[str, Any], *,
+              stateless: bool) -> McpReply | McpCall:
         params = params or {}
         name = params.get("name")
         arguments = params.get("arguments")
@@ -451,7 +560,14 @@ class McpServer:
         if isinstance(token, bool) or not isinstance(token, (int, str)):
             token = None
         given: McpToolInput | None = None
-        if stateless and ("requestState" in params or "inputResponses" in params):
+        if stateless and "requestState" not in params \
+                and isinstance(params.get("inputResponses"), dict):
+            # Responses without a requestState (SEP-2322's ephemeral flow): the client's answers
+            # are its own either way; only a sealed state is ever given back as ``state``.
+            given = McpToolInput(state=None, action="responded", responses={
+                key: value for key, value in params["inputResponses"].items()
+                if isinstance(key, str) and isinstance(value, dict)})
+        elif stateless and "requestState" in params:
             opened = self._unseal(name, identity, arguments, params.get("requestState"))
             if opened is None:
                 return _error(200, request_id, INVALID_PARAMS,
@@ -462,24 +578,24 @@ class McpServer:
                               "Invalid params: the requestState has expired; call the tool again")
             assert isinstance(opened, tuple)
             state, question = opened
-            given = _answer(state, params.get("inputResponses"))
+            given = _answer(state, question, params.get("inputResponses"))
             if given is None:
                 # The state is ours but the answer is missing or malformed: ask again (SEP-2322).
                 return McpReply(status=200, body=_result(request_id, self._asking(
                     name, identity, arguments, state, question)))
         return McpCall(request_id=request_id, tool=name, arguments=arguments,
                        progress_token=token, session_id=session_id, identity=identity,
-                       stateless=stateless, input=given)
+                       stateless=stateless, input=given, client_capabilities=capabilities)
 
     # -- Multi Round-Trip Requests (2026-07-28) ---------------------------------------------------
 
     def _seal_body(self, tool: str, identity: str, arguments: dict[str, Any] | None,
-                   state: str | None, question: str, expires: int) -> bytes:
+                   state: str | None, question: str | dict[str, Any], expires: int) -> bytes:
         return _CANONICAL.encode({"a": arguments or {}, "e": expires, "i": identity,
                                   "q": question, "s": state, "t": tool})
 
     def _seal(self, tool: str, identity: str, arguments: dict[str, Any] | None,
-              state: str | None, question: str) -> str:
+              state: str | None, question: str | dict[str, Any]) -> str:
         assert self._state_key is not None
         expires = int(self._clock() + self._state_ttl_ms)
         body = self._seal_body(tool, identity, arguments, state, question, expires)
@@ -489,8 +605,9 @@ class McpServer:
                 + base64.urlsafe_b64encode(mac).decode().rstrip("="))
 
     def _unseal(self, tool: str, identity: str, arguments: dict[str, Any] | None,
-                sealed: object) -> tuple[str | None, str] | object | None:
-        """The tool's state and the question of a re-issued call's ``requestState``; ``None``
+                sealed: object) -> tuple[str | None, str | dict[str, Any]] | object | None:
+        """The tool's state and the question (the default form's text, or the input requests
+        the tool asked) of a re-issued call's ``requestState``; ``None``
         when it is not one this server sealed for this tool, identity and arguments; ``_EXPIRED``
         when it is, but was issued more than ``state_ttl_ms`` ago."""
         if self._state_key is None or not isinstance(sealed, str) or len(sealed) > _MAX_STATE:
@@ -504,7 +621,8 @@ class McpServer:
         if not isinstance(payload, dict):
             return None
         state, question, expires = payload.get("s"), payload.get("q"), payload.get("e")
-        if ((state is not None and not isinstance(state, str)) or not isinstance(question, str)
+        if ((state is not None and not isinstance(state, str))
+                or not isinstance(question, (str, dict))
                 or isinstance(expires, bool) or not isinstance(expires, int)):
             return None
         expected = hmac.new(self._state_key,
@@ -517,14 +635,16 @@ class McpServer:
         return state, question
 
     def _asking(self, tool: str, identity: str, arguments: dict[str, Any] | None,
-                state: str | None, question: str) -> dict[str, Any]:
-        return {
-            "resultType": "input_required",
-            "inputRequests": {REPLY_KEY: {"method": "elicitation/create", "params": {
+                state: str | None, question: str | dict[str, Any]) -> dict[str, Any]:
+        requests = question if isinstance(question, dict) else {
+            REPLY_KEY: {"method": "elicitation/create", "params": {
                 "mode": "form", "message": question, "requestedSchema": {
                     "type": "object", "properties": {REPLY_KEY: {
                         "type": "string", "title": "Your answer"}},
-                    "required": [REPLY_KEY]}}}},
+                    "required": [REPLY_KEY]}}}}
+        return {
+            "resultType": "input_required",
+            "inputRequests": requests,
             "requestState": self._seal(tool, identity, arguments, state, question),
             "_meta": {_SERVER_INFO_KEY: {"name": self.info.name, "version": self.info.version}}}
 
@@ -536,7 +656,7 @@ class McpServer:
 
     def _stateless(self, message: RpcIncoming, version_header: str | None,
                    method_header: str | None, name_header: str | None,
-                   identity: str) -> McpReply | McpCall:
+                   param_headers: Mapping[str, str], identity: str) -> McpReply | McpCall:
         method = message.method
         params = message.params
         assert method is not None and params is not None
@@ -573,12 +693,18 @@ class McpServer:
             return McpReply(status=200, body=_result(request_id, self._stamped({
                 **self._tools_list, "ttlMs": 0, "cacheScope": "private"})))
         if method == "tools/call":
-            made = self._call(request_id, params, None, identity, stateless=True)
             caps = meta.get(_CAPABILITIES_KEY)
-            if isinstance(made, McpCall) and isinstance(caps, dict) \
-                    and isinstance(caps.get("elicitation"), dict):
-                made = msgspec.structs.replace(made, can_elicit=True)
-            return made
+            capabilities = caps if isinstance(caps, dict) else {}
+            arguments = params.get("arguments")
+            if isinstance(named, str) and named in self.tools:
+                mismatch = _param_mismatch(self._param_headers[named], arguments, param_headers)
+                if mismatch is not None:
+                    return _error(400, request_id, HEADER_MISMATCH, mismatch)
+                missing = [c for c in self._required.get(named, ())
+                           if not isinstance(capabilities.get(c), dict)]
+                if missing:
+                    return _missing_capabilities(400, request_id, missing)
+            return self._call(request_id, params, None, identity, capabilities, stateless=True)
         return _error(404, request_id, METHOD_NOT_FOUND, f"Method not found: {method}"[:200])
 
     def _stamped(self, result: dict[str, Any]) -> dict[str, Any]:
@@ -605,7 +731,8 @@ class McpServer:
         ctx = McpToolContext(tool_name=call.tool, request_id=call.request_id,
                              session_id=call.session_id, identity=call.identity,
                              signal=controller.signal, progress_token=call.progress_token,
-                             emit=emit, input=call.input)
+                             emit=emit, input=call.input,
+                             client_capabilities=call.client_capabilities)
         session = self._sessions.get(call.session_id) if call.session_id is not None else None
         outcome: ToolOutcome | None = None
         failed = False
@@ -630,8 +757,20 @@ class McpServer:
             return _error_message(call.request_id, REQUEST_CANCELLED, "Request cancelled")
         if outcome is None:
             return _error_message(call.request_id, INTERNAL_ERROR, "Internal error")
+        asking = call.stateless and self._state_key is not None
+        if ctx._asked is not None and outcome is ctx._asked[0] and asking:
+            requests = ctx._asked[1]
+            missing = sorted({INPUT_METHODS[r["method"]] for r in requests.values()}
+                             - {c for c, v in call.client_capabilities.items()
+                                if isinstance(v, dict)})
+            if missing:
+                return _error_message(call.request_id, MISSING_CLIENT_CAPABILITY,
+                                      "Missing required client capability",
+                                      {"requiredCapabilities": {c: {} for c in missing}})
+            return _result(call.request_id, self._asking(
+                call.tool, call.identity, call.arguments, outcome.state, requests))
         if isinstance(outcome, ToolSuspend) and outcome.mode == "waiting_for_reply" \
-                and call.stateless and call.can_elicit and self._state_key is not None:
+                and asking and isinstance(call.client_capabilities.get("elicitation"), dict):
             return _result(call.request_id, self._input_required(call, outcome))
         result = msgspec.to_builtins(call_result_of(outcome, call.tool))
         return _result(call.request_id, self._stamped(result) if call.stateless else result)
@@ -680,8 +819,18 @@ class McpServer:
 _CANONICAL = msgspec.json.Encoder(order="sorted")
 
 
-def _answer(state: str | None, responses: object) -> McpToolInput | None:
-    """The user's answer among a re-issued call's ``inputResponses`` (``None``: none usable)."""
+def _answer(state: str | None, question: str | dict[str, Any],
+            responses: object) -> McpToolInput | None:
+    """The user's answer among a re-issued call's ``inputResponses`` (``None``: none usable):
+    for input requests the tool asked, a JSON object for each of their keys (others dropped)."""
+    if isinstance(question, dict):
+        if not isinstance(responses, dict):
+            return None
+        kept = {key: value for key in question
+                if isinstance(value := responses.get(key), dict)}
+        if len(kept) != len(question):
+            return None
+        return McpToolInput(state=state, action="responded", responses=kept)
     answer = responses.get(REPLY_KEY) if isinstance(responses, dict) else None
     action = answer.get("action") if isinstance(answer, dict) else None
     if action not in ("accept", "decline", "cancel"):
@@ -726,6 +875,69 @@ def _header_value(value: str | None) -> str | None:
         return base64.b64decode(match["payload"], validate=True).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError):
         return None
+
+
+def _param_headers(tool: str, schema: Mapping[str, Any]) -> dict[str, str]:
+    """A tool's ``x-mcp-header`` annotations: argument name to header name (after
+    ``Mcp-Param-``); :class:`~bindloop.errors.UsageError` for one the transport forbids."""
+    properties = schema.get("properties")
+    found: dict[str, str] = {}
+    if not isinstance(properties, Mapping):
+        return found
+    for argument, prop in properties.items():
+        if not isinstance(prop, Mapping) or "x-mcp-header" not in prop:
+            continue
+        header = prop["x-mcp-header"]
+        if not isinstance(header, str) or not _HEADER_NAME.fullmatch(header):
+            raise UsageError(f"McpServer: tool {tool!r} argument {argument!r} has an x-mcp-header "
+                             "that is not a header name (1-100 token characters)")
+        if _header_type(prop) is None:
+            raise UsageError(f"McpServer: tool {tool!r} argument {argument!r}: x-mcp-header is "
+                             "only for string, integer and boolean arguments")
+        if header.lower() in (h.lower() for h in found.values()):
+            raise UsageError(f"McpServer: tool {tool!r} names x-mcp-header {header!r} twice")
+        found[argument] = header
+    return found
+
+
+def _header_type(prop: Mapping[str, Any]) -> str | None:
+    """The primitive type of an ``x-mcp-header`` property: its ``type``, or the one primitive of
+    a ``T | None`` (``anyOf`` or a type list with ``null``); ``None`` for any other."""
+    kinds = prop.get("type")
+    if kinds is None and isinstance(prop.get("anyOf"), list):
+        kinds = [branch.get("type") if isinstance(branch, Mapping) else None
+                 for branch in prop["anyOf"]]
+    if isinstance(kinds, str):
+        kinds = [kinds]
+    if not isinstance(kinds, list):
+        return None
+    primitive = [k for k in kinds if k != "null"]
+    return primitive[0] if len(primitive) == 1 and primitive[0] in _HEADER_TYPES else None
+
+
+def _param_mismatch(annotated: Mapping[str, str], arguments: object,
+                    headers: Mapping[str, str]) -> str | None:
+    """Why a call's ``Mcp-Param-*`` headers disagree with its annotated arguments, or ``None``."""
+    given = arguments if isinstance(arguments, dict) else {}
+    for argument, header in annotated.items():
+        value = given.get(argument)
+        sent = headers.get(header.lower())
+        if value is None:
+            if sent is not None:
+                return f"the Mcp-Param-{header} header is sent without its argument"
+            continue
+        if sent is None:
+            return f"the Mcp-Param-{header} header is missing"
+        expected = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        if _header_value(sent.strip(" \t")) != expected:
+            return f"the Mcp-Param-{header} header does not match the argument"
+    return None
+
+
+def _missing_capabilities(status: int, request_id: RequestId, missing: Iterable[str]) -> McpReply:
+    return McpReply(status=status, body=_error_message(
+        request_id, MISSING_CLIENT_CAPABILITY, "Missing required client capability",
+        {"requiredCapabilities": {c: {} for c in missing}}))
 
 
 def _error(status: int, request_id: RequestId | None, code: int, message: str) -> McpReply:

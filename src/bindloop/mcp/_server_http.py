@@ -11,7 +11,7 @@ is ``bindloop.hosts.mcp.server.McpServerApp``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import msgspec
 
@@ -51,6 +51,16 @@ def mcp_post_refusal(headers: Mapping[str, str]) -> tuple[int, str] | None:
     return None
 
 
+def mcp_param_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The ``Mcp-Param-*`` headers among ``headers`` (lower-case names), for
+    :meth:`McpServer.post`: the name after ``mcp-param-`` to the value (the first of repeats)."""
+    found: dict[str, str] = {}
+    for name, value in headers:
+        if name.startswith("mcp-param-") and len(name) > 10:
+            found.setdefault(name[10:], value)
+    return found
+
+
 def _takes(headers: Mapping[str, str], kind: str) -> bool:
     accept = (headers.get("accept") or "*/*").lower()
     return "*/*" in accept or kind in accept
@@ -72,7 +82,21 @@ async def answer_mcp_http(server: McpServer, *, method: str, headers: Mapping[st
 
     ``POST``: the message, as :meth:`McpServer.post` decides, a tool call run to its end.
     ``DELETE``: :meth:`McpServer.delete`. Anything else: 405 naming ``POST, DELETE`` (this
-    binding opens no stream of the server's own)."""
+    binding opens no stream of the server's own). It is :func:`decide_mcp_http` then, for a
+    call, :func:`answer_mcp_call`."""
+    decided = decide_mcp_http(server, method=method, headers=headers, body=body,
+                              identity=identity)
+    if isinstance(decided, McpHttpAnswer):
+        return decided
+    return await answer_mcp_call(server, decided, headers)
+
+
+def decide_mcp_http(server: McpServer, *, method: str, headers: Mapping[str, str],
+                    body: bytes, identity: str = "") -> McpHttpAnswer | McpCall:
+    """:func:`answer_mcp_http` up to the tool: the whole answer, or the :class:`McpCall` to run
+    — with :func:`answer_mcp_call`, or by a host that streams: when :func:`mcp_http_streams`
+    says the answer is an event stream, each message ``McpServer.run_call`` emits is one
+    ``event: message`` as it comes, then the response."""
     verb = method.upper()
     session_id = headers.get("mcp-session-id")
     if verb == "DELETE":
@@ -87,17 +111,31 @@ async def answer_mcp_http(server: McpServer, *, method: str, headers: Mapping[st
     decided = server.post(body, session_id=session_id,
                           protocol_version=headers.get("mcp-protocol-version"),
                           identity=identity, method_header=headers.get("mcp-method"),
-                          name_header=headers.get("mcp-name"))
+                          name_header=headers.get("mcp-name"),
+                          param_headers=mcp_param_headers(headers.items()))
     if isinstance(decided, McpReply):
         return _reply(decided)
-    return await _run(server, decided, headers)
+    return decided
+
+
+def mcp_http_streams(call: McpCall, headers: Mapping[str, str]) -> bool:
+    """Whether ``call`` is answered on an event stream as it runs: the client asked for progress
+    (a ``progressToken``) and its ``Accept`` takes ``text/event-stream``."""
+    return call.progress_token is not None and _takes(headers, "text/event-stream")
+
+
+async def answer_mcp_call(server: McpServer, call: McpCall,
+                          headers: Mapping[str, str]) -> McpHttpAnswer:
+    """Run ``call`` to its end and answer it whole: JSON, or an event stream holding its
+    progress notifications and then the response (:func:`mcp_http_streams`, or a client that
+    takes no JSON)."""
+    return await _run(server, call, headers)
 
 
 async def _run(server: McpServer, call: McpCall, headers: Mapping[str, str]) -> McpHttpAnswer:
     progress: list[bytes] = []
     response = await server.run_call(call, progress.append)
-    streamed = call.progress_token is not None and _takes(headers, "text/event-stream")
-    if not streamed and _takes(headers, "application/json"):
+    if not mcp_http_streams(call, headers) and _takes(headers, "application/json"):
         return McpHttpAnswer(status=200, headers=_JSON, body=response)
     events = b"".join(b"event: message\ndata: " + message + b"\n\n"
                       for message in (*progress, response))

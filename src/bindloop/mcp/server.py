@@ -3,8 +3,11 @@ the streamable HTTP transport (an :class:`McpReply` to send, or an :class:`McpCa
 ``run_call``); a served tool reads its :class:`McpToolContext` (a re-issued 2026-07-28 call's
 answers as :class:`McpToolInput`) and may refuse a request with :class:`McpRequestRefused`.
 :func:`answer_mcp_http` answers one HTTP request whole (an :class:`McpHttpAnswer`) for a
-request/response host such as a Worker, :func:`mcp_post_refusal` being the transport checks it
-shares with the streaming ASGI binding, ``bindloop.hosts.mcp.server.McpServerApp``.
+request/response host such as a Worker (:func:`decide_mcp_http`, :func:`mcp_http_streams` and
+:func:`answer_mcp_call` are its halves, for a host that streams a call's progress as it
+runs); :func:`mcp_post_refusal` and :func:`mcp_param_headers` are the transport checks and
+header reading it shares with the streaming ASGI binding,
+``bindloop.hosts.mcp.server.McpServerApp``.
 See docs/mcp.md.
 """
 
@@ -21,7 +24,11 @@ from ._errors import (
 )
 from ._server_http import (
     McpHttpAnswer as McpHttpAnswer,
+    answer_mcp_call as answer_mcp_call,
     answer_mcp_http as answer_mcp_http,
+    decide_mcp_http as decide_mcp_http,
+    mcp_http_streams as mcp_http_streams,
+    mcp_param_headers as mcp_param_headers,
     mcp_post_refusal as mcp_post_refusal,
 )
 
@@ -34,7 +41,11 @@ __all__ = (
     "McpToolContext",
     "McpToolInput",
     "ToolExceptionHook",
+    "answer_mcp_call",
     "answer_mcp_http",
+    "decide_mcp_http",
+    "mcp_http_streams",
+    "mcp_param_headers",
     "mcp_post_refusal",
 )
 

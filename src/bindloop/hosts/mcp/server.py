@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,7 +26,13 @@ import anyio
 import msgspec
 
 from bindloop.contracts import ToolError
-from bindloop.mcp.server import McpCall, McpReply, McpServer, mcp_post_refusal
+from bindloop.mcp.server import (
+    McpCall,
+    McpReply,
+    McpServer,
+    mcp_param_headers,
+    mcp_post_refusal,
+)
 from bindloop.tools import Tool
 
 from bindloop.hosts.asgi.chat import chat_request, read_body
@@ -75,7 +81,8 @@ class McpServerApp:
     (logger ``bindloop.hosts.mcp.server``) unless ``on_tool_exception`` says otherwise; the
     client reads what the model would (see :meth:`McpServer.run_call`). ``state_secret``: the
     key that lets a suspended tool ask a 2026-07-28 client for its answer, ``state_ttl_ms`` how
-    long such a question stays answerable (``McpServer``'s).
+    long such a question stays answerable, ``required_client_capabilities`` the capabilities a
+    tool's 2026-07-28 callers must declare (``McpServer``'s).
     """
 
     def __init__(self, tools: Sequence[Tool[Any, Any]] | McpServer, *, path: str = "/mcp",
@@ -87,7 +94,9 @@ class McpServerApp:
                  format_tool_exception: Callable[[Exception], ToolError] | None = None,
                  is_fatal_tool_error: Callable[[BaseException], bool] | None = None,
                  on_tool_exception: Callable[[str, BaseException], None] | None = None,
-                 state_secret: bytes | None = None, state_ttl_ms: float = 3_600_000) -> None:
+                 state_secret: bytes | None = None, state_ttl_ms: float = 3_600_000,
+                 required_client_capabilities: Mapping[str, Iterable[str]] | None = None
+                 ) -> None:
         if isinstance(tools, McpServer):
             self.server = tools
         else:
@@ -97,7 +106,8 @@ class McpServerApp:
                 max_body=max_body, format_tool_exception=format_tool_exception,
                 is_fatal_tool_error=is_fatal_tool_error,
                 on_tool_exception=on_tool_exception or _log_tool_exception,
-                state_secret=state_secret, state_ttl_ms=state_ttl_ms)
+                state_secret=state_secret, state_ttl_ms=state_ttl_ms,
+                required_client_capabilities=required_client_capabilities)
         self.path = "/" + path.strip("/")
         self._authorize = authorize
         self._origins = frozenset(o.rstrip("/").lower() for o in allowed_origins)
@@ -145,7 +155,8 @@ class McpServerApp:
         decided = self.server.post(body, session_id=session_id, identity=identity,
                                    protocol_version=_header(headers, "mcp-protocol-version"),
                                    method_header=_header(headers, "mcp-method"),
-                                   name_header=_header(headers, "mcp-name"))
+                                   name_header=_header(headers, "mcp-name"),
+                                   param_headers=mcp_param_headers(headers))
         if isinstance(decided, McpReply):
             await _send_reply(send, decided, not takes_json)
             return

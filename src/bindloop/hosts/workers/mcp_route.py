@@ -2,7 +2,10 @@
 (the entrypoint's ``tools``, the ones the agent equips) to any MCP client, through bindloop's
 binding-neutral handler (:func:`bindloop.mcp.server.answer_mcp_http`). Stateless: the 2026-07-28 form
 needs no session, and 2025-11-25 clients get no ``Mcp-Session-Id`` (``McpServer(sessions=False)``),
-so any request may reach any isolate and no Durable Object is involved. The caller is who
+so any request may reach any isolate and no Durable Object is involved. A call whose client asked
+for progress and takes an event stream is answered on one as it runs (each
+``notifications/progress`` when the tool reports it, then the result), kept alive with
+``ctx.waitUntil``; any other answer is sent whole. The caller is who
 :meth:`~bindloop.hosts.workers.app.ChatWorker.authorize` says; a refusal is a JSON-RPC error
 body. ``ask_user`` suspends, which
 a stateless call cannot resume: over MCP it answers an error result saying so.
@@ -10,14 +13,22 @@ a stateless call cannot resume: over MCP it answers an error result saying so.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 from workers import Response  # type: ignore[import-not-found]
 
 from bindloop.hosts.workers.agent import HttpError
-from bindloop.hosts.workers.web import Routes, read_text
-from bindloop.mcp.server import McpServer, answer_mcp_http
+from bindloop.hosts.workers.web import EventStream, Routes, read_text
+from bindloop.mcp.server import (
+    McpCall,
+    McpHttpAnswer,
+    McpServer,
+    answer_mcp_call,
+    decide_mcp_http,
+    mcp_http_streams,
+)
 from bindloop.tools import Tool
 
 __all__ = ("add_mcp_routes",)
@@ -25,7 +36,8 @@ __all__ = ("add_mcp_routes",)
 MAX_BODY = 1024 * 1024
 _HEADERS = ("content-type", "accept", "mcp-session-id", "mcp-protocol-version", "mcp-method",
             "mcp-name")
-"""The request headers the MCP handler reads."""
+"""The request headers the MCP handler reads, besides the ``Mcp-Param-*`` ones the served tools'
+``x-mcp-header`` annotations name."""
 
 
 class _Servers:
@@ -53,11 +65,37 @@ async def mcp(owner: Any, request: Any, _match: Any) -> Response:
                                                            "message": exc.body()["message"]}}
         return Response(json.dumps(refusal), status=exc.status,
                         headers={"content-type": "application/json"})
-    headers = {name: str(value) for name in _HEADERS
+    server = server_for(owner.tools)
+    wanted = (*_HEADERS, *(f"mcp-param-{name}" for name in sorted(server.param_header_names)))
+    headers = {name: str(value) for name in wanted
                if (value := request.headers.get(name)) is not None}
-    answer = await answer_mcp_http(server_for(owner.tools), method=str(request.method),
-                                   headers=headers, body=body.encode(), identity=identity)
+    decided = decide_mcp_http(server, method=str(request.method), headers=headers,
+                              body=body.encode(), identity=identity)
+    if isinstance(decided, McpCall) and mcp_http_streams(decided, headers):
+        return _live(owner, server, decided)
+    answer = decided if isinstance(decided, McpHttpAnswer) \
+        else await answer_mcp_call(server, decided, headers)
     return Response(answer.body.decode(), status=answer.status, headers=dict(answer.headers))
+
+
+def _live(owner: Any, server: McpServer, call: McpCall) -> Response:
+    """``call`` answered on an event stream written as it runs: each progress notification as
+    the tool reports it (``event: message``), then the response; the run outlives this handler
+    through ``ctx.waitUntil``."""
+    stream = EventStream(headers={"content-type": "text/event-stream",
+                                  "cache-control": "no-cache"})
+
+    def emit(message: bytes) -> None:
+        stream.send_encoded("message", message.decode())
+
+    async def run() -> None:
+        try:
+            emit(await server.run_call(call, emit))
+        finally:
+            await stream.close()
+
+    owner.ctx.waitUntil(asyncio.ensure_future(run()))
+    return stream.response()
 
 
 def add_mcp_routes(routes: Routes) -> None:
