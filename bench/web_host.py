@@ -3,8 +3,10 @@ it answers, and whether it keeps answering under abuse. Prints figures; not a te
 
     python bench/web_host.py [--chats 4000] [--ceiling-mib 512] [--seconds 10] [--flood 3000]
                              [--slow 1000] [--big 300] [--only capacity,rps,abuse]
+                             [--server auto|h11|httptools]
 
-The host runs in a child process under uvicorn on 127.0.0.1 (one worker, its defaults), serving
+The host runs in a child process under uvicorn on 127.0.0.1 (one worker; with ``httptools`` and
+``uvloop`` where installed, else h11 and asyncio -- ``--server`` picks, the first line says), serving
 ``agent_runner`` over the demo's scripted model (``examples.demos.ui_demo.DemoModel``, paced per
 event) with an ``authorize`` hook: a bearer token is the caller's identity, any other caller is
 ``anon:<address>`` -- the anonymous clients of the abuse run all come from 127.0.0.1, so they
@@ -56,7 +58,28 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # -- the host (child process) -----------------------------------------------------------------
 
-def serve(port: int, delay_s: float, mode: str) -> None:
+def server_setup(choice: str) -> tuple[str, str]:
+    """uvicorn's HTTP parser and event loop for ``--server``: ``auto`` takes ``httptools`` and
+    ``uvloop`` where installed (``pip install 'uvicorn[standard]'``, the documented deployment)
+    and uvicorn's pure-Python ``h11`` and asyncio otherwise; ``h11`` and ``httptools`` name
+    the parser (with the loop that goes with it: asyncio, uvloop where installed)."""
+    import importlib.util
+
+    def have(module: str) -> bool:
+        return importlib.util.find_spec(module) is not None
+
+    if choice == "h11":
+        return "h11", "asyncio"
+    if choice == "httptools" and not have("httptools"):
+        raise SystemExit("--server httptools: httptools is not installed "
+                         "(pip install 'uvicorn[standard]')")
+    if choice not in ("auto", "httptools"):
+        raise SystemExit(f"--server: auto, h11 or httptools, not {choice!r}")
+    http = "httptools" if have("httptools") else "h11"
+    return http, ("uvloop" if http == "httptools" and have("uvloop") else "asyncio")
+
+
+def serve(port: int, delay_s: float, mode: str, http: str = "h11", loop: str = "asyncio") -> None:
     import tempfile
 
     import uvicorn
@@ -109,7 +132,10 @@ def serve(port: int, delay_s: float, mode: str) -> None:
                           needs_approval=["delete_note"], **durable)
     app = ChatApp(runner, authorize=authorize, **bounds)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="critical", backlog=4096,
-                timeout_keep_alive=30)
+                timeout_keep_alive=30, http=http, loop=loop)
+
+
+SERVER = ("h11", "asyncio")  # set by main() from --server
 
 
 class Host:
@@ -121,7 +147,7 @@ class Host:
         env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}", "BENCH_STORE_URL": store_url}
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "--serve", str(self.port), str(delay_s),
-             mode], env=env)
+             mode, *SERVER], env=env)
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -405,7 +431,7 @@ def legit_client(port: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--serve", nargs=3, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--serve", nargs=5, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--legit", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--chats", type=int, default=4000)
     parser.add_argument("--ceiling-mib", type=float, default=512)
@@ -414,19 +440,26 @@ def main() -> None:
     parser.add_argument("--slow", type=int, default=1000)
     parser.add_argument("--big", type=int, default=300)
     parser.add_argument("--only", default="capacity,rps,abuse")
+    parser.add_argument("--server", default="auto",
+                        help="uvicorn's HTTP parser: auto (httptools and uvloop where installed, "
+                        "else h11), h11 or httptools")
     parser.add_argument("--rps-modes", default="plain,durable",
                         help="rps hosts: plain, sqlite (run logs in SQLite), durable, postgres, "
                         "redis")
     args = parser.parse_args()
     if args.serve is not None:
-        serve(int(args.serve[0]), float(args.serve[1]), args.serve[2])
+        serve(int(args.serve[0]), float(args.serve[1]), args.serve[2], args.serve[3],
+              args.serve[4])
         return
     if args.legit is not None:
         legit_client(args.legit)
         return
+    global SERVER
+    SERVER = server_setup(args.server)
     load = os.getloadavg()[0]
     print(f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs, "
-          f"load average {load:.2f} at start", flush=True)
+          f"load average {load:.2f} at start; uvicorn with http={SERVER[0]}, "
+          f"loop={SERVER[1]}", flush=True)
     parts = set(args.only.split(","))
     if "capacity" in parts:
         asyncio.run(capacity(args.chats, args.ceiling_mib))

@@ -1,6 +1,7 @@
 """The body bounds both chat-host bindings apply (bindloop.hosts.chat.bodies): a body is kept
 whole while it stays within the bound and refused (413) the moment it passes it, whatever its
-chunking; a declared length over the bound is refused before any chunk."""
+chunking; a declared length over the bound is refused before any chunk; the deadlines of body
+reads that start together are spread over the last quarter of the timeout."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bindloop.hosts.chat.bodies import BodyBound, BodyRefused
+from bindloop.hosts.chat.bodies import STAGGER, BodyBound, BodyRefused, staggered_timeout
 
 
 @given(st.lists(st.binary(max_size=40), max_size=12), st.integers(0, 200))
@@ -52,3 +53,25 @@ def test_the_refusals_name_their_status_and_code() -> None:
         BodyRefused(500, "not a body refusal")
     with pytest.raises(ValueError):
         BodyBound(max_bytes=1, timeout_s=0)
+
+
+@given(st.floats(0.01, 3600), st.integers(0, 2**40), st.integers(2, 600))
+def test_consecutive_body_deadlines_spread_evenly_over_the_last_quarter(
+        timeout_s: float, first: int, count: int) -> None:
+    """Any run of consecutive reads (a crowd of stalled connections opened at once) gets
+    deadlines within [(1 - STAGGER) * timeout_s, timeout_s] leaving no gap wider than 2/N of
+    that range: they do not all run out in one instant."""
+    deadlines = sorted(staggered_timeout(timeout_s, n) for n in range(first, first + count))
+    low, span = timeout_s * (1 - STAGGER), timeout_s * STAGGER
+    assert low - 1e-9 * timeout_s <= deadlines[0] and deadlines[-1] <= timeout_s
+    edges = [low, *deadlines, timeout_s]
+    widest = max(b - a for a, b in zip(edges, edges[1:]))
+    assert widest <= span * 2 / count + 1e-9 * timeout_s
+
+
+def test_the_first_read_gets_the_whole_timeout_and_bad_arguments_are_refused() -> None:
+    assert staggered_timeout(15.0, 0) == 15.0
+    assert staggered_timeout(15.0, 1) != staggered_timeout(15.0, 2)
+    for timeout_s, n in ((0.0, 1), (-1.0, 1), (1.0, -1)):
+        with pytest.raises(ValueError):
+            staggered_timeout(timeout_s, n)

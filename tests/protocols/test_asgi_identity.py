@@ -1,6 +1,7 @@
 """The ASGI host's identity hook and bounds, over real HTTP: a chat belongs to the identity that
 started it (another one reads, resumes, stops and reuses nothing of it), runs are capped per
-identity and in all (429 + Retry-After), and a body that does not arrive in time gets 408."""
+identity and in all (429 + Retry-After), and a body that does not arrive in time gets 408 (stalled
+bodies that arrived together each at a deadline of its own)."""
 
 from __future__ import annotations
 
@@ -119,6 +120,45 @@ def test_a_body_that_does_not_arrive_in_time_gets_408(served: Any) -> None:
             answer = sock.recv(4096)
             assert answer.startswith(b"HTTP/1.1 408")
             assert time.monotonic() - started < 5
+
+
+def _answer(sock: socket.socket) -> bytes:
+    """All a refused request's connection gets, up to its close (or 30 s)."""
+    got, deadline = b"", time.monotonic() + 30
+    while time.monotonic() < deadline:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        got += chunk
+        if got.rstrip().endswith(b"}"):  # the JSON refusal is whole
+            break
+    return got
+
+
+def test_stalled_bodies_that_arrived_together_time_out_at_deadlines_of_their_own(
+        served: Any) -> None:
+    """A crowd of stalled bodies is not refused in one instant: each request's 408 names its
+    own deadline, none past ``body_timeout_s`` nor under three quarters of it."""
+    with served(ChatApp(Held(), body_timeout_s=2.0)) as base:
+        url = urlsplit(base)
+        socks = [socket.create_connection((url.hostname, url.port), timeout=30)
+                 for _ in range(4)]
+        try:
+            for sock in socks:
+                sock.sendall(b"POST /api/chat HTTP/1.1\r\nhost: x\r\ncontent-type: "
+                             b"application/json\r\ncontent-length: 1000\r\n\r\n{\"id\":")
+            deadlines = []
+            for sock in socks:
+                answer = _answer(sock)
+                assert answer.startswith(b"HTTP/1.1 408"), answer[:80]
+                message = answer.split(b"\r\n\r\n", 1)[1]
+                seconds = message.split(b"took longer than ", 1)[1].split(b" s", 1)[0]
+                deadlines.append(float(seconds))
+        finally:
+            for sock in socks:
+                sock.close()
+    assert all(1.5 <= d <= 2.0 for d in deadlines), deadlines
+    assert len(set(deadlines)) == 4, deadlines
 
 
 def test_a_caller_at_its_bound_is_refused_before_its_body_is_read(served: Any) -> None:

@@ -91,7 +91,7 @@ from bindloop.stores import (
 )
 
 from bindloop.hosts.chat.access import Authorize, ChatRefused, ChatRequest, scoped_chat_id
-from bindloop.hosts.chat.bodies import BodyBound, BodyRefused
+from bindloop.hosts.chat.bodies import BodyBound, BodyRefused, staggered_timeout
 from bindloop.hosts.chat.errors import error_text
 from bindloop.hosts.chat.follow import Liveness
 
@@ -236,7 +236,9 @@ class ChatApp:
     :class:`~bindloop.hosts.asgi.run_logs.SqliteRunLogs`, or a Postgres or Redis one of
     ``bindloop.hosts.stores``, to keep them beyond the process, to let several processes serve
     one chat, and to continue a run whose process died: see the module docstring). ``max_body`` bounds a request body (413 above it) and
-    ``body_timeout_s`` the time to read it (408 after). A run renews its lease (``lease_ms``, on
+    ``body_timeout_s`` the time to read it (408 after; each request's deadline is staggered
+    between three quarters of it and all of it by :func:`~bindloop.hosts.chat.bodies.staggered_timeout`,
+    so stalled bodies that arrived together are not all refused in one instant). A run renews its lease (``lease_ms``, on
     ``clock_ms``, wall-clock milliseconds by default) every third of it; another process's run is
     followed by polling the store every ``poll_s``.
 
@@ -282,6 +284,7 @@ class ChatApp:
         self._max_runs = max_runs
         self._max_runs_per_identity = max_runs_per_identity
         self._body_timeout_s = body_timeout_s
+        self._bodies = 0  # body reads started: each one's deadline is staggered by its number
         self._per_identity: dict[str, int] = {}
         self._runner = runner
         self.logs: RunLogs = logs if logs is not None else MemoryRunLogs()
@@ -366,9 +369,10 @@ class ChatApp:
     # -- requests -------------------------------------------------------------------------------
 
     async def _body(self, scope: Scope, receive: Receive) -> bytes:
+        n, self._bodies = self._bodies, self._bodies + 1
         try:
             return await read_body(scope, receive, max_bytes=self._max_body,
-                                   timeout_s=self._body_timeout_s)
+                                   timeout_s=staggered_timeout(self._body_timeout_s, n))
         except BodyRefused as exc:
             raise _HttpError(exc.status, exc.code, str(exc)) from None
 

@@ -2,13 +2,34 @@
 the bound is refused before anything is read, a body is refused the moment it passes the bound
 while it arrives (never read whole first), and one not whole in time is refused. Each binding
 reads its own chunks (an ASGI ``receive``, a Worker's ``ReadableStream``) and hands them to a
-:class:`BodyBound`."""
+:class:`BodyBound`; a host reading many bodies on one event loop gives each its deadline by
+:func:`staggered_timeout`."""
 
 from __future__ import annotations
 
-__all__ = ("BodyBound", "BodyRefused")
+__all__ = ("STAGGER", "BodyBound", "BodyRefused", "staggered_timeout")
+
+STAGGER = 0.25
+"""The most a body's deadline is shortened by :func:`staggered_timeout`, as a share of it."""
+
+_GOLDEN_64 = 0x9E3779B97F4A7C15  # the golden ratio's fractional part, in 64-bit fixed point
 
 _CODES = {413: "body_too_large", 408: "body_timeout", 400: "disconnected"}
+
+
+def staggered_timeout(timeout_s: float, n: int) -> float:
+    """The body deadline of a host's ``n``-th body read (counted from 0): ``timeout_s`` shortened
+    by up to :data:`STAGGER` of it, by a share spread evenly over reads in the order they start
+    (the golden-ratio sequence: the deadlines of any ``N`` consecutive reads cut the range from
+    ``(1 - STAGGER) * timeout_s`` to ``timeout_s`` into gaps no wider than ``2 / N`` of it; read
+    0 gets ``timeout_s`` whole). Bodies that stall together -- a crowd of connections opened at
+    once, each sending a few bytes and then nothing -- so time out spread over a quarter of the
+    timeout instead of in one instant, whose hundreds of 408s would all queue on the event loop
+    ahead of every other client's frames."""
+    if not timeout_s > 0 or n < 0:
+        raise ValueError("staggered_timeout(timeout_s, n): timeout_s must be > 0 and n >= 0")
+    share = (n * _GOLDEN_64 % (1 << 64)) / (1 << 64)  # n times the golden ratio, mod 1, exactly
+    return timeout_s * (1 - STAGGER * share)
 
 
 class BodyRefused(Exception):
