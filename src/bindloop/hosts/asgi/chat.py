@@ -237,8 +237,9 @@ class ChatApp:
     ``bindloop.hosts.stores``, to keep them beyond the process, to let several processes serve
     one chat, and to continue a run whose process died: see the module docstring). ``max_body`` bounds a request body (413 above it) and
     ``body_timeout_s`` the time to read it (408 after; each request's deadline is staggered
-    between three quarters of it and all of it by :func:`~bindloop.hosts.chat.bodies.staggered_timeout`,
-    so stalled bodies that arrived together are not all refused in one instant). A run renews its lease (``lease_ms``, on
+    between three quarters of it and all of it by
+    :func:`~bindloop.hosts.chat.bodies.staggered_timeout`, so stalled bodies that arrived
+    together are not all refused in one instant). A run renews its lease (``lease_ms``, on
     ``clock_ms``, wall-clock milliseconds by default) every third of it; another process's run is
     followed by polling the store every ``poll_s``.
 
