@@ -3,6 +3,7 @@ request for the AI SDK UI message stream (majors 6 and 7) and A2A 1.0 (JSON-RPC,
 ``SendStreamingMessage``). Prints a table; not a test.
 
     .venv/bin/python bench/protocol_figures.py [-n 20] [--rps SECONDS] [--clients 8]
+        [--only-rps] [--provider-delay SECONDS]
 
 The same work on both runtimes: one chat turn that calls ``word_count`` and then answers, the
 model an OpenAI-chat provider scripted on 127.0.0.1 (this process), reached over HTTP by the
@@ -21,12 +22,19 @@ UI stream, and ``POST /ag-ui``): ``--clients`` clients each sending the same tur
 another over keep-alive for SECONDS per route, to ``ChatApp`` under uvicorn and to the Worker
 template in workerd, over the same scripted provider. Figures: requests/s, the median latency and
 the server process's CPU per request (the row ``bench/web_host.py`` prints for CPython, there with
-an in-process scripted model instead of the loopback provider).
+an in-process scripted model instead of the loopback provider), and the server's busiest thread's
+share of the wall time on a CPU and runnable but waiting for one (``/proc/PID/task/*/schedstat``):
+their sum near 100 % means that one thread bounds the rate. ``--provider-delay SECONDS`` spreads
+each provider reply over SECONDS (replies overlap): with it, more clients get proportionally more
+requests per second until that thread is busy, which shows that requests are not serialised.
+``BINDLOOP_WORKER_WHEELS`` names the Worker's wheel set (default ``harness/wasm/wheels-pyc``).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import os
 import socket
 import statistics
@@ -53,13 +61,38 @@ def _cpu_of(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _threads_of(pid: int) -> dict[str, tuple[int, int]]:
+    """Each thread's (ns on a CPU, ns runnable but waiting for one) from
+    ``/proc/PID/task/*/schedstat``."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            on_cpu, waiting, _ = (task / "schedstat").read_text().split()
+        except (OSError, ValueError):
+            continue
+        out[task.name] = (int(on_cpu), int(waiting))
+    return out
+
+
+def _busiest(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]],
+             wall: float) -> tuple[float, float]:
+    """The busiest thread's fractions of ``wall``: on a CPU, and runnable but waiting for one.
+    Their sum near 1 means that thread bounds the rate: it computed or queued for a core the
+    whole time, and requests could only wait for it."""
+    deltas = [(after[t][0] - before[t][0], after[t][1] - before[t][1]) for t in after if t in before]
+    on_cpu, waiting = max(deltas, default=(0, 0))
+    return on_cpu / 1e9 / wall, waiting / 1e9 / wall
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-def policy(request: Any) -> Any:
+def policy(request: Any, delay_s: float = 0.0) -> Any:
+    """The scripted model: a ``word_count`` call, then the answer; each reply's chunks spread
+    over ``delay_s`` (an asyncio sleep on the provider's loop, so replies overlap)."""
     from bindloop.contracts import TurnUsage
     from harness.fixtures.scripted_server import turn_reply
     from bindloop.testing import final_answer, tool_call, tool_call_turn
@@ -72,7 +105,8 @@ def policy(request: Any) -> Any:
     else:
         turn = tool_call_turn([tool_call("word_count", {"text": "the words of this"},
                                          id="wc1")])
-    return turn_reply("openai_chat", turn, stream=True, model=body["model"])
+    reply = turn_reply("openai_chat", turn, stream=True, model=body["model"])
+    return dataclasses.replace(reply, delay_s=delay_s / len(reply.chunks)) if delay_s else reply
 
 
 def serve(kind: str, port: int, provider: str) -> None:
@@ -142,10 +176,13 @@ def measure(base: str, pid: int, protocol: str, n: int) -> tuple[float, float, f
     return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs), cpu
 
 
-def rate(base: str, pid: int, protocol: str, seconds: float,
-         clients: int) -> tuple[float, float, float, int]:
-    """(requests/s, median latency s, server CPU s per request, requests) of ``clients`` clients
-    sending one request after another for ``seconds``."""
+Rate = tuple[float, float, float, int, float, float]
+
+
+def rate(base: str, pid: int, protocol: str, seconds: float, clients: int) -> Rate:
+    """(requests/s, median latency s, server CPU s per request, requests, the busiest server
+    thread's on-CPU and waiting-for-a-CPU fractions) of ``clients`` clients sending one request
+    after another for ``seconds``."""
     import threading
 
     latencies: list[float] = []
@@ -162,15 +199,16 @@ def rate(base: str, pid: int, protocol: str, seconds: float,
                 with lock:
                     latencies.append(took)
 
-    cpu0, wall0 = _cpu_of(pid), time.monotonic()
+    cpu0, sched0, wall0 = _cpu_of(pid), _threads_of(pid), time.monotonic()
     threads = [threading.Thread(target=client) for _ in range(clients)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    wall, cpu = time.monotonic() - wall0, _cpu_of(pid) - cpu0
+    wall, cpu, sched = time.monotonic() - wall0, _cpu_of(pid) - cpu0, _threads_of(pid)
     count = len(latencies)
-    return count / wall, statistics.median(latencies), cpu / count, count
+    return (count / wall, statistics.median(latencies), cpu / count, count,
+            *_busiest(sched0, sched, wall))
 
 
 def _child(kind: str, provider: str) -> tuple[subprocess.Popen[bytes], str]:
@@ -189,8 +227,7 @@ def _child(kind: str, provider: str) -> tuple[subprocess.Popen[bytes], str]:
             time.sleep(0.1)
 
 
-def rps_rows(provider: str, seconds: float,
-             clients: int) -> dict[tuple[str, str], tuple[float, float, float, int]]:
+def rps_rows(provider: str, seconds: float, clients: int) -> dict[tuple[str, str], Rate]:
     """Requests per second on both chat routes, CPython's ChatApp beside the Worker template."""
     rows = {}
     proc, base = _child("ui6", provider)
@@ -205,6 +242,7 @@ def rps_rows(provider: str, seconds: float,
 
     with tempfile.TemporaryDirectory() as tmp:
         config = stage(Path(tmp) / "stage", storage_dir=Path(tmp) / "do", with_conformance=False,
+                       wheels_dir=_wheels(),
                        bindings={"OPENAI_BASE_URL": provider, "OPENAI_API_KEY": "sk-bench"})
         workerd = Workerd(config).start()
         try:
@@ -214,6 +252,14 @@ def rps_rows(provider: str, seconds: float,
         finally:
             workerd.stop()
     return rows
+
+
+def _wheels() -> Path:
+    """The Worker's wheel set: ``BINDLOOP_WORKER_WHEELS`` if set (as the workerd tests read it),
+    else the harness's default (``make wasm-wheels-pyc``)."""
+    from workerd_harness import WHEELS_DIR
+
+    return Path(os.environ.get("BINDLOOP_WORKER_WHEELS", str(WHEELS_DIR)))
 
 
 def cpython_rows(provider: str, n: int) -> dict[str, tuple[float, float, float]]:
@@ -245,6 +291,7 @@ def workerd_rows(provider: str, n: int) -> dict[str, tuple[float, float, float]]
 
     with tempfile.TemporaryDirectory() as tmp:
         config = stage(Path(tmp) / "stage", storage_dir=Path(tmp) / "do", with_conformance=False,
+                       wheels_dir=_wheels(),
                        bindings={"OPENAI_BASE_URL": provider, "OPENAI_API_KEY": "sk-bench"})
         workerd = Workerd(config).start()
         try:
@@ -263,6 +310,8 @@ def main() -> None:
     parser.add_argument("--only-rps", action="store_true",
                         help="only the requests-per-second rows")
     parser.add_argument("--clients", type=int, default=8, help="clients of the --rps rows")
+    parser.add_argument("--provider-delay", type=float, default=0.0, metavar="SECONDS",
+                        help="the scripted provider spreads each reply over SECONDS")
     parser.add_argument("--serve", nargs=3, metavar=("KIND", "PORT", "PROVIDER"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -272,7 +321,7 @@ def main() -> None:
     from harness.fixtures.scripted_server import ScriptedProviderServer
 
     with ScriptedProviderServer() as server:
-        server.set_responder("p", policy)
+        server.set_responder("p", functools.partial(policy, delay_s=args.provider_delay))
         provider = server.base_url("p")
         rates = rps_rows(provider, args.rps, args.clients) if args.rps > 0 else {}
         if args.only_rps:
@@ -296,7 +345,7 @@ def main() -> None:
     print("   (workerd serves AI SDK 6 and 7 from one route: one measurement, printed twice)")
 
 
-def _print_rates(rates: dict[tuple[str, str], tuple[float, float, float, int]],
+def _print_rates(rates: dict[tuple[str, str], Rate],
                  args: argparse.Namespace) -> None:
     if not rates:
         return
@@ -304,11 +353,12 @@ def _print_rates(rates: dict[tuple[str, str], tuple[float, float, float, int]],
           "after another each over keep-alive; a tool round then the answer, scripted "
           "OpenAI-chat provider over loopback HTTP)")
     print(f"   {'runtime':<9} {'route':<16} {'requests/s':>10} {'median ms':>10} "
-          f"{'server CPU ms/req':>18} {'requests':>9}")
-    for (runtime, protocol), (per_s, median, cpu, count) in rates.items():
+          f"{'server CPU ms/req':>18} {'requests':>9} {'busiest thread: on CPU':>23} "
+          f"{'waiting for a CPU':>18}")
+    for (runtime, protocol), (per_s, median, cpu, count, on_cpu, waiting) in rates.items():
         route = "POST /api/chat" if protocol == "ui" else "POST /ag-ui"
         print(f"   {runtime:<9} {route:<16} {per_s:>10.1f} {median * 1e3:>10.1f} "
-              f"{cpu * 1e3:>18.2f} {count:>9}")
+              f"{cpu * 1e3:>18.2f} {count:>9} {on_cpu:>23.0%} {waiting:>18.0%}")
 
 
 if __name__ == "__main__":
