@@ -317,6 +317,44 @@ def test_memory_logs_keep_every_running_run_and_prune_ended_ones_past_a_bound(
         assert logs._bytes == sum(r.size for r in logs._runs.values())
 
 
+@given(st.lists(st.tuples(st.sampled_from(["begin", "end", "append"]), st.integers(0, 300)),
+                max_size=80),
+       st.integers(1, 6), st.integers(1, 2000), st.integers(1, 500))
+def test_memory_logs_drop_exactly_the_ended_runs_a_bound_needs_oldest_first(
+        ops: list[tuple[str, int]], keep: int, max_bytes: int, max_age_ms: int) -> None:
+    """Against a model that looks at every kept run at each begin: the logs kept after each
+    begin are the same (the pruning stops early, never short)."""
+    from bindloop.stores import RunsFullError
+
+    logs = MemoryRunLogs(keep=keep, max_bytes=max_bytes, max_age_ms=max_age_ms)
+    model: dict[str, list[Any]] = {}  # run id -> [status, size, started], in begin order
+    running: list[str] = []
+    now = 0
+    for n, (op, size) in enumerate(ops):
+        now += size
+        if op == "begin":
+            for run_id, (status, run_size, started) in list(model.items()):
+                total = sum(r[1] for r in model.values())
+                if status != "running" and (len(model) >= keep or total > max_bytes
+                                            or now - started > max_age_ms):
+                    del model[run_id]
+            try:
+                logs.begin(f"r{n}", f"c{n}", "ui", now_ms=now, lease_until_ms=now + 10)
+            except RunsFullError:
+                assert len(model) >= keep
+                continue
+            model[f"r{n}"] = ["running", 0, now]
+            running.append(f"r{n}")
+            assert list(logs._runs) == list(model)
+        elif op == "end" and running:  # any running run, not only the oldest
+            run_id = running.pop(size % len(running))
+            logs.end(run_id, "finished")
+            model[run_id][0] = "finished"
+        elif op == "append" and running:
+            logs.append(running[-1], b"x" * size)
+            model[running[-1]][1] += size
+
+
 def test_sqlite_logs_prune_ended_runs_by_age_and_count_and_upgrade_an_old_file(
         tmp_path: Path) -> None:
     import sqlite3

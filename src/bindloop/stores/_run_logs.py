@@ -92,7 +92,7 @@ class MemoryRunLogs:
 
     ``keep`` bounds the runs held, ``max_bytes`` the bytes of their frames, and ``max_age_ms`` how
     long an ended run's log outlives its start. At each :meth:`begin` the runs past a bound that
-    have ended are dropped, oldest first; a run still ``running`` is never dropped (its stream and
+    have ended are dropped, oldest (first begun) first; a run still ``running`` is never dropped (its stream and
     its next ``append`` need its log), so when every kept run is running, :meth:`begin` refuses
     the new one with :class:`RunsFullError` (the host answers 503) instead of dropping one in
     flight."""
@@ -124,13 +124,22 @@ class MemoryRunLogs:
         self._latest[(chat_id, protocol)] = run_id
 
     def _prune(self, now_ms: float) -> None:
-        """Drop the oldest ended runs while a bound is passed (room is made for one more run)."""
-        for run_id in [r for r, run in self._runs.items() if run.status != "running"]:
-            run = self._runs[run_id]
-            if (len(self._runs) < self._keep and self._bytes <= self._max_bytes
-                    and now_ms - run.started_ms <= self._max_age_ms):
+        """Drop ended runs, in the order they began, while a bound is passed (room is made for
+        one more run). It stops at the first ended run within every bound -- the runs after it
+        began later, so are no older -- so a begin costs the runs it drops and the running
+        ones before them, not a pass over every log kept."""
+        doomed: list[str] = []
+        count, size = len(self._runs), self._bytes
+        for run_id, run in self._runs.items():
+            if run.status == "running":
                 continue
-            del self._runs[run_id]
+            if (count < self._keep and size <= self._max_bytes
+                    and now_ms - run.started_ms <= self._max_age_ms):
+                break
+            doomed.append(run_id)
+            count, size = count - 1, size - run.size
+        for run_id in doomed:
+            run = self._runs.pop(run_id)
             self._bytes -= run.size
             if self._latest.get((run.chat_id, run.protocol)) == run_id:
                 del self._latest[(run.chat_id, run.protocol)]
