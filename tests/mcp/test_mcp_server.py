@@ -668,3 +668,38 @@ async def test_the_docs_example_serves_a_tool_and_an_agent_as_one_tool() -> None
         async with httpx.AsyncClient() as http:
             refused = await http.post(base, content=_INIT, headers=_HEADERS)
             assert refused.status_code == 401
+
+
+def test_a_body_timeout_that_is_not_positive_is_refused_when_the_app_is_built() -> None:
+    for bad in (0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="body_timeout_s"):
+            McpServerApp([], body_timeout_s=bad)
+
+
+def test_stalled_bodies_that_arrived_together_time_out_at_deadlines_of_their_own() -> None:
+    """As on the chat host: each stalled body's 408 names its own deadline, all within the last
+    quarter of ``body_timeout_s`` -- a crowd is not refused in one instant."""
+    with serve(McpServerApp(TOOLS, body_timeout_s=2.0)) as url:
+        port = int(url.split(":")[2].split("/")[0])
+        socks = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(4)]
+        try:
+            for sock in socks:
+                sock.sendall(b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: "
+                             b"application/json\r\naccept: application/json, text/event-stream"
+                             b"\r\ncontent-length: 100\r\n\r\n{")
+            deadlines = []
+            for sock in socks:
+                got, until = b"", time.monotonic() + 30
+                while time.monotonic() < until and not got.rstrip().endswith(b"}"):
+                    chunk = sock.recv(4096)
+                    if not chunk:
+                        break
+                    got += chunk
+                assert got.startswith(b"HTTP/1.1 408"), got[:80]
+                seconds = got.split(b"took longer than ", 1)[1].split(b" s", 1)[0]
+                deadlines.append(float(seconds))
+        finally:
+            for sock in socks:
+                sock.close()
+    assert all(1.5 <= d <= 2.0 for d in deadlines), deadlines
+    assert len(set(deadlines)) == 4, deadlines

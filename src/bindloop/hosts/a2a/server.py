@@ -95,7 +95,7 @@ from bindloop.hosts.asgi.chat import (
     read_body,
 )
 from bindloop.hosts.chat.access import Authorize, ChatRefused, scoped_chat_id
-from bindloop.hosts.chat.bodies import BodyRefused
+from bindloop.hosts.chat.bodies import BodyRefused, staggered_timeout
 from bindloop.hosts.chat.errors import error_text
 
 __all__ = ("A2aServer",)
@@ -160,6 +160,7 @@ class A2aServer:
         self._authorize = authorize
         self._max_body = max_body
         self._body_timeout_s = body_timeout_s
+        self._bodies = 0  # body reads started: their deadlines are staggered
         self._max_runs = max_runs
         self._max_runs_per_identity = max_runs_per_identity
         self._new_id = new_id or (lambda: uuid.uuid4().hex)
@@ -259,9 +260,10 @@ class A2aServer:
         return identity
 
     async def _body(self, scope: Scope, receive: Receive) -> bytes:
+        n, self._bodies = self._bodies, self._bodies + 1
         try:
             return await read_body(scope, receive, max_bytes=self._max_body,
-                                   timeout_s=self._body_timeout_s)
+                                   timeout_s=staggered_timeout(self._body_timeout_s, n))
         except BodyRefused as exc:
             if exc.status == 400:  # the client went away: nobody reads an answer
                 raise _Refused(400, b"") from None

@@ -37,7 +37,7 @@ from bindloop.tools import Tool
 
 from bindloop.hosts.asgi.chat import chat_request, read_body
 from bindloop.hosts.chat.access import Authorize, ChatRefused
-from bindloop.hosts.chat.bodies import BodyRefused
+from bindloop.hosts.chat.bodies import BodyRefused, staggered_timeout
 
 __all__ = ("McpServerApp",)
 
@@ -76,7 +76,8 @@ class McpServerApp:
     ``name:port``): the guard against DNS rebinding. ``www_authenticate``: the challenge sent
     with every 401 (e.g. ``Bearer resource_metadata="https://.../.well-known/oauth-protected-
     resource"``, which MCP clients follow to authorize). ``max_body``: bytes (413 above
-    it). ``body_timeout_s``: how long a body may take to arrive (408). Sessions get ids from
+    it). ``body_timeout_s``: how long a body may take to arrive (408; staggered over its last
+    quarter, as the chat host's). Sessions get ids from
     ``secrets.token_urlsafe`` unless ``session_ids`` is given. A tool's raise is logged here
     (logger ``bindloop.hosts.mcp.server``) unless ``on_tool_exception`` says otherwise; the
     client reads what the model would (see :meth:`McpServer.run_call`). ``state_secret``: the
@@ -97,6 +98,8 @@ class McpServerApp:
                  state_secret: bytes | None = None, state_ttl_ms: float = 3_600_000,
                  required_client_capabilities: Mapping[str, Iterable[str]] | None = None
                  ) -> None:
+        if not body_timeout_s > 0:
+            raise ValueError(f"body_timeout_s must be positive, got {body_timeout_s!r}")
         if isinstance(tools, McpServer):
             self.server = tools
         else:
@@ -115,6 +118,7 @@ class McpServerApp:
         self._challenge = www_authenticate
         self._max_body = self.server.max_body
         self._body_timeout_s = body_timeout_s
+        self._bodies = 0  # body reads started: their deadlines are staggered
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -204,9 +208,10 @@ class McpServerApp:
         return [(b"www-authenticate", self._challenge.encode("latin-1"))]
 
     async def _body(self, scope: Scope, receive: Receive) -> bytes:
+        n, self._bodies = self._bodies, self._bodies + 1
         try:
             return await read_body(scope, receive, max_bytes=self._max_body,
-                                   timeout_s=self._body_timeout_s)
+                                   timeout_s=staggered_timeout(self._body_timeout_s, n))
         except BodyRefused as exc:
             code = -32600 if exc.status == 413 else -32000
             raise _Refused(exc.status, code, str(exc)) from None
