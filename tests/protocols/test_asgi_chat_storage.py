@@ -647,3 +647,32 @@ def test_a_request_the_store_cannot_keep_still_runs_and_frees_its_slot(
             record = logs.latest(chat_id, "ui")
             assert record is not None and record.status == "finished" and not record.claimed
     logs.close()
+
+
+@pytest.mark.parametrize("kind", ["postgres", "redis"])
+def test_a_store_written_by_another_layout_is_refused_never_misread(
+        kind: str, request: pytest.FixtureRequest) -> None:
+    """The run logs and pending approvals record their layout version on first use; a namespace
+    holding another version is a ``StoreError`` naming both, at the first call of either."""
+    from bindloop.stores import StoreError
+
+    where = request.getfixturevalue("postgres_dsn" if kind == "postgres" else "redis_url")
+    store = LogStore(kind, where, f"t_{uuid.uuid4().hex[:16]}")
+    try:
+        assert store.logs().record("nothing") is None  # creates the layout, version 1
+        if kind == "postgres":
+            import psycopg
+
+            with psycopg.connect(where, autocommit=True) as conn:
+                conn.execute(f"UPDATE {store.namespace}.meta SET value = 99 "
+                             "WHERE name = 'chat_schema_version'")
+        else:
+            import redis
+
+            with redis.Redis.from_url(where) as client:
+                client.set(f"{store.namespace}:chat-schema", "99")
+        for fresh in (store.logs(), store.approvals()):
+            with pytest.raises(StoreError, match=r"layout version .*99.*reads version 1"):
+                fresh.take("c1", "call-1") if hasattr(fresh, "take") else fresh.record("x")
+    finally:
+        store.close()

@@ -30,7 +30,9 @@ the first write after a restart lands. The session bounds each statement with ``
 :class:`~bindloop.stores.StoreError` naming the operation. The tables (``protocol_runs``,
 ``protocol_run_saves``, ``protocol_run_events``, ``protocol_pending_approvals``) live in the
 Postgres schema ``schema`` (default ``bindloop``; they can share a ``PostgresStore``'s), created on
-first use under an advisory lock.
+first use under an advisory lock, and versioned in the schema's ``meta`` table
+(``chat_schema_version``, :data:`CHAT_SCHEMA_VERSION`): tables written by another layout are
+refused with a :class:`~bindloop.stores.StoreError` at the first call, never misread.
 """
 
 from __future__ import annotations
@@ -52,13 +54,18 @@ from bindloop.stores import RunBusyError, RunRecord, RunStatus, StoreError
 if TYPE_CHECKING:
     from psycopg import Connection
 
-__all__ = ("PostgresPendingApprovals", "PostgresRunLogs")
+__all__ = ("CHAT_SCHEMA_VERSION", "PostgresPendingApprovals", "PostgresRunLogs")
+
+CHAT_SCHEMA_VERSION = 1
+"""The layout of the run-log and pending-approval tables this bindloop reads."""
 
 _T = TypeVar("_T")
 _IDENT = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 _RUNS_DDL = """
 CREATE SCHEMA IF NOT EXISTS {s};
+CREATE TABLE IF NOT EXISTS {s}.meta (name text PRIMARY KEY, value integer NOT NULL);
+INSERT INTO {s}.meta VALUES ('chat_schema_version', {version}) ON CONFLICT DO NOTHING;
 CREATE TABLE IF NOT EXISTS {s}.protocol_runs (
     run_id         TEXT PRIMARY KEY,
     chat_id        TEXT NOT NULL,
@@ -136,6 +143,8 @@ $$ LANGUAGE plpgsql;
 
 _APPROVALS_DDL = """
 CREATE SCHEMA IF NOT EXISTS {s};
+CREATE TABLE IF NOT EXISTS {s}.meta (name text PRIMARY KEY, value integer NOT NULL);
+INSERT INTO {s}.meta VALUES ('chat_schema_version', {version}) ON CONFLICT DO NOTHING;
 CREATE SEQUENCE IF NOT EXISTS {s}.protocol_pending_approvals_order;
 CREATE TABLE IF NOT EXISTS {s}.protocol_pending_approvals (
     chat_id   TEXT NOT NULL,
@@ -148,6 +157,10 @@ CREATE TABLE IF NOT EXISTS {s}.protocol_pending_approvals (
 CREATE INDEX IF NOT EXISTS protocol_pending_approvals_seq
     ON {s}.protocol_pending_approvals (seq);
 """
+
+
+class _OtherLayout(Exception):
+    """The schema's tables were written by another layout version (the message says which)."""
 
 
 class _Session:
@@ -165,7 +178,7 @@ class _Session:
         self._params = _session_params(
             self._psycopg, conninfo,
             None if io_timeout_s is None else check_seconds("io_timeout_s", io_timeout_s))
-        self._ddl = ddl.format(s=schema)
+        self._ddl = ddl.format(s=schema, version=CHAT_SCHEMA_VERSION)
         self._schema = schema
         self._conn: Connection[Any] | None = None
         self._lock = threading.RLock()
@@ -187,6 +200,13 @@ class _Session:
             conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
                          (f"bindloop-chat-schema:{self._schema}",))
             conn.execute(self._ddl)
+            row = conn.execute(f"SELECT value FROM {self._schema}.meta "
+                               "WHERE name = 'chat_schema_version'").fetchone()
+        if row is None or row[0] != CHAT_SCHEMA_VERSION:
+            conn.close()
+            raise _OtherLayout(f"schema {self._schema!r} has chat store layout version "
+                               f"{None if row is None else row[0]!r}; this bindloop reads version "
+                               f"{CHAT_SCHEMA_VERSION}")
         self._conn = conn
         return conn
 
@@ -198,6 +218,8 @@ class _Session:
         with self._lock:
             try:
                 yield self._connection()
+            except _OtherLayout as exc:
+                raise StoreError(store, operation, str(exc)) from None
             except errors.errors.UniqueViolation as exc:
                 raise UsageError(f"{operation}: {_first_line(exc)}") from exc
             except errors.Error as exc:

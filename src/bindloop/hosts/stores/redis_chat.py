@@ -20,7 +20,9 @@ the host.
 Keys live under ``prefix`` (default ``"bindloop:"``; they can share a ``RedisStore``'s): ``chat:``
 (a chat's runs), ``run:``, ``events:`` and ``save:`` (one run's), ``running``, ``ended``,
 ``ended_started``, ``ended_bytes``, ``run_seq``; ``pending:``, ``pending_chats`` and
-``pending_seq`` for approvals. The scripts name keys they build from the prefix, so this needs one
+``pending_seq`` for approvals; ``chat-schema`` holds the layout version
+(:data:`CHAT_SCHEMA_VERSION`, set on first use: keys written by another layout are refused with a
+:class:`~bindloop.stores.StoreError`, never misread). The scripts name keys they build from the prefix, so this needs one
 Redis instance (not a Cluster). Durability is the server's (``appendonly yes`` for logs that
 outlive a Redis restart). Every command is bounded by ``socket_timeout_s``; a driver failure is a
 :class:`~bindloop.stores.StoreError` naming the operation (the client's own retries are off, so an
@@ -42,7 +44,10 @@ from bindloop.hosts.asgi.run_logs import Continuation
 from bindloop.hosts.stores._common import check_seconds
 from bindloop.stores import RunBusyError, RunRecord, RunStatus, StoreError
 
-__all__ = ("RedisPendingApprovals", "RedisRunLogs")
+__all__ = ("CHAT_SCHEMA_VERSION", "RedisPendingApprovals", "RedisRunLogs")
+
+CHAT_SCHEMA_VERSION = 1
+"""The layout of the run-log and pending-approval keys this bindloop reads."""
 
 # ARGV[1] is the key prefix in every script.
 _LIB = """
@@ -318,12 +323,25 @@ class _Scripts:
             url, socket_timeout=timeout, socket_connect_timeout=timeout,
             retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0), retry_on_error=[])
         self._scripts = {name: self.client.register_script(src) for name, src in scripts.items()}
+        self._checked = False
 
     def __call__(self, operation: str, script: str, *args: Any) -> Any:
         try:
+            if not self._checked:
+                self._check_layout(operation)
             return self._scripts[script](keys=[], args=[self.prefix, *args])
         except self._redis.exceptions.RedisError as exc:
             raise StoreError("redis", operation, _first_line(exc)) from exc
+
+    def _check_layout(self, operation: str) -> None:
+        key = f"{self.prefix}chat-schema"
+        self.client.set(key, str(CHAT_SCHEMA_VERSION), nx=True)
+        stored = self.client.get(key)
+        if stored != str(CHAT_SCHEMA_VERSION).encode():
+            raise StoreError("redis", operation, f"prefix {self.prefix!r} has chat store layout "
+                             f"version {stored!r}; this bindloop reads version "
+                             f"{CHAT_SCHEMA_VERSION}")
+        self._checked = True
 
     def close(self) -> None:
         self.client.close()
