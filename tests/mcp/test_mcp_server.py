@@ -20,6 +20,7 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from tests.hosts.stalled import stalled_body_deadlines
 from bindloop.agent import ChatResult, create_agent, equip_instruction, equip_mcp, prompt_chat
 from bindloop.contracts import FilePart, ImagePart, TextPart, ToolMessage, ToolResult
 from bindloop.errors import ToolFailure
@@ -680,26 +681,8 @@ def test_stalled_bodies_that_arrived_together_time_out_at_deadlines_of_their_own
     """As on the chat host: each stalled body's 408 names its own deadline, all within the last
     quarter of ``body_timeout_s`` -- a crowd is not refused in one instant."""
     with serve(McpServerApp(TOOLS, body_timeout_s=2.0)) as url:
-        port = int(url.split(":")[2].split("/")[0])
-        socks = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(4)]
-        try:
-            for sock in socks:
-                sock.sendall(b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: "
-                             b"application/json\r\naccept: application/json, text/event-stream"
-                             b"\r\ncontent-length: 100\r\n\r\n{")
-            deadlines = []
-            for sock in socks:
-                got, until = b"", time.monotonic() + 30
-                while time.monotonic() < until and not got.rstrip().endswith(b"}"):
-                    chunk = sock.recv(4096)
-                    if not chunk:
-                        break
-                    got += chunk
-                assert got.startswith(b"HTTP/1.1 408"), got[:80]
-                seconds = got.split(b"took longer than ", 1)[1].split(b" s", 1)[0]
-                deadlines.append(float(seconds))
-        finally:
-            for sock in socks:
-                sock.close()
+        deadlines = stalled_body_deadlines(int(url.split(":")[2].split("/")[0]), (
+            b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+            b"accept: application/json, text/event-stream\r\ncontent-length: 100\r\n\r\n{"))
     assert all(1.5 <= d <= 2.0 for d in deadlines), deadlines
     assert len(set(deadlines)) == 4, deadlines

@@ -16,6 +16,7 @@ import httpx
 import msgspec
 import pytest
 
+from tests.hosts.stalled import stalled_body_deadlines
 from bindloop.completion import TextEvent
 from bindloop.hosts.a2a.server import A2aServer
 from bindloop.hosts.a2a.client import A2aClient, A2aClientError
@@ -234,26 +235,8 @@ def test_stalled_bodies_that_arrived_together_time_out_at_deadlines_of_their_own
     """As on the chat host: each stalled body's 408 names its own deadline, all within the last
     quarter of ``body_timeout_s`` -- a crowd is not refused in one instant."""
     with served(A2aServer(_echo, name="e", description="d", body_timeout_s=2.0)) as base:
-        host = urlsplit(base)
-        socks = [socket.create_connection((host.hostname, host.port), timeout=30)
-                 for _ in range(4)]
-        try:
-            for sock in socks:
-                sock.sendall(b"POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
-                             b"a2a-version: 1.0\r\ncontent-length: 100\r\n\r\n{")
-            deadlines = []
-            for sock in socks:
-                got, until = b"", time.monotonic() + 30
-                while time.monotonic() < until and not got.rstrip().endswith(b"}"):
-                    chunk = sock.recv(4096)
-                    if not chunk:
-                        break
-                    got += chunk
-                assert got.startswith(b"HTTP/1.1 408"), got[:80]
-                seconds = got.split(b"took longer than ", 1)[1].split(b" s", 1)[0]
-                deadlines.append(float(seconds))
-        finally:
-            for sock in socks:
-                sock.close()
+        deadlines = stalled_body_deadlines(urlsplit(base).port or 80, (
+            b"POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            b"a2a-version: 1.0\r\ncontent-length: 100\r\n\r\n{"))
     assert all(1.5 <= d <= 2.0 for d in deadlines), deadlines
     assert len(set(deadlines)) == 4, deadlines

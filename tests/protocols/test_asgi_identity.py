@@ -15,6 +15,7 @@ import anyio
 import httpx
 import pytest
 
+from tests.hosts.stalled import stalled_body_deadlines
 from bindloop.completion import TextEvent
 from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
 from bindloop.hosts.chat.access import ChatRefused, ChatRequest, scoped_chat_id
@@ -122,41 +123,14 @@ def test_a_body_that_does_not_arrive_in_time_gets_408(served: Any) -> None:
             assert time.monotonic() - started < 5
 
 
-def _answer(sock: socket.socket) -> bytes:
-    """All a refused request's connection gets, up to its close (or 30 s)."""
-    got, deadline = b"", time.monotonic() + 30
-    while time.monotonic() < deadline:
-        chunk = sock.recv(4096)
-        if not chunk:
-            break
-        got += chunk
-        if got.rstrip().endswith(b"}"):  # the JSON refusal is whole
-            break
-    return got
-
-
 def test_stalled_bodies_that_arrived_together_time_out_at_deadlines_of_their_own(
         served: Any) -> None:
     """A crowd of stalled bodies is not refused in one instant: each request's 408 names its
     own deadline, none past ``body_timeout_s`` nor under three quarters of it."""
     with served(ChatApp(Held(), body_timeout_s=2.0)) as base:
-        url = urlsplit(base)
-        socks = [socket.create_connection((url.hostname, url.port), timeout=30)
-                 for _ in range(4)]
-        try:
-            for sock in socks:
-                sock.sendall(b"POST /api/chat HTTP/1.1\r\nhost: x\r\ncontent-type: "
-                             b"application/json\r\ncontent-length: 1000\r\n\r\n{\"id\":")
-            deadlines = []
-            for sock in socks:
-                answer = _answer(sock)
-                assert answer.startswith(b"HTTP/1.1 408"), answer[:80]
-                message = answer.split(b"\r\n\r\n", 1)[1]
-                seconds = message.split(b"took longer than ", 1)[1].split(b" s", 1)[0]
-                deadlines.append(float(seconds))
-        finally:
-            for sock in socks:
-                sock.close()
+        deadlines = stalled_body_deadlines(urlsplit(base).port or 80, (
+            b"POST /api/chat HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            b"content-length: 1000\r\n\r\n{\"id\":"))
     assert all(1.5 <= d <= 2.0 for d in deadlines), deadlines
     assert len(set(deadlines)) == 4, deadlines
 
