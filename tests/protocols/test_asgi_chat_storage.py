@@ -474,16 +474,19 @@ def test_a_store_gone_mid_run_fails_that_run_and_the_app_lives_on(
             back = httpx.post(f"{base}/api/chat", json={**CHAT, "id": "c3"}, timeout=30)
             assert back.status_code == 200 and back.text.rstrip().endswith("data: [DONE]")
             deadline = time.monotonic() + 20
-            while (first := logs.latest("c1", "ui")) is None or first.status == "running":
+            # read through another connection, as another process would (committed states
+            # only: the app's own connection, read from this thread, can show a write half done)
+            watch = store.logs()
+            while (first := watch.latest("c1", "ui")) is None or first.status == "running":
                 assert time.monotonic() < deadline, "the run left open was never closed"
                 time.sleep(0.05)
-            again = logs.latest("c1", "ui")
+            again = watch.latest("c1", "ui")
             while again is not None and again.continued_by is not None:
-                again = logs.record(again.continued_by)
+                again = watch.record(again.continued_by)
                 while again is not None and again.status == "running":
                     assert time.monotonic() < deadline, "the continuation never ended"
                     time.sleep(0.05)
-                    again = logs.record(again.run_id)
+                    again = watch.record(again.run_id)
             assert again is not None and again.status == "finished"
     finally:
         store.close()
