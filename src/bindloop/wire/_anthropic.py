@@ -39,6 +39,7 @@ from ..contracts import (
     ReasoningPart,
     SystemMessage,
     ToolDefinition,
+    ToolMessage,
     TurnUsage,
     UsageIteration,
 )
@@ -48,7 +49,6 @@ from ._anthropic_request import (
     marked,
     message_blocks,
     results_first,
-    results_first_by,
     tool_choice,
 )
 from ._cache import (
@@ -208,18 +208,23 @@ def _usage(u: _Usage, model: str | None = None) -> TurnUsage:
 # A turn's encoded start, up to its first block, by role.
 _ROLE = MappingProxyType({role: b'{"role":' + encoded(role) + b',"content":['
                           for role in ("user", "assistant")})
+_HEAD = MappingProxyType({role: len(start) for role, start in _ROLE.items()})
 
 
 def _turn(group: list[Any], mark: bytes = b"") -> bytes:
     """One turn's encoded bytes from its messages' kept pieces (one role; tool results first in
-    a user turn), its last block marked with ``cache_control`` ``mark`` when given."""
+    a user turn), its last block marked with ``cache_control`` ``mark`` when given. A piece
+    keeps its message's own turn; its blocks are those bytes between the turn's start and its
+    closing ``]}``, and a message's blocks are all tool results (a tool message's one block) or
+    none, so moving whole messages moves the result blocks as :func:`results_first` does."""
     if len(group) == 1 and not mark:
-        alone: bytes = group[0][3]  # the message's own turn
+        alone: bytes = group[0][1]  # the message's own turn
         return alone
     role = group[0][0]
-    blocks = [b for piece in group for b in piece[1]]
-    if role == "user":
-        blocks = results_first_by(blocks, [r for piece in group for r in piece[2]])
+    if role == "user" and any([piece[2] for piece in group]):
+        group = [p for p in group if p[2]] + [p for p in group if not p[2]]
+    head = _HEAD[role]
+    blocks = [piece[1][head:-2] for piece in group]
     if mark:
         blocks[-1] = marked(blocks[-1], mark)
     return _ROLE[role] + b",".join(blocks) + b"]}"
@@ -351,9 +356,7 @@ class AnthropicAdapter:
         for i in prep.missing:
             m = messages[i]
             found[i] = piece = self._piece(prep.message(m))
-            blocks = piece[1]
-            prep.keep(m, piece, len(piece[3]) + (len(blocks) if isinstance(blocks, bytes)
-                                                 else sum(map(len, blocks))))
+            prep.keep(m, piece, len(piece[1]))
         policy = options.cache
         left = policy.turns if policy is not None else 0
         # Resumed from the previous request of this session where no turn is marked (a mark
@@ -410,24 +413,20 @@ class AnthropicAdapter:
                 "tools": tool_defs, "_tools": prep.tools,
                 "_options": prep.options}
 
-    def _piece(self, m: Message) -> tuple[str | None, Any, tuple[bool, ...], bytes]:
-        """A message's kept form: ``(role, encoded blocks, which are tool results, the encoded
-        turn of this message alone)``, or for a system message ``(None, its encoded block or
-        b"" when blank, (), b"")``."""
+    def _piece(self, m: Message) -> tuple[str | None, bytes, bool]:
+        """A message's kept form: ``(role, the encoded turn of this message alone, whether its
+        blocks are tool results)`` (``b""`` when it has no block), or for a system message
+        ``(None, its encoded block or b"" when blank, False)``. The turn is encoded in one call:
+        its blocks need no reordering (a message's blocks are all tool results or none)."""
         if isinstance(m, SystemMessage):
             text = text_of(parts_of(m.content), "a system message")
             if not text.strip():  # a blank system block is refused like any blank text
-                return None, b"", (), b""
-            return None, encoded({"type": "text", "text": text}), (), b""
+                return None, b"", False
+            return None, encoded({"type": "text", "text": text}), False
         role, blocks = message_blocks(m, compaction=self._compaction)
         if not blocks:
-            return role, (), (), b""
-        pieces = list(map(encoded, blocks))
-        results = [b["type"] == "tool_result" for b in blocks]
-        alone = results_first_by(pieces, results) if role == "user" else pieces
-        # The bytes encoded({"role": role, "content": alone}) gives, from the encoded blocks.
-        return (role, tuple(pieces), tuple(results),
-                _ROLE[role] + b",".join(alone) + b"]}")
+            return role, b"", False
+        return role, encoded({"role": role, "content": blocks}), type(m) is ToolMessage
 
     def _tool(self, tool: ToolDefinition) -> dict[str, Any]:
         out: dict[str, Any] = {"name": tool.name}
