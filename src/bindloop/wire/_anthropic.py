@@ -236,8 +236,8 @@ class AnthropicAdapter:
     given unless ``sanitize_schemas`` (Anthropic accepts full JSON Schema). ``request_cache`` as
     for :class:`~bindloop.wire.OpenAIChatAdapter`."""
 
-    __slots__ = ("_beta", "_cache", "_compaction", "_default_max_tokens", "_headers", "_names",
-                 "_sanitize")
+    __slots__ = ("_beta", "_cache", "_compaction", "_default_max_tokens", "_headers",
+                 "_last_frame", "_names", "_sanitize")
 
     def __init__(self, *, default_max_tokens: int = 4096, beta: Sequence[str] = (),
                  sanitize_schemas: bool = False,
@@ -252,6 +252,8 @@ class AnthropicAdapter:
             headers = headers + (("anthropic-beta", ",".join(self._beta)),)
         self._headers = (headers, headers + SSE_ACCEPT)  # by options.stream
         self._cache = WireCache(request_cache) if check_cache_size(request_cache) else None
+        # The last options' encoded body frame: (options, whether tools are sent, frame).
+        self._last_frame: tuple[WireOptions, bool, tuple[bytes, bytes]] | None = None
 
     @property
     def wire(self) -> WireName:
@@ -275,16 +277,56 @@ class AnthropicAdapter:
             built = self._uncached(messages, tools, options)
         tools, options = built["_tools"], built["_options"]
         system, turns, tool_defs = built["system"], built["messages"], built["tools"]
-        body: dict[str, Any] = {
-            "model": options.model,
-            "max_tokens": options.max_tokens if options.max_tokens is not None
-            else self._default_max_tokens,
-        }
+        stream = options.stream
+        headers = self._headers[bool(stream)]
+        if type(turns) is msgspec.Raw and not options.extra_body:
+            # The cached build's pieces are encoded already: the body is the options' encoded
+            # keys around them, in the order the dict below has (the bytes its encoding gives).
+            head, tail = self._frame(options, bool(tools))
+            parts: list[Any] = [head]
+            if system:
+                parts += (b',"system":', system)
+            parts += (b',"messages":', turns)
+            if tool_defs:
+                parts += (b',"tools":', tool_defs)
+            parts.append(tail)
+            return HttpRequest(method="POST", path="/v1/messages", headers=headers,
+                               body=b"".join(parts), stream=stream)
+        start, end = self._options(options, bool(tools))
+        body = start.copy()
         if system:
             body["system"] = system
         body["messages"] = turns
         if tool_defs:
             body["tools"] = tool_defs
+        body.update(end)
+        return HttpRequest(method="POST", path="/v1/messages", headers=headers,
+                           body=encode_body(body, options), stream=stream)
+
+    def _frame(self, options: WireOptions, tools: bool) -> tuple[bytes, bytes]:
+        """:meth:`_options` encoded: the body's bytes before ``system`` (no closing brace) and
+        after ``tools`` (with it). Kept for the last options object when it holds no dict a
+        caller could change in place (no ``response_format``; ``extra_body`` never comes here)."""
+        kept = self._last_frame
+        if kept is not None and kept[0] is options and kept[1] is tools:
+            return kept[2]
+        start, end = self._options(options, tools)
+        frame = (encode_body(start, options)[:-1],
+                 b"," + encode_body(end, options)[1:] if end else b"}")
+        if options.response_format is None:
+            self._last_frame = (options, tools, frame)
+        return frame
+
+    def _options(self, options: WireOptions, tools: bool,
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The body's keys from ``options``: those before ``system`` and those after ``tools``
+        (``tools``: whether the request sends any tool)."""
+        start: dict[str, Any] = {
+            "model": options.model,
+            "max_tokens": options.max_tokens if options.max_tokens is not None
+            else self._default_max_tokens,
+        }
+        body: dict[str, Any] = {}
         choice = tool_choice(options)
         if choice is not None and (tools or choice["type"] == "none"):
             body["tool_choice"] = choice
@@ -311,9 +353,7 @@ class AnthropicAdapter:
             body["stop_sequences"] = list(options.stop)
         if options.stream:
             body["stream"] = True
-        return HttpRequest(method="POST", path="/v1/messages",
-                           headers=self._headers[bool(options.stream)],
-                           body=encode_body(body, options), stream=options.stream)
+        return start, body
 
     def _uncached(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                   options: WireOptions) -> dict[str, Any]:
