@@ -105,9 +105,10 @@ class Journal:
     __slots__ = ("turns",)
 
     def __init__(self) -> None:
-        self.turns: list[tuple[str, ModelTurnResult, dict[str, ToolOutcome]]] = []
+        self.turns: list[tuple[str | PromptHash, ModelTurnResult, dict[str, ToolOutcome]]] = []
 
-    def record_turn(self, prompt_hash: str, turn: ModelTurnResult) -> None:
+    def record_turn(self, prompt_hash: str | PromptHash, turn: ModelTurnResult) -> None:
+        """Journal a turn; a :class:`PromptHash` is read when the journal is frozen."""
         self.turns.append((prompt_hash, turn, {}))
 
     def record_tool(self, call_id: str, outcome: ToolOutcome) -> None:
@@ -117,7 +118,8 @@ class Journal:
                 return
 
     def freeze(self) -> tuple[JournalTurn, ...]:
-        return tuple(JournalTurn(prompt_hash=h, turn=t, tools=dict(tools))
+        return tuple(JournalTurn(prompt_hash=h if isinstance(h, str) else h.value(), turn=t,
+                                 tools=dict(tools))
                      for h, t, tools in self.turns)
 
 
@@ -208,26 +210,53 @@ def canonical_value(value: object, *, builtins: bool = True) -> bytes:
 
 
 class _Trail:
-    """One transcript as hashed: its messages, their canonical bytes, the running SHA-256 state
-    after ``{"messages":[`` and them, and states saved at model calls (``marks``: message counts
-    ascending, states never updated in place) that another prompt can resume from."""
+    """One transcript as hashed: its messages (``objs``, every message a call has sent so far),
+    the canonical bytes of the first ``len(canon)`` of them, the running SHA-256 state after
+    ``{"messages":[`` and those, states at model calls (``marks``: message counts ascending,
+    states never updated in place, ``None`` until the trail is hashed that far) that another
+    prompt can resume from, and the calls' hashes not computed yet (``pending``, ascending)."""
 
-    __slots__ = ("canon", "counts", "objs", "state", "states")
+    __slots__ = ("canon", "counts", "objs", "pending", "state", "states")
 
     def __init__(self, objs: list[object], canon: list[bytes], count: int,
                  state: hashlib._Hash) -> None:
         self.objs = objs
         self.canon = canon
         self.counts = [count]
-        self.states = [state]
+        self.states: list[hashlib._Hash | None] = [state]
         self.state = state.copy()
+        self.pending: list[PromptHash] = []
 
     def mark(self, limit: int) -> None:
         self.counts.append(len(self.objs))
-        self.states.append(self.state.copy())
+        self.states.append(None)
         if len(self.counts) > limit:  # thin the older marks, keep the newest
             self.counts = self.counts[-2::-2][::-1] + self.counts[-1:]
             self.states = self.states[-2::-2][::-1] + self.states[-1:]
+
+
+class PromptHash:
+    """One model call's :func:`prompt_hash`, computed when first read (:meth:`value`): the
+    transcript's first ``count`` messages (kept by the trail, which only ever appends) and the
+    call's tools, schema and tool choice (``suffix``, their canonical bytes). Reading it hashes
+    the trail up to ``count``, computing every earlier call's hash of that trail on the way, so
+    a run that never reads its hashes (a snapshot not dumped) never computes them; the value is
+    the one an eager hash would have given."""
+
+    __slots__ = ("_cache", "_trail", "_value", "count", "suffix")
+
+    def __init__(self, cache: PromptHashCache, trail: _Trail, count: int, suffix: bytes) -> None:
+        self._cache = cache
+        self._trail = trail
+        self.count = count
+        self.suffix = suffix
+        self._value: str | None = None
+
+    def value(self) -> str:
+        if self._value is None:
+            self._cache.settle(self._trail, self.count)
+        assert self._value is not None  # settle computes every pending hash up to its count
+        return self._value
 
 
 class PromptHashCache:
@@ -240,7 +269,8 @@ class PromptHashCache:
     call (at most ``marks`` per transcript). A new prompt's transcript resumes from the longest
     prefix it shares with one of them -- same objects, or messages with the same canonical bytes
     (a system message rebuilt per generation) -- so only the messages after it are encoded and
-    hashed. Finding that prefix compares the lists by identity in C (tens of ns per message)."""
+    hashed. Finding that prefix compares the lists by identity in C (tens of ns per message).
+    Hashing itself is deferred to the first read of a call's :class:`PromptHash`."""
 
     __slots__ = ("_canon", "_limit", "_marks", "_trails", "_max_trails")
 
@@ -267,6 +297,8 @@ class PromptHashCache:
         """How many leading messages have the trail's canonical bytes (identity first)."""
         objs, canon = trail.objs, trail.canon
         for i in compress(count(), map(is_not, messages, objs)):
+            if i >= len(canon):
+                self.settle(trail, len(objs))
             if self.canonical(messages[i]) != canon[i]:
                 return i
         return min(len(messages), len(objs))
@@ -284,23 +316,57 @@ class PromptHashCache:
         if source is None:
             trail = _Trail([], [], 0, hashlib.sha256(_HEAD))
         else:
-            trail = _Trail(list(messages[:best]), source.canon[:best], best, source.states[at])
+            self.settle(source, best)
+            state = source.states[at]
+            assert state is not None  # every mark sits at a call's count, settled up to best
+            trail = _Trail(list(messages[:best]), source.canon[:best], best, state)
         trails = self._trails
         trails.insert(0, trail)
         del trails[self._max_trails:]
         return trail
 
-    def extend(self, trail: _Trail, messages: Sequence[object]) -> None:
-        """Hash ``messages[len(trail.objs):]`` into the trail and mark the state there."""
-        objs, canon, update = trail.objs, trail.canon, trail.state.update
-        for i in range(len(objs), len(messages)):
-            message = messages[i]
-            data = self.canonical(message)
-            update(b"," + data if i else data)
-            objs.append(message)
-            canon.append(data)
+    def extend(self, trail: _Trail, messages: Sequence[object], suffix: bytes) -> PromptHash:
+        """Take ``messages[len(trail.objs):]`` into the trail (by reference: nothing encoded
+        yet), mark the trail there and return the call's hash to compute on demand."""
+        objs = trail.objs
+        if len(objs) < len(messages):
+            objs.extend(messages[len(objs):])
         if trail.counts[-1] != len(objs):
             trail.mark(self._marks)
+        out = PromptHash(self, trail, len(objs), suffix)
+        trail.pending.append(out)
+        return out
+
+    def settle(self, trail: _Trail, upto: int) -> None:
+        """Hash the trail's messages up to ``upto`` (a call's count), computing the pending
+        calls' hashes and the marks' states on the way."""
+        pending = trail.pending
+        if not pending or pending[0].count > upto:
+            return
+        objs, canon, state = trail.objs, trail.canon, trail.state
+        update = state.update
+        counts, states = trail.counts, trail.states
+        j = len(states)
+        while j and states[j - 1] is None:  # the marks not settled yet: a suffix of them
+            j -= 1
+        done = 0
+        for call in pending:
+            at = call.count
+            if at > upto:
+                break
+            done += 1
+            for i in range(len(canon), at):
+                data = self.canonical(objs[i])
+                update(b"," + data if i else data)
+                canon.append(data)
+            while j < len(counts) and counts[j] <= at:
+                if counts[j] == at:
+                    states[j] = state.copy()
+                j += 1
+            out = state.copy()
+            out.update(call.suffix)
+            call._value = out.hexdigest()
+        del pending[:done]
 
 
 class PromptHasher:
@@ -317,7 +383,10 @@ class PromptHasher:
     new prompt of the run): it resumes from the longest prefix it shares with a transcript hashed
     before. A message edited in place in the middle, keeping the length and the first and last,
     would go unseen: the loop never does that and a :class:`~bindloop.model.Model` must not mutate the
-    transcript. ``cache`` is the run's (a private one when omitted)."""
+    transcript. ``cache`` is the run's (a private one when omitted).
+
+    Calling it hashes at once; :meth:`defer` takes the call's messages and returns its
+    :class:`PromptHash` to compute when read (a journal read only when a snapshot is taken)."""
 
     __slots__ = ("_cache", "_count", "_first", "_last", "_list", "_schema", "_suffix",
                  "_tools", "_trail")
@@ -341,21 +410,22 @@ class PromptHasher:
         self._suffix = self._schema + canonical_value(tool_choice) + self._tools
 
     def __call__(self, messages: Sequence[Message]) -> str:
+        return self.defer(messages).value()
+
+    def defer(self, messages: Sequence[Message]) -> PromptHash:
+        """This call's hash, computed when first read. ``messages`` are taken by reference (the
+        trail keeps the objects), so appending to the list afterwards changes nothing."""
         count = self._count
         trail = self._trail
         if trail is None or messages is not self._list or len(messages) < count or (count and (
                 messages[0] is not self._first or messages[count - 1] is not self._last)):
             trail = self._trail = self._cache.start(messages)
             self._list = messages
-        if len(messages) != len(trail.objs) or trail.counts[-1] != len(messages):
-            self._cache.extend(trail, messages)
         if messages:
             self._count = len(messages)
             self._first = messages[0]
             self._last = messages[-1]
-        out = trail.state.copy()
-        out.update(self._suffix)
-        return out.hexdigest()
+        return self._cache.extend(trail, messages, self._suffix)
 
 
 class ReplayCursor:
