@@ -100,22 +100,27 @@ def parse_snapshot(data: bytes | str | Mapping[str, Any]) -> AgentSnapshot:
 
 
 class Journal:
-    """A frame's live journal: turns in call order; tool outcomes land on the turn that asked."""
+    """A frame's live journal: turns in call order; tool outcomes land on the turn that asked
+    (the latest turn holding the call's id)."""
 
-    __slots__ = ("turns",)
+    __slots__ = ("_asked", "turns")
 
     def __init__(self) -> None:
         self.turns: list[tuple[str | PromptHash, ModelTurnResult, dict[str, ToolOutcome]]] = []
+        self._asked: dict[str, dict[str, ToolOutcome]] = {}  # call id -> its turn's outcomes
 
     def record_turn(self, prompt_hash: str | PromptHash, turn: ModelTurnResult) -> None:
         """Journal a turn; a :class:`PromptHash` is read when the journal is frozen."""
-        self.turns.append((prompt_hash, turn, {}))
+        tools: dict[str, ToolOutcome] = {}
+        self.turns.append((prompt_hash, turn, tools))
+        asked = self._asked
+        for call in turn.tool_calls:
+            asked[call.id] = tools
 
     def record_tool(self, call_id: str, outcome: ToolOutcome) -> None:
-        for _, turn, tools in reversed(self.turns):
-            if any(c.id == call_id for c in turn.tool_calls):
-                tools[call_id] = outcome
-                return
+        tools = self._asked.get(call_id)
+        if tools is not None:
+            tools[call_id] = outcome
 
     def freeze(self) -> tuple[JournalTurn, ...]:
         return tuple(JournalTurn(prompt_hash=h if isinstance(h, str) else h.value(), turn=t,
@@ -211,28 +216,41 @@ def canonical_value(value: object, *, builtins: bool = True) -> bytes:
 
 class _Trail:
     """One transcript as hashed: its messages (``objs``, every message a call has sent so far),
-    the canonical bytes of the first ``len(canon)`` of them, the running SHA-256 state after
-    ``{"messages":[`` and those, states at model calls (``marks``: message counts ascending,
-    states never updated in place, ``None`` until the trail is hashed that far) that another
-    prompt can resume from, and the calls' hashes not computed yet (``pending``, ascending)."""
+    the canonical bytes of the first ``len(canon)`` of them and the running SHA-256 state after
+    ``{"messages":[`` and those (``None`` until the state it resumes from, ``base``, is known);
+    ``marks``, the points another prompt can resume from (message counts ``counts``, ascending:
+    the trail's start and its model calls, at most ``limit``), and the calls whose hashes are not
+    computed yet (``pending``, ascending)."""
 
-    __slots__ = ("canon", "counts", "objs", "pending", "state", "states")
+    __slots__ = ("base", "canon", "counts", "marks", "objs", "pending", "root", "state")
 
-    def __init__(self, objs: list[object], canon: list[bytes], count: int,
-                 state: hashlib._Hash) -> None:
+    def __init__(self, cache: PromptHashCache, objs: list[object], canon: list[bytes],
+                 count: int, state: hashlib._Hash | None, base: PromptHash | None) -> None:
+        root = PromptHash(cache, self, count, None)
+        root.keep, root.state = True, state
+        self.root = root
         self.objs = objs
         self.canon = canon
         self.counts = [count]
-        self.states: list[hashlib._Hash | None] = [state]
-        self.state = state.copy()
+        self.marks = [root]
+        self.state = state.copy() if state is not None else None
+        self.base = base
+        if base is not None:
+            base.based = True
         self.pending: list[PromptHash] = []
 
-    def mark(self, limit: int) -> None:
-        self.counts.append(len(self.objs))
-        self.states.append(None)
+    def mark(self, call: PromptHash, limit: int) -> None:
+        call.keep = True
+        self.counts.append(call.count)
+        self.marks.append(call)
         if len(self.counts) > limit:  # thin the older marks, keep the newest
-            self.counts = self.counts[-2::-2][::-1] + self.counts[-1:]
-            self.states = self.states[-2::-2][::-1] + self.states[-1:]
+            kept = self.marks[-2::-2][::-1] + self.marks[-1:]
+            for dropped in self.marks[-3::-2]:
+                dropped.keep = dropped.based
+                if not dropped.based:
+                    dropped.state = None
+            self.marks = kept
+            self.counts = [m.count for m in kept]
 
 
 class PromptHash:
@@ -241,16 +259,21 @@ class PromptHash:
     call's tools, schema and tool choice (``suffix``, their canonical bytes). Reading it hashes
     the trail up to ``count``, computing every earlier call's hash of that trail on the way, so
     a run that never reads its hashes (a snapshot not dumped) never computes them; the value is
-    the one an eager hash would have given."""
+    the one an eager hash would have given. A call another prompt resumes from (``keep``) keeps
+    the hash state at its count once computed."""
 
-    __slots__ = ("_cache", "_trail", "_value", "count", "suffix")
+    __slots__ = ("_cache", "_trail", "_value", "based", "count", "keep", "state", "suffix")
 
-    def __init__(self, cache: PromptHashCache, trail: _Trail, count: int, suffix: bytes) -> None:
+    def __init__(self, cache: PromptHashCache, trail: _Trail, count: int,
+                 suffix: _Suffix | None) -> None:
         self._cache = cache
         self._trail = trail
         self.count = count
         self.suffix = suffix
         self._value: str | None = None
+        self.keep = False
+        self.based = False
+        self.state: hashlib._Hash | None = None
 
     def value(self) -> str:
         if self._value is None:
@@ -265,12 +288,13 @@ class PromptHashCache:
 
     It keeps the canonical bytes of up to ``limit`` messages by identity (messages are frozen:
     equal identity, equal bytes; each entry holds its message, so an id is never reused while
-    cached) and the last ``trails`` hashed transcripts with their SHA-256 states at each model
-    call (at most ``marks`` per transcript). A new prompt's transcript resumes from the longest
-    prefix it shares with one of them -- same objects, or messages with the same canonical bytes
-    (a system message rebuilt per generation) -- so only the messages after it are encoded and
-    hashed. Finding that prefix compares the lists by identity in C (tens of ns per message).
-    Hashing itself is deferred to the first read of a call's :class:`PromptHash`."""
+    cached) and the last ``trails`` transcripts with their model calls (at most ``marks`` per
+    transcript). A new prompt's transcript resumes from the longest prefix it shares with one
+    of them -- same objects, or messages with the same canonical bytes (a system message rebuilt
+    per generation) -- so only the messages after it are encoded and hashed. Finding that prefix
+    compares the lists by identity in C (tens of ns per message). Encoding and hashing are
+    deferred to the first read of a call's :class:`PromptHash`: a trail resumed from a call not
+    hashed yet hashes that one first when read."""
 
     __slots__ = ("_canon", "_limit", "_marks", "_trails", "_max_trails")
 
@@ -297,14 +321,13 @@ class PromptHashCache:
         """How many leading messages have the trail's canonical bytes (identity first)."""
         objs, canon = trail.objs, trail.canon
         for i in compress(count(), map(is_not, messages, objs)):
-            if i >= len(canon):
-                self.settle(trail, len(objs))
-            if self.canonical(messages[i]) != canon[i]:
+            theirs = canon[i] if i < len(canon) else self.canonical(objs[i])
+            if self.canonical(messages[i]) != theirs:
                 return i
         return min(len(messages), len(objs))
 
     def start(self, messages: Sequence[object]) -> _Trail:
-        """A new trail for ``messages``, resumed from the best saved state (not yet extended)."""
+        """A new trail for ``messages``, resumed from the best mark (not yet extended)."""
         best, source, at = 0, None, 0
         for trail in self._trails:
             shared = self._shared(messages, trail)
@@ -314,41 +337,48 @@ class PromptHashCache:
                 if shared == len(messages) or shared == len(trail.objs):
                     break
         if source is None:
-            trail = _Trail([], [], 0, hashlib.sha256(_HEAD))
+            trail = _Trail(self, [], [], 0, hashlib.sha256(_HEAD), None)
         else:
-            self.settle(source, best)
-            state = source.states[at]
-            assert state is not None  # every mark sits at a call's count, settled up to best
-            trail = _Trail(list(messages[:best]), source.canon[:best], best, state)
+            mark = source.marks[at]
+            trail = _Trail(self, list(messages[:best]), source.canon[:best], best, mark.state,
+                           mark if mark.state is None else None)
         trails = self._trails
         trails.insert(0, trail)
         del trails[self._max_trails:]
         return trail
 
-    def extend(self, trail: _Trail, messages: Sequence[object], suffix: bytes) -> PromptHash:
+    def extend(self, trail: _Trail, messages: Sequence[object], suffix: _Suffix) -> PromptHash:
         """Take ``messages[len(trail.objs):]`` into the trail (by reference: nothing encoded
-        yet), mark the trail there and return the call's hash to compute on demand."""
+        yet) and return the call's hash, to compute on demand; the call is a mark when the
+        trail grew."""
         objs = trail.objs
         if len(objs) < len(messages):
             objs.extend(messages[len(objs):])
-        if trail.counts[-1] != len(objs):
-            trail.mark(self._marks)
         out = PromptHash(self, trail, len(objs), suffix)
+        if trail.counts[-1] != len(objs):
+            trail.mark(out, self._marks)
         trail.pending.append(out)
         return out
 
     def settle(self, trail: _Trail, upto: int) -> None:
         """Hash the trail's messages up to ``upto`` (a call's count), computing the pending
-        calls' hashes and the marks' states on the way."""
+        calls' hashes and the kept states on the way."""
+        base = trail.base
+        if base is not None:  # resumed from another trail's point: that one's state first
+            self.settle(base._trail, base.count)
+            source = base._trail.canon
+            trail.canon.extend(source[len(trail.canon):base.count])
+            assert base.state is not None  # a based point keeps its state
+            if trail.root.keep:
+                trail.root.state = base.state
+            trail.state = base.state.copy()
+            trail.base = None
         pending = trail.pending
         if not pending or pending[0].count > upto:
             return
         objs, canon, state = trail.objs, trail.canon, trail.state
+        assert state is not None
         update = state.update
-        counts, states = trail.counts, trail.states
-        j = len(states)
-        while j and states[j - 1] is None:  # the marks not settled yet: a suffix of them
-            j -= 1
         done = 0
         for call in pending:
             at = call.count
@@ -359,14 +389,31 @@ class PromptHashCache:
                 data = self.canonical(objs[i])
                 update(b"," + data if i else data)
                 canon.append(data)
-            while j < len(counts) and counts[j] <= at:
-                if counts[j] == at:
-                    states[j] = state.copy()
-                j += 1
+            if call.keep and call.state is None:
+                call.state = state.copy()
             out = state.copy()
-            out.update(call.suffix)
+            assert call.suffix is not None  # a call's (only a trail's root has none)
+            out.update(call.suffix.data())
             call._value = out.hexdigest()
         del pending[:done]
+
+
+class _Suffix:
+    """What follows a call's messages in its payload, `],"schema":S,"tool_choice":C,"tools":T}`:
+    encoded when a hash is first read."""
+
+    __slots__ = ("_choice", "_data", "_hasher")
+
+    def __init__(self, hasher: PromptHasher, choice: object) -> None:
+        self._hasher = hasher
+        self._choice = choice
+        self._data: bytes | None = None
+
+    def data(self) -> bytes:
+        if self._data is None:
+            head, tail = self._hasher.payload()
+            self._data = head + canonical_value(self._choice) + tail
+        return self._data
 
 
 class PromptHasher:
@@ -389,15 +436,14 @@ class PromptHasher:
     :class:`PromptHash` to compute when read (a journal read only when a snapshot is taken)."""
 
     __slots__ = ("_cache", "_count", "_first", "_last", "_list", "_schema", "_suffix",
-                 "_tools", "_trail")
+                 "_tools", "_trail", "fixed")
 
     def __init__(self, tools: Sequence[ToolDefinition], schema: Mapping[str, Any] | None,
                  tool_choice: object, cache: PromptHashCache | None = None) -> None:
         self._cache = PromptHashCache() if cache is None else cache
-        # The payload after the messages: `],"schema":S,"tool_choice":C,"tools":T}`.
-        self._schema = b'],"schema":' + canonical_value(schema, builtins=False) \
-            + b',"tool_choice":'
-        self._tools = b',"tools":[' + b",".join(canonical_value(t) for t in tools) + b"]}"
+        self._tools = tools
+        self._schema = schema
+        self.fixed: tuple[bytes, bytes] | None = None  # the schema's and the tools' payload
         self.choose(tool_choice)
         self._list: object = None
         self._trail: _Trail | None = None
@@ -407,7 +453,17 @@ class PromptHasher:
 
     def choose(self, tool_choice: object) -> None:
         """The next calls' tool choice (a per-turn tool-choice policy changes it between turns)."""
-        self._suffix = self._schema + canonical_value(tool_choice) + self._tools
+        self._suffix = _Suffix(self, tool_choice)
+
+    def payload(self) -> tuple[bytes, bytes]:
+        """The payload's canonical bytes around the tool choice: `],"schema":S,"tool_choice":`
+        and `,"tools":T}` (computed once, when the first hash is read)."""
+        if self.fixed is None:
+            self.fixed = (b'],"schema":' + canonical_value(self._schema, builtins=False)
+                          + b',"tool_choice":',
+                          b',"tools":[' + b",".join(canonical_value(t) for t in self._tools)
+                          + b"]}")
+        return self.fixed
 
     def __call__(self, messages: Sequence[Message]) -> str:
         return self.defer(messages).value()
