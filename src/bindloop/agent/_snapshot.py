@@ -296,14 +296,14 @@ class PromptHashCache:
     deferred to the first read of a call's :class:`PromptHash`: a trail resumed from a call not
     hashed yet hashes that one first when read."""
 
-    __slots__ = ("_canon", "_limit", "_marks", "_trails", "_max_trails")
+    __slots__ = ("_canon", "_limit", "_trails", "_max_trails", "marks")
 
     def __init__(self, *, limit: int = 8192, trails: int = 8, marks: int = 64) -> None:
         self._canon: dict[int, tuple[object, bytes]] = {}
         self._limit = limit
         self._trails: list[_Trail] = []
         self._max_trails = trails
-        self._marks = marks
+        self.marks = marks
 
     def canonical(self, message: object) -> bytes:
         """:func:`canonical_message`, computed once per message object while it stays cached."""
@@ -346,19 +346,6 @@ class PromptHashCache:
         trails.insert(0, trail)
         del trails[self._max_trails:]
         return trail
-
-    def extend(self, trail: _Trail, messages: Sequence[object], suffix: _Suffix) -> PromptHash:
-        """Take ``messages[len(trail.objs):]`` into the trail (by reference: nothing encoded
-        yet) and return the call's hash, to compute on demand; the call is a mark when the
-        trail grew."""
-        objs = trail.objs
-        if len(objs) < len(messages):
-            objs.extend(messages[len(objs):])
-        out = PromptHash(self, trail, len(objs), suffix)
-        if trail.counts[-1] != len(objs):
-            trail.mark(out, self._marks)
-        trail.pending.append(out)
-        return out
 
     def settle(self, trail: _Trail, upto: int) -> None:
         """Hash the trail's messages up to ``upto`` (a call's count), computing the pending
@@ -477,11 +464,20 @@ class PromptHasher:
                 messages[0] is not self._first or messages[count - 1] is not self._last)):
             trail = self._trail = self._cache.start(messages)
             self._list = messages
-        if messages:
-            self._count = len(messages)
+        n = len(messages)
+        if n:
+            self._count = n
             self._first = messages[0]
             self._last = messages[-1]
-        return self._cache.extend(trail, messages, self._suffix)
+        # The call's messages into the trail, by reference (the trail holds a prefix of them).
+        objs = trail.objs
+        if len(objs) < n:
+            objs.extend(messages[len(objs):])
+        out = PromptHash(self._cache, trail, n, self._suffix)
+        if trail.counts[-1] != n:  # the trail grew: a point another prompt may resume from
+            trail.mark(out, self._cache.marks)
+        trail.pending.append(out)
+        return out
 
 
 class ReplayCursor:
