@@ -214,6 +214,9 @@ def canonical_value(value: object, *, builtins: bool = True) -> bytes:
     return data if same else canonical_json(reference).encode()
 
 
+_NO, _MARK, _BASE = 0, 1, 2  # PromptHash.keep: no state kept; a mark's; a resumed trail's base
+
+
 class _Trail:
     """One transcript as hashed: its messages (``objs``, every message a call has sent so far),
     the canonical bytes of the first ``len(canon)`` of them and the running SHA-256 state after
@@ -222,12 +225,13 @@ class _Trail:
     the trail's start and its model calls, at most ``limit``), and the calls whose hashes are not
     computed yet (``pending``, ascending)."""
 
-    __slots__ = ("base", "canon", "counts", "marks", "objs", "pending", "root", "state")
+    __slots__ = ("base", "cache", "canon", "counts", "marks", "objs", "pending", "root", "state")
 
     def __init__(self, cache: PromptHashCache, objs: list[object], canon: list[bytes],
                  count: int, state: hashlib._Hash | None, base: PromptHash | None) -> None:
-        root = PromptHash(cache, self, count, None)
-        root.keep, root.state = True, state
+        self.cache = cache
+        root = PromptHash(self, count, None)
+        root.keep, root.state = _MARK, state
         self.root = root
         self.objs = objs
         self.canon = canon
@@ -236,21 +240,20 @@ class _Trail:
         self.state = state.copy() if state is not None else None
         self.base = base
         if base is not None:
-            base.based = True
+            base.keep = _BASE
         self.pending: list[PromptHash] = []
 
-    def mark(self, call: PromptHash, limit: int) -> None:
-        call.keep = True
-        self.counts.append(call.count)
-        self.marks.append(call)
-        if len(self.counts) > limit:  # thin the older marks, keep the newest
-            kept = self.marks[-2::-2][::-1] + self.marks[-1:]
-            for dropped in self.marks[-3::-2]:
-                dropped.keep = dropped.based
-                if not dropped.based:
-                    dropped.state = None
-            self.marks = kept
-            self.counts = [m.count for m in kept]
+    def thin(self) -> None:
+        """Thin the older marks, keep the newest (a dropped mark keeps its state only when a
+        trail resumes from it)."""
+        kept = self.marks[-2::-2][::-1] + self.marks[-1:]
+        for dropped in self.marks[-3::-2]:
+            if dropped.keep == _MARK:
+                dropped.keep = _NO
+                dropped.state = None
+        self.marks = kept
+        self.counts = [m.count for m in kept]
+
 
 
 class PromptHash:
@@ -262,22 +265,19 @@ class PromptHash:
     the one an eager hash would have given. A call another prompt resumes from (``keep``) keeps
     the hash state at its count once computed."""
 
-    __slots__ = ("_cache", "_trail", "_value", "based", "count", "keep", "state", "suffix")
+    __slots__ = ("_trail", "_value", "count", "keep", "state", "suffix")
 
-    def __init__(self, cache: PromptHashCache, trail: _Trail, count: int,
-                 suffix: _Suffix | None) -> None:
-        self._cache = cache
+    def __init__(self, trail: _Trail, count: int, suffix: _Suffix | None) -> None:
         self._trail = trail
         self.count = count
         self.suffix = suffix
         self._value: str | None = None
-        self.keep = False
-        self.based = False
+        self.keep = _NO
         self.state: hashlib._Hash | None = None
 
     def value(self) -> str:
         if self._value is None:
-            self._cache.settle(self._trail, self.count)
+            self._trail.cache.settle(self._trail, self.count)
         assert self._value is not None  # settle computes every pending hash up to its count
         return self._value
 
@@ -356,7 +356,7 @@ class PromptHashCache:
             source = base._trail.canon
             trail.canon.extend(source[len(trail.canon):base.count])
             assert base.state is not None  # a based point keeps its state
-            if trail.root.keep:
+            if trail.root.keep != _NO:
                 trail.root.state = base.state
             trail.state = base.state.copy()
             trail.base = None
@@ -376,7 +376,7 @@ class PromptHashCache:
                 data = self.canonical(objs[i])
                 update(b"," + data if i else data)
                 canon.append(data)
-            if call.keep and call.state is None:
+            if call.keep != _NO and call.state is None:
                 call.state = state.copy()
             out = state.copy()
             assert call.suffix is not None  # a call's (only a trail's root has none)
@@ -473,9 +473,14 @@ class PromptHasher:
         objs = trail.objs
         if len(objs) < n:
             objs.extend(messages[len(objs):])
-        out = PromptHash(self._cache, trail, n, self._suffix)
-        if trail.counts[-1] != n:  # the trail grew: a point another prompt may resume from
-            trail.mark(out, self._cache.marks)
+        out = PromptHash(trail, n, self._suffix)
+        counts = trail.counts
+        if counts[-1] != n:  # the trail grew: a point another prompt may resume from
+            out.keep = _MARK
+            counts.append(n)
+            trail.marks.append(out)
+            if len(counts) > trail.cache.marks:
+                trail.thin()
         trail.pending.append(out)
         return out
 
