@@ -294,7 +294,7 @@ def test_the_benchmark_runs_and_its_report_section_renders() -> None:
                           "--budget", "0", "--json"], capture_output=True, text=True, env=env,
                          check=True, timeout=300)
     fig = json.loads(out.stdout)
-    assert len(fig["in_prompt"]["2"]) == 2 and len(fig["prompt_start"]["4"]) == 4
+    assert len(fig["in_prompt"]["2"]) == 3 and len(fig["prompt_start"]["4"]) == 4
     assert all(v > 0 for cells in fig.values() for row in cells.values() for v in row)
     spec = importlib.util.spec_from_file_location("bench_report", bench / "report.py")
     assert spec is not None and spec.loader is not None
