@@ -38,7 +38,6 @@ import msgspec
 from bindloop import ToolResult, TurnUsage
 from bindloop.agent import (
     create_agent,
-    dump_snapshot,
     equip_history,
     equip_instruction,
     equip_system,
@@ -46,6 +45,7 @@ from bindloop.agent import (
     prompt_agent,
     run_with,
 )
+from bindloop.agent.snapshots import dump_snapshot
 from bindloop.completion import FinishEvent, StreamEvent, TextEvent, ToolCallChunk, \
     ToolCallEvent, UsageEvent
 from bindloop.contracts import AssistantMessage, Message, UserMessage
