@@ -152,6 +152,15 @@ def message_blocks(m: Message, *, compaction: bool = True) -> tuple[str, list[di
                            "input": _tool_input(call.arguments)})
         return "assistant", blocks
     if isinstance(m, ToolMessage):
+        raw = m.content
+        if type(raw) is str:  # the common result: its text, without the parts walk below
+            result: dict[str, Any] = {"type": "tool_result",
+                                      "tool_use_id": plain_id(m.tool_call_id)}
+            if raw and not raw.isspace():  # raw.strip() without the copy
+                result["content"] = raw
+            if m.is_error:
+                result["is_error"] = True
+            return "user", [result]
         content: str | list[dict[str, Any]]
         parts = parts_of(m.content) if not isinstance(m.content, str) else ()
         if isinstance(m.content, str):
