@@ -5,7 +5,7 @@ needs no session, and 2025-11-25 clients get no ``Mcp-Session-Id`` (``McpServer(
 so any request may reach any isolate and no Durable Object is involved. A call whose client asked
 for progress and takes an event stream is answered on one as it runs (each
 ``notifications/progress`` when the tool reports it, then the result), kept alive with
-``ctx.waitUntil``; any other answer is sent whole. The caller is who
+``ctx.waitUntil`` and cancelled when the client hangs up; any other answer is sent whole. The caller is who
 :meth:`~bindloop.hosts.workers.app.ChatWorker.authorize` says; a refusal is a JSON-RPC error
 body. A tool that suspends for the user (``ask_user``) asks a 2026-07-28 client for the
 answer (Multi Round-Trip Requests) when the Worker has an ``MCP_STATE_SECRET`` secret (at least
@@ -37,6 +37,8 @@ from bindloop.tools import Tool
 __all__ = ("add_mcp_routes",)
 
 MAX_BODY = 1024 * 1024
+LIVE_HEARTBEAT_MS = 5_000
+"""A streamed call's keep-alive comment interval while the tool is quiet."""
 _HEADERS = ("content-type", "accept", "mcp-session-id", "mcp-protocol-version", "mcp-method",
             "mcp-name")
 """The request headers the MCP handler reads, besides the ``Mcp-Param-*`` ones the served tools'
@@ -102,7 +104,10 @@ def _live(owner: Any, server: McpServer, call: McpCall) -> Response:
     """``call`` answered on an event stream written as it runs: each progress notification as
     the tool reports it (``event: message``), then the response; the run outlives this handler
     through ``ctx.waitUntil``."""
-    stream = EventStream(headers={"content-type": "text/event-stream",
+    # The keep-alive comments also find a client that hung up (on_gone): workerd stops taking
+    # a stream's writes then, without erroring it.
+    stream = EventStream(heartbeat_ms=LIVE_HEARTBEAT_MS,
+                         headers={"content-type": "text/event-stream",
                                   "cache-control": "no-cache"})
 
     def emit(message: bytes) -> None:
@@ -111,10 +116,15 @@ def _live(owner: Any, server: McpServer, call: McpCall) -> Response:
     async def run() -> None:
         try:
             emit(await server.run_call(call, emit))
+        except asyncio.CancelledError:
+            pass  # the client went away: the tool's signal fired, nothing is left to answer
         finally:
             await stream.close()
 
-    owner.ctx.waitUntil(asyncio.ensure_future(run()))
+    task = asyncio.ensure_future(run())
+    # a client that hangs up cancels its call, as on CPython
+    stream.on_gone(task.cancel, every_ms=LIVE_HEARTBEAT_MS)
+    owner.ctx.waitUntil(task)
     return stream.response()
 
 
