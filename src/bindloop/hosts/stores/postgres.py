@@ -62,9 +62,11 @@ operation may wait for it.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 import select
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -105,6 +107,7 @@ from bindloop.hosts.stores._common import (
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
+    from psycopg.pq.abc import PGresult
 
 __all__ = ("DEFAULT_IO_TIMEOUT_S", "DEFAULT_STARTUP_WAIT_S", "SCHEMA_VERSION", "PostgresStore")
 
@@ -206,6 +209,12 @@ class PostgresStore:
                    ("meta", "checkpoints", "receipts", "limit_events", "limit_leases",
                     "enter_slot")}
         self._sql: dict[str, str] = {}
+        self._commands: dict[str, tuple[bytes, bytes, tuple[Any, ...]]] = {}
+        """The prepared statements by name: the name on the wire, the SQL, the parameters'
+        formats."""
+        self._formats = self._psycopg.adapt.PyFormat
+        self._prepared: weakref.WeakKeyDictionary[AsyncConnection[Any], _Prepared] = \
+            weakref.WeakKeyDictionary()
 
     # -- connections -----------------------------------------------------------------------------
 
@@ -312,6 +321,54 @@ class PostgresStore:
             sql = self._sql[query] = query.format(**self._t)
         return await conn.execute(sql, params)
 
+    async def _command(self, conn: AsyncConnection[Any], name: str, query: str,
+                       params: tuple[Any, ...]) -> int:
+        """Run ``query`` (a write, or a statement whose rows are only counted) as the statement
+        ``bindloop_<name>`` prepared on ``conn``, straight on its libpq connection; the rows it
+        touched or returned.
+
+        The hot statements of a turn (claim, complete, the checkpoint's compare-and-swap) take
+        this path: psycopg's cursor (its row machinery, its lock, its per-call adaptation context)
+        costs more worker CPU than the round trip itself. Parameters are adapted by psycopg's
+        own dumpers, so values are encoded and refused exactly as ``conn.execute`` would; an error
+        result is raised as the psycopg exception ``conn.execute`` would raise. A statement is
+        prepared on a connection by its first use there (one round trip more, counted)."""
+        command = self._commands.get(name)
+        if command is None:  # the statements are a fixed set: each is named and encoded once
+            parts = query.format(**self._t).split("%s")
+            command = self._commands[name] = (
+                f"bindloop_{name}".encode(),
+                ("".join(f"{part}${n}" for n, part in enumerate(parts[:-1], 1))
+                 + parts[-1]).encode(),
+                tuple(self._formats.BINARY if isinstance(p, bytes) else self._formats.TEXT
+                      for p in params))
+        statement, sql, formats = command
+        prepared = self._prepared.get(conn)
+        if prepared is None:
+            prepared = self._prepared[conn] = _Prepared(conn)
+        pg = conn.pgconn
+        values = prepared.adapt.dump_sequence(params, formats)
+        for again in (True, False):  # at most one re-prepare: a pooler may never keep it
+            if statement not in prepared.names:  # once per statement and connection
+                self.round_trips += 1
+                pg.send_prepare(statement, sql)
+                await _result(conn)
+                prepared.names.add(statement)
+            self.round_trips += 1
+            pg.send_query_prepared(statement, values, prepared.adapt.formats)
+            try:
+                result = await _result(conn)
+                break
+            except self._psycopg.errors.InvalidSqlStatementName:
+                # Deallocated behind our back (``DEALLOCATE ALL``, a pooler's ``DISCARD ALL``):
+                # refused before running, so preparing it again and resending is safe — outside
+                # a transaction, which the refusal has aborted.
+                if not again or pg.transaction_status != _IDLE:
+                    raise
+                prepared.names.clear()
+        count = result.command_tuples
+        return result.ntuples if count is None else count
+
     @asynccontextmanager
     async def _transaction(self, conn: AsyncConnection[Any]) -> AsyncIterator[None]:
         self.round_trips += 2  # BEGIN and COMMIT
@@ -382,13 +439,12 @@ class PostgresStore:
             nonlocal attempts
             attempts += 1
             while True:
-                cur = await self._execute(
-                    conn, "INSERT INTO {checkpoints} AS c (execution_id, revision, body) "
-                          "VALUES (%s, %s, %s) ON CONFLICT (execution_id) DO UPDATE "
-                          "SET revision = EXCLUDED.revision, body = EXCLUDED.body "
-                          "WHERE c.revision + 1 = EXCLUDED.revision RETURNING 1",
-                    (ident, revision, data))
-                if await cur.fetchone() is not None:
+                if await self._command(
+                        conn, "save",
+                        "INSERT INTO {checkpoints} AS c (execution_id, revision, body) "
+                              "VALUES (%s, %s, %s) ON CONFLICT (execution_id) DO UPDATE "
+                              "SET revision = EXCLUDED.revision, body = EXCLUDED.body "
+                              "WHERE c.revision + 1 = EXCLUDED.revision", (ident, revision, data)):
                     return None
                 cur = await self._execute(conn, "SELECT revision, body FROM {checkpoints} "
                                                 "WHERE execution_id = %s", (ident,))
@@ -442,17 +498,15 @@ class PostgresStore:
 
         async def body(conn: AsyncConnection[Any]) -> bool:
             if attempt == 1:
-                cur = await self._execute(
-                    conn, "INSERT INTO {receipts} VALUES (%s, %s, %s, %s, 'running', 1, %s, NULL, "
-                          "NULL) ON CONFLICT DO NOTHING", (*k, expires))
-            else:
-                cur = await self._execute(
-                    conn, "UPDATE {receipts} SET status = 'running', attempt = %s, "
-                          "lease_expires_at_ms = %s, result = NULL, error = NULL "
-                          f"WHERE {_KEY} AND attempt = %s AND (status = 'failed' OR "
-                          "(status = 'running' AND lease_expires_at_ms <= %s))",
-                    (attempt, expires, *k, attempt - 1, expires - lease))
-            return bool(cur.rowcount == 1)
+                return await self._command(
+                    conn, "claim", "INSERT INTO {receipts} VALUES (%s, %s, %s, %s, 'running', 1, "
+                                   "%s, NULL, NULL) ON CONFLICT DO NOTHING", (*k, expires)) == 1
+            return await self._command(
+                conn, "reclaim", "UPDATE {receipts} SET status = 'running', attempt = %s, "
+                      "lease_expires_at_ms = %s, result = NULL, error = NULL "
+                      f"WHERE {_KEY} AND attempt = %s AND (status = 'failed' OR "
+                      "(status = 'running' AND lease_expires_at_ms <= %s))",
+                (attempt, expires, *k, attempt - 1, expires - lease)) == 1
 
         return self._fenced(await self._op("claim", body))
 
@@ -461,10 +515,10 @@ class PostgresStore:
         k, attempt, lease = key_parts(key), check_attempt(attempt), check_lease(lease_ms)
 
         async def body(conn: AsyncConnection[Any]) -> bool:
-            cur = await self._execute(
-                conn, f"UPDATE {{receipts}} SET lease_expires_at_ms = %s WHERE {_KEY} "
-                      "AND status = 'running' AND attempt = %s", (self.now() + lease, *k, attempt))
-            return bool(cur.rowcount == 1)
+            return await self._command(
+                conn, "renew", "UPDATE {receipts} SET lease_expires_at_ms = %s "
+                      f"WHERE {_KEY} AND status = 'running' AND attempt = %s",
+                (self.now() + lease, *k, attempt)) == 1
 
         return self._fenced(await self._op("renew", body))
 
@@ -478,11 +532,10 @@ class PostgresStore:
         encoded = msgspec.json.encode(result)
 
         async def settle(conn: AsyncConnection[Any]) -> bool:
-            cur = await self._execute(
-                conn, "UPDATE {receipts} SET status = 'completed', result = %s, "
+            return await self._command(
+                conn, "complete", "UPDATE {receipts} SET status = 'completed', result = %s, "
                       f"lease_expires_at_ms = NULL WHERE {_KEY} AND status = 'running' "
-                      "AND attempt = %s", (encoded, *k, attempt))
-            return bool(cur.rowcount == 1)
+                      "AND attempt = %s", (encoded, *k, attempt)) == 1
 
         async def body(conn: AsyncConnection[Any]) -> bool:
             if effect is None:  # one statement: its own transaction, one round trip
@@ -503,11 +556,10 @@ class PostgresStore:
         encoded = None if error is None else msgspec.json.encode(error)
 
         async def body(conn: AsyncConnection[Any]) -> bool:
-            cur = await self._execute(
-                conn, "UPDATE {receipts} SET status = 'failed', error = %s, "
+            return await self._command(
+                conn, "fail", "UPDATE {receipts} SET status = 'failed', error = %s, "
                       f"lease_expires_at_ms = NULL WHERE {_KEY} AND status = 'running' "
-                      "AND attempt = %s", (encoded, *k, attempt))
-            return bool(cur.rowcount == 1)
+                      "AND attempt = %s", (encoded, *k, attempt)) == 1
 
         return self._fenced(await self._op("fail", body))
 
@@ -614,6 +666,77 @@ def _receipt(row: tuple[Any, ...]) -> ReceiptState:
         return ReceiptFailed(attempt=attempt,
                              error=None if error is None else msgspec.json.decode(error, type=str))
     raise ValueError(f"unknown status {status!r}")
+
+
+class _Prepared:
+    """What :meth:`PostgresStore._command` keeps per connection: the statements prepared on it
+    and the psycopg adaptation context its parameters are dumped with."""
+
+    __slots__ = ("adapt", "names")
+
+    def __init__(self, conn: AsyncConnection[Any]) -> None:
+        from psycopg.adapt import Transformer
+
+        self.adapt = Transformer(conn)
+        self.names: set[bytes] = set()
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+async def _result(conn: AsyncConnection[Any]) -> PGresult:
+    """Send what is queued on ``conn``'s libpq connection and read the one statement's result
+    (every result until libpq's end marker is read, so the connection is left idle). An error
+    result is raised as psycopg's exception for it; a lost connection as
+    ``psycopg.OperationalError``. Cancellable: the caller discards the connection then."""
+    from psycopg import errors
+
+    pg = conn.pgconn
+    loop = asyncio.get_running_loop()
+    fd = pg.socket
+    while pg.flush():  # a large body: wait until the socket takes more (reading meanwhile)
+        waiter = loop.create_future()
+        loop.add_reader(fd, _wake, waiter)
+        loop.add_writer(fd, _wake, waiter)
+        try:
+            await waiter
+        finally:
+            loop.remove_reader(fd)
+            loop.remove_writer(fd)
+        pg.consume_input()
+    results: list[PGresult] = []
+    try:
+        while True:
+            while pg.is_busy():
+                waiter = loop.create_future()
+                loop.add_reader(fd, _wake, waiter)
+                try:
+                    await waiter
+                finally:
+                    loop.remove_reader(fd)
+                pg.consume_input()
+            result = pg.get_result()
+            if result is None:
+                break
+            results.append(result)
+    except errors.DatabaseError:
+        # The server may end the session right after an error (an idle-in-transaction
+        # timeout, a terminated backend): the error it sent is the one to report.
+        if not any(r.status == _FATAL_ERROR for r in results):
+            raise
+    for result in results:
+        if result.status == _FATAL_ERROR:
+            raise errors.error_from_result(result, encoding=conn.info.encoding)
+    if len(results) != 1 or results[0].status not in (_COMMAND_OK, _TUPLES_OK):
+        raise errors.InternalError(f"unexpected results: "
+                                   f"{[r.status for r in results]}")
+    return results[0]
+
+
+_COMMAND_OK, _TUPLES_OK, _FATAL_ERROR = 1, 2, 7  # libpq's ExecStatusType
+_IDLE = 0  # libpq's PGTransactionStatusType: no transaction open
 
 
 class _NoAnswer(Exception):
