@@ -251,35 +251,49 @@ class PostgresStore:
                     pass
         return await self._connect()
 
-    @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
-        if self._slots is None:
-            self._slots = anyio.Semaphore(self.pool_size)
+    async def _take(self) -> AsyncConnection[Any]:
+        """A pooled connection and its pool slot, both the caller's until :meth:`_give`."""
         slots = self._slots
+        if slots is None:
+            slots = self._slots = anyio.Semaphore(self.pool_size)
         try:  # a free slot is taken without a pass through the event loop
             slots.acquire_nowait()
         except anyio.WouldBlock:
             await slots.acquire()
         try:
-            conn = await self._checkout()
-            try:
-                yield conn
-            except BaseException as exc:
-                # A driver error, a cancellation or an unanswered operation may leave the
-                # connection mid-protocol; an error of ours (an effect that raised: its
-                # transaction was rolled back) does not.
-                if isinstance(exc, (self._psycopg.Error, _NoAnswer)) \
-                        or not isinstance(exc, Exception) or conn.broken:
-                    with anyio.CancelScope(shield=True):
-                        await conn.close()
-                else:
-                    self._idle.append(conn)
-                raise
-            if conn.closed or conn.broken:
-                return
-            self._idle.append(conn)
-        finally:
+            return await self._checkout()
+        except BaseException:
             slots.release()
+            raise
+
+    async def _give(self, conn: AsyncConnection[Any], failure: BaseException | None) -> None:
+        """Give back what :meth:`_take` gave: ``conn`` to the pool, or closed when ``failure``
+        (what its use raised) may have left it mid-protocol — a driver error, a cancellation, an
+        unanswered operation; an error of ours (an effect that raised: its transaction was
+        rolled back) does not."""
+        try:
+            if failure is None:
+                if not (conn.closed or conn.broken):
+                    self._idle.append(conn)
+            elif isinstance(failure, (self._psycopg.Error, _NoAnswer)) \
+                    or not isinstance(failure, Exception) or conn.broken:
+                with anyio.CancelScope(shield=True):
+                    await conn.close()
+            else:
+                self._idle.append(conn)
+        finally:
+            assert self._slots is not None
+            self._slots.release()
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
+        conn = await self._take()
+        try:
+            yield conn
+        except BaseException as exc:
+            await self._give(conn, exc)
+            raise
+        await self._give(conn, None)
 
     async def _op(self, operation: str, body: Callable[[AsyncConnection[Any]], Awaitable[_T]],
                   *, retries: int = 0) -> _T:
@@ -289,15 +303,21 @@ class PostgresStore:
         psycopg = self._psycopg
         for tries_left in range(retries, -1, -1):
             try:
-                async with self._connection() as conn:
+                conn = await self._take()  # (what _connection does, without its generator)
+                try:
                     # The bound starts once the connection is ours: waiting for a pool slot, or
                     # for a server still starting up, is not the server going silent.
                     with anyio.CancelScope(deadline=self._deadline()) as scope:
                         if not self._ready:
                             await self._ensure_schema(conn)
-                        return await body(conn)
+                        result = await body(conn)
                     if scope.cancelled_caught:
                         raise _NoAnswer
+                except BaseException as exc:
+                    await self._give(conn, exc)
+                    raise
+                await self._give(conn, None)
+                return result
             except _NoAnswer as exc:
                 if tries_left == 0:
                     raise StoreError(self.name, operation, f"no answer from the server within "
