@@ -218,6 +218,7 @@ class PostgresStore:
                    ("meta", "checkpoints", "receipts", "limit_events", "limit_leases",
                     "enter_slot")}
         self._sql: dict[str, str] = {}
+        self._deadlines = _Deadlines()
         self._commands: dict[str, tuple[bytes, bytes, tuple[Any, ...]]] = {}
         """The prepared statements by name: the name on the wire, the SQL, the parameters'
         formats."""
@@ -316,10 +317,14 @@ class PostgresStore:
                 try:
                     # The bound starts once the connection is ours: waiting for a pool slot, or
                     # for a server still starting up, is not the server going silent.
-                    with anyio.CancelScope(deadline=self._deadline()) as scope:
-                        if not self._ready:
-                            await self._ensure_schema(conn)
-                        result = await body(conn)
+                    with anyio.CancelScope() as scope:
+                        self._deadlines.watch(scope, self.io_timeout_s)
+                        try:
+                            if not self._ready:
+                                await self._ensure_schema(conn)
+                            result = await body(conn)
+                        finally:
+                            self._deadlines.done(scope)
                     if scope.cancelled_caught:
                         raise _NoAnswer
                 except BaseException as exc:
@@ -337,10 +342,6 @@ class PostgresStore:
             except psycopg.Error as exc:  # a wrong type, a missing table: not worth retrying
                 raise StoreError(self.name, operation, _first_line(exc)) from exc
         raise AssertionError("unreachable")  # pragma: no cover
-
-    def _deadline(self) -> float:
-        io = self.io_timeout_s
-        return math.inf if io is None else anyio.current_time() + io
 
     async def _execute(self, conn: AsyncConnection[Any], query: str,
                        params: tuple[Any, ...] = ()) -> Any:
@@ -695,6 +696,54 @@ def _receipt(row: tuple[Any, ...]) -> ReceiptState:
         return ReceiptFailed(attempt=attempt,
                              error=None if error is None else msgspec.json.decode(error, type=str))
     raise ValueError(f"unknown status {status!r}")
+
+
+class _Deadlines:
+    """The ``io_timeout_s`` bound of every operation in flight, kept by one timer on the event
+    loop (re-armed for the earliest deadline left) instead of one timer per operation: each
+    operation's scope is cancelled once its deadline passes, as a deadline of its own would."""
+
+    __slots__ = ("_armed", "_loop", "_scopes")
+
+    def __init__(self) -> None:
+        self._scopes: dict[anyio.CancelScope, float] = {}
+        self._armed: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def watch(self, scope: anyio.CancelScope, seconds: float | None) -> None:
+        """Cancel ``scope`` ``seconds`` from now unless :meth:`done` comes first."""
+        if seconds is None:
+            return
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # a store used again under another (a later) event loop:
+            if self._armed is not None:  # what the earlier one had in flight is not ours to end
+                self._armed.cancel()
+                self._armed = None
+            self._scopes.clear()
+            self._loop = loop
+        deadline = loop.time() + seconds
+        self._scopes[scope] = deadline
+        armed = self._armed
+        if armed is None or deadline < armed.when():  # else the armed timer comes first
+            if armed is not None:
+                armed.cancel()
+            self._armed = loop.call_at(deadline, self._expire)
+
+    def done(self, scope: anyio.CancelScope) -> None:
+        self._scopes.pop(scope, None)
+
+    def _expire(self) -> None:
+        loop = self._loop
+        assert loop is not None
+        self._armed = None
+        now = loop.time()
+        due = [scope for scope, deadline in self._scopes.items() if deadline <= now]
+        for scope in due:
+            del self._scopes[scope]
+        if self._scopes:
+            self._armed = loop.call_at(min(self._scopes.values()), self._expire)
+        for scope in due:
+            scope.cancel()
 
 
 class _Prepared:
