@@ -100,3 +100,16 @@ async def test_a_body_larger_than_the_socket_buffers_is_saved_whole(
     assert await store.renew(KEY, 1, 60_000) is False  # nothing to renew: no receipt yet
     assert await store.claim(KEY, 1, 60_000)
     assert await store.renew(KEY, 1, 60_000) is True
+
+
+async def test_a_parameter_absent_at_the_first_use_is_sent_right_later(
+        store: PostgresStore) -> None:
+    """A statement's parameter formats are fixed at its first use: a failure without an error
+    (NULL) first, then one with an error, both read back as written."""
+    first = ToolCallReceiptKey(tenant_id="t", run_id="r1", tool_name="charge", args_hash="h")
+    assert await store.claim(first, 1, 60_000)
+    assert await store.fail(first, 1, None)
+    assert await store.claim(KEY, 1, 60_000)
+    assert await store.fail(KEY, 1, "boom")
+    assert await store.read(first) == ReceiptFailed(attempt=1, error=None)
+    assert await store.read(KEY) == ReceiptFailed(attempt=1, error="boom")
