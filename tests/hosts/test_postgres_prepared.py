@@ -86,6 +86,12 @@ async def test_a_nul_character_is_refused_never_cut_short(store: PostgresStore) 
     assert (info.value.store, info.value.operation) == ("postgres", "claim")
     assert await store.read(ToolCallReceiptKey(tenant_id="t", run_id="a", tool_name="charge",
                                                args_hash="h")) is None
+    for n in range(3):  # each refusal discards its connection; none is remembered after
+        assert await store.claim(ToolCallReceiptKey(tenant_id="t", run_id=f"ok{n}",
+                                                    tool_name="charge", args_hash="h"), 1, 60_000)
+        with pytest.raises(StoreError):
+            await store.claim(key, 1, 60_000)
+    assert len(store._prepared) <= store.pool_size
     assert await store.claim(KEY, 1, 60_000)  # the store goes on
     assert await store.fail(KEY, 1, "bad\x00error") is True  # inside JSON: escaped, kept
     assert await store.read(KEY) == ReceiptFailed(attempt=1, error="bad\x00error")

@@ -75,7 +75,6 @@ import asyncio
 import math
 import re
 import select
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -223,8 +222,8 @@ class PostgresStore:
         """The prepared statements by name: the name on the wire, the SQL, the parameters'
         formats."""
         self._formats = self._psycopg.adapt.PyFormat
-        self._prepared: weakref.WeakKeyDictionary[AsyncConnection[Any], _Prepared] = \
-            weakref.WeakKeyDictionary()
+        self._prepared: dict[AsyncConnection[Any], _Prepared] = {}
+        """Per pooled connection (forgotten when it is closed): see :meth:`_command`."""
 
     # -- connections -----------------------------------------------------------------------------
 
@@ -254,12 +253,18 @@ class PostgresStore:
             conn = self._idle.pop()
             if not _went_away(conn):
                 return conn
-            with anyio.CancelScope(shield=True):
-                try:
-                    await conn.close()
-                except Exception:  # a dead socket may refuse even the goodbye
-                    pass
+            await self._discard(conn)
         return await self._connect()
+
+    async def _discard(self, conn: AsyncConnection[Any]) -> None:
+        """Close ``conn`` for good (shielded: a cancelled caller still closes it) and forget
+        what was prepared on it."""
+        self._prepared.pop(conn, None)
+        with anyio.CancelScope(shield=True):
+            try:
+                await conn.close()
+            except Exception:  # a dead socket may refuse even the goodbye
+                pass
 
     async def _take(self) -> AsyncConnection[Any]:
         """A pooled connection and its pool slot, both the caller's until :meth:`_give`."""
@@ -283,12 +288,13 @@ class PostgresStore:
         rolled back) does not."""
         try:
             if failure is None:
-                if not (conn.closed or conn.broken):
+                if conn.closed or conn.broken:
+                    await self._discard(conn)
+                else:
                     self._idle.append(conn)
             elif isinstance(failure, (self._psycopg.Error, _NoAnswer)) \
                     or not isinstance(failure, Exception) or conn.broken:
-                with anyio.CancelScope(shield=True):
-                    await conn.close()
+                await self._discard(conn)
             else:
                 self._idle.append(conn)
         finally:
@@ -434,6 +440,7 @@ class PostgresStore:
     async def aclose(self) -> None:
         idle, self._idle = self._idle, []
         for conn in idle:
+            self._prepared.pop(conn, None)
             await conn.close()
 
     close = aclose
