@@ -61,12 +61,12 @@ operation may wait for it.
 
 The statements of a turn (``claim``, ``complete``, ``fail``, ``renew`` and the checkpoint's
 compare-and-swap) are prepared on each connection by their first use there, as
-``bindloop_<operation>``, and then sent as one Bind/Execute each. A statement deallocated behind the
-store's back (``DEALLOCATE ALL``; a pooler's ``DISCARD ALL``) is prepared again and resent once —
-the server refused it before running it — unless a transaction was open (``complete_with``), which
-the refusal aborted: then the operation fails as a whole. Behind PgBouncer in transaction mode this
-needs its prepared-statement support (``max_prepared_statements``, PgBouncer 1.21+), as psycopg's
-own automatic preparation does.
+``bindloop_<operation>``, and then run by name, one round trip each. A statement deallocated
+behind the store's back (``DEALLOCATE ALL``; a pooler's ``DISCARD ALL``) is prepared again and
+resent once — the server refused it before running it — unless a transaction was open
+(``complete_with``), which the refusal aborted: then the operation fails as a whole. Behind
+PgBouncer in transaction mode this needs its prepared-statement support
+(``max_prepared_statements``, PgBouncer 1.21+), as psycopg's own automatic preparation does.
 """
 
 from __future__ import annotations
