@@ -94,6 +94,7 @@ from bindloop.hosts.chat.access import Authorize, ChatRefused, ChatRequest, scop
 from bindloop.hosts.chat.bodies import BodyBound, BodyRefused, staggered_timeout
 from bindloop.hosts.chat.errors import error_text
 from bindloop.hosts.chat.follow import Liveness
+from bindloop.hosts.chat.quota import DEFAULT_MAX_LOG_BYTES, LogQuota
 
 from .replay import RecordedFrames, decode_fed, encode_fed, replay
 from .run_logs import ContinuableRunLogs, Continuation
@@ -204,8 +205,8 @@ class _HttpError(Exception):
 
 
 class _Run:
-    __slots__ = ("changed", "identity", "large", "logged", "protocol", "recorder", "run_id",
-                 "scope")
+    __slots__ = ("bytes", "changed", "identity", "large", "logged", "protocol", "recorder",
+                 "run_id", "scope")
 
     def __init__(self, run_id: str, protocol: str, identity: str = "") -> None:
         self.run_id = run_id
@@ -214,6 +215,7 @@ class _Run:
         self.changed = anyio.Event()
         self.scope = anyio.CancelScope()
         self.logged = 0  # frames appended to its log
+        self.bytes = 0  # and their bytes (its log's quota counts them)
         self.recorder: RecordedFrames | None = None  # with continuable logs: what it fed
         self.large = False  # holds one of the app's large-body slots
 
@@ -260,6 +262,12 @@ class ChatApp:
     event loop to read, decode and echo, on which every other chat's frames wait, so a crowd of
     them would stretch every response.
 
+    ``max_log_bytes`` bounds the bytes of frames one run logs
+    (:data:`~bindloop.hosts.chat.quota.DEFAULT_MAX_LOG_BYTES`, 8 MiB): a run that reaches it is
+    stopped -- never evicted -- and its stream ends with the protocol's error, ``log_full`` and
+    the run's id (:class:`~bindloop.hosts.chat.quota.LogQuota`); its log keeps what it logged,
+    so a resume reads it to that error, and the ``bindloop.hosts.asgi.chat`` logger says why.
+
     ``ai_sdk`` is the AI SDK major of the app's frontend (a chat request does not say it): with
     ``7`` a retracted attempt is sent as 7's ``reset-step``, which AI SDK 6 refuses (see
     :class:`~bindloop.protocols.UIStreamEncoder`)."""
@@ -270,13 +278,16 @@ class ChatApp:
                  poll_s: float = 0.05, authorize: Authorize | None = None,
                  max_runs: int = 256, max_runs_per_identity: int = 8,
                  body_timeout_s: float = 15.0, ai_sdk: int = 6,
-                 max_large_bodies: int = 8) -> None:
+                 max_large_bodies: int = 8,
+                 max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> None:
         if ai_sdk not in (6, 7):
             raise ValueError(f"ai_sdk must be 6 or 7, not {ai_sdk!r}")
         self._ai_sdk = ai_sdk
-        if max_runs < 1 or max_runs_per_identity < 1 or max_large_bodies < 1:
-            raise ValueError("max_runs, max_runs_per_identity and max_large_bodies must be at "
-                             "least 1")
+        if (max_runs < 1 or max_runs_per_identity < 1 or max_large_bodies < 1
+                or max_log_bytes < 1):
+            raise ValueError("max_runs, max_runs_per_identity, max_large_bodies and "
+                             "max_log_bytes must be at least 1")
+        self._max_log_bytes = max_log_bytes
         self._max_large_bodies = max_large_bodies
         self._large = 0  # requests holding a large-body slot
         if not body_timeout_s > 0:
@@ -682,6 +693,7 @@ class ChatApp:
             return
         for payload in payloads:
             self.logs.append(run.run_id, payload)
+            run.bytes += len(payload)
         run.logged += len(payloads)
         run.changed.set()
         run.changed = anyio.Event()
@@ -700,7 +712,8 @@ class ChatApp:
                                          lambda payloads: self._append(run, payloads),
                                          describe=lambda exc: self._describe(run, chat, exc),
                                          resumed=resumed,
-                                         on_save=lambda cp: self._save(run, cp))
+                                         on_save=lambda cp: self._save(run, cp),
+                                         quota=LogQuota(self._max_log_bytes, used=run.bytes))
         except Exception as exc:
             # The log store failed under the run (a server gone: drive_run could not even write
             # the failure): this run ends, the app and its other runs go on.
@@ -817,7 +830,8 @@ async def drive_run(runner: Runner, chat: ChatInput, frames: Frames,
                     write: Callable[[list[bytes]], None], *,
                     describe: Callable[[Exception], str] = error_text,
                     resumed: bool = False,
-                    on_save: Callable[[LoopCheckpoint], None] | None = None) -> RunStatus:
+                    on_save: Callable[[LoopCheckpoint], None] | None = None,
+                    quota: LogQuota | None = None) -> RunStatus:
     """One run from its first frame to its last, every payload handed to ``write`` in order (the
     ASGI app's event log, the Worker's SSE stream): the start, the runner's events, then the finish
     -- or the protocol's error when the runner raises (``describe(exc)``, never a traceback; a
@@ -826,8 +840,20 @@ async def drive_run(runner: Runner, chat: ChatInput, frames: Frames,
     were started (and fed) by the caller -- a continuation of a run that died -- so no start is
     written. A :class:`~bindloop.agent.events.CheckpointSavedEvent` the runner emits (a boundary it
     could go on from) is no frame: it goes to ``on_save``, which stores it before the run goes
-    on."""
+    on.
+
+    ``quota`` (:class:`~bindloop.hosts.chat.quota.LogQuota`) bounds the bytes written: once a
+    batch of frames reaches it, the runner is cancelled (nothing it emits after is written, no
+    save is stored) and the run ends ``failed`` with the protocol's error,
+    ``describe(quota.error())`` -- ``log_full`` to the client."""
     open_ = [True]
+    full = anyio.CancelScope()  # cancelled when the frames written reach the quota
+
+    def log(payloads: list[bytes]) -> None:
+        write(payloads)
+        if quota is not None and quota.add(payloads) and open_[0]:
+            open_[0] = False
+            full.cancel()
 
     def emit(turn_index: int | None, event: EncoderInput) -> None:
         if isinstance(event, CheckpointSavedEvent):
@@ -835,12 +861,20 @@ async def drive_run(runner: Runner, chat: ChatInput, frames: Frames,
                 on_save(event.checkpoint)
             return
         if open_[0]:  # a tool still reporting after the run's end is not part of the stream
-            write(frames.feed(event, turn_index))
+            log(frames.feed(event, turn_index))
+
+    def failed(exc: Exception) -> RunStatus:
+        write(frames.fail(describe(exc)))
+        write(frames.close())
+        return "failed"
 
     if not resumed:
-        write(frames.start())
+        log(frames.start())
+    if quota is not None and quota.reached:  # a continuation's replay, or the start, filled it
+        return failed(quota.error())
     try:
-        result = await runner(chat, emit)
+        with full:
+            result = await runner(chat, emit)
     except anyio.get_cancelled_exc_class():
         open_[0] = False
         write(frames.abort())
@@ -848,10 +882,11 @@ async def drive_run(runner: Runner, chat: ChatInput, frames: Frames,
         raise
     except Exception as exc:
         open_[0] = False
-        write(frames.fail(describe(exc)))
-        write(frames.close())
-        return "failed"
+        # A runner that turned the quota's cancellation into an error failed of the quota.
+        return failed(quota.error() if full.cancel_called and quota is not None else exc)
     open_[0] = False
+    if full.cancel_called and quota is not None:
+        return failed(quota.error())
     write(frames.finish(result))
     write(frames.close())
     return "finished"
