@@ -204,6 +204,13 @@ class _HttpError(Exception):
         self.code = code
 
 
+def _store_unavailable() -> _HttpError:
+    """A store call failed (its server down, unreachable, or still loading its data): 503, which
+    the app answers with ``Retry-After``; the detail goes to the log, never to the client."""
+    return _HttpError(503, "store_unavailable", "the server cannot reach its store; try again "
+                      "shortly")
+
+
 class _Run:
     __slots__ = ("bytes", "changed", "identity", "large", "logged", "protocol", "recorder",
                  "run_id", "scope")
@@ -319,8 +326,13 @@ class ChatApp:
         if scope["type"] != "http":
             return
         try:
-            identity = await self._identify(scope)
-            await self._route(scope, receive, send, identity)
+            try:
+                identity = await self._identify(scope)
+                await self._route(scope, receive, send, identity)
+            except StoreError as exc:  # before a response started (a stream handles its own)
+                LOGGER.error("%s %s: the store failed", scope["method"], scope["path"],
+                             exc_info=exc)
+                raise _store_unavailable() from None
         except _HttpError as exc:
             headers = [(b"retry-after", b"1")] if exc.status in (429, 503) else []
             await _send_json(send, exc.status, {"error": exc.code, "message": str(exc)},
@@ -544,8 +556,7 @@ class ChatApp:
         except StoreError as exc:
             LOGGER.error("a run of chat %r (%s) could not begin", chat_id, protocol,
                          exc_info=exc)
-            raise _HttpError(503, "store_unavailable", "the server cannot reach its store; try "
-                             "again shortly") from None
+            raise _store_unavailable() from None
         except RunBusyError:
             raise _HttpError(409, "chat_busy", "this chat already has a running response; "
                              "reconnect to it, or stop it first") from None
@@ -750,6 +761,16 @@ class ChatApp:
                 await self._tail(run_id, after, send)
             except OSError:
                 pass  # the client's socket is gone
+            except StoreError as exc:
+                # The log cannot be read (its server gone or still loading): the stream ends
+                # and the client resumes from the last event it got.
+                LOGGER.error("run %s: its log could not be read", run_id, exc_info=exc)
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await send({"type": "http.response.body", "body": b"",
+                                    "more_body": False})
+                    except OSError:
+                        pass
             tg.cancel_scope.cancel()
 
     async def _tail(self, run_id: str, after: int | None, send: Send) -> None:
