@@ -24,7 +24,7 @@ from tests.hosts.proxy import CuttingProxy
 
 CHAT = {"id": "c1", "trigger": "submit-message", "messages": [
     {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hello"}]}]}
-AG_UI = {"threadId": "t1", "runId": "r1", "messages": [
+AG_UI: dict[str, Any] = {"threadId": "t1", "runId": "r1", "messages": [
     {"id": "u1", "role": "user", "content": "hello"}], "tools": [], "context": [],
     "state": None, "forwardedProps": {}}
 ROUTES = [("POST", "/api/chat", CHAT), ("POST", "/ag-ui", AG_UI),
