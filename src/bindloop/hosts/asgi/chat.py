@@ -212,8 +212,8 @@ def _store_unavailable() -> _HttpError:
 
 
 class _Run:
-    __slots__ = ("bytes", "changed", "identity", "large", "logged", "protocol", "recorder",
-                 "run_id", "scope")
+    __slots__ = ("bytes", "changed", "frames", "identity", "large", "logged", "protocol",
+                 "recorder", "run_id", "scope")
 
     def __init__(self, run_id: str, protocol: str, identity: str = "") -> None:
         self.run_id = run_id
@@ -223,6 +223,9 @@ class _Run:
         self.scope = anyio.CancelScope()
         self.logged = 0  # frames appended to its log
         self.bytes = 0  # and their bytes (its log's quota counts them)
+        # What it logged, by offset, once the store took it: its followers in this process read
+        # it here instead of from the store (None: offsets not as expected, read the store).
+        self.frames: list[bytes] | None = []
         self.recorder: RecordedFrames | None = None  # with continuable logs: what it fed
         self.large = False  # holds one of the app's large-body slots
 
@@ -703,8 +706,13 @@ class ChatApp:
         if not payloads:
             return
         for payload in payloads:
-            self.logs.append(run.run_id, payload)
+            offset = self.logs.append(run.run_id, payload)
             run.bytes += len(payload)
+            if run.frames is not None:
+                if offset == len(run.frames):
+                    run.frames.append(payload)
+                else:
+                    run.frames = None
         run.logged += len(payloads)
         run.changed.set()
         run.changed = anyio.Event()
@@ -780,7 +788,9 @@ class ChatApp:
         held back until it is proven alive (:class:`~bindloop.hosts.chat.follow.Liveness`, the
         Worker's rule too), since its continuation would not repeat that. Until then the tail
         waits (at most the lease, then the run is lost) and goes on with whichever comes: the
-        run's frames, or its continuation from the save."""
+        run's frames, or its continuation from the save. A run live in this app is read from
+        its frames in memory (each one kept once the store took it), any other from the
+        store."""
         liveness = Liveness()
         while True:
             run = self._live.get(run_id)
@@ -803,7 +813,13 @@ class ChatApp:
                         run_id, logged=record.events, lease_until_ms=record.lease_until_ms,
                         live=record.live(self._now())):
                     hold = record.saved  # what it logged after its save may not repeat
-            frames = self.logs.read(run_id, after)
+            if run is not None and run.frames is not None:
+                # Live here: what it logged is in memory (and already in the store), so a
+                # follower costs the store nothing.
+                start = 0 if after is None else after + 1
+                frames = list(enumerate(run.frames[start:], start))
+            else:
+                frames = self.logs.read(run_id, after)
             if hold is not None:
                 frames = [f for f in frames if f[0] < hold]
             if frames:
