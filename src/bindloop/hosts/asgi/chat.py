@@ -277,6 +277,8 @@ class ChatApp:
     stopped -- never evicted -- and its stream ends with the protocol's error, ``log_full`` and
     the run's id (:class:`~bindloop.hosts.chat.quota.LogQuota`); its log keeps what it logged,
     so a resume reads it to that error, and the ``bindloop.hosts.asgi.chat`` logger says why.
+    While a run is live, the app also keeps its frames in memory (up to that quota), so the
+    responses following it in this process never read them back from the store.
 
     ``ai_sdk`` is the AI SDK major of the app's frontend (a chat request does not say it): with
     ``7`` a retracted attempt is sent as 7's ``reset-step``, which AI SDK 6 refuses (see
