@@ -2,7 +2,8 @@
 stopped once its frames reach the quota, its stream ends with the protocol's error (``log_full``
 and the run's id), its log keeps what it logged (a resume reads it to that error), the host's
 log says why, and the app goes on serving -- in memory and in every shared log store, over real
-HTTP (uvicorn on 127.0.0.1). :func:`drive_run`'s quota is held to its bound by a property."""
+HTTP (uvicorn on 127.0.0.1), with scripted runners and with the agent runner over a real wire
+model. :func:`drive_run`'s quota is held to its bound by a property."""
 
 from __future__ import annotations
 
@@ -19,10 +20,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bindloop.completion import TextEvent
+from bindloop.hosts import create_model
+from bindloop.hosts.asgi.agent import agent_runner
 from bindloop.hosts.asgi.chat import AgUiFrames, ChatApp, ChatInput, Emit, UiFrames, drive_run
 from bindloop.hosts.chat.errors import error_text
 from bindloop.hosts.chat.quota import DEFAULT_MAX_LOG_BYTES, LogFullError, LogQuota
 from bindloop.protocols import AgUiEncoder, UIStreamEncoder, encode_ui_chunk
+from bindloop.testing import final_answer
+from harness.fixtures.provider_replies import sse_event
+from harness.fixtures.scripted_server import ScriptedProviderServer, ScriptedReply, turn_reply
 from log_stores import STORES, LogStore
 
 QUOTA = 40_000
@@ -229,3 +235,42 @@ def test_a_run_whose_replay_filled_its_quota_ends_at_once_without_running() -> N
     assert out[-1] == b"[DONE]" and b"log_full" in out[-2]
     assert msgspec.json.decode(out[-2]) == msgspec.json.decode(encode_ui_chunk(
         UIStreamEncoder("m1").fail("the run was stopped: log_full")[-1]))
+
+
+def _endless_provider(_request: Any) -> ScriptedReply:
+    """An OpenAI-chat provider whose answer is a million characters, 500 a chunk."""
+
+    def chunk(delta: dict[str, Any] | None, finish: str | None = None) -> bytes:
+        return sse_event({"id": "c", "object": "chat.completion.chunk", "created": 0,
+                          "model": "m", "choices": [] if delta is None else [
+                              {"index": 0, "delta": delta, "finish_reason": finish}]})
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    chunks += [chunk({"content": "word " * 100}) for _ in range(2_000)]
+    chunks += [chunk({}, finish="stop"), sse_event("[DONE]")]
+    return ScriptedReply(headers=(("content-type", "text/event-stream"),), chunks=tuple(chunks),
+                         delay_s=0.001)
+
+
+def test_an_agent_whose_model_streams_without_end_is_stopped_at_the_quota(served: Any) -> None:
+    """The agent runner over a real wire model (an OpenAI-chat provider on 127.0.0.1 answering
+    a million characters): the run is cancelled at the quota, mid model call, and the chat
+    takes its next message."""
+    provider = ScriptedProviderServer().start()
+    provider.set_responder("p", _endless_provider)
+    try:
+        model = create_model("openai:gpt-4.1-mini", api_key="sk-test",
+                             base_url=provider.base_url("p"))
+        with served(ChatApp(agent_runner(model), max_log_bytes=QUOTA)) as base:
+            answer = httpx.post(f"{base}/api/chat", json=_chat("a1", "talk"), timeout=60)
+            frames = _frames(answer.text)
+            run = str(frames[0][0]).rpartition(":")[0]
+            assert msgspec.json.decode(frames[-2][1]) == {
+                "type": "error", "errorText": f"the run was stopped: log_full [ref {run}]"}
+            assert QUOTA <= len(answer.text) < QUOTA * 2
+            provider.set_responder("p", lambda _request: turn_reply(
+                "openai_chat", final_answer("fine"), stream=True))
+            again = httpx.post(f"{base}/api/chat", json=_chat("a1", "hello"), timeout=60)
+            assert again.status_code == 200 and '"type":"finish"' in again.text
+    finally:
+        provider.stop()
