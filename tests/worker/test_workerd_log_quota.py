@@ -2,7 +2,9 @@
 a provider that streams an answer far longer than the quota has its run stopped once the run's
 frames reach it, the stream ends with the protocol's error (``log_full`` and the run's id) on both
 ``POST /api/chat`` and ``POST /ag-ui``, the Session object's log keeps what was logged (a resume
-reads it to the same error), the Worker's log says why, and the chat takes its next message."""
+reads it to the same error), the Worker's log says why, and the chat takes its next message; on
+the Worker's own ``/v1/chat`` the same quota ends the run with the ``error`` ``log_full`` and the
+session goes on."""
 
 from __future__ import annotations
 
@@ -145,3 +147,27 @@ def test_an_ag_ui_run_streaming_past_its_quota_ends_with_run_error(served: Worke
     assert sum(e["type"] == "TEXT_MESSAGE_START" for e in events) == sum(
         e["type"] == "TEXT_MESSAGE_END" for e in events)
     assert sum(len(d.encode()) for _, d in _events(text)) <= QUOTA + 2 * len(PIECE) + 400
+
+
+def test_a_v1_run_streaming_past_its_quota_is_stopped_and_its_session_goes_on(
+        served: Workerd) -> None:
+    """The Worker's own ``/v1/chat``: the run's ``turn`` events stop at the quota, the stream ends
+    with the ``error`` ``log_full``, the session keeps its input (``aborted``) and takes a new
+    message."""
+    status, text = _request(served, "POST", "/v1/chat", {"message": "talk forever"})
+    assert status == 200
+    blocks = [b for b in text.split("\n\n") if b.strip() and not b.startswith(":")]
+    kinds = [next((line[7:] for line in b.split("\n") if line.startswith("event: ")), "")
+             for b in blocks]
+    datas = [json.loads("".join(line[6:] for line in b.split("\n") if line.startswith("data: ")))
+             for b in blocks]
+    assert kinds[0] == "session" and kinds[-1] == "error" and "turn" in kinds
+    error = datas[-1]
+    assert error["error"] == "log_full" and error["status"] == "aborted"
+    assert sum(len(b) for b in blocks) <= QUOTA + 2 * len(PIECE) + 2_000
+    session = error["session_id"]
+    status, shown = _request(served, "GET", f"/v1/sessions/{session}")
+    assert status == 200 and json.loads(shown)["status"] == "aborted", shown
+    status, again = _request(served, "POST", "/v1/chat",
+                             {"message": "hello", "session_id": session})
+    assert status == 200 and "event: done" in again, again[-500:]

@@ -57,7 +57,11 @@ class LogQuota:
 
     def add(self, payloads: Sequence[bytes]) -> bool:
         """Count ``payloads`` (logged); whether the quota is reached now."""
-        self.used += sum(len(p) for p in payloads)
+        return self.count(sum(len(p) for p in payloads))
+
+    def count(self, size: int) -> bool:
+        """Count ``size`` bytes of frames logged; whether the quota is reached now."""
+        self.used += size
         return self.reached
 
     def error(self) -> LogFullError:

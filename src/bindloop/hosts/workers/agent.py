@@ -147,7 +147,7 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     going at once, counted across isolates (``None``: no bound); ``max_live_runs_total``: runs
     of all identities together (``None``: no bound). ``chat_ttl_ms``: how long a chat's
     storage outlives its last run (``None``: kept until deleted). ``max_log_bytes``: the bytes of
-    frames one protocol run logs before it is stopped with ``log_full``
+    events one run logs before it is stopped with ``log_full``
     (:class:`~bindloop.hosts.chat.quota.LogQuota`)."""
 
     providers: tuple[Provider, ...] = ()
