@@ -212,8 +212,8 @@ def _store_unavailable() -> _HttpError:
 
 
 class _Run:
-    __slots__ = ("bytes", "changed", "frames", "identity", "large", "logged", "protocol",
-                 "recorder", "run_id", "scope")
+    __slots__ = ("bytes", "changed", "closed", "frames", "identity", "large", "logged",
+                 "protocol", "recorder", "run_id", "scope")
 
     def __init__(self, run_id: str, protocol: str, identity: str = "") -> None:
         self.run_id = run_id
@@ -226,6 +226,7 @@ class _Run:
         # What it logged, by offset, once the store took it: its followers in this process read
         # it here instead of from the store (None: offsets not as expected, read the store).
         self.frames: list[bytes] | None = []
+        self.closed = False  # it ended and the store recorded how
         self.recorder: RecordedFrames | None = None  # with continuable logs: what it fed
         self.large = False  # holds one of the app's large-body slots
 
@@ -745,6 +746,7 @@ class ChatApp:
             with anyio.CancelScope(shield=True):
                 try:
                     self.logs.end(run.run_id, status)
+                    run.closed = True
                 except Exception as exc:  # left running: its lease runs out, it is lost
                     LOGGER.error("run %s could not be closed as %s", run.run_id, status,
                                  exc_info=exc)
@@ -791,11 +793,21 @@ class ChatApp:
         Worker's rule too), since its continuation would not repeat that. Until then the tail
         waits (at most the lease, then the run is lost) and goes on with whichever comes: the
         run's frames, or its continuation from the save. A run live in this app is read from
-        its frames in memory (each one kept once the store took it), any other from the
-        store."""
+        its frames in memory (each one kept once the store took it), to its end once the store
+        closed it; any other from the store."""
         liveness = Liveness()
+        seen: _Run | None = None  # the run followed, while it was live here
         while True:
             run = self._live.get(run_id)
+            if run is not None:
+                seen = run
+            elif (seen is not None and seen.run_id == run_id and seen.closed
+                  and seen.frames is not None):
+                # It ran here and ended, closed in the store: the rest of it is in memory.
+                start = 0 if after is None else after + 1
+                await send({"type": "http.response.body", "more_body": False, "body": b"".join(
+                    sse_event(run_id, o, p) for o, p in enumerate(seen.frames[start:], start))})
+                return
             changed = None if run is None else run.changed
             # Another process's run (not live here): is it still renewing its lease?
             elsewhere, hold = False, None
