@@ -25,7 +25,8 @@ share one identity and its bounds.
    only), ``postgres`` and ``redis`` (``durable`` on a Postgres or Redis server: the one
    ``BINDLOOP_TEST_POSTGRES_DSN`` / ``BINDLOOP_TEST_REDIS_URL`` names, else one started here from
    the Debian binaries as the tests do -- Postgres with ``fsync=off``, Redis with
-   ``appendfsync everysec``).
+   ``appendfsync everysec``); on a Postgres server started here, the statements it ran per
+   request too (``pg_stat_statements``).
 3. **abuse**: a legitimate client (its own token, its own process) sends the same chat one
    request after another -- before, during and after a time when, at once: ``--flood``
    anonymous POSTs sent and disconnected at once (100 in flight), ``--slow`` connections that
@@ -269,9 +270,26 @@ def _store_server(mode: str) -> tuple[str, Any]:
         def _spawn(self, *extra: str) -> None:
             super()._spawn("--appendfsync", "everysec", *extra)
 
-    server: Any = PostgresServer() if mode == "postgres" else EverySecond()
+    # Postgres counts the statements it runs (pg_stat_statements): the rps run prints them.
+    server: Any = (PostgresServer({"shared_preload_libraries": "pg_stat_statements"})
+                   if mode == "postgres" else EverySecond())
     server.start()
     return (server.dsn if mode == "postgres" else server.url), server
+
+
+def _statements(dsn: str) -> int | None:
+    """The statements the Postgres server at ``dsn`` has run (pg_stat_statements), or ``None``
+    when it does not count them (a server given by ``BINDLOOP_TEST_POSTGRES_DSN`` without the
+    library preloaded)."""
+    import psycopg
+
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            row = conn.execute("SELECT COALESCE(SUM(calls), 0) FROM pg_stat_statements").fetchone()
+    except psycopg.Error:
+        return None
+    return None if row is None else int(row[0])
 
 
 async def rps(seconds: float, mode: str, clients: int = 8) -> None:
@@ -281,6 +299,7 @@ async def rps(seconds: float, mode: str, clients: int = 8) -> None:
         for protocol in ("ui", "ag-ui"):
             latencies: list[float] = []
             stop_at = time.monotonic() + seconds
+            statements0 = _statements(store_url) if mode == "postgres" else None
             cpu0, wall0 = host.cpu_s(), time.monotonic()
 
             async def client(c: int, protocol: str = protocol,
@@ -305,10 +324,15 @@ async def rps(seconds: float, mode: str, clients: int = 8) -> None:
             wall, cpu = time.monotonic() - wall0, host.cpu_s() - cpu0
             count = len(latencies)
             path = "POST /api/chat" if protocol == "ui" else "POST /ag-ui"
+            statements1 = _statements(store_url) if statements0 is not None else None
+            # Less the two statements each reading takes (the count and the extension's check).
+            per = ("" if statements0 is None or statements1 is None else
+                   f", {(statements1 - statements0 - 2) / count:.1f} Postgres statements per "
+                   "request")
             print(f"rps ({mode}): {path}: {count / wall:.0f} requests/s ({count} in {wall:.1f} s, "
                   f"{clients} clients; a tool round, then the answer), median "
                   f"{statistics.median(latencies) * 1000:.1f} ms, host CPU "
-                  f"{cpu / count * 1000:.2f} ms per request", flush=True)
+                  f"{cpu / count * 1000:.2f} ms per request{per}", flush=True)
     finally:
         host.stop()
         if server is not None:

@@ -156,3 +156,24 @@ def test_use_chat_in_headless_chromium_with_an_approval_clicked_through(served: 
     assert deleted == ["groceries"]
     assert ran_major(out) == major
     assert ran_major(out, "react") == {6: 3, 7: 4}[major]  # @ai-sdk/react's own major
+
+
+@pytest.mark.parametrize("major", MAJORS)
+def test_a_run_stopped_at_its_log_quota_as_each_client_ends_with_it(served: Any,
+                                                                    major: int) -> None:
+    """A run streaming without end, stopped at the host's log quota (harness/clients/log_full.mjs):
+    the AI SDK keeps the text that came and reports one error, ``log_full`` with the run's id;
+    AG-UI's verifying ``HttpAgent`` ends with ``RUN_ERROR`` saying the same."""
+    _node_ready(major)
+    from bindloop.completion import TextEvent
+
+    async def endless(chat: ChatInput, emit: Emit) -> Any:
+        while True:
+            emit(0, TextEvent(content="word " * 200))
+            await anyio.sleep(0)
+
+    with served(ChatApp(endless, max_log_bytes=40_000)) as base:
+        got = json.loads(_run("log_full.mjs", base, major=major).splitlines()[-1])
+    assert got["version"].split(".")[0] == str(major)
+    assert got["ui"].startswith("the run was stopped: log_full [ref ")
+    assert got["agUi"] == "the run was stopped: log_full [ref run-full]"

@@ -93,11 +93,15 @@ def test_config_from_env_reads_providers_and_refuses_naming_the_variable() -> No
     assert [(p.id, p.wire) for p in cfg.providers] == [("primary", "openai_chat"),
                                                        ("fallback", "anthropic")]
     assert cfg.max_iterations == 3
+    assert cfg.max_log_bytes == 8 * 1024 * 1024  # MAX_LOG_BYTES unset: the default quota
+    assert agent.config_from_env(tools=TOOLS, env=env(MAX_LOG_BYTES="20000")).max_log_bytes == 20000
     plan = agent.route_plan(cfg)
     assert [c.provider_invocation_model for c in plan.stages[0].candidates] == ["m", "c"]
     for bad, name in ((env(PROVIDER_API_KEY=""), "PROVIDER_API_KEY"),
                       (env(PROVIDER_WIRE="soap"), "PROVIDER_WIRE"),
                       (env(MAX_ITERATIONS="0"), "MAX_ITERATIONS"),
+                      (env(MAX_LOG_BYTES="4 MiB"), "MAX_LOG_BYTES"),
+                      (env(MAX_LOG_BYTES="0"), "MAX_LOG_BYTES"),
                       (SimpleNamespace(), "PROVIDER_BASE_URL")):
         with pytest.raises(agent.HttpError) as info:
             agent.config_from_env(tools=TOOLS, env=bad)

@@ -94,6 +94,7 @@ from bindloop.hosts.chat.access import Authorize, ChatRefused, ChatRequest, scop
 from bindloop.hosts.chat.bodies import BodyBound, BodyRefused, staggered_timeout
 from bindloop.hosts.chat.errors import error_text
 from bindloop.hosts.chat.follow import Liveness
+from bindloop.hosts.chat.quota import DEFAULT_MAX_LOG_BYTES, LogQuota
 
 from .replay import RecordedFrames, decode_fed, encode_fed, replay
 from .run_logs import ContinuableRunLogs, Continuation
@@ -203,9 +204,16 @@ class _HttpError(Exception):
         self.code = code
 
 
+def _store_unavailable() -> _HttpError:
+    """A store call failed (its server down, unreachable, or still loading its data): 503, which
+    the app answers with ``Retry-After``; the detail goes to the log, never to the client."""
+    return _HttpError(503, "store_unavailable", "the server cannot reach its store; try again "
+                      "shortly")
+
+
 class _Run:
-    __slots__ = ("changed", "identity", "large", "logged", "protocol", "recorder", "run_id",
-                 "scope")
+    __slots__ = ("bytes", "changed", "closed", "frames", "identity", "large", "logged",
+                 "protocol", "recorder", "run_id", "scope")
 
     def __init__(self, run_id: str, protocol: str, identity: str = "") -> None:
         self.run_id = run_id
@@ -214,6 +222,11 @@ class _Run:
         self.changed = anyio.Event()
         self.scope = anyio.CancelScope()
         self.logged = 0  # frames appended to its log
+        self.bytes = 0  # and their bytes (its log's quota counts them)
+        # What it logged, by offset, once the store took it: its followers in this process read
+        # it here instead of from the store (None: offsets not as expected, read the store).
+        self.frames: list[bytes] | None = []
+        self.closed = False  # it ended and the store recorded how
         self.recorder: RecordedFrames | None = None  # with continuable logs: what it fed
         self.large = False  # holds one of the app's large-body slots
 
@@ -260,6 +273,14 @@ class ChatApp:
     event loop to read, decode and echo, on which every other chat's frames wait, so a crowd of
     them would stretch every response.
 
+    ``max_log_bytes`` bounds the bytes of frames one run logs
+    (:data:`~bindloop.hosts.chat.quota.DEFAULT_MAX_LOG_BYTES`, 8 MiB): a run that reaches it is
+    stopped -- never evicted -- and its stream ends with the protocol's error, ``log_full`` and
+    the run's id (:class:`~bindloop.hosts.chat.quota.LogQuota`); its log keeps what it logged,
+    so a resume reads it to that error, and the ``bindloop.hosts.asgi.chat`` logger says why.
+    While a run is live, the app also keeps its frames in memory (up to that quota), so the
+    responses following it in this process never read them back from the store.
+
     ``ai_sdk`` is the AI SDK major of the app's frontend (a chat request does not say it): with
     ``7`` a retracted attempt is sent as 7's ``reset-step``, which AI SDK 6 refuses (see
     :class:`~bindloop.protocols.UIStreamEncoder`)."""
@@ -270,13 +291,16 @@ class ChatApp:
                  poll_s: float = 0.05, authorize: Authorize | None = None,
                  max_runs: int = 256, max_runs_per_identity: int = 8,
                  body_timeout_s: float = 15.0, ai_sdk: int = 6,
-                 max_large_bodies: int = 8) -> None:
+                 max_large_bodies: int = 8,
+                 max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> None:
         if ai_sdk not in (6, 7):
             raise ValueError(f"ai_sdk must be 6 or 7, not {ai_sdk!r}")
         self._ai_sdk = ai_sdk
-        if max_runs < 1 or max_runs_per_identity < 1 or max_large_bodies < 1:
-            raise ValueError("max_runs, max_runs_per_identity and max_large_bodies must be at "
-                             "least 1")
+        if (max_runs < 1 or max_runs_per_identity < 1 or max_large_bodies < 1
+                or max_log_bytes < 1):
+            raise ValueError("max_runs, max_runs_per_identity, max_large_bodies and "
+                             "max_log_bytes must be at least 1")
+        self._max_log_bytes = max_log_bytes
         self._max_large_bodies = max_large_bodies
         self._large = 0  # requests holding a large-body slot
         if not body_timeout_s > 0:
@@ -308,8 +332,13 @@ class ChatApp:
         if scope["type"] != "http":
             return
         try:
-            identity = await self._identify(scope)
-            await self._route(scope, receive, send, identity)
+            try:
+                identity = await self._identify(scope)
+                await self._route(scope, receive, send, identity)
+            except StoreError as exc:  # before a response started (a stream handles its own)
+                LOGGER.error("%s %s: the store failed", scope["method"], scope["path"],
+                             exc_info=exc)
+                raise _store_unavailable() from None
         except _HttpError as exc:
             headers = [(b"retry-after", b"1")] if exc.status in (429, 503) else []
             await _send_json(send, exc.status, {"error": exc.code, "message": str(exc)},
@@ -533,8 +562,7 @@ class ChatApp:
         except StoreError as exc:
             LOGGER.error("a run of chat %r (%s) could not begin", chat_id, protocol,
                          exc_info=exc)
-            raise _HttpError(503, "store_unavailable", "the server cannot reach its store; try "
-                             "again shortly") from None
+            raise _store_unavailable() from None
         except RunBusyError:
             raise _HttpError(409, "chat_busy", "this chat already has a running response; "
                              "reconnect to it, or stop it first") from None
@@ -681,7 +709,13 @@ class ChatApp:
         if not payloads:
             return
         for payload in payloads:
-            self.logs.append(run.run_id, payload)
+            offset = self.logs.append(run.run_id, payload)
+            run.bytes += len(payload)
+            if run.frames is not None:
+                if offset == len(run.frames):
+                    run.frames.append(payload)
+                else:
+                    run.frames = None
         run.logged += len(payloads)
         run.changed.set()
         run.changed = anyio.Event()
@@ -700,7 +734,8 @@ class ChatApp:
                                          lambda payloads: self._append(run, payloads),
                                          describe=lambda exc: self._describe(run, chat, exc),
                                          resumed=resumed,
-                                         on_save=lambda cp: self._save(run, cp))
+                                         on_save=lambda cp: self._save(run, cp),
+                                         quota=LogQuota(self._max_log_bytes, used=run.bytes))
         except Exception as exc:
             # The log store failed under the run (a server gone: drive_run could not even write
             # the failure): this run ends, the app and its other runs go on.
@@ -711,6 +746,7 @@ class ChatApp:
             with anyio.CancelScope(shield=True):
                 try:
                     self.logs.end(run.run_id, status)
+                    run.closed = True
                 except Exception as exc:  # left running: its lease runs out, it is lost
                     LOGGER.error("run %s could not be closed as %s", run.run_id, status,
                                  exc_info=exc)
@@ -737,6 +773,16 @@ class ChatApp:
                 await self._tail(run_id, after, send)
             except OSError:
                 pass  # the client's socket is gone
+            except StoreError as exc:
+                # The log cannot be read (its server gone or still loading): the stream ends
+                # and the client resumes from the last event it got.
+                LOGGER.error("run %s: its log could not be read", run_id, exc_info=exc)
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await send({"type": "http.response.body", "body": b"",
+                                    "more_body": False})
+                    except OSError:
+                        pass
             tg.cancel_scope.cancel()
 
     async def _tail(self, run_id: str, after: int | None, send: Send) -> None:
@@ -746,10 +792,22 @@ class ChatApp:
         held back until it is proven alive (:class:`~bindloop.hosts.chat.follow.Liveness`, the
         Worker's rule too), since its continuation would not repeat that. Until then the tail
         waits (at most the lease, then the run is lost) and goes on with whichever comes: the
-        run's frames, or its continuation from the save."""
+        run's frames, or its continuation from the save. A run live in this app is read from
+        its frames in memory (each one kept once the store took it), to its end once the store
+        closed it; any other from the store."""
         liveness = Liveness()
+        seen: _Run | None = None  # the run followed, while it was live here
         while True:
             run = self._live.get(run_id)
+            if run is not None:
+                seen = run
+            elif (seen is not None and seen.run_id == run_id and seen.closed
+                  and seen.frames is not None):
+                # It ran here and ended, closed in the store: the rest of it is in memory.
+                start = 0 if after is None else after + 1
+                await send({"type": "http.response.body", "more_body": False, "body": b"".join(
+                    sse_event(run_id, o, p) for o, p in enumerate(seen.frames[start:], start))})
+                return
             changed = None if run is None else run.changed
             # Another process's run (not live here): is it still renewing its lease?
             elsewhere, hold = False, None
@@ -769,7 +827,13 @@ class ChatApp:
                         run_id, logged=record.events, lease_until_ms=record.lease_until_ms,
                         live=record.live(self._now())):
                     hold = record.saved  # what it logged after its save may not repeat
-            frames = self.logs.read(run_id, after)
+            if run is not None and run.frames is not None:
+                # Live here: what it logged is in memory (and already in the store), so a
+                # follower costs the store nothing.
+                start = 0 if after is None else after + 1
+                frames = list(enumerate(run.frames[start:], start))
+            else:
+                frames = self.logs.read(run_id, after)
             if hold is not None:
                 frames = [f for f in frames if f[0] < hold]
             if frames:
@@ -817,7 +881,8 @@ async def drive_run(runner: Runner, chat: ChatInput, frames: Frames,
                     write: Callable[[list[bytes]], None], *,
                     describe: Callable[[Exception], str] = error_text,
                     resumed: bool = False,
-                    on_save: Callable[[LoopCheckpoint], None] | None = None) -> RunStatus:
+                    on_save: Callable[[LoopCheckpoint], None] | None = None,
+                    quota: LogQuota | None = None) -> RunStatus:
     """One run from its first frame to its last, every payload handed to ``write`` in order (the
     ASGI app's event log, the Worker's SSE stream): the start, the runner's events, then the finish
     -- or the protocol's error when the runner raises (``describe(exc)``, never a traceback; a
@@ -826,8 +891,20 @@ async def drive_run(runner: Runner, chat: ChatInput, frames: Frames,
     were started (and fed) by the caller -- a continuation of a run that died -- so no start is
     written. A :class:`~bindloop.agent.events.CheckpointSavedEvent` the runner emits (a boundary it
     could go on from) is no frame: it goes to ``on_save``, which stores it before the run goes
-    on."""
+    on.
+
+    ``quota`` (:class:`~bindloop.hosts.chat.quota.LogQuota`) bounds the bytes written: once a
+    batch of frames reaches it, the runner is cancelled (nothing it emits after is written, no
+    save is stored) and the run ends ``failed`` with the protocol's error,
+    ``describe(quota.error())`` -- ``log_full`` to the client."""
     open_ = [True]
+    full = anyio.CancelScope()  # cancelled when the frames written reach the quota
+
+    def log(payloads: list[bytes]) -> None:
+        write(payloads)
+        if quota is not None and quota.add(payloads) and open_[0]:
+            open_[0] = False
+            full.cancel()
 
     def emit(turn_index: int | None, event: EncoderInput) -> None:
         if isinstance(event, CheckpointSavedEvent):
@@ -835,12 +912,20 @@ async def drive_run(runner: Runner, chat: ChatInput, frames: Frames,
                 on_save(event.checkpoint)
             return
         if open_[0]:  # a tool still reporting after the run's end is not part of the stream
-            write(frames.feed(event, turn_index))
+            log(frames.feed(event, turn_index))
+
+    def failed(exc: Exception) -> RunStatus:
+        write(frames.fail(describe(exc)))
+        write(frames.close())
+        return "failed"
 
     if not resumed:
-        write(frames.start())
+        log(frames.start())
+    if quota is not None and quota.reached:  # a continuation's replay, or the start, filled it
+        return failed(quota.error())
     try:
-        result = await runner(chat, emit)
+        with full:
+            result = await runner(chat, emit)
     except anyio.get_cancelled_exc_class():
         open_[0] = False
         write(frames.abort())
@@ -848,10 +933,11 @@ async def drive_run(runner: Runner, chat: ChatInput, frames: Frames,
         raise
     except Exception as exc:
         open_[0] = False
-        write(frames.fail(describe(exc)))
-        write(frames.close())
-        return "failed"
+        # A runner that turned the quota's cancellation into an error failed of the quota.
+        return failed(quota.error() if full.cancel_called and quota is not None else exc)
     open_[0] = False
+    if full.cancel_called and quota is not None:
+        return failed(quota.error())
     write(frames.finish(result))
     write(frames.close())
     return "finished"

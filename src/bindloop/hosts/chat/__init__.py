@@ -9,4 +9,5 @@ what to do.
 - :mod:`.access`: who is asking -- the request an ``authorize`` hook sees, its refusal, and the
   key that scopes a chat to its owner.
 - :mod:`.errors`: what a client is told of a failed run.
+- :mod:`.quota`: the bound on one run's log, and the error that stops a run at it.
 """

@@ -435,13 +435,12 @@ class PostgresRunLogs:
         return offset
 
     def end(self, run_id: str, status: RunStatus) -> None:
-        def body(conn: Connection[Any]) -> None:
-            conn.execute(f"UPDATE {self._t['protocol_runs']} SET status = %s WHERE run_id = %s",
-                         (status, run_id))
-            conn.execute(f"DELETE FROM {self._t['protocol_run_saves']} WHERE run_id = %s",
-                         (run_id,))
-
-        self._run("end", body, transaction=True)
+        # One statement (atomic, one round trip): the status set and what the run kept to be
+        # continued dropped.
+        self._run("end", lambda conn: conn.execute(
+            f"WITH dropped AS (DELETE FROM {self._t['protocol_run_saves']} WHERE run_id = %s) "
+            f"UPDATE {self._t['protocol_runs']} SET status = %s WHERE run_id = %s",
+            (run_id, status, run_id)))
         self._next.pop(run_id, None)
 
     def delete_chat(self, chat_id: str, protocol: str, *, now_ms: float) -> bool:

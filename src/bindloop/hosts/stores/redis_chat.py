@@ -19,7 +19,8 @@ the host.
 
 Keys live under ``prefix`` (default ``"bindloop:"``; they can share a ``RedisStore``'s): ``chat:``
 (a chat's runs), ``run:``, ``events:`` and ``save:`` (one run's), ``running``, ``ended``,
-``ended_started``, ``ended_bytes``, ``run_seq``; ``pending:``, ``pending_chats`` and
+``ended_started``, ``ended_bytes``, ``ended_saves`` (ended runs whose request and save the next
+``begin`` drops), ``run_seq``; ``pending:``, ``pending_chats`` and
 ``pending_seq`` for approvals; ``chat-schema`` holds the layout version
 (:data:`CHAT_SCHEMA_VERSION`, set on first use: keys written by another layout are refused with a
 :class:`~bindloop.stores.StoreError`, never misread). The scripts name keys they build from the prefix, so this needs one
@@ -57,14 +58,19 @@ local function chatk(protocol, chat) return P .. 'chat:' .. protocol .. ':' .. c
 local function latest(protocol, chat)
   return redis.call('ZRANGE', chatk(protocol, chat), -1, -1)[1]
 end
-local function close(id, status)
+-- keep_save: what the run stored to be continued stays until the next begin (ended_saves).
+local function close(id, status, keep_save)
   local h = redis.call('HMGET', runk(id), 'seq', 'started', 'bytes')
   redis.call('HSET', runk(id), 'status', status)
   redis.call('ZREM', P .. 'running', id)
   redis.call('ZADD', P .. 'ended', h[1], id)
   redis.call('ZADD', P .. 'ended_started', h[2], id)
   redis.call('INCRBY', P .. 'ended_bytes', h[3])
-  redis.call('DEL', P .. 'save:' .. id)
+  if keep_save then
+    if redis.call('EXISTS', P .. 'save:' .. id) == 1 then redis.call('SADD', P .. 'ended_saves', id) end
+  else
+    redis.call('DEL', P .. 'save:' .. id)
+  end
 end
 local function forget(id)
   local h = redis.call('HMGET', runk(id), 'status', 'bytes', 'chat', 'protocol')
@@ -75,6 +81,7 @@ local function forget(id)
     redis.call('DECRBY', P .. 'ended_bytes', h[2])
   end
   redis.call('ZREM', P .. 'ended_started', id)
+  redis.call('SREM', P .. 'ended_saves', id)
   redis.call('ZREM', chatk(h[4], h[3]), id)
   redis.call('DEL', runk(id), P .. 'events:' .. id, P .. 'save:' .. id)
 end
@@ -109,6 +116,10 @@ if last then
     close(last, 'interrupted')
   end
 end
+for _, id in ipairs(redis.call('SMEMBERS', P .. 'ended_saves')) do
+  redis.call('DEL', P .. 'save:' .. id)
+end
+redis.call('DEL', P .. 'ended_saves')
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'ended_started', '-inf', '(' .. ARGV[7])) do
   forget(id)
 end
@@ -164,9 +175,11 @@ return 1
 
 # ARGV: prefix, run, claim
 _CLAIM = _LIB + """
-if redis.call('EXISTS', runk(ARGV[2])) == 0 then return 0 end
+local status = redis.call('HGET', runk(ARGV[2]), 'status')
+if not status then return 0 end
 redis.call('DEL', P .. 'save:' .. ARGV[2])
 redis.call('HSET', P .. 'save:' .. ARGV[2], 'claim', ARGV[3], 'fed', '', 'offset', 0)
+if status ~= 'running' then redis.call('SADD', P .. 'ended_saves', ARGV[2]) end
 return 1
 """
 
@@ -197,7 +210,7 @@ _RECOVER = _LIB + """
 local out = {}
 for _, id in ipairs(redis.call('ZRANGE', P .. 'running', 0, -1)) do
   if tonumber(redis.call('HGET', runk(id), 'lease')) <= tonumber(ARGV[2]) then
-    close(id, 'interrupted')
+    close(id, 'interrupted', true)
     table.insert(out, id)
   end
 end
@@ -383,8 +396,9 @@ class RedisRunLogs:
 
     def recover(self, now_ms: float) -> list[str]:
         """Close every run left ``running`` whose lease ran out (its process died) as
-        ``interrupted``; runs other processes still renew are left alone. Returns the ids
-        closed."""
+        ``interrupted``; runs other processes still renew are left alone. What a closed run
+        stored to be continued (its request, its last save) stays until the next :meth:`begin`,
+        as in the SQLite and Postgres logs. Returns the ids closed."""
         return [_text(r) for r in self._call("recover", "recover", _num(now_ms))]
 
     def begin(self, run_id: str, chat_id: str, protocol: str, *, now_ms: float,

@@ -33,6 +33,7 @@ from bindloop.agent.events import (
     ToolStartedEvent,
 )
 from bindloop.agent.limits import create_simple_limit_middleware
+from bindloop.hosts.chat.quota import DEFAULT_MAX_LOG_BYTES
 from bindloop.stores import LimitStore
 from bindloop.clock import Clock
 from bindloop.textstream import TurnStreamEvent, TurnTextStream, create_turn_text_stream
@@ -145,7 +146,9 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     Worker's tools (its ``tools`` class attribute). ``max_live_runs``: runs one identity may have
     going at once, counted across isolates (``None``: no bound); ``max_live_runs_total``: runs
     of all identities together (``None``: no bound). ``chat_ttl_ms``: how long a chat's
-    storage outlives its last run (``None``: kept until deleted)."""
+    storage outlives its last run (``None``: kept until deleted). ``max_log_bytes``: the bytes of
+    events one run logs before it is stopped with ``log_full``
+    (:class:`~bindloop.hosts.chat.quota.LogQuota`)."""
 
     providers: tuple[Provider, ...] = ()
     model: ModelAdapter | RoutedModel | None = None
@@ -162,6 +165,7 @@ class AgentConfig(msgspec.Struct, frozen=True, kw_only=True):
     max_live_runs: int | None = None
     max_live_runs_total: int | None = None
     chat_ttl_ms: int | None = None
+    max_log_bytes: int = DEFAULT_MAX_LOG_BYTES
 
 
 def _setting(env: Any, name: str) -> str | None:
@@ -183,7 +187,8 @@ def config_from_env(env: Any, tools: Sequence[Tool[Any, Any]] = (),
     session's model turns; ``SYSTEM_PROMPT`` opens every new session; ``RATE_LIMIT_RPM`` and
     ``RATE_LIMIT_CONCURRENCY`` (optional) limit the model calls of every isolate together.
     ``RUN_LEASE_MS``, ``RUN_CONTINUE_MS``, ``APPROVAL_TOOLS`` (comma-separated tool names),
-    ``MAX_LIVE_RUNS``, ``MAX_LIVE_RUNS_TOTAL`` and ``CHAT_TTL_MS`` are :class:`AgentConfig`'s; ``tools`` are the Worker's (``APPROVAL_TOOLS`` must name some of
+    ``MAX_LIVE_RUNS``, ``MAX_LIVE_RUNS_TOTAL``, ``CHAT_TTL_MS`` and ``MAX_LOG_BYTES`` (a positive
+    integer; unset: 8 MiB) are :class:`AgentConfig`'s; ``tools`` are the Worker's (``APPROVAL_TOOLS`` must name some of
     them). A misconfigured Worker answers 500 naming the variable (never its
     value)."""
     providers: list[Provider] = []
@@ -235,7 +240,8 @@ def config_from_env(env: Any, tools: Sequence[Tool[Any, Any]] = (),
                        approval_tools=approval, tools=tuple(tools),
                        max_live_runs=_positive(env, "MAX_LIVE_RUNS"),
                        max_live_runs_total=_positive(env, "MAX_LIVE_RUNS_TOTAL"),
-                       chat_ttl_ms=chat_ttl_ms(env))
+                       chat_ttl_ms=chat_ttl_ms(env),
+                       max_log_bytes=_positive(env, "MAX_LOG_BYTES") or DEFAULT_MAX_LOG_BYTES)
 
 
 def _built(model: ModelFor, env: Any) -> ModelAdapter | RoutedModel:

@@ -59,6 +59,7 @@ from bindloop.hosts.asgi.chat import (
     ui_encoder,
 )
 from bindloop.hosts.chat.errors import error_text
+from bindloop.hosts.chat.quota import LogQuota
 from bindloop.hosts.asgi.agent import agent_runner
 from bindloop.hosts.transports.js_fetch import FetchTransport
 from bindloop.protocols import (
@@ -258,11 +259,13 @@ def _claimed(session_id: str, chat: ChatInput, config: AgentConfig) -> LoopCheck
 
 async def _run(env: Any, config: AgentConfig, store: SessionStore, log: RunLog, chat: ChatInput,
                frames: RecordedFrames, record: dict[str, Any], approvals: ChatApprovals, *,
-               resumed: bool = False) -> None:
+               resumed: bool = False, logged_bytes: int = 0) -> None:
     """One protocol run to its end, its frames to ``log``. Each boundary the runner reports
     (the approvals ran, a tool round settled) is committed with the encoder inputs fed since the
     last one and the log's length, in one write: what :func:`continue_lost_run` starts from.
-    The calls it suspends on for approval are recorded with its release (``approvals``)."""
+    The calls it suspends on for approval are recorded with its release (``approvals``). Its
+    log is bounded by ``MAX_LOG_BYTES`` (``logged_bytes``: what a continuation's replay logged
+    first): a run reaching it is stopped and its stream ends with ``log_full``."""
     model = build_model(config, transport_for=_transport, on_turn_event=lambda _ev: None,
                         turn_prefix=f"{chat.protocol}:{chat.chat_id}", first_turn=0,
                         limit_store=limit_store(env), clock=wall_clock_ms)
@@ -291,7 +294,9 @@ async def _run(env: Any, config: AgentConfig, store: SessionStore, log: RunLog, 
 
     work = asyncio.ensure_future(drive_run(runner, chat, frames, write,
                                            describe=lambda exc: _describe(store, chat, exc),
-                                           resumed=resumed))
+                                           resumed=resumed,
+                                           quota=LogQuota(config.max_log_bytes,
+                                                          used=logged_bytes)))
     keeper = asyncio.ensure_future(_keep_lease(store, work))
     outcome = "stopped"
     try:
@@ -340,7 +345,7 @@ async def continue_lost_run(target: Any, config: AgentConfig, *, lost_run: str,
     # Without a save the request's decisions apply again, to the calls its claim took.
     await _run(target.env, config, store, log, chat, recorder, {**record, "run": store.run},
                ChatApprovals(chat.key, recorded_calls(state.get("taken") or {})),
-               resumed=saved)
+               resumed=saved, logged_bytes=sum(len(p) for p in payloads))
 
 
 async def _follow(stream: EventStream, target: Any, batch: dict[str, Any], after: int) -> None:

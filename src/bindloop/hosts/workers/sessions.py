@@ -60,6 +60,7 @@ from bindloop.hosts.transports.js_fetch import FetchTransport
 from bindloop.tools import Tool
 from bindloop.checkpoints import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
 from bindloop.hosts.workers.checkpoints import MAX_VALUE_BYTES, stored_size
+from bindloop.hosts.chat.quota import LogQuota
 from bindloop.hosts.workers.identity import scoped_chat_id
 from bindloop.hosts.workers.limits import limit_store, wall_clock_ms
 
@@ -590,14 +591,18 @@ class RunLog:
         """How many events were sent: the next one's offset."""
         return self._next
 
-    def send(self, event: str, data: Any) -> None:
+    def send(self, event: str, data: Any) -> int:
+        """Send and log one event; returns its payload's size in bytes (what a log quota
+        counts)."""
         offset, self._next = self._next, self._next + 1
-        payload = msgspec.json.encode(data).decode()
+        raw = msgspec.json.encode(data)
+        payload = raw.decode()
         if self._client is not None:
             self._client.send_encoded(event, payload, f"{self.run}:{offset}")
         self._pending.append([offset, event, payload])
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.ensure_future(self._flush())
+        return len(raw)
 
     async def _flush(self) -> None:
         while self._pending:
@@ -647,34 +652,57 @@ async def drive(log: RunLog, store: SessionStore, cp: LoopCheckpoint, config: Ag
     ``turn`` stream, then ``done`` or ``error``. Every finished tool round is committed as it
     settles (a run that fails later resumes from there); the settled checkpoint releases the
     lease; a failure releases it with storage at the last save; a stop (``POST .../stop``)
-    cancels the run and stores its last save ``aborted``, as a run out of turns is."""
+    cancels the run and stores its last save ``aborted``, as a run out of turns is. So does a
+    run whose events reach ``MAX_LOG_BYTES`` (:class:`~bindloop.hosts.chat.quota.LogQuota`):
+    nothing it sends after is logged, and its stream ends with the ``error`` ``log_full``."""
     opened: dict[str, Any] = {"session_id": store.session_id, "revision": store.revision,
                               "run": store.run}
     if continued_from is not None:
         opened["continues"] = continued_from
-    log.send("session", opened)
-    sink = log
+    quota = LogQuota(config.max_log_bytes)
+    quota.count(log.send("session", opened))
     stopped = [False]
+    full: list[asyncio.Future[Any]] = []  # the run's work, once its log reached the quota
+    running: list[asyncio.Future[Any]] = []
+
+    def sink(event: str, data: Any) -> None:
+        if full:
+            return
+        if quota.count(log.send(event, data)) and running:
+            full.append(running[0])
+            running[0].cancel()
+
     keeper: asyncio.Future[None] | None = None
     try:
         model = build_model(config, transport_for=_transport_for,
-                            on_turn_event=lambda ev: sink.send("turn", ev),
+                            on_turn_event=lambda ev: sink("turn", ev),
                             turn_prefix=f"{cp.execution_id}:{cp.revision}", first_turn=cp.iterations,
                             limit_store=limit_store(env), clock=wall_clock_ms)
         work = asyncio.ensure_future(run_session(cp, model=model, tools=config.tools,
                                                 save=store.commit,
-                                                on_tool=lambda ev: sink.send("tool", ev)))
+                                                on_tool=lambda ev: sink("tool", ev)))
+        running.append(work)
         keeper = asyncio.ensure_future(_keep_lease(store, work, stopped))
         try:
             result = await work
         except asyncio.CancelledError:
-            if not stopped[0]:
+            if not (stopped[0] or full):
                 raise
-            await store.commit(stopped_checkpoint(store.latest or cp), outcome="stopped")
-            sink.send("error", {"error": "stopped", "message": "the run was stopped "
-                                "(POST /v1/sessions/{id}/stop); the session keeps its last saved "
-                                "round and takes a new message", "session_id": store.session_id,
-                                "revision": store.revision, "status": "aborted"})
+            await store.commit(stopped_checkpoint(store.latest or cp),
+                               outcome="log_full" if full else "stopped")
+            if full:
+                LOGGER.error("run %s of session %r was stopped", store.run or "-",
+                             store.session_id, exc_info=quota.error())
+                log.send("error", {"error": "log_full", "message": "the run was stopped: its "
+                                   "events reached the log's quota (MAX_LOG_BYTES); the session "
+                                   "keeps its last saved round and takes a new message",
+                                   "session_id": store.session_id, "revision": store.revision,
+                                   "status": "aborted"})
+                return
+            log.send("error", {"error": "stopped", "message": "the run was stopped "
+                               "(POST /v1/sessions/{id}/stop); the session keeps its last saved "
+                               "round and takes a new message", "session_id": store.session_id,
+                               "revision": store.revision, "status": "aborted"})
             return
         final = result.checkpoint
         await store.commit(final, outcome=final.status)
@@ -687,21 +715,21 @@ async def drive(log: RunLog, store: SessionStore, cp: LoopCheckpoint, config: Ag
             done["tool_call_id"] = waiting[0].tool_call_id
         if final.status == "finished":
             done["text"] = result.text
-        sink.send("done", done)
+        log.send("done", done)
     except (ToolLoopExceededError, TurnBudgetExceededError) as exc:
         try:
             await store.commit(stopped_checkpoint(store.latest or cp), outcome="aborted")
         except HttpError as refused:  # another writer got there first: storage keeps its revision
-            sink.send("error", error_event(refused, session_id=store.session_id,
-                                           revision=store.revision))
+            log.send("error", error_event(refused, session_id=store.session_id,
+                                          revision=store.revision))
         else:
-            sink.send("error", {"error": "iteration_limit", "message": str(exc),
-                                "session_id": store.session_id, "revision": store.revision,
-                                "status": "aborted"})
+            log.send("error", {"error": "iteration_limit", "message": str(exc),
+                               "session_id": store.session_id, "revision": store.revision,
+                               "status": "aborted"})
     except Exception as exc:  # a provider or transport failure, a refused save
         LOGGER.error("run %s of session %r failed", store.run or "-", store.session_id,
                      exc_info=exc)
-        sink.send("error", error_event(exc, session_id=store.session_id, revision=store.revision))
+        log.send("error", error_event(exc, session_id=store.session_id, revision=store.revision))
     finally:
         if keeper is not None:
             keeper.cancel()
