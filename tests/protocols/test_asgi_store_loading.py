@@ -95,10 +95,10 @@ def test_a_redis_loading_its_dataset_is_a_503_on_every_route(
         with served(ChatApp(say_hi, logs=store.logs())) as base:
             first = httpx.post(f"{base}/api/chat", json=CHAT, timeout=30)
             assert first.status_code == 200 and '"type":"finish"' in first.text
-            # Restarted, it loads 20,000 keys at 0.5 ms each: about ten seconds of LOADING. A
-            # round of every route made between two probes that both met LOADING was answered
-            # while the server was loading.
-            server.restart(key_load_delay_us=500)
+            # Restarted, it loads 20,000 keys at 1 ms each: about twenty seconds of LOADING (a
+            # round of seven requests on a loaded machine takes a few). A round of every route
+            # made between two probes that both met LOADING was answered while it loaded.
+            server.restart(key_load_delay_us=1000)
             deadline = time.monotonic() + 60
             while not _loading(probe):
                 assert time.monotonic() < deadline, "the server never answered LOADING"
