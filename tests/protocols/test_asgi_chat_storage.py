@@ -65,6 +65,7 @@ def _rows(db: Path) -> dict[str, int]:
 def test_the_owner_deletes_a_chat_with_its_storage_and_no_one_else_can(
         served: Any, log_store: LogStore) -> None:
     logs = log_store.logs()
+    watch = log_store.watcher(logs)
     runner = Gated()
     with served(ChatApp(runner, logs=logs, authorize=bearer)) as base:
         for _ in range(2):  # two runs of the chat, both ended
@@ -75,12 +76,12 @@ def test_the_owner_deletes_a_chat_with_its_storage_and_no_one_else_can(
         assert httpx.post(f"{base}/api/chat", json=CHAT, headers=_as("bob"),
                           timeout=30).status_code == 200
         alice, bob = scoped_chat_id("alice", "c1"), scoped_chat_id("bob", "c1")
-        assert logs.latest(alice, "ui") is not None
+        assert watch.latest(alice, "ui") is not None
 
         # bob's DELETE of the same id names his own chat; he cannot reach alice's
         assert httpx.delete(f"{base}/api/chat/c1", timeout=30).status_code == 401
         assert httpx.delete(f"{base}/ag-ui/t1", headers=_as("bob"), timeout=30).status_code == 404
-        assert logs.latest(scoped_chat_id("alice", "t1"), "ag-ui") is not None
+        assert watch.latest(scoped_chat_id("alice", "t1"), "ag-ui") is not None
 
         # while a run of the chat goes on: 409, nothing deleted
         runner.hold.set()
@@ -94,15 +95,15 @@ def test_the_owner_deletes_a_chat_with_its_storage_and_no_one_else_can(
             list(chunks)
         assert httpx.delete(f"{base}/api/chat/c1", headers=_as("alice"),
                             timeout=30).status_code == 204
-        assert logs.latest(alice, "ui") is None
+        assert watch.latest(alice, "ui") is None
         assert httpx.get(f"{base}/api/chat/c1/stream", headers=_as("alice"),
                          timeout=30).status_code == 204
         gone = httpx.delete(f"{base}/api/chat/c1", headers=_as("alice"), timeout=30)
         assert gone.status_code == 404 and gone.json()["error"] == "unknown_chat"
-        assert logs.latest(bob, "ui") is not None  # bob's chat of the same id stays
+        assert watch.latest(bob, "ui") is not None  # bob's chat of the same id stays
         assert httpx.delete(f"{base}/ag-ui/t1", headers=_as("alice"),
                             timeout=30).status_code == 204
-        assert logs.latest(scoped_chat_id("alice", "t1"), "ag-ui") is None
+        assert watch.latest(scoped_chat_id("alice", "t1"), "ag-ui") is None
     if log_store.kind == "sqlite":
         db = Path(log_store.where) / f"{log_store.namespace}.db"
         rows = _rows(db)
@@ -643,12 +644,15 @@ def test_a_request_the_store_cannot_keep_still_runs_and_frees_its_slot(
             raise StoreError("sqlite", "claim", "disk I/O error")
 
     logs = LosingClaims(tmp_path / "runs.db")
+    watch = SqliteRunLogs(tmp_path / "runs.db")
     with served(ChatApp(Gated(), logs=logs, max_runs=1)) as base:
         for chat_id in ("c1", "c2"):  # max_runs=1: the second runs only if the first let go
             done = httpx.post(f"{base}/api/chat", json={**CHAT, "id": chat_id}, timeout=30)
             assert done.status_code == 200 and done.text.rstrip().endswith("data: [DONE]")
-            record = logs.latest(chat_id, "ui")
+            # read through another connection: the app's own one may be mid-write meanwhile
+            record = watch.latest(chat_id, "ui")
             assert record is not None and record.status == "finished" and not record.claimed
+    watch.close()
     logs.close()
 
 
