@@ -462,7 +462,8 @@ def test_a_store_gone_mid_run_fails_that_run_and_the_app_lives_on(
             client = threading.Thread(target=stream)
             client.start()
             deadline = time.monotonic() + 20
-            while (latest := store.logs().latest("c1", "ui")) is None or latest.events == 0:
+            before = store.logs()  # another connection (committed states), not one per poll
+            while (latest := before.latest("c1", "ui")) is None or latest.events == 0:
                 assert time.monotonic() < deadline, "the run never started"
                 time.sleep(0.02)
             server.stop(signal.SIGINT)
@@ -506,12 +507,13 @@ def test_a_run_whose_lease_cannot_be_renewed_is_stopped_once_it_is_out(
         pytest.skip("the machine's own server cannot be stopped by a test")
     store = LogStore(kind, server.dsn if kind == "postgres" else server.url,
                      f"t_{uuid.uuid4().hex[:16]}")
-    stopped = threading.Event()
+    quiet, stopped = threading.Event(), threading.Event()
 
     async def runner(chat: ChatInput, emit: Emit) -> Any:
         emit(0, TextEvent(content="hi"))
         if chat.chat_id != "c1":
             return None
+        quiet.set()  # its frames are logged: from here on it only waits
         try:
             await anyio.sleep(60)  # never logs again
         finally:
@@ -527,10 +529,10 @@ def test_a_run_whose_lease_cannot_be_renewed_is_stopped_once_it_is_out(
         with served(ChatApp(runner, logs=store.logs(), lease_ms=600)) as base:
             client = threading.Thread(target=post, daemon=True)
             client.start()
-            deadline = time.monotonic() + 20
-            while (latest := store.logs().latest("c1", "ui")) is None or latest.events == 0:
-                assert time.monotonic() < deadline, "the run never started"
-                time.sleep(0.02)
+            # the server goes once the run has logged its frames and waits: stopped any
+            # earlier, a frame meets no store and the run fails at once (what the test above
+            # checks), never waiting out its lease
+            assert quiet.wait(20), "the run never started"
             server.stop(signal.SIGINT)
             try:
                 assert stopped.wait(20), "the run went on past its lease"
