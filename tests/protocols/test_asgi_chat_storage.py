@@ -148,7 +148,7 @@ _OPS = st.lists(st.tuples(st.sampled_from(["begin", "append", "end", "delete"]),
 
 
 @settings(max_examples=40, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(ops=_OPS)
 def test_shared_logs_never_drop_a_running_run_and_delete_only_the_chat_named(
         log_store: LogStore, ops: Any) -> None:
@@ -354,7 +354,7 @@ _STEPS = st.lists(st.tuples(
 
 
 @settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(steps=_STEPS)
 @pytest.mark.parametrize("log_store", ["postgres", "redis"], indirect=True)
 def test_shared_logs_answer_as_the_sqlite_logs_do(log_store: LogStore, tmp_path: Path,
