@@ -320,3 +320,64 @@ def test_a_state_ttl_that_is_not_a_positive_number_is_refused() -> None:
     for ttl in (0, -1, float("nan"), float("inf")):
         with pytest.raises(UsageError, match="state_ttl_ms"):
             McpServer([], state_secret=KEY, state_ttl_ms=ttl)
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    ({"action": "accept", "content": {"reply": "Lisbon"}}, (False, "Lisbon")),
+    ({"action": "decline"}, (True, "declined")),
+    ({"action": "cancel"}, (True, "cancelled")),
+])
+async def test_a_plain_function_that_suspends_gets_the_users_answer_as_its_result(
+        answer: dict[str, Any], expected: tuple[bool, str]) -> None:
+    """A tool with no ``ctx`` cannot read ``ctx.input``: re-run on the re-issued call it
+    suspends again, and the user's answer is the call's result (the suspend's own contract),
+    never the same question asked again. A tool that reads ``ctx.input`` and suspends again
+    is asked again (its choice)."""
+    runs: list[str] = []
+
+    def plan_trip(question: str) -> ToolSuspend:
+        """Ask where to go."""
+        runs.append(question)
+        return ToolSuspend(mode="waiting_for_reply", detail="Which city?")
+
+    server = McpServer([define_tool(plan_trip)], sessions=False, state_secret=KEY)
+
+    async def post(extra: dict[str, Any]) -> dict[str, Any]:
+        reply = server.post(_call(extra), protocol_version="2026-07-28",
+                            method_header="tools/call", name_header="plan_trip")
+        if isinstance(reply, McpCall):
+            reply = msgspec.json.decode(await server.run_call(reply, lambda _: None))
+        else:
+            reply = msgspec.json.decode(reply.body)
+        assert isinstance(reply, dict)
+        return reply
+
+    asked = (await post({}))["result"]
+    assert asked["resultType"] == "input_required"
+    done = (await post({"requestState": asked["requestState"],
+                        "inputResponses": {"reply": answer}}))["result"]
+    error, text = expected
+    assert done["resultType"] == "complete" and done.get("isError", False) is error
+    assert text in done["content"][0]["text"] and len(runs) == 2
+
+
+async def test_a_tool_that_reads_its_input_and_suspends_again_is_asked_again() -> None:
+    seen: list[Any] = []
+
+    async def ask(args: Question, ctx: Any) -> ToolOutcome:
+        seen.append(ctx.input)
+        return ToolSuspend(mode="waiting_for_reply", detail="Which city, really?")
+
+    server = McpServer([define_tool(name="plan_trip", description="Plan.", args=Question,
+                                    execute=ask)], sessions=False, state_secret=KEY)
+    reply = server.post(_call({}), protocol_version="2026-07-28", method_header="tools/call",
+                        name_header="plan_trip")
+    assert isinstance(reply, McpCall)
+    asked = msgspec.json.decode(await server.run_call(reply, lambda _: None))["result"]
+    again = server.post(_call({"requestState": asked["requestState"], "inputResponses": {
+        "reply": {"action": "accept", "content": {"reply": "Porto"}}}}),
+        protocol_version="2026-07-28", method_header="tools/call", name_header="plan_trip")
+    assert isinstance(again, McpCall)
+    second = msgspec.json.decode(await server.run_call(again, lambda _: None))["result"]
+    assert second["resultType"] == "input_required"
+    assert seen[0] is None and seen[1].reply == "Porto"

@@ -1,7 +1,8 @@
 """The Worker's MCP route streams a long call's progress as it happens (``POST /mcp`` in real
 workerd, tests/worker/mcp_progress_worker): the first ``notifications/progress`` reaches the
 client while the tool still holds, not with the final answer; a short call's stream carries its
-progress, then the result; a client that asks for no progress gets one JSON answer.
+progress, then the result; a client that asks for no progress gets one JSON answer; a client that
+hangs up on a streamed call cancels its tool.
 
 ``BINDLOOP_WORKER_WHEELS`` names another wheel directory than ``wasm/wheels-pyc`` (a wheel set
 built from a working tree).
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -86,3 +88,26 @@ def test_without_a_progress_token_the_answer_is_one_json_body(url: str) -> None:
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("application/json")
     assert response.json()["result"]["content"] == [{"type": "text", "text": "held 0.1 s"}]
+
+
+def _seen(url: str) -> str:
+    body = json.dumps({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {
+        "name": "seen", "arguments": {}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}}}).encode()
+    answer = httpx.post(url, content=body, headers={**HEADERS, "mcp-name": "seen"}, timeout=90)
+    return str(answer.json()["result"]["content"][0]["text"])
+
+
+def test_a_client_that_hangs_up_cancels_its_streamed_call(url: str) -> None:
+    # 777 s: a hold no other test uses, so its cancellation is this test's own.
+    with httpx.stream("POST", url, content=_call(777, "gone"), headers=HEADERS,
+                      timeout=90) as response:
+        first = next(_messages(response.iter_lines()))
+        assert first["method"] == "notifications/progress"
+    # the connection is closed here, with the tool still holding; the Worker finds out within
+    # three keep-alive intervals (5 s each)
+    deadline = time.monotonic() + 60
+    while "777" not in (seen := _seen(url)):
+        assert time.monotonic() < deadline, f"the call was never cancelled ({seen})"
+        time.sleep(0.2)

@@ -46,6 +46,51 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield wd.base_url + "/mcp"
 
 
+@pytest.fixture(scope="module")
+def sealed_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The same Worker with an ``MCP_STATE_SECRET``: a suspend asks the client (MRTR)."""
+    tmp = tmp_path_factory.mktemp("mcp-route-sealed")
+    wheels = Path(os.environ.get("BINDLOOP_WORKER_WHEELS", str(WHEELS_DIR)))
+    config = stage(tmp / "stage", bindings={"API_TOKEN": TOKEN,
+                                            "MCP_STATE_SECRET": "a-worker-state-secret-0123"},
+                   storage_dir=tmp / "do", with_conformance=False, wheels_dir=wheels)
+    with Workerd(config) as wd:
+        yield wd.base_url + "/mcp"
+
+
+def test_with_a_state_secret_the_user_answers_the_workers_question(sealed_url: str) -> None:
+    """``ask_user`` (a plain function returning a suspend) asks a 2026-07-28 client through
+    ``input_required``; the client's re-issued call, on any isolate, gets the user's answer as
+    the tool's result. A 2025-11-25 client still gets an error result (no way to resume)."""
+    from bindloop.mcp.server_requests import (
+        ElicitationRequest,
+        ElicitationResult,
+        ServerRequestHandlers,
+    )
+
+    seen: list[str] = []
+
+    async def elicit(request: ElicitationRequest) -> ElicitationResult:
+        seen.append(request.message)
+        return ElicitationResult(action="accept", content={"reply": "Ada"})
+
+    async def ask(modern: bool) -> tuple[bool, str]:
+        transport = HttpxTransport(sealed_url, headers=[AUTH])
+        try:
+            async with McpHttpClient(transport, server="worker", listen=False,
+                                     modern_versions=MODERN_VERSIONS if modern else (),
+                                     handlers=ServerRequestHandlers(elicitation=elicit),
+                                     limits=McpLimits(timeout_ms=60_000)) as client:
+                asked = await client.call_tool("ask_user", {"question": "Your name?"})
+                return asked.is_error, str(asked.content[0].get("text", ""))
+        finally:
+            await transport.aclose()
+
+    assert anyio.run(ask, True) == (False, "Ada") and seen == ["Your name?"]
+    legacy_error, _ = anyio.run(ask, False)
+    assert legacy_error and seen == ["Your name?"]
+
+
 async def _with_bindloop(url: str, modern: bool) -> dict[str, Any]:
     transport = HttpxTransport(url, headers=[AUTH])
     try:

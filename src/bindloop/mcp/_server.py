@@ -29,7 +29,14 @@ import anyio
 import msgspec
 
 from ..clock import Clock, epoch_ms
-from ..contracts import JsonBoundsError, ToolError, ToolOutcome, ToolSuspend, decode_json_bounded
+from ..contracts import (
+    JsonBoundsError,
+    ToolError,
+    ToolOutcome,
+    ToolResult,
+    ToolSuspend,
+    decode_json_bounded,
+)
 from ..errors import PortContractError, UsageError
 from ..tools import Tool
 from ..signal import AbortController, AbortSignal
@@ -158,15 +165,17 @@ class McpToolContext:
     ``getattr(ctx, "report_progress", None)`` and uses it when there is one. :meth:`ask` is how
     it asks the client for input (2026-07-28)."""
 
-    __slots__ = ("_asked", "_emit", "_last", "_token", "client_capabilities", "identity",
-                 "input", "request_id", "session_id", "signal", "tool_name")
+    __slots__ = ("_asked", "_emit", "_input", "_input_read", "_last", "_token",
+                 "client_capabilities", "identity", "request_id", "session_id", "signal",
+                 "tool_name")
 
     def __init__(self, *, tool_name: str, request_id: RequestId, session_id: str | None,
                  identity: str, signal: AbortSignal, progress_token: RequestId | None,
                  emit: Callable[[bytes], None], input: McpToolInput | None = None,
                  client_capabilities: Mapping[str, Any] | None = None) -> None:
         self.tool_name = tool_name
-        self.input = input
+        self._input = input
+        self._input_read = False  # whether the tool looked at ``input`` (see run_call)
         self.client_capabilities: Mapping[str, Any] = MappingProxyType(
             dict(client_capabilities or {}))
         self._asked: tuple[ToolSuspend, dict[str, dict[str, Any]]] | None = None
@@ -180,6 +189,11 @@ class McpToolContext:
 
     def __repr__(self) -> str:
         return f"McpToolContext(tool_name={self.tool_name!r}, request_id={self.request_id!r})"
+
+    @property
+    def input(self) -> McpToolInput | None:
+        self._input_read = True
+        return self._input
 
     def report_progress(self, progress: float, total: float | None = None,
                         message: str | None = None) -> bool:
@@ -770,6 +784,13 @@ class McpServer:
             return _result(call.request_id, self._asking(
                 call.tool, call.identity, call.arguments, outcome.state, requests))
         if isinstance(outcome, ToolSuspend) and outcome.mode == "waiting_for_reply" \
+                and call.input is not None and call.input.action != "responded" \
+                and not ctx._input_read and ctx._asked is None:
+            # The tool suspended again without looking at the user's answer (a plain function
+            # has no ``ctx``): the suspend's own contract holds -- the answer is the call's
+            # result -- instead of asking the same question forever.
+            outcome = _answered(call.input)
+        if isinstance(outcome, ToolSuspend) and outcome.mode == "waiting_for_reply" \
                 and asking and isinstance(call.client_capabilities.get("elicitation"), dict):
             return _result(call.request_id, self._input_required(call, outcome))
         result = msgspec.to_builtins(call_result_of(outcome, call.tool))
@@ -840,6 +861,16 @@ def _answer(state: str | None, question: str | dict[str, Any],
     if action == "accept" and not isinstance(reply, str):
         return None
     return McpToolInput(state=state, action=action, reply=reply if action == "accept" else None)
+
+
+def _answered(given: McpToolInput) -> ToolOutcome:
+    """The user's answer to a plain question as the call's result: the reply text when accepted,
+    an error result the model can read when declined or cancelled."""
+    if given.action == "accept" and given.reply is not None:
+        return ToolResult(content=given.reply)
+    if given.action == "decline":
+        return ToolError(error="The user declined to answer.", kind="denied")
+    return ToolError(error="The user cancelled the question.", kind="cancelled")
 
 
 def _b64(text: str) -> bytes:

@@ -17,19 +17,38 @@ class Hold(msgspec.Struct):
     seconds: float
 
 
+class _Seen:
+    # What this isolate's calls saw (the dev workerd runs one isolate): read by ``seen``.
+    cancelled: list[float] = []
+
+
 async def _steps(args: Hold, ctx: Any) -> ToolResult:
     report = getattr(ctx, "report_progress", None)
     if report is not None:
         report(1, 2, "started")
-    await asyncio.sleep(args.seconds)
+    try:
+        await asyncio.sleep(args.seconds)
+    except asyncio.CancelledError:
+        _Seen.cancelled.append(args.seconds)
+        raise
     if report is not None:
         report(2, 2, "done")
     return ToolResult(content=f"held {args.seconds} s")
 
 
+class NoArgs(msgspec.Struct):
+    pass
+
+
+async def _seen(args: NoArgs, ctx: Any) -> ToolResult:
+    return ToolResult(content=f"cancelled: {_Seen.cancelled}")
+
+
 STEPS = define_tool(name="steps", description="Reports progress, holds, reports, answers.",
                     args=Hold, execute=_steps)
+SEEN = define_tool(name="seen", description="The holds cancelled so far.", args=NoArgs,
+                   execute=_seen)
 
 
 class Default(app.ChatWorker):
-    tools = (STEPS,)
+    tools = (STEPS, SEEN)

@@ -157,6 +157,7 @@ class EventStream:
         self._frame = frame
         self._headers = SSE_HEADERS if headers is None else headers
         self._closed = False
+        self._watcher: asyncio.Future[None] | None = None  # on_gone's task, held while it waits
         self._quiet_since = float(js.Date.now())
         self._pinger = (None if heartbeat_ms is None
                         else asyncio.ensure_future(self._ping(heartbeat_ms)))
@@ -181,6 +182,27 @@ class EventStream:
             await asyncio.sleep(every_ms / 1000)
             if float(js.Date.now()) - self._quiet_since >= every_ms * 0.9:
                 self._write(": keep-alive\n\n")
+
+    def on_gone(self, gone: Callable[[], object], *, every_ms: int) -> None:
+        """Call ``gone()`` once if the client goes away before :meth:`close`: the stream errors,
+        or what was written is not taken for two checks ``every_ms`` apart (workerd does not
+        error a response body whose client hung up: its writes just stop being taken; with a
+        heartbeat of at most ``every_ms`` something is always waiting to be taken). For a stream
+        whose work is the client's alone (an MCP call); a chat run outlives its client and never
+        asks."""
+
+        async def watch() -> None:
+            stalled = 0
+            while not self._closed:
+                await asyncio.sleep(every_ms / 1000)
+                room = self._writer.desiredSize  # null once errored; <= 0: a write not taken
+                taken = isinstance(room, (int, float)) and room > 0
+                stalled = 0 if taken else stalled + 1
+                if stalled >= 2 and not self._closed:
+                    gone()
+                    return
+
+        self._watcher = asyncio.ensure_future(watch())
 
     async def close(self) -> None:
         self._closed = True
