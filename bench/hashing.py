@@ -3,7 +3,11 @@
 The agent (``create_agent`` + ``equip_tool`` + ``prompt_agent(Final)``) over a scripted model that
 streams one ``add`` tool call per turn and then answers, run with ``run_with(enable_snapshot=True)``
 (every model call hashed and journaled; a trace or a replay hashes the same way) and without, the
-two interleaved repeat by repeat in one process. CPU µs per turn, median over repeats.
+two interleaved repeat by repeat in one process. CPU µs per turn, median over repeats. A call's
+hash is computed when something reads it (a replay's check, a trace, a stream consumer's done
+event, a snapshot taken): journaled alone, a run that takes no snapshot never computes it, so
+``in a prompt`` also runs a third way, ``snapshot + dump``, whose agent takes ``dump_snapshot()``
+after its prompt (every call's hash computed, as an eager hash did it).
 
 * ``in a prompt``: one prompt of N turns, its transcript growing to ~2N messages (10 to 5,000):
   each call hashes only the messages added since the previous one.
@@ -41,6 +45,7 @@ from bindloop.agent import (
     prompt_agent,
     run_with,
 )
+from bindloop.agent.snapshots import dump_snapshot
 from bindloop.completion import FinishEvent, StreamEvent, TextEvent, ToolCallChunk, \
     ToolCallEvent, UsageEvent
 from bindloop.contracts import AssistantMessage, Message, UserMessage
@@ -92,10 +97,14 @@ class ScriptedModel(StreamModel):
             yield FinishEvent(finish_reason="stop")
 
 
-async def _in_prompt(n: int) -> Final:
+async def _in_prompt(props: tuple[int, bool]) -> Final:
+    n, dump = props
     equip_instruction("add things")
     equip_tool(ADD)
-    return await prompt_agent(Final, max_turn_steps=n + 1)
+    final = await prompt_agent(Final, max_turn_steps=n + 1)
+    if dump:  # every call's hash computed, as a snapshot taken reads them
+        dump_snapshot()
+    return final
 
 
 IN_PROMPT = create_agent(id="in_prompt", handler=_in_prompt)
@@ -123,11 +132,13 @@ def history(h: int) -> list[Message]:
     return out
 
 
-def in_prompt_once(n: int, snapshot: bool) -> float:
+def in_prompt_once(n: int, snapshot: bool | str) -> float:
+    """CPU per turn of one prompt of ``n`` turns: plain (``False``), journaled (``True``), or
+    journaled with a snapshot taken after the prompt (``"dump"``)."""
     async def main() -> float:
         started = _clock()
-        await run_with(IN_PROMPT, initial_props=n, model=ScriptedModel(n),
-                       enable_snapshot=snapshot)
+        await run_with(IN_PROMPT, initial_props=(n, snapshot == "dump"), model=ScriptedModel(n),
+                       enable_snapshot=bool(snapshot))
         return (_clock() - started) / n
 
     return anyio.run(main)
@@ -153,24 +164,28 @@ def prompt_start_once(h: int, snapshot: bool) -> tuple[float, float]:
     return spent[0] / TURNS, spent[1] / TURNS
 
 
-def _interleaved(run: Callable[[bool], Any], budget_s: float) -> dict[bool, list[Any]]:
-    run(False), run(True)  # warm-up: imports, first-use work
+def _interleaved(run: Callable[[Any], Any], budget_s: float,
+                 modes: tuple[Any, ...] = (False, True)) -> dict[Any, list[Any]]:
+    for mode in modes:  # warm-up: imports, first-use work
+        run(mode)
     started = time.perf_counter()
-    out: dict[bool, list[Any]] = {False: [], True: []}
+    out: dict[Any, list[Any]] = {mode: [] for mode in modes}
     while len(out[True]) < 5 or (time.perf_counter() - started < budget_s
                                  and len(out[True]) < 200):
-        for snapshot in (False, True):
-            out[snapshot].append(run(snapshot))
+        for mode in modes:
+            out[mode].append(run(mode))
     return out
 
 
 def measure(ns: list[int], hs: list[int], budget_s: float) -> dict[str, dict[int, list[float]]]:
-    """``in_prompt``: N -> [plain, snapshot]; ``prompt_start``: H -> [plain, snapshot] of the
-    first prompt then of the second. CPU µs per turn, medians of interleaved repeats."""
+    """``in_prompt``: N -> [plain, snapshot, snapshot + dump]; ``prompt_start``: H -> [plain,
+    snapshot] of the first prompt then of the second. CPU µs per turn, medians of interleaved
+    repeats."""
     out: dict[str, dict[int, list[float]]] = {"in_prompt": {}, "prompt_start": {}}
+    modes = (False, True, "dump")
     for n in ns:
-        runs = _interleaved(lambda s, n=n: in_prompt_once(n, s), budget_s)
-        out["in_prompt"][n] = [statistics.median(runs[s]) * 1e6 for s in (False, True)]
+        runs = _interleaved(lambda s, n=n: in_prompt_once(n, s), budget_s, modes)
+        out["in_prompt"][n] = [statistics.median(runs[s]) * 1e6 for s in modes]
     for h in hs:
         runs = _interleaved(lambda s, h=h: prompt_start_once(h, s), budget_s)
         out["prompt_start"][h] = [statistics.median(r[k] for r in runs[s]) * 1e6
@@ -191,10 +206,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(fig))
         return 0
     print("CPU µs per turn, median; snapshot / plain measured interleaved in this process")
-    print(f"{'in a prompt':<24}{'plain':>10}{'snapshot':>10}{'ratio':>8}")
-    for n, (plain, snap) in fig["in_prompt"].items():
+    print(f"{'in a prompt':<24}{'plain':>10}{'snapshot':>10}{'ratio':>8}{'+ dump':>10}"
+          f"{'ratio':>8}")
+    for n, (plain, snap, dumped) in fig["in_prompt"].items():
         print(f"{f'N={n} turns (~{2 * n} msgs)':<24}{plain:>10.1f}{snap:>10.1f}"
-              f"{snap / plain:>7.2f}x")
+              f"{snap / plain:>7.2f}x{dumped:>10.1f}{dumped / plain:>7.2f}x")
     print(f"{'prompt start':<24}{'plain':>10}{'snapshot':>10}{'ratio':>8}"
           f"{'plain':>10}{'snapshot':>10}{'ratio':>8}")
     print(f"{'':<24}{'first prompt of the run':>28}{'second prompt':>28}")

@@ -20,7 +20,10 @@ processes (``--processes``, default 1, 2, 4) it prints:
   included), Redis scripts run (``EVALSHA``/``EVAL``) and commands (those run inside scripts
   included), from ``INFO commandstats``;
 - sessions/s and turns/s over the wall time of the measured sessions (every process starts at
-  once, after a warm-up).
+  once, after a warm-up);
+- the wall time from each ``charge`` effect to its completion landing and to the step's checkpoint
+  landing (median and p90): how long a crash leaves the receipt ``running`` today, and how long it
+  would if the completion rode in the checkpoint's commit (docs/performance.md).
 
     python bench/persisted_turn.py [--sessions 400] [--steps 3] [--concurrency 16]
                                    [--processes 1,2,4] [--stores memory,postgres,redis]
@@ -95,6 +98,10 @@ async def worker(spec: dict[str, Any]) -> dict[str, Any]:
     store = open_store(spec["store"], spec["address"], spec["prefix"])
     tools = [ToolDefinition(name="charge", description="Charge.", parameters={"type": "object"})]
     ledger: set[tuple[str, int]] = set()
+    # Wall time from each charge's effect to its completion landing, and to the step's checkpoint
+    # landing (the crash windows docs/performance.md compares).
+    windows: dict[str, list[float]] = {"complete": [], "save": []}
+    effect_done: dict[str, float] = {}
 
     async def charge(call: ToolCall) -> ToolResult:
         args = json.loads(call.arguments)
@@ -116,8 +123,18 @@ async def worker(spec: dict[str, Any]) -> dict[str, Any]:
         assert mark not in ledger, mark
         ledger.add(mark)
         result = f"charged {args['session']}:{args['step']}"
+        done = time.perf_counter()  # the effect
         assert await store.complete(key, attempt, result)
+        windows["complete"].append(time.perf_counter() - done)
+        effect_done[args["session"]] = done
         return ToolResult(content=result)
+
+    async def commit(cp: Any) -> Any:
+        decision = await store.commit(cp)
+        done = effect_done.pop(cp.execution_id, None)
+        if done is not None:
+            windows["save"].append(time.perf_counter() - done)
+        return decision
 
     def script(session: str) -> Any:
         return scripted_stream_model(
@@ -132,7 +149,7 @@ async def worker(spec: dict[str, Any]) -> dict[str, Any]:
                                         messages=[UserMessage(content=f"session {session}: go")])
             await store.save(cp)
             result = await run_from_checkpoint(
-                checkpoint=cp, commit=store.commit,
+                checkpoint=cp, commit=commit,
                 restore=lambda c: RestoredLoop(model=model,
                                                runner=ToolRunner(run_tool_call=charge,
                                                                  build_tools=lambda: tools),
@@ -152,11 +169,15 @@ async def worker(spec: dict[str, Any]) -> dict[str, Any]:
     print("ready", flush=True)
     await anyio.to_thread.run_sync(sys.stdin.readline)  # the parent's "go": all start at once
     trips0 = store.round_trips
+    for found in windows.values():
+        found.clear()
     profiler = None
     if spec.get("profile"):
         import cProfile
 
-        profiler = cProfile.Profile()
+        # CPU time, not wall time: on a shared machine a wall-clock profile charges the
+        # waits for the server and for other processes to whatever was running.
+        profiler = cProfile.Profile(time.process_time)
         profiler.enable()
     cpu0, t0 = time.process_time(), time.time()
     turns = await batch(spec["first"], spec["count"])
@@ -165,8 +186,9 @@ async def worker(spec: dict[str, Any]) -> dict[str, Any]:
         import pstats
 
         profiler.disable()
-        pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(35)
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(int(spec["profile_rows"]))
     out = {"turns": turns, "sessions": spec["count"], "cpu_s": cpu, "start": t0, "end": t1,
+           "windows": windows,
            "round_trips": store.round_trips - trips0}
     closer = getattr(store, "aclose", None)
     if closer is not None:
@@ -262,7 +284,8 @@ def run(servers: Servers, kind: str, processes: int, args: argparse.Namespace) -
         spec = {"store": kind, "address": servers.address(kind), "prefix": prefix,
                 "first": i * share, "count": count, "steps": args.steps,
                 "concurrency": args.concurrency, "read_first": args.read_first,
-                "profile": args.profile == kind and i == 0}
+                "profile": args.profile == kind and i == 0,
+                "profile_rows": args.profile_rows}
         procs.append(subprocess.Popen([sys.executable, __file__, "worker", json.dumps(spec)],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
     for p in procs:
@@ -289,7 +312,14 @@ def run(servers: Servers, kind: str, processes: int, args: argparse.Namespace) -
             "turns": turns, "cpu_us_per_turn": 1e6 * sum(o["cpu_s"] for o in outs) / turns,
             "round_trips_per_turn": sum(o["round_trips"] for o in outs) / turns,
             **{f"{k}_per_turn": v / turns for k, v in server.items()},
-            "sessions_per_s": sum(o["sessions"] for o in outs) / wall, "turns_per_s": turns / wall}
+            "sessions_per_s": sum(o["sessions"] for o in outs) / wall, "turns_per_s": turns / wall,
+            **{f"effect_to_{name}_ms": _median_p90([t for o in outs for t in o["windows"][name]])
+               for name in ("complete", "save")}}
+
+
+def _median_p90(seconds: list[float]) -> list[float]:
+    ordered = sorted(seconds) or [0.0]
+    return [1e3 * ordered[len(ordered) // 2], 1e3 * ordered[int(0.9 * (len(ordered) - 1))]]
 
 
 def main() -> None:
@@ -306,6 +336,8 @@ def main() -> None:
                         help="read the receipt before claiming it (the older pattern)")
     parser.add_argument("--profile", default="", help="cProfile the first worker of this store "
                                                       "(to stderr)")
+    parser.add_argument("--profile-rows", type=int, default=35,
+                        help="functions the profile prints")
     parser.add_argument("--json", default="", help="also write the rows to this file")
     args = parser.parse_args()
     if args.mode == "worker":
@@ -331,6 +363,13 @@ def main() -> None:
         print(f"| {r['store']} | {r['processes']} | {r['cpu_us_per_turn']:.0f} "
               f"| {r['round_trips_per_turn']:.2f} | {server} | {r['sessions_per_s']:.1f} "
               f"| {r['turns_per_s']:.0f} |")
+    print("\nWall time from a charge's effect to its completion landing, and to the step's "
+          "checkpoint landing (median / p90, ms):")
+    print("| store | processes | effect → completion | effect → checkpoint |")
+    print("|---|---|---|---|")
+    for r in rows:
+        (c50, c90), (s50, s90) = r["effect_to_complete_ms"], r["effect_to_save_ms"]
+        print(f"| {r['store']} | {r['processes']} | {c50:.2f} / {c90:.2f} | {s50:.2f} / {s90:.2f} |")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
 

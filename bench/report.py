@@ -138,12 +138,13 @@ def section_hashing(fig: dict[str, dict[str, list[float]]], rounds: int,
         "agent twice over H stored messages (`equip_history`, 4 turns each); the second prompt's "
         "history is the first's plus its exchange. Target: a snapshotted turn <= 1.2x a plain one.",
         "",
-        "| in a prompt | plain | snapshot | snapshot / plain |",
-        "|---|---:|---:|---:|",
+        "| in a prompt | plain | snapshot | snapshot / plain | snapshot + dump | "
+        "+ dump / plain |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
-    for n, (plain, snap) in fig["in_prompt"].items():
+    for n, (plain, snap, dumped) in fig["in_prompt"].items():
         lines.append(f"| N={int(n):,} (~{2 * int(n):,} msgs) | {plain:,.1f} | {snap:,.1f} | "
-                     f"{snap / plain:.2f}x |")
+                     f"{snap / plain:.2f}x | {dumped:,.1f} | {dumped / plain:.2f}x |")
     lines += [
         "",
         "| prompt start | first prompt: plain | snapshot | ratio | second prompt: plain | "
@@ -172,11 +173,16 @@ def section_hashing(fig: dict[str, dict[str, list[float]]], rounds: int,
         "prompt over a history it has never hashed (decoded from a store per request) still "
         "encodes each stored message once.",
         "",
-        "What keeps a snapshotted turn above 1.2x: about 10 µs over a plain 12 µs turn, about half "
-        "the hash of the call (two new messages encoded, the SHA-256 state copied, the suffix and "
-        "the hex digest: 4-5 µs) and half the watched model-call path a snapshot switches on "
-        "(`TurnPort._watched`'s extra coroutine frames and the journal record; with the hash "
-        "stubbed out a snapshotted turn cost +5.9 µs on a 17.4 µs one).",
+        "A call's hash is computed when something reads it: a replay's check, a trace, a "
+        "stream consumer's done event at once; a journal alone when the snapshot is taken "
+        "(`dump_snapshot`, the *snapshot + dump* column, which computes every call's hash as the "
+        "eager hash did). Until then a call keeps only its place in the run's transcript (the "
+        "messages by reference, an object per call); a later prompt resumes from a call not "
+        "hashed yet and hashes it first when read. A run journaled and not otherwise watched "
+        "awaits the model's own fold under one frame that journals the turn, and calls a tool "
+        "without middleware directly (its outcome journaled when the body returns). What is "
+        "left per turn (about 2-4 µs on a 12-25 µs turn, measured on a loaded machine): that "
+        "frame and the tool's, the call's place in the transcript and the journal entries.",
         "",
     ]
     return lines

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from bindloop.agent._snapshot import _STRUCTS, PromptHashCache, PromptHasher, _plain, \
+from bindloop.agent._snapshot import _STRUCTS, PromptHash, PromptHashCache, PromptHasher, _plain, \
     canonical_message, canonical_value, prompt_hash
 from bindloop.contracts import (
     AssistantMessage,
@@ -183,13 +183,28 @@ def _copy(m: Message) -> Message:
 
 @settings(max_examples=250, deadline=None)
 @given(SMALL, st.lists(STEP, max_size=14), st.integers(1, 20), st.integers(1, 4),
-       st.integers(1, 4), st.sampled_from([None, {"type": "object", "properties": {}}]))
+       st.integers(1, 4), st.sampled_from([None, {"type": "object", "properties": {}}]),
+       st.booleans(), st.data())
 def test_incremental_hash_equals_full_recompute(first: list[Message], steps: list[Any],
                                                 limit: int, trails: int, marks: int,
-                                                schema: Any) -> None:
+                                                schema: Any, deferred: bool,
+                                                data: st.DataObject) -> None:
     """Any growth of any prompt, any new prompt built from earlier transcripts, and any cache
-    bound: every hash equals prompt_hash of the transcript as sent."""
+    bound: every hash equals prompt_hash of the transcript as sent. Deferred (``defer``), each
+    call's hash is read later, in any order, after the list was appended to, truncated or
+    replaced and after other prompts hashed: still the value of the transcript as sent."""
     cache = PromptHashCache(limit=limit, trails=trails, marks=marks)
+    unread: list[tuple[PromptHash, str]] = []
+
+    def read_some(everything: bool) -> None:
+        order = data.draw(st.permutations(range(len(unread))))
+        if not everything:
+            order = order[:data.draw(st.integers(0, len(order)))]
+        for i in order:
+            assert unread[i][0].value() == unread[i][1]
+        for i in sorted(order, reverse=True):
+            del unread[i]
+
     history: list[list[Message]] = []
     choice: Any = None
     hasher = PromptHasher(TOOLS, schema, choice, cache)
@@ -198,7 +213,12 @@ def test_incremental_hash_equals_full_recompute(first: list[Message], steps: lis
                                    for s in pair]]:
         kind, arg = step
         if kind == "call":
-            assert hasher(messages) == prompt_hash(messages, TOOLS, schema, choice)
+            expected = prompt_hash(messages, TOOLS, schema, choice)
+            if deferred:
+                unread.append((hasher.defer(messages), expected))
+                read_some(False)
+            else:
+                assert hasher(messages) == expected
             assert len(cache._canon) <= limit and len(cache._trails) <= trails
         elif kind == "append":
             messages.extend(arg)
@@ -220,6 +240,7 @@ def test_incremental_hash_equals_full_recompute(first: list[Message], steps: lis
                     "other": [SystemMessage(content="other")], "none": []}[system]
             messages = [*head, *body, *new]
             hasher = PromptHasher(TOOLS, schema, choice, cache)
+    read_some(True)
 
 
 def test_hash_values_are_unchanged() -> None:
@@ -273,7 +294,7 @@ def test_the_benchmark_runs_and_its_report_section_renders() -> None:
                           "--budget", "0", "--json"], capture_output=True, text=True, env=env,
                          check=True, timeout=300)
     fig = json.loads(out.stdout)
-    assert len(fig["in_prompt"]["2"]) == 2 and len(fig["prompt_start"]["4"]) == 4
+    assert len(fig["in_prompt"]["2"]) == 3 and len(fig["prompt_start"]["4"]) == 4
     assert all(v > 0 for cells in fig.values() for row in cells.values() for v in row)
     spec = importlib.util.spec_from_file_location("bench_report", bench / "report.py")
     assert spec is not None and spec.loader is not None

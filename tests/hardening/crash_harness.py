@@ -302,7 +302,9 @@ class Faults:
                         " ".join([*(p for p in address.split() if not p.startswith("port=")),
                                   f"port={self.proxy.port}"]))
         self.markers = ((b"EVALSHA", b"HGET", b"HMGET") if backend == "redis" else
-                        (b"UPDATE", b"INSERT INTO", b"SELECT", b"COMMIT"))
+                        # the receipts' and checkpoints' prepared statements by name (their
+                        # SQL text travels only once per connection), and the rest by verb
+                        (b"bindloop_", b"UPDATE", b"INSERT INTO", b"SELECT", b"COMMIT"))
         self.server = server
         self.blackhole_share = blackhole_share
         # Restarts spread evenly over the kills (none without a server started here).

@@ -50,8 +50,8 @@ async def trial(kind: str, direct: str, namespace: str, *, former: bool, seed: i
     if kind == "postgres":
         parts = [p for p in direct.split() if not p.startswith("port=")]
         store = PostgresStore(" ".join([*parts, f"port={proxy.port}"]), schema=namespace)
-        markers = [(b"receipts VALUES", "before"), (b"receipts VALUES", "after"),
-                   (b"SET status = 'running'", "before"), (b"SET status = 'completed'", "after"),
+        markers = [(b"bindloop_claim", "before"), (b"bindloop_claim", "after"),
+                   (b"bindloop_reclaim", "before"), (b"bindloop_complete", "after"),
                    (b"COMMIT", "after")]
     else:
         store = RedisStore(f"redis://127.0.0.1:{proxy.port}/0", prefix=f"{namespace}:")

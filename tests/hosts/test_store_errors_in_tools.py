@@ -145,9 +145,10 @@ CUTS = [
     # Postgres: the first claim never reaches the server / lands with its answer lost; the
     # completion's transaction cut (rolled back); a COMMIT that lands (a receipt's or a
     # checkpoint's) with its answer lost.
-    ("postgres", b"receipts VALUES", "before"),
-    ("postgres", b"receipts VALUES", "after"),
-    ("postgres", b"SET status = 'completed'", "after"),
+    # (the receipt statements are prepared ones, named in every message that runs them)
+    ("postgres", b"bindloop_claim", "before"),
+    ("postgres", b"bindloop_claim", "after"),
+    ("postgres", b"bindloop_complete", "after"),
     ("postgres", b"COMMIT", "after"),
     # Redis: the claim script and the completion script (with its outbox append), each cut
     # before it reaches the server or after it ran there.

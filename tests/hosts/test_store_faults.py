@@ -63,7 +63,9 @@ async def proxied(kind: str, namespace: str, request: pytest.FixtureRequest
 
 
 def _marker(store: Any) -> bytes:
-    return b"INSERT INTO" if isinstance(store, PostgresStore) else b"EVALSHA"
+    # Postgres: the checkpoint's compare-and-swap and the claim are prepared statements, named in
+    # every message that runs them.
+    return b"bindloop_" if isinstance(store, PostgresStore) else b"EVALSHA"
 
 
 @pytest.mark.parametrize("when", ["before", "after"])

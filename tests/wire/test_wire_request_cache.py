@@ -32,8 +32,10 @@ from bindloop.wire import (
     CachePolicy,
     ForcedTool,
     GeminiAdapter,
+    JsonSchemaFormat,
     OpenAIChatAdapter,
     OpenAIResponsesAdapter,
+    ReasoningOptions,
     WireOptions,
 )
 
@@ -103,7 +105,16 @@ OPTIONS = st.builds(
                           ODD_NAMES.map(lambda n: ForcedTool(name=n))),
     cache=st.one_of(st.none(), st.builds(CachePolicy, system=st.booleans(), tools=st.booleans(),
                                          turns=st.integers(0, 2))),
-    stream=st.booleans(), max_tokens=st.one_of(st.none(), st.just(64)))
+    stream=st.booleans(), max_tokens=st.one_of(st.none(), st.just(64)),
+    parallel_tool_calls=st.one_of(st.none(), st.booleans()),
+    stop=st.sampled_from([(), ("END",), ("a", "b")]),
+    reasoning=st.one_of(st.none(), st.builds(
+        ReasoningOptions, effort=st.sampled_from([None, "minimal", "high"]),
+        budget_tokens=st.one_of(st.none(), st.just(2048)))),
+    response_format=st.one_of(st.none(), st.just(JsonSchemaFormat(
+        name="answer", schema={"type": "object", "properties": {"n": {"type": "integer"}},
+                               "required": ["n"], "additionalProperties": False}))),
+    extra_body=st.one_of(st.none(), st.just({"metadata": {"user_id": "u-1"}, "stream": False})))
 
 
 def outcome(adapter: Any, messages: list[Message], tools: list[ToolDefinition],
@@ -289,3 +300,23 @@ def test_a_session_resumed_from_its_previous_request_keeps_the_uncached_bytes(
             options = WireOptions(model="m", cache=data.draw(policies))
             assert outcome(cached, transcript, tools, options) == outcome(
                 fresh, list(transcript), tools, options)
+
+
+@pytest.mark.parametrize("wire", WIRE_NAMES)
+@given(messages=TRANSCRIPTS, tools=TOOLS.filter(bool), pool=st.lists(OPTIONS, min_size=1,
+                                                                    max_size=3),
+       data=st.data())
+@settings(max_examples=40, deadline=None)
+def test_options_objects_sent_again_keep_the_uncached_bytes(
+        wire: str, messages: list[Message], tools: list[ToolDefinition],
+        pool: list[WireOptions], data: st.DataObject) -> None:
+    """An adapter may keep what it derived from the last options object (the body's keys around
+    the transcript): the same options objects sent again, in any order, with and without tools
+    (a forced or "none" tool choice is sent only with them), give the uncached build's bytes."""
+    make = ADAPTERS[wire]
+    cached, fresh = make(), make(request_cache=0)
+    for _ in range(data.draw(st.integers(2, 6))):
+        options = data.draw(st.sampled_from(pool))
+        sent = data.draw(st.sampled_from([tools, []]))
+        assert outcome(cached, messages, sent, options) == outcome(
+            fresh, messages, list(sent), options)

@@ -13,10 +13,11 @@ how it runs; an approved call runs through that same runner.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from inspect import isawaitable
 from typing import Any
 
 
-from ..contracts import ToolCall, ToolError, ToolOutcome, ToolResult
+from ..contracts import ToolCall, ToolError, ToolOutcome, ToolResult, ToolSuspend
 from ..loop import BatchRunner
 from ..tools import Tool
 from ._approvals import ApprovalGate
@@ -27,6 +28,7 @@ from ._tools import AgentTool
 __all__ = ("ToolPort",)
 
 _RECEIVED = ToolResult(content="Answer received.")
+_OUTCOMES = (ToolResult, ToolError, ToolSuspend)
 
 
 class ToolPort:
@@ -37,8 +39,8 @@ class ToolPort:
     it runs nothing and returns a plain receipt (the loop's ``is_final_call`` then ends the run on
     it). ``context(calls, done)`` builds the middleware's :class:`ToolCallLoopContext`."""
 
-    __slots__ = ("agent_id", "context", "direct", "done", "frame", "gate", "gen", "output",
-                 "recording", "session_id", "tools", "trace_id")
+    __slots__ = ("agent_id", "context", "direct", "done", "frame", "gate", "gen", "journaled",
+                 "output", "recording", "session_id", "tools", "trace_id")
 
     def __init__(self, frame: Frame, gen: Generation, *, output: str | None,
                  context: Callable[[tuple[ToolCall, ...], tuple[ToolTurn, ...]],
@@ -51,18 +53,20 @@ class ToolPort:
         self.done: list[ToolTurn] = []  # the finished rounds (ToolCallLoopContext.tool_turns)
         run = frame.run
         self.recording = recording
-        # Nothing to replay or record: a tool without middleware is called straight.
-        plain = not recording
+        # Nothing to replay: a tool without middleware is called straight (its outcome journaled
+        # when recording).
+        plain = frame.cursor is None
         tools: dict[str, tuple[AgentTool, Any]] = {}
         direct: dict[str, Tool[Any, Any]] = {}
         for entry in gen.tools:  # one pass: this runs once per prompt
             t, mw = entry
             name = t.name
             tools[name] = entry
-            if plain and not mw and not t.middleware:
+            if plain and not mw and not t.middleware and name != output:
                 direct[name] = t.tool
         self.tools = tools
         self.direct = direct
+        self.journaled = recording
         self.agent_id, self.session_id, self.trace_id = frame.agent_id, run.session_id, \
             run.trace_id
         self.gate = gate
@@ -79,10 +83,25 @@ class ToolPort:
         if tool is not None:
             # invoke, not execute: the driver awaits the body and the machine checks its outcome
             raw = call.arguments
-            return tool.invoke(raw, ToolContext(tool.name, tool.description, tool.parameters,
-                                                 raw, call.id, self.agent_id, self.session_id,
-                                                 self.trace_id))
+            out = tool.invoke(raw, ToolContext(tool.name, tool.description, tool.parameters,
+                                                raw, call.id, self.agent_id, self.session_id,
+                                                self.trace_id))
+            if not self.journaled:
+                return out
+            if isawaitable(out):
+                return self._journal(call.id, out)
+            if isinstance(out, _OUTCOMES):  # anything else: the machine refuses it, unjournaled
+                self.frame.journal.record_tool(call.id, out)
+            return out
         return self._call(call, self.tools.get(call.name))
+
+    async def _journal(self, call_id: str, body: Awaitable[ToolOutcome]) -> ToolOutcome:
+        """A direct call's outcome, journaled once the body returns one (as :meth:`_call`
+        journals what :meth:`~bindloop.tools.Tool.execute` accepted)."""
+        outcome = await body
+        if isinstance(outcome, _OUTCOMES):
+            self.frame.journal.record_tool(call_id, outcome)
+        return outcome
 
     async def _call(self, call: ToolCall, entry: tuple[AgentTool, Any] | None) -> ToolOutcome:
         frame = self.frame

@@ -100,24 +100,31 @@ def parse_snapshot(data: bytes | str | Mapping[str, Any]) -> AgentSnapshot:
 
 
 class Journal:
-    """A frame's live journal: turns in call order; tool outcomes land on the turn that asked."""
+    """A frame's live journal: turns in call order; tool outcomes land on the turn that asked
+    (the latest turn holding the call's id)."""
 
-    __slots__ = ("turns",)
+    __slots__ = ("_asked", "turns")
 
     def __init__(self) -> None:
-        self.turns: list[tuple[str, ModelTurnResult, dict[str, ToolOutcome]]] = []
+        self.turns: list[tuple[str | PromptHash, ModelTurnResult, dict[str, ToolOutcome]]] = []
+        self._asked: dict[str, dict[str, ToolOutcome]] = {}  # call id -> its turn's outcomes
 
-    def record_turn(self, prompt_hash: str, turn: ModelTurnResult) -> None:
-        self.turns.append((prompt_hash, turn, {}))
+    def record_turn(self, prompt_hash: str | PromptHash, turn: ModelTurnResult) -> None:
+        """Journal a turn; a :class:`PromptHash` is read when the journal is frozen."""
+        tools: dict[str, ToolOutcome] = {}
+        self.turns.append((prompt_hash, turn, tools))
+        asked = self._asked
+        for call in turn.tool_calls:
+            asked[call.id] = tools
 
     def record_tool(self, call_id: str, outcome: ToolOutcome) -> None:
-        for _, turn, tools in reversed(self.turns):
-            if any(c.id == call_id for c in turn.tool_calls):
-                tools[call_id] = outcome
-                return
+        tools = self._asked.get(call_id)
+        if tools is not None:
+            tools[call_id] = outcome
 
     def freeze(self) -> tuple[JournalTurn, ...]:
-        return tuple(JournalTurn(prompt_hash=h, turn=t, tools=dict(tools))
+        return tuple(JournalTurn(prompt_hash=h if isinstance(h, str) else h.value(), turn=t,
+                                 tools=dict(tools))
                      for h, t, tools in self.turns)
 
 
@@ -207,27 +214,72 @@ def canonical_value(value: object, *, builtins: bool = True) -> bytes:
     return data if same else canonical_json(reference).encode()
 
 
+_NO, _MARK, _BASE = 0, 1, 2  # PromptHash.keep: no state kept; a mark's; a resumed trail's base
+
+
 class _Trail:
-    """One transcript as hashed: its messages, their canonical bytes, the running SHA-256 state
-    after ``{"messages":[`` and them, and states saved at model calls (``marks``: message counts
-    ascending, states never updated in place) that another prompt can resume from."""
+    """One transcript as hashed: its messages (``objs``, every message a call has sent so far),
+    the canonical bytes of the first ``len(canon)`` of them and the running SHA-256 state after
+    ``{"messages":[`` and those (``None`` until the state it resumes from, ``base``, is known);
+    ``marks``, the points another prompt can resume from (message counts ``counts``, ascending:
+    the trail's start and its model calls, at most ``limit``), and the calls whose hashes are not
+    computed yet (``pending``, ascending)."""
 
-    __slots__ = ("canon", "counts", "objs", "state", "states")
+    __slots__ = ("base", "cache", "canon", "counts", "marks", "objs", "pending", "root", "state")
 
-    def __init__(self, objs: list[object], canon: list[bytes], count: int,
-                 state: hashlib._Hash) -> None:
+    def __init__(self, cache: PromptHashCache, objs: list[object], canon: list[bytes],
+                 count: int, state: hashlib._Hash | None, base: PromptHash | None) -> None:
+        self.cache = cache
+        root = PromptHash(self, count, None)
+        root.keep, root.state = _MARK, state
+        self.root = root
         self.objs = objs
         self.canon = canon
         self.counts = [count]
-        self.states = [state]
-        self.state = state.copy()
+        self.marks = [root]
+        self.state = state.copy() if state is not None else None
+        self.base = base
+        if base is not None:
+            base.keep = _BASE
+        self.pending: list[PromptHash] = []
 
-    def mark(self, limit: int) -> None:
-        self.counts.append(len(self.objs))
-        self.states.append(self.state.copy())
-        if len(self.counts) > limit:  # thin the older marks, keep the newest
-            self.counts = self.counts[-2::-2][::-1] + self.counts[-1:]
-            self.states = self.states[-2::-2][::-1] + self.states[-1:]
+    def thin(self) -> None:
+        """Thin the older marks, keep the newest (a dropped mark keeps its state only when a
+        trail resumes from it)."""
+        kept = self.marks[-2::-2][::-1] + self.marks[-1:]
+        for dropped in self.marks[-3::-2]:
+            if dropped.keep == _MARK:
+                dropped.keep = _NO
+                dropped.state = None
+        self.marks = kept
+        self.counts = [m.count for m in kept]
+
+
+
+class PromptHash:
+    """One model call's :func:`prompt_hash`, computed when first read (:meth:`value`): the
+    transcript's first ``count`` messages (kept by the trail, which only ever appends) and the
+    call's tools, schema and tool choice (``suffix``, their canonical bytes). Reading it hashes
+    the trail up to ``count``, computing every earlier call's hash of that trail on the way, so
+    a run that never reads its hashes (a snapshot not dumped) never computes them; the value is
+    the one an eager hash would have given. A call another prompt resumes from (``keep``) keeps
+    the hash state at its count once computed."""
+
+    __slots__ = ("_trail", "_value", "count", "keep", "state", "suffix")
+
+    def __init__(self, trail: _Trail, count: int, suffix: _Suffix | None) -> None:
+        self._trail = trail
+        self.count = count
+        self.suffix = suffix
+        self._value: str | None = None
+        self.keep = _NO
+        self.state: hashlib._Hash | None = None
+
+    def value(self) -> str:
+        if self._value is None:
+            self._trail.cache.settle(self._trail, self.count)
+        assert self._value is not None  # settle computes every pending hash up to its count
+        return self._value
 
 
 class PromptHashCache:
@@ -236,20 +288,22 @@ class PromptHashCache:
 
     It keeps the canonical bytes of up to ``limit`` messages by identity (messages are frozen:
     equal identity, equal bytes; each entry holds its message, so an id is never reused while
-    cached) and the last ``trails`` hashed transcripts with their SHA-256 states at each model
-    call (at most ``marks`` per transcript). A new prompt's transcript resumes from the longest
-    prefix it shares with one of them -- same objects, or messages with the same canonical bytes
-    (a system message rebuilt per generation) -- so only the messages after it are encoded and
-    hashed. Finding that prefix compares the lists by identity in C (tens of ns per message)."""
+    cached) and the last ``trails`` transcripts with their model calls (at most ``marks`` per
+    transcript). A new prompt's transcript resumes from the longest prefix it shares with one
+    of them -- same objects, or messages with the same canonical bytes (a system message rebuilt
+    per generation) -- so only the messages after it are encoded and hashed. Finding that prefix
+    compares the lists by identity in C (tens of ns per message). Encoding and hashing are
+    deferred to the first read of a call's :class:`PromptHash`: a trail resumed from a call not
+    hashed yet hashes that one first when read."""
 
-    __slots__ = ("_canon", "_limit", "_marks", "_trails", "_max_trails")
+    __slots__ = ("_canon", "_limit", "_trails", "_max_trails", "marks")
 
     def __init__(self, *, limit: int = 8192, trails: int = 8, marks: int = 64) -> None:
         self._canon: dict[int, tuple[object, bytes]] = {}
         self._limit = limit
         self._trails: list[_Trail] = []
         self._max_trails = trails
-        self._marks = marks
+        self.marks = marks
 
     def canonical(self, message: object) -> bytes:
         """:func:`canonical_message`, computed once per message object while it stays cached."""
@@ -267,12 +321,13 @@ class PromptHashCache:
         """How many leading messages have the trail's canonical bytes (identity first)."""
         objs, canon = trail.objs, trail.canon
         for i in compress(count(), map(is_not, messages, objs)):
-            if self.canonical(messages[i]) != canon[i]:
+            theirs = canon[i] if i < len(canon) else self.canonical(objs[i])
+            if self.canonical(messages[i]) != theirs:
                 return i
         return min(len(messages), len(objs))
 
     def start(self, messages: Sequence[object]) -> _Trail:
-        """A new trail for ``messages``, resumed from the best saved state (not yet extended)."""
+        """A new trail for ``messages``, resumed from the best mark (not yet extended)."""
         best, source, at = 0, None, 0
         for trail in self._trails:
             shared = self._shared(messages, trail)
@@ -282,25 +337,70 @@ class PromptHashCache:
                 if shared == len(messages) or shared == len(trail.objs):
                     break
         if source is None:
-            trail = _Trail([], [], 0, hashlib.sha256(_HEAD))
+            trail = _Trail(self, [], [], 0, hashlib.sha256(_HEAD), None)
         else:
-            trail = _Trail(list(messages[:best]), source.canon[:best], best, source.states[at])
+            mark = source.marks[at]
+            trail = _Trail(self, list(messages[:best]), source.canon[:best], best, mark.state,
+                           mark if mark.state is None else None)
         trails = self._trails
         trails.insert(0, trail)
         del trails[self._max_trails:]
         return trail
 
-    def extend(self, trail: _Trail, messages: Sequence[object]) -> None:
-        """Hash ``messages[len(trail.objs):]`` into the trail and mark the state there."""
-        objs, canon, update = trail.objs, trail.canon, trail.state.update
-        for i in range(len(objs), len(messages)):
-            message = messages[i]
-            data = self.canonical(message)
-            update(b"," + data if i else data)
-            objs.append(message)
-            canon.append(data)
-        if trail.counts[-1] != len(objs):
-            trail.mark(self._marks)
+    def settle(self, trail: _Trail, upto: int) -> None:
+        """Hash the trail's messages up to ``upto`` (a call's count), computing the pending
+        calls' hashes and the kept states on the way."""
+        base = trail.base
+        if base is not None:  # resumed from another trail's point: that one's state first
+            self.settle(base._trail, base.count)
+            source = base._trail.canon
+            trail.canon.extend(source[len(trail.canon):base.count])
+            assert base.state is not None  # a based point keeps its state
+            if trail.root.keep != _NO:
+                trail.root.state = base.state
+            trail.state = base.state.copy()
+            trail.base = None
+        pending = trail.pending
+        if not pending or pending[0].count > upto:
+            return
+        objs, canon, state = trail.objs, trail.canon, trail.state
+        assert state is not None
+        update = state.update
+        done = 0
+        for call in pending:
+            at = call.count
+            if at > upto:
+                break
+            done += 1
+            for i in range(len(canon), at):
+                data = self.canonical(objs[i])
+                update(b"," + data if i else data)
+                canon.append(data)
+            if call.keep != _NO and call.state is None:
+                call.state = state.copy()
+            out = state.copy()
+            assert call.suffix is not None  # a call's (only a trail's root has none)
+            out.update(call.suffix.data())
+            call._value = out.hexdigest()
+        del pending[:done]
+
+
+class _Suffix:
+    """What follows a call's messages in its payload, `],"schema":S,"tool_choice":C,"tools":T}`:
+    encoded when a hash is first read."""
+
+    __slots__ = ("_choice", "_data", "_hasher")
+
+    def __init__(self, hasher: PromptHasher, choice: object) -> None:
+        self._hasher = hasher
+        self._choice = choice
+        self._data: bytes | None = None
+
+    def data(self) -> bytes:
+        if self._data is None:
+            head, tail = self._hasher.payload()
+            self._data = head + canonical_value(self._choice) + tail
+        return self._data
 
 
 class PromptHasher:
@@ -317,18 +417,20 @@ class PromptHasher:
     new prompt of the run): it resumes from the longest prefix it shares with a transcript hashed
     before. A message edited in place in the middle, keeping the length and the first and last,
     would go unseen: the loop never does that and a :class:`~bindloop.model.Model` must not mutate the
-    transcript. ``cache`` is the run's (a private one when omitted)."""
+    transcript. ``cache`` is the run's (a private one when omitted).
+
+    Calling it hashes at once; :meth:`defer` takes the call's messages and returns its
+    :class:`PromptHash` to compute when read (a journal read only when a snapshot is taken)."""
 
     __slots__ = ("_cache", "_count", "_first", "_last", "_list", "_schema", "_suffix",
-                 "_tools", "_trail")
+                 "_tools", "_trail", "fixed")
 
     def __init__(self, tools: Sequence[ToolDefinition], schema: Mapping[str, Any] | None,
                  tool_choice: object, cache: PromptHashCache | None = None) -> None:
         self._cache = PromptHashCache() if cache is None else cache
-        # The payload after the messages: `],"schema":S,"tool_choice":C,"tools":T}`.
-        self._schema = b'],"schema":' + canonical_value(schema, builtins=False) \
-            + b',"tool_choice":'
-        self._tools = b',"tools":[' + b",".join(canonical_value(t) for t in tools) + b"]}"
+        self._tools = tools
+        self._schema = schema
+        self.fixed: tuple[bytes, bytes] | None = None  # the schema's and the tools' payload
         self.choose(tool_choice)
         self._list: object = None
         self._trail: _Trail | None = None
@@ -338,24 +440,49 @@ class PromptHasher:
 
     def choose(self, tool_choice: object) -> None:
         """The next calls' tool choice (a per-turn tool-choice policy changes it between turns)."""
-        self._suffix = self._schema + canonical_value(tool_choice) + self._tools
+        self._suffix = _Suffix(self, tool_choice)
+
+    def payload(self) -> tuple[bytes, bytes]:
+        """The payload's canonical bytes around the tool choice: `],"schema":S,"tool_choice":`
+        and `,"tools":T}` (computed once, when the first hash is read)."""
+        if self.fixed is None:
+            self.fixed = (b'],"schema":' + canonical_value(self._schema, builtins=False)
+                          + b',"tool_choice":',
+                          b',"tools":[' + b",".join(canonical_value(t) for t in self._tools)
+                          + b"]}")
+        return self.fixed
 
     def __call__(self, messages: Sequence[Message]) -> str:
+        return self.defer(messages).value()
+
+    def defer(self, messages: Sequence[Message]) -> PromptHash:
+        """This call's hash, computed when first read. ``messages`` are taken by reference (the
+        trail keeps the objects), so appending to the list afterwards changes nothing."""
         count = self._count
         trail = self._trail
         if trail is None or messages is not self._list or len(messages) < count or (count and (
                 messages[0] is not self._first or messages[count - 1] is not self._last)):
             trail = self._trail = self._cache.start(messages)
             self._list = messages
-        if len(messages) != len(trail.objs) or trail.counts[-1] != len(messages):
-            self._cache.extend(trail, messages)
-        if messages:
-            self._count = len(messages)
+        n = len(messages)
+        if n:
+            self._count = n
             self._first = messages[0]
             self._last = messages[-1]
-        out = trail.state.copy()
-        out.update(self._suffix)
-        return out.hexdigest()
+        # The call's messages into the trail, by reference (the trail holds a prefix of them).
+        objs = trail.objs
+        if len(objs) < n:
+            objs.extend(messages[len(objs):])
+        out = PromptHash(trail, n, self._suffix)
+        counts = trail.counts
+        if counts[-1] != n:  # the trail grew: a point another prompt may resume from
+            out.keep = _MARK
+            counts.append(n)
+            trail.marks.append(out)
+            if len(counts) > trail.cache.marks:
+                trail.thin()
+        trail.pending.append(out)
+        return out
 
 
 class ReplayCursor:

@@ -24,7 +24,7 @@ from ..model import ForcedTool, Model, ModelRequest, StreamModel, StructuredOutp
     ToolChoice, fold_events, unpriced
 from ._context import Frame, Generation
 from ..schema import InvalidOutputError, OutputSpec
-from ._snapshot import PromptHasher
+from ._snapshot import PromptHash, PromptHasher
 from ._stream import (
     RETRY_START,
     AgentStreamEvent,
@@ -237,9 +237,9 @@ class TurnPort:
     ``limit`` (set by the re-ask logic: where the current attempt's turns run out) the next call
     raises ``out_of_steps()`` instead."""
 
-    __slots__ = ("budgets", "choose", "model_complete", "frame", "hasher", "hub", "limit", "model",
-                 "options", "out_of_steps", "plain", "recording", "spec", "text", "tool_mode",
-                 "spans", "turns", "watched")
+    __slots__ = ("budgets", "choose", "journaled", "model_complete", "frame", "hasher", "hub",
+                 "limit", "model", "options", "out_of_steps", "plain", "recording", "spec", "text",
+                 "tool_mode", "spans", "turns", "watched")
 
     def __init__(self, frame: Frame, model: Model, options: ModelRequest, *,
                  spec: OutputSpec | None, tool_mode: bool, hub: StreamHub | None,
@@ -275,8 +275,13 @@ class TurnPort:
         self.watched = self.recording or hub is not None or text is not None
         # Unwatched, a StreamModel that keeps the base's complete and price has nothing to charge
         # (its fold prices nothing): its turn is that fold itself, awaited by the loop directly.
-        self.plain = not self.watched and type(model).complete is StreamModel.complete \
-            and unpriced(model)
+        foldable = type(model).complete is StreamModel.complete and unpriced(model)
+        self.plain = not self.watched and foldable
+        # Only a snapshot's journal watches (no trace, replay, stream or text sink): the fold
+        # is awaited under one frame that journals the turn, its prompt hash computed when the
+        # snapshot is taken.
+        self.journaled = foldable and run.enable_snapshot and not run.tracer.enabled \
+            and frame.cursor is None and hub is None and text is None
         self.turns = 0
 
     # -- budget -----------------------------------------------------------------------------------
@@ -338,7 +343,18 @@ class TurnPort:
         # The live transcript is passed as it is: a model reads it and copies what it keeps.
         if self.plain:
             return fold_events(self.model.stream(messages, self.options), None)
+        if self.journaled:
+            assert self.hasher is not None  # journaled runs record
+            return self._journal(self.hasher.defer(messages),
+                                 fold_events(self.model.stream(messages, self.options), None))
         return self._call(messages)
+
+    async def _journal(self, hash_: PromptHash, fold: Awaitable[ModelTurnResult],
+                       ) -> ModelTurnResult:
+        """The plain fold, journaled once it returns (as :meth:`_watched` journals a turn)."""
+        turn = await fold
+        self.frame.journal.record_turn(hash_, turn)
+        return turn
 
     def _choose(self, messages: Sequence[Message]) -> None:
         assert self.choose is not None
@@ -364,7 +380,12 @@ class TurnPort:
         frame = self.frame
         hub = self.hub
         spans = self.spans  # the trace reads the turn's events
-        hash_ = self.hasher(messages) if self.hasher is not None else ""
+        pending = self.hasher.defer(messages) if self.hasher is not None else None
+        # Read at once where something reads it during the call (a replay's check, the trace,
+        # the turn's done event); a journal alone reads it when the snapshot is taken.
+        hash_ = pending.value() if pending is not None and (
+            frame.cursor is not None or spans is not None or hub is not None
+            or self.text is not None) else ""
         if spans is not None:
             spans.observe(index, _START)
         watch = _Watch(index, hub, self.text, self.spec, self.tool_mode) \
@@ -392,7 +413,7 @@ class TurnPort:
                 spans.observe(index, failed)
             raise
         if self.recording:
-            frame.journal.record_turn(hash_, turn)
+            frame.journal.record_turn(hash_ or pending or "", turn)
         if spans is not None or watch is not None:
             done = turn_done(turn, hash_)
             if spans is not None:

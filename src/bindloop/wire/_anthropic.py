@@ -39,6 +39,7 @@ from ..contracts import (
     ReasoningPart,
     SystemMessage,
     ToolDefinition,
+    ToolMessage,
     TurnUsage,
     UsageIteration,
 )
@@ -48,7 +49,6 @@ from ._anthropic_request import (
     marked,
     message_blocks,
     results_first,
-    results_first_by,
     tool_choice,
 )
 from ._cache import (
@@ -208,18 +208,23 @@ def _usage(u: _Usage, model: str | None = None) -> TurnUsage:
 # A turn's encoded start, up to its first block, by role.
 _ROLE = MappingProxyType({role: b'{"role":' + encoded(role) + b',"content":['
                           for role in ("user", "assistant")})
+_HEAD = MappingProxyType({role: len(start) for role, start in _ROLE.items()})
 
 
 def _turn(group: list[Any], mark: bytes = b"") -> bytes:
     """One turn's encoded bytes from its messages' kept pieces (one role; tool results first in
-    a user turn), its last block marked with ``cache_control`` ``mark`` when given."""
+    a user turn), its last block marked with ``cache_control`` ``mark`` when given. A piece
+    keeps its message's own turn; its blocks are those bytes between the turn's start and its
+    closing ``]}``, and a message's blocks are all tool results (a tool message's one block) or
+    none, so moving whole messages moves the result blocks as :func:`results_first` does."""
     if len(group) == 1 and not mark:
-        alone: bytes = group[0][3]  # the message's own turn
+        alone: bytes = group[0][1]  # the message's own turn
         return alone
     role = group[0][0]
-    blocks = [b for piece in group for b in piece[1]]
-    if role == "user":
-        blocks = results_first_by(blocks, [r for piece in group for r in piece[2]])
+    if role == "user" and any([piece[2] for piece in group]):
+        group = [p for p in group if p[2]] + [p for p in group if not p[2]]
+    head = _HEAD[role]
+    blocks = [piece[1][head:-2] for piece in group]
     if mark:
         blocks[-1] = marked(blocks[-1], mark)
     return _ROLE[role] + b",".join(blocks) + b"]}"
@@ -231,8 +236,8 @@ class AnthropicAdapter:
     given unless ``sanitize_schemas`` (Anthropic accepts full JSON Schema). ``request_cache`` as
     for :class:`~bindloop.wire.OpenAIChatAdapter`."""
 
-    __slots__ = ("_beta", "_cache", "_compaction", "_default_max_tokens", "_headers", "_names",
-                 "_sanitize")
+    __slots__ = ("_beta", "_cache", "_compaction", "_default_max_tokens", "_headers",
+                 "_last_frame", "_names", "_sanitize")
 
     def __init__(self, *, default_max_tokens: int = 4096, beta: Sequence[str] = (),
                  sanitize_schemas: bool = False,
@@ -247,6 +252,8 @@ class AnthropicAdapter:
             headers = headers + (("anthropic-beta", ",".join(self._beta)),)
         self._headers = (headers, headers + SSE_ACCEPT)  # by options.stream
         self._cache = WireCache(request_cache) if check_cache_size(request_cache) else None
+        # The last options' encoded body frame: (options, whether tools are sent, frame).
+        self._last_frame: tuple[WireOptions, bool, tuple[bytes, bytes]] | None = None
 
     @property
     def wire(self) -> WireName:
@@ -270,16 +277,56 @@ class AnthropicAdapter:
             built = self._uncached(messages, tools, options)
         tools, options = built["_tools"], built["_options"]
         system, turns, tool_defs = built["system"], built["messages"], built["tools"]
-        body: dict[str, Any] = {
-            "model": options.model,
-            "max_tokens": options.max_tokens if options.max_tokens is not None
-            else self._default_max_tokens,
-        }
+        stream = options.stream
+        headers = self._headers[bool(stream)]
+        if type(turns) is msgspec.Raw and not options.extra_body:
+            # The cached build's pieces are encoded already: the body is the options' encoded
+            # keys around them, in the order the dict below has (the bytes its encoding gives).
+            head, tail = self._frame(options, bool(tools))
+            parts: list[Any] = [head]
+            if system:
+                parts += (b',"system":', system)
+            parts += (b',"messages":', turns)
+            if tool_defs:
+                parts += (b',"tools":', tool_defs)
+            parts.append(tail)
+            return HttpRequest(method="POST", path="/v1/messages", headers=headers,
+                               body=b"".join(parts), stream=stream)
+        start, end = self._options(options, bool(tools))
+        body = start.copy()
         if system:
             body["system"] = system
         body["messages"] = turns
         if tool_defs:
             body["tools"] = tool_defs
+        body.update(end)
+        return HttpRequest(method="POST", path="/v1/messages", headers=headers,
+                           body=encode_body(body, options), stream=stream)
+
+    def _frame(self, options: WireOptions, tools: bool) -> tuple[bytes, bytes]:
+        """:meth:`_options` encoded: the body's bytes before ``system`` (no closing brace) and
+        after ``tools`` (with it). Kept for the last options object when it holds no dict a
+        caller could change in place (no ``response_format``; ``extra_body`` never comes here)."""
+        kept = self._last_frame
+        if kept is not None and kept[0] is options and kept[1] is tools:
+            return kept[2]
+        start, end = self._options(options, tools)
+        frame = (encode_body(start, options)[:-1],
+                 b"," + encode_body(end, options)[1:] if end else b"}")
+        if options.response_format is None:
+            self._last_frame = (options, tools, frame)
+        return frame
+
+    def _options(self, options: WireOptions, tools: bool,
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The body's keys from ``options``: those before ``system`` and those after ``tools``
+        (``tools``: whether the request sends any tool)."""
+        start: dict[str, Any] = {
+            "model": options.model,
+            "max_tokens": options.max_tokens if options.max_tokens is not None
+            else self._default_max_tokens,
+        }
+        body: dict[str, Any] = {}
         choice = tool_choice(options)
         if choice is not None and (tools or choice["type"] == "none"):
             body["tool_choice"] = choice
@@ -306,9 +353,7 @@ class AnthropicAdapter:
             body["stop_sequences"] = list(options.stop)
         if options.stream:
             body["stream"] = True
-        return HttpRequest(method="POST", path="/v1/messages",
-                           headers=self._headers[bool(options.stream)],
-                           body=encode_body(body, options), stream=options.stream)
+        return start, body
 
     def _uncached(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                   options: WireOptions) -> dict[str, Any]:
@@ -351,9 +396,7 @@ class AnthropicAdapter:
         for i in prep.missing:
             m = messages[i]
             found[i] = piece = self._piece(prep.message(m))
-            blocks = piece[1]
-            prep.keep(m, piece, len(piece[3]) + (len(blocks) if isinstance(blocks, bytes)
-                                                 else sum(map(len, blocks))))
+            prep.keep(m, piece, len(piece[1]))
         policy = options.cache
         left = policy.turns if policy is not None else 0
         # Resumed from the previous request of this session where no turn is marked (a mark
@@ -410,24 +453,20 @@ class AnthropicAdapter:
                 "tools": tool_defs, "_tools": prep.tools,
                 "_options": prep.options}
 
-    def _piece(self, m: Message) -> tuple[str | None, Any, tuple[bool, ...], bytes]:
-        """A message's kept form: ``(role, encoded blocks, which are tool results, the encoded
-        turn of this message alone)``, or for a system message ``(None, its encoded block or
-        b"" when blank, (), b"")``."""
+    def _piece(self, m: Message) -> tuple[str | None, bytes, bool]:
+        """A message's kept form: ``(role, the encoded turn of this message alone, whether its
+        blocks are tool results)`` (``b""`` when it has no block), or for a system message
+        ``(None, its encoded block or b"" when blank, False)``. The turn is encoded in one call:
+        its blocks need no reordering (a message's blocks are all tool results or none)."""
         if isinstance(m, SystemMessage):
             text = text_of(parts_of(m.content), "a system message")
             if not text.strip():  # a blank system block is refused like any blank text
-                return None, b"", (), b""
-            return None, encoded({"type": "text", "text": text}), (), b""
+                return None, b"", False
+            return None, encoded({"type": "text", "text": text}), False
         role, blocks = message_blocks(m, compaction=self._compaction)
         if not blocks:
-            return role, (), (), b""
-        pieces = list(map(encoded, blocks))
-        results = [b["type"] == "tool_result" for b in blocks]
-        alone = results_first_by(pieces, results) if role == "user" else pieces
-        # The bytes encoded({"role": role, "content": alone}) gives, from the encoded blocks.
-        return (role, tuple(pieces), tuple(results),
-                _ROLE[role] + b",".join(alone) + b"]}")
+            return role, b"", False
+        return role, encoded({"role": role, "content": blocks}), type(m) is ToolMessage
 
     def _tool(self, tool: ToolDefinition) -> dict[str, Any]:
         out: dict[str, Any] = {"name": tool.name}

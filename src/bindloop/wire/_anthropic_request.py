@@ -28,7 +28,7 @@ from ._names import plain_id
 from ._types import CachePolicy, ForcedTool, WireOptions
 
 __all__ = ("cache_breakpoints", "cache_mark", "marked", "message_blocks", "results_first",
-           "results_first_by", "tool_choice")
+           "tool_choice")
 
 _ENCODE = msgspec.json.Encoder().encode
 
@@ -88,14 +88,6 @@ def tool_choice(options: WireOptions) -> dict[str, Any] | None:
     if options.parallel_tool_calls is False and out["type"] != "none":
         out["disable_parallel_tool_use"] = True
     return out
-
-
-def results_first_by(blocks: list[bytes], results: list[bool]) -> list[bytes]:
-    """:func:`results_first` for blocks kept encoded, told apart by ``results`` (which of them
-    are ``tool_result`` blocks)."""
-    if not any(results) or all(results):
-        return blocks
-    return [b for b, r in zip(blocks, results) if r] + [b for b, r in zip(blocks, results) if not r]
 
 
 def results_first(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -160,6 +152,15 @@ def message_blocks(m: Message, *, compaction: bool = True) -> tuple[str, list[di
                            "input": _tool_input(call.arguments)})
         return "assistant", blocks
     if isinstance(m, ToolMessage):
+        raw = m.content
+        if type(raw) is str:  # the common result: its text, without the parts walk below
+            result: dict[str, Any] = {"type": "tool_result",
+                                      "tool_use_id": plain_id(m.tool_call_id)}
+            if raw and not raw.isspace():  # raw.strip() without the copy
+                result["content"] = raw
+            if m.is_error:
+                result["is_error"] = True
+            return "user", [result]
         content: str | list[dict[str, Any]]
         parts = parts_of(m.content) if not isinstance(m.content, str) else ()
         if isinstance(m.content, str):

@@ -285,12 +285,15 @@ def _turn_head(role: str) -> bytes:
     return b'{"role":' + encoded(role) + b',"parts":['
 
 
+_HEAD = MappingProxyType({role: len(_turn_head(role)) for role in ("user", "model")})
+
+
 def _content(group: list[Any]) -> bytes:
     """One content's encoded bytes from its messages' kept pieces (one role)."""
     if len(group) == 1:
         alone: bytes = group[0][4]  # the message's own content
         return alone
-    return _turn_head(group[0][0]) + b",".join([p for piece in group for p in piece[1]]) + b"]}"
+    return _turn_head(group[0][0]) + b",".join([piece[1] for piece in group]) + b"]}"
 
 
 class GeminiAdapter:
@@ -470,10 +473,11 @@ class GeminiAdapter:
                 tool_array(memo, tools, prep.tools, self._tool), prep.tools, prep.options)
 
     def _piece(self, prep: Prepared, m: Message, name: str | None = None) -> Any:
-        """A message's kept form, and keep it: ``(role, encoded parts, its calls' (id, name)
-        pairs, the name a nameless tool result was sent under, the encoded turn of this message
-        alone)``; for a system message ``(None, its encoded part or b"", (), None, b"")``.
-        ``name`` is a nameless tool result's."""
+        """A message's kept form, and keep it: ``(role, its encoded parts joined by commas, its
+        calls' (id, name) pairs, the name a nameless tool result was sent under, the encoded
+        turn of this message alone)``; for a system message ``(None, its encoded part or b"",
+        (), None, b"")``. ``name`` is a nameless tool result's. The turn is encoded in one call
+        and its parts are the bytes between its start and its closing ``]}``."""
         wire_m = prep.message(m)
         piece: Any
         if isinstance(wire_m, SystemMessage):
@@ -484,13 +488,12 @@ class GeminiAdapter:
                                  and isinstance(wire_m, ToolMessage) else {})
             calls: tuple[Any, ...] = tuple((c.id, c.name) for c in wire_m.tool_calls) \
                 if isinstance(wire_m, AssistantMessage) else ()
-            encoded_parts = tuple(map(encoded, parts))
-            # The bytes encoded({"role": role, "parts": parts}) gives, from the encoded parts.
-            piece = (role, encoded_parts, calls, name,
-                     _turn_head(role) + b",".join(encoded_parts) + b"]}" if parts else b"")
-        parts = piece[1]
-        prep.keep(m, piece, len(piece[4]) + (len(parts) if isinstance(parts, bytes)
-                                             else sum(map(len, parts))))
+            if parts:
+                alone = encoded({"role": role, "parts": parts})
+                piece = (role, alone[_HEAD[role]:-2], calls, name, alone)
+            else:
+                piece = (role, b"", calls, name, b"")
+        prep.keep(m, piece, len(piece[1]) + len(piece[4]))
         return piece
 
     def _tool(self, tool: ToolDefinition) -> dict[str, Any]:

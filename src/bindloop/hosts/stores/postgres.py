@@ -58,10 +58,20 @@ it (and then drops them): behind it, set ``statement_timeout`` and
 A server still starting up (``the database system is starting up``, a recovery in progress) is
 waited for, up to ``startup_wait_s`` per connection, instead of failing: nothing was sent, so any
 operation may wait for it.
+
+The statements of a turn (``claim``, ``complete``, ``fail``, ``renew`` and the checkpoint's
+compare-and-swap) are prepared on each connection by their first use there, as
+``bindloop_<operation>``, and then run by name, one round trip each. A statement deallocated
+behind the store's back (``DEALLOCATE ALL``; a pooler's ``DISCARD ALL``) is prepared again and
+resent once — the server refused it before running it — unless a transaction was open
+(``complete_with``), which the refusal aborted: then the operation fails as a whole. Behind
+PgBouncer in transaction mode this needs its prepared-statement support
+(``max_prepared_statements``, PgBouncer 1.21+), as psycopg's own automatic preparation does.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 import select
@@ -105,6 +115,7 @@ from bindloop.hosts.stores._common import (
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
+    from psycopg.pq.abc import PGresult
 
 __all__ = ("DEFAULT_IO_TIMEOUT_S", "DEFAULT_STARTUP_WAIT_S", "SCHEMA_VERSION", "PostgresStore")
 
@@ -206,6 +217,13 @@ class PostgresStore:
                    ("meta", "checkpoints", "receipts", "limit_events", "limit_leases",
                     "enter_slot")}
         self._sql: dict[str, str] = {}
+        self._deadlines = _Deadlines()
+        self._commands: dict[str, tuple[bytes, bytes, tuple[Any, ...]]] = {}
+        """The prepared statements by name: the name on the wire, the SQL, the parameters'
+        formats."""
+        self._formats = self._psycopg.adapt.PyFormat
+        self._prepared: dict[AsyncConnection[Any], _Prepared] = {}
+        """Per pooled connection (forgotten when it is closed): see :meth:`_command`."""
 
     # -- connections -----------------------------------------------------------------------------
 
@@ -235,42 +253,63 @@ class PostgresStore:
             conn = self._idle.pop()
             if not _went_away(conn):
                 return conn
-            with anyio.CancelScope(shield=True):
-                try:
-                    await conn.close()
-                except Exception:  # a dead socket may refuse even the goodbye
-                    pass
+            await self._discard(conn)
         return await self._connect()
 
-    @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
-        if self._slots is None:
-            self._slots = anyio.Semaphore(self.pool_size)
+    async def _discard(self, conn: AsyncConnection[Any]) -> None:
+        """Close ``conn`` for good (shielded: a cancelled caller still closes it) and forget
+        what was prepared on it."""
+        self._prepared.pop(conn, None)
+        with anyio.CancelScope(shield=True):
+            try:
+                await conn.close()
+            except Exception:  # a dead socket may refuse even the goodbye
+                pass
+
+    async def _take(self) -> AsyncConnection[Any]:
+        """A pooled connection and its pool slot, both the caller's until :meth:`_give`."""
         slots = self._slots
+        if slots is None:
+            slots = self._slots = anyio.Semaphore(self.pool_size)
         try:  # a free slot is taken without a pass through the event loop
             slots.acquire_nowait()
         except anyio.WouldBlock:
             await slots.acquire()
         try:
-            conn = await self._checkout()
-            try:
-                yield conn
-            except BaseException as exc:
-                # A driver error, a cancellation or an unanswered operation may leave the
-                # connection mid-protocol; an error of ours (an effect that raised: its
-                # transaction was rolled back) does not.
-                if isinstance(exc, (self._psycopg.Error, _NoAnswer)) \
-                        or not isinstance(exc, Exception) or conn.broken:
-                    with anyio.CancelScope(shield=True):
-                        await conn.close()
+            return await self._checkout()
+        except BaseException:
+            slots.release()
+            raise
+
+    async def _give(self, conn: AsyncConnection[Any], failure: BaseException | None) -> None:
+        """Give back what :meth:`_take` gave: ``conn`` to the pool, or closed when ``failure``
+        (what its use raised) may have left it mid-protocol — a driver error, a cancellation, an
+        unanswered operation; an error of ours (an effect that raised: its transaction was
+        rolled back) does not."""
+        try:
+            if failure is None:
+                if conn.closed or conn.broken:
+                    await self._discard(conn)
                 else:
                     self._idle.append(conn)
-                raise
-            if conn.closed or conn.broken:
-                return
-            self._idle.append(conn)
+            elif isinstance(failure, (self._psycopg.Error, _NoAnswer)) \
+                    or not isinstance(failure, Exception) or conn.broken:
+                await self._discard(conn)
+            else:
+                self._idle.append(conn)
         finally:
-            slots.release()
+            assert self._slots is not None
+            self._slots.release()
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[AsyncConnection[Any]]:
+        conn = await self._take()
+        try:
+            yield conn
+        except BaseException as exc:
+            await self._give(conn, exc)
+            raise
+        await self._give(conn, None)
 
     async def _op(self, operation: str, body: Callable[[AsyncConnection[Any]], Awaitable[_T]],
                   *, retries: int = 0) -> _T:
@@ -280,15 +319,25 @@ class PostgresStore:
         psycopg = self._psycopg
         for tries_left in range(retries, -1, -1):
             try:
-                async with self._connection() as conn:
+                conn = await self._take()  # (what _connection does, without its generator)
+                try:
                     # The bound starts once the connection is ours: waiting for a pool slot, or
                     # for a server still starting up, is not the server going silent.
-                    with anyio.CancelScope(deadline=self._deadline()) as scope:
-                        if not self._ready:
-                            await self._ensure_schema(conn)
-                        return await body(conn)
+                    with anyio.CancelScope() as scope:
+                        self._deadlines.watch(scope, self.io_timeout_s)
+                        try:
+                            if not self._ready:
+                                await self._ensure_schema(conn)
+                            result = await body(conn)
+                        finally:
+                            self._deadlines.done(scope)
                     if scope.cancelled_caught:
                         raise _NoAnswer
+                except BaseException as exc:
+                    await self._give(conn, exc)
+                    raise
+                await self._give(conn, None)
+                return result
             except _NoAnswer as exc:
                 if tries_left == 0:
                     raise StoreError(self.name, operation, f"no answer from the server within "
@@ -300,10 +349,6 @@ class PostgresStore:
                 raise StoreError(self.name, operation, _first_line(exc)) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _deadline(self) -> float:
-        io = self.io_timeout_s
-        return math.inf if io is None else anyio.current_time() + io
-
     async def _execute(self, conn: AsyncConnection[Any], query: str,
                        params: tuple[Any, ...] = ()) -> Any:
         self.round_trips += 1
@@ -311,6 +356,54 @@ class PostgresStore:
         if sql is None:  # the statements are a fixed set: each is formatted once
             sql = self._sql[query] = query.format(**self._t)
         return await conn.execute(sql, params)
+
+    async def _command(self, conn: AsyncConnection[Any], name: str, query: str,
+                       params: tuple[Any, ...]) -> int:
+        """Run ``query`` (a write, or a statement whose rows are only counted) as the statement
+        ``bindloop_<name>`` prepared on ``conn``, straight on its libpq connection; the rows it
+        touched or returned.
+
+        The hot statements of a turn (claim, complete, the checkpoint's compare-and-swap) take
+        this path: psycopg's cursor (its row machinery, its lock, its per-call adaptation context)
+        costs more worker CPU than the round trip itself. Parameters are adapted by psycopg's
+        own dumpers, so values are encoded and refused exactly as ``conn.execute`` would; an error
+        result is raised as the psycopg exception ``conn.execute`` would raise. A statement is
+        prepared on a connection by its first use there (one round trip more, counted)."""
+        command = self._commands.get(name)
+        if command is None:  # the statements are a fixed set: each is named and encoded once
+            parts = query.format(**self._t).split("%s")
+            command = self._commands[name] = (
+                f"bindloop_{name}".encode(),
+                ("".join(f"{part}${n}" for n, part in enumerate(parts[:-1], 1))
+                 + parts[-1]).encode(),
+                tuple(self._formats.BINARY if isinstance(p, bytes) else self._formats.TEXT
+                      for p in params))
+        statement, sql, formats = command
+        prepared = self._prepared.get(conn)
+        if prepared is None:
+            prepared = self._prepared[conn] = _Prepared(conn)
+        pg = conn.pgconn
+        values = prepared.adapt.dump_sequence(params, formats)
+        for again in (True, False):  # at most one re-prepare: a pooler may never keep it
+            if statement not in prepared.names:  # once per statement and connection
+                self.round_trips += 1
+                pg.send_prepare(statement, sql)
+                await _result(conn)
+                prepared.names.add(statement)
+            self.round_trips += 1
+            pg.send_query_prepared(statement, values, prepared.adapt.formats)
+            try:
+                result = await _result(conn)
+                break
+            except self._psycopg.errors.InvalidSqlStatementName:
+                # Deallocated behind our back (``DEALLOCATE ALL``, a pooler's ``DISCARD ALL``):
+                # refused before running, so preparing it again and resending is safe — outside
+                # a transaction, which the refusal has aborted.
+                if not again or pg.transaction_status != _IDLE:
+                    raise
+                prepared.names.clear()
+        count = result.command_tuples
+        return result.ntuples if count is None else count
 
     @asynccontextmanager
     async def _transaction(self, conn: AsyncConnection[Any]) -> AsyncIterator[None]:
@@ -347,6 +440,7 @@ class PostgresStore:
     async def aclose(self) -> None:
         idle, self._idle = self._idle, []
         for conn in idle:
+            self._prepared.pop(conn, None)
             await conn.close()
 
     close = aclose
@@ -382,13 +476,12 @@ class PostgresStore:
             nonlocal attempts
             attempts += 1
             while True:
-                cur = await self._execute(
-                    conn, "INSERT INTO {checkpoints} AS c (execution_id, revision, body) "
-                          "VALUES (%s, %s, %s) ON CONFLICT (execution_id) DO UPDATE "
-                          "SET revision = EXCLUDED.revision, body = EXCLUDED.body "
-                          "WHERE c.revision + 1 = EXCLUDED.revision RETURNING 1",
-                    (ident, revision, data))
-                if await cur.fetchone() is not None:
+                if await self._command(
+                        conn, "save",
+                        "INSERT INTO {checkpoints} AS c (execution_id, revision, body) "
+                              "VALUES (%s, %s, %s) ON CONFLICT (execution_id) DO UPDATE "
+                              "SET revision = EXCLUDED.revision, body = EXCLUDED.body "
+                              "WHERE c.revision + 1 = EXCLUDED.revision", (ident, revision, data)):
                     return None
                 cur = await self._execute(conn, "SELECT revision, body FROM {checkpoints} "
                                                 "WHERE execution_id = %s", (ident,))
@@ -442,17 +535,15 @@ class PostgresStore:
 
         async def body(conn: AsyncConnection[Any]) -> bool:
             if attempt == 1:
-                cur = await self._execute(
-                    conn, "INSERT INTO {receipts} VALUES (%s, %s, %s, %s, 'running', 1, %s, NULL, "
-                          "NULL) ON CONFLICT DO NOTHING", (*k, expires))
-            else:
-                cur = await self._execute(
-                    conn, "UPDATE {receipts} SET status = 'running', attempt = %s, "
-                          "lease_expires_at_ms = %s, result = NULL, error = NULL "
-                          f"WHERE {_KEY} AND attempt = %s AND (status = 'failed' OR "
-                          "(status = 'running' AND lease_expires_at_ms <= %s))",
-                    (attempt, expires, *k, attempt - 1, expires - lease))
-            return bool(cur.rowcount == 1)
+                return await self._command(
+                    conn, "claim", "INSERT INTO {receipts} VALUES (%s, %s, %s, %s, 'running', 1, "
+                                   "%s, NULL, NULL) ON CONFLICT DO NOTHING", (*k, expires)) == 1
+            return await self._command(
+                conn, "reclaim", "UPDATE {receipts} SET status = 'running', attempt = %s, "
+                      "lease_expires_at_ms = %s, result = NULL, error = NULL "
+                      f"WHERE {_KEY} AND attempt = %s AND (status = 'failed' OR "
+                      "(status = 'running' AND lease_expires_at_ms <= %s))",
+                (attempt, expires, *k, attempt - 1, expires - lease)) == 1
 
         return self._fenced(await self._op("claim", body))
 
@@ -461,10 +552,10 @@ class PostgresStore:
         k, attempt, lease = key_parts(key), check_attempt(attempt), check_lease(lease_ms)
 
         async def body(conn: AsyncConnection[Any]) -> bool:
-            cur = await self._execute(
-                conn, f"UPDATE {{receipts}} SET lease_expires_at_ms = %s WHERE {_KEY} "
-                      "AND status = 'running' AND attempt = %s", (self.now() + lease, *k, attempt))
-            return bool(cur.rowcount == 1)
+            return await self._command(
+                conn, "renew", "UPDATE {receipts} SET lease_expires_at_ms = %s "
+                      f"WHERE {_KEY} AND status = 'running' AND attempt = %s",
+                (self.now() + lease, *k, attempt)) == 1
 
         return self._fenced(await self._op("renew", body))
 
@@ -478,11 +569,10 @@ class PostgresStore:
         encoded = msgspec.json.encode(result)
 
         async def settle(conn: AsyncConnection[Any]) -> bool:
-            cur = await self._execute(
-                conn, "UPDATE {receipts} SET status = 'completed', result = %s, "
+            return await self._command(
+                conn, "complete", "UPDATE {receipts} SET status = 'completed', result = %s, "
                       f"lease_expires_at_ms = NULL WHERE {_KEY} AND status = 'running' "
-                      "AND attempt = %s", (encoded, *k, attempt))
-            return bool(cur.rowcount == 1)
+                      "AND attempt = %s", (encoded, *k, attempt)) == 1
 
         async def body(conn: AsyncConnection[Any]) -> bool:
             if effect is None:  # one statement: its own transaction, one round trip
@@ -503,11 +593,10 @@ class PostgresStore:
         encoded = None if error is None else msgspec.json.encode(error)
 
         async def body(conn: AsyncConnection[Any]) -> bool:
-            cur = await self._execute(
-                conn, "UPDATE {receipts} SET status = 'failed', error = %s, "
+            return await self._command(
+                conn, "fail", "UPDATE {receipts} SET status = 'failed', error = %s, "
                       f"lease_expires_at_ms = NULL WHERE {_KEY} AND status = 'running' "
-                      "AND attempt = %s", (encoded, *k, attempt))
-            return bool(cur.rowcount == 1)
+                      "AND attempt = %s", (encoded, *k, attempt)) == 1
 
         return self._fenced(await self._op("fail", body))
 
@@ -614,6 +703,125 @@ def _receipt(row: tuple[Any, ...]) -> ReceiptState:
         return ReceiptFailed(attempt=attempt,
                              error=None if error is None else msgspec.json.decode(error, type=str))
     raise ValueError(f"unknown status {status!r}")
+
+
+class _Deadlines:
+    """The ``io_timeout_s`` bound of every operation in flight, kept by one timer on the event
+    loop (re-armed for the earliest deadline left) instead of one timer per operation: each
+    operation's scope is cancelled once its deadline passes, as a deadline of its own would."""
+
+    __slots__ = ("_armed", "_loop", "_scopes")
+
+    def __init__(self) -> None:
+        self._scopes: dict[anyio.CancelScope, float] = {}
+        self._armed: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def watch(self, scope: anyio.CancelScope, seconds: float | None) -> None:
+        """Cancel ``scope`` ``seconds`` from now unless :meth:`done` comes first."""
+        if seconds is None:
+            return
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # a store used again under another (a later) event loop:
+            if self._armed is not None:  # what the earlier one had in flight is not ours to end
+                self._armed.cancel()
+                self._armed = None
+            self._scopes.clear()
+            self._loop = loop
+        deadline = loop.time() + seconds
+        self._scopes[scope] = deadline
+        armed = self._armed
+        if armed is None or deadline < armed.when():  # else the armed timer comes first
+            if armed is not None:
+                armed.cancel()
+            self._armed = loop.call_at(deadline, self._expire)
+
+    def done(self, scope: anyio.CancelScope) -> None:
+        self._scopes.pop(scope, None)
+
+    def _expire(self) -> None:
+        loop = self._loop
+        assert loop is not None
+        self._armed = None
+        now = loop.time()
+        due = [scope for scope, deadline in self._scopes.items() if deadline <= now]
+        for scope in due:
+            del self._scopes[scope]
+        if self._scopes:
+            self._armed = loop.call_at(min(self._scopes.values()), self._expire)
+        for scope in due:
+            scope.cancel()
+
+
+class _Prepared:
+    """What :meth:`PostgresStore._command` keeps per connection: the statements prepared on it
+    and the psycopg adaptation context its parameters are dumped with."""
+
+    __slots__ = ("adapt", "names")
+
+    def __init__(self, conn: AsyncConnection[Any]) -> None:
+        from psycopg.adapt import Transformer
+
+        self.adapt = Transformer(conn)
+        self.names: set[bytes] = set()
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+async def _result(conn: AsyncConnection[Any]) -> PGresult:
+    """Send what is queued on ``conn``'s libpq connection and read the one statement's result
+    (every result until libpq's end marker is read, so the connection is left idle). An error
+    result is raised as psycopg's exception for it; a lost connection as
+    ``psycopg.OperationalError``. Cancellable: the caller discards the connection then."""
+    from psycopg import errors
+
+    pg = conn.pgconn
+    loop = asyncio.get_running_loop()
+    fd = pg.socket
+    while pg.flush():  # a large body: wait until the socket takes more (reading meanwhile)
+        waiter = loop.create_future()
+        loop.add_reader(fd, _wake, waiter)
+        loop.add_writer(fd, _wake, waiter)
+        try:
+            await waiter
+        finally:
+            loop.remove_reader(fd)
+            loop.remove_writer(fd)
+        pg.consume_input()
+    results: list[PGresult] = []
+    try:
+        while True:
+            while pg.is_busy():
+                waiter = loop.create_future()
+                loop.add_reader(fd, _wake, waiter)
+                try:
+                    await waiter
+                finally:
+                    loop.remove_reader(fd)
+                pg.consume_input()
+            result = pg.get_result()
+            if result is None:
+                break
+            results.append(result)
+    except errors.DatabaseError:
+        # The server may end the session right after an error (an idle-in-transaction
+        # timeout, a terminated backend): the error it sent is the one to report.
+        if not any(r.status == _FATAL_ERROR for r in results):
+            raise
+    for result in results:
+        if result.status == _FATAL_ERROR:
+            raise errors.error_from_result(result, encoding=conn.info.encoding)
+    if len(results) != 1 or results[0].status not in (_COMMAND_OK, _TUPLES_OK):
+        raise errors.InternalError(f"unexpected results: "
+                                   f"{[r.status for r in results]}")
+    return results[0]
+
+
+_COMMAND_OK, _TUPLES_OK, _FATAL_ERROR = 1, 2, 7  # libpq's ExecStatusType
+_IDLE = 0  # libpq's PGTransactionStatusType: no transaction open
 
 
 class _NoAnswer(Exception):
