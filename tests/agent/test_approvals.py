@@ -360,7 +360,7 @@ _DECISION = st.tuples(st.sampled_from(["approve", "deny", "edit"]),
 
 
 @settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(steps=st.lists(_DECISION, min_size=1, max_size=8))
 def test_any_sequence_of_decisions_runs_each_approved_effect_at_most_once(
         tmp_path_factory: Any, steps: list[tuple[str, str, int]]) -> None:

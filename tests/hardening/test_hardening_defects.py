@@ -115,9 +115,9 @@ def test_canonical_json_refuses_a_huge_integer_with_its_error() -> None:
 @pytest.mark.parametrize("spaces", [5_000, 200_000])
 def test_heading_with_a_long_run_of_spaces_parses_fast(spaces: int) -> None:
     raw = "---\ndescription: does things\n---\n# a" + " " * spaces + "x\n\nbody\n"
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: a loaded machine does not count
     parsed = parse_skill_markdown(raw, yaml=Yaml())
-    assert time.perf_counter() - started < 2.0
+    assert time.process_time() - started < 2.0
     assert parsed.skill.name == "a-x"
 
 
@@ -128,10 +128,10 @@ def test_heading_with_a_long_run_of_spaces_parses_fast(spaces: int) -> None:
 ])
 def test_colon_repair_on_hostile_lines_is_fast(line: str) -> None:
     raw = "---\n" + line + "\nbroken: [\n---\nbody"
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: a loaded machine does not count
     with pytest.raises(SkillFormatError):
         parse_skill_markdown(raw, yaml=Yaml())
-    assert time.perf_counter() - started < 2.0
+    assert time.process_time() - started < 2.0
 
 
 def test_first_heading_rules() -> None:
@@ -248,10 +248,10 @@ def test_hostile_frontmatter_fails_fast_before_the_yaml_port(front: str) -> None
             Watching.calls += 1
             return super().parse(text)
 
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: a loaded machine does not count
     with pytest.raises(SkillFormatError, match="max_frontmatter_chars|nests brackets"):
         parse_skill_markdown("---\n" + front + "\n---\nbody", yaml=Watching())
-    assert time.perf_counter() - started < 2.0
+    assert time.process_time() - started < 2.0
     assert Watching.calls == 0
 
 

@@ -86,7 +86,8 @@ OPS = st.lists(st.tuples(
     max_size=40)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(OPS)
 def test_same_answers_as_the_reference_store(tmp_path: Path, ops: list[tuple[str, str, int, float]]
                                              ) -> None:

@@ -62,6 +62,8 @@ async def test_a_killed_holders_slots_come_back_after_the_lease(
                               cwd=ROOT, stdout=subprocess.PIPE, text=True)
     store = open_store(kind, location, namespace)
     try:
+        # connected (a key of its own) before the holder's lease starts to count down
+        assert await store.enter("warm", 1)
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         killed = time.monotonic()
         holder.kill()  # SIGKILL: no leave, no renewal, ever
@@ -72,11 +74,11 @@ async def test_a_killed_holders_slots_come_back_after_the_lease(
             if await store.enter("k", 2):
                 taken += 1
                 continue
-            assert time.monotonic() - killed < 10, f"{2 - taken} slot(s) never came back"
+            assert time.monotonic() - killed < 20, f"{2 - taken} slot(s) never came back"
             await anyio.sleep(0.05)
         waited = (time.monotonic() - killed) * 1000
         assert await store.enter("k", 2) is False  # both are ours now
-        assert waited < LEASE_MS + 3_000, waited
+        assert waited < LEASE_MS + 8_000, waited  # a loaded machine polls late, never early
     finally:
         if holder.poll() is None:
             holder.kill()

@@ -447,10 +447,9 @@ async def test_a_call_that_raised_is_not_run_again_by_a_retried_batch(
             AgentRunWorkflow.run, _start("x1", tool_timeout_s=3.0, model_timeout_s=3.0),
             id=f"run-{uuid.uuid4().hex}", task_queue=queue)
         for _ in range(400):
-            if _rows(db, "SELECT * FROM invocations WHERE step = 0"):
-                break  # step 0 did its side effect and raised
+            if _payload_rows(db, "tool-outcome"):
+                break  # step 0 raised and its raise is journaled; step 1 (0.8 s) still runs
             await anyio.sleep(0.02)
-        await anyio.sleep(0.2)  # time to journal it; step 1 (0.8 s) is still running
         assert _ledger(db) == [], "the kill must land inside the first batch"
         first.kill()  # SIGKILL, mid-batch
         first.wait()

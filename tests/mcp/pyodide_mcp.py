@@ -63,7 +63,7 @@ async def abort_after_progress():
 
 before = (await client.call_tool("cancellations", {})).structured_content
 h2 = loop_harness(
-    [tool_call_turn([tool_call("ref__slow", {"seconds": 5}, id="s")]),
+    [tool_call_turn([tool_call("ref__slow", {"seconds": 30}, id="s")]),
                    final_answer("never")],
     signal=controller.signal,
     runner=ToolRunner(run_tool_call=dispatch),
@@ -72,7 +72,8 @@ t_cancel = time.perf_counter()
 async with anyio.create_task_group() as tg:
     tg.start_soon(abort_after_progress)
     cancelled = await run_tool_loop(h2.params)
-assert cancelled.stop_reason == "aborted" and time.perf_counter() - t_cancel < 4
+# stopped at the abort, far before the 30 s call would end (even on a loaded machine)
+assert cancelled.stop_reason == "aborted" and time.perf_counter() - t_cancel < 15
 answer = [m for m in h2.state.messages if isinstance(m, ToolMessage)][0]
 assert answer.is_error and '"kind":"cancelled"' in str(answer.content), answer
 for _ in range(60):

@@ -274,7 +274,7 @@ def _steps(result: Any) -> list[tuple[str, Any]]:
 async def test_a_task_augmented_sampling_request_runs_as_a_task_the_server_polls(
         transport: HttpxTransport) -> None:
     async def model(messages: Sequence[Message], request: ModelRequest) -> ModelTurnResult:
-        await anyio.sleep(0.15)  # long enough for the server to see the task working
+        await anyio.sleep(1.0)  # long enough for the server to see the task working, even loaded
         return ModelTurnResult(text="Tasks let work outlive a request.")
 
     times = iter(range(1_767_225_600_000, 1_767_225_600_000 + 10_000_000, 250))

@@ -142,12 +142,12 @@ async def test_a_fired_signal_cancels_the_slow_call_on_the_server(client: McpHtt
         controller.abort("user pressed stop")
 
     h = loop_harness(
-        [tool_call_turn([tool_call("ref__slow", {"seconds": 5}, id="s")]),
+        [tool_call_turn([tool_call("ref__slow", {"seconds": 30}, id="s")]),
                       final_answer("never")],
         signal=controller.signal,
         runner=ToolRunner(run_tool_call=dispatch),
     )
-    with anyio.fail_after(4):
+    with anyio.fail_after(15):  # the abort ends it, far before the 30 s call would
         async with anyio.create_task_group() as tg:
             tg.start_soon(abort_soon)
             result = await run_tool_loop(h.params)
@@ -158,7 +158,7 @@ async def test_a_fired_signal_cancels_the_slow_call_on_the_server(client: McpHtt
     assert progress and progress[0][0] == "ref__slow" and progress[0][1].total is not None
     assert_valid_transcript(h.state.messages)
     # The server saw notifications/cancelled and cancelled its handler.
-    with anyio.fail_after(3):
+    with anyio.fail_after(15):
         while (await client.call_tool("cancellations", {})).structured_content == before:
             await anyio.sleep(0.05)
 
@@ -169,13 +169,14 @@ async def test_a_timeout_cancels_on_the_server_and_raises_typed(reference_url: s
     transport = HttpxTransport(reference_url)
     try:
         async with open_mcp_client(transport, server="ref", modern_versions=(),
-                                   limits=McpLimits(max_timeout_ms=700)) as client:
-            # Progress every 50 ms starts the 200 ms timeout again: a 0.5 s call finishes ...
-            done = await client.call_tool("slow", {"seconds": 0.5}, timeout_ms=200)
-            assert "slept 0.5s" in str(done.content)
+                                   limits=McpLimits(max_timeout_ms=2500)) as client:
+            # Progress every 50 ms starts the 600 ms timeout again: a 1.5 s call finishes (a
+            # loaded machine may delay one progress, not by the 550 ms left) ...
+            done = await client.call_tool("slow", {"seconds": 1.5}, timeout_ms=600)
+            assert "slept 1.5s" in str(done.content)
             # ... and max_timeout_ms bounds it all the same.
             with pytest.raises(McpTimeoutError) as caught:
-                await client.call_tool("slow", {"seconds": 3}, timeout_ms=200)
+                await client.call_tool("slow", {"seconds": 8}, timeout_ms=600)
             assert caught.value.server == "ref" and "tools/call" in str(caught.value)
             assert client.session.pending() == ()
             with pytest.raises(McpTimeoutError):  # no progress at all: the plain timeout
@@ -309,16 +310,17 @@ async def test_a_session_the_server_ended_is_renewed(client: McpHttpClient,
 
 async def test_progress_forever_is_bounded_by_default(reference_url: str) -> None:
     """No max_timeout_ms given: a server that keeps sending progress still cannot hold a call open
-    past ten request timeouts (a 3 s call with a 150 ms timeout ends after about 1.5 s)."""
+    past ten request timeouts (a 15 s call with a 400 ms timeout ends after about 4 s; progress
+    every 50 ms leaves a loaded machine 350 ms to be late by)."""
     from bindloop.mcp import McpTimeoutError
 
     transport = HttpxTransport(reference_url)
     try:
         async with open_mcp_client(transport, server="ref", modern_versions=()) as client:
             started = anyio.current_time()
-            with anyio.fail_after(2.9), pytest.raises(McpTimeoutError):
-                await client.call_tool("slow", {"seconds": 3}, timeout_ms=150)
-            assert anyio.current_time() - started >= 1.4
+            with anyio.fail_after(12), pytest.raises(McpTimeoutError):
+                await client.call_tool("slow", {"seconds": 15}, timeout_ms=400)
+            assert anyio.current_time() - started >= 3.9
             assert client.session.pending() == ()
     finally:
         await transport.aclose()

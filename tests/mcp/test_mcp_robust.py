@@ -280,7 +280,7 @@ async def test_the_get_stream_is_reopened_after_its_last_event(
 
     seen: list[Any] = []
     async with client(transport, ports=McpClientPorts(sleep=sleep), on_event=seen.append):
-        with anyio.fail_after(5):
+        with anyio.fail_after(20):
             while len(gets) < 4:
                 await anyio.sleep(0.02)
         await anyio.sleep(0.1)

@@ -36,6 +36,13 @@ class LogStore:
     def logs(self, **bounds: Any) -> Any:
         return self._open(self._logs(**bounds))
 
+    def watcher(self, served: Any) -> Any:
+        """What a test thread reads the served app's run logs ``served`` through: another
+        connection to the store, which sees committed states only -- the app's own connection,
+        read from another thread, can show a write half done (one in-process ``memory`` log has
+        no other connection: ``served`` itself)."""
+        return served if self.kind == "memory" else self.logs()
+
     def approvals(self, **bounds: Any) -> Any:
         return self._open(self._approvals(**bounds))
 

@@ -201,15 +201,16 @@ def test_the_tool_streams_from_an_agent_that_streams_and_sends_to_one_that_does_
 
     async def recording(chat: ChatInput, emit: Emit) -> Any:
         seen.append(chat.transcript[-1].content)  # type: ignore[union-attr]
-        # 1.6 s in all, longer than the streaming client's timeout; no silence comes near it
-        for word in ("slow ", "an", "sw", "er"):
+        # 3 s in all, longer than the streaming client's timeout; no silence comes near it
+        # (each is 0.6 s: a loaded machine may stretch one, not by the 1.9 s left)
+        for word in ("slow ", "a", "n", "sw", "er"):
             emit(0, TextEvent(content=word))
-            await anyio.sleep(0.4)
+            await anyio.sleep(0.6)
 
     for streaming in (True, False):
         with served(A2aServer(recording, name="r", description="d",
                               streaming=streaming)) as base:
-            client = A2aClient(base, timeout_s=1.2 if streaming else 5)
+            client = A2aClient(base, timeout_s=2.5 if streaming else 15)
             outcome = anyio.run(a2a_tool(client).execute, '{"message": "q"}', None)
             assert outcome == ToolResult(content="slow answer"), streaming
     assert seen == ["q", "q"]

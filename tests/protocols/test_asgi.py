@@ -97,7 +97,9 @@ def test_a_dropped_client_resumes_from_last_event_id_and_the_run_was_not_cancell
 
 
 def test_stop_ends_the_running_response_with_abort(served: Any) -> None:
-    with served(build_demo_app(delay_s=0.05)) as base:
+    # 0.3 s per event: the stop comes while the run streams, even on a loaded machine (it ends
+    # the run, so the pace costs nothing)
+    with served(build_demo_app(delay_s=0.3)) as base:
         with httpx.stream("POST", base + "/api/chat", json=CHAT, timeout=30) as r:
             it = r.iter_text()
             text = next(it)
@@ -111,7 +113,7 @@ def test_stop_ends_the_running_response_with_abort(served: Any) -> None:
 
 
 def test_requests_are_refused_with_a_code(served: Any) -> None:
-    app = build_demo_app(delay_s=0.2)
+    app = build_demo_app(delay_s=0.5)  # the held run still streams when the second comes
     app._max_body = 4096
     with served(app) as base:
         assert httpx.post(base + "/api/chat", content=b"x" * 5000,
@@ -207,8 +209,10 @@ def test_two_processes_on_one_shared_store_share_a_chat(served: Any,
     the store; a run whose host died (its lease ran out) no longer blocks the chat."""
     import threading
 
-    a = build_demo_app(delay_s=0.1, logs=log_store.logs(), lease_ms=600)
-    b = build_demo_app(delay_s=0.1, logs=log_store.logs(), lease_ms=600)
+    # 0.3 s per event (a run of about 4 s): b's refusal, its follower and its stop all come
+    # while a's run still streams, even on a loaded machine
+    a = build_demo_app(delay_s=0.3, logs=log_store.logs(), lease_ms=600)
+    b = build_demo_app(delay_s=0.3, logs=log_store.logs(), lease_ms=600)
     watch = log_store.logs()
     with served(a) as base_a, served(b) as base_b:
         whole: list[str] = []

@@ -64,6 +64,7 @@ def _rows(db: Path) -> dict[str, int]:
 def test_the_owner_deletes_a_chat_with_its_storage_and_no_one_else_can(
         served: Any, log_store: LogStore) -> None:
     logs = log_store.logs()
+    watch = log_store.watcher(logs)
     runner = Gated()
     with served(ChatApp(runner, logs=logs, authorize=bearer)) as base:
         for _ in range(2):  # two runs of the chat, both ended
@@ -74,12 +75,12 @@ def test_the_owner_deletes_a_chat_with_its_storage_and_no_one_else_can(
         assert httpx.post(f"{base}/api/chat", json=CHAT, headers=_as("bob"),
                           timeout=30).status_code == 200
         alice, bob = scoped_chat_id("alice", "c1"), scoped_chat_id("bob", "c1")
-        assert logs.latest(alice, "ui") is not None
+        assert watch.latest(alice, "ui") is not None
 
         # bob's DELETE of the same id names his own chat; he cannot reach alice's
         assert httpx.delete(f"{base}/api/chat/c1", timeout=30).status_code == 401
         assert httpx.delete(f"{base}/ag-ui/t1", headers=_as("bob"), timeout=30).status_code == 404
-        assert logs.latest(scoped_chat_id("alice", "t1"), "ag-ui") is not None
+        assert watch.latest(scoped_chat_id("alice", "t1"), "ag-ui") is not None
 
         # while a run of the chat goes on: 409, nothing deleted
         runner.hold.set()
@@ -93,15 +94,15 @@ def test_the_owner_deletes_a_chat_with_its_storage_and_no_one_else_can(
             list(chunks)
         assert httpx.delete(f"{base}/api/chat/c1", headers=_as("alice"),
                             timeout=30).status_code == 204
-        assert logs.latest(alice, "ui") is None
+        assert watch.latest(alice, "ui") is None
         assert httpx.get(f"{base}/api/chat/c1/stream", headers=_as("alice"),
                          timeout=30).status_code == 204
         gone = httpx.delete(f"{base}/api/chat/c1", headers=_as("alice"), timeout=30)
         assert gone.status_code == 404 and gone.json()["error"] == "unknown_chat"
-        assert logs.latest(bob, "ui") is not None  # bob's chat of the same id stays
+        assert watch.latest(bob, "ui") is not None  # bob's chat of the same id stays
         assert httpx.delete(f"{base}/ag-ui/t1", headers=_as("alice"),
                             timeout=30).status_code == 204
-        assert logs.latest(scoped_chat_id("alice", "t1"), "ag-ui") is None
+        assert watch.latest(scoped_chat_id("alice", "t1"), "ag-ui") is None
     if log_store.kind == "sqlite":
         db = Path(log_store.where) / f"{log_store.namespace}.db"
         rows = _rows(db)
@@ -146,7 +147,7 @@ _OPS = st.lists(st.tuples(st.sampled_from(["begin", "append", "end", "delete"]),
 
 
 @settings(max_examples=40, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(ops=_OPS)
 def test_shared_logs_never_drop_a_running_run_and_delete_only_the_chat_named(
         log_store: LogStore, ops: Any) -> None:
@@ -374,7 +375,7 @@ _STEPS = st.lists(st.tuples(
 
 
 @settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(steps=_STEPS)
 @pytest.mark.parametrize("log_store", ["postgres", "redis"], indirect=True)
 def test_shared_logs_answer_as_the_sqlite_logs_do(log_store: LogStore, tmp_path: Path,
@@ -478,7 +479,8 @@ def test_a_store_gone_mid_run_fails_that_run_and_the_app_lives_on(
             client = threading.Thread(target=stream)
             client.start()
             deadline = time.monotonic() + 20
-            while (latest := store.logs().latest("c1", "ui")) is None or latest.events == 0:
+            before = store.logs()  # another connection (committed states), not one per poll
+            while (latest := before.latest("c1", "ui")) is None or latest.events == 0:
                 assert time.monotonic() < deadline, "the run never started"
                 time.sleep(0.02)
             server.stop(signal.SIGINT)
@@ -522,12 +524,13 @@ def test_a_run_whose_lease_cannot_be_renewed_is_stopped_once_it_is_out(
         pytest.skip("the machine's own server cannot be stopped by a test")
     store = LogStore(kind, server.dsn if kind == "postgres" else server.url,
                      f"t_{uuid.uuid4().hex[:16]}")
-    stopped = threading.Event()
+    quiet, stopped = threading.Event(), threading.Event()
 
     async def runner(chat: ChatInput, emit: Emit) -> Any:
         emit(0, TextEvent(content="hi"))
         if chat.chat_id != "c1":
             return None
+        quiet.set()  # its frames are logged: from here on it only waits
         try:
             await anyio.sleep(60)  # never logs again
         finally:
@@ -543,10 +546,10 @@ def test_a_run_whose_lease_cannot_be_renewed_is_stopped_once_it_is_out(
         with served(ChatApp(runner, logs=store.logs(), lease_ms=600)) as base:
             client = threading.Thread(target=post, daemon=True)
             client.start()
-            deadline = time.monotonic() + 20
-            while (latest := store.logs().latest("c1", "ui")) is None or latest.events == 0:
-                assert time.monotonic() < deadline, "the run never started"
-                time.sleep(0.02)
+            # the server goes once the run has logged its frames and waits: stopped any
+            # earlier, a frame meets no store and the run fails at once (what the test above
+            # checks), never waiting out its lease
+            assert quiet.wait(20), "the run never started"
             server.stop(signal.SIGINT)
             try:
                 assert stopped.wait(20), "the run went on past its lease"
@@ -660,12 +663,15 @@ def test_a_request_the_store_cannot_keep_still_runs_and_frees_its_slot(
             raise StoreError("sqlite", "claim", "disk I/O error")
 
     logs = LosingClaims(tmp_path / "runs.db")
+    watch = SqliteRunLogs(tmp_path / "runs.db")
     with served(ChatApp(Gated(), logs=logs, max_runs=1)) as base:
         for chat_id in ("c1", "c2"):  # max_runs=1: the second runs only if the first let go
             done = httpx.post(f"{base}/api/chat", json={**CHAT, "id": chat_id}, timeout=30)
             assert done.status_code == 200 and done.text.rstrip().endswith("data: [DONE]")
-            record = logs.latest(chat_id, "ui")
+            # read through another connection: the app's own one may be mid-write meanwhile
+            record = watch.latest(chat_id, "ui")
             assert record is not None and record.status == "finished" and not record.claimed
+    watch.close()
     logs.close()
 
 

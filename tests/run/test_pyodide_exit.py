@@ -32,4 +32,5 @@ def test_node_exits_soon_after_the_run_under_pyodide() -> None:
     first, last = (json.loads(line) for line in done.stdout.strip().splitlines()[-2:])
     assert json.loads(first["result"]) == {"ok": True, "stall": False, "deadline_fired": False}
     lingered_s = (last["exit_at_ms"] - first["done_at_ms"]) / 1000.0
-    assert lingered_s < 3.0, f"Node stayed alive {lingered_s:.1f} s after the run"
+    # a regression lingers for the 120 s budget: 10 s is far from both, even on a loaded machine
+    assert lingered_s < 10.0, f"Node stayed alive {lingered_s:.1f} s after the run"

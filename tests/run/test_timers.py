@@ -49,7 +49,7 @@ def test_property_slices_change_no_outcome(timeout: float | None, set_after: flo
 def test_real_time_waits_on_both_backends(backend: str) -> None:
     # upper bounds far from the waits' lengths: a loaded machine is late, never early
     woken, elapsed = anyio.run(_wait, 0.3, None, 0.05, backend=backend)
-    assert not woken and 0.29 <= elapsed < 4.0
+    assert not woken and 0.29 <= elapsed < 10.0
     woken, elapsed = anyio.run(_wait, 30.0, 0.05, 0.02, backend=backend)
     assert woken and elapsed < 10.0
 

@@ -180,7 +180,8 @@ def _reply(kind: tuple[Any, ...], text: str) -> ScriptedReply:
     return _answer(text)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(failures=st.lists(FAILURES, min_size=0, max_size=3), live=st.booleans(),
        succeeds=st.booleans())
 def test_on_event_sees_one_attempt_and_folds_to_the_turn(

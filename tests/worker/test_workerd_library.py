@@ -267,8 +267,10 @@ def test_chats_expire_with_their_storage(tmp_path: Path) -> None:
                 time.sleep(0.25)
             assert _get(wd, f"/v1/sessions/{sid}", user)[0] == 404
             # The protocol chat's run released its lease before its response ended, after the
-            # session's: its expiry has passed 1.5 s (and the alarm's delay) later.
-            time.sleep(2.5)
+            # session's: its expiry has passed 1.5 s (and the alarm's delay) later. A DELETE is
+            # the only probe (and it would delete a chat still there): wait well past that, for
+            # an alarm a loaded machine runs late.
+            time.sleep(5.0)
             conn = http.client.HTTPConnection("127.0.0.1", wd.port, timeout=60)
             conn.request("DELETE", "/api/chat/c-exp", headers=user)
             resp = conn.getresponse()
