@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 from collections.abc import Sequence
 
 from bindloop.contracts import ToolCall
 from bindloop.errors import UsageError
+from bindloop.hosts.asgi.run_logs import one_at_a_time
 
 __all__ = ("SqlitePendingApprovals",)
 
@@ -37,14 +39,17 @@ class SqlitePendingApprovals:
         if max_chats < 1:
             raise UsageError(f"max_chats must be at least 1, got {max_chats}")
         self._max = max_chats
+        self._lock = threading.RLock()  # the connection is shared by threads (one_at_a_time)
         self._db = sqlite3.connect(os.fspath(path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
 
+    @one_at_a_time
     def close(self) -> None:
         self._db.close()
 
+    @one_at_a_time
     def record(self, chat_id: str, calls: Sequence[ToolCall]) -> None:
         self._db.execute("BEGIN IMMEDIATE")
         try:
@@ -64,6 +69,7 @@ class SqlitePendingApprovals:
             raise
         self._db.execute("COMMIT")
 
+    @one_at_a_time
     def take(self, chat_id: str, call_id: str) -> ToolCall | None:
         self._db.execute("BEGIN IMMEDIATE")
         try:
@@ -80,6 +86,7 @@ class SqlitePendingApprovals:
         return None if row is None else ToolCall(id=call_id, name=str(row[0]),
                                                  arguments=str(row[1]))
 
+    @one_at_a_time
     def forget(self, chat_id: str) -> int:
         return int(self._db.execute("DELETE FROM protocol_pending_approvals WHERE chat_id = ?",
                                     (chat_id,)).rowcount)

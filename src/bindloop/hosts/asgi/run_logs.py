@@ -20,15 +20,33 @@ both logs are the same.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
-from typing import Protocol, runtime_checkable
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 import msgspec
 
 from bindloop.stores import RunBusyError, RunLogs, RunRecord, RunStatus
 
 __all__ = ("ContinuableRunLogs", "Continuation", "SqliteRunLogs")
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def one_at_a_time(method: _Method) -> _Method:
+    """``method`` under its instance's ``_lock`` (an ``RLock``): a SQLite connection shared by
+    threads runs one operation at a time, so no thread starts a transaction inside another's
+    or reads its writes half done."""
+
+    @functools.wraps(method)
+    def locked(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return cast(_Method, locked)
 
 
 class Continuation(msgspec.Struct, frozen=True, kw_only=True):
@@ -125,6 +143,7 @@ class SqliteRunLogs:
         self._keep = keep
         self._max_age_ms = max_age_ms
         self._max_bytes = max_bytes
+        self._lock = threading.RLock()  # the connection is shared by threads (one_at_a_time)
         self._db = sqlite3.connect(os.fspath(path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -170,9 +189,11 @@ class SqliteRunLogs:
         self._db.execute("DELETE FROM protocol_run_saves WHERE run_id = ?", (run_id,))
         self._db.execute("DELETE FROM protocol_runs WHERE run_id = ?", (run_id,))
 
+    @one_at_a_time
     def close(self) -> None:
         self._db.close()
 
+    @one_at_a_time
     def recover(self, now_ms: float) -> list[str]:
         """Close every run left ``running`` whose lease ran out (its process died) as
         ``interrupted``: its log ends where that process stopped. Runs other processes still
@@ -185,6 +206,7 @@ class SqliteRunLogs:
                              "WHERE status = 'running' AND lease_until_ms <= ?", (now_ms,))
         return [str(r[0]) for r in rows]
 
+    @one_at_a_time
     def begin(self, run_id: str, chat_id: str, protocol: str, *, now_ms: float,
               lease_until_ms: float) -> None:
         # BEGIN IMMEDIATE: the check and the insert are one write, so two processes starting the
@@ -215,17 +237,21 @@ class SqliteRunLogs:
             " stop_requested, started_ms) VALUES (?, ?, ?, 'running', ?, ?, 0, ?)",
             (run_id, chat_id, protocol, seq, lease_until_ms, now_ms))
 
+    @one_at_a_time
     def claim(self, run_id: str, claim: bytes) -> None:
         self._db.execute("INSERT OR REPLACE INTO protocol_run_saves (run_id, claim) VALUES (?, ?)",
                          (run_id, claim))
 
+    @one_at_a_time
     def save(self, run_id: str, checkpoint: bytes, fed: str, offset: int) -> None:
         self._db.execute("UPDATE protocol_run_saves SET checkpoint = ?, fed = fed || ?, offset = ? "
                          "WHERE run_id = ?", (checkpoint, fed, offset, run_id))
 
+    @one_at_a_time
     def unlink(self, run_id: str) -> None:
         self._db.execute("UPDATE protocol_runs SET continued_at = 0 WHERE run_id = ?", (run_id,))
 
+    @one_at_a_time
     def lost(self, now_ms: float) -> list[RunRecord]:
         rows = self._db.execute(
             "SELECT r.run_id FROM protocol_runs r JOIN protocol_run_saves s USING (run_id) "
@@ -234,6 +260,7 @@ class SqliteRunLogs:
         found = (self.record(str(r[0])) for r in rows)
         return [r for r in found if r is not None]
 
+    @one_at_a_time
     def take_over(self, run_id: str, new_run_id: str, *, now_ms: float,
                   lease_until_ms: float) -> Continuation | None:
         self._db.execute("BEGIN IMMEDIATE")
@@ -272,6 +299,7 @@ class SqliteRunLogs:
                             checkpoint=None if row[5] is None else bytes(row[5]),
                             fed=str(row[6]), offset=offset)
 
+    @one_at_a_time
     def renew(self, run_id: str, lease_until_ms: float) -> bool:
         self._db.execute("UPDATE protocol_runs SET lease_until_ms = ? WHERE run_id = ?",
                          (lease_until_ms, run_id))
@@ -279,9 +307,11 @@ class SqliteRunLogs:
                                (run_id,)).fetchone()
         return bool(row and row[0])
 
+    @one_at_a_time
     def request_stop(self, run_id: str) -> None:
         self._db.execute("UPDATE protocol_runs SET stop_requested = 1 WHERE run_id = ?", (run_id,))
 
+    @one_at_a_time
     def append(self, run_id: str, payload: bytes) -> int:
         offset = self._next.get(run_id)
         if offset is None:
@@ -293,11 +323,13 @@ class SqliteRunLogs:
         self._next[run_id] = offset + 1
         return offset
 
+    @one_at_a_time
     def end(self, run_id: str, status: RunStatus) -> None:
         self._db.execute("UPDATE protocol_runs SET status = ? WHERE run_id = ?", (status, run_id))
         self._db.execute("DELETE FROM protocol_run_saves WHERE run_id = ?", (run_id,))
         self._next.pop(run_id, None)
 
+    @one_at_a_time
     def delete_chat(self, chat_id: str, protocol: str, *, now_ms: float) -> bool:
         self._db.execute("BEGIN IMMEDIATE")
         try:
@@ -314,12 +346,14 @@ class SqliteRunLogs:
         self._db.execute("COMMIT")
         return bool(runs)
 
+    @one_at_a_time
     def read(self, run_id: str, after: int | None) -> list[tuple[int, bytes]]:
         rows = self._db.execute(
             "SELECT offset, payload FROM protocol_run_events WHERE run_id = ? AND offset > ? "
             "ORDER BY offset", (run_id, -1 if after is None else after)).fetchall()
         return [(int(o), bytes(p)) for o, p in rows]
 
+    @one_at_a_time
     def record(self, run_id: str) -> RunRecord | None:
         row = self._db.execute(
             "SELECT chat_id, protocol, status, (SELECT COUNT(*) FROM protocol_run_events e "
@@ -336,6 +370,7 @@ class SqliteRunLogs:
                          continued_at=int(row[7]), claimed=row[8] is not None,
                          saved=int(row[8] or 0))
 
+    @one_at_a_time
     def latest(self, chat_id: str, protocol: str) -> RunRecord | None:
         row = self._db.execute(
             "SELECT run_id FROM protocol_runs WHERE chat_id = ? AND protocol = ? "
