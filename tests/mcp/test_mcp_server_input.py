@@ -203,6 +203,18 @@ _HEADERS = {"content-type": "application/json", "accept": "application/json, tex
             "mcp-name": "plan_trip"}
 
 
+async def _post(server: McpServer, extra: dict[str, Any]) -> dict[str, Any]:
+    """``plan_trip`` called on the server core (2026-07-28), run when it is a call."""
+    reply = server.post(_call(extra), protocol_version="2026-07-28",
+                        method_header="tools/call", name_header="plan_trip")
+    if isinstance(reply, McpCall):
+        reply = msgspec.json.decode(await server.run_call(reply, lambda _: None))
+    else:
+        reply = msgspec.json.decode(reply.body)
+    assert isinstance(reply, dict)
+    return reply
+
+
 def _call(extra: dict[str, Any], *, elicitation: bool = True,
           arguments: dict[str, Any] | None = None) -> bytes:
     caps: dict[str, Any] = {"elicitation": {}} if elicitation else {}
@@ -293,25 +305,15 @@ async def test_a_request_state_past_its_ttl_is_refused_and_never_reaches_the_too
                        sessions=False, state_secret=KEY, state_ttl_ms=60_000,
                        clock=lambda: now[0])
 
-    async def post(extra: dict[str, Any]) -> dict[str, Any]:
-        reply = server.post(_call(extra), protocol_version="2026-07-28",
-                            method_header="tools/call", name_header="plan_trip")
-        if isinstance(reply, McpCall):
-            reply = msgspec.json.decode(await server.run_call(reply, lambda _: None))
-        else:
-            reply = msgspec.json.decode(reply.body)
-        assert isinstance(reply, dict)
-        return reply
-
-    asked = (await post({}))["result"]
+    asked = (await _post(server, {}))["result"]
     assert asked["resultType"] == "input_required"
     state = asked["requestState"]
     answer = {"reply": {"action": "accept", "content": {"reply": "Lisbon"}}}
     now[0] += 59_000
-    done = await post({"requestState": state, "inputResponses": answer})
+    done = await _post(server, {"requestState": state, "inputResponses": answer})
     assert done["result"]["content"][0]["text"] == "Booked Lisbon." and ran == ["Lisbon"]
     now[0] += 2_000  # 61 s after it was issued
-    late = await post({"requestState": state, "inputResponses": answer})
+    late = await _post(server, {"requestState": state, "inputResponses": answer})
     assert late["error"]["code"] == -32602 and "expired" in late["error"]["message"]
     assert state.split(".")[0] not in str(late) and ran == ["Lisbon"]
 
@@ -342,19 +344,9 @@ async def test_a_plain_function_that_suspends_gets_the_users_answer_as_its_resul
 
     server = McpServer([define_tool(plan_trip)], sessions=False, state_secret=KEY)
 
-    async def post(extra: dict[str, Any]) -> dict[str, Any]:
-        reply = server.post(_call(extra), protocol_version="2026-07-28",
-                            method_header="tools/call", name_header="plan_trip")
-        if isinstance(reply, McpCall):
-            reply = msgspec.json.decode(await server.run_call(reply, lambda _: None))
-        else:
-            reply = msgspec.json.decode(reply.body)
-        assert isinstance(reply, dict)
-        return reply
-
-    asked = (await post({}))["result"]
+    asked = (await _post(server, {}))["result"]
     assert asked["resultType"] == "input_required"
-    done = (await post({"requestState": asked["requestState"],
+    done = (await _post(server, {"requestState": asked["requestState"],
                         "inputResponses": {"reply": answer}}))["result"]
     error, text = expected
     assert done["resultType"] == "complete" and done.get("isError", False) is error
