@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -30,7 +31,7 @@ from bindloop.testing import final_answer
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "worker" / "tools"))
-from workerd_harness import Workerd, stage  # noqa: E402
+from workerd_harness import WHEELS_DIR, Workerd, stage  # noqa: E402
 
 QUOTA = 20_000
 PIECE = "word " * 100  # 500 characters a chunk
@@ -61,9 +62,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workerd]:
     tmp = tmp_path_factory.mktemp("log-quota")
     server = ScriptedProviderServer().start()
     server.set_responder("p", policy)
+    wheels = Path(os.environ.get("BINDLOOP_WORKER_WHEELS", str(WHEELS_DIR)))
     config = stage(tmp / "stage", storage_dir=tmp / "do", with_conformance=False, bindings={
         "OPENAI_BASE_URL": server.base_url("p"), "OPENAI_API_KEY": "sk-test-secret",
-        "MAX_LOG_BYTES": str(QUOTA)})
+        "MAX_LOG_BYTES": str(QUOTA)}, wheels_dir=wheels)
     try:
         with Workerd(config) as wd:
             yield wd
