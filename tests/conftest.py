@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -36,20 +37,30 @@ def _missing(what: str) -> None:
     pytest.skip(message)
 
 
+_Server = TypeVar("_Server", PostgresServer, RedisServer)
+
+
+def _server(env: str, installed: object, what: str,
+            server: Callable[[], _Server]) -> Iterator[_Server | None]:
+    """A server these tests start and close (``None`` when ``env`` names the machine's own)."""
+    if os.environ.get(env):
+        yield None
+        return
+    if installed is None:
+        _missing(what)
+    started = server()
+    try:
+        started.start()
+        yield started
+    finally:
+        started.close()
+
+
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer | None]:
     """The server these tests started (``None`` when the machine's own is used)."""
-    if os.environ.get("BINDLOOP_TEST_POSTGRES_DSN"):
-        yield None
-        return
-    if postgres_bin() is None:
-        _missing("postgresql")
-    server = PostgresServer()
-    try:
-        server.start()
-        yield server
-    finally:
-        server.close()
+    yield from _server("BINDLOOP_TEST_POSTGRES_DSN", postgres_bin(), "postgresql",
+                       PostgresServer)
 
 
 @pytest.fixture(scope="session")
@@ -59,17 +70,8 @@ def postgres_dsn(postgres_server: PostgresServer | None) -> str:
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer | None]:
-    if os.environ.get("BINDLOOP_TEST_REDIS_URL"):
-        yield None
-        return
-    if redis_bin() is None:
-        _missing("redis-server")
-    server = RedisServer()
-    try:
-        server.start()
-        yield server
-    finally:
-        server.close()
+    yield from _server("BINDLOOP_TEST_REDIS_URL", redis_bin(), "redis-server",
+                       RedisServer)
 
 
 @pytest.fixture(scope="session")

@@ -801,8 +801,7 @@ class ChatApp:
             run = self._live.get(run_id)
             if run is not None:
                 seen = run
-            elif (seen is not None and seen.run_id == run_id and seen.closed
-                  and seen.frames is not None):
+            elif seen is not None and seen.closed and seen.frames is not None:
                 # It ran here and ended, closed in the store: the rest of it is in memory.
                 start = 0 if after is None else after + 1
                 await send({"type": "http.response.body", "more_body": False, "body": b"".join(

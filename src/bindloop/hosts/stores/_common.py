@@ -1,4 +1,5 @@
-"""What the host stores (SQLite, Postgres, Redis) share: argument checks, the size bound, and the
+"""What the host stores (SQLite, Postgres, Redis) share: argument checks, the size bound, a driver
+error's first line, and the
 sliding-window answer of :class:`bindloop.stores.LimitStore` (the same arithmetic as
 :class:`bindloop.stores.MemoryLimitStore`, so every store answers alike)."""
 
@@ -11,7 +12,7 @@ from bindloop.run import ToolCallReceiptKey
 from bindloop.checkpoints import LoopCheckpoint, serialize_loop_checkpoint
 
 __all__ = ("DEFAULT_SLOT_LEASE_MS", "HeldSlots", "check_attempt", "check_lease",
-           "check_max_bytes", "check_seconds", "encode_checkpoint", "key_parts")
+           "check_max_bytes", "check_seconds", "encode_checkpoint", "first_line", "key_parts")
 
 DEFAULT_SLOT_LEASE_MS = 60_000.0
 """How long a concurrency slot of a shared store stands without a renewal (``create_limit_middleware`` renews
@@ -93,3 +94,10 @@ class HeldSlots:
 
     def all(self) -> list[tuple[str, str]]:
         return [(key, slot) for key, slots in self._held.items() for slot in slots]
+
+
+def first_line(exc: BaseException) -> str:
+    """``exc`` as a :class:`~bindloop.stores.StoreError` detail: its type and the first line of
+    its message (a driver's later lines carry the query and its parameters)."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"

@@ -110,11 +110,12 @@ from bindloop.hosts.stores._common import (
     check_max_bytes,
     check_seconds,
     encode_checkpoint,
+    first_line,
     key_parts,
 )
 
 if TYPE_CHECKING:
-    from psycopg import AsyncConnection
+    from psycopg import AsyncConnection, Connection
     from psycopg.pq.abc import PGresult
 
 __all__ = ("DEFAULT_IO_TIMEOUT_S", "DEFAULT_STARTUP_WAIT_S", "SCHEMA_VERSION", "PostgresStore")
@@ -344,9 +345,9 @@ class PostgresStore:
                                      f"{self.io_timeout_s} s (io_timeout_s)") from exc
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 if tries_left == 0:
-                    raise StoreError(self.name, operation, _first_line(exc)) from exc
+                    raise StoreError(self.name, operation, first_line(exc)) from exc
             except psycopg.Error as exc:  # a wrong type, a missing table: not worth retrying
-                raise StoreError(self.name, operation, _first_line(exc)) from exc
+                raise StoreError(self.name, operation, first_line(exc)) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _execute(self, conn: AsyncConnection[Any], query: str,
@@ -862,8 +863,10 @@ def _session_params(psycopg: Any, conninfo: str, io_timeout_s: float | None) -> 
     return params
 
 
-def _went_away(conn: AsyncConnection[Any]) -> bool:
-    """Whether an idle connection was closed (or spoken to) by the server since its last use."""
+def _went_away(conn: AsyncConnection[Any] | Connection[Any]) -> bool:
+    """Whether an idle connection (of this store or of the chat stores' synchronous ones) was
+    closed (or spoken to) by the server since its last use: nothing of ours was sent on it, so a
+    fresh one in its place is safe for any operation."""
     if conn.closed or conn.broken:
         return True
     try:
@@ -872,7 +875,3 @@ def _went_away(conn: AsyncConnection[Any]) -> bool:
         return True
     return bool(ready)
 
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"

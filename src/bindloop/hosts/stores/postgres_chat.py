@@ -38,7 +38,6 @@ refused with a :class:`~bindloop.stores.StoreError` at the first call, never mis
 from __future__ import annotations
 
 import re
-import select
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -47,8 +46,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from bindloop.contracts import ToolCall
 from bindloop.errors import UsageError
 from bindloop.hosts.asgi.run_logs import Continuation
-from bindloop.hosts.stores._common import check_seconds
-from bindloop.hosts.stores.postgres import DEFAULT_IO_TIMEOUT_S, _psycopg, _session_params
+from bindloop.hosts.stores._common import check_seconds, first_line
+from bindloop.hosts.stores.postgres import (
+    DEFAULT_IO_TIMEOUT_S,
+    _psycopg,
+    _session_params,
+    _went_away,
+)
 from bindloop.stores import RunBusyError, RunRecord, RunStatus, StoreError
 
 if TYPE_CHECKING:
@@ -221,7 +225,7 @@ class _Session:
             except _OtherLayout as exc:
                 raise StoreError(store, operation, str(exc)) from None
             except errors.errors.UniqueViolation as exc:
-                raise UsageError(f"{operation}: {_first_line(exc)}") from exc
+                raise UsageError(f"{operation}: {first_line(exc)}") from exc
             except errors.Error as exc:
                 conn = self._conn
                 if conn is not None and (conn.broken or isinstance(exc, errors.OperationalError)):
@@ -230,7 +234,7 @@ class _Session:
                         conn.close()
                     except Exception:  # a dead socket may refuse even the goodbye
                         pass
-                raise StoreError(store, operation, _first_line(exc)) from exc
+                raise StoreError(store, operation, first_line(exc)) from exc
 
     def close(self) -> None:
         with self._lock:
@@ -239,21 +243,6 @@ class _Session:
                 self._conn = None
 
 
-def _went_away(conn: Connection[Any]) -> bool:
-    """Whether the idle connection was closed (or spoken to) by the server since its last use:
-    nothing of ours was sent on it, so a fresh one in its place is safe for any operation."""
-    if conn.closed or conn.broken:
-        return True
-    try:
-        ready, _, _ = select.select([conn.pgconn.socket], [], [], 0)
-    except Exception:  # no socket any more (closed, or the driver refuses to say)
-        return True
-    return bool(ready)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
 class PostgresRunLogs:

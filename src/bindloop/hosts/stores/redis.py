@@ -65,6 +65,7 @@ from bindloop.hosts.stores._common import (
     check_max_bytes,
     check_seconds,
     encode_checkpoint,
+    first_line,
     key_parts,
 )
 
@@ -266,7 +267,7 @@ class RedisStore:
                 # Refused without running (the server is loading its dataset): safe to repeat
                 # for any operation, and it costs no retry.
                 if waited >= self.startup_wait_s:
-                    raise StoreError(self.name, operation, f"{_first_line(exc)} (still loading "
+                    raise StoreError(self.name, operation, f"{first_line(exc)} (still loading "
                                      f"after startup_wait_s={self.startup_wait_s})") from exc
                 pause = min(pause, self.startup_wait_s - waited)
                 await anyio.sleep(pause)
@@ -274,12 +275,12 @@ class RedisStore:
                 pause = min(pause * 2, 1.0)
             except (errors.ConnectionError, errors.TimeoutError) as exc:
                 if tries_left == 0:
-                    raise StoreError(self.name, operation, _first_line(exc)) from exc
+                    raise StoreError(self.name, operation, first_line(exc)) from exc
                 tries_left -= 1
                 if script == "save":
                     args = [*args[:2], "1"]  # the retry accepts its own landed checkpoint
             except errors.RedisError as exc:  # WRONGTYPE, a script error: not worth retrying
-                raise StoreError(self.name, operation, _first_line(exc)) from exc
+                raise StoreError(self.name, operation, first_line(exc)) from exc
 
     async def _send(self, command: Sequence[object]) -> Any:
         """One command, one round trip, on an idle connection of this store (or a new one): the
@@ -507,7 +508,3 @@ def _glob_literal(text: str) -> str:
     """``text`` as a Redis glob pattern that matches exactly it."""
     return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"

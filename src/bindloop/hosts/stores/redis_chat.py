@@ -42,7 +42,7 @@ import msgspec
 from bindloop.contracts import ToolCall
 from bindloop.errors import UsageError
 from bindloop.hosts.asgi.run_logs import Continuation
-from bindloop.hosts.stores._common import check_seconds
+from bindloop.hosts.stores._common import check_seconds, first_line
 from bindloop.stores import RunBusyError, RunRecord, RunStatus, StoreError
 
 __all__ = ("CHAT_SCHEMA_VERSION", "RedisPendingApprovals", "RedisRunLogs")
@@ -312,10 +312,6 @@ def _redis_sync() -> Any:
     return redis
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
-
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
@@ -344,7 +340,7 @@ class _Scripts:
                 self._check_layout(operation)
             return self._scripts[script](keys=[], args=[self.prefix, *args])
         except self._redis.exceptions.RedisError as exc:
-            raise StoreError("redis", operation, _first_line(exc)) from exc
+            raise StoreError("redis", operation, first_line(exc)) from exc
 
     def _check_layout(self, operation: str) -> None:
         key = f"{self.prefix}chat-schema"
@@ -462,7 +458,7 @@ class RedisRunLogs:
         try:
             frames = self._call.client.lrange(self._events + run_id, start, -1)
         except self._call._redis.exceptions.RedisError as exc:
-            raise StoreError(self.name, "read", _first_line(exc)) from exc
+            raise StoreError(self.name, "read", first_line(exc)) from exc
         return [(start + n, bytes(p)) for n, p in enumerate(frames)]
 
     @staticmethod

@@ -662,15 +662,13 @@ async def drive(log: RunLog, store: SessionStore, cp: LoopCheckpoint, config: Ag
     quota = LogQuota(config.max_log_bytes)
     quota.count(log.send("session", opened))
     stopped = [False]
-    full: list[asyncio.Future[Any]] = []  # the run's work, once its log reached the quota
-    running: list[asyncio.Future[Any]] = []
+    full = [False]  # the run's log reached the quota: its work was cancelled
 
     def sink(event: str, data: Any) -> None:
-        if full:
-            return
-        if quota.count(log.send(event, data)) and running:
-            full.append(running[0])
-            running[0].cancel()
+        # Events come from the run's work only, so ``work`` is bound when one arrives.
+        if not full[0] and quota.count(log.send(event, data)):
+            full[0] = True
+            work.cancel()
 
     keeper: asyncio.Future[None] | None = None
     try:
@@ -681,28 +679,23 @@ async def drive(log: RunLog, store: SessionStore, cp: LoopCheckpoint, config: Ag
         work = asyncio.ensure_future(run_session(cp, model=model, tools=config.tools,
                                                 save=store.commit,
                                                 on_tool=lambda ev: sink("tool", ev)))
-        running.append(work)
         keeper = asyncio.ensure_future(_keep_lease(store, work, stopped))
         try:
             result = await work
         except asyncio.CancelledError:
-            if not (stopped[0] or full):
+            if not (stopped[0] or full[0]):
                 raise
-            await store.commit(stopped_checkpoint(store.latest or cp),
-                               outcome="log_full" if full else "stopped")
-            if full:
+            reason = "log_full" if full[0] else "stopped"
+            await store.commit(stopped_checkpoint(store.latest or cp), outcome=reason)
+            if full[0]:
                 LOGGER.error("run %s of session %r was stopped", store.run or "-",
                              store.session_id, exc_info=quota.error())
-                log.send("error", {"error": "log_full", "message": "the run was stopped: its "
-                                   "events reached the log's quota (MAX_LOG_BYTES); the session "
-                                   "keeps its last saved round and takes a new message",
-                                   "session_id": store.session_id, "revision": store.revision,
-                                   "status": "aborted"})
-                return
-            log.send("error", {"error": "stopped", "message": "the run was stopped "
-                               "(POST /v1/sessions/{id}/stop); the session keeps its last saved "
-                               "round and takes a new message", "session_id": store.session_id,
-                               "revision": store.revision, "status": "aborted"})
+            why = (": its events reached the log's quota (MAX_LOG_BYTES)" if full[0]
+                   else " (POST /v1/sessions/{id}/stop)")
+            log.send("error", {"error": reason, "message": f"the run was stopped{why}; the "
+                               "session keeps its last saved round and takes a new message",
+                               "session_id": store.session_id, "revision": store.revision,
+                               "status": "aborted"})
             return
         final = result.checkpoint
         await store.commit(final, outcome=final.status)
