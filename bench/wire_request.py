@@ -67,14 +67,15 @@ RESULT = ("The page says the stream API yields events as they arrive; each event
           "and a payload, and the client folds them into one turn. ") * 2
 
 
-def tools(n: int) -> list[ToolDefinition]:
-    return [ToolDefinition(
+def tools(n: int) -> tuple[ToolDefinition, ...]:
+    """``n`` tool definitions, as the agent passes them: one tuple for every call of a prompt."""
+    return tuple(ToolDefinition(
         name=f"tool_{i}", description=f"Tool number {i}: looks things up in the docs.",
         parameters={"type": "object", "properties": {
             "query": {"type": "string", "description": "what to look for", "minLength": 1},
             "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10},
             "filters": {"type": "array", "items": {"type": "string", "format": "uri"}}},
-            "required": ["query"], "additionalProperties": False}) for i in range(n)]
+            "required": ["query"], "additionalProperties": False}) for i in range(n))
 
 
 def turn(i: int) -> tuple[Message, Message]:

@@ -265,33 +265,45 @@ class AnthropicAdapter:
     def build_request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                       options: WireOptions) -> HttpRequest:
         cache = self._cache
-        built: dict[str, Any] | None = None
         if cache is not None:
             try:
-                built = self._cached(cache, messages, tools, options)
+                kept = self._cached(cache, messages, tools, options)
             except Exception:
                 # A request the wire refuses: the uncached build below raises the very error,
                 # in the same words, as it always did.
-                built = None
-        if built is None:
-            built = self._uncached(messages, tools, options)
-        tools, options = built["_tools"], built["_options"]
-        system, turns, tool_defs = built["system"], built["messages"], built["tools"]
+                kept = None
+            if kept is not None:
+                return self._kept_request(*kept)
+        built = self._uncached(messages, tools, options)
+        return self._request(built["system"], built["messages"], built["tools"],
+                             built["_tools"], built["_options"])
+
+    def _kept_request(self, system: list[bytes], turns: list[bytes], tool_defs: msgspec.Raw | None,
+                      tools: Sequence[ToolDefinition], options: WireOptions) -> HttpRequest:
+        """The request from the cached build's encoded pieces: its system blocks, its turns (a
+        list of its own, which this changes) and its tool array."""
+        if options.extra_body:  # merged over the top level: through the dict
+            return self._request(array(system) if system else [], joined(turns),
+                                 tool_defs if tool_defs is not None else [], tools, options)
+        # The body is the options' encoded keys around the pieces, in the order the dict of
+        # _request has (the bytes its encoding gives), written in one join: the turns' bytes
+        # are copied once, with the small pieces before and after them stuck to the first and
+        # the last turn.
+        head, tail = self._frame(options, bool(tools))
+        if system:
+            head = b"".join((head, b',"system":[', b",".join(system), b'],"messages":['))
+        else:
+            head += b',"messages":['
+        turns[0] = head + turns[0]
+        turns[-1] = b"".join((turns[-1], b'],"tools":', tool_defs, tail)) \
+            if tool_defs is not None else turns[-1] + b"]" + tail
         stream = options.stream
-        headers = self._headers[bool(stream)]
-        if type(turns) is msgspec.Raw and not options.extra_body:
-            # The cached build's pieces are encoded already: the body is the options' encoded
-            # keys around them, in the order the dict below has (the bytes its encoding gives).
-            head, tail = self._frame(options, bool(tools))
-            parts: list[Any] = [head]
-            if system:
-                parts += (b',"system":', system)
-            parts += (b',"messages":', turns)
-            if tool_defs:
-                parts += (b',"tools":', tool_defs)
-            parts.append(tail)
-            return HttpRequest(method="POST", path="/v1/messages", headers=headers,
-                               body=b"".join(parts), stream=stream)
+        return HttpRequest(method="POST", path="/v1/messages", headers=self._headers[bool(stream)],
+                           body=b",".join(turns), stream=stream)
+
+    def _request(self, system: Any, turns: Any, tool_defs: Any, tools: Sequence[ToolDefinition],
+                 options: WireOptions) -> HttpRequest:
+        """The request of a body built as a dict (its values objects or ``msgspec.Raw``)."""
         start, end = self._options(options, bool(tools))
         body = start.copy()
         if system:
@@ -300,7 +312,8 @@ class AnthropicAdapter:
         if tool_defs:
             body["tools"] = tool_defs
         body.update(end)
-        return HttpRequest(method="POST", path="/v1/messages", headers=headers,
+        stream = options.stream
+        return HttpRequest(method="POST", path="/v1/messages", headers=self._headers[bool(stream)],
                            body=encode_body(body, options), stream=stream)
 
     def _frame(self, options: WireOptions, tools: bool) -> tuple[bytes, bytes]:
@@ -388,9 +401,12 @@ class AnthropicAdapter:
                 "_options": options}
 
     def _cached(self, cache: WireCache, messages: Sequence[Message],
-                tools: Sequence[ToolDefinition], options: WireOptions) -> dict[str, Any]:
-        """:meth:`_uncached`'s values from each message's kept encoded form: a turn of one
-        message is its kept bytes, a merged turn is its messages' blocks joined."""
+                tools: Sequence[ToolDefinition], options: WireOptions,
+                ) -> tuple[list[bytes], list[bytes], msgspec.Raw | None,
+                           Sequence[ToolDefinition], WireOptions]:
+        """:meth:`_uncached`'s values from each message's kept encoded form: the system blocks,
+        the turns (a turn of one message is its kept bytes, a merged turn its messages' blocks
+        joined; the list is the caller's), the tool array, the tools and options as sent."""
         prep = prepare(cache, self._names, messages, tools, options, "anthropic")
         found = prep.found
         for i in prep.missing:
@@ -401,7 +417,8 @@ class AnthropicAdapter:
         left = policy.turns if policy is not None else 0
         # Resumed from the previous request of this session where no turn is marked (a mark
         # lands on the last user turns, which move every request): its system blocks, its
-        # closed turns' bytes and its open turn (the next message may merge into it).
+        # closed turns' bytes and its open turn (the next message may merge into it). They are
+        # shared with that request's state, so they are replaced here, never changed in place.
         state = prep.state if left == 0 else None
         system: list[bytes]
         done: list[bytes]
@@ -409,18 +426,18 @@ class AnthropicAdapter:
         if state is None:
             system, done, group, last, pieces = [], [], [], None, found
         else:
-            system, done, group, last = state[0][:], state[1][:], state[2][:], state[3]
+            system, done, group, last = state
             pieces = found[prep.start:]
         groups: list[list[Any]] = []  # the turns closed by this request's new messages
         for piece in pieces:
             role = piece[0]
             if role is None:  # a system message: its block, or b"" when blank
                 if piece[1]:
-                    system.append(piece[1])
+                    system = system + [piece[1]]
             elif not piece[1]:
                 continue
             elif role == last:
-                group.append(piece)
+                group = group + [piece]
             else:
                 if group:
                     groups.append(group)
@@ -428,13 +445,14 @@ class AnthropicAdapter:
                 last = role
         if not group:
             raise WireRequestError("messages: nothing to send")  # the uncached build says why
-        mark = cache_mark(policy) if policy is not None else b""
         if left == 0:
-            done.extend(map(_turn, groups))
+            if groups:
+                done = done + [_turn(g) for g in groups]
             prep.sent((system, done, group, last))
             turns = done + [_turn(group)]
         else:
             prep.sent()
+            mark = cache_mark(policy) if policy is not None else b""
             groups.append(group)
             turns = []
             for group in reversed(groups):
@@ -444,14 +462,16 @@ class AnthropicAdapter:
                 else:
                     turns.append(_turn(group))
             turns.reverse()
-        if policy is not None and policy.system and system:
-            system = system[:-1] + [marked(system[-1], mark)]
-        tool_defs = tool_array(cache, tools, prep.tools, self._tool,
-                               mark if policy is not None and policy.tools else b"", marked) \
-            if tools else []
-        return {"system": array(system) if system else [], "messages": joined(turns),
-                "tools": tool_defs, "_tools": prep.tools,
-                "_options": prep.options}
+        if policy is not None and (policy.system and system or policy.tools and tools):
+            mark = cache_mark(policy)
+            if policy.system and system:
+                system = system[:-1] + [marked(system[-1], mark)]
+            tool_mark = mark if policy.tools else b""
+        else:
+            tool_mark = b""
+        tool_defs = tool_array(cache, tools, prep.tools, self._tool, tool_mark, marked) \
+            if tools else None
+        return system, turns, tool_defs, prep.tools, prep.options
 
     def _piece(self, m: Message) -> tuple[str | None, bytes, bool]:
         """A message's kept form: ``(role, the encoded turn of this message alone, whether its

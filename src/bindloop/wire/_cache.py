@@ -126,17 +126,19 @@ class Prepared:
     __slots__ = ("_cache", "_matched", "_messages", "_names", "_refused", "_target", "found",
                  "missing", "options", "start", "state", "tools", "wire")
 
-    def __init__(self, cache: WireCache, names: ToolNames, found: list[Any], missing: list[int],
+    def __init__(self, cache: WireCache, names: ToolNames, target: ReasoningTarget,
+                 messages: Sequence[Message], found: list[Any], missing: list[int],
                  tools: Sequence[ToolDefinition], options: WireOptions,
-                 wire: dict[str, str] | None, target: ReasoningTarget) -> None:
+                 wire: dict[str, str] | None, start: int, state: Any, matched: int,
+                 refused: bool) -> None:
         self._cache = cache
         self._names = names
         self._target = target
-        self._matched = -1
-        self._messages: Sequence[Message] = ()
-        self._refused = False
-        self.start = 0
-        self.state: Any = None
+        self._messages = messages
+        self._matched = matched
+        self._refused = refused
+        self.start = start
+        self.state = state
         self.found = found
         self.missing = missing
         self.tools = tools
@@ -171,10 +173,14 @@ class Prepared:
 
 def _refused(names: ToolNames, m: Message) -> bool:
     """Whether ``m`` holds a tool name the wire refuses (so the request must map names)."""
-    fits = names.fits
     if isinstance(m, AssistantMessage):
-        return not all([fits(c.name) for c in m.tool_calls])
-    return isinstance(m, ToolMessage) and m.name is not None and not fits(m.name)
+        if m.tool_calls:
+            fits = names.fits
+            for call in m.tool_calls:
+                if not fits(call.name):
+                    return True
+        return False
+    return isinstance(m, ToolMessage) and m.name is not None and not names.fits(m.name)
 
 
 def prepare(cache: WireCache, names: ToolNames, messages: Sequence[Message],
@@ -213,23 +219,22 @@ def prepare(cache: WireCache, names: ToolNames, messages: Sequence[Message],
             if not refused and _refused(names, m):
                 refused = True
     fits = names.fits
-    forced = options.tool_choice.name if isinstance(options.tool_choice, ForcedTool) else None
+    choice = options.tool_choice
+    forced = choice.name if isinstance(choice, ForcedTool) else None
     obj, last, fitting, _ = cache.tools
     # A tuple passed again is the same definitions (the agent passes one per prompt); a list is
     # compared element by element, in C.
     if not (tools is obj and type(tools) is tuple) and (
             len(last) != len(tools) or not all(map(is_, last, tools))):
-        fitting = all(fits(t.name) for t in tools)
+        fitting = all([fits(t.name) for t in tools])
         cache.tools = (tools, list(tools), fitting, {})
     if not refused and fitting and (forced is None or fits(forced)):
-        prep = Prepared(cache, names, found, missing, tools, options, None, target)
-    else:
-        wire = names.request(names.request_names(messages, tools, options))
-        renamed, options = rename_rest(tools, options, wire)
-        prep = Prepared(cache, names, found, missing, renamed, options, wire, target)
-    prep._matched, prep._messages, prep._refused = matched, messages, refused
-    prep.start, prep.state = start, state
-    return prep
+        return Prepared(cache, names, target, messages, found, missing, tools, options, None,
+                        start, state, matched, refused)
+    wire = names.request(names.request_names(messages, tools, options))
+    renamed, options = rename_rest(tools, options, wire)
+    return Prepared(cache, names, target, messages, found, missing, renamed, options, wire,
+                    start, state, matched, refused)
 
 
 def tool_array(cache: WireCache, tools: Sequence[ToolDefinition],
