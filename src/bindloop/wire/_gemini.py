@@ -60,6 +60,7 @@ from ._cache import (
 )
 from ._common import (
     JSON_HEADERS,
+    SSE_ACCEPT,
     decode_arguments,
     decode_error_body,
     decode_json,
@@ -80,7 +81,15 @@ from ._gemini_errors import classify_gemini_error
 from ._names import GEMINI_NAMES, ToolNames
 from ._secrets import scrub_shapes
 from ._sse import SseEvent
-from ._types import ForcedTool, Headers, HttpRequest, StreamDecoder, WireName, WireOptions
+from ._types import (
+    CachePolicy,
+    ForcedTool,
+    Headers,
+    HttpRequest,
+    StreamDecoder,
+    WireName,
+    WireOptions,
+)
 
 __all__ = ("GeminiAdapter", "classify_gemini_error", "gemini_schema")
 
@@ -289,18 +298,22 @@ _HEAD = MappingProxyType({role: len(_turn_head(role)) for role in ("user", "mode
 
 
 def _content(group: list[Any]) -> bytes:
-    """One content's encoded bytes from its messages' kept pieces (one role)."""
+    """One content's encoded bytes from its messages' kept pieces (one role): a piece keeps
+    its message's own content, whose parts are the bytes between its start and its closing
+    ``]}``."""
     if len(group) == 1:
-        alone: bytes = group[0][4]  # the message's own content
+        alone: bytes = group[0][1]
         return alone
-    return _turn_head(group[0][0]) + b",".join([piece[1] for piece in group]) + b"]}"
+    role = group[0][0]
+    head = _HEAD[role]
+    return _turn_head(role) + b",".join([piece[1][head:-2] for piece in group]) + b"]}"
 
 
 class GeminiAdapter:
     """The Gemini API wire. ``api_version`` is the path prefix (``v1beta``); ``sanitize_schemas``
     and ``request_cache`` as for :class:`~bindloop.wire.OpenAIChatAdapter`."""
 
-    __slots__ = ("_api_version", "_cache", "_names", "_sanitize")
+    __slots__ = ("_api_version", "_cache", "_headers", "_last_frame", "_names", "_sanitize")
 
     def __init__(self, *, api_version: str = "v1beta", sanitize_schemas: bool = True,
                  request_cache: int = DEFAULT_REQUEST_CACHE) -> None:
@@ -308,6 +321,9 @@ class GeminiAdapter:
         self._sanitize = sanitize_schemas
         self._names = ToolNames(GEMINI_NAMES)
         self._cache = WireCache(request_cache) if check_cache_size(request_cache) else None
+        self._headers = (JSON_HEADERS, JSON_HEADERS + SSE_ACCEPT)  # by options.stream
+        # The last options' encoded frame: (options, whether tools are sent, frame).
+        self._last_frame: tuple[WireOptions, bool, tuple[bytes, str, Headers]] | None = None
 
     @property
     def wire(self) -> WireName:
@@ -321,17 +337,73 @@ class GeminiAdapter:
         cache = options.cache if options.cache is not None and options.cache.cached_content else None
         skip = cache.cached_messages if cache is not None else 0
         memo = self._cache
-        built: tuple[Any, ...] | None = None
         if memo is not None:
             try:
-                built = self._cached(memo, messages, tools, options, skip)
+                return self._kept_request(*self._cached(memo, messages, tools, options, skip),
+                                          cache)
             except Exception:
                 # A request the wire refuses: the uncached build below raises the very error,
                 # in the same words, as it always did.
-                built = None
-        if built is None:
-            built = self._uncached(messages, tools, options, skip)
-        system, contents, wire_tools, tools, options = built
+                pass
+        system, contents, wire_tools, tools, options = self._uncached(messages, tools, options,
+                                                                      skip)
+        return self._request(system, contents, wire_tools, tools, options, cache)
+
+    def _kept_request(self, system: list[bytes], contents: list[bytes], wire_tools: msgspec.Raw,
+                      tools: Sequence[ToolDefinition], options: WireOptions,
+                      cache: CachePolicy | None) -> HttpRequest:
+        """The request from the cached build's encoded pieces: its system parts, its contents
+        (a list of its own, which this changes) and its tool array."""
+        if options.extra_body:  # merged over the top level: through the dict
+            return self._request([msgspec.Raw(p) for p in system], joined(contents), wire_tools,
+                                 tools, options, cache)
+        # The body is written around the pieces in the order _request's dict has (the bytes
+        # its encoding gives), in one join: the contents' bytes are copied once, with the small
+        # pieces before and after them stuck to the first and the last content.
+        rest: list[Any] = [b"]"]
+        if cache is not None:
+            # The cache holds the system instruction, tools and tool config; Gemini refuses a
+            # request that sends them again beside cachedContent.
+            rest += (b',"cachedContent":', encoded(cache.cached_content))
+            system, tools = [], ()
+        if system:
+            rest += (b',"systemInstruction":{"parts":[', b",".join(system), b"]}")
+        if tools:
+            rest += (b',"tools":[{"functionDeclarations":', wire_tools, b"}]")
+        tail, path, headers = self._frame(options, bool(tools))
+        rest.append(tail)
+        if contents:
+            contents[0] = b'{"contents":[' + contents[0]
+            rest[0] = contents[-1] + b"]"
+            contents[-1] = b"".join(rest)
+            body = b",".join(contents)
+        else:
+            body = b'{"contents":[' + b"".join(rest)
+        return HttpRequest(method="POST", path=path, headers=headers, body=body,
+                           stream=options.stream)
+
+    def _frame(self, options: WireOptions, tools: bool) -> tuple[bytes, str, Headers]:
+        """The body's encoded keys after ``tools`` (with the closing brace), the path and the
+        headers of ``options``. Kept for the last options object when it holds no dict a caller
+        could change in place (no ``response_format``; ``extra_body`` never comes here)."""
+        kept = self._last_frame
+        if kept is not None and kept[0] is options and kept[1] is tools:
+            return kept[2]
+        end = self._options(options, tools)
+        frame = (b"," + encode_body(end, options)[1:] if end else b"}", self._path(options),
+                 self._headers[bool(options.stream)])
+        if options.response_format is None:
+            self._last_frame = (options, tools, frame)
+        return frame
+
+    def _path(self, options: WireOptions) -> str:
+        method = "streamGenerateContent?alt=sse" if options.stream else "generateContent"
+        return f"/{self._api_version}/models/{options.model}:{method}"
+
+    def _request(self, system: list[Any], contents: Any, wire_tools: Any,
+                 tools: Sequence[ToolDefinition], options: WireOptions,
+                 cache: CachePolicy | None) -> HttpRequest:
+        """The request of a body built as a dict (its values objects or ``msgspec.Raw``)."""
         body: dict[str, Any] = {"contents": contents}
         if cache is not None:
             # The cache holds the system instruction, tools and tool config; Gemini refuses a
@@ -342,6 +414,15 @@ class GeminiAdapter:
             body["systemInstruction"] = {"parts": system}
         if tools:
             body["tools"] = [{"functionDeclarations": wire_tools}]
+        body.update(self._options(options, bool(tools)))
+        return HttpRequest(method="POST", path=self._path(options),
+                           headers=self._headers[bool(options.stream)],
+                           body=encode_body(body, options), stream=options.stream)
+
+    def _options(self, options: WireOptions, tools: bool) -> dict[str, Any]:
+        """The body's keys from ``options`` after ``tools`` (``tools``: whether the request
+        sends any tool)."""
+        body: dict[str, Any] = {}
         if options.tool_choice is not None and tools:
             choice = options.tool_choice
             config: dict[str, Any]
@@ -376,12 +457,7 @@ class GeminiAdapter:
         if options.parallel_tool_calls is False:
             # Parallel calls are Gemini's only behaviour (True asks for what it does anyway).
             raise WireRequestError("the Gemini API cannot be told to avoid parallel tool calls")
-        method = "streamGenerateContent?alt=sse" if options.stream else "generateContent"
-        headers = JSON_HEADERS + ((("accept", "text/event-stream"),) if options.stream else ())
-        return HttpRequest(method="POST",
-                           path=f"/{self._api_version}/models/{options.model}:{method}",
-                           headers=headers, body=encode_body(body, options),
-                           stream=options.stream)
+        return body
 
     def _uncached(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                   options: WireOptions, skip: int) -> tuple[Any, ...]:
@@ -412,14 +488,18 @@ class GeminiAdapter:
         return system, contents, [self._tool(t) for t in tools], tools, options
 
     def _cached(self, memo: WireCache, messages: Sequence[Message],
-                tools: Sequence[ToolDefinition], options: WireOptions,
-                skip: int) -> tuple[Any, ...]:
+                tools: Sequence[ToolDefinition], options: WireOptions, skip: int,
+                ) -> tuple[list[bytes], list[bytes], msgspec.Raw, Sequence[ToolDefinition],
+                           WireOptions]:
         """:meth:`_uncached`'s values from each message's kept encoded form, in message order
-        (a tool result without a name takes it from the calls before it)."""
+        (a tool result without a name takes it from the calls before it): the system parts,
+        the contents (the list is the caller's), the tool array, the tools and options as
+        sent."""
         prep = prepare(memo, self._names, messages, tools, options, "google")
         # Resumed from the previous request of this session (without cachedContent, which
         # leaves a prefix out): its system parts, closed contents' bytes, open content (the next
-        # message may merge into it) and the names its calls gave.
+        # message may merge into it) and the names its calls gave. They are shared with that
+        # request's state, so they are replaced here, never changed in place.
         resumable = skip == 0
         state = prep.state if resumable else None
         system: list[bytes]
@@ -429,9 +509,10 @@ class GeminiAdapter:
         if state is None:
             system, done, group, names, last, begin = [], [], [], {}, None, 0
         else:
-            system, done, group, names, last = (state[0][:], state[1][:], state[2][:],
-                                                dict(state[3]), state[4])
+            system, done, group, names, last = state
             begin = prep.start
+        own_names = state is None  # names is this request's own dict (else the state's)
+        closed: list[bytes] = []  # the contents closed by this request's messages
         found = prep.found
         for i in range(begin, len(found)):
             m, piece = messages[i], found[i]
@@ -454,46 +535,46 @@ class GeminiAdapter:
             role = piece[0]
             if role is None:  # a system message: its part, or b"" when it has no text
                 if piece[1]:
-                    system.append(piece[1])
+                    system = system + [piece[1]]
                 continue
             if piece[2]:
+                if not own_names:
+                    names, own_names = dict(names), True
                 names.update(piece[2])
             if not piece[1]:
                 continue
             if role == last:
-                group.append(piece)
+                group = group + [piece]
             else:
                 if group:
-                    done.append(_content(group))
+                    closed.append(_content(group))
                 group = [piece]
                 last = role
+        if closed:
+            done = done + closed
         prep.sent((system, done, group, names, last) if resumable else None)
-        contents = done + [_content(group)] if group else done
-        return ([msgspec.Raw(p) for p in system], joined(contents),
-                tool_array(memo, tools, prep.tools, self._tool), prep.tools, prep.options)
+        contents = done + [_content(group)] if group else done[:]
+        return (system, contents, tool_array(memo, tools, prep.tools, self._tool), prep.tools,
+                prep.options)
 
     def _piece(self, prep: Prepared, m: Message, name: str | None = None) -> Any:
-        """A message's kept form, and keep it: ``(role, its encoded parts joined by commas, its
-        calls' (id, name) pairs, the name a nameless tool result was sent under, the encoded
-        turn of this message alone)``; for a system message ``(None, its encoded part or b"",
-        (), None, b"")``. ``name`` is a nameless tool result's. The turn is encoded in one call
-        and its parts are the bytes between its start and its closing ``]}``."""
+        """A message's kept form, and keep it: ``(role, the encoded content of this message
+        alone or b"" when it has no part, its calls' (id, name) pairs, the name a nameless tool
+        result was sent under)``; for a system message ``(None, its encoded part or b"", (),
+        None)``. ``name`` is a nameless tool result's. The content is encoded in one call."""
         wire_m = prep.message(m)
         piece: Any
         if isinstance(wire_m, SystemMessage):
             text = text_of(parts_of(wire_m.content), "a system message")
-            piece = (None, encoded({"text": text}) if text else b"", (), None, b"")
+            piece = (None, encoded({"text": text}) if text else b"", (), None)
         else:
             role, parts = _parts(wire_m, {wire_m.tool_call_id: name} if name is not None
                                  and isinstance(wire_m, ToolMessage) else {})
-            calls: tuple[Any, ...] = tuple((c.id, c.name) for c in wire_m.tool_calls) \
-                if isinstance(wire_m, AssistantMessage) else ()
-            if parts:
-                alone = encoded({"role": role, "parts": parts})
-                piece = (role, alone[_HEAD[role]:-2], calls, name, alone)
-            else:
-                piece = (role, b"", calls, name, b"")
-        prep.keep(m, piece, len(piece[1]) + len(piece[4]))
+            calls: tuple[Any, ...] = tuple([(c.id, c.name) for c in wire_m.tool_calls]) \
+                if isinstance(wire_m, AssistantMessage) and wire_m.tool_calls else ()
+            piece = (role, encoded({"role": role, "parts": parts}) if parts else b"", calls,
+                     name)
+        prep.keep(m, piece, len(piece[1]))
         return piece
 
     def _tool(self, tool: ToolDefinition) -> dict[str, Any]:
@@ -610,7 +691,10 @@ def _parts(m: Message, names: dict[str, str]) -> tuple[str, list[dict[str, Any]]
     if isinstance(m, AssistantMessage):
         parts: list[dict[str, Any]] = []
         loose: list[str] = []  # signatures minted on call/answer parts, to reattach
-        for p in parts_of(m.content):
+        if type(m.content) is str:  # parts_of's one TextPart, without building it
+            if m.content:
+                parts.append({"text": m.content})
+        for p in parts_of(m.content) if type(m.content) is not str else ():
             if isinstance(p, ReasoningPart):
                 if p.text:
                     thought: dict[str, Any] = {"text": p.text, "thought": True}
@@ -645,7 +729,8 @@ def _parts(m: Message, names: dict[str, str]) -> tuple[str, list[dict[str, Any]]
         if name is None:
             raise WireRequestError(
                 f"tool result {m.tool_call_id!r} answers no earlier call; Gemini needs its name")
-        text = text_of(parts_of(m.content), "a tool result")
+        content = m.content
+        text = content if type(content) is str else text_of(parts_of(content), "a tool result")
         # The documented keys: "output" for the function's output, "error" for a failure.
         key = "error" if m.is_error else "output"
         return "user", [{"functionResponse": {"id": m.tool_call_id, "name": name,
