@@ -5,6 +5,7 @@ grows turn by turn, under a tiny bound, with names the wire maps and with input 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from unittest.mock import patch
 
@@ -39,7 +40,7 @@ from bindloop.wire import (
     WireOptions,
 )
 
-from bindloop.wire._names import ToolNames
+from bindloop.wire._names import _KEEP, GEMINI_NAMES, OPENAI_NAMES, ToolNames
 
 from . import wire_strategies
 
@@ -303,6 +304,37 @@ def test_a_session_resumed_from_its_previous_request_keeps_the_uncached_bytes(
 
 
 @pytest.mark.parametrize("wire", WIRE_NAMES)
+@given(messages=TRANSCRIPTS.filter(bool), branches=st.lists(TRANSCRIPTS.filter(bool),
+                                                             min_size=2, max_size=3),
+       tools=TOOLS, data=st.data())
+@settings(max_examples=40, deadline=None)
+def test_requests_branching_from_one_sent_before_keep_the_uncached_bytes(
+        wire: str, messages: list[Message], branches: list[list[Message]],
+        tools: list[ToolDefinition], data: st.DataObject) -> None:
+    """Several requests continue the same one (a retry that took another turn, a conversation
+    forked), each merging its first message into the shared request's open turn: the first
+    resumes from what the adapter kept of it, the others find its messages kept one by one;
+    each branch, each branch continued again, and the shared request sent again give the
+    uncached bytes."""
+    make = ADAPTERS[wire]
+    cached, fresh = make(), make(request_cache=0)
+    options = WireOptions(model="m", cache=data.draw(st.one_of(
+        st.none(), st.builds(CachePolicy, system=st.booleans(), tools=st.booleans(),
+                             turns=st.just(0)))))
+    # The shared request ends with an open user turn, into which each branch's first message
+    # merges (Anthropic and Gemini join consecutive user messages into one turn).
+    messages = messages + [UserMessage(content="go on")]
+    outcome(cached, messages, tools, options)
+    sent = [messages + [UserMessage(content=f"branch {i}")] + branch
+            for i, branch in enumerate(branches)]
+    for transcript in sent + [t + [UserMessage(content="and then?")] for t in sent]:
+        assert outcome(cached, transcript, tools, options) == outcome(
+            fresh, list(transcript), tools, options)
+    assert outcome(cached, messages, tools, options) == outcome(
+        fresh, list(messages), tools, options)
+
+
+@pytest.mark.parametrize("wire", WIRE_NAMES)
 @given(messages=TRANSCRIPTS, tools=TOOLS.filter(bool), pool=st.lists(OPTIONS, min_size=1,
                                                                     max_size=3),
        data=st.data())
@@ -320,3 +352,21 @@ def test_options_objects_sent_again_keep_the_uncached_bytes(
         sent = data.draw(st.sampled_from([tools, []]))
         assert outcome(cached, messages, sent, options) == outcome(
             fresh, messages, list(sent), options)
+
+
+@given(names=st.lists(st.one_of(st.text(max_size=140), ODD_NAMES, kit._ident), max_size=20),
+       rule=st.sampled_from([OPENAI_NAMES, GEMINI_NAMES]))
+@settings(max_examples=30, deadline=None)
+def test_fits_answers_by_the_wire_pattern_before_and_after_its_memo_is_emptied(
+        names: list[str], rule: Any) -> None:
+    """``ToolNames.fits`` keeps its answers by name (emptied when it holds as many as the
+    adapter's name table): every answer is the wire pattern's, the first time, again, and
+    after more distinct names than the memo holds went through it."""
+    table = ToolNames(rule)
+    valid = re.compile(rule.valid)
+    expected = [valid.fullmatch(n) is not None for n in names]
+    assert [table.fits(n) for n in names] == expected
+    assert [table.fits(n) for n in names] == expected
+    assert all(table.fits(f"t{i}") for i in range(_KEEP + 1))
+    assert len(table._fit) <= _KEEP
+    assert [table.fits(n) for n in names] == expected

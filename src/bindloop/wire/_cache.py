@@ -20,6 +20,7 @@ is a new key).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from operator import is_
 from typing import Any
@@ -75,8 +76,11 @@ class WireCache:
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
-        # id(key) -> (key, value, encoded size, whether key holds a name the wire refuses)
-        self._entries: dict[int, tuple[object, Any, int, bool]] = {}
+        # id(key) -> (key, value, encoded size, whether key holds a name the wire refuses),
+        # oldest first. An OrderedDict: a full memo drops its oldest entry on every store, and
+        # a plain dict finds its first live entry by walking past every one deleted before
+        # (~14 µs a store at 16,384 entries), where OrderedDict.popitem is O(1).
+        self._entries: OrderedDict[int, tuple[object, Any, int, bool]] = OrderedDict()
         self._bytes = 0
         # The last few transcripts sent (a copy of the list, its pieces, whether it maps names,
         # the adapter's state over them), newest first: a transcript that starts with one of
@@ -102,8 +106,7 @@ class WireCache:
         entries[id(key)] = (key, value, size, renamed)
         self._bytes += size
         while len(entries) > self._limit or self._bytes > _MAX_BYTES:
-            oldest = next(iter(entries))
-            self._bytes -= entries.pop(oldest)[2]
+            self._bytes -= entries.popitem(last=False)[1][2]
 
     def __len__(self) -> int:
         return len(self._entries)

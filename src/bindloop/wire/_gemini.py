@@ -101,6 +101,7 @@ _FINISH: MappingProxyType[str, FinishReason] = MappingProxyType({
     "UNEXPECTED_TOOL_CALL": "error",
 })
 _ENCODE = msgspec.json.Encoder()
+_Headers = tuple[tuple[str, str], ...]  # a request's headers (HttpRequest.headers)
 
 # The OpenAPI-3.0 subset Gemini's ``Schema`` accepts.
 _SCHEMA_KEYS = frozenset({
@@ -323,7 +324,7 @@ class GeminiAdapter:
         self._cache = WireCache(request_cache) if check_cache_size(request_cache) else None
         self._headers = (JSON_HEADERS, JSON_HEADERS + SSE_ACCEPT)  # by options.stream
         # The last options' encoded frame: (options, whether tools are sent, frame).
-        self._last_frame: tuple[WireOptions, bool, tuple[bytes, str, Headers]] | None = None
+        self._last_frame: tuple[WireOptions, bool, tuple[bytes, str, _Headers]] | None = None
 
     @property
     def wire(self) -> WireName:
@@ -382,7 +383,7 @@ class GeminiAdapter:
         return HttpRequest(method="POST", path=path, headers=headers, body=body,
                            stream=options.stream)
 
-    def _frame(self, options: WireOptions, tools: bool) -> tuple[bytes, str, Headers]:
+    def _frame(self, options: WireOptions, tools: bool) -> tuple[bytes, str, _Headers]:
         """The body's encoded keys after ``tools`` (with the closing brace), the path and the
         headers of ``options``. Kept for the last options object when it holds no dict a caller
         could change in place (no ``response_format``; ``extra_body`` never comes here)."""
