@@ -40,6 +40,7 @@ from bindloop.wire import (
     WireOptions,
 )
 
+from bindloop.wire._cache import WireCache
 from bindloop.wire._names import _KEEP, GEMINI_NAMES, OPENAI_NAMES, ToolNames
 
 from . import wire_strategies
@@ -370,3 +371,28 @@ def test_fits_answers_by_the_wire_pattern_before_and_after_its_memo_is_emptied(
     assert all(table.fits(f"t{i}") for i in range(_KEEP + 1))
     assert len(table._fit) <= _KEEP
     assert [table.fits(n) for n in names] == expected
+
+
+@given(limit=st.integers(1, 40), sizes=st.lists(st.integers(0, 50), max_size=200),
+       again=st.lists(st.integers(0, 199), max_size=20))
+@settings(max_examples=50, deadline=None)
+def test_the_memo_drops_its_oldest_entries_first(limit: int, sizes: list[int],
+                                                  again: list[int]) -> None:
+    """A full memo drops its oldest entries (in batches, down to 7/8 of its limit): it never
+    holds more than its limit, always holds the entry just stored and every entry stored after
+    the oldest one it holds, counts exactly the bytes it holds, and an entry stored again
+    counts as new."""
+    memo = WireCache(limit)
+    keys = [object() for _ in sizes]
+    order: list[int] = []  # indexes of keys, oldest store first
+    for i, size in enumerate(sizes):
+        memo.put(keys[i], i, size)
+        order.append(i)
+        for j in again:
+            if j < i and j % 7 == i % 7:  # now and then an earlier key stored again
+                memo.put(keys[j], j, sizes[j])
+                order = [o for o in order if o != j] + [j]
+        held = [o for o in order if memo.get(keys[o]) == o]
+        assert 0 < len(memo) <= limit and len(held) == len(memo)
+        assert held == order[len(order) - len(held):]  # the newest ones, none skipped
+        assert memo.nbytes == sum(sizes[o] for o in held)

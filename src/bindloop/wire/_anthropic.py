@@ -447,7 +447,7 @@ class AnthropicAdapter:
             raise WireRequestError("messages: nothing to send")  # the uncached build says why
         if left == 0:
             if groups:
-                done = done + [_turn(g) for g in groups]
+                done = done + list(map(_turn, groups))
             prep.sent((system, done, group, last))
             turns = done + [_turn(group)]
         else:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
@@ -571,8 +572,9 @@ class GeminiAdapter:
         else:
             role, parts = _parts(wire_m, {wire_m.tool_call_id: name} if name is not None
                                  and isinstance(wire_m, ToolMessage) else {})
-            calls: tuple[Any, ...] = tuple([(c.id, c.name) for c in wire_m.tool_calls]) \
-                if isinstance(wire_m, AssistantMessage) and wire_m.tool_calls else ()
+            calls: tuple[Any, ...] = ()
+            if isinstance(wire_m, AssistantMessage) and wire_m.tool_calls:
+                calls = tuple(map(_call_name, wire_m.tool_calls))
             piece = (role, encoded({"role": role, "parts": parts}) if parts else b"", calls,
                      name)
         prep.keep(m, piece, len(piece[1]))
@@ -679,6 +681,9 @@ class _GeminiStreamDecoder:
 
 
 # -- requests: contents --------------------------------------------------------------------------
+
+_call_name = attrgetter("id", "name")  # a call's (id, name) pair
+
 
 def _args_object(arguments: str) -> dict[str, Any]:
     value = decode_arguments(arguments)
