@@ -205,7 +205,7 @@ def main() -> None:
     print("\n10 messages by number of tools: cached build (floor), CPU µs per request")
     print(f"{'wire':<18}" + "".join(f"{f'{t} tools':>18}" for t in counts)
           + f"{'cached 200/1':>14}")
-    for wire in WIRE_NAMES:
+    for wire in wires:
         row = [measure(wire, 10, t, args.rounds) for t in counts]
         print(f"{wire:<18}" + "".join(f"{f['cached']:>9.1f} ({f['floor']:>6.1f})" for f in row)
               + f"{row[-1]['cached'] / row[0]['cached']:>13.2f}x")

@@ -59,6 +59,7 @@ from ._cache import (
     encoded,
     joined,
     prepare,
+    separated,
     tool_array,
 )
 from ._common import (
@@ -280,26 +281,22 @@ class AnthropicAdapter:
 
     def _kept_request(self, system: list[bytes], turns: list[bytes], tool_defs: msgspec.Raw | None,
                       tools: Sequence[ToolDefinition], options: WireOptions) -> HttpRequest:
-        """The request from the cached build's encoded pieces: its system blocks, its turns (a
-        list of its own, which this changes) and its tool array."""
+        """The request from the cached build's encoded pieces: its system blocks, its turns and
+        its tool array."""
         if options.extra_body:  # merged over the top level: through the dict
             return self._request(array(system) if system else [], joined(turns),
                                  tool_defs if tool_defs is not None else [], tools, options)
         # The body is the options' encoded keys around the pieces, in the order the dict of
-        # _request has (the bytes its encoding gives), written in one join: the turns' bytes
-        # are copied once, with the small pieces before and after them stuck to the first and
-        # the last turn.
+        # _request has (the bytes its encoding gives), written in one join: every piece's bytes
+        # are copied once.
         head, tail = self._frame(options, bool(tools))
-        if system:
-            head = b"".join((head, b',"system":[', b",".join(system), b'],"messages":['))
-        else:
-            head += b',"messages":['
-        turns[0] = head + turns[0]
-        turns[-1] = b"".join((turns[-1], b'],"tools":', tool_defs, tail)) \
-            if tool_defs is not None else turns[-1] + b"]" + tail
+        parts = [head, b',"system":[', b",".join(system), b'],"messages":['] if system \
+            else [head, b',"messages":[']
+        parts += separated(turns)
+        parts += (b'],"tools":', tool_defs, tail) if tool_defs is not None else (b"]", tail)
         stream = options.stream
         return HttpRequest(method="POST", path="/v1/messages", headers=self._headers[bool(stream)],
-                           body=b",".join(turns), stream=stream)
+                           body=b"".join(parts), stream=stream)
 
     def _request(self, system: Any, turns: Any, tool_defs: Any, tools: Sequence[ToolDefinition],
                  options: WireOptions) -> HttpRequest:
@@ -406,7 +403,7 @@ class AnthropicAdapter:
                            Sequence[ToolDefinition], WireOptions]:
         """:meth:`_uncached`'s values from each message's kept encoded form: the system blocks,
         the turns (a turn of one message is its kept bytes, a merged turn its messages' blocks
-        joined; the list is the caller's), the tool array, the tools and options as sent."""
+        joined), the tool array, the tools and options as sent."""
         prep = prepare(cache, self._names, messages, tools, options, "anthropic")
         found = prep.found
         for i in prep.missing:

@@ -32,7 +32,7 @@ from ._names import ToolNames, rename_message, rename_rest
 from ._types import ForcedTool, WireOptions
 
 __all__ = ("DEFAULT_REQUEST_CACHE", "Prepared", "WireCache", "check_cache_size", "array", "encoded",
-           "joined", "prepare", "tool_array")
+           "joined", "prepare", "separated", "tool_array")
 
 DEFAULT_REQUEST_CACHE = 16_384
 """Messages and tool definitions whose wire form one adapter keeps (``request_cache=``)."""
@@ -71,6 +71,14 @@ def joined(pieces: list[bytes]) -> msgspec.Raw:
     parts[0] = b"[" + parts[0]
     parts[-1] += b"]"
     return msgspec.Raw(b",".join(parts))
+
+
+def separated(pieces: list[bytes]) -> list[bytes]:
+    """``pieces`` with ``b","`` between them: ``b"".join`` of it is ``b",".join(pieces)``, and
+    a body's other parts can go around it first, so one join copies every piece's bytes once."""
+    out = [b","] * (2 * len(pieces) - 1) if pieces else []
+    out[::2] = pieces
+    return out
 
 
 class WireCache:

@@ -57,6 +57,7 @@ from ._cache import (
     encoded,
     joined,
     prepare,
+    separated,
     tool_array,
 )
 from ._common import (
@@ -355,32 +356,27 @@ class GeminiAdapter:
                       tools: Sequence[ToolDefinition], options: WireOptions,
                       cache: CachePolicy | None) -> HttpRequest:
         """The request from the cached build's encoded pieces: its system parts, its contents
-        (a list of its own, which this changes) and its tool array."""
+        and its tool array."""
         if options.extra_body:  # merged over the top level: through the dict
             return self._request([msgspec.Raw(p) for p in system], joined(contents), wire_tools,
                                  tools, options, cache)
         # The body is written around the pieces in the order _request's dict has (the bytes
-        # its encoding gives), in one join: the contents' bytes are copied once, with the small
-        # pieces before and after them stuck to the first and the last content.
-        rest: list[Any] = [b"]"]
+        # its encoding gives), in one join: every piece's bytes are copied once.
+        parts: list[Any] = [b'{"contents":[']
+        parts += separated(contents)
+        parts.append(b"]")
         if cache is not None:
             # The cache holds the system instruction, tools and tool config; Gemini refuses a
             # request that sends them again beside cachedContent.
-            rest += (b',"cachedContent":', encoded(cache.cached_content))
+            parts += (b',"cachedContent":', encoded(cache.cached_content))
             system, tools = [], ()
         if system:
-            rest += (b',"systemInstruction":{"parts":[', b",".join(system), b"]}")
+            parts += (b',"systemInstruction":{"parts":[', b",".join(system), b"]}")
         if tools:
-            rest += (b',"tools":[{"functionDeclarations":', wire_tools, b"}]")
+            parts += (b',"tools":[{"functionDeclarations":', wire_tools, b"}]")
         tail, path, headers = self._frame(options, bool(tools))
-        rest.append(tail)
-        if contents:
-            contents[0] = b'{"contents":[' + contents[0]
-            rest[0] = contents[-1] + b"]"
-            contents[-1] = b"".join(rest)
-            body = b",".join(contents)
-        else:
-            body = b'{"contents":[' + b"".join(rest)
+        parts.append(tail)
+        body = b"".join(parts)
         return HttpRequest(method="POST", path=path, headers=headers, body=body,
                            stream=options.stream)
 
@@ -495,8 +491,7 @@ class GeminiAdapter:
                            WireOptions]:
         """:meth:`_uncached`'s values from each message's kept encoded form, in message order
         (a tool result without a name takes it from the calls before it): the system parts,
-        the contents (the list is the caller's), the tool array, the tools and options as
-        sent."""
+        the contents, the tool array, the tools and options as sent."""
         prep = prepare(memo, self._names, messages, tools, options, "google")
         # Resumed from the previous request of this session (without cachedContent, which
         # leaves a prefix out): its system parts, closed contents' bytes, open content (the next
@@ -555,7 +550,7 @@ class GeminiAdapter:
         if closed:
             done = done + closed
         prep.sent((system, done, group, names, last) if resumable else None)
-        contents = done + [_content(group)] if group else done[:]
+        contents = done + [_content(group)] if group else done
         return (system, contents, tool_array(memo, tools, prep.tools, self._tool), prep.tools,
                 prep.options)
 
