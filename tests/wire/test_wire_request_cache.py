@@ -369,7 +369,7 @@ def test_fits_answers_by_the_wire_pattern_before_and_after_its_memo_is_emptied(
     assert [table.fits(n) for n in names] == expected
     assert [table.fits(n) for n in names] == expected
     assert all(table.fits(f"t{i}") for i in range(_KEEP + 1))
-    assert len(table._fit) <= _KEEP
+    assert len(table.fit) <= _KEEP
     assert [table.fits(n) for n in names] == expected
 
 

@@ -58,8 +58,8 @@ from ._cache import (
     check_cache_size,
     encoded,
     joined,
+    around,
     prepare,
-    separated,
     tool_array,
 )
 from ._common import (
@@ -237,7 +237,7 @@ class AnthropicAdapter:
     given unless ``sanitize_schemas`` (Anthropic accepts full JSON Schema). ``request_cache`` as
     for :class:`~bindloop.wire.OpenAIChatAdapter`."""
 
-    __slots__ = ("_beta", "_cache", "_compaction", "_default_max_tokens", "_headers",
+    __slots__ = ("_around", "_beta", "_cache", "_compaction", "_default_max_tokens", "_headers",
                  "_last_frame", "_names", "_sanitize")
 
     def __init__(self, *, default_max_tokens: int = 4096, beta: Sequence[str] = (),
@@ -255,6 +255,10 @@ class AnthropicAdapter:
         self._cache = WireCache(request_cache) if check_cache_size(request_cache) else None
         # The last options' encoded body frame: (options, whether tools are sent, frame).
         self._last_frame: tuple[WireOptions, bool, tuple[bytes, bytes]] | None = None
+        # The last cached body's bytes before and after its turns, by what they were written
+        # from: (frame head, system blocks, tool array, frame tail, before, after).
+        self._around: tuple[bytes, list[bytes], msgspec.Raw | None, bytes, bytes, bytes] | None \
+            = None
 
     @property
     def wire(self) -> WireName:
@@ -287,16 +291,24 @@ class AnthropicAdapter:
             return self._request(array(system) if system else [], joined(turns),
                                  tool_defs if tool_defs is not None else [], tools, options)
         # The body is the options' encoded keys around the pieces, in the order the dict of
-        # _request has (the bytes its encoding gives), written in one join: every piece's bytes
-        # are copied once.
+        # _request has (the bytes its encoding gives): the bytes before the turns and after
+        # them, kept for the last frame, system blocks and tool array (a session's requests
+        # share them: the resumed system list is replaced, never changed in place), around the
+        # turns.
         head, tail = self._frame(options, bool(tools))
-        parts = [head, b',"system":[', b",".join(system), b'],"messages":['] if system \
-            else [head, b',"messages":[']
-        parts += separated(turns)
-        parts += (b'],"tools":', tool_defs, tail) if tool_defs is not None else (b"]", tail)
+        kept = self._around
+        if kept is not None and kept[0] is head and kept[1] is system and kept[2] is tool_defs \
+                and kept[3] is tail:
+            before, after = kept[4], kept[5]
+        else:
+            before = b"".join((head, b',"system":[', b",".join(system), b'],"messages":[')) \
+                if system else head + b',"messages":['
+            after = b"".join((b'],"tools":', tool_defs, tail)) if tool_defs is not None \
+                else b"]" + tail
+            self._around = (head, system, tool_defs, tail, before, after)
         stream = options.stream
         return HttpRequest(method="POST", path="/v1/messages", headers=self._headers[bool(stream)],
-                           body=b"".join(parts), stream=stream)
+                           body=around(before, turns, after), stream=stream)
 
     def _request(self, system: Any, turns: Any, tool_defs: Any, tools: Sequence[ToolDefinition],
                  options: WireOptions) -> HttpRequest:

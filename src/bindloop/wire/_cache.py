@@ -32,7 +32,7 @@ from ._names import ToolNames, rename_message, rename_rest
 from ._types import ForcedTool, WireOptions
 
 __all__ = ("DEFAULT_REQUEST_CACHE", "Prepared", "WireCache", "check_cache_size", "array", "encoded",
-           "joined", "prepare", "separated", "tool_array")
+           "joined", "around", "prepare", "tool_array")
 
 DEFAULT_REQUEST_CACHE = 16_384
 """Messages and tool definitions whose wire form one adapter keeps (``request_cache=``)."""
@@ -73,12 +73,17 @@ def joined(pieces: list[bytes]) -> msgspec.Raw:
     return msgspec.Raw(b",".join(parts))
 
 
-def separated(pieces: list[bytes]) -> list[bytes]:
-    """``pieces`` with ``b","`` between them: ``b"".join`` of it is ``b",".join(pieces)``, and
-    a body's other parts can go around it first, so one join copies every piece's bytes once."""
-    out = [b","] * (2 * len(pieces) - 1) if pieces else []
-    out[::2] = pieces
-    return out
+def around(before: bytes, pieces: list[bytes], after: bytes) -> bytes:
+    """``before + b",".join(pieces) + after``, each piece's bytes copied once (a long
+    transcript's turns are most of a body: joined apart first, they would be copied twice)."""
+    n = len(pieces)
+    if n < 32:  # small pieces: two joins cost less than building the list below
+        return b"".join((before, b",".join(pieces), after))
+    parts = [b","] * (2 * n + 1)
+    parts[0] = before
+    parts[1::2] = pieces
+    parts[-1] = after
+    return b"".join(parts)
 
 
 class WireCache:
@@ -191,13 +196,14 @@ class Prepared:
         self._cache.put(m, piece, size, self.wire is not None and _refused(self._names, m))
 
     def sent(self, state: Any = None) -> None:
-        """Remember this request's transcript and pieces (every ``found`` is filled in) for the
+        """Remember this request's transcript and pieces (every ``found`` is filled in, and
+        neither is changed afterwards: :func:`prepare` copies the pieces it starts from) for the
         next request of the same session, which starts with the same message objects, with the
         adapter's ``state`` over them (which it must not change afterwards)."""
         recent = self._cache.recent
         if self._matched >= 0:
             del recent[self._matched]
-        recent.insert(0, (list(self._messages), self.found[:], self._refused, state))
+        recent.insert(0, (list(self._messages), self.found, self._refused, state))
         del recent[_RECENT:]
 
     def call_name(self, name: str) -> str:
@@ -209,12 +215,13 @@ def _refused(names: ToolNames, m: Message) -> bool:
     """Whether ``m`` holds a tool name the wire refuses (so the request must map names)."""
     if isinstance(m, AssistantMessage):
         if m.tool_calls:
-            fits = names.fits
+            fit = names.fit  # fits() by name, read here without the call
             for call in m.tool_calls:
-                if not fits(call.name):
+                if not (fit.get(call.name) or names.fits(call.name)):
                     return True
         return False
-    return isinstance(m, ToolMessage) and m.name is not None and not names.fits(m.name)
+    return isinstance(m, ToolMessage) and m.name is not None and not (
+        names.fit.get(m.name) or names.fits(m.name))
 
 
 def prepare(cache: WireCache, names: ToolNames, messages: Sequence[Message],

@@ -56,8 +56,8 @@ from ._cache import (
     check_cache_size,
     encoded,
     joined,
+    around,
     prepare,
-    separated,
     tool_array,
 )
 from ._common import (
@@ -316,7 +316,8 @@ class GeminiAdapter:
     """The Gemini API wire. ``api_version`` is the path prefix (``v1beta``); ``sanitize_schemas``
     and ``request_cache`` as for :class:`~bindloop.wire.OpenAIChatAdapter`."""
 
-    __slots__ = ("_api_version", "_cache", "_headers", "_last_frame", "_names", "_sanitize")
+    __slots__ = ("_api_version", "_around", "_cache", "_headers", "_last_frame", "_names",
+                 "_sanitize")
 
     def __init__(self, *, api_version: str = "v1beta", sanitize_schemas: bool = True,
                  request_cache: int = DEFAULT_REQUEST_CACHE) -> None:
@@ -327,6 +328,9 @@ class GeminiAdapter:
         self._headers = (JSON_HEADERS, JSON_HEADERS + SSE_ACCEPT)  # by options.stream
         # The last options' encoded frame: (options, whether tools are sent, frame).
         self._last_frame: tuple[WireOptions, bool, tuple[bytes, str, _Headers]] | None = None
+        # The last cached body's bytes after its contents, by what they were written from:
+        # (system parts, tool array, frame tail, whether tools are sent, the bytes).
+        self._around: tuple[list[bytes], msgspec.Raw, bytes, bool, bytes] | None = None
 
     @property
     def wire(self) -> WireName:
@@ -360,23 +364,32 @@ class GeminiAdapter:
         if options.extra_body:  # merged over the top level: through the dict
             return self._request([msgspec.Raw(p) for p in system], joined(contents), wire_tools,
                                  tools, options, cache)
-        # The body is written around the pieces in the order _request's dict has (the bytes
-        # its encoding gives), in one join: every piece's bytes are copied once.
-        parts: list[Any] = [b'{"contents":[']
-        parts += separated(contents)
-        parts.append(b"]")
+        # The body is written in the order _request's dict has (the bytes its encoding gives):
+        # the bytes after the contents, kept for the last system parts, tool array and frame (a
+        # session's requests share them: the resumed system list is replaced, never changed in
+        # place), around the contents.
         if cache is not None:
             # The cache holds the system instruction, tools and tool config; Gemini refuses a
             # request that sends them again beside cachedContent.
-            parts += (b',"cachedContent":', encoded(cache.cached_content))
             system, tools = [], ()
-        if system:
-            parts += (b',"systemInstruction":{"parts":[', b",".join(system), b"]}")
-        if tools:
-            parts += (b',"tools":[{"functionDeclarations":', wire_tools, b"}]")
         tail, path, headers = self._frame(options, bool(tools))
-        parts.append(tail)
-        body = b"".join(parts)
+        kept = self._around
+        if cache is None and kept is not None and kept[0] is system and kept[1] is wire_tools \
+                and kept[2] is tail and kept[3] == bool(tools):
+            after = kept[4]
+        else:
+            parts: list[Any] = [b"]"]
+            if cache is not None:
+                parts += (b',"cachedContent":', encoded(cache.cached_content))
+            if system:
+                parts += (b',"systemInstruction":{"parts":[', b",".join(system), b"]}")
+            if tools:
+                parts += (b',"tools":[{"functionDeclarations":', wire_tools, b"}]")
+            parts.append(tail)
+            after = b"".join(parts)
+            if cache is None:
+                self._around = (system, wire_tools, tail, bool(tools), after)
+        body = around(b'{"contents":[', contents, after)
         return HttpRequest(method="POST", path=path, headers=headers, body=body,
                            stream=options.stream)
 
@@ -680,11 +693,6 @@ class _GeminiStreamDecoder:
 _call_name = attrgetter("id", "name")  # a call's (id, name) pair
 
 
-def _args_object(arguments: str) -> dict[str, Any]:
-    value = decode_arguments(arguments)
-    return value if value is not None else {"_raw_arguments": arguments}
-
-
 def _parts(m: Message, names: dict[str, str]) -> tuple[str, list[dict[str, Any]]]:
     if isinstance(m, UserMessage):
         return "user", [_user_part(p, i) for i, p in enumerate(parts_of(m.content))
@@ -712,19 +720,21 @@ def _parts(m: Message, names: dict[str, str]) -> tuple[str, list[dict[str, Any]]
             else:
                 raise WireRequestError(
                     f"an assistant message carries only text here, got {type(p).__name__}")
-        calls: list[dict[str, Any]] = []
+        first = len(parts)  # the calls' parts follow the text and thoughts
         for call in m.tool_calls:
             names[call.id] = call.name
-            calls.append({"functionCall": {"id": call.id, "name": call.name,
-                                           "args": _args_object(call.arguments)}})
+            args = decode_arguments(call.arguments)
+            parts.append({"functionCall": {
+                "id": call.id, "name": call.name,
+                "args": args if args is not None else {"_raw_arguments": call.arguments}}})
         if loose:
-            target: dict[str, Any] | None = calls[0] if calls else next(
+            target: dict[str, Any] | None = parts[first] if len(parts) > first else next(
                 (q for q in reversed(parts) if not q.get("thought")), None)
             if target is None:
                 target = {"text": ""}
                 parts.append(target)
             target["thoughtSignature"] = loose[0]
-        return "model", parts + calls
+        return "model", parts
     if isinstance(m, ToolMessage):
         name = m.name or names.get(m.tool_call_id)
         if name is None:

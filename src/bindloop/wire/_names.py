@@ -65,14 +65,15 @@ class ToolNames:
     remembers the way back), :meth:`decoder` and :meth:`restore` put canonical names back into a
     response's tool calls."""
 
-    __slots__ = ("_back", "_bad", "_fit", "_rule", "_valid")
+    __slots__ = ("_back", "_bad", "_rule", "_valid", "fit")
 
     def __init__(self, rule: NameRule) -> None:
         self._rule = rule
         self._valid = re.compile(rule.valid)
         self._bad = re.compile(rule.bad)
         self._back: dict[str, str] = {}
-        self._fit: dict[str, bool] = {}  # fits() by name, emptied when it reaches _KEEP
+        self.fit: dict[str, bool] = {}
+        """:meth:`fits` by name, as it answered (emptied when it reaches ``_KEEP`` names)."""
 
     def wire_name(self, name: str) -> str:
         """``name`` itself when the wire accepts it, else its deterministic wire name."""
@@ -111,7 +112,7 @@ class ToolNames:
 
     def fits(self, name: str) -> bool:
         """Whether the wire accepts ``name`` as it is."""
-        fit = self._fit
+        fit = self.fit
         ok = fit.get(name)
         if ok is None:
             ok = self._valid.fullmatch(name) is not None
