@@ -101,31 +101,50 @@ def parse_snapshot(data: bytes | str | Mapping[str, Any]) -> AgentSnapshot:
 
 class Journal:
     """A frame's live journal: turns in call order; tool outcomes land on the turn that asked
-    (the latest turn holding the call's id)."""
+    (the latest turn holding the call's id when the outcome was recorded).
 
-    __slots__ = ("_asked", "turns")
+    Recording only appends (the hashes and the turns; each outcome with its call id and the
+    number of turns then): :meth:`freeze` finds the turn each outcome lands on and builds the
+    turns' ``tools``."""
+
+    __slots__ = ("_at", "_ids", "_outcomes", "hashes", "turns")
 
     def __init__(self) -> None:
-        self.turns: list[tuple[str | PromptHash, ModelTurnResult, dict[str, ToolOutcome]]] = []
-        self._asked: dict[str, dict[str, ToolOutcome]] = {}  # call id -> its turn's outcomes
+        self.hashes: list[str | PromptHash] = []
+        self.turns: list[ModelTurnResult] = []
+        self._ids: list[str] = []  # each recorded outcome's call id,
+        self._outcomes: list[ToolOutcome] = []  # the outcome,
+        self._at: list[int] = []  # and how many turns were journaled then
 
     def record_turn(self, prompt_hash: str | PromptHash, turn: ModelTurnResult) -> None:
         """Journal a turn; a :class:`PromptHash` is read when the journal is frozen."""
-        tools: dict[str, ToolOutcome] = {}
-        self.turns.append((prompt_hash, turn, tools))
-        asked = self._asked
-        for call in turn.tool_calls:
-            asked[call.id] = tools
+        self.hashes.append(prompt_hash)
+        self.turns.append(turn)
 
     def record_tool(self, call_id: str, outcome: ToolOutcome) -> None:
-        tools = self._asked.get(call_id)
-        if tools is not None:
-            tools[call_id] = outcome
+        """Journal a call's outcome (on no turn if none asked for ``call_id``)."""
+        self._ids.append(call_id)
+        self._outcomes.append(outcome)
+        self._at.append(len(self.turns))
 
     def freeze(self) -> tuple[JournalTurn, ...]:
+        turns = self.turns
+        asking: dict[str, list[int]] = {}  # call id -> the turns holding it, ascending
+        for index, turn in enumerate(turns):
+            for call in turn.tool_calls:
+                held = asking.setdefault(call.id, [])
+                if not held or held[-1] != index:
+                    held.append(index)
+        tools: list[dict[str, ToolOutcome]] = [{} for _ in turns]
+        for call_id, outcome, at in zip(self._ids, self._outcomes, self._at):
+            holding = asking.get(call_id)
+            if holding is not None:
+                i = bisect_right(holding, at - 1) - 1  # the latest turn before ``at`` holding it
+                if i >= 0:
+                    tools[holding[i]][call_id] = outcome
         return tuple(JournalTurn(prompt_hash=h if isinstance(h, str) else h.value(), turn=t,
-                                 tools=dict(tools))
-                     for h, t, tools in self.turns)
+                                 tools=d)
+                     for h, t, d in zip(self.hashes, turns, tools))
 
 
 def prompt_hash(messages: Sequence[Message], tools: Sequence[ToolDefinition],
@@ -217,13 +236,19 @@ def canonical_value(value: object, *, builtins: bool = True) -> bytes:
 _NO, _MARK, _BASE = 0, 1, 2  # PromptHash.keep: no state kept; a mark's; a resumed trail's base
 
 
+def _count(point: PromptHash) -> int:
+    return point.count
+
+
 class _Trail:
     """One transcript as hashed: its messages (``objs``, every message a call has sent so far),
     the canonical bytes of the first ``len(canon)`` of them and the running SHA-256 state after
     ``{"messages":[`` and those (``None`` until the state it resumes from, ``base``, is known);
-    ``marks``, the points another prompt can resume from (message counts ``counts``, ascending:
-    the trail's start and its model calls, at most ``limit``), and the calls whose hashes are not
-    computed yet (``pending``, ascending)."""
+    ``marks``, the hashed points another prompt can resume from (message counts ``counts``,
+    ascending: the trail's start and its hashed model calls, at most ``limit``), and the calls
+    whose hashes are not computed yet (``pending``, ascending; another prompt can resume from
+    any of them too). A call becomes a mark when it is hashed, so recording one
+    (:meth:`PromptHasher.defer`) only appends it to ``pending``."""
 
     __slots__ = ("base", "cache", "canon", "counts", "marks", "objs", "pending", "root", "state")
 
@@ -256,30 +281,30 @@ class _Trail:
 
 
 
-class PromptHash:
+class PromptHash(msgspec.Struct):
     """One model call's :func:`prompt_hash`, computed when first read (:meth:`value`): the
     transcript's first ``count`` messages (kept by the trail, which only ever appends) and the
     call's tools, schema and tool choice (``suffix``, their canonical bytes). Reading it hashes
     the trail up to ``count``, computing every earlier call's hash of that trail on the way, so
     a run that never reads its hashes (a snapshot not dumped) never computes them; the value is
     the one an eager hash would have given. A call another prompt resumes from (``keep``) keeps
-    the hash state at its count once computed."""
+    the hash state at its count once computed.
 
-    __slots__ = ("_trail", "_value", "count", "keep", "state", "suffix")
+    (A Struct for its constructor in C: one is made per model call of a recorded run. Never
+    encoded.)"""
 
-    def __init__(self, trail: _Trail, count: int, suffix: _Suffix | None) -> None:
-        self._trail = trail
-        self.count = count
-        self.suffix = suffix
-        self._value: str | None = None
-        self.keep = _NO
-        self.state: hashlib._Hash | None = None
+    trail: _Trail
+    count: int
+    suffix: _Suffix | None
+    keep: int = _NO
+    state: hashlib._Hash | None = None
+    digest: str | None = None
 
     def value(self) -> str:
-        if self._value is None:
-            self._trail.cache.settle(self._trail, self.count)
-        assert self._value is not None  # settle computes every pending hash up to its count
-        return self._value
+        if self.digest is None:
+            self.trail.cache.settle(self.trail, self.count)
+        assert self.digest is not None  # settle computes every pending hash up to its count
+        return self.digest
 
 
 class PromptHashCache:
@@ -328,18 +353,25 @@ class PromptHashCache:
 
     def start(self, messages: Sequence[object]) -> _Trail:
         """A new trail for ``messages``, resumed from the best mark (not yet extended)."""
-        best, source, at = 0, None, 0
+        best, source, mark = 0, None, None
+        point: PromptHash | None
         for trail in self._trails:
             shared = self._shared(messages, trail)
-            i = bisect_right(trail.counts, shared) - 1  # the last mark inside the shared prefix
-            if i >= 0 and trail.counts[i] > best:
-                best, source, at = trail.counts[i], trail, i
+            # the last point inside the shared prefix: a call not hashed yet, else a mark
+            pending = trail.pending
+            i = bisect_right(pending, shared, key=_count) - 1
+            if i >= 0:
+                point = pending[i]
+            else:
+                i = bisect_right(trail.counts, shared) - 1
+                point = trail.marks[i] if i >= 0 else None
+            if point is not None and point.count > best:
+                best, source, mark = point.count, trail, point
                 if shared == len(messages) or shared == len(trail.objs):
                     break
-        if source is None:
+        if source is None or mark is None:
             trail = _Trail(self, [], [], 0, hashlib.sha256(_HEAD), None)
         else:
-            mark = source.marks[at]
             trail = _Trail(self, list(messages[:best]), source.canon[:best], best, mark.state,
                            mark if mark.state is None else None)
         trails = self._trails
@@ -352,8 +384,8 @@ class PromptHashCache:
         calls' hashes and the kept states on the way."""
         base = trail.base
         if base is not None:  # resumed from another trail's point: that one's state first
-            self.settle(base._trail, base.count)
-            source = base._trail.canon
+            self.settle(base.trail, base.count)
+            source = base.trail.canon
             trail.canon.extend(source[len(trail.canon):base.count])
             assert base.state is not None  # a based point keeps its state
             if trail.root.keep != _NO:
@@ -363,15 +395,23 @@ class PromptHashCache:
         pending = trail.pending
         if not pending or pending[0].count > upto:
             return
+        done = bisect_right(pending, upto, key=_count)
+        # The calls hashed now become marks where the trail grew (thinned to the bound).
+        limit = self.marks
+        for call in pending[:done]:
+            counts = trail.counts
+            if call.count != counts[-1]:
+                if call.keep == _NO:
+                    call.keep = _MARK
+                counts.append(call.count)
+                trail.marks.append(call)
+                if len(counts) > limit:
+                    trail.thin()
         objs, canon, state = trail.objs, trail.canon, trail.state
         assert state is not None
         update = state.update
-        done = 0
-        for call in pending:
+        for call in pending[:done]:
             at = call.count
-            if at > upto:
-                break
-            done += 1
             for i in range(len(canon), at):
                 data = self.canonical(objs[i])
                 update(b"," + data if i else data)
@@ -381,7 +421,7 @@ class PromptHashCache:
             out = state.copy()
             assert call.suffix is not None  # a call's (only a trail's root has none)
             out.update(call.suffix.data())
-            call._value = out.hexdigest()
+            call.digest = out.hexdigest()
         del pending[:done]
 
 
@@ -422,8 +462,7 @@ class PromptHasher:
     Calling it hashes at once; :meth:`defer` takes the call's messages and returns its
     :class:`PromptHash` to compute when read (a journal read only when a snapshot is taken)."""
 
-    __slots__ = ("_cache", "_count", "_first", "_last", "_list", "_schema", "_suffix",
-                 "_tools", "_trail", "fixed")
+    __slots__ = ("_cache", "_list", "_schema", "_suffix", "_tools", "_trail", "fixed")
 
     def __init__(self, tools: Sequence[ToolDefinition], schema: Mapping[str, Any] | None,
                  tool_choice: object, cache: PromptHashCache | None = None) -> None:
@@ -432,11 +471,8 @@ class PromptHasher:
         self._schema = schema
         self.fixed: tuple[bytes, bytes] | None = None  # the schema's and the tools' payload
         self.choose(tool_choice)
-        self._list: object = None
+        self._list: object = None  # the list the trail was last extended from
         self._trail: _Trail | None = None
-        self._count = 0
-        self._first: object = None
-        self._last: object = None
 
     def choose(self, tool_choice: object) -> None:
         """The next calls' tool choice (a per-turn tool-choice policy changes it between turns)."""
@@ -458,31 +494,28 @@ class PromptHasher:
     def defer(self, messages: Sequence[Message]) -> PromptHash:
         """This call's hash, computed when first read. ``messages`` are taken by reference (the
         trail keeps the objects), so appending to the list afterwards changes nothing."""
-        count = self._count
         trail = self._trail
-        if trail is None or messages is not self._list or len(messages) < count or (count and (
-                messages[0] is not self._first or messages[count - 1] is not self._last)):
-            trail = self._trail = self._cache.start(messages)
-            self._list = messages
-        n = len(messages)
-        if n:
-            self._count = n
-            self._first = messages[0]
-            self._last = messages[-1]
+        if messages is not self._list or trail is None:
+            trail = self._restart(messages)
+        else:
+            objs = trail.objs  # the list's first len(objs) messages when last called
+            k = len(objs)
+            if len(messages) < k or (k and (messages[0] is not objs[0]
+                                            or messages[k - 1] is not objs[k - 1])):
+                trail = self._restart(messages)
         # The call's messages into the trail, by reference (the trail holds a prefix of them).
         objs = trail.objs
+        n = len(messages)
         if len(objs) < n:
-            objs.extend(messages[len(objs):])
+            objs += messages[len(objs):]
         out = PromptHash(trail, n, self._suffix)
-        counts = trail.counts
-        if counts[-1] != n:  # the trail grew: a point another prompt may resume from
-            out.keep = _MARK
-            counts.append(n)
-            trail.marks.append(out)
-            if len(counts) > trail.cache.marks:
-                trail.thin()
         trail.pending.append(out)
         return out
+
+    def _restart(self, messages: Sequence[Message]) -> _Trail:
+        trail = self._trail = self._cache.start(messages)
+        self._list = messages
+        return trail
 
 
 class ReplayCursor:
