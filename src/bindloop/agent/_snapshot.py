@@ -495,19 +495,20 @@ class PromptHasher:
         """This call's hash, computed when first read. ``messages`` are taken by reference (the
         trail keeps the objects), so appending to the list afterwards changes nothing."""
         trail = self._trail
-        if messages is not self._list or trail is None:
-            trail = self._restart(messages)
-        else:
+        n = len(messages)
+        if messages is self._list and trail is not None:
             objs = trail.objs  # the list's first len(objs) messages when last called
             k = len(objs)
-            if len(messages) < k or (k and (messages[0] is not objs[0]
-                                            or messages[k - 1] is not objs[k - 1])):
+            if n < k or (k and (messages[0] is not objs[0] or messages[k - 1] is not objs[k - 1])):
                 trail = self._restart(messages)
-        # The call's messages into the trail, by reference (the trail holds a prefix of them).
-        objs = trail.objs
-        n = len(messages)
-        if len(objs) < n:
-            objs += messages[len(objs):]
+                objs = trail.objs
+                k = len(objs)
+        else:
+            trail = self._restart(messages)
+            objs = trail.objs
+            k = len(objs)
+        if k < n:  # the call's messages into the trail, by reference
+            objs += messages[k:]
         out = PromptHash(trail, n, self._suffix)
         trail.pending.append(out)
         return out
