@@ -129,6 +129,9 @@ class Journal:
 
     def freeze(self) -> tuple[JournalTurn, ...]:
         turns = self.turns
+        for h in reversed(self.hashes):  # a trail's last call first: its calls hashed in one pass
+            if not isinstance(h, str):
+                h.value()
         asking: dict[str, list[int]] = {}  # call id -> the turns holding it, ascending
         for index, turn in enumerate(turns):
             for call in turn.tool_calls:
@@ -245,12 +248,13 @@ class _Trail:
     the canonical bytes of the first ``len(canon)`` of them and the running SHA-256 state after
     ``{"messages":[`` and those (``None`` until the state it resumes from, ``base``, is known);
     ``marks``, the hashed points another prompt can resume from (message counts ``counts``,
-    ascending: the trail's start and its hashed model calls, at most ``limit``), and the calls
-    whose hashes are not computed yet (``pending``, ascending; another prompt can resume from
-    any of them too). A call becomes a mark when it is hashed, so recording one
+    ascending: the trail's start and the last call of each hashing pass, at most the cache's
+    ``marks``), and the calls recorded (``pending``, ascending; those from ``next`` on are not
+    hashed yet, and another prompt can resume from any of them too). Recording a call
     (:meth:`PromptHasher.defer`) only appends it to ``pending``."""
 
-    __slots__ = ("base", "cache", "canon", "counts", "marks", "objs", "pending", "root", "state")
+    __slots__ = ("base", "cache", "canon", "counts", "marks", "next", "objs", "pending", "root",
+                 "state")
 
     def __init__(self, cache: PromptHashCache, objs: list[object], canon: list[bytes],
                  count: int, state: hashlib._Hash | None, base: PromptHash | None) -> None:
@@ -267,6 +271,7 @@ class _Trail:
         if base is not None:
             base.keep = _BASE
         self.pending: list[PromptHash] = []
+        self.next = 0
 
     def thin(self) -> None:
         """Thin the older marks, keep the newest (a dropped mark keeps its state only when a
@@ -359,8 +364,8 @@ class PromptHashCache:
             shared = self._shared(messages, trail)
             # the last point inside the shared prefix: a call not hashed yet, else a mark
             pending = trail.pending
-            i = bisect_right(pending, shared, key=_count) - 1
-            if i >= 0:
+            i = bisect_right(pending, shared, lo=trail.next, key=_count) - 1
+            if i >= trail.next:
                 point = pending[i]
             else:
                 i = bisect_right(trail.counts, shared) - 1
@@ -392,37 +397,45 @@ class PromptHashCache:
                 trail.root.state = base.state
             trail.state = base.state.copy()
             trail.base = None
-        pending = trail.pending
-        if not pending or pending[0].count > upto:
+        pending, first = trail.pending, trail.next
+        if first == len(pending) or pending[first].count > upto:
             return
-        done = bisect_right(pending, upto, key=_count)
-        # The calls hashed now become marks where the trail grew (thinned to the bound).
-        limit = self.marks
-        for call in pending[:done]:
-            counts = trail.counts
-            if call.count != counts[-1]:
-                if call.keep == _NO:
-                    call.keep = _MARK
-                counts.append(call.count)
-                trail.marks.append(call)
-                if len(counts) > limit:
-                    trail.thin()
         objs, canon, state = trail.objs, trail.canon, trail.state
         assert state is not None
         update = state.update
-        for call in pending[:done]:
+        done = first
+        for done in range(first, len(pending)):
+            call = pending[done]
             at = call.count
+            if at > upto:
+                break
             for i in range(len(canon), at):
                 data = self.canonical(objs[i])
                 update(b"," + data if i else data)
                 canon.append(data)
-            if call.keep != _NO and call.state is None:
+            if call.keep != _NO and call.state is None:  # a point another trail resumes from
                 call.state = state.copy()
             out = state.copy()
             assert call.suffix is not None  # a call's (only a trail's root has none)
             out.update(call.suffix.data())
             call.digest = out.hexdigest()
-        del pending[:done]
+        else:
+            done += 1
+        # The last call hashed: a point another prompt may resume from (the state is there).
+        last = pending[done - 1]
+        if last.count != trail.counts[-1]:
+            if last.keep == _NO:
+                last.keep = _MARK
+            if last.state is None:
+                last.state = state.copy()
+            trail.counts.append(last.count)
+            trail.marks.append(last)
+            if len(trail.counts) > self.marks:
+                trail.thin()
+        trail.next = done
+        if done * 2 > len(pending):  # the hashed calls out, in amortized constant time
+            del pending[:done]
+            trail.next = 0
 
 
 class _Suffix:
