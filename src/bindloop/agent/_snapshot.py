@@ -236,80 +236,74 @@ def canonical_value(value: object, *, builtins: bool = True) -> bytes:
     return data if same else canonical_json(reference).encode()
 
 
-_NO, _MARK, _BASE = 0, 1, 2  # PromptHash.keep: no state kept; a mark's; a resumed trail's base
-
-
-def _count(point: PromptHash) -> int:
-    return point.count
-
-
 class _Trail:
     """One transcript as hashed: its messages (``objs``, every message a call has sent so far),
     the canonical bytes of the first ``len(canon)`` of them and the running SHA-256 state after
-    ``{"messages":[`` and those (``None`` until the state it resumes from, ``base``, is known);
-    ``marks``, the hashed points another prompt can resume from (message counts ``counts``,
-    ascending: the trail's start and the last call of each hashing pass, at most the cache's
-    ``marks``), and the calls recorded (``pending``, ascending; those from ``next`` on are not
-    hashed yet, and another prompt can resume from any of them too). Recording a call
-    (:meth:`PromptHasher.defer`) only appends it to ``pending``."""
+    ``{"messages":[`` and those (``None`` until the state it resumes from, ``base``, is known).
 
-    __slots__ = ("base", "cache", "canon", "counts", "marks", "next", "objs", "pending", "root",
-                 "state")
+    The model calls recorded on it, in order: call ``i`` sent the first ``calls[i]`` messages
+    with the payload suffix ``suffixes[i]``; the first ``len(digests)`` calls are hashed. The
+    points another prompt can resume from: any call not hashed yet, and the ``marks`` (call
+    indexes, ``-1`` the trail's start at ``start`` messages; their message counts
+    ``mark_counts``, ascending; the last call of each hashing pass, at most the cache's
+    ``marks``). ``states`` keeps the hash states at the marks and at the calls other trails
+    resume from (``bases``). No :class:`PromptHash` is referenced from here, so none is ever part
+    of a reference cycle."""
+
+    __slots__ = ("base", "bases", "cache", "calls", "canon", "digests", "mark_counts", "marks",
+                 "objs", "start", "state", "states", "suffixes")
 
     def __init__(self, cache: PromptHashCache, objs: list[object], canon: list[bytes],
-                 count: int, state: hashlib._Hash | None, base: PromptHash | None) -> None:
+                 count: int, state: hashlib._Hash | None,
+                 base: tuple[_Trail, int] | None) -> None:
         self.cache = cache
-        root = PromptHash(self, count, None)
-        root.keep, root.state = _MARK, state
-        self.root = root
         self.objs = objs
         self.canon = canon
-        self.counts = [count]
-        self.marks = [root]
+        self.start = count
+        self.calls: list[int] = []
+        self.suffixes: list[_Suffix] = []
+        self.digests: list[str] = []
+        self.marks = [-1]
+        self.mark_counts = [count]
+        self.states: dict[int, hashlib._Hash] = {} if state is None else {-1: state}
+        self.bases: set[int] = set()
         self.state = state.copy() if state is not None else None
         self.base = base
         if base is not None:
-            base.keep = _BASE
-        self.pending: list[PromptHash] = []
-        self.next = 0
+            base[0].bases.add(base[1])
 
     def thin(self) -> None:
         """Thin the older marks, keep the newest (a dropped mark keeps its state only when a
         trail resumes from it)."""
-        kept = self.marks[-2::-2][::-1] + self.marks[-1:]
-        for dropped in self.marks[-3::-2]:
-            if dropped.keep == _MARK:
-                dropped.keep = _NO
-                dropped.state = None
-        self.marks = kept
-        self.counts = [m.count for m in kept]
+        marks, states, bases = self.marks, self.states, self.bases
+        for dropped in marks[-3::-2]:
+            if dropped not in bases:
+                states.pop(dropped, None)
+        kept = self.marks = marks[-2::-2][::-1] + marks[-1:]
+        calls = self.calls
+        self.mark_counts = [calls[m] if m >= 0 else self.start for m in kept]
 
 
+class PromptHash(msgspec.Struct, gc=False):
+    """One model call's :func:`prompt_hash`, computed when first read (:meth:`value`): call
+    ``index`` of its trail (the transcript's first messages as sent, kept by the trail, which
+    only ever appends, and the call's tools, schema and tool choice). Reading it hashes the
+    trail up to that call, computing every earlier call's hash of that trail on the way, so a
+    run that never reads its hashes (a snapshot not dumped) never computes them; the value is
+    the one an eager hash would have given.
 
-class PromptHash(msgspec.Struct):
-    """One model call's :func:`prompt_hash`, computed when first read (:meth:`value`): the
-    transcript's first ``count`` messages (kept by the trail, which only ever appends) and the
-    call's tools, schema and tool choice (``suffix``, their canonical bytes). Reading it hashes
-    the trail up to ``count``, computing every earlier call's hash of that trail on the way, so
-    a run that never reads its hashes (a snapshot not dumped) never computes them; the value is
-    the one an eager hash would have given. A call another prompt resumes from (``keep``) keeps
-    the hash state at its count once computed.
-
-    (A Struct for its constructor in C: one is made per model call of a recorded run. Never
-    encoded.)"""
+    One is made per model call of a recorded run: a Struct for its constructor in C, and not
+    tracked by the garbage collector (nothing it references refers back to it). Never
+    encoded."""
 
     trail: _Trail
-    count: int
-    suffix: _Suffix | None
-    keep: int = _NO
-    state: hashlib._Hash | None = None
-    digest: str | None = None
+    index: int
 
     def value(self) -> str:
-        if self.digest is None:
-            self.trail.cache.settle(self.trail, self.count)
-        assert self.digest is not None  # settle computes every pending hash up to its count
-        return self.digest
+        trail, index = self.trail, self.index
+        if index >= len(trail.digests):
+            trail.cache.settle(trail, index)
+        return trail.digests[index]
 
 
 class PromptHashCache:
@@ -358,84 +352,74 @@ class PromptHashCache:
 
     def start(self, messages: Sequence[object]) -> _Trail:
         """A new trail for ``messages``, resumed from the best mark (not yet extended)."""
-        best, source, mark = 0, None, None
-        point: PromptHash | None
+        best, source, point = 0, None, -1
         for trail in self._trails:
             shared = self._shared(messages, trail)
             # the last point inside the shared prefix: a call not hashed yet, else a mark
-            pending = trail.pending
-            i = bisect_right(pending, shared, lo=trail.next, key=_count) - 1
-            if i >= trail.next:
-                point = pending[i]
+            calls, hashed = trail.calls, len(trail.digests)
+            i = bisect_right(calls, shared, lo=hashed) - 1
+            if i >= hashed:
+                at = calls[i]
             else:
-                i = bisect_right(trail.counts, shared) - 1
-                point = trail.marks[i] if i >= 0 else None
-            if point is not None and point.count > best:
-                best, source, mark = point.count, trail, point
+                j = bisect_right(trail.mark_counts, shared) - 1
+                if j < 0:
+                    continue
+                at, i = trail.mark_counts[j], trail.marks[j]
+            if at > best:
+                best, source, point = at, trail, i
                 if shared == len(messages) or shared == len(trail.objs):
                     break
-        if source is None or mark is None:
+        if source is None:
             trail = _Trail(self, [], [], 0, hashlib.sha256(_HEAD), None)
         else:
-            trail = _Trail(self, list(messages[:best]), source.canon[:best], best, mark.state,
-                           mark if mark.state is None else None)
+            state = source.states.get(point)
+            trail = _Trail(self, list(messages[:best]), source.canon[:best], best, state,
+                           (source, point) if state is None else None)
         trails = self._trails
         trails.insert(0, trail)
         del trails[self._max_trails:]
         return trail
 
     def settle(self, trail: _Trail, upto: int) -> None:
-        """Hash the trail's messages up to ``upto`` (a call's count), computing the pending
-        calls' hashes and the kept states on the way."""
+        """Hash the trail's calls up to call ``upto`` (``-1``: only its start), keeping the
+        states of the marks and of the points other trails resume from on the way."""
         base = trail.base
         if base is not None:  # resumed from another trail's point: that one's state first
-            self.settle(base.trail, base.count)
-            source = base.trail.canon
-            trail.canon.extend(source[len(trail.canon):base.count])
-            assert base.state is not None  # a based point keeps its state
-            if trail.root.keep != _NO:
-                trail.root.state = base.state
-            trail.state = base.state.copy()
+            source, point = base
+            self.settle(source, point)
+            at = source.calls[point] if point >= 0 else source.start
+            trail.canon.extend(source.canon[len(trail.canon):at])
+            resumed = source.states[point]  # a based point keeps its state
+            if -1 in trail.bases or trail.marks[0] == -1:
+                trail.states[-1] = resumed
+            trail.state = resumed.copy()
             trail.base = None
-        pending, first = trail.pending, trail.next
-        if first == len(pending) or pending[first].count > upto:
+        digests = trail.digests
+        first = len(digests)
+        if upto < first:
             return
+        calls, suffixes, bases, states = trail.calls, trail.suffixes, trail.bases, trail.states
         objs, canon, state = trail.objs, trail.canon, trail.state
         assert state is not None
         update = state.update
-        done = first
-        for done in range(first, len(pending)):
-            call = pending[done]
-            at = call.count
-            if at > upto:
-                break
-            for i in range(len(canon), at):
+        for k in range(first, upto + 1):
+            for i in range(len(canon), calls[k]):
                 data = self.canonical(objs[i])
                 update(b"," + data if i else data)
                 canon.append(data)
-            if call.keep != _NO and call.state is None:  # a point another trail resumes from
-                call.state = state.copy()
+            if k in bases:  # a point another trail resumes from
+                states[k] = state.copy()
             out = state.copy()
-            assert call.suffix is not None  # a call's (only a trail's root has none)
-            out.update(call.suffix.data())
-            call.digest = out.hexdigest()
-        else:
-            done += 1
+            out.update(suffixes[k].data())
+            digests.append(out.hexdigest())
         # The last call hashed: a point another prompt may resume from (the state is there).
-        last = pending[done - 1]
-        if last.count != trail.counts[-1]:
-            if last.keep == _NO:
-                last.keep = _MARK
-            if last.state is None:
-                last.state = state.copy()
-            trail.counts.append(last.count)
-            trail.marks.append(last)
-            if len(trail.counts) > self.marks:
+        if calls[upto] != trail.mark_counts[-1]:
+            if upto not in states:
+                states[upto] = state.copy()
+            trail.marks.append(upto)
+            trail.mark_counts.append(calls[upto])
+            if len(trail.marks) > self.marks:
                 trail.thin()
-        trail.next = done
-        if done * 2 > len(pending):  # the hashed calls out, in amortized constant time
-            del pending[:done]
-            trail.next = 0
 
 
 class _Suffix:
@@ -522,9 +506,10 @@ class PromptHasher:
             k = len(objs)
         if k < n:  # the call's messages into the trail, by reference
             objs += messages[k:]
-        out = PromptHash(trail, n, self._suffix)
-        trail.pending.append(out)
-        return out
+        calls = trail.calls
+        calls.append(n)
+        trail.suffixes.append(self._suffix)
+        return PromptHash(trail, len(calls) - 1)
 
     def _restart(self, messages: Sequence[Message]) -> _Trail:
         trail = self._trail = self._cache.start(messages)
