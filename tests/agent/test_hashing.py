@@ -279,6 +279,40 @@ def test_a_new_prompt_encodes_only_its_new_messages() -> None:
     assert added == [second[0], second[-1]]
 
 
+def test_deferred_hashes_leave_no_trail_behind() -> None:
+    """A PromptHash is not tracked by the garbage collector, so nothing it references may refer
+    back to it: once a run's hashers, cache and hashes (read or not, resumed from or not) are
+    dropped, every trail they made is freed."""
+    import gc
+
+    def trails() -> int:
+        return sum(type(o).__name__ == "_Trail" for o in gc.get_objects())
+
+    gc.collect()
+    before = trails()
+    cache = PromptHashCache(marks=2)
+    messages: list[Message] = [SystemMessage(content="sys")]
+    hasher = PromptHasher(TOOLS, None, None, cache)
+    kept: list[PromptHash] = []
+    for i in range(6):
+        messages.append(UserMessage(content=f"q{i}"))
+        kept.append(hasher.defer(messages))
+    kept[2].value()  # a hashing pass: a mark with its state
+    # another prompt resumes from a call not hashed yet, a third from that one's start
+    second = PromptHasher(TOOLS, None, None, cache)
+    kept.append(second.defer([*messages, UserMessage(content="next")]))
+    kept.append(PromptHasher(TOOLS, None, None, cache).defer(messages[:3]))
+    assert not gc.is_tracked(kept[0])
+    assert [h.value() for h in reversed(kept)][::-1] == [
+        prompt_hash(messages[:i + 2], TOOLS, None, None) for i in range(6)] + [
+        prompt_hash([*messages, UserMessage(content="next")], TOOLS, None, None),
+        prompt_hash(messages[:3], TOOLS, None, None)]
+    assert trails() > before
+    del cache, hasher, second, kept
+    gc.collect()
+    assert trails() == before
+
+
 def test_the_benchmark_runs_and_its_report_section_renders() -> None:
     """bench/hashing.py (its figures feed docs/performance.md through bench/report.py)."""
     import importlib.util
