@@ -243,6 +243,22 @@ def test_incremental_hash_equals_full_recompute(first: list[Message], steps: lis
     read_some(True)
 
 
+def test_a_trail_resumes_no_further_than_its_first_unread_call() -> None:
+    """A list truncated and grown back to equal messages: the new trail, read only after it
+    grew, resumes from the earlier transcript no further than its own first call's messages."""
+    cache = PromptHashCache()
+    messages: list[Message] = [SystemMessage(content="sys"), UserMessage(content="a"),
+                               UserMessage(content="b")]
+    hasher = PromptHasher(TOOLS, None, None, cache)
+    assert hasher(messages) == prompt_hash(messages, TOOLS, None, None)
+    del messages[1:]
+    short = hasher.defer(messages)
+    messages.extend([UserMessage(content="a"), UserMessage(content="b")])
+    full = hasher.defer(messages)
+    assert short.value() == prompt_hash(messages[:1], TOOLS, None, None)
+    assert full.value() == prompt_hash(messages, TOOLS, None, None)
+
+
 def test_hash_values_are_unchanged() -> None:
     """The values snapshots and traces recorded before the incremental hashing (computed by the
     pure-Python prompt_hash of that time) are still produced: old journals replay."""

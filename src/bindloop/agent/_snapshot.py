@@ -250,27 +250,25 @@ class _Trail:
     resume from (``bases``). No :class:`PromptHash` is referenced from here, so none is ever part
     of a reference cycle."""
 
-    __slots__ = ("base", "bases", "cache", "calls", "canon", "digests", "mark_counts", "marks",
-                 "objs", "start", "state", "states", "suffixes")
+    __slots__ = ("base", "bases", "cache", "calls", "candidates", "canon", "digests",
+                 "mark_counts", "marks", "objs", "start", "state", "states", "suffixes")
 
-    def __init__(self, cache: PromptHashCache, objs: list[object], canon: list[bytes],
-                 count: int, state: hashlib._Hash | None,
-                 base: tuple[_Trail, int] | None) -> None:
+    def __init__(self, cache: PromptHashCache, candidates: tuple[_Trail, ...]) -> None:
         self.cache = cache
-        self.objs = objs
-        self.canon = canon
-        self.start = count
+        self.candidates = candidates  # the transcripts it may resume from, until hashed
+        self.objs: list[object] = []
+        self.canon: list[bytes] = []
+        self.start = 0
         self.calls: list[int] = []
         self.suffixes: list[_Suffix] = []
         self.digests: list[str] = []
         self.marks = [-1]
-        self.mark_counts = [count]
-        self.states: dict[int, hashlib._Hash] = {} if state is None else {-1: state}
+        self.mark_counts = [0]
+        head = hashlib.sha256(_HEAD)
+        self.states: dict[int, hashlib._Hash] = {-1: head}
         self.bases: set[int] = set()
-        self.state = state.copy() if state is not None else None
-        self.base = base
-        if base is not None:
-            base[0].bases.add(base[1])
+        self.state: hashlib._Hash | None = head.copy()
+        self.base: tuple[_Trail, int] | None = None
 
     def thin(self) -> None:
         """Thin the older marks, keep the newest (a dropped mark keeps its state only when a
@@ -341,48 +339,73 @@ class PromptHashCache:
         canon[id(message)] = (message, data)
         return data
 
-    def _shared(self, messages: Sequence[object], trail: _Trail) -> int:
-        """How many leading messages have the trail's canonical bytes (identity first)."""
+    def _shared(self, messages: Sequence[object], trail: _Trail, upto: int) -> int:
+        """How many of the first ``upto`` messages have the trail's canonical bytes (identity
+        first)."""
         objs, canon = trail.objs, trail.canon
+        upto = min(upto, len(messages), len(objs))
         for i in compress(count(), map(is_not, messages, objs)):
+            if i >= upto:
+                break
             theirs = canon[i] if i < len(canon) else self.canonical(objs[i])
             if self.canonical(messages[i]) != theirs:
                 return i
-        return min(len(messages), len(objs))
+        return upto
 
-    def start(self, messages: Sequence[object]) -> _Trail:
-        """A new trail for ``messages``, resumed from the best mark (not yet extended)."""
-        best, source, point = 0, None, -1
-        for trail in self._trails:
-            shared = self._shared(messages, trail)
-            # the last point inside the shared prefix: a call not hashed yet, else a mark
-            calls, hashed = trail.calls, len(trail.digests)
-            i = bisect_right(calls, shared, lo=hashed) - 1
-            if i >= hashed:
-                at = calls[i]
-            else:
-                j = bisect_right(trail.mark_counts, shared) - 1
-                if j < 0:
-                    continue
-                at, i = trail.mark_counts[j], trail.marks[j]
-            if at > best:
-                best, source, point = at, trail, i
-                if shared == len(messages) or shared == len(trail.objs):
-                    break
-        if source is None:
-            trail = _Trail(self, [], [], 0, hashlib.sha256(_HEAD), None)
-        else:
-            state = source.states.get(point)
-            trail = _Trail(self, list(messages[:best]), source.canon[:best], best, state,
-                           (source, point) if state is None else None)
+    def start(self) -> _Trail:
+        """A new trail, empty (the caller appends its messages). Where it resumes from is found
+        when it is first hashed (:meth:`_resume`): a prompt whose hashes are never read
+        compares nothing with the transcripts before it."""
         trails = self._trails
+        trail = _Trail(self, tuple(trails))
         trails.insert(0, trail)
         del trails[self._max_trails:]
         return trail
 
+    def _resume(self, trail: _Trail) -> None:
+        """Resume a trail about to be hashed for the first time from the best point of the
+        transcripts cached when it started: the last call or mark inside the longest prefix its
+        messages share with one of them."""
+        candidates, trail.candidates = trail.candidates, ()
+        objs = trail.objs
+        upto = trail.calls[0] if trail.calls else len(objs)  # its first call's messages
+        best, source, point = 0, None, -1
+        for other in candidates:
+            shared = self._shared(objs, other, upto)
+            # the last point inside the shared prefix: a call not hashed yet, else a mark
+            calls, hashed = other.calls, len(other.digests)
+            i = bisect_right(calls, shared, lo=hashed) - 1
+            if i >= hashed:
+                at = calls[i]
+            else:
+                j = bisect_right(other.mark_counts, shared) - 1
+                if j < 0:
+                    continue
+                at, i = other.mark_counts[j], other.marks[j]
+            if at > best:
+                best, source, point = at, other, i
+                if shared == upto or shared == len(other.objs):
+                    break
+        if source is None:
+            return  # from the start, as made
+        state = source.states.get(point)
+        trail.start = best
+        trail.mark_counts = [best]
+        trail.canon = source.canon[:best]
+        if state is not None:
+            trail.states = {-1: state}
+            trail.state = state.copy()
+        else:  # that point is not hashed yet either: hashed first, when this one is
+            trail.states = {}
+            trail.state = None
+            trail.base = (source, point)
+            source.bases.add(point)
+
     def settle(self, trail: _Trail, upto: int) -> None:
         """Hash the trail's calls up to call ``upto`` (``-1``: only its start), keeping the
         states of the marks and of the points other trails resume from on the way."""
+        if trail.candidates:
+            self._resume(trail)
         base = trail.base
         if base is not None:  # resumed from another trail's point: that one's state first
             source, point = base
@@ -512,7 +535,7 @@ class PromptHasher:
         return PromptHash(trail, len(calls) - 1)
 
     def _restart(self, messages: Sequence[Message]) -> _Trail:
-        trail = self._trail = self._cache.start(messages)
+        trail = self._trail = self._cache.start()
         self._list = messages
         return trail
 
