@@ -296,9 +296,8 @@ def test_a_new_prompt_encodes_only_its_new_messages() -> None:
 
 
 def test_deferred_hashes_leave_no_trail_behind() -> None:
-    """A PromptHash is not tracked by the garbage collector, so nothing it references may refer
-    back to it: once a run's hashers, cache and hashes (read or not, resumed from or not) are
-    dropped, every trail they made is freed."""
+    """Once a run's hashers, cache and hashes (read or not, resumed from or not) are dropped,
+    every trail they made is freed at the next collection."""
     import gc
 
     def trails() -> int:
@@ -318,7 +317,6 @@ def test_deferred_hashes_leave_no_trail_behind() -> None:
     second = PromptHasher(TOOLS, None, None, cache)
     kept.append(second.defer([*messages, UserMessage(content="next")]))
     kept.append(PromptHasher(TOOLS, None, None, cache).defer(messages[:3]))
-    assert not gc.is_tracked(kept[0])
     assert [h.value() for h in reversed(kept)][::-1] == [
         prompt_hash(messages[:i + 2], TOOLS, None, None) for i in range(6)] + [
         prompt_hash([*messages, UserMessage(content="next")], TOOLS, None, None),

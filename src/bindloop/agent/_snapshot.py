@@ -247,8 +247,7 @@ class _Trail:
     indexes, ``-1`` the trail's start at ``start`` messages; their message counts
     ``mark_counts``, ascending; the last call of each hashing pass, at most the cache's
     ``marks``). ``states`` keeps the hash states at the marks and at the calls other trails
-    resume from (``bases``). No :class:`PromptHash` is referenced from here, so none is ever part
-    of a reference cycle."""
+    resume from (``bases``). No :class:`PromptHash` is referenced from here."""
 
     __slots__ = ("base", "bases", "cache", "calls", "candidates", "canon", "digests",
                  "mark_counts", "marks", "objs", "start", "state", "states", "suffixes")
@@ -282,7 +281,7 @@ class _Trail:
         self.mark_counts = [calls[m] if m >= 0 else self.start for m in kept]
 
 
-class PromptHash(msgspec.Struct, gc=False):
+class PromptHash(msgspec.Struct):
     """One model call's :func:`prompt_hash`, computed when first read (:meth:`value`): call
     ``index`` of its trail (the transcript's first messages as sent, kept by the trail, which
     only ever appends, and the call's tools, schema and tool choice). Reading it hashes the
@@ -290,9 +289,9 @@ class PromptHash(msgspec.Struct, gc=False):
     run that never reads its hashes (a snapshot not dumped) never computes them; the value is
     the one an eager hash would have given.
 
-    One is made per model call of a recorded run: a Struct for its constructor in C, and not
-    tracked by the garbage collector (nothing it references refers back to it). Never
-    encoded."""
+    One is made per model call of a recorded run: a Struct for its constructor in C, two fields,
+    in no reference cycle (the trail refers to none), so it is freed as soon as its journal
+    drops it. Never encoded."""
 
     trail: _Trail
     index: int
@@ -314,9 +313,9 @@ class PromptHashCache:
     transcript). A new prompt's transcript resumes from the longest prefix it shares with one
     of them -- same objects, or messages with the same canonical bytes (a system message rebuilt
     per generation) -- so only the messages after it are encoded and hashed. Finding that prefix
-    compares the lists by identity in C (tens of ns per message). Encoding and hashing are
-    deferred to the first read of a call's :class:`PromptHash`: a trail resumed from a call not
-    hashed yet hashes that one first when read."""
+    compares the lists by identity in C (tens of ns per message). That search, the encoding and
+    the hashing are deferred to the first read of a call's :class:`PromptHash`: a trail
+    resumed from a call not hashed yet hashes that one first when read."""
 
     __slots__ = ("_canon", "_limit", "_trails", "_max_trails", "marks")
 
@@ -359,6 +358,9 @@ class PromptHashCache:
         trails = self._trails
         trail = _Trail(self, tuple(trails))
         trails.insert(0, trail)
+        for dropped in trails[self._max_trails:]:
+            if dropped.candidates:  # resumed now: no chain of older trails kept through it
+                self._resume(dropped)
         del trails[self._max_trails:]
         return trail
 
@@ -472,7 +474,7 @@ class PromptHasher:
     after ``{"messages":[m1,...,mk`` is reused and only the fixed suffix is appended per call. The
     value equals :func:`prompt_hash` exactly. Messages are frozen Structs; the transcript is one
     list the loop only appends to, and a list that is not the same one, shrank, or no longer holds
-    the hashed first and last messages at their places is matched again against the
+    the recorded first and last messages at their places is matched again against the
     :class:`PromptHashCache` (a compaction's wholesale replacement, a truncation, a resumed list, a
     new prompt of the run): it resumes from the longest prefix it shares with a transcript hashed
     before. A message edited in place in the middle, keeping the length and the first and last,
