@@ -25,6 +25,7 @@ docs/performance.md.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import sys
@@ -173,6 +174,9 @@ def _interleaved(run: Callable[[Any], Any], budget_s: float,
     while len(out[True]) < 5 or (time.perf_counter() - started < budget_s
                                  and len(out[True]) < 200):
         for mode in modes:
+            # The previous run's garbage collected untimed: otherwise the collector's periodic
+            # passes over it land on whichever mode their period happens to align with.
+            gc.collect(1)
             out[mode].append(run(mode))
     return out
 
