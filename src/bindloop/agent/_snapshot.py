@@ -103,23 +103,30 @@ class Journal:
     """A frame's live journal: turns in call order; tool outcomes land on the turn that asked
     (the latest turn holding the call's id when the outcome was recorded).
 
-    Recording only appends (the hashes and the turns; each outcome with its call id and the
-    number of turns then): :meth:`freeze` finds the turn each outcome lands on and builds the
-    turns' ``tools``."""
+    Recording only appends (the turns; their hashes, a deferred one as its trail and call
+    index, so a journaled turn keeps no object of its own alive beside the turn; each outcome
+    with its call id and the number of turns then): :meth:`freeze` computes the deferred hashes,
+    finds the turn each outcome lands on and builds the turns' ``tools``."""
 
-    __slots__ = ("_at", "_ids", "_outcomes", "hashes", "turns")
+    __slots__ = ("_at", "_calls", "_hashes", "_ids", "_outcomes", "turns")
 
     def __init__(self) -> None:
-        self.hashes: list[str | PromptHash] = []
         self.turns: list[ModelTurnResult] = []
+        self._hashes: list[str | _Trail] = []  # each turn's hash, or the trail computing it
+        self._calls: list[int] = []  # and the call's index in that trail
         self._ids: list[str] = []  # each recorded outcome's call id,
         self._outcomes: list[ToolOutcome] = []  # the outcome,
         self._at: list[int] = []  # and how many turns were journaled then
 
     def record_turn(self, prompt_hash: str | PromptHash, turn: ModelTurnResult) -> None:
         """Journal a turn; a :class:`PromptHash` is read when the journal is frozen."""
-        self.hashes.append(prompt_hash)
         self.turns.append(turn)
+        if type(prompt_hash) is PromptHash:
+            self._hashes.append(prompt_hash.trail)
+            self._calls.append(prompt_hash.index)
+        else:
+            self._hashes.append(prompt_hash)  # type: ignore[arg-type]  # narrowed: a str
+            self._calls.append(-1)
 
     def record_tool(self, call_id: str, outcome: ToolOutcome) -> None:
         """Journal a call's outcome (on no turn if none asked for ``call_id``)."""
@@ -128,10 +135,11 @@ class Journal:
         self._at.append(len(self.turns))
 
     def freeze(self) -> tuple[JournalTurn, ...]:
-        turns = self.turns
-        for h in reversed(self.hashes):  # a trail's last call first: its calls hashed in one pass
-            if not isinstance(h, str):
-                h.value()
+        turns, hashes, calls = self.turns, self._hashes, self._calls
+        for trail, index in zip(reversed(hashes), reversed(calls)):
+            # a trail's last call first: its calls are hashed in one pass
+            if not isinstance(trail, str) and index >= len(trail.digests):
+                trail.cache.settle(trail, index)
         asking: dict[str, list[int]] = {}  # call id -> the turns holding it, ascending
         for index, turn in enumerate(turns):
             for call in turn.tool_calls:
@@ -145,9 +153,9 @@ class Journal:
                 i = bisect_right(holding, at - 1) - 1  # the latest turn before ``at`` holding it
                 if i >= 0:
                     tools[holding[i]][call_id] = outcome
-        return tuple(JournalTurn(prompt_hash=h if isinstance(h, str) else h.value(), turn=t,
+        return tuple(JournalTurn(prompt_hash=h if isinstance(h, str) else h.digests[i], turn=t,
                                  tools=d)
-                     for h, t, d in zip(self.hashes, turns, tools))
+                     for h, i, t, d in zip(hashes, calls, turns, tools))
 
 
 def prompt_hash(messages: Sequence[Message], tools: Sequence[ToolDefinition],
@@ -290,8 +298,8 @@ class PromptHash(msgspec.Struct):
     the one an eager hash would have given.
 
     One is made per model call of a recorded run: a Struct for its constructor in C, two fields,
-    in no reference cycle (the trail refers to none), so it is freed as soon as its journal
-    drops it. Never encoded."""
+    in no reference cycle (the trail refers to none), so it is freed as soon as its reader drops
+    it (a :class:`Journal` keeps the trail and the index instead). Never encoded."""
 
     trail: _Trail
     index: int
