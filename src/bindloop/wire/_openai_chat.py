@@ -36,6 +36,7 @@ from ._chat_request import message_to_openai_request
 from ._cache import (
     DEFAULT_REQUEST_CACHE,
     WireCache,
+    around,
     array,
     check_cache_size,
     encoded,
@@ -166,7 +167,7 @@ class OpenAIChatAdapter:
     request then converts only what it has not sent before, with the same bytes.
     """
 
-    __slots__ = ("_cache", "_max_tokens_field", "_names", "_sanitize")
+    __slots__ = ("_cache", "_headers", "_last_frame", "_max_tokens_field", "_names", "_sanitize")
 
     def __init__(self, *, max_tokens_field: Literal["max_completion_tokens", "max_tokens"] =
                  "max_completion_tokens", sanitize_schemas: bool = True,
@@ -175,6 +176,9 @@ class OpenAIChatAdapter:
         self._sanitize = sanitize_schemas
         self._names = ToolNames(OPENAI_NAMES)
         self._cache = WireCache(request_cache) if check_cache_size(request_cache) else None
+        self._headers = (JSON_HEADERS, JSON_HEADERS + SSE_ACCEPT)  # by options.stream
+        # The last options' encoded body frame: (options, whether tools are sent, frame).
+        self._last_frame: tuple[WireOptions, bool, tuple[bytes, bytes]] | None = None
 
     @property
     def wire(self) -> WireName:
@@ -188,7 +192,6 @@ class OpenAIChatAdapter:
     def build_request(self, messages: Sequence[Message], tools: Sequence[ToolDefinition],
                       options: WireOptions) -> HttpRequest:
         cache = self._cache
-        wire_messages: Any = None
         if cache is not None:
             try:
                 prep = prepare(cache, self._names, messages, tools, options, "openai")
@@ -198,20 +201,62 @@ class OpenAIChatAdapter:
                     found[i] = piece = encoded(_message(prep.message(m)))
                     prep.keep(m, piece, len(piece))
                 prep.sent()
-                wire_messages = array(found)
-                wire_tools: Any = tool_array(cache, tools, prep.tools, self._tool)
-                tools, options = prep.tools, prep.options
+                wire_tools = tool_array(cache, tools, prep.tools, self._tool)
+                return self._kept_request(found, wire_tools, prep.tools, prep.options)
             except Exception:
                 # A request the wire refuses: the uncached build below raises the very error,
                 # in the same words, as it always did.
-                wire_messages = None
-        if wire_messages is None:
-            messages, tools, options = self._names.renamed(messages, tools, options)
-            wire_messages = [_message(m) for m in prepare_history(messages, "openai")]
-            wire_tools = [self._tool(t) for t in tools]
+                pass
+        messages, tools, options = self._names.renamed(messages, tools, options)
+        return self._request([_message(m) for m in prepare_history(messages, "openai")],
+                             [self._tool(t) for t in tools], tools, options)
+
+    def _kept_request(self, found: list[bytes], wire_tools: msgspec.Raw,
+                      tools: Sequence[ToolDefinition], options: WireOptions) -> HttpRequest:
+        """The request from the cached build's encoded pieces: each message's encoded form
+        (empty for none) and the tool array."""
+        if options.extra_body:  # merged over the top level: through the dict
+            return self._request(array(found), wire_tools, tools, options)
+        # The body is written in the order _request's dict has (the bytes its encoding gives):
+        # the options' keys before and after the messages, kept for the last options object,
+        # around the messages (one join copies each piece once).
+        head, tail = self._frame(options, bool(tools))
+        after = b"".join((b'],"tools":', wire_tools, tail)) if tools else b"]" + tail
+        return HttpRequest(method="POST", path="/chat/completions",
+                           headers=self._headers[bool(options.stream)],
+                           body=around(head, list(filter(None, found)), after),
+                           stream=options.stream)
+
+    def _frame(self, options: WireOptions, tools: bool) -> tuple[bytes, bytes]:
+        """The body's encoded bytes before the messages (``{"model":…,"messages":[``) and after
+        the tools (the options' other keys, with the closing brace). Kept for the last options
+        object when it holds no dict a caller could change in place (no ``response_format``;
+        ``extra_body`` never comes here)."""
+        kept = self._last_frame
+        if kept is not None and kept[0] is options and kept[1] is tools:
+            return kept[2]
+        end = self._options(options, tools)
+        frame = (b'{"model":' + encoded(options.model) + b',"messages":[',
+                 b"," + encode_body(end, options)[1:] if end else b"}")
+        if options.response_format is None:
+            self._last_frame = (options, tools, frame)
+        return frame
+
+    def _request(self, wire_messages: Any, wire_tools: Any, tools: Sequence[ToolDefinition],
+                 options: WireOptions) -> HttpRequest:
+        """The request of a body built as a dict (its values objects or ``msgspec.Raw``)."""
         body: dict[str, Any] = {"model": options.model, "messages": wire_messages}
         if tools:
             body["tools"] = wire_tools
+        body.update(self._options(options, bool(tools)))
+        return HttpRequest(method="POST", path="/chat/completions",
+                           headers=self._headers[bool(options.stream)],
+                           body=encode_body(body, options), stream=options.stream)
+
+    def _options(self, options: WireOptions, tools: bool) -> dict[str, Any]:
+        """The body's keys from ``options`` after ``tools`` (``tools``: whether the request
+        sends any tool)."""
+        body: dict[str, Any] = {}
         if options.tool_choice is not None and tools:
             # A tool_choice without tools is refused by the API (400), whatever its value.
             body["tool_choice"] = (
@@ -236,7 +281,6 @@ class OpenAIChatAdapter:
             body["stop"] = list(options.stop)
         if options.reasoning is not None and options.reasoning.effort is not None:
             body["reasoning_effort"] = options.reasoning.effort
-        headers = JSON_HEADERS
         if options.cache is not None:
             # Caching is automatic on OpenAI; these are its explicit controls.
             if options.cache.key is not None:
@@ -246,9 +290,7 @@ class OpenAIChatAdapter:
         if options.stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
-            headers = headers + SSE_ACCEPT
-        return HttpRequest(method="POST", path="/chat/completions", headers=headers,
-                           body=encode_body(body, options), stream=options.stream)
+        return body
 
     def _tool(self, tool: ToolDefinition) -> dict[str, Any]:
         fn: dict[str, Any] = {"name": tool.name}

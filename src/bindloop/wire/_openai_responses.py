@@ -53,6 +53,7 @@ from ..contracts import (
 from ._cache import (
     DEFAULT_REQUEST_CACHE,
     WireCache,
+    around,
     array,
     check_cache_size,
     encoded,
@@ -233,7 +234,7 @@ class OpenAIResponsesAdapter:
     """The Responses wire. ``store`` is sent as given (``None`` omits it);
     ``sanitize_schemas`` and ``request_cache`` as for :class:`OpenAIChatAdapter`."""
 
-    __slots__ = ("_cache", "_names", "_sanitize", "_store")
+    __slots__ = ("_cache", "_headers", "_last_frame", "_names", "_sanitize", "_store")
 
     def __init__(self, *, store: bool | None = False, sanitize_schemas: bool = True,
                  request_cache: int = DEFAULT_REQUEST_CACHE) -> None:
@@ -241,6 +242,9 @@ class OpenAIResponsesAdapter:
         self._sanitize = sanitize_schemas
         self._names = ToolNames(OPENAI_NAMES)
         self._cache = WireCache(request_cache) if check_cache_size(request_cache) else None
+        self._headers = (JSON_HEADERS, JSON_HEADERS + SSE_ACCEPT)  # by options.stream
+        # The last options' encoded body frame: (options, whether tools are sent, frame).
+        self._last_frame: tuple[WireOptions, bool, tuple[bytes, bytes]] | None = None
 
     @property
     def wire(self) -> WireName:
@@ -254,7 +258,6 @@ class OpenAIResponsesAdapter:
         if options.stop:
             raise WireRequestError("the Responses API has no stop sequences")
         cache = self._cache
-        items: Any = None
         if cache is not None:
             try:
                 prep = prepare(cache, self._names, messages, tools, options, "openai")
@@ -267,22 +270,64 @@ class OpenAIResponsesAdapter:
                     found[i] = piece = b",".join([encoded(item) for item in own])
                     prep.keep(m, piece, len(piece))
                 prep.sent()
-                items = array(found)
-                wire_tools: Any = tool_array(cache, tools, prep.tools, self._tool)
-                tools, options = prep.tools, prep.options
+                wire_tools = tool_array(cache, tools, prep.tools, self._tool)
+                return self._kept_request(found, wire_tools, prep.tools, prep.options)
             except Exception:
                 # A request the wire refuses: the uncached build below raises the very error,
                 # in the same words, as it always did.
-                items = None
-        if items is None:
-            messages, tools, options = self._names.renamed(messages, tools, options)
-            items = []
-            for m in prepare_history(messages, "openai"):
-                self._items(m, items)
-            wire_tools = [self._tool(t) for t in tools]
+                pass
+        messages, tools, options = self._names.renamed(messages, tools, options)
+        items: list[Any] = []
+        for m in prepare_history(messages, "openai"):
+            self._items(m, items)
+        return self._request(items, [self._tool(t) for t in tools], tools, options)
+
+    def _kept_request(self, found: list[bytes], wire_tools: msgspec.Raw,
+                      tools: Sequence[ToolDefinition], options: WireOptions) -> HttpRequest:
+        """The request from the cached build's encoded pieces: each message's run of items
+        (empty for none) and the tool array."""
+        if options.extra_body:  # merged over the top level: through the dict
+            return self._request(array(found), wire_tools, tools, options)
+        # The body is written in the order _request's dict has (the bytes its encoding gives):
+        # the options' keys before and after the items, kept for the last options object,
+        # around the items (one join copies each piece once).
+        head, tail = self._frame(options, bool(tools))
+        after = b"".join((b'],"tools":', wire_tools, tail)) if tools else b"]" + tail
+        return HttpRequest(method="POST", path="/responses",
+                           headers=self._headers[bool(options.stream)],
+                           body=around(head, list(filter(None, found)), after),
+                           stream=options.stream)
+
+    def _frame(self, options: WireOptions, tools: bool) -> tuple[bytes, bytes]:
+        """The body's encoded bytes before the items (``{"model":…,"input":[``) and after the
+        tools (the options' other keys, with the closing brace). Kept for the last options
+        object when it holds no dict a caller could change in place (no ``response_format``;
+        ``extra_body`` never comes here)."""
+        kept = self._last_frame
+        if kept is not None and kept[0] is options and kept[1] is tools:
+            return kept[2]
+        end = self._options(options, tools)
+        frame = (b'{"model":' + encoded(options.model) + b',"input":[',
+                 b"," + encode_body(end, options)[1:] if end else b"}")
+        if options.response_format is None:
+            self._last_frame = (options, tools, frame)
+        return frame
+
+    def _request(self, items: Any, wire_tools: Any, tools: Sequence[ToolDefinition],
+                 options: WireOptions) -> HttpRequest:
+        """The request of a body built as a dict (its values objects or ``msgspec.Raw``)."""
         body: dict[str, Any] = {"model": options.model, "input": items}
         if tools:
             body["tools"] = wire_tools
+        body.update(self._options(options, bool(tools)))
+        return HttpRequest(method="POST", path="/responses",
+                           headers=self._headers[bool(options.stream)],
+                           body=encode_body(body, options), stream=options.stream)
+
+    def _options(self, options: WireOptions, tools: bool) -> dict[str, Any]:
+        """The body's keys from ``options`` after ``tools`` (``tools``: whether the request
+        sends any tool)."""
+        body: dict[str, Any] = {}
         if options.tool_choice is not None and tools:
             # A tool_choice without tools is refused by the API (400), whatever its value.
             body["tool_choice"] = (
@@ -321,12 +366,9 @@ class OpenAIResponsesAdapter:
                 body["prompt_cache_retention"] = options.cache.retention
         if self._store is not None:
             body["store"] = self._store
-        headers = JSON_HEADERS
         if options.stream:
             body["stream"] = True
-            headers = headers + SSE_ACCEPT
-        return HttpRequest(method="POST", path="/responses", headers=headers,
-                           body=encode_body(body, options), stream=options.stream)
+        return body
 
     def _tool(self, tool: ToolDefinition) -> dict[str, Any]:
         out: dict[str, Any] = {"type": "function", "name": tool.name}
