@@ -54,11 +54,11 @@ from ._anthropic_request import (
 from ._cache import (
     DEFAULT_REQUEST_CACHE,
     WireCache,
+    around,
     array,
     check_cache_size,
     encoded,
     joined,
-    around,
     prepare,
     tool_array,
 )
@@ -272,13 +272,11 @@ class AnthropicAdapter:
         cache = self._cache
         if cache is not None:
             try:
-                kept = self._cached(cache, messages, tools, options)
+                return self._kept_request(*self._cached(cache, messages, tools, options))
             except Exception:
                 # A request the wire refuses: the uncached build below raises the very error,
                 # in the same words, as it always did.
-                kept = None
-            if kept is not None:
-                return self._kept_request(*kept)
+                pass
         built = self._uncached(messages, tools, options)
         return self._request(built["system"], built["messages"], built["tools"],
                              built["_tools"], built["_options"])

@@ -31,8 +31,8 @@ from ..transcript import ReasoningTarget, sanitize_history_for_provider
 from ._names import ToolNames, rename_message, rename_rest
 from ._types import ForcedTool, WireOptions
 
-__all__ = ("DEFAULT_REQUEST_CACHE", "Prepared", "WireCache", "check_cache_size", "array", "encoded",
-           "joined", "around", "prepare", "tool_array")
+__all__ = ("DEFAULT_REQUEST_CACHE", "Prepared", "WireCache", "around", "array", "check_cache_size",
+           "encoded", "joined", "prepare", "tool_array")
 
 DEFAULT_REQUEST_CACHE = 16_384
 """Messages and tool definitions whose wire form one adapter keeps (``request_cache=``)."""
@@ -125,11 +125,10 @@ class WireCache:
             self._evict()
 
     def _evict(self) -> None:
-        """Drop the oldest entries: down to 7/8 of the limit in one go (within the byte bound
-        too). In batches because a dict finds its oldest live entry by walking past every
-        entry deleted before it: one entry dropped per store walked thousands of them on every
-        store of a full memo (~14 µs at 16,384 entries), one walk per batch costs nothing
-        per store."""
+        """Drop the oldest entries, down to 7/8 of the limit (and within the byte bound), in
+        one pass. A dict reaches its oldest live entry by walking past every entry deleted
+        before it, so dropping one entry per store would walk thousands on every store of a
+        full memo; one walk per batch is constant per store."""
         entries = self._entries
         keep = self._limit - self._limit // 8
         count, size = len(entries), self._bytes

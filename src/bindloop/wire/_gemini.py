@@ -53,10 +53,10 @@ from ._cache import (
     DEFAULT_REQUEST_CACHE,
     Prepared,
     WireCache,
+    around,
     check_cache_size,
     encoded,
     joined,
-    around,
     prepare,
     tool_array,
 )
