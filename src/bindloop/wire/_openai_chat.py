@@ -167,7 +167,8 @@ class OpenAIChatAdapter:
     request then converts only what it has not sent before, with the same bytes.
     """
 
-    __slots__ = ("_cache", "_headers", "_last_frame", "_max_tokens_field", "_names", "_sanitize")
+    __slots__ = ("_after", "_cache", "_headers", "_last_frame", "_max_tokens_field", "_names",
+                 "_sanitize")
 
     def __init__(self, *, max_tokens_field: Literal["max_completion_tokens", "max_tokens"] =
                  "max_completion_tokens", sanitize_schemas: bool = True,
@@ -179,6 +180,7 @@ class OpenAIChatAdapter:
         self._headers = (JSON_HEADERS, JSON_HEADERS + SSE_ACCEPT)  # by options.stream
         # The last options' encoded body frame: (options, whether tools are sent, frame).
         self._last_frame: tuple[WireOptions, bool, tuple[bytes, bytes]] | None = None
+        self._after: tuple[msgspec.Raw, bytes, bytes] | None = None
 
     @property
     def wire(self) -> WireName:
@@ -221,7 +223,12 @@ class OpenAIChatAdapter:
         # the options' keys before and after the messages, kept for the last options object,
         # around the messages (one join copies each piece once).
         head, tail = self._frame(options, bool(tools))
-        after = b"".join((b'],"tools":', wire_tools, tail)) if tools else b"]" + tail
+        kept = self._after  # the bytes after the items, kept for the last tool array and frame
+        if kept is not None and kept[0] is wire_tools and kept[1] is tail:
+            after = kept[2]
+        else:
+            after = b"".join((b'],"tools":', wire_tools, tail)) if tools else b"]" + tail
+            self._after = (wire_tools, tail, after)
         return HttpRequest(method="POST", path="/chat/completions",
                            headers=self._headers[bool(options.stream)],
                            body=around(head, list(filter(None, found)), after),

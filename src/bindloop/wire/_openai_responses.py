@@ -234,7 +234,7 @@ class OpenAIResponsesAdapter:
     """The Responses wire. ``store`` is sent as given (``None`` omits it);
     ``sanitize_schemas`` and ``request_cache`` as for :class:`OpenAIChatAdapter`."""
 
-    __slots__ = ("_cache", "_headers", "_last_frame", "_names", "_sanitize", "_store")
+    __slots__ = ("_after", "_cache", "_headers", "_last_frame", "_names", "_sanitize", "_store")
 
     def __init__(self, *, store: bool | None = False, sanitize_schemas: bool = True,
                  request_cache: int = DEFAULT_REQUEST_CACHE) -> None:
@@ -245,6 +245,7 @@ class OpenAIResponsesAdapter:
         self._headers = (JSON_HEADERS, JSON_HEADERS + SSE_ACCEPT)  # by options.stream
         # The last options' encoded body frame: (options, whether tools are sent, frame).
         self._last_frame: tuple[WireOptions, bool, tuple[bytes, bytes]] | None = None
+        self._after: tuple[msgspec.Raw, bytes, bytes] | None = None
 
     @property
     def wire(self) -> WireName:
@@ -292,7 +293,12 @@ class OpenAIResponsesAdapter:
         # the options' keys before and after the items, kept for the last options object,
         # around the items (one join copies each piece once).
         head, tail = self._frame(options, bool(tools))
-        after = b"".join((b'],"tools":', wire_tools, tail)) if tools else b"]" + tail
+        kept = self._after  # the bytes after the items, kept for the last tool array and frame
+        if kept is not None and kept[0] is wire_tools and kept[1] is tail:
+            after = kept[2]
+        else:
+            after = b"".join((b'],"tools":', wire_tools, tail)) if tools else b"]" + tail
+            self._after = (wire_tools, tail, after)
         return HttpRequest(method="POST", path="/responses",
                            headers=self._headers[bool(options.stream)],
                            body=around(head, list(filter(None, found)), after),
