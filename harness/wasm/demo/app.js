@@ -9,7 +9,7 @@
 // two calls: the run fails with every provider down, the page shows one line and a retry button,
 // and the retry (the runtime already loaded) runs through.
 import { megabytes, readableError } from "./errors.js";
-import { loadBindloop, runPythonFile } from "./loader.js";
+import { fetchText, loadBindloop, runPythonFile } from "./loader.js";
 
 const DEMO_MODULES = ["examples/__init__.py", "examples/demos/__init__.py", "examples/demos/demo.py"];
 import { TurnStreamReducer } from "./turn-stream.js";
@@ -210,10 +210,7 @@ async function main() {
   // The page's own Python downloads while the runtime boots, as the wheels do: the make-demo tools
   // and prompt the agent uses (examples/demos/demo.py, served by the page's own server, not shipped
   // in the wheel) and the agent itself.
-  const agentSource = fetch("/demo/page_agent.py").then((r) => {
-    if (!r.ok) throw new Error(`GET /demo/page_agent.py: HTTP ${r.status}`);
-    return r.text();
-  });
+  const agentSource = fetchText("/demo/page_agent.py");
   agentSource.catch(() => {});  // awaited below, after the runtime's boot
   const { pyodide, timings, wheels, precompiled } = await loadBindloop({
     pyodideURL: "/pyodide/",

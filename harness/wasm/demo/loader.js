@@ -108,7 +108,12 @@ export async function installPythonFiles(pyodide, files) {
 }
 
 function fetchTexts(files) {
-  return Promise.all(files.map(({ url }) => fetchOk(url).then((r) => r.text())));
+  return Promise.all(files.map(({ url }) => fetchText(url)));
+}
+
+/** A file's text; rejects on an HTTP error status (a page starting a download early: see runPythonFile). */
+export async function fetchText(url) {
+  return (await fetchOk(url)).text();
 }
 
 // Write each file's text under site-packages at its path, then make the import system look again.
@@ -124,7 +129,7 @@ function writeFiles(pyodide, site, files, texts) {
 /** Fetch a Python file and run it in a fresh namespace (a dict proxy: ns.get("name")). `source`:
  * the file's text (or a promise of it) when the page started the download itself, earlier. */
 export async function runPythonFile(pyodide, url, { source: given } = {}) {
-  const source = given === undefined ? await (await fetchOk(url)).text() : await given;
+  const source = given === undefined ? await fetchText(url) : await given;
   const ns = pyodide.globals.get("dict")();
   ns.set("__name__", new URL(url, document.baseURI).pathname.split("/").pop().replace(/\.py$/, ""));
   await pyodide.runPythonAsync(source, { globals: ns, filename: new URL(url, document.baseURI).pathname });
