@@ -31,7 +31,8 @@ class AbortSignal:
         self._aborted = False
         self._reason: object = None
         self._listeners: list[Callable[[object], None]] = []
-        self._checks: list[Callable[[], object]] = []
+        # Made by the first add_check(): most signals (one per model call) are never polled.
+        self._checks: list[Callable[[], object]] | None = None
 
     @property
     def aborted(self) -> bool:
@@ -61,11 +62,14 @@ class AbortSignal:
         """Add a polled source: ``check()`` returns ``None`` while it holds, or the reason to fire
         with (an exception it returns is the reason, not raised; one it raises propagates out of
         :meth:`poll`). Returns a function that removes it."""
-        self._checks.append(check)
+        checks = self._checks
+        if checks is None:
+            checks = self._checks = []
+        checks.append(check)
 
         def remove() -> None:
             try:
-                self._checks.remove(check)
+                checks.remove(check)
             except ValueError:
                 pass
 
@@ -75,7 +79,7 @@ class AbortSignal:
         """Run the checks in the order they were added, up to the first that returns a reason
         (which fires the signal unless it has fired already), then return :attr:`aborted`. The
         checks run whether or not the signal has fired: a source that raises is always asked."""
-        for check in self._checks:
+        for check in self._checks or ():
             reason = check()
             if isawaitable(reason):
                 close = getattr(reason, "close", None)
