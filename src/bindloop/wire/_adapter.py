@@ -15,6 +15,7 @@ from collections.abc import (
     Awaitable,
     Callable,
     Coroutine,
+    Iterable,
     Mapping,
     Sequence,
 )
@@ -31,7 +32,7 @@ from ..errors import UsageError
 from ..model import JsonSchemaFormat, ModelRequest, StructuredOutputMode
 from ..signal import AbortSignal
 from ._call import Call, cancelled, open_call
-from ._retry import RetryPolicy, is_content_event, retry_attempts
+from ._retry import RetryAttempt, RetryPolicy, is_content_event, retry_attempts
 from ._stream import WireStream
 from ._transport import Transport
 from ._types import HttpRequest, WireAdapter, WireOptions
@@ -41,6 +42,23 @@ __all__ = ("ModelAdapter",)
 
 _DEFAULT_RETRY = RetryPolicy()
 _NO_REQUEST = ModelRequest()
+
+
+class _OneCall:
+    """The one attempt of a call without a retry policy (a route's attempt): what
+    ``retry_attempts(None)`` gives, without a generator and a :class:`RetryAttempt` kept alive
+    across the call. Stateless, so one instance serves every call."""
+
+    __slots__ = ()
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *_exc: object) -> bool:
+        return False  # never retried: the error goes through
+
+
+_ONE_CALL = (_OneCall(),)
 _MODES = ("json_schema", "tool")
 
 
@@ -237,10 +255,13 @@ class ModelAdapter:
         opts = options or self.options
         if sink is not None and not opts.stream:
             opts = msgspec.structs.replace(opts, stream=True)
-        for attempt in retry_attempts(retry, random=self._random, sleep=self._sleep):
+        attempts: Iterable[RetryAttempt | _OneCall] = (
+            _ONE_CALL if retry is None
+            else retry_attempts(retry, random=self._random, sleep=self._sleep))
+        for attempt in attempts:
             async with attempt:
                 watched = sink
-                if sink is not None and retry is not None:
+                if sink is not None and isinstance(attempt, RetryAttempt):
                     own, seen = sink, attempt
 
                     def watched(event: StreamEvent) -> None:
