@@ -44,19 +44,12 @@ class AbortSignal:
         return self._reason
 
     def add_listener(self, listener: Callable[[object], None]) -> Callable[[], None]:
-        """Call ``listener(reason)`` when the signal fires. Returns a function that removes it."""
+        """Call ``listener(reason)`` when the signal fires. Returns a callable that removes it."""
         if self._aborted:
             listener(self._reason)
             return lambda: None
         self._listeners.append(listener)
-
-        def remove() -> None:
-            try:
-                self._listeners.remove(listener)
-            except ValueError:
-                pass
-
-        return remove
+        return _Removal(self, listener)
 
     def add_check(self, check: Callable[[], object]) -> Callable[[], None]:
         """Add a polled source: ``check()`` returns ``None`` while it holds, or the reason to fire
@@ -120,6 +113,24 @@ class AbortController:
     def abort(self, reason: object = None) -> None:
         """Fire the signal (idempotent: the first reason wins)."""
         self.signal._fire(reason)
+
+
+class _Removal:
+    """What :meth:`AbortSignal.add_listener` returns: calling it removes the listener (once; a
+    listener already removed or already called is not an error). One small object rather than a
+    closure and its cells: a model call adds a listener and keeps the remover while it runs."""
+
+    __slots__ = ("_listener", "_signal")
+
+    def __init__(self, signal: AbortSignal, listener: Callable[[object], None]) -> None:
+        self._signal = signal
+        self._listener = listener
+
+    def __call__(self) -> None:
+        try:
+            self._signal._listeners.remove(self._listener)
+        except ValueError:
+            pass
 
 
 def any_signal(*signals: AbortSignal | None) -> AbortSignal:

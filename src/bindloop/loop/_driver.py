@@ -205,21 +205,23 @@ async def run_tool_loop(
                 signal=signal, options=runner.batch_options,
             )
             # Formatted here, in call order, once the pool is over (see _batch_port.Raised).
-            send(BatchFinished([
-                ToolNotRun(item[0], a.reason) if isinstance(a, AbortedToolCallError)
-                else calls.settle(a)
-                for item, a in zip(effect.items, answers)
-            ]))
+            # Loops and map(), not comprehensions over the driver's locals: a comprehension
+            # is a closure, and each local it reads becomes a cell kept for the whole run.
+            finished: list[ToolAnswer] = []
+            for item, a in zip(effect.items, answers):
+                finished.append(ToolNotRun(item[0], a.reason)
+                                if isinstance(a, AbortedToolCallError) else calls.settle(a))
+            send(BatchFinished(finished))
         elif kind is PlanBatch:
             assert isinstance(effect, PlanBatch) and serially is not None
             # Each answer checked as it comes (an async predicate's coroutine is closed at once);
             # the machine checks the data again, for drivers that do not.
-            send(BatchPlanned([check_bool(serially(c), "runs_serially") for c in effect.calls]))
+            send(BatchPlanned([check_bool(answer, "runs_serially")
+                               for answer in map(serially, effect.calls)]))
         elif kind is CheckFinal:
             assert isinstance(effect, CheckFinal)
-            final = runner.is_final_call
-            send(FinalChecked([check_bool(final(c, o), "is_final_call")
-                               for c, o in zip(effect.calls, effect.outcomes)]))
+            send(FinalChecked([check_bool(answer, "is_final_call") for answer in
+                               map(runner.is_final_call, effect.calls, effect.outcomes)]))
         elif kind is WrapToolBatch:
             assert isinstance(effect, WrapToolBatch)
             send(await wrap_tool_batch(

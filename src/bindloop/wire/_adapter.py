@@ -262,13 +262,7 @@ class ModelAdapter:
             async with attempt:
                 watched = sink
                 if sink is not None and isinstance(attempt, RetryAttempt):
-                    own, seen = sink, attempt
-
-                    def watched(event: StreamEvent) -> None:
-                        # Marked before the sink runs: one that raised may have shown it.
-                        if not seen.produced and is_content_event(event):
-                            seen.produced = True
-                        own(event)
+                    watched = _marking(sink, attempt)
                 collector = TurnCollector(price=self._price)
                 observe = collector.observe
                 request = self._request(messages, tools, opts, signal)
@@ -326,6 +320,19 @@ class ModelAdapter:
                 yield events
             finally:
                 await events.aclose()
+
+
+def _marking(sink: Callable[[StreamEvent], None],
+             attempt: RetryAttempt) -> Callable[[StreamEvent], None]:
+    """``sink``, marking ``attempt`` as having produced output at its first content event (a
+    closure of its own, so a call without a retry policy keeps no cells for it)."""
+
+    def watched(event: StreamEvent) -> None:
+        # Marked before the sink runs: one that raised may have shown it.
+        if not attempt.produced and is_content_event(event):
+            attempt.produced = True
+        sink(event)
+    return watched
 
 
 def _both(own: Callable[[StreamEvent], None] | None,
