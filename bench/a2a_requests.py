@@ -52,7 +52,7 @@ def serve(port: int) -> None:
     import uvicorn
 
     from bindloop.hosts.a2a.server import A2aServer
-    from bindloop.hosts.asgi.agent import agent_runner
+    from bindloop.hosts.chat.agent import agent_runner
     from examples.demos.ui_demo import DemoModel, demo_tools
 
     runner = agent_runner(DemoModel(), tools=demo_tools())

@@ -115,7 +115,7 @@ def serve(kind: str, port: int, provider: str) -> None:
 
     from bindloop.hosts import create_model
     from bindloop.hosts.a2a.server import A2aServer
-    from bindloop.hosts.asgi.agent import agent_runner
+    from bindloop.hosts.chat.agent import agent_runner
     from bindloop.hosts.asgi.chat import ChatApp
     from examples.demos.ui_demo import demo_tools
 

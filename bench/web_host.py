@@ -85,7 +85,7 @@ def serve(port: int, delay_s: float, mode: str, http: str = "h11", loop: str = "
 
     import uvicorn
 
-    from bindloop.hosts.asgi.agent import PacedModel, agent_runner
+    from bindloop.hosts.chat.agent import PacedModel, agent_runner
     from bindloop.hosts.asgi.chat import ChatApp
     from bindloop.hosts.chat.access import ChatRequest
     from bindloop.stores import MemoryRunLogs

@@ -1,7 +1,7 @@
 # Serve with: uvicorn chat_endpoint:app --port 8787  (POST /api/chat for useChat, POST /ag-ui)
 from bindloop.hosts import create_model
 from bindloop.hosts.asgi.chat import ChatApp
-from bindloop.hosts.asgi.agent import agent_runner
+from bindloop.hosts.chat.agent import agent_runner
 from bindloop.tools import define_tool
 
 

@@ -40,7 +40,7 @@ from bindloop.contracts import (
 from bindloop.tools import define_tool
 
 from bindloop.hosts.asgi.chat import ChatApp
-from bindloop.hosts.asgi.agent import PacedModel, agent_runner
+from bindloop.hosts.chat.agent import PacedModel, agent_runner
 from bindloop.stores import RunLogs
 
 __all__ = ("DemoModel", "build_demo_app", "demo_tools", "main")

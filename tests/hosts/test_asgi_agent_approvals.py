@@ -24,8 +24,8 @@ from bindloop.contracts import (
     TurnUsage,
     UserMessage,
 )
-from bindloop.hosts.asgi.chat import AgUiFrames, ChatInput, UiFrames, drive_run
-from bindloop.hosts.asgi.agent import agent_runner
+from bindloop.hosts.chat.run import AgUiFrames, ChatInput, UiFrames, drive_run
+from bindloop.hosts.chat.agent import agent_runner
 from examples.demos.ui_demo import DemoModel
 from bindloop.tools import define_tool
 from bindloop.protocols import AgUiEncoder, ToolApproval, UIStreamEncoder, decode_ui_chat_request

@@ -29,7 +29,7 @@ import uvicorn
 
 from bindloop.contracts import ToolResult
 from bindloop.hosts import create_model
-from bindloop.hosts.asgi.agent import agent_runner
+from bindloop.hosts.chat.agent import agent_runner
 from bindloop.hosts.asgi.approvals import SqlitePendingApprovals
 from bindloop.hosts.asgi.chat import ChatApp
 from bindloop.hosts.asgi.run_logs import SqliteRunLogs

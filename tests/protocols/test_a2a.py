@@ -37,7 +37,7 @@ from bindloop.contracts import (
 )
 from bindloop.clock import iso_timestamp
 from bindloop.hosts.a2a.server import A2aServer
-from bindloop.hosts.asgi.chat import ChatInput, Emit
+from bindloop.hosts.chat.run import ChatInput, Emit
 from bindloop.protocols.a2a import (
     A2A_METHODS,
     A2aErrorCode,

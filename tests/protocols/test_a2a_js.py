@@ -18,7 +18,7 @@ import pytest
 
 from bindloop.contracts import ToolResult
 from bindloop.hosts.a2a.server import A2aServer
-from bindloop.hosts.asgi.agent import agent_runner
+from bindloop.hosts.chat.agent import agent_runner
 from bindloop.tools import define_tool
 from bindloop.testing import final_answer, scripted_stream_model, tool_call, tool_call_turn
 

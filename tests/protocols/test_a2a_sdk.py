@@ -54,9 +54,9 @@ from starlette.applications import Starlette  # noqa: E402
 from bindloop.contracts import ToolError, ToolResult, ToolSuspend, UserMessage  # noqa: E402
 from bindloop.hosts.a2a.server import A2aServer  # noqa: E402
 from bindloop.hosts.a2a.client import A2aClient, a2a_tool  # noqa: E402
-from bindloop.hosts.asgi.chat import ChatInput, Emit  # noqa: E402
+from bindloop.hosts.chat.run import ChatInput, Emit  # noqa: E402
 from bindloop.hosts.chat.access import ChatRefused, ChatRequest
-from bindloop.hosts.asgi.agent import agent_runner  # noqa: E402
+from bindloop.hosts.chat.agent import agent_runner  # noqa: E402
 from bindloop.completion import TextEvent  # noqa: E402
 from bindloop.tools import define_tool  # noqa: E402
 from bindloop.protocols.a2a import A2aAgentSkill, A2aRpcError  # noqa: E402

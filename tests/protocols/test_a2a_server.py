@@ -20,7 +20,7 @@ from tests.hosts.stalled import stalled_body_deadlines
 from bindloop.completion import TextEvent
 from bindloop.hosts.a2a.server import A2aServer
 from bindloop.hosts.a2a.client import A2aClient, A2aClientError
-from bindloop.hosts.asgi.chat import ChatInput, Emit
+from bindloop.hosts.chat.run import ChatInput, Emit
 from bindloop.protocols.a2a import A2aRpcError
 
 

@@ -14,7 +14,8 @@ import msgspec
 import pytest
 from hypothesis import given, strategies as st
 
-from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
+from bindloop.hosts.asgi.chat import ChatApp
+from bindloop.hosts.chat.run import ChatInput, Emit
 from bindloop.hosts.asgi.run_logs import SqliteRunLogs
 from bindloop.stores import MemoryRunLogs, RunBusyError
 from examples.demos.ui_demo import build_demo_app

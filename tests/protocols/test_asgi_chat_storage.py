@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bindloop.completion import TextEvent
-from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
+from bindloop.hosts.asgi.chat import ChatApp
+from bindloop.hosts.chat.run import ChatInput, Emit
 from bindloop.hosts.chat.access import ChatRefused, ChatRequest, scoped_chat_id
 from bindloop.stores import RunBusyError
 from log_stores import STORES, LogStore
@@ -577,7 +578,7 @@ def test_deleting_a_chat_deletes_its_pending_approvals_and_receipts(
     """``DELETE /api/chat/{id}`` drops the calls the chat waits to have approved (a decision
     sent after is refused and runs nothing) and the chat's tool receipts -- the owner's chat
     only: the same id of another identity, and the same id's AG-UI thread, keep theirs."""
-    from bindloop.hosts.asgi.agent import agent_runner
+    from bindloop.hosts.chat.agent import agent_runner
     from bindloop.hosts.asgi.approvals import SqlitePendingApprovals
     from bindloop.hosts.stores.sqlite import SqliteStore
     from bindloop.stores import MemoryPendingApprovals, MemoryToolCallReceiptStore

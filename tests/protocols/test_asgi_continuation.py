@@ -391,7 +391,8 @@ def test_a_lost_run_that_cannot_be_continued_fails_alone_and_the_app_lives_on(
         served: Any, log_store: LogStore) -> None:
     """A stored request this app cannot read (written by something else): its continuation is
     closed as failed and logged; the app goes on serving."""
-    from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
+    from bindloop.hosts.asgi.chat import ChatApp
+    from bindloop.hosts.chat.run import ChatInput, Emit
 
     async def runner(chat: ChatInput, emit: Emit) -> Any:
         return None
@@ -426,7 +427,8 @@ def test_a_continuation_whose_replay_differs_is_not_resumed_into(
     under the dead run's offsets; the continuation's own ids resume it."""
     from bindloop.checkpoints import create_loop_checkpoint, serialize_loop_checkpoint
     from bindloop.contracts import UserMessage
-    from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
+    from bindloop.hosts.asgi.chat import ChatApp
+    from bindloop.hosts.chat.run import ChatInput, Emit
 
     async def runner(chat: ChatInput, emit: Emit) -> Any:
         return None
@@ -490,7 +492,8 @@ def test_a_resume_while_a_dead_runs_lease_still_looks_live_gets_its_continuation
     frames the run logged after its save (its continuation will not repeat them) are held back,
     and the stream goes on with the continuation from the save to the run's end -- never ends
     early."""
-    from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
+    from bindloop.hosts.asgi.chat import ChatApp
+    from bindloop.hosts.chat.run import ChatInput, Emit
 
     async def runner(chat: ChatInput, emit: Emit) -> Any:
         return None
@@ -517,7 +520,8 @@ def test_another_processs_live_run_is_followed_past_its_save_once_it_shows_it_is
         served: Any, log_store: LogStore, sign: str) -> None:
     """The run's process is alive (it logs a frame, or renews its lease, after the resume came):
     the frames after its save are sent while it runs, and the rest as it logs them."""
-    from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
+    from bindloop.hosts.asgi.chat import ChatApp
+    from bindloop.hosts.chat.run import ChatInput, Emit
 
     async def runner(chat: ChatInput, emit: Emit) -> Any:
         return None

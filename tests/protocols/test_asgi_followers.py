@@ -13,7 +13,8 @@ import httpx
 import pytest
 
 from bindloop.completion import TextEvent
-from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
+from bindloop.hosts.asgi.chat import ChatApp
+from bindloop.hosts.chat.run import ChatInput, Emit
 from bindloop.stores import MemoryRunLogs
 from log_stores import STORES, LogStore
 

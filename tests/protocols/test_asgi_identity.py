@@ -17,7 +17,8 @@ import pytest
 
 from tests.hosts.stalled import stalled_body_deadlines
 from bindloop.completion import TextEvent
-from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
+from bindloop.hosts.asgi.chat import ChatApp
+from bindloop.hosts.chat.run import ChatInput, Emit
 from bindloop.hosts.chat.access import ChatRefused, ChatRequest, scoped_chat_id
 
 CHAT = {"id": "c1", "trigger": "submit-message", "messages": [

@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 
 from bindloop.completion import TextEvent
 from bindloop.hosts import create_model
-from bindloop.hosts.asgi.agent import agent_runner
-from bindloop.hosts.asgi.chat import AgUiFrames, ChatApp, ChatInput, Emit, UiFrames, drive_run
+from bindloop.hosts.chat.agent import agent_runner
+from bindloop.hosts.asgi.chat import ChatApp
+from bindloop.hosts.chat.run import AgUiFrames, ChatInput, Emit, UiFrames, drive_run
 from bindloop.hosts.chat.errors import error_text
 from bindloop.hosts.chat.quota import DEFAULT_MAX_LOG_BYTES, LogFullError, LogQuota
 from bindloop.protocols import AgUiEncoder, UIStreamEncoder, encode_ui_chunk

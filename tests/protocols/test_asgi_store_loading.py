@@ -17,7 +17,8 @@ import httpx
 import pytest
 
 from bindloop.completion import TextEvent
-from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
+from bindloop.hosts.asgi.chat import ChatApp
+from bindloop.hosts.chat.run import ChatInput, Emit
 from harness.fixtures.store_servers import RedisServer, redis_bin
 from log_stores import LogStore
 from tests.hosts.proxy import CuttingProxy

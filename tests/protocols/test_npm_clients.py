@@ -18,7 +18,8 @@ import anyio
 import pytest
 
 from bindloop.textstream import TurnResetEvent, TurnTextEvent
-from bindloop.hosts.asgi.chat import ChatApp, ChatInput, Emit
+from bindloop.hosts.asgi.chat import ChatApp
+from bindloop.hosts.chat.run import ChatInput, Emit
 from bindloop.hosts.asgi.run_logs import SqliteRunLogs
 from bindloop.contracts import AssistantMessage, Message, ToolMessage, UserMessage
 from examples.demos.ui_demo import DemoModel, build_demo_app

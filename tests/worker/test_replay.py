@@ -1,4 +1,4 @@
-"""The Worker's protocol-run continuation (bindloop.hosts.asgi.replay and
+"""The Worker's protocol-run continuation (bindloop.hosts.chat.replay and
 bindloop.hosts.chat.follow, no Workers API in them) on CPython:
 a run lost right after any of its saves, continued by replaying the inputs it had fed into a fresh
 encoder and resuming its saved checkpoint, writes byte for byte the stream an uninterrupted run
@@ -19,13 +19,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bindloop.contracts import AssistantMessage, ToolCall, UserMessage
-from bindloop.hosts.asgi.chat import AgUiFrames, ChatInput, Frames, UiFrames, drive_run
-from bindloop.hosts.asgi.agent import agent_runner
+from bindloop.hosts.chat.run import AgUiFrames, ChatInput, Frames, UiFrames, drive_run
+from bindloop.hosts.chat.agent import agent_runner
 from examples.demos.ui_demo import DemoModel, demo_tools
 from bindloop.protocols import AgUiEncoder, ToolApproval, UIStreamEncoder
 from bindloop.checkpoints import LoopCheckpoint, parse_loop_checkpoint, serialize_loop_checkpoint
 
-from bindloop.hosts.asgi.replay import RecordedFrames, decode_fed, encode_fed, replay
+from bindloop.hosts.chat.replay import RecordedFrames, decode_fed, encode_fed, replay
 from bindloop.hosts.chat.follow import LogFollower
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "worker" / "src"))

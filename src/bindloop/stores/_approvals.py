@@ -1,4 +1,4 @@
-"""The pending-approvals port of a chat server (``bindloop.hosts.asgi.agent``): the calls each chat
+"""The pending-approvals port of a chat server (``bindloop.hosts.chat.agent``): the calls each chat
 waits to have approved, as the server recorded them, and its in-memory version."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The A2A server's streams: a run's updates folded into its task as they come (:class:`Frames`,
-the encoder behind :func:`~bindloop.hosts.asgi.chat.drive_run`), and a task's updates sent as SSE
+the encoder behind :func:`~bindloop.hosts.chat.run.drive_run`), and a task's updates sent as SSE
 to a ``SendStreamingMessage`` or ``SubscribeToTask`` client (:func:`stream_task`) until the run
 ends or the client goes -- the run goes on without it."""
 
@@ -28,7 +28,7 @@ _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no
 
 
 class Frames:
-    """The A2A task encoder behind :func:`~bindloop.hosts.asgi.chat.drive_run`: each update is
+    """The A2A task encoder behind :func:`~bindloop.hosts.chat.run.drive_run`: each update is
     folded into the task (and its log) as it comes, stamped by ``now_ms``; nothing goes through
     ``write``. ``recorder`` keeps the run's messages for the task's transcript."""
 

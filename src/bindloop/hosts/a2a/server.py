@@ -10,7 +10,7 @@ Routes (run it under any ASGI server with lifespan on, e.g. ``uvicorn``):
     ``CancelTask``, ``SubscribeToTask`` (SSE). Push notifications are not offered
     (``-32003``); there is no extended card (``-32004``).
 
-A task is a run of the :data:`~bindloop.hosts.asgi.chat.Runner` (``agent_runner(...)`` makes one):
+A task is a run of the :data:`~bindloop.hosts.chat.run.Runner` (``agent_runner(...)`` makes one):
 ``TASK_STATE_SUBMITTED`` when it is taken, ``WORKING`` while the run goes, then ``COMPLETED``,
 ``FAILED`` (the client reads :func:`~bindloop.hosts.chat.errors.error_text`'s category, never the
 exception), ``CANCELED`` (``CancelTask`` stops the run) or ``INPUT_REQUIRED`` when the run ends
@@ -84,16 +84,8 @@ from bindloop.hosts.a2a._tasks import (
     status_event,
     until_settled,
 )
-from bindloop.hosts.asgi.chat import (
-    ChatInput,
-    Receive,
-    Runner,
-    Scope,
-    Send,
-    chat_request,
-    drive_run,
-    read_body,
-)
+from bindloop.hosts.asgi.chat import Receive, Scope, Send, chat_request, read_body
+from bindloop.hosts.chat.run import ChatInput, Runner, drive_run
 from bindloop.hosts.chat.access import Authorize, ChatRefused, scoped_chat_id
 from bindloop.hosts.chat.bodies import BodyRefused, staggered_timeout
 from bindloop.hosts.chat.errors import error_text

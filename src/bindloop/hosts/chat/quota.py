@@ -1,7 +1,7 @@
 """The bound on one run's event log, the same for every binding: :class:`LogQuota` counts the
 bytes of frames a run logged, and once they reach the bound the run is stopped and its stream
 ends with the protocol's error (:class:`LogFullError`, told to the client as ``log_full``).
-:func:`~bindloop.hosts.asgi.chat.drive_run` applies it, so a run that streams without end (a
+:func:`~bindloop.hosts.chat.run.drive_run` applies it, so a run that streams without end (a
 model that never stops talking, a tool reporting in a loop) cannot grow its log -- memory, a
 SQLite file, a Durable Object -- without bound. A live run is never evicted for it: it is
 stopped, and its log keeps every frame it logged, up to the error."""

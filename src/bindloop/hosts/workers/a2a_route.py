@@ -61,8 +61,8 @@ from bindloop.contracts import (
     encode_messages,
 )
 from bindloop.clock import iso_timestamp
-from bindloop.hosts.asgi.chat import A2aFrames, ChatInput, drive_run
-from bindloop.hosts.asgi.agent import agent_runner
+from bindloop.hosts.chat.run import A2aFrames, ChatInput, drive_run
+from bindloop.hosts.chat.agent import agent_runner
 from bindloop.hosts.transports.js_fetch import FetchTransport
 from bindloop.protocols.a2a import (
     A2A_AGENT_CARD_PATH,

@@ -4,7 +4,7 @@ UI message stream, for ``useChat`` / ``DefaultChatTransport``) and ``POST /ag-ui
 
 The client holds the conversation, as those clients expect: the request carries it, decoded by
 ``bindloop.protocols`` into the transcript (bounded before parsing), and one ``prompt_chat`` runs
-over the Worker's providers and tools (``bindloop.hosts.asgi.agent.agent_runner``), its events
+over the Worker's providers and tools (``bindloop.hosts.chat.agent.agent_runner``), its events
 encoded as they come. Each response is a run of the chat's own ``Session`` object (named
 ``ui:<id>`` / ``ag-ui:<id>``): it holds the run lease (a second request while one runs gets 409
 ``run_in_progress``; stop is asked through it) and the event log, so a client that dropped reads
@@ -48,7 +48,7 @@ from bindloop.hosts.workers.agent import (
 )
 from bindloop.contracts import JsonBoundsError, Message, SystemMessage, ToolCall, UserMessage
 from bindloop.checkpoints import CheckpointFormatError, LoopCheckpoint, create_loop_checkpoint
-from bindloop.hosts.asgi.chat import (
+from bindloop.hosts.chat.run import (
     AgUiFrames,
     ChatInput,
     Frames,
@@ -60,7 +60,7 @@ from bindloop.hosts.asgi.chat import (
 )
 from bindloop.hosts.chat.errors import error_text
 from bindloop.hosts.chat.quota import LogQuota
-from bindloop.hosts.asgi.agent import agent_runner
+from bindloop.hosts.chat.agent import agent_runner
 from bindloop.hosts.transports.js_fetch import FetchTransport
 from bindloop.protocols import (
     AG_UI_HEADERS,
@@ -70,7 +70,7 @@ from bindloop.protocols import (
     decode_run_agent_input,
     decode_ui_chat_request,
 )
-from bindloop.hosts.asgi.replay import RecordedFrames, decode_fed, encode_fed, replay
+from bindloop.hosts.chat.replay import RecordedFrames, decode_fed, encode_fed, replay
 from bindloop.hosts.chat.follow import LogFollower
 from bindloop.hosts.workers.identity import scoped_chat_id
 from bindloop.hosts.workers.limits import limit_store, live_runs, wall_clock_ms

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
 from bindloop.protocols import EncoderInput
 
-if TYPE_CHECKING:  # the host imports this module: the protocol is only named here
-    from .chat import Frames
+from bindloop.hosts.chat.run import Frames
 
 __all__ = ("Fed", "RecordedFrames", "decode_fed", "encode_fed", "replay")
 

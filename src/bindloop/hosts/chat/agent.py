@@ -1,4 +1,4 @@
-"""A :data:`~bindloop.hosts.asgi.chat.Runner` over bindloop's agent API: one ``prompt_chat`` per request,
+"""A :data:`~bindloop.hosts.chat.run.Runner` over bindloop's agent API: one ``prompt_chat`` per request,
 its run events (``on_stream``: the model's stream, the tools' outcomes, the approvals) fed to the
 protocol encoder, and nothing else.
 
@@ -31,7 +31,7 @@ when given (the ``ready`` ones) -- every settled boundary of the prompt, the fir
 loop's) right after the approved calls ran, before the model is called, with the encoder fed
 everything before it (the run's events reach it through ``run_with(on_event=)``, synchronously).
 The host also gets the commit of a request's decisions, saved before the approved calls run. A
-:class:`~bindloop.hosts.asgi.chat.ChatInput` carrying one of them goes on from there
+:class:`~bindloop.hosts.chat.run.ChatInput` carrying one of them goes on from there
 (``resume_chat``): from a commit, with the same decisions again. With ``receipts`` a call that had
 run (an approved one included) is answered from its receipt and not run again; without, a run
 lost between an approved call and the save after it runs the call again.
@@ -104,7 +104,7 @@ from bindloop.checkpoints import (
 )
 from bindloop.protocols import StateSnapshotEvent, agent_event_input
 
-from bindloop.hosts.asgi.chat import ChatInput, Emit, Runner
+from bindloop.hosts.chat.run import ChatInput, Emit, Runner
 
 __all__ = ("AgentRunner", "PacedModel", "RunSaver", "agent_runner")
 
@@ -393,7 +393,7 @@ def agent_runner(model: Model, *, tools: Iterable[Tool[Any, Any]] = (),
 
 
 class AgentRunner:
-    """The :data:`~bindloop.hosts.asgi.chat.Runner` :func:`agent_runner` makes: ``await
+    """The :data:`~bindloop.hosts.chat.run.Runner` :func:`agent_runner` makes: ``await
     runner(chat, emit)`` runs a request; :meth:`forget_chat` drops what it keeps of a chat."""
 
     __slots__ = ("_pending", "_receipts", "_run")
