@@ -59,11 +59,11 @@ demo-mcp: venv
 	$(PY) -m examples.demos.mcp_demo
 
 ## make test: pytest (unit, property, fences, API), mypy --strict, JS tests, conformance on
-## CPython, on Pyodide 314 in Node (plain and .pyc wheels) and in real workerd, byte-for-byte
+## CPython, on Pyodide 314 in Node (plain, .pyc and bytecode wheels) and in real workerd, byte-for-byte
 ## comparisons of the reports, the Worker template (tests/worker) in real workerd, the MCP client under
 ## Pyodide, the MCP client against the TypeScript everything server and the official MCP conformance
 ## suite, and the agent page in headless Chromium.
-test: lint pytest typecheck js-test conformance-compare conformance-pyodide-pyc wasm-smoke mcp-pyodide pyodide-timers \
+test: lint pytest typecheck js-test conformance-compare conformance-pyodide-pyc conformance-pyodide-bytecode wasm-smoke mcp-pyodide pyodide-timers \
 	mcp-everything test-mcp-conformance test-mcp-conformance-2026 \
 	conformance-workerd test-worker test-browser
 
@@ -229,4 +229,4 @@ bench-agent: venv
 	$(PY) bench/agent.py --peers --peer-ns 10,100
 
 clean:
-	rm -rf $(VENV) .venv-3.* .reports harness/wasm/node_modules harness/wasm/wheels harness/wasm/wheels-pyc worker/node_modules worker/.cache dist build .mypy_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-3.* .reports harness/wasm/node_modules harness/wasm/wheels harness/wasm/wheels-pyc harness/wasm/wheels-bytecode worker/node_modules worker/.cache dist build .mypy_cache .pytest_cache .hypothesis

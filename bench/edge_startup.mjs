@@ -1,23 +1,26 @@
 #!/usr/bin/env node
-// Cold start of bindloop under Pyodide 314, plain wheels vs the .pyc wheels, in Node and Chromium.
+// Cold start of bindloop under Pyodide 314, the plain wheels vs the .pyc wheels vs the bytecode wheels,
+// in Node and Chromium.
 //
 //   node bench/edge_startup.mjs [--runs N] [--only node|chromium]     (make bench-edge)
 //
 // Every run is cold: Node runs each in a fresh process, Chromium each in a fresh browser context
-// (empty cache). Variants alternate run by run, so machine load hits both alike. A run measures
-//   pyodide      loadPyodide() (the runtime itself; the same for both variants)
-//   install      fetch/read + unpackArchive of the 5 wheels
+// (empty cache). Variants alternate run by run, in a rotated order each round (a run right after
+// another context closed boots slower), so machine load and order hit all alike. A run measures
+//   pyodide      loadPyodide() (the runtime itself; the same for every variant)
+//   install      fetch/read + unpackArchive of the 5 wheels (and, in Chromium, writing the page's
+//                own Python files, downloaded during the boot)
 //   import       `import bindloop` and the modules an agent run needs: bindloop.agent,
 //                bindloop.loop, bindloop.wire (a wire adapter), bindloop.routing, bindloop.hosts.transports.js_fetch
 //   run          the demo agent (harness/wasm/demo/page_agent.py, the agent API): 3 turns over streaming fetch with a 503
 //                fallback and a mid-stream drop, against serve.py on 127.0.0.1 (no chunk delay)
 //   first token  from process start (Node) / navigation start (Chromium) to the first streamed text,
 //                and from "Pyodide ready" to it (what the wheel set can change: the runtime's boot
-//                is the same for both and, on a loaded machine, the noisiest step)
+//                is the same for all and, on a loaded machine, the noisiest step)
 //   ratio        first token over "Pyodide ready" (a bare Pyodide load: process start or navigation
 //                to a runtime that can run Python), per run, then the median (issue 31: <= 1.15)
-// and prints medians side by side with the pyc/plain ratio. Needs make wasm-node wasm-wheels
-// wasm-wheels-pyc (and Debian chromium for the Chromium half).
+// and prints medians side by side with the bytecode/plain ratio. Needs make wasm-node wasm-wheels
+// wasm-wheels-pyc wasm-wheels-bytecode (and Debian chromium for the Chromium half).
 
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
@@ -27,7 +30,9 @@ import { fileURLToPath } from "node:url";
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.dirname(HERE);
 const WASM = path.join(REPO, "harness", "wasm");
-const VARIANTS = { plain: path.join(WASM, "wheels"), pyc: path.join(WASM, "wheels-pyc") };
+const VARIANTS = { plain: path.join(WASM, "wheels"), pyc: path.join(WASM, "wheels-pyc"),
+  bytecode: path.join(WASM, "wheels-bytecode") };
+const NAMES = Object.keys(VARIANTS);
 const DEMO_MODULES = ["examples/__init__.py", "examples/demos/__init__.py", "examples/demos/demo.py"];
 const IMPORTS = "import bindloop, bindloop.agent, bindloop.loop, bindloop.wire, bindloop.routing, bindloop.hosts.transports.js_fetch";
 
@@ -63,7 +68,7 @@ async function child(wheelsDir, origin) {
   pyodide.runPython("import importlib; importlib.invalidate_caches()");
   t.install = performance.now() - t0;
   t.precompiled = pyodide.runPython(
-    "import importlib.util as u, os; s = u.find_spec('bindloop'); os.path.exists(u.cache_from_source(s.origin))");
+    "import importlib.util as u, os; s = u.find_spec('bindloop'); s.cached is not None and os.path.exists(s.cached)");
   t0 = performance.now();
   pyodide.runPython(IMPORTS);
   t.import = performance.now() - t0;
@@ -93,13 +98,18 @@ function median(xs) {
 
 function table(title, rows, keys, runs) {
   console.log(`\n${title} — median of ${runs} cold runs per variant (ms)`);
-  console.log(`  ${"".padEnd(30)}${"plain".padStart(10)}${"pyc".padStart(10)}${"pyc/plain".padStart(11)}`);
+  console.log(`  ${"".padEnd(30)}${NAMES.map((n) => n.padStart(10)).join("")}${"bytecode/plain".padStart(16)}`);
   for (const [key, label] of keys) {
-    const a = median(rows.plain.map((r) => r[key]));
-    const b = median(rows.pyc.map((r) => r[key]));
+    const m = NAMES.map((n) => median(rows[n].map((r) => r[key])));
     const digits = key === "ratio" ? 2 : 0;
-    console.log(`  ${label.padEnd(30)}${a.toFixed(digits).padStart(10)}${b.toFixed(digits).padStart(10)}${(b / a).toFixed(2).padStart(11)}`);
+    console.log(`  ${label.padEnd(30)}${m.map((x) => x.toFixed(digits).padStart(10)).join("")}` +
+      `${(m[NAMES.indexOf("bytecode")] / m[NAMES.indexOf("plain")]).toFixed(2).padStart(16)}`);
   }
+}
+
+// Round i runs the variants rotated by i: each variant comes first, second, ... equally often.
+function roundOrder(i) {
+  return NAMES.map((_, k) => NAMES[(k + i) % NAMES.length]);
 }
 
 function wheelSizes() {
@@ -116,21 +126,21 @@ async function parent() {
   const runs = Number(args[args.indexOf("--runs") + 1] || 0) || 5;
   const only = args.includes("--only") ? args[args.indexOf("--only") + 1] : null;
   for (const [name, dir] of Object.entries(VARIANTS)) {
-    if (!fs.existsSync(dir)) throw new Error(`${dir} missing (${name}): run make wasm-wheels wasm-wheels-pyc`);
+    if (!fs.existsSync(dir)) throw new Error(`${dir} missing (${name}): run make wasm-wheels wasm-wheels-pyc wasm-wheels-bytecode`);
   }
   const { startDemoServer, launchChromium, openPage, runDemo } = await import("../harness/wasm/browser_harness.mjs");
   const server = await startDemoServer(["--delay-ms", "0"]);
   try {
     wheelSizes();
     if (only !== "chromium") {
-      const rows = { plain: [], pyc: [] };
+      const rows = Object.fromEntries(NAMES.map((n) => [n, []]));
       for (let i = 0; i < runs; i++) {
-        for (const [name, dir] of Object.entries(VARIANTS)) {
-          const out = spawnSync(process.execPath, [fileURLToPath(import.meta.url), "--child", dir, server.origin],
+        for (const name of roundOrder(i)) {
+          const out = spawnSync(process.execPath, [fileURLToPath(import.meta.url), "--child", VARIANTS[name], server.origin],
             { encoding: "utf8", timeout: 180_000 });
           if (out.status !== 0) throw new Error(`node run (${name}) failed:\n${out.stderr}`);
           const r = JSON.parse(out.stdout.trim().split("\n").pop());
-          if (r.precompiled !== (name === "pyc")) throw new Error(`${name}: precompiled=${r.precompiled}`);
+          if (r.precompiled !== (name !== "plain")) throw new Error(`${name}: precompiled=${r.precompiled}`);
           rows[name].push(r);
         }
       }
@@ -142,14 +152,14 @@ async function parent() {
     if (only !== "node") {
       const browser = await launchChromium();
       try {
-        const rows = { plain: [], pyc: [] };
+        const rows = Object.fromEntries(NAMES.map((n) => [n, []]));
         for (let i = 0; i < runs; i++) {
-          for (const name of Object.keys(VARIANTS)) {
+          for (const name of roundOrder(i)) {
             const { context, page, refused } = await openPage(browser, server.origin);
-            const d = await runDemo(page, name === "pyc" ? server.url : `${server.url}?wheels=plain`);
+            const d = await runDemo(page, `${server.url}?wheels=${name}`);
             await context.close();
             if (refused.length) throw new Error(`refused: ${refused}`);
-            if (d.precompiled !== (name === "pyc")) throw new Error(`${name}: precompiled=${d.precompiled}`);
+            if (d.precompiled !== (name !== "plain")) throw new Error(`${name}: precompiled=${d.precompiled}`);
             rows[name].push({ pyodide: d.steps.pyodide, install: d.steps.wheels_install, import: d.steps.import_bindloop,
               agent: d.timings.agent_imported - d.timings.bindloop_imported, first_token: d.timings.first_token,
               run: d.timings.done - d.timings.agent_imported,

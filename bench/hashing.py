@@ -3,7 +3,8 @@
 The agent (``create_agent`` + ``equip_tool`` + ``prompt_agent(Final)``) over a scripted model that
 streams one ``add`` tool call per turn and then answers, run with ``run_with(enable_snapshot=True)``
 (every model call hashed and journaled; a trace or a replay hashes the same way) and without, the
-two interleaved repeat by repeat in one process. CPU µs per turn, median over repeats. A call's
+two interleaved repeat by repeat in one process, the young generations collected (untimed) before
+each run. CPU µs per turn, median over repeats. A call's
 hash is computed when something reads it (a replay's check, a trace, a stream consumer's done
 event, a snapshot taken): journaled alone, a run that takes no snapshot never computes it, so
 ``in a prompt`` also runs a third way, ``snapshot + dump``, whose agent takes ``dump_snapshot()``
@@ -25,6 +26,7 @@ docs/performance.md.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import sys
@@ -173,6 +175,9 @@ def _interleaved(run: Callable[[Any], Any], budget_s: float,
     while len(out[True]) < 5 or (time.perf_counter() - started < budget_s
                                  and len(out[True]) < 200):
         for mode in modes:
+            # The previous run's garbage collected untimed: otherwise the collector's periodic
+            # passes over it land on whichever mode their period happens to align with.
+            gc.collect(1)
             out[mode].append(run(mode))
     return out
 

@@ -8,7 +8,6 @@ Run ``python -m examples.demos.demo --help`` for options.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import operator
 import sys
@@ -283,6 +282,10 @@ async def run_demo(prompt: str, write: Callable[[str], None], max_iterations: in
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Imported here: the browser page imports this module for its tools, and argparse is the
+    # largest import it would otherwise pay for (Pyodide compiles the standard library's sources).
+    import argparse
+
     parser = argparse.ArgumentParser(prog="bindloop-demo", description=__doc__)
     parser.add_argument("prompt", nargs="?", default=DEFAULT_PROMPT)
     parser.add_argument("--max-iterations", type=int, default=8)

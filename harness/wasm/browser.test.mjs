@@ -37,18 +37,22 @@ after(async () => {
   await server?.stop();
 });
 
-assert.ok(fs.existsSync(path.join(REPO_ROOT, "harness", "wasm", "wheels-pyc")), "no harness/wasm/wheels-pyc: run make wasm-wheels-pyc");
-for (const variant of ["pyc", "plain"]) {
+// The page's wheel sets: ?wheels=NAME, the first the default (no parameter); each one's directory.
+const WHEEL_SETS = { bytecode: "wheels-bytecode", pyc: "wheels-pyc", plain: "wheels" };
+for (const dir of ["wheels-pyc", "wheels-bytecode"]) {
+  assert.ok(fs.existsSync(path.join(REPO_ROOT, "harness", "wasm", dir)), `no harness/wasm/${dir}: run make wasm-${dir}`);
+}
+for (const [variant, dir] of Object.entries(WHEEL_SETS)) {
   test(`the agent page renders the run (${variant} wheels)`, async () => {
     const { context, page, refused, errors, requested } = await openPage(browser, server.origin);
     try {
-      const url = variant === "pyc" ? server.url : `${server.url}?wheels=plain`;
+      const url = variant === "bytecode" ? server.url : `${server.url}?wheels=${variant}`;
       const demo = await runDemo(page, url);
       assert.deepEqual(refused, [], "the page asked for something off its origin");
       assert.deepEqual(errors, EXPECTED_CONSOLE);
       // Exactly the runtime, the wheel set, the page's own files and the demo module; then 3 turns: 5 model calls,
       // and the structured report: 1.
-      const wheelDir = variant === "pyc" ? "/wheels-pyc/" : "/wheels/";
+      const wheelDir = `/${dir}/`;
       const fetched = new Set(requested);
       for (const f of ["pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip"]) {
         assert.ok(fetched.has(`GET /pyodide/${f}`), `${f} not loaded from the server: ${requested}`);
@@ -62,11 +66,18 @@ for (const variant of ["pyc", "plain"]) {
         "POST /structured/v1/chat/completions"]);
       assert.equal(demo.result.stop_reason, "done");
       assert.ok(demo.wheels.some((w) => w.startsWith("bindloop-")), demo.wheels);
-      // The pyc set ships bytecode (and the plain one does not): checked before anything is imported.
-      assert.equal(demo.precompiled, variant === "pyc");
+      // The pyc and bytecode sets ship bytecode (the plain one does not): checked before anything is imported.
+      assert.equal(demo.precompiled, variant !== "plain");
+      // The page's own Python (the demo modules and the agent), each asked for once and before the
+      // runtime's standard library: it downloads while the runtime boots.
+      const stdlib = requested.indexOf("GET /pyodide/python_stdlib.zip");
+      for (const f of ["GET /demo/page_agent.py", "GET /examples/demos/demo.py", "GET /examples/__init__.py"]) {
+        assert.equal(requested.filter((r) => r === f).length, 1, `${f}: ${requested}`);
+        assert.ok(requested.indexOf(f) < stdlib, `${f} after the standard library: ${requested}`);
+      }
 
       const status = await page.textContent("#status");
-      assert.equal(status, `done: done — 1 reset(s) rendered, wheels: ${variant === "pyc" ? "wheels-pyc" : "wheels"}`);
+      assert.equal(status, `done: done — 1 reset(s) rendered, wheels: ${dir}`);
       const turns = await page.$$eval(".turn", (nodes) => nodes.map((n) => ({
         id: n.dataset.turnId,
         routes: [...n.querySelectorAll(".route")].map((r) => r.textContent),
@@ -173,7 +184,7 @@ for (const variant of ["pyc", "plain"]) {
       }
       process.stderr.write(`[browser] ${variant}: first token at ${demo.timings.first_token.toFixed(0)} ms, ` +
         `done at ${demo.timings.done.toFixed(0)} ms, structured report at ${demo.timings.report_done.toFixed(0)} ms after navigation\n`);
-      if (variant === "pyc") {  // the default page
+      if (variant === "bytecode") {  // the default page
         const shot = path.resolve(REPO_ROOT, process.env.SCREENSHOT || ".reports/browser-demo.png");
         fs.mkdirSync(path.dirname(shot), { recursive: true });
         await page.screenshot({ path: shot, fullPage: true });

@@ -24,18 +24,24 @@ conformance-pyodide: harness/wasm/node_modules/.package-lock.json wasm-wheels
 	node harness/wasm/run_conformance.mjs . $(WASM_REPORT)
 
 wasm-clean:
-	rm -rf harness/wasm/node_modules harness/wasm/wheels harness/wasm/wheels-pyc
+	rm -rf harness/wasm/node_modules harness/wasm/wheels harness/wasm/wheels-pyc harness/wasm/wheels-bytecode
 
-# ---- The .pyc wheel set, the browser page and its Chromium test ----------------------------------
-.PHONY: wasm-wheels-pyc conformance-pyodide-pyc test-browser demo-browser bench-edge
+# ---- The compiled wheel sets, the browser page and its Chromium test -------------------------------
+.PHONY: wasm-wheels-pyc wasm-wheels-bytecode conformance-pyodide-pyc conformance-pyodide-bytecode \
+	test-browser demo-browser bench-edge
 
 WASM_PYC_REPORT ?= .reports/conformance-pyodide-pyc.json
 CHROMIUM ?= /usr/bin/chromium
 
 # Every wheel of harness/wasm/wheels/ with its modules compiled by Pyodide's own CPython 3.14 (inside
-# Pyodide, offline) into harness/wasm/wheels-pyc/: the default set for the browser page.
+# Pyodide, offline) into harness/wasm/wheels-pyc/, sources kept: the set workerd vendors.
 wasm-wheels-pyc: harness/wasm/node_modules/.package-lock.json wasm-wheels
 	node harness/wasm/build_pyc_wheels.mjs harness/wasm/wheels harness/wasm/wheels-pyc
+
+# The same, bytecode only (the sources replaced by their .pyc, as Pyodide ships its own packages)
+# into harness/wasm/wheels-bytecode/: the default set for the browser page.
+wasm-wheels-bytecode: harness/wasm/node_modules/.package-lock.json wasm-wheels
+	node harness/wasm/build_pyc_wheels.mjs --bytecode-only harness/wasm/wheels harness/wasm/wheels-bytecode
 
 # The conformance suite on the .pyc set: must be byte-identical to CPython's report too.
 conformance-pyodide-pyc: wasm-wheels-pyc conformance-cpython
@@ -45,19 +51,28 @@ conformance-pyodide-pyc: wasm-wheels-pyc conformance-cpython
 	  echo "conformance: the CPython and Pyodide (.pyc wheels) reports differ" >&2; exit 1; }
 	@echo "conformance: CPython and Pyodide (.pyc wheels) reports byte-identical"
 
+# The conformance suite on the bytecode set: byte-identical to CPython's report as well.
+WASM_BYTECODE_REPORT ?= .reports/conformance-pyodide-bytecode.json
+conformance-pyodide-bytecode: wasm-wheels-bytecode conformance-cpython
+	mkdir -p .reports
+	BINDLOOP_WHEELS_DIR=harness/wasm/wheels-bytecode node harness/wasm/run_conformance.mjs . $(WASM_BYTECODE_REPORT)
+	@cmp $(CPYTHON_REPORT) $(WASM_BYTECODE_REPORT) || { \
+	  echo "conformance: the CPython and Pyodide (bytecode wheels) reports differ" >&2; exit 1; }
+	@echo "conformance: CPython and Pyodide (bytecode wheels) reports byte-identical"
+
 # Debian's Chromium (never a browser download); CI runs as root on a clean machine.
 $(CHROMIUM):
 	apt-get update && apt-get install -y chromium
 
-# The agent page in headless Chromium, both wheel sets; screenshot in .reports/browser-demo.png
+# The agent page in headless Chromium, all three wheel sets; screenshot in .reports/browser-demo.png
 # (`make test-browser SCREENSHOT=docs/browser-demo.png` refreshes the one the docs show).
-test-browser: harness/wasm/node_modules/.package-lock.json wasm-wheels-pyc $(CHROMIUM) venv
+test-browser: harness/wasm/node_modules/.package-lock.json wasm-wheels-pyc wasm-wheels-bytecode $(CHROMIUM) venv
 	SCREENSHOT=$(SCREENSHOT) node --test harness/wasm/browser.test.mjs
 
 ## make demo-browser: serve the page, Pyodide, the wheels and the scripted providers on 127.0.0.1.
-demo-browser: harness/wasm/node_modules/.package-lock.json wasm-wheels-pyc venv
+demo-browser: harness/wasm/node_modules/.package-lock.json wasm-wheels-pyc wasm-wheels-bytecode venv
 	$(PY) harness/wasm/demo/serve.py
 
-# Cold start, plain vs .pyc wheels, in Node and Chromium (figures, not a test).
-bench-edge: harness/wasm/node_modules/.package-lock.json wasm-wheels-pyc $(CHROMIUM) venv
+# Cold start, plain vs .pyc vs bytecode wheels, in Node and Chromium (figures, not a test).
+bench-edge: harness/wasm/node_modules/.package-lock.json wasm-wheels-pyc wasm-wheels-bytecode $(CHROMIUM) venv
 	node bench/edge_startup.mjs --runs $(or $(RUNS),5)

@@ -243,6 +243,22 @@ def test_incremental_hash_equals_full_recompute(first: list[Message], steps: lis
     read_some(True)
 
 
+def test_a_trail_resumes_no_further_than_its_first_unread_call() -> None:
+    """A list truncated and grown back to equal messages: the new trail, read only after it
+    grew, resumes from the earlier transcript no further than its own first call's messages."""
+    cache = PromptHashCache()
+    messages: list[Message] = [SystemMessage(content="sys"), UserMessage(content="a"),
+                               UserMessage(content="b")]
+    hasher = PromptHasher(TOOLS, None, None, cache)
+    assert hasher(messages) == prompt_hash(messages, TOOLS, None, None)
+    del messages[1:]
+    short = hasher.defer(messages)
+    messages.extend([UserMessage(content="a"), UserMessage(content="b")])
+    full = hasher.defer(messages)
+    assert short.value() == prompt_hash(messages[:1], TOOLS, None, None)
+    assert full.value() == prompt_hash(messages, TOOLS, None, None)
+
+
 def test_hash_values_are_unchanged() -> None:
     """The values snapshots and traces recorded before the incremental hashing (computed by the
     pure-Python prompt_hash of that time) are still produced: old journals replay."""
@@ -277,6 +293,38 @@ def test_a_new_prompt_encodes_only_its_new_messages() -> None:
                                                                          None)
     added = [entry[0] for key, entry in cache._canon.items() if key not in before]
     assert added == [second[0], second[-1]]
+
+
+def test_deferred_hashes_leave_no_trail_behind() -> None:
+    """Once a run's hashers, cache and hashes (read or not, resumed from or not) are dropped,
+    every trail they made is freed at the next collection."""
+    import gc
+
+    def trails() -> int:
+        return sum(type(o).__name__ == "_Trail" for o in gc.get_objects())
+
+    gc.collect()
+    before = trails()
+    cache = PromptHashCache(marks=2)
+    messages: list[Message] = [SystemMessage(content="sys")]
+    hasher = PromptHasher(TOOLS, None, None, cache)
+    kept: list[PromptHash] = []
+    for i in range(6):
+        messages.append(UserMessage(content=f"q{i}"))
+        kept.append(hasher.defer(messages))
+    kept[2].value()  # a hashing pass: a mark with its state
+    # another prompt resumes from a call not hashed yet, a third from that one's start
+    second = PromptHasher(TOOLS, None, None, cache)
+    kept.append(second.defer([*messages, UserMessage(content="next")]))
+    kept.append(PromptHasher(TOOLS, None, None, cache).defer(messages[:3]))
+    assert [h.value() for h in reversed(kept)][::-1] == [
+        prompt_hash(messages[:i + 2], TOOLS, None, None) for i in range(6)] + [
+        prompt_hash([*messages, UserMessage(content="next")], TOOLS, None, None),
+        prompt_hash(messages[:3], TOOLS, None, None)]
+    assert trails() > before
+    del cache, hasher, second, kept
+    gc.collect()
+    assert trails() == before
 
 
 def test_the_benchmark_runs_and_its_report_section_renders() -> None:

@@ -386,3 +386,44 @@ async def test_a_failed_turn_ends_its_chat_span_with_the_exception_the_event_car
     assert failed.raised is boom and failed.error == "RuntimeError: provider down"
     [end] = [e for e in bus.events if e.type == "span_end" and e.name.startswith("chat ")]
     assert end.status == "error" and end.exception is boom
+
+
+# -- the live journal ---------------------------------------------------------------------------
+
+_IDS = st.sampled_from(["c1", "c2", "c3"])
+_JOURNAL_STEP = st.one_of(
+    st.tuples(st.just("turn"), st.lists(_IDS, max_size=3)),  # a call id may repeat, in a turn too
+    st.tuples(st.just("tool"), st.sampled_from(["c1", "c2", "c3", "never"]), st.integers(0, 99)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_JOURNAL_STEP, max_size=25))
+def test_a_tool_outcome_lands_on_the_latest_turn_holding_its_call_id(steps: list[Any]) -> None:
+    """Whatever the order of turns and outcomes, ids asked again by a later turn included, each
+    frozen turn holds exactly the outcomes recorded while it was the latest turn asking for that
+    call id (the last one recorded for an id wins), and nothing for an id no turn asked."""
+    from bindloop.agent._snapshot import Journal
+    from bindloop.contracts import ModelTurnResult, ToolCall
+
+    journal = Journal()
+    turns: list[ModelTurnResult] = []
+    expected: list[dict[str, ToolResult]] = []
+    for step in steps:
+        if step[0] == "turn":
+            turns.append(ModelTurnResult(tool_calls=tuple(
+                ToolCall(id=i, name="t", arguments="{}") for i in step[1])))
+            journal.record_turn(f"h{len(expected)}", turns[-1])
+            expected.append({})
+        else:
+            _, call_id, n = step
+            outcome = ToolResult(content=str(n))
+            journal.record_tool(call_id, outcome)
+            latest = next((k for k in range(len(expected) - 1, -1, -1)
+                           if call_id in {c.id for c in turns[k].tool_calls}), None)
+            if latest is not None:
+                expected[latest][call_id] = outcome
+    frozen = journal.freeze()
+    assert [t.prompt_hash for t in frozen] == [f"h{k}" for k in range(len(expected))]
+    assert [t.tools for t in frozen] == expected
+    assert [t.turn for t in frozen] == turns

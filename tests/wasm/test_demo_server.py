@@ -38,7 +38,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     (wheels / "b-1-py3-none-any.whl").write_bytes(b"PK")
     (wheels / "a-1-py3-none-any.whl").write_bytes(b"PK")
     (wheels / "notes.txt").write_text("not a wheel")
-    with serve.build_server(wheels, pyc_wheels=wheels, delay_s=0) as server:
+    with serve.build_server(wheels, pyc_wheels=wheels, bytecode_wheels=wheels, delay_s=0) as server:
         yield server.base_url("")
 
 
@@ -76,7 +76,7 @@ def test_nothing_outside_the_roots(base: str, path: str) -> None:
 
 
 def test_wheel_index_lists_only_wheels(base: str) -> None:
-    for prefix in ("wheels", "wheels-pyc"):
+    for prefix in ("wheels", "wheels-pyc", "wheels-bytecode"):
         got = httpx.get(f"{base}{prefix}/index.json")
         assert got.status_code == 200 and got.headers["content-type"] == "application/json"
         assert got.json() == ["a-1-py3-none-any.whl", "b-1-py3-none-any.whl"]

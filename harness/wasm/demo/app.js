@@ -9,14 +9,16 @@
 // two calls: the run fails with every provider down, the page shows one line and a retry button,
 // and the retry (the runtime already loaded) runs through.
 import { megabytes, readableError } from "./errors.js";
-import { installPythonFiles, loadBindloop, runPythonFile } from "./loader.js";
+import { fetchText, loadBindloop, runPythonFile } from "./loader.js";
 
 const DEMO_MODULES = ["examples/__init__.py", "examples/demos/__init__.py", "examples/demos/demo.py"];
 import { TurnStreamReducer } from "./turn-stream.js";
 
 const params = new URLSearchParams(location.search);
-// The .pyc wheel set is the default (it starts faster: docs/browser.md); ?wheels=plain for the other.
-const variant = params.get("wheels") === "plain" ? "wheels" : "wheels-pyc";
+// The bytecode wheel set is the default (it starts fastest: docs/browser.md); ?wheels=pyc or
+// ?wheels=plain for the others.
+const WHEEL_SETS = { bytecode: "wheels-bytecode", pyc: "wheels-pyc", plain: "wheels" };
+const variant = WHEEL_SETS[params.get("wheels")] ?? WHEEL_SETS.bytecode;
 const providersBase = params.get("providers") === "down" ? `${location.origin}/down` : location.origin;
 const $ = (id) => document.getElementById(id);
 const el = (tag, cls, text) => {
@@ -205,9 +207,15 @@ async function runWithRetry(ns) {
 }
 
 async function main() {
+  // The page's own Python downloads while the runtime boots, as the wheels do: the make-demo tools
+  // and prompt the agent uses (examples/demos/demo.py, served by the page's own server, not shipped
+  // in the wheel) and the agent itself.
+  const agentSource = fetchText("/demo/page_agent.py");
+  agentSource.catch(() => {});  // awaited below, after the runtime's boot
   const { pyodide, timings, wheels, precompiled } = await loadBindloop({
     pyodideURL: "/pyodide/",
     wheelsURL: `/${variant}/`,
+    files: DEMO_MODULES.map((path) => ({ url: `/${path}`, path })),
     onStage: (stage) => {
       if (stage === "wheels_download") mark("pyodide_ready");  // the step after the runtime's boot
       stageName = stage.replace("_", " ");
@@ -220,10 +228,7 @@ async function main() {
   window.bindloopDemo.steps = timings;
   mark("bindloop_imported");
   status("importing the agent…");
-  // The make-demo tools and prompt the agent uses (examples/demos/demo.py): served by the page's
-  // own server, not shipped in the wheel.
-  await installPythonFiles(pyodide, DEMO_MODULES.map((path) => ({ url: `/${path}`, path })));
-  const ns = await runPythonFile(pyodide, "/demo/page_agent.py");
+  const ns = await runPythonFile(pyodide, "/demo/page_agent.py", { source: agentSource });
   mark("agent_imported");
   ns.set("PYODIDE_VERSION", pyodide.version);
   return runWithRetry(ns);

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from inspect import isawaitable
+from types import CoroutineType
 from typing import Any
 
 
@@ -29,6 +30,7 @@ __all__ = ("ToolPort",)
 
 _RECEIVED = ToolResult(content="Answer received.")
 _OUTCOMES = (ToolResult, ToolError, ToolSuspend)
+_OUTCOME_TYPES = frozenset(_OUTCOMES)
 
 
 class ToolPort:
@@ -40,7 +42,7 @@ class ToolPort:
     it). ``context(calls, done)`` builds the middleware's :class:`ToolCallLoopContext`."""
 
     __slots__ = ("agent_id", "context", "direct", "done", "frame", "gate", "gen", "journaled",
-                 "output", "recording", "session_id", "tools", "trace_id")
+                 "output", "record", "recording", "session_id", "tools", "trace_id")
 
     def __init__(self, frame: Frame, gen: Generation, *, output: str | None,
                  context: Callable[[tuple[ToolCall, ...], tuple[ToolTurn, ...]],
@@ -67,6 +69,7 @@ class ToolPort:
         self.tools = tools
         self.direct = direct
         self.journaled = recording
+        self.record = frame.journal.record_tool
         self.agent_id, self.session_id, self.trace_id = frame.agent_id, run.session_id, \
             run.trace_id
         self.gate = gate
@@ -88,10 +91,10 @@ class ToolPort:
                                                 self.trace_id))
             if not self.journaled:
                 return out
-            if isawaitable(out):
+            if type(out) is CoroutineType or isawaitable(out):
                 return self._journal(call.id, out)
             if isinstance(out, _OUTCOMES):  # anything else: the machine refuses it, unjournaled
-                self.frame.journal.record_tool(call.id, out)
+                self.record(call.id, out)
             return out
         return self._call(call, self.tools.get(call.name))
 
@@ -99,8 +102,8 @@ class ToolPort:
         """A direct call's outcome, journaled once the body returns one (as :meth:`_call`
         journals what :meth:`~bindloop.tools.Tool.execute` accepted)."""
         outcome = await body
-        if isinstance(outcome, _OUTCOMES):
-            self.frame.journal.record_tool(call_id, outcome)
+        if type(outcome) in _OUTCOME_TYPES or isinstance(outcome, _OUTCOMES):
+            self.record(call_id, outcome)
         return outcome
 
     async def _call(self, call: ToolCall, entry: tuple[AgentTool, Any] | None) -> ToolOutcome:
@@ -111,11 +114,11 @@ class ToolPort:
             served = frame.cursor.tool_outcome(call.id)
             if served is not None:
                 if self.recording:
-                    frame.journal.record_tool(call.id, served)
+                    self.record(call.id, served)
                 return served
         outcome = await self._run(call, entry)
         if self.recording:
-            frame.journal.record_tool(call.id, outcome)
+            self.record(call.id, outcome)
         return outcome
 
     async def _run(self, call: ToolCall, entry: tuple[AgentTool, Any] | None) -> ToolOutcome:
@@ -148,5 +151,5 @@ class ToolPort:
         if self.recording:  # what a layer answered itself is the call's outcome too
             for call in calls:
                 if call.name != self.output:  # the receipt is not journaled (it never ran)
-                    self.frame.journal.record_tool(call.id, got[call.id])
+                    self.record(call.id, got[call.id])
         return [got[c.id] for c in calls]

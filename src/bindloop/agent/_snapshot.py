@@ -101,31 +101,61 @@ def parse_snapshot(data: bytes | str | Mapping[str, Any]) -> AgentSnapshot:
 
 class Journal:
     """A frame's live journal: turns in call order; tool outcomes land on the turn that asked
-    (the latest turn holding the call's id)."""
+    (the latest turn holding the call's id when the outcome was recorded).
 
-    __slots__ = ("_asked", "turns")
+    Recording only appends (the turns; their hashes, a deferred one as its trail and call
+    index, so a journaled turn keeps no object of its own alive beside the turn; each outcome
+    with its call id and the number of turns then): :meth:`freeze` computes the deferred hashes,
+    finds the turn each outcome lands on and builds the turns' ``tools``."""
+
+    __slots__ = ("_at", "_calls", "_hashes", "_ids", "_outcomes", "turns")
 
     def __init__(self) -> None:
-        self.turns: list[tuple[str | PromptHash, ModelTurnResult, dict[str, ToolOutcome]]] = []
-        self._asked: dict[str, dict[str, ToolOutcome]] = {}  # call id -> its turn's outcomes
+        self.turns: list[ModelTurnResult] = []
+        self._hashes: list[str | _Trail] = []  # each turn's hash, or the trail computing it
+        self._calls: list[int] = []  # and the call's index in that trail
+        self._ids: list[str] = []  # each recorded outcome's call id,
+        self._outcomes: list[ToolOutcome] = []  # the outcome,
+        self._at: list[int] = []  # and how many turns were journaled then
 
     def record_turn(self, prompt_hash: str | PromptHash, turn: ModelTurnResult) -> None:
         """Journal a turn; a :class:`PromptHash` is read when the journal is frozen."""
-        tools: dict[str, ToolOutcome] = {}
-        self.turns.append((prompt_hash, turn, tools))
-        asked = self._asked
-        for call in turn.tool_calls:
-            asked[call.id] = tools
+        self.turns.append(turn)
+        if type(prompt_hash) is PromptHash:
+            self._hashes.append(prompt_hash.trail)
+            self._calls.append(prompt_hash.index)
+        else:
+            self._hashes.append(prompt_hash)  # type: ignore[arg-type]  # narrowed: a str
+            self._calls.append(-1)
 
     def record_tool(self, call_id: str, outcome: ToolOutcome) -> None:
-        tools = self._asked.get(call_id)
-        if tools is not None:
-            tools[call_id] = outcome
+        """Journal a call's outcome (on no turn if none asked for ``call_id``)."""
+        self._ids.append(call_id)
+        self._outcomes.append(outcome)
+        self._at.append(len(self.turns))
 
     def freeze(self) -> tuple[JournalTurn, ...]:
-        return tuple(JournalTurn(prompt_hash=h if isinstance(h, str) else h.value(), turn=t,
-                                 tools=dict(tools))
-                     for h, t, tools in self.turns)
+        turns, hashes, calls = self.turns, self._hashes, self._calls
+        for trail, index in zip(reversed(hashes), reversed(calls)):
+            # a trail's last call first: its calls are hashed in one pass
+            if not isinstance(trail, str) and index >= len(trail.digests):
+                trail.cache.settle(trail, index)
+        asking: dict[str, list[int]] = {}  # call id -> the turns holding it, ascending
+        for index, turn in enumerate(turns):
+            for call in turn.tool_calls:
+                held = asking.setdefault(call.id, [])
+                if not held or held[-1] != index:
+                    held.append(index)
+        tools: list[dict[str, ToolOutcome]] = [{} for _ in turns]
+        for call_id, outcome, at in zip(self._ids, self._outcomes, self._at):
+            holding = asking.get(call_id)
+            if holding is not None:
+                i = bisect_right(holding, at - 1) - 1  # the latest turn before ``at`` holding it
+                if i >= 0:
+                    tools[holding[i]][call_id] = outcome
+        return tuple(JournalTurn(prompt_hash=h if isinstance(h, str) else h.digests[i], turn=t,
+                                 tools=d)
+                     for h, i, t, d in zip(hashes, calls, turns, tools))
 
 
 def prompt_hash(messages: Sequence[Message], tools: Sequence[ToolDefinition],
@@ -214,72 +244,71 @@ def canonical_value(value: object, *, builtins: bool = True) -> bytes:
     return data if same else canonical_json(reference).encode()
 
 
-_NO, _MARK, _BASE = 0, 1, 2  # PromptHash.keep: no state kept; a mark's; a resumed trail's base
-
-
 class _Trail:
     """One transcript as hashed: its messages (``objs``, every message a call has sent so far),
     the canonical bytes of the first ``len(canon)`` of them and the running SHA-256 state after
-    ``{"messages":[`` and those (``None`` until the state it resumes from, ``base``, is known);
-    ``marks``, the points another prompt can resume from (message counts ``counts``, ascending:
-    the trail's start and its model calls, at most ``limit``), and the calls whose hashes are not
-    computed yet (``pending``, ascending)."""
+    ``{"messages":[`` and those (``None`` until the state it resumes from, ``base``, is known).
 
-    __slots__ = ("base", "cache", "canon", "counts", "marks", "objs", "pending", "root", "state")
+    The model calls recorded on it, in order: call ``i`` sent the first ``calls[i]`` messages
+    with the payload suffix ``suffixes[i]``; the first ``len(digests)`` calls are hashed. The
+    points another prompt can resume from: any call not hashed yet, and the ``marks`` (call
+    indexes, ``-1`` the trail's start at ``start`` messages; their message counts
+    ``mark_counts``, ascending; the last call of each hashing pass, at most the cache's
+    ``marks``). ``states`` keeps the hash states at the marks and at the calls other trails
+    resume from (``bases``). No :class:`PromptHash` is referenced from here."""
 
-    def __init__(self, cache: PromptHashCache, objs: list[object], canon: list[bytes],
-                 count: int, state: hashlib._Hash | None, base: PromptHash | None) -> None:
+    __slots__ = ("base", "bases", "cache", "calls", "candidates", "canon", "digests",
+                 "mark_counts", "marks", "objs", "start", "state", "states", "suffixes")
+
+    def __init__(self, cache: PromptHashCache, candidates: tuple[_Trail, ...]) -> None:
         self.cache = cache
-        root = PromptHash(self, count, None)
-        root.keep, root.state = _MARK, state
-        self.root = root
-        self.objs = objs
-        self.canon = canon
-        self.counts = [count]
-        self.marks = [root]
-        self.state = state.copy() if state is not None else None
-        self.base = base
-        if base is not None:
-            base.keep = _BASE
-        self.pending: list[PromptHash] = []
+        self.candidates = candidates  # the transcripts it may resume from, until hashed
+        self.objs: list[object] = []
+        self.canon: list[bytes] = []
+        self.start = 0
+        self.calls: list[int] = []
+        self.suffixes: list[_Suffix] = []
+        self.digests: list[str] = []
+        self.marks = [-1]
+        self.mark_counts = [0]
+        head = hashlib.sha256(_HEAD)
+        self.states: dict[int, hashlib._Hash] = {-1: head}
+        self.bases: set[int] = set()
+        self.state: hashlib._Hash | None = head.copy()
+        self.base: tuple[_Trail, int] | None = None
 
     def thin(self) -> None:
         """Thin the older marks, keep the newest (a dropped mark keeps its state only when a
         trail resumes from it)."""
-        kept = self.marks[-2::-2][::-1] + self.marks[-1:]
-        for dropped in self.marks[-3::-2]:
-            if dropped.keep == _MARK:
-                dropped.keep = _NO
-                dropped.state = None
-        self.marks = kept
-        self.counts = [m.count for m in kept]
+        marks, states, bases = self.marks, self.states, self.bases
+        for dropped in marks[-3::-2]:
+            if dropped not in bases:
+                states.pop(dropped, None)
+        kept = self.marks = marks[-2::-2][::-1] + marks[-1:]
+        calls = self.calls
+        self.mark_counts = [calls[m] if m >= 0 else self.start for m in kept]
 
 
+class PromptHash(msgspec.Struct):
+    """One model call's :func:`prompt_hash`, computed when first read (:meth:`value`): call
+    ``index`` of its trail (the transcript's first messages as sent, kept by the trail, which
+    only ever appends, and the call's tools, schema and tool choice). Reading it hashes the
+    trail up to that call, computing every earlier call's hash of that trail on the way, so a
+    run that never reads its hashes (a snapshot not dumped) never computes them; the value is
+    the one an eager hash would have given.
 
-class PromptHash:
-    """One model call's :func:`prompt_hash`, computed when first read (:meth:`value`): the
-    transcript's first ``count`` messages (kept by the trail, which only ever appends) and the
-    call's tools, schema and tool choice (``suffix``, their canonical bytes). Reading it hashes
-    the trail up to ``count``, computing every earlier call's hash of that trail on the way, so
-    a run that never reads its hashes (a snapshot not dumped) never computes them; the value is
-    the one an eager hash would have given. A call another prompt resumes from (``keep``) keeps
-    the hash state at its count once computed."""
+    One is made per model call of a recorded run: a Struct for its constructor in C, two fields,
+    in no reference cycle (the trail refers to none), so it is freed as soon as its reader drops
+    it (a :class:`Journal` keeps the trail and the index instead). Never encoded."""
 
-    __slots__ = ("_trail", "_value", "count", "keep", "state", "suffix")
-
-    def __init__(self, trail: _Trail, count: int, suffix: _Suffix | None) -> None:
-        self._trail = trail
-        self.count = count
-        self.suffix = suffix
-        self._value: str | None = None
-        self.keep = _NO
-        self.state: hashlib._Hash | None = None
+    trail: _Trail
+    index: int
 
     def value(self) -> str:
-        if self._value is None:
-            self._trail.cache.settle(self._trail, self.count)
-        assert self._value is not None  # settle computes every pending hash up to its count
-        return self._value
+        trail, index = self.trail, self.index
+        if index >= len(trail.digests):
+            trail.cache.settle(trail, index)
+        return trail.digests[index]
 
 
 class PromptHashCache:
@@ -292,9 +321,9 @@ class PromptHashCache:
     transcript). A new prompt's transcript resumes from the longest prefix it shares with one
     of them -- same objects, or messages with the same canonical bytes (a system message rebuilt
     per generation) -- so only the messages after it are encoded and hashed. Finding that prefix
-    compares the lists by identity in C (tens of ns per message). Encoding and hashing are
-    deferred to the first read of a call's :class:`PromptHash`: a trail resumed from a call not
-    hashed yet hashes that one first when read."""
+    compares the lists by identity in C (tens of ns per message). That search, the encoding and
+    the hashing are deferred to the first read of a call's :class:`PromptHash`: a trail
+    resumed from a call not hashed yet hashes that one first when read."""
 
     __slots__ = ("_canon", "_limit", "_trails", "_max_trails", "marks")
 
@@ -317,72 +346,113 @@ class PromptHashCache:
         canon[id(message)] = (message, data)
         return data
 
-    def _shared(self, messages: Sequence[object], trail: _Trail) -> int:
-        """How many leading messages have the trail's canonical bytes (identity first)."""
+    def _shared(self, messages: Sequence[object], trail: _Trail, upto: int) -> int:
+        """How many of the first ``upto`` messages have the trail's canonical bytes (identity
+        first)."""
         objs, canon = trail.objs, trail.canon
+        upto = min(upto, len(messages), len(objs))
         for i in compress(count(), map(is_not, messages, objs)):
+            if i >= upto:
+                break
             theirs = canon[i] if i < len(canon) else self.canonical(objs[i])
             if self.canonical(messages[i]) != theirs:
                 return i
-        return min(len(messages), len(objs))
+        return upto
 
-    def start(self, messages: Sequence[object]) -> _Trail:
-        """A new trail for ``messages``, resumed from the best mark (not yet extended)."""
-        best, source, at = 0, None, 0
-        for trail in self._trails:
-            shared = self._shared(messages, trail)
-            i = bisect_right(trail.counts, shared) - 1  # the last mark inside the shared prefix
-            if i >= 0 and trail.counts[i] > best:
-                best, source, at = trail.counts[i], trail, i
-                if shared == len(messages) or shared == len(trail.objs):
-                    break
-        if source is None:
-            trail = _Trail(self, [], [], 0, hashlib.sha256(_HEAD), None)
-        else:
-            mark = source.marks[at]
-            trail = _Trail(self, list(messages[:best]), source.canon[:best], best, mark.state,
-                           mark if mark.state is None else None)
+    def start(self) -> _Trail:
+        """A new trail, empty (the caller appends its messages). Where it resumes from is found
+        when it is first hashed (:meth:`_resume`): a prompt whose hashes are never read
+        compares nothing with the transcripts before it."""
         trails = self._trails
+        trail = _Trail(self, tuple(trails))
         trails.insert(0, trail)
+        for dropped in trails[self._max_trails:]:
+            if dropped.candidates:  # resumed now: no chain of older trails kept through it
+                self._resume(dropped)
         del trails[self._max_trails:]
         return trail
 
+    def _resume(self, trail: _Trail) -> None:
+        """Resume a trail about to be hashed for the first time from the best point of the
+        transcripts cached when it started: the last call or mark inside the longest prefix its
+        messages share with one of them."""
+        candidates, trail.candidates = trail.candidates, ()
+        objs = trail.objs
+        upto = trail.calls[0] if trail.calls else len(objs)  # its first call's messages
+        best, source, point = 0, None, -1
+        for other in candidates:
+            shared = self._shared(objs, other, upto)
+            # the last point inside the shared prefix: a call not hashed yet, else a mark
+            calls, hashed = other.calls, len(other.digests)
+            i = bisect_right(calls, shared, lo=hashed) - 1
+            if i >= hashed:
+                at = calls[i]
+            else:
+                j = bisect_right(other.mark_counts, shared) - 1
+                if j < 0:
+                    continue
+                at, i = other.mark_counts[j], other.marks[j]
+            if at > best:
+                best, source, point = at, other, i
+                if shared == upto or shared == len(other.objs):
+                    break
+        if source is None:
+            return  # from the start, as made
+        state = source.states.get(point)
+        trail.start = best
+        trail.mark_counts = [best]
+        trail.canon = source.canon[:best]
+        if state is not None:
+            trail.states = {-1: state}
+            trail.state = state.copy()
+        else:  # that point is not hashed yet either: hashed first, when this one is
+            trail.states = {}
+            trail.state = None
+            trail.base = (source, point)
+            source.bases.add(point)
+
     def settle(self, trail: _Trail, upto: int) -> None:
-        """Hash the trail's messages up to ``upto`` (a call's count), computing the pending
-        calls' hashes and the kept states on the way."""
+        """Hash the trail's calls up to call ``upto`` (``-1``: only its start), keeping the
+        states of the marks and of the points other trails resume from on the way."""
+        if trail.candidates:
+            self._resume(trail)
         base = trail.base
         if base is not None:  # resumed from another trail's point: that one's state first
-            self.settle(base._trail, base.count)
-            source = base._trail.canon
-            trail.canon.extend(source[len(trail.canon):base.count])
-            assert base.state is not None  # a based point keeps its state
-            if trail.root.keep != _NO:
-                trail.root.state = base.state
-            trail.state = base.state.copy()
+            source, point = base
+            self.settle(source, point)
+            at = source.calls[point] if point >= 0 else source.start
+            trail.canon.extend(source.canon[len(trail.canon):at])
+            resumed = source.states[point]  # a based point keeps its state
+            if -1 in trail.bases or trail.marks[0] == -1:
+                trail.states[-1] = resumed
+            trail.state = resumed.copy()
             trail.base = None
-        pending = trail.pending
-        if not pending or pending[0].count > upto:
+        digests = trail.digests
+        first = len(digests)
+        if upto < first:
             return
+        calls, suffixes, bases, states = trail.calls, trail.suffixes, trail.bases, trail.states
         objs, canon, state = trail.objs, trail.canon, trail.state
         assert state is not None
         update = state.update
-        done = 0
-        for call in pending:
-            at = call.count
-            if at > upto:
-                break
-            done += 1
-            for i in range(len(canon), at):
+        for k in range(first, upto + 1):
+            for i in range(len(canon), calls[k]):
                 data = self.canonical(objs[i])
                 update(b"," + data if i else data)
                 canon.append(data)
-            if call.keep != _NO and call.state is None:
-                call.state = state.copy()
+            if k in bases:  # a point another trail resumes from
+                states[k] = state.copy()
             out = state.copy()
-            assert call.suffix is not None  # a call's (only a trail's root has none)
-            out.update(call.suffix.data())
-            call._value = out.hexdigest()
-        del pending[:done]
+            out.update(suffixes[k].data())
+            digests.append(out.hexdigest())
+        # The last call hashed: a point another prompt may resume from (the state is there).
+        if calls[upto] != trail.mark_counts[-1]:
+            if upto not in states:
+                states[upto] = state.copy()
+            trail.marks.append(upto)
+            trail.mark_counts.append(calls[upto])
+            if len(trail.marks) > self.marks:
+                trail.thin()
 
 
 class _Suffix:
@@ -412,7 +482,7 @@ class PromptHasher:
     after ``{"messages":[m1,...,mk`` is reused and only the fixed suffix is appended per call. The
     value equals :func:`prompt_hash` exactly. Messages are frozen Structs; the transcript is one
     list the loop only appends to, and a list that is not the same one, shrank, or no longer holds
-    the hashed first and last messages at their places is matched again against the
+    the recorded first and last messages at their places is matched again against the
     :class:`PromptHashCache` (a compaction's wholesale replacement, a truncation, a resumed list, a
     new prompt of the run): it resumes from the longest prefix it shares with a transcript hashed
     before. A message edited in place in the middle, keeping the length and the first and last,
@@ -422,8 +492,7 @@ class PromptHasher:
     Calling it hashes at once; :meth:`defer` takes the call's messages and returns its
     :class:`PromptHash` to compute when read (a journal read only when a snapshot is taken)."""
 
-    __slots__ = ("_cache", "_count", "_first", "_last", "_list", "_schema", "_suffix",
-                 "_tools", "_trail", "fixed")
+    __slots__ = ("_cache", "_list", "_schema", "_suffix", "_tools", "_trail", "fixed")
 
     def __init__(self, tools: Sequence[ToolDefinition], schema: Mapping[str, Any] | None,
                  tool_choice: object, cache: PromptHashCache | None = None) -> None:
@@ -432,11 +501,8 @@ class PromptHasher:
         self._schema = schema
         self.fixed: tuple[bytes, bytes] | None = None  # the schema's and the tools' payload
         self.choose(tool_choice)
-        self._list: object = None
+        self._list: object = None  # the list the trail was last extended from
         self._trail: _Trail | None = None
-        self._count = 0
-        self._first: object = None
-        self._last: object = None
 
     def choose(self, tool_choice: object) -> None:
         """The next calls' tool choice (a per-turn tool-choice policy changes it between turns)."""
@@ -458,31 +524,30 @@ class PromptHasher:
     def defer(self, messages: Sequence[Message]) -> PromptHash:
         """This call's hash, computed when first read. ``messages`` are taken by reference (the
         trail keeps the objects), so appending to the list afterwards changes nothing."""
-        count = self._count
         trail = self._trail
-        if trail is None or messages is not self._list or len(messages) < count or (count and (
-                messages[0] is not self._first or messages[count - 1] is not self._last)):
-            trail = self._trail = self._cache.start(messages)
-            self._list = messages
         n = len(messages)
-        if n:
-            self._count = n
-            self._first = messages[0]
-            self._last = messages[-1]
-        # The call's messages into the trail, by reference (the trail holds a prefix of them).
-        objs = trail.objs
-        if len(objs) < n:
-            objs.extend(messages[len(objs):])
-        out = PromptHash(trail, n, self._suffix)
-        counts = trail.counts
-        if counts[-1] != n:  # the trail grew: a point another prompt may resume from
-            out.keep = _MARK
-            counts.append(n)
-            trail.marks.append(out)
-            if len(counts) > trail.cache.marks:
-                trail.thin()
-        trail.pending.append(out)
-        return out
+        if messages is self._list and trail is not None:
+            objs = trail.objs  # the list's first len(objs) messages when last called
+            k = len(objs)
+            if n < k or (k and (messages[0] is not objs[0] or messages[k - 1] is not objs[k - 1])):
+                trail = self._restart(messages)
+                objs = trail.objs
+                k = len(objs)
+        else:
+            trail = self._restart(messages)
+            objs = trail.objs
+            k = len(objs)
+        if k < n:  # the call's messages into the trail, by reference
+            objs += messages[k:]
+        calls = trail.calls
+        calls.append(n)
+        trail.suffixes.append(self._suffix)
+        return PromptHash(trail, len(calls) - 1)
+
+    def _restart(self, messages: Sequence[Message]) -> _Trail:
+        trail = self._trail = self._cache.start()
+        self._list = messages
+        return trail
 
 
 class ReplayCursor:

@@ -238,8 +238,8 @@ class TurnPort:
     raises ``out_of_steps()`` instead."""
 
     __slots__ = ("budgets", "choose", "journaled", "model_complete", "frame", "hasher", "hub",
-                 "limit", "model", "options", "out_of_steps", "plain", "recording", "spec", "text",
-                 "tool_mode", "spans", "turns", "watched")
+                 "limit", "model", "options", "out_of_steps", "plain", "record", "recording",
+                 "spec", "text", "tool_mode", "spans", "turns", "watched")
 
     def __init__(self, frame: Frame, model: Model, options: ModelRequest, *,
                  spec: OutputSpec | None, tool_mode: bool, hub: StreamHub | None,
@@ -272,6 +272,7 @@ class TurnPort:
         self.recording = run.enable_snapshot or run.tracer.enabled or frame.cursor is not None
         self.hasher = PromptHasher(options.tools, options.schema, options.tool_choice,
                                    run.prompt_hashes) if self.recording else None
+        self.record = frame.journal.record_turn
         self.watched = self.recording or hub is not None or text is not None
         # Unwatched, a StreamModel that keeps the base's complete and price has nothing to charge
         # (its fold prices nothing): its turn is that fold itself, awaited by the loop directly.
@@ -353,7 +354,7 @@ class TurnPort:
                        ) -> ModelTurnResult:
         """The plain fold, journaled once it returns (as :meth:`_watched` journals a turn)."""
         turn = await fold
-        self.frame.journal.record_turn(hash_, turn)
+        self.record(hash_, turn)
         return turn
 
     def _choose(self, messages: Sequence[Message]) -> None:
@@ -413,7 +414,7 @@ class TurnPort:
                 spans.observe(index, failed)
             raise
         if self.recording:
-            frame.journal.record_turn(hash_ or pending or "", turn)
+            self.record(hash_ or pending or "", turn)
         if spans is not None or watch is not None:
             done = turn_done(turn, hash_)
             if spans is not None:
