@@ -154,7 +154,11 @@ def run(sessions: int, count: bool, top: int) -> dict[str, Any]:
 
     gate = _Gate()
     chat = OpenAIChatAdapter()
-    budgets = StreamBudgets(first_token_ms=10_000, inter_chunk_ms=2_000, total_ms=60_000)
+    # The soak's budgets; while counting, the answers wait at the gate as long as the count takes,
+    # so the budgets are generous then (the same supervisor and objects, no stall on a slow count).
+    budgets = (StreamBudgets(first_token_ms=600_000, inter_chunk_ms=600_000, total_ms=600_000)
+               if count else
+               StreamBudgets(first_token_ms=10_000, inter_chunk_ms=2_000, total_ms=60_000))
     models = {p: ModelAdapter(chat, MemoryTransport(gate), WireOptions(model="soak", stream=True),
                               budgets=budgets) for p in PREFIXES}
     model_id = canonical_model_id("soak/model")
