@@ -30,6 +30,7 @@ shared event loop add under this load), peak RSS, and the checks: every transcri
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -155,6 +156,33 @@ class Ledger:
 
     def duplicates(self) -> int:
         return sum(n - 1 for n in self.runs.values())
+
+
+class GcWatch:
+    """The cyclic collector's work while the sessions run: collections per generation and the
+    process CPU they took (``gc.callbacks``), the same way on every side."""
+
+    def __init__(self) -> None:
+        self.counts = [0, 0, 0]
+        self.cpu_s = 0.0
+        self._started = 0.0
+
+    def __enter__(self) -> "GcWatch":
+        gc.callbacks.append(self._on)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        gc.callbacks.remove(self._on)
+
+    def _on(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.process_time()
+        else:
+            self.counts[info["generation"]] += 1
+            self.cpu_s += time.process_time() - self._started
+
+    def figures(self) -> dict[str, Any]:
+        return {"collections": list(self.counts), "cpu_s": self.cpu_s}
 
 
 def _usage() -> tuple[float, float]:
@@ -300,13 +328,14 @@ async def run_bindloop(port: int, sessions: int, db: str, store_checkpoints: boo
         outcome["tokens"] += final.stats.output_tokens
         check(final.messages)
 
-    cpu0, _ = _usage()
-    t0 = time.perf_counter()
-    async with anyio.create_task_group() as tg:
-        for n in range(sessions):
-            tg.start_soon(one if store is not None else one_without_store, n)
-    wall = time.perf_counter() - t0
-    cpu1, rss = _usage()
+    with GcWatch() as collector:
+        cpu0, _ = _usage()
+        t0 = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for n in range(sessions):
+                tg.start_soon(one if store is not None else one_without_store, n)
+        wall = time.perf_counter() - t0
+        cpu1, rss = _usage()
     await client.aclose()
     if store is not None:
         store.close()
@@ -314,7 +343,7 @@ async def run_bindloop(port: int, sessions: int, db: str, store_checkpoints: boo
             retries=outcome["retries"], tokens=outcome["tokens"], wall=wall, cpu=cpu1 - cpu0,
             rss=rss, durations=durations, invalid=outcome["invalid"],
             unanswered=outcome["unanswered"], duplicates=ledger.duplicates(),
-            extra={"failed_attempts": failed})
+            extra={"failed_attempts": failed, "gc": collector.figures()})
 
 
 # ---- pydantic-ai ------------------------------------------------------------------------------
@@ -454,6 +483,7 @@ def soak(sessions: int, seed: int, peer: bool, rounds: int = 1,
             pairs.append((ours, bare))
             if light is not None:
                 ours["no_store"] = {"cpu_us_per_token": light["cpu_us_per_token"],
+                                    "gc": light.get("gc"),
                                     "completed": light["completed"], "tokens": light["tokens"],
                                     "ratio": cpu_ratio([light, bare])}
         ratios = [cpu_ratio(list(pair)) for pair in pairs]
@@ -536,6 +566,17 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     lines.append("machine load (1-min average) as each side started: "
                  + ", ".join(f"{r['framework']} {r['load_1min']:.2f}" for r in rows)
                  + f" on {os.cpu_count()} CPUs")
+    def collector(r: dict[str, Any]) -> str:
+        g = r.get("gc")
+        if not g:
+            return "-"
+        young, middle, full = g["collections"]
+        return f"{young}/{middle}/{full} collections, {g['cpu_s']:.2f} s"
+
+    lines.append("cyclic GC while the sessions ran (young/middle/full, CPU): "
+                 + "; ".join(f"{r['framework']} {collector(r)}" for r in rows)
+                 + "".join(f"; bindloop, no store {collector(light)}"
+                           for light in (base.get("no_store_rounds") or [])[-1:]))
     ratio = cpu_ratio(rows)
     if ratio is not None:
         lines.append(f"harness CPU per streamed token: bindloop {base['cpu_us_per_token']:.1f} µs, "

@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from soak import PREFIXES, TRIES, Ledger, _finish, _usage
+from soak import PREFIXES, TRIES, GcWatch, Ledger, _finish, _usage
 
 # The reader's view of a chunk: only the fields it uses (msgspec skips the rest unparsed).
 
@@ -144,15 +144,16 @@ async def run_bare(port: int, sessions: int) -> None:
         outcome["completed"] += 1
         outcome["tokens"] += tokens + second[2]
 
-    cpu0, _ = _usage()
-    t0 = time.perf_counter()
-    async with anyio.create_task_group() as tg:
-        for n in range(sessions):
-            tg.start_soon(one, n)
-    wall = time.perf_counter() - t0
-    cpu1, rss = _usage()
+    with GcWatch() as collector:
+        cpu0, _ = _usage()
+        t0 = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for n in range(sessions):
+                tg.start_soon(one, n)
+        wall = time.perf_counter() - t0
+        cpu1, rss = _usage()
     await client.aclose()
     _finish("bare reader", sessions=sessions, completed=outcome["completed"],
             retries=outcome["retries"], tokens=outcome["tokens"], wall=wall, cpu=cpu1 - cpu0,
             rss=rss, durations=durations, invalid=0, unanswered=0,
-            duplicates=ledger.duplicates(), extra={})
+            duplicates=ledger.duplicates(), extra={"gc": collector.figures()})

@@ -31,7 +31,8 @@ class AbortSignal:
         self._aborted = False
         self._reason: object = None
         self._listeners: list[Callable[[object], None]] = []
-        self._checks: list[Callable[[], object]] = []
+        # Made by the first add_check(): most signals (one per model call) are never polled.
+        self._checks: list[Callable[[], object]] | None = None
 
     @property
     def aborted(self) -> bool:
@@ -43,29 +44,25 @@ class AbortSignal:
         return self._reason
 
     def add_listener(self, listener: Callable[[object], None]) -> Callable[[], None]:
-        """Call ``listener(reason)`` when the signal fires. Returns a function that removes it."""
+        """Call ``listener(reason)`` when the signal fires. Returns a callable that removes it."""
         if self._aborted:
             listener(self._reason)
             return lambda: None
         self._listeners.append(listener)
-
-        def remove() -> None:
-            try:
-                self._listeners.remove(listener)
-            except ValueError:
-                pass
-
-        return remove
+        return _Removal(self, listener)
 
     def add_check(self, check: Callable[[], object]) -> Callable[[], None]:
         """Add a polled source: ``check()`` returns ``None`` while it holds, or the reason to fire
         with (an exception it returns is the reason, not raised; one it raises propagates out of
         :meth:`poll`). Returns a function that removes it."""
-        self._checks.append(check)
+        checks = self._checks
+        if checks is None:
+            checks = self._checks = []
+        checks.append(check)
 
         def remove() -> None:
             try:
-                self._checks.remove(check)
+                checks.remove(check)
             except ValueError:
                 pass
 
@@ -75,7 +72,7 @@ class AbortSignal:
         """Run the checks in the order they were added, up to the first that returns a reason
         (which fires the signal unless it has fired already), then return :attr:`aborted`. The
         checks run whether or not the signal has fired: a source that raises is always asked."""
-        for check in self._checks:
+        for check in self._checks or ():
             reason = check()
             if isawaitable(reason):
                 close = getattr(reason, "close", None)
@@ -116,6 +113,24 @@ class AbortController:
     def abort(self, reason: object = None) -> None:
         """Fire the signal (idempotent: the first reason wins)."""
         self.signal._fire(reason)
+
+
+class _Removal:
+    """What :meth:`AbortSignal.add_listener` returns: calling it removes the listener (once; a
+    listener already removed or already called is not an error). One small object rather than a
+    closure and its cells: a model call adds a listener and keeps the remover while it runs."""
+
+    __slots__ = ("_listener", "_signal")
+
+    def __init__(self, signal: AbortSignal, listener: Callable[[object], None]) -> None:
+        self._signal = signal
+        self._listener = listener
+
+    def __call__(self) -> None:
+        try:
+            self._signal._listeners.remove(self._listener)
+        except ValueError:
+            pass
 
 
 def any_signal(*signals: AbortSignal | None) -> AbortSignal:

@@ -32,3 +32,5 @@ def test_small_soak_completes_every_session_through_the_faults() -> None:
     lines = soak.table(rows)
     assert any("sessions completed" in line for line in lines)
     assert any(line.startswith("harness CPU per streamed token: bindloop") for line in lines)
+    assert len(row["gc"]["collections"]) == 3 and len(bare["gc"]["collections"]) == 3
+    assert any(line.startswith("cyclic GC while the sessions ran") for line in lines)

@@ -178,3 +178,47 @@ def test_random_bytes_raise_only_limit_errors_and_stay_bounded(data: bytes, limi
             assert d._data_size <= limit * 2
     except SseLimitError:
         return
+
+
+_data_events = st.builds(lambda t: b"data: " + t.encode() + b"\n\n", _text)
+
+
+def _by_byte(stream: bytes, **limits: int) -> list[SseEvent] | str:
+    d = SseDecoder(**limits)
+    out: list[SseEvent] = []
+    try:
+        for i in range(len(stream)):
+            out += d.feed(stream[i:i + 1])
+    except SseLimitError as exc:
+        return exc.limit
+    return out
+
+
+def _per_read(pieces: list[bytes], **limits: int) -> list[SseEvent] | str:
+    d = SseDecoder(**limits)
+    out: list[SseEvent] = []
+    try:
+        for piece in pieces:
+            out += d.feed(piece)
+            if piece.startswith(b"data: ") and piece.endswith(b"\n\n") and piece.count(b"\n") == 2:
+                assert not d.grew  # a whole event dispatched in its own read is not progress
+    except SseLimitError as exc:
+        return exc.limit
+    return out
+
+
+@given(st.lists(st.one_of(_data_events, _data_events, sse_streams()), max_size=10))
+@settings(max_examples=200, deadline=None)
+def test_one_whole_event_per_read_gives_the_events_of_a_byte_at_a_time(
+        pieces: list[bytes]) -> None:
+    # The usual read of a streaming provider (one ``data:`` event, nothing pending) between
+    # reads of every other shape: the same events as the stream fed one byte at a time.
+    assert _per_read(pieces) == _by_byte(b"".join(pieces))
+
+
+@pytest.mark.parametrize("size", [1, 5, 6, 7, 8, 9, 12])
+def test_one_whole_event_per_read_keeps_both_limits(size: int) -> None:
+    event = b"data: " + b"x" * size + b"\n\n"
+    for limits in ({"max_line_bytes": 12}, {"max_event_bytes": 7},
+                   {"max_line_bytes": 10, "max_event_bytes": 3}):
+        assert _per_read([b": hi\n\n", event], **limits) == _by_byte(b": hi\n\n" + event, **limits)

@@ -20,7 +20,7 @@ from typing import Any, Final, cast, overload
 import msgspec
 
 from .._awaitable import isawaitable, resolve as _resolve
-from ..contracts import ToolCall, ToolOutcome
+from ..contracts import ToolCall, ToolError, ToolOutcome
 from ..errors import (
     AbortedToolCallError,
     PortContractError,
@@ -149,37 +149,7 @@ async def run_tool_loop(
     offered: object = None  # the tools `request` was last built from
     state = p.state
     send = machine.send
-    # The exceptions of the ToolRaised answers made, in order: each RaisedByTool rejection the
-    # machine gives back takes the next one (no exception enters the machine).
-    raised: list[Exception] = []
-
-    def raise_answer(index: int, exc: Exception, ms: float) -> ToolRaised:
-        raised.append(exc)
-        return ToolRaised(index, tool_exception_error(exc, format_exception), type(exc).__name__,
-                          ms)
-
-    def settle(answer: RawAnswer) -> ToolAnswer:
-        if isinstance(answer, Raised):
-            return raise_answer(answer.index, answer.error, answer.ms)
-        return answer
-
-    def runs_alone(call: ToolCall) -> bool:
-        return serially is not None and check_bool(serially(call), "runs_serially")
-
-    async def run_one(index: int, call: ToolCall) -> RawAnswer:
-        started = now()
-        try:
-            value: Any = run_tool_call(call)
-            outcome: ToolOutcome = await value if isawaitable(value) else value
-        except Exception as exc:
-            if is_fatal_raise(exc, fatal):
-                raise
-            return Raised(index, exc, now() - started)
-        return ToolReturned(index, outcome, now() - started)
-
-    async def run_pooled_item(item: tuple[int, ToolCall]) -> RawAnswer:
-        return await run_one(item[0], item[1])
-
+    calls = _ToolCalls(now, run_tool_call, fatal, format_exception, serially)
     machine.start()
     while True:
         effect = machine.next_effect()
@@ -224,36 +194,40 @@ async def run_tool_loop(
                 except Exception as exc:
                     if is_fatal_raise(exc, fatal):
                         raise
-                    answer: ToolAnswer = raise_answer(run.index, exc, now() - started)
+                    answer: ToolAnswer = calls.raise_answer(run.index, exc, now() - started)
                 else:
                     answer = ToolReturned(run.index, outcome, now() - started)
                 send(answer)
         elif kind is RunToolBatch:
             assert isinstance(effect, RunToolBatch)
             answers = await run_tool_calls_pooled_by_tool(
-                effect.items, run_pooled_item, tool_name=name_of, item_id=id_of,
+                effect.items, calls.run_pooled_item, tool_name=name_of, item_id=id_of,
                 signal=signal, options=runner.batch_options,
             )
             # Formatted here, in call order, once the pool is over (see _batch_port.Raised).
-            send(BatchFinished([
-                ToolNotRun(item[0], a.reason) if isinstance(a, AbortedToolCallError) else settle(a)
-                for item, a in zip(effect.items, answers)
-            ]))
+            # Loops and map(), not comprehensions over the driver's locals: a comprehension
+            # is a closure, and each local it reads becomes a cell kept for the whole run.
+            finished: list[ToolAnswer] = []
+            for item, a in zip(effect.items, answers):
+                finished.append(ToolNotRun(item[0], a.reason)
+                                if isinstance(a, AbortedToolCallError) else calls.settle(a))
+            send(BatchFinished(finished))
         elif kind is PlanBatch:
             assert isinstance(effect, PlanBatch) and serially is not None
             # Each answer checked as it comes (an async predicate's coroutine is closed at once);
             # the machine checks the data again, for drivers that do not.
-            send(BatchPlanned([check_bool(serially(c), "runs_serially") for c in effect.calls]))
+            send(BatchPlanned([check_bool(answer, "runs_serially")
+                               for answer in map(serially, effect.calls)]))
         elif kind is CheckFinal:
             assert isinstance(effect, CheckFinal)
-            final = runner.is_final_call
-            send(FinalChecked([check_bool(final(c, o), "is_final_call")
-                               for c, o in zip(effect.calls, effect.outcomes)]))
+            send(FinalChecked([check_bool(answer, "is_final_call") for answer in
+                               map(runner.is_final_call, effect.calls, effect.outcomes)]))
         elif kind is WrapToolBatch:
             assert isinstance(effect, WrapToolBatch)
             send(await wrap_tool_batch(
-                runner.run_tool_batch, effect.calls, run_one=run_one,
-                run_pooled_item=run_pooled_item, settle=settle, runs_alone=runs_alone,
+                runner.run_tool_batch, effect.calls, run_one=calls.run_one,
+                run_pooled_item=calls.run_pooled_item, settle=calls.settle,
+                runs_alone=calls.runs_alone,
                 signal=signal, options=runner.batch_options))
         elif kind is NotifyProgress:
             assert isinstance(effect, NotifyProgress)
@@ -266,7 +240,7 @@ async def run_tool_loop(
         elif kind is Reject:
             assert isinstance(effect, Reject)
             why = effect.reason
-            error = (raised.pop(0) if isinstance(why, RaisedByTool)
+            error = (calls.raised.pop(0) if isinstance(why, RaisedByTool)
                      else reason_exception(effect.tool_call_id, why))
             if rejected is not None:
                 check_sync_result(rejected(effect.tool_call_id, error), "on_tool_call_rejected")
@@ -309,3 +283,55 @@ async def run_tool_loop(
                                             stats=machine.stats, iterations=machine.iterations,
                                             final_turn=machine.final_turn)
 
+
+
+class _ToolCalls:
+    """How the driver calls the runner's tools, as one object per run rather than closures over
+    the driver's frame: it lives across every await of the run, and each object it saves per run
+    is one fewer for the cyclic collector to walk while many runs are in flight.
+
+    ``raised`` holds the exceptions of the :class:`ToolRaised` answers made, in order: each
+    ``RaisedByTool`` rejection the machine gives back takes the next one (no exception enters the
+    machine)."""
+
+    __slots__ = ("_fatal", "_format_exception", "_now", "_run_tool_call", "_serially", "raised")
+
+    def __init__(self, now: Callable[[], float], run_tool_call: Callable[[ToolCall], Any],
+                 fatal: Callable[[BaseException], bool] | None,
+                 format_exception: Callable[[Exception], ToolError] | None,
+                 serially: Callable[[ToolCall], object] | None) -> None:
+        self._now = now
+        self._run_tool_call = run_tool_call
+        self._fatal = fatal
+        self._format_exception = format_exception
+        self._serially = serially
+        self.raised: list[Exception] = []
+
+    def raise_answer(self, index: int, exc: Exception, ms: float) -> ToolRaised:
+        self.raised.append(exc)
+        return ToolRaised(index, tool_exception_error(exc, self._format_exception),
+                          type(exc).__name__, ms)
+
+    def settle(self, answer: RawAnswer) -> ToolAnswer:
+        if isinstance(answer, Raised):
+            return self.raise_answer(answer.index, answer.error, answer.ms)
+        return answer
+
+    def runs_alone(self, call: ToolCall) -> bool:
+        serially = self._serially
+        return serially is not None and check_bool(serially(call), "runs_serially")
+
+    async def run_one(self, index: int, call: ToolCall) -> RawAnswer:
+        now = self._now
+        started = now()
+        try:
+            value: Any = self._run_tool_call(call)
+            outcome: ToolOutcome = await value if isawaitable(value) else value
+        except Exception as exc:
+            if is_fatal_raise(exc, self._fatal):
+                raise
+            return Raised(index, exc, now() - started)
+        return ToolReturned(index, outcome, now() - started)
+
+    async def run_pooled_item(self, item: tuple[int, ToolCall]) -> RawAnswer:
+        return await self.run_one(item[0], item[1])

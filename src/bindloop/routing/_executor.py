@@ -142,8 +142,14 @@ async def execute_route_plan(
     if not any(stage.candidates for stage in plan.stages):
         return RouteFailure(reason="no_candidates", error=None, attempts=())
 
-    for si, stage in enumerate(plan.stages):
-        for ci, candidate in enumerate(stage.candidates):
+    # Indexes over ranges, not enumerate(): this frame waits across the whole route, and
+    # enumerate() keeps two tracked objects per loop alive through it.
+    stages = plan.stages
+    for si in range(len(stages)):
+        stage = stages[si]
+        candidates = stage.candidates
+        for ci in range(len(candidates)):
+            candidate = candidates[ci]
             key = BreakerKey.for_candidate(candidate)
             retries = 0
             while True:

@@ -15,6 +15,7 @@ from collections.abc import (
     Awaitable,
     Callable,
     Coroutine,
+    Iterable,
     Mapping,
     Sequence,
 )
@@ -31,7 +32,7 @@ from ..errors import UsageError
 from ..model import JsonSchemaFormat, ModelRequest, StructuredOutputMode
 from ..signal import AbortSignal
 from ._call import Call, cancelled, open_call
-from ._retry import RetryPolicy, is_content_event, retry_attempts
+from ._retry import RetryAttempt, RetryPolicy, is_content_event, retry_attempts
 from ._stream import WireStream
 from ._transport import Transport
 from ._types import HttpRequest, WireAdapter, WireOptions
@@ -41,6 +42,23 @@ __all__ = ("ModelAdapter",)
 
 _DEFAULT_RETRY = RetryPolicy()
 _NO_REQUEST = ModelRequest()
+
+
+class _OneCall:
+    """The one attempt of a call without a retry policy (a route's attempt): what
+    ``retry_attempts(None)`` gives, without a generator and a :class:`RetryAttempt` kept alive
+    across the call. Stateless, so one instance serves every call."""
+
+    __slots__ = ()
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *_exc: object) -> bool:
+        return False  # never retried: the error goes through
+
+
+_ONE_CALL = (_OneCall(),)
 _MODES = ("json_schema", "tool")
 
 
@@ -237,17 +255,14 @@ class ModelAdapter:
         opts = options or self.options
         if sink is not None and not opts.stream:
             opts = msgspec.structs.replace(opts, stream=True)
-        for attempt in retry_attempts(retry, random=self._random, sleep=self._sleep):
+        attempts: Iterable[RetryAttempt | _OneCall] = (
+            _ONE_CALL if retry is None
+            else retry_attempts(retry, random=self._random, sleep=self._sleep))
+        for attempt in attempts:
             async with attempt:
                 watched = sink
-                if sink is not None and retry is not None:
-                    own, seen = sink, attempt
-
-                    def watched(event: StreamEvent) -> None:
-                        # Marked before the sink runs: one that raised may have shown it.
-                        if not seen.produced and is_content_event(event):
-                            seen.produced = True
-                        own(event)
+                if sink is not None and isinstance(attempt, RetryAttempt):
+                    watched = _marking(sink, attempt)
                 collector = TurnCollector(price=self._price)
                 observe = collector.observe
                 request = self._request(messages, tools, opts, signal)
@@ -305,6 +320,19 @@ class ModelAdapter:
                 yield events
             finally:
                 await events.aclose()
+
+
+def _marking(sink: Callable[[StreamEvent], None],
+             attempt: RetryAttempt) -> Callable[[StreamEvent], None]:
+    """``sink``, marking ``attempt`` as having produced output at its first content event (a
+    closure of its own, so a call without a retry policy keeps no cells for it)."""
+
+    def watched(event: StreamEvent) -> None:
+        # Marked before the sink runs: one that raised may have shown it.
+        if not attempt.produced and is_content_event(event):
+            attempt.produced = True
+        sink(event)
+    return watched
 
 
 def _both(own: Callable[[StreamEvent], None] | None,

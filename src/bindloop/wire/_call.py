@@ -10,9 +10,10 @@ re-raised outside it, so they are never wrapped in an exception group.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import anyio
+from anyio.abc import TaskGroup
 
 from ..clock import Clock
 from ..completion import ErrorEvent, StreamEvent
@@ -148,38 +149,46 @@ async def open_call(transport: Transport, request: HttpRequest, *, budgets: Stre
     remove = watchdog.signal.add_listener(call.on_abort)
     cancelled_exc = anyio.get_cancelled_exc_class()
     failure: BaseException | None = None
+    # Plain ``async with``/``try`` blocks, no exit stacks: everything made here lives as long as
+    # the call, across every read of the stream, and each object more per call is one more for
+    # the cyclic collector to walk while thousands of calls are in flight.
+    group: AbstractAsyncContextManager[TaskGroup | None] = (
+        anyio.create_task_group() if supervised else _UNSUPERVISED)
     try:
-        async with AsyncExitStack() as supervision:
-            if supervised:
-                tg = await supervision.enter_async_context(anyio.create_task_group())
+        async with group as tg:
+            if tg is not None:
                 tg.start_soon(watchdog.supervise)
             try:
                 with call.scope:
-                    async with AsyncExitStack() as stack:
-                        # Armed before the request goes out, not when headers arrive: a provider
-                        # that accepts the connection and never answers would otherwise hang the
-                        # turn with no budget running and the caller's signal unheard (a
-                        # non-streamed reply's headers come only after the whole generation, so
-                        # that wait is the call).
-                        watchdog.open()
-                        call.waiting = True
-                        try:
-                            response = await stack.enter_async_context(transport.open(request))
-                        except Exception as exc:
-                            if (error := call.cut(call.redactor.exception(exc))) is exc:
-                                raise
-                            raise error  # chained by cut()
-                        finally:
+                    # Armed before the request goes out, not when headers arrive: a provider that
+                    # accepts the connection and never answers would otherwise hang the turn with
+                    # no budget running and the caller's signal unheard (a non-streamed reply's
+                    # headers come only after the whole generation, so that wait is the call).
+                    watchdog.open()
+                    call.waiting = True  # until the transport's context is entered
+                    try:
+                        async with transport.open(request) as response:
                             call.waiting = False
-                        watchdog.pause()  # the consumer's time from here on is not silence
-                        chunks = response.aiter_bytes()
-                        close_body = getattr(chunks, "aclose", None)
-                        if close_body is not None:
-                            stack.push_async_callback(close_body)
-                        if response.status >= 400:
-                            await _raise_for_status(call, response, chunks, classify_error,
-                                                    max_error_body_bytes)
-                        yield call, chunks
+                            watchdog.pause()  # the consumer's time from here on is not silence
+                            chunks = response.aiter_bytes()
+                            close_body = getattr(chunks, "aclose", None)
+                            try:
+                                if response.status >= 400:
+                                    await _raise_for_status(call, response, chunks, classify_error,
+                                                            max_error_body_bytes)
+                                yield call, chunks
+                            finally:
+                                if close_body is not None:
+                                    await close_body()
+                    except Exception as exc:
+                        if not call.waiting:
+                            raise  # from the block or the transport's exit: handled below
+                        call.waiting = False
+                        if (error := call.cut(call.redactor.exception(exc))) is exc:
+                            raise
+                        raise error  # chained by cut()
+                    finally:
+                        call.waiting = False
                 if call.scope.cancel_called:  # the scope absorbed its own cancellation
                     raise call.torn_down()
             except cancelled_exc:
@@ -193,6 +202,21 @@ async def open_call(transport: Transport, request: HttpRequest, *, budgets: Stre
         remove()
     if failure is not None:
         raise failure
+
+
+class _Unsupervised:
+    """The supervision context of a call with every budget disabled: no task group."""
+
+    __slots__ = ()
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *_exc: object) -> None:
+        return None
+
+
+_UNSUPERVISED = _Unsupervised()
 
 
 async def _raise_for_status(call: Call, response: TransportResponse,

@@ -204,7 +204,9 @@ class _Restoring:
         self._names = names
 
     def decode(self, events: Sequence[SseEvent]) -> list[StreamEvent]:
-        return self._names.restore(self._inner.decode(events))
+        out = self._inner.decode(events)
+        names = self._names
+        return names.restore(out) if names._back else out  # once per read: no call when unmapped
 
     def end(self) -> list[StreamEvent]:
         return self._names.restore(self._inner.end())

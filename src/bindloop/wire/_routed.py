@@ -329,84 +329,11 @@ class RoutedModel:
             raise UsageError(f"events_are_output must be True or False, got {events_are_output!r}")
         stream = self._turn_stream()
         call_signal, detach = linked_signal(self._signal, signal)
-        retractable = on_reset is not None
-        shown = [False]  # an attempt's events reached on_event (a retractable one resets first)
-
-        async def attempt(candidate: RouteCandidate,
-                          cursor: RouteCursor) -> AttemptOutcome[ModelTurnResult]:
-            if stream is not None:
-                stream.begin_attempt()
-            if shown[0] and on_reset is not None:
-                shown[0] = False
-                on_reset()
-            target = AttemptTarget(cursor=cursor, provider_id=candidate.provider_id,
-                                   canonical_model_id=candidate.canonical_model_id,
-                                   provider_invocation_model=candidate.provider_invocation_model)
-            model = self._models.get(candidate.provider_id)
-            if model is None:
-                return AttemptFailure(error=AttemptError(
-                    "client_error", target,
-                    message=f"no ModelAdapter bound to provider {candidate.provider_id!r}"))
-            attempt_options = msgspec.structs.replace(
-                model.options, **changes, model=candidate.provider_invocation_model)
-            sink = model.on_event
-            text_shown = False
-            # Content goes out live at once when no other candidate can follow this attempt.
-            eager = events_are_output or retractable or self._final_candidate(cursor)
-            committed = False  # this attempt's events pass to on_event as they come
-            content_sent = False  # content reached on_event live: it cannot be taken back
-            held: list[StreamEvent] = []
-
-            def produced() -> bool:
-                natural = stream.produced_output if stream is not None else text_shown
-                return natural or content_sent
-
-            def release(event: StreamEvent, call_sink: Callable[[StreamEvent], None]) -> None:
-                nonlocal committed, content_sent
-                content = is_content_event(event)
-                if not committed:
-                    if not ((eager and content) or produced()):
-                        held.append(event)
-                        return
-                    committed = True
-                    for early in held:
-                        call_sink(early)
-                    held.clear()
-                if content and not retractable:
-                    content_sent = True  # before the sink runs, as for text_shown
-                shown[0] = True
-                call_sink(event)
-
-            def watch(event: StreamEvent) -> None:
-                nonlocal text_shown
-                if isinstance(event, TextEvent) and event.content:
-                    if stream is not None:
-                        stream.observe(event.content)
-                    if sink is not None:
-                        # Marked before the sink runs: one that raised may still have shown it.
-                        text_shown = True
-                if sink is not None:
-                    sink(event)
-                if on_event is not None:
-                    release(event, on_event)
-
-            watching = sink is not None or stream is not None or on_event is not None
-            try:
-                # One call: retrying is the route's decision (fallback, the breaker), not the
-                # adapter's.
-                turn = await model._complete(messages, tools, attempt_options, call_signal,
-                                             watch if watching else None, None)
-            except Exception as exc:  # classified into facts; routing decides
-                return AttemptFailure(error=attempt_error_from(exc, target),
-                                      produced_output=produced())
-            if on_event is not None:
-                for event in held:
-                    on_event(event)
-            return AttemptSuccess(turn)
-
+        route = _RouteCall(self, messages, tools, changes, stream, call_signal, on_event,
+                           events_are_output, on_reset)
         outcome: TurnOutcome = "failed"
         try:
-            result = await execute_route_plan(plan=self._plan, attempt=attempt,
+            result = await execute_route_plan(plan=self._plan, attempt=route.attempt,
                                               breaker=self._breaker, signal=call_signal)
             outcome = "succeeded" if result.ok else "failed"
         finally:
@@ -419,6 +346,122 @@ class RoutedModel:
         if isinstance(result, RouteFailure):
             result.raise_error()
         return result.value
+
+
+class _RouteCall:
+    """One turn's attempts over the route (:meth:`RoutedModel._call` documents the rules). Plain
+    slotted state rather than closures: it lives across every read of every attempt, and each
+    object it saves per call is one fewer for the cyclic collector to walk under load."""
+
+    __slots__ = ("call_signal", "changes", "events_are_output", "messages", "on_event", "on_reset",
+                 "owner", "retractable", "shown", "stream", "tools")
+
+    def __init__(self, owner: RoutedModel, messages: list[Message], tools: list[ToolDefinition],
+                 changes: dict[str, Any], stream: TurnTextStream | None,
+                 call_signal: AbortSignal | None,
+                 on_event: Callable[[StreamEvent], None] | None, events_are_output: bool,
+                 on_reset: Callable[[], None] | None) -> None:
+        self.owner = owner
+        self.messages = messages
+        self.tools = tools
+        self.changes = changes
+        self.stream = stream
+        self.call_signal = call_signal
+        self.on_event = on_event
+        self.events_are_output = events_are_output
+        self.on_reset = on_reset
+        self.retractable = on_reset is not None
+        self.shown = False  # an attempt's events reached on_event (a retractable one resets first)
+
+    async def attempt(self, candidate: RouteCandidate,
+                      cursor: RouteCursor) -> AttemptOutcome[ModelTurnResult]:
+        stream = self.stream
+        if stream is not None:
+            stream.begin_attempt()
+        if self.shown and self.on_reset is not None:
+            self.shown = False
+            self.on_reset()
+        target = AttemptTarget(cursor=cursor, provider_id=candidate.provider_id,
+                               canonical_model_id=candidate.canonical_model_id,
+                               provider_invocation_model=candidate.provider_invocation_model)
+        owner = self.owner
+        model = owner._models.get(candidate.provider_id)
+        if model is None:
+            return AttemptFailure(error=AttemptError(
+                "client_error", target,
+                message=f"no ModelAdapter bound to provider {candidate.provider_id!r}"))
+        attempt_options = msgspec.structs.replace(
+            model.options, **self.changes, model=candidate.provider_invocation_model)
+        on_event = self.on_event
+        # Content goes out live at once when no other candidate can follow this attempt.
+        eager = self.events_are_output or self.retractable or owner._final_candidate(cursor)
+        sink = _AttemptSink(self, model.on_event, eager)
+        watching = sink.sink is not None or stream is not None or on_event is not None
+        try:
+            # One call: retrying is the route's decision (fallback, the breaker), not the
+            # adapter's.
+            turn = await model._complete(self.messages, self.tools, attempt_options,
+                                         self.call_signal, sink.watch if watching else None, None)
+        except Exception as exc:  # classified into facts; routing decides
+            return AttemptFailure(error=attempt_error_from(exc, target),
+                                  produced_output=sink.produced())
+        if on_event is not None:
+            for event in sink.held:
+                on_event(event)
+        return AttemptSuccess(turn)
+
+
+class _AttemptSink:
+    """One attempt's events on their way to the route's consumer: held while a fallback could
+    still follow the attempt, passed live once none can (see :meth:`RoutedModel._call`)."""
+
+    __slots__ = ("committed", "content_sent", "eager", "held", "route", "sink", "text_shown")
+
+    def __init__(self, route: _RouteCall, sink: Callable[[StreamEvent], None] | None,
+                 eager: bool) -> None:
+        self.route = route
+        self.sink = sink  # the adapter's own on_event
+        self.eager = eager
+        self.text_shown = False
+        self.committed = False  # this attempt's events pass to on_event as they come
+        self.content_sent = False  # content reached on_event live: it cannot be taken back
+        self.held: list[StreamEvent] = []
+
+    def produced(self) -> bool:
+        stream = self.route.stream
+        natural = stream.produced_output if stream is not None else self.text_shown
+        return natural or self.content_sent
+
+    def watch(self, event: StreamEvent) -> None:
+        route = self.route
+        sink = self.sink
+        if isinstance(event, TextEvent) and event.content:
+            if route.stream is not None:
+                route.stream.observe(event.content)
+            if sink is not None:
+                # Marked before the sink runs: one that raised may still have shown it.
+                self.text_shown = True
+        if sink is not None:
+            sink(event)
+        on_event = route.on_event
+        if on_event is not None:
+            self._release(event, on_event)
+
+    def _release(self, event: StreamEvent, call_sink: Callable[[StreamEvent], None]) -> None:
+        content = is_content_event(event)
+        if not self.committed:
+            if not ((self.eager and content) or self.produced()):
+                self.held.append(event)
+                return
+            self.committed = True
+            held = self.held
+            for early in held:
+                call_sink(early)
+            held.clear()
+        if content and not self.route.retractable:
+            self.content_sent = True  # before the sink runs, as for text_shown
+        self.route.shown = True
+        call_sink(event)
 
 
 def _route_error(exc: Exception) -> Exception:

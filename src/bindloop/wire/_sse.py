@@ -94,6 +94,19 @@ class SseDecoder:
             chunk = head[3:] if head.startswith(_BOM) else head
             if not chunk:
                 return []
+        if (self._data is None and not self._buf and chunk[-2:] == b"\n\n"
+                and chunk[:6] == b"data: " and self._event is None and self._retry is None
+                and not self._after_cr and chunk.count(10) == 2 and 13 not in chunk):
+            # The usual read of a provider streaming token by token: exactly one event of one
+            # ``data`` line, nothing pending around it. What the general path below gives for it,
+            # without splitting and re-joining the line.
+            if len(chunk) - 2 > self._max_line:
+                self._failed = True
+                raise SseLimitError("line", self._max_line)
+            if len(chunk) - 8 > self._max_event:
+                self._failed = True
+                raise SseLimitError("event", self._max_event)
+            return [SseEvent(data=chunk[6:-2].decode("utf-8", "replace"), id=self._last_id)]
         if self._after_cr:
             self._after_cr = False
             if chunk[0] == 10:  # the LF of a CRLF split across feeds

@@ -126,7 +126,7 @@ class StreamWatchdog:
     __slots__ = (
         "_answer_chunks", "_answer_mode", "_cap", "_clock", "_controller_abort", "_disposed",
         "_excused", "_external", "_first_token_ms", "_idle_since", "_inter_chunk_ms",
-        "_opened_at", "_paused_at", "_reasoning_chunks", "_remove_listener", "_remove_on_fired", "_stall", "_target",
+        "_opened_at", "_paused_at", "_reasoning_chunks", "_remove_listener", "_stall", "_target",
         "_total_ms", "_wake", "fired", "loop_lag_ms", "signal",
     )
 
@@ -161,19 +161,22 @@ class StreamWatchdog:
         """Fires when a budget runs out (reason: :class:`StreamStalledError`) or when ``external``
         fires (its reason). Hand it to the transport."""
         self._remove_listener: Callable[[], None] | None = None
+        # The controller's own bound method (not one of this watchdog's: no cycle through self).
         self._controller_abort: Callable[[object], None] = controller.abort
         self.fired = False
         """Whether :attr:`signal` fired (a plain attribute: the per-chunk paths read it)."""
-        # First listener on the signal: every other one sees `fired` already set. dispose()
-        # removes it, so a disposed watchdog is freed by reference counting (the listener is a
-        # cycle through the signal) rather than left to the cyclic garbage collector.
-        self._remove_on_fired: Callable[[], None] | None = self.signal.add_listener(self._on_fired)
+        # Every firing goes through _abort(), which sets `fired` before the signal's listeners
+        # run; the signal holds no listener of this watchdog's, so a disposed watchdog is freed by
+        # reference counting rather than left to the cyclic garbage collector.
         if external is not None:
-            self._remove_listener = external.add_listener(controller.abort)
+            self._remove_listener = external.add_listener(self._abort)
 
-    def _on_fired(self, _reason: object) -> None:
+    def _abort(self, reason: object) -> None:
+        """Fire :attr:`signal` with ``reason`` (the first reason wins), ``fired`` set first and a
+        sleeping supervisor woken: the stream ends."""
         self.fired = True
-        self._poke()  # wake a sleeping supervisor: the stream ends
+        self._poke()
+        self._controller_abort(reason)
 
     @property
     def opened(self) -> bool:
@@ -316,7 +319,7 @@ class StreamWatchdog:
                                self._make_stall("total", self._total_ms, now - self._opened_at)))
         # Report the budget that ran out first.
         self._stall = min(candidates, key=lambda c: c[0])[1]
-        self._controller_abort(StreamStalledError(self._stall))
+        self._abort(StreamStalledError(self._stall))
         return self._stall
 
     def _make_stall(self, kind: StallKind, budget: float, elapsed: float) -> StreamStall:
@@ -342,11 +345,6 @@ class StreamWatchdog:
             self._remove_listener()
             self._remove_listener = None
         self._poke()
-        # Nothing fires the signal once disposed (check() and supervise() stop, the external
-        # signal is detached): drop the listener that ties it back to this watchdog.
-        if self._remove_on_fired is not None:
-            self._remove_on_fired()
-            self._remove_on_fired = None
 
     def _poke(self) -> None:
         wake = self._wake
@@ -387,7 +385,7 @@ class StreamWatchdog:
                     continue
                 self.check()
         except Exception as exc:
-            self._controller_abort(exc)
+            self._abort(exc)
 
     def _excuse_lag(self, deadline: float) -> bool:
         """The timer for ``deadline`` fired: if late past the tolerance, and an idle budget is what

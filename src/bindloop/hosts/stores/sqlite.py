@@ -27,7 +27,8 @@ and passes ``bindloop.testing.store_kit``. The schema is versioned (``PRAGMA use
 file written by a newer schema is refused rather than misread.
 
 Every write is one ``BEGIN IMMEDIATE`` transaction (SQLite's write lock is taken up front, so a
-read-check-write cannot interleave with another writer, in this process or another). WAL keeps
+read-check-write cannot interleave with another writer, in this process or another), or one
+statement when that is all it needs (a checkpoint's save: an upsert fenced on the revision). WAL keeps
 readers unblocked; ``synchronous=NORMAL`` (the default here) is durable across a killed process,
 ``"FULL"`` also across power loss. One connection per store, used from one thread (asyncio and
 trio hosts call it from their loop thread; calls are short and synchronous inside).
@@ -72,6 +73,10 @@ from bindloop.hosts.stores._common import (
 __all__ = ("SqliteStore",)
 
 SCHEMA_VERSION = 2
+
+_SAVE = ("INSERT INTO checkpoints VALUES (?, ?, ?) ON CONFLICT (execution_id) DO UPDATE SET "
+         "revision = excluded.revision, body = excluded.body "
+         "WHERE checkpoints.revision + 1 = excluded.revision")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS checkpoints (
@@ -193,19 +198,14 @@ class SqliteStore:
         and :class:`~bindloop.errors.UsageError` past ``max_checkpoint_bytes``."""
         body = encode_checkpoint(checkpoint, self.max_checkpoint_bytes)
         ident, revision = checkpoint.execution_id, checkpoint.revision
-
-        def write(db: sqlite3.Connection) -> None:
-            row = db.execute("SELECT revision FROM checkpoints WHERE execution_id = ?",
-                             (ident,)).fetchone()
-            if row is None:
-                db.execute("INSERT INTO checkpoints VALUES (?, ?, ?)", (ident, revision, body))
-            elif row[0] + 1 == revision:
-                db.execute("UPDATE checkpoints SET revision = ?, body = ? WHERE execution_id = ?",
-                           (revision, body, ident))
-            else:
+        # One statement, atomic on its own (the connection is in autocommit): the upsert's
+        # fence lands it exactly when no row exists or the stored revision is the one before.
+        while self._db.execute(_SAVE, (ident, revision, body)).rowcount != 1:
+            row = self._db.execute("SELECT revision FROM checkpoints WHERE execution_id = ?",
+                                   (ident,)).fetchone()
+            if row is not None:
                 raise CheckpointConflictError(ident, revision, row[0])
-
-        self._write(write)
+            # (deleted between the two statements: nothing is stored now, so the save may land)
 
     def load_checkpoint(self, execution_id: str) -> LoopCheckpoint | None:
         """The stored checkpoint of ``execution_id``, parsed and validated, or ``None``."""
