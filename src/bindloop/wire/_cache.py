@@ -31,8 +31,8 @@ from ..transcript import ReasoningTarget, sanitize_history_for_provider
 from ._names import ToolNames, rename_message, rename_rest
 from ._types import ForcedTool, WireOptions
 
-__all__ = ("DEFAULT_REQUEST_CACHE", "Prepared", "WireCache", "around", "array", "check_cache_size",
-           "encoded", "joined", "prepare", "tool_array")
+__all__ = ("DEFAULT_REQUEST_CACHE", "ArrayBody", "Prepared", "WireCache", "around", "array",
+           "check_cache_size", "encoded", "joined", "prepare", "tool_array")
 
 DEFAULT_REQUEST_CACHE = 16_384
 """Messages and tool definitions whose wire form one adapter keeps (``request_cache=``)."""
@@ -84,6 +84,44 @@ def around(before: bytes, pieces: list[bytes], after: bytes) -> bytes:
     parts[1::2] = pieces
     parts[-1] = after
     return b"".join(parts)
+
+
+class ArrayBody:
+    """The body of a wire whose transcript is one array (the OpenAI wires): ``{"model":…,
+    "<key>":[`` the encoded pieces ``],"tools":[…]`` and then the options' other keys -- the
+    bytes the uncached build's dict ``{"model", key, "tools", **rest}`` encodes to (no
+    ``extra_body``: that is merged over the dict). The bytes around the array are kept for the
+    last options object and tool array, so a session's next request only joins its pieces
+    (one copy of each). Options holding a ``response_format`` are not kept: it holds a dict a
+    caller could change in place."""
+
+    __slots__ = ("_after", "_frame", "_open")
+
+    def __init__(self, key: str) -> None:
+        self._open = b',"' + key.encode() + b'":['
+        self._frame: tuple[WireOptions, bool, tuple[bytes, bytes]] | None = None
+        self._after: tuple[msgspec.Raw, bytes, bytes] | None = None
+
+    def write(self, options: WireOptions, pieces: list[bytes], wire_tools: msgspec.Raw,
+              tools: bool, rest: Callable[[WireOptions, bool], dict[str, Any]]) -> bytes:
+        """The body around ``pieces`` (empty ones left out); ``rest(options, tools)`` gives the
+        options' keys after the tools (``tools``: whether the request sends any)."""
+        kept = self._frame
+        if kept is not None and kept[0] is options and kept[1] is tools:
+            head, tail = kept[2]
+        else:
+            end = rest(options, tools)
+            head = b'{"model":' + encoded(options.model) + self._open
+            tail = b"," + encoded(end)[1:] if end else b"}"
+            if options.response_format is None:
+                self._frame = (options, tools, (head, tail))
+        after_kept = self._after
+        if after_kept is not None and after_kept[0] is wire_tools and after_kept[1] is tail:
+            after = after_kept[2]
+        else:
+            after = b"".join((b'],"tools":', wire_tools, tail)) if tools else b"]" + tail
+            self._after = (wire_tools, tail, after)
+        return around(head, list(filter(None, pieces)), after)
 
 
 class WireCache:

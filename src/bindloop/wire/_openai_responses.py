@@ -52,8 +52,8 @@ from ..contracts import (
 )
 from ._cache import (
     DEFAULT_REQUEST_CACHE,
+    ArrayBody,
     WireCache,
-    around,
     array,
     check_cache_size,
     encoded,
@@ -234,7 +234,7 @@ class OpenAIResponsesAdapter:
     """The Responses wire. ``store`` is sent as given (``None`` omits it);
     ``sanitize_schemas`` and ``request_cache`` as for :class:`OpenAIChatAdapter`."""
 
-    __slots__ = ("_after", "_cache", "_headers", "_last_frame", "_names", "_sanitize", "_store")
+    __slots__ = ("_body", "_cache", "_headers", "_names", "_sanitize", "_store")
 
     def __init__(self, *, store: bool | None = False, sanitize_schemas: bool = True,
                  request_cache: int = DEFAULT_REQUEST_CACHE) -> None:
@@ -243,9 +243,7 @@ class OpenAIResponsesAdapter:
         self._names = ToolNames(OPENAI_NAMES)
         self._cache = WireCache(request_cache) if check_cache_size(request_cache) else None
         self._headers = (JSON_HEADERS, JSON_HEADERS + SSE_ACCEPT)  # by options.stream
-        # The last options' encoded body frame: (options, whether tools are sent, frame).
-        self._last_frame: tuple[WireOptions, bool, tuple[bytes, bytes]] | None = None
-        self._after: tuple[msgspec.Raw, bytes, bytes] | None = None
+        self._body = ArrayBody("input")  # the cached build's body, around the items
 
     @property
     def wire(self) -> WireName:
@@ -289,35 +287,11 @@ class OpenAIResponsesAdapter:
         (empty for none) and the tool array."""
         if options.extra_body:  # merged over the top level: through the dict
             return self._request(array(found), wire_tools, tools, options)
-        # The body is written in the order _request's dict has (the bytes its encoding gives):
-        # the options' keys before and after the items, kept for the last options object,
-        # around the items (one join copies each piece once).
-        head, tail = self._frame(options, bool(tools))
-        kept = self._after  # the bytes after the items, kept for the last tool array and frame
-        if kept is not None and kept[0] is wire_tools and kept[1] is tail:
-            after = kept[2]
-        else:
-            after = b"".join((b'],"tools":', wire_tools, tail)) if tools else b"]" + tail
-            self._after = (wire_tools, tail, after)
         return HttpRequest(method="POST", path="/responses",
                            headers=self._headers[bool(options.stream)],
-                           body=around(head, list(filter(None, found)), after),
+                           body=self._body.write(options, found, wire_tools, bool(tools),
+                                                 self._options),
                            stream=options.stream)
-
-    def _frame(self, options: WireOptions, tools: bool) -> tuple[bytes, bytes]:
-        """The body's encoded bytes before the items (``{"model":…,"input":[``) and after the
-        tools (the options' other keys, with the closing brace). Kept for the last options
-        object when it holds no dict a caller could change in place (no ``response_format``;
-        ``extra_body`` never comes here)."""
-        kept = self._last_frame
-        if kept is not None and kept[0] is options and kept[1] is tools:
-            return kept[2]
-        end = self._options(options, tools)
-        frame = (b'{"model":' + encoded(options.model) + b',"input":[',
-                 b"," + encode_body(end, options)[1:] if end else b"}")
-        if options.response_format is None:
-            self._last_frame = (options, tools, frame)
-        return frame
 
     def _request(self, items: Any, wire_tools: Any, tools: Sequence[ToolDefinition],
                  options: WireOptions) -> HttpRequest:
