@@ -101,11 +101,9 @@ class SseDecoder:
             # ``data`` line, nothing pending around it. What the general path below gives for it,
             # without splitting and re-joining the line.
             if len(chunk) - 2 > self._max_line:
-                self._failed = True
-                raise SseLimitError("line", self._max_line)
+                raise self._over("line", self._max_line)
             if len(chunk) - 8 > self._max_event:
-                self._failed = True
-                raise SseLimitError("event", self._max_event)
+                raise self._over("event", self._max_event)
             return [SseEvent(data=chunk[6:-2].decode("utf-8", "replace"), id=self._last_id)]
         if self._after_cr:
             self._after_cr = False
@@ -120,8 +118,7 @@ class SseDecoder:
         if not has_cr and 10 not in chunk:
             self._buf += chunk
             if len(self._buf) > self._max_line:
-                self._failed = True
-                raise SseLimitError("line", self._max_line)
+                raise self._over("line", self._max_line)
             self.grew = self._buf[0] != 58  # ':' starts a comment line
             return []
         held = len(self._buf)  # the first line completed here got new bytes if it is longer
@@ -133,8 +130,7 @@ class SseDecoder:
             lines = buf.split(b"\n")
         pending = lines.pop()
         if len(pending) > self._max_line:
-            self._failed = True
-            raise SseLimitError("line", self._max_line)
+            raise self._over("line", self._max_line)
         self._buf = bytearray(pending)
         # The lines' fields, inline (this runs once per read of every stream):
         out: list[SseEvent] = []
@@ -157,8 +153,7 @@ class SseDecoder:
                 self._retry = None
                 continue
             if len(line) > max_line:
-                self._failed = True
-                raise SseLimitError("line", max_line)
+                raise self._over("line", max_line)
             if line[0] == 58:  # ':' starts a comment
                 continue
             name, sep, value = line.partition(b":")
@@ -172,8 +167,7 @@ class SseDecoder:
                     data.append(value)
                     size += len(value) + 1
                 if size > max_event:
-                    self._failed = True
-                    raise SseLimitError("event", max_event)
+                    raise self._over("event", max_event)
             elif name == b"event":
                 self._event = value
             elif name == b"id":
@@ -197,6 +191,11 @@ class SseDecoder:
                     break
                 i -= 1
         return out
+
+    def _over(self, what: str, limit: int) -> SseLimitError:
+        """The error for a line or event past its bound; the decoder is unusable after it."""
+        self._failed = True
+        return SseLimitError(what, limit)
 
     def end(self) -> bool:
         """Signal EOF. Per the spec an event not terminated by a blank line is discarded; returns
