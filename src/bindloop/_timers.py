@@ -1,4 +1,5 @@
-"""One way the core waits for a wake-up with a timeout: :func:`wait_woken`.
+"""How the core waits on the event loop's clock: :func:`wait_woken` (a wake-up with a timeout), and
+the longest single timer it schedules, :data:`TIMER_SLICE_S`.
 
 Leaving ``anyio.move_on_after`` early cancels its timer, and on CPython (asyncio, trio) a cancelled
 timer is gone. Pyodide's ``WebLoop`` keeps the JavaScript ``setTimeout`` behind a cancelled handle
@@ -15,16 +16,19 @@ import sys
 
 import anyio
 
-__all__ = ("PYODIDE_SLICE_S", "wait_woken")
+__all__ = ("PYODIDE_SLICE_S", "TIMER_SLICE_S", "wait_woken")
 
 PYODIDE_SLICE_S = 1.0
 """The longest single timer the core schedules under Pyodide (seconds)."""
 
-_SLICE_S: float | None = PYODIDE_SLICE_S if sys.platform == "emscripten" else None
+TIMER_SLICE_S: float | None = PYODIDE_SLICE_S if sys.platform == "emscripten" else None
+"""The longest single timer the core schedules on this interpreter: :data:`PYODIDE_SLICE_S` under
+Pyodide, ``None`` (no limit) elsewhere. A timer callback armed directly on the loop (the stall
+watchdog's on asyncio) is sliced the same way."""
 
 
 async def wait_woken(event: anyio.Event, timeout_s: float | None, *,
-                     slice_s: float | None = _SLICE_S) -> bool:
+                     slice_s: float | None = TIMER_SLICE_S) -> bool:
     """Wait until ``event`` is set or ``timeout_s`` seconds of the event loop's clock have passed
     (``None``: no timeout); True when the event was set. ``slice_s`` bounds each timer scheduled
     on the way (see the module docstring); the total wait is the same either way."""

@@ -15,12 +15,13 @@ the whole run, as structured concurrency there requires.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
+
+from .._eventloop import running_asyncio_loop
 
 if TYPE_CHECKING:
     from asyncio import AbstractEventLoop, Task
@@ -76,24 +77,12 @@ ConsumerHost: TypeAlias = "TaskHost | TaskGroup"
 anyio task group."""
 
 
-def _running_loop() -> AbstractEventLoop | None:
-    # Not importing asyncio (a trio run never loads it): a running asyncio loop means the module
-    # is loaded already.
-    asyncio = sys.modules.get("asyncio")
-    if asyncio is None:
-        return None
-    try:
-        return asyncio.get_running_loop()  # type: ignore[no-any-return]
-    except RuntimeError:
-        return None
-
-
 async def hosting(run: RunState, body: Callable[[], Awaitable[R]]) -> R:
     """Run ``body()`` as the root of ``run``, hosting its stream consumers past their prompts.
 
     ``body``'s own exception is re-raised as it is (never wrapped in an exception group); else the
     first exception a fire-and-forget consumer raised, once every consumer finished."""
-    loop = _running_loop()
+    loop = running_asyncio_loop()
     if loop is None:
         return await _in_task_group(run, body)
     host = TaskHost(loop)

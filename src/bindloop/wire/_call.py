@@ -1,10 +1,17 @@
 """One call's lifecycle: from sending the request to closing its connection, under the stall
 watchdog and the caller's signal.
 
-Scopes nest in one order, entered and left in one frame: the supervisor's task group, then the
-call's cancel scope, then the transport's context (which may hold task groups of its own across its
-yield), then the body iterator, closed in reverse. Exceptions are caught inside the task group and
-re-raised outside it, so they are never wrapped in an exception group.
+Scopes nest in one order, entered and left in one frame: the supervisor's task group (on a backend
+other than asyncio), then the call's cancel scope, then the transport's context (which may hold
+task groups of its own across its yield), then the body iterator, closed in reverse. Exceptions are
+caught inside the task group and re-raised outside it, so they are never wrapped in an exception
+group.
+
+On asyncio (CPython, Pyodide, workerd) the watchdog needs no task: it is supervised by timer
+callbacks of the running loop (:meth:`~bindloop.wire.StreamWatchdog.supervise_on`), so a call keeps
+no task group, task, event or timer scope alive across its reads, only one timer handle. Elsewhere
+(trio) :meth:`~bindloop.wire.StreamWatchdog.supervise` runs as a task in a task group of the call.
+Both make the same decisions at the same deadlines.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 import anyio
 from anyio.abc import TaskGroup
 
+from .._eventloop import running_asyncio_loop
 from ..clock import Clock
 from ..completion import ErrorEvent, StreamEvent
 from ..errors import RunCancelledError, RunTimeoutError
@@ -136,8 +144,9 @@ async def open_call(transport: Transport, request: HttpRequest, *, budgets: Stre
     :class:`~bindloop.wire._secrets.Redactor`, and raised as ``classify_error`` says). Every
     exception the transport raises passes the same redactor.
 
-    The block runs inside the call's cancel scope beside one watchdog supervisor (none when every
-    budget is disabled: then only ``signal`` can end a wait). Leaving it closes the body and the
+    The block runs inside the call's cancel scope under one watchdog supervisor: timer callbacks
+    of the running loop on asyncio, a task beside the block elsewhere, none when every budget is
+    disabled (then only ``signal`` can end a wait). Leaving it closes the body and the
     connection; a teardown by the watchdog or ``signal`` is raised as its reason.
     """
     if signal is not None and signal.aborted:
@@ -152,12 +161,15 @@ async def open_call(transport: Transport, request: HttpRequest, *, budgets: Stre
     # Plain ``async with``/``try`` blocks, no exit stacks: everything made here lives as long as
     # the call, across every read of the stream, and each object more per call is one more for
     # the cyclic collector to walk while thousands of calls are in flight.
+    loop = running_asyncio_loop() if supervised else None
     group: AbstractAsyncContextManager[TaskGroup | None] = (
-        anyio.create_task_group() if supervised else _UNSUPERVISED)
+        anyio.create_task_group() if supervised and loop is None else _UNSUPERVISED)
     try:
         async with group as tg:
             if tg is not None:
                 tg.start_soon(watchdog.supervise)
+            elif loop is not None:
+                watchdog.supervise_on(loop)
             try:
                 with call.scope:
                     # Armed before the request goes out, not when headers arrive: a provider that
@@ -205,7 +217,8 @@ async def open_call(transport: Transport, request: HttpRequest, *, budgets: Stre
 
 
 class _Unsupervised:
-    """The supervision context of a call with every budget disabled: no task group."""
+    """The supervision context of a call with every budget disabled, or supervised by timer
+    callbacks (on asyncio): no task group."""
 
     __slots__ = ()
 

@@ -33,17 +33,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Literal, TypeAlias
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import anyio
 import anyio.lowlevel
 import msgspec
 
-from .._timers import wait_woken
+from .._timers import TIMER_SLICE_S, wait_woken
 from ..clock import Clock, monotonic_ms
 from ..errors import ProtocolError, UsageError
 from ..signal import AbortController, AbortSignal
 from ._errors import StreamStalledError
+
+if TYPE_CHECKING:
+    from asyncio import AbstractEventLoop, Handle
 
 __all__ = (
     "ChunkKind",
@@ -126,8 +129,8 @@ class StreamWatchdog:
     __slots__ = (
         "_answer_chunks", "_answer_mode", "_cap", "_clock", "_controller_abort", "_disposed",
         "_excused", "_external", "_first_token_ms", "_idle_since", "_inter_chunk_ms",
-        "_opened_at", "_paused_at", "_reasoning_chunks", "_remove_listener", "_stall", "_target",
-        "_total_ms", "_wake", "fired", "loop_lag_ms", "signal",
+        "_loop", "_opened_at", "_paused_at", "_reasoning_chunks", "_remove_listener", "_stall",
+        "_target", "_timer", "_total_ms", "_until", "_wake", "fired", "loop_lag_ms", "signal",
     )
 
     def __init__(self, *, budgets: StreamBudgets, external: AbortSignal | None,
@@ -156,6 +159,11 @@ class StreamWatchdog:
         self._wake: Callable[[], None] | None = None
         # The deadline a sleeping supervisor wakes at (None: it sleeps until poked).
         self._target: float | None = None
+        # supervise_on()'s: its loop, the callback it has pending (a timer or a next turn), and
+        # the loop time its sleep ends at (a Pyodide timer is sliced).
+        self._loop: AbstractEventLoop | None = None
+        self._timer: Handle | None = None
+        self._until = 0.0
         controller = AbortController()
         self.signal: AbortSignal = controller.signal
         """Fires when a budget runs out (reason: :class:`StreamStalledError`) or when ``external``
@@ -350,6 +358,8 @@ class StreamWatchdog:
         wake = self._wake
         if wake is not None:
             wake()
+        elif self._timer is not None and (self._disposed or self.fired):
+            self._end_timer()  # supervise_on() between a wake-up and its next sleep
 
     async def supervise(self) -> None:
         """Run as a task beside the stream: sleep until the next deadline, :meth:`check`, repeat.
@@ -362,7 +372,7 @@ class StreamWatchdog:
         Sleeps on the event loop's clock and re-checks on the injected one, so the two need only agree
         on the passage of time (a mock clock for tests: trio's ``MockClock`` with the injected clock
         reading it). A timer that fires late measures the loop's lag, which is not counted as
-        silence (see the module docstring).
+        silence (see the module docstring). :meth:`supervise_on` does the same without a task.
         """
         try:
             while not (self._disposed or self.fired):
@@ -381,11 +391,102 @@ class StreamWatchdog:
                             await anyio.lowlevel.checkpoint()
                 finally:
                     self._wake = None
-                if not woken and deadline is not None and self._excuse_lag(deadline):
-                    continue
-                self.check()
+                self._decide(deadline, woken)
         except Exception as exc:
             self._abort(exc)
+
+    def supervise_on(self, loop: AbstractEventLoop) -> None:
+        """Do what :meth:`supervise` does as callbacks of the running asyncio ``loop``, without a
+        task: the same steps at the same turns of the loop — it starts a turn later, sleeps until
+        the next deadline on one ``loop.call_at`` timer, is woken (a turn later, as a task would
+        be) only when a deadline comes earlier, and on each wake-up makes the same decision: the
+        same re-check on the injected clock, the same loop lag given back, the same failure
+        handling (an exception from the clock fires :attr:`signal` with it). Under Pyodide a long
+        sleep is armed in slices of at most a second, as :func:`~bindloop._timers.wait_woken` takes
+        it. Ends, cancelling what it has pending, once the watchdog fired or :meth:`dispose` was
+        called. Call it once per watchdog, from a task of ``loop``, instead of :meth:`supervise`.
+        """
+        if self._loop is not None or self._wake is not None:
+            raise ProtocolError("StreamWatchdog is supervised already: call supervise_on() or "
+                                "supervise() once per watchdog")
+        self._loop = loop
+        self._timer = loop.call_soon(self._sleep)
+
+    def _sleep(self) -> None:
+        """supervise_on(): arm the timer for the next deadline (nothing armed: sleep until woken),
+        or end once the watchdog fired or was disposed."""
+        self._timer = None
+        if self._disposed or self.fired:
+            self._end_timer()
+            return
+        try:
+            deadline = self._target = self.next_deadline_ms
+            delay = None if deadline is None else (deadline - self._clock()) / 1000.0
+        except Exception as exc:
+            self._abort(exc)
+            return
+        loop = self._loop
+        assert loop is not None
+        if delay is None:
+            self._wake = self._wake_timer
+        elif not delay > 0:  # not `<= 0`: a NaN (a broken clock) is due too, and check() says so
+            self._timer = loop.call_soon(self._woken)  # supervise(): a checkpoint, then a check
+        else:
+            # While asleep _wake holds self (a cycle): waking, firing and dispose() clear it.
+            self._wake = self._wake_timer
+            now = loop.time()
+            self._until = now + delay
+            if TIMER_SLICE_S is not None and delay > TIMER_SLICE_S:
+                delay = TIMER_SLICE_S
+            self._timer = loop.call_at(now + delay, self._timed_out)
+
+    def _wake_timer(self) -> None:
+        """supervise_on()'s sleep is woken (a deadline came earlier, or the end): what setting
+        supervise()'s event does."""
+        if self._disposed or self.fired:
+            self._end_timer()
+            return
+        self._wake = None
+        timer = self._timer
+        if timer is not None:
+            timer.cancel()
+        loop = self._loop
+        assert loop is not None
+        self._timer = loop.call_soon(self._woken)
+
+    def _woken(self) -> None:
+        self._timer = None
+        self._step(woken=True)
+
+    def _timed_out(self) -> None:
+        self._timer = None
+        loop = self._loop
+        assert loop is not None
+        if TIMER_SLICE_S is not None and (left := self._until - loop.time()) > 0:
+            self._timer = loop.call_at(loop.time() + min(left, TIMER_SLICE_S), self._timed_out)
+            return
+        self._wake = None
+        self._step(woken=False)
+
+    def _step(self, *, woken: bool) -> None:
+        try:
+            self._decide(self._target, woken)
+        except Exception as exc:
+            self._abort(exc)
+        self._sleep()
+
+    def _end_timer(self) -> None:
+        timer = self._timer
+        self._timer = self._loop = self._wake = None
+        if timer is not None:
+            timer.cancel()
+
+    def _decide(self, deadline: float | None, woken: bool) -> None:
+        """A wait for ``deadline`` ended, by a wake-up (``woken``) or by its timer: give a late
+        timer's lag back to the idle clock (then wait again), else :meth:`check`."""
+        if not woken and deadline is not None and self._excuse_lag(deadline):
+            return
+        self.check()
 
     def _excuse_lag(self, deadline: float) -> bool:
         """The timer for ``deadline`` fired: if late past the tolerance, and an idle budget is what
