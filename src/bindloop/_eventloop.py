@@ -9,12 +9,13 @@ where anyio would cost a task group per use: the run root's stream consumers bec
 from __future__ import annotations
 
 import sys
+from contextvars import Context, copy_context
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from asyncio import AbstractEventLoop
 
-__all__ = ("running_asyncio_loop",)
+__all__ = ("asyncio_callback_context", "running_asyncio_loop")
 
 
 def running_asyncio_loop() -> AbstractEventLoop | None:
@@ -28,3 +29,15 @@ def running_asyncio_loop() -> AbstractEventLoop | None:
         return asyncio.get_running_loop()  # type: ignore[no-any-return]
     except RuntimeError:
         return None
+
+
+def asyncio_callback_context() -> Context:
+    """A copy of the current context for plain callbacks of the running asyncio loop, in which
+    anyio sees asyncio running as it does in a task: a callback runs outside every task, where
+    sniffio (what anyio asks, when installed) would find no async library, so an injected clock
+    reading ``anyio.current_time()`` would fail there. Call it from a task of the loop."""
+    context = copy_context()
+    sniffio = sys.modules.get("sniffio")
+    if sniffio is not None:
+        context.run(sniffio.current_async_library_cvar.set, "asyncio")
+    return context

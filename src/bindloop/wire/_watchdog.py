@@ -39,6 +39,7 @@ import anyio
 import anyio.lowlevel
 import msgspec
 
+from .._eventloop import asyncio_callback_context
 from .._timers import TIMER_SLICE_S, wait_woken
 from ..clock import Clock, monotonic_ms
 from ..errors import ProtocolError, UsageError
@@ -47,6 +48,7 @@ from ._errors import StreamStalledError
 
 if TYPE_CHECKING:
     from asyncio import AbstractEventLoop, Handle
+    from contextvars import Context
 
 __all__ = (
     "ChunkKind",
@@ -127,7 +129,8 @@ class StreamWatchdog:
     """
 
     __slots__ = (
-        "_answer_chunks", "_answer_mode", "_cap", "_clock", "_controller_abort", "_disposed",
+        "_answer_chunks", "_answer_mode", "_cap", "_clock", "_context", "_controller_abort",
+        "_disposed",
         "_excused", "_external", "_first_token_ms", "_idle_since", "_inter_chunk_ms",
         "_loop", "_opened_at", "_paused_at", "_reasoning_chunks", "_remove_listener", "_stall",
         "_target", "_timer", "_total_ms", "_until", "_wake", "fired", "loop_lag_ms", "signal",
@@ -162,6 +165,7 @@ class StreamWatchdog:
         # supervise_on()'s: its loop, the callback it has pending (a timer or a next turn), and
         # the loop time its sleep ends at (a Pyodide timer is sliced).
         self._loop: AbstractEventLoop | None = None
+        self._context: Context | None = None  # what its callbacks run in
         self._timer: Handle | None = None
         self._until = 0.0
         controller = AbortController()
@@ -410,7 +414,8 @@ class StreamWatchdog:
             raise ProtocolError("StreamWatchdog is supervised already: call supervise_on() or "
                                 "supervise() once per watchdog")
         self._loop = loop
-        self._timer = loop.call_soon(self._sleep)
+        self._context = context = asyncio_callback_context()
+        self._timer = loop.call_soon(self._sleep, context=context)
 
     def _sleep(self) -> None:
         """supervise_on(): arm the timer for the next deadline (nothing armed: sleep until woken),
@@ -430,7 +435,8 @@ class StreamWatchdog:
         if delay is None:
             self._wake = self._wake_timer
         elif not delay > 0:  # not `<= 0`: a NaN (a broken clock) is due too, and check() says so
-            self._timer = loop.call_soon(self._woken)  # supervise(): a checkpoint, then a check
+            # supervise(): a checkpoint, then a check
+            self._timer = loop.call_soon(self._woken, context=self._context)
         else:
             # While asleep _wake holds self (a cycle): waking, firing and dispose() clear it.
             self._wake = self._wake_timer
@@ -438,7 +444,7 @@ class StreamWatchdog:
             self._until = now + delay
             if TIMER_SLICE_S is not None and delay > TIMER_SLICE_S:
                 delay = TIMER_SLICE_S
-            self._timer = loop.call_at(now + delay, self._timed_out)
+            self._timer = loop.call_at(now + delay, self._timed_out, context=self._context)
 
     def _wake_timer(self) -> None:
         """supervise_on()'s sleep is woken (a deadline came earlier, or the end): what setting
@@ -452,7 +458,7 @@ class StreamWatchdog:
             timer.cancel()
         loop = self._loop
         assert loop is not None
-        self._timer = loop.call_soon(self._woken)
+        self._timer = loop.call_soon(self._woken, context=self._context)
 
     def _woken(self) -> None:
         self._timer = None
@@ -463,7 +469,8 @@ class StreamWatchdog:
         loop = self._loop
         assert loop is not None
         if TIMER_SLICE_S is not None and (left := self._until - loop.time()) > 0:
-            self._timer = loop.call_at(loop.time() + min(left, TIMER_SLICE_S), self._timed_out)
+            self._timer = loop.call_at(loop.time() + min(left, TIMER_SLICE_S), self._timed_out,
+                                       context=self._context)
             return
         self._wake = None
         self._step(woken=False)
@@ -477,7 +484,7 @@ class StreamWatchdog:
 
     def _end_timer(self) -> None:
         timer = self._timer
-        self._timer = self._loop = self._wake = None
+        self._timer = self._loop = self._wake = self._context = None
         if timer is not None:
             timer.cancel()
 
