@@ -429,6 +429,7 @@ class StreamWatchdog:
             delay = None if deadline is None else (deadline - self._clock()) / 1000.0
         except Exception as exc:
             self._abort(exc)
+            self._end_timer()
             return
         loop = self._loop
         assert loop is not None
