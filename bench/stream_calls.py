@@ -5,7 +5,7 @@
 ``ModelAdapter.complete()`` over an in-memory transport that yields N pre-rendered one-token SSE
 chunks of the wire (one event per read, as a provider streaming token by token delivers them), with
 the default watchdog budgets, on asyncio; each read gives the event loop a turn first, as a socket
-read does (so the watchdog's supervisor task runs as it would), unless ``--no-yield``. Two figures:
+read does (so the watchdog's supervision runs as it would), unless ``--no-yield``. Two figures:
 
 - **calls per chunk**: Python function calls (``sys.setprofile`` "call" events; C functions are
   not counted) during the stream, divided by N, split by where the called function lives: the wire

@@ -96,9 +96,10 @@ class ModelAdapter:
     :class:`~bindloop.errors.UsageError` before a request is ever sent.
 
     Every call — :meth:`complete`, :meth:`open_stream`, :meth:`stream` — runs in one cancel scope
-    holding the transport's context from sending the request to closing the connection, beside one
-    watchdog supervisor task. The watchdog cancels only waits on the provider (headers, the next
-    chunk), and its idle budgets stand still while the consumer holds what was read.
+    holding the transport's context from sending the request to closing the connection, under one
+    watchdog supervisor (timer callbacks of the running loop on asyncio, a task on trio). The
+    watchdog cancels only waits on the provider (headers, the next chunk), and its idle budgets
+    stand still while the consumer holds what was read.
 
     ``retry`` (a :class:`~bindloop.wire.RetryPolicy`; on by default: three calls in all) makes
     :meth:`complete` and :meth:`stream` call the provider again after a transient failure — a 429,
@@ -202,12 +203,12 @@ class ModelAdapter:
         errors (raised from the generator itself, never inside the consumer's loop body).
 
         Closing the generator (``aclose()``, or leaving ``aclosing(...)``) closes the connection at
-        once. The generator holds the call's cancel scope, the supervisor's task group and the
-        transport's context across its yields (it never cancels the consumer through them), so:
-        close it (``aclosing``, or run it to the end: one abandoned mid-stream is finalized in
-        another task, where its scopes cannot be left — an error on asyncio, a corrupted run on
-        trio), iterate it in one task, and do not await a single ``__anext__()`` under a cancel
-        scope of your own. :meth:`open_stream` has none of these rules.
+        once. The generator holds the call's cancel scope, the watchdog's supervisor (a task group
+        on trio) and the transport's context across its yields (it never cancels the consumer
+        through them), so: close it (``aclosing``, or run it to the end: one abandoned mid-stream
+        is finalized in another task, where its scopes cannot be left — an error on asyncio, a
+        corrupted run on trio), iterate it in one task, and do not await a single ``__anext__()``
+        under a cancel scope of your own. :meth:`open_stream` has none of these rules.
         """
         options = self.wire_options(request)
         tools, signal = request.tools, request.signal
