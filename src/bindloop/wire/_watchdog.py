@@ -401,11 +401,12 @@ class StreamWatchdog:
 
     def supervise_on(self, loop: AbstractEventLoop) -> None:
         """Do what :meth:`supervise` does as callbacks of the running asyncio ``loop``, without a
-        task: the same steps at the same turns of the loop — it starts a turn later, sleeps until
-        the next deadline on one ``loop.call_at`` timer, is woken (a turn later, as a task would
-        be) only when a deadline comes earlier, and on each wake-up makes the same decision: the
-        same re-check on the injected clock, the same loop lag given back, the same failure
-        handling (an exception from the clock fires :attr:`signal` with it). Under Pyodide a long
+        task: it starts a turn of the loop later, sleeps until the next deadline on one
+        ``loop.call_at`` timer, is woken (a turn later, as a task would be) only when a deadline
+        comes earlier, and each time makes the same decision: the same re-check on the injected
+        clock, the same loop lag given back, the same failure handling (an exception from the
+        clock fires :attr:`signal` with it). A timer that runs out decides in its own callback,
+        where the task decided a turn later. Under Pyodide a long
         sleep is armed in slices of at most a second, as :func:`~bindloop._timers.wait_woken` takes
         it. Ends, cancelling what it has pending, once the watchdog fired or :meth:`dispose` was
         called. Call it once per watchdog, from a task of ``loop``, instead of :meth:`supervise`.
