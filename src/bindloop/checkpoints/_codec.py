@@ -6,18 +6,41 @@ own Structs are errors); then :func:`check_invariants` refuses states no bindloo
 counters below zero, an open suspend on a finished checkpoint, a tool call of the last tool-call turn
 that is neither answered nor an open suspend. Either way the error is a
 :class:`CheckpointFormatError` naming the field, and nothing half-read is returned.
+
+A transcript is validated once: a checkpoint that :func:`require_checkpoint` or
+:func:`parse_loop_checkpoint` returned carries a mark (outside its fields, so equality, bytes,
+pickling and ``msgspec.structs.replace`` ignore it) saying its messages tuple passed, and every
+message in it holds only strings, booleans, ``None``, tuples and the frozen message Structs, so
+nothing can change it afterwards. Validating such a checkpoint again (a store's encode of what a run
+committed) checks everything but its messages; a run's driver passes the previous checkpoint's
+messages as ``known``, so only the messages a turn added are checked. The mutable parts
+(``bindings``, ``stats.tools``) are checked every time.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from operator import is_
 from typing import Any, Final
 
 import msgspec
 
-from ..contracts import AssistantMessage, RunStats, ToolCall, ToolMessage
+from ..contracts import (
+    AssistantMessage,
+    FilePart,
+    ImagePart,
+    Message,
+    ProviderItemPart,
+    ReasoningPart,
+    RunStats,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 from ..errors import UsageError
 from ._errors import CheckpointFormatError, UnsupportedCheckpointVersionError
 from ._schema import CHECKPOINT_VERSION, LoopBindings, LoopCheckpoint
@@ -42,6 +65,13 @@ _INT_MIN: Final = -(2**63)
 _INT_MAX: Final = 2**64 - 1
 _MAX_DEPTH: Final = 64
 _LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+# The key of the mark in a LoopCheckpoint's __dict__: the messages tuple that was validated.
+_CHECKED: Final = "checked_messages"
+_MESSAGE_TYPES: Final = frozenset({SystemMessage, UserMessage, AssistantMessage, ToolMessage})
+# Every Struct a message can hold; with these, the only values a validated message holds.
+_FROZEN_STRUCTS: Final = _MESSAGE_TYPES | {TextPart, ImagePart, FilePart, ReasoningPart,
+                                            ProviderItemPart, ToolCall}
+_FROZEN_ATOMS: Final = frozenset({str, bool, type(None)})
 
 
 # ---- JSON values (bindings) --------------------------------------------------------------------
@@ -53,6 +83,46 @@ def json_copy(value: object, where: str, depth: int = 0) -> Any:
     infinities, non-string keys, integers msgspec cannot encode and anything that is not JSON are
     refused rather than silently changed on the way to storage.
     """
+    try:
+        return _plain_copy(value, depth)
+    except _NotPlain:
+        return _named_copy(value, where, depth)
+
+
+class _NotPlain(Exception):
+    """A value :func:`_plain_copy` does not copy itself; :func:`_named_copy` decides."""
+
+
+def _plain_copy(value: Any, depth: int) -> Any:
+    # json_copy's common case, with exact types and no field names built: each value's path is
+    # only needed for an error, so anything unusual goes to _named_copy, which copies or refuses
+    # it exactly as before.
+    if depth > _MAX_DEPTH:
+        raise _NotPlain
+    t = type(value)
+    if t is str or t is bool or value is None:
+        return value
+    if t is int:
+        if not _INT_MIN <= value <= _INT_MAX:
+            raise _NotPlain
+        return value
+    if t is float:
+        if not math.isfinite(value):
+            raise _NotPlain
+        return value + 0.0
+    if t is dict:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotPlain
+            out[key] = _plain_copy(item, depth + 1)
+        return out
+    if t is list or t is tuple:
+        return [_plain_copy(item, depth + 1) for item in value]
+    raise _NotPlain
+
+
+def _named_copy(value: object, where: str, depth: int) -> Any:
     if depth > _MAX_DEPTH:
         raise CheckpointFormatError(where, f"nested deeper than {_MAX_DEPTH} levels")
     if value is None or isinstance(value, (bool, str)):
@@ -66,13 +136,13 @@ def json_copy(value: object, where: str, depth: int = 0) -> Any:
             raise CheckpointFormatError(where, f"{value!r} is not a JSON number")
         return value + 0.0
     if isinstance(value, (list, tuple)):
-        return [json_copy(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+        return [_named_copy(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for key, v in value.items():
             if not isinstance(key, str):
                 raise CheckpointFormatError(where, f"object key {key!r} is not a string")
-            out[key] = json_copy(v, f"{where}.{key}", depth + 1)
+            out[key] = _named_copy(v, f"{where}.{key}", depth + 1)
         return out
     raise CheckpointFormatError(where, f"{type(value).__name__} is not a JSON value")
 
@@ -106,10 +176,15 @@ def _ms(value: object, field: str) -> None:
         raise CheckpointFormatError(field, f"must be a finite number >= 0, got {value!r}")
 
 
+_STAT_COUNTS: Final = ("turns", "tool_calls", "input_tokens", "output_tokens",
+                       "cached_input_tokens", "reasoning_tokens", "cache_write_tokens")
+
+
 def _check_stats(stats: RunStats, field: str) -> None:
-    for name in ("turns", "tool_calls", "input_tokens", "output_tokens", "cached_input_tokens",
-                 "reasoning_tokens", "cache_write_tokens"):
-        _count(getattr(stats, name), f"{field}.{name}")
+    for name in _STAT_COUNTS:
+        value = getattr(stats, name)
+        if type(value) is not int or value < 0:  # the field's name is built only for an error
+            _count(value, f"{field}.{name}")
     if isinstance(stats.cost, bool) or not isinstance(stats.cost, int):
         raise CheckpointFormatError(f"{field}.cost", "expected an integer in the host's unit")
     _ms(stats.model_ms, f"{field}.model_ms")
@@ -126,6 +201,11 @@ def _check_stats(stats: RunStats, field: str) -> None:
 def check_invariants(cp: LoopCheckpoint) -> None:
     """Refuse a well-typed checkpoint that no run can produce. Raises :class:`CheckpointFormatError`
     naming the first offending field."""
+    _check_invariants(cp, bindings=True)
+
+
+def _check_invariants(cp: LoopCheckpoint, *, bindings: bool) -> None:
+    # ``bindings=False``: the caller has just validated them (copy_bindings).
     if cp.version != CHECKPOINT_VERSION:
         raise UnsupportedCheckpointVersionError(cp.version, _SUPPORTED)
     if not cp.execution_id:
@@ -152,7 +232,8 @@ def check_invariants(cp: LoopCheckpoint) -> None:
             "counters.requested_tool_calls",
             f"{requested} calls requested but stats.tool_calls says {cp.stats.tool_calls} ran")
     _check_tool_calls(cp)
-    copy_bindings(cp.bindings)
+    if bindings:
+        copy_bindings(cp.bindings)
     lineage = cp.lineage
     if lineage is not None:
         if not lineage.parent_execution_id:
@@ -370,18 +451,38 @@ def parse_loop_checkpoint(value: object, *, max_bytes: int | None = None,
         raise CheckpointFormatError(
             "execution_id", f"the stored body belongs to {cp.execution_id!r}, not to the "
             f"{execution_id!r} asked for (a row copied under another key?)")
-    return msgspec.structs.replace(cp, stats=_plain_zero(cp.stats))
+    return _checked(msgspec.structs.replace(cp, stats=_plain_zero(cp.stats)))
 
 
-def require_checkpoint(value: object, what: str = "checkpoint") -> LoopCheckpoint:
+def require_checkpoint(value: object, what: str = "checkpoint", *,
+                       known: Sequence[Message] = ()) -> LoopCheckpoint:
     """A clean copy of ``value`` if it is a :class:`LoopCheckpoint` that
     :func:`parse_loop_checkpoint` would accept (types and invariants), else
     :class:`CheckpointFormatError`. Rebuilding it through msgspec means a hand-built checkpoint
     cannot carry a wrong type (a dict where a message belongs, a list where a tuple does) into a run
-    or into storage, and the copy shares nothing mutable with the caller's value."""
+    or into storage, and the copy shares nothing mutable with the caller's value.
+
+    A message is validated once: one that *is* (by identity) the message at the same position of
+    ``known`` (messages this function returned before: the previous checkpoint of the same run) or
+    of a checkpoint this function or :func:`parse_loop_checkpoint` returned is taken as it is, the
+    rest of the checkpoint checked as usual. A new message is checked and, when it holds only
+    immutable values, kept itself (else its validated copy). Whatever the path, what is accepted,
+    what is refused and the error raised are those of validating the whole checkpoint."""
     if not isinstance(value, LoopCheckpoint):
         raise CheckpointFormatError("", f"{what} must be a LoopCheckpoint, got {type(value).__name__}")
     bindings = copy_bindings(value.bindings)  # before to_builtins, which turns a set into a list
+    messages = value.messages
+    if type(messages) is tuple:
+        if value.__dict__.get(_CHECKED) is messages:
+            known = messages
+        try:
+            return _checked(_with_known_messages(value, messages, known, bindings))
+        except _INCREMENTAL_REFUSALS:
+            pass  # validating the whole checkpoint names the problem (or accepts it)
+    return _checked(_validate_whole(value, what, bindings))
+
+
+def _validate_whole(value: LoopCheckpoint, what: str, bindings: LoopBindings) -> LoopCheckpoint:
     try:
         clean = msgspec.convert(msgspec.to_builtins(value), LoopCheckpoint, strict=True)
     except msgspec.ValidationError as exc:
@@ -390,13 +491,83 @@ def require_checkpoint(value: object, what: str = "checkpoint") -> LoopCheckpoin
         raise CheckpointFormatError("", f"{what} holds a value JSON cannot carry: {exc}") from exc
     except RecursionError:
         raise CheckpointFormatError("", f"{what} is nested too deeply to store") from None
-    check_invariants(clean)
+    _check_invariants(clean, bindings=False)
+    clean = msgspec.structs.replace(clean, bindings=bindings, stats=_plain_zero(clean.stats))
     _refuse_lone_surrogates(clean)
-    return msgspec.structs.replace(clean, bindings=bindings, stats=_plain_zero(clean.stats))
+    return clean
+
+
+# What makes the incremental path hand over to _validate_whole, which names the problem.
+_INCREMENTAL_REFUSALS: Final = (CheckpointFormatError, msgspec.ValidationError, TypeError,
+                                OverflowError, RecursionError, UnicodeEncodeError)
+
+
+def _with_known_messages(value: LoopCheckpoint, messages: tuple[Any, ...],
+                         known: Sequence[Message], bindings: LoopBindings) -> LoopCheckpoint:
+    """``value`` validated like :func:`_validate_whole` does, except the messages that are
+    ``known`` at their position. Raises one of ``_INCREMENTAL_REFUSALS`` for anything the whole
+    validation would refuse (and possibly for some it accepts: it then decides)."""
+    # Everything but the messages and the bindings (already copied), through msgspec as a whole.
+    head = msgspec.convert(
+        msgspec.to_builtins(msgspec.structs.replace(value, messages=(), bindings=LoopBindings())),
+        LoopCheckpoint, strict=True)
+    head = msgspec.structs.replace(head, bindings=bindings, stats=_plain_zero(head.stats))
+    _ENCODER.encode(head)  # a lone surrogate outside the messages raises UnicodeEncodeError
+    clean_messages = messages
+    fresh = _fresh_positions(messages, known)
+    if fresh:
+        out = list(messages)
+        for k in fresh:
+            m = messages[k]
+            kind = type(m)
+            if kind not in _MESSAGE_TYPES:
+                raise TypeError(f"messages[{k}] is not a message")
+            clean = msgspec.convert(msgspec.to_builtins(m), kind, strict=True)
+            _ENCODER.encode(clean)  # a lone surrogate raises UnicodeEncodeError
+            if not _immutable(m):
+                out[k] = clean
+        clean_messages = tuple(out)
+    cp = msgspec.structs.replace(head, messages=clean_messages)
+    _check_invariants(cp, bindings=False)
+    return cp
+
+
+def _fresh_positions(messages: tuple[Any, ...], known: Sequence[Message]) -> Sequence[int]:
+    """The positions of ``messages`` that do not hold the very object ``known`` holds there."""
+    if known is messages:
+        return ()
+    n = len(known)
+    # The usual case, a transcript that only grew: one identity comparison a message, in C.
+    if len(messages) >= n and all(map(is_, messages, known)):
+        return range(n, len(messages))
+    return [k for k, m in enumerate(messages) if k >= n or m is not known[k]]
+
+
+def _immutable(value: Any) -> bool:
+    """Whether a validated message holds only values nothing can change: strings, booleans,
+    ``None``, tuples and the message Structs themselves (frozen). A list (which the constructors
+    accept where a tuple belongs), a subclass or anything else can change or encode differently
+    after it was checked, so such a message is copied instead of trusted."""
+    kind = type(value)
+    if kind in _FROZEN_ATOMS:
+        return True
+    if kind is tuple:
+        return all(map(_immutable, value))
+    if kind in _FROZEN_STRUCTS:
+        return all(_immutable(getattr(value, name)) for name in kind.__struct_fields__)
+    return False
+
+
+def _checked(cp: LoopCheckpoint) -> LoopCheckpoint:
+    """Mark ``cp`` (validated, its messages immutable) so its messages are not checked again."""
+    cp.__dict__[_CHECKED] = cp.messages
+    return cp
 
 
 def serialize_loop_checkpoint(checkpoint: LoopCheckpoint) -> bytes:
     """The checkpoint's JSON bytes: equal checkpoints give equal bytes (Struct fields in declaration
     order, dict keys sorted, every checkpoint field written). Refuses a checkpoint
-    :func:`parse_loop_checkpoint` would refuse, so storage never holds one that cannot be read back."""
+    :func:`parse_loop_checkpoint` would refuse, so storage never holds one that cannot be read back.
+    The messages of a checkpoint a run committed (or :func:`parse_loop_checkpoint` read) were
+    validated then and are not checked again; the rest of it is."""
     return _ENCODER.encode(require_checkpoint(checkpoint))
