@@ -65,8 +65,9 @@ _INT_MIN: Final = -(2**63)
 _INT_MAX: Final = 2**64 - 1
 _MAX_DEPTH: Final = 64
 _LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
-# The key of the mark in a LoopCheckpoint's __dict__: the messages tuple that was validated.
-_CHECKED: Final = "checked_messages"
+# The key of the mark in a LoopCheckpoint's __dict__: its field values when it was validated.
+_CHECKED: Final = "checked_fields"
+_MESSAGES_AT: Final = LoopCheckpoint.__struct_fields__.index("messages")
 _MESSAGE_TYPES: Final = frozenset({SystemMessage, UserMessage, AssistantMessage, ToolMessage})
 # Every Struct a message can hold; with these, the only values a validated message holds.
 _FROZEN_STRUCTS: Final = _MESSAGE_TYPES | {TextPart, ImagePart, FilePart, ReasoningPart,
@@ -466,16 +467,23 @@ def require_checkpoint(value: object, what: str = "checkpoint", *,
     ``known`` (messages this function returned before: the previous checkpoint of the same run) or
     of a checkpoint this function or :func:`parse_loop_checkpoint` returned is taken as it is, the
     rest of the checkpoint checked as usual. A new message is checked and, when it holds only
-    immutable values, kept itself (else its validated copy). Whatever the path, what is accepted,
-    what is refused and the error raised are those of validating the whole checkpoint."""
+    immutable values, kept itself (else its validated copy). A checkpoint this function or
+    :func:`parse_loop_checkpoint` returned, passed again with the same field values, has only its
+    mutable parts checked again: ``bindings`` and ``stats`` (whose ``tools`` is a dict). Whatever
+    the path, what is accepted, what is refused and the error raised are those of validating the
+    whole checkpoint."""
     if not isinstance(value, LoopCheckpoint):
         raise CheckpointFormatError("", f"{what} must be a LoopCheckpoint, got {type(value).__name__}")
     bindings = copy_bindings(value.bindings)  # before to_builtins, which turns a set into a list
     messages = value.messages
     if type(messages) is tuple:
-        if value.__dict__.get(_CHECKED) is messages:
-            known = messages
         try:
+            mark = value.__dict__.get(_CHECKED)
+            if mark is not None:
+                if all(map(is_, msgspec.structs.astuple(value), mark)):
+                    return _checked(_with_mutable_parts_checked(value, bindings))
+                if mark[_MESSAGES_AT] is messages:
+                    known = messages
             return _checked(_with_known_messages(value, messages, known, bindings))
         except _INCREMENTAL_REFUSALS:
             pass  # validating the whole checkpoint names the problem (or accepts it)
@@ -532,6 +540,16 @@ def _with_known_messages(value: LoopCheckpoint, messages: tuple[Any, ...],
     return cp
 
 
+def _with_mutable_parts_checked(value: LoopCheckpoint, bindings: LoopBindings) -> LoopCheckpoint:
+    """A checkpoint validated before, every field still the value it was then: what can have
+    changed since is inside its dicts (``bindings``, already copied, and ``stats.tools``)."""
+    stats = msgspec.convert(msgspec.to_builtins(value.stats), RunStats, strict=True)
+    _check_stats(stats, "stats")
+    clean = msgspec.structs.replace(value, bindings=bindings, stats=_plain_zero(stats))
+    _ENCODER.encode(msgspec.structs.replace(clean, messages=()))  # a lone surrogate in the dicts
+    return clean
+
+
 def _fresh_positions(messages: tuple[Any, ...], known: Sequence[Message]) -> Sequence[int]:
     """The positions of ``messages`` that do not hold the very object ``known`` holds there."""
     if known is messages:
@@ -549,18 +567,23 @@ def _immutable(value: Any) -> bool:
     accept where a tuple belongs), a subclass or anything else can change or encode differently
     after it was checked, so such a message is copied instead of trusted."""
     kind = type(value)
-    if kind in _FROZEN_ATOMS:
-        return True
     if kind is tuple:
-        return all(map(_immutable, value))
-    if kind in _FROZEN_STRUCTS:
-        return all(_immutable(getattr(value, name)) for name in kind.__struct_fields__)
-    return False
+        for item in value:
+            if type(item) not in _FROZEN_ATOMS and not _immutable(item):
+                return False
+        return True
+    if kind not in _FROZEN_STRUCTS:
+        return kind in _FROZEN_ATOMS
+    for item in msgspec.structs.astuple(value):
+        if type(item) not in _FROZEN_ATOMS and not _immutable(item):
+            return False
+    return True
 
 
 def _checked(cp: LoopCheckpoint) -> LoopCheckpoint:
-    """Mark ``cp`` (validated, its messages immutable) so its messages are not checked again."""
-    cp.__dict__[_CHECKED] = cp.messages
+    """Mark ``cp``, just validated (its messages and every field but its dicts immutable), with its
+    field values, so passing it again checks only what can have changed."""
+    cp.__dict__[_CHECKED] = msgspec.structs.astuple(cp)
     return cp
 
 

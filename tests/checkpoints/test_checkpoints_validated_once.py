@@ -1,0 +1,228 @@
+"""A transcript is validated once: a run's commit checks only the messages its turn added, and a
+store's encode of a committed checkpoint checks none of them again, while what is accepted, what is
+refused (and how) and the bytes stored stay those of validating the whole checkpoint."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from bindloop import AssistantMessage, ToolCall, ToolMessage, UserMessage
+from bindloop.checkpoints import (
+    CheckpointFormatError,
+    LoopBindings,
+    LoopCheckpoint,
+    RestoredLoop,
+    create_loop_checkpoint,
+    fork_loop_checkpoint,
+    parse_loop_checkpoint,
+    run_from_checkpoint,
+    serialize_loop_checkpoint,
+)
+from bindloop.checkpoints import _codec
+from bindloop.contracts import TextPart, ToolResult, ToolTime
+from bindloop.loop import ToolRunner
+from bindloop.stores import MemoryCheckpointStore
+from bindloop.testing import final_answer, scripted_model, tool_call, tool_call_turn
+from bindloop.testing.strategies import messages as any_message, transcripts
+
+
+def whole(cp: Any) -> bytes | str:
+    """The reference: the stored bytes, or the refusal, of validating all of ``cp``."""
+    try:
+        bindings = _codec.copy_bindings(cp.bindings)
+        return _codec._ENCODER.encode(_codec._validate_whole(cp, "checkpoint", bindings))
+    except CheckpointFormatError as exc:
+        return f"{type(exc).__name__} at {exc.field!r}: {exc}"
+
+
+def stored(cp: Any, known: Any = ()) -> bytes | str:
+    """What the incremental path stores or refuses for ``cp``."""
+    try:
+        return _codec._ENCODER.encode(_codec.require_checkpoint(cp, known=known))
+    except CheckpointFormatError as exc:
+        return f"{type(exc).__name__} at {exc.field!r}: {exc}"
+
+
+# Hand-built messages a constructor accepts but storage must refuse or rebuild.
+ODD_MESSAGES = [
+    UserMessage(content=[TextPart(text="a list, where a tuple belongs")]),  # accepted, rebuilt
+    AssistantMessage(tool_calls=[ToolCall(id="l", name="t")]),  # type: ignore[arg-type]
+    UserMessage(content=(TextPart(text=5),)),  # type: ignore[arg-type]
+    ToolMessage(tool_call_id="c", content="x", is_error=1),  # type: ignore[arg-type]
+    AssistantMessage(tool_calls=(ToolCall(id="d", name="t", arguments={"a": 1}),)),  # type: ignore[arg-type]
+    UserMessage(content="lone \ud800 surrogate"),
+    {"role": "user", "content": "a dict"},
+    UserMessage(content=(TextPart(text="ok"), TextPart(text=["x"]))),  # type: ignore[arg-type]
+]
+
+edits = st.sampled_from(["append", "append_odd", "replace", "replace_odd", "drop", "bindings",
+                         "tools", "none"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(history=transcripts(max_turns=3), added=st.lists(any_message(), max_size=3),
+       plan=st.lists(st.tuples(edits, st.integers(0, 50), st.sampled_from(ODD_MESSAGES)),
+                     min_size=1, max_size=3),
+       mark=st.booleans(), same=st.booleans())
+def test_the_incremental_path_stores_and_refuses_what_whole_validation_does(
+        history: list[Any], added: list[Any], plan: list[tuple[str, int, Any]], mark: bool,
+        same: bool) -> None:
+    """Any checkpoint derived from a validated one (messages appended, replaced or dropped, odd or
+    not; its bindings or per-tool stats mutated in place): same bytes, same error, same field."""
+    base = create_loop_checkpoint(execution_id="e", messages=history, max_iterations=10,
+                                  bindings=LoopBindings(config={"k": [1]}))
+    cp: Any = base
+    messages = [*base.messages, *added]
+    for action, at, odd in plan:
+        k = at % (len(messages) + 1)
+        if action == "append":
+            messages.append(UserMessage(content=f"more {at}"))
+        elif action == "append_odd":
+            messages.append(odd)
+        elif action == "replace" and k < len(messages):
+            messages[k] = msgspec.structs.replace(messages[k])  # equal, but not the same object
+        elif action == "replace_odd" and k < len(messages):
+            messages[k] = odd
+        elif action == "drop" and k < len(messages):
+            del messages[k]
+        elif action == "bindings":
+            base.bindings.config["k"].append(math.nan if at % 2 else at)
+        elif action == "tools":
+            base.stats.tools["t"] = ToolTime(calls=at % 3, ms=1.0) if at % 2 else "odd"  # type: ignore[assignment]
+    if not same:  # else: the validated checkpoint itself, its bindings or stats changed in place
+        cp = msgspec.structs.replace(base, messages=tuple(messages))
+    event("a new messages tuple" if cp is not base else "the validated checkpoint itself")
+    reference = whole(cp)
+    event("refused" if isinstance(reference, str) else "stored")
+    assert stored(cp, known=base.messages if mark else ()) == reference
+    assert stored(cp) == reference
+
+
+def test_a_message_that_can_change_is_validated_again_at_each_commit() -> None:
+    """A list inside a message is accepted (rebuilt as a tuple), so the caller's message is not
+    trusted: a later change to that list is seen by the next validation."""
+    parts = [TextPart(text="fine")]
+    held = UserMessage(content=parts)  # type: ignore[arg-type]
+    first = create_loop_checkpoint(execution_id="e", messages=[held], max_iterations=3)
+    assert first.messages[0] is not held and first.messages[0].content == (TextPart(text="fine"),)
+    parts.append(TextPart(text=7))  # type: ignore[arg-type]
+    later = msgspec.structs.replace(first, messages=(held,))
+    with pytest.raises(CheckpointFormatError) as info:
+        _codec.require_checkpoint(later, known=first.messages)
+    assert info.value.field == "messages[0].content[1].text"
+
+
+def test_a_validated_checkpoint_whose_messages_were_swapped_is_validated_again() -> None:
+    cp = create_loop_checkpoint(execution_id="e", messages=[UserMessage(content="q")],
+                                max_iterations=3)
+    msgspec.structs.force_setattr(cp, "messages", (UserMessage(content=(TextPart(text=1),)),))
+    with pytest.raises(CheckpointFormatError) as info:
+        serialize_loop_checkpoint(cp)
+    assert info.value.field == "messages[0].content[0].text"
+
+
+def test_bindings_changed_after_validation_are_refused_by_the_store() -> None:
+    cp = create_loop_checkpoint(execution_id="e", messages=[UserMessage(content="q")],
+                                max_iterations=3, bindings=LoopBindings(config={"n": 1}))
+    cp.bindings.config["n"] = math.inf
+
+    async def save() -> None:
+        await MemoryCheckpointStore().save(cp)
+
+    with pytest.raises(CheckpointFormatError) as info:
+        anyio.run(save)
+    assert info.value.field == "bindings.config.n"
+
+
+def test_the_mark_is_not_a_field() -> None:
+    """Equality, bytes, pickling and replace ignore the mark; a replaced checkpoint has none."""
+    import pickle
+
+    made = create_loop_checkpoint(execution_id="e", messages=[UserMessage(content="q")],
+                                  max_iterations=3)
+    plain = LoopCheckpoint(execution_id="e", revision=0, status="ready", max_iterations=3,
+                           iterations=0, messages=(UserMessage(content="q"),))
+    assert made.__dict__ and not plain.__dict__
+    assert made == plain
+    assert serialize_loop_checkpoint(made) == serialize_loop_checkpoint(plain)
+    assert msgspec.to_builtins(made) == msgspec.to_builtins(plain)
+    assert not pickle.loads(pickle.dumps(made)).__dict__
+    assert not msgspec.structs.replace(made, revision=1).__dict__
+    assert parse_loop_checkpoint(serialize_loop_checkpoint(made)).__dict__
+
+
+# ---- a commit validates its transcript once ---------------------------------------------------
+
+class Counting:
+    """Counts what ``msgspec.to_builtins`` is asked to rebuild: whole checkpoints that hold
+    messages, and single messages (by identity)."""
+
+    def __init__(self) -> None:
+        self.whole = 0
+        self.messages: dict[int, int] = {}
+        self.real = msgspec.to_builtins
+
+    def __call__(self, value: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(value, LoopCheckpoint) and value.messages:
+            self.whole += 1
+        elif isinstance(value, (UserMessage, AssistantMessage, ToolMessage)):
+            self.messages[id(value)] = self.messages.get(id(value), 0) + 1
+        return self.real(value, *args, **kwargs)
+
+
+@pytest.mark.parametrize("history", [1, 40])
+def test_a_run_validates_each_new_message_once_and_the_store_none(
+        history: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = MemoryCheckpointStore()
+    turns = [tool_call_turn([tool_call("add", {"i": i}, id=f"c{i}")]) for i in range(4)]
+    script = [*turns, final_answer("sum")]
+    past: list[Any] = [UserMessage(content="go")]
+    for i in range(history // 2):
+        past += [AssistantMessage(tool_calls=(ToolCall(id=f"h{i}", name="add"),)),
+                 ToolMessage(tool_call_id=f"h{i}", content="ok")]
+    first = create_loop_checkpoint(execution_id="e", messages=past, max_iterations=10)
+
+    def restore(cp: LoopCheckpoint) -> RestoredLoop:
+        return RestoredLoop(model=scripted_model(script), capture_bindings=lambda: cp.bindings,
+                            runner=ToolRunner(run_tool_call=lambda call: ToolResult(content="added")))
+
+    async def main() -> Any:
+        await store.save(first)
+        loaded = await store.load("e")
+        assert loaded is not None
+        counting = Counting()
+        monkeypatch.setattr(msgspec, "to_builtins", counting)
+        result = await run_from_checkpoint(checkpoint=loaded, restore=restore, commit=store.commit)
+        monkeypatch.undo()
+        return counting, loaded, result
+
+    counting, loaded, result = anyio.run(main)
+    assert result.stop_reason == "done" and result.checkpoint.revision == 5
+    assert store.rows["e"][0] == 5
+    assert counting.whole == 0  # no commit (driver or store) rebuilt a whole checkpoint
+    added = len(result.checkpoint.messages) - len(loaded.messages)
+    assert added == 2 * len(turns) + 1
+    # every message the run added was checked exactly once; none of the loaded ones again
+    assert sorted(counting.messages.values()) == [1] * added
+    assert not any(id(m) in counting.messages for m in loaded.messages)
+    assert parse_loop_checkpoint(store.rows["e"][1]) == result.checkpoint
+
+
+def test_a_fork_does_not_validate_the_source_transcript_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    source = create_loop_checkpoint(execution_id="e", messages=[UserMessage(content="q")] * 5,
+                                    max_iterations=3)
+    counting = Counting()
+    monkeypatch.setattr(msgspec, "to_builtins", counting)
+    fork = fork_loop_checkpoint(source, execution_id="f")
+    serialize_loop_checkpoint(fork)
+    monkeypatch.undo()
+    assert counting.whole == 0 and counting.messages == {}
+    assert fork.messages is source.messages
