@@ -26,7 +26,7 @@ from bindloop.checkpoints import (
     serialize_loop_checkpoint,
 )
 from bindloop.checkpoints import _codec
-from bindloop.contracts import TextPart, ToolResult, ToolTime
+from bindloop.contracts import RunStats, TextPart, ToolResult, ToolTime
 from bindloop.loop import ToolRunner
 from bindloop.stores import MemoryCheckpointStore
 from bindloop.testing import final_answer, scripted_model, tool_call, tool_call_turn
@@ -226,3 +226,38 @@ def test_a_fork_does_not_validate_the_source_transcript_again(
     monkeypatch.undo()
     assert counting.whole == 0 and counting.messages == {}
     assert fork.messages is source.messages
+
+
+numbers = st.one_of(st.integers(0, 5), st.floats(0, 9), st.integers(-2, 5),
+                    st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.just(-0.0),
+                    st.just(2**70))
+
+
+@settings(max_examples=300, deadline=None)
+@given(counts=st.lists(st.integers(0, 9), min_size=8, max_size=8),
+       times=st.lists(st.floats(0, 9) | st.integers(0, 9), min_size=2, max_size=2),
+       spoil=st.lists(st.tuples(st.integers(0, 9), numbers), max_size=2),
+       tools=st.dictionaries(st.text(max_size=3), st.tuples(numbers, numbers), max_size=3),
+       consistent=st.booleans())
+def test_the_quick_stats_check_accepts_exactly_what_the_named_checks_accept(
+        counts: list[Any], times: list[Any], spoil: list[tuple[int, Any]],
+        tools: dict[str, tuple[Any, Any]], consistent: bool) -> None:
+    names = ("turns", "tool_calls", "input_tokens", "output_tokens", "cached_input_tokens",
+             "reasoning_tokens", "cache_write_tokens", "cost", "model_ms", "tool_ms")
+    values = dict(zip(names, [*counts, *times]))
+    for at, value in spoil:
+        values[names[at]] = value
+    if consistent and all(type(c) is int for c, _ in tools.values()):
+        values["tool_calls"] = sum(c for c, _ in tools.values())
+    stats = RunStats(**values, tools={k: ToolTime(calls=c, ms=m) for k, (c, m) in tools.items()})
+    try:
+        _codec._name_stats_problem(stats, "stats")
+        accepted = True
+    except CheckpointFormatError:
+        accepted = False
+    event(f"named checks {'accept' if accepted else 'refuse'}")
+    plain_types = (all(type(values[n]) is int for n in names[:8])
+                   and all(type(values[n]) in (int, float) for n in names[8:])
+                   and all(type(c) is int and type(m) in (int, float) for c, m in tools.values()))
+    # the quick check never accepts what the named checks refuse, and takes every plain value
+    assert _codec._plain_stats(stats) == (accepted and plain_types)

@@ -177,15 +177,19 @@ def _ms(value: object, field: str) -> None:
         raise CheckpointFormatError(field, f"must be a finite number >= 0, got {value!r}")
 
 
+_NUMBERS: Final = frozenset({int, float})
 _STAT_COUNTS: Final = ("turns", "tool_calls", "input_tokens", "output_tokens",
                        "cached_input_tokens", "reasoning_tokens", "cache_write_tokens")
 
 
 def _check_stats(stats: RunStats, field: str) -> None:
+    if not _plain_stats(stats):
+        _name_stats_problem(stats, field)
+
+
+def _name_stats_problem(stats: RunStats, field: str) -> None:
     for name in _STAT_COUNTS:
-        value = getattr(stats, name)
-        if type(value) is not int or value < 0:  # the field's name is built only for an error
-            _count(value, f"{field}.{name}")
+        _count(getattr(stats, name), f"{field}.{name}")
     if isinstance(stats.cost, bool) or not isinstance(stats.cost, int):
         raise CheckpointFormatError(f"{field}.cost", "expected an integer in the host's unit")
     _ms(stats.model_ms, f"{field}.model_ms")
@@ -197,6 +201,29 @@ def _check_stats(stats: RunStats, field: str) -> None:
     if ran != stats.tool_calls:
         raise CheckpointFormatError(
             f"{field}.tools", f"per-tool calls add up to {ran}, but tool_calls is {stats.tool_calls}")
+
+
+def _plain_stats(s: RunStats) -> bool:
+    """Whether ``s`` passes :func:`_name_stats_problem`, decided on exact types without naming any
+    field: ``False`` sends it there, which names the problem (or accepts an unusual but valid value,
+    an int subclass)."""
+    if not (type(s.turns) is int and s.turns >= 0 and type(s.tool_calls) is int
+            and s.tool_calls >= 0 and type(s.input_tokens) is int and s.input_tokens >= 0
+            and type(s.output_tokens) is int and s.output_tokens >= 0
+            and type(s.cached_input_tokens) is int and s.cached_input_tokens >= 0
+            and type(s.reasoning_tokens) is int and s.reasoning_tokens >= 0
+            and type(s.cache_write_tokens) is int and s.cache_write_tokens >= 0
+            and type(s.cost) is int
+            and type(s.model_ms) in _NUMBERS and 0 <= s.model_ms < math.inf
+            and type(s.tool_ms) in _NUMBERS and 0 <= s.tool_ms < math.inf):
+        return False
+    ran = 0
+    for t in s.tools.values():
+        calls, ms = t.calls, t.ms
+        if not (type(calls) is int and calls >= 0 and type(ms) in _NUMBERS and 0 <= ms < math.inf):
+            return False
+        ran += calls
+    return ran == s.tool_calls
 
 
 def check_invariants(cp: LoopCheckpoint) -> None:
