@@ -10,7 +10,17 @@ same run through ``run_tool_loop`` with no checkpoint. Printed per N:
 - floor µs: encoding each committed checkpoint alone (the bytes a store has to write), per commit;
 - commit / floor.
 
-    python bench/checkpoint_commit.py [--ns 10,100,1000] [--turns 20] [--rounds 5]
+    python bench/checkpoint_commit.py [--ns 10,100,1000] [--turns 20] [--repeats 7]
+
+``--sessions N`` measures soak-shaped sessions instead (``bench/soak.py``'s bindloop side without
+the network): each creates a checkpoint of one user message, saves it to a ``SqliteStore`` (a file
+in a temporary directory), loads it and runs it through ``run_from_checkpoint`` (two tool turns and
+an answer: three commits), against the same runs through ``run_tool_loop``; first one session after
+another, then all N at once with every model call awaiting 20 times (what a session keeps alive
+across its awaits is then what the cyclic collector walks). It prints the checkpoint path's CPU per
+session and, at once, the collector's share:
+
+    python bench/checkpoint_commit.py --sessions 3000 [--before DIR]
 
 ``--before DIR`` measures a checkout of the base (``DIR/src``) against this one, alternating in
 fresh interpreters, and prints both sides' medians and after / before:
@@ -22,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import tempfile
 import json
 import os
 import statistics
@@ -46,6 +57,7 @@ from bindloop import (
     UserMessage,
     run_tool_loop,
 )
+from bindloop import ToolLoopState
 from bindloop.checkpoints import (
     LoopCheckpoint,
     RestoredLoop,
@@ -159,8 +171,116 @@ async def one_n(n: int, turns: int, repeats: int) -> dict[str, float]:
     return {"n": n, "commit_us": commit_us, "floor_us": floor_us}
 
 
+class Awaiting(Scripted):
+    """:class:`Scripted`, awaiting 20 times per call (a stream's reads), so sessions interleave."""
+
+    async def complete(self, messages: Sequence[Message], request: ModelRequest, /,
+                       on_event: Any = None, on_reset: Any = None) -> ModelTurnResult:
+        for _ in range(20):
+            await anyio.sleep(0)
+        return await super().complete(messages, request)
+
+
+class GcClock:
+    """CPU the cyclic collector takes while installed (``gc.callbacks``)."""
+
+    def __init__(self) -> None:
+        self.cpu = 0.0
+        self.collections = 0
+        self._began = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._began = time.process_time()
+        else:
+            self.cpu += time.process_time() - self._began
+            self.collections += 1
+
+
+async def sessions_run(count: int, store_them: bool, together: bool) -> tuple[float, float, int]:
+    """CPU seconds and collector seconds and collections for ``count`` soak-shaped sessions."""
+    from bindloop.hosts.stores.sqlite import SqliteStore
+
+    model_type = Awaiting if together else Scripted
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SqliteStore(os.path.join(tmp, "checkpoints.sqlite"))
+
+        def restore(cp: LoopCheckpoint) -> RestoredLoop:
+            return RestoredLoop(model=model_type(2), runner=runner(),
+                                capture_bindings=lambda: cp.bindings)
+
+        async def one(n: int) -> None:
+            first = UserMessage(content=f"session s{n:05d} look up")
+            if store_them:
+                made = create_loop_checkpoint(execution_id=f"s{n:05d}", messages=[first],
+                                              max_iterations=4)
+                store.save_checkpoint(made)
+                loaded = store.load_checkpoint(made.execution_id)
+                assert loaded is not None
+                result: Any = await run_from_checkpoint(checkpoint=loaded, restore=restore,
+                                                        commit=store.commit)
+            else:
+                result = await run_tool_loop(ToolLoopParams(
+                    state=ToolLoopState(messages=[first]), model=model_type(2), runner=runner(),
+                    max_iterations=4))
+            assert result.stop_reason == "done"
+
+        clock = GcClock()
+        gc.collect()
+        gc.callbacks.append(clock)
+        began = time.process_time()
+        try:
+            if together:
+                async with anyio.create_task_group() as tg:
+                    for n in range(count):
+                        tg.start_soon(one, n)
+            else:
+                for n in range(count):
+                    await one(n)
+        finally:
+            spent = time.process_time() - began
+            gc.callbacks.remove(clock)
+            store.close()
+    return spent, clock.cpu, clock.collections
+
+
+def measure_sessions(count: int, rounds: int) -> dict[str, float]:
+    """Per session, median over ``rounds``: the checkpoint path's CPU (store − no store), one
+    after another and all at once, and the collector's share at once."""
+    out: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        for together in (False, True):
+            stored = anyio.run(sessions_run, count, True, together)
+            plain_run = anyio.run(sessions_run, count, False, together)
+            key = "together" if together else "serial"
+            out.setdefault(f"{key}_us", []).append((stored[0] - plain_run[0]) / count * 1e6)
+            if together:
+                out.setdefault("gc_us", []).append((stored[1] - plain_run[1]) / count * 1e6)
+                out.setdefault("collections", []).append(stored[2] - plain_run[2])
+    return {k: statistics.median(v) for k, v in out.items()}
+
+
 def measure(ns: list[int], turns: int, repeats: int) -> list[dict[str, float]]:
     return [anyio.run(one_n, n, turns, repeats) for n in ns]
+
+
+def sessions_side_by_side(before_dir: str, count: int, rounds: int) -> int:
+    here = os.path.abspath(__file__)
+    sides = (("before", os.path.join(os.path.abspath(before_dir), "src")),
+             ("after", os.path.join(os.path.dirname(os.path.dirname(here)), "src")))
+    runs: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
+    for _ in range(rounds):
+        for label, src in sides:
+            proc = subprocess.run([sys.executable, here, "--json", "--sessions", str(count),
+                                   "--rounds", "1"], capture_output=True, text=True, check=True,
+                                  env={**os.environ, "PYTHONPATH": src})
+            runs[label].append(json.loads(proc.stdout))
+    print(f"checkpoint CPU µs per session ({count} sessions), each round's figure, before | after")
+    for key, what in (("serial_us", "one after another"), ("together_us", "all at once"),
+                      ("gc_us", "  of which the collector"), ("collections", "  extra collections")):
+        print(f"{what:<26}" + "  ".join(f"{r[key]:7.0f}" for r in runs["before"]) + "  |  "
+              + "  ".join(f"{r[key]:7.0f}" for r in runs["after"]))
+    return 0
 
 
 def side_by_side(before_dir: str, ns: list[int], turns: int, repeats: int, rounds: int) -> int:
@@ -199,7 +319,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="--before: alternating rounds")
     parser.add_argument("--before", metavar="DIR", help="alternate with the base's DIR/src")
     parser.add_argument("--json", action="store_true", help="print only the rows, as JSON")
+    parser.add_argument("--sessions", type=int, default=0,
+                        help="measure this many soak-shaped sessions instead (see above)")
     args = parser.parse_args(argv)
+    if args.sessions:
+        if args.before:
+            return sessions_side_by_side(args.before, args.sessions, args.rounds)
+        figures = measure_sessions(args.sessions, args.rounds)
+        if args.json:
+            print(json.dumps(figures))
+            return 0
+        print(f"checkpoint CPU µs per session ({args.sessions} sessions, median of {args.rounds}): "
+              f"one after another {figures['serial_us']:.0f}, all at once "
+              f"{figures['together_us']:.0f} (the collector {figures['gc_us']:.0f}, "
+              f"{figures['collections']:.0f} more collections)")
+        return 0
     ns = [int(x) for x in args.ns.split(",") if x.strip()]
     if args.before:
         return side_by_side(args.before, ns, args.turns, args.repeats, args.rounds)
