@@ -128,6 +128,18 @@ def test_a_validated_checkpoint_whose_messages_were_swapped_is_validated_again()
     assert info.value.field == "messages[0].content[0].text"
 
 
+@pytest.mark.parametrize(("field", "value"), [("iterations", 99), ("revision", -1),
+                                             ("open_suspends", ("x",)), ("counters", None)])
+def test_a_validated_checkpoint_with_any_field_swapped_is_validated_again(
+        field: str, value: Any) -> None:
+    cp = create_loop_checkpoint(execution_id="e", messages=[UserMessage(content="q")],
+                                max_iterations=3)
+    msgspec.structs.force_setattr(cp, field, value)
+    with pytest.raises(CheckpointFormatError) as info:
+        serialize_loop_checkpoint(cp)
+    assert info.value.field.startswith(field) and stored(cp) == whole(cp)
+
+
 def test_bindings_changed_after_validation_are_refused_by_the_store() -> None:
     cp = create_loop_checkpoint(execution_id="e", messages=[UserMessage(content="q")],
                                 max_iterations=3, bindings=LoopBindings(config={"n": 1}))

@@ -7,14 +7,15 @@ counters below zero, an open suspend on a finished checkpoint, a tool call of th
 that is neither answered nor an open suspend. Either way the error is a
 :class:`CheckpointFormatError` naming the field, and nothing half-read is returned.
 
-A transcript is validated once: a checkpoint that :func:`require_checkpoint` or
-:func:`parse_loop_checkpoint` returned carries a mark (outside its fields, so equality, bytes,
-pickling and ``msgspec.structs.replace`` ignore it) saying its messages tuple passed, and every
-message in it holds only strings, booleans, ``None``, tuples and the frozen message Structs, so
-nothing can change it afterwards. Validating such a checkpoint again (a store's encode of what a run
-committed) checks everything but its messages; a run's driver passes the previous checkpoint's
-messages as ``known``, so only the messages a turn added are checked. The mutable parts
-(``bindings``, ``stats.tools``) are checked every time.
+A transcript is validated once. A checkpoint that :func:`require_checkpoint` or
+:func:`parse_loop_checkpoint` returned carries a mark (in its ``__dict__``, outside its fields, so
+equality, bytes, pickling and ``msgspec.structs.replace`` ignore it) holding its field values:
+every message in it holds only strings, booleans, ``None``, tuples and the frozen message Structs,
+and every other field is frozen too except two dicts, ``bindings`` and ``stats.tools``. Validating
+it again with the same field values (a store's encode of what a run committed, a run's start from
+a loaded checkpoint) checks only those dicts; with its messages tuple unchanged, everything but the
+messages. A run's driver passes the previous checkpoint's messages as ``known``, so a commit checks
+only the messages its turn added.
 """
 
 from __future__ import annotations

@@ -140,8 +140,9 @@ class LoopCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     A checkpoint that bindloop validated (read by :func:`parse_loop_checkpoint`, made by
     :func:`create_loop_checkpoint` or :func:`fork_loop_checkpoint`, committed by
     :func:`run_from_checkpoint`) carries a mark in its ``__dict__`` (not a field: never encoded,
-    compared, pickled or kept by ``msgspec.structs.replace``) that its messages passed, so storing
-    it does not validate the transcript again (see ``serialize_loop_checkpoint``).
+    compared, pickled or kept by ``msgspec.structs.replace``) holding the field values that passed,
+    so storing it checks only its dicts again, not its transcript (see
+    ``serialize_loop_checkpoint``).
     """
 
     version: int = CHECKPOINT_VERSION
