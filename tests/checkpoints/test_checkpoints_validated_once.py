@@ -273,3 +273,22 @@ def test_the_quick_stats_check_accepts_exactly_what_the_named_checks_accept(
                    and all(type(c) is int and type(m) in (int, float) for c, m in tools.values()))
     # the quick check never accepts what the named checks refuse, and takes every plain value
     assert _codec._plain_stats(stats) == (accepted and plain_types)
+
+
+def test_applied_input_is_checked_as_storage_would_and_not_checked_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from bindloop.checkpoints import apply_checkpoint_input
+
+    done = parse_loop_checkpoint(serialize_loop_checkpoint(msgspec.structs.replace(
+        create_loop_checkpoint(execution_id="e", messages=[UserMessage(content="q")] * 9,
+                               max_iterations=3), status="finished")))  # as a store loads it
+    with pytest.raises(CheckpointFormatError) as info:
+        apply_checkpoint_input(done, UserMessage(content="lone \ud800"))
+    assert info.value.field == "messages[9].content"
+    counting = Counting()
+    monkeypatch.setattr(msgspec, "to_builtins", counting)
+    applied = apply_checkpoint_input(done, UserMessage(content="next"))
+    body = serialize_loop_checkpoint(applied)
+    monkeypatch.undo()
+    assert counting.whole == 0 and sum(counting.messages.values()) == 1  # the new message, once
+    assert parse_loop_checkpoint(body) == applied and applied.messages[-1].content == "next"
