@@ -63,19 +63,20 @@ ODD_MESSAGES = [
 ]
 
 edits = st.sampled_from(["append", "append_odd", "replace", "replace_odd", "drop", "bindings",
-                         "tools", "none"])
+                         "tools", "copy_all", "none"])
 
 
 @settings(max_examples=150, deadline=None)
 @given(history=transcripts(max_turns=3), added=st.lists(any_message(), max_size=3),
        plan=st.lists(st.tuples(edits, st.integers(0, 50), st.sampled_from(ODD_MESSAGES)),
                      min_size=1, max_size=3),
-       mark=st.booleans(), same=st.booleans())
+       mark=st.booleans(), same=st.booleans(), pad=st.integers(0, 12))
 def test_the_incremental_path_stores_and_refuses_what_whole_validation_does(
         history: list[Any], added: list[Any], plan: list[tuple[str, int, Any]], mark: bool,
-        same: bool) -> None:
+        same: bool, pad: int) -> None:
     """Any checkpoint derived from a validated one (messages appended, replaced or dropped, odd or
     not; its bindings or per-tool stats mutated in place): same bytes, same error, same field."""
+    history = [*(UserMessage(content=f"pad {i}") for i in range(pad)), *history]
     base = create_loop_checkpoint(execution_id="e", messages=history, max_iterations=10,
                                   bindings=LoopBindings(config={"k": [1]}))
     cp: Any = base
@@ -90,6 +91,8 @@ def test_the_incremental_path_stores_and_refuses_what_whole_validation_does(
             messages[k] = msgspec.structs.replace(messages[k])  # equal, but not the same object
         elif action == "replace_odd" and k < len(messages):
             messages[k] = odd
+        elif action == "copy_all":  # every message new (a compaction): checked in one call
+            messages = [m if isinstance(m, dict) else msgspec.structs.replace(m) for m in messages]
         elif action == "drop" and k < len(messages):
             del messages[k]
         elif action == "bindings":
@@ -292,3 +295,22 @@ def test_applied_input_is_checked_as_storage_would_and_not_checked_again(
     monkeypatch.undo()
     assert counting.whole == 0 and sum(counting.messages.values()) == 1  # the new message, once
     assert parse_loop_checkpoint(body) == applied and applied.messages[-1].content == "next"
+
+
+def test_many_new_messages_are_checked_together_and_kept_when_immutable(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compaction replaces most of a transcript: its new messages are checked in one call, the
+    immutable ones kept as they are (so the next commit knows them) and one holding a list copied."""
+    base = create_loop_checkpoint(execution_id="e", messages=[UserMessage(content="q")] * 3,
+                                  max_iterations=3)
+    fresh = [UserMessage(content=f"summary {i}") for i in range(12)]
+    listed = UserMessage(content=[TextPart(text="a list")])  # type: ignore[arg-type]
+    compacted = msgspec.structs.replace(base, messages=(*fresh, listed))
+    counting = Counting()
+    monkeypatch.setattr(msgspec, "to_builtins", counting)
+    clean = _codec.require_checkpoint(compacted, known=base.messages)
+    monkeypatch.undo()
+    assert counting.whole == 0 and counting.messages == {}  # one call over a tuple of them
+    assert all(a is b for a, b in zip(clean.messages, fresh))
+    assert clean.messages[-1] is not listed and clean.messages[-1].content == (TextPart(text="a list"),)
+    assert serialize_loop_checkpoint(clean) == whole(compacted)

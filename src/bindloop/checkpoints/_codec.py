@@ -74,6 +74,9 @@ _MESSAGE_TYPES: Final = frozenset({SystemMessage, UserMessage, AssistantMessage,
 _FROZEN_STRUCTS: Final = _MESSAGE_TYPES | {TextPart, ImagePart, FilePart, ReasoningPart,
                                             ProviderItemPart, ToolCall}
 _FROZEN_ATOMS: Final = frozenset({str, bool, type(None)})
+# Up to this many new messages are converted one by one (no type to build); more, in one call.
+_ONE_BY_ONE: Final = 8
+_MESSAGE_TUPLE: Final = tuple[Message, ...]
 
 
 # ---- JSON values (bindings) --------------------------------------------------------------------
@@ -512,7 +515,8 @@ def require_checkpoint(value: object, what: str = "checkpoint", *,
                     return _checked(_with_mutable_parts_checked(value, bindings))
                 if mark[_MESSAGES_AT] is messages:
                     known = messages
-            return _checked(_with_known_messages(value, messages, known, bindings))
+            if known:  # else nothing is known: one pass over the whole checkpoint is quickest
+                return _checked(_with_known_messages(value, messages, known, bindings))
         except _INCREMENTAL_REFUSALS:
             pass  # validating the whole checkpoint names the problem (or accepts it)
     return _checked(_validate_whole(value, what, bindings))
@@ -551,7 +555,16 @@ def _with_known_messages(value: LoopCheckpoint, messages: tuple[Any, ...],
     _ENCODER.encode(head)  # a lone surrogate outside the messages raises UnicodeEncodeError
     clean_messages = messages
     fresh = _fresh_positions(messages, known)
-    if fresh:
+    if len(fresh) > _ONE_BY_ONE:  # many (a compaction): msgspec converts them in one call
+        out = list(messages)
+        batch = tuple(messages[k] for k in fresh)
+        checked = msgspec.convert(msgspec.to_builtins(batch), _MESSAGE_TUPLE, strict=True)
+        _ENCODER.encode(checked)  # a lone surrogate raises UnicodeEncodeError
+        for k, m, clean in zip(fresh, batch, checked):
+            if not _immutable(m):
+                out[k] = clean
+        clean_messages = tuple(out)
+    elif fresh:  # the usual commit: the turn's few messages
         out = list(messages)
         for k in fresh:
             m = messages[k]
