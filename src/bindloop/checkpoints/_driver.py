@@ -131,7 +131,7 @@ def _storable(cp: LoopCheckpoint, previous: LoopCheckpoint) -> LoopCheckpoint:
     a run must never hand ``commit`` a checkpoint that cannot be stored and read back. The messages
     it shares (by identity, at the same position) with ``previous``, the run's last validated
     checkpoint, are not checked again; the returned checkpoint is marked validated, so ``commit``'s
-    store does not check its messages either."""
+    store checks only its dicts (bindings, per-tool stats) again."""
     try:
         return require_checkpoint(cp, known=previous.messages)
     except CheckpointFormatError as exc:

@@ -138,8 +138,8 @@ class LoopCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     :func:`parse_loop_checkpoint`, which enforces the invariants a constructor call cannot.
 
     A checkpoint that bindloop validated (read by :func:`parse_loop_checkpoint`, made by
-    :func:`create_loop_checkpoint` or :func:`fork_loop_checkpoint`, committed by
-    :func:`run_from_checkpoint`) carries a mark in its ``__dict__`` (not a field: never encoded,
+    :func:`create_loop_checkpoint`, :func:`fork_loop_checkpoint` or :func:`apply_checkpoint_input`,
+    committed by :func:`run_from_checkpoint`) carries a mark in its ``__dict__`` (not a field: never encoded,
     compared, pickled or kept by ``msgspec.structs.replace``) holding the field values that passed,
     so storing it checks only its dicts again, not its transcript (see
     ``serialize_loop_checkpoint``).
