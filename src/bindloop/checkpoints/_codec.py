@@ -10,8 +10,9 @@ that is neither answered nor an open suspend. Either way the error is a
 A transcript is validated once. A checkpoint that :func:`require_checkpoint` or
 :func:`parse_loop_checkpoint` returned carries a mark (in its ``__dict__``, outside its fields, so
 equality, bytes, pickling and ``msgspec.structs.replace`` ignore it) holding its field values:
-every message in it holds only strings, booleans, ``None``, tuples and the frozen message Structs,
-and every other field is frozen too except two dicts, ``bindings`` and ``stats.tools``. Validating
+every message in it holds only strings, numbers, booleans, ``None``, tuples and the frozen message
+Structs, and every other field is frozen too except two dicts, ``bindings`` and ``stats.tools``.
+Validating
 it again with the same field values (a store's encode of what a run committed, a run's start from
 a loaded checkpoint) checks only those dicts; with its messages tuple unchanged, everything but the
 messages. A run's driver passes the previous checkpoint's messages as ``known``, so a commit checks
@@ -73,7 +74,7 @@ _MESSAGE_TYPES: Final = frozenset({SystemMessage, UserMessage, AssistantMessage,
 # Every Struct a message can hold; with these, the only values a validated message holds.
 _FROZEN_STRUCTS: Final = _MESSAGE_TYPES | {TextPart, ImagePart, FilePart, ReasoningPart,
                                             ProviderItemPart, ToolCall}
-_FROZEN_ATOMS: Final = frozenset({str, bool, type(None)})
+_FROZEN_ATOMS: Final = frozenset({str, bool, int, float, type(None)})
 # Up to this many new messages are converted one by one (no type to build); more, in one call.
 _ONE_BY_ONE: Final = 8
 _MESSAGE_TUPLE: Final = tuple[Message, ...]
@@ -603,8 +604,8 @@ def _fresh_positions(messages: tuple[Any, ...], known: Sequence[Message]) -> Seq
 
 
 def _immutable(value: Any) -> bool:
-    """Whether a validated message holds only values nothing can change: strings, booleans,
-    ``None``, tuples and the message Structs themselves (frozen). A list (which the constructors
+    """Whether a validated message holds only values nothing can change: strings, numbers,
+    booleans, ``None``, tuples and the message Structs themselves (frozen). A list (which the constructors
     accept where a tuple belongs), a subclass or anything else can change or encode differently
     after it was checked, so such a message is copied instead of trusted."""
     kind = type(value)
