@@ -12,11 +12,10 @@ A transcript is validated once. A checkpoint that :func:`require_checkpoint` or
 equality, bytes, pickling and ``msgspec.structs.replace`` ignore it) holding its field values:
 every message in it holds only strings, numbers, booleans, ``None``, tuples and the frozen message
 Structs, and every other field is frozen too except two dicts, ``bindings`` and ``stats.tools``.
-Validating
-it again with the same field values (a store's encode of what a run committed, a run's start from
-a loaded checkpoint) checks only those dicts; with its messages tuple unchanged, everything but the
-messages. A run's driver passes the previous checkpoint's messages as ``known``, so a commit checks
-only the messages its turn added.
+Validating it again with the same field values (a store's encode of what a run committed, a run's
+start from a loaded checkpoint) checks only those dicts; with its messages tuple unchanged,
+everything but the messages. A run's driver passes the previous checkpoint's messages as
+``known``, so a commit checks only the messages its turn added.
 """
 
 from __future__ import annotations
