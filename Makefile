@@ -229,4 +229,4 @@ bench-agent: venv
 	$(PY) bench/agent.py --peers --peer-ns 10,100
 
 clean:
-	rm -rf $(VENV) .venv-3.* .reports harness/wasm/node_modules harness/wasm/wheels harness/wasm/wheels-pyc harness/wasm/wheels-bytecode worker/node_modules worker/.cache dist build .mypy_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-3.* .reports harness/wasm/node_modules harness/wasm/wheels harness/wasm/wheels-pyc harness/wasm/wheels-bytecode harness/wasm/stdlib-bytecode worker/node_modules worker/.cache dist build .mypy_cache .pytest_cache .hypothesis

@@ -46,7 +46,9 @@ for (const [variant, dir] of Object.entries(WHEEL_SETS)) {
   test(`the agent page renders the run (${variant} wheels)`, async () => {
     const { context, page, refused, errors, requested } = await openPage(browser, server.origin);
     try {
-      const url = variant === "bytecode" ? server.url : `${server.url}?wheels=${variant}`;
+      // The plain set runs without the standard-library bytecode table (?stdlib=source), the others with it.
+      const withTable = variant !== "plain";
+      const url = variant === "bytecode" ? server.url : `${server.url}?wheels=${variant}${withTable ? "" : "&stdlib=source"}`;
       const demo = await runDemo(page, url);
       assert.deepEqual(refused, [], "the page asked for something off its origin");
       assert.deepEqual(errors, EXPECTED_CONSOLE);
@@ -60,7 +62,7 @@ for (const [variant, dir] of Object.entries(WHEEL_SETS)) {
       for (const w of demo.wheels) assert.ok(fetched.has(`GET ${wheelDir}${w}`), w);
       // The demo's tools come from the page's server (examples/demos/), not from the wheel.
       assert.ok(fetched.has("GET /examples/demos/demo.py"), `the demo module not loaded: ${requested}`);
-      const other = requested.filter((r) => !/^GET \/(demo|pyodide|examples)\//.test(r) && !r.startsWith(`GET ${wheelDir}`));
+      const other = requested.filter((r) => !/^GET \/(demo|pyodide|examples|stdlib-bytecode)\//.test(r) && !r.startsWith(`GET ${wheelDir}`));
       assert.deepEqual(other, ["POST /primary/v1/chat/completions", "POST /backup/v1/chat/completions",
         "POST /primary/v1/chat/completions", "POST /primary/v1/chat/completions", "POST /backup/v1/chat/completions",
         "POST /structured/v1/chat/completions"]);
@@ -71,9 +73,21 @@ for (const [variant, dir] of Object.entries(WHEEL_SETS)) {
       // The page's own Python (the demo modules and the agent), each asked for once and before the
       // runtime's standard library: it downloads while the runtime boots.
       const stdlib = requested.indexOf("GET /pyodide/python_stdlib.zip");
-      for (const f of ["GET /demo/page_agent.py", "GET /examples/demos/demo.py", "GET /examples/__init__.py"]) {
+      const table = "GET /stdlib-bytecode/stdlib-bytecode.bin";
+      for (const f of ["GET /demo/page_agent.py", "GET /examples/demos/demo.py", "GET /examples/__init__.py",
+        ...(withTable ? [table] : [])]) {
         assert.equal(requested.filter((r) => r === f).length, 1, `${f}: ${requested}`);
         assert.ok(requested.indexOf(f) < stdlib, `${f} after the standard library: ${requested}`);
+      }
+      // The standard-library modules imported after the boot ran from the table (anyio's asyncio
+      // backend imports ipaddress), none fell back to its source; without the table it is not asked for.
+      if (withTable) {
+        assert.equal(demo.stdlib.installed, true);
+        assert.ok(demo.stdlib.used.includes("ipaddress"), JSON.stringify(demo.stdlib));
+        assert.deepEqual(demo.stdlib.refused, []);
+      } else {
+        assert.equal(demo.stdlib, null);
+        assert.ok(!requested.includes(table), `${table} requested with ?stdlib=source`);
       }
 
       const status = await page.textContent("#status");

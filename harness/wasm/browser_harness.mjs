@@ -81,7 +81,7 @@ export async function runDemo(page, url, { timeoutMs = 180_000 } = {}) {
   await page.waitForFunction(() => window.bindloopDemo.result !== undefined, null, { timeout: timeoutMs });
   return page.evaluate(() => {
     const d = window.bindloopDemo;
-    return { result: d.result, timings: d.timings, steps: d.steps, events: d.events, agentEvents: d.agentEvents, structuredEvents: d.structuredEvents, report: d.report, wheels: d.wheels, variant: d.variant, precompiled: d.precompiled, progress: d.progress, statusLog: d.statusLog, failures: d.failures };
+    return { result: d.result, timings: d.timings, steps: d.steps, events: d.events, agentEvents: d.agentEvents, structuredEvents: d.structuredEvents, report: d.report, wheels: d.wheels, variant: d.variant, precompiled: d.precompiled, stdlib: d.stdlib, progress: d.progress, statusLog: d.statusLog, failures: d.failures };
   });
 }
 

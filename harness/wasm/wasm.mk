@@ -24,11 +24,11 @@ conformance-pyodide: harness/wasm/node_modules/.package-lock.json wasm-wheels
 	node harness/wasm/run_conformance.mjs . $(WASM_REPORT)
 
 wasm-clean:
-	rm -rf harness/wasm/node_modules harness/wasm/wheels harness/wasm/wheels-pyc harness/wasm/wheels-bytecode
+	rm -rf harness/wasm/node_modules harness/wasm/wheels harness/wasm/wheels-pyc harness/wasm/wheels-bytecode harness/wasm/stdlib-bytecode
 
 # ---- The compiled wheel sets, the browser page and its Chromium test -------------------------------
-.PHONY: wasm-wheels-pyc wasm-wheels-bytecode conformance-pyodide-pyc conformance-pyodide-bytecode \
-	test-browser demo-browser bench-edge
+.PHONY: wasm-wheels-pyc wasm-wheels-bytecode wasm-stdlib-bytecode conformance-pyodide-pyc \
+	conformance-pyodide-bytecode test-browser demo-browser bench-edge
 
 WASM_PYC_REPORT ?= .reports/conformance-pyodide-pyc.json
 CHROMIUM ?= /usr/bin/chromium
@@ -42,6 +42,12 @@ wasm-wheels-pyc: harness/wasm/node_modules/.package-lock.json wasm-wheels
 # into harness/wasm/wheels-bytecode/: the default set for the browser page.
 wasm-wheels-bytecode: harness/wasm/node_modules/.package-lock.json wasm-wheels
 	node harness/wasm/build_pyc_wheels.mjs --bytecode-only harness/wasm/wheels harness/wasm/wheels-bytecode
+
+# The standard-library modules the page imports after the runtime's boot, compiled by Pyodide's own
+# CPython from Pyodide's own python_stdlib.zip, into one table the page installs right after the boot
+# (harness/wasm/stdlib_bytecode.py): harness/wasm/stdlib-bytecode/stdlib-bytecode.bin.
+wasm-stdlib-bytecode: wasm-wheels-bytecode
+	node harness/wasm/build_stdlib_bytecode.mjs harness/wasm/wheels-bytecode harness/wasm/stdlib-bytecode/stdlib-bytecode.bin
 
 # The conformance suite on the .pyc set: must be byte-identical to CPython's report too.
 conformance-pyodide-pyc: wasm-wheels-pyc conformance-cpython
@@ -65,14 +71,15 @@ $(CHROMIUM):
 	apt-get update && apt-get install -y chromium
 
 # The agent page in headless Chromium, all three wheel sets; screenshot in .reports/browser-demo.png
-# (`make test-browser SCREENSHOT=docs/browser-demo.png` refreshes the one the docs show).
-test-browser: harness/wasm/node_modules/.package-lock.json wasm-wheels-pyc wasm-wheels-bytecode $(CHROMIUM) venv
-	SCREENSHOT=$(SCREENSHOT) node --test harness/wasm/browser.test.mjs
+# (`make test-browser SCREENSHOT=docs/browser-demo.png` refreshes the one the docs show). Then the
+# standard-library table's checks under Pyodide in Node (it steps aside for another stdlib).
+test-browser: harness/wasm/node_modules/.package-lock.json wasm-wheels-pyc wasm-stdlib-bytecode $(CHROMIUM) venv
+	SCREENSHOT=$(SCREENSHOT) node --test harness/wasm/browser.test.mjs harness/wasm/stdlib_bytecode.test.mjs
 
 ## make demo-browser: serve the page, Pyodide, the wheels and the scripted providers on 127.0.0.1.
-demo-browser: harness/wasm/node_modules/.package-lock.json wasm-wheels-pyc wasm-wheels-bytecode venv
+demo-browser: harness/wasm/node_modules/.package-lock.json wasm-wheels-pyc wasm-stdlib-bytecode venv
 	$(PY) harness/wasm/demo/serve.py
 
 # Cold start, plain vs .pyc vs bytecode wheels, in Node and Chromium (figures, not a test).
-bench-edge: harness/wasm/node_modules/.package-lock.json wasm-wheels-pyc wasm-wheels-bytecode $(CHROMIUM) venv
+bench-edge: harness/wasm/node_modules/.package-lock.json wasm-wheels-pyc wasm-stdlib-bytecode $(CHROMIUM) venv
 	node bench/edge_startup.mjs --runs $(or $(RUNS),5)

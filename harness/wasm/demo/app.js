@@ -1,7 +1,8 @@
 // The demo page: load bindloop into Pyodide, run harness/wasm/demo/page_agent.py (an agent of the agent API),
 // render what its bridge reports. State for tests and benchmarks is on window.bindloopDemo
 // ({ done, timings, events (turn text stream), agentEvents (agent stream), structuredEvents and report
-// (the report agent's structured_data events and answer), wheels, result, progress (download
+// (the report agent's structured_data events and answer), wheels, stdlib (the standard-library
+// modules run from the table, set with result), result, progress (download
 // samples while the runtime loads), statusLog (every status line shown), failures (the one-line
 // error of each failed run) }).
 //
@@ -19,6 +20,9 @@ const params = new URLSearchParams(location.search);
 // ?wheels=plain for the others.
 const WHEEL_SETS = { bytecode: "wheels-bytecode", pyc: "wheels-pyc", plain: "wheels" };
 const variant = WHEEL_SETS[params.get("wheels")] ?? WHEEL_SETS.bytecode;
+// The standard-library modules the page imports run from their precompiled table (docs/browser.md);
+// ?stdlib=source compiles them from the runtime's source instead, as without the table.
+const stdlibBytecodeURL = params.get("stdlib") === "source" ? undefined : "/stdlib-bytecode/stdlib-bytecode.bin";
 const providersBase = params.get("providers") === "down" ? `${location.origin}/down` : location.origin;
 const $ = (id) => document.getElementById(id);
 const el = (tag, cls, text) => {
@@ -29,6 +33,7 @@ const el = (tag, cls, text) => {
 };
 
 const marks = {};
+let stdlibView = null;  // loadBindloop's stdlibBytecode
 const mark = (name) => { marks[name] ??= performance.now(); renderTimings(); };
 const events = [];
 let reducer = new TurnStreamReducer();
@@ -130,6 +135,9 @@ const bridge = {
       ["output tokens", stats.output_tokens], ["model time (ms)", stats.model_ms.toFixed(1)],
       ["tool time (ms)", stats.tool_ms.toFixed(1)], ["messages", messages]];
     $("stats").replaceChildren(...rows.map(([k, v]) => row(k, v)));
+    // Which standard-library modules ran from the table so far, and which fell back to their source.
+    window.bindloopDemo.stdlib = stdlibView === null ? null
+      : { installed: stdlibView.installed, used: stdlibView.used(), refused: stdlibView.refused() };
     window.bindloopDemo.result = { stop_reason: stop, stats, messages };
   },
 };
@@ -212,9 +220,10 @@ async function main() {
   // in the wheel) and the agent itself.
   const agentSource = fetchText("/demo/page_agent.py");
   agentSource.catch(() => {});  // awaited below, after the runtime's boot
-  const { pyodide, timings, wheels, precompiled } = await loadBindloop({
+  const { pyodide, timings, wheels, precompiled, stdlibBytecode } = await loadBindloop({
     pyodideURL: "/pyodide/",
     wheelsURL: `/${variant}/`,
+    stdlibBytecodeURL,
     files: DEMO_MODULES.map((path) => ({ url: `/${path}`, path })),
     onStage: (stage) => {
       if (stage === "wheels_download") mark("pyodide_ready");  // the step after the runtime's boot
@@ -231,6 +240,7 @@ async function main() {
   const ns = await runPythonFile(pyodide, "/demo/page_agent.py", { source: agentSource });
   mark("agent_imported");
   ns.set("PYODIDE_VERSION", pyodide.version);
+  stdlibView = stdlibBytecode;
   return runWithRetry(ns);
 }
 

@@ -17,19 +17,26 @@
 // - files: Python files that are not in a wheel ([{ url, path }]), downloaded with the wheels while the
 //   runtime boots and written under site-packages at `path` with them (installPythonFiles does the
 //   same later, for files a page picks after loading).
-// Every step's duration (ms) is in `timings`; `precompiled` says whether bindloop came with bytecode; `onStage(name)` is told when each step starts.
+// - stdlibBytecodeURL (optional): the standard-library bytecode table (`make wasm-stdlib-bytecode` →
+//   harness/wasm/stdlib-bytecode/stdlib-bytecode.bin), downloaded while the runtime boots and installed
+//   right after it, before anything else is imported: the standard-library modules the page imports
+//   then run precompiled instead of compiling from source (harness/wasm/stdlib_bytecode.py). The
+//   runtime's own files stay as npm ships them; a table from another interpreter (magic number) or
+//   another standard library (source hashes) is not used, and the modules compile from source.
+// Every step's duration (ms) is in `timings`; `stdlibBytecode` is installStdlibBytecode's answer (or null); `precompiled` says whether bindloop came with bytecode; `onStage(name)` is told when each step starts.
 // - onProgress({ loaded, total }): bytes downloaded so far, of the bytes announced (Content-Length)
 //   by every download started so far — the runtime's wasm and standard library (~12 MB) and the
 //   wheels — told as each chunk arrives, so a page on a slow link can show more than a frozen
 //   "loading". While the load runs (and only then) `fetch` is wrapped to count response bodies.
 
-export async function loadBindloop({ pyodideURL, wheelsURL, wheels, files = [], onStage = () => {}, onProgress } = {}) {
+export async function loadBindloop({ pyodideURL, wheelsURL, wheels, files = [], stdlibBytecodeURL, onStage = () => {}, onProgress } = {}) {
   if (!pyodideURL || !wheelsURL) throw new TypeError("loadBindloop needs pyodideURL and wheelsURL");
-  if (onProgress === undefined) return load({ pyodideURL, wheelsURL, wheels, files, onStage });
+  const options = { pyodideURL, wheelsURL, wheels, files, stdlibBytecodeURL, onStage };
+  if (onProgress === undefined) return load(options);
   const original = globalThis.fetch;
   globalThis.fetch = countingFetch(original, onProgress);
   try {
-    return await load({ pyodideURL, wheelsURL, wheels, files, onStage });
+    return await load(options);
   } finally {
     globalThis.fetch = original;
   }
@@ -56,7 +63,7 @@ function countingFetch(original, onProgress) {
   };
 }
 
-async function load({ pyodideURL, wheelsURL, wheels, files, onStage }) {
+async function load({ pyodideURL, wheelsURL, wheels, files, stdlibBytecodeURL, onStage }) {
   const dir = (url) => new URL(url.endsWith("/") ? url : url + "/", document.baseURI).href;
   const base = dir(pyodideURL);
   const wheelBase = dir(wheelsURL);
@@ -77,16 +84,19 @@ async function load({ pyodideURL, wheelsURL, wheels, files, onStage }) {
     return Promise.all(names.map((n) => fetchOk(wheelBase + n).then((r) => r.arrayBuffer())));
   });
   const sources = fetchTexts(files);
+  const table = stdlibBytecodeURL === undefined ? Promise.resolve(null)
+    : fetchOk(stdlibBytecodeURL).then((r) => r.arrayBuffer());
   // Settled later, after the boot: a failed download is not left unhandled meanwhile.
-  bytes.catch(() => {});
-  sources.catch(() => {});
+  for (const pending of [bytes, sources, table]) pending.catch(() => {});
   const pyodide = await timed("pyodide", async () => {
     const { loadPyodide } = await import(base + "pyodide.mjs");
     return loadPyodide({ indexURL: base });
   });
-  const [buffers, texts] = await timed("wheels_download", () => Promise.all([bytes, sources]));
+  const [buffers, texts, tableBytes] = await timed("wheels_download", () => Promise.all([bytes, sources, table]));
+  const stdlibBytecode = tableBytes === null ? null
+    : await timed("stdlib_bytecode", async () => installStdlibBytecode(pyodide, new Uint8Array(tableBytes)));
   await timed("wheels_install", async () => {
-    const site = pyodide.runPython("import sysconfig; sysconfig.get_path('purelib')");
+    const site = sitePackages(pyodide);
     buffers.forEach((buf) => pyodide.unpackArchive(new Uint8Array(buf), "wheel", { extractDir: site }));
     writeFiles(pyodide, site, files, texts);
   });
@@ -97,14 +107,55 @@ async function load({ pyodideURL, wheelsURL, wheels, files, onStage }) {
   // The modules an agent run needs, not only the package root (which imports its names lazily).
   await timed("import_bindloop", () => pyodide.runPython(
     "import bindloop, bindloop.loop, bindloop.wire, bindloop.routing, bindloop.hosts.transports.js_fetch"));
-  return { pyodide, timings, wheels: await listed, precompiled };
+  return { pyodide, timings, wheels: await listed, precompiled, stdlibBytecode };
+}
+
+/** The runtime's site-packages directory. (`sysconfig.get_path("purelib")` says the same but
+ * imports sysconfig and its data module: about 20 ms of compiling under Pyodide.) */
+export function sitePackages(pyodide) {
+  return pyodide.runPython("import site; site.getsitepackages()[0]");
+}
+
+/**
+ * Install the standard-library bytecode table (the bytes of harness/wasm/stdlib-bytecode/stdlib-bytecode.bin,
+ * built by harness/wasm/stdlib_bytecode.py): when the file starts with this interpreter's magic
+ * number, its installer puts the table's finder first on sys.meta_path. Returns
+ * `{ installed, used(), refused() }`: whether it did (not when the file is another interpreter's),
+ * and, so far, the names of the modules run from the table and of those that fell back to
+ * compiling their source (a source that differs from the one the table was built from).
+ */
+export function installStdlibBytecode(pyodide, bytes) {
+  const ns = pyodide.globals.get("dict")();
+  try {
+    ns.set("data", bytes);
+    pyodide.runPython(`
+import importlib.util, marshal
+data = data.to_bytes()
+if data[:4] == importlib.util.MAGIC_NUMBER:
+    table = marshal.loads(memoryview(data)[4:])
+    installer = {"__name__": "stdlib_bytecode"}
+    exec(table["install"], installer)
+    finder = installer["install"](table["modules"])
+else:
+    finder = None
+del data
+`, { globals: ns });
+    const finder = ns.get("finder");
+    if (finder === undefined || finder === null) return { installed: false, used: () => [], refused: () => [] };
+    const names = (attr) => {
+      const list = finder[attr];
+      try { return list.toJs(); } finally { list.destroy(); }
+    };
+    return { installed: true, used: () => names("used"), refused: () => names("refused") };
+  } finally {
+    ns.destroy();
+  }
 }
 
 /** Fetch Python source files and write them under site-packages, each at its `path` (e.g.
  * "examples/demos/demo.py"), so the page's code imports them as modules that are not in a wheel. */
 export async function installPythonFiles(pyodide, files) {
-  const site = pyodide.runPython("import sysconfig; sysconfig.get_path('purelib')");
-  writeFiles(pyodide, site, files, await fetchTexts(files));
+  writeFiles(pyodide, sitePackages(pyodide), files, await fetchTexts(files));
 }
 
 function fetchTexts(files) {
@@ -123,7 +174,26 @@ function writeFiles(pyodide, site, files, texts) {
     pyodide.FS.mkdirTree(target.slice(0, target.lastIndexOf("/")));
     pyodide.FS.writeFile(target, texts[i]);
   });
-  pyodide.runPython("import importlib; importlib.invalidate_caches()");
+  invalidateFinders(pyodide, site);
+}
+
+/** Make the import system see files written under `dir`: the cached path finders of `dir` and its
+ * subdirectories forget their listings. (`importlib.invalidate_caches()` does this for every path
+ * finder, but also imports importlib.metadata, about 30 ms of compiling under Pyodide, and makes
+ * the standard library's zip importers read the zip's directory again.) */
+export function invalidateFinders(pyodide, dir) {
+  const ns = pyodide.globals.get("dict")();
+  try {
+    ns.set("root", dir);
+    pyodide.runPython(`
+import sys
+for path, finder in list(sys.path_importer_cache.items()):
+    if finder is not None and (path == root or path.startswith(root + "/")):
+        finder.invalidate_caches()
+`, { globals: ns });
+  } finally {
+    ns.destroy();
+  }
 }
 
 /** Fetch a Python file and run it in a fresh namespace (a dict proxy: ns.get("name")). `source`:

@@ -1,7 +1,7 @@
 """The one local server behind the browser demo: page, Pyodide, wheels and two scripted providers.
 
     .venv/bin/python harness/wasm/demo/serve.py [--wheels harness/wasm/wheels] [--pyc-wheels DIR]
-        [--bytecode-wheels DIR] [--delay-ms 12]
+        [--bytecode-wheels DIR] [--stdlib-bytecode DIR] [--delay-ms 12]
 
 Everything is served by one :class:`harness.fixtures.scripted_server.ScriptedProviderServer` on
 127.0.0.1 (an ephemeral port; the first line printed is ``serving http://127.0.0.1:PORT/demo/``), so
@@ -16,6 +16,8 @@ the page, Pyodide and the model calls share one origin (no CORS, nothing from el
 ``/wheels-pyc/...`` the same for the ``.pyc`` wheel set (harness/wasm/wheels-pyc)
 ``/wheels-bytecode/...`` the same for the bytecode wheel set (harness/wasm/wheels-bytecode), the
                    page's default
+``/stdlib-bytecode/...`` the standard-library bytecode table (harness/wasm/stdlib-bytecode,
+                   ``make wasm-stdlib-bytecode``), which the page installs right after the boot
 ``/primary/...``   an OpenAI-chat provider that fails: ``503`` on the first turn, serves the second,
                    and drops the connection in the middle of the third (final) answer
 ``/backup/...``    an OpenAI-chat provider that always answers, streamed word by word
@@ -223,7 +225,7 @@ def outage(routes: dict[str, Callable[[RecordedRequest], ScriptedReply]], *,
 
 
 def build_server(wheels: Path, *, pyc_wheels: Path | None = None, bytecode_wheels: Path | None = None,
-                 delay_s: float = 0.012) -> ScriptedProviderServer:
+                 stdlib_bytecode: Path | None = None, delay_s: float = 0.012) -> ScriptedProviderServer:
     server = ScriptedProviderServer()
     server.set_responder("demo", static("demo", DEMO_DIR))
     server.set_responder("examples", python_files("examples", EXAMPLES_DIR))
@@ -233,6 +235,8 @@ def build_server(wheels: Path, *, pyc_wheels: Path | None = None, bytecode_wheel
         server.set_responder("wheels-pyc", static("wheels-pyc", pyc_wheels))
     if bytecode_wheels is not None:
         server.set_responder("wheels-bytecode", static("wheels-bytecode", bytecode_wheels))
+    if stdlib_bytecode is not None:
+        server.set_responder("stdlib-bytecode", static("stdlib-bytecode", stdlib_bytecode))
     routes = {"primary": provider(flaky=True, delay_s=delay_s),
               "backup": provider(flaky=False, delay_s=delay_s),
               "structured": structured(delay_s=delay_s)}
@@ -251,12 +255,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="the .pyc wheel set, served under /wheels-pyc/ (the page's ?wheels=pyc)")
     parser.add_argument("--bytecode-wheels", type=Path, default=WASM_DIR / "wheels-bytecode",
                         help="the bytecode wheel set, served under /wheels-bytecode/ (the page's default)")
+    parser.add_argument("--stdlib-bytecode", type=Path, default=WASM_DIR / "stdlib-bytecode",
+                        help="the standard-library bytecode table's directory, served under "
+                             "/stdlib-bytecode/ (the page's ?stdlib=source does without it)")
     parser.add_argument("--delay-ms", type=float, default=12.0,
                         help="pause before each streamed chunk, so streaming is visible")
     args = parser.parse_args(argv)
     for need, hint in ((PYODIDE_DIR / "pyodide.mjs", "make wasm-node"),
                        (args.wheels, "make wasm-wheels"), (args.pyc_wheels, "make wasm-wheels-pyc"),
-                       (args.bytecode_wheels, "make wasm-wheels-bytecode")):
+                       (args.bytecode_wheels, "make wasm-wheels-bytecode"),
+                       (args.stdlib_bytecode / "stdlib-bytecode.bin", "make wasm-stdlib-bytecode")):
         if not need.exists():
             parser.error(f"{need} is missing: run `{hint}`")
     if not any(args.wheels.glob("bindloop-*.whl")):
@@ -264,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with build_server(args.wheels, pyc_wheels=args.pyc_wheels, bytecode_wheels=args.bytecode_wheels,
-                      delay_s=args.delay_ms / 1000) as server:
+                      stdlib_bytecode=args.stdlib_bytecode, delay_s=args.delay_ms / 1000) as server:
         print(f"serving {server.base_url('demo')}/", flush=True)
         try:
             stop.wait()
