@@ -25,6 +25,7 @@ from bindloop.checkpoints import (
     parse_loop_checkpoint,
     run_from_checkpoint,
     serialize_loop_checkpoint,
+    validate_loop_checkpoint,
 )
 from bindloop.checkpoints import _codec
 from bindloop.contracts import RunStats, TextPart, ToolResult, ToolTime
@@ -318,3 +319,81 @@ def test_many_new_messages_are_checked_together_and_kept_when_immutable(
     assert all(a is b for a, b in zip(clean.messages, fresh))
     assert clean.messages[-1] is not listed and clean.messages[-1].content == (TextPart(text="a list"),)
     assert serialize_loop_checkpoint(clean) == whole(compacted)
+
+
+# ---- validate_loop_checkpoint: a host's per-turn checkpoint ----------------------------------
+
+def test_validate_with_the_previous_checks_only_what_was_added(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    past = [UserMessage(content=f"m{i}") for i in range(30)]
+    first = validate_loop_checkpoint(
+        create_loop_checkpoint(execution_id="e", messages=past, max_iterations=3))
+    added = ToolMessage(tool_call_id="t", content="late")
+    nxt = msgspec.structs.replace(first, revision=1, messages=(*first.messages, added))
+    counting = Counting()
+    monkeypatch.setattr(msgspec, "to_builtins", counting)
+    out = validate_loop_checkpoint(nxt, previous=first)
+    monkeypatch.undo()
+    assert counting.whole == 0 and list(counting.messages) == [id(added)]
+    assert out == nxt and serialize_loop_checkpoint(out) == serialize_loop_checkpoint(nxt)
+    # A previous this package did not return (or changed since) is ignored: all is checked.
+    for untrusted in (msgspec.structs.replace(first, revision=0), nxt):
+        counting = Counting()
+        monkeypatch.setattr(msgspec, "to_builtins", counting)
+        validate_loop_checkpoint(nxt, previous=untrusted)
+        monkeypatch.undo()
+        assert counting.whole == 1
+
+
+def test_validate_refuses_what_storage_would_whatever_the_previous() -> None:
+    first = validate_loop_checkpoint(
+        create_loop_checkpoint(execution_id="e", messages=[UserMessage(content="q")],
+                               max_iterations=3))
+    bad = msgspec.structs.replace(first, messages=(*first.messages,
+                                                   UserMessage(content="\ud800")))
+    with pytest.raises(CheckpointFormatError) as caught:
+        validate_loop_checkpoint(bad, previous=first)
+    with pytest.raises(CheckpointFormatError) as whole_error:
+        serialize_loop_checkpoint(bad)
+    assert caught.value.field == whole_error.value.field
+    with pytest.raises(CheckpointFormatError, match="previous must be a LoopCheckpoint"):
+        validate_loop_checkpoint(first, previous="nope")  # type: ignore[arg-type]
+
+
+def test_an_agent_chat_s_saves_validate_each_message_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from bindloop.agent import create_agent, equip_instruction, equip_tool, prompt_chat
+    from bindloop.tools import define_tool
+    from bindloop.testing import scripted_stream_model
+
+    store = MemoryCheckpointStore()
+
+    @define_tool
+    def add(i: int) -> str:
+        """Add."""
+        return "added"
+
+    model = scripted_stream_model(
+        [tool_call_turn([tool_call("add", {"i": i}, id=f"c{i}")]) for i in range(5)]
+        + [final_answer("sum")])
+
+    async def handler(_: None) -> Any:
+        equip_instruction("go")
+        equip_tool(add)
+        return await prompt_chat(on_checkpoint=store.save)
+
+    counting = Counting()
+
+    async def main() -> Any:
+        monkeypatch.setattr(msgspec, "to_builtins", counting)
+        try:
+            return await create_agent(id="a", handler=handler, model=model)(None)
+        finally:
+            monkeypatch.undo()
+
+    chat = anyio.run(main)
+    assert chat.checkpoint.status == "finished"
+    assert store.rows[chat.checkpoint.execution_id][0] == 5  # one save per boundary after a tool round
+    # the first save checks its transcript whole; every later one only the messages it added
+    assert counting.whole <= 2
+    assert all(n == 1 for n in counting.messages.values()), counting.messages

@@ -53,6 +53,7 @@ __all__ = (
     "parse_loop_checkpoint",
     "require_checkpoint",
     "serialize_loop_checkpoint",
+    "validate_loop_checkpoint",
 )
 
 _SUPPORTED: Final = (CHECKPOINT_VERSION,)
@@ -626,6 +627,30 @@ def _checked(cp: LoopCheckpoint) -> LoopCheckpoint:
     field values, so passing it again checks only what can have changed."""
     cp.__dict__[_CHECKED] = msgspec.structs.astuple(cp)
     return cp
+
+
+def validate_loop_checkpoint(checkpoint: LoopCheckpoint, *,
+                             previous: LoopCheckpoint | None = None) -> LoopCheckpoint:
+    """``checkpoint`` as :func:`serialize_loop_checkpoint` would store it -- an equal copy that
+    shares nothing mutable with it -- or :class:`CheckpointFormatError` for one
+    :func:`parse_loop_checkpoint` would refuse.
+
+    ``previous`` is for a host that builds a checkpoint at every turn of one execution: pass the
+    checkpoint this function returned the turn before, and the messages ``checkpoint`` shares
+    with it (the same objects at the same positions) are not checked again, so each call costs
+    what the turn added rather than the whole transcript. A ``previous`` this package did not
+    return, or one whose fields were swapped since, is ignored (everything is checked). Passing
+    the result to a store's save or :func:`serialize_loop_checkpoint` checks only its mutable
+    parts (``bindings``, ``stats.tools``) again."""
+    known: Sequence[Message] = ()
+    if previous is not None:
+        if not isinstance(previous, LoopCheckpoint):
+            raise CheckpointFormatError(
+                "", f"previous must be a LoopCheckpoint, got {type(previous).__name__}")
+        mark = previous.__dict__.get(_CHECKED)
+        if mark is not None and all(map(is_, msgspec.structs.astuple(previous), mark)):
+            known = previous.messages
+    return require_checkpoint(checkpoint, known=known)
 
 
 def serialize_loop_checkpoint(checkpoint: LoopCheckpoint) -> bytes:
