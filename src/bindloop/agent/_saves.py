@@ -26,7 +26,7 @@ from ..checkpoints import (
     LoopCheckpoint,
     ReaskRecord,
     loop_state_from_checkpoint,
-    serialize_loop_checkpoint,
+    validate_loop_checkpoint,
 )
 
 __all__ = ("Position", "SaveFn", "refuse_saves", "resumed")
@@ -49,7 +49,7 @@ class Position:
     (``total_end``). ``revision`` is the last one handed out."""
 
     __slots__ = ("approvals_decided", "approvals_pending", "approvals_signed", "attempt_start",
-                 "attempts", "bindings", "execution_id", "revision", "state", "steps",
+                 "attempts", "bindings", "execution_id", "last", "revision", "state", "steps",
                  "total_end")
 
     def __init__(self, state: ToolLoopState, *, execution_id: str, steps: int, total_end: int,
@@ -67,6 +67,9 @@ class Position:
         self.approvals_pending: tuple[str, ...] = ()
         self.approvals_decided: tuple[DecidedCall, ...] = ()
         self.approvals_signed = False
+        # The last checkpoint handed out (or resumed from), validated: the next one checks only
+        # the messages added since.
+        self.last: LoopCheckpoint | None = None
 
     @property
     def iterations(self) -> int:
@@ -93,7 +96,9 @@ class Position:
                                      decided=self.approvals_decided,
                                      signed=self.approvals_signed)
             if self.approvals_pending or self.approvals_decided else msgspec.UNSET)
-        serialize_loop_checkpoint(cp)  # refuses a checkpoint parse_loop_checkpoint would refuse
+        # Refuses what parse_loop_checkpoint would refuse; the messages of the last one handed out
+        # are not checked again (a store's save of the result checks only its dicts).
+        cp = self.last = validate_loop_checkpoint(cp, previous=self.last)
         return cp
 
     def control(self, fn: SaveFn) -> LoopControl:
@@ -131,4 +136,5 @@ def resumed(cp: LoopCheckpoint, *, steps: int | None, retries: int) -> Position:
         pos.approvals_pending = cp.approvals.pending
         pos.approvals_decided = cp.approvals.decided
         pos.approvals_signed = cp.approvals.signed
+    pos.last = cp
     return pos

@@ -8,6 +8,7 @@ from ._build import (
 from ._codec import (
     parse_loop_checkpoint as parse_loop_checkpoint,
     serialize_loop_checkpoint as serialize_loop_checkpoint,
+    validate_loop_checkpoint as validate_loop_checkpoint,
 )
 from ._driver import (
     CheckpointRunResult as CheckpointRunResult,
@@ -65,6 +66,7 @@ __all__ = (
     "parse_loop_checkpoint",
     "run_from_checkpoint",
     "serialize_loop_checkpoint",
+    "validate_loop_checkpoint",
     "ApprovalRecord",
     "DecidedCall",
 )

@@ -102,4 +102,4 @@ def fork_loop_checkpoint(source: LoopCheckpoint, *, execution_id: str,
             message_count=len(src.messages),
         ),
     )
-    return require_checkpoint(cp)
+    return require_checkpoint(cp, known=src.messages)

@@ -6,18 +6,42 @@ own Structs are errors); then :func:`check_invariants` refuses states no bindloo
 counters below zero, an open suspend on a finished checkpoint, a tool call of the last tool-call turn
 that is neither answered nor an open suspend. Either way the error is a
 :class:`CheckpointFormatError` naming the field, and nothing half-read is returned.
+
+A transcript is validated once. A checkpoint that :func:`require_checkpoint` or
+:func:`parse_loop_checkpoint` returned carries a mark (in its ``__dict__``, outside its fields, so
+equality, bytes, pickling and ``msgspec.structs.replace`` ignore it) holding its field values:
+every message in it holds only strings, numbers, booleans, ``None``, tuples and the frozen message
+Structs, and every other field is frozen too except two dicts, ``bindings`` and ``stats.tools``.
+Validating it again with the same field values (a store's encode of what a run committed, a run's
+start from a loaded checkpoint) checks only those dicts; with its messages tuple unchanged,
+everything but the messages. A run's driver passes the previous checkpoint's messages as
+``known``, so a commit checks only the messages its turn added.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from operator import is_
 from typing import Any, Final
 
 import msgspec
 
-from ..contracts import AssistantMessage, RunStats, ToolCall, ToolMessage
+from ..contracts import (
+    AssistantMessage,
+    FilePart,
+    ImagePart,
+    Message,
+    ProviderItemPart,
+    ReasoningPart,
+    RunStats,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 from ..errors import UsageError
 from ._errors import CheckpointFormatError, UnsupportedCheckpointVersionError
 from ._schema import CHECKPOINT_VERSION, LoopBindings, LoopCheckpoint
@@ -29,6 +53,7 @@ __all__ = (
     "parse_loop_checkpoint",
     "require_checkpoint",
     "serialize_loop_checkpoint",
+    "validate_loop_checkpoint",
 )
 
 _SUPPORTED: Final = (CHECKPOINT_VERSION,)
@@ -42,6 +67,17 @@ _INT_MIN: Final = -(2**63)
 _INT_MAX: Final = 2**64 - 1
 _MAX_DEPTH: Final = 64
 _LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+# The key of the mark in a LoopCheckpoint's __dict__: its field values when it was validated.
+_CHECKED: Final = "checked_fields"
+_MESSAGES_AT: Final = LoopCheckpoint.__struct_fields__.index("messages")
+_MESSAGE_TYPES: Final = frozenset({SystemMessage, UserMessage, AssistantMessage, ToolMessage})
+# Every Struct a message can hold; with these, the only values a validated message holds.
+_FROZEN_STRUCTS: Final = _MESSAGE_TYPES | {TextPart, ImagePart, FilePart, ReasoningPart,
+                                            ProviderItemPart, ToolCall}
+_FROZEN_ATOMS: Final = frozenset({str, bool, int, float, type(None)})
+# Up to this many new messages are converted one by one (no type to build); more, in one call.
+_ONE_BY_ONE: Final = 8
+_MESSAGE_TUPLE: Final = tuple[Message, ...]
 
 
 # ---- JSON values (bindings) --------------------------------------------------------------------
@@ -53,6 +89,46 @@ def json_copy(value: object, where: str, depth: int = 0) -> Any:
     infinities, non-string keys, integers msgspec cannot encode and anything that is not JSON are
     refused rather than silently changed on the way to storage.
     """
+    try:
+        return _plain_copy(value, depth)
+    except _NotPlain:
+        return _named_copy(value, where, depth)
+
+
+class _NotPlain(Exception):
+    """A value :func:`_plain_copy` does not copy itself; :func:`_named_copy` decides."""
+
+
+def _plain_copy(value: Any, depth: int) -> Any:
+    # json_copy's common case, with exact types and no field names built: each value's path is
+    # only needed for an error, so anything unusual goes to _named_copy, which copies or refuses
+    # it exactly as before.
+    if depth > _MAX_DEPTH:
+        raise _NotPlain
+    t = type(value)
+    if t is str or t is bool or value is None:
+        return value
+    if t is int:
+        if not _INT_MIN <= value <= _INT_MAX:
+            raise _NotPlain
+        return value
+    if t is float:
+        if not math.isfinite(value):
+            raise _NotPlain
+        return value + 0.0
+    if t is dict:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotPlain
+            out[key] = _plain_copy(item, depth + 1)
+        return out
+    if t is list or t is tuple:
+        return [_plain_copy(item, depth + 1) for item in value]
+    raise _NotPlain
+
+
+def _named_copy(value: object, where: str, depth: int) -> Any:
     if depth > _MAX_DEPTH:
         raise CheckpointFormatError(where, f"nested deeper than {_MAX_DEPTH} levels")
     if value is None or isinstance(value, (bool, str)):
@@ -66,13 +142,13 @@ def json_copy(value: object, where: str, depth: int = 0) -> Any:
             raise CheckpointFormatError(where, f"{value!r} is not a JSON number")
         return value + 0.0
     if isinstance(value, (list, tuple)):
-        return [json_copy(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+        return [_named_copy(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for key, v in value.items():
             if not isinstance(key, str):
                 raise CheckpointFormatError(where, f"object key {key!r} is not a string")
-            out[key] = json_copy(v, f"{where}.{key}", depth + 1)
+            out[key] = _named_copy(v, f"{where}.{key}", depth + 1)
         return out
     raise CheckpointFormatError(where, f"{type(value).__name__} is not a JSON value")
 
@@ -106,9 +182,18 @@ def _ms(value: object, field: str) -> None:
         raise CheckpointFormatError(field, f"must be a finite number >= 0, got {value!r}")
 
 
+_NUMBERS: Final = frozenset({int, float})
+_STAT_COUNTS: Final = ("turns", "tool_calls", "input_tokens", "output_tokens",
+                       "cached_input_tokens", "reasoning_tokens", "cache_write_tokens")
+
+
 def _check_stats(stats: RunStats, field: str) -> None:
-    for name in ("turns", "tool_calls", "input_tokens", "output_tokens", "cached_input_tokens",
-                 "reasoning_tokens", "cache_write_tokens"):
+    if not _plain_stats(stats):
+        _name_stats_problem(stats, field)
+
+
+def _name_stats_problem(stats: RunStats, field: str) -> None:
+    for name in _STAT_COUNTS:
         _count(getattr(stats, name), f"{field}.{name}")
     if isinstance(stats.cost, bool) or not isinstance(stats.cost, int):
         raise CheckpointFormatError(f"{field}.cost", "expected an integer in the host's unit")
@@ -123,9 +208,37 @@ def _check_stats(stats: RunStats, field: str) -> None:
             f"{field}.tools", f"per-tool calls add up to {ran}, but tool_calls is {stats.tool_calls}")
 
 
+def _plain_stats(s: RunStats) -> bool:
+    """Whether ``s`` passes :func:`_name_stats_problem`, decided on exact types without naming any
+    field: ``False`` sends it there, which names the problem (or accepts an unusual but valid value,
+    an int subclass)."""
+    if not (type(s.turns) is int and s.turns >= 0 and type(s.tool_calls) is int
+            and s.tool_calls >= 0 and type(s.input_tokens) is int and s.input_tokens >= 0
+            and type(s.output_tokens) is int and s.output_tokens >= 0
+            and type(s.cached_input_tokens) is int and s.cached_input_tokens >= 0
+            and type(s.reasoning_tokens) is int and s.reasoning_tokens >= 0
+            and type(s.cache_write_tokens) is int and s.cache_write_tokens >= 0
+            and type(s.cost) is int
+            and type(s.model_ms) in _NUMBERS and 0 <= s.model_ms < math.inf
+            and type(s.tool_ms) in _NUMBERS and 0 <= s.tool_ms < math.inf):
+        return False
+    ran = 0
+    for t in s.tools.values():
+        calls, ms = t.calls, t.ms
+        if not (type(calls) is int and calls >= 0 and type(ms) in _NUMBERS and 0 <= ms < math.inf):
+            return False
+        ran += calls
+    return ran == s.tool_calls
+
+
 def check_invariants(cp: LoopCheckpoint) -> None:
     """Refuse a well-typed checkpoint that no run can produce. Raises :class:`CheckpointFormatError`
     naming the first offending field."""
+    _check_invariants(cp, bindings=True)
+
+
+def _check_invariants(cp: LoopCheckpoint, *, bindings: bool) -> None:
+    # ``bindings=False``: the caller has just validated them (copy_bindings).
     if cp.version != CHECKPOINT_VERSION:
         raise UnsupportedCheckpointVersionError(cp.version, _SUPPORTED)
     if not cp.execution_id:
@@ -152,7 +265,8 @@ def check_invariants(cp: LoopCheckpoint) -> None:
             "counters.requested_tool_calls",
             f"{requested} calls requested but stats.tool_calls says {cp.stats.tool_calls} ran")
     _check_tool_calls(cp)
-    copy_bindings(cp.bindings)
+    if bindings:
+        copy_bindings(cp.bindings)
     lineage = cp.lineage
     if lineage is not None:
         if not lineage.parent_execution_id:
@@ -370,18 +484,46 @@ def parse_loop_checkpoint(value: object, *, max_bytes: int | None = None,
         raise CheckpointFormatError(
             "execution_id", f"the stored body belongs to {cp.execution_id!r}, not to the "
             f"{execution_id!r} asked for (a row copied under another key?)")
-    return msgspec.structs.replace(cp, stats=_plain_zero(cp.stats))
+    return _checked(msgspec.structs.replace(cp, stats=_plain_zero(cp.stats)))
 
 
-def require_checkpoint(value: object, what: str = "checkpoint") -> LoopCheckpoint:
+def require_checkpoint(value: object, what: str = "checkpoint", *,
+                       known: Sequence[Message] = ()) -> LoopCheckpoint:
     """A clean copy of ``value`` if it is a :class:`LoopCheckpoint` that
     :func:`parse_loop_checkpoint` would accept (types and invariants), else
     :class:`CheckpointFormatError`. Rebuilding it through msgspec means a hand-built checkpoint
     cannot carry a wrong type (a dict where a message belongs, a list where a tuple does) into a run
-    or into storage, and the copy shares nothing mutable with the caller's value."""
+    or into storage, and the copy shares nothing mutable with the caller's value.
+
+    A message is validated once: one that *is* (by identity) the message at the same position of
+    ``known`` (messages this function returned before: the previous checkpoint of the same run) or
+    of a checkpoint this function or :func:`parse_loop_checkpoint` returned is taken as it is, the
+    rest of the checkpoint checked as usual. A new message is checked and, when it holds only
+    immutable values, kept itself (else its validated copy). A checkpoint this function or
+    :func:`parse_loop_checkpoint` returned, passed again with the same field values, has only its
+    mutable parts checked again: ``bindings`` and ``stats`` (whose ``tools`` is a dict). Whatever
+    the path, what is accepted, what is refused and the error raised are those of validating the
+    whole checkpoint."""
     if not isinstance(value, LoopCheckpoint):
         raise CheckpointFormatError("", f"{what} must be a LoopCheckpoint, got {type(value).__name__}")
     bindings = copy_bindings(value.bindings)  # before to_builtins, which turns a set into a list
+    messages = value.messages
+    if type(messages) is tuple:
+        try:
+            mark = value.__dict__.get(_CHECKED)
+            if mark is not None:
+                if all(map(is_, msgspec.structs.astuple(value), mark)):
+                    return _checked(_with_mutable_parts_checked(value, bindings))
+                if mark[_MESSAGES_AT] is messages:
+                    known = messages
+            if known:  # else nothing is known: one pass over the whole checkpoint is quickest
+                return _checked(_with_known_messages(value, messages, known, bindings))
+        except _INCREMENTAL_REFUSALS:
+            pass  # validating the whole checkpoint names the problem (or accepts it)
+    return _checked(_validate_whole(value, what, bindings))
+
+
+def _validate_whole(value: LoopCheckpoint, what: str, bindings: LoopBindings) -> LoopCheckpoint:
     try:
         clean = msgspec.convert(msgspec.to_builtins(value), LoopCheckpoint, strict=True)
     except msgspec.ValidationError as exc:
@@ -390,13 +532,131 @@ def require_checkpoint(value: object, what: str = "checkpoint") -> LoopCheckpoin
         raise CheckpointFormatError("", f"{what} holds a value JSON cannot carry: {exc}") from exc
     except RecursionError:
         raise CheckpointFormatError("", f"{what} is nested too deeply to store") from None
-    check_invariants(clean)
+    _check_invariants(clean, bindings=False)
+    clean = msgspec.structs.replace(clean, bindings=bindings, stats=_plain_zero(clean.stats))
     _refuse_lone_surrogates(clean)
-    return msgspec.structs.replace(clean, bindings=bindings, stats=_plain_zero(clean.stats))
+    return clean
+
+
+# What makes the incremental path hand over to _validate_whole, which names the problem.
+_INCREMENTAL_REFUSALS: Final = (CheckpointFormatError, msgspec.ValidationError, TypeError,
+                                OverflowError, RecursionError, UnicodeEncodeError)
+
+
+def _with_known_messages(value: LoopCheckpoint, messages: tuple[Any, ...],
+                         known: Sequence[Message], bindings: LoopBindings) -> LoopCheckpoint:
+    """``value`` validated like :func:`_validate_whole` does, except the messages that are
+    ``known`` at their position. Raises one of ``_INCREMENTAL_REFUSALS`` for anything the whole
+    validation would refuse (and possibly for some it accepts: it then decides)."""
+    # Everything but the messages and the bindings (already copied), through msgspec as a whole.
+    head = msgspec.convert(
+        msgspec.to_builtins(msgspec.structs.replace(value, messages=(), bindings=LoopBindings())),
+        LoopCheckpoint, strict=True)
+    head = msgspec.structs.replace(head, bindings=bindings, stats=_plain_zero(head.stats))
+    _ENCODER.encode(head)  # a lone surrogate outside the messages raises UnicodeEncodeError
+    clean_messages = messages
+    fresh = _fresh_positions(messages, known)
+    if len(fresh) > _ONE_BY_ONE:  # many (a compaction): msgspec converts them in one call
+        out = list(messages)
+        batch = tuple(messages[k] for k in fresh)
+        checked = msgspec.convert(msgspec.to_builtins(batch), _MESSAGE_TUPLE, strict=True)
+        _ENCODER.encode(checked)  # a lone surrogate raises UnicodeEncodeError
+        for k, m, clean in zip(fresh, batch, checked):
+            if not _immutable(m):
+                out[k] = clean
+        clean_messages = tuple(out)
+    elif fresh:  # the usual commit: the turn's few messages
+        out = list(messages)
+        for k in fresh:
+            m = messages[k]
+            kind = type(m)
+            if kind not in _MESSAGE_TYPES:
+                raise TypeError(f"messages[{k}] is not a message")
+            clean = msgspec.convert(msgspec.to_builtins(m), kind, strict=True)
+            _ENCODER.encode(clean)  # a lone surrogate raises UnicodeEncodeError
+            if not _immutable(m):
+                out[k] = clean
+        clean_messages = tuple(out)
+    cp = msgspec.structs.replace(head, messages=clean_messages)
+    _check_invariants(cp, bindings=False)
+    return cp
+
+
+def _with_mutable_parts_checked(value: LoopCheckpoint, bindings: LoopBindings) -> LoopCheckpoint:
+    """A checkpoint validated before, every field still the value it was then: what can have
+    changed since is inside its dicts (``bindings``, already copied, and ``stats.tools``)."""
+    stats = msgspec.convert(msgspec.to_builtins(value.stats), RunStats, strict=True)
+    _check_stats(stats, "stats")
+    clean = msgspec.structs.replace(value, bindings=bindings, stats=_plain_zero(stats))
+    _ENCODER.encode(msgspec.structs.replace(clean, messages=()))  # a lone surrogate in the dicts
+    return clean
+
+
+def _fresh_positions(messages: tuple[Any, ...], known: Sequence[Message]) -> Sequence[int]:
+    """The positions of ``messages`` that do not hold the very object ``known`` holds there."""
+    if known is messages:
+        return ()
+    n = len(known)
+    # The usual case, a transcript that only grew: one identity comparison a message, in C.
+    if len(messages) >= n and all(map(is_, messages, known)):
+        return range(n, len(messages))
+    return [k for k, m in enumerate(messages) if k >= n or m is not known[k]]
+
+
+def _immutable(value: Any) -> bool:
+    """Whether a validated message holds only values nothing can change: strings, numbers,
+    booleans, ``None``, tuples and the message Structs themselves (frozen). A list (which the constructors
+    accept where a tuple belongs), a subclass or anything else can change or encode differently
+    after it was checked, so such a message is copied instead of trusted."""
+    kind = type(value)
+    if kind is tuple:
+        for item in value:
+            if type(item) not in _FROZEN_ATOMS and not _immutable(item):
+                return False
+        return True
+    if kind not in _FROZEN_STRUCTS:
+        return kind in _FROZEN_ATOMS
+    for item in msgspec.structs.astuple(value):
+        if type(item) not in _FROZEN_ATOMS and not _immutable(item):
+            return False
+    return True
+
+
+def _checked(cp: LoopCheckpoint) -> LoopCheckpoint:
+    """Mark ``cp``, just validated (its messages and every field but its dicts immutable), with its
+    field values, so passing it again checks only what can have changed."""
+    cp.__dict__[_CHECKED] = msgspec.structs.astuple(cp)
+    return cp
+
+
+def validate_loop_checkpoint(checkpoint: LoopCheckpoint, *,
+                             previous: LoopCheckpoint | None = None) -> LoopCheckpoint:
+    """``checkpoint`` as :func:`serialize_loop_checkpoint` would store it -- an equal copy that
+    shares nothing mutable with it -- or :class:`CheckpointFormatError` for one
+    :func:`parse_loop_checkpoint` would refuse.
+
+    ``previous`` is for a host that builds a checkpoint at every turn of one execution: pass the
+    checkpoint this function returned the turn before, and the messages ``checkpoint`` shares
+    with it (the same objects at the same positions) are not checked again, so each call costs
+    what the turn added rather than the whole transcript. A ``previous`` this package did not
+    return, or one whose fields were swapped since, is ignored (everything is checked). Passing
+    the result to a store's save or :func:`serialize_loop_checkpoint` checks only its mutable
+    parts (``bindings``, ``stats.tools``) again."""
+    known: Sequence[Message] = ()
+    if previous is not None:
+        if not isinstance(previous, LoopCheckpoint):
+            raise CheckpointFormatError(
+                "", f"previous must be a LoopCheckpoint, got {type(previous).__name__}")
+        mark = previous.__dict__.get(_CHECKED)
+        if mark is not None and all(map(is_, msgspec.structs.astuple(previous), mark)):
+            known = previous.messages
+    return require_checkpoint(checkpoint, known=known)
 
 
 def serialize_loop_checkpoint(checkpoint: LoopCheckpoint) -> bytes:
     """The checkpoint's JSON bytes: equal checkpoints give equal bytes (Struct fields in declaration
     order, dict keys sorted, every checkpoint field written). Refuses a checkpoint
-    :func:`parse_loop_checkpoint` would refuse, so storage never holds one that cannot be read back."""
+    :func:`parse_loop_checkpoint` would refuse, so storage never holds one that cannot be read back.
+    The messages of a checkpoint a run committed (or :func:`parse_loop_checkpoint` read) were
+    validated then and are not checked again; the rest of it is."""
     return _ENCODER.encode(require_checkpoint(checkpoint))

@@ -126,11 +126,14 @@ def _culprit(cp: LoopCheckpoint, field: str) -> str:
     return "a loop port"
 
 
-def _storable(cp: LoopCheckpoint) -> LoopCheckpoint:
+def _storable(cp: LoopCheckpoint, previous: LoopCheckpoint) -> LoopCheckpoint:
     """``cp`` as :func:`serialize_loop_checkpoint` would store it, or :class:`PortContractError`:
-    a run must never hand ``commit`` a checkpoint that cannot be stored and read back."""
+    a run must never hand ``commit`` a checkpoint that cannot be stored and read back. The messages
+    it shares (by identity, at the same position) with ``previous``, the run's last validated
+    checkpoint, are not checked again; the returned checkpoint is marked validated, so ``commit``'s
+    store checks only its dicts (bindings, per-tool stats) again."""
     try:
-        return require_checkpoint(cp)
+        return require_checkpoint(cp, known=previous.messages)
     except CheckpointFormatError as exc:
         raise PortContractError(
             f"the run produced a checkpoint that cannot be stored ({exc}); likely culprit: "
@@ -192,7 +195,7 @@ async def run_from_checkpoint(*, checkpoint: LoopCheckpoint, restore: RestoreFn,
             bindings=copy_bindings(captured, "capture_bindings()"),
             lineage=start.lineage,
         )
-        cp = _storable(cp)
+        cp = _storable(cp, latest)
         decision = await _resolve(commit(cp))
         if decision not in ("continue", "checkpoint"):
             raise PortContractError(f"commit returned {decision!r}; expected 'continue' or 'checkpoint'")

@@ -89,7 +89,9 @@ def apply_checkpoint_input(checkpoint: LoopCheckpoint, input: CheckpointInput) -
     Consumed iterations, spend and bindings carry over. Any other combination raises
     :class:`CheckpointInputError` saying what the status accepts — in particular a user message is
     refused while a suspend is open, because appending it would put a user turn between a tool call
-    and its answer, which providers reject.
+    and its answer, which providers reject. Content that storage would refuse (a part of the wrong
+    type, text with a lone surrogate) raises :class:`CheckpointFormatError` here. The result is
+    validated, so saving it or running it does not check its transcript again.
     """
     cp = require_checkpoint(checkpoint)
     status = cp.status
@@ -126,6 +128,9 @@ def apply_checkpoint_input(checkpoint: LoopCheckpoint, input: CheckpointInput) -
         raise CheckpointInputError(
             status, f"input must be a CheckpointReply, CheckpointWake or UserMessage, got "
                     f"{type(input).__name__}")
-    # ``cp`` is already a private copy (require_checkpoint rebuilt it), so its dicts can be reused.
-    return msgspec.structs.replace(cp, revision=cp.revision + 1, status=new_status,
-                                   messages=messages, open_suspends=remaining)
+    # ``cp`` is already a private copy (require_checkpoint rebuilt it), so its dicts can be reused;
+    # validating the result checks only the appended message and marks it, so a store's save or a
+    # run from it does not check the transcript again.
+    return require_checkpoint(
+        msgspec.structs.replace(cp, revision=cp.revision + 1, status=new_status,
+                                messages=messages, open_suspends=remaining), known=cp.messages)

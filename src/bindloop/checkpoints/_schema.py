@@ -120,7 +120,8 @@ class ApprovalRecord(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     signed: bool = False
 
 
-class LoopCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class LoopCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
+                     dict=True):
     """A settled loop position: everything needed to resume an execution, nothing executable.
 
     ``revision`` grows by one with every checkpoint derived from this one (a commit, an applied
@@ -135,6 +136,13 @@ class LoopCheckpoint(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     Build these with :func:`create_loop_checkpoint`, :func:`fork_loop_checkpoint`,
     :func:`apply_checkpoint_input` or :func:`run_from_checkpoint`; read stored ones with
     :func:`parse_loop_checkpoint`, which enforces the invariants a constructor call cannot.
+
+    A checkpoint that bindloop validated (read by :func:`parse_loop_checkpoint`, made by
+    :func:`create_loop_checkpoint`, :func:`fork_loop_checkpoint` or :func:`apply_checkpoint_input`,
+    committed by :func:`run_from_checkpoint`) carries a mark in its ``__dict__`` (not a field: never encoded,
+    compared, pickled or kept by ``msgspec.structs.replace``) holding the field values that passed,
+    so storing it checks only its dicts again, not its transcript (see
+    ``serialize_loop_checkpoint``).
     """
 
     version: int = CHECKPOINT_VERSION
