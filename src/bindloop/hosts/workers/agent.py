@@ -57,7 +57,7 @@ from bindloop.routing import (
     canonical_model_id,
     provider_id,
 )
-from bindloop.checkpoints import LoopCheckpoint, serialize_loop_checkpoint
+from bindloop.checkpoints import LoopCheckpoint, validate_loop_checkpoint
 from bindloop.wire import (
     WIRE_NAMES,
     ModelAdapter,
@@ -446,6 +446,7 @@ def session_checkpoint(stored: LoopCheckpoint, cp: LoopCheckpoint, *, resumed: b
     """A checkpoint of the chat run from ``stored`` (a save, a suspend) as the session's, at
     ``revision``: ``resume_chat``'s already are (it runs ``stored`` itself); ``prompt_chat``'s count
     only that prompt, so the session's id, budget, earlier turns, spend and bindings are put back."""
+    agents = cp
     if not resumed:
         counters = msgspec.structs.replace(cp.counters, requested_tool_calls=(
             stored.counters.requested_tool_calls + cp.counters.requested_tool_calls))
@@ -453,9 +454,10 @@ def session_checkpoint(stored: LoopCheckpoint, cp: LoopCheckpoint, *, resumed: b
             cp, execution_id=stored.execution_id, max_iterations=stored.max_iterations,
             iterations=stored.iterations + cp.iterations, counters=counters,
             stats=accumulate_run(stored.stats, cp.stats), bindings=stored.bindings)
-    cp = msgspec.structs.replace(cp, revision=revision)
-    serialize_loop_checkpoint(cp)  # refuses what parse_loop_checkpoint would refuse on reload
-    return cp
+    # Refuses what parse_loop_checkpoint would refuse on reload; the agent's own checkpoint was
+    # validated when it was made, so only what differs from it is checked again.
+    return validate_loop_checkpoint(msgspec.structs.replace(cp, revision=revision),
+                                    previous=agents)
 
 
 def settled_checkpoint(stored: LoopCheckpoint, chat: ChatResult, *, resumed: bool,
@@ -480,8 +482,9 @@ def settled_checkpoint(stored: LoopCheckpoint, chat: ChatResult, *, resumed: boo
         messages=(*stored.messages, *chat.delta), counters=counters,
         iterations=stored.iterations + chat.stats.turns,
         stats=accumulate_run(stored.stats, chat.stats))
-    serialize_loop_checkpoint(cp)  # refuses what parse_loop_checkpoint would refuse on reload
-    return cp
+    # Refuses what parse_loop_checkpoint would refuse on reload; the stored transcript (read and
+    # validated) is not checked again, only the chat's delta.
+    return validate_loop_checkpoint(cp, previous=stored)
 
 
 def stopped_checkpoint(latest: LoopCheckpoint) -> LoopCheckpoint:
@@ -489,9 +492,9 @@ def stopped_checkpoint(latest: LoopCheckpoint) -> LoopCheckpoint:
     run's last save, or its input) marked ``aborted`` one revision later, so the session takes a
     new message again. The finished rounds up to the last save are kept; the round of the turn
     that hit the limit (after the last save) is not stored, nor counted in ``iterations``."""
-    cp = msgspec.structs.replace(latest, revision=latest.revision + 1, status="aborted")
-    serialize_loop_checkpoint(cp)
-    return cp
+    return validate_loop_checkpoint(
+        msgspec.structs.replace(latest, revision=latest.revision + 1, status="aborted"),
+        previous=latest)
 
 
 # -- what a client is told when a run fails ------------------------------------------------------

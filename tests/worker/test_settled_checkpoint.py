@@ -1,0 +1,73 @@
+"""The Worker's session store keeps a chat's transcript: what it stores after a chat is validated
+as storage would validate it, but the stored transcript it was read back from is not checked again
+(each request costs what its chat added, not the whole session)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import msgspec
+import pytest
+
+from bindloop.agent import ChatResult
+from bindloop.checkpoints import (
+    CheckpointFormatError,
+    create_loop_checkpoint,
+    parse_loop_checkpoint,
+    serialize_loop_checkpoint,
+)
+from bindloop.checkpoints import _codec
+from bindloop.contracts import AssistantMessage, RunStats, UserMessage
+from bindloop.hosts.workers.agent import settled_checkpoint, stopped_checkpoint
+
+
+class _Counting:
+    """Counts the whole checkpoints and single messages the codec rebuilds."""
+
+    def __init__(self) -> None:
+        self.whole = 0
+        self.messages = 0
+        self.real = msgspec.to_builtins
+
+    def __call__(self, value: Any, *args: Any, **kwargs: Any) -> Any:
+        if sys._getframe(1).f_globals.get("__name__") == _codec.__name__:
+            if isinstance(value, _codec.LoopCheckpoint) and value.messages:
+                self.whole += 1
+            elif isinstance(value, (UserMessage, AssistantMessage)):
+                self.messages += 1
+        return self.real(value, *args, **kwargs)
+
+
+def _stored(n: int) -> Any:
+    past = [UserMessage(content=f"q{i}") if i % 2 == 0 else AssistantMessage(content=f"a{i}")
+            for i in range(n)]
+    cp = create_loop_checkpoint(execution_id="s", messages=past, max_iterations=50)
+    return parse_loop_checkpoint(serialize_loop_checkpoint(cp))  # as a session store reads it
+
+
+def _chat(*delta: Any) -> ChatResult:
+    return ChatResult(data="ok", delta=list(delta), stop_reason="done",
+                      stats=RunStats(turns=1))
+
+
+def test_a_settled_chat_checks_only_its_delta(monkeypatch: pytest.MonkeyPatch) -> None:
+    stored = _stored(200)
+    counting = _Counting()
+    monkeypatch.setattr(msgspec, "to_builtins", counting)
+    cp = settled_checkpoint(stored, _chat(UserMessage(content="next"),
+                                          AssistantMessage(content="answer")), resumed=False)
+    stopped = stopped_checkpoint(cp)
+    body = serialize_loop_checkpoint(cp)  # a store's save of it
+    monkeypatch.undo()
+    assert counting.whole == 0 and counting.messages == 2
+    assert cp.revision == stored.revision + 1 and cp.status == "finished"
+    assert len(cp.messages) == 202 and stopped.status == "aborted"
+    assert parse_loop_checkpoint(body) == cp
+
+
+def test_a_settled_chat_with_a_bad_delta_is_refused_as_storage_would() -> None:
+    stored = _stored(4)
+    with pytest.raises(CheckpointFormatError) as caught:
+        settled_checkpoint(stored, _chat(UserMessage(content="\ud800")), resumed=False)
+    assert caught.value.field.startswith("messages[4]")
