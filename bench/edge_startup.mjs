@@ -40,7 +40,7 @@ const NAMES = Object.keys(VARIANTS);
 const DEMO_MODULES = ["examples/__init__.py", "examples/demos/__init__.py", "examples/demos/demo.py"];
 const IMPORTS = "import bindloop, bindloop.agent, bindloop.loop, bindloop.wire, bindloop.routing, bindloop.hosts.transports.js_fetch";
 const STDLIB_TABLE = path.join(WASM, "stdlib-bytecode", "stdlib-bytecode.bin");
-const { installStdlibBytecode, invalidateFinders, sitePackages } = await import("../harness/wasm/demo/loader.js");
+const { installPage, installStdlibBytecode } = await import("../harness/wasm/demo/loader.js");
 
 const args = process.argv.slice(2);
 if (args[0] === "--child") await child(args[1], args[2], args[3] === "table");
@@ -65,17 +65,12 @@ async function child(wheelsDir, origin, withTable) {
   const table = withTable ? installStdlibBytecode(pyodide, new Uint8Array(fs.readFileSync(STDLIB_TABLE))) : null;
   t.stdlib = performance.now() - t0;
   t0 = performance.now();
-  const site = sitePackages(pyodide);
-  for (const name of fs.readdirSync(wheelsDir).filter((f) => f.endsWith(".whl")).sort()) {
-    pyodide.unpackArchive(new Uint8Array(fs.readFileSync(path.join(wheelsDir, name))), "wheel", { extractDir: site });
-  }
-  // The demo's own modules (examples/demos/demo.py: its tools and prompt), as the page installs them.
-  for (const rel of DEMO_MODULES) {
-    const target = `${site}/${rel}`;
-    pyodide.FS.mkdirTree(target.slice(0, target.lastIndexOf("/")));
-    pyodide.FS.writeFile(target, fs.readFileSync(path.join(REPO, rel), "utf8"));
-  }
-  invalidateFinders(pyodide, site);
+  // The wheels and the demo's own modules (examples/demos/demo.py: its tools and prompt), as the
+  // page installs them.
+  installPage(pyodide,
+    fs.readdirSync(wheelsDir).filter((f) => f.endsWith(".whl")).sort().map((name) => fs.readFileSync(path.join(wheelsDir, name))),
+    DEMO_MODULES.map((rel) => ({ path: rel })),
+    DEMO_MODULES.map((rel) => fs.readFileSync(path.join(REPO, rel), "utf8")));
   t.install = performance.now() - t0;
   t.precompiled = pyodide.runPython(
     "import importlib.util as u, os; s = u.find_spec('bindloop'); s.cached is not None and os.path.exists(s.cached)");

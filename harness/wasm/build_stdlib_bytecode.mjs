@@ -14,7 +14,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { WASM_DIR, pythonErrorText, startPyodide } from "./pyodide_host.mjs";
-import { invalidateFinders, sitePackages } from "./demo/loader.js";
+import { installPage } from "./demo/loader.js";
 
 const REPO = path.dirname(path.dirname(WASM_DIR));
 // What app.js installs and loader.js imports, and the backend a run loads.
@@ -36,16 +36,9 @@ if (wheels.length === 0) {
 const { pyodide } = await startPyodide();
 try {
   pyodide.runPython("import sys; _booted = set(sys.modules)");
-  const site = sitePackages(pyodide);
-  for (const name of wheels) {
-    pyodide.unpackArchive(new Uint8Array(fs.readFileSync(path.join(wheelsDir, name))), "wheel", { extractDir: site });
-  }
-  for (const rel of DEMO_MODULES) {
-    const target = `${site}/${rel}`;
-    pyodide.FS.mkdirTree(target.slice(0, target.lastIndexOf("/")));
-    pyodide.FS.writeFile(target, fs.readFileSync(path.join(REPO, rel), "utf8"));
-  }
-  invalidateFinders(pyodide, site);
+  installPage(pyodide, wheels.map((name) => fs.readFileSync(path.join(wheelsDir, name))),
+    DEMO_MODULES.map((rel) => ({ path: rel })),
+    DEMO_MODULES.map((rel) => fs.readFileSync(path.join(REPO, rel), "utf8")));
   pyodide.runPython(PAGE_IMPORTS);
   const page = pyodide.globals.get("dict")();
   page.set("__name__", "page_agent");

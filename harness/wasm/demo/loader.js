@@ -95,11 +95,7 @@ async function load({ pyodideURL, wheelsURL, wheels, files, stdlibBytecodeURL, o
   const [buffers, texts, tableBytes] = await timed("wheels_download", () => Promise.all([bytes, sources, table]));
   const stdlibBytecode = tableBytes === null ? null
     : await timed("stdlib_bytecode", async () => installStdlibBytecode(pyodide, new Uint8Array(tableBytes)));
-  await timed("wheels_install", async () => {
-    const site = sitePackages(pyodide);
-    buffers.forEach((buf) => pyodide.unpackArchive(new Uint8Array(buf), "wheel", { extractDir: site }));
-    writeFiles(pyodide, site, files, texts);
-  });
+  await timed("wheels_install", async () => installPage(pyodide, buffers, files, texts));
   // Whether the installed bindloop brings its own bytecode (the .pyc or the bytecode wheel set: a
   // cached pyc, or a sourceless module whose origin is its pyc): nothing imported yet.
   const precompiled = pyodide.runPython(
@@ -108,6 +104,16 @@ async function load({ pyodideURL, wheelsURL, wheels, files, stdlibBytecodeURL, o
   await timed("import_bindloop", () => pyodide.runPython(
     "import bindloop, bindloop.loop, bindloop.wire, bindloop.routing, bindloop.hosts.transports.js_fetch"));
   return { pyodide, timings, wheels: await listed, precompiled, stdlibBytecode };
+}
+
+/** Unpack the wheels (their bytes) into site-packages and write the page's Python files there
+ * (`files[i].path` holding `texts[i]`), then make the import system look again: the install step
+ * of the page, which the Node tools that stand in for it (the stdlib table's builder, the startup
+ * bench) call as well. */
+export function installPage(pyodide, buffers, files, texts) {
+  const site = sitePackages(pyodide);
+  buffers.forEach((buf) => pyodide.unpackArchive(new Uint8Array(buf), "wheel", { extractDir: site }));
+  writeFiles(pyodide, site, files, texts);
 }
 
 /** The runtime's site-packages directory. (`sysconfig.get_path("purelib")` says the same but
