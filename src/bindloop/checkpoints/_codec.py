@@ -511,11 +511,9 @@ def require_checkpoint(value: object, what: str = "checkpoint", *,
     if type(messages) is tuple:
         try:
             mark = value.__dict__.get(_CHECKED)
-            if mark is not None:
-                if all(map(is_, msgspec.structs.astuple(value), mark)):
-                    return _checked(_with_mutable_parts_checked(value, bindings))
-                if mark[_MESSAGES_AT] is messages:
-                    known = messages
+            if mark is not None and all(map(is_, msgspec.structs.astuple(value), mark)):
+                return _checked(_with_mutable_parts_checked(value, bindings))
+            known = _validated_messages(value) or known
             if known:  # else nothing is known: one pass over the whole checkpoint is quickest
                 return _checked(_with_known_messages(value, messages, known, bindings))
         except _INCREMENTAL_REFUSALS:
@@ -622,6 +620,13 @@ def _immutable(value: Any) -> bool:
     return True
 
 
+def _validated_messages(cp: LoopCheckpoint) -> Sequence[Message]:
+    """``cp``'s messages if this module validated them (its mark holds that very tuple), else
+    none: only such messages may be taken as known."""
+    mark = cp.__dict__.get(_CHECKED)
+    return cp.messages if mark is not None and mark[_MESSAGES_AT] is cp.messages else ()
+
+
 def _checked(cp: LoopCheckpoint) -> LoopCheckpoint:
     """Mark ``cp``, just validated (its messages and every field but its dicts immutable), with its
     field values, so passing it again checks only what can have changed."""
@@ -639,18 +644,14 @@ def validate_loop_checkpoint(checkpoint: LoopCheckpoint, *,
     checkpoint this function returned the turn before, and the messages ``checkpoint`` shares
     with it (the same objects at the same positions) are not checked again, so each call costs
     what the turn added rather than the whole transcript. A ``previous`` this package did not
-    return, or one whose fields were swapped since, is ignored (everything is checked). Passing
+    return, or one whose messages were swapped since, is ignored (everything is checked). Passing
     the result to a store's save or :func:`serialize_loop_checkpoint` checks only its mutable
     parts (``bindings``, ``stats.tools``) again."""
-    known: Sequence[Message] = ()
-    if previous is not None:
-        if not isinstance(previous, LoopCheckpoint):
-            raise CheckpointFormatError(
-                "", f"previous must be a LoopCheckpoint, got {type(previous).__name__}")
-        mark = previous.__dict__.get(_CHECKED)
-        if mark is not None and all(map(is_, msgspec.structs.astuple(previous), mark)):
-            known = previous.messages
-    return require_checkpoint(checkpoint, known=known)
+    if previous is not None and not isinstance(previous, LoopCheckpoint):
+        raise CheckpointFormatError(
+            "", f"previous must be a LoopCheckpoint, got {type(previous).__name__}")
+    return require_checkpoint(
+        checkpoint, known=() if previous is None else _validated_messages(previous))
 
 
 def serialize_loop_checkpoint(checkpoint: LoopCheckpoint) -> bytes:
