@@ -37,6 +37,7 @@ class MemoryHandle:
         r = backend.receipts
         self.read, self.claim, self.complete, self.fail, self.renew, self.delete_run = (
             r.read, r.claim, r.complete, r.fail, r.renew, r.delete_run)
+        self.complete_once = r.complete_once
         lim = backend.limits.handle(now=now, slot_lease_ms=slot_lease_ms)  # its own holder
         self.admit, self.charge, self.enter, self.leave = lim.admit, lim.charge, lim.enter, lim.leave
         self.renew_slots = lim.renew_slots

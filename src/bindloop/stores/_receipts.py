@@ -3,6 +3,7 @@ receipt table, fenced on the attempt, and its in-memory reference."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..clock import Clock, monotonic_ms
@@ -57,8 +58,9 @@ class MemoryToolCallReceiptStore:
     """A :class:`ToolCallReceiptStore` in this process's memory, the reference. ``now`` is the
     *store's* clock (leases are measured on it).
 
-    Beyond the protocol it keeps a fenced per-receipt trail for resumable effects
-    (:meth:`record_step` / :meth:`steps`) and counts rejected writes in ``fenced_writes``.
+    Beyond the protocol it records a fresh call completed in one step (:meth:`complete_once`),
+    keeps a fenced per-receipt trail for resumable effects (:meth:`record_step` / :meth:`steps`)
+    and counts rejected writes in ``fenced_writes``.
     """
 
     def __init__(self, *, now: Clock = monotonic_ms) -> None:
@@ -96,6 +98,27 @@ class MemoryToolCallReceiptStore:
             return False
         self.rows[key] = ReceiptCompleted(attempt=attempt, result=result)
         return True
+
+    async def complete_once(self, key: ToolCallReceiptKey, result: Any,
+                            effect: Callable[[], None] | None = None) -> ReceiptState | None:
+        """Record a call no attempt has touched yet as completed by attempt 1 with ``result``,
+        together with ``effect``, in one atomic step (not part of the protocol: an optional
+        capability of stores whose effects live in their own database).
+
+        Absent receipt: ``effect`` is called (synchronously, before the row is written, as
+        :meth:`record_step` explains), the receipt becomes ``ReceiptCompleted(attempt=1,
+        result=result)``, and the answer is ``None``. An exception from ``effect`` propagates and
+        nothing is written. Existing receipt (any status): nothing is written, ``effect`` is not
+        called, and the answer is the receipt, as :meth:`read` returns it — decide what to do
+        with :func:`bindloop.run.decide_tool_call_receipt` (replay, wait, or :meth:`claim` the
+        next attempt). Such an answer is not a fenced write (``fenced_writes`` is unchanged)."""
+        row = self.rows.get(key)
+        if row is not None:
+            return row
+        if effect is not None:
+            effect()
+        self.rows[key] = ReceiptCompleted(attempt=1, result=result)
+        return None
 
     async def fail(self, key: ToolCallReceiptKey, attempt: int, error: str | None) -> bool:
         if not self._owns(key, attempt):

@@ -51,6 +51,7 @@ __all__ = (
     "checkpoint_at",
     "race_admit",
     "race_claim",
+    "race_complete_once",
     "race_enter",
     "race_first_checkpoint",
     "race_next_checkpoint",
@@ -108,6 +109,18 @@ async def race_claim(store: Any, index: int) -> bool:
     if won:
         assert await store.complete(RACE_KEY, 1, index)
     return won
+
+
+async def race_complete_once(store: Any, index: int) -> int | None:
+    """Record the race receipt completed by attempt 1 with this writer's index in one
+    ``complete_once``: ``None`` when this writer's landed, else the index of the writer whose did
+    (the receipt it was answered, which must be that completion)."""
+    found = await store.complete_once(RACE_KEY, index)
+    if found is None:
+        return None
+    assert isinstance(found, ReceiptCompleted) and found.attempt == 1, found
+    assert isinstance(found.result, int) and found.result != index, found
+    return found.result
 
 
 async def race_admit(store: Any, index: int) -> int:
@@ -258,16 +271,37 @@ CHECKPOINT_CASES: Mapping[str, Case] = _by_name(
 KEY = ToolCallReceiptKey(tenant_id="t", run_id="r", tool_name="send_email", args_hash="h")
 
 
-def _ops(start: int, count: int) -> list[tuple[str, int, int, float]]:
-    """A deterministic op sequence (a small LCG: the kit takes no randomness from the host)."""
+def _result_values() -> list[Any]:
+    """Tool results every store must give back as they were stored (JSON values)."""
+    return [None, "", "text é \U0001f600 \x00", 0, -3, 2.5, True, [],
+            {"nested": {"list": [1, "two", None]}, "": False}]
+
+
+_PROTOCOL_OPS = ("read", "claim", "complete", "fail", "renew", "tick")
+_ONCE_OPS = (*_PROTOCOL_OPS, "complete_once", "delete_run")
+
+
+def _ops(start: int, count: int,
+         names: tuple[str, ...] = _PROTOCOL_OPS) -> list[tuple[str, int, int, float]]:
+    """A deterministic op sequence (a small LCG: the kit takes no randomness from the host).
+    The protocol's six ops are drawn on the low bits; optional ops (``names[6:]``) replace a
+    quarter of the draws, chosen on higher bits, so the protocol-only sequence stays the same."""
     out: list[tuple[str, int, int, float]] = []
     state = start
-    names = ("read", "claim", "complete", "fail", "renew", "tick")
     for _ in range(count):
         state = (state * 1103515245 + 12345) % 2**31
-        out.append((names[state % 6], (state >> 4) % 2, 1 + (state >> 8) % 4,
+        op = names[state % 6]
+        if len(names) > 6 and (state >> 20) % 4 == 0:
+            op = names[6 + (state >> 24) % (len(names) - 6)]
+        out.append((op, (state >> 4) % 2, 1 + (state >> 8) % 4,
                     (10.0, 50.0, 200.0)[(state >> 12) % 3]))
     return out
+
+
+def _require_complete_once(store: Any) -> None:
+    if not hasattr(store, "complete_once"):
+        raise CaseSkipped("the store has no complete_once (an optional capability; the protocol "
+                          "cases cover the rest)")
 
 
 async def receipt_fence_and_leases(stores: StoreHandles) -> None:
@@ -310,7 +344,9 @@ async def receipt_same_answers_as_the_reference(stores: StoreHandles) -> None:
     store = await stores.open(now=clock)
     ref = MemoryToolCallReceiptStore(now=clock)
     renews = hasattr(store, "renew")
-    for op, which, attempt, ms in _ops(start=22, count=300):
+    once = hasattr(store, "complete_once")
+    for op, which, attempt, ms in _ops(start=22, count=300,
+                                       names=_ONCE_OPS if once else _PROTOCOL_OPS):
         key = msgspec.structs.replace(KEY, tool_name=f"tool{which}")
         step = (op, which, attempt, ms)
         if op == "tick":
@@ -326,14 +362,52 @@ async def receipt_same_answers_as_the_reference(stores: StoreHandles) -> None:
         elif op == "fail":
             assert (await store.fail(key, attempt, f"e{attempt}")
                     == await ref.fail(key, attempt, f"e{attempt}")), step
+        elif op == "complete_once":
+            result = ["once", which, {"ms": ms}]
+            assert (await store.complete_once(key, result)
+                    == await ref.complete_once(key, result)), step
+        elif op == "delete_run":
+            assert (await store.delete_run(key.tenant_id, key.run_id)
+                    == await ref.delete_run(key.tenant_id, key.run_id)), step
         elif renews:
             assert await store.renew(key, attempt, ms) == await ref.renew(key, attempt, ms), step
 
 
+async def receipt_complete_once_records_a_fresh_call(stores: StoreHandles) -> None:
+    """``complete_once`` writes only where no receipt exists, and answers the one that does."""
+    clock = ManualClock()
+    store = await stores.open(now=clock)
+    _require_complete_once(store)
+    fresh, claimed, failed = (msgspec.structs.replace(KEY, args_hash=h)
+                              for h in ("fresh", "claimed", "failed"))
+    assert await store.complete_once(fresh, {"id": 1}) is None
+    done = ReceiptCompleted(attempt=1, result={"id": 1})
+    assert await store.read(fresh) == done
+    assert await store.complete_once(fresh, {"id": 2}) == done     # the first one stays
+    assert not await store.claim(fresh, 2, 100)                    # completed stays completed
+    assert await store.claim(claimed, 1, 100)
+    running = ReceiptRunning(attempt=1, lease_expires_at_ms=clock.value + 100)
+    assert await store.complete_once(claimed, "x") == running
+    clock.value += 1_000                                           # an expired lease is answered
+    assert await store.complete_once(claimed, "x") == running      # too, never taken over
+    assert await store.complete(claimed, 1, "mine")                # the owner still completes
+    assert await store.claim(failed, 1, 100) and await store.fail(failed, 1, "boom")
+    assert await store.complete_once(failed, "x") == ReceiptFailed(attempt=1, error="boom")
+    assert await store.claim(failed, 2, 100)                       # the next attempt claims
+    values = _result_values()
+    for i, value in enumerate(values):
+        key = msgspec.structs.replace(KEY, args_hash=f"v{i}")
+        assert await store.complete_once(key, value) is None
+        assert await store.read(key) == ReceiptCompleted(attempt=1, result=value)
+    other = await stores.open(now=clock)                           # durable for another handle
+    assert await other.complete_once(fresh, None) == done
+    assert await store.delete_run(KEY.tenant_id, KEY.run_id) == 3 + len(values)
+    assert await store.complete_once(fresh, "again") is None       # deleted: fresh again
+
+
 async def receipt_results_round_trip(stores: StoreHandles) -> None:
     store = await stores.open(now=ManualClock())
-    values: list[Any] = [None, "", "text é \U0001f600 \x00", 0, -3, 2.5, True, [],
-                         {"nested": {"list": [1, "two", None]}, "": False}]
+    values = _result_values()
     for i, value in enumerate(values):
         key = msgspec.structs.replace(KEY, args_hash=f"h{i}")
         assert await store.claim(key, 1, 100)
@@ -390,6 +464,24 @@ async def receipt_concurrent_claims_one_wins(stores: StoreHandles) -> None:
     assert await handles[0].read(RACE_KEY) == ReceiptCompleted(attempt=1, result=winners[0])
 
 
+async def receipt_concurrent_complete_once_one_wins(stores: StoreHandles) -> None:
+    handles = [await stores.open() for _ in range(6)]
+    _require_complete_once(handles[0])
+    results: dict[int, Any] = {}
+
+    async def complete_once(i: int) -> None:
+        results[i] = await handles[i].complete_once(RACE_KEY, i)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(len(handles)):
+            tg.start_soon(complete_once, i)
+    winners = [i for i, found in results.items() if found is None]
+    assert len(winners) == 1, results
+    done = ReceiptCompleted(attempt=1, result=winners[0])
+    assert all(found == done for i, found in results.items() if i != winners[0]), results
+    assert await handles[0].read(RACE_KEY) == done
+
+
 async def receipt_claims_in_processes_one_wins(stores: StoreHandles) -> None:
     if stores.process_runner is None:
         raise CaseSkipped("no process_runner fixture: the multi-process race needs one")
@@ -399,12 +491,25 @@ async def receipt_claims_in_processes_one_wins(stores: StoreHandles) -> None:
     assert await store.read(RACE_KEY) == ReceiptCompleted(attempt=1, result=results.index(True))
 
 
+async def receipt_complete_once_in_processes_one_wins(stores: StoreHandles) -> None:
+    if stores.process_runner is None:
+        raise CaseSkipped("no process_runner fixture: the multi-process race needs one")
+    store = await stores.open()
+    _require_complete_once(store)
+    results = await stores.race(race_complete_once)
+    assert results.count(None) == 1, results
+    winner = results.index(None)
+    assert all(r == winner for i, r in enumerate(results) if i != winner), results
+    assert await store.read(RACE_KEY) == ReceiptCompleted(attempt=1, result=winner)
+
+
 RECEIPT_CASES: Mapping[str, Case] = _by_name(
     receipt_fence_and_leases, receipt_refuses_bad_attempts_and_leases,
     receipt_same_answers_as_the_reference, receipt_results_round_trip,
     receipt_keys_do_not_collide, receipt_delete_run_forgets_that_run_only,
     receipt_concurrent_claims_one_wins,
-    receipt_claims_in_processes_one_wins)
+    receipt_claims_in_processes_one_wins, receipt_complete_once_records_a_fresh_call,
+    receipt_concurrent_complete_once_one_wins, receipt_complete_once_in_processes_one_wins)
 """The receipt store cases by name."""
 
 

@@ -67,6 +67,7 @@ from ._store_cases import (
     checkpoint_at as checkpoint_at,
     race_admit as race_admit,
     race_claim as race_claim,
+    race_complete_once as race_complete_once,
     race_enter as race_enter,
     race_first_checkpoint as race_first_checkpoint,
     race_next_checkpoint as race_next_checkpoint,
@@ -92,6 +93,7 @@ __all__ = (
     "limit_slot_of_a_killed_holder_is_reclaimed_after_the_lease",
     "race_admit",
     "race_claim",
+    "race_complete_once",
     "race_enter",
     "race_first_checkpoint",
     "race_next_checkpoint",
@@ -163,7 +165,12 @@ class CheckpointStoreSuite(_Suite):
 
 class ReceiptStoreSuite(_Suite):
     """:class:`~bindloop.stores.ToolCallReceiptStore`: the attempt fence and leases on the store's
-    clock, op for op the same answers as :class:`~bindloop.stores.MemoryToolCallReceiptStore`."""
+    clock, op for op the same answers as :class:`~bindloop.stores.MemoryToolCallReceiptStore`.
+
+    A store that has the optional ``complete_once(key, result)`` (a fresh call recorded completed
+    by attempt 1 in one write) is checked on it too — drawn among the ops compared with the
+    reference, and raced in one process and across processes; the ``complete_once`` cases are
+    skipped, saying so, for a store without it."""
 
     async def test_receipt_fence_and_leases(self, stores: StoreHandles) -> None:
         await _run(cases.receipt_fence_and_leases, stores)
@@ -188,6 +195,15 @@ class ReceiptStoreSuite(_Suite):
 
     async def test_receipt_claims_in_processes_one_wins(self, stores: StoreHandles) -> None:
         await _run(cases.receipt_claims_in_processes_one_wins, stores)
+
+    async def test_receipt_complete_once_records_a_fresh_call(self, stores: StoreHandles) -> None:
+        await _run(cases.receipt_complete_once_records_a_fresh_call, stores)
+
+    async def test_receipt_concurrent_complete_once_one_wins(self, stores: StoreHandles) -> None:
+        await _run(cases.receipt_concurrent_complete_once_one_wins, stores)
+
+    async def test_receipt_complete_once_in_processes_one_wins(self, stores: StoreHandles) -> None:
+        await _run(cases.receipt_complete_once_in_processes_one_wins, stores)
 
 
 class LimitStoreSuite(_Suite):

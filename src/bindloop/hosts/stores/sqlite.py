@@ -16,6 +16,8 @@ Outside the fences (it does file I/O). It serves the existing ports:
   it). :meth:`SqliteStore.complete_with` applies a side effect that lives in this same database in
   the very transaction that completes the receipt — the fence the protocol recommends: a crash
   either lands both or neither, so an expired ``running`` receipt proves the effect did not happen.
+  :meth:`SqliteStore.complete_once` records a call no attempt has touched yet as completed by
+  attempt 1, with such an effect, in one transaction (no claim first).
 
 - **limits**: a :class:`bindloop.stores.LimitStore` (sliding windows and concurrency slots), so
   several processes on one machine share a provider quota. Each slot is leased to the store
@@ -119,6 +121,11 @@ CREATE INDEX IF NOT EXISTS limit_leases_holder ON limit_leases (holder);
 # Version 2: concurrency slots are leased rows (limit_leases); limit_slots (version 1's counters)
 # is no longer read. A version-1 file is upgraded in place on open.
 _KEY_WHERE = "tenant_id = ? AND run_id = ? AND tool_name = ? AND args_hash = ?"
+
+
+def _encode_result(result: Any) -> bytes:
+    """A completed receipt's stored result (JSON; ``read_sync`` decodes it)."""
+    return msgspec.json.encode(result)
 
 
 class SqliteStore:
@@ -303,7 +310,7 @@ class SqliteStore:
         attempt no longer owns the receipt; nothing was written and ``effect`` did not run. An
         exception from ``effect`` rolls both back and propagates."""
         k = _key(key)
-        encoded = msgspec.json.encode(result)
+        encoded = _encode_result(result)
 
         def write(db: sqlite3.Connection) -> bool:
             cur = db.execute(f"UPDATE receipts SET status = 'completed', result = ?, "
@@ -320,6 +327,42 @@ class SqliteStore:
 
     async def complete(self, key: ToolCallReceiptKey, attempt: int, result: Any) -> bool:
         return self.complete_with(key, attempt, result)
+
+    def complete_once_sync(self, key: ToolCallReceiptKey, result: Any,
+                           effect: Callable[[sqlite3.Connection], None] | None = None
+                           ) -> ReceiptState | None:
+        """Record a call no attempt has touched yet as completed by attempt 1 with ``result``,
+        and run ``effect`` (writes to the host's own tables, as for :meth:`complete_with`), in
+        one transaction.
+
+        ``None``: the receipt was absent; it now reads ``ReceiptCompleted(attempt=1,
+        result=result)`` and the effect's writes landed with it. Otherwise the receipt that
+        exists (any status, an expired lease included), exactly as :meth:`read` returns it:
+        nothing was written and ``effect`` did not run — decide with
+        :func:`bindloop.run.decide_tool_call_receipt` (replay, wait, or :meth:`claim` the next
+        attempt and finish with :meth:`complete_with`). An exception from ``effect`` rolls both
+        back and propagates."""
+        k = _key(key)
+        encoded = _encode_result(result)
+
+        def write(db: sqlite3.Connection) -> ReceiptState | None:
+            found = self.read_sync(key)  # inside the write lock: no writer can come between
+            if found is not None:
+                return found
+            db.execute("INSERT INTO receipts VALUES (?, ?, ?, ?, 'completed', 1, NULL, ?, NULL)",
+                       (*k, encoded))
+            if effect is not None:
+                effect(db)
+            return None
+
+        out: ReceiptState | None = self._write(write)
+        return out
+
+    async def complete_once(self, key: ToolCallReceiptKey, result: Any,
+                            effect: Callable[[sqlite3.Connection], None] | None = None
+                            ) -> ReceiptState | None:
+        """:meth:`complete_once_sync` (not part of the protocol: an optional capability)."""
+        return self.complete_once_sync(key, result, effect)
 
     async def fail(self, key: ToolCallReceiptKey, attempt: int, error: str | None) -> bool:
         k = _key(key)
