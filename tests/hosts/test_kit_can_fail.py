@@ -9,6 +9,7 @@ import pytest
 
 from bindloop.stores import MemoryLimitStore
 from bindloop.checkpoints import LoopCheckpoint, serialize_loop_checkpoint
+from bindloop.run import ReceiptCompleted
 from bindloop.stores import MemoryCheckpointStore, MemoryToolCallReceiptStore
 from bindloop.testing.store_kit import (
     CheckpointStoreSuite,
@@ -42,6 +43,25 @@ class Prefixed(MemoryToolCallReceiptStore):
         return len(gone)
 
 
+class Overwriting(MemoryToolCallReceiptStore):
+    async def complete_once(self, key: Any, result: Any, effect: Any = None) -> Any:
+        found = self.rows.get(key)
+        if isinstance(found, ReceiptCompleted):
+            return found
+        self.rows[key] = ReceiptCompleted(attempt=1, result=result)  # over a running/failed one
+        return None
+
+
+class UnatomicOnce(MemoryToolCallReceiptStore):
+    async def complete_once(self, key: Any, result: Any, effect: Any = None) -> Any:
+        found = self.rows.get(key)                                     # read ...
+        await anyio.sleep(0)                                           # ... yield ...
+        if found is not None:
+            return found
+        self.rows[key] = ReceiptCompleted(attempt=1, result=result)  # ... then write
+        return None
+
+
 class Racy(MemoryLimitStore):
     async def admit(self, key: str, window_ms: float, limit: int, amount: int,
                     now: float) -> float:
@@ -71,12 +91,18 @@ def _run(test: Any, factory: Any) -> None:
     (ReceiptStoreSuite().test_receipt_fence_and_leases, lambda **kw: Sticky(**kw)),
     (ReceiptStoreSuite().test_receipt_delete_run_forgets_that_run_only,
      lambda **kw: Prefixed(**kw)),
+    (ReceiptStoreSuite().test_receipt_same_answers_as_the_reference,
+     lambda **kw: Overwriting(**kw)),
+    (ReceiptStoreSuite().test_receipt_complete_once_records_a_fresh_call,
+     lambda **kw: Overwriting(**kw)),
+    (ReceiptStoreSuite().test_receipt_concurrent_complete_once_one_wins,
+     lambda store=UnatomicOnce(), **kw: store),
     (LimitStoreSuite().test_limit_admits_are_atomic_under_concurrent_callers,
      lambda store=Racy(): store),
     (LimitStoreSuite().test_limit_slot_of_a_killed_holder_is_reclaimed_after_the_lease,
      lambda base=MemoryLimitStore(), now=None, slot_lease_ms=None: base.handle(now=now)),
 ], ids=["unfenced-checkpoints", "unbounded-checkpoints", "sticky-leases", "prefix-deletes",
-        "racy-limits",
+        "overwriting-once-vs-reference", "overwriting-once", "unatomic-once", "racy-limits",
         "unleased-slots"])  # unleased: handles whose slots never lapse
 def test_a_defective_store_fails_the_kit(test: Any, factory: Any) -> None:
     with pytest.raises(Failed):

@@ -52,8 +52,12 @@ def _post(wd: Workerd, path: str, body: dict[str, Any]) -> tuple[int, dict[str, 
         return exc.code, json.loads(exc.read() or b"{}")
 
 
-# The one case that cannot apply to a Durable Object store, and must say so (skipped, with why).
-NOT_APPLICABLE = {"limit_slot_of_a_killed_holder_is_reclaimed_after_the_lease": "per isolate"}
+# The cases that cannot apply to a Durable Object store, and must say so (skipped, with why):
+# its slots are per isolate, and it has no complete_once (an optional receipt store capability).
+NOT_APPLICABLE = {"limit_slot_of_a_killed_holder_is_reclaimed_after_the_lease": "per isolate",
+                  "receipt_complete_once_records_a_fresh_call": "no complete_once",
+                  "receipt_concurrent_complete_once_one_wins": "no complete_once",
+                  "receipt_complete_once_in_processes_one_wins": "no complete_once"}
 
 
 def _assert_all_passed(wd: Workerd, path: str, names: list[str]) -> None:
