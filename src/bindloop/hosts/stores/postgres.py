@@ -223,6 +223,9 @@ class PostgresStore:
         """The prepared statements by name: the name on the wire, the SQL, the parameters'
         formats."""
         self._formats = self._psycopg.adapt.PyFormat
+        self._numbered: dict[str, bytes] = {}
+        self._host_sql: dict[str, tuple[bytes, int]] = {}
+        """The host's ``complete_once`` statements converted so far, with their parameter counts."""
         self._prepared: dict[AsyncConnection[Any], _Prepared] = {}
         """Per pooled connection (forgotten when it is closed): see :meth:`_command`."""
 
@@ -408,7 +411,24 @@ class PostgresStore:
 
     def _t_sql(self, query: str) -> bytes:
         """One of the store's own statements, its tables named and its placeholders numbered."""
-        return _host_statement(query.format(**self._t), query.count("%s") * ("",))[0]
+        numbered = self._numbered.get(query)
+        if numbered is None:  # the statements are a fixed set: each is converted once
+            numbered = self._numbered[query] = _host_statement(
+                query.format(**self._t), query.count("%s") * ("",))[0]
+        return numbered
+
+    def _host_statement(self, sql: object, params: object) -> tuple[bytes, tuple[Any, ...]]:
+        """:func:`_host_statement`, its conversion kept for the statements a host repeats (a
+        bounded number of them: a host that builds its SQL anew each time is converted each
+        time)."""
+        if isinstance(sql, str) and isinstance(params, (tuple, list)):
+            known = self._host_sql.get(sql)
+            if known is not None and known[1] == len(params):
+                return known[0], tuple(params)
+        numbered, values = _host_statement(sql, params)
+        if len(self._host_sql) < _HOST_STATEMENTS_KEPT:
+            self._host_sql[str(sql)] = (numbered, len(values))
+        return numbered, values
 
     async def _pipeline(self, conn: AsyncConnection[Any],
                         statements: Sequence[tuple[bytes, tuple[Any, ...]]]) -> None:
@@ -634,7 +654,7 @@ class PostgresStore:
         :class:`~bindloop.stores.StoreError`."""
         k = key_parts(key)
         encoded = msgspec.json.encode(result)
-        statements = [_host_statement(sql, params) for sql, params in writes]
+        statements = [self._host_statement(sql, params) for sql, params in writes]
 
         async def insert(conn: AsyncConnection[Any]) -> bool:
             if not statements:  # one statement: its own transaction, one round trip
@@ -784,6 +804,7 @@ class _Absent:
 
 
 _ABSENT = _Absent()
+_HOST_STATEMENTS_KEPT = 256
 _PLACEHOLDER = re.compile(r"%(.|$)", re.S)
 _TRANSACTION_CONTROL = frozenset(("begin", "start", "commit", "end", "rollback", "abort",
                                   "savepoint", "release", "prepare", "set"))
