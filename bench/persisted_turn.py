@@ -2,11 +2,19 @@
 
 Each session is an agent through ``run_from_checkpoint`` over the public testing kit's scripted
 stream model (``bindloop.testing``): ``--steps`` turns that each call one ``charge`` tool, then a
-final answer. ``charge`` is a receipt-guarded effect, written the way ``docs/run.md`` says (a claim
-of attempt 1 first; the receipt read and the decision only when that claim is refused), and its
-result is recorded by completing the receipt. A checkpoint is committed at every settled boundary
-(``store.commit``). So a persisted turn is: the model turn, the tool call's receipt claim and
-completion, and the checkpoint save after the step.
+final answer. ``charge`` is a receipt-guarded effect written the way ``docs/run.md`` says, in
+one of two patterns (``--pattern``):
+
+- ``once`` (the default, the common case): the effect is a ledger row in the store's own
+  database, written with its receipt by ``complete_once`` (Postgres: the host's statement in the
+  receipt's pipeline; Redis: the outbox list in the receipt's script; memory: a callback in the
+  same step). No claim: a persisted turn is the model turn, one write for the call and its
+  effect, and the checkpoint save after the step.
+- ``claim``: an effect outside the store (an opaque one, an e-mail sent): a claim of attempt 1
+  first (the receipt read and the decision only when that claim is refused), the effect, then the
+  receipt completed — a persisted turn is the model turn, the claim, the completion and the save.
+
+A checkpoint is committed at every settled boundary (``store.commit``).
 
 Stores: ``memory`` (the in-memory stores of ``bindloop.stores``: the loop's own cost, the floor),
 ``postgres`` and ``redis`` (``bindloop.hosts.stores``), the servers started here from the Debian
@@ -22,12 +30,14 @@ processes (``--processes``, default 1, 2, 4) it prints:
 - sessions/s and turns/s over the wall time of the measured sessions (every process starts at
   once, after a warm-up);
 - the wall time from each ``charge`` effect to its completion landing and to the step's checkpoint
-  landing (median and p90): how long a crash leaves the receipt ``running`` today, and how long it
-  would if the completion rode in the checkpoint's commit (docs/performance.md).
+  landing (median and p90): with ``--pattern claim``, how long a crash leaves the receipt
+  ``running``, and how long it would if the completion rode in the checkpoint's commit
+  (docs/performance.md).
 
     python bench/persisted_turn.py [--sessions 400] [--steps 3] [--concurrency 16]
                                    [--processes 1,2,4] [--stores memory,postgres,redis]
-                                   [--read-first] [--profile postgres|redis]
+                                   [--pattern once|claim] [--read-first]
+                                   [--profile postgres|redis]
 """
 
 from __future__ import annotations
@@ -76,6 +86,9 @@ def open_store(kind: str, address: str, prefix: str) -> Any:
         async def fail(self, key: Any, attempt: int, error: str | None) -> bool:
             return await self.receipts.fail(key, attempt, error)
 
+        async def complete_once(self, key: Any, result: Any, effect: Any = None) -> Any:
+            return await self.receipts.complete_once(key, result, effect)
+
     return MemoryStore()
 
 
@@ -102,6 +115,26 @@ async def worker(spec: dict[str, Any]) -> dict[str, Any]:
     # landing (the crash windows docs/performance.md compares).
     windows: dict[str, list[float]] = {"complete": [], "save": []}
     effect_done: dict[str, float] = {}
+
+    async def charge_once(call: ToolCall) -> ToolResult:
+        # The effect is a ledger row written with the receipt: one write, no claim before it.
+        args = json.loads(call.arguments)
+        key = ToolCallReceiptKey(tenant_id=TENANT, run_id=args["session"], tool_name=call.name,
+                                 args_hash=tool_call_args_hash(args))
+        mark = (args["session"], args["step"])
+        result = f"charged {args['session']}:{args['step']}"
+        if spec["store"] == "postgres":
+            found = await store.complete_once(key, result, [(
+                f"INSERT INTO {spec['prefix']}.ledger VALUES (%s, %s)", mark)])
+        elif spec["store"] == "redis":
+            found = await store.complete_once(key, result, outbox=(
+                "ledger", json.dumps(mark).encode()))
+        else:
+            found = await store.complete_once(key, result, lambda: ledger.add(mark))
+        if found is not None:  # not in this workload: every call is fresh
+            raise AssertionError(f"{mark}: a receipt existed: {found!r}")
+        effect_done[args["session"]] = time.perf_counter()  # the effect (and its receipt)
+        return ToolResult(content=result)
 
     async def charge(call: ToolCall) -> ToolResult:
         args = json.loads(call.arguments)
@@ -136,6 +169,8 @@ async def worker(spec: dict[str, Any]) -> dict[str, Any]:
             windows["save"].append(time.perf_counter() - done)
         return decision
 
+    run_tool_call = charge_once if spec["pattern"] == "once" else charge
+
     def script(session: str) -> Any:
         return scripted_stream_model(
             [tool_call_turn([tool_call("charge", {"session": session, "step": step})])
@@ -151,7 +186,7 @@ async def worker(spec: dict[str, Any]) -> dict[str, Any]:
             result = await run_from_checkpoint(
                 checkpoint=cp, commit=commit,
                 restore=lambda c: RestoredLoop(model=model,
-                                               runner=ToolRunner(run_tool_call=charge,
+                                               runner=ToolRunner(run_tool_call=run_tool_call,
                                                                  build_tools=lambda: tools),
                                                capture_bindings=lambda: c.bindings))
             assert result.stop_reason == "done", result.stop_reason
@@ -213,7 +248,7 @@ class Servers:
         try:
             if self.pg:
                 self.pg.start()
-                self._pg_sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+                self.sql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
             if self.rd:
                 self.rd.start()
         except BaseException:
@@ -235,7 +270,7 @@ class Servers:
             return self.rd.url
         return ""
 
-    def _pg_sql(self, sql: str) -> list[tuple[Any, ...]]:
+    def sql(self, sql: str) -> list[tuple[Any, ...]]:
         import psycopg
 
         assert self.pg
@@ -245,13 +280,13 @@ class Servers:
 
     def reset(self, kind: str) -> None:
         if kind == "postgres":
-            self._pg_sql("SELECT pg_stat_statements_reset()")
+            self.sql("SELECT pg_stat_statements_reset()")
         elif kind == "redis":
             self._redis("CONFIG", "RESETSTAT")
 
     def counts(self, kind: str) -> dict[str, int]:
         if kind == "postgres":
-            rows = self._pg_sql("SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements "
+            rows = self.sql("SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements "
                                 "WHERE query NOT ILIKE '%pg_stat_statements%'")
             return {"statements": int(rows[0][0])}
         if kind == "redis":
@@ -277,6 +312,10 @@ class Servers:
 
 def run(servers: Servers, kind: str, processes: int, args: argparse.Namespace) -> dict[str, Any]:
     prefix = f"pt_{kind}_{processes}_{os.getpid()}"
+    if kind == "postgres" and args.pattern == "once":  # the host's table the effect writes
+        servers.sql(f"CREATE SCHEMA {prefix}")
+        servers.sql(f"CREATE TABLE {prefix}.ledger (session text, step integer, "
+                    "PRIMARY KEY (session, step))")
     share = args.sessions // processes
     procs = []
     for i in range(processes):
@@ -284,6 +323,7 @@ def run(servers: Servers, kind: str, processes: int, args: argparse.Namespace) -
         spec = {"store": kind, "address": servers.address(kind), "prefix": prefix,
                 "first": i * share, "count": count, "steps": args.steps,
                 "concurrency": args.concurrency, "read_first": args.read_first,
+                "pattern": args.pattern,
                 "profile": args.profile == kind and i == 0,
                 "profile_rows": args.profile_rows}
         procs.append(subprocess.Popen([sys.executable, __file__, "worker", json.dumps(spec)],
@@ -332,8 +372,13 @@ def main() -> None:
                         help="sessions in flight per process")
     parser.add_argument("--processes", default="1,2,4")
     parser.add_argument("--stores", default="memory,postgres,redis")
+    parser.add_argument("--pattern", default="once", choices=("once", "claim"),
+                        help="once: charge's effect is a ledger row written with its receipt "
+                             "(complete_once); claim: an effect outside the store, so a claim "
+                             "before it and a completion after it")
     parser.add_argument("--read-first", action="store_true",
-                        help="read the receipt before claiming it (the older pattern)")
+                        help="with --pattern claim: read the receipt before claiming it "
+                             "(the older pattern)")
     parser.add_argument("--profile", default="", help="cProfile the first worker of this store "
                                                       "(to stderr)")
     parser.add_argument("--profile-rows", type=int, default=35,
@@ -352,7 +397,8 @@ def main() -> None:
             for processes in (int(n) for n in args.processes.split(",")):
                 rows.append(run(servers, kind, processes, args))
     print(f"{args.sessions} sessions x ({args.steps} tool turns + 1 answer), scripted stream "
-          f"model, {args.concurrency} sessions in flight per process, {os.cpu_count()} cores")
+          f"model, {args.concurrency} sessions in flight per process, {os.cpu_count()} cores, "
+          f"pattern {args.pattern}")
     print("| store | processes | CPU µs/turn | round trips/turn (client) | server per turn "
           "| sessions/s | turns/s |")
     print("|---|---|---|---|---|---|---|")
@@ -364,12 +410,14 @@ def main() -> None:
               f"| {r['round_trips_per_turn']:.2f} | {server} | {r['sessions_per_s']:.1f} "
               f"| {r['turns_per_s']:.0f} |")
     print("\nWall time from a charge's effect to its completion landing, and to the step's "
-          "checkpoint landing (median / p90, ms):")
+          "checkpoint landing (median / p90, ms; with --pattern once the effect and its "
+          "receipt land together):")
     print("| store | processes | effect → completion | effect → checkpoint |")
     print("|---|---|---|---|")
     for r in rows:
         (c50, c90), (s50, s90) = r["effect_to_complete_ms"], r["effect_to_save_ms"]
-        print(f"| {r['store']} | {r['processes']} | {c50:.2f} / {c90:.2f} | {s50:.2f} / {s90:.2f} |")
+        complete = f"{c50:.2f} / {c90:.2f}" if args.pattern == "claim" else "0 (one write)"
+        print(f"| {r['store']} | {r['processes']} | {complete} | {s50:.2f} / {s90:.2f} |")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
 

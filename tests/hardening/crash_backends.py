@@ -3,7 +3,8 @@ the ``charge`` effect's ledger written atomically with the receipt that complete
 
 Every backend gives the same async surface to the harness: checkpoints (``load`` / ``save`` /
 ``commit``), receipts (``read`` / ``claim``), ``complete_charge`` (the receipt and the ledger row in
-one transaction or script), and, for the parent, ``ledger()``.
+one transaction or script), ``once_charge`` (the same without a claim before it:
+``complete_once``), and, for the parent, ``ledger()``.
 """
 
 from __future__ import annotations
@@ -67,6 +68,21 @@ class CrashBackend:
             return bool(await self.store.complete_with(key, attempt, result, effect))
         row = json.dumps([session, step, attempt]).encode()
         return bool(await self.store.complete_with(key, attempt, result, outbox=("ledger", row)))
+
+    async def once_charge(self, key: ToolCallReceiptKey, result: str, session: str,
+                          step: int) -> Any:
+        """``complete_once``: the receipt completed by attempt 1 and its ledger row in one write,
+        or the receipt that already exists (nothing written)."""
+        if self.kind == "sqlite":
+            def write(db: Any) -> None:
+                db.execute("INSERT INTO ledger VALUES (?, ?, 1)", (session, step))
+
+            return await self.store.complete_once(key, result, write)
+        if self.kind == "postgres":
+            return await self.store.complete_once(key, result, [(
+                f"INSERT INTO {self.namespace}.ledger VALUES (%s, %s, 1)", (session, step))])
+        row = json.dumps([session, step, 1]).encode()
+        return await self.store.complete_once(key, result, outbox=("ledger", row))
 
     async def ledger(self) -> list[tuple[str, int, int]]:
         if self.kind == "sqlite":

@@ -81,7 +81,7 @@ def responder() -> Any:
 # ---- the child: run every unfinished session from the shared backend --------------------------
 
 async def run_child(backend_kind: str, target: str, namespace: str, base_url: str,
-                    sessions: int) -> None:
+                    sessions: int, pattern: str = "once") -> None:
     import anyio
     import httpx
 
@@ -123,26 +123,34 @@ async def run_child(backend_kind: str, target: str, namespace: str, base_url: st
         args = json.loads(call.arguments)
         key = ToolCallReceiptKey(tenant_id=TENANT, run_id=args["session"], tool_name=call.name,
                                  args_hash=tool_call_args_hash(args))
+        result = f"charged {args['amount']} for {args['session']}:{args['step']}"
+        if pattern == "once":
+            # The ledger row is written with the receipt, so a call no attempt has touched
+            # needs no claim: one write records both (or finds the receipt another wrote).
+            await anyio.sleep(0.002)  # the work before the write: a kill can land here
+            state = await store.once_charge(key, result, args["session"], args["step"])
+            if state is None:
+                return ToolResult(content=result)
+        else:
+            state = await store.read(key)
         while True:
             # The receipt is the effect's trail (both land in one transaction), so an expired
             # running receipt is safe to reclaim: decided as a resumable effect.
-            decision = decide_tool_call_receipt(state=await store.read(key), effect="resumable",
-                                                now=store.now)
+            decision = decide_tool_call_receipt(state=state, effect="resumable", now=store.now)
             if isinstance(decision, ReceiptReplay):
                 return ToolResult(content=str(decision.result))
             if isinstance(decision, ReceiptWait):
                 await anyio.sleep(max(0.0, decision.lease_expires_at_ms - store.now()) / 1000)
-                continue
-            if isinstance(decision, ReceiptAmbiguous):  # cannot happen with this fence
+            elif isinstance(decision, ReceiptAmbiguous):  # cannot happen with this fence
                 raise RuntimeError(decision.reason)
-            assert isinstance(decision, ReceiptExecute)
-            if not await store.claim(key, decision.attempt, LEASE_MS):
-                continue
-            await anyio.sleep(0.002)  # the effect takes a moment: a kill can land mid-effect
-            result = f"charged {args['amount']} for {args['session']}:{args['step']}"
-            if await store.complete_charge(key, decision.attempt, result, args["session"],
-                                           args["step"]):
-                return ToolResult(content=result)
+            else:
+                assert isinstance(decision, ReceiptExecute)
+                if await store.claim(key, decision.attempt, LEASE_MS):
+                    await anyio.sleep(0.002)  # the effect takes a moment: a kill can land mid-effect
+                    if await store.complete_charge(key, decision.attempt, result,
+                                                   args["session"], args["step"]):
+                        return ToolResult(content=result)
+            state = await store.read(key)
 
     async def one(n: int) -> None:
         ident = f"s{n:03d}"
@@ -220,17 +228,22 @@ class Target:
     kind: str
     address: str
     namespace: str
+    pattern: str = "once"
+    """How ``charge`` records its effect: ``once`` (``complete_once``: the receipt and the ledger
+    row in one write, the claim protocol only when a receipt exists) or ``claim`` (claim, then
+    ``complete_with``)."""
 
     def for_run(self, workdir: Path, name: str) -> Target:
         if self.kind == "sqlite":
-            return Target("sqlite", str(workdir / f"{name}.db"), name)
-        return Target(self.kind, self.address, f"{self.namespace}_{name}")
+            return Target("sqlite", str(workdir / f"{name}.db"), name, self.pattern)
+        return Target(self.kind, self.address, f"{self.namespace}_{name}", self.pattern)
 
 
 def _spawn(target: Target, base_url: str, sessions: int) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, __file__, "child", "--backend", target.kind, "--target", target.address,
-         "--namespace", target.namespace, "--base-url", base_url, "--sessions", str(sessions)],
+         "--namespace", target.namespace, "--base-url", base_url, "--sessions", str(sessions),
+         "--pattern", target.pattern],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -331,7 +344,8 @@ class Faults:
 def run_crash_test(*, kills: int, sessions: int, seed: int, workdir: Path,
                    max_restarts: int | None = None, backend: str = "sqlite", address: str = "",
                    processes: int = 1, server: Any = None, faults: bool = False,
-                   restarts: int = 0, blackhole_share: float = 0.0) -> Report:
+                   restarts: int = 0, blackhole_share: float = 0.0,
+                   pattern: str = "once") -> Report:
     """``processes`` children share the backend and all run every session (the revision fence
     and the receipts sort them out); the parent SIGKILLs one of them at seeded random moments
     and starts a replacement, until every session of the trial is finished. With ``faults``
@@ -342,7 +356,7 @@ def run_crash_test(*, kills: int, sessions: int, seed: int, workdir: Path,
     report = Report()
     started = time.perf_counter()
     limit = max_restarts if max_restarts is not None else 20 * kills + 100
-    base = Target(backend, address, f"crash{seed}_{os.getpid()}")
+    base = Target(backend, address, f"crash{seed}_{os.getpid()}", pattern)
     fx = (Faults(backend, address, server, restarts=restarts, blackhole_share=blackhole_share,
                  kills=kills) if faults and backend in ("postgres", "redis") else None)
     try:
@@ -454,11 +468,14 @@ def main() -> None:
                                                      "address (child)")
     parser.add_argument("--namespace", default="")
     parser.add_argument("--base-url")
+    parser.add_argument("--pattern", default="once", choices=("once", "claim"),
+                        help="how charge records its effect: complete_once (the default), or "
+                             "a claim then complete_with")
     args = parser.parse_args()
     if args.mode == "child":
         import anyio
         anyio.run(run_child, args.backend, args.target, args.namespace, args.base_url,
-                  args.sessions)
+                  args.sessions, args.pattern)
         return
     if args.backend == "temporal":
         import anyio
@@ -481,7 +498,8 @@ def main() -> None:
                                     workdir=Path(tmp), backend=args.backend, address=address,
                                     processes=args.processes, server=server,
                                     faults=not args.no_faults, restarts=args.restarts,
-                                    blackhole_share=args.blackholes)
+                                    blackhole_share=args.blackholes, pattern=args.pattern)
+            report.notes.append(f"effect pattern: {args.pattern}")
     finally:
         if server is not None:
             server.close()

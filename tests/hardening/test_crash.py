@@ -32,6 +32,13 @@ def test_several_processes_share_sqlite_through_kills(tmp_path: Path) -> None:
     _check(run_crash_test(kills=3, sessions=3, seed=8, workdir=tmp_path, processes=2), 3)
 
 
+def test_the_claim_pattern_survives_sigkill_too(tmp_path: Path) -> None:
+    """The charge claims its receipt before the effect and completes it after (the pattern for
+    an effect outside the store), instead of ``complete_once``."""
+    _check(run_crash_test(kills=4, sessions=3, seed=10, workdir=tmp_path, processes=2,
+                          pattern="claim"), 4)
+
+
 @pytest.fixture(params=["postgres", "redis"])
 def shared(request: pytest.FixtureRequest) -> Iterator[tuple[str, str, Any]]:
     kind = str(request.param)
@@ -52,11 +59,12 @@ def shared(request: pytest.FixtureRequest) -> Iterator[tuple[str, str, Any]]:
         server.close()
 
 
+@pytest.mark.parametrize("pattern", ["once", "claim"])
 def test_several_processes_share_a_server_through_kills_cuts_and_a_restart(
-        tmp_path: Path, shared: tuple[str, str, Any]) -> None:
+        tmp_path: Path, shared: tuple[str, str, Any], pattern: str) -> None:
     kind, address, server = shared
     report = run_crash_test(kills=3, sessions=3, seed=9, workdir=tmp_path, backend=kind,
                             address=address, processes=2, server=server, faults=True,
-                            restarts=1)
+                            restarts=1, pattern=pattern)
     _check(report, 3)
     assert report.server_restarts == (server is not None), report.lines()

@@ -55,6 +55,8 @@ class CuttingProxy:
         """Faults that fired (cuts and blackholes)."""
         self.blackholes = 0
         self.refusals = 0
+        self.client_chunks = 0
+        """Chunks read from clients: a client that pipelines sends its statements in one."""
         self.server_ended_blackholed = threading.Event()
         """Set once the server closed a connection this proxy had blackholed (its own timeout
         ended the session the client could no longer reach)."""
@@ -147,6 +149,8 @@ class CuttingProxy:
                     if blackholed:
                         continue  # read and dropped: nothing crosses any more
                     if sock is client:
+                        with self._lock:
+                            self.client_chunks += 1
                         loading = self._loading_reply(chunk)
                         if loading is not None:
                             client.sendall(loading)

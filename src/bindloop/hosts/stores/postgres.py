@@ -75,7 +75,7 @@ import asyncio
 import math
 import re
 import select
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -223,6 +223,9 @@ class PostgresStore:
         """The prepared statements by name: the name on the wire, the SQL, the parameters'
         formats."""
         self._formats = self._psycopg.adapt.PyFormat
+        self._numbered: dict[str, bytes] = {}
+        self._host_sql: dict[str, tuple[bytes, int]] = {}
+        """The host's ``complete_once`` statements converted so far, with their parameter counts."""
         self._prepared: dict[AsyncConnection[Any], _Prepared] = {}
         """Per pooled connection (forgotten when it is closed): see :meth:`_command`."""
 
@@ -406,6 +409,56 @@ class PostgresStore:
         count = result.command_tuples
         return result.ntuples if count is None else count
 
+    def _t_sql(self, query: str) -> bytes:
+        """One of the store's own statements, its tables named and its placeholders numbered."""
+        numbered = self._numbered.get(query)
+        if numbered is None:  # the statements are a fixed set: each is converted once
+            numbered = self._numbered[query] = _host_statement(
+                query.format(**self._t), query.count("%s") * ("",))[0]
+        return numbered
+
+    def _host_statement(self, sql: object, params: object) -> tuple[bytes, tuple[Any, ...]]:
+        """:func:`_host_statement`, its conversion kept for the statements a host repeats (a
+        bounded number of them: a host that builds its SQL anew each time is converted each
+        time)."""
+        if isinstance(sql, str) and isinstance(params, (tuple, list)):
+            known = self._host_sql.get(sql)
+            if known is not None and known[1] == len(params):
+                return known[0], tuple(params)
+        numbered, values = _host_statement(sql, params)
+        if len(self._host_sql) < _HOST_STATEMENTS_KEPT:
+            self._host_sql[str(sql)] = (numbered, len(values))
+        return numbered, values
+
+    async def _pipeline(self, conn: AsyncConnection[Any],
+                        statements: Sequence[tuple[bytes, tuple[Any, ...]]]) -> None:
+        """Send ``statements`` (SQL with ``$n`` placeholders, and their parameters) in one libpq
+        pipeline ended by one ``Sync``: one round trip, and one implicit transaction, so they
+        land together or not at all. The first error result is raised as psycopg's exception
+        for it, once every result is read (the connection is left idle). Parameters are adapted
+        by psycopg's own dumpers before anything is sent, as ``conn.execute`` adapts them."""
+        from psycopg import errors
+
+        prepared = self._prepared.get(conn)
+        if prepared is None:
+            prepared = self._prepared[conn] = _Prepared(conn)
+        adapt = prepared.adapt
+        dumped = []
+        for sql, params in statements:
+            values = adapt.dump_sequence(params, (self._formats.AUTO,) * len(params))
+            dumped.append((sql, values, adapt.types, adapt.formats))
+        pg = conn.pgconn
+        pg.enter_pipeline_mode()
+        for sql, values, types, formats in dumped:
+            pg.send_query_params(sql, values, types, formats)
+        pg.pipeline_sync()
+        self.round_trips += 1
+        results = await _results(conn, until_sync=True)
+        pg.exit_pipeline_mode()
+        for result in results:
+            if result.status == _FATAL_ERROR:
+                raise errors.error_from_result(result, encoding=conn.info.encoding)
+
     @asynccontextmanager
     async def _transaction(self, conn: AsyncConnection[Any]) -> AsyncIterator[None]:
         self.round_trips += 2  # BEGIN and COMMIT
@@ -523,12 +576,7 @@ class PostgresStore:
             return await cur.fetchone()
 
         row = await self._op("read", body, retries=1)
-        if row is None:
-            return None
-        try:
-            return _receipt(row)
-        except (msgspec.DecodeError, TypeError, ValueError) as exc:
-            raise StoreError(self.name, "read", f"receipt {k!r} is unreadable: {exc}") from exc
+        return None if row is None else _decoded(row, k, "read")
 
     async def claim(self, key: ToolCallReceiptKey, attempt: int, lease_ms: float) -> bool:
         k, attempt, lease = key_parts(key), check_attempt(attempt), check_lease(lease_ms)
@@ -588,6 +636,56 @@ class PostgresStore:
 
     async def complete(self, key: ToolCallReceiptKey, attempt: int, result: Any) -> bool:
         return await self.complete_with(key, attempt, result)
+
+    async def complete_once(self, key: ToolCallReceiptKey, result: Any,
+                            writes: Sequence[tuple[str, Sequence[Any]]] = ()
+                            ) -> ReceiptState | None:
+        """Record a call no attempt has touched as completed by attempt 1 with ``result``, and run
+        ``writes`` (the host's own statements, ``%s`` placeholders, each with its parameters) in
+        the same transaction: one round trip, the claim skipped because the effect and its
+        receipt land together or not at all.
+
+        ``None``: both landed. Otherwise the receipt already existed: nothing was written, and
+        the receipt found is returned as :meth:`read` gives it (a second round trip, on this rare
+        path), for :func:`~bindloop.run.decide_tool_call_receipt`. ``writes`` are sent with the
+        receipt's insert, in one pipeline and its implicit transaction, so they cannot depend on
+        each other's results; statements that end or open a transaction (``COMMIT``, ``BEGIN``)
+        are refused. A statement that fails rolls everything back and raises
+        :class:`~bindloop.stores.StoreError`."""
+        k = key_parts(key)
+        encoded = msgspec.json.encode(result)
+        statements = [self._host_statement(sql, params) for sql, params in writes]
+
+        async def insert(conn: AsyncConnection[Any]) -> bool:
+            if not statements:  # one statement: its own transaction, one round trip
+                return await self._command(
+                    conn, "complete_once", "INSERT INTO {receipts} VALUES (%s, %s, %s, %s, "
+                          "'completed', 1, NULL, %s, NULL) ON CONFLICT DO NOTHING",
+                    (*k, encoded)) == 1
+            try:
+                await self._pipeline(conn, [(self._t_sql(
+                    "INSERT INTO {receipts} VALUES (%s, %s, %s, %s, 'completed', 1, NULL, %s, "
+                    "NULL)"), (*k, encoded)), *statements])
+            except self._psycopg.errors.UniqueViolation as exc:
+                if exc.diag.constraint_name != "receipts_pkey":
+                    raise  # the host's own table refused a row: its error, not ours
+                return False
+            return True
+
+        async def body(conn: AsyncConnection[Any]) -> ReceiptState | None | _Absent:
+            if await insert(conn):
+                return None
+            cur = await self._execute(conn, "SELECT status, attempt, lease_expires_at_ms, "
+                                            f"result, error FROM {{receipts}} WHERE {_KEY}", k)
+            row = await cur.fetchone()
+            return _ABSENT if row is None else _decoded(row, k, "complete_once")
+
+        for _ in range(3):  # deleted between the refused insert and the read: try again
+            found = await self._op("complete_once", body)
+            if not isinstance(found, _Absent):
+                return found
+        raise StoreError(self.name, "complete_once", f"receipt {k!r} kept appearing and "
+                         "vanishing (deleted while being recorded): nothing was written")
 
     async def fail(self, key: ToolCallReceiptKey, attempt: int, error: str | None) -> bool:
         k, attempt = key_parts(key), check_attempt(attempt)
@@ -691,6 +789,57 @@ class PostgresStore:
         await self._op("renew_slots", body)
 
 
+def _decoded(row: tuple[Any, ...], key: tuple[str, ...], operation: str) -> ReceiptState:
+    """The receipt in a row of the receipts table; an unreadable one is a :class:`StoreError`."""
+    try:
+        return _receipt(row)
+    except (msgspec.DecodeError, TypeError, ValueError) as exc:
+        raise StoreError(PostgresStore.name, operation,
+                         f"receipt {key!r} is unreadable: {exc}") from exc
+
+
+class _Absent:
+    """What :meth:`PostgresStore.complete_once` found when a refused insert's receipt was gone
+    by the time it was read."""
+
+
+_ABSENT = _Absent()
+_HOST_STATEMENTS_KEPT = 256
+_PLACEHOLDER = re.compile(r"%(.|$)", re.S)
+_TRANSACTION_CONTROL = frozenset(("begin", "start", "commit", "end", "rollback", "abort",
+                                  "savepoint", "release", "prepare", "set"))
+
+
+def _host_statement(sql: object, params: object) -> tuple[bytes, tuple[Any, ...]]:
+    """One of the host's statements for :meth:`PostgresStore.complete_once`, its ``%s``
+    placeholders numbered for the extended protocol (``%%`` is a literal ``%``)."""
+    if not isinstance(sql, str) or not sql.strip():
+        raise UsageError(f"a write must be an SQL statement (str), got {sql!r}")
+    if isinstance(params, (str, bytes)) or not isinstance(params, (tuple, list)):
+        raise UsageError(f"a write's parameters must be a tuple or list, got "
+                         f"{type(params).__name__}")
+    first = sql.split(None, 1)[0].lower().rstrip(";")
+    if first in _TRANSACTION_CONTROL:
+        raise UsageError(f"a write runs inside the receipt's transaction: {first.upper()} is "
+                         "not allowed there")
+    count = 0
+
+    def number(match: re.Match[str]) -> str:
+        nonlocal count
+        if match.group(1) == "%":
+            return "%"
+        if match.group(1) != "s":
+            raise UsageError(f"a write's placeholders are %s (and %% for a literal %), got "
+                             f"{match.group(0)!r}")
+        count += 1
+        return f"${count}"
+
+    numbered = _PLACEHOLDER.sub(number, sql)
+    if count != len(params):
+        raise UsageError(f"a write has {count} placeholders and {len(params)} parameters")
+    return numbered.encode(), tuple(params)
+
+
 def _receipt(row: tuple[Any, ...]) -> ReceiptState:
     status, attempt, lease, result, error = row
     if not isinstance(attempt, int):
@@ -779,6 +928,23 @@ async def _result(conn: AsyncConnection[Any]) -> PGresult:
     ``psycopg.OperationalError``. Cancellable: the caller discards the connection then."""
     from psycopg import errors
 
+    results = await _results(conn, until_sync=False)
+    for result in results:
+        if result.status == _FATAL_ERROR:
+            raise errors.error_from_result(result, encoding=conn.info.encoding)
+    if len(results) != 1 or results[0].status not in (_COMMAND_OK, _TUPLES_OK):
+        raise errors.InternalError(f"unexpected results: "
+                                   f"{[r.status for r in results]}")
+    return results[0]
+
+
+async def _results(conn: AsyncConnection[Any], *, until_sync: bool) -> list[PGresult]:
+    """Send what is queued on ``conn``'s libpq connection and read its results: up to libpq's
+    end marker, or (``until_sync``, in pipeline mode) up to the pipeline's sync point, past the
+    end marker of each statement. A lost connection raises ``psycopg.OperationalError`` unless
+    the server sent an error first (then that error is among the results)."""
+    from psycopg import errors
+
     pg = conn.pgconn
     loop = asyncio.get_running_loop()
     fd = pg.socket
@@ -805,6 +971,10 @@ async def _result(conn: AsyncConnection[Any]) -> PGresult:
                 pg.consume_input()
             result = pg.get_result()
             if result is None:
+                if until_sync:
+                    continue  # the end of one statement's results
+                break
+            if until_sync and result.status == _PIPELINE_SYNC:
                 break
             results.append(result)
     except errors.DatabaseError:
@@ -812,16 +982,10 @@ async def _result(conn: AsyncConnection[Any]) -> PGresult:
         # timeout, a terminated backend): the error it sent is the one to report.
         if not any(r.status == _FATAL_ERROR for r in results):
             raise
-    for result in results:
-        if result.status == _FATAL_ERROR:
-            raise errors.error_from_result(result, encoding=conn.info.encoding)
-    if len(results) != 1 or results[0].status not in (_COMMAND_OK, _TUPLES_OK):
-        raise errors.InternalError(f"unexpected results: "
-                                   f"{[r.status for r in results]}")
-    return results[0]
+    return results
 
 
-_COMMAND_OK, _TUPLES_OK, _FATAL_ERROR = 1, 2, 7  # libpq's ExecStatusType
+_COMMAND_OK, _TUPLES_OK, _FATAL_ERROR, _PIPELINE_SYNC = 1, 2, 7, 10  # libpq's ExecStatusType
 _IDLE = 0  # libpq's PGTransactionStatusType: no transaction open
 
 

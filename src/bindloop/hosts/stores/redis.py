@@ -74,6 +74,7 @@ __all__ = ("DEFAULT_STARTUP_WAIT_S", "SCHEMA_VERSION", "RedisStore")
 SCHEMA_VERSION = 2
 DEFAULT_STARTUP_WAIT_S = 30.0
 """How long an operation waits for a server still loading its dataset."""
+_RECEIPT_FIELDS = ("status", "attempt", "lease", "result", "error")
 
 _SAVE = """
 local cur = redis.call('HGET', KEYS[1], 'revision')
@@ -119,6 +120,18 @@ if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], ARGV[3], ARGV[4]) end
 if KEYS[2] then redis.call('RPUSH', KEYS[2], ARGV[5]) end
 return 1
 """
+
+# A fresh call recorded completed by attempt 1 (with its outbox value) in one write, leaving the
+# fields a claim of attempt 1 then its completion would; an existing receipt is left alone and its
+# fields returned. KEYS: receipt (, outbox list). ARGV: result, outbox value ('' for none).
+_ONCE = """
+local st = redis.call('HMGET', KEYS[1], %s)
+if st[1] then return st end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'status', 'completed', 'attempt', '1', 'result', ARGV[1])
+if KEYS[2] then redis.call('RPUSH', KEYS[2], ARGV[2]) end
+return 1
+""" % ", ".join(f"'{field}'" for field in _RECEIPT_FIELDS)
 
 # KEYS: window zset, sequence counter, running total. ARGV: window_ms, limit, amount, now.
 # The total is kept beside the window so an admission does not sum the whole window.
@@ -233,7 +246,7 @@ class RedisStore:
             retry=redis.asyncio.retry.Retry(redis.backoff.NoBackoff(), 0), retry_on_error=[])
         self._scripts = {name: (src, hashlib.sha1(src.encode()).hexdigest()) for name, src in (
             ("save", _SAVE), ("claim", _CLAIM), ("renew", _RENEW), ("settle", _SETTLE),
-            ("admit", _ADMIT), ("charge", _CHARGE), ("enter", _ENTER),
+            ("once", _ONCE), ("admit", _ADMIT), ("charge", _CHARGE), ("enter", _ENTER),
             ("renew_slots", _RENEW_SLOTS))}
         self._idle: list[Any] = []
         self._ready = False
@@ -359,9 +372,14 @@ class RedisStore:
 
     async def read(self, key: ToolCallReceiptKey) -> ReceiptState | None:
         row = await self._call("read", None, [], [], retries=1, command=(
-            "HMGET", self._rc(key), "status", "attempt", "lease", "result", "error"))
-        if not isinstance(row, list) or len(row) != 5:
-            raise StoreError(self.name, "read", f"unexpected reply {type(row).__name__}")
+            "HMGET", self._rc(key), *_RECEIPT_FIELDS))
+        return self._receipt("read", row)
+
+    def _receipt(self, operation: str, row: object) -> ReceiptState | None:
+        """The receipt whose :data:`_RECEIPT_FIELDS` values (``None`` where unset) are ``row``;
+        ``None`` when it has no status (no receipt)."""
+        if not isinstance(row, list) or len(row) != len(_RECEIPT_FIELDS):
+            raise StoreError(self.name, operation, f"unexpected reply {type(row).__name__}")
         if row[0] is None:
             return None
         try:
@@ -375,7 +393,7 @@ class RedisStore:
                                      else msgspec.json.decode(row[4], type=str))
             raise ValueError(f"unknown status {status!r}")
         except (msgspec.DecodeError, TypeError, ValueError, AttributeError) as exc:
-            raise StoreError(self.name, "read", f"receipt is unreadable: {exc}") from exc
+            raise StoreError(self.name, operation, f"receipt is unreadable: {exc}") from exc
 
     async def claim(self, key: ToolCallReceiptKey, attempt: int, lease_ms: float) -> bool:
         attempt, lease = check_attempt(attempt), check_lease(lease_ms)
@@ -395,10 +413,35 @@ class RedisStore:
         ``outbox[0]`` (under the prefix) — a side effect that lands exactly when the receipt
         does. ``False``: the attempt no longer owns the receipt; nothing was written."""
         attempt = check_attempt(attempt)
-        keys = [self._rc(key)] + ([f"{self.prefix}{outbox[0]}"] if outbox else [])
+        keys = [self._rc(key)] + ([self._list(outbox[0])] if outbox else [])
         args = [attempt, "completed", "result", msgspec.json.encode(result),
                 outbox[1] if outbox else b""]
         return self._fenced(await self._call("complete", "settle", keys, args))
+
+    async def complete_once(self, key: ToolCallReceiptKey, result: Any, *,
+                            outbox: tuple[str, bytes] | None = None) -> ReceiptState | None:
+        """Record a call no attempt has touched as completed by attempt 1 with ``result`` and, in
+        the same atomic script, append ``outbox[1]`` to the list ``outbox[0]`` (under the
+        prefix), as :meth:`complete_with` does: one round trip, for an effect that lives in this
+        Redis (a claim would buy nothing — the receipt and the effect land together or not at
+        all). The receipt written is the one ``claim(key, 1, ...)`` then ``complete(key, 1,
+        result)`` would leave.
+
+        ``None``: written. A receipt that exists (any status, even a running one whose lease has
+        ended) is left alone, the outbox untouched, and returned as :meth:`read` would return it,
+        from the same round trip — the caller goes on with
+        :func:`~bindloop.run.decide_tool_call_receipt`. A lost connection raises
+        :class:`~bindloop.stores.StoreError` without a retry (whether it landed is unknown, as
+        for :meth:`complete_with`)."""
+        keys = [self._rc(key)] + ([self._list(outbox[0])] if outbox else [])
+        args = [msgspec.json.encode(result), outbox[1] if outbox else b""]
+        answer = await self._call("complete_once", "once", keys, args)
+        if answer == 1:
+            return None
+        found = self._receipt("complete_once", answer)
+        if found is None:
+            raise StoreError(self.name, "complete_once", f"unexpected reply {answer!r}")
+        return found
 
     async def complete(self, key: ToolCallReceiptKey, attempt: int, result: Any) -> bool:
         return await self.complete_with(key, attempt, result)
@@ -480,8 +523,12 @@ class RedisStore:
     async def outbox(self, name: str) -> list[bytes]:
         """The values appended to the outbox list ``name`` so far (see :meth:`complete_with`)."""
         values = await self._call("outbox", None, [], [], retries=1,
-                                  command=("LRANGE", f"{self.prefix}{name}", 0, -1))
+                                  command=("LRANGE", self._list(name), 0, -1))
         return list(values)
+
+    def _list(self, name: str) -> str:
+        """The key of the outbox list ``name``."""
+        return f"{self.prefix}{name}"
 
 
 def _pack(command: Sequence[object]) -> bytes:
