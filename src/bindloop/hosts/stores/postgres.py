@@ -417,7 +417,7 @@ class PostgresStore:
                 query.format(**self._t), query.count("%s") * ("",))[0]
         return numbered
 
-    def _host_statement(self, sql: object, params: object) -> tuple[bytes, tuple[Any, ...]]:
+    def _converted(self, sql: object, params: object) -> tuple[bytes, tuple[Any, ...]]:
         """:func:`_host_statement`, its conversion kept for the statements a host repeats (a
         bounded number of them: a host that builds its SQL anew each time is converted each
         time)."""
@@ -654,7 +654,7 @@ class PostgresStore:
         :class:`~bindloop.stores.StoreError`."""
         k = key_parts(key)
         encoded = msgspec.json.encode(result)
-        statements = [self._host_statement(sql, params) for sql, params in writes]
+        statements = [self._converted(sql, params) for sql, params in writes]
 
         async def insert(conn: AsyncConnection[Any]) -> bool:
             if not statements:  # one statement: its own transaction, one round trip
