@@ -140,6 +140,46 @@ def _storable(cp: LoopCheckpoint, previous: LoopCheckpoint) -> LoopCheckpoint:
             f"{_culprit(cp, exc.field)}") from exc
 
 
+class _Commits:
+    """A run's boundaries, each committed as a checkpoint one revision after the latest: one
+    object rather than a closure and its cells, since it lives across every await of the run."""
+
+    __slots__ = ("commit", "latest", "restored", "start")
+
+    def __init__(self, start: LoopCheckpoint, restored: RestoredLoop, commit: CommitFn) -> None:
+        self.start = self.latest = start
+        self.restored = restored
+        self.commit = commit
+
+    async def on_boundary(self, b: LoopBoundary) -> BoundaryDecision:
+        if b.final and b.stop_reason == "checkpointed":
+            return "checkpoint"  # committed at the boundary that asked to stop; nothing changed since
+        captured = await _resolve(self.restored.capture_bindings())
+        if not isinstance(captured, LoopBindings):
+            raise PortContractError(
+                f"capture_bindings returned {type(captured).__name__}; expected LoopBindings")
+        st, start, latest = b.state, self.start, self.latest
+        cp = LoopCheckpoint(
+            execution_id=start.execution_id,
+            revision=latest.revision + 1,
+            status="ready" if not b.final else status_of_stop(str(b.stop_reason)),
+            max_iterations=start.max_iterations,
+            iterations=start.iterations + b.iterations,
+            messages=tuple(st.messages),
+            open_suspends=tuple(st.open_suspends),
+            stats=accumulate_run(start.stats, b.stats),
+            counters=st.counters,
+            bindings=copy_bindings(captured, "capture_bindings()"),
+            lineage=start.lineage,
+        )
+        cp = _storable(cp, latest)
+        decision = await _resolve(self.commit(cp))
+        if decision not in ("continue", "checkpoint"):
+            raise PortContractError(f"commit returned {decision!r}; expected 'continue' or 'checkpoint'")
+        self.latest = cp
+        return "checkpoint" if decision == "checkpoint" else "continue"
+
+
 async def run_from_checkpoint(*, checkpoint: LoopCheckpoint, restore: RestoreFn,
                               commit: CommitFn) -> CheckpointRunResult:
     """Run the loop from ``checkpoint`` and commit every settled checkpoint it passes.
@@ -171,39 +211,10 @@ async def run_from_checkpoint(*, checkpoint: LoopCheckpoint, restore: RestoreFn,
     if not isinstance(restored, RestoredLoop):
         raise PortContractError(f"restore returned {type(restored).__name__}; expected RestoredLoop")
     state = _state_of(start)
-    latest = start
-
-    async def on_boundary(b: LoopBoundary) -> BoundaryDecision:
-        nonlocal latest
-        if b.final and b.stop_reason == "checkpointed":
-            return "checkpoint"  # committed at the boundary that asked to stop; nothing changed since
-        captured = await _resolve(restored.capture_bindings())
-        if not isinstance(captured, LoopBindings):
-            raise PortContractError(
-                f"capture_bindings returned {type(captured).__name__}; expected LoopBindings")
-        st = b.state
-        cp = LoopCheckpoint(
-            execution_id=start.execution_id,
-            revision=latest.revision + 1,
-            status="ready" if not b.final else status_of_stop(str(b.stop_reason)),
-            max_iterations=start.max_iterations,
-            iterations=start.iterations + b.iterations,
-            messages=tuple(st.messages),
-            open_suspends=tuple(st.open_suspends),
-            stats=accumulate_run(start.stats, b.stats),
-            counters=st.counters,
-            bindings=copy_bindings(captured, "capture_bindings()"),
-            lineage=start.lineage,
-        )
-        cp = _storable(cp, latest)
-        decision = await _resolve(commit(cp))
-        if decision not in ("continue", "checkpoint"):
-            raise PortContractError(f"commit returned {decision!r}; expected 'continue' or 'checkpoint'")
-        latest = cp
-        return "checkpoint" if decision == "checkpoint" else "continue"
-
+    commits = _Commits(start, restored, commit)
     result = await run_tool_loop(_params(restored, state, start.max_iterations - start.iterations),
-                                 LoopControl(on_boundary=on_boundary))
+                                 LoopControl(on_boundary=commits.on_boundary))
+    latest = commits.latest
     return CheckpointRunResult(
         checkpoint=latest, stop_reason=result.stop_reason, stats=result.stats,
         cumulative_stats=latest.stats, iterations=result.iterations, final_turn=result.final_turn)

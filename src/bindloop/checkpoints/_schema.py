@@ -64,7 +64,10 @@ def stop_of_status(status: CheckpointStatus) -> StopReason:
     return _STOP_OF_STATUS[status]
 
 
-class LoopBindings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+# Untracked by the cyclic collector (``gc=False``): its dicts hold JSON values (a checkpoint's are
+# fresh copies), which cannot refer back to it, and every checkpoint a run keeps holds one.
+class LoopBindings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
+                   gc=False):
     """What the host pins an execution to, as JSON objects: ``config`` (model id, prompt and tool
     versions, any setting a replay must reuse) and ``environment`` (a descriptor of the workspace or
     sandbox the tools act on). bindloop only stores them; ``restore`` verifies or re-creates them
@@ -74,7 +77,9 @@ class LoopBindings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     environment: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-class CheckpointLineage(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+# Untracked by the cyclic collector (``gc=False``): strings and numbers only.
+class CheckpointLineage(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
+                        gc=False):
     """Where a fork came from: its parent's identity and revision, and the parent's consumed
     iterations and transcript length at the fork point."""
 

@@ -145,8 +145,12 @@ def _shown(value: object) -> str:
     return type(value).__name__
 
 
+# The four message types are never tracked by the cyclic garbage collector (``gc=False``): a message
+# holds strings and parts, which hold strings, so it cannot be part of a reference cycle, and a run
+# keeps its transcript alive across every await, where each tracked message would be walked again
+# by every full collection.
 class SystemMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role", tag="system",
-                    omit_defaults=True):
+                    omit_defaults=True, gc=False):
     content: Content
 
     def __post_init__(self) -> None:
@@ -155,7 +159,7 @@ class SystemMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role",
 
 
 class UserMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role", tag="user",
-                  omit_defaults=True):
+                  omit_defaults=True, gc=False):
     content: Content
     name: str | None = None
 
@@ -167,7 +171,7 @@ class UserMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role", t
 
 
 class AssistantMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role",
-                       tag="assistant", omit_defaults=True):
+                       tag="assistant", omit_defaults=True, gc=False):
     """``content`` is ``None`` for a turn that only called tools; reasoning parts, when kept, sit in a
     content tuple ahead of the text."""
 
@@ -184,7 +188,7 @@ class AssistantMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="rol
 
 
 class ToolMessage(msgspec.Struct, frozen=True, kw_only=True, tag_field="role", tag="tool",
-                  omit_defaults=True):
+                  omit_defaults=True, gc=False):
     """The answer to one tool call. ``is_error`` marks a failed or refused call (Anthropic's
     ``is_error``); the content then holds the error encoding of :func:`encode_tool_error`."""
 

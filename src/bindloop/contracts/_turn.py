@@ -215,7 +215,8 @@ class CompactionApplied(msgspec.Struct, frozen=True, kw_only=True):
     cost: int = 0
 
 
-class ToolTime(msgspec.Struct, frozen=True, kw_only=True):
+# Untracked by the cyclic collector (``gc=False``; two numbers), as RunStats below.
+class ToolTime(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Per-tool breakdown: how many calls of this tool ran and the milliseconds they took."""
 
     calls: int = 0
@@ -227,7 +228,9 @@ def _tool_times() -> dict[str, ToolTime]:
     return {}
 
 
-class RunStats(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+# Untracked by the cyclic collector (``gc=False``): counts and per-tool figures cannot form a cycle,
+# and every checkpoint a run keeps across its awaits holds one.
+class RunStats(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """What a run (or one invocation of it) did. Immutable; the ``accumulate_*`` folds return new values.
 
     ``turns`` counts model turns (never compactions), so it stays comparable with ``max_iterations``;

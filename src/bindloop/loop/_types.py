@@ -53,7 +53,9 @@ class OpenSuspend(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     state: str | None = None
 
 
-class LoopCounters(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+# Untracked by the cyclic collector (``gc=False``): numbers only, and every checkpoint holds one.
+class LoopCounters(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
+                   gc=False):
     """The loop's own figures, beside the spend in :class:`~bindloop.contracts.RunStats`: tool calls
     the model *requested* (``RunStats.tool_calls`` counts calls that ran) and the latest turn's token
     figures, which a compaction policy reads. ``has_fresh_token_count`` says the latest turn reported
