@@ -211,3 +211,29 @@ async def test_concurrent_callers_one_lands(
     assert isinstance(stored, ReceiptCompleted)
     assert all(a == stored for a in answers if a is not None)
     assert await _rows(postgres_dsn, f"SELECT note FROM {ledger}") == [(f"by {stored.result}",)]
+
+
+async def test_a_host_table_named_receipts_is_not_taken_for_the_store_s(
+        proxied: tuple[PostgresStore, CuttingProxy, str], postgres_dsn: str,
+        namespace: str) -> None:
+    """A conflict in the host's own table is the host's error, even when that table is called
+    ``receipts`` too (in another schema): it is not read as an existing receipt."""
+    store, _, _ = proxied
+    async with await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True) as conn:
+        await conn.execute(f"CREATE SCHEMA {namespace}_host")
+        await conn.execute(f"CREATE TABLE {namespace}_host.receipts (id int PRIMARY KEY)")
+        await conn.execute(f"INSERT INTO {namespace}_host.receipts VALUES (1)")
+    with pytest.raises(StoreError, match="receipts_pkey"):
+        await store.complete_once(KEY, "x", [(f"INSERT INTO {namespace}_host.receipts "
+                                              "VALUES (%s)", (1,))])
+    assert await store.read(KEY) is None
+
+
+async def test_a_parameter_postgres_cannot_take_is_a_store_error_and_nothing_lands(
+        proxied: tuple[PostgresStore, CuttingProxy, str], postgres_dsn: str) -> None:
+    store, _, ledger = proxied
+    with pytest.raises(StoreError, match="complete_once"):
+        await store.complete_once(KEY, "x", [(f"INSERT INTO {ledger} VALUES (%s, %s, %s)",
+                                              ("s", 1, object()))])
+    assert await store.read(KEY) is None
+    assert await store.complete_once(KEY, "ok", _charge(ledger, 1)) is None

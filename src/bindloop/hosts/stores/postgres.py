@@ -667,7 +667,7 @@ class PostgresStore:
                     "INSERT INTO {receipts} VALUES (%s, %s, %s, %s, 'completed', 1, NULL, %s, "
                     "NULL)"), (*k, encoded)), *statements])
             except self._psycopg.errors.UniqueViolation as exc:
-                if exc.diag.constraint_name != "receipts_pkey":
+                if (exc.diag.schema_name, exc.diag.table_name) != (self.schema, "receipts"):
                     raise  # the host's own table refused a row: its error, not ours
                 return False
             return True
