@@ -2,7 +2,7 @@
 its run logs in a SQLite file (or Postgres, or Redis), its model an OpenAI-chat provider at a
 URL, its tools recording each call that ran in a file (one line each, across processes).
 
-    python tests/protocols/continued_host.py PORT DB PROVIDER_URL RAN_FILE [--lease-ms N]
+    python tests/protocols/continued_host.py PORT_FILE DB PROVIDER_URL RAN_FILE [--lease-ms N]
         [--store sqlite|postgres|redis --where DSN_OR_URL --namespace NAME]
         [--receipts] [--receipt-lease-ms N] [--die-in TOOL] [--die-after TOOL]
         [--shared-approvals]
@@ -22,6 +22,8 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -98,7 +100,8 @@ def stores(kind: str, db: str, where: str, namespace: str) -> tuple[Any, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("port", type=int)
+    parser.add_argument("port_file", help="where the port it listens on is written, once it "
+                                          "listens (the host picks a free one itself)")
     parser.add_argument("db")
     parser.add_argument("provider")
     parser.add_argument("ran_file")
@@ -122,7 +125,14 @@ def main() -> None:
                           needs_approval=["delete_note"], receipts=receipts,
                           receipt_lease_ms=args.receipt_lease_ms, **extra)
     app = ChatApp(runner, logs=logs, lease_ms=args.lease_ms)
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    # The host binds a free port itself and says which: a port picked by the parent and bound
+    # here later could be taken in between (by any socket's ephemeral port).
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    Path(args.port_file + ".part").write_text(str(sock.getsockname()[1]))
+    os.replace(args.port_file + ".part", args.port_file)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
 
 
 if __name__ == "__main__":

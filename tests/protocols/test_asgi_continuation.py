@@ -8,11 +8,11 @@ scripted OpenAI-chat provider on loopback, plain HTTP as a client sends it."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,12 +38,6 @@ ROOT = Path(__file__).resolve().parents[2]
 HOST = Path(__file__).with_name("continued_host.py")
 LEASE_MS = 800
 USAGE = TurnUsage(input_tokens=3, output_tokens=3)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _last(request: RecordedRequest) -> dict[str, Any]:
@@ -79,14 +73,19 @@ class Host:
 
     def __init__(self, tmp: Path, provider: str, *extra: str,
                  store: LogStore | None = None) -> None:
-        self.port = _free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
+        port_file = tmp / f"port-{uuid.uuid4().hex}"
         self.proc = subprocess.Popen(
-            [sys.executable, str(HOST), str(self.port), str(tmp / "runs.db"), provider,
+            [sys.executable, str(HOST), str(port_file), str(tmp / "runs.db"), provider,
              str(tmp / "ran.txt"), "--lease-ms", str(LEASE_MS), *extra,
              *(store.args() if store is not None else ())],
             cwd=ROOT, env={"PYTHONPATH": f"{ROOT / 'src'}:{ROOT}", "PATH": "/usr/bin:/bin"})
         deadline = time.monotonic() + 20
+        while not port_file.exists():  # written once the host listens
+            assert self.proc.poll() is None, "the host process exited"
+            assert time.monotonic() < deadline, "the host did not start"
+            time.sleep(0.05)
+        self.port = int(port_file.read_text())
+        self.base = f"http://127.0.0.1:{self.port}"
         while True:
             try:
                 httpx.get(f"{self.base}/nothing", timeout=1)
