@@ -61,6 +61,15 @@ async def _rows(dsn: str, query: str) -> list[tuple[Any, ...]]:
         return list(await cur.fetchall())
 
 
+async def _gone(dsn: str, pid: int) -> None:
+    """Wait until the server session ``pid`` has ended: a session whose client vanished reads
+    what was sent before the cut (a pipeline: committed at its ``Sync``) before it sees the end."""
+    deadline = anyio.current_time() + 30
+    while await _rows(dsn, f"SELECT 1 FROM pg_stat_activity WHERE pid = {int(pid)}"):
+        assert anyio.current_time() < deadline, f"session {pid} did not end"
+        await anyio.sleep(0.05)
+
+
 def _charge(ledger: str, step: int, note: str = "charged") -> list[tuple[str, tuple[Any, ...]]]:
     return [(f"INSERT INTO {ledger} VALUES (%s, %s, %s)", ("s", step, note))]
 
@@ -180,10 +189,13 @@ async def test_a_connection_cut_lands_both_or_neither(
         proxied: tuple[PostgresStore, CuttingProxy, str], postgres_dsn: str,
         when: Literal["before", "after"]) -> None:
     store, proxy, ledger = proxied
+    (pooled,) = store._idle  # the fixture's one connection, which the call will take
+    pid = pooled.info.backend_pid
     proxy.cut_on(b"ledger", when)
     with pytest.raises(StoreError, match="complete_once"):
         await store.complete_once(KEY, "cut", _charge(ledger, 1))
-    receipt = await store.read(KEY)  # after "after" the server may still be committing
+    await _gone(postgres_dsn, pid)  # after "after" the server may still be committing
+    receipt = await store.read(KEY)
     landed = await _rows(postgres_dsn, f"SELECT step FROM {ledger}")
     if when == "before":
         assert (receipt, landed) == (None, [])
