@@ -487,7 +487,7 @@ const racer{i} :Workerd.Worker = (
 
 
 def stage(stage_dir: Path, *, bindings: Mapping[str, str], storage_dir: Path,
-          with_conformance: bool = True, wheels_dir: Path = WHEELS_DIR,
+          with_conformance: bool = True, wheels_dir: Path | None = None,
           src_dir: Path | None = None, durable_objects: bool = True,
           extra_objects: Mapping[str, str] | None = None, racers: int = 0,
           worker_dir: Path = WORKER_DIR, entry: Path | None = None) -> Path:
@@ -495,7 +495,11 @@ def stage(stage_dir: Path, *, bindings: Mapping[str, str], storage_dir: Path,
     declares it, for the tests and benchmarks: ``bindings`` over its vars, ``conformance/``
     vendored unless ``with_conformance`` is false, the modules of ``src_dir`` (its ``entry.py``
     the entry point) instead of ``main``'s directory if given, ``entry`` in place of the entry
-    module if given, and no Durable Objects if ``durable_objects`` is false."""
+    module if given, and no Durable Objects if ``durable_objects`` is false. The wheels come from
+    ``wheels_dir``, else from the directory ``BINDLOOP_WORKER_WHEELS`` names, else
+    ``harness/wasm/wheels-pyc``."""
+    if wheels_dir is None:
+        wheels_dir = Path(os.environ.get("BINDLOOP_WORKER_WHEELS", str(WHEELS_DIR)))
     spec = read_worker(worker_dir)
     if src_dir is not None:
         spec = replace(spec, main=(src_dir / "entry.py").resolve())
