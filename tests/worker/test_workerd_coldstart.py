@@ -17,7 +17,9 @@ from coldstart import measure  # noqa: E402
 
 
 def test_the_template_starts_from_a_dedicated_snapshot_near_hello_world() -> None:
-    result = measure(2)
+    # Three starts each: the medians then ignore one start slowed by the shared machine (with two,
+    # a single 0.68 s start made a 0.49 s template read 1.80x).
+    result = measure(3)
     template, hello, ratio = result["template_s"], result["hello_s"], result["ratio"]
     assert isinstance(template, float) and isinstance(hello, float) and isinstance(ratio, float)
     print(f"\n[cold start, dedicated snapshot] CPU to first response: template "
