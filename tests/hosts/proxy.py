@@ -64,6 +64,22 @@ class CuttingProxy:
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
 
+    @classmethod
+    def to(cls, address: str) -> CuttingProxy:
+        """A proxy to the server at ``address`` (a Redis URL or a libpq DSN)."""
+        if address.startswith("redis://"):
+            return cls(int(address.rsplit(":", 1)[1].split("/")[0]))
+        return cls(int(next(p[5:] for p in address.split() if p.startswith("port="))))
+
+    def via(self, address: str) -> str:
+        """``address`` (a Redis URL or a libpq DSN) with the proxy in place of the server."""
+        if address.startswith("redis://"):
+            host, tail = address.rsplit(":", 1)
+            _, slash, db = tail.partition("/")
+            return f"{host}:{self.port}{slash}{db}"
+        return " ".join([*(p for p in address.split() if not p.startswith("port=")),
+                         f"port={self.port}"])
+
     def cut_on(self, marker: bytes, when: Literal["before", "after"], times: int = 1,
                fault: Fault = "cut") -> None:
         with self._lock:

@@ -39,10 +39,8 @@ def anyio_backend() -> str:
 async def proxied(postgres_dsn: str, namespace: str) -> AsyncIterator[tuple[PostgresStore,
                                                                              CuttingProxy, str]]:
     """A store whose connections go through a proxy, its schema and a ledger table created."""
-    port = int(next(p for p in postgres_dsn.split() if p.startswith("port="))[5:])
-    proxy = CuttingProxy(port)
-    parts = [p for p in postgres_dsn.split() if not p.startswith("port=")]
-    store = PostgresStore(" ".join([*parts, f"port={proxy.port}"]), schema=namespace)
+    proxy = CuttingProxy.to(postgres_dsn)
+    store = PostgresStore(proxy.via(postgres_dsn), schema=namespace)
     ledger = f"{namespace}.ledger"
     try:
         await store.read(KEY)  # the schema

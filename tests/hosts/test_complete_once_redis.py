@@ -252,15 +252,11 @@ def test_results_of_any_json_shape_round_trip_as_complete_stores_them(
     anyio.run(check)
 
 
-def _port(url: str) -> int:
-    return int(url.rsplit(":", 1)[1].split("/")[0])
-
-
 @pytest.fixture
 async def proxied(redis_url: str, namespace: str) -> AsyncIterator[tuple[RedisStore, CuttingProxy]]:
     """A store whose connections go through a cutting proxy, the ``once`` script loaded."""
-    proxy = CuttingProxy(_port(redis_url))
-    store = RedisStore(f"redis://127.0.0.1:{proxy.port}/0", prefix=f"{namespace}:")
+    proxy = CuttingProxy.to(redis_url)
+    store = RedisStore(proxy.via(redis_url), prefix=f"{namespace}:")
     try:
         assert await store.complete_once(WARM, "warm") is None
         yield store, proxy

@@ -51,12 +51,6 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _port(url_or_dsn: str) -> int:
-    if url_or_dsn.startswith("redis://"):
-        return int(url_or_dsn.rsplit(":", 1)[1].split("/")[0])
-    return int(next(p.split("=")[1] for p in url_or_dsn.split() if p.startswith("port=")))
-
-
 async def respond(messages: Sequence[Any], request: Any) -> ModelTurnResult:
     """Deterministic in the transcript: a resumed session is asked the same turn again."""
     session = str(messages[0].content).split()[1]
@@ -165,13 +159,12 @@ async def test_cut_receipt_connections_lose_and_duplicate_no_effect_with_the_def
         request: pytest.FixtureRequest) -> None:
     if kind == "postgres":
         direct = request.getfixturevalue("postgres_dsn")
-        proxy = CuttingProxy(_port(direct))
-        parts = [p for p in direct.split() if not p.startswith("port=")]
-        store: Any = PostgresStore(" ".join([*parts, f"port={proxy.port}"]), schema=namespace)
+        proxy = CuttingProxy.to(direct)
+        store: Any = PostgresStore(proxy.via(direct), schema=namespace)
     else:
         direct = request.getfixturevalue("redis_url")
-        proxy = CuttingProxy(_port(direct))
-        store = RedisStore(f"redis://127.0.0.1:{proxy.port}/0", prefix=f"{namespace}:")
+        proxy = CuttingProxy.to(direct)
+        store = RedisStore(proxy.via(direct), prefix=f"{namespace}:")
         if marker == b"claim":
             marker = _redis_claim_marker()
     ledger = Ledger(store, namespace, direct)

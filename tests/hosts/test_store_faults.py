@@ -31,12 +31,6 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _port(url_or_dsn: str) -> int:
-    if url_or_dsn.startswith("redis://"):
-        return int(url_or_dsn.rsplit(":", 1)[1].split("/")[0])
-    return int(next(p.split("=")[1] for p in url_or_dsn.split() if p.startswith("port=")))
-
-
 @pytest.fixture(params=["postgres", "redis"])
 async def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
@@ -48,13 +42,12 @@ async def proxied(kind: str, namespace: str, request: pytest.FixtureRequest
     """A store whose connections go through a cutting proxy."""
     if kind == "postgres":
         dsn = request.getfixturevalue("postgres_dsn")
-        proxy = CuttingProxy(_port(dsn))
-        parts = [p for p in dsn.split() if not p.startswith("port=")]
-        store: Any = PostgresStore(" ".join([*parts, f"port={proxy.port}"]), schema=namespace)
+        proxy = CuttingProxy.to(dsn)
+        store: Any = PostgresStore(proxy.via(dsn), schema=namespace)
     else:
         url = request.getfixturevalue("redis_url")
-        proxy = CuttingProxy(_port(url))
-        store = RedisStore(f"redis://127.0.0.1:{proxy.port}/0", prefix=f"{namespace}:")
+        proxy = CuttingProxy.to(url)
+        store = RedisStore(proxy.via(url), prefix=f"{namespace}:")
     try:
         yield store, proxy
     finally:

@@ -40,19 +40,9 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _port(url_or_dsn: str) -> int:
-    if url_or_dsn.startswith("redis://"):
-        return int(url_or_dsn.rsplit(":", 1)[1].split("/")[0])
-    return int(next(p.split("=")[1] for p in url_or_dsn.split() if p.startswith("port=")))
-
-
-def _via(dsn: str, proxy: CuttingProxy) -> str:
-    return " ".join([*(p for p in dsn.split() if not p.startswith("port=")), f"port={proxy.port}"])
-
-
 @pytest.fixture
 def pg_proxy(postgres_dsn: str) -> Iterator[CuttingProxy]:
-    p = CuttingProxy(_port(postgres_dsn))
+    p = CuttingProxy.to(postgres_dsn)
     try:
         yield p
     finally:
@@ -61,7 +51,7 @@ def pg_proxy(postgres_dsn: str) -> Iterator[CuttingProxy]:
 
 @pytest.fixture
 def redis_proxy(redis_url: str) -> Iterator[CuttingProxy]:
-    p = CuttingProxy(_port(redis_url))
+    p = CuttingProxy.to(redis_url)
     try:
         yield p
     finally:
@@ -82,7 +72,7 @@ async def test_a_postgres_connection_silent_mid_commit_is_bounded_and_frees_its_
     (row lock taken, transaction open). A gets a StoreError after ``io_timeout_s``; the server
     ends A's transaction (its idle-in-transaction timeout) and with it the lock; worker B takes
     over the expired lease and completes, and only B's effect is in the ledger."""
-    a = PostgresStore(_via(postgres_dsn, pg_proxy), schema=namespace, io_timeout_s=IO_TIMEOUT_S)
+    a = PostgresStore(pg_proxy.via(postgres_dsn), schema=namespace, io_timeout_s=IO_TIMEOUT_S)
     b = PostgresStore(postgres_dsn, schema=namespace)  # direct, default settings
 
     async def create(conn: Any) -> None:
@@ -125,7 +115,7 @@ async def test_a_postgres_statement_silent_before_the_server_is_bounded(
         postgres_dsn: str, namespace: str, pg_proxy: CuttingProxy) -> None:
     """A claim lost in the silence on its way: a StoreError within the bound, not a hang; the
     store goes on with a fresh connection once the network is back."""
-    store = PostgresStore(_via(postgres_dsn, pg_proxy), schema=namespace, io_timeout_s=IO_TIMEOUT_S)
+    store = PostgresStore(pg_proxy.via(postgres_dsn), schema=namespace, io_timeout_s=IO_TIMEOUT_S)
     try:
         await store.save(checkpoint_at("x", 0))
         pg_proxy.cut_on(b"INSERT INTO", "before", fault="blackhole")
@@ -227,7 +217,7 @@ async def test_a_loading_redis_is_waited_for(namespace: str, redis_proxy: Cuttin
 
 async def test_a_postgres_starting_up_is_waited_for(
         postgres_dsn: str, namespace: str, pg_proxy: CuttingProxy) -> None:
-    store = PostgresStore(_via(postgres_dsn, pg_proxy), schema=namespace)
+    store = PostgresStore(pg_proxy.via(postgres_dsn), schema=namespace)
     try:
         pg_proxy.starting("postgres")
         done = anyio.Event()
@@ -261,7 +251,7 @@ async def test_a_redis_loading_past_the_bound_is_a_store_error(
 
 async def test_a_postgres_starting_up_past_the_bound_is_a_store_error(
         postgres_dsn: str, namespace: str, pg_proxy: CuttingProxy) -> None:
-    store = PostgresStore(_via(postgres_dsn, pg_proxy), schema=namespace, startup_wait_s=0.2)
+    store = PostgresStore(pg_proxy.via(postgres_dsn), schema=namespace, startup_wait_s=0.2)
     try:
         pg_proxy.starting("postgres")
         with anyio.fail_after(HANG_S), pytest.raises(StoreError) as info:

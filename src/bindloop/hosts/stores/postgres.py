@@ -223,7 +223,7 @@ class PostgresStore:
         """The prepared statements by name: the name on the wire, the SQL, the parameters'
         formats."""
         self._formats = self._psycopg.adapt.PyFormat
-        self._numbered: dict[str, bytes] = {}
+        self._own_sql: dict[str, bytes] = {}
         self._host_sql: dict[str, tuple[bytes, int]] = {}
         """The host's ``complete_once`` statements converted so far, with their parameter counts."""
         self._prepared: dict[AsyncConnection[Any], _Prepared] = {}
@@ -375,17 +375,12 @@ class PostgresStore:
         prepared on a connection by its first use there (one round trip more, counted)."""
         command = self._commands.get(name)
         if command is None:  # the statements are a fixed set: each is named and encoded once
-            parts = query.format(**self._t).split("%s")
             command = self._commands[name] = (
-                f"bindloop_{name}".encode(),
-                ("".join(f"{part}${n}" for n, part in enumerate(parts[:-1], 1))
-                 + parts[-1]).encode(),
+                f"bindloop_{name}".encode(), self._t_sql(query),
                 tuple(self._formats.BINARY if isinstance(p, bytes) else self._formats.TEXT
                       for p in params))
         statement, sql, formats = command
-        prepared = self._prepared.get(conn)
-        if prepared is None:
-            prepared = self._prepared[conn] = _Prepared(conn)
+        prepared = self._prepared_for(conn)
         pg = conn.pgconn
         values = prepared.adapt.dump_sequence(params, formats)
         for again in (True, False):  # at most one re-prepare: a pooler may never keep it
@@ -409,13 +404,18 @@ class PostgresStore:
         count = result.command_tuples
         return result.ntuples if count is None else count
 
+    def _prepared_for(self, conn: AsyncConnection[Any]) -> _Prepared:
+        prepared = self._prepared.get(conn)
+        if prepared is None:
+            prepared = self._prepared[conn] = _Prepared(conn)
+        return prepared
+
     def _t_sql(self, query: str) -> bytes:
         """One of the store's own statements, its tables named and its placeholders numbered."""
-        numbered = self._numbered.get(query)
-        if numbered is None:  # the statements are a fixed set: each is converted once
-            numbered = self._numbered[query] = _host_statement(
-                query.format(**self._t), query.count("%s") * ("",))[0]
-        return numbered
+        sql = self._own_sql.get(query)
+        if sql is None:  # the statements are a fixed set: each is converted once
+            sql = self._own_sql[query] = _numbered(query.format(**self._t))[0]
+        return sql
 
     def _converted(self, sql: object, params: object) -> tuple[bytes, tuple[Any, ...]]:
         """:func:`_host_statement`, its conversion kept for the statements a host repeats (a
@@ -439,10 +439,7 @@ class PostgresStore:
         by psycopg's own dumpers before anything is sent, as ``conn.execute`` adapts them."""
         from psycopg import errors
 
-        prepared = self._prepared.get(conn)
-        if prepared is None:
-            prepared = self._prepared[conn] = _Prepared(conn)
-        adapt = prepared.adapt
+        adapt = self._prepared_for(conn).adapt
         dumped = []
         for sql, params in statements:
             values = adapt.dump_sequence(params, (self._formats.AUTO,) * len(params))
@@ -658,14 +655,12 @@ class PostgresStore:
 
         async def insert(conn: AsyncConnection[Any]) -> bool:
             if not statements:  # one statement: its own transaction, one round trip
-                return await self._command(
-                    conn, "complete_once", "INSERT INTO {receipts} VALUES (%s, %s, %s, %s, "
-                          "'completed', 1, NULL, %s, NULL) ON CONFLICT DO NOTHING",
-                    (*k, encoded)) == 1
-            try:
-                await self._pipeline(conn, [(self._t_sql(
-                    "INSERT INTO {receipts} VALUES (%s, %s, %s, %s, 'completed', 1, NULL, %s, "
-                    "NULL)"), (*k, encoded)), *statements])
+                return await self._command(conn, "complete_once",
+                                           f"{_INSERT_COMPLETED} ON CONFLICT DO NOTHING",
+                                           (*k, encoded)) == 1
+            try:  # a conflict here aborts the pipeline, the host's statements with it
+                await self._pipeline(conn, [(self._t_sql(_INSERT_COMPLETED), (*k, encoded)),
+                                            *statements])
             except self._psycopg.errors.UniqueViolation as exc:
                 if (exc.diag.schema_name, exc.diag.table_name) != (self.schema, "receipts"):
                     raise  # the host's own table refused a row: its error, not ours
@@ -804,6 +799,9 @@ class _Absent:
 
 
 _ABSENT = _Absent()
+_INSERT_COMPLETED = ("INSERT INTO {receipts} VALUES (%s, %s, %s, %s, 'completed', 1, NULL, %s, "
+                     "NULL)")
+"""A receipt completed by attempt 1 (:meth:`PostgresStore.complete_once`)."""
 _HOST_STATEMENTS_KEPT = 256
 _PLACEHOLDER = re.compile(r"%(.|$)", re.S)
 _TRANSACTION_CONTROL = frozenset(("begin", "start", "commit", "end", "rollback", "abort",
@@ -822,6 +820,16 @@ def _host_statement(sql: object, params: object) -> tuple[bytes, tuple[Any, ...]
     if first in _TRANSACTION_CONTROL:
         raise UsageError(f"a write runs inside the receipt's transaction: {first.upper()} is "
                          "not allowed there")
+    numbered, count = _numbered(sql)
+    if count != len(params):
+        raise UsageError(f"a write has {count} placeholders and {len(params)} parameters")
+    return numbered, tuple(params)
+
+
+def _numbered(sql: str) -> tuple[bytes, int]:
+    """``sql`` with its ``%s`` placeholders numbered ``$1``, ``$2``, ... for the extended
+    protocol (``%%`` is a literal ``%``, any other ``%`` sequence a :class:`UsageError`), and how
+    many there are."""
     count = 0
 
     def number(match: re.Match[str]) -> str:
@@ -834,10 +842,7 @@ def _host_statement(sql: object, params: object) -> tuple[bytes, tuple[Any, ...]
         count += 1
         return f"${count}"
 
-    numbered = _PLACEHOLDER.sub(number, sql)
-    if count != len(params):
-        raise UsageError(f"a write has {count} placeholders and {len(params)} parameters")
-    return numbered.encode(), tuple(params)
+    return _PLACEHOLDER.sub(number, sql).encode(), count
 
 
 def _receipt(row: tuple[Any, ...]) -> ReceiptState:
