@@ -97,7 +97,7 @@ def vs_hello(rounds: int) -> int:
         assert isinstance(kinds, dict) and isinstance(sizes, dict)
         print(f"cold start from the dedicated snapshot, the template vendoring {wheels.name} "
               f"({result['vendored_files']} files), {rounds} fresh workerd per Worker "
-              "(median CPU to the first response, 10 ms ticks)")
+              "(median CPU of its threads to the first response)")
         print(f"  template (GET /.well-known/agent-card.json)  "
               f"{result['template_s'] * 1000:6.0f} ms  snapshot {sizes['template']:.1f} MiB "
               f"({kinds['template']})")

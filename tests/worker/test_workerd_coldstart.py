@@ -1,7 +1,8 @@
 """The Worker's cold start as a deploy serves it (issue 31's target): from the dedicated memory
 snapshot (``python_dedicated_snapshot``, which the template's flags and date imply in production
-and the harness stages), workerd's whole-process CPU to the first response, beside a hello-world
-Python Worker with the same flags (worker/tools/coldstart.py). The figures are printed (``-s``);
+and the harness stages), the CPU of workerd's threads to the first response, each Worker served
+from its binary config as ``wrangler dev`` serves one, beside a hello-world Python Worker with the
+same flags (worker/tools/coldstart.py). The figures are printed (``-s``);
 the bounds asserted are generous -- this 2-core machine is shared -- and the target itself
 (<= 1.15x hello world, <= 1 s) is what ``python bench/worker_coldstart.py --vs-hello`` measures
 for docs/performance.md."""
