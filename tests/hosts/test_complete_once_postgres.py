@@ -167,6 +167,14 @@ async def test_percent_signs_and_parameter_types(
 @pytest.mark.parametrize(("writes", "match"), [
     ([("BEGIN", ())], "BEGIN is not allowed"),
     ([("commit;", ())], "COMMIT is not allowed"),
+    ([("-- the ledger's row is in\nCOMMIT", ())], "COMMIT is not allowed"),
+    ([("/* nested /* */ SELECT */ rollback", ())], "ROLLBACK is not allowed"),
+    ([("RESET search_path", ())], "RESET is not allowed"),
+    ([("DEALLOCATE ALL", ())], "DEALLOCATE is not allowed"),
+    # the server runs a block's COMMIT inside the pipeline's implicit transaction (tried: the
+    # receipt landed without the statements after it), so a block or a procedure is refused too
+    ([("INSERT INTO x VALUES (1)", ()), ("DO $$BEGIN COMMIT; END$$", ())], "DO is not allowed"),
+    ([("/* c */ CALL settle()", ())], "CALL is not allowed"),
     ([("INSERT INTO x VALUES (%s)", ())], "1 placeholders and 0 parameters"),
     ([("INSERT INTO x VALUES (%d)", (1,))], "placeholders are %s"),
     ([("INSERT INTO x VALUES (%s)", "a")], "tuple or list"),

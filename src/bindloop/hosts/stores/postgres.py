@@ -646,8 +646,10 @@ class PostgresStore:
         the receipt found is returned as :meth:`read` gives it (a second round trip, on this rare
         path), for :func:`~bindloop.run.decide_tool_call_receipt`. ``writes`` are sent with the
         receipt's insert, in one pipeline and its implicit transaction, so they cannot depend on
-        each other's results; statements that end or open a transaction (``COMMIT``, ``BEGIN``)
-        are refused. A statement that fails rolls everything back and raises
+        each other's results; statements that end or open a transaction (``COMMIT``, ``BEGIN``,
+        after any comments; ``DO`` and ``CALL``, whose block or procedure could commit) or change
+        the session (``SET``, ``RESET``, ``DISCARD``, ``DEALLOCATE``) are refused before anything
+        is sent. A statement that fails rolls everything back and raises
         :class:`~bindloop.stores.StoreError`."""
         k = key_parts(key)
         encoded = msgspec.json.encode(result)
@@ -804,8 +806,42 @@ _INSERT_COMPLETED = ("INSERT INTO {receipts} VALUES (%s, %s, %s, %s, 'completed'
 """A receipt completed by attempt 1 (:meth:`PostgresStore.complete_once`)."""
 _HOST_STATEMENTS_KEPT = 256
 _PLACEHOLDER = re.compile(r"%(.|$)", re.S)
+# Statements that would end or open a transaction inside the pipeline's implicit one (DO and
+# CALL too: a block or a procedure may COMMIT, and the server lets it there), or change the
+# session's state the store's own statements rely on (settings, prepared statements).
 _TRANSACTION_CONTROL = frozenset(("begin", "start", "commit", "end", "rollback", "abort",
-                                  "savepoint", "release", "prepare", "set"))
+                                  "savepoint", "release", "prepare", "do", "call", "set",
+                                  "reset", "discard", "deallocate"))
+_WORD = re.compile(r"[A-Za-z_]+")
+_LINE_END = re.compile(r"[\n\r]")
+
+
+def _leading_command(sql: str) -> str:
+    """The first keyword of ``sql`` as PostgreSQL's scanner reads it, lowercased (``""`` when it
+    starts with anything else): past whitespace, ``--`` line comments and ``/* */`` block
+    comments, which nest in PostgreSQL (``/* /* */ x */`` is one comment). A comment this
+    function ends sooner than PostgreSQL would could hide the real first keyword; nesting is
+    therefore followed, and an unterminated comment (a syntax error there) runs to the end."""
+    i, n = 0, len(sql)
+    while i < n:
+        if sql[i] in " \t\n\r\f\v":
+            i += 1
+        elif sql.startswith("--", i):
+            end = _LINE_END.search(sql, i)
+            i = n if end is None else end.end()
+        elif sql.startswith("/*", i):
+            depth, i = 1, i + 2
+            while i < n and depth:
+                if sql.startswith("/*", i):
+                    depth, i = depth + 1, i + 2
+                elif sql.startswith("*/", i):
+                    depth, i = depth - 1, i + 2
+                else:
+                    i += 1
+        else:
+            break
+    word = _WORD.match(sql, i)
+    return "" if word is None else word.group(0).lower()
 
 
 def _host_statement(sql: object, params: object) -> tuple[bytes, tuple[Any, ...]]:
@@ -816,7 +852,7 @@ def _host_statement(sql: object, params: object) -> tuple[bytes, tuple[Any, ...]
     if isinstance(params, (str, bytes)) or not isinstance(params, (tuple, list)):
         raise UsageError(f"a write's parameters must be a tuple or list, got "
                          f"{type(params).__name__}")
-    first = sql.split(None, 1)[0].lower().rstrip(";")
+    first = _leading_command(sql)
     if first in _TRANSACTION_CONTROL:
         raise UsageError(f"a write runs inside the receipt's transaction: {first.upper()} is "
                          "not allowed there")
