@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -73,14 +72,17 @@ def test_each_demo_runs_from_examples_as_make_runs_it(name: str, last_line: str)
 
 
 def test_the_ui_demo_serves_from_examples_as_make_demo_ui_runs_it() -> None:
-    """``python -m examples.demos.ui_demo --port P`` serves the demo agent to an AI SDK request."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "examples.demos.ui_demo", "--port", str(port),
+    """``python -m examples.demos.ui_demo --port 0`` serves the demo agent to an AI SDK request
+    on the port it prints."""
+    proc = subprocess.Popen([sys.executable, "-m", "examples.demos.ui_demo", "--port", "0",
                              "--delay", "0"], cwd=ROOT, env=_demo_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline().decode()  # "bindloop protocol host on http://...:PORT ..."
+        assert "http://127.0.0.1:" in first, first
+        port = int(first.split("http://127.0.0.1:", 1)[1].split()[0])
+        assert port != 0
         deadline = time.monotonic() + 60
         while True:
             try:

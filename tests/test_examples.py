@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -145,12 +143,6 @@ def test_an_approval_resumed_in_a_new_process_runs_the_tool_once(
     assert again.returncode != 0 and "deleting" not in again.stdout  # refused: runs nothing
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_an_endpoint_a_use_chat_client_talks_to(server: ScriptedProviderServer,
                                                 tmp_path: Path) -> None:
     def policy(request: RecordedRequest) -> ScriptedReply:
@@ -161,19 +153,21 @@ def test_an_endpoint_a_use_chat_client_talks_to(server: ScriptedProviderServer,
         return _reply(final_answer(f"{last['content']} words."), request)
 
     server.set_responder("openai", policy)
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "chat_endpoint:app", "--port",
-                             str(port), "--log-level", "warning"], cwd=EXAMPLES,
+    # Port 0: uvicorn binds a free port itself and names it once it listens (a port picked here
+    # and closed could be taken by another socket before uvicorn binds it).
+    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "chat_endpoint:app", "--port", "0",
+                             "--log-level", "info", "--no-access-log"], cwd=EXAMPLES,
                             env=_env(server, tmp_path), stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        assert proc.stderr is not None
+        seen = []
+        for line in proc.stderr:  # uvicorn's log, up to "Uvicorn running on http://...:PORT"
+            seen.append(line)
+            if "Uvicorn running on" in line:
+                port = int(line.split("http://127.0.0.1:", 1)[1].split()[0])
                 break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
-                time.sleep(0.1)
+        else:
+            raise AssertionError(f"uvicorn did not start: {''.join(seen)[-2000:]}")
         chat = {"id": "c1", "trigger": "submit-message", "messages": [
             {"id": "u1", "role": "user",
              "parts": [{"type": "text", "text": "How many words in 'one two three'?"}]}]}

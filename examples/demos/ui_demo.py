@@ -157,13 +157,16 @@ class _WithPage:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--port", type=int, default=8787)
+    parser.add_argument("--port", type=int, default=8787,
+                        help="the port on 127.0.0.1 (0: a free one, printed)")
     parser.add_argument("--delay", type=float, default=0.05, help="seconds before each event")
     parser.add_argument("--db", default=None, help="keep run logs in this SQLite file (a run "
                         "lost with a killed demo goes on when it starts again)")
     parser.add_argument("--page", default=None, type=Path,
                         help="serve the bundled useChat page from this directory at /")
     args = parser.parse_args(argv)
+    import socket
+
     import uvicorn
 
     logs: RunLogs | None = None
@@ -175,9 +178,13 @@ def main(argv: list[str] | None = None) -> None:
     if args.page is not None:
         app = _WithPage(app, args.page)
     page = "  the useChat page at /;" if args.page is not None else ""
-    print(f"bindloop protocol host on http://127.0.0.1:{args.port}  ({page} POST /api/chat for "
-          "the AI SDK, POST /ag-ui for AG-UI; Ctrl-C stops)", flush=True)
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    # Bound here, so the URL printed is the one listening (with --port 0, the port the system chose).
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", args.port))
+    print(f"bindloop protocol host on http://127.0.0.1:{sock.getsockname()[1]}  ({page} POST "
+          "/api/chat for the AI SDK, POST /ag-ui for AG-UI; Ctrl-C stops)", flush=True)
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
 
 
 if __name__ == "__main__":
