@@ -266,6 +266,9 @@ async def run_bindloop(port: int, sessions: int, db: str, store_checkpoints: boo
 
     durations: dict[str, float] = {}
     outcome = {"completed": 0, "retries": 0, "tokens": 0, "invalid": 0, "unanswered": 0}
+    # Each finished transcript is checked after the CPU window closes: the checks are the
+    # benchmark's, not harness work (the bare reader checks nothing).
+    finished: list[Any] = []
 
     runner = ToolRunner(run_tool_call=lookup, build_tools=lambda: tools)
 
@@ -289,10 +292,6 @@ async def run_bindloop(port: int, sessions: int, db: str, store_checkpoints: boo
         outcome["completed"] += 1
         outcome["tokens"] += state.output_tokens
         finished.append(state.messages)
-
-    # Each finished transcript is checked after the CPU window closes: the checks are the
-    # benchmark's, not harness work (the bare reader checks nothing).
-    finished: list[Any] = []
 
     def check(messages: Any) -> None:
         if validate_and_heal_messages(messages, for_request=False).issues:

@@ -5,8 +5,9 @@ A snapshot is written once (``--python-save-snapshot``: Python booted, the Worke
 imports done); then fresh workerd processes start alternately without it (Python boots and imports
 ``entry.py``, bindloop and msgspec) and from it (``--python-load-snapshot``), the order flipped
 every round. For each: process start -> socket listening, -> the first chat's stream done; then
-warm chats, and workerd's CPU per warm request (utime + stime of the process from /proc, in
-10 ms ticks: the Python turn, the outbound fetch, the SSE stream and the Session object's calls).
+warm chats, and workerd's CPU per warm request (its threads' CPU from /proc, in nanoseconds,
+``coldstart.cpu_s``: the Python turn, the outbound fetch, the SSE stream and the Session object's
+calls).
 Also prints the bundle: the vendored ``python_modules`` as files, and compressed (deflate, what an
 upload compresses it to).
 
@@ -21,7 +22,6 @@ import argparse
 import http.client
 import io
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -34,6 +34,7 @@ import msgspec
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "worker" / "tools"))
 sys.path.insert(0, str(REPO))  # harness.fixtures
+from coldstart import cpu_s  # noqa: E402
 from workerd_harness import WHEELS_DIR, Workerd, stage, tree_bytes  # noqa: E402
 
 from harness.fixtures.scripted_server import (  # noqa: E402
@@ -48,11 +49,6 @@ from bindloop.testing import final_answer  # noqa: E402
 def respond(request: RecordedRequest) -> ScriptedReply:
     body = msgspec.json.decode(request.body)
     return turn_reply("openai_chat", final_answer("A short answer."), stream=True, model=body["model"])
-
-
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def chat(port: int) -> None:
@@ -150,7 +146,7 @@ def main() -> int:
           f"(median ms){'plain':>12} {'snapshot':>9} {'snap/plain':>11}")
     for label, key in (("process start -> listening", "listen"),
                        ("process start -> first chat done", "first_done"),
-                       ("warm chat: workerd CPU (10 ms ticks)", "cpu")):
+                       ("warm chat: workerd CPU", "cpu")):
         a, b = med(plain[key]), med(snap[key])
         print(f"  {label:<44} {a:9.0f} {b:9.0f} {b / a if a else float('nan'):11.2f}")
     for mode in ("plain", "snapshot"):

@@ -17,6 +17,7 @@ paced (``--delay``), so a reconnect or a stop can be tried mid-stream::
 from __future__ import annotations
 
 import argparse
+import socket
 from pathlib import Path
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -165,8 +166,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--page", default=None, type=Path,
                         help="serve the bundled useChat page from this directory at /")
     args = parser.parse_args(argv)
-    import socket
-
     import uvicorn
 
     logs: RunLogs | None = None

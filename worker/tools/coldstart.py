@@ -103,7 +103,7 @@ class Subject:
         self.config = binary_config(config)
         self.path = path
         self.snapshots = snapshots
-        with Workerd(config, snapshot=("save", snapshots)) as wd:
+        with Workerd(self.config, snapshot=("save", snapshots)) as wd:
             _get(wd.port, path)
         self.snapshot = snapshots / SNAPSHOT_NAME
         self.kind = snapshot_kind(self.snapshot)
