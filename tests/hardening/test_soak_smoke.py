@@ -34,3 +34,17 @@ def test_small_soak_completes_every_session_through_the_faults() -> None:
     assert any(line.startswith("harness CPU per streamed token: bindloop") for line in lines)
     assert len(row["gc"]["collections"]) == 3 and len(bare["gc"]["collections"]) == 3
     assert any(line.startswith("cyclic GC while the sessions ran") for line in lines)
+
+
+def test_the_collector_off_diagnostic_runs_every_side_without_collections() -> None:
+    rows = soak.soak(sessions=20, seed=3, peer=False, no_store=True, collector=False)
+    row, bare = rows
+    assert row["completed"] == 20 and bare["completed"] == 20
+    for side in (row, bare, row["no_store"]):
+        assert side["gc"]["collections"] == [0, 0, 0], side["gc"]
+    assert row["collector"] is False and bare["collector"] is False
+    line = next(x for x in soak.table(rows) if x.startswith("harness CPU per streamed token"))
+    assert "a diagnostic" in line and "within 1.25x" not in line
+    # With the collector on, the same line states the target.
+    on = soak.table([{**row, "collector": True}, bare])
+    assert any("(issue 31's target: within 1.25x)" in x for x in on)
