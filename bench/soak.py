@@ -8,7 +8,9 @@ reset). Each session: the model asks for two ``lookup`` calls, then streams a 30
 **bindloop**: ``run_from_checkpoint`` (checkpoints in ``bindloop.hosts.stores.sqlite``) over a
 ``RoutedModel`` of four ``ModelAdapter`` candidates (the same server under four prefixes), httpx
 transport, stall watchdog ``inter_chunk_ms=2000``. A session whose route fails entirely is resumed
-from its last stored checkpoint (at most 3 tries). **pydantic-ai**: ``Agent`` over a
+from its last stored checkpoint (at most 3 tries); its first try runs the checkpoint it has just
+stored, as a host starting a conversation would, and every try shares one ``ToolRunner``, as the
+like-for-like variant does. **pydantic-ai**: ``Agent`` over a
 ``FallbackModel`` of four ``OpenAIChatModel`` (the OpenAI SDK's own retries, read timeout 2 s),
 streaming through ``event_stream_handler``; a failed session is re-run (it has no checkpoint).
 **bare reader** (``bench/soak_bare.py``): the floor any Python client pays for the same sessions,
@@ -233,7 +235,12 @@ async def run_bindloop(port: int, sessions: int, db: str, store_checkpoints: boo
         provider_id,
     )
     from bindloop.loop import ToolLoopParams, ToolLoopState, ToolRunner, run_tool_loop
-    from bindloop.checkpoints import RestoredLoop, create_loop_checkpoint, run_from_checkpoint
+    from bindloop.checkpoints import (
+        LoopCheckpoint,
+        RestoredLoop,
+        create_loop_checkpoint,
+        run_from_checkpoint,
+    )
     from bindloop.transcript import validate_and_heal_messages
     from bindloop.wire import StreamBudgets
     from bindloop.wire import ModelAdapter, OpenAIChatAdapter, RoutedModel, WireOptions
@@ -277,6 +284,9 @@ async def run_bindloop(port: int, sessions: int, db: str, store_checkpoints: boo
 
     runner = ToolRunner(run_tool_call=lookup, build_tools=lambda: tools)
 
+    def restore(c: LoopCheckpoint) -> RestoredLoop:
+        return RestoredLoop(model=routed, runner=runner, capture_bindings=lambda: c.bindings)
+
     async def one_without_store(n: int) -> None:
         ident = f"s{n:04d}"
         started = time.perf_counter()
@@ -312,16 +322,15 @@ async def run_bindloop(port: int, sessions: int, db: str, store_checkpoints: boo
         cp = create_loop_checkpoint(execution_id=ident, max_iterations=4,
                                     messages=[UserMessage(content=f"session {ident} look up")])
         store.save_checkpoint(cp)
+        # As a host does: the checkpoint it just stored runs as it is; a resume reads the store.
+        latest: LoopCheckpoint | None = cp
         for attempt in range(TRIES):
-            latest = store.load_checkpoint(ident)
+            if attempt:
+                latest = store.load_checkpoint(ident)
             assert latest is not None
             try:
-                result = await run_from_checkpoint(
-                    checkpoint=latest, commit=store.commit,
-                    restore=lambda c: RestoredLoop(model=routed,
-                                                   runner=ToolRunner(run_tool_call=lookup,
-                                                                     build_tools=lambda: tools),
-                                                   capture_bindings=lambda: c.bindings))
+                result = await run_from_checkpoint(checkpoint=latest, commit=store.commit,
+                                                   restore=restore)
             except Exception:  # noqa: BLE001 - the whole route failed: resume from storage
                 outcome["retries"] += 1
                 continue
