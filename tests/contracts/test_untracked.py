@@ -1,4 +1,5 @@
-"""What a run keeps alive across its awaits — its transcript, its stats, its checkpoint's bindings —
+"""What a run keeps alive across its awaits — its transcript, its stats, its checkpoint's bindings,
+a journal's turns and tool outcomes —
 is not tracked by the cyclic garbage collector: however built (constructed, decoded from the wire
 or from storage, copied by a checkpoint's validation), none of it is walked by every collection."""
 
@@ -20,8 +21,13 @@ from bindloop.contracts import (
     SystemMessage,
     TextPart,
     ToolCall,
+    ModelTurnResult,
+    ReasoningPart,
+    ToolError,
     ToolMessage,
+    ToolResult,
     ToolTime,
+    TurnUsage,
     UserMessage,
 )
 
@@ -54,3 +60,17 @@ def test_stats_and_bindings_are_untracked_in_a_stored_checkpoint() -> None:
         assert not gc.is_tracked(value), value
     assert loaded == cp
 
+
+
+def test_turns_and_outcomes_are_untracked_however_built() -> None:
+    turn = ModelTurnResult(text="hi", tool_calls=MESSAGES[3].tool_calls,  # type: ignore[union-attr]
+                           reasoning=(ReasoningPart(text="why"),),
+                           usage=TurnUsage(input_tokens=3, output_tokens=1), finish_reason="stop")
+    outcomes = (ToolResult(content="found"), ToolResult(content=(TextPart(text="a"),)),
+                ToolError(error="no such key", kind="not_found"))
+    decoded_turn = msgspec.json.decode(msgspec.json.encode(turn), type=ModelTurnResult)
+    decoded = msgspec.json.decode(msgspec.json.encode(outcomes),
+                                  type=tuple[ToolResult | ToolError, ...])
+    for value in (turn, turn.usage, decoded_turn, msgspec.structs.replace(turn, text="again"),
+                  *outcomes, *decoded):
+        assert not gc.is_tracked(value), value

@@ -128,6 +128,16 @@ class Journal:
             self._hashes.append(prompt_hash)  # type: ignore[arg-type]  # narrowed: a str
             self._calls.append(-1)
 
+    def record_call(self, hasher: PromptHasher, messages: Sequence[Message],
+                    turn: ModelTurnResult) -> None:
+        """Journal the turn a model call of ``messages`` returned, the call placed on
+        ``hasher``'s trail only now (:meth:`PromptHasher.place`): what :meth:`record_turn` does
+        with a deferred hash, for a caller that has not taken the call's hash."""
+        trail = hasher.place(messages)
+        self.turns.append(turn)
+        self._hashes.append(trail)
+        self._calls.append(len(trail.calls) - 1)
+
     def record_tool(self, call_id: str, outcome: ToolOutcome) -> None:
         """Journal a call's outcome (on no turn if none asked for ``call_id``)."""
         self._ids.append(call_id)
@@ -524,6 +534,12 @@ class PromptHasher:
     def defer(self, messages: Sequence[Message]) -> PromptHash:
         """This call's hash, computed when first read. ``messages`` are taken by reference (the
         trail keeps the objects), so appending to the list afterwards changes nothing."""
+        trail = self.place(messages)
+        return PromptHash(trail, len(trail.calls) - 1)
+
+    def place(self, messages: Sequence[Message]) -> _Trail:
+        """Record a call of ``messages`` (by reference) as the last call of the trail returned,
+        hashed when first read: :meth:`defer` without the :class:`PromptHash`."""
         trail = self._trail
         n = len(messages)
         if messages is self._list and trail is not None:
@@ -539,10 +555,9 @@ class PromptHasher:
             k = len(objs)
         if k < n:  # the call's messages into the trail, by reference
             objs += messages[k:]
-        calls = trail.calls
-        calls.append(n)
+        trail.calls.append(n)
         trail.suffixes.append(self._suffix)
-        return PromptHash(trail, len(calls) - 1)
+        return trail
 
     def _restart(self, messages: Sequence[Message]) -> _Trail:
         trail = self._trail = self._cache.start()

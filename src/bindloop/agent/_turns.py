@@ -24,7 +24,7 @@ from ..model import ForcedTool, Model, ModelRequest, StreamModel, StructuredOutp
     ToolChoice, fold_events, unpriced
 from ._context import Frame, Generation
 from ..schema import InvalidOutputError, OutputSpec
-from ._snapshot import PromptHash, PromptHasher
+from ._snapshot import PromptHasher
 from ._stream import (
     RETRY_START,
     AgentStreamEvent,
@@ -238,8 +238,8 @@ class TurnPort:
     raises ``out_of_steps()`` instead."""
 
     __slots__ = ("budgets", "choose", "journaled", "model_complete", "frame", "hasher", "hub",
-                 "limit", "model", "options", "out_of_steps", "plain", "record", "recording",
-                 "spec", "text", "tool_mode", "spans", "turns", "watched")
+                 "limit", "model", "options", "out_of_steps", "plain", "record", "record_call",
+                 "recording", "spec", "text", "tool_mode", "spans", "turns", "watched")
 
     def __init__(self, frame: Frame, model: Model, options: ModelRequest, *,
                  spec: OutputSpec | None, tool_mode: bool, hub: StreamHub | None,
@@ -273,6 +273,7 @@ class TurnPort:
         self.hasher = PromptHasher(options.tools, options.schema, options.tool_choice,
                                    run.prompt_hashes) if self.recording else None
         self.record = frame.journal.record_turn
+        self.record_call = frame.journal.record_call
         self.watched = self.recording or hub is not None or text is not None
         # Unwatched, a StreamModel that keeps the base's complete and price has nothing to charge
         # (its fold prices nothing): its turn is that fold itself, awaited by the loop directly.
@@ -346,15 +347,18 @@ class TurnPort:
             return fold_events(self.model.stream(messages, self.options), None)
         if self.journaled:
             assert self.hasher is not None  # journaled runs record
-            return self._journal(self.hasher.defer(messages),
+            return self._journal(messages,
                                  fold_events(self.model.stream(messages, self.options), None))
         return self._call(messages)
 
-    async def _journal(self, hash_: PromptHash, fold: Awaitable[ModelTurnResult],
+    async def _journal(self, messages: Sequence[Message], fold: Awaitable[ModelTurnResult],
                        ) -> ModelTurnResult:
-        """The plain fold, journaled once it returns (as :meth:`_watched` journals a turn)."""
+        """The plain fold, journaled once it returns (as :meth:`_watched` journals a turn). The
+        call joins the prompt's trail then: nothing appends to ``messages`` while the loop awaits
+        the fold, and a call that raised is not journaled."""
         turn = await fold
-        self.record(hash_, turn)
+        assert self.hasher is not None  # journaled runs record
+        self.record_call(self.hasher, messages, turn)
         return turn
 
     def _choose(self, messages: Sequence[Message]) -> None:

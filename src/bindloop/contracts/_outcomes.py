@@ -32,8 +32,10 @@ ErrorKind: TypeAlias = str
 ``validation`` (bad arguments), ``not_found`` (no such tool), ``rejected`` (refused by policy)."""
 
 
+# The outcomes are untracked by the cyclic collector (``gc=False``), as the messages are: content
+# and text cannot form a cycle, and a journaled run keeps every outcome alive.
 class ToolResult(msgspec.Struct, frozen=True, kw_only=True, tag_field="outcome", tag="result",
-                 omit_defaults=True):
+                 omit_defaults=True, gc=False):
     """A successful call. ``activate_plugins`` / ``activate_skills`` ask the loop to widen the tool
     surface before the next call that depends on it (pair with ``runs_serially``)."""
 
@@ -43,7 +45,7 @@ class ToolResult(msgspec.Struct, frozen=True, kw_only=True, tag_field="outcome",
 
 
 class ToolError(msgspec.Struct, frozen=True, kw_only=True, tag_field="outcome", tag="error",
-                omit_defaults=True):
+                omit_defaults=True, gc=False):
     """A failed or refused call the model can read and recover from."""
 
     error: str

@@ -85,7 +85,8 @@ class UsageIteration(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
                          cache_write_tokens=self.cache_write_tokens)
 
 
-class TurnUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+# Untracked by the cyclic collector (``gc=False``): numbers only, held by every turn.
+class TurnUsage(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """Tokens one model call consumed, as the provider bills them.
 
     The details are parts of the two totals, never additions to them: ``cached_input_tokens``
@@ -166,7 +167,9 @@ class TurnTimings(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     tool_ms: float = 0.0
 
 
-class ModelTurnResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+# Untracked by the cyclic collector (``gc=False``), as the messages are: text, tool calls, parts and
+# numbers cannot form a cycle, and a journaled run (a snapshot, a trace) keeps every turn alive.
+class ModelTurnResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """What a model returns for one completion (``Model.complete``).
 
     ``accept_message=False`` keeps a tolerated empty completion out of the transcript while its spend
