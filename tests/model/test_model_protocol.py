@@ -358,7 +358,8 @@ def test_the_scripted_stream_models_requests_are_what_each_call_was_shown(
     """Each recorded request holds the messages its call was shown, as a tuple, whatever the
     caller did with its list between calls and after: grew it (as the loop does), sent it
     again, replaced a message in place (a compaction), cut it short, passed a copy or a tuple,
-    or changed it after the last call."""
+    or changed it after the last call; ``requests`` read between calls is the same list, holding
+    the calls made so far."""
     from bindloop.testing import StreamRequest
 
     pool = [UserMessage(content=f"m{i}") for i in range(8)]
@@ -387,6 +388,9 @@ def test_the_scripted_stream_models_requests_are_what_each_call_was_shown(
         anyio.run(call, sent)
         if step == "mutate_after":
             live[0] = UserMessage(content="changed afterwards")
+        if data.draw(st.booleans()):  # read between calls: the same list, the calls so far
+            read = model.requests
+            assert read is model.requests and [r.messages for r in read] == shown
     assert [r.messages for r in model.requests] == shown
     assert all(type(r.messages) is tuple for r in model.requests)
     first = model.requests[0]

@@ -975,3 +975,17 @@ def test_the_explicit_form_refuses_an_execute_without_its_context() -> None:
         _define(name="rm", description="x", args=Args, execute=no_ctx)
     _define(name="rm", description="x", args=Args, execute=lambda args, ctx: "ok")
     _define(name="rm", description="x", args=Args, execute=lambda *a: "ok")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.integers(), st.integers(min_value=599, max_value=620).map(lambda d: 10**d - 1),
+                 st.integers(min_value=599, max_value=620).map(lambda d: -(10**d)),
+                 st.booleans()))
+def test_a_returned_int_reads_as_the_encoders_json_text(value: int) -> None:
+    """An int (either side of the bound under which the tool writes its text itself) or a bool
+    returned by a function tool is the text the JSON encoder writes for it."""
+    def body() -> Any:
+        return value
+
+    got = define_tool(body).invoke("{}", None)
+    assert got == ToolResult(content=msgspec.json.encode(value).decode())

@@ -105,8 +105,13 @@ class ScriptedStreamModel(StreamModel):
         self.provider = provider
         self.structured_output = structured_output
         self.position = 0
-        self.requests: list[StreamRequest] = []
+        self._requests: list[StreamRequest] = []
         self._log: list[Message] = []  # every message shown so far, in order (see StreamRequest)
+        # The calls since requests was last read, as three columns: each call's log, how much of
+        # it the call was shown and its request (made into StreamRequests when read).
+        self._logs: list[list[Message]] = []
+        self._counts: list[int] = []
+        self._asked: list[ModelRequest] = []
         self._chunk = chunk_size
         if price is not None:  # an unpriced model's fold asks no price (StreamModel.complete)
             self.price = price  # type: ignore[method-assign]
@@ -115,24 +120,39 @@ class ScriptedStreamModel(StreamModel):
     def remaining(self) -> int:
         return len(self.turns) - self.position
 
-    def _record(self, messages: Sequence[Message], request: ModelRequest) -> StreamRequest:
+    @property
+    def requests(self) -> list[StreamRequest]:
+        """Every call's :class:`StreamRequest`, in call order, failed calls included: the same
+        list at every read, the calls made since the last read appended to it then."""
+        made = self._requests
+        logs = self._logs
+        if logs:
+            made.extend(map(StreamRequest._logged, logs, self._counts, self._asked))
+            logs.clear()
+            self._counts.clear()
+            self._asked.clear()
+        return made
+
+    def _record(self, messages: Sequence[Message], request: ModelRequest) -> None:
         """``request`` shown ``messages``: the log extended by the messages past its end when
-        what it holds is still their start (one comparison of references, in C: the loop's
-        transcript only grows between calls), else a new log (a compaction replaced it)."""
+        what it holds is still their start (the loop's transcript only grows between calls;
+        the list comparison is one comparison of references a message, in C), else a new log
+        (a compaction replaced the list's contents, a tuple, a copy)."""
         log = self._log
-        if type(messages) is list:
-            seen = len(log)
-            if len(messages) >= seen:
-                log.extend(messages[seen:])
-                if messages == log:  # identical elements compare by address, without __eq__
-                    return StreamRequest._logged(log, len(log), request)
+        seen = len(log)
+        if type(messages) is not list or len(messages) < seen:
             log = self._log = list(messages)
-            return StreamRequest._logged(log, len(log), request)
-        return StreamRequest(messages=messages, request=request)
+        else:
+            log.extend(messages[seen:])
+            if messages != log:  # identical elements compare by address, without __eq__
+                log = self._log = list(messages)
+        self._logs.append(log)
+        self._counts.append(len(log))
+        self._asked.append(request)
 
     async def stream(self, messages: Sequence[Message],
                      request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
-        self.requests.append(self._record(messages, request))
+        self._record(messages, request)
         position = self.position
         if position >= len(self.turns):
             raise ScriptExhaustedError(

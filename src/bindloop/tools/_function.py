@@ -27,6 +27,9 @@ _OUTCOMES: Final = (ToolResult, ToolError, ToolSuspend)
 _DATA: Final = frozenset({int, float, bool, type(None), dict, list, tuple})
 # Sorted keys: equal results give equal bytes (a set, or a dict built in another order, would not).
 _ENCODE: Final = msgspec.json.Encoder(order="deterministic").encode
+# An int's JSON text is its decimal digits: str() writes the same bytes without the encoder,
+# under every limit an interpreter may set on int-to-text conversion (at least 640 digits).
+_INT_TEXT_BOUND: Final = 10**600
 
 # Docstring section headers. Google: ``Args:`` on a line of its own; numpy: a title underlined
 # with dashes; reST: ``:param name: text`` fields.
@@ -437,6 +440,8 @@ def _caller(fn: Callable[..., Any], tool: str, n_pos: int, keyword: tuple[str, .
         # the common returns first: isawaitable's attribute miss costs more than these checks
         if type(value) is str:
             return ToolResult(content=value)
+        if type(value) is int and -_INT_TEXT_BOUND < value < _INT_TEXT_BOUND:
+            return ToolResult(content=str(value))
         if isinstance(value, msgspec.Struct):
             return value if isinstance(value, _OUTCOMES) else _json_result(value, tool)
         if type(value) not in _DATA and isawaitable(value):
