@@ -293,9 +293,15 @@ def header() -> list[str]:
     ]
 
 
+def _load() -> str:
+    """The machine's load as a section is written: a ratio read under load reads low (the
+    baselines slow down more than bindloop's fixed work), so each figure says how busy it was."""
+    return f"1-minute load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
+
+
 def _refreshed(alone: bool, section: str) -> list[str]:
     return ([f"Refreshed on its own by `python bench/report.py --only {section}` ({_when()}; "
-             f"Python {platform.python_version()})."
+             f"Python {platform.python_version()}; {_load()} as it was written)."
              + (" `make soak` runs this." if section == "soak" else ""), ""] if alone else [])
 
 
