@@ -10,6 +10,7 @@ import socket
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
+import anyio
 import jsonschema
 import msgspec
 import pytest
@@ -987,5 +988,9 @@ def test_a_returned_int_reads_as_the_encoders_json_text(value: int) -> None:
     def body() -> Any:
         return value
 
-    got = define_tool(body).invoke("{}", None)
-    assert got == ToolResult(content=msgspec.json.encode(value).decode())
+    async def async_body() -> Any:
+        return value
+
+    expected = ToolResult(content=msgspec.json.encode(value).decode())
+    assert define_tool(body).invoke("{}", None) == expected
+    assert anyio.run(define_tool(async_body, name="body").execute, "{}", None) == expected

@@ -346,7 +346,6 @@ class TurnPort:
         if self.plain:
             return fold_events(self.model.stream(messages, self.options), None)
         if self.journaled:
-            assert self.hasher is not None  # journaled runs record
             return self._journal(messages,
                                  fold_events(self.model.stream(messages, self.options), None))
         return self._call(messages)

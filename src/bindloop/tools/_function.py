@@ -440,8 +440,6 @@ def _caller(fn: Callable[..., Any], tool: str, n_pos: int, keyword: tuple[str, .
         # the common returns first: isawaitable's attribute miss costs more than these checks
         if type(value) is str:
             return ToolResult(content=value)
-        if type(value) is int and -_INT_TEXT_BOUND < value < _INT_TEXT_BOUND:
-            return ToolResult(content=str(value))
         if isinstance(value, msgspec.Struct):
             return value if isinstance(value, _OUTCOMES) else _json_result(value, tool)
         if type(value) not in _DATA and isawaitable(value):
@@ -503,6 +501,8 @@ def as_outcome(value: Any, tool: str) -> ToolOutcome:
 
 
 def _json_result(value: Any, tool: str) -> ToolResult:
+    if type(value) is int and -_INT_TEXT_BOUND < value < _INT_TEXT_BOUND:
+        return ToolResult(content=str(value))
     if isinstance(value, str):  # a str subclass: its text, not a JSON string
         return ToolResult(content=str(value))
     try:
