@@ -373,26 +373,41 @@ def test_fits_answers_by_the_wire_pattern_before_and_after_its_memo_is_emptied(
     assert [table.fits(n) for n in names] == expected
 
 
-@given(limit=st.integers(1, 40), sizes=st.lists(st.integers(0, 50), max_size=200),
+@given(limit=st.integers(1, 40), max_bytes=st.integers(1, 400),
+       sizes=st.lists(st.integers(0, 50), max_size=200),
        again=st.lists(st.integers(0, 199), max_size=20))
-@settings(max_examples=50, deadline=None)
-def test_the_memo_drops_its_oldest_entries_first(limit: int, sizes: list[int],
+@settings(max_examples=80, deadline=None)
+def test_the_memo_drops_its_oldest_entries_first(limit: int, max_bytes: int, sizes: list[int],
                                                   again: list[int]) -> None:
-    """A full memo drops its oldest entries (in batches, down to 7/8 of its limit): it never
-    holds more than its limit, always holds the entry just stored and every entry stored after
-    the oldest one it holds, counts exactly the bytes it holds, and an entry stored again
-    counts as new."""
-    memo = WireCache(limit)
+    """A full memo drops its oldest entries (in batches, down to 7/8 of its limit and of its
+    byte bound, whichever it went over): it never holds more than either, always holds the
+    entry just stored (unless that one alone is over the byte bound) and every entry stored
+    after the oldest one it holds, counts exactly the bytes it holds, and an entry stored
+    again counts as new."""
+    memo = WireCache(limit, max_bytes)
     keys = [object() for _ in sizes]
     order: list[int] = []  # indexes of keys, oldest store first
-    for i, size in enumerate(sizes):
-        memo.put(keys[i], i, size)
-        order.append(i)
+
+    def store(i: int) -> None:
+        nonlocal order
+        expected = len(memo) + (memo.get(keys[i]) != i)  # the length if nothing is dropped
+        memo.put(keys[i], i, sizes[i])
+        if sizes[i] > max_bytes:
+            assert memo.get(keys[i]) is None and len(memo) < expected
+            order = [o for o in order if o != i]
+            return
+        order = [o for o in order if o != i] + [i]
+        assert memo.get(keys[i]) == i
+        if len(memo) < expected <= limit and len(memo) > 1:
+            # A pass dropped entries for bytes: a batch, so the next stores do not each walk.
+            assert memo.nbytes <= max_bytes - max_bytes // 8
+
+    for i in range(len(sizes)):
+        store(i)
         for j in again:
             if j < i and j % 7 == i % 7:  # now and then an earlier key stored again
-                memo.put(keys[j], j, sizes[j])
-                order = [o for o in order if o != j] + [j]
+                store(j)
         held = [o for o in order if memo.get(keys[o]) == o]
-        assert 0 < len(memo) <= limit and len(held) == len(memo)
+        assert len(memo) <= limit and len(held) == len(memo)
         assert held == order[len(order) - len(held):]  # the newest ones, none skipped
-        assert memo.nbytes == sum(sizes[o] for o in held)
+        assert memo.nbytes == sum(sizes[o] for o in held) <= max_bytes

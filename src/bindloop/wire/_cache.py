@@ -128,10 +128,11 @@ class WireCache:
     """Identity-keyed, bounded memo of wire forms (see the module docstring). Concurrent requests
     on one adapter only ever store equal values for one key."""
 
-    __slots__ = ("_bytes", "_entries", "_limit", "recent", "tools")
+    __slots__ = ("_bytes", "_entries", "_limit", "_max_bytes", "recent", "tools")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, max_bytes: int = _MAX_BYTES) -> None:
         self._limit = limit
+        self._max_bytes = max_bytes
         # id(key) -> (key, value, encoded size, whether key holds a name the wire refuses),
         # oldest first.
         self._entries: dict[int, tuple[object, Any, int, bool]] = {}
@@ -150,8 +151,9 @@ class WireCache:
         return entry[1] if entry is not None and entry[0] is key else None
 
     def put(self, key: object, value: Any, size: int, renamed: bool = False) -> None:
-        """Keep ``value`` for ``key`` (``size`` encoded bytes)."""
-        if size > _MAX_BYTES:
+        """Keep ``value`` for ``key`` (``size`` encoded bytes); a value larger than the byte
+        bound is not kept."""
+        if size > self._max_bytes:
             return
         entries = self._entries
         k = id(key)
@@ -159,20 +161,21 @@ class WireCache:
             self._bytes -= entries.pop(k)[2]
         entries[k] = (key, value, size, renamed)
         self._bytes += size
-        if len(entries) > self._limit or self._bytes > _MAX_BYTES:
+        if len(entries) > self._limit or self._bytes > self._max_bytes:
             self._evict()
 
     def _evict(self) -> None:
-        """Drop the oldest entries, down to 7/8 of the limit (and within the byte bound), in
-        one pass. A dict reaches its oldest live entry by walking past every entry deleted
-        before it, so dropping one entry per store would walk thousands on every store of a
-        full memo; one walk per batch is constant per store."""
+        """Drop the oldest entries, down to 7/8 of the limit and of the byte bound, in one
+        pass. A dict reaches its oldest live entry by walking past every entry deleted before
+        it, so dropping one entry per store would walk thousands on every store of a full memo
+        (whichever bound is reached); one walk per batch is constant per store."""
         entries = self._entries
         keep = self._limit - self._limit // 8
+        keep_bytes = self._max_bytes - self._max_bytes // 8
         count, size = len(entries), self._bytes
         gone: list[int] = []
         for k, entry in entries.items():
-            if count <= keep and size <= _MAX_BYTES:
+            if count <= keep and size <= keep_bytes or count == 1:  # the newest one stays
                 break
             gone.append(k)
             count -= 1
@@ -230,7 +233,10 @@ class Prepared:
         return m
 
     def keep(self, m: Message, piece: Any, size: int) -> None:
-        self._cache.put(m, piece, size, self.wire is not None and _refused(self._names, m))
+        if self.wire is None:
+            self._cache.put(m, piece, size)
+        else:
+            self._cache.put(m, piece, size, _refused(self._names, m))
 
     def sent(self, state: Any = None) -> None:
         """Remember this request's transcript and pieces (every ``found`` is filled in, and
@@ -275,7 +281,8 @@ def prepare(cache: WireCache, names: ToolNames, messages: Sequence[Message],
     matched = -1
     state = None
     count = len(messages)
-    for index, (sent, pieces, flag, kept) in enumerate(cache.recent):
+    index = 0
+    for sent, pieces, flag, kept in cache.recent:
         k = len(sent)
         # The same objects in the same places (identity, in C): their pieces are already known.
         if 0 < k <= count and messages[k - 1] is sent[-1] and messages[0] is sent[0] \
@@ -283,6 +290,7 @@ def prepare(cache: WireCache, names: ToolNames, messages: Sequence[Message],
             found = pieces[:]
             start, refused, matched, state = k, flag, index, kept
             break
+        index += 1
     append = found.append
     for i in range(start, count):
         m = messages[i]
