@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
@@ -569,7 +568,7 @@ class GeminiAdapter:
 
     def _piece(self, prep: Prepared, m: Message, name: str | None = None) -> Any:
         """A message's kept form, and keep it: ``(role, the encoded content of this message
-        alone or b"" when it has no part, its calls' (id, name) pairs, the name a nameless tool
+        alone or b"" when it has no part, its calls' id -> name, the name a nameless tool
         result was sent under)``; for a system message ``(None, its encoded part or b"", (),
         None)``. ``name`` is a nameless tool result's. The content is encoded in one call."""
         wire_m = prep.message(m)
@@ -578,13 +577,12 @@ class GeminiAdapter:
             text = text_of(parts_of(wire_m.content), "a system message")
             piece = (None, encoded({"text": text}) if text else b"", (), None)
         else:
-            role, parts = _parts(wire_m, {wire_m.tool_call_id: name} if name is not None
-                                 and isinstance(wire_m, ToolMessage) else {})
-            calls: tuple[Any, ...] = ()
-            if isinstance(wire_m, AssistantMessage) and wire_m.tool_calls:
-                calls = tuple(map(_call_name, wire_m.tool_calls))
-            piece = (role, encoded({"role": role, "parts": parts}) if parts else b"", calls,
-                     name)
+            # A nameless tool result finds its name here; an assistant's calls land here.
+            names = {wire_m.tool_call_id: name} if name is not None \
+                and isinstance(wire_m, ToolMessage) else {}
+            role, parts = _parts(wire_m, names)
+            piece = (role, encoded({"role": role, "parts": parts}) if parts else b"",
+                     names if isinstance(wire_m, AssistantMessage) and names else (), name)
         prep.keep(m, piece, len(piece[1]))
         return piece
 
@@ -690,20 +688,37 @@ class _GeminiStreamDecoder:
 
 # -- requests: contents --------------------------------------------------------------------------
 
-_call_name = attrgetter("id", "name")  # a call's (id, name) pair
-
-
 def _parts(m: Message, names: dict[str, str]) -> tuple[str, list[dict[str, Any]]]:
+    """A message's role and parts; an assistant's calls are recorded in ``names`` (id -> name),
+    and a tool result without a name takes its call's from there."""
+    kind = type(m)  # the exact classes first: an agent's transcript is mostly these two
+    if kind is ToolMessage or (kind is not AssistantMessage and isinstance(m, ToolMessage)):
+        name = m.name or names.get(m.tool_call_id)
+        if name is None:
+            raise WireRequestError(
+                f"tool result {m.tool_call_id!r} answers no earlier call; Gemini needs its name")
+        content = m.content
+        text = content if type(content) is str else text_of(parts_of(content), "a tool result")
+        # The documented keys: "output" for the function's output, "error" for a failure.
+        return "user", [{"functionResponse": {"id": m.tool_call_id, "name": name,
+                                              "response": {"error" if m.is_error else "output":
+                                                           text}}}]
+    if kind is AssistantMessage or isinstance(m, AssistantMessage):
+        return "model", _model_parts(m, names)
     if isinstance(m, UserMessage):
         return "user", [_user_part(p, i) for i, p in enumerate(parts_of(m.content))
                         if not isinstance(p, ReasoningPart)]
-    if isinstance(m, AssistantMessage):
-        parts: list[dict[str, Any]] = []
-        loose: list[str] = []  # signatures minted on call/answer parts, to reattach
-        if type(m.content) is str:  # parts_of's one TextPart, without building it
-            if m.content:
-                parts.append({"text": m.content})
-        for p in parts_of(m.content) if type(m.content) is not str else ():
+    raise WireRequestError(f"not a message: {type(m).__name__}")
+
+
+def _model_parts(m: AssistantMessage, names: dict[str, str]) -> list[dict[str, Any]]:
+    content = m.content
+    loose: list[str] = []  # signatures minted on call/answer parts, to reattach
+    if type(content) is str:  # parts_of's one TextPart, without building it
+        parts: list[dict[str, Any]] = [{"text": content}] if content else []
+    else:
+        parts = []
+        for p in parts_of(content):
             if isinstance(p, ReasoningPart):
                 if p.text:
                     thought: dict[str, Any] = {"text": p.text, "thought": True}
@@ -720,33 +735,21 @@ def _parts(m: Message, names: dict[str, str]) -> tuple[str, list[dict[str, Any]]
             else:
                 raise WireRequestError(
                     f"an assistant message carries only text here, got {type(p).__name__}")
-        first = len(parts)  # the calls' parts follow the text and thoughts
-        for call in m.tool_calls:
-            names[call.id] = call.name
-            args = decode_arguments(call.arguments)
-            parts.append({"functionCall": {
-                "id": call.id, "name": call.name,
-                "args": args if args is not None else {"_raw_arguments": call.arguments}}})
-        if loose:
-            target: dict[str, Any] | None = parts[first] if len(parts) > first else next(
-                (q for q in reversed(parts) if not q.get("thought")), None)
-            if target is None:
-                target = {"text": ""}
-                parts.append(target)
-            target["thoughtSignature"] = loose[0]
-        return "model", parts
-    if isinstance(m, ToolMessage):
-        name = m.name or names.get(m.tool_call_id)
-        if name is None:
-            raise WireRequestError(
-                f"tool result {m.tool_call_id!r} answers no earlier call; Gemini needs its name")
-        content = m.content
-        text = content if type(content) is str else text_of(parts_of(content), "a tool result")
-        # The documented keys: "output" for the function's output, "error" for a failure.
-        key = "error" if m.is_error else "output"
-        return "user", [{"functionResponse": {"id": m.tool_call_id, "name": name,
-                                              "response": {key: text}}}]
-    raise WireRequestError(f"not a message: {type(m).__name__}")
+    first = len(parts)  # the calls' parts follow the text and thoughts
+    for call in m.tool_calls:
+        names[call.id] = call.name
+        args = decode_arguments(call.arguments)
+        parts.append({"functionCall": {
+            "id": call.id, "name": call.name,
+            "args": args if args is not None else {"_raw_arguments": call.arguments}}})
+    if loose:
+        target: dict[str, Any] | None = parts[first] if len(parts) > first else next(
+            (q for q in reversed(parts) if not q.get("thought")), None)
+        if target is None:
+            target = {"text": ""}
+            parts.append(target)
+        target["thoughtSignature"] = loose[0]
+    return parts
 
 
 def _user_part(p: object, index: int) -> dict[str, Any]:
