@@ -691,8 +691,9 @@ class _GeminiStreamDecoder:
 def _parts(m: Message, names: dict[str, str]) -> tuple[str, list[dict[str, Any]]]:
     """A message's role and parts; an assistant's calls are recorded in ``names`` (id -> name),
     and a tool result without a name takes its call's from there."""
-    kind = type(m)  # the exact classes first: an agent's transcript is mostly these two
-    if kind is ToolMessage or (kind is not AssistantMessage and isinstance(m, ToolMessage)):
+    # The exact class first (no walk of the class's bases): an agent's transcript is mostly
+    # tool results and assistant turns.
+    if type(m) is ToolMessage or isinstance(m, ToolMessage):
         name = m.name or names.get(m.tool_call_id)
         if name is None:
             raise WireRequestError(
@@ -703,7 +704,7 @@ def _parts(m: Message, names: dict[str, str]) -> tuple[str, list[dict[str, Any]]
         return "user", [{"functionResponse": {"id": m.tool_call_id, "name": name,
                                               "response": {"error" if m.is_error else "output":
                                                            text}}}]
-    if kind is AssistantMessage or isinstance(m, AssistantMessage):
+    if type(m) is AssistantMessage or isinstance(m, AssistantMessage):
         return "model", _model_parts(m, names)
     if isinstance(m, UserMessage):
         return "user", [_user_part(p, i) for i, p in enumerate(parts_of(m.content))
