@@ -305,6 +305,37 @@ def test_a_session_resumed_from_its_previous_request_keeps_the_uncached_bytes(
 
 
 @pytest.mark.parametrize("wire", WIRE_NAMES)
+@given(turns=st.lists(st.tuples(st.lists(st.tuples(st.sampled_from(["c0", "c1", "c2"]),
+                                                   st.sampled_from(["a", "b", "ns:c"])),
+                                         min_size=1, max_size=2),
+                                st.lists(st.sampled_from(["c0", "c1", "c2", "c9"]), max_size=2),
+                                st.sampled_from(["next", "again", "other"])),
+                      min_size=1, max_size=6),
+       tools=TOOLS)
+@settings(max_examples=60, deadline=None)
+def test_nameless_results_take_the_newest_call_of_their_id(
+        wire: str, turns: list[tuple[list[tuple[str, str]], list[str], str]],
+        tools: list[ToolDefinition]) -> None:
+    """Call ids reused across turns under other names, answered by tool results without a
+    name (Gemini sends the name, taken from the newest call of that id; an id no call had is
+    refused): each request of the growing session, resumed or sent again, gives the uncached
+    bytes or the same refusal."""
+    make = ADAPTERS[wire]
+    cached, fresh = make(), make(request_cache=0)
+    options = WireOptions(model="m")
+    transcript: list[Message] = [UserMessage(content="start")]
+    for calls, answered, step in turns:
+        transcript.append(AssistantMessage(tool_calls=tuple(
+            ToolCall(id=i, name=n, arguments="{}") for i, n in calls)))
+        transcript += [ToolMessage(tool_call_id=i, content=f"result of {i}") for i in answered]
+        if step == "other":
+            outcome(cached, [UserMessage(content="another session")], tools, options)
+        for _ in range(2 if step == "again" else 1):
+            assert outcome(cached, transcript, tools, options) == outcome(
+                fresh, list(transcript), tools, options)
+
+
+@pytest.mark.parametrize("wire", WIRE_NAMES)
 @given(messages=TRANSCRIPTS.filter(bool), branches=st.lists(TRANSCRIPTS.filter(bool),
                                                              min_size=2, max_size=3),
        tools=TOOLS, data=st.data())

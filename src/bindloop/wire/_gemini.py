@@ -299,6 +299,18 @@ def _turn_head(role: str) -> bytes:
 _HEAD = MappingProxyType({role: len(_turn_head(role)) for role in ("user", "model")})
 
 
+def _called(calls: Any, call_id: str) -> str:
+    """The name of call ``call_id`` in a chain of calls' names (see ``_cached``), the newest
+    call of that id (as a dict filled in message order holds). Raises ``KeyError`` when no
+    earlier call has that id."""
+    while calls is not None:
+        named, calls = calls
+        name: str | None = named.get(call_id)
+        if name is not None:
+            return name
+    raise KeyError(call_id)
+
+
 def _content(group: list[Any]) -> bytes:
     """One content's encoded bytes from its messages' kept pieces (one role): a piece keeps
     its message's own content, whose parts are the bytes between its start and its closing
@@ -514,28 +526,31 @@ class GeminiAdapter:
         system: list[bytes]
         done: list[bytes]
         group: list[Any]
-        names: dict[str, str]
+        # The calls' names so far, newest first: (one message's call id -> name, the calls
+        # before it), or None. Only a tool result without a name reads it, so a request adds
+        # its own calls' dicts and copies none.
+        calls: Any
         if state is None:
-            system, done, group, names, last, begin = [], [], [], {}, None, 0
+            system, done, group, calls, last, begin = [], [], [], None, None, 0
         else:
-            system, done, group, names, last = state
+            system, done, group, calls, last = state
             begin = prep.start
-        own_names = state is None  # names is this request's own dict (else the state's)
         closed: list[bytes] = []  # the contents closed by this request's messages
         found = prep.found
         for i in range(begin, len(found)):
-            m, piece = messages[i], found[i]
+            piece = found[i]
             if piece is None or piece[3] is not None or skip:
+                m = messages[i]
                 if isinstance(m, SystemMessage):
                     if piece is None:
                         piece = self._piece(prep, m)
                 elif skip:
                     skip -= 1
-                    if isinstance(m, AssistantMessage):
-                        names.update((c.id, prep.call_name(c.name)) for c in m.tool_calls)
+                    if isinstance(m, AssistantMessage) and m.tool_calls:
+                        calls = ({c.id: prep.call_name(c.name) for c in m.tool_calls}, calls)
                     continue
                 elif isinstance(m, ToolMessage) and m.name is None:
-                    name = names[m.tool_call_id]  # none: the uncached build says why
+                    name = _called(calls, m.tool_call_id)  # none: the uncached build says why
                     if piece is None or piece[3] != name:
                         piece = self._piece(prep, m, name)
                 elif piece is None:
@@ -547,9 +562,7 @@ class GeminiAdapter:
                     system = system + [piece[1]]
                 continue
             if piece[2]:
-                if not own_names:
-                    names, own_names = dict(names), True
-                names.update(piece[2])
+                calls = (piece[2], calls)
             if not piece[1]:
                 continue
             if role == last:
@@ -561,7 +574,7 @@ class GeminiAdapter:
                 last = role
         if closed:
             done = done + closed
-        prep.sent((system, done, group, names, last) if resumable else None)
+        prep.sent((system, done, group, calls, last) if resumable else None)
         contents = done + [_content(group)] if group else done
         return (system, contents, tool_array(memo, tools, prep.tools, self._tool), prep.tools,
                 prep.options)
