@@ -162,13 +162,17 @@ class ScriptedStreamModel(StreamModel):
         self.position = position + 1
         if isinstance(entry, BaseException):
             raise entry
-        # turn_events(entry), with its text in chunk_size fragments.
-        for index, part in enumerate(entry.reasoning):
-            yield ReasoningEvent(part=part, index=index)
-        for index, item in enumerate(entry.provider_items):
-            yield ProviderItemEvent(part=item, index=index)
-        text, n = entry.text, self._chunk
+        # turn_events(entry), with its text in chunk_size fragments (empty parts skipped
+        # without a loop: most turns are a tool call or an answer alone).
+        if entry.reasoning:
+            for index, part in enumerate(entry.reasoning):
+                yield ReasoningEvent(part=part, index=index)
+        if entry.provider_items:
+            for index, item in enumerate(entry.provider_items):
+                yield ProviderItemEvent(part=item, index=index)
+        text = entry.text
         if text:
+            n = self._chunk
             if len(text) > n:
                 for i in range(0, len(text), n):
                     yield TextEvent(content=text[i:i + n])
