@@ -30,6 +30,7 @@ _ENCODE: Final = msgspec.json.Encoder(order="deterministic").encode
 # An int's JSON text is its decimal digits: str() writes the same bytes without the encoder,
 # under every limit an interpreter may set on int-to-text conversion (at least 640 digits).
 _INT_TEXT_BOUND: Final = 10**600
+_INT_TEXT_LOW: Final = -_INT_TEXT_BOUND  # made once: negating a 2,000-bit int costs a call
 
 # Docstring section headers. Google: ``Args:`` on a line of its own; numpy: a title underlined
 # with dashes; reST: ``:param name: text`` fields.
@@ -437,12 +438,15 @@ def _caller(fn: Callable[..., Any], tool: str, n_pos: int, keyword: tuple[str, .
 
     def execute(args: Any, ctx: Any) -> ToolOutcome | Awaitable[ToolOutcome]:
         value = fn(*astuple(args)) if simple else call(args, ctx)
-        # the common returns first: isawaitable's attribute miss costs more than these checks
+        # The common returns first, cheapest test first: a Struct check goes through msgspec's
+        # metaclass, and isawaitable's attribute miss costs more than any of these.
         if type(value) is str:
             return ToolResult(content=value)
+        if type(value) in _DATA:  # plain data (never a Struct or an awaitable): JSON text
+            return _json_result(value, tool)
         if isinstance(value, msgspec.Struct):
             return value if isinstance(value, _OUTCOMES) else _json_result(value, tool)
-        if type(value) not in _DATA and isawaitable(value):
+        if isawaitable(value):
             return _finish_async(value, tool)
         return _json_result(value, tool)
 
@@ -501,7 +505,7 @@ def as_outcome(value: Any, tool: str) -> ToolOutcome:
 
 
 def _json_result(value: Any, tool: str) -> ToolResult:
-    if type(value) is int and -_INT_TEXT_BOUND < value < _INT_TEXT_BOUND:
+    if type(value) is int and _INT_TEXT_LOW < value < _INT_TEXT_BOUND:
         return ToolResult(content=str(value))
     if isinstance(value, str):  # a str subclass: its text, not a JSON string
         return ToolResult(content=str(value))
