@@ -726,6 +726,8 @@ def _parts(m: Message, names: dict[str, str]) -> tuple[str, list[dict[str, Any]]
 
 
 def _model_parts(m: AssistantMessage, names: dict[str, str]) -> list[dict[str, Any]]:
+    """An assistant turn's parts: its thoughts and text, then its calls (recorded in
+    ``names``), its loose signatures reattached as the module docstring says."""
     content = m.content
     loose: list[str] = []  # signatures minted on call/answer parts, to reattach
     if type(content) is str:  # parts_of's one TextPart, without building it
