@@ -311,18 +311,21 @@ def test_a_session_resumed_from_its_previous_request_keeps_the_uncached_bytes(
                                 st.lists(st.sampled_from(["c0", "c1", "c2", "c9"]), max_size=2),
                                 st.sampled_from(["next", "again", "other"])),
                       min_size=1, max_size=6),
-       tools=TOOLS)
+       tools=TOOLS, skip=st.integers(0, 4))
 @settings(max_examples=60, deadline=None)
 def test_nameless_results_take_the_newest_call_of_their_id(
         wire: str, turns: list[tuple[list[tuple[str, str]], list[str], str]],
-        tools: list[ToolDefinition]) -> None:
+        tools: list[ToolDefinition], skip: int) -> None:
     """Call ids reused across turns under other names, answered by tool results without a
-    name (Gemini sends the name, taken from the newest call of that id; an id no call had is
-    refused): each request of the growing session, resumed or sent again, gives the uncached
-    bytes or the same refusal."""
+    name (Gemini sends the name, taken from the newest call of that id, also from a call in
+    the prefix a ``cachedContent`` leaves out; an id no call had is refused): each request of
+    the growing session, resumed or sent again, gives the uncached bytes or the same
+    refusal."""
     make = ADAPTERS[wire]
     cached, fresh = make(), make(request_cache=0)
-    options = WireOptions(model="m")
+    options = WireOptions(model="m", cache=CachePolicy(
+        cached_content="cachedContents/c1", cached_messages=skip)
+        if wire == "gemini" and skip else None)
     transcript: list[Message] = [UserMessage(content="start")]
     for calls, answered, step in turns:
         transcript.append(AssistantMessage(tool_calls=tuple(
