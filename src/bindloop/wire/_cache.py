@@ -233,10 +233,7 @@ class Prepared:
         return m
 
     def keep(self, m: Message, piece: Any, size: int) -> None:
-        if self.wire is None:
-            self._cache.put(m, piece, size)
-        else:
-            self._cache.put(m, piece, size, _refused(self._names, m))
+        self._cache.put(m, piece, size, self.wire is not None and _refused(self._names, m))
 
     def sent(self, state: Any = None) -> None:
         """Remember this request's transcript and pieces (every ``found`` is filled in, and
@@ -281,8 +278,7 @@ def prepare(cache: WireCache, names: ToolNames, messages: Sequence[Message],
     matched = -1
     state = None
     count = len(messages)
-    index = 0
-    for sent, pieces, flag, kept in cache.recent:
+    for index, (sent, pieces, flag, kept) in enumerate(cache.recent):
         k = len(sent)
         # The same objects in the same places (identity, in C): their pieces are already known.
         if 0 < k <= count and messages[k - 1] is sent[-1] and messages[0] is sent[0] \
@@ -290,7 +286,6 @@ def prepare(cache: WireCache, names: ToolNames, messages: Sequence[Message],
             found = pieces[:]
             start, refused, matched, state = k, flag, index, kept
             break
-        index += 1
     append = found.append
     for i in range(start, count):
         m = messages[i]

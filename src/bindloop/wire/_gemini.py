@@ -299,8 +299,13 @@ def _turn_head(role: str) -> bytes:
 _HEAD = MappingProxyType({role: len(_turn_head(role)) for role in ("user", "model")})
 
 
-def _called(calls: Any, call_id: str) -> str:
-    """The name of call ``call_id`` in a chain of calls' names (see ``_cached``), the newest
+# The calls' names a request has seen, newest first: (one message's call id -> name, the calls
+# before it), or None before the first call. Links are shared between a session's requests.
+_Calls = tuple[dict[str, str], "_Calls"] | None
+
+
+def _called(calls: _Calls, call_id: str) -> str:
+    """The name of call ``call_id`` in a chain of calls' names, the newest
     call of that id (as a dict filled in message order holds). Raises ``KeyError`` when no
     earlier call has that id."""
     while calls is not None:
@@ -526,10 +531,9 @@ class GeminiAdapter:
         system: list[bytes]
         done: list[bytes]
         group: list[Any]
-        # The calls' names so far, newest first: (one message's call id -> name, the calls
-        # before it), or None. Only a tool result without a name reads it, so a request adds
-        # its own calls' dicts and copies none.
-        calls: Any
+        # Only a tool result without a name reads the calls' names (_Calls), so a request
+        # adds its own calls' links and copies none.
+        calls: _Calls
         if state is None:
             system, done, group, calls, last, begin = [], [], [], None, None, 0
         else:
