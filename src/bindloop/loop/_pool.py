@@ -11,16 +11,25 @@ are answers rather than crashes is the caller's job, done inside ``run``.
 
 ``concurrency`` (optional) caps the calls in flight across *all* pools. A call waiting for that
 capacity has not started, so it still honours the signal: it is checked again once capacity frees up.
+
+On asyncio (CPython, Pyodide, workerd) the lanes are tasks of an :class:`asyncio.TaskGroup`; on
+any other backend (trio), of an anyio task group. Both are structured the same way: the batch
+returns only once every lane has ended, the first failure cancels the other lanes, and a
+cancellation of the caller (an anyio cancel scope, a run deadline) cancels every lane and waits for
+them. asyncio's own group costs a fraction of anyio's (about 11 against 36 µs for two calls,
+``bench/tool_batch.py``), which every turn with parallel tool calls pays.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Generic, TypeVar
+import sys
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, Generic, TypeVar
 
 import anyio
 import msgspec
 
+from .._eventloop import running_asyncio_loop
 from ..errors import AbortedToolCallError, UsageError
 from ..signal import AbortSignal
 
@@ -116,13 +125,13 @@ async def run_tool_calls_pooled_by_tool(
                     continue
                 slots[i].fill(await run(items[i]))
 
+    starts: list[Coroutine[Any, Any, None]] = []
+    for indices in pools.values():
+        cursor = [0]
+        lanes = len(indices) if width is None else min(width, len(indices))
+        starts.extend(lane(indices, cursor) for _ in range(lanes))
     try:
-        async with anyio.create_task_group() as tg:
-            for indices in pools.values():
-                cursor = [0]
-                lanes = len(indices) if width is None else min(width, len(indices))
-                for _ in range(lanes):
-                    tg.start_soon(lane, indices, cursor)
+        await _run_lanes(starts)
     except BaseExceptionGroup as group:
         # The first failure cancels its siblings, so the group normally holds exactly that one:
         # re-raise it as itself so callers can catch the type they know. When several calls failed
@@ -141,6 +150,28 @@ async def run_tool_calls_pooled_by_tool(
             raise RuntimeError("a pooled tool call was never answered")
         out.append(slot.value)  # type: ignore[arg-type]
     return out
+
+
+async def _run_lanes(lanes: list[Coroutine[Any, Any, None]]) -> None:
+    """Run ``lanes`` side by side and return once all have ended (see the module docstring): an
+    :class:`asyncio.TaskGroup` on asyncio, an anyio task group elsewhere. A failure is raised in
+    an exception group, as either group raises it."""
+    loop = running_asyncio_loop()
+    if loop is not None:
+        # asyncio is loaded (a loop runs): its module is read from sys.modules, never imported,
+        # so a trio run never loads it (see bindloop._eventloop).
+        group = sys.modules["asyncio"].TaskGroup()
+        async with group:
+            for coro in lanes:
+                group.create_task(coro)
+        return
+    async with anyio.create_task_group() as tg:
+        for coro in lanes:
+            tg.start_soon(_awaited, coro)
+
+
+async def _awaited(coro: Coroutine[Any, Any, None]) -> None:
+    await coro
 
 
 def _attr_name(item: object) -> str:
