@@ -230,3 +230,26 @@ def test_calls_see_the_callers_context(backend: str) -> None:
     out, after = anyio.run(main, backend=backend)
     assert out == ["caller", "caller"]
     assert after == "caller"
+
+
+@backends
+def test_calls_may_use_anyio_scopes_and_task_groups_inside_their_lane(backend: str) -> None:
+    # A tool's own timeouts and task groups (an MCP call, an HTTP client) work in its lane.
+    async def run(c: ToolCall) -> str:
+        if c.id == "c0":
+            with anyio.move_on_after(0.01) as scope:
+                await anyio.sleep(30)
+            return f"timed out: {scope.cancelled_caught}"
+        got: list[int] = []
+        async with anyio.create_task_group() as tg:
+            for i in range(3):
+                tg.start_soon(lambda i=i: _append_later(got, i))
+        return f"gathered {sorted(got)}"
+
+    out = anyio.run(run_tool_calls_pooled_by_tool, calls("a", "b"), run, backend=backend)
+    assert out == ["timed out: True", "gathered [0, 1, 2]"]
+
+
+async def _append_later(into: list[int], value: int) -> None:
+    await anyio.sleep(0)
+    into.append(value)
