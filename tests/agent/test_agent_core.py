@@ -33,7 +33,8 @@ from bindloop.agent import (
     run_with,
 )
 from bindloop.agent.middleware import ToolCallLoopMiddleware
-from bindloop.contracts import SystemMessage, ToolResult, TurnUsage, UserMessage
+from bindloop.contracts import AssistantMessage, SystemMessage, ToolMessage, ToolResult, TurnUsage, \
+    UserMessage
 from bindloop.model import Model
 from bindloop.errors import PortContractError, UsageError
 from bindloop.agent.errors import (
@@ -43,6 +44,7 @@ from bindloop.agent.errors import (
 )
 from bindloop.tools import define_tool
 from bindloop.testing import final_answer, scripted_stream_model
+from bindloop.testing import strategies as _strategies
 from bindloop.wire import ModelAdapter, OpenAIChatAdapter, WireOptions
 
 pytestmark = pytest.mark.anyio
@@ -384,3 +386,49 @@ async def test_something_that_is_not_a_model_is_refused_naming_what_it_lacks(whe
             await run_with(lambda: None, model=StreamOnly())  # type: ignore[arg-type]
         else:
             augment_model(StreamOnly(), [])  # type: ignore[arg-type]
+
+
+_MESSAGE_CLASSES = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
+
+
+class _NotedUser(UserMessage):
+    """A message subclass: still a message to equip_history."""
+
+
+_history_entries = st.lists(st.one_of(
+    _strategies.messages(),
+    st.builds(_NotedUser, content=st.text(min_size=1, max_size=5)),
+    st.sampled_from([1, "text", {"role": "user", "content": "a dict"}, None])), max_size=12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(first=_history_entries, second=_history_entries, as_iterator=st.booleans())
+def test_history_is_added_whole_in_order_or_not_at_all(first: list[Any], second: list[Any],
+                                                       as_iterator: bool) -> None:
+    """Each equip_history call adds all its messages in order (from a list, a tuple or an
+    iterator, read once), or raises naming its first entry that is no message and adds nothing."""
+    model = scripted_stream_model([final_answer("ok")])
+    refused: list[str] = []
+
+    async def handler(_: None) -> str:
+        for entries in (first, second):
+            try:
+                equip_history(iter(entries) if as_iterator else tuple(entries))
+            except UsageError as exc:
+                refused.append(str(exc))
+        equip_instruction("now")
+        return (await prompt_chat()).data
+
+    assert anyio.run(create_agent(id="a", handler=handler, model=model), None) == "ok"
+    expected: list[Any] = []
+    expected_refusals: list[str] = []
+    for entries in (first, second):
+        bad = [e for e in entries if not isinstance(e, _MESSAGE_CLASSES)]
+        if bad:
+            expected_refusals.append(f"equip_history(): {bad[0]!r} is not a bindloop.contracts message")
+        else:
+            expected.extend(entries)
+    assert refused == expected_refusals
+    sent = list(model.requests[0].messages)
+    assert sent[:-1] == expected and all(a is b for a, b in zip(sent, expected))
+    assert sent[-1] == UserMessage(content="now")

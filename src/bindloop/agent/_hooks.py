@@ -4,11 +4,11 @@ memo, resources and scope."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import msgspec
 
-from ..contracts import Message
+from ..contracts import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
 from ..errors import UsageError
 from ..tools import Tool
 from ..signal import AbortSignal
@@ -37,6 +37,9 @@ __all__ = (
 
 T = TypeVar("T")
 
+_MESSAGE_TYPES: Final = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
+_MESSAGE_KINDS: Final = frozenset(_MESSAGE_TYPES)
+
 
 def _text(hook: str, text: object) -> str:
     if not isinstance(text, str) or not text:
@@ -58,14 +61,19 @@ def equip_instruction(text: str) -> None:
 
 def equip_history(messages: Sequence[Message]) -> None:
     """Put earlier conversation ``messages`` between the system prompt and the instruction (a
-    chat's stored history; a previous :class:`ChatResult`'s ``delta`` appends to it)."""
-    from ..contracts import AssistantMessage, SystemMessage, ToolMessage, UserMessage
-
+    chat's stored history; a previous :class:`ChatResult`'s ``delta`` appends to it). An entry
+    that is not a message is a :class:`~bindloop.errors.UsageError` naming it, and then none of
+    ``messages`` is added."""
     _, gen = draft_generation("equip_history")
-    for m in messages:
-        if not isinstance(m, (SystemMessage, UserMessage, AssistantMessage, ToolMessage)):
-            raise UsageError(f"equip_history(): {m!r} is not a bindloop.contracts message")
-        gen.history.append(m)
+    if type(messages) is not list and type(messages) is not tuple:
+        messages = list(messages)  # an iterator is read once
+    # The message types by exact type, in one pass in C: a chat host hands its whole stored
+    # history to every prompt. A subclass, or an entry that is no message, takes the loop.
+    if not _MESSAGE_KINDS.issuperset(map(type, messages)):
+        for m in messages:
+            if not isinstance(m, _MESSAGE_TYPES):
+                raise UsageError(f"equip_history(): {m!r} is not a bindloop.contracts message")
+    gen.history.extend(messages)
 
 
 def _hashable(value: object) -> bool:
