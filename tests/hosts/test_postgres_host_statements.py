@@ -14,11 +14,14 @@ from bindloop.hosts.stores.postgres import _TRANSACTION_CONTROL, _host_statement
 
 _SPACE = st.text(alphabet=" \t\n\r\f", min_size=1, max_size=3)
 _LINE = st.builds(lambda text, end: f"--{text}{end}",
-                  st.text(alphabet=st.characters(blacklist_characters="\n\r%"), max_size=12),
+                  st.text(alphabet=st.characters(blacklist_characters="\n\r%",
+                                                 blacklist_categories=("Cs",)), max_size=12),
                   st.sampled_from(["\n", "\r", "\r\n"]))
 # Comment text that neither opens nor closes a comment itself ("/" and "*" never), and no "%":
 # placeholders are found in comments too, as psycopg finds them (a literal "%" is "%%").
-_BLOCK_TEXT = st.text(alphabet=st.characters(blacklist_characters="/*%"), max_size=10)
+# (Lone surrogates are no text PostgreSQL reads: see the last test.)
+_BLOCK_TEXT = st.text(alphabet=st.characters(blacklist_characters="/*%",
+                                             blacklist_categories=("Cs",)), max_size=10)
 _BLOCK = st.recursive(
     st.builds(lambda text: f"/*{text}*/", _BLOCK_TEXT),
     lambda inner: st.builds(lambda a, nested, b: f"/*{a}{nested}{b}*/",
@@ -63,3 +66,17 @@ def test_text_that_only_looks_like_a_keyword_is_accepted() -> None:
     # Inside a comment, a quoted identifier or a longer word, the keyword is not the command.
     for sql in ("/* COMMIT */ INSERT INTO t VALUES (1)", "committed_rows_insert", "\"commit\""):
         assert _host_statement(sql, ())[0] == sql.encode()
+
+
+@given(prefix=_PREFIX, surrogate=st.characters(whitelist_categories=("Cs",)),
+       where=st.sampled_from(["comment", "literal", "identifier"]))
+def test_a_statement_utf8_cannot_carry_is_a_usage_error(prefix: str, surrogate: str,
+                                                         where: str) -> None:
+    # A lone surrogate (a str decoded with surrogateescape, a broken JSON escape) cannot be sent:
+    # the error says so, not an encoder's traceback from deep inside.
+    sql = {"comment": f"{prefix}/* {surrogate} */ INSERT INTO t VALUES (%s)",
+           "literal": f"{prefix}INSERT INTO t VALUES ('{surrogate}', %s)",
+           "identifier": f'{prefix}INSERT INTO "t{surrogate}" VALUES (%s)'}[where]
+    with pytest.raises(UsageError, match="lone surrogate") as info:
+        _host_statement(sql, ("v",))
+    assert repr(surrogate) in str(info.value)

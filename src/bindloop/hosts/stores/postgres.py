@@ -865,7 +865,7 @@ def _host_statement(sql: object, params: object) -> tuple[bytes, tuple[Any, ...]
 def _numbered(sql: str) -> tuple[bytes, int]:
     """``sql`` with its ``%s`` placeholders numbered ``$1``, ``$2``, ... for the extended
     protocol (``%%`` is a literal ``%``, any other ``%`` sequence a :class:`UsageError`), and how
-    many there are."""
+    many there are. Text UTF-8 cannot carry (a lone surrogate) is a :class:`UsageError` too."""
     count = 0
 
     def number(match: re.Match[str]) -> str:
@@ -878,7 +878,12 @@ def _numbered(sql: str) -> tuple[bytes, int]:
         count += 1
         return f"${count}"
 
-    return _PLACEHOLDER.sub(number, sql).encode(), count
+    numbered = _PLACEHOLDER.sub(number, sql)
+    try:
+        return numbered.encode(), count
+    except UnicodeEncodeError as exc:  # a lone surrogate: no UTF-8 text holds it
+        raise UsageError(f"a write must be text UTF-8 can carry; it holds "
+                         f"{exc.object[exc.start:exc.end]!r}, a lone surrogate") from None
 
 
 def _receipt(row: tuple[Any, ...]) -> ReceiptState:
