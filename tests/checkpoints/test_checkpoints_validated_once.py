@@ -14,7 +14,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from bindloop import AssistantMessage, ToolCall, ToolMessage, UserMessage
+from bindloop import AssistantMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
 from bindloop.checkpoints import (
     CheckpointFormatError,
     LoopBindings,
@@ -65,7 +65,7 @@ ODD_MESSAGES = [
 ]
 
 edits = st.sampled_from(["append", "append_odd", "replace", "replace_odd", "drop", "bindings",
-                         "tools", "copy_all", "none"])
+                         "tools", "copy_all", "prepend", "prepend_odd", "none"])
 
 
 @settings(max_examples=150, deadline=None)
@@ -97,6 +97,10 @@ def test_the_incremental_path_stores_and_refuses_what_whole_validation_does(
             messages = [m if isinstance(m, dict) else msgspec.structs.replace(m) for m in messages]
         elif action == "drop" and k < len(messages):
             del messages[k]
+        elif action == "prepend":  # a system prompt put before the known transcript
+            messages.insert(0, SystemMessage(content=f"system {at}"))
+        elif action == "prepend_odd":
+            messages.insert(0, odd)
         elif action == "bindings":
             base.bindings.config["k"].append(math.nan if at % 2 else at)
         elif action == "tools":
@@ -180,10 +184,12 @@ def test_the_mark_is_not_a_field() -> None:
 
 class Counting:
     """Counts what the checkpoint codec asks ``msgspec.to_builtins`` to rebuild: whole checkpoints
-    that hold messages, and single messages (by identity). Calls from anywhere else pass."""
+    that hold messages, and messages (by identity), one by one or in a batch. Calls from anywhere
+    else pass."""
 
     def __init__(self) -> None:
         self.whole = 0
+        self.batches = 0
         self.messages: dict[int, int] = {}
         self.real = msgspec.to_builtins
 
@@ -192,8 +198,12 @@ class Counting:
             return self.real(value, *args, **kwargs)
         if isinstance(value, LoopCheckpoint) and value.messages:
             self.whole += 1
-        elif isinstance(value, (UserMessage, AssistantMessage, ToolMessage)):
+        elif isinstance(value, (SystemMessage, UserMessage, AssistantMessage, ToolMessage)):
             self.messages[id(value)] = self.messages.get(id(value), 0) + 1
+        elif type(value) is tuple:  # many new messages, converted in one call
+            self.batches += 1
+            for m in value:
+                self.messages[id(m)] = self.messages.get(id(m), 0) + 1
         return self.real(value, *args, **kwargs)
 
 
@@ -315,7 +325,8 @@ def test_many_new_messages_are_checked_together_and_kept_when_immutable(
     monkeypatch.setattr(msgspec, "to_builtins", counting)
     clean = _codec.require_checkpoint(compacted, known=base.messages)
     monkeypatch.undo()
-    assert counting.whole == 0 and counting.messages == {}  # one call over a tuple of them
+    assert counting.whole == 0 and counting.batches == 1  # one call over a tuple of them
+    assert sorted(counting.messages.values()) == [1] * 13
     assert all(a is b for a, b in zip(clean.messages, fresh))
     assert clean.messages[-1] is not listed and clean.messages[-1].content == (TextPart(text="a list"),)
     assert serialize_loop_checkpoint(clean) == whole(compacted)
@@ -397,3 +408,97 @@ def test_an_agent_chat_s_saves_validate_each_message_once(
     # the first save checks its transcript whole; every later one only the messages it added
     assert counting.whole <= 2
     assert all(n == 1 for n in counting.messages.values()), counting.messages
+
+
+@pytest.mark.parametrize("lead", [0, 1, 3])
+def test_known_messages_a_few_messages_in_are_not_checked_again(
+        lead: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stored transcript with a system prompt (or a few messages) put before it, then the
+    turn's new messages: only the leading and the new ones are checked, and the result is what
+    validating the whole checkpoint gives."""
+    past = [UserMessage(content=f"q{i}") if i % 2 == 0 else AssistantMessage(content=f"a{i}")
+            for i in range(30)]
+    stored_cp = parse_loop_checkpoint(serialize_loop_checkpoint(
+        create_loop_checkpoint(execution_id="s", messages=past, max_iterations=9)))
+    leading = [SystemMessage(content=f"system {i}") for i in range(lead)]
+    added = [UserMessage(content="now"), AssistantMessage(content="done")]
+    cp = create_loop_checkpoint(execution_id="c", messages=[UserMessage(content="x")],
+                                max_iterations=9)
+    cp = msgspec.structs.replace(cp, messages=(*leading, *stored_cp.messages, *added))
+    counting = Counting()
+    monkeypatch.setattr(msgspec, "to_builtins", counting)
+    out = validate_loop_checkpoint(cp, previous=stored_cp)
+    monkeypatch.undo()
+    assert counting.whole == 0
+    assert sorted(counting.messages) == sorted(id(m) for m in (*leading, *added))
+    assert serialize_loop_checkpoint(out) == whole(cp)
+    assert all(a is b for a, b in zip(out.messages[lead:lead + 30], stored_cp.messages))
+
+
+@pytest.mark.parametrize("system", [False, True])
+@pytest.mark.parametrize("own", [True, False])
+def test_a_chat_over_a_stored_history_saves_what_it_added(
+        system: bool, own: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """equip_history(stored.messages, source=stored): the chat's saves check the system prompt
+    and what the chat added, never the stored messages; given messages that are not the source's
+    own objects (equal copies), every one is checked, and the saves are the same bytes."""
+    from bindloop.agent import create_agent, equip_history, equip_instruction, equip_system, \
+        equip_tool, prompt_chat
+    from bindloop.tools import define_tool
+    from bindloop.testing import scripted_stream_model
+
+    past = [UserMessage(content=f"q{i}") if i % 2 == 0 else AssistantMessage(content=f"a{i}")
+            for i in range(40)]
+    stored_cp = parse_loop_checkpoint(serialize_loop_checkpoint(
+        create_loop_checkpoint(execution_id="s", messages=past, max_iterations=9)))
+    history = stored_cp.messages if own else tuple(msgspec.structs.replace(m) for m in past)
+
+    @define_tool
+    def add(i: int) -> str:
+        """Add."""
+        return "added"
+
+    saves: list[LoopCheckpoint] = []
+    model = scripted_stream_model(
+        [tool_call_turn([tool_call("add", {"i": i}, id=f"c{i}")]) for i in range(2)]
+        + [final_answer("sum")])
+
+    async def handler(_: None) -> Any:
+        if system:
+            equip_system("be brief")
+        equip_history(history, source=stored_cp)
+        equip_instruction("go")
+        equip_tool(add)
+        return await prompt_chat(on_checkpoint=saves.append)
+
+    counting = Counting()
+
+    async def main() -> Any:
+        monkeypatch.setattr(msgspec, "to_builtins", counting)
+        try:
+            return await create_agent(id="a", handler=handler, model=model)(None)
+        finally:
+            monkeypatch.undo()
+
+    chat = anyio.run(main)
+    assert chat.data == "sum" and len(saves) == 3  # two tool rounds, then the finished one
+    stored_ids = {id(m) for m in stored_cp.messages}
+    if own:
+        assert counting.whole == 0
+        assert not stored_ids & set(counting.messages)
+    else:  # nothing is known: the first save checks everything (whole or one by one)
+        assert counting.whole == 1 or {id(m) for m in history} <= set(counting.messages)
+    for cp in saves:
+        assert cp.messages[int(system):int(system) + 40] == stored_cp.messages
+        assert parse_loop_checkpoint(serialize_loop_checkpoint(cp)) == cp
+
+
+def test_equip_history_refuses_a_source_that_is_not_a_checkpoint() -> None:
+    from bindloop.agent import create_agent, equip_history
+    from bindloop.errors import UsageError
+
+    async def handler(_: None) -> None:
+        equip_history([UserMessage(content="q")], source="a store key")  # type: ignore[arg-type]
+
+    with pytest.raises(UsageError, match="source=.*LoopCheckpoint.*got str"):
+        anyio.run(create_agent(id="a", handler=handler), None)

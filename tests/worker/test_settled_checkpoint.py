@@ -71,3 +71,56 @@ def test_a_settled_chat_with_a_bad_delta_is_refused_as_storage_would() -> None:
     with pytest.raises(CheckpointFormatError) as caught:
         settled_checkpoint(stored, _chat(UserMessage(content="\ud800")), resumed=False)
     assert caught.value.field.startswith("messages[4]")
+
+
+def test_a_chat_over_the_stored_session_saves_without_checking_it_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new message to a stored session: the chat's saves after each tool round check what the
+    chat added, never the stored transcript (equip_history(..., source=stored))."""
+    import anyio
+
+    from bindloop.hosts.workers.agent import run_session
+    from bindloop.testing import final_answer, scripted_model, tool_call, tool_call_turn
+    from bindloop.tools import define_tool
+
+    past = [UserMessage(content=f"q{i}") if i % 2 == 0 else AssistantMessage(content=f"a{i}")
+            for i in range(201)]  # ends with the request's new user message
+    stored = parse_loop_checkpoint(serialize_loop_checkpoint(
+        create_loop_checkpoint(execution_id="s", messages=past, max_iterations=50)))
+
+    @define_tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    model = scripted_model([tool_call_turn([tool_call("add", {"a": 1, "b": 2})]),
+                            tool_call_turn([tool_call("add", {"a": 3, "b": 4})]),
+                            final_answer("7")])
+    saves: list[Any] = []
+    checked: list[int] = []
+    real = msgspec.to_builtins
+
+    def counting(value: Any, *args: Any, **kwargs: Any) -> Any:
+        if sys._getframe(1).f_globals.get("__name__") == _codec.__name__:
+            if isinstance(value, _codec.LoopCheckpoint) and value.messages:
+                checked.append(-1)  # a whole checkpoint
+            else:
+                checked.append(id(value))
+        return real(value, *args, **kwargs)
+
+    async def save(cp: Any) -> None:
+        saves.append(cp)
+
+    async def main() -> Any:
+        monkeypatch.setattr(msgspec, "to_builtins", counting)
+        try:
+            return await run_session(stored, model=model, tools=[add], save=save)
+        finally:
+            monkeypatch.undo()
+
+    run = anyio.run(main)
+    assert run.stop_reason == "done" and run.text == "7"
+    assert [cp.revision for cp in saves] == [1, 2]
+    assert -1 not in checked  # no save rebuilt a whole checkpoint
+    assert not {id(m) for m in stored.messages} & set(checked)
+    assert parse_loop_checkpoint(serialize_loop_checkpoint(saves[-1])) == saves[-1]

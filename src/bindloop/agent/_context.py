@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ._host import ConsumerHost
     from ._observe import ToolErrorHook
     from ._middleware import ToolCallLoopMiddleware, ToolMiddleware
+    from ..checkpoints import LoopCheckpoint
     from ..model import Model
     from ._snapshot import ReplayCursor
     from ._stream import ConsumerTask, StreamConsumer, Watcher
@@ -77,15 +78,18 @@ class RunState:
 class Generation:
     """One execution of a handler: the draft its hooks fill before the prompt crosses the barrier."""
 
-    __slots__ = ("approvals", "budget", "consumers", "history", "index", "instructions",
-                 "loop_middleware", "prompted", "serial", "stats", "streams", "system", "tool_choice",
-                 "tools", "validators", "watchers")
+    __slots__ = ("approvals", "budget", "consumers", "history", "history_source", "index",
+                 "instructions", "loop_middleware", "prompted", "serial", "stats", "streams",
+                 "system", "tool_choice", "tools", "validators", "watchers")
 
     def __init__(self, index: int) -> None:
         self.index = index
         self.system: list[str] = []
         self.instructions: list[str] = []
         self.history: list[Message] = []
+        # The stored checkpoint the history was read from (equip_history(source=)): the prompt's
+        # first save checks only what is not its (validated) messages.
+        self.history_source: LoopCheckpoint | None = None
         self.tools: list[tuple[AgentTool, tuple[ToolMiddleware, ...]]] = []
         self.serial: set[str] = set()  # names of equipped tools whose calls run alone, in order
         self.approvals: dict[str, Any] = {}  # tool name -> equip_tool(needs_approval=) rule

@@ -8,6 +8,7 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
+from ..checkpoints import LoopCheckpoint
 from ..contracts import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
 from ..errors import UsageError
 from ..tools import Tool
@@ -59,12 +60,21 @@ def equip_instruction(text: str) -> None:
     gen.instructions.append(_text("equip_instruction", text))
 
 
-def equip_history(messages: Sequence[Message]) -> None:
+def equip_history(messages: Sequence[Message], *, source: LoopCheckpoint | None = None) -> None:
     """Put earlier conversation ``messages`` between the system prompt and the instruction (a
     chat's stored history; a previous :class:`ChatResult`'s ``delta`` appends to it). An entry
     that is not a message is a :class:`~bindloop.errors.UsageError` naming it, and then none of
-    ``messages`` is added."""
+    ``messages`` is added.
+
+    ``source`` is the stored checkpoint ``messages`` were read from (``equip_history(
+    stored.messages, source=stored)``, a session loaded from a store). Its messages were validated
+    when it was read, so the prompt's saves (``prompt_chat(on_checkpoint=...)``) do not check them
+    again: the first save costs what the prompt added, not the whole history. Messages that are
+    not its own objects are checked as usual; what is stored is the same either way."""
     _, gen = draft_generation("equip_history")
+    if source is not None and not isinstance(source, LoopCheckpoint):
+        raise UsageError(f"equip_history(source=...) takes the LoopCheckpoint the messages were "
+                         f"read from, got {type(source).__name__}")
     if type(messages) is not list and type(messages) is not tuple:
         messages = list(messages)  # an iterator is read once
     # The message types by exact type, in one pass in C: a chat host hands its whole stored
@@ -74,6 +84,8 @@ def equip_history(messages: Sequence[Message]) -> None:
             if not isinstance(m, _MESSAGE_TYPES):
                 raise UsageError(f"equip_history(): {m!r} is not a bindloop.contracts message")
     gen.history.extend(messages)
+    if source is not None and gen.history_source is None:
+        gen.history_source = source
 
 
 def _hashable(value: object) -> bool:

@@ -324,6 +324,8 @@ def _run_prompt(frame: Frame, gen: Generation, spec: OutputSpec | None, *,
         text.begin_attempt(None)
     pos = Position(ToolLoopState(messages=initial), execution_id=_execution_id(frame),
                    steps=max_turn_steps, total_end=total)
+    # The first save knows the stored history's messages (validated when they were read).
+    pos.last = gen.history_source
 
     def body(hub: StreamHub | None) -> Awaitable[tuple[Any, ChatResult | None]]:
         return drive(frame, gen, spec, pos, hub=hub, text=text, saver=on_checkpoint,

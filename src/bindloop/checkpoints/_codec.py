@@ -77,6 +77,8 @@ _FROZEN_STRUCTS: Final = _MESSAGE_TYPES | {TextPart, ImagePart, FilePart, Reason
 _FROZEN_ATOMS: Final = frozenset({str, bool, int, float, type(None)})
 # Up to this many new messages are converted one by one (no type to build); more, in one call.
 _ONE_BY_ONE: Final = 8
+# Known messages are also found whole this many messages in (leading system prompts).
+_KNOWN_OFFSET: Final = 4
 _MESSAGE_TUPLE: Final = tuple[Message, ...]
 
 
@@ -591,13 +593,21 @@ def _with_mutable_parts_checked(value: LoopCheckpoint, bindings: LoopBindings) -
 
 
 def _fresh_positions(messages: tuple[Any, ...], known: Sequence[Message]) -> Sequence[int]:
-    """The positions of ``messages`` that do not hold the very object ``known`` holds there."""
+    """The positions of ``messages`` that do not hold the very object ``known`` holds there, or
+    -- when ``known`` stands whole a few messages in (a system prompt put before a stored
+    transcript) -- the positions outside it. A message validated is valid wherever it stands:
+    what relates messages to each other is checked over the whole checkpoint either way."""
     if known is messages:
         return ()
     n = len(known)
     # The usual case, a transcript that only grew: one identity comparison a message, in C.
     if len(messages) >= n and all(map(is_, messages, known)):
         return range(n, len(messages))
+    if n:
+        first = known[0]
+        for at in range(1, min(_KNOWN_OFFSET, len(messages) - n) + 1):
+            if messages[at] is first and all(map(is_, messages[at:at + n], known)):
+                return [*range(at), *range(at + n, len(messages))]
     return [k for k, m in enumerate(messages) if k >= n or m is not known[k]]
 
 
@@ -642,8 +652,9 @@ def validate_loop_checkpoint(checkpoint: LoopCheckpoint, *,
 
     ``previous`` is for a host that builds a checkpoint at every turn of one execution: pass the
     checkpoint this function returned the turn before, and the messages ``checkpoint`` shares
-    with it (the same objects at the same positions) are not checked again, so each call costs
-    what the turn added rather than the whole transcript. A ``previous`` this package did not
+    with it (the same objects at the same positions, or all of them in order a few messages in,
+    after a leading system prompt) are not checked again, so each call costs what the turn added
+    rather than the whole transcript. A ``previous`` this package did not
     return, or one whose messages were swapped since, is ignored (everything is checked). Passing
     the result to a store's save or :func:`serialize_loop_checkpoint` checks only its mutable
     parts (``bindings``, ``stats.tools``) again."""

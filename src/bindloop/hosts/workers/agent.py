@@ -432,7 +432,7 @@ async def run_session(stored: LoopCheckpoint, *, model: Model, tools: Sequence[T
         hook = None if save is None else on_checkpoint
         if resuming:
             return await resume_chat(stored, on_checkpoint=hook)
-        equip_history(stored.messages)
+        equip_history(stored.messages, source=stored)
         return await prompt_chat(max_turn_steps=left, max_total_turns=left, on_checkpoint=hook)
 
     chat = await create_agent(id="worker", handler=handler, model=model)(None)
