@@ -371,9 +371,26 @@ def test_validate_refuses_what_storage_would_whatever_the_previous() -> None:
         validate_loop_checkpoint(first, previous="nope")  # type: ignore[arg-type]
 
 
+def _counted_agent_run(monkeypatch: pytest.MonkeyPatch, handler: Any,
+                       model: Any) -> tuple[Any, Counting]:
+    """An agent's run of ``handler`` over ``model``, counting what the codec validates."""
+    from bindloop.agent import create_agent
+
+    counting = Counting()
+
+    async def main() -> Any:
+        monkeypatch.setattr(msgspec, "to_builtins", counting)
+        try:
+            return await create_agent(id="a", handler=handler, model=model)(None)
+        finally:
+            monkeypatch.undo()
+
+    return anyio.run(main), counting
+
+
 def test_an_agent_chat_s_saves_validate_each_message_once(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from bindloop.agent import create_agent, equip_instruction, equip_tool, prompt_chat
+    from bindloop.agent import equip_instruction, equip_tool, prompt_chat
     from bindloop.tools import define_tool
     from bindloop.testing import scripted_stream_model
 
@@ -393,16 +410,7 @@ def test_an_agent_chat_s_saves_validate_each_message_once(
         equip_tool(add)
         return await prompt_chat(on_checkpoint=store.save)
 
-    counting = Counting()
-
-    async def main() -> Any:
-        monkeypatch.setattr(msgspec, "to_builtins", counting)
-        try:
-            return await create_agent(id="a", handler=handler, model=model)(None)
-        finally:
-            monkeypatch.undo()
-
-    chat = anyio.run(main)
+    chat, counting = _counted_agent_run(monkeypatch, handler, model)
     assert chat.checkpoint.status == "finished"
     assert store.rows[chat.checkpoint.execution_id][0] == 5  # one save per boundary after a tool round
     # the first save checks its transcript whole; every later one only the messages it added
@@ -442,7 +450,7 @@ def test_a_chat_over_a_stored_history_saves_what_it_added(
     """equip_history(stored.messages, source=stored): the chat's saves check the system prompt
     and what the chat added, never the stored messages; given messages that are not the source's
     own objects (equal copies), every one is checked, and the saves are the same bytes."""
-    from bindloop.agent import create_agent, equip_history, equip_instruction, equip_system, \
+    from bindloop.agent import equip_history, equip_instruction, equip_system, \
         equip_tool, prompt_chat
     from bindloop.tools import define_tool
     from bindloop.testing import scripted_stream_model
@@ -471,16 +479,7 @@ def test_a_chat_over_a_stored_history_saves_what_it_added(
         equip_tool(add)
         return await prompt_chat(on_checkpoint=saves.append)
 
-    counting = Counting()
-
-    async def main() -> Any:
-        monkeypatch.setattr(msgspec, "to_builtins", counting)
-        try:
-            return await create_agent(id="a", handler=handler, model=model)(None)
-        finally:
-            monkeypatch.undo()
-
-    chat = anyio.run(main)
+    chat, counting = _counted_agent_run(monkeypatch, handler, model)
     assert chat.data == "sum" and len(saves) == 3  # two tool rounds, then the finished one
     stored_ids = {id(m) for m in stored_cp.messages}
     if own:
