@@ -184,8 +184,8 @@ def test_the_mark_is_not_a_field() -> None:
 
 class Counting:
     """Counts what the checkpoint codec asks ``msgspec.to_builtins`` to rebuild: whole checkpoints
-    that hold messages, and messages (by identity), one by one or in a batch. Calls from anywhere
-    else pass."""
+    that hold messages, and messages (by identity), one by one, in a batch or in a whole
+    checkpoint. Calls from anywhere else pass."""
 
     def __init__(self) -> None:
         self.whole = 0
@@ -198,6 +198,8 @@ class Counting:
             return self.real(value, *args, **kwargs)
         if isinstance(value, LoopCheckpoint) and value.messages:
             self.whole += 1
+            for m in value.messages:  # each of them validated too
+                self.messages[id(m)] = self.messages.get(id(m), 0) + 1
         elif isinstance(value, (SystemMessage, UserMessage, AssistantMessage, ToolMessage)):
             self.messages[id(value)] = self.messages.get(id(value), 0) + 1
         elif type(value) is tuple:  # many new messages, converted in one call
@@ -413,8 +415,10 @@ def test_an_agent_chat_s_saves_validate_each_message_once(
     chat, counting = _counted_agent_run(monkeypatch, handler, model)
     assert chat.checkpoint.status == "finished"
     assert store.rows[chat.checkpoint.execution_id][0] == 5  # one save per boundary after a tool round
-    # the first save checks its transcript whole; every later one only the messages it added
-    assert counting.whole <= 2
+    # the first save checks its transcript whole; every later one only the messages it added:
+    # a whole validation keeps the given messages (equal to their checked copies) as themselves,
+    # so the next save knows them
+    assert counting.whole == 1
     assert all(n == 1 for n in counting.messages.values()), counting.messages
 
 
@@ -501,3 +505,54 @@ def test_equip_history_refuses_a_source_that_is_not_a_checkpoint() -> None:
 
     with pytest.raises(UsageError, match="source=.*LoopCheckpoint.*got str"):
         anyio.run(create_agent(id="a", handler=handler), None)
+
+
+def test_a_whole_validation_keeps_the_given_messages_that_nothing_can_change() -> None:
+    """Nothing known: the checkpoint is validated whole, and each message equal to its checked
+    copy is kept as the very object given (so a later checkpoint of the same transcript knows it);
+    one holding a list where a tuple belongs is copied. The bytes are whole validation's."""
+    plain = [UserMessage(content="q"), AssistantMessage(content="a"),
+             UserMessage(content=(TextPart(text="parts"),))]
+    listed = UserMessage(content=[TextPart(text="a list")])  # type: ignore[arg-type]
+    cp = msgspec.structs.replace(
+        create_loop_checkpoint(execution_id="e", messages=[UserMessage(content="x")],
+                               max_iterations=3),
+        messages=(*plain, listed))
+    clean = _codec.require_checkpoint(cp)
+    assert all(a is b for a, b in zip(clean.messages, plain))
+    assert clean.messages[-1] is not listed
+    assert type(clean.messages[-1].content) is tuple
+    assert serialize_loop_checkpoint(clean) == whole(cp)
+
+
+def _field_types(t: Any, seen: set[Any]) -> set[str]:
+    """The kinds of value a msgspec type can hold, Structs walked field by field."""
+    info = msgspec.inspect.type_info(t) if not isinstance(t, msgspec.inspect.Type) else t
+    kinds: set[str] = set()
+    if isinstance(info, msgspec.inspect.StructType):
+        if info.cls in seen:
+            return kinds
+        seen.add(info.cls)
+        for field in info.fields:
+            kinds |= _field_types(field.type, seen)
+    elif isinstance(info, msgspec.inspect.UnionType):
+        for member in info.types:
+            kinds |= _field_types(member, seen)
+    elif isinstance(info, (msgspec.inspect.TupleType, msgspec.inspect.VarTupleType)):
+        members = info.item_types if isinstance(info, msgspec.inspect.TupleType) \
+            else (info.item_type,)
+        for member in members:
+            kinds |= _field_types(member, seen)
+    else:
+        kinds.add(type(info).__name__)
+    return kinds
+
+
+def test_messages_hold_nothing_equality_could_let_through() -> None:
+    """A message is kept as given when it equals its checked copy. That stands for "the same
+    bytes, nothing mutable" only while messages hold no dict, list, float or untyped value
+    (1 == 1.0 would keep an int where a float is stored as 1.0; a dict compares equal to a copy
+    it shares nothing with): a field of such a type must change _codec._same first."""
+    kinds = _field_types(_codec._MESSAGE_TUPLE, set())
+    assert not kinds & {"DictType", "ListType", "FloatType", "AnyType", "SetType",
+                        "FrozenSetType"}, kinds

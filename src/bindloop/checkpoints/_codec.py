@@ -30,14 +30,9 @@ import msgspec
 
 from ..contracts import (
     AssistantMessage,
-    FilePart,
-    ImagePart,
     Message,
-    ProviderItemPart,
-    ReasoningPart,
     RunStats,
     SystemMessage,
-    TextPart,
     ToolCall,
     ToolMessage,
     UserMessage,
@@ -71,10 +66,6 @@ _LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _CHECKED: Final = "checked_fields"
 _MESSAGES_AT: Final = LoopCheckpoint.__struct_fields__.index("messages")
 _MESSAGE_TYPES: Final = frozenset({SystemMessage, UserMessage, AssistantMessage, ToolMessage})
-# Every Struct a message can hold; with these, the only values a validated message holds.
-_FROZEN_STRUCTS: Final = _MESSAGE_TYPES | {TextPart, ImagePart, FilePart, ReasoningPart,
-                                            ProviderItemPart, ToolCall}
-_FROZEN_ATOMS: Final = frozenset({str, bool, int, float, type(None)})
 # Up to this many new messages are converted one by one (no type to build); more, in one call.
 _ONE_BY_ONE: Final = 8
 # Known messages are also found whole this many messages in (leading system prompts).
@@ -500,8 +491,10 @@ def require_checkpoint(value: object, what: str = "checkpoint", *,
     A message is validated once: one that *is* (by identity) the message at the same position of
     ``known`` (messages this function returned before: the previous checkpoint of the same run) or
     of a checkpoint this function or :func:`parse_loop_checkpoint` returned is taken as it is, the
-    rest of the checkpoint checked as usual. A new message is checked and, when it holds only
-    immutable values, kept itself (else its validated copy). A checkpoint this function or
+    rest of the checkpoint checked as usual. A new message is checked and, when it equals its
+    checked copy (the same type; which leaves only values nothing can change), kept itself, else
+    replaced by the copy; so is each message of a checkpoint validated whole (nothing known), so
+    the caller's next checkpoint of the same transcript knows them. A checkpoint this function or
     :func:`parse_loop_checkpoint` returned, passed again with the same field values, has only its
     mutable parts checked again: ``bindings`` and ``stats`` (whose ``tools`` is a dict). Whatever
     the path, what is accepted, what is refused and the error raised are those of validating the
@@ -533,7 +526,14 @@ def _validate_whole(value: LoopCheckpoint, what: str, bindings: LoopBindings) ->
     except RecursionError:
         raise CheckpointFormatError("", f"{what} is nested too deeply to store") from None
     _check_invariants(clean, bindings=False)
-    clean = msgspec.structs.replace(clean, bindings=bindings, stats=_plain_zero(clean.stats))
+    # The given messages equal to their checked copies are kept as themselves, so the caller's
+    # next checkpoint of the same transcript (a chat's next save) finds them known.
+    messages = value.messages
+    kept = (tuple(map(_kept, messages, clean.messages))
+            if isinstance(messages, (tuple, list)) and len(messages) == len(clean.messages)
+            else clean.messages)
+    clean = msgspec.structs.replace(clean, messages=kept, bindings=bindings,
+                                    stats=_plain_zero(clean.stats))
     _refuse_lone_surrogates(clean)
     return clean
 
@@ -562,7 +562,7 @@ def _with_known_messages(value: LoopCheckpoint, messages: tuple[Any, ...],
         checked = msgspec.convert(msgspec.to_builtins(batch), _MESSAGE_TUPLE, strict=True)
         _ENCODER.encode(checked)  # a lone surrogate raises UnicodeEncodeError
         for k, m, clean in zip(fresh, batch, checked):
-            if not _immutable(m):
+            if not _same(m, clean):
                 out[k] = clean
         clean_messages = tuple(out)
     elif fresh:  # the usual commit: the turn's few messages
@@ -574,7 +574,7 @@ def _with_known_messages(value: LoopCheckpoint, messages: tuple[Any, ...],
                 raise TypeError(f"messages[{k}] is not a message")
             clean = msgspec.convert(msgspec.to_builtins(m), kind, strict=True)
             _ENCODER.encode(clean)  # a lone surrogate raises UnicodeEncodeError
-            if not _immutable(m):
+            if not _same(m, clean):
                 out[k] = clean
         clean_messages = tuple(out)
     cp = msgspec.structs.replace(head, messages=clean_messages)
@@ -611,23 +611,18 @@ def _fresh_positions(messages: tuple[Any, ...], known: Sequence[Message]) -> Seq
     return [k for k, m in enumerate(messages) if k >= n or m is not known[k]]
 
 
-def _immutable(value: Any) -> bool:
-    """Whether a validated message holds only values nothing can change: strings, numbers,
-    booleans, ``None``, tuples and the message Structs themselves (frozen). A list (which the constructors
-    accept where a tuple belongs), a subclass or anything else can change or encode differently
-    after it was checked, so such a message is copied instead of trusted."""
-    kind = type(value)
-    if kind is tuple:
-        for item in value:
-            if type(item) not in _FROZEN_ATOMS and not _immutable(item):
-                return False
-        return True
-    if kind not in _FROZEN_STRUCTS:
-        return kind in _FROZEN_ATOMS
-    for item in msgspec.structs.astuple(value):
-        if type(item) not in _FROZEN_ATOMS and not _immutable(item):
-            return False
-    return True
+def _same(given: Any, clean: Any) -> bool:
+    """Whether a message that validated as ``clean`` may be kept as the very object ``given``:
+    the same type and equal to its strictly converted copy. The message Structs are frozen and
+    hold no dict and no float, so equality leaves only what nothing can change and what encodes
+    to the same bytes (a list where a tuple belongs, which the constructors accept, is not equal
+    to the tuple: such a message is copied). Equality runs in C: a few times cheaper than walking
+    the message."""
+    return type(given) is type(clean) and given == clean
+
+
+def _kept(given: Any, clean: Any) -> Any:
+    return given if type(given) is type(clean) and given == clean else clean
 
 
 def _validated_messages(cp: LoopCheckpoint) -> Sequence[Message]:
