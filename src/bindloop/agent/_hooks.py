@@ -67,10 +67,12 @@ def equip_history(messages: Sequence[Message], *, source: LoopCheckpoint | None 
     ``messages`` is added.
 
     ``source`` is the stored checkpoint ``messages`` were read from (``equip_history(
-    stored.messages, source=stored)``, a session loaded from a store). Its messages were validated
-    when it was read, so the prompt's saves (``prompt_chat(on_checkpoint=...)``) do not check them
-    again: the first save costs what the prompt added, not the whole history. Messages that are
-    not its own objects are checked as usual; what is stored is the same either way."""
+    stored.messages, source=stored)``, a session loaded from a store). The messages of a
+    checkpoint bindloop read or made were validated then, so the prompt's saves
+    (``prompt_chat(on_checkpoint=...)``) do not check them again: the first save costs what the
+    prompt added, not the whole history. Messages that are not its own objects, or those of a
+    checkpoint bindloop did not validate, are checked as usual; what is stored is the same either
+    way."""
     _, gen = draft_generation("equip_history")
     if source is not None and not isinstance(source, LoopCheckpoint):
         raise UsageError(f"equip_history(source=...) takes the LoopCheckpoint the messages were "

@@ -622,7 +622,7 @@ def _same(given: Any, clean: Any) -> bool:
 
 
 def _kept(given: Any, clean: Any) -> Any:
-    return given if type(given) is type(clean) and given == clean else clean
+    return given if _same(given, clean) else clean
 
 
 def _validated_messages(cp: LoopCheckpoint) -> Sequence[Message]:
