@@ -23,19 +23,26 @@ from bindloop.hosts.workers.agent import settled_checkpoint, stopped_checkpoint
 
 
 class _Counting:
-    """Counts the whole checkpoints and single messages the codec rebuilds."""
+    """Counts the whole checkpoints and single messages the codec rebuilds, and keeps the ids of
+    every message it checks (alone, in a batch or in a whole checkpoint)."""
 
     def __init__(self) -> None:
         self.whole = 0
         self.messages = 0
+        self.ids: set[int] = set()
         self.real = msgspec.to_builtins
 
     def __call__(self, value: Any, *args: Any, **kwargs: Any) -> Any:
         if sys._getframe(1).f_globals.get("__name__") == _codec.__name__:
             if isinstance(value, _codec.LoopCheckpoint) and value.messages:
                 self.whole += 1
-            elif isinstance(value, (UserMessage, AssistantMessage)):
-                self.messages += 1
+                self.ids.update(map(id, value.messages))
+            elif type(value) is tuple:  # a batch of new messages
+                self.ids.update(map(id, value))
+            else:
+                self.ids.add(id(value))
+                if isinstance(value, (UserMessage, AssistantMessage)):
+                    self.messages += 1
         return self.real(value, *args, **kwargs)
 
 
@@ -97,16 +104,7 @@ def test_a_chat_over_the_stored_session_saves_without_checking_it_again(
                             tool_call_turn([tool_call("add", {"a": 3, "b": 4})]),
                             final_answer("7")])
     saves: list[Any] = []
-    checked: list[int] = []
-    real = msgspec.to_builtins
-
-    def counting(value: Any, *args: Any, **kwargs: Any) -> Any:
-        if sys._getframe(1).f_globals.get("__name__") == _codec.__name__:
-            if isinstance(value, _codec.LoopCheckpoint) and value.messages:
-                checked.append(-1)  # a whole checkpoint
-            else:
-                checked.append(id(value))
-        return real(value, *args, **kwargs)
+    counting = _Counting()
 
     async def save(cp: Any) -> None:
         saves.append(cp)
@@ -121,6 +119,6 @@ def test_a_chat_over_the_stored_session_saves_without_checking_it_again(
     run = anyio.run(main)
     assert run.stop_reason == "done" and run.text == "7"
     assert [cp.revision for cp in saves] == [1, 2]
-    assert -1 not in checked  # no save rebuilt a whole checkpoint
-    assert not {id(m) for m in stored.messages} & set(checked)
+    assert counting.whole == 0  # no save rebuilt a whole checkpoint
+    assert not {id(m) for m in stored.messages} & counting.ids
     assert parse_loop_checkpoint(serialize_loop_checkpoint(saves[-1])) == saves[-1]

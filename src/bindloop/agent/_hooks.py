@@ -9,7 +9,7 @@ from typing import Any, Final, TypeVar
 import msgspec
 
 from ..checkpoints import LoopCheckpoint
-from ..contracts import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
+from ..contracts import Message
 from ..errors import UsageError
 from ..tools import Tool
 from ..signal import AbortSignal
@@ -38,8 +38,8 @@ __all__ = (
 
 T = TypeVar("T")
 
-_MESSAGE_TYPES: Final = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
-_MESSAGE_KINDS: Final = frozenset(_MESSAGE_TYPES)
+# The message classes, from the Message union itself (isinstance takes the union too).
+_MESSAGE_KINDS: Final = frozenset(Message.__args__)
 
 
 def _text(hook: str, text: object) -> str:
@@ -83,7 +83,7 @@ def equip_history(messages: Sequence[Message], *, source: LoopCheckpoint | None 
     # history to every prompt. A subclass, or an entry that is no message, takes the loop.
     if not _MESSAGE_KINDS.issuperset(map(type, messages)):
         for m in messages:
-            if not isinstance(m, _MESSAGE_TYPES):
+            if not isinstance(m, Message):
                 raise UsageError(f"equip_history(): {m!r} is not a bindloop.contracts message")
     gen.history.extend(messages)
     if source is not None and gen.history_source is None:

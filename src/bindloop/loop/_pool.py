@@ -16,8 +16,8 @@ On asyncio (CPython, Pyodide, workerd) the lanes are tasks of an :class:`asyncio
 any other backend (trio), of an anyio task group. Both are structured the same way: the batch
 returns only once every lane has ended, the first failure cancels the other lanes, and a
 cancellation of the caller (an anyio cancel scope, a run deadline) cancels every lane and waits for
-them. asyncio's own group costs a fraction of anyio's (about 11 against 36 µs for two calls,
-``bench/tool_batch.py``), which every turn with parallel tool calls pays.
+them. On asyncio a batch of two calls costs about 16 µs this way against 48 in anyio's group
+(``bench/tool_batch.py``), which every turn with parallel tool calls pays.
 """
 
 from __future__ import annotations
