@@ -183,29 +183,38 @@ def test_the_mark_is_not_a_field() -> None:
 # ---- a commit validates its transcript once ---------------------------------------------------
 
 class Counting:
-    """Counts what the checkpoint codec asks ``msgspec.to_builtins`` to rebuild: whole checkpoints
-    that hold messages, and messages (by identity), one by one, in a batch or in a whole
-    checkpoint. Calls from anywhere else pass."""
+    """Counts what the checkpoint codec validates: whole checkpoints that hold messages (what it
+    asks ``msgspec.to_builtins`` to rebuild), batches of new messages (``_convert_messages``), and
+    messages by identity, in a batch or in a whole checkpoint. ``install`` puts it in place."""
 
     def __init__(self) -> None:
         self.whole = 0
         self.batches = 0
         self.messages: dict[int, int] = {}
         self.real = msgspec.to_builtins
+        self.real_batch = _codec._convert_messages
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(msgspec, "to_builtins", self)
+        monkeypatch.setattr(_codec, "_convert_messages", self.batch)
+
+    def _seen(self, messages: Any) -> None:
+        for m in messages:
+            self.messages[id(m)] = self.messages.get(id(m), 0) + 1
+
+    def batch(self, messages: tuple[Any, ...]) -> Any:
+        self.batches += 1
+        self._seen(messages)
+        return self.real_batch(messages)
 
     def __call__(self, value: Any, *args: Any, **kwargs: Any) -> Any:
         if sys._getframe(1).f_globals.get("__name__") != _codec.__name__:
             return self.real(value, *args, **kwargs)
         if isinstance(value, LoopCheckpoint) and value.messages:
             self.whole += 1
-            for m in value.messages:  # each of them validated too
-                self.messages[id(m)] = self.messages.get(id(m), 0) + 1
+            self._seen(value.messages)  # each of them validated too
         elif isinstance(value, (SystemMessage, UserMessage, AssistantMessage, ToolMessage)):
-            self.messages[id(value)] = self.messages.get(id(value), 0) + 1
-        elif type(value) is tuple:  # many new messages, converted in one call
-            self.batches += 1
-            for m in value:
-                self.messages[id(m)] = self.messages.get(id(m), 0) + 1
+            self._seen((value,))
         return self.real(value, *args, **kwargs)
 
 
@@ -230,7 +239,7 @@ def test_a_run_validates_each_new_message_once_and_the_store_none(
         loaded = await store.load("e")
         assert loaded is not None
         counting = Counting()
-        monkeypatch.setattr(msgspec, "to_builtins", counting)
+        counting.install(monkeypatch)
         result = await run_from_checkpoint(checkpoint=loaded, restore=restore, commit=store.commit)
         monkeypatch.undo()
         return counting, loaded, result
@@ -252,7 +261,7 @@ def test_a_fork_does_not_validate_the_source_transcript_again(
     source = create_loop_checkpoint(execution_id="e", messages=[UserMessage(content="q")] * 5,
                                     max_iterations=3)
     counting = Counting()
-    monkeypatch.setattr(msgspec, "to_builtins", counting)
+    counting.install(monkeypatch)
     fork = fork_loop_checkpoint(source, execution_id="f")
     serialize_loop_checkpoint(fork)
     monkeypatch.undo()
@@ -295,6 +304,52 @@ def test_the_quick_stats_check_accepts_exactly_what_the_named_checks_accept(
     assert _codec._plain_stats(stats) == (accepted and plain_types)
 
 
+# Values a host can put in a validated checkpoint's dicts afterwards: JSON, and what is not JSON
+# but encodes to the same bytes as JSON does (NaN and infinities as null, a set or a tuple as an
+# array, bytes as a string).
+odd_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.just(2**70),
+              st.floats(allow_nan=True, allow_infinity=True), st.just(-0.0),
+              st.text(max_size=3), st.just("lone \ud800"), st.binary(max_size=3),
+              st.frozensets(st.integers(0, 3), max_size=2)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.tuples(inner, inner),
+                            st.dictionaries(st.one_of(st.text(max_size=2), st.integers(0, 2)),
+                                            inner, max_size=3)),
+    max_leaves=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(before=st.dictionaries(st.text(max_size=2), st.one_of(st.none(), st.integers(0, 3),
+                                                             st.lists(st.integers(0, 3))),
+                              max_size=2),
+       config=st.lists(st.tuples(st.text(max_size=2), odd_values), max_size=2),
+       environment=st.lists(st.tuples(st.text(max_size=2), odd_values), max_size=1),
+       tools=st.lists(st.tuples(st.sampled_from(["add", "x"]), numbers, numbers), max_size=2))
+def test_a_validated_checkpoint_changed_afterwards_is_stored_as_whole_validation_would(
+        before: dict[str, Any], config: list[tuple[str, Any]],
+        environment: list[tuple[str, Any]], tools: list[tuple[str, Any, Any]]) -> None:
+    """``serialize_loop_checkpoint`` writes a checkpoint validated before without checking it again
+    when nothing can have made it invalid; whatever a host changed in its dicts since, it stores or
+    refuses exactly what validating the whole checkpoint does."""
+    cp = create_loop_checkpoint(
+        execution_id="e", messages=[UserMessage(content="q")], max_iterations=3,
+        bindings=LoopBindings(config=before, environment=dict(before)))
+    cp = msgspec.structs.replace(cp, stats=RunStats(tool_calls=0, tools={}))
+    cp = _codec.require_checkpoint(cp)  # validated, its dicts the checkpoint's own
+    for key, value in config:
+        cp.bindings.config[key] = value
+    for key, value in environment:
+        cp.bindings.environment[key] = value
+    for name, calls, ms in tools:
+        cp.stats.tools[name] = ToolTime(calls=calls, ms=ms)
+    event("changed" if config or environment or tools else "unchanged")
+    try:
+        got: bytes | str = serialize_loop_checkpoint(cp)
+    except CheckpointFormatError as exc:
+        got = f"{type(exc).__name__} at {exc.field!r}: {exc}"
+    assert got == whole(cp)
+
+
 def test_applied_input_is_checked_as_storage_would_and_not_checked_again(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from bindloop.checkpoints import apply_checkpoint_input
@@ -306,7 +361,7 @@ def test_applied_input_is_checked_as_storage_would_and_not_checked_again(
         apply_checkpoint_input(done, UserMessage(content="lone \ud800"))
     assert info.value.field == "messages[9].content"
     counting = Counting()
-    monkeypatch.setattr(msgspec, "to_builtins", counting)
+    counting.install(monkeypatch)
     applied = apply_checkpoint_input(done, UserMessage(content="next"))
     body = serialize_loop_checkpoint(applied)
     monkeypatch.undo()
@@ -324,7 +379,7 @@ def test_many_new_messages_are_checked_together_and_kept_when_immutable(
     listed = UserMessage(content=[TextPart(text="a list")])  # type: ignore[arg-type]
     compacted = msgspec.structs.replace(base, messages=(*fresh, listed))
     counting = Counting()
-    monkeypatch.setattr(msgspec, "to_builtins", counting)
+    counting.install(monkeypatch)
     clean = _codec.require_checkpoint(compacted, known=base.messages)
     monkeypatch.undo()
     assert counting.whole == 0 and counting.batches == 1  # one call over a tuple of them
@@ -344,7 +399,7 @@ def test_validate_with_the_previous_checks_only_what_was_added(
     added = ToolMessage(tool_call_id="t", content="late")
     nxt = msgspec.structs.replace(first, revision=1, messages=(*first.messages, added))
     counting = Counting()
-    monkeypatch.setattr(msgspec, "to_builtins", counting)
+    counting.install(monkeypatch)
     out = validate_loop_checkpoint(nxt, previous=first)
     monkeypatch.undo()
     assert counting.whole == 0 and list(counting.messages) == [id(added)]
@@ -352,7 +407,7 @@ def test_validate_with_the_previous_checks_only_what_was_added(
     # A previous this package did not return (or changed since) is ignored: all is checked.
     for untrusted in (msgspec.structs.replace(first, revision=0), nxt):
         counting = Counting()
-        monkeypatch.setattr(msgspec, "to_builtins", counting)
+        counting.install(monkeypatch)
         validate_loop_checkpoint(nxt, previous=untrusted)
         monkeypatch.undo()
         assert counting.whole == 1
@@ -381,7 +436,7 @@ def _counted_agent_run(monkeypatch: pytest.MonkeyPatch, handler: Any,
     counting = Counting()
 
     async def main() -> Any:
-        monkeypatch.setattr(msgspec, "to_builtins", counting)
+        counting.install(monkeypatch)
         try:
             return await create_agent(id="a", handler=handler, model=model)(None)
         finally:
@@ -438,7 +493,7 @@ def test_known_messages_a_few_messages_in_are_not_checked_again(
                                 max_iterations=9)
     cp = msgspec.structs.replace(cp, messages=(*leading, *stored_cp.messages, *added))
     counting = Counting()
-    monkeypatch.setattr(msgspec, "to_builtins", counting)
+    counting.install(monkeypatch)
     out = validate_loop_checkpoint(cp, previous=stored_cp)
     monkeypatch.undo()
     assert counting.whole == 0

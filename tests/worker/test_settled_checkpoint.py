@@ -23,26 +23,31 @@ from bindloop.hosts.workers.agent import settled_checkpoint, stopped_checkpoint
 
 
 class _Counting:
-    """Counts the whole checkpoints and single messages the codec rebuilds, and keeps the ids of
-    every message it checks (alone, in a batch or in a whole checkpoint)."""
+    """Counts the whole checkpoints the codec rebuilds and the user and assistant messages it
+    checks, and keeps the ids of every message it checks (in a batch or in a whole checkpoint).
+    ``install`` puts it in place."""
 
     def __init__(self) -> None:
         self.whole = 0
         self.messages = 0
         self.ids: set[int] = set()
         self.real = msgspec.to_builtins
+        self.real_batch = _codec._convert_messages
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(msgspec, "to_builtins", self)
+        monkeypatch.setattr(_codec, "_convert_messages", self.batch)
+
+    def batch(self, messages: tuple[Any, ...]) -> Any:
+        self.ids.update(map(id, messages))
+        self.messages += sum(isinstance(m, (UserMessage, AssistantMessage)) for m in messages)
+        return self.real_batch(messages)
 
     def __call__(self, value: Any, *args: Any, **kwargs: Any) -> Any:
         if sys._getframe(1).f_globals.get("__name__") == _codec.__name__:
             if isinstance(value, _codec.LoopCheckpoint) and value.messages:
                 self.whole += 1
                 self.ids.update(map(id, value.messages))
-            elif type(value) is tuple:  # a batch of new messages
-                self.ids.update(map(id, value))
-            else:
-                self.ids.add(id(value))
-                if isinstance(value, (UserMessage, AssistantMessage)):
-                    self.messages += 1
         return self.real(value, *args, **kwargs)
 
 
@@ -61,7 +66,7 @@ def _chat(*delta: Any) -> ChatResult:
 def test_a_settled_chat_checks_only_its_delta(monkeypatch: pytest.MonkeyPatch) -> None:
     stored = _stored(200)
     counting = _Counting()
-    monkeypatch.setattr(msgspec, "to_builtins", counting)
+    counting.install(monkeypatch)
     cp = settled_checkpoint(stored, _chat(UserMessage(content="next"),
                                           AssistantMessage(content="answer")), resumed=False)
     stopped = stopped_checkpoint(cp)
@@ -110,7 +115,7 @@ def test_a_chat_over_the_stored_session_saves_without_checking_it_again(
         saves.append(cp)
 
     async def main() -> Any:
-        monkeypatch.setattr(msgspec, "to_builtins", counting)
+        counting.install(monkeypatch)
         try:
             return await run_session(stored, model=model, tools=[add], save=save)
         finally:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 import msgspec
 
-from ..contracts import AssistantMessage, Message, RunStats, SystemMessage, ToolMessage, UserMessage
+from ..contracts import Message, RunStats
 from ..errors import UsageError
 from ._codec import copy_bindings, require_checkpoint
 from ._schema import (
@@ -18,7 +19,8 @@ from ._schema import (
 
 __all__ = ("check_budget", "check_execution_id", "create_loop_checkpoint", "fork_loop_checkpoint")
 
-_MESSAGE_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
+# The message classes, from the Message union itself (a tuple: isinstance's quickest form).
+_MESSAGE_TYPES: Final = Message.__args__
 
 
 def check_execution_id(value: object) -> str:

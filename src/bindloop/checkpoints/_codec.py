@@ -28,15 +28,7 @@ from typing import Any, Final
 
 import msgspec
 
-from ..contracts import (
-    AssistantMessage,
-    Message,
-    RunStats,
-    SystemMessage,
-    ToolCall,
-    ToolMessage,
-    UserMessage,
-)
+from ..contracts import AssistantMessage, Message, RunStats, ToolCall, ToolMessage
 from ..errors import UsageError
 from ._errors import CheckpointFormatError, UnsupportedCheckpointVersionError
 from ._schema import CHECKPOINT_VERSION, LoopBindings, LoopCheckpoint
@@ -62,15 +54,16 @@ _INT_MIN: Final = -(2**63)
 _INT_MAX: Final = 2**64 - 1
 _MAX_DEPTH: Final = 64
 _LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
-# The key of the mark in a LoopCheckpoint's __dict__: its field values when it was validated.
+# The keys of the mark in a LoopCheckpoint's __dict__: its field values when it was validated, and
+# the bytes its stats (whose ``tools`` is a dict) encoded to then.
 _CHECKED: Final = "checked_fields"
+_CHECKED_STATS: Final = "checked_stats"
 _MESSAGES_AT: Final = LoopCheckpoint.__struct_fields__.index("messages")
-_MESSAGE_TYPES: Final = frozenset({SystemMessage, UserMessage, AssistantMessage, ToolMessage})
-# Up to this many new messages are converted one by one (no type to build); more, in one call.
-_ONE_BY_ONE: Final = 8
+_MESSAGE_TUPLE: Final = tuple[Message, ...]
+_MESSAGES_DECODER: Final = msgspec.json.Decoder(_MESSAGE_TUPLE, strict=True)
+_CHECKPOINT_DECODER: Final = msgspec.json.Decoder(LoopCheckpoint, strict=True)
 # Known messages are also found whole this many messages in (leading system prompts).
 _KNOWN_OFFSET: Final = 4
-_MESSAGE_TUPLE: Final = tuple[Message, ...]
 
 
 # ---- JSON values (bindings) --------------------------------------------------------------------
@@ -360,11 +353,19 @@ def _check_tool_calls(cp: LoopCheckpoint) -> None:
 
 
 def _plain_zero(stats: RunStats) -> RunStats:
-    """``stats`` with ``-0.0`` times as ``0.0`` (``x + 0.0`` does exactly that), so equal stats
-    encode to equal bytes."""
+    """``stats`` with ``-0.0`` times as ``0.0`` (``x + 0.0`` does exactly that), and int times as
+    floats, so equal stats encode to equal bytes; ``stats`` itself when that changes nothing."""
+    if (_plain_ms(stats.model_ms) and _plain_ms(stats.tool_ms)
+            and all(_plain_ms(t.ms) for t in stats.tools.values())):
+        return stats
     return msgspec.structs.replace(
         stats, model_ms=stats.model_ms + 0.0, tool_ms=stats.tool_ms + 0.0,
         tools={name: msgspec.structs.replace(t, ms=t.ms + 0.0) for name, t in stats.tools.items()})
+
+
+def _plain_ms(ms: object) -> bool:
+    """Whether ``ms + 0.0`` is ``ms`` itself: a float that is not ``-0.0``."""
+    return type(ms) is float and (ms != 0.0 or math.copysign(1.0, ms) > 0.0)
 
 
 # ---- parse / serialize -------------------------------------------------------------------------
@@ -481,7 +482,8 @@ def parse_loop_checkpoint(value: object, *, max_bytes: int | None = None,
 
 
 def require_checkpoint(value: object, what: str = "checkpoint", *,
-                       known: Sequence[Message] = ()) -> LoopCheckpoint:
+                       known: Sequence[Message] = (), bindings_copied: bool = False
+                       ) -> LoopCheckpoint:
     """A clean copy of ``value`` if it is a :class:`LoopCheckpoint` that
     :func:`parse_loop_checkpoint` would accept (types and invariants), else
     :class:`CheckpointFormatError`. Rebuilding it through msgspec means a hand-built checkpoint
@@ -498,10 +500,14 @@ def require_checkpoint(value: object, what: str = "checkpoint", *,
     :func:`parse_loop_checkpoint` returned, passed again with the same field values, has only its
     mutable parts checked again: ``bindings`` and ``stats`` (whose ``tools`` is a dict). Whatever
     the path, what is accepted, what is refused and the error raised are those of validating the
-    whole checkpoint."""
+    whole checkpoint.
+
+    ``bindings_copied``: ``value.bindings`` is what :func:`copy_bindings` just returned, held by
+    nobody else (a run's driver building its next checkpoint), so it is used as it is."""
     if not isinstance(value, LoopCheckpoint):
         raise CheckpointFormatError("", f"{what} must be a LoopCheckpoint, got {type(value).__name__}")
-    bindings = copy_bindings(value.bindings)  # before to_builtins, which turns a set into a list
+    # Copied before to_builtins, which turns a set into a list.
+    bindings = value.bindings if bindings_copied else copy_bindings(value.bindings)
     messages = value.messages
     if type(messages) is tuple:
         try:
@@ -539,7 +545,7 @@ def _validate_whole(value: LoopCheckpoint, what: str, bindings: LoopBindings) ->
 
 
 # What makes the incremental path hand over to _validate_whole, which names the problem.
-_INCREMENTAL_REFUSALS: Final = (CheckpointFormatError, msgspec.ValidationError, TypeError,
+_INCREMENTAL_REFUSALS: Final = (CheckpointFormatError, msgspec.DecodeError, TypeError,
                                 OverflowError, RecursionError, UnicodeEncodeError)
 
 
@@ -548,38 +554,34 @@ def _with_known_messages(value: LoopCheckpoint, messages: tuple[Any, ...],
     """``value`` validated like :func:`_validate_whole` does, except the messages that are
     ``known`` at their position. Raises one of ``_INCREMENTAL_REFUSALS`` for anything the whole
     validation would refuse (and possibly for some it accepts: it then decides)."""
-    # Everything but the messages and the bindings (already copied), through msgspec as a whole.
-    head = msgspec.convert(
-        msgspec.to_builtins(msgspec.structs.replace(value, messages=(), bindings=LoopBindings())),
-        LoopCheckpoint, strict=True)
-    head = msgspec.structs.replace(head, bindings=bindings, stats=_plain_zero(head.stats))
-    _ENCODER.encode(head)  # a lone surrogate outside the messages raises UnicodeEncodeError
-    clean_messages = messages
+    # Everything but the messages and the bindings (already copied), through msgspec as a whole:
+    # its JSON bytes (a lone surrogate raises UnicodeEncodeError) read back strictly.
+    head = _CHECKPOINT_DECODER.decode(_ENCODER.encode(
+        msgspec.structs.replace(value, messages=(), bindings=LoopBindings())))
     fresh = _fresh_positions(messages, known)
-    if len(fresh) > _ONE_BY_ONE:  # many (a compaction): msgspec converts them in one call
-        out = list(messages)
-        batch = tuple(messages[k] for k in fresh)
-        checked = msgspec.convert(msgspec.to_builtins(batch), _MESSAGE_TUPLE, strict=True)
-        _ENCODER.encode(checked)  # a lone surrogate raises UnicodeEncodeError
-        for k, m, clean in zip(fresh, batch, checked):
-            if not _same(m, clean):
-                out[k] = clean
-        clean_messages = tuple(out)
-    elif fresh:  # the usual commit: the turn's few messages
-        out = list(messages)
-        for k in fresh:
-            m = messages[k]
-            kind = type(m)
-            if kind not in _MESSAGE_TYPES:
-                raise TypeError(f"messages[{k}] is not a message")
-            clean = msgspec.convert(msgspec.to_builtins(m), kind, strict=True)
-            _ENCODER.encode(clean)  # a lone surrogate raises UnicodeEncodeError
-            if not _same(m, clean):
-                out[k] = clean
-        clean_messages = tuple(out)
-    cp = msgspec.structs.replace(head, messages=clean_messages)
+    clean_messages = messages
+    if fresh:
+        batch = (messages[fresh.start:fresh.stop] if isinstance(fresh, range)
+                 else tuple(messages[k] for k in fresh))
+        checked = _convert_messages(batch)
+        if not all(map(_same, batch, checked)):
+            out = list(messages)
+            for k, m, clean in zip(fresh, batch, checked):
+                if not _same(m, clean):
+                    out[k] = clean
+            clean_messages = tuple(out)
+    cp = msgspec.structs.replace(head, messages=clean_messages, bindings=bindings,
+                                 stats=_plain_zero(head.stats))
     _check_invariants(cp, bindings=False)
     return cp
+
+
+def _convert_messages(batch: tuple[Any, ...]) -> tuple[Message, ...]:
+    """``batch`` strictly converted to messages, through their JSON bytes (so a lone surrogate
+    raises ``UnicodeEncodeError`` and a value that is not JSON ``TypeError``). The one place the
+    incremental path checks messages."""
+    checked: tuple[Message, ...] = _MESSAGES_DECODER.decode(_ENCODER.encode(batch))
+    return checked
 
 
 def _with_mutable_parts_checked(value: LoopCheckpoint, bindings: LoopBindings) -> LoopCheckpoint:
@@ -634,9 +636,34 @@ def _validated_messages(cp: LoopCheckpoint) -> Sequence[Message]:
 
 def _checked(cp: LoopCheckpoint) -> LoopCheckpoint:
     """Mark ``cp``, just validated (its messages and every field but its dicts immutable), with its
-    field values, so passing it again checks only what can have changed."""
-    cp.__dict__[_CHECKED] = msgspec.structs.astuple(cp)
+    field values and its stats' bytes, so passing it again checks only what can have changed."""
+    marks = cp.__dict__
+    marks[_CHECKED] = msgspec.structs.astuple(cp)
+    marks[_CHECKED_STATS] = _ENCODER.encode(cp.stats)
     return cp
+
+
+def _unchanged_bytes(cp: LoopCheckpoint) -> bytes | None:
+    """The JSON bytes of ``cp`` when nothing can have made it invalid since it was validated: every
+    field the very value it was then, its stats (whose ``tools`` is a dict) encoding to the bytes
+    they did then, and its bindings plain JSON values (what :func:`json_copy` copies without a
+    question), written as their copy is. ``None`` otherwise, or when ``cp`` cannot be encoded:
+    the caller validates it."""
+    marks = cp.__dict__
+    fields = marks.get(_CHECKED)
+    if fields is None or not all(map(is_, msgspec.structs.astuple(cp), fields)):
+        return None
+    bindings = cp.bindings
+    try:
+        if (_ENCODER.encode(cp.stats) != marks[_CHECKED_STATS]
+                or type(bindings.config) is not dict or type(bindings.environment) is not dict):
+            return None
+        # The copy, as copy_bindings makes it: -0.0 written as 0.0, a tuple as a list.
+        plain = LoopBindings(config=_plain_copy(bindings.config, 0),
+                             environment=_plain_copy(bindings.environment, 0))
+        return _ENCODER.encode(msgspec.structs.replace(cp, bindings=plain))
+    except (_NotPlain, *_INCREMENTAL_REFUSALS):
+        return None
 
 
 def validate_loop_checkpoint(checkpoint: LoopCheckpoint, *,
@@ -664,6 +691,14 @@ def serialize_loop_checkpoint(checkpoint: LoopCheckpoint) -> bytes:
     """The checkpoint's JSON bytes: equal checkpoints give equal bytes (Struct fields in declaration
     order, dict keys sorted, every checkpoint field written). Refuses a checkpoint
     :func:`parse_loop_checkpoint` would refuse, so storage never holds one that cannot be read back.
-    The messages of a checkpoint a run committed (or :func:`parse_loop_checkpoint` read) were
-    validated then and are not checked again; the rest of it is."""
+
+    A checkpoint a run committed (or :func:`parse_loop_checkpoint` read, or
+    :func:`validate_loop_checkpoint` returned) was validated then: when every field is still the
+    value it was, its stats still encode to the bytes they did and its bindings hold plain JSON
+    values, nothing can have made it invalid and it is encoded without checking it again.
+    Otherwise its messages validated then are not checked again; the rest of it is."""
+    if isinstance(checkpoint, LoopCheckpoint):
+        raw = _unchanged_bytes(checkpoint)
+        if raw is not None:
+            return raw
     return _ENCODER.encode(require_checkpoint(checkpoint))

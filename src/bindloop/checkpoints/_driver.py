@@ -130,10 +130,11 @@ def _storable(cp: LoopCheckpoint, previous: LoopCheckpoint) -> LoopCheckpoint:
     """``cp`` as :func:`serialize_loop_checkpoint` would store it, or :class:`PortContractError`:
     a run must never hand ``commit`` a checkpoint that cannot be stored and read back. The messages
     it shares (by identity, at the same position) with ``previous``, the run's last validated
-    checkpoint, are not checked again; the returned checkpoint is marked validated, so ``commit``'s
+    checkpoint, are not checked again, nor are its bindings, copied from ``capture_bindings()``
+    just before; the returned checkpoint is marked validated, so ``commit``'s
     store checks only its dicts (bindings, per-tool stats) again."""
     try:
-        return require_checkpoint(cp, known=previous.messages)
+        return require_checkpoint(cp, known=previous.messages, bindings_copied=True)
     except CheckpointFormatError as exc:
         raise PortContractError(
             f"the run produced a checkpoint that cannot be stored ({exc}); likely culprit: "

@@ -10,25 +10,23 @@ never O(transcript).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from ..contracts import (
     AssistantMessage,
     FilePart,
     ModelTurnResult,
     ImagePart,
+    Message,
     ProviderItemPart,
     ReasoningPart,
-    SystemMessage,
     TextPart,
     ToolCall,
     ToolDefinition,
     ToolError,
-    ToolMessage,
     ToolResult,
     ToolSuspend,
     TurnUsage,
-    UserMessage,
 )
 from ..errors import PortContractError, ProtocolError, UsageError
 from ._errors import InvalidModelTurnError
@@ -48,7 +46,8 @@ __all__ = (
 )
 
 _PART_TYPES = (TextPart, ImagePart, FilePart, ReasoningPart, ProviderItemPart)
-_MESSAGE_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
+# The message classes, from the Message union itself (a tuple: isinstance's quickest form).
+_MESSAGE_TYPES: Final = Message.__args__
 _SUSPEND_MODES = ("waiting_for_reply", "resuming_later")
 
 
