@@ -5,7 +5,7 @@ answer as one chunk, under the agent too)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -346,6 +346,72 @@ def test_the_scripted_stream_model_is_a_stream_model_priced_only_when_asked() ->
     assert anyio.run(paid.complete, [], ModelRequest()).cost == 5
     assert [e.content for e in seen if isinstance(e, TextEvent)] == ["a long e", "nough an",
                                                                      "swer"]
+
+
+async def _read_async(stream: Any) -> list[StreamEvent]:
+    return [event async for event in stream]
+
+
+@given(turn=model_turns(), chunk=st.integers(1, 9), priced_=st.booleans())
+def test_a_stream_at_hand_folds_as_the_same_stream_awaited(turn: ModelTurnResult, chunk: int,
+                                                           priced_: bool) -> None:
+    """The scripted stream model's stream is at hand: ``fold_events`` reads it without awaiting
+    each event. The fold, and what ``on_event`` sees, are those of the same events read as an
+    async iterator and folded from an async generator."""
+    def model() -> Any:
+        return scripted_stream_model([turn], chunk_size=chunk)
+
+    price = _price if priced_ else None
+    seen: list[StreamEvent] = []
+    at_hand = anyio.run(fold_events, model().stream([], ModelRequest()), price, seen.append)
+    events = anyio.run(_read_async, model().stream([], ModelRequest()))
+    assert seen == events
+
+    async def generated() -> AsyncIterator[StreamEvent]:
+        for event in events:
+            yield event
+
+    assert at_hand == anyio.run(fold_events, generated(), price)
+
+
+def test_a_stream_at_hand_that_fails_is_closed_and_raises_as_itself() -> None:
+    class Boom(Exception):
+        pass
+
+    closed: list[str] = []
+
+    def events() -> Iterator[StreamEvent]:
+        try:
+            yield TextEvent(content="a")
+            raise Boom("the stream broke")
+        finally:
+            closed.append("closed")
+
+    class AtHand:
+        def __init__(self) -> None:
+            self.events = events()
+
+        def __iter__(self) -> Iterator[StreamEvent]:
+            return self.events
+
+        def __aiter__(self) -> Any:
+            return self
+
+        async def aclose(self) -> None:
+            closed.append("aclose")
+            self.events.close()
+
+    seen: list[StreamEvent] = []
+    with pytest.raises(Boom, match="the stream broke"):
+        anyio.run(fold_events, AtHand(), None, seen.append)
+    assert seen == [TextEvent(content="a")] and closed == ["closed", "aclose"]
+    # A scripted failure is raised by the call itself, whichever way the stream is read.
+    failing = scripted_stream_model([Boom("scripted")])
+    with pytest.raises(Boom, match="scripted"):
+        anyio.run(fold_events, failing.stream([], ModelRequest()), None)
+    failing = scripted_stream_model([Boom("scripted")])
+    with pytest.raises(Boom, match="scripted"):
+        anyio.run(_read_async, failing.stream([], ModelRequest()))
 
 
 _SHOWN = st.lists(st.sampled_from(["grow", "same", "replace", "shrink", "copy", "tuple",

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import Protocol, cast
 
 
 from ..completion import (
@@ -71,11 +71,24 @@ class Model(Protocol):
 async def fold_events(events: AsyncIterator[StreamEvent], price: Callable[[TurnUsage], int] | None,
                       on_event: EventSink | None = None) -> ModelTurnResult:
     """Fold a model's stream into its turn, priced by ``price``; ``on_event`` sees every event
-    first. The stream is closed (``aclose``, when it has one) if the fold fails."""
+    first. The stream is closed (``aclose``, when it has one) if the fold fails.
+
+    A stream that is also an :class:`~collections.abc.Iterable` has its events at hand (a script,
+    a replayed journal; ``bindloop.testing``'s scripted stream model returns one): it is read as
+    one, the same events folded the same way without an await for each."""
     collector = TurnCollector(price=price)
     observe = collector.observe
     try:
-        if on_event is None:
+        if hasattr(type(events), "__iter__"):  # at hand (an Iterable), as _awaitable tests
+            at_hand = cast(Iterable[StreamEvent], events)
+            if on_event is None:
+                for event in at_hand:
+                    observe(event)
+            else:
+                for event in at_hand:
+                    on_event(event)
+                    observe(event)
+        elif on_event is None:
             async for event in events:
                 observe(event)
         else:

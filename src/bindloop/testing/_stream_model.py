@@ -3,7 +3,7 @@ events and records every request it got."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
 from typing import Any, Literal
 
 from ..completion import (
@@ -71,6 +71,31 @@ class StreamRequest:
 
     def __repr__(self) -> str:
         return f"StreamRequest(messages={self.messages!r}, request={self._request!r})"
+
+
+class _EventsAtHand:
+    """One call's stream: an async iterator over ``events`` that is also an iterable of them, so
+    ``fold_events`` folds it without an await per event. ``events`` is read once, whichever way;
+    ``aclose`` closes it."""
+
+    __slots__ = ("_events",)
+
+    def __init__(self, events: Generator[StreamEvent, None, None]) -> None:
+        self._events = events
+
+    def __iter__(self) -> Iterator[StreamEvent]:
+        return self._events
+
+    def __aiter__(self) -> _EventsAtHand:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        for event in self._events:
+            return event
+        raise StopAsyncIteration
+
+    async def aclose(self) -> None:
+        self._events.close()
 
 
 class ScriptedStreamModel(StreamModel):
@@ -150,8 +175,15 @@ class ScriptedStreamModel(StreamModel):
         self._counts.append(len(log))
         self._asked.append(request)
 
-    async def stream(self, messages: Sequence[Message],
-                     request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
+    def stream(self, messages: Sequence[Message],
+               request: ModelRequest, /) -> AsyncIterator[StreamEvent]:
+        # The events are at hand: fold_events reads them without an await each.
+        return _EventsAtHand(self._events(messages, request))
+
+    def _events(self, messages: Sequence[Message],
+                request: ModelRequest) -> Generator[StreamEvent, None, None]:
+        """The call's events, recorded and taken from the script when first read (as a provider's
+        stream starts when read)."""
         self._record(messages, request)
         position = self.position
         if position >= len(self.turns):
