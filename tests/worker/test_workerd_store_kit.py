@@ -52,12 +52,9 @@ def _post(wd: Workerd, path: str, body: dict[str, Any]) -> tuple[int, dict[str, 
         return exc.code, json.loads(exc.read() or b"{}")
 
 
-# The cases that cannot apply to a Durable Object store, and must say so (skipped, with why):
-# its slots are per isolate, and it has no complete_once (an optional receipt store capability).
-NOT_APPLICABLE = {"limit_slot_of_a_killed_holder_is_reclaimed_after_the_lease": "per isolate",
-                  "receipt_complete_once_records_a_fresh_call": "no complete_once",
-                  "receipt_concurrent_complete_once_one_wins": "no complete_once",
-                  "receipt_complete_once_in_processes_one_wins": "no complete_once"}
+# The case that cannot apply to a Durable Object store, and must say so (skipped, with why): its
+# slots are per isolate.
+NOT_APPLICABLE = {"limit_slot_of_a_killed_holder_is_reclaimed_after_the_lease": "per isolate"}
 
 
 def _assert_all_passed(wd: Workerd, path: str, names: list[str]) -> None:
@@ -84,7 +81,8 @@ def test_the_durable_objects_own_checks_pass(kit_worker: Workerd) -> None:
     _assert_all_passed(kit_worker, "/_kit/checks", [
         "claims_race_one_winner", "lease_free_save_fences_the_run",
         "stored_tokens_that_do_not_decode", "large_checkpoints",
-        "a_fence_outside_the_object_fails_the_kit", "a_swap_outside_the_object_fails_the_kit"])
+        "a_fence_outside_the_object_fails_the_kit", "a_swap_outside_the_object_fails_the_kit",
+        "outbox_lands_with_its_receipt_once"])
 
 
 def test_the_kit_routes_are_off_without_the_binding(tmp_path: Path) -> None:

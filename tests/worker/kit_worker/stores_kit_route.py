@@ -52,7 +52,8 @@ SUITES = ("checkpoint", "receipt", "limit", "token")
 SLOT_LEASE_SKIP = ("the RateLimiter object leases slots per isolate on its own clock, so two holders "
                    "in one isolate and an injected clock do not exist (lease expiry is the in-memory "
                    "store's code, which the case checks on CPython)")
-JOBS = ("race_first_checkpoint", "race_next_checkpoint", "race_claim", "race_admit", "race_enter")
+JOBS = ("race_first_checkpoint", "race_next_checkpoint", "race_claim", "race_complete_once",
+        "race_admit", "race_enter")
 
 
 def _cases(suite: str) -> Mapping[str, Any]:
@@ -312,11 +313,49 @@ async def _a_swap_outside_the_object_fails_the_kit(handles: Any) -> None:
     assert result.outcome == "failed" and "swaps landed" in result.detail, result
 
 
+async def _outbox_lands_with_its_receipt_once(handles: Any) -> None:
+    """``complete_once`` with an outbox entry: the receipt and the entry land together, once; a
+    call whose receipt exists (completed, or running with its lease ended) writes neither and
+    answers the receipt; entries keep their order, outboxes their names; ``delete_run`` counts
+    receipts, not entries, and empties both."""
+    from bindloop.run import ReceiptCompleted, ReceiptRunning, ToolCallReceiptKey
+
+    env, ns = handles.factory.env, handles.factory.ns
+    store = DurableReceiptStore(env.RECEIPTS, prefix=ns + "/", now=lambda: 1_000.0)
+
+    def key(n: int) -> Any:
+        return ToolCallReceiptKey(tenant_id="t", run_id="r", tool_name="send", args_hash=f"h{n}")
+
+    assert await store.complete_once(key(1), {"sent": 1}, outbox=("mail", "to a")) is None
+    assert await store.complete_once(key(2), {"sent": 2}, outbox=("mail", "to b")) is None
+    assert await store.complete_once(key(3), {"sent": 3}, outbox=("mail2", "other")) is None
+    assert await store.complete_once(key(4), 4) is None  # no entry at all
+    again = await store.complete_once(key(1), {"sent": 9}, outbox=("mail", "to a, again"))
+    assert again == ReceiptCompleted(attempt=1, result={"sent": 1}), again
+    assert await store.claim(key(5), 1, 10.0)
+    running = await store.complete_once(key(5), "late", outbox=("mail", "late"))
+    assert running == ReceiptRunning(attempt=1, lease_expires_at_ms=1_010.0), running
+    assert await store.outbox("t", "r", "mail") == ["to a", "to b"]
+    assert await store.outbox("t", "r", "mail2") == ["other"]
+    assert await store.outbox("t", "r", "mai") == [] and await store.outbox("t", "x", "mail") == []
+    assert await store.read(key(4)) == ReceiptCompleted(attempt=1, result=4)
+    try:
+        await store.complete_once(key(6), 6, outbox=("", "nameless"))
+    except Exception as exc:  # noqa: BLE001 - the type is checked by name below
+        assert type(exc).__name__ == "UsageError", exc
+    else:
+        raise AssertionError("an outbox without a name was accepted")
+    assert await store.read(key(6)) is None
+    assert await store.delete_run("t", "r") == 5
+    assert await store.outbox("t", "r", "mail") == [] and await store.read(key(1)) is None
+
+
 CHECKS: Mapping[str, Callable[[Any], Awaitable[None]]] = {
     case.__name__.lstrip("_"): case for case in (
         _claims_race_one_winner, _lease_free_save_fences_the_run,
         _stored_tokens_that_do_not_decode, _large_checkpoints,
-        _a_fence_outside_the_object_fails_the_kit, _a_swap_outside_the_object_fails_the_kit)}
+        _a_fence_outside_the_object_fails_the_kit, _a_swap_outside_the_object_fails_the_kit,
+        _outbox_lands_with_its_receipt_once)}
 
 
 async def run_checks(owner: Any, request: Any, match: re.Match[str]) -> Response:

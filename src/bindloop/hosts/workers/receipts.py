@@ -9,6 +9,13 @@ key (the JSON array of the key's four parts, so no two keys collide) holding the
 awaiting nothing but the object's storage, so the object's input gate lets no other call in
 between: two isolates claiming one receipt get one ``True``.
 
+``complete_once`` records a call no attempt has touched as completed by attempt 1 in one RPC,
+with an optional outbox entry written in the same storage write: the effect of a tool whose effect
+is a record of the run (a ledger row, a message to send), read back with ``outbox``. A persisted
+tool turn is then two round trips (this write and the checkpoint's save), as on Postgres and Redis.
+Outbox entries are keyed apart from receipts (``outbox:<name as JSON>:<sequence>``), in the order
+written, and deleted with the run.
+
 ``DurableReceiptStore`` is the handle. Leases are measured on its ``now`` (wall-clock ms by
 default, ``Date.now()`` of the calling isolate: keep leases far longer than clock skew), sent
 with each call. Arguments are checked before the call (``UsageError``), and a failure of the
@@ -26,6 +33,7 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 import msgspec
+from pyodide.ffi import to_js  # type: ignore[import-not-found]
 from workers import DurableObject  # type: ignore[import-not-found]
 
 from bindloop.hosts.stores._common import check_attempt, check_lease, key_parts
@@ -36,6 +44,7 @@ from bindloop.run import (
     ReceiptState,
     ToolCallReceiptKey,
 )
+from bindloop.errors import UsageError
 from bindloop.stores import StoreError
 
 __all__ = ("DurableReceiptStore", "Receipts")
@@ -43,6 +52,22 @@ __all__ = ("DurableReceiptStore", "Receipts")
 STORE = "durable_object"
 T = TypeVar("T")
 _decoder = msgspec.json.Decoder(ReceiptState)
+_OUTBOX = "outbox:"  # receipt keys are JSON arrays ("[..."): the two never collide
+
+
+def _outbox_prefix(name: str) -> str:
+    # The name as a JSON string: its closing quote ends it, so one name is never another's prefix.
+    return _OUTBOX + json.dumps(str(name)) + ":"
+
+
+def _js() -> Any:
+    import js  # type: ignore[import-not-found]  # only where it runs: in the Worker
+
+    return js
+
+
+def _js_obj(value: dict[str, Any]) -> Any:
+    return to_js(value, dict_converter=_js().Object.fromEntries)
 
 
 def _next(row: ReceiptState | None, op: str, attempt: int, lease_ms: float, now: float,
@@ -88,9 +113,37 @@ class Receipts(DurableObject):  # type: ignore[misc]  # the SDK is untyped
         return True
 
 
+    async def once(self, key: str, value: str, outbox: str, item: str) -> str | None:
+        """Record the receipt ``key`` completed by attempt 1 with ``value`` (the result's JSON)
+        and, when ``outbox`` names one (not ``""``), ``item`` as that outbox's next entry, in one
+        storage write;
+        ``None``. A receipt that exists (any status) is answered as stored (its JSON), and
+        nothing is written."""
+        storage = self.ctx.storage
+        raw = await storage.get(str(key))
+        if raw is not None:
+            return str(raw)
+        after = ReceiptCompleted(attempt=1, result=json.loads(str(value)))
+        values = {str(key): msgspec.json.encode(after).decode("utf-8")}
+        if outbox:
+            prefix = _outbox_prefix(str(outbox))
+            count = await storage.get(prefix + "count")
+            seq = 0 if count is None else int(count)
+            values[prefix + "count"] = str(seq + 1)
+            values[prefix + f"{seq:012d}"] = str(item)
+        await storage.put(_js_obj(values))  # several keys, one atomic write
+        return None
+
+    async def outbox(self, name: str) -> str:
+        """The entries of outbox ``name``, oldest first, as a JSON array of strings."""
+        prefix = _outbox_prefix(str(name))
+        found = await self.ctx.storage.list(_js_obj({"prefix": prefix}))
+        return json.dumps([str(found.get(k)) for k in found.keys() if not str(k).endswith("count")])
+
     async def delete_all(self) -> int:
-        """Forget every receipt of the run; how many there were."""
-        count = int((await self.ctx.storage.list()).size)
+        """Forget every receipt of the run, and its outboxes; how many receipts there were."""
+        found = await self.ctx.storage.list()
+        count = sum(1 for k in found.keys() if not str(k).startswith(_OUTBOX))
         await self.ctx.storage.deleteAll()
         return count
 
@@ -104,9 +157,7 @@ async def _call(operation: str, pending: Awaitable[T]) -> T:
 
 
 def _wall_clock_ms() -> float:
-    import js  # type: ignore[import-not-found]  # only where it runs: in the Worker
-
-    return float(js.Date.now())
+    return float(_js().Date.now())
 
 
 class DurableReceiptStore:
@@ -122,9 +173,7 @@ class DurableReceiptStore:
 
     def _target(self, key: ToolCallReceiptKey) -> tuple[Any, str]:
         parts = key_parts(key)
-        ns = self._namespace
-        stub = ns.get(ns.idFromName(self.prefix + json.dumps(parts[:2])))
-        return stub, json.dumps(parts)
+        return self._run_stub(parts[0], parts[1]), json.dumps(parts)
 
     async def read(self, key: ToolCallReceiptKey) -> ReceiptState | None:
         stub, name = self._target(key)
@@ -155,7 +204,44 @@ class DurableReceiptStore:
     async def fail(self, key: ToolCallReceiptKey, attempt: int, error: str | None) -> bool:
         return await self._apply("fail", key, check_attempt(attempt), 1.0, error)
 
-    async def delete_run(self, tenant_id: str, run_id: str) -> int:
+    async def complete_once(self, key: ToolCallReceiptKey, result: Any, *,
+                            outbox: tuple[str, str] | None = None) -> ReceiptState | None:
+        """Record a call no attempt has touched as completed by attempt 1 with ``result`` and, in
+        the same storage write, append ``outbox[1]`` to the run's outbox named ``outbox[0]``: one
+        round trip, for an effect that is a record of the run (a claim would buy nothing: the
+        receipt and the entry land together or not at all). The receipt written is the one
+        ``claim(key, 1, ...)`` then ``complete(key, 1, result)`` would leave.
+
+        ``None``: written. A receipt that exists (any status, even a running one whose lease has
+        ended) is left alone, the outbox untouched, and returned as :meth:`read` would return it
+        -- go on with :func:`~bindloop.run.decide_tool_call_receipt`. A failed call raises
+        :class:`~bindloop.stores.StoreError` without a retry (whether it landed is unknown)."""
+        if outbox is not None and not (isinstance(outbox, tuple) and len(outbox) == 2
+                                       and all(isinstance(p, str) for p in outbox) and outbox[0]):
+            raise UsageError("outbox must be a (name, entry) tuple of two str, the name not "
+                             f"empty; got {outbox!r}")
+        stub, name = self._target(key)
+        body = msgspec.json.encode(result).decode("utf-8")
+        box, item = outbox if outbox is not None else ("", "")
+        raw = await _call("complete_once", stub.once(name, body, box, item))
+        if raw is None:
+            return None
+        try:
+            return _decoder.decode(str(raw))
+        except msgspec.DecodeError as exc:
+            raise StoreError(STORE, "complete_once",
+                             f"the stored receipt does not decode: {exc}") from None
+
+    async def outbox(self, tenant_id: str, run_id: str, name: str) -> list[str]:
+        """The entries :meth:`complete_once` wrote to outbox ``name`` of run ``run_id`` of
+        ``tenant_id``, oldest first (gone with :meth:`delete_run`)."""
+        stub = self._run_stub(tenant_id, run_id)
+        raw = await _call("outbox", stub.outbox(str(name)))
+        return [str(entry) for entry in json.loads(str(raw))]
+
+    def _run_stub(self, tenant_id: str, run_id: str) -> Any:
         ns = self._namespace
-        stub = ns.get(ns.idFromName(self.prefix + json.dumps([str(tenant_id), str(run_id)])))
-        return int(await _call("delete_run", stub.delete_all()))
+        return ns.get(ns.idFromName(self.prefix + json.dumps([str(tenant_id), str(run_id)])))
+
+    async def delete_run(self, tenant_id: str, run_id: str) -> int:
+        return int(await _call("delete_run", self._run_stub(tenant_id, run_id).delete_all()))
