@@ -1,6 +1,7 @@
 """The Worker's Durable Object stores per call, in real workerd on this machine: mean ms per
 round of each store's per-turn calls (a checkpoint save of 4 kB, a load, a receipt's read +
-claim + complete, the limiter's enter + admit + leave, a token save + load), over the
+claim + complete, a receipt's ``complete_once`` with an outbox entry, the limiter's enter + admit
++ leave, a token save + load), over the
 ``/_kit/bench`` route (tests/worker/kit_worker/stores_kit_route.py). One workerd process, its objects on
 local disk: no network between the Worker and its objects, unlike Cloudflare, where an object
 lives in one location and a call from another location crosses the network.

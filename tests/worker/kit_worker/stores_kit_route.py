@@ -406,6 +406,10 @@ async def run_bench(owner: Any, request: Any, match: re.Match[str]) -> Response:
         await receipts.claim(key, 1, 60_000.0)
         await receipts.complete(key, 1, {"charged": i})
 
+    async def once(i: int) -> None:
+        key = ToolCallReceiptKey(tenant_id="t", run_id="r", tool_name="once", args_hash=str(i))
+        assert await receipts.complete_once(key, {"charged": i}, outbox=("ledger", str(i))) is None
+
     async def limit(i: int) -> None:
         await limits.enter("slots", 1_000_000)
         await limits.admit("rpm", 60_000.0, 1_000_000, 1, float(js.Date.now()))
@@ -418,6 +422,7 @@ async def run_bench(owner: Any, request: Any, match: re.Match[str]) -> Response:
     await timed("checkpoint save (4 kB)", checkpoint)
     await timed("checkpoint load", load)
     await timed("receipt read + claim + complete", receipt)
+    await timed("receipt complete_once with an outbox entry", once)
     await timed("limit enter + admit + leave", limit)
     await timed("token save + load", token)
     return json_response(200, {"ms_per_round": out, "rounds": n})
