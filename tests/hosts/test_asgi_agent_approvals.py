@@ -493,3 +493,32 @@ def test_sqlite_pending_approvals_give_a_call_once_across_connections(tmp_path: 
     assert two.take("y", "c") is not None and two.take("z", "c") is not None
     with pytest.raises(UsageError):
         SqlitePendingApprovals(db, max_chats=0)
+
+
+def test_an_approval_request_checks_the_request_s_transcript_whole_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The position a request's approvals resume from is built from the client's transcript, so
+    it is checked whole (a transcript no run could have left is refused); the checked copy is the
+    one that resumes, so nothing checks that transcript whole again."""
+    import sys
+
+    from bindloop.checkpoints import _codec
+
+    world, model = World(), Scripted()
+    history = tuple(UserMessage(content=f"earlier {i}") for i in range(20))
+    chat = ChatInput(chat_id="c", protocol="ui", transcript=(*history, ASK, ASKED),
+                     approvals=(approval(ASKED.tool_calls[0], True),))
+    real = msgspec.to_builtins
+    whole: list[int] = []
+
+    def counting(value: Any, *args: Any, **kwargs: Any) -> Any:
+        if (sys._getframe(1).f_globals.get("__name__") == _codec.__name__
+                and isinstance(value, LoopCheckpoint) and value.messages):
+            whole.append(len(value.messages))
+        return real(value, *args, **kwargs)
+
+    monkeypatch.setattr(msgspec, "to_builtins", counting)
+    chunks = anyio.run(serve, chat, world, model)
+    monkeypatch.undo()
+    assert world.deleted == ["groceries"] and chunks[-1]["finishReason"] == "stop"
+    assert whole == [len(chat.transcript)]

@@ -100,7 +100,7 @@ from bindloop.tools import Tool, ToolContext
 from bindloop.checkpoints import (
     ApprovalRecord,
     LoopCheckpoint,
-    serialize_loop_checkpoint,
+    validate_loop_checkpoint,
 )
 from bindloop.protocols import StateSnapshotEvent, agent_event_input
 
@@ -189,7 +189,9 @@ def _suspended_at(chat: ChatInput, approval: frozenset[str], max_turn_steps: int
         max_iterations=max_turn_steps, iterations=0, messages=messages, open_suspends=suspends,
         counters=LoopCounters(requested_tool_calls=len(turn.tool_calls) if turn else 0),
         approvals=ApprovalRecord(pending=waiting))
-    serialize_loop_checkpoint(checkpoint)  # a transcript no run could have left is refused here
+    # A transcript no run could have left is refused here; the validated copy is what resumes,
+    # so resume_chat does not check the request's transcript whole again.
+    checkpoint = validate_loop_checkpoint(checkpoint)
     decisions: list[ApprovalDecision] = []
     for a in live:
         if not a.approved:
