@@ -395,6 +395,29 @@ def test_tool_content_that_cannot_be_stored_is_reported_as_run_tool_call() -> No
     assert host.committed == []
 
 
+@pytest.mark.parametrize("where", ["binding key", "binding value", "tool text"])
+def test_a_lone_surrogate_from_a_port_never_reaches_commit(where: str) -> None:
+    """Text that is not Unicode cannot be stored: a captured binding's key or value, or a tool's
+    result, holding a lone surrogate is refused at the boundary, naming the field, before
+    ``commit`` sees the checkpoint (found by the store instead, it would be refused there)."""
+    ports: dict[str, Any] = {}
+    if where == "binding key":
+        ports["bindings"] = lambda: LoopBindings(config={"k\ud801": 1})
+    elif where == "binding value":
+        ports["bindings"] = lambda: LoopBindings(environment={"k": ["x\udc00"]})
+    else:
+        ports["run_tool_call"] = lambda call: ToolResult(content="half \ud800 a pair")
+    host = Host(script(1), **ports)
+    with pytest.raises((PortContractError, CheckpointFormatError)) as info:
+        host.run(start())
+    cause = info.value if isinstance(info.value, CheckpointFormatError) else info.value.__cause__
+    assert isinstance(cause, CheckpointFormatError) and "surrogate" in str(cause)
+    assert cause.field.startswith(
+        {"binding key": "bindings.config", "binding value": "bindings.environment.k",
+         "tool text": "messages[2].content"}[where]), cause.field
+    assert host.committed == []
+
+
 def test_every_committed_checkpoint_serializes() -> None:
     host = Host(script(3), decide=lambda cp: (serialize_loop_checkpoint(cp), "continue")[1])
     assert host.run(start()).stop_reason == "done" and len(host.committed) == 4

@@ -101,8 +101,11 @@ def test_the_incremental_path_stores_and_refuses_what_whole_validation_does(
             messages.insert(0, SystemMessage(content=f"system {at}"))
         elif action == "prepend_odd":
             messages.insert(0, odd)
-        elif action == "bindings":
-            base.bindings.config["k"].append(math.nan if at % 2 else at)
+        elif action == "bindings":  # NaN, a number, or text that is not Unicode (value or key)
+            if at % 4 == 3:
+                base.bindings.config["key \udc00"] = at
+            else:
+                base.bindings.config["k"].append((math.nan, at, "lone \ud800")[at % 4 % 3])
         elif action == "tools":
             base.stats.tools["t"] = ToolTime(calls=at % 3, ms=1.0) if at % 2 else "odd"  # type: ignore[assignment]
     if not same:  # else: the validated checkpoint itself, its bindings or stats changed in place
@@ -410,7 +413,7 @@ def test_validate_with_the_previous_checks_only_what_was_added(
         counting.install(monkeypatch)
         validate_loop_checkpoint(nxt, previous=untrusted)
         monkeypatch.undo()
-        assert counting.whole == 1
+        assert counting.messages == {id(m): 1 for m in nxt.messages}
 
 
 def test_validate_refuses_what_storage_would_whatever_the_previous() -> None:
@@ -470,10 +473,11 @@ def test_an_agent_chat_s_saves_validate_each_message_once(
     chat, counting = _counted_agent_run(monkeypatch, handler, model)
     assert chat.checkpoint.status == "finished"
     assert store.rows[chat.checkpoint.execution_id][0] == 5  # one save per boundary after a tool round
-    # the first save checks its transcript whole; every later one only the messages it added:
-    # a whole validation keeps the given messages (equal to their checked copies) as themselves,
-    # so the next save knows them
-    assert counting.whole == 1
+    # the first save checks its whole transcript; every later one only the messages it added:
+    # a validation keeps the given messages (equal to their checked copies) as themselves, so
+    # the next save knows them
+    assert counting.whole == 0 and counting.batches == 6  # one a save, each of what it added
+    assert len(counting.messages) == len(chat.checkpoint.messages)
     assert all(n == 1 for n in counting.messages.values()), counting.messages
 
 

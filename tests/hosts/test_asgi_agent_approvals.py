@@ -495,11 +495,11 @@ def test_sqlite_pending_approvals_give_a_call_once_across_connections(tmp_path: 
         SqlitePendingApprovals(db, max_chats=0)
 
 
-def test_an_approval_request_checks_the_request_s_transcript_whole_once(
+def test_an_approval_request_checks_the_request_s_transcript_once(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The position a request's approvals resume from is built from the client's transcript, so
-    it is checked whole (a transcript no run could have left is refused); the checked copy is the
-    one that resumes, so nothing checks that transcript whole again."""
+    all of it is checked (a transcript no run could have left is refused); the checked copy is
+    the one that resumes, so nothing checks those messages again."""
     import sys
 
     from bindloop.checkpoints import _codec
@@ -508,17 +508,23 @@ def test_an_approval_request_checks_the_request_s_transcript_whole_once(
     history = tuple(UserMessage(content=f"earlier {i}") for i in range(20))
     chat = ChatInput(chat_id="c", protocol="ui", transcript=(*history, ASK, ASKED),
                      approvals=(approval(ASKED.tool_calls[0], True),))
-    real = msgspec.to_builtins
-    whole: list[int] = []
+    real, real_batch = msgspec.to_builtins, _codec._convert_messages
+    checked: list[int] = []  # the ids of the messages checked, once per check
 
     def counting(value: Any, *args: Any, **kwargs: Any) -> Any:
         if (sys._getframe(1).f_globals.get("__name__") == _codec.__name__
-                and isinstance(value, LoopCheckpoint) and value.messages):
-            whole.append(len(value.messages))
+                and isinstance(value, LoopCheckpoint)):
+            checked.extend(map(id, value.messages))  # a whole validation
         return real(value, *args, **kwargs)
 
+    def batch(messages: tuple[Any, ...]) -> Any:
+        checked.extend(map(id, messages))
+        return real_batch(messages)
+
     monkeypatch.setattr(msgspec, "to_builtins", counting)
+    monkeypatch.setattr(_codec, "_convert_messages", batch)
     chunks = anyio.run(serve, chat, world, model)
     monkeypatch.undo()
     assert world.deleted == ["groceries"] and chunks[-1]["finishReason"] == "stop"
-    assert whole == [len(chat.transcript)]
+    ids = [id(m) for m in chat.transcript]
+    assert sorted(i for i in checked if i in set(ids)) == sorted(ids)

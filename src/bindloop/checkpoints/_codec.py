@@ -514,9 +514,10 @@ def require_checkpoint(value: object, what: str = "checkpoint", *,
             mark = value.__dict__.get(_CHECKED)
             if mark is not None and all(map(is_, msgspec.structs.astuple(value), mark)):
                 return _checked(_with_mutable_parts_checked(value, bindings))
+            # Nothing known is the same path with every message new: their JSON bytes read back
+            # in one call cost less than rebuilding the whole checkpoint through builtins.
             known = _validated_messages(value) or known
-            if known:  # else nothing is known: one pass over the whole checkpoint is quickest
-                return _checked(_with_known_messages(value, messages, known, bindings))
+            return _checked(_with_known_messages(value, messages, known, bindings))
         except _INCREMENTAL_REFUSALS:
             pass  # validating the whole checkpoint names the problem (or accepts it)
     return _checked(_validate_whole(value, what, bindings))
@@ -554,10 +555,11 @@ def _with_known_messages(value: LoopCheckpoint, messages: tuple[Any, ...],
     """``value`` validated like :func:`_validate_whole` does, except the messages that are
     ``known`` at their position. Raises one of ``_INCREMENTAL_REFUSALS`` for anything the whole
     validation would refuse (and possibly for some it accepts: it then decides)."""
-    # Everything but the messages and the bindings (already copied), through msgspec as a whole:
-    # its JSON bytes (a lone surrogate raises UnicodeEncodeError) read back strictly.
+    # Everything but the messages, through msgspec as a whole: its JSON bytes (a lone surrogate,
+    # the bindings' keys and strings included, raises UnicodeEncodeError) read back strictly.
+    # The bindings are the copy already made and checked: the decoded ones are dropped.
     head = _CHECKPOINT_DECODER.decode(_ENCODER.encode(
-        msgspec.structs.replace(value, messages=(), bindings=LoopBindings())))
+        msgspec.structs.replace(value, messages=(), bindings=bindings)))
     fresh = _fresh_positions(messages, known)
     clean_messages = messages
     if fresh:
