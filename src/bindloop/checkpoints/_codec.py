@@ -657,7 +657,7 @@ def _unchanged_bytes(cp: LoopCheckpoint) -> bytes | None:
         return None
     bindings = cp.bindings
     try:
-        if (_ENCODER.encode(cp.stats) != marks[_CHECKED_STATS]
+        if (_ENCODER.encode(cp.stats) != marks.get(_CHECKED_STATS)
                 or type(bindings.config) is not dict or type(bindings.environment) is not dict):
             return None
         # The copy, as copy_bindings makes it: -0.0 written as 0.0, a tuple as a list.
