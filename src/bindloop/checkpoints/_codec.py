@@ -511,8 +511,7 @@ def require_checkpoint(value: object, what: str = "checkpoint", *,
     messages = value.messages
     if type(messages) is tuple:
         try:
-            mark = value.__dict__.get(_CHECKED)
-            if mark is not None and all(map(is_, msgspec.structs.astuple(value), mark)):
+            if _fields_unchanged(value):
                 return _checked(_with_mutable_parts_checked(value, bindings))
             # Nothing known is the same path with every message new: their JSON bytes read back
             # in one call cost less than rebuilding the whole checkpoint through builtins.
@@ -645,19 +644,24 @@ def _checked(cp: LoopCheckpoint) -> LoopCheckpoint:
     return cp
 
 
+def _fields_unchanged(cp: LoopCheckpoint) -> bool:
+    """Whether ``cp`` carries this module's mark and every field is still the very value it was
+    when it was validated (what can have changed since is inside its dicts)."""
+    fields = cp.__dict__.get(_CHECKED)
+    return fields is not None and all(map(is_, msgspec.structs.astuple(cp), fields))
+
+
 def _unchanged_bytes(cp: LoopCheckpoint) -> bytes | None:
     """The JSON bytes of ``cp`` when nothing can have made it invalid since it was validated: every
     field the very value it was then, its stats (whose ``tools`` is a dict) encoding to the bytes
     they did then, and its bindings plain JSON values (what :func:`json_copy` copies without a
     question), written as their copy is. ``None`` otherwise, or when ``cp`` cannot be encoded:
     the caller validates it."""
-    marks = cp.__dict__
-    fields = marks.get(_CHECKED)
-    if fields is None or not all(map(is_, msgspec.structs.astuple(cp), fields)):
+    if not _fields_unchanged(cp):
         return None
     bindings = cp.bindings
     try:
-        if (_ENCODER.encode(cp.stats) != marks.get(_CHECKED_STATS)
+        if (_ENCODER.encode(cp.stats) != cp.__dict__.get(_CHECKED_STATS)
                 or type(bindings.config) is not dict or type(bindings.environment) is not dict):
             return None
         # The copy, as copy_bindings makes it: -0.0 written as 0.0, a tuple as a list.
