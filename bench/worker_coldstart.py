@@ -88,7 +88,8 @@ def vs_hello(rounds: int) -> int:
     from coldstart import PYWRANGLER_WHEELS, measure
 
     for wheels in (PYWRANGLER_WHEELS, WHEELS_DIR):
-        result = measure(rounds, wheels_dir=wheels, say=print)
+        floor = wheels == PYWRANGLER_WHEELS
+        result = measure(rounds, wheels_dir=wheels, floor=floor, say=print)
         kinds, sizes = result["kinds"], result["snapshot_mib"]
         assert isinstance(kinds, dict) and isinstance(sizes, dict)
         print(f"cold start from the dedicated snapshot, the template vendoring {wheels.name} "
@@ -100,6 +101,12 @@ def vs_hello(rounds: int) -> int:
         print(f"  hello world (GET /)                          {result['hello_s'] * 1000:6.0f} ms"
               f"  snapshot {sizes['hello']:.1f} MiB ({kinds['hello']})")
         print(f"  template / hello world                       {result['ratio']:6.2f}x")
+        if floor:
+            print(f"  dependency floor (GET /)                     {result['floor_s'] * 1000:6.0f} ms"
+                  f"  snapshot {sizes['floor']:.1f} MiB: hello world vendoring the same wheels, "
+                  "importing msgspec")
+            print(f"  floor / hello world                          {result['floor_ratio']:6.2f}x")
+            print(f"  template / floor                             {result['over_floor']:6.2f}x")
     return 0
 
 
@@ -110,7 +117,9 @@ def main() -> int:
     ap.add_argument("--vs-hello", type=int, metavar="ROUNDS", default=0,
                     help="instead: CPU to the first response from the dedicated snapshot, the "
                     "template (vendoring the plain wheels as pywrangler does, then the .pyc set) "
-                    "beside a hello-world Worker, ROUNDS cold starts each")
+                    "beside a hello-world Worker (and, with the plain wheels, the dependency "
+                    "floor: hello world vendoring them and importing msgspec), ROUNDS cold "
+                    "starts each")
     args = ap.parse_args()
     if args.vs_hello:
         return vs_hello(args.vs_hello)

@@ -39,6 +39,10 @@ PYWRANGLER_WHEELS = REPO_ROOT / "harness" / "wasm" / "wheels"
 ``harness/wasm/wheels-pyc``, holds both). From a dedicated snapshot the imports are already done, so
 the ``.pyc`` files only add modules to load."""
 
+FLOOR_IMPORTS = "import msgspec  # noqa: F401\n"
+"""What the dependency floor adds to :data:`HELLO_ENTRY`: bindloop's compiled dependency imported
+(its ``.so`` is loaded again at every start from a snapshot)."""
+
 HELLO_ENTRY = '''from workers import Response, WorkerEntrypoint
 
 
@@ -48,11 +52,11 @@ class Default(WorkerEntrypoint):
 '''
 
 
-def hello_world(directory: Path) -> Path:
+def hello_world(directory: Path, prelude: str = "") -> Path:
     """A hello-world Python Worker in ``directory`` with the template's compatibility date and
-    flags."""
+    flags, ``prelude`` (top-level code) before its entrypoint."""
     (directory / "src").mkdir(parents=True, exist_ok=True)
-    (directory / "src" / "entry.py").write_text(HELLO_ENTRY)
+    (directory / "src" / "entry.py").write_text(prelude + HELLO_ENTRY)
     (directory / "wrangler.jsonc").write_text(json.dumps({
         "name": "hello", "main": "src/entry.py",
         "compatibility_date": TEMPLATE.compatibility_date,
@@ -115,12 +119,16 @@ class Subject:
             return cpu_s(wd.pid)
 
 
-def measure(rounds: int, *, wheels_dir: Path = PYWRANGLER_WHEELS,
+def measure(rounds: int, *, wheels_dir: Path = PYWRANGLER_WHEELS, floor: bool = False,
             say: Callable[[str], None] = lambda _: None) -> dict[str, object]:
     """``rounds`` cold starts of each Worker, the template vendoring the wheels of
     ``wheels_dir`` (by default the plain wheels, as ``pywrangler sync`` vendors them: ``.py``
     files only); returns the medians (seconds), the ratio, each sample, the snapshots' kinds and
-    sizes, and how many files the template vendors."""
+    sizes, and how many files the template vendors. ``floor`` adds a third Worker to the
+    alternation, the *dependency floor*: hello world vendoring the same wheels and importing
+    ``msgspec`` (:data:`FLOOR_IMPORTS`), what any Worker with bindloop's dependencies starts
+    with (``floor_s``, ``floor_ratio`` = floor / hello world, ``over_floor`` = template /
+    floor)."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         template = Subject("template", stage(
@@ -131,18 +139,29 @@ def measure(rounds: int, *, wheels_dir: Path = PYWRANGLER_WHEELS,
         hello = Subject("hello", stage_worker(
             read_worker(hello_world(root / "hello-src")), root / "hello",
             storage_dir=root / "do-hello", wheels_dirs=()), "/", root / "snap-hello")
-        samples: dict[str, list[float]] = {"template": [], "hello": []}
+        subjects = [template, hello]
+        if floor:
+            subjects.append(Subject("floor", stage_worker(
+                read_worker(hello_world(root / "floor-src", FLOOR_IMPORTS)), root / "floor",
+                storage_dir=root / "do-floor", wheels_dirs=(wheels_dir,)), "/",
+                root / "snap-floor"))
+        samples: dict[str, list[float]] = {s.name: [] for s in subjects}
         for i in range(rounds):
-            order = [template, hello] if i % 2 == 0 else [hello, template]
+            # Each Worker takes each place in turn (two Workers: the order flipped every round).
+            order = subjects[i % len(subjects):] + subjects[:i % len(subjects)]
             for subject in order:
                 samples[subject.name].append(subject.cold())
                 say(f"  {subject.name}: {samples[subject.name][-1] * 1000:.0f} ms CPU")
         med = {k: statistics.median(v) for k, v in samples.items()}
         vendored = sum(1 for p in (root / "template" / "python_modules").rglob("*")
                        if p.is_file())
-        return {"template_s": med["template"], "hello_s": med["hello"],
-                "ratio": med["template"] / med["hello"], "samples": samples,
-                "kinds": {"template": template.kind, "hello": hello.kind},
-                "vendored_files": vendored,
-                "snapshot_mib": {"template": template.snapshot.stat().st_size / 2**20,
-                                 "hello": hello.snapshot.stat().st_size / 2**20}}
+        result: dict[str, object] = {
+            "template_s": med["template"], "hello_s": med["hello"],
+            "ratio": med["template"] / med["hello"], "samples": samples,
+            "kinds": {s.name: s.kind for s in subjects},
+            "vendored_files": vendored,
+            "snapshot_mib": {s.name: s.snapshot.stat().st_size / 2**20 for s in subjects}}
+        if floor:
+            result.update(floor_s=med["floor"], floor_ratio=med["floor"] / med["hello"],
+                          over_floor=med["template"] / med["floor"])
+        return result
