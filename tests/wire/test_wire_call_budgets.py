@@ -14,6 +14,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import pytest
@@ -255,6 +256,59 @@ async def test_supervise_on_ends_on_dispose_and_leaves_nothing_pending() -> None
     wd.dispose()
     await anyio.sleep(0.3)  # past the budget: a timer left armed would fire it
     assert not wd.signal.aborted and wd.stall() is None
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_call_shorter_than_its_inter_chunk_budget_arms_one_timer() -> None:
+    # The first answer chunk after the first-token wait arms the inter-chunk budget; the
+    # supervisor sleeps towards where that budget would end had the answer begun with the wait,
+    # so the chunk moves nothing: one timer for the whole call, no wake-up (each one a turn of
+    # the loop and a timer more on every call).
+    loop = asyncio.get_running_loop()
+    armed: list[object] = []
+    soon: list[object] = []
+    real_at, real_soon = loop.call_at, loop.call_soon
+
+    def call_at(when: float, callback: Any, *args: Any, context: Any = None) -> Any:
+        armed.append(callback)
+        return real_at(when, callback, *args, context=context)
+
+    def call_soon(callback: Any, *args: Any, context: Any = None) -> Any:
+        soon.append(callback)
+        return real_soon(callback, *args, context=context)
+
+    wd = _watched(first_token_ms=60_000, inter_chunk_ms=5_000, total_ms=None)
+    loop.call_at, loop.call_soon = call_at, call_soon  # type: ignore[method-assign]
+    try:
+        wd.open()
+        wd.supervise_on(loop)
+        for kind in ("none", "reasoning", "answer", "answer", "answer"):
+            wd.resume()
+            await anyio.sleep(0.01)  # the read
+            wd.pause()
+            wd.observed_chunk(kind)
+        wd.dispose()
+    finally:
+        del loop.call_at, loop.call_soon
+    def its(callbacks: list[object]) -> list[object]:  # the reads' sleeps use the loop too
+        return [cb for cb in callbacks if getattr(cb, "__self__", None) is wd]
+
+    assert len(its(armed)) == 1 and its(soon) == []
+    assert not wd.signal.aborted
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_an_early_wait_that_runs_out_stalls_at_the_first_token_budget() -> None:
+    # No answer chunk: the early wait (at the inter-chunk budget) runs out, finds nothing due and
+    # sleeps on; the stall is the first-token budget's, at its deadline.
+    start = loop_ms()
+    wd = _watched(first_token_ms=300, inter_chunk_ms=50, total_ms=None)
+    wd.open()
+    wd.supervise_on(asyncio.get_running_loop())
+    stall = await _fired(wd)
+    assert stall is not None and stall.kind == "first_token" and stall.budget_ms == 300
+    assert loop_ms() - start >= 300
+    wd.dispose()
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])

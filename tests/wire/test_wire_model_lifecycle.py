@@ -469,10 +469,12 @@ async def test_supervisor_failure_is_raised_unwrapped(via: str) -> None:
     def break_clock() -> None:
         clock.broken = True  # while headers are awaited, only the supervisor reads the clock
 
+    # The supervisor reads the clock when its timer (armed before the request went out) runs out.
+    budgets = StreamBudgets(first_token_ms=200, inter_chunk_ms=None, total_ms=None)
     transport = MemoryTransport(SSE, header_delay=100, on_open=break_clock)
     with anyio.fail_after(5):
         with pytest.raises(OSError) as info:
-            await turn_via(model(transport, clock=clock), via)
+            await turn_via(model(transport, clock=clock, budgets=budgets), via)
     assert info.value is clock.error
     assert transport.log == ["open", "closed"]
 

@@ -168,8 +168,6 @@ async def open_call(transport: Transport, request: HttpRequest, *, budgets: Stre
         async with group as tg:
             if tg is not None:
                 tg.start_soon(watchdog.supervise)
-            elif loop is not None:
-                watchdog.supervise_on(loop)
             try:
                 with call.scope:
                     # Armed before the request goes out, not when headers arrive: a provider that
@@ -177,6 +175,8 @@ async def open_call(transport: Transport, request: HttpRequest, *, budgets: Stre
                     # no budget running and the caller's signal unheard (a non-streamed reply's
                     # headers come only after the whole generation, so that wait is the call).
                     watchdog.open()
+                    if loop is not None:
+                        watchdog.supervise_on(loop)  # its timer armed now, for open()'s deadline
                     call.waiting = True  # until the transport's context is entered
                     try:
                         async with transport.open(request) as response:

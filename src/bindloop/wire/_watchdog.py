@@ -132,7 +132,8 @@ class StreamWatchdog:
         "_answer_chunks", "_answer_mode", "_cap", "_clock", "_context", "_controller_abort",
         "_disposed",
         "_excused", "_external", "_first_token_ms", "_idle_since", "_inter_chunk_ms",
-        "_loop", "_opened_at", "_paused_at", "_reasoning_chunks", "_remove_listener", "_stall",
+        "_loop", "_opened_at", "_paused_at", "_provisional", "_reasoning_chunks",
+        "_remove_listener", "_stall",
         "_target", "_timer", "_total_ms", "_until", "_wake", "fired", "loop_lag_ms", "signal",
     )
 
@@ -160,8 +161,10 @@ class StreamWatchdog:
         self._stall: StreamStall | None = None
         self._disposed = False
         self._wake: Callable[[], None] | None = None
-        # The deadline a sleeping supervisor wakes at (None: it sleeps until poked).
+        # The deadline a sleeping supervisor wakes at (None: it sleeps until poked), and whether
+        # it is an early one (see _wait_target).
         self._target: float | None = None
+        self._provisional = False
         # supervise_on()'s: its loop, the callback it has pending (a timer or a next turn), and
         # the loop time its sleep ends at (a Pyodide timer is sliced).
         self._loop: AbstractEventLoop | None = None
@@ -388,7 +391,9 @@ class StreamWatchdog:
                     if deadline is None:
                         await event.wait()
                     else:
-                        delay = (deadline - self._clock()) / 1000.0
+                        now = self._clock()
+                        deadline = self._target = self._wait_target(deadline, now)
+                        delay = (deadline - now) / 1000.0
                         if delay > 0:
                             woken = await wait_woken(event, delay)
                         else:
@@ -401,22 +406,25 @@ class StreamWatchdog:
 
     def supervise_on(self, loop: AbstractEventLoop) -> None:
         """Do what :meth:`supervise` does as callbacks of the running asyncio ``loop``, without a
-        task: it starts a turn of the loop later, sleeps until the next deadline on one
-        ``loop.call_at`` timer, is woken (a turn later, as a task would be) only when a deadline
-        comes earlier, and each time makes the same decision: the same re-check on the injected
-        clock, the same loop lag given back, the same failure handling (an exception from the
-        clock fires :attr:`signal` with it). A timer that runs out decides in its own callback,
-        where the task decided a turn later. Under Pyodide a long
-        sleep is armed in slices of at most a second, as :func:`~bindloop._timers.wait_woken` takes
-        it. Ends, cancelling what it has pending, once the watchdog fired or :meth:`dispose` was
-        called. Call it once per watchdog, from a task of ``loop``, instead of :meth:`supervise`.
+        task: it sleeps until the next deadline on one ``loop.call_at`` timer, armed at once
+        (where the task starts a turn later: called after :meth:`open`, it is armed for the
+        deadline that set), is woken (a turn later, as a task would be) only when a deadline
+        comes earlier than the one it sleeps for, and each time makes the same decision: the
+        same re-check on the injected clock, the same loop lag given back, the same failure
+        handling (an exception from the clock fires :attr:`signal` with it). A timer that runs
+        out decides in its own callback, where the task decided a turn later. Under Pyodide a
+        long sleep is armed in slices of at most a second, as
+        :func:`~bindloop._timers.wait_woken` takes it. Ends, cancelling what it has pending,
+        once the watchdog fired or :meth:`dispose` was called. Call it once per watchdog, from
+        a task of ``loop``, instead of :meth:`supervise`.
         """
         if self._loop is not None or self._wake is not None:
             raise ProtocolError("StreamWatchdog is supervised already: call supervise_on() or "
                                 "supervise() once per watchdog")
         self._loop = loop
-        self._context = context = asyncio_callback_context()
-        self._timer = loop.call_soon(self._sleep, context=context)
+        self._context = asyncio_callback_context()
+        # Armed now (after open(): for the deadline it set), not a turn later: one timer a call.
+        self._sleep()
 
     def _sleep(self) -> None:
         """supervise_on(): arm the timer for the next deadline (nothing armed: sleep until woken),
@@ -427,7 +435,11 @@ class StreamWatchdog:
             return
         try:
             deadline = self._target = self.next_deadline_ms
-            delay = None if deadline is None else (deadline - self._clock()) / 1000.0
+            delay = None
+            if deadline is not None:
+                now = self._clock()
+                deadline = self._target = self._wait_target(deadline, now)
+                delay = (deadline - now) / 1000.0
         except Exception as exc:
             self._abort(exc)
             self._end_timer()
@@ -490,9 +502,34 @@ class StreamWatchdog:
         if timer is not None:
             timer.cancel()
 
+    def _wait_target(self, deadline: float, now: float) -> float:
+        """What a supervisor sleeping at clock reading ``now`` waits for: ``deadline`` (the next
+        one), or, while the first-token budget runs and a shorter inter-chunk budget is set, the
+        reading at which the inter-chunk budget would run out had the answer begun when the
+        first-token wait did (``_provisional``). The first answer chunk then arms a deadline no
+        earlier than the one slept for, so it wakes nothing (waking would cost a loop turn and
+        a timer more on every call); a wait that reaches the early reading first finds nothing
+        due and sleeps again."""
+        inter = self._inter_chunk_ms
+        if inter is not None and not self._answer_mode and self._paused_at is None:
+            early = self._idle_since + inter
+            if now < early < deadline:
+                self._provisional = True
+                return early
+        self._provisional = False
+        return deadline
+
     def _decide(self, deadline: float | None, woken: bool) -> None:
         """A wait for ``deadline`` ended, by a wake-up (``woken``) or by its timer: give a late
-        timer's lag back to the idle clock (then wait again), else :meth:`check`."""
+        timer's lag back to the idle clock (then wait again), else :meth:`check`. An early
+        wait's timer (:meth:`_wait_target`) decides nothing until a deadline is due, and then
+        decides for that deadline, as its own timer would have."""
+        if not woken and self._provisional:
+            self._provisional = False
+            due = self.next_deadline_ms
+            if due is None or self._clock() < due:
+                return
+            deadline = due
         if not woken and deadline is not None and self._excuse_lag(deadline):
             return
         self.check()
