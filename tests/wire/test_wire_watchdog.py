@@ -9,6 +9,8 @@ from typing import Any
 import anyio
 import pytest
 import trio
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 import trio.testing
 
 from bindloop.wire import StreamStalledError
@@ -594,3 +596,75 @@ def test_timer_jitter_is_not_lag() -> None:
     stall, fired_at, lag = run_overloaded(main)
     assert stall is not None and stall.kind == "first_token"
     assert fired_at == pytest.approx(105.0) and lag == 0.0
+
+
+# -- the supervisor fires at the deadline a reference model of the budgets gives ---------------
+
+_KINDS = ("answer", "reasoning", "none")
+
+
+def _expected_stall(budgets: tuple[float | None, float | None, float | None],
+                    timeline: list[tuple[float, str]]) -> tuple[str, float] | None:
+    """What the budgets say, read straight off the timeline (open at 0; each chunk at the sum of
+    the gaps so far): the first deadline passed before the next chunk, its kind and its time."""
+    first, inter, total = budgets
+    idle_since, answer, now = 0.0, False, 0.0
+
+    def due() -> tuple[str, float] | None:
+        budget = inter if answer else first
+        options = []
+        if budget is not None:
+            options.append(("inter_chunk" if answer else "first_token", idle_since + budget))
+        if total is not None:
+            options.append(("total", total))
+        return min(options, key=lambda o: o[1]) if options else None
+
+    for gap, kind in timeline:
+        now += gap
+        stall = due()
+        if stall is not None and abs(stall[1] - now) <= 1:
+            return ("tie", now)  # a chunk at the very reading a deadline runs out: a race
+        if stall is not None and stall[1] < now:
+            return stall
+        if kind != "none":
+            idle_since, answer = now, kind == "answer"
+    return due()
+
+
+@settings(max_examples=80, deadline=None)
+@given(budgets=st.tuples(*[st.one_of(st.none(), st.integers(5, 400).map(float))] * 3),
+       timeline=st.lists(st.tuples(st.integers(0, 300).map(float), st.sampled_from(_KINDS)),
+                         max_size=12))
+def test_supervise_fires_where_the_budgets_say(
+        budgets: tuple[float | None, float | None, float | None],
+        timeline: list[tuple[float, str]]) -> None:
+    expected = _expected_stall(budgets, timeline)
+    assume(expected is None or expected[0] != "tie")  # either answer would be right
+
+    async def main() -> tuple[StreamStall | None, float]:
+        first, inter, total = budgets
+        wd = create_stream_watchdog(first_token_ms=first, inter_chunk_ms=inter, total_ms=total,
+                                    clock=virtual_ms)
+        start = virtual_ms()
+        fired_at: list[float] = []
+        wd.signal.add_listener(lambda _r: fired_at.append(virtual_ms() - start))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wd.supervise)
+            wd.open()
+            for gap, kind in timeline:
+                await anyio.sleep(gap / 1000.0)
+                if wd.fired:
+                    break
+                wd.observed_chunk(kind)  # type: ignore[arg-type]
+            if expected is not None and not wd.fired:
+                await anyio.sleep((expected[1] + 50 - (virtual_ms() - start)) / 1000.0)
+            stall = wd.stall()
+            wd.dispose()
+        return stall, fired_at[0] if fired_at else math.nan
+
+    stall, at = run_virtual(main)
+    if expected is None:
+        assert stall is None
+    else:
+        assert stall is not None and stall.kind == expected[0]
+        assert at == pytest.approx(expected[1], abs=0.5)

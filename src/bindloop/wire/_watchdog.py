@@ -388,6 +388,7 @@ class StreamWatchdog:
                 woken = True
                 try:
                     deadline = self._target = self.next_deadline_ms
+                    self._provisional = False
                     if deadline is None:
                         await event.wait()
                     else:
@@ -435,6 +436,7 @@ class StreamWatchdog:
             return
         try:
             deadline = self._target = self.next_deadline_ms
+            self._provisional = False
             delay = None
             if deadline is not None:
                 now = self._clock()
