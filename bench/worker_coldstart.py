@@ -5,7 +5,8 @@ A snapshot is written once (``--python-save-snapshot``: Python booted, the Worke
 imports done); then fresh workerd processes start alternately without it (Python boots and imports
 ``entry.py``, bindloop and msgspec) and from it (``--python-load-snapshot``), the order flipped
 every round. For each: process start -> socket listening, -> the first chat's stream done; then
-warm chats, and workerd's CPU per warm request (its threads' CPU from /proc, in nanoseconds,
+warm chats; workerd's CPU for the first chat (what a cold start's first request costs beyond
+the start) and per warm request (its threads' CPU from /proc, in nanoseconds,
 ``coldstart.cpu_s``: the Python turn, the outbound fetch, the SSE stream and the Session object's
 calls).
 Also prints the bundle: the vendored ``python_modules`` as files, and compressed (deflate, what an
@@ -66,9 +67,11 @@ def one_start(config: Path, snapshot: tuple[str, Path] | None, turns: int,
     t0 = time.perf_counter()
     with Workerd(config, snapshot=snapshot) as wd:
         assert wd.proc is not None
+        c0 = cpu_s(wd.proc.pid)
         chat(wd.port)
         out["listen"].append(wd.listen_s)
         out["first_done"].append(time.perf_counter() - t0)
+        out["first_cpu"].append(cpu_s(wd.proc.pid) - c0)
         for _ in range(turns):
             c0 = cpu_s(wd.proc.pid)
             chat(wd.port)
@@ -124,7 +127,8 @@ def main() -> int:
     if args.vs_hello:
         return vs_hello(args.vs_hello)
     results: dict[str, dict[str, list[float]]] = {
-        m: {"listen": [], "first_done": [], "cpu": []} for m in ("plain", "snapshot")}
+        m: {"listen": [], "first_done": [], "first_cpu": [], "cpu": []}
+        for m in ("plain", "snapshot")}
     with ScriptedProviderServer() as server, tempfile.TemporaryDirectory() as tmp:
         server.set_responder("p", respond)
         root = Path(tmp)
@@ -155,6 +159,7 @@ def main() -> int:
           f"(median ms){'plain':>12} {'snapshot':>9} {'snap/plain':>11}")
     for label, key in (("process start -> listening", "listen"),
                        ("process start -> first chat done", "first_done"),
+                       ("first chat: workerd CPU", "first_cpu"),
                        ("warm chat: workerd CPU", "cpu")):
         a, b = med(plain[key]), med(snap[key])
         print(f"  {label:<44} {a:9.0f} {b:9.0f} {b / a if a else float('nan'):11.2f}")

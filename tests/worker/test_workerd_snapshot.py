@@ -71,3 +71,63 @@ def test_a_worker_started_from_a_memory_snapshot_serves_the_same_chat(tmp_path: 
         print(f"\n[snapshot] {snapshot.stat().st_size / 2**20:.1f} MiB; listening after "
               f"{listen_plain * 1000:.0f} ms (saving run) vs {listen_snap * 1000:.0f} ms (from the "
               f"snapshot); first chat {took_plain * 1000:.0f} vs {took_snap * 1000:.0f} ms")
+
+
+# The template's own entry, and a route that says which modules its top level had imported and
+# which have been imported since (the served Worker is otherwise the template).
+_WATCHED = '''
+
+import json as _json
+import sys as _sys
+
+_AT_TOP = frozenset(_sys.modules)
+_Served = Default
+
+
+class Default(_Served):
+    async def fetch(self, request):
+        if str(request.url).endswith("/__modules"):
+            from workers import Response
+
+            return Response(_json.dumps({"at_top": sorted(_AT_TOP),
+                                         "since": sorted(set(_sys.modules) - _AT_TOP)}))
+        return await super().fetch(request)
+'''
+
+
+def _modules(port: int) -> dict[str, list[str]]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    try:
+        conn.request("GET", "/__modules")
+        resp = conn.getresponse()
+        assert resp.status == 200
+        found: dict[str, list[str]] = json.loads(resp.read())
+    finally:
+        conn.close()
+    return found
+
+
+def test_a_chat_after_a_cold_start_imports_nothing_of_bindloop_or_anyio(tmp_path: Path) -> None:
+    """What a first chat would import lazily (anyio's asyncio backend, every wire) is imported by
+    the Worker's top level, so it is in the snapshot: restored on a cold start, not compiled from
+    source by the first request."""
+    entry = tmp_path / "entry.py"
+    entry.write_text((REPO / "worker" / "src" / "entry.py").read_text() + _WATCHED)
+    with ScriptedProviderServer() as server:
+        server.set_responder("p", _answer)
+        config = stage(tmp_path / "stage", storage_dir=tmp_path / "do", with_conformance=False,
+                       bindings={"OPENAI_BASE_URL": server.base_url("p"), "OPENAI_API_KEY": "k"},
+                       entry=entry)
+        snapshots = tmp_path / "snapshots"
+        with Workerd(config, snapshot=("save", snapshots)) as saving:
+            _modules(saving.port)
+        with Workerd(config, snapshot=("load", snapshots)) as loaded:
+            at_top = set(_modules(loaded.port)["at_top"])
+            _took, lines = _chat(loaded.port, "cold")
+            since = _modules(loaded.port)["since"]
+            log = loaded.log_text()
+    assert _done(lines)["text"] == "You said: cold", log
+    wires = {f"bindloop.wire.{m}" for m in ("_openai_chat", "_openai_responses", "_anthropic",
+                                            "_gemini")}
+    assert wires | {"anyio._backends._asyncio"} <= at_top
+    assert [m for m in since if m.split(".")[0] in ("bindloop", "anyio")] == []
