@@ -162,7 +162,7 @@ class StreamWatchdog:
         self._disposed = False
         self._wake: Callable[[], None] | None = None
         # The deadline a sleeping supervisor wakes at (None: it sleeps until poked), and whether
-        # it is an early one (see _wait_target).
+        # it is an early one (see _next_wait).
         self._target: float | None = None
         self._provisional = False
         # supervise_on()'s: its loop, the callback it has pending (a timer or a next turn), and
@@ -387,21 +387,16 @@ class StreamWatchdog:
                 self._wake = event.set
                 woken = True
                 try:
-                    deadline = self._target = self.next_deadline_ms
-                    self._provisional = False
-                    if deadline is None:
+                    delay = self._next_wait()
+                    if delay is None:
                         await event.wait()
+                    elif delay > 0:
+                        woken = await wait_woken(event, delay)
                     else:
-                        now = self._clock()
-                        deadline = self._target = self._wait_target(deadline, now)
-                        delay = (deadline - now) / 1000.0
-                        if delay > 0:
-                            woken = await wait_woken(event, delay)
-                        else:
-                            await anyio.lowlevel.checkpoint()
+                        await anyio.lowlevel.checkpoint()
                 finally:
                     self._wake = None
-                self._decide(deadline, woken)
+                self._decide(self._target, woken)
         except Exception as exc:
             self._abort(exc)
 
@@ -435,13 +430,7 @@ class StreamWatchdog:
             self._end_timer()
             return
         try:
-            deadline = self._target = self.next_deadline_ms
-            self._provisional = False
-            delay = None
-            if deadline is not None:
-                now = self._clock()
-                deadline = self._target = self._wait_target(deadline, now)
-                delay = (deadline - now) / 1000.0
+            delay = self._next_wait()
         except Exception as exc:
             self._abort(exc)
             self._end_timer()
@@ -504,27 +493,32 @@ class StreamWatchdog:
         if timer is not None:
             timer.cancel()
 
-    def _wait_target(self, deadline: float, now: float) -> float:
-        """What a supervisor sleeping at clock reading ``now`` waits for: ``deadline`` (the next
-        one), or, while the first-token budget runs and a shorter inter-chunk budget is set, the
-        reading at which the inter-chunk budget would run out had the answer begun when the
-        first-token wait did (``_provisional``). The first answer chunk then arms a deadline no
-        earlier than the one slept for, so it wakes nothing (waking would cost a loop turn and
-        a timer more on every call); a wait that reaches the early reading first finds nothing
-        due and sleeps again."""
+    def _next_wait(self) -> float | None:
+        """Set what a supervisor now going to sleep waits for (``_target``; ``None``: nothing is
+        armed, it sleeps until woken) and return the seconds until then (``None`` with it). That
+        is the next deadline, or, while the first-token budget runs and a shorter inter-chunk
+        budget is set, the reading at which the inter-chunk budget would run out had the answer
+        begun when the first-token wait did (``_provisional``): the first answer chunk then arms
+        a deadline no earlier than the one slept for, so it wakes nothing (waking would cost a
+        loop turn and a timer more on every call); a wait that reaches the early reading first
+        finds nothing due and sleeps again (:meth:`_decide`)."""
+        deadline = self._target = self.next_deadline_ms
+        self._provisional = False
+        if deadline is None:
+            return None
+        now = self._clock()
         inter = self._inter_chunk_ms
         if inter is not None and not self._answer_mode and self._paused_at is None:
             early = self._idle_since + inter
             if now < early < deadline:
+                deadline = self._target = early
                 self._provisional = True
-                return early
-        self._provisional = False
-        return deadline
+        return (deadline - now) / 1000.0
 
     def _decide(self, deadline: float | None, woken: bool) -> None:
         """A wait for ``deadline`` ended, by a wake-up (``woken``) or by its timer: give a late
         timer's lag back to the idle clock (then wait again), else :meth:`check`. An early
-        wait's timer (:meth:`_wait_target`) decides nothing until a deadline is due, and then
+        wait's timer (:meth:`_next_wait`) decides nothing until a deadline is due, and then
         decides for that deadline, as its own timer would have."""
         if not woken and self._provisional:
             self._provisional = False
