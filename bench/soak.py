@@ -172,6 +172,7 @@ class GcWatch:
     def __init__(self) -> None:
         self.counts = [0, 0, 0]
         self.cpu_s = 0.0
+        self.cpu_by_generation = [0.0, 0.0, 0.0]
         self._started = 0.0
 
     def __enter__(self) -> "GcWatch":
@@ -185,11 +186,14 @@ class GcWatch:
         if phase == "start":
             self._started = time.process_time()
         else:
+            spent = time.process_time() - self._started
             self.counts[info["generation"]] += 1
-            self.cpu_s += time.process_time() - self._started
+            self.cpu_by_generation[info["generation"]] += spent
+            self.cpu_s += spent
 
     def figures(self) -> dict[str, Any]:
-        return {"collections": list(self.counts), "cpu_s": self.cpu_s}
+        return {"collections": list(self.counts), "cpu_s": self.cpu_s,
+                "cpu_s_by_generation": list(self.cpu_by_generation)}
 
 
 def _usage() -> tuple[float, float]:
@@ -598,7 +602,8 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
         if not g:
             return "-"
         young, middle, full = g["collections"]
-        return f"{young}/{middle}/{full} collections, {g['cpu_s']:.2f} s"
+        by = "/".join(f"{s:.2f}" for s in g.get("cpu_s_by_generation", ()))
+        return f"{young}/{middle}/{full} collections, {g['cpu_s']:.2f} s ({by})"
 
     lines.append("cyclic GC while the sessions ran (young/middle/full, CPU): "
                  + "; ".join(f"{r['framework']} {collector(r)}" for r in rows)
