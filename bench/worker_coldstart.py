@@ -103,13 +103,21 @@ def vs_hello(rounds: int) -> int:
               f"({kinds['template']})")
         print(f"  hello world (GET /)                          {result['hello_s'] * 1000:6.0f} ms"
               f"  snapshot {sizes['hello']:.1f} MiB ({kinds['hello']})")
-        print(f"  template / hello world                       {result['ratio']:6.2f}x")
+        quartiles = result["ratio_quartiles"]
+        assert isinstance(quartiles, tuple)
+        q1, q3 = quartiles
+        print(f"  template / hello world                       {result['ratio']:6.2f}x"
+              f"  (round by round: quartiles {q1:.2f}-{q3:.2f}x)")
         if floor:
             print(f"  dependency floor (GET /)                     {result['floor_s'] * 1000:6.0f} ms"
                   f"  snapshot {sizes['floor']:.1f} MiB: hello world vendoring the same wheels, "
                   "importing msgspec")
             print(f"  floor / hello world                          {result['floor_ratio']:6.2f}x")
-            print(f"  template / floor                             {result['over_floor']:6.2f}x")
+            over = result["over_floor_quartiles"]
+            assert isinstance(over, tuple)
+            f1, f3 = over
+            print(f"  template / floor                             {result['over_floor']:6.2f}x"
+                  f"  (round by round: quartiles {f1:.2f}-{f3:.2f}x)")
     return 0
 
 

@@ -161,7 +161,21 @@ def measure(rounds: int, *, wheels_dir: Path = PYWRANGLER_WHEELS, floor: bool = 
             "kinds": {s.name: s.kind for s in subjects},
             "vendored_files": vendored,
             "snapshot_mib": {s.name: s.snapshot.stat().st_size / 2**20 for s in subjects}}
+        # Each round's own ratio (the Workers of a round start back to back): their spread is
+        # the figure's noise within this run, which the ratio of the medians does not show.
+        result["ratio_quartiles"] = _quartiles(samples["template"], samples["hello"])
         if floor:
             result.update(floor_s=med["floor"], floor_ratio=med["floor"] / med["hello"],
-                          over_floor=med["template"] / med["floor"])
+                          over_floor=med["template"] / med["floor"],
+                          over_floor_quartiles=_quartiles(samples["template"], samples["floor"]))
         return result
+
+
+def _quartiles(over: list[float], under: list[float]) -> tuple[float, float]:
+    """The first and third quartiles of the rounds' paired ratios ``over[i] / under[i]``
+    (both the one ratio when there is a single round)."""
+    paired = [a / b for a, b in zip(over, under)]
+    if len(paired) < 2:
+        return paired[0], paired[0]
+    q1, _, q3 = statistics.quantiles(paired, n=4, method="inclusive")
+    return q1, q3
