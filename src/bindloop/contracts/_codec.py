@@ -175,7 +175,10 @@ def message_to_openai(message: Message) -> dict[str, Any]:
     could not survive the trip (an image with both or neither of url / data, inline data without
     its media type) raises :class:`TranscriptFormatError` rather than being silently altered.
     """
-    if isinstance(message, AssistantMessage):
+    # The exact classes first: a missed isinstance() on a Struct class is a call of its
+    # metaclass's __instancecheck__, and most messages sent are assistant turns and tool results.
+    if type(message) is AssistantMessage or (type(message) is not ToolMessage
+                                             and isinstance(message, AssistantMessage)):
         out: dict[str, Any] = {
             "role": "assistant",
             "content": None if message.content is None else _content_to_openai(message.content),
@@ -185,7 +188,7 @@ def message_to_openai(message: Message) -> dict[str, Any]:
         if message.name is not None:
             out["name"] = message.name
         return out
-    if isinstance(message, ToolMessage):
+    if type(message) is ToolMessage or isinstance(message, ToolMessage):
         out = {"role": "tool", "tool_call_id": message.tool_call_id,
                "content": _content_to_openai(message.content)}
         if message.name is not None:

@@ -33,6 +33,7 @@ from ..completion import (
     collect_turn,
 )
 from ..contracts import (
+    AssistantMessage,
     Message,
     ModelTurnResult,
     ProviderItemPart,
@@ -485,7 +486,9 @@ class AnthropicAdapter:
         blocks are tool results)`` (``b""`` when it has no block), or for a system message
         ``(None, its encoded block or b"" when blank, False)``. The turn is encoded in one call:
         its blocks need no reordering (a message's blocks are all tool results or none)."""
-        if isinstance(m, SystemMessage):
+        exact = type(m)  # the usual classes first (a missed isinstance() on a Struct class is slow)
+        if exact is not ToolMessage and exact is not AssistantMessage \
+                and isinstance(m, SystemMessage):
             text = text_of(parts_of(m.content), "a system message")
             if not text.strip():  # a blank system block is refused like any blank text
                 return None, b"", False

@@ -228,7 +228,8 @@ class Prepared:
         """``m`` as the uncached build converts it: wire names, then the reasoning policy."""
         if self.wire is not None:
             m = rename_message(m, self.wire)
-        if isinstance(m, AssistantMessage) and isinstance(m.content, tuple):
+        # The content first: a tool result, whose content is text, then skips the slower check.
+        if isinstance(m.content, tuple) and isinstance(m, AssistantMessage):
             m = sanitize_history_for_provider((m,), self._target)[0]
         return m
 
@@ -253,14 +254,16 @@ class Prepared:
 
 def _refused(names: ToolNames, m: Message) -> bool:
     """Whether ``m`` holds a tool name the wire refuses (so the request must map names)."""
-    if isinstance(m, AssistantMessage):
+    # The exact classes first: a missed isinstance() on a Struct class is slow.
+    if type(m) is AssistantMessage or (type(m) is not ToolMessage
+                                       and isinstance(m, AssistantMessage)):
         if m.tool_calls:
             fit = names.fit  # fits() by name, read here without the call
             for call in m.tool_calls:
                 if not (fit.get(call.name) or names.fits(call.name)):
                     return True
         return False
-    return isinstance(m, ToolMessage) and m.name is not None and not (
+    return (type(m) is ToolMessage or isinstance(m, ToolMessage)) and m.name is not None and not (
         names.fit.get(m.name) or names.fits(m.name))
 
 

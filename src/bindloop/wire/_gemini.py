@@ -545,7 +545,9 @@ class GeminiAdapter:
             piece = found[i]
             if piece is None or piece[3] is not None or skip:
                 m = messages[i]
-                if isinstance(m, SystemMessage):
+                # The exact classes first: a missed isinstance() on a Struct class is slow.
+                if type(m) is not ToolMessage and type(m) is not AssistantMessage \
+                        and isinstance(m, SystemMessage):
                     if piece is None:
                         piece = self._piece(prep, m)
                 elif skip:
@@ -553,7 +555,9 @@ class GeminiAdapter:
                     if isinstance(m, AssistantMessage) and m.tool_calls:
                         calls = ({c.id: prep.call_name(c.name) for c in m.tool_calls}, calls)
                     continue
-                elif isinstance(m, ToolMessage) and m.name is None:
+                elif (type(m) is ToolMessage or (type(m) is not AssistantMessage
+                                                 and isinstance(m, ToolMessage))) \
+                        and m.name is None:
                     name = _called(calls, m.tool_call_id)  # none: the uncached build says why
                     if piece is None or piece[3] != name:
                         piece = self._piece(prep, m, name)
@@ -590,7 +594,9 @@ class GeminiAdapter:
         None)``. ``name`` is a nameless tool result's. The content is encoded in one call."""
         wire_m = prep.message(m)
         piece: Any
-        if isinstance(wire_m, SystemMessage):
+        exact = type(wire_m)  # the usual classes first (a missed isinstance() on a Struct is slow)
+        if exact is not ToolMessage and exact is not AssistantMessage \
+                and isinstance(wire_m, SystemMessage):
             text = text_of(parts_of(wire_m.content), "a system message")
             piece = (None, encoded({"text": text}) if text else b"", (), None)
         else:
@@ -599,7 +605,7 @@ class GeminiAdapter:
                 and isinstance(wire_m, ToolMessage) else {}
             role, parts = _parts(wire_m, names)
             piece = (role, encoded({"role": role, "parts": parts}) if parts else b"",
-                     names if isinstance(wire_m, AssistantMessage) and names else (), name)
+                     names if names and isinstance(wire_m, AssistantMessage) else (), name)
         prep.keep(m, piece, len(piece[1]))
         return piece
 
@@ -710,7 +716,8 @@ def _parts(m: Message, names: dict[str, str]) -> tuple[str, list[dict[str, Any]]
     and a tool result without a name takes its call's from there."""
     # The exact class first (no walk of the class's bases): an agent's transcript is mostly
     # tool results and assistant turns.
-    if type(m) is ToolMessage or isinstance(m, ToolMessage):
+    exact = type(m)
+    if type(m) is ToolMessage or (exact is not AssistantMessage and isinstance(m, ToolMessage)):
         name = m.name or names.get(m.tool_call_id)
         if name is None:
             raise WireRequestError(

@@ -360,12 +360,17 @@ class OpenAIResponsesAdapter:
         return out
 
     def _items(self, m: Message, items: list[Any]) -> None:
-        if isinstance(m, SystemMessage):
+        # The exact classes first: a missed isinstance() on a Struct class is a call of its
+        # metaclass's __instancecheck__, and an agent's new messages are assistant turns and
+        # tool results.
+        usual = type(m) is AssistantMessage or type(m) is ToolMessage
+        if not usual and isinstance(m, SystemMessage):
             items.append({"role": "system", "content": text_of(parts_of(m.content),
                                                                 "a system message")})
-        elif isinstance(m, UserMessage):
+        elif not usual and isinstance(m, UserMessage):
             items.append({"role": "user", "content": _user_content(m)})
-        elif isinstance(m, AssistantMessage):
+        elif type(m) is AssistantMessage or (type(m) is not ToolMessage
+                                             and isinstance(m, AssistantMessage)):
             text: list[str] = []
             for part in parts_of(m.content):
                 if isinstance(part, ReasoningPart):
@@ -387,7 +392,7 @@ class OpenAIResponsesAdapter:
                 # sent shortened, the same way for the call and its output.
                 items.append({"type": "function_call", "call_id": short_id(call.id),
                               "name": call.name, "arguments": call.arguments})
-        elif isinstance(m, ToolMessage):
+        elif type(m) is ToolMessage or isinstance(m, ToolMessage):
             items.append({"type": "function_call_output", "call_id": short_id(m.tool_call_id),
                           "output": text_of(parts_of(m.content), "a tool result")})
         else:
