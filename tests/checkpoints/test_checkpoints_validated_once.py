@@ -89,7 +89,7 @@ def test_the_incremental_path_stores_and_refuses_what_whole_validation_does(
             messages.append(UserMessage(content=f"more {at}"))
         elif action == "append_odd":
             messages.append(odd)
-        elif action == "replace" and k < len(messages):
+        elif action == "replace" and k < len(messages) and not isinstance(messages[k], dict):
             messages[k] = msgspec.structs.replace(messages[k])  # equal, but not the same object
         elif action == "replace_odd" and k < len(messages):
             messages[k] = odd
