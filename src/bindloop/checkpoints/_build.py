@@ -21,6 +21,8 @@ __all__ = ("check_budget", "check_execution_id", "create_loop_checkpoint", "fork
 
 # The message classes, from the Message union itself (a tuple: isinstance's quickest form).
 _MESSAGE_TYPES: Final = Message.__args__
+_EXACT_MESSAGE_TYPES: Final = frozenset(_MESSAGE_TYPES)  # looked up first: a missed isinstance()
+# against a Struct class is a call of its metaclass's __instancecheck__
 
 
 def check_execution_id(value: object) -> str:
@@ -40,7 +42,7 @@ def _messages(messages: object) -> tuple[Message, ...]:
         raise UsageError(f"messages must be a sequence of Message, got {type(messages).__name__}")
     out = tuple(messages)
     for k, m in enumerate(out):
-        if not isinstance(m, _MESSAGE_TYPES):
+        if type(m) not in _EXACT_MESSAGE_TYPES and not isinstance(m, _MESSAGE_TYPES):
             raise UsageError(f"messages[{k}] is {type(m).__name__}, not a Message")
     return out
 

@@ -48,6 +48,9 @@ __all__ = (
 _PART_TYPES = (TextPart, ImagePart, FilePart, ReasoningPart, ProviderItemPart)
 # The message classes, from the Message union itself (a tuple: isinstance's quickest form).
 _MESSAGE_TYPES: Final = Message.__args__
+# The exact classes, looked up first: isinstance() against a tuple of Struct classes pays a call
+# of the metaclass's __instancecheck__ for each class it misses before the one that fits.
+_EXACT_MESSAGE_TYPES: Final = frozenset(_MESSAGE_TYPES)
 _SUSPEND_MODES = ("waiting_for_reply", "resuming_later")
 
 
@@ -135,7 +138,7 @@ def check_messages(value: object, where: str) -> Sequence[Any]:
         raise PortContractError(
             f"{where} must be a list or tuple of messages, got {type(value).__name__}")
     for k, message in enumerate(value):
-        if not isinstance(message, _MESSAGE_TYPES):
+        if type(message) not in _EXACT_MESSAGE_TYPES and not isinstance(message, _MESSAGE_TYPES):
             raise PortContractError(f"{where}[{k}] is {type(message).__name__}, not a Message")
         content = message.content
         if content is not None or not isinstance(message, AssistantMessage):

@@ -32,6 +32,8 @@ __all__ = (
 
 # The message classes, from the Message union itself (a tuple: isinstance's quickest form).
 _MESSAGE_TYPES: Final = Message.__args__
+_EXACT_MESSAGE_TYPES: Final = frozenset(_MESSAGE_TYPES)  # looked up first: a missed isinstance()
+# against a Struct class is a call of its metaclass's __instancecheck__
 
 LEADING_USER_PLACEHOLDER: Final = "(earlier conversation omitted)"
 """User text placed before a conversation whose first non-system message is an assistant turn (a
@@ -168,7 +170,7 @@ def _check_transcript(messages: object) -> None:
         raise TranscriptFormatError(
             f"messages must be a sequence of Message structs, got {type(messages).__name__}")
     for k, m in enumerate(messages):
-        if not isinstance(m, _MESSAGE_TYPES):
+        if type(m) not in _EXACT_MESSAGE_TYPES and not isinstance(m, _MESSAGE_TYPES):
             raise TranscriptFormatError(
                 f"messages[{k}] is a {type(m).__name__}, not a Message (SystemMessage, "
                 "UserMessage, AssistantMessage or ToolMessage)")
