@@ -714,10 +714,10 @@ class _GeminiStreamDecoder:
 def _parts(m: Message, names: dict[str, str]) -> tuple[str, list[dict[str, Any]]]:
     """A message's role and parts; an assistant's calls are recorded in ``names`` (id -> name),
     and a tool result without a name takes its call's from there."""
-    # The exact class first (no walk of the class's bases): an agent's transcript is mostly
-    # tool results and assistant turns.
-    exact = type(m)
-    if type(m) is ToolMessage or (exact is not AssistantMessage and isinstance(m, ToolMessage)):
+    # The exact classes first (a missed isinstance() on a Struct class is a call of its
+    # metaclass's __instancecheck__): an agent's transcript is mostly tool results and assistant
+    # turns.
+    if type(m) is ToolMessage or (type(m) is not AssistantMessage and isinstance(m, ToolMessage)):
         name = m.name or names.get(m.tool_call_id)
         if name is None:
             raise WireRequestError(
